@@ -1,0 +1,39 @@
+// sf: the Steadfast command line.
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "cli/command.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: sf [--version] COMMAND [ARGS...]\n"
+    "\n"
+    "commands:\n"
+    "  config validate FILE...   check experiment YAML files\n"
+    "\n"
+    "Exit codes: 0 ok, 1 failed, 2 bad usage or input.\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) {
+    std::cerr << kUsage;
+    return sf::cli::kExitUsage;
+  }
+  const std::string command = args[0];
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (command == "-h" || command == "--help" || command == "help") {
+    std::cout << kUsage;
+    return sf::cli::kExitOk;
+  }
+  if (command == "--version" || command == "version") {
+    std::cout << "sf " << SF_VERSION << "\n";
+    return sf::cli::kExitOk;
+  }
+  if (command == "config") return sf::cli::RunConfigCommand(rest);
+  std::cerr << "sf: unknown command \"" << command << "\"\n" << kUsage;
+  return sf::cli::kExitUsage;
+}

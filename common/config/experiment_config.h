@@ -1,0 +1,199 @@
+// The experiment configuration: the YAML a user submits, parsed into typed structs.
+//
+// One parser and validator, shared by the CLI (validates before submitting), the master
+// (validates again on CreateExperiment) and the trainer (reads its trial's config). Every
+// problem is reported as a ConfigError naming the field path, the offending value and the
+// reason ("searcher.max_trials: -3 must be >= 1"); all problems in a document are reported
+// together, in document order. Unknown keys are errors, with a "did you mean" for near misses.
+//
+// docs/config.md documents every field, its type, default and range; keep the two in step.
+//
+// Functions here are pure (no I/O except LoadExperimentConfigFile) and thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/value.h"
+
+namespace sf::config {
+
+// One problem in a document. `path` is dotted ("searcher.max_trials",
+// "hyperparameters.optimizer.betas[1]"); "<document>" for problems with the whole document
+// (syntax errors, empty file, size). line/column are 1-based; 0 when unknown.
+struct ConfigError {
+  std::string path;
+  std::string message;
+  int line = 0;
+  int column = 0;
+
+  // "path: message"
+  std::string ToString() const;
+  // "source:line:column: path: message" (location parts omitted when unknown).
+  std::string ToStringWithLocation(std::string_view source) const;
+};
+
+// A training length: exactly one of batches or epochs.
+struct Length {
+  enum class Unit { kBatches, kEpochs };
+  Unit unit = Unit::kBatches;
+  int64_t value = 0;
+  std::string ToString() const;  // "{batches: 500}"
+};
+
+struct ParallelFiles {
+  std::string src;  // absolute once ResolvePaths has run
+  std::string tgt;
+};
+
+struct TokenizerConfig {
+  std::string type = "sentencepiece";
+  int64_t vocab_size = 8000;
+  std::string model_type = "bpe";      // bpe | unigram | char | word
+  bool shared = true;                  // one vocabulary for source and target
+  std::optional<std::string> model;    // an existing SentencePiece model; trained when absent
+  double character_coverage = 1.0;
+};
+
+struct DataConfig {
+  ParallelFiles train;
+  std::optional<ParallelFiles> valid;
+  std::optional<ParallelFiles> test;
+  TokenizerConfig tokenizer;
+  int64_t max_source_positions = 256;
+  int64_t max_target_positions = 256;
+};
+
+// A hyperparameter: a constant, a search space, or a nested group of hyperparameters.
+// A map whose `type` is one of const/int/double/log/categorical is a space; any other map is a
+// nested group (e.g. `optimizer: {type: radam, betas: [0.9, 0.98]}`), whose members may
+// themselves be spaces.
+struct Hyperparameter {
+  enum class Kind { kConst, kInt, kDouble, kLog, kCategorical, kNested };
+  Kind kind = Kind::kConst;
+  Value value;                      // kConst
+  double minval = 0, maxval = 0;    // kInt, kDouble, kLog (kLog: exponents of `base`)
+  double base = 10;                 // kLog
+  std::optional<int64_t> count;     // kInt, kDouble, kLog: grid points
+  std::vector<Value> vals;          // kCategorical
+  std::map<std::string, Hyperparameter> members;  // kNested
+
+  bool is_space() const;  // true when this or a nested member is not a constant
+};
+using Hyperparameters = std::map<std::string, Hyperparameter>;
+
+enum class Precision { kFp32, kBf16, kFp16 };
+const char* PrecisionName(Precision p);
+
+struct LossScalingConfig {
+  enum class Type { kNone, kStatic, kDynamic };
+  Type type = Type::kNone;
+  double scale = 1.0;                       // static
+  double init_scale = 128.0;                // dynamic
+  std::optional<int64_t> growth_interval;   // dynamic; default 2^14 / (world size × aggregation)
+  double scale_factor = 2.0;                // dynamic
+  double min_scale = 1e-4;                  // dynamic
+};
+
+struct OptimizationsConfig {
+  int64_t aggregation_frequency = 1;
+  Precision allreduce_dtype = Precision::kFp32;
+  int64_t bucket_size_mb = 25;
+};
+
+struct ResourcesConfig {
+  int64_t slots_per_trial = 1;
+  std::string resource_pool = "default";
+  int64_t priority = 42;  // 1..99, lower runs first (Determined's priority scheduler)
+  std::optional<int64_t> max_slots;
+};
+
+struct SearcherConfig {
+  enum class Name { kSingle, kGrid, kRandom, kAdaptiveAsha };
+  enum class AshaMode { kAggressive, kStandard, kConservative };
+  Name name = Name::kSingle;
+  std::string metric;
+  bool smaller_is_better = true;
+  Length max_length;
+  int64_t max_trials = 1;              // random, adaptive_asha (grid: the product's size)
+  int64_t max_concurrent_trials = 16;  // 0 = no limit
+  int64_t seed = 0;                    // random, adaptive_asha
+  AshaMode mode = AshaMode::kStandard; // adaptive_asha
+  double divisor = 4.0;                // adaptive_asha
+  int64_t max_rungs = 5;               // adaptive_asha
+  std::vector<int64_t> bracket_rungs;  // adaptive_asha; empty = derived from mode
+};
+const char* SearcherName(SearcherConfig::Name n);
+
+struct CheckpointStorageConfig {
+  std::string type = "shared_fs";
+  std::string host_path = "/var/lib/steadfast/checkpoints";
+  std::optional<std::string> storage_path;  // sub-directory under host_path
+  int64_t save_experiment_best = 0;
+  int64_t save_trial_best = 1;
+  int64_t save_trial_latest = 1;
+};
+
+struct ExperimentConfig {
+  std::string name;
+  std::string description;
+  DataConfig data;
+  Hyperparameters hyperparameters;
+  Precision precision = Precision::kFp32;
+  LossScalingConfig loss_scaling;
+  OptimizationsConfig optimizations;
+  ResourcesConfig resources;
+  SearcherConfig searcher;
+  std::optional<Length> min_validation_period;
+  std::optional<Length> min_checkpoint_period;
+  std::optional<CheckpointStorageConfig> checkpoint_storage;  // the master's default when absent
+  int64_t max_restarts = 5;
+  int64_t scheduling_unit = 100;  // batches between training-metric reports
+};
+
+// The outcome of parsing: a config when there are no errors.
+struct ParseResult {
+  std::optional<ExperimentConfig> config;
+  std::vector<ConfigError> errors;
+  bool ok() const { return errors.empty() && config.has_value(); }
+  // All errors, one per line, each "path: message".
+  std::string ErrorText() const;
+};
+
+// Documents larger than this are refused before parsing.
+inline constexpr size_t kMaxConfigBytes = 4u << 20;
+
+// Parses and validates YAML text. Never throws; every problem is in `errors`.
+ParseResult ParseExperimentConfig(std::string_view yaml_text);
+
+// Reads `path` and parses it; a file that can't be read is an error at "<document>".
+// Relative data/tokenizer/checkpoint paths are resolved against the file's directory.
+ParseResult LoadExperimentConfigFile(const std::string& path);
+
+// Makes every relative path in the config (data files, tokenizer model, checkpoint host_path)
+// absolute against `base_dir`.
+void ResolvePaths(ExperimentConfig& config, const std::string& base_dir);
+
+// Sets `key` (a dotted path like "searcher.max_trials" or "hyperparameters.lr") to `value`
+// (parsed as YAML: "4", "0.1", "[0.9, 0.98]", "{type: log, ...}") in the YAML text and returns
+// the new text; the result still has to be parsed and validated. Errors name the key.
+Result<std::string> ApplyOverride(std::string_view yaml_text, std::string_view key_equals_value);
+
+// The hyperparameters every trial gets when each space is replaced by a concrete value:
+// checks a sampled set against the model's rules (types, ranges, heads dividing d_model).
+// Paths in errors are "hyperparameters.<name>".
+std::vector<ConfigError> ValidateTrialHyperparameters(const Value& hparams);
+
+// The hyperparameters with every constant resolved (spaces left out): for display and for
+// the `single` searcher.
+Value ConstantHyperparameters(const Hyperparameters& hps);
+
+// Number of grid points of a space (count, or every integer of an int range); 0 when the
+// space can't be enumerated (double/log without count).
+int64_t GridPointCount(const Hyperparameter& hp);
+
+}  // namespace sf::config

@@ -1,0 +1,217 @@
+#include "common/config/hyperparameter_schema.h"
+
+namespace sf::config {
+namespace {
+
+HpSpec Int(double min, double max, Value def, std::string doc) {
+  HpSpec s;
+  s.type = HpSpec::Type::kInt;
+  s.min = min;
+  s.max = max;
+  s.default_value = std::move(def);
+  s.doc = std::move(doc);
+  return s;
+}
+
+HpSpec Double(double min, double max, Value def, std::string doc, bool min_exclusive = false,
+              bool max_exclusive = false) {
+  HpSpec s;
+  s.type = HpSpec::Type::kDouble;
+  s.min = min;
+  s.max = max;
+  s.min_exclusive = min_exclusive;
+  s.max_exclusive = max_exclusive;
+  s.default_value = std::move(def);
+  s.doc = std::move(doc);
+  return s;
+}
+
+HpSpec Bool(bool def, std::string doc) {
+  HpSpec s;
+  s.type = HpSpec::Type::kBool;
+  s.default_value = Value(def);
+  s.doc = std::move(doc);
+  return s;
+}
+
+HpSpec Enum(std::vector<std::string> options, Value def, std::string doc) {
+  HpSpec s;
+  s.type = HpSpec::Type::kEnum;
+  s.options = std::move(options);
+  s.default_value = std::move(def);
+  s.doc = std::move(doc);
+  return s;
+}
+
+std::vector<std::pair<std::string, HpSpec>> BuildSchema() {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  std::vector<std::pair<std::string, HpSpec>> s;
+  s.emplace_back("arch", Enum({"transformer", "transformer_tiny", "transformer_base"},
+                              "transformer",
+                              "model architecture; the presets set d_model, heads, layers and "
+                              "ffn_dim, which explicit values override"));
+  s.emplace_back("d_model", Int(8, 8192, Value(), "model width (preset: tiny 256, base 512)"));
+  s.emplace_back("heads", Int(1, 128, Value(), "attention heads; must divide d_model"));
+  s.emplace_back("encoder_layers", Int(1, 64, Value(), "encoder layers (tiny 3, base 6)"));
+  s.emplace_back("decoder_layers", Int(1, 64, Value(), "decoder layers (tiny 3, base 6)"));
+  s.emplace_back("ffn_dim", Int(1, 65536, Value(), "feed-forward inner width (tiny 1024, base 2048)"));
+  s.emplace_back("dropout", Double(0, 1, 0.1, "dropout on residual branches and embeddings",
+                                   false, true));
+  s.emplace_back("attention_dropout",
+                 Double(0, 1, 0.0, "dropout on attention probabilities", false, true));
+  s.emplace_back("activation_dropout",
+                 Double(0, 1, 0.0, "dropout after the feed-forward activation", false, true));
+  s.emplace_back("activation", Enum({"relu", "gelu"}, "relu", "feed-forward activation"));
+  s.emplace_back("normalize_before",
+                 Bool(false, "pre-norm (true) or post-norm (false, the original Transformer)"));
+  s.emplace_back("share_embeddings",
+                 Bool(false, "one embedding matrix for source and target (needs "
+                             "data.tokenizer.shared: true)"));
+  s.emplace_back("share_decoder_input_output_embed",
+                 Bool(true, "tie the decoder's input embedding and output projection"));
+  s.emplace_back("label_smoothing", Double(0, 1, 0.1, "label smoothing ε", false, true));
+  s.emplace_back("lr", Double(0, 10, 5e-4, "peak learning rate", true));
+  {
+    HpSpec sched;
+    sched.type = HpSpec::Type::kGroup;
+    sched.doc = "learning-rate schedule";
+    sched.members.emplace_back(
+        "type", Enum({"constant", "inverse_sqrt", "linear", "cosine", "exponential"},
+                     "inverse_sqrt", "schedule name"));
+    sched.members.emplace_back("warmup", Int(0, 1e9, 4000, "linear warmup steps"));
+    sched.members.emplace_back("warmup_init_lr",
+                               Double(0, 10, 0.0, "learning rate at step 0 of the warmup"));
+    sched.members.emplace_back(
+        "total_steps",
+        Int(1, 1e12, Value(), "steps to decay over (linear, cosine); default: searcher.max_length"));
+    sched.members.emplace_back("min_lr", Double(0, 10, 0.0, "floor of linear/cosine decay"));
+    sched.members.emplace_back("gamma",
+                               Double(0, 1, 0.9999, "per-step decay factor (exponential)", true));
+    sched.members_by_type = {
+        {"constant", {"warmup", "warmup_init_lr"}},
+        {"inverse_sqrt", {"warmup", "warmup_init_lr"}},
+        {"linear", {"warmup", "warmup_init_lr", "total_steps", "min_lr"}},
+        {"cosine", {"warmup", "warmup_init_lr", "total_steps", "min_lr"}},
+        {"exponential", {"warmup", "warmup_init_lr", "gamma"}},
+    };
+    s.emplace_back("lr_schedule", std::move(sched));
+  }
+  {
+    HpSpec opt;
+    opt.type = HpSpec::Type::kGroup;
+    opt.doc = "optimizer";
+    opt.members.emplace_back("type", Enum({"adamw", "radam", "sgd"}, "adamw", "optimizer name"));
+    HpSpec betas;
+    betas.type = HpSpec::Type::kNumberList;
+    betas.list_length = 2;
+    betas.min = 0;
+    betas.max = 1;
+    betas.max_exclusive = true;
+    betas.default_value = Value(Value::List{0.9, 0.98});
+    betas.doc = "Adam β1, β2";
+    opt.members.emplace_back("betas", std::move(betas));
+    opt.members.emplace_back("eps", Double(0, 1, 1e-8, "Adam ε", true));
+    opt.members.emplace_back("weight_decay", Double(0, 10, 0.0, "weight decay"));
+    opt.members.emplace_back("momentum", Double(0, 1, 0.9, "SGD momentum", false, true));
+    opt.members.emplace_back("nesterov", Bool(false, "SGD Nesterov momentum"));
+    opt.members.emplace_back(
+        "rho_threshold",
+        Double(0, kInf, 5.0, "RAdam: rectified step when ρ_t exceeds this (torch: 5)"));
+    opt.members.emplace_back(
+        "decoupled_weight_decay",
+        Bool(false, "RAdam: decoupled (AdamW-style) instead of L2 weight decay"));
+    opt.members_by_type = {
+        {"adamw", {"betas", "eps", "weight_decay"}},
+        {"radam", {"betas", "eps", "weight_decay", "rho_threshold", "decoupled_weight_decay"}},
+        {"sgd", {"momentum", "nesterov", "weight_decay"}},
+    };
+    s.emplace_back("optimizer", std::move(opt));
+  }
+  s.emplace_back("max_tokens", Int(1, 1e9, 4096, "target+source token budget per micro-batch per rank"));
+  s.emplace_back("clip_norm", Double(0, kInf, 0.0, "global gradient-norm clip; 0 turns it off"));
+  s.emplace_back("seed", Int(0, 4294967295.0, 1, "seed for initialisation, dropout and shuffling"));
+  s.emplace_back("beam_size", Int(1, 64, 4, "beam width for validation BLEU and translate"));
+  s.emplace_back("lenpen", Double(0, 10, 1.0, "beam-search length penalty"));
+  s.emplace_back("max_len_a", Double(0, 10, 1.2, "output length limit: a·source + b"));
+  s.emplace_back("max_len_b", Int(0, 4096, 10, "output length limit: a·source + b"));
+  return s;
+}
+
+}  // namespace
+
+const HpSpec* HpSpec::Member(const std::string& name) const {
+  for (const auto& [n, spec] : members) {
+    if (n == name) return &spec;
+  }
+  return nullptr;
+}
+
+const std::vector<std::pair<std::string, HpSpec>>& HyperparameterSchema() {
+  static const auto* schema = new std::vector<std::pair<std::string, HpSpec>>(BuildSchema());
+  return *schema;
+}
+
+const HpSpec* FindHyperparameterSpec(const std::string& name) {
+  for (const auto& [n, spec] : HyperparameterSchema()) {
+    if (n == name) return &spec;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> HyperparameterNames() {
+  std::vector<std::string> names;
+  for (const auto& [n, spec] : HyperparameterSchema()) names.push_back(n);
+  return names;
+}
+
+const std::map<std::string, Value::Map>& ArchPresets() {
+  static const auto* presets = new std::map<std::string, Value::Map>{
+      {"transformer_tiny",
+       {{"d_model", 256}, {"heads", 4}, {"encoder_layers", 3}, {"decoder_layers", 3},
+        {"ffn_dim", 1024}}},
+      // "transformer" is fairseq's transformer (= base sizes).
+      {"transformer",
+       {{"d_model", 512}, {"heads", 8}, {"encoder_layers", 6}, {"decoder_layers", 6},
+        {"ffn_dim", 2048}}},
+      {"transformer_base",
+       {{"d_model", 512}, {"heads", 8}, {"encoder_layers", 6}, {"decoder_layers", 6},
+        {"ffn_dim", 2048}}},
+  };
+  return *presets;
+}
+
+Value WithDefaults(const Value& hparams) {
+  Value::Map out = hparams.is_map() ? hparams.as_map() : Value::Map{};
+  std::string arch = "transformer";
+  if (const Value* a = hparams.Find("arch"); a && a->is_string()) arch = a->as_string();
+  out["arch"] = arch;
+  if (auto it = ArchPresets().find(arch); it != ArchPresets().end()) {
+    for (const auto& [k, v] : it->second) out.try_emplace(k, v);
+  }
+  for (const auto& [name, spec] : HyperparameterSchema()) {
+    if (spec.type == HpSpec::Type::kGroup) {
+      Value::Map group;
+      if (auto it = out.find(name); it != out.end() && it->second.is_map()) {
+        group = it->second.as_map();
+      }
+      const HpSpec* type_spec = spec.Member("type");
+      std::string type = group.count("type") && group["type"].is_string()
+                             ? group["type"].as_string()
+                             : type_spec->default_value.as_string();
+      group["type"] = type;
+      auto applies = spec.members_by_type.find(type);
+      if (applies != spec.members_by_type.end()) {
+        for (const std::string& member : applies->second) {
+          const HpSpec* m = spec.Member(member);
+          if (m && !m->default_value.is_null()) group.try_emplace(member, m->default_value);
+        }
+      }
+      out[name] = Value(std::move(group));
+    } else if (!spec.default_value.is_null()) {
+      out.try_emplace(name, spec.default_value);
+    }
+  }
+  return Value(std::move(out));
+}
+
+}  // namespace sf::config

@@ -1,0 +1,63 @@
+// A private PostgreSQL server in a directory of our own: initdb, start, stop.
+//
+// Used by `sf deploy local` (the embedded default cluster) and by the test fixture that gives
+// each test binary a real, throwaway database. The server listens on 127.0.0.1:<port> and on a
+// Unix socket inside the data directory, trusts local connections (it is reachable only from
+// this machine), and runs as an unprivileged user when started by root (PostgreSQL refuses
+// to run as root): `postgres` if that user exists, else `nobody`.
+//
+// Not thread-safe; one owner drives the lifecycle. The destructor does not stop the server:
+// call Stop() (the fixture does), so a cluster can outlive the process that started it.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "common/status.h"
+
+namespace sf {
+
+struct LocalPostgresOptions {
+  std::string dir;           // holds data/ and the socket; created if missing
+  int port = 0;              // 0: pick a free port on 127.0.0.1
+  std::string database = "steadfast";
+  bool durable = true;       // false turns fsync off (tests)
+};
+
+class LocalPostgres {
+ public:
+  explicit LocalPostgres(LocalPostgresOptions options);
+  LocalPostgres(const LocalPostgres&) = delete;
+  LocalPostgres& operator=(const LocalPostgres&) = delete;
+
+  // Finds the PostgreSQL server binaries (initdb, pg_ctl) of the newest installed version.
+  static Result<std::string> FindBinDir();
+
+  // initdb when the data directory is new, then start the server and wait until it accepts
+  // connections; creates `database` when missing. Idempotent: a running server is reused.
+  Status Start();
+  // Fast shutdown; OK when not running.
+  Status Stop();
+  bool IsRunning() const;
+
+  int port() const { return port_; }
+  const std::string& dir() const { return options_.dir; }
+  // libpq connection string: "host=127.0.0.1 port=N user=postgres dbname=steadfast".
+  std::string ConnectionString() const;
+  std::string ConnectionString(const std::string& database) const;
+  // Runs SQL through psql as the superuser (for setup; errors carry psql's output).
+  Status RunSql(const std::string& database, const std::string& sql) const;
+
+ private:
+  std::optional<std::string> ServerUser() const;
+  std::string DataDir() const { return options_.dir + "/data"; }
+
+  LocalPostgresOptions options_;
+  std::string bin_dir_;
+  int port_ = 0;
+};
+
+// A TCP port on 127.0.0.1 that was free a moment ago.
+Result<int> PickFreePort();
+
+}  // namespace sf

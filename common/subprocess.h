@@ -1,0 +1,41 @@
+// Running other programs: fork/exec with an argument vector (never a shell), optional
+// working directory, environment additions and a user to run as; output captured or inherited.
+//
+// RunCommand blocks until the program exits or `timeout` passes (then it is killed with
+// SIGKILL and the result says so). Thread-safe: each call owns its child.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace sf {
+
+struct CommandOptions {
+  std::string working_dir;                   // empty: inherit
+  std::map<std::string, std::string> env;    // added to (or overriding) the parent's environment
+  std::optional<std::string> run_as_user;    // drop to this user (caller must be root)
+  bool capture_output = true;                // stdout+stderr into CommandResult::output
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+  std::string stdin_data;                    // written to the child's stdin, then closed
+};
+
+struct CommandResult {
+  int exit_code = -1;       // the exit status, or 128 + signal number when killed
+  bool timed_out = false;
+  std::string output;       // stdout and stderr interleaved (when captured)
+};
+
+// Runs argv[0] (looked up on PATH when it has no '/'). Fails only when the program could not
+// be started at all; a non-zero exit is a successful Result with exit_code != 0.
+Result<CommandResult> RunCommand(const std::vector<std::string>& argv,
+                                 const CommandOptions& options = {});
+
+// "initdb -D /x" style rendering for logs and error messages.
+std::string JoinCommand(const std::vector<std::string>& argv);
+
+}  // namespace sf

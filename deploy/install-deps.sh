@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Installs every Debian package Steadfast builds, tests and runs with.
+#
+# Run as root on Debian 12. Idempotent: packages already present are skipped and the
+# script stays quiet; a package that can't be had stops the script with its name.
+# CUDA, cuBLAS and NCCL are not installed here: they come from the CUDA toolkit already on
+# the machine (/usr/local/cuda), which CMake finds by itself when present.
+set -euo pipefail
+
+packages=(
+  # toolchain
+  build-essential cmake ninja-build ccache pkg-config git
+  # RPC and wire types
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  # database
+  libpqxx-dev libpq-dev postgresql postgresql-common postgresql-contrib
+  # HTTP (Beast/Asio), config, metrics
+  libboost-dev libboost-system-dev libyaml-cpp-dev prometheus-cpp-dev
+  # engine: GEMMs (Debian's oneDNN CMake config also wants OpenCL), tokenizer, CPU allreduce
+  libdnnl-dev ocl-icd-opencl-dev opencl-c-headers libsentencepiece-dev sentencepiece
+  libopenmpi-dev openmpi-bin
+  # tests and benchmarks
+  libgtest-dev libgmock-dev libbenchmark-dev python3 python3-torch python3-numpy wrk
+  # web UI build and browser tests
+  nodejs npm chromium
+)
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps.sh: must run as root (apt-get install)" >&2
+  exit 1
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
+    missing+=("$p")
+  fi
+done
+# node and npm may come from elsewhere (a newer Node.js on PATH); accept those.
+if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
+  filtered=()
+  for p in "${missing[@]}"; do
+    case "$p" in nodejs|npm) ;; *) filtered+=("$p") ;; esac
+  done
+  missing=("${filtered[@]+"${filtered[@]}"}")
+fi
+
+if [ "${#missing[@]}" -eq 0 ]; then
+  exit 0
+fi
+
+echo "install-deps.sh: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+if ! apt-get update -qq >/tmp/steadfast-apt-update.log 2>&1; then
+  echo "install-deps.sh: apt-get update failed (see /tmp/steadfast-apt-update.log)" >&2
+  exit 1
+fi
+for p in "${missing[@]}"; do
+  if ! apt-cache show "$p" >/dev/null 2>&1; then
+    echo "install-deps.sh: package '$p' is not available from the configured Debian sources" >&2
+    exit 1
+  fi
+done
+if ! apt-get install -y -qq --no-install-recommends "${missing[@]}" >/tmp/steadfast-apt-install.log 2>&1; then
+  tail -n 20 /tmp/steadfast-apt-install.log >&2
+  echo "install-deps.sh: apt-get install failed for: ${missing[*]}" >&2
+  exit 1
+fi
+for p in "${missing[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
+    echo "install-deps.sh: package '$p' did not install" >&2
+    exit 1
+  fi
+done
+echo "install-deps.sh: done"

@@ -1,0 +1,68 @@
+// Shared test support: temporary directories, paths into the source and build trees, and a
+// real PostgreSQL server for tests that touch the database.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+#include "common/local_postgres.h"
+
+namespace sf::testing {
+
+// The repository root and the build directory (compiled in by sf_add_test).
+std::string SourceDir();
+std::string BinaryDir();
+// ../shared/data next to the repository (the Multi30k corpus).
+std::string SharedDataDir();
+
+// A directory under /tmp removed (recursively) on destruction. World-traversable so an
+// unprivileged server process can use a sub-directory of it.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  // Writes `content` to path()/name and returns the full path.
+  std::string WriteFile(const std::string& name, const std::string& content) const;
+
+ private:
+  std::string path_;
+};
+
+// A real PostgreSQL server for one test binary: started by the first test suite that asks,
+// stopped (and its directory removed) when the binary exits. Each test gets a database of its
+// own from NewDatabase(), so tests can't see each other's rows.
+class PostgresServer {
+ public:
+  // The shared server; starts it on first use. Fails the calling test on error.
+  static PostgresServer* Get();
+  // Creates an empty database and returns its libpq connection string.
+  std::string NewDatabase();
+  LocalPostgres& postgres() { return *postgres_; }
+  // Stops the server and removes its directory (registered with atexit by Get()).
+  static void Shutdown();
+
+ private:
+  PostgresServer() = default;
+  std::unique_ptr<TempDir> dir_;
+  std::unique_ptr<LocalPostgres> postgres_;
+  int next_database_ = 0;
+};
+
+// Base fixture for database tests: `connection_string()` names a fresh, empty database.
+class PostgresTest : public ::testing::Test {
+ protected:
+  void SetUp() override;
+  const std::string& connection_string() const { return connection_string_; }
+  PostgresServer* server() { return server_; }
+
+ private:
+  PostgresServer* server_ = nullptr;
+  std::string connection_string_;
+};
+
+}  // namespace sf::testing
