@@ -1,0 +1,410 @@
+// The only module that knows the REST routes and JSON shapes of the master. A mismatch with the
+// server is fixed here. Every call returns normalised types (types.ts) or throws ApiError; it
+// never throws anything else, so pages can show one error banner for every failure.
+import type {
+  Agent,
+  Checkpoint,
+  ConfigError,
+  Experiment,
+  ExperimentAction,
+  ExperimentsQuery,
+  LogLine,
+  MasterInfo,
+  MetricKind,
+  MetricReport,
+  Pagination,
+  Slot,
+  Trial,
+} from './types';
+
+export type ApiErrorKind = 'network' | 'timeout' | 'http' | 'parse' | 'aborted';
+
+/** A failed API call. `kind` says why: the master was unreachable, answered an error, or sent
+ *  something that is not the JSON we expect. `status` is the HTTP status (0 when none). */
+export class ApiError extends Error {
+  readonly kind: ApiErrorKind;
+  readonly status: number;
+  readonly code?: number;
+  readonly details: unknown[];
+  constructor(kind: ApiErrorKind, message: string, status = 0, code?: number, details: unknown[] = []) {
+    super(message);
+    this.name = 'ApiError';
+    this.kind = kind;
+    this.status = status;
+    this.code = code;
+    this.details = details;
+  }
+  /** True when retrying later may help (network trouble or a 5xx/429). */
+  get retryable(): boolean {
+    return this.kind === 'network' || this.kind === 'timeout' || this.status >= 500 || this.status === 429;
+  }
+}
+
+type FetchLike = (input: string, init?: RequestInit) => Promise<Response>;
+
+export interface ApiClientOptions {
+  baseUrl?: string; // '' = same origin as the dashboard
+  fetch?: FetchLike;
+  timeoutMs?: number;
+}
+
+// ---------- normalisation of protobuf JSON (proto3 omits default values) ----------
+
+const num = (v: unknown, d = 0): number => {
+  if (v === undefined || v === null || v === '') return d;
+  const n = typeof v === 'number' ? v : Number(v);
+  return Number.isFinite(n) ? n : d;
+};
+const optNum = (v: unknown): number | undefined => {
+  if (v === undefined || v === null || v === '') return undefined;
+  // protobuf JSON writes NaN/Infinity as strings
+  const n = typeof v === 'number' ? v : Number(v);
+  return Number.isNaN(n) && v !== 'NaN' ? undefined : n;
+};
+const str = (v: unknown): string => (typeof v === 'string' ? v : v === undefined || v === null ? '' : String(v));
+const optStr = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
+const bool = (v: unknown): boolean => v === true || v === 'true';
+const obj = (v: unknown): Record<string, any> => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, any>) : {});
+const arr = (v: unknown): any[] => (Array.isArray(v) ? v : []);
+
+export function normExperiment(j: unknown): Experiment {
+  const o = obj(j);
+  return {
+    id: num(o.id),
+    name: str(o.name),
+    description: str(o.description),
+    state: (str(o.state) || 'EXPERIMENT_STATE_UNSPECIFIED') as Experiment['state'],
+    configYaml: str(o.configYaml),
+    owner: str(o.owner),
+    archived: bool(o.archived),
+    searcher: str(o.searcher),
+    metric: str(o.metric),
+    smallerIsBetter: bool(o.smallerIsBetter),
+    numTrials: num(o.numTrials),
+    numCompletedTrials: num(o.numCompletedTrials),
+    bestValidationMetric: optNum(o.bestValidationMetric),
+    startTime: optStr(o.startTime),
+    endTime: optStr(o.endTime),
+    priority: num(o.priority),
+    error: str(o.error),
+  };
+}
+
+export function normTrial(j: unknown): Trial {
+  const o = obj(j);
+  return {
+    id: num(o.id),
+    experimentId: num(o.experimentId),
+    state: (str(o.state) || 'TRIAL_STATE_UNSPECIFIED') as Trial['state'],
+    hparams: obj(o.hparams),
+    restarts: num(o.restarts),
+    totalBatches: num(o.totalBatches),
+    targetBatches: num(o.targetBatches),
+    bestValidationMetric: optNum(o.bestValidationMetric),
+    latestValidationMetric: optNum(o.latestValidationMetric),
+    latestCheckpointUuid: str(o.latestCheckpointUuid),
+    startTime: optStr(o.startTime),
+    endTime: optStr(o.endTime),
+    error: str(o.error),
+  };
+}
+
+export function normMetric(j: unknown): MetricReport {
+  const o = obj(j);
+  return {
+    trialId: num(o.trialId),
+    batches: num(o.batches),
+    kind: str(o.kind),
+    values: obj(o.values),
+    time: optStr(o.time),
+    restart: num(o.restart),
+  };
+}
+
+export function normCheckpoint(j: unknown): Checkpoint {
+  const o = obj(j);
+  return {
+    uuid: str(o.uuid),
+    trialId: num(o.trialId),
+    experimentId: num(o.experimentId),
+    batches: num(o.batches),
+    path: str(o.path),
+    size: num(o.size),
+    files: arr(o.files).map((f) => ({ path: str(f?.path), size: num(f?.size), sha256: str(f?.sha256) })),
+    metadata: obj(o.metadata),
+    validationMetric: optNum(o.validationMetric),
+    time: optStr(o.time),
+    state: str(o.state),
+  };
+}
+
+export function normLog(j: unknown): LogLine {
+  const o = obj(j);
+  return {
+    id: num(o.id),
+    trialId: num(o.trialId),
+    rank: num(o.rank),
+    stream: str(o.stream),
+    message: str(o.message),
+    time: optStr(o.time),
+    agentId: str(o.agentId),
+  };
+}
+
+function normSlot(j: unknown): Slot {
+  const o = obj(j);
+  return {
+    id: str(o.id),
+    type: (str(o.type) || 'SLOT_TYPE_UNSPECIFIED') as Slot['type'],
+    device: str(o.device),
+    enabled: o.enabled === undefined ? false : bool(o.enabled),
+    trialId: num(o.trialId),
+  };
+}
+
+export function normAgent(j: unknown): Agent {
+  const o = obj(j);
+  return {
+    id: str(o.id),
+    hostname: str(o.hostname),
+    resourcePool: str(o.resourcePool),
+    slots: arr(o.slots).map(normSlot),
+    connected: bool(o.connected),
+    registeredTime: optStr(o.registeredTime),
+    lastHeartbeat: optStr(o.lastHeartbeat),
+    version: str(o.version),
+    address: str(o.address),
+  };
+}
+
+function normPagination(j: unknown, count: number): Pagination {
+  const o = obj(j);
+  return {
+    offset: num(o.offset),
+    limit: num(o.limit),
+    total: o.total === undefined ? count : num(o.total),
+    startIndex: num(o.startIndex),
+    endIndex: num(o.endIndex),
+  };
+}
+
+function normMaster(j: unknown): MasterInfo {
+  const o = obj(j);
+  return {
+    version: str(o.version),
+    masterId: str(o.masterId),
+    clusterName: str(o.clusterName),
+    schemaVersion: num(o.schemaVersion),
+    connectedAgents: num(o.connectedAgents),
+    totalSlots: num(o.totalSlots),
+    usedSlots: num(o.usedSlots),
+  };
+}
+
+// ---------- transport ----------
+
+/** Builds a query string; arrays become repeated keys (states=A&states=B), as grpc-gateway does.
+ *  Undefined, empty strings and false are left out. */
+export function queryString(params: Record<string, unknown>): string {
+  const parts: string[] = [];
+  for (const [k, v] of Object.entries(params)) {
+    if (v === undefined || v === null || v === '' || v === false) continue;
+    const vals = Array.isArray(v) ? v : [v];
+    for (const x of vals) parts.push(`${encodeURIComponent(k)}=${encodeURIComponent(String(x))}`);
+  }
+  return parts.length ? `?${parts.join('&')}` : '';
+}
+
+/** Turns a non-2xx response body into an ApiError, using the master's {"code","message","details"}
+ *  shape when the body has it. */
+export function errorFromResponse(status: number, statusText: string, body: string): ApiError {
+  let message = '';
+  let code: number | undefined;
+  let details: unknown[] = [];
+  try {
+    const j = JSON.parse(body);
+    if (j && typeof j === 'object') {
+      message = typeof j.message === 'string' ? j.message : typeof j.error === 'string' ? j.error : '';
+      code = typeof j.code === 'number' ? j.code : undefined;
+      details = Array.isArray(j.details) ? j.details : [];
+    }
+  } catch {
+    // not JSON: fall through to the status line
+  }
+  if (!message) message = `${status} ${statusText || 'error'}`.trim();
+  return new ApiError('http', message, status, code, details);
+}
+
+export class ApiClient {
+  readonly baseUrl: string;
+  private readonly fetchImpl: FetchLike;
+  private readonly timeoutMs: number;
+
+  constructor(opts: ApiClientOptions = {}) {
+    this.baseUrl = (opts.baseUrl ?? '').replace(/\/+$/, '');
+    this.fetchImpl = opts.fetch ?? ((input, init) => globalThis.fetch(input, init));
+    this.timeoutMs = opts.timeoutMs ?? 15000;
+  }
+
+  url(path: string, params: Record<string, unknown> = {}): string {
+    return `${this.baseUrl}/api/v1${path}${queryString(params)}`;
+  }
+
+  /** One JSON request. Throws ApiError for network failures, timeouts, non-2xx answers and
+   *  bodies that are not a JSON object. */
+  async request(method: string, path: string, params: Record<string, unknown> = {}, body?: unknown, signal?: AbortSignal): Promise<Record<string, any>> {
+    const ctl = new AbortController();
+    const onAbort = () => ctl.abort();
+    signal?.addEventListener('abort', onAbort);
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      ctl.abort();
+    }, this.timeoutMs);
+    let res: Response;
+    let text: string;
+    try {
+      res = await this.fetchImpl(this.url(path, params), {
+        method,
+        headers: body === undefined ? { Accept: 'application/json' } : { Accept: 'application/json', 'Content-Type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+        signal: ctl.signal,
+      });
+      text = await res.text();
+    } catch (e) {
+      if (timedOut) throw new ApiError('timeout', `The master did not answer within ${Math.round(this.timeoutMs / 1000)} s`);
+      if (signal?.aborted) throw new ApiError('aborted', 'Request cancelled');
+      throw new ApiError('network', `Cannot reach the master (${e instanceof Error ? e.message : String(e)})`);
+    } finally {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+    }
+    if (!res.ok) throw errorFromResponse(res.status, res.statusText, text);
+    if (text.trim() === '') return {};
+    let j: unknown;
+    try {
+      j = JSON.parse(text);
+    } catch {
+      throw new ApiError('parse', `The master sent a malformed answer for ${path} (not JSON)`, res.status);
+    }
+    if (!j || typeof j !== 'object' || Array.isArray(j)) {
+      throw new ApiError('parse', `The master sent an unexpected answer for ${path} (not a JSON object)`, res.status);
+    }
+    return j as Record<string, any>;
+  }
+
+  async getExperiments(q: ExperimentsQuery = {}, signal?: AbortSignal): Promise<{ experiments: Experiment[]; pagination: Pagination }> {
+    const j = await this.request('GET', '/experiments', { ...q }, undefined, signal);
+    const experiments = arr(j.experiments).map(normExperiment);
+    return { experiments, pagination: normPagination(j.pagination, experiments.length) };
+  }
+
+  async getExperiment(id: number, signal?: AbortSignal): Promise<Experiment> {
+    const j = await this.request('GET', `/experiments/${id}`, {}, undefined, signal);
+    return normExperiment(j.experiment);
+  }
+
+  async createExperiment(configYaml: string, activate = true): Promise<{ experiment?: Experiment; errors: ConfigError[] }> {
+    const j = await this.request('POST', '/experiments', {}, { configYaml, activate });
+    return {
+      experiment: j.experiment ? normExperiment(j.experiment) : undefined,
+      errors: arr(j.errors).map((e) => ({ path: str(e?.path), message: str(e?.message), line: num(e?.line), column: num(e?.column) })),
+    };
+  }
+
+  async experimentAction(id: number, action: ExperimentAction): Promise<Experiment | undefined> {
+    const j = await this.request('POST', `/experiments/${id}/${action}`, {}, {});
+    return j.experiment ? normExperiment(j.experiment) : undefined;
+  }
+
+  async getExperimentTrials(id: number, signal?: AbortSignal): Promise<Trial[]> {
+    // Page through so that large sweeps are complete.
+    const out: Trial[] = [];
+    for (let offset = 0; offset < 100000; ) {
+      const j = await this.request('GET', `/experiments/${id}/trials`, { offset: offset || undefined, limit: 500 }, undefined, signal);
+      const page = arr(j.trials).map(normTrial);
+      out.push(...page);
+      const total = num(obj(j.pagination).total, out.length);
+      if (page.length === 0 || out.length >= total) break;
+      offset += page.length;
+    }
+    return out;
+  }
+
+  async getExperimentCheckpoints(id: number, signal?: AbortSignal): Promise<Checkpoint[]> {
+    const j = await this.request('GET', `/experiments/${id}/checkpoints`, {}, undefined, signal);
+    return arr(j.checkpoints).map(normCheckpoint);
+  }
+
+  async getTrial(id: number, signal?: AbortSignal): Promise<Trial> {
+    const j = await this.request('GET', `/trials/${id}`, {}, undefined, signal);
+    return normTrial(j.trial);
+  }
+
+  async getTrialMetrics(id: number, kind: MetricKind, maxPoints?: number, signal?: AbortSignal): Promise<MetricReport[]> {
+    const j = await this.request('GET', `/trials/${id}/metrics`, { kind, maxPoints }, undefined, signal);
+    return arr(j.metrics).map(normMetric);
+  }
+
+  async getTrialLogs(id: number, opts: { afterId?: number; limit?: number; search?: string } = {}, signal?: AbortSignal): Promise<LogLine[]> {
+    const j = await this.request('GET', `/trials/${id}/logs`, { afterId: opts.afterId || undefined, limit: opts.limit, search: opts.search }, undefined, signal);
+    return arr(j.logs).map(normLog);
+  }
+
+  /** Follows a trial's logs over server-sent events (each event's data is one LogLine JSON).
+   *  Returns a function that stops following. `onError` is told when the stream breaks;
+   *  EventSource reconnects by itself, resuming after the last id it saw. */
+  followTrialLogs(id: number, opts: { afterId?: number; search?: string }, onLine: (l: LogLine) => void, onError?: (e: ApiError) => void, onOpen?: () => void): () => void {
+    if (typeof EventSource === 'undefined') {
+      onError?.(new ApiError('network', 'This browser cannot follow logs (no EventSource)'));
+      return () => {};
+    }
+    let lastId = opts.afterId ?? 0;
+    let es: EventSource | null = null;
+    let stopped = false;
+    let retry: ReturnType<typeof setTimeout> | undefined;
+    const open = () => {
+      es = new EventSource(this.url(`/trials/${id}/logs`, { follow: true, afterId: lastId || undefined, search: opts.search }));
+      es.onopen = () => onOpen?.();
+      es.onmessage = (ev) => {
+        try {
+          let j = JSON.parse(ev.data);
+          // tolerate grpc-gateway's {"result": {...}} stream framing
+          if (j && typeof j === 'object' && 'result' in j && !('message' in j)) j = j.result;
+          const line = normLog(j);
+          if (line.id && line.id <= lastId) return;
+          if (line.id) lastId = line.id;
+          onLine(line);
+        } catch {
+          onError?.(new ApiError('parse', 'Malformed log event from the master'));
+        }
+      };
+      es.onerror = () => {
+        onError?.(new ApiError('network', 'Log stream interrupted; reconnecting'));
+        // reopen ourselves so that afterId carries the last line seen
+        es?.close();
+        if (!stopped) retry = setTimeout(open, 2000);
+      };
+    };
+    open();
+    return () => {
+      stopped = true;
+      clearTimeout(retry);
+      es?.close();
+    };
+  }
+
+  async getAgents(signal?: AbortSignal): Promise<Agent[]> {
+    const j = await this.request('GET', '/agents', {}, undefined, signal);
+    return arr(j.agents).map(normAgent);
+  }
+
+  async getMaster(signal?: AbortSignal): Promise<MasterInfo> {
+    const j = await this.request('GET', '/master', {}, undefined, signal);
+    return normMaster(j.master ?? j);
+  }
+}
+
+const envBase = (import.meta as any).env?.VITE_SF_API_BASE as string | undefined;
+/** The client the dashboard uses: same origin as the page unless built with VITE_SF_API_BASE. */
+export const api = new ApiClient({ baseUrl: envBase ?? '' });

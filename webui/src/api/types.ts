@@ -1,0 +1,163 @@
+// Wire types of the Steadfast REST API (proto/steadfast/v1, protobuf canonical JSON mapping),
+// already normalised by client.ts: int64 ids become numbers, omitted proto3 defaults are filled
+// in, timestamps stay RFC 3339 strings.
+
+export const EXPERIMENT_STATES = [
+  'EXPERIMENT_STATE_ACTIVE',
+  'EXPERIMENT_STATE_PAUSED',
+  'EXPERIMENT_STATE_STOPPING_COMPLETED',
+  'EXPERIMENT_STATE_STOPPING_CANCELED',
+  'EXPERIMENT_STATE_STOPPING_ERROR',
+  'EXPERIMENT_STATE_COMPLETED',
+  'EXPERIMENT_STATE_CANCELED',
+  'EXPERIMENT_STATE_ERROR',
+] as const;
+export type ExperimentState = (typeof EXPERIMENT_STATES)[number] | 'EXPERIMENT_STATE_UNSPECIFIED';
+
+export const TRIAL_STATES = [
+  'TRIAL_STATE_QUEUED',
+  'TRIAL_STATE_RUNNING',
+  'TRIAL_STATE_PAUSED',
+  'TRIAL_STATE_COMPLETED',
+  'TRIAL_STATE_CANCELED',
+  'TRIAL_STATE_ERROR',
+] as const;
+export type TrialState = (typeof TRIAL_STATES)[number] | 'TRIAL_STATE_UNSPECIFIED';
+
+export interface Experiment {
+  id: number;
+  name: string;
+  description: string;
+  state: ExperimentState;
+  configYaml: string;
+  owner: string;
+  archived: boolean;
+  searcher: string;
+  metric: string;
+  smallerIsBetter: boolean;
+  numTrials: number;
+  numCompletedTrials: number;
+  bestValidationMetric?: number;
+  startTime?: string;
+  endTime?: string;
+  priority: number;
+  error: string;
+}
+
+export type HParamValue = number | string | boolean | null | HParamValue[] | { [k: string]: HParamValue };
+
+export interface Trial {
+  id: number;
+  experimentId: number;
+  state: TrialState;
+  hparams: Record<string, HParamValue>;
+  restarts: number;
+  totalBatches: number;
+  targetBatches: number;
+  bestValidationMetric?: number;
+  latestValidationMetric?: number;
+  latestCheckpointUuid: string;
+  startTime?: string;
+  endTime?: string;
+  error: string;
+}
+
+export type MetricKind = 'training' | 'validation';
+
+export interface MetricReport {
+  trialId: number;
+  batches: number;
+  kind: string;
+  values: Record<string, number | string | boolean | null>;
+  time?: string;
+  restart: number;
+}
+
+export interface CheckpointFile {
+  path: string;
+  size: number;
+  sha256: string;
+}
+
+export interface Checkpoint {
+  uuid: string;
+  trialId: number;
+  experimentId: number;
+  batches: number;
+  path: string;
+  size: number;
+  files: CheckpointFile[];
+  metadata: Record<string, unknown>;
+  validationMetric?: number;
+  time?: string;
+  state: string;
+}
+
+export interface LogLine {
+  id: number;
+  trialId: number;
+  rank: number;
+  stream: string;
+  message: string;
+  time?: string;
+  agentId: string;
+}
+
+export type SlotType = 'SLOT_TYPE_UNSPECIFIED' | 'SLOT_TYPE_CPU' | 'SLOT_TYPE_CUDA';
+
+export interface Slot {
+  id: string;
+  type: SlotType;
+  device: string;
+  enabled: boolean;
+  trialId: number; // 0 when free
+}
+
+export interface Agent {
+  id: string;
+  hostname: string;
+  resourcePool: string;
+  slots: Slot[];
+  connected: boolean;
+  registeredTime?: string;
+  lastHeartbeat?: string;
+  version: string;
+  address: string;
+}
+
+export interface Pagination {
+  offset: number;
+  limit: number;
+  total: number;
+  startIndex: number;
+  endIndex: number;
+}
+
+export interface MasterInfo {
+  version: string;
+  masterId: string;
+  clusterName: string;
+  schemaVersion: number;
+  connectedAgents: number;
+  totalSlots: number;
+  usedSlots: number;
+}
+
+export interface ConfigError {
+  path: string;
+  message: string;
+  line: number;
+  column: number;
+}
+
+export type ExperimentAction = 'pause' | 'activate' | 'kill' | 'archive';
+
+export interface ExperimentsQuery {
+  states?: string[];
+  name?: string;
+  sortBy?: string; // id | name | state | start_time | end_time | best_metric
+  descending?: boolean;
+  offset?: number;
+  limit?: number;
+  includeArchived?: boolean;
+}

@@ -1,0 +1,163 @@
+// Cluster: agents and their slots (busy/free, which trial), utilization over time from polling,
+// and the queue of waiting (QUEUED) trials of active experiments.
+import { useEffect, useRef, useState } from 'react';
+import { api } from '../api/client';
+import type { Agent, Trial } from '../api/types';
+import { Empty, ErrorBanner, Skeleton } from '../components/common';
+import { UPlotChart } from '../components/UPlotChart';
+import { formatDateTime, formatRelative, stateLabel } from '../lib/format';
+import { usePolling } from '../lib/hooks';
+
+const POLL_MS = 3000;
+const HISTORY = 1200; // samples kept (1 h at 3 s)
+
+export function utilization(agents: Agent[]): { used: number; total: number } {
+  let used = 0;
+  let total = 0;
+  for (const a of agents) {
+    if (!a.connected) continue;
+    for (const s of a.slots) {
+      if (!s.enabled) continue;
+      total++;
+      if (s.trialId) used++;
+    }
+  }
+  return { used, total };
+}
+
+export function ClusterPage() {
+  const agents = usePolling((s) => api.getAgents(s), [], POLL_MS);
+  const queue = usePolling(
+    async (s) => {
+      const { experiments } = await api.getExperiments({ states: ['EXPERIMENT_STATE_ACTIVE'], limit: 50, sortBy: 'id' }, s);
+      const lists = await Promise.all(experiments.map((e) => api.getExperimentTrials(e.id, s).then((ts) => ts.map((t) => ({ t, name: e.name, priority: e.priority })))));
+      return lists.flat().filter((x) => x.t.state === 'TRIAL_STATE_QUEUED');
+    },
+    [],
+    POLL_MS * 2,
+  );
+  const hist = useRef<{ t: number[]; busy: number[]; pct: number[] }>({ t: [], busy: [], pct: [] });
+  const [histVersion, setHistVersion] = useState(0);
+  useEffect(() => {
+    if (!agents.data) return;
+    const u = utilization(agents.data);
+    const h = hist.current;
+    h.t.push(Date.now() / 1000);
+    h.busy.push(u.used);
+    h.pct.push(u.total ? (100 * u.used) / u.total : 0);
+    if (h.t.length > HISTORY) {
+      h.t.shift();
+      h.busy.shift();
+      h.pct.shift();
+    }
+    setHistVersion((v) => v + 1);
+    void histVersion;
+  }, [agents.updatedAt]);
+
+  const u = utilization(agents.data ?? []);
+  return (
+    <section aria-labelledby="cluster-h">
+      <div className="page-head">
+        <h1 id="cluster-h">Cluster</h1>
+        {agents.data && (
+          <span className="muted" data-testid="cluster-summary">
+            {agents.data.filter((a) => a.connected).length} agent(s) connected · {u.used}/{u.total} slots busy
+          </span>
+        )}
+      </div>
+      <ErrorBanner error={agents.error ?? queue.error} onRetry={() => { agents.reload(); queue.reload(); }} />
+      <div className="card">
+        <h2>Agents and slots</h2>
+        {agents.loading && !agents.data ? (
+          <Skeleton rows={4} />
+        ) : !agents.data ? null : agents.data.length === 0 ? (
+          <Empty>No agents have registered. Start one with <code>sf-agent --master …</code> or <code>sf deploy local up</code>.</Empty>
+        ) : (
+          <div className="table-wrap">
+            <table className="table" data-testid="agents-table">
+              <thead>
+                <tr>
+                  <th scope="col">Agent</th>
+                  <th scope="col">Pool</th>
+                  <th scope="col">Status</th>
+                  <th scope="col">Slots</th>
+                  <th scope="col">Last heartbeat</th>
+                </tr>
+              </thead>
+              <tbody>
+                {agents.data.map((a) => (
+                  <tr key={a.id} data-testid="agent-row">
+                    <td>
+                      <div className="strong">{a.id}</div>
+                      <div className="muted small">{a.hostname}{a.address ? ` · ${a.address}` : ''}{a.version ? ` · v${a.version}` : ''}</div>
+                    </td>
+                    <td>{a.resourcePool || 'default'}</td>
+                    <td>
+                      <span className={`badge ${a.connected ? 'badge-active' : 'badge-bad'}`}>{a.connected ? 'Connected' : 'Disconnected'}</span>
+                    </td>
+                    <td>
+                      <ul className="slots" aria-label={`Slots of ${a.id}`}>
+                        {a.slots.map((s) => (
+                          <li key={s.id} className={`slot ${!s.enabled ? 'slot-off' : s.trialId ? 'slot-busy' : 'slot-free'}`} data-testid="slot" data-busy={s.trialId ? 'true' : 'false'} title={s.device}>
+                            <span className="slot-id">{s.id}</span> <span className="muted small">{stateLabel(s.type)}</span>{' '}
+                            {!s.enabled ? 'disabled' : s.trialId ? <a href={`#/trials/${s.trialId}`}>trial {s.trialId}</a> : 'free'}
+                          </li>
+                        ))}
+                        {a.slots.length === 0 && <li className="muted">no slots</li>}
+                      </ul>
+                    </td>
+                    <td title={formatDateTime(a.lastHeartbeat)}>{formatRelative(a.lastHeartbeat)}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+        )}
+      </div>
+      <div className="card">
+        <h2>Utilization</h2>
+        <p className="muted small">Busy slots, sampled every {POLL_MS / 1000} s while this page is open.</p>
+        {hist.current.t.length === 0 ? (
+          <Skeleton rows={3} height={30} />
+        ) : (
+          <UPlotChart key="util" testId="chart-utilization" title="Busy slots" data={[hist.current.t.slice(), hist.current.busy.slice()]} seriesLabels={['busy slots']} xMode="time" height={200} stepped />
+        )}
+      </div>
+      <div className="card">
+        <h2>Queue</h2>
+        {queue.loading && !queue.data ? (
+          <Skeleton rows={3} />
+        ) : !queue.data ? null : queue.data.length === 0 ? (
+          <Empty>No trial is waiting for slots.</Empty>
+        ) : (
+          <QueueTable rows={queue.data} />
+        )}
+      </div>
+    </section>
+  );
+}
+
+function QueueTable({ rows }: { rows: { t: Trial; name: string; priority: number }[] }) {
+  return (
+    <div className="table-wrap">
+      <table className="table" data-testid="queue-table">
+        <thead>
+          <tr>
+            <th scope="col">Trial</th>
+            <th scope="col">Experiment</th>
+            <th scope="col">Priority</th>
+          </tr>
+        </thead>
+        <tbody>
+          {rows.map(({ t, name, priority }) => (
+            <tr key={t.id}>
+              <td><a href={`#/trials/${t.id}`}>trial {t.id}</a></td>
+              <td><a href={`#/experiments/${t.experimentId}`}>{name || `experiment ${t.experimentId}`}</a></td>
+              <td className="num">{priority}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  );
+}

@@ -1,0 +1,182 @@
+// One trial: metric charts (training, validation, throughput, loss scale), checkpoints and logs.
+import { useMemo } from 'react';
+import { api } from '../api/client';
+import type { MetricReport, Trial } from '../api/types';
+import { Empty, ErrorBanner, Skeleton, StateBadge } from '../components/common';
+import { UPlotChart } from '../components/UPlotChart';
+import { forLogScale, lttb, metricKeys, seriesFromReports } from '../lib/chartData';
+import { durationBetween, formatBytes, formatDateTime, formatDuration, formatHParam, formatInt, formatMetric } from '../lib/format';
+import { usePolling } from '../lib/hooks';
+import { useQueryState, type Route } from '../lib/router';
+import { flattenHParams } from '../lib/chartData';
+import { LogsView } from './LogsView';
+
+/** Points asked from the master per metric kind (it downsamples evenly above this). */
+export const TRIAL_MAX_POINTS = 5000;
+/** Points drawn per series; more are reduced with LTTB in the browser. */
+export const DISPLAY_MAX_POINTS = 5000;
+
+const running = (t?: Trial) => !t || t.state === 'TRIAL_STATE_RUNNING' || t.state === 'TRIAL_STATE_QUEUED';
+
+export function TrialPage({ id, route }: { id: number; route: Route }) {
+  const [q, setQ] = useQueryState(route);
+  const trial = usePolling((s) => api.getTrial(id, s), [id], 3000);
+  const live = running(trial.data);
+  const expId = trial.data?.experimentId;
+  const exp = usePolling((s) => (expId ? api.getExperiment(expId, s) : Promise.resolve(undefined)), [expId], 0);
+  const training = usePolling((s) => api.getTrialMetrics(id, 'training', TRIAL_MAX_POINTS, s), [id], live ? 5000 : 0);
+  const validation = usePolling((s) => api.getTrialMetrics(id, 'validation', TRIAL_MAX_POINTS, s), [id], live ? 5000 : 0);
+  const ckpts = usePolling((s) => (expId ? api.getExperimentCheckpoints(expId, s) : Promise.resolve([])), [expId], live ? 10000 : 0);
+
+  const xMode = q.get('x') === 'time' ? 'time' : 'batches';
+  const logY = q.get('log') === '1';
+
+  if (trial.loading && !trial.data) return <Skeleton rows={10} />;
+  if (!trial.data) return <ErrorBanner error={trial.error} onRetry={trial.reload} what={`Trial ${id}`} />;
+  const t = trial.data;
+  const e = exp.data;
+  const hp = flattenHParams(t.hparams);
+  const trainKeys = metricKeys(training.data ?? []);
+  const valKeys = metricKeys(validation.data ?? []);
+  const tMetric = q.get('tm') && trainKeys.includes(q.get('tm')!) ? q.get('tm')! : trainKeys.includes('loss') ? 'loss' : trainKeys.find((k) => k !== 'tokens_per_second' && k !== 'loss_scale') ?? trainKeys[0] ?? 'loss';
+  const vMetric = q.get('vm') && valKeys.includes(q.get('vm')!) ? q.get('vm')! : e?.metric && valKeys.includes(e.metric) ? e.metric : valKeys[0] ?? '';
+  const myCkpts = (ckpts.data ?? []).filter((c) => c.trialId === t.id).sort((a, b) => b.batches - a.batches);
+
+  return (
+    <section aria-labelledby="trial-title">
+      <nav className="crumbs" aria-label="Breadcrumb">
+        <a href="#/experiments">Experiments</a> › <a href={`#/experiments/${t.experimentId}`}>{e?.name ? `${e.name} #${t.experimentId}` : `Experiment ${t.experimentId}`}</a> › <span>Trial {t.id}</span>
+      </nav>
+      <div className="page-head">
+        <h1 id="trial-title">Trial {t.id}</h1>
+        <StateBadge state={t.state} />
+      </div>
+      <ErrorBanner error={trial.error ?? training.error ?? validation.error} onRetry={() => { trial.reload(); training.reload(); validation.reload(); }} />
+      {t.error && <div className="error-banner" role="status">{t.error}</div>}
+      <div className="cards">
+        <div className="card">
+          <h2>Summary</h2>
+          <dl className="kv">
+            <dt>Steps</dt><dd>{formatInt(t.totalBatches)}{t.targetBatches ? ` / ${formatInt(t.targetBatches)}` : ''}</dd>
+            <dt>Best {e?.metric ?? 'metric'}</dt><dd>{formatMetric(t.bestValidationMetric)}</dd>
+            <dt>Latest {e?.metric ?? 'metric'}</dt><dd>{formatMetric(t.latestValidationMetric)}</dd>
+            <dt>Restarts</dt><dd>{t.restarts}</dd>
+            <dt>Started</dt><dd>{formatDateTime(t.startTime)}</dd>
+            <dt>Duration</dt><dd>{formatDuration(durationBetween(t.startTime, t.endTime))}</dd>
+          </dl>
+        </div>
+        <div className="card">
+          <h2>Hyperparameters</h2>
+          <dl className="kv">
+            {Object.entries(hp).map(([k, v]) => (
+              <HP key={k} k={k} v={formatHParam(v)} />
+            ))}
+          </dl>
+        </div>
+      </div>
+      <div className="card">
+        <div className="card-head">
+          <h2>Metrics</h2>
+          <fieldset className="seg">
+            <legend className="sr-only">X axis</legend>
+            <label className="check"><input type="radio" name="xaxis" checked={xMode === 'batches'} onChange={() => setQ({ x: undefined })} /> steps</label>
+            <label className="check"><input type="radio" name="xaxis" checked={xMode === 'time'} onChange={() => setQ({ x: 'time' })} data-testid="x-time" /> time</label>
+          </fieldset>
+          <label className="check">
+            <input type="checkbox" checked={logY} onChange={(ev) => setQ({ log: ev.target.checked ? '1' : undefined })} data-testid="log-toggle" /> log scale
+          </label>
+          <span className="muted small">Drag on a chart to zoom, double-click to reset.</span>
+        </div>
+        {training.loading && !training.data ? (
+          <Skeleton rows={6} height={30} />
+        ) : (
+          <div className="grid-2">
+            <MetricChart testId="chart-training" title="Training" reports={training.data ?? []} metric={tMetric} keys={trainKeys} onPick={(k) => setQ({ tm: k })} xMode={xMode} logY={logY} />
+            <MetricChart testId="chart-validation" title="Validation" reports={validation.data ?? []} metric={vMetric} keys={valKeys} onPick={(k) => setQ({ vm: k })} xMode={xMode} logY={logY} />
+            <MetricChart testId="chart-throughput" title="Throughput (tokens/s)" reports={training.data ?? []} metric="tokens_per_second" xMode={xMode} logY={false} />
+            <MetricChart testId="chart-loss-scale" title="Loss scale" reports={training.data ?? []} metric="loss_scale" xMode={xMode} logY={logY} stepped />
+          </div>
+        )}
+      </div>
+      <div className="card">
+        <h2>Checkpoints</h2>
+        {ckpts.loading && !ckpts.data ? (
+          <Skeleton rows={3} />
+        ) : myCkpts.length === 0 ? (
+          <Empty>No checkpoints yet.</Empty>
+        ) : (
+          <div className="table-wrap">
+            <table className="table" data-testid="checkpoints-table">
+              <thead>
+                <tr>
+                  <th scope="col">Step</th>
+                  <th scope="col">Time</th>
+                  <th scope="col">Size</th>
+                  <th scope="col">{e?.metric ?? 'Metric'}</th>
+                  <th scope="col">State</th>
+                  <th scope="col">UUID</th>
+                  <th scope="col">Path</th>
+                </tr>
+              </thead>
+              <tbody>
+                {myCkpts.map((c) => (
+                  <tr key={c.uuid}>
+                    <td className="num">{formatInt(c.batches)}</td>
+                    <td>{formatDateTime(c.time)}</td>
+                    <td className="num">{formatBytes(c.size)}</td>
+                    <td className="num">{formatMetric(c.validationMetric)}</td>
+                    <td>{c.state || '–'}</td>
+                    <td className="mono small">{c.uuid}</td>
+                    <td className="mono small break">{c.path}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+        )}
+      </div>
+      <LogsView trialId={t.id} live={live} route={route} />
+    </section>
+  );
+}
+
+function HP({ k, v }: { k: string; v: string }) {
+  return (
+    <>
+      <dt>{k}</dt>
+      <dd className="mono">{v}</dd>
+    </>
+  );
+}
+
+function MetricChart(p: { testId: string; title: string; reports: MetricReport[]; metric: string; keys?: string[]; onPick?: (k: string) => void; xMode: 'batches' | 'time'; logY: boolean; stepped?: boolean }) {
+  const shaped = useMemo(() => {
+    const s = seriesFromReports(p.reports, p.metric, p.xMode);
+    const d = s.x.length > DISPLAY_MAX_POINTS ? lttb(s, DISPLAY_MAX_POINTS) : s;
+    return { rows: s.x.length, data: [d.x, p.logY ? forLogScale(d.y) : d.y] as [number[], (number | null)[]] };
+  }, [p.reports, p.metric, p.xMode, p.logY]);
+  return (
+    <div className="metric-chart">
+      {p.keys && p.onPick && p.keys.length > 0 && (
+        <label className="small">
+          {p.title} metric{' '}
+          <select value={p.metric} onChange={(e) => p.onPick!(e.target.value)} data-testid={`${p.testId}-metric`}>
+            {p.keys.map((k) => (
+              <option key={k} value={k}>
+                {k}
+              </option>
+            ))}
+          </select>
+        </label>
+      )}
+      {shaped.rows === 0 ? (
+        <div className="chart" data-testid={p.testId} data-points={0}>
+          <div className="chart-title">{p.title}</div>
+          <Empty>No {p.metric || 'metric'} reported yet.</Empty>
+        </div>
+      ) : (
+        <UPlotChart testId={p.testId} title={`${p.title}: ${p.metric}`} data={shaped.data} seriesLabels={[p.metric]} xMode={p.xMode} logY={p.logY} height={220} stepped={p.stepped} />
+      )}
+    </div>
+  );
+}
