@@ -57,8 +57,9 @@ describe('ApiClient', () => {
   it('uses the master JSON error body for 4xx', async () => {
     const { f } = fakeFetch(() => json(404, { code: 5, message: 'experiment 9 not found', details: [] }));
     const e = await caught(new ApiClient({ fetch: f }).getExperiment(9));
-    expect(e).toMatchObject({ kind: 'http', status: 404, code: 5, message: 'experiment 9 not found' });
+    expect(e).toMatchObject({ kind: 'http', status: 404, code: 5, message: 'experiment 9 not found', fromMaster: true });
     expect(e.retryable).toBe(false);
+    expect(e.unreachable).toBe(false);
   });
 
   it('uses the master JSON error body for 409 on an illegal transition', async () => {
@@ -73,8 +74,9 @@ describe('ApiClient', () => {
   it('falls back to the status line for 5xx with a non-JSON body', async () => {
     const { f } = fakeFetch(() => new Response('<html>Bad Gateway</html>', { status: 502, statusText: 'Bad Gateway' }));
     const e = await caught(new ApiClient({ fetch: f }).getAgents());
-    expect(e).toMatchObject({ kind: 'http', status: 502, message: '502 Bad Gateway' });
+    expect(e).toMatchObject({ kind: 'http', status: 502, message: '502 Bad Gateway', fromMaster: false });
     expect(e.retryable).toBe(true);
+    expect(e.unreachable).toBe(true);
     expect(errorFromResponse(500, '', '{"message": 3}').message).toBe('500 error');
   });
 

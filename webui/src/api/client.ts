@@ -26,13 +26,22 @@ export class ApiError extends Error {
   readonly status: number;
   readonly code?: number;
   readonly details: unknown[];
-  constructor(kind: ApiErrorKind, message: string, status = 0, code?: number, details: unknown[] = []) {
+  /** False when an HTTP error body was not the master's {"code","message"} JSON: something else
+   *  (a static file server, a proxy) answered, so the master itself is not reachable there. */
+  readonly fromMaster: boolean;
+  constructor(kind: ApiErrorKind, message: string, status = 0, code?: number, details: unknown[] = [], fromMaster = true) {
     super(message);
+    this.fromMaster = fromMaster;
     this.name = 'ApiError';
     this.kind = kind;
     this.status = status;
     this.code = code;
     this.details = details;
+  }
+  /** True when the master was not reached at all: network failure, timeout, or an HTTP error that
+   *  did not come from the master. */
+  get unreachable(): boolean {
+    return this.kind === 'network' || this.kind === 'timeout' || (this.kind === 'http' && !this.fromMaster);
   }
   /** True when retrying later may help (network trouble or a 5xx/429). */
   get retryable(): boolean {
@@ -221,9 +230,11 @@ export function errorFromResponse(status: number, statusText: string, body: stri
   let message = '';
   let code: number | undefined;
   let details: unknown[] = [];
+  let fromMaster = false;
   try {
     const j = JSON.parse(body);
     if (j && typeof j === 'object') {
+      fromMaster = typeof j.message === 'string' || typeof j.code === 'number';
       message = typeof j.message === 'string' ? j.message : typeof j.error === 'string' ? j.error : '';
       code = typeof j.code === 'number' ? j.code : undefined;
       details = Array.isArray(j.details) ? j.details : [];
@@ -232,7 +243,7 @@ export function errorFromResponse(status: number, statusText: string, body: stri
     // not JSON: fall through to the status line
   }
   if (!message) message = `${status} ${statusText || 'error'}`.trim();
-  return new ApiError('http', message, status, code, details);
+  return new ApiError('http', message, status, code, details, fromMaster);
 }
 
 export class ApiClient {

@@ -181,6 +181,7 @@ export function HParamScatter({ trials, hparams, metric }: { trials: Trial[]; hp
     const R = 16;
     const T = 12;
     const B = 36;
+    const inset = 8; // keep dots at the extremes inside the frame
     const xa = buildAxis(hp, pts.map((p) => p.v));
     const ya = buildAxis(metric, pts.map((p) => p.m));
     ctx.strokeStyle = '#9ca3af';
@@ -201,7 +202,7 @@ export function HParamScatter({ trials, hparams, metric }: { trials: Trial[]; hp
       if (Number.isNaN(tx) || Number.isNaN(ty)) continue;
       ctx.fillStyle = 'rgba(37, 99, 235, 0.75)';
       ctx.beginPath();
-      ctx.arc(L + tx * (width - L - R), T + (1 - ty) * (height - T - B), 5, 0, Math.PI * 2);
+      ctx.arc(L + inset + tx * (width - L - R - 2 * inset), T + inset + (1 - ty) * (height - T - B - 2 * inset), 5, 0, Math.PI * 2);
       ctx.fill();
     }
   }, [pts, width, hp, metric]);

@@ -53,7 +53,8 @@ export function UPlotChart(p: ChartProps) {
       width,
       height,
       scales: {
-        x: { time: p.xMode === 'time' },
+        // a single x value would otherwise span years (time) or nothing (steps)
+        x: { time: p.xMode === 'time', range: (_u, min, max) => (min === max ? [min - (p.xMode === 'time' ? 60 : 1), max + (p.xMode === 'time' ? 60 : 1)] : [min, max]) },
         y: p.logY ? { distr: 3 } : { auto: true },
       },
       axes: [
@@ -70,7 +71,7 @@ export function UPlotChart(p: ChartProps) {
           stroke: PALETTE[i % PALETTE.length],
           width: many ? 1.25 : 1.5,
           spanGaps: true,
-          points: { show: false },
+          // uPlot's default: dots only where points are sparse enough to see
           value: (_u: uPlot, v: number | null) => (v === null ? '–' : formatMetric(v)),
           ...(p.stepped ? { paths: uPlot.paths.stepped!({ align: 1 }) } : {}),
         })),

@@ -1,6 +1,7 @@
 // Small shared building blocks: state badge, progress bar, error banner, skeletons, empty state,
 // confirmation dialog.
 import { useEffect, useRef, type ReactNode } from 'react';
+import { createPortal } from 'react-dom';
 import { ApiError } from '../api/client';
 import { stateLabel, stateTone } from '../lib/format';
 
@@ -24,9 +25,10 @@ export function ProgressBar({ done, total, label }: { done: number; total: numbe
 
 export function ErrorBanner({ error, onRetry, what }: { error: ApiError | undefined; onRetry?: () => void; what?: string }) {
   if (!error) return null;
-  const unreachable = error.kind === 'network' || error.kind === 'timeout';
-  const title = unreachable
-    ? 'The master cannot be reached'
+  const title = error.unreachable
+    ? error.kind === 'http'
+      ? `The master cannot be reached: HTTP ${error.status} from something else at this address`
+      : 'The master cannot be reached'
     : error.kind === 'parse'
       ? 'The master sent an answer the dashboard does not understand'
       : error.status === 404
@@ -106,7 +108,7 @@ export function ConfirmDialog(props: {
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [props.open]);
   if (!props.open) return null;
-  return (
+  return createPortal(
     <div className="modal-backdrop" onClick={props.onCancel}>
       <div className="modal" role="dialog" aria-modal="true" aria-labelledby="confirm-title" ref={ref} onClick={(e) => e.stopPropagation()} data-testid="confirm-dialog">
         <h2 id="confirm-title">{props.title}</h2>
@@ -120,7 +122,8 @@ export function ConfirmDialog(props: {
           </button>
         </div>
       </div>
-    </div>
+    </div>,
+    document.body,
   );
 }
 

@@ -118,7 +118,7 @@ export function ClusterPage() {
         <h2>Utilization</h2>
         <p className="muted small">Busy slots, sampled every {POLL_MS / 1000} s while this page is open.</p>
         {hist.current.t.length === 0 ? (
-          <Skeleton rows={3} height={30} />
+          agents.error ? <Empty>No samples yet: the master is not answering.</Empty> : <Skeleton rows={3} height={30} />
         ) : (
           <UPlotChart key="util" testId="chart-utilization" title="Busy slots" data={[hist.current.t.slice(), hist.current.busy.slice()]} seriesLabels={['busy slots']} xMode="time" height={200} stepped />
         )}

@@ -1,0 +1,268 @@
+#!/usr/bin/env node
+// End-to-end test of the dashboard against a running Steadfast cluster, in Debian's Chromium.
+//
+//   SF_MASTER_URL=http://127.0.0.1:8080 SF_ARTIFACTS_DIR=/tmp/webui-e2e node e2e/dashboard.e2e.mjs
+//
+// Env: SF_MASTER_URL (default http://127.0.0.1:8080; the master must serve the built dashboard at
+// "/" and the REST API at /api/v1), SF_ARTIFACTS_DIR (screenshots, default ./e2e-artifacts),
+// SF_E2E_CONFIG (experiment YAML; default ../experiments/quickstart.yaml with relative data paths
+// made absolute, as the CLI does), SF_E2E_TIMEOUT_S (how long the sweep may take, default 900).
+//
+// Steps: submit a grid experiment through the REST API → it shows in the list → it reaches
+// COMPLETED in the open page (no reload) → experiment page: learning curves and hyperparameter
+// charts drew as many points as the API has → trial page: metric charts likewise, logs shown →
+// a second, longer experiment: follow a running trial's logs over SSE, then pause, activate and
+// kill it from the UI, checking each state through the API. Screenshots of every page.
+// Exit 0 when all passed, 1 on a failed check, 2 when the master cannot be reached.
+import { mkdirSync, readFileSync } from 'node:fs';
+import { dirname, isAbsolute, join, resolve } from 'node:path';
+import { launch } from './browser.mjs';
+
+const MASTER = (process.env.SF_MASTER_URL ?? 'http://127.0.0.1:8080').replace(/\/+$/, '');
+const ART = resolve(process.env.SF_ARTIFACTS_DIR ?? 'e2e-artifacts');
+const TIMEOUT_S = Number(process.env.SF_E2E_TIMEOUT_S ?? 900);
+const CONFIG = resolve(process.env.SF_E2E_CONFIG ?? join(import.meta.dirname, '..', '..', 'experiments', 'quickstart.yaml'));
+const COLOR = [37, 99, 235]; // first series colour (#2563eb), see src/components/UPlotChart.tsx
+
+let passed = 0;
+let failed = 0;
+const t0 = Date.now();
+const log = (...a) => console.log(`[${((Date.now() - t0) / 1000).toFixed(1).padStart(6)}s]`, ...a);
+function check(ok, what, detail = '') {
+  if (ok) {
+    passed++;
+    log(`ok   ${what}`);
+  } else {
+    failed++;
+    log(`FAIL ${what}${detail ? `: ${detail}` : ''}`);
+  }
+  return ok;
+}
+
+async function api(method, path, body) {
+  const res = await fetch(`${MASTER}/api/v1${path}`, {
+    method,
+    headers: body ? { 'Content-Type': 'application/json' } : {},
+    body: body ? JSON.stringify(body) : undefined,
+    signal: AbortSignal.timeout(30000),
+  });
+  const text = await res.text();
+  let json;
+  try {
+    json = text ? JSON.parse(text) : {};
+  } catch {
+    throw new Error(`${method} ${path}: ${res.status}, body is not JSON: ${text.slice(0, 200)}`);
+  }
+  if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${json.message ?? text.slice(0, 200)}`);
+  return json;
+}
+
+/** The experiment YAML with relative data paths made absolute and a unique name. */
+function experimentYaml(suffix, maxBatches) {
+  let y = readFileSync(CONFIG, 'utf8');
+  const dir = dirname(CONFIG);
+  y = y.replace(/\b(src|tgt|model|path):\s*([^\s,}#]+)/g, (m, k, p) => (isAbsolute(p) || /^[a-z]+:\/\//.test(p) ? m : `${k}: ${resolve(dir, p)}`));
+  y = y.replace(/^name:.*$/m, `name: webui-e2e-${suffix}-${Date.now()}`);
+  if (maxBatches) y = y.replace(/max_length:\s*\{\s*batches:\s*\d+\s*\}/, `max_length: {batches: ${maxBatches}}`);
+  return y;
+}
+
+async function waitFor(what, fn, timeoutS, everyMs = 1000) {
+  const end = Date.now() + timeoutS * 1000;
+  let last;
+  while (Date.now() < end) {
+    try {
+      last = await fn();
+      if (last) return last;
+    } catch (e) {
+      last = e;
+    }
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+  throw new Error(`timed out after ${timeoutS}s waiting for ${what}${last instanceof Error ? ` (last error: ${last.message})` : ''}`);
+}
+
+/** Pixels of the chart's canvases close to the first series colour: > 0 means a line was drawn. */
+async function seriesPixels(page, testId) {
+  return page.evaluate(
+    ({ testId, c }) => {
+      const fig = document.querySelector(`[data-testid="${testId}"]`);
+      if (!fig) return -1;
+      let n = 0;
+      for (const cv of fig.querySelectorAll('canvas')) {
+        if (!cv.width || !cv.height) continue;
+        const d = cv.getContext('2d').getImageData(0, 0, cv.width, cv.height).data;
+        for (let i = 0; i < d.length; i += 4) if (d[i + 3] > 0 && Math.abs(d[i] - c[0]) < 40 && Math.abs(d[i + 1] - c[1]) < 40 && Math.abs(d[i + 2] - c[2]) < 40) n++;
+      }
+      return n;
+    },
+    { testId, c: COLOR },
+  );
+}
+async function anyPixels(page, testId) {
+  return page.evaluate((testId) => {
+    const cv = document.querySelector(`[data-testid="${testId}"] canvas`);
+    if (!cv || !cv.width) return 0;
+    const d = cv.getContext('2d').getImageData(0, 0, cv.width, cv.height).data;
+    let n = 0;
+    for (let i = 3; i < d.length; i += 4) if (d[i] > 0) n++;
+    return n;
+  }, testId);
+}
+const attr = (page, testId, name) => page.getAttribute(`[data-testid="${testId}"]`, name);
+/** Distinct steps carrying `key` (the dashboard keeps the last report of a repeated step). */
+const distinctSteps = (metrics, key) => new Set(metrics.filter((m) => typeof m.values?.[key] === 'number').map((m) => String(m.batches))).size;
+
+async function shot(page, name) {
+  const file = join(ART, `${name}.png`);
+  await page.screenshot({ path: file, fullPage: true });
+  log(`screenshot ${file}`);
+}
+
+async function main() {
+  mkdirSync(ART, { recursive: true });
+  log(`master ${MASTER}, artifacts ${ART}`);
+  try {
+    const m = await api('GET', '/master');
+    log(`master version ${m.version ?? m.master?.version ?? '?'}`);
+  } catch (e) {
+    console.error(`\nCannot reach the Steadfast master at ${MASTER}: ${e.message}${e.cause ? ` (${e.cause.code ?? e.cause.message ?? e.cause})` : ""}\nStart a cluster (sf deploy local up) and set SF_MASTER_URL.`);
+    process.exit(2);
+  }
+  const index = await fetch(`${MASTER}/`).then((r) => r.text()).catch(() => '');
+  check(index.includes('<div id="root">'), 'master serves the dashboard at /', index.slice(0, 120));
+
+  // ---- experiment A: a small grid that runs to completion
+  const created = await api('POST', '/experiments', { configYaml: experimentYaml('grid'), activate: true });
+  if (!created.experiment) throw new Error(`experiment not created: ${JSON.stringify(created.errors ?? created)}`);
+  const expA = Number(created.experiment.id);
+  log(`submitted experiment ${expA}`);
+
+  const browser = await launch();
+  const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  const page = await ctx.newPage();
+  const pageErrors = [];
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+  try {
+    await page.goto(`${MASTER}/#/experiments`);
+    await page.evaluate(() => (window.__sfNoReload = true));
+    const row = `[data-testid="experiment-row"][data-id="${expA}"]`;
+    await page.waitForSelector(row, { timeout: 30000 });
+    check(true, `experiment ${expA} is in the list`);
+    await shot(page, '01-experiments-list-running');
+    log(`waiting up to ${TIMEOUT_S}s for COMPLETED in the open page`);
+    await page.waitForSelector(`${row}[data-state="EXPERIMENT_STATE_COMPLETED"]`, { timeout: TIMEOUT_S * 1000 });
+    check(await page.evaluate(() => window.__sfNoReload === true), 'list reached COMPLETED without a reload');
+    const apiA = (await api('GET', `/experiments/${expA}`)).experiment;
+    check(apiA.state === 'EXPERIMENT_STATE_COMPLETED', 'API agrees the experiment is COMPLETED', apiA.state);
+    await shot(page, '02-experiments-list-completed');
+
+    // ---- experiment page
+    await page.click(`${row} a[href="#/experiments/${expA}"] >> nth=0`);
+    await page.waitForSelector('[data-testid="trials-table"]');
+    const trials = (await api('GET', `/experiments/${expA}/trials`)).trials;
+    check((await page.locator('[data-testid="trial-row"]').count()) === trials.length, `trials table has ${trials.length} rows`);
+    const metric = apiA.metric;
+    await page.waitForSelector('[data-testid="chart-learning-curves"] canvas', { timeout: 30000 });
+    const curveMetric = await page.inputValue('[data-testid="curves-metric"]');
+    let expected = 0;
+    for (const t of trials) expected += distinctSteps((await api('GET', `/trials/${t.id}/metrics?kind=validation&maxPoints=1000`)).metrics ?? [], curveMetric);
+    check(curveMetric === metric || !metric, `learning curves show the searcher metric (${metric})`, curveMetric);
+    check(Number(await attr(page, 'chart-learning-curves', 'data-points')) === expected, `learning curves drew ${expected} points`, `data-points=${await attr(page, 'chart-learning-curves', 'data-points')}`);
+    check((await seriesPixels(page, 'chart-learning-curves')) > 0 || trials.length > 1, 'learning-curve canvas has drawn lines');
+    check((await anyPixels(page, 'chart-parallel-coordinates')) > 0, 'parallel-coordinates canvas is not empty');
+    check(Number(await attr(page, 'chart-parallel-coordinates', 'data-points')) === trials.length, `parallel coordinates drew ${trials.length} trials`);
+    check((await anyPixels(page, 'chart-hparam-scatter')) > 0, 'scatter canvas is not empty');
+    await page.hover('[data-testid="trial-row"] >> nth=0');
+    check((await page.locator('tr.row-hover').count()) === 1, 'hovering a trial row highlights it');
+    await shot(page, '03-experiment');
+
+    // ---- trial page
+    const trial = trials[0];
+    await page.click(`[data-testid="trial-row"][data-id="${trial.id}"] a`);
+    await page.waitForSelector('[data-testid="chart-training"]');
+    const train = (await api('GET', `/trials/${trial.id}/metrics?kind=training&maxPoints=5000`)).metrics ?? [];
+    const valid = (await api('GET', `/trials/${trial.id}/metrics?kind=validation&maxPoints=5000`)).metrics ?? [];
+    await page.waitForFunction(() => document.querySelector('[data-testid="chart-training"] canvas') || document.querySelector('[data-testid="chart-training"][data-points="0"]'));
+    const tKey = (await page.locator('[data-testid="chart-training-metric"]').count()) ? await page.inputValue('[data-testid="chart-training-metric"]') : 'loss';
+    const vKey = (await page.locator('[data-testid="chart-validation-metric"]').count()) ? await page.inputValue('[data-testid="chart-validation-metric"]') : metric;
+    for (const [id, rows, key] of [['chart-training', train, tKey], ['chart-validation', valid, vKey], ['chart-throughput', train, 'tokens_per_second'], ['chart-loss-scale', train, 'loss_scale']]) {
+      const want = distinctSteps(rows, key);
+      const got = Number(await attr(page, id, 'data-points'));
+      check(got === want, `${id} (${key}) drew ${want} points`, `data-points=${got}`);
+      if (want > 0) check((await seriesPixels(page, id)) > 0, `${id} canvas shows the line`);
+    }
+    const apiLogs = (await api('GET', `/trials/${trial.id}/logs?limit=1000`)).logs ?? [];
+    await page.waitForFunction((n) => Number(document.querySelector('[data-testid="logs"]')?.getAttribute('data-lines')) === n, apiLogs.length, { timeout: 15000 }).catch(() => {});
+    check(Number(await attr(page, 'logs', 'data-lines')) === apiLogs.length, `logs panel shows the ${apiLogs.length} lines the API has`, `data-lines=${await attr(page, 'logs', 'data-lines')}`);
+    await page.check('[data-testid="log-toggle"]');
+    await page.waitForTimeout(500);
+    await shot(page, '04-trial-log-scale');
+    await page.uncheck('[data-testid="log-toggle"]');
+    await shot(page, '04-trial');
+
+    // ---- experiment B: long enough to follow logs, pause, activate and kill from the UI
+    const createdB = await api('POST', '/experiments', { configYaml: experimentYaml('pause', 100000), activate: true });
+    const expB = Number(createdB.experiment.id);
+    log(`submitted experiment ${expB} for follow/pause/activate/kill`);
+    const running = await waitFor('a RUNNING trial of experiment B', async () => ((await api('GET', `/experiments/${expB}/trials`)).trials ?? []).find((t) => t.state === 'TRIAL_STATE_RUNNING'), 300, 2000);
+    await page.goto(`${MASTER}/#/trials/${running.id}?follow=1`);
+    await page.waitForSelector('[data-testid="log-stream-state"][data-state="open"]', { timeout: 30000 });
+    check(true, 'log follow stream (SSE) is open');
+    const before = Number(await attr(page, 'logs', 'data-lines'));
+    await page.waitForFunction((n) => Number(document.querySelector('[data-testid="logs"]')?.getAttribute('data-lines')) > n, before, { timeout: 180000 });
+    check(true, `followed logs grew past ${before} lines without a reload`);
+    await shot(page, '05-trial-following-logs');
+
+    const action = async (name, want) => {
+      await page.goto(`${MASTER}/#/experiments?name=${encodeURIComponent(createdB.experiment.name)}`);
+      const btn = `[data-testid="experiment-row"][data-id="${expB}"] [data-testid="action-${name}"]`;
+      await page.waitForSelector(btn, { timeout: 60000 });
+      await page.click(btn);
+      await page.waitForSelector('[data-testid="confirm-dialog"]');
+      if (name === 'pause') await shot(page, '06-confirm-pause');
+      await page.click('[data-testid="confirm-button"]');
+      const st = await waitFor(`experiment ${expB} in ${want.join(' or ')}`, async () => {
+        const s = (await api('GET', `/experiments/${expB}`)).experiment.state;
+        return want.includes(s) ? s : false;
+      }, 180, 1000).catch((e) => e.message);
+      check(want.includes(st), `${name} from the UI → API state ${st}`);
+      await page.waitForSelector(`[data-testid="experiment-row"][data-id="${expB}"][data-state="${st}"]`, { timeout: 15000 }).catch(() => {});
+    };
+    await action('pause', ['EXPERIMENT_STATE_PAUSED']);
+    await shot(page, '07-experiments-paused');
+    await action('activate', ['EXPERIMENT_STATE_ACTIVE']);
+    await action('kill', ['EXPERIMENT_STATE_CANCELED', 'EXPERIMENT_STATE_STOPPING_CANCELED']);
+
+    // ---- cluster page
+    await page.goto(`${MASTER}/#/cluster`);
+    await page.waitForSelector('[data-testid="agents-table"], [data-testid="empty-state"]');
+    const agents = (await api('GET', '/agents')).agents ?? [];
+    check((await page.locator('[data-testid="agent-row"]').count()) === agents.length, `cluster page lists ${agents.length} agents`);
+    check((await page.locator('[data-testid="slot"]').count()) === agents.reduce((n, a) => n + (a.slots?.length ?? 0), 0), 'cluster page shows every slot');
+    await page.waitForSelector('[data-testid="chart-utilization"] canvas', { timeout: 15000 });
+    await shot(page, '08-cluster');
+
+    // ---- phone width
+    await page.setViewportSize({ width: 375, height: 800 });
+    await page.goto(`${MASTER}/#/experiments/${expA}`);
+    await page.waitForSelector('[data-testid="chart-learning-curves"] canvas', { timeout: 30000 });
+    await shot(page, '09-experiment-375px');
+
+    check(pageErrors.length === 0, 'no uncaught errors in the page', pageErrors.join(' | '));
+    check((await page.locator('[data-testid="error-banner"]').count()) === 0, 'no error banner at the end');
+  } catch (e) {
+    check(false, 'scenario ran to the end', e.message);
+    await shot(page, '99-failure').catch(() => {});
+  } finally {
+    await browser.close();
+  }
+  console.log(`\n${passed} passed, ${failed} failed`);
+  process.exit(failed ? 1 : 0);
+}
+
+main().catch((e) => {
+  console.error(e);
+  console.log(`\n${passed} passed, ${failed + 1} failed`);
+  process.exit(1);
+});
