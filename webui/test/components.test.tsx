@@ -62,3 +62,19 @@ describe('topLevelBlock', () => {
     expect(topLevelBlock(y, 'missing')).toEqual([]);
   });
 });
+
+describe('ExperimentsTable virtualisation', () => {
+  it('renders only the rows near the viewport for long lists', async () => {
+    const { visibleRange, VIRTUAL_MIN_ROWS } = await import('../src/pages/ExperimentsTable');
+    expect(visibleRange(1000, 0, 480, 48, 0)).toEqual([0, 10]);
+    expect(visibleRange(1000, -4800, 480, 48, 2)).toEqual([98, 112]);
+    expect(visibleRange(5, -10000, 480, 48, 2)).toEqual([5, 5]);
+    const rows = Array.from({ length: VIRTUAL_MIN_ROWS + 50 }, (_, i) => normExperiment({ id: String(i + 1), state: 'EXPERIMENT_STATE_COMPLETED' }));
+    render(<ExperimentsTable rows={rows} sort={{ key: 'id', dir: 'asc' }} onSort={() => {}} onChanged={() => {}} now={Date.now()} />);
+    const shown = screen.getAllByTestId('experiment-row').length;
+    expect(shown).toBeGreaterThan(0);
+    expect(shown).toBeLessThan(rows.length);
+    expect(screen.getByTestId('spacer-bottom')).toBeTruthy();
+    expect(screen.getByTestId('experiments-table').getAttribute('data-rows')).toBe(String(rows.length));
+  });
+});

@@ -2,6 +2,7 @@
 // API — and renders the real components: ?case=list&n=1000 (experiments table) or
 // ?case=chart&n=100000[&downsample=5000] (trial metric chart). Reports in window.__bench and #result.
 import { createRoot } from 'react-dom/client';
+import { flushSync } from 'react-dom';
 import '../styles.css';
 import type { Experiment } from '../api/types';
 import { ExperimentsTable } from '../pages/ExperimentsTable';
@@ -10,7 +11,7 @@ import { lttb } from '../lib/chartData';
 
 declare global {
   interface Window {
-    __bench?: { case: string; n: number; ms: number; points: number; rows?: number; shapeMs?: number };
+    __bench?: { case: string; n: number; ms: number; points: number; rows?: number; shapeMs?: number; reactMs?: number; layoutMs?: number; domRows?: number; scrollMs?: number; zoomMs?: number };
   }
 }
 
@@ -70,10 +71,19 @@ async function main() {
   if (which === 'list') {
     const rows = experiments(n);
     const t0 = performance.now();
-    root.render(<main><ExperimentsTable rows={rows} sort={{ key: 'id', dir: 'desc' }} onSort={() => {}} onChanged={() => {}} now={Date.parse('2026-11-02T00:00:00Z')} /></main>);
-    await afterPaint(() => document.querySelectorAll('[data-testid="experiment-row"]').length === n);
+    flushSync(() => root.render(<main><ExperimentsTable rows={rows} sort={{ key: 'id', dir: 'desc' }} onSort={() => {}} onChanged={() => {}} now={Date.parse('2026-11-02T00:00:00Z')} virtualize={params.get('virtual') !== '0'} /></main>));
+    const reactMs = performance.now() - t0;
+    void document.body.offsetHeight; // force style and layout
+    const layoutMs = performance.now() - t0 - reactMs;
+    await afterPaint(() => document.querySelector('[data-testid="experiments-table"]')?.getAttribute('data-rows') === String(n));
     const ms = performance.now() - t0;
-    window.__bench = { case: 'list', n, ms, points: 0, rows: document.querySelectorAll('[data-testid="experiment-row"]').length };
+    const domRows = document.querySelectorAll('[data-testid="experiment-row"]').length;
+    // scroll to the end: the rows there must render too
+    const s0 = performance.now();
+    window.scrollTo(0, document.body.scrollHeight);
+    await afterPaint(() => document.querySelector(`[data-testid="experiment-row"][data-id="1"]`) !== null);
+    const scrollMs = performance.now() - s0;
+    window.__bench = { case: 'list', n, ms, points: 0, rows: Number(document.querySelector('[data-testid="experiments-table"]')?.getAttribute('data-rows')), domRows, reactMs, layoutMs, scrollMs };
   } else {
     const [x, y] = curve(n);
     const t0 = performance.now();
@@ -87,7 +97,20 @@ async function main() {
     await afterPaint(() => !!document.querySelector('[data-testid="bench-chart"] canvas'));
     const ms = performance.now() - t0;
     const points = Number(document.querySelector('[data-testid="bench-chart"]')?.getAttribute('data-points') ?? 0);
-    window.__bench = { case: downsample ? `chart-lttb-${downsample}` : 'chart', n, ms, points, shapeMs };
+    // zoom: 20 x-range changes, each redrawn (uPlot commits in a microtask)
+    const u = (document.querySelector('[data-testid="bench-chart"] .chart-canvas') as any)?.uplot;
+    let zoomMs: number | undefined;
+    if (u) {
+      const z0 = performance.now();
+      for (let i = 0; i < 20; i++) {
+        const lo = (i * n) / 50;
+        u.setScale('x', { min: lo, max: lo + n / (2 + (i % 5)) });
+        await Promise.resolve();
+        await new Promise((r) => setTimeout(r, 0));
+      }
+      zoomMs = (performance.now() - z0) / 20;
+    }
+    window.__bench = { case: downsample ? `chart-lttb-${downsample}` : 'chart', n, ms, points, shapeMs, zoomMs };
   }
   out.textContent = JSON.stringify(window.__bench);
   document.body.appendChild(out);

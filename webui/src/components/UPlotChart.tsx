@@ -87,6 +87,7 @@ export function UPlotChart(p: ChartProps) {
     plot.current?.destroy();
     el.querySelector('.uplot')?.remove();
     plot.current = new uPlot(opts, p.data, el);
+    (el as HTMLDivElement & { uplot?: uPlot }).uplot = plot.current; // for the bench and tests
     return () => {
       plot.current?.destroy();
       plot.current = null;

@@ -16,8 +16,10 @@ export function toApiError(e: unknown): ApiError {
   return new ApiError('parse', e instanceof Error ? e.message : String(e));
 }
 
-/** Calls `load` now, whenever `deps` change, and every `intervalMs` (0: no polling). */
-export function usePolling<T>(load: (signal: AbortSignal) => Promise<T>, deps: unknown[], intervalMs = 0): Loaded<T> {
+/** Calls `load` now, whenever `deps` change, and every `intervalMs` (0: no polling). When deps
+ *  change the old data is dropped (loading again) unless `keepOnChange`, which avoids flashing a
+ *  skeleton when, say, one more trial joins a chart. */
+export function usePolling<T>(load: (signal: AbortSignal) => Promise<T>, deps: unknown[], intervalMs = 0, keepOnChange = false): Loaded<T> {
   const [data, setData] = useState<T>();
   const [error, setError] = useState<ApiError>();
   const [loading, setLoading] = useState(true);
@@ -31,8 +33,10 @@ export function usePolling<T>(load: (signal: AbortSignal) => Promise<T>, deps: u
   useEffect(() => {
     if (lastKey.current !== depKey) {
       lastKey.current = depKey;
-      setData(undefined);
-      setLoading(true);
+      if (!keepOnChange) {
+        setData(undefined);
+        setLoading(true);
+      }
     }
     const ctl = new AbortController();
     let timer: ReturnType<typeof setTimeout> | undefined;

@@ -36,6 +36,7 @@ export function ExperimentPage({ id, route }: { id: number; route: Route }) {
     },
     [trialIds.join(','), kind],
     active ? 5000 : 0,
+    true,
   );
   const [hover, setHover] = useState<number>(); // trial id
 

@@ -1,4 +1,7 @@
-// The experiments table (also rendered by the render bench with 1,000 rows).
+// The experiments table (also rendered by the render bench with 1,000 rows). Above
+// VIRTUAL_MIN_ROWS it renders only the rows near the viewport (fixed row height, spacer rows above
+// and below), so a long list costs the same as a short one.
+import { useLayoutEffect, useRef, useState } from 'react';
 import type { Experiment } from '../api/types';
 import { ExperimentActions } from '../components/actions';
 import { ProgressBar, SortHeader, StateBadge } from '../components/common';
@@ -46,16 +49,50 @@ export function orderPage(rows: Experiment[], col: string, dir: SortDir, now: nu
   return sortRows(rows, experimentSortKey(col, now), dir);
 }
 
+export const VIRTUAL_MIN_ROWS = 150;
+export const ROW_HEIGHT = 48;
+const OVERSCAN = 12;
+
+/** Rows [start, end) of a list of `count` rows of fixed height that are within the viewport
+ *  (plus some overscan), given the top of the list relative to the viewport. */
+export function visibleRange(count: number, listTop: number, viewport: number, rowHeight = ROW_HEIGHT, overscan = OVERSCAN): [number, number] {
+  const start = Math.max(0, Math.floor(-listTop / rowHeight) - overscan);
+  const end = Math.min(count, Math.max(start, Math.ceil((viewport - listTop) / rowHeight) + overscan));
+  return [Math.min(start, count), end];
+}
+
 export function ExperimentsTable(props: {
   rows: Experiment[];
   sort: { key: string; dir: SortDir };
   onSort: (col: string) => void;
   onChanged: () => void;
   now: number;
+  virtualize?: boolean; // default true; false keeps every row in the DOM
 }) {
+  const virtual = props.virtualize !== false && props.rows.length > VIRTUAL_MIN_ROWS;
+  const body = useRef<HTMLTableSectionElement>(null);
+  // first paint: the rows that fit a viewport from the top; corrected by the layout effect
+  const [range, setRange] = useState<[number, number]>(() => visibleRange(props.rows.length, 0, typeof window === 'undefined' ? 800 : window.innerHeight || 800));
+  useLayoutEffect(() => {
+    if (!virtual) return;
+    const update = () => {
+      const top = body.current?.getBoundingClientRect().top ?? 0;
+      const next = visibleRange(props.rows.length, top, window.innerHeight || 800);
+      setRange((prev) => (prev[0] === next[0] && prev[1] === next[1] ? prev : next));
+    };
+    update();
+    window.addEventListener('scroll', update, { passive: true });
+    window.addEventListener('resize', update);
+    return () => {
+      window.removeEventListener('scroll', update);
+      window.removeEventListener('resize', update);
+    };
+  }, [virtual, props.rows.length]);
+  const [start, end] = virtual ? range : [0, props.rows.length];
+  const shown = virtual ? props.rows.slice(start, end) : props.rows;
   return (
     <div className="table-wrap">
-      <table className="table" data-testid="experiments-table" data-rows={props.rows.length}>
+      <table className={`table ${virtual ? 'table-virtual' : ''}`} data-testid="experiments-table" data-rows={props.rows.length} aria-rowcount={props.rows.length + 1}>
         <caption className="sr-only">Experiments</caption>
         <thead>
           <tr>
@@ -67,9 +104,10 @@ export function ExperimentsTable(props: {
             </th>
           </tr>
         </thead>
-        <tbody>
-          {props.rows.map((e) => (
-            <tr key={e.id} data-testid="experiment-row" data-id={e.id} data-state={e.state}>
+        <tbody ref={body}>
+          {virtual && start > 0 && <tr aria-hidden="true" style={{ height: start * ROW_HEIGHT }} data-testid="spacer-top" />}
+          {shown.map((e, i) => (
+            <tr key={e.id} data-testid="experiment-row" data-id={e.id} data-state={e.state} aria-rowindex={start + i + 2}>
               <td className="col-id num">
                 <a href={`#/experiments/${e.id}`}>{e.id}</a>
               </td>
@@ -98,6 +136,7 @@ export function ExperimentsTable(props: {
               </td>
             </tr>
           ))}
+          {virtual && end < props.rows.length && <tr aria-hidden="true" style={{ height: (props.rows.length - end) * ROW_HEIGHT }} data-testid="spacer-bottom" />}
         </tbody>
       </table>
     </div>
