@@ -218,10 +218,21 @@ async function main() {
       await page.goto(`${MASTER}/#/experiments?name=${encodeURIComponent(createdB.experiment.name)}`);
       const btn = `[data-testid="experiment-row"][data-id="${expB}"] [data-testid="action-${name}"]`;
       await page.waitForSelector(btn, { timeout: 60000 });
-      await page.click(btn);
-      await page.waitForSelector('[data-testid="confirm-dialog"]');
-      if (name === 'pause') await shot(page, '06-confirm-pause');
-      await page.click('[data-testid="confirm-button"]');
+      if (name === 'pause') {
+        // from the keyboard: Enter opens the dialog (focus on Cancel), Tab to confirm, Enter
+        await page.focus(btn);
+        await page.keyboard.press('Enter');
+        await page.waitForSelector('[data-testid="confirm-dialog"]');
+        await shot(page, '06-confirm-pause');
+        check((await page.evaluate(() => document.activeElement?.textContent)) === 'Cancel', 'confirmation dialog opens with focus on Cancel');
+        await page.keyboard.press('Tab');
+        check((await page.evaluate(() => document.activeElement?.getAttribute('data-testid'))) === 'confirm-button', 'Tab moves to the confirm button');
+        await page.keyboard.press('Enter');
+      } else {
+        await page.click(btn);
+        await page.waitForSelector('[data-testid="confirm-dialog"]');
+        await page.click('[data-testid="confirm-button"]');
+      }
       const st = await waitFor(`experiment ${expB} in ${want.join(' or ')}`, async () => {
         const s = (await api('GET', `/experiments/${expB}`)).experiment.state;
         return want.includes(s) ? s : false;

@@ -51,7 +51,15 @@ export function App() {
     );
   return (
     <>
-      <a className="skip" href="#main">
+      <a
+        className="skip"
+        href="#main"
+        onClick={(e) => {
+          // the hash holds the route: move focus instead of navigating to "#main"
+          e.preventDefault();
+          document.getElementById('main')?.focus();
+        }}
+      >
         Skip to content
       </a>
       <header className="top">
