@@ -208,7 +208,7 @@ async function main() {
     const running = await waitFor('a RUNNING trial of experiment B', async () => ((await api('GET', `/experiments/${expB}/trials`)).trials ?? []).find((t) => t.state === 'TRIAL_STATE_RUNNING'), 300, 2000);
     await page.goto(`${MASTER}/#/trials/${running.id}?follow=1`);
     await page.waitForSelector('[data-testid="log-stream-state"][data-state="open"]', { timeout: 30000 });
-    check(true, 'log follow stream (SSE) is open');
+    check((await attr(page, 'log-stream-state', 'data-mode')) === 'sse', 'log follow runs over the SSE stream (not the polling fallback)', await attr(page, 'log-stream-state', 'data-mode'));
     const before = Number(await attr(page, 'logs', 'data-lines'));
     await page.waitForFunction((n) => Number(document.querySelector('[data-testid="logs"]')?.getAttribute('data-lines')) > n, before, { timeout: 180000 });
     check(true, `followed logs grew past ${before} lines without a reload`);

@@ -112,3 +112,20 @@ describe('ApiClient', () => {
     expect(r.experiment?.id).toBe(5);
   });
 });
+
+describe('followTrialLogs', () => {
+  it('falls back to polling after ids when EventSource is unavailable, without duplicates', async () => {
+    const pages = [[{ id: '11', message: 'a' }, { id: '12', message: 'b' }], [{ id: '12', message: 'b' }, { id: '13', message: 'c' }], []];
+    const { f, calls } = fakeFetch(() => json(200, { logs: pages.shift() ?? [] }));
+    const c = new ApiClient({ fetch: f });
+    const got: string[] = [];
+    const modes: string[] = [];
+    const stop = c.followTrialLogs(4, { afterId: 10, pollMs: 5 }, (l) => got.push(l.message), undefined, (m) => modes.push(m));
+    await new Promise((r) => setTimeout(r, 60));
+    stop();
+    expect(got).toEqual(['a', 'b', 'c']);
+    expect(modes[0]).toBe('poll');
+    expect(calls[0].url).toBe('/api/v1/trials/4/logs?afterId=10&limit=1000');
+    expect(calls[1].url).toBe('/api/v1/trials/4/logs?afterId=12&limit=1000');
+  });
+});

@@ -362,45 +362,75 @@ export class ApiClient {
     return arr(j.logs).map(normLog);
   }
 
-  /** Follows a trial's logs over server-sent events (each event's data is one LogLine JSON).
-   *  Returns a function that stops following. `onError` is told when the stream breaks;
-   *  EventSource reconnects by itself, resuming after the last id it saw. */
-  followTrialLogs(id: number, opts: { afterId?: number; search?: string }, onLine: (l: LogLine) => void, onError?: (e: ApiError) => void, onOpen?: () => void): () => void {
-    if (typeof EventSource === 'undefined') {
-      onError?.(new ApiError('network', 'This browser cannot follow logs (no EventSource)'));
-      return () => {};
-    }
+  /** Follows a trial's logs over server-sent events (each event's data is one LogLine JSON),
+   *  resuming after the last id seen whenever the stream breaks. When the stream cannot be opened
+   *  twice in a row (no EventSource, or the master does not speak SSE there), it falls back to
+   *  polling `GET /trials/{id}/logs?afterId=` every `pollMs`. Returns a function that stops.
+   *  `onOpen` says which mode is live; `onError` is told about each interruption. */
+  followTrialLogs(
+    id: number,
+    opts: { afterId?: number; search?: string; pollMs?: number },
+    onLine: (l: LogLine) => void,
+    onError?: (e: ApiError) => void,
+    onOpen?: (mode: 'sse' | 'poll') => void,
+  ): () => void {
     let lastId = opts.afterId ?? 0;
     let es: EventSource | null = null;
     let stopped = false;
-    let retry: ReturnType<typeof setTimeout> | undefined;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    let failedOpens = 0;
+    const pollMs = opts.pollMs ?? 2000;
+    const deliver = (line: LogLine) => {
+      if (line.id && line.id <= lastId) return;
+      if (line.id) lastId = line.id;
+      onLine(line);
+    };
+    const poll = async () => {
+      if (stopped) return;
+      try {
+        const lines = await this.getTrialLogs(id, { afterId: lastId, limit: 1000, search: opts.search });
+        onOpen?.('poll');
+        lines.forEach(deliver);
+      } catch (e) {
+        onError?.(e instanceof ApiError ? e : new ApiError('network', String(e)));
+      }
+      if (!stopped) timer = setTimeout(poll, pollMs);
+    };
     const open = () => {
+      if (stopped) return;
+      if (typeof EventSource === 'undefined' || failedOpens >= 2) {
+        void poll();
+        return;
+      }
+      let opened = false;
       es = new EventSource(this.url(`/trials/${id}/logs`, { follow: true, afterId: lastId || undefined, search: opts.search }));
-      es.onopen = () => onOpen?.();
+      es.onopen = () => {
+        opened = true;
+        failedOpens = 0;
+        onOpen?.('sse');
+      };
       es.onmessage = (ev) => {
         try {
           let j = JSON.parse(ev.data);
           // tolerate grpc-gateway's {"result": {...}} stream framing
           if (j && typeof j === 'object' && 'result' in j && !('message' in j)) j = j.result;
-          const line = normLog(j);
-          if (line.id && line.id <= lastId) return;
-          if (line.id) lastId = line.id;
-          onLine(line);
+          deliver(normLog(j));
         } catch {
           onError?.(new ApiError('parse', 'Malformed log event from the master'));
         }
       };
       es.onerror = () => {
+        if (!opened) failedOpens++;
         onError?.(new ApiError('network', 'Log stream interrupted; reconnecting'));
         // reopen ourselves so that afterId carries the last line seen
         es?.close();
-        if (!stopped) retry = setTimeout(open, 2000);
+        if (!stopped) timer = setTimeout(open, opened ? 1000 : 2000);
       };
     };
     open();
     return () => {
       stopped = true;
-      clearTimeout(retry);
+      clearTimeout(timer);
       es?.close();
     };
   }

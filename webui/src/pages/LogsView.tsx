@@ -21,6 +21,7 @@ export function LogsView({ trialId, live, route }: { trialId: number; live: bool
   const [loading, setLoading] = useState(true);
   const [more, setMore] = useState(false);
   const [streamState, setStreamState] = useState<'off' | 'connecting' | 'open' | 'retrying'>('off');
+  const [streamMode, setStreamMode] = useState<'sse' | 'poll'>('sse');
   const [tick, setTick] = useState(0);
   const box = useRef<HTMLDivElement>(null);
   const lastId = lines.length ? lines[lines.length - 1].id : 0;
@@ -69,7 +70,10 @@ export function LogsView({ trialId, live, route }: { trialId: number; live: bool
         return next;
       }),
       () => setStreamState('retrying'),
-      () => setStreamState('open'),
+      (mode) => {
+        setStreamMode(mode);
+        setStreamState('open');
+      },
     );
     return stop;
     // eslint-disable-next-line react-hooks/exhaustive-deps
@@ -125,8 +129,8 @@ export function LogsView({ trialId, live, route }: { trialId: number; live: bool
         <label className="check">
           <input type="checkbox" checked={follow} onChange={(e) => setQ({ follow: e.target.checked ? '1' : undefined })} data-testid="log-follow" /> Follow
         </label>
-        <span className="muted small" role="status" aria-live="polite" data-testid="log-stream-state" data-state={streamState}>
-          {follow ? (streamState === 'open' ? 'following' : streamState === 'retrying' ? 'reconnecting…' : 'connecting…') : live ? 'not following' : ''}
+        <span className="muted small" role="status" aria-live="polite" data-testid="log-stream-state" data-state={streamState} data-mode={streamMode}>
+          {follow ? (streamState === 'open' ? (streamMode === 'sse' ? 'following (live stream)' : 'following (polling)') : streamState === 'retrying' ? 'reconnecting…' : 'connecting…') : live ? 'not following' : ''}
         </span>
         <div className="grow" />
         <button type="button" className="btn btn-small" onClick={download} data-testid="log-download">
