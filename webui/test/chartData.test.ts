@@ -21,6 +21,10 @@ describe('metric shaping', () => {
   it('keeps the later report when a restart repeats a step', () => {
     expect(seriesFromReports([rep(100, { loss: 3 }), rep(100, { loss: 2.5 })], 'loss')).toEqual({ x: [100], y: [2.5] });
   });
+  it('keeps reports with equal times on the time axis', () => {
+    const t = '2026-11-22T00:00:10Z';
+    expect(seriesFromReports([rep(100, { loss: 3 }, t), rep(110, { loss: 2.5 }, t)], 'loss', 'time').y).toEqual([3, 2.5]);
+  });
   it('aligns trials with different steps onto one x axis', () => {
     const a = alignSeries([{ x: [1, 3], y: [10, 30] }, { x: [2, 3], y: [20, 31] }]);
     expect(a).toEqual([[1, 2, 3], [10, null, 30], [null, 20, 31]]);

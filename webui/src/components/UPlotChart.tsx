@@ -53,8 +53,15 @@ export function UPlotChart(p: ChartProps) {
       width,
       height,
       scales: {
-        // a single x value would otherwise span years (time) or nothing (steps)
-        x: { time: p.xMode === 'time', range: (_u, min, max) => (min === max ? [min - (p.xMode === 'time' ? 60 : 1), max + (p.xMode === 'time' ? 60 : 1)] : [min, max]) },
+        // a single x value would otherwise span ~3 years (uPlot pads time by 86400/ms) or nothing
+        x: {
+          time: p.xMode === 'time',
+          range: (u, min, max) => {
+            const xs = u.data[0];
+            const pad = p.xMode === 'time' ? 60 : 1;
+            return xs.length === 1 || min === max ? [xs[0] - pad, xs[0] + pad] : [min, max];
+          },
+        },
         y: p.logY ? { distr: 3 } : { auto: true },
       },
       axes: [

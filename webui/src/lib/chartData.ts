@@ -22,7 +22,8 @@ export function metricKeys(reports: readonly MetricReport[]): string[] {
 
 /** One metric of a trial as x/y arrays sorted by x. Rows without a numeric value for `key` are
  *  skipped. x is the step (batches) or the report time in seconds since the epoch. When a restart
- *  re-reports a step, the later report wins. */
+ *  re-reports a step, the later report wins (steps only; on the time axis every report is kept,
+ *  in report order for equal times). */
 export function seriesFromReports(reports: readonly MetricReport[], key: string, xMode: 'batches' | 'time' = 'batches'): XY {
   const pts: [number, number][] = [];
   for (const r of reports) {
@@ -36,7 +37,8 @@ export function seriesFromReports(reports: readonly MetricReport[], key: string,
   const x: number[] = [];
   const y: number[] = [];
   for (const [px, py] of pts) {
-    if (x.length && x[x.length - 1] === px) {
+    // a repeated step is a re-report (keep the later one); equal times are distinct reports
+    if (xMode === 'batches' && x.length && x[x.length - 1] === px) {
       y[y.length - 1] = py;
       continue;
     }
