@@ -173,6 +173,11 @@ async function main() {
     check((await anyPixels(page, 'chart-parallel-coordinates')) > 0, 'parallel-coordinates canvas is not empty');
     check(Number(await attr(page, 'chart-parallel-coordinates', 'data-points')) === trials.length, `parallel coordinates drew ${trials.length} trials`);
     check((await anyPixels(page, 'chart-hparam-scatter')) > 0, 'scatter canvas is not empty');
+    await ctx.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: MASTER });
+    await page.click('[data-testid="copy-config"]');
+    await page.waitForFunction(() => /Copied/.test(document.querySelector('[data-testid="copy-config"] + [role="status"]')?.textContent ?? ''), null, { timeout: 5000 }).catch(() => {});
+    const clip = await page.evaluate(() => navigator.clipboard.readText()).catch(() => '');
+    check(clip === apiA.configYaml, 'Copy YAML puts the experiment config on the clipboard', `${clip.length} vs ${apiA.configYaml?.length} chars`);
     await page.hover('[data-testid="trial-row"] >> nth=0');
     check((await page.locator('tr.row-hover').count()) === 1, 'hovering a trial row highlights it');
     await shot(page, '03-experiment');
@@ -195,6 +200,26 @@ async function main() {
     const apiLogs = (await api('GET', `/trials/${trial.id}/logs?limit=1000`)).logs ?? [];
     await page.waitForFunction((n) => Number(document.querySelector('[data-testid="logs"]')?.getAttribute('data-lines')) === n, apiLogs.length, { timeout: 15000 }).catch(() => {});
     check(Number(await attr(page, 'logs', 'data-lines')) === apiLogs.length, `logs panel shows the ${apiLogs.length} lines the API has`, `data-lines=${await attr(page, 'logs', 'data-lines')}`);
+    const [download] = await Promise.all([page.waitForEvent('download', { timeout: 30000 }), page.click('[data-testid="log-download"]')]);
+    const dlPath = join(ART, `trial-${trial.id}-logs.txt`);
+    await download.saveAs(dlPath);
+    const dlLines = readFileSync(dlPath, 'utf8').split('\n').filter(Boolean).length;
+    let allLogs = 0;
+    for (let after = 0; ; ) {
+      const l = (await api('GET', `/trials/${trial.id}/logs?afterId=${after}&limit=5000`)).logs ?? [];
+      if (!l.length || Number(l[l.length - 1].id) <= after) break;
+      allLogs += l.length;
+      after = Number(l[l.length - 1].id);
+    }
+    check(dlLines === allLogs, `Download saved ${dlLines} log lines (API: ${allLogs})`);
+    if (apiLogs.length) {
+      const needle = (apiLogs[apiLogs.length - 1].message ?? '').trim().slice(0, 12);
+      const want = ((await api('GET', `/trials/${trial.id}/logs?limit=1000&search=${encodeURIComponent(needle)}`)).logs ?? []).length;
+      await page.fill('[data-testid="log-search"]', needle);
+      const ok = await page.waitForFunction((n) => Number(document.querySelector('[data-testid="logs"]')?.getAttribute('data-lines')) === n && !document.querySelector('[data-testid="logs"]')?.textContent?.includes('Loading'), want, { timeout: 15000 }).then(() => true, () => false);
+      check(ok, `log search "${needle}" shows the ${want} lines the API finds`, `data-lines=${await attr(page, 'logs', 'data-lines')}`);
+      await page.fill('[data-testid="log-search"]', '');
+    }
     await page.check('[data-testid="log-toggle"]');
     await page.waitForTimeout(500);
     await shot(page, '04-trial-log-scale');

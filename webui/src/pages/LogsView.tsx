@@ -42,7 +42,7 @@ export function LogsView({ trialId, live, route }: { trialId: number; live: bool
       .getTrialLogs(trialId, { limit: PAGE, search: search || undefined }, ctl.signal)
       .then((l) => {
         setLines(l);
-        setMore(l.length >= PAGE);
+        setMore(l.length > 0 && l.length >= Math.min(PAGE, 100));
         setError(undefined);
       })
       .catch((e) => {
@@ -88,7 +88,7 @@ export function LogsView({ trialId, live, route }: { trialId: number; live: bool
     try {
       const l = await api.getTrialLogs(trialId, { afterId: lastId, limit: PAGE, search: search || undefined });
       setLines((prev) => [...prev, ...l.filter((x) => x.id > lastId)]);
-      setMore(l.length >= PAGE);
+      setMore(l.length > 0);
     } catch (e) {
       setError(toApiError(e));
     }
@@ -100,8 +100,9 @@ export function LogsView({ trialId, live, route }: { trialId: number; live: bool
       let after = 0;
       for (let i = 0; i < 1000; i++) {
         const l = await api.getTrialLogs(trialId, { afterId: after, limit: 5000, search: search || undefined });
+        // the master may cap `limit` lower: stop on an empty page, not a short one
+        if (l.length === 0 || l[l.length - 1].id <= after) break;
         all.push(...l);
-        if (l.length < 5000) break;
         after = l[l.length - 1].id;
       }
       const text = all.map((l) => `${l.time ?? ''} [rank ${l.rank}] ${l.stream}: ${l.message}`).join('\n') + '\n';
