@@ -22,6 +22,8 @@ export interface ChartProps {
   onFocusSeries?: (i: number) => void;
   highlight?: number; // series to emphasise from outside (e.g. a hovered table row)
   stepped?: boolean;
+  /** Fixed y range (e.g. [0, total slots]); default: fit the data. */
+  yRange?: [number, number];
 }
 
 export function UPlotChart(p: ChartProps) {
@@ -44,7 +46,7 @@ export function UPlotChart(p: ChartProps) {
   }, []);
 
   // (re)create the plot when its shape changes
-  const shapeKey = `${p.seriesLabels.join('\u0001')}|${p.xMode}|${p.logY}|${height}|${p.stepped}`;
+  const shapeKey = `${p.seriesLabels.join('\u0001')}|${p.xMode}|${p.logY}|${height}|${p.stepped}|${p.yRange?.join(',')}`;
   useEffect(() => {
     const el = wrap.current;
     if (!el || width <= 0) return;
@@ -62,10 +64,10 @@ export function UPlotChart(p: ChartProps) {
             return xs.length === 1 || min === max ? [xs[0] - pad, xs[0] + pad] : [min, max];
           },
         },
-        y: p.logY ? { distr: 3 } : { auto: true },
+        y: p.logY ? { distr: 3 } : p.yRange ? { auto: false, range: () => p.yRange! } : { auto: true },
       },
       axes: [
-        { stroke: '#555', grid: { stroke: '#eee' }, values: p.xMode === 'time' ? undefined : (_u, vals) => vals.map((v) => formatCompact(v)) },
+        { stroke: '#555', grid: { stroke: '#eee' }, space: p.xMode === 'time' ? 90 : 60, values: p.xMode === 'time' ? undefined : (_u, vals) => vals.map((v) => formatCompact(v)) },
         { stroke: '#555', grid: { stroke: '#eee' }, size: 60, label: p.yLabel, values: (_u, vals) => vals.map((v) => formatMetric(v)) },
       ],
       cursor: { drag: { x: true, y: false }, focus: { prox: 24 } },

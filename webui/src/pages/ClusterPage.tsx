@@ -91,7 +91,7 @@ export function ClusterPage() {
                       <div className="strong">{a.id}</div>
                       <div className="muted small">{a.hostname}{a.address ? ` · ${a.address}` : ''}{a.version ? ` · v${a.version}` : ''}</div>
                     </td>
-                    <td>{a.resourcePool || 'default'}</td>
+                    <td data-label="Pool">{a.resourcePool || 'default'}</td>
                     <td>
                       <span className={`badge ${a.connected ? 'badge-active' : 'badge-bad'}`}>{a.connected ? 'Connected' : 'Disconnected'}</span>
                     </td>
@@ -106,7 +106,7 @@ export function ClusterPage() {
                         {a.slots.length === 0 && <li className="muted">no slots</li>}
                       </ul>
                     </td>
-                    <td title={formatDateTime(a.lastHeartbeat)}>{formatRelative(a.lastHeartbeat)}</td>
+                    <td title={formatDateTime(a.lastHeartbeat)} data-label="Last heartbeat">{formatRelative(a.lastHeartbeat)}</td>
                   </tr>
                 ))}
               </tbody>
@@ -120,7 +120,7 @@ export function ClusterPage() {
         {hist.current.t.length === 0 ? (
           agents.error ? <Empty>No samples yet: the master is not answering.</Empty> : <Skeleton rows={3} height={30} />
         ) : (
-          <UPlotChart key="util" testId="chart-utilization" title="Busy slots" data={[hist.current.t.slice(), hist.current.busy.slice()]} seriesLabels={['busy slots']} xMode="time" height={200} stepped />
+          <UPlotChart key="util" testId="chart-utilization" title="Busy slots" data={[hist.current.t.slice(), hist.current.busy.slice()]} seriesLabels={['busy slots']} xMode="time" height={200} stepped yRange={[0, Math.max(1, u.total)]} />
         )}
       </div>
       <div className="card">
