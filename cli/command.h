@@ -16,5 +16,9 @@ inline constexpr int kExitUsage = 2;
 
 // `sf config validate FILE...`
 int RunConfigCommand(const std::vector<std::string>& args);
+// `sf experiment|trial|agent|slot|checkpoint|master ...` against the master's REST API.
+int RunClusterCommand(const std::string& noun, const std::vector<std::string>& args);
+// `sf deploy local up|status|down`
+int RunDeployCommand(const std::vector<std::string>& args);
 
 }  // namespace sf::cli

@@ -24,6 +24,7 @@ if(SF_CUDA)
   find_package(CUDAToolkit REQUIRED)
   find_library(SF_NCCL nccl HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib
                /usr/local/cuda/lib /usr/local/cuda/lib64 REQUIRED)
-  set(CMAKE_CUDA_STANDARD 20)
+  # CMake 3.25 has no CUDA20 dialect flags for nvcc; device code is C++17.
+  set(CMAKE_CUDA_STANDARD 17)
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
 endif()

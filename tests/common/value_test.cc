@@ -44,3 +44,22 @@ TEST(ValueTest, BadJsonNamesTheOffset) {
 
 }  // namespace
 }  // namespace sf
+
+#include "common/sha256.h"
+
+namespace sf {
+namespace {
+
+TEST(Sha256Test, KnownVectors) {
+  EXPECT_EQ(Sha256Hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(Sha256Hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(Sha256Hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  Sha256 streamed;
+  std::string million(1000000, 'a');
+  for (size_t i = 0; i < million.size(); i += 999) streamed.Update(million.substr(i, 999));
+  EXPECT_EQ(streamed.HexDigest(), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+}  // namespace
+}  // namespace sf

@@ -1,0 +1,292 @@
+// `sf deploy local up|status|down`: a whole cluster on this machine — a private PostgreSQL, the
+// master and N agents — started as background processes whose pids and logs live in DIR.
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "cli/command.h"
+#include "cli/http_client.h"
+#include "common/local_postgres.h"
+#include "common/value.h"
+
+namespace sf::cli {
+namespace fs = std::filesystem;
+namespace {
+
+struct LocalFlags {
+  int agents = 1;
+  int cpu_slots = 1;
+  std::string dir;
+  int http_port = 8080;
+  int grpc_port = 8090;
+  bool delete_data = false;
+};
+
+std::string DefaultDir() {
+  // As root the PostgreSQL server runs as an unprivileged user, who can't enter /root.
+  if (geteuid() == 0) return "/var/lib/steadfast/local";
+  const char* home = std::getenv("HOME");
+  return std::string(home ? home : "/tmp") + "/.steadfast/local";
+}
+
+// The sibling programs: installed side by side, or in the build tree (build/cli/sf ->
+// build/master/sf-master, build/agent/sf-agent, build/trainer/sf-trainer).
+std::string FindProgram(const std::string& name, const std::string& subdir) {
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec).parent_path();
+  for (fs::path p : {self / name, self / ".." / subdir / name}) {
+    if (fs::exists(p, ec)) return fs::weakly_canonical(p).string();
+  }
+  return "";
+}
+
+Result<pid_t> SpawnDaemon(const std::vector<std::string>& argv, const std::string& log_file) {
+  pid_t pid = fork();
+  if (pid < 0) return Internal("fork failed");
+  if (pid == 0) {
+    setsid();
+    int fd = open(log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    int null = open("/dev/null", O_RDONLY);
+    dup2(null, 0);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+bool Alive(pid_t pid) { return pid > 0 && kill(pid, 0) == 0; }
+
+pid_t ReadPid(const std::string& file) {
+  std::ifstream in(file);
+  pid_t pid = 0;
+  in >> pid;
+  return pid;
+}
+
+void StopPid(const std::string& pid_file, const std::string& what) {
+  pid_t pid = ReadPid(pid_file);
+  if (!Alive(pid)) {
+    fs::remove(pid_file);
+    return;
+  }
+  kill(pid, SIGTERM);
+  for (int i = 0; i < 100 && Alive(pid); ++i) {
+    waitpid(pid, nullptr, WNOHANG);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (Alive(pid)) kill(pid, SIGKILL);
+  fs::remove(pid_file);
+  std::cout << "stopped " << what << " (pid " << pid << ")\n";
+}
+
+Result<LocalFlags> ParseLocalFlags(const std::vector<std::string>& args) {
+  LocalFlags f;
+  f.dir = DefaultDir();
+  for (size_t i = 0; i < args.size(); ++i) {
+    auto next = [&]() -> Result<std::string> {
+      if (i + 1 >= args.size()) return InvalidArgument(args[i] + " needs a value");
+      return args[++i];
+    };
+    auto number = [&](int& out, int min, int max) -> Status {
+      SF_ASSIGN_OR_RETURN(std::string v, next());
+      try {
+        size_t used = 0;
+        out = std::stoi(v, &used);
+        if (used != v.size() || out < min || out > max) throw std::out_of_range(v);
+      } catch (...) {
+        return InvalidArgument(args[i - 1] + ": \"" + v + "\" must be an integer in [" + std::to_string(min) + ", " +
+                               std::to_string(max) + "]");
+      }
+      return Status::Ok();
+    };
+    const std::string& a = args[i];
+    if (a == "--agents") SF_RETURN_IF_ERROR(number(f.agents, 1, 64));
+    else if (a == "--cpu-slots") SF_RETURN_IF_ERROR(number(f.cpu_slots, 1, 256));
+    else if (a == "--port") SF_RETURN_IF_ERROR(number(f.http_port, 1, 65535));
+    else if (a == "--grpc-port") SF_RETURN_IF_ERROR(number(f.grpc_port, 1, 65535));
+    else if (a == "--dir") {
+      SF_ASSIGN_OR_RETURN(f.dir, next());
+      f.dir = fs::absolute(f.dir).string();
+    } else if (a == "--delete-data") f.delete_data = true;
+    else return InvalidArgument("unknown flag " + a);
+  }
+  return f;
+}
+
+int Up(const LocalFlags& f) {
+  std::string master_bin = FindProgram("sf-master", "master");
+  std::string agent_bin = FindProgram("sf-agent", "agent");
+  std::string trainer_bin = FindProgram("sf-trainer", "trainer");
+  for (auto [bin, name] : {std::pair{master_bin, "sf-master"}, {agent_bin, "sf-agent"}, {trainer_bin, "sf-trainer"}}) {
+    if (bin.empty()) {
+      std::cerr << "sf deploy local: cannot find " << name << " next to sf (build everything first)\n";
+      return kExitFailed;
+    }
+  }
+  std::error_code ec;
+  fs::create_directories(f.dir + "/logs", ec);
+  fs::create_directories(f.dir + "/checkpoints", ec);
+  chmod(f.dir.c_str(), 0755);
+  LocalPostgresOptions pg_options;
+  pg_options.dir = f.dir + "/postgres";
+  pg_options.database = "steadfast";
+  LocalPostgres pg(pg_options);
+  std::cout << "starting PostgreSQL in " << pg_options.dir << "\n" << std::flush;
+  Status st = pg.Start();
+  if (!st.ok()) {
+    std::cerr << "sf deploy local: " << st.message() << "\n";
+    return kExitFailed;
+  }
+  std::string url = "http://127.0.0.1:" + std::to_string(f.http_port);
+  auto client = HttpClient::Create(url);
+  if (!Alive(ReadPid(f.dir + "/master.pid"))) {
+    std::vector<std::string> argv = {master_bin, "--db", pg.ConnectionString(), "--bind", "127.0.0.1",
+                                     "--http-port", std::to_string(f.http_port), "--grpc-port",
+                                     std::to_string(f.grpc_port), "--checkpoint-root", f.dir + "/checkpoints"};
+    auto pid = SpawnDaemon(argv, f.dir + "/logs/master.log");
+    if (!pid.ok()) {
+      std::cerr << "sf deploy local: " << pid.status().message() << "\n";
+      return kExitFailed;
+    }
+    std::ofstream(f.dir + "/master.pid") << *pid << "\n";
+    std::cout << "started sf-master (pid " << *pid << ", log " << f.dir << "/logs/master.log)\n" << std::flush;
+  }
+  // Wait for the master to be healthy.
+  bool healthy = false;
+  for (int i = 0; i < 300 && !healthy; ++i) {
+    auto r = client->Get("/health");
+    healthy = r.ok() && r->status == 200;
+    if (!healthy) {
+      if (!Alive(ReadPid(f.dir + "/master.pid"))) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  }
+  if (!healthy) {
+    std::cerr << "sf deploy local: the master did not become healthy; see " << f.dir << "/logs/master.log\n";
+    return kExitFailed;
+  }
+  for (int i = 0; i < f.agents; ++i) {
+    std::string id = "local-agent-" + std::to_string(i);
+    std::string pid_file = f.dir + "/" + id + ".pid";
+    if (Alive(ReadPid(pid_file))) continue;
+    fs::create_directories(f.dir + "/" + id, ec);
+    std::vector<std::string> argv = {agent_bin, "--master", "127.0.0.1:" + std::to_string(f.grpc_port),
+                                     "--agent-id", id, "--slots", "cpu:" + std::to_string(f.cpu_slots),
+                                     "--trainer", trainer_bin, "--work-dir", f.dir + "/" + id,
+                                     "--kill-tasks-on-exit"};
+    auto pid = SpawnDaemon(argv, f.dir + "/logs/" + id + ".log");
+    if (!pid.ok()) {
+      std::cerr << "sf deploy local: " << pid.status().message() << "\n";
+      return kExitFailed;
+    }
+    std::ofstream(pid_file) << *pid << "\n";
+    std::cout << "started sf-agent " << id << " (pid " << *pid << ")\n" << std::flush;
+  }
+  // Wait until every agent has registered.
+  for (int i = 0; i < 300; ++i) {
+    auto r = client->Get("/api/v1/agents");
+    int connected = 0;
+    if (r.ok() && r->status == 200) {
+      auto v = Value::FromJson(r->body);
+      if (v.ok() && v->Find("agents")) {
+        for (const Value& a : v->Find("agents")->as_list()) {
+          const Value* c = a.Find("connected");
+          connected += c && c->is_bool() && c->as_bool();
+        }
+      }
+    }
+    if (connected >= f.agents) {
+      std::cout << "local cluster is up: " << f.agents << " agent(s) x " << f.cpu_slots << " CPU slot(s)\n"
+                << "dashboard: " << url << "/\n"
+                << "use it with: sf --master " << url << " ...  (or export SF_MASTER=" << url << ")\n";
+      return kExitOk;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  std::cerr << "sf deploy local: agents did not register; see " << f.dir << "/logs/\n";
+  return kExitFailed;
+}
+
+int StatusCmd(const LocalFlags& f) {
+  bool any = false;
+  std::error_code ec;
+  if (!fs::exists(f.dir, ec)) {
+    std::cout << "no local cluster in " << f.dir << "\n";
+    return kExitFailed;
+  }
+  for (const auto& entry : fs::directory_iterator(f.dir, ec)) {
+    if (entry.path().extension() != ".pid") continue;
+    pid_t pid = ReadPid(entry.path().string());
+    bool alive = Alive(pid);
+    any |= alive;
+    std::cout << entry.path().stem().string() << ": " << (alive ? "running" : "stopped") << " (pid " << pid << ")\n";
+  }
+  LocalPostgresOptions o;
+  o.dir = f.dir + "/postgres";
+  std::cout << "postgres: " << (LocalPostgres(o).IsRunning() || fs::exists(o.dir + "/data/postmaster.pid", ec) ? "running" : "stopped") << "\n";
+  auto client = HttpClient::Create("http://127.0.0.1:" + std::to_string(f.http_port));
+  auto r = client->Get("/health");
+  std::cout << "master health: " << (r.ok() ? r->body : r.status().message()) << "\n";
+  return any ? kExitOk : kExitFailed;
+}
+
+int Down(const LocalFlags& f) {
+  std::error_code ec;
+  if (fs::exists(f.dir, ec)) {
+    for (const auto& entry : fs::directory_iterator(f.dir, ec)) {
+      if (entry.path().extension() == ".pid" && entry.path().stem() != "master") {
+        StopPid(entry.path().string(), entry.path().stem().string());
+      }
+    }
+    StopPid(f.dir + "/master.pid", "sf-master");
+    LocalPostgresOptions o;
+    o.dir = f.dir + "/postgres";
+    LocalPostgres pg(o);
+    Status st = pg.Stop();
+    if (!st.ok()) std::cerr << "sf deploy local: " << st.message() << "\n";
+    else std::cout << "stopped PostgreSQL\n";
+  }
+  if (f.delete_data) {
+    fs::remove_all(f.dir, ec);
+    std::cout << "deleted " << f.dir << "\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+int RunDeployCommand(const std::vector<std::string>& args) {
+  constexpr char kUsage[] =
+      "usage: sf deploy local up [--agents N] [--cpu-slots K] [--dir DIR] [--port HTTP] [--grpc-port GRPC]\n"
+      "       sf deploy local status [--dir DIR] [--port HTTP]\n"
+      "       sf deploy local down [--dir DIR] [--delete-data]\n";
+  if (args.size() < 2 || args[0] != "local") {
+    std::cerr << kUsage;
+    return kExitUsage;
+  }
+  auto flags = ParseLocalFlags(std::vector<std::string>(args.begin() + 2, args.end()));
+  if (!flags.ok()) {
+    std::cerr << "sf deploy local: " << flags.status().message() << "\n" << kUsage;
+    return kExitUsage;
+  }
+  if (args[1] == "up") return Up(*flags);
+  if (args[1] == "status") return StatusCmd(*flags);
+  if (args[1] == "down") return Down(*flags);
+  std::cerr << kUsage;
+  return kExitUsage;
+}
+
+}  // namespace sf::cli

@@ -1,0 +1,38 @@
+// A small blocking HTTP/1.1 client for the master's REST API (Boost.Beast).
+//
+// One request per call on a fresh connection; responses are returned whole, or streamed line by
+// line for server-sent events. Errors name the URL and the cause ("cannot reach the master at
+// http://127.0.0.1:8080: Connection refused"). Not thread-safe; use one per thread.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "common/status.h"
+
+namespace sf::cli {
+
+struct HttpResponse {
+  int status = 0;
+  std::string body;
+};
+
+class HttpClient {
+ public:
+  // `base_url` like "http://127.0.0.1:8080" (https is not supported).
+  static Result<HttpClient> Create(const std::string& base_url);
+
+  Result<HttpResponse> Get(const std::string& path);
+  Result<HttpResponse> Post(const std::string& path, const std::string& json_body);
+  // Reads a text/event-stream; calls on_data with each event's data until the stream ends or
+  // on_data returns false.
+  Status Stream(const std::string& path, const std::function<bool(const std::string& event,
+                                                                  const std::string& data)>& on_data);
+  const std::string& base_url() const { return base_url_; }
+
+ private:
+  Result<HttpResponse> Request(const std::string& method, const std::string& path, const std::string& body);
+  std::string base_url_, host_, port_;
+};
+
+}  // namespace sf::cli

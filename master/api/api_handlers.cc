@@ -1,0 +1,180 @@
+#include "master/api/api_handlers.h"
+
+namespace sf::master {
+namespace v1 = steadfast::v1;
+
+Result<v1::CreateExperimentResponse> ApiHandlers::CreateExperiment(const v1::CreateExperimentRequest& r,
+                                                                   const std::string& owner) {
+  v1::CreateExperimentResponse out;
+  if (r.config_yaml().empty()) {
+    auto* e = out.add_errors();
+    e->set_path("<document>");
+    e->set_message("the document is empty (send the experiment YAML in configYaml)");
+    return out;
+  }
+  Cluster::CreateResult created = cluster_->CreateExperiment(r.config_yaml(), r.activate(), r.validate_only(), owner);
+  for (const auto& err : created.errors) {
+    auto* e = out.add_errors();
+    e->set_path(err.path);
+    e->set_message(err.message);
+    e->set_line(err.line);
+    e->set_column(err.column);
+  }
+  if (created.id) {
+    auto row = store_->GetExperiment(*created.id);
+    if (!row.ok()) return row.status();
+    if (row->has_value()) *out.mutable_experiment() = **row;
+  }
+  return out;
+}
+
+Result<v1::GetExperimentsResponse> ApiHandlers::GetExperiments(const v1::GetExperimentsRequest& r) {
+  ExperimentFilter f;
+  for (int s : r.states()) {
+    if (s == v1::EXPERIMENT_STATE_UNSPECIFIED || !v1::ExperimentState_IsValid(s)) {
+      return InvalidArgument("states: " + std::to_string(s) + " is not an experiment state");
+    }
+    f.states.push_back(ExperimentStateName(static_cast<v1::ExperimentState>(s)));
+  }
+  f.name_contains = r.name();
+  if (!r.sort_by().empty()) f.sort_by = r.sort_by();
+  f.descending = r.descending();
+  if (r.offset() < 0) return InvalidArgument("offset: " + std::to_string(r.offset()) + " must be >= 0");
+  if (r.limit() < 0 || r.limit() > 1000) {
+    return InvalidArgument("limit: " + std::to_string(r.limit()) + " must be between 0 and 1000");
+  }
+  f.offset = r.offset();
+  f.limit = r.limit() == 0 ? 100 : r.limit();
+  f.include_archived = r.include_archived();
+  auto rows = store_->ListExperiments(f);
+  if (!rows.ok()) return rows.status();
+  v1::GetExperimentsResponse out;
+  for (auto& e : rows->first) *out.add_experiments() = std::move(e);
+  auto* p = out.mutable_pagination();
+  p->set_offset(f.offset);
+  p->set_limit(f.limit);
+  p->set_total(rows->second);
+  p->set_start_index(f.offset);
+  p->set_end_index(f.offset + out.experiments_size());
+  return out;
+}
+
+Result<v1::GetExperimentResponse> ApiHandlers::GetExperiment(const v1::GetExperimentRequest& r) {
+  auto row = store_->GetExperiment(r.experiment_id());
+  if (!row.ok()) return row.status();
+  if (!row->has_value()) return NotFound("experiment " + std::to_string(r.experiment_id()) + " does not exist");
+  v1::GetExperimentResponse out;
+  *out.mutable_experiment() = **row;
+  return out;
+}
+
+Result<v1::ExperimentActionResponse> ApiHandlers::AfterAction(int64_t id, Status st) {
+  if (!st.ok()) return st;
+  auto row = store_->GetExperiment(id);
+  if (!row.ok()) return row.status();
+  if (!row->has_value()) return NotFound("experiment " + std::to_string(id) + " does not exist");
+  v1::ExperimentActionResponse out;
+  *out.mutable_experiment() = **row;
+  return out;
+}
+
+Result<v1::ExperimentActionResponse> ApiHandlers::PauseExperiment(const v1::ExperimentActionRequest& r) {
+  return AfterAction(r.id(), cluster_->PauseExperiment(r.id()));
+}
+Result<v1::ExperimentActionResponse> ApiHandlers::ActivateExperiment(const v1::ExperimentActionRequest& r) {
+  return AfterAction(r.id(), cluster_->ActivateExperiment(r.id()));
+}
+Result<v1::ExperimentActionResponse> ApiHandlers::KillExperiment(const v1::ExperimentActionRequest& r) {
+  return AfterAction(r.id(), cluster_->KillExperiment(r.id()));
+}
+Result<v1::ExperimentActionResponse> ApiHandlers::ArchiveExperiment(const v1::ExperimentActionRequest& r) {
+  return AfterAction(r.id(), cluster_->ArchiveExperiment(r.id()));
+}
+
+Result<v1::GetExperimentTrialsResponse> ApiHandlers::GetExperimentTrials(const v1::GetExperimentTrialsRequest& r) {
+  auto exp = store_->GetExperiment(r.experiment_id());
+  if (!exp.ok()) return exp.status();
+  if (!exp->has_value()) return NotFound("experiment " + std::to_string(r.experiment_id()) + " does not exist");
+  int limit = r.limit() <= 0 ? 1000 : r.limit();
+  auto trials = store_->ListTrials(r.experiment_id(), std::max(0, r.offset()), limit);
+  if (!trials.ok()) return trials.status();
+  v1::GetExperimentTrialsResponse out;
+  for (auto& t : *trials) *out.add_trials() = std::move(t);
+  auto* p = out.mutable_pagination();
+  p->set_offset(std::max(0, r.offset()));
+  p->set_limit(limit);
+  p->set_total((*exp)->num_trials());
+  p->set_start_index(p->offset());
+  p->set_end_index(p->offset() + out.trials_size());
+  return out;
+}
+
+Result<v1::GetExperimentCheckpointsResponse> ApiHandlers::GetExperimentCheckpoints(
+    const v1::GetExperimentCheckpointsRequest& r) {
+  auto exp = store_->GetExperiment(r.id());
+  if (!exp.ok()) return exp.status();
+  if (!exp->has_value()) return NotFound("experiment " + std::to_string(r.id()) + " does not exist");
+  auto cks = store_->ListCheckpoints(r.id());
+  if (!cks.ok()) return cks.status();
+  v1::GetExperimentCheckpointsResponse out;
+  for (auto& c : *cks) *out.add_checkpoints() = std::move(c);
+  return out;
+}
+
+Result<v1::GetTrialResponse> ApiHandlers::GetTrial(const v1::GetTrialRequest& r) {
+  auto t = store_->GetTrial(r.trial_id());
+  if (!t.ok()) return t.status();
+  if (!t->has_value()) return NotFound("trial " + std::to_string(r.trial_id()) + " does not exist");
+  v1::GetTrialResponse out;
+  *out.mutable_trial() = **t;
+  return out;
+}
+
+Result<v1::GetTrialMetricsResponse> ApiHandlers::GetTrialMetrics(const v1::GetTrialMetricsRequest& r) {
+  std::string kind = r.kind().empty() ? "training" : r.kind();
+  if (kind != "training" && kind != "validation") {
+    return InvalidArgument("kind: \"" + kind + "\" must be training or validation");
+  }
+  if (r.max_points() < 0) return InvalidArgument("max_points: must be >= 0");
+  auto t = store_->GetTrial(r.trial_id());
+  if (!t.ok()) return t.status();
+  if (!t->has_value()) return NotFound("trial " + std::to_string(r.trial_id()) + " does not exist");
+  auto rows = store_->GetMetrics(r.trial_id(), kind, r.start_batches(), r.end_batches(), r.max_points());
+  if (!rows.ok()) return rows.status();
+  v1::GetTrialMetricsResponse out;
+  for (auto& m : *rows) *out.add_metrics() = std::move(m);
+  return out;
+}
+
+Result<v1::GetTrialLogsResponse> ApiHandlers::GetTrialLogs(const v1::GetTrialLogsRequest& r) {
+  auto t = store_->GetTrial(r.trial_id());
+  if (!t.ok()) return t.status();
+  if (!t->has_value()) return NotFound("trial " + std::to_string(r.trial_id()) + " does not exist");
+  int limit = r.limit() <= 0 ? 10000 : std::min(r.limit(), 100000);
+  auto rows = store_->GetLogs(r.trial_id(), r.after_id(), limit, r.search());
+  if (!rows.ok()) return rows.status();
+  v1::GetTrialLogsResponse out;
+  for (auto& l : *rows) *out.add_logs() = std::move(l);
+  return out;
+}
+
+Result<v1::GetAgentsResponse> ApiHandlers::GetAgents(const v1::GetAgentsRequest&) {
+  v1::GetAgentsResponse out;
+  for (auto& a : cluster_->Agents()) *out.add_agents() = std::move(a);
+  return out;
+}
+
+Result<v1::GetMasterResponse> ApiHandlers::GetMaster(const v1::GetMasterRequest&) {
+  ClusterStats s = cluster_->Stats();
+  v1::GetMasterResponse out;
+  out.set_version(info_.version);
+  out.set_master_id(info_.master_id);
+  out.set_cluster_name(info_.cluster_name);
+  out.set_schema_version(store_->db()->SchemaVersion());
+  out.set_connected_agents(s.agents);
+  out.set_total_slots(s.total_slots);
+  out.set_used_slots(s.used_slots);
+  return out;
+}
+
+}  // namespace sf::master

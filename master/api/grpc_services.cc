@@ -1,0 +1,279 @@
+#include "master/api/grpc_services.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <thread>
+
+#include "common/log.h"
+
+namespace sf::master {
+namespace v1 = steadfast::v1;
+
+grpc::Status ToGrpc(const Status& s) {
+  using grpc::StatusCode;
+  StatusCode code = StatusCode::UNKNOWN;
+  switch (s.code()) {
+    case sf::StatusCode::kOk: return grpc::Status::OK;
+    case sf::StatusCode::kInvalidArgument: code = StatusCode::INVALID_ARGUMENT; break;
+    case sf::StatusCode::kNotFound: code = StatusCode::NOT_FOUND; break;
+    case sf::StatusCode::kAlreadyExists: code = StatusCode::ALREADY_EXISTS; break;
+    case sf::StatusCode::kFailedPrecondition: code = StatusCode::FAILED_PRECONDITION; break;
+    case sf::StatusCode::kDataLoss: code = StatusCode::DATA_LOSS; break;
+    case sf::StatusCode::kUnavailable: code = StatusCode::UNAVAILABLE; break;
+    case sf::StatusCode::kInternal: code = StatusCode::INTERNAL; break;
+    case sf::StatusCode::kOutOfRange: code = StatusCode::OUT_OF_RANGE; break;
+    case sf::StatusCode::kResourceExhausted: code = StatusCode::RESOURCE_EXHAUSTED; break;
+    case sf::StatusCode::kCancelled: code = StatusCode::CANCELLED; break;
+  }
+  return grpc::Status(code, s.message());
+}
+
+template <typename Resp, typename Fn>
+grpc::Status ApiGrpcService::Call(const std::string& route, Resp* out, Fn&& fn) {
+  auto start = std::chrono::steady_clock::now();
+  auto r = fn();
+  grpc::Status status = r.ok() ? grpc::Status::OK : ToGrpc(r.status());
+  if (r.ok()) *out = std::move(r).value();
+  if (observer_) {
+    observer_("grpc " + route, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+              status.error_code());
+  }
+  return status;
+}
+
+grpc::Status ApiGrpcService::CreateExperiment(grpc::ServerContext* ctx, const v1::CreateExperimentRequest* r,
+                                              v1::CreateExperimentResponse* out) {
+  std::string owner;
+  auto md = ctx->client_metadata().find("x-sf-user");
+  if (md != ctx->client_metadata().end()) owner.assign(md->second.data(), md->second.size());
+  grpc::Status st = Call("CreateExperiment", out, [&] { return handlers_->CreateExperiment(*r, owner); });
+  if (st.ok() && out->errors_size() > 0) {
+    // The response still carries the field-path errors; the code says "bad input".
+    std::string msg;
+    for (const auto& e : out->errors()) msg += e.path() + ": " + e.message() + "\n";
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, msg, out->SerializeAsString());
+  }
+  return st;
+}
+grpc::Status ApiGrpcService::GetExperiments(grpc::ServerContext*, const v1::GetExperimentsRequest* r,
+                                            v1::GetExperimentsResponse* out) {
+  return Call("GetExperiments", out, [&] { return handlers_->GetExperiments(*r); });
+}
+grpc::Status ApiGrpcService::GetExperiment(grpc::ServerContext*, const v1::GetExperimentRequest* r,
+                                           v1::GetExperimentResponse* out) {
+  return Call("GetExperiment", out, [&] { return handlers_->GetExperiment(*r); });
+}
+grpc::Status ApiGrpcService::KillExperiment(grpc::ServerContext*, const v1::ExperimentActionRequest* r,
+                                            v1::ExperimentActionResponse* out) {
+  return Call("KillExperiment", out, [&] { return handlers_->KillExperiment(*r); });
+}
+grpc::Status ApiGrpcService::PauseExperiment(grpc::ServerContext*, const v1::ExperimentActionRequest* r,
+                                             v1::ExperimentActionResponse* out) {
+  return Call("PauseExperiment", out, [&] { return handlers_->PauseExperiment(*r); });
+}
+grpc::Status ApiGrpcService::ActivateExperiment(grpc::ServerContext*, const v1::ExperimentActionRequest* r,
+                                                v1::ExperimentActionResponse* out) {
+  return Call("ActivateExperiment", out, [&] { return handlers_->ActivateExperiment(*r); });
+}
+grpc::Status ApiGrpcService::ArchiveExperiment(grpc::ServerContext*, const v1::ExperimentActionRequest* r,
+                                               v1::ExperimentActionResponse* out) {
+  return Call("ArchiveExperiment", out, [&] { return handlers_->ArchiveExperiment(*r); });
+}
+grpc::Status ApiGrpcService::GetExperimentTrials(grpc::ServerContext*, const v1::GetExperimentTrialsRequest* r,
+                                                 v1::GetExperimentTrialsResponse* out) {
+  return Call("GetExperimentTrials", out, [&] { return handlers_->GetExperimentTrials(*r); });
+}
+grpc::Status ApiGrpcService::GetExperimentCheckpoints(grpc::ServerContext*,
+                                                      const v1::GetExperimentCheckpointsRequest* r,
+                                                      v1::GetExperimentCheckpointsResponse* out) {
+  return Call("GetExperimentCheckpoints", out, [&] { return handlers_->GetExperimentCheckpoints(*r); });
+}
+grpc::Status ApiGrpcService::GetTrial(grpc::ServerContext*, const v1::GetTrialRequest* r, v1::GetTrialResponse* out) {
+  return Call("GetTrial", out, [&] { return handlers_->GetTrial(*r); });
+}
+grpc::Status ApiGrpcService::GetTrialMetrics(grpc::ServerContext*, const v1::GetTrialMetricsRequest* r,
+                                             v1::GetTrialMetricsResponse* out) {
+  return Call("GetTrialMetrics", out, [&] { return handlers_->GetTrialMetrics(*r); });
+}
+grpc::Status ApiGrpcService::GetTrialLogs(grpc::ServerContext*, const v1::GetTrialLogsRequest* r,
+                                          v1::GetTrialLogsResponse* out) {
+  return Call("GetTrialLogs", out, [&] { return handlers_->GetTrialLogs(*r); });
+}
+grpc::Status ApiGrpcService::GetAgents(grpc::ServerContext*, const v1::GetAgentsRequest* r, v1::GetAgentsResponse* out) {
+  return Call("GetAgents", out, [&] { return handlers_->GetAgents(*r); });
+}
+grpc::Status ApiGrpcService::GetMaster(grpc::ServerContext*, const v1::GetMasterRequest* r, v1::GetMasterResponse* out) {
+  return Call("GetMaster", out, [&] { return handlers_->GetMaster(*r); });
+}
+
+namespace {
+bool TrialFinished(ApiHandlers* h, int64_t trial_id) {
+  auto t = h->store()->GetTrial(trial_id);
+  return !t.ok() || !t->has_value() || IsTerminal((*t)->state());
+}
+}  // namespace
+
+grpc::Status ApiGrpcService::FollowTrialMetrics(grpc::ServerContext* ctx, const v1::GetTrialMetricsRequest* r,
+                                                grpc::ServerWriter<v1::MetricReport>* writer) {
+  v1::GetTrialMetricsRequest req = *r;
+  req.set_max_points(0);
+  int64_t next = req.start_batches();
+  while (!ctx->IsCancelled()) {
+    bool finished = TrialFinished(handlers_, req.trial_id());
+    req.set_start_batches(next);
+    auto rows = handlers_->GetTrialMetrics(req);
+    if (!rows.ok()) return ToGrpc(rows.status());
+    for (const auto& m : rows->metrics()) {
+      if (!writer->Write(m)) return grpc::Status::OK;
+      next = m.batches() + 1;
+    }
+    if (finished) return grpc::Status::OK;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ApiGrpcService::FollowTrialLogs(grpc::ServerContext* ctx, const v1::GetTrialLogsRequest* r,
+                                             grpc::ServerWriter<v1::LogLine>* writer) {
+  v1::GetTrialLogsRequest req = *r;
+  while (!ctx->IsCancelled()) {
+    bool finished = TrialFinished(handlers_, req.trial_id());
+    auto rows = handlers_->GetTrialLogs(req);
+    if (!rows.ok()) return ToGrpc(rows.status());
+    for (const auto& l : rows->logs()) {
+      if (!writer->Write(l)) return grpc::Status::OK;
+      req.set_after_id(l.id());
+    }
+    if (finished && rows->logs().empty()) return grpc::Status::OK;
+    if (rows->logs().empty()) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  return grpc::Status::OK;
+}
+
+// ------------------------------------------------------------------------------------------
+// AgentLink
+
+namespace {
+
+// Messages to one agent, written by a thread of their own so the cluster never blocks.
+class GrpcAgentConnection final : public AgentConnection {
+ public:
+  explicit GrpcAgentConnection(grpc::ServerReaderWriter<v1::MasterMessage, v1::AgentMessage>* stream)
+      : stream_(stream), writer_([this] { WriteLoop(); }) {}
+  ~GrpcAgentConnection() override { Close(); }
+
+  void Send(const v1::MasterMessage& m) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (closed_) return;
+      outbox_.push_back(m);
+    }
+    cv_.notify_one();
+  }
+
+  void Close() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      closed_ = true;
+    }
+    cv_.notify_one();
+    if (writer_.joinable()) writer_.join();
+  }
+
+ private:
+  void WriteLoop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      cv_.wait(lock, [&] { return closed_ || !outbox_.empty(); });
+      if (outbox_.empty() && closed_) return;
+      v1::MasterMessage m = std::move(outbox_.front());
+      outbox_.pop_front();
+      lock.unlock();
+      bool ok = stream_->Write(m);
+      lock.lock();
+      if (!ok) {
+        closed_ = true;
+        outbox_.clear();
+        return;
+      }
+    }
+  }
+
+  grpc::ServerReaderWriter<v1::MasterMessage, v1::AgentMessage>* stream_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<v1::MasterMessage> outbox_;
+  bool closed_ = false;
+  std::thread writer_;
+};
+
+}  // namespace
+
+grpc::Status AgentLinkGrpcService::Connect(
+    grpc::ServerContext* context, grpc::ServerReaderWriter<v1::MasterMessage, v1::AgentMessage>* stream) {
+  v1::AgentMessage first;
+  if (!stream->Read(&first)) return grpc::Status::OK;
+  if (!first.has_register_() || first.register_().agent_id().empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the first message must be RegisterAgent with an agent_id");
+  }
+  const std::string agent_id = first.register_().agent_id();
+  auto conn = std::make_shared<GrpcAgentConnection>(stream);
+  v1::MasterMessage ack;
+  ack.mutable_register_ack()->set_master_id("steadfast-master");
+  ack.mutable_register_ack()->set_heartbeat_interval_ms(1000);
+  conn->Send(ack);
+  cluster_->AgentConnected(first.register_(), conn);
+  v1::AgentMessage msg;
+  while (stream->Read(&msg)) {
+    switch (msg.body_case()) {
+      case v1::AgentMessage::kHeartbeat: cluster_->AgentHeartbeat(agent_id); break;
+      case v1::AgentMessage::kTaskState: cluster_->TaskStateChanged(agent_id, msg.task_state()); break;
+      case v1::AgentMessage::kLogs: cluster_->TaskLogs(msg.logs()); break;
+      case v1::AgentMessage::kRegister: cluster_->AgentConnected(msg.register_(), conn); break;
+      default: break;
+    }
+  }
+  cluster_->AgentDisconnected(agent_id, conn.get());
+  conn->Close();
+  return grpc::Status::OK;
+}
+
+// ------------------------------------------------------------------------------------------
+// TrialLink
+
+grpc::Status TrialLinkGrpcService::GetNextOperation(grpc::ServerContext*, const v1::GetNextOperationRequest* r,
+                                                    v1::GetNextOperationResponse* out) {
+  auto res = cluster_->NextOperation(r->who(), std::chrono::seconds(20));
+  if (!res.ok()) return ToGrpc(res.status());
+  *out = std::move(res).value();
+  return grpc::Status::OK;
+}
+grpc::Status TrialLinkGrpcService::ReportMetrics(grpc::ServerContext*, const v1::ReportMetricsRequest* r,
+                                                 v1::ReportMetricsResponse*) {
+  return ToGrpc(cluster_->ReportMetrics(*r));
+}
+grpc::Status TrialLinkGrpcService::CompleteOperation(grpc::ServerContext*, const v1::CompleteOperationRequest* r,
+                                                     v1::CompleteOperationResponse*) {
+  return ToGrpc(cluster_->CompleteOperation(*r));
+}
+grpc::Status TrialLinkGrpcService::ReportCheckpoint(grpc::ServerContext*, const v1::ReportCheckpointRequest* r,
+                                                    v1::ReportCheckpointResponse*) {
+  return ToGrpc(cluster_->ReportCheckpoint(*r));
+}
+grpc::Status TrialLinkGrpcService::ShouldStop(grpc::ServerContext*, const v1::ShouldStopRequest* r,
+                                              v1::ShouldStopResponse* out) {
+  auto res = cluster_->ShouldStop(*r);
+  if (!res.ok()) return ToGrpc(res.status());
+  *out = std::move(res).value();
+  return grpc::Status::OK;
+}
+grpc::Status TrialLinkGrpcService::Rendezvous(grpc::ServerContext*, const v1::RendezvousRequest* r,
+                                              v1::RendezvousResponse* out) {
+  auto res = cluster_->Rendezvous(*r, std::chrono::minutes(5));
+  if (!res.ok()) return ToGrpc(res.status());
+  *out = std::move(res).value();
+  return grpc::Status::OK;
+}
+
+}  // namespace sf::master

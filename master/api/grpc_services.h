@@ -1,0 +1,100 @@
+// gRPC front ends of the master: Api (for the CLI and CI), AgentLink (one bidirectional
+// stream per agent) and TrialLink (trainers). Each is a thin translation onto ApiHandlers or
+// Cluster; gRPC runs them on its own thread pool, and they are thread-safe.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <functional>
+
+#include "master/api/api_handlers.h"
+#include "steadfast/v1/agent_link.grpc.pb.h"
+#include "steadfast/v1/api.grpc.pb.h"
+#include "steadfast/v1/trial_link.grpc.pb.h"
+
+namespace sf::master {
+
+grpc::Status ToGrpc(const Status& s);
+
+// Observes each API call (route, seconds, ok) for the Prometheus metrics; may be empty.
+using CallObserver = std::function<void(const std::string& route, double seconds, int code)>;
+
+class ApiGrpcService final : public steadfast::v1::Api::Service {
+ public:
+  ApiGrpcService(ApiHandlers* handlers, CallObserver observer)
+      : handlers_(handlers), observer_(std::move(observer)) {}
+
+  grpc::Status CreateExperiment(grpc::ServerContext*, const steadfast::v1::CreateExperimentRequest*,
+                                steadfast::v1::CreateExperimentResponse*) override;
+  grpc::Status GetExperiments(grpc::ServerContext*, const steadfast::v1::GetExperimentsRequest*,
+                              steadfast::v1::GetExperimentsResponse*) override;
+  grpc::Status GetExperiment(grpc::ServerContext*, const steadfast::v1::GetExperimentRequest*,
+                             steadfast::v1::GetExperimentResponse*) override;
+  grpc::Status KillExperiment(grpc::ServerContext*, const steadfast::v1::ExperimentActionRequest*,
+                              steadfast::v1::ExperimentActionResponse*) override;
+  grpc::Status PauseExperiment(grpc::ServerContext*, const steadfast::v1::ExperimentActionRequest*,
+                               steadfast::v1::ExperimentActionResponse*) override;
+  grpc::Status ActivateExperiment(grpc::ServerContext*, const steadfast::v1::ExperimentActionRequest*,
+                                  steadfast::v1::ExperimentActionResponse*) override;
+  grpc::Status ArchiveExperiment(grpc::ServerContext*, const steadfast::v1::ExperimentActionRequest*,
+                                 steadfast::v1::ExperimentActionResponse*) override;
+  grpc::Status GetExperimentTrials(grpc::ServerContext*, const steadfast::v1::GetExperimentTrialsRequest*,
+                                   steadfast::v1::GetExperimentTrialsResponse*) override;
+  grpc::Status GetExperimentCheckpoints(grpc::ServerContext*,
+                                        const steadfast::v1::GetExperimentCheckpointsRequest*,
+                                        steadfast::v1::GetExperimentCheckpointsResponse*) override;
+  grpc::Status GetTrial(grpc::ServerContext*, const steadfast::v1::GetTrialRequest*,
+                        steadfast::v1::GetTrialResponse*) override;
+  grpc::Status GetTrialMetrics(grpc::ServerContext*, const steadfast::v1::GetTrialMetricsRequest*,
+                               steadfast::v1::GetTrialMetricsResponse*) override;
+  grpc::Status FollowTrialMetrics(grpc::ServerContext*, const steadfast::v1::GetTrialMetricsRequest*,
+                                  grpc::ServerWriter<steadfast::v1::MetricReport>*) override;
+  grpc::Status GetTrialLogs(grpc::ServerContext*, const steadfast::v1::GetTrialLogsRequest*,
+                            steadfast::v1::GetTrialLogsResponse*) override;
+  grpc::Status FollowTrialLogs(grpc::ServerContext*, const steadfast::v1::GetTrialLogsRequest*,
+                               grpc::ServerWriter<steadfast::v1::LogLine>*) override;
+  grpc::Status GetAgents(grpc::ServerContext*, const steadfast::v1::GetAgentsRequest*,
+                         steadfast::v1::GetAgentsResponse*) override;
+  grpc::Status GetMaster(grpc::ServerContext*, const steadfast::v1::GetMasterRequest*,
+                         steadfast::v1::GetMasterResponse*) override;
+
+ private:
+  template <typename Resp, typename Fn>
+  grpc::Status Call(const std::string& route, Resp* out, Fn&& fn);
+
+  ApiHandlers* handlers_;
+  CallObserver observer_;
+};
+
+class AgentLinkGrpcService final : public steadfast::v1::AgentLink::Service {
+ public:
+  explicit AgentLinkGrpcService(Cluster* cluster) : cluster_(cluster) {}
+  grpc::Status Connect(grpc::ServerContext* context,
+                       grpc::ServerReaderWriter<steadfast::v1::MasterMessage, steadfast::v1::AgentMessage>* stream)
+      override;
+
+ private:
+  Cluster* cluster_;
+};
+
+class TrialLinkGrpcService final : public steadfast::v1::TrialLink::Service {
+ public:
+  explicit TrialLinkGrpcService(Cluster* cluster) : cluster_(cluster) {}
+  grpc::Status GetNextOperation(grpc::ServerContext*, const steadfast::v1::GetNextOperationRequest*,
+                                steadfast::v1::GetNextOperationResponse*) override;
+  grpc::Status ReportMetrics(grpc::ServerContext*, const steadfast::v1::ReportMetricsRequest*,
+                             steadfast::v1::ReportMetricsResponse*) override;
+  grpc::Status CompleteOperation(grpc::ServerContext*, const steadfast::v1::CompleteOperationRequest*,
+                                 steadfast::v1::CompleteOperationResponse*) override;
+  grpc::Status ReportCheckpoint(grpc::ServerContext*, const steadfast::v1::ReportCheckpointRequest*,
+                                steadfast::v1::ReportCheckpointResponse*) override;
+  grpc::Status ShouldStop(grpc::ServerContext*, const steadfast::v1::ShouldStopRequest*,
+                          steadfast::v1::ShouldStopResponse*) override;
+  grpc::Status Rendezvous(grpc::ServerContext*, const steadfast::v1::RendezvousRequest*,
+                          steadfast::v1::RendezvousResponse*) override;
+
+ private:
+  Cluster* cluster_;
+};
+
+}  // namespace sf::master

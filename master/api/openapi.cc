@@ -1,0 +1,143 @@
+// The OpenAPI 3 description of the REST routes served by HttpServer. Request and response
+// bodies are the steadfast.v1 messages in protobuf's JSON mapping (lowerCamelCase names, int64
+// as strings, enums by name).
+#include "master/api/http_server.h"
+
+namespace sf::master {
+namespace {
+
+Value Ref(const std::string& name) { return Value(Value::Map{{"$ref", "#/components/schemas/" + name}}); }
+
+Value JsonResponse(const std::string& schema, const std::string& description) {
+  return Value(Value::Map{
+      {"description", description},
+      {"content", Value::Map{{"application/json", Value::Map{{"schema", Ref(schema)}}}}}});
+}
+
+Value Param(const std::string& name, const std::string& in, const std::string& type,
+            const std::string& description) {
+  return Value(Value::Map{{"name", name},
+                          {"in", in},
+                          {"required", in == "path"},
+                          {"description", description},
+                          {"schema", Value::Map{{"type", type}}}});
+}
+
+Value Op(const std::string& summary, const std::string& op_id, Value::List params,
+         const std::string& response, std::optional<std::string> body = std::nullopt) {
+  Value::Map responses{{"200", JsonResponse(response, "OK")},
+                       {"400", JsonResponse("Error", "bad request (field paths in errors)")},
+                       {"404", JsonResponse("Error", "not found")},
+                       {"409", JsonResponse("Error", "illegal state transition")}};
+  Value::Map op{{"summary", summary}, {"operationId", op_id}, {"parameters", params},
+                {"responses", responses}};
+  if (body) {
+    op["requestBody"] = Value::Map{
+        {"required", true},
+        {"content", Value::Map{{"application/json", Value::Map{{"schema", Ref(*body)}}}}}};
+  }
+  return Value(std::move(op));
+}
+
+Value Object(Value::Map properties) {
+  return Value(Value::Map{{"type", "object"}, {"properties", std::move(properties)}});
+}
+Value Type(const std::string& t) { return Value(Value::Map{{"type", t}}); }
+Value ArrayOf(const std::string& schema) { return Value(Value::Map{{"type", "array"}, {"items", Ref(schema)}}); }
+
+}  // namespace
+
+std::string OpenApiDocument() {
+  Value id = Param("id", "path", "string", "numeric id");
+  Value::Map paths;
+  paths["/api/v1/experiments"] = Value::Map{
+      {"get", Op("List experiments", "GetExperiments",
+                 {Param("states", "query", "string", "EXPERIMENT_STATE_ACTIVE,... (repeatable)"),
+                  Param("name", "query", "string", "substring of the name"),
+                  Param("sortBy", "query", "string", "id|name|state|start_time|end_time|best_metric|progress"),
+                  Param("descending", "query", "boolean", "sort order"),
+                  Param("offset", "query", "integer", "first row"),
+                  Param("limit", "query", "integer", "rows (default 100, max 1000)"),
+                  Param("includeArchived", "query", "boolean", "include archived experiments")},
+                 "GetExperimentsResponse")},
+      {"post", Op("Create an experiment from YAML", "CreateExperiment", {}, "CreateExperimentResponse",
+                  "CreateExperimentRequest")}};
+  paths["/api/v1/experiments/{id}"] = Value::Map{{"get", Op("Get an experiment", "GetExperiment", {id}, "GetExperimentResponse")}};
+  for (const char* action : {"pause", "activate", "kill", "archive"}) {
+    paths[std::string("/api/v1/experiments/{id}/") + action] =
+        Value::Map{{"post", Op(std::string(action) + " an experiment", std::string(action) + "Experiment", {id},
+                               "ExperimentActionResponse")}};
+  }
+  paths["/api/v1/experiments/{id}/trials"] = Value::Map{
+      {"get", Op("List an experiment's trials", "GetExperimentTrials", {id}, "GetExperimentTrialsResponse")}};
+  paths["/api/v1/experiments/{id}/checkpoints"] = Value::Map{
+      {"get", Op("List an experiment's checkpoints", "GetExperimentCheckpoints", {id},
+                 "GetExperimentCheckpointsResponse")}};
+  paths["/api/v1/experiments/{id}/searcher"] = Value::Map{
+      {"get", Op("The searcher's summary (e.g. ASHA rungs)", "GetSearcherSummary", {id}, "SearcherSummary")}};
+  paths["/api/v1/trials/{id}"] = Value::Map{{"get", Op("Get a trial", "GetTrial", {id}, "GetTrialResponse")}};
+  paths["/api/v1/trials/{id}/metrics"] = Value::Map{
+      {"get", Op("A trial's metrics", "GetTrialMetrics",
+                 {id, Param("kind", "query", "string", "training|validation"),
+                  Param("startBatches", "query", "integer", "from this step (inclusive)"),
+                  Param("endBatches", "query", "integer", "to this step (exclusive)"),
+                  Param("maxPoints", "query", "integer", "downsample to at most this many rows")},
+                 "GetTrialMetricsResponse")}};
+  paths["/api/v1/trials/{id}/logs"] = Value::Map{
+      {"get", Op("A trial's logs; follow=true streams server-sent events", "GetTrialLogs",
+                 {id, Param("afterId", "query", "integer", "lines after this id"),
+                  Param("limit", "query", "integer", "at most this many lines"),
+                  Param("search", "query", "string", "substring filter"),
+                  Param("follow", "query", "boolean", "stream new lines (text/event-stream)")},
+                 "GetTrialLogsResponse")}};
+  paths["/api/v1/agents"] = Value::Map{{"get", Op("List agents and their slots", "GetAgents", {}, "GetAgentsResponse")}};
+  paths["/api/v1/master"] = Value::Map{{"get", Op("Master information", "GetMaster", {}, "GetMasterResponse")}};
+  paths["/health"] = Value::Map{{"get", Op("Liveness and database health", "Health", {}, "Health")}};
+
+  Value::Map schemas;
+  schemas["Error"] = Object({{"code", Type("integer")}, {"message", Type("string")}, {"errors", ArrayOf("ConfigError")}});
+  schemas["ConfigError"] = Object({{"path", Type("string")}, {"message", Type("string")},
+                                   {"line", Type("integer")}, {"column", Type("integer")}});
+  schemas["CreateExperimentRequest"] = Object({{"configYaml", Type("string")}, {"activate", Type("boolean")},
+                                               {"validateOnly", Type("boolean")}});
+  schemas["Experiment"] = Object({{"id", Type("string")}, {"name", Type("string")}, {"state", Type("string")},
+                                  {"configYaml", Type("string")}, {"numTrials", Type("integer")},
+                                  {"numCompletedTrials", Type("integer")}, {"bestValidationMetric", Type("number")},
+                                  {"startTime", Type("string")}, {"endTime", Type("string")}});
+  schemas["Trial"] = Object({{"id", Type("string")}, {"experimentId", Type("string")}, {"state", Type("string")},
+                             {"hparams", Type("object")}, {"restarts", Type("integer")},
+                             {"totalBatches", Type("string")}, {"bestValidationMetric", Type("number")}});
+  schemas["MetricReport"] = Object({{"trialId", Type("string")}, {"batches", Type("string")}, {"kind", Type("string")},
+                                    {"values", Type("object")}, {"time", Type("string")}});
+  schemas["Checkpoint"] = Object({{"uuid", Type("string")}, {"trialId", Type("string")}, {"batches", Type("string")},
+                                  {"path", Type("string")}, {"size", Type("string")}});
+  schemas["LogLine"] = Object({{"id", Type("string")}, {"trialId", Type("string")}, {"stream", Type("string")},
+                               {"message", Type("string")}, {"time", Type("string")}});
+  schemas["Agent"] = Object({{"id", Type("string")}, {"resourcePool", Type("string")}, {"connected", Type("boolean")},
+                             {"slots", Type("array")}});
+  schemas["Pagination"] = Object({{"offset", Type("integer")}, {"limit", Type("integer")}, {"total", Type("integer")}});
+  schemas["CreateExperimentResponse"] = Object({{"experiment", Ref("Experiment")}, {"errors", ArrayOf("ConfigError")}});
+  schemas["GetExperimentsResponse"] = Object({{"experiments", ArrayOf("Experiment")}, {"pagination", Ref("Pagination")}});
+  schemas["GetExperimentResponse"] = Object({{"experiment", Ref("Experiment")}});
+  schemas["ExperimentActionResponse"] = Object({{"experiment", Ref("Experiment")}});
+  schemas["GetExperimentTrialsResponse"] = Object({{"trials", ArrayOf("Trial")}, {"pagination", Ref("Pagination")}});
+  schemas["GetExperimentCheckpointsResponse"] = Object({{"checkpoints", ArrayOf("Checkpoint")}});
+  schemas["SearcherSummary"] = Object({{"summary", Type("object")}});
+  schemas["GetTrialResponse"] = Object({{"trial", Ref("Trial")}});
+  schemas["GetTrialMetricsResponse"] = Object({{"metrics", ArrayOf("MetricReport")}});
+  schemas["GetTrialLogsResponse"] = Object({{"logs", ArrayOf("LogLine")}});
+  schemas["GetAgentsResponse"] = Object({{"agents", ArrayOf("Agent")}});
+  schemas["GetMasterResponse"] = Object({{"version", Type("string")}, {"connectedAgents", Type("integer")},
+                                         {"totalSlots", Type("integer")}, {"usedSlots", Type("integer")}});
+  schemas["Health"] = Object({{"status", Type("string")}, {"database", Type("string")}});
+
+  Value doc(Value::Map{
+      {"openapi", "3.0.3"},
+      {"info", Value::Map{{"title", "Steadfast API"}, {"version", "v1"},
+                          {"description", "The Api service of steadfast.v1 over HTTP/JSON."}}},
+      {"paths", paths},
+      {"components", Value::Map{{"schemas", schemas}}}});
+  return doc.ToJson();
+}
+
+}  // namespace sf::master

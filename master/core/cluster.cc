@@ -1,0 +1,952 @@
+#include "master/core/cluster.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <iostream>
+
+#include "common/log.h"
+#include "master/util/proto_value.h"
+
+namespace sf::master {
+namespace v1 = steadfast::v1;
+using std::chrono::steady_clock;
+
+bool IsTerminal(v1::ExperimentState s) {
+  return s == v1::EXPERIMENT_STATE_COMPLETED || s == v1::EXPERIMENT_STATE_CANCELED ||
+         s == v1::EXPERIMENT_STATE_ERROR;
+}
+bool IsTerminal(v1::TrialState s) {
+  return s == v1::TRIAL_STATE_COMPLETED || s == v1::TRIAL_STATE_CANCELED || s == v1::TRIAL_STATE_ERROR;
+}
+
+namespace {
+
+std::string AllocationId(int64_t trial_id, int restart) {
+  return "t" + std::to_string(trial_id) + "-r" + std::to_string(restart);
+}
+std::string TaskId(const std::string& allocation_id, int rank) {
+  return allocation_id + "." + std::to_string(rank);
+}
+// "t12-r0.1" -> allocation "t12-r0", rank 1.
+bool ParseTaskId(const std::string& task_id, std::string& allocation, int& rank) {
+  size_t dot = task_id.rfind('.');
+  if (dot == std::string::npos) return false;
+  allocation = task_id.substr(0, dot);
+  rank = std::atoi(task_id.c_str() + dot + 1);
+  return true;
+}
+
+bool Better(double a, double b, bool smaller_is_better) { return smaller_is_better ? a < b : a > b; }
+
+std::vector<config::ConfigError> CheckDataFiles(const config::ExperimentConfig& c) {
+  std::vector<config::ConfigError> errors;
+  auto check = [&](const std::string& path, const std::string& file) {
+    if (!std::filesystem::path(file).is_absolute()) {
+      errors.push_back({path, "\"" + file + "\" must be an absolute path (the CLI makes relative paths absolute)", 0, 0});
+    } else if (access(file.c_str(), R_OK) != 0) {
+      errors.push_back({path, "\"" + file + "\" cannot be read by the cluster", 0, 0});
+    }
+  };
+  check("data.train.src", c.data.train.src);
+  check("data.train.tgt", c.data.train.tgt);
+  if (c.data.valid) {
+    check("data.valid.src", c.data.valid->src);
+    check("data.valid.tgt", c.data.valid->tgt);
+  }
+  if (c.data.test) {
+    check("data.test.src", c.data.test->src);
+    check("data.test.tgt", c.data.test->tgt);
+  }
+  return errors;
+}
+
+}  // namespace
+
+Cluster::Cluster(Store* store, ClusterOptions options) : store_(store), options_(std::move(options)) {}
+
+Cluster::~Cluster() { Stop(); }
+
+void Cluster::Start() {
+  housekeeping_ = std::thread([this] { HousekeepingLoop(); });
+}
+
+void Cluster::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  if (housekeeping_.joinable()) housekeeping_.join();
+}
+
+// ------------------------------------------------------------------------------------------
+// Experiments
+
+Cluster::CreateResult Cluster::CreateExperiment(const std::string& config_yaml, bool activate,
+                                                bool validate_only, const std::string& owner) {
+  CreateResult result;
+  config::ParseResult parsed = config::ParseExperimentConfig(config_yaml);
+  if (!parsed.ok()) {
+    result.errors = parsed.errors;
+    return result;
+  }
+  config::ExperimentConfig& c = *parsed.config;
+  if (options_.check_data_files) {
+    result.errors = CheckDataFiles(c);
+    if (!result.errors.empty()) return result;
+  }
+  auto searcher = MakeSearchMethod(c);
+  if (!searcher.ok()) {
+    result.errors.push_back({"searcher", searcher.status().message(), 0, 0});
+    return result;
+  }
+  if (validate_only) return result;
+
+  std::lock_guard<std::mutex> lock(mu_);
+  NewExperiment row;
+  row.name = c.name;
+  row.description = c.description;
+  row.config_yaml = config_yaml;
+  row.owner = owner;
+  row.searcher = config::SearcherName(c.searcher.name);
+  row.metric = c.searcher.metric;
+  row.smaller_is_better = c.searcher.smaller_is_better;
+  row.priority = static_cast<int>(c.resources.priority);
+  row.state = activate ? "ACTIVE" : "PAUSED";
+  auto id = store_->CreateExperiment(row);
+  if (!id.ok()) {
+    result.errors.push_back({"<server>", id.status().message(), 0, 0});
+    return result;
+  }
+  Experiment& e = experiments_[*id];
+  e.id = *id;
+  e.config = std::move(c);
+  e.config_yaml = config_yaml;
+  e.state = activate ? v1::EXPERIMENT_STATE_ACTIVE : v1::EXPERIMENT_STATE_PAUSED;
+  e.searcher = std::move(searcher).value();
+  log::Info("experiment", {{"event", "created"}, {"id", std::to_string(e.id)}, {"name", e.config.name}});
+  ApplyOpsLocked(e, e.searcher->InitialOperations());
+  SaveSearcherLocked(e);
+  ScheduleLocked();
+  result.id = *id;
+  return result;
+}
+
+void Cluster::SaveSearcherLocked(Experiment& e) {
+  Value snapshot(Value::Map{{"searcher", e.searcher->Snapshot()},
+                            {"done", e.searcher_done},
+                            {"failed", e.search_failed}});
+  Status st = store_->SaveSearcherSnapshot(e.id, snapshot);
+  if (!st.ok()) log::Error("experiment", {{"event", "snapshot_failed"}, {"error", st.message()}});
+  std::optional<double> best = e.best;
+  (void)store_->SetExperimentProgress(e.id, e.searcher->Progress(), best);
+}
+
+void Cluster::ApplyOpsLocked(Experiment& e, std::vector<SearcherOp> ops) {
+  // Ops may produce more ops (TrialCreated); process them in order.
+  for (size_t i = 0; i < ops.size(); ++i) {
+    SearcherOp op = ops[i];
+    switch (op.kind) {
+      case SearcherOp::Kind::kCreate: {
+        auto id = store_->CreateTrial(e.id, op.request_id, op.hparams, "QUEUED");
+        if (!id.ok()) {
+          log::Error("experiment", {{"event", "create_trial_failed"}, {"error", id.status().message()}});
+          continue;
+        }
+        Trial& t = trials_[*id];
+        t.id = *id;
+        t.experiment_id = e.id;
+        t.request_id = op.request_id;
+        t.hparams = op.hparams;
+        e.trial_by_request[op.request_id] = t.id;
+        auto more = e.searcher->TrialCreated(op.request_id);
+        ops.insert(ops.end(), more.begin(), more.end());
+        break;
+      }
+      case SearcherOp::Kind::kTrain: {
+        auto it = e.trial_by_request.find(op.request_id);
+        if (it == e.trial_by_request.end()) break;
+        Trial& t = trials_[it->second];
+        t.target_length = op.target_length;
+        TrialUpdate u;
+        u.target_length = t.target_length;
+        (void)store_->UpdateTrial(t.id, u);
+        if (e.state == v1::EXPERIMENT_STATE_ACTIVE && !t.allocated && t.allocation_id.empty() &&
+            !IsTerminal(t.state)) {
+          SubmitLocked(t);
+        }
+        break;
+      }
+      case SearcherOp::Kind::kClose: {
+        auto it = e.trial_by_request.find(op.request_id);
+        if (it == e.trial_by_request.end()) break;
+        Trial& t = trials_[it->second];
+        t.closing = true;
+        if (!t.allocated) {
+          // Not running: it is done now.
+          if (!t.allocation_id.empty()) {
+            scheduler_.Release(t.allocation_id);
+            t.allocation_id.clear();
+          }
+          if (!IsTerminal(t.state)) {
+            SetTrialStateLocked(t, v1::TRIAL_STATE_COMPLETED);
+            auto more = e.searcher->TrialClosed(t.request_id);
+            ops.insert(ops.end(), more.begin(), more.end());
+          }
+        }
+        break;
+      }
+      case SearcherOp::Kind::kShutdown:
+        e.searcher_done = true;
+        e.search_failed = op.failure;
+        break;
+    }
+  }
+  changed_.notify_all();
+  MaybeFinishExperimentLocked(e);
+}
+
+void Cluster::MaybeFinishExperimentLocked(Experiment& e) {
+  if (IsTerminal(e.state)) return;
+  bool all_terminal = true;
+  for (const auto& [req, tid] : e.trial_by_request) {
+    if (!IsTerminal(trials_[tid].state)) all_terminal = false;
+  }
+  if (!all_terminal) return;
+  if (e.state == v1::EXPERIMENT_STATE_STOPPING_CANCELED) {
+    SetExperimentStateLocked(e, v1::EXPERIMENT_STATE_CANCELED);
+  } else if (e.searcher_done) {
+    SetExperimentStateLocked(e, e.search_failed ? v1::EXPERIMENT_STATE_ERROR : v1::EXPERIMENT_STATE_COMPLETED,
+                             e.search_failed ? "every trial failed" : "");
+  }
+}
+
+void Cluster::SetExperimentStateLocked(Experiment& e, v1::ExperimentState s, const std::string& error) {
+  e.state = s;
+  Status st = store_->SetExperimentState(e.id, ExperimentStateName(s), error, IsTerminal(s));
+  if (!st.ok()) log::Error("experiment", {{"event", "state_write_failed"}, {"error", st.message()}});
+  log::Info("experiment", {{"event", "state"}, {"id", std::to_string(e.id)}, {"state", ExperimentStateName(s)}});
+  if (IsTerminal(s)) SaveSearcherLocked(e);
+  changed_.notify_all();
+}
+
+void Cluster::SetTrialStateLocked(Trial& t, v1::TrialState s, const std::string& error) {
+  t.state = s;
+  TrialUpdate u;
+  u.state = TrialStateName(s);
+  if (!error.empty()) u.error = error;
+  u.set_end_time = IsTerminal(s);
+  Status st = store_->UpdateTrial(t.id, u);
+  if (!st.ok()) log::Error("trial", {{"event", "state_write_failed"}, {"error", st.message()}});
+  log::Info("trial", {{"event", "state"}, {"id", std::to_string(t.id)}, {"state", TrialStateName(s)}});
+  changed_.notify_all();
+}
+
+Status Cluster::PauseExperiment(int64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = experiments_.find(id);
+  if (it == experiments_.end()) {
+    auto row = store_->GetExperiment(id);
+    if (row.ok() && row->has_value()) {
+      return FailedPrecondition("experiment " + std::to_string(id) + " is " +
+                                ExperimentStateName((*row)->state()) + " and cannot be paused");
+    }
+    return NotFound("experiment " + std::to_string(id) + " does not exist");
+  }
+  Experiment& e = it->second;
+  if (e.state == v1::EXPERIMENT_STATE_PAUSED) return Status::Ok();
+  if (e.state != v1::EXPERIMENT_STATE_ACTIVE) {
+    return FailedPrecondition("experiment " + std::to_string(id) + " is " + ExperimentStateName(e.state) +
+                              " and cannot be paused");
+  }
+  SetExperimentStateLocked(e, v1::EXPERIMENT_STATE_PAUSED);
+  for (auto& [req, tid] : e.trial_by_request) {
+    Trial& t = trials_[tid];
+    if (IsTerminal(t.state)) continue;
+    if (t.allocated) {
+      t.stop = "pause";  // the trainer checkpoints and exits at its next stop check
+      TrialUpdate u;
+      u.stop_requested = t.stop;
+      (void)store_->UpdateTrial(t.id, u);
+    } else {
+      if (!t.allocation_id.empty()) scheduler_.Release(t.allocation_id);
+      t.allocation_id.clear();
+      SetTrialStateLocked(t, v1::TRIAL_STATE_PAUSED);
+    }
+  }
+  return Status::Ok();
+}
+
+Status Cluster::ActivateExperiment(int64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = experiments_.find(id);
+  if (it == experiments_.end()) {
+    auto row = store_->GetExperiment(id);
+    if (row.ok() && row->has_value()) {
+      return FailedPrecondition("experiment " + std::to_string(id) + " is " +
+                                ExperimentStateName((*row)->state()) + " and cannot be activated");
+    }
+    return NotFound("experiment " + std::to_string(id) + " does not exist");
+  }
+  Experiment& e = it->second;
+  if (e.state == v1::EXPERIMENT_STATE_ACTIVE) return Status::Ok();
+  if (e.state != v1::EXPERIMENT_STATE_PAUSED) {
+    return FailedPrecondition("experiment " + std::to_string(id) + " is " + ExperimentStateName(e.state) +
+                              " and cannot be activated");
+  }
+  SetExperimentStateLocked(e, v1::EXPERIMENT_STATE_ACTIVE);
+  for (auto& [req, tid] : e.trial_by_request) {
+    Trial& t = trials_[tid];
+    if (IsTerminal(t.state)) continue;
+    if (t.stop == "pause") {
+      t.stop.clear();
+      TrialUpdate u;
+      u.stop_requested = "";
+      (void)store_->UpdateTrial(t.id, u);
+    }
+    if (!t.allocated && t.allocation_id.empty() && t.target_length > t.completed_length) {
+      SetTrialStateLocked(t, v1::TRIAL_STATE_QUEUED);
+      SubmitLocked(t);
+    }
+  }
+  ScheduleLocked();
+  return Status::Ok();
+}
+
+Status Cluster::KillExperiment(int64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = experiments_.find(id);
+  if (it == experiments_.end()) {
+    auto row = store_->GetExperiment(id);
+    if (row.ok() && row->has_value()) return Status::Ok();  // already terminal: nothing to kill
+    return NotFound("experiment " + std::to_string(id) + " does not exist");
+  }
+  Experiment& e = it->second;
+  if (IsTerminal(e.state) || e.state == v1::EXPERIMENT_STATE_STOPPING_CANCELED) return Status::Ok();
+  SetExperimentStateLocked(e, v1::EXPERIMENT_STATE_STOPPING_CANCELED);
+  for (auto& [req, tid] : e.trial_by_request) {
+    Trial& t = trials_[tid];
+    if (IsTerminal(t.state)) continue;
+    t.stop = "kill";
+    TrialUpdate u;
+    u.stop_requested = t.stop;
+    (void)store_->UpdateTrial(t.id, u);
+    if (t.allocated) {
+      KillTrialTasksLocked(t);
+    } else {
+      if (!t.allocation_id.empty()) scheduler_.Release(t.allocation_id);
+      t.allocation_id.clear();
+      SetTrialStateLocked(t, v1::TRIAL_STATE_CANCELED);
+    }
+  }
+  MaybeFinishExperimentLocked(e);
+  return Status::Ok();
+}
+
+Status Cluster::ArchiveExperiment(int64_t id) {
+  auto row = store_->GetExperiment(id);
+  if (!row.ok()) return row.status();
+  if (!row->has_value()) return NotFound("experiment " + std::to_string(id) + " does not exist");
+  if (!IsTerminal((*row)->state())) {
+    return FailedPrecondition("experiment " + std::to_string(id) + " is " +
+                              ExperimentStateName((*row)->state()) +
+                              "; only completed, canceled or errored experiments can be archived");
+  }
+  return store_->SetExperimentArchived(id, true);
+}
+
+Value Cluster::SearcherSummary(int64_t experiment_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = experiments_.find(experiment_id);
+  if (it == experiments_.end() || !it->second.searcher) return Value(Value::Map{});
+  return it->second.searcher->Summary();
+}
+
+// ------------------------------------------------------------------------------------------
+// Scheduling and tasks
+
+std::string Cluster::CheckpointDirLocked(const Experiment& e, const Trial& t) const {
+  std::string root = options_.checkpoint_root;
+  if (e.config.checkpoint_storage) {
+    root = e.config.checkpoint_storage->host_path;
+    if (e.config.checkpoint_storage->storage_path) root += "/" + *e.config.checkpoint_storage->storage_path;
+  }
+  return root + "/experiment-" + std::to_string(e.id) + "/trial-" + std::to_string(t.id);
+}
+
+void Cluster::SubmitLocked(Trial& t) {
+  Experiment& e = experiments_[t.experiment_id];
+  t.allocation_id = AllocationId(t.id, t.restarts);
+  AllocationRequest req;
+  req.allocation_id = t.allocation_id;
+  req.experiment_id = e.id;
+  req.trial_id = t.id;
+  req.resource_pool = e.config.resources.resource_pool;
+  req.slots = static_cast<int>(e.config.resources.slots_per_trial);
+  req.priority = static_cast<int>(e.config.resources.priority);
+  static int64_t submit_order = 0;
+  req.submit_order = ++submit_order;
+  (void)store_->CreateAllocation(t.allocation_id, t.id, t.restarts);
+  scheduler_.Submit(req);
+  if (t.state != v1::TRIAL_STATE_QUEUED) SetTrialStateLocked(t, v1::TRIAL_STATE_QUEUED);
+}
+
+void Cluster::ScheduleLocked() {
+  for (const Assignment& a : scheduler_.Schedule()) {
+    Trial* found = nullptr;
+    for (auto& [id, t] : trials_) {
+      if (t.allocation_id == a.allocation_id) found = &t;
+    }
+    if (!found) {
+      scheduler_.Release(a.allocation_id);
+      continue;
+    }
+    StartAllocationLocked(*found, a);
+  }
+}
+
+void Cluster::StartAllocationLocked(Trial& t, const Assignment& a) {
+  Experiment& e = experiments_[t.experiment_id];
+  t.allocated = true;
+  t.slots = a.slots;
+  t.world_size = static_cast<int>(a.slots.size());
+  t.live_ranks.clear();
+  t.exit_codes.clear();
+  t.rank_agent.clear();
+  t.rendezvous_payloads.clear();
+  Value::List slots;
+  for (const SlotRef& s : a.slots) slots.push_back(Value(Value::Map{{"agent_id", s.agent_id}, {"slot_id", s.slot_id}}));
+  (void)store_->UpdateAllocation(t.allocation_id, "ASSIGNED", Value(slots), false);
+  SetTrialStateLocked(t, v1::TRIAL_STATE_RUNNING);
+  // One task per agent slot group: ranks are per slot (one trainer per slot).
+  std::string restore;
+  if (!t.latest_checkpoint_uuid.empty()) {
+    auto ck = store_->GetCheckpoint(t.latest_checkpoint_uuid);
+    if (ck.ok() && ck->has_value()) restore = (*ck)->path();
+  }
+  for (int rank = 0; rank < t.world_size; ++rank) {
+    const SlotRef& slot = a.slots[rank];
+    auto agent = agents_.find(slot.agent_id);
+    t.rank_agent[rank] = slot.agent_id;
+    t.live_ranks.insert(rank);
+    if (agent == agents_.end() || !agent->second.conn) {
+      t.exit_codes[rank] = -1;
+      t.live_ranks.erase(rank);
+      continue;
+    }
+    v1::MasterMessage m;
+    v1::StartTask* s = m.mutable_start_task();
+    s->set_task_id(TaskId(t.allocation_id, rank));
+    s->set_trial_id(t.id);
+    s->set_experiment_id(e.id);
+    s->set_rank(rank);
+    s->set_world_size(t.world_size);
+    s->add_slot_ids(slot.slot_id);
+    s->set_config_yaml(e.config_yaml);
+    *s->mutable_hparams() = ValueToStruct(t.hparams);
+    s->set_master_address(options_.trial_link_address);
+    s->set_restore_checkpoint(restore);
+    s->set_checkpoint_dir(CheckpointDirLocked(e, t));
+    s->set_restart(t.restarts);
+    agent->second.conn->Send(m);
+  }
+  log::Info("trial", {{"event", "started"}, {"id", std::to_string(t.id)}, {"allocation", t.allocation_id},
+                      {"world_size", std::to_string(t.world_size)}, {"restore", restore}});
+  if (t.live_ranks.empty()) AllocationExitedLocked(t);
+}
+
+void Cluster::KillTrialTasksLocked(Trial& t) {
+  for (int rank : t.live_ranks) {
+    auto agent = agents_.find(t.rank_agent[rank]);
+    if (agent == agents_.end() || !agent->second.conn) continue;
+    v1::MasterMessage m;
+    m.mutable_kill_task()->set_task_id(TaskId(t.allocation_id, rank));
+    m.mutable_kill_task()->set_grace_period_ms(static_cast<int32_t>(options_.kill_grace.count()));
+    agent->second.conn->Send(m);
+  }
+}
+
+void Cluster::ReleaseLocked(Trial& t) {
+  if (!t.allocation_id.empty()) {
+    scheduler_.Release(t.allocation_id);
+    Value codes(Value::Map{});
+    for (auto [rank, code] : t.exit_codes) codes.as_map()[std::to_string(rank)] = code;
+    (void)store_->UpdateAllocation(t.allocation_id, "TERMINATED", Value(Value::List{}), true);
+  }
+  t.allocated = false;
+  t.allocation_id.clear();
+  t.slots.clear();
+  t.live_ranks.clear();
+  t.adopt_deadline.reset();
+}
+
+// Every rank of the trial's allocation has exited: decide what happens to the trial.
+void Cluster::AllocationExitedLocked(Trial& t) {
+  Experiment& e = experiments_[t.experiment_id];
+  bool success = true;
+  for (auto [rank, code] : t.exit_codes) success = success && code == 0;
+  ReleaseLocked(t);
+  if (t.stop == "kill") {
+    SetTrialStateLocked(t, v1::TRIAL_STATE_CANCELED);
+    auto ops = e.searcher->TrialExitedEarly(t.request_id, ExitReason::kUserCanceled);
+    ApplyOpsLocked(e, ops);
+  } else if (t.stop == "pause" && success) {
+    SetTrialStateLocked(t, v1::TRIAL_STATE_PAUSED);
+  } else if (success && t.closing && t.completed_length >= t.target_length) {
+    SetTrialStateLocked(t, v1::TRIAL_STATE_COMPLETED);
+    ApplyOpsLocked(e, e.searcher->TrialClosed(t.request_id));
+  } else if (success && t.completed_length >= t.target_length && !t.closing) {
+    // The trainer finished its operation and exited; it resumes when the searcher has more.
+    SetTrialStateLocked(t, v1::TRIAL_STATE_QUEUED);
+    if (e.state == v1::EXPERIMENT_STATE_ACTIVE && t.target_length > t.completed_length) SubmitLocked(t);
+  } else {
+    std::string why = "trainer exited with";
+    for (auto [rank, code] : t.exit_codes) why += " rank " + std::to_string(rank) + "=" + std::to_string(code);
+    TrialFailedLocked(t, why);
+  }
+  SaveSearcherLocked(e);
+  MaybeFinishExperimentLocked(e);
+  ScheduleLocked();
+}
+
+void Cluster::TrialFailedLocked(Trial& t, const std::string& why) {
+  Experiment& e = experiments_[t.experiment_id];
+  if (t.restarts < e.config.max_restarts && e.state != v1::EXPERIMENT_STATE_STOPPING_CANCELED) {
+    t.restarts++;
+    TrialUpdate u;
+    u.restarts = t.restarts;
+    u.error = why;
+    (void)store_->UpdateTrial(t.id, u);
+    log::Warn("trial", {{"event", "restart"}, {"id", std::to_string(t.id)}, {"restarts", std::to_string(t.restarts)},
+                        {"reason", why}});
+    if (e.state == v1::EXPERIMENT_STATE_ACTIVE) {
+      SubmitLocked(t);
+    } else {
+      SetTrialStateLocked(t, v1::TRIAL_STATE_PAUSED);
+    }
+    return;
+  }
+  SetTrialStateLocked(t, v1::TRIAL_STATE_ERROR, why);
+  ApplyOpsLocked(e, e.searcher->TrialExitedEarly(t.request_id, ExitReason::kErrored));
+}
+
+// ------------------------------------------------------------------------------------------
+// Agents
+
+void Cluster::AgentConnected(const v1::RegisterAgent& reg, std::shared_ptr<AgentConnection> conn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Agent& a = agents_[reg.agent_id()];
+  a.id = reg.agent_id();
+  a.hostname = reg.hostname();
+  a.pool = reg.resource_pool().empty() ? "default" : reg.resource_pool();
+  a.version = reg.version();
+  a.slots.assign(reg.slots().begin(), reg.slots().end());
+  a.conn = std::move(conn);
+  a.connected = true;
+  a.lost_since.reset();
+  a.registered = NowSeconds();
+  a.last_heartbeat = a.registered;
+  std::vector<std::string> slot_ids;
+  for (const auto& s : a.slots) slot_ids.push_back(s.id());
+  scheduler_.AddAgent(a.id, a.pool, slot_ids);
+  v1::Agent row;
+  row.set_id(a.id);
+  row.set_hostname(a.hostname);
+  row.set_resource_pool(a.pool);
+  row.set_version(a.version);
+  for (const auto& s : a.slots) *row.add_slots() = s;
+  (void)store_->UpsertAgent(row);
+  log::Info("agent", {{"event", "registered"}, {"id", a.id}, {"slots", std::to_string(a.slots.size())},
+                      {"running_tasks", std::to_string(reg.running_tasks_size())}});
+  // Re-adopt tasks the agent is still running (after a master restart or a reconnect).
+  std::set<std::string> reported;
+  for (const auto& task : reg.running_tasks()) {
+    reported.insert(task.task_id());
+    std::string allocation;
+    int rank = 0;
+    if (!ParseTaskId(task.task_id(), allocation, rank)) continue;
+    Trial* t = FindTrialLocked(task.trial_id());
+    if (!t || IsTerminal(t->state)) {
+      v1::MasterMessage m;
+      m.mutable_kill_task()->set_task_id(task.task_id());
+      m.mutable_kill_task()->set_grace_period_ms(static_cast<int32_t>(options_.kill_grace.count()));
+      a.conn->Send(m);
+      continue;
+    }
+    if (t->allocation_id != allocation) continue;
+    if (!t->allocated) {
+      // The master restarted: rebuild the allocation from what the agents report.
+      t->allocated = true;
+      t->state = v1::TRIAL_STATE_RUNNING;
+    }
+    t->rank_agent[rank] = a.id;
+    t->live_ranks.insert(rank);
+    bool have = false;
+    for (const auto& s : t->slots) have |= (s.agent_id == a.id && s.slot_id == (task.slot_ids().empty() ? "" : task.slot_ids(0)));
+    if (!have && !task.slot_ids().empty()) {
+      if (static_cast<int>(t->slots.size()) <= rank) t->slots.resize(rank + 1);
+      t->slots[rank] = SlotRef{a.id, task.slot_ids(0)};
+    }
+    Experiment& e = experiments_[t->experiment_id];
+    if (static_cast<int>(t->live_ranks.size()) >= e.config.resources.slots_per_trial) {
+      t->world_size = static_cast<int>(e.config.resources.slots_per_trial);
+      t->adopt_deadline.reset();
+      AllocationRequest req;
+      req.allocation_id = t->allocation_id;
+      req.experiment_id = e.id;
+      req.trial_id = t->id;
+      req.resource_pool = e.config.resources.resource_pool;
+      req.slots = t->world_size;
+      req.priority = static_cast<int>(e.config.resources.priority);
+      req.submit_order = 0;
+      scheduler_.Release(t->allocation_id);  // drop a queued copy, if any
+      Status st = scheduler_.Adopt(req, t->slots);
+      if (!st.ok()) log::Warn("trial", {{"event", "adopt_failed"}, {"error", st.message()}});
+      log::Info("trial", {{"event", "adopted"}, {"id", std::to_string(t->id)}, {"agent", a.id}});
+    }
+  }
+  // Tasks we believe run on this agent but it doesn't report: they ended while we were apart.
+  for (auto& [id, t] : trials_) {
+    if (!t.allocated) continue;
+    std::vector<int> gone;
+    for (int rank : t.live_ranks) {
+      if (t.rank_agent[rank] == a.id && !reported.count(TaskId(t.allocation_id, rank)) && !t.adopt_deadline) {
+        gone.push_back(rank);
+      }
+    }
+    for (int rank : gone) {
+      t.live_ranks.erase(rank);
+      if (!t.exit_codes.count(rank)) t.exit_codes[rank] = -1;
+    }
+    if (!gone.empty() && t.live_ranks.empty()) AllocationExitedLocked(t);
+  }
+  ScheduleLocked();
+}
+
+void Cluster::AgentDisconnected(const std::string& agent_id, const AgentConnection* conn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = agents_.find(agent_id);
+  if (it == agents_.end() || it->second.conn.get() != conn) return;  // superseded by a reconnect
+  it->second.conn.reset();
+  it->second.connected = false;
+  it->second.lost_since = steady_clock::now();
+  log::Warn("agent", {{"event", "disconnected"}, {"id", agent_id}});
+}
+
+void Cluster::AgentHeartbeat(const std::string& agent_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = agents_.find(agent_id);
+  if (it != agents_.end()) it->second.last_heartbeat = NowSeconds();
+}
+
+void Cluster::TaskStateChanged(const std::string& agent_id, const v1::TaskStateChange& change) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string allocation;
+  int rank = 0;
+  if (!ParseTaskId(change.task_id(), allocation, rank)) return;
+  Trial* t = FindTrialLocked(change.trial_id());
+  if (!t || t->allocation_id != allocation) return;
+  switch (change.state()) {
+    case v1::TaskStateChange::STATE_STARTED:
+      (void)store_->UpdateAllocation(allocation, "RUNNING", Value(Value::List{}), false);
+      break;
+    case v1::TaskStateChange::STATE_EXITED:
+    case v1::TaskStateChange::STATE_FAILED_TO_START: {
+      int code = change.state() == v1::TaskStateChange::STATE_EXITED ? change.exit_code() : -1;
+      t->exit_codes[rank] = code;
+      t->live_ranks.erase(rank);
+      log::Info("trial", {{"event", "task_exited"}, {"task", change.task_id()}, {"code", std::to_string(code)},
+                          {"message", change.message()}});
+      if (code != 0 && !t->live_ranks.empty()) KillTrialTasksLocked(*t);  // one rank failed: stop the rest
+      if (t->live_ranks.empty()) AllocationExitedLocked(*t);
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+void Cluster::TaskLogs(const v1::LogBatch& batch) {
+  std::vector<v1::LogLine> lines(batch.lines().begin(), batch.lines().end());
+  Status st = store_->InsertLogs(lines);
+  if (!st.ok()) log::Error("logs", {{"event", "insert_failed"}, {"error", st.message()}});
+  changed_.notify_all();
+}
+
+std::vector<v1::Agent> Cluster::Agents() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<std::pair<std::string, std::string>, int64_t> busy;
+  for (const auto& [id, t] : trials_) {
+    if (!t.allocated) continue;
+    for (const auto& s : t.slots) busy[{s.agent_id, s.slot_id}] = t.id;
+  }
+  std::vector<v1::Agent> out;
+  for (const auto& [id, a] : agents_) {
+    v1::Agent row;
+    row.set_id(a.id);
+    row.set_hostname(a.hostname);
+    row.set_resource_pool(a.pool);
+    row.set_connected(a.connected);
+    row.set_version(a.version);
+    *row.mutable_registered_time() = SecondsToTimestamp(a.registered);
+    *row.mutable_last_heartbeat() = SecondsToTimestamp(a.last_heartbeat);
+    for (const auto& s : a.slots) {
+      v1::Slot* slot = row.add_slots();
+      *slot = s;
+      auto b = busy.find({a.id, s.id()});
+      slot->set_trial_id(b == busy.end() ? 0 : b->second);
+    }
+    out.push_back(std::move(row));
+  }
+  return out;
+}
+
+ClusterStats Cluster::Stats() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ClusterStats s;
+  for (const auto& [id, e] : experiments_) s.experiments_by_state[ExperimentStateName(e.state)]++;
+  for (const auto& [id, t] : trials_) s.trials_by_state[TrialStateName(t.state)]++;
+  for (const auto& [id, a] : agents_) {
+    if (!a.connected) continue;
+    s.agents++;
+    s.total_slots += static_cast<int>(a.slots.size());
+  }
+  for (const auto& [id, t] : trials_) {
+    if (t.allocated) s.used_slots += static_cast<int>(t.slots.size());
+  }
+  return s;
+}
+
+// ------------------------------------------------------------------------------------------
+// TrialLink
+
+Cluster::Trial* Cluster::FindTrialLocked(int64_t trial_id) {
+  auto it = trials_.find(trial_id);
+  return it == trials_.end() ? nullptr : &it->second;
+}
+
+Result<Cluster::Trial*> Cluster::CheckIdentityLocked(const v1::TrialIdentity& who) {
+  Trial* t = FindTrialLocked(who.trial_id());
+  if (!t) return NotFound("trial " + std::to_string(who.trial_id()) + " is not active on this master");
+  return t;
+}
+
+Result<v1::GetNextOperationResponse> Cluster::NextOperation(const v1::TrialIdentity& who,
+                                                            std::chrono::milliseconds wait) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto deadline = steady_clock::now() + wait;
+  while (true) {
+    SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(who));
+    v1::GetNextOperationResponse r;
+    if (t->target_length > t->completed_length) {
+      auto* op = r.mutable_train();
+      op->set_target_length(t->target_length);
+      op->set_unit(experiments_[t->experiment_id].config.searcher.max_length.unit ==
+                           config::Length::Unit::kEpochs
+                       ? "epochs"
+                       : "batches");
+      op->set_validate_after(true);
+      return r;
+    }
+    if (t->closing || IsTerminal(t->state) || t->stop == "kill") {
+      r.set_complete(true);
+      return r;
+    }
+    if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) return r;  // ask again
+    if (stopping_) return r;
+  }
+}
+
+Status Cluster::ReportMetrics(const v1::ReportMetricsRequest& request) {
+  std::vector<v1::MetricReport> reports(request.reports().begin(), request.reports().end());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(request.who()));
+    for (auto& m : reports) {
+      m.set_trial_id(t->id);
+      m.set_restart(request.who().restart());
+      if (m.kind() != "training" && m.kind() != "validation") {
+        return InvalidArgument("metric kind \"" + m.kind() + "\" must be training or validation");
+      }
+      if (m.kind() == "training" && m.batches() > t->total_batches) t->total_batches = m.batches();
+    }
+    TrialUpdate u;
+    u.total_batches = t->total_batches;
+    (void)store_->UpdateTrial(t->id, u);
+  }
+  auto n = store_->InsertMetrics(reports);
+  if (!n.ok()) return n.status();
+  std::lock_guard<std::mutex> lock(mu_);
+  changed_.notify_all();
+  return Status::Ok();
+}
+
+Status Cluster::CompleteOperation(const v1::CompleteOperationRequest& request) {
+  std::lock_guard<std::mutex> lock(mu_);
+  SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(request.who()));
+  if (request.who().rank() != 0) return Status::Ok();  // the chief speaks for the trial
+  Experiment& e = experiments_[t->experiment_id];
+  int64_t length = request.op().target_length();
+  if (length <= t->completed_length) return Status::Ok();  // a retry of what we already have
+  t->completed_length = length;
+  double metric = request.searcher_metric();
+  TrialUpdate u;
+  u.completed_length = length;
+  u.latest_validation_metric = metric;
+  if (!t->best_metric || Better(metric, *t->best_metric, e.config.searcher.smaller_is_better)) {
+    t->best_metric = metric;
+    u.best_validation_metric = metric;
+  }
+  (void)store_->UpdateTrial(t->id, u);
+  if (!e.best || Better(metric, *e.best, e.config.searcher.smaller_is_better)) e.best = metric;
+  ApplyOpsLocked(e, e.searcher->ValidationCompleted(t->request_id, metric, length));
+  SaveSearcherLocked(e);
+  return Status::Ok();
+}
+
+Status Cluster::ReportCheckpoint(const v1::ReportCheckpointRequest& request) {
+  std::lock_guard<std::mutex> lock(mu_);
+  SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(request.who()));
+  v1::Checkpoint c = request.checkpoint();
+  if (c.uuid().empty() || c.path().empty()) return InvalidArgument("checkpoint needs a uuid and a path");
+  c.set_trial_id(t->id);
+  SF_RETURN_IF_ERROR(store_->InsertCheckpoint(c));
+  t->latest_checkpoint_uuid = c.uuid();
+  t->latest_checkpoint_path = c.path();
+  return Status::Ok();
+}
+
+Result<v1::ShouldStopResponse> Cluster::ShouldStop(const v1::ShouldStopRequest& request) {
+  std::lock_guard<std::mutex> lock(mu_);
+  SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(request.who()));
+  v1::ShouldStopResponse r;
+  if (t->stop == "kill") r.set_action(v1::ShouldStopResponse::ACTION_STOP_NOW);
+  else if (t->stop == "pause") r.set_action(v1::ShouldStopResponse::ACTION_CHECKPOINT_AND_STOP);
+  else r.set_action(v1::ShouldStopResponse::ACTION_CONTINUE);
+  return r;
+}
+
+Result<v1::RendezvousResponse> Cluster::Rendezvous(const v1::RendezvousRequest& request,
+                                                   std::chrono::milliseconds wait) {
+  std::unique_lock<std::mutex> lock(mu_);
+  SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(request.who()));
+  t->rendezvous_payloads[request.who().rank()] = request.payload();
+  changed_.notify_all();
+  auto deadline = steady_clock::now() + wait;
+  while (true) {
+    SF_ASSIGN_OR_RETURN(t, CheckIdentityLocked(request.who()));
+    if (static_cast<int>(t->rendezvous_payloads.size()) >= request.world_size()) break;
+    if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) {
+      return Unavailable("rendezvous timed out: " + std::to_string(t->rendezvous_payloads.size()) + " of " +
+                         std::to_string(request.world_size()) + " ranks arrived");
+    }
+  }
+  v1::RendezvousResponse r;
+  for (int rank = 0; rank < request.world_size(); ++rank) {
+    r.add_payloads(t->rendezvous_payloads[rank]);
+    r.add_addresses(t->rank_agent.count(rank) ? t->rank_agent[rank] : "");
+  }
+  return r;
+}
+
+// ------------------------------------------------------------------------------------------
+// Recovery and housekeeping
+
+Status Cluster::Recover() {
+  auto live = store_->LiveExperiments();
+  if (!live.ok()) return live.status();
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& row : *live) {
+    config::ParseResult parsed = config::ParseExperimentConfig(row.config_yaml);
+    if (!parsed.ok()) {
+      (void)store_->SetExperimentState(row.id, "ERROR", "stored config no longer valid: " + parsed.ErrorText(), true);
+      continue;
+    }
+    auto searcher = MakeSearchMethod(*parsed.config);
+    if (!searcher.ok()) continue;
+    Experiment& e = experiments_[row.id];
+    e.id = row.id;
+    e.config = std::move(*parsed.config);
+    e.config_yaml = row.config_yaml;
+    e.state = ExperimentStateFromName(row.state);
+    e.searcher = std::move(searcher).value();
+    auto snap = store_->LoadSearcherSnapshot(row.id);
+    if (snap.ok() && snap->has_value()) {
+      const Value& s = **snap;
+      if (const Value* inner = s.Find("searcher")) (void)e.searcher->Restore(*inner);
+      if (const Value* d = s.Find("done"); d && d->is_bool()) e.searcher_done = d->as_bool();
+      if (const Value* f = s.Find("failed"); f && f->is_bool()) e.search_failed = f->as_bool();
+    }
+    auto trials = store_->TrialRows(row.id);
+    if (!trials.ok()) return trials.status();
+    for (const TrialRow& tr : *trials) {
+      Trial& t = trials_[tr.id];
+      t.id = tr.id;
+      t.experiment_id = tr.experiment_id;
+      t.request_id = tr.request_id;
+      t.state = TrialStateFromName(tr.state);
+      t.hparams = tr.hparams;
+      t.restarts = tr.restarts;
+      t.total_batches = tr.total_batches;
+      t.target_length = tr.target_length;
+      t.completed_length = tr.completed_length;
+      t.stop = tr.stop_requested;
+      t.latest_checkpoint_uuid = tr.latest_checkpoint_uuid;
+      e.trial_by_request[tr.request_id] = tr.id;
+      if (IsTerminal(t.state)) continue;
+      if (t.state == v1::TRIAL_STATE_RUNNING) {
+        // Wait for the agents to report it; fail it (and restart) if they don't in time.
+        t.allocation_id = AllocationId(t.id, t.restarts);
+        t.adopt_deadline = steady_clock::now() + options_.agent_reconnect_grace;
+      } else if (t.state == v1::TRIAL_STATE_QUEUED && e.state == v1::EXPERIMENT_STATE_ACTIVE &&
+                 t.target_length > t.completed_length) {
+        SubmitLocked(t);
+      }
+    }
+    // Trials the searcher closed while we were down are marked by its snapshot; recompute.
+    log::Info("experiment", {{"event", "recovered"}, {"id", std::to_string(e.id)}, {"state", row.state},
+                             {"trials", std::to_string(e.trial_by_request.size())}});
+    MaybeFinishExperimentLocked(e);
+  }
+  return Status::Ok();
+}
+
+void Cluster::HousekeepingLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    changed_.wait_for(lock, std::chrono::milliseconds(500));
+    if (stopping_) break;
+    auto now = steady_clock::now();
+    // Agents gone longer than the grace period: their trials failed.
+    for (auto& [id, a] : agents_) {
+      if (a.connected || !a.lost_since || now - *a.lost_since < options_.agent_reconnect_grace) continue;
+      a.lost_since.reset();
+      for (const std::string& allocation : scheduler_.RemoveAgent(id)) {
+        for (auto& [tid, t] : trials_) {
+          if (t.allocation_id != allocation || !t.allocated) continue;
+          for (int rank : std::set<int>(t.live_ranks)) {
+            if (t.rank_agent[rank] == id) {
+              t.live_ranks.erase(rank);
+              t.exit_codes[rank] = -1;
+            }
+          }
+          KillTrialTasksLocked(t);
+          if (t.live_ranks.empty()) AllocationExitedLocked(t);
+        }
+      }
+      log::Warn("agent", {{"event", "lost"}, {"id", id}});
+    }
+    // Trials running before a master restart that no agent re-adopted in time.
+    for (auto& [tid, t] : trials_) {
+      if (!t.adopt_deadline || now < *t.adopt_deadline) continue;
+      t.adopt_deadline.reset();
+      if (t.allocated && !t.live_ranks.empty()) continue;
+      t.allocated = true;  // so AllocationExited releases and decides
+      t.exit_codes[0] = -1;
+      AllocationExitedLocked(t);
+    }
+  }
+}
+
+}  // namespace sf::master

@@ -1,0 +1,189 @@
+// The master's coordinator: experiments and their searchers, trials and their allocations, the
+// scheduler, and the connected agents. The API, AgentLink and TrialLink services call into it.
+//
+// State transitions are written to PostgreSQL before they are acted upon, so a restarted
+// master rebuilds everything from the database (Recover) and re-adopts trials whose agents
+// reconnect still running them.
+//
+// Thread-safe: one mutex guards all in-memory state; calls are short (a few statements).
+// Messages to agents are queued on their connection and written by its own thread, so no call
+// here blocks on the network.
+#pragma once
+
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/config/experiment_config.h"
+#include "master/db/store.h"
+#include "master/scheduler/scheduler.h"
+#include "master/searcher/search_method.h"
+#include "steadfast/v1/agent_link.pb.h"
+#include "steadfast/v1/api.pb.h"
+#include "steadfast/v1/trial_link.pb.h"
+
+namespace sf::master {
+
+// One live AgentLink stream, as the cluster sees it.
+class AgentConnection {
+ public:
+  virtual ~AgentConnection() = default;
+  // Queues a message for the agent; never blocks. Thread-safe.
+  virtual void Send(const steadfast::v1::MasterMessage& message) = 0;
+};
+
+struct ClusterOptions {
+  std::string checkpoint_root = "/var/lib/steadfast/checkpoints";
+  std::string trial_link_address = "127.0.0.1:8090";  // what trainers dial
+  std::chrono::seconds agent_reconnect_grace{30};     // before a lost agent's trials fail
+  std::chrono::milliseconds kill_grace{10000};        // SIGTERM -> SIGKILL on agents
+  bool check_data_files = true;                       // refuse configs naming unreadable files
+};
+
+// Counts for /metrics and GetMaster.
+struct ClusterStats {
+  std::map<std::string, int> experiments_by_state;
+  std::map<std::string, int> trials_by_state;
+  int agents = 0;
+  int total_slots = 0;
+  int used_slots = 0;
+};
+
+class Cluster {
+ public:
+  Cluster(Store* store, ClusterOptions options);
+  ~Cluster();
+  Cluster(const Cluster&) = delete;
+  Cluster& operator=(const Cluster&) = delete;
+
+  // Rebuilds experiments, searchers and trials from the database after a (re)start.
+  Status Recover();
+  // Starts the background housekeeping thread (lost agents, adoption deadlines).
+  void Start();
+  void Stop();
+
+  // ---- API
+  // Validates and stores an experiment; on invalid config returns errors and stores nothing.
+  struct CreateResult {
+    std::optional<int64_t> id;
+    std::vector<config::ConfigError> errors;
+  };
+  CreateResult CreateExperiment(const std::string& config_yaml, bool activate, bool validate_only,
+                                const std::string& owner);
+  // kFailedPrecondition for transitions the current state doesn't allow; kNotFound.
+  Status PauseExperiment(int64_t id);
+  Status ActivateExperiment(int64_t id);
+  Status KillExperiment(int64_t id);
+  Status ArchiveExperiment(int64_t id);
+  std::vector<steadfast::v1::Agent> Agents();
+  ClusterStats Stats();
+  // Searcher summary for the UI (empty map when unknown).
+  Value SearcherSummary(int64_t experiment_id);
+
+  // ---- AgentLink
+  // Registers (or re-registers) an agent; re-adopts tasks it reports running.
+  void AgentConnected(const steadfast::v1::RegisterAgent& reg, std::shared_ptr<AgentConnection> conn);
+  void AgentDisconnected(const std::string& agent_id, const AgentConnection* conn);
+  void AgentHeartbeat(const std::string& agent_id);
+  void TaskStateChanged(const std::string& agent_id, const steadfast::v1::TaskStateChange& change);
+  void TaskLogs(const steadfast::v1::LogBatch& batch);
+
+  // ---- TrialLink
+  // Long-polls up to `wait` for an operation; an empty response means "ask again".
+  Result<steadfast::v1::GetNextOperationResponse> NextOperation(
+      const steadfast::v1::TrialIdentity& who, std::chrono::milliseconds wait);
+  Status ReportMetrics(const steadfast::v1::ReportMetricsRequest& request);
+  Status CompleteOperation(const steadfast::v1::CompleteOperationRequest& request);
+  Status ReportCheckpoint(const steadfast::v1::ReportCheckpointRequest& request);
+  Result<steadfast::v1::ShouldStopResponse> ShouldStop(const steadfast::v1::ShouldStopRequest& request);
+  Result<steadfast::v1::RendezvousResponse> Rendezvous(const steadfast::v1::RendezvousRequest& request,
+                                                       std::chrono::milliseconds wait);
+
+ private:
+  struct Trial {
+    int64_t id = 0, experiment_id = 0, request_id = 0;
+    steadfast::v1::TrialState state = steadfast::v1::TRIAL_STATE_QUEUED;
+    Value hparams;
+    int restarts = 0;
+    int64_t total_batches = 0;
+    int64_t target_length = 0;     // operation in flight (0: none)
+    int64_t completed_length = 0;  // last operation completed
+    bool closing = false;          // the searcher closed it: finish after the current op
+    std::string stop;              // "", "pause", "kill"
+    std::string latest_checkpoint_uuid;
+    std::string latest_checkpoint_path;
+    std::optional<double> best_metric;
+    // The current allocation.
+    std::string allocation_id;
+    bool allocated = false;        // holds slots
+    int world_size = 0;
+    std::vector<SlotRef> slots;
+    std::map<int, std::string> rank_agent;
+    std::set<int> live_ranks;
+    std::map<int, int> exit_codes;
+    std::optional<std::chrono::steady_clock::time_point> adopt_deadline;  // after a restart
+    // Rendezvous
+    std::map<int, std::string> rendezvous_payloads;
+  };
+  struct Experiment {
+    int64_t id = 0;
+    config::ExperimentConfig config;
+    std::string config_yaml;
+    steadfast::v1::ExperimentState state = steadfast::v1::EXPERIMENT_STATE_ACTIVE;
+    std::unique_ptr<SearchMethod> searcher;
+    bool searcher_done = false;
+    bool search_failed = false;
+    std::map<int64_t, int64_t> trial_by_request;
+    std::optional<double> best;
+  };
+  struct Agent {
+    std::string id, hostname, pool, version;
+    std::vector<steadfast::v1::Slot> slots;
+    std::shared_ptr<AgentConnection> conn;
+    bool connected = false;
+    double registered = 0, last_heartbeat = 0;
+    std::optional<std::chrono::steady_clock::time_point> lost_since;
+  };
+
+  // All *Locked methods require mu_.
+  void ApplyOpsLocked(Experiment& e, std::vector<SearcherOp> ops);
+  void SaveSearcherLocked(Experiment& e);
+  void SubmitLocked(Trial& t);
+  void ScheduleLocked();
+  void StartAllocationLocked(Trial& t, const Assignment& a);
+  void KillTrialTasksLocked(Trial& t);
+  void ReleaseLocked(Trial& t);
+  void AllocationExitedLocked(Trial& t);
+  void TrialFailedLocked(Trial& t, const std::string& why);
+  void SetTrialStateLocked(Trial& t, steadfast::v1::TrialState s, const std::string& error = "");
+  void SetExperimentStateLocked(Experiment& e, steadfast::v1::ExperimentState s,
+                                const std::string& error = "");
+  void MaybeFinishExperimentLocked(Experiment& e);
+  Trial* FindTrialLocked(int64_t trial_id);
+  Result<Trial*> CheckIdentityLocked(const steadfast::v1::TrialIdentity& who);
+  std::string CheckpointDirLocked(const Experiment& e, const Trial& t) const;
+  void HousekeepingLoop();
+
+  Store* store_;
+  ClusterOptions options_;
+  std::mutex mu_;
+  std::condition_variable changed_;  // wakes long-polls (next operation, rendezvous)
+  Scheduler scheduler_;
+  std::map<int64_t, Experiment> experiments_;
+  std::map<int64_t, Trial> trials_;
+  std::map<std::string, Agent> agents_;
+  bool stopping_ = false;
+  std::thread housekeeping_;
+};
+
+// "EXPERIMENT_STATE_ACTIVE" etc. are terminal when COMPLETED, CANCELED or ERROR.
+bool IsTerminal(steadfast::v1::ExperimentState s);
+bool IsTerminal(steadfast::v1::TrialState s);
+
+}  // namespace sf::master

@@ -1,0 +1,67 @@
+// The master's PostgreSQL connection pool and schema migrations.
+//
+// Every statement goes through a pooled connection inside a transaction (Transact) and is
+// parameterised; nothing concatenates values into SQL. Errors from PostgreSQL come back as a
+// Status naming the operation; the master never dies on a failed statement.
+//
+// Thread-safe: any number of threads may call Transact concurrently; each gets its own
+// connection (waiting when all are busy).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <pqxx/pqxx>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace sf::master {
+
+struct Migration {
+  int version;
+  std::string name;
+  std::string sql;
+};
+// The numbered migrations in master/db/migrations, compiled in.
+const std::vector<Migration>& Migrations();
+
+class Database {
+ public:
+  // Connects `pool_size` connections (retrying for up to `wait` while the server starts).
+  static Result<std::unique_ptr<Database>> Open(const std::string& connection_string,
+                                                int pool_size = 4,
+                                                std::chrono::seconds wait = std::chrono::seconds(30));
+  ~Database();
+  Database(const Database&) = delete;
+  Database& operator=(const Database&) = delete;
+
+  // Applies every migration newer than the stored schema version, each in its own transaction,
+  // under an advisory lock so two masters can't migrate at once.
+  Status Migrate();
+  int SchemaVersion();
+
+  // Runs `body` in a transaction on a pooled connection and commits when it returns OK.
+  // A pqxx or std exception inside `body` is caught and returned as an Internal/Unavailable
+  // status naming `what`; the transaction is rolled back.
+  Status Transact(const std::string& what, const std::function<Status(pqxx::work&)>& body);
+
+  // Observes each transaction's duration (for the Prometheus histogram); may be null.
+  void SetLatencyObserver(std::function<void(const std::string& what, double seconds)> observer);
+
+ private:
+  explicit Database(std::string connection_string) : connection_string_(std::move(connection_string)) {}
+  std::unique_ptr<pqxx::connection> Acquire();
+  void Release(std::unique_ptr<pqxx::connection> conn);
+
+  std::string connection_string_;
+  std::mutex mu_;
+  std::condition_variable available_;
+  std::vector<std::unique_ptr<pqxx::connection>> idle_;
+  std::function<void(const std::string&, double)> observer_;
+};
+
+}  // namespace sf::master

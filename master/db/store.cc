@@ -1,0 +1,512 @@
+#include "master/db/store.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include <algorithm>
+
+#include "master/util/proto_value.h"
+
+namespace sf::master {
+namespace v1 = steadfast::v1;
+
+namespace {
+
+std::string StripPrefix(const std::string& full, const std::string& prefix) {
+  return full.rfind(prefix, 0) == 0 ? full.substr(prefix.size()) : full;
+}
+
+Value JsonbToValue(const pqxx::field& f) {
+  if (f.is_null()) return Value();
+  auto v = Value::FromJson(f.c_str());
+  return v.ok() ? *v : Value();
+}
+
+const char* kExperimentColumns =
+    "e.id, e.name, e.description, e.state, e.config_yaml, e.owner, e.archived, e.searcher, "
+    "e.metric, e.smaller_is_better, e.priority, e.best_validation_metric, e.error, "
+    "EXTRACT(EPOCH FROM e.start_time), EXTRACT(EPOCH FROM e.end_time), "
+    "(SELECT count(*) FROM trials t WHERE t.experiment_id = e.id), "
+    "(SELECT count(*) FROM trials t WHERE t.experiment_id = e.id AND t.state IN "
+    "('COMPLETED','CANCELED','ERROR'))";
+
+v1::Experiment ExperimentFromRow(const pqxx::row& r) {
+  v1::Experiment e;
+  e.set_id(r[0].as<int64_t>());
+  e.set_name(r[1].as<std::string>());
+  e.set_description(r[2].as<std::string>());
+  e.set_state(ExperimentStateFromName(r[3].as<std::string>()));
+  e.set_config_yaml(r[4].as<std::string>());
+  e.set_owner(r[5].as<std::string>());
+  e.set_archived(r[6].as<bool>());
+  e.set_searcher(r[7].as<std::string>());
+  e.set_metric(r[8].as<std::string>());
+  e.set_smaller_is_better(r[9].as<bool>());
+  e.set_priority(r[10].as<int>());
+  if (!r[11].is_null()) e.set_best_validation_metric(r[11].as<double>());
+  e.set_error(r[12].as<std::string>());
+  *e.mutable_start_time() = SecondsToTimestamp(r[13].as<double>());
+  if (!r[14].is_null()) *e.mutable_end_time() = SecondsToTimestamp(r[14].as<double>());
+  e.set_num_trials(r[15].as<int>());
+  e.set_num_completed_trials(r[16].as<int>());
+  return e;
+}
+
+const char* kTrialColumns =
+    "id, experiment_id, state, hparams, restarts, total_batches, target_length, "
+    "best_validation_metric, latest_validation_metric, latest_checkpoint_uuid, "
+    "EXTRACT(EPOCH FROM start_time), EXTRACT(EPOCH FROM end_time), error";
+
+v1::Trial TrialFromRow(const pqxx::row& r) {
+  v1::Trial t;
+  t.set_id(r[0].as<int64_t>());
+  t.set_experiment_id(r[1].as<int64_t>());
+  t.set_state(TrialStateFromName(r[2].as<std::string>()));
+  *t.mutable_hparams() = ValueToStruct(JsonbToValue(r[3]));
+  t.set_restarts(r[4].as<int>());
+  t.set_total_batches(r[5].as<int64_t>());
+  t.set_target_batches(r[6].as<int64_t>());
+  if (!r[7].is_null()) t.set_best_validation_metric(r[7].as<double>());
+  if (!r[8].is_null()) t.set_latest_validation_metric(r[8].as<double>());
+  t.set_latest_checkpoint_uuid(r[9].as<std::string>());
+  *t.mutable_start_time() = SecondsToTimestamp(r[10].as<double>());
+  if (!r[11].is_null()) *t.mutable_end_time() = SecondsToTimestamp(r[11].as<double>());
+  t.set_error(r[12].as<std::string>());
+  return t;
+}
+
+v1::Checkpoint CheckpointFromRow(const pqxx::row& r) {
+  v1::Checkpoint c;
+  c.set_uuid(r[0].as<std::string>());
+  c.set_trial_id(r[1].as<int64_t>());
+  c.set_batches(r[2].as<int64_t>());
+  c.set_path(r[3].as<std::string>());
+  c.set_size(r[4].as<int64_t>());
+  Value files = JsonbToValue(r[5]);
+  if (files.is_list()) {
+    for (const Value& f : files.as_list()) {
+      auto* out = c.add_files();
+      if (const Value* p = f.Find("path"); p && p->is_string()) out->set_path(p->as_string());
+      if (const Value* s = f.Find("size"); s && s->is_number()) out->set_size(static_cast<int64_t>(s->as_double()));
+      if (const Value* h = f.Find("sha256"); h && h->is_string()) out->set_sha256(h->as_string());
+    }
+  }
+  *c.mutable_metadata() = ValueToStruct(JsonbToValue(r[6]));
+  if (!r[7].is_null()) c.set_validation_metric(r[7].as<double>());
+  c.set_state(r[8].as<std::string>());
+  *c.mutable_time() = SecondsToTimestamp(r[9].as<double>());
+  c.set_experiment_id(r[10].as<int64_t>());
+  return c;
+}
+
+const char* kCheckpointColumns =
+    "c.uuid, c.trial_id, c.batches, c.path, c.size, c.files, c.metadata, c.validation_metric, "
+    "c.state, EXTRACT(EPOCH FROM c.reported_at), t.experiment_id";
+
+std::string StructJson(const google::protobuf::Struct& s) { return StructToValue(s).ToJson(); }
+
+}  // namespace
+
+steadfast::v1::ExperimentState ExperimentStateFromName(const std::string& name) {
+  v1::ExperimentState s;
+  if (v1::ExperimentState_Parse("EXPERIMENT_STATE_" + StripPrefix(name, "EXPERIMENT_STATE_"), &s)) return s;
+  return v1::EXPERIMENT_STATE_UNSPECIFIED;
+}
+std::string ExperimentStateName(v1::ExperimentState s) {
+  return StripPrefix(v1::ExperimentState_Name(s), "EXPERIMENT_STATE_");
+}
+steadfast::v1::TrialState TrialStateFromName(const std::string& name) {
+  v1::TrialState s;
+  if (v1::TrialState_Parse("TRIAL_STATE_" + StripPrefix(name, "TRIAL_STATE_"), &s)) return s;
+  return v1::TRIAL_STATE_UNSPECIFIED;
+}
+std::string TrialStateName(v1::TrialState s) { return StripPrefix(v1::TrialState_Name(s), "TRIAL_STATE_"); }
+
+Result<int64_t> Store::CreateExperiment(const NewExperiment& e) {
+  int64_t id = 0;
+  Status st = db_->Transact("create experiment", [&](pqxx::work& tx) {
+    id = tx.exec_params1(
+               "INSERT INTO experiments (name, description, state, config_yaml, owner, searcher, "
+               "metric, smaller_is_better, priority) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9) RETURNING id",
+               e.name, e.description, e.state, e.config_yaml, e.owner, e.searcher, e.metric,
+               e.smaller_is_better, e.priority)[0]
+             .as<int64_t>();
+    return Status::Ok();
+  });
+  if (!st.ok()) return st;
+  return id;
+}
+
+Status Store::SetExperimentState(int64_t id, const std::string& state, const std::string& error,
+                                 bool ended) {
+  return db_->Transact("set experiment state", [&](pqxx::work& tx) {
+    tx.exec_params(
+        "UPDATE experiments SET state = $2, error = CASE WHEN $3 = '' THEN error ELSE $3 END, "
+        "end_time = CASE WHEN $4 THEN now() ELSE NULL END WHERE id = $1",
+        id, state, error, ended);
+    return Status::Ok();
+  });
+}
+
+Status Store::SetExperimentProgress(int64_t id, double progress, std::optional<double> best) {
+  return db_->Transact("set experiment progress", [&](pqxx::work& tx) {
+    tx.exec_params("UPDATE experiments SET progress = $2, best_validation_metric = $3 WHERE id = $1",
+                   id, progress, best);
+    return Status::Ok();
+  });
+}
+
+Status Store::SetExperimentArchived(int64_t id, bool archived) {
+  return db_->Transact("archive experiment", [&](pqxx::work& tx) {
+    tx.exec_params("UPDATE experiments SET archived = $2 WHERE id = $1", id, archived);
+    return Status::Ok();
+  });
+}
+
+Result<std::optional<v1::Experiment>> Store::GetExperiment(int64_t id) {
+  std::optional<v1::Experiment> out;
+  Status st = db_->Transact("get experiment", [&](pqxx::work& tx) {
+    pqxx::result r = tx.exec_params(std::string("SELECT ") + kExperimentColumns +
+                                        " FROM experiments e WHERE e.id = $1",
+                                    id);
+    if (!r.empty()) out = ExperimentFromRow(r[0]);
+    return Status::Ok();
+  });
+  if (!st.ok()) return st;
+  return out;
+}
+
+Result<std::pair<std::vector<v1::Experiment>, int>> Store::ListExperiments(const ExperimentFilter& f) {
+  static const std::map<std::string, std::string> kSort = {
+      {"id", "e.id"},          {"name", "e.name"},           {"state", "e.state"},
+      {"start_time", "e.start_time"}, {"end_time", "e.end_time"},
+      {"best_metric", "e.best_validation_metric"}, {"progress", "e.progress"}};
+  auto sort = kSort.find(f.sort_by);
+  if (sort == kSort.end()) {
+    return InvalidArgument("sort_by: \"" + f.sort_by +
+                           "\" must be one of id, name, state, start_time, end_time, best_metric, progress");
+  }
+  std::vector<v1::Experiment> rows;
+  int total = 0;
+  // The state list travels as one text parameter ("{ACTIVE,PAUSED}") cast to an array.
+  std::string states = "{";
+  for (size_t i = 0; i < f.states.size(); ++i) states += (i ? "," : "") + f.states[i];
+  states += "}";
+  std::string where =
+      " FROM experiments e WHERE ($1 = '{}' OR e.state = ANY($1::text[])) "
+      "AND ($2 = '' OR strpos(lower(e.name), lower($2)) > 0) AND ($3 OR NOT e.archived)";
+  Status st = db_->Transact("list experiments", [&](pqxx::work& tx) {
+    total = tx.exec_params1("SELECT count(*)" + where, states, f.name_contains, f.include_archived)[0].as<int>();
+    pqxx::result r = tx.exec_params(std::string("SELECT ") + kExperimentColumns + where +
+                                        " ORDER BY " + sort->second + (f.descending ? " DESC" : " ASC") +
+                                        " NULLS LAST, e.id LIMIT $4 OFFSET $5",
+                                    states, f.name_contains, f.include_archived, f.limit, f.offset);
+    for (const auto& row : r) rows.push_back(ExperimentFromRow(row));
+    return Status::Ok();
+  });
+  if (!st.ok()) return st;
+  return std::make_pair(std::move(rows), total);
+}
+
+Result<std::vector<Store::LiveExperiment>> Store::LiveExperiments() {
+  std::vector<LiveExperiment> out;
+  Status st = db_->Transact("live experiments", [&](pqxx::work& tx) {
+    pqxx::result r = tx.exec(
+        "SELECT id, state, config_yaml FROM experiments WHERE state NOT IN "
+        "('COMPLETED','CANCELED','ERROR') ORDER BY id");
+    for (const auto& row : r) out.push_back({row[0].as<int64_t>(), row[1].as<std::string>(), row[2].as<std::string>()});
+    return Status::Ok();
+  });
+  if (!st.ok()) return st;
+  return out;
+}
+
+Status Store::SaveSearcherSnapshot(int64_t experiment_id, const Value& snapshot) {
+  return db_->Transact("save searcher snapshot", [&](pqxx::work& tx) {
+    tx.exec_params(
+        "INSERT INTO searcher_snapshots (experiment_id, snapshot) VALUES ($1, $2::jsonb) "
+        "ON CONFLICT (experiment_id) DO UPDATE SET snapshot = EXCLUDED.snapshot, updated_at = now()",
+        experiment_id, snapshot.ToJson());
+    return Status::Ok();
+  });
+}
+
+Result<std::optional<Value>> Store::LoadSearcherSnapshot(int64_t experiment_id) {
+  std::optional<Value> out;
+  Status st = db_->Transact("load searcher snapshot", [&](pqxx::work& tx) {
+    pqxx::result r = tx.exec_params("SELECT snapshot FROM searcher_snapshots WHERE experiment_id = $1",
+                                    experiment_id);
+    if (!r.empty()) out = JsonbToValue(r[0][0]);
+    return Status::Ok();
+  });
+  if (!st.ok()) return st;
+  return out;
+}
+
+Result<int64_t> Store::CreateTrial(int64_t experiment_id, int64_t request_id, const Value& hparams,
+                                   const std::string& state) {
+  int64_t id = 0;
+  Status st = db_->Transact("create trial", [&](pqxx::work& tx) {
+    id = tx.exec_params1(
+               "INSERT INTO trials (experiment_id, request_id, state, hparams) "
+               "VALUES ($1, $2, $3, $4::jsonb) RETURNING id",
+               experiment_id, request_id, state, hparams.ToJson())[0]
+             .as<int64_t>();
+    return Status::Ok();
+  });
+  if (!st.ok()) return st;
+  return id;
+}
+
+Status Store::UpdateTrial(int64_t trial_id, const TrialUpdate& u) {
+  return db_->Transact("update trial", [&](pqxx::work& tx) {
+    tx.exec_params(
+        "UPDATE trials SET "
+        "state = COALESCE($2, state), restarts = COALESCE($3, restarts), "
+        "total_batches = COALESCE($4, total_batches), target_length = COALESCE($5, target_length), "
+        "latest_validation_metric = COALESCE($6, latest_validation_metric), "
+        "best_validation_metric = COALESCE($7, best_validation_metric), "
+        "latest_checkpoint_uuid = COALESCE($8, latest_checkpoint_uuid), "
+        "stop_requested = COALESCE($9, stop_requested), error = COALESCE($10, error), "
+        "end_time = CASE WHEN $11 THEN now() ELSE end_time END, "
+        "completed_length = COALESCE($12, completed_length) WHERE id = $1",
+        trial_id, u.state, u.restarts, u.total_batches, u.target_length, u.latest_validation_metric,
+        u.best_validation_metric, u.latest_checkpoint_uuid, u.stop_requested, u.error, u.set_end_time,
+        u.completed_length);
+    return Status::Ok();
+  });
+}
+
+Result<std::optional<v1::Trial>> Store::GetTrial(int64_t trial_id) {
+  std::optional<v1::Trial> out;
+  Status st = db_->Transact("get trial", [&](pqxx::work& tx) {
+    pqxx::result r = tx.exec_params(std::string("SELECT ") + kTrialColumns + " FROM trials WHERE id = $1", trial_id);
+    if (!r.empty()) out = TrialFromRow(r[0]);
+    return Status::Ok();
+  });
+  if (!st.ok()) return st;
+  return out;
+}
+
+Result<std::vector<v1::Trial>> Store::ListTrials(int64_t experiment_id, int offset, int limit) {
+  std::vector<v1::Trial> out;
+  Status st = db_->Transact("list trials", [&](pqxx::work& tx) {
+    pqxx::result r = tx.exec_params(std::string("SELECT ") + kTrialColumns +
+                                        " FROM trials WHERE experiment_id = $1 ORDER BY id LIMIT $2 OFFSET $3",
+                                    experiment_id, limit, offset);
+    for (const auto& row : r) out.push_back(TrialFromRow(row));
+    return Status::Ok();
+  });
+  if (!st.ok()) return st;
+  return out;
+}
+
+Result<std::vector<TrialRow>> Store::TrialRows(int64_t experiment_id) {
+  std::vector<TrialRow> out;
+  Status st = db_->Transact("trial rows", [&](pqxx::work& tx) {
+    pqxx::result r = tx.exec_params(
+        "SELECT id, experiment_id, request_id, state, hparams, restarts, total_batches, "
+        "target_length, latest_checkpoint_uuid, stop_requested, completed_length FROM trials "
+        "WHERE experiment_id = $1 "
+        "ORDER BY id",
+        experiment_id);
+    for (const auto& row : r) {
+      TrialRow t;
+      t.id = row[0].as<int64_t>();
+      t.experiment_id = row[1].as<int64_t>();
+      t.request_id = row[2].as<int64_t>();
+      t.state = row[3].as<std::string>();
+      t.hparams = JsonbToValue(row[4]);
+      t.restarts = row[5].as<int>();
+      t.total_batches = row[6].as<int64_t>();
+      t.target_length = row[7].as<int64_t>();
+      t.latest_checkpoint_uuid = row[8].as<std::string>();
+      t.stop_requested = row[9].as<std::string>();
+      t.completed_length = row[10].as<int64_t>();
+      out.push_back(std::move(t));
+    }
+    return Status::Ok();
+  });
+  if (!st.ok()) return st;
+  return out;
+}
+
+Status Store::CreateAllocation(const std::string& id, int64_t trial_id, int restart) {
+  return db_->Transact("create allocation", [&](pqxx::work& tx) {
+    tx.exec_params("INSERT INTO allocations (id, trial_id, restart, state) VALUES ($1, $2, $3, 'QUEUED')",
+                   id, trial_id, restart);
+    return Status::Ok();
+  });
+}
+
+Status Store::UpdateAllocation(const std::string& id, const std::string& state, const Value& slots,
+                               bool ended) {
+  return db_->Transact("update allocation", [&](pqxx::work& tx) {
+    tx.exec_params(
+        "UPDATE allocations SET state = $2, slots = $3::jsonb, "
+        "end_time = CASE WHEN $4 THEN now() ELSE end_time END WHERE id = $1",
+        id, state, slots.ToJson(), ended);
+    return Status::Ok();
+  });
+}
+
+Result<int> Store::InsertMetrics(const std::vector<v1::MetricReport>& reports) {
+  int inserted = 0;
+  Status st = db_->Transact("insert metrics", [&](pqxx::work& tx) {
+    for (const auto& m : reports) {
+      pqxx::result r = tx.exec_params(
+          "INSERT INTO metrics (trial_id, kind, batches, restart, vals) VALUES ($1,$2,$3,$4,$5::jsonb) "
+          "ON CONFLICT (trial_id, kind, batches) DO NOTHING RETURNING id",
+          m.trial_id(), m.kind(), m.batches(), m.restart(), StructJson(m.values()));
+      inserted += static_cast<int>(r.size());
+    }
+    return Status::Ok();
+  });
+  if (!st.ok()) return st;
+  return inserted;
+}
+
+Result<std::vector<v1::MetricReport>> Store::GetMetrics(int64_t trial_id, const std::string& kind,
+                                                        int64_t start, int64_t end, int max_points) {
+  std::vector<v1::MetricReport> out;
+  Status st = db_->Transact("get metrics", [&](pqxx::work& tx) {
+    // Downsampling keeps every k-th row (and always the last) so curves keep their shape.
+    int64_t count = tx.exec_params1(
+                          "SELECT count(*) FROM metrics WHERE trial_id = $1 AND kind = $2 "
+                          "AND batches >= $3 AND ($4 = 0 OR batches < $4)",
+                          trial_id, kind, start, end)[0]
+                        .as<int64_t>();
+    int64_t stride = (max_points > 0 && count > max_points) ? (count + max_points - 1) / max_points : 1;
+    pqxx::result r = tx.exec_params(
+        "SELECT trial_id, batches, kind, vals, EXTRACT(EPOCH FROM reported_at), restart FROM ("
+        "  SELECT *, row_number() OVER (ORDER BY batches) - 1 AS rn FROM metrics "
+        "  WHERE trial_id = $1 AND kind = $2 AND batches >= $3 AND ($4 = 0 OR batches < $4)) m "
+        "WHERE rn % $5 = 0 OR rn = $6 - 1 ORDER BY batches",
+        trial_id, kind, start, end, stride, count);
+    for (const auto& row : r) {
+      v1::MetricReport m;
+      m.set_trial_id(row[0].as<int64_t>());
+      m.set_batches(row[1].as<int64_t>());
+      m.set_kind(row[2].as<std::string>());
+      *m.mutable_values() = ValueToStruct(JsonbToValue(row[3]));
+      *m.mutable_time() = SecondsToTimestamp(row[4].as<double>());
+      m.set_restart(row[5].as<int>());
+      out.push_back(std::move(m));
+    }
+    return Status::Ok();
+  });
+  if (!st.ok()) return st;
+  return out;
+}
+
+Result<int64_t> Store::CountMetrics(int64_t trial_id, const std::string& kind) {
+  int64_t n = 0;
+  Status st = db_->Transact("count metrics", [&](pqxx::work& tx) {
+    n = tx.exec_params1("SELECT count(*) FROM metrics WHERE trial_id = $1 AND kind = $2", trial_id, kind)[0].as<int64_t>();
+    return Status::Ok();
+  });
+  if (!st.ok()) return st;
+  return n;
+}
+
+Status Store::InsertCheckpoint(const v1::Checkpoint& c) {
+  Value::List files;
+  for (const auto& f : c.files()) {
+    files.push_back(Value(Value::Map{{"path", f.path()}, {"size", f.size()}, {"sha256", f.sha256()}}));
+  }
+  std::optional<double> metric;
+  if (c.has_validation_metric()) metric = c.validation_metric();
+  return db_->Transact("insert checkpoint", [&](pqxx::work& tx) {
+    tx.exec_params(
+        "INSERT INTO checkpoints (uuid, trial_id, batches, path, size, files, metadata, validation_metric) "
+        "VALUES ($1,$2,$3,$4,$5,$6::jsonb,$7::jsonb,$8) ON CONFLICT (uuid) DO NOTHING",
+        c.uuid(), c.trial_id(), c.batches(), c.path(), c.size(), Value(files).ToJson(),
+        StructJson(c.metadata()), metric);
+    // The latest checkpoint is the one with the most batches.
+    tx.exec_params(
+        "UPDATE trials SET latest_checkpoint_uuid = $2 WHERE id = $1 AND COALESCE("
+        "(SELECT c.batches FROM checkpoints c WHERE c.uuid = trials.latest_checkpoint_uuid), -1) <= $3",
+        c.trial_id(), c.uuid(), c.batches());
+    return Status::Ok();
+  });
+}
+
+Result<std::vector<v1::Checkpoint>> Store::ListCheckpoints(int64_t experiment_id) {
+  std::vector<v1::Checkpoint> out;
+  Status st = db_->Transact("list checkpoints", [&](pqxx::work& tx) {
+    pqxx::result r = tx.exec_params(std::string("SELECT ") + kCheckpointColumns +
+                                        " FROM checkpoints c JOIN trials t ON t.id = c.trial_id "
+                                        "WHERE t.experiment_id = $1 ORDER BY c.trial_id, c.batches",
+                                    experiment_id);
+    for (const auto& row : r) out.push_back(CheckpointFromRow(row));
+    return Status::Ok();
+  });
+  if (!st.ok()) return st;
+  return out;
+}
+
+Result<std::optional<v1::Checkpoint>> Store::GetCheckpoint(const std::string& uuid) {
+  std::optional<v1::Checkpoint> out;
+  Status st = db_->Transact("get checkpoint", [&](pqxx::work& tx) {
+    pqxx::result r = tx.exec_params(std::string("SELECT ") + kCheckpointColumns +
+                                        " FROM checkpoints c JOIN trials t ON t.id = c.trial_id WHERE c.uuid = $1",
+                                    uuid);
+    if (!r.empty()) out = CheckpointFromRow(r[0]);
+    return Status::Ok();
+  });
+  if (!st.ok()) return st;
+  return out;
+}
+
+Status Store::InsertLogs(const std::vector<v1::LogLine>& lines) {
+  if (lines.empty()) return Status::Ok();
+  return db_->Transact("insert logs", [&](pqxx::work& tx) {
+    for (const auto& l : lines) {
+      tx.exec_params("INSERT INTO task_logs (trial_id, rank, stream, message, agent_id) VALUES ($1,$2,$3,$4,$5)",
+                     l.trial_id(), l.rank(), l.stream(), l.message(), l.agent_id());
+    }
+    return Status::Ok();
+  });
+}
+
+Result<std::vector<v1::LogLine>> Store::GetLogs(int64_t trial_id, int64_t after_id, int limit,
+                                                const std::string& search) {
+  std::vector<v1::LogLine> out;
+  Status st = db_->Transact("get logs", [&](pqxx::work& tx) {
+    pqxx::result r = tx.exec_params(
+        "SELECT id, trial_id, rank, stream, message, EXTRACT(EPOCH FROM logged_at), agent_id "
+        "FROM task_logs WHERE trial_id = $1 AND id > $2 AND ($4 = '' OR strpos(message, $4) > 0) "
+        "ORDER BY id LIMIT $3",
+        trial_id, after_id, limit, search);
+    for (const auto& row : r) {
+      v1::LogLine l;
+      l.set_id(row[0].as<int64_t>());
+      l.set_trial_id(row[1].as<int64_t>());
+      l.set_rank(row[2].as<int>());
+      l.set_stream(row[3].as<std::string>());
+      l.set_message(row[4].as<std::string>());
+      *l.mutable_time() = SecondsToTimestamp(row[5].as<double>());
+      l.set_agent_id(row[6].as<std::string>());
+      out.push_back(std::move(l));
+    }
+    return Status::Ok();
+  });
+  if (!st.ok()) return st;
+  return out;
+}
+
+Status Store::UpsertAgent(const v1::Agent& a) {
+  Value::List slots;
+  for (const auto& s : a.slots()) {
+    slots.push_back(Value(Value::Map{{"id", s.id()}, {"type", v1::SlotType_Name(s.type())}, {"device", s.device()}}));
+  }
+  return db_->Transact("upsert agent", [&](pqxx::work& tx) {
+    tx.exec_params(
+        "INSERT INTO agents (id, hostname, resource_pool, slots, version) VALUES ($1,$2,$3,$4::jsonb,$5) "
+        "ON CONFLICT (id) DO UPDATE SET hostname = EXCLUDED.hostname, resource_pool = EXCLUDED.resource_pool, "
+        "slots = EXCLUDED.slots, version = EXCLUDED.version, last_heartbeat = now()",
+        a.id(), a.hostname(), a.resource_pool(), Value(slots).ToJson(), a.version());
+    return Status::Ok();
+  });
+}
+
+}  // namespace sf::master

@@ -1,0 +1,128 @@
+// Typed reads and writes of the master's tables (schema: migrations/*.sql).
+//
+// Rows come back as the wire types of steadfast.v1 where the API serves them as they are
+// (Experiment, Trial, MetricReport, Checkpoint, LogLine), so the API layer adds nothing in
+// between. Every statement is parameterised. Thread-safe (each call is one transaction on a
+// pooled connection).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/value.h"
+#include "master/db/database.h"
+#include "steadfast/v1/common.pb.h"
+
+namespace sf::master {
+
+struct ExperimentFilter {
+  std::vector<std::string> states;   // state names without prefix: ACTIVE, PAUSED, ...
+  std::string name_contains;
+  std::string sort_by = "id";        // id | name | state | start_time | end_time | best_metric
+  bool descending = false;
+  int offset = 0;
+  int limit = 100;
+  bool include_archived = false;
+};
+
+struct NewExperiment {
+  std::string name, description, config_yaml, owner, searcher, metric;
+  bool smaller_is_better = true;
+  int priority = 42;
+  std::string state;
+};
+
+struct TrialUpdate {
+  std::optional<std::string> state;
+  std::optional<int> restarts;
+  std::optional<int64_t> total_batches;
+  std::optional<int64_t> target_length;
+  std::optional<int64_t> completed_length;
+  std::optional<double> latest_validation_metric;
+  std::optional<double> best_validation_metric;
+  std::optional<std::string> latest_checkpoint_uuid;
+  std::optional<std::string> stop_requested;
+  std::optional<std::string> error;
+  bool set_end_time = false;
+};
+
+// A trial as the master's experiment manager needs it after a restart.
+struct TrialRow {
+  int64_t id = 0, experiment_id = 0, request_id = 0;
+  std::string state;
+  Value hparams;
+  int restarts = 0;
+  int64_t total_batches = 0, target_length = 0, completed_length = 0;
+  std::string latest_checkpoint_uuid, stop_requested;
+};
+
+class Store {
+ public:
+  explicit Store(Database* db) : db_(db) {}
+
+  // Experiments
+  Result<int64_t> CreateExperiment(const NewExperiment& e);
+  Status SetExperimentState(int64_t id, const std::string& state, const std::string& error = "",
+                            bool ended = false);
+  Status SetExperimentProgress(int64_t id, double progress, std::optional<double> best);
+  Status SetExperimentArchived(int64_t id, bool archived);
+  Result<std::optional<steadfast::v1::Experiment>> GetExperiment(int64_t id);
+  Result<std::pair<std::vector<steadfast::v1::Experiment>, int>> ListExperiments(
+      const ExperimentFilter& filter);
+  // Experiments not yet in a terminal state (for recovery after a restart): id, state, config.
+  struct LiveExperiment { int64_t id; std::string state; std::string config_yaml; };
+  Result<std::vector<LiveExperiment>> LiveExperiments();
+
+  Status SaveSearcherSnapshot(int64_t experiment_id, const Value& snapshot);
+  Result<std::optional<Value>> LoadSearcherSnapshot(int64_t experiment_id);
+
+  // Trials
+  Result<int64_t> CreateTrial(int64_t experiment_id, int64_t request_id, const Value& hparams,
+                              const std::string& state);
+  Status UpdateTrial(int64_t trial_id, const TrialUpdate& u);
+  Result<std::optional<steadfast::v1::Trial>> GetTrial(int64_t trial_id);
+  Result<std::vector<steadfast::v1::Trial>> ListTrials(int64_t experiment_id, int offset = 0,
+                                                       int limit = 100000);
+  Result<std::vector<TrialRow>> TrialRows(int64_t experiment_id);
+
+  // Allocations (one per scheduled run of a trial)
+  Status CreateAllocation(const std::string& id, int64_t trial_id, int restart);
+  Status UpdateAllocation(const std::string& id, const std::string& state, const Value& slots,
+                          bool ended);
+
+  // Metrics: duplicates of (trial, kind, batches) are ignored, so retries are harmless.
+  // Returns the number of rows actually inserted.
+  Result<int> InsertMetrics(const std::vector<steadfast::v1::MetricReport>& reports);
+  Result<std::vector<steadfast::v1::MetricReport>> GetMetrics(int64_t trial_id,
+                                                              const std::string& kind,
+                                                              int64_t start_batches,
+                                                              int64_t end_batches, int max_points);
+  Result<int64_t> CountMetrics(int64_t trial_id, const std::string& kind);
+
+  // Checkpoints
+  Status InsertCheckpoint(const steadfast::v1::Checkpoint& c);
+  Result<std::vector<steadfast::v1::Checkpoint>> ListCheckpoints(int64_t experiment_id);
+  Result<std::optional<steadfast::v1::Checkpoint>> GetCheckpoint(const std::string& uuid);
+
+  // Logs
+  Status InsertLogs(const std::vector<steadfast::v1::LogLine>& lines);
+  Result<std::vector<steadfast::v1::LogLine>> GetLogs(int64_t trial_id, int64_t after_id,
+                                                      int limit, const std::string& search);
+
+  // Agents (their live state is in memory; this is the registry of every agent ever seen)
+  Status UpsertAgent(const steadfast::v1::Agent& a);
+
+  Database* db() { return db_; }
+
+ private:
+  Database* db_;
+};
+
+// "EXPERIMENT_STATE_ACTIVE" <-> "ACTIVE" and the like.
+steadfast::v1::ExperimentState ExperimentStateFromName(const std::string& name);
+std::string ExperimentStateName(steadfast::v1::ExperimentState s);
+steadfast::v1::TrialState TrialStateFromName(const std::string& name);
+std::string TrialStateName(steadfast::v1::TrialState s);
+
+}  // namespace sf::master

@@ -1,0 +1,116 @@
+// sf-master: the Steadfast master daemon.
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <iostream>
+#include <thread>
+
+#include "common/log.h"
+#include "master/api/grpc_services.h"
+#include "master/api/http_server.h"
+#include "master/master_config.h"
+
+namespace {
+std::atomic<bool> g_stop{false};
+void OnSignal(int) { g_stop = true; }
+
+std::string FindWebUi(const std::string& configured) {
+  namespace fs = std::filesystem;
+  if (!configured.empty()) return configured;
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  // Installed layout, then the build tree (build/master/sf-master -> webui/dist).
+  for (fs::path candidate : {exe.parent_path() / "../share/steadfast/webui",
+                             exe.parent_path() / "../../webui/dist", fs::path(SF_SOURCE_DIR) / "webui/dist"}) {
+    if (fs::exists(candidate / "index.html", ec)) return fs::weakly_canonical(candidate).string();
+  }
+  return "";
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace sf;
+  using namespace sf::master;
+  auto config = LoadMasterConfig(std::vector<std::string>(argv + 1, argv + argc));
+  if (!config.ok()) {
+    if (config.status().code() == StatusCode::kCancelled) {
+      std::cout << config.status().message();
+      return 0;
+    }
+    std::cerr << "sf-master: " << config.status().message() << "\n";
+    return 2;
+  }
+  log::Level level;
+  log::ParseLevel(config->log_level, level);
+  log::SetLevel(level);
+  signal(SIGPIPE, SIG_IGN);
+  signal(SIGINT, OnSignal);
+  signal(SIGTERM, OnSignal);
+
+  auto db = Database::Open(config->db, config->db_pool_size, std::chrono::seconds(60));
+  if (!db.ok()) {
+    log::Error("master", {{"event", "db_open_failed"}, {"error", db.status().message()}});
+    return 1;
+  }
+  Status migrated = (*db)->Migrate();
+  if (!migrated.ok()) {
+    log::Error("master", {{"event", "migration_failed"}, {"error", migrated.message()}});
+    return 1;
+  }
+  MasterMetrics metrics;
+  (*db)->SetLatencyObserver([&](const std::string& what, double s) { metrics.ObserveQuery(what, s); });
+  Store store(db->get());
+  ClusterOptions options;
+  options.checkpoint_root = config->checkpoint_root;
+  options.trial_link_address = config->advertised_address;
+  options.agent_reconnect_grace = std::chrono::seconds(config->agent_reconnect_grace_seconds);
+  Cluster cluster(&store, options);
+  Status recovered = cluster.Recover();
+  if (!recovered.ok()) {
+    log::Error("master", {{"event", "recovery_failed"}, {"error", recovered.message()}});
+    return 1;
+  }
+  cluster.Start();
+  ApiHandlers handlers(&store, &cluster, MasterInfo{SF_VERSION, "master-" + std::to_string(getpid()), config->cluster_name});
+  ApiGrpcService api(&handlers, [&](const std::string& route, double s, int code) {
+    metrics.ObserveRequest(route, s, code);
+  });
+  AgentLinkGrpcService agent_link(&cluster);
+  TrialLinkGrpcService trial_link(&cluster);
+
+  grpc::ServerBuilder builder;
+  int grpc_port = 0;
+  builder.AddListeningPort(config->bind_address + ":" + std::to_string(config->grpc_port),
+                           grpc::InsecureServerCredentials(), &grpc_port);
+  builder.RegisterService(&api);
+  builder.RegisterService(&agent_link);
+  builder.RegisterService(&trial_link);
+  builder.SetMaxReceiveMessageSize(64 << 20);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || grpc_port == 0) {
+    log::Error("master", {{"event", "grpc_listen_failed"}, {"port", std::to_string(config->grpc_port)}});
+    return 1;
+  }
+  HttpOptions http_options;
+  http_options.bind_address = config->bind_address;
+  http_options.port = config->http_port;
+  http_options.webui_dir = FindWebUi(config->webui_dir);
+  HttpServer http(&handlers, &metrics, http_options);
+  Status http_started = http.Start();
+  if (!http_started.ok()) {
+    log::Error("master", {{"event", "http_listen_failed"}, {"error", http_started.message()}});
+    return 1;
+  }
+  log::Info("master", {{"event", "serving"}, {"grpc_port", std::to_string(grpc_port)},
+                       {"http_port", std::to_string(http.port())}, {"webui", http_options.webui_dir},
+                       {"schema_version", std::to_string((*db)->SchemaVersion())}});
+  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  log::Info("master", {{"event", "stopping"}});
+  http.Stop();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  cluster.Stop();
+  return 0;
+}

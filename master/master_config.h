@@ -1,0 +1,31 @@
+// sf-master's own configuration: a YAML file (--config), then environment variables, then
+// flags, each overriding the one before. Unknown keys and bad values are errors naming the key.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace sf::master {
+
+struct MasterConfig {
+  std::string db = "host=127.0.0.1 port=5432 user=postgres dbname=steadfast";  // libpq string
+  int db_pool_size = 8;
+  std::string bind_address = "0.0.0.0";
+  int grpc_port = 8090;
+  int http_port = 8080;
+  std::string advertised_address;  // what trainers dial for TrialLink; default 127.0.0.1:<grpc_port>
+  std::string checkpoint_root = "/var/lib/steadfast/checkpoints";
+  std::string webui_dir;           // built dashboard assets; default: <prefix>/share/steadfast/webui or webui/dist
+  std::string log_level = "info";
+  std::string cluster_name = "steadfast";
+  int agent_reconnect_grace_seconds = 30;
+};
+
+// Parses argv (without argv[0]) and the environment (SF_DB, SF_GRPC_PORT, SF_HTTP_PORT,
+// SF_CHECKPOINT_ROOT, SF_LOG_LEVEL, SF_WEBUI_DIR). `--help` yields kCancelled with the usage.
+Result<MasterConfig> LoadMasterConfig(const std::vector<std::string>& args);
+std::string MasterUsage();
+
+}  // namespace sf::master

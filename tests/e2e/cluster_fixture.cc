@@ -1,0 +1,247 @@
+#include "tests/e2e/cluster_fixture.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "common/local_postgres.h"
+
+namespace sf::testing {
+namespace fs = std::filesystem;
+
+Daemon::Daemon(std::vector<std::string> argv, std::string log_file)
+    : argv_(std::move(argv)), log_file_(std::move(log_file)) {}
+
+Daemon::~Daemon() { Stop(SIGTERM, std::chrono::seconds(5)); }
+
+bool Daemon::Start() {
+  pid_ = fork();
+  if (pid_ < 0) return false;
+  if (pid_ == 0) {
+    setpgid(0, 0);
+    int fd = open(log_file_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    std::vector<char*> args;
+    for (auto& a : argv_) args.push_back(a.data());
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  return true;
+}
+
+bool Daemon::Alive() {
+  if (pid_ <= 0) return false;
+  int status = 0;
+  pid_t r = waitpid(pid_, &status, WNOHANG);
+  if (r == pid_) {
+    pid_ = 0;
+    return false;
+  }
+  return kill(pid_, 0) == 0;
+}
+
+void Daemon::Stop(int sig, std::chrono::milliseconds wait) {
+  if (pid_ <= 0) return;
+  kill(pid_, sig);
+  auto deadline = std::chrono::steady_clock::now() + wait;
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = 0;
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  kill(pid_, SIGKILL);
+  waitpid(pid_, nullptr, 0);
+  pid_ = 0;
+}
+
+std::string Cluster::Binary(const std::string& name) {
+  std::string sub = name == "sf" ? "cli" : name == "sf-master" ? "master" : name == "sf-agent" ? "agent" : "trainer";
+  return BinaryDir() + "/" + sub + "/" + name;
+}
+
+Cluster::Cluster(int agents, int cpu_slots) : agents_(agents), cpu_slots_(cpu_slots) {
+  PostgresServer* pg = PostgresServer::Get();
+  if (!pg) return;
+  db_ = pg->NewDatabase();
+  http_port_ = *PickFreePort();
+  grpc_port_ = *PickFreePort();
+  fs::create_directories(checkpoint_root());
+  StartMaster();
+  StartAgents();
+  EXPECT_TRUE(WaitForAgents(agents_)) << "agents did not register";
+}
+
+Cluster::~Cluster() {
+  if (::testing::Test::HasFailure()) DumpLogs();
+  for (auto& a : agent_daemons_) a->Stop(SIGTERM);
+  if (master_) master_->Stop(SIGTERM);
+  // Trainers of this cluster (agents kill them on exit; make sure).
+  for (pid_t p : TrainerPids()) {
+    std::ifstream env("/proc/" + std::to_string(p) + "/environ");
+    std::string e((std::istreambuf_iterator<char>(env)), std::istreambuf_iterator<char>());
+    if (e.find("SF_CHECKPOINT_DIR=" + checkpoint_root()) != std::string::npos) kill(p, SIGKILL);
+  }
+}
+
+void Cluster::StartMaster() {
+  master_ = std::make_unique<Daemon>(
+      std::vector<std::string>{Binary("sf-master"), "--db", db_, "--bind", "127.0.0.1", "--http-port",
+                               std::to_string(http_port_), "--grpc-port", std::to_string(grpc_port_),
+                               "--checkpoint-root", checkpoint_root(), "--agent-reconnect-grace-seconds", "60"},
+      dir_.path() + "/master-" + std::to_string(master_starts_++) + ".log");
+  ASSERT_TRUE(master_->Start());
+  EXPECT_TRUE(WaitFor([&] { return Get("/health").first == 200; }, std::chrono::seconds(60)))
+      << "master did not become healthy";
+}
+
+void Cluster::StopMaster(int sig) {
+  if (master_) master_->Stop(sig);
+}
+
+void Cluster::StartAgents() {
+  for (int i = 0; i < agents_; ++i) {
+    std::string id = "e2e-agent-" + std::to_string(i);
+    fs::create_directories(dir_.path() + "/" + id);
+    auto d = std::make_unique<Daemon>(
+        std::vector<std::string>{Binary("sf-agent"), "--master", grpc_address(), "--agent-id", id, "--slots",
+                                 "cpu:" + std::to_string(cpu_slots_), "--trainer", Binary("sf-trainer"),
+                                 "--work-dir", dir_.path() + "/" + id, "--kill-tasks-on-exit"},
+        dir_.path() + "/" + id + ".log");
+    ASSERT_TRUE(d->Start());
+    agent_daemons_.push_back(std::move(d));
+  }
+}
+
+bool Cluster::WaitForAgents(int n, std::chrono::seconds timeout) {
+  return WaitFor(
+      [&] {
+        auto [code, v] = Get("/api/v1/agents");
+        if (code != 200 || !v.Find("agents")) return false;
+        int connected = 0;
+        for (const Value& a : v.Find("agents")->as_list()) {
+          const Value* c = a.Find("connected");
+          connected += c && c->is_bool() && c->as_bool();
+        }
+        return connected >= n;
+      },
+      timeout);
+}
+
+bool Cluster::WaitFor(const std::function<bool()>& cond, std::chrono::seconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  return cond();
+}
+
+std::pair<int, Value> Cluster::Get(const std::string& path) {
+  auto client = cli::HttpClient::Create(url());
+  auto r = client->Get(path);
+  if (!r.ok()) return {0, Value()};
+  auto v = Value::FromJson(r->body);
+  return {r->status, v.ok() ? *v : Value(r->body)};
+}
+
+std::pair<int, Value> Cluster::Post(const std::string& path, const std::string& body) {
+  auto client = cli::HttpClient::Create(url());
+  auto r = client->Post(path, body);
+  if (!r.ok()) return {0, Value()};
+  auto v = Value::FromJson(r->body);
+  return {r->status, v.ok() ? *v : Value(r->body)};
+}
+
+int64_t Cluster::Submit(const std::string& yaml) {
+  auto [code, v] = Post("/api/v1/experiments", Value(Value::Map{{"configYaml", yaml}}).ToJson());
+  EXPECT_EQ(code, 200) << v.ToJson();
+  if (code != 200) return 0;
+  return std::stoll(v.Find("experiment")->Find("id")->as_string());
+}
+
+std::string Cluster::ExperimentState(int64_t id) {
+  auto [code, v] = Get("/api/v1/experiments/" + std::to_string(id));
+  if (code != 200) return "";
+  return v.Find("experiment")->Find("state")->as_string();
+}
+
+bool Cluster::WaitForState(int64_t id, const std::string& state, std::chrono::seconds timeout) {
+  return WaitFor([&] { return ExperimentState(id) == state; }, timeout);
+}
+
+Value Cluster::Trials(int64_t experiment_id) {
+  auto [code, v] = Get("/api/v1/experiments/" + std::to_string(experiment_id) + "/trials");
+  return code == 200 ? *v.Find("trials") : Value(Value::List{});
+}
+
+void Cluster::DumpLogs() {
+  for (const auto& entry : fs::directory_iterator(dir_.path())) {
+    if (entry.path().extension() != ".log") continue;
+    std::ifstream in(entry.path());
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (text.size() > 20000) text = "...\n" + text.substr(text.size() - 20000);
+    std::cerr << "===== " << entry.path().filename().string() << "\n" << text << "\n";
+  }
+}
+
+std::vector<pid_t> TrainerPids(int64_t trial_id) {
+  std::vector<pid_t> out;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream cmd(entry.path() / "cmdline");
+    std::string c((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
+    if (c.find("sf-trainer") == std::string::npos || c.find("cluster") == std::string::npos) continue;
+    if (trial_id != 0) {
+      std::ifstream env(entry.path() / "environ");
+      std::string e((std::istreambuf_iterator<char>(env)), std::istreambuf_iterator<char>());
+      std::string want = std::string("SF_TRIAL_ID=") + std::to_string(trial_id);
+      bool found = false;
+      for (size_t pos = 0; (pos = e.find(want, pos)) != std::string::npos; pos += want.size()) {
+        size_t end = pos + want.size();
+        if ((pos == 0 || e[pos - 1] == '\0') && (end == e.size() || e[end] == '\0')) found = true;
+      }
+      if (!found) continue;
+    }
+    out.push_back(std::stoi(name));
+  }
+  return out;
+}
+
+std::string TinyExperiment(int trials, int64_t batches, int64_t unit, const std::string& name) {
+  std::string data = SharedDataDir() + "/multi30k-de-en-tiny";
+  std::string dropouts;
+  for (int i = 0; i < trials; ++i) dropouts += (i ? ", " : "") + std::to_string(0.05 * i);
+  return "name: " + name + "\n"
+         "data:\n"
+         "  train: {src: " + data + "/train.de, tgt: " + data + "/train.en}\n"
+         "  valid: {src: " + data + "/valid.de, tgt: " + data + "/valid.en}\n"
+         "hyperparameters:\n"
+         "  arch: transformer_tiny\n"
+         "  d_model: 32\n  heads: 2\n  encoder_layers: 1\n  decoder_layers: 1\n  ffn_dim: 64\n"
+         "  dropout: {type: categorical, vals: [" + dropouts + "]}\n"
+         "  lr: 0.002\n"
+         "  lr_schedule: {type: inverse_sqrt, warmup: 10}\n"
+         "  max_tokens: 512\n"
+         "searcher:\n"
+         "  name: grid\n"
+         "  metric: validation_loss\n"
+         "  max_length: {batches: " + std::to_string(batches) + "}\n"
+         "  max_concurrent_trials: 4\n"
+         "scheduling_unit: " + std::to_string(unit) + "\n"
+         "min_checkpoint_period: {batches: " + std::to_string(unit * 2) + "}\n"
+         "max_restarts: 2\n";
+}
+
+}  // namespace sf::testing

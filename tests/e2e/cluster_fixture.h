@@ -1,0 +1,92 @@
+// A real cluster for end-to-end tests: a private PostgreSQL database, an sf-master process and
+// N sf-agent processes (each with K CPU slots) running real sf-trainer processes, on loopback
+// ports picked at start. Logs go to files in a temp directory and are printed when a test fails.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/http_client.h"
+#include "common/value.h"
+#include "tests/support/testing.h"
+
+namespace sf::testing {
+
+// A background process with its output in a log file.
+class Daemon {
+ public:
+  Daemon(std::vector<std::string> argv, std::string log_file);
+  ~Daemon();
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+  bool Start();
+  // Sends `sig` and waits up to `wait` for the exit; SIGKILL after that.
+  void Stop(int sig = 15, std::chrono::milliseconds wait = std::chrono::seconds(10));
+  bool Alive();
+  pid_t pid() const { return pid_; }
+  const std::string& log_file() const { return log_file_; }
+
+ private:
+  std::vector<std::string> argv_;
+  std::string log_file_;
+  pid_t pid_ = 0;
+};
+
+class Cluster {
+ public:
+  Cluster(int agents, int cpu_slots);
+  ~Cluster();
+
+  // Starts the master (again, after StopMaster) and waits for /health.
+  void StartMaster();
+  void StopMaster(int sig = 15);
+  void StartAgents();
+  // Waits until `n` agents are connected.
+  bool WaitForAgents(int n, std::chrono::seconds timeout = std::chrono::seconds(60));
+
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(http_port_); }
+  std::string grpc_address() const { return "127.0.0.1:" + std::to_string(grpc_port_); }
+  const std::string& db() const { return db_; }
+  const std::string& dir() const { return dir_.path(); }
+  std::string checkpoint_root() const { return dir_.path() + "/checkpoints"; }
+
+  // REST helpers: the parsed JSON body and the HTTP status.
+  std::pair<int, Value> Get(const std::string& path);
+  std::pair<int, Value> Post(const std::string& path, const std::string& body);
+  // Submits an experiment (YAML text); returns its id, or 0 with a test failure.
+  int64_t Submit(const std::string& yaml);
+  std::string ExperimentState(int64_t id);
+  // Polls until the experiment is in `state` (e.g. "EXPERIMENT_STATE_COMPLETED").
+  bool WaitForState(int64_t id, const std::string& state, std::chrono::seconds timeout);
+  bool WaitFor(const std::function<bool()>& cond, std::chrono::seconds timeout);
+  Value Trials(int64_t experiment_id);
+
+  // Prints every log (master, agents) to stderr; called on failure.
+  void DumpLogs();
+
+  static std::string Binary(const std::string& name);
+
+ private:
+  int agents_, cpu_slots_;
+  TempDir dir_;
+  std::string db_;
+  int http_port_ = 0, grpc_port_ = 0;
+  std::unique_ptr<Daemon> master_;
+  std::vector<std::unique_ptr<Daemon>> agent_daemons_;
+  int master_starts_ = 0;
+};
+
+// pids of running `sf-trainer cluster` processes whose environment has SF_TRIAL_ID=trial_id
+// (0: any trial).
+std::vector<pid_t> TrainerPids(int64_t trial_id = 0);
+
+// A small grid experiment over the tiny corpus: `trials` trials (grid over dropout), each
+// trained to `batches` batches of a very small model, metrics every `unit` batches.
+std::string TinyExperiment(int trials, int64_t batches, int64_t unit, const std::string& name = "e2e");
+
+}  // namespace sf::testing
