@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every Steadfast test: installs dependencies (Debian 12, as root), builds with warnings
-# as errors, and runs the whole CTest suite (unit, db, cli, engine labels).
+# as errors, builds and tests the web dashboard, and runs the whole CTest suite (labels: unit,
+# db, cli, engine, agent, e2e).
 #
 #   ./deploy/test.sh                 everything
 #   ./deploy/test.sh -L unit         pass-through arguments go to ctest
@@ -16,6 +17,12 @@ if [ "$(id -u)" -eq 0 ]; then
   ./deploy/install-deps.sh
 else
   echo "test.sh: not root; assuming dependencies are installed (deploy/install-deps.sh)" >&2
+fi
+
+# The dashboard first: its unit and offline browser tests, and the build the master serves
+# (the end-to-end ctest drives it in Chromium against a real cluster).
+if [ -f webui/package.json ]; then
+  bash tests/webui/run.sh
 fi
 
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSF_WERROR=ON -DSF_TESTS=ON \

@@ -496,7 +496,16 @@ struct HttpServer::Impl {
         res.keep_alive(false);
         res.prepare_payload();
         http::write(socket, res, ec);
-        break;
+        // Lingering close: read (and drop) what the client is still sending, so it sees the
+        // response instead of a reset. Bounded in bytes and time.
+        socket.shutdown(tcp::socket::shutdown_send, ec);
+        auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        size_t drained = 0;
+        char sink[65536];
+        while (!ec && drained < (64u << 20) && std::chrono::steady_clock::now() < until) {
+          drained += socket.read_some(asio::buffer(sink), ec);
+        }
+        return;
       }
       Request req = parser.release();
       auto start = std::chrono::steady_clock::now();

@@ -478,6 +478,7 @@ void Cluster::ReleaseLocked(Trial& t) {
   t.allocation_id.clear();
   t.slots.clear();
   t.live_ranks.clear();
+  t.missing_ranks.clear();
   t.adopt_deadline.reset();
 }
 
@@ -615,11 +616,9 @@ void Cluster::AgentConnected(const v1::RegisterAgent& reg, std::shared_ptr<Agent
         gone.push_back(rank);
       }
     }
-    for (int rank : gone) {
-      t.live_ranks.erase(rank);
-      if (!t.exit_codes.count(rank)) t.exit_codes[rank] = -1;
-    }
-    if (!gone.empty() && t.live_ranks.empty()) AllocationExitedLocked(t);
+    // The agent reports exits that happened while we were apart right after registering; give
+    // those a moment to arrive before calling the ranks lost.
+    for (int rank : gone) t.missing_ranks[rank] = steady_clock::now() + std::chrono::seconds(10);
   }
   ScheduleLocked();
 }
@@ -656,6 +655,8 @@ void Cluster::TaskStateChanged(const std::string& agent_id, const v1::TaskStateC
       int code = change.state() == v1::TaskStateChange::STATE_EXITED ? change.exit_code() : -1;
       t->exit_codes[rank] = code;
       t->live_ranks.erase(rank);
+      t->missing_ranks.erase(rank);
+      if (!t->allocated) t->allocated = true;  // exited while the master was away: still decide
       log::Info("trial", {{"event", "task_exited"}, {"task", change.task_id()}, {"code", std::to_string(code)},
                           {"message", change.message()}});
       if (code != 0 && !t->live_ranks.empty()) KillTrialTasksLocked(*t);  // one rank failed: stop the rest
@@ -753,8 +754,13 @@ Result<v1::GetNextOperationResponse> Cluster::NextOperation(const v1::TrialIdent
       r.set_complete(true);
       return r;
     }
-    if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) return r;  // ask again
-    if (stopping_) return r;
+    if (changed_.wait_until(lock, deadline) == std::cv_status::timeout || stopping_) {
+      // The searcher has nothing for this trial yet (ASHA: waiting on a promotion). Let the
+      // trainer exit (it checkpointed at the end of its operation) and free its slots; a later
+      // train operation re-queues the trial from that checkpoint.
+      r.set_complete(true);
+      return r;
+    }
   }
 }
 
@@ -936,6 +942,22 @@ void Cluster::HousekeepingLoop() {
         }
       }
       log::Warn("agent", {{"event", "lost"}, {"id", id}});
+    }
+    // Ranks missing from an agent's re-registration whose exit never arrived.
+    for (auto& [tid, t] : trials_) {
+      std::vector<int> lost;
+      for (auto& [rank, deadline] : t.missing_ranks) {
+        if (now >= deadline) lost.push_back(rank);
+      }
+      bool changed = false;
+      for (int rank : lost) {
+        t.missing_ranks.erase(rank);
+        if (t.live_ranks.erase(rank)) {
+          if (!t.exit_codes.count(rank)) t.exit_codes[rank] = -1;
+          changed = true;
+        }
+      }
+      if (changed && t.allocated && t.live_ranks.empty()) AllocationExitedLocked(t);
     }
     // Trials running before a master restart that no agent re-adopted in time.
     for (auto& [tid, t] : trials_) {

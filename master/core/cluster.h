@@ -128,6 +128,8 @@ class Cluster {
     std::set<int> live_ranks;
     std::map<int, int> exit_codes;
     std::optional<std::chrono::steady_clock::time_point> adopt_deadline;  // after a restart
+    // Ranks an agent did not list when it re-registered: lost unless their EXITED arrives soon.
+    std::map<int, std::chrono::steady_clock::time_point> missing_ranks;
     // Rendezvous
     std::map<int, std::string> rendezvous_payloads;
   };

@@ -258,3 +258,29 @@ TEST(ClusterEndToEnd, BadInputIsRejectedAndStoresNothing) {
 
 }  // namespace
 }  // namespace sf::testing
+
+namespace sf::testing {
+namespace {
+
+// The dashboard in Debian's Chromium against this real cluster (webui/e2e/dashboard.e2e.mjs):
+// submit a grid experiment, watch it complete without a reload, charts drawn with as many
+// points as the API has rows, logs followed, pause/activate/kill from the UI.
+TEST(ClusterEndToEnd, DashboardInChromium) {
+  namespace fs = std::filesystem;
+  ASSERT_TRUE(fs::exists(SourceDir() + "/webui/dist/index.html"))
+      << "the web UI is not built: run tests/webui/run.sh (deploy/test.sh does)";
+  ASSERT_TRUE(fs::exists(SourceDir() + "/webui/node_modules/playwright-core")) << "run npm ci in webui/";
+  Cluster cluster(1, 2);
+  CommandOptions o;
+  o.working_dir = SourceDir() + "/webui";
+  o.env["SF_MASTER_URL"] = cluster.url();
+  o.env["SF_ARTIFACTS_DIR"] = BinaryDir() + "/webui-e2e-artifacts";
+  o.timeout = std::chrono::minutes(9);
+  auto r = RunCommand({"node", "e2e/dashboard.e2e.mjs"}, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->exit_code, 0) << r->output;
+  EXPECT_NE(r->output.find(" 0 failed"), std::string::npos) << r->output;
+}
+
+}  // namespace
+}  // namespace sf::testing

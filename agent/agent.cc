@@ -1,0 +1,581 @@
+#include "agent/agent.h"
+
+#include <google/protobuf/util/json_util.h>
+#include <google/protobuf/util/time_util.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "agent/logger.h"
+#include "agent/slot_detector.h"
+
+#ifndef SF_VERSION
+#define SF_VERSION "0.0.0"
+#endif
+
+namespace sf::agent {
+namespace fs = std::filesystem;
+using steadfast::v1::MasterMessage;
+using steadfast::v1::StartTask;
+using steadfast::v1::TaskStateChange;
+
+namespace {
+
+std::string Join(const google::protobuf::RepeatedPtrField<std::string>& items) {
+  std::string out;
+  for (const auto& item : items) {
+    if (!out.empty()) {
+      out += ',';
+    }
+    out += item;
+  }
+  return out;
+}
+
+// A task id names a directory: keep it to a safe alphabet.
+bool ValidTaskId(const std::string& id) {
+  if (id.empty() || id.size() > 200 || id == "." || id == "..") {
+    return false;
+  }
+  for (char c : id) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '-' || c == '_' || c == '.';
+    if (!ok) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Field 22 of /proc/PID/stat (start time in clock ticks since boot): with the pid it names
+// one process for the life of the machine. 0 when the process does not exist.
+uint64_t ProcessStartTime(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto close_paren = content.rfind(')');
+  if (close_paren == std::string::npos) {
+    return 0;
+  }
+  std::istringstream fields(content.substr(close_paren + 2));
+  std::string field;
+  // After "pid (comm) ": state is field 3, starttime is field 22.
+  for (int i = 3; i <= 22; ++i) {
+    if (!(fields >> field)) {
+      return 0;
+    }
+    if (i == 3 && (field == "Z" || field == "X")) {
+      return 0;  // exited, not yet reaped
+    }
+  }
+  return std::strtoull(field.c_str(), nullptr, 10);
+}
+
+std::map<std::string, std::string> ReadKeyValues(const std::string& path) {
+  std::map<std::string, std::string> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto eq = line.find('=');
+    if (eq != std::string::npos) {
+      out[line.substr(0, eq)] = line.substr(eq + 1);
+    }
+  }
+  return out;
+}
+
+constexpr const char* kStateFile = "agent-task.state";
+
+std::string HostnameOrEmpty() {
+  char buf[256] = {0};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) {
+    return "";
+  }
+  return buf;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> TaskEnvironment(const StartTask& task,
+                                                   const std::string& config_file,
+                                                   const std::string& task_dir,
+                                                   const std::string& agent_id,
+                                                   const std::string& default_master) {
+  std::map<std::string, std::string> env(task.env().begin(), task.env().end());
+  std::string hparams_json = "{}";
+  if (task.has_hparams()) {
+    google::protobuf::util::JsonPrintOptions json_options;
+    json_options.preserve_proto_field_names = true;
+    std::string json;
+    if (google::protobuf::util::MessageToJsonString(task.hparams(), &json, json_options).ok()) {
+      hparams_json = json;
+    }
+  }
+  env["SF_MASTER_ADDRESS"] = task.master_address().empty() ? default_master : task.master_address();
+  env["SF_TASK_ID"] = task.task_id();
+  env["SF_TRIAL_ID"] = std::to_string(task.trial_id());
+  env["SF_EXPERIMENT_ID"] = std::to_string(task.experiment_id());
+  env["SF_RANK"] = std::to_string(task.rank());
+  env["SF_WORLD_SIZE"] = std::to_string(task.world_size());
+  env["SF_RESTART"] = std::to_string(task.restart());
+  env["SF_CHECKPOINT_DIR"] = task.checkpoint_dir();
+  env["SF_RESTORE_CHECKPOINT"] = task.restore_checkpoint();
+  env["SF_CONFIG_FILE"] = config_file;
+  env["SF_HPARAMS"] = hparams_json;
+  env["SF_SLOT_IDS"] = Join(task.slot_ids());
+  env["SF_AGENT_ID"] = agent_id;
+  env["SF_TASK_DIR"] = task_dir;
+  std::string cuda;
+  for (const auto& slot : task.slot_ids()) {
+    int ordinal = CudaOrdinalOfSlot(slot);
+    if (ordinal < 0) {
+      continue;
+    }
+    if (!cuda.empty()) {
+      cuda += ',';
+    }
+    cuda += std::to_string(ordinal);
+  }
+  if (!cuda.empty()) {
+    env["CUDA_VISIBLE_DEVICES"] = cuda;
+  }
+  return env;
+}
+
+Agent::Agent(Options options) : options_(std::move(options)), outbox_(options_.outbox) {
+  if (options_.link.target.empty()) {
+    options_.link.target = options_.config.master;
+  }
+  ProcessSupervisor::Callbacks callbacks;
+  callbacks.on_line = [this](const OutputLine& line) { OnLine(line); };
+  callbacks.on_exit = [this](const ProcessExit& exit) { OnExit(exit); };
+  supervisor_ = std::make_unique<ProcessSupervisor>(std::move(callbacks), options_.supervisor);
+  link_ = std::make_unique<MasterLink>(options_.link, this, &outbox_);
+}
+
+Agent::~Agent() { Shutdown(); }
+
+std::string Agent::TaskDir(const std::string& task_id) const {
+  return (fs::path(options_.config.work_dir) / "tasks" / task_id).string();
+}
+
+void Agent::WriteStateFile(const std::string& task_id, const RunningProcess* position) {
+  std::string content;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = tasks_.find(task_id);
+    if (it == tasks_.end()) {
+      return;
+    }
+    const auto& info = it->second.info;
+    content = "task_id=" + info.task_id() + "\npid=" + std::to_string(info.pid()) +
+              "\nstart_time=" + std::to_string(it->second.start_time) +
+              "\ntrial_id=" + std::to_string(info.trial_id()) +
+              "\nrank=" + std::to_string(info.rank()) + "\nslots=" + Join(info.slot_ids()) + "\n";
+  }
+  if (position) {
+    content += "stdout_offset=" + std::to_string(position->stdout_offset) +
+               "\nstderr_offset=" + std::to_string(position->stderr_offset) + "\n";
+  }
+  std::string path = TaskDir(task_id) + "/" + kStateFile;
+  {
+    std::ofstream out(path + ".tmp", std::ios::trunc);
+    out << content;
+  }
+  std::error_code ec;
+  fs::rename(path + ".tmp", path, ec);
+  if (ec) {
+    LogEvent(LogLevel::kWarn, "agent", "state_file_not_written",
+             {{"task", task_id}, {"path", path}, {"error", ec.message()}});
+  }
+}
+
+void Agent::AdoptSurvivors() {
+  std::error_code ec;
+  fs::directory_iterator dirs(fs::path(options_.config.work_dir) / "tasks", ec);
+  if (ec) {
+    return;
+  }
+  std::set<std::string> known_slots;
+  for (const auto& slot : options_.slots) {
+    known_slots.insert(slot.id());
+  }
+  for (const auto& entry : dirs) {
+    fs::path state_path = entry.path() / kStateFile;
+    if (!fs::exists(state_path, ec)) {
+      continue;
+    }
+    auto kv = ReadKeyValues(state_path.string());
+    std::string task_id = kv["task_id"];
+    pid_t pid = static_cast<pid_t>(std::strtol(kv["pid"].c_str(), nullptr, 10));
+    uint64_t start_time = std::strtoull(kv["start_time"].c_str(), nullptr, 10);
+    StartTask start;
+    start.set_task_id(task_id);
+    start.set_trial_id(std::strtoll(kv["trial_id"].c_str(), nullptr, 10));
+    start.set_rank(static_cast<int32_t>(std::strtol(kv["rank"].c_str(), nullptr, 10)));
+    if (task_id.empty() || task_id != entry.path().filename().string() || pid <= 0) {
+      fs::remove(state_path, ec);
+      continue;
+    }
+    bool alive = start_time != 0 && ProcessStartTime(pid) == start_time;
+    Status adopted = Status::Ok();
+    if (alive) {
+      Task task;
+      task.info.set_task_id(task_id);
+      task.info.set_trial_id(start.trial_id());
+      task.info.set_rank(start.rank());
+      task.info.set_pid(pid);
+      std::stringstream slots(kv["slots"]);
+      std::string slot;
+      while (std::getline(slots, slot, ',')) {
+        if (!slot.empty()) {
+          task.info.add_slot_ids(slot);
+        }
+      }
+      task.start_time = start_time;
+      task.started_reported = true;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        tasks_[task_id] = task;
+      }
+      AdoptSpec spec;
+      spec.task_id = task_id;
+      spec.pid = pid;
+      spec.stdout_path = (entry.path() / "stdout.log").string();
+      spec.stderr_path = (entry.path() / "stderr.log").string();
+      if (kv.count("stdout_offset")) {
+        spec.stdout_offset = std::strtoll(kv["stdout_offset"].c_str(), nullptr, 10);
+        spec.stderr_offset = std::strtoll(kv["stderr_offset"].c_str(), nullptr, 10);
+      }
+      adopted = supervisor_->Adopt(spec);
+      if (adopted.ok()) {
+        LogEvent(LogLevel::kInfo, "agent", "task_adopted",
+                 {{"task", task_id},
+                  {"trial", std::to_string(start.trial_id())},
+                  {"pid", std::to_string(pid)},
+                  {"resume_output", kv.count("stdout_offset") ? "at_last_position" : "at_end"}});
+        continue;
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      tasks_.erase(task_id);
+    }
+    // Gone while no agent watched it (or can't be watched): report the exit now.
+    std::string why = alive ? "cannot adopt: " + adopted.message()
+                            : "exited while the agent was not running; exit status unknown";
+    LogEvent(LogLevel::kInfo, "agent", "task_lost_while_agent_down",
+             {{"task", task_id}, {"pid", std::to_string(pid)}, {"reason", why}});
+    ReportState(start, TaskStateChange::STATE_EXITED, -1, why);
+    fs::remove(state_path, ec);
+  }
+}
+
+Status Agent::Start() {
+  std::error_code ec;
+  fs::create_directories(fs::path(options_.config.work_dir) / "tasks", ec);
+  if (ec) {
+    return Internal("cannot create work dir " + options_.config.work_dir + ": " + ec.message());
+  }
+  std::string slot_ids;
+  for (const auto& slot : options_.slots) {
+    slot_ids += (slot_ids.empty() ? "" : ",") + slot.id();
+  }
+  LogEvent(LogLevel::kInfo, "agent", "starting",
+           {{"agent_id", options_.config.agent_id},
+            {"master", options_.link.target},
+            {"resource_pool", options_.config.resource_pool},
+            {"slots", slot_ids},
+            {"trainer", options_.config.trainer},
+            {"work_dir", options_.config.work_dir}});
+  AdoptSurvivors();
+  link_->Start();
+  return Status::Ok();
+}
+
+void Agent::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shut_down_) {
+      return;
+    }
+    shut_down_ = true;
+    accepting_ = false;
+  }
+  {
+    // A StartTask accepted just before this point finishes spawning first, so that every
+    // trainer is either killed below or recorded for the next agent.
+    std::unique_lock<std::mutex> lock(mu_);
+    started_cv_.wait(lock, [&] { return starts_in_flight_ == 0; });
+  }
+  auto running = supervisor_->Running();
+  if (options_.config.kill_tasks_on_exit && !running.empty()) {
+    auto grace = std::chrono::milliseconds(options_.config.kill_grace_ms);
+    LogEvent(
+        LogLevel::kInfo, "agent", "killing_tasks_on_exit",
+        {{"tasks", std::to_string(running.size())}, {"grace_ms", std::to_string(grace.count())}});
+    supervisor_->KillAll(grace);
+    supervisor_->WaitUntilIdle(grace + std::chrono::seconds(5));
+  } else if (!running.empty()) {
+    LogEvent(LogLevel::kInfo, "agent", "leaving_tasks_running",
+             {{"tasks", std::to_string(running.size())}});
+  }
+  // Stop reading output, then remember for each trainer left running how far its output was
+  // read, so the next agent on this work dir resumes there.
+  supervisor_->Detach();
+  for (const RunningProcess& p : supervisor_->Running()) {
+    WriteStateFile(p.task_id, &p);
+  }
+  link_->Stop();
+  LogEvent(LogLevel::kInfo, "agent", "stopped", {{"agent_id", options_.config.agent_id}});
+}
+
+std::vector<steadfast::v1::RunningTask> Agent::RunningTasks() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<steadfast::v1::RunningTask> out;
+  for (const auto& [id, task] : tasks_) {
+    out.push_back(task.info);
+  }
+  return out;
+}
+
+steadfast::v1::RegisterAgent Agent::MakeRegistration() {
+  steadfast::v1::RegisterAgent reg;
+  reg.set_agent_id(options_.config.agent_id);
+  reg.set_hostname(HostnameOrEmpty());
+  reg.set_resource_pool(options_.config.resource_pool);
+  reg.set_version(SF_VERSION);
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<std::string, int64_t> busy;
+  for (const auto& [id, task] : tasks_) {
+    *reg.add_running_tasks() = task.info;
+    for (const auto& slot : task.info.slot_ids()) {
+      busy[slot] = task.info.trial_id();
+    }
+  }
+  for (const auto& slot : options_.slots) {
+    auto* s = reg.add_slots();
+    *s = slot;
+    if (auto it = busy.find(slot.id()); it != busy.end()) {
+      s->set_trial_id(it->second);
+    }
+  }
+  return reg;
+}
+
+void Agent::OnMasterMessage(const MasterMessage& message) {
+  if (message.has_start_task()) {
+    HandleStart(message.start_task());
+  } else if (message.has_kill_task()) {
+    HandleKill(message.kill_task());
+  } else {
+    LogEvent(LogLevel::kDebug, "agent", "ignored_master_message",
+             {{"type", std::to_string(static_cast<int>(message.body_case()))}});
+  }
+}
+
+void Agent::ReportState(const StartTask& start, TaskStateChange::State state, int exit_code,
+                        const std::string& message) {
+  TaskStateChange change;
+  change.set_task_id(start.task_id());
+  change.set_trial_id(start.trial_id());
+  change.set_rank(start.rank());
+  change.set_state(state);
+  change.set_exit_code(exit_code);
+  change.set_message(message);
+  outbox_.PushState(std::move(change));
+}
+
+void Agent::HandleStart(const StartTask& start) {
+  auto fail = [&](const std::string& why) {
+    LogEvent(
+        LogLevel::kWarn, "agent", "task_failed_to_start",
+        {{"task", start.task_id()}, {"trial", std::to_string(start.trial_id())}, {"reason", why}});
+    ReportState(start, TaskStateChange::STATE_FAILED_TO_START, 0, why);
+  };
+  if (!ValidTaskId(start.task_id())) {
+    fail("invalid task id '" + start.task_id() + "' (use letters, digits, '-', '_', '.')");
+    return;
+  }
+  std::vector<std::string> slot_ids(start.slot_ids().begin(), start.slot_ids().end());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!accepting_) {
+      fail("agent is shutting down");
+      return;
+    }
+    if (auto it = tasks_.find(start.task_id()); it != tasks_.end()) {
+      // A repeated StartTask (e.g. resent after a reconnect): the task already runs.
+      LogEvent(LogLevel::kInfo, "agent", "task_already_running", {{"task", start.task_id()}});
+      ReportState(start, TaskStateChange::STATE_STARTED, 0, "already running");
+      return;
+    }
+    std::set<std::string> known;
+    for (const auto& slot : options_.slots) {
+      known.insert(slot.id());
+    }
+    for (const auto& id : slot_ids) {
+      if (!known.count(id)) {
+        fail("unknown slot '" + id + "'");
+        return;
+      }
+      for (const auto& [other_id, task] : tasks_) {
+        for (const auto& used : task.info.slot_ids()) {
+          if (used == id) {
+            fail("slot " + id + " is in use by task " + other_id);
+            return;
+          }
+        }
+      }
+    }
+    // Reserve the slots now, so two StartTasks can't both take them.
+    Task task;
+    task.info.set_task_id(start.task_id());
+    task.info.set_trial_id(start.trial_id());
+    task.info.set_rank(start.rank());
+    for (const auto& id : slot_ids) {
+      task.info.add_slot_ids(id);
+    }
+    tasks_[start.task_id()] = std::move(task);
+    ++starts_in_flight_;
+  }
+  struct InFlight {
+    Agent* agent;
+    ~InFlight() {
+      {
+        std::lock_guard<std::mutex> lock(agent->mu_);
+        --agent->starts_in_flight_;
+      }
+      agent->started_cv_.notify_all();
+    }
+  } in_flight{this};
+  auto unreserve = [&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    tasks_.erase(start.task_id());
+  };
+
+  fs::path task_dir = fs::path(options_.config.work_dir) / "tasks" / start.task_id();
+  std::error_code ec;
+  fs::create_directories(task_dir, ec);
+  if (ec) {
+    unreserve();
+    fail("cannot create task directory " + task_dir.string() + ": " + ec.message());
+    return;
+  }
+  fs::path config_file = task_dir / "experiment.yaml";
+  {
+    std::ofstream out(config_file, std::ios::binary | std::ios::trunc);
+    out << start.config_yaml();
+    out.close();
+    if (!out) {
+      unreserve();
+      fail("cannot write " + config_file.string());
+      return;
+    }
+  }
+  ProcessSpec spec;
+  spec.task_id = start.task_id();
+  spec.argv = {options_.config.trainer, "cluster"};
+  spec.env = TaskEnvironment(start, config_file.string(), task_dir.string(),
+                             options_.config.agent_id, options_.config.master);
+  spec.working_dir = task_dir.string();
+  spec.stdout_path = (task_dir / "stdout.log").string();
+  spec.stderr_path = (task_dir / "stderr.log").string();
+  Result<pid_t> pid = supervisor_->Start(spec);
+  if (!pid.ok()) {
+    unreserve();
+    fail(pid.status().message());
+    return;
+  }
+  uint64_t start_time = ProcessStartTime(*pid);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = tasks_.find(start.task_id()); it != tasks_.end()) {
+      it->second.info.set_pid(*pid);
+      it->second.start_time = start_time;
+    }
+  }
+  WriteStateFile(start.task_id(), nullptr);
+  LogEvent(LogLevel::kInfo, "agent", "task_started",
+           {{"task", start.task_id()},
+            {"trial", std::to_string(start.trial_id())},
+            {"rank", std::to_string(start.rank())},
+            {"pid", std::to_string(*pid)},
+            {"slots", Join(start.slot_ids())}});
+  ReportState(start, TaskStateChange::STATE_STARTED, 0, "pid " + std::to_string(*pid));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = tasks_.find(start.task_id()); it != tasks_.end()) {
+      it->second.started_reported = true;
+    }
+  }
+  started_cv_.notify_all();
+}
+
+void Agent::HandleKill(const steadfast::v1::KillTask& kill) {
+  auto grace = std::chrono::milliseconds(std::max(0, kill.grace_period_ms()));
+  Status st = supervisor_->Kill(kill.task_id(), grace);
+  if (!st.ok()) {
+    LogEvent(LogLevel::kWarn, "agent", "kill_unknown_task",
+             {{"task", kill.task_id()}, {"error", st.message()}});
+  }
+}
+
+void Agent::OnLine(const OutputLine& line) {
+  steadfast::v1::LogLine out;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = tasks_.find(line.task_id);
+    if (it == tasks_.end()) {
+      return;
+    }
+    out.set_trial_id(it->second.info.trial_id());
+    out.set_rank(it->second.info.rank());
+  }
+  out.set_stream(OutputStreamName(line.stream));
+  out.set_message(line.text);
+  out.set_agent_id(options_.config.agent_id);
+  *out.mutable_time() = google::protobuf::util::TimeUtil::NanosecondsToTimestamp(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(line.time.time_since_epoch()).count());
+  outbox_.PushLog(std::move(out));
+}
+
+void Agent::OnExit(const ProcessExit& exit) {
+  StartTask start;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    auto it = tasks_.find(exit.task_id);
+    if (it == tasks_.end()) {
+      return;
+    }
+    // A process that exits at once can be reaped before HandleStart queued STARTED: wait for
+    // it (HandleStart is between Start() and ReportState, a few microseconds).
+    started_cv_.wait(lock, [&] {
+      auto t = tasks_.find(exit.task_id);
+      return t == tasks_.end() || t->second.started_reported;
+    });
+    it = tasks_.find(exit.task_id);
+    if (it == tasks_.end()) {
+      return;
+    }
+    start.set_task_id(exit.task_id);
+    start.set_trial_id(it->second.info.trial_id());
+    start.set_rank(it->second.info.rank());
+    tasks_.erase(it);
+  }
+  std::error_code ec;
+  fs::remove(fs::path(TaskDir(exit.task_id)) / kStateFile, ec);
+  std::string message =
+      exit.adopted           ? std::string("exit status unknown (adopted after an agent restart)")
+      : exit.exit_code > 128 ? "killed by signal " + std::to_string(exit.exit_code - 128)
+                             : "exit status " + std::to_string(exit.exit_code);
+  if (exit.kill_requested) {
+    message += " (kill requested)";
+  }
+  LogEvent(LogLevel::kInfo, "agent", "task_exited",
+           {{"task", exit.task_id},
+            {"trial", std::to_string(start.trial_id())},
+            {"exit_code", std::to_string(exit.exit_code)}});
+  ReportState(start, TaskStateChange::STATE_EXITED, exit.exit_code, message);
+}
+
+}  // namespace sf::agent

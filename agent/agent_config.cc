@@ -1,0 +1,289 @@
+#include "agent/agent_config.h"
+
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+
+#include "agent/logger.h"
+
+namespace sf::agent {
+namespace fs = std::filesystem;
+
+Result<SlotSpec> ParseSlotSpec(const std::string& text) {
+  SlotSpec spec;
+  if (text == "auto") {
+    return spec;
+  }
+  if (text.rfind("cpu:", 0) == 0) {
+    std::string number = text.substr(4);
+    char* end = nullptr;
+    int64_t n = number.empty() ? 0 : std::strtoll(number.c_str(), &end, 10);
+    if (!number.empty() && end && *end == '\0' && n >= 1 && n <= 4096) {
+      spec.auto_detect = false;
+      spec.cpu_slots = static_cast<int>(n);
+      return spec;
+    }
+  }
+  return InvalidArgument("'" + text + "' is not auto or cpu:N with N >= 1");
+}
+
+EnvLookup ProcessEnv() {
+  return [](const std::string& name) -> std::optional<std::string> {
+    const char* v = std::getenv(name.c_str());
+    if (!v) {
+      return std::nullopt;
+    }
+    return std::string(v);
+  };
+}
+
+std::string SelfExecutablePath() {
+  std::error_code ec;
+  fs::path p = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string() : p.string();
+}
+
+std::string UsageText() {
+  return R"(usage: sf-agent [flags]
+
+Runs Steadfast trainer processes on this machine for the master.
+
+  --config FILE           YAML file with any of the settings below (snake_case keys)
+  --master HOST:PORT      the master's gRPC address (env SF_MASTER; default 127.0.0.1:8090)
+  --agent-id ID           this agent's id (default: the hostname)
+  --resource-pool NAME    resource pool to join (default: default)
+  --slots auto|cpu:N      auto: CUDA devices if any, else 1 CPU slot; cpu:N: N CPU slots
+  --trainer PATH          trainer executable (default: sf-trainer next to sf-agent)
+  --work-dir DIR          per-task directories (default: /tmp/steadfast-agent-<agent-id>)
+  --log-level LEVEL       debug | info | warn | error (default: info)
+  --kill-tasks-on-exit    kill running trainers when the agent stops (default: leave them)
+  --kill-grace-ms MS      SIGTERM-to-SIGKILL grace for those kills (default: 10000)
+  --help                  this text
+  --version               the version
+
+Precedence: flags > environment > config file > defaults.
+)";
+}
+
+namespace {
+
+Status ApplySetting(const std::string& key, const std::string& value, const std::string& where,
+                    AgentConfig* config) {
+  auto fail = [&](const std::string& why) { return InvalidArgument(where + ": " + why); };
+  if (key == "master") {
+    if (value.empty()) {
+      return fail("must not be empty");
+    }
+    config->master = value;
+  } else if (key == "agent_id") {
+    if (value.empty() || value.find('/') != std::string::npos ||
+        value.find(' ') != std::string::npos) {
+      return fail("'" + value + "' is not a valid agent id (non-empty, no '/' or spaces)");
+    }
+    config->agent_id = value;
+  } else if (key == "resource_pool") {
+    if (value.empty()) {
+      return fail("must not be empty");
+    }
+    config->resource_pool = value;
+  } else if (key == "slots") {
+    auto spec = ParseSlotSpec(value);
+    if (!spec.ok()) {
+      return fail(spec.status().message());
+    }
+    config->slots = *spec;
+    config->slots_text = value;
+  } else if (key == "trainer") {
+    if (value.empty()) {
+      return fail("must not be empty");
+    }
+    config->trainer = value;
+  } else if (key == "work_dir") {
+    if (value.empty()) {
+      return fail("must not be empty");
+    }
+    config->work_dir = value;
+  } else if (key == "log_level") {
+    auto level = ParseLogLevel(value);
+    if (!level.ok()) {
+      return fail(level.status().message());
+    }
+    config->log_level = value;
+  } else if (key == "kill_tasks_on_exit") {
+    if (value == "true" || value == "1" || value == "yes") {
+      config->kill_tasks_on_exit = true;
+    } else if (value == "false" || value == "0" || value == "no") {
+      config->kill_tasks_on_exit = false;
+    } else {
+      return fail("'" + value + "' is not true or false");
+    }
+  } else if (key == "kill_grace_ms") {
+    char* end = nullptr;
+    int64_t ms = std::strtoll(value.c_str(), &end, 10);
+    if (value.empty() || *end != '\0' || ms < 0 || ms > 3600000) {
+      return fail("'" + value + "' is not a number of milliseconds in [0, 3600000]");
+    }
+    config->kill_grace_ms = static_cast<int>(ms);
+  } else {
+    return InvalidArgument(where + ": unknown setting");
+  }
+  return Status::Ok();
+}
+
+std::string FlagToKey(const std::string& flag) {
+  std::string key = flag.substr(2);
+  for (char& c : key) {
+    if (c == '-') {
+      c = '_';
+    }
+  }
+  return key;
+}
+
+std::string Hostname() {
+  char buf[256] = {0};
+  if (gethostname(buf, sizeof(buf) - 1) != 0 || buf[0] == '\0') {
+    return "localhost";
+  }
+  return buf;
+}
+
+}  // namespace
+
+Status LoadConfigFile(const std::string& path, AgentConfig* config) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::BadFile&) {
+    return NotFound(path + ": cannot read the config file");
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(path + ": line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
+  }
+  if (root.IsNull()) {
+    return Status::Ok();
+  }
+  if (!root.IsMap()) {
+    return InvalidArgument(path + ": expected a mapping of settings");
+  }
+  for (const auto& item : root) {
+    std::string key = item.first.as<std::string>("");
+    std::string where = path + ": " + key;
+    const YAML::Node& node = item.second;
+    std::string value;
+    if (key == "slots" && node.IsMap()) {
+      // Also accept `slots: {cpu: 2}`.
+      if (node.size() != 1 || !node["cpu"]) {
+        return InvalidArgument(where + ": expected auto, cpu:N or {cpu: N}");
+      }
+      value = "cpu:" + node["cpu"].as<std::string>("");
+    } else if (node.IsScalar()) {
+      value = node.as<std::string>();
+    } else {
+      return InvalidArgument(where + ": expected a single value");
+    }
+    Status st = ApplySetting(key, value, where, config);
+    if (!st.ok()) {
+      if (st.message() == where + ": unknown setting") {
+        return InvalidArgument(path + ": unknown key '" + key + "'");
+      }
+      return st;
+    }
+  }
+  return Status::Ok();
+}
+
+Result<ParsedCommandLine> ParseCommandLine(const std::vector<std::string>& argv,
+                                           const EnvLookup& env, const std::string& self_exe) {
+  ParsedCommandLine parsed;
+  // Pass 1: split flags into (name, value) pairs; find --config and the actions.
+  std::vector<std::pair<std::string, std::string>> flags;
+  std::string config_file;
+  for (size_t i = 1; i < argv.size(); ++i) {
+    const std::string& arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      parsed.action = CommandLineAction::kHelp;
+      return parsed;
+    }
+    if (arg == "--version") {
+      parsed.action = CommandLineAction::kVersion;
+      return parsed;
+    }
+    if (arg.rfind("--", 0) != 0 || arg.size() == 2) {
+      return InvalidArgument("unexpected argument '" + arg + "' (see --help)");
+    }
+    std::string name = arg;
+    std::string value;
+    bool has_value = false;
+    if (auto eq = arg.find('='); eq != std::string::npos) {
+      name = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+      has_value = true;
+    }
+    if (name == "--kill-tasks-on-exit") {
+      flags.emplace_back(name, has_value ? value : "true");
+      continue;
+    }
+    static const char* kValued[] = {"--config",        "--master",    "--agent-id",
+                                    "--resource-pool", "--slots",     "--trainer",
+                                    "--work-dir",      "--log-level", "--kill-grace-ms"};
+    bool known = false;
+    for (const char* k : kValued) {
+      known = known || name == k;
+    }
+    if (!known) {
+      return InvalidArgument("unknown flag '" + name + "' (see --help)");
+    }
+    if (!has_value) {
+      if (i + 1 >= argv.size()) {
+        return InvalidArgument(name + ": needs a value");
+      }
+      value = argv[++i];
+    }
+    if (name == "--config") {
+      config_file = value;
+    } else {
+      flags.emplace_back(name, value);
+    }
+  }
+
+  AgentConfig& config = parsed.config;
+  if (!config_file.empty()) {
+    SF_RETURN_IF_ERROR(LoadConfigFile(config_file, &config));
+  }
+  if (auto master = env("SF_MASTER"); master && !master->empty()) {
+    SF_RETURN_IF_ERROR(ApplySetting("master", *master, "SF_MASTER", &config));
+  }
+  for (const auto& [name, value] : flags) {
+    SF_RETURN_IF_ERROR(ApplySetting(FlagToKey(name), value, name, &config));
+  }
+
+  // Defaults that depend on the machine.
+  if (config.agent_id.empty()) {
+    config.agent_id = Hostname();
+  }
+  if (config.work_dir.empty()) {
+    config.work_dir = "/tmp/steadfast-agent-" + config.agent_id;
+  }
+  if (config.trainer.empty()) {
+    fs::path beside = fs::path(self_exe).parent_path() / "sf-trainer";
+    std::error_code ec;
+    if (!self_exe.empty() && fs::exists(beside, ec)) {
+      config.trainer = beside.string();
+    } else {
+      config.trainer = "sf-trainer";  // looked up on PATH at spawn time
+    }
+  }
+  // Tasks run in their own directories: paths must not depend on the agent's cwd.
+  std::error_code ec;
+  config.work_dir = fs::absolute(config.work_dir, ec).lexically_normal().string();
+  if (config.trainer.find('/') != std::string::npos) {
+    config.trainer = fs::absolute(config.trainer, ec).lexically_normal().string();
+  }
+  return parsed;
+}
+
+}  // namespace sf::agent

@@ -1,0 +1,78 @@
+// sf-agent's configuration: defaults < YAML file (--config FILE) < environment (SF_MASTER)
+// < command-line flags. Parsed once, validated, then passed around by value.
+//
+// Flags (each also accepted as --flag=value):
+//   --config FILE           YAML file with any of the keys below (snake_case)
+//   --master HOST:PORT      the master's gRPC address (key `master`; env SF_MASTER);
+//                           default 127.0.0.1:8090
+//   --agent-id ID           default: the hostname                       (key `agent_id`)
+//   --resource-pool NAME    default "default"                           (key `resource_pool`)
+//   --slots auto|cpu:N      default auto                                (key `slots`)
+//   --trainer PATH          default: sf-trainer next to the sf-agent binary (key `trainer`)
+//   --work-dir DIR          default /tmp/steadfast-agent-<agent-id>     (key `work_dir`)
+//   --log-level LEVEL       debug|info|warn|error, default info         (key `log_level`)
+//   --kill-tasks-on-exit    kill trainers when the agent stops           (key `kill_tasks_on_exit`)
+//   --kill-grace-ms MS      grace for those kills, default 10000          (key `kill_grace_ms`)
+//   --help, --version
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace sf::agent {
+
+// How the agent's slots are chosen.
+struct SlotSpec {
+  bool auto_detect = true;  // `auto`: CUDA devices if any, else one CPU slot
+  int cpu_slots = 0;        // `cpu:N` (auto_detect false)
+};
+
+// "auto" or "cpu:N" (N >= 1).
+Result<SlotSpec> ParseSlotSpec(const std::string& text);
+
+struct AgentConfig {
+  std::string master = "127.0.0.1:8090";
+  std::string agent_id;  // filled with the hostname when not given
+  std::string resource_pool = "default";
+  SlotSpec slots;
+  std::string slots_text = "auto";
+  std::string trainer;   // filled by ResolveDefaults when not given
+  std::string work_dir;  // filled by ResolveDefaults when not given
+  std::string log_level = "info";
+  bool kill_tasks_on_exit = false;
+  int kill_grace_ms = 10000;
+};
+
+// What the command line asked for besides a configuration.
+enum class CommandLineAction { kRun, kHelp, kVersion };
+
+struct ParsedCommandLine {
+  CommandLineAction action = CommandLineAction::kRun;
+  AgentConfig config;
+};
+
+// Reads an environment variable; returns nullopt when unset. Injected so tests need not touch
+// the process environment.
+using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
+EnvLookup ProcessEnv();
+
+// Parses argv (argv[0] is the program) plus the optional config file and environment, and
+// fills the defaults (hostname, trainer next to `self_exe`, work dir). Errors name the flag
+// or the config key ("--slots: 'gpu:2' is not auto or cpu:N", "agent.yaml: unknown key 'mastr'").
+Result<ParsedCommandLine> ParseCommandLine(const std::vector<std::string>& argv,
+                                           const EnvLookup& env, const std::string& self_exe);
+
+// Loads a YAML config file over `config` (keys as above).
+Status LoadConfigFile(const std::string& path, AgentConfig* config);
+
+// The --help text.
+std::string UsageText();
+
+// The running binary's path (/proc/self/exe), or "" when unknown.
+std::string SelfExecutablePath();
+
+}  // namespace sf::agent

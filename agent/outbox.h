@@ -1,0 +1,92 @@
+// The agent's outgoing queue toward the master: task state changes and log lines, in the
+// order they happened, kept while the master is unreachable and sent once it is back.
+//
+// Log lines are batched: a LogBatch goes out when 500 lines (or 1 MiB of text) are waiting,
+// when the oldest waiting line is 200 ms old, or at once when a state change is queued behind
+// them (so a task's last lines always reach the master before its EXITED). A batch never
+// holds more than 500 lines or 1 MiB of text, well under gRPC's default 4 MiB message limit. State
+// changes go out one per message, in order, and are never dropped.
+//
+// Bounded: at most `max_log_lines` lines (default 100k) and `max_log_bytes` of text (default
+// 256 MiB) are held. Beyond that the oldest line is dropped; the next batch then starts, per task,
+// with one line (stream "stderr") saying how many lines of that task were dropped, and the agent
+// log gets a warning.
+//
+// Thread-safe: any thread may push; one consumer (the link's writer) takes.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <utility>
+
+#include "steadfast/v1/agent_link.pb.h"
+
+namespace sf::agent {
+
+class Outbox {
+ public:
+  struct Options {
+    size_t max_log_lines = 100000;
+    size_t max_log_bytes = 256u << 20;
+    size_t max_batch_lines = 500;
+    size_t max_batch_bytes = 1u << 20;
+    std::chrono::milliseconds max_batch_delay{200};
+  };
+
+  explicit Outbox(Options options);
+  Outbox() : Outbox(Options{}) {}
+  Outbox(const Outbox&) = delete;
+  Outbox& operator=(const Outbox&) = delete;
+
+  void PushLog(steadfast::v1::LogLine line);
+  void PushState(steadfast::v1::TaskStateChange change);
+
+  // Puts a message taken by Take() back at the front (its write failed), ahead of everything
+  // queued since. Log lines put back count against the bound like any other.
+  void PutBack(const steadfast::v1::AgentMessage& message);
+
+  // The next message that is ready to go (see the batching rule), waiting for one until
+  // `deadline`. `flush` sends waiting log lines without waiting for their batch to fill.
+  // Returns nullopt at the deadline, or early when Wake() is called.
+  std::optional<steadfast::v1::AgentMessage> Take(std::chrono::steady_clock::time_point deadline,
+                                                  bool flush = false);
+
+  // Makes a waiting Take() return (nullopt if nothing is ready).
+  void Wake();
+
+  bool empty() const;
+  size_t log_lines() const;
+  // Log lines dropped since the outbox was created.
+  uint64_t dropped_lines() const;
+
+ private:
+  struct Entry {
+    std::chrono::steady_clock::time_point queued;
+    bool is_state = false;
+    steadfast::v1::LogLine line;
+    steadfast::v1::TaskStateChange state;
+  };
+  std::optional<steadfast::v1::AgentMessage> TakeReadyLocked(
+      std::chrono::steady_clock::time_point now, bool flush,
+      std::chrono::steady_clock::time_point* ready_at);
+  void DropOldestLineLocked();
+
+  Options options_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Entry> entries_;
+  size_t log_lines_ = 0;
+  size_t log_bytes_ = 0;
+  uint64_t dropped_total_ = 0;
+  uint64_t wake_generation_ = 0;
+  // Lines dropped and not yet announced, per (trial, rank).
+  std::map<std::pair<int64_t, int32_t>, uint64_t> dropped_;
+  std::map<std::pair<int64_t, int32_t>, std::string> dropped_agent_id_;
+};
+
+}  // namespace sf::agent

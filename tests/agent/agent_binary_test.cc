@@ -1,0 +1,174 @@
+// The sf-agent binary as a real process against a test-side AgentLink server.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <regex>
+#include <sstream>
+
+#include "common/subprocess.h"
+#include "tests/agent/process_helpers.h"
+#include "tests/agent/test_master.h"
+#include "tests/support/testing.h"
+
+extern char** environ;
+
+namespace sf::agent {
+namespace {
+
+using namespace std::chrono_literals;
+using agent::testing::ProcessAlive;
+using agent::testing::ReadFile;
+using agent::testing::ReadPidFile;
+using agent::testing::TestMaster;
+using agent::testing::WaitUntilDead;
+using agent::testing::WriteScript;
+using steadfast::v1::MasterMessage;
+using steadfast::v1::TaskStateChange;
+
+// sf-agent started with posix_spawn, its stderr in a file.
+class AgentProcess {
+ public:
+  AgentProcess(const std::vector<std::string>& args, const std::string& stderr_path) {
+    std::vector<std::string> argv = {SF_AGENT_PATH};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::vector<char*> c_argv;
+    for (auto& a : argv) c_argv.push_back(a.data());
+    c_argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 2, stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                     0644);
+    int rc = posix_spawn(&pid_, c_argv[0], &actions, nullptr, c_argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (rc != 0) {
+      ADD_FAILURE() << "cannot start " << SF_AGENT_PATH << ": " << strerror(rc);
+      pid_ = 0;
+    }
+  }
+  ~AgentProcess() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  pid_t pid() const { return pid_; }
+  // Sends `signal` and waits for the exit; returns the exit status, or -1 on timeout.
+  int SignalAndWait(int signal, std::chrono::milliseconds timeout) {
+    kill(pid_, signal);
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = 0;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    return -1;
+  }
+
+ private:
+  pid_t pid_ = 0;
+};
+
+class AgentBinaryTest : public ::testing::Test {
+ protected:
+  std::vector<std::string> Args(const std::string& trainer_body) {
+    return {"--master",   master_.address(),
+            "--slots",    "cpu:1",
+            "--agent-id", "binary-agent",
+            "--trainer",  WriteScript(dir_.path(), "trainer.sh", trainer_body),
+            "--work-dir", dir_.path() + "/work"};
+  }
+  MasterMessage StartTask(const std::string& task_id, int64_t trial_id) {
+    MasterMessage message;
+    message.mutable_start_task()->set_task_id(task_id);
+    message.mutable_start_task()->set_trial_id(trial_id);
+    message.mutable_start_task()->add_slot_ids("cpu0");
+    return message;
+  }
+  sf::testing::TempDir dir_;
+  TestMaster master_;
+};
+
+TEST_F(AgentBinaryTest, HelpAndBadFlags) {
+  auto help = RunCommand({SF_AGENT_PATH, "--help"});
+  ASSERT_TRUE(help.ok());
+  EXPECT_EQ(help->exit_code, 0);
+  EXPECT_NE(help->output.find("--master HOST:PORT"), std::string::npos);
+  auto bad = RunCommand({SF_AGENT_PATH, "--slots", "gpu:2"});
+  ASSERT_TRUE(bad.ok());
+  EXPECT_EQ(bad->exit_code, 2);
+  EXPECT_NE(bad->output.find("--slots"), std::string::npos) << bad->output;
+}
+
+TEST_F(AgentBinaryTest, RegistersRunsATaskAndExitsCleanlyOnSigtermLeavingTheTrainer) {
+  std::string log = dir_.path() + "/agent.log";
+  // The agent blocks SIGTERM/SIGINT/SIGHUP and ignores SIGPIPE; its trainers must not inherit
+  // either (grep reports its own mask and ignored set).
+  AgentProcess agent(Args("echo $$ > \"$SF_TASK_DIR/pid\"\necho \"hello from $SF_TASK_ID\"\n"
+                          "grep -E 'SigBlk|SigIgn' /proc/self/status\n"
+                          "exec sleep 60\n"),
+                     log);
+  ASSERT_TRUE(master_.WaitForRegistrations(1, 15s)) << ReadFile(log);
+  auto registration = master_.Registrations().at(0);
+  EXPECT_EQ(registration.agent_id(), "binary-agent");
+  ASSERT_EQ(registration.slots_size(), 1);
+  EXPECT_EQ(registration.slots(0).id(), "cpu0");
+  EXPECT_EQ(registration.slots(0).type(), steadfast::v1::SLOT_TYPE_CPU);
+
+  ASSERT_TRUE(master_.Send(StartTask("bin-task", 77)));
+  ASSERT_TRUE(master_.WaitForState("bin-task", TaskStateChange::STATE_STARTED, 10s));
+  ASSERT_TRUE(master_.WaitFor([&] { return master_.Lines(77).size() >= 3; }, 10s))
+      << ::testing::PrintToString(master_.Lines(77));
+  auto task_lines = master_.Lines(77);
+  EXPECT_EQ(task_lines[0], "hello from bin-task");
+  EXPECT_EQ(task_lines[1], "SigBlk:\t0000000000000000");
+  // Signals 1-31 at their defaults (glibc's posix_spawn leaves its own internal real-time
+  // signals 32 and 33 ignored; glibc in the trainer sets them up again).
+  ASSERT_EQ(task_lines[2].rfind("SigIgn:\t", 0), 0u) << task_lines[2];
+  EXPECT_EQ(std::stoull(task_lines[2].substr(8), nullptr, 16) & 0x7fffffffULL, 0u) << task_lines[2];
+  pid_t trainer = ReadPidFile(dir_.path() + "/work/tasks/bin-task/pid", 5s);
+  ASSERT_GT(trainer, 0);
+
+  EXPECT_EQ(agent.SignalAndWait(SIGTERM, 10s), 0) << ReadFile(log);
+  EXPECT_TRUE(ProcessAlive(trainer));  // left running by default
+  kill(-trainer, SIGKILL);
+
+  // The agent's own log: `level time component key=value ...`, one event per line.
+  std::istringstream lines(ReadFile(log));
+  std::regex shape(
+      R"(^(debug|info|warn|error) \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z [a-z_]+ event=\S+.*$)");
+  std::string line;
+  int count = 0;
+  while (std::getline(lines, line)) {
+    ++count;
+    EXPECT_TRUE(std::regex_match(line, shape)) << line;
+  }
+  EXPECT_GE(count, 3);
+  EXPECT_NE(ReadFile(log).find("event=registered"), std::string::npos);
+}
+
+TEST_F(AgentBinaryTest, KillTasksOnExitKillsTrainersBeforeExiting) {
+  std::string log = dir_.path() + "/agent.log";
+  auto args = Args("echo $$ > \"$SF_TASK_DIR/pid\"\necho up\nexec sleep 60\n");
+  args.push_back("--kill-tasks-on-exit");
+  args.push_back("--kill-grace-ms=2000");
+  AgentProcess agent(args, log);
+  ASSERT_TRUE(master_.WaitForRegistrations(1, 15s)) << ReadFile(log);
+  ASSERT_TRUE(master_.Send(StartTask("doomed", 78)));
+  ASSERT_TRUE(master_.WaitFor([&] { return !master_.Lines(78).empty(); }, 10s));
+  pid_t trainer = ReadPidFile(dir_.path() + "/work/tasks/doomed/pid", 5s);
+  ASSERT_GT(trainer, 0);
+  EXPECT_EQ(agent.SignalAndWait(SIGTERM, 10s), 0) << ReadFile(log);
+  EXPECT_TRUE(WaitUntilDead(trainer, 5s));
+  auto exited = master_.WaitForState("doomed", TaskStateChange::STATE_EXITED, 5s);
+  ASSERT_TRUE(exited.has_value());
+  EXPECT_EQ(exited->exit_code(), 128 + SIGTERM);
+}
+
+}  // namespace
+}  // namespace sf::agent

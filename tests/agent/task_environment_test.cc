@@ -1,0 +1,96 @@
+#include <gtest/gtest.h>
+
+#include "agent/agent.h"
+#include "agent/slot_detector.h"
+
+namespace sf::agent {
+namespace {
+
+TEST(TaskEnvironmentTest, CarriesTheTrialSpecAndWinsOverStartTaskEnv) {
+  steadfast::v1::StartTask task;
+  task.set_task_id("t-1");
+  task.set_trial_id(12);
+  task.set_experiment_id(4);
+  task.set_rank(1);
+  task.set_world_size(2);
+  task.set_restart(3);
+  task.set_checkpoint_dir("/ckpt/12");
+  task.set_restore_checkpoint("/ckpt/12/abc");
+  task.add_slot_ids("cuda1");
+  task.add_slot_ids("cuda3");
+  (*task.mutable_env())["NCCL_DEBUG"] = "INFO";
+  (*task.mutable_env())["SF_RANK"] = "99";  // the spec wins
+  (*task.mutable_hparams()->mutable_fields())["heads"].set_number_value(4);
+  auto env = TaskEnvironment(task, "/w/tasks/t-1/experiment.yaml", "/w/tasks/t-1", "a1", "m:8090");
+  EXPECT_EQ(env["SF_MASTER_ADDRESS"], "m:8090");  // StartTask.master_address was empty
+  EXPECT_EQ(env["SF_TASK_ID"], "t-1");
+  EXPECT_EQ(env["SF_TRIAL_ID"], "12");
+  EXPECT_EQ(env["SF_EXPERIMENT_ID"], "4");
+  EXPECT_EQ(env["SF_RANK"], "1");
+  EXPECT_EQ(env["SF_WORLD_SIZE"], "2");
+  EXPECT_EQ(env["SF_RESTART"], "3");
+  EXPECT_EQ(env["SF_CHECKPOINT_DIR"], "/ckpt/12");
+  EXPECT_EQ(env["SF_RESTORE_CHECKPOINT"], "/ckpt/12/abc");
+  EXPECT_EQ(env["SF_CONFIG_FILE"], "/w/tasks/t-1/experiment.yaml");
+  EXPECT_EQ(env["SF_HPARAMS"], "{\"heads\":4}");
+  EXPECT_EQ(env["SF_SLOT_IDS"], "cuda1,cuda3");
+  EXPECT_EQ(env["SF_AGENT_ID"], "a1");
+  EXPECT_EQ(env["SF_TASK_DIR"], "/w/tasks/t-1");
+  EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], "1,3");
+  EXPECT_EQ(env["NCCL_DEBUG"], "INFO");
+}
+
+TEST(TaskEnvironmentTest, CpuSlotsLeaveCudaVisibleDevicesAlone) {
+  steadfast::v1::StartTask task;
+  task.set_task_id("t");
+  task.set_master_address("master:1");
+  task.add_slot_ids("cpu0");
+  auto env = TaskEnvironment(task, "/c", "/d", "a", "m:8090");
+  EXPECT_EQ(env.count("CUDA_VISIBLE_DEVICES"), 0u);
+  EXPECT_EQ(env["SF_MASTER_ADDRESS"], "master:1");
+  EXPECT_EQ(env["SF_HPARAMS"], "{}");
+  EXPECT_EQ(env["SF_RESTORE_CHECKPOINT"], "");
+}
+
+TEST(SlotDetectorTest, CpuSlotsByHand) {
+  SlotSpec spec;
+  spec.auto_detect = false;
+  spec.cpu_slots = 3;
+  auto slots = DetectSlots(spec);
+  ASSERT_EQ(slots.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(slots[i].id(), "cpu" + std::to_string(i));
+    EXPECT_EQ(slots[i].type(), steadfast::v1::SLOT_TYPE_CPU);
+    EXPECT_TRUE(slots[i].enabled());
+  }
+}
+
+TEST(SlotDetectorTest, AutoFindsCudaDevicesOrFallsBackToOneCpuSlot) {
+  std::string why;
+  auto devices = FindCudaDevices(&why);
+  auto slots = DetectSlots(SlotSpec{});
+  if (devices.empty()) {
+    // No runtime, no driver or no GPU here (the usual build machine).
+    EXPECT_FALSE(why.empty());
+    ASSERT_EQ(slots.size(), 1u);
+    EXPECT_EQ(slots[0].id(), "cpu0");
+  } else {
+    ASSERT_EQ(slots.size(), devices.size());
+    for (size_t i = 0; i < slots.size(); ++i) {
+      EXPECT_EQ(slots[i].id(), "cuda" + std::to_string(i));
+      EXPECT_EQ(slots[i].type(), steadfast::v1::SLOT_TYPE_CUDA);
+      EXPECT_FALSE(slots[i].device().empty());
+    }
+  }
+}
+
+TEST(SlotDetectorTest, CudaOrdinalOfSlot) {
+  EXPECT_EQ(CudaOrdinalOfSlot("cuda0"), 0);
+  EXPECT_EQ(CudaOrdinalOfSlot("cuda12"), 12);
+  EXPECT_EQ(CudaOrdinalOfSlot("cpu0"), -1);
+  EXPECT_EQ(CudaOrdinalOfSlot("cuda"), -1);
+  EXPECT_EQ(CudaOrdinalOfSlot("cudax"), -1);
+}
+
+}  // namespace
+}  // namespace sf::agent

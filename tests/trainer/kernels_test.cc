@@ -1,0 +1,431 @@
+// Every fast CPU kernel against the plain reference (ReferenceBackend<double> on the same
+// inputs), plus the allocator, the Philox generator and the casts.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <random>
+#include <vector>
+
+#include "trainer/core/allocator.h"
+#include "trainer/core/cpu_features.h"
+#include "trainer/core/philox.h"
+#include "trainer/core/tensor.h"
+#include "trainer/kernels/cpu/cpu_backend.h"
+#include "trainer/kernels/cpu/reference.h"
+#if defined(SF_TEST_CUDA)
+#include "trainer/kernels/cuda/cuda_backend.h"
+#endif
+
+namespace sf {
+namespace {
+
+std::vector<float> Random(size_t n, uint32_t seed, float lo = -1, float hi = 1) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = u(rng);
+  return v;
+}
+std::vector<double> ToDouble(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+
+// max |a - b| / max(max |b|, 1e-30): a normwise relative error.
+double RelErr(const std::vector<float>& a, const std::vector<double>& b) {
+  double num = 0, den = 1e-30;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num = std::max(num, std::fabs(a[i] - b[i]));
+    den = std::max(den, std::fabs(b[i]));
+  }
+  return num / den;
+}
+
+TEST(Philox, MatchesRandom123KnownAnswers) {
+  Philox4x32 z = Philox(0, 0, 0);
+  EXPECT_EQ(z.v[0], 0x6627e8d5u);
+  EXPECT_EQ(z.v[1], 0xe169c58du);
+  EXPECT_EQ(z.v[2], 0xbc57ac4cu);
+  EXPECT_EQ(z.v[3], 0x9b00dbd8u);
+  Philox4x32 pi = Philox(0x299f31d0a4093822ull, 0x0370734413198a2eull, 0x85a308d3243f6a88ull);
+  EXPECT_EQ(pi.v[0], 0xd16cfe09u);
+  EXPECT_EQ(pi.v[1], 0x94fdccebu);
+  EXPECT_EQ(pi.v[2], 0x5001e420u);
+  EXPECT_EQ(pi.v[3], 0x24126ea1u);
+}
+
+TEST(Allocator, ReusesFreedBlocksOfTheSameClass) {
+  CachingAllocator a;
+  void* p = a.Allocate(1000);
+  a.Free(p);
+  void* q = a.Allocate(990);  // same 64-byte class
+  EXPECT_EQ(p, q);
+  EXPECT_EQ(a.stats().system_allocations, 1);
+  EXPECT_EQ(a.stats().cache_hits, 1);
+  void* r = a.Allocate(100000);
+  EXPECT_EQ(a.stats().bytes_in_use,
+            static_cast<int64_t>(CachingAllocator::SizeClass(990) + CachingAllocator::SizeClass(100000)));
+  a.Free(r);
+  a.Free(q);
+  EXPECT_GE(a.stats().peak_bytes_in_use, a.stats().bytes_cached);
+  a.ReleaseCached();
+  EXPECT_EQ(a.stats().bytes_cached, 0);
+  EXPECT_EQ(CachingAllocator::SizeClass(5000) % 64, 0u);
+  EXPECT_GE(CachingAllocator::SizeClass(5000), 5000u);
+  EXPECT_LE(CachingAllocator::SizeClass(5000), 5000u * 5 / 4);
+}
+
+TEST(TensorTest, ResizeKeepsBlockWhenSmaller) {
+  Tensor t({4, 8}, DType::kF32);
+  void* p = t.raw();
+  t.Resize({2, 8}, DType::kF32);
+  EXPECT_EQ(t.raw(), p);
+  EXPECT_EQ(t.numel(), 16);
+  EXPECT_EQ(t.ShapeString(), "[2, 8]");
+  Tensor z = Tensor::Zeros({3}, DType::kF64);
+  EXPECT_EQ(z.data<double>()[2], 0.0);
+}
+
+// Stages host vectors on a backend's device and reads results back; frees everything at the end.
+class Staging {
+ public:
+  explicit Staging(Backend<float>& be) : be_(be) {}
+  ~Staging() {
+    for (void* p : ptrs_) be_.FreeDevice(p);
+  }
+  template <typename T>
+  T* In(const std::vector<T>& host) {
+    T* d = Out<T>(host.size());
+    be_.CopyToDevice(d, host.data(), host.size() * sizeof(T));
+    return d;
+  }
+  template <typename T>
+  T* Out(size_t n) {
+    void* p = be_.AllocateDevice(std::max<size_t>(n, 1) * sizeof(T));
+    ptrs_.push_back(p);
+    return static_cast<T*>(p);
+  }
+  template <typename T>
+  std::vector<T> Get(const T* d, size_t n) {
+    std::vector<T> h(n);
+    be_.CopyToHost(h.data(), d, n * sizeof(T));
+    return h;
+  }
+
+ private:
+  Backend<float>& be_;
+  std::vector<void*> ptrs_;
+};
+
+// The same test bodies run on every backend compiled in: "cpu" always, "cuda" when built with
+// SF_CUDA and a GPU is present (skipped otherwise).
+class KernelTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == "cpu") {
+      backend_ = std::make_unique<CpuBackend>();
+    } else {
+#if defined(SF_TEST_CUDA)
+      backend_ = MakeCudaBackend();
+      if (!backend_) GTEST_SKIP() << "no usable GPU (cudaGetDeviceCount reports none)";
+#else
+      GTEST_SKIP() << "built without the CUDA backend (SF_CUDA=OFF)";
+#endif
+    }
+    st_ = std::make_unique<Staging>(*backend_);
+  }
+  void TearDown() override { st_.reset(); }
+  Backend<float>& be() { return *backend_; }
+  Staging& st() { return *st_; }
+
+  std::unique_ptr<Backend<float>> backend_;
+  std::unique_ptr<Staging> st_;
+  ReferenceBackend<double> ref_;
+};
+
+TEST_P(KernelTest, CastsRoundToNearestEven) {
+  std::vector<float> x = Random(1037, 1, -100, 100);
+  x[0] = 1.0f + 1.0f / 256;  // exactly halfway between two bf16 values: rounds to even (1.0)
+  const size_t n = x.size();
+  float* dx = st().In(x);
+  uint16_t* dy = st().Out<uint16_t>(n);
+  uint16_t* dh = st().Out<uint16_t>(n);
+  be().Cast(dx, dy, DType::kBF16, static_cast<int64_t>(n));
+  be().Cast(dx, dh, DType::kF16, static_cast<int64_t>(n));
+  auto y = st().Get(dy, n), h = st().Get(dh, n);
+  EXPECT_EQ(Bf16ToFloat(y[0]), 1.0f);
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(y[i], FloatToBf16(x[i])) << i;
+    ASSERT_EQ(h[i], FloatToF16(x[i])) << i;
+    ASSERT_LE(std::fabs(Bf16ToFloat(y[i]) - x[i]), std::fabs(x[i]) / 256);
+  }
+}
+
+struct GemmCase {
+  int64_t batch, m, n, k;
+  bool ta, tb;
+  float alpha, beta;
+};
+
+TEST_P(KernelTest, GemmMatchesReferenceForAllLayouts) {
+  const GemmCase cases[] = {{1, 7, 5, 3, false, false, 1, 0},  {1, 33, 17, 65, false, true, 1, 0},
+                            {1, 19, 31, 9, true, false, 1, 1}, {3, 5, 7, 11, true, true, 0.5f, 1},
+                            {4, 32, 32, 16, false, true, 0.125f, 0}, {2, 9, 64, 13, true, false, 1, 0}};
+  for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
+    for (const GemmCase& g : cases) {
+      // Stored shapes: A is m x k (or k x m when transposed), B is k x n (or n x k).
+      const int64_t lda = g.ta ? g.m : g.k, ldb = g.tb ? g.k : g.n;
+      const int64_t sa = g.m * g.k, sb = g.k * g.n, sc = g.m * g.n;
+      std::vector<float> a = Random(g.batch * sa, 2), b = Random(g.batch * sb, 3),
+                         c = Random(g.batch * sc, 4);
+      const void* ap = st().In(a);
+      const void* bp = st().In(b);
+      std::vector<uint16_t> al(a.size()), bl(b.size());
+      const void* ah = a.data();
+      const void* bh = b.data();
+      if (dt != DType::kF32) {
+        for (size_t i = 0; i < a.size(); ++i) al[i] = dt == DType::kBF16 ? FloatToBf16(a[i]) : FloatToF16(a[i]);
+        for (size_t i = 0; i < b.size(); ++i) bl[i] = dt == DType::kBF16 ? FloatToBf16(b[i]) : FloatToF16(b[i]);
+        ap = st().In(al);
+        bp = st().In(bl);
+        ah = al.data();
+        bh = bl.data();
+      }
+      float* dc = st().In(c);
+      std::vector<double> cref = ToDouble(c);
+      ref_.Gemm(g.batch, g.m, g.n, g.k, GemmOperand{ah, dt, g.ta, lda, sa},
+                GemmOperand{bh, dt, g.tb, ldb, sb}, cref.data(), g.n, sc, g.alpha, g.beta);
+      be().Gemm(g.batch, g.m, g.n, g.k, GemmOperand{ap, dt, g.ta, lda, sa},
+                GemmOperand{bp, dt, g.tb, ldb, sb}, dc, g.n, sc, g.alpha, g.beta);
+      EXPECT_LT(RelErr(st().Get(dc, c.size()), cref), 2e-6)
+          << DTypeName(dt) << " m=" << g.m << " n=" << g.n << " k=" << g.k << " ta=" << g.ta
+          << " tb=" << g.tb;
+    }
+  }
+}
+
+TEST(CpuGemm, PrimitivesAreCachedByShape) {
+  CpuBackend cpu;
+  std::vector<float> a(64), b(64), c(64);
+  for (int i = 0; i < 3; ++i)
+    cpu.Gemm(1, 8, 8, 8, GemmOperand{a.data(), DType::kF32, false, 8, 0},
+             GemmOperand{b.data(), DType::kF32, false, 8, 0}, c.data(), 8, 0, 1, 0);
+  EXPECT_EQ(cpu.gemm_primitives_created(), 1);
+}
+
+TEST_P(KernelTest, BiasDropoutResidualMatchesReferenceAndKeepsRate) {
+  const int64_t rows = 37, cols = 129, n = rows * cols;
+  for (float p : {0.0f, 0.1f, 0.5f}) {
+    DropoutKey key{1234, 77};
+    auto x = Random(n, 5), bias = Random(cols, 6), res = Random(n, 7);
+    std::vector<double> oref(n);
+    auto xd = ToDouble(x), bd = ToDouble(bias), rd = ToDouble(res);
+    float* dout_ = st().Out<float>(n);
+    be().BiasDropoutResidualForward(st().In(x), st().In(bias), st().In(res), dout_, rows, cols, p, key);
+    ref_.BiasDropoutResidualForward(xd.data(), bd.data(), rd.data(), oref.data(), rows, cols, p, key);
+    auto out = st().Get(dout_, n);
+    EXPECT_LT(RelErr(out, oref), 1e-6);
+    int64_t dropped = 0;
+    for (int64_t i = 0; i < n; ++i) dropped += out[i] == res[i];
+    EXPECT_NEAR(static_cast<double>(dropped) / n, p, 0.03) << p;
+    auto dout = Random(n, 8);
+    std::vector<float> db(cols, 0.5f);
+    std::vector<double> dxr(n), dbr(cols, 0.5);
+    auto doutd = ToDouble(dout);
+    float* ddx = st().Out<float>(n);
+    float* ddb = st().In(db);
+    be().BiasDropoutResidualBackward(st().In(dout), ddx, ddb, rows, cols, p, key);
+    ref_.BiasDropoutResidualBackward(doutd.data(), dxr.data(), dbr.data(), rows, cols, p, key);
+    EXPECT_LT(RelErr(st().Get(ddx, n), dxr), 1e-6);
+    EXPECT_LT(RelErr(st().Get(ddb, cols), dbr), 1e-5);
+  }
+}
+
+TEST_P(KernelTest, BiasActivationMatchesReference) {
+  const int64_t rows = 13, cols = 67, n = rows * cols;
+  for (Activation act : {Activation::kRelu, Activation::kGelu}) {
+    auto x = Random(n, 9, -4, 4), bias = Random(cols, 10);
+    auto xd = ToDouble(x), bd = ToDouble(bias);
+    std::vector<double> prer(n), outr(n);
+    float* dpre = st().Out<float>(n);
+    float* dout_ = st().Out<float>(n);
+    be().BiasActivationForward(st().In(x), st().In(bias), dpre, dout_, rows, cols, act);
+    ref_.BiasActivationForward(xd.data(), bd.data(), prer.data(), outr.data(), rows, cols, act);
+    EXPECT_LT(RelErr(st().Get(dout_, n), outr), 1e-6);
+    auto dout = Random(n, 11);
+    auto doutd = ToDouble(dout);
+    std::vector<double> dprer(n), dbr(cols, 0);
+    float* ddpre = st().Out<float>(n);
+    float* ddb = st().In(std::vector<float>(cols, 0.0f));
+    be().BiasActivationBackward(st().In(dout), dpre, ddpre, ddb, rows, cols, act);
+    ref_.BiasActivationBackward(doutd.data(), prer.data(), dprer.data(), dbr.data(), rows, cols, act);
+    // GELU's erf is a 1.5e-7 (absolute) approximation on the CPU.
+    EXPECT_LT(RelErr(st().Get(ddpre, n), dprer), 5e-6);
+    EXPECT_LT(RelErr(st().Get(ddb, cols), dbr), 5e-6);
+  }
+}
+
+TEST_P(KernelTest, LayerNormMatchesReference) {
+  const int64_t rows = 19, cols = 257, n = rows * cols;
+  auto x = Random(n, 12, -3, 5), g = Random(cols, 13), b = Random(cols, 14);
+  auto xd = ToDouble(x), gd = ToDouble(g), bd = ToDouble(b);
+  std::vector<double> yr(n), meanr(rows), rstdr(rows);
+  float *dxin = st().In(x), *dg = st().In(g), *dbeta = st().In(b);
+  float *dy_out = st().Out<float>(n), *dmean = st().Out<float>(rows), *drstd = st().Out<float>(rows);
+  be().LayerNormForward(dxin, dg, dbeta, dy_out, dmean, drstd, rows, cols, 1e-5f);
+  ref_.LayerNormForward(xd.data(), gd.data(), bd.data(), yr.data(), meanr.data(), rstdr.data(), rows, cols, 1e-5f);
+  EXPECT_LT(RelErr(st().Get(dy_out, n), yr), 2e-6);
+  auto dy = Random(n, 15);
+  auto dyd = ToDouble(dy);
+  float* ddy = st().In(dy);
+  for (bool acc : {false, true}) {
+    std::vector<double> dxr(n, 0.25), dgr(cols, 0), dbr(cols, 0);
+    float* ddx = st().In(std::vector<float>(n, 0.25f));
+    float* ddg = st().In(std::vector<float>(cols, 0.0f));
+    float* ddb = st().In(std::vector<float>(cols, 0.0f));
+    be().LayerNormBackward(ddy, dxin, dg, dmean, drstd, ddx, ddg, ddb, rows, cols, acc);
+    ref_.LayerNormBackward(dyd.data(), xd.data(), gd.data(), meanr.data(), rstdr.data(),
+                           dxr.data(), dgr.data(), dbr.data(), rows, cols, acc);
+    EXPECT_LT(RelErr(st().Get(ddx, n), dxr), 1e-5);
+    EXPECT_LT(RelErr(st().Get(ddg, cols), dgr), 1e-5);
+    EXPECT_LT(RelErr(st().Get(ddb, cols), dbr), 1e-5);
+  }
+}
+
+TEST_P(KernelTest, MaskedSoftmaxMatchesReference) {
+  const int64_t B = 3, H = 2, tq = 9, tk = 11, n = B * H * tq * tk;
+  std::vector<uint8_t> pad(B * tk, 0);
+  for (int64_t k = 7; k < tk; ++k) pad[1 * tk + k] = 1;  // row 1 has 4 padding keys
+  uint8_t* dpad = st().In(pad);
+  for (bool causal : {false, true}) {
+    for (float p : {0.0f, 0.2f}) {
+      DropoutKey key{99, 5};
+      auto s = Random(n, 16, -6, 6);
+      auto sd = ToDouble(s);
+      std::vector<double> prr(n), drr(n);
+      float *dpr = st().Out<float>(n), *ddr = st().Out<float>(n);
+      be().SoftmaxForward(st().In(s), dpr, ddr, dpad, B, H, tq, tk, 0.35f, causal, p, key);
+      ref_.SoftmaxForward(sd.data(), prr.data(), drr.data(), pad.data(), B, H, tq, tk, 0.35f, causal, p, key);
+      auto pr = st().Get(dpr, n);
+      EXPECT_LT(RelErr(pr, prr), 2e-6);
+      EXPECT_LT(RelErr(st().Get(ddr, n), drr), 2e-6);
+      for (int64_t q = 0; q < tq; ++q) EXPECT_EQ(pr[(1 * H * tq + q) * tk + 8], 0.0f);  // padded
+      if (causal) EXPECT_EQ(pr[0 * tk + 3], 0.0f);  // query 0 sees key 0 only
+      auto dd = Random(n, 17);
+      auto ddd = ToDouble(dd);
+      std::vector<double> dsr(n);
+      float* dds = st().Out<float>(n);
+      be().SoftmaxBackward(st().In(dd), dpr, dds, B, H, tq, tk, 0.35f, p, key);
+      ref_.SoftmaxBackward(ddd.data(), prr.data(), dsr.data(), B, H, tq, tk, 0.35f, p, key);
+      EXPECT_LT(RelErr(st().Get(dds, n), dsr), 2e-6);
+    }
+  }
+}
+
+TEST_P(KernelTest, EmbeddingAndHeadPermutationsMatchReference) {
+  const int64_t V = 23, C = 12, rows = 17;
+  std::vector<int32_t> tok(rows), pos(rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    tok[r] = static_cast<int32_t>((r * 7) % V);
+    pos[r] = static_cast<int32_t>(r % 5);
+  }
+  tok[3] = tok[9] = 1;  // padding
+  auto table = Random(V * C, 18), pe = Random(5 * C, 19);
+  auto td = ToDouble(table), ped = ToDouble(pe);
+  std::vector<double> outr(rows * C);
+  int32_t* dtok = st().In(tok);
+  float* dout_ = st().Out<float>(rows * C);
+  be().EmbeddingForward(dtok, st().In(table), st().In(pe), st().In(pos), dout_, rows, C, 3.5f);
+  ref_.EmbeddingForward(tok.data(), td.data(), ped.data(), pos.data(), outr.data(), rows, C, 3.5f);
+  EXPECT_LT(RelErr(st().Get(dout_, rows * C), outr), 1e-6);
+  auto dout = Random(rows * C, 20);
+  auto doutd = ToDouble(dout);
+  std::vector<double> dtr(V * C, 0);
+  float* ddt = st().In(std::vector<float>(V * C, 0.0f));
+  be().EmbeddingBackward(dtok, st().In(dout), ddt, rows, C, 3.5f, 1);
+  ref_.EmbeddingBackward(tok.data(), doutd.data(), dtr.data(), rows, C, 3.5f, 1);
+  auto dt = st().Get(ddt, V * C);
+  EXPECT_LT(RelErr(dt, dtr), 1e-6);
+  for (int64_t c = 0; c < C; ++c) EXPECT_EQ(dt[1 * C + c], 0.0f);  // pad row: no gradient
+
+  const int64_t B = 3, T = 5, P = 3, H = 2, D = 4, n = B * T * P * H * D;
+  auto x = Random(n, 21), bias = Random(P * H * D, 22);
+  auto xd = ToDouble(x), biasd = ToDouble(bias);
+  std::vector<double> headsr(n);
+  float *dx = st().In(x), *dheads = st().Out<float>(n), *dback = st().Out<float>(n);
+  be().SplitHeads(dx, st().In(bias), dheads, B, T, P, H, D);
+  ref_.SplitHeads(xd.data(), biasd.data(), headsr.data(), B, T, P, H, D);
+  EXPECT_LT(RelErr(st().Get(dheads, n), headsr), 1e-7);
+  be().SplitHeads(dx, nullptr, dheads, B, T, P, H, D);
+  be().MergeHeads(dheads, dback, B, T, P, H, D);
+  EXPECT_EQ(st().Get(dback, n), x);
+  std::vector<double> sumr(P * H * D, 1.0);
+  float* dsum = st().In(std::vector<float>(P * H * D, 1.0f));
+  be().ColumnSum(dx, dsum, B * T, P * H * D);
+  ref_.ColumnSum(xd.data(), sumr.data(), B * T, P * H * D);
+  EXPECT_LT(RelErr(st().Get(dsum, P * H * D), sumr), 1e-6);
+}
+
+TEST_P(KernelTest, LabelSmoothedCrossEntropyMatchesReference) {
+  const int64_t rows = 29, V = 1003, n = rows * V;
+  auto z = Random(n, 23, -8, 8);
+  auto zd = ToDouble(z);
+  std::vector<int32_t> t(rows);
+  for (int64_t r = 0; r < rows; ++r) t[r] = static_cast<int32_t>((r * 37) % V);
+  t[4] = t[17] = 1;  // padding targets
+  std::vector<double> lser(rows);
+  float *dz = st().In(z), *dlse = st().Out<float>(rows);
+  int32_t* dt = st().In(t);
+  CrossEntropyStats s = be().CrossEntropyForward(dz, dt, dlse, rows, V, 0.1f, 1);
+  CrossEntropyStats sr = ref_.CrossEntropyForward(zd.data(), t.data(), lser.data(), rows, V, 0.1f, 1);
+  EXPECT_EQ(s.tokens, rows - 2);
+  EXPECT_EQ(s.tokens, sr.tokens);
+  EXPECT_NEAR(s.loss, sr.loss, 1e-5 * sr.loss);
+  EXPECT_NEAR(s.nll, sr.nll, 1e-5 * sr.nll);
+  std::vector<double> dzr(n);
+  float* dgrad = st().Out<float>(n);
+  be().CrossEntropyBackward(dz, dlse, dt, dgrad, DType::kF32, rows, V, 0.1f, 1, 2.0f);
+  ref_.CrossEntropyBackward(zd.data(), lser.data(), t.data(), dzr.data(), DType::kF64, rows, V, 0.1f, 1, 2.0f);
+  auto grad = st().Get(dgrad, n);
+  EXPECT_LT(RelErr(grad, dzr), 2e-6);
+  for (int64_t v = 0; v < V; ++v) EXPECT_EQ(grad[4 * V + v], 0.0f);
+  // In place, and straight to bf16.
+  float* dzi = st().In(z);
+  be().CrossEntropyBackward(dzi, dlse, dt, dzi, DType::kF32, rows, V, 0.1f, 1, 2.0f);
+  EXPECT_EQ(st().Get(dzi, n), grad);
+  uint16_t* dzb = st().Out<uint16_t>(n);
+  be().CrossEntropyBackward(dz, dlse, dt, dzb, DType::kBF16, rows, V, 0.1f, 1, 2.0f);
+  auto zb = st().Get(dzb, n);
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(zb[i], FloatToBf16(grad[i])) << i;
+}
+
+TEST(CpuGemm, PrePackedWeightsFollowWeightsChanged) {
+  CpuBackend cpu;
+  ReferenceBackend<double> ref;
+  const int64_t m = 64, n = 48, k = 40;
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    std::vector<float> a = Random(m * k, 30), w = Random(n * k, 31), c(m * n);
+    std::vector<uint16_t> al(a.size()), wl(w.size());
+    if (dt != DType::kF32) cpu.Cast(a.data(), al.data(), dt, m * k);
+    auto run = [&] {
+      if (dt != DType::kF32) cpu.Cast(w.data(), wl.data(), dt, n * k);
+      const void* ap = dt == DType::kF32 ? static_cast<const void*>(a.data()) : al.data();
+      const void* wp = dt == DType::kF32 ? static_cast<const void*>(w.data()) : wl.data();
+      cpu.Gemm(1, m, n, k, GemmOperand{ap, dt, false, k, 0},
+               GemmOperand{wp, dt, true, k, 0, /*constant=*/true}, c.data(), n, 0, 1, 0);
+      std::vector<double> cref(m * n);
+      ref.Gemm(1, m, n, k, GemmOperand{ap, dt, false, k, 0}, GemmOperand{wp, dt, true, k, 0},
+               cref.data(), n, 0, 1, 0);
+      return RelErr(c, cref);
+    };
+    EXPECT_LT(run(), 2e-6) << DTypeName(dt);
+    for (auto& x : w) x *= -2;  // an optimizer step
+    cpu.WeightsChanged();
+    EXPECT_LT(run(), 2e-6) << DTypeName(dt) << ": stale packed weights after WeightsChanged";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, KernelTest, ::testing::Values("cpu", "cuda"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+}  // namespace
+}  // namespace sf

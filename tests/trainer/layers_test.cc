@@ -1,0 +1,319 @@
+// Every layer's hand-written backward against central finite differences in f64 (the layers
+// run on ReferenceBackend<double>), on odd shapes with padding and dropout active (dropout
+// masks are a pure function of the key, so they are identical in every perturbed forward).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "trainer/kernels/cpu/reference.h"
+#include "trainer/models/transformer.h"
+#include "trainer/nn/attention.h"
+#include "trainer/nn/embedding.h"
+#include "trainer/nn/feed_forward.h"
+#include "trainer/nn/layer_norm.h"
+#include "trainer/nn/transformer_layer.h"
+
+namespace sf {
+namespace {
+
+struct FdTarget {
+  std::string name;
+  double* value;       // perturbed in place
+  const double* grad;  // analytic gradient
+  int64_t n;
+};
+
+// Compares analytic gradients with (L(v+h) - L(v-h)) / 2h on up to `samples` entries per target.
+void CheckGradients(const std::function<double()>& loss, const std::vector<FdTarget>& targets,
+                    int samples = 12, double h = 1e-5) {
+  std::mt19937 rng(42);
+  for (const FdTarget& t : targets) {
+    double worst = 0;
+    std::vector<int64_t> idx;
+    if (t.n <= samples) {
+      for (int64_t i = 0; i < t.n; ++i) idx.push_back(i);
+    } else {
+      std::uniform_int_distribution<int64_t> u(0, t.n - 1);
+      for (int i = 0; i < samples; ++i) idx.push_back(u(rng));
+    }
+    for (int64_t i : idx) {
+      const double v = t.value[i];
+      t.value[i] = v + h;
+      const double lp = loss();
+      t.value[i] = v - h;
+      const double lm = loss();
+      t.value[i] = v;
+      const double numeric = (lp - lm) / (2 * h);
+      const double err = std::fabs(numeric - t.grad[i]) / std::max(1.0, std::fabs(numeric));
+      worst = std::max(worst, err);
+      EXPECT_LT(err, 1e-6) << t.name << "[" << i << "] analytic " << t.grad[i] << " numeric "
+                           << numeric;
+    }
+    ::testing::Test::RecordProperty(t.name, std::to_string(worst));
+  }
+}
+
+std::vector<double> Random(size_t n, uint32_t seed, double lo = -1, double hi = 1) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(lo, hi);
+  std::vector<double> v(n);
+  for (auto& x : v) x = u(rng);
+  return v;
+}
+
+void RandomizeParams(ParamStore<double>& store, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(-0.5, 0.5);
+  for (const ParamInfo& p : store.params()) {
+    double* v = store.values() + p.offset;
+    const bool gain = p.name.find("norm") != std::string::npos && p.name.ends_with(".weight");
+    for (int64_t i = 0; i < p.numel; ++i) v[i] = (gain ? 1.0 : 0.0) + u(rng);
+  }
+}
+
+std::vector<FdTarget> ParamTargets(ParamStore<double>& store,
+                                   const std::vector<std::string>& skip = {}) {
+  std::vector<FdTarget> t;
+  for (size_t i = 0; i < store.params().size(); ++i) {
+    const ParamInfo& p = store.params()[i];
+    bool skipped = false;
+    for (const auto& s : skip) skipped |= p.name.find(s) != std::string::npos;
+    if (!skipped)
+      t.push_back({p.name, store.value(static_cast<int>(i)), store.grad(static_cast<int>(i)), p.numel});
+  }
+  return t;
+}
+
+double Dot(const double* a, const std::vector<double>& w) {
+  double s = 0;
+  for (size_t i = 0; i < w.size(); ++i) s += a[i] * w[i];
+  return s;
+}
+
+class LayerGradTest : public ::testing::Test {
+ public:
+  static constexpr int64_t B = 2, T = 5, Ts = 7, C = 12, H = 3, F = 20;
+
+ protected:
+  ReferenceBackend<double> ref_;
+  Context<double> ctx_{&ref_, DType::kF64};
+  ParamStore<double> store_;
+  void SetUp() override {
+    ctx_.seed = 17;
+    ctx_.micro_batch = 3;
+  }
+};
+
+TEST_F(LayerGradTest, LayerNorm) {
+  LayerNorm<double> ln(store_, "ln", C);
+  store_.Finalize();
+  RandomizeParams(store_, 1);
+  auto x = Random(B * T * C, 2, -2, 3), w = Random(B * T * C, 3);
+  std::vector<double> y(x.size()), dx(x.size());
+  ln.Forward(ctx_, x.data(), y.data(), B * T);
+  ln.Backward(ctx_, w.data(), dx.data(), B * T, false);
+  auto targets = ParamTargets(store_);
+  targets.push_back({"x", x.data(), dx.data(), static_cast<int64_t>(x.size())});
+  CheckGradients([&] { ln.Forward(ctx_, x.data(), y.data(), B * T); return Dot(y.data(), w); },
+                 targets);
+}
+
+TEST_F(LayerGradTest, FeedForwardGeluAndRelu) {
+  for (Activation act : {Activation::kGelu, Activation::kRelu}) {
+    ParamStore<double> store;
+    FeedForward<double> ffn(store, "", C, F, act);
+    store.Finalize();
+    RandomizeParams(store, 4);
+    auto x = Random(B * T * C, 5), w = Random(B * T * C, 6);
+    std::vector<double> y(x.size()), dx(x.size(), 0.0);
+    ffn.Forward(ctx_, x.data(), y.data(), B * T);
+    ffn.Backward(ctx_, w.data(), dx.data(), B * T, 0.0f);
+    auto targets = ParamTargets(store, {"fc2.bias"});  // fc2.bias is applied by the caller
+    targets.push_back({"x", x.data(), dx.data(), static_cast<int64_t>(x.size())});
+    CheckGradients([&] { ffn.Forward(ctx_, x.data(), y.data(), B * T); return Dot(y.data(), w); },
+                   targets);
+  }
+}
+
+TEST_F(LayerGradTest, SelfAttentionWithPaddingCausalAndDropout) {
+  std::vector<uint8_t> pad(B * T, 0);
+  pad[1 * T + 3] = pad[1 * T + 4] = 1;
+  for (bool causal : {false, true}) {
+    ParamStore<double> store;
+    MultiheadAttention<double> attn(store, "self_attn", C, H, AttentionKind::kSelf, causal, 0.3f, 7);
+    store.Finalize();
+    RandomizeParams(store, 8);
+    auto x = Random(B * T * C, 9), w = Random(B * T * C, 10);
+    std::vector<double> y(x.size()), dx(x.size(), 0.0);
+    attn.Forward(ctx_, x.data(), x.data(), pad.data(), B, T, T, y.data());
+    attn.Backward(ctx_, w.data(), dx.data(), 0.0f, nullptr);
+    auto targets = ParamTargets(store, {"out_proj.bias"});
+    targets.push_back({"x", x.data(), dx.data(), static_cast<int64_t>(x.size())});
+    CheckGradients(
+        [&] {
+          attn.Forward(ctx_, x.data(), x.data(), pad.data(), B, T, T, y.data());
+          return Dot(y.data(), w);
+        },
+        targets);
+  }
+}
+
+TEST_F(LayerGradTest, CrossAttentionAccumulatesEncoderGradient) {
+  std::vector<uint8_t> pad(B * Ts, 0);
+  pad[0 * Ts + 6] = 1;
+  MultiheadAttention<double> attn(store_, "encoder_attn", C, H, AttentionKind::kCross, false, 0.2f, 3);
+  store_.Finalize();
+  RandomizeParams(store_, 11);
+  auto x = Random(B * T * C, 12), enc = Random(B * Ts * C, 13), w = Random(B * T * C, 14);
+  std::vector<double> y(x.size()), dx(x.size(), 0.0), denc(enc.size(), 0.0);
+  attn.Forward(ctx_, x.data(), enc.data(), pad.data(), B, T, Ts, y.data());
+  attn.Backward(ctx_, w.data(), dx.data(), 0.0f, denc.data());
+  auto targets = ParamTargets(store_, {"out_proj.bias"});
+  targets.push_back({"x", x.data(), dx.data(), static_cast<int64_t>(x.size())});
+  targets.push_back({"enc", enc.data(), denc.data(), static_cast<int64_t>(enc.size())});
+  CheckGradients(
+      [&] {
+        attn.Forward(ctx_, x.data(), enc.data(), pad.data(), B, T, Ts, y.data());
+        return Dot(y.data(), w);
+      },
+      targets);
+}
+
+LayerOptions Options(bool pre_norm) {
+  LayerOptions o;
+  o.dim = LayerGradTest::C;
+  o.heads = LayerGradTest::H;
+  o.ffn_dim = LayerGradTest::F;
+  o.dropout = 0.25f;
+  o.attention_dropout = 0.15f;
+  o.activation = Activation::kGelu;
+  o.normalize_before = pre_norm;
+  return o;
+}
+
+TEST_F(LayerGradTest, EncoderLayerPostAndPreNorm) {
+  std::vector<uint8_t> pad(B * T, 0);
+  pad[1 * T + 4] = 1;
+  for (bool pre : {false, true}) {
+    ParamStore<double> store;
+    EncoderLayer<double> layer(store, "encoder.layers.0.", Options(pre), 1);
+    store.Finalize();
+    RandomizeParams(store, 15);
+    auto x = Random(B * T * C, 16), w = Random(B * T * C, 17);
+    std::vector<double> dout = w, dx(x.size()), t1(x.size()), t2(x.size());
+    layer.Forward(ctx_, x.data(), pad.data(), B, T);
+    layer.Backward(ctx_, dout.data(), dx.data(), t1.data(), t2.data());
+    auto targets = ParamTargets(store);
+    targets.push_back({"x", x.data(), dx.data(), static_cast<int64_t>(x.size())});
+    CheckGradients([&] { return Dot(layer.Forward(ctx_, x.data(), pad.data(), B, T), w); },
+                   targets, 8);
+  }
+}
+
+TEST_F(LayerGradTest, DecoderLayerPostAndPreNorm) {
+  std::vector<uint8_t> tpad(B * T, 0), spad(B * Ts, 0);
+  tpad[1 * T + 4] = 1;
+  spad[0 * Ts + 5] = spad[0 * Ts + 6] = 1;
+  for (bool pre : {false, true}) {
+    ParamStore<double> store;
+    DecoderLayer<double> layer(store, "decoder.layers.0.", Options(pre), 1);
+    store.Finalize();
+    RandomizeParams(store, 18);
+    auto y = Random(B * T * C, 19), enc = Random(B * Ts * C, 20), w = Random(B * T * C, 21);
+    std::vector<double> dout = w, dy(y.size()), t1(y.size()), t2(y.size()), denc(enc.size(), 0);
+    layer.Forward(ctx_, y.data(), enc.data(), tpad.data(), spad.data(), B, T, Ts);
+    layer.Backward(ctx_, dout.data(), dy.data(), t1.data(), t2.data(), denc.data());
+    auto targets = ParamTargets(store);
+    targets.push_back({"y", y.data(), dy.data(), static_cast<int64_t>(y.size())});
+    targets.push_back({"enc", enc.data(), denc.data(), static_cast<int64_t>(enc.size())});
+    CheckGradients(
+        [&] {
+          return Dot(layer.Forward(ctx_, y.data(), enc.data(), tpad.data(), spad.data(), B, T, Ts), w);
+        },
+        targets, 8);
+  }
+}
+
+TEST_F(LayerGradTest, EmbeddingScaledWithPositionsAndDropout) {
+  const int64_t V = 9;
+  const int32_t pad = 1;
+  TokenEmbedding<double> emb(store_, "encoder.embed_tokens", V, C, pad, 16, 0.2f, 2);
+  store_.Finalize();
+  RandomizeParams(store_, 22);
+  std::vector<int32_t> tok = {4, 5, 6, 7, 8, 3, 2, 5, pad, pad};
+  auto w = Random(B * T * C, 23);
+  std::vector<double> out(B * T * C), dout = w;
+  ASSERT_TRUE(emb.Forward(ctx_, tok.data(), B, T, out.data()));
+  emb.Backward(ctx_, dout.data());
+  for (int64_t c = 0; c < C; ++c) EXPECT_EQ(store_.grad(emb.table())[pad * C + c], 0.0);
+  // Padding positions produce scale * E[pad] (+ the zero position row), dropped or scaled.
+  // The pad row is looked up but, as with nn.Embedding(padding_idx), gets no gradient: check
+  // the rows before and after it.
+  double* table_value = store_.value(emb.table());
+  const double* table_grad = store_.grad(emb.table());
+  CheckGradients([&] { emb.Forward(ctx_, tok.data(), B, T, out.data()); return Dot(out.data(), w); },
+                 {{"rows < pad", table_value, table_grad, pad * C},
+                  {"rows > pad", table_value + (pad + 1) * C, table_grad + (pad + 1) * C,
+                   (V - pad - 1) * C}},
+                 40);
+  // Sinusoid of position pad + 1 for the first token (dropout off).
+  ctx_.training = false;
+  std::vector<double> table(store_.value(emb.table()), store_.value(emb.table()) + V * C);
+  emb.Forward(ctx_, tok.data(), B, T, out.data());
+  const double s = std::sqrt(static_cast<double>(C));
+  // The kernel takes the scale as a float: sqrt(12) rounded to fp32 (1e-8 relative).
+  EXPECT_NEAR(out[0], s * table[4 * C + 0] + std::sin(2.0), 1e-6);
+  EXPECT_NEAR(out[C / 2], s * table[4 * C + C / 2] + std::cos(2.0), 1e-6);
+  ctx_.training = true;
+}
+
+// The whole model: loss = label-smoothed CE summed over non-pad targets.
+void CheckWholeModel(bool pre_norm, bool share, Activation act) {
+  ReferenceBackend<double> ref;
+  TransformerConfig c;
+  c.d_model = 8;
+  c.heads = 2;
+  c.ffn_dim = 10;
+  c.encoder_layers = 2;
+  c.decoder_layers = 2;
+  c.dropout = 0.2f;
+  c.attention_dropout = 0.1f;
+  c.activation = act;
+  c.normalize_before = pre_norm;
+  c.share_embeddings = share;
+  c.src_vocab = 11;
+  c.tgt_vocab = share ? 11 : 13;
+  c.pad_id = 1;
+  c.max_positions = 32;
+  ASSERT_TRUE(c.Validate().ok());
+  Transformer<double> model(c, &ref, DType::kF64);
+  model.InitParameters(5);
+  model.context().seed = 3;
+  const int64_t B = 2, Ts = 5, Tt = 4;
+  std::vector<int32_t> src = {4, 5, 6, 7, 8, 9, 3, 2, 1, 1};
+  std::vector<int32_t> tin = {2, 4, 5, 6, 2, 7, 8, 1};
+  std::vector<int32_t> tout = {4, 5, 6, 10, 7, 8, 3, 1};
+  Seq2SeqBatch b{src.data(), tin.data(), tout.data(), B, Ts, Tt};
+  model.ZeroGrads();
+  auto stats = model.Forward(b);
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->tokens, 7);
+  model.Backward(1.0f);
+  std::vector<FdTarget> targets;
+  for (size_t i = 0; i < model.params().params().size(); ++i) {
+    const ParamInfo& p = model.params().params()[i];
+    targets.push_back({p.name, model.params().value(static_cast<int>(i)),
+                       model.params().grad(static_cast<int>(i)), p.numel});
+  }
+  CheckGradients([&] { return model.Forward(b)->loss; }, targets, 3);
+}
+
+TEST(ModelGradTest, PostNormSeparateEmbeddingsRelu) { CheckWholeModel(false, false, Activation::kRelu); }
+TEST(ModelGradTest, PreNormSharedEmbeddingsGelu) { CheckWholeModel(true, true, Activation::kGelu); }
+
+}  // namespace
+}  // namespace sf

@@ -1,0 +1,168 @@
+// The kernel interface every layer calls. One interface, several backends:
+//   ReferenceBackend<T> (kernels/cpu/reference.h): plain scalar loops, T = float or double; the
+//                        definition of each op's semantics and the f64 backend of the gradient
+//                        tests.
+//   CpuBackend          (kernels/cpu/cpu_backend.h): T = float; oneDNN GEMMs (fp32, bf16 with
+//                        fp32 accumulation) and fused, vectorised OpenMP kernels.
+//   CudaBackend         (kernels/cuda/cuda_backend.h, SF_CUDA=ON): T = float; cuBLASLt + .cu.
+//
+// Conventions: all buffers are dense row-major and live on the backend's device. Shapes use
+// B = batch, T/Tq/Tk = time, C = d_model, H = heads, D = head dim (C = H*D), V = vocabulary.
+// Parameter-gradient outputs (dbias, dgamma, dbeta, dtable) ACCUMULATE (+=); every other output
+// is overwritten unless the op says otherwise. Outputs never alias inputs unless an op allows it.
+// Token ids are int32; padding masks are uint8 (1 = padding).
+//
+// Thread safety: a backend instance is used by one training loop at a time (it owns scratch
+// buffers); kernels parallelise internally. Errors: shapes are the caller's contract (checked
+// by assertions in debug builds); kernels do not fail.
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+
+#include "trainer/core/dtype.h"
+#include "trainer/core/philox.h"
+
+namespace sf {
+
+enum class Activation : uint8_t { kRelu, kGelu };
+
+// One GEMM operand. op(X) is the logical matrix; when `transposed` the stored matrix is op(X)^T.
+// Element (i, p) of a logical r x c matrix is data[i*ld + p] (not transposed) or data[p*ld + i]
+// (transposed). Batched GEMMs advance by batch_stride elements per batch entry.
+struct GemmOperand {
+  const void* data = nullptr;
+  DType dtype = DType::kF32;
+  bool transposed = false;
+  int64_t ld = 0;
+  int64_t batch_stride = 0;
+  // A weight: its contents do not change until the next Backend::WeightsChanged(). Backends may
+  // keep a re-laid-out (pre-packed) copy of it, keyed by its address and layout.
+  bool constant = false;
+};
+
+struct CrossEntropyStats {
+  double loss = 0;     // label-smoothed loss, summed over non-padding tokens
+  double nll = 0;      // plain negative log-likelihood, summed over non-padding tokens
+  int64_t tokens = 0;  // non-padding targets
+};
+
+template <typename T>
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;
+  virtual Device device() const = 0;
+
+  // Memory on the backend's device, for callers that stage data in and out (tests, the data
+  // loader). CPU backends use the host heap. Allocation failure throws std::bad_alloc. Copies
+  // are complete when they return.
+  virtual void* AllocateDevice(size_t bytes) {
+    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!p) throw std::bad_alloc();
+    return p;
+  }
+  virtual void FreeDevice(void* p) { std::free(p); }
+  virtual void CopyToDevice(void* dst, const void* src, size_t bytes) {
+    std::memcpy(dst, src, bytes);
+  }
+  virtual void CopyToHost(void* dst, const void* src, size_t bytes) {
+    std::memcpy(dst, src, bytes);
+  }
+
+  // For each b < batch: C_b (m x n, row stride ldc, batch stride stride_c)
+  //   = alpha * op(A_b) (m x k) * op(B_b) (k x n) + beta * C_b.
+  // A and B have the same dtype: T, or (T = float only) kBF16 / kF16, in which case products are
+  // accumulated in fp32. beta = 0 ignores C's old contents (NaN included).
+  virtual void Gemm(int64_t batch, int64_t m, int64_t n, int64_t k, const GemmOperand& a,
+                    const GemmOperand& b, T* c, int64_t ldc, int64_t stride_c, float alpha,
+                    float beta) = 0;
+
+  // Every GemmOperand marked `constant` may have changed (call after an optimizer step or a
+  // weight load): backends drop or refresh their pre-packed copies.
+  virtual void WeightsChanged() {}
+
+  // y[i] = x[i] converted to `to` (T, or kBF16 / kF16 when T = float), round to nearest even.
+  virtual void Cast(const T* x, void* y, DType to, int64_t n) = 0;
+  // y[i] += x[i].
+  virtual void Add(const T* x, T* y, int64_t n) = 0;
+
+  // out[r,c] = residual[r,c] + dropout(x[r,c] + bias[c]), with the mask of (key, index r*cols+c)
+  // (see philox.h). bias and residual may be null (treated as 0); out may alias x or residual.
+  virtual void BiasDropoutResidualForward(const T* x, const T* bias, const T* residual, T* out,
+                                          int64_t rows, int64_t cols, float p,
+                                          DropoutKey key) = 0;
+  // Gradient w.r.t. x of the op above: dx = mask * dout / (1-p); dbias (may be null) += sum over
+  // rows of dx. The residual's gradient is dout itself. dx may alias dout.
+  virtual void BiasDropoutResidualBackward(const T* dout, T* dx, T* dbias, int64_t rows,
+                                           int64_t cols, float p, DropoutKey key) = 0;
+
+  // pre[r,c] = x[r,c] + bias[c]; out = act(pre). GELU is the exact erf form. out may alias x.
+  virtual void BiasActivationForward(const T* x, const T* bias, T* pre, T* out, int64_t rows,
+                                     int64_t cols, Activation act) = 0;
+  // dpre = dout * act'(pre); dbias += sum over rows of dpre. dpre may alias dout.
+  virtual void BiasActivationBackward(const T* dout, const T* pre, T* dpre, T* dbias,
+                                      int64_t rows, int64_t cols, Activation act) = 0;
+
+  // Per row: mean, rstd = 1/sqrt(var + eps) (biased variance), y = (x-mean)*rstd*gamma + beta.
+  virtual void LayerNormForward(const T* x, const T* gamma, const T* beta, T* y, T* mean,
+                                T* rstd, int64_t rows, int64_t cols, float eps) = 0;
+  // dx (= or += when accumulate_dx), dgamma += sum_r dy*xhat, dbeta += sum_r dy.
+  virtual void LayerNormBackward(const T* dy, const T* x, const T* gamma, const T* mean,
+                                 const T* rstd, T* dx, T* dgamma, T* dbeta, int64_t rows,
+                                 int64_t cols, bool accumulate_dx) = 0;
+
+  // scores, probs: [B, H, Tq, Tk]. probs = softmax_k(scale*scores) where key k is masked out
+  // (probability 0) when key_padding[b,k] (key_padding [B,Tk], may be null) or, when causal,
+  // k > q. dropped = dropout(probs) with attention dropout p (index = flat element index);
+  // dropped may be null when p == 0.
+  virtual void SoftmaxForward(const T* scores, T* probs, T* dropped, const uint8_t* key_padding,
+                              int64_t batch, int64_t heads, int64_t tq, int64_t tk, float scale,
+                              bool causal, float p, DropoutKey key) = 0;
+  // d_dropped -> dprobs = mask*d_dropped/(1-p) -> dscores = scale * probs*(dprobs - <probs,dprobs>).
+  virtual void SoftmaxBackward(const T* d_dropped, const T* probs, T* dscores, int64_t batch,
+                               int64_t heads, int64_t tq, int64_t tk, float scale, float p,
+                               DropoutKey key) = 0;
+
+  // out[r,:] = scale * table[tokens[r],:] + pos_table[pos_ids[r],:] (the position term is left
+  // out when pos_ids is null).
+  virtual void EmbeddingForward(const int32_t* tokens, const T* table, const T* pos_table,
+                                const int32_t* pos_ids, T* out, int64_t rows, int64_t cols,
+                                float scale) = 0;
+  // dtable[tokens[r],:] += scale * dout[r,:] for every r whose token != pad (pad < 0: none).
+  virtual void EmbeddingBackward(const int32_t* tokens, const T* dout, T* dtable, int64_t rows,
+                                 int64_t cols, float scale, int32_t pad) = 0;
+
+  // x: [B, T, P, H, D] (P stacked projections, e.g. q,k,v) plus bias [P, H, D] (may be null)
+  // -> out: [P, B, H, T, D].
+  virtual void SplitHeads(const T* x, const T* bias, T* out, int64_t batch, int64_t time,
+                          int64_t parts, int64_t heads, int64_t head_dim) = 0;
+  // The inverse permutation: in [P, B, H, T, D] -> x [B, T, P, H, D].
+  virtual void MergeHeads(const T* in, T* x, int64_t batch, int64_t time, int64_t parts,
+                          int64_t heads, int64_t head_dim) = 0;
+  // sum[c] += sum over rows of x[r, c].
+  virtual void ColumnSum(const T* x, T* sum, int64_t rows, int64_t cols) = 0;
+
+  // Label-smoothed cross-entropy fused with log-softmax (fairseq's label_smoothed_nll_loss):
+  //   lse_r = log sum_v exp(z_rv); -log p_rv = lse_r - z_rv; eps_i = eps/(V-1)
+  //   loss_r = (1 - eps - eps_i) * (lse_r - z_r,t) + eps_i * sum_v (lse_r - z_rv)
+  // summed over rows whose target != pad. Writes lse [rows] for the backward.
+  virtual CrossEntropyStats CrossEntropyForward(const T* logits, const int32_t* targets, T* lse,
+                                                int64_t rows, int64_t vocab, float eps,
+                                                int32_t pad) = 0;
+  // dz_rv = grad_scale * (p_rv - eps_i - (1-eps-eps_i)*[v == t_r]), p from logits and lse
+  // (since the coefficients of p sum to 1); zero rows for padding targets. dlogits has dtype
+  // dlogits_dtype (T, or kBF16/kF16 when T = float) and may alias logits when it is T.
+  virtual void CrossEntropyBackward(const T* logits, const T* lse, const int32_t* targets,
+                                    void* dlogits, DType dlogits_dtype, int64_t rows,
+                                    int64_t vocab, float eps, int32_t pad, float grad_scale) = 0;
+};
+
+// The best backend for `device` with T = float (CpuBackend on kCpu; CudaBackend on kCuda, or
+// nullptr when it is not compiled in or no GPU is present).
+std::unique_ptr<Backend<float>> MakeBackend(Device device);
+
+}  // namespace sf

@@ -1,0 +1,17 @@
+// AVX512_BF16 conversion; compiled with AVX-512 flags, called only after a run-time CPU check.
+#include <immintrin.h>
+
+#include "trainer/kernels/cpu/cpu_backend.h"
+
+namespace sf::avx512 {
+
+void CastF32ToBf16(const float* x, uint16_t* y, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+  for (int64_t i = 0; i < n / 16 * 16; i += 16) {
+    const __m256bh v = _mm512_cvtneps_pbh(_mm512_loadu_ps(x + i));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i), reinterpret_cast<const __m256i&>(v));
+  }
+  for (int64_t i = n / 16 * 16; i < n; ++i) y[i] = FloatToBf16(x[i]);
+}
+
+}  // namespace sf::avx512

@@ -1,0 +1,458 @@
+#include "trainer/kernels/cpu/cpu_backend.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "trainer/core/cpu_features.h"
+#include "trainer/kernels/cpu/gemm_onednn.h"
+#include "trainer/kernels/cpu/hot_kernels.h"
+#include "trainer/kernels/cpu/vector_math.h"
+
+#define SF_KERNEL_NS portable
+#include "trainer/kernels/cpu/hot_kernels_impl.h"
+#undef SF_KERNEL_NS
+
+namespace sf {
+namespace {
+
+using vmath::FastErf;
+using vmath::FastExp;
+
+const bool kUseAvx512 = cpu::HasAvx512();
+
+void DropoutFactors(const DropoutKey& key, int64_t start, int64_t n, float p, float* out) {
+  if (kUseAvx512) avx512::DropoutFactors(key, start, n, p, out);
+  else portable::DropoutFactors(key, start, n, p, out);
+}
+
+constexpr int64_t kChunk = 4096;  // elements per dropout work item
+
+// A per-thread float buffer of at least n elements that only grows: kernels take their partial
+// sums and dropout factors from it, so steady-state steps do not touch the heap.
+float* ThreadScratch(int64_t n) {
+  thread_local std::vector<float> buf;
+  if (static_cast<int64_t>(buf.size()) < n) buf.resize(static_cast<size_t>(n));
+  return buf.data();
+}
+
+// Per-thread partial-sum rows shared by the reductions below (grows, never shrinks).
+std::vector<float>& PartialBuffer(int64_t n) {
+  static std::vector<float> buf;
+  if (static_cast<int64_t>(buf.size()) < n) buf.resize(static_cast<size_t>(n));
+  return buf;
+}
+
+// Below this many elements a kernel runs on the calling thread: waking the team costs more than
+// the work (and much more when the cores are shared with other processes).
+constexpr int64_t kMinParallelWork = 1 << 15;
+
+template <typename F>
+void ParallelRows(int64_t rows, int64_t cols, F f) {
+#pragma omp parallel for schedule(static) if (rows * cols >= kMinParallelWork)
+  for (int64_t r = 0; r < rows; ++r) f(r);
+}
+
+// sum[c] += sum_r x[r,c], parallel over rows with per-thread partials.
+void ColumnSumImpl(const float* x, float* sum, int64_t rows, int64_t cols) {
+  const int nt = omp_get_max_threads();
+  std::vector<float>& partial = PartialBuffer(static_cast<int64_t>(nt) * cols);
+  std::fill(partial.begin(), partial.begin() + static_cast<int64_t>(nt) * cols, 0.0f);
+#pragma omp parallel if (rows * cols >= kMinParallelWork)
+  {
+    float* mine = partial.data() + static_cast<int64_t>(omp_get_thread_num()) * cols;
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = x + r * cols;
+#pragma omp simd
+      for (int64_t c = 0; c < cols; ++c) mine[c] += xr[c];
+    }
+  }
+  for (int t = 0; t < nt; ++t)
+    for (int64_t c = 0; c < cols; ++c) sum[c] += partial[static_cast<size_t>(t) * cols + c];
+}
+
+}  // namespace
+
+CpuBackend::CpuBackend() : gemm_(std::make_unique<OneDnnGemm>()) { cpu::EnableAmx(); }
+CpuBackend::~CpuBackend() = default;
+
+int64_t CpuBackend::gemm_primitives_created() const { return gemm_->primitives_created(); }
+
+void CpuBackend::Gemm(int64_t batch, int64_t m, int64_t n, int64_t k, const GemmOperand& a,
+                      const GemmOperand& b, float* c, int64_t ldc, int64_t stride_c, float alpha,
+                      float beta) {
+  gemm_->Run(batch, m, n, k, a, b, c, ldc, stride_c, alpha, beta);
+}
+
+void CpuBackend::WeightsChanged() { gemm_->WeightsChanged(); }
+
+void CpuBackend::Cast(const float* x, void* y, DType to, int64_t n) {
+  switch (to) {
+    case DType::kBF16: return CastF32ToBf16(x, static_cast<uint16_t*>(y), n);
+    case DType::kF16: return CastF32ToF16(x, static_cast<uint16_t*>(y), n);
+    default:
+      if (x != y) std::memcpy(y, x, static_cast<size_t>(n) * sizeof(float));
+  }
+}
+
+void CpuBackend::Add(const float* x, float* y, int64_t n) {
+#pragma omp parallel for simd schedule(static) if (n > 32768)
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+void CpuBackend::BiasDropoutResidualForward(const float* x, const float* bias,
+                                            const float* residual, float* out, int64_t rows,
+                                            int64_t cols, float p, DropoutKey key) {
+  const int64_t n = rows * cols;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel if (n >= kMinParallelWork)
+  {
+    float factor[kChunk];
+#pragma omp for schedule(static)
+    for (int64_t ch = 0; ch < chunks; ++ch) {
+      const int64_t s = ch * kChunk, len = std::min(kChunk, n - s);
+      DropoutFactors(key, s, len, p, factor);
+      for (int64_t i = 0; i < len; ++i) {
+        const int64_t g = s + i;
+        const float v = (x[g] + (bias ? bias[g % cols] : 0.0f)) * factor[i];
+        out[g] = v + (residual ? residual[g] : 0.0f);
+      }
+    }
+  }
+}
+
+void CpuBackend::BiasDropoutResidualBackward(const float* dout, float* dx, float* dbias,
+                                             int64_t rows, int64_t cols, float p,
+                                             DropoutKey key) {
+  const int64_t n = rows * cols;
+  if (p > 0 || dx != dout) {
+    const int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel if (n >= kMinParallelWork)
+    {
+      float factor[kChunk];
+#pragma omp for schedule(static)
+      for (int64_t ch = 0; ch < chunks; ++ch) {
+        const int64_t s = ch * kChunk, len = std::min(kChunk, n - s);
+        DropoutFactors(key, s, len, p, factor);
+#pragma omp simd
+        for (int64_t i = 0; i < len; ++i) dx[s + i] = dout[s + i] * factor[i];
+      }
+    }
+  }
+  if (dbias) ColumnSumImpl(dx, dbias, rows, cols);
+}
+
+void CpuBackend::BiasActivationForward(const float* x, const float* bias, float* pre, float* out,
+                                       int64_t rows, int64_t cols, Activation act) {
+  ParallelRows(rows, cols, [&](int64_t r) {
+    const float* xr = x + r * cols;
+    float* pr = pre + r * cols;
+    float* orow = out + r * cols;
+    if (act == Activation::kRelu) {
+#pragma omp simd
+      for (int64_t c = 0; c < cols; ++c) {
+        const float h = xr[c] + (bias ? bias[c] : 0.0f);
+        pr[c] = h;
+        orow[c] = h > 0 ? h : 0.0f;
+      }
+    } else {
+#pragma omp simd
+      for (int64_t c = 0; c < cols; ++c) {
+        const float h = xr[c] + (bias ? bias[c] : 0.0f);
+        pr[c] = h;
+        orow[c] = 0.5f * h * (1.0f + FastErf(h * 0.70710678118654752f));
+      }
+    }
+  });
+}
+
+void CpuBackend::BiasActivationBackward(const float* dout, const float* pre, float* dpre,
+                                        float* dbias, int64_t rows, int64_t cols,
+                                        Activation act) {
+  ParallelRows(rows, cols, [&](int64_t r) {
+    const float* d = dout + r * cols;
+    const float* h = pre + r * cols;
+    float* o = dpre + r * cols;
+    if (act == Activation::kRelu) {
+#pragma omp simd
+      for (int64_t c = 0; c < cols; ++c) o[c] = h[c] > 0 ? d[c] : 0.0f;
+    } else {
+#pragma omp simd
+      for (int64_t c = 0; c < cols; ++c) {
+        const float cdf = 0.5f * (1.0f + FastErf(h[c] * 0.70710678118654752f));
+        const float pdf = 0.3989422804014327f * FastExp(-0.5f * h[c] * h[c]);
+        o[c] = d[c] * (cdf + h[c] * pdf);
+      }
+    }
+  });
+  if (dbias) ColumnSumImpl(dpre, dbias, rows, cols);
+}
+
+void CpuBackend::LayerNormForward(const float* x, const float* gamma, const float* beta,
+                                  float* y, float* mean, float* rstd, int64_t rows, int64_t cols,
+                                  float eps) {
+  ParallelRows(rows, cols, [&](int64_t r) {
+    const float* xr = x + r * cols;
+    float s = 0;
+#pragma omp simd reduction(+ : s)
+    for (int64_t c = 0; c < cols; ++c) s += xr[c];
+    const float mu = s / static_cast<float>(cols);
+    float v = 0;
+#pragma omp simd reduction(+ : v)
+    for (int64_t c = 0; c < cols; ++c) v += (xr[c] - mu) * (xr[c] - mu);
+    const float rs = 1.0f / std::sqrt(v / static_cast<float>(cols) + eps);
+    mean[r] = mu;
+    rstd[r] = rs;
+    float* yr = y + r * cols;
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c) yr[c] = (xr[c] - mu) * rs * gamma[c] + beta[c];
+  });
+}
+
+void CpuBackend::LayerNormBackward(const float* dy, const float* x, const float* gamma,
+                                   const float* mean, const float* rstd, float* dx,
+                                   float* dgamma, float* dbeta, int64_t rows, int64_t cols,
+                                   bool accumulate_dx) {
+  const int nt = omp_get_max_threads();
+  std::vector<float>& partial = PartialBuffer(static_cast<int64_t>(nt) * 2 * cols);
+  std::fill(partial.begin(), partial.begin() + static_cast<int64_t>(nt) * 2 * cols, 0.0f);
+#pragma omp parallel if (rows * cols >= kMinParallelWork)
+  {
+    float* pg = partial.data() + static_cast<int64_t>(omp_get_thread_num()) * 2 * cols;
+    float* pb = pg + cols;
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = x + r * cols;
+      const float* d = dy + r * cols;
+      const float mu = mean[r], rs = rstd[r];
+      float mg = 0, mgx = 0;
+#pragma omp simd reduction(+ : mg, mgx)
+      for (int64_t c = 0; c < cols; ++c) {
+        const float xh = (xr[c] - mu) * rs;
+        const float g = d[c] * gamma[c];
+        mg += g;
+        mgx += g * xh;
+        pg[c] += d[c] * xh;
+        pb[c] += d[c];
+      }
+      mg /= static_cast<float>(cols);
+      mgx /= static_cast<float>(cols);
+      float* o = dx + r * cols;
+      if (accumulate_dx) {
+#pragma omp simd
+        for (int64_t c = 0; c < cols; ++c)
+          o[c] += rs * (d[c] * gamma[c] - mg - (xr[c] - mu) * rs * mgx);
+      } else {
+#pragma omp simd
+        for (int64_t c = 0; c < cols; ++c)
+          o[c] = rs * (d[c] * gamma[c] - mg - (xr[c] - mu) * rs * mgx);
+      }
+    }
+  }
+  for (int t = 0; t < nt; ++t) {
+    const float* pg = partial.data() + static_cast<int64_t>(t) * 2 * cols;
+    for (int64_t c = 0; c < cols; ++c) {
+      dgamma[c] += pg[c];
+      dbeta[c] += pg[cols + c];
+    }
+  }
+}
+
+void CpuBackend::SoftmaxForward(const float* scores, float* probs, float* dropped,
+                                const uint8_t* key_padding, int64_t batch, int64_t heads,
+                                int64_t tq, int64_t tk, float scale, bool causal, float p,
+                                DropoutKey key) {
+  const int64_t rows = batch * heads * tq;
+#pragma omp parallel if (rows * tk >= kMinParallelWork)
+  {
+    float* factor = ThreadScratch(tk);
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t b = r / (heads * tq), q = r % tq;
+      const float* s = scores + r * tk;
+      float* pr = probs + r * tk;
+      const uint8_t* kp = key_padding ? key_padding + b * tk : nullptr;
+      const int64_t kend = causal ? std::min(tk, q + 1) : tk;
+      float mx = -std::numeric_limits<float>::infinity();
+      for (int64_t k = 0; k < kend; ++k)
+        if (!kp || !kp[k]) mx = std::max(mx, s[k] * scale);
+      float sum = 0;
+#pragma omp simd reduction(+ : sum)
+      for (int64_t k = 0; k < tk; ++k) {
+        const bool masked = k >= kend || (kp && kp[k]);
+        const float e = masked ? 0.0f : FastExp(s[k] * scale - mx);
+        pr[k] = e;
+        sum += e;
+      }
+      const float inv = sum > 0 ? 1.0f / sum : 0.0f;
+#pragma omp simd
+      for (int64_t k = 0; k < tk; ++k) pr[k] *= inv;
+      if (dropped) {
+        DropoutFactors(key, r * tk, tk, p, factor);
+        float* dr = dropped + r * tk;
+#pragma omp simd
+        for (int64_t k = 0; k < tk; ++k) dr[k] = pr[k] * factor[k];
+      }
+    }
+  }
+}
+
+void CpuBackend::SoftmaxBackward(const float* d_dropped, const float* probs, float* dscores,
+                                 int64_t batch, int64_t heads, int64_t tq, int64_t tk,
+                                 float scale, float p, DropoutKey key) {
+  const int64_t rows = batch * heads * tq;
+#pragma omp parallel if (rows * tk >= kMinParallelWork)
+  {
+    float* factor = ThreadScratch(tk);
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      DropoutFactors(key, r * tk, tk, p, factor);
+      const float* dd = d_dropped + r * tk;
+      const float* pr = probs + r * tk;
+      float* ds = dscores + r * tk;
+      float dot = 0;
+#pragma omp simd reduction(+ : dot)
+      for (int64_t k = 0; k < tk; ++k) dot += pr[k] * dd[k] * factor[k];
+#pragma omp simd
+      for (int64_t k = 0; k < tk; ++k) ds[k] = scale * pr[k] * (dd[k] * factor[k] - dot);
+    }
+  }
+}
+
+void CpuBackend::EmbeddingForward(const int32_t* tokens, const float* table,
+                                  const float* pos_table, const int32_t* pos_ids, float* out,
+                                  int64_t rows, int64_t cols, float scale) {
+  ParallelRows(rows, cols, [&](int64_t r) {
+    const float* e = table + int64_t{tokens[r]} * cols;
+    float* o = out + r * cols;
+    if (pos_ids) {
+      const float* pos = pos_table + int64_t{pos_ids[r]} * cols;
+#pragma omp simd
+      for (int64_t c = 0; c < cols; ++c) o[c] = scale * e[c] + pos[c];
+    } else {
+#pragma omp simd
+      for (int64_t c = 0; c < cols; ++c) o[c] = scale * e[c];
+    }
+  });
+}
+
+void CpuBackend::EmbeddingBackward(const int32_t* tokens, const float* dout, float* dtable,
+                                   int64_t rows, int64_t cols, float scale, int32_t pad) {
+  // Threads own disjoint column ranges, so rows scattering to the same token never race.
+#pragma omp parallel if (rows * cols >= kMinParallelWork)
+  {
+    const int nt = omp_get_num_threads(), t = omp_get_thread_num();
+    const int64_t c0 = cols * t / nt, c1 = cols * (t + 1) / nt;
+    for (int64_t r = 0; r < rows; ++r) {
+      if (tokens[r] == pad) continue;
+      float* e = dtable + int64_t{tokens[r]} * cols;
+      const float* d = dout + r * cols;
+#pragma omp simd
+      for (int64_t c = c0; c < c1; ++c) e[c] += scale * d[c];
+    }
+  }
+}
+
+void CpuBackend::SplitHeads(const float* x, const float* bias, float* out, int64_t batch,
+                            int64_t time, int64_t parts, int64_t heads, int64_t head_dim) {
+  const int64_t rows = batch * time;
+  ParallelRows(rows, parts * heads * head_dim, [&](int64_t r) {
+    const int64_t b = r / time, t = r % time;
+    for (int64_t p = 0; p < parts; ++p)
+      for (int64_t h = 0; h < heads; ++h) {
+        const float* src = x + ((r * parts + p) * heads + h) * head_dim;
+        const float* bi = bias ? bias + (p * heads + h) * head_dim : nullptr;
+        float* dst = out + (((p * batch + b) * heads + h) * time + t) * head_dim;
+        if (bi) {
+#pragma omp simd
+          for (int64_t d = 0; d < head_dim; ++d) dst[d] = src[d] + bi[d];
+        } else {
+          std::memcpy(dst, src, static_cast<size_t>(head_dim) * sizeof(float));
+        }
+      }
+  });
+}
+
+void CpuBackend::MergeHeads(const float* in, float* x, int64_t batch, int64_t time,
+                            int64_t parts, int64_t heads, int64_t head_dim) {
+  const int64_t rows = batch * time;
+  ParallelRows(rows, parts * heads * head_dim, [&](int64_t r) {
+    const int64_t b = r / time, t = r % time;
+    for (int64_t p = 0; p < parts; ++p)
+      for (int64_t h = 0; h < heads; ++h)
+        std::memcpy(x + ((r * parts + p) * heads + h) * head_dim,
+                    in + (((p * batch + b) * heads + h) * time + t) * head_dim,
+                    static_cast<size_t>(head_dim) * sizeof(float));
+  });
+}
+
+void CpuBackend::ColumnSum(const float* x, float* sum, int64_t rows, int64_t cols) {
+  ColumnSumImpl(x, sum, rows, cols);
+}
+
+CrossEntropyStats CpuBackend::CrossEntropyForward(const float* logits, const int32_t* targets,
+                                                  float* lse, int64_t rows, int64_t vocab,
+                                                  float eps, int32_t pad) {
+  const double eps_i = static_cast<double>(eps) / static_cast<double>(vocab - 1);
+  double loss = 0, nll_sum = 0;
+  int64_t tokens = 0;
+#pragma omp parallel for schedule(static) reduction(+ : loss, nll_sum, tokens) \
+    if (rows * vocab >= kMinParallelWork)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* z = logits + r * vocab;
+    float mx, sum, zsum;
+    if (kUseAvx512) avx512::CeRowForward(z, vocab, &mx, &sum, &zsum);
+    else portable::CeRowForward(z, vocab, &mx, &sum, &zsum);
+    const double l = static_cast<double>(mx) + std::log(static_cast<double>(sum));
+    lse[r] = static_cast<float>(l);
+    if (targets[r] == pad) continue;
+    const double nll = l - z[targets[r]];
+    loss += (1.0 - eps - eps_i) * nll + eps_i * (static_cast<double>(vocab) * l - zsum);
+    nll_sum += nll;
+    ++tokens;
+  }
+  return {loss, nll_sum, tokens};
+}
+
+void CpuBackend::CrossEntropyBackward(const float* logits, const float* lse,
+                                      const int32_t* targets, void* dlogits, DType dlogits_dtype,
+                                      int64_t rows, int64_t vocab, float eps, int32_t pad,
+                                      float grad_scale) {
+  const float eps_i = eps / static_cast<float>(vocab - 1);
+  const float on_target = 1.0f - eps - eps_i;
+  const bool low = dlogits_dtype != DType::kF32;
+  const bool use_bf16_avx512 = dlogits_dtype == DType::kBF16 && cpu::HasAvx512Bf16();
+#pragma omp parallel if (rows * vocab >= kMinParallelWork)
+  {
+    float* row = low ? ThreadScratch(vocab) : nullptr;
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* z = logits + r * vocab;
+      float* d = low ? row : static_cast<float*>(dlogits) + r * vocab;
+      if (targets[r] == pad) {
+        std::fill(d, d + vocab, 0.0f);
+      } else {
+        if (kUseAvx512)
+          avx512::CeRowBackward(z, lse[r], targets[r], eps_i, on_target, grad_scale, vocab, d);
+        else
+          portable::CeRowBackward(z, lse[r], targets[r], eps_i, on_target, grad_scale, vocab, d);
+      }
+      if (low) {
+        uint16_t* out = static_cast<uint16_t*>(dlogits) + r * vocab;
+        if (use_bf16_avx512) {
+          avx512::CastF32ToBf16(d, out, vocab);
+        } else if (dlogits_dtype == DType::kBF16) {
+          for (int64_t v = 0; v < vocab; ++v) out[v] = FloatToBf16(d[v]);
+        } else {
+          CastF32ToF16(d, out, vocab);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace sf

@@ -1,0 +1,90 @@
+// OneDnnGemm: batched, strided C = alpha*op(A)*op(B) + beta*C on oneDNN matmul, with one cached
+// primitive per distinct (shape, strides, dtypes, alpha, beta). Internal to CpuBackend.
+// Transposition is expressed through the memory descriptors' strides (no copies). Not
+// thread-safe (one per CpuBackend).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "trainer/kernels/backend.h"
+
+namespace sf {
+
+class OneDnnGemm {
+ public:
+  OneDnnGemm();
+  ~OneDnnGemm();
+  // Pre-packing of constant operands; SF_GEMM_PREPACK=0 in the environment turns it off (for
+  // A/B measurements).
+  static bool PrepackEnabled();
+  OneDnnGemm(const OneDnnGemm&) = delete;
+  OneDnnGemm& operator=(const OneDnnGemm&) = delete;
+  void Run(int64_t batch, int64_t m, int64_t n, int64_t k, const GemmOperand& a,
+           const GemmOperand& b, float* c, int64_t ldc, int64_t stride_c, float alpha,
+           float beta);
+  int64_t primitives_created() const { return created_; }
+  // Packed copies of constant operands are stale: re-pack on next use.
+  void WeightsChanged() { ++weights_version_; }
+  int64_t packs_done() const { return packs_; }
+
+ private:
+  struct Key {
+    int64_t v[16];
+    bool operator==(const Key& o) const;
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const;
+  };
+  struct Entry {
+    dnnl::matmul prim;
+    dnnl::memory::desc a, b, c;
+    dnnl::memory am, bm, cm;  // reused: only their data handles change per call
+    bool packed = false;      // B is a constant operand in oneDNN's preferred layout
+    dnnl::memory::desc b_packed;
+    size_t scratch_bytes = 0;
+    bool ok = false;
+  };
+  Entry& Get(int64_t batch, int64_t m, int64_t n, int64_t k, const GemmOperand& a,
+             const GemmOperand& b, int64_t ldc, int64_t stride_c, float alpha, float beta,
+             DType dt);
+
+  // A constant operand reordered into an entry's preferred weights layout.
+  struct Packed {
+    void* buffer = nullptr;
+    dnnl::memory src, dst;
+    dnnl::reorder reorder;
+    int64_t version = -1;
+  };
+  struct PackKey {
+    const void* data;
+    const Entry* entry;
+    bool operator==(const PackKey& o) const { return data == o.data && entry == o.entry; }
+  };
+  struct PackKeyHash {
+    size_t operator()(const PackKey& k) const {
+      return std::hash<const void*>()(k.data) * 31 + std::hash<const void*>()(k.entry);
+    }
+  };
+  const void* PackedB(Entry& e, const void* data);
+
+  dnnl::engine engine_;
+  dnnl::stream stream_;
+  std::unordered_map<Key, Entry, KeyHash> cache_;
+  std::vector<float> widen_a_, widen_b_;  // f16 fallback scratch
+  // One scratchpad shared by all primitives (user scratchpad mode), grown to the largest any
+  // primitive asks for, so executions never allocate it themselves.
+  void* scratch_ = nullptr;
+  size_t scratch_size_ = 0;
+  dnnl::memory scratch_mem_;
+  int64_t created_ = 0;
+  int64_t packs_ = 0;
+  int64_t weights_version_ = 0;
+  std::unordered_map<PackKey, Packed, PackKeyHash> packed_;
+};
+
+}  // namespace sf

@@ -1,0 +1,300 @@
+// ReferenceBackend<T>: the plain, scalar definition of every kernel in backend.h, for T = float
+// or double. It is the f64 backend of the finite-difference gradient tests and the reference the
+// fast CpuBackend is checked against. Written for clarity, not speed (no threads, std::exp).
+// Stateless and thread-safe.
+#pragma once
+
+#include <cassert>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "trainer/kernels/backend.h"
+
+namespace sf {
+
+template <typename T>
+class ReferenceBackend final : public Backend<T> {
+ public:
+  const char* name() const override { return "reference"; }
+  Device device() const override { return Device::kCpu; }
+
+  static double Load(const void* p, DType t, int64_t i) {
+    switch (t) {
+      case DType::kF32: return static_cast<const float*>(p)[i];
+      case DType::kF64: return static_cast<const double*>(p)[i];
+      case DType::kBF16: return Bf16ToFloat(static_cast<const uint16_t*>(p)[i]);
+      case DType::kF16: return F16ToFloat(static_cast<const uint16_t*>(p)[i]);
+      default: assert(false); return 0;
+    }
+  }
+  static void Store(void* p, DType t, int64_t i, double v) {
+    switch (t) {
+      case DType::kF32: static_cast<float*>(p)[i] = static_cast<float>(v); break;
+      case DType::kF64: static_cast<double*>(p)[i] = v; break;
+      case DType::kBF16: static_cast<uint16_t*>(p)[i] = FloatToBf16(static_cast<float>(v)); break;
+      case DType::kF16: static_cast<uint16_t*>(p)[i] = FloatToF16(static_cast<float>(v)); break;
+      default: assert(false);
+    }
+  }
+  static double At(const GemmOperand& x, int64_t b, int64_t i, int64_t p) {
+    const int64_t off = b * x.batch_stride + (x.transposed ? p * x.ld + i : i * x.ld + p);
+    return Load(x.data, x.dtype, off);
+  }
+
+  void Gemm(int64_t batch, int64_t m, int64_t n, int64_t k, const GemmOperand& a,
+            const GemmOperand& b, T* c, int64_t ldc, int64_t stride_c, float alpha,
+            float beta) override {
+    for (int64_t bi = 0; bi < batch; ++bi)
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double acc = 0;
+          for (int64_t p = 0; p < k; ++p) acc += At(a, bi, i, p) * At(b, bi, p, j);
+          T& out = c[bi * stride_c + i * ldc + j];
+          out = static_cast<T>(alpha * acc + (beta == 0 ? 0.0 : beta * static_cast<double>(out)));
+        }
+  }
+
+  void Cast(const T* x, void* y, DType to, int64_t n) override {
+    for (int64_t i = 0; i < n; ++i) Store(y, to, i, x[i]);
+  }
+  void Add(const T* x, T* y, int64_t n) override {
+    for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+  }
+
+  static T DropoutFactor(const DropoutKey& key, int64_t index, float p) {
+    if (p <= 0) return T(1);
+    return DropoutKept(key, static_cast<uint64_t>(index), DropoutThreshold(p))
+               ? static_cast<T>(1.0 / (1.0 - static_cast<double>(p)))
+               : T(0);
+  }
+
+  void BiasDropoutResidualForward(const T* x, const T* bias, const T* residual, T* out,
+                                  int64_t rows, int64_t cols, float p, DropoutKey key) override {
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        const int64_t i = r * cols + c;
+        T v = (x[i] + (bias ? bias[c] : T(0))) * DropoutFactor(key, i, p);
+        out[i] = v + (residual ? residual[i] : T(0));
+      }
+  }
+  void BiasDropoutResidualBackward(const T* dout, T* dx, T* dbias, int64_t rows, int64_t cols,
+                                   float p, DropoutKey key) override {
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        const int64_t i = r * cols + c;
+        dx[i] = dout[i] * DropoutFactor(key, i, p);
+        if (dbias) dbias[c] += dx[i];
+      }
+  }
+
+  static double Act(double x, Activation a) {
+    if (a == Activation::kRelu) return x > 0 ? x : 0;
+    return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+  }
+  static double ActGrad(double x, Activation a) {
+    if (a == Activation::kRelu) return x > 0 ? 1 : 0;
+    const double cdf = 0.5 * (1 + std::erf(x / std::sqrt(2.0)));
+    const double pdf = std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI);
+    return cdf + x * pdf;
+  }
+  void BiasActivationForward(const T* x, const T* bias, T* pre, T* out, int64_t rows,
+                             int64_t cols, Activation act) override {
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        const int64_t i = r * cols + c;
+        const T h = x[i] + (bias ? bias[c] : T(0));
+        pre[i] = h;
+        out[i] = static_cast<T>(Act(h, act));
+      }
+  }
+  void BiasActivationBackward(const T* dout, const T* pre, T* dpre, T* dbias, int64_t rows,
+                              int64_t cols, Activation act) override {
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        const int64_t i = r * cols + c;
+        dpre[i] = static_cast<T>(dout[i] * ActGrad(pre[i], act));
+        if (dbias) dbias[c] += dpre[i];
+      }
+  }
+
+  void LayerNormForward(const T* x, const T* gamma, const T* beta, T* y, T* mean, T* rstd,
+                        int64_t rows, int64_t cols, float eps) override {
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* xr = x + r * cols;
+      double mu = 0, var = 0;
+      for (int64_t c = 0; c < cols; ++c) mu += xr[c];
+      mu /= cols;
+      for (int64_t c = 0; c < cols; ++c) var += (xr[c] - mu) * (xr[c] - mu);
+      var /= cols;
+      const double rs = 1.0 / std::sqrt(var + eps);
+      mean[r] = static_cast<T>(mu);
+      rstd[r] = static_cast<T>(rs);
+      for (int64_t c = 0; c < cols; ++c)
+        y[r * cols + c] = static_cast<T>((xr[c] - mu) * rs * gamma[c] + beta[c]);
+    }
+  }
+  // xhat = (x-mu)*rstd; g = dy*gamma; dx = rstd * (g - mean(g) - xhat*mean(g*xhat)).
+  void LayerNormBackward(const T* dy, const T* x, const T* gamma, const T* mean, const T* rstd,
+                         T* dx, T* dgamma, T* dbeta, int64_t rows, int64_t cols,
+                         bool accumulate_dx) override {
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* xr = x + r * cols;
+      const T* dyr = dy + r * cols;
+      double mg = 0, mgx = 0;
+      for (int64_t c = 0; c < cols; ++c) {
+        const double xh = (xr[c] - mean[r]) * rstd[r];
+        const double g = dyr[c] * gamma[c];
+        mg += g;
+        mgx += g * xh;
+        dgamma[c] += static_cast<T>(dyr[c] * xh);
+        dbeta[c] += dyr[c];
+      }
+      mg /= cols;
+      mgx /= cols;
+      for (int64_t c = 0; c < cols; ++c) {
+        const double xh = (xr[c] - mean[r]) * rstd[r];
+        const double v = rstd[r] * (dyr[c] * gamma[c] - mg - xh * mgx);
+        if (accumulate_dx) dx[r * cols + c] += static_cast<T>(v);
+        else dx[r * cols + c] = static_cast<T>(v);
+      }
+    }
+  }
+
+  static bool Masked(const uint8_t* key_padding, int64_t b, int64_t q, int64_t k, int64_t tk,
+                     bool causal) {
+    return (key_padding && key_padding[b * tk + k]) || (causal && k > q);
+  }
+  void SoftmaxForward(const T* scores, T* probs, T* dropped, const uint8_t* key_padding,
+                      int64_t batch, int64_t heads, int64_t tq, int64_t tk, float scale,
+                      bool causal, float p, DropoutKey key) override {
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t q = 0; q < tq; ++q) {
+          const int64_t row = ((b * heads + h) * tq + q) * tk;
+          double mx = -std::numeric_limits<double>::infinity();
+          for (int64_t k = 0; k < tk; ++k)
+            if (!Masked(key_padding, b, q, k, tk, causal))
+              mx = std::max(mx, static_cast<double>(scale) * scores[row + k]);
+          double sum = 0;
+          for (int64_t k = 0; k < tk; ++k)
+            if (!Masked(key_padding, b, q, k, tk, causal))
+              sum += std::exp(static_cast<double>(scale) * scores[row + k] - mx);
+          for (int64_t k = 0; k < tk; ++k) {
+            const double pr = Masked(key_padding, b, q, k, tk, causal)
+                                  ? 0.0
+                                  : std::exp(static_cast<double>(scale) * scores[row + k] - mx) /
+                                        sum;
+            probs[row + k] = static_cast<T>(pr);
+            if (dropped) dropped[row + k] = probs[row + k] * DropoutFactor(key, row + k, p);
+          }
+        }
+  }
+  void SoftmaxBackward(const T* d_dropped, const T* probs, T* dscores, int64_t batch,
+                       int64_t heads, int64_t tq, int64_t tk, float scale, float p,
+                       DropoutKey key) override {
+    const int64_t rows = batch * heads * tq;
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t row = r * tk;
+      double dot = 0;
+      for (int64_t k = 0; k < tk; ++k)
+        dot += static_cast<double>(probs[row + k]) * d_dropped[row + k] *
+               DropoutFactor(key, row + k, p);
+      for (int64_t k = 0; k < tk; ++k) {
+        const double dp = static_cast<double>(d_dropped[row + k]) * DropoutFactor(key, row + k, p);
+        dscores[row + k] = static_cast<T>(scale * probs[row + k] * (dp - dot));
+      }
+    }
+  }
+
+  void EmbeddingForward(const int32_t* tokens, const T* table, const T* pos_table,
+                        const int32_t* pos_ids, T* out, int64_t rows, int64_t cols,
+                        float scale) override {
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        out[r * cols + c] = static_cast<T>(
+            scale * table[int64_t{tokens[r]} * cols + c] +
+            (pos_ids ? pos_table[int64_t{pos_ids[r]} * cols + c] : T(0)));
+  }
+  void EmbeddingBackward(const int32_t* tokens, const T* dout, T* dtable, int64_t rows,
+                         int64_t cols, float scale, int32_t pad) override {
+    for (int64_t r = 0; r < rows; ++r) {
+      if (tokens[r] == pad) continue;
+      for (int64_t c = 0; c < cols; ++c)
+        dtable[int64_t{tokens[r]} * cols + c] += static_cast<T>(scale * dout[r * cols + c]);
+    }
+  }
+
+  void SplitHeads(const T* x, const T* bias, T* out, int64_t batch, int64_t time, int64_t parts,
+                  int64_t heads, int64_t head_dim) override {
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t t = 0; t < time; ++t)
+        for (int64_t p = 0; p < parts; ++p)
+          for (int64_t h = 0; h < heads; ++h)
+            for (int64_t d = 0; d < head_dim; ++d) {
+              const int64_t src = (((b * time + t) * parts + p) * heads + h) * head_dim + d;
+              const int64_t dst = (((p * batch + b) * heads + h) * time + t) * head_dim + d;
+              out[dst] = x[src] + (bias ? bias[(p * heads + h) * head_dim + d] : T(0));
+            }
+  }
+  void MergeHeads(const T* in, T* x, int64_t batch, int64_t time, int64_t parts, int64_t heads,
+                  int64_t head_dim) override {
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t t = 0; t < time; ++t)
+        for (int64_t p = 0; p < parts; ++p)
+          for (int64_t h = 0; h < heads; ++h)
+            for (int64_t d = 0; d < head_dim; ++d) {
+              const int64_t dst = (((b * time + t) * parts + p) * heads + h) * head_dim + d;
+              const int64_t src = (((p * batch + b) * heads + h) * time + t) * head_dim + d;
+              x[dst] = in[src];
+            }
+  }
+  void ColumnSum(const T* x, T* sum, int64_t rows, int64_t cols) override {
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) sum[c] += x[r * cols + c];
+  }
+
+  CrossEntropyStats CrossEntropyForward(const T* logits, const int32_t* targets, T* lse,
+                                        int64_t rows, int64_t vocab, float eps,
+                                        int32_t pad) override {
+    CrossEntropyStats s;
+    const double eps_i = static_cast<double>(eps) / static_cast<double>(vocab - 1);
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* z = logits + r * vocab;
+      double mx = -std::numeric_limits<double>::infinity();
+      for (int64_t v = 0; v < vocab; ++v) mx = std::max(mx, static_cast<double>(z[v]));
+      double sum = 0, zsum = 0;
+      for (int64_t v = 0; v < vocab; ++v) {
+        sum += std::exp(z[v] - mx);
+        zsum += z[v];
+      }
+      const double l = mx + std::log(sum);
+      lse[r] = static_cast<T>(l);
+      if (targets[r] == pad) continue;
+      const double nll = l - z[targets[r]];
+      const double smooth = vocab * l - zsum;
+      s.loss += (1.0 - eps - eps_i) * nll + eps_i * smooth;
+      s.nll += nll;
+      ++s.tokens;
+    }
+    return s;
+  }
+  void CrossEntropyBackward(const T* logits, const T* lse, const int32_t* targets, void* dlogits,
+                            DType dlogits_dtype, int64_t rows, int64_t vocab, float eps,
+                            int32_t pad, float grad_scale) override {
+    const double eps_i = static_cast<double>(eps) / static_cast<double>(vocab - 1);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t v = 0; v < vocab; ++v) {
+        const int64_t i = r * vocab + v;
+        double g = 0;
+        if (targets[r] != pad) {
+          const double pr = std::exp(static_cast<double>(logits[i]) - lse[r]);
+          g = grad_scale * (pr - eps_i - (v == targets[r] ? 1.0 - eps - eps_i : 0.0));
+        }
+        Store(dlogits, dlogits_dtype, i, g);
+      }
+  }
+};
+
+}  // namespace sf

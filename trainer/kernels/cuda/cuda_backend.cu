@@ -1,0 +1,570 @@
+// CUDA implementation of Backend<float>; see cuda_backend.h and, for each op's definition,
+// backend.h and kernels/cpu/reference.h.
+#include "trainer/kernels/cuda/cuda_backend.h"
+
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cfloat>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+namespace sf {
+namespace {
+
+#define SF_CUDA_CHECK(expr)                                                          \
+  do {                                                                               \
+    cudaError_t e_ = (expr);                                                         \
+    if (e_ != cudaSuccess) {                                                         \
+      std::fprintf(stderr, "CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, \
+                   __LINE__);                                                        \
+      std::abort();                                                                  \
+    }                                                                                \
+  } while (0)
+
+#define SF_CUBLAS_CHECK(expr)                                                            \
+  do {                                                                                   \
+    cublasStatus_t s_ = (expr);                                                          \
+    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                   \
+      std::fprintf(stderr, "cuBLASLt error %d at %s:%d\n", static_cast<int>(s_), __FILE__, \
+                   __LINE__);                                                            \
+      std::abort();                                                                      \
+    }                                                                                    \
+  } while (0)
+
+constexpr int kThreads = 256;
+
+int Blocks(int64_t n) { return static_cast<int>((n + kThreads - 1) / kThreads); }
+
+__device__ float DropoutFactor(DropoutKey key, int64_t index, float p, uint32_t threshold,
+                               float keep_scale) {
+  if (p <= 0.0f) return 1.0f;
+  uint8_t keep[8];
+  DropoutKeep8(key, static_cast<uint64_t>(index) / 8, threshold, keep);
+  return keep[index % 8] ? keep_scale : 0.0f;
+}
+
+float KeepScale(float p) { return static_cast<float>(1.0 / (1.0 - static_cast<double>(p))); }
+
+// Block-wide sum (blockDim.x a multiple of 32, at most 1024).
+__device__ float BlockSum(float v) {
+  __shared__ float warp_sums[32];
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();
+  if (lane == 0) warp_sums[warp] = v;
+  __syncthreads();
+  const int warps = blockDim.x >> 5;
+  float t = lane < warps ? warp_sums[lane] : 0.0f;
+  if (warp == 0)
+    for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
+  __shared__ float total;
+  if (threadIdx.x == 0) total = t;
+  __syncthreads();
+  return total;
+}
+
+__device__ float BlockMax(float v) {
+  __shared__ float warp_max[32];
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();
+  if (lane == 0) warp_max[warp] = v;
+  __syncthreads();
+  const int warps = blockDim.x >> 5;
+  float t = lane < warps ? warp_max[lane] : -FLT_MAX;
+  if (warp == 0)
+    for (int o = 16; o > 0; o >>= 1) t = fmaxf(t, __shfl_xor_sync(0xffffffffu, t, o));
+  __shared__ float total;
+  if (threadIdx.x == 0) total = t;
+  __syncthreads();
+  return total;
+}
+
+__global__ void CastKernel(const float* x, void* y, int to, int64_t n) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  if (to == 1) static_cast<__nv_bfloat16*>(y)[i] = __float2bfloat16_rn(x[i]);
+  else if (to == 2) static_cast<__half*>(y)[i] = __float2half_rn(x[i]);
+  else static_cast<float*>(y)[i] = x[i];
+}
+
+__global__ void AddKernel(const float* x, float* y, int64_t n) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) y[i] += x[i];
+}
+
+__global__ void BdrForwardKernel(const float* x, const float* bias, const float* residual,
+                                 float* out, int64_t n, int64_t cols, float p, uint32_t threshold,
+                                 float keep_scale, DropoutKey key) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const float v = (x[i] + (bias ? bias[i % cols] : 0.0f)) *
+                  DropoutFactor(key, i, p, threshold, keep_scale);
+  out[i] = v + (residual ? residual[i] : 0.0f);
+}
+
+__global__ void DropoutBackwardKernel(const float* dout, float* dx, int64_t n, float p,
+                                      uint32_t threshold, float keep_scale, DropoutKey key) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) dx[i] = dout[i] * DropoutFactor(key, i, p, threshold, keep_scale);
+}
+
+// sum[c] += sum_r x[r, c]: one thread per column, rows split over blockIdx.y.
+__global__ void ColumnSumKernel(const float* x, float* sum, int64_t rows, int64_t cols) {
+  const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (c >= cols) return;
+  const int64_t per = (rows + gridDim.y - 1) / gridDim.y;
+  const int64_t r0 = blockIdx.y * per, r1 = min(rows, r0 + per);
+  float s = 0;
+  for (int64_t r = r0; r < r1; ++r) s += x[r * cols + c];
+  atomicAdd(sum + c, s);
+}
+
+__device__ float Erf(float x) { return erff(x); }
+
+__global__ void BiasActForwardKernel(const float* x, const float* bias, float* pre, float* out,
+                                     int64_t n, int64_t cols, int gelu) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const float h = x[i] + (bias ? bias[i % cols] : 0.0f);
+  pre[i] = h;
+  out[i] = gelu ? 0.5f * h * (1.0f + Erf(h * 0.70710678118654752f)) : fmaxf(h, 0.0f);
+}
+
+__global__ void BiasActBackwardKernel(const float* dout, const float* pre, float* dpre, int64_t n,
+                                      int gelu) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const float h = pre[i];
+  if (gelu) {
+    const float cdf = 0.5f * (1.0f + Erf(h * 0.70710678118654752f));
+    const float pdf = 0.3989422804014327f * expf(-0.5f * h * h);
+    dpre[i] = dout[i] * (cdf + h * pdf);
+  } else {
+    dpre[i] = h > 0 ? dout[i] : 0.0f;
+  }
+}
+
+// One block per row.
+__global__ void LayerNormForwardKernel(const float* x, const float* gamma, const float* beta,
+                                       float* y, float* mean, float* rstd, int64_t cols,
+                                       float eps) {
+  const int64_t r = blockIdx.x;
+  const float* xr = x + r * cols;
+  float s = 0;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) s += xr[c];
+  const float mu = BlockSum(s) / cols;
+  float v = 0;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) v += (xr[c] - mu) * (xr[c] - mu);
+  const float rs = rsqrtf(BlockSum(v) / cols + eps);
+  if (threadIdx.x == 0) {
+    mean[r] = mu;
+    rstd[r] = rs;
+  }
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+    y[r * cols + c] = (xr[c] - mu) * rs * gamma[c] + beta[c];
+}
+
+__global__ void LayerNormBackwardKernel(const float* dy, const float* x, const float* gamma,
+                                        const float* mean, const float* rstd, float* dx,
+                                        float* dgamma, float* dbeta, int64_t cols, int accumulate) {
+  const int64_t r = blockIdx.x;
+  const float* xr = x + r * cols;
+  const float* d = dy + r * cols;
+  const float mu = mean[r], rs = rstd[r];
+  float mg = 0, mgx = 0;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    const float xh = (xr[c] - mu) * rs;
+    const float g = d[c] * gamma[c];
+    mg += g;
+    mgx += g * xh;
+    atomicAdd(dgamma + c, d[c] * xh);
+    atomicAdd(dbeta + c, d[c]);
+  }
+  mg = BlockSum(mg) / cols;
+  mgx = BlockSum(mgx) / cols;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    const float v = rs * (d[c] * gamma[c] - mg - (xr[c] - mu) * rs * mgx);
+    if (accumulate) dx[r * cols + c] += v;
+    else dx[r * cols + c] = v;
+  }
+}
+
+// One warp per row of Tk scores.
+__global__ void SoftmaxForwardKernel(const float* scores, float* probs, float* dropped,
+                                     const uint8_t* key_padding, int64_t rows, int64_t heads,
+                                     int64_t tq, int64_t tk, float scale, int causal, float p,
+                                     uint32_t threshold, float keep_scale, DropoutKey key) {
+  const int64_t r = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
+  const int lane = threadIdx.x & 31;
+  if (r >= rows) return;
+  const int64_t b = r / (heads * tq), q = r % tq;
+  const float* s = scores + r * tk;
+  float* pr = probs + r * tk;
+  const uint8_t* kp = key_padding ? key_padding + b * tk : nullptr;
+  auto masked = [&](int64_t k) { return (kp && kp[k]) || (causal && k > q); };
+  float mx = -FLT_MAX;
+  for (int64_t k = lane; k < tk; k += 32)
+    if (!masked(k)) mx = fmaxf(mx, s[k] * scale);
+  for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  float sum = 0;
+  for (int64_t k = lane; k < tk; k += 32) {
+    const float e = masked(k) ? 0.0f : expf(s[k] * scale - mx);
+    pr[k] = e;
+    sum += e;
+  }
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  const float inv = sum > 0 ? 1.0f / sum : 0.0f;
+  for (int64_t k = lane; k < tk; k += 32) {
+    pr[k] *= inv;
+    if (dropped) dropped[r * tk + k] = pr[k] * DropoutFactor(key, r * tk + k, p, threshold, keep_scale);
+  }
+}
+
+__global__ void SoftmaxBackwardKernel(const float* d_dropped, const float* probs, float* dscores,
+                                      int64_t rows, int64_t tk, float scale, float p,
+                                      uint32_t threshold, float keep_scale, DropoutKey key) {
+  const int64_t r = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
+  const int lane = threadIdx.x & 31;
+  if (r >= rows) return;
+  const int64_t row = r * tk;
+  float dot = 0;
+  for (int64_t k = lane; k < tk; k += 32)
+    dot += probs[row + k] * d_dropped[row + k] * DropoutFactor(key, row + k, p, threshold, keep_scale);
+  for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+  for (int64_t k = lane; k < tk; k += 32) {
+    const float dp = d_dropped[row + k] * DropoutFactor(key, row + k, p, threshold, keep_scale);
+    dscores[row + k] = scale * probs[row + k] * (dp - dot);
+  }
+}
+
+__global__ void EmbeddingForwardKernel(const int32_t* tokens, const float* table,
+                                       const float* pos_table, const int32_t* pos_ids, float* out,
+                                       int64_t n, int64_t cols, float scale) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const int64_t r = i / cols, c = i % cols;
+  float v = scale * table[static_cast<int64_t>(tokens[r]) * cols + c];
+  if (pos_ids) v += pos_table[static_cast<int64_t>(pos_ids[r]) * cols + c];
+  out[i] = v;
+}
+
+__global__ void EmbeddingBackwardKernel(const int32_t* tokens, const float* dout, float* dtable,
+                                        int64_t n, int64_t cols, float scale, int32_t pad) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const int64_t r = i / cols, c = i % cols;
+  if (tokens[r] == pad) return;
+  atomicAdd(dtable + static_cast<int64_t>(tokens[r]) * cols + c, scale * dout[i]);
+}
+
+// x [B,T,P,H,D] (+bias [P,H,D]) <-> out [P,B,H,T,D]; `merge` runs the inverse direction.
+__global__ void PermuteHeadsKernel(const float* src, const float* bias, float* dst, int64_t batch,
+                                   int64_t time, int64_t parts, int64_t heads, int64_t head_dim,
+                                   int merge) {
+  const int64_t n = batch * time * parts * heads * head_dim;
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  // i indexes x's layout [B,T,P,H,D].
+  int64_t rest = i;
+  const int64_t d = rest % head_dim; rest /= head_dim;
+  const int64_t h = rest % heads; rest /= heads;
+  const int64_t p = rest % parts; rest /= parts;
+  const int64_t t = rest % time;
+  const int64_t b = rest / time;
+  const int64_t j = (((p * batch + b) * heads + h) * time + t) * head_dim + d;
+  if (merge) dst[i] = src[j];
+  else dst[j] = src[i] + (bias ? bias[(p * heads + h) * head_dim + d] : 0.0f);
+}
+
+// One block per row: lse, and the row's loss / nll (0 for padding).
+__global__ void CrossEntropyForwardKernel(const float* logits, const int32_t* targets, float* lse,
+                                          double* row_stats, int64_t vocab, float eps,
+                                          int32_t pad) {
+  const int64_t r = blockIdx.x;
+  const float* z = logits + r * vocab;
+  float mx = -FLT_MAX;
+  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) mx = fmaxf(mx, z[v]);
+  mx = BlockMax(mx);
+  float sum = 0, zsum = 0;
+  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) {
+    sum += expf(z[v] - mx);
+    zsum += z[v];
+  }
+  sum = BlockSum(sum);
+  zsum = BlockSum(zsum);
+  if (threadIdx.x != 0) return;
+  const double l = static_cast<double>(mx) + log(static_cast<double>(sum));
+  lse[r] = static_cast<float>(l);
+  const double eps_i = static_cast<double>(eps) / static_cast<double>(vocab - 1);
+  if (targets[r] == pad) {
+    row_stats[2 * r] = row_stats[2 * r + 1] = 0;
+    return;
+  }
+  const double nll = l - z[targets[r]];
+  row_stats[2 * r] = (1.0 - eps - eps_i) * nll + eps_i * (static_cast<double>(vocab) * l - zsum);
+  row_stats[2 * r + 1] = nll;
+}
+
+__global__ void CrossEntropyBackwardKernel(const float* logits, const float* lse,
+                                           const int32_t* targets, void* dlogits, int dtype,
+                                           int64_t vocab, float eps, int32_t pad,
+                                           float grad_scale) {
+  const int64_t r = blockIdx.x;
+  const float eps_i = eps / static_cast<float>(vocab - 1);
+  const float on_target = 1.0f - eps - eps_i;
+  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) {
+    const int64_t i = r * vocab + v;
+    float g = 0;
+    if (targets[r] != pad)
+      g = grad_scale * (expf(logits[i] - lse[r]) - eps_i - (v == targets[r] ? on_target : 0.0f));
+    if (dtype == 1) static_cast<__nv_bfloat16*>(dlogits)[i] = __float2bfloat16_rn(g);
+    else if (dtype == 2) static_cast<__half*>(dlogits)[i] = __float2half_rn(g);
+    else static_cast<float*>(dlogits)[i] = g;
+  }
+}
+
+int DTypeCode(DType t) { return t == DType::kBF16 ? 1 : t == DType::kF16 ? 2 : 0; }
+
+cudaDataType_t CudaType(DType t) {
+  return t == DType::kBF16 ? CUDA_R_16BF : t == DType::kF16 ? CUDA_R_16F : CUDA_R_32F;
+}
+
+class CudaBackend final : public Backend<float> {
+ public:
+  explicit CudaBackend(int ordinal) : ordinal_(ordinal) {
+    SF_CUDA_CHECK(cudaSetDevice(ordinal));
+    SF_CUDA_CHECK(cudaStreamCreate(&stream_));
+    SF_CUBLAS_CHECK(cublasLtCreate(&lt_));
+    SF_CUDA_CHECK(cudaMalloc(&workspace_, kWorkspace));
+  }
+  ~CudaBackend() override {
+    cudaFree(workspace_);
+    cudaFree(row_stats_);
+    cublasLtDestroy(lt_);
+    cudaStreamDestroy(stream_);
+  }
+  const char* name() const override { return "cuda"; }
+  Device device() const override { return Device::kCuda; }
+
+  void* AllocateDevice(size_t bytes) override {
+    void* p = nullptr;
+    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) throw std::bad_alloc();
+    return p;
+  }
+  void FreeDevice(void* p) override { cudaFree(p); }
+  void CopyToDevice(void* dst, const void* src, size_t bytes) override {
+    SF_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+    SF_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  void CopyToHost(void* dst, const void* src, size_t bytes) override {
+    SF_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+    SF_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLASLt's first operand is
+  // our B, its second our A, and a row-major stored matrix is the column-major transpose.
+  void Gemm(int64_t batch, int64_t m, int64_t n, int64_t k, const GemmOperand& a,
+            const GemmOperand& b, float* c, int64_t ldc, int64_t stride_c, float alpha,
+            float beta) override {
+    const cudaDataType_t dt = CudaType(a.dtype);
+    cublasLtMatmulDesc_t op;
+    SF_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t opa = b.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t opb = a.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+    SF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)));
+    SF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)));
+    cublasLtMatrixLayout_t la, lb, lc;
+    // Stored column-major shapes: our B is (n x k) unless transposed (k x n); our A is (k x m)
+    // unless transposed (m x k); C^T is n x m.
+    SF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, dt, b.transposed ? k : n, b.transposed ? n : k, b.ld));
+    SF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, dt, a.transposed ? m : k, a.transposed ? k : m, a.ld));
+    SF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, n, m, ldc));
+    if (batch > 1) {
+      const int32_t count = static_cast<int32_t>(batch);
+      for (auto [layout, stride] : {std::pair{la, b.batch_stride}, std::pair{lb, a.batch_stride},
+                                    std::pair{lc, stride_c}}) {
+        SF_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+        SF_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
+      }
+    }
+    cublasLtMatmulPreference_t pref;
+    SF_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    SF_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kWorkspace, sizeof(kWorkspace)));
+    cublasLtMatmulHeuristicResult_t heuristic;
+    int found = 0;
+    SF_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt_, op, la, lb, lc, lc, pref, 1, &heuristic, &found));
+    if (found == 0) std::abort();
+    SF_CUBLAS_CHECK(cublasLtMatmul(lt_, op, &alpha, b.data, la, a.data, lb, &beta, c, lc, c, lc,
+                                   &heuristic.algo, workspace_, kWorkspace, stream_));
+    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLtMatrixLayoutDestroy(la);
+    cublasLtMatrixLayoutDestroy(lb);
+    cublasLtMatrixLayoutDestroy(lc);
+    cublasLtMatmulDescDestroy(op);
+  }
+
+  void Cast(const float* x, void* y, DType to, int64_t n) override {
+    if (n > 0) CastKernel<<<Blocks(n), kThreads, 0, stream_>>>(x, y, DTypeCode(to), n);
+  }
+  void Add(const float* x, float* y, int64_t n) override {
+    if (n > 0) AddKernel<<<Blocks(n), kThreads, 0, stream_>>>(x, y, n);
+  }
+  void BiasDropoutResidualForward(const float* x, const float* bias, const float* residual,
+                                  float* out, int64_t rows, int64_t cols, float p,
+                                  DropoutKey key) override {
+    const int64_t n = rows * cols;
+    if (n > 0)
+      BdrForwardKernel<<<Blocks(n), kThreads, 0, stream_>>>(x, bias, residual, out, n, cols, p,
+                                                            DropoutThreshold(p), KeepScale(p), key);
+  }
+  void BiasDropoutResidualBackward(const float* dout, float* dx, float* dbias, int64_t rows,
+                                   int64_t cols, float p, DropoutKey key) override {
+    const int64_t n = rows * cols;
+    if (n > 0)
+      DropoutBackwardKernel<<<Blocks(n), kThreads, 0, stream_>>>(dout, dx, n, p,
+                                                                 DropoutThreshold(p), KeepScale(p), key);
+    if (dbias) ColumnSum(dx, dbias, rows, cols);
+  }
+  void BiasActivationForward(const float* x, const float* bias, float* pre, float* out,
+                             int64_t rows, int64_t cols, Activation act) override {
+    const int64_t n = rows * cols;
+    if (n > 0)
+      BiasActForwardKernel<<<Blocks(n), kThreads, 0, stream_>>>(x, bias, pre, out, n, cols,
+                                                                act == Activation::kGelu);
+  }
+  void BiasActivationBackward(const float* dout, const float* pre, float* dpre, float* dbias,
+                              int64_t rows, int64_t cols, Activation act) override {
+    const int64_t n = rows * cols;
+    if (n > 0)
+      BiasActBackwardKernel<<<Blocks(n), kThreads, 0, stream_>>>(dout, pre, dpre, n,
+                                                                 act == Activation::kGelu);
+    if (dbias) ColumnSum(dpre, dbias, rows, cols);
+  }
+  void LayerNormForward(const float* x, const float* gamma, const float* beta, float* y,
+                        float* mean, float* rstd, int64_t rows, int64_t cols,
+                        float eps) override {
+    if (rows > 0)
+      LayerNormForwardKernel<<<static_cast<unsigned>(rows), 128, 0, stream_>>>(x, gamma, beta, y, mean, rstd, cols, eps);
+  }
+  void LayerNormBackward(const float* dy, const float* x, const float* gamma, const float* mean,
+                         const float* rstd, float* dx, float* dgamma, float* dbeta, int64_t rows,
+                         int64_t cols, bool accumulate_dx) override {
+    if (rows > 0)
+      LayerNormBackwardKernel<<<static_cast<unsigned>(rows), 128, 0, stream_>>>(
+          dy, x, gamma, mean, rstd, dx, dgamma, dbeta, cols, accumulate_dx);
+  }
+  void SoftmaxForward(const float* scores, float* probs, float* dropped,
+                      const uint8_t* key_padding, int64_t batch, int64_t heads, int64_t tq,
+                      int64_t tk, float scale, bool causal, float p, DropoutKey key) override {
+    const int64_t rows = batch * heads * tq;
+    if (rows > 0)
+      SoftmaxForwardKernel<<<Blocks(rows * 32), kThreads, 0, stream_>>>(
+          scores, probs, dropped, key_padding, rows, heads, tq, tk, scale, causal, p,
+          DropoutThreshold(p), KeepScale(p), key);
+  }
+  void SoftmaxBackward(const float* d_dropped, const float* probs, float* dscores, int64_t batch,
+                       int64_t heads, int64_t tq, int64_t tk, float scale, float p,
+                       DropoutKey key) override {
+    const int64_t rows = batch * heads * tq;
+    if (rows > 0)
+      SoftmaxBackwardKernel<<<Blocks(rows * 32), kThreads, 0, stream_>>>(
+          d_dropped, probs, dscores, rows, tk, scale, p, DropoutThreshold(p), KeepScale(p), key);
+  }
+  void EmbeddingForward(const int32_t* tokens, const float* table, const float* pos_table,
+                        const int32_t* pos_ids, float* out, int64_t rows, int64_t cols,
+                        float scale) override {
+    const int64_t n = rows * cols;
+    if (n > 0)
+      EmbeddingForwardKernel<<<Blocks(n), kThreads, 0, stream_>>>(tokens, table, pos_table,
+                                                                  pos_ids, out, n, cols, scale);
+  }
+  void EmbeddingBackward(const int32_t* tokens, const float* dout, float* dtable, int64_t rows,
+                         int64_t cols, float scale, int32_t pad) override {
+    const int64_t n = rows * cols;
+    if (n > 0)
+      EmbeddingBackwardKernel<<<Blocks(n), kThreads, 0, stream_>>>(tokens, dout, dtable, n, cols,
+                                                                   scale, pad);
+  }
+  void SplitHeads(const float* x, const float* bias, float* out, int64_t batch, int64_t time,
+                  int64_t parts, int64_t heads, int64_t head_dim) override {
+    const int64_t n = batch * time * parts * heads * head_dim;
+    if (n > 0)
+      PermuteHeadsKernel<<<Blocks(n), kThreads, 0, stream_>>>(x, bias, out, batch, time, parts,
+                                                              heads, head_dim, 0);
+  }
+  void MergeHeads(const float* in, float* x, int64_t batch, int64_t time, int64_t parts,
+                  int64_t heads, int64_t head_dim) override {
+    const int64_t n = batch * time * parts * heads * head_dim;
+    if (n > 0)
+      PermuteHeadsKernel<<<Blocks(n), kThreads, 0, stream_>>>(in, nullptr, x, batch, time, parts,
+                                                              heads, head_dim, 1);
+  }
+  void ColumnSum(const float* x, float* sum, int64_t rows, int64_t cols) override {
+    if (rows <= 0 || cols <= 0) return;
+    const unsigned splits = static_cast<unsigned>(std::min<int64_t>(rows, 64));
+    dim3 grid(static_cast<unsigned>(Blocks(cols)), splits);
+    ColumnSumKernel<<<grid, kThreads, 0, stream_>>>(x, sum, rows, cols);
+  }
+  CrossEntropyStats CrossEntropyForward(const float* logits, const int32_t* targets, float* lse,
+                                        int64_t rows, int64_t vocab, float eps,
+                                        int32_t pad) override {
+    CrossEntropyStats s;
+    if (rows <= 0) return s;
+    if (row_stats_rows_ < rows) {
+      cudaFree(row_stats_);
+      SF_CUDA_CHECK(cudaMalloc(&row_stats_, static_cast<size_t>(rows) * 2 * sizeof(double)));
+      row_stats_rows_ = rows;
+      host_stats_.resize(static_cast<size_t>(rows) * 2);
+      host_targets_.resize(static_cast<size_t>(rows));
+    }
+    CrossEntropyForwardKernel<<<static_cast<unsigned>(rows), 256, 0, stream_>>>(
+        logits, targets, lse, row_stats_, vocab, eps, pad);
+    CopyToHost(host_stats_.data(), row_stats_, static_cast<size_t>(rows) * 2 * sizeof(double));
+    CopyToHost(host_targets_.data(), targets, static_cast<size_t>(rows) * sizeof(int32_t));
+    for (int64_t r = 0; r < rows; ++r) {
+      if (host_targets_[r] == pad) continue;
+      s.loss += host_stats_[2 * r];
+      s.nll += host_stats_[2 * r + 1];
+      ++s.tokens;
+    }
+    return s;
+  }
+  void CrossEntropyBackward(const float* logits, const float* lse, const int32_t* targets,
+                            void* dlogits, DType dlogits_dtype, int64_t rows, int64_t vocab,
+                            float eps, int32_t pad, float grad_scale) override {
+    if (rows > 0)
+      CrossEntropyBackwardKernel<<<static_cast<unsigned>(rows), 256, 0, stream_>>>(
+          logits, lse, targets, dlogits, DTypeCode(dlogits_dtype), vocab, eps, pad, grad_scale);
+  }
+
+ private:
+  static constexpr size_t kWorkspace = 32u << 20;
+  int ordinal_;
+  cudaStream_t stream_ = nullptr;
+  cublasLtHandle_t lt_ = nullptr;
+  void* workspace_ = nullptr;
+  double* row_stats_ = nullptr;
+  int64_t row_stats_rows_ = 0;
+  std::vector<double> host_stats_;
+  std::vector<int32_t> host_targets_;
+};
+
+}  // namespace
+
+int CudaDeviceCount() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) return 0;  // no driver: zero GPUs
+  return n;
+}
+
+std::unique_ptr<Backend<float>> MakeCudaBackend(int ordinal) {
+  if (ordinal < 0 || ordinal >= CudaDeviceCount()) return nullptr;
+  return std::make_unique<CudaBackend>(ordinal);
+}
+
+}  // namespace sf

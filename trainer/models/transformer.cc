@@ -1,0 +1,251 @@
+#include "trainer/models/transformer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+namespace sf {
+
+Status TransformerConfig::Validate() const {
+  auto bad = [](const std::string& field, const std::string& why) {
+    return InvalidArgument("hyperparameters." + field + ": " + why);
+  };
+  if (d_model <= 0 || d_model % 2) return bad("d_model", std::to_string(d_model) + " must be a positive even number");
+  if (heads <= 0 || d_model % heads)
+    return bad("heads", std::to_string(heads) + " does not divide d_model " + std::to_string(d_model));
+  if (encoder_layers < 1) return bad("encoder_layers", "must be >= 1");
+  if (decoder_layers < 1) return bad("decoder_layers", "must be >= 1");
+  if (ffn_dim <= 0) return bad("ffn_dim", "must be > 0");
+  if (!(dropout >= 0 && dropout < 1)) return bad("dropout", "must be in [0, 1)");
+  if (!(attention_dropout >= 0 && attention_dropout < 1))
+    return bad("attention_dropout", "must be in [0, 1)");
+  if (src_vocab < 2) return bad("src_vocab", "must be >= 2");
+  if (tgt_vocab < 2) return bad("tgt_vocab", "must be >= 2");
+  if (pad_id < 0 || pad_id >= std::min(src_vocab, tgt_vocab))
+    return bad("pad_id", std::to_string(pad_id) + " is not a token of both vocabularies");
+  if (share_embeddings && src_vocab != tgt_vocab)
+    return bad("share_embeddings", "needs src_vocab == tgt_vocab (" + std::to_string(src_vocab) +
+                                       " vs " + std::to_string(tgt_vocab) + ")");
+  if (!(label_smoothing >= 0 && label_smoothing < 1)) return bad("label_smoothing", "must be in [0, 1)");
+  if (max_positions < 1) return bad("max_positions", "must be >= 1");
+  return Status::Ok();
+}
+
+double TransformerConfig::TrainingFlops(int64_t batch, int64_t src_len, int64_t tgt_len) const {
+  const double C = static_cast<double>(d_model), F = static_cast<double>(ffn_dim);
+  const double ns = static_cast<double>(batch * src_len), nt = static_cast<double>(batch * tgt_len);
+  // Forward multiply-adds, x2 for FLOPs.
+  double fwd = 0;
+  fwd += encoder_layers * ns * (4 * C * C + 2 * C * F + 2 * src_len * C);
+  fwd += decoder_layers * (nt * (4 * C * C + 2 * C * F + 2 * tgt_len * C) +  // self + FFN
+                           nt * (2 * C * C + 2 * src_len * C) +              // cross q, out, attn
+                           ns * 2 * C * C);                                   // cross k, v
+  fwd += nt * C * static_cast<double>(tgt_vocab);                             // output projection
+  return 3 * 2 * fwd;
+}
+
+template <typename T>
+Transformer<T>::Transformer(const TransformerConfig& config, Backend<T>* backend, DType compute)
+    : config_(config), ctx_(backend, compute) {
+  LayerOptions o;
+  o.dim = config.d_model;
+  o.heads = config.heads;
+  o.ffn_dim = config.ffn_dim;
+  o.dropout = config.dropout;
+  o.attention_dropout = config.attention_dropout;
+  o.activation = config.activation;
+  o.normalize_before = config.normalize_before;
+  uint32_t site = 1;
+  enc_embed_ = std::make_unique<TokenEmbedding<T>>(store_, "encoder.embed_tokens",
+                                                   config.src_vocab, config.d_model,
+                                                   config.pad_id, config.max_positions,
+                                                   config.dropout, site++);
+  for (int64_t i = 0; i < config.encoder_layers; ++i) {
+    encoder_.push_back(std::make_unique<EncoderLayer<T>>(
+        store_, "encoder.layers." + std::to_string(i) + ".", o, site));
+    site += EncoderLayer<T>::kSites;
+  }
+  if (config.normalize_before)
+    enc_norm_ = std::make_unique<LayerNorm<T>>(store_, "encoder.layer_norm", config.d_model);
+  dec_embed_ = std::make_unique<TokenEmbedding<T>>(
+      store_, "decoder.embed_tokens", config.tgt_vocab, config.d_model, config.pad_id,
+      config.max_positions, config.dropout, site++,
+      config.share_embeddings ? enc_embed_->table() : -1);
+  for (int64_t i = 0; i < config.decoder_layers; ++i) {
+    decoder_.push_back(std::make_unique<DecoderLayer<T>>(
+        store_, "decoder.layers." + std::to_string(i) + ".", o, site));
+    site += DecoderLayer<T>::kSites;
+  }
+  if (config.normalize_before)
+    dec_norm_ = std::make_unique<LayerNorm<T>>(store_, "decoder.layer_norm", config.d_model);
+  store_.Finalize();
+}
+
+template <typename T>
+void Transformer<T>::InitParameters(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  auto next = [&] { return normal(rng); };
+  // Xavier-uniform for every matrix (fan_in + fan_out from its [out, in] shape), 0 for vectors.
+  for (const ParamInfo& p : store_.params()) {
+    T* v = store_.values() + p.offset;
+    if (p.shape.size() == 2 && p.name.find("embed_tokens") == std::string::npos) {
+      const double a = std::sqrt(6.0 / static_cast<double>(p.shape[0] + p.shape[1]));
+      std::uniform_real_distribution<double> u(-a, a);
+      for (int64_t i = 0; i < p.numel; ++i) v[i] = static_cast<T>(u(rng));
+    } else if (p.shape.size() == 1) {
+      std::fill(v, v + p.numel, T(0));
+    }
+  }
+  enc_embed_->Init(next);
+  if (!config_.share_embeddings) dec_embed_->Init(next);
+  for (auto& l : encoder_) l->Init();
+  for (auto& l : decoder_) l->Init();
+  if (enc_norm_) enc_norm_->Init();
+  if (dec_norm_) dec_norm_->Init();
+  WeightsUpdated();
+}
+
+template <typename T>
+void Transformer<T>::WeightsUpdated() {
+  store_.RefreshMirror(ctx_.backend(), ctx_.compute());
+  ctx_.backend().WeightsChanged();
+  mirror_stale_ = false;
+}
+
+template <typename T>
+Result<CrossEntropyStats> Transformer<T>::Forward(const Seq2SeqBatch& b) {
+  const TransformerConfig& c = config_;
+  const int64_t B = b.batch, Ts = b.src_len, Tt = b.tgt_len, C = c.d_model, V = c.tgt_vocab;
+  if (B <= 0 || Ts <= 0 || Tt <= 0) return InvalidArgument("empty batch");
+  if (Ts > c.max_positions || Tt > c.max_positions)
+    return InvalidArgument("sequence longer than max_positions " + std::to_string(c.max_positions));
+  for (int64_t i = 0; i < B * Ts; ++i)
+    if (b.src[i] < 0 || b.src[i] >= c.src_vocab)
+      return InvalidArgument("source token " + std::to_string(b.src[i]) + " out of range");
+  for (int64_t i = 0; i < B * Tt; ++i)
+    if (b.tgt_in[i] < 0 || b.tgt_in[i] >= V || b.tgt_out[i] < 0 || b.tgt_out[i] >= V)
+      return InvalidArgument("target token out of range at " + std::to_string(i));
+  if (mirror_stale_) {
+    store_.RefreshMirror(ctx_.backend(), ctx_.compute());
+    mirror_stale_ = false;
+  }
+  batch_ = b;
+  const DType dt = DTypeOf<T>::value;
+  const int64_t ns = B * Ts, nt = B * Tt;
+  src_pad_.resize(static_cast<size_t>(ns));
+  tgt_pad_.resize(static_cast<size_t>(nt));
+  for (int64_t i = 0; i < ns; ++i) src_pad_[i] = b.src[i] == c.pad_id;
+  for (int64_t i = 0; i < nt; ++i) tgt_pad_[i] = b.tgt_in[i] == c.pad_id;
+  Plan(enc_x0_, {ns, C}, dt);
+  Plan(dec_x0_, {nt, C}, dt);
+  Plan(logits_, {nt, V}, dt);
+  Plan(lse_, {nt}, dt);
+
+  enc_embed_->Forward(ctx_, b.src, B, Ts, enc_x0_.data<T>());
+  const T* x = enc_x0_.data<T>();
+  for (auto& l : encoder_) x = l->Forward(ctx_, x, src_pad_.data(), B, Ts);
+  if (enc_norm_) {
+    Plan(enc_final_, {ns, C}, dt);
+    enc_norm_->Forward(ctx_, x, enc_final_.data<T>(), ns);
+    x = enc_final_.data<T>();
+  }
+  enc_out_ = x;
+
+  dec_embed_->Forward(ctx_, b.tgt_in, B, Tt, dec_x0_.data<T>());
+  const T* y = dec_x0_.data<T>();
+  for (auto& l : decoder_)
+    y = l->Forward(ctx_, y, enc_out_, tgt_pad_.data(), src_pad_.data(), B, Tt, Ts);
+  if (dec_norm_) {
+    Plan(dec_final_, {nt, C}, dt);
+    dec_norm_->Forward(ctx_, y, dec_final_.data<T>(), nt);
+    y = dec_final_.data<T>();
+  }
+  dec_out_ = y;
+  dec_out_c_ = ctx_.AsCompute(y, nt * C, dec_out_cast_);
+  // logits[Nt, V] = y[Nt, C] . E^T  (E [V, C], the decoder's embedding table)
+  const DType cdt = ctx_.compute();
+  ctx_.backend().Gemm(1, nt, V, C, GemmOperand{dec_out_c_, cdt, false, C, 0},
+                      GemmOperand{store_.compute_value(dec_embed_->table(), cdt), cdt, true, C, 0,
+                                  true},
+                      logits_.data<T>(), V, 0, 1.0f, 0.0f);
+  return ctx_.backend().CrossEntropyForward(logits_.data<T>(), b.tgt_out, lse_.data<T>(), nt, V,
+                                            c.label_smoothing, c.pad_id);
+}
+
+template <typename T>
+void Transformer<T>::Backward(float grad_scale) {
+  const TransformerConfig& c = config_;
+  const Seq2SeqBatch& b = batch_;
+  const int64_t B = b.batch, Ts = b.src_len, Tt = b.tgt_len, C = c.d_model, V = c.tgt_vocab;
+  const int64_t ns = B * Ts, nt = B * Tt, nmax = std::max(ns, nt);
+  const DType dt = DTypeOf<T>::value, cdt = ctx_.compute();
+  auto& be = ctx_.backend();
+  for (Tensor* t : {&grad_a_, &grad_b_, &tmp1_, &tmp2_}) Plan(*t, {nmax, C}, dt);
+  Plan(d_enc_, {ns, C}, dt);
+
+  // dlogits in the compute dtype: in place over the logits (fp32) or into a bf16/f16 buffer.
+  void* dlog = logits_.raw();
+  if (ctx_.low_precision()) {
+    Plan(dlogits_low_, {nt, V}, cdt);
+    dlog = dlogits_low_.raw();
+  }
+  be.CrossEntropyBackward(logits_.data<T>(), lse_.data<T>(), b.tgt_out, dlog, cdt, nt, V,
+                          c.label_smoothing, c.pad_id, grad_scale);
+  const int table = dec_embed_->table();
+  T* gy = grad_a_.data<T>();
+  // dy[Nt, C] = dlogits[Nt, V] . E[V, C];  dE[V, C] += dlogits^T . y
+  be.Gemm(1, nt, C, V, GemmOperand{dlog, cdt, false, V, 0},
+          GemmOperand{store_.compute_value(table, cdt), cdt, false, C, 0, true}, gy, C, 0, 1.0f,
+          0.0f);
+  be.Gemm(1, V, C, nt, GemmOperand{dlog, cdt, true, V, 0},
+          GemmOperand{dec_out_c_, cdt, false, C, 0}, store_.grad(table), C, 0, 1.0f, 1.0f);
+  T* other = grad_b_.data<T>();
+  if (dec_norm_) {
+    dec_norm_->Backward(ctx_, gy, other, nt, false);
+    std::swap(gy, other);
+  }
+  d_enc_.ZeroFill();
+  for (auto it = decoder_.rbegin(); it != decoder_.rend(); ++it) {
+    (*it)->Backward(ctx_, gy, other, tmp1_.data<T>(), tmp2_.data<T>(), d_enc_.data<T>());
+    std::swap(gy, other);
+  }
+  dec_embed_->Backward(ctx_, gy);
+
+  // Encoder: start from the gradient the decoder layers collected for the encoder output, and
+  // alternate between the two free gradient buffers.
+  T* gx = d_enc_.data<T>();
+  T* bufs[2] = {grad_a_.data<T>(), grad_b_.data<T>()};
+  int next = 0;
+  if (enc_norm_) {
+    enc_norm_->Backward(ctx_, gx, bufs[next], ns, false);
+    gx = bufs[next];
+    next ^= 1;
+  }
+  for (auto it = encoder_.rbegin(); it != encoder_.rend(); ++it) {
+    (*it)->Backward(ctx_, gx, bufs[next], tmp1_.data<T>(), tmp2_.data<T>());
+    gx = bufs[next];
+    next ^= 1;
+  }
+  enc_embed_->Backward(ctx_, gx);
+}
+
+template <typename T>
+std::vector<ParamRef> Transformer<T>::Parameters() {
+  std::vector<ParamRef> out;
+  if constexpr (std::is_same_v<T, float>) {
+    for (size_t i = 0; i < store_.params().size(); ++i) {
+      const ParamInfo& p = store_.params()[i];
+      out.push_back(ParamRef{p.name, store_.value(static_cast<int>(i)),
+                             store_.grad(static_cast<int>(i)), static_cast<size_t>(p.numel),
+                             p.weight_decay});
+    }
+  }
+  return out;
+}
+
+template class Transformer<float>;
+template class Transformer<double>;
+
+}  // namespace sf

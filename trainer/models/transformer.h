@@ -1,0 +1,122 @@
+// Transformer encoder-decoder for sequence-to-sequence training (Vaswani et al. 2017, with
+// fairseq's conventions: scaled embeddings + sinusoidal positions, post-norm by default, tied
+// decoder input/output embeddings, label-smoothed cross-entropy).
+//
+// Data flow (B = batch, Ts/Tt = source/target length, C = d_model, V = target vocabulary):
+//   src [B,Ts] -> embed -> encoder layers (-> encoder.layer_norm if pre-norm) -> enc [B,Ts,C]
+//   tgt_in [B,Tt] -> embed -> decoder layers(enc) (-> decoder.layer_norm) -> y [B,Tt,C]
+//   logits [B*Tt, V] = y . E_dec^T  (no bias);  loss = label-smoothed CE(logits, tgt_out)
+// Parameter names and shapes are listed in docs/model-format.md.
+//
+// Usage per micro-batch: Forward(batch) then Backward(grad_scale). Gradients ACCUMULATE into
+// the parameter store until ZeroGrads(); they are gradients of grad_scale * (summed loss), so
+// the driver normalises once per step by the total target tokens. After changing the weights
+// (optimizer step, loading) call WeightsUpdated() so the low-precision mirror is refreshed.
+//
+// Activation buffers are planned on the first Forward of a batch shape and reused; a step of a
+// known shape allocates nothing. Not thread-safe (one training loop).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "trainer/kernels/backend.h"
+#include "trainer/nn/context.h"
+#include "trainer/nn/embedding.h"
+#include "trainer/nn/param_store.h"
+#include "trainer/nn/transformer_layer.h"
+#include "trainer/optim/param.h"
+
+namespace sf {
+
+struct TransformerConfig {
+  int64_t d_model = 512;
+  int64_t heads = 8;
+  int64_t encoder_layers = 6;
+  int64_t decoder_layers = 6;
+  int64_t ffn_dim = 2048;
+  float dropout = 0.1f;
+  float attention_dropout = 0.0f;
+  Activation activation = Activation::kRelu;
+  bool normalize_before = false;
+  bool share_embeddings = false;  // one table for source, target and output (needs equal vocab)
+  int64_t src_vocab = 8000;
+  int64_t tgt_vocab = 8000;
+  int32_t pad_id = 1;  // fairseq's <pad>
+  int64_t max_positions = 1024;
+  float label_smoothing = 0.1f;
+
+  // Checks ranges and consistency; errors name the field ("heads: 5 does not divide d_model").
+  Status Validate() const;
+  // Multiply-adds of one training step (forward + backward = 3x forward) per the usual count:
+  // 6 * (matrix params touched per token) + attention score/context GEMMs. Used for GFLOP/s.
+  double TrainingFlops(int64_t batch, int64_t src_len, int64_t tgt_len) const;
+};
+
+// One micro-batch. Rows are right-padded with pad_id; tgt_in is the target shifted right
+// (starting with BOS / EOS as fairseq does), tgt_out the tokens to predict.
+struct Seq2SeqBatch {
+  const int32_t* src = nullptr;      // [B, Ts]
+  const int32_t* tgt_in = nullptr;   // [B, Tt]
+  const int32_t* tgt_out = nullptr;  // [B, Tt]
+  int64_t batch = 0, src_len = 0, tgt_len = 0;
+};
+
+template <typename T>
+class Transformer {
+ public:
+  // `backend` must outlive the model. `compute` is the GEMM operand dtype (kF32 for fp32
+  // training, kBF16 / kF16 for mixed precision; must be T's dtype when T = double).
+  Transformer(const TransformerConfig& config, Backend<T>* backend, DType compute);
+  Transformer(const Transformer&) = delete;
+  Transformer& operator=(const Transformer&) = delete;
+
+  const TransformerConfig& config() const { return config_; }
+  Context<T>& context() { return ctx_; }
+  ParamStore<T>& params() { return store_; }
+
+  // fairseq-style initialisation from `seed`: embeddings N(0, C^-1/2) with zero pad rows,
+  // linear weights Xavier-uniform, biases 0, layer norms 1/0.
+  void InitParameters(uint64_t seed);
+  // Call after the weights changed (refreshes the bf16/f16 mirror used by GEMMs).
+  void WeightsUpdated();
+  void ZeroGrads() { store_.ZeroGrads(); }
+
+  // Runs the forward pass and the loss (summed over non-pad targets). Errors: tokens out of
+  // range, sequences longer than max_positions.
+  Result<CrossEntropyStats> Forward(const Seq2SeqBatch& batch);
+  // Accumulates gradients of grad_scale * loss. Must follow Forward (consumes its state).
+  void Backward(float grad_scale);
+
+  // Logits of the last Forward [B*Tt, V] (valid until Backward, which reuses the buffer).
+  const T* logits() const { return logits_.data<T>(); }
+
+  // Optimizer view of every parameter (T = float only), in store order with stable names.
+  std::vector<ParamRef> Parameters();
+
+ private:
+  TransformerConfig config_;
+  ParamStore<T> store_;
+  Context<T> ctx_;
+  std::unique_ptr<TokenEmbedding<T>> enc_embed_, dec_embed_;
+  std::vector<std::unique_ptr<EncoderLayer<T>>> encoder_;
+  std::vector<std::unique_ptr<DecoderLayer<T>>> decoder_;
+  std::unique_ptr<LayerNorm<T>> enc_norm_, dec_norm_;
+  bool mirror_stale_ = true;
+
+  Seq2SeqBatch batch_;
+  std::vector<uint8_t> src_pad_, tgt_pad_;
+  const T* enc_out_ = nullptr;
+  const T* dec_out_ = nullptr;
+  const void* dec_out_c_ = nullptr;
+  Tensor enc_x0_, dec_x0_, enc_final_, dec_final_, dec_out_cast_, logits_, lse_, dlogits_low_;
+  Tensor grad_a_, grad_b_, tmp1_, tmp2_, d_enc_;
+};
+
+extern template class Transformer<float>;
+extern template class Transformer<double>;
+
+}  // namespace sf

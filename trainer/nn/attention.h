@@ -1,0 +1,194 @@
+// Multi-head scaled dot-product attention with a fused input projection.
+//
+// Parameters (names as fairseq's / torch.nn.MultiheadAttention's): <name>.in_proj_weight
+// [3C, C] (rows: q, k, v), <name>.in_proj_bias [3C], <name>.out_proj.weight [C, C],
+// <name>.out_proj.bias [C].
+//
+// Self-attention  (kSelf):  one GEMM x[B*T, C] . W_in^T -> [B*T, 3C], split to q, k, v.
+// Cross-attention (kCross): q = x . W_q^T (rows 0..C of W_in) and k, v = enc . W_kv^T (rows C..3C).
+// Per head (D = C/H):  S = q k^T [B,H,Tq,Tk];  P = softmax(S/sqrt(D) masked);  P' = dropout(P);
+// ctx = P' v [B,H,Tq,D] -> merged to [B*Tq, C];  out = ctx . W_out^T.
+// Masks: key padding mask [B, Tk] (1 = pad) and, for decoder self-attention, causal (k > q).
+// Forward returns `out` WITHOUT out_proj.bias: the caller fuses it into bias+dropout+residual.
+//
+// Saved for the backward: compute-dtype copies of x (and enc), q/k/v in head layout, P and P'
+// (compute dtype), ctx. Buffers are planned once per batch shape.
+#pragma once
+
+#include <cmath>
+#include <string>
+
+#include "trainer/nn/context.h"
+#include "trainer/nn/linear.h"
+#include "trainer/nn/param_store.h"
+
+namespace sf {
+
+enum class AttentionKind { kSelf, kCross };
+
+template <typename T>
+class MultiheadAttention {
+ public:
+  MultiheadAttention(ParamStore<T>& store, const std::string& name, int64_t dim, int64_t heads,
+                     AttentionKind kind, bool causal, float dropout, uint32_t dropout_site)
+      : store_(store), dim_(dim), heads_(heads), head_dim_(dim / heads), kind_(kind),
+        causal_(causal), dropout_(dropout), site_(dropout_site) {
+    w_in_ = store.Add(name + ".in_proj_weight", {3 * dim, dim}, true);
+    b_in_ = store.Add(name + ".in_proj_bias", {3 * dim}, false);
+    w_out_ = store.Add(name + ".out_proj.weight", {dim, dim}, true);
+    b_out_ = store.Add(name + ".out_proj.bias", {dim}, false);
+  }
+  int in_proj_weight() const { return w_in_; }
+  int out_proj_weight() const { return w_out_; }
+  const T* out_bias() { return store_.value(b_out_); }
+  T* out_bias_grad() { return store_.grad(b_out_); }
+
+  // x [B, Tq, C]; kv_source [B, Tk, C] (ignored for self-attention, where Tk = Tq);
+  // key_padding [B, Tk] or null. Writes out [B*Tq, C] (pre-bias). Inputs must stay unchanged
+  // until Backward.
+  void Forward(Context<T>& ctx, const T* x, const T* kv_source, const uint8_t* key_padding,
+               int64_t batch, int64_t tq, int64_t tk, T* out) {
+    if (kind_ == AttentionKind::kSelf) tk = tq;
+    batch_ = batch, tq_ = tq, tk_ = tk;
+    const DType dt = DTypeOf<T>::value, cdt = ctx.compute();
+    const int64_t C = dim_, H = heads_, D = head_dim_;
+    const int64_t nq = batch * tq * C, nk = batch * tk * C;
+    // heads_ layout: q [B,H,Tq,D], then k [B,H,Tk,D], then v [B,H,Tk,D].
+    Plan(heads_buf_, {nq + 2 * nk}, dt);
+    Plan(probs_, {batch * H * tq * tk}, dt);
+    if (dropout_ > 0 && ctx.training) Plan(dropped_, {batch * H * tq * tk}, dt);
+    if (!ctx.low_precision()) Plan(ctx_, {batch * tq, C}, dt);
+    T* q = heads_buf_.data<T>();
+    T* k = q + nq;  // v follows k: q + nq + nk
+
+    x_c_ = ctx.AsCompute(x, nq, x_cast_);
+    T* proj = ctx.ScratchT(kScratchGemmOut, batch * tq * 3 * C);
+    if (kind_ == AttentionKind::kSelf) {
+      LinearForward(ctx, WIn(ctx, 0, 3), x_c_, batch * tq, proj);
+      ctx.backend().SplitHeads(proj, store_.value(b_in_), q, batch, tq, 3, H, D);
+    } else {
+      LinearForward(ctx, WIn(ctx, 0, 1), x_c_, batch * tq, proj);
+      ctx.backend().SplitHeads(proj, store_.value(b_in_), q, batch, tq, 1, H, D);
+      enc_c_ = ctx.AsCompute(kv_source, nk, enc_cast_);
+      T* kvp = ctx.ScratchT(kScratchGemmOut, batch * tk * 2 * C);
+      LinearForward(ctx, WIn(ctx, 1, 2), enc_c_, batch * tk, kvp);
+      ctx.backend().SplitHeads(kvp, store_.value(b_in_) + C, k, batch, tk, 2, H, D);
+    }
+    heads_c_ = ctx.AsCompute(q, nq + 2 * nk, heads_cast_);
+    const void* qc = heads_c_;
+    const void* kc = Offset(heads_c_, cdt, nq);
+    const void* vc = Offset(heads_c_, cdt, nq + nk);
+
+    // S[bh] = q[bh] . k[bh]^T   [Tq, Tk]
+    T* scores = ctx.ScratchT(kScratchScores, batch * H * tq * tk);
+    ctx.backend().Gemm(batch * H, tq, tk, D, GemmOperand{qc, cdt, false, D, tq * D},
+                       GemmOperand{kc, cdt, true, D, tk * D}, scores, tk, tq * tk, 1.0f, 0.0f);
+    const float p = ctx.training ? dropout_ : 0.0f;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+    ctx.backend().SoftmaxForward(scores, probs_.data<T>(), p > 0 ? dropped_.data<T>() : nullptr,
+                                 key_padding, batch, H, tq, tk, scale,
+                                 causal_, p, ctx.Key(site_));
+    p_used_ = p;
+    key_ = ctx.Key(site_);
+    const T* pd = p > 0 ? dropped_.data<T>() : probs_.data<T>();
+    pd_c_ = ctx.AsCompute(pd, batch * H * tq * tk, pd_cast_);
+    // ctx[bh] = P'[bh] . v[bh]   [Tq, D], then merged to [B, Tq, C]
+    T* ctx_heads = ctx.ScratchT(kScratchHeadsGrad, nq);
+    ctx.backend().Gemm(batch * H, tq, D, tk, GemmOperand{pd_c_, cdt, false, tk, tq * tk},
+                       GemmOperand{vc, cdt, false, D, tk * D}, ctx_heads, D, tq * D, 1.0f, 0.0f);
+    // The merged context is kept in fp32 only when it is the GEMM operand itself.
+    T* merged = ctx.low_precision() ? ctx.ScratchT(kScratchMerged, nq) : ctx_.data<T>();
+    ctx.backend().MergeHeads(ctx_heads, merged, batch, tq, 1, H, D);
+    ctx_c_ = ctx.AsCompute(merged, nq, ctx_cast_);
+    LinearForward(ctx, WOut(ctx), ctx_c_, batch * tq, out);
+  }
+
+  // dout [B*Tq, C]: gradient of the pre-bias output. dx [B*Tq, C] = (or += when dx_beta = 1)
+  // gradient w.r.t. x. For cross-attention d_kv_source [B*Tk, C] is ADDED to (it collects the
+  // encoder output's gradient from every decoder layer).
+  void Backward(Context<T>& ctx, const T* dout, T* dx, float dx_beta, T* d_kv_source) {
+    const DType cdt = ctx.compute();
+    const int64_t B = batch_, tq = tq_, tk = tk_, C = dim_, H = heads_, D = head_dim_;
+    const int64_t nq = B * tq * C, nk = B * tk * C, ns = B * H * tq * tk;
+    // out = ctx . W_out^T
+    const void* dout_c = ctx.AsComputeScratch(dout, nq, kScratchCastA);
+    T* dctx = ctx.ScratchT(kScratchMerged, B * tq * 3 * C);
+    LinearBackward(ctx, WOut(ctx), ctx_c_, dout_c, B * tq, dctx, 0.0f);
+    // Gradients in head layout: dq [B,H,Tq,D], dk, dv [B,H,Tk,D] contiguous like heads_buf_.
+    T* dheads = ctx.ScratchT(kScratchHeadsGrad, nq + 2 * nk);
+    T* dq = dheads;
+    T* dk = dq + nq;
+    T* dv = dk + nk;
+    ctx.backend().SplitHeads(dctx, nullptr, dq, B, tq, 1, H, D);  // dctx in heads, kept in dq
+    const void* dctx_c = ctx.AsComputeScratch(dq, nq, kScratchCastA);
+    const void* qc = heads_c_;
+    const void* kc = Offset(heads_c_, cdt, nq);
+    const void* vc = Offset(heads_c_, cdt, nq + nk);
+    // dP' = dctx . v^T  [Tq, Tk];  dv = P'^T . dctx  [Tk, D]
+    T* dpd = ctx.ScratchT(kScratchDProbs, ns);
+    ctx.backend().Gemm(B * H, tq, tk, D, GemmOperand{dctx_c, cdt, false, D, tq * D},
+                       GemmOperand{vc, cdt, true, D, tk * D}, dpd, tk, tq * tk, 1.0f, 0.0f);
+    ctx.backend().Gemm(B * H, tk, D, tq, GemmOperand{pd_c_, cdt, true, tk, tq * tk},
+                       GemmOperand{dctx_c, cdt, false, D, tq * D}, dv, D, tk * D, 1.0f, 0.0f);
+    // dS = softmax backward (through the regenerated dropout mask), scaled by 1/sqrt(D).
+    T* ds = ctx.ScratchT(kScratchScores, ns);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+    ctx.backend().SoftmaxBackward(dpd, probs_.data<T>(), ds, B, H, tq, tk, scale, p_used_, key_);
+    const void* ds_c = ctx.AsComputeScratch(ds, ns, kScratchCastB);
+    // dq = dS . k  [Tq, D];  dk = dS^T . q  [Tk, D]   (dq overwrites dctx, no longer needed)
+    ctx.backend().Gemm(B * H, tq, D, tk, GemmOperand{ds_c, cdt, false, tk, tq * tk},
+                       GemmOperand{kc, cdt, false, D, tk * D}, dq, D, tq * D, 1.0f, 0.0f);
+    ctx.backend().Gemm(B * H, tk, D, tq, GemmOperand{ds_c, cdt, true, tk, tq * tk},
+                       GemmOperand{qc, cdt, false, D, tq * D}, dk, D, tk * D, 1.0f, 0.0f);
+    T* dproj = ctx.ScratchT(kScratchMerged, B * tq * 3 * C);
+    if (kind_ == AttentionKind::kSelf) {
+      ctx.backend().MergeHeads(dheads, dproj, B, tq, 3, H, D);  // [B*T, 3C]
+      ctx.backend().ColumnSum(dproj, store_.grad(b_in_), B * tq, 3 * C);
+      const void* dproj_c = ctx.AsComputeScratch(dproj, B * tq * 3 * C, kScratchCastA);
+      LinearBackward(ctx, WIn(ctx, 0, 3), x_c_, dproj_c, B * tq, dx, dx_beta);
+    } else {
+      ctx.backend().MergeHeads(dq, dproj, B, tq, 1, H, D);  // [B*Tq, C]
+      ctx.backend().ColumnSum(dproj, store_.grad(b_in_), B * tq, C);
+      const void* dq_c = ctx.AsComputeScratch(dproj, B * tq * C, kScratchCastA);
+      LinearBackward(ctx, WIn(ctx, 0, 1), x_c_, dq_c, B * tq, dx, dx_beta);
+      T* dkv = ctx.ScratchT(kScratchGemmOut, B * tk * 2 * C);
+      ctx.backend().MergeHeads(dk, dkv, B, tk, 2, H, D);  // [B*Tk, 2C]
+      ctx.backend().ColumnSum(dkv, store_.grad(b_in_) + C, B * tk, 2 * C);
+      const void* dkv_c = ctx.AsComputeScratch(dkv, B * tk * 2 * C, kScratchCastB);
+      LinearBackward(ctx, WIn(ctx, 1, 2), enc_c_, dkv_c, B * tk, d_kv_source, 1.0f);
+    }
+  }
+
+ private:
+  static const void* Offset(const void* p, DType dt, int64_t elements) {
+    return static_cast<const char*>(p) + elements * DTypeSize(dt);
+  }
+  // Rows [first*C, (first+count)*C) of in_proj_weight.
+  WeightView<T> WIn(Context<T>& ctx, int64_t first, int64_t count) {
+    return {Offset(store_.compute_value(w_in_, ctx.compute()), ctx.compute(), first * dim_ * dim_),
+            store_.grad(w_in_) + first * dim_ * dim_, count * dim_, dim_};
+  }
+  WeightView<T> WOut(Context<T>& ctx) {
+    return {store_.compute_value(w_out_, ctx.compute()), store_.grad(w_out_), dim_, dim_};
+  }
+
+  ParamStore<T>& store_;
+  int64_t dim_, heads_, head_dim_;
+  AttentionKind kind_;
+  bool causal_;
+  float dropout_;
+  uint32_t site_;
+  int w_in_, b_in_, w_out_, b_out_;
+  int64_t batch_ = 0, tq_ = 0, tk_ = 0;
+  float p_used_ = 0;
+  DropoutKey key_;
+  Tensor heads_buf_, probs_, dropped_, ctx_;
+  Tensor x_cast_, enc_cast_, heads_cast_, pd_cast_, ctx_cast_;
+  const void* x_c_ = nullptr;
+  const void* enc_c_ = nullptr;
+  const void* heads_c_ = nullptr;
+  const void* pd_c_ = nullptr;
+  const void* ctx_c_ = nullptr;
+};
+
+}  // namespace sf

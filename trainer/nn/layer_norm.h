@@ -1,0 +1,48 @@
+// LayerNorm over the last dimension C of [N, C] rows, with learned gain and bias (eps 1e-5, as
+// torch.nn.LayerNorm). Saves per-row mean and 1/std for the backward; the input buffer must
+// stay unchanged until Backward.
+#pragma once
+
+#include <string>
+
+#include "trainer/nn/context.h"
+#include "trainer/nn/param_store.h"
+
+namespace sf {
+
+template <typename T>
+class LayerNorm {
+ public:
+  LayerNorm(ParamStore<T>& store, const std::string& name, int64_t dim) : store_(store), dim_(dim) {
+    weight_ = store.Add(name + ".weight", {dim}, false);
+    bias_ = store.Add(name + ".bias", {dim}, false);
+  }
+  void Init() {
+    T* w = store_.value(weight_);
+    for (int64_t i = 0; i < dim_; ++i) w[i] = T(1);
+  }
+
+  // y[N, C] = LN(x); remembers x.
+  void Forward(Context<T>& ctx, const T* x, T* y, int64_t rows) {
+    Plan(mean_, {rows}, DTypeOf<T>::value);
+    Plan(rstd_, {rows}, DTypeOf<T>::value);
+    x_ = x;
+    ctx.backend().LayerNormForward(x, store_.value(weight_), store_.value(bias_), y,
+                                   mean_.data<T>(), rstd_.data<T>(), rows, dim_, 1e-5f);
+  }
+  // dx = (or +=, when accumulate) the gradient w.r.t. x; dx may alias dy when not accumulating.
+  void Backward(Context<T>& ctx, const T* dy, T* dx, int64_t rows, bool accumulate) {
+    ctx.backend().LayerNormBackward(dy, x_, store_.value(weight_), mean_.data<T>(),
+                                    rstd_.data<T>(), dx, store_.grad(weight_), store_.grad(bias_),
+                                    rows, dim_, accumulate);
+  }
+
+ private:
+  ParamStore<T>& store_;
+  int64_t dim_;
+  int weight_ = -1, bias_ = -1;
+  const T* x_ = nullptr;
+  Tensor mean_, rstd_;
+};
+
+}  // namespace sf

@@ -1,0 +1,47 @@
+#include "trainer/nn/param_store.h"
+
+#include <cstdlib>
+
+namespace sf {
+
+template <typename T>
+int ParamStore<T>::Add(std::string name, std::vector<int64_t> shape, bool weight_decay) {
+  if (finalized_ || Find(name) >= 0) std::abort();  // programming error
+  ParamInfo p;
+  p.name = std::move(name);
+  p.shape = std::move(shape);
+  p.numel = 1;
+  for (int64_t d : p.shape) p.numel *= d;
+  // Keep every parameter 64-byte aligned (16 floats) for vector loads.
+  p.offset = (total_ + 15) / 16 * 16;
+  p.weight_decay = weight_decay;
+  total_ = p.offset + p.numel;
+  params_.push_back(std::move(p));
+  return static_cast<int>(params_.size()) - 1;
+}
+
+template <typename T>
+void ParamStore<T>::Finalize() {
+  values_ = Tensor::Zeros({total_}, DTypeOf<T>::value);
+  grads_ = Tensor::Zeros({total_}, DTypeOf<T>::value);
+  finalized_ = true;
+}
+
+template <typename T>
+int ParamStore<T>::Find(const std::string& name) const {
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (params_[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+template <typename T>
+void ParamStore<T>::RefreshMirror(Backend<T>& backend, DType dtype) {
+  if (dtype == DTypeOf<T>::value) return;
+  if (mirror_.empty() || mirror_.dtype() != dtype) mirror_ = Tensor({total_}, dtype);
+  backend.Cast(values_.data<T>(), mirror_.raw(), dtype, total_);
+}
+
+template class ParamStore<float>;
+template class ParamStore<double>;
+
+}  // namespace sf

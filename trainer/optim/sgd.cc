@@ -1,0 +1,76 @@
+// SGD with momentum, as torch.optim.SGD (PyTorch 1.13, dampening 0):
+//   d ← g + wd·p                           (L2 weight decay)
+//   b ← μ·b + d        (first step: b = d; our b starts at 0, and μ·0 + d = d exactly)
+//   d ← d + μ·b  (Nesterov)   or   d ← b
+//   p ← p − lr·d
+// With μ = 0 there is no buffer and p ← p − lr·(g + wd·p).
+// add_(x, alpha) is one fused multiply-add in torch's CPU kernels, so it is std::fma here;
+// bit-exact against PyTorch 1.13.
+#include <cmath>
+
+#include "trainer/optim/optimizer_impl.h"
+
+namespace sf::optim_internal {
+namespace {
+
+std::vector<std::string> SgdBuffers(const OptimizerOptions& o) {
+  if (o.momentum == 0) return {};
+  return {"momentum_buffer"};
+}
+
+class Sgd final : public Optimizer {
+ public:
+  explicit Sgd(const OptimizerOptions& o) : Optimizer(o, SgdBuffers(o)) {}
+  std::string_view type() const override { return "sgd"; }
+
+ protected:
+  enum { kNegLr, kMomentum, kWeightDecay };
+
+  StepScalars ComputeScalars(int64_t, double lr) const override {
+    StepScalars s;
+    s.a[kNegLr] = static_cast<float>(-lr);
+    s.a[kMomentum] = static_cast<float>(options_.momentum);
+    s.a[kWeightDecay] = static_cast<float>(options_.weight_decay);
+    return s;
+  }
+
+  void UpdateSlice(const ParamRef& param, float* const* state, size_t begin, size_t end,
+                   const StepScalars& s) const override {
+    float* __restrict p = param.value + begin;
+    const float* __restrict g = param.grad + begin;
+    const size_t n = end - begin;
+    const float neg_lr = s.a[kNegLr], mu = s.a[kMomentum];
+    const float wd = param.weight_decay ? s.a[kWeightDecay] : 0.0f;
+    if (options_.momentum == 0) {
+#pragma omp simd
+      for (size_t i = 0; i < n; ++i) p[i] = std::fma(neg_lr, std::fma(wd, p[i], g[i]), p[i]);
+      return;
+    }
+    float* __restrict b = state[0] + begin;
+    if (options_.nesterov) {
+#pragma omp simd
+      for (size_t i = 0; i < n; ++i) {
+        const float d = std::fma(wd, p[i], g[i]);
+        const float bi = b[i] * mu + d;
+        b[i] = bi;
+        p[i] = std::fma(neg_lr, std::fma(mu, bi, d), p[i]);
+      }
+    } else {
+#pragma omp simd
+      for (size_t i = 0; i < n; ++i) {
+        const float d = std::fma(wd, p[i], g[i]);
+        const float bi = b[i] * mu + d;
+        b[i] = bi;
+        p[i] = std::fma(neg_lr, bi, p[i]);
+      }
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Optimizer> MakeSgd(const OptimizerOptions& options) {
+  return std::make_unique<Sgd>(options);
+}
+
+}  // namespace sf::optim_internal

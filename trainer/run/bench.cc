@@ -1,0 +1,247 @@
+#include "trainer/run/bench.h"
+
+#include <omp.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+#include "trainer/core/cpu_features.h"
+#include "trainer/kernels/cpu/cpu_backend.h"
+#include "trainer/models/registry.h"
+#include "trainer/run/train_step.h"
+
+namespace sf {
+namespace {
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string Fmt(double v, int prec = 3) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.*f", prec, v);
+  return buf;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// GFLOP/s of C[4096, 2048] = A[4096, 512] . W^T, W [2048, 512] (a typical FFN GEMM).
+double GemmPeak(CpuBackend& be, DType dt) {
+  const int64_t m = 4096, k = 512, n = 2048;
+  std::vector<float> a(m * k, 0.01f), w(n * k, 0.02f), c(m * n);
+  std::vector<uint16_t> al(m * k), wl(n * k);
+  const void* ap = a.data();
+  const void* wp = w.data();
+  if (dt != DType::kF32) {
+    be.Cast(a.data(), al.data(), dt, m * k);
+    be.Cast(w.data(), wl.data(), dt, n * k);
+    ap = al.data();
+    wp = wl.data();
+  }
+  auto run = [&] {
+    be.Gemm(1, m, n, k, GemmOperand{ap, dt, false, k, 0}, GemmOperand{wp, dt, true, k, 0},
+            c.data(), n, 0, 1.0f, 0.0f);
+  };
+  run();
+  std::vector<double> times;
+  for (int i = 0; i < 5; ++i) {
+    const double t0 = Now();
+    run();
+    times.push_back(Now() - t0);
+  }
+  return 2.0 * m * n * k / Median(times) / 1e9;
+}
+
+}  // namespace
+
+Result<BenchOptions> ParseBenchArgs(const std::vector<std::string>& args) {
+  BenchOptions o;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&](std::string* out) -> Status {
+      if (i + 1 >= args.size()) return InvalidArgument(a + ": missing value");
+      *out = args[++i];
+      return Status::Ok();
+    };
+    std::string v;
+    auto as_int = [&](int64_t* out) -> Status {
+      SF_RETURN_IF_ERROR(value(&v));
+      try {
+        size_t pos = 0;
+        *out = std::stoll(v, &pos);
+        if (pos != v.size() || *out < 0) throw std::invalid_argument(v);
+      } catch (const std::exception&) {
+        return InvalidArgument(a + ": '" + v + "' is not a non-negative integer");
+      }
+      return Status::Ok();
+    };
+    auto as_float = [&](float* out) -> Status {
+      SF_RETURN_IF_ERROR(value(&v));
+      try {
+        *out = std::stof(v);
+      } catch (const std::exception&) {
+        return InvalidArgument(a + ": '" + v + "' is not a number");
+      }
+      return Status::Ok();
+    };
+    int64_t n = 0;
+    if (a == "--arch") {
+      SF_RETURN_IF_ERROR(value(&o.arch));
+    } else if (a == "--precision") {
+      SF_RETURN_IF_ERROR(value(&o.precision));
+      if (o.precision != "fp32" && o.precision != "bf16" && o.precision != "fp16")
+        return InvalidArgument("--precision: '" + o.precision + "' is not fp32, bf16 or fp16");
+    } else if (a == "--batch") {
+      SF_RETURN_IF_ERROR(as_int(&o.batch));
+    } else if (a == "--src-len") {
+      SF_RETURN_IF_ERROR(as_int(&o.src_len));
+    } else if (a == "--tgt-len") {
+      SF_RETURN_IF_ERROR(as_int(&o.tgt_len));
+    } else if (a == "--vocab") {
+      SF_RETURN_IF_ERROR(as_int(&o.vocab));
+    } else if (a == "--steps") {
+      SF_RETURN_IF_ERROR(as_int(&n));
+      o.steps = static_cast<int>(n);
+    } else if (a == "--warmup") {
+      SF_RETURN_IF_ERROR(as_int(&n));
+      o.warmup = static_cast<int>(n);
+    } else if (a == "--threads") {
+      SF_RETURN_IF_ERROR(as_int(&n));
+      o.threads = static_cast<int>(n);
+    } else if (a == "--dropout") {
+      SF_RETURN_IF_ERROR(as_float(&o.dropout));
+    } else if (a == "--attention-dropout") {
+      SF_RETURN_IF_ERROR(as_float(&o.attention_dropout));
+    } else if (a == "--json") {
+      o.json = true;
+    } else if (a == "--no-gemm-peak") {
+      o.gemm_peak = false;
+    } else {
+      return InvalidArgument("unknown flag '" + a + "'");
+    }
+  }
+  if (o.batch < 1 || o.src_len < 1 || o.tgt_len < 1 || o.steps < 1)
+    return InvalidArgument("--batch, --src-len, --tgt-len and --steps must be >= 1");
+  return o;
+}
+
+Result<std::vector<std::pair<std::string, std::string>>> RunBench(const BenchOptions& o) {
+  if (o.threads > 0) omp_set_num_threads(o.threads);
+  HyperparameterMap hp = {{"src_vocab", std::to_string(o.vocab)},
+                          {"tgt_vocab", std::to_string(o.vocab)},
+                          {"dropout", Fmt(o.dropout, 6)},
+                          {"attention_dropout", Fmt(o.attention_dropout, 6)},
+                          {"max_positions", std::to_string(std::max<int64_t>(
+                                                1024, std::max(o.src_len, o.tgt_len)))}};
+  SF_ASSIGN_OR_RETURN(TransformerConfig config, MakeModelConfig(o.arch, hp));
+  const DType compute = o.precision == "bf16"   ? DType::kBF16
+                        : o.precision == "fp16" ? DType::kF16
+                                                : DType::kF32;
+  CpuBackend backend;
+  Transformer<float> model(config, &backend, compute);
+  model.InitParameters(1);
+  OptimizerOptions oo;
+  oo.type = "adamw";
+  oo.beta1 = 0.9;
+  oo.beta2 = 0.98;
+  oo.weight_decay = 0.0001;
+  SF_ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> opt, MakeOptimizer(oo));
+  LossScalerOptions so;
+  so.type = o.precision == "fp16" ? "dynamic" : "none";
+  SF_ASSIGN_OR_RETURN(LossScaler scaler, LossScaler::Make(so));
+  TrainStep step(&model, std::move(opt), std::move(scaler), 0.0);
+
+  // Synthetic tokens in [4, V): fairseq reserves 0..3 for <s>, <pad>, </s>, <unk>.
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int32_t> tok(4, static_cast<int32_t>(o.vocab) - 1);
+  const int64_t B = o.batch;
+  std::vector<int32_t> src(B * o.src_len), tin(B * o.tgt_len), tout(B * o.tgt_len);
+  auto refill = [&] {
+    for (auto& t : src) t = tok(rng);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < o.tgt_len; ++t) {
+        tout[b * o.tgt_len + t] = tok(rng);
+        tin[b * o.tgt_len + t] = t == 0 ? 2 : tout[b * o.tgt_len + t - 1];
+      }
+  };
+  Seq2SeqBatch mb{src.data(), tin.data(), tout.data(), B, o.src_len, o.tgt_len};
+  for (int i = 0; i < o.warmup; ++i) {
+    refill();
+    SF_ASSIGN_OR_RETURN(StepReport r, step.Run({&mb, 1}, 5e-4f));
+    (void)r;
+  }
+  const int64_t allocs_before = CachingAllocator::Cpu().stats().system_allocations;
+  std::vector<double> total, fwd, bwd, opt_t;
+  double last_loss = 0;
+  for (int i = 0; i < o.steps; ++i) {
+    refill();
+    const double t0 = Now();
+    SF_ASSIGN_OR_RETURN(StepReport r, step.Run({&mb, 1}, 5e-4f));
+    total.push_back(Now() - t0);
+    fwd.push_back(r.forward_s);
+    bwd.push_back(r.backward_s);
+    opt_t.push_back(r.optimizer_s);
+    last_loss = r.loss / std::max<int64_t>(1, r.tokens);
+  }
+  const int64_t allocs_after = CachingAllocator::Cpu().stats().system_allocations;
+  const double step_s = Median(total);
+  const double tokens = static_cast<double>(B * o.tgt_len);
+  const double flops = config.TrainingFlops(B, o.src_len, o.tgt_len);
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  std::vector<std::pair<std::string, std::string>> rep;
+  rep.emplace_back("arch", o.arch);
+  rep.emplace_back("precision", o.precision);
+  rep.emplace_back("threads", std::to_string(omp_get_max_threads()));
+  rep.emplace_back("cpu", cpu::Describe());
+  rep.emplace_back("batch", std::to_string(B));
+  rep.emplace_back("src_len", std::to_string(o.src_len));
+  rep.emplace_back("tgt_len", std::to_string(o.tgt_len));
+  rep.emplace_back("vocab", std::to_string(o.vocab));
+  rep.emplace_back("parameters", std::to_string(model.params().total_numel()));
+  rep.emplace_back("steps", std::to_string(o.steps));
+  rep.emplace_back("step_s", Fmt(step_s, 4));
+  rep.emplace_back("tokens_per_s", Fmt(tokens / step_s, 1));
+  rep.emplace_back("forward_s", Fmt(Median(fwd), 4));
+  rep.emplace_back("backward_s", Fmt(Median(bwd), 4));
+  rep.emplace_back("optimizer_s", Fmt(Median(opt_t), 4));
+  rep.emplace_back("model_gflop_per_step", Fmt(flops / 1e9, 2));
+  rep.emplace_back("achieved_gflops", Fmt(flops / step_s / 1e9, 1));
+  if (o.gemm_peak) {
+    const double peak = GemmPeak(backend, compute);
+    rep.emplace_back("gemm_4096x512x2048_gflops", Fmt(peak, 1));
+    rep.emplace_back("fraction_of_gemm_rate", Fmt(flops / step_s / 1e9 / peak, 3));
+  }
+  rep.emplace_back("peak_rss_mb", Fmt(static_cast<double>(ru.ru_maxrss) / 1024.0, 1));
+  rep.emplace_back("engine_peak_buffer_mb",
+                   Fmt(static_cast<double>(CachingAllocator::Cpu().stats().peak_bytes_in_use) /
+                           (1 << 20), 1));
+  rep.emplace_back("allocations_in_timed_steps", std::to_string(allocs_after - allocs_before));
+  rep.emplace_back("last_loss_per_token", Fmt(last_loss, 4));
+  return rep;
+}
+
+std::string FormatReport(const std::vector<std::pair<std::string, std::string>>& report,
+                         bool json) {
+  std::string s;
+  if (!json) {
+    for (const auto& [k, v] : report) s += k + ": " + v + "\n";
+    return s;
+  }
+  s = "{";
+  for (size_t i = 0; i < report.size(); ++i) {
+    const auto& [k, v] = report[i];
+    const bool numeric = !v.empty() && v.find_first_not_of("0123456789.-e") == std::string::npos;
+    s += (i ? ", " : "") + std::string("\"") + k + "\": " + (numeric ? v : "\"" + v + "\"");
+  }
+  return s + "}\n";
+}
+
+}  // namespace sf

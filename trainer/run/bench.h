@@ -1,0 +1,39 @@
+// `sf-trainer bench`: training throughput on synthetic batches of an exact shape.
+//
+// Builds the named model, runs `warmup` steps (buffers planned, primitives created), then
+// `steps` timed steps of AdamW on random batches of batch x src_len / tgt_len tokens (no
+// padding), and reports target tokens/s, the forward/backward/optimizer split, peak RSS, the
+// model FLOP rate and, for reference, the GEMM rate of a large GEMM measured in the same run.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace sf {
+
+struct BenchOptions {
+  std::string arch = "transformer_tiny";
+  std::string precision = "fp32";  // fp32 | bf16 | fp16
+  int64_t batch = 128, src_len = 32, tgt_len = 32, vocab = 8000;
+  int steps = 10, warmup = 2;
+  int threads = 0;  // 0 = OpenMP default
+  float dropout = 0.1f, attention_dropout = 0.1f;  // as torch.nn.Transformer's default
+  bool json = false;
+  bool gemm_peak = true;  // also time a 4096x512x2048 GEMM in the same precision
+};
+
+// Parses "--arch X --precision Y ..." (argv after the subcommand). Errors name the flag.
+Result<BenchOptions> ParseBenchArgs(const std::vector<std::string>& args);
+
+// Runs the benchmark; returns the report as ordered key/value pairs.
+Result<std::vector<std::pair<std::string, std::string>>> RunBench(const BenchOptions& options);
+
+// "key: value" lines, or one JSON object.
+std::string FormatReport(const std::vector<std::pair<std::string, std::string>>& report,
+                         bool json);
+
+}  // namespace sf
