@@ -1,9 +1,8 @@
-// Structured logging for sf-agent: one line per event on stderr,
+// Structured logging for sf-agent, written through common/log.h: one line per event on stderr,
 //
-//   info 2026-11-22T02:50:01.123Z link event=connected master=127.0.0.1:8090
+//   I 2026-11-22T02:50:01.123Z link event=connected master=127.0.0.1:8090
 //
-// that is `level time component key=value ...`. Values holding spaces, quotes or '=' are
-// written double-quoted with C-style escapes, so every line splits unambiguously.
+// that is `LEVEL TIME COMPONENT key=value ...`. Values holding spaces, quotes or '=' are quoted.
 //
 // Thread-safe: lines from concurrent threads never interleave. The level is process-wide.
 #pragma once
@@ -32,7 +31,5 @@ using LogField = std::pair<std::string_view, std::string>;
 void LogEvent(LogLevel level, std::string_view component, std::string_view event,
               std::initializer_list<LogField> fields = {});
 
-// Renders one value the way LogEvent does (quoted when needed). Exposed for tests.
-std::string QuoteLogValue(std::string_view value);
 
 }  // namespace sf::agent

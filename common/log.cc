@@ -42,8 +42,15 @@ bool ParseLevel(const std::string& name, Level& level) {
   return true;
 }
 
+bool Enabled(Level level) { return static_cast<int>(level) >= g_level.load(); }
+
 void Write(Level level, const std::string& component, Fields fields) {
-  if (static_cast<int>(level) < g_level.load()) return;
+  Write(level, component, std::vector<std::pair<std::string, std::string>>(fields));
+}
+
+void Write(Level level, const std::string& component,
+           const std::vector<std::pair<std::string, std::string>>& fields) {
+  if (!Enabled(level)) return;
   auto now = std::chrono::system_clock::now();
   std::time_t secs = std::chrono::system_clock::to_time_t(now);
   int millis = static_cast<int>(

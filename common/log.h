@@ -10,6 +10,7 @@
 #include <initializer_list>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace sf::log {
 
@@ -21,6 +22,10 @@ void SetLevel(Level level);
 bool ParseLevel(const std::string& name, Level& level);
 
 void Write(Level level, const std::string& component, Fields fields);
+// The same with fields built at run time.
+void Write(Level level, const std::string& component,
+           const std::vector<std::pair<std::string, std::string>>& fields);
+bool Enabled(Level level);
 inline void Debug(const std::string& c, Fields f) { Write(Level::kDebug, c, f); }
 inline void Info(const std::string& c, Fields f) { Write(Level::kInfo, c, f); }
 inline void Warn(const std::string& c, Fields f) { Write(Level::kWarn, c, f); }

@@ -71,6 +71,14 @@ void Sha256::Update(const void* data, size_t size) {
   }
 }
 
+void Sha256::UpdateField(std::string_view s) {
+  uint64_t n = s.size();
+  uint8_t len[8];
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(n >> (8 * i));
+  Update(len, 8);
+  Update(s);
+}
+
 std::string Sha256::HexDigest() {
   uint64_t bits = total_ * 8;
   uint8_t pad = 0x80;

@@ -16,6 +16,9 @@ class Sha256 {
   Sha256();
   void Update(const void* data, size_t size);
   void Update(std::string_view s) { Update(s.data(), s.size()); }
+  // Adds a length-prefixed field (8-byte little-endian length, then the bytes), so ("ab","c")
+  // and ("a","bc") hash differently.
+  void UpdateField(std::string_view s);
   // Lower-case hex digest; the object must not be updated afterwards.
   std::string HexDigest();
 

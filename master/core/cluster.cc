@@ -243,17 +243,20 @@ void Cluster::SetTrialStateLocked(Trial& t, v1::TrialState s, const std::string&
   changed_.notify_all();
 }
 
+// An experiment that is not live (finished, or never existed) can't change state.
+Status Cluster::NotLive(int64_t id, const std::string& verb) {
+  auto row = store_->GetExperiment(id);
+  if (row.ok() && row->has_value()) {
+    return FailedPrecondition("experiment " + std::to_string(id) + " is " +
+                              ExperimentStateName((*row)->state()) + " and cannot be " + verb);
+  }
+  return NotFound("experiment " + std::to_string(id) + " does not exist");
+}
+
 Status Cluster::PauseExperiment(int64_t id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = experiments_.find(id);
-  if (it == experiments_.end()) {
-    auto row = store_->GetExperiment(id);
-    if (row.ok() && row->has_value()) {
-      return FailedPrecondition("experiment " + std::to_string(id) + " is " +
-                                ExperimentStateName((*row)->state()) + " and cannot be paused");
-    }
-    return NotFound("experiment " + std::to_string(id) + " does not exist");
-  }
+  if (it == experiments_.end()) return NotLive(id, "paused");
   Experiment& e = it->second;
   if (e.state == v1::EXPERIMENT_STATE_PAUSED) return Status::Ok();
   if (e.state != v1::EXPERIMENT_STATE_ACTIVE) {
@@ -281,14 +284,7 @@ Status Cluster::PauseExperiment(int64_t id) {
 Status Cluster::ActivateExperiment(int64_t id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = experiments_.find(id);
-  if (it == experiments_.end()) {
-    auto row = store_->GetExperiment(id);
-    if (row.ok() && row->has_value()) {
-      return FailedPrecondition("experiment " + std::to_string(id) + " is " +
-                                ExperimentStateName((*row)->state()) + " and cannot be activated");
-    }
-    return NotFound("experiment " + std::to_string(id) + " does not exist");
-  }
+  if (it == experiments_.end()) return NotLive(id, "activated");
   Experiment& e = it->second;
   if (e.state == v1::EXPERIMENT_STATE_ACTIVE) return Status::Ok();
   if (e.state != v1::EXPERIMENT_STATE_PAUSED) {

@@ -171,6 +171,7 @@ class Cluster {
   Result<Trial*> CheckIdentityLocked(const steadfast::v1::TrialIdentity& who);
   std::string CheckpointDirLocked(const Experiment& e, const Trial& t) const;
   void HousekeepingLoop();
+  Status NotLive(int64_t id, const std::string& verb);
 
   Store* store_;
   ClusterOptions options_;

@@ -2,12 +2,14 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <algorithm>
 #include <thread>
 
 #include "common/local_postgres.h"
@@ -25,6 +27,8 @@ bool Daemon::Start() {
   if (pid_ < 0) return false;
   if (pid_ == 0) {
     setpgid(0, 0);
+    // Die with the test process, even when it crashes, so no daemon outlives its test.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
     int fd = open(log_file_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     dup2(fd, 1);
     dup2(fd, 2);
@@ -87,11 +91,7 @@ Cluster::~Cluster() {
   for (auto& a : agent_daemons_) a->Stop(SIGTERM);
   if (master_) master_->Stop(SIGTERM);
   // Trainers of this cluster (agents kill them on exit; make sure).
-  for (pid_t p : TrainerPids()) {
-    std::ifstream env("/proc/" + std::to_string(p) + "/environ");
-    std::string e((std::istreambuf_iterator<char>(env)), std::istreambuf_iterator<char>());
-    if (e.find("SF_CHECKPOINT_DIR=" + checkpoint_root()) != std::string::npos) kill(p, SIGKILL);
-  }
+  for (pid_t p : TrainerPids()) kill(p, SIGKILL);
 }
 
 void Cluster::StartMaster() {
@@ -172,8 +172,9 @@ int64_t Cluster::Submit(const std::string& yaml) {
 
 std::string Cluster::ExperimentState(int64_t id) {
   auto [code, v] = Get("/api/v1/experiments/" + std::to_string(id));
-  if (code != 200) return "";
-  return v.Find("experiment")->Find("state")->as_string();
+  const Value* e = code == 200 ? v.Find("experiment") : nullptr;
+  const Value* state = e ? e->Find("state") : nullptr;
+  return state && state->is_string() ? state->as_string() : "";
 }
 
 bool Cluster::WaitForState(int64_t id, const std::string& state, std::chrono::seconds timeout) {
@@ -182,7 +183,8 @@ bool Cluster::WaitForState(int64_t id, const std::string& state, std::chrono::se
 
 Value Cluster::Trials(int64_t experiment_id) {
   auto [code, v] = Get("/api/v1/experiments/" + std::to_string(experiment_id) + "/trials");
-  return code == 200 ? *v.Find("trials") : Value(Value::List{});
+  const Value* t = code == 200 ? v.Find("trials") : nullptr;
+  return t && t->is_list() ? *t : Value(Value::List{});
 }
 
 void Cluster::DumpLogs() {
@@ -195,7 +197,7 @@ void Cluster::DumpLogs() {
   }
 }
 
-std::vector<pid_t> TrainerPids(int64_t trial_id) {
+std::vector<pid_t> TrainerPids(const std::vector<std::string>& env) {
   std::vector<pid_t> out;
   for (const auto& entry : fs::directory_iterator("/proc")) {
     std::string name = entry.path().filename().string();
@@ -203,20 +205,29 @@ std::vector<pid_t> TrainerPids(int64_t trial_id) {
     std::ifstream cmd(entry.path() / "cmdline");
     std::string c((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
     if (c.find("sf-trainer") == std::string::npos || c.find("cluster") == std::string::npos) continue;
-    if (trial_id != 0) {
-      std::ifstream env(entry.path() / "environ");
-      std::string e((std::istreambuf_iterator<char>(env)), std::istreambuf_iterator<char>());
-      std::string want = std::string("SF_TRIAL_ID=") + std::to_string(trial_id);
-      bool found = false;
-      for (size_t pos = 0; (pos = e.find(want, pos)) != std::string::npos; pos += want.size()) {
-        size_t end = pos + want.size();
-        if ((pos == 0 || e[pos - 1] == '\0') && (end == e.size() || e[end] == '\0')) found = true;
-      }
-      if (!found) continue;
+    std::ifstream envf(entry.path() / "environ");
+    std::string e((std::istreambuf_iterator<char>(envf)), std::istreambuf_iterator<char>());
+    // Entries are NUL-separated; match whole entries only.
+    std::vector<std::string> entries;
+    for (size_t pos = 0; pos < e.size();) {
+      size_t end = e.find('\0', pos);
+      if (end == std::string::npos) end = e.size();
+      entries.push_back(e.substr(pos, end - pos));
+      pos = end + 1;
     }
-    out.push_back(std::stoi(name));
+    bool all = true;
+    for (const std::string& want : env) {
+      all = all && std::find(entries.begin(), entries.end(), want) != entries.end();
+    }
+    if (all) out.push_back(std::stoi(name));
   }
   return out;
+}
+
+std::vector<pid_t> Cluster::TrainerPids(int64_t trial_id) const {
+  std::vector<std::string> env = {"SF_MASTER_ADDRESS=" + grpc_address()};
+  if (trial_id != 0) env.push_back("SF_TRIAL_ID=" + std::to_string(trial_id));
+  return ::sf::testing::TrainerPids(env);
 }
 
 std::string TinyExperiment(int trials, int64_t batches, int64_t unit, const std::string& name) {

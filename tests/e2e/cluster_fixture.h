@@ -70,6 +70,9 @@ class Cluster {
   void DumpLogs();
 
   static std::string Binary(const std::string& name);
+  // This cluster's trainer processes (of one trial, or all when trial_id is 0). Tests run in
+  // parallel, each with its own cluster, so trial ids alone are not unique on the machine.
+  std::vector<pid_t> TrainerPids(int64_t trial_id = 0) const;
 
  private:
   int agents_, cpu_slots_;
@@ -81,9 +84,9 @@ class Cluster {
   int master_starts_ = 0;
 };
 
-// pids of running `sf-trainer cluster` processes whose environment has SF_TRIAL_ID=trial_id
-// (0: any trial).
-std::vector<pid_t> TrainerPids(int64_t trial_id = 0);
+// pids of running `sf-trainer cluster` processes whose environment has every one of `env`
+// ("NAME=value" entries).
+std::vector<pid_t> TrainerPids(const std::vector<std::string>& env);
 
 // A small grid experiment over the tiny corpus: `trials` trials (grid over dropout), each
 // trained to `batches` batches of a very small model, metrics every `unit` batches.

@@ -99,14 +99,14 @@ TEST(ClusterEndToEnd, KillStopsTrainersWithinTheGracePeriod) {
   Cluster cluster(1, 1);
   int64_t id = cluster.Submit(TinyExperiment(1, 1000000, 10, "kill-e2e"));
   ASSERT_GT(id, 0);
-  ASSERT_TRUE(cluster.WaitFor([&] { return !TrainerPids().empty() && cluster.Trials(id).as_list().size() == 1 &&
+  ASSERT_TRUE(cluster.WaitFor([&] { return !cluster.TrainerPids().empty() && cluster.Trials(id).as_list().size() == 1 &&
                                             cluster.Trials(id).as_list()[0].Find("totalBatches")->as_string() != "0"; },
                               std::chrono::seconds(120)));
   int64_t tid = Id(cluster.Trials(id).as_list()[0]);
-  ASSERT_FALSE(TrainerPids(tid).empty());
+  ASSERT_FALSE(cluster.TrainerPids(tid).empty());
   auto [code, v] = cluster.Post("/api/v1/experiments/" + std::to_string(id) + "/kill", "");
   ASSERT_EQ(code, 200) << v.ToJson();
-  EXPECT_TRUE(cluster.WaitFor([&] { return TrainerPids(tid).empty(); }, std::chrono::seconds(15)));
+  EXPECT_TRUE(cluster.WaitFor([&] { return cluster.TrainerPids(tid).empty(); }, std::chrono::seconds(15)));
   EXPECT_TRUE(cluster.WaitForState(id, "EXPERIMENT_STATE_CANCELED", std::chrono::seconds(30)));
   EXPECT_EQ(cluster.Trials(id).as_list()[0].Find("state")->as_string(), "TRIAL_STATE_CANCELED");
   // Archive works on a finished experiment; pause does not (409).
@@ -128,7 +128,7 @@ TEST(ClusterEndToEnd, PauseThenActivateResumesFromTheCheckpoint) {
   ASSERT_EQ(cluster.Post("/api/v1/experiments/" + std::to_string(id) + "/pause", "").first, 200);
   ASSERT_TRUE(cluster.WaitFor([&] { return cluster.Trials(id).as_list()[0].Find("state")->as_string() == "TRIAL_STATE_PAUSED"; },
                               std::chrono::seconds(60)));
-  EXPECT_TRUE(TrainerPids(tid).empty());
+  EXPECT_TRUE(cluster.TrainerPids(tid).empty());
   int64_t paused_at = std::stoll(cluster.Trials(id).as_list()[0].Find("totalBatches")->as_string());
   ASSERT_LT(paused_at, 300);
   // The pause wrote a checkpoint at exactly that step.
@@ -152,7 +152,7 @@ TEST(ClusterEndToEnd, KilledTrainerRestartsFromItsLatestCheckpoint) {
   ASSERT_TRUE(cluster.WaitFor(
       [&] { return Count(cluster.db(), "SELECT count(*) FROM checkpoints") >= 1; }, std::chrono::seconds(120)));
   int64_t tid = Id(cluster.Trials(id).as_list()[0]);
-  auto pids = TrainerPids(tid);
+  auto pids = cluster.TrainerPids(tid);
   ASSERT_EQ(pids.size(), 1u);
   kill(pids[0], SIGKILL);
   ASSERT_TRUE(cluster.WaitForState(id, kCompleted, std::chrono::seconds(240)));
@@ -178,7 +178,7 @@ TEST(ClusterEndToEnd, MasterRestartKeepsTrialsRunningAndLosesNoMetric) {
         return true;
       },
       std::chrono::seconds(120)));
-  auto before = TrainerPids();
+  auto before = cluster.TrainerPids();
   ASSERT_GE(before.size(), 2u);
   cluster.StopMaster(SIGTERM);
   std::this_thread::sleep_for(std::chrono::seconds(3));
@@ -187,7 +187,8 @@ TEST(ClusterEndToEnd, MasterRestartKeepsTrialsRunningAndLosesNoMetric) {
   cluster.StartMaster();
   ASSERT_TRUE(cluster.WaitForAgents(2));
   ASSERT_TRUE(cluster.WaitForState(id, kCompleted, std::chrono::seconds(300))) << cluster.ExperimentState(id);
-  for (const Value& t : cluster.Trials(id).as_list()) {
+  const Value final_trials = cluster.Trials(id);  // kept alive for the loop below
+  for (const Value& t : final_trials.as_list()) {
     int64_t tid = Id(t);
     EXPECT_EQ(t.Find("restarts")->as_int(), 0) << "the trial was re-adopted, not restarted";
     EXPECT_EQ(Count(cluster.db(), "SELECT count(*) FROM metrics WHERE kind='training' AND trial_id = " + std::to_string(tid)), 40);

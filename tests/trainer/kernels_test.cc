@@ -310,7 +310,9 @@ TEST_P(KernelTest, MaskedSoftmaxMatchesReference) {
       EXPECT_LT(RelErr(pr, prr), 2e-6);
       EXPECT_LT(RelErr(st().Get(ddr, n), drr), 2e-6);
       for (int64_t q = 0; q < tq; ++q) EXPECT_EQ(pr[(1 * H * tq + q) * tk + 8], 0.0f);  // padded
-      if (causal) EXPECT_EQ(pr[0 * tk + 3], 0.0f);  // query 0 sees key 0 only
+      if (causal) {
+        EXPECT_EQ(pr[0 * tk + 3], 0.0f);  // query 0 sees key 0 only
+      }
       auto dd = Random(n, 17);
       auto ddd = ToDouble(dd);
       std::vector<double> dsr(n);

@@ -58,8 +58,12 @@ class TrialLinkClient {
       ctx.set_deadline(std::chrono::system_clock::now() + timeout);
       grpc::Status st = (stub_.get()->*method)(&ctx, req, resp);
       if (st.ok()) return Status::Ok();
+      // A master going down cancels calls in flight; one coming up may not know the trial for
+      // a moment. Both are waited out.
       bool retry = st.error_code() == grpc::StatusCode::UNAVAILABLE ||
-                   st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+                   st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
+                   st.error_code() == grpc::StatusCode::CANCELLED ||
+                   st.error_code() == grpc::StatusCode::ABORTED;
       if (!retry || std::chrono::steady_clock::now() > deadline) {
         return Unavailable(std::string(what) + ": " + st.error_message() + " (gRPC code " +
                            std::to_string(st.error_code()) + ")");
