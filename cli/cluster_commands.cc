@@ -182,10 +182,6 @@ int FollowExperiment(Api& api, const std::string& id) {
     if (!e) return api.exit_code;
     const Value& exp = *e->Find("experiment");
     std::string state = StateName(exp.Find("state"), "EXPERIMENT_STATE_");
-    if (state != last) {
-      std::cout << "experiment " << id << ": " << state << "\n" << std::flush;
-      last = state;
-    }
     auto trials = api.Call("GET", "/api/v1/experiments/" + id + "/trials");
     if (trials && trials->Find("trials")) {
       for (const Value& t : trials->Find("trials")->as_list()) {
@@ -198,6 +194,10 @@ int FollowExperiment(Api& api, const std::string& id) {
           trial_lines[tid] = line;
         }
       }
+    }
+    if (state != last) {  // after the trials, so the experiment's end is the last line
+      std::cout << "experiment " << id << ": " << state << "\n" << std::flush;
+      last = state;
     }
     if (state == "COMPLETED") return kExitOk;
     if (state == "CANCELED" || state == "ERROR") {

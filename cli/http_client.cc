@@ -1,5 +1,8 @@
 #include "cli/http_client.h"
 
+#include <pwd.h>
+#include <unistd.h>
+
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -43,7 +46,13 @@ Result<HttpResponse> HttpClient::Request(const std::string& method, const std::s
     http::request<http::string_body> req{http::string_to_verb(method), path, 11};
     req.set(http::field::host, host_);
     req.set(http::field::user_agent, "sf-cli");
-    if (const char* user = std::getenv("USER")) req.set("X-SF-User", user);
+    // Who submits: $USER, else the account name (cron and CI often have no USER).
+    const char* user = std::getenv("USER");
+    if (!user || !*user) {
+      struct passwd* pw = getpwuid(geteuid());
+      user = pw ? pw->pw_name : nullptr;
+    }
+    if (user) req.set("X-SF-User", user);
     if (!body.empty()) {
       req.set(http::field::content_type, "application/json");
       req.body() = body;

@@ -1,0 +1,65 @@
+// Metric ingestion load: N simulated trainers report training metrics to the master's TrialLink
+// as fast as they can; prints rows/s and per-call latency percentiles.
+//
+//   metric_ingest MASTER_GRPC_ADDRESS FIRST_TRIAL_ID TRIALS REPORTS_PER_TRIAL [ROWS_PER_CALL]
+//
+// Each simulated trainer owns one trial and reports steps 1, 2, 3, ... (ROWS_PER_CALL rows per
+// call, as a trainer batches its reports), so every row is new and stored.
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+#include <vector>
+
+#include "steadfast/v1/trial_link.grpc.pb.h"
+
+int main(int argc, char** argv) {
+  if (argc < 5) {
+    std::fprintf(stderr, "usage: %s MASTER FIRST_TRIAL TRIALS REPORTS [ROWS_PER_CALL]\n", argv[0]);
+    return 2;
+  }
+  const std::string master = argv[1];
+  const int64_t first = std::atoll(argv[2]);
+  const int trials = std::atoi(argv[3]);
+  const int reports = std::atoi(argv[4]);
+  const int per_call = argc > 5 ? std::atoi(argv[5]) : 1;
+  std::vector<std::vector<double>> latencies(trials);
+  std::atomic<int> failures{0};
+  auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < trials; ++t) {
+    threads.emplace_back([&, t] {
+      auto stub = steadfast::v1::TrialLink::NewStub(grpc::CreateChannel(master, grpc::InsecureChannelCredentials()));
+      for (int r = 0; r < reports; r += per_call) {
+        steadfast::v1::ReportMetricsRequest req;
+        req.mutable_who()->set_trial_id(first + t);
+        for (int k = 0; k < per_call && r + k < reports; ++k) {
+          auto* m = req.add_reports();
+          m->set_kind("training");
+          m->set_batches(r + k + 1);
+          (*m->mutable_values()->mutable_fields())["loss"].set_number_value(1.0 / (r + k + 1));
+          (*m->mutable_values()->mutable_fields())["tokens_per_second"].set_number_value(5000);
+        }
+        steadfast::v1::ReportMetricsResponse resp;
+        grpc::ClientContext ctx;
+        auto t0 = std::chrono::steady_clock::now();
+        if (!stub->ReportMetrics(&ctx, req, &resp).ok()) failures++;
+        latencies[t].push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::vector<double> all;
+  for (auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
+  std::sort(all.begin(), all.end());
+  auto pct = [&](double p) { return all.empty() ? 0.0 : all[std::min(all.size() - 1, size_t(p * all.size()))]; };
+  std::printf("trainers: %d\nrows: %lld\nrows_per_call: %d\nseconds: %.2f\nrows_per_second: %.0f\n"
+              "call_p50_ms: %.2f\ncall_p99_ms: %.2f\nfailed_calls: %d\n",
+              trials, static_cast<long long>(trials) * reports, per_call, seconds, trials * reports / seconds, pct(0.5),
+              pct(0.99), failures.load());
+  return failures.load() == 0 ? 0 : 1;
+}
