@@ -350,15 +350,26 @@ Status Store::UpdateAllocation(const std::string& id, const std::string& state, 
 }
 
 Result<int> Store::InsertMetrics(const std::vector<v1::MetricReport>& reports) {
+  if (reports.empty()) return 0;
+  // One statement for the whole report: the rows travel as one JSON array parameter.
+  Value::List rows;
+  rows.reserve(reports.size());
+  for (const auto& m : reports) {
+    rows.push_back(Value(Value::Map{{"trial_id", m.trial_id()},
+                                    {"kind", m.kind()},
+                                    {"batches", m.batches()},
+                                    {"restart", static_cast<int64_t>(m.restart())},
+                                    {"vals", StructToValue(m.values())}}));
+  }
   int inserted = 0;
   Status st = db_->Transact("insert metrics", [&](pqxx::work& tx) {
-    for (const auto& m : reports) {
-      pqxx::result r = tx.exec_params(
-          "INSERT INTO metrics (trial_id, kind, batches, restart, vals) VALUES ($1,$2,$3,$4,$5::jsonb) "
-          "ON CONFLICT (trial_id, kind, batches) DO NOTHING RETURNING id",
-          m.trial_id(), m.kind(), m.batches(), m.restart(), StructJson(m.values()));
-      inserted += static_cast<int>(r.size());
-    }
+    pqxx::result r = tx.exec_params(
+        "INSERT INTO metrics (trial_id, kind, batches, restart, vals) "
+        "SELECT x.trial_id, x.kind, x.batches, x.restart, x.vals FROM jsonb_to_recordset($1::jsonb) "
+        "AS x(trial_id BIGINT, kind TEXT, batches BIGINT, restart INT, vals JSONB) "
+        "ON CONFLICT (trial_id, kind, batches) DO NOTHING RETURNING id",
+        Value(std::move(rows)).ToJson());
+    inserted = static_cast<int>(r.size());
     return Status::Ok();
   });
   if (!st.ok()) return st;
@@ -459,11 +470,22 @@ Result<std::optional<v1::Checkpoint>> Store::GetCheckpoint(const std::string& uu
 
 Status Store::InsertLogs(const std::vector<v1::LogLine>& lines) {
   if (lines.empty()) return Status::Ok();
+  // One statement per batch (agents send up to 500 lines at a time), order kept by ordinality.
+  Value::List rows;
+  rows.reserve(lines.size());
+  for (const auto& l : lines) {
+    rows.push_back(Value(Value::Map{{"trial_id", l.trial_id()},
+                                    {"rank", static_cast<int64_t>(l.rank())},
+                                    {"stream", l.stream()},
+                                    {"message", l.message()},
+                                    {"agent_id", l.agent_id()}}));
+  }
   return db_->Transact("insert logs", [&](pqxx::work& tx) {
-    for (const auto& l : lines) {
-      tx.exec_params("INSERT INTO task_logs (trial_id, rank, stream, message, agent_id) VALUES ($1,$2,$3,$4,$5)",
-                     l.trial_id(), l.rank(), l.stream(), l.message(), l.agent_id());
-    }
+    tx.exec_params(
+        "INSERT INTO task_logs (trial_id, rank, stream, message, agent_id) "
+        "SELECT (e->>'trial_id')::bigint, (e->>'rank')::int, e->>'stream', e->>'message', e->>'agent_id' "
+        "FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS t(e, n) ORDER BY n",
+        Value(std::move(rows)).ToJson());
     return Status::Ok();
   });
 }
