@@ -1,16 +1,18 @@
 // A SentencePiece tokenizer model: training, loading, encoding and decoding.
 //
-// This header deliberately includes no SentencePiece header: SentencePiece declares its own
-// `absl::string_view`, which clashes with the Abseil that gRPC pulls in (DESIGN.md, build
-// notes). Everything SentencePiece lives in sentencepiece_model.cc, which in turn includes no
-// gRPC/Protobuf/Abseil header. Link `sf_spm`.
+// SentencePiece itself runs in a helper process, `sf-spm` (spm_helper_main.cc): Debian's
+// libsentencepiece carries private copies of Protobuf-lite and Abseil that collide with gRPC's
+// in one process. Train() runs `sf-spm train`; a loaded model owns one `sf-spm serve` child and
+// asks it over a socket pair. The helper is found as $SF_SPM, else beside this executable, else
+// in the build tree, else on PATH. Link `sf_spm`.
 //
 // Special ids follow fairseq's dictionary layout, which the engine relies on (pad_id = 1):
 //   bos = 0, pad = 1, eos = 2, unk = 3; ordinary pieces start at 4.
 // Encode() never adds BOS or EOS; the batcher appends EOS itself.
 //
-// A loaded model is immutable; Encode/Decode are const and safe to call from several threads.
-// Train() is not re-entrant (SentencePiece's global RNG seed and log level are process-wide).
+// A loaded model is immutable; Encode/Decode are const and safe to call from several threads
+// (requests to the helper are serialised).
+// Train() is re-entrant: each call is its own helper process.
 #pragma once
 
 #include <cstdint>

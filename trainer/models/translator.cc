@@ -1,0 +1,545 @@
+#include "trainer/models/translator.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+namespace sf {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+typedef float v8f __attribute__((vector_size(32)));
+
+inline v8f Load8(const float* p) {
+  v8f v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+inline float Sum8(v8f v) {
+  return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
+}
+
+// y[i, j] = dot(x[i, :], w[j, :]) + b[j] for i < m, j < n (w is [n, k], row-major; b may be
+// null). Every output is computed by the same code in the same order whatever m is, so a row's
+// result does not depend on the rows computed with it.
+void Linear(const float* x, int64_t m, int64_t k, const float* w, const float* b, int64_t n,
+            float* y) {
+  constexpr int64_t kBlock = 16;  // weight rows per task: 16 * k floats stay in L1
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  const int64_t k8 = k / 8 * 8;
+#pragma omp parallel for schedule(static) if (m * n * k > 32768)
+  for (int64_t jb = 0; jb < blocks; ++jb) {
+    const int64_t j0 = jb * kBlock, j1 = std::min(n, j0 + kBlock);
+    for (int64_t i = 0; i < m; ++i) {
+      const float* xi = x + i * k;
+      int64_t j = j0;
+      for (; j + 4 <= j1; j += 4) {
+        const float* w0 = w + j * k;
+        const float* w1 = w0 + k;
+        const float* w2 = w1 + k;
+        const float* w3 = w2 + k;
+        v8f a0 = {}, a1 = {}, a2 = {}, a3 = {};
+        for (int64_t p = 0; p < k8; p += 8) {
+          const v8f xv = Load8(xi + p);
+          a0 += xv * Load8(w0 + p);
+          a1 += xv * Load8(w1 + p);
+          a2 += xv * Load8(w2 + p);
+          a3 += xv * Load8(w3 + p);
+        }
+        float s0 = Sum8(a0), s1 = Sum8(a1), s2 = Sum8(a2), s3 = Sum8(a3);
+        for (int64_t p = k8; p < k; ++p) {
+          s0 += xi[p] * w0[p];
+          s1 += xi[p] * w1[p];
+          s2 += xi[p] * w2[p];
+          s3 += xi[p] * w3[p];
+        }
+        float* yi = y + i * n + j;
+        yi[0] = s0 + (b ? b[j] : 0.0f);
+        yi[1] = s1 + (b ? b[j + 1] : 0.0f);
+        yi[2] = s2 + (b ? b[j + 2] : 0.0f);
+        yi[3] = s3 + (b ? b[j + 3] : 0.0f);
+      }
+      for (; j < j1; ++j) {
+        const float* wj = w + j * k;
+        v8f a = {};
+        for (int64_t p = 0; p < k8; p += 8) a += Load8(xi + p) * Load8(wj + p);
+        float s = Sum8(a);
+        for (int64_t p = k8; p < k; ++p) s += xi[p] * wj[p];
+        y[i * n + j] = s + (b ? b[j] : 0.0f);
+      }
+    }
+  }
+}
+
+void RowLayerNorm(const float* x, const float* gamma, const float* beta, float* y, int64_t rows,
+               int64_t cols) {
+#pragma omp parallel for schedule(static) if (rows > 16)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * cols;
+    double mean = 0, var = 0;
+    for (int64_t c = 0; c < cols; ++c) mean += xr[c];
+    mean /= static_cast<double>(cols);
+    for (int64_t c = 0; c < cols; ++c) var += (xr[c] - mean) * (xr[c] - mean);
+    var /= static_cast<double>(cols);
+    const float m = static_cast<float>(mean);
+    const float rstd = static_cast<float>(1.0 / std::sqrt(var + 1e-5));
+    float* yr = y + r * cols;
+    for (int64_t c = 0; c < cols; ++c) yr[c] = (xr[c] - m) * rstd * gamma[c] + beta[c];
+  }
+}
+
+// One query row of multi-head attention: for each head, softmax over keys 0..nkeys-1 (skipping
+// masked keys) of scale * q.k, then the weighted sum of values. k, v: [nkeys, kv_stride] with
+// head h at columns h*D.
+void AttendRow(const float* q, const float* k, const float* v, int64_t kv_stride, int64_t nkeys,
+               const uint8_t* key_pad, int64_t heads, int64_t head_dim, float scale, float* out,
+               float* scores) {
+  for (int64_t h = 0; h < heads; ++h) {
+    const float* qh = q + h * head_dim;
+    float mx = kNegInf;
+    for (int64_t t = 0; t < nkeys; ++t) {
+      if (key_pad && key_pad[t]) {
+        scores[t] = kNegInf;
+        continue;
+      }
+      const float* kt = k + t * kv_stride + h * head_dim;
+      float s = 0;
+      for (int64_t d = 0; d < head_dim; ++d) s += qh[d] * kt[d];
+      scores[t] = s * scale;
+      mx = std::max(mx, scores[t]);
+    }
+    float* oh = out + h * head_dim;
+    std::fill(oh, oh + head_dim, 0.0f);
+    if (mx == kNegInf) continue;  // every key masked
+    float sum = 0;
+    for (int64_t t = 0; t < nkeys; ++t) {
+      scores[t] = scores[t] == kNegInf ? 0.0f : std::exp(scores[t] - mx);
+      sum += scores[t];
+    }
+    const float inv = 1.0f / sum;
+    for (int64_t t = 0; t < nkeys; ++t) {
+      if (scores[t] == 0.0f) continue;
+      const float p = scores[t] * inv;
+      const float* vt = v + t * kv_stride + h * head_dim;
+      for (int64_t d = 0; d < head_dim; ++d) oh[d] += p * vt[d];
+    }
+  }
+}
+
+void Activate(float* x, int64_t n, Activation act) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = act == Activation::kRelu ? std::max(x[i], 0.0f)
+                                    : static_cast<float>(0.5 * x[i] * (1.0 + std::erf(x[i] / std::sqrt(2.0))));
+  }
+}
+
+void AddInPlace(float* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+}  // namespace
+
+Translator::Translator(Transformer<float>* model) : model_(model) {
+  const auto& cfg = model->config();
+  const int64_t dim = cfg.d_model, rows = cfg.max_positions + cfg.pad_id + 1, half = dim / 2;
+  pe_.assign(static_cast<size_t>(rows * dim), 0.0f);
+  const double f = std::log(10000.0) / static_cast<double>(half - 1);
+  for (int64_t p = 0; p < rows; ++p) {
+    if (p == cfg.pad_id) continue;
+    for (int64_t i = 0; i < half; ++i) {
+      const double a = static_cast<double>(p) * std::exp(-static_cast<double>(i) * f);
+      pe_[p * dim + i] = static_cast<float>(std::sin(a));
+      pe_[p * dim + half + i] = static_cast<float>(std::cos(a));
+    }
+  }
+}
+
+const float* Translator::W(const std::string& name) const {
+  auto& store = model_->params();
+  int id = store.Find(name);
+  return id < 0 ? nullptr : store.value(id);
+}
+
+// The state of one working batch: encoder output and per-layer caches.
+struct Translator::Batch {
+  int64_t sentences = 0, src_len = 0;
+  std::vector<uint8_t> src_pad;                   // [S, Ts]
+  std::vector<std::vector<float>> cross_k, cross_v;  // per layer [S, Ts, C]
+  std::vector<std::vector<float>> self_k, self_v;    // per layer [rows, cap, C]
+  int64_t cap = 0;
+};
+
+Result<std::vector<Hypothesis>> Translator::Translate(const std::vector<std::vector<int32_t>>& sources,
+                                                      const BeamOptions& options) {
+  const auto& cfg = model_->config();
+  if (options.beam < 1) return InvalidArgument("beam_size must be >= 1");
+  for (size_t i = 0; i < sources.size(); ++i) {
+    if (static_cast<int64_t>(sources[i].size()) + 1 > cfg.max_positions - 1) {
+      return InvalidArgument("source " + std::to_string(i + 1) + " has " + std::to_string(sources[i].size()) +
+                             " tokens; the model takes at most " + std::to_string(cfg.max_positions - 2));
+    }
+    for (int32_t t : sources[i]) {
+      if (t < 0 || t >= cfg.src_vocab) {
+        return InvalidArgument("source " + std::to_string(i + 1) + ": token " + std::to_string(t) +
+                               " is outside the vocabulary of " + std::to_string(cfg.src_vocab));
+      }
+    }
+  }
+  std::vector<Hypothesis> out(sources.size());
+  std::vector<size_t> order(sources.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return sources[a].size() < sources[b].size(); });
+  const int64_t per_batch = std::max<int64_t>(1, options.max_sentences);
+  for (size_t first = 0; first < order.size(); first += static_cast<size_t>(per_batch)) {
+    size_t last = std::min(order.size(), first + static_cast<size_t>(per_batch));
+    std::vector<const std::vector<int32_t>*> batch;
+    for (size_t i = first; i < last; ++i) batch.push_back(&sources[order[i]]);
+    std::vector<Hypothesis> hyps;
+    SF_RETURN_IF_ERROR(TranslateBatch(batch, options, &hyps));
+    for (size_t i = first; i < last; ++i) out[order[i]] = std::move(hyps[i - first]);
+  }
+  return out;
+}
+
+Status Translator::TranslateBatch(const std::vector<const std::vector<int32_t>*>& sources,
+                                  const BeamOptions& opt, std::vector<Hypothesis>* out) {
+  const auto& cfg = model_->config();
+  const int64_t C = cfg.d_model, H = cfg.heads, D = C / H, F = cfg.ffn_dim, V = cfg.tgt_vocab;
+  const int32_t pad = cfg.pad_id, eos = 2, bos = 0;
+  const float emb_scale = static_cast<float>(std::sqrt(static_cast<double>(C)));
+  const float att_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+  const bool pre = cfg.normalize_before;
+  const int64_t S = static_cast<int64_t>(sources.size());
+  const int beam = opt.beam;
+  const float* enc_table = W("encoder.embed_tokens.weight");
+  const float* dec_table = cfg.share_embeddings ? enc_table : W("decoder.embed_tokens.weight");
+  if (!enc_table || !dec_table) return Internal("model has no embedding tables");
+  auto name = [](const char* side, int64_t i, const char* rest) {
+    return std::string(side) + ".layers." + std::to_string(i) + "." + rest;
+  };
+
+  // ---- encoder over the padded sources (each + EOS, right-padded)
+  Batch st;
+  st.sentences = S;
+  int64_t Ts = 1;
+  for (const auto* s : sources) Ts = std::max<int64_t>(Ts, static_cast<int64_t>(s->size()) + 1);
+  st.src_len = Ts;
+  st.src_pad.assign(static_cast<size_t>(S * Ts), 1);
+  std::vector<float> x(static_cast<size_t>(S * Ts * C)), h(x.size()), o(x.size()), ctx(x.size());
+  std::vector<float> qkv(static_cast<size_t>(S * Ts * 3 * C)), f(static_cast<size_t>(S * Ts * F));
+  for (int64_t s = 0; s < S; ++s) {
+    const auto& src = *sources[s];
+    for (int64_t t = 0; t < Ts; ++t) {
+      float* xr = x.data() + (s * Ts + t) * C;
+      if (t > static_cast<int64_t>(src.size())) {
+        std::fill(xr, xr + C, 0.0f);
+        continue;
+      }
+      st.src_pad[s * Ts + t] = 0;
+      const int32_t tok = t < static_cast<int64_t>(src.size()) ? src[t] : eos;
+      const float* e = enc_table + static_cast<int64_t>(tok) * C;
+      const float* pe = pe_.data() + (pad + 1 + t) * C;
+      for (int64_t c = 0; c < C; ++c) xr[c] = emb_scale * e[c] + pe[c];
+    }
+  }
+  const int64_t R = S * Ts;
+  for (int64_t l = 0; l < cfg.encoder_layers; ++l) {
+    const float* ln1_g = W(name("encoder", l, "self_attn_layer_norm.weight"));
+    const float* ln1_b = W(name("encoder", l, "self_attn_layer_norm.bias"));
+    const float* ln2_g = W(name("encoder", l, "final_layer_norm.weight"));
+    const float* ln2_b = W(name("encoder", l, "final_layer_norm.bias"));
+    const float* src = x.data();
+    if (pre) {
+      RowLayerNorm(x.data(), ln1_g, ln1_b, h.data(), R, C);
+      src = h.data();
+    }
+    Linear(src, R, C, W(name("encoder", l, "self_attn.in_proj_weight")), W(name("encoder", l, "self_attn.in_proj_bias")),
+           3 * C, qkv.data());
+#pragma omp parallel
+    {
+      std::vector<float> scores(static_cast<size_t>(Ts));
+#pragma omp for schedule(static)
+      for (int64_t r = 0; r < R; ++r) {
+        const int64_t s = r / Ts;
+        const float* base = qkv.data() + s * Ts * 3 * C;
+        AttendRow(qkv.data() + r * 3 * C, base + C, base + 2 * C, 3 * C, Ts, st.src_pad.data() + s * Ts, H, D,
+                  att_scale, ctx.data() + r * C, scores.data());
+      }
+    }
+    Linear(ctx.data(), R, C, W(name("encoder", l, "self_attn.out_proj.weight")), W(name("encoder", l, "self_attn.out_proj.bias")),
+           C, o.data());
+    AddInPlace(x.data(), o.data(), R * C);
+    if (!pre) RowLayerNorm(x.data(), ln1_g, ln1_b, x.data(), R, C);
+    src = x.data();
+    if (pre) {
+      RowLayerNorm(x.data(), ln2_g, ln2_b, h.data(), R, C);
+      src = h.data();
+    }
+    Linear(src, R, C, W(name("encoder", l, "fc1.weight")), W(name("encoder", l, "fc1.bias")), F, f.data());
+    Activate(f.data(), R * F, cfg.activation);
+    Linear(f.data(), R, F, W(name("encoder", l, "fc2.weight")), W(name("encoder", l, "fc2.bias")), C, o.data());
+    AddInPlace(x.data(), o.data(), R * C);
+    if (!pre) RowLayerNorm(x.data(), ln2_g, ln2_b, x.data(), R, C);
+  }
+  if (pre) RowLayerNorm(x.data(), W("encoder.layer_norm.weight"), W("encoder.layer_norm.bias"), x.data(), R, C);
+
+  // Cross-attention keys/values, once per sentence.
+  const int64_t Ld = cfg.decoder_layers;
+  st.cross_k.resize(Ld);
+  st.cross_v.resize(Ld);
+  for (int64_t l = 0; l < Ld; ++l) {
+    const float* w = W(name("decoder", l, "encoder_attn.in_proj_weight"));
+    const float* b = W(name("decoder", l, "encoder_attn.in_proj_bias"));
+    st.cross_k[l].resize(static_cast<size_t>(R * C));
+    st.cross_v[l].resize(static_cast<size_t>(R * C));
+    Linear(x.data(), R, C, w + C * C, b + C, C, st.cross_k[l].data());
+    Linear(x.data(), R, C, w + 2 * C * C, b + 2 * C, C, st.cross_v[l].data());
+  }
+
+  // ---- beam search
+  std::vector<int64_t> max_len(S);
+  int64_t longest = 0;
+  for (int64_t s = 0; s < S; ++s) {
+    const double lim = opt.max_len_a * static_cast<double>(sources[s]->size() + 1) + static_cast<double>(opt.max_len_b);
+    max_len[s] = std::max<int64_t>(1, std::min<int64_t>(static_cast<int64_t>(lim), cfg.max_positions - 2));
+    longest = std::max(longest, max_len[s]);
+  }
+  st.cap = longest + 2;
+  st.self_k.assign(Ld, {});
+  st.self_v.assign(Ld, {});
+  // Working rows: active sentences x beam. hist[r] = EOS then the tokens chosen so far.
+  std::vector<int64_t> active(S);
+  std::iota(active.begin(), active.end(), 0);
+  std::vector<std::vector<int32_t>> hist(static_cast<size_t>(S * beam), std::vector<int32_t>{eos});
+  std::vector<float> cum(static_cast<size_t>(S * beam), 0.0f);
+  std::vector<std::vector<Hypothesis>> finals(S);
+  if (opt.cache) {
+    for (int64_t l = 0; l < Ld; ++l) {
+      st.self_k[l].assign(static_cast<size_t>(S * beam * st.cap * C), 0.0f);
+      st.self_v[l].assign(static_cast<size_t>(S * beam * st.cap * C), 0.0f);
+    }
+  }
+  std::vector<float> lprobs;
+  for (int64_t t = 0; !active.empty(); ++t) {
+    const int64_t N = static_cast<int64_t>(active.size()) * beam;
+    // Decoder over the new position(s): with the cache one token at position t; without it the
+    // whole prefix from position 0.
+    const int64_t start = opt.cache ? t : 0, Lq = opt.cache ? 1 : t + 1;
+    if (!opt.cache) {
+      for (int64_t l = 0; l < Ld; ++l) {
+        st.self_k[l].assign(static_cast<size_t>(N * st.cap * C), 0.0f);
+        st.self_v[l].assign(static_cast<size_t>(N * st.cap * C), 0.0f);
+      }
+    }
+    const int64_t M = N * Lq;
+    x.assign(static_cast<size_t>(M * C), 0.0f);
+    h.resize(x.size());
+    o.resize(x.size());
+    ctx.resize(x.size());
+    qkv.resize(static_cast<size_t>(M * 3 * C));
+    f.resize(static_cast<size_t>(M * F));
+    for (int64_t r = 0; r < N; ++r) {
+      for (int64_t i = 0; i < Lq; ++i) {
+        const int32_t tok = hist[r][start + i];
+        const float* e = dec_table + static_cast<int64_t>(tok) * C;
+        const float* pe = pe_.data() + (pad + 1 + start + i) * C;
+        float* xr = x.data() + (r * Lq + i) * C;
+        for (int64_t c = 0; c < C; ++c) xr[c] = emb_scale * e[c] + pe[c];
+      }
+    }
+    for (int64_t l = 0; l < Ld; ++l) {
+      const float* ln1_g = W(name("decoder", l, "self_attn_layer_norm.weight"));
+      const float* ln1_b = W(name("decoder", l, "self_attn_layer_norm.bias"));
+      const float* ln2_g = W(name("decoder", l, "encoder_attn_layer_norm.weight"));
+      const float* ln2_b = W(name("decoder", l, "encoder_attn_layer_norm.bias"));
+      const float* ln3_g = W(name("decoder", l, "final_layer_norm.weight"));
+      const float* ln3_b = W(name("decoder", l, "final_layer_norm.bias"));
+      // self-attention (causal), keys/values appended to the cache
+      const float* src = x.data();
+      if (pre) {
+        RowLayerNorm(x.data(), ln1_g, ln1_b, h.data(), M, C);
+        src = h.data();
+      }
+      Linear(src, M, C, W(name("decoder", l, "self_attn.in_proj_weight")), W(name("decoder", l, "self_attn.in_proj_bias")),
+             3 * C, qkv.data());
+      float* K = st.self_k[l].data();
+      float* Vc = st.self_v[l].data();
+      for (int64_t r = 0; r < N; ++r) {
+        for (int64_t i = 0; i < Lq; ++i) {
+          const float* row = qkv.data() + (r * Lq + i) * 3 * C;
+          std::copy(row + C, row + 2 * C, K + (r * st.cap + start + i) * C);
+          std::copy(row + 2 * C, row + 3 * C, Vc + (r * st.cap + start + i) * C);
+        }
+      }
+#pragma omp parallel
+      {
+        std::vector<float> scores(static_cast<size_t>(st.cap));
+#pragma omp for schedule(static)
+        for (int64_t q = 0; q < M; ++q) {
+          const int64_t r = q / Lq, i = q % Lq;
+          AttendRow(qkv.data() + q * 3 * C, K + r * st.cap * C, Vc + r * st.cap * C, C, start + i + 1, nullptr, H, D,
+                    att_scale, ctx.data() + q * C, scores.data());
+        }
+      }
+      Linear(ctx.data(), M, C, W(name("decoder", l, "self_attn.out_proj.weight")),
+             W(name("decoder", l, "self_attn.out_proj.bias")), C, o.data());
+      AddInPlace(x.data(), o.data(), M * C);
+      if (!pre) RowLayerNorm(x.data(), ln1_g, ln1_b, x.data(), M, C);
+      // cross-attention over the sentence's encoder output
+      src = x.data();
+      if (pre) {
+        RowLayerNorm(x.data(), ln2_g, ln2_b, h.data(), M, C);
+        src = h.data();
+      }
+      Linear(src, M, C, W(name("decoder", l, "encoder_attn.in_proj_weight")),
+             W(name("decoder", l, "encoder_attn.in_proj_bias")), C, qkv.data());
+#pragma omp parallel
+      {
+        std::vector<float> scores(static_cast<size_t>(Ts));
+#pragma omp for schedule(static)
+        for (int64_t q = 0; q < M; ++q) {
+          const int64_t s = active[(q / Lq) / beam];
+          AttendRow(qkv.data() + q * C, st.cross_k[l].data() + s * Ts * C, st.cross_v[l].data() + s * Ts * C, C, Ts,
+                    st.src_pad.data() + s * Ts, H, D, att_scale, ctx.data() + q * C, scores.data());
+        }
+      }
+      Linear(ctx.data(), M, C, W(name("decoder", l, "encoder_attn.out_proj.weight")),
+             W(name("decoder", l, "encoder_attn.out_proj.bias")), C, o.data());
+      AddInPlace(x.data(), o.data(), M * C);
+      if (!pre) RowLayerNorm(x.data(), ln2_g, ln2_b, x.data(), M, C);
+      // feed-forward
+      src = x.data();
+      if (pre) {
+        RowLayerNorm(x.data(), ln3_g, ln3_b, h.data(), M, C);
+        src = h.data();
+      }
+      Linear(src, M, C, W(name("decoder", l, "fc1.weight")), W(name("decoder", l, "fc1.bias")), F, f.data());
+      Activate(f.data(), M * F, cfg.activation);
+      Linear(f.data(), M, F, W(name("decoder", l, "fc2.weight")), W(name("decoder", l, "fc2.bias")), C, o.data());
+      AddInPlace(x.data(), o.data(), M * C);
+      if (!pre) RowLayerNorm(x.data(), ln3_g, ln3_b, x.data(), M, C);
+    }
+    // The newest position of each row -> log-probabilities.
+    std::vector<float> last(static_cast<size_t>(N * C));
+    for (int64_t r = 0; r < N; ++r) {
+      std::copy_n(x.data() + (r * Lq + Lq - 1) * C, C, last.data() + r * C);
+    }
+    if (pre) RowLayerNorm(last.data(), W("decoder.layer_norm.weight"), W("decoder.layer_norm.bias"), last.data(), N, C);
+    lprobs.resize(static_cast<size_t>(N * V));
+    Linear(last.data(), N, C, dec_table, nullptr, V, lprobs.data());
+#pragma omp parallel for schedule(static) if (N > 1)
+    for (int64_t r = 0; r < N; ++r) {
+      float* z = lprobs.data() + r * V;
+      float mx = kNegInf;
+      for (int64_t v = 0; v < V; ++v) mx = std::max(mx, z[v]);
+      double sum = 0;
+      for (int64_t v = 0; v < V; ++v) sum += std::exp(static_cast<double>(z[v] - mx));
+      const float lse = mx + static_cast<float>(std::log(sum));
+      for (int64_t v = 0; v < V; ++v) z[v] -= lse;
+      z[pad] = kNegInf;
+      if (bos != pad) z[bos] = kNegInf;
+    }
+
+    // Select per sentence; build the next working rows.
+    std::vector<int64_t> next_active;
+    std::vector<int64_t> parents;  // old row of each new row
+    std::vector<int32_t> chosen;
+    std::vector<float> next_cum;
+    struct Cand {
+      float score;
+      int64_t flat;  // beam * V + token
+    };
+    auto better = [](const Cand& a, const Cand& b) { return a.score > b.score || (a.score == b.score && a.flat < b.flat); };
+    for (int64_t a = 0; a < static_cast<int64_t>(active.size()); ++a) {
+      const int64_t s = active[a];
+      const bool at_limit = t >= max_len[s];
+      const int live_beams = t == 0 ? 1 : beam;  // at the first step every beam is the same
+      std::vector<Cand> top;
+      const size_t want = static_cast<size_t>(2 * beam);
+      for (int b = 0; b < live_beams; ++b) {
+        const int64_t r = a * beam + b;
+        const float base = cum[r];
+        if (base == kNegInf) continue;
+        const float* z = lprobs.data() + r * V;
+        for (int64_t v = 0; v < V; ++v) {
+          if (at_limit && v != eos) continue;
+          const float sc = base + z[v];
+          if (sc == kNegInf) continue;
+          Cand c{sc, b * V + v};
+          if (top.size() < want) {
+            top.push_back(c);
+            std::push_heap(top.begin(), top.end(), better);  // heap top = the worst kept
+          } else if (better(c, top.front())) {
+            std::pop_heap(top.begin(), top.end(), better);
+            top.back() = c;
+            std::push_heap(top.begin(), top.end(), better);
+          }
+        }
+      }
+      std::sort(top.begin(), top.end(), better);
+      std::vector<Cand> cont;
+      for (size_t rank = 0; rank < top.size(); ++rank) {
+        const Cand& c = top[rank];
+        const int64_t b = c.flat / V;
+        const int32_t v = static_cast<int32_t>(c.flat % V);
+        if (v == eos) {
+          if (rank < static_cast<size_t>(beam) && finals[s].size() < static_cast<size_t>(beam)) {
+            const auto& hh = hist[a * beam + b];
+            Hypothesis hyp;
+            hyp.tokens.assign(hh.begin() + 1, hh.end());
+            hyp.score = c.score / std::pow(static_cast<float>(t + 1), opt.lenpen);
+            finals[s].push_back(std::move(hyp));
+          }
+        } else if (cont.size() < static_cast<size_t>(beam)) {
+          cont.push_back(c);
+        }
+      }
+      if (finals[s].size() >= static_cast<size_t>(beam) || cont.empty() || at_limit) continue;  // done
+      next_active.push_back(s);
+      for (int b = 0; b < beam; ++b) {
+        const Cand& c = cont[std::min<size_t>(b, cont.size() - 1)];
+        parents.push_back(a * beam + c.flat / V);
+        chosen.push_back(static_cast<int32_t>(c.flat % V));
+        next_cum.push_back(static_cast<size_t>(b) < cont.size() ? c.score : kNegInf);
+      }
+    }
+    // Reorder histories and caches by parent; finished sentences leave the batch.
+    std::vector<std::vector<int32_t>> next_hist(parents.size());
+    for (size_t r = 0; r < parents.size(); ++r) {
+      next_hist[r] = hist[parents[r]];
+      next_hist[r].push_back(chosen[r]);
+    }
+    if (opt.cache && !parents.empty()) {
+      const int64_t keep = (t + 1) * C;
+      for (int64_t l = 0; l < Ld; ++l) {
+        for (auto* cache : {&st.self_k[l], &st.self_v[l]}) {
+          std::vector<float> moved(static_cast<size_t>(parents.size() * st.cap * C));
+          for (size_t r = 0; r < parents.size(); ++r) {
+            std::copy_n(cache->data() + parents[r] * st.cap * C, keep, moved.data() + r * st.cap * C);
+          }
+          cache->swap(moved);
+        }
+      }
+    }
+    hist.swap(next_hist);
+    cum.swap(next_cum);
+    active.swap(next_active);
+  }
+  out->assign(static_cast<size_t>(S), Hypothesis{});
+  for (int64_t s = 0; s < S; ++s) {
+    if (sources[s]->empty()) continue;  // an empty source translates to nothing
+    const Hypothesis* best = nullptr;
+    for (const auto& hyp : finals[s]) {
+      if (!best || hyp.score > best->score) best = &hyp;
+    }
+    if (best) (*out)[s] = *best;
+  }
+  return Status::Ok();
+}
+
+}  // namespace sf
