@@ -194,9 +194,17 @@ Result<std::vector<Hypothesis>> Translator::Translate(const std::vector<std::vec
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return sources[a].size() < sources[b].size(); });
-  const int64_t per_batch = std::max<int64_t>(1, options.max_sentences);
-  for (size_t first = 0; first < order.size(); first += static_cast<size_t>(per_batch)) {
-    size_t last = std::min(order.size(), first + static_cast<size_t>(per_batch));
+  // Batches of consecutive sentences (by length): at most max_sentences of them, and at most
+  // max_tokens source tokens counting padding (sentences x longest, EOS included).
+  const size_t per_batch = static_cast<size_t>(std::max<int64_t>(1, options.max_sentences));
+  for (size_t first = 0, last = 0; first < order.size(); first = last) {
+    last = first + 1;
+    while (last < order.size() && last - first < per_batch &&
+           (options.max_tokens <= 0 ||
+            static_cast<int64_t>(last - first + 1) * static_cast<int64_t>(sources[order[last]].size() + 1) <=
+                options.max_tokens)) {
+      ++last;
+    }
     std::vector<const std::vector<int32_t>*> batch;
     for (size_t i = first; i < last; ++i) batch.push_back(&sources[order[i]]);
     std::vector<Hypothesis> hyps;

@@ -33,8 +33,11 @@ struct BeamOptions {
   float max_len_a = 0.0f;
   int64_t max_len_b = 200;
   bool cache = true;
-  // Sentences per working batch (the caller's list is sorted by length and cut into batches).
+  // The caller's sentences are sorted by length and cut into working batches of at most
+  // max_sentences sentences and at most max_tokens source tokens counting padding (0: no token
+  // limit; a longer sentence still goes alone). Results do not depend on the batching.
   int64_t max_sentences = 64;
+  int64_t max_tokens = 0;
 };
 
 struct Hypothesis {

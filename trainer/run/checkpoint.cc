@@ -116,6 +116,10 @@ Result<WrittenCheckpoint> WriteCheckpoint(const std::string& parent, const Check
     SF_RETURN_IF_ERROR(WriteAndSync(tmp + "/sentencepiece.model", c.sentencepiece_model));
     names.push_back("sentencepiece.model");
   }
+  if (!c.sentencepiece_target_model.empty()) {
+    SF_RETURN_IF_ERROR(WriteAndSync(tmp + "/sentencepiece.tgt.model", c.sentencepiece_target_model));
+    names.push_back("sentencepiece.tgt.model");
+  }
   WrittenCheckpoint out;
   out.uuid = uuid;
   out.dir = final_dir;
@@ -192,6 +196,9 @@ Result<CheckpointContents> ReadCheckpoint(const std::string& dir) {
   SF_ASSIGN_OR_RETURN(c.config_yaml, ReadAll(dir + "/experiment.yaml"));
   if (fs::exists(dir + "/sentencepiece.model", ec)) {
     SF_ASSIGN_OR_RETURN(c.sentencepiece_model, ReadAll(dir + "/sentencepiece.model"));
+  }
+  if (fs::exists(dir + "/sentencepiece.tgt.model", ec)) {
+    SF_ASSIGN_OR_RETURN(c.sentencepiece_target_model, ReadAll(dir + "/sentencepiece.tgt.model"));
   }
   return c;
 }

@@ -5,7 +5,8 @@
 //     optimizer.safetensors   optimizer state (moments, step) and loss-scaler state
 //     trainer_state.json      step, epoch, data position, RNG seeds/offsets, restart, metrics
 //     experiment.yaml         the experiment config the run was started with
-//     sentencepiece.model     the tokenizer (when the run has one)
+//     sentencepiece.model     the tokenizer (when the run has one; the source side's when the
+//                             vocabularies are not shared, with sentencepiece.tgt.model beside)
 //     manifest.json           every file above with its size and SHA-256, and a format version
 //
 // Writing goes to <parent>/.tmp-<uuid>, fsyncs each file and the directory, then renames, so a
@@ -32,7 +33,8 @@ struct CheckpointContents {
   std::vector<NamedBuffer> optimizer;   // optimizer and loss-scaler buffers
   Value state = Value(Value::Map{});    // trainer_state.json
   std::string config_yaml;
-  std::string sentencepiece_model;      // bytes; empty when none
+  std::string sentencepiece_model;      // bytes; empty when none (the source side when not shared)
+  std::string sentencepiece_target_model;  // bytes; only when source and target vocabularies differ
 };
 
 struct CheckpointFileInfo {

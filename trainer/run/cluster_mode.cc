@@ -21,7 +21,7 @@
 #include "trainer/models/transformer.h"
 #include "trainer/optim/lr_schedule.h"
 #include "trainer/run/checkpoint.h"
-#include "trainer/run/synthetic_task.h"
+#include "trainer/run/text_run.h"
 #include "trainer/run/train_step.h"
 #include "steadfast/v1/trial_link.grpc.pb.h"
 
@@ -87,23 +87,6 @@ google::protobuf::Struct ToStruct(const std::vector<std::pair<std::string, doubl
   return s;
 }
 
-double Num(const Value& v, const std::string& key, double def) {
-  const Value* x = v.Find(key);
-  return x && x->is_number() ? x->as_double() : def;
-}
-int64_t Int(const Value& v, const std::string& key, int64_t def) {
-  const Value* x = v.Find(key);
-  return x && x->is_int() ? x->as_int() : def;
-}
-std::string Text(const Value& v, const std::string& key, const std::string& def) {
-  const Value* x = v.Find(key);
-  return x && x->is_string() ? x->as_string() : def;
-}
-bool Flag(const Value& v, const std::string& key, bool def) {
-  const Value* x = v.Find(key);
-  return x && x->is_bool() ? x->as_bool() : def;
-}
-
 }  // namespace
 
 int RunClusterTrial() {
@@ -147,183 +130,45 @@ int RunClusterTrial() {
               << ") is not built yet; use slots_per_trial: 1\n";
     return 2;
   }
-  if (cfg.searcher.metric == "bleu") {
-    std::cerr << "sf-trainer cluster: searcher.metric bleu needs beam search and the text pipeline, which this "
-                 "trainer build does not have yet; use validation_loss\n";
-    return 2;
-  }
-
-  // The data: the text pipeline is not wired into the cluster trainer yet, so trials train on the
-  // synthetic reversal task (same model, optimizer, schedule and precision as configured).
-  const uint64_t seed = static_cast<uint64_t>(Int(hp, "seed", 1));
-  const int64_t max_tokens = Int(hp, "max_tokens", 4096);
-  const int64_t seq_len = 12;
-  const int64_t batch = std::max<int64_t>(1, std::min<int64_t>(256, max_tokens / (2 * (seq_len + 1))));
-  SyntheticReversalTask task(64, 4, seq_len, batch, seed);
-  constexpr int64_t kBatchesPerEpoch = 100;
+  // The data, model, optimizer and schedule: the same TextRun as `sf-trainer train`.
   log::Info("trainer", {{"event", "start"}, {"trial", std::to_string(who.trial_id())},
-                        {"restart", std::to_string(who.restart())}, {"data", "synthetic_reversal"},
-                        {"batch", std::to_string(batch)}, {"precision", config::PrecisionName(cfg.precision)}});
+                        {"restart", std::to_string(who.restart())}, {"train", cfg.data.train.src},
+                        {"precision", config::PrecisionName(cfg.precision)}});
+  TextRunOptions ro;
+  ro.rank = static_cast<int>(who.rank());
+  ro.world_size = world_size;
+  auto created = TextRun::Create(cfg, config_yaml, hp, ro);
+  if (!created.ok()) {
+    std::cerr << "sf-trainer cluster: " << created.status().message() << "\n";
+    const StatusCode c = created.status().code();
+    return c == StatusCode::kInvalidArgument || c == StatusCode::kNotFound ? 2 : 1;
+  }
+  TextRun& run = **created;
+  log::Info("trainer", {{"event", "model"}, {"parameters", std::to_string(run.model().params().total_numel())},
+                        {"steps_per_epoch", std::to_string(run.steps_per_epoch())},
+                        {"threads", std::to_string(omp_get_max_threads())}});
 
-  TransformerConfig mc;
-  mc.d_model = Int(hp, "d_model", 512);
-  mc.heads = Int(hp, "heads", 8);
-  mc.encoder_layers = Int(hp, "encoder_layers", 6);
-  mc.decoder_layers = Int(hp, "decoder_layers", 6);
-  mc.ffn_dim = Int(hp, "ffn_dim", 2048);
-  mc.dropout = static_cast<float>(Num(hp, "dropout", 0.1));
-  mc.attention_dropout = static_cast<float>(Num(hp, "attention_dropout", 0.0));
-  mc.activation = Text(hp, "activation", "relu") == "gelu" ? Activation::kGelu : Activation::kRelu;
-  mc.normalize_before = Flag(hp, "normalize_before", false);
-  mc.share_embeddings = Flag(hp, "share_embeddings", false);
-  mc.src_vocab = task.vocab();
-  mc.tgt_vocab = task.vocab();
-  mc.max_positions = std::max<int64_t>(64, seq_len + 2);
-  mc.label_smoothing = static_cast<float>(Num(hp, "label_smoothing", 0.1));
-  Status valid = mc.Validate();
-  if (!valid.ok()) {
-    std::cerr << "sf-trainer cluster: " << valid.message() << "\n";
-    return 2;
-  }
-  const DType compute = cfg.precision == config::Precision::kBf16   ? DType::kBF16
-                        : cfg.precision == config::Precision::kFp16 ? DType::kF16
-                                                                    : DType::kF32;
-  CpuBackend backend;
-  Transformer<float> model(mc, &backend, compute);
-  model.InitParameters(seed);
-  model.context().seed = seed;
-
-  const Value& opt = *hp.Find("optimizer");
-  OptimizerOptions oo;
-  oo.type = Text(opt, "type", "adamw");
-  if (const Value* betas = opt.Find("betas"); betas && betas->is_list() && betas->as_list().size() == 2) {
-    oo.beta1 = betas->as_list()[0].as_double();
-    oo.beta2 = betas->as_list()[1].as_double();
-  }
-  oo.eps = Num(opt, "eps", 1e-8);
-  oo.weight_decay = Num(opt, "weight_decay", 0.0);
-  oo.momentum = Num(opt, "momentum", 0.9);
-  oo.nesterov = Flag(opt, "nesterov", false);
-  oo.radam_rho_threshold = Num(opt, "rho_threshold", 5.0);
-  oo.decoupled_weight_decay = Flag(opt, "decoupled_weight_decay", false);
-  auto optimizer = MakeOptimizer(oo);
-  if (!optimizer.ok()) {
-    std::cerr << "sf-trainer cluster: optimizer: " << optimizer.status().message() << "\n";
-    return 2;
-  }
-  const int64_t max_length_batches = cfg.searcher.max_length.unit == config::Length::Unit::kEpochs
-                                         ? cfg.searcher.max_length.value * kBatchesPerEpoch
-                                         : cfg.searcher.max_length.value;
-  const Value& sched = *hp.Find("lr_schedule");
-  LrScheduleOptions so;
-  so.type = Text(sched, "type", "inverse_sqrt");
-  so.lr = Num(hp, "lr", 5e-4);
-  so.warmup_steps = Int(sched, "warmup", 4000);
-  so.warmup_init_lr = Num(sched, "warmup_init_lr", 0.0);
-  so.total_steps = Int(sched, "total_steps", max_length_batches);
-  so.min_lr = Num(sched, "min_lr", 0.0);
-  if (so.type == "exponential") so.gamma = Num(sched, "gamma", 0.9999);
-  auto schedule = MakeLrSchedule(so);
-  if (!schedule.ok()) {
-    std::cerr << "sf-trainer cluster: " << schedule.status().message() << "\n";
-    return 2;
-  }
-  LossScalerOptions lso;
-  lso.type = cfg.loss_scaling.type == config::LossScalingConfig::Type::kNone     ? "none"
-             : cfg.loss_scaling.type == config::LossScalingConfig::Type::kStatic ? "static"
-                                                                                 : "dynamic";
-  lso.scale = cfg.loss_scaling.scale;
-  lso.init_scale = cfg.loss_scaling.init_scale;
-  lso.growth_interval = cfg.loss_scaling.growth_interval.value_or(0);
-  lso.scale_factor = cfg.loss_scaling.scale_factor;
-  lso.min_scale = cfg.loss_scaling.min_scale;
-  lso.world_size = world_size;
-  lso.aggregation_frequency = static_cast<int>(cfg.optimizations.aggregation_frequency);
-  auto scaler = LossScaler::Make(lso);
-  if (!scaler.ok()) {
-    std::cerr << "sf-trainer cluster: loss_scaling: " << scaler.status().message() << "\n";
-    return 2;
-  }
-  TrainStep step(&model, std::move(optimizer).value(), std::move(scaler).value(), Num(hp, "clip_norm", 0.0));
-  std::vector<ParamRef> params = model.Parameters();
-  Status prepared = step.optimizer().Prepare(params);
-  if (!prepared.ok()) {
-    std::cerr << "sf-trainer cluster: " << prepared.message() << "\n";
-    return 1;
-  }
-
-  int64_t steps_done = 0;
-  int64_t skipped_total = 0;
-  // ---- restore
   if (!restore_dir.empty()) {
     auto ck = ReadCheckpoint(restore_dir);
-    if (!ck.ok()) {
-      std::cerr << "sf-trainer cluster: cannot restore: " << ck.status().message() << "\n";
-      return 2;
-    }
-    auto& store = model.params();
-    for (const auto& info : store.params()) {
-      const NamedBuffer* b = FindBuffer(ck->model, info.name);
-      int64_t numel = 1;
-      for (int64_t d : info.shape) numel *= d;
-      if (!b || b->AsF32().size() != static_cast<size_t>(numel)) {
-        std::cerr << "sf-trainer cluster: checkpoint " << restore_dir << " does not fit this model (parameter "
-                  << info.name << ")\n";
-        return 2;
-      }
-      std::copy(b->AsF32().begin(), b->AsF32().end(), store.value(store.Find(info.name)));
-    }
-    model.WeightsUpdated();
-    std::vector<NamedBuffer> opt_state, scaler_state;
-    for (const auto& b : ck->optimizer) {
-      (b.name.rfind("loss_scaler.", 0) == 0 ? scaler_state : opt_state).push_back(b);
-    }
-    for (auto& b : scaler_state) b.name = b.name.substr(12);
-    Status st = step.optimizer().LoadState(opt_state, params);
-    if (st.ok()) st = const_cast<LossScaler&>(step.loss_scaler()).LoadState(scaler_state);
+    Status st = ck.ok() ? run.Restore(restore_dir, *ck) : ck.status();
     if (!st.ok()) {
-      std::cerr << "sf-trainer cluster: cannot restore optimizer state: " << st.message() << "\n";
+      std::cerr << "sf-trainer cluster: cannot restore: " << st.message() << "\n";
       return 2;
     }
-    steps_done = Int(ck->state, "steps", 0);
-    skipped_total = Int(ck->state, "skipped_steps", 0);
-    model.context().seed = static_cast<uint64_t>(Int(ck->state, "dropout_seed", static_cast<int64_t>(seed)));
-    model.context().micro_batch = static_cast<uint64_t>(Int(ck->state, "micro_batch", 0));
-    log::Info("trainer", {{"event", "restored"}, {"checkpoint", restore_dir}, {"steps", std::to_string(steps_done)}});
   }
 
   TrialLinkClient link(master, who);
-  auto checkpoint = [&](int64_t at_step, std::optional<double> metric) -> Status {
-    CheckpointContents c;
-    for (const auto& info : model.params().params()) {
-      int64_t numel = 1;
-      for (int64_t d : info.shape) numel *= d;
-      const float* v = model.params().value(model.params().Find(info.name));
-      NamedBuffer b = NamedBuffer::F32(info.name, std::span<const float>(v, static_cast<size_t>(numel)));
-      b.shape = info.shape;
-      c.model.push_back(std::move(b));
-    }
-    c.optimizer = step.optimizer().State();
-    for (NamedBuffer b : step.loss_scaler().State()) {
-      b.name = "loss_scaler." + b.name;
-      c.optimizer.push_back(std::move(b));
-    }
-    c.state = Value(Value::Map{{"steps", at_step},
-                               {"skipped_steps", skipped_total},
-                               {"dropout_seed", static_cast<int64_t>(model.context().seed)},
-                               {"micro_batch", static_cast<int64_t>(model.context().micro_batch)},
-                               {"trial_id", who.trial_id()},
-                               {"restart", static_cast<int64_t>(who.restart())},
-                               {"data", "synthetic_reversal"},
-                               {"hparams", *hparams_in}});
-    c.config_yaml = config_yaml;
+  auto checkpoint = [&](std::optional<double> metric) -> Status {
+    Value::Map extra{{"trial_id", who.trial_id()}, {"restart", static_cast<int64_t>(who.restart())}};
+    if (metric) extra["validation_metric"] = *metric;
+    CheckpointContents c = run.Snapshot(extra);
     auto written = WriteCheckpoint(checkpoint_dir, c);
     if (!written.ok()) return written.status();
     v1::ReportCheckpointRequest req;
     auto* ck = req.mutable_checkpoint();
     ck->set_uuid(written->uuid);
     ck->set_path(written->dir);
-    ck->set_batches(at_step);
+    ck->set_batches(run.steps());
     ck->set_size(written->size);
     if (metric) ck->set_validation_metric(*metric);
     for (const auto& f : written->files) {
@@ -332,168 +177,143 @@ int RunClusterTrial() {
       out->set_size(f.size);
       out->set_sha256(f.sha256);
     }
-    (*ck->mutable_metadata()->mutable_fields())["steps"].set_number_value(static_cast<double>(at_step));
+    (*ck->mutable_metadata()->mutable_fields())["steps"].set_number_value(static_cast<double>(run.steps()));
+    (*ck->mutable_metadata()->mutable_fields())["epoch"].set_number_value(static_cast<double>(run.position().epoch));
     v1::ReportCheckpointResponse resp;
-    log::Info("trainer", {{"event", "checkpoint"}, {"uuid", written->uuid}, {"steps", std::to_string(at_step)}});
+    log::Info("trainer", {{"event", "checkpoint"}, {"uuid", written->uuid}, {"steps", std::to_string(run.steps())}});
     return link.Call("ReportCheckpoint", &v1::TrialLink::Stub::ReportCheckpoint, req, &resp);
   };
-
-  const int64_t aggregation = cfg.optimizations.aggregation_frequency;
-  const int64_t unit = cfg.scheduling_unit;
-  auto to_batches = [&](const config::Length& l) {
-    return l.unit == config::Length::Unit::kEpochs ? l.value * kBatchesPerEpoch : l.value;
+  auto fail = [](const std::string& what, const Status& st) {
+    std::cerr << "sf-trainer cluster: " << what << (what.empty() ? "" : ": ") << st.message() << "\n";
+    return 1;
   };
-  const int64_t ckpt_period = cfg.min_checkpoint_period ? to_batches(*cfg.min_checkpoint_period) : 0;
-  int64_t last_checkpoint = steps_done;
-  std::vector<SyntheticBatch> micro(aggregation);
-  std::vector<Seq2SeqBatch> views(aggregation);
+
+  const int64_t unit = std::max<int64_t>(1, cfg.scheduling_unit);
+  const int64_t ckpt_period = cfg.min_checkpoint_period ? run.StepsFor(*cfg.min_checkpoint_period) : 0;
+  const int64_t val_period = cfg.min_validation_period ? run.StepsFor(*cfg.min_validation_period) : 0;
+  int64_t last_checkpoint = run.steps(), last_validation = run.steps();
+  double last_window_loss = 0;
+
+  // Validation: report it, and return the searcher metric.
+  auto validate = [&]() -> Result<double> {
+    auto t0 = std::chrono::steady_clock::now();
+    SF_ASSIGN_OR_RETURN(TextValidation v, run.Validate(last_window_loss));
+    std::vector<std::pair<std::string, double>> values;
+    for (const auto& [k, x] : v.values) values.emplace_back(k, x.as_double());
+    values.emplace_back("validation_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    v1::ReportMetricsRequest mreq;
+    auto* m = mreq.add_reports();
+    m->set_kind("validation");
+    m->set_batches(run.steps());
+    *m->mutable_values() = ToStruct(values);
+    v1::ReportMetricsResponse mresp;
+    SF_RETURN_IF_ERROR(link.Call("ReportMetrics", &v1::TrialLink::Stub::ReportMetrics, mreq, &mresp));
+    std::cout << "validation at step " << run.steps();
+    for (const auto& [k, x] : values) std::cout << " " << k << " " << x;
+    std::cout << std::endl;
+    last_validation = run.steps();
+    return v.metric;
+  };
 
   while (true) {
     v1::GetNextOperationRequest nreq;
     v1::GetNextOperationResponse op;
     Status st = link.Call("GetNextOperation", &v1::TrialLink::Stub::GetNextOperation, nreq, &op,
                           std::chrono::seconds(30));
-    if (!st.ok()) {
-      std::cerr << "sf-trainer cluster: " << st.message() << "\n";
-      return 1;
-    }
+    if (!st.ok()) return fail("", st);
     if (op.has_complete() && op.complete()) {
-      log::Info("trainer", {{"event", "done"}, {"steps", std::to_string(steps_done)}});
+      log::Info("trainer", {{"event", "done"}, {"steps", std::to_string(run.steps())}});
       return 0;
     }
     if (!op.has_train()) {
       if (g_terminate) return 0;
       continue;  // nothing yet: ask again
     }
-    const int64_t target = op.train().unit() == "epochs" ? op.train().target_length() * kBatchesPerEpoch
+    const int64_t target = op.train().unit() == "epochs" ? op.train().target_length() * run.steps_per_epoch()
                                                          : op.train().target_length();
     auto window_start = std::chrono::steady_clock::now();
     double window_loss = 0, window_nll = 0;
     int64_t window_tokens = 0, window_steps = 0;
-    while (steps_done < target) {
-      for (int64_t i = 0; i < aggregation; ++i) {
-        micro[i] = task.TrainBatch(steps_done * aggregation + i);
-        views[i] = micro[i].View();
-      }
-      const float lr = static_cast<float>((*schedule)->LearningRate(steps_done));
-      auto r = step.Run(views, lr);
-      if (!r.ok()) {
-        std::cerr << "sf-trainer cluster: training step " << steps_done << " failed: " << r.status().message() << "\n";
-        return 1;
-      }
-      if (r->skipped) {
-        ++skipped_total;
-      } else {
-        ++steps_done;
-      }
-      window_loss += r->loss;
-      window_nll += r->nll;
-      window_tokens += r->tokens;
+    while (run.steps() < target) {
+      auto r = run.Step();
+      if (!r.ok()) return fail("training", r.status());
+      const StepReport& rep = r->report;
+      const int64_t steps = run.steps();
+      window_loss += rep.loss;
+      window_nll += rep.nll;
+      window_tokens += rep.tokens;
       ++window_steps;
-      bool report = steps_done % unit == 0 || steps_done == target;
-      if (report && !r->skipped && window_steps > 0) {
+      bool report = steps % unit == 0 || steps == target;
+      if (report && !rep.skipped && window_steps > 0) {
         double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - window_start).count();
+        const double tokens = static_cast<double>(std::max<int64_t>(1, window_tokens));
+        last_window_loss = window_loss / tokens;
         v1::ReportMetricsRequest mreq;
         auto* m = mreq.add_reports();
         m->set_kind("training");
-        m->set_batches(steps_done);
-        *m->mutable_values() = ToStruct({{"loss", window_loss / std::max<int64_t>(1, window_tokens)},
-                                         {"nll_loss", window_nll / std::max<int64_t>(1, window_tokens)},
-                                         {"tokens_per_second", window_tokens / std::max(1e-9, seconds)},
-                                         {"lr", lr},
-                                         {"loss_scale", r->loss_scale},
-                                         {"grad_norm", r->grad_norm},
-                                         {"skipped_steps", static_cast<double>(skipped_total)}});
+        m->set_batches(steps);
+        *m->mutable_values() = ToStruct({{"loss", window_loss / tokens},
+                                         {"nll_loss", window_nll / tokens},
+                                         {"tokens_per_second", static_cast<double>(window_tokens) / std::max(1e-9, seconds)},
+                                         {"lr", r->lr},
+                                         {"loss_scale", rep.loss_scale},
+                                         {"grad_norm", rep.grad_norm},
+                                         {"epoch", static_cast<double>(run.position().epoch)},
+                                         {"skipped_steps", static_cast<double>(run.skipped_steps())}});
         v1::ReportMetricsResponse mresp;
         st = link.Call("ReportMetrics", &v1::TrialLink::Stub::ReportMetrics, mreq, &mresp);
-        if (!st.ok()) {
-          std::cerr << "sf-trainer cluster: " << st.message() << "\n";
-          return 1;
-        }
-        std::cout << "step " << steps_done << " loss " << window_loss / std::max<int64_t>(1, window_tokens)
-                  << " tokens/s " << static_cast<int64_t>(window_tokens / std::max(1e-9, seconds)) << std::endl;
+        if (!st.ok()) return fail("", st);
+        std::cout << "step " << steps << " loss " << window_loss / tokens << " epoch " << run.position().epoch
+                  << " tokens/s " << static_cast<int64_t>(static_cast<double>(window_tokens) / std::max(1e-9, seconds))
+                  << std::endl;
         window_loss = window_nll = 0;
         window_tokens = window_steps = 0;
         window_start = std::chrono::steady_clock::now();
         // Between steps: should we stop?
         v1::ShouldStopRequest sreq;
-        sreq.set_batches(steps_done);
+        sreq.set_batches(steps);
         v1::ShouldStopResponse sresp;
         st = link.Call("ShouldStop", &v1::TrialLink::Stub::ShouldStop, sreq, &sresp);
         if (st.ok() && sresp.action() == v1::ShouldStopResponse::ACTION_STOP_NOW) {
-          log::Info("trainer", {{"event", "killed"}, {"steps", std::to_string(steps_done)}});
+          log::Info("trainer", {{"event", "killed"}, {"steps", std::to_string(steps)}});
           return 0;
         }
         if ((st.ok() && sresp.action() == v1::ShouldStopResponse::ACTION_CHECKPOINT_AND_STOP) || g_terminate) {
-          Status cs = checkpoint(steps_done, std::nullopt);
-          if (!cs.ok()) {
-            std::cerr << "sf-trainer cluster: checkpoint failed: " << cs.message() << "\n";
-            return 1;
-          }
-          log::Info("trainer", {{"event", "paused"}, {"steps", std::to_string(steps_done)}});
+          Status cs = checkpoint(std::nullopt);
+          if (!cs.ok()) return fail("checkpoint failed", cs);
+          log::Info("trainer", {{"event", "paused"}, {"steps", std::to_string(steps)}});
           return 0;
         }
       }
       if (g_terminate) {
-        Status cs = checkpoint(steps_done, std::nullopt);
+        Status cs = checkpoint(std::nullopt);
         return cs.ok() ? 0 : 1;
       }
-      if (ckpt_period > 0 && steps_done - last_checkpoint >= ckpt_period && steps_done < target) {
-        Status cs = checkpoint(steps_done, std::nullopt);
-        if (!cs.ok()) {
-          std::cerr << "sf-trainer cluster: checkpoint failed: " << cs.message() << "\n";
-          return 1;
-        }
-        last_checkpoint = steps_done;
+      std::optional<double> metric;
+      if (val_period > 0 && steps - last_validation >= val_period && steps < target) {
+        auto v = validate();
+        if (!v.ok()) return fail("validation", v.status());
+        metric = *v;
+      }
+      if (ckpt_period > 0 && steps - last_checkpoint >= ckpt_period && steps < target) {
+        Status cs = checkpoint(metric);
+        if (!cs.ok()) return fail("checkpoint failed", cs);
+        last_checkpoint = steps;
       }
     }
-    // Validate on the held-out batches (no dropout).
-    model.context().training = false;
-    double vloss = 0, vnll = 0;
-    int64_t vtokens = 0;
-    for (int64_t i = 0; i < 8; ++i) {
-      SyntheticBatch vb = task.ValidBatch(i);
-      auto stats = model.Forward(vb.View());
-      if (!stats.ok()) {
-        std::cerr << "sf-trainer cluster: validation failed: " << stats.status().message() << "\n";
-        return 1;
-      }
-      vloss += stats->loss;
-      vnll += stats->nll;
-      vtokens += stats->tokens;
-    }
-    model.context().training = true;
-    const double validation_loss = vloss / std::max<int64_t>(1, vtokens);
-    const double perplexity = std::exp(vnll / std::max<int64_t>(1, vtokens));
-    v1::ReportMetricsRequest mreq;
-    auto* m = mreq.add_reports();
-    m->set_kind("validation");
-    m->set_batches(steps_done);
-    *m->mutable_values() = ToStruct({{"validation_loss", validation_loss}, {"validation_perplexity", perplexity}});
-    v1::ReportMetricsResponse mresp;
-    st = link.Call("ReportMetrics", &v1::TrialLink::Stub::ReportMetrics, mreq, &mresp);
-    if (!st.ok()) {
-      std::cerr << "sf-trainer cluster: " << st.message() << "\n";
-      return 1;
-    }
-    const double metric = cfg.searcher.metric == "validation_perplexity" ? perplexity : validation_loss;
-    std::cout << "validation at step " << steps_done << ": loss " << validation_loss << " perplexity " << perplexity
-              << std::endl;
-    st = checkpoint(steps_done, metric);
-    if (!st.ok()) {
-      std::cerr << "sf-trainer cluster: checkpoint failed: " << st.message() << "\n";
-      return 1;
-    }
-    last_checkpoint = steps_done;
+    // The operation's length is reached: validate, checkpoint, tell the searcher.
+    auto v = validate();
+    if (!v.ok()) return fail("validation", v.status());
+    const double metric = *v;
+    st = checkpoint(metric);
+    if (!st.ok()) return fail("checkpoint failed", st);
+    last_checkpoint = run.steps();
     v1::CompleteOperationRequest creq;
     *creq.mutable_op() = op.train();
     creq.set_searcher_metric(metric);
     v1::CompleteOperationResponse cresp;
     st = link.Call("CompleteOperation", &v1::TrialLink::Stub::CompleteOperation, creq, &cresp);
-    if (!st.ok()) {
-      std::cerr << "sf-trainer cluster: " << st.message() << "\n";
-      return 1;
-    }
+    if (!st.ok()) return fail("", st);
   }
 }
 

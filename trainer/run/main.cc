@@ -6,11 +6,14 @@
 //
 // Exit status: 0 on success, 2 on bad arguments, 1 on a run-time error.
 #include <cstdio>
+#include <iostream>
 #include <string>
 #include <vector>
 
 #include "trainer/run/bench.h"
+#include "trainer/eval/bleu.h"
 #include "trainer/run/cluster_mode.h"
+#include "trainer/run/text_trainer.h"
 
 namespace {
 
@@ -19,7 +22,15 @@ void Usage() {
                "usage: sf-trainer bench [--arch NAME] [--precision fp32|bf16|fp16] [--batch N]\n"
                "                        [--src-len N] [--tgt-len N] [--vocab N] [--steps N]\n"
                "                        [--warmup N] [--threads N] [--dropout P]\n"
-               "                        [--attention-dropout P] [--no-gemm-peak] [--json]\n");
+               "                        [--attention-dropout P] [--no-gemm-peak] [--json]\n"
+               "       sf-trainer train EXPERIMENT.yaml [--output DIR] [--resume CHECKPOINT] [--threads N]\n"
+               "                        [--stop-after-steps N] [--no-test] [--quiet]\n"
+               "       sf-trainer translate --checkpoint DIR [--beam N] [--lenpen X] [--max-len-a A]\n"
+               "                        [--max-len-b B] [--max-tokens N] [--batch-sentences N]\n"
+               "                        [--threads N] [--no-cache] < SOURCE\n"
+               "       sf-trainer bleu --ref REF [--ref REF2 ...] [-lc] [--tokenize 13a|none]\n"
+               "                        [--format text|json] < HYPOTHESES\n"
+               "       sf-trainer cluster   (started by sf-agent)\n");
 }
 
 }  // namespace
@@ -45,6 +56,9 @@ int main(int argc, char** argv) {
     std::fputs(sf::FormatReport(*report, opts->json).c_str(), stdout);
     return 0;
   }
+  if (cmd == "train") return sf::RunTrainCommand(args);
+  if (cmd == "translate") return sf::RunTranslateCommand(args);
+  if (cmd == "bleu") return sf::eval::RunBleuCommand(args, std::cin, std::cout, std::cerr);
   if (cmd == "cluster") return sf::RunClusterTrial();  // started by sf-agent; spec in the environment
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
     Usage();

@@ -1,0 +1,263 @@
+// `sf-trainer train` and `sf-trainer translate` as a user runs them: real processes on the
+// Multi30k-tiny corpus (copied into a temporary directory, so the data cache lands there).
+//
+//  - Bit-exact resume: N steps straight equal N/2 steps, stop, --resume, the rest: the same
+//    weights and optimizer state byte for byte, and the same loss at every step.
+//  - A corrupted checkpoint (a flipped byte, a truncated file, a missing file) is refused by
+//    --resume and by translate with an error naming the file; nothing is trained from it.
+//  - translate answers one line per input line, from the checkpoint alone.
+//  - Bad command lines and configs get a clear error and exit status 2.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "common/subprocess.h"
+#include "common/value.h"
+#include "tests/support/testing.h"
+
+namespace sf {
+namespace {
+namespace fs = std::filesystem;
+
+std::string Trainer() { return sf::testing::BinaryDir() + "/trainer/sf-trainer"; }
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A 2-layer, 32-wide model on the tiny corpus; dropout on, two micro-batches per step and
+// bf16, so the resume has RNG, data position, aggregation and mixed precision to get right.
+std::string Config(int64_t batches) {
+  return R"(name: tiny-cli
+data:
+  train: {src: data/train.de, tgt: data/train.en}
+  valid: {src: data/valid.de, tgt: data/valid.en}
+  test: {src: data/test.de, tgt: data/test.en}
+  tokenizer: {type: sentencepiece, vocab_size: 400, model_type: bpe, shared: true}
+hyperparameters:
+  arch: transformer
+  d_model: 32
+  heads: 4
+  encoder_layers: 2
+  decoder_layers: 2
+  ffn_dim: 64
+  dropout: 0.2
+  attention_dropout: 0.1
+  normalize_before: true
+  share_embeddings: true
+  lr: 0.002
+  lr_schedule: {type: inverse_sqrt, warmup: 4}
+  optimizer: {type: radam, betas: [0.9, 0.98]}
+  max_tokens: 600
+  clip_norm: 1.0
+  beam_size: 2
+  max_len_b: 5
+precision: bf16
+optimizations: {aggregation_frequency: 2}
+scheduling_unit: 1
+searcher: {name: single, metric: validation_loss, max_length: {batches: )" +
+         std::to_string(batches) + R"(}}
+min_validation_period: {batches: 4}
+min_checkpoint_period: {batches: 4}
+)";
+}
+
+class TrainCli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new sf::testing::TempDir();
+    fs::create_directories(dir_->path() + "/data");
+    const std::string tiny = sf::testing::SharedDataDir() + "/multi30k-de-en-tiny";
+    for (const char* f : {"train.de", "train.en", "valid.de", "valid.en", "test.de", "test.en"}) {
+      fs::copy_file(tiny + "/" + f, dir_->path() + "/data/" + f);
+    }
+    dir_->WriteFile("tiny.yaml", Config(12));
+    // The straight run every test may use.
+    auto r = Run({"train", "tiny.yaml", "--output", "straight", "--no-test"});
+    straight_ok_ = r.exit_code == 0;
+    straight_output_ = r.output;
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  void SetUp() override { ASSERT_TRUE(straight_ok_) << straight_output_; }
+
+  static CommandResult Run(std::vector<std::string> args, const std::string& stdin_data = "") {
+    // --threads right after the subcommand, so a missing value at the end stays missing.
+    args.insert(args.begin() + (args.empty() ? 0 : 1), {"--threads", "1"});
+    args.insert(args.begin(), Trainer());
+    CommandOptions o;
+    o.working_dir = dir_->path();
+    o.stdin_data = stdin_data;
+    o.timeout = std::chrono::minutes(4);
+    auto r = RunCommand(args, o);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : CommandResult{};
+  }
+  // stdout alone (translate's answer), through the shell.
+  static CommandResult RunStdout(const std::string& args, const std::string& stdin_data, const std::string& out) {
+    CommandOptions o;
+    o.working_dir = dir_->path();
+    o.stdin_data = stdin_data;
+    o.timeout = std::chrono::minutes(2);
+    auto r = RunCommand({"/bin/sh", "-c", "'" + Trainer() + "' " + args + " > " + out}, o);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : CommandResult{};
+  }
+  static std::string Path(const std::string& rel) { return dir_->path() + "/" + rel; }
+
+  // step -> training loss, from a run's metrics.jsonl.
+  static std::map<int64_t, double> Losses(const std::string& run) {
+    std::map<int64_t, double> out;
+    std::istringstream in(ReadFile(Path(run + "/metrics.jsonl")));
+    std::string line;
+    while (std::getline(in, line)) {
+      auto v = Value::FromJson(line);
+      EXPECT_TRUE(v.ok()) << line;
+      if (!v.ok() || !v->Find("kind") || v->Find("kind")->as_string() != "training") continue;
+      out[v->Find("step")->as_int()] = v->Find("loss")->as_double();
+    }
+    return out;
+  }
+
+  static sf::testing::TempDir* dir_;
+  static bool straight_ok_;
+  static std::string straight_output_;
+};
+sf::testing::TempDir* TrainCli::dir_ = nullptr;
+bool TrainCli::straight_ok_ = false;
+std::string TrainCli::straight_output_;
+
+TEST_F(TrainCli, ResumeIsBitExact) {
+  auto first = Run({"train", "tiny.yaml", "--output", "resumed", "--no-test", "--stop-after-steps", "5"});
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_NE(first.output.find("stopped at step 5"), std::string::npos) << first.output;
+  const std::string at5 = fs::canonical(Path("resumed/latest")).string();
+  auto second = Run({"train", "tiny.yaml", "--output", "resumed", "--no-test", "--resume", at5});
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+
+  for (const char* f : {"model.safetensors", "optimizer.safetensors"}) {
+    const std::string a = ReadFile(Path(std::string("straight/latest/") + f));
+    const std::string b = ReadFile(Path(std::string("resumed/latest/") + f));
+    ASSERT_FALSE(a.empty()) << f;
+    EXPECT_TRUE(a == b) << f << " differs between the straight and the resumed run";
+  }
+  const auto straight = Losses("straight"), resumed = Losses("resumed");
+  ASSERT_EQ(straight.size(), 12u);
+  ASSERT_EQ(resumed.size(), 12u);
+  for (const auto& [step, loss] : straight) {
+    ASSERT_TRUE(resumed.count(step)) << "step " << step;
+    EXPECT_EQ(loss, resumed.at(step)) << "loss at step " << step;
+  }
+  // The losses moved: the run trained, so equality above is not equality of nothing.
+  EXPECT_LT(straight.at(12), straight.at(1));
+}
+
+TEST_F(TrainCli, CorruptCheckpointsAreRefused) {
+  const std::string good = fs::canonical(Path("straight/latest")).string();
+  struct Case {
+    std::string name, file;
+    std::function<void(const std::string&)> damage;
+  };
+  const std::vector<Case> cases = {
+      {"flipped byte", "model.safetensors",
+       [](const std::string& p) {
+         std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
+         f.seekg(200);
+         char c;
+         f.get(c);
+         f.seekp(200);
+         f.put(static_cast<char>(c ^ 0x10));
+       }},
+      {"truncated", "optimizer.safetensors",
+       [](const std::string& p) { fs::resize_file(p, fs::file_size(p) / 2); }},
+      {"missing", "trainer_state.json", [](const std::string& p) { fs::remove(p); }},
+  };
+  for (const auto& c : cases) {
+    const std::string bad = Path("bad-" + std::to_string(&c - cases.data()));
+    fs::copy(good, bad, fs::copy_options::recursive);
+    c.damage(bad + "/" + c.file);
+    auto r = Run({"train", "tiny.yaml", "--output", "from-bad", "--no-test", "--resume", bad});
+    EXPECT_EQ(r.exit_code, 2) << c.name << ": " << r.output;
+    EXPECT_NE(r.output.find(c.file), std::string::npos) << c.name << ": the error names the file\n" << r.output;
+    EXPECT_FALSE(fs::exists(Path("from-bad/latest"))) << c.name << ": trained from a corrupt checkpoint";
+    auto t = Run({"translate", "--checkpoint", bad}, "ein Mann .\n");
+    EXPECT_EQ(t.exit_code, 2) << c.name << ": " << t.output;
+    EXPECT_NE(t.output.find(c.file), std::string::npos) << c.name << ": " << t.output;
+  }
+}
+
+TEST_F(TrainCli, TranslateAnswersEveryLine) {
+  const std::string input = "Ein Mann fährt Fahrrad.\n\nZwei Hunde spielen im Schnee.\nEine Frau liest ein Buch.\n";
+  auto r = RunStdout("translate --checkpoint straight/latest --beam 3 --threads 1", input, "hyp.txt");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::istringstream in(ReadFile(Path("hyp.txt")));
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  ASSERT_EQ(lines.size(), 4u) << ReadFile(Path("hyp.txt"));
+  EXPECT_EQ(lines[1], "") << "an empty source gives an empty translation";
+  // The cached and the recomputing decoder agree through the whole command, too.
+  auto nc = RunStdout("translate --checkpoint straight/latest --beam 3 --threads 1 --no-cache", input, "hyp-nc.txt");
+  ASSERT_EQ(nc.exit_code, 0) << nc.output;
+  EXPECT_EQ(ReadFile(Path("hyp.txt")), ReadFile(Path("hyp-nc.txt")));
+}
+
+TEST_F(TrainCli, TrainingEndsWithATestScore) {
+  // The straight run skipped the test; a 2-step run with it prints a sacreBLEU line.
+  dir_->WriteFile("short.yaml", Config(2));
+  auto r = RunStdout("train short.yaml --output short --quiet --threads 1", "", "short.out");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string out = ReadFile(Path("short.out"));
+  EXPECT_NE(out.find("BLEU = "), std::string::npos) << out;
+  EXPECT_NE(out.find("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp"), std::string::npos) << out;
+  EXPECT_TRUE(fs::exists(Path("short/test.hyp")));
+}
+
+TEST_F(TrainCli, BadInputIsExplained) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string expect;
+  };
+  {
+    std::string y = Config(4);
+    y.replace(y.find("lr: 0.002"), 9, "lr: {type: categorical, vals: [0.001, 0.002]}");
+    y.replace(y.find("name: single"), 12, "name: grid");
+    dir_->WriteFile("search.yaml", y);
+    std::string z = Config(4);
+    z.replace(z.find("heads: 4"), 8, "heads: 5");
+    dir_->WriteFile("heads.yaml", z);
+    std::string w = Config(4);
+    w.replace(w.find("data/train.en"), 13, "data/nothere.en");
+    dir_->WriteFile("nodata.yaml", w);
+  }
+  const std::vector<Case> cases = {
+      {{"train"}, "usage: sf-trainer train"},
+      {{"train", "missing.yaml"}, "missing.yaml"},
+      {{"train", "tiny.yaml", "--bogus"}, "unknown option --bogus"},
+      {{"train", "tiny.yaml", "--resume"}, "--resume needs a value"},
+      {{"train", "search.yaml"}, "hyperparameters.lr is a search space"},
+      {{"train", "heads.yaml", "--output", "heads"}, "heads"},
+      {{"train", "nodata.yaml", "--output", "nodata"}, "nothere.en"},
+      {{"translate"}, "usage: sf-trainer translate"},
+      {{"translate", "--checkpoint", "no/such/dir"}, "no/such/dir"},
+      {{"translate", "--checkpoint", "straight/latest", "--beam", "0"}, "--beam must be >= 1"},
+  };
+  for (const auto& c : cases) {
+    auto r = Run(c.args);
+    std::string joined;
+    for (const auto& a : c.args) joined += a + " ";
+    EXPECT_EQ(r.exit_code, 2) << joined << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.expect), std::string::npos) << joined << ": expected '" << c.expect << "' in\n"
+                                                          << r.output;
+  }
+}
+
+}  // namespace
+}  // namespace sf

@@ -1,0 +1,150 @@
+#include "trainer/run/model_setup.h"
+
+#include <algorithm>
+
+namespace sf {
+namespace {
+
+bool Flag(const Value& v, const std::string& key, bool def) {
+  const Value* x = v.Find(key);
+  return x && x->is_bool() ? x->as_bool() : def;
+}
+std::string Text(const Value& v, const std::string& key, const std::string& def) {
+  const Value* x = v.Find(key);
+  return x && x->is_string() ? x->as_string() : def;
+}
+
+Result<TransformerConfig> FromMap(const Value& v) {
+  TransformerConfig mc;
+  mc.d_model = HpInt(v, "d_model", mc.d_model);
+  mc.heads = HpInt(v, "heads", mc.heads);
+  mc.encoder_layers = HpInt(v, "encoder_layers", mc.encoder_layers);
+  mc.decoder_layers = HpInt(v, "decoder_layers", mc.decoder_layers);
+  mc.ffn_dim = HpInt(v, "ffn_dim", mc.ffn_dim);
+  mc.dropout = static_cast<float>(HpNum(v, "dropout", mc.dropout));
+  mc.attention_dropout = static_cast<float>(HpNum(v, "attention_dropout", mc.attention_dropout));
+  const std::string act = Text(v, "activation", "relu");
+  if (act != "relu" && act != "gelu") {
+    return InvalidArgument("hyperparameters.activation: '" + act + "' must be relu or gelu");
+  }
+  mc.activation = act == "gelu" ? Activation::kGelu : Activation::kRelu;
+  mc.normalize_before = Flag(v, "normalize_before", mc.normalize_before);
+  mc.share_embeddings = Flag(v, "share_embeddings", mc.share_embeddings);
+  mc.label_smoothing = static_cast<float>(HpNum(v, "label_smoothing", mc.label_smoothing));
+  return mc;
+}
+
+}  // namespace
+
+int64_t HpInt(const Value& v, const std::string& key, int64_t def) {
+  const Value* x = v.Find(key);
+  if (!x || !x->is_number()) return def;
+  return x->is_int() ? x->as_int() : static_cast<int64_t>(x->as_double());
+}
+double HpNum(const Value& v, const std::string& key, double def) {
+  const Value* x = v.Find(key);
+  return x && x->is_number() ? x->as_double() : def;
+}
+
+Result<TransformerConfig> ModelConfigFromHyperparameters(const Value& hparams, int64_t src_vocab,
+                                                         int64_t tgt_vocab, int64_t max_positions) {
+  SF_ASSIGN_OR_RETURN(TransformerConfig mc, FromMap(hparams));
+  mc.src_vocab = src_vocab;
+  mc.tgt_vocab = tgt_vocab;
+  mc.max_positions = max_positions;
+  SF_RETURN_IF_ERROR(mc.Validate());
+  return mc;
+}
+
+Value ModelConfigToValue(const TransformerConfig& c) {
+  return Value(Value::Map{{"d_model", c.d_model},
+                          {"heads", c.heads},
+                          {"encoder_layers", c.encoder_layers},
+                          {"decoder_layers", c.decoder_layers},
+                          {"ffn_dim", c.ffn_dim},
+                          {"dropout", static_cast<double>(c.dropout)},
+                          {"attention_dropout", static_cast<double>(c.attention_dropout)},
+                          {"activation", c.activation == Activation::kGelu ? "gelu" : "relu"},
+                          {"normalize_before", c.normalize_before},
+                          {"share_embeddings", c.share_embeddings},
+                          {"label_smoothing", static_cast<double>(c.label_smoothing)},
+                          {"src_vocab", c.src_vocab},
+                          {"tgt_vocab", c.tgt_vocab},
+                          {"pad_id", static_cast<int64_t>(c.pad_id)},
+                          {"max_positions", c.max_positions}});
+}
+
+Result<TransformerConfig> ModelConfigFromValue(const Value& v) {
+  if (!v.is_map()) return InvalidArgument("trainer_state.json: 'model' is missing");
+  SF_ASSIGN_OR_RETURN(TransformerConfig mc, FromMap(v));
+  mc.src_vocab = HpInt(v, "src_vocab", 0);
+  mc.tgt_vocab = HpInt(v, "tgt_vocab", 0);
+  mc.pad_id = static_cast<int32_t>(HpInt(v, "pad_id", mc.pad_id));
+  mc.max_positions = HpInt(v, "max_positions", mc.max_positions);
+  Status st = mc.Validate();
+  if (!st.ok()) return st.WithContext("trainer_state.json model");
+  return mc;
+}
+
+DType ComputeDType(config::Precision precision) {
+  switch (precision) {
+    case config::Precision::kBf16: return DType::kBF16;
+    case config::Precision::kFp16: return DType::kF16;
+    default: return DType::kF32;
+  }
+}
+
+void SnapshotTraining(Transformer<float>& model, TrainStep& step, CheckpointContents* c) {
+  auto& store = model.params();
+  c->model.clear();
+  for (const auto& info : store.params()) {
+    int64_t numel = 1;
+    for (int64_t d : info.shape) numel *= d;
+    const float* v = store.value(store.Find(info.name));
+    NamedBuffer b = NamedBuffer::F32(info.name, std::span<const float>(v, static_cast<size_t>(numel)));
+    b.shape = info.shape;
+    c->model.push_back(std::move(b));
+  }
+  c->optimizer = step.optimizer().State();
+  for (NamedBuffer b : step.loss_scaler().State()) {
+    b.name = "loss_scaler." + b.name;
+    c->optimizer.push_back(std::move(b));
+  }
+}
+
+Status LoadModelWeights(const CheckpointContents& ck, const std::string& where, Transformer<float>& model) {
+  auto& store = model.params();
+  for (const auto& info : store.params()) {
+    const NamedBuffer* b = FindBuffer(ck.model, info.name);
+    int64_t numel = 1;
+    for (int64_t d : info.shape) numel *= d;
+    if (!b) return InvalidArgument("checkpoint " + where + " does not fit this model: no parameter " + info.name);
+    if (b->AsF32().size() != static_cast<size_t>(numel)) {
+      return InvalidArgument("checkpoint " + where + " does not fit this model: parameter " + info.name + " has " +
+                             std::to_string(b->AsF32().size()) + " values, the model wants " + std::to_string(numel));
+    }
+  }
+  for (const auto& info : store.params()) {
+    auto values = FindBuffer(ck.model, info.name)->AsF32();
+    std::copy(values.begin(), values.end(), store.value(store.Find(info.name)));
+  }
+  model.WeightsUpdated();
+  return Status::Ok();
+}
+
+Status RestoreTraining(const CheckpointContents& ck, const std::string& where, Transformer<float>& model,
+                       TrainStep& step) {
+  SF_RETURN_IF_ERROR(LoadModelWeights(ck, where, model));
+  std::vector<NamedBuffer> opt_state, scaler_state;
+  for (const auto& b : ck.optimizer) {
+    (b.name.rfind("loss_scaler.", 0) == 0 ? scaler_state : opt_state).push_back(b);
+  }
+  for (auto& b : scaler_state) b.name = b.name.substr(12);
+  std::vector<ParamRef> params = model.Parameters();
+  Status st = step.optimizer().LoadState(opt_state, params);
+  if (st.ok()) st = const_cast<LossScaler&>(step.loss_scaler()).LoadState(scaler_state);
+  if (!st.ok()) return st.WithContext("checkpoint " + where + ": optimizer state");
+  return Status::Ok();
+}
+
+}  // namespace sf

@@ -1,0 +1,47 @@
+// Pieces every training entry point shares (standalone `sf-trainer train`, `translate`, and the
+// cluster trial): the model configuration from hyperparameters, and moving the model, optimizer
+// and loss-scaler state into and out of a checkpoint.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/config/experiment_config.h"
+#include "common/status.h"
+#include "common/value.h"
+#include "trainer/core/dtype.h"
+#include "trainer/models/transformer.h"
+#include "trainer/run/checkpoint.h"
+#include "trainer/run/train_step.h"
+
+namespace sf {
+
+// A number from a hyperparameter map (or a nested member such as `optimizer`), `def` when the
+// key is absent or not a number. Integers given as doubles are truncated.
+int64_t HpInt(const Value& v, const std::string& key, int64_t def);
+double HpNum(const Value& v, const std::string& key, double def);
+
+// The Transformer of a trial's hyperparameters (after config::WithDefaults) for the given
+// vocabularies. Errors name the hyperparameter.
+Result<TransformerConfig> ModelConfigFromHyperparameters(const Value& hparams, int64_t src_vocab,
+                                                         int64_t tgt_vocab, int64_t max_positions);
+// The model configuration as stored in trainer_state.json ("model") and back.
+Value ModelConfigToValue(const TransformerConfig& config);
+Result<TransformerConfig> ModelConfigFromValue(const Value& value);
+
+// The GEMM operand dtype of a precision.
+DType ComputeDType(config::Precision precision);
+
+// fp32 master weights (with shapes) into contents->model; optimizer and loss-scaler state into
+// contents->optimizer (scaler buffers prefixed "loss_scaler.").
+void SnapshotTraining(Transformer<float>& model, TrainStep& step, CheckpointContents* contents);
+
+// Copies the checkpoint's weights into the model (every parameter must be present with its
+// shape; nothing changes otherwise) and calls WeightsUpdated().
+Status LoadModelWeights(const CheckpointContents& contents, const std::string& where,
+                        Transformer<float>& model);
+// LoadModelWeights, then the optimizer and loss-scaler state.
+Status RestoreTraining(const CheckpointContents& contents, const std::string& where,
+                       Transformer<float>& model, TrainStep& step);
+
+}  // namespace sf

@@ -1,0 +1,234 @@
+#include "trainer/run/text_run.h"
+
+#include <cmath>
+#include <fstream>
+
+#include "common/log.h"
+#include "trainer/optim/from_config.h"
+#include "trainer/run/model_setup.h"
+
+namespace sf {
+namespace {
+
+// One text file's lines (UTF-8 checked; errors name the file and line).
+Result<std::vector<std::string>> ReadLines(const std::string& path) {
+  SF_ASSIGN_OR_RETURN(auto files, eval::ReadReferenceFiles({path}));
+  return std::move(files.front());
+}
+
+}  // namespace
+
+BeamOptions BeamFromHyperparameters(const Value& hp) {
+  BeamOptions b;
+  b.beam = static_cast<int>(HpInt(hp, "beam_size", 4));
+  b.lenpen = static_cast<float>(HpNum(hp, "lenpen", 1.0));
+  b.max_len_a = static_cast<float>(HpNum(hp, "max_len_a", 1.2));
+  b.max_len_b = HpInt(hp, "max_len_b", 10);
+  b.max_tokens = 2048;
+  return b;
+}
+
+Result<std::vector<std::string>> TranslateLines(Translator& translator, const data::SentencePieceModel& src_tok,
+                                                const data::SentencePieceModel& tgt_tok,
+                                                const std::vector<std::string>& lines, const BeamOptions& beam,
+                                                int64_t max_source_tokens) {
+  std::vector<std::vector<int32_t>> sources;
+  sources.reserve(lines.size());
+  for (const auto& l : lines) {
+    auto ids = src_tok.Encode(l);
+    if (static_cast<int64_t>(ids.size()) > max_source_tokens) ids.resize(static_cast<size_t>(max_source_tokens));
+    sources.push_back(std::move(ids));
+  }
+  SF_ASSIGN_OR_RETURN(std::vector<Hypothesis> hyps, translator.Translate(sources, beam));
+  std::vector<std::string> out;
+  out.reserve(hyps.size());
+  for (const auto& h : hyps) out.push_back(tgt_tok.Decode(h.tokens));
+  return out;
+}
+
+Result<std::unique_ptr<TextRun>> TextRun::Create(const config::ExperimentConfig& cfg, std::string config_yaml,
+                                                 Value hparams, const TextRunOptions& options) {
+  std::unique_ptr<TextRun> r(new TextRun());
+  r->cfg_ = cfg;
+  r->config_yaml_ = std::move(config_yaml);
+  r->hparams_ = std::move(hparams);
+  r->options_ = options;
+  r->seed_ = static_cast<uint64_t>(HpInt(r->hparams_, "seed", 1));
+
+  SF_ASSIGN_OR_RETURN(r->data_, data::TranslationData::Open(cfg.data, options.data));
+  const auto& train = r->data_->train();
+  const auto& counts = train.counts();
+  log::Info("trainer", {{"event", "data_ready"}, {"cache", r->data_->cache_path()},
+                        {"reused", r->data_->reused() ? "true" : "false"}, {"pairs", std::to_string(counts.lines)},
+                        {"kept", std::to_string(counts.kept)}, {"skipped_empty", std::to_string(counts.empty)},
+                        {"skipped_junk", std::to_string(counts.junk)},
+                        {"skipped_too_long", std::to_string(counts.too_long)},
+                        {"vocab", std::to_string(r->data_->source_tokenizer().vocab_size())}});
+
+  const int64_t max_pos = std::max(cfg.data.max_source_positions, cfg.data.max_target_positions) + 2;
+  SF_ASSIGN_OR_RETURN(TransformerConfig mc,
+                      ModelConfigFromHyperparameters(r->hparams_, r->data_->source_tokenizer().vocab_size(),
+                                                     r->data_->target_tokenizer().vocab_size(), max_pos));
+  r->backend_ = std::make_unique<CpuBackend>();
+  r->model_ = std::make_unique<Transformer<float>>(mc, r->backend_.get(), ComputeDType(cfg.precision));
+  r->model_->InitParameters(r->seed_);
+  r->model_->context().seed = r->seed_;
+
+  data::BatchingOptions bo;
+  bo.max_tokens = HpInt(r->hparams_, "max_tokens", 4096);
+  bo.seed = r->seed_;
+  bo.rank = options.rank;
+  bo.world_size = options.world_size;
+  SF_ASSIGN_OR_RETURN(data::BatchIterator it, data::BatchIterator::Create(&train, bo));
+  r->iter_ = std::make_unique<data::BatchIterator>(std::move(it));
+  r->aggregation_ = std::max<int64_t>(1, cfg.optimizations.aggregation_frequency);
+  r->steps_per_epoch_ = std::max<int64_t>(1, r->iter_->batches_per_epoch() / r->aggregation_);
+  r->micro_.resize(static_cast<size_t>(r->aggregation_));
+  r->views_.resize(static_cast<size_t>(r->aggregation_));
+
+  SF_ASSIGN_OR_RETURN(OptimizerOptions oo, OptimizerOptionsFromHyperparameters(r->hparams_));
+  SF_ASSIGN_OR_RETURN(auto optimizer, MakeOptimizer(oo));
+  SF_ASSIGN_OR_RETURN(LrScheduleOptions so,
+                      LrScheduleOptionsFromHyperparameters(r->hparams_, r->StepsFor(cfg.searcher.max_length)));
+  SF_ASSIGN_OR_RETURN(r->schedule_, MakeLrSchedule(so));
+  SF_ASSIGN_OR_RETURN(LossScaler scaler, LossScaler::Make(LossScalerOptionsFromConfig(
+                                             cfg.loss_scaling, options.world_size, r->aggregation_)));
+  r->step_ = std::make_unique<TrainStep>(r->model_.get(), std::move(optimizer), std::move(scaler),
+                                         HpNum(r->hparams_, "clip_norm", 0.0));
+  std::vector<ParamRef> params = r->model_->Parameters();
+  SF_RETURN_IF_ERROR(r->step_->optimizer().Prepare(params));
+  return r;
+}
+
+Status TextRun::Restore(const std::string& dir, const CheckpointContents& ck) {
+  const TransformerConfig& mc = model_->config();
+  if (const Value* m = ck.state.Find("model")) {
+    SF_ASSIGN_OR_RETURN(TransformerConfig saved, ModelConfigFromValue(*m));
+    if (saved.src_vocab != mc.src_vocab || saved.tgt_vocab != mc.tgt_vocab || saved.d_model != mc.d_model ||
+        saved.heads != mc.heads || saved.encoder_layers != mc.encoder_layers ||
+        saved.decoder_layers != mc.decoder_layers || saved.ffn_dim != mc.ffn_dim ||
+        saved.share_embeddings != mc.share_embeddings) {
+      return InvalidArgument("checkpoint " + dir + " holds a different model than this experiment configures");
+    }
+  }
+  if (!ck.sentencepiece_model.empty() && ck.sentencepiece_model != data_->source_tokenizer().serialized()) {
+    return InvalidArgument("checkpoint " + dir + " was trained with a different tokenizer than this experiment's data gives");
+  }
+  const data::DataPosition pos{HpInt(ck.state, "data_epoch", 1), HpInt(ck.state, "data_batch", 0)};
+  // Check the data position before touching anything.
+  {
+    data::BatchIterator probe = *iter_;
+    Status st = probe.SetPosition(pos);
+    if (!st.ok()) return st.WithContext("checkpoint " + dir + ": data position");
+  }
+  SF_RETURN_IF_ERROR(RestoreTraining(ck, dir, *model_, *step_));
+  SF_RETURN_IF_ERROR(iter_->SetPosition(pos));
+  steps_ = HpInt(ck.state, "steps", 0);
+  skipped_ = HpInt(ck.state, "skipped_steps", 0);
+  model_->context().seed = static_cast<uint64_t>(HpInt(ck.state, "dropout_seed", static_cast<int64_t>(seed_)));
+  model_->context().micro_batch = static_cast<uint64_t>(HpInt(ck.state, "micro_batch", 0));
+  log::Info("trainer", {{"event", "resumed"}, {"checkpoint", dir}, {"steps", std::to_string(steps_)},
+                        {"epoch", std::to_string(pos.epoch)}});
+  return Status::Ok();
+}
+
+Result<TextStep> TextRun::Step() {
+  for (int64_t i = 0; i < aggregation_; ++i) {
+    iter_->Next(&micro_[i]);
+    views_[i] = data::AsEngineBatch<Seq2SeqBatch>(micro_[i]);
+  }
+  TextStep out;
+  out.lr = static_cast<float>(schedule_->LearningRate(steps_));
+  auto r = step_->Run(views_, out.lr);
+  if (!r.ok()) return r.status().WithContext("step " + std::to_string(steps_ + 1));
+  out.report = *r;
+  if (r->skipped) {
+    ++skipped_;
+  } else {
+    ++steps_;
+  }
+  return out;
+}
+
+Result<TextValidation> TextRun::Validate(double fallback_loss) {
+  TextValidation v;
+  const auto* valid = data_->valid();
+  if (!valid) {
+    v.values = {{"validation_loss", fallback_loss}};
+    v.metric = fallback_loss;
+    return v;
+  }
+  struct TrainingOff {
+    Transformer<float>* m;
+    ~TrainingOff() { m->context().training = true; }
+  } restore{model_.get()};
+  model_->context().training = false;
+  data::BatchingOptions bo;
+  bo.max_tokens = HpInt(hparams_, "max_tokens", 4096);
+  bo.shuffle = false;
+  SF_ASSIGN_OR_RETURN(data::BatchIterator vi, data::BatchIterator::Create(valid, bo));
+  double loss = 0, nll = 0;
+  int64_t tokens = 0;
+  data::Batch b;
+  for (int64_t i = 0; i < vi.batches_per_epoch(); ++i) {
+    vi.BatchAt(1, i, &b);
+    auto stats = model_->Forward(data::AsEngineBatch<Seq2SeqBatch>(b));
+    if (!stats.ok()) return stats.status().WithContext("validation");
+    loss += stats->loss;
+    nll += stats->nll;
+    tokens += stats->tokens;
+  }
+  const double vloss = loss / static_cast<double>(std::max<int64_t>(1, tokens));
+  const double ppl = std::exp(nll / static_cast<double>(std::max<int64_t>(1, tokens)));
+  v.values = {{"validation_loss", vloss}, {"validation_perplexity", ppl}};
+  v.metric = cfg_.searcher.metric == "validation_perplexity" ? ppl : vloss;
+  if (bleu_metric()) {
+    SF_ASSIGN_OR_RETURN(std::vector<std::string> src, ReadLines(cfg_.data.valid->src));
+    SF_ASSIGN_OR_RETURN(auto refs, eval::ReadReferenceFiles({cfg_.data.valid->tgt}));
+    Translator translator(model_.get());
+    SF_ASSIGN_OR_RETURN(std::vector<std::string> hyps,
+                        TranslateLines(translator, data_->source_tokenizer(), data_->target_tokenizer(), src,
+                                       BeamFromHyperparameters(hparams_), cfg_.data.max_source_positions - 1));
+    SF_ASSIGN_OR_RETURN(eval::BleuScore bleu, eval::CorpusBleu(hyps, refs));
+    v.values["bleu"] = bleu.score;
+    v.metric = bleu.score;
+  }
+  return v;
+}
+
+CheckpointContents TextRun::Snapshot(const Value::Map& extra) const {
+  CheckpointContents c;
+  SnapshotTraining(*model_, *step_, &c);
+  const data::DataPosition pos = iter_->position();
+  Value::Map state{{"steps", steps_},
+                   {"skipped_steps", skipped_},
+                   {"dropout_seed", static_cast<int64_t>(model_->context().seed)},
+                   {"micro_batch", static_cast<int64_t>(model_->context().micro_batch)},
+                   {"data_epoch", pos.epoch},
+                   {"data_batch", pos.batch},
+                   {"data_hash", data_->content_hash()},
+                   {"precision", config::PrecisionName(cfg_.precision)},
+                   {"model", ModelConfigToValue(model_->config())},
+                   {"hparams", hparams_}};
+  for (const auto& [k, v] : extra) state[k] = v;
+  c.state = Value(state);
+  c.config_yaml = config_yaml_;
+  c.sentencepiece_model = data_->source_tokenizer().serialized();
+  if (!data_->shared_vocabulary()) c.sentencepiece_target_model = data_->target_tokenizer().serialized();
+  return c;
+}
+
+Result<TextTest> TextRun::Test() {
+  if (!cfg_.data.test) return NotFound("the experiment's data has no test split");
+  SF_ASSIGN_OR_RETURN(std::vector<std::string> src, ReadLines(cfg_.data.test->src));
+  SF_ASSIGN_OR_RETURN(auto refs, eval::ReadReferenceFiles({cfg_.data.test->tgt}));
+  TextTest t;
+  t.beam = BeamFromHyperparameters(hparams_);
+  Translator translator(model_.get());
+  SF_ASSIGN_OR_RETURN(t.hypotheses, TranslateLines(translator, data_->source_tokenizer(), data_->target_tokenizer(),
+                                                   src, t.beam, cfg_.data.max_source_positions - 1));
+  SF_ASSIGN_OR_RETURN(t.bleu, eval::CorpusBleu(t.hypotheses, refs));
+  return t;
+}
+
+}  // namespace sf

@@ -1,0 +1,121 @@
+// One training run on parallel text: the part `sf-trainer train` (standalone) and
+// `sf-trainer cluster` (a trial under a master) share. It owns the data (TranslationData and
+// the batch iterator), the model, the optimizer step and the LR schedule; it runs one optimizer
+// step at a time, validates (loss, perplexity, and BLEU by beam search), snapshots and restores
+// everything a bit-exact resume needs, and translates the test set. The callers own the loop,
+// reporting, signals, and where checkpoints go.
+//
+// Not thread-safe: one caller drives a run.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/config/experiment_config.h"
+#include "common/status.h"
+#include "common/value.h"
+#include "trainer/data/batching.h"
+#include "trainer/data/translation_data.h"
+#include "trainer/eval/bleu.h"
+#include "trainer/kernels/cpu/cpu_backend.h"
+#include "trainer/models/translator.h"
+#include "trainer/optim/lr_schedule.h"
+#include "trainer/run/checkpoint.h"
+#include "trainer/run/train_step.h"
+
+namespace sf {
+
+struct TextRunOptions {
+  int rank = 0, world_size = 1;
+  data::DataOptions data;  // where the data cache lives
+};
+
+struct TextStep {
+  StepReport report;
+  float lr = 0;
+};
+
+struct TextValidation {
+  Value::Map values;  // validation_loss, validation_perplexity[, bleu]
+  double metric = 0;  // the searcher's metric among them
+};
+
+struct TextTest {
+  std::vector<std::string> hypotheses;  // detokenized, in test-set order
+  eval::BleuScore bleu;
+  BeamOptions beam;
+};
+
+// Beam settings from hyperparameters (beam_size, lenpen, max_len_a, max_len_b).
+BeamOptions BeamFromHyperparameters(const Value& hparams);
+
+// Tokenizes, translates and detokenizes lines (sources longer than max_source_tokens are cut).
+Result<std::vector<std::string>> TranslateLines(Translator& translator, const data::SentencePieceModel& src,
+                                                const data::SentencePieceModel& tgt,
+                                                const std::vector<std::string>& lines, const BeamOptions& beam,
+                                                int64_t max_source_tokens);
+
+class TextRun {
+ public:
+  // `cfg` has absolute data paths; every hyperparameter must be a constant (`hparams` are the
+  // constants with defaults applied). Prepares the data (building the cache when needed) and a
+  // freshly initialised model. Errors: kInvalidArgument/kNotFound naming the field or file.
+  static Result<std::unique_ptr<TextRun>> Create(const config::ExperimentConfig& cfg, std::string config_yaml,
+                                                 Value hparams, const TextRunOptions& options = {});
+
+  // Continues from a checkpoint: weights, optimizer and loss-scaler state, step, data position,
+  // dropout RNG position. Refuses (kInvalidArgument) a checkpoint of another model or tokenizer
+  // and (kDataLoss) a corrupt one; nothing changes on error.
+  Status Restore(const std::string& dir, const CheckpointContents& contents);
+
+  // One optimizer step: aggregation_frequency micro-batches from the data.
+  Result<TextStep> Step();
+
+  // Loss and perplexity on the validation set (no dropout), plus BLEU of beam-search
+  // translations when the searcher's metric is bleu. Without a valid split, the metric is the
+  // training loss of the last step window given by `fallback_loss`.
+  Result<TextValidation> Validate(double fallback_loss = 0);
+
+  // Everything a resume needs; `extra` goes into trainer_state.json beside the run's own keys.
+  CheckpointContents Snapshot(const Value::Map& extra) const;
+
+  // Translates the test split with the run's beam settings and scores it. kNotFound when the
+  // data has no test split.
+  Result<TextTest> Test();
+
+  int64_t steps() const { return steps_; }
+  int64_t skipped_steps() const { return skipped_; }
+  int64_t steps_per_epoch() const { return steps_per_epoch_; }
+  int64_t StepsFor(const config::Length& length) const {
+    return length.unit == config::Length::Unit::kEpochs ? length.value * steps_per_epoch_ : length.value;
+  }
+  data::DataPosition position() const { return iter_->position(); }
+  const data::TranslationData& data() const { return *data_; }
+  Transformer<float>& model() { return *model_; }
+  const config::ExperimentConfig& config() const { return cfg_; }
+  const Value& hparams() const { return hparams_; }
+  bool bleu_metric() const { return cfg_.searcher.metric == "bleu"; }
+
+ private:
+  TextRun() = default;
+
+  config::ExperimentConfig cfg_;
+  std::string config_yaml_;
+  Value hparams_ = Value(Value::Map{});
+  TextRunOptions options_;
+  std::unique_ptr<data::TranslationData> data_;
+  std::unique_ptr<CpuBackend> backend_;
+  std::unique_ptr<Transformer<float>> model_;
+  std::unique_ptr<TrainStep> step_;
+  std::unique_ptr<LrSchedule> schedule_;
+  std::unique_ptr<data::BatchIterator> iter_;
+  std::vector<data::Batch> micro_;
+  std::vector<Seq2SeqBatch> views_;
+  int64_t aggregation_ = 1, steps_per_epoch_ = 1;
+  int64_t steps_ = 0, skipped_ = 0;
+  uint64_t seed_ = 1;
+};
+
+}  // namespace sf

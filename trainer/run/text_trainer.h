@@ -1,0 +1,33 @@
+// Training and using a translation model on real text, with no master:
+//
+//   sf-trainer train EXPERIMENT.yaml [--output DIR] [--resume CHECKPOINT] [--threads N]
+//                    [--stop-after-steps N] [--no-test] [--quiet]
+//   sf-trainer translate --checkpoint DIR [--beam N] [--lenpen X] [--max-len-a A]
+//                        [--max-len-b B] [--max-tokens N] [--batch-sentences N] [--threads N] [--no-cache]
+//
+// `train` reads the experiment's data section (TranslationData: tokenizer, cached binarized
+// text), builds the model and optimizer from its hyperparameters and trains for
+// searcher.max_length, printing progress (step, epoch, loss, tokens/s, ETA) on stderr. It
+// validates every min_validation_period (loss, perplexity, and BLEU on the valid set with beam
+// search when searcher.metric is bleu), checkpoints every min_checkpoint_period and at the end
+// under DIR/checkpoints/<uuid> (DIR/latest and DIR/best are symlinks; older ones are removed),
+// appends every report to DIR/metrics.jsonl, and when the data has a test set translates it
+// with beam search at the end and prints its sacreBLEU-compatible score (hypotheses in
+// DIR/test.hyp). SIGINT/SIGTERM finish the current step, write a checkpoint and exit 0.
+// --resume continues a checkpoint bit for bit (same thread count). --stop-after-steps N
+// checkpoints and exits after step N, as an interruption would.
+//
+// `translate` reads sentences from stdin (one per line) and writes one translation per line.
+//
+// Exit status: 0 success, 1 run-time error, 2 bad usage or bad configuration.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace sf {
+
+int RunTrainCommand(const std::vector<std::string>& args);
+int RunTranslateCommand(const std::vector<std::string>& args);
+
+}  // namespace sf
