@@ -5,6 +5,7 @@
 //    weights and optimizer state byte for byte, and the same loss at every step.
 //  - A corrupted checkpoint (a flipped byte, a truncated file, a missing file) is refused by
 //    --resume and by translate with an error naming the file; nothing is trained from it.
+//  - SIGINT (Ctrl-C) writes a checkpoint, exits 0, and the checkpoint resumes.
 //  - translate answers one line per input line, from the checkpoint alone.
 //  - Bad command lines and configs get a clear error and exit status 2.
 #include <gtest/gtest.h>
@@ -158,6 +159,33 @@ TEST_F(TrainCli, ResumeIsBitExact) {
   }
   // The losses moved: the run trained, so equality above is not equality of nothing.
   EXPECT_LT(straight.at(12), straight.at(1));
+}
+
+TEST_F(TrainCli, InterruptWritesACheckpointAndExitsCleanly) {
+  // A long run, interrupted (SIGINT, as Ctrl-C) once it has reported its first step.
+  dir_->WriteFile("long.yaml", Config(1000000));
+  CommandOptions o;
+  o.working_dir = dir_->path();
+  o.timeout = std::chrono::minutes(2);
+  const std::string script = "'" + Trainer() +
+                             "' train long.yaml --output interrupted --no-test --threads 1 & pid=$!; "
+                             "while [ ! -s interrupted/metrics.jsonl ]; do sleep 0.05; done; "
+                             "kill -INT $pid; wait $pid; echo exit=$?";
+  auto r = RunCommand({"/bin/sh", "-c", script}, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_NE(r->output.find("exit=0"), std::string::npos) << r->output;
+  EXPECT_NE(r->output.find("interrupted at step"), std::string::npos) << r->output;
+  ASSERT_TRUE(fs::exists(Path("interrupted/latest/manifest.json"))) << r->output;
+  // The checkpoint is whole and resumable: one more step, then stop.
+  auto state = Value::FromJson(ReadFile(Path("interrupted/latest/trainer_state.json")));
+  ASSERT_TRUE(state.ok());
+  const int64_t at = state->Find("steps")->as_int();
+  EXPECT_GE(at, 1);
+  auto resumed = Run({"train", "long.yaml", "--output", "interrupted", "--no-test", "--resume",
+                      fs::canonical(Path("interrupted/latest")).string(), "--stop-after-steps",
+                      std::to_string(at + 1)});
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("stopped at step " + std::to_string(at + 1)), std::string::npos) << resumed.output;
 }
 
 TEST_F(TrainCli, CorruptCheckpointsAreRefused) {
