@@ -3,10 +3,12 @@
 #include <google/protobuf/util/json_util.h>
 #include <google/protobuf/util/time_util.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "agent/logger.h"
 #include "agent/slot_detector.h"
@@ -101,7 +103,8 @@ std::map<std::string, std::string> TaskEnvironment(const StartTask& task,
                                                    const std::string& config_file,
                                                    const std::string& task_dir,
                                                    const std::string& agent_id,
-                                                   const std::string& default_master) {
+                                                   const std::string& default_master,
+                                                   int cpu_threads_per_slot) {
   std::map<std::string, std::string> env(task.env().begin(), task.env().end());
   std::string hparams_json = "{}";
   if (task.has_hparams()) {
@@ -127,9 +130,11 @@ std::map<std::string, std::string> TaskEnvironment(const StartTask& task,
   env["SF_AGENT_ID"] = agent_id;
   env["SF_TASK_DIR"] = task_dir;
   std::string cuda;
+  int cpu_slots = 0;
   for (const auto& slot : task.slot_ids()) {
     int ordinal = CudaOrdinalOfSlot(slot);
     if (ordinal < 0) {
+      ++cpu_slots;
       continue;
     }
     if (!cuda.empty()) {
@@ -139,6 +144,9 @@ std::map<std::string, std::string> TaskEnvironment(const StartTask& task,
   }
   if (!cuda.empty()) {
     env["CUDA_VISIBLE_DEVICES"] = cuda;
+  }
+  if (cpu_threads_per_slot > 0 && cpu_slots > 0 && env.count("OMP_NUM_THREADS") == 0) {
+    env["OMP_NUM_THREADS"] = std::to_string(cpu_threads_per_slot * cpu_slots);
   }
   return env;
 }
@@ -475,8 +483,14 @@ void Agent::HandleStart(const StartTask& start) {
   ProcessSpec spec;
   spec.task_id = start.task_id();
   spec.argv = {options_.config.trainer, "cluster"};
-  spec.env = TaskEnvironment(start, config_file.string(), task_dir.string(),
-                             options_.config.agent_id, options_.config.master);
+  int cpu_slot_count = 0;
+  for (const auto& slot : options_.slots) {
+    cpu_slot_count += slot.type() == steadfast::v1::SLOT_TYPE_CPU ? 1 : 0;
+  }
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  spec.env = TaskEnvironment(start, config_file.string(), task_dir.string(), options_.config.agent_id,
+                             options_.config.master,
+                             CpuThreadsPerSlot(options_.config.cpu_threads_per_slot, cores, cpu_slot_count));
   spec.working_dir = task_dir.string();
   spec.stdout_path = (task_dir / "stdout.log").string();
   spec.stderr_path = (task_dir / "stderr.log").string();

@@ -48,11 +48,15 @@ namespace sf::agent {
 //   SF_SLOT_IDS        comma-separated slot ids ("cpu0,cpu1")
 //   SF_AGENT_ID, SF_TASK_DIR
 //   CUDA_VISIBLE_DEVICES  the CUDA ordinals of the task's cuda slots (only when it has any)
+//   OMP_NUM_THREADS    cpu_threads_per_slot x the task's CPU slots, when that is > 0 and the
+//                      task has CPU slots, unless StartTask.env sets it (so trainers sharing a
+//                      machine don't oversubscribe its cores)
 std::map<std::string, std::string> TaskEnvironment(const steadfast::v1::StartTask& task,
                                                    const std::string& config_file,
                                                    const std::string& task_dir,
                                                    const std::string& agent_id,
-                                                   const std::string& default_master);
+                                                   const std::string& default_master,
+                                                   int cpu_threads_per_slot = 0);
 
 class Agent : public MasterLink::Handler {
  public:

@@ -3,6 +3,7 @@
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -47,6 +48,11 @@ std::string SelfExecutablePath() {
   return ec ? std::string() : p.string();
 }
 
+int CpuThreadsPerSlot(int configured, int cores, int cpu_slots) {
+  if (configured > 0) return configured;
+  return std::max(1, cores / std::max(1, cpu_slots));
+}
+
 std::string UsageText() {
   return R"(usage: sf-agent [flags]
 
@@ -62,6 +68,9 @@ Runs Steadfast trainer processes on this machine for the master.
   --log-level LEVEL       debug | info | warn | error (default: info)
   --kill-tasks-on-exit    kill running trainers when the agent stops (default: leave them)
   --kill-grace-ms MS      SIGTERM-to-SIGKILL grace for those kills (default: 10000)
+  --cpu-threads-per-slot N
+                          OpenMP threads a trainer gets per CPU slot it holds (sets
+                          OMP_NUM_THREADS; default 0: this machine's cores / CPU slots)
   --help                  this text
   --version               the version
 
@@ -128,6 +137,13 @@ Status ApplySetting(const std::string& key, const std::string& value, const std:
       return fail("'" + value + "' is not a number of milliseconds in [0, 3600000]");
     }
     config->kill_grace_ms = static_cast<int>(ms);
+  } else if (key == "cpu_threads_per_slot") {
+    char* end = nullptr;
+    int64_t n = std::strtoll(value.c_str(), &end, 10);
+    if (value.empty() || *end != '\0' || n < 0 || n > 1024) {
+      return fail("'" + value + "' is not a thread count in [0, 1024] (0: cores / CPU slots)");
+    }
+    config->cpu_threads_per_slot = static_cast<int>(n);
   } else {
     return InvalidArgument(where + ": unknown setting");
   }
@@ -229,7 +245,8 @@ Result<ParsedCommandLine> ParseCommandLine(const std::vector<std::string>& argv,
     }
     static const char* kValued[] = {"--config",        "--master",    "--agent-id",
                                     "--resource-pool", "--slots",     "--trainer",
-                                    "--work-dir",      "--log-level", "--kill-grace-ms"};
+                                    "--work-dir",      "--log-level", "--kill-grace-ms",
+                                    "--cpu-threads-per-slot"};
     bool known = false;
     for (const char* k : kValued) {
       known = known || name == k;

@@ -13,6 +13,8 @@
 //   --log-level LEVEL       debug|info|warn|error, default info         (key `log_level`)
 //   --kill-tasks-on-exit    kill trainers when the agent stops           (key `kill_tasks_on_exit`)
 //   --kill-grace-ms MS      grace for those kills, default 10000          (key `kill_grace_ms`)
+//   --cpu-threads-per-slot N  OpenMP threads a trainer gets per CPU slot; default 0 = this
+//                           machine's cores / the agent's CPU slots  (key `cpu_threads_per_slot`)
 //   --help, --version
 #pragma once
 
@@ -45,7 +47,11 @@ struct AgentConfig {
   std::string log_level = "info";
   bool kill_tasks_on_exit = false;
   int kill_grace_ms = 10000;
+  int cpu_threads_per_slot = 0;  // 0: cores / CPU slots (CpuThreadsPerSlot)
 };
+
+// The OpenMP threads per CPU slot: `configured` when > 0, else max(1, cores / cpu_slots).
+int CpuThreadsPerSlot(int configured, int cores, int cpu_slots);
 
 // What the command line asked for besides a configuration.
 enum class CommandLineAction { kRun, kHelp, kVersion };

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -178,6 +179,10 @@ int Up(const LocalFlags& f) {
     std::cerr << "sf deploy local: the master did not become healthy; see " << f.dir << "/logs/master.log\n";
     return kExitFailed;
   }
+  // The agents share this machine: split its cores between all their slots so trainers
+  // running side by side don't oversubscribe it.
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads_per_slot = std::max(1, cores / (f.agents * f.cpu_slots));
   for (int i = 0; i < f.agents; ++i) {
     std::string id = "local-agent-" + std::to_string(i);
     std::string pid_file = f.dir + "/" + id + ".pid";
@@ -186,6 +191,7 @@ int Up(const LocalFlags& f) {
     std::vector<std::string> argv = {agent_bin, "--master", "127.0.0.1:" + std::to_string(f.grpc_port),
                                      "--agent-id", id, "--slots", "cpu:" + std::to_string(f.cpu_slots),
                                      "--trainer", trainer_bin, "--work-dir", f.dir + "/" + id,
+                                     "--cpu-threads-per-slot", std::to_string(threads_per_slot),
                                      "--kill-tasks-on-exit"};
     auto pid = SpawnDaemon(argv, f.dir + "/logs/" + id + ".log");
     if (!pid.ok()) {

@@ -39,7 +39,8 @@ TEST(AgentConfigTest, DefaultsWhenNothingIsGiven) {
 TEST(AgentConfigTest, FlagsInBothSpellings) {
   auto parsed = Parse({"--master", "m:1", "--agent-id=a1", "--resource-pool", "gpu",
                        "--slots=cpu:2", "--trainer", "/x/t", "--work-dir", "/w",
-                       "--log-level=debug", "--kill-tasks-on-exit", "--kill-grace-ms", "250"});
+                       "--log-level=debug", "--kill-tasks-on-exit", "--kill-grace-ms", "250",
+                       "--cpu-threads-per-slot=3"});
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   const AgentConfig& c = parsed->config;
   EXPECT_EQ(c.master, "m:1");
@@ -52,6 +53,7 @@ TEST(AgentConfigTest, FlagsInBothSpellings) {
   EXPECT_EQ(c.log_level, "debug");
   EXPECT_TRUE(c.kill_tasks_on_exit);
   EXPECT_EQ(c.kill_grace_ms, 250);
+  EXPECT_EQ(c.cpu_threads_per_slot, 3);
 }
 
 TEST(AgentConfigTest, FlagsBeatEnvironmentBeatsConfigFile) {
@@ -89,6 +91,10 @@ TEST(AgentConfigTest, ErrorsNameTheFlagOrKey) {
   EXPECT_FALSE(Parse({"--master"}).ok());
   EXPECT_FALSE(Parse({"--log-level", "loud"}).ok());
   EXPECT_FALSE(Parse({"stray"}).ok());
+  auto bad_threads = Parse({"--cpu-threads-per-slot", "-2"});
+  ASSERT_FALSE(bad_threads.ok());
+  EXPECT_NE(bad_threads.status().message().find("--cpu-threads-per-slot"), std::string::npos)
+      << bad_threads.status().message();
 
   testing::TempDir dir;
   std::string file = dir.WriteFile("agent.yaml", "mastr: x:1\n");

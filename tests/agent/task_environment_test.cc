@@ -52,6 +52,32 @@ TEST(TaskEnvironmentTest, CpuSlotsLeaveCudaVisibleDevicesAlone) {
   EXPECT_EQ(env["SF_RESTORE_CHECKPOINT"], "");
 }
 
+TEST(TaskEnvironmentTest, CpuSlotsGetTheirShareOfThreads) {
+  steadfast::v1::StartTask task;
+  task.set_task_id("t");
+  task.add_slot_ids("cpu0");
+  task.add_slot_ids("cpu1");
+  // Two CPU slots at 3 threads each.
+  EXPECT_EQ(TaskEnvironment(task, "/c", "/d", "a", "m:8090", 3)["OMP_NUM_THREADS"], "6");
+  // Unset when no budget is given.
+  EXPECT_EQ(TaskEnvironment(task, "/c", "/d", "a", "m:8090", 0).count("OMP_NUM_THREADS"), 0u);
+  // The experiment's own setting wins.
+  (*task.mutable_env())["OMP_NUM_THREADS"] = "1";
+  EXPECT_EQ(TaskEnvironment(task, "/c", "/d", "a", "m:8090", 3)["OMP_NUM_THREADS"], "1");
+  // A task on CUDA slots only is left alone.
+  steadfast::v1::StartTask gpu;
+  gpu.set_task_id("g");
+  gpu.add_slot_ids("cuda0");
+  EXPECT_EQ(TaskEnvironment(gpu, "/c", "/d", "a", "m:8090", 3).count("OMP_NUM_THREADS"), 0u);
+}
+
+TEST(TaskEnvironmentTest, ThreadsPerSlotDefaultsToCoresOverSlots) {
+  EXPECT_EQ(CpuThreadsPerSlot(0, 16, 4), 4);
+  EXPECT_EQ(CpuThreadsPerSlot(0, 2, 4), 1);  // never 0
+  EXPECT_EQ(CpuThreadsPerSlot(0, 8, 0), 8);
+  EXPECT_EQ(CpuThreadsPerSlot(5, 16, 4), 5);  // configured wins
+}
+
 TEST(SlotDetectorTest, CpuSlotsByHand) {
   SlotSpec spec;
   spec.auto_detect = false;
