@@ -178,7 +178,7 @@ int RunClusterTrial() {
       out->set_sha256(f.sha256);
     }
     (*ck->mutable_metadata()->mutable_fields())["steps"].set_number_value(static_cast<double>(run.steps()));
-    (*ck->mutable_metadata()->mutable_fields())["epoch"].set_number_value(static_cast<double>(run.position().epoch));
+    (*ck->mutable_metadata()->mutable_fields())["epoch"].set_number_value(static_cast<double>(run.epoch()));
     v1::ReportCheckpointResponse resp;
     log::Info("trainer", {{"event", "checkpoint"}, {"uuid", written->uuid}, {"steps", std::to_string(run.steps())}});
     return link.Call("ReportCheckpoint", &v1::TrialLink::Stub::ReportCheckpoint, req, &resp);
@@ -258,12 +258,12 @@ int RunClusterTrial() {
                                          {"lr", r->lr},
                                          {"loss_scale", rep.loss_scale},
                                          {"grad_norm", rep.grad_norm},
-                                         {"epoch", static_cast<double>(run.position().epoch)},
+                                         {"epoch", static_cast<double>(run.epoch())},
                                          {"skipped_steps", static_cast<double>(run.skipped_steps())}});
         v1::ReportMetricsResponse mresp;
         st = link.Call("ReportMetrics", &v1::TrialLink::Stub::ReportMetrics, mreq, &mresp);
         if (!st.ok()) return fail("", st);
-        std::cout << "step " << steps << " loss " << window_loss / tokens << " epoch " << run.position().epoch
+        std::cout << "step " << steps << " loss " << window_loss / tokens << " epoch " << run.epoch()
                   << " tokens/s " << static_cast<int64_t>(static_cast<double>(window_tokens) / std::max(1e-9, seconds))
                   << std::endl;
         window_loss = window_nll = 0;

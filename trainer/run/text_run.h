@@ -91,7 +91,13 @@ class TextRun {
   int64_t StepsFor(const config::Length& length) const {
     return length.unit == config::Length::Unit::kEpochs ? length.value * steps_per_epoch_ : length.value;
   }
+  // Where the next batch comes from.
   data::DataPosition position() const { return iter_->position(); }
+  // The epoch (1-based) of the last batch trained on: 6 right after the sixth epoch's last batch.
+  int64_t epoch() const {
+    const data::DataPosition p = iter_->position();
+    return p.batch == 0 && p.epoch > 1 ? p.epoch - 1 : p.epoch;
+  }
   const data::TranslationData& data() const { return *data_; }
   Transformer<float>& model() { return *model_; }
   const config::ExperimentConfig& config() const { return cfg_; }

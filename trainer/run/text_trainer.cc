@@ -85,6 +85,7 @@ class Trainer {
   int64_t win_tokens_ = 0, win_steps_ = 0;
   Clock::time_point win_start_ = Clock::now();
   float lr_ = 0;
+  double last_train_loss_ = 0;  // of the last report window: the metric when there is no valid split
   Clock::time_point last_progress_ = Clock::now();
 };
 
@@ -161,7 +162,7 @@ void Trainer::Progress(bool force) {
   std::snprintf(line, sizeof line, "[%s%s] step %lld/%lld epoch %lld loss %.3f lr %.2e %.0f tok/s elapsed %s eta %s",
                 std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(),
                 static_cast<long long>(steps), static_cast<long long>(total_steps_),
-                static_cast<long long>(run_->position().epoch), loss, lr_, tok_s, Duration(elapsed).c_str(),
+                static_cast<long long>(run_->epoch()), loss, lr_, tok_s, Duration(elapsed).c_str(),
                 Duration(eta).c_str());
   std::fprintf(stderr, tty ? "\r%s\033[K" : "%s\n", line);
   std::fflush(stderr);
@@ -169,11 +170,11 @@ void Trainer::Progress(bool force) {
 
 Status Trainer::Validate(int64_t step) {
   auto t0 = Clock::now();
-  SF_ASSIGN_OR_RETURN(TextValidation v, run_->Validate(win_tokens_ ? win_loss_ / static_cast<double>(win_tokens_) : 0));
+  SF_ASSIGN_OR_RETURN(TextValidation v, run_->Validate(last_train_loss_));
   Value::Map report = v.values;
   report["kind"] = "validation";
   report["step"] = step;
-  report["epoch"] = run_->position().epoch;
+  report["epoch"] = run_->epoch();
   report["elapsed_s"] = Seconds(start_);
   report["validation_s"] = Seconds(t0);
   last_metric_ = v.metric;
@@ -268,7 +269,7 @@ int Trainer::Run() {
     if (!rep.skipped && (steps % window == 0 || steps == total_steps_)) {
       Report(Value(Value::Map{{"kind", "training"},
                               {"step", steps},
-                              {"epoch", run_->position().epoch},
+                              {"epoch", run_->epoch()},
                               {"loss", win_loss_ / static_cast<double>(std::max<int64_t>(1, win_tokens_))},
                               {"nll_loss", win_nll_ / static_cast<double>(std::max<int64_t>(1, win_tokens_))},
                               {"lr", static_cast<double>(lr_)},
@@ -278,6 +279,7 @@ int Trainer::Run() {
                               {"tokens_per_second", static_cast<double>(win_tokens_) / std::max(1e-9, Seconds(win_start_))},
                               {"elapsed_s", Seconds(start_)}}));
       Progress(true);
+      last_train_loss_ = win_loss_ / static_cast<double>(std::max<int64_t>(1, win_tokens_));
       win_loss_ = win_nll_ = 0;
       win_tokens_ = win_steps_ = 0;
       win_start_ = Clock::now();
