@@ -5,6 +5,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <charconv>
+#include <cstdlib>
+#include <stdexcept>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -329,31 +332,67 @@ int Trainer::Run() {
   return 0;
 }
 
+// Walks a command line for one subcommand. Every error names the flag and the value, and ends
+// the command with exit status 2.
+class ArgWalker {
+ public:
+  ArgWalker(const char* command, const std::vector<std::string>& args) : command_(command), args_(args) {}
+  // Calls `on(arg)` for each argument; `on` takes values with Value/Int/Float. False (after
+  // printing the error) when an argument is bad.
+  template <typename F>
+  bool Walk(F&& on) {
+    try {
+      while (i_ < args_.size()) on(args_[i_++]);
+      return true;
+    } catch (const std::invalid_argument& e) {
+      std::fprintf(stderr, "sf-trainer %s: %s\n", command_, e.what());
+      return false;
+    }
+  }
+  std::string Value(const std::string& flag) {
+    if (i_ >= args_.size()) throw std::invalid_argument(flag + " needs a value");
+    return args_[i_++];
+  }
+  int64_t Int(const std::string& flag) {
+    const std::string v = Value(flag);
+    int64_t x = 0;
+    auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+    if (ec != std::errc() || end != v.data() + v.size()) {
+      throw std::invalid_argument(flag + ": '" + v + "' is not an integer");
+    }
+    return x;
+  }
+  float Float(const std::string& flag) {
+    const std::string v = Value(flag);
+    char* end = nullptr;
+    const float x = std::strtof(v.c_str(), &end);
+    if (v.empty() || *end != '\0' || !std::isfinite(x)) throw std::invalid_argument(flag + ": '" + v + "' is not a number");
+    return x;
+  }
+
+ private:
+  const char* command_;
+  const std::vector<std::string>& args_;
+  size_t i_ = 0;
+};
+
 }  // namespace
 
 int RunTrainCommand(const std::vector<std::string>& args) {
   Options o;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= args.size()) throw std::invalid_argument(a + " needs a value");
-      return args[++i];
-    };
-    try {
-      if (a == "--output") o.output_dir = next();
-      else if (a == "--resume") o.resume = next();
-      else if (a == "--threads") o.threads = std::stoi(next());
-      else if (a == "--stop-after-steps") o.stop_after = std::stoll(next());
-      else if (a == "--no-test") o.test = false;
-      else if (a == "--quiet") o.quiet = true;
-      else if (!a.empty() && a[0] == '-') throw std::invalid_argument("unknown option " + a);
-      else if (o.config_path.empty()) o.config_path = a;
-      else throw std::invalid_argument("unexpected argument " + a);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "sf-trainer train: %s\n", e.what());
-      return 2;
-    }
-  }
+  ArgWalker w("train", args);
+  const bool ok = w.Walk([&](const std::string& a) {
+    if (a == "--output") o.output_dir = w.Value(a);
+    else if (a == "--resume") o.resume = w.Value(a);
+    else if (a == "--threads") o.threads = static_cast<int>(w.Int(a));
+    else if (a == "--stop-after-steps") o.stop_after = w.Int(a);
+    else if (a == "--no-test") o.test = false;
+    else if (a == "--quiet") o.quiet = true;
+    else if (!a.empty() && a[0] == '-') throw std::invalid_argument("unknown option " + a);
+    else if (o.config_path.empty()) o.config_path = a;
+    else throw std::invalid_argument("unexpected argument " + a);
+  });
+  if (!ok) return 2;
   if (o.config_path.empty()) {
     std::fprintf(stderr, "usage: sf-trainer train EXPERIMENT.yaml [--output DIR] [--resume CHECKPOINT] [--threads N]\n"
                          "                        [--stop-after-steps N] [--no-test] [--quiet]\n");
@@ -371,28 +410,20 @@ int RunTranslateCommand(const std::vector<std::string>& args) {
   int64_t batch = 64, max_tokens = 2048;
   int threads = 0;
   bool cache = true;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= args.size()) throw std::invalid_argument(a + " needs a value");
-      return args[++i];
-    };
-    try {
-      if (a == "--checkpoint") checkpoint = next();
-      else if (a == "--beam") beam_arg = std::stoi(next());
-      else if (a == "--lenpen") lenpen = std::stof(next());
-      else if (a == "--max-len-a") a_arg = std::stof(next());
-      else if (a == "--max-len-b") b_arg = std::stoll(next());
-      else if (a == "--batch-sentences") batch = std::stoll(next());
-      else if (a == "--max-tokens") max_tokens = std::stoll(next());
-      else if (a == "--threads") threads = std::stoi(next());
-      else if (a == "--no-cache") cache = false;
-      else throw std::invalid_argument("unknown argument " + a);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "sf-trainer translate: %s\n", e.what());
-      return 2;
-    }
-  }
+  ArgWalker w("translate", args);
+  const bool ok = w.Walk([&](const std::string& a) {
+    if (a == "--checkpoint") checkpoint = w.Value(a);
+    else if (a == "--beam") beam_arg = static_cast<int>(w.Int(a));
+    else if (a == "--lenpen") lenpen = w.Float(a);
+    else if (a == "--max-len-a") a_arg = w.Float(a);
+    else if (a == "--max-len-b") b_arg = w.Int(a);
+    else if (a == "--batch-sentences") batch = w.Int(a);
+    else if (a == "--max-tokens") max_tokens = w.Int(a);
+    else if (a == "--threads") threads = static_cast<int>(w.Int(a));
+    else if (a == "--no-cache") cache = false;
+    else throw std::invalid_argument("unknown argument " + a);
+  });
+  if (!ok) return 2;
   if (checkpoint.empty()) {
     std::fprintf(stderr, "usage: sf-trainer translate --checkpoint DIR [--beam N] [--lenpen X] [--max-len-a A]\n"
                          "                            [--max-len-b B] [--max-tokens N] [--batch-sentences N]\n"

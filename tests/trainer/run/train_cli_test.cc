@@ -270,6 +270,8 @@ TEST_F(TrainCli, BadInputIsExplained) {
       {{"train", "missing.yaml"}, "missing.yaml"},
       {{"train", "tiny.yaml", "--bogus"}, "unknown option --bogus"},
       {{"train", "tiny.yaml", "--resume"}, "--resume needs a value"},
+      {{"train", "tiny.yaml", "--stop-after-steps", "ten"}, "--stop-after-steps: 'ten' is not an integer"},
+      {{"translate", "--checkpoint", "straight/latest", "--lenpen", "x1"}, "--lenpen: 'x1' is not a number"},
       {{"train", "search.yaml"}, "hyperparameters.lr is a search space"},
       {{"train", "heads.yaml", "--output", "heads"}, "heads"},
       {{"train", "nodata.yaml", "--output", "nodata"}, "nothere.en"},
