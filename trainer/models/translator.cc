@@ -141,6 +141,24 @@ void AddInPlace(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
 
+// The feed-forward sub-block of one layer, in place over x [rows, c]: pre-norm
+// x += fc2(act(fc1(LN(x)))), post-norm x = LN(x + fc2(act(fc1(x)))). h [rows, c], f [rows, ff]
+// and o [rows, c] are scratch.
+void FeedForwardBlock(float* x, int64_t rows, int64_t c, int64_t ff, bool pre, const float* ln_g,
+                      const float* ln_b, const float* w1, const float* b1, const float* w2, const float* b2,
+                      Activation act, float* h, float* f, float* o) {
+  const float* src = x;
+  if (pre) {
+    RowLayerNorm(x, ln_g, ln_b, h, rows, c);
+    src = h;
+  }
+  Linear(src, rows, c, w1, b1, ff, f);
+  Activate(f, rows * ff, act);
+  Linear(f, rows, ff, w2, b2, c, o);
+  AddInPlace(x, o, rows * c);
+  if (!pre) RowLayerNorm(x, ln_g, ln_b, x, rows, c);
+}
+
 }  // namespace
 
 Translator::Translator(Transformer<float>* model) : model_(model) {
@@ -283,16 +301,9 @@ Status Translator::TranslateBatch(const std::vector<const std::vector<int32_t>*>
            C, o.data());
     AddInPlace(x.data(), o.data(), R * C);
     if (!pre) RowLayerNorm(x.data(), ln1_g, ln1_b, x.data(), R, C);
-    src = x.data();
-    if (pre) {
-      RowLayerNorm(x.data(), ln2_g, ln2_b, h.data(), R, C);
-      src = h.data();
-    }
-    Linear(src, R, C, W(name("encoder", l, "fc1.weight")), W(name("encoder", l, "fc1.bias")), F, f.data());
-    Activate(f.data(), R * F, cfg.activation);
-    Linear(f.data(), R, F, W(name("encoder", l, "fc2.weight")), W(name("encoder", l, "fc2.bias")), C, o.data());
-    AddInPlace(x.data(), o.data(), R * C);
-    if (!pre) RowLayerNorm(x.data(), ln2_g, ln2_b, x.data(), R, C);
+    FeedForwardBlock(x.data(), R, C, F, pre, ln2_g, ln2_b, W(name("encoder", l, "fc1.weight")),
+                     W(name("encoder", l, "fc1.bias")), W(name("encoder", l, "fc2.weight")),
+                     W(name("encoder", l, "fc2.bias")), cfg.activation, h.data(), f.data(), o.data());
   }
   if (pre) RowLayerNorm(x.data(), W("encoder.layer_norm.weight"), W("encoder.layer_norm.bias"), x.data(), R, C);
 
@@ -420,17 +431,9 @@ Status Translator::TranslateBatch(const std::vector<const std::vector<int32_t>*>
              W(name("decoder", l, "encoder_attn.out_proj.bias")), C, o.data());
       AddInPlace(x.data(), o.data(), M * C);
       if (!pre) RowLayerNorm(x.data(), ln2_g, ln2_b, x.data(), M, C);
-      // feed-forward
-      src = x.data();
-      if (pre) {
-        RowLayerNorm(x.data(), ln3_g, ln3_b, h.data(), M, C);
-        src = h.data();
-      }
-      Linear(src, M, C, W(name("decoder", l, "fc1.weight")), W(name("decoder", l, "fc1.bias")), F, f.data());
-      Activate(f.data(), M * F, cfg.activation);
-      Linear(f.data(), M, F, W(name("decoder", l, "fc2.weight")), W(name("decoder", l, "fc2.bias")), C, o.data());
-      AddInPlace(x.data(), o.data(), M * C);
-      if (!pre) RowLayerNorm(x.data(), ln3_g, ln3_b, x.data(), M, C);
+      FeedForwardBlock(x.data(), M, C, F, pre, ln3_g, ln3_b, W(name("decoder", l, "fc1.weight")),
+                       W(name("decoder", l, "fc1.bias")), W(name("decoder", l, "fc2.weight")),
+                       W(name("decoder", l, "fc2.bias")), cfg.activation, h.data(), f.data(), o.data());
     }
     // The newest position of each row -> log-probabilities.
     std::vector<float> last(static_cast<size_t>(N * C));
