@@ -14,6 +14,7 @@
 #include "trainer/core/philox.h"
 #include "trainer/core/tensor.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
+#include "trainer/kernels/cpu/hot_kernels.h"
 #include "trainer/kernels/cpu/reference.h"
 #if defined(SF_TEST_CUDA)
 #include "trainer/kernels/cuda/cuda_backend.h"
@@ -52,6 +53,37 @@ TEST(Philox, MatchesRandom123KnownAnswers) {
   EXPECT_EQ(pi.v[1], 0x94fdccebu);
   EXPECT_EQ(pi.v[2], 0x5001e420u);
   EXPECT_EQ(pi.v[3], 0x24126ea1u);
+}
+
+// Both compiled variants of the batched mask generator give exactly the scalar definition,
+// for ranges that start and end mid-block and mid-group, and for block counters past 2^32.
+TEST(Philox, DropoutFactorsMatchScalarDefinition) {
+  struct Range {
+    uint64_t stream;
+    int64_t start, n;
+  };
+  const int64_t high = (int64_t{1} << 35) - 300;  // block index crosses 2^32
+  const Range ranges[] = {{7, 0, 1},      {7, 0, 128},   {7, 3, 29},     {7, 121, 300},
+                          {9, 5000, 4096}, {9, 77, 1},    {1ull << 40, 1000, 777},
+                          {3, high, 600}};
+  for (float p : {0.1f, 0.5f, 0.93f, 1.0f}) {
+    const uint32_t threshold = DropoutThreshold(p);
+    const float keep_scale = static_cast<float>(1.0 / (1.0 - static_cast<double>(p)));
+    for (const Range& r : ranges) {
+      const DropoutKey key{0x1234567890abull, r.stream};
+      std::vector<float> want(static_cast<size_t>(r.n));
+      for (int64_t i = 0; i < r.n; ++i)
+        want[i] = DropoutKept(key, static_cast<uint64_t>(r.start + i), threshold) ? keep_scale : 0;
+      std::vector<float> got(static_cast<size_t>(r.n), -1.0f);
+      portable::DropoutFactors(key, r.start, r.n, p, got.data());
+      EXPECT_EQ(got, want) << "portable p=" << p << " start=" << r.start << " n=" << r.n;
+      if (cpu::HasAvx512()) {
+        std::fill(got.begin(), got.end(), -1.0f);
+        avx512::DropoutFactors(key, r.start, r.n, p, got.data());
+        EXPECT_EQ(got, want) << "avx512 p=" << p << " start=" << r.start << " n=" << r.n;
+      }
+    }
+  }
 }
 
 TEST(Allocator, ReusesFreedBlocksOfTheSameClass) {

@@ -116,10 +116,30 @@ void CpuBackend::BiasDropoutResidualForward(const float* x, const float* bias,
     for (int64_t ch = 0; ch < chunks; ++ch) {
       const int64_t s = ch * kChunk, len = std::min(kChunk, n - s);
       DropoutFactors(key, s, len, p, factor);
-      for (int64_t i = 0; i < len; ++i) {
-        const int64_t g = s + i;
-        const float v = (x[g] + (bias ? bias[g % cols] : 0.0f)) * factor[i];
-        out[g] = v + (residual ? residual[g] : 0.0f);
+      // Walk the chunk one row segment at a time, so the bias index needs no division.
+      for (int64_t g = s; g < s + len;) {
+        const int64_t c0 = g % cols, seg = std::min(cols - c0, s + len - g);
+        const float* xs = x + g;
+        const float* fs = factor + (g - s);
+        float* os = out + g;
+        if (bias && residual) {
+          const float* bs = bias + c0;
+          const float* rs = residual + g;
+#pragma omp simd
+          for (int64_t i = 0; i < seg; ++i) os[i] = (xs[i] + bs[i]) * fs[i] + rs[i];
+        } else if (bias) {
+          const float* bs = bias + c0;
+#pragma omp simd
+          for (int64_t i = 0; i < seg; ++i) os[i] = (xs[i] + bs[i]) * fs[i];
+        } else if (residual) {
+          const float* rs = residual + g;
+#pragma omp simd
+          for (int64_t i = 0; i < seg; ++i) os[i] = xs[i] * fs[i] + rs[i];
+        } else {
+#pragma omp simd
+          for (int64_t i = 0; i < seg; ++i) os[i] = xs[i] * fs[i];
+        }
+        g += seg;
       }
     }
   }
@@ -262,40 +282,50 @@ void CpuBackend::LayerNormBackward(const float* dy, const float* x, const float*
   }
 }
 
+// Softmax rows are processed in groups of about kChunk elements, so each group's dropout
+// factors come from one call (short rows would otherwise each pay for a whole Philox batch).
+static int64_t SoftmaxRowGroup(int64_t tk) { return std::max<int64_t>(1, kChunk / std::max<int64_t>(tk, 1)); }
+
 void CpuBackend::SoftmaxForward(const float* scores, float* probs, float* dropped,
                                 const uint8_t* key_padding, int64_t batch, int64_t heads,
                                 int64_t tq, int64_t tk, float scale, bool causal, float p,
                                 DropoutKey key) {
   const int64_t rows = batch * heads * tq;
+  const int64_t group = SoftmaxRowGroup(tk), groups = (rows + group - 1) / group;
 #pragma omp parallel if (rows * tk >= kMinParallelWork)
   {
-    float* factor = ThreadScratch(tk);
+    float* factor = dropped ? ThreadScratch(group * tk) : nullptr;
 #pragma omp for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t b = r / (heads * tq), q = r % tq;
-      const float* s = scores + r * tk;
-      float* pr = probs + r * tk;
-      const uint8_t* kp = key_padding ? key_padding + b * tk : nullptr;
-      const int64_t kend = causal ? std::min(tk, q + 1) : tk;
-      float mx = -std::numeric_limits<float>::infinity();
-      for (int64_t k = 0; k < kend; ++k)
-        if (!kp || !kp[k]) mx = std::max(mx, s[k] * scale);
-      float sum = 0;
+    for (int64_t gi = 0; gi < groups; ++gi) {
+      const int64_t r0 = gi * group, r1 = std::min(rows, r0 + group);
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t b = r / (heads * tq), q = r % tq;
+        const float* s = scores + r * tk;
+        float* pr = probs + r * tk;
+        const uint8_t* kp = key_padding ? key_padding + b * tk : nullptr;
+        const int64_t kend = causal ? std::min(tk, q + 1) : tk;
+        float mx = -std::numeric_limits<float>::infinity();
+        for (int64_t k = 0; k < kend; ++k)
+          if (!kp || !kp[k]) mx = std::max(mx, s[k] * scale);
+        float sum = 0;
 #pragma omp simd reduction(+ : sum)
-      for (int64_t k = 0; k < tk; ++k) {
-        const bool masked = k >= kend || (kp && kp[k]);
-        const float e = masked ? 0.0f : FastExp(s[k] * scale - mx);
-        pr[k] = e;
-        sum += e;
+        for (int64_t k = 0; k < tk; ++k) {
+          const bool masked = k >= kend || (kp && kp[k]);
+          const float e = masked ? 0.0f : FastExp(s[k] * scale - mx);
+          pr[k] = e;
+          sum += e;
+        }
+        const float inv = sum > 0 ? 1.0f / sum : 0.0f;
+#pragma omp simd
+        for (int64_t k = 0; k < tk; ++k) pr[k] *= inv;
       }
-      const float inv = sum > 0 ? 1.0f / sum : 0.0f;
-#pragma omp simd
-      for (int64_t k = 0; k < tk; ++k) pr[k] *= inv;
       if (dropped) {
-        DropoutFactors(key, r * tk, tk, p, factor);
-        float* dr = dropped + r * tk;
+        const int64_t n = (r1 - r0) * tk;
+        DropoutFactors(key, r0 * tk, n, p, factor);
+        const float* pr = probs + r0 * tk;
+        float* dr = dropped + r0 * tk;
 #pragma omp simd
-        for (int64_t k = 0; k < tk; ++k) dr[k] = pr[k] * factor[k];
+        for (int64_t i = 0; i < n; ++i) dr[i] = pr[i] * factor[i];
       }
     }
   }
@@ -305,20 +335,25 @@ void CpuBackend::SoftmaxBackward(const float* d_dropped, const float* probs, flo
                                  int64_t batch, int64_t heads, int64_t tq, int64_t tk,
                                  float scale, float p, DropoutKey key) {
   const int64_t rows = batch * heads * tq;
+  const int64_t group = SoftmaxRowGroup(tk), groups = (rows + group - 1) / group;
 #pragma omp parallel if (rows * tk >= kMinParallelWork)
   {
-    float* factor = ThreadScratch(tk);
+    float* factor = ThreadScratch(group * tk);
 #pragma omp for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-      DropoutFactors(key, r * tk, tk, p, factor);
-      const float* dd = d_dropped + r * tk;
-      const float* pr = probs + r * tk;
-      float* ds = dscores + r * tk;
-      float dot = 0;
+    for (int64_t gi = 0; gi < groups; ++gi) {
+      const int64_t r0 = gi * group, r1 = std::min(rows, r0 + group);
+      DropoutFactors(key, r0 * tk, (r1 - r0) * tk, p, factor);
+      for (int64_t r = r0; r < r1; ++r) {
+        const float* f = factor + (r - r0) * tk;
+        const float* dd = d_dropped + r * tk;
+        const float* pr = probs + r * tk;
+        float* ds = dscores + r * tk;
+        float dot = 0;
 #pragma omp simd reduction(+ : dot)
-      for (int64_t k = 0; k < tk; ++k) dot += pr[k] * dd[k] * factor[k];
+        for (int64_t k = 0; k < tk; ++k) dot += pr[k] * dd[k] * f[k];
 #pragma omp simd
-      for (int64_t k = 0; k < tk; ++k) ds[k] = scale * pr[k] * (dd[k] * factor[k] - dot);
+        for (int64_t k = 0; k < tk; ++k) ds[k] = scale * pr[k] * (dd[k] * f[k] - dot);
+      }
     }
   }
 }

@@ -6,6 +6,10 @@
 #include <cmath>
 #include <limits>
 
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+#include <immintrin.h>
+#endif
+
 #include "trainer/core/philox.h"
 #include "trainer/kernels/cpu/hot_kernels.h"
 #include "trainer/kernels/cpu/vector_math.h"
@@ -14,6 +18,71 @@ namespace sf::SF_KERNEL_NS {
 
 using vmath::FastExp;
 
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+namespace {
+
+// The 32x32->64 products of Philox for 16 lanes at once: lo and hi halves of m * c.
+inline void MulHiLo16(__m512i c, __m512i m, __m512i* lo, __m512i* hi) {
+  const __m512i even = _mm512_mul_epu32(c, m);                         // lanes 0,2,..: 64-bit
+  const __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(c, 32), m);   // lanes 1,3,..
+  *lo = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
+  *hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(even, 32), odd);
+}
+
+// Philox-4x32-10 of blocks first, first+1, ..., first+15, written as the 128 uniforms of
+// those blocks in element order (block j's four words, little-endian halves: the philox.h
+// layout), i.e. u16[8*j + e] is the uniform of element 8*(first+j) + e.
+inline void Philox16Blocks(const DropoutKey& key, uint64_t first, uint16_t* u16) {
+  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i base_lo = _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(first)));
+  __m512i c0 = _mm512_add_epi32(base_lo, iota);
+  // Carry into the high word where the low word wrapped around.
+  const __mmask16 carry = _mm512_cmplt_epu32_mask(c0, base_lo);
+  const __m512i base_hi = _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(first >> 32)));
+  __m512i c1 = _mm512_mask_add_epi32(base_hi, carry, base_hi, _mm512_set1_epi32(1));
+  __m512i c2 = _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(key.stream)));
+  __m512i c3 = _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(key.stream >> 32)));
+  uint32_t k0 = static_cast<uint32_t>(key.seed), k1 = static_cast<uint32_t>(key.seed >> 32);
+  const __m512i m0 = _mm512_set1_epi64(0xD2511F53u), m1 = _mm512_set1_epi64(0xCD9E8D57u);
+  for (int r = 0; r < 10; ++r) {
+    __m512i lo0, hi0, lo1, hi1;
+    MulHiLo16(c0, m0, &lo0, &hi0);
+    MulHiLo16(c2, m1, &lo1, &hi1);
+    const __m512i n0 = _mm512_xor_si512(_mm512_xor_si512(hi1, c1),
+                                        _mm512_set1_epi32(static_cast<int>(k0)));
+    const __m512i n2 = _mm512_xor_si512(_mm512_xor_si512(hi0, c3),
+                                        _mm512_set1_epi32(static_cast<int>(k1)));
+    c0 = n0;
+    c1 = lo1;
+    c2 = n2;
+    c3 = lo0;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  // Transpose words [4][16] -> blocks [16][4]. After the unpacks, u_k's 128-bit lane l holds
+  // block 4l+k; the 128-bit shuffles then gather blocks 4m..4m+3 into vector m.
+  const __m512i t0 = _mm512_unpacklo_epi32(c0, c1), t1 = _mm512_unpackhi_epi32(c0, c1);
+  const __m512i t2 = _mm512_unpacklo_epi32(c2, c3), t3 = _mm512_unpackhi_epi32(c2, c3);
+  const __m512i u0 = _mm512_unpacklo_epi64(t0, t2), u1 = _mm512_unpackhi_epi64(t0, t2);
+  const __m512i u2 = _mm512_unpacklo_epi64(t1, t3), u3 = _mm512_unpackhi_epi64(t1, t3);
+  const __m512i a = _mm512_shuffle_i32x4(u0, u1, 0x44), b = _mm512_shuffle_i32x4(u2, u3, 0x44);
+  const __m512i c = _mm512_shuffle_i32x4(u0, u1, 0xEE), d = _mm512_shuffle_i32x4(u2, u3, 0xEE);
+  _mm512_storeu_si512(u16, _mm512_shuffle_i32x4(a, b, 0x88));
+  _mm512_storeu_si512(u16 + 32, _mm512_shuffle_i32x4(a, b, 0xDD));
+  _mm512_storeu_si512(u16 + 64, _mm512_shuffle_i32x4(c, d, 0x88));
+  _mm512_storeu_si512(u16 + 96, _mm512_shuffle_i32x4(c, d, 0xDD));
+}
+
+// 32 factors from 32 uniforms: keep_scale where u >= threshold (threshold < 65536), else 0.
+inline void Factors32(const uint16_t* u16, __m512i threshold, __m512 keep_scale, float* out) {
+  const __mmask32 keep = _mm512_cmpge_epu16_mask(_mm512_loadu_si512(u16), threshold);
+  _mm512_storeu_ps(out, _mm512_maskz_mov_ps(static_cast<__mmask16>(keep), keep_scale));
+  _mm512_storeu_ps(out + 16, _mm512_maskz_mov_ps(static_cast<__mmask16>(keep >> 16), keep_scale));
+}
+
+}  // namespace
+#endif
+
 // Dropout factors for flat element indices [start, start+n): 0 or 1/(1-p). Batches 16 Philox
 // blocks (128 elements) so the rounds vectorise across blocks.
 void DropoutFactors(const DropoutKey& key, int64_t start, int64_t n, float p, float* out) {
@@ -21,6 +90,32 @@ void DropoutFactors(const DropoutKey& key, int64_t start, int64_t n, float p, fl
     std::fill(out, out + n, 1.0f);
     return;
   }
+  if (n <= 0) return;
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+  if (DropoutThreshold(p) >= 65536u) {  // p rounds to 1: nothing is kept
+    std::fill(out, out + n, 0.0f);
+    return;
+  }
+  {
+    const __m512i thr = _mm512_set1_epi16(static_cast<short>(DropoutThreshold(p)));
+    const __m512 keep = _mm512_set1_ps(static_cast<float>(1.0 / (1.0 - static_cast<double>(p))));
+    alignas(64) uint16_t u16[128];
+    alignas(64) float tmp[128];
+    int64_t e = start / 128 * 128;  // first element of the current 16-block group
+    const int64_t end = start + n;
+    for (; e < end; e += 128) {
+      Philox16Blocks(key, static_cast<uint64_t>(e / 8), u16);
+      const int64_t lo = std::max(e, start), hi = std::min(e + 128, end);
+      if (lo == e && hi == e + 128) {
+        for (int q = 0; q < 4; ++q) Factors32(u16 + 32 * q, thr, keep, out + (e - start) + 32 * q);
+      } else {
+        for (int q = 0; q < 4; ++q) Factors32(u16 + 32 * q, thr, keep, tmp + 32 * q);
+        std::copy(tmp + (lo - e), tmp + (hi - e), out + (lo - start));
+      }
+    }
+    return;
+  }
+#endif
   const uint32_t threshold = DropoutThreshold(p);
   const float keep_scale = static_cast<float>(1.0 / (1.0 - static_cast<double>(p)));
   const uint32_t k0i = static_cast<uint32_t>(key.seed), k1i = static_cast<uint32_t>(key.seed >> 32);
