@@ -195,8 +195,11 @@ double MaxRel(const float* a, const float* b, int64_t n) {
   return num / den;
 }
 
-TEST(MixedPrecision, Bf16AndFp16ForwardBackwardCloseToFp32) {
-  const TransformerConfig c = SmallConfig();
+// Mixed precision keeps only compute-dtype copies of many activations and passes their fp32
+// values through shared scratch; comparing every gradient with fp32 checks that wiring, in
+// post-norm without dropout and in pre-norm with both dropouts (the same masks in both runs).
+void ExpectLowPrecisionCloseToFp32(const TransformerConfig& c) {
+  const char* variant = c.normalize_before ? "pre-norm, dropout" : "post-norm";
   CpuBackend backend;
   Transformer<float> ref(c, &backend, DType::kF32);
   ref.InitParameters(4);
@@ -214,14 +217,14 @@ TEST(MixedPrecision, Bf16AndFp16ForwardBackwardCloseToFp32) {
     auto ls = low.Forward(hb.view());
     ASSERT_TRUE(ls.ok());
     const double logit_err = MaxRel(low.logits(), ref_logits.data(), nl);
-    EXPECT_LT(logit_err, dt == DType::kBF16 ? 0.02 : 0.003) << DTypeName(dt);
+    EXPECT_LT(logit_err, dt == DType::kBF16 ? 0.02 : 0.003) << DTypeName(dt) << " " << variant;
     // f16 gradients need loss scaling (small gradients are subnormal in f16): scale by 1024.
     const float scale = dt == DType::kF16 ? 1024.0f : 1.0f;
     low.Backward(scale);
     for (int64_t i = 0; i < low.params().total_numel(); ++i) low.params().grads()[i] /= scale;
-    EXPECT_NEAR(ls->loss, rs->loss, 0.01 * rs->loss) << DTypeName(dt);
-    std::printf("%s: logits max rel err %.3e, loss %.6f vs fp32 %.6f\n", DTypeName(dt), logit_err,
-                ls->loss, rs->loss);
+    EXPECT_NEAR(ls->loss, rs->loss, 0.01 * rs->loss) << DTypeName(dt) << " " << variant;
+    std::printf("%s %s: logits max rel err %.3e, loss %.6f vs fp32 %.6f\n", DTypeName(dt),
+                variant, logit_err, ls->loss, rs->loss);
     // Every parameter gradient within a norm-wise relative error (bf16 keeps 8 mantissa bits,
     // f16 11; the error grows with depth through the backward).
     // Mostly ReLU masks flipping where pre-activations are near 0, so not 8x apart.
@@ -233,10 +236,20 @@ TEST(MixedPrecision, Bf16AndFp16ForwardBackwardCloseToFp32) {
       const double e = L2Rel(low.params().grad(static_cast<int>(i)),
                              ref.params().grad(static_cast<int>(i)), p.numel);
       if (e > worst) worst = e, worst_name = p.name;
-      EXPECT_LT(e, tol) << DTypeName(dt) << " " << p.name;
+      EXPECT_LT(e, tol) << DTypeName(dt) << " " << variant << " " << p.name;
     }
-    std::printf("%s: worst gradient L2 rel err %.3e (%s)\n", DTypeName(dt), worst, worst_name.c_str());
+    std::printf("%s %s: worst gradient L2 rel err %.3e (%s)\n", DTypeName(dt), variant, worst,
+                worst_name.c_str());
   }
+}
+
+TEST(MixedPrecision, Bf16AndFp16ForwardBackwardCloseToFp32) {
+  ExpectLowPrecisionCloseToFp32(SmallConfig());
+  TransformerConfig c = SmallConfig();
+  c.normalize_before = true;
+  c.dropout = 0.1f;
+  c.attention_dropout = 0.1f;
+  ExpectLowPrecisionCloseToFp32(c);
 }
 
 std::unique_ptr<Optimizer> Adam(double lr_unused = 0) {

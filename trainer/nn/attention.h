@@ -11,8 +11,9 @@
 // Masks: key padding mask [B, Tk] (1 = pad) and, for decoder self-attention, causal (k > q).
 // Forward returns `out` WITHOUT out_proj.bias: the caller fuses it into bias+dropout+residual.
 //
-// Saved for the backward: compute-dtype copies of x (and enc), q/k/v in head layout, P and P'
-// (compute dtype), ctx. Buffers are planned once per batch shape.
+// Saved for the backward: compute-dtype copies of x (and enc), of q/k/v in head layout, of P'
+// and of ctx; P itself in T. In fp32 the copies are the buffers themselves; in mixed precision
+// the fp32 q/k/v and P' only pass through scratch. Buffers are planned once per batch shape.
 #pragma once
 
 #include <cmath>
@@ -53,12 +54,27 @@ class MultiheadAttention {
     const DType dt = DTypeOf<T>::value, cdt = ctx.compute();
     const int64_t C = dim_, H = heads_, D = head_dim_;
     const int64_t nq = batch * tq * C, nk = batch * tk * C;
-    // heads_ layout: q [B,H,Tq,D], then k [B,H,Tk,D], then v [B,H,Tk,D].
-    Plan(heads_buf_, {nq + 2 * nk}, dt);
-    Plan(probs_, {batch * H * tq * tk}, dt);
-    if (dropout_ > 0 && ctx.training) Plan(dropped_, {batch * H * tq * tk}, dt);
-    if (!ctx.low_precision()) Plan(ctx_, {batch * tq, C}, dt);
-    T* q = heads_buf_.data<T>();
+    // Head layout: q [B,H,Tq,D], then k [B,H,Tk,D], then v [B,H,Tk,D]. In mixed precision
+    // only the compute-dtype copies of q/k/v and of the dropped probabilities are kept for the
+    // backward; their fp32 values live in scratch just long enough to be cast.
+    const bool low = ctx.low_precision();
+    const bool drop = dropout_ > 0 && ctx.training;
+    const int64_t ns = batch * H * tq * tk;
+    Plan(probs_, {ns}, dt);
+    T* q = nullptr;
+    T* dropped = nullptr;
+    if (low) {
+      q = ctx.ScratchT(kScratchHeadsGrad, nq + 2 * nk);
+      if (drop) dropped = ctx.ScratchT(kScratchDProbs, ns);
+    } else {
+      Plan(heads_buf_, {nq + 2 * nk}, dt);
+      Plan(ctx_, {batch * tq, C}, dt);
+      q = heads_buf_.data<T>();
+      if (drop) {
+        Plan(dropped_, {ns}, dt);
+        dropped = dropped_.data<T>();
+      }
+    }
     T* k = q + nq;  // v follows k: q + nq + nk
 
     x_c_ = ctx.AsCompute(x, nq, x_cast_);
@@ -85,19 +101,19 @@ class MultiheadAttention {
                        GemmOperand{kc, cdt, true, D, tk * D}, scores, tk, tq * tk, 1.0f, 0.0f);
     const float p = ctx.training ? dropout_ : 0.0f;
     const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-    ctx.backend().SoftmaxForward(scores, probs_.data<T>(), p > 0 ? dropped_.data<T>() : nullptr,
+    ctx.backend().SoftmaxForward(scores, probs_.data<T>(), p > 0 ? dropped : nullptr,
                                  key_padding, batch, H, tq, tk, scale,
                                  causal_, p, ctx.Key(site_));
     p_used_ = p;
     key_ = ctx.Key(site_);
-    const T* pd = p > 0 ? dropped_.data<T>() : probs_.data<T>();
-    pd_c_ = ctx.AsCompute(pd, batch * H * tq * tk, pd_cast_);
+    const T* pd = p > 0 ? dropped : probs_.data<T>();
+    pd_c_ = ctx.AsCompute(pd, ns, pd_cast_);
     // ctx[bh] = P'[bh] . v[bh]   [Tq, D], then merged to [B, Tq, C]
-    T* ctx_heads = ctx.ScratchT(kScratchHeadsGrad, nq);
+    T* ctx_heads = ctx.ScratchT(kScratchHeadsGrad, nq);  // q/k/v in scratch were cast: reuse
     ctx.backend().Gemm(batch * H, tq, D, tk, GemmOperand{pd_c_, cdt, false, tk, tq * tk},
                        GemmOperand{vc, cdt, false, D, tk * D}, ctx_heads, D, tq * D, 1.0f, 0.0f);
     // The merged context is kept in fp32 only when it is the GEMM operand itself.
-    T* merged = ctx.low_precision() ? ctx.ScratchT(kScratchMerged, nq) : ctx_.data<T>();
+    T* merged = low ? ctx.ScratchT(kScratchMerged, nq) : ctx_.data<T>();
     ctx.backend().MergeHeads(ctx_heads, merged, batch, tq, 1, H, D);
     ctx_c_ = ctx.AsCompute(merged, nq, ctx_cast_);
     LinearForward(ctx, WOut(ctx), ctx_c_, batch * tq, out);

@@ -29,6 +29,7 @@ enum ScratchSlot : int {
   kScratchMerged,        // gradients merged back to [B, T, P*C]
   kScratchCastA,         // compute-dtype copies of gradients fed to GEMMs
   kScratchCastB,
+  kScratchNormed,        // mixed precision: a layer norm's output read only by the forward
   kScratchCount
 };
 

@@ -27,6 +27,17 @@
 
 namespace sf {
 
+// Where a layer norm's output x1/x2/x3 goes. In fp32 the attention or FFN that reads it keeps a
+// pointer to it for the backward, so it is a planned buffer of the layer. In mixed precision its
+// readers keep compute-dtype copies and the forward is done with it before the layer's next
+// layer norm writes: all of a layer's normalised activations share one scratch slot.
+template <typename T>
+T* NormedBuffer(Context<T>& ctx, Tensor& planned, int64_t n, int64_t C) {
+  if (ctx.low_precision()) return ctx.ScratchT(kScratchNormed, n * C);
+  Plan(planned, {n, C}, DTypeOf<T>::value);
+  return planned.data<T>();
+}
+
 struct LayerOptions {
   int64_t dim = 0, heads = 0, ffn_dim = 0;
   float dropout = 0, attention_dropout = 0;
@@ -54,13 +65,14 @@ class EncoderLayer {
   const T* Forward(Context<T>& ctx, const T* x, const uint8_t* pad, int64_t batch, int64_t time) {
     const int64_t n = batch * time, C = o_.dim;
     n_ = n;
-    for (Tensor* t : {&a_, &h1_, &x1_, &x2_, &out_}) Plan(*t, {n, C}, DTypeOf<T>::value);
+    for (Tensor* t : {&a_, &h1_, &out_}) Plan(*t, {n, C}, DTypeOf<T>::value);
     auto& be = ctx.backend();
     p_ = ctx.training ? o_.dropout : 0.0f;
     k1_ = ctx.Key(site_ + 1);
     k2_ = ctx.Key(site_ + 2);
-    T *a = a_.data<T>(), *h1 = h1_.data<T>(), *x1 = x1_.data<T>(), *x2 = x2_.data<T>(),
-      *out = out_.data<T>();
+    T *a = a_.data<T>(), *h1 = h1_.data<T>(), *out = out_.data<T>();
+    T* x1 = NormedBuffer(ctx, x1_, n, C);
+    T* x2 = o_.normalize_before ? NormedBuffer(ctx, x2_, n, C) : nullptr;
     if (!o_.normalize_before) {
       attn_.Forward(ctx, x, x, pad, batch, time, time, a);
       be.BiasDropoutResidualForward(a, attn_.out_bias(), x, h1, n, C, p_, k1_);
@@ -139,15 +151,16 @@ class DecoderLayer {
                    const uint8_t* src_pad, int64_t batch, int64_t tgt_len, int64_t src_len) {
     const int64_t n = batch * tgt_len, C = o_.dim;
     n_ = n;
-    for (Tensor* t : {&a_, &h1_, &x1_, &h2_, &x2_, &x3_, &out_})
-      Plan(*t, {n, C}, DTypeOf<T>::value);
+    for (Tensor* t : {&a_, &h1_, &h2_, &out_}) Plan(*t, {n, C}, DTypeOf<T>::value);
     auto& be = ctx.backend();
     p_ = ctx.training ? o_.dropout : 0.0f;
     k1_ = ctx.Key(site_ + 1);
     k2_ = ctx.Key(site_ + 2);
     k3_ = ctx.Key(site_ + 4);
-    T *a = a_.data<T>(), *h1 = h1_.data<T>(), *x1 = x1_.data<T>(), *h2 = h2_.data<T>(),
-      *x2 = x2_.data<T>(), *x3 = x3_.data<T>(), *out = out_.data<T>();
+    T *a = a_.data<T>(), *h1 = h1_.data<T>(), *h2 = h2_.data<T>(), *out = out_.data<T>();
+    T* x1 = NormedBuffer(ctx, x1_, n, C);
+    T* x2 = NormedBuffer(ctx, x2_, n, C);
+    T* x3 = o_.normalize_before ? NormedBuffer(ctx, x3_, n, C) : nullptr;
     if (!o_.normalize_before) {
       self_.Forward(ctx, y, y, tgt_pad, batch, tgt_len, tgt_len, a);
       be.BiasDropoutResidualForward(a, self_.out_bias(), y, h1, n, C, p_, k1_);
