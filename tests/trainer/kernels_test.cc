@@ -289,11 +289,36 @@ TEST_P(KernelTest, BiasActivationMatchesReference) {
     std::vector<double> dprer(n), dbr(cols, 0);
     float* ddpre = st().Out<float>(n);
     float* ddb = st().In(std::vector<float>(cols, 0.0f));
-    be().BiasActivationBackward(st().In(dout), dpre, ddpre, ddb, rows, cols, act);
-    ref_.BiasActivationBackward(doutd.data(), prer.data(), dprer.data(), dbr.data(), rows, cols, act);
+    be().BiasActivationBackward(st().In(dout), dpre, DType::kF32, ddpre, ddb, rows, cols, act);
+    ref_.BiasActivationBackward(doutd.data(), prer.data(), DType::kF64, dprer.data(), dbr.data(),
+                                rows, cols, act);
     // GELU's erf is a 1.5e-7 (absolute) approximation on the CPU.
     EXPECT_LT(RelErr(st().Get(ddpre, n), dprer), 5e-6);
     EXPECT_LT(RelErr(st().Get(ddb, cols), dbr), 5e-6);
+
+    // What mixed precision saves instead: pre (or ReLU's output) in bf16 / f16. The result is
+    // the reference on the rounded values; for ReLU, the output gives the same as pre.
+    const auto pre_host = st().Get(dpre, n), out_host = st().Get(dout_, n);
+    for (DType dt : {DType::kBF16, DType::kF16}) {
+      for (bool from_out : {false, true}) {
+        if (from_out && act != Activation::kRelu) continue;
+        const std::vector<float>& saved = from_out ? out_host : pre_host;
+        uint16_t* dsaved = st().Out<uint16_t>(n);
+        be().Cast(st().In(saved), dsaved, dt, n);
+        std::vector<double> rounded(n);
+        for (int64_t i = 0; i < n; ++i)
+          rounded[i] = dt == DType::kBF16 ? Bf16ToFloat(FloatToBf16(pre_host[i]))
+                                          : F16ToFloat(FloatToF16(pre_host[i]));
+        std::vector<double> want(n), wantb(cols, 0);
+        ref_.BiasActivationBackward(doutd.data(), rounded.data(), DType::kF64, want.data(),
+                                    wantb.data(), rows, cols, act);
+        float* got = st().Out<float>(n);
+        float* gotb = st().In(std::vector<float>(cols, 0.0f));
+        be().BiasActivationBackward(st().In(dout), dsaved, dt, got, gotb, rows, cols, act);
+        EXPECT_LT(RelErr(st().Get(got, n), want), 5e-6) << DTypeName(dt) << " from_out=" << from_out;
+        EXPECT_LT(RelErr(st().Get(gotb, cols), wantb), 5e-6) << DTypeName(dt);
+      }
+    }
   }
 }
 

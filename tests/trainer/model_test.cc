@@ -197,9 +197,10 @@ double MaxRel(const float* a, const float* b, int64_t n) {
 
 // Mixed precision keeps only compute-dtype copies of many activations and passes their fp32
 // values through shared scratch; comparing every gradient with fp32 checks that wiring, in
-// post-norm without dropout and in pre-norm with both dropouts (the same masks in both runs).
+// post-norm (ReLU) without dropout and in pre-norm (GELU) with both dropouts (the same masks in
+// both runs).
 void ExpectLowPrecisionCloseToFp32(const TransformerConfig& c) {
-  const char* variant = c.normalize_before ? "pre-norm, dropout" : "post-norm";
+  const char* variant = c.normalize_before ? "pre-norm, GELU, dropout" : "post-norm, ReLU";
   CpuBackend backend;
   Transformer<float> ref(c, &backend, DType::kF32);
   ref.InitParameters(4);
@@ -249,6 +250,7 @@ TEST(MixedPrecision, Bf16AndFp16ForwardBackwardCloseToFp32) {
   c.normalize_before = true;
   c.dropout = 0.1f;
   c.attention_dropout = 0.1f;
+  c.activation = Activation::kGelu;
   ExpectLowPrecisionCloseToFp32(c);
 }
 

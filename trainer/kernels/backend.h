@@ -104,8 +104,12 @@ class Backend {
   virtual void BiasActivationForward(const T* x, const T* bias, T* pre, T* out, int64_t rows,
                                      int64_t cols, Activation act) = 0;
   // dpre = dout * act'(pre); dbias += sum over rows of dpre. dpre may alias dout.
-  virtual void BiasActivationBackward(const T* dout, const T* pre, T* dpre, T* dbias,
-                                      int64_t rows, int64_t cols, Activation act) = 0;
+  // `saved` is pre, or for ReLU either pre or out (act'(pre) = [saved > 0] for both), of dtype
+  // saved_dtype: T, or (T = float) kBF16 / kF16 — mixed precision passes the compute-dtype
+  // copy it already keeps for the next GEMM instead of an fp32 pre.
+  virtual void BiasActivationBackward(const T* dout, const void* saved, DType saved_dtype,
+                                      T* dpre, T* dbias, int64_t rows, int64_t cols,
+                                      Activation act) = 0;
 
   // Per row: mean, rstd = 1/sqrt(var + eps) (biased variance), y = (x-mean)*rstd*gamma + beta.
   virtual void LayerNormForward(const T* x, const T* gamma, const T* beta, T* y, T* mean,

@@ -22,11 +22,11 @@
 namespace sf {
 
 enum ScratchSlot : int {
-  kScratchGemmOut = 0,   // projection outputs before they are split into heads
+  kScratchGemmOut = 0,   // projection outputs before they are split into heads; FFN pre-activation
   kScratchScores,        // attention scores / their gradient
   kScratchDProbs,        // gradient of the (dropped) attention probabilities
   kScratchHeadsGrad,     // gradients in head layout [P, B, H, T, D]
-  kScratchMerged,        // gradients merged back to [B, T, P*C]
+  kScratchMerged,        // gradients merged back to [B, T, P*C]; FFN activation (mixed precision)
   kScratchCastA,         // compute-dtype copies of gradients fed to GEMMs
   kScratchCastB,
   kScratchNormed,        // mixed precision: a layer norm's output read only by the forward

@@ -29,23 +29,39 @@ class FeedForward {
   T* fc2_bias_grad() { return store_.grad(b2_); }
 
   // out[N, C] = act(x W1^T + b1) W2^T; remembers x (and its compute copy).
+  //
+  // What the activation's backward reads: for ReLU the activation output itself (act'(pre) =
+  // [act > 0]), which fc2 keeps anyway as its GEMM operand; for GELU, pre — in the compute dtype
+  // under mixed precision, as autocast does. fp32 values that nothing reads later (pre for
+  // ReLU; pre and act under mixed precision) live in scratch just long enough to be used.
   void Forward(Context<T>& ctx, const T* x, T* out, int64_t rows) {
     const DType dt = DTypeOf<T>::value;
-    Plan(pre_, {rows, hidden_}, dt);
-    // In mixed precision only the compute-dtype copy of the activation is kept for the
-    // backward; its fp32 value lives in scratch just long enough to be cast.
+    const bool low = ctx.low_precision(), relu = act_ == Activation::kRelu;
+    const int64_t nh = rows * hidden_;
+    T* pre = nullptr;
+    if (relu || low) {
+      pre = ctx.ScratchT(kScratchGemmOut, nh);
+    } else {
+      Plan(pre_, {rows, hidden_}, dt);
+      pre = pre_.data<T>();
+    }
     T* act = nullptr;
-    if (ctx.low_precision()) {
-      act = ctx.ScratchT(kScratchMerged, rows * hidden_);
+    if (low) {
+      act = ctx.ScratchT(kScratchMerged, nh);
     } else {
       Plan(act_out_, {rows, hidden_}, dt);
       act = act_out_.data<T>();
     }
     x_c_ = ctx.AsCompute(x, rows * dim_, x_cast_);
-    LinearForward(ctx, W(ctx, w1_, hidden_, dim_), x_c_, rows, pre_.data<T>());
-    ctx.backend().BiasActivationForward(pre_.data<T>(), store_.value(b1_), pre_.data<T>(), act,
-                                        rows, hidden_, act_);
-    act_c_ = ctx.AsCompute(act, rows * hidden_, act_cast_);
+    LinearForward(ctx, W(ctx, w1_, hidden_, dim_), x_c_, rows, pre);
+    ctx.backend().BiasActivationForward(pre, store_.value(b1_), pre, act, rows, hidden_, act_);
+    act_c_ = ctx.AsCompute(act, nh, act_cast_);
+    if (relu) {
+      saved_ = act_c_;
+    } else {
+      saved_ = low ? ctx.AsCompute(pre, nh, pre_cast_) : pre;
+    }
+    saved_dtype_ = low ? ctx.compute() : dt;
     LinearForward(ctx, W(ctx, w2_, dim_, hidden_), act_c_, rows, out);
   }
 
@@ -54,8 +70,8 @@ class FeedForward {
     const void* dout_c = ctx.AsComputeScratch(dout, rows * dim_, kScratchCastA);
     T* dhidden = ctx.ScratchT(kScratchMerged, rows * hidden_);
     LinearBackward(ctx, W(ctx, w2_, dim_, hidden_), act_c_, dout_c, rows, dhidden, 0.0f);
-    ctx.backend().BiasActivationBackward(dhidden, pre_.data<T>(), dhidden, store_.grad(b1_), rows,
-                                         hidden_, act_);
+    ctx.backend().BiasActivationBackward(dhidden, saved_, saved_dtype_, dhidden,
+                                         store_.grad(b1_), rows, hidden_, act_);
     const void* dh_c = ctx.AsComputeScratch(dhidden, rows * hidden_, kScratchCastB);
     LinearBackward(ctx, W(ctx, w1_, hidden_, dim_), x_c_, dh_c, rows, dx, dx_beta);
   }
@@ -69,9 +85,11 @@ class FeedForward {
   int64_t dim_, hidden_;
   Activation act_;
   int w1_, b1_, w2_, b2_;
-  Tensor pre_, act_out_, x_cast_, act_cast_;
+  Tensor pre_, act_out_, x_cast_, act_cast_, pre_cast_;
   const void* x_c_ = nullptr;
   const void* act_c_ = nullptr;
+  const void* saved_ = nullptr;  // what the activation's backward reads (see Forward)
+  DType saved_dtype_ = DType::kF32;
 };
 
 }  // namespace sf

@@ -190,13 +190,26 @@ void CpuBackend::BiasActivationForward(const float* x, const float* bias, float*
   });
 }
 
-void CpuBackend::BiasActivationBackward(const float* dout, const float* pre, float* dpre,
-                                        float* dbias, int64_t rows, int64_t cols,
+void CpuBackend::BiasActivationBackward(const float* dout, const void* saved, DType saved_dtype,
+                                        float* dpre, float* dbias, int64_t rows, int64_t cols,
                                         Activation act) {
   ParallelRows(rows, cols, [&](int64_t r) {
     const float* d = dout + r * cols;
-    const float* h = pre + r * cols;
     float* o = dpre + r * cols;
+    const float* h = nullptr;
+    if (saved_dtype == DType::kF32) {
+      h = static_cast<const float*>(saved) + r * cols;
+    } else {  // widen the row of bf16 / f16 values into this thread's scratch
+      const uint16_t* s = static_cast<const uint16_t*>(saved) + r * cols;
+      float* w = ThreadScratch(cols);
+      if (saved_dtype == DType::kBF16) {
+#pragma omp simd
+        for (int64_t c = 0; c < cols; ++c) w[c] = Bf16ToFloat(s[c]);
+      } else {
+        for (int64_t c = 0; c < cols; ++c) w[c] = F16ToFloat(s[c]);
+      }
+      h = w;
+    }
     if (act == Activation::kRelu) {
 #pragma omp simd
       for (int64_t c = 0; c < cols; ++c) o[c] = h[c] > 0 ? d[c] : 0.0f;

@@ -42,8 +42,9 @@ class CpuBackend final : public Backend<float> {
                                    int64_t cols, float p, DropoutKey key) override;
   void BiasActivationForward(const float* x, const float* bias, float* pre, float* out,
                              int64_t rows, int64_t cols, Activation act) override;
-  void BiasActivationBackward(const float* dout, const float* pre, float* dpre, float* dbias,
-                              int64_t rows, int64_t cols, Activation act) override;
+  void BiasActivationBackward(const float* dout, const void* saved, DType saved_dtype,
+                              float* dpre, float* dbias, int64_t rows, int64_t cols,
+                              Activation act) override;
   void LayerNormForward(const float* x, const float* gamma, const float* beta, float* y,
                         float* mean, float* rstd, int64_t rows, int64_t cols,
                         float eps) override;

@@ -109,8 +109,12 @@ class ReferenceBackend final : public Backend<T> {
         out[i] = static_cast<T>(Act(h, act));
       }
   }
-  void BiasActivationBackward(const T* dout, const T* pre, T* dpre, T* dbias, int64_t rows,
-                              int64_t cols, Activation act) override {
+  // saved must be T here.
+  void BiasActivationBackward(const T* dout, const void* saved, DType saved_dtype, T* dpre,
+                              T* dbias, int64_t rows, int64_t cols, Activation act) override {
+    assert(saved_dtype == DTypeOf<T>::value);
+    (void)saved_dtype;
+    const T* pre = static_cast<const T*>(saved);
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t c = 0; c < cols; ++c) {
         const int64_t i = r * cols + c;

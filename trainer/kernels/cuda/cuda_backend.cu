@@ -135,11 +135,14 @@ __global__ void BiasActForwardKernel(const float* x, const float* bias, float* p
   out[i] = gelu ? 0.5f * h * (1.0f + Erf(h * 0.70710678118654752f)) : fmaxf(h, 0.0f);
 }
 
-__global__ void BiasActBackwardKernel(const float* dout, const float* pre, float* dpre, int64_t n,
-                                      int gelu) {
+// saved: pre (or ReLU's out) as float (dtype 0), bf16 (1) or f16 (2).
+__global__ void BiasActBackwardKernel(const float* dout, const void* saved, int dtype, float* dpre,
+                                      int64_t n, int gelu) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
-  const float h = pre[i];
+  const float h = dtype == 1   ? __bfloat162float(static_cast<const __nv_bfloat16*>(saved)[i])
+                  : dtype == 2 ? __half2float(static_cast<const __half*>(saved)[i])
+                               : static_cast<const float*>(saved)[i];
   if (gelu) {
     const float cdf = 0.5f * (1.0f + Erf(h * 0.70710678118654752f));
     const float pdf = 0.3989422804014327f * expf(-0.5f * h * h);
@@ -437,11 +440,13 @@ class CudaBackend final : public Backend<float> {
       BiasActForwardKernel<<<Blocks(n), kThreads, 0, stream_>>>(x, bias, pre, out, n, cols,
                                                                 act == Activation::kGelu);
   }
-  void BiasActivationBackward(const float* dout, const float* pre, float* dpre, float* dbias,
-                              int64_t rows, int64_t cols, Activation act) override {
+  void BiasActivationBackward(const float* dout, const void* saved, DType saved_dtype,
+                              float* dpre, float* dbias, int64_t rows, int64_t cols,
+                              Activation act) override {
     const int64_t n = rows * cols;
+    const int dtype = saved_dtype == DType::kBF16 ? 1 : saved_dtype == DType::kF16 ? 2 : 0;
     if (n > 0)
-      BiasActBackwardKernel<<<Blocks(n), kThreads, 0, stream_>>>(dout, pre, dpre, n,
+      BiasActBackwardKernel<<<Blocks(n), kThreads, 0, stream_>>>(dout, saved, dtype, dpre, n,
                                                                  act == Activation::kGelu);
     if (dbias) ColumnSum(dpre, dbias, rows, cols);
   }
