@@ -119,6 +119,21 @@ TEST(TensorTest, ResizeKeepsBlockWhenSmaller) {
 }
 
 // Stages host vectors on a backend's device and reads results back; frees everything at the end.
+// Every bf16 / f16 value (raw bits) is the fp32 value `want` rounded: within half an ulp of the
+// low dtype, plus slack for a last-bit difference in the fp32 value and for f16 subnormals.
+void ExpectRoundingOf(const std::vector<uint16_t>& got, DType dt, const std::vector<float>& want,
+                      const char* what) {
+  ASSERT_EQ(got.size(), want.size());
+  const double rel = dt == DType::kBF16 ? 1.0 / 256 : 1.0 / 2048;
+  const double abs = dt == DType::kBF16 ? 1e-37 : 6e-8;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const float g = dt == DType::kBF16 ? Bf16ToFloat(got[i]) : F16ToFloat(got[i]);
+    ASSERT_LE(std::fabs(g - want[i]), std::fabs(want[i]) * rel + abs)
+        << what << " " << DTypeName(dt) << " element " << i;
+  }
+}
+constexpr DType kLowDTypes[] = {DType::kBF16, DType::kF16};
+
 class Staging {
  public:
   explicit Staging(Backend<float>& be) : be_(be) {}
@@ -281,9 +296,18 @@ TEST_P(KernelTest, BiasActivationMatchesReference) {
     std::vector<double> prer(n), outr(n);
     float* dpre = st().Out<float>(n);
     float* dout_ = st().Out<float>(n);
-    be().BiasActivationForward(st().In(x), st().In(bias), dpre, dout_, rows, cols, act);
-    ref_.BiasActivationForward(xd.data(), bd.data(), prer.data(), outr.data(), rows, cols, act);
+    be().BiasActivationForward(st().In(x), st().In(bias), dpre, dout_, DType::kF32, rows, cols,
+                               act);
+    ref_.BiasActivationForward(xd.data(), bd.data(), prer.data(), outr.data(), DType::kF64, rows,
+                               cols, act);
     EXPECT_LT(RelErr(st().Get(dout_, n), outr), 1e-6);
+    for (DType dt : kLowDTypes) {  // the output written directly as the next GEMM's operand
+      float* pre2 = st().Out<float>(n);
+      uint16_t* low = st().Out<uint16_t>(n);
+      be().BiasActivationForward(st().In(x), st().In(bias), pre2, low, dt, rows, cols, act);
+      EXPECT_EQ(st().Get(pre2, n), st().Get(dpre, n));
+      ExpectRoundingOf(st().Get(low, n), dt, st().Get(dout_, n), "activation");
+    }
     auto dout = Random(n, 11);
     auto doutd = ToDouble(dout);
     std::vector<double> dprer(n), dbr(cols, 0);
@@ -361,8 +385,10 @@ TEST_P(KernelTest, MaskedSoftmaxMatchesReference) {
       auto sd = ToDouble(s);
       std::vector<double> prr(n), drr(n);
       float *dpr = st().Out<float>(n), *ddr = st().Out<float>(n);
-      be().SoftmaxForward(st().In(s), dpr, ddr, dpad, B, H, tq, tk, 0.35f, causal, p, key);
-      ref_.SoftmaxForward(sd.data(), prr.data(), drr.data(), pad.data(), B, H, tq, tk, 0.35f, causal, p, key);
+      be().SoftmaxForward(st().In(s), dpr, ddr, DType::kF32, dpad, B, H, tq, tk, 0.35f, causal, p,
+                          key);
+      ref_.SoftmaxForward(sd.data(), prr.data(), drr.data(), DType::kF64, pad.data(), B, H, tq, tk,
+                          0.35f, causal, p, key);
       auto pr = st().Get(dpr, n);
       EXPECT_LT(RelErr(pr, prr), 2e-6);
       EXPECT_LT(RelErr(st().Get(ddr, n), drr), 2e-6);
@@ -370,13 +396,26 @@ TEST_P(KernelTest, MaskedSoftmaxMatchesReference) {
       if (causal) {
         EXPECT_EQ(pr[0 * tk + 3], 0.0f);  // query 0 sees key 0 only
       }
+      for (DType dt : kLowDTypes) {  // P' written directly in the GEMM's dtype (also when p = 0)
+        float* pr2 = st().Out<float>(n);
+        uint16_t* low = st().Out<uint16_t>(n);
+        be().SoftmaxForward(st().In(s), pr2, low, dt, dpad, B, H, tq, tk, 0.35f, causal, p, key);
+        EXPECT_EQ(st().Get(pr2, n), pr);
+        ExpectRoundingOf(st().Get(low, n), dt, st().Get(ddr, n), "dropped probabilities");
+      }
       auto dd = Random(n, 17);
       auto ddd = ToDouble(dd);
       std::vector<double> dsr(n);
       float* dds = st().Out<float>(n);
-      be().SoftmaxBackward(st().In(dd), dpr, dds, B, H, tq, tk, 0.35f, p, key);
-      ref_.SoftmaxBackward(ddd.data(), prr.data(), dsr.data(), B, H, tq, tk, 0.35f, p, key);
+      be().SoftmaxBackward(st().In(dd), dpr, dds, DType::kF32, B, H, tq, tk, 0.35f, p, key);
+      ref_.SoftmaxBackward(ddd.data(), prr.data(), dsr.data(), DType::kF64, B, H, tq, tk, 0.35f, p,
+                           key);
       EXPECT_LT(RelErr(st().Get(dds, n), dsr), 2e-6);
+      for (DType dt : kLowDTypes) {
+        uint16_t* low = st().Out<uint16_t>(n);
+        be().SoftmaxBackward(st().In(dd), dpr, low, dt, B, H, tq, tk, 0.35f, p, key);
+        ExpectRoundingOf(st().Get(low, n), dt, st().Get(dds, n), "score gradients");
+      }
     }
   }
 }
@@ -412,12 +451,22 @@ TEST_P(KernelTest, EmbeddingAndHeadPermutationsMatchReference) {
   auto xd = ToDouble(x), biasd = ToDouble(bias);
   std::vector<double> headsr(n);
   float *dx = st().In(x), *dheads = st().Out<float>(n), *dback = st().Out<float>(n);
-  be().SplitHeads(dx, st().In(bias), dheads, B, T, P, H, D);
-  ref_.SplitHeads(xd.data(), biasd.data(), headsr.data(), B, T, P, H, D);
+  be().SplitHeads(dx, st().In(bias), dheads, DType::kF32, B, T, P, H, D);
+  ref_.SplitHeads(xd.data(), biasd.data(), headsr.data(), DType::kF64, B, T, P, H, D);
   EXPECT_LT(RelErr(st().Get(dheads, n), headsr), 1e-7);
-  be().SplitHeads(dx, nullptr, dheads, B, T, P, H, D);
-  be().MergeHeads(dheads, dback, B, T, P, H, D);
+  for (DType dt : kLowDTypes) {
+    uint16_t* low = st().Out<uint16_t>(n);
+    be().SplitHeads(dx, st().In(bias), low, dt, B, T, P, H, D);
+    ExpectRoundingOf(st().Get(low, n), dt, st().Get(dheads, n), "split heads");
+  }
+  be().SplitHeads(dx, nullptr, dheads, DType::kF32, B, T, P, H, D);
+  be().MergeHeads(dheads, dback, DType::kF32, B, T, P, H, D);
   EXPECT_EQ(st().Get(dback, n), x);
+  for (DType dt : kLowDTypes) {
+    uint16_t* low = st().Out<uint16_t>(n);
+    be().MergeHeads(dheads, low, dt, B, T, P, H, D);
+    ExpectRoundingOf(st().Get(low, n), dt, x, "merged heads");
+  }
   std::vector<double> sumr(P * H * D, 1.0);
   float* dsum = st().In(std::vector<float>(P * H * D, 1.0f));
   be().ColumnSum(dx, dsum, B * T, P * H * D);

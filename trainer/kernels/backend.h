@@ -100,9 +100,12 @@ class Backend {
   virtual void BiasDropoutResidualBackward(const T* dout, T* dx, T* dbias, int64_t rows,
                                            int64_t cols, float p, DropoutKey key) = 0;
 
-  // pre[r,c] = x[r,c] + bias[c]; out = act(pre). GELU is the exact erf form. out may alias x.
-  virtual void BiasActivationForward(const T* x, const T* bias, T* pre, T* out, int64_t rows,
-                                     int64_t cols, Activation act) = 0;
+  // pre[r,c] = x[r,c] + bias[c]; out = act(pre), stored as out_dtype (T, or kBF16 / kF16 when
+  // T = float: mixed precision writes the next GEMM's operand directly). GELU is the exact erf
+  // form. pre, and out when it is T, may alias x.
+  virtual void BiasActivationForward(const T* x, const T* bias, T* pre, void* out,
+                                     DType out_dtype, int64_t rows, int64_t cols,
+                                     Activation act) = 0;
   // dpre = dout * act'(pre); dbias += sum over rows of dpre. dpre may alias dout.
   // `saved` is pre, or for ReLU either pre or out (act'(pre) = [saved > 0] for both), of dtype
   // saved_dtype: T, or (T = float) kBF16 / kF16 — mixed precision passes the compute-dtype
@@ -121,15 +124,18 @@ class Backend {
 
   // scores, probs: [B, H, Tq, Tk]. probs = softmax_k(scale*scores) where key k is masked out
   // (probability 0) when key_padding[b,k] (key_padding [B,Tk], may be null) or, when causal,
-  // k > q. dropped = dropout(probs) with attention dropout p (index = flat element index);
-  // dropped may be null when p == 0.
-  virtual void SoftmaxForward(const T* scores, T* probs, T* dropped, const uint8_t* key_padding,
-                              int64_t batch, int64_t heads, int64_t tq, int64_t tk, float scale,
-                              bool causal, float p, DropoutKey key) = 0;
-  // d_dropped -> dprobs = mask*d_dropped/(1-p) -> dscores = scale * probs*(dprobs - <probs,dprobs>).
-  virtual void SoftmaxBackward(const T* d_dropped, const T* probs, T* dscores, int64_t batch,
-                               int64_t heads, int64_t tq, int64_t tk, float scale, float p,
-                               DropoutKey key) = 0;
+  // k > q. dropped = dropout(probs) with attention dropout p (index = flat element index),
+  // stored as dropped_dtype (T, or kBF16 / kF16 when T = float); dropped may be null when p == 0
+  // (nothing is written then).
+  virtual void SoftmaxForward(const T* scores, T* probs, void* dropped, DType dropped_dtype,
+                              const uint8_t* key_padding, int64_t batch, int64_t heads,
+                              int64_t tq, int64_t tk, float scale, bool causal, float p,
+                              DropoutKey key) = 0;
+  // d_dropped -> dprobs = mask*d_dropped/(1-p) -> dscores = scale * probs*(dprobs - <probs,dprobs>),
+  // stored as dscores_dtype (T, or kBF16 / kF16 when T = float).
+  virtual void SoftmaxBackward(const T* d_dropped, const T* probs, void* dscores,
+                               DType dscores_dtype, int64_t batch, int64_t heads, int64_t tq,
+                               int64_t tk, float scale, float p, DropoutKey key) = 0;
 
   // out[r,:] = scale * table[tokens[r],:] + pos_table[pos_ids[r],:] (the position term is left
   // out when pos_ids is null).
@@ -141,12 +147,12 @@ class Backend {
                                  int64_t cols, float scale, int32_t pad) = 0;
 
   // x: [B, T, P, H, D] (P stacked projections, e.g. q,k,v) plus bias [P, H, D] (may be null)
-  // -> out: [P, B, H, T, D].
-  virtual void SplitHeads(const T* x, const T* bias, T* out, int64_t batch, int64_t time,
+  // -> out: [P, B, H, T, D], stored as out_dtype (T, or kBF16 / kF16 when T = float).
+  virtual void SplitHeads(const T* x, const T* bias, void* out, DType out_dtype, int64_t batch,
+                          int64_t time, int64_t parts, int64_t heads, int64_t head_dim) = 0;
+  // The inverse permutation: in [P, B, H, T, D] -> x [B, T, P, H, D], stored as x_dtype.
+  virtual void MergeHeads(const T* in, void* x, DType x_dtype, int64_t batch, int64_t time,
                           int64_t parts, int64_t heads, int64_t head_dim) = 0;
-  // The inverse permutation: in [P, B, H, T, D] -> x [B, T, P, H, D].
-  virtual void MergeHeads(const T* in, T* x, int64_t batch, int64_t time, int64_t parts,
-                          int64_t heads, int64_t head_dim) = 0;
   // sum[c] += sum over rows of x[r, c].
   virtual void ColumnSum(const T* x, T* sum, int64_t rows, int64_t cols) = 0;
 

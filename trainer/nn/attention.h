@@ -11,9 +11,10 @@
 // Masks: key padding mask [B, Tk] (1 = pad) and, for decoder self-attention, causal (k > q).
 // Forward returns `out` WITHOUT out_proj.bias: the caller fuses it into bias+dropout+residual.
 //
-// Saved for the backward: compute-dtype copies of x (and enc), of q/k/v in head layout, of P'
-// and of ctx; P itself in T. In fp32 the copies are the buffers themselves; in mixed precision
-// the fp32 q/k/v and P' only pass through scratch. Buffers are planned once per batch shape.
+// Saved for the backward: compute-dtype copies of x (and enc), q/k/v in head layout, P' and
+// ctx, and P itself in T. In fp32 the copies are the buffers themselves; in mixed precision the
+// kernels producing q/k/v, P' and ctx write the compute dtype directly (there is no fp32 copy),
+// and the softmax backward writes dS in it. Buffers are planned once per batch shape.
 #pragma once
 
 #include <cmath>
@@ -54,43 +55,33 @@ class MultiheadAttention {
     const DType dt = DTypeOf<T>::value, cdt = ctx.compute();
     const int64_t C = dim_, H = heads_, D = head_dim_;
     const int64_t nq = batch * tq * C, nk = batch * tk * C;
-    // Head layout: q [B,H,Tq,D], then k [B,H,Tk,D], then v [B,H,Tk,D]. In mixed precision
-    // only the compute-dtype copies of q/k/v and of the dropped probabilities are kept for the
-    // backward; their fp32 values live in scratch just long enough to be cast.
+    // Head layout: q [B,H,Tq,D], then k [B,H,Tk,D], then v [B,H,Tk,D]. They, the dropped
+    // probabilities and the merged context are GEMM operands only: in mixed precision the
+    // kernels that produce them write the compute dtype directly (no fp32 copy at all).
     const bool low = ctx.low_precision();
-    const bool drop = dropout_ > 0 && ctx.training;
+    const DType odt = low ? cdt : dt;  // dtype of those operands
+    const float p = ctx.training ? dropout_ : 0.0f;
     const int64_t ns = batch * H * tq * tk;
     Plan(probs_, {ns}, dt);
-    T* q = nullptr;
-    T* dropped = nullptr;
-    if (low) {
-      q = ctx.ScratchT(kScratchHeadsGrad, nq + 2 * nk);
-      if (drop) dropped = ctx.ScratchT(kScratchDProbs, ns);
-    } else {
-      Plan(heads_buf_, {nq + 2 * nk}, dt);
-      Plan(ctx_, {batch * tq, C}, dt);
-      q = heads_buf_.data<T>();
-      if (drop) {
-        Plan(dropped_, {ns}, dt);
-        dropped = dropped_.data<T>();
-      }
-    }
-    T* k = q + nq;  // v follows k: q + nq + nk
+    Tensor& heads = low ? heads_cast_ : heads_buf_;
+    Plan(heads, {nq + 2 * nk}, odt);
+    void* q = heads.raw();
+    void* k = heads.data<char>() + nq * DTypeSize(odt);  // v follows k
 
     x_c_ = ctx.AsCompute(x, nq, x_cast_);
     T* proj = ctx.ScratchT(kScratchGemmOut, batch * tq * 3 * C);
     if (kind_ == AttentionKind::kSelf) {
       LinearForward(ctx, WIn(ctx, 0, 3), x_c_, batch * tq, proj);
-      ctx.backend().SplitHeads(proj, store_.value(b_in_), q, batch, tq, 3, H, D);
+      ctx.backend().SplitHeads(proj, store_.value(b_in_), q, odt, batch, tq, 3, H, D);
     } else {
       LinearForward(ctx, WIn(ctx, 0, 1), x_c_, batch * tq, proj);
-      ctx.backend().SplitHeads(proj, store_.value(b_in_), q, batch, tq, 1, H, D);
+      ctx.backend().SplitHeads(proj, store_.value(b_in_), q, odt, batch, tq, 1, H, D);
       enc_c_ = ctx.AsCompute(kv_source, nk, enc_cast_);
       T* kvp = ctx.ScratchT(kScratchGemmOut, batch * tk * 2 * C);
       LinearForward(ctx, WIn(ctx, 1, 2), enc_c_, batch * tk, kvp);
-      ctx.backend().SplitHeads(kvp, store_.value(b_in_) + C, k, batch, tk, 2, H, D);
+      ctx.backend().SplitHeads(kvp, store_.value(b_in_) + C, k, odt, batch, tk, 2, H, D);
     }
-    heads_c_ = ctx.AsCompute(q, nq + 2 * nk, heads_cast_);
+    heads_c_ = q;
     const void* qc = heads_c_;
     const void* kc = Offset(heads_c_, cdt, nq);
     const void* vc = Offset(heads_c_, cdt, nq + nk);
@@ -99,23 +90,27 @@ class MultiheadAttention {
     T* scores = ctx.ScratchT(kScratchScores, batch * H * tq * tk);
     ctx.backend().Gemm(batch * H, tq, tk, D, GemmOperand{qc, cdt, false, D, tq * D},
                        GemmOperand{kc, cdt, true, D, tk * D}, scores, tk, tq * tk, 1.0f, 0.0f);
-    const float p = ctx.training ? dropout_ : 0.0f;
     const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-    ctx.backend().SoftmaxForward(scores, probs_.data<T>(), p > 0 ? dropped : nullptr,
-                                 key_padding, batch, H, tq, tk, scale,
-                                 causal_, p, ctx.Key(site_));
+    // P' = dropout(P): its own buffer when it differs from P or has another dtype.
+    void* dropped = nullptr;
+    if (low || p > 0) {
+      Tensor& pd = low ? pd_cast_ : dropped_;
+      Plan(pd, {ns}, odt);
+      dropped = pd.raw();
+    }
+    ctx.backend().SoftmaxForward(scores, probs_.data<T>(), dropped, odt, key_padding, batch, H,
+                                 tq, tk, scale, causal_, p, ctx.Key(site_));
     p_used_ = p;
     key_ = ctx.Key(site_);
-    const T* pd = p > 0 ? dropped : probs_.data<T>();
-    pd_c_ = ctx.AsCompute(pd, ns, pd_cast_);
+    pd_c_ = dropped ? dropped : probs_.data<T>();
     // ctx[bh] = P'[bh] . v[bh]   [Tq, D], then merged to [B, Tq, C]
-    T* ctx_heads = ctx.ScratchT(kScratchHeadsGrad, nq);  // q/k/v in scratch were cast: reuse
+    T* ctx_heads = ctx.ScratchT(kScratchHeadsGrad, nq);
     ctx.backend().Gemm(batch * H, tq, D, tk, GemmOperand{pd_c_, cdt, false, tk, tq * tk},
                        GemmOperand{vc, cdt, false, D, tk * D}, ctx_heads, D, tq * D, 1.0f, 0.0f);
-    // The merged context is kept in fp32 only when it is the GEMM operand itself.
-    T* merged = low ? ctx.ScratchT(kScratchMerged, nq) : ctx_.data<T>();
-    ctx.backend().MergeHeads(ctx_heads, merged, batch, tq, 1, H, D);
-    ctx_c_ = ctx.AsCompute(merged, nq, ctx_cast_);
+    Tensor& merged = low ? ctx_cast_ : ctx_;
+    Plan(merged, {batch * tq, C}, odt);
+    ctx.backend().MergeHeads(ctx_heads, merged.raw(), odt, batch, tq, 1, H, D);
+    ctx_c_ = merged.raw();
     LinearForward(ctx, WOut(ctx), ctx_c_, batch * tq, out);
   }
 
@@ -135,8 +130,9 @@ class MultiheadAttention {
     T* dq = dheads;
     T* dk = dq + nq;
     T* dv = dk + nk;
-    ctx.backend().SplitHeads(dctx, nullptr, dq, B, tq, 1, H, D);  // dctx in heads, kept in dq
-    const void* dctx_c = ctx.AsComputeScratch(dq, nq, kScratchCastA);
+    // dctx in head layout, as the GEMMs' operand: in dq's place (fp32), or in the compute dtype.
+    void* dctx_c = ctx.low_precision() ? ctx.Scratch(kScratchCastA, nq, cdt) : dq;
+    ctx.backend().SplitHeads(dctx, nullptr, dctx_c, cdt, B, tq, 1, H, D);
     const void* qc = heads_c_;
     const void* kc = Offset(heads_c_, cdt, nq);
     const void* vc = Offset(heads_c_, cdt, nq + nk);
@@ -147,10 +143,11 @@ class MultiheadAttention {
     ctx.backend().Gemm(B * H, tk, D, tq, GemmOperand{pd_c_, cdt, true, tk, tq * tk},
                        GemmOperand{dctx_c, cdt, false, D, tq * D}, dv, D, tk * D, 1.0f, 0.0f);
     // dS = softmax backward (through the regenerated dropout mask), scaled by 1/sqrt(D).
-    T* ds = ctx.ScratchT(kScratchScores, ns);
+    // dS, only ever a GEMM operand: written in the compute dtype.
+    void* ds_c = ctx.Scratch(ctx.low_precision() ? kScratchCastB : kScratchScores, ns, cdt);
     const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-    ctx.backend().SoftmaxBackward(dpd, probs_.data<T>(), ds, B, H, tq, tk, scale, p_used_, key_);
-    const void* ds_c = ctx.AsComputeScratch(ds, ns, kScratchCastB);
+    ctx.backend().SoftmaxBackward(dpd, probs_.data<T>(), ds_c, cdt, B, H, tq, tk, scale, p_used_,
+                                  key_);
     // dq = dS . k  [Tq, D];  dk = dS^T . q  [Tk, D]   (dq overwrites dctx, no longer needed)
     ctx.backend().Gemm(B * H, tq, D, tk, GemmOperand{ds_c, cdt, false, tk, tq * tk},
                        GemmOperand{kc, cdt, false, D, tk * D}, dq, D, tq * D, 1.0f, 0.0f);
@@ -158,17 +155,17 @@ class MultiheadAttention {
                        GemmOperand{qc, cdt, false, D, tq * D}, dk, D, tk * D, 1.0f, 0.0f);
     T* dproj = ctx.ScratchT(kScratchMerged, B * tq * 3 * C);
     if (kind_ == AttentionKind::kSelf) {
-      ctx.backend().MergeHeads(dheads, dproj, B, tq, 3, H, D);  // [B*T, 3C]
+      ctx.backend().MergeHeads(dheads, dproj, DTypeOf<T>::value, B, tq, 3, H, D);  // [B*T, 3C]
       ctx.backend().ColumnSum(dproj, store_.grad(b_in_), B * tq, 3 * C);
       const void* dproj_c = ctx.AsComputeScratch(dproj, B * tq * 3 * C, kScratchCastA);
       LinearBackward(ctx, WIn(ctx, 0, 3), x_c_, dproj_c, B * tq, dx, dx_beta);
     } else {
-      ctx.backend().MergeHeads(dq, dproj, B, tq, 1, H, D);  // [B*Tq, C]
+      ctx.backend().MergeHeads(dq, dproj, DTypeOf<T>::value, B, tq, 1, H, D);  // [B*Tq, C]
       ctx.backend().ColumnSum(dproj, store_.grad(b_in_), B * tq, C);
       const void* dq_c = ctx.AsComputeScratch(dproj, B * tq * C, kScratchCastA);
       LinearBackward(ctx, WIn(ctx, 0, 1), x_c_, dq_c, B * tq, dx, dx_beta);
       T* dkv = ctx.ScratchT(kScratchGemmOut, B * tk * 2 * C);
-      ctx.backend().MergeHeads(dk, dkv, B, tk, 2, H, D);  // [B*Tk, 2C]
+      ctx.backend().MergeHeads(dk, dkv, DTypeOf<T>::value, B, tk, 2, H, D);  // [B*Tk, 2C]
       ctx.backend().ColumnSum(dkv, store_.grad(b_in_) + C, B * tk, 2 * C);
       const void* dkv_c = ctx.AsComputeScratch(dkv, B * tk * 2 * C, kScratchCastB);
       LinearBackward(ctx, WIn(ctx, 1, 2), enc_c_, dkv_c, B * tk, d_kv_source, 1.0f);

@@ -26,7 +26,7 @@ enum ScratchSlot : int {
   kScratchScores,        // attention scores / their gradient
   kScratchDProbs,        // gradient of the (dropped) attention probabilities
   kScratchHeadsGrad,     // gradients in head layout [P, B, H, T, D]
-  kScratchMerged,        // gradients merged back to [B, T, P*C]; FFN activation (mixed precision)
+  kScratchMerged,        // gradients merged back to [B, T, P*C]
   kScratchCastA,         // compute-dtype copies of gradients fed to GEMMs
   kScratchCastB,
   kScratchNormed,        // mixed precision: a layer norm's output read only by the forward

@@ -33,7 +33,8 @@ class FeedForward {
   // What the activation's backward reads: for ReLU the activation output itself (act'(pre) =
   // [act > 0]), which fc2 keeps anyway as its GEMM operand; for GELU, pre — in the compute dtype
   // under mixed precision, as autocast does. fp32 values that nothing reads later (pre for
-  // ReLU; pre and act under mixed precision) live in scratch just long enough to be used.
+  // ReLU, pre under mixed precision) live in scratch just long enough to be used; under mixed
+  // precision the activation is produced in the compute dtype directly.
   void Forward(Context<T>& ctx, const T* x, T* out, int64_t rows) {
     const DType dt = DTypeOf<T>::value;
     const bool low = ctx.low_precision(), relu = act_ == Activation::kRelu;
@@ -45,17 +46,14 @@ class FeedForward {
       Plan(pre_, {rows, hidden_}, dt);
       pre = pre_.data<T>();
     }
-    T* act = nullptr;
-    if (low) {
-      act = ctx.ScratchT(kScratchMerged, nh);
-    } else {
-      Plan(act_out_, {rows, hidden_}, dt);
-      act = act_out_.data<T>();
-    }
+    // The activation is fc2's GEMM operand only: written in the compute dtype directly.
+    Tensor& act = low ? act_cast_ : act_out_;
+    Plan(act, {rows, hidden_}, low ? ctx.compute() : dt);
     x_c_ = ctx.AsCompute(x, rows * dim_, x_cast_);
     LinearForward(ctx, W(ctx, w1_, hidden_, dim_), x_c_, rows, pre);
-    ctx.backend().BiasActivationForward(pre, store_.value(b1_), pre, act, rows, hidden_, act_);
-    act_c_ = ctx.AsCompute(act, nh, act_cast_);
+    ctx.backend().BiasActivationForward(pre, store_.value(b1_), pre, act.raw(), act.dtype(), rows,
+                                        hidden_, act_);
+    act_c_ = act.raw();
     if (relu) {
       saved_ = act_c_;
     } else {

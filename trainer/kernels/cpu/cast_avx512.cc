@@ -14,4 +14,13 @@ void CastF32ToBf16(const float* x, uint16_t* y, int64_t n) {
   for (int64_t i = n / 16 * 16; i < n; ++i) y[i] = FloatToBf16(x[i]);
 }
 
+void CastF32ToBf16Serial(const float* x, uint16_t* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256bh v = _mm512_cvtneps_pbh(_mm512_loadu_ps(x + i));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i), reinterpret_cast<const __m256i&>(v));
+  }
+  for (; i < n; ++i) y[i] = FloatToBf16(x[i]);
+}
+
 }  // namespace sf::avx512

@@ -166,12 +166,15 @@ void CpuBackend::BiasDropoutResidualBackward(const float* dout, float* dx, float
   if (dbias) ColumnSumImpl(dx, dbias, rows, cols);
 }
 
-void CpuBackend::BiasActivationForward(const float* x, const float* bias, float* pre, float* out,
-                                       int64_t rows, int64_t cols, Activation act) {
+void CpuBackend::BiasActivationForward(const float* x, const float* bias, float* pre, void* out,
+                                       DType out_dtype, int64_t rows, int64_t cols,
+                                       Activation act) {
+  const bool f32 = out_dtype == DType::kF32;
   ParallelRows(rows, cols, [&](int64_t r) {
     const float* xr = x + r * cols;
     float* pr = pre + r * cols;
-    float* orow = out + r * cols;
+    // A low-precision output is computed into this thread's scratch row, then stored.
+    float* orow = f32 ? static_cast<float*>(out) + r * cols : ThreadScratch(cols);
     if (act == Activation::kRelu) {
 #pragma omp simd
       for (int64_t c = 0; c < cols; ++c) {
@@ -187,6 +190,7 @@ void CpuBackend::BiasActivationForward(const float* x, const float* bias, float*
         orow[c] = 0.5f * h * (1.0f + FastErf(h * 0.70710678118654752f));
       }
     }
+    if (!f32) StoreFloats(orow, static_cast<uint16_t*>(out) + r * cols, out_dtype, cols);
   });
 }
 
@@ -299,10 +303,10 @@ void CpuBackend::LayerNormBackward(const float* dy, const float* x, const float*
 // factors come from one call (short rows would otherwise each pay for a whole Philox batch).
 static int64_t SoftmaxRowGroup(int64_t tk) { return std::max<int64_t>(1, kChunk / std::max<int64_t>(tk, 1)); }
 
-void CpuBackend::SoftmaxForward(const float* scores, float* probs, float* dropped,
-                                const uint8_t* key_padding, int64_t batch, int64_t heads,
-                                int64_t tq, int64_t tk, float scale, bool causal, float p,
-                                DropoutKey key) {
+void CpuBackend::SoftmaxForward(const float* scores, float* probs, void* dropped,
+                                DType dropped_dtype, const uint8_t* key_padding, int64_t batch,
+                                int64_t heads, int64_t tq, int64_t tk, float scale, bool causal,
+                                float p, DropoutKey key) {
   const int64_t rows = batch * heads * tq;
   const int64_t group = SoftmaxRowGroup(tk), groups = (rows + group - 1) / group;
 #pragma omp parallel if (rows * tk >= kMinParallelWork)
@@ -336,17 +340,19 @@ void CpuBackend::SoftmaxForward(const float* scores, float* probs, float* droppe
         const int64_t n = (r1 - r0) * tk;
         DropoutFactors(key, r0 * tk, n, p, factor);
         const float* pr = probs + r0 * tk;
-        float* dr = dropped + r0 * tk;
 #pragma omp simd
-        for (int64_t i = 0; i < n; ++i) dr[i] = pr[i] * factor[i];
+        for (int64_t i = 0; i < n; ++i) factor[i] *= pr[i];
+        StoreFloats(factor, static_cast<char*>(dropped) + r0 * tk * DTypeSize(dropped_dtype),
+                    dropped_dtype, n);
       }
     }
   }
 }
 
-void CpuBackend::SoftmaxBackward(const float* d_dropped, const float* probs, float* dscores,
-                                 int64_t batch, int64_t heads, int64_t tq, int64_t tk,
-                                 float scale, float p, DropoutKey key) {
+void CpuBackend::SoftmaxBackward(const float* d_dropped, const float* probs, void* dscores,
+                                 DType dscores_dtype, int64_t batch, int64_t heads, int64_t tq,
+                                 int64_t tk, float scale, float p, DropoutKey key) {
+  const bool f32 = dscores_dtype == DType::kF32;
   const int64_t rows = batch * heads * tq;
   const int64_t group = SoftmaxRowGroup(tk), groups = (rows + group - 1) / group;
 #pragma omp parallel if (rows * tk >= kMinParallelWork)
@@ -356,17 +362,22 @@ void CpuBackend::SoftmaxBackward(const float* d_dropped, const float* probs, flo
     for (int64_t gi = 0; gi < groups; ++gi) {
       const int64_t r0 = gi * group, r1 = std::min(rows, r0 + group);
       DropoutFactors(key, r0 * tk, (r1 - r0) * tk, p, factor);
+      // Low-precision output: each row's result overwrites its own factors, then the group is
+      // stored at once.
       for (int64_t r = r0; r < r1; ++r) {
-        const float* f = factor + (r - r0) * tk;
+        float* f = factor + (r - r0) * tk;
         const float* dd = d_dropped + r * tk;
         const float* pr = probs + r * tk;
-        float* ds = dscores + r * tk;
+        float* ds = f32 ? static_cast<float*>(dscores) + r * tk : f;
         float dot = 0;
 #pragma omp simd reduction(+ : dot)
         for (int64_t k = 0; k < tk; ++k) dot += pr[k] * dd[k] * f[k];
 #pragma omp simd
         for (int64_t k = 0; k < tk; ++k) ds[k] = scale * pr[k] * (dd[k] * f[k] - dot);
       }
+      if (!f32)
+        StoreFloats(factor, static_cast<char*>(dscores) + r0 * tk * DTypeSize(dscores_dtype),
+                    dscores_dtype, (r1 - r0) * tk);
     }
   }
 }
@@ -405,36 +416,43 @@ void CpuBackend::EmbeddingBackward(const int32_t* tokens, const float* dout, flo
   }
 }
 
-void CpuBackend::SplitHeads(const float* x, const float* bias, float* out, int64_t batch,
-                            int64_t time, int64_t parts, int64_t heads, int64_t head_dim) {
+void CpuBackend::SplitHeads(const float* x, const float* bias, void* out, DType out_dtype,
+                            int64_t batch, int64_t time, int64_t parts, int64_t heads,
+                            int64_t head_dim) {
   const int64_t rows = batch * time;
+  const int64_t esize = DTypeSize(out_dtype);
   ParallelRows(rows, parts * heads * head_dim, [&](int64_t r) {
     const int64_t b = r / time, t = r % time;
+    float* tmp = ThreadScratch(head_dim);
     for (int64_t p = 0; p < parts; ++p)
       for (int64_t h = 0; h < heads; ++h) {
         const float* src = x + ((r * parts + p) * heads + h) * head_dim;
         const float* bi = bias ? bias + (p * heads + h) * head_dim : nullptr;
-        float* dst = out + (((p * batch + b) * heads + h) * time + t) * head_dim;
+        char* dst = static_cast<char*>(out) +
+                    (((p * batch + b) * heads + h) * time + t) * head_dim * esize;
         if (bi) {
+          float* sum = out_dtype == DType::kF32 ? reinterpret_cast<float*>(dst) : tmp;
 #pragma omp simd
-          for (int64_t d = 0; d < head_dim; ++d) dst[d] = src[d] + bi[d];
+          for (int64_t d = 0; d < head_dim; ++d) sum[d] = src[d] + bi[d];
+          if (out_dtype != DType::kF32) StoreFloats(tmp, dst, out_dtype, head_dim);
         } else {
-          std::memcpy(dst, src, static_cast<size_t>(head_dim) * sizeof(float));
+          StoreFloats(src, dst, out_dtype, head_dim);
         }
       }
   });
 }
 
-void CpuBackend::MergeHeads(const float* in, float* x, int64_t batch, int64_t time,
-                            int64_t parts, int64_t heads, int64_t head_dim) {
+void CpuBackend::MergeHeads(const float* in, void* x, DType x_dtype, int64_t batch,
+                            int64_t time, int64_t parts, int64_t heads, int64_t head_dim) {
   const int64_t rows = batch * time;
+  const int64_t esize = DTypeSize(x_dtype);
   ParallelRows(rows, parts * heads * head_dim, [&](int64_t r) {
     const int64_t b = r / time, t = r % time;
     for (int64_t p = 0; p < parts; ++p)
       for (int64_t h = 0; h < heads; ++h)
-        std::memcpy(x + ((r * parts + p) * heads + h) * head_dim,
-                    in + (((p * batch + b) * heads + h) * time + t) * head_dim,
-                    static_cast<size_t>(head_dim) * sizeof(float));
+        StoreFloats(in + (((p * batch + b) * heads + h) * time + t) * head_dim,
+                    static_cast<char*>(x) + ((r * parts + p) * heads + h) * head_dim * esize,
+                    x_dtype, head_dim);
   });
 }
 

@@ -40,8 +40,9 @@ class CpuBackend final : public Backend<float> {
                                   DropoutKey key) override;
   void BiasDropoutResidualBackward(const float* dout, float* dx, float* dbias, int64_t rows,
                                    int64_t cols, float p, DropoutKey key) override;
-  void BiasActivationForward(const float* x, const float* bias, float* pre, float* out,
-                             int64_t rows, int64_t cols, Activation act) override;
+  void BiasActivationForward(const float* x, const float* bias, float* pre, void* out,
+                             DType out_dtype, int64_t rows, int64_t cols,
+                             Activation act) override;
   void BiasActivationBackward(const float* dout, const void* saved, DType saved_dtype,
                               float* dpre, float* dbias, int64_t rows, int64_t cols,
                               Activation act) override;
@@ -51,21 +52,21 @@ class CpuBackend final : public Backend<float> {
   void LayerNormBackward(const float* dy, const float* x, const float* gamma, const float* mean,
                          const float* rstd, float* dx, float* dgamma, float* dbeta, int64_t rows,
                          int64_t cols, bool accumulate_dx) override;
-  void SoftmaxForward(const float* scores, float* probs, float* dropped,
+  void SoftmaxForward(const float* scores, float* probs, void* dropped, DType dropped_dtype,
                       const uint8_t* key_padding, int64_t batch, int64_t heads, int64_t tq,
                       int64_t tk, float scale, bool causal, float p, DropoutKey key) override;
-  void SoftmaxBackward(const float* d_dropped, const float* probs, float* dscores, int64_t batch,
-                       int64_t heads, int64_t tq, int64_t tk, float scale, float p,
-                       DropoutKey key) override;
+  void SoftmaxBackward(const float* d_dropped, const float* probs, void* dscores,
+                       DType dscores_dtype, int64_t batch, int64_t heads, int64_t tq, int64_t tk,
+                       float scale, float p, DropoutKey key) override;
   void EmbeddingForward(const int32_t* tokens, const float* table, const float* pos_table,
                         const int32_t* pos_ids, float* out, int64_t rows, int64_t cols,
                         float scale) override;
   void EmbeddingBackward(const int32_t* tokens, const float* dout, float* dtable, int64_t rows,
                          int64_t cols, float scale, int32_t pad) override;
-  void SplitHeads(const float* x, const float* bias, float* out, int64_t batch, int64_t time,
+  void SplitHeads(const float* x, const float* bias, void* out, DType out_dtype, int64_t batch,
+                  int64_t time, int64_t parts, int64_t heads, int64_t head_dim) override;
+  void MergeHeads(const float* in, void* x, DType x_dtype, int64_t batch, int64_t time,
                   int64_t parts, int64_t heads, int64_t head_dim) override;
-  void MergeHeads(const float* in, float* x, int64_t batch, int64_t time, int64_t parts,
-                  int64_t heads, int64_t head_dim) override;
   void ColumnSum(const float* x, float* sum, int64_t rows, int64_t cols) override;
   CrossEntropyStats CrossEntropyForward(const float* logits, const int32_t* targets, float* lse,
                                         int64_t rows, int64_t vocab, float eps,
@@ -86,8 +87,12 @@ void CastF32ToBf16(const float* x, uint16_t* y, int64_t n);
 void CastF32ToF16(const float* x, uint16_t* y, int64_t n);
 void CastBf16ToF32(const uint16_t* x, float* y, int64_t n);
 void CastF16ToF32(const uint16_t* x, float* y, int64_t n);
+// y[0..n) = x converted to `to` (kF32, kBF16 or kF16) on the calling thread: for kernels that
+// produce a row in fp32 and store it in the caller's dtype.
+void StoreFloats(const float* x, void* y, DType to, int64_t n);
 namespace avx512 {
 void CastF32ToBf16(const float* x, uint16_t* y, int64_t n);
+void CastF32ToBf16Serial(const float* x, uint16_t* y, int64_t n);
 }
 
 }  // namespace sf

@@ -99,8 +99,15 @@ class ReferenceBackend final : public Backend<T> {
     const double pdf = std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI);
     return cdf + x * pdf;
   }
-  void BiasActivationForward(const T* x, const T* bias, T* pre, T* out, int64_t rows,
-                             int64_t cols, Activation act) override {
+  static T* OnlyT(void* p, DType dtype) {
+    assert(dtype == DTypeOf<T>::value);
+    (void)dtype;
+    return static_cast<T*>(p);
+  }
+  // Outputs here are T only (as for every reference op).
+  void BiasActivationForward(const T* x, const T* bias, T* pre, void* out_v, DType out_dtype,
+                             int64_t rows, int64_t cols, Activation act) override {
+    T* out = OnlyT(out_v, out_dtype);
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t c = 0; c < cols; ++c) {
         const int64_t i = r * cols + c;
@@ -170,9 +177,10 @@ class ReferenceBackend final : public Backend<T> {
                      bool causal) {
     return (key_padding && key_padding[b * tk + k]) || (causal && k > q);
   }
-  void SoftmaxForward(const T* scores, T* probs, T* dropped, const uint8_t* key_padding,
-                      int64_t batch, int64_t heads, int64_t tq, int64_t tk, float scale,
-                      bool causal, float p, DropoutKey key) override {
+  void SoftmaxForward(const T* scores, T* probs, void* dropped_v, DType dropped_dtype,
+                      const uint8_t* key_padding, int64_t batch, int64_t heads, int64_t tq,
+                      int64_t tk, float scale, bool causal, float p, DropoutKey key) override {
+    T* dropped = OnlyT(dropped_v, dropped_dtype);
     for (int64_t b = 0; b < batch; ++b)
       for (int64_t h = 0; h < heads; ++h)
         for (int64_t q = 0; q < tq; ++q) {
@@ -195,9 +203,10 @@ class ReferenceBackend final : public Backend<T> {
           }
         }
   }
-  void SoftmaxBackward(const T* d_dropped, const T* probs, T* dscores, int64_t batch,
-                       int64_t heads, int64_t tq, int64_t tk, float scale, float p,
-                       DropoutKey key) override {
+  void SoftmaxBackward(const T* d_dropped, const T* probs, void* dscores_v, DType dscores_dtype,
+                       int64_t batch, int64_t heads, int64_t tq, int64_t tk, float scale,
+                       float p, DropoutKey key) override {
+    T* dscores = OnlyT(dscores_v, dscores_dtype);
     const int64_t rows = batch * heads * tq;
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t row = r * tk;
@@ -230,8 +239,9 @@ class ReferenceBackend final : public Backend<T> {
     }
   }
 
-  void SplitHeads(const T* x, const T* bias, T* out, int64_t batch, int64_t time, int64_t parts,
-                  int64_t heads, int64_t head_dim) override {
+  void SplitHeads(const T* x, const T* bias, void* out_v, DType out_dtype, int64_t batch,
+                  int64_t time, int64_t parts, int64_t heads, int64_t head_dim) override {
+    T* out = OnlyT(out_v, out_dtype);
     for (int64_t b = 0; b < batch; ++b)
       for (int64_t t = 0; t < time; ++t)
         for (int64_t p = 0; p < parts; ++p)
@@ -242,8 +252,9 @@ class ReferenceBackend final : public Backend<T> {
               out[dst] = x[src] + (bias ? bias[(p * heads + h) * head_dim + d] : T(0));
             }
   }
-  void MergeHeads(const T* in, T* x, int64_t batch, int64_t time, int64_t parts, int64_t heads,
-                  int64_t head_dim) override {
+  void MergeHeads(const T* in, void* x_v, DType x_dtype, int64_t batch, int64_t time,
+                  int64_t parts, int64_t heads, int64_t head_dim) override {
+    T* x = OnlyT(x_v, x_dtype);
     for (int64_t b = 0; b < batch; ++b)
       for (int64_t t = 0; t < time; ++t)
         for (int64_t p = 0; p < parts; ++p)

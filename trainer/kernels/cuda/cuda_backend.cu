@@ -84,12 +84,19 @@ __device__ float BlockMax(float v) {
   return total;
 }
 
+// Element i of an output of dtype code 0 (float), 1 (bf16) or 2 (f16).
+__device__ void StoreAs(void* out, int dtype, int64_t i, float v) {
+  if (dtype == 1) static_cast<__nv_bfloat16*>(out)[i] = __float2bfloat16_rn(v);
+  else if (dtype == 2) static_cast<__half*>(out)[i] = __float2half_rn(v);
+  else static_cast<float*>(out)[i] = v;
+}
+
+int DTypeCode(DType t) { return t == DType::kBF16 ? 1 : t == DType::kF16 ? 2 : 0; }
+
 __global__ void CastKernel(const float* x, void* y, int to, int64_t n) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
-  if (to == 1) static_cast<__nv_bfloat16*>(y)[i] = __float2bfloat16_rn(x[i]);
-  else if (to == 2) static_cast<__half*>(y)[i] = __float2half_rn(x[i]);
-  else static_cast<float*>(y)[i] = x[i];
+  StoreAs(y, to, i, x[i]);
 }
 
 __global__ void AddKernel(const float* x, float* y, int64_t n) {
@@ -126,13 +133,14 @@ __global__ void ColumnSumKernel(const float* x, float* sum, int64_t rows, int64_
 
 __device__ float Erf(float x) { return erff(x); }
 
-__global__ void BiasActForwardKernel(const float* x, const float* bias, float* pre, float* out,
-                                     int64_t n, int64_t cols, int gelu) {
+__global__ void BiasActForwardKernel(const float* x, const float* bias, float* pre, void* out,
+                                     int out_dtype, int64_t n, int64_t cols, int gelu) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   const float h = x[i] + (bias ? bias[i % cols] : 0.0f);
   pre[i] = h;
-  out[i] = gelu ? 0.5f * h * (1.0f + Erf(h * 0.70710678118654752f)) : fmaxf(h, 0.0f);
+  StoreAs(out, out_dtype, i,
+          gelu ? 0.5f * h * (1.0f + Erf(h * 0.70710678118654752f)) : fmaxf(h, 0.0f));
 }
 
 // saved: pre (or ReLU's out) as float (dtype 0), bf16 (1) or f16 (2).
@@ -198,8 +206,8 @@ __global__ void LayerNormBackwardKernel(const float* dy, const float* x, const f
 }
 
 // One warp per row of Tk scores.
-__global__ void SoftmaxForwardKernel(const float* scores, float* probs, float* dropped,
-                                     const uint8_t* key_padding, int64_t rows, int64_t heads,
+__global__ void SoftmaxForwardKernel(const float* scores, float* probs, void* dropped,
+                                     int dropped_dtype, const uint8_t* key_padding, int64_t rows, int64_t heads,
                                      int64_t tq, int64_t tk, float scale, int causal, float p,
                                      uint32_t threshold, float keep_scale, DropoutKey key) {
   const int64_t r = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
@@ -224,12 +232,14 @@ __global__ void SoftmaxForwardKernel(const float* scores, float* probs, float* d
   const float inv = sum > 0 ? 1.0f / sum : 0.0f;
   for (int64_t k = lane; k < tk; k += 32) {
     pr[k] *= inv;
-    if (dropped) dropped[r * tk + k] = pr[k] * DropoutFactor(key, r * tk + k, p, threshold, keep_scale);
+    if (dropped)
+      StoreAs(dropped, dropped_dtype, r * tk + k,
+              pr[k] * DropoutFactor(key, r * tk + k, p, threshold, keep_scale));
   }
 }
 
-__global__ void SoftmaxBackwardKernel(const float* d_dropped, const float* probs, float* dscores,
-                                      int64_t rows, int64_t tk, float scale, float p,
+__global__ void SoftmaxBackwardKernel(const float* d_dropped, const float* probs, void* dscores,
+                                      int dscores_dtype, int64_t rows, int64_t tk, float scale, float p,
                                       uint32_t threshold, float keep_scale, DropoutKey key) {
   const int64_t r = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31;
@@ -241,7 +251,7 @@ __global__ void SoftmaxBackwardKernel(const float* d_dropped, const float* probs
   for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
   for (int64_t k = lane; k < tk; k += 32) {
     const float dp = d_dropped[row + k] * DropoutFactor(key, row + k, p, threshold, keep_scale);
-    dscores[row + k] = scale * probs[row + k] * (dp - dot);
+    StoreAs(dscores, dscores_dtype, row + k, scale * probs[row + k] * (dp - dot));
   }
 }
 
@@ -266,9 +276,9 @@ __global__ void EmbeddingBackwardKernel(const int32_t* tokens, const float* dout
 }
 
 // x [B,T,P,H,D] (+bias [P,H,D]) <-> out [P,B,H,T,D]; `merge` runs the inverse direction.
-__global__ void PermuteHeadsKernel(const float* src, const float* bias, float* dst, int64_t batch,
-                                   int64_t time, int64_t parts, int64_t heads, int64_t head_dim,
-                                   int merge) {
+__global__ void PermuteHeadsKernel(const float* src, const float* bias, void* dst, int dst_dtype,
+                                   int64_t batch, int64_t time, int64_t parts, int64_t heads,
+                                   int64_t head_dim, int merge) {
   const int64_t n = batch * time * parts * heads * head_dim;
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
@@ -280,8 +290,8 @@ __global__ void PermuteHeadsKernel(const float* src, const float* bias, float* d
   const int64_t t = rest % time;
   const int64_t b = rest / time;
   const int64_t j = (((p * batch + b) * heads + h) * time + t) * head_dim + d;
-  if (merge) dst[i] = src[j];
-  else dst[j] = src[i] + (bias ? bias[(p * heads + h) * head_dim + d] : 0.0f);
+  if (merge) StoreAs(dst, dst_dtype, i, src[j]);
+  else StoreAs(dst, dst_dtype, j, src[i] + (bias ? bias[(p * heads + h) * head_dim + d] : 0.0f));
 }
 
 // One block per row: lse, and the row's loss / nll (0 for padding).
@@ -325,13 +335,9 @@ __global__ void CrossEntropyBackwardKernel(const float* logits, const float* lse
     float g = 0;
     if (targets[r] != pad)
       g = grad_scale * (expf(logits[i] - lse[r]) - eps_i - (v == targets[r] ? on_target : 0.0f));
-    if (dtype == 1) static_cast<__nv_bfloat16*>(dlogits)[i] = __float2bfloat16_rn(g);
-    else if (dtype == 2) static_cast<__half*>(dlogits)[i] = __float2half_rn(g);
-    else static_cast<float*>(dlogits)[i] = g;
+    StoreAs(dlogits, dtype, i, g);
   }
 }
-
-int DTypeCode(DType t) { return t == DType::kBF16 ? 1 : t == DType::kF16 ? 2 : 0; }
 
 cudaDataType_t CudaType(DType t) {
   return t == DType::kBF16 ? CUDA_R_16BF : t == DType::kF16 ? CUDA_R_16F : CUDA_R_32F;
@@ -433,18 +439,19 @@ class CudaBackend final : public Backend<float> {
                                                                  DropoutThreshold(p), KeepScale(p), key);
     if (dbias) ColumnSum(dx, dbias, rows, cols);
   }
-  void BiasActivationForward(const float* x, const float* bias, float* pre, float* out,
-                             int64_t rows, int64_t cols, Activation act) override {
+  void BiasActivationForward(const float* x, const float* bias, float* pre, void* out,
+                             DType out_dtype, int64_t rows, int64_t cols,
+                             Activation act) override {
     const int64_t n = rows * cols;
     if (n > 0)
-      BiasActForwardKernel<<<Blocks(n), kThreads, 0, stream_>>>(x, bias, pre, out, n, cols,
-                                                                act == Activation::kGelu);
+      BiasActForwardKernel<<<Blocks(n), kThreads, 0, stream_>>>(
+          x, bias, pre, out, DTypeCode(out_dtype), n, cols, act == Activation::kGelu);
   }
   void BiasActivationBackward(const float* dout, const void* saved, DType saved_dtype,
                               float* dpre, float* dbias, int64_t rows, int64_t cols,
                               Activation act) override {
     const int64_t n = rows * cols;
-    const int dtype = saved_dtype == DType::kBF16 ? 1 : saved_dtype == DType::kF16 ? 2 : 0;
+    const int dtype = DTypeCode(saved_dtype);
     if (n > 0)
       BiasActBackwardKernel<<<Blocks(n), kThreads, 0, stream_>>>(dout, saved, dtype, dpre, n,
                                                                  act == Activation::kGelu);
@@ -463,22 +470,23 @@ class CudaBackend final : public Backend<float> {
       LayerNormBackwardKernel<<<static_cast<unsigned>(rows), 128, 0, stream_>>>(
           dy, x, gamma, mean, rstd, dx, dgamma, dbeta, cols, accumulate_dx);
   }
-  void SoftmaxForward(const float* scores, float* probs, float* dropped,
+  void SoftmaxForward(const float* scores, float* probs, void* dropped, DType dropped_dtype,
                       const uint8_t* key_padding, int64_t batch, int64_t heads, int64_t tq,
                       int64_t tk, float scale, bool causal, float p, DropoutKey key) override {
     const int64_t rows = batch * heads * tq;
     if (rows > 0)
       SoftmaxForwardKernel<<<Blocks(rows * 32), kThreads, 0, stream_>>>(
-          scores, probs, dropped, key_padding, rows, heads, tq, tk, scale, causal, p,
+          scores, probs, dropped, DTypeCode(dropped_dtype), key_padding, rows, heads, tq, tk, scale, causal, p,
           DropoutThreshold(p), KeepScale(p), key);
   }
-  void SoftmaxBackward(const float* d_dropped, const float* probs, float* dscores, int64_t batch,
-                       int64_t heads, int64_t tq, int64_t tk, float scale, float p,
-                       DropoutKey key) override {
+  void SoftmaxBackward(const float* d_dropped, const float* probs, void* dscores,
+                       DType dscores_dtype, int64_t batch, int64_t heads, int64_t tq, int64_t tk,
+                       float scale, float p, DropoutKey key) override {
     const int64_t rows = batch * heads * tq;
     if (rows > 0)
       SoftmaxBackwardKernel<<<Blocks(rows * 32), kThreads, 0, stream_>>>(
-          d_dropped, probs, dscores, rows, tk, scale, p, DropoutThreshold(p), KeepScale(p), key);
+          d_dropped, probs, dscores, DTypeCode(dscores_dtype), rows, tk, scale, p,
+          DropoutThreshold(p), KeepScale(p), key);
   }
   void EmbeddingForward(const int32_t* tokens, const float* table, const float* pos_table,
                         const int32_t* pos_ids, float* out, int64_t rows, int64_t cols,
@@ -495,19 +503,19 @@ class CudaBackend final : public Backend<float> {
       EmbeddingBackwardKernel<<<Blocks(n), kThreads, 0, stream_>>>(tokens, dout, dtable, n, cols,
                                                                    scale, pad);
   }
-  void SplitHeads(const float* x, const float* bias, float* out, int64_t batch, int64_t time,
+  void SplitHeads(const float* x, const float* bias, void* out, DType out_dtype, int64_t batch,
+                  int64_t time, int64_t parts, int64_t heads, int64_t head_dim) override {
+    const int64_t n = batch * time * parts * heads * head_dim;
+    if (n > 0)
+      PermuteHeadsKernel<<<Blocks(n), kThreads, 0, stream_>>>(
+          x, bias, out, DTypeCode(out_dtype), batch, time, parts, heads, head_dim, 0);
+  }
+  void MergeHeads(const float* in, void* x, DType x_dtype, int64_t batch, int64_t time,
                   int64_t parts, int64_t heads, int64_t head_dim) override {
     const int64_t n = batch * time * parts * heads * head_dim;
     if (n > 0)
-      PermuteHeadsKernel<<<Blocks(n), kThreads, 0, stream_>>>(x, bias, out, batch, time, parts,
-                                                              heads, head_dim, 0);
-  }
-  void MergeHeads(const float* in, float* x, int64_t batch, int64_t time, int64_t parts,
-                  int64_t heads, int64_t head_dim) override {
-    const int64_t n = batch * time * parts * heads * head_dim;
-    if (n > 0)
-      PermuteHeadsKernel<<<Blocks(n), kThreads, 0, stream_>>>(in, nullptr, x, batch, time, parts,
-                                                              heads, head_dim, 1);
+      PermuteHeadsKernel<<<Blocks(n), kThreads, 0, stream_>>>(
+          in, nullptr, x, DTypeCode(x_dtype), batch, time, parts, heads, head_dim, 1);
   }
   void ColumnSum(const float* x, float* sum, int64_t rows, int64_t cols) override {
     if (rows <= 0 || cols <= 0) return;
