@@ -505,6 +505,23 @@ TEST_P(KernelTest, LabelSmoothedCrossEntropyMatchesReference) {
   be().CrossEntropyBackward(dz, dlse, dt, dzb, DType::kBF16, rows, V, 0.1f, 1, 2.0f);
   auto zb = st().Get(dzb, n);
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(zb[i], FloatToBf16(grad[i])) << i;
+  // Loss and gradient in one call: the same as the two calls, in fp32 (in place too) and bf16.
+  for (bool in_place : {false, true}) {
+    float* zin = st().In(z);
+    float* g32 = in_place ? zin : st().Out<float>(n);
+    float* lse2 = st().Out<float>(rows);
+    const CrossEntropyStats f =
+        be().CrossEntropyForwardBackward(zin, dt, lse2, g32, DType::kF32, rows, V, 0.1f, 1, 2.0f);
+    EXPECT_EQ(f.tokens, s.tokens);
+    EXPECT_EQ(f.loss, s.loss);
+    EXPECT_EQ(f.nll, s.nll);
+    EXPECT_EQ(st().Get(lse2, rows), st().Get(dlse, rows));
+    EXPECT_EQ(st().Get(g32, n), grad) << "in_place=" << in_place;
+  }
+  uint16_t* gb = st().Out<uint16_t>(n);
+  float* lse3 = st().Out<float>(rows);
+  be().CrossEntropyForwardBackward(dz, dt, lse3, gb, DType::kBF16, rows, V, 0.1f, 1, 2.0f);
+  EXPECT_EQ(st().Get(gb, n), zb);
 }
 
 TEST(CpuGemm, PrePackedWeightsFollowWeightsChanged) {

@@ -169,6 +169,18 @@ class Backend {
   virtual void CrossEntropyBackward(const T* logits, const T* lse, const int32_t* targets,
                                     void* dlogits, DType dlogits_dtype, int64_t rows,
                                     int64_t vocab, float eps, int32_t pad, float grad_scale) = 0;
+  // Both of the above in one call (training, when the gradient's scale is known with the loss):
+  // the same results as CrossEntropyForward then CrossEntropyBackward, which is what this
+  // default does; backends override it to compute each row's gradient while the row is hot.
+  virtual CrossEntropyStats CrossEntropyForwardBackward(const T* logits, const int32_t* targets,
+                                                        T* lse, void* dlogits, DType dlogits_dtype,
+                                                        int64_t rows, int64_t vocab, float eps,
+                                                        int32_t pad, float grad_scale) {
+    const CrossEntropyStats s = CrossEntropyForward(logits, targets, lse, rows, vocab, eps, pad);
+    CrossEntropyBackward(logits, lse, targets, dlogits, dlogits_dtype, rows, vocab, eps, pad,
+                         grad_scale);
+    return s;
+  }
 };
 
 // The best backend for `device` with T = float (CpuBackend on kCpu; CudaBackend on kCuda, or

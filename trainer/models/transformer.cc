@@ -170,6 +170,17 @@ Result<CrossEntropyStats> Transformer<T>::Forward(const Seq2SeqBatch& b) {
                       GemmOperand{store_.compute_value(dec_embed_->table(), cdt), cdt, true, C, 0,
                                   true},
                       logits_.data<T>(), V, 0, 1.0f, 0.0f);
+  // bf16 training: the loss gradient (unscaled; Backward applies grad_scale as the GEMMs' alpha,
+  // exact for bf16's fp32 range) comes out of the same pass over the logits as the loss. fp32
+  // keeps the logits readable until Backward (its gradient overwrites them), and f16 needs the
+  // loss scale before rounding, so both compute it in Backward.
+  loss_grad_ready_ = ctx_.training && cdt == DType::kBF16;
+  if (loss_grad_ready_) {
+    Plan(dlogits_low_, {nt, V}, cdt);
+    return ctx_.backend().CrossEntropyForwardBackward(logits_.data<T>(), b.tgt_out,
+                                                      lse_.data<T>(), dlogits_low_.raw(), cdt, nt,
+                                                      V, c.label_smoothing, c.pad_id, 1.0f);
+  }
   return ctx_.backend().CrossEntropyForward(logits_.data<T>(), b.tgt_out, lse_.data<T>(), nt, V,
                                             c.label_smoothing, c.pad_id);
 }
@@ -185,22 +196,30 @@ void Transformer<T>::Backward(float grad_scale) {
   for (Tensor* t : {&grad_a_, &grad_b_, &tmp1_, &tmp2_}) Plan(*t, {nmax, C}, dt);
   Plan(d_enc_, {ns, C}, dt);
 
-  // dlogits in the compute dtype: in place over the logits (fp32) or into a bf16/f16 buffer.
+  // dlogits in the compute dtype: in place over the logits (fp32) or into a bf16/f16 buffer;
+  // already there, unscaled, when Forward computed it with the loss.
   void* dlog = logits_.raw();
-  if (ctx_.low_precision()) {
-    Plan(dlogits_low_, {nt, V}, cdt);
+  float alpha = 1.0f;
+  if (loss_grad_ready_) {
     dlog = dlogits_low_.raw();
+    alpha = grad_scale;
+    loss_grad_ready_ = false;
+  } else {
+    if (ctx_.low_precision()) {
+      Plan(dlogits_low_, {nt, V}, cdt);
+      dlog = dlogits_low_.raw();
+    }
+    be.CrossEntropyBackward(logits_.data<T>(), lse_.data<T>(), b.tgt_out, dlog, cdt, nt, V,
+                            c.label_smoothing, c.pad_id, grad_scale);
   }
-  be.CrossEntropyBackward(logits_.data<T>(), lse_.data<T>(), b.tgt_out, dlog, cdt, nt, V,
-                          c.label_smoothing, c.pad_id, grad_scale);
   const int table = dec_embed_->table();
   T* gy = grad_a_.data<T>();
   // dy[Nt, C] = dlogits[Nt, V] . E[V, C];  dE[V, C] += dlogits^T . y
   be.Gemm(1, nt, C, V, GemmOperand{dlog, cdt, false, V, 0},
-          GemmOperand{store_.compute_value(table, cdt), cdt, false, C, 0, true}, gy, C, 0, 1.0f,
+          GemmOperand{store_.compute_value(table, cdt), cdt, false, C, 0, true}, gy, C, 0, alpha,
           0.0f);
   be.Gemm(1, V, C, nt, GemmOperand{dlog, cdt, true, V, 0},
-          GemmOperand{dec_out_c_, cdt, false, C, 0}, store_.grad(table), C, 0, 1.0f, 1.0f);
+          GemmOperand{dec_out_c_, cdt, false, C, 0}, store_.grad(table), C, 0, alpha, 1.0f);
   T* other = grad_b_.data<T>();
   if (dec_norm_) {
     dec_norm_->Backward(ctx_, gy, other, nt, false);

@@ -86,7 +86,8 @@ class Transformer {
   void ZeroGrads() { store_.ZeroGrads(); }
 
   // Runs the forward pass and the loss (summed over non-pad targets). Errors: tokens out of
-  // range, sequences longer than max_positions.
+  // range, sequences longer than max_positions. bf16 training also computes the loss gradient
+  // here, in the same pass over the logits (Backward scales it).
   Result<CrossEntropyStats> Forward(const Seq2SeqBatch& batch);
   // Accumulates gradients of grad_scale * loss. Must follow Forward (consumes its state).
   void Backward(float grad_scale);
@@ -106,6 +107,7 @@ class Transformer {
   std::vector<std::unique_ptr<DecoderLayer<T>>> decoder_;
   std::unique_ptr<LayerNorm<T>> enc_norm_, dec_norm_;
   bool mirror_stale_ = true;
+  bool loss_grad_ready_ = false;  // Forward left the unscaled loss gradient in dlogits_low_
 
   Seq2SeqBatch batch_;
   std::vector<uint8_t> src_pad_, tgt_pad_;

@@ -460,6 +460,43 @@ void CpuBackend::ColumnSum(const float* x, float* sum, int64_t rows, int64_t col
   ColumnSumImpl(x, sum, rows, cols);
 }
 
+namespace {
+
+// One row of the label-smoothed loss: writes lse[r]; adds the row's loss and nll to the sums
+// and counts its token (unless the target is padding).
+inline void CeRowLoss(const float* z, int32_t target, int64_t vocab, double eps, double eps_i,
+                      int32_t pad, float* lse_out, double* loss, double* nll_sum,
+                      int64_t* tokens) {
+  float mx, sum, zsum;
+  if (kUseAvx512) avx512::CeRowForward(z, vocab, &mx, &sum, &zsum);
+  else portable::CeRowForward(z, vocab, &mx, &sum, &zsum);
+  const double l = static_cast<double>(mx) + std::log(static_cast<double>(sum));
+  *lse_out = static_cast<float>(l);
+  if (target == pad) return;
+  const double nll = l - z[target];
+  *loss += (1.0 - eps - eps_i) * nll + eps_i * (static_cast<double>(vocab) * l - zsum);
+  *nll_sum += nll;
+  ++*tokens;
+}
+
+// One row of the loss gradient, stored as `dtype` at `out` (the row's first element); `row` is
+// an fp32 scratch row (unused when dtype is fp32).
+inline void CeRowGrad(const float* z, float lse, int32_t target, int32_t pad, float eps_i,
+                      float on_target, float grad_scale, int64_t vocab, void* out, DType dtype,
+                      float* row) {
+  float* d = dtype == DType::kF32 ? static_cast<float*>(out) : row;
+  if (target == pad) {
+    std::fill(d, d + vocab, 0.0f);
+  } else if (kUseAvx512) {
+    avx512::CeRowBackward(z, lse, target, eps_i, on_target, grad_scale, vocab, d);
+  } else {
+    portable::CeRowBackward(z, lse, target, eps_i, on_target, grad_scale, vocab, d);
+  }
+  if (dtype != DType::kF32) StoreFloats(d, out, dtype, vocab);
+}
+
+}  // namespace
+
 CrossEntropyStats CpuBackend::CrossEntropyForward(const float* logits, const int32_t* targets,
                                                   float* lse, int64_t rows, int64_t vocab,
                                                   float eps, int32_t pad) {
@@ -468,19 +505,9 @@ CrossEntropyStats CpuBackend::CrossEntropyForward(const float* logits, const int
   int64_t tokens = 0;
 #pragma omp parallel for schedule(static) reduction(+ : loss, nll_sum, tokens) \
     if (rows * vocab >= kMinParallelWork)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* z = logits + r * vocab;
-    float mx, sum, zsum;
-    if (kUseAvx512) avx512::CeRowForward(z, vocab, &mx, &sum, &zsum);
-    else portable::CeRowForward(z, vocab, &mx, &sum, &zsum);
-    const double l = static_cast<double>(mx) + std::log(static_cast<double>(sum));
-    lse[r] = static_cast<float>(l);
-    if (targets[r] == pad) continue;
-    const double nll = l - z[targets[r]];
-    loss += (1.0 - eps - eps_i) * nll + eps_i * (static_cast<double>(vocab) * l - zsum);
-    nll_sum += nll;
-    ++tokens;
-  }
+  for (int64_t r = 0; r < rows; ++r)
+    CeRowLoss(logits + r * vocab, targets[r], vocab, eps, eps_i, pad, lse + r, &loss, &nll_sum,
+              &tokens);
   return {loss, nll_sum, tokens};
 }
 
@@ -490,35 +517,40 @@ void CpuBackend::CrossEntropyBackward(const float* logits, const float* lse,
                                       float grad_scale) {
   const float eps_i = eps / static_cast<float>(vocab - 1);
   const float on_target = 1.0f - eps - eps_i;
-  const bool low = dlogits_dtype != DType::kF32;
-  const bool use_bf16_avx512 = dlogits_dtype == DType::kBF16 && cpu::HasAvx512Bf16();
+  const int64_t esize = DTypeSize(dlogits_dtype);
 #pragma omp parallel if (rows * vocab >= kMinParallelWork)
   {
-    float* row = low ? ThreadScratch(vocab) : nullptr;
+    float* row = dlogits_dtype != DType::kF32 ? ThreadScratch(vocab) : nullptr;
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r)
+      CeRowGrad(logits + r * vocab, lse[r], targets[r], pad, eps_i, on_target, grad_scale, vocab,
+                static_cast<char*>(dlogits) + r * vocab * esize, dlogits_dtype, row);
+  }
+}
+
+// Each row's gradient is computed right after its loss, while the row is still in cache: one
+// pass over the [rows, vocab] logits from memory instead of two.
+CrossEntropyStats CpuBackend::CrossEntropyForwardBackward(
+    const float* logits, const int32_t* targets, float* lse, void* dlogits, DType dlogits_dtype,
+    int64_t rows, int64_t vocab, float eps, int32_t pad, float grad_scale) {
+  const double eps_d = eps, eps_i = eps_d / static_cast<double>(vocab - 1);
+  const float eps_i_f = eps / static_cast<float>(vocab - 1);
+  const float on_target = 1.0f - eps - eps_i_f;
+  const int64_t esize = DTypeSize(dlogits_dtype);
+  double loss = 0, nll_sum = 0;
+  int64_t tokens = 0;
+#pragma omp parallel reduction(+ : loss, nll_sum, tokens) if (rows * vocab >= kMinParallelWork)
+  {
+    float* row = dlogits_dtype != DType::kF32 ? ThreadScratch(vocab) : nullptr;
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
       const float* z = logits + r * vocab;
-      float* d = low ? row : static_cast<float*>(dlogits) + r * vocab;
-      if (targets[r] == pad) {
-        std::fill(d, d + vocab, 0.0f);
-      } else {
-        if (kUseAvx512)
-          avx512::CeRowBackward(z, lse[r], targets[r], eps_i, on_target, grad_scale, vocab, d);
-        else
-          portable::CeRowBackward(z, lse[r], targets[r], eps_i, on_target, grad_scale, vocab, d);
-      }
-      if (low) {
-        uint16_t* out = static_cast<uint16_t*>(dlogits) + r * vocab;
-        if (use_bf16_avx512) {
-          avx512::CastF32ToBf16(d, out, vocab);
-        } else if (dlogits_dtype == DType::kBF16) {
-          for (int64_t v = 0; v < vocab; ++v) out[v] = FloatToBf16(d[v]);
-        } else {
-          CastF32ToF16(d, out, vocab);
-        }
-      }
+      CeRowLoss(z, targets[r], vocab, eps_d, eps_i, pad, lse + r, &loss, &nll_sum, &tokens);
+      CeRowGrad(z, lse[r], targets[r], pad, eps_i_f, on_target, grad_scale, vocab,
+                static_cast<char*>(dlogits) + r * vocab * esize, dlogits_dtype, row);
     }
   }
+  return {loss, nll_sum, tokens};
 }
 
 }  // namespace sf

@@ -74,6 +74,10 @@ class CpuBackend final : public Backend<float> {
   void CrossEntropyBackward(const float* logits, const float* lse, const int32_t* targets,
                             void* dlogits, DType dlogits_dtype, int64_t rows, int64_t vocab,
                             float eps, int32_t pad, float grad_scale) override;
+  CrossEntropyStats CrossEntropyForwardBackward(const float* logits, const int32_t* targets,
+                                                float* lse, void* dlogits, DType dlogits_dtype,
+                                                int64_t rows, int64_t vocab, float eps,
+                                                int32_t pad, float grad_scale) override;
 
   // Number of distinct GEMM primitives created so far (tests check the cache is used).
   int64_t gemm_primitives_created() const;
