@@ -102,6 +102,10 @@ TEST(Allocator, ReusesFreedBlocksOfTheSameClass) {
   EXPECT_GE(a.stats().peak_bytes_in_use, a.stats().bytes_cached);
   a.ReleaseCached();
   EXPECT_EQ(a.stats().bytes_cached, 0);
+  // Blocks of 2 MiB and more start on a huge-page boundary (so THP can back them).
+  void* big = a.Allocate((size_t{3} << 20) + 100);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(big) % (size_t{2} << 20), 0u);
+  a.Free(big);
   EXPECT_EQ(CachingAllocator::SizeClass(5000) % 64, 0u);
   EXPECT_GE(CachingAllocator::SizeClass(5000), 5000u);
   EXPECT_LE(CachingAllocator::SizeClass(5000), 5000u * 5 / 4);

@@ -49,6 +49,8 @@ class CachingAllocator {
   static size_t SizeClass(size_t bytes);
 
  private:
+  static void* SystemAllocate(size_t bytes);
+
   mutable std::mutex mu_;
   std::map<size_t, std::vector<void*>> free_;  // size class -> cached blocks
   std::unordered_map<void*, size_t> live_;     // block -> size class
