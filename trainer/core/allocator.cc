@@ -25,9 +25,10 @@ size_t CachingAllocator::SizeClass(size_t bytes) {
 void* CachingAllocator::SystemAllocate(size_t bytes) {
   constexpr size_t kHuge = size_t{2} << 20;
   if (bytes < kHuge) return std::aligned_alloc(64, bytes);
-  void* p = std::aligned_alloc(kHuge, (bytes + kHuge - 1) / kHuge * kHuge);
+  const size_t size = (bytes + kHuge - 1) / kHuge * kHuge;
+  void* p = std::aligned_alloc(kHuge, size);
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-  if (p != nullptr) madvise(p, (bytes + kHuge - 1) / kHuge * kHuge, MADV_HUGEPAGE);
+  if (p != nullptr) madvise(p, size, MADV_HUGEPAGE);
 #endif
   return p;
 }
