@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <optional>
 
 #include "agent/logger.h"
 
@@ -80,6 +81,14 @@ Precedence: flags > environment > config file > defaults.
 
 namespace {
 
+// `text` as a whole decimal integer in [lo, hi], or nothing.
+std::optional<int64_t> IntegerIn(const std::string& text, int64_t lo, int64_t hi) {
+  char* end = nullptr;
+  const int64_t n = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || n < lo || n > hi) return std::nullopt;
+  return n;
+}
+
 Status ApplySetting(const std::string& key, const std::string& value, const std::string& where,
                     AgentConfig* config) {
   auto fail = [&](const std::string& why) { return InvalidArgument(where + ": " + why); };
@@ -131,19 +140,13 @@ Status ApplySetting(const std::string& key, const std::string& value, const std:
       return fail("'" + value + "' is not true or false");
     }
   } else if (key == "kill_grace_ms") {
-    char* end = nullptr;
-    int64_t ms = std::strtoll(value.c_str(), &end, 10);
-    if (value.empty() || *end != '\0' || ms < 0 || ms > 3600000) {
-      return fail("'" + value + "' is not a number of milliseconds in [0, 3600000]");
-    }
-    config->kill_grace_ms = static_cast<int>(ms);
+    const auto ms = IntegerIn(value, 0, 3600000);
+    if (!ms) return fail("'" + value + "' is not a number of milliseconds in [0, 3600000]");
+    config->kill_grace_ms = static_cast<int>(*ms);
   } else if (key == "cpu_threads_per_slot") {
-    char* end = nullptr;
-    int64_t n = std::strtoll(value.c_str(), &end, 10);
-    if (value.empty() || *end != '\0' || n < 0 || n > 1024) {
-      return fail("'" + value + "' is not a thread count in [0, 1024] (0: cores / CPU slots)");
-    }
-    config->cpu_threads_per_slot = static_cast<int>(n);
+    const auto n = IntegerIn(value, 0, 1024);
+    if (!n) return fail("'" + value + "' is not a thread count in [0, 1024] (0: cores / CPU slots)");
+    config->cpu_threads_per_slot = static_cast<int>(*n);
   } else {
     return InvalidArgument(where + ": unknown setting");
   }
