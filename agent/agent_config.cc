@@ -145,7 +145,9 @@ Status ApplySetting(const std::string& key, const std::string& value, const std:
     config->kill_grace_ms = static_cast<int>(*ms);
   } else if (key == "cpu_threads_per_slot") {
     const auto n = IntegerIn(value, 0, 1024);
-    if (!n) return fail("'" + value + "' is not a thread count in [0, 1024] (0: cores / CPU slots)");
+    if (!n) {
+      return fail("'" + value + "' is not a thread count in [0, 1024] (0: cores / CPU slots)");
+    }
     config->cpu_threads_per_slot = static_cast<int>(*n);
   } else {
     return InvalidArgument(where + ": unknown setting");
