@@ -25,6 +25,29 @@ using steadfast::v1::TaskStateChange;
 
 namespace {
 
+// The line of a failed trainer's stderr that says why: the first "sf-trainer ..." error line,
+// else the first line mentioning an error, else the last line; at most 300 bytes.
+std::string FirstErrorLine(const std::string& stderr_path) {
+  std::ifstream in(stderr_path);
+  std::string line, first_error, last;
+  auto lower = [](std::string v) {
+    for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return v;
+  };
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    last = line;
+    if (line.rfind("sf-trainer", 0) == 0) {
+      first_error = line;
+      break;
+    }
+    if (first_error.empty() && lower(line).find("error") != std::string::npos) first_error = line;
+  }
+  std::string out = first_error.empty() ? last : first_error;
+  if (out.size() > 300) out = out.substr(0, 297) + "...";
+  return out;
+}
+
 std::string Join(const google::protobuf::RepeatedPtrField<std::string>& items) {
   std::string out;
   for (const auto& item : items) {
@@ -584,6 +607,9 @@ void Agent::OnExit(const ProcessExit& exit) {
                              : "exit status " + std::to_string(exit.exit_code);
   if (exit.kill_requested) {
     message += " (kill requested)";
+  } else if (exit.exit_code != 0) {
+    std::string first = FirstErrorLine((fs::path(TaskDir(exit.task_id)) / "stderr.log").string());
+    if (!first.empty()) message += ": " + first;
   }
   LogEvent(LogLevel::kInfo, "agent", "task_exited",
            {{"task", exit.task_id},

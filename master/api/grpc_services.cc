@@ -270,7 +270,8 @@ grpc::Status TrialLinkGrpcService::ShouldStop(grpc::ServerContext*, const v1::Sh
 }
 grpc::Status TrialLinkGrpcService::Rendezvous(grpc::ServerContext*, const v1::RendezvousRequest* r,
                                               v1::RendezvousResponse* out) {
-  auto res = cluster_->Rendezvous(*r, std::chrono::minutes(5));
+  const int seconds = r->timeout_seconds() > 0 ? std::min(r->timeout_seconds(), 3600) : 300;
+  auto res = cluster_->Rendezvous(*r, std::chrono::seconds(seconds));
   if (!res.ok()) return ToGrpc(res.status());
   *out = std::move(res).value();
   return grpc::Status::OK;

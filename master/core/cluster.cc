@@ -101,9 +101,29 @@ Cluster::CreateResult Cluster::CreateExperiment(const std::string& config_yaml, 
     result.errors.push_back({"searcher", searcher.status().message(), 0, 0});
     return result;
   }
+  std::lock_guard<std::mutex> lock(mu_);
+  // A gang larger than every slot the pool has could never be placed: refuse it now rather
+  // than queue it forever. (With no agent known yet, e.g. while a cluster starts, accept.)
+  {
+    const std::string& pool = c.resources.resource_pool;
+    int pool_slots = 0, pool_agents = 0;
+    for (const auto& [id, a] : agents_) {
+      if (a.pool != pool) continue;
+      pool_slots += static_cast<int>(a.slots.size());
+      pool_agents++;
+    }
+    if (pool_agents > 0 && c.resources.slots_per_trial > pool_slots) {
+      result.errors.push_back(
+          {"resources.slots_per_trial",
+           std::to_string(c.resources.slots_per_trial) + " is more than the largest gang this cluster can place: " +
+               std::to_string(pool_slots) + " slots in resource pool \"" + pool + "\" across " +
+               std::to_string(pool_agents) + " agent(s)",
+           0, 0});
+      return result;
+    }
+  }
   if (validate_only) return result;
 
-  std::lock_guard<std::mutex> lock(mu_);
   NewExperiment row;
   row.name = c.name;
   row.description = c.description;
@@ -409,8 +429,9 @@ void Cluster::StartAllocationLocked(Trial& t, const Assignment& a) {
   t.world_size = static_cast<int>(a.slots.size());
   t.live_ranks.clear();
   t.exit_codes.clear();
+  t.first_failure.clear();
   t.rank_agent.clear();
-  t.rendezvous_payloads.clear();
+  t.rendezvous.clear();
   Value::List slots;
   for (const SlotRef& s : a.slots) slots.push_back(Value(Value::Map{{"agent_id", s.agent_id}, {"slot_id", s.slot_id}}));
   (void)store_->UpdateAllocation(t.allocation_id, "ASSIGNED", Value(slots), false);
@@ -498,8 +519,14 @@ void Cluster::AllocationExitedLocked(Trial& t) {
     SetTrialStateLocked(t, v1::TRIAL_STATE_QUEUED);
     if (e.state == v1::EXPERIMENT_STATE_ACTIVE && t.target_length > t.completed_length) SubmitLocked(t);
   } else {
-    std::string why = "trainer exited with";
-    for (auto [rank, code] : t.exit_codes) why += " rank " + std::to_string(rank) + "=" + std::to_string(code);
+    std::string why = t.first_failure;
+    if (why.empty()) {
+      why = "trainer exited with";
+      for (auto [rank, code] : t.exit_codes) {
+        why += " rank " + std::to_string(rank) + "=" + std::to_string(code);
+        if (code == -1 && t.rank_agent.count(rank)) why += " (agent " + t.rank_agent[rank] + " lost)";
+      }
+    }
     TrialFailedLocked(t, why);
   }
   SaveSearcherLocked(e);
@@ -655,6 +682,10 @@ void Cluster::TaskStateChanged(const std::string& agent_id, const v1::TaskStateC
       if (!t->allocated) t->allocated = true;  // exited while the master was away: still decide
       log::Info("trial", {{"event", "task_exited"}, {"task", change.task_id()}, {"code", std::to_string(code)},
                           {"message", change.message()}});
+      if (code != 0 && t->first_failure.empty() && t->stop.empty()) {
+        t->first_failure = "rank " + std::to_string(rank) + " on " + agent_id + ": " +
+                           (change.message().empty() ? "exit status " + std::to_string(code) : change.message());
+      }
       if (code != 0 && !t->live_ranks.empty()) KillTrialTasksLocked(*t);  // one rank failed: stop the rest
       if (t->live_ranks.empty()) AllocationExitedLocked(*t);
       break;
@@ -833,20 +864,46 @@ Result<v1::RendezvousResponse> Cluster::Rendezvous(const v1::RendezvousRequest& 
                                                    std::chrono::milliseconds wait) {
   std::unique_lock<std::mutex> lock(mu_);
   SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(request.who()));
-  t->rendezvous_payloads[request.who().rank()] = request.payload();
+  auto stale = [&](const Trial& trial) -> Status {
+    if (request.who().restart() != trial.restarts || !trial.allocated) {
+      return FailedPrecondition("rendezvous: rank " + std::to_string(request.who().rank()) + " belongs to restart " +
+                                std::to_string(request.who().restart()) + " of trial " + std::to_string(trial.id) +
+                                ", which is no longer running");
+    }
+    if (request.world_size() != trial.world_size) {
+      return InvalidArgument("rendezvous: world size " + std::to_string(request.world_size()) + " but the trial runs " +
+                             std::to_string(trial.world_size) + " ranks");
+    }
+    return Status::Ok();
+  };
+  SF_RETURN_IF_ERROR(stale(*t));
+  const std::string round = request.round();
+  const std::string allocation = t->allocation_id;
+  t->rendezvous[round][request.who().rank()] = request.payload();
   changed_.notify_all();
   auto deadline = steady_clock::now() + wait;
   while (true) {
     SF_ASSIGN_OR_RETURN(t, CheckIdentityLocked(request.who()));
-    if (static_cast<int>(t->rendezvous_payloads.size()) >= request.world_size()) break;
-    if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) {
-      return Unavailable("rendezvous timed out: " + std::to_string(t->rendezvous_payloads.size()) + " of " +
-                         std::to_string(request.world_size()) + " ranks arrived");
+    if (t->allocation_id != allocation) SF_RETURN_IF_ERROR(stale(*t));
+    const auto& arrived = t->rendezvous[round];
+    if (static_cast<int>(arrived.size()) >= request.world_size()) break;
+    if (stopping_ || changed_.wait_until(lock, deadline) == std::cv_status::timeout) {
+      std::string missing;
+      for (int rank = 0; rank < request.world_size(); ++rank) {
+        if (arrived.count(rank)) continue;
+        missing += (missing.empty() ? "" : ", ") + std::string("rank ") + std::to_string(rank) + " on " +
+                   (t->rank_agent.count(rank) ? t->rank_agent[rank] : std::string("?"));
+      }
+      return FailedPrecondition("rendezvous \"" + round + "\" timed out after " +
+                                std::to_string(std::chrono::duration_cast<std::chrono::seconds>(wait).count()) +
+                                " s: " + std::to_string(arrived.size()) + " of " +
+                                std::to_string(request.world_size()) + " ranks arrived (missing: " + missing + ")");
     }
   }
   v1::RendezvousResponse r;
+  const auto& arrived = t->rendezvous[round];
   for (int rank = 0; rank < request.world_size(); ++rank) {
-    r.add_payloads(t->rendezvous_payloads[rank]);
+    r.add_payloads(arrived.at(rank));
     r.add_addresses(t->rank_agent.count(rank) ? t->rank_agent[rank] : "");
   }
   return r;

@@ -127,11 +127,13 @@ class Cluster {
     std::map<int, std::string> rank_agent;
     std::set<int> live_ranks;
     std::map<int, int> exit_codes;
+    // The first rank that failed on its own (not killed by us): "rank 1 on agent-2: <why>".
+    std::string first_failure;
     std::optional<std::chrono::steady_clock::time_point> adopt_deadline;  // after a restart
     // Ranks an agent did not list when it re-registered: lost unless their EXITED arrives soon.
     std::map<int, std::chrono::steady_clock::time_point> missing_ranks;
-    // Rendezvous
-    std::map<int, std::string> rendezvous_payloads;
+    // Rendezvous: round name -> rank -> payload (cleared for every new allocation).
+    std::map<std::string, std::map<int, std::string>> rendezvous;
   };
   struct Experiment {
     int64_t id = 0;

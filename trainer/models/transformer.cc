@@ -62,21 +62,26 @@ Transformer<T>::Transformer(const TransformerConfig& config, Backend<T>* backend
                                                    config.pad_id, config.max_positions,
                                                    config.dropout, site++);
   for (int64_t i = 0; i < config.encoder_layers; ++i) {
+    encoder_start_.push_back(store_.total_numel());
     encoder_.push_back(std::make_unique<EncoderLayer<T>>(
         store_, "encoder.layers." + std::to_string(i) + ".", o, site));
     site += EncoderLayer<T>::kSites;
   }
+  enc_norm_start_ = store_.total_numel();
   if (config.normalize_before)
     enc_norm_ = std::make_unique<LayerNorm<T>>(store_, "encoder.layer_norm", config.d_model);
+  dec_embed_start_ = store_.total_numel();
   dec_embed_ = std::make_unique<TokenEmbedding<T>>(
       store_, "decoder.embed_tokens", config.tgt_vocab, config.d_model, config.pad_id,
       config.max_positions, config.dropout, site++,
       config.share_embeddings ? enc_embed_->table() : -1);
   for (int64_t i = 0; i < config.decoder_layers; ++i) {
+    decoder_start_.push_back(store_.total_numel());
     decoder_.push_back(std::make_unique<DecoderLayer<T>>(
         store_, "decoder.layers." + std::to_string(i) + ".", o, site));
     site += DecoderLayer<T>::kSites;
   }
+  dec_norm_start_ = store_.total_numel();
   if (config.normalize_before)
     dec_norm_ = std::make_unique<LayerNorm<T>>(store_, "decoder.layer_norm", config.d_model);
   store_.Finalize();
@@ -221,16 +226,22 @@ void Transformer<T>::Backward(float grad_scale) {
   be.Gemm(1, V, C, nt, GemmOperand{dlog, cdt, true, V, 0},
           GemmOperand{dec_out_c_, cdt, false, C, 0}, store_.grad(table), C, 0, alpha, 1.0f);
   T* other = grad_b_.data<T>();
+  auto final_from = [this](int64_t offset) {
+    if (grads_final_) grads_final_(offset);
+  };
   if (dec_norm_) {
     dec_norm_->Backward(ctx_, gy, other, nt, false);
     std::swap(gy, other);
+    final_from(dec_norm_start_);
   }
   d_enc_.ZeroFill();
-  for (auto it = decoder_.rbegin(); it != decoder_.rend(); ++it) {
-    (*it)->Backward(ctx_, gy, other, tmp1_.data<T>(), tmp2_.data<T>(), d_enc_.data<T>());
+  for (size_t i = decoder_.size(); i-- > 0;) {
+    decoder_[i]->Backward(ctx_, gy, other, tmp1_.data<T>(), tmp2_.data<T>(), d_enc_.data<T>());
     std::swap(gy, other);
+    final_from(decoder_start_[i]);
   }
-  dec_embed_->Backward(ctx_, gy);
+  dec_embed_->Backward(ctx_, gy);  // the decoder's table (shared: the encoder's, final last)
+  final_from(dec_embed_start_);
 
   // Encoder: start from the gradient the decoder layers collected for the encoder output, and
   // alternate between the two free gradient buffers.
@@ -241,13 +252,16 @@ void Transformer<T>::Backward(float grad_scale) {
     enc_norm_->Backward(ctx_, gx, bufs[next], ns, false);
     gx = bufs[next];
     next ^= 1;
+    final_from(enc_norm_start_);
   }
-  for (auto it = encoder_.rbegin(); it != encoder_.rend(); ++it) {
-    (*it)->Backward(ctx_, gx, bufs[next], tmp1_.data<T>(), tmp2_.data<T>());
+  for (size_t i = encoder_.size(); i-- > 0;) {
+    encoder_[i]->Backward(ctx_, gx, bufs[next], tmp1_.data<T>(), tmp2_.data<T>());
     gx = bufs[next];
     next ^= 1;
+    final_from(encoder_start_[i]);
   }
   enc_embed_->Backward(ctx_, gx);
+  final_from(0);
 }
 
 template <typename T>

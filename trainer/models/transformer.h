@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -92,6 +93,12 @@ class Transformer {
   // Accumulates gradients of grad_scale * loss. Must follow Forward (consumes its state).
   void Backward(float grad_scale);
 
+  // Called during Backward each time a module's gradients are final for this micro-batch:
+  // no gradient at store offset >= `offset` is written again by this Backward. Modules are
+  // stored in forward order and run backward in reverse, so the offsets decrease, ending with 0.
+  // Data-parallel training reduces gradient buckets from here while backward goes on.
+  void set_grads_final_hook(std::function<void(int64_t offset)> hook) { grads_final_ = std::move(hook); }
+
   // Logits of the last Forward [B*Tt, V] (valid until Backward, which reuses the buffer).
   const T* logits() const { return logits_.data<T>(); }
 
@@ -106,6 +113,10 @@ class Transformer {
   std::vector<std::unique_ptr<EncoderLayer<T>>> encoder_;
   std::vector<std::unique_ptr<DecoderLayer<T>>> decoder_;
   std::unique_ptr<LayerNorm<T>> enc_norm_, dec_norm_;
+  std::function<void(int64_t)> grads_final_;
+  // Store offset where each module's parameters begin.
+  int64_t enc_norm_start_ = 0, dec_embed_start_ = 0, dec_norm_start_ = 0;
+  std::vector<int64_t> encoder_start_, decoder_start_;
   bool mirror_stale_ = true;
   bool loss_grad_ready_ = false;  // Forward left the unscaled loss gradient in dlogits_low_
 

@@ -4,6 +4,7 @@
 #include <omp.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -17,6 +18,7 @@
 #include "common/config/hyperparameter_schema.h"
 #include "common/log.h"
 #include "trainer/core/dtype.h"
+#include "trainer/dist/mpi_communicator.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
 #include "trainer/models/transformer.h"
 #include "trainer/optim/lr_schedule.h"
@@ -87,17 +89,11 @@ google::protobuf::Struct ToStruct(const std::vector<std::pair<std::string, doubl
   return s;
 }
 
-}  // namespace
-
-int RunClusterTrial() {
-  signal(SIGTERM, OnTerminate);
-  signal(SIGINT, OnTerminate);
-  v1::TrialIdentity who;
-  who.set_trial_id(std::atoll(Env("SF_TRIAL_ID", "0").c_str()));
-  who.set_rank(std::atoi(Env("SF_RANK", "0").c_str()));
-  who.set_task_id(Env("SF_TASK_ID"));
-  who.set_restart(std::atoi(Env("SF_RESTART", "0").c_str()));
-  const int world_size = std::atoi(Env("SF_WORLD_SIZE", "1").c_str());
+// One trial's training loop under the master. With world_size > 1 every rank runs it: rank 0
+// talks to the searcher and reports for the trial, and every decision that changes what the
+// ranks do next (the operation, stop, pause) is made collectively, so no rank is left waiting in
+// a collective the others never enter.
+int RunTrial(const v1::TrialIdentity& who, int world_size, std::unique_ptr<dist::Communicator>& comm) {
   const std::string master = Env("SF_MASTER_ADDRESS");
   const std::string checkpoint_dir = Env("SF_CHECKPOINT_DIR");
   const std::string restore_dir = Env("SF_RESTORE_CHECKPOINT");
@@ -125,21 +121,61 @@ int RunClusterTrial() {
     return 2;
   }
   const Value hp = config::WithDefaults(*hparams_in);
-  if (world_size != 1) {
-    std::cerr << "sf-trainer cluster: distributed training (world size " << world_size
-              << ") is not built yet; use slots_per_trial: 1\n";
-    return 2;
+  const int rank = static_cast<int>(who.rank());
+  const bool chief = rank == 0;
+  auto fail = [&](const std::string& what, const Status& st) {
+    std::cerr << "sf-trainer cluster: " << (world_size > 1 ? "rank " + std::to_string(rank) + ": " : "") << what
+              << (what.empty() ? "" : ": ") << st.message() << "\n";
+    return 1;
+  };
+  TrialLinkClient link(master, who);
+
+  if (world_size > 1) {
+    // Meet the other ranks through the master, then connect them with Open MPI.
+    const int timeout_s = std::atoi(Env("SF_RENDEZVOUS_TIMEOUT_S", "300").c_str());
+    auto rendezvous = [&](const std::string& round, const std::string& payload,
+                          std::vector<std::string>* addresses) -> Result<std::vector<std::string>> {
+      v1::RendezvousRequest req;
+      req.set_world_size(world_size);
+      req.set_round(round);
+      req.set_payload(payload);
+      req.set_timeout_seconds(timeout_s);
+      v1::RendezvousResponse resp;
+      SF_RETURN_IF_ERROR(link.Call("Rendezvous", &v1::TrialLink::Stub::Rendezvous, req, &resp,
+                                   std::chrono::seconds(timeout_s + 30)));
+      if (addresses) addresses->assign(resp.addresses().begin(), resp.addresses().end());
+      return std::vector<std::string>(resp.payloads().begin(), resp.payloads().end());
+    };
+    std::vector<std::string> agents;
+    auto members = rendezvous("members", Env("SF_AGENT_ID"), &agents);
+    if (!members.ok()) return fail("rendezvous", members.status());
+    dist::MpiConnectOptions mo;
+    mo.rank = rank;
+    mo.world_size = world_size;
+    mo.rendezvous = [&](const std::string& round, const std::string& payload) {
+      return rendezvous(round, payload, nullptr);
+    };
+    mo.work_dir = Env("SF_TASK_DIR", "/tmp");
+    mo.across_machines = std::any_of(agents.begin(), agents.end(), [&](const std::string& a) { return a != agents[0]; });
+    mo.tcp_interfaces = Env("SF_DIST_TCP_INTERFACES");
+    mo.timeout = std::chrono::seconds(std::atoi(Env("SF_COLLECTIVE_TIMEOUT_S", "300").c_str()));
+    auto connected = dist::MpiConnect(mo);
+    if (!connected.ok()) return fail("connecting the ranks", connected.status());
+    comm = std::move(connected).value();
   }
+
   // The data, model, optimizer and schedule: the same TextRun as `sf-trainer train`.
   log::Info("trainer", {{"event", "start"}, {"trial", std::to_string(who.trial_id())},
-                        {"restart", std::to_string(who.restart())}, {"train", cfg.data.train.src},
+                        {"restart", std::to_string(who.restart())}, {"rank", std::to_string(rank)},
+                        {"world_size", std::to_string(world_size)}, {"train", cfg.data.train.src},
                         {"precision", config::PrecisionName(cfg.precision)}});
   TextRunOptions ro;
-  ro.rank = static_cast<int>(who.rank());
+  ro.rank = rank;
   ro.world_size = world_size;
+  ro.comm = comm.get();
   auto created = TextRun::Create(cfg, config_yaml, hp, ro);
   if (!created.ok()) {
-    std::cerr << "sf-trainer cluster: " << created.status().message() << "\n";
+    fail("", created.status());
     const StatusCode c = created.status().code();
     return c == StatusCode::kInvalidArgument || c == StatusCode::kNotFound ? 2 : 1;
   }
@@ -152,14 +188,16 @@ int RunClusterTrial() {
     auto ck = ReadCheckpoint(restore_dir);
     Status st = ck.ok() ? run.Restore(restore_dir, *ck) : ck.status();
     if (!st.ok()) {
-      std::cerr << "sf-trainer cluster: cannot restore: " << st.message() << "\n";
+      fail("cannot restore", st);
       return 2;
     }
   }
 
-  TrialLinkClient link(master, who);
+  // Only rank 0 writes the checkpoint: it holds everything every rank needs to resume.
   auto checkpoint = [&](std::optional<double> metric) -> Status {
-    Value::Map extra{{"trial_id", who.trial_id()}, {"restart", static_cast<int64_t>(who.restart())}};
+    if (!chief) return Status::Ok();
+    Value::Map extra{{"trial_id", who.trial_id()}, {"restart", static_cast<int64_t>(who.restart())},
+                     {"world_size", static_cast<int64_t>(world_size)}};
     if (metric) extra["validation_metric"] = *metric;
     CheckpointContents c = run.Snapshot(extra);
     auto written = WriteCheckpoint(checkpoint_dir, c);
@@ -183,9 +221,14 @@ int RunClusterTrial() {
     log::Info("trainer", {{"event", "checkpoint"}, {"uuid", written->uuid}, {"steps", std::to_string(run.steps())}});
     return link.Call("ReportCheckpoint", &v1::TrialLink::Stub::ReportCheckpoint, req, &resp);
   };
-  auto fail = [](const std::string& what, const Status& st) {
-    std::cerr << "sf-trainer cluster: " << what << (what.empty() ? "" : ": ") << st.message() << "\n";
-    return 1;
+
+  // What every rank does next, decided by rank 0 (the master's answer) and any rank's signal:
+  // the largest action wins, so one SIGTERM'd rank checkpoints the whole gang.
+  enum Action : int32_t { kContinue = 0, kCheckpointAndStop = 1, kStopNow = 2 };
+  auto agree = [&](int32_t action) -> Result<int32_t> {
+    int32_t v = std::max(action, g_terminate ? int32_t{kCheckpointAndStop} : int32_t{kContinue});
+    if (comm) SF_RETURN_IF_ERROR(comm->Allreduce(&v, 1, DType::kI32, dist::ReduceOp::kMax).WithContext("stop decision"));
+    return v;
   };
 
   const int64_t unit = std::max<int64_t>(1, cfg.scheduling_unit);
@@ -194,10 +237,12 @@ int RunClusterTrial() {
   int64_t last_checkpoint = run.steps(), last_validation = run.steps();
   double last_window_loss = 0;
 
-  // Validation: report it, and return the searcher metric.
+  // Validation (every rank, sharded): rank 0 reports it; returns the searcher metric.
   auto validate = [&]() -> Result<double> {
     auto t0 = std::chrono::steady_clock::now();
     SF_ASSIGN_OR_RETURN(TextValidation v, run.Validate(last_window_loss));
+    last_validation = run.steps();
+    if (!chief) return v.metric;
     std::vector<std::pair<std::string, double>> values;
     for (const auto& [k, x] : v.values) values.emplace_back(k, x.as_double());
     values.emplace_back("validation_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -211,29 +256,44 @@ int RunClusterTrial() {
     std::cout << "validation at step " << run.steps();
     for (const auto& [k, x] : values) std::cout << " " << k << " " << x;
     std::cout << std::endl;
-    last_validation = run.steps();
     return v.metric;
   };
 
   while (true) {
-    v1::GetNextOperationRequest nreq;
+    // Rank 0 asks the master for the next operation and passes it on: {kind, target, unit}.
+    int64_t op_msg[3] = {0, 0, 0};  // kind: 0 ask again, 1 train, 2 complete
     v1::GetNextOperationResponse op;
-    Status st = link.Call("GetNextOperation", &v1::TrialLink::Stub::GetNextOperation, nreq, &op,
-                          std::chrono::seconds(30));
-    if (!st.ok()) return fail("", st);
-    if (op.has_complete() && op.complete()) {
+    if (chief) {
+      v1::GetNextOperationRequest nreq;
+      Status st = link.Call("GetNextOperation", &v1::TrialLink::Stub::GetNextOperation, nreq, &op,
+                            std::chrono::seconds(30));
+      if (!st.ok()) return fail("", st);
+      if (op.has_complete() && op.complete()) op_msg[0] = 2;
+      if (op.has_train()) {
+        op_msg[0] = 1;
+        op_msg[1] = op.train().target_length();
+        op_msg[2] = op.train().unit() == "epochs" ? 1 : 0;
+      }
+    }
+    if (comm) {
+      Status st = comm->Broadcast(op_msg, sizeof(op_msg), 0);
+      if (!st.ok()) return fail("next operation", st);
+    }
+    if (op_msg[0] == 2) {
       log::Info("trainer", {{"event", "done"}, {"steps", std::to_string(run.steps())}});
       return 0;
     }
-    if (!op.has_train()) {
-      if (g_terminate) return 0;
+    if (op_msg[0] == 0) {
+      auto a = agree(kContinue);
+      if (!a.ok()) return fail("", a.status());
+      if (*a != kContinue) return 0;
       continue;  // nothing yet: ask again
     }
-    const int64_t target = op.train().unit() == "epochs" ? op.train().target_length() * run.steps_per_epoch()
-                                                         : op.train().target_length();
+    const int64_t target = op_msg[2] ? op_msg[1] * run.steps_per_epoch() : op_msg[1];
     auto window_start = std::chrono::steady_clock::now();
     double window_loss = 0, window_nll = 0;
     int64_t window_tokens = 0, window_steps = 0;
+    dist::SyncStats window_sync;
     while (run.steps() < target) {
       auto r = run.Step();
       if (!r.ok()) return fail("training", r.status());
@@ -242,52 +302,71 @@ int RunClusterTrial() {
       window_loss += rep.loss;
       window_nll += rep.nll;
       window_tokens += rep.tokens;
+      window_sync.busy_seconds += rep.sync.busy_seconds;
+      window_sync.wait_seconds += rep.sync.wait_seconds;
+      window_sync.bytes += rep.sync.bytes;
       ++window_steps;
+      int32_t action = kContinue;
       bool report = steps % unit == 0 || steps == target;
       if (report && !rep.skipped && window_steps > 0) {
         double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - window_start).count();
         const double tokens = static_cast<double>(std::max<int64_t>(1, window_tokens));
         last_window_loss = window_loss / tokens;
-        v1::ReportMetricsRequest mreq;
-        auto* m = mreq.add_reports();
-        m->set_kind("training");
-        m->set_batches(steps);
-        *m->mutable_values() = ToStruct({{"loss", window_loss / tokens},
-                                         {"nll_loss", window_nll / tokens},
-                                         {"tokens_per_second", static_cast<double>(window_tokens) / std::max(1e-9, seconds)},
-                                         {"lr", r->lr},
-                                         {"loss_scale", rep.loss_scale},
-                                         {"grad_norm", rep.grad_norm},
-                                         {"epoch", static_cast<double>(run.epoch())},
-                                         {"skipped_steps", static_cast<double>(run.skipped_steps())}});
-        v1::ReportMetricsResponse mresp;
-        st = link.Call("ReportMetrics", &v1::TrialLink::Stub::ReportMetrics, mreq, &mresp);
-        if (!st.ok()) return fail("", st);
-        std::cout << "step " << steps << " loss " << window_loss / tokens << " epoch " << run.epoch()
-                  << " tokens/s " << static_cast<int64_t>(static_cast<double>(window_tokens) / std::max(1e-9, seconds))
-                  << std::endl;
+        if (chief) {
+          // Losses and tokens are already summed over the ranks (the step reduces them).
+          std::vector<std::pair<std::string, double>> values = {
+              {"loss", window_loss / tokens},
+              {"nll_loss", window_nll / tokens},
+              {"tokens_per_second", static_cast<double>(window_tokens) / std::max(1e-9, seconds)},
+              {"lr", r->lr},
+              {"loss_scale", rep.loss_scale},
+              {"grad_norm", rep.grad_norm},
+              {"epoch", static_cast<double>(run.epoch())},
+              {"skipped_steps", static_cast<double>(run.skipped_steps())}};
+          if (comm) {
+            values.push_back({"world_size", static_cast<double>(world_size)});
+            values.push_back({"allreduce_s", window_sync.busy_seconds});
+            values.push_back({"allreduce_wait_s", window_sync.wait_seconds});
+            values.push_back({"allreduce_bytes", static_cast<double>(window_sync.bytes)});
+            values.push_back({"allreduce_hidden", window_sync.hidden_fraction()});
+          }
+          v1::ReportMetricsRequest mreq;
+          auto* m = mreq.add_reports();
+          m->set_kind("training");
+          m->set_batches(steps);
+          *m->mutable_values() = ToStruct(values);
+          v1::ReportMetricsResponse mresp;
+          Status st = link.Call("ReportMetrics", &v1::TrialLink::Stub::ReportMetrics, mreq, &mresp);
+          if (!st.ok()) return fail("", st);
+          std::cout << "step " << steps << " loss " << window_loss / tokens << " epoch " << run.epoch()
+                    << " tokens/s " << static_cast<int64_t>(static_cast<double>(window_tokens) / std::max(1e-9, seconds))
+                    << std::endl;
+          // Between steps: should we stop?
+          v1::ShouldStopRequest sreq;
+          sreq.set_batches(steps);
+          v1::ShouldStopResponse sresp;
+          st = link.Call("ShouldStop", &v1::TrialLink::Stub::ShouldStop, sreq, &sresp);
+          if (st.ok() && sresp.action() == v1::ShouldStopResponse::ACTION_STOP_NOW) action = kStopNow;
+          if (st.ok() && sresp.action() == v1::ShouldStopResponse::ACTION_CHECKPOINT_AND_STOP) {
+            action = kCheckpointAndStop;
+          }
+        }
         window_loss = window_nll = 0;
         window_tokens = window_steps = 0;
+        window_sync = dist::SyncStats{};
         window_start = std::chrono::steady_clock::now();
-        // Between steps: should we stop?
-        v1::ShouldStopRequest sreq;
-        sreq.set_batches(steps);
-        v1::ShouldStopResponse sresp;
-        st = link.Call("ShouldStop", &v1::TrialLink::Stub::ShouldStop, sreq, &sresp);
-        if (st.ok() && sresp.action() == v1::ShouldStopResponse::ACTION_STOP_NOW) {
-          log::Info("trainer", {{"event", "killed"}, {"steps", std::to_string(steps)}});
-          return 0;
-        }
-        if ((st.ok() && sresp.action() == v1::ShouldStopResponse::ACTION_CHECKPOINT_AND_STOP) || g_terminate) {
-          Status cs = checkpoint(std::nullopt);
-          if (!cs.ok()) return fail("checkpoint failed", cs);
-          log::Info("trainer", {{"event", "paused"}, {"steps", std::to_string(steps)}});
-          return 0;
-        }
       }
-      if (g_terminate) {
+      auto agreed = agree(action);
+      if (!agreed.ok()) return fail("", agreed.status());
+      if (*agreed == kStopNow) {
+        log::Info("trainer", {{"event", "killed"}, {"steps", std::to_string(steps)}});
+        return 0;
+      }
+      if (*agreed == kCheckpointAndStop) {
         Status cs = checkpoint(std::nullopt);
-        return cs.ok() ? 0 : 1;
+        if (!cs.ok()) return fail("checkpoint failed", cs);
+        log::Info("trainer", {{"event", "paused"}, {"steps", std::to_string(steps)}});
+        return 0;
       }
       std::optional<double> metric;
       if (val_period > 0 && steps - last_validation >= val_period && steps < target) {
@@ -305,16 +384,45 @@ int RunClusterTrial() {
     auto v = validate();
     if (!v.ok()) return fail("validation", v.status());
     const double metric = *v;
-    st = checkpoint(metric);
+    Status st = checkpoint(metric);
     if (!st.ok()) return fail("checkpoint failed", st);
     last_checkpoint = run.steps();
-    v1::CompleteOperationRequest creq;
-    *creq.mutable_op() = op.train();
-    creq.set_searcher_metric(metric);
-    v1::CompleteOperationResponse cresp;
-    st = link.Call("CompleteOperation", &v1::TrialLink::Stub::CompleteOperation, creq, &cresp);
-    if (!st.ok()) return fail("", st);
+    if (chief) {
+      v1::CompleteOperationRequest creq;
+      *creq.mutable_op() = op.train();
+      creq.set_searcher_metric(metric);
+      v1::CompleteOperationResponse cresp;
+      st = link.Call("CompleteOperation", &v1::TrialLink::Stub::CompleteOperation, creq, &cresp);
+      if (!st.ok()) return fail("", st);
+    }
   }
+}
+
+}  // namespace
+
+int RunClusterTrial() {
+  signal(SIGTERM, OnTerminate);
+  signal(SIGINT, OnTerminate);
+  v1::TrialIdentity who;
+  who.set_trial_id(std::atoll(Env("SF_TRIAL_ID", "0").c_str()));
+  who.set_rank(std::atoi(Env("SF_RANK", "0").c_str()));
+  who.set_task_id(Env("SF_TASK_ID"));
+  who.set_restart(std::atoi(Env("SF_RESTART", "0").c_str()));
+  const int world_size = std::atoi(Env("SF_WORLD_SIZE", "1").c_str());
+  if (world_size < 1 || who.rank() < 0 || who.rank() >= world_size) {
+    std::cerr << "sf-trainer cluster: rank " << who.rank() << " is not in [0, " << world_size << ")\n";
+    return 2;
+  }
+  std::unique_ptr<dist::Communicator> comm;
+  const int code = RunTrial(who, world_size, comm);
+  if (code != 0 && comm) {
+    // A failed rank cannot leave MPI cleanly (peers may be inside a collective it will never
+    // enter): exit now; the master stops the rest of the gang and restarts the trial.
+    std::cout.flush();
+    std::cerr.flush();
+    std::_Exit(code);
+  }
+  return code;  // the communicator (if any) leaves MPI together with the other ranks
 }
 
 }  // namespace sf

@@ -16,7 +16,24 @@ Result<std::vector<std::string>> ReadLines(const std::string& path) {
   return std::move(files.front());
 }
 
+DType WireDType(config::Precision p) {
+  switch (p) {
+    case config::Precision::kBf16: return DType::kBF16;
+    case config::Precision::kFp16: return DType::kF16;
+    default: return DType::kF32;
+  }
+}
+
 }  // namespace
+
+uint64_t RankDropoutSeed(uint64_t seed, int rank) {
+  if (rank == 0) return seed;
+  // splitmix64 of (seed, rank): far-apart Philox keys per rank.
+  uint64_t z = seed + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(rank + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
 
 BeamOptions BeamFromHyperparameters(const Value& hp) {
   BeamOptions b;
@@ -72,7 +89,8 @@ Result<std::unique_ptr<TextRun>> TextRun::Create(const config::ExperimentConfig&
   r->backend_ = std::make_unique<CpuBackend>();
   r->model_ = std::make_unique<Transformer<float>>(mc, r->backend_.get(), ComputeDType(cfg.precision));
   r->model_->InitParameters(r->seed_);
-  r->model_->context().seed = r->seed_;
+  r->dropout_seed_ = r->seed_;
+  r->model_->context().seed = RankDropoutSeed(r->seed_, options.rank);
 
   data::BatchingOptions bo;
   bo.max_tokens = HpInt(r->hparams_, "max_tokens", 4096);
@@ -97,6 +115,25 @@ Result<std::unique_ptr<TextRun>> TextRun::Create(const config::ExperimentConfig&
                                          HpNum(r->hparams_, "clip_norm", 0.0));
   std::vector<ParamRef> params = r->model_->Parameters();
   SF_RETURN_IF_ERROR(r->step_->optimizer().Prepare(params));
+  if (options.comm && options.world_size > 1) {
+    // Every rank starts from rank 0's weights (equal by seed already; this makes it a fact).
+    ParamStore<float>& store = r->model_->params();
+    SF_RETURN_IF_ERROR(options.comm->Broadcast(store.values(), store.total_numel() * 4, 0));
+    r->model_->WeightsUpdated();
+    std::vector<int64_t> offsets;
+    for (const ParamInfo& p : store.params()) offsets.push_back(p.offset);
+    dist::GradReducerOptions ro;
+    ro.bucket_bytes = cfg.optimizations.bucket_size_mb << 20;
+    ro.wire = WireDType(cfg.optimizations.allreduce_dtype);
+    r->reducer_ = std::make_unique<dist::GradReducer>(options.comm, store.grads(), store.total_numel(),
+                                                      std::move(offsets), ro);
+    r->step_->set_grad_reducer(r->reducer_.get());
+    log::Info("trainer", {{"event", "data_parallel"}, {"rank", std::to_string(options.rank)},
+                          {"world_size", std::to_string(options.world_size)},
+                          {"backend", options.comm->backend_name()},
+                          {"buckets", std::to_string(r->reducer_->bucket_count())},
+                          {"allreduce_dtype", DTypeName(ro.wire)}});
+  }
   return r;
 }
 
@@ -125,7 +162,8 @@ Status TextRun::Restore(const std::string& dir, const CheckpointContents& ck) {
   SF_RETURN_IF_ERROR(iter_->SetPosition(pos));
   steps_ = HpInt(ck.state, "steps", 0);
   skipped_ = HpInt(ck.state, "skipped_steps", 0);
-  model_->context().seed = static_cast<uint64_t>(HpInt(ck.state, "dropout_seed", static_cast<int64_t>(seed_)));
+  dropout_seed_ = static_cast<uint64_t>(HpInt(ck.state, "dropout_seed", static_cast<int64_t>(seed_)));
+  model_->context().seed = RankDropoutSeed(dropout_seed_, options_.rank);
   model_->context().micro_batch = static_cast<uint64_t>(HpInt(ck.state, "micro_batch", 0));
   log::Info("trainer", {{"event", "resumed"}, {"checkpoint", dir}, {"steps", std::to_string(steps_)},
                         {"epoch", std::to_string(pos.epoch)}});
@@ -167,10 +205,11 @@ Result<TextValidation> TextRun::Validate(double fallback_loss) {
   bo.max_tokens = HpInt(hparams_, "max_tokens", 4096);
   bo.shuffle = false;
   SF_ASSIGN_OR_RETURN(data::BatchIterator vi, data::BatchIterator::Create(valid, bo));
+  const int world = options_.comm ? options_.world_size : 1, rank = options_.comm ? options_.rank : 0;
   double loss = 0, nll = 0;
   int64_t tokens = 0;
   data::Batch b;
-  for (int64_t i = 0; i < vi.batches_per_epoch(); ++i) {
+  for (int64_t i = rank; i < vi.batches_per_epoch(); i += world) {
     vi.BatchAt(1, i, &b);
     auto stats = model_->Forward(data::AsEngineBatch<Seq2SeqBatch>(b));
     if (!stats.ok()) return stats.status().WithContext("validation");
@@ -178,18 +217,54 @@ Result<TextValidation> TextRun::Validate(double fallback_loss) {
     nll += stats->nll;
     tokens += stats->tokens;
   }
+  if (world > 1) {
+    double sums[3] = {loss, nll, static_cast<double>(tokens)};
+    SF_RETURN_IF_ERROR(options_.comm->Allreduce(sums, 3, DType::kF64).WithContext("validation"));
+    loss = sums[0];
+    nll = sums[1];
+    tokens = static_cast<int64_t>(sums[2]);
+  }
   const double vloss = loss / static_cast<double>(std::max<int64_t>(1, tokens));
   const double ppl = std::exp(nll / static_cast<double>(std::max<int64_t>(1, tokens)));
   v.values = {{"validation_loss", vloss}, {"validation_perplexity", ppl}};
   v.metric = cfg_.searcher.metric == "validation_perplexity" ? ppl : vloss;
   if (bleu_metric()) {
-    SF_ASSIGN_OR_RETURN(std::vector<std::string> src, ReadLines(cfg_.data.valid->src));
-    SF_ASSIGN_OR_RETURN(auto refs, eval::ReadReferenceFiles({cfg_.data.valid->tgt}));
+    SF_ASSIGN_OR_RETURN(std::vector<std::string> all_src, ReadLines(cfg_.data.valid->src));
+    SF_ASSIGN_OR_RETURN(auto all_refs, eval::ReadReferenceFiles({cfg_.data.valid->tgt}));
+    // This rank's sentences (every world-th); corpus BLEU from the summed statistics.
+    std::vector<std::string> src, refs;
+    for (size_t i = static_cast<size_t>(rank); i < all_src.size(); i += static_cast<size_t>(world)) {
+      src.push_back(all_src[i]);
+      refs.push_back(all_refs[0][i]);
+    }
     Translator translator(model_.get());
     SF_ASSIGN_OR_RETURN(std::vector<std::string> hyps,
                         TranslateLines(translator, data_->source_tokenizer(), data_->target_tokenizer(), src,
                                        BeamFromHyperparameters(hparams_), cfg_.data.max_source_positions - 1));
-    SF_ASSIGN_OR_RETURN(eval::BleuScore bleu, eval::CorpusBleu(hyps, refs));
+    eval::BleuStats stats;
+    for (size_t i = 0; i < hyps.size(); ++i) {
+      SF_ASSIGN_OR_RETURN(eval::BleuStats one, eval::SegmentStats(hyps[i], {refs[i]}));
+      stats.Add(one);
+    }
+    if (world > 1) {
+      const size_t orders = static_cast<size_t>(eval::BleuOptions{}.max_ngram_order);
+      stats.correct.resize(orders);
+      stats.total.resize(orders);
+      std::vector<double> packed{static_cast<double>(stats.sys_len), static_cast<double>(stats.ref_len)};
+      for (size_t k = 0; k < orders; ++k) {
+        packed.push_back(static_cast<double>(stats.correct[k]));
+        packed.push_back(static_cast<double>(stats.total[k]));
+      }
+      SF_RETURN_IF_ERROR(options_.comm->Allreduce(packed.data(), static_cast<int64_t>(packed.size()), DType::kF64)
+                             .WithContext("validation BLEU"));
+      stats.sys_len = static_cast<int64_t>(packed[0]);
+      stats.ref_len = static_cast<int64_t>(packed[1]);
+      for (size_t k = 0; k < orders; ++k) {
+        stats.correct[k] = static_cast<int64_t>(packed[2 + 2 * k]);
+        stats.total[k] = static_cast<int64_t>(packed[3 + 2 * k]);
+      }
+    }
+    const eval::BleuScore bleu = eval::ComputeBleu(stats);
     v.values["bleu"] = bleu.score;
     v.metric = bleu.score;
   }
@@ -202,7 +277,7 @@ CheckpointContents TextRun::Snapshot(const Value::Map& extra) const {
   const data::DataPosition pos = iter_->position();
   Value::Map state{{"steps", steps_},
                    {"skipped_steps", skipped_},
-                   {"dropout_seed", static_cast<int64_t>(model_->context().seed)},
+                   {"dropout_seed", static_cast<int64_t>(dropout_seed_)},
                    {"micro_batch", static_cast<int64_t>(model_->context().micro_batch)},
                    {"data_epoch", pos.epoch},
                    {"data_batch", pos.batch},

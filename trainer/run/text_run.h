@@ -18,6 +18,7 @@
 #include "common/value.h"
 #include "trainer/data/batching.h"
 #include "trainer/data/translation_data.h"
+#include "trainer/dist/grad_reducer.h"
 #include "trainer/eval/bleu.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
 #include "trainer/models/translator.h"
@@ -30,6 +31,10 @@ namespace sf {
 struct TextRunOptions {
   int rank = 0, world_size = 1;
   data::DataOptions data;  // where the data cache lives
+  // Data parallel (world_size > 1): the ranks' communicator (must outlive the run). Every
+  // rank trains on its shard of each global batch; gradients are summed in buckets during
+  // backward (optimizations.bucket_size_mb, allreduce_dtype); validation is sharded and summed.
+  dist::Communicator* comm = nullptr;
 };
 
 struct TextStep {
@@ -66,7 +71,7 @@ class TextRun {
                                                  Value hparams, const TextRunOptions& options = {});
 
   // Continues from a checkpoint: weights, optimizer and loss-scaler state, step, data position,
-  // dropout RNG position. Refuses (kInvalidArgument) a checkpoint of another model or tokenizer
+  // dropout RNG position. Data parallel: every rank restores the same (rank 0's) checkpoint. Refuses (kInvalidArgument) a checkpoint of another model or tokenizer
   // and (kDataLoss) a corrupt one; nothing changes on error.
   Status Restore(const std::string& dir, const CheckpointContents& contents);
 
@@ -74,7 +79,8 @@ class TextRun {
   Result<TextStep> Step();
 
   // Loss and perplexity on the validation set (no dropout), plus BLEU of beam-search
-  // translations when the searcher's metric is bleu. Without a valid split, the metric is the
+  // translations when the searcher's metric is bleu. Data parallel: every rank must call it;
+  // each takes every world_size-th batch and sentence and the sums are reduced. Without a valid split, the metric is the
   // training loss of the last step window given by `fallback_loss`.
   Result<TextValidation> Validate(double fallback_loss = 0);
 
@@ -115,6 +121,7 @@ class TextRun {
   std::unique_ptr<CpuBackend> backend_;
   std::unique_ptr<Transformer<float>> model_;
   std::unique_ptr<TrainStep> step_;
+  std::unique_ptr<dist::GradReducer> reducer_;
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<data::BatchIterator> iter_;
   std::vector<data::Batch> micro_;
@@ -122,6 +129,11 @@ class TextRun {
   int64_t aggregation_ = 1, steps_per_epoch_ = 1;
   int64_t steps_ = 0, skipped_ = 0;
   uint64_t seed_ = 1;
+  uint64_t dropout_seed_ = 1;  // the run's (rank 0's); each rank draws from its own stream
 };
+
+// The dropout seed of `rank` in a run whose seed is `seed`: rank 0 keeps it (a 1-rank run is
+// unchanged), other ranks get distinct, reproducible streams.
+uint64_t RankDropoutSeed(uint64_t seed, int rank);
 
 }  // namespace sf

@@ -17,16 +17,28 @@ TrainStep::TrainStep(Transformer<float>* model, std::unique_ptr<Optimizer> optim
   (void)optimizer_->Prepare(params_);
 }
 
+void TrainStep::set_grad_reducer(dist::GradReducer* reducer) {
+  reducer_ = reducer;
+  if (reducer_) {
+    model_->set_grads_final_hook([reducer](int64_t offset) { reducer->GradsFinal(offset); });
+  } else {
+    model_->set_grads_final_hook(nullptr);
+  }
+}
+
 Result<StepReport> TrainStep::Run(std::span<const Seq2SeqBatch> micro_batches, float lr) {
   StepReport r;
   r.loss_scale = scaler_.scale();
   model_->ZeroGrads();
   Context<float>& ctx = model_->context();
-  for (const Seq2SeqBatch& mb : micro_batches) {
+  for (size_t i = 0; i < micro_batches.size(); ++i) {
+    const Seq2SeqBatch& mb = micro_batches[i];
     const double t0 = Now();
     auto stats = model_->Forward(mb);
     if (!stats.ok()) return stats.status();
     const double t1 = Now();
+    // Only the last micro-batch's backward finishes gradients: reduce buckets from there on.
+    if (reducer_ && i + 1 == micro_batches.size()) reducer_->Arm();
     model_->Backward(r.loss_scale);
     r.forward_s += t1 - t0;
     r.backward_s += Now() - t1;
@@ -36,12 +48,25 @@ Result<StepReport> TrainStep::Run(std::span<const Seq2SeqBatch> micro_batches, f
     ++ctx.micro_batch;
   }
   const double t2 = Now();
-  // The one point per step where gradients leave the process (allreduce goes here).
-  if (allreduce_) {
-    ParamStore<float>& store = model_->params();
-    SF_RETURN_IF_ERROR(allreduce_(std::span<float>(store.grads(), store.total_numel()), &r.tokens));
+  ParamStore<float>& store = model_->params();
+  if (reducer_) {
+    // Wait for the buckets still in flight; sum the step's counts (exact in double).
+    double scalars[3] = {r.loss, r.nll, static_cast<double>(r.tokens)};
+    SF_RETURN_IF_ERROR(reducer_->Finish(scalars));
+    r.loss = scalars[0];
+    r.nll = scalars[1];
+    r.tokens = static_cast<int64_t>(scalars[2]);
+    r.sync = reducer_->last_step();
   }
-  const GradStats gs = ScanGrads(params_);
+  if (grads_hook_) grads_hook_(std::span<float>(store.grads(), store.total_numel()));
+  GradStats gs = ScanGrads(params_);
+  if (reducer_) {
+    // The summed gradients are the same on every rank; agreeing on the flag anyway makes a
+    // skipped step a collective decision whatever the reduction order did.
+    int32_t flag = gs.non_finite ? 1 : 0;
+    SF_RETURN_IF_ERROR(reducer_->communicator().Allreduce(&flag, 1, DType::kI32, dist::ReduceOp::kMax));
+    gs.non_finite = flag != 0;
+  }
   SF_ASSIGN_OR_RETURN(LossScaler::Action action, scaler_.Update(gs));
   if (action == LossScaler::Action::kSkip || r.tokens == 0) {
     r.skipped = true;

@@ -1,13 +1,17 @@
 // TrainStep: one optimizer step over N micro-batches (aggregation frequency N).
 //
 //   for each micro-batch: forward, backward of (loss_scale * summed loss)  -> grads accumulate
-//   AllreduceHook(grads, tokens)            (once per step; identity in a single process)
-//   stats = ScanGrads; LossScaler::Update   (skip the step on inf/NaN: grads zeroed, no LR step)
+//   data parallel (a GradReducer is set): during the LAST micro-batch's backward, gradient
+//     buckets are summed across ranks as they become final; then loss, nll and the target
+//     token count are summed too (once per step, never on the first N-1 micro-batches)
+//   stats = ScanGrads; LossScaler::Update   (skip the step on inf/NaN: grads zeroed, no LR step;
+//                                            ranks agree on the overflow flag)
 //   grads *= 1 / (loss_scale * total non-pad target tokens), clipped to clip_norm (one pass)
 //   optimizer.Step(lr); model.WeightsUpdated()
 //
 // So N micro-batches of B sequences give the same update as one batch of N*B (fairseq
-// semantics: the loss is a sum over tokens, normalised once per step by the token count).
+// semantics: the loss is a sum over tokens, normalised once per step by the token count), and W
+// ranks on shards of a global batch give the update of one rank on the whole global batch.
 // Not thread-safe; owns nothing but its optimizer and loss scaler.
 #pragma once
 
@@ -16,6 +20,7 @@
 #include <span>
 
 #include "common/status.h"
+#include "trainer/dist/grad_reducer.h"
 #include "trainer/models/transformer.h"
 #include "trainer/optim/grad_stats.h"
 #include "trainer/optim/loss_scaler.h"
@@ -31,23 +36,25 @@ struct StepReport {
   float grad_norm = 0;   // of the normalised gradient, before clipping
   float loss_scale = 1;  // the scale this step's loss was multiplied by
   double forward_s = 0, backward_s = 0, optimizer_s = 0;
+  dist::SyncStats sync;  // data parallel: what the gradient allreduce cost (zeros otherwise)
 };
 
 class TrainStep {
  public:
-  // Sums gradients across ranks in place and the token count; called once per step. The
-  // default (single process) does nothing.
-  using AllreduceHook = std::function<Status(std::span<float> grads, int64_t* tokens)>;
-
   TrainStep(Transformer<float>* model, std::unique_ptr<Optimizer> optimizer, LossScaler scaler,
             double clip_norm);
 
-  void set_allreduce_hook(AllreduceHook hook) { allreduce_ = std::move(hook); }
+  // Data parallel: sum gradients and the step's counts across ranks through `reducer` (must
+  // outlive the step; nullptr: a single process). Installs the model's grads-final hook.
+  void set_grad_reducer(dist::GradReducer* reducer);
+  // Called once per step with the (synchronised) gradients before they are checked; tests
+  // inject overflows here.
+  void set_grads_hook(std::function<void(std::span<float>)> hook) { grads_hook_ = std::move(hook); }
   Optimizer& optimizer() { return *optimizer_; }
   const LossScaler& loss_scaler() const { return scaler_; }
 
-  // Errors: a micro-batch the model rejects, the loss scale falling below its minimum, or the
-  // allreduce hook failing.
+  // Errors: a micro-batch the model rejects, the loss scale falling below its minimum, or a
+  // failed or timed-out collective.
   Result<StepReport> Run(std::span<const Seq2SeqBatch> micro_batches, float lr);
 
  private:
@@ -56,7 +63,8 @@ class TrainStep {
   LossScaler scaler_;
   double clip_norm_;
   std::vector<ParamRef> params_;
-  AllreduceHook allreduce_;
+  dist::GradReducer* reducer_ = nullptr;
+  std::function<void(std::span<float>)> grads_hook_;
 };
 
 }  // namespace sf

@@ -1,0 +1,71 @@
+#include "trainer/dist/grad_reducer.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace sf::dist {
+
+GradReducer::GradReducer(Communicator* comm, float* grads, int64_t numel, std::vector<int64_t> offsets,
+                         GradReducerOptions options)
+    : comm_(comm), grads_(grads), options_(options) {
+  const int64_t elem = DTypeSize(options_.wire == DType::kF32 ? DType::kF32 : options_.wire);
+  const int64_t target = std::max<int64_t>(1, options_.bucket_bytes / elem);
+  // Walk the parameters from the last to the first, closing a bucket once it holds `target`
+  // elements; bucket edges are parameter starts, so no parameter is split.
+  int64_t end = numel;
+  for (size_t i = offsets.size(); i-- > 0;) {
+    const int64_t begin = offsets[i];
+    if (end - begin >= target || i == 0) {
+      buckets_.push_back({i == 0 ? 0 : begin, end});
+      end = i == 0 ? 0 : begin;
+    }
+  }
+  if (buckets_.empty() && numel > 0) buckets_.push_back({0, numel});
+  inflight_.reserve(buckets_.size());
+}
+
+void GradReducer::Arm() {
+  armed_ = true;
+  next_ = 0;
+  early_ = 0;
+  inflight_.clear();
+  last_ = SyncStats{};
+}
+
+void GradReducer::Launch(size_t i) {
+  const Bucket& b = buckets_[i];
+  inflight_.push_back(comm_->AllreduceAsync(grads_ + b.begin, b.end - b.begin, DType::kF32, ReduceOp::kSum,
+                                            options_.wire));
+  last_.buckets++;
+  last_.bytes += (b.end - b.begin) * DTypeSize(options_.wire);
+}
+
+void GradReducer::GradsFinal(int64_t offset) {
+  if (!armed_) return;
+  while (next_ < buckets_.size() && buckets_[next_].begin >= offset) {
+    Launch(next_++);
+    ++early_;
+  }
+}
+
+Status GradReducer::Finish(std::span<double> scalars) {
+  if (!armed_) Arm();
+  while (next_ < buckets_.size()) Launch(next_++);
+  armed_ = false;
+  const auto t0 = std::chrono::steady_clock::now();
+  Status first;
+  for (auto& w : inflight_) {
+    Status st = w->Wait();
+    last_.busy_seconds += w->busy_seconds();
+    if (!st.ok() && first.ok()) first = st;
+  }
+  last_.wait_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  inflight_.clear();
+  SF_RETURN_IF_ERROR(first);
+  if (!scalars.empty()) {
+    SF_RETURN_IF_ERROR(comm_->Allreduce(scalars.data(), static_cast<int64_t>(scalars.size()), DType::kF64));
+  }
+  return Status::Ok();
+}
+
+}  // namespace sf::dist

@@ -1,0 +1,67 @@
+// MpiCommunicator: the Communicator of CPU ranks, on Open MPI.
+//
+// One background thread owns MPI: it initialises it (MPI_THREAD_FUNNELED), runs every
+// collective in submission order with blocking MPI calls, and finalises it. The training
+// thread only queues work and waits, so a bucket's allreduce runs while backward goes on (the
+// Horovod pattern: one thread owns every collective, so ranks never disagree on order).
+// Narrow wire dtypes (bf16, f16) are cast on that thread too, into a buffer planned once.
+//
+// Two ways to get one:
+//  - FromWorld(): the process was started by mpirun (or is alone): MPI_COMM_WORLD.
+//  - Connect(): ranks started independently (by Steadfast agents, possibly on different
+//    machines) meet without mpirun or ssh. Rank 0 starts `ompi-server` (Open MPI's rendezvous
+//    server for independently started jobs) as its child, and every rank learns its URI
+//    through `rendezvous` (the master's TrialLink.Rendezvous in a trial). Each rank then starts
+//    as an MPI singleton pointed at that server; rank 0 opens one MPI port per other rank,
+//    publishes them in a second rendezvous round, and the ranks join one at a time
+//    (MPI_Comm_accept / MPI_Comm_connect / MPI_Intercomm_merge), so the final communicator
+//    orders them by rank. docs/distributed.md explains the choice.
+//
+// A rendezvous is a function: every rank calls it with the same `round` name and its own
+// payload, and gets back every rank's payload (indexed by rank) once all have arrived.
+//
+// Errors: a collective that fails or does not finish within `timeout` breaks the communicator
+// (see communicator.h). The bootstrap fails (kDeadlineExceeded) when the ranks do not meet
+// within `timeout`. Construction and destruction happen on one thread. After a break the
+// destructor does not wait for the MPI thread (it may be stuck in a collective a dead peer
+// will never finish): callers exit the process.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trainer/dist/communicator.h"
+
+namespace sf::dist {
+
+using RendezvousFn = std::function<Result<std::vector<std::string>>(const std::string& round,
+                                                                    const std::string& payload)>;
+
+struct MpiConnectOptions {
+  int rank = 0;
+  int world_size = 1;
+  RendezvousFn rendezvous;
+  // Where rank 0 keeps ompi-server's URI file and every rank its copy (created if missing).
+  std::string work_dir = "/tmp";
+  // True when the ranks run on different machines (agents): MPI then uses TCP only, never
+  // shared memory, and the interfaces it may use can be narrowed with `tcp_interfaces`.
+  bool across_machines = false;
+  std::string tcp_interfaces;  // e.g. "10.0.0.0/24" (OMPI btl_tcp_if_include); empty: all
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+};
+
+class MpiCommunicator;
+
+// Under mpirun (or as a lone process): MPI_COMM_WORLD.
+Result<std::unique_ptr<Communicator>> MpiFromWorld(
+    std::chrono::milliseconds timeout = std::chrono::minutes(5));
+
+// Independently started ranks meeting through `options.rendezvous` (see above).
+Result<std::unique_ptr<Communicator>> MpiConnect(const MpiConnectOptions& options);
+
+// The path of Open MPI's ompi-server, or kNotFound naming what was searched.
+Result<std::string> FindOmpiServer();
+
+}  // namespace sf::dist
