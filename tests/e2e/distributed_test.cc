@@ -1,0 +1,143 @@
+// End to end, distributed: trials with slots_per_trial: 2 on two agents of one slot each, so
+// the two ranks are separate trainer processes under separate agents that meet through the
+// master and allreduce through Open MPI. Real PostgreSQL, master, agents and trainers.
+#include <signal.h>
+
+#include <filesystem>
+#include <pqxx/pqxx>
+
+#include "common/subprocess.h"
+#include "tests/e2e/cluster_fixture.h"
+
+namespace sf::testing {
+namespace {
+namespace fs = std::filesystem;
+
+constexpr char kCompleted[] = "EXPERIMENT_STATE_COMPLETED";
+
+int64_t Count(const std::string& db, const std::string& sql) {
+  pqxx::connection conn(db);
+  pqxx::work tx(conn);
+  return tx.exec1(sql)[0].as<int64_t>();
+}
+
+std::string Text(const std::string& db, const std::string& sql) {
+  pqxx::connection conn(db);
+  pqxx::work tx(conn);
+  auto r = tx.exec1(sql);
+  return r[0].is_null() ? "" : r[0].as<std::string>();
+}
+
+int64_t Id(const Value& v) { return std::stoll(v.Find("id")->as_string()); }
+
+std::string TwoRankExperiment(int64_t batches, const std::string& name) {
+  return TinyExperiment(1, batches, 10, name) + "resources: {slots_per_trial: 2}\n";
+}
+
+int64_t TotalBatches(Cluster& c, int64_t id) {
+  auto t = c.Trials(id);
+  if (t.as_list().size() != 1) return -1;
+  return std::stoll(t.as_list()[0].Find("totalBatches")->as_string());
+}
+
+TEST(DistributedEndToEnd, TwoRankTrialOnTwoAgentsCompletesWithMetricsCheckpointsAndBothRanksLogs) {
+  Cluster cluster(2, 1);
+  int64_t id = cluster.Submit(TwoRankExperiment(60, "dist-e2e"));
+  ASSERT_GT(id, 0);
+  bool done = cluster.WaitForState(id, kCompleted, std::chrono::seconds(300));
+  if (!done) cluster.DumpLogs();
+  ASSERT_TRUE(done) << cluster.ExperimentState(id);
+  Value t = cluster.Trials(id).as_list()[0];
+  const std::string tid = std::to_string(Id(t));
+  EXPECT_EQ(t.Find("totalBatches")->as_string(), "60");
+  EXPECT_EQ(t.Find("restarts")->as_int(), 0);
+  // One report per scheduling unit, from rank 0 for the trial, with the allreduce figures.
+  EXPECT_EQ(Count(cluster.db(), "SELECT count(*) FROM metrics WHERE kind='training' AND trial_id=" + tid), 6);
+  EXPECT_EQ(Count(cluster.db(), "SELECT count(*) FROM metrics WHERE kind='validation' AND trial_id=" + tid), 1);
+  EXPECT_EQ(Count(cluster.db(), "SELECT count(*) FROM metrics WHERE kind='training' AND trial_id=" + tid +
+                                    " AND (vals->>'world_size')::float = 2 AND (vals->>'allreduce_bytes')::float > 0"),
+            6)
+      << Text(cluster.db(), "SELECT vals::text FROM metrics WHERE kind='training' AND trial_id=" + tid + " LIMIT 1");
+  // The gang really spanned both agents, and both ranks' output is stored, tagged by rank.
+  EXPECT_EQ(Count(cluster.db(), "SELECT count(DISTINCT rank) FROM task_logs WHERE trial_id=" + tid), 2);
+  EXPECT_EQ(Count(cluster.db(), "SELECT count(DISTINCT agent_id) FROM task_logs WHERE trial_id=" + tid), 2);
+  EXPECT_GE(Count(cluster.db(), "SELECT count(*) FROM task_logs WHERE rank=1 AND trial_id=" + tid +
+                                    " AND message LIKE '%data_parallel%'"),
+            1);
+  // Checkpoints: written once (by rank 0), verified on disk.
+  auto [code, cks] = cluster.Get("/api/v1/experiments/" + std::to_string(id) + "/checkpoints");
+  ASSERT_EQ(code, 200);
+  ASSERT_GE(cks.Find("checkpoints")->as_list().size(), 1u);
+  for (const Value& c : cks.Find("checkpoints")->as_list()) {
+    EXPECT_TRUE(fs::exists(c.Find("path")->as_string() + "/model.safetensors"));
+  }
+  // No trainer, ompi-server or MPI helper daemon is left behind.
+  EXPECT_TRUE(cluster.TrainerPids().empty());
+}
+
+TEST(DistributedEndToEnd, KilledRankRestartsTheGangFromItsCheckpoint) {
+  Cluster cluster(2, 1);
+  int64_t id = cluster.Submit(TwoRankExperiment(300, "dist-sigkill-e2e"));
+  ASSERT_GT(id, 0);
+  ASSERT_TRUE(cluster.WaitFor([&] { return Count(cluster.db(), "SELECT count(*) FROM checkpoints") >= 1; },
+                              std::chrono::seconds(180)));
+  int64_t tid = Id(cluster.Trials(id).as_list()[0]);
+  auto rank1 = TrainerPids({"SF_MASTER_ADDRESS=" + cluster.grpc_address(), "SF_TRIAL_ID=" + std::to_string(tid),
+                            "SF_RANK=1"});
+  ASSERT_EQ(rank1.size(), 1u);
+  kill(rank1[0], SIGKILL);
+  bool done = cluster.WaitForState(id, kCompleted, std::chrono::seconds(300));
+  if (!done) cluster.DumpLogs();
+  ASSERT_TRUE(done) << cluster.ExperimentState(id);
+  Value t = cluster.Trials(id).as_list()[0];
+  EXPECT_EQ(t.Find("restarts")->as_int(), 1);
+  EXPECT_EQ(t.Find("state")->as_string(), "TRIAL_STATE_COMPLETED");
+  // The failure that caused the restart names the rank and its agent.
+  const std::string why = Text(cluster.db(), "SELECT error FROM trials WHERE id=" + std::to_string(tid));
+  EXPECT_NE(why.find("rank 1 on e2e-agent-"), std::string::npos) << why;
+  EXPECT_NE(why.find("signal 9"), std::string::npos) << why;
+  // Every training report exists exactly once (10..300): the new gang resumed from the checkpoint.
+  EXPECT_EQ(Count(cluster.db(), "SELECT count(DISTINCT batches) FROM metrics WHERE kind='training' AND trial_id=" +
+                                    std::to_string(tid)),
+            30);
+  EXPECT_TRUE(cluster.TrainerPids().empty());
+}
+
+TEST(DistributedEndToEnd, PauseAndActivateOfATwoRankTrialContinueTheStepCount) {
+  Cluster cluster(2, 1);
+  int64_t id = cluster.Submit(TwoRankExperiment(200, "dist-pause-e2e"));
+  ASSERT_GT(id, 0);
+  ASSERT_TRUE(cluster.WaitFor([&] { return TotalBatches(cluster, id) >= 30; }, std::chrono::seconds(180)));
+  int64_t tid = Id(cluster.Trials(id).as_list()[0]);
+  ASSERT_EQ(cluster.Post("/api/v1/experiments/" + std::to_string(id) + "/pause", "").first, 200);
+  ASSERT_TRUE(cluster.WaitFor(
+      [&] { return cluster.Trials(id).as_list()[0].Find("state")->as_string() == "TRIAL_STATE_PAUSED"; },
+      std::chrono::seconds(90)));
+  EXPECT_TRUE(cluster.TrainerPids(tid).empty());
+  const int64_t paused_at = TotalBatches(cluster, id);
+  ASSERT_LT(paused_at, 200);
+  EXPECT_EQ(Count(cluster.db(), "SELECT max(batches) FROM checkpoints WHERE trial_id=" + std::to_string(tid)), paused_at);
+  ASSERT_EQ(cluster.Post("/api/v1/experiments/" + std::to_string(id) + "/activate", "").first, 200);
+  bool done = cluster.WaitForState(id, kCompleted, std::chrono::seconds(300));
+  if (!done) cluster.DumpLogs();
+  ASSERT_TRUE(done);
+  EXPECT_EQ(Count(cluster.db(), "SELECT count(DISTINCT batches) FROM metrics WHERE kind='training' AND trial_id=" +
+                                    std::to_string(tid)),
+            20);
+  EXPECT_EQ(cluster.Trials(id).as_list()[0].Find("restarts")->as_int(), 0);
+}
+
+TEST(DistributedEndToEnd, GangLargerThanTheClusterIsRefusedAtSubmit) {
+  Cluster cluster(2, 1);
+  const int64_t before = Count(cluster.db(), "SELECT count(*) FROM experiments");
+  auto yaml = TinyExperiment(1, 10, 10, "too-big") + "resources: {slots_per_trial: 3}\n";
+  auto [code, v] = cluster.Post("/api/v1/experiments", Value(Value::Map{{"configYaml", yaml}}).ToJson());
+  EXPECT_EQ(code, 400);
+  const std::string body = v.ToJson();
+  EXPECT_NE(body.find("resources.slots_per_trial"), std::string::npos) << body;
+  EXPECT_NE(body.find("largest gang this cluster can place: 2 slots"), std::string::npos) << body;
+  EXPECT_EQ(Count(cluster.db(), "SELECT count(*) FROM experiments"), before);
+}
+
+}  // namespace
+}  // namespace sf::testing
