@@ -20,8 +20,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "trainer/core/dtype.h"
@@ -29,6 +31,12 @@
 namespace sf::dist {
 
 enum class ReduceOp { kSum, kMax };
+
+// How independently started ranks meet: every rank calls it with the same `round` name and its
+// own payload, and gets back every rank's payload (indexed by rank) once all have arrived. In a
+// trial it is the master's TrialLink.Rendezvous; it must bound its own wait.
+using RendezvousFn = std::function<Result<std::vector<std::string>>(const std::string& round,
+                                                                    const std::string& payload)>;
 
 // A collective in flight.
 class Work {

@@ -17,9 +17,6 @@
 //    (MPI_Comm_accept / MPI_Comm_connect / MPI_Intercomm_merge), so the final communicator
 //    orders them by rank. docs/distributed.md explains the choice.
 //
-// A rendezvous is a function: every rank calls it with the same `round` name and its own
-// payload, and gets back every rank's payload (indexed by rank) once all have arrived.
-//
 // Errors: a collective that fails or does not finish within `timeout` breaks the communicator
 // (see communicator.h). The bootstrap fails (kDeadlineExceeded) when the ranks do not meet
 // within `timeout`. Construction and destruction happen on one thread. After a break the
@@ -35,9 +32,6 @@
 #include "trainer/dist/communicator.h"
 
 namespace sf::dist {
-
-using RendezvousFn = std::function<Result<std::vector<std::string>>(const std::string& round,
-                                                                    const std::string& payload)>;
 
 struct MpiConnectOptions {
   int rank = 0;
