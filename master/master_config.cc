@@ -125,7 +125,14 @@ Result<MasterConfig> LoadMasterConfig(const std::vector<std::string>& args) {
     for (char& ch : key) ch = ch == '-' ? '_' : ch;
     SF_RETURN_IF_ERROR(Set(c, key, value, "--" + key));
   }
-  if (c.advertised_address.empty()) c.advertised_address = "127.0.0.1:" + std::to_string(c.grpc_port);
+  if (c.advertised_address.empty()) {
+    // Trainers dial what the master listens on; a wildcard bind has no one address to give.
+    const bool wildcard = c.bind_address.empty() || c.bind_address == "0.0.0.0" || c.bind_address == "::";
+    const std::string host = wildcard ? "127.0.0.1"
+                             : c.bind_address.find(':') != std::string::npos ? "[" + c.bind_address + "]"
+                                                                             : c.bind_address;
+    c.advertised_address = host + ":" + std::to_string(c.grpc_port);
+  }
   return c;
 }
 

@@ -74,7 +74,8 @@ std::string Cluster::Binary(const std::string& name) {
   return BinaryDir() + "/" + sub + "/" + name;
 }
 
-Cluster::Cluster(int agents, int cpu_slots) : agents_(agents), cpu_slots_(cpu_slots) {
+Cluster::Cluster(int agents, int cpu_slots, ClusterNetwork network)
+    : agents_(agents), cpu_slots_(cpu_slots), network_(std::move(network)) {
   PostgresServer* pg = PostgresServer::Get();
   if (!pg) return;
   db_ = pg->NewDatabase();
@@ -96,7 +97,7 @@ Cluster::~Cluster() {
 
 void Cluster::StartMaster() {
   master_ = std::make_unique<Daemon>(
-      std::vector<std::string>{Binary("sf-master"), "--db", db_, "--bind", "127.0.0.1", "--http-port",
+      std::vector<std::string>{Binary("sf-master"), "--db", db_, "--bind", network_.master_host, "--http-port",
                                std::to_string(http_port_), "--grpc-port", std::to_string(grpc_port_),
                                "--checkpoint-root", checkpoint_root(), "--agent-reconnect-grace-seconds", "60"},
       dir_.path() + "/master-" + std::to_string(master_starts_++) + ".log");
@@ -113,11 +114,13 @@ void Cluster::StartAgents() {
   for (int i = 0; i < agents_; ++i) {
     std::string id = "e2e-agent-" + std::to_string(i);
     fs::create_directories(dir_.path() + "/" + id);
-    auto d = std::make_unique<Daemon>(
-        std::vector<std::string>{Binary("sf-agent"), "--master", grpc_address(), "--agent-id", id, "--slots",
-                                 "cpu:" + std::to_string(cpu_slots_), "--trainer", Binary("sf-trainer"),
-                                 "--work-dir", dir_.path() + "/" + id, "--kill-tasks-on-exit"},
-        dir_.path() + "/" + id + ".log");
+    std::vector<std::string> argv{Binary("sf-agent"), "--master", grpc_address(), "--agent-id", id, "--slots",
+                                  "cpu:" + std::to_string(cpu_slots_), "--trainer", Binary("sf-trainer"),
+                                  "--work-dir", dir_.path() + "/" + id, "--kill-tasks-on-exit"};
+    if (static_cast<size_t>(i) < network_.agent_netns.size()) {
+      argv.insert(argv.begin(), {"/usr/sbin/ip", "netns", "exec", network_.agent_netns[static_cast<size_t>(i)]});
+    }
+    auto d = std::make_unique<Daemon>(argv, dir_.path() + "/" + id + ".log");
     ASSERT_TRUE(d->Start());
     agent_daemons_.push_back(std::move(d));
   }

@@ -37,9 +37,18 @@ class Daemon {
   pid_t pid_ = 0;
 };
 
+// Where the cluster's processes run. By default everything is on loopback. With `agent_netns`
+// set, agent i (and so its trainers) runs inside network namespace agent_netns[i] (through
+// `ip netns exec`), and the master listens on `master_host`, an address those namespaces can
+// reach (tests/e2e/netns.h builds such a network).
+struct ClusterNetwork {
+  std::string master_host = "127.0.0.1";
+  std::vector<std::string> agent_netns;
+};
+
 class Cluster {
  public:
-  Cluster(int agents, int cpu_slots);
+  Cluster(int agents, int cpu_slots, ClusterNetwork network = {});
   ~Cluster();
 
   // Starts the master (again, after StopMaster) and waits for /health.
@@ -49,8 +58,8 @@ class Cluster {
   // Waits until `n` agents are connected.
   bool WaitForAgents(int n, std::chrono::seconds timeout = std::chrono::seconds(60));
 
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(http_port_); }
-  std::string grpc_address() const { return "127.0.0.1:" + std::to_string(grpc_port_); }
+  std::string url() const { return "http://" + network_.master_host + ":" + std::to_string(http_port_); }
+  std::string grpc_address() const { return network_.master_host + ":" + std::to_string(grpc_port_); }
   const std::string& db() const { return db_; }
   const std::string& dir() const { return dir_.path(); }
   std::string checkpoint_root() const { return dir_.path() + "/checkpoints"; }
@@ -76,6 +85,7 @@ class Cluster {
 
  private:
   int agents_, cpu_slots_;
+  ClusterNetwork network_;
   TempDir dir_;
   std::string db_;
   int http_port_ = 0, grpc_port_ = 0;

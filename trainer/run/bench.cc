@@ -121,6 +121,13 @@ Result<BenchOptions> ParseBenchArgs(const std::vector<std::string>& args) {
       SF_RETURN_IF_ERROR(as_float(&o.attention_dropout));
     } else if (a == "--json") {
       o.json = true;
+    } else if (a == "--bucket-mb") {
+      SF_RETURN_IF_ERROR(as_int(&o.bucket_mb));
+    } else if (a == "--allreduce-dtype") {
+      if (i + 1 >= args.size()) return InvalidArgument("--allreduce-dtype needs a value");
+      o.allreduce_dtype = args[++i];
+      if (o.allreduce_dtype != "fp32" && o.allreduce_dtype != "bf16" && o.allreduce_dtype != "fp16")
+        return InvalidArgument("--allreduce-dtype must be fp32, bf16 or fp16, not '" + o.allreduce_dtype + "'");
     } else if (a == "--no-gemm-peak") {
       o.gemm_peak = false;
     } else {
@@ -157,9 +164,21 @@ Result<std::vector<std::pair<std::string, std::string>>> RunBench(const BenchOpt
   so.type = o.precision == "fp16" ? "dynamic" : "none";
   SF_ASSIGN_OR_RETURN(LossScaler scaler, LossScaler::Make(so));
   TrainStep step(&model, std::move(opt), std::move(scaler), 0.0);
+  std::unique_ptr<dist::GradReducer> reducer;
+  const int world = o.comm ? o.comm->world_size() : 1;
+  if (o.comm && world > 1) {
+    std::vector<int64_t> offsets;
+    for (const ParamInfo& p : model.params().params()) offsets.push_back(p.offset);
+    dist::GradReducerOptions ro;
+    ro.bucket_bytes = o.bucket_mb << 20;
+    ro.wire = o.allreduce_dtype == "bf16" ? DType::kBF16 : o.allreduce_dtype == "fp16" ? DType::kF16 : DType::kF32;
+    reducer = std::make_unique<dist::GradReducer>(o.comm, model.params().grads(), model.params().total_numel(),
+                                                  offsets, ro);
+    step.set_grad_reducer(reducer.get());
+  }
 
   // Synthetic tokens in [4, V): fairseq reserves 0..3 for <s>, <pad>, </s>, <unk>.
-  std::mt19937 rng(7);
+  std::mt19937 rng(7 + (o.comm ? o.comm->rank() : 0));
   std::uniform_int_distribution<int32_t> tok(4, static_cast<int32_t>(o.vocab) - 1);
   const int64_t B = o.batch;
   std::vector<int32_t> src(B * o.src_len), tin(B * o.tgt_len), tout(B * o.tgt_len);
@@ -178,7 +197,8 @@ Result<std::vector<std::pair<std::string, std::string>>> RunBench(const BenchOpt
     (void)r;
   }
   const int64_t allocs_before = CachingAllocator::Cpu().stats().system_allocations;
-  std::vector<double> total, fwd, bwd, opt_t;
+  std::vector<double> total, fwd, bwd, opt_t, ar_busy, ar_wait;
+  int64_t ar_bytes = 0;
   double last_loss = 0;
   for (int i = 0; i < o.steps; ++i) {
     refill();
@@ -188,12 +208,15 @@ Result<std::vector<std::pair<std::string, std::string>>> RunBench(const BenchOpt
     fwd.push_back(r.forward_s);
     bwd.push_back(r.backward_s);
     opt_t.push_back(r.optimizer_s);
+    ar_busy.push_back(r.sync.busy_seconds);
+    ar_wait.push_back(r.sync.wait_seconds);
+    ar_bytes = r.sync.bytes;
     last_loss = r.loss / std::max<int64_t>(1, r.tokens);
   }
   const int64_t allocs_after = CachingAllocator::Cpu().stats().system_allocations;
   const double step_s = Median(total);
-  const double tokens = static_cast<double>(B * o.tgt_len);
-  const double flops = config.TrainingFlops(B, o.src_len, o.tgt_len);
+  const double tokens = static_cast<double>(B * o.tgt_len * world);
+  const double flops = config.TrainingFlops(B * world, o.src_len, o.tgt_len);
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   std::vector<std::pair<std::string, std::string>> rep;
@@ -201,6 +224,7 @@ Result<std::vector<std::pair<std::string, std::string>>> RunBench(const BenchOpt
   rep.emplace_back("precision", o.precision);
   rep.emplace_back("threads", std::to_string(omp_get_max_threads()));
   rep.emplace_back("cpu", cpu::Describe());
+  rep.emplace_back("world_size", std::to_string(world));
   rep.emplace_back("batch", std::to_string(B));
   rep.emplace_back("src_len", std::to_string(o.src_len));
   rep.emplace_back("tgt_len", std::to_string(o.tgt_len));
@@ -212,6 +236,15 @@ Result<std::vector<std::pair<std::string, std::string>>> RunBench(const BenchOpt
   rep.emplace_back("forward_s", Fmt(Median(fwd), 4));
   rep.emplace_back("backward_s", Fmt(Median(bwd), 4));
   rep.emplace_back("optimizer_s", Fmt(Median(opt_t), 4));
+  if (world > 1) {
+    const double busy = Median(ar_busy), wait = Median(ar_wait);
+    rep.emplace_back("allreduce_dtype", o.allreduce_dtype);
+    rep.emplace_back("allreduce_buckets", std::to_string(reducer->bucket_count()));
+    rep.emplace_back("allreduce_bytes_per_step", std::to_string(ar_bytes));
+    rep.emplace_back("allreduce_s", Fmt(busy, 4));
+    rep.emplace_back("allreduce_wait_s", Fmt(wait, 4));
+    rep.emplace_back("allreduce_hidden_fraction", Fmt(busy > 0 ? std::max(0.0, 1.0 - wait / busy) : 0.0, 3));
+  }
   rep.emplace_back("model_gflop_per_step", Fmt(flops / 1e9, 2));
   rep.emplace_back("achieved_gflops", Fmt(flops / step_s / 1e9, 1));
   if (o.gemm_peak) {

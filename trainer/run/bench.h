@@ -4,6 +4,11 @@
 // `steps` timed steps of AdamW on random batches of batch x src_len / tgt_len tokens (no
 // padding), and reports target tokens/s, the forward/backward/optimizer split, peak RSS, the
 // model FLOP rate and, for reference, the GEMM rate of a large GEMM measured in the same run.
+//
+// Under mpirun (`mpirun -np W sf-trainer bench ...`) every rank trains on its own `batch`
+// rows and gradients are summed through the MPI communicator in buckets overlapped with
+// backward, as in a distributed trial; rank 0 reports the global tokens/s plus the time the
+// allreduce ran, the time the step waited for it, and the fraction hidden behind backward.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +17,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "trainer/dist/communicator.h"
 
 namespace sf {
 
@@ -24,6 +30,9 @@ struct BenchOptions {
   float dropout = 0.1f, attention_dropout = 0.1f;  // as torch.nn.Transformer's default
   bool json = false;
   bool gemm_peak = true;  // also time a 4096x512x2048 GEMM in the same precision
+  int64_t bucket_mb = 25;               // data parallel: gradient bucket size
+  std::string allreduce_dtype = "fp32";  // data parallel: fp32 | bf16 | fp16 on the wire
+  dist::Communicator* comm = nullptr;    // data parallel (world size > 1); not owned
 };
 
 // Parses "--arch X --precision Y ..." (argv after the subcommand). Errors name the flag.

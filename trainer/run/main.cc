@@ -3,13 +3,18 @@
 //   sf-trainer bench [--arch transformer_tiny] [--precision fp32|bf16|fp16] [--batch 128]
 //                    [--src-len 32] [--tgt-len 32] [--vocab 8000] [--steps 10] [--warmup 2]
 //                    [--threads N] [--dropout 0.1] [--attention-dropout 0.1] [--json]
+//                    [--bucket-mb 25] [--allreduce-dtype fp32|bf16|fp16]
+//   mpirun -np W sf-trainer bench ...   data parallel: W ranks, rank 0 reports
 //
 // Exit status: 0 on success, 2 on bad arguments, 1 on a run-time error.
 #include <cstdio>
+#include <cstdlib>
+#include <memory>
 #include <iostream>
 #include <string>
 #include <vector>
 
+#include "trainer/dist/mpi_communicator.h"
 #include "trainer/run/bench.h"
 #include "trainer/eval/bleu.h"
 #include "trainer/run/cluster_mode.h"
@@ -23,6 +28,8 @@ void Usage() {
                "                        [--src-len N] [--tgt-len N] [--vocab N] [--steps N]\n"
                "                        [--warmup N] [--threads N] [--dropout P]\n"
                "                        [--attention-dropout P] [--no-gemm-peak] [--json]\n"
+               "                        [--bucket-mb N] [--allreduce-dtype fp32|bf16|fp16]\n"
+               "                        (under mpirun -np W: W data-parallel ranks)\n"
                "       sf-trainer train EXPERIMENT.yaml [--output DIR] [--resume CHECKPOINT] [--threads N]\n"
                "                        [--stop-after-steps N] [--no-test] [--quiet]\n"
                "       sf-trainer translate --checkpoint DIR [--beam N] [--lenpen X] [--max-len-a A]\n"
@@ -48,12 +55,24 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "sf-trainer bench: %s\n", opts.status().ToString().c_str());
       return 2;
     }
+    // Started by mpirun with several ranks: train data parallel through MPI_COMM_WORLD.
+    std::unique_ptr<sf::dist::Communicator> comm;
+    const char* mpi_world = std::getenv("OMPI_COMM_WORLD_SIZE");
+    if (mpi_world && std::atoi(mpi_world) > 1) {
+      auto c = sf::dist::MpiFromWorld();
+      if (!c.ok()) {
+        std::fprintf(stderr, "sf-trainer bench: %s\n", c.status().ToString().c_str());
+        return 1;
+      }
+      comm = std::move(c).value();
+      opts->comm = comm.get();
+    }
     auto report = sf::RunBench(*opts);
     if (!report.ok()) {
       std::fprintf(stderr, "sf-trainer bench: %s\n", report.status().ToString().c_str());
       return 1;
     }
-    std::fputs(sf::FormatReport(*report, opts->json).c_str(), stdout);
+    if (!comm || comm->rank() == 0) std::fputs(sf::FormatReport(*report, opts->json).c_str(), stdout);
     return 0;
   }
   if (cmd == "train") return sf::RunTrainCommand(args);
