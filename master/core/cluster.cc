@@ -76,6 +76,7 @@ void Cluster::Stop() {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
   }
+  rendezvous_.Shutdown();
   changed_.notify_all();
   if (housekeeping_.joinable()) housekeeping_.join();
 }
@@ -431,7 +432,6 @@ void Cluster::StartAllocationLocked(Trial& t, const Assignment& a) {
   t.exit_codes.clear();
   t.first_failure.clear();
   t.rank_agent.clear();
-  t.rendezvous.clear();
   Value::List slots;
   for (const SlotRef& s : a.slots) slots.push_back(Value(Value::Map{{"agent_id", s.agent_id}, {"slot_id", s.slot_id}}));
   (void)store_->UpdateAllocation(t.allocation_id, "ASSIGNED", Value(slots), false);
@@ -468,6 +468,9 @@ void Cluster::StartAllocationLocked(Trial& t, const Assignment& a) {
     s->set_restart(t.restarts);
     agent->second.conn->Send(m);
   }
+  std::vector<std::string> rank_agents;
+  for (int rank = 0; rank < t.world_size; ++rank) rank_agents.push_back(t.rank_agent[rank]);
+  rendezvous_.Open(t.allocation_id, std::move(rank_agents));
   log::Info("trial", {{"event", "started"}, {"id", std::to_string(t.id)}, {"allocation", t.allocation_id},
                       {"world_size", std::to_string(t.world_size)}, {"restore", restore}});
   if (t.live_ranks.empty()) AllocationExitedLocked(t);
@@ -486,6 +489,7 @@ void Cluster::KillTrialTasksLocked(Trial& t) {
 
 void Cluster::ReleaseLocked(Trial& t) {
   if (!t.allocation_id.empty()) {
+    rendezvous_.Close(t.allocation_id);
     scheduler_.Release(t.allocation_id);
     Value codes(Value::Map{});
     for (auto [rank, code] : t.exit_codes) codes.as_map()[std::to_string(rank)] = code;
@@ -862,49 +866,28 @@ Result<v1::ShouldStopResponse> Cluster::ShouldStop(const v1::ShouldStopRequest& 
 
 Result<v1::RendezvousResponse> Cluster::Rendezvous(const v1::RendezvousRequest& request,
                                                    std::chrono::milliseconds wait) {
-  std::unique_lock<std::mutex> lock(mu_);
-  SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(request.who()));
-  auto stale = [&](const Trial& trial) -> Status {
-    if (request.who().restart() != trial.restarts || !trial.allocated) {
+  std::string allocation;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(request.who()));
+    if (request.who().restart() != t->restarts || !t->allocated) {
       return FailedPrecondition("rendezvous: rank " + std::to_string(request.who().rank()) + " belongs to restart " +
-                                std::to_string(request.who().restart()) + " of trial " + std::to_string(trial.id) +
+                                std::to_string(request.who().restart()) + " of trial " + std::to_string(t->id) +
                                 ", which is no longer running");
     }
-    if (request.world_size() != trial.world_size) {
+    if (request.world_size() != t->world_size) {
       return InvalidArgument("rendezvous: world size " + std::to_string(request.world_size()) + " but the trial runs " +
-                             std::to_string(trial.world_size) + " ranks");
+                             std::to_string(t->world_size) + " ranks");
     }
-    return Status::Ok();
-  };
-  SF_RETURN_IF_ERROR(stale(*t));
-  const std::string round = request.round();
-  const std::string allocation = t->allocation_id;
-  t->rendezvous[round][request.who().rank()] = request.payload();
-  changed_.notify_all();
-  auto deadline = steady_clock::now() + wait;
-  while (true) {
-    SF_ASSIGN_OR_RETURN(t, CheckIdentityLocked(request.who()));
-    if (t->allocation_id != allocation) SF_RETURN_IF_ERROR(stale(*t));
-    const auto& arrived = t->rendezvous[round];
-    if (static_cast<int>(arrived.size()) >= request.world_size()) break;
-    if (stopping_ || changed_.wait_until(lock, deadline) == std::cv_status::timeout) {
-      std::string missing;
-      for (int rank = 0; rank < request.world_size(); ++rank) {
-        if (arrived.count(rank)) continue;
-        missing += (missing.empty() ? "" : ", ") + std::string("rank ") + std::to_string(rank) + " on " +
-                   (t->rank_agent.count(rank) ? t->rank_agent[rank] : std::string("?"));
-      }
-      return FailedPrecondition("rendezvous \"" + round + "\" timed out after " +
-                                std::to_string(std::chrono::duration_cast<std::chrono::seconds>(wait).count()) +
-                                " s: " + std::to_string(arrived.size()) + " of " +
-                                std::to_string(request.world_size()) + " ranks arrived (missing: " + missing + ")");
-    }
+    allocation = t->allocation_id;
   }
+  // The wait happens on the board, without the coordinator's lock.
+  SF_ASSIGN_OR_RETURN(RendezvousBoard::Result met,
+                      rendezvous_.Arrive(allocation, request.round(), request.who().rank(), request.payload(), wait));
   v1::RendezvousResponse r;
-  const auto& arrived = t->rendezvous[round];
-  for (int rank = 0; rank < request.world_size(); ++rank) {
-    r.add_payloads(arrived.at(rank));
-    r.add_addresses(t->rank_agent.count(rank) ? t->rank_agent[rank] : "");
+  for (size_t rank = 0; rank < met.payloads.size(); ++rank) {
+    r.add_payloads(met.payloads[rank]);
+    r.add_addresses(met.agents[rank]);
   }
   return r;
 }

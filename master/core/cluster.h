@@ -22,6 +22,7 @@
 
 #include "common/config/experiment_config.h"
 #include "master/db/store.h"
+#include "master/dist/rendezvous_board.h"
 #include "master/scheduler/scheduler.h"
 #include "master/searcher/search_method.h"
 #include "steadfast/v1/agent_link.pb.h"
@@ -132,8 +133,6 @@ class Cluster {
     std::optional<std::chrono::steady_clock::time_point> adopt_deadline;  // after a restart
     // Ranks an agent did not list when it re-registered: lost unless their EXITED arrives soon.
     std::map<int, std::chrono::steady_clock::time_point> missing_ranks;
-    // Rendezvous: round name -> rank -> payload (cleared for every new allocation).
-    std::map<std::string, std::map<int, std::string>> rendezvous;
   };
   struct Experiment {
     int64_t id = 0;
@@ -178,7 +177,8 @@ class Cluster {
   Store* store_;
   ClusterOptions options_;
   std::mutex mu_;
-  std::condition_variable changed_;  // wakes long-polls (next operation, rendezvous)
+  std::condition_variable changed_;  // wakes long-polls (next operation)
+  RendezvousBoard rendezvous_;       // distributed ranks meet here, outside mu_
   Scheduler scheduler_;
   std::map<int64_t, Experiment> experiments_;
   std::map<int64_t, Trial> trials_;

@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <thread>
 
+#include <pqxx/pqxx>
+
 #include "common/local_postgres.h"
 
 namespace sf::testing {
@@ -226,6 +228,14 @@ std::vector<pid_t> TrainerPids(const std::vector<std::string>& env) {
   }
   return out;
 }
+
+int64_t Count(const std::string& db, const std::string& sql) {
+  pqxx::connection conn(db);
+  pqxx::work tx(conn);
+  return tx.exec1(sql)[0].as<int64_t>();
+}
+
+int64_t Id(const Value& v) { return std::stoll(v.Find("id")->as_string()); }
 
 std::vector<pid_t> Cluster::TrainerPids(int64_t trial_id) const {
   std::vector<std::string> env = {"SF_MASTER_ADDRESS=" + grpc_address()};

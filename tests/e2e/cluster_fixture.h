@@ -94,6 +94,11 @@ class Cluster {
   int master_starts_ = 0;
 };
 
+// The one number `sql` selects from database `db` (e.g. "SELECT count(*) FROM metrics ...").
+int64_t Count(const std::string& db, const std::string& sql);
+// The id of an experiment or trial as the REST API returns it (a JSON string).
+int64_t Id(const Value& v);
+
 // pids of running `sf-trainer cluster` processes whose environment has every one of `env`
 // ("NAME=value" entries).
 std::vector<pid_t> TrainerPids(const std::vector<std::string>& env);

@@ -17,14 +17,6 @@ namespace fs = std::filesystem;
 
 constexpr char kCompleted[] = "EXPERIMENT_STATE_COMPLETED";
 
-int64_t Count(const std::string& db, const std::string& sql) {
-  pqxx::connection conn(db);
-  pqxx::work tx(conn);
-  return tx.exec1(sql)[0].as<int64_t>();
-}
-
-int64_t Id(const Value& v) { return std::stoll(v.Find("id")->as_string()); }
-
 TEST(ClusterEndToEnd, GridExperimentCompletesWithMetricsCheckpointsAndLogs) {
   Cluster cluster(2, 1);
   int64_t id = cluster.Submit(TinyExperiment(4, 40, 10, "grid-e2e"));

@@ -16,20 +16,12 @@ namespace fs = std::filesystem;
 
 constexpr char kCompleted[] = "EXPERIMENT_STATE_COMPLETED";
 
-int64_t Count(const std::string& db, const std::string& sql) {
-  pqxx::connection conn(db);
-  pqxx::work tx(conn);
-  return tx.exec1(sql)[0].as<int64_t>();
-}
-
 std::string Text(const std::string& db, const std::string& sql) {
   pqxx::connection conn(db);
   pqxx::work tx(conn);
   auto r = tx.exec1(sql);
   return r[0].is_null() ? "" : r[0].as<std::string>();
 }
-
-int64_t Id(const Value& v) { return std::stoll(v.Find("id")->as_string()); }
 
 std::string TwoRankExperiment(int64_t batches, const std::string& name) {
   return TinyExperiment(1, batches, 10, name) + "resources: {slots_per_trial: 2}\n";

@@ -49,6 +49,18 @@ class Work {
   virtual double busy_seconds() const = 0;
 };
 
+// A collective that failed (or was refused) before anything was issued: Wait() returns the
+// status at once.
+class FailedWork : public Work {
+ public:
+  explicit FailedWork(Status status) : status_(std::move(status)) {}
+  Status Wait() override { return status_; }
+  double busy_seconds() const override { return 0; }
+
+ private:
+  Status status_;
+};
+
 struct AllreduceStats {
   int64_t calls = 0;
   int64_t bytes = 0;           // payload bytes on the wire (after compression), summed

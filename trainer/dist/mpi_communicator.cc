@@ -92,17 +92,6 @@ class MpiWork : public Work {
   std::string what_;
 };
 
-// A job that failed before it was queued.
-class DoneWork : public Work {
- public:
-  explicit DoneWork(Status st) : st_(std::move(st)) {}
-  Status Wait() override { return st_; }
-  double busy_seconds() const override { return 0; }
-
- private:
-  Status st_;
-};
-
 class MpiComm : public Communicator {
  public:
   using Init = std::function<Status(MpiComm&)>;
@@ -139,7 +128,7 @@ class MpiComm : public Communicator {
   std::unique_ptr<Work> AllreduceAsync(void* data, int64_t count, DType dtype, ReduceOp op,
                                        DType wire) override {
     Status st = CheckCollectiveDType(dtype, op, wire);
-    if (!st.ok()) return std::make_unique<DoneWork>(st);
+    if (!st.ok()) return std::make_unique<FailedWork>(st);
     const bool narrow = dtype == DType::kF32 && (wire == DType::kBF16 || wire == DType::kF16);
     const int64_t wire_bytes = count * DTypeSize(narrow ? wire : dtype);
     return Submit("allreduce of " + std::to_string(wire_bytes) + " bytes",
@@ -180,6 +169,9 @@ class MpiComm : public Communicator {
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (!initialized) {
+      // The MPI thread shares the cores with the training threads: a rank waiting for its peers
+      // yields instead of spinning (unless the user set it; mpirun sets it when oversubscribed).
+      setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
       int provided = 0;
       int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
       if (rc != MPI_SUCCESS) return Unavailable("MPI_Init_thread failed: " + MpiError(rc));
@@ -210,7 +202,7 @@ class MpiComm : public Communicator {
 
   std::unique_ptr<Work> Submit(std::string what, Job job) {
     if (broken_) {
-      return std::make_unique<DoneWork>(
+      return std::make_unique<FailedWork>(
           Unavailable(what + ": the communicator is broken by an earlier error or timeout"));
     }
     auto state = std::make_shared<JobState>();

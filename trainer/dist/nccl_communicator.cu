@@ -212,17 +212,6 @@ class EventPool {
   std::vector<EventPair> free_;
 };
 
-// A collective that failed (or was refused) before anything was issued.
-class DoneWork : public Work {
- public:
-  explicit DoneWork(Status st) : st_(std::move(st)) {}
-  Status Wait() override { return st_; }
-  double busy_seconds() const override { return 0; }
-
- private:
-  Status st_;
-};
-
 class NcclComm;
 
 class NcclWork : public Work {
@@ -327,14 +316,14 @@ class NcclComm : public Communicator {
   std::unique_ptr<Work> AllreduceAsync(void* data, int64_t count, DType dtype, ReduceOp op,
                                        DType wire) override {
     Status st = CheckCollectiveDType(dtype, op, wire);
-    if (!st.ok()) return std::make_unique<DoneWork>(st);
+    if (!st.ok()) return std::make_unique<FailedWork>(st);
     const bool narrow = dtype == DType::kF32 && (wire == DType::kBF16 || wire == DType::kF16);
     const DType sent = narrow ? wire : dtype;
     const int64_t wire_bytes = count * DTypeSize(sent);
     std::string what = "allreduce of " + std::to_string(wire_bytes) + " bytes";
-    if (count < 0) return std::make_unique<DoneWork>(InvalidArgument(what + ": negative count"));
+    if (count < 0) return std::make_unique<FailedWork>(InvalidArgument(what + ": negative count"));
     st = CheckBuffer(data, count * DTypeSize(dtype), what);
-    if (!st.ok()) return std::make_unique<DoneWork>(st);
+    if (!st.ok()) return std::make_unique<FailedWork>(st);
     return Issue(
         std::move(what), wire_bytes, /*counted=*/true,
         [this, data, count, dtype, op, sent, narrow, wire_bytes]() -> Status {
@@ -445,14 +434,14 @@ class NcclComm : public Communicator {
   std::unique_ptr<Work> Issue(std::string what, int64_t wire_bytes, bool counted,
                               const Body& body) {
     if (broken_) {
-      return std::make_unique<DoneWork>(
+      return std::make_unique<FailedWork>(
           Unavailable(what + ": the communicator is broken by an earlier error or timeout"));
     }
     DeviceScope scope(device_);
     if (!scope.status().ok())
-      return std::make_unique<DoneWork>(Break(scope.status().WithContext(what)));
+      return std::make_unique<FailedWork>(Break(scope.status().WithContext(what)));
     Result<EventPair> taken = pool_->Take();
-    if (!taken.ok()) return std::make_unique<DoneWork>(Break(taken.status().WithContext(what)));
+    if (!taken.ok()) return std::make_unique<FailedWork>(Break(taken.status().WithContext(what)));
     const EventPair events = *taken;
     Status st = [&]() -> Status {
       SF_CUDA_OR_RETURN(cudaEventRecord(events.start, stream_), "cudaEventRecord");
@@ -462,7 +451,7 @@ class NcclComm : public Communicator {
     }();
     if (!st.ok()) {
       pool_->Give(events);
-      return std::make_unique<DoneWork>(Break(st.WithContext(what)));
+      return std::make_unique<FailedWork>(Break(st.WithContext(what)));
     }
     return std::make_unique<NcclWork>(this, pool_, events, std::move(what), wire_bytes, counted);
   }

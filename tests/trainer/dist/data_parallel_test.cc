@@ -9,9 +9,14 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <random>
 
+#include "tests/trainer/seq2seq_batches.h"
+#include "common/config/experiment_config.h"
+#include "common/config/hyperparameter_schema.h"
 #include "trainer/dist/mpi_communicator.h"
+#include "trainer/run/text_run.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
 #include "trainer/optim/optimizer.h"
 #include "trainer/run/train_step.h"
@@ -20,32 +25,8 @@ namespace sf {
 namespace {
 
 dist::Communicator* g_comm = nullptr;
-constexpr int32_t kPad = 1, kEos = 2;
-
-struct HostBatch {
-  std::vector<int32_t> src, tin, tout;
-  int64_t batch = 0, src_len = 0, tgt_len = 0;
-  Seq2SeqBatch view() const { return {src.data(), tin.data(), tout.data(), batch, src_len, tgt_len}; }
-};
-
-// A global batch of B rows (random tokens, ragged lengths) and the rows of one rank of W
-// (row j goes to rank j % W, as the batch iterator shards).
-HostBatch GlobalBatch(int64_t B, int64_t Ts, int64_t Tt, int64_t V, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> tok(4, static_cast<int32_t>(V) - 1);
-  HostBatch h{std::vector<int32_t>(B * Ts, kPad), std::vector<int32_t>(B * Tt, kPad),
-              std::vector<int32_t>(B * Tt, kPad), B, Ts, Tt};
-  for (int64_t b = 0; b < B; ++b) {
-    for (int64_t t = 0; t < Ts - b % 3; ++t) h.src[b * Ts + t] = tok(rng);
-    const int64_t len = Tt - (b * 7) % 4;
-    for (int64_t t = 0; t < len; ++t) {
-      h.tout[b * Tt + t] = t == len - 1 ? kEos : tok(rng);
-      h.tin[b * Tt + t] = t == 0 ? kEos : h.tout[b * Tt + t - 1];
-    }
-  }
-  return h;
-}
-
+// The rows of one rank of W in a global batch: row j goes to rank j % W, as the batch
+// iterator shards.
 HostBatch Shard(const HostBatch& g, int rank, int world) {
   HostBatch s;
   s.src_len = g.src_len;
@@ -57,23 +38,6 @@ HostBatch Shard(const HostBatch& g, int rank, int world) {
     s.batch++;
   }
   return s;
-}
-
-TransformerConfig Config() {
-  TransformerConfig c;
-  c.d_model = 32;
-  c.heads = 4;
-  c.ffn_dim = 64;
-  c.encoder_layers = 2;
-  c.decoder_layers = 2;
-  c.dropout = 0;
-  c.attention_dropout = 0;
-  c.src_vocab = 61;
-  c.tgt_vocab = 53;
-  c.pad_id = kPad;
-  c.max_positions = 64;
-  c.label_smoothing = 0.1f;
-  return c;
 }
 
 std::unique_ptr<Optimizer> RAdam() {
@@ -127,7 +91,7 @@ TEST_P(DataParallel, RanksOnShardsEqualOneRankOnTheGlobalBatch) {
   const int steps = 5;
   const int64_t rows = 8;  // per micro-batch, globally (divisible by 2 and 4)
   CpuBackend backend;
-  Transformer<float> dist_model(Config(), &backend, s.compute), ref_model(Config(), &backend, s.compute);
+  Transformer<float> dist_model(SmallConfig(), &backend, s.compute), ref_model(SmallConfig(), &backend, s.compute);
   dist_model.InitParameters(7);
   ref_model.InitParameters(7);
   TrainStep dist_step(&dist_model, RAdam(), NoScaling(), 1.0);
@@ -144,7 +108,7 @@ TEST_P(DataParallel, RanksOnShardsEqualOneRankOnTheGlobalBatch) {
   for (int step = 0; step < steps; ++step) {
     std::vector<HostBatch> global, mine;
     for (int m = 0; m < s.aggregation; ++m) {
-      global.push_back(GlobalBatch(rows, 9 + m, 8 + step % 3, 53, static_cast<uint32_t>(100 * step + m)));
+      global.push_back(RandomBatch(rows, 9 + m, 8 + step % 3, 47, static_cast<uint32_t>(100 * step + m)));
       mine.push_back(Shard(global.back(), rank, world));
     }
     std::vector<Seq2SeqBatch> gv, mv;
@@ -188,7 +152,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(DataParallelOverflow, OneRanksOverflowSkipsTheStepOnEveryRank) {
   const int rank = g_comm->rank();
   CpuBackend backend;
-  Transformer<float> model(Config(), &backend, DType::kF32);
+  Transformer<float> model(SmallConfig(), &backend, DType::kF32);
   model.InitParameters(3);
   TrainStep step(&model, RAdam(), NoScaling(), 1.0);
   std::vector<int64_t> offsets;
@@ -201,13 +165,82 @@ TEST(DataParallelOverflow, OneRanksOverflowSkipsTheStepOnEveryRank) {
     if (++calls == 2 && rank == g_comm->world_size() - 1) g[g.size() / 3] = NAN;
   });
   for (int i = 0; i < 3; ++i) {
-    HostBatch b = Shard(GlobalBatch(8, 7, 6, 53, static_cast<uint32_t>(i)), rank, g_comm->world_size());
+    HostBatch b = Shard(RandomBatch(8, 7, 6, 47, static_cast<uint32_t>(i)), rank, g_comm->world_size());
     Seq2SeqBatch v = b.view();
     auto r = step.Run({&v, 1}, 1e-3f);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     EXPECT_EQ(r->skipped, i == 1) << "step " << i << " on rank " << rank;
   }
   EXPECT_EQ(step.optimizer().step_count(), 2);
+}
+
+// The product path end to end in one process per rank: TextRun on the tiny corpus, sharded
+// batches, per-rank dropout, bf16, aggregation 2, buckets. A 2-rank run checkpointed by rank 0
+// after 3 steps and restored by every rank continues bit for bit like the uninterrupted run.
+TEST(DataParallelResume, CheckpointOfRankZeroRestoresEveryRankBitForBit) {
+  const int rank = g_comm->rank();
+  char dir[256] = {};
+  if (rank == 0) {
+    std::snprintf(dir, sizeof(dir), "%s/sf-dp-resume-%d", std::filesystem::temp_directory_path().c_str(),
+                  static_cast<int>(getpid()));
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(std::string(dir) + "/checkpoints");
+  }
+  ASSERT_TRUE(g_comm->Broadcast(dir, sizeof(dir), 0).ok());
+  const std::string data = std::string(SF_SOURCE_DIR) + "/../shared/data/multi30k-de-en-tiny";
+  const std::string yaml =
+      "name: dp-resume\n"
+      "data:\n"
+      "  train: {src: " + data + "/train.de, tgt: " + data + "/train.en}\n"
+      "  tokenizer: {type: sentencepiece, vocab_size: 400, model_type: bpe, shared: true}\n"
+      "hyperparameters:\n"
+      "  arch: transformer_tiny\n  d_model: 32\n  heads: 2\n  encoder_layers: 1\n  decoder_layers: 1\n"
+      "  ffn_dim: 64\n  dropout: 0.1\n  lr: 0.002\n  lr_schedule: {type: inverse_sqrt, warmup: 10}\n"
+      "  max_tokens: 256\n"
+      "precision: bf16\n"
+      "optimizations: {aggregation_frequency: 2, bucket_size_mb: 1}\n"
+      "resources: {slots_per_trial: " + std::to_string(g_comm->world_size()) + "}\n"
+      "searcher: {name: single, metric: validation_loss, max_length: {batches: 6}}\n";
+  config::ParseResult parsed = config::ParseExperimentConfig(yaml);
+  ASSERT_TRUE(parsed.ok()) << parsed.ErrorText();
+  const Value hp = config::WithDefaults(config::ConstantHyperparameters(parsed.config->hyperparameters));
+  TextRunOptions ro;
+  ro.rank = rank;
+  ro.world_size = g_comm->world_size();
+  ro.comm = g_comm;
+  ro.data.cache_dir = std::string(dir) + "/cache";
+  auto weights = [](TextRun& r) {
+    ParamStore<float>& st = r.model().params();
+    return std::vector<float>(st.values(), st.values() + st.total_numel());
+  };
+  // Uninterrupted: 6 steps.
+  auto a = TextRun::Create(*parsed.config, yaml, hp, ro);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE((*a)->Step().ok());
+  const std::vector<float> straight = weights(**a);
+  // 3 steps, rank 0 checkpoints, every rank restores it into a fresh run and takes 3 more.
+  auto b = TextRun::Create(*parsed.config, yaml, hp, ro);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE((*b)->Step().ok());
+  char ck_dir[512] = {};
+  if (rank == 0) {
+    auto written = WriteCheckpoint(std::string(dir) + "/checkpoints", (*b)->Snapshot({}));
+    ASSERT_TRUE(written.ok()) << written.status().ToString();
+    std::snprintf(ck_dir, sizeof(ck_dir), "%s", written->dir.c_str());
+  }
+  ASSERT_TRUE(g_comm->Broadcast(ck_dir, sizeof(ck_dir), 0).ok());
+  auto c = TextRun::Create(*parsed.config, yaml, hp, ro);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  auto ck = ReadCheckpoint(ck_dir);
+  ASSERT_TRUE(ck.ok()) << ck.status().ToString();
+  ASSERT_TRUE((*c)->Restore(ck_dir, *ck).ok());
+  EXPECT_EQ((*c)->steps(), 3);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE((*c)->Step().ok());
+  const std::vector<float> resumed = weights(**c);
+  ASSERT_EQ(straight.size(), resumed.size());
+  EXPECT_EQ(0, std::memcmp(straight.data(), resumed.data(), straight.size() * 4)) << "rank " << rank;
+  ASSERT_TRUE(g_comm->Barrier().ok());
+  if (rank == 0) std::filesystem::remove_all(dir);
 }
 
 }  // namespace

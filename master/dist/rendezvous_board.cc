@@ -1,0 +1,83 @@
+#include "master/dist/rendezvous_board.h"
+
+namespace sf::master {
+
+void RendezvousBoard::Open(const std::string& allocation_id, std::vector<std::string> rank_agents) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Entry& e = open_[allocation_id];
+    e = Entry{};
+    e.agents = std::move(rank_agents);
+    e.generation = next_generation_++;
+  }
+  changed_.notify_all();
+}
+
+void RendezvousBoard::Close(const std::string& allocation_id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_.erase(allocation_id);
+  }
+  changed_.notify_all();
+}
+
+void RendezvousBoard::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    shutdown_ = true;
+  }
+  changed_.notify_all();
+}
+
+sf::Result<RendezvousBoard::Result> RendezvousBoard::Arrive(const std::string& allocation_id,
+                                                            const std::string& round, int rank,
+                                                            std::string payload,
+                                                            std::chrono::milliseconds wait) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto it = open_.find(allocation_id);
+  if (it == open_.end()) {
+    return FailedPrecondition("rendezvous: allocation " + allocation_id + " is not running");
+  }
+  const int world = static_cast<int>(it->second.agents.size());
+  if (rank < 0 || rank >= world) {
+    return InvalidArgument("rendezvous: rank " + std::to_string(rank) + " is not in [0, " + std::to_string(world) +
+                           ")");
+  }
+  const uint64_t generation = it->second.generation;
+  it->second.rounds[round][rank] = std::move(payload);
+  changed_.notify_all();
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  while (true) {
+    it = open_.find(allocation_id);
+    if (it == open_.end() || it->second.generation != generation) {
+      return FailedPrecondition("rendezvous \"" + round + "\": allocation " + allocation_id +
+                                " ended while rank " + std::to_string(rank) + " waited");
+    }
+    if (shutdown_) return Unavailable("rendezvous: the master is shutting down");
+    const auto& arrived = it->second.rounds[round];
+    if (static_cast<int>(arrived.size()) >= world) break;
+    if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) {
+      it = open_.find(allocation_id);
+      if (it == open_.end()) continue;  // reported as ended above
+      const auto& now = it->second.rounds[round];
+      if (static_cast<int>(now.size()) >= world) break;
+      std::string missing;
+      for (int r = 0; r < world; ++r) {
+        if (now.count(r)) continue;
+        missing += (missing.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r) + " on " +
+                   it->second.agents[static_cast<size_t>(r)];
+      }
+      return FailedPrecondition("rendezvous \"" + round + "\" timed out after " +
+                                std::to_string(std::chrono::duration_cast<std::chrono::seconds>(wait).count()) +
+                                " s: " + std::to_string(now.size()) + " of " + std::to_string(world) +
+                                " ranks arrived (missing: " + missing + ")");
+    }
+  }
+  Result r;
+  r.agents = it->second.agents;
+  const auto& arrived = it->second.rounds[round];
+  for (int k = 0; k < world; ++k) r.payloads.push_back(arrived.at(k));
+  return r;
+}
+
+}  // namespace sf::master
