@@ -4,6 +4,7 @@
 #include <google/protobuf/util/time_util.h>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -26,7 +27,8 @@ using steadfast::v1::TaskStateChange;
 namespace {
 
 // The line of a failed trainer's stderr that says why: the first "sf-trainer ..." error line,
-// else the first line mentioning an error, else the last line; at most 300 bytes.
+// else the first line mentioning an error, else the last line that is not a structured log
+// line ("I 2026-..." / "W 2026-..."); at most 300 bytes. Empty when there is none.
 std::string FirstErrorLine(const std::string& stderr_path) {
   std::ifstream in(stderr_path);
   std::string line, first_error, last;
@@ -34,14 +36,18 @@ std::string FirstErrorLine(const std::string& stderr_path) {
     for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     return v;
   };
+  auto structured_info = [](const std::string& l) {
+    return l.size() > 2 && (l[0] == 'I' || l[0] == 'W' || l[0] == 'D') && l[1] == ' ' &&
+           std::isdigit(static_cast<unsigned char>(l[2]));
+  };
   while (std::getline(in, line)) {
     if (line.empty()) continue;
-    last = line;
     if (line.rfind("sf-trainer", 0) == 0) {
       first_error = line;
       break;
     }
     if (first_error.empty() && lower(line).find("error") != std::string::npos) first_error = line;
+    if (!structured_info(line)) last = line;
   }
   std::string out = first_error.empty() ? last : first_error;
   if (out.size() > 300) out = out.substr(0, 297) + "...";
@@ -607,7 +613,7 @@ void Agent::OnExit(const ProcessExit& exit) {
                              : "exit status " + std::to_string(exit.exit_code);
   if (exit.kill_requested) {
     message += " (kill requested)";
-  } else if (exit.exit_code != 0) {
+  } else if (exit.exit_code != 0 && exit.exit_code <= 128) {  // not for a signal: it says why
     std::string first = FirstErrorLine((fs::path(TaskDir(exit.task_id)) / "stderr.log").string());
     if (!first.empty()) message += ": " + first;
   }
