@@ -8,6 +8,7 @@
 #    f32 on the wire, and with bf16 on the wire (compression; bandwidth counted in f32 payload
 #    bytes, so it shows what the gradient sync gains). Median of ITERS after 2 warm-ups; the
 #    modes alternate REPEATS times and each cell is the median. Ratio = ours / raw bus bandwidth.
+#    Both under mpirun with Open MPI's shared-memory transport (one machine).
 # 2. Training: `sf-trainer bench` of ARCH (default transformer_tiny) in PRECISION (bf16) with
 #    WORLD ranks x 1 thread under mpirun against 1 rank x WORLD threads on the same global
 #    batch (BATCH rows of SRC_LEN/TGT_LEN tokens in total). Reports tokens/s of each, the time
@@ -27,7 +28,10 @@ WORLD="${WORLD:-2}"; SIZES="${SIZES:-1 4 16 64}"; ITERS="${ITERS:-20}"; REPEATS=
 ARCH="${ARCH:-transformer_tiny}"; PRECISION="${PRECISION:-bf16}"
 BATCH="${BATCH:-128}"; SRC_LEN="${SRC_LEN:-32}"; TGT_LEN="${TGT_LEN:-32}"; STEPS="${STEPS:-6}"
 BUCKET_MB="${BUCKET_MB:-25}"
-mpirun=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -np "$WORLD")
+# Both modes run with the MPI setting our communicator sets for itself (a waiting rank yields
+# its core to the training threads instead of spinning), so the ratio is our own overhead.
+mpirun=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x OMP_NUM_THREADS=1
+        -x OMPI_MCA_mpi_yield_when_idle=1 -np "$WORLD")
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 
 echo "== allreduce: $WORLD ranks, sizes $SIZES MiB, $ITERS iterations, $REPEATS alternating repeats"
