@@ -76,8 +76,8 @@ std::string Cluster::Binary(const std::string& name) {
   return BinaryDir() + "/" + sub + "/" + name;
 }
 
-Cluster::Cluster(int agents, int cpu_slots, ClusterNetwork network)
-    : agents_(agents), cpu_slots_(cpu_slots), network_(std::move(network)) {
+Cluster::Cluster(int agents, int cpu_slots, ClusterLayout layout)
+    : agents_(agents), cpu_slots_(cpu_slots), network_(std::move(layout)) {
   PostgresServer* pg = PostgresServer::Get();
   if (!pg) return;
   db_ = pg->NewDatabase();
@@ -116,11 +116,15 @@ void Cluster::StartAgents() {
   for (int i = 0; i < agents_; ++i) {
     std::string id = "e2e-agent-" + std::to_string(i);
     fs::create_directories(dir_.path() + "/" + id);
+    const size_t k = static_cast<size_t>(i);
+    const std::string trainer = k < network_.agent_trainer.size() && !network_.agent_trainer[k].empty()
+                                    ? network_.agent_trainer[k]
+                                    : Binary("sf-trainer");
     std::vector<std::string> argv{Binary("sf-agent"), "--master", grpc_address(), "--agent-id", id, "--slots",
-                                  "cpu:" + std::to_string(cpu_slots_), "--trainer", Binary("sf-trainer"),
+                                  "cpu:" + std::to_string(cpu_slots_), "--trainer", trainer,
                                   "--work-dir", dir_.path() + "/" + id, "--kill-tasks-on-exit"};
-    if (static_cast<size_t>(i) < network_.agent_netns.size()) {
-      argv.insert(argv.begin(), {"/usr/sbin/ip", "netns", "exec", network_.agent_netns[static_cast<size_t>(i)]});
+    if (k < network_.agent_netns.size()) {
+      argv.insert(argv.begin(), {"/usr/sbin/ip", "netns", "exec", network_.agent_netns[k]});
     }
     auto d = std::make_unique<Daemon>(argv, dir_.path() + "/" + id + ".log");
     ASSERT_TRUE(d->Start());

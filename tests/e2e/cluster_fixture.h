@@ -37,18 +37,20 @@ class Daemon {
   pid_t pid_ = 0;
 };
 
-// Where the cluster's processes run. By default everything is on loopback. With `agent_netns`
-// set, agent i (and so its trainers) runs inside network namespace agent_netns[i] (through
-// `ip netns exec`), and the master listens on `master_host`, an address those namespaces can
-// reach (tests/e2e/netns.h builds such a network).
-struct ClusterNetwork {
+// Where and how the cluster's processes run. By default everything is on loopback. With
+// `agent_netns` set, agent i (and so its trainers) runs inside network namespace agent_netns[i]
+// (through `ip netns exec`), and the master listens on `master_host`, an address those
+// namespaces can reach (tests/e2e/netns.h builds such a network). `agent_trainer[i]`, when
+// set and not empty, is the program agent i starts instead of sf-trainer.
+struct ClusterLayout {
   std::string master_host = "127.0.0.1";
   std::vector<std::string> agent_netns;
+  std::vector<std::string> agent_trainer;
 };
 
 class Cluster {
  public:
-  Cluster(int agents, int cpu_slots, ClusterNetwork network = {});
+  Cluster(int agents, int cpu_slots, ClusterLayout layout = {});
   ~Cluster();
 
   // Starts the master (again, after StopMaster) and waits for /health.
@@ -85,7 +87,7 @@ class Cluster {
 
  private:
   int agents_, cpu_slots_;
-  ClusterNetwork network_;
+  ClusterLayout network_;
   TempDir dir_;
   std::string db_;
   int http_port_ = 0, grpc_port_ = 0;

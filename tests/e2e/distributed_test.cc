@@ -130,6 +130,34 @@ TEST(DistributedEndToEnd, PauseAndActivateOfATwoRankTrialContinueTheStepCount) {
   EXPECT_EQ(cluster.Trials(id).as_list()[0].Find("restarts")->as_int(), 0);
 }
 
+// Rank 1's "trainer" never reaches the rendezvous (it hangs before it): rank 0 gives up after
+// SF_RENDEZVOUS_TIMEOUT_S with a reason naming the missing rank, the gang is torn down, and
+// after max_restarts the trial ends in ERROR with that reason instead of hanging.
+TEST(DistributedEndToEnd, RendezvousThatNeverCompletesFailsTheTrialWithAReason) {
+  TempDir tmp;
+  const std::string hang = tmp.WriteFile("hanging-trainer.sh", "#!/bin/sh\nexec sleep 600\n");
+  fs::permissions(hang, fs::perms::owner_all);
+  setenv("SF_RENDEZVOUS_TIMEOUT_S", "3", 1);  // inherited by the agents and their trainers
+  ClusterLayout layout;
+  layout.agent_trainer = {"", hang};
+  Cluster cluster(2, 1, layout);
+  unsetenv("SF_RENDEZVOUS_TIMEOUT_S");
+  std::string yaml = TwoRankExperiment(20, "dist-rendezvous-e2e");
+  yaml.replace(yaml.find("max_restarts: 2"), 15, "max_restarts: 1");
+  int64_t id = cluster.Submit(yaml);
+  ASSERT_GT(id, 0);
+  bool done = cluster.WaitForState(id, "EXPERIMENT_STATE_ERROR", std::chrono::seconds(300));
+  if (!done) cluster.DumpLogs();
+  ASSERT_TRUE(done) << cluster.ExperimentState(id);
+  const int64_t tid = Id(cluster.Trials(id).as_list()[0]);
+  const std::string why = Text(cluster.db(), "SELECT error FROM trials WHERE id=" + std::to_string(tid));
+  std::printf("failure reason: %s\n", why.c_str());
+  EXPECT_NE(why.find("rank 0 on e2e-agent-0"), std::string::npos) << why;
+  EXPECT_NE(why.find("rendezvous \"members\" timed out after 3 s"), std::string::npos) << why;
+  EXPECT_NE(why.find("missing: rank 1 on e2e-agent-1"), std::string::npos) << why;
+  EXPECT_EQ(cluster.Trials(id).as_list()[0].Find("restarts")->as_int(), 1);
+}
+
 TEST(DistributedEndToEnd, GangLargerThanTheClusterIsRefusedAtSubmit) {
   Cluster cluster(2, 1);
   const int64_t before = Count(cluster.db(), "SELECT count(*) FROM experiments");
@@ -154,7 +182,7 @@ TEST(DistributedAcrossMachines, TwoRankTrialAcrossNetworkNamespacesCompletes) {
   if (geteuid() != 0) GTEST_SKIP() << "network namespaces need root";
   TestNetwork net(2);
   ASSERT_TRUE(net.ok()) << net.why();
-  ClusterNetwork layout;
+  ClusterLayout layout;
   layout.master_host = net.bridge_address();
   layout.agent_netns = net.namespaces();
   Cluster cluster(2, 1, layout);

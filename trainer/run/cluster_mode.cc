@@ -148,7 +148,7 @@ int RunTrial(const v1::TrialIdentity& who, int world_size, std::unique_ptr<dist:
     };
     std::vector<std::string> agents;
     auto members = rendezvous("members", Env("SF_AGENT_ID"), &agents);
-    if (!members.ok()) return fail("rendezvous", members.status());
+    if (!members.ok()) return fail("", members.status());
     dist::MpiConnectOptions mo;
     mo.rank = rank;
     mo.world_size = world_size;
