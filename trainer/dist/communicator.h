@@ -38,6 +38,15 @@ enum class ReduceOp { kSum, kMax };
 using RendezvousFn = std::function<Result<std::vector<std::string>>(const std::string& round,
                                                                     const std::string& payload)>;
 
+// Who this rank is and how it meets the others: what every implementation's Connect takes.
+// `timeout` bounds the bootstrap and, afterwards, every collective wait.
+struct RankOptions {
+  int rank = 0;
+  int world_size = 1;
+  RendezvousFn rendezvous;
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+};
+
 // A collective in flight.
 class Work {
  public:

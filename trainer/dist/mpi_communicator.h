@@ -33,20 +33,14 @@
 
 namespace sf::dist {
 
-struct MpiConnectOptions {
-  int rank = 0;
-  int world_size = 1;
-  RendezvousFn rendezvous;
+struct MpiConnectOptions : RankOptions {
   // Where rank 0 keeps ompi-server's URI file and every rank its copy (created if missing).
   std::string work_dir = "/tmp";
   // True when the ranks run on different machines (agents): MPI then uses TCP only, never
   // shared memory, and the interfaces it may use can be narrowed with `tcp_interfaces`.
   bool across_machines = false;
   std::string tcp_interfaces;  // e.g. "10.0.0.0/24" (OMPI btl_tcp_if_include); empty: all
-  std::chrono::milliseconds timeout{std::chrono::minutes(5)};
 };
-
-class MpiCommunicator;
 
 // Under mpirun (or as a lone process): MPI_COMM_WORLD.
 Result<std::unique_ptr<Communicator>> MpiFromWorld(

@@ -51,14 +51,10 @@
 
 namespace sf::dist {
 
-struct NcclConnectOptions {
-  int rank = 0;
-  int world_size = 1;
-  RendezvousFn rendezvous;
+struct NcclConnectOptions : RankOptions {
   // The CUDA device ordinal this rank uses (as numbered in this process, after
   // CUDA_VISIBLE_DEVICES).
   int device = 0;
-  std::chrono::milliseconds timeout{std::chrono::minutes(5)};
 };
 
 // Connects this rank (see above). kInvalidArgument for bad options, kUnavailable when there is

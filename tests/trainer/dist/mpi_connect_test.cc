@@ -21,7 +21,7 @@ namespace fs = std::filesystem;
 
 struct Rank {
   pid_t pid = -1;
-  std::string out_path;
+  std::string out_path, output;
   int status = -1;
 };
 
@@ -83,6 +83,8 @@ std::vector<Rank> RunRanks(int world, const std::string& mode, std::chrono::seco
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (Rank& k : ranks) k.output = ReadFile(k.out_path);
+  fs::remove_all(dir);
   return ranks;
 }
 
@@ -93,7 +95,7 @@ TEST_P(MpiConnect, IndependentProcessesMeetAndReduceCorrectly) {
   double seconds = 0;
   auto ranks = RunRanks(world, "", std::chrono::seconds(120), &seconds);
   for (int r = 0; r < world; ++r) {
-    const std::string out = ReadFile(ranks[static_cast<size_t>(r)].out_path);
+    const std::string out = ranks[static_cast<size_t>(r)].output;
     EXPECT_EQ(ranks[static_cast<size_t>(r)].status, 0) << "rank " << r << ":\n" << out;
     EXPECT_NE(out.find("ok rank=" + std::to_string(r) + " world=" + std::to_string(world)), std::string::npos) << out;
   }
@@ -105,7 +107,7 @@ INSTANTIATE_TEST_SUITE_P(Worlds, MpiConnect, ::testing::Values(2, 4));
 TEST(MpiConnectFailure, PeerThatHangsBecomesATimeoutNotAHang) {
   double seconds = 0;
   auto ranks = RunRanks(2, "hang", std::chrono::seconds(90), &seconds);
-  const std::string out0 = ReadFile(ranks[0].out_path);
+  const std::string out0 = ranks[0].output;
   EXPECT_EQ(ranks[0].status, 1) << out0;
   EXPECT_NE(out0.find("did not finish within 2 s"), std::string::npos) << out0;
   EXPECT_NE(out0.find("allreduce"), std::string::npos) << out0;
@@ -116,8 +118,8 @@ TEST(MpiConnectFailure, PeerThatDiesStopsTheOthers) {
   auto ranks = RunRanks(2, "die", std::chrono::seconds(90), &seconds);
   EXPECT_EQ(ranks[1].status, 3);
   // Rank 0 notices: an error or our timeout, never a hang (status -2 would mean we killed it).
-  EXPECT_NE(ranks[0].status, 0) << ReadFile(ranks[0].out_path);
-  EXPECT_NE(ranks[0].status, -2) << ReadFile(ranks[0].out_path);
+  EXPECT_NE(ranks[0].status, 0) << ranks[0].output;
+  EXPECT_NE(ranks[0].status, -2) << ranks[0].output;
   std::printf("rank 0 stopped %.1f s after start (status %d)\n", seconds, ranks[0].status);
 }
 
