@@ -3,28 +3,10 @@
 #include <algorithm>
 
 #include "common/log.h"
+#include "trainer/core/splitmix64.h"
 
 namespace sf::data {
 namespace {
-
-// splitmix64: a small, portable generator, so plans are identical across standard libraries.
-struct SplitMix64 {
-  uint64_t state;
-  uint64_t Next() {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  // Uniform in [0, n) (rejection sampling: no modulo bias).
-  uint64_t Below(uint64_t n) {
-    uint64_t limit = UINT64_MAX - UINT64_MAX % n;
-    uint64_t x;
-    do x = Next();
-    while (x >= limit);
-    return x % n;
-  }
-};
 
 template <typename T>
 void Shuffle(std::vector<T>& v, SplitMix64& rng) {

@@ -8,19 +8,18 @@ namespace sf::dist {
 GradReducer::GradReducer(Communicator* comm, float* grads, int64_t numel, std::vector<int64_t> offsets,
                          GradReducerOptions options)
     : comm_(comm), grads_(grads), options_(options) {
-  const int64_t elem = DTypeSize(options_.wire == DType::kF32 ? DType::kF32 : options_.wire);
-  const int64_t target = std::max<int64_t>(1, options_.bucket_bytes / elem);
+  const int64_t target = std::max<int64_t>(1, options_.bucket_bytes / DTypeSize(options_.wire));
   // Walk the parameters from the last to the first, closing a bucket once it holds `target`
-  // elements; bucket edges are parameter starts, so no parameter is split.
+  // elements (on the wire); bucket edges are parameter starts, so no parameter is split. The
+  // last bucket starts at 0 and takes whatever is left.
   int64_t end = numel;
-  for (size_t i = offsets.size(); i-- > 0;) {
-    const int64_t begin = offsets[i];
-    if (end - begin >= target || i == 0) {
-      buckets_.push_back({i == 0 ? 0 : begin, end});
-      end = i == 0 ? 0 : begin;
+  for (size_t i = offsets.size(); i-- > 1;) {
+    if (end - offsets[i] >= target) {
+      buckets_.push_back({offsets[i], end});
+      end = offsets[i];
     }
   }
-  if (buckets_.empty() && numel > 0) buckets_.push_back({0, numel});
+  if (end > 0) buckets_.push_back({0, end});
   inflight_.reserve(buckets_.size());
 }
 

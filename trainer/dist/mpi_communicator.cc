@@ -92,10 +92,24 @@ void Complete(JobState& s, Status st, double busy) {
 
 class MpiComm;
 
+// What a collective is, for error messages; formatted only when one is needed, so the hot path
+// builds no strings.
+struct OpName {
+  const char* kind;       // "allreduce", "broadcast", "barrier"
+  int64_t bytes = -1;     // on the wire; -1: none
+  int root = -1;          // broadcast only
+  std::string str() const {
+    std::string s = kind;
+    if (bytes >= 0) s += " of " + std::to_string(bytes) + " bytes";
+    if (root >= 0) s += " from rank " + std::to_string(root);
+    return s;
+  }
+};
+
 class MpiWork : public Work {
  public:
-  MpiWork(std::shared_ptr<JobState> state, MpiComm* comm, std::string what)
-      : state_(std::move(state)), comm_(comm), what_(std::move(what)) {}
+  MpiWork(std::shared_ptr<JobState> state, MpiComm* comm, OpName what)
+      : state_(std::move(state)), comm_(comm), what_(what) {}
   Status Wait() override;
   double busy_seconds() const override {
     std::lock_guard<std::mutex> lock(state_->mu);
@@ -105,7 +119,7 @@ class MpiWork : public Work {
  private:
   std::shared_ptr<JobState> state_;
   MpiComm* comm_;
-  std::string what_;
+  OpName what_;
 };
 
 class MpiComm : public Communicator {
@@ -147,7 +161,7 @@ class MpiComm : public Communicator {
     if (!st.ok()) return std::make_unique<FailedWork>(st);
     const bool narrow = dtype == DType::kF32 && (wire == DType::kBF16 || wire == DType::kF16);
     const int64_t wire_bytes = count * DTypeSize(narrow ? wire : dtype);
-    return Submit("allreduce of " + std::to_string(wire_bytes) + " bytes",
+    return Submit(OpName{"allreduce", wire_bytes},
                   [this, data, count, dtype, op, wire, narrow, wire_bytes]() -> Status {
                     Status s = narrow ? NarrowSum(static_cast<float*>(data), count, wire)
                                       : Reduce(data, count, dtype, op);
@@ -161,7 +175,7 @@ class MpiComm : public Communicator {
   }
 
   Status Broadcast(void* data, int64_t bytes, int root) override {
-    return Submit("broadcast of " + std::to_string(bytes) + " bytes from rank " + std::to_string(root),
+    return Submit(OpName{"broadcast", bytes, root},
                   [this, data, bytes, root]() -> Status {
                     char* p = static_cast<char*>(data);
                     for (int64_t off = 0; off < bytes; off += INT_MAX / 2) {
@@ -174,7 +188,7 @@ class MpiComm : public Communicator {
   }
 
   Status Barrier() override {
-    return Submit("barrier", [this]() -> Status {
+    return Submit(OpName{"barrier"}, [this]() -> Status {
              SF_MPI(MPI_Barrier(comm_), "MPI_Barrier");
              return Status::Ok();
            })->Wait();
@@ -216,10 +230,10 @@ class MpiComm : public Communicator {
     std::shared_ptr<JobState> state;
   };
 
-  std::unique_ptr<Work> Submit(std::string what, Job job) {
+  std::unique_ptr<Work> Submit(OpName what, Job job) {
     if (broken_) {
       return std::make_unique<FailedWork>(
-          Unavailable(what + ": the communicator is broken by an earlier error or timeout"));
+          Unavailable(what.str() + ": the communicator is broken by an earlier error or timeout"));
     }
     auto state = std::make_shared<JobState>();
     {
@@ -228,7 +242,7 @@ class MpiComm : public Communicator {
       pending_.fetch_add(1, std::memory_order_release);
     }
     cv_.notify_one();
-    return std::make_unique<MpiWork>(state, this, std::move(what));
+    return std::make_unique<MpiWork>(state, this, what);
   }
 
   void Main(const Init& init, const std::shared_ptr<JobState>& init_state) {
@@ -345,10 +359,10 @@ Status MpiWork::Wait() {
   std::unique_lock<std::mutex> lock(state_->mu);
   if (!state_->cv.wait_for(lock, comm_->timeout(), [&] { return state_->done; })) {
     comm_->MarkBroken();
-    return Unavailable(what_ + " did not finish within " + std::to_string(comm_->timeout().count() / 1000) +
+    return Unavailable(what_.str() + " did not finish within " + std::to_string(comm_->timeout().count() / 1000) +
                        " s: a peer rank died, hangs, or cannot be reached");
   }
-  return state_->status.ok() ? Status::Ok() : state_->status.WithContext(what_);
+  return state_->status.ok() ? Status::Ok() : state_->status.WithContext(what_.str());
 }
 
 // Starts ompi-server as our child (it dies with the thread that started it, and is killed and

@@ -342,6 +342,13 @@ BleuScore ComputeBleu(const BleuStats& stats, const BleuOptions& o) {
 Result<BleuScore> CorpusBleu(const std::vector<std::string>& hypotheses,
                              const std::vector<std::vector<std::string>>& references,
                              const BleuOptions& o) {
+  SF_ASSIGN_OR_RETURN(BleuStats total, CorpusStats(hypotheses, references, o));
+  return ComputeBleu(total, o);
+}
+
+Result<BleuStats> CorpusStats(const std::vector<std::string>& hypotheses,
+                              const std::vector<std::vector<std::string>>& references,
+                              const BleuOptions& o) {
   if (o.max_ngram_order < 1) return InvalidArgument("max_ngram_order must be >= 1");
   if (o.tokenize != "13a" && o.tokenize != "none") {
     return InvalidArgument("tokenize: '" + o.tokenize + "' is not one of 13a, none");
@@ -364,7 +371,7 @@ Result<BleuScore> CorpusBleu(const std::vector<std::string>& hypotheses,
     if (!st.ok()) return st.status().WithContext("segment " + std::to_string(i + 1));
     total.Add(*st);
   }
-  return ComputeBleu(total, o);
+  return total;
 }
 
 std::string BleuScore::ToString(int width) const {

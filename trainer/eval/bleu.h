@@ -77,6 +77,12 @@ Result<BleuStats> SegmentStats(std::string_view hypothesis,
 // The score from (summed) statistics.
 BleuScore ComputeBleu(const BleuStats& stats, const BleuOptions& options = {});
 
+// The summed statistics of a corpus (what CorpusBleu scores; sums of shards add up to the
+// whole corpus's). Same arguments and errors as CorpusBleu.
+Result<BleuStats> CorpusStats(const std::vector<std::string>& hypotheses,
+                              const std::vector<std::vector<std::string>>& references,
+                              const BleuOptions& options = {});
+
 // Corpus BLEU. `references` holds reference streams, each as long as `hypotheses`.
 // kInvalidArgument when a stream's length differs or a segment has no non-empty reference.
 Result<BleuScore> CorpusBleu(const std::vector<std::string>& hypotheses,

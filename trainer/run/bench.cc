@@ -148,9 +148,11 @@ Result<std::vector<std::pair<std::string, std::string>>> RunBench(const BenchOpt
                           {"max_positions", std::to_string(std::max<int64_t>(
                                                 1024, std::max(o.src_len, o.tgt_len)))}};
   SF_ASSIGN_OR_RETURN(TransformerConfig config, MakeModelConfig(o.arch, hp));
-  const DType compute = o.precision == "bf16"   ? DType::kBF16
-                        : o.precision == "fp16" ? DType::kF16
-                                                : DType::kF32;
+  // "fp32" | "bf16" | "fp16" (validated by ParseBenchArgs) as the engine's dtype.
+  auto dtype_of = [](const std::string& precision) {
+    return precision == "bf16" ? DType::kBF16 : precision == "fp16" ? DType::kF16 : DType::kF32;
+  };
+  const DType compute = dtype_of(o.precision);
   CpuBackend backend;
   Transformer<float> model(config, &backend, compute);
   model.InitParameters(1);
@@ -171,7 +173,7 @@ Result<std::vector<std::pair<std::string, std::string>>> RunBench(const BenchOpt
     for (const ParamInfo& p : model.params().params()) offsets.push_back(p.offset);
     dist::GradReducerOptions ro;
     ro.bucket_bytes = o.bucket_mb << 20;
-    ro.wire = o.allreduce_dtype == "bf16" ? DType::kBF16 : o.allreduce_dtype == "fp16" ? DType::kF16 : DType::kF32;
+    ro.wire = dtype_of(o.allreduce_dtype);
     reducer = std::make_unique<dist::GradReducer>(o.comm, model.params().grads(), model.params().total_numel(),
                                                   offsets, ro);
     step.set_grad_reducer(reducer.get());

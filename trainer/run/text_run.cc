@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "common/log.h"
+#include "trainer/core/splitmix64.h"
 #include "trainer/optim/from_config.h"
 #include "trainer/run/model_setup.h"
 
@@ -16,23 +17,12 @@ Result<std::vector<std::string>> ReadLines(const std::string& path) {
   return std::move(files.front());
 }
 
-DType WireDType(config::Precision p) {
-  switch (p) {
-    case config::Precision::kBf16: return DType::kBF16;
-    case config::Precision::kFp16: return DType::kF16;
-    default: return DType::kF32;
-  }
-}
-
 }  // namespace
 
 uint64_t RankDropoutSeed(uint64_t seed, int rank) {
   if (rank == 0) return seed;
-  // splitmix64 of (seed, rank): far-apart Philox keys per rank.
-  uint64_t z = seed + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(rank + 1);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
+  // The rank-th output of splitmix64 seeded with `seed`: far-apart Philox keys per rank.
+  return SplitMix64{seed + 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(rank)}.Next();
 }
 
 BeamOptions BeamFromHyperparameters(const Value& hp) {
@@ -124,7 +114,7 @@ Result<std::unique_ptr<TextRun>> TextRun::Create(const config::ExperimentConfig&
     for (const ParamInfo& p : store.params()) offsets.push_back(p.offset);
     dist::GradReducerOptions ro;
     ro.bucket_bytes = cfg.optimizations.bucket_size_mb << 20;
-    ro.wire = WireDType(cfg.optimizations.allreduce_dtype);
+    ro.wire = ComputeDType(cfg.optimizations.allreduce_dtype);  // the precision's dtype
     r->reducer_ = std::make_unique<dist::GradReducer>(options.comm, store.grads(), store.total_numel(),
                                                       std::move(offsets), ro);
     r->step_->set_grad_reducer(r->reducer_.get());
@@ -231,37 +221,31 @@ Result<TextValidation> TextRun::Validate(double fallback_loss) {
   if (bleu_metric()) {
     SF_ASSIGN_OR_RETURN(std::vector<std::string> all_src, ReadLines(cfg_.data.valid->src));
     SF_ASSIGN_OR_RETURN(auto all_refs, eval::ReadReferenceFiles({cfg_.data.valid->tgt}));
-    // This rank's sentences (every world-th); corpus BLEU from the summed statistics.
-    std::vector<std::string> src, refs;
+    // This rank's sentences (every world-th); corpus BLEU from the statistics summed over ranks.
+    std::vector<std::string> src;
+    std::vector<std::vector<std::string>> refs(1);
     for (size_t i = static_cast<size_t>(rank); i < all_src.size(); i += static_cast<size_t>(world)) {
       src.push_back(all_src[i]);
-      refs.push_back(all_refs[0][i]);
+      refs[0].push_back(all_refs[0][i]);
     }
     Translator translator(model_.get());
     SF_ASSIGN_OR_RETURN(std::vector<std::string> hyps,
                         TranslateLines(translator, data_->source_tokenizer(), data_->target_tokenizer(), src,
                                        BeamFromHyperparameters(hparams_), cfg_.data.max_source_positions - 1));
-    eval::BleuStats stats;
-    for (size_t i = 0; i < hyps.size(); ++i) {
-      SF_ASSIGN_OR_RETURN(eval::BleuStats one, eval::SegmentStats(hyps[i], {refs[i]}));
-      stats.Add(one);
-    }
+    SF_ASSIGN_OR_RETURN(eval::BleuStats stats, eval::CorpusStats(hyps, refs));
     if (world > 1) {
-      const size_t orders = static_cast<size_t>(eval::BleuOptions{}.max_ngram_order);
-      stats.correct.resize(orders);
-      stats.total.resize(orders);
-      std::vector<double> packed{static_cast<double>(stats.sys_len), static_cast<double>(stats.ref_len)};
-      for (size_t k = 0; k < orders; ++k) {
-        packed.push_back(static_cast<double>(stats.correct[k]));
-        packed.push_back(static_cast<double>(stats.total[k]));
-      }
-      SF_RETURN_IF_ERROR(options_.comm->Allreduce(packed.data(), static_cast<int64_t>(packed.size()), DType::kF64)
+      // [sys_len, ref_len, correct..., total...], exact in double.
+      std::vector<double> sums{static_cast<double>(stats.sys_len), static_cast<double>(stats.ref_len)};
+      sums.insert(sums.end(), stats.correct.begin(), stats.correct.end());
+      sums.insert(sums.end(), stats.total.begin(), stats.total.end());
+      SF_RETURN_IF_ERROR(options_.comm->Allreduce(sums.data(), static_cast<int64_t>(sums.size()), DType::kF64)
                              .WithContext("validation BLEU"));
-      stats.sys_len = static_cast<int64_t>(packed[0]);
-      stats.ref_len = static_cast<int64_t>(packed[1]);
+      const size_t orders = stats.correct.size();
+      stats.sys_len = static_cast<int64_t>(sums[0]);
+      stats.ref_len = static_cast<int64_t>(sums[1]);
       for (size_t k = 0; k < orders; ++k) {
-        stats.correct[k] = static_cast<int64_t>(packed[2 + 2 * k]);
-        stats.total[k] = static_cast<int64_t>(packed[3 + 2 * k]);
+        stats.correct[k] = static_cast<int64_t>(sums[2 + k]);
+        stats.total[k] = static_cast<int64_t>(sums[2 + orders + k]);
       }
     }
     const eval::BleuScore bleu = eval::ComputeBleu(stats);
