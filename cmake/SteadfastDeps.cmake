@@ -4,6 +4,7 @@ find_package(PkgConfig REQUIRED)
 find_package(Protobuf REQUIRED)
 find_package(gRPC CONFIG REQUIRED)
 find_package(yaml-cpp REQUIRED)
+find_package(CLI11 CONFIG REQUIRED)  # every program's command line
 find_package(prometheus-cpp CONFIG REQUIRED)
 find_package(dnnl CONFIG REQUIRED)
 find_package(OpenMP REQUIRED)

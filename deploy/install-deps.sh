@@ -16,6 +16,8 @@ packages=(
   libpqxx-dev libpq-dev postgresql postgresql-common postgresql-contrib
   # HTTP (Beast/Asio), config, metrics
   libboost-dev libboost-system-dev libyaml-cpp-dev prometheus-cpp-dev
+  # command lines (every program and subcommand parses its flags with CLI11)
+  libcli11-dev
   # engine: GEMMs (Debian's oneDNN CMake config also wants OpenCL), tokenizer, CPU allreduce
   libdnnl-dev ocl-icd-opencl-dev opencl-c-headers libsentencepiece-dev sentencepiece
   libopenmpi-dev openmpi-bin
