@@ -1,6 +1,8 @@
 #include "trainer/models/weights_io.h"
 
+#include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <span>
 #include <vector>
 
@@ -25,6 +27,90 @@ std::map<std::string, std::string> ConfigMetadata(const TransformerConfig& c) {
           {"label_smoothing", std::to_string(c.label_smoothing)}};
 }
 
+namespace {
+
+Result<int64_t> MetaInt(const std::map<std::string, std::string>& m, const std::string& key) {
+  auto it = m.find(key);
+  if (it == m.end()) return InvalidArgument("__metadata__ has no '" + key + "'");
+  const std::string& v = it->second;
+  size_t used = 0;
+  int64_t n = 0;
+  try {
+    n = std::stoll(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (v.empty() || used != v.size()) return InvalidArgument("__metadata__ " + key + ": '" + v + "' is not an integer");
+  return n;
+}
+
+Result<bool> MetaBool(const std::map<std::string, std::string>& m, const std::string& key) {
+  auto it = m.find(key);
+  if (it == m.end()) return InvalidArgument("__metadata__ has no '" + key + "'");
+  if (it->second == "true") return true;
+  if (it->second == "false") return false;
+  return InvalidArgument("__metadata__ " + key + ": '" + it->second + "' is not true or false");
+}
+
+}  // namespace
+
+Result<TransformerConfig> ConfigFromMetadata(const std::map<std::string, std::string>& m) {
+  auto arch = m.find("arch");
+  if (arch == m.end()) return InvalidArgument("__metadata__ has no 'arch' (weights written without their configuration)");
+  if (arch->second != "transformer") {
+    return InvalidArgument("__metadata__ arch: '" + arch->second + "' is not a known architecture (transformer)");
+  }
+  TransformerConfig c;
+  SF_ASSIGN_OR_RETURN(c.d_model, MetaInt(m, "d_model"));
+  SF_ASSIGN_OR_RETURN(c.heads, MetaInt(m, "heads"));
+  SF_ASSIGN_OR_RETURN(c.encoder_layers, MetaInt(m, "encoder_layers"));
+  SF_ASSIGN_OR_RETURN(c.decoder_layers, MetaInt(m, "decoder_layers"));
+  SF_ASSIGN_OR_RETURN(c.ffn_dim, MetaInt(m, "ffn_dim"));
+  SF_ASSIGN_OR_RETURN(c.normalize_before, MetaBool(m, "normalize_before"));
+  SF_ASSIGN_OR_RETURN(c.share_embeddings, MetaBool(m, "share_embeddings"));
+  SF_ASSIGN_OR_RETURN(c.src_vocab, MetaInt(m, "src_vocab"));
+  SF_ASSIGN_OR_RETURN(c.tgt_vocab, MetaInt(m, "tgt_vocab"));
+  SF_ASSIGN_OR_RETURN(int64_t pad, MetaInt(m, "pad_id"));
+  c.pad_id = static_cast<int32_t>(pad);
+  SF_ASSIGN_OR_RETURN(c.max_positions, MetaInt(m, "max_positions"));
+  auto act = m.find("activation");
+  if (act == m.end()) return InvalidArgument("__metadata__ has no 'activation'");
+  if (act->second == "relu") {
+    c.activation = Activation::kRelu;
+  } else if (act->second == "gelu") {
+    c.activation = Activation::kGelu;
+  } else {
+    return InvalidArgument("__metadata__ activation: '" + act->second + "' is not relu or gelu");
+  }
+  if (auto ls = m.find("label_smoothing"); ls != m.end()) {
+    char* end = nullptr;
+    const float v = std::strtof(ls->second.c_str(), &end);
+    if (ls->second.empty() || *end != '\0') {
+      return InvalidArgument("__metadata__ label_smoothing: '" + ls->second + "' is not a number");
+    }
+    c.label_smoothing = v;
+  }
+  Status st = c.Validate();
+  if (!st.ok()) return st.WithContext("__metadata__");
+  return c;
+}
+
+Status CheckMetadataFits(const std::map<std::string, std::string>& metadata, const TransformerConfig& config) {
+  if (metadata.empty()) return Status::Ok();
+  SF_ASSIGN_OR_RETURN(TransformerConfig stored, ConfigFromMetadata(metadata));
+  const std::map<std::string, std::string> ours = ConfigMetadata(config);
+  const std::map<std::string, std::string> theirs = ConfigMetadata(stored);
+  for (const auto& [key, value] : theirs) {
+    if (key == "label_smoothing") continue;  // a loss setting, not the architecture
+    const std::string& here = ours.at(key);
+    if (value != here) {
+      return InvalidArgument("the weights are for another model: " + key + " is " + value +
+                             " in the weights, " + here + " in this model");
+    }
+  }
+  return Status::Ok();
+}
+
 Status SaveWeights(Transformer<float>& model, const std::string& path) {
   ParamStore<float>& store = model.params();
   std::vector<safetensors::TensorView> views;
@@ -39,6 +125,7 @@ Status SaveWeights(Transformer<float>& model, const std::string& path) {
 
 Status LoadWeights(Transformer<float>& model, const std::string& path) {
   SF_ASSIGN_OR_RETURN(safetensors::SafetensorsFile file, safetensors::SafetensorsFile::Open(path));
+  SF_RETURN_IF_ERROR(CheckMetadataFits(file.metadata(), model.config()).WithContext(path));
   ParamStore<float>& store = model.params();
   std::vector<std::span<const float>> data;
   for (const ParamInfo& p : store.params()) {

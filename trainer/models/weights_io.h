@@ -16,11 +16,25 @@
 
 namespace sf {
 
-// The config as metadata strings ("d_model" -> "256", ...).
+// The config as metadata strings ("d_model" -> "256", ...): the keys docs/model-format.md
+// lists (arch, d_model, heads, encoder_layers, decoder_layers, ffn_dim, activation,
+// normalize_before, share_embeddings, src_vocab, tgt_vocab, pad_id, max_positions,
+// label_smoothing).
 std::map<std::string, std::string> ConfigMetadata(const TransformerConfig& config);
 
+// The inverse of ConfigMetadata: the architecture a weights file describes (dropout rates are
+// training settings, not stored; they keep their defaults). Errors name the key and the
+// file's value ("__metadata__ heads: 'x' is not an integer"); the result is validated.
+Result<TransformerConfig> ConfigFromMetadata(const std::map<std::string, std::string>& metadata);
+
+// OK when `metadata` (a weights file's) describes the architecture `config` builds; otherwise
+// names the first key that differs ("d_model is 64 in the weights, 32 in this model"). Empty
+// metadata (files written before it was stored) is accepted: the shapes are still checked.
+Status CheckMetadataFits(const std::map<std::string, std::string>& metadata, const TransformerConfig& config);
+
 Status SaveWeights(Transformer<float>& model, const std::string& path);
-// Loads every parameter; calls model.WeightsUpdated().
+// Loads every parameter after checking the file's metadata against the model's config;
+// calls model.WeightsUpdated().
 Status LoadWeights(Transformer<float>& model, const std::string& path);
 
 }  // namespace sf

@@ -49,19 +49,22 @@ Result<std::string> ReadAll(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-Status WriteBuffers(const std::string& path, const std::vector<NamedBuffer>& buffers) {
+Status WriteBuffers(const std::string& path, const std::vector<NamedBuffer>& buffers,
+                    const std::map<std::string, std::string>& metadata = {}) {
   std::vector<safetensors::TensorView> views;
   for (const NamedBuffer& b : buffers) {
     auto dtype = safetensors::ParseDType(b.dtype);
     if (!dtype) return InvalidArgument("buffer " + b.name + ": unknown dtype " + b.dtype);
     views.push_back({b.name, *dtype, b.shape, std::span<const std::byte>(b.data.data(), b.data.size())});
   }
-  return safetensors::WriteFile(path, views);
+  return safetensors::WriteFile(path, views, metadata);
 }
 
-Result<std::vector<NamedBuffer>> ReadBuffers(const std::string& path) {
+Result<std::vector<NamedBuffer>> ReadBuffers(const std::string& path,
+                                             std::map<std::string, std::string>* metadata = nullptr) {
   auto file = safetensors::SafetensorsFile::Open(path);
   if (!file.ok()) return file.status();
+  if (metadata) *metadata = file->metadata();
   std::vector<NamedBuffer> out;
   for (const auto& info : file->tensors()) {
     NamedBuffer b;
@@ -103,7 +106,7 @@ Result<WrittenCheckpoint> WriteCheckpoint(const std::string& parent, const Check
   fs::create_directories(tmp, ec);
   if (ec) return Internal("cannot create " + tmp + ": " + ec.message());
 
-  SF_RETURN_IF_ERROR(WriteBuffers(tmp + "/model.safetensors", c.model));
+  SF_RETURN_IF_ERROR(WriteBuffers(tmp + "/model.safetensors", c.model, c.model_metadata));
   SF_RETURN_IF_ERROR(WriteBuffers(tmp + "/optimizer.safetensors", c.optimizer));
   Value state = c.state;
   if (!state.is_map()) state = Value(Value::Map{});
@@ -187,7 +190,7 @@ Result<CheckpointContents> ReadCheckpoint(const std::string& dir) {
     }
   }
   CheckpointContents c;
-  SF_ASSIGN_OR_RETURN(c.model, ReadBuffers(dir + "/model.safetensors"));
+  SF_ASSIGN_OR_RETURN(c.model, ReadBuffers(dir + "/model.safetensors", &c.model_metadata));
   SF_ASSIGN_OR_RETURN(c.optimizer, ReadBuffers(dir + "/optimizer.safetensors"));
   SF_ASSIGN_OR_RETURN(std::string state_text, ReadAll(dir + "/trainer_state.json"));
   auto state = Value::FromJson(state_text);

@@ -1,7 +1,8 @@
 // Training checkpoints: a directory that restores a run bit for bit.
 //
 //   <parent>/<uuid>/
-//     model.safetensors       fp32 master weights (names and shapes: docs/model-format.md)
+//     model.safetensors       fp32 master weights (names and shapes: docs/model-format.md),
+//                             the model configuration in its __metadata__
 //     optimizer.safetensors   optimizer state (moments, step) and loss-scaler state
 //     trainer_state.json      step, epoch, data position, RNG seeds/offsets, restart, metrics
 //     experiment.yaml         the experiment config the run was started with
@@ -17,6 +18,7 @@
 // Functions are thread-safe (no shared state).
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -30,6 +32,10 @@ inline constexpr int kCheckpointFormatVersion = 1;
 
 struct CheckpointContents {
   std::vector<NamedBuffer> model;       // F32, with shapes
+  // model.safetensors's __metadata__: the model configuration as strings (weights_io.h
+  // ConfigMetadata), so the weights file describes itself. Empty in checkpoints written
+  // before it was stored.
+  std::map<std::string, std::string> model_metadata;
   std::vector<NamedBuffer> optimizer;   // optimizer and loss-scaler buffers
   Value state = Value(Value::Map{});    // trainer_state.json
   std::string config_yaml;

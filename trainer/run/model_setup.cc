@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "trainer/models/weights_io.h"
+
 namespace sf {
 namespace {
 
@@ -97,6 +99,7 @@ DType ComputeDType(config::Precision precision) {
 void SnapshotTraining(Transformer<float>& model, TrainStep& step, CheckpointContents* c) {
   auto& store = model.params();
   c->model.clear();
+  c->model_metadata = ConfigMetadata(model.config());
   for (const auto& info : store.params()) {
     int64_t numel = 1;
     for (int64_t d : info.shape) numel *= d;
@@ -113,6 +116,8 @@ void SnapshotTraining(Transformer<float>& model, TrainStep& step, CheckpointCont
 }
 
 Status LoadModelWeights(const CheckpointContents& ck, const std::string& where, Transformer<float>& model) {
+  Status fits = CheckMetadataFits(ck.model_metadata, model.config());
+  if (!fits.ok()) return InvalidArgument("checkpoint " + where + " does not fit this model: " + fits.message());
   auto& store = model.params();
   for (const auto& info : store.params()) {
     const NamedBuffer* b = FindBuffer(ck.model, info.name);

@@ -26,6 +26,7 @@
 #include "trainer/models/translator.h"
 #include "trainer/optim/from_config.h"
 #include "trainer/run/checkpoint.h"
+#include "trainer/models/weights_io.h"
 #include "trainer/run/model_setup.h"
 #include "trainer/run/text_run.h"
 #include "trainer/run/train_step.h"
@@ -436,8 +437,11 @@ int RunTranslateCommand(const std::vector<std::string>& args) {
     std::fprintf(stderr, "sf-trainer translate: %s\n", ck.status().message().c_str());
     return 2;
   }
+  // The weights describe their model (model.safetensors __metadata__); checkpoints from
+  // before that carry it in trainer_state.json only.
   const Value* mv = ck->state.Find("model");
-  auto mc = ModelConfigFromValue(mv ? *mv : Value());
+  auto mc = ck->model_metadata.empty() ? ModelConfigFromValue(mv ? *mv : Value())
+                                       : ConfigFromMetadata(ck->model_metadata);
   if (!mc.ok() || ck->sentencepiece_model.empty()) {
     std::fprintf(stderr, "sf-trainer translate: checkpoint %s was not written by `sf-trainer train` on text (%s)\n",
                  checkpoint.c_str(), mc.ok() ? "no tokenizer" : mc.status().message().c_str());

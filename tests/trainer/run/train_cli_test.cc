@@ -7,6 +7,9 @@
 //    --resume and by translate with an error naming the file; nothing is trained from it.
 //  - SIGINT (Ctrl-C) writes a checkpoint, exits 0, and the checkpoint resumes.
 //  - translate answers one line per input line, from the checkpoint alone.
+//  - The checkpoint's model.safetensors describes its model in __metadata__: plain json +
+//    numpy (tests/trainer/reference/weights_from_metadata.py) rebuilds the model from the
+//    metadata alone and computes the engine's logits and loss.
 //  - Bad command lines and configs get a clear error and exit status 2.
 #include <gtest/gtest.h>
 
@@ -18,6 +21,12 @@
 #include "common/subprocess.h"
 #include "common/value.h"
 #include "tests/support/testing.h"
+#include "tests/trainer/seq2seq_batches.h"
+#include "trainer/core/safetensors.h"
+#include "trainer/kernels/cpu/cpu_backend.h"
+#include "trainer/models/weights_io.h"
+#include "trainer/run/checkpoint.h"
+#include "trainer/run/model_setup.h"
 
 namespace sf {
 namespace {
@@ -74,7 +83,7 @@ class TrainCli : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = new sf::testing::TempDir();
     fs::create_directories(dir_->path() + "/data");
-    const std::string tiny = sf::testing::SharedDataDir() + "/multi30k-de-en-tiny";
+    const std::string tiny = sf::testing::DataCopy("multi30k-de-en-tiny");
     for (const char* f : {"train.de", "train.en", "valid.de", "valid.en", "test.de", "test.en"}) {
       fs::copy_file(tiny + "/" + f, dir_->path() + "/data/" + f);
     }
@@ -220,6 +229,67 @@ TEST_F(TrainCli, CorruptCheckpointsAreRefused) {
     EXPECT_EQ(t.exit_code, 2) << c.name << ": " << t.output;
     EXPECT_NE(t.output.find(c.file), std::string::npos) << c.name << ": " << t.output;
   }
+}
+
+TEST_F(TrainCli, CheckpointWeightsDescribeTheirModel) {
+  auto ck = ReadCheckpoint(Path("straight/latest"));
+  ASSERT_TRUE(ck.ok()) << ck.status().ToString();
+  // The metadata says what trainer_state.json says (every architecture key).
+  auto from_meta = ConfigFromMetadata(ck->model_metadata);
+  ASSERT_TRUE(from_meta.ok()) << from_meta.status().ToString();
+  auto from_state = ModelConfigFromValue(*ck->state.Find("model"));
+  ASSERT_TRUE(from_state.ok()) << from_state.status().ToString();
+  EXPECT_EQ(ConfigMetadata(*from_meta), ConfigMetadata(*from_state));
+  EXPECT_EQ(from_meta->d_model, 32);
+  EXPECT_TRUE(from_meta->normalize_before);
+  EXPECT_TRUE(from_meta->share_embeddings);
+
+  // The engine, from the checkpoint, on one batch (no dropout: the reference has none).
+  TransformerConfig config = *from_meta;
+  config.dropout = config.attention_dropout = 0;
+  CpuBackend backend;
+  Transformer<float> model(config, &backend, DType::kF32);
+  ASSERT_TRUE(LoadModelWeights(*ck, "straight/latest", model).ok());
+  HostBatch hb = RandomBatch(3, 7, 6, config.tgt_vocab, 9);
+  auto stats = model.Forward(hb.view());
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  const int64_t nt = hb.batch * hb.tgt_len;
+  std::vector<float> logits(model.logits(), model.logits() + nt * config.tgt_vocab);
+  std::vector<float> loss = {static_cast<float>(stats->loss)};
+  auto i32 = [](const std::string& name, std::vector<int64_t> shape, const std::vector<int32_t>& v) {
+    return safetensors::TensorView{name, safetensors::DType::kI32, std::move(shape),
+                                   std::as_bytes(std::span<const int32_t>(v))};
+  };
+  // The case file holds only the batch and our results: no weights, no configuration.
+  const std::string case_path = Path("metadata-case.safetensors");
+  const std::vector<safetensors::TensorView> views = {
+      safetensors::F32View("ours.logits", {nt, config.tgt_vocab}, logits),
+      safetensors::F32View("ours.loss", {1}, loss),
+      i32("batch.src", {hb.batch, hb.src_len}, hb.src),
+      i32("batch.tgt_in", {hb.batch, hb.tgt_len}, hb.tin),
+      i32("batch.tgt_out", {hb.batch, hb.tgt_len}, hb.tout)};
+  ASSERT_TRUE(safetensors::WriteFile(case_path, views).ok());
+  CommandOptions o;
+  o.timeout = std::chrono::minutes(2);
+  auto r = RunCommand({"/usr/bin/python3", sf::testing::SourceDir() + "/tests/trainer/reference/weights_from_metadata.py",
+                       Path("straight/latest/model.safetensors"), case_path},
+                      o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  std::printf("%s", r->output.c_str());
+  EXPECT_EQ(r->exit_code, 0) << r->output;
+  EXPECT_NE(r->output.find("worst:"), std::string::npos) << r->output;
+}
+
+TEST_F(TrainCli, WeightsForAnotherModelAreRefusedByName) {
+  auto ck = ReadCheckpoint(Path("straight/latest"));
+  ASSERT_TRUE(ck.ok()) << ck.status().ToString();
+  TransformerConfig other = ConfigFromMetadata(ck->model_metadata).value();
+  other.ffn_dim = 48;
+  CpuBackend backend;
+  Transformer<float> model(other, &backend, DType::kF32);
+  Status st = LoadModelWeights(*ck, "straight/latest", model);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("ffn_dim is 64 in the weights, 48 in this model"), std::string::npos) << st.message();
 }
 
 TEST_F(TrainCli, TranslateAnswersEveryLine) {
