@@ -248,7 +248,7 @@ std::vector<pid_t> Cluster::TrainerPids(int64_t trial_id) const {
 }
 
 std::string TinyExperiment(int trials, int64_t batches, int64_t unit, const std::string& name) {
-  std::string data = SharedDataDir() + "/multi30k-de-en-tiny";
+  std::string data = DataCopy("multi30k-de-en-tiny");
   std::string dropouts;
   for (int i = 0; i < trials; ++i) dropouts += (i ? ", " : "") + std::to_string(0.05 * i);
   return "name: " + name + "\n"

@@ -13,9 +13,56 @@ namespace fs = std::filesystem;
 
 std::string SourceDir() { return SF_SOURCE_DIR; }
 std::string BinaryDir() { return SF_BINARY_DIR; }
-std::string SharedDataDir() {
+namespace {
+std::string SharedDataRoot() {
   if (const char* d = std::getenv("SF_SHARED_DATA")) return d;
   return (fs::path(SourceDir()).parent_path() / "shared" / "data").string();
+}
+
+// Copies the regular files of <shared>/<name> into `to` (created) with owner-writable modes.
+bool CopyCorpus(const std::string& name, const std::string& to) {
+  std::error_code ec;
+  const fs::path from = fs::path(SharedDataRoot()) / name;
+  if (!fs::is_directory(from, ec)) {
+    ADD_FAILURE() << "test data " << from.string() << " is missing";
+    return false;
+  }
+  fs::create_directories(to, ec);
+  for (const auto& entry : fs::directory_iterator(from, ec)) {
+    if (!entry.is_regular_file()) continue;
+    const fs::path target = fs::path(to) / entry.path().filename();
+    fs::copy_file(entry.path(), target, fs::copy_options::overwrite_existing, ec);
+    if (ec) {
+      ADD_FAILURE() << "cannot copy " << entry.path().string() << ": " << ec.message();
+      return false;
+    }
+    fs::permissions(target, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
+                                fs::perms::others_read, ec);
+  }
+  return true;
+}
+
+std::mutex g_data_mu;
+}  // namespace
+
+std::string DataCopy(const std::string& name) {
+  std::lock_guard<std::mutex> lock(g_data_mu);
+  static TempDir root;  // one directory for the process, removed at exit
+  const std::string dir = root.path() + "/" + name;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) CopyCorpus(name, dir);
+  return dir;
+}
+
+std::string ReadOnlyDataCopy(const std::string& name, const TempDir& owner) {
+  const std::string dir = owner.path() + "/" + name;
+  if (!CopyCorpus(name, dir)) return dir;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    fs::permissions(entry.path(), fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read, ec);
+  }
+  ::chmod(dir.c_str(), 0555);
+  return dir;
 }
 
 TempDir::TempDir() {
@@ -32,6 +79,12 @@ TempDir::TempDir() {
 TempDir::~TempDir() {
   if (path_.empty()) return;
   std::error_code ec;
+  // Read-only directories inside (ReadOnlyDataCopy) get their write bit back first, so the
+  // removal works for an unprivileged user too.
+  for (auto it = fs::recursive_directory_iterator(path_, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    if (it->is_directory(ec) && !it->is_symlink(ec)) ::chmod(it->path().c_str(), 0755);
+  }
   fs::remove_all(path_, ec);
 }
 

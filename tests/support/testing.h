@@ -14,8 +14,17 @@ namespace sf::testing {
 // The repository root and the build directory (compiled in by sf_add_test).
 std::string SourceDir();
 std::string BinaryDir();
-// ../shared/data next to the repository (the Multi30k corpus).
-std::string SharedDataDir();
+// A private copy of ../shared/data/<name> (e.g. "multi30k-de-en-tiny"), made once per test
+// process under a temporary directory removed at exit, and writable: caches built beside the
+// data (trainer/data/translation_data.h) land in the copy. Tests read ../shared only through
+// these copies (or with an explicit cache directory), so the suite behaves the same whether
+// that folder is writable or not, and never writes into it. The source is $SF_SHARED_DATA when set. Fails the calling test when the corpus is
+// missing.
+std::string DataCopy(const std::string& name);
+// Like DataCopy, but a new copy whose directory and files are read-only (0555 / 0444) for
+// tests of read-only data; removed (permissions restored first) when `owner` is destroyed.
+class TempDir;
+std::string ReadOnlyDataCopy(const std::string& name, const TempDir& owner);
 
 // A directory under /tmp removed (recursively) on destruction. World-traversable so an
 // unprivileged server process can use a sub-directory of it.

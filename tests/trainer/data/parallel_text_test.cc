@@ -97,7 +97,7 @@ TEST(Sha256, MatchesKnownDigests) {
 TEST(Sha256, HashesTheSharedTrainFile) {
   // The digest published in the data's LICENSE-or-SOURCE.txt (of the raw bytes, no prefix).
   Sha256 h;
-  auto lines = ReadTextLines(sf::testing::SharedDataDir() + "/multi30k-de-en-tiny/train.de");
+  auto lines = ReadTextLines(sf::testing::DataCopy("multi30k-de-en-tiny") + "/train.de");
   ASSERT_TRUE(lines.ok());
   for (const auto& l : *lines) {
     h.Update(l);

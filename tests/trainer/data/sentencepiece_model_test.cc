@@ -7,7 +7,7 @@
 namespace sf::data {
 namespace {
 
-std::string TinyDir() { return sf::testing::SharedDataDir() + "/multi30k-de-en-tiny"; }
+std::string TinyDir() { return sf::testing::DataCopy("multi30k-de-en-tiny"); }
 
 SentencePieceTrainOptions TinyOptions(const std::string& out, const std::string& type = "bpe") {
   SentencePieceTrainOptions o;

@@ -12,7 +12,7 @@
 
 namespace sf::data::test {
 
-inline std::string TinyDir() { return sf::testing::SharedDataDir() + "/multi30k-de-en-tiny"; }
+inline std::string TinyDir() { return sf::testing::DataCopy("multi30k-de-en-tiny"); }
 
 // data: section for a directory holding train/valid/test .de/.en files.
 inline config::DataConfig CorpusConfig(const std::string& dir, bool with_eval_splits = true) {

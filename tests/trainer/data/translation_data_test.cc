@@ -120,12 +120,14 @@ TEST(TranslationData, ChangedInputRebuildsBesideTheData) {
 }
 
 TEST(TranslationData, ReadOnlyDataDirFallsBackToTheUserCache) {
-  TempDir xdg;
+  // A read-only copy of the corpus (0555, as the shared data folder usually is): the cache
+  // must not go beside it, even for root, but to $XDG_CACHE_HOME.
+  TempDir data, xdg;
+  const std::string readonly = sf::testing::ReadOnlyDataCopy("multi30k-de-en-tiny", data);
   const char* old = std::getenv("XDG_CACHE_HOME");
   std::string saved = old ? old : "";
   ::setenv("XDG_CACHE_HOME", xdg.path().c_str(), 1);
-  auto config = CorpusConfig(TinyDir(), false);
-  config.tokenizer.vocab_size = 800;  // an entry of its own
+  auto config = CorpusConfig(readonly, false);
   auto d = TranslationData::Open(config);
   if (old)
     ::setenv("XDG_CACHE_HOME", saved.c_str(), 1);
@@ -133,7 +135,7 @@ TEST(TranslationData, ReadOnlyDataDirFallsBackToTheUserCache) {
     ::unsetenv("XDG_CACHE_HOME");
   ASSERT_TRUE(d.ok()) << d.status().ToString();
   EXPECT_EQ((*d)->cache_path().rfind(xdg.path() + "/steadfast/data-", 0), 0u) << (*d)->cache_path();
-  EXPECT_FALSE(fs::exists(TinyDir() + "/.steadfast-cache"));
+  EXPECT_FALSE(fs::exists(readonly + "/.steadfast-cache"));
 }
 
 TEST(TranslationData, SkipsAndCountsEmptyJunkAndOverlongPairs) {
@@ -179,7 +181,7 @@ TEST(TranslationData, SkipsAndCountsEmptyJunkAndOverlongPairs) {
 TEST(TranslationData, Multi30kAtAtJunkLinesAreSkipped) {
   // The two "@@" pairs of the full Multi30k copy (train.de lines 16510 and 16664), appended to
   // a slice of the tiny corpus.
-  std::string full = sf::testing::SharedDataDir() + "/multi30k-de-en";
+  std::string full = sf::testing::DataCopy("multi30k-de-en");
   auto full_de = Lines(full + "/train.de", 16664);
   auto full_en = Lines(full + "/train.en", 16664);
   ASSERT_EQ(full_de.size(), 16664u);
