@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "master/api/grpc_services.h"
 #include "master/api/http_server.h"
+#include "master/core/utilization_recorder.h"
 #include "master/master_config.h"
 
 namespace {
@@ -74,6 +75,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   cluster.Start();
+  UtilizationStore utilization_store(db->get());
+  UtilizationRecorder utilization(&utilization_store, [&cluster] { return cluster.Agents(); },
+                                  {std::chrono::seconds(config->utilization_sample_seconds),
+                                   std::chrono::hours(config->utilization_retention_hours)});
+  utilization.Start();
   ApiHandlers handlers(&store, &cluster, MasterInfo{SF_VERSION, "master-" + std::to_string(getpid()), config->cluster_name});
   ApiGrpcService api(&handlers, [&](const std::string& route, double s, int code) {
     metrics.ObserveRequest(route, s, code);
@@ -111,6 +117,7 @@ int main(int argc, char** argv) {
   log::Info("master", {{"event", "stopping"}});
   http.Stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  utilization.Stop();
   cluster.Stop();
   return 0;
 }

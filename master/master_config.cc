@@ -60,6 +60,22 @@ const std::map<std::string, Setter>& Setters() {
       {"agent_reconnect_grace_seconds", [](MasterConfig& c, const std::string& v) {
          return ParsePort("agent_reconnect_grace_seconds", v, c.agent_reconnect_grace_seconds);
        }},
+      {"utilization_sample_seconds", [](MasterConfig& c, const std::string& v) {
+         int seconds = 0;
+         if (!ParsePort("utilization_sample_seconds", v, seconds).ok() || seconds < 1 || seconds > 3600) {
+           return InvalidArgument("utilization_sample_seconds: \"" + v + "\" must be a whole number of seconds, 1-3600");
+         }
+         c.utilization_sample_seconds = seconds;
+         return Status::Ok();
+       }},
+      {"utilization_retention_hours", [](MasterConfig& c, const std::string& v) {
+         int hours = 0;
+         if (!ParsePort("utilization_retention_hours", v, hours).ok() || hours < 1 || hours > 43800) {
+           return InvalidArgument("utilization_retention_hours: \"" + v + "\" must be a whole number of hours, 1-43800 (5 years)");
+         }
+         c.utilization_retention_hours = hours;
+         return Status::Ok();
+       }},
   };
   return *setters;
 }

@@ -21,6 +21,8 @@ struct MasterConfig {
   std::string log_level = "info";
   std::string cluster_name = "steadfast";
   int agent_reconnect_grace_seconds = 30;
+  int utilization_sample_seconds = 10;    // how often the utilisation history is sampled
+  int utilization_retention_hours = 168;  // rows older than this are deleted
 };
 
 // Parses argv (without argv[0]) and the environment (SF_DB, SF_GRPC_PORT, SF_HTTP_PORT,
