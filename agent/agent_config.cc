@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "agent/logger.h"
+#include "common/command_line.h"
 
 namespace sf::agent {
 namespace fs = std::filesystem;
@@ -52,31 +53,6 @@ std::string SelfExecutablePath() {
 int CpuThreadsPerSlot(int configured, int cores, int cpu_slots) {
   if (configured > 0) return configured;
   return std::max(1, cores / std::max(1, cpu_slots));
-}
-
-std::string UsageText() {
-  return R"(usage: sf-agent [flags]
-
-Runs Steadfast trainer processes on this machine for the master.
-
-  --config FILE           YAML file with any of the settings below (snake_case keys)
-  --master HOST:PORT      the master's gRPC address (env SF_MASTER; default 127.0.0.1:8090)
-  --agent-id ID           this agent's id (default: the hostname)
-  --resource-pool NAME    resource pool to join (default: default)
-  --slots auto|cpu:N      auto: CUDA devices if any, else 1 CPU slot; cpu:N: N CPU slots
-  --trainer PATH          trainer executable (default: sf-trainer next to sf-agent)
-  --work-dir DIR          per-task directories (default: /tmp/steadfast-agent-<agent-id>)
-  --log-level LEVEL       debug | info | warn | error (default: info)
-  --kill-tasks-on-exit    kill running trainers when the agent stops (default: leave them)
-  --kill-grace-ms MS      SIGTERM-to-SIGKILL grace for those kills (default: 10000)
-  --cpu-threads-per-slot N
-                          OpenMP threads a trainer gets per CPU slot it holds (sets
-                          OMP_NUM_THREADS; default 0: this machine's cores / CPU slots)
-  --help                  this text
-  --version               the version
-
-Precedence: flags > environment > config file > defaults.
-)";
 }
 
 namespace {
@@ -155,16 +131,6 @@ Status ApplySetting(const std::string& key, const std::string& value, const std:
   return Status::Ok();
 }
 
-std::string FlagToKey(const std::string& flag) {
-  std::string key = flag.substr(2);
-  for (char& c : key) {
-    if (c == '-') {
-      c = '_';
-    }
-  }
-  return key;
-}
-
 std::string Hostname() {
   char buf[256] = {0};
   if (gethostname(buf, sizeof(buf) - 1) != 0 || buf[0] == '\0') {
@@ -217,61 +183,83 @@ Status LoadConfigFile(const std::string& path, AgentConfig* config) {
   return Status::Ok();
 }
 
+namespace {
+
+// The command line as CLI11 sees it: every setting as text, so the file < environment < flags
+// precedence and the checks (ApplySetting) stay in one place. A setting given on the command
+// line has its option's count() > 0.
+struct Flags {
+  std::string config_file;
+  std::vector<std::pair<CLI::Option*, std::string>> settings;  // option, key; values below
+  std::map<std::string, std::string> values;                    // key -> text
+  bool version = false;
+};
+
+// Builds the app; `flags` receives the values and must outlive the parse.
+void BuildApp(CLI::App& app, Flags* flags) {
+  sf::cmdline::UseDefaults(app);
+  app.add_option("--config", flags->config_file, "YAML file with any of the settings below (snake_case keys)");
+  struct Setting {
+    const char* key;
+    const char* flag;
+    const char* type;
+    const char* help;
+  };
+  static const Setting kSettings[] = {
+      {"master", "--master", "HOST:PORT", "the master's gRPC address (env SF_MASTER; default 127.0.0.1:8090)"},
+      {"agent_id", "--agent-id", "ID", "this agent's id (default: the hostname)"},
+      {"resource_pool", "--resource-pool", "NAME", "resource pool to join (default: default)"},
+      {"slots", "--slots", "auto|cpu:N", "auto: CUDA devices if any, else 1 CPU slot; cpu:N: N CPU slots (default: auto)"},
+      {"trainer", "--trainer", "PATH", "trainer executable (default: sf-trainer next to sf-agent)"},
+      {"work_dir", "--work-dir", "DIR", "per-task directories (default: /tmp/steadfast-agent-<agent-id>)"},
+      {"log_level", "--log-level", "LEVEL", "debug | info | warn | error (default: info)"},
+      {"kill_grace_ms", "--kill-grace-ms", "MS", "SIGTERM-to-SIGKILL grace for --kill-tasks-on-exit (default: 10000)"},
+      {"cpu_threads_per_slot", "--cpu-threads-per-slot", "N",
+       "OpenMP threads a trainer gets per CPU slot it holds (sets OMP_NUM_THREADS; default 0: this "
+       "machine's cores / CPU slots)"},
+  };
+  for (const Setting& s : kSettings) {
+    CLI::Option* opt = app.add_option(s.flag, flags->values[s.key], s.help)->type_name(s.type);
+    flags->settings.emplace_back(opt, s.key);
+  }
+  // A bare flag means true; --kill-tasks-on-exit=false also works.
+  CLI::Option* kill = app.add_flag("--kill-tasks-on-exit", flags->values["kill_tasks_on_exit"],
+                                   "kill running trainers when the agent stops (default: leave them running)");
+  flags->settings.emplace_back(kill, "kill_tasks_on_exit");
+  app.add_flag("--version", flags->version, "print the version and exit");
+  app.footer("Precedence: flags > environment > config file > defaults. See docs/agent.md.");
+}
+
+}  // namespace
+
+std::string UsageText() {
+  CLI::App app("Runs Steadfast trainer processes on this machine for the master.", "sf-agent");
+  Flags flags;
+  BuildApp(app, &flags);
+  return app.help();
+}
+
 Result<ParsedCommandLine> ParseCommandLine(const std::vector<std::string>& argv,
                                            const EnvLookup& env, const std::string& self_exe) {
   ParsedCommandLine parsed;
-  // Pass 1: split flags into (name, value) pairs; find --config and the actions.
-  std::vector<std::pair<std::string, std::string>> flags;
-  std::string config_file;
-  for (size_t i = 1; i < argv.size(); ++i) {
-    const std::string& arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      parsed.action = CommandLineAction::kHelp;
-      return parsed;
-    }
-    if (arg == "--version") {
-      parsed.action = CommandLineAction::kVersion;
-      return parsed;
-    }
-    if (arg.rfind("--", 0) != 0 || arg.size() == 2) {
-      return InvalidArgument("unexpected argument '" + arg + "' (see --help)");
-    }
-    std::string name = arg;
-    std::string value;
-    bool has_value = false;
-    if (auto eq = arg.find('='); eq != std::string::npos) {
-      name = arg.substr(0, eq);
-      value = arg.substr(eq + 1);
-      has_value = true;
-    }
-    if (name == "--kill-tasks-on-exit") {
-      flags.emplace_back(name, has_value ? value : "true");
-      continue;
-    }
-    static const char* kValued[] = {"--config",        "--master",    "--agent-id",
-                                    "--resource-pool", "--slots",     "--trainer",
-                                    "--work-dir",      "--log-level", "--kill-grace-ms",
-                                    "--cpu-threads-per-slot"};
-    bool known = false;
-    for (const char* k : kValued) {
-      known = known || name == k;
-    }
-    if (!known) {
-      return InvalidArgument("unknown flag '" + name + "' (see --help)");
-    }
-    if (!has_value) {
-      if (i + 1 >= argv.size()) {
-        return InvalidArgument(name + ": needs a value");
-      }
-      value = argv[++i];
-    }
-    if (name == "--config") {
-      config_file = value;
-    } else {
-      flags.emplace_back(name, value);
-    }
+  CLI::App app("Runs Steadfast trainer processes on this machine for the master.", "sf-agent");
+  Flags flags;
+  BuildApp(app, &flags);
+  std::vector<std::string> reversed(argv.rbegin(), argv.rend());
+  if (!reversed.empty()) reversed.pop_back();  // the program
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    parsed.action = CommandLineAction::kHelp;
+    return parsed;
+  } catch (const CLI::ParseError& e) {
+    return InvalidArgument(std::string(e.what()) + " (see --help)");
   }
-
+  if (flags.version) {
+    parsed.action = CommandLineAction::kVersion;
+    return parsed;
+  }
+  const std::string& config_file = flags.config_file;
   AgentConfig& config = parsed.config;
   if (!config_file.empty()) {
     SF_RETURN_IF_ERROR(LoadConfigFile(config_file, &config));
@@ -279,8 +267,9 @@ Result<ParsedCommandLine> ParseCommandLine(const std::vector<std::string>& argv,
   if (auto master = env("SF_MASTER"); master && !master->empty()) {
     SF_RETURN_IF_ERROR(ApplySetting("master", *master, "SF_MASTER", &config));
   }
-  for (const auto& [name, value] : flags) {
-    SF_RETURN_IF_ERROR(ApplySetting(FlagToKey(name), value, name, &config));
+  for (const auto& [option, key] : flags.settings) {
+    if (option->count() == 0) continue;
+    SF_RETURN_IF_ERROR(ApplySetting(key, flags.values[key], option->get_name(), &config));
   }
 
   // Defaults that depend on the machine.

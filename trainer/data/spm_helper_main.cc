@@ -28,6 +28,8 @@
 #include <string>
 #include <vector>
 
+#include "common/command_line.h"
+
 namespace sentencepiece::logging {
 // Exported by libsentencepiece (not declared in its public headers): silences the trainer's
 // INFO chatter while we train.
@@ -37,33 +39,32 @@ void SetMinLogLevel(int v);
 
 namespace {
 
-int Train(const std::vector<std::string>& args) {
+struct TrainOptions {
   std::string output, model_type = "bpe", coverage = "1.0";
   long long vocab_size = 8000, sentence_size = 2000000, threads = 2, seed = 1234;
   std::vector<std::string> inputs;
-  for (const std::string& a : args) {
-    auto value = [&](const char* key) -> const char* {
-      size_t n = std::char_traits<char>::length(key);
-      return a.compare(0, n, key) == 0 ? a.c_str() + n : nullptr;
-    };
-    if (const char* v = value("--output=")) output = v;
-    else if (const char* v = value("--vocab_size=")) vocab_size = std::atoll(v);
-    else if (const char* v = value("--model_type=")) model_type = v;
-    else if (const char* v = value("--character_coverage=")) coverage = v;
-    else if (const char* v = value("--input_sentence_size=")) sentence_size = std::atoll(v);
-    else if (const char* v = value("--num_threads=")) threads = std::atoll(v);
-    else if (const char* v = value("--seed=")) seed = std::atoll(v);
-    else if (a.rfind("--", 0) == 0) {
-      std::cerr << "sf-spm train: unknown option " << a << "\n";
-      return 2;
-    } else {
-      inputs.push_back(a);
-    }
-  }
-  if (output.empty() || inputs.empty()) {
-    std::cerr << "sf-spm train: needs --output=MODEL and at least one input file\n";
-    return 2;
-  }
+};
+
+void AddTrainFlags(CLI::App& cmd, TrainOptions* o) {
+  cmd.add_option("--output", o->output, "where the model goes (written under a temporary name, then renamed)")
+      ->required();
+  cmd.add_option("--vocab_size", o->vocab_size, "vocabulary size")->check(sf::cmdline::AtLeast(1));
+  cmd.add_option("--model_type", o->model_type, "SentencePiece model type")
+      ->check(CLI::IsMember({"bpe", "unigram", "char", "word"}));
+  cmd.add_option("--character_coverage", o->coverage, "share of characters the model covers");
+  cmd.add_option("--input_sentence_size", o->sentence_size, "sentences sampled for training")
+      ->check(sf::cmdline::AtLeast(1));
+  cmd.add_option("--num_threads", o->threads, "training threads")->check(sf::cmdline::AtLeast(1));
+  cmd.add_option("--seed", o->seed, "random seed");
+  cmd.add_option("FILE", o->inputs, "training text, one sentence per line")->required();
+}
+
+int Train(const TrainOptions& o) {
+  const std::string& output = o.output;
+  const std::string& model_type = o.model_type;
+  const std::string& coverage = o.coverage;
+  const long long vocab_size = o.vocab_size, sentence_size = o.sentence_size, threads = o.threads, seed = o.seed;
+  const std::vector<std::string>& inputs = o.inputs;
   std::string prefix = output + ".tmp." + std::to_string(::getpid());
   std::ostringstream flags;
   flags << "--input=";
@@ -141,12 +142,17 @@ int Serve(const std::string& model) {
 
 int main(int argc, char** argv) {
   std::ios::sync_with_stdio(false);
-  std::vector<std::string> args(argv + 1, argv + argc);
-  if (!args.empty() && args[0] == "train") return Train({args.begin() + 1, args.end()});
-  if (args.size() == 2 && args[0] == "serve") return Serve(args[1]);
-  std::cerr << "usage: sf-spm train --output=MODEL [--vocab_size=N] [--model_type=bpe|unigram|char|word]\n"
-               "                    [--character_coverage=X] [--input_sentence_size=N] [--num_threads=N]\n"
-               "                    [--seed=N] FILE...\n"
-               "       sf-spm serve MODEL   (requests on stdin: E text | D ids | P id)\n";
-  return 2;
+  CLI::App app("SentencePiece for Steadfast: trains models and serves tokenization to sf_spm.", "sf-spm");
+  sf::cmdline::UseDefaults(app);
+  app.require_subcommand(1);
+  TrainOptions train;
+  CLI::App* train_cmd = app.add_subcommand("train", "train a model on FILE... and write it to --output");
+  AddTrainFlags(*train_cmd, &train);
+  std::string model;
+  CLI::App* serve_cmd = app.add_subcommand(
+      "serve", "load MODEL, print 'ok <vocab size>', then answer stdin requests: E text | D ids | P id");
+  serve_cmd->add_option("MODEL", model, "a SentencePiece model file")->required();
+  if (auto exit_code = sf::cmdline::Parse(app, argc, argv)) return *exit_code;
+  if (serve_cmd->parsed()) return Serve(model);
+  return Train(train);
 }

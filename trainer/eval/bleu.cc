@@ -12,6 +12,8 @@
 #include <ostream>
 #include <unordered_map>
 
+#include "common/command_line.h"
+
 namespace sf::eval {
 namespace {
 
@@ -513,41 +515,24 @@ Result<std::vector<std::vector<std::string>>> ReadReferenceFiles(
 
 int RunBleuCommand(const std::vector<std::string>& args, std::istream& in, std::ostream& out,
                    std::ostream& err) {
-  static const char* kUsage =
-      "usage: sf-trainer bleu --ref REF [--ref REF2 ...] [-lc] [--tokenize 13a|none] "
-      "[--format text|json] < HYP\n";
-  BleuOptions options;
+  CLI::App app("Corpus BLEU of hypotheses (stdin, one per line) against reference files, "
+               "with sacreBLEU's defaults (13a tokenization, exponential smoothing).",
+               "sf-trainer bleu");
+  cmdline::UseDefaults(app);
   std::vector<std::string> refs;
   std::string format = "text";
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&](std::string* dst) {
-      if (i + 1 >= args.size()) return false;
-      *dst = args[++i];
-      return true;
-    };
-    std::string v;
-    if (a == "--ref" || a == "-r") {
-      if (!value(&v)) break;
-      refs.push_back(v);
-    } else if (a.rfind("--ref=", 0) == 0) {
-      refs.push_back(a.substr(6));
-    } else if (a == "-lc" || a == "--lowercase") {
-      options.lowercase = true;
-    } else if (a == "--tokenize" || a == "-tok") {
-      if (!value(&options.tokenize)) break;
-    } else if (a == "--format" || a == "-f") {
-      if (!value(&format)) break;
-    } else {
-      err << "sf-trainer bleu: unknown argument '" << a << "'\n" << kUsage;
-      return 2;
-    }
+  BleuOptions options;
+  app.add_option("-r,--ref", refs, "reference file (repeat for several references)")->required();
+  app.add_flag("--lowercase", options.lowercase, "case-insensitive BLEU (also -lc, as sacreBLEU)");
+  app.add_option("--tokenize", options.tokenize, "tokenizer (also -tok)")
+      ->check(CLI::IsMember({"13a", "none"}));
+  app.add_option("-f,--format", format, "output format")->check(CLI::IsMember({"text", "json"}));
+  // sacreBLEU's single-dash spellings.
+  std::vector<std::string> normalized;
+  for (const std::string& a : args) {
+    normalized.push_back(a == "-lc" ? "--lowercase" : a == "-tok" ? "--tokenize" : a);
   }
-  if (refs.empty() || (format != "text" && format != "json") ||
-      (options.tokenize != "13a" && options.tokenize != "none")) {
-    err << kUsage;
-    return 2;
-  }
+  if (auto exit_code = cmdline::Parse(app, normalized, out, err)) return *exit_code;
   auto streams = ReadReferenceFiles(refs);
   if (!streams.ok()) {
     err << "sf-trainer bleu: " << streams.status().message() << "\n";

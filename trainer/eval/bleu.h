@@ -103,9 +103,10 @@ Result<std::vector<std::vector<std::string>>> ReadReferenceFiles(
     const std::vector<std::string>& paths);
 
 // The `sf-trainer bleu` command: `--ref REF [--ref REF2 ...] [-lc|--lowercase]
-// [--tokenize 13a|none] [--format text|json]`, hypotheses on `in`, one per line. Writes the
-// score line ("BLEU = ...", text) or the JSON to `out` and errors to `err`; returns the process
-// exit status (0 ok, 1 bad data, 2 bad usage). `args` excludes the program and "bleu".
+// [-tok|--tokenize 13a|none] [-f|--format text|json] [-h|--help]`, hypotheses on `in`, one per
+// line. Writes the score line ("BLEU = ...", text) or the JSON (or the usage, for --help) to
+// `out` and errors to `err`; returns the process exit status (0 ok, 1 bad data, 2 bad usage).
+// `args` excludes the program and "bleu".
 int RunBleuCommand(const std::vector<std::string>& args, std::istream& in, std::ostream& out,
                    std::ostream& err);
 

@@ -8,6 +8,10 @@
 #include <cstdio>
 #include <random>
 
+#include <CLI/CLI.hpp>
+
+#include "common/command_line.h"
+
 #include "trainer/core/cpu_features.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
 #include "trainer/models/registry.h"
@@ -61,82 +65,29 @@ double GemmPeak(CpuBackend& be, DType dt) {
 
 }  // namespace
 
-Result<BenchOptions> ParseBenchArgs(const std::vector<std::string>& args) {
-  BenchOptions o;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&](std::string* out) -> Status {
-      if (i + 1 >= args.size()) return InvalidArgument(a + ": missing value");
-      *out = args[++i];
-      return Status::Ok();
-    };
-    std::string v;
-    auto as_int = [&](int64_t* out) -> Status {
-      SF_RETURN_IF_ERROR(value(&v));
-      try {
-        size_t pos = 0;
-        *out = std::stoll(v, &pos);
-        if (pos != v.size() || *out < 0) throw std::invalid_argument(v);
-      } catch (const std::exception&) {
-        return InvalidArgument(a + ": '" + v + "' is not a non-negative integer");
-      }
-      return Status::Ok();
-    };
-    auto as_float = [&](float* out) -> Status {
-      SF_RETURN_IF_ERROR(value(&v));
-      try {
-        *out = std::stof(v);
-      } catch (const std::exception&) {
-        return InvalidArgument(a + ": '" + v + "' is not a number");
-      }
-      return Status::Ok();
-    };
-    int64_t n = 0;
-    if (a == "--arch") {
-      SF_RETURN_IF_ERROR(value(&o.arch));
-    } else if (a == "--precision") {
-      SF_RETURN_IF_ERROR(value(&o.precision));
-      if (o.precision != "fp32" && o.precision != "bf16" && o.precision != "fp16")
-        return InvalidArgument("--precision: '" + o.precision + "' is not fp32, bf16 or fp16");
-    } else if (a == "--batch") {
-      SF_RETURN_IF_ERROR(as_int(&o.batch));
-    } else if (a == "--src-len") {
-      SF_RETURN_IF_ERROR(as_int(&o.src_len));
-    } else if (a == "--tgt-len") {
-      SF_RETURN_IF_ERROR(as_int(&o.tgt_len));
-    } else if (a == "--vocab") {
-      SF_RETURN_IF_ERROR(as_int(&o.vocab));
-    } else if (a == "--steps") {
-      SF_RETURN_IF_ERROR(as_int(&n));
-      o.steps = static_cast<int>(n);
-    } else if (a == "--warmup") {
-      SF_RETURN_IF_ERROR(as_int(&n));
-      o.warmup = static_cast<int>(n);
-    } else if (a == "--threads") {
-      SF_RETURN_IF_ERROR(as_int(&n));
-      o.threads = static_cast<int>(n);
-    } else if (a == "--dropout") {
-      SF_RETURN_IF_ERROR(as_float(&o.dropout));
-    } else if (a == "--attention-dropout") {
-      SF_RETURN_IF_ERROR(as_float(&o.attention_dropout));
-    } else if (a == "--json") {
-      o.json = true;
-    } else if (a == "--bucket-mb") {
-      SF_RETURN_IF_ERROR(as_int(&o.bucket_mb));
-    } else if (a == "--allreduce-dtype") {
-      if (i + 1 >= args.size()) return InvalidArgument("--allreduce-dtype needs a value");
-      o.allreduce_dtype = args[++i];
-      if (o.allreduce_dtype != "fp32" && o.allreduce_dtype != "bf16" && o.allreduce_dtype != "fp16")
-        return InvalidArgument("--allreduce-dtype must be fp32, bf16 or fp16, not '" + o.allreduce_dtype + "'");
-    } else if (a == "--no-gemm-peak") {
-      o.gemm_peak = false;
-    } else {
-      return InvalidArgument("unknown flag '" + a + "'");
-    }
-  }
+void AddBenchFlags(CLI::App& cmd, BenchOptions* o) {
+  const auto precisions = CLI::IsMember({"fp32", "bf16", "fp16"});
+  cmd.add_option("--arch", o->arch, "model preset (transformer_tiny, transformer_base, transformer_big, ...)");
+  cmd.add_option("--precision", o->precision, "compute precision")->check(precisions);
+  cmd.add_option("--batch", o->batch, "sentences per step (per rank under mpirun)")->check(cmdline::AtLeast(1));
+  cmd.add_option("--src-len", o->src_len, "source tokens per sentence")->check(cmdline::AtLeast(1));
+  cmd.add_option("--tgt-len", o->tgt_len, "target tokens per sentence")->check(cmdline::AtLeast(1));
+  cmd.add_option("--vocab", o->vocab, "vocabulary size (source and target)")->check(cmdline::AtLeast(1));
+  cmd.add_option("--steps", o->steps, "timed steps")->check(cmdline::AtLeast(1));
+  cmd.add_option("--warmup", o->warmup, "untimed steps first")->check(cmdline::AtLeast(0));
+  cmd.add_option("--threads", o->threads, "OpenMP threads (0: OpenMP's default)")->check(cmdline::AtLeast(0));
+  cmd.add_option("--dropout", o->dropout, "dropout rate")->check(CLI::Range(0.0, 1.0));
+  cmd.add_option("--attention-dropout", o->attention_dropout, "attention dropout rate")->check(CLI::Range(0.0, 1.0));
+  cmd.add_flag("--json", o->json, "print the report as one JSON object");
+  cmd.add_flag_callback("--no-gemm-peak", [o] { o->gemm_peak = false; }, "skip timing the reference GEMM");
+  cmd.add_option("--bucket-mb", o->bucket_mb, "data parallel: gradient bucket size in MiB")->check(cmdline::AtLeast(1));
+  cmd.add_option("--allreduce-dtype", o->allreduce_dtype, "data parallel: gradient type on the wire")->check(precisions);
+}
+
+Status CheckBenchOptions(const BenchOptions& o) {
   if (o.batch < 1 || o.src_len < 1 || o.tgt_len < 1 || o.steps < 1)
     return InvalidArgument("--batch, --src-len, --tgt-len and --steps must be >= 1");
-  return o;
+  return Status::Ok();
 }
 
 Result<std::vector<std::pair<std::string, std::string>>> RunBench(const BenchOptions& o) {

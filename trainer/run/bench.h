@@ -19,6 +19,10 @@
 #include "common/status.h"
 #include "trainer/dist/communicator.h"
 
+namespace CLI {
+class App;
+}
+
 namespace sf {
 
 struct BenchOptions {
@@ -35,8 +39,12 @@ struct BenchOptions {
   dist::Communicator* comm = nullptr;    // data parallel (world size > 1); not owned
 };
 
-// Parses "--arch X --precision Y ..." (argv after the subcommand). Errors name the flag.
-Result<BenchOptions> ParseBenchArgs(const std::vector<std::string>& args);
+// Registers bench's flags (--arch, --precision, --batch, ...) on `command`, parsing into `o`,
+// which must outlive the parse. Types and choices are checked by the parser; CheckBenchOptions
+// checks what is left after it.
+void AddBenchFlags(CLI::App& command, BenchOptions* o);
+// Errors name the flag ("--batch, --src-len, --tgt-len and --steps must be >= 1").
+Status CheckBenchOptions(const BenchOptions& o);
 
 // Runs the benchmark; returns the report as ordered key/value pairs.
 Result<std::vector<std::pair<std::string, std::string>>> RunBench(const BenchOptions& options);

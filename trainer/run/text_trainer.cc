@@ -16,6 +16,10 @@
 #include <iostream>
 #include <sstream>
 
+#include <CLI/CLI.hpp>
+
+#include "common/command_line.h"
+
 #include "common/config/experiment_config.h"
 #include "common/config/hyperparameter_schema.h"
 #include "common/log.h"
@@ -333,104 +337,51 @@ int Trainer::Run() {
   return 0;
 }
 
-// Walks a command line for one subcommand. Every error names the flag and the value, and ends
-// the command with exit status 2.
-class ArgWalker {
- public:
-  ArgWalker(const char* command, const std::vector<std::string>& args) : command_(command), args_(args) {}
-  // Calls `on(arg)` for each argument; `on` takes values with Value/Int/Float. False (after
-  // printing the error) when an argument is bad.
-  template <typename F>
-  bool Walk(F&& on) {
-    try {
-      while (i_ < args_.size()) on(args_[i_++]);
-      return true;
-    } catch (const std::invalid_argument& e) {
-      std::fprintf(stderr, "sf-trainer %s: %s\n", command_, e.what());
-      return false;
-    }
-  }
-  std::string Value(const std::string& flag) {
-    if (i_ >= args_.size()) throw std::invalid_argument(flag + " needs a value");
-    return args_[i_++];
-  }
-  int64_t Int(const std::string& flag) {
-    const std::string v = Value(flag);
-    int64_t x = 0;
-    auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
-    if (ec != std::errc() || end != v.data() + v.size()) {
-      throw std::invalid_argument(flag + ": '" + v + "' is not an integer");
-    }
-    return x;
-  }
-  float Float(const std::string& flag) {
-    const std::string v = Value(flag);
-    char* end = nullptr;
-    const float x = std::strtof(v.c_str(), &end);
-    if (v.empty() || *end != '\0' || !std::isfinite(x)) throw std::invalid_argument(flag + ": '" + v + "' is not a number");
-    return x;
-  }
-
- private:
-  const char* command_;
-  const std::vector<std::string>& args_;
-  size_t i_ = 0;
-};
-
 }  // namespace
 
-int RunTrainCommand(const std::vector<std::string>& args) {
+void AddTrainFlags(CLI::App& cmd, TrainCommandOptions* o) {
+  cmd.add_option("EXPERIMENT", o->config_path, "experiment YAML (data, hyperparameters, searcher)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd.add_option("--output", o->output_dir, "run directory: checkpoints, metrics.jsonl, test.hyp (default: runs/<name>)");
+  cmd.add_option("--resume", o->resume, "continue from this checkpoint directory, bit for bit");
+  cmd.add_option("--threads", o->threads, "OpenMP threads (0: OpenMP's default)")->check(cmdline::AtLeast(0));
+  cmd.add_option("--stop-after-steps", o->stop_after, "checkpoint and exit after this step, as an interruption would")
+      ->check(cmdline::AtLeast(0))
+      ->default_str("off");
+  cmd.add_flag_callback("--no-test", [o] { o->test = false; }, "skip translating the test set at the end");
+  cmd.add_flag("--quiet", o->quiet, "no progress lines");
+}
+
+int RunTrain(const TrainCommandOptions& options) {
   Options o;
-  ArgWalker w("train", args);
-  const bool ok = w.Walk([&](const std::string& a) {
-    if (a == "--output") o.output_dir = w.Value(a);
-    else if (a == "--resume") o.resume = w.Value(a);
-    else if (a == "--threads") o.threads = static_cast<int>(w.Int(a));
-    else if (a == "--stop-after-steps") o.stop_after = w.Int(a);
-    else if (a == "--no-test") o.test = false;
-    else if (a == "--quiet") o.quiet = true;
-    else if (!a.empty() && a[0] == '-') throw std::invalid_argument("unknown option " + a);
-    else if (o.config_path.empty()) o.config_path = a;
-    else throw std::invalid_argument("unexpected argument " + a);
-  });
-  if (!ok) return 2;
-  if (o.config_path.empty()) {
-    std::fprintf(stderr, "usage: sf-trainer train EXPERIMENT.yaml [--output DIR] [--resume CHECKPOINT] [--threads N]\n"
-                         "                        [--stop-after-steps N] [--no-test] [--quiet]\n");
-    return 2;
-  }
+  o.config_path = options.config_path;
+  o.output_dir = options.output_dir;
+  o.resume = options.resume;
+  o.threads = options.threads;
+  o.stop_after = options.stop_after;
+  o.test = options.test;
+  o.quiet = options.quiet;
   Trainer t(std::move(o));
   return t.Run();
 }
 
-int RunTranslateCommand(const std::vector<std::string>& args) {
-  std::string checkpoint;
-  std::optional<int> beam_arg;
-  std::optional<float> lenpen, a_arg;
-  std::optional<int64_t> b_arg;
-  int64_t batch = 64, max_tokens = 2048;
-  int threads = 0;
-  bool cache = true;
-  ArgWalker w("translate", args);
-  const bool ok = w.Walk([&](const std::string& a) {
-    if (a == "--checkpoint") checkpoint = w.Value(a);
-    else if (a == "--beam") beam_arg = static_cast<int>(w.Int(a));
-    else if (a == "--lenpen") lenpen = w.Float(a);
-    else if (a == "--max-len-a") a_arg = w.Float(a);
-    else if (a == "--max-len-b") b_arg = w.Int(a);
-    else if (a == "--batch-sentences") batch = w.Int(a);
-    else if (a == "--max-tokens") max_tokens = w.Int(a);
-    else if (a == "--threads") threads = static_cast<int>(w.Int(a));
-    else if (a == "--no-cache") cache = false;
-    else throw std::invalid_argument("unknown argument " + a);
-  });
-  if (!ok) return 2;
-  if (checkpoint.empty()) {
-    std::fprintf(stderr, "usage: sf-trainer translate --checkpoint DIR [--beam N] [--lenpen X] [--max-len-a A]\n"
-                         "                            [--max-len-b B] [--max-tokens N] [--batch-sentences N]\n"
-                         "                            [--threads N] [--no-cache] < SOURCE > HYPOTHESES\n");
-    return 2;
-  }
+void AddTranslateFlags(CLI::App& cmd, TranslateCommandOptions* o) {
+  cmd.add_option("--checkpoint", o->checkpoint, "checkpoint directory (from sf-trainer train or a trial)")->required();
+  cmd.add_option("--beam", o->beam, "beam size (default: the checkpoint's beam_size)")->check(cmdline::AtLeast(1));
+  cmd.add_option("--lenpen", o->lenpen, "length penalty (default: the checkpoint's)");
+  cmd.add_option("--max-len-a", o->max_len_a, "output length limit a*source+b: a");
+  cmd.add_option("--max-len-b", o->max_len_b, "output length limit a*source+b: b");
+  cmd.add_option("--max-tokens", o->max_tokens, "source tokens per batch")->check(cmdline::AtLeast(1));
+  cmd.add_option("--batch-sentences", o->batch_sentences, "sentences per batch")->check(cmdline::AtLeast(1));
+  cmd.add_option("--threads", o->threads, "OpenMP threads (0: OpenMP's default)")->check(cmdline::AtLeast(0));
+  cmd.add_flag_callback("--no-cache", [o] { o->cache = false; },
+                        "recompute the decoder over the whole prefix (no incremental state)");
+}
+
+int RunTranslate(const TranslateCommandOptions& options) {
+  const std::string& checkpoint = options.checkpoint;
+  const int threads = options.threads;
   if (threads > 0) omp_set_num_threads(threads);
   auto ck = ReadCheckpoint(checkpoint);
   if (!ck.ok()) {
@@ -470,13 +421,13 @@ int RunTranslateCommand(const std::vector<std::string>& args) {
   }
   const Value* hp = ck->state.Find("hparams");
   BeamOptions beam = BeamFromHyperparameters(hp ? *hp : Value(Value::Map{}));
-  if (beam_arg) beam.beam = *beam_arg;
-  if (lenpen) beam.lenpen = *lenpen;
-  if (a_arg) beam.max_len_a = *a_arg;
-  if (b_arg) beam.max_len_b = *b_arg;
-  beam.max_sentences = batch;
-  beam.max_tokens = max_tokens;
-  beam.cache = cache;
+  if (options.beam) beam.beam = *options.beam;
+  if (options.lenpen) beam.lenpen = *options.lenpen;
+  if (options.max_len_a) beam.max_len_a = *options.max_len_a;
+  if (options.max_len_b) beam.max_len_b = *options.max_len_b;
+  beam.max_sentences = options.batch_sentences;
+  beam.max_tokens = options.max_tokens;
+  beam.cache = options.cache;
   if (beam.beam < 1) {
     std::fprintf(stderr, "sf-trainer translate: --beam must be >= 1\n");
     return 2;

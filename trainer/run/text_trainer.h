@@ -22,12 +22,41 @@
 // Exit status: 0 success, 1 run-time error, 2 bad usage or bad configuration.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
-#include <vector>
+
+namespace CLI {
+class App;
+}
 
 namespace sf {
 
-int RunTrainCommand(const std::vector<std::string>& args);
-int RunTranslateCommand(const std::vector<std::string>& args);
+struct TrainCommandOptions {
+  std::string config_path;  // EXPERIMENT.yaml
+  std::string output_dir;   // default runs/<experiment name>
+  std::string resume;       // checkpoint directory
+  int threads = 0;          // 0: OpenMP's default
+  int64_t stop_after = -1;  // --stop-after-steps; -1: run to searcher.max_length
+  bool test = true;         // --no-test clears it
+  bool quiet = false;
+};
+
+struct TranslateCommandOptions {
+  std::string checkpoint;
+  std::optional<int> beam;             // unset: the checkpoint's hyperparameters decide
+  std::optional<float> lenpen, max_len_a;
+  std::optional<int64_t> max_len_b;
+  int64_t batch_sentences = 64, max_tokens = 2048;
+  int threads = 0;
+  bool cache = true;  // --no-cache clears it
+};
+
+// Register each command's flags and positionals on its CLI11 subcommand, parsing into `o`
+// (which must outlive the parse); run it once parsed. Run* return the exit status.
+void AddTrainFlags(CLI::App& command, TrainCommandOptions* o);
+int RunTrain(const TrainCommandOptions& o);
+void AddTranslateFlags(CLI::App& command, TranslateCommandOptions* o);
+int RunTranslate(const TranslateCommandOptions& o);
 
 }  // namespace sf

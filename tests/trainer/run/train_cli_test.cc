@@ -336,18 +336,18 @@ TEST_F(TrainCli, BadInputIsExplained) {
     dir_->WriteFile("nodata.yaml", w);
   }
   const std::vector<Case> cases = {
-      {{"train"}, "usage: sf-trainer train"},
+      {{"train"}, "sf-trainer train: EXPERIMENT is required"},
       {{"train", "missing.yaml"}, "missing.yaml"},
-      {{"train", "tiny.yaml", "--bogus"}, "unknown option --bogus"},
-      {{"train", "tiny.yaml", "--resume"}, "--resume needs a value"},
-      {{"train", "tiny.yaml", "--stop-after-steps", "ten"}, "--stop-after-steps: 'ten' is not an integer"},
-      {{"translate", "--checkpoint", "straight/latest", "--lenpen", "x1"}, "--lenpen: 'x1' is not a number"},
+      {{"train", "tiny.yaml", "--bogus"}, "not expected: --bogus"},
+      {{"train", "tiny.yaml", "--resume"}, "--resume"},
+      {{"train", "tiny.yaml", "--stop-after-steps", "ten"}, "--stop-after-steps: 'ten' is not a whole number"},
+      {{"translate", "--checkpoint", "straight/latest", "--lenpen", "x1"}, "Could not convert: --lenpen = x1"},
       {{"train", "search.yaml"}, "hyperparameters.lr is a search space"},
       {{"train", "heads.yaml", "--output", "heads"}, "heads"},
       {{"train", "nodata.yaml", "--output", "nodata"}, "nothere.en"},
-      {{"translate"}, "usage: sf-trainer translate"},
+      {{"translate"}, "sf-trainer translate: --checkpoint is required"},
       {{"translate", "--checkpoint", "no/such/dir"}, "no/such/dir"},
-      {{"translate", "--checkpoint", "straight/latest", "--beam", "0"}, "--beam must be >= 1"},
+      {{"translate", "--checkpoint", "straight/latest", "--beam", "0"}, "--beam: must be >= 1, not 0"},
   };
   for (const auto& c : cases) {
     auto r = Run(c.args);
