@@ -6,18 +6,10 @@
 #include <functional>
 #include <map>
 
+#include "common/command_line.h"
 #include "common/config/yaml_reader.h"
 
 namespace sf::master {
-
-std::string MasterUsage() {
-  return "usage: sf-master [--config FILE] [--db CONNSTRING] [--bind ADDR] [--grpc-port N]\n"
-         "                 [--http-port N] [--advertised-address HOST:PORT] [--checkpoint-root DIR]\n"
-         "                 [--webui-dir DIR] [--log-level debug|info|warn|error] [--cluster-name NAME]\n"
-         "\n"
-         "Config file keys are the flag names with underscores (db, grpc_port, ...). Environment:\n"
-         "SF_DB, SF_GRPC_PORT, SF_HTTP_PORT, SF_CHECKPOINT_ROOT, SF_WEBUI_DIR, SF_LOG_LEVEL.\n";
-}
 
 namespace {
 
@@ -99,21 +91,127 @@ Status Set(MasterConfig& c, const std::string& key, const std::string& value, co
 
 }  // namespace
 
+namespace {
+
+// One line of --help per setting; a setting without one still gets its flag.
+const char* Describe(const std::string& key) {
+  static const std::map<std::string, const char*> kHelp = {
+      {"db", "libpq connection string of the master's PostgreSQL database (env SF_DB)"},
+      {"db_pool_size", "database connections (1-100)"},
+      {"bind", "address the gRPC and HTTP servers listen on"},
+      {"grpc_port", "gRPC port: the Api, agents (AgentLink) and trainers (TrialLink) (env SF_GRPC_PORT)"},
+      {"http_port", "REST API and dashboard port (env SF_HTTP_PORT)"},
+      {"advertised_address", "HOST:PORT trainers dial for TrialLink (default: the bind address and gRPC port)"},
+      {"checkpoint_root", "where shared_fs checkpoints live (env SF_CHECKPOINT_ROOT)"},
+      {"webui_dir", "the built dashboard to serve (env SF_WEBUI_DIR; default: found next to the binary)"},
+      {"log_level", "debug | info | warn | error (env SF_LOG_LEVEL)"},
+      {"cluster_name", "name shown by sf master info and the dashboard"},
+      {"agent_reconnect_grace_seconds", "how long a disconnected agent's trials wait for it before failing over"},
+      {"utilization_sample_seconds", "how often the cluster utilisation history is sampled (1-3600)"},
+      {"utilization_retention_hours", "how long the utilisation history is kept"},
+  };
+  auto it = kHelp.find(key);
+  return it == kHelp.end() ? "" : it->second;
+}
+
+// The kind of value a setting takes, for --help.
+std::string TypeName(const std::string& key) {
+  if (key.find("port") != std::string::npos && key != "db_pool_size") return "PORT";
+  if (key == "db_pool_size" || key.find("seconds") != std::string::npos || key.find("hours") != std::string::npos) {
+    return "N";
+  }
+  if (key == "checkpoint_root" || key == "webui_dir") return "DIR";
+  if (key == "advertised_address") return "HOST:PORT";
+  if (key == "bind") return "ADDR";
+  if (key == "log_level") return "LEVEL";
+  if (key == "db") return "CONNSTRING";
+  return "TEXT";
+}
+
+// The defaults as text, for --help.
+std::string DefaultText(const std::string& key) {
+  const MasterConfig d;
+  static const std::map<std::string, std::function<std::string(const MasterConfig&)>> kGet = {
+      {"db", [](const MasterConfig& c) { return c.db; }},
+      {"db_pool_size", [](const MasterConfig& c) { return std::to_string(c.db_pool_size); }},
+      {"bind", [](const MasterConfig& c) { return c.bind_address; }},
+      {"grpc_port", [](const MasterConfig& c) { return std::to_string(c.grpc_port); }},
+      {"http_port", [](const MasterConfig& c) { return std::to_string(c.http_port); }},
+      {"checkpoint_root", [](const MasterConfig& c) { return c.checkpoint_root; }},
+      {"log_level", [](const MasterConfig& c) { return c.log_level; }},
+      {"cluster_name", [](const MasterConfig& c) { return c.cluster_name; }},
+      {"agent_reconnect_grace_seconds", [](const MasterConfig& c) { return std::to_string(c.agent_reconnect_grace_seconds); }},
+      {"utilization_sample_seconds", [](const MasterConfig& c) { return std::to_string(c.utilization_sample_seconds); }},
+      {"utilization_retention_hours", [](const MasterConfig& c) { return std::to_string(c.utilization_retention_hours); }},
+  };
+  auto it = kGet.find(key);
+  return it == kGet.end() ? "" : it->second(d);
+}
+
+// The command line: every setting as text (so the file < environment < flags precedence and the
+// checks stay in Setters()), plus --config and --version. `values` must outlive the parse.
+struct Flags {
+  std::string config_file;
+  std::map<std::string, std::string> values;
+  std::map<std::string, CLI::Option*> options;
+  bool version = false;
+};
+
+void BuildApp(CLI::App& app, Flags* flags) {
+  cmdline::UseDefaults(app);
+  app.add_option("--config", flags->config_file, "YAML file of settings (keys: the flag names with underscores)");
+  for (const std::string& key : Keys()) {
+    std::string flag = "--" + key;
+    for (char& ch : flag) ch = ch == '_' ? '-' : ch;
+    CLI::Option* opt = app.add_option(flag, flags->values[key], Describe(key));
+    opt->type_name(TypeName(key));
+    const std::string def = DefaultText(key);
+    if (!def.empty()) opt->default_str(def);
+    flags->options[key] = opt;
+  }
+  app.add_flag("--version", flags->version, "print the version and exit");
+  app.footer("Precedence: flags > environment > config file > defaults. See docs/cluster.md.");
+}
+
+}  // namespace
+
+std::string MasterUsage() {
+  CLI::App app("The Steadfast master: schedules experiments onto agents, stores everything in PostgreSQL, "
+               "serves the REST API, the gRPC API and the dashboard.",
+               "sf-master");
+  Flags flags;
+  BuildApp(app, &flags);
+  return app.help();
+}
+
 Result<MasterConfig> LoadMasterConfig(const std::vector<std::string>& args) {
+  CLI::App app("The Steadfast master", "sf-master");
+  Flags flags;
+  BuildApp(app, &flags);
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    return Status(StatusCode::kCancelled, MasterUsage());
+  } catch (const CLI::ParseError& e) {
+    return InvalidArgument(std::string(e.what()) + " (see --help)");
+  }
+  if (flags.version) return Status(StatusCode::kCancelled, std::string("sf-master ") + SF_VERSION + "\n");
   MasterConfig c;
   // 1. The config file.
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] != "--config") continue;
-    if (i + 1 >= args.size()) return InvalidArgument("--config needs a file");
+  if (!flags.config_file.empty()) {
+    const std::string& file = flags.config_file;
     try {
-      YAML::Node root = YAML::LoadFile(args[i + 1]);
-      if (!root.IsMap()) return InvalidArgument(args[i + 1] + ": expected a mapping");
+      YAML::Node root = YAML::LoadFile(file);
+      if (!root.IsMap()) return InvalidArgument(file + ": expected a mapping");
       for (const auto& kv : root) {
-        if (!kv.second.IsScalar()) return InvalidArgument(args[i + 1] + ": " + kv.first.Scalar() + ": expected a value");
-        SF_RETURN_IF_ERROR(Set(c, kv.first.Scalar(), kv.second.Scalar(), args[i + 1]));
+        if (!kv.second.IsScalar()) return InvalidArgument(file + ": " + kv.first.Scalar() + ": expected a value");
+        SF_RETURN_IF_ERROR(Set(c, kv.first.Scalar(), kv.second.Scalar(), file));
       }
+    } catch (const YAML::BadFile&) {
+      return NotFound(file + ": cannot read the config file");
     } catch (const YAML::Exception& e) {
-      return InvalidArgument(args[i + 1] + ": " + e.what());
+      return InvalidArgument(file + ": " + e.what());
     }
   }
   // 2. The environment.
@@ -124,22 +222,8 @@ Result<MasterConfig> LoadMasterConfig(const std::vector<std::string>& args) {
     if (const char* v = std::getenv(var.c_str())) SF_RETURN_IF_ERROR(Set(c, key, v, var));
   }
   // 3. Flags.
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "-h" || a == "--help") return Status(StatusCode::kCancelled, MasterUsage());
-    if (a.rfind("--", 0) != 0) return InvalidArgument("unexpected argument \"" + a + "\"\n" + MasterUsage());
-    std::string key = a.substr(2), value;
-    size_t eq = key.find('=');
-    if (eq != std::string::npos) {
-      value = key.substr(eq + 1);
-      key = key.substr(0, eq);
-    } else {
-      if (i + 1 >= args.size()) return InvalidArgument(a + " needs a value");
-      value = args[++i];
-    }
-    if (key == "config") continue;
-    for (char& ch : key) ch = ch == '-' ? '_' : ch;
-    SF_RETURN_IF_ERROR(Set(c, key, value, "--" + key));
+  for (const auto& [key, option] : flags.options) {
+    if (option->count() > 0) SF_RETURN_IF_ERROR(Set(c, key, flags.values[key], option->get_name()));
   }
   if (c.advertised_address.empty()) {
     // Trainers dial what the master listens on; a wildcard bind has no one address to give.

@@ -26,7 +26,9 @@ struct MasterConfig {
 };
 
 // Parses argv (without argv[0]) and the environment (SF_DB, SF_GRPC_PORT, SF_HTTP_PORT,
-// SF_CHECKPOINT_ROOT, SF_LOG_LEVEL, SF_WEBUI_DIR). `--help` yields kCancelled with the usage.
+// SF_CHECKPOINT_ROOT, SF_LOG_LEVEL, SF_WEBUI_DIR) with CLI11: one flag per setting
+// (--grpc-port for grpc_port, ...). `--help`/`-h` and `--version` yield kCancelled with the text
+// to print (exit 0); bad flags and values are InvalidArgument naming the flag.
 Result<MasterConfig> LoadMasterConfig(const std::vector<std::string>& args);
 std::string MasterUsage();
 
