@@ -104,14 +104,14 @@ Status HttpClient::Stream(const std::string& path,
     }
     std::string event, data;
     while (true) {
+      // Whole lines only: std::getline also returns the start of a line whose end has not
+      // arrived yet, and the event split that way was lost. read_until returns at once when
+      // the buffer already holds a line.
+      beast::error_code ec;
+      asio::read_until(socket, buf, "\n", ec);
+      if (ec) return Status::Ok();
       std::string line;
-      if (!std::getline(in, line)) {
-        beast::error_code ec;
-        in.clear();
-        asio::read_until(socket, buf, "\n", ec);
-        if (ec) return Status::Ok();
-        continue;
-      }
+      std::getline(in, line);
       if (!line.empty() && line.back() == '\r') line.pop_back();
       if (line.empty()) {
         if (!data.empty() || !event.empty()) {
