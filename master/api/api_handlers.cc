@@ -1,5 +1,10 @@
 #include "master/api/api_handlers.h"
 
+#include <algorithm>
+
+#include "master/db/utilization_store.h"
+#include "master/util/proto_value.h"
+
 namespace sf::master {
 namespace v1 = steadfast::v1;
 
@@ -174,6 +179,29 @@ Result<v1::GetMasterResponse> ApiHandlers::GetMaster(const v1::GetMasterRequest&
   out.set_connected_agents(s.agents);
   out.set_total_slots(s.total_slots);
   out.set_used_slots(s.used_slots);
+  return out;
+}
+
+Result<v1::GetClusterUtilizationResponse> ApiHandlers::GetClusterUtilization(
+    const v1::GetClusterUtilizationRequest& r) {
+  constexpr int64_t kDefaultWindowSeconds = 24 * 3600;
+  // Any int64 may come over gRPC; clamp to the years 1-9999 (what PostgreSQL and Timestamp hold).
+  constexpr int64_t kMinSeconds = -62135596800, kMaxSeconds = 253402300799;
+  const int64_t since = r.has_since() ? std::clamp<int64_t>(r.since().seconds(), kMinSeconds, kMaxSeconds)
+                                      : static_cast<int64_t>(NowSeconds()) - kDefaultWindowSeconds;
+  UtilizationStore history(store_->db());
+  auto rows = history.Read(since, r.pool());
+  if (!rows.ok()) return rows.status();
+  v1::GetClusterUtilizationResponse out;
+  for (const UtilizationPoint& p : *rows) {
+    v1::UtilizationPoint* point = out.add_points();
+    point->set_pool(p.pool);
+    point->mutable_time()->set_seconds(p.minute);
+    point->set_slots_total(p.slots_total);
+    point->set_slots_busy(p.busy_avg);
+    point->set_slots_busy_max(p.busy_max);
+    point->set_samples(p.samples);
+  }
   return out;
 }
 

@@ -42,6 +42,9 @@ class ApiHandlers {
   Result<steadfast::v1::GetTrialLogsResponse> GetTrialLogs(const steadfast::v1::GetTrialLogsRequest& r);
   Result<steadfast::v1::GetAgentsResponse> GetAgents(const steadfast::v1::GetAgentsRequest& r);
   Result<steadfast::v1::GetMasterResponse> GetMaster(const steadfast::v1::GetMasterRequest& r);
+  // The recorded utilisation history (UtilizationStore::Read): since unset means 24 hours ago.
+  Result<steadfast::v1::GetClusterUtilizationResponse> GetClusterUtilization(
+      const steadfast::v1::GetClusterUtilizationRequest& r);
 
   Cluster* cluster() { return cluster_; }
   Store* store() { return store_; }

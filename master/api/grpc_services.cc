@@ -106,6 +106,10 @@ grpc::Status ApiGrpcService::GetAgents(grpc::ServerContext*, const v1::GetAgents
 grpc::Status ApiGrpcService::GetMaster(grpc::ServerContext*, const v1::GetMasterRequest* r, v1::GetMasterResponse* out) {
   return Call("GetMaster", out, [&] { return handlers_->GetMaster(*r); });
 }
+grpc::Status ApiGrpcService::GetClusterUtilization(grpc::ServerContext*, const v1::GetClusterUtilizationRequest* r,
+                                                   v1::GetClusterUtilizationResponse* out) {
+  return Call("GetClusterUtilization", out, [&] { return handlers_->GetClusterUtilization(*r); });
+}
 
 namespace {
 bool TrialFinished(ApiHandlers* h, int64_t trial_id) {

@@ -57,6 +57,8 @@ class ApiGrpcService final : public steadfast::v1::Api::Service {
                          steadfast::v1::GetAgentsResponse*) override;
   grpc::Status GetMaster(grpc::ServerContext*, const steadfast::v1::GetMasterRequest*,
                          steadfast::v1::GetMasterResponse*) override;
+  grpc::Status GetClusterUtilization(grpc::ServerContext*, const steadfast::v1::GetClusterUtilizationRequest*,
+                                     steadfast::v1::GetClusterUtilizationResponse*) override;
 
  private:
   template <typename Resp, typename Fn>

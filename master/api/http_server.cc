@@ -1,14 +1,17 @@
 #include "master/api/http_server.h"
 
 #include <google/protobuf/util/json_util.h>
+#include <google/protobuf/util/time_util.h>
 
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <regex>
 #include <sstream>
 
@@ -117,6 +120,31 @@ struct Query {
     if (v.empty() || v == "false" || v == "0") return false;
     if (v == "true" || v == "1") return true;
     return InvalidArgument(k + ": \"" + v + "\" is not true or false");
+  }
+  // A point in time: RFC 3339 ("2026-11-24T16:01:00Z", "2026-11-24T17:01:00+01:00") or seconds
+  // since the epoch ("1795536060"). Absent or empty: nullopt. A '+' of an offset that the client
+  // did not percent-encode arrives as a space and is taken back.
+  Result<std::optional<google::protobuf::Timestamp>> Time(const std::string& k) const {
+    using google::protobuf::util::TimeUtil;
+    auto it = params.find(k);
+    if (it == params.end() || it->second.empty()) return std::optional<google::protobuf::Timestamp>();
+    const std::string& raw = it->second;
+    google::protobuf::Timestamp ts;
+    static const std::regex kSeconds("^-?[0-9]{1,12}(\\.[0-9]*)?$");
+    if (std::regex_match(raw, kSeconds)) {
+      const double seconds = std::stod(raw);
+      if (seconds >= static_cast<double>(TimeUtil::kTimestampMinSeconds) &&
+          seconds <= static_cast<double>(TimeUtil::kTimestampMaxSeconds)) {
+        ts.set_seconds(static_cast<int64_t>(std::floor(seconds)));
+        return std::optional<google::protobuf::Timestamp>(ts);
+      }
+    } else {
+      std::string text = raw;
+      if (text.size() > 6 && text[text.size() - 6] == ' ') text[text.size() - 6] = '+';
+      if (TimeUtil::FromString(text, &ts)) return std::optional<google::protobuf::Timestamp>(ts);
+    }
+    return InvalidArgument(k + ": \"" + raw +
+                           "\" is not an RFC 3339 time (2026-11-24T16:01:00Z) or seconds since the epoch");
   }
 };
 
@@ -458,6 +486,17 @@ struct HttpServer::Impl {
       route = path;
       if (method != http::verb::get) return wrong_method("GET"), false;
       res = Reply(handlers->GetAgents(v1::GetAgentsRequest()), req);
+      return false;
+    }
+    if (path == "/api/v1/cluster/utilization") {
+      route = path;
+      if (method != http::verb::get) return wrong_method("GET"), false;
+      auto since = q.Time("since");
+      if (!since.ok()) return res = Error(since.status(), req), false;
+      v1::GetClusterUtilizationRequest r;
+      if (*since) *r.mutable_since() = **since;
+      r.set_pool(q.Get("pool"));
+      res = Reply(handlers->GetClusterUtilization(r), req);
       return false;
     }
     if (path == "/api/v1/master") {

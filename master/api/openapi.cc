@@ -91,6 +91,13 @@ std::string OpenApiDocument() {
                   Param("follow", "query", "boolean", "stream new lines (text/event-stream)")},
                  "GetTrialLogsResponse")}};
   paths["/api/v1/agents"] = Value::Map{{"get", Op("List agents and their slots", "GetAgents", {}, "GetAgentsResponse")}};
+  paths["/api/v1/cluster/utilization"] = Value::Map{
+      {"get", Op("Busy and total slots per resource pool, one point per minute, recorded by the master",
+                 "GetClusterUtilization",
+                 {Param("since", "query", "string",
+                        "from this time: RFC 3339 or seconds since the epoch (default: 24 hours ago)"),
+                  Param("pool", "query", "string", "one resource pool (default: every pool)")},
+                 "GetClusterUtilizationResponse")}};
   paths["/api/v1/master"] = Value::Map{{"get", Op("Master information", "GetMaster", {}, "GetMasterResponse")}};
   paths["/health"] = Value::Map{{"get", Op("Liveness and database health", "Health", {}, "Health")}};
 
@@ -129,6 +136,10 @@ std::string OpenApiDocument() {
   schemas["GetAgentsResponse"] = Object({{"agents", ArrayOf("Agent")}});
   schemas["GetMasterResponse"] = Object({{"version", Type("string")}, {"connectedAgents", Type("integer")},
                                          {"totalSlots", Type("integer")}, {"usedSlots", Type("integer")}});
+  schemas["UtilizationPoint"] = Object({{"pool", Type("string")}, {"time", Type("string")},
+                                        {"slotsTotal", Type("integer")}, {"slotsBusy", Type("number")},
+                                        {"slotsBusyMax", Type("integer")}, {"samples", Type("integer")}});
+  schemas["GetClusterUtilizationResponse"] = Object({{"points", ArrayOf("UtilizationPoint")}});
   schemas["Health"] = Object({{"status", Type("string")}, {"database", Type("string")}});
 
   Value doc(Value::Map{
