@@ -98,11 +98,11 @@ Cluster::~Cluster() {
 }
 
 void Cluster::StartMaster() {
-  master_ = std::make_unique<Daemon>(
-      std::vector<std::string>{Binary("sf-master"), "--db", db_, "--bind", network_.master_host, "--http-port",
-                               std::to_string(http_port_), "--grpc-port", std::to_string(grpc_port_),
-                               "--checkpoint-root", checkpoint_root(), "--agent-reconnect-grace-seconds", "60"},
-      dir_.path() + "/master-" + std::to_string(master_starts_++) + ".log");
+  std::vector<std::string> argv{Binary("sf-master"), "--db", db_, "--bind", network_.master_host, "--http-port",
+                                std::to_string(http_port_), "--grpc-port", std::to_string(grpc_port_),
+                                "--checkpoint-root", checkpoint_root(), "--agent-reconnect-grace-seconds", "60"};
+  argv.insert(argv.end(), network_.master_flags.begin(), network_.master_flags.end());
+  master_ = std::make_unique<Daemon>(argv, dir_.path() + "/master-" + std::to_string(master_starts_++) + ".log");
   ASSERT_TRUE(master_->Start());
   EXPECT_TRUE(WaitFor([&] { return Get("/health").first == 200; }, std::chrono::seconds(60)))
       << "master did not become healthy";

@@ -41,11 +41,13 @@ class Daemon {
 // `agent_netns` set, agent i (and so its trainers) runs inside network namespace agent_netns[i]
 // (through `ip netns exec`), and the master listens on `master_host`, an address those
 // namespaces can reach (tests/e2e/netns.h builds such a network). `agent_trainer[i]`, when
-// set and not empty, is the program agent i starts instead of sf-trainer.
+// set and not empty, is the program agent i starts instead of sf-trainer. `master_flags` are
+// appended to sf-master's command line at every start (e.g. {"--utilization-sample-seconds", "1"}).
 struct ClusterLayout {
   std::string master_host = "127.0.0.1";
   std::vector<std::string> agent_netns;
   std::vector<std::string> agent_trainer;
+  std::vector<std::string> master_flags;
 };
 
 class Cluster {

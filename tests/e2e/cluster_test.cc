@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <filesystem>
+#include <map>
 #include <pqxx/pqxx>
 #include <thread>
 
@@ -156,8 +157,29 @@ TEST(ClusterEndToEnd, KilledTrainerRestartsFromItsLatestCheckpoint) {
             30);
 }
 
+// The minutes of GET /api/v1/cluster/utilization (default window: 24 h) that had busy slots,
+// as "pool@time" -> samples; checks the points are ordered by time and hold what they say.
+std::map<std::string, int64_t> BusyMinutes(Cluster& cluster) {
+  std::map<std::string, int64_t> out;
+  auto [code, v] = cluster.Get("/api/v1/cluster/utilization");
+  EXPECT_EQ(code, 200) << v.ToJson();
+  if (code != 200 || !v.Find("points")) return out;
+  std::string last_time;
+  for (const Value& p : v.Find("points")->as_list()) {
+    const std::string time = p.Find("time")->as_string();
+    EXPECT_LE(last_time, time) << "points are not ordered by time: " << v.ToJson();
+    last_time = time;
+    EXPECT_LE(p.Find("slotsBusy")->as_double(), p.Find("slotsBusyMax")->as_double()) << p.ToJson();
+    EXPECT_LE(p.Find("slotsBusyMax")->as_int(), p.Find("slotsTotal")->as_int()) << p.ToJson();
+    if (p.Find("slotsBusy")->as_double() > 0) out[p.Find("pool")->as_string() + "@" + time] = p.Find("samples")->as_int();
+  }
+  return out;
+}
+
 TEST(ClusterEndToEnd, MasterRestartKeepsTrialsRunningAndLosesNoMetric) {
-  Cluster cluster(2, 1);
+  ClusterLayout layout;
+  layout.master_flags = {"--utilization-sample-seconds", "1"};
+  Cluster cluster(2, 1, layout);
   int64_t id = cluster.Submit(TinyExperiment(2, 400, 10, "restart-e2e"));
   ASSERT_GT(id, 0);
   ASSERT_TRUE(cluster.WaitFor(
@@ -170,6 +192,10 @@ TEST(ClusterEndToEnd, MasterRestartKeepsTrialsRunningAndLosesNoMetric) {
         return true;
       },
       std::chrono::seconds(120)));
+  // The master's utilisation history (sampled every second here) shows the trials' busy slots.
+  std::map<std::string, int64_t> busy_before;
+  ASSERT_TRUE(cluster.WaitFor([&] { return !(busy_before = BusyMinutes(cluster)).empty(); }, std::chrono::seconds(30)))
+      << cluster.Get("/api/v1/cluster/utilization").second.ToJson();
   auto before = cluster.TrainerPids();
   ASSERT_GE(before.size(), 2u);
   cluster.StopMaster(SIGTERM);
@@ -178,6 +204,13 @@ TEST(ClusterEndToEnd, MasterRestartKeepsTrialsRunningAndLosesNoMetric) {
   for (pid_t p : before) EXPECT_EQ(kill(p, 0), 0) << "trainer " << p << " died with the master";
   cluster.StartMaster();
   ASSERT_TRUE(cluster.WaitForAgents(2));
+  // The history outlived the master: every busy minute is still there, with at least its samples.
+  std::map<std::string, int64_t> busy_after = BusyMinutes(cluster);
+  for (const auto& [minute, samples] : busy_before) {
+    auto it = busy_after.find(minute);
+    ASSERT_NE(it, busy_after.end()) << minute << " is gone after the restart";
+    EXPECT_GE(it->second, samples) << minute;
+  }
   ASSERT_TRUE(cluster.WaitForState(id, kCompleted, std::chrono::seconds(300))) << cluster.ExperimentState(id);
   const Value final_trials = cluster.Trials(id);  // kept alive for the loop below
   for (const Value& t : final_trials.as_list()) {
@@ -237,10 +270,25 @@ TEST(ClusterEndToEnd, BadInputIsRejectedAndStoresNothing) {
   // The master is still up and well.
   EXPECT_EQ(cluster.Get("/health").first, 200);
   EXPECT_EQ(Count(cluster.db(), "SELECT count(*) FROM experiments"), 0);
+  // The utilisation history: a `since` that is no time is a 400 naming the parameter.
+  for (const char* bad : {"yesterday", "2026-13-45T99:00:00Z", "2026-11-24", "99999999999999", "1e9"}) {
+    auto [ucode, uv] = cluster.Get(std::string("/api/v1/cluster/utilization?since=") + bad);
+    EXPECT_EQ(ucode, 400) << bad << ": " << uv.ToJson();
+    ASSERT_TRUE(uv.Find("message")) << uv.ToJson();
+    EXPECT_EQ(uv.Find("message")->as_string().rfind("since: ", 0), 0u) << uv.ToJson();
+  }
+  for (const char* good : {"0", "1795536060", "2026-11-24T16:01:00Z", "2026-11-24T17:01:00%2B01:00",
+                           "2026-11-24T17:01:00+01:00", "2026-11-24T16:01:00.5Z"}) {
+    auto [ucode, uv] = cluster.Get(std::string("/api/v1/cluster/utilization?pool=default&since=") + good);
+    EXPECT_EQ(ucode, 200) << good << ": " << uv.ToJson();
+    EXPECT_TRUE(uv.Find("points") && uv.Find("points")->is_list()) << uv.ToJson();
+  }
+  EXPECT_EQ(cluster.Post("/api/v1/cluster/utilization", "{}").first, 405);
   // OpenAPI and Prometheus.
   auto [ocode, openapi] = cluster.Get("/api/v1/openapi.json");
   EXPECT_EQ(ocode, 200);
   EXPECT_TRUE(openapi.Find("paths") && openapi.Find("paths")->Find("/api/v1/experiments"));
+  EXPECT_TRUE(openapi.Find("paths") && openapi.Find("paths")->Find("/api/v1/cluster/utilization"));
   auto client = cli::HttpClient::Create(cluster.url());
   auto metrics = client->Get("/metrics");
   ASSERT_TRUE(metrics.ok());
