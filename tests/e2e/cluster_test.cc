@@ -311,7 +311,10 @@ TEST(ClusterEndToEnd, DashboardInChromium) {
   ASSERT_TRUE(fs::exists(SourceDir() + "/webui/dist/index.html"))
       << "the web UI is not built: run tests/webui/run.sh (deploy/test.sh does)";
   ASSERT_TRUE(fs::exists(SourceDir() + "/webui/node_modules/playwright-core")) << "run npm ci in webui/";
-  Cluster cluster(1, 2);
+  // The scenario takes seconds here: sample the utilisation history often enough to see it.
+  ClusterLayout layout;
+  layout.master_flags = {"--utilization-sample-seconds", "1"};
+  Cluster cluster(1, 2, layout);
   CommandOptions o;
   o.working_dir = SourceDir() + "/webui";
   o.env["SF_MASTER_URL"] = cluster.url();

@@ -12,7 +12,9 @@
 // COMPLETED in the open page (no reload) → experiment page: learning curves and hyperparameter
 // charts drew as many points as the API has → trial page: metric charts likewise, logs shown →
 // a second, longer experiment: follow a running trial's logs over SSE, then pause, activate and
-// kill it from the UI, checking each state through the API. Screenshots of every page.
+// kill it from the UI, checking each state through the API → cluster page: agents and slots, the
+// "Busy slots" chart drew the master's recorded minutes (GET /cluster/utilization) and is as full
+// right after a reload. Screenshots of every page.
 // Exit 0 when all passed, 1 on a failed check, 2 when the master cannot be reached.
 import { mkdirSync, readFileSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
@@ -277,7 +279,21 @@ async function main() {
     check((await page.locator('[data-testid="agent-row"]').count()) === agents.length, `cluster page lists ${agents.length} agents`);
     check((await page.locator('[data-testid="slot"]').count()) === agents.reduce((n, a) => n + (a.slots?.length ?? 0), 0), 'cluster page shows every slot');
     await page.waitForSelector('[data-testid="chart-utilization"] canvas', { timeout: 15000 });
+    // The chart is the master's history (one row per pool and minute; mean and peak series).
+    const history = (await api('GET', `/cluster/utilization?since=${Math.floor(Date.now() / 1000) - 24 * 3600}`)).points ?? [];
+    const minutes = new Set(history.map((p) => p.time)).size;
+    check(history.some((p) => p.slotsBusy > 0), 'the master recorded busy slots while the experiments ran', JSON.stringify(history.slice(-3)));
+    const drawn = Number(await attr(page, 'chart-utilization', 'data-points'));
+    // a minute may begin between the page's request and ours
+    check(drawn > 0 && Math.abs(drawn - 2 * minutes) <= 2, `utilization chart drew the master's ${minutes} minute(s)`, `data-points=${drawn}`);
+    // one minute is a single point, which a stepped line does not draw; two or more make a line
+    if (minutes >= 2) check((await seriesPixels(page, 'chart-utilization')) > 0, 'utilization canvas has drawn lines');
+    else check((await anyPixels(page, 'chart-utilization')) > 0, 'utilization canvas is not empty');
     await shot(page, '08-cluster');
+    await page.reload();
+    await page.waitForSelector('[data-testid="chart-utilization"] canvas', { timeout: 15000 });
+    const reloaded = Number(await attr(page, 'chart-utilization', 'data-points'));
+    check(reloaded >= drawn, 'utilization chart is full right after a reload', `data-points=${reloaded}, before ${drawn}`);
 
     // ---- phone width
     await page.setViewportSize({ width: 375, height: 800 });

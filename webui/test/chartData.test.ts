@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { alignSeries, axisPosition, buildAxis, countDrawnPoints, countRowsWithMetric, flattenHParams, forLogScale, lttb, metricKeys, seriesFromReports, varyingHParams } from '../src/lib/chartData';
-import { normMetric, normTrial } from '../src/api/client';
+import { alignSeries, axisPosition, buildAxis, countDrawnPoints, countRowsWithMetric, flattenHParams, forLogScale, lttb, metricKeys, seriesFromReports, utilizationSeries, varyingHParams } from '../src/lib/chartData';
+import { normMetric, normTrial, normUtilizationPoint } from '../src/api/client';
+import type { UtilizationPoint } from '../src/api/types';
 
 const rep = (batches: number, values: Record<string, unknown>, time?: string) => normMetric({ trialId: '1', batches: String(batches), kind: 'training', values, time });
 
@@ -73,5 +74,27 @@ describe('hyperparameter axes', () => {
     expect(axisPosition(opt, undefined)).toBeNaN();
     const flat = buildAxis('c', [5, 5]);
     expect(axisPosition(flat, 5)).toBeCloseTo(0.5);
+  });
+});
+
+describe('utilisation history', () => {
+  const t0 = Date.parse('2026-11-24T16:01:00Z') / 1000;
+  const pt = (pool: string, minute: number, busy: number, max: number, total: number): UtilizationPoint =>
+    normUtilizationPoint({ pool, time: new Date((t0 + 60 * minute) * 1000).toISOString(), slotsBusy: busy, slotsBusyMax: max, slotsTotal: total, samples: 6 })!;
+
+  it('sums the pools of each minute into one cluster series, in time order', () => {
+    // out of order on purpose, and pool "gpu" missing in minute 2
+    const s = utilizationSeries([pt('default', 1, 2, 3, 4), pt('default', 0, 1.5, 2, 4), pt('gpu', 0, 1, 1, 2), pt('gpu', 1, 0.5, 1, 2), pt('default', 2, 0, 0, 4)]);
+    expect(s.t).toEqual([t0, t0 + 60, t0 + 120]);
+    expect(s.busy).toEqual([2.5, 2.5, 0]);
+    expect(s.busyMax).toEqual([3, 4, 0]);
+    expect(s.total).toEqual([6, 6, 4]);
+    expect(countDrawnPoints([s.t, s.busy, s.busyMax])).toBe(6);
+  });
+
+  it('keeps one pool when asked, and is empty without points', () => {
+    const s = utilizationSeries([pt('default', 0, 1, 1, 4), pt('gpu', 0, 2, 2, 2)], 'gpu');
+    expect(s).toEqual({ t: [t0], busy: [2], busyMax: [2], total: [2] });
+    expect(utilizationSeries([])).toEqual({ t: [], busy: [], busyMax: [], total: [] });
   });
 });

@@ -113,6 +113,41 @@ describe('ApiClient', () => {
   });
 });
 
+describe('getClusterUtilization', () => {
+  it('asks for the history since a time (whole seconds) and for a pool', async () => {
+    const { f, calls } = fakeFetch(() => json(200, { points: [] }));
+    const c = new ApiClient({ fetch: f });
+    expect(await c.getClusterUtilization({ since: 1795536060.7, pool: 'gpu' })).toEqual([]);
+    expect(calls[0].url).toBe('/api/v1/cluster/utilization?since=1795536060&pool=gpu');
+    await c.getClusterUtilization();
+    expect(calls[1].url).toBe('/api/v1/cluster/utilization');
+  });
+
+  it('normalises points: time in seconds, omitted defaults, rows without a time dropped', async () => {
+    const { f } = fakeFetch(() =>
+      json(200, {
+        points: [
+          { pool: 'default', time: '2026-11-24T16:01:00Z', slotsTotal: 4, slotsBusy: 1.5, slotsBusyMax: 2, samples: 6 },
+          { time: '2026-11-24T16:02:00Z' },
+          { pool: 'default', slotsBusy: 3 },
+          { pool: 'default', time: 'garbage' },
+        ],
+      }),
+    );
+    const p = await new ApiClient({ fetch: f }).getClusterUtilization();
+    expect(p).toEqual([
+      { pool: 'default', time: Date.parse('2026-11-24T16:01:00Z') / 1000, slotsTotal: 4, slotsBusy: 1.5, slotsBusyMax: 2, samples: 6 },
+      { pool: 'default', time: Date.parse('2026-11-24T16:02:00Z') / 1000, slotsTotal: 0, slotsBusy: 0, slotsBusyMax: 0, samples: 0 },
+    ]);
+  });
+
+  it("passes the master's 400 for a bad since through as an ApiError", async () => {
+    const { f } = fakeFetch(() => json(400, { code: 3, message: 'since: "x" is not an RFC 3339 time', errors: [] }));
+    const e = await caught(new ApiClient({ fetch: f }).getClusterUtilization({ since: 1 }));
+    expect(e).toMatchObject({ kind: 'http', status: 400, message: 'since: "x" is not an RFC 3339 time' });
+  });
+});
+
 describe('followTrialLogs', () => {
   it('falls back to polling after ids when EventSource is unavailable, without duplicates', async () => {
     const pages = [[{ id: '11', message: 'a' }, { id: '12', message: 'b' }], [{ id: '12', message: 'b' }, { id: '13', message: 'c' }], []];

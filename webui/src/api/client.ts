@@ -15,6 +15,7 @@ import type {
   Pagination,
   Slot,
   Trial,
+  UtilizationPoint,
 } from './types';
 
 export type ApiErrorKind = 'network' | 'timeout' | 'http' | 'parse' | 'aborted';
@@ -183,6 +184,22 @@ export function normAgent(j: unknown): Agent {
     lastHeartbeat: optStr(o.lastHeartbeat),
     version: str(o.version),
     address: str(o.address),
+  };
+}
+
+/** A utilisation point, or undefined when its time is missing or unparsable (a point without a
+ *  time cannot be placed on the chart). */
+export function normUtilizationPoint(j: unknown): UtilizationPoint | undefined {
+  const o = obj(j);
+  const time = Date.parse(str(o.time));
+  if (!Number.isFinite(time)) return undefined;
+  return {
+    pool: str(o.pool) || 'default',
+    time: time / 1000,
+    slotsTotal: num(o.slotsTotal),
+    slotsBusy: num(o.slotsBusy),
+    slotsBusyMax: num(o.slotsBusyMax),
+    samples: num(o.samples),
   };
 }
 
@@ -438,6 +455,20 @@ export class ApiClient {
   async getAgents(signal?: AbortSignal): Promise<Agent[]> {
     const j = await this.request('GET', '/agents', {}, undefined, signal);
     return arr(j.agents).map(normAgent);
+  }
+
+  /** The master's utilisation history: one point per resource pool per minute, ordered by time.
+   *  `since` is seconds since the epoch (default on the master: 24 hours ago); `pool` narrows to
+   *  one pool. */
+  async getClusterUtilization(opts: { since?: number; pool?: string } = {}, signal?: AbortSignal): Promise<UtilizationPoint[]> {
+    const since = opts.since === undefined ? undefined : Math.floor(opts.since);
+    const j = await this.request('GET', '/cluster/utilization', { since, pool: opts.pool }, undefined, signal);
+    const out: UtilizationPoint[] = [];
+    for (const p of arr(j.points)) {
+      const n = normUtilizationPoint(p);
+      if (n) out.push(n);
+    }
+    return out;
   }
 
   async getMaster(signal?: AbortSignal): Promise<MasterInfo> {

@@ -125,6 +125,17 @@ export interface Agent {
   address: string;
 }
 
+/** One minute of one resource pool in the master's utilisation history
+ *  (GET /api/v1/cluster/utilization). */
+export interface UtilizationPoint {
+  pool: string;
+  time: number; // start of the minute, seconds since the epoch
+  slotsTotal: number; // enabled slots of connected agents (most seen in the minute)
+  slotsBusy: number; // busy slots, mean of the minute's samples
+  slotsBusyMax: number; // busy slots, most in one sample
+  samples: number;
+}
+
 export interface Pagination {
   offset: number;
   limit: number;

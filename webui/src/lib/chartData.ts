@@ -1,6 +1,6 @@
 // Shaping of API data into chart series: metric extraction, alignment of many trials onto one x
 // axis (uPlot's AlignedData), downsampling (LTTB), and the axes of the hyperparameter charts.
-import type { MetricReport, Trial } from '../api/types';
+import type { MetricReport, Trial, UtilizationPoint } from '../api/types';
 
 export interface XY {
   x: number[];
@@ -142,6 +142,40 @@ export function countDrawnPoints(data: readonly (readonly (number | null)[])[]):
   let n = 0;
   for (let s = 1; s < data.length; s++) for (const v of data[s]) if (v !== null && v !== undefined) n++;
   return n;
+}
+
+// ---------- cluster utilisation ----------
+
+export interface UtilizationSeries {
+  t: number[]; // minute starts, seconds since the epoch, ascending, each once
+  busy: number[]; // mean busy slots in the minute, summed over the pools
+  busyMax: number[]; // most busy slots in one sample, summed over the pools (with several pools
+  //                    an upper bound: their peaks need not coincide)
+  total: number[]; // slots, summed over the pools
+}
+
+/** The master's per-pool, per-minute history as one series over the whole cluster (or over
+ *  `pool` only): one x value per minute, in time order whatever order the points came in. */
+export function utilizationSeries(points: readonly UtilizationPoint[], pool?: string): UtilizationSeries {
+  const byMinute = new Map<number, { busy: number; busyMax: number; total: number }>();
+  for (const p of points) {
+    if (pool !== undefined && p.pool !== pool) continue;
+    if (!Number.isFinite(p.time)) continue;
+    const m = byMinute.get(p.time) ?? { busy: 0, busyMax: 0, total: 0 };
+    m.busy += p.slotsBusy;
+    m.busyMax += p.slotsBusyMax;
+    m.total += p.slotsTotal;
+    byMinute.set(p.time, m);
+  }
+  const out: UtilizationSeries = { t: [], busy: [], busyMax: [], total: [] };
+  for (const t of [...byMinute.keys()].sort((a, b) => a - b)) {
+    const m = byMinute.get(t)!;
+    out.t.push(t);
+    out.busy.push(m.busy);
+    out.busyMax.push(m.busyMax);
+    out.total.push(m.total);
+  }
+  return out;
 }
 
 // ---------- hyperparameter views ----------

@@ -1,15 +1,19 @@
-// Cluster: agents and their slots (busy/free, which trial), utilization over time from polling,
-// and the queue of waiting (QUEUED) trials of active experiments.
-import { useEffect, useRef, useState } from 'react';
+// Cluster: agents and their slots (busy/free, which trial), utilization over time as the master
+// records it (GET /api/v1/cluster/utilization, so the chart is full right after a reload), and the
+// queue of waiting (QUEUED) trials of active experiments.
+import { useMemo } from 'react';
+import type uPlot from 'uplot';
 import { api } from '../api/client';
 import type { Agent, Trial } from '../api/types';
 import { Empty, ErrorBanner, Skeleton } from '../components/common';
 import { UPlotChart } from '../components/UPlotChart';
+import { utilizationSeries } from '../lib/chartData';
 import { formatDateTime, formatRelative, stateLabel } from '../lib/format';
 import { usePolling } from '../lib/hooks';
 
 const POLL_MS = 3000;
-const HISTORY = 1200; // samples kept (1 h at 3 s)
+const HISTORY_WINDOW_S = 24 * 3600; // what the chart shows
+const HISTORY_POLL_MS = 15000; // the master writes one row per pool and minute
 
 export function utilization(agents: Agent[]): { used: number; total: number } {
   let used = 0;
@@ -36,25 +40,12 @@ export function ClusterPage() {
     [],
     POLL_MS * 2,
   );
-  const hist = useRef<{ t: number[]; busy: number[]; pct: number[] }>({ t: [], busy: [], pct: [] });
-  const [histVersion, setHistVersion] = useState(0);
-  useEffect(() => {
-    if (!agents.data) return;
-    const u = utilization(agents.data);
-    const h = hist.current;
-    h.t.push(Date.now() / 1000);
-    h.busy.push(u.used);
-    h.pct.push(u.total ? (100 * u.used) / u.total : 0);
-    if (h.t.length > HISTORY) {
-      h.t.shift();
-      h.busy.shift();
-      h.pct.shift();
-    }
-    setHistVersion((v) => v + 1);
-    void histVersion;
-  }, [agents.updatedAt]);
+  const history = usePolling((s) => api.getClusterUtilization({ since: Date.now() / 1000 - HISTORY_WINDOW_S }, s), [], HISTORY_POLL_MS);
+  const series = useMemo(() => utilizationSeries(history.data ?? []), [history.data]);
+  const chartData = useMemo<uPlot.AlignedData>(() => [series.t, series.busy, series.busyMax], [series]);
 
   const u = utilization(agents.data ?? []);
+  const slotsShown = series.total.reduce((m, v) => Math.max(m, v), u.total);
   return (
     <section aria-labelledby="cluster-h">
       <div className="page-head">
@@ -65,7 +56,7 @@ export function ClusterPage() {
           </span>
         )}
       </div>
-      <ErrorBanner error={agents.error ?? queue.error} onRetry={() => { agents.reload(); queue.reload(); }} />
+      <ErrorBanner error={agents.error ?? queue.error ?? history.error} onRetry={() => { agents.reload(); queue.reload(); history.reload(); }} />
       <div className="card">
         <h2>Agents and slots</h2>
         {agents.loading && !agents.data ? (
@@ -116,11 +107,15 @@ export function ClusterPage() {
       </div>
       <div className="card">
         <h2>Utilization</h2>
-        <p className="muted small">Busy slots, sampled every {POLL_MS / 1000} s while this page is open.</p>
-        {hist.current.t.length === 0 ? (
-          agents.error ? <Empty>No samples yet: the master is not answering.</Empty> : <Skeleton rows={3} height={30} />
+        <p className="muted small">Busy slots per minute over the last {HISTORY_WINDOW_S / 3600} h, all pools, as the master records them (mean and peak of its samples).</p>
+        {history.loading && !history.data ? (
+          <Skeleton rows={3} height={30} />
+        ) : !history.data ? (
+          <Empty>No history: the master is not answering.</Empty>
+        ) : series.t.length === 0 ? (
+          <Empty>No samples recorded yet: the master records busy slots every few seconds while agents are connected.</Empty>
         ) : (
-          <UPlotChart key="util" testId="chart-utilization" title="Busy slots" data={[hist.current.t.slice(), hist.current.busy.slice()]} seriesLabels={['busy slots']} xMode="time" height={200} stepped yRange={[0, Math.max(1, u.total)]} />
+          <UPlotChart key="util" testId="chart-utilization" title="Busy slots" data={chartData} seriesLabels={['busy slots (mean)', 'busy slots (peak)']} xMode="time" height={200} stepped yRange={[0, Math.max(1, slotsShown)]} />
         )}
       </div>
       <div className="card">

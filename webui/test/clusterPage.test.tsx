@@ -1,0 +1,55 @@
+// The cluster page's "Busy slots" chart comes from the master's recorded history, so it is full as
+// soon as the page loads (no sampling in the browser), and it asks for the last 24 hours.
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { cleanup, render, screen, waitFor } from '@testing-library/react';
+import { ClusterPage } from '../src/pages/ClusterPage';
+
+// uPlot reads the device pixel ratio through matchMedia when it loads; jsdom has none.
+vi.hoisted(() => {
+  if (!window.matchMedia) {
+    window.matchMedia = ((query: string) => ({ matches: false, media: query, onchange: null, addEventListener() {}, removeEventListener() {}, addListener() {}, removeListener() {}, dispatchEvent: () => false })) as unknown as typeof window.matchMedia;
+  }
+});
+
+afterEach(() => {
+  cleanup();
+  vi.unstubAllGlobals();
+});
+
+const json = (body: unknown) => new Response(JSON.stringify(body), { status: 200, headers: { 'Content-Type': 'application/json' } });
+
+function stubMaster(points: unknown[]) {
+  const urls: string[] = [];
+  vi.stubGlobal('fetch', async (url: string) => {
+    urls.push(url);
+    if (url.startsWith('/api/v1/cluster/utilization')) return json({ points });
+    if (url.startsWith('/api/v1/agents')) {
+      return json({ agents: [{ id: 'a1', resourcePool: 'default', connected: true, slots: [{ id: 'cpu0', enabled: true, trialId: '7' }, { id: 'cpu1', enabled: true }] }] });
+    }
+    if (url.startsWith('/api/v1/experiments')) return json({ experiments: [], pagination: { total: 0 } });
+    return new Response('{}', { status: 404 });
+  });
+  return urls;
+}
+
+describe('ClusterPage utilisation chart', () => {
+  it('draws the recorded history right after loading', async () => {
+    const minutes = Array.from({ length: 30 }, (_, i) => new Date(Date.UTC(2026, 10, 24, 15, i)).toISOString());
+    const urls = stubMaster(minutes.map((time, i) => ({ pool: 'default', time, slotsTotal: 2, slotsBusy: i % 3, slotsBusyMax: 2, samples: 6 })));
+    const before = Date.now() / 1000;
+    render(<ClusterPage />);
+    const chart = await screen.findByTestId('chart-utilization');
+    // two series (mean and peak) of 30 minutes each
+    await waitFor(() => expect(chart.getAttribute('data-points')).toBe('60'));
+    const asked = urls.find((u) => u.startsWith('/api/v1/cluster/utilization'))!;
+    const since = Number(new URL(asked, 'http://x').searchParams.get('since'));
+    expect(Math.abs(since - (before - 24 * 3600))).toBeLessThan(60);
+  });
+
+  it('says so when nothing has been recorded yet', async () => {
+    stubMaster([]);
+    render(<ClusterPage />);
+    expect(await screen.findByText(/No samples recorded yet/)).toBeTruthy();
+    expect(screen.queryByTestId('chart-utilization')).toBeNull();
+  });
+});
