@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <thread>
 
@@ -19,49 +20,23 @@
 namespace sf::cli {
 namespace {
 
+// $SF_MASTER, then the local cluster's default.
+std::string DefaultMaster() {
+  const char* master = std::getenv("SF_MASTER");
+  return master && *master ? master : "http://127.0.0.1:8080";
+}
+
+// The values of a cluster command's flags and its one positional.
 struct Flags {
-  std::string master;
+  std::string master = DefaultMaster();
   bool json = false;
   bool follow = false;
   bool paused = false;
   std::string kind = "training";
-  std::vector<std::string> overrides;
-  std::vector<std::string> positional;
+  std::vector<std::string> overrides;  // --config KEY=VALUE, in order
+  std::string id;                      // ID, TRIAL_ID or EXPERIMENT_ID
+  std::string file;                    // experiment create's FILE
 };
-
-// Parses the flags shared by the cluster commands; unknown flags are usage errors.
-Result<Flags> ParseFlags(const std::vector<std::string>& args) {
-  Flags f;
-  if (const char* m = std::getenv("SF_MASTER")) f.master = m;
-  if (f.master.empty()) f.master = "http://127.0.0.1:8080";
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&](const std::string& name) -> Result<std::string> {
-      if (i + 1 >= args.size()) return InvalidArgument(name + " needs a value");
-      return args[++i];
-    };
-    if (a == "--json") f.json = true;
-    else if (a == "--follow" || a == "-f") f.follow = true;
-    else if (a == "--paused") f.paused = true;
-    else if (a == "--master" || a == "-m") {
-      SF_ASSIGN_OR_RETURN(f.master, value(a));
-    } else if (a.rfind("--master=", 0) == 0) f.master = a.substr(9);
-    else if (a == "--config") {
-      SF_ASSIGN_OR_RETURN(std::string o, value(a));
-      f.overrides.push_back(o);
-    } else if (a == "--kind") {
-      SF_ASSIGN_OR_RETURN(f.kind, value(a));
-      if (f.kind != "training" && f.kind != "validation") {
-        return InvalidArgument("--kind must be training or validation");
-      }
-    } else if (a.size() > 1 && a[0] == '-') {
-      return InvalidArgument("unknown flag " + a);
-    } else {
-      f.positional.push_back(a);
-    }
-  }
-  return f;
-}
 
 std::string StateName(const Value* v, const std::string& prefix) {
   if (!v || !v->is_string()) return "";
@@ -208,261 +183,365 @@ int FollowExperiment(Api& api, const std::string& id) {
   }
 }
 
-int ExperimentCommand(const std::string& verb, Flags& f, Api& api) {
-  if (verb == "create") {
-    if (f.positional.size() != 1) {
-      std::cerr << "usage: sf experiment create FILE [--follow] [--paused] [--config KEY=VALUE]...\n";
-      return kExitUsage;
-    }
-    auto text = PrepareConfig(f.positional[0], f.overrides);
-    if (!text.ok()) {
-      std::cerr << text.status().message();
-      if (text.status().message().back() != '\n') std::cerr << "\n";
-      return kExitUsage;
-    }
-    Value body(Value::Map{{"configYaml", *text}, {"activate", !f.paused}});
-    auto r = api.Call("POST", "/api/v1/experiments", body.ToJson());
-    if (!r) return api.exit_code;
-    const Value& e = *r->Find("experiment");
-    std::string id = Str(e, "id");
-    if (f.json) std::cout << r->ToJson() << "\n";
-    else std::cout << "created experiment " << id << "\n" << std::flush;
-    return f.follow ? FollowExperiment(api, id) : kExitOk;
-  }
-  if (verb == "list") {
-    auto r = api.Call("GET", "/api/v1/experiments?limit=1000");
-    if (!r) return api.exit_code;
-    if (f.json) {
-      std::cout << r->ToJson() << "\n";
-      return kExitOk;
-    }
-    std::vector<std::vector<std::string>> rows;
-    for (const Value& e : r->Find("experiments")->as_list()) rows.push_back(ExperimentRow(e));
-    PrintTable({"ID", "NAME", "STATE", "SEARCHER", "TRIALS", "BEST", "OWNER", "STARTED", "ENDED"}, rows);
-    return kExitOk;
-  }
-  if (f.positional.size() != 1) {
-    std::cerr << "usage: sf experiment " << verb << " ID\n";
+int CreateExperiment(const Flags& f, Api& api) {
+  auto text = PrepareConfig(f.file, f.overrides);
+  if (!text.ok()) {
+    std::cerr << text.status().message();
+    if (text.status().message().back() != '\n') std::cerr << "\n";
     return kExitUsage;
   }
-  const std::string& id = f.positional[0];
-  if (verb == "describe") {
-    auto r = api.Call("GET", "/api/v1/experiments/" + id);
-    if (!r) return api.exit_code;
-    auto trials = api.Call("GET", "/api/v1/experiments/" + id + "/trials");
-    if (!trials) return api.exit_code;
-    if (f.json) {
-      Value out = *r;
-      out.as_map()["trials"] = *trials->Find("trials");
-      std::cout << out.ToJson() << "\n";
-      return kExitOk;
-    }
-    const Value& e = *r->Find("experiment");
-    PrintTable({"ID", "NAME", "STATE", "SEARCHER", "TRIALS", "BEST", "OWNER", "STARTED", "ENDED"}, {ExperimentRow(e)});
-    std::cout << "\n";
-    std::vector<std::vector<std::string>> rows;
-    for (const Value& t : trials->Find("trials")->as_list()) {
-      std::string hp = t.Find("hparams") ? t.Find("hparams")->ToJson() : "";
-      rows.push_back({Str(t, "id"), StateName(t.Find("state"), "TRIAL_STATE_"), Str(t, "totalBatches"),
-                      Str(t, "restarts"), Str(t, "latestValidationMetric"), Str(t, "bestValidationMetric"), hp});
-    }
-    PrintTable({"TRIAL", "STATE", "BATCHES", "RESTARTS", "LATEST", "BEST", "HYPERPARAMETERS"}, rows);
-    return kExitOk;
+  Value body(Value::Map{{"configYaml", *text}, {"activate", !f.paused}});
+  auto r = api.Call("POST", "/api/v1/experiments", body.ToJson());
+  if (!r) return api.exit_code;
+  const Value& e = *r->Find("experiment");
+  std::string id = Str(e, "id");
+  if (f.json) {
+    std::cout << r->ToJson() << "\n";
+  } else {
+    std::cout << "created experiment " << id << "\n" << std::flush;
   }
-  if (verb == "kill" || verb == "pause" || verb == "activate" || verb == "archive") {
-    auto r = api.Call("POST", "/api/v1/experiments/" + id + "/" + verb);
-    if (!r) return api.exit_code;
-    if (f.json) std::cout << r->ToJson() << "\n";
-    else std::cout << "experiment " << id << ": " << StateName(r->Find("experiment")->Find("state"), "EXPERIMENT_STATE_") << "\n";
-    return kExitOk;
-  }
-  std::cerr << "sf experiment: unknown command \"" << verb << "\"\n";
-  return kExitUsage;
+  return f.follow ? FollowExperiment(api, id) : kExitOk;
 }
 
-int TrialCommand(const std::string& verb, Flags& f, Api& api) {
-  if (f.positional.size() != 1) {
-    std::cerr << "usage: sf trial " << verb << (verb == "list" ? " EXPERIMENT_ID" : " TRIAL_ID") << "\n";
-    return kExitUsage;
-  }
-  const std::string& id = f.positional[0];
-  if (verb == "list") {
-    auto r = api.Call("GET", "/api/v1/experiments/" + id + "/trials");
-    if (!r) return api.exit_code;
-    if (f.json) {
-      std::cout << r->ToJson() << "\n";
-      return kExitOk;
-    }
-    std::vector<std::vector<std::string>> rows;
-    for (const Value& t : r->Find("trials")->as_list()) {
-      rows.push_back({Str(t, "id"), StateName(t.Find("state"), "TRIAL_STATE_"), Str(t, "totalBatches"),
-                      Str(t, "restarts"), Str(t, "bestValidationMetric"),
-                      t.Find("hparams") ? t.Find("hparams")->ToJson() : ""});
-    }
-    PrintTable({"TRIAL", "STATE", "BATCHES", "RESTARTS", "BEST", "HYPERPARAMETERS"}, rows);
+int ListExperiments(const Flags& f, Api& api) {
+  auto r = api.Call("GET", "/api/v1/experiments?limit=1000");
+  if (!r) return api.exit_code;
+  if (f.json) {
+    std::cout << r->ToJson() << "\n";
     return kExitOk;
   }
-  if (verb == "describe") {
-    auto r = api.Call("GET", "/api/v1/trials/" + id);
-    if (!r) return api.exit_code;
-    if (f.json) {
-      std::cout << r->ToJson() << "\n";
-      return kExitOk;
-    }
-    const Value& t = *r->Find("trial");
-    for (const char* k : {"id", "experimentId", "state", "restarts", "totalBatches", "targetBatches",
-                          "latestValidationMetric", "bestValidationMetric", "latestCheckpointUuid", "startTime",
-                          "endTime", "error"}) {
-      std::cout << k << ": " << Str(t, k) << "\n";
-    }
-    std::cout << "hparams: " << (t.Find("hparams") ? t.Find("hparams")->ToJson() : "{}") << "\n";
-    return kExitOk;
-  }
-  if (verb == "logs") {
-    if (f.follow) {
-      Status st = api.client.Stream("/api/v1/trials/" + id + "/logs?follow=true",
-                                    [](const std::string& event, const std::string& data) {
-                                      if (event == "end") return false;
-                                      auto v = Value::FromJson(data);
-                                      if (v.ok()) std::cout << Str(*v, "message") << "\n" << std::flush;
-                                      return true;
-                                    });
-      if (!st.ok()) {
-        std::cerr << "sf: " << st.message() << "\n";
-        return kExitFailed;
-      }
-      return kExitOk;
-    }
-    int64_t after = 0;
-    while (true) {
-      auto r = api.Call("GET", "/api/v1/trials/" + id + "/logs?limit=10000&afterId=" + std::to_string(after));
-      if (!r) return api.exit_code;
-      const auto& logs = r->Find("logs")->as_list();
-      for (const Value& l : logs) {
-        if (f.json) std::cout << l.ToJson() << "\n";
-        else std::cout << Str(l, "message") << "\n";
-        after = std::stoll(Str(l, "id"));
-      }
-      if (logs.size() < 10000) return kExitOk;
-    }
-  }
-  if (verb == "metrics") {
-    auto r = api.Call("GET", "/api/v1/trials/" + id + "/metrics?kind=" + f.kind);
-    if (!r) return api.exit_code;
-    if (f.json) {
-      std::cout << r->ToJson() << "\n";
-      return kExitOk;
-    }
-    std::vector<std::string> keys;
-    for (const Value& m : r->Find("metrics")->as_list()) {
-      if (const Value* vals = m.Find("values"); vals && vals->is_map()) {
-        for (const auto& [k, v] : vals->as_map()) {
-          if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
-        }
-      }
-    }
-    std::vector<std::string> header = {"BATCHES"};
-    for (const auto& k : keys) header.push_back(k);
-    std::vector<std::vector<std::string>> rows;
-    for (const Value& m : r->Find("metrics")->as_list()) {
-      std::vector<std::string> row = {Str(m, "batches")};
-      for (const auto& k : keys) row.push_back(m.Find("values") ? Str(*m.Find("values"), k) : "");
-      rows.push_back(row);
-    }
-    PrintTable(header, rows);
-    return kExitOk;
-  }
-  std::cerr << "sf trial: unknown command \"" << verb << "\"\n";
-  return kExitUsage;
+  std::vector<std::vector<std::string>> rows;
+  for (const Value& e : r->Find("experiments")->as_list()) rows.push_back(ExperimentRow(e));
+  PrintTable({"ID", "NAME", "STATE", "SEARCHER", "TRIALS", "BEST", "OWNER", "STARTED", "ENDED"},
+             rows);
+  return kExitOk;
 }
 
-}  // namespace
+int DescribeExperiment(const Flags& f, Api& api) {
+  auto r = api.Call("GET", "/api/v1/experiments/" + f.id);
+  if (!r) return api.exit_code;
+  auto trials = api.Call("GET", "/api/v1/experiments/" + f.id + "/trials");
+  if (!trials) return api.exit_code;
+  if (f.json) {
+    Value out = *r;
+    out.as_map()["trials"] = *trials->Find("trials");
+    std::cout << out.ToJson() << "\n";
+    return kExitOk;
+  }
+  const Value& e = *r->Find("experiment");
+  PrintTable({"ID", "NAME", "STATE", "SEARCHER", "TRIALS", "BEST", "OWNER", "STARTED", "ENDED"},
+             {ExperimentRow(e)});
+  std::cout << "\n";
+  std::vector<std::vector<std::string>> rows;
+  for (const Value& t : trials->Find("trials")->as_list()) {
+    std::string hp = t.Find("hparams") ? t.Find("hparams")->ToJson() : "";
+    rows.push_back({Str(t, "id"), StateName(t.Find("state"), "TRIAL_STATE_"),
+                    Str(t, "totalBatches"), Str(t, "restarts"), Str(t, "latestValidationMetric"),
+                    Str(t, "bestValidationMetric"), hp});
+  }
+  PrintTable({"TRIAL", "STATE", "BATCHES", "RESTARTS", "LATEST", "BEST", "HYPERPARAMETERS"}, rows);
+  return kExitOk;
+}
 
-int RunClusterCommand(const std::string& noun, const std::vector<std::string>& args) {
-  if (args.empty() && noun != "master") {
-    std::cerr << "usage: sf " << noun << " COMMAND ... (see sf --help)\n";
-    return kExitUsage;
+// kill, pause, activate, archive: POST /api/v1/experiments/ID/VERB.
+int ChangeExperiment(const std::string& verb, const Flags& f, Api& api) {
+  auto r = api.Call("POST", "/api/v1/experiments/" + f.id + "/" + verb);
+  if (!r) return api.exit_code;
+  if (f.json) {
+    std::cout << r->ToJson() << "\n";
+  } else {
+    std::cout << "experiment " << f.id << ": "
+              << StateName(r->Find("experiment")->Find("state"), "EXPERIMENT_STATE_") << "\n";
   }
-  std::string verb = args.empty() ? "info" : args[0];
-  auto flags = ParseFlags(std::vector<std::string>(args.begin() + (args.empty() ? 0 : 1), args.end()));
-  if (!flags.ok()) {
-    std::cerr << "sf " << noun << " " << verb << ": " << flags.status().message() << "\n";
-    return kExitUsage;
+  return kExitOk;
+}
+
+int ListTrials(const Flags& f, Api& api) {
+  auto r = api.Call("GET", "/api/v1/experiments/" + f.id + "/trials");
+  if (!r) return api.exit_code;
+  if (f.json) {
+    std::cout << r->ToJson() << "\n";
+    return kExitOk;
   }
-  auto client = HttpClient::Create(flags->master);
+  std::vector<std::vector<std::string>> rows;
+  for (const Value& t : r->Find("trials")->as_list()) {
+    rows.push_back({Str(t, "id"), StateName(t.Find("state"), "TRIAL_STATE_"),
+                    Str(t, "totalBatches"), Str(t, "restarts"), Str(t, "bestValidationMetric"),
+                    t.Find("hparams") ? t.Find("hparams")->ToJson() : ""});
+  }
+  PrintTable({"TRIAL", "STATE", "BATCHES", "RESTARTS", "BEST", "HYPERPARAMETERS"}, rows);
+  return kExitOk;
+}
+
+int DescribeTrial(const Flags& f, Api& api) {
+  auto r = api.Call("GET", "/api/v1/trials/" + f.id);
+  if (!r) return api.exit_code;
+  if (f.json) {
+    std::cout << r->ToJson() << "\n";
+    return kExitOk;
+  }
+  const Value& t = *r->Find("trial");
+  for (const char* k : {"id", "experimentId", "state", "restarts", "totalBatches", "targetBatches",
+                        "latestValidationMetric", "bestValidationMetric", "latestCheckpointUuid",
+                        "startTime", "endTime", "error"}) {
+    std::cout << k << ": " << Str(t, k) << "\n";
+  }
+  std::cout << "hparams: " << (t.Find("hparams") ? t.Find("hparams")->ToJson() : "{}") << "\n";
+  return kExitOk;
+}
+
+int TrialLogs(const Flags& f, Api& api) {
+  if (f.follow) {
+    Status st = api.client.Stream("/api/v1/trials/" + f.id + "/logs?follow=true",
+                                  [](const std::string& event, const std::string& data) {
+                                    if (event == "end") return false;
+                                    auto v = Value::FromJson(data);
+                                    if (v.ok()) {
+                                      std::cout << Str(*v, "message") << "\n" << std::flush;
+                                    }
+                                    return true;
+                                  });
+    if (!st.ok()) {
+      std::cerr << "sf: " << st.message() << "\n";
+      return kExitFailed;
+    }
+    return kExitOk;
+  }
+  int64_t after = 0;
+  while (true) {
+    auto r = api.Call(
+        "GET", "/api/v1/trials/" + f.id + "/logs?limit=10000&afterId=" + std::to_string(after));
+    if (!r) return api.exit_code;
+    const auto& logs = r->Find("logs")->as_list();
+    for (const Value& l : logs) {
+      std::cout << (f.json ? l.ToJson() : Str(l, "message")) << "\n";
+      after = std::stoll(Str(l, "id"));
+    }
+    if (logs.size() < 10000) return kExitOk;
+  }
+}
+
+int TrialMetrics(const Flags& f, Api& api) {
+  auto r = api.Call("GET", "/api/v1/trials/" + f.id + "/metrics?kind=" + f.kind);
+  if (!r) return api.exit_code;
+  if (f.json) {
+    std::cout << r->ToJson() << "\n";
+    return kExitOk;
+  }
+  std::vector<std::string> keys;
+  for (const Value& m : r->Find("metrics")->as_list()) {
+    if (const Value* vals = m.Find("values"); vals && vals->is_map()) {
+      for (const auto& [k, v] : vals->as_map()) {
+        if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+      }
+    }
+  }
+  std::vector<std::string> header = {"BATCHES"};
+  for (const auto& k : keys) header.push_back(k);
+  std::vector<std::vector<std::string>> rows;
+  for (const Value& m : r->Find("metrics")->as_list()) {
+    std::vector<std::string> row = {Str(m, "batches")};
+    for (const auto& k : keys) row.push_back(m.Find("values") ? Str(*m.Find("values"), k) : "");
+    rows.push_back(row);
+  }
+  PrintTable(header, rows);
+  return kExitOk;
+}
+
+// `agent list` (one row per agent) and `slot list` (one row per slot) read the same listing.
+int ListAgentsOrSlots(bool slots_view, const Flags& f, Api& api) {
+  auto r = api.Call("GET", "/api/v1/agents");
+  if (!r) return api.exit_code;
+  if (f.json) {
+    std::cout << r->ToJson() << "\n";
+    return kExitOk;
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const Value& a : r->Find("agents")->as_list()) {
+    const auto& slots = a.Find("slots")->as_list();
+    if (!slots_view) {
+      int busy = 0;
+      for (const Value& s : slots) busy += Str(s, "trialId") != "0" && !Str(s, "trialId").empty();
+      rows.push_back({Str(a, "id"), Str(a, "resourcePool"), Str(a, "connected"),
+                      std::to_string(slots.size()), std::to_string(busy), Str(a, "lastHeartbeat")});
+    } else {
+      for (const Value& s : slots) {
+        std::string trial = Str(s, "trialId");
+        rows.push_back({Str(a, "id"), Str(s, "id"), StateName(s.Find("type"), "SLOT_TYPE_"),
+                        Str(s, "device"),
+                        trial == "0" || trial.empty() ? "free" : "trial " + trial});
+      }
+    }
+  }
+  if (slots_view) {
+    PrintTable({"AGENT", "SLOT", "TYPE", "DEVICE", "STATE"}, rows);
+  } else {
+    PrintTable({"AGENT", "POOL", "CONNECTED", "SLOTS", "BUSY", "LAST HEARTBEAT"}, rows);
+  }
+  return kExitOk;
+}
+
+int ListCheckpoints(const Flags& f, Api& api) {
+  auto r = api.Call("GET", "/api/v1/experiments/" + f.id + "/checkpoints");
+  if (!r) return api.exit_code;
+  if (f.json) {
+    std::cout << r->ToJson() << "\n";
+    return kExitOk;
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const Value& c : r->Find("checkpoints")->as_list()) {
+    rows.push_back({Str(c, "uuid"), Str(c, "trialId"), Str(c, "batches"), Str(c, "size"),
+                    Str(c, "validationMetric"), Str(c, "path")});
+  }
+  PrintTable({"UUID", "TRIAL", "BATCHES", "SIZE", "METRIC", "PATH"}, rows);
+  return kExitOk;
+}
+
+int MasterInfo(const Flags& f, Api& api) {
+  auto r = api.Call("GET", "/api/v1/master");
+  if (!r) return api.exit_code;
+  if (f.json) {
+    std::cout << r->ToJson() << "\n";
+    return kExitOk;
+  }
+  for (const auto& [k, v] : r->as_map()) std::cout << k << ": " << Str(*r, k) << "\n";
+  return kExitOk;
+}
+
+using ClusterRun = std::function<int(const Flags&, Api&)>;
+
+// Connects to f.master and runs the command; a malformed URL is bad usage.
+int RunAgainstMaster(const Flags& f, const ClusterRun& run) {
+  auto client = HttpClient::Create(f.master);
   if (!client.ok()) {
     std::cerr << "sf: " << client.status().message() << "\n";
     return kExitUsage;
   }
   Api api{*client};
-  if (noun == "experiment" || noun == "e") return ExperimentCommand(verb, *flags, api);
-  if (noun == "trial" || noun == "t") return TrialCommand(verb, *flags, api);
-  if (noun == "agent" || noun == "slot") {
-    if (verb != "list") {
-      std::cerr << "usage: sf " << noun << " list\n";
-      return kExitUsage;
-    }
-    auto r = api.Call("GET", "/api/v1/agents");
-    if (!r) return api.exit_code;
-    if (flags->json) {
-      std::cout << r->ToJson() << "\n";
-      return kExitOk;
-    }
-    std::vector<std::vector<std::string>> rows;
-    for (const Value& a : r->Find("agents")->as_list()) {
-      const auto& slots = a.Find("slots")->as_list();
-      if (noun == "agent") {
-        int busy = 0;
-        for (const Value& s : slots) busy += Str(s, "trialId") != "0" && !Str(s, "trialId").empty();
-        rows.push_back({Str(a, "id"), Str(a, "resourcePool"), Str(a, "connected"),
-                        std::to_string(slots.size()), std::to_string(busy), Str(a, "lastHeartbeat")});
-      } else {
-        for (const Value& s : slots) {
-          std::string trial = Str(s, "trialId");
-          rows.push_back({Str(a, "id"), Str(s, "id"), StateName(s.Find("type"), "SLOT_TYPE_"), Str(s, "device"),
-                          trial == "0" || trial.empty() ? "free" : "trial " + trial});
-        }
-      }
-    }
-    if (noun == "agent") PrintTable({"AGENT", "POOL", "CONNECTED", "SLOTS", "BUSY", "LAST HEARTBEAT"}, rows);
-    else PrintTable({"AGENT", "SLOT", "TYPE", "DEVICE", "STATE"}, rows);
-    return kExitOk;
+  return run(f, api);
+}
+
+// A command under `parent` that talks to the master: it takes -m/--master and --json and, when
+// selected, runs `run`. Its positional and other flags are the caller's to add, into `flags`.
+struct ClusterCommand {
+  CLI::App* app;
+  std::shared_ptr<Flags> flags;
+
+  // The command's one positional (ID, TRIAL_ID, EXPERIMENT_ID), required.
+  ClusterCommand& Id(const std::string& name, const std::string& description) {
+    app->add_option(name, flags->id, description)->type_name("")->required();
+    return *this;
   }
-  if (noun == "checkpoint") {
-    if (verb != "list" || flags->positional.size() != 1) {
-      std::cerr << "usage: sf checkpoint list EXPERIMENT_ID\n";
-      return kExitUsage;
-    }
-    auto r = api.Call("GET", "/api/v1/experiments/" + flags->positional[0] + "/checkpoints");
-    if (!r) return api.exit_code;
-    if (flags->json) {
-      std::cout << r->ToJson() << "\n";
-      return kExitOk;
-    }
-    std::vector<std::vector<std::string>> rows;
-    for (const Value& c : r->Find("checkpoints")->as_list()) {
-      rows.push_back({Str(c, "uuid"), Str(c, "trialId"), Str(c, "batches"), Str(c, "size"),
-                      Str(c, "validationMetric"), Str(c, "path")});
-    }
-    PrintTable({"UUID", "TRIAL", "BATCHES", "SIZE", "METRIC", "PATH"}, rows);
-    return kExitOk;
+};
+
+ClusterCommand AddCommand(CLI::App* parent, const std::string& name, const std::string& description,
+                          CommandAction& action, ClusterRun run) {
+  ClusterCommand command{parent->add_subcommand(name, description), std::make_shared<Flags>()};
+  command.app
+      ->add_option("-m,--master", command.flags->master,
+                   "the master's URL (default: $SF_MASTER, then http://127.0.0.1:8080)")
+      ->type_name("URL")
+      ->default_str("");  // the description says it
+  command.app->add_flag("--json", command.flags->json, "print the master's JSON instead of text");
+  OnSelected(command.app, action, [flags = command.flags, run = std::move(run)] {
+    return RunAgainstMaster(*flags, run);
+  });
+  return command;
+}
+
+void AddExperimentCommands(CLI::App& sf, CommandAction& action) {
+  CLI::App* experiment = sf.add_subcommand("experiment", "create, list and control experiments");
+  experiment->alias("e");
+  experiment->require_subcommand(1);
+
+  ClusterCommand create = AddCommand(experiment, "create",
+                                     "submit an experiment from a YAML file (validated here first)",
+                                     action, CreateExperiment);
+  create.app->add_option("FILE", create.flags->file, "the experiment's YAML file")
+      ->type_name("")
+      ->required();
+  create.app->add_flag(
+      "-f,--follow", create.flags->follow,
+      "print trial progress until the experiment ends; exit 1 unless it COMPLETED");
+  create.app->add_flag("--paused", create.flags->paused,
+                       "create it paused (start it with `sf experiment activate`)");
+  create.app
+      ->add_option("--config", create.flags->overrides,
+                   "override one field of the YAML (e.g. searcher.max_trials=4); repeatable")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false)  // one KEY=VALUE per --config, so FILE may follow it
+      ->default_str("")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+
+  AddCommand(experiment, "list", "list experiments", action, ListExperiments);
+  AddCommand(experiment, "describe", "show an experiment and its trials", action,
+             DescribeExperiment)
+      .Id("ID", "the experiment's id");
+  for (const auto& [verb, description] : std::vector<std::pair<std::string, std::string>>{
+           {"kill", "kill an experiment's trials; it ends CANCELED"},
+           {"pause", "pause an experiment: its trials checkpoint and stop"},
+           {"activate", "start a paused experiment, or resume it from its checkpoints"},
+           {"archive", "archive an ended experiment (hidden from listings)"}}) {
+    AddCommand(experiment, verb, description, action, [verb = verb](const Flags& f, Api& api) {
+      return ChangeExperiment(verb, f, api);
+    }).Id("ID", "the experiment's id");
   }
-  if (noun == "master") {
-    if (verb != "info") {
-      std::cerr << "usage: sf master info\n";
-      return kExitUsage;
+}
+
+void AddTrialCommands(CLI::App& sf, CommandAction& action) {
+  CLI::App* trial = sf.add_subcommand("trial", "inspect trials: state, logs, metrics");
+  trial->alias("t");
+  trial->require_subcommand(1);
+
+  AddCommand(trial, "list", "list an experiment's trials", action, ListTrials)
+      .Id("EXPERIMENT_ID", "the experiment's id");
+  AddCommand(trial, "describe", "show one trial", action, DescribeTrial)
+      .Id("TRIAL_ID", "the trial's id");
+  ClusterCommand logs = AddCommand(trial, "logs", "print a trial's logs", action, TrialLogs);
+  logs.Id("TRIAL_ID", "the trial's id");
+  logs.app->add_flag("-f,--follow", logs.flags->follow,
+                     "keep printing new lines until the trial ends");
+  ClusterCommand metrics = AddCommand(
+      trial, "metrics", "print a trial's metrics, one row per report", action, TrialMetrics);
+  metrics.Id("TRIAL_ID", "the trial's id");
+  metrics.app->add_option("--kind", metrics.flags->kind, "which metrics: training or validation")
+      ->type_name("KIND")
+      ->check(CLI::IsMember({"training", "validation"}))
+      ->capture_default_str();
+}
+
+}  // namespace
+
+void AddClusterCommands(CLI::App& sf, CommandAction& action) {
+  AddExperimentCommands(sf, action);
+  AddTrialCommands(sf, action);
+
+  CLI::App* agent = sf.add_subcommand("agent", "the agents connected to the master");
+  agent->require_subcommand(1);
+  AddCommand(agent, "list", "list agents, their slots and how many are busy", action,
+             [](const Flags& f, Api& api) { return ListAgentsOrSlots(false, f, api); });
+
+  CLI::App* slot = sf.add_subcommand("slot", "the agents' slots");
+  slot->require_subcommand(1);
+  AddCommand(slot, "list", "list every agent's slots and the trial on each", action,
+             [](const Flags& f, Api& api) { return ListAgentsOrSlots(true, f, api); });
+
+  CLI::App* checkpoint = sf.add_subcommand("checkpoint", "an experiment's checkpoints");
+  checkpoint->require_subcommand(1);
+  AddCommand(checkpoint, "list", "list an experiment's checkpoints", action, ListCheckpoints)
+      .Id("EXPERIMENT_ID", "the experiment's id");
+
+  CLI::App* master =
+      sf.add_subcommand("master", "the master itself (`sf master` alone is `sf master info`)");
+  master->require_subcommand(0, 1);
+  ClusterCommand info = AddCommand(master, "info", "show the master's version, id and slot counts",
+                                   action, MasterInfo);
+  // Subcommands' callbacks run before their parent's: `info` has had its say by now.
+  master->callback([master, flags = info.flags, &action] {
+    if (master->get_subcommands().empty()) {
+      action = [flags] { return RunAgainstMaster(*flags, MasterInfo); };
     }
-    auto r = api.Call("GET", "/api/v1/master");
-    if (!r) return api.exit_code;
-    if (flags->json) {
-      std::cout << r->ToJson() << "\n";
-      return kExitOk;
-    }
-    for (const auto& [k, v] : r->as_map()) std::cout << k << ": " << Str(*r, k) << "\n";
-    return kExitOk;
-  }
-  std::cerr << "sf: unknown command \"" << noun << "\"\n";
-  return kExitUsage;
+  });
 }
 
 }  // namespace sf::cli

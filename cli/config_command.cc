@@ -1,11 +1,11 @@
 // `sf config validate FILE...`: validates experiment YAML files with the same parser the
 // master uses, and checks that the data files they name can be read from here.
+#include <google/protobuf/util/json_util.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <iostream>
-
-#include <google/protobuf/util/json_util.h>
+#include <memory>
 
 #include "cli/command.h"
 #include "common/config/experiment_config.h"
@@ -14,14 +14,19 @@
 namespace sf::cli {
 namespace {
 
-constexpr char kUsage[] =
-    "usage: sf config validate [--no-file-checks] [--json] FILE...\n"
-    "\n"
-    "Validates experiment configuration files. Prints one line per valid file on stdout;\n"
-    "errors go to stderr as FILE:LINE:COLUMN: FIELD.PATH: REASON. Exit code 2 when any file\n"
-    "is invalid. --json prints one JSON object per file on stdout instead, with the errors in\n"
-    "the API's ConfigError form ({\"file\", \"valid\", \"errors\": [{\"path\", \"message\",\n"
-    "\"line\", \"column\"}]}), the same shape the master returns for a rejected experiment.\n";
+constexpr char kValidateFooter[] =
+    "Prints one line per valid file on stdout; errors go to stderr as\n"
+    "FILE:LINE:COLUMN: FIELD.PATH: REASON. Exit code 2 when any file is invalid. --json prints\n"
+    "one JSON object per file on stdout instead, with the errors in the API's ConfigError form\n"
+    "({\"file\", \"valid\", \"errors\": [{\"path\", \"message\", \"line\", \"column\"}]}), the "
+    "same\n"
+    "shape the master returns for a rejected experiment.";
+
+struct ValidateFlags {
+  bool no_file_checks = false;
+  bool json = false;
+  std::vector<std::string> files;
+};
 
 // Data files named by the config must exist and be readable from this machine.
 std::vector<config::ConfigError> CheckFiles(const config::ExperimentConfig& c) {
@@ -83,50 +88,18 @@ std::string JsonReport(const std::string& file, const std::vector<config::Config
   // {"experiment":null,"errors":[...]} -> keep the errors array, add file and validity.
   Value parsed = Value::FromJson(errors_json).value();
   const Value* list = parsed.Find("errors");
-  Value::Map report{{"file", file}, {"valid", errors.empty()},
-                    {"errors", list ? *list : Value(Value::List{})}};
+  Value::Map report{
+      {"file", file}, {"valid", errors.empty()}, {"errors", list ? *list : Value(Value::List{})}};
   return Value(std::move(report)).ToJson();
 }
 
-}  // namespace
-
-int RunConfigCommand(const std::vector<std::string>& args) {
-  if (args.empty() || args[0] == "-h" || args[0] == "--help") {
-    (args.empty() ? std::cerr : std::cout) << kUsage;
-    return args.empty() ? kExitUsage : kExitOk;
-  }
-  if (args[0] != "validate") {
-    std::cerr << "sf config: unknown command \"" << args[0] << "\"\n" << kUsage;
-    return kExitUsage;
-  }
-  bool check_files = true;
-  bool json = false;
-  std::vector<std::string> files;
-  for (size_t i = 1; i < args.size(); ++i) {
-    if (args[i] == "--no-file-checks") {
-      check_files = false;
-    } else if (args[i] == "--json") {
-      json = true;
-    } else if (args[i] == "-h" || args[i] == "--help") {
-      std::cout << kUsage;
-      return kExitOk;
-    } else if (args[i].size() > 1 && args[i][0] == '-') {
-      std::cerr << "sf config validate: unknown flag " << args[i] << "\n" << kUsage;
-      return kExitUsage;
-    } else {
-      files.push_back(args[i]);
-    }
-  }
-  if (files.empty()) {
-    std::cerr << "sf config validate: no file given\n" << kUsage;
-    return kExitUsage;
-  }
+int Validate(const ValidateFlags& flags) {
   int exit_code = kExitOk;
-  for (const std::string& file : files) {
+  for (const std::string& file : flags.files) {
     config::ParseResult r = config::LoadExperimentConfigFile(file);
     std::vector<config::ConfigError> errors = r.errors;
-    if (r.config && check_files) errors = CheckFiles(*r.config);
-    if (json) {
+    if (r.config && !flags.no_file_checks) errors = CheckFiles(*r.config);
+    if (flags.json) {
       std::cout << JsonReport(file, errors) << "\n";
       if (!errors.empty()) exit_code = kExitUsage;
       continue;
@@ -141,6 +114,26 @@ int RunConfigCommand(const std::vector<std::string>& args) {
     std::cout << file << ": valid (" << Summary(*r.config) << ")\n";
   }
   return exit_code;
+}
+
+}  // namespace
+
+void AddConfigCommands(CLI::App& sf, CommandAction& action) {
+  CLI::App* config = sf.add_subcommand("config", "work with experiment configuration files");
+  config->require_subcommand(1);
+  CLI::App* validate = config->add_subcommand(
+      "validate",
+      "check experiment YAML files with the master's parser, and that their data files exist");
+  validate->footer(kValidateFooter);
+  auto flags = std::make_shared<ValidateFlags>();
+  validate->add_flag("--no-file-checks", flags->no_file_checks,
+                     "skip checking that the data files the config names are readable here");
+  validate->add_flag("--json", flags->json, "print one JSON object per file on stdout");
+  validate->add_option("FILE", flags->files, "experiment YAML files")
+      ->type_name("")
+      ->default_str("")
+      ->required();
+  OnSelected(validate, action, [flags] { return Validate(*flags); });
 }
 
 }  // namespace sf::cli

@@ -1,9 +1,9 @@
 // `sf deploy local up|status|down`: a whole cluster on this machine — a private PostgreSQL, the
 // master and N agents — started as background processes whose pids and logs live in DIR.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <thread>
 
 #include "cli/command.h"
@@ -22,21 +23,22 @@ namespace sf::cli {
 namespace fs = std::filesystem;
 namespace {
 
-struct LocalFlags {
-  int agents = 1;
-  int cpu_slots = 1;
-  std::string dir;
-  int http_port = 8080;
-  int grpc_port = 8090;
-  bool delete_data = false;
-};
-
 std::string DefaultDir() {
   // As root the PostgreSQL server runs as an unprivileged user, who can't enter /root.
   if (geteuid() == 0) return "/var/lib/steadfast/local";
   const char* home = std::getenv("HOME");
   return std::string(home ? home : "/tmp") + "/.steadfast/local";
 }
+
+// The flags of `up`, `status` and `down`; each uses those it needs.
+struct LocalFlags {
+  int agents = 1;
+  int cpu_slots = 1;
+  std::string dir = DefaultDir();
+  int http_port = 8080;
+  int grpc_port = 8090;
+  bool delete_data = false;
+};
 
 // The sibling programs: installed side by side, or in the build tree (build/cli/sf ->
 // build/master/sf-master, build/agent/sf-agent, build/trainer/sf-trainer).
@@ -91,40 +93,6 @@ void StopPid(const std::string& pid_file, const std::string& what) {
   if (Alive(pid)) kill(pid, SIGKILL);
   fs::remove(pid_file);
   std::cout << "stopped " << what << " (pid " << pid << ")\n";
-}
-
-Result<LocalFlags> ParseLocalFlags(const std::vector<std::string>& args) {
-  LocalFlags f;
-  f.dir = DefaultDir();
-  for (size_t i = 0; i < args.size(); ++i) {
-    auto next = [&]() -> Result<std::string> {
-      if (i + 1 >= args.size()) return InvalidArgument(args[i] + " needs a value");
-      return args[++i];
-    };
-    auto number = [&](int& out, int min, int max) -> Status {
-      SF_ASSIGN_OR_RETURN(std::string v, next());
-      try {
-        size_t used = 0;
-        out = std::stoi(v, &used);
-        if (used != v.size() || out < min || out > max) throw std::out_of_range(v);
-      } catch (...) {
-        return InvalidArgument(args[i - 1] + ": \"" + v + "\" must be an integer in [" + std::to_string(min) + ", " +
-                               std::to_string(max) + "]");
-      }
-      return Status::Ok();
-    };
-    const std::string& a = args[i];
-    if (a == "--agents") SF_RETURN_IF_ERROR(number(f.agents, 1, 64));
-    else if (a == "--cpu-slots") SF_RETURN_IF_ERROR(number(f.cpu_slots, 1, 256));
-    else if (a == "--port") SF_RETURN_IF_ERROR(number(f.http_port, 1, 65535));
-    else if (a == "--grpc-port") SF_RETURN_IF_ERROR(number(f.grpc_port, 1, 65535));
-    else if (a == "--dir") {
-      SF_ASSIGN_OR_RETURN(f.dir, next());
-      f.dir = fs::absolute(f.dir).string();
-    } else if (a == "--delete-data") f.delete_data = true;
-    else return InvalidArgument("unknown flag " + a);
-  }
-  return f;
 }
 
 int Up(const LocalFlags& f) {
@@ -272,27 +240,70 @@ int Down(const LocalFlags& f) {
   return kExitOk;
 }
 
+// The flags the three share: --dir (all of them) and --port (`up` and `status`).
+void AddDirFlag(CLI::App* command, LocalFlags& f) {
+  command->add_option("--dir", f.dir, "where the cluster's pid files, logs and data live")
+      ->type_name("DIR")
+      ->default_str(DefaultDir());
+}
+void AddPortFlag(CLI::App* command, LocalFlags& f) {
+  command->add_option("--port", f.http_port, "the master's HTTP port")
+      ->type_name("HTTP")
+      ->check(CLI::Range(1, 65535).description(""))
+      ->capture_default_str();
+}
+
+// The selected command's action: --dir made absolute, then `run`.
+CommandAction WithFlags(const std::shared_ptr<LocalFlags>& flags, int (*run)(const LocalFlags&)) {
+  return [flags, run] {
+    flags->dir = fs::absolute(flags->dir).string();
+    return run(*flags);
+  };
+}
+
 }  // namespace
 
-int RunDeployCommand(const std::vector<std::string>& args) {
-  constexpr char kUsage[] =
-      "usage: sf deploy local up [--agents N] [--cpu-slots K] [--dir DIR] [--port HTTP] [--grpc-port GRPC]\n"
-      "       sf deploy local status [--dir DIR] [--port HTTP]\n"
-      "       sf deploy local down [--dir DIR] [--delete-data]\n";
-  if (args.size() < 2 || args[0] != "local") {
-    std::cerr << kUsage;
-    return kExitUsage;
-  }
-  auto flags = ParseLocalFlags(std::vector<std::string>(args.begin() + 2, args.end()));
-  if (!flags.ok()) {
-    std::cerr << "sf deploy local: " << flags.status().message() << "\n" << kUsage;
-    return kExitUsage;
-  }
-  if (args[1] == "up") return Up(*flags);
-  if (args[1] == "status") return StatusCmd(*flags);
-  if (args[1] == "down") return Down(*flags);
-  std::cerr << kUsage;
-  return kExitUsage;
+void AddDeployCommands(CLI::App& sf, CommandAction& action) {
+  CLI::App* deploy = sf.add_subcommand("deploy", "run a Steadfast cluster");
+  deploy->require_subcommand(1);
+  CLI::App* local = deploy->add_subcommand(
+      "local",
+      "a whole cluster on this machine: PostgreSQL, the master and N agents, in the background");
+  local->require_subcommand(1);
+
+  auto up_flags = std::make_shared<LocalFlags>();
+  CLI::App* up =
+      local->add_subcommand("up", "start the local cluster and wait until every agent registered");
+  up->add_option("--agents", up_flags->agents, "how many agents (1 to 64)")
+      ->type_name("N")
+      ->check(CLI::Range(1, 64).description(""))
+      ->capture_default_str();
+  up->add_option("--cpu-slots", up_flags->cpu_slots, "CPU slots per agent (1 to 256)")
+      ->type_name("K")
+      ->check(CLI::Range(1, 256).description(""))
+      ->capture_default_str();
+  AddDirFlag(up, *up_flags);
+  AddPortFlag(up, *up_flags);
+  up->add_option("--grpc-port", up_flags->grpc_port, "the master's gRPC port, for the agents")
+      ->type_name("GRPC")
+      ->check(CLI::Range(1, 65535).description(""))
+      ->capture_default_str();
+  OnSelected(up, action, WithFlags(up_flags, Up));
+
+  auto status_flags = std::make_shared<LocalFlags>();
+  CLI::App* status =
+      local->add_subcommand("status", "show which of its processes run; exit 1 when none does");
+  AddDirFlag(status, *status_flags);
+  AddPortFlag(status, *status_flags);
+  OnSelected(status, action, WithFlags(status_flags, StatusCmd));
+
+  auto down_flags = std::make_shared<LocalFlags>();
+  CLI::App* down =
+      local->add_subcommand("down", "stop the local cluster's agents, master and PostgreSQL");
+  AddDirFlag(down, *down_flags);
+  down->add_flag("--delete-data", down_flags->delete_data,
+                 "also delete DIR: the database, checkpoints and logs");
+  OnSelected(down, action, WithFlags(down_flags, Down));
 }
 
 }  // namespace sf::cli
