@@ -2,33 +2,17 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
 
-#include "common/subprocess.h"
 #include "common/value.h"
+#include "tests/cli/run_sf.h"
 #include "tests/support/config_cases.h"
 #include "tests/support/testing.h"
 
 namespace sf {
 namespace {
 
-struct SfRun {
-  int exit_code;
-  std::string out;
-  std::string err;
-};
-
-// Runs sf with stdout and stderr kept apart (stderr goes to a file).
-SfRun RunSf(const std::vector<std::string>& args, const sf::testing::TempDir& dir) {
-  std::string err_file = dir.path() + "/stderr.txt";
-  std::vector<std::string> argv = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>" + err_file, SF_CLI_PATH};
-  argv.insert(argv.end(), args.begin(), args.end());
-  auto r = RunCommand(argv);
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  std::ifstream in(err_file);
-  std::string err((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return {r->exit_code, r->output, err};
-}
+using sf::testing::RunSf;
+using sf::testing::SfRun;
 
 class SfConfigValidateTableTest : public ::testing::TestWithParam<sf::testing::ConfigCase> {};
 
