@@ -61,7 +61,16 @@ std::optional<int> Run(CLI::App& app, ParseFn parse, std::ostream& out, std::ost
     out << e.what() << "\n";
     return kExitOk;
   } catch (const CLI::ParseError& e) {
-    return UsageError(*Deepest(app), e.what(), err);
+    const CLI::App& at = *Deepest(app);
+    // "sf-trainer frobnicate": CLI11 says only that a subcommand is required.
+    std::vector<std::string> extra = at.remaining();
+    auto commands = at.get_subcommands([](const CLI::App*) { return true; });
+    if (!extra.empty() && !commands.empty() && extra.front().rfind("-", 0) != 0) {
+      std::string names;
+      for (const CLI::App* c : commands) names += (names.empty() ? "" : ", ") + c->get_name();
+      return UsageError(at, "unknown command '" + extra.front() + "' (commands: " + names + ")", err);
+    }
+    return UsageError(at, e.what(), err);
   }
   return std::nullopt;
 }
