@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "common/command_line.h"
 #include "trainer/dist/mpi_communicator.h"
 
 namespace {
@@ -28,21 +29,18 @@ double Median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: allreduce_bench raw|ours|ours-bf16 [SIZE_MIB ...] [--iters N]\n");
-    return 2;
-  }
-  const std::string mode = argv[1];
+  CLI::App app("Allreduce bandwidth under mpirun: our MPI communicator or plain MPI_Allreduce.",
+               "allreduce_bench");
+  sf::cmdline::UseDefaults(app);
+  std::string mode;
   std::vector<int> sizes;
   int iters = 20;
-  for (int i = 2; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--iters" && i + 1 < argc) {
-      iters = std::atoi(argv[++i]);
-    } else {
-      sizes.push_back(std::atoi(a.c_str()));
-    }
-  }
+  app.add_option("MODE", mode, "raw: MPI_Allreduce; ours / ours-bf16: the communicator, f32 or bf16 on the wire")
+      ->required()
+      ->check(CLI::IsMember({"raw", "ours", "ours-bf16"}));
+  app.add_option("SIZE_MIB", sizes, "buffer sizes in MiB (default: 1 4 16 64)")->check(sf::cmdline::AtLeast(1));
+  app.add_option("--iters", iters, "timed allreduces per size")->check(sf::cmdline::AtLeast(1));
+  if (auto exit_code = sf::cmdline::Parse(app, argc, argv)) return *exit_code;
   if (sizes.empty()) sizes = {1, 4, 16, 64};
   std::unique_ptr<sf::dist::Communicator> comm;
   int rank = 0, world = 1;

@@ -14,18 +14,23 @@
 #include <thread>
 #include <vector>
 
+#include "common/command_line.h"
 #include "steadfast/v1/trial_link.grpc.pb.h"
 
 int main(int argc, char** argv) {
-  if (argc < 5) {
-    std::fprintf(stderr, "usage: %s MASTER FIRST_TRIAL TRIALS REPORTS [ROWS_PER_CALL]\n", argv[0]);
-    return 2;
-  }
-  const std::string master = argv[1];
-  const int64_t first = std::atoll(argv[2]);
-  const int trials = std::atoi(argv[3]);
-  const int reports = std::atoi(argv[4]);
-  const int per_call = argc > 5 ? std::atoi(argv[5]) : 1;
+  CLI::App app("Metric ingestion load: simulated trainers report training metrics to TrialLink.", "metric_ingest");
+  sf::cmdline::UseDefaults(app);
+  std::string master;
+  int64_t first = 0;
+  int trials = 0, reports = 0, per_call = 1;
+  app.add_option("MASTER", master, "the master's gRPC address HOST:PORT")->required();
+  app.add_option("FIRST_TRIAL", first, "id of the first trial (trials FIRST..FIRST+TRIALS-1 must exist)")
+      ->required()
+      ->check(sf::cmdline::AtLeast(1));
+  app.add_option("TRIALS", trials, "simulated trainers, one thread and trial each")->required()->check(sf::cmdline::AtLeast(1));
+  app.add_option("REPORTS", reports, "rows each trainer reports")->required()->check(sf::cmdline::AtLeast(1));
+  app.add_option("ROWS_PER_CALL", per_call, "rows per ReportMetrics call")->check(sf::cmdline::AtLeast(1));
+  if (auto exit_code = sf::cmdline::Parse(app, argc, argv)) return *exit_code;
   std::vector<std::vector<double>> latencies(trials);
   std::atomic<int> failures{0};
   auto start = std::chrono::steady_clock::now();
