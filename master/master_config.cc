@@ -27,6 +27,17 @@ Status ParsePort(const std::string& key, const std::string& v, int& out) {
   }
 }
 
+// `v` as a whole number of `unit` in [lo, hi].
+Status WholeNumberIn(const std::string& key, const std::string& v, int lo, int hi, const std::string& unit, int& out) {
+  int n = 0;
+  if (!ParsePort(key, v, n).ok() || n < lo || n > hi) {
+    return InvalidArgument(key + ": \"" + v + "\" must be a whole number of " + unit + ", " + std::to_string(lo) + "-" +
+                           std::to_string(hi));
+  }
+  out = n;
+  return Status::Ok();
+}
+
 const std::map<std::string, Setter>& Setters() {
   static const auto* setters = new std::map<std::string, Setter>{
       {"db", [](MasterConfig& c, const std::string& v) { c.db = v; return Status::Ok(); }},
@@ -53,20 +64,10 @@ const std::map<std::string, Setter>& Setters() {
          return ParsePort("agent_reconnect_grace_seconds", v, c.agent_reconnect_grace_seconds);
        }},
       {"utilization_sample_seconds", [](MasterConfig& c, const std::string& v) {
-         int seconds = 0;
-         if (!ParsePort("utilization_sample_seconds", v, seconds).ok() || seconds < 1 || seconds > 3600) {
-           return InvalidArgument("utilization_sample_seconds: \"" + v + "\" must be a whole number of seconds, 1-3600");
-         }
-         c.utilization_sample_seconds = seconds;
-         return Status::Ok();
+         return WholeNumberIn("utilization_sample_seconds", v, 1, 3600, "seconds", c.utilization_sample_seconds);
        }},
       {"utilization_retention_hours", [](MasterConfig& c, const std::string& v) {
-         int hours = 0;
-         if (!ParsePort("utilization_retention_hours", v, hours).ok() || hours < 1 || hours > 43800) {
-           return InvalidArgument("utilization_retention_hours: \"" + v + "\" must be a whole number of hours, 1-43800 (5 years)");
-         }
-         c.utilization_retention_hours = hours;
-         return Status::Ok();
+         return WholeNumberIn("utilization_retention_hours", v, 1, 43800, "hours", c.utilization_retention_hours);
        }},
   };
   return *setters;

@@ -58,12 +58,7 @@ std::string Duration(double s) {
   return buf;
 }
 
-struct Options {
-  std::string config_path, output_dir, resume;
-  int threads = 0;
-  int64_t stop_after = -1;
-  bool test = true, quiet = false;
-};
+using Options = TrainCommandOptions;
 
 class Trainer {
  public:
@@ -354,15 +349,7 @@ void AddTrainFlags(CLI::App& cmd, TrainCommandOptions* o) {
 }
 
 int RunTrain(const TrainCommandOptions& options) {
-  Options o;
-  o.config_path = options.config_path;
-  o.output_dir = options.output_dir;
-  o.resume = options.resume;
-  o.threads = options.threads;
-  o.stop_after = options.stop_after;
-  o.test = options.test;
-  o.quiet = options.quiet;
-  Trainer t(std::move(o));
+  Trainer t(options);
   return t.Run();
 }
 
