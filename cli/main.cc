@@ -1,7 +1,7 @@
 // sf: the Steadfast command line.
 #include <iostream>
+#include <optional>
 #include <string>
-#include <vector>
 
 #include "cli/command.h"
 #include "common/command_line.h"
@@ -13,25 +13,6 @@ constexpr char kFooter[] =
     "and --json. Every command answers --help.\n"
     "\n"
     "Exit codes: 0 ok, 1 failed, 2 bad usage or input.";
-
-// The deepest command the parser reached (`sf experiment describe`).
-const CLI::App& DeepestCommand(const CLI::App& sf) {
-  const CLI::App* app = &sf;
-  while (!app->get_subcommands().empty()) app = app->get_subcommands().front();
-  return *app;
-}
-
-// CLI11's message, except where a subcommand belongs: there CLI11 says that one is required
-// even when the user typed a wrong one, so name what was typed instead.
-std::string ErrorMessage(const CLI::App& command, const CLI::ParseError& e) {
-  const std::vector<std::string> extra = command.remaining();
-  if (dynamic_cast<const CLI::RequiredError*>(&e) && command.get_require_subcommand_min() > 0 &&
-      !extra.empty()) {
-    if (extra.front().rfind('-', 0) == 0) return "unknown flag " + extra.front();
-    return "unknown command \"" + extra.front() + "\"";
-  }
-  return e.what();
-}
 
 }  // namespace
 
@@ -65,19 +46,6 @@ int main(int argc, char** argv) {
     std::cerr << sf.help();
     return kExitUsage;
   }
-  // As sf::cmdline::Parse, but a mistyped command is named rather than "a subcommand is
-  // required".
-  try {
-    sf.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::cout << sf.help();  // the help of the deepest command parsed
-    return kExitOk;
-  } catch (const CLI::CallForVersion& e) {
-    std::cout << e.what() << "\n";
-    return kExitOk;
-  } catch (const CLI::ParseError& e) {
-    const CLI::App& command = DeepestCommand(sf);
-    return sf::cmdline::UsageError(command, ErrorMessage(command, e), std::cerr);
-  }
+  if (std::optional<int> exit_code = sf::cmdline::Parse(sf, argc, argv)) return *exit_code;
   return action();
 }
