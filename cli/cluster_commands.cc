@@ -77,7 +77,9 @@ struct Api {
           std::cerr << "  " << Str(e, "path") << ": " << Str(e, "message") << "\n";
         }
       }
-      exit_code = (r->status == 400 || r->status == 404 || r->status == 409) ? kExitUsage : kExitFailed;
+      // 400/404: the request itself was wrong (bad input, no such id). 409: a valid request the
+      // master refused in this state (pausing a canceled experiment), i.e. the operation failed.
+      exit_code = (r->status == 400 || r->status == 404) ? kExitUsage : kExitFailed;
       return std::nullopt;
     }
     if (!v.ok()) {
@@ -177,6 +179,14 @@ int FollowExperiment(Api& api, const std::string& id) {
     if (state == "COMPLETED") return kExitOk;
     if (state == "CANCELED" || state == "ERROR") {
       if (!Str(exp, "error").empty()) std::cerr << "sf: experiment " << id << ": " << Str(exp, "error") << "\n";
+      // Each failed trial's own reason (rank, agent, the trainer's first error line).
+      if (trials && trials->Find("trials")) {
+        for (const Value& t : trials->Find("trials")->as_list()) {
+          if (StateName(t.Find("state"), "TRIAL_STATE_") == "ERROR" && !Str(t, "error").empty()) {
+            std::cerr << "sf: trial " << Str(t, "id") << ": " << Str(t, "error") << "\n";
+          }
+        }
+      }
       return kExitFailed;
     }
     std::this_thread::sleep_for(std::chrono::seconds(1));
@@ -292,17 +302,32 @@ int DescribeTrial(const Flags& f, Api& api) {
 
 int TrialLogs(const Flags& f, Api& api) {
   if (f.follow) {
+    // The same answer for an unknown trial as without -f (exit 2, the master's message).
+    if (!api.Call("GET", "/api/v1/trials/" + f.id)) return api.exit_code;
+    bool ended = false, malformed = false;
     Status st = api.client.Stream("/api/v1/trials/" + f.id + "/logs?follow=true",
-                                  [](const std::string& event, const std::string& data) {
-                                    if (event == "end") return false;
-                                    auto v = Value::FromJson(data);
-                                    if (v.ok()) {
-                                      std::cout << Str(*v, "message") << "\n" << std::flush;
+                                  [&](const std::string& event, const std::string& data) {
+                                    if (event == "end") {
+                                      ended = true;
+                                      return false;
                                     }
+                                    auto v = Value::FromJson(data);
+                                    if (!v.ok()) {
+                                      std::cerr << "sf: the master sent a log event that is not JSON: "
+                                                << v.status().message() << "\n";
+                                      malformed = true;
+                                      return false;
+                                    }
+                                    std::cout << Str(*v, "message") << "\n" << std::flush;
                                     return true;
                                   });
     if (!st.ok()) {
       std::cerr << "sf: " << st.message() << "\n";
+      return kExitFailed;
+    }
+    if (malformed) return kExitFailed;
+    if (!ended) {
+      std::cerr << "sf: the master closed the log stream of trial " << f.id << " before the trial ended\n";
       return kExitFailed;
     }
     return kExitOk;

@@ -65,7 +65,10 @@ std::optional<int> Run(CLI::App& app, ParseFn parse, std::ostream& out, std::ost
     // "sf-trainer frobnicate": CLI11 says only that a subcommand is required.
     std::vector<std::string> extra = at.remaining();
     auto commands = at.get_subcommands([](const CLI::App*) { return true; });
-    if (!extra.empty() && !commands.empty() && extra.front().rfind("-", 0) != 0) {
+    if (!extra.empty() && !commands.empty()) {
+      if (extra.front().rfind("-", 0) == 0) {  // "sf --bogus": a flag where a command belongs
+        return UsageError(at, "unknown flag '" + extra.front() + "'", err);
+      }
       std::string names;
       for (const CLI::App* c : commands) names += (names.empty() ? "" : ", ") + c->get_name();
       return UsageError(at, "unknown command '" + extra.front() + "' (commands: " + names + ")", err);

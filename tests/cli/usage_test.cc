@@ -232,8 +232,8 @@ TEST(SfUsageTest, UnknownOrMissingCommand) {
   ExpectUsageError({"deploy", "local", "sideways"}, "sf deploy local", "'sideways'");
   ExpectUsageError({"experiment"}, "sf experiment", "subcommand");
   ExpectUsageError({"deploy"}, "sf deploy", "subcommand");
-  // A flag where a command belongs: CLI11 reports the missing command, with exit 2 all the same.
-  ExpectUsageError({"--bogus"}, "sf", "subcommand");
+  // A flag where a command belongs is named as the unknown flag it is.
+  ExpectUsageError({"--bogus"}, "sf", "unknown flag '--bogus'");
   ExpectUsageError({"experiment", "describe", "3", "4"}, "sf experiment describe", "4");
 }
 

@@ -216,8 +216,10 @@ TEST_F(CliEndToEnd, CreateFollowExitsOneWhenTheTrainerFailsAtRunTime) {
   const Value trial = Trial(id);
   ASSERT_TRUE(trial.is_map());
   EXPECT_TRUE(Contains(run.out, "  trial " + std::to_string(Id(trial)) + ": ERROR")) << run.out;
-  // stderr says why the experiment failed.
+  // stderr says why the experiment failed, and why its trial did (the trainer's own line).
   EXPECT_TRUE(Contains(run.err, "sf: " + exp + ": ")) << run.err;
+  EXPECT_TRUE(Contains(run.err, "sf: trial " + std::to_string(Id(trial)) + ": ")) << run.err;
+  EXPECT_TRUE(Contains(run.err, "line counts differ")) << run.err;
   EXPECT_EQ(cluster_->ExperimentState(id), "EXPERIMENT_STATE_ERROR");
   // It failed for the reason we gave it, in the trainer.
   auto [code, t] = cluster_->Get("/api/v1/trials/" + std::to_string(Id(trial)));
@@ -340,7 +342,7 @@ TEST_F(CliEndToEnd, TrialLogsOfAnUnknownTrialFailsNamingIt) {
       args.push_back("-f");
     }
     SfRun run = Sf(args);
-    EXPECT_NE(run.exit_code, 0) << "-f: " << follow;
+    EXPECT_EQ(run.exit_code, 2) << "-f: " << follow;  // an id that does not exist is bad input
     EXPECT_EQ(run.out, "") << "-f: " << follow;
     EXPECT_TRUE(Contains(run.err, std::string("trial ") + kUnknownId + " does not exist"))
         << "-f: " << follow << "\n"
@@ -385,7 +387,7 @@ TEST_F(CliEndToEnd, PauseActivateAndKillSayWhatHappenedAndTheStateFollows) {
 
   // A transition the state does not allow is refused, and says why.
   SfRun late = Sf({"experiment", "pause", sid});
-  EXPECT_NE(late.exit_code, 0);
+  EXPECT_EQ(late.exit_code, 1);  // a valid request the master refused: the operation failed
   EXPECT_EQ(late.out, "");
   EXPECT_TRUE(Contains(late.err, "experiment " + sid + " is CANCELED and cannot be paused"))
       << late.err;
