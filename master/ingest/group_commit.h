@@ -1,0 +1,155 @@
+// Group commit: many threads hand in items and block until a single writer thread has written
+// them; the writer takes everything queued at once and writes it in one transaction, so N
+// concurrent callers cost one commit (one WAL flush) instead of N.
+//
+// Contract:
+// - Thread-safe. Submit may be called from any number of threads; one background thread (owned
+//   here) calls `flush`, never concurrently with itself, in submission order.
+// - Submit returns only after the flush that carried its item has returned; it returns that
+//   flush's status. Every caller in a group gets the same status: an error fails them all, and
+//   none of their items may be assumed written (the flush is one transaction). Callers retry;
+//   the flush must therefore be idempotent for the data it writes.
+// - Bounded: at most `max_queued_units` units wait in the queue (an item larger than the bound is
+//   admitted alone into an empty queue). Beyond that Submit blocks (backpressure), so memory stays
+//   bounded however fast callers come.
+// - A flush takes at most `max_units_per_flush` units (at least one item), so one transaction
+//   stays a reasonable size.
+// - Stop (or the destructor) writes what is queued, then ends the thread; Submit after Stop
+//   returns kUnavailable without writing.
+#pragma once
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+
+namespace sf::master {
+
+// Counters of a group-commit queue (for tests and /metrics).
+struct GroupCommitStats {
+  int64_t submitted = 0;   // Submit calls accepted
+  int64_t flushes = 0;     // flush calls (one transaction each), failed ones included
+  int64_t failed_flushes = 0;
+  int64_t queued = 0;      // items waiting now (not yet taken by the writer)
+  int64_t largest_group = 0;
+};
+
+struct GroupCommitOptions {
+  size_t max_queued_units = 100000;
+  size_t max_units_per_flush = 20000;
+};
+
+template <typename Item>
+class GroupCommitQueue {
+ public:
+  // Writes a group of items (one transaction); runs on the writer thread only.
+  using Flush = std::function<Status(std::vector<Item>& items)>;
+  // The size of an item in queue units (rows); at least 1 is counted.
+  using Units = std::function<size_t(const Item&)>;
+
+  GroupCommitQueue(Flush flush, Units units, GroupCommitOptions options)
+      : flush_(std::move(flush)), units_(std::move(units)), options_(options),
+        thread_([this] { Run(); }) {}
+  ~GroupCommitQueue() { Stop(); }
+  GroupCommitQueue(const GroupCommitQueue&) = delete;
+  GroupCommitQueue& operator=(const GroupCommitQueue&) = delete;
+
+  Status Submit(Item item) {
+    size_t units = std::max<size_t>(1, units_(item));
+    auto ticket = std::make_shared<Ticket>();
+    std::unique_lock<std::mutex> lock(mu_);
+    space_.wait(lock, [&] {
+      return stopping_ || queued_units_ == 0 || queued_units_ + units <= options_.max_queued_units;
+    });
+    if (stopping_) return Unavailable("the writer is shutting down");
+    queue_.push_back(Entry{std::move(item), units, ticket});
+    queued_units_ += units;
+    stats_.submitted++;
+    work_.notify_one();
+    done_.wait(lock, [&] { return ticket->done; });
+    return ticket->status;
+  }
+
+  // Writes what is queued and stops the writer thread. Idempotent.
+  void Stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    work_.notify_all();
+    space_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  GroupCommitStats stats() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    GroupCommitStats s = stats_;
+    s.queued = static_cast<int64_t>(queue_.size());
+    return s;
+  }
+
+ private:
+  struct Ticket {
+    bool done = false;
+    Status status;
+  };
+  struct Entry {
+    Item item;
+    size_t units;
+    std::shared_ptr<Ticket> ticket;
+  };
+
+  void Run() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      work_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) break;  // stopping, and everything is written
+      std::vector<Item> items;
+      std::vector<std::shared_ptr<Ticket>> tickets;
+      size_t units = 0;
+      while (!queue_.empty() && (items.empty() || units + queue_.front().units <= options_.max_units_per_flush)) {
+        units += queue_.front().units;
+        items.push_back(std::move(queue_.front().item));
+        tickets.push_back(std::move(queue_.front().ticket));
+        queue_.pop_front();
+      }
+      queued_units_ -= units;
+      space_.notify_all();
+      lock.unlock();
+      Status status = flush_(items);
+      lock.lock();
+      stats_.flushes++;
+      if (!status.ok()) stats_.failed_flushes++;
+      stats_.largest_group = std::max<int64_t>(stats_.largest_group, static_cast<int64_t>(tickets.size()));
+      for (auto& t : tickets) {
+        t->done = true;
+        t->status = status;
+      }
+      done_.notify_all();
+    }
+  }
+
+  Flush flush_;
+  Units units_;
+  GroupCommitOptions options_;
+  mutable std::mutex mu_;
+  std::condition_variable work_;   // the writer: something queued, or stopping
+  std::condition_variable space_;  // submitters: room in the queue
+  std::condition_variable done_;   // submitters: a group was written
+  std::deque<Entry> queue_;
+  size_t queued_units_ = 0;
+  bool stopping_ = false;
+  GroupCommitStats stats_;
+  std::thread thread_;  // last: starts after every member above exists
+};
+
+}  // namespace sf::master
