@@ -503,11 +503,25 @@ TEST(WeightsIo, RoundTripThroughSafetensors) {
   const safetensors::TensorInfo* t = file->Find("decoder.layers.1.encoder_attn.in_proj_weight");
   ASSERT_NE(t, nullptr);
   EXPECT_EQ(t->shape, (std::vector<int64_t>{96, 32}));
-  // A model of another shape refuses the file and names the tensor.
+  // A model of another shape refuses the file: its metadata names the setting that differs...
   TransformerConfig other = c;
   other.ffn_dim = 40;
   Transformer<float> d(other, &backend, DType::kF32);
   Status s = LoadWeights(d, path);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("ffn_dim is 48 in the weights, 40 in this model"), std::string::npos) << s.ToString();
+  // ...and a file without metadata (written before it was stored) is refused by shape, naming
+  // the tensor.
+  std::vector<safetensors::TensorView> views;
+  for (size_t i = 0; i < a.params().params().size(); ++i) {
+    const ParamInfo& p = a.params().params()[i];
+    views.push_back(safetensors::F32View(p.name, p.shape,
+                                         {a.params().value(static_cast<int>(i)), static_cast<size_t>(p.numel)}));
+  }
+  const std::string bare = dir.path() + "/bare.safetensors";
+  ASSERT_TRUE(safetensors::WriteFile(bare, views).ok());
+  ASSERT_TRUE(LoadWeights(b, bare).ok());
+  s = LoadWeights(d, bare);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("fc1"), std::string::npos) << s.ToString();
 }
