@@ -104,6 +104,10 @@ int main(int argc, char** argv) {
   http_options.bind_address = config->bind_address;
   http_options.port = config->http_port;
   http_options.webui_dir = FindWebUi(config->webui_dir);
+  http_options.threads = config->http_threads;
+  http_options.max_connections = config->http_max_connections;
+  http_options.read_timeout = std::chrono::seconds(config->http_read_timeout_seconds);
+  http_options.max_streams = config->http_max_streams;
   HttpServer http(&handlers, &metrics, http_options);
   Status http_started = http.Start();
   if (!http_started.ok()) {

@@ -69,6 +69,18 @@ const std::map<std::string, Setter>& Setters() {
       {"utilization_retention_hours", [](MasterConfig& c, const std::string& v) {
          return WholeNumberIn("utilization_retention_hours", v, 1, 43800, "hours", c.utilization_retention_hours);
        }},
+      {"http_threads", [](MasterConfig& c, const std::string& v) {
+         return WholeNumberIn("http_threads", v, 0, 1024, "threads", c.http_threads);
+       }},
+      {"http_max_connections", [](MasterConfig& c, const std::string& v) {
+         return WholeNumberIn("http_max_connections", v, 1, 65535, "connections", c.http_max_connections);
+       }},
+      {"http_read_timeout_seconds", [](MasterConfig& c, const std::string& v) {
+         return WholeNumberIn("http_read_timeout_seconds", v, 1, 3600, "seconds", c.http_read_timeout_seconds);
+       }},
+      {"http_max_streams", [](MasterConfig& c, const std::string& v) {
+         return WholeNumberIn("http_max_streams", v, 0, 65535, "streams", c.http_max_streams);
+       }},
   };
   return *setters;
 }
@@ -110,6 +122,11 @@ const char* Describe(const std::string& key) {
       {"agent_reconnect_grace_seconds", "how long a disconnected agent's trials wait for it before failing over"},
       {"utilization_sample_seconds", "how often the cluster utilisation history is sampled (1-3600)"},
       {"utilization_retention_hours", "how long the utilisation history is kept"},
+      {"http_threads", "HTTP worker threads (0: max(4, 2 x hardware threads))"},
+      {"http_max_connections", "open HTTP connections; one more gets 503 with Retry-After"},
+      {"http_read_timeout_seconds",
+       "an HTTP request (or the wait for the next one) must arrive, and a response be taken, within this"},
+      {"http_max_streams", "concurrent log follows (server-sent events), one thread each; one more gets 503"},
   };
   auto it = kHelp.find(key);
   return it == kHelp.end() ? "" : it->second;
@@ -118,7 +135,8 @@ const char* Describe(const std::string& key) {
 // The kind of value a setting takes, for --help.
 std::string TypeName(const std::string& key) {
   if (key.find("port") != std::string::npos && key != "db_pool_size") return "PORT";
-  if (key == "db_pool_size" || key.find("seconds") != std::string::npos || key.find("hours") != std::string::npos) {
+  if (key == "db_pool_size" || key.find("seconds") != std::string::npos || key.find("hours") != std::string::npos ||
+      key.rfind("http_", 0) == 0) {
     return "N";
   }
   if (key == "checkpoint_root" || key == "webui_dir") return "DIR";
@@ -144,6 +162,10 @@ std::string DefaultText(const std::string& key) {
       {"agent_reconnect_grace_seconds", [](const MasterConfig& c) { return std::to_string(c.agent_reconnect_grace_seconds); }},
       {"utilization_sample_seconds", [](const MasterConfig& c) { return std::to_string(c.utilization_sample_seconds); }},
       {"utilization_retention_hours", [](const MasterConfig& c) { return std::to_string(c.utilization_retention_hours); }},
+      {"http_threads", [](const MasterConfig& c) { return std::to_string(c.http_threads); }},
+      {"http_max_connections", [](const MasterConfig& c) { return std::to_string(c.http_max_connections); }},
+      {"http_read_timeout_seconds", [](const MasterConfig& c) { return std::to_string(c.http_read_timeout_seconds); }},
+      {"http_max_streams", [](const MasterConfig& c) { return std::to_string(c.http_max_streams); }},
   };
   auto it = kGet.find(key);
   return it == kGet.end() ? "" : it->second(d);

@@ -23,6 +23,11 @@ struct MasterConfig {
   int agent_reconnect_grace_seconds = 30;
   int utilization_sample_seconds = 10;    // how often the utilisation history is sampled
   int utilization_retention_hours = 168;  // rows older than this are deleted
+  // The HTTP server (master/api/http_server.h).
+  int http_threads = 0;                // worker threads; 0: max(4, 2 x hardware threads)
+  int http_max_connections = 512;      // open connections; beyond: 503 with Retry-After
+  int http_read_timeout_seconds = 30;  // a request must arrive, a response be taken, within this
+  int http_max_streams = 64;           // concurrent log follows (SSE), one thread each
 };
 
 // Parses argv (without argv[0]) and the environment (SF_DB, SF_GRPC_PORT, SF_HTTP_PORT,

@@ -51,6 +51,10 @@ Result<v1::GetExperimentsResponse> ApiHandlers::GetExperiments(const v1::GetExpe
   f.offset = r.offset();
   f.limit = r.limit() == 0 ? 100 : r.limit();
   f.include_archived = r.include_archived();
+  for (const std::string& field : r.fields()) {
+    if (field != "config") return InvalidArgument("fields: \"" + field + "\" is not a field to include (config)");
+    f.include_config = true;
+  }
   auto rows = store_->ListExperiments(f);
   if (!rows.ok()) return rows.status();
   v1::GetExperimentsResponse out;

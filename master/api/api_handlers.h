@@ -27,6 +27,8 @@ class ApiHandlers {
   // experiment, and the caller maps it to 400 / INVALID_ARGUMENT.
   Result<steadfast::v1::CreateExperimentResponse> CreateExperiment(
       const steadfast::v1::CreateExperimentRequest& r, const std::string& owner);
+  // A page of experiment summaries, straight from the Store (no coordinator lock): config_yaml
+  // is left out unless r.fields names "config"; GetExperiment returns the whole experiment.
   Result<steadfast::v1::GetExperimentsResponse> GetExperiments(const steadfast::v1::GetExperimentsRequest& r);
   Result<steadfast::v1::GetExperimentResponse> GetExperiment(const steadfast::v1::GetExperimentRequest& r);
   Result<steadfast::v1::ExperimentActionResponse> PauseExperiment(const steadfast::v1::ExperimentActionRequest& r);

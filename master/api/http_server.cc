@@ -6,14 +6,24 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <regex>
+#include <set>
 #include <sstream>
+#include <vector>
 
 #include "common/log.h"
 #include "master/api/grpc_services.h"
@@ -159,17 +169,75 @@ std::string ContentType(const std::string& path) {
   return it == kTypes.end() ? "application/octet-stream" : it->second;
 }
 
+// Writes all of `data` to a non-blocking socket, waiting at most `timeout` in all. False when the
+// peer is gone or does not take the bytes in time. (Log-follow threads write this way rather
+// than with asio's blocking write, which would wait forever on a client that stops reading.)
+bool SendAll(int fd, const std::string& data, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  size_t sent = 0;
+  while (sent < data.size()) {
+    ssize_t n = ::send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
+    if (n > 0) {
+      sent += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      pollfd p{fd, POLLOUT, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) < 0 && errno != EINTR) return false;
+      continue;
+    }
+    return false;
+  }
+  return true;
+}
+
+// One of the server's `max_connections`, given back when destroyed.
+class ConnectionSlot {
+ public:
+  explicit ConnectionSlot(std::atomic<int>* open) : open_(open) {}
+  ~ConnectionSlot() { open_->fetch_sub(1); }
+  ConnectionSlot(const ConnectionSlot&) = delete;
+  ConnectionSlot& operator=(const ConnectionSlot&) = delete;
+
+ private:
+  std::atomic<int>* open_;
+};
+
 }  // namespace
 
 struct HttpServer::Impl {
   ApiHandlers* handlers;
   MasterMetrics* metrics;
   HttpOptions options;
-  asio::io_context io;
-  std::unique_ptr<tcp::acceptor> acceptor;
-  std::thread accept_thread;
+  // Declared before io: sessions destroyed with io's pending handlers still give back slots.
   std::atomic<bool> stopping{false};
   std::atomic<int> connections{0};
+  std::mutex streams_mu;
+  std::condition_variable streams_done;
+  std::multiset<int> stream_fds;  // sockets of running log follows, shut down by Stop()
+  asio::io_context io;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  std::unique_ptr<tcp::acceptor> acceptor;
+  std::vector<std::thread> workers;
+
+  void Accept();
+  void OnAccept(tcp::socket socket);
+  // Registers a log follow on `fd`; false when `max_streams` already run.
+  bool AddStream(int fd) {
+    std::lock_guard<std::mutex> lock(streams_mu);
+    if (static_cast<int>(stream_fds.size()) >= options.max_streams) return false;
+    stream_fds.insert(fd);
+    return true;
+  }
+  // Called last by a follow thread (after closing `fd`): Stop() may destroy *this right after.
+  void EndStream(int fd) {
+    std::lock_guard<std::mutex> lock(streams_mu);
+    stream_fds.erase(stream_fds.find(fd));
+    streams_done.notify_all();
+  }
 
   // ---- routing
   Response Json(int status, const std::string& body, const Request& req) {
@@ -227,22 +295,16 @@ struct HttpServer::Impl {
     return res;
   }
 
-  // Server-sent events: a trial's log lines as they arrive, until the trial ends or the client
-  // goes away.
-  void FollowLogs(tcp::socket& socket, const Request& req, int64_t trial_id, const Query& q) {
-    http::response<http::empty_body> head{http::status::ok, req.version()};
-    head.set(http::field::content_type, "text/event-stream");
-    head.set(http::field::cache_control, "no-store");
-    head.set(http::field::connection, "close");
-    head.keep_alive(false);
-    beast::error_code ec;
-    http::response_serializer<http::empty_body> sr{head};
-    http::write_header(socket, sr, ec);
-    if (ec) return;
-    v1::GetTrialLogsRequest r;
-    r.set_trial_id(trial_id);
-    r.set_after_id(q.Int("after_id", 0).ok() ? *q.Int("after_id", 0) : 0);
-    r.set_search(q.Get("search"));
+  // Server-sent events: a trial's log lines as they arrive, until the trial ends, the client
+  // goes away or stops reading (read_timeout), or the server stops. Runs on a thread of its own
+  // and writes to `fd` (non-blocking) directly.
+  void FollowLogs(int fd, unsigned version, v1::GetTrialLogsRequest r) {
+    const std::string head = std::string(version == 10 ? "HTTP/1.0" : "HTTP/1.1") +
+                             " 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-store\r\n"
+                             "Connection: close\r\n\r\n";
+    if (!SendAll(fd, head, options.read_timeout)) return;
+    const int64_t trial_id = r.trial_id();
+    r.set_limit(0);
     auto last_keepalive = std::chrono::steady_clock::now();
     while (!stopping) {
       auto t = handlers->store()->GetTrial(trial_id);
@@ -258,21 +320,19 @@ struct HttpServer::Impl {
         chunk = ": keep-alive\n\n";
       }
       if (!chunk.empty()) {
-        asio::write(socket, asio::buffer(chunk), ec);
-        if (ec) return;
+        if (!SendAll(fd, chunk, options.read_timeout)) return;
         last_keepalive = std::chrono::steady_clock::now();
       }
       if (finished && rows->logs().empty()) {
-        std::string end = "event: end\ndata: {}\n\n";
-        asio::write(socket, asio::buffer(end), ec);
+        (void)SendAll(fd, "event: end\ndata: {}\n\n", options.read_timeout);
         return;
       }
       if (rows->logs().empty()) std::this_thread::sleep_for(std::chrono::milliseconds(300));
     }
   }
 
-  // Returns true when the response was already written (streaming).
-  bool Route(tcp::socket& socket, const Request& req, Response& res, std::string& route) {
+  // Fills `res`, or `follow_out` for a log follow (the caller streams it).
+  void Route(const Request& req, Response& res, std::string& route, std::optional<v1::GetTrialLogsRequest>& follow_out) {
     std::string target(req.target());
     size_t qpos = target.find('?');
     std::string path = UrlDecode(target.substr(0, qpos));
@@ -300,14 +360,14 @@ struct HttpServer::Impl {
 
     if (path == "/health") {
       route = "/health";
-      if (method != http::verb::get) return wrong_method("GET"), false;
+      if (method != http::verb::get) return wrong_method("GET");
       Status db = handlers->store()->db()->Transact("health", [](pqxx::work& tx) {
         tx.exec("SELECT 1");
         return Status::Ok();
       });
       res = db.ok() ? Json(200, R"({"status":"ok","database":"ok"})", req)
                     : Json(503, Value(Value::Map{{"status", "degraded"}, {"database", db.message()}}).ToJson(), req);
-      return false;
+      return;
     }
     if (path == "/metrics") {
       route = "/metrics";
@@ -316,25 +376,25 @@ struct HttpServer::Impl {
       res.body() = metrics->Render(handlers->cluster());
       res.keep_alive(req.keep_alive());
       res.prepare_payload();
-      return false;
+      return;
     }
     if (path == "/api/v1/openapi.json") {
       route = path;
       res = Json(200, OpenApiDocument(), req);
-      return false;
+      return;
     }
     if (path == "/api/v1/experiments") {
       route = "/api/v1/experiments";
       if (method == http::verb::post) {
         v1::CreateExperimentRequest r;
         Status st = ParseBody(req, &r);
-        if (!st.ok()) return res = Error(st, req), false;
+        if (!st.ok()) return void(res = Error(st, req));
         // REST default: start it, unless the body says "activate": false.
         auto body = Value::FromJson(req.body());
         if (!body.ok() || !body->Find("activate")) r.set_activate(true);
         std::string owner(req["X-SF-User"]);
         auto out = handlers->CreateExperiment(r, owner);
-        if (!out.ok()) return res = Error(out.status(), req), false;
+        if (!out.ok()) return void(res = Error(out.status(), req));
         if (out->errors_size() > 0) {
           Value errors(Value::List{});
           for (const auto& e : out->errors()) {
@@ -344,21 +404,27 @@ struct HttpServer::Impl {
           }
           std::string msg = "invalid experiment config: " + out->errors(0).path() + ": " + out->errors(0).message();
           res = Json(400, ErrorJson(InvalidArgument(msg), errors), req);
-          return false;
+          return;
         }
         res = Json(200, ToJson(*out), req);
-        return false;
+        return;
       }
-      if (method != http::verb::get) return wrong_method("GET, POST"), false;
+      if (method != http::verb::get) return wrong_method("GET, POST");
       v1::GetExperimentsRequest r;
       for (auto [it, end] = q.params.equal_range("states"); it != end; ++it) {
         std::stringstream ss(it->second);
         for (std::string s; std::getline(ss, s, ',');) {
           v1::ExperimentState state = ExperimentStateFromName(s);
           if (state == v1::EXPERIMENT_STATE_UNSPECIFIED) {
-            return res = Error(InvalidArgument("states: \"" + s + "\" is not an experiment state"), req), false;
+            return void(res = Error(InvalidArgument("states: \"" + s + "\" is not an experiment state"), req));
           }
           r.add_states(state);
+        }
+      }
+      for (auto [it, end] = q.params.equal_range("fields"); it != end; ++it) {
+        std::stringstream ss(it->second);
+        for (std::string field; std::getline(ss, field, ',');) {
+          if (!field.empty()) r.add_fields(field);
         }
       }
       r.set_name(q.Get("name"));
@@ -368,51 +434,51 @@ struct HttpServer::Impl {
       auto lim = q.Int("limit", 0);
       auto arch = q.Bool("include_archived");
       for (const Status& st : {desc.status(), off.status(), lim.status(), arch.status()}) {
-        if (!st.ok()) return res = Error(st, req), false;
+        if (!st.ok()) return void(res = Error(st, req));
       }
       r.set_descending(*desc);
       r.set_offset(static_cast<int32_t>(*off));
       r.set_limit(static_cast<int32_t>(*lim));
       r.set_include_archived(*arch);
       res = Reply(handlers->GetExperiments(r), req);
-      return false;
+      return;
     }
     if (std::regex_match(path, m, kExp)) {
       route = "/api/v1/experiments/{id}";
-      if (method != http::verb::get) return wrong_method("GET"), false;
+      if (method != http::verb::get) return wrong_method("GET");
       auto id = id_of(m[1]);
-      if (!id.ok()) return res = Error(id.status(), req), false;
+      if (!id.ok()) return void(res = Error(id.status(), req));
       v1::GetExperimentRequest r;
       r.set_experiment_id(*id);
       res = Reply(handlers->GetExperiment(r), req);
-      return false;
+      return;
     }
     if (std::regex_match(path, m, kExpAction)) {
       std::string action = m[2];
       route = "/api/v1/experiments/{id}/" + action;
-      if (method != http::verb::post) return wrong_method("POST"), false;
+      if (method != http::verb::post) return wrong_method("POST");
       auto id = id_of(m[1]);
-      if (!id.ok()) return res = Error(id.status(), req), false;
+      if (!id.ok()) return void(res = Error(id.status(), req));
       v1::ExperimentActionRequest r;
       r.set_id(*id);
       if (action == "pause") res = Reply(handlers->PauseExperiment(r), req);
       else if (action == "activate") res = Reply(handlers->ActivateExperiment(r), req);
       else if (action == "kill") res = Reply(handlers->KillExperiment(r), req);
       else res = Reply(handlers->ArchiveExperiment(r), req);
-      return false;
+      return;
     }
     if (std::regex_match(path, m, kExpSub)) {
       std::string sub = m[2];
       route = "/api/v1/experiments/{id}/" + sub;
-      if (method != http::verb::get) return wrong_method("GET"), false;
+      if (method != http::verb::get) return wrong_method("GET");
       auto id = id_of(m[1]);
-      if (!id.ok()) return res = Error(id.status(), req), false;
+      if (!id.ok()) return void(res = Error(id.status(), req));
       if (sub == "trials") {
         v1::GetExperimentTrialsRequest r;
         r.set_experiment_id(*id);
         auto off = q.Int("offset", 0);
         auto lim = q.Int("limit", 0);
-        if (!off.ok() || !lim.ok()) return res = Error(!off.ok() ? off.status() : lim.status(), req), false;
+        if (!off.ok() || !lim.ok()) return void(res = Error(!off.ok() ? off.status() : lim.status(), req));
         r.set_offset(static_cast<int32_t>(*off));
         r.set_limit(static_cast<int32_t>(*lim));
         res = Reply(handlers->GetExperimentTrials(r), req);
@@ -424,27 +490,27 @@ struct HttpServer::Impl {
         v1::GetExperimentRequest r;
         r.set_experiment_id(*id);
         auto e = handlers->GetExperiment(r);
-        if (!e.ok()) return res = Error(e.status(), req), false;
+        if (!e.ok()) return void(res = Error(e.status(), req));
         res = Json(200, Value(Value::Map{{"summary", handlers->cluster()->SearcherSummary(*id)}}).ToJson(), req);
       }
-      return false;
+      return;
     }
     if (std::regex_match(path, m, kTrial)) {
       route = "/api/v1/trials/{id}";
-      if (method != http::verb::get) return wrong_method("GET"), false;
+      if (method != http::verb::get) return wrong_method("GET");
       auto id = id_of(m[1]);
-      if (!id.ok()) return res = Error(id.status(), req), false;
+      if (!id.ok()) return void(res = Error(id.status(), req));
       v1::GetTrialRequest r;
       r.set_trial_id(*id);
       res = Reply(handlers->GetTrial(r), req);
-      return false;
+      return;
     }
     if (std::regex_match(path, m, kTrialSub)) {
       std::string sub = m[2];
       route = "/api/v1/trials/{id}/" + sub;
-      if (method != http::verb::get) return wrong_method("GET"), false;
+      if (method != http::verb::get) return wrong_method("GET");
       auto id = id_of(m[1]);
-      if (!id.ok()) return res = Error(id.status(), req), false;
+      if (!id.ok()) return void(res = Error(id.status(), req));
       if (sub == "metrics") {
         v1::GetTrialMetricsRequest r;
         r.set_trial_id(*id);
@@ -453,21 +519,21 @@ struct HttpServer::Impl {
         auto end = q.Int("end_batches", 0);
         auto maxp = q.Int("max_points", 0);
         for (const Status& st : {start.status(), end.status(), maxp.status()}) {
-          if (!st.ok()) return res = Error(st, req), false;
+          if (!st.ok()) return void(res = Error(st, req));
         }
         r.set_start_batches(*start);
         r.set_end_batches(*end);
         r.set_max_points(static_cast<int32_t>(*maxp));
         res = Reply(handlers->GetTrialMetrics(r), req);
-        return false;
+        return;
       }
       auto follow = q.Bool("follow");
-      if (!follow.ok()) return res = Error(follow.status(), req), false;
+      if (!follow.ok()) return void(res = Error(follow.status(), req));
       v1::GetTrialLogsRequest r;
       r.set_trial_id(*id);
       auto after = q.Int("after_id", 0);
       auto lim = q.Int("limit", 0);
-      if (!after.ok() || !lim.ok()) return res = Error(!after.ok() ? after.status() : lim.status(), req), false;
+      if (!after.ok() || !lim.ok()) return void(res = Error(!after.ok() ? after.status() : lim.status(), req));
       r.set_after_id(*after);
       r.set_limit(static_cast<int32_t>(*lim));
       r.set_search(q.Get("search"));
@@ -475,124 +541,212 @@ struct HttpServer::Impl {
         v1::GetTrialRequest tr;
         tr.set_trial_id(*id);
         auto t = handlers->GetTrial(tr);
-        if (!t.ok()) return res = Error(t.status(), req), false;
-        FollowLogs(socket, req, *id, q);
-        return true;
+        if (!t.ok()) return void(res = Error(t.status(), req));
+        follow_out = r;
+        return;
       }
       res = Reply(handlers->GetTrialLogs(r), req);
-      return false;
+      return;
     }
     if (path == "/api/v1/agents") {
       route = path;
-      if (method != http::verb::get) return wrong_method("GET"), false;
+      if (method != http::verb::get) return wrong_method("GET");
       res = Reply(handlers->GetAgents(v1::GetAgentsRequest()), req);
-      return false;
+      return;
     }
     if (path == "/api/v1/cluster/utilization") {
       route = path;
-      if (method != http::verb::get) return wrong_method("GET"), false;
+      if (method != http::verb::get) return wrong_method("GET");
       auto since = q.Time("since");
-      if (!since.ok()) return res = Error(since.status(), req), false;
+      if (!since.ok()) return void(res = Error(since.status(), req));
       v1::GetClusterUtilizationRequest r;
       if (*since) *r.mutable_since() = **since;
       r.set_pool(q.Get("pool"));
       res = Reply(handlers->GetClusterUtilization(r), req);
-      return false;
+      return;
     }
     if (path == "/api/v1/master") {
       route = path;
-      if (method != http::verb::get) return wrong_method("GET"), false;
+      if (method != http::verb::get) return wrong_method("GET");
       res = Reply(handlers->GetMaster(v1::GetMasterRequest()), req);
-      return false;
+      return;
     }
     if (path.rfind("/api/", 0) == 0) {
       route = "unknown";
       res = Json(404, ErrorJson(NotFound("no route " + std::string(http::to_string(method)) + " " + path)), req);
-      return false;
+      return;
     }
     route = "static";
-    if (method != http::verb::get && method != http::verb::head) return wrong_method("GET"), false;
+    if (method != http::verb::get && method != http::verb::head) return wrong_method("GET");
     res = Static(req, path);
-    return false;
+    return;
   }
 
-  void Session(tcp::socket socket) {
-    beast::error_code ec;
-    beast::flat_buffer buffer;
-    while (!stopping) {
-      http::request_parser<http::string_body> parser;
-      parser.body_limit(options.max_body_bytes);
-      parser.header_limit(64 * 1024);
-      http::read(socket, buffer, parser, ec);
-      if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset) break;
-      if (ec) {
-        bool too_big = ec == http::error::body_limit;
-        Response res{too_big ? http::status::payload_too_large : http::status::bad_request, 11};
-        res.set(http::field::content_type, "application/json");
-        res.body() = ErrorJson(InvalidArgument(too_big ? "request body larger than " +
-                                                             std::to_string(options.max_body_bytes) + " bytes"
-                                                       : "malformed HTTP request: " + ec.message()));
-        res.keep_alive(false);
-        res.prepare_payload();
-        http::write(socket, res, ec);
-        // Lingering close: read (and drop) what the client is still sending, so it sees the
-        // response instead of a reset. Bounded in bytes and time.
-        socket.shutdown(tcp::socket::shutdown_send, ec);
-        auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-        size_t drained = 0;
-        char sink[65536];
-        while (!ec && drained < (64u << 20) && std::chrono::steady_clock::now() < until) {
-          drained += socket.read_some(asio::buffer(sink), ec);
-        }
-        return;
-      }
-      Request req = parser.release();
-      auto start = std::chrono::steady_clock::now();
-      Response res;
-      std::string route;
-      bool streamed = false;
-      try {
-        streamed = Route(socket, req, res, route);
-      } catch (const std::exception& e) {
-        res = Error(Internal(std::string("internal error: ") + e.what()), req);
-      }
-      if (streamed) break;
-      int code = res.result_int();
-      if (req.method() == http::verb::head) res.body().clear();
-      http::write(socket, res, ec);
-      metrics->ObserveRequest(route, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-                              code);
-      if (ec || !res.keep_alive()) break;
-    }
-    socket.shutdown(tcp::socket::shutdown_send, ec);
-  }
-
-  void AcceptLoop() {
-    while (!stopping) {
-      beast::error_code ec;
-      tcp::socket socket(io);
-      acceptor->accept(socket, ec);
-      if (ec) {
-        if (stopping) return;
-        continue;
-      }
-      if (connections >= options.max_connections) {
-        Response res{http::status::service_unavailable, 11};
-        res.set(http::field::content_type, "application/json");
-        res.body() = ErrorJson(Unavailable("too many connections"));
-        res.keep_alive(false);
-        res.prepare_payload();
-        http::write(socket, res, ec);
-        continue;
-      }
-      connections++;
-      std::thread([this, s = std::move(socket)]() mutable {
-        Session(std::move(s));
-        connections--;
-      }).detach();
-    }
-  }
 };
+
+namespace {
+
+// One connection, served asynchronously on the worker pool: read a request (within
+// read_timeout), run its handler, write the response (within read_timeout), repeat while kept
+// alive. A log follow leaves the pool for a thread of its own (see the header).
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  // `slot` null: the connection is over the cap and only gets a 503.
+  Session(HttpServer::Impl* impl, tcp::socket socket, std::unique_ptr<ConnectionSlot> slot)
+      : impl_(impl), stream_(std::move(socket)), slot_(std::move(slot)) {}
+
+  void Run() {
+    asio::dispatch(stream_.get_executor(), [self = shared_from_this()] {
+      if (self->slot_) return self->Read();
+      auto res = std::make_shared<Response>(http::status::service_unavailable, 11);
+      res->set(http::field::content_type, "application/json");
+      res->set(http::field::retry_after, "1");
+      res->body() = ErrorJson(Unavailable("too many connections (" + std::to_string(self->impl_->options.max_connections) +
+                                          " open); retry later"));
+      res->keep_alive(false);
+      res->prepare_payload();
+      self->impl_->metrics->ObserveRequest("over_capacity", 0, 503);
+      self->Write(std::move(res), /*linger=*/true);
+    });
+  }
+
+ private:
+  void Read() {
+    if (impl_->stopping) return Close();
+    parser_.emplace();
+    parser_->body_limit(impl_->options.max_body_bytes);
+    parser_->header_limit(64 * 1024);
+    stream_.expires_after(impl_->options.read_timeout);
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
+  }
+
+  void OnRead(beast::error_code ec) {
+    // Closed by the client, idle or too slow (timeout: tcp_stream has closed the socket).
+    if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset ||
+        ec == beast::error::timeout || ec == asio::error::operation_aborted) {
+      return Close();
+    }
+    if (ec) {
+      bool too_big = ec == http::error::body_limit;
+      auto res = std::make_shared<Response>(too_big ? http::status::payload_too_large : http::status::bad_request, 11);
+      res->set(http::field::content_type, "application/json");
+      res->body() = ErrorJson(InvalidArgument(too_big ? "request body larger than " +
+                                                            std::to_string(impl_->options.max_body_bytes) + " bytes"
+                                                      : "malformed HTTP request: " + ec.message()));
+      res->keep_alive(false);
+      res->prepare_payload();
+      return Write(std::move(res), /*linger=*/true);
+    }
+    Request req = parser_->release();
+    auto start = std::chrono::steady_clock::now();
+    auto res = std::make_shared<Response>();
+    std::string route;
+    std::optional<v1::GetTrialLogsRequest> follow;
+    try {
+      impl_->Route(req, *res, route, follow);
+    } catch (const std::exception& e) {
+      *res = impl_->Error(Internal(std::string("internal error: ") + e.what()), req);
+      follow.reset();
+    }
+    if (follow) return Follow(req, std::move(*follow));
+    if (req.method() == http::verb::head) res->body().clear();
+    impl_->metrics->ObserveRequest(
+        route, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), res->result_int());
+    Write(std::move(res), /*linger=*/false);
+  }
+
+  void Write(std::shared_ptr<Response> res, bool linger) {
+    stream_.expires_after(impl_->options.read_timeout);
+    http::async_write(stream_, *res, [self = shared_from_this(), res, linger](beast::error_code ec, size_t) {
+      if (ec) return self->Close();
+      if (linger) return self->Linger(0);
+      if (!res->keep_alive()) return self->Close();
+      self->Read();
+    });
+  }
+
+  // After an error response: read (and drop) what the client is still sending, so it sees the
+  // response instead of a reset. Bounded in bytes (64 MiB) and time (5 s).
+  void Linger(size_t drained) {
+    if (drained == 0) {
+      beast::error_code ec;
+      stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+      stream_.expires_after(std::chrono::seconds(5));
+      sink_ = std::make_unique<std::array<char, 16384>>();
+    }
+    stream_.async_read_some(asio::buffer(*sink_), [self = shared_from_this(), drained](beast::error_code ec, size_t n) {
+      if (ec || drained + n >= (64u << 20)) return;
+      self->Linger(drained + n);
+    });
+  }
+
+  // Hands the connection to a thread of its own for the server-sent events.
+  void Follow(const Request& req, v1::GetTrialLogsRequest r) {
+    const int fd = stream_.socket().native_handle();
+    if (!impl_->AddStream(fd)) {
+      auto res = std::make_shared<Response>(impl_->Json(
+          503, ErrorJson(Unavailable("too many log follows (" + std::to_string(impl_->options.max_streams) + ")")),
+          req));
+      res->set(http::field::retry_after, "1");
+      res->keep_alive(false);
+      res->prepare_payload();
+      return Write(std::move(res), /*linger=*/false);
+    }
+    tcp::socket socket = stream_.release_socket();
+    beast::error_code ec;
+    socket.native_non_blocking(true, ec);
+    impl_->metrics->ObserveRequest("/api/v1/trials/{id}/logs", 0, 200);
+    std::thread([impl = impl_, socket = std::move(socket), slot = std::move(slot_), version = req.version(),
+                 r = std::move(r), fd]() mutable {
+      impl->FollowLogs(fd, version, std::move(r));
+      beast::error_code ignored;
+      socket.shutdown(tcp::socket::shutdown_send, ignored);
+      socket.close(ignored);
+      slot.reset();
+      impl->EndStream(fd);
+    }).detach();
+  }
+
+  void Close() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+  }
+
+  HttpServer::Impl* impl_;
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  std::unique_ptr<ConnectionSlot> slot_;
+  std::unique_ptr<std::array<char, 16384>> sink_;
+};
+
+}  // namespace
+
+void HttpServer::Impl::Accept() {
+  acceptor->async_accept(asio::make_strand(io), [this](beast::error_code ec, tcp::socket socket) {
+    if (stopping || !acceptor->is_open()) return;
+    if (!ec) {
+      OnAccept(std::move(socket));
+      return Accept();
+    }
+    // Out of descriptors and the like: try again shortly rather than spin.
+    auto timer = std::make_shared<asio::steady_timer>(io, std::chrono::milliseconds(50));
+    timer->async_wait([this, timer](beast::error_code) {
+      if (!stopping) Accept();
+    });
+  });
+}
+
+void HttpServer::Impl::OnAccept(tcp::socket socket) {
+  std::unique_ptr<ConnectionSlot> slot;
+  if (connections.fetch_add(1) < options.max_connections) {
+    slot = std::make_unique<ConnectionSlot>(&connections);
+  } else {
+    connections.fetch_sub(1);
+  }
+  std::make_shared<Session>(this, std::move(socket), std::move(slot))->Run();
+}
 
 HttpServer::HttpServer(ApiHandlers* handlers, MasterMetrics* metrics, HttpOptions options)
     : impl_(std::make_unique<Impl>()) {
@@ -604,37 +758,56 @@ HttpServer::HttpServer(ApiHandlers* handlers, MasterMetrics* metrics, HttpOption
 HttpServer::~HttpServer() { Stop(); }
 
 Status HttpServer::Start() {
+  Impl& impl = *impl_;
   try {
-    auto address = asio::ip::make_address(impl_->options.bind_address);
-    impl_->acceptor = std::make_unique<tcp::acceptor>(impl_->io);
-    tcp::endpoint endpoint(address, static_cast<uint16_t>(impl_->options.port));
-    impl_->acceptor->open(endpoint.protocol());
-    impl_->acceptor->set_option(asio::socket_base::reuse_address(true));
-    impl_->acceptor->bind(endpoint);
-    impl_->acceptor->listen();
-    port_ = impl_->acceptor->local_endpoint().port();
+    auto address = asio::ip::make_address(impl.options.bind_address);
+    impl.acceptor = std::make_unique<tcp::acceptor>(impl.io);
+    tcp::endpoint endpoint(address, static_cast<uint16_t>(impl.options.port));
+    impl.acceptor->open(endpoint.protocol());
+    impl.acceptor->set_option(asio::socket_base::reuse_address(true));
+    impl.acceptor->bind(endpoint);
+    impl.acceptor->listen(asio::socket_base::max_listen_connections);
+    port_ = impl.acceptor->local_endpoint().port();
   } catch (const std::exception& e) {
-    return Unavailable("cannot listen on " + impl_->options.bind_address + ":" +
-                       std::to_string(impl_->options.port) + ": " + e.what());
+    return Unavailable("cannot listen on " + impl.options.bind_address + ":" + std::to_string(impl.options.port) +
+                       ": " + e.what());
   }
-  impl_->accept_thread = std::thread([this] { impl_->AcceptLoop(); });
+  const int threads = impl.options.threads > 0
+                          ? impl.options.threads
+                          : std::max(4, 2 * static_cast<int>(std::thread::hardware_concurrency()));
+  impl.work.emplace(impl.io.get_executor());
+  impl.Accept();
+  for (int i = 0; i < threads; ++i) {
+    impl.workers.emplace_back([&impl] {
+      while (true) {
+        try {
+          impl.io.run();
+          return;
+        } catch (const std::exception& e) {
+          log::Error("http", {{"event", "handler_exception"}, {"error", e.what()}});
+        }
+      }
+    });
+  }
   return Status::Ok();
 }
 
 void HttpServer::Stop() {
   if (!impl_ || impl_->stopping.exchange(true)) return;
-  beast::error_code ec;
-  if (impl_->acceptor) {
-    impl_->acceptor->cancel(ec);
-    impl_->acceptor->close(ec);
+  Impl& impl = *impl_;
+  impl.work.reset();
+  impl.io.stop();
+  for (std::thread& t : impl.workers) t.join();
+  impl.workers.clear();
+  if (impl.acceptor) {
+    beast::error_code ec;
+    impl.acceptor->close(ec);
   }
-  // Wake a blocking accept() by connecting to ourselves.
-  try {
-    tcp::socket s(impl_->io);
-    s.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), static_cast<uint16_t>(port_)), ec);
-  } catch (...) {
-  }
-  if (impl_->accept_thread.joinable()) impl_->accept_thread.join();
+  // Log follows notice `stopping` within 300 ms; shutting their sockets down ends a write that
+  // waits on a client.
+  std::unique_lock<std::mutex> lock(impl.streams_mu);
+  for (int fd : impl.stream_fds) ::shutdown(fd, SHUT_RDWR);
+  impl.streams_done.wait_for(lock, std::chrono::seconds(10), [&impl] { return impl.stream_fds.empty(); });
 }
 
 }  // namespace sf::master

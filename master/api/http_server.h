@@ -2,13 +2,28 @@
 // mapping), /health, /metrics (Prometheus), /api/v1/openapi.json, and the web UI's built assets
 // at / (index.html for client routes).
 //
-// One thread per connection (Boost.Beast, synchronous), capped at `max_connections`; request
-// bodies over `max_body_bytes` get 413. Bad requests get a JSON error
-// {"code": <grpc code>, "message": "...", "errors": [...]} with a proper HTTP status; nothing a
-// client sends can stop the server. Thread-safe.
+// Threads: a fixed pool of `threads` workers runs one io_context (Boost.Beast, asynchronous
+// reads and writes). A connection holds no thread while it waits for or sends bytes; a worker is
+// busy only while it runs a handler (a few database queries). So N idle or slow clients cost N
+// sockets, not N threads, and at most `threads` handlers run at once.
+//
+// Limits: at most `max_connections` connections are open at a time; one beyond the cap gets
+// 503 {"code": 14, "message": "..."} with `Retry-After: 1` and is closed. Each request (headers
+// and body, including the wait for it on a kept-alive connection) must arrive within
+// `read_timeout`, and each response must be taken by the client within it; otherwise the
+// connection is closed. Request bodies over `max_body_bytes` get 413.
+//
+// Log follows (GET /api/v1/trials/{id}/logs?follow=true, server-sent events) live for as long as
+// the trial runs, so they do not run on the pool: each gets a thread of its own, at most
+// `max_streams` at a time (one more gets 503), and still counts as one of `max_connections`.
+// Their writes time out like any other (`read_timeout`).
+//
+// Bad requests get a JSON error {"code": <grpc code>, "message": "...", "errors": [...]} with a
+// proper HTTP status; nothing a client sends can stop the server. Thread-safe.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <thread>
@@ -23,7 +38,10 @@ struct HttpOptions {
   int port = 8080;                         // 0: pick one (see port())
   std::string webui_dir;                   // built assets (webui/dist); empty: no UI
   size_t max_body_bytes = 8u << 20;
-  int max_connections = 512;
+  int max_connections = 512;               // open connections, log follows included
+  int threads = 0;                         // worker threads; 0: max(4, 2 x hardware threads)
+  std::chrono::milliseconds read_timeout{30000};  // per request read and per response write
+  int max_streams = 64;                    // concurrent log follows, one thread each
 };
 
 class HttpServer {
@@ -33,8 +51,10 @@ class HttpServer {
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
-  Status Start();   // binds and starts accepting
-  void Stop();      // stops accepting; open connections finish their current request
+  Status Start();   // binds, starts the worker threads and accepts
+  // Stops accepting, ends every connection (handlers already running finish first) and joins
+  // the workers and log-follow threads. Idempotent; the destructor calls it.
+  void Stop();
   int port() const { return port_; }
 
   struct Impl;

@@ -28,7 +28,10 @@ Value Op(const std::string& summary, const std::string& op_id, Value::List param
   Value::Map responses{{"200", JsonResponse(response, "OK")},
                        {"400", JsonResponse("Error", "bad request (field paths in errors)")},
                        {"404", JsonResponse("Error", "not found")},
-                       {"409", JsonResponse("Error", "illegal state transition")}};
+                       {"409", JsonResponse("Error", "illegal state transition")},
+                       {"503", JsonResponse("Error",
+                                            "the master is at its connection cap (http_max_connections) "
+                                            "or its database is unreachable; retry after Retry-After seconds")}};
   Value::Map op{{"summary", summary}, {"operationId", op_id}, {"parameters", params},
                 {"responses", responses}};
   if (body) {
@@ -51,14 +54,19 @@ std::string OpenApiDocument() {
   Value id = Param("id", "path", "string", "numeric id");
   Value::Map paths;
   paths["/api/v1/experiments"] = Value::Map{
-      {"get", Op("List experiments", "GetExperiments",
+      {"get", Op("List experiments: summaries without configYaml unless fields=config "
+                 "(GET /api/v1/experiments/{id} always has it)",
+                 "GetExperiments",
                  {Param("states", "query", "string", "EXPERIMENT_STATE_ACTIVE,... (repeatable)"),
                   Param("name", "query", "string", "substring of the name"),
                   Param("sortBy", "query", "string", "id|name|state|start_time|end_time|best_metric|progress"),
                   Param("descending", "query", "boolean", "sort order"),
                   Param("offset", "query", "integer", "first row"),
                   Param("limit", "query", "integer", "rows (default 100, max 1000)"),
-                  Param("includeArchived", "query", "boolean", "include archived experiments")},
+                  Param("includeArchived", "query", "boolean", "include archived experiments"),
+                  Param("fields", "query", "string",
+                        "large fields to include in each row, comma-separated (repeatable): config "
+                        "(configYaml)")},
                  "GetExperimentsResponse")},
       {"post", Op("Create an experiment from YAML", "CreateExperiment", {}, "CreateExperimentResponse",
                   "CreateExperimentRequest")}};
@@ -108,7 +116,11 @@ std::string OpenApiDocument() {
   schemas["CreateExperimentRequest"] = Object({{"configYaml", Type("string")}, {"activate", Type("boolean")},
                                                {"validateOnly", Type("boolean")}});
   schemas["Experiment"] = Object({{"id", Type("string")}, {"name", Type("string")}, {"state", Type("string")},
-                                  {"configYaml", Type("string")}, {"numTrials", Type("integer")},
+                                  {"configYaml", Value(Value::Map{{"type", "string"},
+                                                                  {"description",
+                                                                   "the YAML as submitted; absent from list rows "
+                                                                   "unless fields=config"}})},
+                                  {"numTrials", Type("integer")},
                                   {"numCompletedTrials", Type("integer")}, {"bestValidationMetric", Type("number")},
                                   {"startTime", Type("string")}, {"endTime", Type("string")}});
   schemas["Trial"] = Object({{"id", Type("string")}, {"experimentId", Type("string")}, {"state", Type("string")},

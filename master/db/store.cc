@@ -21,33 +21,42 @@ Value JsonbToValue(const pqxx::field& f) {
   return v.ok() ? *v : Value();
 }
 
-const char* kExperimentColumns =
-    "e.id, e.name, e.description, e.state, e.config_yaml, e.owner, e.archived, e.searcher, "
+// Every column of an experiment but its config: what a list row carries. The config YAML (often
+// kilobytes) is appended as the last column only where the caller asks for it.
+const char* kExperimentSummaryColumns =
+    "e.id, e.name, e.description, e.state, e.owner, e.archived, e.searcher, "
     "e.metric, e.smaller_is_better, e.priority, e.best_validation_metric, e.error, "
     "EXTRACT(EPOCH FROM e.start_time), EXTRACT(EPOCH FROM e.end_time), "
     "(SELECT count(*) FROM trials t WHERE t.experiment_id = e.id), "
     "(SELECT count(*) FROM trials t WHERE t.experiment_id = e.id AND t.state IN "
     "('COMPLETED','CANCELED','ERROR'))";
+constexpr int kExperimentConfigColumn = 16;  // index of e.config_yaml when appended
 
-v1::Experiment ExperimentFromRow(const pqxx::row& r) {
+std::string ExperimentColumns(bool with_config) {
+  return std::string(kExperimentSummaryColumns) + (with_config ? ", e.config_yaml" : "");
+}
+
+// A row of ExperimentColumns(with_config); without the config, config_yaml stays unset (absent
+// from the JSON), not "".
+v1::Experiment ExperimentFromRow(const pqxx::row& r, bool with_config) {
   v1::Experiment e;
   e.set_id(r[0].as<int64_t>());
   e.set_name(r[1].as<std::string>());
   e.set_description(r[2].as<std::string>());
   e.set_state(ExperimentStateFromName(r[3].as<std::string>()));
-  e.set_config_yaml(r[4].as<std::string>());
-  e.set_owner(r[5].as<std::string>());
-  e.set_archived(r[6].as<bool>());
-  e.set_searcher(r[7].as<std::string>());
-  e.set_metric(r[8].as<std::string>());
-  e.set_smaller_is_better(r[9].as<bool>());
-  e.set_priority(r[10].as<int>());
-  if (!r[11].is_null()) e.set_best_validation_metric(r[11].as<double>());
-  e.set_error(r[12].as<std::string>());
-  *e.mutable_start_time() = SecondsToTimestamp(r[13].as<double>());
-  if (!r[14].is_null()) *e.mutable_end_time() = SecondsToTimestamp(r[14].as<double>());
-  e.set_num_trials(r[15].as<int>());
-  e.set_num_completed_trials(r[16].as<int>());
+  e.set_owner(r[4].as<std::string>());
+  e.set_archived(r[5].as<bool>());
+  e.set_searcher(r[6].as<std::string>());
+  e.set_metric(r[7].as<std::string>());
+  e.set_smaller_is_better(r[8].as<bool>());
+  e.set_priority(r[9].as<int>());
+  if (!r[10].is_null()) e.set_best_validation_metric(r[10].as<double>());
+  e.set_error(r[11].as<std::string>());
+  *e.mutable_start_time() = SecondsToTimestamp(r[12].as<double>());
+  if (!r[13].is_null()) *e.mutable_end_time() = SecondsToTimestamp(r[13].as<double>());
+  e.set_num_trials(r[14].as<int>());
+  e.set_num_completed_trials(r[15].as<int>());
+  if (with_config) e.set_config_yaml(r[kExperimentConfigColumn].as<std::string>());
   return e;
 }
 
@@ -165,10 +174,8 @@ Status Store::SetExperimentArchived(int64_t id, bool archived) {
 Result<std::optional<v1::Experiment>> Store::GetExperiment(int64_t id) {
   std::optional<v1::Experiment> out;
   Status st = db_->Transact("get experiment", [&](pqxx::work& tx) {
-    pqxx::result r = tx.exec_params(std::string("SELECT ") + kExperimentColumns +
-                                        " FROM experiments e WHERE e.id = $1",
-                                    id);
-    if (!r.empty()) out = ExperimentFromRow(r[0]);
+    pqxx::result r = tx.exec_params("SELECT " + ExperimentColumns(true) + " FROM experiments e WHERE e.id = $1", id);
+    if (!r.empty()) out = ExperimentFromRow(r[0], true);
     return Status::Ok();
   });
   if (!st.ok()) return st;
@@ -176,15 +183,30 @@ Result<std::optional<v1::Experiment>> Store::GetExperiment(int64_t id) {
 }
 
 Result<std::pair<std::vector<v1::Experiment>, int>> Store::ListExperiments(const ExperimentFilter& f) {
-  static const std::map<std::string, std::string> kSort = {
-      {"id", "e.id"},          {"name", "e.name"},           {"state", "e.state"},
-      {"start_time", "e.start_time"}, {"end_time", "e.end_time"},
-      {"best_metric", "e.best_validation_metric"}, {"progress", "e.progress"}};
+  // Column and whether it can be NULL: only nullable columns need NULLS LAST (the default for
+  // ASC), so a descending sort on a NOT NULL column is a backward scan of its index
+  // (migrations/003_experiment_list_indexes.sql).
+  struct SortColumn {
+    const char* column;
+    bool nullable;
+  };
+  static const std::map<std::string, SortColumn> kSort = {
+      {"id", {"e.id", false}},
+      {"name", {"e.name", false}},
+      {"state", {"e.state", false}},
+      {"start_time", {"e.start_time", false}},
+      {"end_time", {"e.end_time", true}},
+      {"best_metric", {"e.best_validation_metric", true}},
+      {"progress", {"e.progress", false}}};
   auto sort = kSort.find(f.sort_by);
   if (sort == kSort.end()) {
     return InvalidArgument("sort_by: \"" + f.sort_by +
                            "\" must be one of id, name, state, start_time, end_time, best_metric, progress");
   }
+  const std::string direction = f.descending ? " DESC" : " ASC";
+  std::string order = std::string(sort->second.column) + direction;
+  if (sort->second.nullable) order += " NULLS LAST";
+  if (f.sort_by != "id") order += ", e.id" + direction;
   std::vector<v1::Experiment> rows;
   int total = 0;
   // The state list travels as one text parameter ("{ACTIVE,PAUSED}") cast to an array.
@@ -196,11 +218,10 @@ Result<std::pair<std::vector<v1::Experiment>, int>> Store::ListExperiments(const
       "AND ($2 = '' OR strpos(lower(e.name), lower($2)) > 0) AND ($3 OR NOT e.archived)";
   Status st = db_->Transact("list experiments", [&](pqxx::work& tx) {
     total = tx.exec_params1("SELECT count(*)" + where, states, f.name_contains, f.include_archived)[0].as<int>();
-    pqxx::result r = tx.exec_params(std::string("SELECT ") + kExperimentColumns + where +
-                                        " ORDER BY " + sort->second + (f.descending ? " DESC" : " ASC") +
-                                        " NULLS LAST, e.id LIMIT $4 OFFSET $5",
+    pqxx::result r = tx.exec_params("SELECT " + ExperimentColumns(f.include_config) + where + " ORDER BY " + order +
+                                        " LIMIT $4 OFFSET $5",
                                     states, f.name_contains, f.include_archived, f.limit, f.offset);
-    for (const auto& row : r) rows.push_back(ExperimentFromRow(row));
+    for (const auto& row : r) rows.push_back(ExperimentFromRow(row, f.include_config));
     return Status::Ok();
   });
   if (!st.ok()) return st;

@@ -24,6 +24,7 @@ struct ExperimentFilter {
   int offset = 0;
   int limit = 100;
   bool include_archived = false;
+  bool include_config = false;       // also read config_yaml (otherwise left unset)
 };
 
 struct NewExperiment {
@@ -67,7 +68,10 @@ class Store {
                             bool ended = false);
   Status SetExperimentProgress(int64_t id, double progress, std::optional<double> best);
   Status SetExperimentArchived(int64_t id, bool archived);
+  // The whole experiment, config_yaml included.
   Result<std::optional<steadfast::v1::Experiment>> GetExperiment(int64_t id);
+  // One page of summaries (config_yaml unset unless filter.include_config) and the number of
+  // experiments matching the filter. Reads PostgreSQL only; takes no lock of the coordinator.
   Result<std::pair<std::vector<steadfast::v1::Experiment>, int>> ListExperiments(
       const ExperimentFilter& filter);
   // Experiments not yet in a terminal state (for recovery after a restart): id, state, config.

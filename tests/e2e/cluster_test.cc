@@ -264,6 +264,7 @@ TEST(ClusterEndToEnd, BadInputIsRejectedAndStoresNothing) {
   EXPECT_EQ(cluster.Get("/api/v1/experiments/99999999999999999999999").first, 400);
   EXPECT_EQ(cluster.Get("/api/v1/experiments?limit=abc").first, 400);
   EXPECT_EQ(cluster.Get("/api/v1/experiments?states=BOGUS").first, 400);
+  EXPECT_EQ(cluster.Get("/api/v1/experiments?fields=secrets").first, 400);
   EXPECT_EQ(cluster.Post("/api/v1/experiments/987654/pause", "").first, 404);
   std::string huge = R"({"configYaml": ")" + std::string(9 << 20, 'x') + "\"}";
   EXPECT_EQ(cluster.Post("/api/v1/experiments", huge).first, 413);
