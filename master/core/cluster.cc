@@ -63,7 +63,8 @@ std::vector<config::ConfigError> CheckDataFiles(const config::ExperimentConfig& 
 
 }  // namespace
 
-Cluster::Cluster(Store* store, ClusterOptions options) : store_(store), options_(std::move(options)) {}
+Cluster::Cluster(Store* store, ClusterOptions options)
+    : store_(store), options_(std::move(options)), metric_writer_(store->db()), log_writer_(store->db()) {}
 
 Cluster::~Cluster() { Stop(); }
 
@@ -700,8 +701,7 @@ void Cluster::TaskStateChanged(const std::string& agent_id, const v1::TaskStateC
 }
 
 void Cluster::TaskLogs(const v1::LogBatch& batch) {
-  std::vector<v1::LogLine> lines(batch.lines().begin(), batch.lines().end());
-  Status st = store_->InsertLogs(lines);
+  Status st = log_writer_.Write({batch.lines().begin(), batch.lines().end()});
   if (!st.ok()) log::Error("logs", {{"event", "insert_failed"}, {"error", st.message()}});
   changed_.notify_all();
 }
@@ -796,25 +796,26 @@ Result<v1::GetNextOperationResponse> Cluster::NextOperation(const v1::TrialIdent
 }
 
 Status Cluster::ReportMetrics(const v1::ReportMetricsRequest& request) {
-  std::vector<v1::MetricReport> reports(request.reports().begin(), request.reports().end());
+  MetricBatch batch{0, 0, {request.reports().begin(), request.reports().end()}};
+  for (const auto& m : batch.rows) {
+    if (m.kind() != "training" && m.kind() != "validation") {
+      return InvalidArgument("metric kind \"" + m.kind() + "\" must be training or validation");
+    }
+  }
   {
+    // Only the identity check and the in-memory total here: the database write happens below,
+    // outside mu_, together with other trainers' reports (master/ingest/metric_writer.h).
     std::lock_guard<std::mutex> lock(mu_);
     SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(request.who()));
-    for (auto& m : reports) {
+    for (auto& m : batch.rows) {
       m.set_trial_id(t->id);
       m.set_restart(request.who().restart());
-      if (m.kind() != "training" && m.kind() != "validation") {
-        return InvalidArgument("metric kind \"" + m.kind() + "\" must be training or validation");
-      }
       if (m.kind() == "training" && m.batches() > t->total_batches) t->total_batches = m.batches();
     }
-    TrialUpdate u;
-    u.total_batches = t->total_batches;
-    (void)store_->UpdateTrial(t->id, u);
+    batch.trial_id = t->id;
+    batch.total_batches = t->total_batches;
   }
-  auto n = store_->InsertMetrics(reports);
-  if (!n.ok()) return n.status();
-  std::lock_guard<std::mutex> lock(mu_);
+  SF_RETURN_IF_ERROR(metric_writer_.Write(std::move(batch)));
   changed_.notify_all();
   return Status::Ok();
 }

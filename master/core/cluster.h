@@ -23,6 +23,8 @@
 #include "common/config/experiment_config.h"
 #include "master/db/store.h"
 #include "master/dist/rendezvous_board.h"
+#include "master/ingest/log_writer.h"
+#include "master/ingest/metric_writer.h"
 #include "master/scheduler/scheduler.h"
 #include "master/searcher/search_method.h"
 #include "steadfast/v1/agent_link.pb.h"
@@ -185,6 +187,9 @@ class Cluster {
   std::map<std::string, Agent> agents_;
   bool stopping_ = false;
   std::thread housekeeping_;
+  // Metric reports and task logs go to PostgreSQL through these, outside mu_ (group commit).
+  MetricWriter metric_writer_;
+  LogWriter log_writer_;
 };
 
 // "EXPERIMENT_STATE_ACTIVE" etc. are terminal when COMPLETED, CANCELED or ERROR.
