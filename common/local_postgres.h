@@ -42,6 +42,8 @@ class LocalPostgres {
 
   int port() const { return port_; }
   const std::string& dir() const { return options_.dir; }
+  // The data directory inside dir() (PG_VERSION, postmaster.pid).
+  std::string DataDir() const { return options_.dir + "/data"; }
   // libpq connection string: "host=127.0.0.1 port=N user=postgres dbname=steadfast".
   std::string ConnectionString() const;
   std::string ConnectionString(const std::string& database) const;
@@ -50,7 +52,6 @@ class LocalPostgres {
 
  private:
   std::optional<std::string> ServerUser() const;
-  std::string DataDir() const { return options_.dir + "/data"; }
 
   LocalPostgresOptions options_;
   std::string bin_dir_;

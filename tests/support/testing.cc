@@ -8,6 +8,8 @@
 #include <fstream>
 #include <mutex>
 
+#include "tests/support/cleanup_watchdog.h"
+
 namespace sf::testing {
 namespace fs = std::filesystem;
 
@@ -48,6 +50,7 @@ std::mutex g_data_mu;
 std::string DataCopy(const std::string& name) {
   std::lock_guard<std::mutex> lock(g_data_mu);
   static TempDir root;  // one directory for the process, removed at exit
+  root.RemoveEvenIfProcessDies();  // a no-op after the first call
   const std::string dir = root.path() + "/" + name;
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) CopyCorpus(name, dir);
@@ -86,6 +89,18 @@ TempDir::~TempDir() {
     if (it->is_directory(ec) && !it->is_symlink(ec)) ::chmod(it->path().c_str(), 0755);
   }
   fs::remove_all(path_, ec);
+  // Forgotten only now that it is gone: a death in between leaves the watchdog a no-op.
+  if (watched_) {
+    if (CleanupWatchdog* watchdog = CleanupWatchdog::Get()) watchdog->ForgetDirectory(path_);
+  }
+}
+
+void TempDir::RemoveEvenIfProcessDies() {
+  if (path_.empty() || watched_) return;
+  CleanupWatchdog* watchdog = CleanupWatchdog::Get();
+  if (!watchdog) return;
+  watchdog->WatchDirectory(path_);
+  watched_ = true;
 }
 
 std::string TempDir::WriteFile(const std::string& name, const std::string& content) const {
@@ -110,10 +125,18 @@ PostgresServer* PostgresServer::Get() {
   o.database = "postgres";
   o.durable = false;
   s->postgres_ = std::make_unique<LocalPostgres>(o);
+  // Registered before the start, so there is no moment when a killed test leaves it running.
+  CleanupWatchdog* watchdog = CleanupWatchdog::Get();
+  if (!watchdog) {
+    delete s;
+    return nullptr;
+  }
+  s->dir_->RemoveEvenIfProcessDies();
+  watchdog->WatchPostgres(s->postgres_->DataDir());
   Status st = s->postgres_->Start();
   if (!st.ok()) {
     ADD_FAILURE() << "could not start a test PostgreSQL: " << st.ToString();
-    (void)s->postgres_->Stop();
+    if (s->postgres_->Stop().ok()) watchdog->ForgetPostgres(s->postgres_->DataDir());
     delete s;
     return nullptr;
   }
@@ -125,7 +148,12 @@ PostgresServer* PostgresServer::Get() {
 void PostgresServer::Shutdown() {
   std::lock_guard<std::mutex> lock(g_mu);
   if (!g_server) return;
-  (void)g_server->postgres_->Stop();
+  // A failed stop stays registered: the watchdog shuts the server down when we are gone.
+  if (g_server->postgres_->Stop().ok()) {
+    if (CleanupWatchdog* watchdog = CleanupWatchdog::Get()) {
+      watchdog->ForgetPostgres(g_server->postgres_->DataDir());
+    }
+  }
   delete g_server;
   g_server = nullptr;
 }

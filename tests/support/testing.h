@@ -1,5 +1,11 @@
 // Shared test support: temporary directories, paths into the source and build trees, and a
 // real PostgreSQL server for tests that touch the database.
+//
+// Cleanup: destructors and atexit handlers stop servers and remove directories in the normal
+// path. A test process that is killed or crashes runs none of them, so what must not outlive it
+// (the shared PostgreSQL server and its directory, the data copies, the e2e cluster's processes)
+// is also registered with the CleanupWatchdog (cleanup_watchdog.h), a separate process that does
+// the same cleanup within seconds of the test process's death.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -15,11 +21,11 @@ namespace sf::testing {
 std::string SourceDir();
 std::string BinaryDir();
 // A private copy of ../shared/data/<name> (e.g. "multi30k-de-en-tiny"), made once per test
-// process under a temporary directory removed at exit, and writable: caches built beside the
-// data (trainer/data/translation_data.h) land in the copy. Tests read ../shared only through
-// these copies (or with an explicit cache directory), so the suite behaves the same whether
-// that folder is writable or not, and never writes into it. The source is $SF_SHARED_DATA when set. Fails the calling test when the corpus is
-// missing.
+// process under a temporary directory removed at exit (or by the CleanupWatchdog), and writable:
+// caches built beside the data (trainer/data/translation_data.h) land in the copy. Tests read
+// ../shared only through these copies (or with an explicit cache directory), so the suite behaves
+// the same whether that folder is writable or not, and never writes into it. The source is
+// $SF_SHARED_DATA when set. Fails the calling test when the corpus is missing.
 std::string DataCopy(const std::string& name);
 // Like DataCopy, but a new copy whose directory and files are read-only (0555 / 0444) for
 // tests of read-only data; removed (permissions restored first) when `owner` is destroyed.
@@ -37,14 +43,20 @@ class TempDir {
   const std::string& path() const { return path_; }
   // Writes `content` to path()/name and returns the full path.
   std::string WriteFile(const std::string& name, const std::string& content) const;
+  // Also remove the directory when the test process dies without running the destructor
+  // (registers it with the CleanupWatchdog, which this starts if needed).
+  void RemoveEvenIfProcessDies();
 
  private:
   std::string path_;
+  bool watched_ = false;
 };
 
 // A real PostgreSQL server for one test binary: started by the first test suite that asks,
 // stopped (and its directory removed) when the binary exits. Each test gets a database of its
-// own from NewDatabase(), so tests can't see each other's rows.
+// own from NewDatabase(), so tests can't see each other's rows. pg_ctl starts the server as a
+// daemon (not our child), so if the binary is killed or crashes, the CleanupWatchdog shuts it
+// down (immediate mode) and removes its directory.
 class PostgresServer {
  public:
   // The shared server; starts it on first use. Fails the calling test on error.
