@@ -15,6 +15,7 @@
 #include <pqxx/pqxx>
 
 #include "common/local_postgres.h"
+#include "tests/support/cleanup_watchdog.h"
 
 namespace sf::testing {
 namespace fs = std::filesystem;
@@ -25,22 +26,35 @@ Daemon::Daemon(std::vector<std::string> argv, std::string log_file)
 Daemon::~Daemon() { Stop(SIGTERM, std::chrono::seconds(5)); }
 
 bool Daemon::Start() {
+  // Everything the child needs is prepared before fork: it calls only async-signal-safe
+  // functions until exec.
+  std::vector<char*> args;
+  for (auto& a : argv_) args.push_back(a.data());
+  args.push_back(nullptr);
+  const pid_t parent = getpid();
   pid_ = fork();
   if (pid_ < 0) return false;
   if (pid_ == 0) {
     setpgid(0, 0);
-    // Die with the test process, even when it crashes, so no daemon outlives its test.
+    // Die with the test process, even when it crashes, so no daemon outlives its test. (The
+    // signal comes when the forking *thread* exits: gtest runs tests on the main thread.)
     prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);  // the test died before prctl
     int fd = open(log_file_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     dup2(fd, 1);
     dup2(fd, 2);
-    std::vector<char*> args;
-    for (auto& a : argv_) args.push_back(a.data());
-    args.push_back(nullptr);
     execv(args[0], args.data());
     _exit(127);
   }
+  setpgid(pid_, pid_);  // also here, so the group exists before either side runs on
+  if (CleanupWatchdog* watchdog = CleanupWatchdog::Get()) watchdog->WatchProcessGroup(pid_);
   return true;
+}
+
+void Daemon::Reaped() {
+  // Forgotten only after the wait: until then the group id cannot be reused.
+  if (CleanupWatchdog* watchdog = CleanupWatchdog::Get()) watchdog->ForgetProcessGroup(pid_);
+  pid_ = 0;
 }
 
 bool Daemon::Alive() {
@@ -48,7 +62,7 @@ bool Daemon::Alive() {
   int status = 0;
   pid_t r = waitpid(pid_, &status, WNOHANG);
   if (r == pid_) {
-    pid_ = 0;
+    Reaped();
     return false;
   }
   return kill(pid_, 0) == 0;
@@ -61,14 +75,14 @@ void Daemon::Stop(int sig, std::chrono::milliseconds wait) {
   while (std::chrono::steady_clock::now() < deadline) {
     int status = 0;
     if (waitpid(pid_, &status, WNOHANG) == pid_) {
-      pid_ = 0;
+      Reaped();
       return;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   kill(pid_, SIGKILL);
   waitpid(pid_, nullptr, 0);
-  pid_ = 0;
+  Reaped();
 }
 
 std::string Cluster::Binary(const std::string& name) {
@@ -83,6 +97,12 @@ Cluster::Cluster(int agents, int cpu_slots, ClusterLayout layout)
   db_ = pg->NewDatabase();
   http_port_ = *PickFreePort();
   grpc_port_ = *PickFreePort();
+  // If the test process dies, the watchdog kills this cluster's trainers (they run in sessions
+  // of their own and outlive a SIGKILLed agent) and removes the directory.
+  dir_.RemoveEvenIfProcessDies();
+  if (CleanupWatchdog* watchdog = CleanupWatchdog::Get()) {
+    watchdog->WatchEnvironment(TrainerEnvironment());
+  }
   fs::create_directories(checkpoint_root());
   StartMaster();
   StartAgents();
@@ -95,6 +115,21 @@ Cluster::~Cluster() {
   if (master_) master_->Stop(SIGTERM);
   // Trainers of this cluster (agents kill them on exit; make sure).
   for (pid_t p : TrainerPids()) kill(p, SIGKILL);
+  if (!db_.empty()) {
+    if (CleanupWatchdog* watchdog = CleanupWatchdog::Get()) {
+      watchdog->ForgetEnvironment(TrainerEnvironment());
+    }
+  }
+}
+
+std::string Cluster::TrainerEnvironment() const { return "SF_MASTER_ADDRESS=" + grpc_address(); }
+
+pid_t Cluster::master_pid() const { return master_ ? master_->pid() : 0; }
+
+std::vector<pid_t> Cluster::agent_pids() const {
+  std::vector<pid_t> out;
+  for (const auto& a : agent_daemons_) out.push_back(a->pid());
+  return out;
 }
 
 void Cluster::StartMaster() {
@@ -242,7 +277,7 @@ int64_t Count(const std::string& db, const std::string& sql) {
 int64_t Id(const Value& v) { return std::stoll(v.Find("id")->as_string()); }
 
 std::vector<pid_t> Cluster::TrainerPids(int64_t trial_id) const {
-  std::vector<std::string> env = {"SF_MASTER_ADDRESS=" + grpc_address()};
+  std::vector<std::string> env = {TrainerEnvironment()};
   if (trial_id != 0) env.push_back("SF_TRIAL_ID=" + std::to_string(trial_id));
   return ::sf::testing::TrainerPids(env);
 }

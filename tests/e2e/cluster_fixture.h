@@ -1,6 +1,21 @@
 // A real cluster for end-to-end tests: a private PostgreSQL database, an sf-master process and
 // N sf-agent processes (each with K CPU slots) running real sf-trainer processes, on loopback
 // ports picked at start. Logs go to files in a temp directory and are printed when a test fails.
+//
+// Cleanup. Normally ~Cluster stops the agents (SIGTERM; they run with --kill-tasks-on-exit, so
+// they stop their trainers), then the master, SIGKILLs any trainer of the cluster still running,
+// and removes its directory; the shared PostgreSQL server stops when the binary exits
+// (tests/support/testing.h). A test process that is SIGKILLed or crashes runs none of that, so
+// nothing may depend on it alone:
+//   - the master and the agents are our children, each in a process group of its own, with a
+//     parent-death signal (SIGKILL when the test process dies);
+//   - those groups, the cluster's trainers (grandchildren in sessions of their own, which
+//     outlive a SIGKILLed agent; found by their SF_MASTER_ADDRESS), the cluster's directory and
+//     the PostgreSQL server (a daemon started by pg_ctl, not our child) are registered with the
+//     CleanupWatchdog (tests/support/cleanup_watchdog.h), a detached process that notices the
+//     test process's death by end-of-file on a socket and then kills and removes them.
+// tests/e2e/no_leak_test.cc SIGKILLs a test process running a cluster and checks that nothing
+// is left.
 #pragma once
 
 #include <sys/types.h>
@@ -17,7 +32,9 @@
 
 namespace sf::testing {
 
-// A background process with its output in a log file.
+// A background process with its output in a log file: our child, in a process group of its
+// own, killed by the kernel when the test process dies (PR_SET_PDEATHSIG) and also by the
+// CleanupWatchdog. Not thread-safe.
 class Daemon {
  public:
   Daemon(std::vector<std::string> argv, std::string log_file);
@@ -32,6 +49,8 @@ class Daemon {
   const std::string& log_file() const { return log_file_; }
 
  private:
+  // After waitpid: the watchdog forgets the group; pid() becomes 0.
+  void Reaped();
   std::vector<std::string> argv_;
   std::string log_file_;
   pid_t pid_ = 0;
@@ -86,8 +105,14 @@ class Cluster {
   // This cluster's trainer processes (of one trial, or all when trial_id is 0). Tests run in
   // parallel, each with its own cluster, so trial ids alone are not unique on the machine.
   std::vector<pid_t> TrainerPids(int64_t trial_id = 0) const;
+  // The master's and the agents' pids (0 for one that was stopped).
+  pid_t master_pid() const;
+  std::vector<pid_t> agent_pids() const;
 
  private:
+  // The environment entry every trainer of this cluster has ("SF_MASTER_ADDRESS=host:port").
+  std::string TrainerEnvironment() const;
+
   int agents_, cpu_slots_;
   ClusterLayout network_;
   TempDir dir_;
