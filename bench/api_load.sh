@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Load on a real local cluster: wrk against GET /api/v1/experiments (with 200 experiments
 # stored), then metric ingestion from many simulated trainers over TrialLink. Prints requests/s,
-# latency percentiles and metric rows/s. Everything runs on loopback and stops by itself.
+# latency percentiles and metric rows/s, then the PostgreSQL ceiling for the same rows (COPY and
+# multi-row INSERT straight into the database) and the master/COPY ratio. Everything runs on
+# loopback and stops by itself.
 #
 #   bench/api_load.sh [BUILD_DIR]        (default: build; needs wrk, from deploy/install-deps.sh)
 set -euo pipefail
@@ -30,6 +32,15 @@ wrk -t2 -c32 -d10s --latency "$URL/api/v1/experiments" | grep -E "Requests/sec|L
 echo "== GET /api/v1/experiments/1, wrk -t2 -c32 -d10s"
 wrk -t2 -c32 -d10s --latency "$URL/api/v1/experiments/1" | grep -E "Requests/sec|  50%|  99%"
 echo "== metric ingestion: 64 simulated trainers x 500 reports, 1 row per call"
-"$BUILD/bench/metric_ingest_bench" "127.0.0.1:$GRPC" 1 64 500 1
+"$BUILD/bench/metric_ingest_bench" "127.0.0.1:$GRPC" 1 64 500 1 | tee "$DIR/ingest1.txt"
 echo "== metric ingestion: 64 simulated trainers x 2000 rows, 10 rows per call"
-"$BUILD/bench/metric_ingest_bench" "127.0.0.1:$GRPC" 65 64 2000 10
+"$BUILD/bench/metric_ingest_bench" "127.0.0.1:$GRPC" 65 64 2000 10 | tee "$DIR/ingest10.txt"
+# The PostgreSQL ceiling: the same 128,000 rows straight into the master's database (a scratch
+# copy of its metrics table), by COPY and by multi-row INSERT, each batch its own transaction.
+echo "== PostgreSQL ceiling: 64 x 2000 rows by COPY (10,000 rows/transaction) and multi-row INSERT (1,000 rows/statement)"
+PG="host=127.0.0.1 port=$(cat "$DIR/postgres/port") user=postgres dbname=steadfast"
+"$BUILD/bench/pg_ingest_ceiling_bench" "$PG" 128000 | tee "$DIR/ceiling.txt"
+rate() { awk -v k="$1:" '$1 == k {print $2}' "$2"; }
+awk -v m1="$(rate rows_per_second "$DIR/ingest1.txt")" -v m10="$(rate rows_per_second "$DIR/ingest10.txt")" \
+    -v copy="$(rate copy_rows_per_second "$DIR/ceiling.txt")" -v ins="$(rate insert_rows_per_second "$DIR/ceiling.txt")" \
+    'BEGIN { printf "master_1_row_per_call / copy: %.3f\nmaster_10_rows_per_call / copy: %.3f\nmaster_10_rows_per_call / multi_row_insert: %.3f\n", m1 / copy, m10 / copy, m10 / ins }'

@@ -1,0 +1,146 @@
+// The PostgreSQL ceiling for metric ingestion: the rows bench/metric_ingest.cc sends through the
+// master, inserted straight into PostgreSQL, once by COPY and once by multi-row INSERT ... ON
+// CONFLICT DO NOTHING (the master's statement shape), each batch its own committed transaction.
+// The target is a scratch copy of the metrics table (same columns, defaults, UNIQUE and index;
+// no foreign key), dropped at the end. Prints rows/s for both.
+//
+//   pg_ingest_ceiling CONNECTION_STRING ROWS [--copy-batch N] [--insert-batch N]
+#include <libpq-fe.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/command_line.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+bool Exec(PGconn* conn, const std::string& sql) {
+  std::unique_ptr<PGresult, decltype(&PQclear)> r(PQexec(conn, sql.c_str()), &PQclear);
+  ExecStatusType s = PQresultStatus(r.get());
+  if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
+    std::fprintf(stderr, "pg_ingest_ceiling: %s: %s", sql.substr(0, 60).c_str(), PQerrorMessage(conn));
+    return false;
+  }
+  return true;
+}
+
+// Row i as metric_ingest sends it: trial 1 + i / per_trial, batches 1 + i % per_trial.
+struct Row {
+  long long trial, batches;
+  std::string vals;
+};
+Row MakeRow(long long i, long long per_trial) {
+  long long batches = 1 + i % per_trial;
+  char vals[96];
+  std::snprintf(vals, sizeof vals, "{\"loss\": %.17g, \"tokens_per_second\": 5000}", 1.0 / static_cast<double>(batches));
+  return {1 + i / per_trial, batches, vals};
+}
+
+// COPY rows [0, n) in batches of `batch`, one transaction each. Returns seconds, < 0 on error.
+double Copy(PGconn* conn, long long n, long long per_trial, int batch) {
+  auto start = Clock::now();
+  for (long long first = 0; first < n; first += batch) {
+    if (!Exec(conn, "BEGIN")) return -1;
+    std::unique_ptr<PGresult, decltype(&PQclear)> r(
+        PQexec(conn, "COPY bench_ceiling_metrics (trial_id, kind, batches, restart, vals) FROM STDIN"), &PQclear);
+    if (PQresultStatus(r.get()) != PGRES_COPY_IN) {
+      std::fprintf(stderr, "pg_ingest_ceiling: COPY: %s", PQerrorMessage(conn));
+      return -1;
+    }
+    std::string data;
+    for (long long i = first; i < std::min(n, first + batch); ++i) {
+      Row row = MakeRow(i, per_trial);
+      data += std::to_string(row.trial) + "\ttraining\t" + std::to_string(row.batches) + "\t0\t" + row.vals + "\n";
+    }
+    if (PQputCopyData(conn, data.data(), static_cast<int>(data.size())) != 1 || PQputCopyEnd(conn, nullptr) != 1) {
+      std::fprintf(stderr, "pg_ingest_ceiling: COPY data: %s", PQerrorMessage(conn));
+      return -1;
+    }
+    std::unique_ptr<PGresult, decltype(&PQclear)> done(PQgetResult(conn), &PQclear);
+    if (PQresultStatus(done.get()) != PGRES_COMMAND_OK) {
+      std::fprintf(stderr, "pg_ingest_ceiling: COPY end: %s", PQerrorMessage(conn));
+      return -1;
+    }
+    while (PGresult* extra = PQgetResult(conn)) PQclear(extra);
+    if (!Exec(conn, "COMMIT")) return -1;
+  }
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// INSERT ... VALUES ($1..), ($6..), ... ON CONFLICT DO NOTHING, `batch` rows per statement,
+// each statement its own transaction.
+double Insert(PGconn* conn, long long n, long long per_trial, int batch) {
+  auto start = Clock::now();
+  for (long long first = 0; first < n; first += batch) {
+    long long count = std::min<long long>(batch, n - first);
+    std::string sql = "INSERT INTO bench_ceiling_metrics (trial_id, kind, batches, restart, vals) VALUES ";
+    std::vector<std::string> values;
+    values.reserve(count * 3);
+    for (long long k = 0; k < count; ++k) {
+      Row row = MakeRow(first + k, per_trial);
+      values.push_back(std::to_string(row.trial));
+      values.push_back(std::to_string(row.batches));
+      values.push_back(row.vals);
+      int p = static_cast<int>(k) * 3;
+      sql += (k ? ",(" : "(") + ("$" + std::to_string(p + 1)) + "::bigint,'training',$" + std::to_string(p + 2) +
+             "::bigint,0,$" + std::to_string(p + 3) + "::jsonb)";
+    }
+    sql += " ON CONFLICT (trial_id, kind, batches) DO NOTHING";
+    std::vector<const char*> params;
+    for (const auto& v : values) params.push_back(v.c_str());
+    std::unique_ptr<PGresult, decltype(&PQclear)> r(
+        PQexecParams(conn, sql.c_str(), static_cast<int>(params.size()), nullptr, params.data(), nullptr, nullptr, 0),
+        &PQclear);
+    if (PQresultStatus(r.get()) != PGRES_COMMAND_OK) {
+      std::fprintf(stderr, "pg_ingest_ceiling: INSERT: %s", PQerrorMessage(conn));
+      return -1;
+    }
+  }
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app("PostgreSQL ceiling for metric ingestion: the same rows by COPY and by multi-row INSERT.",
+               "pg_ingest_ceiling");
+  sf::cmdline::UseDefaults(app);
+  std::string connection;
+  long long rows = 0;
+  int per_trial = 2000, copy_batch = 10000, insert_batch = 1000;
+  app.add_option("CONNECTION", connection, "libpq connection string of a database with the metrics table")->required();
+  app.add_option("ROWS", rows, "rows to insert by each method")->required()->check(sf::cmdline::AtLeast(1));
+  app.add_option("--rows-per-trial", per_trial, "rows per simulated trial")->check(sf::cmdline::AtLeast(1));
+  app.add_option("--copy-batch", copy_batch, "rows per COPY (one transaction each)")->check(sf::cmdline::AtLeast(1));
+  app.add_option("--insert-batch", insert_batch, "rows per INSERT statement (one transaction each)")
+      ->check(sf::cmdline::AtLeast(1));
+  if (auto exit_code = sf::cmdline::Parse(app, argc, argv)) return *exit_code;
+
+  std::unique_ptr<PGconn, decltype(&PQfinish)> conn(PQconnectdb(connection.c_str()), &PQfinish);
+  if (PQstatus(conn.get()) != CONNECTION_OK) {
+    std::fprintf(stderr, "pg_ingest_ceiling: cannot connect: %s", PQerrorMessage(conn.get()));
+    return 1;
+  }
+  if (!Exec(conn.get(), "SET client_min_messages = warning")) return 1;
+  auto fresh_table = [&] {
+    return Exec(conn.get(), "DROP TABLE IF EXISTS bench_ceiling_metrics") &&
+           Exec(conn.get(),
+                "CREATE TABLE bench_ceiling_metrics (LIKE metrics INCLUDING DEFAULTS INCLUDING CONSTRAINTS "
+                "INCLUDING INDEXES)");
+  };
+  if (!fresh_table()) return 1;
+  double copy_s = Copy(conn.get(), rows, per_trial, copy_batch);
+  if (copy_s < 0 || !fresh_table()) return 1;
+  double insert_s = Insert(conn.get(), rows, per_trial, insert_batch);
+  if (insert_s < 0) return 1;
+  (void)Exec(conn.get(), "DROP TABLE bench_ceiling_metrics");
+  std::printf("rows: %lld\ncopy_rows_per_transaction: %d\ncopy_rows_per_second: %.0f\n"
+              "insert_rows_per_statement: %d\ninsert_rows_per_second: %.0f\n",
+              rows, copy_batch, rows / copy_s, insert_batch, rows / insert_s);
+  return 0;
+}
