@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "master/api/experiment_json.h"
 #include "master/api/grpc_services.h"
 
 namespace sf::master {
@@ -440,7 +441,9 @@ struct HttpServer::Impl {
       r.set_offset(static_cast<int32_t>(*off));
       r.set_limit(static_cast<int32_t>(*lim));
       r.set_include_archived(*arch);
-      res = Reply(handlers->GetExperiments(r), req);
+      auto out = handlers->GetExperiments(r);
+      if (!out.ok()) return void(res = Error(out.status(), req));
+      res = Json(200, ExperimentsResponseJson(*out), req);  // the same JSON as ToJson, faster
       return;
     }
     if (std::regex_match(path, m, kExp)) {
