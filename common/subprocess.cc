@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -62,6 +63,7 @@ Result<CommandResult> RunCommand(const std::vector<std::string>& argv,
   for (auto& s : argv_copy) args.push_back(s.data());
   args.push_back(nullptr);
 
+  const pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) return Internal(std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
@@ -84,6 +86,10 @@ Result<CommandResult> RunCommand(const std::vector<std::string>& argv,
       if (setgid(gid) != 0) fail("setgid");
       if (setuid(uid) != 0) fail("setuid");
     }
+    // Die with the caller (set after setuid, which clears it): the calling thread blocks until
+    // the command ends, so the command outliving it means the whole process died.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);  // it died before prctl
     execvpe(args[0], args.data(), envp.data());
     fail(("exec " + argv[0]).c_str());
   }

@@ -2,7 +2,10 @@
 // working directory, environment additions and a user to run as; output captured or inherited.
 //
 // RunCommand blocks until the program exits or `timeout` passes (then it is killed with
-// SIGKILL and the result says so). Thread-safe: each call owns its child.
+// SIGKILL and the result says so). Thread-safe: each call owns its child. The program runs in a
+// process group of its own and is SIGKILLed by the kernel if the calling process dies while
+// waiting for it (PR_SET_PDEATHSIG; what it started in the background, e.g. the server that
+// `pg_ctl start` forks, keeps running).
 #pragma once
 
 #include <chrono>
