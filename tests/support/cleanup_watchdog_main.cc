@@ -25,6 +25,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -163,13 +164,22 @@ bool WaitUntil(Pred done, std::chrono::milliseconds timeout) {
 void CleanUp(const Registry& r, const std::string& test_pid) {
   const std::string me = "sf-test-watchdog: test process " + test_pid + " died; ";
   std::vector<pid_t> postmasters;
-  for (const std::string& dir : r.postgres_dirs) {
-    if (pid_t pid = PostmasterPid(dir)) {
+  // Returns whether every registered data directory had a postmaster to stop.
+  auto shut_down_postgres = [&] {
+    bool all = true;
+    for (const std::string& dir : r.postgres_dirs) {
+      const pid_t pid = PostmasterPid(dir);
+      all = all && pid != 0;
+      if (pid == 0 || std::find(postmasters.begin(), postmasters.end(), pid) != postmasters.end()) {
+        continue;
+      }
       std::cerr << me << "immediate shutdown of PostgreSQL " << pid << " (" << dir << ")\n";
       kill(pid, SIGQUIT);
       postmasters.push_back(pid);
     }
-  }
+    return all;
+  };
+  const bool every_postmaster_found = shut_down_postgres();
   for (pid_t pgid : r.groups) {
     if (kill(-pgid, SIGKILL) == 0) std::cerr << me << "killed process group " << pgid << "\n";
   }
@@ -189,6 +199,10 @@ void CleanUp(const Registry& r, const std::string& test_pid) {
     killed += KillByEnvironment(r.env_entries);
     if (killed > 0) std::cerr << me << "killed " << killed << " trainer process(es) and helpers\n";
   }
+  // A `pg_ctl start` that was under way when the test died (RunCommand's child dies with the
+  // test, but the server it forked does not) writes postmaster.pid a moment later: look again.
+  if (!every_postmaster_found) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  shut_down_postgres();
   for (pid_t pid : postmasters) {
     if (!WaitUntil([&] { return !Running(pid); }, std::chrono::seconds(10))) kill(pid, SIGKILL);
   }
