@@ -14,7 +14,11 @@ DIR=$(mktemp -d /tmp/sf-api-load-XXXXXX)
 chmod 755 "$DIR"
 HTTP=${SF_BENCH_HTTP_PORT:-18480}
 GRPC=${SF_BENCH_GRPC_PORT:-18490}
-cleanup() { "$SF" deploy local down --dir "$DIR" --delete-data >/dev/null 2>&1 || true; }
+INGEST_PID=
+cleanup() {
+  [ -n "$INGEST_PID" ] && kill "$INGEST_PID" 2>/dev/null
+  "$SF" deploy local down --dir "$DIR" --delete-data >/dev/null 2>&1 || true
+}
 trap cleanup EXIT
 "$SF" deploy local up --dir "$DIR" --agents 1 --port "$HTTP" --grpc-port "$GRPC" >/dev/null
 URL="http://127.0.0.1:$HTTP"
@@ -31,6 +35,16 @@ echo "== GET /api/v1/experiments (200 stored, page of 100), wrk -t2 -c32 -d10s"
 wrk -t2 -c32 -d10s --latency "$URL/api/v1/experiments" | grep -E "Requests/sec|Latency  |  50%|  99%"
 echo "== GET /api/v1/experiments/1, wrk -t2 -c32 -d10s"
 wrk -t2 -c32 -d10s --latency "$URL/api/v1/experiments/1" | grep -E "Requests/sec|  50%|  99%"
+# The list again while 64 simulated trainers report metrics (trials 129-192, killed after wrk):
+# reads and ingestion share the master and the two cores.
+echo "== GET /api/v1/experiments while 64 simulated trainers report (10 rows per call), wrk -t2 -c32 -d10s"
+"$BUILD/bench/metric_ingest_bench" "127.0.0.1:$GRPC" 129 64 1000000 10 >/dev/null 2>&1 &
+INGEST_PID=$!
+sleep 1
+wrk -t2 -c32 -d10s --latency "$URL/api/v1/experiments" | grep -E "Requests/sec|Latency  |  50%|  99%"
+kill "$INGEST_PID" 2>/dev/null || true
+wait "$INGEST_PID" 2>/dev/null || true
+INGEST_PID=
 echo "== metric ingestion: 64 simulated trainers x 500 reports, 1 row per call"
 "$BUILD/bench/metric_ingest_bench" "127.0.0.1:$GRPC" 1 64 500 1 | tee "$DIR/ingest1.txt"
 echo "== metric ingestion: 64 simulated trainers x 2000 rows, 10 rows per call"
