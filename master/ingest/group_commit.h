@@ -75,7 +75,7 @@ class GroupCommitQueue {
     queued_units_ += units;
     stats_.submitted++;
     work_.notify_one();
-    done_.wait(lock, [&] { return ticket->done; });
+    ticket->done_cv.wait(lock, [&] { return ticket->done; });
     return ticket->status;
   }
 
@@ -98,9 +98,11 @@ class GroupCommitQueue {
   }
 
  private:
+  // One per Submit; its own condition variable, so a flush wakes exactly the callers it wrote.
   struct Ticket {
     bool done = false;
     Status status;
+    std::condition_variable done_cv;
   };
   struct Entry {
     Item item;
@@ -133,8 +135,8 @@ class GroupCommitQueue {
       for (auto& t : tickets) {
         t->done = true;
         t->status = status;
+        t->done_cv.notify_one();
       }
-      done_.notify_all();
     }
   }
 
@@ -144,7 +146,6 @@ class GroupCommitQueue {
   mutable std::mutex mu_;
   std::condition_variable work_;   // the writer: something queued, or stopping
   std::condition_variable space_;  // submitters: room in the queue
-  std::condition_variable done_;   // submitters: a group was written
   std::deque<Entry> queue_;
   size_t queued_units_ = 0;
   bool stopping_ = false;
