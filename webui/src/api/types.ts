@@ -29,6 +29,7 @@ export interface Experiment {
   name: string;
   description: string;
   state: ExperimentState;
+  /** Only from getExperiment (GET /experiments/{id}); '' in list rows, which leave it out. */
   configYaml: string;
   owner: string;
   archived: boolean;
