@@ -95,6 +95,9 @@ int main(int argc, char** argv) {
   builder.RegisterService(&agent_link);
   builder.RegisterService(&trial_link);
   builder.SetMaxReceiveMessageSize(64 << 20);
+  // TrialLink handlers block until their metric rows are committed (group commit), so dozens run
+  // at once; keep that many threads instead of starting one per call (gRPC's default keeps 2).
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 256);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || grpc_port == 0) {
     log::Error("master", {{"event", "grpc_listen_failed"}, {"port", std::to_string(config->grpc_port)}});

@@ -958,7 +958,7 @@ Status Cluster::Recover() {
 void Cluster::HousekeepingLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
-    changed_.wait_for(lock, std::chrono::milliseconds(500));
+    changed_.wait_for(lock, std::chrono::milliseconds(500), [&] { return stopping_; });  // a timer, not per change
     if (stopping_) break;
     auto now = steady_clock::now();
     // Agents gone longer than the grace period: their trials failed.
