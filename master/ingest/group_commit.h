@@ -6,9 +6,12 @@
 // - Thread-safe. Submit may be called from any number of threads; one background thread (owned
 //   here) calls `flush`, never concurrently with itself, in submission order.
 // - Submit returns only after the flush that carried its item has returned; it returns that
-//   flush's status. Every caller in a group gets the same status: an error fails them all, and
-//   none of their items may be assumed written (the flush is one transaction). Callers retry;
-//   the flush must therefore be idempotent for the data it writes.
+//   flush's status. An error means none of the caller's items may be assumed written (a flush is
+//   one transaction). When a group fails with kUnavailable (the database is unreachable) every
+//   caller in it gets that error at once; any other error may come from one caller's data (a
+//   value the database refuses), so each item of the group is then flushed alone and each caller
+//   gets its own status: one bad report cannot fail everyone else's. Callers retry; the flush
+//   must therefore be idempotent for the data it writes.
 // - Bounded: at most `max_queued_units` units wait in the queue (an item larger than the bound is
 //   admitted alone into an empty queue). Beyond that Submit blocks (backpressure), so memory stays
 //   bounded however fast callers come.
@@ -128,14 +131,25 @@ class GroupCommitQueue {
       space_.notify_all();
       lock.unlock();
       Status status = flush_(items);
+      std::vector<Status> statuses(items.size(), status);
+      int64_t flushes = 1, failed = status.ok() ? 0 : 1;
+      if (!status.ok() && status.code() != StatusCode::kUnavailable && items.size() > 1) {
+        for (size_t i = 0; i < items.size(); ++i) {  // find whose data the database refused
+          std::vector<Item> one;
+          one.push_back(std::move(items[i]));
+          statuses[i] = flush_(one);
+          flushes++;
+          if (!statuses[i].ok()) failed++;
+        }
+      }
       lock.lock();
-      stats_.flushes++;
-      if (!status.ok()) stats_.failed_flushes++;
+      stats_.flushes += flushes;
+      stats_.failed_flushes += failed;
       stats_.largest_group = std::max<int64_t>(stats_.largest_group, static_cast<int64_t>(tickets.size()));
-      for (auto& t : tickets) {
-        t->done = true;
-        t->status = status;
-        t->done_cv.notify_one();
+      for (size_t i = 0; i < tickets.size(); ++i) {
+        tickets[i]->done = true;
+        tickets[i]->status = statuses[i];
+        tickets[i]->done_cv.notify_one();
       }
     }
   }

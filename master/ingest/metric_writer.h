@@ -13,7 +13,9 @@
 //   total_batches never goes down, so a retried or repeated Write is harmless.
 // - Errors: a non-OK status (kUnavailable when PostgreSQL is unreachable or the writer is
 //   stopping, kInternal for a failed statement) means none of the call's rows may be assumed
-//   written; every caller of that group gets the same status. The trainer retries.
+//   written. Unreachable: every caller of the group gets the error. A refused statement: each
+//   report of the group is retried alone, so only the report PostgreSQL refuses fails (e.g. a
+//   string value with a NUL character). The trainer retries.
 // - Bounded: at most `max_queued_rows` rows wait; beyond that Write blocks until there is room.
 #pragma once
 

@@ -1,8 +1,9 @@
 // Metric and log ingestion with group commit, against a real PostgreSQL migrated by the
 // master's own migrations: concurrent writers store every row exactly once with the right
 // total_batches, retries are harmless, a call returns only once its rows are visible to another
-// connection, queued callers share one transaction, and a database failure reaches every
-// caller of the group without crashing (and a retry then succeeds).
+// connection, queued callers share one transaction, a database failure reaches every caller of
+// the group without crashing (and a retry then succeeds), and a report PostgreSQL refuses fails
+// only its own caller.
 #include "master/ingest/metric_writer.h"
 
 #include <gtest/gtest.h>
@@ -223,6 +224,37 @@ TEST_F(IngestTest, FailedTransactionFailsEveryCallerOfItsGroupAndRetrySucceeds) 
   ASSERT_TRUE(writer.Write(Rows(trials_[0], 1, 1)).ok());
   for (int i = 1; i < 16; ++i) ASSERT_TRUE(writer.Write(Rows(trials_[i % 4], 100 + i, 2)).ok());
   EXPECT_EQ(Scalar("SELECT count(*) FROM metrics"), 1 + 15 * 2);
+}
+
+TEST_F(IngestTest, ReportTheDatabaseRefusesFailsOnlyItsOwnCaller) {
+  MetricWriter writer(db_.get());
+  std::vector<Status> results(9);
+  {
+    TableLock lock(connection_string(), "metrics");
+    std::vector<std::thread> threads;
+    threads.emplace_back([&] { results[0] = writer.Write(Rows(trials_[0], 1, 1)); });
+    ASSERT_TRUE(Eventually([&] { return writer.stats().submitted == 1 && writer.stats().queued == 0; }));
+    for (int i = 1; i < 9; ++i) {
+      threads.emplace_back([&, i] {
+        MetricBatch b = Rows(trials_[i % 4], 100 + 10 * i, 2);
+        // jsonb has no NUL character: PostgreSQL refuses this report's row.
+        if (i == 5) (*b.rows[1].mutable_values()->mutable_fields())["note"].set_string_value(std::string("a\0b", 3));
+        results[i] = writer.Write(std::move(b));
+      });
+    }
+    ASSERT_TRUE(Eventually([&] { return writer.stats().queued == 8; }));
+    lock.Release();
+    for (auto& th : threads) th.join();
+  }
+  for (int i = 0; i < 9; ++i) {
+    if (i == 5) {
+      EXPECT_EQ(results[i].code(), StatusCode::kInternal) << results[i].ToString();
+    } else {
+      EXPECT_TRUE(results[i].ok()) << i << ": " << results[i].ToString();
+    }
+  }
+  EXPECT_EQ(Scalar("SELECT count(*) FROM metrics"), 1 + 7 * 2);  // none of the refused report's rows
+  EXPECT_EQ(TotalBatches(trials_[1]), 111);  // caller 1's report; caller 5's progress was not kept
 }
 
 TEST_F(IngestTest, UnreachableDatabaseIsAnErrorNotACrashAndTheWriterRecovers) {
