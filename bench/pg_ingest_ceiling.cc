@@ -1,10 +1,11 @@
 // The PostgreSQL ceiling for metric ingestion: the rows bench/metric_ingest.cc sends through the
 // master, inserted straight into PostgreSQL, once by COPY and once by multi-row INSERT ... ON
-// CONFLICT DO NOTHING (the master's statement shape), each batch its own committed transaction.
+// CONFLICT DO NOTHING, and once by the master's own statement (jsonb_to_recordset), each batch its
+// own committed transaction.
 // The target is a scratch copy of the metrics table (same columns, defaults, UNIQUE and index;
-// no foreign key), dropped at the end. Prints rows/s for both.
+// no foreign key), dropped at the end. Prints rows/s for each.
 //
-//   pg_ingest_ceiling CONNECTION_STRING ROWS [--copy-batch N] [--insert-batch N]
+//   pg_ingest_ceiling CONNECTION_STRING ROWS [--copy-batch N] [--insert-batch N] [--jsonb-batch N]
 #include <libpq-fe.h>
 
 #include <chrono>
@@ -104,6 +105,37 @@ double Insert(PGconn* conn, long long n, long long per_trial, int batch) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// The master's own statement (master/ingest/metric_writer.cc): the rows of a group as one JSON
+// array, INSERT ... SELECT FROM jsonb_to_recordset ... ON CONFLICT DO NOTHING, `batch` rows per
+// transaction.
+double JsonbInsert(PGconn* conn, long long n, long long per_trial, int batch) {
+  auto start = Clock::now();
+  for (long long first = 0; first < n; first += batch) {
+    std::string json = "[";
+    for (long long i = first; i < std::min(n, first + batch); ++i) {
+      Row row = MakeRow(i, per_trial);
+      if (i > first) json += ",";
+      json += "{\"trial_id\":" + std::to_string(row.trial) + ",\"kind\":\"training\",\"batches\":" +
+              std::to_string(row.batches) + ",\"restart\":0,\"vals\":" + row.vals + "}";
+    }
+    json += "]";
+    const char* params[] = {json.c_str()};
+    std::unique_ptr<PGresult, decltype(&PQclear)> r(
+        PQexecParams(conn,
+                     "INSERT INTO bench_ceiling_metrics (trial_id, kind, batches, restart, vals) "
+                     "SELECT x.trial_id, x.kind, x.batches, x.restart, x.vals FROM jsonb_to_recordset($1::jsonb) "
+                     "AS x(trial_id BIGINT, kind TEXT, batches BIGINT, restart INT, vals JSONB) "
+                     "ON CONFLICT (trial_id, kind, batches) DO NOTHING",
+                     1, nullptr, params, nullptr, nullptr, 0),
+        &PQclear);
+    if (PQresultStatus(r.get()) != PGRES_COMMAND_OK) {
+      std::fprintf(stderr, "pg_ingest_ceiling: jsonb INSERT: %s", PQerrorMessage(conn));
+      return -1;
+    }
+  }
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -112,12 +144,14 @@ int main(int argc, char** argv) {
   sf::cmdline::UseDefaults(app);
   std::string connection;
   long long rows = 0;
-  int per_trial = 2000, copy_batch = 10000, insert_batch = 1000;
+  int per_trial = 2000, copy_batch = 10000, insert_batch = 1000, jsonb_batch = 640;
   app.add_option("CONNECTION", connection, "libpq connection string of a database with the metrics table")->required();
   app.add_option("ROWS", rows, "rows to insert by each method")->required()->check(sf::cmdline::AtLeast(1));
   app.add_option("--rows-per-trial", per_trial, "rows per simulated trial")->check(sf::cmdline::AtLeast(1));
   app.add_option("--copy-batch", copy_batch, "rows per COPY (one transaction each)")->check(sf::cmdline::AtLeast(1));
   app.add_option("--insert-batch", insert_batch, "rows per INSERT statement (one transaction each)")
+      ->check(sf::cmdline::AtLeast(1));
+  app.add_option("--jsonb-batch", jsonb_batch, "rows per transaction in the master's statement (64 trainers x 10)")
       ->check(sf::cmdline::AtLeast(1));
   if (auto exit_code = sf::cmdline::Parse(app, argc, argv)) return *exit_code;
 
@@ -137,10 +171,13 @@ int main(int argc, char** argv) {
   double copy_s = Copy(conn.get(), rows, per_trial, copy_batch);
   if (copy_s < 0 || !fresh_table()) return 1;
   double insert_s = Insert(conn.get(), rows, per_trial, insert_batch);
-  if (insert_s < 0) return 1;
+  if (insert_s < 0 || !fresh_table()) return 1;
+  double jsonb_s = JsonbInsert(conn.get(), rows, per_trial, jsonb_batch);
+  if (jsonb_s < 0) return 1;
   (void)Exec(conn.get(), "DROP TABLE bench_ceiling_metrics");
   std::printf("rows: %lld\ncopy_rows_per_transaction: %d\ncopy_rows_per_second: %.0f\n"
-              "insert_rows_per_statement: %d\ninsert_rows_per_second: %.0f\n",
-              rows, copy_batch, rows / copy_s, insert_batch, rows / insert_s);
+              "insert_rows_per_statement: %d\ninsert_rows_per_second: %.0f\n"
+              "master_statement_rows_per_transaction: %d\nmaster_statement_rows_per_second: %.0f\n",
+              rows, copy_batch, rows / copy_s, insert_batch, rows / insert_s, jsonb_batch, rows / jsonb_s);
   return 0;
 }
