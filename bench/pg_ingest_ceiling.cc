@@ -24,7 +24,8 @@ bool Exec(PGconn* conn, const std::string& sql) {
   std::unique_ptr<PGresult, decltype(&PQclear)> r(PQexec(conn, sql.c_str()), &PQclear);
   ExecStatusType s = PQresultStatus(r.get());
   if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
-    std::fprintf(stderr, "pg_ingest_ceiling: %s: %s", sql.substr(0, 60).c_str(), PQerrorMessage(conn));
+    std::fprintf(stderr, "pg_ingest_ceiling: %s: %s", sql.substr(0, 60).c_str(),
+                 PQerrorMessage(conn));
     return false;
   }
   return true;
@@ -38,7 +39,8 @@ struct Row {
 Row MakeRow(long long i, long long per_trial) {
   long long batches = 1 + i % per_trial;
   char vals[96];
-  std::snprintf(vals, sizeof vals, "{\"loss\": %.17g, \"tokens_per_second\": 5000}", 1.0 / static_cast<double>(batches));
+  std::snprintf(vals, sizeof vals, "{\"loss\": %.17g, \"tokens_per_second\": 5000}",
+                1.0 / static_cast<double>(batches));
   return {1 + i / per_trial, batches, vals};
 }
 
@@ -48,7 +50,9 @@ double Copy(PGconn* conn, long long n, long long per_trial, int batch) {
   for (long long first = 0; first < n; first += batch) {
     if (!Exec(conn, "BEGIN")) return -1;
     std::unique_ptr<PGresult, decltype(&PQclear)> r(
-        PQexec(conn, "COPY bench_ceiling_metrics (trial_id, kind, batches, restart, vals) FROM STDIN"), &PQclear);
+        PQexec(conn,
+               "COPY bench_ceiling_metrics (trial_id, kind, batches, restart, vals) FROM STDIN"),
+        &PQclear);
     if (PQresultStatus(r.get()) != PGRES_COPY_IN) {
       std::fprintf(stderr, "pg_ingest_ceiling: COPY: %s", PQerrorMessage(conn));
       return -1;
@@ -56,9 +60,11 @@ double Copy(PGconn* conn, long long n, long long per_trial, int batch) {
     std::string data;
     for (long long i = first; i < std::min(n, first + batch); ++i) {
       Row row = MakeRow(i, per_trial);
-      data += std::to_string(row.trial) + "\ttraining\t" + std::to_string(row.batches) + "\t0\t" + row.vals + "\n";
+      data += std::to_string(row.trial) + "\ttraining\t" + std::to_string(row.batches) + "\t0\t" +
+              row.vals + "\n";
     }
-    if (PQputCopyData(conn, data.data(), static_cast<int>(data.size())) != 1 || PQputCopyEnd(conn, nullptr) != 1) {
+    if (PQputCopyData(conn, data.data(), static_cast<int>(data.size())) != 1 ||
+        PQputCopyEnd(conn, nullptr) != 1) {
       std::fprintf(stderr, "pg_ingest_ceiling: COPY data: %s", PQerrorMessage(conn));
       return -1;
     }
@@ -79,7 +85,8 @@ double Insert(PGconn* conn, long long n, long long per_trial, int batch) {
   auto start = Clock::now();
   for (long long first = 0; first < n; first += batch) {
     long long count = std::min<long long>(batch, n - first);
-    std::string sql = "INSERT INTO bench_ceiling_metrics (trial_id, kind, batches, restart, vals) VALUES ";
+    std::string sql =
+        "INSERT INTO bench_ceiling_metrics (trial_id, kind, batches, restart, vals) VALUES ";
     std::vector<std::string> values;
     values.reserve(count * 3);
     for (long long k = 0; k < count; ++k) {
@@ -88,14 +95,15 @@ double Insert(PGconn* conn, long long n, long long per_trial, int batch) {
       values.push_back(std::to_string(row.batches));
       values.push_back(row.vals);
       int p = static_cast<int>(k) * 3;
-      sql += (k ? ",(" : "(") + ("$" + std::to_string(p + 1)) + "::bigint,'training',$" + std::to_string(p + 2) +
-             "::bigint,0,$" + std::to_string(p + 3) + "::jsonb)";
+      sql += (k ? ",(" : "(") + ("$" + std::to_string(p + 1)) + "::bigint,'training',$" +
+             std::to_string(p + 2) + "::bigint,0,$" + std::to_string(p + 3) + "::jsonb)";
     }
     sql += " ON CONFLICT (trial_id, kind, batches) DO NOTHING";
     std::vector<const char*> params;
     for (const auto& v : values) params.push_back(v.c_str());
     std::unique_ptr<PGresult, decltype(&PQclear)> r(
-        PQexecParams(conn, sql.c_str(), static_cast<int>(params.size()), nullptr, params.data(), nullptr, nullptr, 0),
+        PQexecParams(conn, sql.c_str(), static_cast<int>(params.size()), nullptr, params.data(),
+                     nullptr, nullptr, 0),
         &PQclear);
     if (PQresultStatus(r.get()) != PGRES_COMMAND_OK) {
       std::fprintf(stderr, "pg_ingest_ceiling: INSERT: %s", PQerrorMessage(conn));
@@ -115,15 +123,17 @@ double JsonbInsert(PGconn* conn, long long n, long long per_trial, int batch) {
     for (long long i = first; i < std::min(n, first + batch); ++i) {
       Row row = MakeRow(i, per_trial);
       if (i > first) json += ",";
-      json += "{\"trial_id\":" + std::to_string(row.trial) + ",\"kind\":\"training\",\"batches\":" +
-              std::to_string(row.batches) + ",\"restart\":0,\"vals\":" + row.vals + "}";
+      json += "{\"trial_id\":" + std::to_string(row.trial) +
+              ",\"kind\":\"training\",\"batches\":" + std::to_string(row.batches) +
+              ",\"restart\":0,\"vals\":" + row.vals + "}";
     }
     json += "]";
     const char* params[] = {json.c_str()};
     std::unique_ptr<PGresult, decltype(&PQclear)> r(
         PQexecParams(conn,
                      "INSERT INTO bench_ceiling_metrics (trial_id, kind, batches, restart, vals) "
-                     "SELECT x.trial_id, x.kind, x.batches, x.restart, x.vals FROM jsonb_to_recordset($1::jsonb) "
+                     "SELECT x.trial_id, x.kind, x.batches, x.restart, x.vals FROM "
+                     "jsonb_to_recordset($1::jsonb) "
                      "AS x(trial_id BIGINT, kind TEXT, batches BIGINT, restart INT, vals JSONB) "
                      "ON CONFLICT (trial_id, kind, batches) DO NOTHING",
                      1, nullptr, params, nullptr, nullptr, 0),
@@ -139,19 +149,27 @@ double JsonbInsert(PGconn* conn, long long n, long long per_trial, int batch) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app("PostgreSQL ceiling for metric ingestion: the same rows by COPY and by multi-row INSERT.",
-               "pg_ingest_ceiling");
+  CLI::App app(
+      "PostgreSQL ceiling for metric ingestion: the same rows by COPY and by multi-row INSERT.",
+      "pg_ingest_ceiling");
   sf::cmdline::UseDefaults(app);
   std::string connection;
   long long rows = 0;
   int per_trial = 2000, copy_batch = 10000, insert_batch = 1000, jsonb_batch = 640;
-  app.add_option("CONNECTION", connection, "libpq connection string of a database with the metrics table")->required();
-  app.add_option("ROWS", rows, "rows to insert by each method")->required()->check(sf::cmdline::AtLeast(1));
-  app.add_option("--rows-per-trial", per_trial, "rows per simulated trial")->check(sf::cmdline::AtLeast(1));
-  app.add_option("--copy-batch", copy_batch, "rows per COPY (one transaction each)")->check(sf::cmdline::AtLeast(1));
+  app.add_option("CONNECTION", connection,
+                 "libpq connection string of a database with the metrics table")
+      ->required();
+  app.add_option("ROWS", rows, "rows to insert by each method")
+      ->required()
+      ->check(sf::cmdline::AtLeast(1));
+  app.add_option("--rows-per-trial", per_trial, "rows per simulated trial")
+      ->check(sf::cmdline::AtLeast(1));
+  app.add_option("--copy-batch", copy_batch, "rows per COPY (one transaction each)")
+      ->check(sf::cmdline::AtLeast(1));
   app.add_option("--insert-batch", insert_batch, "rows per INSERT statement (one transaction each)")
       ->check(sf::cmdline::AtLeast(1));
-  app.add_option("--jsonb-batch", jsonb_batch, "rows per transaction in the master's statement (64 trainers x 10)")
+  app.add_option("--jsonb-batch", jsonb_batch,
+                 "rows per transaction in the master's statement (64 trainers x 10)")
       ->check(sf::cmdline::AtLeast(1));
   if (auto exit_code = sf::cmdline::Parse(app, argc, argv)) return *exit_code;
 
@@ -164,7 +182,8 @@ int main(int argc, char** argv) {
   auto fresh_table = [&] {
     return Exec(conn.get(), "DROP TABLE IF EXISTS bench_ceiling_metrics") &&
            Exec(conn.get(),
-                "CREATE TABLE bench_ceiling_metrics (LIKE metrics INCLUDING DEFAULTS INCLUDING CONSTRAINTS "
+                "CREATE TABLE bench_ceiling_metrics (LIKE metrics INCLUDING DEFAULTS INCLUDING "
+                "CONSTRAINTS "
                 "INCLUDING INDEXES)");
   };
   if (!fresh_table()) return 1;
@@ -175,9 +194,10 @@ int main(int argc, char** argv) {
   double jsonb_s = JsonbInsert(conn.get(), rows, per_trial, jsonb_batch);
   if (jsonb_s < 0) return 1;
   (void)Exec(conn.get(), "DROP TABLE bench_ceiling_metrics");
-  std::printf("rows: %lld\ncopy_rows_per_transaction: %d\ncopy_rows_per_second: %.0f\n"
-              "insert_rows_per_statement: %d\ninsert_rows_per_second: %.0f\n"
-              "master_statement_rows_per_transaction: %d\nmaster_statement_rows_per_second: %.0f\n",
-              rows, copy_batch, rows / copy_s, insert_batch, rows / insert_s, jsonb_batch, rows / jsonb_s);
+  std::printf(
+      "rows: %lld\ncopy_rows_per_transaction: %d\ncopy_rows_per_second: %.0f\n"
+      "insert_rows_per_statement: %d\ninsert_rows_per_second: %.0f\n"
+      "master_statement_rows_per_transaction: %d\nmaster_statement_rows_per_second: %.0f\n",
+      rows, copy_batch, rows / copy_s, insert_batch, rows / insert_s, jsonb_batch, rows / jsonb_s);
   return 0;
 }

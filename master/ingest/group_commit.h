@@ -39,10 +39,10 @@ namespace sf::master {
 
 // Counters of a group-commit queue (for tests and /metrics).
 struct GroupCommitStats {
-  int64_t submitted = 0;   // Submit calls accepted
-  int64_t flushes = 0;     // flush calls (one transaction each), failed ones included
+  int64_t submitted = 0;  // Submit calls accepted
+  int64_t flushes = 0;    // flush calls (one transaction each), failed ones included
   int64_t failed_flushes = 0;
-  int64_t queued = 0;      // items waiting now (not yet taken by the writer)
+  int64_t queued = 0;  // items waiting now (not yet taken by the writer)
   int64_t largest_group = 0;
 };
 
@@ -60,7 +60,9 @@ class GroupCommitQueue {
   using Units = std::function<size_t(const Item&)>;
 
   GroupCommitQueue(Flush flush, Units units, GroupCommitOptions options)
-      : flush_(std::move(flush)), units_(std::move(units)), options_(options),
+      : flush_(std::move(flush)),
+        units_(std::move(units)),
+        options_(options),
         thread_([this] { Run(); }) {}
   ~GroupCommitQueue() { Stop(); }
   GroupCommitQueue(const GroupCommitQueue&) = delete;
@@ -121,7 +123,8 @@ class GroupCommitQueue {
       std::vector<Item> items;
       std::vector<std::shared_ptr<Ticket>> tickets;
       size_t units = 0;
-      while (!queue_.empty() && (items.empty() || units + queue_.front().units <= options_.max_units_per_flush)) {
+      while (!queue_.empty() &&
+             (items.empty() || units + queue_.front().units <= options_.max_units_per_flush)) {
         units += queue_.front().units;
         items.push_back(std::move(queue_.front().item));
         tickets.push_back(std::move(queue_.front().ticket));
@@ -145,7 +148,8 @@ class GroupCommitQueue {
       lock.lock();
       stats_.flushes += flushes;
       stats_.failed_flushes += failed;
-      stats_.largest_group = std::max<int64_t>(stats_.largest_group, static_cast<int64_t>(tickets.size()));
+      stats_.largest_group =
+          std::max<int64_t>(stats_.largest_group, static_cast<int64_t>(tickets.size()));
       for (size_t i = 0; i < tickets.size(); ++i) {
         tickets[i]->done = true;
         tickets[i]->status = statuses[i];

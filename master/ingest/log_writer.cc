@@ -34,7 +34,8 @@ Status LogWriter::Flush(std::vector<std::vector<v1::LogLine>>& batches) {
   return db_->Transact("ingest logs", [&](pqxx::work& tx) {
     tx.exec_params(
         "INSERT INTO task_logs (trial_id, rank, stream, message, agent_id) "
-        "SELECT (e->>'trial_id')::bigint, (e->>'rank')::int, e->>'stream', e->>'message', e->>'agent_id' "
+        "SELECT (e->>'trial_id')::bigint, (e->>'rank')::int, e->>'stream', e->>'message', "
+        "e->>'agent_id' "
         "FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS t(e, n) ORDER BY n",
         json);
     return Status::Ok();

@@ -46,7 +46,8 @@ Status MetricWriter::Flush(std::vector<MetricBatch>& batches) {
     if (has_rows) {
       tx.exec_params(
           "INSERT INTO metrics (trial_id, kind, batches, restart, vals) "
-          "SELECT x.trial_id, x.kind, x.batches, x.restart, x.vals FROM jsonb_to_recordset($1::jsonb) "
+          "SELECT x.trial_id, x.kind, x.batches, x.restart, x.vals FROM "
+          "jsonb_to_recordset($1::jsonb) "
           "AS x(trial_id BIGINT, kind TEXT, batches BIGINT, restart INT, vals JSONB) "
           "ON CONFLICT (trial_id, kind, batches) DO NOTHING",
           rows_json);

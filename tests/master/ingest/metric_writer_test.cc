@@ -30,7 +30,8 @@ MetricBatch Rows(int64_t trial, int64_t first, int count) {
     m.set_trial_id(trial);
     m.set_kind("training");
     m.set_batches(first + i);
-    (*m.mutable_values()->mutable_fields())["loss"].set_number_value(1.0 / static_cast<double>(first + i));
+    (*m.mutable_values()->mutable_fields())["loss"].set_number_value(
+        1.0 / static_cast<double>(first + i));
     b.rows.push_back(std::move(m));
   }
   b.total_batches = first + count - 1;
@@ -118,7 +119,8 @@ TEST_F(IngestTest, ConcurrentWritersStoreEveryRowOnceWithTheHighestTotal) {
       for (int c = 0; c < kCalls; ++c) {
         // Every report is sent twice, as a trainer retrying after a lost reply would.
         for (int attempt = 0; attempt < 2; ++attempt) {
-          if (!writer.Write(Rows(trial, base + c * kRowsPerCall + 1, kRowsPerCall)).ok()) failures++;
+          if (!writer.Write(Rows(trial, base + c * kRowsPerCall + 1, kRowsPerCall)).ok())
+            failures++;
         }
       }
     });
@@ -136,8 +138,8 @@ TEST_F(IngestTest, ConcurrentWritersStoreEveryRowOnceWithTheHighestTotal) {
   EXPECT_EQ(s.submitted, kThreads * kCalls * 2);
   EXPECT_EQ(s.failed_flushes, 0);
   EXPECT_LT(s.flushes, s.submitted) << "32 concurrent callers never shared a transaction";
-  std::cout << "submitted " << s.submitted << " calls in " << s.flushes << " transactions (largest group "
-            << s.largest_group << ")\n";
+  std::cout << "submitted " << s.submitted << " calls in " << s.flushes
+            << " transactions (largest group " << s.largest_group << ")\n";
 }
 
 TEST_F(IngestTest, RetriedReportIsStoredOnceAndTotalNeverGoesDown) {
@@ -165,7 +167,8 @@ TEST_F(IngestTest, WriteReturnsOnlyOnceItsRowsAreVisibleToAnotherConnection) {
   }
   for (int i = 0; i < 100; ++i) {
     ASSERT_TRUE(writer.Write(Rows(trials_[0], i + 1, 1)).ok());
-    ASSERT_EQ(MetricRows(trials_[0]), i + 1) << "call " << i << " returned before its row was committed";
+    ASSERT_EQ(MetricRows(trials_[0]), i + 1)
+        << "call " << i << " returned before its row was committed";
     ASSERT_EQ(TotalBatches(trials_[0]), i + 1);
   }
   stop = true;
@@ -179,7 +182,8 @@ TEST_F(IngestTest, QueuedCallersShareOneTransaction) {
   std::vector<std::thread> threads;
   // The first call's transaction blocks on the lock; the other 31 queue behind it.
   threads.emplace_back([&] { results[0] = writer.Write(Rows(trials_[0], 1, 1)); });
-  ASSERT_TRUE(Eventually([&] { return writer.stats().submitted == 1 && writer.stats().queued == 0; }));
+  ASSERT_TRUE(
+      Eventually([&] { return writer.stats().submitted == 1 && writer.stats().queued == 0; }));
   for (int i = 1; i < 32; ++i) {
     threads.emplace_back([&, i] { results[i] = writer.Write(Rows(trials_[i % 4], 100 + i, 2)); });
   }
@@ -200,7 +204,8 @@ TEST_F(IngestTest, FailedTransactionFailsEveryCallerOfItsGroupAndRetrySucceeds) 
     TableLock lock(connection_string(), "metrics");
     std::vector<std::thread> threads;
     threads.emplace_back([&] { results[0] = writer.Write(Rows(trials_[0], 1, 1)); });
-    ASSERT_TRUE(Eventually([&] { return writer.stats().submitted == 1 && writer.stats().queued == 0; }));
+    ASSERT_TRUE(
+        Eventually([&] { return writer.stats().submitted == 1 && writer.stats().queued == 0; }));
     for (int i = 1; i < 16; ++i) {
       threads.emplace_back([&, i] { results[i] = writer.Write(Rows(trials_[i % 4], 100 + i, 2)); });
     }
@@ -211,7 +216,8 @@ TEST_F(IngestTest, FailedTransactionFailsEveryCallerOfItsGroupAndRetrySucceeds) 
   }
   for (int i = 0; i < 16; ++i) {
     EXPECT_FALSE(results[i].ok()) << "call " << i << " succeeded without a table";
-    EXPECT_NE(results[i].message().find("ingest metrics"), std::string::npos) << results[i].ToString();
+    EXPECT_NE(results[i].message().find("ingest metrics"), std::string::npos)
+        << results[i].ToString();
   }
   EXPECT_EQ(writer.stats().failed_flushes, writer.stats().flushes);
   EXPECT_EQ(TotalBatches(trials_[0]), 0) << "the failed transaction's progress update was kept";
@@ -233,12 +239,15 @@ TEST_F(IngestTest, ReportTheDatabaseRefusesFailsOnlyItsOwnCaller) {
     TableLock lock(connection_string(), "metrics");
     std::vector<std::thread> threads;
     threads.emplace_back([&] { results[0] = writer.Write(Rows(trials_[0], 1, 1)); });
-    ASSERT_TRUE(Eventually([&] { return writer.stats().submitted == 1 && writer.stats().queued == 0; }));
+    ASSERT_TRUE(
+        Eventually([&] { return writer.stats().submitted == 1 && writer.stats().queued == 0; }));
     for (int i = 1; i < 9; ++i) {
       threads.emplace_back([&, i] {
         MetricBatch b = Rows(trials_[i % 4], 100 + 10 * i, 2);
         // jsonb has no NUL character: PostgreSQL refuses this report's row.
-        if (i == 5) (*b.rows[1].mutable_values()->mutable_fields())["note"].set_string_value(std::string("a\0b", 3));
+        if (i == 5)
+          (*b.rows[1].mutable_values()->mutable_fields())["note"].set_string_value(
+              std::string("a\0b", 3));
         results[i] = writer.Write(std::move(b));
       });
     }
@@ -253,7 +262,8 @@ TEST_F(IngestTest, ReportTheDatabaseRefusesFailsOnlyItsOwnCaller) {
       EXPECT_TRUE(results[i].ok()) << i << ": " << results[i].ToString();
     }
   }
-  EXPECT_EQ(Scalar("SELECT count(*) FROM metrics"), 1 + 7 * 2);  // none of the refused report's rows
+  EXPECT_EQ(Scalar("SELECT count(*) FROM metrics"),
+            1 + 7 * 2);                      // none of the refused report's rows
   EXPECT_EQ(TotalBatches(trials_[1]), 111);  // caller 1's report; caller 5's progress was not kept
 }
 
