@@ -9,6 +9,8 @@
 #include <libpq-fe.h>
 
 #include <chrono>
+#include <cinttypes>
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -33,11 +35,11 @@ bool Exec(PGconn* conn, const std::string& sql) {
 
 // Row i as metric_ingest sends it: trial 1 + i / per_trial, batches 1 + i % per_trial.
 struct Row {
-  long long trial, batches;
+  int64_t trial, batches;
   std::string vals;
 };
-Row MakeRow(long long i, long long per_trial) {
-  long long batches = 1 + i % per_trial;
+Row MakeRow(int64_t i, int64_t per_trial) {
+  int64_t batches = 1 + i % per_trial;
   char vals[96];
   std::snprintf(vals, sizeof vals, "{\"loss\": %.17g, \"tokens_per_second\": 5000}",
                 1.0 / static_cast<double>(batches));
@@ -45,9 +47,9 @@ Row MakeRow(long long i, long long per_trial) {
 }
 
 // COPY rows [0, n) in batches of `batch`, one transaction each. Returns seconds, < 0 on error.
-double Copy(PGconn* conn, long long n, long long per_trial, int batch) {
+double Copy(PGconn* conn, int64_t n, int64_t per_trial, int batch) {
   auto start = Clock::now();
-  for (long long first = 0; first < n; first += batch) {
+  for (int64_t first = 0; first < n; first += batch) {
     if (!Exec(conn, "BEGIN")) return -1;
     std::unique_ptr<PGresult, decltype(&PQclear)> r(
         PQexec(conn,
@@ -58,7 +60,7 @@ double Copy(PGconn* conn, long long n, long long per_trial, int batch) {
       return -1;
     }
     std::string data;
-    for (long long i = first; i < std::min(n, first + batch); ++i) {
+    for (int64_t i = first; i < std::min(n, first + batch); ++i) {
       Row row = MakeRow(i, per_trial);
       data += std::to_string(row.trial) + "\ttraining\t" + std::to_string(row.batches) + "\t0\t" +
               row.vals + "\n";
@@ -73,7 +75,9 @@ double Copy(PGconn* conn, long long n, long long per_trial, int batch) {
       std::fprintf(stderr, "pg_ingest_ceiling: COPY end: %s", PQerrorMessage(conn));
       return -1;
     }
-    while (PGresult* extra = PQgetResult(conn)) PQclear(extra);
+    while (PGresult* extra = PQgetResult(conn)) {
+      PQclear(extra);
+    }
     if (!Exec(conn, "COMMIT")) return -1;
   }
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -81,15 +85,15 @@ double Copy(PGconn* conn, long long n, long long per_trial, int batch) {
 
 // INSERT ... VALUES ($1..), ($6..), ... ON CONFLICT DO NOTHING, `batch` rows per statement,
 // each statement its own transaction.
-double Insert(PGconn* conn, long long n, long long per_trial, int batch) {
+double Insert(PGconn* conn, int64_t n, int64_t per_trial, int batch) {
   auto start = Clock::now();
-  for (long long first = 0; first < n; first += batch) {
-    long long count = std::min<long long>(batch, n - first);
+  for (int64_t first = 0; first < n; first += batch) {
+    int64_t count = std::min<int64_t>(batch, n - first);
     std::string sql =
         "INSERT INTO bench_ceiling_metrics (trial_id, kind, batches, restart, vals) VALUES ";
     std::vector<std::string> values;
     values.reserve(count * 3);
-    for (long long k = 0; k < count; ++k) {
+    for (int64_t k = 0; k < count; ++k) {
       Row row = MakeRow(first + k, per_trial);
       values.push_back(std::to_string(row.trial));
       values.push_back(std::to_string(row.batches));
@@ -100,7 +104,10 @@ double Insert(PGconn* conn, long long n, long long per_trial, int batch) {
     }
     sql += " ON CONFLICT (trial_id, kind, batches) DO NOTHING";
     std::vector<const char*> params;
-    for (const auto& v : values) params.push_back(v.c_str());
+    params.reserve(values.size());
+    for (const auto& v : values) {
+      params.push_back(v.c_str());
+    }
     std::unique_ptr<PGresult, decltype(&PQclear)> r(
         PQexecParams(conn, sql.c_str(), static_cast<int>(params.size()), nullptr, params.data(),
                      nullptr, nullptr, 0),
@@ -116,13 +123,15 @@ double Insert(PGconn* conn, long long n, long long per_trial, int batch) {
 // The master's own statement (master/ingest/metric_writer.cc): the rows of a group as one JSON
 // array, INSERT ... SELECT FROM jsonb_to_recordset ... ON CONFLICT DO NOTHING, `batch` rows per
 // transaction.
-double JsonbInsert(PGconn* conn, long long n, long long per_trial, int batch) {
+double JsonbInsert(PGconn* conn, int64_t n, int64_t per_trial, int batch) {
   auto start = Clock::now();
-  for (long long first = 0; first < n; first += batch) {
+  for (int64_t first = 0; first < n; first += batch) {
     std::string json = "[";
-    for (long long i = first; i < std::min(n, first + batch); ++i) {
+    for (int64_t i = first; i < std::min(n, first + batch); ++i) {
       Row row = MakeRow(i, per_trial);
-      if (i > first) json += ",";
+      if (i > first) {
+        json += ",";
+      }
       json += "{\"trial_id\":" + std::to_string(row.trial) +
               ",\"kind\":\"training\",\"batches\":" + std::to_string(row.batches) +
               ",\"restart\":0,\"vals\":" + row.vals + "}";
@@ -154,7 +163,7 @@ int main(int argc, char** argv) {
       "pg_ingest_ceiling");
   sf::cmdline::UseDefaults(app);
   std::string connection;
-  long long rows = 0;
+  int64_t rows = 0;
   int per_trial = 2000, copy_batch = 10000, insert_batch = 1000, jsonb_batch = 640;
   app.add_option("CONNECTION", connection,
                  "libpq connection string of a database with the metrics table")
@@ -194,10 +203,11 @@ int main(int argc, char** argv) {
   double jsonb_s = JsonbInsert(conn.get(), rows, per_trial, jsonb_batch);
   if (jsonb_s < 0) return 1;
   (void)Exec(conn.get(), "DROP TABLE bench_ceiling_metrics");
-  std::printf(
-      "rows: %lld\ncopy_rows_per_transaction: %d\ncopy_rows_per_second: %.0f\n"
-      "insert_rows_per_statement: %d\ninsert_rows_per_second: %.0f\n"
-      "master_statement_rows_per_transaction: %d\nmaster_statement_rows_per_second: %.0f\n",
-      rows, copy_batch, rows / copy_s, insert_batch, rows / insert_s, jsonb_batch, rows / jsonb_s);
+  std::printf("rows: %" PRId64
+              "\ncopy_rows_per_transaction: %d\ncopy_rows_per_second: %.0f\n"
+              "insert_rows_per_statement: %d\ninsert_rows_per_second: %.0f\n"
+              "master_statement_rows_per_transaction: %d\nmaster_statement_rows_per_second: %.0f\n",
+              rows, copy_batch, rows / copy_s, insert_batch, rows / insert_s, jsonb_batch,
+              rows / jsonb_s);
   return 0;
 }

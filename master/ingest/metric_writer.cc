@@ -33,7 +33,9 @@ Status MetricWriter::Flush(std::vector<MetricBatch>& batches) {
                                       {"vals", StructToValue(m.values())}}));
     }
     auto [it, inserted] = totals.emplace(b.trial_id, b.total_batches);
-    if (!inserted) it->second = std::max(it->second, b.total_batches);
+    if (!inserted) {
+      it->second = std::max(it->second, b.total_batches);
+    }
   }
   Value::List trials;
   for (const auto& [id, total] : totals) {
