@@ -137,12 +137,20 @@ class GroupCommitQueue {
       std::vector<Status> statuses(items.size(), status);
       int64_t flushes = 1, failed = status.ok() ? 0 : 1;
       if (!status.ok() && status.code() != StatusCode::kUnavailable && items.size() > 1) {
-        for (size_t i = 0; i < items.size(); ++i) {  // find whose data the database refused
+        // Find whose data the database refused. If the database goes away meanwhile (a failed
+        // statement can be the first sign of a server stopping), the rest get that at once.
+        Status unavailable;
+        for (size_t i = 0; i < items.size(); ++i) {
+          if (!unavailable.ok()) {
+            statuses[i] = unavailable;
+            continue;
+          }
           std::vector<Item> one;
           one.push_back(std::move(items[i]));
           statuses[i] = flush_(one);
           flushes++;
           if (!statuses[i].ok()) failed++;
+          if (statuses[i].code() == StatusCode::kUnavailable) unavailable = statuses[i];
         }
       }
       lock.lock();
