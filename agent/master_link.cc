@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <cstdio>
 #include <random>
 
 #include "agent/logger.h"
@@ -11,8 +12,28 @@ namespace sf::agent {
 using steadfast::v1::AgentMessage;
 using steadfast::v1::MasterMessage;
 
+namespace {
+
+// 128 random bits in hex, with the start time first so a log reader can order incarnations.
+std::string NewIncarnation() {
+  std::random_device device;
+  std::mt19937_64 rng((static_cast<uint64_t>(device()) << 32) ^ device());
+  char buf[64];
+  auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                 std::chrono::system_clock::now().time_since_epoch())
+                 .count();
+  std::snprintf(buf, sizeof(buf), "%llx-%016llx%016llx", static_cast<unsigned long long>(now),
+                static_cast<unsigned long long>(rng()), static_cast<unsigned long long>(rng()));
+  return buf;
+}
+
+}  // namespace
+
 MasterLink::MasterLink(Options options, Handler* handler, Outbox* outbox)
-    : options_(std::move(options)), handler_(handler), outbox_(outbox) {}
+    : options_(std::move(options)),
+      incarnation_(NewIncarnation()),
+      handler_(handler),
+      outbox_(outbox) {}
 
 MasterLink::~MasterLink() { Stop(); }
 
@@ -112,6 +133,9 @@ void MasterLink::RunConnection() {
 
   AgentMessage hello;
   *hello.mutable_register_() = handler_->MakeRegistration();
+  hello.mutable_register_()->set_incarnation(incarnation_);
+  // Everything the master has not acknowledged goes again on this connection, in order.
+  outbox_->Rewind();
   const int running = hello.register_().running_tasks_size();
   if (!stream->Write(hello)) {
     grpc::Status status = stream->Finish();
@@ -130,6 +154,7 @@ void MasterLink::RunConnection() {
       if (message.has_register_ack()) {
         int interval = message.register_ack().heartbeat_interval_ms();
         heartbeat_ms_.store(interval > 0 ? interval : 0);
+        outbox_->Ack(message.register_ack().applied_through());
         outbox_->Wake();  // the writer recomputes its next heartbeat
         if (!connected_.exchange(true)) {
           connections_.fetch_add(1);
@@ -139,12 +164,27 @@ void MasterLink::RunConnection() {
                     {"running_tasks", std::to_string(running)},
                     {"heartbeat_ms", std::to_string(interval)}});
         }
+        {
+          std::lock_guard<std::mutex> lock(mu_);  // no lost wake-up for the writer's wait
+        }
+        cv_.notify_all();
+        continue;
+      }
+      if (message.has_ack()) {
+        if (message.ack().incarnation() == incarnation_) {
+          outbox_->Ack(message.ack().applied_through());
+          outbox_->Wake();  // a draining writer rechecks whether everything is acknowledged
+        }
         continue;
       }
       handler_->OnMasterMessage(message);
     }
     broken.store(true);
     outbox_->Wake();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+    }
+    cv_.notify_all();
   });
 
   // Writer: heartbeats and the outbox, until the stream breaks or Stop().
@@ -179,13 +219,18 @@ void MasterLink::RunConnection() {
       continue;
     }
     auto wait_until = stopping ? std::min(next_heartbeat, drain_deadline) : next_heartbeat;
+    if (!connected_.load()) {
+      // No events before the RegisterAck: it says which of them the master already applied.
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_until(lock, wait_until, [&] { return connected_.load() || broken.load() || stop_; });
+      continue;
+    }
     std::optional<AgentMessage> message = outbox_->Take(wait_until, /*flush=*/stopping);
     if (!message) {
       continue;
     }
     if (!stream->Write(*message)) {
-      outbox_->PutBack(*message);
-      break;
+      break;  // it stays unacknowledged and goes again on the next connection
     }
   }
 

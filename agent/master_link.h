@@ -7,10 +7,15 @@
 // connection hands every MasterMessage to Handler::OnMasterMessage. When the stream breaks
 // (master restart, network), the link redials with exponential backoff (initial 100 ms,
 // doubling, capped at 5 s, each wait jittered by ±20 %); the backoff resets once a connection
-// gets its RegisterAck. Messages queued meanwhile stay in the Outbox; a message whose write
-// failed is put back in front. (A message written just before the master died can still be
-// lost: the protocol has no acknowledgements. The re-registration's running_tasks list is
-// what lets the master reconcile.)
+// gets its RegisterAck. Messages queued meanwhile stay in the Outbox.
+//
+// Delivery is at least once (docs/cluster.md, "Message delivery"): the registration names this
+// link's incarnation (random, chosen when the MasterLink is made, so once per agent process);
+// every event the Outbox hands out carries its sequence; the master's Ack and RegisterAck say
+// how far it has applied them, and the link passes that to Outbox::Ack. Each new connection
+// Rewind()s the Outbox, so every event the master has not acknowledged is sent again, in order,
+// with its original sequence; the master applies each (incarnation, sequence) once. Stop()
+// drains until everything is acknowledged (or drain_timeout).
 //
 // Thread-safe: Start/Stop from one owner thread; connected() from any. Handler callbacks run
 // on the link's threads: MakeRegistration on the link thread, OnMasterMessage on the reader
@@ -64,6 +69,8 @@ class MasterLink {
   bool connected() const { return connected_.load(); }
   // Connections that got their RegisterAck so far.
   int connections() const { return connections_.load(); }
+  // This link's incarnation (RegisterAgent.incarnation).
+  const std::string& incarnation() const { return incarnation_; }
 
  private:
   void Run();
@@ -72,6 +79,7 @@ class MasterLink {
   bool SleepUnlessStopped(std::chrono::milliseconds duration);
 
   Options options_;
+  std::string incarnation_;
   Handler* handler_;
   Outbox* outbox_;
   std::thread thread_;

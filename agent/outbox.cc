@@ -15,6 +15,9 @@ Outbox::Outbox(Options options) : options_(options) {
   if (options_.max_batch_lines == 0) {
     options_.max_batch_lines = 1;
   }
+  if (options_.max_unacked == 0) {
+    options_.max_unacked = 1;
+  }
 }
 
 void Outbox::DropOldestLineLocked() {
@@ -66,31 +69,21 @@ void Outbox::PushState(steadfast::v1::TaskStateChange change) {
   cv_.notify_all();
 }
 
-void Outbox::PutBack(const AgentMessage& message) {
+void Outbox::Ack(int64_t sequence) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto now = std::chrono::steady_clock::now();
-    if (message.has_task_state()) {
-      Entry e;
-      e.queued = now;
-      e.is_state = true;
-      e.state = message.task_state();
-      entries_.push_front(std::move(e));
-    } else if (message.has_logs()) {
-      const auto& lines = message.logs().lines();
-      // Keep "already old" timing so they go out promptly.
-      for (int i = lines.size() - 1; i >= 0; --i) {
-        Entry e;
-        e.queued = now - options_.max_batch_delay;
-        e.line = lines[i];
-        log_bytes_ += e.line.message().size();
-        entries_.push_front(std::move(e));
-        ++log_lines_;
-      }
-      while (log_lines_ > options_.max_log_lines || log_bytes_ > options_.max_log_bytes) {
-        DropOldestLineLocked();
-      }
+    while (!unacked_.empty() && unacked_.front().sequence() <= sequence) {
+      unacked_.pop_front();
+      if (resend_from_ > 0) --resend_from_;
     }
+  }
+  cv_.notify_all();
+}
+
+void Outbox::Rewind() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    resend_from_ = 0;
   }
   cv_.notify_all();
 }
@@ -171,8 +164,18 @@ std::optional<AgentMessage> Outbox::Take(std::chrono::steady_clock::time_point d
   while (true) {
     auto now = std::chrono::steady_clock::now();
     std::chrono::steady_clock::time_point ready_at;
-    if (auto message = TakeReadyLocked(now, flush, &ready_at)) {
-      return message;
+    if (resend_from_ < unacked_.size()) {
+      return unacked_[resend_from_++];
+    }
+    if (unacked_.size() < options_.max_unacked) {
+      if (auto message = TakeReadyLocked(now, flush, &ready_at)) {
+        message->set_sequence(++last_sequence_);
+        unacked_.push_back(*message);
+        resend_from_ = unacked_.size();
+        return message;
+      }
+    } else {
+      ready_at = std::chrono::steady_clock::time_point::max();  // until an Ack
     }
     if (now >= deadline || wake_generation_ != generation) {
       return std::nullopt;
@@ -191,7 +194,17 @@ void Outbox::Wake() {
 
 bool Outbox::empty() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return entries_.empty() && dropped_.empty();
+  return entries_.empty() && dropped_.empty() && unacked_.empty();
+}
+
+size_t Outbox::unacked() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return unacked_.size();
+}
+
+int64_t Outbox::last_sequence() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_sequence_;
 }
 
 size_t Outbox::log_lines() const {

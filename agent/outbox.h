@@ -12,6 +12,16 @@
 // with one line (stream "stderr") saying how many lines of that task were dropped, and the agent
 // log gets a warning.
 //
+// Delivery (at least once; docs/cluster.md, "Message delivery"): every message Take() returns
+// is an event with a sequence number (1, 2, 3, ... for the life of this Outbox, which is the
+// agent process's: the link names it by its incarnation). Taken messages stay in the outbox,
+// unacknowledged, until Ack(n) says the master applied everything up to n. Rewind() (a new
+// connection) makes Take() return every unacknowledged message again, in order, with its
+// original sequence and content, before anything new. At most `max_unacked` messages are out
+// unacknowledged; past that Take() waits for an Ack (the log-line bound above then applies to
+// what waits behind them). Nothing survives the agent process: a restarted agent reports the
+// exits of tasks it could not adopt from their state files (agent.cc), not their lost lines.
+//
 // Thread-safe: any thread may push; one consumer (the link's writer) takes.
 #pragma once
 
@@ -36,6 +46,7 @@ class Outbox {
     size_t max_batch_lines = 500;
     size_t max_batch_bytes = 1u << 20;
     std::chrono::milliseconds max_batch_delay{200};
+    size_t max_unacked = 64;  // messages sent and not yet acknowledged
   };
 
   explicit Outbox(Options options);
@@ -46,21 +57,31 @@ class Outbox {
   void PushLog(steadfast::v1::LogLine line);
   void PushState(steadfast::v1::TaskStateChange change);
 
-  // Puts a message taken by Take() back at the front (its write failed), ahead of everything
-  // queued since. Log lines put back count against the bound like any other.
-  void PutBack(const steadfast::v1::AgentMessage& message);
+  // The master applied every message up to and including `sequence`: forget them. Acks for
+  // sequences already forgotten (or never sent) are ignored.
+  void Ack(int64_t sequence);
 
-  // The next message that is ready to go (see the batching rule), waiting for one until
-  // `deadline`. `flush` sends waiting log lines without waiting for their batch to fill.
-  // Returns nullopt at the deadline, or early when Wake() is called.
+  // A new connection: the next Take()s return every unacknowledged message again, oldest
+  // first, before anything new.
+  void Rewind();
+
+  // The next message to send: an unacknowledged one not yet sent on this connection, else a
+  // new one that is ready (see the batching rule) if fewer than max_unacked are out, waiting
+  // for one until `deadline`. `flush` sends waiting log lines without waiting for their batch to
+  // fill. Returns nullopt at the deadline, or early when Wake() is called.
   std::optional<steadfast::v1::AgentMessage> Take(std::chrono::steady_clock::time_point deadline,
                                                   bool flush = false);
 
   // Makes a waiting Take() return (nullopt if nothing is ready).
   void Wake();
 
+  // Nothing waiting and nothing unacknowledged.
   bool empty() const;
   size_t log_lines() const;
+  // Messages sent (taken) and not yet acknowledged.
+  size_t unacked() const;
+  // The sequence of the last message created (0 before the first).
+  int64_t last_sequence() const;
   // Log lines dropped since the outbox was created.
   uint64_t dropped_lines() const;
 
@@ -80,6 +101,11 @@ class Outbox {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Entry> entries_;
+  // Taken, not yet acknowledged, oldest first; the first `resend_from_` of them were sent on the
+  // current connection.
+  std::deque<steadfast::v1::AgentMessage> unacked_;
+  size_t resend_from_ = 0;
+  int64_t last_sequence_ = 0;
   size_t log_lines_ = 0;
   size_t log_bytes_ = 0;
   uint64_t dropped_total_ = 0;

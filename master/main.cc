@@ -84,7 +84,8 @@ int main(int argc, char** argv) {
   ApiGrpcService api(&handlers, [&](const std::string& route, double s, int code) {
     metrics.ObserveRequest(route, s, code);
   });
-  AgentLinkGrpcService agent_link(&cluster);
+  DeliveryLedger delivery_ledger(db->get());
+  AgentLinkGrpcService agent_link(&cluster, &delivery_ledger);
   TrialLinkGrpcService trial_link(&cluster);
 
   grpc::ServerBuilder builder;

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <optional>
 #include <thread>
 
 #include "common/log.h"
@@ -222,25 +223,68 @@ grpc::Status AgentLinkGrpcService::Connect(
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the first message must be RegisterAgent with an agent_id");
   }
   const std::string agent_id = first.register_().agent_id();
+  const std::string incarnation = first.register_().incarnation();
+  const bool tracked = ledger_ != nullptr && !incarnation.empty();
+  int64_t applied_through = 0;
+  if (tracked) {
+    auto applied = ledger_->Register(agent_id, incarnation);
+    if (!applied.ok()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, applied.status().message());
+    applied_through = *applied;
+  }
   auto conn = std::make_shared<GrpcAgentConnection>(stream);
   v1::MasterMessage ack;
   ack.mutable_register_ack()->set_master_id("steadfast-master");
   ack.mutable_register_ack()->set_heartbeat_interval_ms(1000);
+  ack.mutable_register_ack()->set_applied_through(applied_through);
   conn->Send(ack);
   cluster_->AgentConnected(first.register_(), conn);
+  // Applies one event (a task state change or a log batch).
+  auto apply = [&](const v1::AgentMessage& m, std::optional<DeliveryStamp> stamp) -> Status {
+    if (m.has_logs()) return cluster_->TaskLogs(m.logs(), std::move(stamp));
+    cluster_->TaskStateChanged(agent_id, m.task_state());
+    return Status::Ok();
+  };
+  grpc::Status end = grpc::Status::OK;
   v1::AgentMessage msg;
   while (stream->Read(&msg)) {
     switch (msg.body_case()) {
       case v1::AgentMessage::kHeartbeat: cluster_->AgentHeartbeat(agent_id); break;
-      case v1::AgentMessage::kTaskState: cluster_->TaskStateChanged(agent_id, msg.task_state()); break;
-      case v1::AgentMessage::kLogs: cluster_->TaskLogs(msg.logs()); break;
+      case v1::AgentMessage::kTaskState:
+      case v1::AgentMessage::kLogs: {
+        if (!tracked || msg.sequence() <= 0) {
+          (void)apply(msg, std::nullopt);
+          break;
+        }
+        DeliveryStamp stamp{agent_id, incarnation, msg.sequence()};
+        auto applied = ledger_->Apply(stamp, /*apply_records=*/msg.has_logs(),
+                                      [&] { return apply(msg, stamp); });
+        if (!applied.ok()) {
+          const StatusCode code = applied.status().code();
+          if (code == StatusCode::kUnavailable || code == StatusCode::kFailedPrecondition) {
+            log::Warn("agentlink", {{"event", "event_not_applied"}, {"agent", agent_id},
+                                    {"sequence", std::to_string(msg.sequence())},
+                                    {"error", applied.status().message()}});
+            end = grpc::Status(grpc::StatusCode::UNAVAILABLE, applied.status().message());
+            break;
+          }
+          log::Error("agentlink", {{"event", "event_refused_dropped"}, {"agent", agent_id},
+                                   {"sequence", std::to_string(msg.sequence())},
+                                   {"error", applied.status().message()}});
+        }
+        v1::MasterMessage event_ack;
+        event_ack.mutable_ack()->set_incarnation(incarnation);
+        event_ack.mutable_ack()->set_applied_through(msg.sequence());
+        conn->Send(event_ack);
+        break;
+      }
       case v1::AgentMessage::kRegister: cluster_->AgentConnected(msg.register_(), conn); break;
       default: break;
     }
+    if (!end.ok()) break;
   }
   cluster_->AgentDisconnected(agent_id, conn.get());
   conn->Close();
-  return grpc::Status::OK;
+  return end;
 }
 
 // ------------------------------------------------------------------------------------------

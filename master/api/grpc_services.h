@@ -7,6 +7,7 @@
 
 #include <functional>
 
+#include "master/agentlink/delivery_ledger.h"
 #include "master/api/api_handlers.h"
 #include "steadfast/v1/agent_link.grpc.pb.h"
 #include "steadfast/v1/api.grpc.pb.h"
@@ -68,15 +69,23 @@ class ApiGrpcService final : public steadfast::v1::Api::Service {
   CallObserver observer_;
 };
 
+// AgentLink.Connect. Events (task state changes, log batches) are delivered at least once by
+// the agent and applied once here through `ledger` (master/agentlink/delivery_ledger.h): each is
+// acknowledged (MasterMessage.ack) after it was applied; one the database could not take
+// (unavailable) ends the stream without an ack, so that the agent reconnects and re-sends it.
+// One the database refuses for good (e.g. a constraint) is logged, acknowledged and dropped,
+// so that it cannot wedge the agent's queue. Events without a sequence (an agent without
+// delivery tracking), or every event when `ledger` is null, are applied as they come.
 class AgentLinkGrpcService final : public steadfast::v1::AgentLink::Service {
  public:
-  explicit AgentLinkGrpcService(Cluster* cluster) : cluster_(cluster) {}
+  AgentLinkGrpcService(Cluster* cluster, DeliveryLedger* ledger) : cluster_(cluster), ledger_(ledger) {}
   grpc::Status Connect(grpc::ServerContext* context,
                        grpc::ServerReaderWriter<steadfast::v1::MasterMessage, steadfast::v1::AgentMessage>* stream)
       override;
 
  private:
   Cluster* cluster_;
+  DeliveryLedger* ledger_;
 };
 
 class TrialLinkGrpcService final : public steadfast::v1::TrialLink::Service {

@@ -700,10 +700,11 @@ void Cluster::TaskStateChanged(const std::string& agent_id, const v1::TaskStateC
   }
 }
 
-void Cluster::TaskLogs(const v1::LogBatch& batch) {
-  Status st = log_writer_.Write({batch.lines().begin(), batch.lines().end()});
+Status Cluster::TaskLogs(const v1::LogBatch& batch, std::optional<DeliveryStamp> delivery) {
+  Status st = log_writer_.Write({batch.lines().begin(), batch.lines().end()}, std::move(delivery));
   if (!st.ok()) log::Error("logs", {{"event", "insert_failed"}, {"error", st.message()}});
   changed_.notify_all();
+  return st;
 }
 
 std::vector<v1::Agent> Cluster::Agents() {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/config/experiment_config.h"
+#include "master/agentlink/delivery_ledger.h"
 #include "master/db/store.h"
 #include "master/dist/rendezvous_board.h"
 #include "master/ingest/log_writer.h"
@@ -95,7 +96,10 @@ class Cluster {
   void AgentDisconnected(const std::string& agent_id, const AgentConnection* conn);
   void AgentHeartbeat(const std::string& agent_id);
   void TaskStateChanged(const std::string& agent_id, const steadfast::v1::TaskStateChange& change);
-  void TaskLogs(const steadfast::v1::LogBatch& batch);
+  // Stores the lines; returns once they are durable. With `delivery` (the AgentLink event that
+  // carried them), a batch stored before is not stored again (LogWriter).
+  Status TaskLogs(const steadfast::v1::LogBatch& batch,
+                  std::optional<DeliveryStamp> delivery = std::nullopt);
 
   // ---- TrialLink
   // Long-polls up to `wait` for an operation; an empty response means "ask again".

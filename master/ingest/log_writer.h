@@ -4,12 +4,16 @@
 //
 // Thread-safe. Write returns after the transaction carrying its lines has committed (OK) or
 // failed (every batch of that group gets the error, and none of its lines is stored). Log lines
-// have no natural key, so a retried batch is stored twice: callers that retry need their own
-// de-duplication. At most `max_queued_lines` lines wait; beyond that Write blocks.
+// have no natural key, so a retried batch is stored twice unless it carries its AgentLink
+// delivery stamp: a stamped batch advances the agent's delivery record in the same transaction
+// (DeliveryLedger::ClaimInTransaction) and is left out when the record shows it was stored
+// before, so a re-sent batch is stored exactly once. At most `max_queued_lines` lines wait; beyond that Write blocks.
 #pragma once
 
+#include <optional>
 #include <vector>
 
+#include "master/agentlink/delivery_ledger.h"
 #include "master/db/database.h"
 #include "master/ingest/group_commit.h"
 #include "steadfast/v1/common.pb.h"
@@ -24,14 +28,20 @@ class LogWriter {
   LogWriter(const LogWriter&) = delete;
   LogWriter& operator=(const LogWriter&) = delete;
 
-  Status Write(std::vector<steadfast::v1::LogLine> lines);
+  // `delivery`, when set, names the AgentLink event that carried the lines (see above).
+  Status Write(std::vector<steadfast::v1::LogLine> lines,
+               std::optional<DeliveryStamp> delivery = std::nullopt);
   GroupCommitStats stats() const { return queue_.stats(); }
 
  private:
-  Status Flush(std::vector<std::vector<steadfast::v1::LogLine>>& batches);
+  struct Batch {
+    std::vector<steadfast::v1::LogLine> lines;
+    std::optional<DeliveryStamp> delivery;
+  };
+  Status Flush(std::vector<Batch>& batches);
 
   Database* db_;
-  GroupCommitQueue<std::vector<steadfast::v1::LogLine>> queue_;
+  GroupCommitQueue<Batch> queue_;
 };
 
 }  // namespace sf::master

@@ -337,6 +337,67 @@ TEST_F(AgentLinkTest, ExitWhileMasterIsAwayIsReportedAfterReconnect) {
   EXPECT_EQ(master_->Lines(30), (std::vector<std::string>{"finishing"}));
 }
 
+// At-least-once delivery: the master reads the trainer's last log batches and its EXITED but
+// dies before applying them (kLose); after the reconnect the agent re-sends them, in order,
+// and every line and the exit status are recorded exactly once.
+TEST_F(AgentLinkTest, EventsTheMasterDidNotApplyAreResentAfterAReconnectAndRecordedOnce) {
+  StartAgent(
+      "echo started\n"
+      "while [ ! -f \"$SF_TASK_DIR/finish\" ]; do sleep 0.02; done\n"
+      "i=1; while [ $i -le 300 ]; do echo line$i; i=$((i+1)); done\n"
+      "echo 'error: boom' >&2\n"
+      "exit 7\n");
+  ASSERT_TRUE(master_->Send(StartTaskMessage("resent", 70)));
+  ASSERT_TRUE(WaitForLine(*master_, 70, "started"));
+  master_->SetMode(TestMaster::Mode::kLose);
+  std::ofstream(TaskDir("resent") + "/finish").close();
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!agent_->RunningTasks().empty() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(20ms);
+  ASSERT_TRUE(agent_->RunningTasks().empty());
+  ASSERT_TRUE(master_->WaitFor([&] { return master_->lost() >= 2; }, 5s));  // logs + EXITED
+  std::this_thread::sleep_for(300ms);  // past the batch delay: everything was sent and lost
+  EXPECT_FALSE(master_->WaitForState("resent", TaskStateChange::STATE_EXITED, 10ms).has_value());
+
+  master_->SetMode(TestMaster::Mode::kApply);
+  ASSERT_TRUE(master_->DropConnection());
+  ASSERT_TRUE(master_->WaitForRegistrations(2, 10s));
+  auto exited = master_->WaitForState("resent", TaskStateChange::STATE_EXITED, 10s);
+  ASSERT_TRUE(exited.has_value());
+  EXPECT_EQ(exited->exit_code(), 7);
+  EXPECT_NE(exited->message().find("error: boom"), std::string::npos) << exited->message();
+  std::vector<std::string> expected = {"started"};
+  for (int i = 1; i <= 300; ++i) expected.push_back("line" + std::to_string(i));
+  EXPECT_EQ(master_->Lines(70, "stdout"), expected);
+  EXPECT_EQ(master_->Lines(70, "stderr"), (std::vector<std::string>{"error: boom"}));
+  int exits = 0;
+  for (const auto& change : master_->StateChanges()) {
+    exits += change.task_id() == "resent" && change.state() == TaskStateChange::STATE_EXITED;
+  }
+  EXPECT_EQ(exits, 1);
+  EXPECT_EQ(master_->duplicates(), 0);
+}
+
+// The master applied the events but its acks never arrived: RegisterAck's applied_through
+// tells the agent, which forgets them instead of re-sending, and drains at once on shutdown.
+TEST_F(AgentLinkTest, EventsAppliedButNotAcknowledgedAreForgottenAtTheNextRegistration) {
+  StartAgent("echo one\necho two\nexit 0\n");
+  master_->SetMode(TestMaster::Mode::kApplyWithoutAck);
+  ASSERT_TRUE(master_->Send(StartTaskMessage("applied", 71)));
+  ASSERT_TRUE(master_->WaitForState("applied", TaskStateChange::STATE_EXITED, 10s).has_value());
+  ASSERT_TRUE(WaitForLine(*master_, 71, "two"));
+  master_->SetMode(TestMaster::Mode::kApply);
+  ASSERT_TRUE(master_->DropConnection());
+  ASSERT_TRUE(master_->WaitForRegistrations(2, 10s));
+  ASSERT_TRUE(master_->Send(StartTaskMessage("after", 72)));
+  ASSERT_TRUE(master_->WaitForState("after", TaskStateChange::STATE_EXITED, 10s).has_value());
+  EXPECT_EQ(master_->duplicates(), 0);
+  EXPECT_EQ(master_->Lines(71), (std::vector<std::string>{"one", "two"}));
+  auto start = std::chrono::steady_clock::now();
+  agent_->Shutdown();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 1500ms);  // nothing left unacknowledged
+}
+
 TEST_F(AgentLinkTest, ShutdownLeavesTrainersRunningByDefault) {
   StartAgent("echo up\nsleep 30\n");
   ASSERT_TRUE(master_->Send(StartTaskMessage("left", 40)));

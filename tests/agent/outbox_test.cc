@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
+
 namespace sf::agent {
 namespace {
 
@@ -39,6 +41,8 @@ TEST(OutboxTest, LinesWaitForTheBatchDelay) {
   ASSERT_EQ(message->logs().lines_size(), 2);
   EXPECT_EQ(message->logs().lines(0).message(), "a");
   EXPECT_EQ(message->logs().lines(1).message(), "b");
+  EXPECT_FALSE(outbox.empty());  // until the master acknowledges it
+  outbox.Ack(message->sequence());
   EXPECT_TRUE(outbox.empty());
 }
 
@@ -102,17 +106,90 @@ TEST(OutboxTest, BoundDropsOldestLinesAndSaysSo) {
   EXPECT_EQ(batch->logs().lines(10).message(), "24");
 }
 
-TEST(OutboxTest, PutBackComesOutFirst) {
+TEST(OutboxTest, MessagesCarryIncreasingSequences) {
   Outbox outbox;
   outbox.PushLog(Line("a"));
-  auto taken = outbox.Take(Soon(), true);
-  ASSERT_TRUE(taken);
   outbox.PushState(State("t", TaskStateChange::STATE_EXITED));
-  outbox.PutBack(*taken);
+  auto first = outbox.Take(Soon());
+  auto second = outbox.Take(Soon());
+  ASSERT_TRUE(first && first->has_logs());
+  ASSERT_TRUE(second && second->has_task_state());
+  EXPECT_EQ(first->sequence(), 1);
+  EXPECT_EQ(second->sequence(), 2);
+  EXPECT_EQ(outbox.last_sequence(), 2);
+}
+
+TEST(OutboxTest, KeepsTakenMessagesUntilAcknowledged) {
+  Outbox outbox;
+  outbox.PushLog(Line("a"));
+  outbox.PushState(State("t", TaskStateChange::STATE_EXITED));
+  ASSERT_TRUE(outbox.Take(Soon()));
+  ASSERT_TRUE(outbox.Take(Soon()));
+  EXPECT_EQ(outbox.unacked(), 2u);
+  EXPECT_FALSE(outbox.empty());  // sent is not delivered
+  EXPECT_FALSE(outbox.Take(Soon()).has_value());  // nothing new, nothing re-sent unasked
+  outbox.Ack(1);
+  EXPECT_EQ(outbox.unacked(), 1u);
+  EXPECT_FALSE(outbox.empty());
+  outbox.Ack(2);
+  EXPECT_EQ(outbox.unacked(), 0u);
+  EXPECT_TRUE(outbox.empty());
+  outbox.Ack(7);  // beyond what was sent: ignored
+  EXPECT_TRUE(outbox.empty());
+}
+
+TEST(OutboxTest, RewindResendsUnacknowledgedInOrderWithTheSameSequenceBeforeNewOnes) {
+  Outbox outbox;
+  outbox.PushLog(Line("a"));
+  outbox.PushState(State("t", TaskStateChange::STATE_EXITED));
+  auto logs = outbox.Take(Soon());
+  auto exited = outbox.Take(Soon());
+  ASSERT_TRUE(logs && exited);
+  // The connection drops; the master had applied only the logs. Meanwhile a new line waits.
+  outbox.PushLog(Line("b"));
+  outbox.Rewind();
+  outbox.Ack(1);  // the new connection's RegisterAck: applied through 1
   auto again = outbox.Take(Soon());
-  ASSERT_TRUE(again && again->has_logs());
-  EXPECT_EQ(again->logs().lines(0).message(), "a");
-  EXPECT_TRUE(outbox.Take(Soon())->has_task_state());
+  ASSERT_TRUE(again && again->has_task_state());
+  EXPECT_EQ(again->sequence(), 2);
+  EXPECT_EQ(again->SerializeAsString(), exited->SerializeAsString());
+  auto fresh = outbox.Take(Soon(), /*flush=*/true);
+  ASSERT_TRUE(fresh && fresh->has_logs());
+  EXPECT_EQ(fresh->sequence(), 3);
+  EXPECT_EQ(fresh->logs().lines(0).message(), "b");
+  // Another drop before any ack: both go again, same order, same numbers.
+  outbox.Rewind();
+  auto r1 = outbox.Take(Soon());
+  auto r2 = outbox.Take(Soon());
+  ASSERT_TRUE(r1 && r2);
+  EXPECT_EQ(r1->sequence(), 2);
+  EXPECT_EQ(r2->sequence(), 3);
+  EXPECT_EQ(r2->logs().lines(0).message(), "b");
+  outbox.Ack(3);
+  EXPECT_TRUE(outbox.empty());
+}
+
+TEST(OutboxTest, AtMostMaxUnackedAreOutUntilAnAck) {
+  Outbox::Options options;
+  options.max_unacked = 2;
+  Outbox outbox(options);
+  for (int i = 0; i < 3; ++i) {
+    outbox.PushState(State("t" + std::to_string(i), TaskStateChange::STATE_STARTED));
+  }
+  ASSERT_TRUE(outbox.Take(Soon()));
+  ASSERT_TRUE(outbox.Take(Soon()));
+  EXPECT_FALSE(outbox.Take(Soon()).has_value());  // window full
+  std::thread acker([&] {
+    std::this_thread::sleep_for(50ms);
+    outbox.Ack(1);
+  });
+  auto start = std::chrono::steady_clock::now();
+  auto third = outbox.Take(start + 5s);  // an Ack opens the window
+  acker.join();
+  ASSERT_TRUE(third && third->has_task_state());
+  EXPECT_EQ(third->task_state().task_id(), "t2");
+  EXPECT_EQ(third->sequence(), 3);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
 }
 
 TEST(OutboxTest, WakeEndsAWaitingTake) {

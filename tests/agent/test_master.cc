@@ -14,12 +14,18 @@ class TestMaster::Service final : public steadfast::v1::AgentLink::Service {
                        grpc::ServerReaderWriter<MasterMessage, AgentMessage>* stream) override {
     AgentMessage message;
     bool registered = false;
+    std::string incarnation;
     while (stream->Read(&message)) {
       if (message.has_register_() && !registered) {
         registered = true;
+        incarnation = message.register_().incarnation();
         MasterMessage ack;
         ack.mutable_register_ack()->set_master_id("test-master");
         ack.mutable_register_ack()->set_heartbeat_interval_ms(heartbeat_ms_);
+        {
+          std::lock_guard<std::mutex> lock(owner_->mu_);
+          ack.mutable_register_ack()->set_applied_through(owner_->applied_[incarnation]);
+        }
         {
           std::lock_guard<std::mutex> lock(owner_->write_mu_);
           stream->Write(ack);
@@ -27,14 +33,44 @@ class TestMaster::Service final : public steadfast::v1::AgentLink::Service {
         {
           std::lock_guard<std::mutex> lock(owner_->mu_);
           owner_->stream_ = stream;
+          owner_->context_ = context;
         }
+      }
+      if (message.sequence() > 0) {
+        // An event: apply (record) it once per (incarnation, sequence), then acknowledge.
+        bool ack_it;
+        {
+          std::lock_guard<std::mutex> lock(owner_->mu_);
+          int64_t& applied = owner_->applied_[incarnation];
+          if (owner_->mode_ == Mode::kLose) {
+            ++owner_->lost_;
+          } else if (message.sequence() <= applied) {
+            ++owner_->duplicates_;
+          } else {
+            applied = message.sequence();
+            owner_->messages_.push_back(message);
+          }
+          ack_it = owner_->mode_ == Mode::kApply;
+        }
+        owner_->cv_.notify_all();
+        if (ack_it) {
+          MasterMessage ack;
+          ack.mutable_ack()->set_incarnation(incarnation);
+          ack.mutable_ack()->set_applied_through(message.sequence());
+          std::lock_guard<std::mutex> lock(owner_->write_mu_);
+          stream->Write(ack);
+        }
+        continue;
       }
       owner_->Record(message);
     }
     {
       std::lock_guard<std::mutex> write_lock(owner_->write_mu_);
       std::lock_guard<std::mutex> lock(owner_->mu_);
-      if (owner_->stream_ == stream) owner_->stream_ = nullptr;
+      if (owner_->stream_ == stream) {
+        owner_->stream_ = nullptr;
+        owner_->context_ = nullptr;
+      }
     }
     return grpc::Status::OK;
   }
@@ -57,6 +93,28 @@ TestMaster::TestMaster(int port, int heartbeat_interval_ms)
 }
 
 TestMaster::~TestMaster() { Stop(); }
+
+void TestMaster::SetMode(Mode mode) {
+  std::lock_guard<std::mutex> lock(mu_);
+  mode_ = mode;
+}
+
+bool TestMaster::DropConnection() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!context_) return false;
+  context_->TryCancel();
+  return true;
+}
+
+int TestMaster::lost() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return lost_;
+}
+
+int TestMaster::duplicates() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return duplicates_;
+}
 
 void TestMaster::Stop() {
   {

@@ -1,6 +1,9 @@
 // A test-side AgentLink server: the agent's real peer in tests, speaking the real protocol
 // over real gRPC on 127.0.0.1. It acknowledges every RegisterAgent, records everything agents
-// send, and lets the test send StartTask/KillTask to the connected agent.
+// send, and lets the test send StartTask/KillTask to the connected agent. Like the master, it
+// records an event (a message with a sequence) once per (incarnation, sequence), acknowledges
+// it, and says in RegisterAck how far it has applied; SetMode() makes it misbehave the ways a
+// dying master does.
 //
 // Thread-safe. Wait* helpers poll the recorded messages until a predicate holds or a timeout.
 #pragma once
@@ -10,6 +13,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -43,6 +47,19 @@ class TestMaster {
   std::vector<steadfast::v1::TaskStateChange> StateChanges() const;
   std::vector<steadfast::v1::LogLine> LogLines() const;
   int heartbeats() const;
+  enum class Mode {
+    kApply,            // record each event once, then acknowledge it (the default)
+    kApplyWithoutAck,  // record, never acknowledge: a master that dies after applying
+    kLose,             // neither: a master that dies before applying what it read
+  };
+  void SetMode(Mode mode);
+  // Cancels the current agent stream (the server keeps running, with what it recorded); the
+  // agent reconnects. False when none is connected.
+  bool DropConnection();
+  // Events received again after they were recorded (re-sent by the agent), not recorded again.
+  int duplicates() const;
+  // Events read in Mode::kLose.
+  int lost() const;
 
   // Waits until `predicate` holds over the recorded messages; false at the timeout.
   bool WaitFor(const std::function<bool()>& predicate, std::chrono::milliseconds timeout);
@@ -66,6 +83,11 @@ class TestMaster {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<steadfast::v1::AgentMessage> messages_;
+  std::map<std::string, int64_t> applied_;  // incarnation -> highest sequence recorded
+  Mode mode_ = Mode::kApply;
+  int duplicates_ = 0;
+  int lost_ = 0;
+  grpc::ServerContext* context_ = nullptr;  // of stream_
   grpc::ServerReaderWriter<steadfast::v1::MasterMessage, steadfast::v1::AgentMessage>* stream_ =
       nullptr;
   std::mutex write_mu_;
