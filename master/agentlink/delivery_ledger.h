@@ -17,9 +17,13 @@
 //     does not apply again what its previous life applied. For a log batch the record is written
 //     in the same transaction as its lines (ClaimInTransaction, called by the LogWriter): a line
 //     is stored exactly once whatever is killed when. For a task state change it is written right
-//     after the change was applied; a master killed in between (one statement) applies that one
-//     change again when the agent re-sends it: harmless for STARTED, and for EXITED the
-//     allocation it names has usually been released and the change is ignored.
+//     after the change was applied (the coordinator's own writes are separate transactions);
+//     a master killed in between applies that one change again when the agent re-sends it.
+//     Harmless for STARTED, and for an EXITED after a failure (the restart gets a new
+//     allocation id, so the repeated change names none and is ignored). Not harmless in one
+//     case: a trainer that exited 0 after finishing its operation is resubmitted under the same
+//     allocation id, and a repeated EXITED then ends that next allocation early (the trial
+//     restarts from its checkpoint). Closing that needs allocation ids unique per allocation.
 //
 // Thread-safe. A failed database statement is returned as an error; the caller then must not
 // acknowledge (the service closes the stream so that the agent re-sends).
