@@ -74,7 +74,9 @@ void Outbox::Ack(int64_t sequence) {
     std::lock_guard<std::mutex> lock(mu_);
     while (!unacked_.empty() && unacked_.front().sequence() <= sequence) {
       unacked_.pop_front();
-      if (resend_from_ > 0) --resend_from_;
+      if (resend_from_ > 0) {
+        --resend_from_;
+      }
     }
   }
   cv_.notify_all();

@@ -9,7 +9,9 @@ DeliveryLedger::DeliveryLedger(Database* db) : db_(db) {}
 std::shared_ptr<DeliveryLedger::AgentState> DeliveryLedger::StateOf(const std::string& agent_id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto& state = agents_[agent_id];
-  if (!state) state = std::make_shared<AgentState>();
+  if (!state) {
+    state = std::make_shared<AgentState>();
+  }
   return state;
 }
 
@@ -32,7 +34,9 @@ Result<int64_t> DeliveryLedger::Register(const std::string& agent_id,
     applied = r[0][0].as<int64_t>();
     return Status::Ok();
   });
-  if (!st.ok()) return st;
+  if (!st.ok()) {
+    return st;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     previous = state->incarnation;
@@ -59,16 +63,22 @@ Result<bool> DeliveryLedger::Apply(const DeliveryStamp& stamp, bool apply_record
       return FailedPrecondition("agent " + stamp.agent_id + " incarnation " + stamp.incarnation +
                                 " was replaced by " + state->incarnation);
     }
-    if (stamp.sequence <= state->applied_through) return false;
+    if (stamp.sequence <= state->applied_through) {
+      return false;
+    }
   }
   Status st = apply();
-  if (!st.ok()) return st;
+  if (!st.ok()) {
+    return st;
+  }
   if (!apply_records) {
     st = db_->Transact("record agent delivery", [&](pqxx::work& tx) {
       ClaimInTransaction(tx, stamp);
       return Status::Ok();
     });
-    if (!st.ok()) return st;
+    if (!st.ok()) {
+      return st;
+    }
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (state->incarnation == stamp.incarnation && stamp.sequence > state->applied_through) {

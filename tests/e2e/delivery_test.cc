@@ -33,7 +33,9 @@ std::string OneTrialExperiment(const std::string& name, int max_restarts) {
 
 std::string TrialError(Cluster& cluster, int64_t experiment_id) {
   Value trials = cluster.Trials(experiment_id);
-  if (trials.as_list().empty()) return "";
+  if (trials.as_list().empty()) {
+    return "";
+  }
   const Value* error = trials.as_list()[0].Find("error");
   return error ? error->as_string() : "";
 }
@@ -79,7 +81,9 @@ TEST(ClusterEndToEnd, MasterRestartMidStreamLosesNoLogLineAndNoExitStatus) {
   cluster.StartMaster();
   ASSERT_TRUE(cluster.WaitForAgents(1));
   bool done = cluster.WaitForState(id, kError, std::chrono::seconds(180));
-  if (!done) cluster.DumpLogs();
+  if (!done) {
+    cluster.DumpLogs();
+  }
   ASSERT_TRUE(done) << cluster.ExperimentState(id);
   const int64_t tid = Id(cluster.Trials(id).as_list()[0]);
   const std::string of_trial = " AND trial_id = " + std::to_string(tid);

@@ -29,7 +29,9 @@ class DeliveryLedgerTest : public sf::testing::PostgresTest {
   Result<bool> Deliver(DeliveryLedger& ledger, const std::string& incarnation, int64_t sequence,
                        int& applied, Status effect = Status::Ok()) {
     return ledger.Apply({"agent-1", incarnation, sequence}, false, [&] {
-      if (effect.ok()) ++applied;
+      if (effect.ok()) {
+        ++applied;
+      }
       return effect;
     });
   }
