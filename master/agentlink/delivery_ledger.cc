@@ -77,7 +77,13 @@ Result<bool> DeliveryLedger::Apply(const DeliveryStamp& stamp, bool apply_record
       return Status::Ok();
     });
     if (!st.ok()) {
-      return st;
+      // The effect happened: this master must not apply it again, so it is recorded in memory
+      // and acknowledged; the next event's record covers it in the database. Only a master
+      // restart before then applies it again (the window described in the header).
+      log::Warn("agentlink", {{"event", "delivery_not_recorded"},
+                              {"agent", stamp.agent_id},
+                              {"sequence", std::to_string(stamp.sequence)},
+                              {"error", st.message()}});
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -85,6 +91,19 @@ Result<bool> DeliveryLedger::Apply(const DeliveryStamp& stamp, bool apply_record
     state->applied_through = stamp.sequence;
   }
   return true;
+}
+
+bool DeliveryLedger::GiveUp(const DeliveryStamp& stamp, const Status& error) {
+  if (error.code() == StatusCode::kUnavailable || error.code() == StatusCode::kFailedPrecondition) {
+    return false;
+  }
+  auto state = StateOf(stamp.agent_id);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (state->failed_sequence != stamp.sequence) {
+    state->failed_sequence = stamp.sequence;
+    state->failures = 0;
+  }
+  return ++state->failures >= kMaxAttempts;
 }
 
 int64_t DeliveryLedger::AppliedThrough(const std::string& agent_id) {

@@ -62,10 +62,20 @@ class DeliveryLedger {
   // Applies one event: nothing when `stamp.sequence` was applied already (returns false);
   // otherwise runs `apply` and, when it returns OK, records the sequence (returns true).
   // `apply_records` says that `apply` records the sequence itself, in the transaction of its
-  // effect (ClaimInTransaction, which also skips an effect recorded before). Errors: `apply`'s,
-  // or a failed record; then nothing is recorded here and the event must be re-sent.
+  // effect (ClaimInTransaction, which also skips an effect recorded before). Errors: `apply`'s;
+  // then nothing is recorded and the event must be re-sent. A failed record after a successful
+  // `apply` is logged and is not an error: the event counts as applied (in memory; the next
+  // event's record covers it in the database).
   Result<bool> Apply(const DeliveryStamp& stamp, bool apply_records,
                      const std::function<Status()>& apply);
+
+  // After Apply() failed for `stamp`: whether to give the event up (acknowledge it unapplied)
+  // rather than have the agent re-send it. True once the same event has failed
+  // kMaxAttempts times in a row with an error other than kUnavailable (a database that refuses
+  // it for good, e.g. a constraint), so that one bad event cannot hold up the agent's others
+  // forever. Unavailable (database down) never gives up: the event waits for the database.
+  static constexpr int kMaxAttempts = 5;
+  bool GiveUp(const DeliveryStamp& stamp, const Status& error);
 
   // The highest applied sequence of the agent's current incarnation (0 when unknown).
   int64_t AppliedThrough(const std::string& agent_id);
@@ -80,6 +90,8 @@ class DeliveryLedger {
     std::mutex apply_mu;  // one event of this agent at a time
     std::string incarnation;
     int64_t applied_through = 0;  // guarded by the ledger's mu_
+    int64_t failed_sequence = 0;  // the event that failed last, and how many times in a row
+    int failures = 0;             // (both guarded by mu_)
   };
   std::shared_ptr<AgentState> StateOf(const std::string& agent_id);
 

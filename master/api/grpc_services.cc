@@ -259,8 +259,9 @@ grpc::Status AgentLinkGrpcService::Connect(
         auto applied = ledger_->Apply(stamp, /*apply_records=*/msg.has_logs(),
                                       [&] { return apply(msg, stamp); });
         if (!applied.ok()) {
-          const StatusCode code = applied.status().code();
-          if (code == StatusCode::kUnavailable || code == StatusCode::kFailedPrecondition) {
+          if (!ledger_->GiveUp(stamp, applied.status())) {
+            // Not acknowledged: the stream ends, the agent reconnects and re-sends it (a commit
+            // whose outcome was unknown is then recognised by the ledger, not applied twice).
             log::Warn("agentlink", {{"event", "event_not_applied"}, {"agent", agent_id},
                                     {"sequence", std::to_string(msg.sequence())},
                                     {"error", applied.status().message()}});
@@ -269,6 +270,7 @@ grpc::Status AgentLinkGrpcService::Connect(
           }
           log::Error("agentlink", {{"event", "event_refused_dropped"}, {"agent", agent_id},
                                    {"sequence", std::to_string(msg.sequence())},
+                                   {"attempts", std::to_string(DeliveryLedger::kMaxAttempts)},
                                    {"error", applied.status().message()}});
         }
         v1::MasterMessage event_ack;

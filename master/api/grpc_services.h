@@ -71,10 +71,11 @@ class ApiGrpcService final : public steadfast::v1::Api::Service {
 
 // AgentLink.Connect. Events (task state changes, log batches) are delivered at least once by
 // the agent and applied once here through `ledger` (master/agentlink/delivery_ledger.h): each is
-// acknowledged (MasterMessage.ack) after it was applied; one the database could not take
-// (unavailable) ends the stream without an ack, so that the agent reconnects and re-sends it.
-// One the database refuses for good (e.g. a constraint) is logged, acknowledged and dropped,
-// so that it cannot wedge the agent's queue. Events without a sequence (an agent without
+// acknowledged (MasterMessage.ack) after it was applied; one that failed ends the stream
+// without an ack, so that the agent reconnects and re-sends it. One that fails the same way
+// DeliveryLedger::kMaxAttempts times in a row (the database refuses it for good, e.g. a
+// constraint; not merely unavailable) is logged, acknowledged and dropped, so that it cannot
+// wedge the agent's queue. Events without a sequence (an agent without
 // delivery tracking), or every event when `ledger` is null, are applied as they come.
 class AgentLinkGrpcService final : public steadfast::v1::AgentLink::Service {
  public:

@@ -1,8 +1,9 @@
 // The master's end of at-least-once AgentLink delivery, against a real PostgreSQL migrated by
 // the master's own migrations: an event is applied once per (agent, incarnation, sequence), also
 // by a new ledger on the same database (a restarted master); a new incarnation starts over; a
-// failed effect is not recorded (so the re-sent event is applied); and a stamped log batch
-// written twice through the LogWriter is stored once.
+// failed effect is not recorded (so the re-sent event is applied); an event is given up only
+// after repeated refusals; and a stamped log batch written twice through the LogWriter is
+// stored once.
 #include "master/agentlink/delivery_ledger.h"
 
 #include <gtest/gtest.h>
@@ -86,6 +87,20 @@ TEST_F(DeliveryLedgerTest, AFailedEffectIsNotRecordedSoTheResentEventIsApplied) 
   EXPECT_EQ(ledger.AppliedThrough("agent-1"), 0);
   EXPECT_TRUE(*Deliver(ledger, "inc-a", 1, applied));
   EXPECT_EQ(applied, 1);
+}
+
+TEST_F(DeliveryLedgerTest, GivesUpOnAnEventOnlyAfterItIsRefusedRepeatedlyAndNeverWhileUnavailable) {
+  DeliveryLedger ledger(db_.get());
+  const DeliveryStamp stamp{"agent-1", "inc-a", 7};
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_FALSE(ledger.GiveUp(stamp, Unavailable("database down")));
+  }
+  for (int i = 1; i < DeliveryLedger::kMaxAttempts; ++i) {
+    EXPECT_FALSE(ledger.GiveUp(stamp, Internal("violates foreign key constraint"))) << i;
+  }
+  EXPECT_TRUE(ledger.GiveUp(stamp, Internal("violates foreign key constraint")));
+  // Another event starts its own count.
+  EXPECT_FALSE(ledger.GiveUp({"agent-1", "inc-a", 8}, Internal("violates foreign key constraint")));
 }
 
 TEST_F(DeliveryLedgerTest, AStampedLogBatchWrittenTwiceIsStoredOnce) {
