@@ -277,10 +277,14 @@ struct HttpServer::Impl {
       res.prepare_payload();
       return res;
     }
-    fs::path root = fs::weakly_canonical(options.webui_dir);
-    fs::path file = fs::weakly_canonical(root / target_path.substr(1));
     std::error_code ec;
-    bool inside = file.string().rfind(root.string(), 0) == 0;
+    fs::path root = fs::weakly_canonical(options.webui_dir, ec);
+    // The file asked for, with symlinks and ".." resolved, is served only if it lies under root
+    // (compared by path components: "/../dist-old/x" is not under ".../dist"). A path that does
+    // not resolve (too long, a NUL) is a client-side route like any other non-asset.
+    fs::path file = fs::weakly_canonical(root / fs::path(target_path).relative_path(), ec);
+    fs::path relative = ec ? fs::path() : file.lexically_relative(root);
+    bool inside = !relative.empty() && *relative.begin() != ".." && target_path.find('\0') == std::string::npos;
     bool is_asset = inside && fs::is_regular_file(file, ec);
     if (!is_asset) file = root / "index.html";  // client-side route
     std::ifstream in(file, std::ios::binary);
