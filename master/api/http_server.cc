@@ -108,6 +108,28 @@ std::multimap<std::string, std::string> ParseQuery(const std::string& q) {
   return out;
 }
 
+// Whether `s` is well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF)
+// without NUL: text PostgreSQL takes as a parameter whole (it refuses invalid UTF-8, and libpq
+// would cut a value at its first NUL).
+bool IsText(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    if (c == 0 || n == 0 || i + n > s.size()) return false;
+    uint32_t cp = n == 1 ? c : c & (0x7f >> n);
+    for (size_t k = 1; k < n; ++k) {
+      const auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3f);
+    }
+    static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+    i += n;
+  }
+  return true;
+}
+
 struct Query {
   std::multimap<std::string, std::string> params;
   std::string Get(const std::string& k, const std::string& def = "") const {
@@ -342,6 +364,17 @@ struct HttpServer::Impl {
     size_t qpos = target.find('?');
     std::string path = UrlDecode(target.substr(0, qpos));
     Query q{ParseQuery(qpos == std::string::npos ? "" : target.substr(qpos + 1))};
+    // Query values reach PostgreSQL as text parameters: refuse what is not text here (400)
+    // rather than fail in the database (500) or search for a value cut at a NUL.
+    for (const auto& [key, value] : q.params) {
+      if (path.rfind("/api/", 0) == 0 && (!IsText(key) || !IsText(value))) {
+        route = "bad_query";
+        res = Json(400, ErrorJson(InvalidArgument("query parameter \"" + (IsText(key) ? key : "?") +
+                                                  "\" is not UTF-8 text without NUL (percent-decoded)")),
+                   req);
+        return;
+      }
+    }
     auto method = req.method();
     static const std::regex kExp("^/api/v1/experiments/([0-9]+)$");
     static const std::regex kExpAction("^/api/v1/experiments/([0-9]+)/(pause|activate|kill|archive)$");
@@ -398,6 +431,7 @@ struct HttpServer::Impl {
         auto body = Value::FromJson(req.body());
         if (!body.ok() || !body->Find("activate")) r.set_activate(true);
         std::string owner(req["X-SF-User"]);
+        if (!IsText(owner)) return void(res = Error(InvalidArgument("X-SF-User is not UTF-8 text"), req));
         auto out = handlers->CreateExperiment(r, owner);
         if (!out.ok()) return void(res = Error(out.status(), req));
         if (out->errors_size() > 0) {
