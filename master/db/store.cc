@@ -404,14 +404,14 @@ Result<std::vector<v1::MetricReport>> Store::GetMetrics(int64_t trial_id, const 
     // Downsampling keeps every k-th row (and always the last) so curves keep their shape.
     int64_t count = tx.exec_params1(
                           "SELECT count(*) FROM metrics WHERE trial_id = $1 AND kind = $2 "
-                          "AND batches >= $3 AND ($4 = 0 OR batches < $4)",
+                          "AND batches >= $3 AND ($4::bigint = 0 OR batches < $4::bigint)",
                           trial_id, kind, start, end)[0]
                         .as<int64_t>();
     int64_t stride = (max_points > 0 && count > max_points) ? (count + max_points - 1) / max_points : 1;
     pqxx::result r = tx.exec_params(
         "SELECT trial_id, batches, kind, vals, EXTRACT(EPOCH FROM reported_at), restart FROM ("
         "  SELECT *, row_number() OVER (ORDER BY batches) - 1 AS rn FROM metrics "
-        "  WHERE trial_id = $1 AND kind = $2 AND batches >= $3 AND ($4 = 0 OR batches < $4)) m "
+        "  WHERE trial_id = $1 AND kind = $2 AND batches >= $3 AND ($4::bigint = 0 OR batches < $4::bigint)) m "
         "WHERE rn % $5 = 0 OR rn = $6 - 1 ORDER BY batches",
         trial_id, kind, start, end, stride, count);
     for (const auto& row : r) {
