@@ -25,6 +25,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <pqxx/pqxx>
 #include <random>
 #include <thread>
 
@@ -470,11 +471,18 @@ class Generator {
     return Value::Map{{"configYaml", yaml_}, {"activate", false}, {"validateOnly", true}};
   }
 
-  // The operation's path with its parameters filled in validly (ids that do not exist).
+  // Ids that exist (an experiment's, a trial's with metrics and logs), so that half the
+  // requests with a valid id reach the database with the rest of their mutations.
+  void SetExistingIds(std::vector<int64_t> ids) { existing_ids_ = std::move(ids); }
+
+  // The operation's path with its parameters filled in validly: an existing id or, as often,
+  // one that does not exist.
   std::string Concrete(const Operation& op, std::mt19937_64& rng) const {
     std::string p = op.path;
     for (const std::string& name : op.path_params) {
-      p.replace(p.find("{" + name + "}"), name.size() + 2, std::to_string(1 + rng() % 1000000));
+      int64_t id = !existing_ids_.empty() && rng() % 2 ? existing_ids_[rng() % existing_ids_.size()]
+                                                       : static_cast<int64_t>(1 + rng() % 1000000);
+      p.replace(p.find("{" + name + "}"), name.size() + 2, std::to_string(id));
     }
     return p;
   }
@@ -772,6 +780,7 @@ class Generator {
   std::vector<Operation> ops_;
   std::string yaml_;
   std::string sibling_;
+  std::vector<int64_t> existing_ids_;
 };
 
 // Requests sent once each: request lines that are not HTTP, every traversal target, and values
@@ -815,10 +824,14 @@ std::vector<FuzzRequest> FixedCases(const std::string& yaml, const std::string& 
     std::string target = std::string("/api/v1/experiments?") + q;
     out.push_back({"bad query text", "GET", target, Build("GET", target, ""), false});
   }
+  // Trial 1 exists (the test's one experiment) and has metrics and logs; an endBatches past
+  // int32 once failed in PostgreSQL (its parameter was inferred as integer).
   for (const char* t :
        {"/api/v1/trials/1/logs?search=%00", "/api/v1/trials/1/logs?search=%c3%28",
         "/api/v1/cluster/utilization?pool=%00", "/api/v1/cluster/utilization?pool=%ff",
-        "/api/v1/trials/1/metrics?kind=%ff", "/api/v1/experiments/1/trials?limit=%ff"}) {
+        "/api/v1/trials/1/metrics?kind=%ff", "/api/v1/trials/1/metrics?endBatches=4294967296",
+        "/api/v1/trials/1/metrics?endBatches=-9223372036854775808&maxPoints=2147483647",
+        "/api/v1/experiments/1/trials?limit=%ff"}) {
     out.push_back({"bad query text", "GET", t, Build("GET", t, ""), false});
   }
   return out;
@@ -886,6 +899,26 @@ TEST(ApiFuzz, GeneratedBadRequestsGetNo5xxStoreNothingAndLeaveTheMasterUp) {
   ASSERT_EQ(valid.status, 200) << valid.body;
   int64_t existing = cluster.Submit(yaml);
   ASSERT_GT(existing, 0);
+  std::vector<int64_t> ids = {existing};
+  Value trials = cluster.Trials(existing);
+  if (!trials.as_list().empty()) {
+    // Rows for the metric and log reads to page, filter and downsample.
+    int64_t trial = Id(trials.as_list()[0]);
+    ids.push_back(trial);
+    pqxx::connection conn(cluster.db());
+    pqxx::work tx(conn);
+    const std::string t = std::to_string(trial);
+    tx.exec("INSERT INTO metrics (trial_id, kind, batches, vals) SELECT " + t +
+            ", k, b * 10, jsonb_build_object('loss', 1.0 / b) FROM generate_series(1, 50) b, "
+            "unnest(ARRAY['training', 'validation']) k");
+    tx.exec("INSERT INTO task_logs (trial_id, stream, message) SELECT " + t +
+            ", 'stdout', 'step ' || i || ' loss 0.5 \u00e9' FROM generate_series(1, 50) i");
+    tx.commit();
+  }
+  gen.SetExistingIds(ids);
+  std::cout << "api fuzz: existing ids";
+  for (int64_t id : ids) std::cout << " " << id;
+  std::cout << "\n";
 
   std::map<std::string, int64_t> before = RowCounts(cluster.db());
 
