@@ -80,8 +80,13 @@ class TestMaster::Service final : public steadfast::v1::AgentLink::Service {
   int heartbeat_ms_;
 };
 
-TestMaster::TestMaster(int port, int heartbeat_interval_ms)
-    : service_(std::make_unique<Service>(this, heartbeat_interval_ms)) {
+std::map<std::string, int64_t> TestMaster::Applied() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return applied_;
+}
+
+TestMaster::TestMaster(int port, int heartbeat_interval_ms, std::map<std::string, int64_t> applied)
+    : service_(std::make_unique<Service>(this, heartbeat_interval_ms)), applied_(std::move(applied)) {
   grpc::ServerBuilder builder;
   builder.AddListeningPort("127.0.0.1:" + std::to_string(port), grpc::InsecureServerCredentials(),
                            &port_);

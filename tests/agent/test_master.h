@@ -26,8 +26,10 @@ namespace sf::agent::testing {
 
 class TestMaster {
  public:
-  // Listens on 127.0.0.1:`port` (0: an ephemeral port).
-  explicit TestMaster(int port = 0, int heartbeat_interval_ms = 200);
+  // Listens on 127.0.0.1:`port` (0: an ephemeral port). `applied` is what a predecessor had
+  // applied (its Applied()), as the real master remembers it across restarts in its ledger.
+  explicit TestMaster(int port = 0, int heartbeat_interval_ms = 200,
+                      std::map<std::string, int64_t> applied = {});
   ~TestMaster();  // Stop()s
   TestMaster(const TestMaster&) = delete;
   TestMaster& operator=(const TestMaster&) = delete;
@@ -60,6 +62,8 @@ class TestMaster {
   int duplicates() const;
   // Events read in Mode::kLose.
   int lost() const;
+  // Incarnation -> highest sequence recorded: hand it to a successor on the same port.
+  std::map<std::string, int64_t> Applied() const;
 
   // Waits until `predicate` holds over the recorded messages; false at the timeout.
   bool WaitFor(const std::function<bool()>& predicate, std::chrono::milliseconds timeout);
