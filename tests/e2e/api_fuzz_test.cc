@@ -45,6 +45,26 @@ struct RawResponse {
   std::string body;
 };
 
+// Whether `s` is well-formed UTF-8, as JSON text must be (RFC 8259, section 8.1).
+bool IsUtf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return false;
+    uint32_t cp = n == 1 ? c : c & (0x7f >> n);
+    for (size_t k = 1; k < n; ++k) {
+      const auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3f);
+    }
+    static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+    i += n;
+  }
+  return true;
+}
+
 // Whether `in` holds a whole response: its head and Content-Length bytes of body.
 bool ResponseComplete(const std::string& in) {
   size_t head_end = in.find("\r\n\r\n");
@@ -973,8 +993,8 @@ TEST(ApiFuzz, GeneratedBadRequestsGetNo5xxStoreNothingAndLeaveTheMasterUp) {
       if (res.status >= 400 && res.status < 500 && r.method != "HEAD" &&
           r.target.rfind("/api/", 0) == 0) {
         auto v = Value::FromJson(res.body);
-        if (res.content_type != "application/json" || !v.ok() || !v->is_map() ||
-            !v->Find("message") || !v->Find("message")->is_string() ||
+        if (res.content_type != "application/json" || !IsUtf8(res.body) || !v.ok() ||
+            !v->is_map() || !v->Find("message") || !v->Find("message")->is_string() ||
             v->Find("message")->as_string().empty()) {
           fail(i, r, res, "a 4xx on /api without a JSON message");
         }
