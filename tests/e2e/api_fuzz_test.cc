@@ -51,15 +51,21 @@ bool IsUtf8(std::string_view s) {
   while (i < s.size()) {
     const auto c = static_cast<unsigned char>(s[i]);
     size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
-    if (n == 0 || i + n > s.size()) return false;
+    if (n == 0 || i + n > s.size()) {
+      return false;
+    }
     uint32_t cp = n == 1 ? c : c & (0x7f >> n);
     for (size_t k = 1; k < n; ++k) {
       const auto cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xc0) != 0x80) return false;
+      if ((cc & 0xc0) != 0x80) {
+        return false;
+      }
       cp = (cp << 6) | (cc & 0x3f);
     }
     static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < kMin[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+    if (cp < kMin[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) {
+      return false;
+    }
     i += n;
   }
   return true;
@@ -937,7 +943,9 @@ TEST(ApiFuzz, GeneratedBadRequestsGetNo5xxStoreNothingAndLeaveTheMasterUp) {
   }
   gen.SetExistingIds(ids);
   std::cout << "api fuzz: existing ids";
-  for (int64_t id : ids) std::cout << " " << id;
+  for (int64_t id : ids) {
+    std::cout << " " << id;
+  }
   std::cout << "\n";
 
   std::map<std::string, int64_t> before = RowCounts(cluster.db());
