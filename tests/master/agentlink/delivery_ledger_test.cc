@@ -10,20 +10,18 @@
 
 #include "master/db/store.h"
 #include "master/ingest/log_writer.h"
+#include "tests/master/migrated_database_test.h"
 #include "tests/support/testing.h"
 
 namespace sf::master {
 namespace {
 namespace v1 = steadfast::v1;
 
-class DeliveryLedgerTest : public sf::testing::PostgresTest {
+class DeliveryLedgerTest : public testing::MigratedDatabaseTest {
  protected:
   void SetUp() override {
-    PostgresTest::SetUp();
-    auto db = Database::Open(connection_string(), 2, std::chrono::seconds(10));
-    ASSERT_TRUE(db.ok()) << db.status().ToString();
-    db_ = std::move(*db);
-    ASSERT_TRUE(db_->Migrate().ok());
+    MigratedDatabaseTest::SetUp();
+    if (HasFatalFailure()) return;
   }
 
   // Applies `sequence` of agent-1/inc through `ledger`, counting the effect in `applied`.
@@ -37,7 +35,6 @@ class DeliveryLedgerTest : public sf::testing::PostgresTest {
     });
   }
 
-  std::unique_ptr<Database> db_;
 };
 
 TEST_F(DeliveryLedgerTest, AppliesEachSequenceOnceAlsoAfterAMasterRestart) {

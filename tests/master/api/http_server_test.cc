@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/master/migrated_database_test.h"
 #include "tests/support/testing.h"
 
 namespace sf::master {
@@ -88,14 +89,11 @@ Value Json(const HttpReply& r) {
   return v.ok() ? *v : Value();
 }
 
-class HttpServerTest : public sf::testing::PostgresTest {
+class HttpServerTest : public testing::MigratedDatabaseTest {
  protected:
   void SetUp() override {
-    PostgresTest::SetUp();
-    auto db = Database::Open(connection_string(), 4, std::chrono::seconds(10));
-    ASSERT_TRUE(db.ok()) << db.status().ToString();
-    db_ = std::move(*db);
-    ASSERT_TRUE(db_->Migrate().ok());
+    MigratedDatabaseTest::SetUp();
+    if (HasFatalFailure()) return;
     store_ = std::make_unique<Store>(db_.get());
     // No coordinator: the routes used here read the Store only.
     handlers_ = std::make_unique<ApiHandlers>(store_.get(), nullptr, MasterInfo{"test", "m", "c"});
@@ -125,7 +123,6 @@ class HttpServerTest : public sf::testing::PostgresTest {
 
   int port() const { return server_->port(); }
 
-  std::unique_ptr<Database> db_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<ApiHandlers> handlers_;
   MasterMetrics metrics_;

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <thread>
 
+#include "tests/master/migrated_database_test.h"
 #include "tests/support/testing.h"
 
 namespace sf::master {
@@ -35,14 +36,11 @@ v1::Agent MakeAgent(const std::string& id, const std::string& pool, bool connect
   return a;
 }
 
-class UtilizationHistoryTest : public sf::testing::PostgresTest {
+class UtilizationHistoryTest : public testing::MigratedDatabaseTest {
  protected:
   void SetUp() override {
-    PostgresTest::SetUp();
-    auto db = Database::Open(connection_string(), 4, std::chrono::seconds(10));
-    ASSERT_TRUE(db.ok()) << db.status().ToString();
-    db_ = std::move(*db);
-    ASSERT_TRUE(db_->Migrate().ok());
+    MigratedDatabaseTest::SetUp();
+    if (HasFatalFailure()) return;
     store_ = std::make_unique<UtilizationStore>(db_.get());
   }
 
@@ -53,7 +51,6 @@ class UtilizationHistoryTest : public sf::testing::PostgresTest {
     return rows.ok() ? *rows : std::vector<UtilizationPoint>{};
   }
 
-  std::unique_ptr<Database> db_;
   std::unique_ptr<UtilizationStore> store_;
 };
 

@@ -14,6 +14,7 @@
 
 #include "master/db/store.h"
 #include "master/ingest/log_writer.h"
+#include "tests/master/migrated_database_test.h"
 #include "tests/support/testing.h"
 
 namespace sf::master {
@@ -47,14 +48,11 @@ bool Eventually(const std::function<bool()>& cond) {
   return cond();
 }
 
-class IngestTest : public sf::testing::PostgresTest {
+class IngestTest : public testing::MigratedDatabaseTest {
  protected:
   void SetUp() override {
-    PostgresTest::SetUp();
-    auto db = Database::Open(connection_string(), 4, std::chrono::seconds(10));
-    ASSERT_TRUE(db.ok()) << db.status().ToString();
-    db_ = std::move(*db);
-    ASSERT_TRUE(db_->Migrate().ok());
+    MigratedDatabaseTest::SetUp();
+    if (HasFatalFailure()) return;
     Store store(db_.get());
     NewExperiment e;
     e.name = "ingest";
@@ -84,7 +82,6 @@ class IngestTest : public sf::testing::PostgresTest {
     return Scalar("SELECT total_batches FROM trials WHERE id = " + std::to_string(trial));
   }
 
-  std::unique_ptr<Database> db_;
   std::vector<int64_t> trials_;
   std::unique_ptr<pqxx::connection> observer_;
 };
