@@ -265,6 +265,11 @@ bool ReadString(ErrorSink& sink, const YAML::Node& node, const std::string& path
     sink.Add(path, node, "must not be empty");
     return false;
   }
+  if (node.Scalar().find('\0') != std::string::npos) {
+    // A "\0" escape: the database and C strings would cut the value there.
+    sink.Add(path, node, "must not contain a NUL character (\\0)");
+    return false;
+  }
   out = node.Scalar();
   return true;
 }

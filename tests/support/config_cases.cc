@@ -147,6 +147,8 @@ std::vector<ConfigCase> ConfigCases() {
   c.push_back({"list_for_map", With({{"data", "data: [a, b]"}}), {"data"},
                "data: expected a mapping, got a list"});
   c.push_back({"map_for_scalar", With({{"name", "name: {first: a}"}}), {"name"}});
+  c.push_back({"nul_in_string", With({{"name", "name: \"a\\0b\""}}), {"name"},
+               "name: must not contain a NUL character (\\0)"});
   c.push_back({"bool_as_string", With({{"hyperparameters", "hyperparameters:\n  normalize_before: yes"}}),
                {"hyperparameters.normalize_before"}});
   c.push_back({"betas_wrong_length",
