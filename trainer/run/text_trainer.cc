@@ -5,10 +5,8 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <charconv>
-#include <cstdlib>
-#include <stdexcept>
 #include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
