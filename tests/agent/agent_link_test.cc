@@ -94,6 +94,14 @@ class AgentLinkTest : public ::testing::Test {
         timeout);
   }
 
+  // Polls the agent (not the master, which may be down) until it runs no task; false on timeout.
+  bool WaitUntilNoTaskRuns(std::chrono::milliseconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!agent_->RunningTasks().empty() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(20ms);
+    return agent_->RunningTasks().empty();
+  }
+
   sf::testing::TempDir dir_;
   std::unique_ptr<TestMaster> master_;
   std::unique_ptr<Agent> agent_;
@@ -329,10 +337,7 @@ TEST_F(AgentLinkTest, ExitWhileMasterIsAwayIsReportedAfterReconnect) {
   const auto applied = master_->Applied();
   master_.reset();
   std::ofstream(TaskDir("offline-exit") + "/finish").close();
-  auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (!agent_->RunningTasks().empty() && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(20ms);
-  ASSERT_TRUE(agent_->RunningTasks().empty());
+  ASSERT_TRUE(WaitUntilNoTaskRuns(10s));
 
   master_ = std::make_unique<TestMaster>(port, 200, applied);
   ASSERT_TRUE(master_->WaitForRegistrations(1, 10s));
@@ -357,10 +362,7 @@ TEST_F(AgentLinkTest, EventsTheMasterDidNotApplyAreResentAfterAReconnectAndRecor
   ASSERT_TRUE(WaitForLine(*master_, 70, "started"));
   master_->SetMode(TestMaster::Mode::kLose);
   std::ofstream(TaskDir("resent") + "/finish").close();
-  auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (!agent_->RunningTasks().empty() && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(20ms);
-  ASSERT_TRUE(agent_->RunningTasks().empty());
+  ASSERT_TRUE(WaitUntilNoTaskRuns(10s));
   ASSERT_TRUE(master_->WaitFor([&] { return master_->lost() >= 2; }, 5s));  // logs + EXITED
   std::this_thread::sleep_for(300ms);  // past the batch delay: everything was sent and lost
   EXPECT_FALSE(master_->WaitForState("resent", TaskStateChange::STATE_EXITED, 10ms).has_value());
