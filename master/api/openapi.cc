@@ -77,7 +77,10 @@ std::string OpenApiDocument() {
                                "ExperimentActionResponse")}};
   }
   paths["/api/v1/experiments/{id}/trials"] = Value::Map{
-      {"get", Op("List an experiment's trials", "GetExperimentTrials", {id}, "GetExperimentTrialsResponse")}};
+      {"get", Op("List an experiment's trials", "GetExperimentTrials",
+                 {id, Param("offset", "query", "integer", "first row"),
+                  Param("limit", "query", "integer", "rows (default 1000)")},
+                 "GetExperimentTrialsResponse")}};
   paths["/api/v1/experiments/{id}/checkpoints"] = Value::Map{
       {"get", Op("List an experiment's checkpoints", "GetExperimentCheckpoints", {id},
                  "GetExperimentCheckpointsResponse")}};
