@@ -40,6 +40,20 @@ std::string TrialError(Cluster& cluster, int64_t experiment_id) {
   return error ? error->as_string() : "";
 }
 
+// Runs a one-trial experiment `name` (no restarts) on one agent whose trainer is `trainer` until
+// it is in error, and sets `why` to the trial's error.
+void RunUntilTheTrialFails(const std::string& trainer, const std::string& name, std::string* why) {
+  ClusterLayout layout;
+  layout.agent_trainer = {trainer};
+  Cluster cluster(1, 1, layout);
+  int64_t id = cluster.Submit(OneTrialExperiment(name, 0));
+  ASSERT_GT(id, 0);
+  ASSERT_TRUE(cluster.WaitForState(id, kError, std::chrono::seconds(120)))
+      << cluster.ExperimentState(id);
+  *why = TrialError(cluster, id);
+  std::printf("failure reason: %s\n", why->c_str());
+}
+
 // The master is frozen (SIGSTOP) while a trainer writes 3000 numbered lines and exits 3, then
 // SIGKILLed and started again; the trainer's restart does the same with the master up. Every line
 // of both runs is stored exactly once, and both exits are applied once each: two allocations, one
@@ -134,15 +148,8 @@ TEST(ClusterEndToEnd, FailureReasonNamesRankAgentAndTheFirstErrorLine) {
       "echo 'sf-trainer: train.de: line 3: invalid UTF-8 (byte 0xc3 at column 3)' >&2\n"
       "echo 'some later noise' >&2\n"
       "exit 1\n");
-  ClusterLayout layout;
-  layout.agent_trainer = {trainer};
-  Cluster cluster(1, 1, layout);
-  int64_t id = cluster.Submit(OneTrialExperiment("reason-e2e", 0));
-  ASSERT_GT(id, 0);
-  ASSERT_TRUE(cluster.WaitForState(id, kError, std::chrono::seconds(120)))
-      << cluster.ExperimentState(id);
-  const std::string why = TrialError(cluster, id);
-  std::printf("failure reason: %s\n", why.c_str());
+  std::string why;
+  ASSERT_NO_FATAL_FAILURE(RunUntilTheTrialFails(trainer, "reason-e2e", &why));
   EXPECT_EQ(why,
             "rank 0 on e2e-agent-0: exit status 1: sf-trainer: train.de: line 3: invalid UTF-8 "
             "(byte 0xc3 at "
@@ -153,15 +160,8 @@ TEST(ClusterEndToEnd, FailureReasonNamesRankAgentAndTheFirstErrorLine) {
 TEST(ClusterEndToEnd, FailureReasonSaysTheTrainerIsMissing) {
   TempDir scripts;
   const std::string missing = scripts.path() + "/no-such-trainer";
-  ClusterLayout layout;
-  layout.agent_trainer = {missing};
-  Cluster cluster(1, 1, layout);
-  int64_t id = cluster.Submit(OneTrialExperiment("missing-e2e", 0));
-  ASSERT_GT(id, 0);
-  ASSERT_TRUE(cluster.WaitForState(id, kError, std::chrono::seconds(120)))
-      << cluster.ExperimentState(id);
-  const std::string why = TrialError(cluster, id);
-  std::printf("failure reason: %s\n", why.c_str());
+  std::string why;
+  ASSERT_NO_FATAL_FAILURE(RunUntilTheTrialFails(missing, "missing-e2e", &why));
   EXPECT_NE(why.find("rank 0 on e2e-agent-0: "), std::string::npos) << why;
   EXPECT_NE(why.find(missing), std::string::npos) << why;
   EXPECT_NE(why.find("No such file or directory"), std::string::npos) << why;
@@ -172,20 +172,10 @@ TEST(ClusterEndToEnd, FailureReasonSaysTheTrainerIsMissing) {
 TEST(ClusterEndToEnd, FailureReasonSaysTheTrainerIsNotExecutable) {
   TempDir scripts;
   const std::string plain = scripts.path() + "/not-executable-trainer";
-  {
-    std::ofstream out(plain);
-    out << "#!/bin/sh\nexit 0\n";
-  }
+  WriteExecutable(plain, "exit 0\n");
   fs::permissions(plain, fs::perms::owner_read | fs::perms::owner_write);
-  ClusterLayout layout;
-  layout.agent_trainer = {plain};
-  Cluster cluster(1, 1, layout);
-  int64_t id = cluster.Submit(OneTrialExperiment("noexec-e2e", 0));
-  ASSERT_GT(id, 0);
-  ASSERT_TRUE(cluster.WaitForState(id, kError, std::chrono::seconds(120)))
-      << cluster.ExperimentState(id);
-  const std::string why = TrialError(cluster, id);
-  std::printf("failure reason: %s\n", why.c_str());
+  std::string why;
+  ASSERT_NO_FATAL_FAILURE(RunUntilTheTrialFails(plain, "noexec-e2e", &why));
   EXPECT_NE(why.find("rank 0 on e2e-agent-0: "), std::string::npos) << why;
   EXPECT_NE(why.find(plain), std::string::npos) << why;
   EXPECT_NE(why.find("Permission denied"), std::string::npos) << why;
