@@ -287,12 +287,14 @@ struct HttpServer::Impl {
   }
 
   // ---- routing
-  Response Json(int status, const std::string& body, const Request& req) {
+  // Takes `body` by value: every caller passes a fresh string (the experiment list's can be
+  // large), which is moved into the response rather than copied.
+  Response Json(int status, std::string body, const Request& req) {
     Response res{static_cast<http::status>(status), req.version()};
     res.set(http::field::content_type, "application/json");
     res.set(http::field::cache_control, "no-store");
     res.keep_alive(req.keep_alive());
-    res.body() = body;
+    res.body() = std::move(body);
     res.prepare_payload();
     return res;
   }
