@@ -100,7 +100,7 @@ bool IsText(std::string_view s) {
 
 // `s` with each byte that does not start a well-formed UTF-8 sequence replaced by U+FFFD, so a
 // message that quotes the client's input is still valid JSON text.
-std::string ValidUtf8(std::string_view s) {
+std::string ReplaceInvalidUtf8(std::string_view s) {
   std::string out;
   for (size_t i = 0; i < s.size();) {
     size_t n = Utf8SequenceAt(s, i);
@@ -111,7 +111,7 @@ std::string ValidUtf8(std::string_view s) {
 }
 
 std::string ErrorJson(const Status& s, const Value& errors = Value()) {
-  Value::Map m{{"code", static_cast<int64_t>(ToGrpc(s).error_code())}, {"message", ValidUtf8(s.message())}};
+  Value::Map m{{"code", static_cast<int64_t>(ToGrpc(s).error_code())}, {"message", ReplaceInvalidUtf8(s.message())}};
   m["errors"] = errors.is_list() ? errors : Value(Value::List{});
   return Value(std::move(m)).ToJson();
 }
