@@ -4,16 +4,13 @@
 #include <map>
 
 #include "common/log.h"
+#include "master/util/proto_value.h"
 
 namespace sf::master {
 namespace v1 = steadfast::v1;
 
 namespace {
-int64_t NowUnixSeconds() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
+int64_t NowUnixSeconds() { return static_cast<int64_t>(NowSeconds()); }
 }  // namespace
 
 std::vector<PoolSample> PoolSamplesOf(const std::vector<v1::Agent>& agents) {
