@@ -5,9 +5,13 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "master/db/database.h"
+#include "master/db/store.h"
 #include "tests/support/testing.h"
 
 namespace sf::master::testing {
@@ -21,6 +25,26 @@ class MigratedDatabaseTest : public sf::testing::PostgresTest {
     ASSERT_TRUE(db.ok()) << db.status().ToString();
     db_ = std::move(*db);
     ASSERT_TRUE(db_->Migrate().ok());
+  }
+
+  // Creates an ACTIVE single-searcher experiment `name` with `count` RUNNING trials (request ids
+  // 1..count) and appends their ids to `trials`. Fails the test (fatally) when the database
+  // refuses; callers check HasFatalFailure().
+  void CreateRunningTrials(const std::string& name, int count, std::vector<int64_t>* trials) {
+    Store store(db_.get());
+    NewExperiment e;
+    e.name = name;
+    e.config_yaml = "name: " + name;
+    e.searcher = "single";
+    e.metric = "validation_loss";
+    e.state = "ACTIVE";
+    auto experiment = store.CreateExperiment(e);
+    ASSERT_TRUE(experiment.ok()) << experiment.status().ToString();
+    for (int i = 0; i < count; ++i) {
+      auto trial = store.CreateTrial(*experiment, i + 1, Value(Value::Map{}), "RUNNING");
+      ASSERT_TRUE(trial.ok()) << trial.status().ToString();
+      trials->push_back(*trial);
+    }
   }
 
   std::unique_ptr<Database> db_;

@@ -101,24 +101,16 @@ TEST_F(DeliveryLedgerTest, GivesUpOnAnEventOnlyAfterItIsRefusedRepeatedlyAndNeve
 }
 
 TEST_F(DeliveryLedgerTest, AStampedLogBatchWrittenTwiceIsStoredOnce) {
-  Store store(db_.get());
-  NewExperiment e;
-  e.name = "ledger";
-  e.config_yaml = "name: ledger";
-  e.searcher = "single";
-  e.metric = "validation_loss";
-  e.state = "ACTIVE";
-  auto experiment = store.CreateExperiment(e);
-  ASSERT_TRUE(experiment.ok()) << experiment.status().ToString();
-  auto trial = store.CreateTrial(*experiment, 1, Value(Value::Map{}), "RUNNING");
-  ASSERT_TRUE(trial.ok());
+  std::vector<int64_t> trials;
+  CreateRunningTrials("ledger", 1, &trials);
+  if (HasFatalFailure()) return;
   DeliveryLedger ledger(db_.get());
   ASSERT_TRUE(ledger.Register("agent-1", "inc-a").ok());
   LogWriter writer(db_.get());
   std::vector<v1::LogLine> lines;
   for (int i = 0; i < 3; ++i) {
     v1::LogLine line;
-    line.set_trial_id(*trial);
+    line.set_trial_id(trials[0]);
     line.set_stream("stdout");
     line.set_agent_id("agent-1");
     line.set_message("line " + std::to_string(i));

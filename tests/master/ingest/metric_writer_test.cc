@@ -53,20 +53,8 @@ class IngestTest : public testing::MigratedDatabaseTest {
   void SetUp() override {
     MigratedDatabaseTest::SetUp();
     if (HasFatalFailure()) return;
-    Store store(db_.get());
-    NewExperiment e;
-    e.name = "ingest";
-    e.config_yaml = "name: ingest";
-    e.searcher = "single";
-    e.metric = "validation_loss";
-    e.state = "ACTIVE";
-    auto experiment = store.CreateExperiment(e);
-    ASSERT_TRUE(experiment.ok()) << experiment.status().ToString();
-    for (int i = 0; i < 4; ++i) {
-      auto trial = store.CreateTrial(*experiment, i + 1, Value(Value::Map{}), "RUNNING");
-      ASSERT_TRUE(trial.ok()) << trial.status().ToString();
-      trials_.push_back(*trial);
-    }
+    CreateRunningTrials("ingest", 4, &trials_);
+    if (HasFatalFailure()) return;
     observer_ = std::make_unique<pqxx::connection>(connection_string());
   }
 
