@@ -38,141 +38,114 @@ Status WholeNumberIn(const std::string& key, const std::string& v, int lo, int h
   return Status::Ok();
 }
 
-const std::map<std::string, Setter>& Setters() {
-  static const auto* setters = new std::map<std::string, Setter>{
-      {"db", [](MasterConfig& c, const std::string& v) { c.db = v; return Status::Ok(); }},
-      {"db_pool_size", [](MasterConfig& c, const std::string& v) {
-         Status st = ParsePort("db_pool_size", v, c.db_pool_size);
-         if (st.ok() && (c.db_pool_size < 1 || c.db_pool_size > 100)) return InvalidArgument("db_pool_size: must be 1-100");
-         return st;
-       }},
-      {"bind", [](MasterConfig& c, const std::string& v) { c.bind_address = v; return Status::Ok(); }},
-      {"grpc_port", [](MasterConfig& c, const std::string& v) { return ParsePort("grpc_port", v, c.grpc_port); }},
-      {"http_port", [](MasterConfig& c, const std::string& v) { return ParsePort("http_port", v, c.http_port); }},
-      {"advertised_address", [](MasterConfig& c, const std::string& v) { c.advertised_address = v; return Status::Ok(); }},
-      {"checkpoint_root", [](MasterConfig& c, const std::string& v) { c.checkpoint_root = v; return Status::Ok(); }},
-      {"webui_dir", [](MasterConfig& c, const std::string& v) { c.webui_dir = v; return Status::Ok(); }},
-      {"log_level", [](MasterConfig& c, const std::string& v) {
-         if (v != "debug" && v != "info" && v != "warn" && v != "error") {
-           return InvalidArgument("log_level: \"" + v + "\" must be one of debug, info, warn, error");
-         }
-         c.log_level = v;
-         return Status::Ok();
-       }},
-      {"cluster_name", [](MasterConfig& c, const std::string& v) { c.cluster_name = v; return Status::Ok(); }},
-      {"agent_reconnect_grace_seconds", [](MasterConfig& c, const std::string& v) {
-         return ParsePort("agent_reconnect_grace_seconds", v, c.agent_reconnect_grace_seconds);
-       }},
-      {"utilization_sample_seconds", [](MasterConfig& c, const std::string& v) {
-         return WholeNumberIn("utilization_sample_seconds", v, 1, 3600, "seconds", c.utilization_sample_seconds);
-       }},
-      {"utilization_retention_hours", [](MasterConfig& c, const std::string& v) {
-         return WholeNumberIn("utilization_retention_hours", v, 1, 43800, "hours", c.utilization_retention_hours);
-       }},
-      {"http_threads", [](MasterConfig& c, const std::string& v) {
-         return WholeNumberIn("http_threads", v, 0, 1024, "threads", c.http_threads);
-       }},
-      {"http_max_connections", [](MasterConfig& c, const std::string& v) {
-         return WholeNumberIn("http_max_connections", v, 1, 65535, "connections", c.http_max_connections);
-       }},
-      {"http_read_timeout_seconds", [](MasterConfig& c, const std::string& v) {
-         return WholeNumberIn("http_read_timeout_seconds", v, 1, 3600, "seconds", c.http_read_timeout_seconds);
-       }},
-      {"http_max_streams", [](MasterConfig& c, const std::string& v) {
-         return WholeNumberIn("http_max_streams", v, 0, 65535, "streams", c.http_max_streams);
-       }},
+std::string Text(const std::string& v) { return v; }
+std::string Text(int v) { return std::to_string(v); }
+
+// One entry per setting: its check-and-store, and what --help shows (the kind of value, a line
+// of description, the default). Every entry gets a flag, a config-file key and its checks.
+struct Setting {
+  Setter set;
+  const char* type;
+  const char* help;
+  std::function<std::string(const MasterConfig&)> default_text;  // null: no default to show
+};
+
+const std::map<std::string, Setting>& Settings() {
+  using C = MasterConfig;
+  using V = const std::string&;
+  static const auto* settings = new std::map<std::string, Setting>{
+      {"db", {[](C& c, V v) { c.db = v; return Status::Ok(); }, "CONNSTRING",
+              "libpq connection string of the master's PostgreSQL database (env SF_DB)",
+              [](const C& c) { return Text(c.db); }}},
+      {"db_pool_size", {[](C& c, V v) {
+                          Status st = ParsePort("db_pool_size", v, c.db_pool_size);
+                          if (st.ok() && (c.db_pool_size < 1 || c.db_pool_size > 100)) {
+                            return InvalidArgument("db_pool_size: must be 1-100");
+                          }
+                          return st;
+                        },
+                        "N", "database connections (1-100)", [](const C& c) { return Text(c.db_pool_size); }}},
+      {"bind", {[](C& c, V v) { c.bind_address = v; return Status::Ok(); }, "ADDR",
+                "address the gRPC and HTTP servers listen on", [](const C& c) { return Text(c.bind_address); }}},
+      {"grpc_port", {[](C& c, V v) { return ParsePort("grpc_port", v, c.grpc_port); }, "PORT",
+                     "gRPC port: the Api, agents (AgentLink) and trainers (TrialLink) (env SF_GRPC_PORT)",
+                     [](const C& c) { return Text(c.grpc_port); }}},
+      {"http_port", {[](C& c, V v) { return ParsePort("http_port", v, c.http_port); }, "PORT",
+                     "REST API and dashboard port (env SF_HTTP_PORT)", [](const C& c) { return Text(c.http_port); }}},
+      {"advertised_address", {[](C& c, V v) { c.advertised_address = v; return Status::Ok(); }, "HOST:PORT",
+                              "HOST:PORT trainers dial for TrialLink (default: the bind address and gRPC port)",
+                              nullptr}},
+      {"checkpoint_root", {[](C& c, V v) { c.checkpoint_root = v; return Status::Ok(); }, "DIR",
+                           "where shared_fs checkpoints live (env SF_CHECKPOINT_ROOT)",
+                           [](const C& c) { return Text(c.checkpoint_root); }}},
+      {"webui_dir", {[](C& c, V v) { c.webui_dir = v; return Status::Ok(); }, "DIR",
+                     "the built dashboard to serve (env SF_WEBUI_DIR; default: found next to the binary)", nullptr}},
+      {"log_level", {[](C& c, V v) {
+                       if (v != "debug" && v != "info" && v != "warn" && v != "error") {
+                         return InvalidArgument("log_level: \"" + v + "\" must be one of debug, info, warn, error");
+                       }
+                       c.log_level = v;
+                       return Status::Ok();
+                     },
+                     "LEVEL", "debug | info | warn | error (env SF_LOG_LEVEL)",
+                     [](const C& c) { return Text(c.log_level); }}},
+      {"cluster_name", {[](C& c, V v) { c.cluster_name = v; return Status::Ok(); }, "TEXT",
+                        "name shown by sf master info and the dashboard", [](const C& c) { return Text(c.cluster_name); }}},
+      {"agent_reconnect_grace_seconds",
+       {[](C& c, V v) { return ParsePort("agent_reconnect_grace_seconds", v, c.agent_reconnect_grace_seconds); }, "N",
+        "how long a disconnected agent's trials wait for it before failing over",
+        [](const C& c) { return Text(c.agent_reconnect_grace_seconds); }}},
+      {"utilization_sample_seconds",
+       {[](C& c, V v) {
+          return WholeNumberIn("utilization_sample_seconds", v, 1, 3600, "seconds", c.utilization_sample_seconds);
+        },
+        "N", "how often the cluster utilisation history is sampled (1-3600)",
+        [](const C& c) { return Text(c.utilization_sample_seconds); }}},
+      {"utilization_retention_hours",
+       {[](C& c, V v) {
+          return WholeNumberIn("utilization_retention_hours", v, 1, 43800, "hours", c.utilization_retention_hours);
+        },
+        "N", "how long the utilisation history is kept", [](const C& c) { return Text(c.utilization_retention_hours); }}},
+      {"http_threads", {[](C& c, V v) { return WholeNumberIn("http_threads", v, 0, 1024, "threads", c.http_threads); },
+                        "N", "HTTP worker threads (0: max(4, 2 x hardware threads))",
+                        [](const C& c) { return Text(c.http_threads); }}},
+      {"http_max_connections",
+       {[](C& c, V v) { return WholeNumberIn("http_max_connections", v, 1, 65535, "connections", c.http_max_connections); },
+        "N", "open HTTP connections; one more gets 503 with Retry-After",
+        [](const C& c) { return Text(c.http_max_connections); }}},
+      {"http_read_timeout_seconds",
+       {[](C& c, V v) {
+          return WholeNumberIn("http_read_timeout_seconds", v, 1, 3600, "seconds", c.http_read_timeout_seconds);
+        },
+        "N", "an HTTP request (or the wait for the next one) must arrive, and a response be taken, within this",
+        [](const C& c) { return Text(c.http_read_timeout_seconds); }}},
+      {"http_max_streams",
+       {[](C& c, V v) { return WholeNumberIn("http_max_streams", v, 0, 65535, "streams", c.http_max_streams); }, "N",
+        "concurrent log follows (server-sent events), one thread each; one more gets 503",
+        [](const C& c) { return Text(c.http_max_streams); }}},
   };
-  return *setters;
+  return *settings;
 }
 
 std::vector<std::string> Keys() {
   std::vector<std::string> keys;
-  for (const auto& [k, s] : Setters()) keys.push_back(k);
+  for (const auto& [k, s] : Settings()) keys.push_back(k);
   return keys;
 }
 
 Status Set(MasterConfig& c, const std::string& key, const std::string& value, const std::string& where) {
-  auto it = Setters().find(key);
-  if (it == Setters().end()) {
+  auto it = Settings().find(key);
+  if (it == Settings().end()) {
     std::string msg = where + ": unknown setting \"" + key + "\"";
     std::string s = config::ClosestMatch(key, Keys());
     if (!s.empty()) msg += " (did you mean \"" + s + "\"?)";
     return InvalidArgument(msg);
   }
-  return it->second(c, value).WithContext(where);
-}
-
-}  // namespace
-
-namespace {
-
-// One line of --help per setting; a setting without one still gets its flag.
-const char* Describe(const std::string& key) {
-  static const std::map<std::string, const char*> kHelp = {
-      {"db", "libpq connection string of the master's PostgreSQL database (env SF_DB)"},
-      {"db_pool_size", "database connections (1-100)"},
-      {"bind", "address the gRPC and HTTP servers listen on"},
-      {"grpc_port", "gRPC port: the Api, agents (AgentLink) and trainers (TrialLink) (env SF_GRPC_PORT)"},
-      {"http_port", "REST API and dashboard port (env SF_HTTP_PORT)"},
-      {"advertised_address", "HOST:PORT trainers dial for TrialLink (default: the bind address and gRPC port)"},
-      {"checkpoint_root", "where shared_fs checkpoints live (env SF_CHECKPOINT_ROOT)"},
-      {"webui_dir", "the built dashboard to serve (env SF_WEBUI_DIR; default: found next to the binary)"},
-      {"log_level", "debug | info | warn | error (env SF_LOG_LEVEL)"},
-      {"cluster_name", "name shown by sf master info and the dashboard"},
-      {"agent_reconnect_grace_seconds", "how long a disconnected agent's trials wait for it before failing over"},
-      {"utilization_sample_seconds", "how often the cluster utilisation history is sampled (1-3600)"},
-      {"utilization_retention_hours", "how long the utilisation history is kept"},
-      {"http_threads", "HTTP worker threads (0: max(4, 2 x hardware threads))"},
-      {"http_max_connections", "open HTTP connections; one more gets 503 with Retry-After"},
-      {"http_read_timeout_seconds",
-       "an HTTP request (or the wait for the next one) must arrive, and a response be taken, within this"},
-      {"http_max_streams", "concurrent log follows (server-sent events), one thread each; one more gets 503"},
-  };
-  auto it = kHelp.find(key);
-  return it == kHelp.end() ? "" : it->second;
-}
-
-// The kind of value a setting takes, for --help.
-std::string TypeName(const std::string& key) {
-  if (key.find("port") != std::string::npos && key != "db_pool_size") return "PORT";
-  if (key == "db_pool_size" || key.find("seconds") != std::string::npos || key.find("hours") != std::string::npos ||
-      key.rfind("http_", 0) == 0) {
-    return "N";
-  }
-  if (key == "checkpoint_root" || key == "webui_dir") return "DIR";
-  if (key == "advertised_address") return "HOST:PORT";
-  if (key == "bind") return "ADDR";
-  if (key == "log_level") return "LEVEL";
-  if (key == "db") return "CONNSTRING";
-  return "TEXT";
-}
-
-// The defaults as text, for --help.
-std::string DefaultText(const std::string& key) {
-  const MasterConfig d;
-  static const std::map<std::string, std::function<std::string(const MasterConfig&)>> kGet = {
-      {"db", [](const MasterConfig& c) { return c.db; }},
-      {"db_pool_size", [](const MasterConfig& c) { return std::to_string(c.db_pool_size); }},
-      {"bind", [](const MasterConfig& c) { return c.bind_address; }},
-      {"grpc_port", [](const MasterConfig& c) { return std::to_string(c.grpc_port); }},
-      {"http_port", [](const MasterConfig& c) { return std::to_string(c.http_port); }},
-      {"checkpoint_root", [](const MasterConfig& c) { return c.checkpoint_root; }},
-      {"log_level", [](const MasterConfig& c) { return c.log_level; }},
-      {"cluster_name", [](const MasterConfig& c) { return c.cluster_name; }},
-      {"agent_reconnect_grace_seconds", [](const MasterConfig& c) { return std::to_string(c.agent_reconnect_grace_seconds); }},
-      {"utilization_sample_seconds", [](const MasterConfig& c) { return std::to_string(c.utilization_sample_seconds); }},
-      {"utilization_retention_hours", [](const MasterConfig& c) { return std::to_string(c.utilization_retention_hours); }},
-      {"http_threads", [](const MasterConfig& c) { return std::to_string(c.http_threads); }},
-      {"http_max_connections", [](const MasterConfig& c) { return std::to_string(c.http_max_connections); }},
-      {"http_read_timeout_seconds", [](const MasterConfig& c) { return std::to_string(c.http_read_timeout_seconds); }},
-      {"http_max_streams", [](const MasterConfig& c) { return std::to_string(c.http_max_streams); }},
-  };
-  auto it = kGet.find(key);
-  return it == kGet.end() ? "" : it->second(d);
+  return it->second.set(c, value).WithContext(where);
 }
 
 // The command line: every setting as text (so the file < environment < flags precedence and the
-// checks stay in Setters()), plus --config and --version. `values` must outlive the parse.
+// checks stay in Settings()), plus --config and --version. `values` must outlive the parse.
 struct Flags {
   std::string config_file;
   std::map<std::string, std::string> values;
@@ -186,10 +159,10 @@ void BuildApp(CLI::App& app, Flags* flags) {
   for (const std::string& key : Keys()) {
     std::string flag = "--" + key;
     for (char& ch : flag) ch = ch == '_' ? '-' : ch;
-    CLI::Option* opt = app.add_option(flag, flags->values[key], Describe(key));
-    opt->type_name(TypeName(key));
-    const std::string def = DefaultText(key);
-    if (!def.empty()) opt->default_str(def);
+    const Setting& setting = Settings().at(key);
+    CLI::Option* opt = app.add_option(flag, flags->values[key], setting.help);
+    opt->type_name(setting.type);
+    if (setting.default_text) opt->default_str(setting.default_text(MasterConfig()));
     flags->options[key] = opt;
   }
   app.add_flag("--version", flags->version, "print the version and exit");
