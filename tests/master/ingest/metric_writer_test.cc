@@ -70,6 +70,24 @@ class IngestTest : public testing::MigratedDatabaseTest {
     return Scalar("SELECT total_batches FROM trials WHERE id = " + std::to_string(trial));
   }
 
+  // Holds `writer` up behind a lock on its table: starts a call writing batch 1 of trials_[0]
+  // (status into results[0]), waits until the writer took it (its transaction now waits on the
+  // lock), then starts a call writing batch_of(i) for each i = 1..results.size()-1 and waits until
+  // all of them are queued. The caller releases the lock and joins `threads`.
+  void QueueBehindBlockedWrite(MetricWriter& writer, std::vector<Status>& results,
+                               std::vector<std::thread>& threads,
+                               const std::function<MetricBatch(int)>& batch_of) {
+    threads.emplace_back([&] { results[0] = writer.Write(Rows(trials_[0], 1, 1)); });
+    ASSERT_TRUE(
+        Eventually([&] { return writer.stats().submitted == 1 && writer.stats().queued == 0; }));
+    for (size_t i = 1; i < results.size(); ++i) {
+      threads.emplace_back(
+          [&, i, batch_of] { results[i] = writer.Write(batch_of(static_cast<int>(i))); });
+    }
+    const auto queued = static_cast<int64_t>(results.size()) - 1;
+    ASSERT_TRUE(Eventually([&] { return writer.stats().queued == queued; }));
+  }
+
   std::vector<int64_t> trials_;
   std::unique_ptr<pqxx::connection> observer_;
 };
@@ -166,13 +184,9 @@ TEST_F(IngestTest, QueuedCallersShareOneTransaction) {
   std::vector<Status> results(32);
   std::vector<std::thread> threads;
   // The first call's transaction blocks on the lock; the other 31 queue behind it.
-  threads.emplace_back([&] { results[0] = writer.Write(Rows(trials_[0], 1, 1)); });
-  ASSERT_TRUE(
-      Eventually([&] { return writer.stats().submitted == 1 && writer.stats().queued == 0; }));
-  for (int i = 1; i < 32; ++i) {
-    threads.emplace_back([&, i] { results[i] = writer.Write(Rows(trials_[i % 4], 100 + i, 2)); });
-  }
-  ASSERT_TRUE(Eventually([&] { return writer.stats().queued == 31; }));
+  QueueBehindBlockedWrite(writer, results, threads,
+                          [&](int i) { return Rows(trials_[i % 4], 100 + i, 2); });
+  if (HasFatalFailure()) return;
   lock.Release();
   for (auto& th : threads) th.join();
   for (int i = 0; i < 32; ++i) EXPECT_TRUE(results[i].ok()) << i << ": " << results[i].ToString();
@@ -188,13 +202,9 @@ TEST_F(IngestTest, FailedTransactionFailsEveryCallerOfItsGroupAndRetrySucceeds) 
   {
     TableLock lock(connection_string(), "metrics");
     std::vector<std::thread> threads;
-    threads.emplace_back([&] { results[0] = writer.Write(Rows(trials_[0], 1, 1)); });
-    ASSERT_TRUE(
-        Eventually([&] { return writer.stats().submitted == 1 && writer.stats().queued == 0; }));
-    for (int i = 1; i < 16; ++i) {
-      threads.emplace_back([&, i] { results[i] = writer.Write(Rows(trials_[i % 4], 100 + i, 2)); });
-    }
-    ASSERT_TRUE(Eventually([&] { return writer.stats().queued == 15; }));
+    QueueBehindBlockedWrite(writer, results, threads,
+                            [&](int i) { return Rows(trials_[i % 4], 100 + i, 2); });
+    if (HasFatalFailure()) return;
     // The table disappears under the writer: every statement from now on fails.
     lock.Release("ALTER TABLE metrics RENAME TO metrics_gone");
     for (auto& th : threads) th.join();
@@ -223,20 +233,15 @@ TEST_F(IngestTest, ReportTheDatabaseRefusesFailsOnlyItsOwnCaller) {
   {
     TableLock lock(connection_string(), "metrics");
     std::vector<std::thread> threads;
-    threads.emplace_back([&] { results[0] = writer.Write(Rows(trials_[0], 1, 1)); });
-    ASSERT_TRUE(
-        Eventually([&] { return writer.stats().submitted == 1 && writer.stats().queued == 0; }));
-    for (int i = 1; i < 9; ++i) {
-      threads.emplace_back([&, i] {
-        MetricBatch b = Rows(trials_[i % 4], 100 + 10 * i, 2);
-        // jsonb has no NUL character: PostgreSQL refuses this report's row.
-        if (i == 5)
-          (*b.rows[1].mutable_values()->mutable_fields())["note"].set_string_value(
-              std::string("a\0b", 3));
-        results[i] = writer.Write(std::move(b));
-      });
-    }
-    ASSERT_TRUE(Eventually([&] { return writer.stats().queued == 8; }));
+    QueueBehindBlockedWrite(writer, results, threads, [&](int i) {
+      MetricBatch b = Rows(trials_[i % 4], 100 + 10 * i, 2);
+      // jsonb has no NUL character: PostgreSQL refuses this report's row.
+      if (i == 5)
+        (*b.rows[1].mutable_values()->mutable_fields())["note"].set_string_value(
+            std::string("a\0b", 3));
+      return b;
+    });
+    if (HasFatalFailure()) return;
     lock.Release();
     for (auto& th : threads) th.join();
   }
