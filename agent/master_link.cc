@@ -149,6 +149,11 @@ void MasterLink::RunConnection() {
   // Reader: acks and commands. It ends when the stream breaks or is cancelled.
   std::atomic<bool> broken{false};
   std::thread reader([&] {
+    // Wakes the writer waiting for the RegisterAck; taking mu_ first means no lost wake-up.
+    auto wake_writer = [this] {
+      { std::lock_guard<std::mutex> lock(mu_); }
+      cv_.notify_all();
+    };
     MasterMessage message;
     while (stream->Read(&message)) {
       if (message.has_register_ack()) {
@@ -164,10 +169,7 @@ void MasterLink::RunConnection() {
                     {"running_tasks", std::to_string(running)},
                     {"heartbeat_ms", std::to_string(interval)}});
         }
-        {
-          std::lock_guard<std::mutex> lock(mu_);  // no lost wake-up for the writer's wait
-        }
-        cv_.notify_all();
+        wake_writer();
         continue;
       }
       if (message.has_ack()) {
@@ -181,10 +183,7 @@ void MasterLink::RunConnection() {
     }
     broken.store(true);
     outbox_->Wake();
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-    }
-    cv_.notify_all();
+    wake_writer();
   });
 
   // Writer: heartbeats and the outbox, until the stream breaks or Stop().
