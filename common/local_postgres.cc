@@ -128,7 +128,11 @@ Status LocalPostgres::Start() {
     std::string server_options = "-p " + std::to_string(port_) +
                                  " -c listen_addresses=127.0.0.1 -k " + options_.dir +
                                  " -c max_connections=200";
-    if (!options_.durable) server_options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off";
+    // Not durable: nothing is flushed to disk, so an OS crash may lose data. A crash of the
+    // server alone (`pg_ctl stop -m immediate`, a killed postmaster) loses nothing committed:
+    // each commit still writes its WAL to the kernel before it returns (synchronous_commit
+    // stays on), which the chaos tests rely on.
+    if (!options_.durable) server_options += " -c fsync=off -c full_page_writes=off";
     auto r = RunCommand({bin_dir_ + "/pg_ctl", "start", "-D", DataDir(), "-w", "-t", "60", "-l",
                          options_.dir + "/postgres.log", "-o", server_options},
                         as_server);
@@ -166,7 +170,7 @@ Status LocalPostgres::RunSql(const std::string& database, const std::string& sql
   return Status::Ok();
 }
 
-Status LocalPostgres::Stop() {
+Status LocalPostgres::Stop(StopMode mode) {
   if (bin_dir_.empty()) {
     auto bin = FindBinDir();
     if (!bin.ok()) return Status::Ok();
@@ -177,7 +181,7 @@ Status LocalPostgres::Stop() {
   CommandOptions o;
   o.run_as_user = ServerUser();
   o.timeout = std::chrono::minutes(1);
-  auto r = RunCommand({bin_dir_ + "/pg_ctl", "stop", "-D", DataDir(), "-m", "fast", "-w"}, o);
+  auto r = RunCommand({bin_dir_ + "/pg_ctl", "stop", "-D", DataDir(), "-m", mode == StopMode::kImmediate ? "immediate" : "fast", "-w"}, o);
   if (!r.ok()) return r.status();
   if (r->exit_code != 0) return Internal("pg_ctl stop failed: " + r->output);
   return Status::Ok();

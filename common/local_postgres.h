@@ -21,7 +21,7 @@ struct LocalPostgresOptions {
   std::string dir;           // holds data/ and the socket; created if missing
   int port = 0;              // 0: pick a free port on 127.0.0.1
   std::string database = "steadfast";
-  bool durable = true;       // false turns fsync off (tests)
+  bool durable = true;       // false turns fsync off (tests): safe against a server crash, not an OS crash
 };
 
 class LocalPostgres {
@@ -36,8 +36,12 @@ class LocalPostgres {
   // initdb when the data directory is new, then start the server and wait until it accepts
   // connections; creates `database` when missing. Idempotent: a running server is reused.
   Status Start();
-  // Fast shutdown; OK when not running.
-  Status Stop();
+  // How Stop() shuts the server down (pg_ctl -m): kFast rolls back open transactions and
+  // checkpoints; kImmediate aborts every process without a checkpoint, like a crash (the next
+  // Start() replays the WAL).
+  enum class StopMode { kFast, kImmediate };
+  // OK when not running.
+  Status Stop(StopMode mode = StopMode::kFast);
   bool IsRunning() const;
 
   int port() const { return port_; }

@@ -42,6 +42,8 @@ std::unique_ptr<pqxx::connection> Database::Acquire() {
 }
 
 void Database::Release(std::unique_ptr<pqxx::connection> conn) {
+  // `conn` may be null (dropped after a lost server): the slot stays in the pool, and the
+  // Transact that takes it next connects anew.
   {
     std::lock_guard<std::mutex> lock(mu_);
     idle_.push_back(std::move(conn));
@@ -49,34 +51,58 @@ void Database::Release(std::unique_ptr<pqxx::connection> conn) {
   available_.notify_one();
 }
 
+namespace {
+
+// An error that means the server went away or is not accepting work right now (restart,
+// crash, immediate shutdown), as opposed to a problem with the statement: SQLSTATE classes
+// 08 (connection exception) and 57 (operator intervention: admin_shutdown, crash_shutdown,
+// cannot_connect_now).
+bool IsConnectionLoss(const pqxx::sql_error& e) {
+  const std::string state = e.sqlstate();
+  return state.rfind("08", 0) == 0 || state.rfind("57", 0) == 0;
+}
+
+}  // namespace
+
 Status Database::Transact(const std::string& what,
                           const std::function<Status(pqxx::work&)>& body) {
   auto start = std::chrono::steady_clock::now();
+  const auto give_up = start + patience_;
   auto conn = Acquire();
   Status result;
-  for (int attempt = 0; attempt < 2; ++attempt) {
+  auto backoff = std::chrono::milliseconds(50);
+  while (true) {
+    bool lost = false;
     try {
-      if (!conn->is_open()) conn = std::make_unique<pqxx::connection>(connection_string_);
+      if (!conn || !conn->is_open()) conn = std::make_unique<pqxx::connection>(connection_string_);
       pqxx::work tx(*conn);
       result = body(tx);
       if (result.ok()) tx.commit();
       break;
+    } catch (const pqxx::in_doubt_error& e) {
+      result = Unavailable(what + ": connection lost during commit; the outcome is unknown: " + e.what());
+      conn.reset();
+      break;
     } catch (const pqxx::broken_connection& e) {
-      // The server restarted or dropped us: reconnect once and retry the whole transaction.
       result = Unavailable(what + ": database connection lost: " + e.what());
-      try {
-        conn = std::make_unique<pqxx::connection>(connection_string_);
-      } catch (const std::exception& e2) {
-        result = Unavailable(what + ": cannot reconnect to PostgreSQL: " + e2.what());
+      lost = true;
+    } catch (const pqxx::sql_error& e) {
+      if (!IsConnectionLoss(e)) {
+        result = Internal(what + ": " + e.what());
         break;
       }
-    } catch (const pqxx::sql_error& e) {
-      result = Internal(what + ": " + e.what());
-      break;
+      result = Unavailable(what + ": database unavailable: " + e.what());
+      lost = true;
     } catch (const std::exception& e) {
       result = Internal(what + ": " + e.what());
       break;
     }
+    if (!lost || std::chrono::steady_clock::now() + backoff > give_up) break;
+    // The server restarted or dropped us: a fresh connection, after a pause, and the whole
+    // transaction again (it was rolled back with the connection).
+    conn.reset();
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
   }
   Release(std::move(conn));
   std::function<void(const std::string&, double)> observer;

@@ -47,7 +47,17 @@ class Database {
   // Runs `body` in a transaction on a pooled connection and commits when it returns OK.
   // A pqxx or std exception inside `body` is caught and returned as an Internal/Unavailable
   // status naming `what`; the transaction is rolled back.
+  //
+  // A lost connection (PostgreSQL restarted, crashed or is shutting down) is waited out: the
+  // transaction is retried from the start on a new connection, with backoff, until it goes
+  // through or reconnect_patience() has passed; then Unavailable. So a database restart delays
+  // the master's writes instead of dropping them. A commit whose outcome is unknown (the
+  // connection broke during COMMIT) is not retried: it returns Unavailable.
   Status Transact(const std::string& what, const std::function<Status(pqxx::work&)>& body);
+
+  // How long Transact keeps retrying after losing the server (default 60 s).
+  void SetReconnectPatience(std::chrono::milliseconds patience) { patience_ = patience; }
+  std::chrono::milliseconds reconnect_patience() const { return patience_; }
 
   // Observes each transaction's duration (for the Prometheus histogram); may be null.
   void SetLatencyObserver(std::function<void(const std::string& what, double seconds)> observer);
@@ -62,6 +72,7 @@ class Database {
   std::condition_variable available_;
   std::vector<std::unique_ptr<pqxx::connection>> idle_;
   std::function<void(const std::string&, double)> observer_;
+  std::chrono::milliseconds patience_{60000};
 };
 
 }  // namespace sf::master
