@@ -22,13 +22,13 @@ bool IsTerminal(v1::TrialState s) {
 
 namespace {
 
-std::string AllocationId(int64_t trial_id, int restart) {
-  return "t" + std::to_string(trial_id) + "-r" + std::to_string(restart);
+std::string AllocationId(int64_t trial_id, int restart, int n) {
+  return "t" + std::to_string(trial_id) + "-r" + std::to_string(restart) + "-a" + std::to_string(n);
 }
 std::string TaskId(const std::string& allocation_id, int rank) {
   return allocation_id + "." + std::to_string(rank);
 }
-// "t12-r0.1" -> allocation "t12-r0", rank 1.
+// "t12-r0-a1.1" -> allocation "t12-r0-a1", rank 1.
 bool ParseTaskId(const std::string& task_id, std::string& allocation, int& rank) {
   size_t dot = task_id.rfind('.');
   if (dot == std::string::npos) return false;
@@ -395,7 +395,7 @@ std::string Cluster::CheckpointDirLocked(const Experiment& e, const Trial& t) co
 
 void Cluster::SubmitLocked(Trial& t) {
   Experiment& e = experiments_[t.experiment_id];
-  t.allocation_id = AllocationId(t.id, t.restarts);
+  t.allocation_id = AllocationId(t.id, t.restarts, ++t.allocations);
   AllocationRequest req;
   req.allocation_id = t.allocation_id;
   req.experiment_id = e.id;
@@ -596,14 +596,16 @@ void Cluster::AgentConnected(const v1::RegisterAgent& reg, std::shared_ptr<Agent
     int rank = 0;
     if (!ParseTaskId(task.task_id(), allocation, rank)) continue;
     Trial* t = FindTrialLocked(task.trial_id());
-    if (!t || IsTerminal(t->state)) {
+    if (!t || IsTerminal(t->state) || t->allocation_id != allocation) {
+      // Its trial ended, or moved on to another allocation while this agent was away (e.g.
+      // cut off past the grace period): nothing will use what this task computes.
+      log::Warn("agent", {{"event", "kill_stale_task"}, {"id", a.id}, {"task", task.task_id()}});
       v1::MasterMessage m;
       m.mutable_kill_task()->set_task_id(task.task_id());
       m.mutable_kill_task()->set_grace_period_ms(static_cast<int32_t>(options_.kill_grace.count()));
       a.conn->Send(m);
       continue;
     }
-    if (t->allocation_id != allocation) continue;
     if (!t->allocated) {
       // The master restarted: rebuild the allocation from what the agents report.
       t->allocated = true;
@@ -762,6 +764,15 @@ Cluster::Trial* Cluster::FindTrialLocked(int64_t trial_id) {
 Result<Cluster::Trial*> Cluster::CheckIdentityLocked(const v1::TrialIdentity& who) {
   Trial* t = FindTrialLocked(who.trial_id());
   if (!t) return NotFound("trial " + std::to_string(who.trial_id()) + " is not active on this master");
+  // A trainer of an earlier allocation (orphaned while its agent was cut off, then replaced)
+  // must not report for the trial's current run. Trainers started without a task id (tests
+  // driving TrialLink directly) are not checked.
+  std::string allocation;
+  int rank = 0;
+  if (!who.task_id().empty() && ParseTaskId(who.task_id(), allocation, rank) && allocation != t->allocation_id) {
+    return FailedPrecondition("task " + who.task_id() + " no longer runs trial " + std::to_string(t->id) +
+                              (t->allocation_id.empty() ? "" : " (its current allocation is " + t->allocation_id + ")"));
+  }
   return t;
 }
 
@@ -937,11 +948,12 @@ Status Cluster::Recover() {
       t.completed_length = tr.completed_length;
       t.stop = tr.stop_requested;
       t.latest_checkpoint_uuid = tr.latest_checkpoint_uuid;
+      t.allocations = tr.allocations;
       e.trial_by_request[tr.request_id] = tr.id;
       if (IsTerminal(t.state)) continue;
       if (t.state == v1::TRIAL_STATE_RUNNING) {
         // Wait for the agents to report it; fail it (and restart) if they don't in time.
-        t.allocation_id = AllocationId(t.id, t.restarts);
+        t.allocation_id = tr.latest_allocation_id;
         t.adopt_deadline = steady_clock::now() + options_.agent_reconnect_grace;
       } else if (t.state == v1::TRIAL_STATE_QUEUED && e.state == v1::EXPERIMENT_STATE_ACTIVE &&
                  t.target_length > t.completed_length) {

@@ -126,8 +126,10 @@ class Cluster {
     std::string latest_checkpoint_uuid;
     std::string latest_checkpoint_path;
     std::optional<double> best_metric;
-    // The current allocation.
+    // The current allocation: "t<trial>-r<restart>-a<n>", n counting the trial's allocations,
+    // so an id is never reused (a late event of an earlier run can't be taken for this one's).
     std::string allocation_id;
+    int allocations = 0;
     bool allocated = false;        // holds slots
     int world_size = 0;
     std::vector<SlotRef> slots;

@@ -326,8 +326,11 @@ Result<std::vector<TrialRow>> Store::TrialRows(int64_t experiment_id) {
   Status st = db_->Transact("trial rows", [&](pqxx::work& tx) {
     pqxx::result r = tx.exec_params(
         "SELECT id, experiment_id, request_id, state, hparams, restarts, total_batches, "
-        "target_length, latest_checkpoint_uuid, stop_requested, completed_length FROM trials "
-        "WHERE experiment_id = $1 "
+        "target_length, latest_checkpoint_uuid, stop_requested, completed_length, "
+        "(SELECT count(*) FROM allocations a WHERE a.trial_id = trials.id), "
+        "COALESCE((SELECT a.id FROM allocations a WHERE a.trial_id = trials.id "
+        "          ORDER BY a.start_time DESC, length(a.id) DESC, a.id DESC LIMIT 1), '') "
+        "FROM trials WHERE experiment_id = $1 "
         "ORDER BY id",
         experiment_id);
     for (const auto& row : r) {
@@ -343,6 +346,8 @@ Result<std::vector<TrialRow>> Store::TrialRows(int64_t experiment_id) {
       t.latest_checkpoint_uuid = row[8].as<std::string>();
       t.stop_requested = row[9].as<std::string>();
       t.completed_length = row[10].as<int64_t>();
+      t.allocations = row[11].as<int>();
+      t.latest_allocation_id = row[12].as<std::string>();
       out.push_back(std::move(t));
     }
     return Status::Ok();

@@ -56,6 +56,8 @@ struct TrialRow {
   int restarts = 0;
   int64_t total_batches = 0, target_length = 0, completed_length = 0;
   std::string latest_checkpoint_uuid, stop_requested;
+  int allocations = 0;               // allocations made for the trial so far
+  std::string latest_allocation_id;  // the newest of them ("" when none)
 };
 
 class Store {
