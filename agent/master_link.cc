@@ -117,6 +117,13 @@ void MasterLink::RunConnection() {
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(options_.max_backoff.count()));
   args.SetMaxReceiveMessageSize(64 << 20);  // a StartTask carries the experiment YAML
+  // A network cut leaves the TCP connection silently open: HTTP/2 pings every 5 s, with 5 s
+  // to answer, turn it into a broken stream (and a redial) within ~10 s instead of the
+  // kernel's retransmission timeout (minutes). The master allows pings this often.
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 5000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   auto channel =
       grpc::CreateCustomChannel(options_.target, grpc::InsecureChannelCredentials(), args);
   auto stub = steadfast::v1::AgentLink::NewStub(channel);

@@ -96,6 +96,14 @@ int main(int argc, char** argv) {
   builder.RegisterService(&agent_link);
   builder.RegisterService(&trial_link);
   builder.SetMaxReceiveMessageSize(64 << 20);
+  // Dead peers (an agent or trainer cut off by the network) are found by HTTP/2 pings: every
+  // 10 s, 5 s to answer, then the stream breaks and the agent counts as disconnected. Agents
+  // and trainers ping us every 5 s (agent/master_link.cc); allow it without strikes.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 4000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   // TrialLink handlers block until their metric rows are committed (group commit), so dozens run
   // at once; keep that many threads instead of starting one per call (gRPC's default keeps 2).
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 256);
