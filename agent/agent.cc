@@ -7,6 +7,7 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -27,8 +28,9 @@ using steadfast::v1::TaskStateChange;
 namespace {
 
 // The line of a failed trainer's stderr that says why: the first "sf-trainer ..." error line,
-// else the first line mentioning an error, else the last line that is not a structured log
-// line ("I 2026-..." / "W 2026-..."); at most 300 bytes. Empty when there is none.
+// else the first line mentioning an error, else the last line; structured info, warning and
+// debug lines ("I 2026-...", "W 2026-...": e.g. a retried call whose error was overcome) are
+// never the reason. At most 300 bytes. Empty when there is none.
 std::string FirstErrorLine(const std::string& stderr_path) {
   std::ifstream in(stderr_path);
   std::string line, first_error, last;
@@ -41,17 +43,27 @@ std::string FirstErrorLine(const std::string& stderr_path) {
            std::isdigit(static_cast<unsigned char>(l[2]));
   };
   while (std::getline(in, line)) {
-    if (line.empty()) continue;
+    if (line.empty() || structured_info(line)) continue;
     if (line.rfind("sf-trainer", 0) == 0) {
       first_error = line;
       break;
     }
     if (first_error.empty() && lower(line).find("error") != std::string::npos) first_error = line;
-    if (!structured_info(line)) last = line;
+    last = line;
   }
   std::string out = first_error.empty() ? last : first_error;
   if (out.size() > 300) out = out.substr(0, 297) + "...";
   return out;
+}
+
+// The exit status a trainer left in <task dir>/exit_status before returning (sf-trainer
+// cluster does), if any: a whole line holding an integer in [0, 255].
+std::optional<int> RecordedExitStatus(const std::string& task_dir) {
+  std::ifstream in(task_dir + "/exit_status");
+  int code = -1;
+  std::string rest;
+  if (!(in >> code) || code < 0 || code > 255 || (in >> rest)) return std::nullopt;
+  return code;
 }
 
 std::string Join(const google::protobuf::RepeatedPtrField<std::string>& items) {
@@ -297,12 +309,15 @@ void Agent::AdoptSurvivors() {
       std::lock_guard<std::mutex> lock(mu_);
       tasks_.erase(task_id);
     }
-    // Gone while no agent watched it (or can't be watched): report the exit now.
-    std::string why = alive ? "cannot adopt: " + adopted.message()
-                            : "exited while the agent was not running; exit status unknown";
+    // Gone while no agent watched it (or can't be watched): report the exit now, with the
+    // status the trainer recorded if it returned normally.
+    std::optional<int> recorded = alive ? std::nullopt : RecordedExitStatus(entry.path().string());
+    std::string why = alive      ? "cannot adopt: " + adopted.message()
+                      : recorded ? "exited while the agent was not running: exit status " + std::to_string(*recorded)
+                                 : "exited while the agent was not running; exit status unknown";
     LogEvent(LogLevel::kInfo, "agent", "task_lost_while_agent_down",
              {{"task", task_id}, {"pid", std::to_string(pid)}, {"reason", why}});
-    ReportState(start, TaskStateChange::STATE_EXITED, -1, why);
+    ReportState(start, TaskStateChange::STATE_EXITED, recorded ? *recorded : -1, why);
     fs::remove(state_path, ec);
   }
 }
@@ -607,21 +622,31 @@ void Agent::OnExit(const ProcessExit& exit) {
   }
   std::error_code ec;
   fs::remove(fs::path(TaskDir(exit.task_id)) / kStateFile, ec);
-  std::string message =
-      exit.adopted           ? std::string("exit status unknown (adopted after an agent restart)")
-      : exit.exit_code > 128 ? "killed by signal " + std::to_string(exit.exit_code - 128)
-                             : "exit status " + std::to_string(exit.exit_code);
+  // An adopted trainer is not our child, so its status is not ours to wait for; a trainer that
+  // returned (rather than died) recorded it in its task directory.
+  int code = exit.exit_code;
+  bool known = !exit.adopted;
+  if (exit.adopted) {
+    if (std::optional<int> recorded = RecordedExitStatus(TaskDir(exit.task_id))) {
+      code = *recorded;
+      known = true;
+    }
+  }
+  std::string message = !known     ? std::string("exit status unknown (adopted after an agent restart)")
+                        : code > 128 ? "killed by signal " + std::to_string(code - 128)
+                                     : "exit status " + std::to_string(code);
   if (exit.kill_requested) {
     message += " (kill requested)";
-  } else if (exit.exit_code != 0 && exit.exit_code <= 128) {  // not for a signal: it says why
+  } else if (code != 0 && code <= 128) {  // not for a signal: it says why
     std::string first = FirstErrorLine((fs::path(TaskDir(exit.task_id)) / "stderr.log").string());
     if (!first.empty()) message += ": " + first;
   }
   LogEvent(LogLevel::kInfo, "agent", "task_exited",
            {{"task", exit.task_id},
             {"trial", std::to_string(start.trial_id())},
-            {"exit_code", std::to_string(exit.exit_code)}});
-  ReportState(start, TaskStateChange::STATE_EXITED, exit.exit_code, message);
+            {"exit_code", std::to_string(code)},
+            {"adopted", exit.adopted ? "true" : "false"}});
+  ReportState(start, TaskStateChange::STATE_EXITED, code, message);
 }
 
 }  // namespace sf::agent

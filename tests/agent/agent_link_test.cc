@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "agent/agent.h"
 #include "agent/slot_detector.h"
@@ -497,6 +498,47 @@ TEST_F(AgentLinkTest, RestartedAgentReportsTrainersThatExitedWhileItWasDown) {
   EXPECT_EQ(exited->trial_id(), 61);
   EXPECT_NE(exited->message().find("not running"), std::string::npos) << exited->message();
   waitpid(pid, nullptr, 0);
+}
+
+// A trainer records how it ended in $SF_TASK_DIR/exit_status (sf-trainer cluster does, just
+// before returning): a restarted agent, which cannot wait for a process it did not start,
+// reports that status instead of "unknown", both for a trainer that exits while the agent is
+// down and for one it adopted.
+TEST_F(AgentLinkTest, RestartedAgentReportsTheExitStatusATrainerRecorded) {
+  const std::string trainer =
+      "echo up\n"
+      "while [ ! -f \"$SF_TASK_DIR/finish\" ]; do sleep 0.02; done\n"
+      "code=$(cat \"$SF_TASK_DIR/finish\")\n"
+      "echo \"$code\" > \"$SF_TASK_DIR/exit_status\"\n"
+      "exit \"$code\"\n";
+  StartAgent(trainer);
+  ASSERT_TRUE(master_->Send(StartTaskMessage("done-while-down", 62, {"cpu0"})));
+  ASSERT_TRUE(master_->Send(StartTaskMessage("adopted-then-done", 63, {"cpu1"})));
+  ASSERT_TRUE(WaitForLine(*master_, 62, "up"));
+  ASSERT_TRUE(WaitForLine(*master_, 63, "up"));
+  std::map<std::string, pid_t> pids;
+  for (const auto& t : agent_->RunningTasks()) pids[t.task_id()] = t.pid();
+  ASSERT_EQ(pids.size(), 2u);
+  agent_->Shutdown();
+  agent_.reset();
+  std::ofstream(TaskDir("done-while-down") + "/finish") << "0\n";
+  ASSERT_TRUE(WaitUntilDead(pids["done-while-down"], 5s));
+
+  master_ = std::make_unique<TestMaster>();
+  StartAgentOnly();
+  ASSERT_TRUE(master_->WaitForRegistrations(1, 10s));
+  auto gone = master_->WaitForState("done-while-down", TaskStateChange::STATE_EXITED, 10s);
+  ASSERT_TRUE(gone.has_value());
+  EXPECT_EQ(gone->exit_code(), 0);
+  EXPECT_EQ(gone->message(), "exited while the agent was not running: exit status 0");
+
+  ASSERT_EQ(master_->Registrations().at(0).running_tasks_size(), 1);
+  std::ofstream(TaskDir("adopted-then-done") + "/finish") << "3\n";
+  auto adopted = master_->WaitForState("adopted-then-done", TaskStateChange::STATE_EXITED, 10s);
+  ASSERT_TRUE(adopted.has_value());
+  EXPECT_EQ(adopted->exit_code(), 3);
+  EXPECT_EQ(adopted->message().rfind("exit status 3", 0), 0u) << adopted->message();
+  for (const auto& [id, pid] : pids) waitpid(pid, nullptr, 0);
 }
 
 }  // namespace

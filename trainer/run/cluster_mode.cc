@@ -409,6 +409,22 @@ int RunTrial(const v1::TrialIdentity& who, int world_size, std::unique_ptr<dist:
   }
 }
 
+// Leaves the exit status in $SF_TASK_DIR/exit_status (written to a temporary name, then
+// renamed), so an agent that restarted while this trainer ran, and so cannot wait for it,
+// still reports how it ended (docs/agent.md, "Agent restarts").
+void RecordExitStatus(int code) {
+  const std::string dir = Env("SF_TASK_DIR");
+  if (dir.empty()) return;
+  const std::string tmp = dir + "/.exit_status.tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << code << "\n";
+    if (!out) return;
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, dir + "/exit_status", ec);
+}
+
 }  // namespace
 
 int RunClusterTrial() {
@@ -426,6 +442,7 @@ int RunClusterTrial() {
   }
   std::unique_ptr<dist::Communicator> comm;
   const int code = RunTrial(who, world_size, comm);
+  RecordExitStatus(code);
   if (code != 0 && comm) {
     // A failed rank cannot leave MPI cleanly (peers may be inside a collective it will never
     // enter): exit now; the master stops the rest of the gang and restarts the trial.
