@@ -1,6 +1,8 @@
 #include "master/scheduler/scheduler.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <limits>
 
 namespace sf::master {
 
@@ -98,6 +100,8 @@ Status Scheduler::Submit(const AllocationRequest& r) {
 bool Scheduler::Release(const std::string& allocation_id) {
   auto q = queued_ids_.find(allocation_id);
   if (q != queued_ids_.end()) {
+    preempted_by_.erase(queue_.at(q->second).trial_id);  // dropped, not waiting any more
+    pending_.erase(allocation_id);
     queue_.erase(q->second);
     queued_ids_.erase(q);
     return true;
@@ -136,7 +140,8 @@ Status Scheduler::Adopt(const AllocationRequest& r, const std::vector<SlotRef>& 
   // All checks passed: from here nothing fails.
   Release(r.allocation_id);  // a queued copy of the same allocation is now running
   for (const SlotRef& ref : slots) FindSlot(ref)->allocation = r.allocation_id;
-  running_[r.allocation_id] = Running{r, slots};
+  // Running since before the master's restart: long enough for min_run_seconds.
+  running_[r.allocation_id] = Running{r, slots, -std::numeric_limits<double>::infinity(), false, ""};
   return Status::Ok();
 }
 
@@ -202,41 +207,306 @@ std::vector<SlotRef> Scheduler::Place(const std::string& pool, int want) const {
   return out;
 }
 
-std::vector<Assignment> Scheduler::Schedule() {
-  std::vector<Assignment> out;
-  for (auto it = queue_.begin(); it != queue_.end();) {
-    const AllocationRequest& r = it->second;
-    std::vector<SlotRef> slots = Place(r.resource_pool, r.slots);
-    if (slots.empty()) {
-      ++it;  // doesn't fit now: stays queued; later requests may still fit (backfilling)
-      continue;
+std::optional<SchedulingMode> SchedulingModeFromName(const std::string& name) {
+  if (name == "priority") return SchedulingMode::kPriority;
+  if (name == "fair_share") return SchedulingMode::kFairShare;
+  return std::nullopt;
+}
+
+const char* SchedulingModeName(SchedulingMode mode) {
+  return mode == SchedulingMode::kFairShare ? "fair_share" : "priority";
+}
+
+std::map<int64_t, double> FairShares(int total, const std::vector<ShareClaim>& claims) {
+  std::map<int64_t, double> share;
+  std::vector<const ShareClaim*> open;
+  for (const ShareClaim& c : claims) {
+    share[c.experiment_id] = 0;
+    if (c.demand > 0 && c.weight > 0) open.push_back(&c);
+  }
+  double left = total;
+  // Each round gives every open claim its weighted part of what is left; claims whose demand
+  // that covers are capped at their demand and leave the round, and the round is repeated for
+  // the others with what the capped ones did not use. At most one round per claim.
+  while (!open.empty() && left > 1e-9) {
+    double weights = 0;
+    for (const ShareClaim* c : open) weights += c->weight;
+    std::vector<const ShareClaim*> uncapped;
+    double used = 0;
+    for (const ShareClaim* c : open) {
+      if (c->demand <= left * c->weight / weights) {
+        share[c->experiment_id] = c->demand;
+        used += c->demand;
+      } else {
+        uncapped.push_back(c);
+      }
     }
-    for (const SlotRef& ref : slots) FindSlot(ref)->allocation = r.allocation_id;
-    out.push_back(Assignment{r.allocation_id, slots});
-    running_[r.allocation_id] = Running{r, std::move(slots)};
-    queued_ids_.erase(r.allocation_id);
-    it = queue_.erase(it);
+    if (uncapped.size() == open.size()) {
+      for (const ShareClaim* c : open) share[c->experiment_id] = left * c->weight / weights;
+      break;
+    }
+    left -= used;
+    open = std::move(uncapped);
+  }
+  return share;
+}
+
+void Scheduler::SetPoolMode(const std::string& pool, SchedulingMode mode) { modes_[pool] = mode; }
+
+SchedulingMode Scheduler::PoolMode(const std::string& pool) const {
+  auto it = modes_.find(pool);
+  return it == modes_.end() ? SchedulingMode::kPriority : it->second;
+}
+
+int Scheduler::UsedByExperiment(int64_t experiment_id) const {
+  int n = 0;
+  for (const auto& [id, run] : running_) {
+    if (run.request.experiment_id == experiment_id) n += static_cast<int>(run.slots.size());
+  }
+  return n;
+}
+
+bool Scheduler::AtMaxSlots(const AllocationRequest& r) const {
+  return r.max_slots > 0 && UsedByExperiment(r.experiment_id) + r.slots > r.max_slots;
+}
+
+std::map<std::string, int> Scheduler::Incoming() const {
+  std::map<std::string, int> out;
+  for (const auto& [id, run] : running_) {
+    if (run.stopping) out[run.request.resource_pool] += static_cast<int>(run.slots.size());
   }
   return out;
 }
 
-std::vector<std::string> Scheduler::PreemptionCandidates() const {
-  std::vector<std::string> victims;
-  std::set<std::string> chosen;
-  std::map<std::string, int> free;  // per pool, counting slots the chosen victims will free
+std::map<int64_t, double> Scheduler::SharesInPool(const std::string& pool) const {
+  std::map<int64_t, ShareClaim> claims;
+  std::map<int64_t, int> cap;
+  auto claim = [&](const AllocationRequest& r, int slots) {
+    ShareClaim& c = claims[r.experiment_id];
+    c.experiment_id = r.experiment_id;
+    c.weight = r.weight;
+    c.demand += slots;
+    if (r.max_slots > 0) cap[r.experiment_id] = r.max_slots;
+  };
+  for (const auto& [id, run] : running_) {
+    if (run.request.resource_pool == pool) claim(run.request, static_cast<int>(run.slots.size()));
+  }
   for (const auto& [key, r] : queue_) {
-    if (!free.count(r.resource_pool)) free[r.resource_pool] = FreeInPool(r.resource_pool);
-    int& pool_free = free[r.resource_pool];
-    if (r.slots <= pool_free) {
-      pool_free -= r.slots;  // it will start at the next Schedule(); keep its room
+    if (r.resource_pool == pool) claim(r, r.slots);
+  }
+  std::vector<ShareClaim> list;
+  for (auto& [id, c] : claims) {
+    if (cap.count(id)) c.demand = std::min(c.demand, cap[id]);
+    list.push_back(c);
+  }
+  return FairShares(TotalInPool(pool), list);
+}
+
+void Scheduler::Start(const AllocationRequest& r, std::vector<SlotRef> slots, double now,
+                      std::vector<Assignment>& out) {
+  for (const SlotRef& ref : slots) FindSlot(ref)->allocation = r.allocation_id;
+  out.push_back(Assignment{r.allocation_id, slots});
+  running_[r.allocation_id] = Running{r, std::move(slots), now, false, ""};
+  preempted_by_.erase(r.trial_id);
+  auto q = queued_ids_.find(r.allocation_id);
+  queue_.erase(q->second);  // invalidates r
+  queued_ids_.erase(q);
+}
+
+std::vector<Assignment> Scheduler::Schedule(double now) {
+  std::vector<Assignment> out;
+  held_.clear();
+  std::set<std::string> awaited;  // requests that allocations asked to stop make room for
+  for (const auto& [id, run] : running_) {
+    if (run.stopping) awaited.insert(run.stopping_for);
+  }
+  std::set<std::string> fair_pools;
+  std::vector<AllocationRequest> order;
+  for (const auto& [key, r] : queue_) order.push_back(r);
+  for (const AllocationRequest& r : order) {
+    const std::string& pool = r.resource_pool;
+    if (PoolMode(pool) == SchedulingMode::kFairShare) {
+      fair_pools.insert(pool);
       continue;
     }
-    if (r.slots > TotalInPool(r.resource_pool)) continue;  // can never fit
-    // Lower-priority allocations in this pool: lowest priority first, then newest first.
+    if (AtMaxSlots(r)) continue;
+    const int free = FreeInPool(pool) - held_[pool];
+    if (r.slots <= free) {
+      Start(r, Place(pool, r.slots), now, out);
+    } else if (awaited.count(r.allocation_id)) {
+      held_[pool] += std::max(0, free);  // the slots it waits for are not backfilled
+    }
+    // Otherwise it doesn't fit now and stays queued; later requests may still fit (backfilling).
+  }
+  for (const std::string& pool : fair_pools) {
+    for (Assignment& a : ScheduleFairShare(pool, now)) out.push_back(std::move(a));
+  }
+  ExplainQueue();
+  return out;
+}
+
+std::vector<Assignment> Scheduler::ScheduleFairShare(const std::string& pool, double now) {
+  std::vector<Assignment> out;
+  const std::map<int64_t, double> share = SharesInPool(pool);
+  std::set<std::string> awaited;
+  for (const auto& [id, run] : running_) {
+    if (run.stopping) awaited.insert(run.stopping_for);
+  }
+  // Requests that preempted allocations make room for go first, and hold the free slots.
+  std::vector<AllocationRequest> waiting;
+  for (const auto& [key, r] : queue_) {
+    if (r.resource_pool == pool && awaited.count(r.allocation_id)) waiting.push_back(r);
+  }
+  for (const AllocationRequest& r : waiting) {
+    const int free = FreeInPool(pool) - held_[pool];
+    if (r.slots <= free && !AtMaxSlots(r)) {
+      Start(r, Place(pool, r.slots), now, out);
+    } else {
+      held_[pool] += std::max(0, free);
+    }
+  }
+  // Then, one at a time, the request that fits of the experiment furthest below its share.
+  while (true) {
+    const int free = FreeInPool(pool) - held_[pool];
+    const AllocationRequest* best = nullptr;
+    double best_ratio = 0;
+    std::map<int64_t, int> used;
+    for (const auto& [key, r] : queue_) {
+      if (r.resource_pool != pool || r.slots > free || AtMaxSlots(r) ||
+          awaited.count(r.allocation_id)) {
+        continue;
+      }
+      if (!used.count(r.experiment_id)) used[r.experiment_id] = UsedByExperiment(r.experiment_id);
+      auto s = share.find(r.experiment_id);
+      const double ratio = s == share.end() || s->second <= 0
+                               ? std::numeric_limits<double>::infinity()
+                               : used[r.experiment_id] / s->second;
+      if (!best || ratio < best_ratio) {  // ties: queue order (priority, then submission)
+        best = &r;
+        best_ratio = ratio;
+      }
+    }
+    if (!best) break;
+    AllocationRequest r = *best;
+    Start(r, Place(pool, r.slots), now, out);
+  }
+  return out;
+}
+
+namespace {
+std::string Plural(int n, const std::string& word) {
+  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
+}
+std::string Slots(double n) {
+  char buf[32];
+  if (n == static_cast<int>(n)) {
+    std::snprintf(buf, sizeof buf, "%d", static_cast<int>(n));
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1f", n);
+  }
+  return buf;
+}
+}  // namespace
+
+void Scheduler::ExplainQueue() {
+  pending_.clear();
+  std::map<std::string, int> stopping_for;  // waiting request -> allocations asked to stop
+  for (const auto& [id, run] : running_) {
+    if (run.stopping) stopping_for[run.stopping_for]++;
+  }
+  std::map<std::string, std::map<int64_t, double>> shares;
+  for (const auto& [key, r] : queue_) {
+    const std::string& pool = r.resource_pool;
+    std::string why;
+    int agents = 0, agents_with_free = 0;
+    for (const auto& [id, a] : agents_) {
+      if (a.pool != pool) continue;
+      agents++;
+      agents_with_free += a.FreeSlots() > 0;
+    }
+    const int total = TotalInPool(pool);
+    const int free = FreeInPool(pool);
+    auto needs = [&] {
+      std::string s = "needs " + Plural(r.slots, "slot") + " in pool " + pool + "; ";
+      if (free == 0) return s + "all " + Plural(total, "slot") + " are busy";
+      return s + "largest free gang is " + std::to_string(free) + " across " +
+             Plural(agents_with_free, "agent");
+    };
+    if (auto p = preempted_by_.find(r.trial_id); p != preempted_by_.end()) {
+      why = "preempted by trial " + std::to_string(p->second) + "; resumes when slots free";
+    } else if (agents == 0) {
+      why = "needs " + Plural(r.slots, "slot") + " in pool " + pool + ", which has no agents";
+    } else if (r.slots > total) {
+      why = "needs " + Plural(r.slots, "slot") + " in pool " + pool + ", which has only " +
+            Plural(total, "slot") + " across " + Plural(agents, "agent");
+    } else if (AtMaxSlots(r)) {
+      why = "experiment at max_slots " + std::to_string(r.max_slots);
+    } else if (stopping_for.count(r.allocation_id)) {
+      why = "waiting for " + Plural(stopping_for[r.allocation_id], "allocation") +
+            " it preempted to checkpoint and stop";
+    } else if (PoolMode(pool) == SchedulingMode::kFairShare) {
+      if (!shares.count(pool)) shares[pool] = SharesInPool(pool);
+      const int used = UsedByExperiment(r.experiment_id);
+      const double share = shares[pool][r.experiment_id];
+      why = needs();
+      if (used >= share) {
+        why = "experiment holds " + Plural(used, "slot") + ", its fair share is " + Slots(share) +
+              " of " + std::to_string(total) + "; " + why;
+      }
+    } else {
+      int ahead = 0;
+      for (const auto& [other_key, other] : queue_) {
+        if (other.resource_pool == pool && other.priority < r.priority) ahead++;
+      }
+      why = needs();
+      if (r.slots <= free) why = "free slots are held for a trial of higher priority";
+      if (ahead > 0) why = "behind " + Plural(ahead, "trial") + " of higher priority; " + why;
+    }
+    pending_[r.allocation_id] = why;
+  }
+}
+
+std::vector<Preemption> Scheduler::Preempt(double now) {
+  std::set<std::string> pools;
+  for (const auto& [key, r] : queue_) pools.insert(r.resource_pool);
+  std::vector<Preemption> out;
+  for (const std::string& pool : pools) {
+    auto more = PoolMode(pool) == SchedulingMode::kFairShare ? PreemptForFairShare(pool, now)
+                                                               : PreemptForPriority(pool, now);
+    out.insert(out.end(), more.begin(), more.end());
+  }
+  for (const Preemption& p : out) {
+    Running& run = running_[p.allocation_id];
+    run.stopping = true;
+    run.stopping_for = p.for_allocation_id;
+    preempted_by_[p.trial_id] = p.for_trial_id;
+  }
+  if (!out.empty()) ExplainQueue();
+  return out;
+}
+
+bool Scheduler::Preempting(const std::string& allocation_id) const {
+  auto it = running_.find(allocation_id);
+  return it != running_.end() && it->second.stopping;
+}
+
+std::vector<Preemption> Scheduler::PreemptForPriority(const std::string& pool, double now) {
+  std::vector<Preemption> out;
+  std::set<std::string> chosen;
+  int avail = FreeInPool(pool) + Incoming()[pool];  // counting slots already asked back
+  const int total = TotalInPool(pool);
+  for (const auto& [key, r] : queue_) {
+    if (r.resource_pool != pool || AtMaxSlots(r)) continue;
+    if (r.slots <= avail) {
+      avail -= r.slots;  // it starts once they are free; keep its room
+      continue;
+    }
+    if (r.slots > total) continue;  // can never fit
+    // Lower-priority allocations: lowest priority first, then newest first.
     std::vector<const Running*> lower;
     for (const auto& [id, run] : running_) {
-      if (run.request.resource_pool == r.resource_pool && run.request.priority > r.priority &&
-          !chosen.count(id)) {
+      if (run.request.resource_pool == pool && run.request.priority > r.priority &&
+          !run.stopping && !chosen.count(id) && now - run.started >= min_run_seconds_) {
         lower.push_back(&run);
       }
     }
@@ -246,22 +516,107 @@ std::vector<std::string> Scheduler::PreemptionCandidates() const {
     });
     int gained = 0;
     size_t take = 0;
-    while (take < lower.size() && pool_free + gained < r.slots) {
-      for (const SlotRef& ref : lower[take]->slots) {
-        auto agent = agents_.find(ref.agent_id);
-        if (agent == agents_.end()) continue;
-        for (const Slot& s : agent->second.slots) gained += s.id == ref.slot_id && s.enabled;
-      }
+    while (take < lower.size() && avail + gained < r.slots) {
+      gained += static_cast<int>(lower[take]->slots.size());
       ++take;
     }
-    if (pool_free + gained < r.slots) continue;  // pausing everything below it is not enough
+    if (avail + gained < r.slots) continue;  // stopping everything below it is not enough
     for (size_t i = 0; i < take; ++i) {
       chosen.insert(lower[i]->request.allocation_id);
-      victims.push_back(lower[i]->request.allocation_id);
+      out.push_back(Preemption{lower[i]->request.allocation_id, lower[i]->request.trial_id,
+                               r.allocation_id, r.trial_id});
     }
-    pool_free = pool_free + gained - r.slots;
+    avail = avail + gained - r.slots;
   }
-  return victims;
+  return out;
+}
+
+std::vector<Preemption> Scheduler::PreemptForFairShare(const std::string& pool, double now) {
+  std::vector<Preemption> out;
+  const std::map<int64_t, double> share = SharesInPool(pool);
+  std::map<int64_t, int> used;  // slots each experiment keeps (not counting those asked back)
+  for (const auto& [id, run] : running_) {
+    if (run.request.resource_pool == pool && !run.stopping) {
+      used[run.request.experiment_id] += static_cast<int>(run.slots.size());
+    }
+  }
+  auto share_of = [&](int64_t e) {
+    auto s = share.find(e);
+    return s == share.end() ? 0.0 : s->second;
+  };
+  int avail = FreeInPool(pool) + Incoming()[pool];
+  // Each experiment's waiting requests, in queue order.
+  std::map<int64_t, std::vector<const AllocationRequest*>> waiting;
+  for (const auto& [key, r] : queue_) {
+    if (r.resource_pool == pool && !AtMaxSlots(r)) waiting[r.experiment_id].push_back(&r);
+  }
+  std::map<int64_t, size_t> next;  // per experiment: its next request to consider
+  std::set<std::string> chosen;
+  while (true) {
+    // The experiment furthest below its share that still has a request to consider.
+    const AllocationRequest* request = nullptr;
+    double lowest = 0;
+    for (const auto& [e, list] : waiting) {
+      const double s = share_of(e);
+      if (next[e] >= list.size() || s <= 0 || used[e] >= s) continue;
+      if (!request || used[e] / s < lowest) {
+        request = list[next[e]];
+        lowest = used[e] / s;
+      }
+    }
+    if (!request) break;
+    next[request->experiment_id]++;
+    const AllocationRequest& r = *request;
+    if (r.slots <= avail) {
+      avail -= r.slots;
+      used[r.experiment_id] += r.slots;
+      continue;
+    }
+    // Take from the experiment furthest above its share, newest first, only allocations whose
+    // experiment stays at or above its share without them.
+    std::vector<Preemption> picked;
+    std::map<int64_t, int> after = used;
+    int gained = 0;
+    while (avail + gained < r.slots) {
+      const Running* victim = nullptr;
+      double victim_excess = 0;
+      for (const auto& [id, run] : running_) {
+        const int64_t e = run.request.experiment_id;
+        const int g = static_cast<int>(run.slots.size());
+        if (run.request.resource_pool != pool || e == r.experiment_id || run.stopping ||
+            chosen.count(id) || now - run.started < min_run_seconds_ ||
+            after[e] - g < share_of(e)) {
+          continue;
+        }
+        const double excess = after[e] - share_of(e);
+        if (!victim || excess > victim_excess ||
+            (excess == victim_excess && run.request.submit_order > victim->request.submit_order)) {
+          victim = &run;
+          victim_excess = excess;
+        }
+      }
+      if (!victim) break;
+      after[victim->request.experiment_id] -= static_cast<int>(victim->slots.size());
+      gained += static_cast<int>(victim->slots.size());
+      chosen.insert(victim->request.allocation_id);
+      picked.push_back(Preemption{victim->request.allocation_id, victim->request.trial_id,
+                                  r.allocation_id, r.trial_id});
+    }
+    if (avail + gained < r.slots) {
+      for (const Preemption& p : picked) chosen.erase(p.allocation_id);
+      continue;
+    }
+    used = after;
+    used[r.experiment_id] += r.slots;
+    avail = avail + gained - r.slots;
+    out.insert(out.end(), picked.begin(), picked.end());
+  }
+  return out;
+}
+
+std::string Scheduler::PendingReason(const std::string& allocation_id) const {
+  auto it = pending_.find(allocation_id);
+  return it == pending_.end() ? "" : it->second;
 }
 
 std::map<std::string, Scheduler::PoolStats> Scheduler::Stats() const {

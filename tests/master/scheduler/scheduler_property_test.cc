@@ -276,13 +276,8 @@ class Checker {
       EXPECT_EQ(stats[pool].total_slots, p.total_slots) << pool;
       EXPECT_EQ(stats[pool].used_slots, p.used_slots) << pool;
     }
-    // Preemption candidates are running, of lower priority than something queued.
-    int worst_queued = 100;
-    for (const auto& [id, r] : queued_) worst_queued = std::min(worst_queued, r.priority);
-    for (const auto& v : sched_.PreemptionCandidates()) {
-      ASSERT_TRUE(running_.count(v)) << v;
-      EXPECT_GT(running_[v].priority, worst_queued);
-    }
+    // (Preempt() changes what Schedule() may start, so it is checked by the simulation in
+    // scheduler_simulation_test.cc, which models trials stopping, not here.)
   }
 
  public:

@@ -1,5 +1,5 @@
 // The scheduler's promises, one at a time: gang allocation, packing, order, backfilling,
-// release, agent loss, adoption after a restart, preemption candidates.
+// release, agent loss, adoption after a restart, preemption. (Policy: scheduler_policy_test.cc.)
 #include "master/scheduler/scheduler.h"
 
 #include <gtest/gtest.h>
@@ -213,21 +213,25 @@ TEST(SchedulerTest, DisabledSlotsGetNoNewAllocations) {
   EXPECT_EQ(s.Stats()["default"].total_slots, 1);
 }
 
-TEST(SchedulerTest, PreemptionNamesLowerPriorityAllocationsToPause) {
+TEST(SchedulerTest, PreemptionNamesLowerPriorityAllocationsToStop) {
   Scheduler s;
   s.AddAgent("a", "default", Slots(4));
   ASSERT_TRUE(s.Submit(Req("old-low", 2, 50, 0)).ok());
   ASSERT_TRUE(s.Submit(Req("new-low", 1, 50, 1)).ok());
   ASSERT_TRUE(s.Submit(Req("mid", 1, 30, 2)).ok());
   s.Schedule();
-  EXPECT_TRUE(s.PreemptionCandidates().empty());  // nothing waits
+  EXPECT_TRUE(s.Preempt(0).empty());  // nothing waits
   ASSERT_TRUE(s.Submit(Req("urgent", 2, 10, 3)).ok());
   // Lowest priority first, newest first among equals: new-low frees 1; old-low is needed too.
-  EXPECT_EQ(s.PreemptionCandidates(), (std::vector<std::string>{"new-low", "old-low"}));
+  std::vector<std::string> victims;
+  for (const Preemption& p : s.Preempt(0)) victims.push_back(p.allocation_id);
+  EXPECT_EQ(victims, (std::vector<std::string>{"new-low", "old-low"}));
+  EXPECT_TRUE(s.Preempting("old-low"));
+  EXPECT_FALSE(s.Preempting("mid"));
   ASSERT_TRUE(s.Submit(Req("same", 4, 50, 4)).ok());
-  // A request of priority 50 preempts nobody of priority 50.
-  auto victims = s.PreemptionCandidates();
-  EXPECT_EQ(victims.size(), 2u);
+  // Allocations already asked are not named again, and a request of priority 50 preempts
+  // nobody of priority 50.
+  EXPECT_TRUE(s.Preempt(0).empty());
   for (const auto& v : victims) s.Release(v);
   EXPECT_EQ(Ids(s.Schedule()), (std::vector<std::string>{"urgent"}));
 }
