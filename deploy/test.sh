@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every Steadfast test: installs dependencies (Debian 12, as root), builds with warnings
 # as errors, builds and tests the web dashboard, and runs the whole CTest suite (labels: unit,
-# db, cli, engine, agent, dist, e2e).
+# db, cli, engine, agent, dist, e2e, chaos).
 #
 #   ./deploy/test.sh                 everything
 #   ./deploy/test.sh -L unit         pass-through arguments go to ctest

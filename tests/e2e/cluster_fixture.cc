@@ -111,7 +111,9 @@ Cluster::Cluster(int agents, int cpu_slots, ClusterLayout layout)
 
 Cluster::~Cluster() {
   if (::testing::Test::HasFailure()) DumpLogs();
-  for (auto& a : agent_daemons_) a->Stop(SIGTERM);
+  for (auto& a : agent_daemons_) {
+    if (a) a->Stop(SIGTERM);
+  }
   if (master_) master_->Stop(SIGTERM);
   // Trainers of this cluster (agents kill them on exit; make sure).
   for (pid_t p : TrainerPids()) kill(p, SIGKILL);
@@ -128,7 +130,7 @@ pid_t Cluster::master_pid() const { return master_ ? master_->pid() : 0; }
 
 std::vector<pid_t> Cluster::agent_pids() const {
   std::vector<pid_t> out;
-  for (const auto& a : agent_daemons_) out.push_back(a->pid());
+  for (const auto& a : agent_daemons_) out.push_back(a ? a->pid() : 0);
   return out;
 }
 
@@ -148,23 +150,32 @@ void Cluster::StopMaster(int sig) {
 }
 
 void Cluster::StartAgents() {
-  for (int i = 0; i < agents_; ++i) {
-    std::string id = "e2e-agent-" + std::to_string(i);
-    fs::create_directories(dir_.path() + "/" + id);
-    const size_t k = static_cast<size_t>(i);
-    const std::string trainer = k < network_.agent_trainer.size() && !network_.agent_trainer[k].empty()
-                                    ? network_.agent_trainer[k]
-                                    : Binary("sf-trainer");
-    std::vector<std::string> argv{Binary("sf-agent"), "--master", grpc_address(), "--agent-id", id, "--slots",
-                                  "cpu:" + std::to_string(cpu_slots_), "--trainer", trainer,
-                                  "--work-dir", dir_.path() + "/" + id, "--kill-tasks-on-exit"};
-    if (k < network_.agent_netns.size()) {
-      argv.insert(argv.begin(), {"/usr/sbin/ip", "netns", "exec", network_.agent_netns[k]});
-    }
-    auto d = std::make_unique<Daemon>(argv, dir_.path() + "/" + id + ".log");
-    ASSERT_TRUE(d->Start());
-    agent_daemons_.push_back(std::move(d));
+  for (int i = 0; i < agents_; ++i) StartAgent(i);
+}
+
+void Cluster::StopAgent(int i, int sig) {
+  if (static_cast<size_t>(i) < agent_daemons_.size() && agent_daemons_[static_cast<size_t>(i)]) {
+    agent_daemons_[static_cast<size_t>(i)]->Stop(sig);
   }
+}
+
+void Cluster::StartAgent(int i) {
+  std::string id = "e2e-agent-" + std::to_string(i);
+  fs::create_directories(dir_.path() + "/" + id);
+  const size_t k = static_cast<size_t>(i);
+  const std::string trainer = k < network_.agent_trainer.size() && !network_.agent_trainer[k].empty()
+                                  ? network_.agent_trainer[k]
+                                  : Binary("sf-trainer");
+  std::vector<std::string> argv{Binary("sf-agent"), "--master", grpc_address(), "--agent-id", id, "--slots",
+                                "cpu:" + std::to_string(cpu_slots_), "--trainer", trainer,
+                                "--work-dir", dir_.path() + "/" + id, "--kill-tasks-on-exit"};
+  if (k < network_.agent_netns.size()) {
+    argv.insert(argv.begin(), {"/usr/sbin/ip", "netns", "exec", network_.agent_netns[k]});
+  }
+  auto d = std::make_unique<Daemon>(argv, dir_.path() + "/" + id + ".log");
+  ASSERT_TRUE(d->Start());
+  if (agent_daemons_.size() <= k) agent_daemons_.resize(k + 1);
+  agent_daemons_[k] = std::move(d);
 }
 
 bool Cluster::WaitForAgents(int n, std::chrono::seconds timeout) {

@@ -78,6 +78,10 @@ class Cluster {
   void StartMaster();
   void StopMaster(int sig = 15);
   void StartAgents();
+  // Agent i alone (0-based): started again after StopAgent, or stopped with `sig` (SIGKILL: as
+  // if it crashed; its trainers live on, and it adopts them when started again).
+  void StartAgent(int i);
+  void StopAgent(int i, int sig = 15);
   // Waits until `n` agents are connected.
   bool WaitForAgents(int n, std::chrono::seconds timeout = std::chrono::seconds(60));
 

@@ -54,6 +54,11 @@ class TestNetwork {
   std::string bridge_address() const { return prefix_ + "1"; }
   std::string address(int i) const { return prefix_ + std::to_string(i + 2); }
   const std::vector<std::string>& namespaces() const { return namespaces_; }
+  // Cuts namespace i off (its veth's host end down: packets both ways are dropped, TCP
+  // connections stay open but silent) or restores it.
+  bool SetConnected(int i, bool connected) {
+    return Ip({"link", "set", host_links_.at(static_cast<size_t>(i)), connected ? "up" : "down"});
+  }
   // Bytes namespace i has sent into the bridge (its veth's far end received them).
   int64_t SentBytes(int i) const {
     std::ifstream in("/sys/class/net/" + host_links_.at(static_cast<size_t>(i)) + "/statistics/rx_bytes");
