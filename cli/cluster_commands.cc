@@ -14,6 +14,7 @@
 #include "cli/command.h"
 #include "cli/http_client.h"
 #include "cli/output.h"
+#include "common/command_line.h"
 #include "common/config/experiment_config.h"
 #include "common/value.h"
 
@@ -35,6 +36,11 @@ struct Flags {
   std::string kind = "training";
   std::vector<std::string> overrides;  // --config KEY=VALUE, in order
   std::string id;                      // ID, TRIAL_ID or EXPERIMENT_ID
+  // Bulk experiment actions: the experiments, by id or by a filter.
+  std::vector<std::string> ids;
+  std::vector<std::string> states;     // --state ACTIVE (repeatable)
+  std::string name, owner;             // --name, --owner
+  bool include_archived = false;
   std::string file;                    // experiment create's FILE
 };
 
@@ -62,7 +68,9 @@ struct Api {
   int exit_code = kExitOk;
 
   std::optional<Value> Call(const std::string& method, const std::string& path, const std::string& body = "") {
-    auto r = method == "GET" ? client.Get(path) : client.Post(path, body);
+    auto r = method == "GET"      ? client.Get(path)
+             : method == "DELETE" ? client.Delete(path)
+                                  : client.Post(path, body);
     if (!r.ok()) {
       std::cerr << "sf: " << r.status().message() << "\n";
       exit_code = kExitFailed;
@@ -263,6 +271,83 @@ int ChangeExperiment(const std::string& verb, const Flags& f, Api& api) {
     std::cout << "experiment " << f.id << ": "
               << StateName(r->Find("experiment")->Find("state"), "EXPERIMENT_STATE_") << "\n";
   }
+  return kExitOk;
+}
+
+// The experiment states --state accepts: their names without the prefix, any case.
+const std::vector<std::string> kExperimentStates = {"ACTIVE",   "PAUSED",   "STOPPING_COMPLETED",
+                                                    "STOPPING_CANCELED", "STOPPING_ERROR",
+                                                    "COMPLETED", "CANCELED", "ERROR"};
+
+// kill, pause, activate, archive, unarchive, delete on several experiments (IDs, or a filter):
+// POST /api/v1/experiments/VERB, one line per experiment. Exit 0 when every one succeeded, 2 when
+// an id does not exist, else 1 when the master refused one (e.g. pausing a completed experiment).
+int ChangeExperiments(const std::string& verb, const Flags& f, Api& api) {
+  Value::Map body;
+  if (!f.ids.empty()) {
+    Value::List ids;
+    for (const std::string& id : f.ids) ids.push_back(Value(id));
+    body["ids"] = Value(std::move(ids));
+  } else {
+    Value::Map filter;
+    if (!f.states.empty()) {
+      Value::List states;
+      for (const std::string& s : f.states) states.push_back(Value("EXPERIMENT_STATE_" + s));
+      filter["states"] = Value(std::move(states));
+    }
+    if (!f.name.empty()) filter["name"] = Value(f.name);
+    if (!f.owner.empty()) filter["owner"] = Value(f.owner);
+    if (f.include_archived) filter["includeArchived"] = Value(true);
+    body["filter"] = Value(std::move(filter));
+  }
+  auto r = api.Call("POST", "/api/v1/experiments/" + verb, Value(std::move(body)).ToJson());
+  if (!r) return api.exit_code;
+  int exit_code = kExitOk;
+  const Value* results = r->Find("results");
+  for (const Value& result : results && results->is_list() ? results->as_list() : Value::List{}) {
+    const Value* ok = result.Find("ok");
+    const bool succeeded = ok && ok->is_bool() && ok->as_bool();
+    if (!succeeded) {
+      const std::string code = Str(result, "code");
+      exit_code = code == "5" || exit_code == kExitUsage ? kExitUsage : kExitFailed;
+      if (!f.json) std::cerr << "sf: experiment " << Str(result, "id") << ": " << Str(result, "error") << "\n";
+    } else if (!f.json) {
+      std::cout << "experiment " << Str(result, "id") << ": "
+                << (verb == "delete" ? "deleted" : StateName(result.Find("state"), "EXPERIMENT_STATE_")) << "\n";
+    }
+  }
+  if (f.json) std::cout << r->ToJson() << "\n";
+  if (!f.json && (!results || !results->is_list() || results->as_list().empty())) {
+    std::cout << "no experiment matches\n";
+  }
+  return exit_code;
+}
+
+// `sf experiment VERB`: one ID goes to the single-experiment route (POST .../ID/VERB, or DELETE
+// .../ID), several IDs or a filter to the bulk one.
+int ChangeExperimentsOrOne(const std::string& verb, const CLI::App& command, const Flags& f, Api& api) {
+  const bool filtered = !f.states.empty() || !f.name.empty() || !f.owner.empty();
+  if (f.ids.empty() && !filtered) {
+    return cmdline::UsageError(command, "name the experiments: ID... or --state/--name/--owner", std::cerr);
+  }
+  if (!f.ids.empty() && filtered) {
+    return cmdline::UsageError(command, "give IDs or --state/--name/--owner, not both", std::cerr);
+  }
+  if (f.include_archived && !filtered) {
+    return cmdline::UsageError(command, "--include-archived needs --state, --name or --owner", std::cerr);
+  }
+  for (const std::string& id : f.ids) {
+    if (id.empty() || id.size() > 18 || id.find_first_not_of("0123456789") != std::string::npos) {
+      return cmdline::UsageError(command, "ID: \"" + id + "\" is not an experiment id", std::cerr);
+    }
+  }
+  if (f.ids.size() != 1) return ChangeExperiments(verb, f, api);
+  Flags one = f;
+  one.id = f.ids[0];
+  if (verb != "delete") return ChangeExperiment(verb, one, api);
+  auto r = api.Call("DELETE", "/api/v1/experiments/" + one.id);
+  if (!r) return api.exit_code;
+  std::cout << (f.json ? r->ToJson() : "experiment " + one.id + ": deleted") << "\n";
   return kExitOk;
 }
 
@@ -503,13 +588,38 @@ void AddExperimentCommands(CLI::App& sf, CommandAction& action) {
              DescribeExperiment)
       .Id("ID", "the experiment's id");
   for (const auto& [verb, description] : std::vector<std::pair<std::string, std::string>>{
-           {"kill", "kill an experiment's trials; it ends CANCELED"},
-           {"pause", "pause an experiment: its trials checkpoint and stop"},
-           {"activate", "start a paused experiment, or resume it from its checkpoints"},
-           {"archive", "archive an ended experiment (hidden from listings)"}}) {
-    AddCommand(experiment, verb, description, action, [verb = verb](const Flags& f, Api& api) {
-      return ChangeExperiment(verb, f, api);
-    }).Id("ID", "the experiment's id");
+           {"kill", "kill experiments' trials; they end CANCELED"},
+           {"pause", "pause experiments: their trials checkpoint and stop"},
+           {"activate", "start paused experiments, or resume them from their checkpoints"},
+           {"archive", "archive ended experiments (hidden from listings)"},
+           {"unarchive", "show archived experiments in listings again"},
+           {"delete", "delete ended experiments: their trials, metrics, logs and checkpoint files"}}) {
+    // The callback needs its own command (for usage errors); it is set once the command exists.
+    auto command_of = std::make_shared<CLI::App*>(nullptr);
+    ClusterCommand command = AddCommand(
+        experiment, verb, description, action, [verb = verb, command_of](const Flags& f, Api& api) {
+          return ChangeExperimentsOrOne(verb, **command_of, f, api);
+        });
+    *command_of = command.app;
+    command.app->add_option("ID", command.flags->ids, "the experiments' ids (or select them with the flags below)")
+        ->type_name("")
+        ->default_str("");
+    command.app
+        ->add_option("--state", command.flags->states,
+                     "experiments in this state (any case); repeatable")
+        ->transform(CLI::IsMember(kExperimentStates, CLI::ignore_case))
+        ->type_name("STATE")
+        ->allow_extra_args(false)
+        ->default_str("")
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    command.app->add_option("--name", command.flags->name, "experiments whose name contains this")
+        ->type_name("TEXT")
+        ->default_str("");
+    command.app->add_option("--owner", command.flags->owner, "experiments this user submitted")
+        ->type_name("USER")
+        ->default_str("");
+    command.app->add_flag("--include-archived", command.flags->include_archived,
+                          "with a filter: archived experiments too (unarchive always looks at them)");
   }
 }
 

@@ -72,6 +72,7 @@ Result<HttpResponse> HttpClient::Request(const std::string& method, const std::s
 }
 
 Result<HttpResponse> HttpClient::Get(const std::string& path) { return Request("GET", path, ""); }
+Result<HttpResponse> HttpClient::Delete(const std::string& path) { return Request("DELETE", path, ""); }
 Result<HttpResponse> HttpClient::Post(const std::string& path, const std::string& body) {
   return Request("POST", path, body.empty() ? "{}" : body);
 }

@@ -24,6 +24,7 @@ class HttpClient {
 
   Result<HttpResponse> Get(const std::string& path);
   Result<HttpResponse> Post(const std::string& path, const std::string& json_body);
+  Result<HttpResponse> Delete(const std::string& path);
   // Reads a text/event-stream; calls on_data with each event's data until the stream ends or
   // on_data returns false.
   Status Stream(const std::string& path, const std::function<bool(const std::string& event,

@@ -99,6 +99,14 @@ Result<v1::ExperimentActionResponse> ApiHandlers::KillExperiment(const v1::Exper
 Result<v1::ExperimentActionResponse> ApiHandlers::ArchiveExperiment(const v1::ExperimentActionRequest& r) {
   return AfterAction(r.id(), cluster_->ArchiveExperiment(r.id()));
 }
+Result<v1::ExperimentActionResponse> ApiHandlers::UnarchiveExperiment(const v1::ExperimentActionRequest& r) {
+  return AfterAction(r.id(), cluster_->UnarchiveExperiment(r.id()));
+}
+Result<v1::DeleteExperimentResponse> ApiHandlers::DeleteExperiment(const v1::ExperimentActionRequest& r) {
+  Status st = cluster_->DeleteExperiment(r.id());
+  if (!st.ok()) return st;
+  return v1::DeleteExperimentResponse{};
+}
 
 Result<v1::GetExperimentTrialsResponse> ApiHandlers::GetExperimentTrials(const v1::GetExperimentTrialsRequest& r) {
   auto exp = store_->GetExperiment(r.experiment_id());

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "master/core/cluster.h"
@@ -35,6 +36,19 @@ class ApiHandlers {
   Result<steadfast::v1::ExperimentActionResponse> ActivateExperiment(const steadfast::v1::ExperimentActionRequest& r);
   Result<steadfast::v1::ExperimentActionResponse> KillExperiment(const steadfast::v1::ExperimentActionRequest& r);
   Result<steadfast::v1::ExperimentActionResponse> ArchiveExperiment(const steadfast::v1::ExperimentActionRequest& r);
+  Result<steadfast::v1::ExperimentActionResponse> UnarchiveExperiment(const steadfast::v1::ExperimentActionRequest& r);
+  // Cluster::DeleteExperiment: only terminal experiments (else kFailedPrecondition).
+  Result<steadfast::v1::DeleteExperimentResponse> DeleteExperiment(const steadfast::v1::ExperimentActionRequest& r);
+
+  // Bulk actions (api/bulk_actions.cc). The request names experiments by `ids` (at most
+  // 10,000; duplicates count once) or selects them by `filter` (at least one criterion; at most
+  // 10,000 matches), never both: anything else is kInvalidArgument for the whole call. Each
+  // experiment then gets the single action's outcome in its own result (an id that does not
+  // exist is its result's NOT_FOUND, a refused transition its FAILED_PRECONDITION), and the
+  // others are acted on regardless. Results follow the order of `ids`, or of id for a filter.
+  enum class BulkAction { kKill, kPause, kActivate, kArchive, kUnarchive, kDelete };
+  Result<steadfast::v1::BulkExperimentActionResponse> BulkExperimentAction(
+      BulkAction action, const steadfast::v1::BulkExperimentActionRequest& r);
   Result<steadfast::v1::GetExperimentTrialsResponse> GetExperimentTrials(
       const steadfast::v1::GetExperimentTrialsRequest& r);
   Result<steadfast::v1::GetExperimentCheckpointsResponse> GetExperimentCheckpoints(
@@ -53,6 +67,9 @@ class ApiHandlers {
 
  private:
   Result<steadfast::v1::ExperimentActionResponse> AfterAction(int64_t id, Status st);
+  // The ids of the experiments `filter` selects, by id (api/bulk_actions.cc).
+  Result<std::vector<int64_t>> SelectExperiments(const steadfast::v1::BulkExperimentFilter& filter,
+                                                 bool include_archived);
 
   Store* store_;
   Cluster* cluster_;

@@ -81,6 +81,26 @@ grpc::Status ApiGrpcService::ArchiveExperiment(grpc::ServerContext*, const v1::E
                                                v1::ExperimentActionResponse* out) {
   return Call("ArchiveExperiment", out, [&] { return handlers_->ArchiveExperiment(*r); });
 }
+grpc::Status ApiGrpcService::UnarchiveExperiment(grpc::ServerContext*, const v1::ExperimentActionRequest* r,
+                                                 v1::ExperimentActionResponse* out) {
+  return Call("UnarchiveExperiment", out, [&] { return handlers_->UnarchiveExperiment(*r); });
+}
+grpc::Status ApiGrpcService::DeleteExperiment(grpc::ServerContext*, const v1::ExperimentActionRequest* r,
+                                              v1::DeleteExperimentResponse* out) {
+  return Call("DeleteExperiment", out, [&] { return handlers_->DeleteExperiment(*r); });
+}
+#define SF_BULK_EXPERIMENT_RPC(Method, action)                                                              \
+  grpc::Status ApiGrpcService::Method(grpc::ServerContext*, const v1::BulkExperimentActionRequest* r,       \
+                                      v1::BulkExperimentActionResponse* out) {                              \
+    return Call(#Method, out, [&] { return handlers_->BulkExperimentAction(ApiHandlers::BulkAction::action, *r); }); \
+  }
+SF_BULK_EXPERIMENT_RPC(KillExperiments, kKill)
+SF_BULK_EXPERIMENT_RPC(PauseExperiments, kPause)
+SF_BULK_EXPERIMENT_RPC(ActivateExperiments, kActivate)
+SF_BULK_EXPERIMENT_RPC(ArchiveExperiments, kArchive)
+SF_BULK_EXPERIMENT_RPC(UnarchiveExperiments, kUnarchive)
+SF_BULK_EXPERIMENT_RPC(DeleteExperiments, kDelete)
+#undef SF_BULK_EXPERIMENT_RPC
 grpc::Status ApiGrpcService::GetExperimentTrials(grpc::ServerContext*, const v1::GetExperimentTrialsRequest* r,
                                                  v1::GetExperimentTrialsResponse* out) {
   return Call("GetExperimentTrials", out, [&] { return handlers_->GetExperimentTrials(*r); });

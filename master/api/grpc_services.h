@@ -39,6 +39,22 @@ class ApiGrpcService final : public steadfast::v1::Api::Service {
                                   steadfast::v1::ExperimentActionResponse*) override;
   grpc::Status ArchiveExperiment(grpc::ServerContext*, const steadfast::v1::ExperimentActionRequest*,
                                  steadfast::v1::ExperimentActionResponse*) override;
+  grpc::Status UnarchiveExperiment(grpc::ServerContext*, const steadfast::v1::ExperimentActionRequest*,
+                                   steadfast::v1::ExperimentActionResponse*) override;
+  grpc::Status DeleteExperiment(grpc::ServerContext*, const steadfast::v1::ExperimentActionRequest*,
+                                steadfast::v1::DeleteExperimentResponse*) override;
+  grpc::Status KillExperiments(grpc::ServerContext*, const steadfast::v1::BulkExperimentActionRequest*,
+                               steadfast::v1::BulkExperimentActionResponse*) override;
+  grpc::Status PauseExperiments(grpc::ServerContext*, const steadfast::v1::BulkExperimentActionRequest*,
+                                steadfast::v1::BulkExperimentActionResponse*) override;
+  grpc::Status ActivateExperiments(grpc::ServerContext*, const steadfast::v1::BulkExperimentActionRequest*,
+                                   steadfast::v1::BulkExperimentActionResponse*) override;
+  grpc::Status ArchiveExperiments(grpc::ServerContext*, const steadfast::v1::BulkExperimentActionRequest*,
+                                  steadfast::v1::BulkExperimentActionResponse*) override;
+  grpc::Status UnarchiveExperiments(grpc::ServerContext*, const steadfast::v1::BulkExperimentActionRequest*,
+                                    steadfast::v1::BulkExperimentActionResponse*) override;
+  grpc::Status DeleteExperiments(grpc::ServerContext*, const steadfast::v1::BulkExperimentActionRequest*,
+                                 steadfast::v1::BulkExperimentActionResponse*) override;
   grpc::Status GetExperimentTrials(grpc::ServerContext*, const steadfast::v1::GetExperimentTrialsRequest*,
                                    steadfast::v1::GetExperimentTrialsResponse*) override;
   grpc::Status GetExperimentCheckpoints(grpc::ServerContext*,

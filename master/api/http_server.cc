@@ -403,7 +403,8 @@ struct HttpServer::Impl {
     }
     auto method = req.method();
     static const std::regex kExp("^/api/v1/experiments/([0-9]+)$");
-    static const std::regex kExpAction("^/api/v1/experiments/([0-9]+)/(pause|activate|kill|archive)$");
+    static const std::regex kExpAction("^/api/v1/experiments/([0-9]+)/(pause|activate|kill|archive|unarchive)$");
+    static const std::regex kExpBulk("^/api/v1/experiments/(pause|activate|kill|archive|unarchive|delete)$");
     static const std::regex kExpSub("^/api/v1/experiments/([0-9]+)/(trials|checkpoints|searcher)$");
     static const std::regex kTrial("^/api/v1/trials/([0-9]+)$");
     static const std::regex kTrialSub("^/api/v1/trials/([0-9]+)/(metrics|logs)$");
@@ -512,9 +513,15 @@ struct HttpServer::Impl {
     }
     if (std::regex_match(path, m, kExp)) {
       route = "/api/v1/experiments/{id}";
-      if (method != http::verb::get) return wrong_method("GET");
+      if (method != http::verb::get && method != http::verb::delete_) return wrong_method("GET, DELETE");
       auto id = id_of(m[1]);
       if (!id.ok()) return void(res = Error(id.status(), req));
+      if (method == http::verb::delete_) {
+        v1::ExperimentActionRequest r;
+        r.set_id(*id);
+        res = Reply(handlers->DeleteExperiment(r), req);
+        return;
+      }
       v1::GetExperimentRequest r;
       r.set_experiment_id(*id);
       res = Reply(handlers->GetExperiment(r), req);
@@ -531,7 +538,22 @@ struct HttpServer::Impl {
       if (action == "pause") res = Reply(handlers->PauseExperiment(r), req);
       else if (action == "activate") res = Reply(handlers->ActivateExperiment(r), req);
       else if (action == "kill") res = Reply(handlers->KillExperiment(r), req);
+      else if (action == "unarchive") res = Reply(handlers->UnarchiveExperiment(r), req);
       else res = Reply(handlers->ArchiveExperiment(r), req);
+      return;
+    }
+    if (std::regex_match(path, m, kExpBulk)) {
+      static const std::map<std::string, ApiHandlers::BulkAction> kActions = {
+          {"kill", ApiHandlers::BulkAction::kKill},       {"pause", ApiHandlers::BulkAction::kPause},
+          {"activate", ApiHandlers::BulkAction::kActivate}, {"archive", ApiHandlers::BulkAction::kArchive},
+          {"unarchive", ApiHandlers::BulkAction::kUnarchive}, {"delete", ApiHandlers::BulkAction::kDelete}};
+      const std::string action = m[1];
+      route = "/api/v1/experiments/" + action;
+      if (method != http::verb::post) return wrong_method("POST");
+      v1::BulkExperimentActionRequest r;
+      Status st = ParseBody(req, &r);
+      if (!st.ok()) return void(res = Error(st, req));
+      res = Reply(handlers->BulkExperimentAction(kActions.at(action), r), req);
       return;
     }
     if (std::regex_match(path, m, kExpSub)) {

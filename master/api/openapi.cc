@@ -70,11 +70,22 @@ std::string OpenApiDocument() {
                  "GetExperimentsResponse")},
       {"post", Op("Create an experiment from YAML", "CreateExperiment", {}, "CreateExperimentResponse",
                   "CreateExperimentRequest")}};
-  paths["/api/v1/experiments/{id}"] = Value::Map{{"get", Op("Get an experiment", "GetExperiment", {id}, "GetExperimentResponse")}};
-  for (const char* action : {"pause", "activate", "kill", "archive"}) {
+  paths["/api/v1/experiments/{id}"] = Value::Map{
+      {"get", Op("Get an experiment", "GetExperiment", {id}, "GetExperimentResponse")},
+      {"delete", Op("Delete a completed, canceled or errored experiment: its rows and its checkpoints' files "
+                    "(409 in any other state)",
+                    "DeleteExperiment", {id}, "DeleteExperimentResponse")}};
+  for (const char* action : {"pause", "activate", "kill", "archive", "unarchive"}) {
     paths[std::string("/api/v1/experiments/{id}/") + action] =
         Value::Map{{"post", Op(std::string(action) + " an experiment", std::string(action) + "Experiment", {id},
                                "ExperimentActionResponse")}};
+  }
+  for (const char* action : {"pause", "activate", "kill", "archive", "unarchive", "delete"}) {
+    paths[std::string("/api/v1/experiments/") + action] = Value::Map{
+        {"post", Op(std::string(action) + " several experiments, named by ids or selected by a filter (not both); "
+                        "200 with one result per experiment, each ok or with its own error",
+                    std::string(action) + "Experiments", {}, "BulkExperimentActionResponse",
+                    "BulkExperimentActionRequest")}};
   }
   paths["/api/v1/experiments/{id}/trials"] = Value::Map{
       {"get", Op("List an experiment's trials", "GetExperimentTrials",
@@ -142,6 +153,22 @@ std::string OpenApiDocument() {
   schemas["GetExperimentsResponse"] = Object({{"experiments", ArrayOf("Experiment")}, {"pagination", Ref("Pagination")}});
   schemas["GetExperimentResponse"] = Object({{"experiment", Ref("Experiment")}});
   schemas["ExperimentActionResponse"] = Object({{"experiment", Ref("Experiment")}});
+  schemas["DeleteExperimentResponse"] = Object({});
+  schemas["BulkExperimentFilter"] = Object(
+      {{"states", Value(Value::Map{{"type", "array"}, {"items", Type("string")},
+                                   {"description", "EXPERIMENT_STATE_ACTIVE, ..."}})},
+       {"name", Value(Value::Map{{"type", "string"}, {"description", "substring of the name"}})},
+       {"owner", Value(Value::Map{{"type", "string"}, {"description", "exactly this owner"}})},
+       {"includeArchived", Value(Value::Map{{"type", "boolean"},
+                                            {"description", "also archived experiments (always for unarchive)"}})}});
+  schemas["BulkExperimentActionRequest"] = Object(
+      {{"ids", Value(Value::Map{{"type", "array"}, {"items", Type("string")}, {"description", "at most 10000"}})},
+       {"filter", Ref("BulkExperimentFilter")}});
+  schemas["BulkExperimentActionResult"] = Object(
+      {{"id", Type("string")}, {"ok", Type("boolean")},
+       {"code", Value(Value::Map{{"type", "integer"}, {"description", "gRPC code: 5 not found, 9 not allowed"}})},
+       {"error", Type("string")}, {"state", Type("string")}});
+  schemas["BulkExperimentActionResponse"] = Object({{"results", ArrayOf("BulkExperimentActionResult")}});
   schemas["GetExperimentTrialsResponse"] = Object({{"trials", ArrayOf("Trial")}, {"pagination", Ref("Pagination")}});
   schemas["GetExperimentCheckpointsResponse"] = Object({{"checkpoints", ArrayOf("Checkpoint")}});
   schemas["SearcherSummary"] = Object({{"summary", Type("object")}});

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "common/log.h"
+#include "master/housekeeping/experiment_deletion.h"
 #include "master/util/proto_value.h"
 
 namespace sf::master {
@@ -374,6 +375,40 @@ Status Cluster::ArchiveExperiment(int64_t id) {
   return store_->SetExperimentArchived(id, true);
 }
 
+Status Cluster::UnarchiveExperiment(int64_t id) {
+  auto row = store_->GetExperiment(id);
+  if (!row.ok()) return row.status();
+  if (!row->has_value()) return NotFound("experiment " + std::to_string(id) + " does not exist");
+  return store_->SetExperimentArchived(id, false);
+}
+
+Status Cluster::DeleteExperiment(int64_t id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = experiments_.find(id);
+    if (it != experiments_.end() && !IsTerminal(it->second.state)) {
+      return FailedPrecondition("experiment " + std::to_string(id) + " is " + ExperimentStateName(it->second.state) +
+                                "; only completed, canceled or errored experiments can be deleted (kill it first)");
+    }
+  }
+  // A terminal experiment never changes state again, so its rows can go without the lock (the
+  // transaction re-checks the state); only forgetting it in memory needs the lock.
+  SF_ASSIGN_OR_RETURN(DeletedExperiment deleted, DeleteExperimentRows(store_->db(), id, options_.checkpoint_root));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    experiments_.erase(id);
+    std::erase_if(trials_, [id](const auto& entry) { return entry.second.experiment_id == id; });
+  }
+  log::Info("experiment", {{"event", "deleted"}, {"id", std::to_string(id)},
+                           {"checkpoints", std::to_string(deleted.checkpoint_paths.size())}});
+  auto removed = RemoveExperimentFiles(deleted);
+  if (!removed.ok()) {
+    return Internal("experiment " + std::to_string(id) + " was deleted, but its files were not: " +
+                    removed.status().message());
+  }
+  return Status::Ok();
+}
+
 Value Cluster::SearcherSummary(int64_t experiment_id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = experiments_.find(experiment_id);
@@ -385,12 +420,7 @@ Value Cluster::SearcherSummary(int64_t experiment_id) {
 // Scheduling and tasks
 
 std::string Cluster::CheckpointDirLocked(const Experiment& e, const Trial& t) const {
-  std::string root = options_.checkpoint_root;
-  if (e.config.checkpoint_storage) {
-    root = e.config.checkpoint_storage->host_path;
-    if (e.config.checkpoint_storage->storage_path) root += "/" + *e.config.checkpoint_storage->storage_path;
-  }
-  return root + "/experiment-" + std::to_string(e.id) + "/trial-" + std::to_string(t.id);
+  return ExperimentCheckpointDir(e.config, options_.checkpoint_root, e.id) + "/trial-" + std::to_string(t.id);
 }
 
 void Cluster::SubmitLocked(Trial& t) {

@@ -85,6 +85,12 @@ class Cluster {
   Status ActivateExperiment(int64_t id);
   Status KillExperiment(int64_t id);
   Status ArchiveExperiment(int64_t id);
+  // Unarchiving an experiment that is not archived is a no-op.
+  Status UnarchiveExperiment(int64_t id);
+  // Deletes a terminal experiment (master/housekeeping/experiment_deletion.h): its rows, then,
+  // off the lock, its checkpoints' files; it is forgotten in memory. kNotFound;
+  // kFailedPrecondition (naming the state) for one that is not COMPLETED, CANCELED or ERROR.
+  Status DeleteExperiment(int64_t id);
   std::vector<steadfast::v1::Agent> Agents();
   ClusterStats Stats();
   // Searcher summary for the UI (empty map when unknown).

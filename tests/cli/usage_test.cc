@@ -32,6 +32,8 @@ const std::set<std::string> kCommands = {
     "sf experiment pause",
     "sf experiment activate",
     "sf experiment archive",
+    "sf experiment unarchive",
+    "sf experiment delete",
     "sf trial",
     "sf trial list",
     "sf trial describe",
@@ -228,13 +230,23 @@ TEST(SfUsageTest, MissingPositionalIsNamed) {
 
 TEST(SfUsageTest, UnknownOrMissingCommand) {
   ExpectUsageError({"frobnicate"}, "sf", "unknown command 'frobnicate'");
-  ExpectUsageError({"experiment", "delete", "3"}, "sf experiment", "unknown command 'delete'");
+  ExpectUsageError({"experiment", "rename", "3"}, "sf experiment", "unknown command 'rename'");
   ExpectUsageError({"deploy", "local", "sideways"}, "sf deploy local", "'sideways'");
   ExpectUsageError({"experiment"}, "sf experiment", "subcommand");
   ExpectUsageError({"deploy"}, "sf deploy", "subcommand");
   // A flag where a command belongs is named as the unknown flag it is.
   ExpectUsageError({"--bogus"}, "sf", "unknown flag '--bogus'");
   ExpectUsageError({"experiment", "describe", "3", "4"}, "sf experiment describe", "4");
+}
+
+// Bulk experiment actions take IDs or a filter (--state/--name/--owner), never both or neither.
+TEST(SfUsageTest, BulkExperimentActionsNeedIdsOrAFilterNotBoth) {
+  ExpectUsageError({"experiment", "pause", "3", "--state", "active"}, "sf experiment pause", "not both");
+  ExpectUsageError({"experiment", "delete", "3", "x7"}, "sf experiment delete", "\"x7\"");
+  ExpectUsageError({"experiment", "archive", "--include-archived"}, "sf experiment archive", "ID");
+  ExpectUsageError({"experiment", "unarchive", "3", "--include-archived"}, "sf experiment unarchive",
+                   "--include-archived");
+  ExpectUsageError({"experiment", "kill", "--state", "RUNNING"}, "sf experiment kill", "RUNNING");
 }
 
 TEST(SfUsageTest, BadValueIsNamed) {

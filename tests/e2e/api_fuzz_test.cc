@@ -6,7 +6,8 @@
 // response: no 5xx (the master runs far below its connection cap, so not even its 503), a JSON
 // error with a message for a 4xx on /api, no file from outside the web UI directory; and at the
 // end: the master is alive, /health answers, and no rows were stored except by the few
-// requests that were answered 2xx.
+// requests that were answered 2xx (nor removed, except by a 2xx DELETE of an experiment the
+// fuzz had killed).
 //
 // Seeded: the seed is printed; SF_FUZZ_SEED=<n> replays a run, SF_FUZZ_REQUESTS=<n> changes how
 // many generated requests are sent (default 20000), SF_FUZZ_VERBOSE=<n> prints every request (its
@@ -27,6 +28,7 @@
 #include <mutex>
 #include <pqxx/pqxx>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "tests/e2e/cluster_fixture.h"
@@ -863,13 +865,24 @@ std::vector<FuzzRequest> FixedCases(const std::string& yaml, const std::string& 
   return out;
 }
 
-const std::vector<std::string> kTables = {"experiments", "trials", "metrics", "task_logs",
-                                          "checkpoints"};
-
-std::map<std::string, int64_t> RowCounts(const std::string& db) {
-  std::map<std::string, int64_t> out;
-  for (const std::string& t : kTables) {
-    out[t] = Count(db, "SELECT count(*) FROM " + t);
+// Each experiment's rows: {"experiments": 1, "trials": n, "metrics": n, "task_logs": n,
+// "checkpoints": n}, by experiment id.
+std::map<int64_t, std::map<std::string, int64_t>> RowsByExperiment(const std::string& db) {
+  std::map<int64_t, std::map<std::string, int64_t>> out;
+  pqxx::connection conn(db);
+  pqxx::work tx(conn);
+  for (const auto& row : tx.exec("SELECT id FROM experiments")) {
+    auto& rows = out[row[0].as<int64_t>()];
+    rows = {{"experiments", 1}, {"trials", 0}, {"metrics", 0}, {"task_logs", 0}, {"checkpoints", 0}};
+  }
+  for (const auto& row : tx.exec("SELECT experiment_id, count(*) FROM trials GROUP BY 1")) {
+    out[row[0].as<int64_t>()]["trials"] = row[1].as<int64_t>();
+  }
+  for (const std::string t : {"metrics", "task_logs", "checkpoints"}) {
+    for (const auto& row : tx.exec("SELECT t.experiment_id, count(*) FROM " + t +
+                                   " x JOIN trials t ON t.id = x.trial_id GROUP BY 1")) {
+      out[row[0].as<int64_t>()][t] = row[1].as<int64_t>();
+    }
   }
   return out;
 }
@@ -948,7 +961,7 @@ TEST(ApiFuzz, GeneratedBadRequestsGetNo5xxStoreNothingAndLeaveTheMasterUp) {
   }
   std::cout << "\n";
 
-  std::map<std::string, int64_t> before = RowCounts(cluster.db());
+  std::map<int64_t, std::map<std::string, int64_t>> before = RowsByExperiment(cluster.db());
 
   std::vector<FuzzRequest> fixed = FixedCases(yaml, "ui-private");
   const int64_t total = count + static_cast<int64_t>(fixed.size());
@@ -956,6 +969,10 @@ TEST(ApiFuzz, GeneratedBadRequestsGetNo5xxStoreNothingAndLeaveTheMasterUp) {
   std::mutex mu;
   std::vector<std::string> failure_log;
   std::map<std::string, int64_t> kinds, kind_ms, created_by;
+  // Experiments a DELETE /api/v1/experiments/{id} answered 2xx removed (the fuzz may have killed
+  // one first, so deleting it is allowed), and whether a bulk delete was answered 2xx.
+  std::set<int64_t> deleted;
+  bool bulk_deleted = false;
   std::map<int, int64_t> statuses;
   auto fail = [&](int64_t i, const FuzzRequest& r, const RawResponse& res, const std::string& why) {
     failures++;
@@ -1009,6 +1026,17 @@ TEST(ApiFuzz, GeneratedBadRequestsGetNo5xxStoreNothingAndLeaveTheMasterUp) {
       }
       if (res.status >= 200 && res.status < 300) {
         answered_2xx++;
+        const std::string path = r.target.substr(0, r.target.find('?'));
+        const std::string prefix = "/api/v1/experiments/";
+        if (r.method == "DELETE" && path.rfind(prefix, 0) == 0 && path.size() > prefix.size() &&
+            path.find_first_not_of("0123456789", prefix.size()) == std::string::npos) {
+          std::lock_guard<std::mutex> lock(mu);
+          deleted.insert(std::stoll(path.substr(prefix.size())));
+        }
+        if (path == prefix + "delete") {
+          std::lock_guard<std::mutex> lock(mu);
+          bulk_deleted = true;
+        }
         if (r.creates) {
           auto v = Value::FromJson(res.body);
           const Value* e = v.ok() ? v->Find("experiment") : nullptr;
@@ -1069,14 +1097,29 @@ TEST(ApiFuzz, GeneratedBadRequestsGetNo5xxStoreNothingAndLeaveTheMasterUp) {
   EXPECT_EQ(Exchange(port, Build("GET", "/health", "", ""), std::chrono::seconds(10)).status, 200);
 
   // Nothing stored except the experiments that 2xx answers created (and their trials; no agent
-  // runs, so no metrics, logs or checkpoints).
-  std::map<std::string, int64_t> after = RowCounts(cluster.db());
-  EXPECT_EQ(after["experiments"] - before["experiments"], created) << "seed " << seed;
-  if (created == 0) {
-    EXPECT_EQ(after["trials"], before["trials"]);
+  // runs, so no metrics, logs or checkpoints), and nothing removed except the experiments that
+  // 2xx answers deleted (with all their rows).
+  std::map<int64_t, std::map<std::string, int64_t>> after = RowsByExperiment(cluster.db());
+  std::cout << "api fuzz: " << deleted.size() << " experiments deleted by DELETE\n";
+  for (const auto& [id, rows] : before) {
+    if (deleted.count(id)) {
+      EXPECT_EQ(after.count(id), 0u) << "experiment " << id << " was answered deleted, seed " << seed;
+    } else if (!bulk_deleted) {
+      EXPECT_EQ(after[id], rows) << "experiment " << id << ", seed " << seed;
+    }
   }
-  for (const char* t : {"metrics", "task_logs", "checkpoints"}) {
-    EXPECT_EQ(after[t], before[t]) << t << ", seed " << seed;
+  int64_t new_experiments = 0;
+  for (const auto& [id, rows] : after) {
+    if (before.count(id)) continue;
+    ++new_experiments;
+    for (const char* t : {"metrics", "task_logs", "checkpoints"}) {
+      EXPECT_EQ(rows.at(t), 0) << t << " of experiment " << id << ", seed " << seed;
+    }
+  }
+  int64_t created_then_deleted = 0;
+  for (int64_t id : deleted) created_then_deleted += before.count(id) == 0;
+  if (!bulk_deleted) {
+    EXPECT_EQ(new_experiments + created_then_deleted, created) << "seed " << seed;
   }
 }
 

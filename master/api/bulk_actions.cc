@@ -1,0 +1,115 @@
+// Bulk experiment actions (ApiHandlers::BulkExperimentAction): one request, many experiments,
+// one result each. Each experiment goes through the same Cluster call as the single-id route,
+// so a bulk action can do nothing a single one could not.
+#include <set>
+
+#include "master/api/api_handlers.h"
+#include "master/api/grpc_services.h"
+
+namespace sf::master {
+namespace v1 = steadfast::v1;
+namespace {
+
+constexpr int kMaxBulkExperiments = 10000;
+
+const char* ActionName(ApiHandlers::BulkAction action) {
+  switch (action) {
+    case ApiHandlers::BulkAction::kKill: return "kill";
+    case ApiHandlers::BulkAction::kPause: return "pause";
+    case ApiHandlers::BulkAction::kActivate: return "activate";
+    case ApiHandlers::BulkAction::kArchive: return "archive";
+    case ApiHandlers::BulkAction::kUnarchive: return "unarchive";
+    case ApiHandlers::BulkAction::kDelete: return "delete";
+  }
+  return "?";
+}
+
+// Text that travels to PostgreSQL as a parameter must not hold a NUL.
+Status CheckText(const std::string& field, const std::string& value) {
+  if (value.find('\0') != std::string::npos) return InvalidArgument(field + ": contains a NUL character");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::vector<int64_t>> ApiHandlers::SelectExperiments(const v1::BulkExperimentFilter& filter,
+                                                            bool include_archived) {
+  std::string states = "{";
+  for (int s : filter.states()) {
+    if (s == v1::EXPERIMENT_STATE_UNSPECIFIED || !v1::ExperimentState_IsValid(s)) {
+      return InvalidArgument("filter.states: " + std::to_string(s) + " is not an experiment state");
+    }
+    states += (states.size() > 1 ? "," : "") + ExperimentStateName(static_cast<v1::ExperimentState>(s));
+  }
+  states += "}";
+  SF_RETURN_IF_ERROR(CheckText("filter.name", filter.name()));
+  SF_RETURN_IF_ERROR(CheckText("filter.owner", filter.owner()));
+  if (filter.states().empty() && filter.name().empty() && filter.owner().empty()) {
+    return InvalidArgument("filter: name at least one of states, name and owner (an empty filter would select "
+                           "every experiment)");
+  }
+  std::vector<int64_t> ids;
+  Status st = store_->db()->Transact("select experiments", [&](pqxx::work& tx) {
+    pqxx::result r = tx.exec_params(
+        "SELECT id FROM experiments WHERE ($1 = '{}' OR state = ANY($1::text[])) "
+        "AND ($2 = '' OR strpos(lower(name), lower($2)) > 0) AND ($3 = '' OR owner = $3) "
+        "AND ($4 OR NOT archived) ORDER BY id LIMIT $5",
+        states, filter.name(), filter.owner(), include_archived, kMaxBulkExperiments + 1);
+    for (const auto& row : r) ids.push_back(row[0].as<int64_t>());
+    return Status::Ok();
+  });
+  if (!st.ok()) return st;
+  if (static_cast<int>(ids.size()) > kMaxBulkExperiments) {
+    return InvalidArgument("filter: selects more than " + std::to_string(kMaxBulkExperiments) +
+                           " experiments; narrow it");
+  }
+  return ids;
+}
+
+Result<v1::BulkExperimentActionResponse> ApiHandlers::BulkExperimentAction(
+    BulkAction action, const v1::BulkExperimentActionRequest& r) {
+  if (!r.ids().empty() && r.has_filter()) return InvalidArgument("ids and filter: give one of them, not both");
+  if (r.ids().empty() && !r.has_filter()) {
+    return InvalidArgument(std::string("ids or filter: name the experiments to ") + ActionName(action));
+  }
+  if (r.ids_size() > kMaxBulkExperiments) {
+    return InvalidArgument("ids: " + std::to_string(r.ids_size()) + " ids; at most " +
+                           std::to_string(kMaxBulkExperiments) + " per request");
+  }
+  std::vector<int64_t> ids;
+  if (r.has_filter()) {
+    const bool archived = action == BulkAction::kUnarchive || r.filter().include_archived();
+    SF_ASSIGN_OR_RETURN(ids, SelectExperiments(r.filter(), archived));
+  } else {
+    std::set<int64_t> seen;
+    for (int64_t id : r.ids()) {
+      if (seen.insert(id).second) ids.push_back(id);
+    }
+  }
+  v1::BulkExperimentActionResponse out;
+  for (int64_t id : ids) {
+    Status st;
+    switch (action) {
+      case BulkAction::kKill: st = cluster_->KillExperiment(id); break;
+      case BulkAction::kPause: st = cluster_->PauseExperiment(id); break;
+      case BulkAction::kActivate: st = cluster_->ActivateExperiment(id); break;
+      case BulkAction::kArchive: st = cluster_->ArchiveExperiment(id); break;
+      case BulkAction::kUnarchive: st = cluster_->UnarchiveExperiment(id); break;
+      case BulkAction::kDelete: st = cluster_->DeleteExperiment(id); break;
+    }
+    v1::BulkExperimentActionResult* result = out.add_results();
+    result->set_id(id);
+    result->set_ok(st.ok());
+    if (!st.ok()) {
+      result->set_code(static_cast<int32_t>(ToGrpc(st).error_code()));
+      result->set_error(st.message());
+    }
+    if (action != BulkAction::kDelete || !st.ok()) {
+      auto row = store_->GetExperiment(id);
+      if (row.ok() && row->has_value()) result->set_state((*row)->state());
+    }
+  }
+  return out;
+}
+
+}  // namespace sf::master
