@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Load on a real local cluster: wrk against GET /api/v1/experiments (with 200 experiments
-# stored), then metric ingestion from many simulated trainers over TrialLink. Prints requests/s,
-# latency percentiles and metric rows/s, then the PostgreSQL ceiling for the same rows (COPY and
-# multi-row INSERT straight into the database) and the master/COPY ratio. Everything runs on
-# loopback and stops by itself.
+# stored), the same route at a fixed 1,000 requests/s alone and during ingestion
+# (bench/http_paced_load.cc), then metric ingestion from many simulated trainers over
+# TrialLink. Prints requests/s, latency percentiles and metric rows/s, then the PostgreSQL
+# ceiling for the same rows (COPY and multi-row INSERT straight into the database) and the
+# master/COPY ratio. Everything runs on loopback and stops by itself.
 #
 #   bench/api_load.sh [BUILD_DIR]        (default: build; needs wrk, from deploy/install-deps.sh)
 set -euo pipefail
@@ -45,10 +46,50 @@ wrk -t2 -c32 -d10s --latency "$URL/api/v1/experiments" | grep -E "Requests/sec|L
 kill "$INGEST_PID" 2>/dev/null || true
 wait "$INGEST_PID" 2>/dev/null || true
 INGEST_PID=
+# The target's form: a fixed offered rate (open loop; latency from each request's due time), alone
+# and while trainers report, first at a fixed 20,000 rows/s (64 trainers, 10 rows per call), then
+# flat out.
+paced() { { "$BUILD/bench/http_paced_load_bench" 127.0.0.1 "$HTTP" /api/v1/experiments 1000 10 32 || true; } \
+            | grep -E "achieved|p50|p99_ms|max|non_200|errors"; }
+echo "== GET /api/v1/experiments at a fixed 1,000 requests/s (32 connections, 10 s)"
+paced
+echo "== the same while 64 simulated trainers report 20,000 rows/s (10 rows per call, paced)"
+"$BUILD/bench/metric_ingest_bench" "127.0.0.1:$GRPC" 129 64 1000000 10 --rows-per-second 20000 >/dev/null 2>&1 &
+INGEST_PID=$!
+sleep 1
+paced
+kill "$INGEST_PID" 2>/dev/null || true
+wait "$INGEST_PID" 2>/dev/null || true
+echo "== the same while 64 simulated trainers report as fast as they can (10 rows per call)"
+"$BUILD/bench/metric_ingest_bench" "127.0.0.1:$GRPC" 129 64 1000000 10 >/dev/null 2>&1 &
+INGEST_PID=$!
+sleep 1
+paced
+kill "$INGEST_PID" 2>/dev/null || true
+wait "$INGEST_PID" 2>/dev/null || true
+INGEST_PID=
+# CPU time (clock ticks, utime + stime) of the master and of the PostgreSQL server (postmaster and
+# its backends) while a command runs, per 1,000 rows: on two shared cores the rates above are
+# bounded by the CPU every party needs, and these say how much of it is the master's.
+TICK=$(getconf CLK_TCK)
+MASTER_PID=$(cat "$DIR/master.pid")
+PG_PID=$(head -1 "$DIR/postgres/data/postmaster.pid")
+ticks() { local t=0 p; for p in "$@"; do [ -r "/proc/$p/stat" ] && t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo $t; }
+pg_ticks() { ticks "$PG_PID" $(pgrep -P "$PG_PID"); }
+with_cpu() {  # ROWS COMMAND...: runs it and prints master/PostgreSQL CPU per 1,000 rows
+  local rows=$1; shift
+  local m0 p0 m1 p1
+  m0=$(ticks "$MASTER_PID"); p0=$(pg_ticks)
+  "$@"
+  m1=$(ticks "$MASTER_PID"); p1=$(pg_ticks)
+  awk -v m=$((m1 - m0)) -v p=$((p1 - p0)) -v hz="$TICK" -v rows="$rows" 'BEGIN {
+    printf "master_cpu_ms_per_1000_rows: %.1f\npostgres_cpu_ms_per_1000_rows: %.1f\nmaster_bound_rows_per_second_per_core: %.0f\n",
+      1000 * m / hz / rows * 1000, 1000 * p / hz / rows * 1000, (m > 0 ? rows * hz / m : 0) }'
+}
 echo "== metric ingestion: 64 simulated trainers x 500 reports, 1 row per call"
-"$BUILD/bench/metric_ingest_bench" "127.0.0.1:$GRPC" 1 64 500 1 | tee "$DIR/ingest1.txt"
+with_cpu 32000 "$BUILD/bench/metric_ingest_bench" "127.0.0.1:$GRPC" 1 64 500 1 | tee "$DIR/ingest1.txt"
 echo "== metric ingestion: 64 simulated trainers x 2000 rows, 10 rows per call"
-"$BUILD/bench/metric_ingest_bench" "127.0.0.1:$GRPC" 65 64 2000 10 | tee "$DIR/ingest10.txt"
+with_cpu 128000 "$BUILD/bench/metric_ingest_bench" "127.0.0.1:$GRPC" 65 64 2000 10 | tee "$DIR/ingest10.txt"
 # The PostgreSQL ceiling: the same 128,000 rows straight into the master's database (a scratch
 # copy of its metrics table), by COPY, by multi-row INSERT and by the master's own statement
 # (jsonb_to_recordset, 64 trainers x 10 rows per transaction), each batch its own transaction.

@@ -2,10 +2,14 @@
 // as fast as they can; prints rows/s and per-call latency percentiles.
 //
 //   metric_ingest MASTER_GRPC_ADDRESS FIRST_TRIAL_ID TRIALS REPORTS_PER_TRIAL [ROWS_PER_CALL]
+//                 [--rows-per-second R]
 //
 // Each simulated trainer owns one trial and reports steps 1, 2, 3, ... (ROWS_PER_CALL rows per
-// call, as a trainer batches its reports), so every row is new and stored.
+// call, as a trainer batches its reports), so every row is new and stored. With
+// --rows-per-second the trainers together offer R rows/s (each paces its calls; a call that
+// comes back late is followed at once by the next due one) instead of calling back to back.
 #include <grpcpp/grpcpp.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -30,7 +34,12 @@ int main(int argc, char** argv) {
   app.add_option("TRIALS", trials, "simulated trainers, one thread and trial each")->required()->check(sf::cmdline::AtLeast(1));
   app.add_option("REPORTS", reports, "rows each trainer reports")->required()->check(sf::cmdline::AtLeast(1));
   app.add_option("ROWS_PER_CALL", per_call, "rows per ReportMetrics call")->check(sf::cmdline::AtLeast(1));
+  double rows_per_second = 0;
+  app.add_option("--rows-per-second", rows_per_second, "offer this many rows/s in total (default: as fast as possible)")
+      ->check(CLI::Range(1.0, 1e9));
   if (auto exit_code = sf::cmdline::Parse(app, argc, argv)) return *exit_code;
+  // Per trainer: one call every `call_interval` (zero: back to back).
+  const std::chrono::duration<double> call_interval(rows_per_second > 0 ? per_call * trials / rows_per_second : 0.0);
   std::vector<std::vector<double>> latencies(trials);
   std::atomic<int> failures{0};
   auto start = std::chrono::steady_clock::now();
@@ -38,7 +47,11 @@ int main(int argc, char** argv) {
   for (int t = 0; t < trials; ++t) {
     threads.emplace_back([&, t] {
       auto stub = steadfast::v1::TrialLink::NewStub(grpc::CreateChannel(master, grpc::InsecureChannelCredentials()));
-      for (int r = 0; r < reports; r += per_call) {
+      for (int r = 0, call = 0; r < reports; r += per_call, ++call) {
+        if (call_interval.count() > 0) {
+          std::this_thread::sleep_until(
+              start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(call_interval * call));
+        }
         steadfast::v1::ReportMetricsRequest req;
         req.mutable_who()->set_trial_id(first + t);
         for (int k = 0; k < per_call && r + k < reports; ++k) {
@@ -62,9 +75,13 @@ int main(int argc, char** argv) {
   for (auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
   std::sort(all.begin(), all.end());
   auto pct = [&](double p) { return all.empty() ? 0.0 : all[std::min(all.size() - 1, size_t(p * all.size()))]; };
+  rusage self{};
+  getrusage(RUSAGE_SELF, &self);
+  const double client_cpu = static_cast<double>(self.ru_utime.tv_sec + self.ru_stime.tv_sec) +
+                            static_cast<double>(self.ru_utime.tv_usec + self.ru_stime.tv_usec) / 1e6;
   std::printf("trainers: %d\nrows: %lld\nrows_per_call: %d\nseconds: %.2f\nrows_per_second: %.0f\n"
-              "call_p50_ms: %.2f\ncall_p99_ms: %.2f\nfailed_calls: %d\n",
+              "call_p50_ms: %.2f\ncall_p99_ms: %.2f\nfailed_calls: %d\nclient_cpu_ms_per_1000_rows: %.1f\n",
               trials, static_cast<long long>(trials) * reports, per_call, seconds, trials * reports / seconds, pct(0.5),
-              pct(0.99), failures.load());
+              pct(0.99), failures.load(), 1000.0 * client_cpu / (static_cast<double>(trials) * reports) * 1000.0);
   return failures.load() == 0 ? 0 : 1;
 }
