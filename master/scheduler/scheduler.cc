@@ -255,7 +255,7 @@ void Scheduler::SetPoolMode(const std::string& pool, SchedulingMode mode) { mode
 
 SchedulingMode Scheduler::PoolMode(const std::string& pool) const {
   auto it = modes_.find(pool);
-  return it == modes_.end() ? SchedulingMode::kPriority : it->second;
+  return it == modes_.end() ? default_mode_ : it->second;
 }
 
 int Scheduler::UsedByExperiment(int64_t experiment_id) const {
@@ -572,8 +572,11 @@ std::vector<Preemption> Scheduler::PreemptForFairShare(const std::string& pool, 
       used[r.experiment_id] += r.slots;
       continue;
     }
-    // Take from the experiment furthest above its share, newest first, only allocations whose
-    // experiment stays at or above its share without them.
+    // Take from the experiment furthest above its share, newest first: allocations whose
+    // experiment stays at or above its share without them, or — when this experiment is short
+    // of its share by a whole gang or more — of any experiment above its share (which then
+    // ends less than one of its own gangs below it).
+    const bool starved = used[r.experiment_id] + r.slots <= share_of(r.experiment_id);
     std::vector<Preemption> picked;
     std::map<int64_t, int> after = used;
     int gained = 0;
@@ -585,7 +588,7 @@ std::vector<Preemption> Scheduler::PreemptForFairShare(const std::string& pool, 
         const int g = static_cast<int>(run.slots.size());
         if (run.request.resource_pool != pool || e == r.experiment_id || run.stopping ||
             chosen.count(id) || now - run.started < min_run_seconds_ ||
-            after[e] - g < share_of(e)) {
+            (after[e] - g < share_of(e) && !(starved && after[e] > share_of(e)))) {
           continue;
         }
         const double excess = after[e] - share_of(e);
