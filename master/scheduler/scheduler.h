@@ -139,8 +139,9 @@ class Scheduler {
   // FailedPrecondition for taken slots, InvalidArgument for the rest) and nothing changes.
   Status Adopt(const AllocationRequest& request, const std::vector<SlotRef>& slots);
 
-  // The pool's mode (default: priority for every pool, also ones no agent has yet).
+  // The pool's mode; pools never named get the default mode (priority unless set).
   void SetPoolMode(const std::string& pool, SchedulingMode mode);
+  void SetDefaultPoolMode(SchedulingMode mode) { default_mode_ = mode; }
   SchedulingMode PoolMode(const std::string& pool) const;
   // Allocations that have run less than this are never preempted (default 0).
   void SetMinRunSeconds(double seconds) { min_run_seconds_ = seconds; }
@@ -235,6 +236,7 @@ class Scheduler {
   std::map<std::string, QueueKey> queued_ids_;
   std::map<std::string, Running> running_;
   std::map<std::string, SchedulingMode> modes_;
+  SchedulingMode default_mode_ = SchedulingMode::kPriority;
   double min_run_seconds_ = 0;
   // Trials whose allocation Preempt() stopped, and for whom: until they run again.
   std::map<int64_t, int64_t> preempted_by_;
