@@ -104,8 +104,9 @@ int main(int argc, char** argv) {
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 4000);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
-  // TrialLink handlers block until their metric rows are committed (group commit), so dozens run
-  // at once; keep that many threads instead of starting one per call (gRPC's default keeps 2).
+  // Sync handlers that wait (GetNextOperation's long poll, Rendezvous, AgentLink streams, API
+  // calls) run dozens at once; keep that many threads instead of starting one per call (gRPC's
+  // default keeps 2). ReportMetrics is a callback method and holds no thread while it waits.
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 256);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || grpc_port == 0) {

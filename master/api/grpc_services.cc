@@ -319,9 +319,12 @@ grpc::Status TrialLinkGrpcService::GetNextOperation(grpc::ServerContext*, const 
   *out = std::move(res).value();
   return grpc::Status::OK;
 }
-grpc::Status TrialLinkGrpcService::ReportMetrics(grpc::ServerContext*, const v1::ReportMetricsRequest* r,
-                                                 v1::ReportMetricsResponse*) {
-  return ToGrpc(cluster_->ReportMetrics(*r));
+grpc::ServerUnaryReactor* TrialLinkGrpcService::ReportMetrics(grpc::CallbackServerContext* context,
+                                                               const v1::ReportMetricsRequest* r,
+                                                               v1::ReportMetricsResponse*) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  cluster_->ReportMetricsAsync(*r, [reactor](Status st) { reactor->Finish(ToGrpc(st)); });
+  return reactor;
 }
 grpc::Status TrialLinkGrpcService::CompleteOperation(grpc::ServerContext*, const v1::CompleteOperationRequest* r,
                                                      v1::CompleteOperationResponse*) {

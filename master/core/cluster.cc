@@ -838,6 +838,25 @@ Result<v1::GetNextOperationResponse> Cluster::NextOperation(const v1::TrialIdent
 }
 
 Status Cluster::ReportMetrics(const v1::ReportMetricsRequest& request) {
+  SF_ASSIGN_OR_RETURN(MetricBatch batch, MetricBatchFor(request));
+  SF_RETURN_IF_ERROR(metric_writer_.Write(std::move(batch)));
+  changed_.notify_all();
+  return Status::Ok();
+}
+
+void Cluster::ReportMetricsAsync(const v1::ReportMetricsRequest& request, std::function<void(Status)> done) {
+  Result<MetricBatch> batch = MetricBatchFor(request);
+  if (!batch.ok()) {
+    done(batch.status());
+    return;
+  }
+  metric_writer_.WriteAsync(std::move(batch).value(), [this, done = std::move(done)](Status st) {
+    if (st.ok()) changed_.notify_all();
+    done(std::move(st));
+  });
+}
+
+Result<MetricBatch> Cluster::MetricBatchFor(const v1::ReportMetricsRequest& request) {
   MetricBatch batch{0, 0, {request.reports().begin(), request.reports().end()}};
   for (const auto& m : batch.rows) {
     if (m.kind() != "training" && m.kind() != "validation") {
@@ -857,9 +876,7 @@ Status Cluster::ReportMetrics(const v1::ReportMetricsRequest& request) {
     batch.trial_id = t->id;
     batch.total_batches = t->total_batches;
   }
-  SF_RETURN_IF_ERROR(metric_writer_.Write(std::move(batch)));
-  changed_.notify_all();
-  return Status::Ok();
+  return batch;
 }
 
 Status Cluster::CompleteOperation(const v1::CompleteOperationRequest& request) {

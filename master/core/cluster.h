@@ -112,6 +112,9 @@ class Cluster {
   Result<steadfast::v1::GetNextOperationResponse> NextOperation(
       const steadfast::v1::TrialIdentity& who, std::chrono::milliseconds wait);
   Status ReportMetrics(const steadfast::v1::ReportMetricsRequest& request);
+  // The same without blocking the caller: `done` gets the status once the rows are committed
+  // (or refused), on the metric writer's thread (TrialLink's callback handler answers there).
+  void ReportMetricsAsync(const steadfast::v1::ReportMetricsRequest& request, std::function<void(Status)> done);
   Status CompleteOperation(const steadfast::v1::CompleteOperationRequest& request);
   Status ReportCheckpoint(const steadfast::v1::ReportCheckpointRequest& request);
   Result<steadfast::v1::ShouldStopResponse> ShouldStop(const steadfast::v1::ShouldStopRequest& request);
@@ -184,6 +187,9 @@ class Cluster {
   void MaybeFinishExperimentLocked(Experiment& e);
   Trial* FindTrialLocked(int64_t trial_id);
   Result<Trial*> CheckIdentityLocked(const steadfast::v1::TrialIdentity& who);
+  // Checks a metric report (kinds, caller's identity) and raises the trial's in-memory total;
+  // takes mu_ briefly. The rows, ready for the MetricWriter.
+  Result<MetricBatch> MetricBatchFor(const steadfast::v1::ReportMetricsRequest& request);
   std::string CheckpointDirLocked(const Experiment& e, const Trial& t) const;
   void HousekeepingLoop();
   Status NotLive(int64_t id, const std::string& verb);

@@ -6,7 +6,9 @@
 // - Thread-safe. Submit may be called from any number of threads; one background thread (owned
 //   here) calls `flush`, never concurrently with itself, in submission order.
 // - Submit returns only after the flush that carried its item has returned; it returns that
-//   flush's status. An error means none of the caller's items may be assumed written (a flush is
+//   flush's status. SubmitAsync instead returns once the item is queued and later calls its
+//   `done` with that status, on the writer thread, after the flush and outside the queue's lock
+//   (so a gRPC callback handler answers from there and no thread waits per call). An error means none of the caller's items may be assumed written (a flush is
 //   one transaction). When a group fails with kUnavailable (the database is unreachable) every
 //   caller in it gets that error at once; any other error may come from one caller's data (a
 //   value the database refuses), so each item of the group is then flushed alone and each caller
@@ -69,19 +71,23 @@ class GroupCommitQueue {
   GroupCommitQueue& operator=(const GroupCommitQueue&) = delete;
 
   Status Submit(Item item) {
-    size_t units = std::max<size_t>(1, units_(item));
     auto ticket = std::make_shared<Ticket>();
     std::unique_lock<std::mutex> lock(mu_);
-    space_.wait(lock, [&] {
-      return stopping_ || queued_units_ == 0 || queued_units_ + units <= options_.max_queued_units;
-    });
-    if (stopping_) return Unavailable("the writer is shutting down");
-    queue_.push_back(Entry{std::move(item), units, ticket});
-    queued_units_ += units;
-    stats_.submitted++;
-    work_.notify_one();
+    if (!EnqueueLocked(lock, std::move(item), ticket)) return Unavailable("the writer is shutting down");
     ticket->done_cv.wait(lock, [&] { return ticket->done; });
     return ticket->status;
+  }
+
+  // Queues `item` (waiting for room like Submit) and returns; `done` gets the flush's status
+  // later, on the writer thread. After Stop, `done` is called at once with kUnavailable.
+  void SubmitAsync(Item item, std::function<void(Status)> done) {
+    auto ticket = std::make_shared<Ticket>();
+    ticket->on_done = std::move(done);
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!EnqueueLocked(lock, std::move(item), ticket)) {
+      lock.unlock();
+      ticket->on_done(Unavailable("the writer is shutting down"));
+    }
   }
 
   // Writes what is queued and stops the writer thread. Idempotent.
@@ -104,11 +110,27 @@ class GroupCommitQueue {
 
  private:
   // One per Submit; its own condition variable, so a flush wakes exactly the callers it wrote.
+  // A SubmitAsync ticket has `on_done` instead, called by the writer.
   struct Ticket {
     bool done = false;
     Status status;
     std::condition_variable done_cv;
+    std::function<void(Status)> on_done;
   };
+
+  // Waits for room, then queues; false (nothing queued) when stopping.
+  bool EnqueueLocked(std::unique_lock<std::mutex>& lock, Item item, std::shared_ptr<Ticket> ticket) {
+    size_t units = std::max<size_t>(1, units_(item));
+    space_.wait(lock, [&] {
+      return stopping_ || queued_units_ == 0 || queued_units_ + units <= options_.max_queued_units;
+    });
+    if (stopping_) return false;
+    queue_.push_back(Entry{std::move(item), units, std::move(ticket)});
+    queued_units_ += units;
+    stats_.submitted++;
+    work_.notify_one();
+    return true;
+  }
   struct Entry {
     Item item;
     size_t units;
@@ -158,10 +180,22 @@ class GroupCommitQueue {
       stats_.failed_flushes += failed;
       stats_.largest_group =
           std::max<int64_t>(stats_.largest_group, static_cast<int64_t>(tickets.size()));
+      bool callbacks = false;
       for (size_t i = 0; i < tickets.size(); ++i) {
         tickets[i]->done = true;
         tickets[i]->status = statuses[i];
-        tickets[i]->done_cv.notify_one();
+        if (tickets[i]->on_done) {
+          callbacks = true;
+        } else {
+          tickets[i]->done_cv.notify_one();
+        }
+      }
+      if (callbacks) {
+        lock.unlock();
+        for (size_t i = 0; i < tickets.size(); ++i) {
+          if (tickets[i]->on_done) tickets[i]->on_done(statuses[i]);
+        }
+        lock.lock();
       }
     }
   }

@@ -19,6 +19,10 @@ MetricWriter::~MetricWriter() { queue_.Stop(); }
 
 Status MetricWriter::Write(MetricBatch batch) { return queue_.Submit(std::move(batch)); }
 
+void MetricWriter::WriteAsync(MetricBatch batch, std::function<void(Status)> done) {
+  queue_.SubmitAsync(std::move(batch), std::move(done));
+}
+
 Status MetricWriter::Flush(std::vector<MetricBatch>& batches) {
   // The rows of every batch travel as one JSON array parameter (one statement, however many
   // rows); the trials' totals as another, highest per trial, in id order.

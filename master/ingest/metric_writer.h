@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "master/db/database.h"
@@ -51,6 +52,10 @@ class MetricWriter {
 
   // Blocks until the batch is committed (OK) or its group failed (the error).
   Status Write(MetricBatch batch);
+  // The same without a waiting thread: returns once queued (after waiting for room when the
+  // queue is full); `done` gets the status on the writer thread. It must not block for long:
+  // the next group waits for it.
+  void WriteAsync(MetricBatch batch, std::function<void(Status)> done);
   GroupCommitStats stats() const { return queue_.stats(); }
 
  private:

@@ -10,6 +10,9 @@
 
 #include <atomic>
 #include <map>
+#include <mutex>
+#include <future>
+#include <condition_variable>
 #include <thread>
 
 #include "master/db/store.h"
@@ -196,6 +199,78 @@ TEST_F(IngestTest, QueuedCallersShareOneTransaction) {
   EXPECT_EQ(Scalar("SELECT count(*) FROM metrics"), 1 + 31 * 2);
 }
 
+// WriteAsync (TrialLink's callback handler): the call returns before the commit; `done` runs once
+// the rows are visible to another connection, one group carries the queued reports, a report the
+// database refuses fails only its own callback, and after Stop the callback hears Unavailable.
+TEST_F(IngestTest, WriteAsyncAnswersAfterTheCommitWithoutAWaitingThread) {
+  auto writer = std::make_unique<MetricWriter>(db_.get());
+  TableLock lock(connection_string(), "metrics");
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<int, Status> done;
+  std::map<int, int64_t> visible_at_done;
+  auto write = [&](int i, MetricBatch batch) {
+    writer->WriteAsync(std::move(batch), [&, i](Status st) {
+      // Rows must already be visible elsewhere when the answer goes out.
+      int64_t visible = -1;
+      if (st.ok()) {
+        pqxx::connection c(connection_string());
+        pqxx::work tx(c);
+        visible = tx.exec1("SELECT count(*) FROM metrics WHERE batches = " + std::to_string(1000 + i))[0].as<int64_t>();
+      }
+      std::lock_guard<std::mutex> g(mu);
+      done[i] = st;
+      visible_at_done[i] = visible;
+      cv.notify_all();
+    });
+  };
+  write(0, Rows(trials_[0], 1000, 1));
+  ASSERT_TRUE(Eventually([&] { return writer->stats().submitted == 1 && writer->stats().queued == 0; }));
+  for (int i = 1; i < 16; ++i) {
+    MetricBatch b = Rows(trials_[i % 4], 1000 + i, 1);
+    if (i == 7) (*b.rows[0].mutable_values()->mutable_fields())["note"].set_string_value(std::string("a\0b", 3));
+    write(i, std::move(b));  // returns at once: nothing can be written while the table is locked
+  }
+  EXPECT_EQ(writer->stats().queued, 15);
+  {
+    std::lock_guard<std::mutex> g(mu);
+    EXPECT_TRUE(done.empty());
+  }
+  lock.Release();
+  {
+    std::unique_lock<std::mutex> g(mu);
+    ASSERT_TRUE(cv.wait_for(g, 30s, [&] { return done.size() == 16; }));
+  }
+  for (int i = 0; i < 16; ++i) {
+    if (i == 7) {
+      EXPECT_EQ(done[i].code(), StatusCode::kInternal) << done[i].ToString();
+      continue;
+    }
+    EXPECT_TRUE(done[i].ok()) << i << ": " << done[i].ToString();
+    EXPECT_EQ(visible_at_done[i], 1) << "report " << i << " answered before its row was visible";
+  }
+  EXPECT_EQ(writer->stats().largest_group, 15);
+}
+
+// A queue that has stopped answers SubmitAsync at once, through the callback, with Unavailable.
+TEST(GroupCommitQueueTest, SubmitAsyncAfterStopIsRefusedThroughTheCallback) {
+  std::vector<int> written;
+  GroupCommitQueue<int> queue(
+      [&](std::vector<int>& items) {
+        written.insert(written.end(), items.begin(), items.end());
+        return Status::Ok();
+      },
+      [](const int&) { return size_t{1}; }, GroupCommitOptions{});
+  std::promise<Status> first;
+  queue.SubmitAsync(1, [&](Status st) { first.set_value(st); });
+  EXPECT_TRUE(first.get_future().get().ok());
+  queue.Stop();
+  std::promise<Status> late;
+  queue.SubmitAsync(2, [&](Status st) { late.set_value(st); });
+  EXPECT_EQ(late.get_future().get().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(written, std::vector<int>{1});
+}
+
 TEST_F(IngestTest, FailedTransactionFailsEveryCallerOfItsGroupAndRetrySucceeds) {
   MetricWriter writer(db_.get());
   std::vector<Status> results(16);
@@ -270,7 +345,9 @@ TEST_F(IngestTest, UnreachableDatabaseIsAnErrorNotACrashAndTheWriterRecovers) {
     pqxx::nontransaction tx(c);
     tx.exec(sql);
   };
-  // Refuse new connections, then cut the pool's: the reconnect fails too.
+  // Refuse new connections, then cut the pool's: the reconnect fails too (for longer than the
+  // database's reconnect patience, shortened here from the master's 60 s).
+  db_->SetReconnectPatience(std::chrono::milliseconds(300));
   admin("ALTER DATABASE \"" + dbname + "\" ALLOW_CONNECTIONS false");
   admin("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '" + dbname +
         "' AND pid <> pg_backend_pid()");
