@@ -68,6 +68,10 @@ int main(int argc, char** argv) {
   options.checkpoint_root = config->checkpoint_root;
   options.trial_link_address = config->advertised_address;
   options.agent_reconnect_grace = std::chrono::seconds(config->agent_reconnect_grace_seconds);
+  options.default_scheduler = config->scheduler;
+  options.pool_schedulers = config->pool_schedulers;
+  options.preemption_grace = std::chrono::seconds(config->preemption_grace_seconds);
+  options.min_run = std::chrono::seconds(config->min_run_seconds);
   Cluster cluster(&store, options);
   Status recovered = cluster.Recover();
   if (!recovered.ok()) {

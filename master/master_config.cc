@@ -41,6 +41,40 @@ Status WholeNumberIn(const std::string& key, const std::string& v, int lo, int h
 std::string Text(const std::string& v) { return v; }
 std::string Text(int v) { return std::to_string(v); }
 
+Status ParseSchedulingMode(const std::string& key, const std::string& v, SchedulingMode& out) {
+  auto mode = SchedulingModeFromName(v);
+  if (!mode) return InvalidArgument(key + ": \"" + v + "\" must be priority or fair_share");
+  out = *mode;
+  return Status::Ok();
+}
+
+// "gpu=fair_share,cpu=priority" (an empty value: none).
+Status ParsePoolSchedulers(const std::string& v, std::map<std::string, SchedulingMode>& out) {
+  std::map<std::string, SchedulingMode> pools;
+  size_t start = 0;
+  while (start < v.size()) {
+    size_t comma = v.find(',', start);
+    if (comma == std::string::npos) comma = v.size();
+    const std::string entry = v.substr(start, comma - start);
+    start = comma + 1;
+    if (entry.empty()) continue;
+    const size_t eq = entry.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return InvalidArgument("pool_schedulers: \"" + entry + "\" must be POOL=priority or POOL=fair_share");
+    }
+    SF_RETURN_IF_ERROR(ParseSchedulingMode("pool_schedulers: " + entry.substr(0, eq), entry.substr(eq + 1),
+                                           pools[entry.substr(0, eq)]));
+  }
+  out = std::move(pools);
+  return Status::Ok();
+}
+
+std::string PoolSchedulersText(const std::map<std::string, SchedulingMode>& pools) {
+  std::string out;
+  for (const auto& [pool, mode] : pools) out += (out.empty() ? "" : ",") + pool + "=" + SchedulingModeName(mode);
+  return out;
+}
+
 // One entry per setting: its check-and-store, and what --help shows (the kind of value, a line
 // of description, the default). Every entry gets a flag, a config-file key and its checks.
 struct Setting {
@@ -119,6 +153,21 @@ const std::map<std::string, Setting>& Settings() {
         },
         "N", "an HTTP request (or the wait for the next one) must arrive, and a response be taken, within this",
         [](const C& c) { return Text(c.http_read_timeout_seconds); }}},
+      {"scheduler", {[](C& c, V v) { return ParseSchedulingMode("scheduler", v, c.scheduler); }, "MODE",
+                     "priority | fair_share: how every pool not in pool_schedulers shares its slots",
+                     [](const C& c) { return Text(SchedulingModeName(c.scheduler)); }}},
+      {"pool_schedulers", {[](C& c, V v) { return ParsePoolSchedulers(v, c.pool_schedulers); }, "POOL=MODE,...",
+                           "the scheduler mode of named pools (e.g. gpu=fair_share,cpu=priority)",
+                           [](const C& c) { return PoolSchedulersText(c.pool_schedulers); }}},
+      {"preemption_grace_seconds",
+       {[](C& c, V v) {
+          return WholeNumberIn("preemption_grace_seconds", v, 1, 86400, "seconds", c.preemption_grace_seconds);
+        },
+        "N", "a preempted trial that has not checkpointed and stopped after this is killed",
+        [](const C& c) { return Text(c.preemption_grace_seconds); }}},
+      {"min_run_seconds",
+       {[](C& c, V v) { return WholeNumberIn("min_run_seconds", v, 0, 86400, "seconds", c.min_run_seconds); }, "N",
+        "a trial that has run less than this is not preempted", [](const C& c) { return Text(c.min_run_seconds); }}},
       {"http_max_streams",
        {[](C& c, V v) { return WholeNumberIn("http_max_streams", v, 0, 65535, "streams", c.http_max_streams); }, "N",
         "concurrent log follows (server-sent events), one thread each; one more gets 503",

@@ -2,10 +2,12 @@
 // flags, each overriding the one before. Unknown keys and bad values are errors naming the key.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
+#include "master/scheduler/scheduler.h"
 
 namespace sf::master {
 
@@ -28,6 +30,13 @@ struct MasterConfig {
   int http_max_connections = 512;      // open connections; beyond: 503 with Retry-After
   int http_read_timeout_seconds = 30;  // a request must arrive, a response be taken, within this
   int http_max_streams = 64;           // concurrent log follows (SSE), one thread each
+  // Scheduling (docs/scheduling.md): the mode of every pool not named in pool_schedulers, the
+  // per-pool modes, how long a preempted trial may take to checkpoint and stop before it is
+  // killed, and how long a trial runs before it may be preempted.
+  SchedulingMode scheduler = SchedulingMode::kPriority;
+  std::map<std::string, SchedulingMode> pool_schedulers;
+  int preemption_grace_seconds = 300;
+  int min_run_seconds = 60;
 };
 
 // Parses argv (without argv[0]) and the environment (SF_DB, SF_GRPC_PORT, SF_HTTP_PORT,

@@ -186,7 +186,8 @@ void ReadResources(ErrorSink& sink, const YAML::Node& node, const std::string& p
     int64_t s = 0;
     if (ReadInt(sink, *v, m.Child("max_slots"), s, 1)) out.max_slots = s;
   }
-  m.Finish({"slots_per_trial", "resource_pool", "priority", "max_slots"});
+  if (auto v = m.Take("weight")) ReadDouble(sink, *v, m.Child("weight"), out.weight, 0.0, 1e6, true);
+  m.Finish({"slots_per_trial", "resource_pool", "priority", "max_slots", "weight"});
   if (out.max_slots && *out.max_slots < out.slots_per_trial) {
     sink.Add(m.Child("max_slots"), node,
              std::to_string(*out.max_slots) + " is smaller than slots_per_trial " +

@@ -109,7 +109,8 @@ struct ResourcesConfig {
   int64_t slots_per_trial = 1;
   std::string resource_pool = "default";
   int64_t priority = 42;  // 1..99, lower runs first (Determined's priority scheduler)
-  std::optional<int64_t> max_slots;
+  std::optional<int64_t> max_slots;  // across all the experiment's running trials
+  double weight = 1.0;  // its share of a fair-share pool, relative to the others' (> 0)
 };
 
 struct SearcherConfig {

@@ -40,6 +40,11 @@ bool ParseTaskId(const std::string& task_id, std::string& allocation, int& rank)
 
 bool Better(double a, double b, bool smaller_is_better) { return smaller_is_better ? a < b : a > b; }
 
+// The scheduler's clock (it keeps none): seconds on the steady clock.
+double SchedulerNow() {
+  return std::chrono::duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
 std::vector<config::ConfigError> CheckDataFiles(const config::ExperimentConfig& c) {
   std::vector<config::ConfigError> errors;
   auto check = [&](const std::string& path, const std::string& file) {
@@ -65,7 +70,11 @@ std::vector<config::ConfigError> CheckDataFiles(const config::ExperimentConfig& 
 }  // namespace
 
 Cluster::Cluster(Store* store, ClusterOptions options)
-    : store_(store), options_(std::move(options)), metric_writer_(store->db()), log_writer_(store->db()) {}
+    : store_(store), options_(std::move(options)), metric_writer_(store->db()), log_writer_(store->db()) {
+  scheduler_.SetDefaultPoolMode(options_.default_scheduler);
+  for (const auto& [pool, mode] : options_.pool_schedulers) scheduler_.SetPoolMode(pool, mode);
+  scheduler_.SetMinRunSeconds(static_cast<double>(options_.min_run.count()));
+}
 
 Cluster::~Cluster() { Stop(); }
 
@@ -423,7 +432,7 @@ std::string Cluster::CheckpointDirLocked(const Experiment& e, const Trial& t) co
   return ExperimentCheckpointDir(e.config, options_.checkpoint_root, e.id) + "/trial-" + std::to_string(t.id);
 }
 
-void Cluster::SubmitLocked(Trial& t) {
+void Cluster::SubmitLocked(Trial& t, bool keep_place) {
   Experiment& e = experiments_[t.experiment_id];
   t.allocation_id = AllocationId(t.id, t.restarts, ++t.allocations);
   AllocationRequest req;
@@ -434,14 +443,22 @@ void Cluster::SubmitLocked(Trial& t) {
   req.slots = static_cast<int>(e.config.resources.slots_per_trial);
   req.priority = static_cast<int>(e.config.resources.priority);
   static int64_t submit_order = 0;
-  req.submit_order = ++submit_order;
+  if (!keep_place || t.submit_order == 0) t.submit_order = ++submit_order;
+  req.submit_order = t.submit_order;
   (void)store_->CreateAllocation(t.allocation_id, t.id, t.restarts);
   scheduler_.Submit(req);
+std::string Cluster::PendingReason(int64_t trial_id) {
+  std::lock_guard<std::mutex> lock(reasons_mu_);  // not mu_: list reads never wait on scheduling
+  auto it = pending_reasons_.find(trial_id);
+  return it == pending_reasons_.end() ? "" : it->second;
+}
+
   if (t.state != v1::TRIAL_STATE_QUEUED) SetTrialStateLocked(t, v1::TRIAL_STATE_QUEUED);
 }
 
 void Cluster::ScheduleLocked() {
-  for (const Assignment& a : scheduler_.Schedule()) {
+  const double now = SchedulerNow();
+  for (const Assignment& a : scheduler_.Schedule(now)) {
     Trial* found = nullptr;
     for (auto& [id, t] : trials_) {
       if (t.allocation_id == a.allocation_id) found = &t;
@@ -454,6 +471,8 @@ void Cluster::ScheduleLocked() {
   }
 }
 
+  req.max_slots = static_cast<int>(e.config.resources.max_slots.value_or(0));
+  req.weight = e.config.resources.weight;
 void Cluster::StartAllocationLocked(Trial& t, const Assignment& a) {
   Experiment& e = experiments_[t.experiment_id];
   t.allocated = true;
@@ -473,6 +492,26 @@ void Cluster::StartAllocationLocked(Trial& t, const Assignment& a) {
     auto ck = store_->GetCheckpoint(t.latest_checkpoint_uuid);
     if (ck.ok() && ck->has_value()) restore = (*ck)->path();
   }
+  for (const Preemption& p : scheduler_.Preempt(now)) {
+    Trial* t = FindTrialLocked(p.trial_id);
+    if (!t || t->allocation_id != p.allocation_id || !t->stop.empty()) continue;  // stopping anyway
+    t->stop = "preempt";  // the trainer checkpoints and exits at its next stop check
+    t->preempt_deadline = steady_clock::now() + options_.preemption_grace;
+    TrialUpdate u;
+    u.stop_requested = t->stop;
+    (void)store_->UpdateTrial(t->id, u);
+    log::Info("trial", {{"event", "preempt"}, {"id", std::to_string(t->id)}, {"allocation", p.allocation_id},
+                        {"for_trial", std::to_string(p.for_trial_id)}});
+  }
+  // Publish why each queued trial waits, for PendingReason().
+  std::map<int64_t, std::string> reasons;
+  for (const auto& [id, t] : trials_) {
+    if (t.state != v1::TRIAL_STATE_QUEUED) continue;
+    reasons[id] = t.allocation_id.empty() ? "waiting for the searcher's next operation"
+                                          : scheduler_.PendingReason(t.allocation_id);
+  }
+  std::lock_guard<std::mutex> lock(reasons_mu_);
+  pending_reasons_ = std::move(reasons);
   for (int rank = 0; rank < t.world_size; ++rank) {
     const SlotRef& slot = a.slots[rank];
     auto agent = agents_.find(slot.agent_id);
@@ -561,6 +600,16 @@ void Cluster::AllocationExitedLocked(Trial& t) {
         why += " rank " + std::to_string(rank) + "=" + std::to_string(code);
         if (code == -1 && t.rank_agent.count(rank)) why += " (agent " + t.rank_agent[rank] + " lost)";
       }
+  // A preemption ends with the run: the trial's next run starts with no stop request.
+  const bool preempted = t.stop == "preempt" && (success || t.preempt_killed);
+  if (t.stop == "preempt") {
+    t.stop.clear();
+    TrialUpdate u;
+    u.stop_requested = "";
+    (void)store_->UpdateTrial(t.id, u);
+  }
+  t.preempt_deadline.reset();
+  t.preempt_killed = false;
     }
     TrialFailedLocked(t, why);
   }
@@ -570,6 +619,14 @@ void Cluster::AllocationExitedLocked(Trial& t) {
 }
 
 void Cluster::TrialFailedLocked(Trial& t, const std::string& why) {
+  } else if (preempted) {
+    // Checkpointed and stopped for a trial of higher priority (or a fairer share): back to the
+    // queue, to resume from that checkpoint, as after a pause. Not a restart.
+    if (e.state == v1::EXPERIMENT_STATE_ACTIVE && t.target_length > t.completed_length) {
+      SubmitLocked(t, /*keep_place=*/true);
+    } else {
+      SetTrialStateLocked(t, e.state == v1::EXPERIMENT_STATE_PAUSED ? v1::TRIAL_STATE_PAUSED : v1::TRIAL_STATE_QUEUED);
+    }
   Experiment& e = experiments_[t.experiment_id];
   if (t.restarts < e.config.max_restarts && e.state != v1::EXPERIMENT_STATE_STOPPING_CANCELED) {
     t.restarts++;
@@ -919,7 +976,7 @@ Result<v1::ShouldStopResponse> Cluster::ShouldStop(const v1::ShouldStopRequest& 
   SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(request.who()));
   v1::ShouldStopResponse r;
   if (t->stop == "kill") r.set_action(v1::ShouldStopResponse::ACTION_STOP_NOW);
-  else if (t->stop == "pause") r.set_action(v1::ShouldStopResponse::ACTION_CHECKPOINT_AND_STOP);
+  else if (t->stop == "pause" || t->stop == "preempt") r.set_action(v1::ShouldStopResponse::ACTION_CHECKPOINT_AND_STOP);
   else r.set_action(v1::ShouldStopResponse::ACTION_CONTINUE);
   return r;
 }
@@ -1025,6 +1082,8 @@ void Cluster::HousekeepingLoop() {
     for (auto& [id, a] : agents_) {
       if (a.connected || !a.lost_since || now - *a.lost_since < options_.agent_reconnect_grace) continue;
       a.lost_since.reset();
+        // Preempted before the restart: the trainer is asked again; the grace period restarts.
+        if (t.stop == "preempt") t.preempt_deadline = steady_clock::now() + options_.preemption_grace;
       for (const std::string& allocation : scheduler_.RemoveAgent(id)) {
         for (auto& [tid, t] : trials_) {
           if (t.allocation_id != allocation || !t.allocated) continue;
@@ -1069,3 +1128,15 @@ void Cluster::HousekeepingLoop() {
 }
 
 }  // namespace sf::master
+    // Preempted trials that ignored the request past the grace period: killed; they resume
+    // from their latest checkpoint.
+    for (auto& [tid, t] : trials_) {
+      if (!t.preempt_deadline || now < *t.preempt_deadline || !t.allocated || t.stop != "preempt") continue;
+      t.preempt_deadline.reset();
+      t.preempt_killed = true;
+      log::Warn("trial", {{"event", "preempt_grace_expired"}, {"id", std::to_string(tid)},
+                          {"grace_seconds", std::to_string(options_.preemption_grace.count())}});
+      KillTrialTasksLocked(t);
+    }
+    // Trials that were too young to preempt may not be any more.
+    ScheduleLocked();

@@ -49,6 +49,13 @@ struct ClusterOptions {
   std::chrono::milliseconds kill_grace{10000};        // SIGTERM -> SIGKILL on agents
   bool check_data_files = true;                       // refuse configs naming unreadable files
 };
+  // Scheduling policy (master/scheduler/scheduler.h, docs/scheduling.md): each pool's mode
+  // (pools not named get default_scheduler), how long a preempted trial may take to checkpoint
+  // and stop before it is killed, and how long a trial runs before it may be preempted.
+  SchedulingMode default_scheduler = SchedulingMode::kPriority;
+  std::map<std::string, SchedulingMode> pool_schedulers;
+  std::chrono::seconds preemption_grace{300};
+  std::chrono::seconds min_run{60};
 
 // Counts for /metrics and GetMaster.
 struct ClusterStats {
@@ -101,6 +108,10 @@ class Cluster {
   void AgentConnected(const steadfast::v1::RegisterAgent& reg, std::shared_ptr<AgentConnection> conn);
   void AgentDisconnected(const std::string& agent_id, const AgentConnection* conn);
   void AgentHeartbeat(const std::string& agent_id);
+  // Why a queued trial waits, as the last scheduling pass computed it (Scheduler::PendingReason),
+  // or that it waits for its searcher; empty for a trial that was not queued then. Takes only
+  // a small lock of its own, never the coordinator's.
+  std::string PendingReason(int64_t trial_id);
   void TaskStateChanged(const std::string& agent_id, const steadfast::v1::TaskStateChange& change);
   // Stores the lines; returns once they are durable. With `delivery` (the AgentLink event that
   // carried them), a batch stored before is not stored again (LogWriter).
@@ -131,7 +142,11 @@ class Cluster {
     int64_t target_length = 0;     // operation in flight (0: none)
     int64_t completed_length = 0;  // last operation completed
     bool closing = false;          // the searcher closed it: finish after the current op
-    std::string stop;              // "", "pause", "kill"
+    std::string stop;              // "", "pause", "kill", "preempt"
+    // A preempted trial still running past this is killed (and resumes from its last checkpoint).
+    std::optional<std::chrono::steady_clock::time_point> preempt_deadline;
+    bool preempt_killed = false;
+    int64_t submit_order = 0;      // kept when a preempted trial is queued again
     std::string latest_checkpoint_uuid;
     std::string latest_checkpoint_path;
     std::optional<double> best_metric;
@@ -174,7 +189,10 @@ class Cluster {
   // All *Locked methods require mu_.
   void ApplyOpsLocked(Experiment& e, std::vector<SearcherOp> ops);
   void SaveSearcherLocked(Experiment& e);
-  void SubmitLocked(Trial& t);
+  // Queues the trial's next allocation; keep_place: with the submit order it had (a preempted
+  // trial keeps its place among its peers).
+  void SubmitLocked(Trial& t, bool keep_place = false);
+  // Starts what the scheduler places and asks the trials it preempts to checkpoint and stop.
   void ScheduleLocked();
   void StartAllocationLocked(Trial& t, const Assignment& a);
   void KillTrialTasksLocked(Trial& t);
@@ -208,6 +226,8 @@ class Cluster {
   // Metric reports and task logs go to PostgreSQL through these, outside mu_ (group commit).
   MetricWriter metric_writer_;
   LogWriter log_writer_;
+  std::mutex reasons_mu_;                            // guards pending_reasons_ only
+  std::map<int64_t, std::string> pending_reasons_;   // queued trial -> why, set by ScheduleLocked
 };
 
 // "EXPERIMENT_STATE_ACTIVE" etc. are terminal when COMPLETED, CANCELED or ERROR.

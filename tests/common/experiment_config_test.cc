@@ -91,7 +91,7 @@ TEST(ExperimentConfigTest, RandomBytesNeverCrash) {
 TEST(ExperimentConfigTest, ParsesTypedValues) {
   ParseResult r = ParseExperimentConfig(
       With({{"optimizations", "optimizations: {aggregation_frequency: 4, allreduce_dtype: bf16}"},
-            {"resources", "resources: {slots_per_trial: 2, priority: 10}"},
+            {"resources", "resources: {slots_per_trial: 2, priority: 10, max_slots: 6, weight: 2.5}"},
             {"min_validation_period", "min_validation_period: {epochs: 2}"},
             {"precision", "precision: fp16"}}));
   ASSERT_TRUE(r.ok()) << r.ErrorText();
@@ -101,6 +101,8 @@ TEST(ExperimentConfigTest, ParsesTypedValues) {
   EXPECT_EQ(c.optimizations.allreduce_dtype, Precision::kBf16);
   EXPECT_EQ(c.resources.slots_per_trial, 2);
   EXPECT_EQ(c.resources.priority, 10);
+  EXPECT_EQ(c.resources.max_slots, 6);
+  EXPECT_EQ(c.resources.weight, 2.5);
   ASSERT_TRUE(c.min_validation_period.has_value());
   EXPECT_EQ(c.min_validation_period->unit, Length::Unit::kEpochs);
   EXPECT_EQ(c.min_validation_period->value, 2);

@@ -166,6 +166,8 @@ std::vector<ConfigCase> ConfigCases() {
                {"hyperparameters.dropout"}, "hyperparameters.dropout: 1.0 must be < 1"});
   c.push_back({"priority_too_high", With({{"resources", "resources: {priority: 150}"}}),
                {"resources.priority"}, "resources.priority: 150 must be <= 99"});
+  c.push_back({"weight_zero", With({{"resources", "resources: {weight: 0}"}}),
+               {"resources.weight"}, "resources.weight: 0 must be > 0"});
   c.push_back({"length_zero",
                With({{"searcher", "searcher: {name: single, metric: bleu, max_length: {batches: 0}}"}}),
                {"searcher.max_length.batches"}});
