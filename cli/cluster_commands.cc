@@ -258,6 +258,12 @@ int DescribeExperiment(const Flags& f, Api& api) {
                     Str(t, "bestValidationMetric"), hp});
   }
   PrintTable({"TRIAL", "STATE", "BATCHES", "RESTARTS", "LATEST", "BEST", "HYPERPARAMETERS"}, rows);
+  // Why the queued ones wait (the scheduler's words), one line each under the table.
+  for (const Value& t : trials->Find("trials")->as_list()) {
+    if (!Str(t, "pendingReason").empty()) {
+      std::cout << "trial " << Str(t, "id") << " waits: " << Str(t, "pendingReason") << "\n";
+    }
+  }
   return kExitOk;
 }
 
@@ -376,7 +382,7 @@ int DescribeTrial(const Flags& f, Api& api) {
     return kExitOk;
   }
   const Value& t = *r->Find("trial");
-  for (const char* k : {"id", "experimentId", "state", "restarts", "totalBatches", "targetBatches",
+  for (const char* k : {"id", "experimentId", "state", "pendingReason", "restarts", "totalBatches", "targetBatches",
                         "latestValidationMetric", "bestValidationMetric", "latestCheckpointUuid",
                         "startTime", "endTime", "error"}) {
     std::cout << k << ": " << Str(t, k) << "\n";

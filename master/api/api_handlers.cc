@@ -116,7 +116,11 @@ Result<v1::GetExperimentTrialsResponse> ApiHandlers::GetExperimentTrials(const v
   auto trials = store_->ListTrials(r.experiment_id(), std::max(0, r.offset()), limit);
   if (!trials.ok()) return trials.status();
   v1::GetExperimentTrialsResponse out;
-  for (auto& t : *trials) *out.add_trials() = std::move(t);
+  for (auto& t : *trials) {
+    v1::Trial* row = out.add_trials();
+    *row = std::move(t);
+    if (row->state() == v1::TRIAL_STATE_QUEUED) row->set_pending_reason(cluster_->PendingReason(row->id()));
+  }
   auto* p = out.mutable_pagination();
   p->set_offset(std::max(0, r.offset()));
   p->set_limit(limit);
@@ -144,6 +148,9 @@ Result<v1::GetTrialResponse> ApiHandlers::GetTrial(const v1::GetTrialRequest& r)
   if (!t->has_value()) return NotFound("trial " + std::to_string(r.trial_id()) + " does not exist");
   v1::GetTrialResponse out;
   *out.mutable_trial() = **t;
+  if (out.trial().state() == v1::TRIAL_STATE_QUEUED) {
+    out.mutable_trial()->set_pending_reason(cluster_->PendingReason(out.trial().id()));
+  }
   return out;
 }
 

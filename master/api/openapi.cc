@@ -139,7 +139,8 @@ std::string OpenApiDocument() {
                                   {"startTime", Type("string")}, {"endTime", Type("string")}});
   schemas["Trial"] = Object({{"id", Type("string")}, {"experimentId", Type("string")}, {"state", Type("string")},
                              {"hparams", Type("object")}, {"restarts", Type("integer")},
-                             {"totalBatches", Type("string")}, {"bestValidationMetric", Type("number")}});
+                             {"totalBatches", Type("string")}, {"bestValidationMetric", Type("number")},
+                             {"pendingReason", Type("string")}});
   schemas["MetricReport"] = Object({{"trialId", Type("string")}, {"batches", Type("string")}, {"kind", Type("string")},
                                     {"values", Type("object")}, {"time", Type("string")}});
   schemas["Checkpoint"] = Object({{"uuid", Type("string")}, {"trialId", Type("string")}, {"batches", Type("string")},

@@ -1,5 +1,6 @@
 // The cluster page's "Busy slots" chart comes from the master's recorded history, so it is full as
 // soon as the page loads (no sampling in the browser), and it asks for the last 24 hours.
+// The queue shows why each trial waits (the scheduler's pendingReason).
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { cleanup, render, screen, waitFor } from '@testing-library/react';
 import { ClusterPage } from '../src/pages/ClusterPage';
@@ -51,5 +52,35 @@ describe('ClusterPage utilisation chart', () => {
     render(<ClusterPage />);
     expect(await screen.findByText(/No samples recorded yet/)).toBeTruthy();
     expect(screen.queryByTestId('chart-utilization')).toBeNull();
+  });
+});
+
+describe('ClusterPage queue', () => {
+  it('shows why each queued trial waits, as the master computed it', async () => {
+    vi.stubGlobal('fetch', async (url: string) => {
+      if (url.startsWith('/api/v1/cluster/utilization')) return json({ points: [] });
+      if (url.startsWith('/api/v1/agents')) return json({ agents: [] });
+      if (url.startsWith('/api/v1/experiments/4/trials')) {
+        return json({
+          trials: [
+            { id: '11', experimentId: '4', state: 'TRIAL_STATE_QUEUED', pendingReason: 'preempted by trial 42; resumes when slots free' },
+            { id: '12', experimentId: '4', state: 'TRIAL_STATE_QUEUED' },
+            { id: '13', experimentId: '4', state: 'TRIAL_STATE_RUNNING' },
+          ],
+        });
+      }
+      if (url.startsWith('/api/v1/experiments')) {
+        return json({ experiments: [{ id: '4', name: 'sweep', state: 'EXPERIMENT_STATE_ACTIVE', priority: 80 }], pagination: { total: 1 } });
+      }
+      return new Response('{}', { status: 404 });
+    });
+    render(<ClusterPage />);
+    const table = await screen.findByTestId('queue-table');
+    const reasons = await waitFor(() => {
+      const cells = [...table.querySelectorAll('[data-testid="pending-reason"]')].map((c) => c.textContent);
+      expect(cells.length).toBe(2); // the running trial is not in the queue
+      return cells;
+    });
+    expect(reasons).toEqual(['preempted by trial 42; resumes when slots free', '–']);
   });
 });

@@ -116,6 +116,7 @@ export function normTrial(j: unknown): Trial {
     startTime: optStr(o.startTime),
     endTime: optStr(o.endTime),
     error: str(o.error),
+    pendingReason: str(o.pendingReason),
   };
 }
 

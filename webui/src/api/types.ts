@@ -61,6 +61,8 @@ export interface Trial {
   startTime?: string;
   endTime?: string;
   error: string;
+  // Why a QUEUED trial waits, in the scheduler's words; empty otherwise.
+  pendingReason: string;
 }
 
 export type MetricKind = 'training' | 'validation';

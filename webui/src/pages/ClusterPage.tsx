@@ -141,6 +141,7 @@ function QueueTable({ rows }: { rows: { t: Trial; name: string; priority: number
             <th scope="col">Trial</th>
             <th scope="col">Experiment</th>
             <th scope="col">Priority</th>
+            <th scope="col">Why it waits</th>
           </tr>
         </thead>
         <tbody>
@@ -149,6 +150,7 @@ function QueueTable({ rows }: { rows: { t: Trial; name: string; priority: number
               <td><a href={`#/trials/${t.id}`}>trial {t.id}</a></td>
               <td><a href={`#/experiments/${t.experimentId}`}>{name || `experiment ${t.experimentId}`}</a></td>
               <td className="num">{priority}</td>
+              <td data-testid="pending-reason">{t.pendingReason || '–'}</td>
             </tr>
           ))}
         </tbody>

@@ -253,6 +253,11 @@ function TrialsTable(p: { trials?: Trial[]; loading: boolean; hover?: number; se
                   </td>
                   <td>
                     <StateBadge state={t.state} />
+                    {t.pendingReason && (
+                      <div className="muted" data-testid="pending-reason">
+                        {t.pendingReason}
+                      </div>
+                    )}
                   </td>
                   {hcols.map((h) => (
                     <td key={h} className="num">

@@ -53,6 +53,11 @@ export function TrialPage({ id, route }: { id: number; route: Route }) {
       </div>
       <ErrorBanner error={trial.error ?? training.error ?? validation.error} onRetry={() => { trial.reload(); training.reload(); validation.reload(); }} />
       {t.error && <div className="error-banner" role="status">{t.error}</div>}
+      {t.state === 'TRIAL_STATE_QUEUED' && t.pendingReason && (
+        <p className="muted" role="status" data-testid="pending-reason">
+          Waiting: {t.pendingReason}
+        </p>
+      )}
       <div className="cards">
         <div className="card">
           <h2>Summary</h2>
