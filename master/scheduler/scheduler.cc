@@ -428,7 +428,7 @@ void Scheduler::ExplainQueue() {
     const int free = FreeInPool(pool);
     auto needs = [&] {
       std::string s = "needs " + Plural(r.slots, "slot") + " in pool " + pool + "; ";
-      if (free == 0) return s + "all " + Plural(total, "slot") + " are busy";
+      if (free == 0) return s + (total == 1 ? "its only slot is busy" : "all " + Plural(total, "slot") + " are busy");
       return s + "largest free gang is " + std::to_string(free) + " across " +
              Plural(agents_with_free, "agent");
     };

@@ -1,0 +1,200 @@
+// The coordinator's side of preemption, against real PostgreSQL and no processes: a fake agent
+// connection records what the master sends, and the test plays the agent and the trainer
+// (TaskStateChanged, ShouldStop, ReportCheckpoint). Checks that a preempted trial is asked to
+// checkpoint and stop, goes back to QUEUED (not PAUSED, no restart) saying why, resumes from
+// its checkpoint, is killed only after the grace period, and is left alone before min_run.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+#include "master/core/cluster.h"
+#include "tests/master/migrated_database_test.h"
+
+namespace sf::master {
+namespace {
+namespace v1 = steadfast::v1;
+using std::chrono::seconds;
+
+class RecordingConnection : public AgentConnection {
+ public:
+  void Send(const v1::MasterMessage& m) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    sent_.push_back(m);
+  }
+  std::vector<v1::MasterMessage> Sent() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return sent_;
+  }
+  // The StartTask messages sent so far for `trial_id` (all when 0).
+  std::vector<v1::StartTask> Starts(int64_t trial_id = 0) {
+    std::vector<v1::StartTask> out;
+    for (const auto& m : Sent()) {
+      if (m.has_start_task() && (trial_id == 0 || m.start_task().trial_id() == trial_id)) out.push_back(m.start_task());
+    }
+    return out;
+  }
+  bool Killed(const std::string& task_id) {
+    for (const auto& m : Sent()) {
+      if (m.has_kill_task() && m.kill_task().task_id() == task_id) return true;
+    }
+    return false;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<v1::MasterMessage> sent_;
+};
+
+std::string Experiment(const std::string& name, int priority) {
+  return "name: " + name +
+         "\ndata: {train: {src: /data/train.de, tgt: /data/train.en}}\n"
+         "searcher: {name: single, metric: validation_loss, max_length: {batches: 100}}\n"
+         "resources: {slots_per_trial: 1, priority: " + std::to_string(priority) + "}\n";
+}
+
+class PreemptionTest : public testing::MigratedDatabaseTest {
+ protected:
+  void StartCluster(seconds min_run, seconds grace) {
+    store_ = std::make_unique<Store>(db_.get());
+    ClusterOptions o;
+    o.check_data_files = false;
+    o.checkpoint_root = dir_.path();
+    o.min_run = min_run;
+    o.preemption_grace = grace;
+    cluster_ = std::make_unique<Cluster>(store_.get(), o);
+    ASSERT_TRUE(cluster_->Recover().ok());
+    cluster_->Start();
+    v1::RegisterAgent reg;
+    reg.set_agent_id("agent-1");
+    reg.add_slots()->set_id("cpu0");
+    cluster_->AgentConnected(reg, agent_);
+  }
+  void TearDown() override {
+    if (cluster_) cluster_->Stop();
+    cluster_.reset();
+    MigratedDatabaseTest::TearDown();
+  }
+
+  int64_t Create(const std::string& name, int priority) {
+    auto r = cluster_->CreateExperiment(Experiment(name, priority), true, false, "test");
+    EXPECT_TRUE(r.id.has_value()) << (r.errors.empty() ? "" : r.errors[0].message);
+    return r.id.value_or(0);
+  }
+  v1::TrialIdentity Who(const v1::StartTask& s) {
+    v1::TrialIdentity who;
+    who.set_trial_id(s.trial_id());
+    who.set_task_id(s.task_id());
+    who.set_restart(s.restart());
+    return who;
+  }
+  v1::ShouldStopResponse::Action ShouldStop(const v1::StartTask& s) {
+    v1::ShouldStopRequest r;
+    *r.mutable_who() = Who(s);
+    auto answer = cluster_->ShouldStop(r);
+    EXPECT_TRUE(answer.ok()) << answer.status().ToString();
+    return answer.ok() ? answer->action() : v1::ShouldStopResponse::ACTION_UNSPECIFIED;
+  }
+  void Exited(const v1::StartTask& s, int code) {
+    v1::TaskStateChange c;
+    c.set_task_id(s.task_id());
+    c.set_trial_id(s.trial_id());
+    c.set_state(v1::TaskStateChange::STATE_EXITED);
+    c.set_exit_code(code);
+    cluster_->TaskStateChanged("agent-1", c);
+  }
+  v1::Trial TrialRow(int64_t id) {
+    auto t = store_->GetTrial(id);
+    EXPECT_TRUE(t.ok() && t->has_value());
+    return t.ok() && t->has_value() ? **t : v1::Trial();
+  }
+
+  sf::testing::TempDir dir_;
+  std::shared_ptr<RecordingConnection> agent_ = std::make_shared<RecordingConnection>();
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<Cluster> cluster_;
+};
+
+TEST_F(PreemptionTest, PreemptedTrialCheckpointsQueuesSayingWhyAndResumesFromTheCheckpoint) {
+  StartCluster(seconds(0), seconds(3600));
+  ASSERT_GT(Create("low", 80), 0);
+  ASSERT_EQ(agent_->Starts().size(), 1u);
+  const v1::StartTask low = agent_->Starts()[0];
+  EXPECT_EQ(ShouldStop(low), v1::ShouldStopResponse::ACTION_CONTINUE);
+
+  const int64_t high_experiment = Create("high", 10);
+  ASSERT_GT(high_experiment, 0);
+  // The low trial is asked to checkpoint and stop; the high one waits for it.
+  EXPECT_EQ(ShouldStop(low), v1::ShouldStopResponse::ACTION_CHECKPOINT_AND_STOP);
+  ASSERT_EQ(agent_->Starts().size(), 1u);
+  EXPECT_FALSE(agent_->Killed(low.task_id()));
+  const int64_t high_trial = low.trial_id() + 1;
+  EXPECT_EQ(cluster_->PendingReason(high_trial), "waiting for 1 allocation it preempted to checkpoint and stop");
+
+  // It checkpoints at batch 30 and exits 0: back to QUEUED, not a restart, saying why.
+  v1::ReportCheckpointRequest ck;
+  *ck.mutable_who() = Who(low);
+  ck.mutable_checkpoint()->set_uuid("0d5e3f8e-5f1c-4c1e-9a55-000000000030");
+  ck.mutable_checkpoint()->set_path(dir_.path() + "/ck-30");
+  ck.mutable_checkpoint()->set_batches(30);
+  ASSERT_TRUE(cluster_->ReportCheckpoint(ck).ok());
+  Exited(low, 0);
+  EXPECT_EQ(TrialRow(low.trial_id()).state(), v1::TRIAL_STATE_QUEUED);
+  EXPECT_EQ(TrialRow(low.trial_id()).restarts(), 0);
+  EXPECT_EQ(cluster_->PendingReason(low.trial_id()),
+            "preempted by trial " + std::to_string(high_trial) + "; resumes when slots free");
+  // The freed slot went to the high trial, not back to the low one.
+  ASSERT_EQ(agent_->Starts().size(), 2u);
+  const v1::StartTask high = agent_->Starts()[1];
+  EXPECT_EQ(high.trial_id(), high_trial);
+  EXPECT_EQ(cluster_->PendingReason(high_trial), "");
+
+  // When the high trial is gone, the low one resumes from its checkpoint, in a new allocation.
+  ASSERT_TRUE(cluster_->KillExperiment(high_experiment).ok());
+  Exited(high, 143);
+  ASSERT_EQ(agent_->Starts(low.trial_id()).size(), 2u);
+  const v1::StartTask resumed = agent_->Starts(low.trial_id())[1];
+  EXPECT_EQ(resumed.restore_checkpoint(), dir_.path() + "/ck-30");
+  EXPECT_EQ(resumed.restart(), 0);
+  EXPECT_NE(resumed.task_id(), low.task_id());
+  EXPECT_EQ(TrialRow(low.trial_id()).state(), v1::TRIAL_STATE_RUNNING);
+  EXPECT_EQ(ShouldStop(resumed), v1::ShouldStopResponse::ACTION_CONTINUE);
+}
+
+TEST_F(PreemptionTest, TrialIgnoringThePreemptionIsKilledAfterTheGracePeriodAndQueuedAgain) {
+  StartCluster(seconds(0), seconds(1));
+  ASSERT_GT(Create("low", 80), 0);
+  ASSERT_EQ(agent_->Starts().size(), 1u);
+  const v1::StartTask low = agent_->Starts()[0];
+  ASSERT_GT(Create("high", 10), 0);
+  // The trainer never asks ShouldStop: after the grace period the master kills its task.
+  bool killed = false;
+  for (int i = 0; i < 600 && !killed; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    killed = agent_->Killed(low.task_id());
+  }
+  ASSERT_TRUE(killed) << "no KillTask within a minute of a 1 s grace period";
+  Exited(low, 143);
+  // Killed for a preemption, not failed: queued again, no restart, no error.
+  const v1::Trial row = TrialRow(low.trial_id());
+  EXPECT_EQ(row.state(), v1::TRIAL_STATE_QUEUED);
+  EXPECT_EQ(row.restarts(), 0);
+  EXPECT_EQ(row.error(), "");
+  ASSERT_EQ(agent_->Starts().size(), 2u);
+  EXPECT_EQ(agent_->Starts()[1].trial_id(), low.trial_id() + 1);
+}
+
+TEST_F(PreemptionTest, TrialYoungerThanMinRunIsNotPreempted) {
+  StartCluster(seconds(3600), seconds(1));
+  ASSERT_GT(Create("low", 80), 0);
+  const v1::StartTask low = agent_->Starts()[0];
+  ASSERT_GT(Create("high", 10), 0);
+  // Past a few housekeeping passes (every 0.5 s): still not asked.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_EQ(ShouldStop(low), v1::ShouldStopResponse::ACTION_CONTINUE);
+  EXPECT_EQ(cluster_->PendingReason(low.trial_id() + 1), "needs 1 slot in pool default; its only slot is busy");
+}
+
+}  // namespace
+}  // namespace sf::master
