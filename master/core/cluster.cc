@@ -425,6 +425,12 @@ Value Cluster::SearcherSummary(int64_t experiment_id) {
   return it->second.searcher->Summary();
 }
 
+std::string Cluster::PendingReason(int64_t trial_id) {
+  std::lock_guard<std::mutex> lock(reasons_mu_);  // not mu_: list reads never wait on scheduling
+  auto it = pending_reasons_.find(trial_id);
+  return it == pending_reasons_.end() ? "" : it->second;
+}
+
 // ------------------------------------------------------------------------------------------
 // Scheduling and tasks
 
@@ -442,17 +448,13 @@ void Cluster::SubmitLocked(Trial& t, bool keep_place) {
   req.resource_pool = e.config.resources.resource_pool;
   req.slots = static_cast<int>(e.config.resources.slots_per_trial);
   req.priority = static_cast<int>(e.config.resources.priority);
+  req.max_slots = static_cast<int>(e.config.resources.max_slots.value_or(0));
+  req.weight = e.config.resources.weight;
   static int64_t submit_order = 0;
   if (!keep_place || t.submit_order == 0) t.submit_order = ++submit_order;
   req.submit_order = t.submit_order;
   (void)store_->CreateAllocation(t.allocation_id, t.id, t.restarts);
   scheduler_.Submit(req);
-std::string Cluster::PendingReason(int64_t trial_id) {
-  std::lock_guard<std::mutex> lock(reasons_mu_);  // not mu_: list reads never wait on scheduling
-  auto it = pending_reasons_.find(trial_id);
-  return it == pending_reasons_.end() ? "" : it->second;
-}
-
   if (t.state != v1::TRIAL_STATE_QUEUED) SetTrialStateLocked(t, v1::TRIAL_STATE_QUEUED);
 }
 
@@ -468,29 +470,6 @@ void Cluster::ScheduleLocked() {
       continue;
     }
     StartAllocationLocked(*found, a);
-  }
-}
-
-  req.max_slots = static_cast<int>(e.config.resources.max_slots.value_or(0));
-  req.weight = e.config.resources.weight;
-void Cluster::StartAllocationLocked(Trial& t, const Assignment& a) {
-  Experiment& e = experiments_[t.experiment_id];
-  t.allocated = true;
-  t.slots = a.slots;
-  t.world_size = static_cast<int>(a.slots.size());
-  t.live_ranks.clear();
-  t.exit_codes.clear();
-  t.first_failure.clear();
-  t.rank_agent.clear();
-  Value::List slots;
-  for (const SlotRef& s : a.slots) slots.push_back(Value(Value::Map{{"agent_id", s.agent_id}, {"slot_id", s.slot_id}}));
-  (void)store_->UpdateAllocation(t.allocation_id, "ASSIGNED", Value(slots), false);
-  SetTrialStateLocked(t, v1::TRIAL_STATE_RUNNING);
-  // One task per agent slot group: ranks are per slot (one trainer per slot).
-  std::string restore;
-  if (!t.latest_checkpoint_uuid.empty()) {
-    auto ck = store_->GetCheckpoint(t.latest_checkpoint_uuid);
-    if (ck.ok() && ck->has_value()) restore = (*ck)->path();
   }
   for (const Preemption& p : scheduler_.Preempt(now)) {
     Trial* t = FindTrialLocked(p.trial_id);
@@ -512,6 +491,27 @@ void Cluster::StartAllocationLocked(Trial& t, const Assignment& a) {
   }
   std::lock_guard<std::mutex> lock(reasons_mu_);
   pending_reasons_ = std::move(reasons);
+}
+
+void Cluster::StartAllocationLocked(Trial& t, const Assignment& a) {
+  Experiment& e = experiments_[t.experiment_id];
+  t.allocated = true;
+  t.slots = a.slots;
+  t.world_size = static_cast<int>(a.slots.size());
+  t.live_ranks.clear();
+  t.exit_codes.clear();
+  t.first_failure.clear();
+  t.rank_agent.clear();
+  Value::List slots;
+  for (const SlotRef& s : a.slots) slots.push_back(Value(Value::Map{{"agent_id", s.agent_id}, {"slot_id", s.slot_id}}));
+  (void)store_->UpdateAllocation(t.allocation_id, "ASSIGNED", Value(slots), false);
+  SetTrialStateLocked(t, v1::TRIAL_STATE_RUNNING);
+  // One task per agent slot group: ranks are per slot (one trainer per slot).
+  std::string restore;
+  if (!t.latest_checkpoint_uuid.empty()) {
+    auto ck = store_->GetCheckpoint(t.latest_checkpoint_uuid);
+    if (ck.ok() && ck->has_value()) restore = (*ck)->path();
+  }
   for (int rank = 0; rank < t.world_size; ++rank) {
     const SlotRef& slot = a.slots[rank];
     auto agent = agents_.find(slot.agent_id);
@@ -579,6 +579,16 @@ void Cluster::AllocationExitedLocked(Trial& t) {
   bool success = true;
   for (auto [rank, code] : t.exit_codes) success = success && code == 0;
   ReleaseLocked(t);
+  // A preemption ends with the run: the trial's next run starts with no stop request.
+  const bool preempted = t.stop == "preempt" && (success || t.preempt_killed);
+  if (t.stop == "preempt") {
+    t.stop.clear();
+    TrialUpdate u;
+    u.stop_requested = "";
+    (void)store_->UpdateTrial(t.id, u);
+  }
+  t.preempt_deadline.reset();
+  t.preempt_killed = false;
   if (t.stop == "kill") {
     SetTrialStateLocked(t, v1::TRIAL_STATE_CANCELED);
     auto ops = e.searcher->TrialExitedEarly(t.request_id, ExitReason::kUserCanceled);
@@ -588,6 +598,14 @@ void Cluster::AllocationExitedLocked(Trial& t) {
   } else if (success && t.closing && t.completed_length >= t.target_length) {
     SetTrialStateLocked(t, v1::TRIAL_STATE_COMPLETED);
     ApplyOpsLocked(e, e.searcher->TrialClosed(t.request_id));
+  } else if (preempted) {
+    // Checkpointed and stopped for a trial of higher priority (or a fairer share): back to the
+    // queue, to resume from that checkpoint, as after a pause. Not a restart.
+    if (e.state == v1::EXPERIMENT_STATE_ACTIVE && t.target_length > t.completed_length) {
+      SubmitLocked(t, /*keep_place=*/true);
+    } else {
+      SetTrialStateLocked(t, e.state == v1::EXPERIMENT_STATE_PAUSED ? v1::TRIAL_STATE_PAUSED : v1::TRIAL_STATE_QUEUED);
+    }
   } else if (success && t.completed_length >= t.target_length && !t.closing) {
     // The trainer finished its operation and exited; it resumes when the searcher has more.
     SetTrialStateLocked(t, v1::TRIAL_STATE_QUEUED);
@@ -600,16 +618,6 @@ void Cluster::AllocationExitedLocked(Trial& t) {
         why += " rank " + std::to_string(rank) + "=" + std::to_string(code);
         if (code == -1 && t.rank_agent.count(rank)) why += " (agent " + t.rank_agent[rank] + " lost)";
       }
-  // A preemption ends with the run: the trial's next run starts with no stop request.
-  const bool preempted = t.stop == "preempt" && (success || t.preempt_killed);
-  if (t.stop == "preempt") {
-    t.stop.clear();
-    TrialUpdate u;
-    u.stop_requested = "";
-    (void)store_->UpdateTrial(t.id, u);
-  }
-  t.preempt_deadline.reset();
-  t.preempt_killed = false;
     }
     TrialFailedLocked(t, why);
   }
@@ -619,14 +627,6 @@ void Cluster::AllocationExitedLocked(Trial& t) {
 }
 
 void Cluster::TrialFailedLocked(Trial& t, const std::string& why) {
-  } else if (preempted) {
-    // Checkpointed and stopped for a trial of higher priority (or a fairer share): back to the
-    // queue, to resume from that checkpoint, as after a pause. Not a restart.
-    if (e.state == v1::EXPERIMENT_STATE_ACTIVE && t.target_length > t.completed_length) {
-      SubmitLocked(t, /*keep_place=*/true);
-    } else {
-      SetTrialStateLocked(t, e.state == v1::EXPERIMENT_STATE_PAUSED ? v1::TRIAL_STATE_PAUSED : v1::TRIAL_STATE_QUEUED);
-    }
   Experiment& e = experiments_[t.experiment_id];
   if (t.restarts < e.config.max_restarts && e.state != v1::EXPERIMENT_STATE_STOPPING_CANCELED) {
     t.restarts++;
@@ -1059,6 +1059,8 @@ Status Cluster::Recover() {
         // Wait for the agents to report it; fail it (and restart) if they don't in time.
         t.allocation_id = tr.latest_allocation_id;
         t.adopt_deadline = steady_clock::now() + options_.agent_reconnect_grace;
+        // Preempted before the restart: the trainer is asked again; the grace period restarts.
+        if (t.stop == "preempt") t.preempt_deadline = steady_clock::now() + options_.preemption_grace;
       } else if (t.state == v1::TRIAL_STATE_QUEUED && e.state == v1::EXPERIMENT_STATE_ACTIVE &&
                  t.target_length > t.completed_length) {
         SubmitLocked(t);
@@ -1082,8 +1084,6 @@ void Cluster::HousekeepingLoop() {
     for (auto& [id, a] : agents_) {
       if (a.connected || !a.lost_since || now - *a.lost_since < options_.agent_reconnect_grace) continue;
       a.lost_since.reset();
-        // Preempted before the restart: the trainer is asked again; the grace period restarts.
-        if (t.stop == "preempt") t.preempt_deadline = steady_clock::now() + options_.preemption_grace;
       for (const std::string& allocation : scheduler_.RemoveAgent(id)) {
         for (auto& [tid, t] : trials_) {
           if (t.allocation_id != allocation || !t.allocated) continue;
@@ -1115,19 +1115,6 @@ void Cluster::HousekeepingLoop() {
       }
       if (changed && t.allocated && t.live_ranks.empty()) AllocationExitedLocked(t);
     }
-    // Trials running before a master restart that no agent re-adopted in time.
-    for (auto& [tid, t] : trials_) {
-      if (!t.adopt_deadline || now < *t.adopt_deadline) continue;
-      t.adopt_deadline.reset();
-      if (t.allocated && !t.live_ranks.empty()) continue;
-      t.allocated = true;  // so AllocationExited releases and decides
-      t.exit_codes[0] = -1;
-      AllocationExitedLocked(t);
-    }
-  }
-}
-
-}  // namespace sf::master
     // Preempted trials that ignored the request past the grace period: killed; they resume
     // from their latest checkpoint.
     for (auto& [tid, t] : trials_) {
@@ -1138,5 +1125,18 @@ void Cluster::HousekeepingLoop() {
                           {"grace_seconds", std::to_string(options_.preemption_grace.count())}});
       KillTrialTasksLocked(t);
     }
+    // Trials running before a master restart that no agent re-adopted in time.
+    for (auto& [tid, t] : trials_) {
+      if (!t.adopt_deadline || now < *t.adopt_deadline) continue;
+      t.adopt_deadline.reset();
+      if (t.allocated && !t.live_ranks.empty()) continue;
+      t.allocated = true;  // so AllocationExited releases and decides
+      t.exit_codes[0] = -1;
+      AllocationExitedLocked(t);
+    }
     // Trials that were too young to preempt may not be any more.
     ScheduleLocked();
+  }
+}
+
+}  // namespace sf::master

@@ -48,7 +48,6 @@ struct ClusterOptions {
   std::chrono::seconds agent_reconnect_grace{30};     // before a lost agent's trials fail
   std::chrono::milliseconds kill_grace{10000};        // SIGTERM -> SIGKILL on agents
   bool check_data_files = true;                       // refuse configs naming unreadable files
-};
   // Scheduling policy (master/scheduler/scheduler.h, docs/scheduling.md): each pool's mode
   // (pools not named get default_scheduler), how long a preempted trial may take to checkpoint
   // and stop before it is killed, and how long a trial runs before it may be preempted.
@@ -56,6 +55,7 @@ struct ClusterOptions {
   std::map<std::string, SchedulingMode> pool_schedulers;
   std::chrono::seconds preemption_grace{300};
   std::chrono::seconds min_run{60};
+};
 
 // Counts for /metrics and GetMaster.
 struct ClusterStats {
@@ -102,16 +102,16 @@ class Cluster {
   ClusterStats Stats();
   // Searcher summary for the UI (empty map when unknown).
   Value SearcherSummary(int64_t experiment_id);
+  // Why a queued trial waits, as the last scheduling pass computed it (Scheduler::PendingReason),
+  // or that it waits for its searcher; empty for a trial that was not queued then. Takes only
+  // a small lock of its own, never the coordinator's.
+  std::string PendingReason(int64_t trial_id);
 
   // ---- AgentLink
   // Registers (or re-registers) an agent; re-adopts tasks it reports running.
   void AgentConnected(const steadfast::v1::RegisterAgent& reg, std::shared_ptr<AgentConnection> conn);
   void AgentDisconnected(const std::string& agent_id, const AgentConnection* conn);
   void AgentHeartbeat(const std::string& agent_id);
-  // Why a queued trial waits, as the last scheduling pass computed it (Scheduler::PendingReason),
-  // or that it waits for its searcher; empty for a trial that was not queued then. Takes only
-  // a small lock of its own, never the coordinator's.
-  std::string PendingReason(int64_t trial_id);
   void TaskStateChanged(const std::string& agent_id, const steadfast::v1::TaskStateChange& change);
   // Stores the lines; returns once they are durable. With `delivery` (the AgentLink event that
   // carried them), a batch stored before is not stored again (LogWriter).
@@ -218,6 +218,8 @@ class Cluster {
   std::condition_variable changed_;  // wakes long-polls (next operation)
   RendezvousBoard rendezvous_;       // distributed ranks meet here, outside mu_
   Scheduler scheduler_;
+  std::mutex reasons_mu_;                            // guards pending_reasons_ only
+  std::map<int64_t, std::string> pending_reasons_;   // queued trial -> why, set by ScheduleLocked
   std::map<int64_t, Experiment> experiments_;
   std::map<int64_t, Trial> trials_;
   std::map<std::string, Agent> agents_;
@@ -226,8 +228,6 @@ class Cluster {
   // Metric reports and task logs go to PostgreSQL through these, outside mu_ (group commit).
   MetricWriter metric_writer_;
   LogWriter log_writer_;
-  std::mutex reasons_mu_;                            // guards pending_reasons_ only
-  std::map<int64_t, std::string> pending_reasons_;   // queued trial -> why, set by ScheduleLocked
 };
 
 // "EXPERIMENT_STATE_ACTIVE" etc. are terminal when COMPLETED, CANCELED or ERROR.
