@@ -313,13 +313,18 @@ void Scheduler::Start(const AllocationRequest& r, std::vector<SlotRef> slots, do
   queued_ids_.erase(q);
 }
 
+std::set<std::string> Scheduler::Awaited() const {
+  std::set<std::string> out;
+  for (const auto& [id, run] : running_) {
+    if (run.stopping) out.insert(run.stopping_for);
+  }
+  return out;
+}
+
 std::vector<Assignment> Scheduler::Schedule(double now) {
   std::vector<Assignment> out;
   held_.clear();
-  std::set<std::string> awaited;  // requests that allocations asked to stop make room for
-  for (const auto& [id, run] : running_) {
-    if (run.stopping) awaited.insert(run.stopping_for);
-  }
+  const std::set<std::string> awaited = Awaited();
   std::set<std::string> fair_pools;
   std::vector<AllocationRequest> order;
   for (const auto& [key, r] : queue_) order.push_back(r);
@@ -348,10 +353,7 @@ std::vector<Assignment> Scheduler::Schedule(double now) {
 std::vector<Assignment> Scheduler::ScheduleFairShare(const std::string& pool, double now) {
   std::vector<Assignment> out;
   const std::map<int64_t, double> share = SharesInPool(pool);
-  std::set<std::string> awaited;
-  for (const auto& [id, run] : running_) {
-    if (run.stopping) awaited.insert(run.stopping_for);
-  }
+  const std::set<std::string> awaited = Awaited();
   // Requests that preempted allocations make room for go first, and hold the free slots.
   std::vector<AllocationRequest> waiting;
   for (const auto& [key, r] : queue_) {

@@ -219,6 +219,8 @@ class Scheduler {
   // Slots held by the experiment's running allocations.
   int UsedByExperiment(int64_t experiment_id) const;
   bool AtMaxSlots(const AllocationRequest& r) const;
+  // Queued requests that running allocations asked to stop make room for.
+  std::set<std::string> Awaited() const;
   // Slots that running allocations asked to stop will free, per pool.
   std::map<std::string, int> Incoming() const;
   // Fair shares of the experiments with running or queued allocations in `pool`.
