@@ -507,10 +507,32 @@ int ListCheckpoints(const Flags& f, Api& api) {
   std::vector<std::vector<std::string>> rows;
   for (const Value& c : r->Find("checkpoints")->as_list()) {
     rows.push_back({Str(c, "uuid"), Str(c, "trialId"), Str(c, "batches"), Str(c, "size"),
-                    Str(c, "validationMetric"), Str(c, "path")});
+                    Str(c, "validationMetric"), Str(c, "state"), Str(c, "path")});
   }
-  PrintTable({"UUID", "TRIAL", "BATCHES", "SIZE", "METRIC", "PATH"}, rows);
+  PrintTable({"UUID", "TRIAL", "BATCHES", "SIZE", "METRIC", "STATE", "PATH"}, rows);
   return kExitOk;
+}
+
+// `sf checkpoint delete UUID...`: POST /api/v1/checkpoints/delete, one line per checkpoint; exit 2
+// when a uuid does not exist, else 1 when one was refused, else 0.
+int DeleteCheckpoints(const Flags& f, Api& api) {
+  Value::List uuids;
+  for (const std::string& uuid : f.ids) uuids.push_back(Value(uuid));
+  auto r = api.Call("POST", "/api/v1/checkpoints/delete", Value(Value::Map{{"uuids", Value(std::move(uuids))}}).ToJson());
+  if (!r) return api.exit_code;
+  if (f.json) std::cout << r->ToJson() << "\n";
+  int exit_code = kExitOk;
+  const Value* results = r->Find("results");
+  for (const Value& result : results && results->is_list() ? results->as_list() : Value::List{}) {
+    const Value* ok = result.Find("ok");
+    if (ok && ok->is_bool() && ok->as_bool()) {
+      if (!f.json) std::cout << "checkpoint " << Str(result, "uuid") << ": deleted\n";
+      continue;
+    }
+    exit_code = Str(result, "code") == "5" || exit_code == kExitUsage ? kExitUsage : kExitFailed;
+    if (!f.json) std::cerr << "sf: " << Str(result, "error") << "\n";
+  }
+  return exit_code;
 }
 
 int MasterInfo(const Flags& f, Api& api) {
@@ -671,6 +693,12 @@ void AddClusterCommands(CLI::App& sf, CommandAction& action) {
   checkpoint->require_subcommand(1);
   AddCommand(checkpoint, "list", "list an experiment's checkpoints", action, ListCheckpoints)
       .Id("EXPERIMENT_ID", "the experiment's id");
+  ClusterCommand delete_checkpoints = AddCommand(
+      checkpoint, "delete", "delete checkpoints now: their files, and their state becomes DELETED", action,
+      DeleteCheckpoints);
+  delete_checkpoints.app->add_option("UUID", delete_checkpoints.flags->ids, "the checkpoints' uuids")
+      ->type_name("")
+      ->required();
 
   CLI::App* master =
       sf.add_subcommand("master", "the master itself (`sf master` alone is `sf master info`)");

@@ -49,6 +49,10 @@ class ApiHandlers {
   enum class BulkAction { kKill, kPause, kActivate, kArchive, kUnarchive, kDelete };
   Result<steadfast::v1::BulkExperimentActionResponse> BulkExperimentAction(
       BulkAction action, const steadfast::v1::BulkExperimentActionRequest& r);
+  // Cluster::DeleteCheckpoint for each uuid (1 to 10,000, duplicates once), one result each in
+  // request order; kInvalidArgument for the whole call only when there are none or too many.
+  Result<steadfast::v1::DeleteCheckpointsResponse> DeleteCheckpoints(
+      const steadfast::v1::DeleteCheckpointsRequest& r);
   Result<steadfast::v1::GetExperimentTrialsResponse> GetExperimentTrials(
       const steadfast::v1::GetExperimentTrialsRequest& r);
   Result<steadfast::v1::GetExperimentCheckpointsResponse> GetExperimentCheckpoints(

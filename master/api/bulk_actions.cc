@@ -112,4 +112,26 @@ Result<v1::BulkExperimentActionResponse> ApiHandlers::BulkExperimentAction(
   return out;
 }
 
+Result<v1::DeleteCheckpointsResponse> ApiHandlers::DeleteCheckpoints(const v1::DeleteCheckpointsRequest& r) {
+  if (r.uuids().empty()) return InvalidArgument("uuids: name the checkpoints to delete");
+  if (r.uuids_size() > kMaxBulkExperiments) {
+    return InvalidArgument("uuids: " + std::to_string(r.uuids_size()) + " uuids; at most " +
+                           std::to_string(kMaxBulkExperiments) + " per request");
+  }
+  v1::DeleteCheckpointsResponse out;
+  std::set<std::string> seen;
+  for (const std::string& uuid : r.uuids()) {
+    if (!seen.insert(uuid).second) continue;
+    Status st = cluster_->DeleteCheckpoint(uuid);
+    v1::DeleteCheckpointResult* result = out.add_results();
+    result->set_uuid(uuid);
+    result->set_ok(st.ok());
+    if (!st.ok()) {
+      result->set_code(static_cast<int32_t>(ToGrpc(st).error_code()));
+      result->set_error(st.message());
+    }
+  }
+  return out;
+}
+
 }  // namespace sf::master

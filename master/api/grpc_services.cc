@@ -101,6 +101,10 @@ SF_BULK_EXPERIMENT_RPC(ArchiveExperiments, kArchive)
 SF_BULK_EXPERIMENT_RPC(UnarchiveExperiments, kUnarchive)
 SF_BULK_EXPERIMENT_RPC(DeleteExperiments, kDelete)
 #undef SF_BULK_EXPERIMENT_RPC
+grpc::Status ApiGrpcService::DeleteCheckpoints(grpc::ServerContext*, const v1::DeleteCheckpointsRequest* r,
+                                               v1::DeleteCheckpointsResponse* out) {
+  return Call("DeleteCheckpoints", out, [&] { return handlers_->DeleteCheckpoints(*r); });
+}
 grpc::Status ApiGrpcService::GetExperimentTrials(grpc::ServerContext*, const v1::GetExperimentTrialsRequest* r,
                                                  v1::GetExperimentTrialsResponse* out) {
   return Call("GetExperimentTrials", out, [&] { return handlers_->GetExperimentTrials(*r); });

@@ -55,6 +55,8 @@ class ApiGrpcService final : public steadfast::v1::Api::Service {
                                     steadfast::v1::BulkExperimentActionResponse*) override;
   grpc::Status DeleteExperiments(grpc::ServerContext*, const steadfast::v1::BulkExperimentActionRequest*,
                                  steadfast::v1::BulkExperimentActionResponse*) override;
+  grpc::Status DeleteCheckpoints(grpc::ServerContext*, const steadfast::v1::DeleteCheckpointsRequest*,
+                                 steadfast::v1::DeleteCheckpointsResponse*) override;
   grpc::Status GetExperimentTrials(grpc::ServerContext*, const steadfast::v1::GetExperimentTrialsRequest*,
                                    steadfast::v1::GetExperimentTrialsResponse*) override;
   grpc::Status GetExperimentCheckpoints(grpc::ServerContext*,

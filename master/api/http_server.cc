@@ -406,6 +406,7 @@ struct HttpServer::Impl {
     static const std::regex kExpAction("^/api/v1/experiments/([0-9]+)/(pause|activate|kill|archive|unarchive)$");
     static const std::regex kExpBulk("^/api/v1/experiments/(pause|activate|kill|archive|unarchive|delete)$");
     static const std::regex kExpSub("^/api/v1/experiments/([0-9]+)/(trials|checkpoints|searcher)$");
+    static const std::regex kCheckpoint("^/api/v1/checkpoints/([^/]+)$");
     static const std::regex kTrial("^/api/v1/trials/([0-9]+)$");
     static const std::regex kTrialSub("^/api/v1/trials/([0-9]+)/(metrics|logs)$");
     std::smatch m;
@@ -554,6 +555,25 @@ struct HttpServer::Impl {
       Status st = ParseBody(req, &r);
       if (!st.ok()) return void(res = Error(st, req));
       res = Reply(handlers->BulkExperimentAction(kActions.at(action), r), req);
+      return;
+    }
+    if (path == "/api/v1/checkpoints/delete") {
+      route = path;
+      if (method != http::verb::post) return wrong_method("POST");
+      v1::DeleteCheckpointsRequest r;
+      Status st = ParseBody(req, &r);
+      if (!st.ok()) return void(res = Error(st, req));
+      res = Reply(handlers->DeleteCheckpoints(r), req);
+      return;
+    }
+    if (std::regex_match(path, m, kCheckpoint)) {
+      route = "/api/v1/checkpoints/{uuid}";
+      if (method != http::verb::delete_) return wrong_method("DELETE");
+      const std::string uuid = m[1];
+      if (!IsText(uuid)) return void(res = Error(InvalidArgument("uuid: not UTF-8 text without NUL"), req));
+      Status st = handlers->cluster()->DeleteCheckpoint(uuid);
+      if (!st.ok()) return void(res = Error(st, req));
+      res = Json(200, "{}", req);
       return;
     }
     if (std::regex_match(path, m, kExpSub)) {

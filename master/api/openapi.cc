@@ -97,6 +97,14 @@ std::string OpenApiDocument() {
                  "GetExperimentCheckpointsResponse")}};
   paths["/api/v1/experiments/{id}/searcher"] = Value::Map{
       {"get", Op("The searcher's summary (e.g. ASHA rungs)", "GetSearcherSummary", {id}, "SearcherSummary")}};
+  paths["/api/v1/checkpoints/delete"] = Value::Map{
+      {"post", Op("Delete checkpoints now (files, and state DELETED); 200 with one result per uuid; the "
+                  "checkpoint an unfinished trial would resume from is refused in its result",
+                  "DeleteCheckpoints", {}, "DeleteCheckpointsResponse", "DeleteCheckpointsRequest")}};
+  paths["/api/v1/checkpoints/{uuid}"] = Value::Map{
+      {"delete", Op("Delete one checkpoint (409 for the one an unfinished trial would resume from)",
+                    "DeleteCheckpoint", {Param("uuid", "path", "string", "the checkpoint's uuid")},
+                    "DeleteExperimentResponse")}};
   paths["/api/v1/trials/{id}"] = Value::Map{{"get", Op("Get a trial", "GetTrial", {id}, "GetTrialResponse")}};
   paths["/api/v1/trials/{id}/metrics"] = Value::Map{
       {"get", Op("A trial's metrics", "GetTrialMetrics",
@@ -144,7 +152,8 @@ std::string OpenApiDocument() {
   schemas["MetricReport"] = Object({{"trialId", Type("string")}, {"batches", Type("string")}, {"kind", Type("string")},
                                     {"values", Type("object")}, {"time", Type("string")}});
   schemas["Checkpoint"] = Object({{"uuid", Type("string")}, {"trialId", Type("string")}, {"batches", Type("string")},
-                                  {"path", Type("string")}, {"size", Type("string")}});
+                                  {"path", Type("string")}, {"size", Type("string")},
+                                  {"validationMetric", Type("number")}, {"state", Type("string")}});
   schemas["LogLine"] = Object({{"id", Type("string")}, {"trialId", Type("string")}, {"stream", Type("string")},
                                {"message", Type("string")}, {"time", Type("string")}});
   schemas["Agent"] = Object({{"id", Type("string")}, {"resourcePool", Type("string")}, {"connected", Type("boolean")},
@@ -169,6 +178,11 @@ std::string OpenApiDocument() {
       {{"id", Type("string")}, {"ok", Type("boolean")},
        {"code", Value(Value::Map{{"type", "integer"}, {"description", "gRPC code: 5 not found, 9 not allowed"}})},
        {"error", Type("string")}, {"state", Type("string")}});
+  schemas["DeleteCheckpointsRequest"] = Object(
+      {{"uuids", Value(Value::Map{{"type", "array"}, {"items", Type("string")}, {"description", "1 to 10000"}})}});
+  schemas["DeleteCheckpointResult"] = Object({{"uuid", Type("string")}, {"ok", Type("boolean")},
+                                             {"code", Type("integer")}, {"error", Type("string")}});
+  schemas["DeleteCheckpointsResponse"] = Object({{"results", ArrayOf("DeleteCheckpointResult")}});
   schemas["BulkExperimentActionResponse"] = Object({{"results", ArrayOf("BulkExperimentActionResult")}});
   schemas["GetExperimentTrialsResponse"] = Object({{"trials", ArrayOf("Trial")}, {"pagination", Ref("Pagination")}});
   schemas["GetExperimentCheckpointsResponse"] = Object({{"checkpoints", ArrayOf("Checkpoint")}});

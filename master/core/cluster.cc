@@ -80,6 +80,7 @@ Cluster::~Cluster() { Stop(); }
 
 void Cluster::Start() {
   housekeeping_ = std::thread([this] { HousekeepingLoop(); });
+  retention_.Start();
 }
 
 void Cluster::Stop() {
@@ -90,6 +91,7 @@ void Cluster::Stop() {
   rendezvous_.Shutdown();
   changed_.notify_all();
   if (housekeeping_.joinable()) housekeeping_.join();
+  retention_.Stop();
 }
 
 // ------------------------------------------------------------------------------------------
@@ -272,7 +274,22 @@ void Cluster::SetTrialStateLocked(Trial& t, v1::TrialState s, const std::string&
   Status st = store_->UpdateTrial(t.id, u);
   if (!st.ok()) log::Error("trial", {{"event", "state_write_failed"}, {"error", st.message()}});
   log::Info("trial", {{"event", "state"}, {"id", std::to_string(t.id)}, {"state", TrialStateName(s)}});
+  // A trial that ends no longer pins its newest checkpoint; one that pauses or is queued again
+  // keeps pinning it.
+  auto e = experiments_.find(t.experiment_id);
+  if (e != experiments_.end()) RequestRetentionLocked(e->second);
   changed_.notify_all();
+}
+
+void Cluster::RequestRetentionLocked(const Experiment& e) {
+  RetentionPolicy policy;
+  if (e.config.checkpoint_storage) {
+    policy.save_trial_latest = e.config.checkpoint_storage->save_trial_latest;
+    policy.save_trial_best = e.config.checkpoint_storage->save_trial_best;
+    policy.save_experiment_best = e.config.checkpoint_storage->save_experiment_best;
+  }
+  policy.smaller_is_better = e.config.searcher.smaller_is_better;
+  retention_.Request(e.id, policy, ExperimentCheckpointDir(e.config, options_.checkpoint_root, e.id));
 }
 
 // An experiment that is not live (finished, or never existed) can't change state.
@@ -416,6 +433,10 @@ Status Cluster::DeleteExperiment(int64_t id) {
                     removed.status().message());
   }
   return Status::Ok();
+}
+
+Status Cluster::DeleteCheckpoint(const std::string& uuid) {
+  return ::sf::master::DeleteCheckpoint(store_->db(), uuid, options_.checkpoint_root);
 }
 
 Value Cluster::SearcherSummary(int64_t experiment_id) {
@@ -968,6 +989,8 @@ Status Cluster::ReportCheckpoint(const v1::ReportCheckpointRequest& request) {
   SF_RETURN_IF_ERROR(store_->InsertCheckpoint(c));
   t->latest_checkpoint_uuid = c.uuid();
   t->latest_checkpoint_path = c.path();
+  auto e = experiments_.find(t->experiment_id);
+  if (e != experiments_.end()) RequestRetentionLocked(e->second);
   return Status::Ok();
 }
 

@@ -24,6 +24,7 @@
 #include "master/agentlink/delivery_ledger.h"
 #include "master/db/store.h"
 #include "master/dist/rendezvous_board.h"
+#include "master/housekeeping/checkpoint_retention.h"
 #include "master/ingest/log_writer.h"
 #include "master/ingest/metric_writer.h"
 #include "master/scheduler/scheduler.h"
@@ -98,6 +99,11 @@ class Cluster {
   // off the lock, its checkpoints' files; it is forgotten in memory. kNotFound;
   // kFailedPrecondition (naming the state) for one that is not COMPLETED, CANCELED or ERROR.
   Status DeleteExperiment(int64_t id);
+  // Deletes one checkpoint now (housekeeping/checkpoint_retention.h, DeleteCheckpoint); takes no
+  // lock of the coordinator.
+  Status DeleteCheckpoint(const std::string& uuid);
+  // Waits until the checkpoint retention passes requested so far have run (tests).
+  void DrainCheckpointRetention() { retention_.Drain(); }
   std::vector<steadfast::v1::Agent> Agents();
   ClusterStats Stats();
   // Searcher summary for the UI (empty map when unknown).
@@ -209,6 +215,8 @@ class Cluster {
   // takes mu_ briefly. The rows, ready for the MetricWriter.
   Result<MetricBatch> MetricBatchFor(const steadfast::v1::ReportMetricsRequest& request);
   std::string CheckpointDirLocked(const Experiment& e, const Trial& t) const;
+  // Queues a checkpoint retention pass over the experiment (its checkpoint_storage policy).
+  void RequestRetentionLocked(const Experiment& e);
   void HousekeepingLoop();
   Status NotLive(int64_t id, const std::string& verb);
 
@@ -228,6 +236,8 @@ class Cluster {
   // Metric reports and task logs go to PostgreSQL through these, outside mu_ (group commit).
   MetricWriter metric_writer_;
   LogWriter log_writer_;
+  // Checkpoint retention passes run on its own thread, outside mu_.
+  CheckpointRetention retention_{store_->db()};
 };
 
 // "EXPERIMENT_STATE_ACTIVE" etc. are terminal when COMPLETED, CANCELED or ERROR.

@@ -45,6 +45,7 @@ const std::set<std::string> kCommands = {
     "sf slot list",
     "sf checkpoint",
     "sf checkpoint list",
+    "sf checkpoint delete",
     "sf master",
     "sf master info",
     "sf deploy",
@@ -225,6 +226,7 @@ TEST(SfUsageTest, MissingPositionalIsNamed) {
   ExpectUsageError({"trial", "list"}, "sf trial list", "EXPERIMENT_ID");
   ExpectUsageError({"t", "metrics", "--kind", "validation"}, "sf trial metrics", "TRIAL_ID");
   ExpectUsageError({"checkpoint", "list"}, "sf checkpoint list", "EXPERIMENT_ID");
+  ExpectUsageError({"checkpoint", "delete", "--json"}, "sf checkpoint delete", "UUID");
   ExpectUsageError({"config", "validate", "--json"}, "sf config validate", "FILE");
 }
 

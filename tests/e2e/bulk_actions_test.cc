@@ -228,6 +228,21 @@ TEST_F(BulkActions, FiftyExperimentsGetPerIdResultsAndConsistentStates) {
     auto [code, v] = c.Post("/api/v1/experiments/kill", body);
     EXPECT_EQ(code, 400) << body << " -> " << v.ToJson();
   }
+  // Bytes that are not UTF-8 in a filter or a uuid are refused too, not sent to PostgreSQL.
+  for (const auto& [route, body] : std::vector<std::pair<std::string, std::string>>{
+           {"/api/v1/experiments/kill", "{\"filter\": {\"name\": \"a\xff\"}}"},
+           {"/api/v1/experiments/kill", "{\"filter\": {\"owner\": \"\xc3\x28\"}}"},
+           {"/api/v1/checkpoints/delete", "{\"uuids\": [\"\xff\"]}"},
+           {"/api/v1/checkpoints/delete", "{\"uuids\": []}"}}) {
+    auto [code, v] = c.Post(route, body);
+    EXPECT_EQ(code, 400) << route << " " << body << " -> " << v.ToJson();
+  }
+  // A uuid with a NUL is that uuid's own error.
+  std::pair<int, Value> nul = c.Post("/api/v1/checkpoints/delete", "{\"uuids\": [\"a\\u0000b\", \"zz\"]}");
+  ASSERT_EQ(nul.first, 200) << nul.second.ToJson();
+  ASSERT_EQ(nul.second.Find("results")->as_list().size(), 2u);
+  EXPECT_EQ(nul.second.Find("results")->as_list()[0].Find("code")->as_int(), 3);  // INVALID_ARGUMENT
+  EXPECT_EQ(nul.second.Find("results")->as_list()[1].Find("code")->as_int(), 5);  // NOT_FOUND
 }
 
 // The `sf` CLI over the same routes: one id keeps the single-experiment output, several ids print
