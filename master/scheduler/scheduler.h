@@ -159,7 +159,10 @@ class Scheduler {
   //     enough slots (otherwise none);
   //   * fair-share pools: for each experiment below its share with a request that does not fit,
   //     allocations of experiments that stay at or above their share without them (furthest
-  //     above first, newest first), when that frees enough slots.
+  //     above first, newest first) — or, for an experiment short of its share by a whole gang
+  //     or more, of any experiment above its share — when that frees enough slots. Once settled,
+  //     every experiment is within one gang of its share, or above it only on slots that no
+  //     experiment below its share could be given.
   // Allocations younger than min_run_seconds at `now` are passed over. Slots of allocations
   // asked to stop are held for the requests they were asked for (Schedule() does not backfill
   // them), and the trials they belong to wait, once re-submitted, with "preempted by trial N".
