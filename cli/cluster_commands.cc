@@ -535,6 +535,23 @@ int DeleteCheckpoints(const Flags& f, Api& api) {
   return exit_code;
 }
 
+int ListResourcePools(const Flags& f, Api& api) {
+  auto r = api.Call("GET", "/api/v1/resource-pools");
+  if (!r) return api.exit_code;
+  if (f.json) {
+    std::cout << r->ToJson() << "\n";
+    return kExitOk;
+  }
+  std::vector<std::vector<std::string>> rows;
+  const Value* pools = r->Find("resourcePools");
+  for (const Value& p : pools && pools->is_list() ? pools->as_list() : Value::List{}) {
+    rows.push_back({Str(p, "name"), Str(p, "scheduler"), Str(p, "agents"), Str(p, "totalSlots"),
+                    Str(p, "usedSlots"), Str(p, "runningTrials"), Str(p, "queuedTrials"), Str(p, "queuedSlots")});
+  }
+  PrintTable({"POOL", "SCHEDULER", "AGENTS", "SLOTS", "USED", "RUNNING", "QUEUED", "QUEUED SLOTS"}, rows);
+  return kExitOk;
+}
+
 int MasterInfo(const Flags& f, Api& api) {
   auto r = api.Call("GET", "/api/v1/master");
   if (!r) return api.exit_code;
@@ -688,6 +705,11 @@ void AddClusterCommands(CLI::App& sf, CommandAction& action) {
   slot->require_subcommand(1);
   AddCommand(slot, "list", "list every agent's slots and the trial on each", action,
              [](const Flags& f, Api& api) { return ListAgentsOrSlots(true, f, api); });
+
+  CLI::App* pool = sf.add_subcommand("resource-pool", "the resource pools agents bring slots into");
+  pool->require_subcommand(1);
+  AddCommand(pool, "list", "list pools: scheduler, agents, slots, slots in use, running and queued trials",
+             action, ListResourcePools);
 
   CLI::App* checkpoint = sf.add_subcommand("checkpoint", "an experiment's checkpoints");
   checkpoint->require_subcommand(1);

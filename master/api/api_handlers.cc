@@ -188,6 +188,12 @@ Result<v1::GetAgentsResponse> ApiHandlers::GetAgents(const v1::GetAgentsRequest&
   return out;
 }
 
+Result<v1::GetResourcePoolsResponse> ApiHandlers::GetResourcePools(const v1::GetResourcePoolsRequest&) {
+  v1::GetResourcePoolsResponse out;
+  for (auto& p : cluster_->ResourcePools()) *out.add_resource_pools() = std::move(p);
+  return out;
+}
+
 Result<v1::GetMasterResponse> ApiHandlers::GetMaster(const v1::GetMasterRequest&) {
   ClusterStats s = cluster_->Stats();
   v1::GetMasterResponse out;

@@ -61,6 +61,7 @@ class ApiHandlers {
   Result<steadfast::v1::GetTrialMetricsResponse> GetTrialMetrics(const steadfast::v1::GetTrialMetricsRequest& r);
   Result<steadfast::v1::GetTrialLogsResponse> GetTrialLogs(const steadfast::v1::GetTrialLogsRequest& r);
   Result<steadfast::v1::GetAgentsResponse> GetAgents(const steadfast::v1::GetAgentsRequest& r);
+  Result<steadfast::v1::GetResourcePoolsResponse> GetResourcePools(const steadfast::v1::GetResourcePoolsRequest& r);
   Result<steadfast::v1::GetMasterResponse> GetMaster(const steadfast::v1::GetMasterRequest& r);
   // The recorded utilisation history (UtilizationStore::Read): since unset means 24 hours ago.
   Result<steadfast::v1::GetClusterUtilizationResponse> GetClusterUtilization(

@@ -101,6 +101,10 @@ SF_BULK_EXPERIMENT_RPC(ArchiveExperiments, kArchive)
 SF_BULK_EXPERIMENT_RPC(UnarchiveExperiments, kUnarchive)
 SF_BULK_EXPERIMENT_RPC(DeleteExperiments, kDelete)
 #undef SF_BULK_EXPERIMENT_RPC
+grpc::Status ApiGrpcService::GetResourcePools(grpc::ServerContext*, const v1::GetResourcePoolsRequest* r,
+                                              v1::GetResourcePoolsResponse* out) {
+  return Call("GetResourcePools", out, [&] { return handlers_->GetResourcePools(*r); });
+}
 grpc::Status ApiGrpcService::DeleteCheckpoints(grpc::ServerContext*, const v1::DeleteCheckpointsRequest* r,
                                                v1::DeleteCheckpointsResponse* out) {
   return Call("DeleteCheckpoints", out, [&] { return handlers_->DeleteCheckpoints(*r); });

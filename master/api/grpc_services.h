@@ -74,6 +74,8 @@ class ApiGrpcService final : public steadfast::v1::Api::Service {
                                grpc::ServerWriter<steadfast::v1::LogLine>*) override;
   grpc::Status GetAgents(grpc::ServerContext*, const steadfast::v1::GetAgentsRequest*,
                          steadfast::v1::GetAgentsResponse*) override;
+  grpc::Status GetResourcePools(grpc::ServerContext*, const steadfast::v1::GetResourcePoolsRequest*,
+                                steadfast::v1::GetResourcePoolsResponse*) override;
   grpc::Status GetMaster(grpc::ServerContext*, const steadfast::v1::GetMasterRequest*,
                          steadfast::v1::GetMasterResponse*) override;
   grpc::Status GetClusterUtilization(grpc::ServerContext*, const steadfast::v1::GetClusterUtilizationRequest*,

@@ -663,6 +663,12 @@ struct HttpServer::Impl {
       res = Reply(handlers->GetAgents(v1::GetAgentsRequest()), req);
       return;
     }
+    if (path == "/api/v1/resource-pools") {
+      route = path;
+      if (method != http::verb::get) return wrong_method("GET");
+      res = Reply(handlers->GetResourcePools(v1::GetResourcePoolsRequest()), req);
+      return;
+    }
     if (path == "/api/v1/cluster/utilization") {
       route = path;
       if (method != http::verb::get) return wrong_method("GET");

@@ -121,6 +121,9 @@ std::string OpenApiDocument() {
                   Param("follow", "query", "boolean", "stream new lines (text/event-stream)")},
                  "GetTrialLogsResponse")}};
   paths["/api/v1/agents"] = Value::Map{{"get", Op("List agents and their slots", "GetAgents", {}, "GetAgentsResponse")}};
+  paths["/api/v1/resource-pools"] = Value::Map{
+      {"get", Op("The resource pools (of agents, or asked for by waiting trials): slots, usage and queue",
+                 "GetResourcePools", {}, "GetResourcePoolsResponse")}};
   paths["/api/v1/cluster/utilization"] = Value::Map{
       {"get", Op("Busy and total slots per resource pool, one point per minute, recorded by the master",
                  "GetClusterUtilization",
@@ -190,6 +193,11 @@ std::string OpenApiDocument() {
   schemas["GetTrialResponse"] = Object({{"trial", Ref("Trial")}});
   schemas["GetTrialMetricsResponse"] = Object({{"metrics", ArrayOf("MetricReport")}});
   schemas["GetTrialLogsResponse"] = Object({{"logs", ArrayOf("LogLine")}});
+  schemas["ResourcePool"] = Object({{"name", Type("string")}, {"scheduler", Type("string")},
+                                    {"agents", Type("integer")}, {"totalSlots", Type("integer")},
+                                    {"usedSlots", Type("integer")}, {"runningTrials", Type("integer")},
+                                    {"queuedTrials", Type("integer")}, {"queuedSlots", Type("integer")}});
+  schemas["GetResourcePoolsResponse"] = Object({{"resourcePools", ArrayOf("ResourcePool")}});
   schemas["GetAgentsResponse"] = Object({{"agents", ArrayOf("Agent")}});
   schemas["GetMasterResponse"] = Object({{"version", Type("string")}, {"connectedAgents", Type("integer")},
                                          {"totalSlots", Type("integer")}, {"usedSlots", Type("integer")}});

@@ -117,7 +117,8 @@ Cluster::CreateResult Cluster::CreateExperiment(const std::string& config_yaml, 
   }
   std::lock_guard<std::mutex> lock(mu_);
   // A gang larger than every slot the pool has could never be placed: refuse it now rather
-  // than queue it forever. (With no agent known yet, e.g. while a cluster starts, accept.)
+  // than queue it forever; likewise a pool no agent is in. (With no agent known yet, e.g.
+  // while a cluster starts, accept.)
   {
     const std::string& pool = c.resources.resource_pool;
     int pool_slots = 0, pool_agents = 0;
@@ -125,6 +126,13 @@ Cluster::CreateResult Cluster::CreateExperiment(const std::string& config_yaml, 
       if (a.pool != pool) continue;
       pool_slots += static_cast<int>(a.slots.size());
       pool_agents++;
+    }
+    if (pool_agents == 0 && !agents_.empty()) {
+      std::string pools;
+      for (const std::string& known : KnownPoolsLocked()) pools += (pools.empty() ? "" : ", ") + known;
+      result.errors.push_back({"resources.resource_pool",
+                               "\"" + pool + "\" is not a resource pool of this cluster; its pools: " + pools, 0, 0});
+      return result;
     }
     if (pool_agents > 0 && c.resources.slots_per_trial > pool_slots) {
       result.errors.push_back(
@@ -842,6 +850,46 @@ std::vector<v1::Agent> Cluster::Agents() {
     }
     out.push_back(std::move(row));
   }
+  return out;
+}
+
+std::vector<std::string> Cluster::KnownPoolsLocked() const {
+  std::set<std::string> pools;
+  for (const auto& [id, a] : agents_) pools.insert(a.pool);
+  return {pools.begin(), pools.end()};
+}
+
+std::vector<v1::ResourcePool> Cluster::ResourcePools() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<std::string, v1::ResourcePool> pools;
+  auto pool = [&](const std::string& name) -> v1::ResourcePool& {
+    v1::ResourcePool& p = pools[name];
+    if (p.name().empty()) {
+      p.set_name(name);
+      p.set_scheduler(SchedulingModeName(scheduler_.PoolMode(name)));
+    }
+    return p;
+  };
+  for (const auto& [name, stats] : scheduler_.Stats()) {
+    v1::ResourcePool& p = pool(name);
+    p.set_agents(stats.agents);
+    p.set_total_slots(stats.total_slots);
+    p.set_used_slots(stats.used_slots);
+  }
+  for (const AllocationRequest& r : scheduler_.Queue()) {
+    v1::ResourcePool& p = pool(r.resource_pool);
+    p.set_queued_trials(p.queued_trials() + 1);
+    p.set_queued_slots(p.queued_slots() + r.slots);
+  }
+  for (const auto& [id, t] : trials_) {
+    if (!t.allocated) continue;
+    auto e = experiments_.find(t.experiment_id);
+    if (e == experiments_.end()) continue;
+    v1::ResourcePool& p = pool(e->second.config.resources.resource_pool);
+    p.set_running_trials(p.running_trials() + 1);
+  }
+  std::vector<v1::ResourcePool> out;
+  for (auto& [name, p] : pools) out.push_back(std::move(p));
   return out;
 }
 

@@ -105,6 +105,9 @@ class Cluster {
   // Waits until the checkpoint retention passes requested so far have run (tests).
   void DrainCheckpointRetention() { retention_.Drain(); }
   std::vector<steadfast::v1::Agent> Agents();
+  // Every pool an agent of the scheduler is in or a queued trial asks for, by name, with its
+  // slots, usage and queue, as the scheduler sees them now.
+  std::vector<steadfast::v1::ResourcePool> ResourcePools();
   ClusterStats Stats();
   // Searcher summary for the UI (empty map when unknown).
   Value SearcherSummary(int64_t experiment_id);
@@ -215,6 +218,8 @@ class Cluster {
   // takes mu_ briefly. The rows, ready for the MetricWriter.
   Result<MetricBatch> MetricBatchFor(const steadfast::v1::ReportMetricsRequest& request);
   std::string CheckpointDirLocked(const Experiment& e, const Trial& t) const;
+  // The pools of every agent registered since the master started, sorted (for messages).
+  std::vector<std::string> KnownPoolsLocked() const;
   // Queues a checkpoint retention pass over the experiment (its checkpoint_storage policy).
   void RequestRetentionLocked(const Experiment& e);
   void HousekeepingLoop();

@@ -43,6 +43,8 @@ const std::set<std::string> kCommands = {
     "sf agent list",
     "sf slot",
     "sf slot list",
+    "sf resource-pool",
+    "sf resource-pool list",
     "sf checkpoint",
     "sf checkpoint list",
     "sf checkpoint delete",

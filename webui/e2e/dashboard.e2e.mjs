@@ -12,7 +12,7 @@
 // COMPLETED in the open page (no reload) → experiment page: learning curves and hyperparameter
 // charts drew as many points as the API has → trial page: metric charts likewise, logs shown →
 // a second, longer experiment: follow a running trial's logs over SSE, then pause, activate and
-// kill it from the UI, checking each state through the API → cluster page: agents and slots, the
+// kill it from the UI, checking each state through the API → cluster page: resource pools, agents and slots, the
 // "Busy slots" chart drew the master's recorded minutes (GET /cluster/utilization) and is as full
 // right after a reload. Screenshots of every page.
 // Exit 0 when all passed, 1 on a failed check, 2 when the master cannot be reached.
@@ -278,6 +278,12 @@ async function main() {
     const agents = (await api('GET', '/agents')).agents ?? [];
     check((await page.locator('[data-testid="agent-row"]').count()) === agents.length, `cluster page lists ${agents.length} agents`);
     check((await page.locator('[data-testid="slot"]').count()) === agents.reduce((n, a) => n + (a.slots?.length ?? 0), 0), 'cluster page shows every slot');
+    // Resource pools: one row per pool the master reports, each with its enabled slots.
+    const pools = (await api('GET', '/resource-pools')).resourcePools ?? [];
+    await page.waitForSelector('[data-testid="pools-table"]', { timeout: 15000 });
+    check((await page.locator('[data-testid="pool-row"]').count()) === pools.length, `cluster page lists ${pools.length} resource pool(s)`);
+    const slotCells = await page.locator('[data-testid="pool-slots"]').allInnerTexts();
+    check(pools.every((p, i) => (slotCells[i] ?? '').endsWith(`/${p.totalSlots ?? 0}`)), 'each pool row shows its slots', JSON.stringify(slotCells));
     await page.waitForSelector('[data-testid="chart-utilization"] canvas', { timeout: 15000 });
     // The chart is the master's history (one row per pool and minute; mean and peak series).
     const history = (await api('GET', `/cluster/utilization?since=${Math.floor(Date.now() / 1000) - 24 * 3600}`)).points ?? [];

@@ -27,6 +27,7 @@ function stubMaster(points: unknown[]) {
     if (url.startsWith('/api/v1/agents')) {
       return json({ agents: [{ id: 'a1', resourcePool: 'default', connected: true, slots: [{ id: 'cpu0', enabled: true, trialId: '7' }, { id: 'cpu1', enabled: true }] }] });
     }
+    if (url.startsWith('/api/v1/resource-pools')) return json({ resourcePools: [] });
     if (url.startsWith('/api/v1/experiments')) return json({ experiments: [], pagination: { total: 0 } });
     return new Response('{}', { status: 404 });
   });
@@ -60,6 +61,7 @@ describe('ClusterPage queue', () => {
     vi.stubGlobal('fetch', async (url: string) => {
       if (url.startsWith('/api/v1/cluster/utilization')) return json({ points: [] });
       if (url.startsWith('/api/v1/agents')) return json({ agents: [] });
+      if (url.startsWith('/api/v1/resource-pools')) return json({ resourcePools: [] });
       if (url.startsWith('/api/v1/experiments/4/trials')) {
         return json({
           trials: [
@@ -82,5 +84,40 @@ describe('ClusterPage queue', () => {
       return cells;
     });
     expect(reasons).toEqual(['preempted by trial 42; resumes when slots free', '–']);
+  });
+});
+
+describe('ClusterPage resource pools', () => {
+  it('shows each pool with its slots in use and its queue', async () => {
+    vi.stubGlobal('fetch', async (url: string) => {
+      if (url.startsWith('/api/v1/cluster/utilization')) return json({ points: [] });
+      if (url.startsWith('/api/v1/agents')) return json({ agents: [] });
+      if (url.startsWith('/api/v1/resource-pools')) {
+        return json({
+          resourcePools: [
+            { name: 'default', scheduler: 'priority', agents: 2, totalSlots: 4, usedSlots: 3, runningTrials: 2, queuedTrials: 0, queuedSlots: 0 },
+            { name: 'gpu', scheduler: 'fair_share', agents: 1, totalSlots: 8, usedSlots: 8, runningTrials: 2, queuedTrials: 3, queuedSlots: 12 },
+            { name: 'tiny', agents: 1, totalSlots: 1, queuedTrials: 1, queuedSlots: 1 },
+          ],
+        });
+      }
+      if (url.startsWith('/api/v1/experiments')) return json({ experiments: [], pagination: { total: 0 } });
+      return new Response('{}', { status: 404 });
+    });
+    render(<ClusterPage />);
+    const table = await screen.findByTestId('pools-table');
+    const rows = [...table.querySelectorAll('[data-testid="pool-row"]')];
+    expect(rows.map((r) => r.querySelector('td')!.textContent)).toEqual(['default', 'gpu', 'tiny']);
+    expect(rows.map((r) => r.querySelector('[data-testid="pool-slots"]')!.textContent)).toEqual(['3/4', '8/8', '0/1']);
+    expect(rows.map((r) => r.querySelector('[data-testid="pool-queue"]')!.textContent)).toEqual(['empty', '3 trials (12 slots)', '1 trial (1 slot)']);
+    expect(rows[1].textContent).toContain('fair share');
+    // Fields the master left out (proto3 defaults) read as 0 and the default scheduler.
+    expect(rows[2].textContent).toContain('priority');
+  });
+
+  it('says how to get a pool when there is none', async () => {
+    stubMaster([]);
+    render(<ClusterPage />);
+    expect(await screen.findByText(/No resource pool yet/)).toBeTruthy();
   });
 });

@@ -13,6 +13,7 @@ import type {
   MetricKind,
   MetricReport,
   Pagination,
+  ResourcePool,
   Slot,
   Trial,
   UtilizationPoint,
@@ -185,6 +186,20 @@ export function normAgent(j: unknown): Agent {
     lastHeartbeat: optStr(o.lastHeartbeat),
     version: str(o.version),
     address: str(o.address),
+  };
+}
+
+export function normResourcePool(j: unknown): ResourcePool {
+  const o = obj(j);
+  return {
+    name: str(o.name) || 'default',
+    scheduler: str(o.scheduler) || 'priority',
+    agents: num(o.agents),
+    totalSlots: num(o.totalSlots),
+    usedSlots: num(o.usedSlots),
+    runningTrials: num(o.runningTrials),
+    queuedTrials: num(o.queuedTrials),
+    queuedSlots: num(o.queuedSlots),
   };
 }
 
@@ -456,6 +471,12 @@ export class ApiClient {
   async getAgents(signal?: AbortSignal): Promise<Agent[]> {
     const j = await this.request('GET', '/agents', {}, undefined, signal);
     return arr(j.agents).map(normAgent);
+  }
+
+  /** The resource pools, by name: slots, usage and queue as the scheduler sees them now. */
+  async getResourcePools(signal?: AbortSignal): Promise<ResourcePool[]> {
+    const j = await this.request('GET', '/resource-pools', {}, undefined, signal);
+    return arr(j.resourcePools).map(normResourcePool);
   }
 
   /** The master's utilisation history: one point per resource pool per minute, ordered by time.

@@ -128,6 +128,18 @@ export interface Agent {
   address: string;
 }
 
+/** A resource pool as the scheduler sees it now (GET /api/v1/resource-pools). */
+export interface ResourcePool {
+  name: string;
+  scheduler: string; // priority | fair_share
+  agents: number;
+  totalSlots: number; // enabled slots of the pool's agents
+  usedSlots: number; // slots held by running trials
+  runningTrials: number;
+  queuedTrials: number; // trials waiting for slots in the pool
+  queuedSlots: number; // slots those trials ask for together
+}
+
 /** One minute of one resource pool in the master's utilisation history
  *  (GET /api/v1/cluster/utilization). */
 export interface UtilizationPoint {

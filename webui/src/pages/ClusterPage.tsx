@@ -1,10 +1,11 @@
-// Cluster: agents and their slots (busy/free, which trial), utilization over time as the master
-// records it (GET /api/v1/cluster/utilization, so the chart is full right after a reload), and the
-// queue of waiting (QUEUED) trials of active experiments.
+// Cluster: resource pools (slots, usage and queue length, GET /api/v1/resource-pools), agents and
+// their slots (busy/free, which trial), utilization over time as the master records it
+// (GET /api/v1/cluster/utilization, so the chart is full right after a reload), and the queue of
+// waiting (QUEUED) trials of active experiments.
 import { useMemo } from 'react';
 import type uPlot from 'uplot';
 import { api } from '../api/client';
-import type { Agent, Trial } from '../api/types';
+import type { Agent, ResourcePool, Trial } from '../api/types';
 import { Empty, ErrorBanner, Skeleton } from '../components/common';
 import { UPlotChart } from '../components/UPlotChart';
 import { utilizationSeries } from '../lib/chartData';
@@ -31,6 +32,7 @@ export function utilization(agents: Agent[]): { used: number; total: number } {
 
 export function ClusterPage() {
   const agents = usePolling((s) => api.getAgents(s), [], POLL_MS);
+  const pools = usePolling((s) => api.getResourcePools(s), [], POLL_MS);
   const queue = usePolling(
     async (s) => {
       const { experiments } = await api.getExperiments({ states: ['EXPERIMENT_STATE_ACTIVE'], limit: 50, sortBy: 'id' }, s);
@@ -56,7 +58,17 @@ export function ClusterPage() {
           </span>
         )}
       </div>
-      <ErrorBanner error={agents.error ?? queue.error ?? history.error} onRetry={() => { agents.reload(); queue.reload(); history.reload(); }} />
+      <ErrorBanner error={agents.error ?? pools.error ?? queue.error ?? history.error} onRetry={() => { agents.reload(); pools.reload(); queue.reload(); history.reload(); }} />
+      <div className="card">
+        <h2>Resource pools</h2>
+        {pools.loading && !pools.data ? (
+          <Skeleton rows={2} />
+        ) : !pools.data ? null : pools.data.length === 0 ? (
+          <Empty>No resource pool yet: agents bring their slots into one (<code>sf-agent --resource-pool NAME</code>).</Empty>
+        ) : (
+          <PoolsTable rows={pools.data} />
+        )}
+      </div>
       <div className="card">
         <h2>Agents and slots</h2>
         {agents.loading && !agents.data ? (
@@ -129,6 +141,39 @@ export function ClusterPage() {
         )}
       </div>
     </section>
+  );
+}
+
+function PoolsTable({ rows }: { rows: ResourcePool[] }) {
+  return (
+    <div className="table-wrap">
+      <table className="table" data-testid="pools-table">
+        <thead>
+          <tr>
+            <th scope="col">Pool</th>
+            <th scope="col">Scheduler</th>
+            <th scope="col">Agents</th>
+            <th scope="col">Slots busy</th>
+            <th scope="col">Running trials</th>
+            <th scope="col">Queue</th>
+          </tr>
+        </thead>
+        <tbody>
+          {rows.map((p) => (
+            <tr key={p.name} data-testid="pool-row">
+              <td className="strong">{p.name}</td>
+              <td data-label="Scheduler">{p.scheduler === 'fair_share' ? 'fair share' : p.scheduler}</td>
+              <td className="num" data-label="Agents">{p.agents}</td>
+              <td className="num" data-label="Slots busy" data-testid="pool-slots">{p.usedSlots}/{p.totalSlots}</td>
+              <td className="num" data-label="Running trials">{p.runningTrials}</td>
+              <td className="num" data-label="Queue" data-testid="pool-queue">
+                {p.queuedTrials === 0 ? 'empty' : `${p.queuedTrials} trial${p.queuedTrials === 1 ? '' : 's'} (${p.queuedSlots} slot${p.queuedSlots === 1 ? '' : 's'})`}
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
   );
 }
 
