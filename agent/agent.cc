@@ -170,6 +170,8 @@ std::map<std::string, std::string> TaskEnvironment(const StartTask& task,
   env["SF_SLOT_IDS"] = Join(task.slot_ids());
   env["SF_AGENT_ID"] = agent_id;
   env["SF_TASK_DIR"] = task_dir;
+  // The task's TrialLink credential: in the environment only (never argv, never a log line).
+  if (!task.task_token().empty()) env["SF_TASK_TOKEN"] = task.task_token();
   std::string cuda;
   int cpu_slots = 0;
   for (const auto& slot : task.slot_ids()) {

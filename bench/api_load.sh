@@ -23,6 +23,11 @@ cleanup() {
 trap cleanup EXIT
 "$SF" deploy local up --dir "$DIR" --agents 1 --port "$HTTP" --grpc-port "$GRPC" >/dev/null
 URL="http://127.0.0.1:$HTTP"
+PG="host=127.0.0.1 port=$(cat "$DIR/postgres/port") user=postgres dbname=steadfast"
+# The simulated trainers make their TrialLink task tokens from the cluster's secret (as the
+# master does for real trainers); it goes to them in the environment, not on a command line.
+SF_TASK_TOKEN_SECRET_HEX=$(psql "$PG" -tAc "SELECT secret_hex FROM cluster_secrets WHERE name = 'task_tokens'")
+export SF_TASK_TOKEN_SECRET_HEX
 DATA="$(cd ..; pwd)/shared/data/multi30k-de-en-tiny"
 for i in $(seq 1 200); do
   YAML="name: load-$i
@@ -94,7 +99,6 @@ with_cpu 128000 "$BUILD/bench/metric_ingest_bench" "127.0.0.1:$GRPC" 65 64 2000 
 # copy of its metrics table), by COPY, by multi-row INSERT and by the master's own statement
 # (jsonb_to_recordset, 64 trainers x 10 rows per transaction), each batch its own transaction.
 echo "== PostgreSQL ceiling: 64 x 2000 rows by COPY (10,000 rows/transaction), multi-row INSERT (1,000 rows/statement), the master's statement (640 rows/transaction)"
-PG="host=127.0.0.1 port=$(cat "$DIR/postgres/port") user=postgres dbname=steadfast"
 "$BUILD/bench/pg_ingest_ceiling_bench" "$PG" 128000 | tee "$DIR/ceiling.txt"
 rate() { awk -v k="$1:" '$1 == k {print $2}' "$2"; }
 awk -v m1="$(rate rows_per_second "$DIR/ingest1.txt")" -v m10="$(rate rows_per_second "$DIR/ingest10.txt")" \

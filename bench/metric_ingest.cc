@@ -8,6 +8,11 @@
 // call, as a trainer batches its reports), so every row is new and stored. With
 // --rows-per-second the trainers together offer R rows/s (each paces its calls; a call that
 // comes back late is followed at once by the next due one) instead of calling back to back.
+//
+// TrialLink wants each call's task token (master/auth/task_tokens.h). The simulated trainers
+// make theirs from the cluster's secret, read from $SF_TASK_TOKEN_SECRET_HEX (the hex of
+// cluster_secrets 'task_tokens'; bench/api_load.sh reads it from the database); without it the
+// master refuses every call.
 #include <grpcpp/grpcpp.h>
 #include <sys/resource.h>
 
@@ -15,10 +20,13 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <optional>
 #include <thread>
 #include <vector>
 
 #include "common/command_line.h"
+#include "master/auth/task_tokens.h"
 #include "steadfast/v1/trial_link.grpc.pb.h"
 
 int main(int argc, char** argv) {
@@ -38,6 +46,15 @@ int main(int argc, char** argv) {
   app.add_option("--rows-per-second", rows_per_second, "offer this many rows/s in total (default: as fast as possible)")
       ->check(CLI::Range(1.0, 1e9));
   if (auto exit_code = sf::cmdline::Parse(app, argc, argv)) return *exit_code;
+  std::optional<sf::master::TaskTokens> tokens;
+  if (const char* hex = std::getenv("SF_TASK_TOKEN_SECRET_HEX"); hex && *hex) {
+    auto t = sf::master::TaskTokens::FromHexSecret(hex);
+    if (!t.ok()) {
+      std::fprintf(stderr, "metric_ingest: SF_TASK_TOKEN_SECRET_HEX: %s\n", t.status().message().c_str());
+      return 2;
+    }
+    tokens = std::move(t).value();
+  }
   // Per trainer: one call every `call_interval` (zero: back to back).
   const std::chrono::duration<double> call_interval(rows_per_second > 0 ? per_call * trials / rows_per_second : 0.0);
   std::vector<std::vector<double>> latencies(trials);
@@ -47,6 +64,7 @@ int main(int argc, char** argv) {
   for (int t = 0; t < trials; ++t) {
     threads.emplace_back([&, t] {
       auto stub = steadfast::v1::TrialLink::NewStub(grpc::CreateChannel(master, grpc::InsecureChannelCredentials()));
+      const std::string token = tokens ? tokens->Issue({first + t, 0, 0, ""}) : "";
       for (int r = 0, call = 0; r < reports; r += per_call, ++call) {
         if (call_interval.count() > 0) {
           std::this_thread::sleep_until(
@@ -63,6 +81,7 @@ int main(int argc, char** argv) {
         }
         steadfast::v1::ReportMetricsResponse resp;
         grpc::ClientContext ctx;
+        if (!token.empty()) ctx.AddMetadata(sf::master::TaskTokens::kMetadataKey, token);
         auto t0 = std::chrono::steady_clock::now();
         if (!stub->ReportMetrics(&ctx, req, &resp).ok()) failures++;
         latencies[t].push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());

@@ -10,6 +10,7 @@ find_package(dnnl CONFIG REQUIRED)
 find_package(OpenMP REQUIRED)
 find_package(MPI REQUIRED COMPONENTS CXX)
 find_package(Boost 1.74 REQUIRED)
+find_package(OpenSSL REQUIRED)  # HMAC and random bytes for the master's task tokens
 pkg_check_modules(PQXX REQUIRED IMPORTED_TARGET libpqxx)
 pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
 find_library(SF_SENTENCEPIECE_TRAIN sentencepiece_train REQUIRED)

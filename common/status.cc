@@ -15,6 +15,8 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kOutOfRange: return "out_of_range";
     case StatusCode::kResourceExhausted: return "resource_exhausted";
     case StatusCode::kCancelled: return "cancelled";
+    case StatusCode::kUnauthenticated: return "unauthenticated";
+    case StatusCode::kPermissionDenied: return "permission_denied";
   }
   return "unknown";
 }

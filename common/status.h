@@ -29,6 +29,8 @@ enum class StatusCode {
   kOutOfRange,
   kResourceExhausted,
   kCancelled,
+  kUnauthenticated,    // no credentials, or credentials that are not valid (HTTP 401)
+  kPermissionDenied,   // valid credentials that do not allow the action (HTTP 403)
 };
 
 // Returns a stable lower-case name for a code ("invalid_argument").
@@ -65,6 +67,8 @@ inline Status DataLoss(std::string m) { return {StatusCode::kDataLoss, std::move
 inline Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
 inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 inline Status OutOfRange(std::string m) { return {StatusCode::kOutOfRange, std::move(m)}; }
+inline Status Unauthenticated(std::string m) { return {StatusCode::kUnauthenticated, std::move(m)}; }
+inline Status PermissionDenied(std::string m) { return {StatusCode::kPermissionDenied, std::move(m)}; }
 
 // Either a value or a non-OK Status. Accessing value() of an error is a programming error
 // (asserted in debug builds).

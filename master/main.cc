@@ -61,6 +61,11 @@ int main(int argc, char** argv) {
     log::Error("master", {{"event", "migration_failed"}, {"error", migrated.message()}});
     return 1;
   }
+  Result<TaskTokens> task_tokens = TaskTokens::Load(db->get());
+  if (!task_tokens.ok()) {
+    log::Error("master", {{"event", "task_token_secret_failed"}, {"error", task_tokens.status().message()}});
+    return 1;
+  }
   MasterMetrics metrics;
   (*db)->SetLatencyObserver([&](const std::string& what, double s) { metrics.ObserveQuery(what, s); });
   Store store(db->get());
@@ -72,6 +77,7 @@ int main(int argc, char** argv) {
   options.pool_schedulers = config->pool_schedulers;
   options.preemption_grace = std::chrono::seconds(config->preemption_grace_seconds);
   options.min_run = std::chrono::seconds(config->min_run_seconds);
+  options.task_tokens = &*task_tokens;
   Cluster cluster(&store, options);
   Status recovered = cluster.Recover();
   if (!recovered.ok()) {
@@ -90,7 +96,7 @@ int main(int argc, char** argv) {
   });
   DeliveryLedger delivery_ledger(db->get());
   AgentLinkGrpcService agent_link(&cluster, &delivery_ledger);
-  TrialLinkGrpcService trial_link(&cluster);
+  TrialLinkGrpcService trial_link(&cluster, &*task_tokens);
 
   grpc::ServerBuilder builder;
   int grpc_port = 0;

@@ -26,6 +26,8 @@ grpc::Status ToGrpc(const Status& s) {
     case sf::StatusCode::kOutOfRange: code = StatusCode::OUT_OF_RANGE; break;
     case sf::StatusCode::kResourceExhausted: code = StatusCode::RESOURCE_EXHAUSTED; break;
     case sf::StatusCode::kCancelled: code = StatusCode::CANCELLED; break;
+    case sf::StatusCode::kUnauthenticated: code = StatusCode::UNAUTHENTICATED; break;
+    case sf::StatusCode::kPermissionDenied: code = StatusCode::PERMISSION_DENIED; break;
   }
   return grpc::Status(code, s.message());
 }
@@ -318,10 +320,22 @@ grpc::Status AgentLinkGrpcService::Connect(
 }
 
 // ------------------------------------------------------------------------------------------
-// TrialLink
+// TrialLink. Every call must carry the task token the master issued for the identity it
+// claims (master/auth/task_tokens.h); the coordinator then checks that identity is current.
 
-grpc::Status TrialLinkGrpcService::GetNextOperation(grpc::ServerContext*, const v1::GetNextOperationRequest* r,
+Status TrialLinkGrpcService::Authenticate(const grpc::ServerContextBase& context, const v1::TrialIdentity& who) const {
+  if (!tokens_) return Status::Ok();
+  std::string_view token;
+  const auto& metadata = context.client_metadata();
+  if (auto it = metadata.find(TaskTokens::kMetadataKey); it != metadata.end()) {
+    token = std::string_view(it->second.data(), it->second.size());
+  }
+  return tokens_->Verify(token, TaskClaims{who.trial_id(), who.rank(), who.restart(), who.task_id()});
+}
+
+grpc::Status TrialLinkGrpcService::GetNextOperation(grpc::ServerContext* context, const v1::GetNextOperationRequest* r,
                                                     v1::GetNextOperationResponse* out) {
+  if (Status auth = Authenticate(*context, r->who()); !auth.ok()) return ToGrpc(auth);
   auto res = cluster_->NextOperation(r->who(), std::chrono::seconds(20));
   if (!res.ok()) return ToGrpc(res.status());
   *out = std::move(res).value();
@@ -331,26 +345,34 @@ grpc::ServerUnaryReactor* TrialLinkGrpcService::ReportMetrics(grpc::CallbackServ
                                                                const v1::ReportMetricsRequest* r,
                                                                v1::ReportMetricsResponse*) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (Status auth = Authenticate(*context, r->who()); !auth.ok()) {
+    reactor->Finish(ToGrpc(auth));
+    return reactor;
+  }
   cluster_->ReportMetricsAsync(*r, [reactor](Status st) { reactor->Finish(ToGrpc(st)); });
   return reactor;
 }
-grpc::Status TrialLinkGrpcService::CompleteOperation(grpc::ServerContext*, const v1::CompleteOperationRequest* r,
+grpc::Status TrialLinkGrpcService::CompleteOperation(grpc::ServerContext* context, const v1::CompleteOperationRequest* r,
                                                      v1::CompleteOperationResponse*) {
+  if (Status auth = Authenticate(*context, r->who()); !auth.ok()) return ToGrpc(auth);
   return ToGrpc(cluster_->CompleteOperation(*r));
 }
-grpc::Status TrialLinkGrpcService::ReportCheckpoint(grpc::ServerContext*, const v1::ReportCheckpointRequest* r,
+grpc::Status TrialLinkGrpcService::ReportCheckpoint(grpc::ServerContext* context, const v1::ReportCheckpointRequest* r,
                                                     v1::ReportCheckpointResponse*) {
+  if (Status auth = Authenticate(*context, r->who()); !auth.ok()) return ToGrpc(auth);
   return ToGrpc(cluster_->ReportCheckpoint(*r));
 }
-grpc::Status TrialLinkGrpcService::ShouldStop(grpc::ServerContext*, const v1::ShouldStopRequest* r,
+grpc::Status TrialLinkGrpcService::ShouldStop(grpc::ServerContext* context, const v1::ShouldStopRequest* r,
                                               v1::ShouldStopResponse* out) {
+  if (Status auth = Authenticate(*context, r->who()); !auth.ok()) return ToGrpc(auth);
   auto res = cluster_->ShouldStop(*r);
   if (!res.ok()) return ToGrpc(res.status());
   *out = std::move(res).value();
   return grpc::Status::OK;
 }
-grpc::Status TrialLinkGrpcService::Rendezvous(grpc::ServerContext*, const v1::RendezvousRequest* r,
+grpc::Status TrialLinkGrpcService::Rendezvous(grpc::ServerContext* context, const v1::RendezvousRequest* r,
                                               v1::RendezvousResponse* out) {
+  if (Status auth = Authenticate(*context, r->who()); !auth.ok()) return ToGrpc(auth);
   const int seconds = r->timeout_seconds() > 0 ? std::min(r->timeout_seconds(), 3600) : 300;
   auto res = cluster_->Rendezvous(*r, std::chrono::seconds(seconds));
   if (!res.ok()) return ToGrpc(res.status());

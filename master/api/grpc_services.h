@@ -116,7 +116,8 @@ class AgentLinkGrpcService final : public steadfast::v1::AgentLink::Service {
 class TrialLinkGrpcService final
     : public steadfast::v1::TrialLink::WithCallbackMethod_ReportMetrics<steadfast::v1::TrialLink::Service> {
  public:
-  explicit TrialLinkGrpcService(Cluster* cluster) : cluster_(cluster) {}
+  // `tokens` null: calls are not authenticated (tests that drive the coordinator alone).
+  TrialLinkGrpcService(Cluster* cluster, const TaskTokens* tokens) : cluster_(cluster), tokens_(tokens) {}
   grpc::Status GetNextOperation(grpc::ServerContext*, const steadfast::v1::GetNextOperationRequest*,
                                 steadfast::v1::GetNextOperationResponse*) override;
   grpc::ServerUnaryReactor* ReportMetrics(grpc::CallbackServerContext* context,
@@ -132,7 +133,10 @@ class TrialLinkGrpcService final
                           steadfast::v1::RendezvousResponse*) override;
 
  private:
+  // OK when the call carries the task token issued for `who`; kUnauthenticated otherwise.
+  Status Authenticate(const grpc::ServerContextBase& context, const steadfast::v1::TrialIdentity& who) const;
   Cluster* cluster_;
+  const TaskTokens* tokens_;
 };
 
 }  // namespace sf::master

@@ -51,6 +51,8 @@ int HttpStatusFor(const Status& s) {
     case sf::StatusCode::kFailedPrecondition: return 409;
     case sf::StatusCode::kUnavailable: return 503;
     case sf::StatusCode::kResourceExhausted: return 429;
+    case sf::StatusCode::kUnauthenticated: return 401;
+    case sf::StatusCode::kPermissionDenied: return 403;
     default: return 500;
   }
 }

@@ -565,6 +565,9 @@ void Cluster::StartAllocationLocked(Trial& t, const Assignment& a) {
     s->set_restore_checkpoint(restore);
     s->set_checkpoint_dir(CheckpointDirLocked(e, t));
     s->set_restart(t.restarts);
+    if (options_.task_tokens) {
+      s->set_task_token(options_.task_tokens->Issue({t.id, rank, t.restarts, s->task_id()}));
+    }
     agent->second.conn->Send(m);
   }
   std::vector<std::string> rank_agents;

@@ -22,6 +22,7 @@
 
 #include "common/config/experiment_config.h"
 #include "master/agentlink/delivery_ledger.h"
+#include "master/auth/task_tokens.h"
 #include "master/db/store.h"
 #include "master/dist/rendezvous_board.h"
 #include "master/housekeeping/checkpoint_retention.h"
@@ -49,6 +50,8 @@ struct ClusterOptions {
   std::chrono::seconds agent_reconnect_grace{30};     // before a lost agent's trials fail
   std::chrono::milliseconds kill_grace{10000};        // SIGTERM -> SIGKILL on agents
   bool check_data_files = true;                       // refuse configs naming unreadable files
+  // Issues each task's TrialLink token in StartTask (master/auth/task_tokens.h); none when null.
+  const TaskTokens* task_tokens = nullptr;
   // Scheduling policy (master/scheduler/scheduler.h, docs/scheduling.md): each pool's mode
   // (pools not named get default_scheduler), how long a preempted trial may take to checkpoint
   // and stop before it is killed, and how long a trial runs before it may be preempted.

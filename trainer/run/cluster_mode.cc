@@ -43,8 +43,9 @@ std::string Env(const char* name, const std::string& def = "") {
 // with backoff for up to `patience`; other errors are returned.
 class TrialLinkClient {
  public:
-  TrialLinkClient(const std::string& address, v1::TrialIdentity who)
-      : stub_(v1::TrialLink::NewStub(MakeChannel(address))), who_(std::move(who)) {}
+  // `token`: this task's TrialLink credential (SF_TASK_TOKEN), sent with every call.
+  TrialLinkClient(const std::string& address, v1::TrialIdentity who, std::string token)
+      : stub_(v1::TrialLink::NewStub(MakeChannel(address))), who_(std::move(who)), token_(std::move(token)) {}
 
   const v1::TrialIdentity& who() const { return who_; }
 
@@ -57,6 +58,7 @@ class TrialLinkClient {
     while (true) {
       grpc::ClientContext ctx;
       ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+      if (!token_.empty()) ctx.AddMetadata("x-sf-task-token", token_);
       grpc::Status st = (stub_.get()->*method)(&ctx, req, resp);
       if (st.ok()) return Status::Ok();
       // A master going down cancels calls in flight; one coming up may not know the trial for
@@ -92,6 +94,7 @@ class TrialLinkClient {
 
   std::unique_ptr<v1::TrialLink::Stub> stub_;
   v1::TrialIdentity who_;
+  std::string token_;
 };
 
 google::protobuf::Struct ToStruct(const std::vector<std::pair<std::string, double>>& values) {
@@ -139,7 +142,7 @@ int RunTrial(const v1::TrialIdentity& who, int world_size, std::unique_ptr<dist:
               << (what.empty() ? "" : ": ") << st.message() << "\n";
     return 1;
   };
-  TrialLinkClient link(master, who);
+  TrialLinkClient link(master, who, Env("SF_TASK_TOKEN"));
 
   if (world_size > 1) {
     // Meet the other ranks through the master, then connect them with Open MPI.

@@ -1,0 +1,110 @@
+// End to end, with real processes: TrialLink answers only the task token the master issued for
+// the identity a call claims (master/auth/task_tokens.h), real trainers train with theirs, and
+// the token shows up in no log and no process listing.
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <grpcpp/grpcpp.h>
+
+#include "master/auth/task_tokens.h"
+#include "steadfast/v1/trial_link.grpc.pb.h"
+#include "tests/e2e/cluster_fixture.h"
+
+namespace sf::testing {
+namespace {
+namespace fs = std::filesystem;
+namespace v1 = steadfast::v1;
+
+std::string Scalar(const std::string& db, const std::string& sql) {
+  pqxx::connection conn(db);
+  pqxx::work tx(conn);
+  return tx.exec1(sql)[0].as<std::string>();
+}
+
+std::string ReadAll(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+TEST(TrialLinkAuth, OnlyTheTokenIssuedForACallsIdentityIsAcceptedAndItIsNeverLogged) {
+  Cluster cluster(1, 1);
+  int64_t id = cluster.Submit(TinyExperiment(1, 100000, 10, "auth-e2e"));
+  ASSERT_GT(id, 0);
+  ASSERT_TRUE(cluster.WaitFor(
+      [&] {
+        Value trials = cluster.Trials(id);
+        return !trials.as_list().empty() && std::stoll(trials.as_list()[0].Find("totalBatches")->as_string()) >= 20;
+      },
+      std::chrono::seconds(120)))
+      << "the trainer (with its token) never reported";
+  const int64_t tid = Id(cluster.Trials(id).as_list()[0]);
+  const std::string task_id =
+      Scalar(cluster.db(), "SELECT id FROM allocations WHERE trial_id = " + std::to_string(tid) +
+                               " ORDER BY start_time DESC LIMIT 1") +
+      ".0";
+  auto tokens = master::TaskTokens::FromHexSecret(
+      Scalar(cluster.db(), "SELECT secret_hex FROM cluster_secrets WHERE name = 'task_tokens'"));
+  ASSERT_TRUE(tokens.ok()) << tokens.status().ToString();
+  const master::TaskClaims claims{tid, 0, 0, task_id};
+  const std::string token = tokens->Issue(claims);
+
+  auto stub = v1::TrialLink::NewStub(grpc::CreateChannel(cluster.grpc_address(), grpc::InsecureChannelCredentials()));
+  auto should_stop = [&](const std::string& presented, const master::TaskClaims& as) {
+    v1::ShouldStopRequest req;
+    req.mutable_who()->set_trial_id(as.trial_id);
+    req.mutable_who()->set_rank(as.rank);
+    req.mutable_who()->set_restart(as.restart);
+    req.mutable_who()->set_task_id(as.task_id);
+    v1::ShouldStopResponse resp;
+    grpc::ClientContext ctx;
+    if (!presented.empty()) ctx.AddMetadata(master::TaskTokens::kMetadataKey, presented);
+    return stub->ShouldStop(&ctx, req, &resp);
+  };
+  grpc::Status none = should_stop("", claims);
+  EXPECT_EQ(none.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_NE(none.error_message().find("no task token"), std::string::npos) << none.error_message();
+  // The token of one identity does not open another: not another trial, rank or restart.
+  for (const master::TaskClaims& other : {master::TaskClaims{tid + 1000, 0, 0, task_id}, master::TaskClaims{tid, 1, 0, task_id},
+                                          master::TaskClaims{tid, 0, 1, task_id}}) {
+    EXPECT_EQ(should_stop(token, other).error_code(), grpc::StatusCode::UNAUTHENTICATED) << other.trial_id;
+  }
+  EXPECT_EQ(should_stop("sft1_" + std::string(64, '0'), claims).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_TRUE(should_stop(token, claims).ok());
+
+  // A metric report without the token stores nothing.
+  {
+    v1::ReportMetricsRequest req;
+    req.mutable_who()->set_trial_id(tid);
+    req.mutable_who()->set_task_id(task_id);
+    auto* m = req.add_reports();
+    m->set_kind("training");
+    m->set_batches(987654);
+    (*m->mutable_values()->mutable_fields())["loss"].set_number_value(1.0);
+    v1::ReportMetricsResponse resp;
+    grpc::ClientContext ctx;
+    EXPECT_EQ(stub->ReportMetrics(&ctx, req, &resp).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_EQ(Count(cluster.db(), "SELECT count(*) FROM metrics WHERE batches = 987654"), 0);
+  }
+
+  // The trainer got its token in the environment, not on its command line.
+  std::vector<pid_t> pids = cluster.TrainerPids(tid);
+  ASSERT_EQ(pids.size(), 1u);
+  EXPECT_EQ(ReadAll("/proc/" + std::to_string(pids[0]) + "/cmdline").find(token), std::string::npos);
+  EXPECT_NE(ReadAll("/proc/" + std::to_string(pids[0]) + "/environ").find("SF_TASK_TOKEN=" + token), std::string::npos);
+
+  ASSERT_EQ(cluster.Post("/api/v1/experiments/" + std::to_string(id) + "/kill", "").first, 200);
+  ASSERT_TRUE(cluster.WaitForState(id, "EXPERIMENT_STATE_CANCELED", std::chrono::seconds(60)));
+  // No log of the master, the agent or the trainer holds the token.
+  int files = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(cluster.dir())) {
+    if (!entry.is_regular_file() || entry.path().extension() != ".log") continue;
+    ++files;
+    EXPECT_EQ(ReadAll(entry.path()).find(token.substr(5)), std::string::npos) << entry.path();
+  }
+  EXPECT_GE(files, 4) << "master, agent, trainer stdout and stderr logs";
+}
+
+}  // namespace
+}  // namespace sf::testing
