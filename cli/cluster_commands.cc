@@ -110,19 +110,27 @@ std::string YamlQuote(const std::string& s) {
 
 // Reads FILE, applies --config overrides, validates it locally, and makes its relative paths
 // absolute (against the file's directory) so the cluster reads the files the user meant.
-Result<std::string> PrepareConfig(const std::string& file, const std::vector<std::string>& overrides) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return InvalidArgument("cannot read " + file);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+// Applies --config overrides to `text` and validates the result with the master's parser;
+// errors name `source` (a file, or "experiment 7") and the field.
+Result<config::ParseResult> OverrideAndValidate(std::string& text, const std::vector<std::string>& overrides,
+                                                const std::string& source) {
   for (const auto& o : overrides) {
     SF_ASSIGN_OR_RETURN(text, config::ApplyOverride(text, o));
   }
   config::ParseResult parsed = config::ParseExperimentConfig(text);
   if (!parsed.ok()) {
     std::string msg;
-    for (const auto& e : parsed.errors) msg += e.ToStringWithLocation(file) + "\n";
+    for (const auto& e : parsed.errors) msg += e.ToStringWithLocation(source) + "\n";
     return InvalidArgument(msg);
   }
+  return parsed;
+}
+
+Result<std::string> PrepareConfig(const std::string& file, const std::vector<std::string>& overrides) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return InvalidArgument("cannot read " + file);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  SF_ASSIGN_OR_RETURN(config::ParseResult parsed, OverrideAndValidate(text, overrides, file));
   std::string base = std::filesystem::absolute(file).parent_path().string();
   config::ExperimentConfig resolved = *parsed.config;
   config::ResolvePaths(resolved, base);
@@ -217,6 +225,37 @@ int CreateExperiment(const Flags& f, Api& api) {
     std::cout << r->ToJson() << "\n";
   } else {
     std::cout << "created experiment " << id << "\n" << std::flush;
+  }
+  return f.follow ? FollowExperiment(api, id) : kExitOk;
+}
+
+// `sf experiment fork ID`: the experiment's config as it was submitted, with --config overrides,
+// validated here, submitted as a new experiment (its paths stay as the original's: the CLI made
+// them absolute when that one was created).
+int ForkExperiment(const Flags& f, Api& api) {
+  auto original = api.Call("GET", "/api/v1/experiments/" + f.id);
+  if (!original) return api.exit_code;
+  const Value* experiment = original->Find("experiment");
+  const Value* yaml = experiment ? experiment->Find("configYaml") : nullptr;
+  if (!yaml || !yaml->is_string()) {
+    std::cerr << "sf: the master sent experiment " << f.id << " without its config\n";
+    return kExitFailed;
+  }
+  std::string text = yaml->as_string();
+  auto parsed = OverrideAndValidate(text, f.overrides, "experiment " + f.id);
+  if (!parsed.ok()) {
+    std::cerr << parsed.status().message();
+    if (parsed.status().message().back() != '\n') std::cerr << "\n";
+    return kExitUsage;
+  }
+  Value body(Value::Map{{"configYaml", text}, {"activate", !f.paused}});
+  auto r = api.Call("POST", "/api/v1/experiments", body.ToJson());
+  if (!r) return api.exit_code;
+  const std::string id = Str(*r->Find("experiment"), "id");
+  if (f.json) {
+    std::cout << r->ToJson() << "\n";
+  } else {
+    std::cout << "created experiment " << id << " (fork of experiment " << f.id << ")\n" << std::flush;
   }
   return f.follow ? FollowExperiment(api, id) : kExitOk;
 }
@@ -625,6 +664,21 @@ void AddExperimentCommands(CLI::App& sf, CommandAction& action) {
                    "override one field of the YAML (e.g. searcher.max_trials=4); repeatable")
       ->type_name("KEY=VALUE")
       ->allow_extra_args(false)  // one KEY=VALUE per --config, so FILE may follow it
+      ->default_str("")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+
+  ClusterCommand fork = AddCommand(experiment, "fork",
+                                   "create a new experiment from an existing one's config, with overrides",
+                                   action, ForkExperiment);
+  fork.Id("ID", "the experiment to copy");
+  fork.app->add_flag("-f,--follow", fork.flags->follow,
+                     "print trial progress until the new experiment ends; exit 1 unless it COMPLETED");
+  fork.app->add_flag("--paused", fork.flags->paused, "create it paused (start it with `sf experiment activate`)");
+  fork.app
+      ->add_option("--config", fork.flags->overrides,
+                   "override one field of the config (e.g. searcher.max_length.batches=5000); repeatable")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false)
       ->default_str("")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
 

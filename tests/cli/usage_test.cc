@@ -26,6 +26,7 @@ const std::set<std::string> kCommands = {
     "sf config validate",
     "sf experiment",
     "sf experiment create",
+    "sf experiment fork",
     "sf experiment list",
     "sf experiment describe",
     "sf experiment kill",
@@ -224,6 +225,7 @@ TEST(SfUsageTest, UnknownFlagIsNamed) {
 TEST(SfUsageTest, MissingPositionalIsNamed) {
   ExpectUsageError({"experiment", "describe"}, "sf experiment describe", "ID");
   ExpectUsageError({"e", "kill", "--json"}, "sf experiment kill", "ID");
+  ExpectUsageError({"experiment", "fork", "--config", "name=x"}, "sf experiment fork", "ID");
   ExpectUsageError({"experiment", "create", "--follow"}, "sf experiment create", "FILE");
   ExpectUsageError({"trial", "list"}, "sf trial list", "EXPERIMENT_ID");
   ExpectUsageError({"t", "metrics", "--kind", "validation"}, "sf trial metrics", "TRIAL_ID");

@@ -1,0 +1,97 @@
+// `sf experiment fork ID [--config KEY=VALUE]...` against a real master and PostgreSQL: the new
+// experiment has the old one's config with the overrides, the old one is untouched, and bad
+// overrides or ids are refused before anything is stored.
+#include <fstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "common/config/experiment_config.h"
+#include "common/subprocess.h"
+#include "tests/e2e/cluster_fixture.h"
+
+namespace sf::testing {
+namespace {
+
+class Fork : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    if (HasFailure() && cluster_) cluster_->DumpLogs();
+  }
+  // Runs sf with SF_MASTER set: exit code, stdout, stderr.
+  std::tuple<int, std::string, std::string> Sf(const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {"/bin/sh", "-c", R"(err=$1; shift; exec "$@" 2>"$err")", "sh",
+                                     scratch_.path() + "/err", Cluster::Binary("sf")};
+    argv.insert(argv.end(), args.begin(), args.end());
+    CommandOptions o;
+    o.env["SF_MASTER"] = cluster_->url();
+    auto r = RunCommand(argv, o);
+    EXPECT_TRUE(r.ok());
+    std::ifstream in(scratch_.path() + "/err");
+    std::string err((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return {r.ok() ? r->exit_code : -1, r.ok() ? r->output : "", err};
+  }
+  std::string ConfigOf(int64_t id) {
+    auto [code, v] = cluster_->Get("/api/v1/experiments/" + std::to_string(id));
+    EXPECT_EQ(code, 200);
+    return code == 200 ? v.Find("experiment")->Find("configYaml")->as_string() : "";
+  }
+  std::unique_ptr<Cluster> cluster_;
+  TempDir scratch_;
+};
+
+TEST_F(Fork, NewExperimentHasTheOldConfigWithTheOverrides) {
+  cluster_ = std::make_unique<Cluster>(0, 1);
+  Cluster& c = *cluster_;
+  ASSERT_FALSE(c.db().empty()) << "no PostgreSQL";
+  const int64_t original = c.Submit(TinyExperiment(2, 40, 10, "parent"));
+  ASSERT_GT(original, 0);
+  const std::string before = ConfigOf(original);
+
+  auto [code, out, err] = Sf({"experiment", "fork", std::to_string(original), "--config", "name=child", "--config",
+                              "searcher.max_length.batches=80", "--config", "hyperparameters.lr=0.001", "--paused"});
+  ASSERT_EQ(code, 0) << out << err;
+  const std::string prefix = "created experiment ";
+  ASSERT_EQ(out.rfind(prefix, 0), 0u) << out;
+  const int64_t fork = std::stoll(out.substr(prefix.size()));
+  EXPECT_EQ(out, prefix + std::to_string(fork) + " (fork of experiment " + std::to_string(original) + ")\n");
+  EXPECT_NE(fork, original);
+
+  // The fork: the overrides applied, everything else as the original (same data, same grid).
+  auto forked = config::ParseExperimentConfig(ConfigOf(fork));
+  auto parent = config::ParseExperimentConfig(before);
+  ASSERT_TRUE(forked.ok()) << forked.ErrorText();
+  ASSERT_TRUE(parent.ok()) << parent.ErrorText();
+  EXPECT_EQ(forked.config->name, "child");
+  EXPECT_EQ(forked.config->searcher.max_length.value, 80);
+  EXPECT_EQ(forked.config->data.train.src, parent.config->data.train.src);
+  EXPECT_EQ(Value(config::ConstantHyperparameters(forked.config->hyperparameters)).Find("lr")->as_double(), 0.001);
+  EXPECT_EQ(c.ExperimentState(fork), "EXPERIMENT_STATE_PAUSED");
+  EXPECT_EQ(Count(c.db(), "SELECT count(*) FROM trials WHERE experiment_id = " + std::to_string(fork)), 2);
+  // The original is untouched.
+  EXPECT_EQ(ConfigOf(original), before);
+  EXPECT_EQ(c.ExperimentState(original), "EXPERIMENT_STATE_ACTIVE");
+
+  // A fork with no overrides is the same config, as a new experiment.
+  std::tie(code, out, err) = Sf({"experiment", "fork", std::to_string(original), "--json"});
+  ASSERT_EQ(code, 0) << out << err;
+  auto json = Value::FromJson(out);
+  ASSERT_TRUE(json.ok()) << out;
+  EXPECT_EQ(ConfigOf(Id(*json->Find("experiment"))), before);
+
+  // Bad overrides and ids: exit 2, a message naming the problem, nothing stored.
+  const int64_t stored = Count(c.db(), "SELECT count(*) FROM experiments");
+  std::tie(code, out, err) = Sf({"experiment", "fork", std::to_string(original), "--config", "hyperparameters.heads=3"});
+  EXPECT_EQ(code, 2) << out << err;
+  EXPECT_NE(err.find("experiment " + std::to_string(original)), std::string::npos) << err;
+  EXPECT_NE(err.find("heads"), std::string::npos) << err;
+  std::tie(code, out, err) = Sf({"experiment", "fork", std::to_string(original), "--config", "novalue"});
+  EXPECT_EQ(code, 2) << out << err;
+  std::tie(code, out, err) = Sf({"experiment", "fork", "987654321"});
+  EXPECT_EQ(code, 2) << out << err;
+  EXPECT_EQ(err, "sf: experiment 987654321 does not exist\n");
+  EXPECT_EQ(Count(c.db(), "SELECT count(*) FROM experiments"), stored);
+}
+
+}  // namespace
+}  // namespace sf::testing
