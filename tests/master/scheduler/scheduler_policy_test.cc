@@ -3,15 +3,12 @@
 #include <gtest/gtest.h>
 
 #include "master/scheduler/scheduler.h"
+#include "tests/master/scheduler/scheduler_test_helpers.h"
 
 namespace sf::master {
 namespace {
-
-std::vector<std::string> Slots(int n) {
-  std::vector<std::string> out;
-  for (int i = 0; i < n; ++i) out.push_back("s" + std::to_string(i));
-  return out;
-}
+using scheduler_test::Ids;
+using scheduler_test::Slots;
 
 // Trial `trial` of experiment `experiment`: allocation "t<trial>".
 AllocationRequest Trial(int64_t trial, int64_t experiment, int slots, int priority = 42,
@@ -26,18 +23,6 @@ AllocationRequest Trial(int64_t trial, int64_t experiment, int slots, int priori
   r.submit_order = ++order;
   r.resource_pool = pool;
   return r;
-}
-
-std::vector<std::string> Ids(const std::vector<Assignment>& as) {
-  std::vector<std::string> out;
-  for (const auto& a : as) out.push_back(a.allocation_id);
-  return out;
-}
-
-std::vector<std::string> Victims(const std::vector<Preemption>& ps) {
-  std::vector<std::string> out;
-  for (const auto& p : ps) out.push_back(p.allocation_id);
-  return out;
 }
 
 TEST(SchedulerPolicyTest, PendingReasonSaysWhatTheGangLacks) {
@@ -99,7 +84,7 @@ TEST(SchedulerPolicyTest, PreemptedSlotsAreHeldForTheTrialTheyWereFreedFor) {
   s.Schedule(0);
   ASSERT_TRUE(s.Submit(Trial(3, 2, 2, 10)).ok());
   s.Schedule(1);
-  EXPECT_EQ(Victims(s.Preempt(1)), (std::vector<std::string>{"t2", "t1"}));
+  EXPECT_EQ(Ids(s.Preempt(1)), (std::vector<std::string>{"t2", "t1"}));
   EXPECT_EQ(s.PendingReason("t3"), "waiting for 2 allocations it preempted to checkpoint and stop");
   // t2 exits first and is queued again: its slot is held for t3, not backfilled by t2 itself
   // or by a newcomer of lower priority.
@@ -127,7 +112,7 @@ TEST(SchedulerPolicyTest, TrialsYoungerThanMinRunAreNotPreempted) {
   ASSERT_TRUE(s.Submit(Trial(2, 2, 1, 10)).ok());
   s.Schedule(120);
   EXPECT_TRUE(s.Preempt(120).empty());
-  EXPECT_EQ(Victims(s.Preempt(160)), (std::vector<std::string>{"t1"}));
+  EXPECT_EQ(Ids(s.Preempt(160)), (std::vector<std::string>{"t1"}));
 }
 
 TEST(SchedulerPolicyTest, FairSharesFollowWeightsAndDemand) {
@@ -178,7 +163,7 @@ TEST(SchedulerPolicyTest, FairSharePreemptsAnExperimentAboveItsShareWhenAnotherA
   ASSERT_TRUE(s.Submit(Trial(12, 2, 1)).ok());
   s.Schedule(1);
   // Shares 2 and 2: experiment 1 gives back its two newest trials, no more.
-  EXPECT_EQ(Victims(s.Preempt(1)), (std::vector<std::string>{"t4", "t3"}));
+  EXPECT_EQ(Ids(s.Preempt(1)), (std::vector<std::string>{"t4", "t3"}));
   EXPECT_TRUE(s.Preempt(1).empty());
   s.Release("t4");
   s.Release("t3");

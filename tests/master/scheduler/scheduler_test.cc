@@ -6,14 +6,12 @@
 
 #include <set>
 
+#include "tests/master/scheduler/scheduler_test_helpers.h"
+
 namespace sf::master {
 namespace {
-
-std::vector<std::string> Slots(int n) {
-  std::vector<std::string> out;
-  for (int i = 0; i < n; ++i) out.push_back("s" + std::to_string(i));
-  return out;
-}
+using scheduler_test::Ids;
+using scheduler_test::Slots;
 
 AllocationRequest Req(const std::string& id, int slots, int priority = 42, int64_t order = 0,
                       const std::string& pool = "default") {
@@ -32,11 +30,6 @@ std::set<std::string> AgentsOf(const Assignment& a) {
   return out;
 }
 
-std::vector<std::string> Ids(const std::vector<Assignment>& as) {
-  std::vector<std::string> out;
-  for (const auto& a : as) out.push_back(a.allocation_id);
-  return out;
-}
 
 TEST(SchedulerTest, GangAllocationIsAllOrNothing) {
   Scheduler s;
@@ -223,8 +216,7 @@ TEST(SchedulerTest, PreemptionNamesLowerPriorityAllocationsToStop) {
   EXPECT_TRUE(s.Preempt(0).empty());  // nothing waits
   ASSERT_TRUE(s.Submit(Req("urgent", 2, 10, 3)).ok());
   // Lowest priority first, newest first among equals: new-low frees 1; old-low is needed too.
-  std::vector<std::string> victims;
-  for (const Preemption& p : s.Preempt(0)) victims.push_back(p.allocation_id);
+  const std::vector<std::string> victims = Ids(s.Preempt(0));
   EXPECT_EQ(victims, (std::vector<std::string>{"new-low", "old-low"}));
   EXPECT_TRUE(s.Preempting("old-low"));
   EXPECT_FALSE(s.Preempting("mid"));
