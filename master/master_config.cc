@@ -69,6 +69,25 @@ Status ParsePoolSchedulers(const std::string& v, std::map<std::string, Schedulin
   return Status::Ok();
 }
 
+// In the config file, `scheduler` and `pool_schedulers` may also be mappings:
+// `scheduler: {type: fair_share}`, `pool_schedulers: {gpu: {type: fair_share}, cpu: priority}`.
+// Turns such a (non-scalar) node into the setting's text ("fair_share", "gpu=fair_share,...").
+Result<std::string> SchedulerSettingText(const std::string& key, const YAML::Node& node) {
+  auto type_of = [&](const std::string& where, const YAML::Node& n) -> Result<std::string> {
+    if (n.IsScalar()) return n.Scalar();
+    if (n.IsMap() && n.size() == 1 && n["type"] && n["type"].IsScalar()) return n["type"].Scalar();
+    return InvalidArgument(where + ": expected {type: priority|fair_share}");
+  };
+  if (!node.IsMap()) return InvalidArgument(key + ": expected a mapping");
+  if (key == "scheduler") return type_of(key, node);
+  std::string text;
+  for (const auto& pool : node) {
+    SF_ASSIGN_OR_RETURN(std::string type, type_of(key + ": " + pool.first.Scalar(), pool.second));
+    text += (text.empty() ? "" : ",") + pool.first.Scalar() + "=" + type;
+  }
+  return text;
+}
+
 std::string PoolSchedulersText(const std::map<std::string, SchedulingMode>& pools) {
   std::string out;
   for (const auto& [pool, mode] : pools) out += (out.empty() ? "" : ",") + pool + "=" + SchedulingModeName(mode);
@@ -125,6 +144,9 @@ const std::map<std::string, Setting>& Settings() {
                      [](const C& c) { return Text(c.log_level); }}},
       {"cluster_name", {[](C& c, V v) { c.cluster_name = v; return Status::Ok(); }, "TEXT",
                         "name shown by sf master info and the dashboard", [](const C& c) { return Text(c.cluster_name); }}},
+      {"agent_join_token_file", {[](C& c, V v) { c.agent_join_token_file = v; return Status::Ok(); }, "PATH",
+                                 "file holding the token agents must present to join (empty: agents are not authenticated)",
+                                 [](const C& c) { return Text(c.agent_join_token_file); }}},
       {"agent_reconnect_grace_seconds",
        {[](C& c, V v) { return ParsePort("agent_reconnect_grace_seconds", v, c.agent_reconnect_grace_seconds); }, "N",
         "how long a disconnected agent's trials wait for it before failing over",
@@ -250,8 +272,18 @@ Result<MasterConfig> LoadMasterConfig(const std::vector<std::string>& args) {
       YAML::Node root = YAML::LoadFile(file);
       if (!root.IsMap()) return InvalidArgument(file + ": expected a mapping");
       for (const auto& kv : root) {
-        if (!kv.second.IsScalar()) return InvalidArgument(file + ": " + kv.first.Scalar() + ": expected a value");
-        SF_RETURN_IF_ERROR(Set(c, kv.first.Scalar(), kv.second.Scalar(), file));
+        const std::string key = kv.first.Scalar();
+        std::string value;
+        if (kv.second.IsScalar()) {
+          value = kv.second.Scalar();
+        } else if (key == "scheduler" || key == "pool_schedulers") {
+          Result<std::string> text = SchedulerSettingText(key, kv.second);
+          if (!text.ok()) return text.status().WithContext(file);
+          value = *text;
+        } else {
+          return InvalidArgument(file + ": " + key + ": expected a value");
+        }
+        SF_RETURN_IF_ERROR(Set(c, key, value, file));
       }
     } catch (const YAML::BadFile&) {
       return NotFound(file + ": cannot read the config file");
