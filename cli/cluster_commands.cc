@@ -41,6 +41,7 @@ struct Flags {
   std::vector<std::string> states;     // --state ACTIVE (repeatable)
   std::string name, owner;             // --name, --owner
   bool include_archived = false;
+  int64_t max_length = 0;              // experiment continue's --max-length
   std::string file;                    // experiment create's FILE
 };
 
@@ -256,6 +257,22 @@ int ForkExperiment(const Flags& f, Api& api) {
     std::cout << r->ToJson() << "\n";
   } else {
     std::cout << "created experiment " << id << " (fork of experiment " << f.id << ")\n" << std::flush;
+  }
+  return f.follow ? FollowExperiment(api, id) : kExitOk;
+}
+
+// `sf experiment continue ID --max-length N`: POST /api/v1/experiments/ID/continue.
+int ContinueExperiment(const Flags& f, Api& api) {
+  Value body(Value::Map{{"maxLength", std::to_string(f.max_length)}});
+  auto r = api.Call("POST", "/api/v1/experiments/" + f.id + "/continue", body.ToJson());
+  if (!r) return api.exit_code;
+  const std::string id = Str(*r->Find("experiment"), "id");
+  if (f.json) {
+    std::cout << r->ToJson() << "\n";
+  } else {
+    std::cout << "created experiment " << id << " (continues experiment " << f.id << " to " << f.max_length
+              << " batches)\n"
+              << std::flush;
   }
   return f.follow ? FollowExperiment(api, id) : kExitOk;
 }
@@ -681,6 +698,18 @@ void AddExperimentCommands(CLI::App& sf, CommandAction& action) {
       ->allow_extra_args(false)
       ->default_str("")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+
+  ClusterCommand resume = AddCommand(
+      experiment, "continue",
+      "train a completed single-trial experiment further from its latest checkpoint, as a new experiment",
+      action, ContinueExperiment);
+  resume.Id("ID", "the completed experiment");
+  resume.app->add_option("--max-length", resume.flags->max_length, "batches to train to in all (the step count goes on)")
+      ->type_name("N")
+      ->check(cmdline::AtLeast(1))
+      ->required();
+  resume.app->add_flag("-f,--follow", resume.flags->follow,
+                       "print trial progress until the new experiment ends; exit 1 unless it COMPLETED");
 
   AddCommand(experiment, "list", "list experiments", action, ListExperiments);
   AddCommand(experiment, "describe", "show an experiment and its trials", action,

@@ -62,6 +62,13 @@ class ApiHandlers {
   Result<steadfast::v1::GetTrialLogsResponse> GetTrialLogs(const steadfast::v1::GetTrialLogsRequest& r);
   Result<steadfast::v1::GetAgentsResponse> GetAgents(const steadfast::v1::GetAgentsRequest& r);
   Result<steadfast::v1::GetResourcePoolsResponse> GetResourcePools(const steadfast::v1::GetResourcePoolsRequest& r);
+  // api/experiment_continue.cc: experiment r.id must be COMPLETED, use the single searcher and
+  // have one trial with an ACTIVE latest checkpoint (else kFailedPrecondition naming what is
+  // missing), and r.max_length must exceed that checkpoint's batches (else kInvalidArgument). The
+  // new experiment has the old config with searcher.max_length {batches: r.max_length}, and its
+  // trial starts from that checkpoint (Cluster::CreateExperiment's initial_checkpoint).
+  Result<steadfast::v1::CreateExperimentResponse> ContinueExperiment(const steadfast::v1::ContinueExperimentRequest& r,
+                                                                     const std::string& owner);
   Result<steadfast::v1::GetMasterResponse> GetMaster(const steadfast::v1::GetMasterRequest& r);
   // The recorded utilisation history (UtilizationStore::Read): since unset means 24 hours ago.
   Result<steadfast::v1::GetClusterUtilizationResponse> GetClusterUtilization(

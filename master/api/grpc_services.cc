@@ -107,6 +107,13 @@ grpc::Status ApiGrpcService::GetResourcePools(grpc::ServerContext*, const v1::Ge
                                               v1::GetResourcePoolsResponse* out) {
   return Call("GetResourcePools", out, [&] { return handlers_->GetResourcePools(*r); });
 }
+grpc::Status ApiGrpcService::ContinueExperiment(grpc::ServerContext* ctx, const v1::ContinueExperimentRequest* r,
+                                                v1::CreateExperimentResponse* out) {
+  std::string owner;
+  auto md = ctx->client_metadata().find("x-sf-user");
+  if (md != ctx->client_metadata().end()) owner.assign(md->second.data(), md->second.size());
+  return Call("ContinueExperiment", out, [&] { return handlers_->ContinueExperiment(*r, owner); });
+}
 grpc::Status ApiGrpcService::DeleteCheckpoints(grpc::ServerContext*, const v1::DeleteCheckpointsRequest* r,
                                                v1::DeleteCheckpointsResponse* out) {
   return Call("DeleteCheckpoints", out, [&] { return handlers_->DeleteCheckpoints(*r); });

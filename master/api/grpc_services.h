@@ -76,6 +76,8 @@ class ApiGrpcService final : public steadfast::v1::Api::Service {
                          steadfast::v1::GetAgentsResponse*) override;
   grpc::Status GetResourcePools(grpc::ServerContext*, const steadfast::v1::GetResourcePoolsRequest*,
                                 steadfast::v1::GetResourcePoolsResponse*) override;
+  grpc::Status ContinueExperiment(grpc::ServerContext*, const steadfast::v1::ContinueExperimentRequest*,
+                                  steadfast::v1::CreateExperimentResponse*) override;
   grpc::Status GetMaster(grpc::ServerContext*, const steadfast::v1::GetMasterRequest*,
                          steadfast::v1::GetMasterResponse*) override;
   grpc::Status GetClusterUtilization(grpc::ServerContext*, const steadfast::v1::GetClusterUtilizationRequest*,

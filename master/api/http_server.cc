@@ -406,6 +406,7 @@ struct HttpServer::Impl {
     auto method = req.method();
     static const std::regex kExp("^/api/v1/experiments/([0-9]+)$");
     static const std::regex kExpAction("^/api/v1/experiments/([0-9]+)/(pause|activate|kill|archive|unarchive)$");
+    static const std::regex kExpContinue("^/api/v1/experiments/([0-9]+)/continue$");
     static const std::regex kExpBulk("^/api/v1/experiments/(pause|activate|kill|archive|unarchive|delete)$");
     static const std::regex kExpSub("^/api/v1/experiments/([0-9]+)/(trials|checkpoints|searcher)$");
     static const std::regex kCheckpoint("^/api/v1/checkpoints/([^/]+)$");
@@ -543,6 +544,20 @@ struct HttpServer::Impl {
       else if (action == "kill") res = Reply(handlers->KillExperiment(r), req);
       else if (action == "unarchive") res = Reply(handlers->UnarchiveExperiment(r), req);
       else res = Reply(handlers->ArchiveExperiment(r), req);
+      return;
+    }
+    if (std::regex_match(path, m, kExpContinue)) {
+      route = "/api/v1/experiments/{id}/continue";
+      if (method != http::verb::post) return wrong_method("POST");
+      auto id = id_of(m[1]);
+      if (!id.ok()) return void(res = Error(id.status(), req));
+      v1::ContinueExperimentRequest r;
+      Status st = ParseBody(req, &r);
+      if (!st.ok()) return void(res = Error(st, req));
+      r.set_id(*id);
+      std::string owner(req["X-SF-User"]);
+      if (!IsText(owner)) return void(res = Error(InvalidArgument("X-SF-User is not UTF-8 text"), req));
+      res = Reply(handlers->ContinueExperiment(r, owner), req);
       return;
     }
     if (std::regex_match(path, m, kExpBulk)) {

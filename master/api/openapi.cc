@@ -87,6 +87,10 @@ std::string OpenApiDocument() {
                     std::string(action) + "Experiments", {}, "BulkExperimentActionResponse",
                     "BulkExperimentActionRequest")}};
   }
+  paths["/api/v1/experiments/{id}/continue"] = Value::Map{
+      {"post", Op("Train a completed single-searcher experiment's trial further, to maxLength batches, as a new "
+                  "experiment starting from its latest checkpoint (409 when that is not possible)",
+                  "ContinueExperiment", {id}, "CreateExperimentResponse", "ContinueExperimentRequest")}};
   paths["/api/v1/experiments/{id}/trials"] = Value::Map{
       {"get", Op("List an experiment's trials", "GetExperimentTrials",
                  {id, Param("offset", "query", "integer", "first row"),
@@ -167,6 +171,8 @@ std::string OpenApiDocument() {
   schemas["GetExperimentResponse"] = Object({{"experiment", Ref("Experiment")}});
   schemas["ExperimentActionResponse"] = Object({{"experiment", Ref("Experiment")}});
   schemas["DeleteExperimentResponse"] = Object({});
+  schemas["ContinueExperimentRequest"] = Object(
+      {{"maxLength", Value(Value::Map{{"type", "string"}, {"description", "batches in all (int64)"}})}});
   schemas["BulkExperimentFilter"] = Object(
       {{"states", Value(Value::Map{{"type", "array"}, {"items", Type("string")},
                                    {"description", "EXPERIMENT_STATE_ACTIVE, ..."}})},

@@ -98,7 +98,8 @@ void Cluster::Stop() {
 // Experiments
 
 Cluster::CreateResult Cluster::CreateExperiment(const std::string& config_yaml, bool activate,
-                                                bool validate_only, const std::string& owner) {
+                                                bool validate_only, const std::string& owner,
+                                                const std::string& initial_checkpoint) {
   CreateResult result;
   config::ParseResult parsed = config::ParseExperimentConfig(config_yaml);
   if (!parsed.ok()) {
@@ -167,6 +168,7 @@ Cluster::CreateResult Cluster::CreateExperiment(const std::string& config_yaml, 
   e.config_yaml = config_yaml;
   e.state = activate ? v1::EXPERIMENT_STATE_ACTIVE : v1::EXPERIMENT_STATE_PAUSED;
   e.searcher = std::move(searcher).value();
+  e.initial_checkpoint = initial_checkpoint;
   log::Info("experiment", {{"event", "created"}, {"id", std::to_string(e.id)}, {"name", e.config.name}});
   ApplyOpsLocked(e, e.searcher->InitialOperations());
   SaveSearcherLocked(e);
@@ -201,6 +203,12 @@ void Cluster::ApplyOpsLocked(Experiment& e, std::vector<SearcherOp> ops) {
         t.experiment_id = e.id;
         t.request_id = op.request_id;
         t.hparams = op.hparams;
+        if (!e.initial_checkpoint.empty()) {  // continued: its first run restores this checkpoint
+          t.latest_checkpoint_uuid = e.initial_checkpoint;
+          TrialUpdate u;
+          u.latest_checkpoint_uuid = t.latest_checkpoint_uuid;
+          (void)store_->UpdateTrial(t.id, u);
+        }
         e.trial_by_request[op.request_id] = t.id;
         auto more = e.searcher->TrialCreated(op.request_id);
         ops.insert(ops.end(), more.begin(), more.end());

@@ -89,8 +89,11 @@ class Cluster {
     std::optional<int64_t> id;
     std::vector<config::ConfigError> errors;
   };
+  // `initial_checkpoint` (a checkpoint uuid, possibly of another experiment): every trial the
+  // experiment creates starts from it, as if it were the trial's own latest (`sf experiment
+  // continue`).
   CreateResult CreateExperiment(const std::string& config_yaml, bool activate, bool validate_only,
-                                const std::string& owner);
+                                const std::string& owner, const std::string& initial_checkpoint = "");
   // kFailedPrecondition for transitions the current state doesn't allow; kNotFound.
   Status PauseExperiment(int64_t id);
   Status ActivateExperiment(int64_t id);
@@ -188,6 +191,7 @@ class Cluster {
     bool search_failed = false;
     std::map<int64_t, int64_t> trial_by_request;
     std::optional<double> best;
+    std::string initial_checkpoint;  // uuid each new trial starts from (CreateExperiment)
   };
   struct Agent {
     std::string id, hostname, pool, version;

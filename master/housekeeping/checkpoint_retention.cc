@@ -92,6 +92,15 @@ Result<std::vector<DeletedCheckpoint>> MarkCheckpointsForRetention(Database* db,
         if (!row[i].is_null() && !row[i].as<std::string>().empty()) pinned.insert(row[i].as<std::string>());
       }
     }
+    // A trial of another experiment continued from one of these (sf experiment continue) and
+    // not finished yet resumes from it too.
+    for (const auto& row : tx.exec_params(
+             "SELECT u.latest_checkpoint_uuid FROM trials u JOIN checkpoints c ON c.uuid = u.latest_checkpoint_uuid "
+             "JOIN trials t ON t.id = c.trial_id WHERE t.experiment_id = $1 AND u.experiment_id <> $1 "
+             "AND u.state NOT IN ('COMPLETED', 'CANCELED', 'ERROR')",
+             experiment_id)) {
+      pinned.insert(row[0].as<std::string>());
+    }
     std::vector<std::string> drop = SelectCheckpointsToDelete(active, policy, pinned);
     if (drop.empty()) return Status::Ok();
     for (const std::string& uuid : drop) {
@@ -135,7 +144,9 @@ Status DeleteCheckpoint(Database* db, const std::string& uuid, const std::string
     pqxx::result r = tx.exec_params(
         "SELECT c.state, c.path, t.id, t.state, e.id, e.config_yaml, "
         "(t.latest_checkpoint_uuid = c.uuid OR c.uuid = (SELECT n.uuid FROM checkpoints n WHERE n.trial_id = t.id "
-        "AND n.state = 'ACTIVE' ORDER BY n.batches DESC, n.uuid LIMIT 1)) "
+        "AND n.state = 'ACTIVE' ORDER BY n.batches DESC, n.uuid LIMIT 1)), "
+        "(SELECT min(u.id) FROM trials u WHERE u.latest_checkpoint_uuid = c.uuid AND u.id <> t.id "
+        "AND u.state NOT IN ('COMPLETED', 'CANCELED', 'ERROR')) "
         "FROM checkpoints c JOIN trials t ON t.id = c.trial_id JOIN experiments e ON e.id = t.experiment_id "
         "WHERE c.uuid = $1 FOR UPDATE OF c",
         uuid);
@@ -147,6 +158,10 @@ Status DeleteCheckpoint(Database* db, const std::string& uuid, const std::string
     if (unfinished && r[0][6].as<bool>()) {
       return FailedPrecondition("checkpoint " + uuid + " is the latest of trial " + r[0][2].as<std::string>() +
                                 ", which is " + trial_state + " and would resume from it");
+    }
+    if (!r[0][7].is_null()) {
+      return FailedPrecondition("checkpoint " + uuid + " is where trial " + r[0][7].as<std::string>() +
+                                " (continued from it) would resume");
     }
     deleted.path = r[0][1].as<std::string>();
     config::ParseResult parsed = config::ParseExperimentConfig(r[0][5].as<std::string>());

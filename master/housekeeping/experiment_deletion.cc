@@ -41,6 +41,17 @@ Result<DeletedExperiment> DeleteExperimentRows(Database* db, int64_t id, const s
       return FailedPrecondition("experiment " + std::to_string(id) + " is " + state +
                                 "; only completed, canceled or errored experiments can be deleted (kill it first)");
     }
+    // A trial continued from one of its checkpoints (sf experiment continue) still needs it.
+    pqxx::result needed = tx.exec_params(
+        "SELECT u.id, u.experiment_id FROM trials u JOIN checkpoints c ON c.uuid = u.latest_checkpoint_uuid "
+        "JOIN trials t ON t.id = c.trial_id WHERE t.experiment_id = $1 AND u.experiment_id <> $1 "
+        "AND u.state NOT IN ('COMPLETED', 'CANCELED', 'ERROR') LIMIT 1",
+        id);
+    if (!needed.empty()) {
+      return FailedPrecondition("experiment " + std::to_string(id) + " has the checkpoint trial " +
+                                needed[0][0].as<std::string>() + " of experiment " + needed[0][1].as<std::string>() +
+                                " continues from; delete it once that trial has finished");
+    }
     // The stored config was valid when it was submitted; should it no longer parse (a field
     // renamed since), the master's default root is where its checkpoints went.
     config::ParseResult parsed = config::ParseExperimentConfig(row[0][1].as<std::string>());

@@ -1,6 +1,7 @@
 // Deleting an experiment for good: its rows and its checkpoints' files.
 //
-// Contract: only a terminal experiment (COMPLETED, CANCELED, ERROR) is deleted. The rows go in
+// Contract: only a terminal experiment (COMPLETED, CANCELED, ERROR) is deleted, and not while an
+// unfinished trial of another experiment was continued from one of its checkpoints. The rows go in
 // one transaction (the experiment row, locked FOR UPDATE and re-checked there; trials,
 // allocations, metrics, logs, checkpoints and the searcher snapshot follow by ON DELETE
 // CASCADE), so a failure leaves everything in place. The files are removed afterwards and

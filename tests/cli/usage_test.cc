@@ -27,6 +27,7 @@ const std::set<std::string> kCommands = {
     "sf experiment",
     "sf experiment create",
     "sf experiment fork",
+    "sf experiment continue",
     "sf experiment list",
     "sf experiment describe",
     "sf experiment kill",
@@ -226,6 +227,7 @@ TEST(SfUsageTest, MissingPositionalIsNamed) {
   ExpectUsageError({"experiment", "describe"}, "sf experiment describe", "ID");
   ExpectUsageError({"e", "kill", "--json"}, "sf experiment kill", "ID");
   ExpectUsageError({"experiment", "fork", "--config", "name=x"}, "sf experiment fork", "ID");
+  ExpectUsageError({"experiment", "continue", "3"}, "sf experiment continue", "--max-length");
   ExpectUsageError({"experiment", "create", "--follow"}, "sf experiment create", "FILE");
   ExpectUsageError({"trial", "list"}, "sf trial list", "EXPERIMENT_ID");
   ExpectUsageError({"t", "metrics", "--kind", "validation"}, "sf trial metrics", "TRIAL_ID");

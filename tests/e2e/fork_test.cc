@@ -1,7 +1,10 @@
 // `sf experiment fork ID [--config KEY=VALUE]...` against a real master and PostgreSQL: the new
 // experiment has the old one's config with the overrides, the old one is untouched, and bad
-// overrides or ids are refused before anything is stored.
+// overrides or ids are refused before anything is stored. `sf experiment continue ID
+// --max-length N` with a real trainer: a completed single-trial experiment trains further from
+// its latest checkpoint, the step count going on.
 #include <fstream>
+#include <pqxx/pqxx>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -91,6 +94,77 @@ TEST_F(Fork, NewExperimentHasTheOldConfigWithTheOverrides) {
   EXPECT_EQ(code, 2) << out << err;
   EXPECT_EQ(err, "sf: experiment 987654321 does not exist\n");
   EXPECT_EQ(Count(c.db(), "SELECT count(*) FROM experiments"), stored);
+}
+
+// A single-searcher TinyExperiment: one trial of `batches`, metrics every 10, a checkpoint every 20.
+std::string SingleExperiment(int64_t batches) {
+  std::string yaml = TinyExperiment(1, batches, 10, "single");
+  yaml.replace(yaml.find("  name: grid"), 12, "  name: single");
+  const size_t dropout = yaml.find("  dropout:");
+  yaml.replace(dropout, yaml.find('\n', dropout) - dropout, "  dropout: 0.0");
+  const size_t concurrent = yaml.find("  max_concurrent_trials:");
+  yaml.erase(concurrent, yaml.find('\n', concurrent) - concurrent + 1);
+  return yaml;
+}
+
+std::vector<int64_t> Column(const std::string& db, const std::string& sql) {
+  std::vector<int64_t> out;
+  pqxx::connection conn(db);
+  pqxx::work tx(conn);
+  for (const auto& row : tx.exec(sql)) out.push_back(row[0].as<int64_t>());
+  return out;
+}
+
+TEST_F(Fork, ContinueTrainsACompletedTrialFurtherFromItsLatestCheckpoint) {
+  cluster_ = std::make_unique<Cluster>(1, 1);
+  Cluster& c = *cluster_;
+  ASSERT_FALSE(c.db().empty()) << "no PostgreSQL";
+  ASSERT_TRUE(c.WaitForAgents(1));
+  const int64_t original = c.Submit(SingleExperiment(20));
+  ASSERT_GT(original, 0);
+  ASSERT_TRUE(c.WaitForState(original, "EXPERIMENT_STATE_COMPLETED", std::chrono::seconds(300)));
+  const int64_t old_trial = Id(c.Trials(original).as_list()[0]);
+  const std::string from = c.Get("/api/v1/trials/" + std::to_string(old_trial)).second.Find("trial")
+                               ->Find("latestCheckpointUuid")->as_string();
+  ASSERT_FALSE(from.empty());
+
+  auto [code, out, err] = Sf({"experiment", "continue", std::to_string(original), "--max-length", "50"});
+  ASSERT_EQ(code, 0) << out << err;
+  const std::string prefix = "created experiment ";
+  ASSERT_EQ(out.rfind(prefix, 0), 0u) << out;
+  const int64_t next = std::stoll(out.substr(prefix.size()));
+  EXPECT_EQ(out, prefix + std::to_string(next) + " (continues experiment " + std::to_string(original) +
+                     " to 50 batches)\n");
+  ASSERT_TRUE(c.WaitForState(next, "EXPERIMENT_STATE_COMPLETED", std::chrono::seconds(300)));
+  const int64_t trial = Id(c.Trials(next).as_list()[0]);
+  // Trained from step 20 on: its own training rows are 30, 40, 50, and it never restarted.
+  EXPECT_EQ(Column(c.db(), "SELECT batches FROM metrics WHERE kind = 'training' AND trial_id = " +
+                               std::to_string(trial) + " ORDER BY batches"),
+            (std::vector<int64_t>{30, 40, 50}));
+  EXPECT_EQ(Count(c.db(), "SELECT restarts FROM trials WHERE id = " + std::to_string(trial)), 0);
+  EXPECT_EQ(Count(c.db(), "SELECT max(batches) FROM checkpoints WHERE trial_id = " + std::to_string(trial)), 50);
+  // Its first allocation restored the old trial's latest checkpoint.
+  std::ifstream log(c.dir() + "/master-0.log");
+  const std::string master_log((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  const size_t at = master_log.find("allocation=t" + std::to_string(trial) + "-r0-a1 ");
+  ASSERT_NE(at, std::string::npos);
+  const std::string line = master_log.substr(at, master_log.find('\n', at) - at);
+  const std::string path = c.Get("/api/v1/experiments/" + std::to_string(original) + "/checkpoints")
+                               .second.Find("checkpoints")->as_list().back().Find("path")->as_string();
+  EXPECT_NE(line.find("restore=" + path), std::string::npos) << line;
+  // The original is unchanged.
+  EXPECT_EQ(c.ExperimentState(original), "EXPERIMENT_STATE_COMPLETED");
+
+  // Refusals: a length it has already trained (exit 2), a running or grid experiment (exit 1).
+  std::tie(code, out, err) = Sf({"experiment", "continue", std::to_string(original), "--max-length", "20"});
+  EXPECT_EQ(code, 2) << out << err;
+  EXPECT_EQ(err, "sf: max_length: 20 must be more than the 20 batches trial " + std::to_string(old_trial) +
+                     " has trained\n");
+  const int64_t grid = c.Submit(TinyExperiment(2, 10000, 10, "grid"));
+  std::tie(code, out, err) = Sf({"experiment", "continue", std::to_string(grid), "--max-length", "99"});
+  EXPECT_EQ(code, 1) << out << err;
+  EXPECT_EQ(err, "sf: experiment " + std::to_string(grid) + " is ACTIVE; only a completed experiment can be continued\n");
+  ASSERT_EQ(c.Post("/api/v1/experiments/" + std::to_string(grid) + "/kill", "").first, 200);
 }
 
 }  // namespace

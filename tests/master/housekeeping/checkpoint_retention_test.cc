@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "master/db/store.h"
+#include "master/housekeeping/experiment_deletion.h"
 #include "tests/master/migrated_database_test.h"
 
 namespace sf::master {
@@ -222,6 +223,39 @@ TEST_F(CheckpointRetentionDb, ExplicitDeleteRefusesWhatAnUnfinishedTrialResumesF
   SetTrialState(t1, "COMPLETED");
   EXPECT_TRUE(DeleteCheckpoint(db_.get(), "a2", root).ok());
   EXPECT_FALSE(fs::exists(experiment_dir_ + "/trial-" + std::to_string(t1) + "/a2"));
+}
+
+TEST_F(CheckpointRetentionDb, ACheckpointAnotherExperimentsTrialContinuesFromStays) {
+  const int64_t t1 = trials_[0];
+  AddCheckpoint("a1", t1, 10, 1.0);
+  AddCheckpoint("a2", t1, 20, 2.0);
+  if (HasFatalFailure()) return;
+  SetTrialState(trials_[0], "COMPLETED");
+  SetTrialState(trials_[1], "COMPLETED");
+  // A trial of another experiment, continued from a1 (sf experiment continue), still running.
+  std::vector<int64_t> other;
+  CreateRunningTrials("continued", 1, &other);
+  if (HasFatalFailure()) return;
+  TrialUpdate u;
+  u.latest_checkpoint_uuid = "a1";
+  ASSERT_TRUE(Store(db_.get()).UpdateTrial(other[0], u).ok());
+
+  auto marked = MarkCheckpointsForRetention(db_.get(), experiment_, Policy(0, 0, 0));
+  ASSERT_TRUE(marked.ok()) << marked.status().ToString();
+  ASSERT_EQ(marked->size(), 1u);
+  EXPECT_EQ((*marked)[0].uuid, "a2");
+  EXPECT_EQ(State("a1"), "ACTIVE");
+  Status refused = DeleteCheckpoint(db_.get(), "a1", dir_.path());
+  EXPECT_EQ(refused.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(refused.message(),
+            "checkpoint a1 is where trial " + std::to_string(other[0]) + " (continued from it) would resume");
+  ASSERT_TRUE(Store(db_.get()).SetExperimentState(experiment_, "COMPLETED").ok());
+  auto deleted = DeleteExperimentRows(db_.get(), experiment_, dir_.path());
+  EXPECT_EQ(deleted.status().code(), StatusCode::kFailedPrecondition) << deleted.status().ToString();
+  // Once that trial has finished, both go.
+  SetTrialState(other[0], "COMPLETED");
+  EXPECT_TRUE(DeleteCheckpoint(db_.get(), "a1", dir_.path()).ok());
+  EXPECT_TRUE(DeleteExperimentRows(db_.get(), experiment_, dir_.path()).ok());
 }
 
 }  // namespace
