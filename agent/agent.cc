@@ -198,6 +198,7 @@ Agent::Agent(Options options) : options_(std::move(options)), outbox_(options_.o
   if (options_.link.target.empty()) {
     options_.link.target = options_.config.master;
   }
+  if (options_.link.join_token.empty()) options_.link.join_token = options_.config.join_token;
   ProcessSupervisor::Callbacks callbacks;
   callbacks.on_line = [this](const OutputLine& line) { OnLine(line); };
   callbacks.on_exit = [this](const ProcessExit& exit) { OnExit(exit); };

@@ -12,6 +12,7 @@
 
 #include "agent/logger.h"
 #include "common/command_line.h"
+#include "common/secret_file.h"
 
 namespace sf::agent {
 namespace fs = std::filesystem;
@@ -115,6 +116,9 @@ Status ApplySetting(const std::string& key, const std::string& value, const std:
     } else {
       return fail("'" + value + "' is not true or false");
     }
+  } else if (key == "join_token_file") {
+    if (value.empty()) return fail("must not be empty");
+    config->join_token_file = value;
   } else if (key == "kill_grace_ms") {
     const auto ms = IntegerIn(value, 0, 3600000);
     if (!ms) return fail("'" + value + "' is not a number of milliseconds in [0, 3600000]");
@@ -209,6 +213,8 @@ void BuildApp(CLI::App& app, Flags* flags) {
       {"master", "--master", "HOST:PORT", "the master's gRPC address (env SF_MASTER; default 127.0.0.1:8090)"},
       {"agent_id", "--agent-id", "ID", "this agent's id (default: the hostname)"},
       {"resource_pool", "--resource-pool", "NAME", "resource pool to join (default: default)"},
+      {"join_token_file", "--join-token-file", "PATH",
+       "file (mode 600) holding the cluster's join token, when the master requires one (or env SF_JOIN_TOKEN)"},
       {"slots", "--slots", "auto|cpu:N", "auto: CUDA devices if any, else 1 CPU slot; cpu:N: N CPU slots (default: auto)"},
       {"trainer", "--trainer", "PATH", "trainer executable (default: sf-trainer next to sf-agent)"},
       {"work_dir", "--work-dir", "DIR", "per-task directories (default: /tmp/steadfast-agent-<agent-id>)"},
@@ -270,6 +276,14 @@ Result<ParsedCommandLine> ParseCommandLine(const std::vector<std::string>& argv,
   for (const auto& [option, key] : flags.settings) {
     if (option->count() == 0) continue;
     SF_RETURN_IF_ERROR(ApplySetting(key, flags.values[key], option->get_name(), &config));
+  }
+
+  // The join token: the environment's, else the file's (a secret never comes from argv).
+  if (auto token = env("SF_JOIN_TOKEN"); token && !token->empty()) {
+    if (token->size() < 32) return InvalidArgument("SF_JOIN_TOKEN: the join token must be at least 32 characters");
+    config.join_token = *token;
+  } else if (!config.join_token_file.empty()) {
+    SF_ASSIGN_OR_RETURN(config.join_token, ReadSecretFile(config.join_token_file, "join token"));
   }
 
   // Defaults that depend on the machine.

@@ -7,6 +7,9 @@
 //                           default 127.0.0.1:8090
 //   --agent-id ID           default: the hostname                       (key `agent_id`)
 //   --resource-pool NAME    default "default"                           (key `resource_pool`)
+//   --join-token-file PATH  the cluster's join token, when the master requires one
+//                           (key `join_token_file`; or the token itself in env SF_JOIN_TOKEN;
+//                           never on the command line; the file must be mode 600)
 //   --slots auto|cpu:N      default auto                                (key `slots`)
 //   --trainer PATH          default: sf-trainer next to the sf-agent binary (key `trainer`)
 //   --work-dir DIR          default /tmp/steadfast-agent-<agent-id>     (key `work_dir`)
@@ -48,6 +51,8 @@ struct AgentConfig {
   bool kill_tasks_on_exit = false;
   int kill_grace_ms = 10000;
   int cpu_threads_per_slot = 0;  // 0: cores / CPU slots (CpuThreadsPerSlot)
+  std::string join_token_file;
+  std::string join_token;  // read from join_token_file or SF_JOIN_TOKEN; never logged
 };
 
 // The OpenMP threads per CPU slot: `configured` when > 0, else max(1, cores / cpu_slots).

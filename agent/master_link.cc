@@ -141,6 +141,7 @@ void MasterLink::RunConnection() {
   AgentMessage hello;
   *hello.mutable_register_() = handler_->MakeRegistration();
   hello.mutable_register_()->set_incarnation(incarnation_);
+  if (!options_.join_token.empty()) hello.mutable_register_()->set_join_token(options_.join_token);
   // Everything the master has not acknowledged goes again on this connection, in order.
   outbox_->Rewind();
   const int running = hello.register_().running_tasks_size();
@@ -252,7 +253,9 @@ void MasterLink::RunConnection() {
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    context.TryCancel();
+    // When the master ended the stream (the reader saw it), Finish() below returns the master's
+    // status (e.g. why it refused us); a cancel now would replace it with CANCELLED.
+    if (!broken.load()) context.TryCancel();
     active_context_ = nullptr;
   }
   reader.join();
@@ -264,6 +267,11 @@ void MasterLink::RunConnection() {
   }
   if (stopped) {
     LogEvent(LogLevel::kInfo, "link", "closed", {{"master", options_.target}});
+  } else if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+             status.error_code() == grpc::StatusCode::ALREADY_EXISTS) {
+    // The master will not take this agent (wrong or missing join token, or its id is held by
+    // another connected agent); it keeps asking, in case the operator fixes that.
+    LogEvent(LogLevel::kError, "link", "refused", {{"master", options_.target}, {"reason", status.error_message()}});
   } else {
     LogEvent(LogLevel::kWarn, "link", "disconnected",
              {{"master", options_.target},

@@ -48,6 +48,7 @@ class MasterLink {
 
   struct Options {
     std::string target;  // HOST:PORT
+    std::string join_token;  // sent in every RegisterAgent when not empty; never logged
     std::chrono::milliseconds initial_backoff{100};
     std::chrono::milliseconds max_backoff{5000};
     std::chrono::milliseconds default_heartbeat{1000};

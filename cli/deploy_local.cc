@@ -17,6 +17,7 @@
 #include "cli/command.h"
 #include "cli/http_client.h"
 #include "common/local_postgres.h"
+#include "common/secret_file.h"
 #include "common/value.h"
 
 namespace sf::cli {
@@ -121,10 +122,17 @@ int Up(const LocalFlags& f) {
   }
   std::string url = "http://127.0.0.1:" + std::to_string(f.http_port);
   auto client = HttpClient::Create(url);
+  // Agents join with a token only this user can read (docs/security.md).
+  const std::string join_token_file = f.dir + "/join-token";
+  if (Status made = EnsureSecretFile(join_token_file, "join token"); !made.ok()) {
+    std::cerr << "sf deploy local: " << made.message() << "\n";
+    return kExitFailed;
+  }
   if (!Alive(ReadPid(f.dir + "/master.pid"))) {
     std::vector<std::string> argv = {master_bin, "--db", pg.ConnectionString(), "--bind", "127.0.0.1",
                                      "--http-port", std::to_string(f.http_port), "--grpc-port",
-                                     std::to_string(f.grpc_port), "--checkpoint-root", f.dir + "/checkpoints"};
+                                     std::to_string(f.grpc_port), "--checkpoint-root", f.dir + "/checkpoints",
+                                     "--agent-join-token-file", join_token_file};
     auto pid = SpawnDaemon(argv, f.dir + "/logs/master.log");
     if (!pid.ok()) {
       std::cerr << "sf deploy local: " << pid.status().message() << "\n";
@@ -160,7 +168,7 @@ int Up(const LocalFlags& f) {
                                      "--agent-id", id, "--slots", "cpu:" + std::to_string(f.cpu_slots),
                                      "--trainer", trainer_bin, "--work-dir", f.dir + "/" + id,
                                      "--cpu-threads-per-slot", std::to_string(threads_per_slot),
-                                     "--kill-tasks-on-exit"};
+                                     "--join-token-file", join_token_file, "--kill-tasks-on-exit"};
     auto pid = SpawnDaemon(argv, f.dir + "/logs/" + id + ".log");
     if (!pid.ok()) {
       std::cerr << "sf deploy local: " << pid.status().message() << "\n";

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "common/secret_file.h"
 #include "master/api/grpc_services.h"
 #include "master/api/http_server.h"
 #include "master/core/utilization_recorder.h"
@@ -66,6 +67,18 @@ int main(int argc, char** argv) {
     log::Error("master", {{"event", "task_token_secret_failed"}, {"error", task_tokens.status().message()}});
     return 1;
   }
+  std::string join_token;
+  if (!config->agent_join_token_file.empty()) {
+    Result<std::string> token = ReadSecretFile(config->agent_join_token_file, "join token");
+    if (!token.ok()) {
+      log::Error("master", {{"event", "join_token_failed"}, {"error", token.status().message()}});
+      return 1;
+    }
+    join_token = std::move(token).value();
+  } else {
+    log::Warn("master", {{"event", "agents_not_authenticated"},
+                         {"why", "no agent_join_token_file: any process that reaches the gRPC port can join as an agent"}});
+  }
   MasterMetrics metrics;
   (*db)->SetLatencyObserver([&](const std::string& what, double s) { metrics.ObserveQuery(what, s); });
   Store store(db->get());
@@ -95,7 +108,7 @@ int main(int argc, char** argv) {
     metrics.ObserveRequest(route, s, code);
   });
   DeliveryLedger delivery_ledger(db->get());
-  AgentLinkGrpcService agent_link(&cluster, &delivery_ledger);
+  AgentLinkGrpcService agent_link(&cluster, &delivery_ledger, join_token);
   TrialLinkGrpcService trial_link(&cluster, &*task_tokens);
 
   grpc::ServerBuilder builder;

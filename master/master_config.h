@@ -23,6 +23,9 @@ struct MasterConfig {
   std::string log_level = "info";
   std::string cluster_name = "steadfast";
   int agent_reconnect_grace_seconds = 30;
+  // A file holding the cluster's agent join token (docs/security.md); empty: agents are not
+  // authenticated. The token itself never goes on a command line or into a log.
+  std::string agent_join_token_file;
   int utilization_sample_seconds = 10;    // how often the utilisation history is sampled
   int utilization_retention_hours = 168;  // rows older than this are deleted
   // The HTTP server (master/api/http_server.h).

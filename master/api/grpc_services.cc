@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "common/secret_file.h"
 
 namespace sf::master {
 namespace v1 = steadfast::v1;
@@ -261,6 +262,16 @@ grpc::Status AgentLinkGrpcService::Connect(
   }
   const std::string agent_id = first.register_().agent_id();
   const std::string incarnation = first.register_().incarnation();
+  if (!join_token_.empty() && !SecretEquals(first.register_().join_token(), join_token_)) {
+    const std::string why = first.register_().join_token().empty() ? "no join token" : "a wrong join token";
+    log::Warn("agent", {{"event", "refused"}, {"id", agent_id}, {"peer", context->peer()}, {"reason", why}});
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        "agent " + agent_id + " presented " + why + "; give it the cluster's (docs/security.md)");
+  }
+  if (Status claim = cluster_->CheckAgentClaim(agent_id, incarnation); !claim.ok()) {
+    log::Warn("agent", {{"event", "refused"}, {"id", agent_id}, {"peer", context->peer()}, {"reason", claim.message()}});
+    return ToGrpc(claim);
+  }
   const bool tracked = ledger_ != nullptr && !incarnation.empty();
   int64_t applied_through = 0;
   if (tracked) {

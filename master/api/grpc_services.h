@@ -99,9 +99,14 @@ class ApiGrpcService final : public steadfast::v1::Api::Service {
 // constraint; not merely unavailable) is logged, acknowledged and dropped, so that it cannot
 // wedge the agent's queue. Events without a sequence (an agent without
 // delivery tracking), or every event when `ledger` is null, are applied as they come.
+// An agent joins only with the cluster's join token, when the master has one (docs/security.md):
+// a missing or wrong token ends the stream with UNAUTHENTICATED, and an agent id held by another
+// connected agent process with ALREADY_EXISTS; both are logged on the master and the agent.
 class AgentLinkGrpcService final : public steadfast::v1::AgentLink::Service {
  public:
-  AgentLinkGrpcService(Cluster* cluster, DeliveryLedger* ledger) : cluster_(cluster), ledger_(ledger) {}
+  // `join_token` empty: agents are not authenticated.
+  AgentLinkGrpcService(Cluster* cluster, DeliveryLedger* ledger, std::string join_token = "")
+      : cluster_(cluster), ledger_(ledger), join_token_(std::move(join_token)) {}
   grpc::Status Connect(grpc::ServerContext* context,
                        grpc::ServerReaderWriter<steadfast::v1::MasterMessage, steadfast::v1::AgentMessage>* stream)
       override;
@@ -109,6 +114,7 @@ class AgentLinkGrpcService final : public steadfast::v1::AgentLink::Service {
  private:
   Cluster* cluster_;
   DeliveryLedger* ledger_;
+  std::string join_token_;
 };
 
 // ReportMetrics, the hot path, is a callback (reactor) method: its handler queues the rows and

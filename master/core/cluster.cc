@@ -700,6 +700,7 @@ void Cluster::AgentConnected(const v1::RegisterAgent& reg, std::shared_ptr<Agent
   a.slots.assign(reg.slots().begin(), reg.slots().end());
   a.conn = std::move(conn);
   a.connected = true;
+  a.incarnation = reg.incarnation();
   a.lost_since.reset();
   a.registered = NowSeconds();
   a.last_heartbeat = a.registered;
@@ -778,6 +779,16 @@ void Cluster::AgentConnected(const v1::RegisterAgent& reg, std::shared_ptr<Agent
     for (int rank : gone) t.missing_ranks[rank] = steady_clock::now() + std::chrono::seconds(10);
   }
   ScheduleLocked();
+}
+
+Status Cluster::CheckAgentClaim(const std::string& agent_id, const std::string& incarnation) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = agents_.find(agent_id);
+  if (it == agents_.end() || !it->second.connected || !it->second.conn) return Status::Ok();
+  if (it->second.incarnation.empty() || it->second.incarnation == incarnation) return Status::Ok();
+  return Status(StatusCode::kAlreadyExists,
+                "agent id " + agent_id + " belongs to another agent process that is connected; stop that one or " +
+                    "give this agent another --agent-id");
 }
 
 void Cluster::AgentDisconnected(const std::string& agent_id, const AgentConnection* conn) {

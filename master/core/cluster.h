@@ -126,6 +126,10 @@ class Cluster {
   // Registers (or re-registers) an agent; re-adopts tasks it reports running.
   void AgentConnected(const steadfast::v1::RegisterAgent& reg, std::shared_ptr<AgentConnection> conn);
   void AgentDisconnected(const std::string& agent_id, const AgentConnection* conn);
+  // Whether a new connection may register as `agent_id`: not while another agent process (a
+  // different incarnation) is connected under that id (kAlreadyExists). The same incarnation
+  // may reconnect (it supersedes its half-open old stream).
+  Status CheckAgentClaim(const std::string& agent_id, const std::string& incarnation);
   void AgentHeartbeat(const std::string& agent_id);
   void TaskStateChanged(const std::string& agent_id, const steadfast::v1::TaskStateChange& change);
   // Stores the lines; returns once they are durable. With `delivery` (the AgentLink event that
@@ -200,6 +204,7 @@ class Cluster {
     bool connected = false;
     double registered = 0, last_heartbeat = 0;
     std::optional<std::chrono::steady_clock::time_point> lost_since;
+    std::string incarnation;  // of the connected agent process
   };
 
   // All *Locked methods require mu_.

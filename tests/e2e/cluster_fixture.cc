@@ -15,6 +15,7 @@
 #include <pqxx/pqxx>
 
 #include "common/local_postgres.h"
+#include "common/secret_file.h"
 #include "tests/support/cleanup_watchdog.h"
 
 namespace sf::testing {
@@ -104,6 +105,8 @@ Cluster::Cluster(int agents, int cpu_slots, ClusterLayout layout)
     watchdog->WatchEnvironment(TrainerEnvironment());
   }
   fs::create_directories(checkpoint_root());
+  // Agents join with the cluster's token (docs/security.md), as `sf deploy local` sets it up.
+  EXPECT_TRUE(EnsureSecretFile(join_token_file(), "join token").ok());
   StartMaster();
   StartAgents();
   EXPECT_TRUE(WaitForAgents(agents_)) << "agents did not register";
@@ -137,7 +140,8 @@ std::vector<pid_t> Cluster::agent_pids() const {
 void Cluster::StartMaster() {
   std::vector<std::string> argv{Binary("sf-master"), "--db", db_, "--bind", network_.master_host, "--http-port",
                                 std::to_string(http_port_), "--grpc-port", std::to_string(grpc_port_),
-                                "--checkpoint-root", checkpoint_root(), "--agent-reconnect-grace-seconds", "60"};
+                                "--checkpoint-root", checkpoint_root(), "--agent-reconnect-grace-seconds", "60",
+                                "--agent-join-token-file", join_token_file()};
   argv.insert(argv.end(), network_.master_flags.begin(), network_.master_flags.end());
   master_ = std::make_unique<Daemon>(argv, dir_.path() + "/master-" + std::to_string(master_starts_++) + ".log");
   ASSERT_TRUE(master_->Start());
@@ -168,7 +172,8 @@ void Cluster::StartAgent(int i) {
                                   : Binary("sf-trainer");
   std::vector<std::string> argv{Binary("sf-agent"), "--master", grpc_address(), "--agent-id", id, "--slots",
                                 "cpu:" + std::to_string(cpu_slots_), "--trainer", trainer,
-                                "--work-dir", dir_.path() + "/" + id, "--kill-tasks-on-exit"};
+                                "--work-dir", dir_.path() + "/" + id, "--join-token-file", join_token_file(),
+                                "--kill-tasks-on-exit"};
   if (k < network_.agent_netns.size()) {
     argv.insert(argv.begin(), {"/usr/sbin/ip", "netns", "exec", network_.agent_netns[k]});
   }

@@ -90,6 +90,8 @@ class Cluster {
   const std::string& db() const { return db_; }
   const std::string& dir() const { return dir_.path(); }
   std::string checkpoint_root() const { return dir_.path() + "/checkpoints"; }
+  // The cluster's agent join token (mode 600), given to the master and every agent.
+  std::string join_token_file() const { return dir_.path() + "/join-token"; }
 
   // REST helpers: the parsed JSON body and the HTTP status.
   std::pair<int, Value> Get(const std::string& path);

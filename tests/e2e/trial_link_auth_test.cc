@@ -1,6 +1,7 @@
-// End to end, with real processes: TrialLink answers only the task token the master issued for
-// the identity a call claims (master/auth/task_tokens.h), real trainers train with theirs, and
-// the token shows up in no log and no process listing.
+// End to end, with real processes (docs/security.md): TrialLink answers only the task token the
+// master issued for the identity a call claims (master/auth/task_tokens.h), real trainers train
+// with theirs, and the token shows up in no log and no process listing; agents join only with
+// the cluster's join token, and cannot take the id of an agent that is connected.
 #include <signal.h>
 
 #include <filesystem>
@@ -8,6 +9,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "common/secret_file.h"
 #include "master/auth/task_tokens.h"
 #include "steadfast/v1/trial_link.grpc.pb.h"
 #include "tests/e2e/cluster_fixture.h"
@@ -104,6 +106,65 @@ TEST(TrialLinkAuth, OnlyTheTokenIssuedForACallsIdentityIsAcceptedAndItIsNeverLog
     EXPECT_EQ(ReadAll(entry.path()).find(token.substr(5)), std::string::npos) << entry.path();
   }
   EXPECT_GE(files, 4) << "master, agent, trainer stdout and stderr logs";
+}
+
+bool LogHas(const std::string& file, const std::string& a, const std::string& b) {
+  const std::string text = ReadAll(file);
+  for (size_t at = text.find(a); at != std::string::npos; at = text.find(a, at + 1)) {
+    const size_t eol = text.find('\n', at);
+    if (text.substr(at, eol == std::string::npos ? std::string::npos : eol - at).find(b) != std::string::npos) return true;
+  }
+  return false;
+}
+
+TEST(AgentJoin, OnlyAgentsWithTheJoinTokenJoinAndNoneTakesAConnectedAgentsId) {
+  Cluster cluster(1, 1);
+  TempDir work;
+  const std::string wrong = work.path() + "/wrong-token";
+  ASSERT_TRUE(EnsureSecretFile(wrong, "join token").ok());
+  auto agent = [&](const std::string& id, const std::vector<std::string>& extra) {
+    std::vector<std::string> argv{Cluster::Binary("sf-agent"), "--master", cluster.grpc_address(), "--agent-id", id,
+                                  "--slots", "cpu:1", "--work-dir", work.path() + "/" + id};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    auto d = std::make_unique<Daemon>(argv, work.path() + "/" + id + ".log");
+    EXPECT_TRUE(d->Start());
+    return d;
+  };
+  auto with_wrong = agent("intruder-wrong", {"--join-token-file", wrong});
+  auto with_none = agent("intruder-none", {});
+  auto same_id = agent("e2e-agent-0", {"--join-token-file", cluster.join_token_file()});
+  const std::string master_log = cluster.dir() + "/master-0.log";
+  ASSERT_TRUE(cluster.WaitFor(
+      [&] {
+        return LogHas(work.path() + "/intruder-wrong.log", "event=refused", "wrong join token") &&
+               LogHas(work.path() + "/intruder-none.log", "event=refused", "no join token") &&
+               LogHas(work.path() + "/e2e-agent-0.log", "event=refused", "belongs to another agent process");
+      },
+      std::chrono::seconds(60)))
+      << ReadAll(work.path() + "/intruder-wrong.log") << ReadAll(work.path() + "/e2e-agent-0.log");
+  EXPECT_TRUE(LogHas(master_log, "intruder-wrong", "wrong join token")) << ReadAll(master_log);
+  EXPECT_TRUE(LogHas(master_log, "intruder-none", "no join token"));
+  EXPECT_TRUE(LogHas(master_log, "event=refused", "belongs to another agent process"));
+  // Only the real agent is known, and it is still connected.
+  auto [code, agents] = cluster.Get("/api/v1/agents");
+  ASSERT_EQ(code, 200);
+  ASSERT_EQ(agents.Find("agents")->as_list().size(), 1u) << agents.ToJson();
+  EXPECT_EQ(agents.Find("agents")->as_list()[0].Find("id")->as_string(), "e2e-agent-0");
+  EXPECT_TRUE(cluster.WaitForAgents(1, std::chrono::seconds(5)));
+  // It still runs trials.
+  int64_t id = cluster.Submit(TinyExperiment(1, 20, 10, "join-e2e"));
+  ASSERT_GT(id, 0);
+  EXPECT_TRUE(cluster.WaitForState(id, "EXPERIMENT_STATE_COMPLETED", std::chrono::seconds(120)));
+  // The join tokens are in no log.
+  const std::string right = ReadAll(cluster.join_token_file()).substr(0, 64), bad = ReadAll(wrong).substr(0, 64);
+  for (const std::string& dir : {cluster.dir(), work.path()}) {
+    for (const auto& entry : fs::recursive_directory_iterator(dir)) {
+      if (!entry.is_regular_file() || entry.path().extension() != ".log") continue;
+      const std::string text = ReadAll(entry.path());
+      EXPECT_EQ(text.find(right), std::string::npos) << entry.path();
+      EXPECT_EQ(text.find(bad), std::string::npos) << entry.path();
+    }
+  }
 }
 
 }  // namespace
