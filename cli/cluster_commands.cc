@@ -210,24 +210,32 @@ int FollowExperiment(Api& api, const std::string& id) {
   }
 }
 
-int CreateExperiment(const Flags& f, Api& api) {
-  auto text = PrepareConfig(f.file, f.overrides);
-  if (!text.ok()) {
-    std::cerr << text.status().message();
-    if (text.status().message().back() != '\n') std::cerr << "\n";
-    return kExitUsage;
-  }
-  Value body(Value::Map{{"configYaml", *text}, {"activate", !f.paused}});
-  auto r = api.Call("POST", "/api/v1/experiments", body.ToJson());
+// POSTs `body` to `path` (a route that creates an experiment), prints "created experiment N" and
+// `note` (or the JSON with --json), then follows it with --follow.
+int SubmitExperiment(const Flags& f, Api& api, const std::string& path, const Value& body,
+                     const std::string& note = "") {
+  auto r = api.Call("POST", path, body.ToJson());
   if (!r) return api.exit_code;
-  const Value& e = *r->Find("experiment");
-  std::string id = Str(e, "id");
+  const std::string id = Str(*r->Find("experiment"), "id");
   if (f.json) {
     std::cout << r->ToJson() << "\n";
   } else {
-    std::cout << "created experiment " << id << "\n" << std::flush;
+    std::cout << "created experiment " << id << note << "\n" << std::flush;
   }
   return f.follow ? FollowExperiment(api, id) : kExitOk;
+}
+
+// A config that did not validate here: its errors on stderr, exit 2.
+int ConfigUsageError(const Status& st) {
+  std::cerr << st.message();
+  if (st.message().back() != '\n') std::cerr << "\n";
+  return kExitUsage;
+}
+
+int CreateExperiment(const Flags& f, Api& api) {
+  auto text = PrepareConfig(f.file, f.overrides);
+  if (!text.ok()) return ConfigUsageError(text.status());
+  return SubmitExperiment(f, api, "/api/v1/experiments", Value(Value::Map{{"configYaml", *text}, {"activate", !f.paused}}));
 }
 
 // `sf experiment fork ID`: the experiment's config as it was submitted, with --config overrides,
@@ -244,37 +252,16 @@ int ForkExperiment(const Flags& f, Api& api) {
   }
   std::string text = yaml->as_string();
   auto parsed = OverrideAndValidate(text, f.overrides, "experiment " + f.id);
-  if (!parsed.ok()) {
-    std::cerr << parsed.status().message();
-    if (parsed.status().message().back() != '\n') std::cerr << "\n";
-    return kExitUsage;
-  }
-  Value body(Value::Map{{"configYaml", text}, {"activate", !f.paused}});
-  auto r = api.Call("POST", "/api/v1/experiments", body.ToJson());
-  if (!r) return api.exit_code;
-  const std::string id = Str(*r->Find("experiment"), "id");
-  if (f.json) {
-    std::cout << r->ToJson() << "\n";
-  } else {
-    std::cout << "created experiment " << id << " (fork of experiment " << f.id << ")\n" << std::flush;
-  }
-  return f.follow ? FollowExperiment(api, id) : kExitOk;
+  if (!parsed.ok()) return ConfigUsageError(parsed.status());
+  return SubmitExperiment(f, api, "/api/v1/experiments", Value(Value::Map{{"configYaml", text}, {"activate", !f.paused}}),
+                          " (fork of experiment " + f.id + ")");
 }
 
 // `sf experiment continue ID --max-length N`: POST /api/v1/experiments/ID/continue.
 int ContinueExperiment(const Flags& f, Api& api) {
-  Value body(Value::Map{{"maxLength", std::to_string(f.max_length)}});
-  auto r = api.Call("POST", "/api/v1/experiments/" + f.id + "/continue", body.ToJson());
-  if (!r) return api.exit_code;
-  const std::string id = Str(*r->Find("experiment"), "id");
-  if (f.json) {
-    std::cout << r->ToJson() << "\n";
-  } else {
-    std::cout << "created experiment " << id << " (continues experiment " << f.id << " to " << f.max_length
-              << " batches)\n"
-              << std::flush;
-  }
-  return f.follow ? FollowExperiment(api, id) : kExitOk;
+  return SubmitExperiment(f, api, "/api/v1/experiments/" + f.id + "/continue",
+                          Value(Value::Map{{"maxLength", std::to_string(f.max_length)}}),
+                          " (continues experiment " + f.id + " to " + std::to_string(f.max_length) + " batches)");
 }
 
 int ListExperiments(const Flags& f, Api& api) {
@@ -341,6 +328,26 @@ const std::vector<std::string> kExperimentStates = {"ACTIVE",   "PAUSED",   "STO
                                                     "STOPPING_CANCELED", "STOPPING_ERROR",
                                                     "COMPLETED", "CANCELED", "ERROR"};
 
+// A bulk reply's {"results": [...]}: for each, `ok_line` on stdout when it succeeded, else "sf: "
+// + `error_line` on stderr (the JSON instead with --json). Returns 2 when one was not found
+// (code 5), else 1 when one failed, else 0.
+int PrintResults(const Value& reply, const Flags& f, const std::function<std::string(const Value&)>& ok_line,
+                 const std::function<std::string(const Value&)>& error_line) {
+  if (f.json) std::cout << reply.ToJson() << "\n";
+  int exit_code = kExitOk;
+  const Value* results = reply.Find("results");
+  for (const Value& result : results && results->is_list() ? results->as_list() : Value::List{}) {
+    const Value* ok = result.Find("ok");
+    if (ok && ok->is_bool() && ok->as_bool()) {
+      if (!f.json) std::cout << ok_line(result) << "\n";
+      continue;
+    }
+    exit_code = Str(result, "code") == "5" || exit_code == kExitUsage ? kExitUsage : kExitFailed;
+    if (!f.json) std::cerr << "sf: " << error_line(result) << "\n";
+  }
+  return exit_code;
+}
+
 // kill, pause, activate, archive, unarchive, delete on several experiments (IDs, or a filter):
 // POST /api/v1/experiments/VERB, one line per experiment. Exit 0 when every one succeeded, 2 when
 // an id does not exist, else 1 when the master refused one (e.g. pausing a completed experiment).
@@ -364,21 +371,14 @@ int ChangeExperiments(const std::string& verb, const Flags& f, Api& api) {
   }
   auto r = api.Call("POST", "/api/v1/experiments/" + verb, Value(std::move(body)).ToJson());
   if (!r) return api.exit_code;
-  int exit_code = kExitOk;
+  const int exit_code = PrintResults(
+      *r, f,
+      [&](const Value& result) {
+        return "experiment " + Str(result, "id") + ": " +
+               (verb == "delete" ? "deleted" : StateName(result.Find("state"), "EXPERIMENT_STATE_"));
+      },
+      [](const Value& result) { return "experiment " + Str(result, "id") + ": " + Str(result, "error"); });
   const Value* results = r->Find("results");
-  for (const Value& result : results && results->is_list() ? results->as_list() : Value::List{}) {
-    const Value* ok = result.Find("ok");
-    const bool succeeded = ok && ok->is_bool() && ok->as_bool();
-    if (!succeeded) {
-      const std::string code = Str(result, "code");
-      exit_code = code == "5" || exit_code == kExitUsage ? kExitUsage : kExitFailed;
-      if (!f.json) std::cerr << "sf: experiment " << Str(result, "id") << ": " << Str(result, "error") << "\n";
-    } else if (!f.json) {
-      std::cout << "experiment " << Str(result, "id") << ": "
-                << (verb == "delete" ? "deleted" : StateName(result.Find("state"), "EXPERIMENT_STATE_")) << "\n";
-    }
-  }
-  if (f.json) std::cout << r->ToJson() << "\n";
   if (!f.json && (!results || !results->is_list() || results->as_list().empty())) {
     std::cout << "no experiment matches\n";
   }
@@ -576,19 +576,9 @@ int DeleteCheckpoints(const Flags& f, Api& api) {
   for (const std::string& uuid : f.ids) uuids.push_back(Value(uuid));
   auto r = api.Call("POST", "/api/v1/checkpoints/delete", Value(Value::Map{{"uuids", Value(std::move(uuids))}}).ToJson());
   if (!r) return api.exit_code;
-  if (f.json) std::cout << r->ToJson() << "\n";
-  int exit_code = kExitOk;
-  const Value* results = r->Find("results");
-  for (const Value& result : results && results->is_list() ? results->as_list() : Value::List{}) {
-    const Value* ok = result.Find("ok");
-    if (ok && ok->is_bool() && ok->as_bool()) {
-      if (!f.json) std::cout << "checkpoint " << Str(result, "uuid") << ": deleted\n";
-      continue;
-    }
-    exit_code = Str(result, "code") == "5" || exit_code == kExitUsage ? kExitUsage : kExitFailed;
-    if (!f.json) std::cerr << "sf: " << Str(result, "error") << "\n";
-  }
-  return exit_code;
+  return PrintResults(
+      *r, f, [](const Value& result) { return "checkpoint " + Str(result, "uuid") + ": deleted"; },
+      [](const Value& result) { return Str(result, "error"); });
 }
 
 int ListResourcePools(const Flags& f, Api& api) {

@@ -30,6 +30,15 @@ Status CheckText(const std::string& field, const std::string& value) {
   return Status::Ok();
 }
 
+// A per-item result's ok, code (gRPC) and error from the single action's status.
+template <typename R>
+void SetOutcome(R* result, const Status& st) {
+  result->set_ok(st.ok());
+  if (st.ok()) return;
+  result->set_code(static_cast<int32_t>(ToGrpc(st).error_code()));
+  result->set_error(st.message());
+}
+
 }  // namespace
 
 Result<std::vector<int64_t>> ApiHandlers::SelectExperiments(const v1::BulkExperimentFilter& filter,
@@ -99,11 +108,7 @@ Result<v1::BulkExperimentActionResponse> ApiHandlers::BulkExperimentAction(
     }
     v1::BulkExperimentActionResult* result = out.add_results();
     result->set_id(id);
-    result->set_ok(st.ok());
-    if (!st.ok()) {
-      result->set_code(static_cast<int32_t>(ToGrpc(st).error_code()));
-      result->set_error(st.message());
-    }
+    SetOutcome(result, st);
     if (action != BulkAction::kDelete || !st.ok()) {
       auto row = store_->GetExperiment(id);
       if (row.ok() && row->has_value()) result->set_state((*row)->state());
@@ -125,11 +130,7 @@ Result<v1::DeleteCheckpointsResponse> ApiHandlers::DeleteCheckpoints(const v1::D
     Status st = cluster_->DeleteCheckpoint(uuid);
     v1::DeleteCheckpointResult* result = out.add_results();
     result->set_uuid(uuid);
-    result->set_ok(st.ok());
-    if (!st.ok()) {
-      result->set_code(static_cast<int32_t>(ToGrpc(st).error_code()));
-      result->set_error(st.message());
-    }
+    SetOutcome(result, st);
   }
   return out;
 }

@@ -108,8 +108,6 @@ class Cluster {
   // Deletes one checkpoint now (housekeeping/checkpoint_retention.h, DeleteCheckpoint); takes no
   // lock of the coordinator.
   Status DeleteCheckpoint(const std::string& uuid);
-  // Waits until the checkpoint retention passes requested so far have run (tests).
-  void DrainCheckpointRetention() { retention_.Drain(); }
   std::vector<steadfast::v1::Agent> Agents();
   // Every pool an agent of the scheduler is in or a queued trial asks for, by name, with its
   // slots, usage and queue, as the scheduler sees them now.

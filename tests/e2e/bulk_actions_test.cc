@@ -3,14 +3,13 @@
 // a filter, DELETE /api/v1/experiments/{id}, and `sf experiment VERB ID...`. Every result is
 // checked against what REST and PostgreSQL then say about each experiment.
 #include <filesystem>
-#include <fstream>
-#include <tuple>
 #include <pqxx/pqxx>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
-#include "common/subprocess.h"
+#include "tests/cli/run_sf.h"
 #include "tests/e2e/cluster_fixture.h"
 
 namespace sf::testing {
@@ -254,17 +253,9 @@ TEST_F(BulkActions, CliActsOnSeveralIdsAndNamesTheBadOne) {
   std::vector<int64_t> ids;
   for (int i = 0; i < 3; ++i) ids.push_back(c.Submit(TinyExperiment(1, 20, 10, "cli-bulk")));
   TempDir scratch;
-  auto sf = [&](std::vector<std::string> args) {
-    std::vector<std::string> argv = {"/bin/sh", "-c", R"(err=$1; shift; exec "$@" 2>"$err")", "sh",
-                                     scratch.path() + "/err", Cluster::Binary("sf")};
-    argv.insert(argv.end(), args.begin(), args.end());
-    CommandOptions o;
-    o.env["SF_MASTER"] = c.url();
-    auto r = RunCommand(argv, o);
-    EXPECT_TRUE(r.ok());
-    std::ifstream in(scratch.path() + "/err");
-    std::string err((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    return std::make_tuple(r.ok() ? r->exit_code : -1, r.ok() ? r->output : "", err);
+  auto sf = [&](const std::vector<std::string>& args) {
+    SfRun run = RunSf(args, scratch, {{"SF_MASTER", c.url()}});
+    return std::make_tuple(run.exit_code, run.out, run.err);
   };
   const std::string a = std::to_string(ids[0]), b = std::to_string(ids[1]), d = std::to_string(ids[2]);
   auto [code, out, err] = sf({"experiment", "pause", a, "987654321", b});

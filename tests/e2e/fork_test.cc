@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "common/config/experiment_config.h"
-#include "common/subprocess.h"
+#include "tests/cli/run_sf.h"
 #include "tests/e2e/cluster_fixture.h"
 
 namespace sf::testing {
@@ -23,16 +23,8 @@ class Fork : public ::testing::Test {
   }
   // Runs sf with SF_MASTER set: exit code, stdout, stderr.
   std::tuple<int, std::string, std::string> Sf(const std::vector<std::string>& args) {
-    std::vector<std::string> argv = {"/bin/sh", "-c", R"(err=$1; shift; exec "$@" 2>"$err")", "sh",
-                                     scratch_.path() + "/err", Cluster::Binary("sf")};
-    argv.insert(argv.end(), args.begin(), args.end());
-    CommandOptions o;
-    o.env["SF_MASTER"] = cluster_->url();
-    auto r = RunCommand(argv, o);
-    EXPECT_TRUE(r.ok());
-    std::ifstream in(scratch_.path() + "/err");
-    std::string err((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    return {r.ok() ? r->exit_code : -1, r.ok() ? r->output : "", err};
+    SfRun run = RunSf(args, scratch_, {{"SF_MASTER", cluster_->url()}});
+    return {run.exit_code, run.out, run.err};
   }
   std::string ConfigOf(int64_t id) {
     auto [code, v] = cluster_->Get("/api/v1/experiments/" + std::to_string(id));
