@@ -48,12 +48,7 @@ Status EnsureSecretFile(const std::string& path, const std::string& what) {
     }
     got += static_cast<size_t>(n);
   }
-  std::string hex;
-  for (unsigned char b : bytes) {
-    static constexpr char kDigits[] = "0123456789abcdef";
-    hex += kDigits[b >> 4];
-    hex += kDigits[b & 15];
-  }
+  std::string hex = ToHex(std::string_view(reinterpret_cast<const char*>(bytes), sizeof bytes));
   int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
     if (errno == EEXIST) return Status::Ok();
@@ -64,6 +59,17 @@ Status EnsureSecretFile(const std::string& path, const std::string& what) {
   close(fd);
   if (!written) return Internal(what + " file " + path + ": cannot write it");
   return Status::Ok();
+}
+
+std::string ToHex(std::string_view bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out += kDigits[c >> 4];
+    out += kDigits[c & 15];
+  }
+  return out;
 }
 
 bool SecretEquals(std::string_view a, std::string_view b) {

@@ -18,6 +18,9 @@ Result<std::string> ReadSecretFile(const std::string& path, const std::string& w
 // created with mode 600, unless the file already exists (then it is kept as it is).
 Status EnsureSecretFile(const std::string& path, const std::string& what);
 
+// Lower-case hex of `bytes` (secrets and MACs are written this way).
+std::string ToHex(std::string_view bytes);
+
 // Constant-time equality (the time depends on the lengths only), for comparing secrets.
 bool SecretEquals(std::string_view a, std::string_view b);
 

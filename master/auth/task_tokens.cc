@@ -4,23 +4,14 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
+#include "common/secret_file.h"
+
 namespace sf::master {
 namespace {
 
 constexpr std::string_view kPrefix = "sft1_";
 
-std::string Hex(std::string_view bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (unsigned char c : bytes) {
-    out += kDigits[c >> 4];
-    out += kDigits[c & 15];
-  }
-  return out;
-}
-
-// Lower- or upper-case hex to bytes; nullopt-like empty result with ok=false on a bad digit.
+// Lower- or upper-case hex to bytes; false on an odd length or a bad digit.
 bool FromHex(std::string_view hex, std::string* out) {
   if (hex.size() % 2 != 0) return false;
   auto digit = [](char c) -> int {
@@ -43,7 +34,7 @@ bool FromHex(std::string_view hex, std::string* out) {
 Result<TaskTokens> TaskTokens::Load(Database* db) {
   unsigned char fresh[kSecretBytes];
   if (RAND_bytes(fresh, sizeof fresh) != 1) return Internal("task tokens: the system's random generator failed");
-  const std::string fresh_hex = Hex(std::string_view(reinterpret_cast<const char*>(fresh), sizeof fresh));
+  const std::string fresh_hex = ToHex(std::string_view(reinterpret_cast<const char*>(fresh), sizeof fresh));
   OPENSSL_cleanse(fresh, sizeof fresh);
   std::string stored;
   Status st = db->Transact("task token secret", [&](pqxx::work& tx) {
@@ -87,7 +78,7 @@ std::string TaskTokens::Mac(const TaskClaims& claims) const {
   return std::string(reinterpret_cast<const char*>(mac), len);
 }
 
-std::string TaskTokens::Issue(const TaskClaims& claims) const { return std::string(kPrefix) + Hex(Mac(claims)); }
+std::string TaskTokens::Issue(const TaskClaims& claims) const { return std::string(kPrefix) + ToHex(Mac(claims)); }
 
 Status TaskTokens::Verify(std::string_view token, const TaskClaims& claims) const {
   const std::string who = "trial " + std::to_string(claims.trial_id) + " rank " + std::to_string(claims.rank);
