@@ -67,6 +67,14 @@ int main(int argc, char** argv) {
     log::Error("master", {{"event", "task_token_secret_failed"}, {"error", task_tokens.status().message()}});
     return 1;
   }
+  if (config->insecure && !IsLoopback(config->bind_address)) {
+    for (int i = 0; i < 3; ++i) {  // loudly: the operator accepted an unauthenticated, plaintext API
+      log::Warn("master", {{"event", "INSECURE"},
+                           {"bind", config->bind_address},
+                           {"why", "--insecure: the REST and gRPC APIs are neither authenticated nor encrypted; "
+                                   "anyone who reaches these ports can act on the cluster"}});
+    }
+  }
   std::string join_token;
   if (!config->agent_join_token_file.empty()) {
     Result<std::string> token = ReadSecretFile(config->agent_join_token_file, "join token");

@@ -11,6 +11,10 @@
 
 namespace sf::master {
 
+bool IsLoopback(const std::string& address) {
+  return address == "localhost" || address == "::1" || address == "[::1]" || address.rfind("127.", 0) == 0;
+}
+
 namespace {
 
 using Setter = std::function<Status(MasterConfig&, const std::string&)>;
@@ -39,6 +43,7 @@ Status WholeNumberIn(const std::string& key, const std::string& v, int lo, int h
 }
 
 std::string Text(const std::string& v) { return v; }
+
 std::string Text(int v) { return std::to_string(v); }
 
 Status ParseSchedulingMode(const std::string& key, const std::string& v, SchedulingMode& out) {
@@ -119,7 +124,19 @@ const std::map<std::string, Setting>& Settings() {
                         },
                         "N", "database connections (1-100)", [](const C& c) { return Text(c.db_pool_size); }}},
       {"bind", {[](C& c, V v) { c.bind_address = v; return Status::Ok(); }, "ADDR",
-                "address the gRPC and HTTP servers listen on", [](const C& c) { return Text(c.bind_address); }}},
+                "address the gRPC and HTTP servers listen on; a non-loopback one needs --insecure for now "
+                "(docs/security.md)",
+                [](const C& c) { return Text(c.bind_address); }}},
+      {"insecure", {[](C& c, V v) {
+                      if (v == "true" || v == "1" || v == "yes") c.insecure = true;
+                      else if (v == "false" || v == "0" || v == "no") c.insecure = false;
+                      else return InvalidArgument("insecure: \"" + v + "\" is not true or false");
+                      return Status::Ok();
+                    },
+                    "BOOL",
+                    "listen on a non-loopback address although the REST and gRPC APIs are neither authenticated "
+                    "nor encrypted: anyone who reaches the ports can act on the cluster (logged loudly)",
+                    [](const C& c) { return std::string(c.insecure ? "true" : "false"); }}},
       {"grpc_port", {[](C& c, V v) { return ParsePort("grpc_port", v, c.grpc_port); }, "PORT",
                      "gRPC port: the Api, agents (AgentLink) and trainers (TrialLink) (env SF_GRPC_PORT)",
                      [](const C& c) { return Text(c.grpc_port); }}},
@@ -231,7 +248,9 @@ void BuildApp(CLI::App& app, Flags* flags) {
     std::string flag = "--" + key;
     for (char& ch : flag) ch = ch == '_' ? '-' : ch;
     const Setting& setting = Settings().at(key);
-    CLI::Option* opt = app.add_option(flag, flags->values[key], setting.help);
+    // A BOOL setting is a flag: bare means true; --flag=false also works.
+    CLI::Option* opt = std::string(setting.type) == "BOOL" ? app.add_flag(flag, flags->values[key], setting.help)
+                                                           : app.add_option(flag, flags->values[key], setting.help);
     opt->type_name(setting.type);
     if (setting.default_text) opt->default_str(setting.default_text(MasterConfig()));
     flags->options[key] = opt;
@@ -301,6 +320,12 @@ Result<MasterConfig> LoadMasterConfig(const std::vector<std::string>& args) {
   // 3. Flags.
   for (const auto& [key, option] : flags.options) {
     if (option->count() > 0) SF_RETURN_IF_ERROR(Set(c, key, flags.values[key], option->get_name()));
+  }
+  if (!IsLoopback(c.bind_address) && !c.insecure) {
+    return InvalidArgument("bind: " + c.bind_address +
+                           " is not a loopback address, and the REST and gRPC APIs are neither authenticated "
+                           "nor encrypted yet (docs/security.md): bind 127.0.0.1, or give --insecure to accept "
+                           "that anyone who reaches the ports can act on the cluster");
   }
   if (c.advertised_address.empty()) {
     // Trainers dial what the master listens on; a wildcard bind has no one address to give.

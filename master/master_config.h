@@ -14,7 +14,9 @@ namespace sf::master {
 struct MasterConfig {
   std::string db = "host=127.0.0.1 port=5432 user=postgres dbname=steadfast";  // libpq string
   int db_pool_size = 8;
-  std::string bind_address = "0.0.0.0";
+  std::string bind_address = "127.0.0.1";  // loopback unless told otherwise (docs/security.md)
+  // Listen on a non-loopback address although the API is not authenticated or encrypted yet.
+  bool insecure = false;
   int grpc_port = 8090;
   int http_port = 8080;
   std::string advertised_address;  // what trainers dial for TrialLink; default 127.0.0.1:<grpc_port>
@@ -47,6 +49,8 @@ struct MasterConfig {
 // (--grpc-port for grpc_port, ...). `--help`/`-h` and `--version` yield kCancelled with the text
 // to print (exit 0); bad flags and values are InvalidArgument naming the flag.
 Result<MasterConfig> LoadMasterConfig(const std::vector<std::string>& args);
+// 127.0.0.0/8, ::1 or "localhost".
+bool IsLoopback(const std::string& address);
 std::string MasterUsage();
 
 }  // namespace sf::master

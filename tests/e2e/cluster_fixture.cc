@@ -86,6 +86,8 @@ void Daemon::Stop(int sig, std::chrono::milliseconds wait) {
   Reaped();
 }
 
+static bool IsLoopbackHost(const std::string& host) { return host.rfind("127.", 0) == 0 || host == "localhost"; }
+
 std::string Cluster::Binary(const std::string& name) {
   std::string sub = name == "sf" ? "cli" : name == "sf-master" ? "master" : name == "sf-agent" ? "agent" : "trainer";
   return BinaryDir() + "/" + sub + "/" + name;
@@ -142,6 +144,8 @@ void Cluster::StartMaster() {
                                 std::to_string(http_port_), "--grpc-port", std::to_string(grpc_port_),
                                 "--checkpoint-root", checkpoint_root(), "--agent-reconnect-grace-seconds", "60",
                                 "--agent-join-token-file", join_token_file()};
+  // A master on a test network's bridge address (not loopback) must be told it may listen there.
+  if (!IsLoopbackHost(network_.master_host)) argv.push_back("--insecure");
   argv.insert(argv.end(), network_.master_flags.begin(), network_.master_flags.end());
   master_ = std::make_unique<Daemon>(argv, dir_.path() + "/master-" + std::to_string(master_starts_++) + ".log");
   ASSERT_TRUE(master_->Start());

@@ -70,5 +70,32 @@ TEST_F(MasterConfigTest, BadSchedulingSettingsNameTheKey) {
       << map_port.status().message();
 }
 
+// Safe default (docs/security.md): loopback unless told otherwise, and a non-loopback address only
+// with --insecure while the API is neither authenticated nor encrypted.
+TEST_F(MasterConfigTest, ANonLoopbackBindNeedsInsecure) {
+  auto defaults = Load("cluster_name: x\n");
+  ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();
+  EXPECT_EQ(defaults->bind_address, "127.0.0.1");
+  EXPECT_FALSE(defaults->insecure);
+  for (std::string address : {"0.0.0.0", "10.1.2.3", "::"}) {
+    auto refused = Load("cluster_name: x\n", {"--bind", address});
+    ASSERT_FALSE(refused.ok()) << address;
+    EXPECT_NE(refused.status().message().find("bind: " + address + " is not a loopback address"), std::string::npos)
+        << refused.status().message();
+    EXPECT_NE(refused.status().message().find("--insecure"), std::string::npos);
+  }
+  auto flag = Load("cluster_name: x\n", {"--bind", "0.0.0.0", "--insecure"});
+  ASSERT_TRUE(flag.ok()) << flag.status().ToString();
+  EXPECT_TRUE(flag->insecure);
+  auto file = Load("bind: 10.1.2.3\ninsecure: true\n");
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  auto off = Load("bind: 10.1.2.3\ninsecure: true\n", {"--insecure=false"});
+  EXPECT_FALSE(off.ok());
+  for (std::string address : {"127.0.0.1", "127.0.1.1", "::1", "localhost"}) {
+    EXPECT_TRUE(Load("cluster_name: x\n", {"--bind", address}).ok()) << address;
+  }
+  EXPECT_FALSE(Load("insecure: maybe\n").ok());
+}
+
 }  // namespace
 }  // namespace sf::master
