@@ -1,0 +1,146 @@
+// The coordinator after a restart and over time (class Cluster, master/core/cluster.h):
+// Recover() rebuilds live experiments, trials and allocations from PostgreSQL; the
+// housekeeping loop fails over lost agents, ranks that never came back, and trials no agent
+// re-adopted, and re-runs the scheduler. Split out of cluster.cc; the same lock (mu_) guards it.
+#include "master/core/cluster.h"
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/log.h"
+#include "master/core/task_ids.h"
+#include "master/util/proto_value.h"
+
+namespace sf::master {
+namespace v1 = steadfast::v1;
+using std::chrono::steady_clock;
+
+Status Cluster::Recover() {
+  auto live = store_->LiveExperiments();
+  if (!live.ok()) return live.status();
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& row : *live) {
+    config::ParseResult parsed = config::ParseExperimentConfig(row.config_yaml);
+    if (!parsed.ok()) {
+      (void)store_->SetExperimentState(row.id, "ERROR", "stored config no longer valid: " + parsed.ErrorText(), true);
+      continue;
+    }
+    auto searcher = MakeSearchMethod(*parsed.config);
+    if (!searcher.ok()) continue;
+    Experiment& e = experiments_[row.id];
+    e.id = row.id;
+    e.config = std::move(*parsed.config);
+    e.config_yaml = row.config_yaml;
+    e.state = ExperimentStateFromName(row.state);
+    e.searcher = std::move(searcher).value();
+    auto snap = store_->LoadSearcherSnapshot(row.id);
+    if (snap.ok() && snap->has_value()) {
+      const Value& s = **snap;
+      if (const Value* inner = s.Find("searcher")) (void)e.searcher->Restore(*inner);
+      if (const Value* d = s.Find("done"); d && d->is_bool()) e.searcher_done = d->as_bool();
+      if (const Value* f = s.Find("failed"); f && f->is_bool()) e.search_failed = f->as_bool();
+    }
+    auto trials = store_->TrialRows(row.id);
+    if (!trials.ok()) return trials.status();
+    for (const TrialRow& tr : *trials) {
+      Trial& t = trials_[tr.id];
+      t.id = tr.id;
+      t.experiment_id = tr.experiment_id;
+      t.request_id = tr.request_id;
+      t.state = TrialStateFromName(tr.state);
+      t.hparams = tr.hparams;
+      t.restarts = tr.restarts;
+      t.total_batches = tr.total_batches;
+      t.target_length = tr.target_length;
+      t.completed_length = tr.completed_length;
+      t.stop = tr.stop_requested;
+      t.latest_checkpoint_uuid = tr.latest_checkpoint_uuid;
+      t.allocations = tr.allocations;
+      e.trial_by_request[tr.request_id] = tr.id;
+      if (IsTerminal(t.state)) continue;
+      if (t.state == v1::TRIAL_STATE_RUNNING) {
+        // Wait for the agents to report it; fail it (and restart) if they don't in time.
+        t.allocation_id = tr.latest_allocation_id;
+        t.adopt_deadline = steady_clock::now() + options_.agent_reconnect_grace;
+        // Preempted before the restart: the trainer is asked again; the grace period restarts.
+        if (t.stop == "preempt") t.preempt_deadline = steady_clock::now() + options_.preemption_grace;
+      } else if (t.state == v1::TRIAL_STATE_QUEUED && e.state == v1::EXPERIMENT_STATE_ACTIVE &&
+                 t.target_length > t.completed_length) {
+        SubmitLocked(t);
+      }
+    }
+    // Trials the searcher closed while we were down are marked by its snapshot; recompute.
+    log::Info("experiment", {{"event", "recovered"}, {"id", std::to_string(e.id)}, {"state", row.state},
+                             {"trials", std::to_string(e.trial_by_request.size())}});
+    MaybeFinishExperimentLocked(e);
+  }
+  return Status::Ok();
+}
+
+void Cluster::HousekeepingLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    changed_.wait_for(lock, std::chrono::milliseconds(500), [&] { return stopping_; });  // a timer, not per change
+    if (stopping_) break;
+    auto now = steady_clock::now();
+    // Agents gone longer than the grace period: their trials failed.
+    for (auto& [id, a] : agents_) {
+      if (a.connected || !a.lost_since || now - *a.lost_since < options_.agent_reconnect_grace) continue;
+      a.lost_since.reset();
+      for (const std::string& allocation : scheduler_.RemoveAgent(id)) {
+        for (auto& [tid, t] : trials_) {
+          if (t.allocation_id != allocation || !t.allocated) continue;
+          for (int rank : std::set<int>(t.live_ranks)) {
+            if (t.rank_agent[rank] == id) {
+              t.live_ranks.erase(rank);
+              t.exit_codes[rank] = -1;
+            }
+          }
+          KillTrialTasksLocked(t);
+          if (t.live_ranks.empty()) AllocationExitedLocked(t);
+        }
+      }
+      log::Warn("agent", {{"event", "lost"}, {"id", id}});
+    }
+    // Ranks missing from an agent's re-registration whose exit never arrived.
+    for (auto& [tid, t] : trials_) {
+      std::vector<int> lost;
+      for (auto& [rank, deadline] : t.missing_ranks) {
+        if (now >= deadline) lost.push_back(rank);
+      }
+      bool changed = false;
+      for (int rank : lost) {
+        t.missing_ranks.erase(rank);
+        if (t.live_ranks.erase(rank)) {
+          if (!t.exit_codes.count(rank)) t.exit_codes[rank] = -1;
+          changed = true;
+        }
+      }
+      if (changed && t.allocated && t.live_ranks.empty()) AllocationExitedLocked(t);
+    }
+    // Preempted trials that ignored the request past the grace period: killed; they resume
+    // from their latest checkpoint.
+    for (auto& [tid, t] : trials_) {
+      if (!t.preempt_deadline || now < *t.preempt_deadline || !t.allocated || t.stop != "preempt") continue;
+      t.preempt_deadline.reset();
+      t.preempt_killed = true;
+      log::Warn("trial", {{"event", "preempt_grace_expired"}, {"id", std::to_string(tid)},
+                          {"grace_seconds", std::to_string(options_.preemption_grace.count())}});
+      KillTrialTasksLocked(t);
+    }
+    // Trials running before a master restart that no agent re-adopted in time.
+    for (auto& [tid, t] : trials_) {
+      if (!t.adopt_deadline || now < *t.adopt_deadline) continue;
+      t.adopt_deadline.reset();
+      if (t.allocated && !t.live_ranks.empty()) continue;
+      t.allocated = true;  // so AllocationExited releases and decides
+      t.exit_codes[0] = -1;
+      AllocationExitedLocked(t);
+    }
+    // Trials that were too young to preempt may not be any more.
+    ScheduleLocked();
+  }
+}
+
+}  // namespace sf::master

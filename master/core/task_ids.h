@@ -1,0 +1,31 @@
+// Allocation and task ids: the coordinator names each scheduled run of a trial (an allocation)
+// "t<trial>-r<restart>-a<n>", n counting the trial's allocations so an id is never reused, and
+// each rank's task "<allocation>.<rank>". Agents use task ids as directory names, TrialLink's
+// task tokens are bound to them (master/auth/task_tokens.h), and a late event or call naming an
+// allocation that is no longer the trial's is recognised by them (docs/cluster.md).
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+namespace sf::master {
+
+inline std::string AllocationId(int64_t trial_id, int restart, int n) {
+  return "t" + std::to_string(trial_id) + "-r" + std::to_string(restart) + "-a" + std::to_string(n);
+}
+
+inline std::string TaskId(const std::string& allocation_id, int rank) {
+  return allocation_id + "." + std::to_string(rank);
+}
+
+// "t12-r0-a1.1" -> allocation "t12-r0-a1", rank 1. False when there is no ".<rank>".
+inline bool ParseTaskId(const std::string& task_id, std::string& allocation, int& rank) {
+  size_t dot = task_id.rfind('.');
+  if (dot == std::string::npos) return false;
+  allocation = task_id.substr(0, dot);
+  rank = std::atoi(task_id.c_str() + dot + 1);
+  return true;
+}
+
+}  // namespace sf::master
