@@ -1,6 +1,7 @@
 // `sf experiment|trial|agent|slot|checkpoint|master ...`: the cluster over its REST API.
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -43,6 +44,8 @@ struct Flags {
   bool include_archived = false;
   int64_t max_length = 0;              // experiment continue's --max-length
   std::string file;                    // experiment create's FILE
+  int limit = 100;                     // audit list's --limit
+  std::string actor;                   // audit list's --actor
 };
 
 std::string StateName(const Value* v, const std::string& prefix) {
@@ -598,6 +601,40 @@ int ListResourcePools(const Flags& f, Api& api) {
   return kExitOk;
 }
 
+// Percent-encodes a query parameter's value (RFC 3986 unreserved characters stay).
+std::string QueryValue(const std::string& v) {
+  std::string out;
+  for (unsigned char c : v) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", c);
+      out += buf;
+    }
+  }
+  return out;
+}
+
+int ListAudit(const Flags& f, Api& api) {
+  std::string path = "/api/v1/audit?limit=" + std::to_string(f.limit);
+  if (!f.actor.empty()) path += "&actor=" + QueryValue(f.actor);
+  auto r = api.Call("GET", path);
+  if (!r) return api.exit_code;
+  if (f.json) {
+    std::cout << r->ToJson() << "\n";
+    return kExitOk;
+  }
+  std::vector<std::vector<std::string>> rows;
+  const Value* entries = r->Find("entries");
+  for (const Value& e : entries && entries->is_list() ? entries->as_list() : Value::List{}) {
+    rows.push_back({Str(e, "time"), Str(e, "actor"), Str(e, "peer"), Str(e, "method") + " " + Str(e, "path"),
+                    Str(e, "status")});
+  }
+  PrintTable({"TIME", "WHO", "FROM", "WHAT", "STATUS"}, rows);
+  return kExitOk;
+}
+
 int MasterInfo(const Flags& f, Api& api) {
   auto r = api.Call("GET", "/api/v1/master");
   if (!r) return api.exit_code;
@@ -783,6 +820,15 @@ void AddClusterCommands(CLI::App& sf, CommandAction& action) {
   pool->require_subcommand(1);
   AddCommand(pool, "list", "list pools: scheduler, agents, slots, slots in use, running and queued trials",
              action, ListResourcePools);
+
+  CLI::App* audit = sf.add_subcommand("audit", "the master's record of every change made through its API");
+  audit->require_subcommand(1);
+  ClusterCommand audit_list =
+      AddCommand(audit, "list", "list recorded changes, newest first: when, who, from where, what, status", action,
+                 ListAudit);
+  audit_list.app->add_option("--limit", audit_list.flags->limit, "at most this many (1-1000, default 100)")
+      ->check(CLI::Range(1, 1000));
+  audit_list.app->add_option("--actor", audit_list.flags->actor, "only changes by this user");
 
   CLI::App* checkpoint = sf.add_subcommand("checkpoint", "an experiment's checkpoints");
   checkpoint->require_subcommand(1);

@@ -146,6 +146,8 @@ int main(int argc, char** argv) {
   }
   HttpOptions http_options;
   http_options.bind_address = config->bind_address;
+  AuditLog audit(db->get());
+  http_options.audit = &audit;
   http_options.port = config->http_port;
   http_options.webui_dir = FindWebUi(config->webui_dir);
   http_options.threads = config->http_threads;

@@ -697,6 +697,37 @@ struct HttpServer::Impl {
       res = Reply(handlers->GetClusterUtilization(r), req);
       return;
     }
+    if (path == "/api/v1/audit") {
+      route = path;
+      if (method != http::verb::get) return wrong_method("GET");
+      if (!options.audit) return void(res = Error(NotFound("this master keeps no audit log"), req));
+      AuditFilter f;
+      auto since = q.Time("since");
+      if (!since.ok()) return void(res = Error(since.status(), req));
+      if (*since) f.since = static_cast<double>((*since)->seconds()) + (*since)->nanos() / 1e9;
+      auto limit = q.Int("limit", 100);
+      if (!limit.ok()) return void(res = Error(limit.status(), req));
+      if (*limit < 1 || *limit > 1000) return void(res = Error(InvalidArgument("limit: must be 1-1000"), req));
+      f.limit = static_cast<int>(*limit);
+      f.actor = q.Get("actor");
+      if (!IsText(f.actor)) return void(res = Error(InvalidArgument("actor is not UTF-8 text"), req));
+      auto entries = options.audit->List(f);
+      if (!entries.ok()) return void(res = Error(entries.status(), req));
+      Value::List list;
+      for (const AuditEntry& e : *entries) {
+        list.push_back(Value(Value::Map{{"id", std::to_string(e.id)},
+                                        {"time", google::protobuf::util::TimeUtil::ToString(
+                                                     google::protobuf::util::TimeUtil::NanosecondsToTimestamp(
+                                                         static_cast<int64_t>(e.at * 1e9)))},
+                                        {"actor", e.actor},
+                                        {"peer", e.peer},
+                                        {"method", e.method},
+                                        {"path", e.path},
+                                        {"status", static_cast<int64_t>(e.status)}}));
+      }
+      res = Json(200, Value(Value::Map{{"entries", Value(std::move(list))}}).ToJson(), req);
+      return;
+    }
     if (path == "/api/v1/master") {
       route = path;
       if (method != http::verb::get) return wrong_method("GET");
@@ -782,10 +813,33 @@ class Session : public std::enable_shared_from_this<Session> {
       follow.reset();
     }
     if (follow) return Follow(req, std::move(*follow));
+    Audit(req, *res);
     if (req.method() == http::verb::head) res->body().clear();
     impl_->metrics->ObserveRequest(
         route, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), res->result_int());
     Write(std::move(res), /*linger=*/false);
+  }
+
+  // A mutation of the API goes on record before its answer goes out (master/auth/audit_log.h).
+  void Audit(const Request& req, const Response& res) {
+    if (!impl_->options.audit) return;
+    const auto m = req.method();
+    if (m != http::verb::post && m != http::verb::put && m != http::verb::patch && m != http::verb::delete_) return;
+    std::string path(req.target());
+    path = path.substr(0, path.find('?'));
+    if (path.rfind("/api/v1/", 0) != 0) return;
+    AuditEntry e;
+    e.actor = std::string(req["X-SF-User"]);
+    if (e.actor.empty() || !IsText(e.actor) || e.actor.size() > 200) e.actor = "anonymous";
+    beast::error_code ec;
+    auto peer = stream_.socket().remote_endpoint(ec);
+    e.peer = ec ? "unknown" : peer.address().to_string();
+    e.method = std::string(http::to_string(m));
+    e.path = IsText(path) && path.size() <= 2000 ? path : "(unprintable path)";
+    e.status = res.result_int();
+    if (Status st = impl_->options.audit->Record(e); !st.ok()) {
+      log::Error("audit", {{"event", "record_failed"}, {"method", e.method}, {"path", e.path}, {"error", st.message()}});
+    }
   }
 
   void Write(std::shared_ptr<Response> res, bool linger) {

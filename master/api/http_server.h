@@ -30,6 +30,7 @@
 
 #include "master/api/api_handlers.h"
 #include "master/api/master_metrics.h"
+#include "master/auth/audit_log.h"
 
 namespace sf::master {
 
@@ -42,6 +43,9 @@ struct HttpOptions {
   int threads = 0;                         // worker threads; 0: max(4, 2 x hardware threads)
   std::chrono::milliseconds read_timeout{30000};  // per request read and per response write
   int max_streams = 64;                    // concurrent log follows, one thread each
+  // Where mutations are recorded (master/auth/audit_log.h) and GET /api/v1/audit reads; none
+  // when null.
+  AuditLog* audit = nullptr;
 };
 
 class HttpServer {

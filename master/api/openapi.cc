@@ -135,11 +135,23 @@ std::string OpenApiDocument() {
                         "from this time: RFC 3339 or seconds since the epoch (default: 24 hours ago)"),
                   Param("pool", "query", "string", "one resource pool (default: every pool)")},
                  "GetClusterUtilizationResponse")}};
+  paths["/api/v1/audit"] = Value::Map{
+      {"get", Op("The audit log: every POST, PUT, PATCH and DELETE under /api/v1/ with who (X-SF-User until users "
+                 "exist), from where, what, when and its HTTP status; newest first",
+                 "GetAuditLog",
+                 {Param("since", "query", "string", "from this time: RFC 3339 or seconds since the epoch"),
+                  Param("actor", "query", "string", "only this actor"),
+                  Param("limit", "query", "integer", "rows (default 100, 1-1000)")},
+                 "GetAuditLogResponse")}};
   paths["/api/v1/master"] = Value::Map{{"get", Op("Master information", "GetMaster", {}, "GetMasterResponse")}};
   paths["/health"] = Value::Map{{"get", Op("Liveness and database health", "Health", {}, "Health")}};
 
   Value::Map schemas;
   schemas["Error"] = Object({{"code", Type("integer")}, {"message", Type("string")}, {"errors", ArrayOf("ConfigError")}});
+  schemas["AuditEntry"] = Object({{"id", Type("string")}, {"time", Type("string")}, {"actor", Type("string")},
+                                  {"peer", Type("string")}, {"method", Type("string")}, {"path", Type("string")},
+                                  {"status", Type("integer")}});
+  schemas["GetAuditLogResponse"] = Object({{"entries", ArrayOf("AuditEntry")}});
   schemas["ConfigError"] = Object({{"path", Type("string")}, {"message", Type("string")},
                                    {"line", Type("integer")}, {"column", Type("integer")}});
   schemas["CreateExperimentRequest"] = Object({{"configYaml", Type("string")}, {"activate", Type("boolean")},

@@ -47,6 +47,8 @@ const std::set<std::string> kCommands = {
     "sf slot list",
     "sf resource-pool",
     "sf resource-pool list",
+    "sf audit",
+    "sf audit list",
     "sf checkpoint",
     "sf checkpoint list",
     "sf checkpoint delete",

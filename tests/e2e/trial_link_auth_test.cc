@@ -4,12 +4,14 @@
 // the cluster's join token, and cannot take the id of an agent that is connected.
 #include <signal.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
 #include <grpcpp/grpcpp.h>
 
 #include "common/secret_file.h"
+#include "common/subprocess.h"
 #include "master/auth/task_tokens.h"
 #include "steadfast/v1/trial_link.grpc.pb.h"
 #include "tests/e2e/cluster_fixture.h"
@@ -165,6 +167,70 @@ TEST(AgentJoin, OnlyAgentsWithTheJoinTokenJoinAndNoneTakesAConnectedAgentsId) {
       EXPECT_EQ(text.find(bad), std::string::npos) << entry.path();
     }
   }
+}
+
+// Every mutation through the REST API is on record, refused ones included, with who (X-SF-User
+// until users exist), from where, what and the status; reads are not recorded.
+TEST(Audit, EveryMutationIsRecordedWithWhoWhatWhenAndWhere) {
+  Cluster cluster(1, 1);
+  auto client = cli::HttpClient::Create(cluster.url());
+  ASSERT_TRUE(client.ok());
+  // The CLI's HTTP client names its user in X-SF-User from $USER, as `sf` does.
+  const char* user_before = std::getenv("USER");
+  const std::string saved_user = user_before ? user_before : "";
+  auto call = [&](const std::string& method, const std::string& path, const std::string& body, const std::string& who) {
+    setenv("USER", who.c_str(), 1);
+    auto r = method == "POST" ? client->Post(path, body) : method == "DELETE" ? client->Delete(path) : client->Get(path);
+    EXPECT_TRUE(r.ok()) << method << " " << path;
+    return r.ok() ? r->status : 0;
+  };
+  const std::string yaml = TinyExperiment(1, 20, 10, "audit-e2e");
+  ASSERT_EQ(call("POST", "/api/v1/experiments", Value(Value::Map{{"configYaml", yaml}, {"activate", false}}).ToJson(),
+                 "alice"),
+            200);
+  const int64_t id = Id(cluster.Get("/api/v1/experiments?limit=1").second.Find("experiments")->as_list()[0]);
+  const std::string e = "/api/v1/experiments/" + std::to_string(id);
+  ASSERT_EQ(call("POST", e + "/kill", "", "bob"), 200);
+  ASSERT_EQ(call("POST", "/api/v1/experiments/987654/pause", "", "bob"), 404);  // refused: on record too
+  ASSERT_TRUE(cluster.WaitForState(id, "EXPERIMENT_STATE_CANCELED", std::chrono::seconds(60)));
+  ASSERT_EQ(call("POST", "/api/v1/experiments/archive", "{\"ids\": [\"" + std::to_string(id) + "\"]}", "carol"), 200);
+  ASSERT_EQ(call("DELETE", e, "", "alice"), 200);
+  ASSERT_EQ(call("GET", "/api/v1/experiments", "", "dave"), 200);  // a read: not recorded
+  if (saved_user.empty()) {
+    unsetenv("USER");
+  } else {
+    setenv("USER", saved_user.c_str(), 1);
+  }
+
+  auto [code, log] = cluster.Get("/api/v1/audit?limit=50");
+  ASSERT_EQ(code, 200) << log.ToJson();
+  std::vector<std::string> seen;
+  for (const Value& entry : log.Find("entries")->as_list()) {
+    seen.push_back(entry.Find("actor")->as_string() + " " + entry.Find("method")->as_string() + " " +
+                   entry.Find("path")->as_string() + " " + std::to_string(entry.Find("status")->as_int()));
+    EXPECT_EQ(entry.Find("peer")->as_string(), "127.0.0.1");
+    EXPECT_FALSE(entry.Find("time")->as_string().empty());
+  }
+  const std::vector<std::string> expected = {  // newest first
+      "alice DELETE " + e + " 200",
+      "carol POST /api/v1/experiments/archive 200",
+      "bob POST /api/v1/experiments/987654/pause 404",
+      "bob POST " + e + "/kill 200",
+      "alice POST /api/v1/experiments 200",
+  };
+  EXPECT_EQ(seen, expected);
+  // Filtered by actor, and refused with a clear error for a bad limit.
+  auto [code2, bobs] = cluster.Get("/api/v1/audit?actor=bob");
+  ASSERT_EQ(code2, 200);
+  EXPECT_EQ(bobs.Find("entries")->as_list().size(), 2u);
+  EXPECT_EQ(cluster.Get("/api/v1/audit?limit=0").first, 400);
+  EXPECT_EQ(cluster.Get("/api/v1/audit?limit=x").first, 400);
+  // The CLI shows it.
+  auto sf = RunCommand({Cluster::Binary("sf"), "audit", "list", "--master", cluster.url(), "--actor", "alice"});
+  ASSERT_TRUE(sf.ok());
+  EXPECT_EQ(sf->exit_code, 0) << sf->output;
+  EXPECT_NE(sf->output.find("DELETE " + e), std::string::npos) << sf->output;
+  EXPECT_EQ(sf->output.find("bob"), std::string::npos) << sf->output;
 }
 
 }  // namespace
