@@ -112,9 +112,11 @@ int main(int argc, char** argv) {
                                    std::chrono::hours(config->utilization_retention_hours)});
   utilization.Start();
   ApiHandlers handlers(&store, &cluster, MasterInfo{SF_VERSION, "master-" + std::to_string(getpid()), config->cluster_name});
+  AuditLog audit(db->get());  // REST and gRPC Api mutations are recorded here
   ApiGrpcService api(&handlers, [&](const std::string& route, double s, int code) {
     metrics.ObserveRequest(route, s, code);
   });
+  api.SetAuditLog(&audit);
   DeliveryLedger delivery_ledger(db->get());
   AgentLinkGrpcService agent_link(&cluster, &delivery_ledger, join_token);
   TrialLinkGrpcService trial_link(&cluster, &*task_tokens);
@@ -146,7 +148,6 @@ int main(int argc, char** argv) {
   }
   HttpOptions http_options;
   http_options.bind_address = config->bind_address;
-  AuditLog audit(db->get());
   http_options.audit = &audit;
   http_options.port = config->http_port;
   http_options.webui_dir = FindWebUi(config->webui_dir);

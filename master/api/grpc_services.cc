@@ -46,6 +46,27 @@ grpc::Status ApiGrpcService::Call(const std::string& route, Resp* out, Fn&& fn) 
   return status;
 }
 
+void ApiGrpcService::Audit(const grpc::ServerContext& ctx, const std::string& method, const std::string& target,
+                           const grpc::Status& status) const {
+  if (!audit_) return;
+  AuditEntry e;
+  auto md = ctx.client_metadata().find("x-sf-user");
+  if (md != ctx.client_metadata().end()) e.actor.assign(md->second.data(), md->second.size());
+  if (e.actor.empty() || e.actor.size() > 200 || e.actor.find('\0') != std::string::npos) e.actor = "anonymous";
+  // "ipv4:127.0.0.1:54321" -> "127.0.0.1" (the address, as REST records it).
+  std::string peer = ctx.peer();
+  if (size_t colon = peer.find(':'); colon != std::string::npos) peer = peer.substr(colon + 1);
+  if (size_t port = peer.rfind(':'); port != std::string::npos) peer = peer.substr(0, port);
+  if (peer.size() > 2 && peer.front() == '[' && peer.back() == ']') peer = peer.substr(1, peer.size() - 2);
+  e.peer = peer.empty() ? "unknown" : peer;
+  e.method = "GRPC";
+  e.path = "/steadfast.v1.Api/" + method + (target.empty() ? "" : "/" + target);
+  e.status = static_cast<int>(status.error_code());
+  if (Status st = audit_->Record(e); !st.ok()) {
+    log::Error("audit", {{"event", "record_failed"}, {"method", e.path}, {"error", st.message()}});
+  }
+}
+
 grpc::Status ApiGrpcService::CreateExperiment(grpc::ServerContext* ctx, const v1::CreateExperimentRequest* r,
                                               v1::CreateExperimentResponse* out) {
   std::string owner;
@@ -56,8 +77,9 @@ grpc::Status ApiGrpcService::CreateExperiment(grpc::ServerContext* ctx, const v1
     // The response still carries the field-path errors; the code says "bad input".
     std::string msg;
     for (const auto& e : out->errors()) msg += e.path() + ": " + e.message() + "\n";
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, msg, out->SerializeAsString());
+    st = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, msg, out->SerializeAsString());
   }
+  Audit(*ctx, "CreateExperiment", st.ok() && out->has_experiment() ? std::to_string(out->experiment().id()) : "", st);
   return st;
 }
 grpc::Status ApiGrpcService::GetExperiments(grpc::ServerContext*, const v1::GetExperimentsRequest* r,
@@ -68,34 +90,49 @@ grpc::Status ApiGrpcService::GetExperiment(grpc::ServerContext*, const v1::GetEx
                                            v1::GetExperimentResponse* out) {
   return Call("GetExperiment", out, [&] { return handlers_->GetExperiment(*r); });
 }
-grpc::Status ApiGrpcService::KillExperiment(grpc::ServerContext*, const v1::ExperimentActionRequest* r,
+grpc::Status ApiGrpcService::KillExperiment(grpc::ServerContext* ctx, const v1::ExperimentActionRequest* r,
                                             v1::ExperimentActionResponse* out) {
-  return Call("KillExperiment", out, [&] { return handlers_->KillExperiment(*r); });
+  grpc::Status st = Call("KillExperiment", out, [&] { return handlers_->KillExperiment(*r); });
+  Audit(*ctx, "KillExperiment", std::to_string(r->id()), st);
+  return st;
 }
-grpc::Status ApiGrpcService::PauseExperiment(grpc::ServerContext*, const v1::ExperimentActionRequest* r,
+grpc::Status ApiGrpcService::PauseExperiment(grpc::ServerContext* ctx, const v1::ExperimentActionRequest* r,
                                              v1::ExperimentActionResponse* out) {
-  return Call("PauseExperiment", out, [&] { return handlers_->PauseExperiment(*r); });
+  grpc::Status st = Call("PauseExperiment", out, [&] { return handlers_->PauseExperiment(*r); });
+  Audit(*ctx, "PauseExperiment", std::to_string(r->id()), st);
+  return st;
 }
-grpc::Status ApiGrpcService::ActivateExperiment(grpc::ServerContext*, const v1::ExperimentActionRequest* r,
+grpc::Status ApiGrpcService::ActivateExperiment(grpc::ServerContext* ctx, const v1::ExperimentActionRequest* r,
                                                 v1::ExperimentActionResponse* out) {
-  return Call("ActivateExperiment", out, [&] { return handlers_->ActivateExperiment(*r); });
+  grpc::Status st = Call("ActivateExperiment", out, [&] { return handlers_->ActivateExperiment(*r); });
+  Audit(*ctx, "ActivateExperiment", std::to_string(r->id()), st);
+  return st;
 }
-grpc::Status ApiGrpcService::ArchiveExperiment(grpc::ServerContext*, const v1::ExperimentActionRequest* r,
+grpc::Status ApiGrpcService::ArchiveExperiment(grpc::ServerContext* ctx, const v1::ExperimentActionRequest* r,
                                                v1::ExperimentActionResponse* out) {
-  return Call("ArchiveExperiment", out, [&] { return handlers_->ArchiveExperiment(*r); });
+  grpc::Status st = Call("ArchiveExperiment", out, [&] { return handlers_->ArchiveExperiment(*r); });
+  Audit(*ctx, "ArchiveExperiment", std::to_string(r->id()), st);
+  return st;
 }
-grpc::Status ApiGrpcService::UnarchiveExperiment(grpc::ServerContext*, const v1::ExperimentActionRequest* r,
+grpc::Status ApiGrpcService::UnarchiveExperiment(grpc::ServerContext* ctx, const v1::ExperimentActionRequest* r,
                                                  v1::ExperimentActionResponse* out) {
-  return Call("UnarchiveExperiment", out, [&] { return handlers_->UnarchiveExperiment(*r); });
+  grpc::Status st = Call("UnarchiveExperiment", out, [&] { return handlers_->UnarchiveExperiment(*r); });
+  Audit(*ctx, "UnarchiveExperiment", std::to_string(r->id()), st);
+  return st;
 }
-grpc::Status ApiGrpcService::DeleteExperiment(grpc::ServerContext*, const v1::ExperimentActionRequest* r,
+grpc::Status ApiGrpcService::DeleteExperiment(grpc::ServerContext* ctx, const v1::ExperimentActionRequest* r,
                                               v1::DeleteExperimentResponse* out) {
-  return Call("DeleteExperiment", out, [&] { return handlers_->DeleteExperiment(*r); });
+  grpc::Status st = Call("DeleteExperiment", out, [&] { return handlers_->DeleteExperiment(*r); });
+  Audit(*ctx, "DeleteExperiment", std::to_string(r->id()), st);
+  return st;
 }
 #define SF_BULK_EXPERIMENT_RPC(Method, action)                                                              \
-  grpc::Status ApiGrpcService::Method(grpc::ServerContext*, const v1::BulkExperimentActionRequest* r,       \
+  grpc::Status ApiGrpcService::Method(grpc::ServerContext* ctx, const v1::BulkExperimentActionRequest* r,  \
                                       v1::BulkExperimentActionResponse* out) {                              \
-    return Call(#Method, out, [&] { return handlers_->BulkExperimentAction(ApiHandlers::BulkAction::action, *r); }); \
+    grpc::Status st =                                                                                       \
+        Call(#Method, out, [&] { return handlers_->BulkExperimentAction(ApiHandlers::BulkAction::action, *r); }); \
+    Audit(*ctx, #Method, "", st);                                                                           \
+    return st;                                                                                              \
   }
 SF_BULK_EXPERIMENT_RPC(KillExperiments, kKill)
 SF_BULK_EXPERIMENT_RPC(PauseExperiments, kPause)
@@ -113,11 +150,15 @@ grpc::Status ApiGrpcService::ContinueExperiment(grpc::ServerContext* ctx, const 
   std::string owner;
   auto md = ctx->client_metadata().find("x-sf-user");
   if (md != ctx->client_metadata().end()) owner.assign(md->second.data(), md->second.size());
-  return Call("ContinueExperiment", out, [&] { return handlers_->ContinueExperiment(*r, owner); });
+  grpc::Status st = Call("ContinueExperiment", out, [&] { return handlers_->ContinueExperiment(*r, owner); });
+  Audit(*ctx, "ContinueExperiment", std::to_string(r->id()), st);
+  return st;
 }
-grpc::Status ApiGrpcService::DeleteCheckpoints(grpc::ServerContext*, const v1::DeleteCheckpointsRequest* r,
+grpc::Status ApiGrpcService::DeleteCheckpoints(grpc::ServerContext* ctx, const v1::DeleteCheckpointsRequest* r,
                                                v1::DeleteCheckpointsResponse* out) {
-  return Call("DeleteCheckpoints", out, [&] { return handlers_->DeleteCheckpoints(*r); });
+  grpc::Status st = Call("DeleteCheckpoints", out, [&] { return handlers_->DeleteCheckpoints(*r); });
+  Audit(*ctx, "DeleteCheckpoints", "", st);
+  return st;
 }
 grpc::Status ApiGrpcService::GetExperimentTrials(grpc::ServerContext*, const v1::GetExperimentTrialsRequest* r,
                                                  v1::GetExperimentTrialsResponse* out) {

@@ -9,6 +9,7 @@
 
 #include "master/agentlink/delivery_ledger.h"
 #include "master/api/api_handlers.h"
+#include "master/auth/audit_log.h"
 #include "steadfast/v1/agent_link.grpc.pb.h"
 #include "steadfast/v1/api.grpc.pb.h"
 #include "steadfast/v1/trial_link.grpc.pb.h"
@@ -24,6 +25,8 @@ class ApiGrpcService final : public steadfast::v1::Api::Service {
  public:
   ApiGrpcService(ApiHandlers* handlers, CallObserver observer)
       : handlers_(handlers), observer_(std::move(observer)) {}
+  // Mutations are recorded there (none when not set).
+  void SetAuditLog(AuditLog* audit) { audit_ = audit; }
 
   grpc::Status CreateExperiment(grpc::ServerContext*, const steadfast::v1::CreateExperimentRequest*,
                                 steadfast::v1::CreateExperimentResponse*) override;
@@ -86,9 +89,14 @@ class ApiGrpcService final : public steadfast::v1::Api::Service {
  private:
   template <typename Resp, typename Fn>
   grpc::Status Call(const std::string& route, Resp* out, Fn&& fn);
+  // Puts a mutation on record (docs/security.md, "Audit log"): actor from x-sf-user metadata,
+  // path "/steadfast.v1.Api/<method>[/<target>]", status the gRPC code.
+  void Audit(const grpc::ServerContext& ctx, const std::string& method, const std::string& target,
+             const grpc::Status& status) const;
 
   ApiHandlers* handlers_;
   CallObserver observer_;
+  AuditLog* audit_ = nullptr;
 };
 
 // AgentLink.Connect. Events (task state changes, log batches) are delivered at least once by

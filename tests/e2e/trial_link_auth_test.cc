@@ -13,6 +13,7 @@
 #include "common/secret_file.h"
 #include "common/subprocess.h"
 #include "master/auth/task_tokens.h"
+#include "steadfast/v1/api.grpc.pb.h"
 #include "steadfast/v1/trial_link.grpc.pb.h"
 #include "tests/e2e/cluster_fixture.h"
 
@@ -219,6 +220,24 @@ TEST(Audit, EveryMutationIsRecordedWithWhoWhatWhenAndWhere) {
       "alice POST /api/v1/experiments 200",
   };
   EXPECT_EQ(seen, expected);
+  // Through the gRPC Api as well, with the actor from x-sf-user metadata and the gRPC code.
+  {
+    auto api = v1::Api::NewStub(grpc::CreateChannel(cluster.grpc_address(), grpc::InsecureChannelCredentials()));
+    v1::ExperimentActionRequest req;
+    req.set_id(987655);
+    v1::ExperimentActionResponse resp;
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("x-sf-user", "erin");
+    EXPECT_EQ(api->KillExperiment(&ctx, req, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+    auto [code3, erins] = cluster.Get("/api/v1/audit?actor=erin");
+    ASSERT_EQ(code3, 200);
+    ASSERT_EQ(erins.Find("entries")->as_list().size(), 1u) << erins.ToJson();
+    const Value& entry = erins.Find("entries")->as_list()[0];
+    EXPECT_EQ(entry.Find("method")->as_string(), "GRPC");
+    EXPECT_EQ(entry.Find("path")->as_string(), "/steadfast.v1.Api/KillExperiment/987655");
+    EXPECT_EQ(entry.Find("status")->as_int(), static_cast<int64_t>(grpc::StatusCode::NOT_FOUND));
+    EXPECT_EQ(entry.Find("peer")->as_string(), "127.0.0.1");
+  }
   // Filtered by actor, and refused with a clear error for a bad limit.
   auto [code2, bobs] = cluster.Get("/api/v1/audit?actor=bob");
   ASSERT_EQ(code2, 200);
