@@ -212,7 +212,7 @@ void BuildApp(CLI::App& app, Flags* flags) {
   static const Setting kSettings[] = {
       {"master", "--master", "HOST:PORT", "the master's gRPC address (env SF_MASTER; default 127.0.0.1:8090)"},
       {"agent_id", "--agent-id", "ID", "this agent's id (default: the hostname)"},
-      {"resource_pool", "--resource-pool", "NAME", "resource pool to join (default: default)"},
+      {"resource_pool", "--resource-pool,--pool", "NAME", "resource pool to join (default: default)"},
       {"join_token_file", "--join-token-file", "PATH",
        "file (mode 600) holding the cluster's join token, when the master requires one (or env SF_JOIN_TOKEN)"},
       {"slots", "--slots", "auto|cpu:N", "auto: CUDA devices if any, else 1 CPU slot; cpu:N: N CPU slots (default: auto)"},

@@ -6,7 +6,7 @@
 //   --master HOST:PORT      the master's gRPC address (key `master`; env SF_MASTER);
 //                           default 127.0.0.1:8090
 //   --agent-id ID           default: the hostname                       (key `agent_id`)
-//   --resource-pool NAME    default "default"                           (key `resource_pool`)
+//   --resource-pool NAME    default "default"; also --pool              (key `resource_pool`)
 //   --join-token-file PATH  the cluster's join token, when the master requires one
 //                           (key `join_token_file`; or the token itself in env SF_JOIN_TOKEN;
 //                           never on the command line; the file must be mode 600)

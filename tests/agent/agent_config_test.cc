@@ -56,6 +56,14 @@ TEST(AgentConfigTest, FlagsInBothSpellings) {
   EXPECT_EQ(c.cpu_threads_per_slot, 3);
 }
 
+// The spelling, --pool, names the same setting as --resource-pool.
+TEST(AgentConfigTest, PoolIsAnAliasOfResourcePool) {
+  auto parsed = Parse({"--master", "m:1", "--pool", "gpu"});
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->config.resource_pool, "gpu");
+  EXPECT_FALSE(Parse({"--master", "m:1", "--pool", ""}).ok());
+}
+
 TEST(AgentConfigTest, FlagsBeatEnvironmentBeatsConfigFile) {
   testing::TempDir dir;
   std::string file = dir.WriteFile("agent.yaml",
