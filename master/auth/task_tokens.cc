@@ -81,16 +81,17 @@ std::string TaskTokens::Mac(const TaskClaims& claims) const {
 std::string TaskTokens::Issue(const TaskClaims& claims) const { return std::string(kPrefix) + ToHex(Mac(claims)); }
 
 Status TaskTokens::Verify(std::string_view token, const TaskClaims& claims) const {
-  const std::string who = "trial " + std::to_string(claims.trial_id) + " rank " + std::to_string(claims.rank);
-  if (token.empty()) return Unauthenticated("no task token (" + std::string(kMetadataKey) + ") for " + who);
+  // Every TrialLink call comes through here: the reason is only spelled out for a refusal.
+  auto who = [&] { return "trial " + std::to_string(claims.trial_id) + " rank " + std::to_string(claims.rank); };
+  if (token.empty()) return Unauthenticated("no task token (" + std::string(kMetadataKey) + ") for " + who());
   std::string given;
   if (token.substr(0, kPrefix.size()) != kPrefix || !FromHex(token.substr(kPrefix.size()), &given)) {
-    return Unauthenticated("malformed task token for " + who);
+    return Unauthenticated("malformed task token for " + who());
   }
   const std::string expected = Mac(claims);
   if (given.size() != expected.size() || CRYPTO_memcmp(given.data(), expected.data(), expected.size()) != 0) {
-    return Unauthenticated("the task token was not issued for " + who + " (restart " + std::to_string(claims.restart) +
-                           ", task " + claims.task_id + ")");
+    return Unauthenticated("the task token was not issued for " + who() + " (restart " +
+                           std::to_string(claims.restart) + ", task " + claims.task_id + ")");
   }
   return Status::Ok();
 }
