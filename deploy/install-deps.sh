@@ -18,8 +18,8 @@ packages=(
   libboost-dev libboost-system-dev libyaml-cpp-dev prometheus-cpp-dev
   # command lines (every program and subcommand parses its flags with CLI11)
   libcli11-dev
-  # crypto: HMAC task tokens and random secrets (OpenSSL)
-  libssl-dev
+  # crypto: HMAC task tokens and random secrets (OpenSSL); password hashes (argon2id, libsodium)
+  libssl-dev libsodium-dev
   # engine: GEMMs (Debian's oneDNN CMake config also wants OpenCL), tokenizer, CPU allreduce
   libdnnl-dev ocl-icd-opencl-dev opencl-c-headers libsentencepiece-dev sentencepiece
   libopenmpi-dev openmpi-bin
