@@ -14,6 +14,7 @@
 
 #include "common/config/hyperparameter_schema.h"
 #include "common/config/yaml_reader.h"
+#include "common/utf8.h"
 
 namespace sf::config {
 namespace {
@@ -747,22 +748,13 @@ heads_done:
   }
 }
 
+// Whether `s` is well-formed UTF-8 without NUL; `bad_offset` is the first byte that is not.
 bool IsValidUtf8(std::string_view s, size_t& bad_offset) {
-  size_t i = 0;
-  while (i < s.size()) {
-    unsigned char c = s[i];
-    size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    if (n == 0 || i + n > s.size() || (n == 1 && c == 0)) {
+  for (size_t i = 0, n = 0; i < s.size(); i += n) {
+    if (s[i] == '\0' || (n = Utf8SequenceAt(s, i)) == 0) {
       bad_offset = i;
       return false;
     }
-    for (size_t k = 1; k < n; ++k) {
-      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 2) {
-        bad_offset = i;
-        return false;
-      }
-    }
-    i += n;
   }
   return true;
 }

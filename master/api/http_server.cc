@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "common/utf8.h"
 #include "master/api/experiment_json.h"
 #include "master/api/grpc_services.h"
 
@@ -63,52 +64,6 @@ std::string ToJson(const google::protobuf::Message& m) {
   o.always_print_primitive_fields = true;
   o.preserve_proto_field_names = false;
   (void)google::protobuf::util::MessageToJsonString(m, &out, o);
-  return out;
-}
-
-// The length of the well-formed UTF-8 sequence at s[i] (no overlong forms, surrogates or code
-// points past U+10FFFF), or 0 when the bytes there are not one.
-size_t Utf8SequenceAt(std::string_view s, size_t i) {
-  const auto c = static_cast<unsigned char>(s[i]);
-  size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
-  if (n == 0 || i + n > s.size()) {
-    return 0;
-  }
-  uint32_t cp = n == 1 ? c : c & (0x7f >> n);
-  for (size_t k = 1; k < n; ++k) {
-    const auto cc = static_cast<unsigned char>(s[i + k]);
-    if ((cc & 0xc0) != 0x80) {
-      return 0;
-    }
-    cp = (cp << 6) | (cc & 0x3f);
-  }
-  static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-  if (cp < kMin[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) {
-    return 0;
-  }
-  return n;
-}
-
-// Whether `s` is well-formed UTF-8 without NUL: text PostgreSQL takes as a parameter whole (it
-// refuses invalid UTF-8, and libpq would cut a value at its first NUL).
-bool IsText(std::string_view s) {
-  for (size_t i = 0, n = 0; i < s.size(); i += n) {
-    if (s[i] == '\0' || (n = Utf8SequenceAt(s, i)) == 0) {
-      return false;
-    }
-  }
-  return true;
-}
-
-// `s` with each byte that does not start a well-formed UTF-8 sequence replaced by U+FFFD, so a
-// message that quotes the client's input is still valid JSON text.
-std::string ReplaceInvalidUtf8(std::string_view s) {
-  std::string out;
-  for (size_t i = 0; i < s.size();) {
-    size_t n = Utf8SequenceAt(s, i);
-    out += n ? s.substr(i, n) : std::string_view("\xef\xbf\xbd");
-    i += n ? n : 1;
-  }
   return out;
 }
 
