@@ -1,7 +1,15 @@
-// Shell: header navigation and the route switch. Every page catches its own API errors; the
-// error boundary is the last line so that a rendering bug shows a message, not a blank page.
+// Shell: header navigation, the user menu and the route switch. Every page catches its own API
+// errors; the error boundary is the last line so that a rendering bug shows a message, not a blank
+// page. While the master wants a login (any 401), the login page stands in for the page, and the
+// route is kept so that the user comes back to it.
 import { Component, type ReactNode } from 'react';
+import { Skeleton } from './components/common';
+import { UserMenu } from './components/UserMenu';
 import { useRoute } from './lib/router';
+import { SessionProvider, useSession } from './lib/session';
+import { LoginPage } from './pages/LoginPage';
+import { TokensPage } from './pages/TokensPage';
+import { UsersPage } from './pages/UsersPage';
 import { ExperimentsList } from './pages/ExperimentsList';
 import { ExperimentPage } from './pages/ExperimentPage';
 import { TrialPage } from './pages/TrialPage';
@@ -33,7 +41,17 @@ class Boundary extends Component<{ children: ReactNode; resetKey: string }, { er
 }
 
 export function App() {
+  return (
+    <SessionProvider>
+      <Shell />
+    </SessionProvider>
+  );
+}
+
+function Shell() {
   const route = useRoute();
+  const session = useSession();
+  const auth = session.state.status;
   const parts = route.path.split('/').filter(Boolean);
   let page: ReactNode;
   let section = 'experiments';
@@ -43,6 +61,12 @@ export function App() {
   else if (parts[0] === 'cluster') {
     page = <ClusterPage />;
     section = 'cluster';
+  } else if (parts[0] === 'tokens') {
+    page = <TokensPage route={route} />;
+    section = 'tokens';
+  } else if (parts[0] === 'users') {
+    page = <UsersPage />;
+    section = 'users';
   } else
     page = (
       <div className="empty" data-testid="not-found">
@@ -66,17 +90,27 @@ export function App() {
         <a className="brand" href="#/experiments">
           Steadfast
         </a>
-        <nav aria-label="Main">
-          <a href="#/experiments" aria-current={section === 'experiments' ? 'page' : undefined}>
-            Experiments
-          </a>
-          <a href="#/cluster" aria-current={section === 'cluster' ? 'page' : undefined}>
-            Cluster
-          </a>
-        </nav>
+        {auth !== 'out' && (
+          <nav aria-label="Main">
+            <a href="#/experiments" aria-current={section === 'experiments' ? 'page' : undefined}>
+              Experiments
+            </a>
+            <a href="#/cluster" aria-current={section === 'cluster' ? 'page' : undefined}>
+              Cluster
+            </a>
+          </nav>
+        )}
+        <div className="grow" />
+        <UserMenu />
       </header>
       <main id="main" tabIndex={-1}>
-        <Boundary resetKey={route.path}>{page}</Boundary>
+        {session.state.status === 'out' ? (
+          <LoginPage reason={session.state.reason} />
+        ) : auth === 'checking' ? (
+          <Skeleton rows={6} />
+        ) : (
+          <Boundary resetKey={route.path}>{page}</Boundary>
+        )}
       </main>
     </>
   );

@@ -5,6 +5,8 @@ import type {
   Agent,
   Checkpoint,
   ConfigError,
+  ApiToken,
+  CreatedToken,
   Experiment,
   ExperimentAction,
   ExperimentsQuery,
@@ -16,7 +18,11 @@ import type {
   ResourcePool,
   Slot,
   Trial,
+  User,
+  UserRole,
   UtilizationPoint,
+  Whoami,
+  WorkspaceMembership,
 } from './types';
 
 export type ApiErrorKind = 'network' | 'timeout' | 'http' | 'parse' | 'aborted';
@@ -31,9 +37,12 @@ export class ApiError extends Error {
   /** False when an HTTP error body was not the master's {"code","message"} JSON: something else
    *  (a static file server, a proxy) answered, so the master itself is not reachable there. */
   readonly fromMaster: boolean;
-  constructor(kind: ApiErrorKind, message: string, status = 0, code?: number, details: unknown[] = [], fromMaster = true) {
+  /** Seconds to wait before trying again, from a 429's Retry-After header (or its message). */
+  readonly retryAfterS?: number;
+  constructor(kind: ApiErrorKind, message: string, status = 0, code?: number, details: unknown[] = [], fromMaster = true, retryAfterS?: number) {
     super(message);
     this.fromMaster = fromMaster;
+    this.retryAfterS = retryAfterS;
     this.name = 'ApiError';
     this.kind = kind;
     this.status = status;
@@ -44,6 +53,14 @@ export class ApiError extends Error {
    *  did not come from the master. */
   get unreachable(): boolean {
     return this.kind === 'network' || this.kind === 'timeout' || (this.kind === 'http' && !this.fromMaster);
+  }
+  /** True when the master wants the user to log in (again): no session, or it expired. */
+  get unauthenticated(): boolean {
+    return this.kind === 'http' && this.status === 401;
+  }
+  /** True when the master refused the action for the user's role or ownership. */
+  get forbidden(): boolean {
+    return this.kind === 'http' && this.status === 403;
   }
   /** True when retrying later may help (network trouble or a 5xx/429). */
   get retryable(): boolean {
@@ -87,6 +104,7 @@ export function normExperiment(j: unknown): Experiment {
     state: (str(o.state) || 'EXPERIMENT_STATE_UNSPECIFIED') as Experiment['state'],
     configYaml: str(o.configYaml),
     owner: str(o.owner),
+    workspace: str(o.workspace),
     archived: bool(o.archived),
     searcher: str(o.searcher),
     metric: str(o.metric),
@@ -243,7 +261,60 @@ function normMaster(j: unknown): MasterInfo {
   };
 }
 
+const ROLES: UserRole[] = ['admin', 'user', 'viewer'];
+// An unknown role is read as the least one: the UI offers less, the master decides anyway.
+const role = (v: unknown): UserRole => (ROLES.includes(v as UserRole) ? (v as UserRole) : 'viewer');
+const WORKSPACE_ROLES: WorkspaceMembership['role'][] = ['admin', 'editor', 'viewer'];
+
+export function normWhoami(j: unknown): Whoami {
+  const o = obj(j);
+  const u = o.user && typeof o.user === 'object' ? obj(o.user) : o; // tolerate {"user": {...}}
+  return {
+    username: str(u.username),
+    role: role(u.role),
+    workspaces: arr(u.workspaces ?? o.workspaces).map((w) => {
+      const r = str(obj(w).role) as WorkspaceMembership['role'];
+      return { name: str(obj(w).name), role: WORKSPACE_ROLES.includes(r) ? r : 'viewer' };
+    }),
+  };
+}
+
+export function normToken(j: unknown): ApiToken {
+  const o = obj(j);
+  return {
+    id: str(o.id),
+    name: str(o.name),
+    username: str(o.username),
+    createdAt: optStr(o.createdAt),
+    expiresAt: optStr(o.expiresAt),
+    lastUsedAt: optStr(o.lastUsedAt),
+    revoked: bool(o.revoked),
+  };
+}
+
+export function normUser(j: unknown): User {
+  const o = obj(j);
+  return { username: str(o.username), role: role(o.role), active: o.active === undefined ? true : bool(o.active), createdAt: optStr(o.createdAt) };
+}
+
 // ---------- transport ----------
+
+/** Every request carries this header. The master refuses cookie-authenticated POST and DELETE
+ *  without it (a cross-site form cannot set it: CSRF defence). */
+export const REQUESTED_WITH = { name: 'X-Requested-With', value: 'steadfast' } as const;
+
+/** Seconds from a Retry-After header (delta-seconds or an HTTP date), else from a message such as
+ *  "...; retry in 42 s". */
+export function retryAfterSeconds(header: string | null | undefined, message = '', now = Date.now()): number | undefined {
+  const h = (header ?? '').trim();
+  if (/^\d+$/.test(h)) return Number(h);
+  if (h) {
+    const t = Date.parse(h);
+    if (Number.isFinite(t)) return Math.max(0, Math.ceil((t - now) / 1000));
+  }
+  const m = message.match(/retry in (\d+)\s*s/i);
+  return m ? Number(m[1]) : undefined;
+}
 
 /** Builds a query string; arrays become repeated keys (states=A&states=B), as grpc-gateway does.
  *  Undefined, empty strings and false are left out. */
@@ -259,7 +330,7 @@ export function queryString(params: Record<string, unknown>): string {
 
 /** Turns a non-2xx response body into an ApiError, using the master's {"code","message","details"}
  *  shape when the body has it. */
-export function errorFromResponse(status: number, statusText: string, body: string): ApiError {
+export function errorFromResponse(status: number, statusText: string, body: string, retryAfter?: string | null): ApiError {
   let message = '';
   let code: number | undefined;
   let details: unknown[] = [];
@@ -276,13 +347,20 @@ export function errorFromResponse(status: number, statusText: string, body: stri
     // not JSON: fall through to the status line
   }
   if (!message) message = `${status} ${statusText || 'error'}`.trim();
-  return new ApiError('http', message, status, code, details, fromMaster);
+  const wait = status === 429 || status === 503 ? retryAfterSeconds(retryAfter, message) : undefined;
+  return new ApiError('http', message, status, code, details, fromMaster, wait);
 }
 
+/** Told about every 401 the master gives (except a login's own wrong password). */
+export type UnauthorizedListener = (e: ApiError, path: string) => void;
+
+/** Talks to the master on behalf of the logged-in browser: the session is an HttpOnly cookie the
+ *  master sets at login, so no token is ever held in JavaScript or in web storage. */
 export class ApiClient {
   readonly baseUrl: string;
   private readonly fetchImpl: FetchLike;
   private readonly timeoutMs: number;
+  private readonly unauthorizedListeners = new Set<UnauthorizedListener>();
 
   constructor(opts: ApiClientOptions = {}) {
     this.baseUrl = (opts.baseUrl ?? '').replace(/\/+$/, '');
@@ -290,13 +368,21 @@ export class ApiClient {
     this.timeoutMs = opts.timeoutMs ?? 15000;
   }
 
+  /** Calls `fn` whenever a request answers 401 (not logged in, or the session expired), so the
+   *  app can show the login page. Returns the function that unsubscribes. */
+  onUnauthorized(fn: UnauthorizedListener): () => void {
+    this.unauthorizedListeners.add(fn);
+    return () => this.unauthorizedListeners.delete(fn);
+  }
+
   url(path: string, params: Record<string, unknown> = {}): string {
     return `${this.baseUrl}/api/v1${path}${queryString(params)}`;
   }
 
-  /** One JSON request. Throws ApiError for network failures, timeouts, non-2xx answers and
-   *  bodies that are not a JSON object. */
-  async request(method: string, path: string, params: Record<string, unknown> = {}, body?: unknown, signal?: AbortSignal): Promise<Record<string, any>> {
+  /** One JSON request, with the session cookie (same origin) and the X-Requested-With header.
+   *  Throws ApiError for network failures, timeouts, non-2xx answers and bodies that are not a
+   *  JSON object; a 401 is also told to the onUnauthorized listeners unless `quiet401`. */
+  async request(method: string, path: string, params: Record<string, unknown> = {}, body?: unknown, signal?: AbortSignal, quiet401 = false): Promise<Record<string, any>> {
     const ctl = new AbortController();
     const onAbort = () => ctl.abort();
     signal?.addEventListener('abort', onAbort);
@@ -308,10 +394,13 @@ export class ApiClient {
     let res: Response;
     let text: string;
     try {
+      const headers: Record<string, string> = { Accept: 'application/json', [REQUESTED_WITH.name]: REQUESTED_WITH.value };
+      if (body !== undefined) headers['Content-Type'] = 'application/json';
       res = await this.fetchImpl(this.url(path, params), {
         method,
-        headers: body === undefined ? { Accept: 'application/json' } : { Accept: 'application/json', 'Content-Type': 'application/json' },
+        headers,
         body: body === undefined ? undefined : JSON.stringify(body),
+        credentials: 'same-origin',
         signal: ctl.signal,
       });
       text = await res.text();
@@ -323,7 +412,11 @@ export class ApiClient {
       clearTimeout(timer);
       signal?.removeEventListener('abort', onAbort);
     }
-    if (!res.ok) throw errorFromResponse(res.status, res.statusText, text);
+    if (!res.ok) {
+      const err = errorFromResponse(res.status, res.statusText, text, res.headers?.get?.('Retry-After'));
+      if (err.unauthenticated && !quiet401) for (const fn of [...this.unauthorizedListeners]) fn(err, path);
+      throw err;
+    }
     if (text.trim() === '') return {};
     let j: unknown;
     try {
@@ -335,6 +428,49 @@ export class ApiClient {
       throw new ApiError('parse', `The master sent an unexpected answer for ${path} (not a JSON object)`, res.status);
     }
     return j as Record<string, any>;
+  }
+
+  // ---------- authentication (the session itself is the HttpOnly cookie) ----------
+
+  /** Logs in; the master answers with the user and sets the session cookie. A wrong password is
+   *  an ApiError with status 401 (not told to onUnauthorized), too many tries 429 with
+   *  `retryAfterS`. The token in the answer is dropped: the browser keeps only the cookie. */
+  async login(username: string, password: string): Promise<Whoami> {
+    const j = await this.request('POST', '/auth/login', {}, { username, password }, undefined, true);
+    return normWhoami(j.user ?? {});
+  }
+
+  /** Ends the session on the master, which clears the cookie. */
+  async logout(): Promise<void> {
+    await this.request('POST', '/auth/logout', {}, {}, undefined, true);
+  }
+
+  /** Who the session belongs to, with workspace memberships; 401 when not logged in. */
+  async whoami(signal?: AbortSignal): Promise<Whoami> {
+    return normWhoami(await this.request('GET', '/auth/me', {}, undefined, signal, true));
+  }
+
+  /** The caller's API tokens (an admin with `all`: everyone's). Secrets are never listed. */
+  async getTokens(all = false, signal?: AbortSignal): Promise<ApiToken[]> {
+    const j = await this.request('GET', '/tokens', { all: all || undefined }, undefined, signal);
+    return arr(j.tokens).map(normToken);
+  }
+
+  /** Creates an API token; `expiresInSeconds` 0 = never. The answer's `token` is the only time
+   *  the secret is ever shown. */
+  async createToken(name: string, expiresInSeconds: number): Promise<CreatedToken> {
+    const j = await this.request('POST', '/tokens', {}, { name, expiresInSeconds });
+    return { id: str(j.id), name: str(j.name), token: str(j.token), expiresAt: optStr(j.expiresAt) };
+  }
+
+  async revokeToken(id: string): Promise<void> {
+    await this.request('DELETE', `/tokens/${encodeURIComponent(id)}`);
+  }
+
+  /** Admin only. */
+  async getUsers(signal?: AbortSignal): Promise<User[]> {
+    const j = await this.request('GET', '/users', {}, undefined, signal);
+    return arr(j.users).map(normUser);
   }
 
   async getExperiments(q: ExperimentsQuery = {}, signal?: AbortSignal): Promise<{ experiments: Experiment[]; pagination: Pagination }> {

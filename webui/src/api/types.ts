@@ -31,7 +31,8 @@ export interface Experiment {
   state: ExperimentState;
   /** Only from getExperiment (GET /experiments/{id}); '' in list rows, which leave it out. */
   configYaml: string;
-  owner: string;
+  owner: string; // username
+  workspace: string; // '' when the experiment is in no workspace
   archived: boolean;
   searcher: string;
   metric: string;
@@ -186,4 +187,44 @@ export interface ExperimentsQuery {
   offset?: number;
   limit?: number;
   includeArchived?: boolean;
+}
+
+export type UserRole = 'admin' | 'user' | 'viewer';
+
+export interface WorkspaceMembership {
+  name: string;
+  role: 'admin' | 'editor' | 'viewer';
+}
+
+/** The logged-in user (GET /api/v1/auth/me; POST /auth/login answers the same without workspaces). */
+export interface Whoami {
+  username: string;
+  role: UserRole;
+  workspaces: WorkspaceMembership[];
+}
+
+/** A long-lived API token as listed (never with its secret). Times are RFC 3339; undefined = none. */
+export interface ApiToken {
+  id: string;
+  name: string;
+  username: string;
+  createdAt?: string;
+  expiresAt?: string; // undefined: never expires
+  lastUsedAt?: string; // undefined: never used
+  revoked: boolean;
+}
+
+/** POST /api/v1/tokens: the secret `token` is in this answer only. */
+export interface CreatedToken {
+  id: string;
+  name: string;
+  token: string;
+  expiresAt?: string;
+}
+
+export interface User {
+  username: string;
+  role: UserRole;
+  active: boolean;
+  createdAt?: string;
 }

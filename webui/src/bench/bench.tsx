@@ -31,6 +31,7 @@ function experiments(count: number): Experiment[] {
     state: STATES[i % STATES.length],
     configYaml: '',
     owner: ['ada', 'grace', 'alan'][i % 3],
+    workspace: '',
     archived: false,
     searcher: i % 2 ? 'grid' : 'random',
     metric: 'bleu',

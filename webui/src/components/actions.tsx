@@ -1,8 +1,13 @@
-// Pause / activate / kill / archive buttons for an experiment, each behind a confirmation.
-import { useState } from 'react';
+// Pause / activate / kill / archive buttons for an experiment, each behind a confirmation. Where
+// the logged-in user may not act on the experiment (a viewer; a user on someone else's experiment
+// outside their editor/admin workspaces) the buttons stay visible but disabled, with the reason as
+// their tooltip and description; the master enforces the same rule (403) regardless.
+import { useId, useState } from 'react';
 import { api } from '../api/client';
 import type { Experiment, ExperimentAction } from '../api/types';
 import { toApiError } from '../lib/hooks';
+import { canActOn } from '../lib/permissions';
+import { useSession } from '../lib/session';
 import { ConfirmDialog } from './common';
 
 const TERMINAL = ['EXPERIMENT_STATE_COMPLETED', 'EXPERIMENT_STATE_CANCELED', 'EXPERIMENT_STATE_ERROR'];
@@ -30,6 +35,9 @@ export function ExperimentActions({ exp, onDone, compact }: { exp: Experiment; o
   const [pending, setPending] = useState<ExperimentAction>();
   const [busy, setBusy] = useState(false);
   const [err, setErr] = useState<string>();
+  const { me } = useSession();
+  const may = canActOn(me, exp);
+  const whyId = useId();
   const actions = allowedActions(exp);
   const run = async () => {
     if (!pending) return;
@@ -51,17 +59,28 @@ export function ExperimentActions({ exp, onDone, compact }: { exp: Experiment; o
         <button
           key={a}
           type="button"
-          className={`btn btn-small ${a === 'kill' ? 'btn-danger-outline' : ''}`}
+          className={`btn btn-small ${a === 'kill' ? 'btn-danger-outline' : ''} ${may.ok ? '' : 'btn-denied'}`}
           onClick={() => {
+            if (!may.ok) return;
             setErr(undefined);
             setPending(a);
           }}
+          // aria-disabled rather than disabled: the button stays focusable and its tooltip shows
+          aria-disabled={may.ok ? undefined : true}
+          aria-describedby={may.ok ? undefined : whyId}
+          title={may.ok ? undefined : may.reason}
           aria-label={`${LABEL[a]} experiment ${exp.id}`}
           data-testid={`action-${a}`}
+          data-denied={may.ok ? undefined : 'true'}
         >
           {LABEL[a]}
         </button>
       ))}
+      {actions.length > 0 && !may.ok && (
+        <span id={whyId} className="sr-only">
+          {may.reason}
+        </span>
+      )}
       {actions.length === 0 && <span className="muted">–</span>}
       <ConfirmDialog
         open={pending !== undefined}

@@ -33,7 +33,11 @@ export function ErrorBanner({ error, onRetry, what }: { error: ApiError | undefi
       ? 'The master sent an answer the dashboard does not understand'
       : error.status === 404
         ? `${what ?? 'This item'} was not found`
-        : `The master answered with an error (${error.status})`;
+        : error.status === 403
+          ? 'You are not allowed to do this'
+          : error.status === 401
+            ? 'You are not logged in'
+            : `The master answered with an error (${error.status})`;
   return (
     <div className="error-banner" role="alert" data-testid="error-banner">
       <div>

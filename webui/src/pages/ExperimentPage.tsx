@@ -64,7 +64,8 @@ export function ExperimentPage({ id, route }: { id: number; route: Route }) {
         <div className="card">
           <h2>Summary</h2>
           <dl className="kv">
-            <dt>Owner</dt><dd>{e.owner || '–'}</dd>
+            <dt>Owner</dt><dd data-testid="exp-owner">{e.owner || '–'}</dd>
+            {e.workspace && <><dt>Workspace</dt><dd data-testid="exp-workspace">{e.workspace}</dd></>}
             <dt>Started</dt><dd>{formatDateTime(e.startTime)}</dd>
             <dt>Duration</dt><dd>{formatDuration(durationBetween(e.startTime, e.endTime))}</dd>
             <dt>Trials</dt><dd><ProgressBar done={e.numCompletedTrials} total={e.numTrials} label="Trials completed" /></dd>

@@ -5,7 +5,9 @@ import { EXPERIMENT_STATES } from '../api/types';
 import { Empty, ErrorBanner, Skeleton } from '../components/common';
 import { stateLabel, formatRelative } from '../lib/format';
 import { useDebounced, usePolling } from '../lib/hooks';
+import { canCreate } from '../lib/permissions';
 import { useQueryState, type Route } from '../lib/router';
+import { useSession } from '../lib/session';
 import { nextSort, type SortDir } from '../lib/sort';
 import { EXPERIMENT_COLUMNS, ExperimentsTable, orderPage } from './ExperimentsTable';
 
@@ -13,6 +15,7 @@ const POLL_MS = 3000;
 
 export function ExperimentsList({ route }: { route: Route }) {
   const [q, setQ] = useQueryState(route);
+  const { me } = useSession();
   const state = q.get('state') ?? '';
   const nameParam = q.get('name') ?? '';
   const sortKey = q.get('sort') ?? 'id';
@@ -96,6 +99,8 @@ export function ExperimentsList({ route }: { route: Route }) {
         <Empty>
           {state || nameParam ? (
             <>No experiment matches these filters.</>
+          ) : !canCreate(me).ok ? (
+            <>No experiments yet. Your role is viewer: they will show here once someone submits one.</>
           ) : (
             <>
               No experiments yet. Submit one with <code>sf experiment create experiments/quickstart.yaml</code> or <code>POST /api/v1/experiments</code>.

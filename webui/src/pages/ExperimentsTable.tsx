@@ -128,7 +128,10 @@ export function ExperimentsTable(props: {
                 {formatMetric(e.bestValidationMetric)}
                 {e.metric && <span className="muted small"> {e.metric}</span>}
               </td>
-              <td className="col-owner">{e.owner || '–'}</td>
+              <td className="col-owner">
+                {e.owner || '–'}
+                {e.workspace && <div className="muted small">{e.workspace}</div>}
+              </td>
               <td className="col-start">{formatDateTime(e.startTime)}</td>
               <td className="col-duration num">{formatDuration(durationBetween(e.startTime, e.endTime, props.now))}</td>
               <td className="col-actions">

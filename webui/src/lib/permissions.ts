@@ -1,0 +1,53 @@
+// What the logged-in user may do, mirrored from the master's policy (docs/security.md) so that the
+// dashboard does not offer buttons that can only fail. The master decides regardless: a 403 from
+// it is still shown as it comes.
+//
+//   viewer: reads everything, acts on nothing.
+//   user:   creates experiments; acts on their own, and on those of workspaces where they are an
+//           editor or admin.
+//   admin:  acts on everything; sees users and the audit log.
+import type { Experiment, Whoami } from '../api/types';
+
+/** Who is asking. `undefined` means the master does not authenticate (no /auth routes) or could
+ *  not say who we are: then nothing is hidden and the master's answers decide. */
+export type Viewer = Whoami | undefined;
+
+export interface Permission {
+  ok: boolean;
+  /** Why not, in one sentence, for a tooltip; '' when allowed. */
+  reason: string;
+}
+
+const ALLOWED: Permission = { ok: true, reason: '' };
+
+/** May `me` pause, activate, kill, archive (and the like) experiment `e`? */
+export function canActOn(me: Viewer, e: Pick<Experiment, 'id' | 'owner' | 'workspace'>): Permission {
+  if (!me || me.role === 'admin') return ALLOWED;
+  if (me.role === 'viewer') return { ok: false, reason: `Your role is viewer: you can look at experiments but not change them.` };
+  if (e.owner && e.owner === me.username) return ALLOWED;
+  const ws = e.workspace ? me.workspaces.find((w) => w.name === e.workspace) : undefined;
+  if (ws && (ws.role === 'editor' || ws.role === 'admin')) return ALLOWED;
+  const whose = e.owner ? `belongs to ${e.owner}` : 'is not yours';
+  const where = e.workspace
+    ? ws
+      ? ` in workspace ${e.workspace}, where you are a viewer`
+      : ` in workspace ${e.workspace}, of which you are not a member`
+    : '';
+  return { ok: false, reason: `Experiment ${e.id} ${whose}${where}: you can act only on your own experiments and on those of workspaces where you are an editor or admin.` };
+}
+
+/** May `me` create (submit, fork, continue) experiments? */
+export function canCreate(me: Viewer): Permission {
+  if (me?.role === 'viewer') return { ok: false, reason: 'Your role is viewer: you cannot create experiments.' };
+  return ALLOWED;
+}
+
+/** Admin-only pages: users and the audit log. */
+export function isAdmin(me: Viewer): boolean {
+  return me?.role === 'admin';
+}
+
+/** The experiments among `rows` that `me` may act on: what a bulk action may be offered over. */
+export function actionable<E extends Pick<Experiment, 'id' | 'owner' | 'workspace'>>(me: Viewer, rows: E[]): E[] {
+  return rows.filter((e) => canActOn(me, e).ok);
+}
