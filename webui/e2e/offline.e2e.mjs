@@ -2,10 +2,15 @@
 // Browser test that needs no cluster: serves dist/ with no API behind it and checks, in Debian's
 // Chromium at 1280 px and 375 px, that every page shows the "master cannot be reached" banner with a
 // Retry button instead of crashing, that deep links (/experiments/3) land on the right page, and
-// that the navigation works from the keyboard. Screenshots go to $SF_ARTIFACTS_DIR (default
-// e2e-artifacts/offline). Run after `npm run build`: `npm run test:browser`.
+// that the navigation works from the keyboard. Then, against an in-memory stand-in of the master's
+// auth routes (auth-stub.mjs), the login flow: the login page on 401, the master's messages for a
+// wrong password and a 429, back to the same route after login, the HttpOnly cookie and nothing
+// in web storage, actions gated by ownership and role, the tokens page (shown once, revoke), a
+// session that expires mid-way, logout and a second login. Screenshots go to $SF_ARTIFACTS_DIR
+// (default e2e-artifacts/offline). Run after `npm run build`: `npm run test:browser`.
 import { existsSync, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { createAuthStub } from './auth-stub.mjs';
 import { launch } from './browser.mjs';
 import { serveDist } from './static-server.mjs';
 
@@ -79,9 +84,157 @@ try {
     check(errors.length === 0, `${w}px no uncaught page errors`, errors.join(' | '));
     await page.close();
   }
+  await loginFlow(browser);
 } finally {
   await browser.close();
   server.close();
+}
+
+/** The login flow against auth-stub.mjs plus a two-experiment list. */
+async function loginFlow(browser) {
+  const auth = createAuthStub({
+    users: [
+      { username: 'bob', password: 'bob-pw', role: 'user', workspaces: [{ name: 'nlp', role: 'viewer' }] },
+      { username: 'vic', password: 'vic-pw', role: 'viewer' },
+      { username: 'carol', password: 'carol-pw', role: 'user' },
+    ],
+    maxFailures: 3,
+    retryAfterS: 30,
+  });
+  auth.failures.set('carol', 3); // carol is rate limited from the start
+  const exps = [
+    { id: '2', name: 'bobs-sweep', owner: 'bob', workspace: 'Uncategorized', state: 'EXPERIMENT_STATE_ACTIVE', numTrials: 2 },
+    { id: '1', name: 'alices-sweep', owner: 'alice', workspace: 'nlp', state: 'EXPERIMENT_STATE_ACTIVE', numTrials: 2 },
+  ];
+  const send = (res, status, body) => {
+    res.writeHead(status, { 'Content-Type': 'application/json' });
+    res.end(JSON.stringify(body));
+  };
+  const api = async (req, res, url) => {
+    const who = await auth.handle(req, res, url);
+    if (!who) return;
+    const p = url.pathname.replace(/^\/api\/v1/, '');
+    if (req.method === 'GET' && p === '/experiments') return send(res, 200, { experiments: exps, pagination: { total: exps.length } });
+    const m = p.match(/^\/experiments\/(\d+)\/(pause|activate|kill|archive)$/);
+    const e = m && exps.find((x) => x.id === m[1]);
+    if (req.method === 'POST' && e) {
+      if (!auth.mayAct(who.user, e)) return send(res, 403, { code: 7, message: `user ${who.user.username} may not ${m[2]} experiment ${e.id}: owned by ${e.owner}` });
+      if (m[2] === 'pause') e.state = 'EXPERIMENT_STATE_PAUSED';
+      return send(res, 200, { experiment: e });
+    }
+    return send(res, 404, { code: 5, message: `no route ${req.method} ${url.pathname}` });
+  };
+  const { server: authServer, url: base } = await serveDist(dist, 0, api);
+  const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  const page = await ctx.newPage();
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+  const loginPage = page.locator('[data-testid="login-page"]');
+  const submitLogin = async (user, password) => {
+    await loginPage.waitFor({ timeout: 15000 });
+    await page.fill('[data-testid="login-username"]', user);
+    await page.fill('[data-testid="login-password"]', password);
+    await page.click('[data-testid="login-submit"]');
+  };
+  const loginError = async () => {
+    const el = page.locator('[data-testid="login-error"]');
+    await el.waitFor({ timeout: 10000 }).catch(() => {});
+    return (await el.count()) ? el.innerText() : '';
+  };
+  const row = (id) => `[data-testid="experiment-row"][data-id="${id}"]`;
+  try {
+    await page.goto(`${base}/#/experiments?dir=asc`);
+    check(await loginPage.waitFor({ timeout: 15000 }).then(() => true, () => false), 'auth: the login page is shown when the master answers 401');
+    check((await page.locator('nav[aria-label="Main"]').count()) === 0, 'auth: no navigation while logged out');
+    await page.screenshot({ path: join(ART, 'login-1280.png'), fullPage: true });
+
+    await submitLogin('bob', 'wrong');
+    check((await loginError()) === 'wrong username or password', "auth: a wrong password shows the master's message", await loginError());
+    await submitLogin('carol', 'carol-pw');
+    await page.waitForFunction(() => document.querySelector('[data-testid="login-error"]')?.getAttribute('data-status') === '429', null, { timeout: 10000 }).catch(() => {});
+    const limited = await loginError();
+    check(/Too many failed logins\. Try again in (30|29|28) s\./.test(limited), 'auth: a 429 shows its retry time', limited);
+    check(await page.locator('[data-testid="login-submit"]').isDisabled(), 'auth: the login button waits out the retry time');
+    await page.screenshot({ path: join(ART, 'login-429-1280.png'), fullPage: true });
+
+    await page.reload(); // a fresh form (the 429 countdown belongs to the old one)
+    await submitLogin('bob', 'bob-pw');
+    await page.waitForSelector(row(2), { timeout: 15000 });
+    check(page.url().endsWith('/#/experiments?dir=asc'), 'auth: after login the route the user asked for is shown', page.url());
+    check((await page.getAttribute('[data-testid="user-menu"]', 'data-username')) === 'bob', 'auth: the user menu shows the user');
+    const cookie = (await ctx.cookies()).find((c) => c.name === 'sf_session');
+    check(cookie?.httpOnly === true && cookie?.sameSite === 'Strict', 'auth: the session is an HttpOnly, SameSite=Strict cookie', JSON.stringify(cookie));
+    const leaked = await page.evaluate((v) => document.cookie.includes(v) || JSON.stringify({ ...localStorage, ...sessionStorage }).includes(v) || localStorage.length + sessionStorage.length > 0, cookie?.value ?? '-');
+    check(!leaked, 'auth: no session token in document.cookie or web storage');
+
+    // gating: bob may act on his own experiment, not on alice's in a workspace where he is a viewer
+    const own = page.locator(`${row(2)} [data-testid="action-pause"]`);
+    const other = page.locator(`${row(1)} [data-testid="action-pause"]`);
+    check((await own.getAttribute('aria-disabled')) === null, "auth: the owner's actions are enabled");
+    const why = (await other.getAttribute('title')) ?? '';
+    check((await other.getAttribute('aria-disabled')) === 'true' && /belongs to alice in workspace nlp, where you are a viewer/.test(why), "auth: another user's actions are disabled with the reason as tooltip", why);
+    await other.click({ force: true });
+    check((await page.locator('[data-testid="confirm-dialog"]').count()) === 0, 'auth: a disabled action opens no dialog');
+    await own.click();
+    await page.click('[data-testid="confirm-button"]');
+    await page.waitForSelector(`${row(2)}[data-state="EXPERIMENT_STATE_PAUSED"]`, { timeout: 10000 }).then(() => check(true, 'auth: the owner pauses the experiment (POST with the cookie and X-Requested-With)'), () => check(false, 'auth: the owner pauses the experiment'));
+    await page.click('[data-testid="user-menu-button"]');
+    await page.screenshot({ path: join(ART, 'user-menu-1280.png') });
+
+    // tokens: create (shown once), revoke
+    await page.click('[data-testid="user-menu-tokens"]');
+    await page.waitForSelector('[data-testid="tokens-table"], [data-testid="empty-state"]', { timeout: 10000 });
+    await page.fill('[data-testid="token-name"]', 'ci');
+    await page.selectOption('[data-testid="token-expiry"]', { label: 'Never' });
+    await page.click('[data-testid="token-create"]');
+    await page.waitForSelector('[data-testid="token-created"]', { timeout: 10000 });
+    const secret = await page.inputValue('[data-testid="token-secret"]');
+    check(secret === auth.tokens[0]?.secret && secret.startsWith('sft_'), 'auth: a new token is shown with its secret');
+    check(/you will not see it again/.test(await page.innerText('[data-testid="token-created"]')), 'auth: ... with "you will not see it again"');
+    await page.screenshot({ path: join(ART, 'token-created-1280.png'), fullPage: true });
+    await page.click('[data-testid="token-done"]');
+    await page.reload();
+    await page.waitForSelector('[data-testid="token-row"]', { timeout: 10000 });
+    check(!(await page.content()).includes(secret), 'auth: the secret is gone after Done and a reload');
+    await page.click('[data-testid="token-revoke"]');
+    await page.click('[data-testid="confirm-button"]');
+    await page.waitForSelector('[data-testid="token-row"][data-state="revoked"]', { timeout: 10000 }).then(() => check(auth.tokens[0].revoked, 'auth: revoke after confirmation'), () => check(false, 'auth: revoke after confirmation'));
+
+    // the session expires mid-way: the next poll gets 401, login brings the page back
+    await page.goto(`${base}/#/experiments?dir=asc`);
+    await page.waitForSelector(row(2), { timeout: 10000 });
+    auth.sessions.clear();
+    const back = await loginPage.waitFor({ timeout: 15000 }).then(() => true, () => false);
+    check(back && /session has ended/.test(await page.innerText('[data-testid="login-reason"]').catch(() => '')), 'auth: an expired session shows the login page, saying so');
+    await submitLogin('bob', 'bob-pw');
+    check(await page.waitForSelector(row(2), { timeout: 15000 }).then(() => page.url().endsWith('/#/experiments?dir=asc'), () => false), 'auth: logging in again resumes the same page', page.url());
+
+    // logout, then a second login as a viewer
+    await page.click('[data-testid="user-menu-button"]');
+    await page.click('[data-testid="logout"]');
+    check(await loginPage.waitFor({ timeout: 10000 }).then(() => true, () => false), 'auth: logout returns to the login page');
+    check((await page.evaluate(() => fetch('/api/v1/auth/me', { headers: { 'X-Requested-With': 'steadfast' } }).then((r) => r.status))) === 401, 'auth: after logout the master no longer knows the session');
+    await submitLogin('vic', 'vic-pw');
+    await page.waitForSelector(row(2), { timeout: 15000 });
+    const denied = await page.locator('[data-testid^="action-"][aria-disabled="true"]').count();
+    const all = await page.locator('[data-testid^="action-"]').count();
+    check(all > 0 && denied === all, 'auth: a viewer sees every action disabled', `${denied} of ${all}`);
+    check(/viewer/.test((await page.locator('[data-testid^="action-"]').first().getAttribute('title')) ?? ''), 'auth: ... saying the role is viewer');
+    await page.setViewportSize({ width: 375, height: 800 });
+    await page.click('[data-testid="user-menu-button"]');
+    await page.screenshot({ path: join(ART, 'user-menu-375.png') });
+    await page.click('[data-testid="logout"]');
+    await loginPage.waitFor({ timeout: 10000 });
+    await page.screenshot({ path: join(ART, 'login-375.png'), fullPage: true });
+    check(auth.state.missingHeader.length === 0, 'auth: every API request carried X-Requested-With: steadfast', auth.state.missingHeader.join(', '));
+    check(errors.length === 0, 'auth: no uncaught page errors', errors.join(' | '));
+  } catch (e) {
+    check(false, 'auth: the login flow ran to the end', e.message);
+    await page.screenshot({ path: join(ART, 'login-failure.png'), fullPage: true }).catch(() => {});
+  } finally {
+    await ctx.close();
+    authServer.close();
+  }
 }
 console.log(`\n${passed} passed, ${failed} failed`);
 process.exit(failed ? 1 : 0);

@@ -1,13 +1,22 @@
 // A tiny static server for dist/ with the same headers and SPA fallback the master must give
-// (docs/webui.md), and no API: /api/* answers 404 text/plain like any other static server would.
+// (docs/webui.md). With no `api` handler /api/* answers 404 text/plain like any other static server
+// would; with one, `api(req, res, url)` answers every /api/ request.
 import { createServer } from 'node:http';
 import { readFile, stat } from 'node:fs/promises';
 import { extname, join, normalize } from 'node:path';
 
 const TYPES = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript', '.css': 'text/css', '.svg': 'image/svg+xml', '.png': 'image/png' };
 
-export async function serveDist(dist, port = 0) {
+export async function serveDist(dist, port = 0, api = undefined) {
   const server = createServer(async (req, res) => {
+    if (api && req.url.startsWith('/api/')) {
+      try {
+        return await api(req, res, new URL(req.url, 'http://x'));
+      } catch (e) {
+        res.writeHead(500, { 'Content-Type': 'application/json' });
+        return res.end(JSON.stringify({ code: 13, message: String(e) }));
+      }
+    }
     const rel = normalize(decodeURIComponent(new URL(req.url, 'http://x').pathname)).replace(/^(\.\.[/\\])+/, '');
     let file = join(dist, rel);
     let st = await stat(file).catch(() => null);

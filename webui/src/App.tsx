@@ -101,7 +101,7 @@ function Shell() {
           </nav>
         )}
         <div className="grow" />
-        <UserMenu />
+        {session.me && <UserMenu />}
       </header>
       <main id="main" tabIndex={-1}>
         {session.state.status === 'out' ? (

@@ -246,6 +246,10 @@ describe('login page', () => {
     expect(within(page).getByTestId('login-reason').textContent).toBe('You have logged out.');
     expect(m.calls.some((c) => c.method === 'POST' && c.url === '/api/v1/auth/logout' && c.headers['X-Requested-With'] === 'steadfast')).toBe(true);
     expect(screen.queryByTestId('user-menu')).toBeNull();
+    // a second login works and starts with the menu closed
+    await logIn();
+    expect((await screen.findByTestId('user-menu-name')).textContent).toBe('alice');
+    expect(screen.queryByTestId('user-menu-panel')).toBeNull();
   });
 
   it('shows no login when the master has no /auth routes (404 from the master)', async () => {
