@@ -3,9 +3,22 @@
 // proto/steadfast/v1/api.proto, protobuf JSON mapping) plus static serving of dist/ with the SPA
 // fallback, so the dashboard can be looked at and the e2e script dry-run before the real master
 // exists. Trials "train" on a timer. Usage: node dev/stub-master.mjs [port] (default 8080).
+// SF_STUB_USERS="alice:pw:admin,bob:pw:user,vic:pw:viewer" turns authentication on (e2e/auth-stub.mjs:
+// login page, cookie sessions, Bearer tokens, tokens page); experiments then belong to their creator
+// and actions follow the master's policy (403).
 import { createServer } from 'node:http';
 import { readFile, stat } from 'node:fs/promises';
 import { extname, join, normalize } from 'node:path';
+import { createAuthStub } from '../e2e/auth-stub.mjs';
+
+const auth = process.env.SF_STUB_USERS
+  ? createAuthStub({
+      users: process.env.SF_STUB_USERS.split(',').map((u) => {
+        const [username, password, role = 'user'] = u.split(':');
+        return { username, password, role };
+      }),
+    })
+  : undefined;
 
 const port = Number(process.argv[2] ?? process.env.PORT ?? 8080);
 const dist = join(import.meta.dirname, '..', 'dist');
@@ -94,7 +107,16 @@ function tick() {
     if (t && t.state !== 'TRIAL_STATE_RUNNING') delete s.trialId;
   }
   for (const a of agents) a.lastHeartbeat = now();
+  // one utilisation point per minute: mean and peak of the busy slots sampled each tick
+  const minute = new Date(Math.floor(Date.now() / 60000) * 60000).toISOString();
+  const busy = agents.flatMap((a) => a.slots).filter((s) => s.trialId).length;
+  const u = utilization.get(minute) ?? { pool: 'default', time: minute, slotsTotal: agents.flatMap((a) => a.slots).length, slotsBusy: 0, slotsBusyMax: 0, samples: 0 };
+  u.slotsBusy = (u.slotsBusy * u.samples + busy) / (u.samples + 1);
+  u.slotsBusyMax = Math.max(u.slotsBusyMax, busy);
+  u.samples++;
+  utilization.set(minute, u);
 }
+const utilization = new Map(); // minute (RFC 3339) -> point
 
 // seed: some history for the list, and one finished sweep with curves
 for (let i = 0; i < 5; i++) {
@@ -117,6 +139,8 @@ const page = (list, q) => {
 };
 
 async function api(req, res, url) {
+  const who = auth ? await auth.handle(req, res, url) : { user: { username: 'root', role: 'admin', workspaces: [] } };
+  if (!who) return; // answered: an auth route, or 401/403
   const p = url.pathname.replace(/^\/api\/v1/, '');
   const q = url.searchParams;
   let m;
@@ -126,7 +150,8 @@ async function api(req, res, url) {
     let j;
     try { j = JSON.parse(body); } catch { return err(res, 400, 3, 'malformed JSON body'); }
     if (!j.configYaml) return send(res, 400, { code: 3, message: 'invalid config', details: [], errors: [{ path: 'configYaml', message: 'required' }] });
-    return send(res, 200, { experiment: createExperiment(j.configYaml, !!j.activate) });
+    if (who.user.role === 'viewer') return err(res, 403, 7, `user ${who.user.username} (viewer) may not create experiments`);
+    return send(res, 200, { experiment: createExperiment(j.configYaml, !!j.activate, { owner: who.user.username }) });
   }
   if (req.method === 'GET' && p === '/experiments') {
     let list = [...exps.values()];
@@ -152,6 +177,7 @@ async function api(req, res, url) {
     }
     if (req.method === 'GET' && act === 'checkpoints') return send(res, 200, { checkpoints: ckpts.filter((c) => c.experimentId === e.id) });
     if (req.method === 'POST') {
+      if (auth && !auth.mayAct(who.user, { owner: e.owner, workspace: e.workspace ?? '' })) return err(res, 403, 7, `user ${who.user.username} may not ${act} experiment ${e.id}: owned by ${e.owner}`);
       const terminal = ['EXPERIMENT_STATE_COMPLETED', 'EXPERIMENT_STATE_CANCELED', 'EXPERIMENT_STATE_ERROR'].includes(e.state);
       if (act === 'pause' && e.state === 'EXPERIMENT_STATE_ACTIVE') e.state = 'EXPERIMENT_STATE_PAUSED';
       else if (act === 'activate' && e.state === 'EXPERIMENT_STATE_PAUSED') e.state = 'EXPERIMENT_STATE_ACTIVE';
@@ -190,6 +216,15 @@ async function api(req, res, url) {
     }
   }
   if (req.method === 'GET' && p === '/agents') return send(res, 200, { agents });
+  if (req.method === 'GET' && p === '/resource-pools') {
+    const slots = agents.flatMap((a) => a.slots);
+    const queued = [...trials.values()].filter((t) => t.state === 'TRIAL_STATE_QUEUED').length;
+    return send(res, 200, { resourcePools: [{ name: 'default', scheduler: 'priority', agents: agents.length, totalSlots: slots.length, usedSlots: slots.filter((s) => s.trialId).length, runningTrials: slots.filter((s) => s.trialId).length, queuedTrials: queued, queuedSlots: queued }] });
+  }
+  if (req.method === 'GET' && p === '/cluster/utilization') {
+    const since = Number(q.get('since') ?? 0) * 1000;
+    return send(res, 200, { points: [...utilization.values()].filter((u) => Date.parse(u.time) >= since) });
+  }
   if (req.method === 'GET' && p === '/master') {
     const slots = agents.flatMap((a) => a.slots);
     return send(res, 200, { version: '0.1.0-stub', masterId: 'stub', clusterName: 'dev', connectedAgents: agents.length, totalSlots: slots.length, usedSlots: slots.filter((s) => s.trialId).length });

@@ -37,8 +37,9 @@ export async function readJson(req) {
 export function createAuthStub({ users, maxFailures = 5, retryAfterS = 30 } = {}) {
   const byName = new Map(users.map((u) => [u.username, { active: true, createdAt: new Date().toISOString(), workspaces: [], ...u }]));
   const sessions = new Map(); // token -> username
+  const sessionInfo = new Map(); // token -> {id, createdAt}
   const failures = new Map(); // username -> count
-  const tokens = []; // {id, name, username, secret, createdAt, expiresAt, lastUsedAt, revoked}
+  const tokens = []; // {id, name, username, kind: 'api', secret, createdAt, expiresAt, lastUsedAt, revoked}
   let nextToken = 1;
   const state = { missingHeader: [], requests: 0 };
 
@@ -89,6 +90,7 @@ export function createAuthStub({ users, maxFailures = 5, retryAfterS = 30 } = {}
       failures.delete(u.username);
       const token = randomBytes(16).toString('hex');
       sessions.set(token, u.username);
+      sessionInfo.set(token, { id: String(nextToken++), createdAt: new Date().toISOString() });
       send(res, 200, { token, user: userJson(u) }, { 'Set-Cookie': `${COOKIE}=${token}; HttpOnly; SameSite=Strict; Path=/` });
       return null;
     }
@@ -117,7 +119,12 @@ export function createAuthStub({ users, maxFailures = 5, retryAfterS = 30 } = {}
         send(res, 403, { code: 7, message: `user ${u.username} may not list every user's tokens` });
         return null;
       }
+      // as the master does: API tokens, and the live login sessions (kind "session")
       const list = tokens.filter((t) => all || t.username === u.username).map(({ secret: _s, ...t }) => t);
+      for (const [secret, name] of sessions) {
+        const info = sessionInfo.get(secret);
+        if (info && (all || name === u.username)) list.push({ id: info.id, name: '', username: name, kind: 'session', createdAt: info.createdAt, expiresAt: new Date(Date.parse(info.createdAt) + 86400e3).toISOString(), lastUsedAt: '', revoked: false });
+      }
       send(res, 200, { tokens: list.reverse() });
       return null;
     }
@@ -128,13 +135,19 @@ export function createAuthStub({ users, maxFailures = 5, retryAfterS = 30 } = {}
         return null;
       }
       const secs = Number(b.expiresInSeconds ?? 0);
-      const t = { id: String(nextToken++), name: String(b.name), username: u.username, secret: `sft_${randomBytes(20).toString('hex')}`, createdAt: new Date().toISOString(), expiresAt: secs ? new Date(Date.now() + secs * 1000).toISOString() : '', lastUsedAt: '', revoked: false };
+      const t = { id: String(nextToken++), name: String(b.name), username: u.username, kind: 'api', secret: `sft_${randomBytes(20).toString('hex')}`, createdAt: new Date().toISOString(), expiresAt: secs ? new Date(Date.now() + secs * 1000).toISOString() : '', lastUsedAt: '', revoked: false };
       tokens.push(t);
       send(res, 200, { id: t.id, name: t.name, token: t.secret, expiresAt: t.expiresAt });
       return null;
     }
     let m;
     if (req.method === 'DELETE' && (m = p.match(/^\/tokens\/(\w+)$/))) {
+      const live = [...sessionInfo].find(([secret, info]) => info.id === m[1] && sessions.has(secret));
+      if (live && (sessions.get(live[0]) === u.username || u.role === 'admin')) {
+        sessions.delete(live[0]);
+        send(res, 200, {});
+        return null;
+      }
       const t = tokens.find((x) => x.id === m[1]);
       if (!t || (t.username !== u.username && u.role !== 'admin')) {
         send(res, 404, { code: 5, message: `token ${m[1]} not found` });

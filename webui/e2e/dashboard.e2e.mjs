@@ -6,15 +6,20 @@
 // Env: SF_MASTER_URL (default http://127.0.0.1:8080; the master must serve the built dashboard at
 // "/" and the REST API at /api/v1), SF_ARTIFACTS_DIR (screenshots, default ./e2e-artifacts),
 // SF_E2E_CONFIG (experiment YAML; default ../experiments/quickstart.yaml with relative data paths
-// made absolute, as the CLI does), SF_E2E_TIMEOUT_S (how long the sweep may take, default 900).
+// made absolute, as the CLI does), SF_E2E_TIMEOUT_S (how long the sweep may take, default 900),
+// SF_E2E_USERNAME and SF_E2E_PASSWORD (a user of the master; when set, the script's own REST calls
+// use a session of theirs as a Bearer token, and the browser logs in through the login page; when
+// unset, no login step, for a master without authentication).
 //
-// Steps: submit a grid experiment through the REST API → it shows in the list → it reaches
+// Steps: [log in through the login page: a wrong password shows the master's message; the user
+// menu shows the user; the session is an HttpOnly cookie, nothing in web storage] → submit a grid experiment through the REST API → it shows in the list → it reaches
 // COMPLETED in the open page (no reload) → experiment page: learning curves and hyperparameter
 // charts drew as many points as the API has → trial page: metric charts likewise, logs shown →
 // a second, longer experiment: follow a running trial's logs over SSE, then pause, activate and
 // kill it from the UI, checking each state through the API → cluster page: resource pools, agents and slots, the
 // "Busy slots" chart drew the master's recorded minutes (GET /cluster/utilization) and is as full
-// right after a reload. Screenshots of every page.
+// right after a reload → [log out from the user menu: the login page, the master no longer knows
+// the session; a second login comes back to the same page] → 375 px. Screenshots of every page.
 // Exit 0 when all passed, 1 on a failed check, 2 when the master cannot be reached.
 import { mkdirSync, readFileSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
@@ -25,6 +30,10 @@ const ART = resolve(process.env.SF_ARTIFACTS_DIR ?? 'e2e-artifacts');
 const TIMEOUT_S = Number(process.env.SF_E2E_TIMEOUT_S ?? 900);
 const CONFIG = resolve(process.env.SF_E2E_CONFIG ?? join(import.meta.dirname, '..', '..', 'experiments', 'quickstart.yaml'));
 const COLOR = [37, 99, 235]; // first series colour (#2563eb), see src/components/UPlotChart.tsx
+const USERNAME = process.env.SF_E2E_USERNAME ?? '';
+const PASSWORD = process.env.SF_E2E_PASSWORD ?? '';
+const LOGIN = USERNAME !== '' && PASSWORD !== '';
+let bearer = ''; // the script's own session (REST calls from Node); the browser has its own cookie
 
 let passed = 0;
 let failed = 0;
@@ -42,9 +51,12 @@ function check(ok, what, detail = '') {
 }
 
 async function api(method, path, body) {
+  const headers = { 'X-Requested-With': 'steadfast' };
+  if (body) headers['Content-Type'] = 'application/json';
+  if (bearer) headers.Authorization = `Bearer ${bearer}`;
   const res = await fetch(`${MASTER}/api/v1${path}`, {
     method,
-    headers: body ? { 'Content-Type': 'application/json' } : {},
+    headers,
     body: body ? JSON.stringify(body) : undefined,
     signal: AbortSignal.timeout(30000),
   });
@@ -55,8 +67,60 @@ async function api(method, path, body) {
   } catch {
     throw new Error(`${method} ${path}: ${res.status}, body is not JSON: ${text.slice(0, 200)}`);
   }
-  if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${json.message ?? text.slice(0, 200)}`);
+  if (!res.ok) throw Object.assign(new Error(`${method} ${path}: ${res.status} ${json.message ?? text.slice(0, 200)}`), { status: res.status, retryAfter: Number(res.headers.get('Retry-After') ?? 0) });
   return json;
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** Logs the script itself in (POST /auth/login) and keeps the token for its REST calls. A 429
+ *  is waited out once. */
+async function scriptLogin() {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      bearer = (await api('POST', '/auth/login', { username: USERNAME, password: PASSWORD })).token ?? '';
+      if (!bearer) throw new Error('POST /auth/login answered without a token');
+      return;
+    } catch (e) {
+      if (e.status === 429 && attempt === 0) {
+        log(`login rate limited; waiting ${e.retryAfter || 30}s`);
+        await sleep(Math.min(120, e.retryAfter || 30) * 1000);
+        continue;
+      }
+      throw e;
+    }
+  }
+}
+
+/** Logs in through the dashboard's login page (which must be showing) and waits for it to go. A
+ *  429 from an earlier wrong password is waited out once. */
+async function pageLogin(page) {
+  await page.waitForSelector('[data-testid="login-page"]', { timeout: 30000 });
+  for (let attempt = 0; ; attempt++) {
+    await page.fill('[data-testid="login-username"]', USERNAME);
+    await page.fill('[data-testid="login-password"]', PASSWORD);
+    await page.click('[data-testid="login-submit"]');
+    const outcome = await Promise.race([
+      page.waitForSelector('[data-testid="login-page"]', { state: 'detached', timeout: 30000 }).then(() => 'in'),
+      page.waitForFunction(() => document.querySelector('[data-testid="login-error"]')?.getAttribute('data-status') === '429', null, { timeout: 30000 }).then(() => '429'),
+    ]).catch(() => 'timeout');
+    if (outcome === 'in') return;
+    if (outcome === '429' && attempt === 0) {
+      const wait = Number(((await page.innerText('[data-testid="login-error"]')).match(/in (\d+) s/) ?? [])[1] ?? 30);
+      log(`login page rate limited; waiting ${wait}s`);
+      await page.waitForTimeout(Math.min(120, wait + 1) * 1000);
+      continue;
+    }
+    throw new Error(`login through the page failed: ${await page.innerText('[data-testid="login-error"]').catch(() => outcome)}`);
+  }
+}
+
+/** The browser's session: the sf_session cookie is HttpOnly and no token is in web storage. */
+async function checkSessionCookie(page, ctx) {
+  const cookie = (await ctx.cookies(MASTER)).find((c) => c.name === 'sf_session');
+  check(cookie?.httpOnly === true && cookie?.sameSite === 'Strict', 'the session is an HttpOnly, SameSite=Strict cookie', JSON.stringify(cookie && { ...cookie, value: '…' }));
+  const leaked = await page.evaluate((v) => (v !== '' && document.cookie.includes(v)) || localStorage.length + sessionStorage.length > 0, cookie?.value ?? '');
+  check(!leaked, 'no session token in document.cookie or web storage');
 }
 
 /** The experiment YAML with relative data paths made absolute and a unique name. */
@@ -123,11 +187,17 @@ async function shot(page, name) {
 
 async function main() {
   mkdirSync(ART, { recursive: true });
-  log(`master ${MASTER}, artifacts ${ART}`);
+  log(`master ${MASTER}, artifacts ${ART}, ${LOGIN ? `logging in as ${USERNAME}` : 'no login (SF_E2E_USERNAME/SF_E2E_PASSWORD unset)'}`);
   try {
+    if (LOGIN) await scriptLogin();
     const m = await api('GET', '/master');
     log(`master version ${m.version ?? m.master?.version ?? '?'}`);
   } catch (e) {
+    if (e.status === 401 || e.status === 429) {
+      console.error(`\nThe master at ${MASTER} refused ${LOGIN ? `the login of ${USERNAME}` : 'an unauthenticated request'}: ${e.message}\n${LOGIN ? 'Check SF_E2E_USERNAME and SF_E2E_PASSWORD.' : 'It requires a login: set SF_E2E_USERNAME and SF_E2E_PASSWORD.'}`);
+      console.log(`\n${passed} passed, ${failed + 1} failed`);
+      process.exit(1);
+    }
     console.error(`\nCannot reach the Steadfast master at ${MASTER}: ${e.message}${e.cause ? ` (${e.cause.code ?? e.cause.message ?? e.cause})` : ""}\nStart a cluster (sf deploy local up) and set SF_MASTER_URL.`);
     process.exit(2);
   }
@@ -147,6 +217,23 @@ async function main() {
   page.on('pageerror', (e) => pageErrors.push(e.message));
   try {
     await page.goto(`${MASTER}/#/experiments`);
+    if (LOGIN) {
+      // ---- log in through the login page
+      await page.waitForSelector('[data-testid="login-page"]', { timeout: 30000 });
+      check(true, 'the dashboard shows the login page before any session');
+      await shot(page, '00-login');
+      await page.fill('[data-testid="login-username"]', USERNAME);
+      await page.fill('[data-testid="login-password"]', `not-${PASSWORD}`);
+      await page.click('[data-testid="login-submit"]');
+      await page.waitForSelector('[data-testid="login-error"]', { timeout: 15000 });
+      const wrong = await page.innerText('[data-testid="login-error"]');
+      check(wrong.length > 0 && !wrong.includes(PASSWORD), "a wrong password shows the master's message (and not the password)", wrong);
+      await pageLogin(page);
+      await page.waitForSelector('[data-testid="user-menu"]', { timeout: 15000 });
+      check((await attr(page, 'user-menu', 'data-username')) === USERNAME, `the user menu shows ${USERNAME}`, await attr(page, 'user-menu', 'data-username'));
+      check(page.url().endsWith('/#/experiments'), 'after login the page asked for is shown', page.url());
+      await checkSessionCookie(page, ctx);
+    }
     await page.evaluate(() => (window.__sfNoReload = true));
     const row = `[data-testid="experiment-row"][data-id="${expA}"]`;
     await page.waitForSelector(row, { timeout: 30000 });
@@ -300,6 +387,25 @@ async function main() {
     await page.waitForSelector('[data-testid="chart-utilization"] canvas', { timeout: 15000 });
     const reloaded = Number(await attr(page, 'chart-utilization', 'data-points'));
     check(reloaded >= drawn, 'utilization chart is full right after a reload', `data-points=${reloaded}, before ${drawn}`);
+
+    if (LOGIN) {
+      // ---- log out from the user menu, then a second login comes back to the same page
+      await page.goto(`${MASTER}/#/experiments/${expA}`);
+      await page.waitForSelector('[data-testid="trials-table"]', { timeout: 30000 });
+      await page.click('[data-testid="user-menu-button"]');
+      await page.waitForSelector('[data-testid="user-menu-panel"]');
+      await shot(page, '08b-user-menu');
+      await page.click('[data-testid="logout"]');
+      const out = await page.waitForSelector('[data-testid="login-page"]', { timeout: 15000 }).then(() => true, () => false);
+      check(out && (await page.innerText('[data-testid="login-reason"]').catch(() => '')) === 'You have logged out.', 'logout returns to the login page');
+      const meStatus = await page.evaluate(() => fetch('/api/v1/auth/me', { credentials: 'same-origin', headers: { 'X-Requested-With': 'steadfast' } }).then((r) => r.status));
+      check(meStatus === 401, 'after logout the master no longer knows the browser session (GET /auth/me → 401)', `status ${meStatus}`);
+      check((await api('GET', '/auth/me')).username === USERNAME, "the browser's logout left the script's own session alone");
+      await pageLogin(page);
+      await page.waitForSelector('[data-testid="trials-table"]', { timeout: 30000 });
+      check(page.url().endsWith(`/#/experiments/${expA}`), 'a second login works and comes back to the same page', page.url());
+      check((await attr(page, 'user-menu', 'data-username')) === USERNAME, `the user menu shows ${USERNAME} again`);
+    }
 
     // ---- phone width
     await page.setViewportSize({ width: 375, height: 800 });

@@ -190,6 +190,7 @@ async function loginFlow(browser) {
     await page.waitForSelector('[data-testid="token-created"]', { timeout: 10000 });
     const secret = await page.inputValue('[data-testid="token-secret"]');
     check(secret === auth.tokens[0]?.secret && secret.startsWith('sft_'), 'auth: a new token is shown with its secret');
+    check((await page.locator('[data-testid="session-row"]').count()) === 1 && (await page.locator('[data-testid="token-row"]').count()) === 1, "auth: the login session is listed apart from the API tokens");
     check(/you will not see it again/.test(await page.innerText('[data-testid="token-created"]')), 'auth: ... with "you will not see it again"');
     await page.screenshot({ path: join(ART, 'token-created-1280.png'), fullPage: true });
     await page.click('[data-testid="token-done"]');

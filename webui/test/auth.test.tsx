@@ -323,6 +323,7 @@ describe('TokensPage', () => {
     const tokens = [
       { id: '12', name: 'ci', username: 'alice', createdAt: '2026-11-01T10:00:00Z', expiresAt: '2027-01-30T10:00:00Z', lastUsedAt: '2026-11-20T08:00:00Z', revoked: false },
       { id: '9', name: 'old', username: 'alice', createdAt: '2026-10-01T10:00:00Z', expiresAt: '', lastUsedAt: '', revoked: true },
+      { id: '20', name: '', username: 'alice', kind: 'session', createdAt: '2026-11-24T20:00:00Z', expiresAt: '2026-11-25T20:00:00Z', lastUsedAt: '2026-11-24T20:30:00Z', revoked: false },
     ];
     const { f, calls } = recorder((c) => {
       if (c.method === 'GET' && c.url.startsWith('/api/v1/tokens')) return json(200, { tokens });
@@ -356,6 +357,11 @@ describe('TokensPage', () => {
     expect(rows.map((r) => r.getAttribute('data-state'))).toEqual(['active', 'revoked']);
     expect(rows[1].textContent).toMatch(/never.*never.*revoked/);
     expect(within(rows[1]).queryByRole('button', { name: /Revoke/ })).toBeNull();
+    // the master also lists live login sessions (kind "session"): apart, with End instead of Revoke
+    const sessions = screen.getAllByTestId('session-row');
+    expect(sessions.map((r) => r.getAttribute('data-id'))).toEqual(['20']);
+    expect(within(screen.getByTestId('tokens-table')).queryByText('session 20')).toBeNull();
+    expect(within(sessions[0]).getByRole('button', { name: 'End session 20' })).toBeTruthy();
   });
 
   it('creates a token with the chosen expiry and shows the secret once', async () => {
@@ -370,6 +376,7 @@ describe('TokensPage', () => {
     expect((screen.getByTestId('token-secret') as HTMLInputElement).value).toBe('sft_0123456789abcdef');
     expect(calls.find((c) => c.method === 'POST')?.body).toEqual({ name: 'nightly', expiresInSeconds: 30 * 86400 });
     await waitFor(() => expect(screen.getAllByTestId('token-row').length).toBe(3));
+    expect(screen.getAllByTestId('session-row').length).toBe(1);
     // the list never carries the secret, and nothing is kept in web storage
     expect(screen.getByTestId('tokens-table').textContent).not.toContain('sft_0123456789abcdef');
     expect(window.localStorage.length + window.sessionStorage.length).toBe(0);

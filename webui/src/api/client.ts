@@ -285,6 +285,7 @@ export function normToken(j: unknown): ApiToken {
     id: str(o.id),
     name: str(o.name),
     username: str(o.username),
+    kind: str(o.kind) === 'session' ? 'session' : 'api',
     createdAt: optStr(o.createdAt),
     expiresAt: optStr(o.expiresAt),
     lastUsedAt: optStr(o.lastUsedAt),

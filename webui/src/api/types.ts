@@ -208,6 +208,9 @@ export interface ApiToken {
   id: string;
   name: string;
   username: string;
+  /** 'api' for a token made on the tokens page or by `sf token create`; 'session' for a login
+   *  (the master lists live sessions too). */
+  kind: 'api' | 'session';
   createdAt?: string;
   expiresAt?: string; // undefined: never expires
   lastUsedAt?: string; // undefined: never used

@@ -82,15 +82,20 @@ export function TokensPage({ route }: { route: Route }) {
     }
   };
 
-  const rows = list.data ?? [];
+  const rows = (list.data ?? []).filter((t) => t.kind === 'api');
+  const sessions = (list.data ?? []).filter((t) => t.kind === 'session');
+  const askRevoke = (t: ApiToken) => {
+    setRevokeErr(undefined);
+    setRevoking(t);
+  };
   return (
     <section aria-labelledby="tokens-h">
       <div className="page-head">
         <h1 id="tokens-h">API tokens</h1>
       </div>
       <p className="muted">
-        A token lets a script or CI job call the API as you: <code>curl -H "Authorization: Bearer $SF_TOKEN" …/api/v1/experiments</code>, or{' '}
-        <code>SF_TOKEN</code> for the <code>sf</code> CLI. It can do what you can do; revoke it when the job no longer needs it.
+        A token lets a script or CI job call the API as you: <code>curl -H "Authorization: Bearer $TOKEN" …/api/v1/experiments</code>. It can
+        do what you can do; revoke it when the job no longer needs it.
       </p>
       <form className="card token-form" onSubmit={create} aria-labelledby="token-new-h">
         <h2 id="token-new-h">New token</h2>
@@ -150,64 +155,27 @@ export function TokensPage({ route }: { route: Route }) {
       {list.loading && !list.data ? (
         <Skeleton rows={4} />
       ) : list.data && rows.length === 0 ? (
-        <Empty>No tokens yet. Create one above for a CI job or script.</Empty>
+        <Empty>No API tokens yet. Create one above for a CI job or script.</Empty>
       ) : list.data ? (
-        <div className="table-wrap">
-          <table className="table" data-testid="tokens-table">
-            <caption className="sr-only">API tokens</caption>
-            <thead>
-              <tr>
-                <th scope="col">Name</th>
-                {all && <th scope="col">User</th>}
-                <th scope="col">Created</th>
-                <th scope="col">Expires</th>
-                <th scope="col">Last used</th>
-                <th scope="col">State</th>
-                <th scope="col">Actions</th>
-              </tr>
-            </thead>
-            <tbody>
-              {rows.map((t) => {
-                const st = tokenState(t, now);
-                return (
-                  <tr key={t.id} data-testid="token-row" data-id={t.id} data-state={st}>
-                    <td className="strong">{t.name || `token ${t.id}`}</td>
-                    {all && <td>{t.username}</td>}
-                    <td>{formatDateTime(t.createdAt)}</td>
-                    <td>{t.expiresAt ? formatDateTime(t.expiresAt) : 'never'}</td>
-                    <td>{t.lastUsedAt ? formatDateTime(t.lastUsedAt) : 'never'}</td>
-                    <td>
-                      <span className={`badge badge-${st === 'active' ? 'done' : st === 'revoked' ? 'bad' : 'neutral'}`}>{st}</span>
-                    </td>
-                    <td>
-                      {!t.revoked && (
-                        <button
-                          type="button"
-                          className="btn btn-small btn-danger-outline"
-                          onClick={() => {
-                            setRevokeErr(undefined);
-                            setRevoking(t);
-                          }}
-                          aria-label={`Revoke token ${t.name || t.id}`}
-                          data-testid="token-revoke"
-                        >
-                          Revoke
-                        </button>
-                      )}
-                    </td>
-                  </tr>
-                );
-              })}
-            </tbody>
-          </table>
-        </div>
+        <TokenTable rows={rows} all={all} now={now} kind="api" onRevoke={askRevoke} />
       ) : null}
+      {sessions.length > 0 && (
+        <>
+          <h2 className="section-h">Logged-in sessions</h2>
+          <p className="muted small">Each login (the dashboard, <code>sf login</code>) is a session until it expires or logs out. End one you do not recognise.</p>
+          <TokenTable rows={sessions} all={all} now={now} kind="session" onRevoke={askRevoke} />
+        </>
+      )}
       <ConfirmDialog
         open={revoking !== undefined}
-        title={revoking ? `Revoke token “${revoking.name || revoking.id}”?` : ''}
+        title={revoking ? (revoking.kind === 'session' ? `End ${revoking.username}'s session ${revoking.id}?` : `Revoke token “${revoking.name || revoking.id}”?`) : ''}
         body={
           <>
-            <p>Every script or CI job that uses it gets 401 from its next request on. This cannot be undone.</p>
+            <p>
+              {revoking?.kind === 'session'
+                ? 'Whoever uses that login must log in again (if it is this browser, you will see the login page).'
+                : 'Every script or CI job that uses it gets 401 from its next request on. This cannot be undone.'}
+            </p>
             {revokeErr && (
               <p className="error-inline" role="alert">
                 {revokeErr}
@@ -215,12 +183,65 @@ export function TokensPage({ route }: { route: Route }) {
             )}
           </>
         }
-        confirmLabel="Revoke"
+        confirmLabel={revoking?.kind === 'session' ? 'End session' : 'Revoke'}
         danger
         busy={revokeBusy}
         onConfirm={revoke}
         onCancel={() => setRevoking(undefined)}
       />
     </section>
+  );
+}
+
+function TokenTable({ rows, all, now, kind, onRevoke }: { rows: ApiToken[]; all: boolean; now: number; kind: ApiToken['kind']; onRevoke: (t: ApiToken) => void }) {
+  const isApi = kind === 'api';
+  return (
+    <div className="table-wrap">
+      <table className="table" data-testid={isApi ? 'tokens-table' : 'sessions-table'}>
+        <caption className="sr-only">{isApi ? 'API tokens' : 'Logged-in sessions'}</caption>
+        <thead>
+          <tr>
+            <th scope="col">{isApi ? 'Name' : 'Session'}</th>
+            {all && <th scope="col">User</th>}
+            <th scope="col">Created</th>
+            <th scope="col">Expires</th>
+            <th scope="col">Last used</th>
+            <th scope="col">State</th>
+            <th scope="col">Actions</th>
+          </tr>
+        </thead>
+        <tbody>
+          {rows.map((t) => {
+            const st = tokenState(t, now);
+            const label = isApi ? t.name || `token ${t.id}` : `session ${t.id}`;
+            return (
+              <tr key={t.id} data-testid={isApi ? 'token-row' : 'session-row'} data-id={t.id} data-state={st}>
+                <td className="strong">{label}</td>
+                {all && <td>{t.username}</td>}
+                <td>{formatDateTime(t.createdAt)}</td>
+                <td>{t.expiresAt ? formatDateTime(t.expiresAt) : 'never'}</td>
+                <td>{t.lastUsedAt ? formatDateTime(t.lastUsedAt) : 'never'}</td>
+                <td>
+                  <span className={`badge badge-${st === 'active' ? 'done' : st === 'revoked' ? 'bad' : 'neutral'}`}>{st}</span>
+                </td>
+                <td>
+                  {!t.revoked && (
+                    <button
+                      type="button"
+                      className="btn btn-small btn-danger-outline"
+                      onClick={() => onRevoke(t)}
+                      aria-label={isApi ? `Revoke token ${t.name || t.id}` : `End session ${t.id}`}
+                      data-testid={isApi ? 'token-revoke' : 'session-revoke'}
+                    >
+                      {isApi ? 'Revoke' : 'End'}
+                    </button>
+                  )}
+                </td>
+              </tr>
+            );
+          })}
+        </tbody>
+      </table>
+    </div>
   );
 }
