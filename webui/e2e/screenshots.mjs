@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // Screenshots of every page at 1280 px and 375 px, for looking at the dashboard.
 // Usage: node e2e/screenshots.mjs BASE_URL OUT_DIR [experimentId] [trialId]
+// With SF_E2E_USERNAME and SF_E2E_PASSWORD set it logs in first (and adds the tokens page).
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { launch } from './browser.mjs';
@@ -13,12 +14,21 @@ const pages = [
   ['trial', `/#/trials/${trialId}`],
   ['cluster', '/#/cluster'],
 ];
+const [user, password] = [process.env.SF_E2E_USERNAME ?? '', process.env.SF_E2E_PASSWORD ?? ''];
+if (user && password) pages.push(['tokens', '/#/tokens']);
 const browser = await launch();
 const errors = [];
 for (const [w, h] of [[1280, 900], [375, 800]]) {
   const ctx = await browser.newContext({ viewport: { width: w, height: h } });
   const page = await ctx.newPage();
   page.on('pageerror', (e) => errors.push(`${w}px ${page.url()}: ${e.message}`));
+  if (user && password) {
+    await page.goto(base.replace(/\/$/, '') + '/#/experiments');
+    await page.fill('[data-testid="login-username"]', user);
+    await page.fill('[data-testid="login-password"]', password);
+    await page.click('[data-testid="login-submit"]');
+    await page.waitForSelector('[data-testid="user-menu"]', { timeout: 15000 });
+  }
   for (const [name, path] of pages) {
     await page.goto(base.replace(/\/$/, '') + path);
     await page.waitForTimeout(2500);
