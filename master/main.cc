@@ -31,6 +31,24 @@ std::string FindWebUi(const std::string& configured) {
   }
   return "";
 }
+
+// The first start's admin (Accounts::Bootstrap): with `password_file`, its content is the
+// password and the file is deleted once read, so the clear text does not stay on disk. Returns
+// the password made up when there was no file and no user yet ("" otherwise).
+sf::Result<std::string> BootstrapAdmin(sf::master::Accounts& accounts, const std::string& password_file) {
+  namespace fs = std::filesystem;
+  std::string password;
+  std::error_code ec;
+  if (!password_file.empty() && fs::exists(password_file, ec)) {
+    auto read = sf::ReadSecretFile(password_file, "admin password", sf::master::Accounts::kMinPasswordBytes);
+    if (!read.ok()) return read.status();
+    password = *read;
+    fs::remove(password_file, ec);
+  }
+  auto made = accounts.Bootstrap(password);
+  if (!made.ok()) return made.status();
+  return *made;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -113,10 +131,33 @@ int main(int argc, char** argv) {
   utilization.Start();
   ApiHandlers handlers(&store, &cluster, MasterInfo{SF_VERSION, "master-" + std::to_string(getpid()), config->cluster_name});
   AuditLog audit(db->get());  // REST and gRPC Api mutations are recorded here
+  // Users and tokens (docs/security.md).
+  Accounts accounts(db->get());
+  Authorizer authorizer(&accounts, db->get());
+  LoginLimiter login_limiter;
+  if (config->disable_auth) {
+    log::Warn("master", {{"event", "AUTH_DISABLED"},
+                         {"why", "--disable-auth: every caller of the REST and gRPC APIs may do everything"}});
+  } else {
+    Result<std::string> admin_password = BootstrapAdmin(accounts, config->admin_password_file);
+    if (!admin_password.ok()) {
+      log::Error("master", {{"event", "admin_bootstrap_failed"}, {"error", admin_password.status().message()}});
+      return 1;
+    }
+    if (!admin_password->empty()) {
+      // Once, on the first start, to the terminal that started it (never into the structured log).
+      std::fprintf(stderr,
+                   "\nsf-master: created user \"admin\" with password %s\n"
+                   "  Log in with `sf login --username admin` and change it: `sf user set-password admin`.\n"
+                   "  It is not shown again.\n\n",
+                   admin_password->c_str());
+    }
+  }
   ApiGrpcService api(&handlers, [&](const std::string& route, double s, int code) {
     metrics.ObserveRequest(route, s, code);
   });
   api.SetAuditLog(&audit);
+  api.SetAuth(config->disable_auth ? nullptr : &accounts, &authorizer);
   DeliveryLedger delivery_ledger(db->get());
   AgentLinkGrpcService agent_link(&cluster, &delivery_ledger, join_token);
   TrialLinkGrpcService trial_link(&cluster, &*task_tokens);
@@ -149,6 +190,10 @@ int main(int argc, char** argv) {
   HttpOptions http_options;
   http_options.bind_address = config->bind_address;
   http_options.audit = &audit;
+  http_options.accounts = config->disable_auth ? nullptr : &accounts;
+  http_options.authorizer = &authorizer;
+  http_options.login_limiter = &login_limiter;
+  http_options.metrics_public = !config->metrics_require_auth;
   http_options.port = config->http_port;
   http_options.webui_dir = FindWebUi(config->webui_dir);
   http_options.threads = config->http_threads;

@@ -19,6 +19,13 @@ namespace {
 
 using Setter = std::function<Status(MasterConfig&, const std::string&)>;
 
+Status ParseBool(const std::string& key, const std::string& v, bool& out) {
+  if (v == "true" || v == "1" || v == "yes") out = true;
+  else if (v == "false" || v == "0" || v == "no") out = false;
+  else return InvalidArgument(key + ": \"" + v + "\" is not true or false");
+  return Status::Ok();
+}
+
 Status ParsePort(const std::string& key, const std::string& v, int& out) {
   try {
     size_t used = 0;
@@ -127,13 +134,7 @@ const std::map<std::string, Setting>& Settings() {
                 "address the gRPC and HTTP servers listen on; a non-loopback one needs --insecure for now "
                 "(docs/security.md)",
                 [](const C& c) { return Text(c.bind_address); }}},
-      {"insecure", {[](C& c, V v) {
-                      if (v == "true" || v == "1" || v == "yes") c.insecure = true;
-                      else if (v == "false" || v == "0" || v == "no") c.insecure = false;
-                      else return InvalidArgument("insecure: \"" + v + "\" is not true or false");
-                      return Status::Ok();
-                    },
-                    "BOOL",
+      {"insecure", {[](C& c, V v) { return ParseBool("insecure", v, c.insecure); }, "BOOL",
                     "listen on a non-loopback address although the REST and gRPC APIs are neither authenticated "
                     "nor encrypted: anyone who reaches the ports can act on the cluster (logged loudly)",
                     [](const C& c) { return std::string(c.insecure ? "true" : "false"); }}},
@@ -207,6 +208,19 @@ const std::map<std::string, Setting>& Settings() {
       {"min_run_seconds",
        {[](C& c, V v) { return WholeNumberIn("min_run_seconds", v, 0, 86400, "seconds", c.min_run_seconds); }, "N",
         "a trial that has run less than this is not preempted", [](const C& c) { return Text(c.min_run_seconds); }}},
+      {"disable_auth", {[](C& c, V v) { return ParseBool("disable_auth", v, c.disable_auth); }, "BOOL",
+                        "serve the REST and gRPC APIs without authentication: every caller may do everything "
+                        "(loopback only, or with --insecure; for benchmarks and single-user machines)",
+                        [](const C& c) { return std::string(c.disable_auth ? "true" : "false"); }}},
+      {"admin_password_file",
+       {[](C& c, V v) { c.admin_password_file = v; return Status::Ok(); }, "PATH",
+        "on the first start (no users yet): the admin's password, read from this file, which is then deleted "
+        "(default: a random one, printed once)",
+        [](const C& c) { return Text(c.admin_password_file); }}},
+      {"metrics_require_auth",
+       {[](C& c, V v) { return ParseBool("metrics_require_auth", v, c.metrics_require_auth); }, "BOOL",
+        "/metrics answers only with a token (Authorization: Bearer), like the API",
+        [](const C& c) { return std::string(c.metrics_require_auth ? "true" : "false"); }}},
       {"http_max_streams",
        {[](C& c, V v) { return WholeNumberIn("http_max_streams", v, 0, 65535, "streams", c.http_max_streams); }, "N",
         "concurrent log follows (server-sent events), one thread each; one more gets 503",

@@ -28,6 +28,12 @@ struct MasterConfig {
   // A file holding the cluster's agent join token (docs/security.md); empty: agents are not
   // authenticated. The token itself never goes on a command line or into a log.
   std::string agent_join_token_file;
+  // Users and tokens (docs/security.md): every API call is authenticated unless disable_auth
+  // (loopback only). On the first start the admin's password is read from
+  // admin_password_file (which is then deleted), else made up and printed once.
+  bool disable_auth = false;
+  std::string admin_password_file;
+  bool metrics_require_auth = false;  // /metrics with a token too (Prometheus bearer_token_file)
   int utilization_sample_seconds = 10;    // how often the utilisation history is sampled
   int utilization_retention_hours = 168;  // rows older than this are deleted
   // The HTTP server (master/api/http_server.h).

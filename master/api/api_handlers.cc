@@ -9,7 +9,7 @@ namespace sf::master {
 namespace v1 = steadfast::v1;
 
 Result<v1::CreateExperimentResponse> ApiHandlers::CreateExperiment(const v1::CreateExperimentRequest& r,
-                                                                   const std::string& owner) {
+                                                                   const std::string& owner, int64_t workspace_id) {
   v1::CreateExperimentResponse out;
   if (r.config_yaml().empty()) {
     auto* e = out.add_errors();
@@ -17,7 +17,8 @@ Result<v1::CreateExperimentResponse> ApiHandlers::CreateExperiment(const v1::Cre
     e->set_message("the document is empty (send the experiment YAML in configYaml)");
     return out;
   }
-  Cluster::CreateResult created = cluster_->CreateExperiment(r.config_yaml(), r.activate(), r.validate_only(), owner);
+  Cluster::CreateResult created = cluster_->CreateExperiment(r.config_yaml(), r.activate(), r.validate_only(), owner, "",
+                                                              workspace_id);
   for (const auto& err : created.errors) {
     auto* e = out.add_errors();
     e->set_path(err.path);

@@ -3,6 +3,8 @@
 // HTTP status by the caller). Thread-safe.
 #pragma once
 
+#include <functional>
+
 #include <string>
 #include <vector>
 
@@ -27,7 +29,7 @@ class ApiHandlers {
   // An invalid config is not an error of the call: the response carries `errors` and no
   // experiment, and the caller maps it to 400 / INVALID_ARGUMENT.
   Result<steadfast::v1::CreateExperimentResponse> CreateExperiment(
-      const steadfast::v1::CreateExperimentRequest& r, const std::string& owner);
+      const steadfast::v1::CreateExperimentRequest& r, const std::string& owner, int64_t workspace_id = 1);
   // A page of experiment summaries, straight from the Store (no coordinator lock): config_yaml
   // is left out unless r.fields names "config"; GetExperiment returns the whole experiment.
   Result<steadfast::v1::GetExperimentsResponse> GetExperiments(const steadfast::v1::GetExperimentsRequest& r);
@@ -46,13 +48,18 @@ class ApiHandlers {
   // experiment then gets the single action's outcome in its own result (an id that does not
   // exist is its result's NOT_FOUND, a refused transition its FAILED_PRECONDITION), and the
   // others are acted on regardless. Results follow the order of `ids`, or of id for a filter.
+  // `may_act` (access_policy.h; null: everything) is asked per experiment: an id it refuses gets
+  // its PERMISSION_DENIED result, and a filter selects only experiments it allows.
   enum class BulkAction { kKill, kPause, kActivate, kArchive, kUnarchive, kDelete };
+  using MayAct = std::function<Status(int64_t experiment_id)>;
   Result<steadfast::v1::BulkExperimentActionResponse> BulkExperimentAction(
-      BulkAction action, const steadfast::v1::BulkExperimentActionRequest& r);
+      BulkAction action, const steadfast::v1::BulkExperimentActionRequest& r, const MayAct& may_act = nullptr);
   // Cluster::DeleteCheckpoint for each uuid (1 to 10,000, duplicates once), one result each in
   // request order; kInvalidArgument for the whole call only when there are none or too many.
+  // `may_delete` (null: everything) refuses a uuid with its PERMISSION_DENIED result.
   Result<steadfast::v1::DeleteCheckpointsResponse> DeleteCheckpoints(
-      const steadfast::v1::DeleteCheckpointsRequest& r);
+      const steadfast::v1::DeleteCheckpointsRequest& r,
+      const std::function<Status(const std::string& uuid)>& may_delete = nullptr);
   Result<steadfast::v1::GetExperimentTrialsResponse> GetExperimentTrials(
       const steadfast::v1::GetExperimentTrialsRequest& r);
   Result<steadfast::v1::GetExperimentCheckpointsResponse> GetExperimentCheckpoints(

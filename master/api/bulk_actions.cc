@@ -76,7 +76,7 @@ Result<std::vector<int64_t>> ApiHandlers::SelectExperiments(const v1::BulkExperi
 }
 
 Result<v1::BulkExperimentActionResponse> ApiHandlers::BulkExperimentAction(
-    BulkAction action, const v1::BulkExperimentActionRequest& r) {
+    BulkAction action, const v1::BulkExperimentActionRequest& r, const MayAct& may_act) {
   if (!r.ids().empty() && r.has_filter()) return InvalidArgument("ids and filter: give one of them, not both");
   if (r.ids().empty() && !r.has_filter()) {
     return InvalidArgument(std::string("ids or filter: name the experiments to ") + ActionName(action));
@@ -89,6 +89,15 @@ Result<v1::BulkExperimentActionResponse> ApiHandlers::BulkExperimentAction(
   if (r.has_filter()) {
     const bool archived = action == BulkAction::kUnarchive || r.filter().include_archived();
     SF_ASSIGN_OR_RETURN(ids, SelectExperiments(r.filter(), archived));
+    if (may_act) {
+      std::vector<int64_t> allowed;
+      for (int64_t id : ids) {
+        Status st = may_act(id);
+        if (st.ok()) allowed.push_back(id);
+        else if (st.code() != StatusCode::kPermissionDenied) return st;
+      }
+      ids = std::move(allowed);
+    }
   } else {
     std::set<int64_t> seen;
     for (int64_t id : r.ids()) {
@@ -97,7 +106,13 @@ Result<v1::BulkExperimentActionResponse> ApiHandlers::BulkExperimentAction(
   }
   v1::BulkExperimentActionResponse out;
   for (int64_t id : ids) {
-    Status st;
+    Status st = may_act ? may_act(id) : Status::Ok();
+    if (!st.ok()) {
+      v1::BulkExperimentActionResult* result = out.add_results();
+      result->set_id(id);
+      SetOutcome(result, st);
+      continue;
+    }
     switch (action) {
       case BulkAction::kKill: st = cluster_->KillExperiment(id); break;
       case BulkAction::kPause: st = cluster_->PauseExperiment(id); break;
@@ -117,7 +132,8 @@ Result<v1::BulkExperimentActionResponse> ApiHandlers::BulkExperimentAction(
   return out;
 }
 
-Result<v1::DeleteCheckpointsResponse> ApiHandlers::DeleteCheckpoints(const v1::DeleteCheckpointsRequest& r) {
+Result<v1::DeleteCheckpointsResponse> ApiHandlers::DeleteCheckpoints(
+    const v1::DeleteCheckpointsRequest& r, const std::function<Status(const std::string&)>& may_delete) {
   if (r.uuids().empty()) return InvalidArgument("uuids: name the checkpoints to delete");
   if (r.uuids_size() > kMaxBulkExperiments) {
     return InvalidArgument("uuids: " + std::to_string(r.uuids_size()) + " uuids; at most " +
@@ -127,7 +143,8 @@ Result<v1::DeleteCheckpointsResponse> ApiHandlers::DeleteCheckpoints(const v1::D
   std::set<std::string> seen;
   for (const std::string& uuid : r.uuids()) {
     if (!seen.insert(uuid).second) continue;
-    Status st = cluster_->DeleteCheckpoint(uuid);
+    Status st = may_delete ? may_delete(uuid) : Status::Ok();
+    if (st.ok()) st = cluster_->DeleteCheckpoint(uuid);
     v1::DeleteCheckpointResult* result = out.add_results();
     result->set_uuid(uuid);
     SetOutcome(result, st);

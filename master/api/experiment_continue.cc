@@ -39,7 +39,14 @@ Result<v1::CreateExperimentResponse> ApiHandlers::ContinueExperiment(const v1::C
   SF_ASSIGN_OR_RETURN(std::string yaml,
                       config::ApplyOverride(experiment->config_yaml(), "searcher.max_length={batches: " +
                                                                            std::to_string(r.max_length()) + "}"));
-  Cluster::CreateResult created = cluster_->CreateExperiment(yaml, true, false, owner, checkpoint->uuid());
+  // The continuation stays in the original's workspace.
+  int64_t workspace_id = 1;
+  SF_RETURN_IF_ERROR(store_->db()->Transact("experiment workspace", [&](pqxx::work& tx) {
+    workspace_id = tx.exec_params1("SELECT workspace_id FROM experiments WHERE id = $1", r.id())[0].as<int64_t>();
+    return Status::Ok();
+  }));
+  Cluster::CreateResult created =
+      cluster_->CreateExperiment(yaml, true, false, owner, checkpoint->uuid(), workspace_id);
   if (!created.errors.empty()) {
     // The config was valid when it was submitted; what the cluster refuses now (a pool that
     // has gone, a data file removed since) is a precondition of continuing, named here.

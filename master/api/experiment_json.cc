@@ -106,6 +106,8 @@ void AppendExperimentJson(const v1::Experiment& e, std::string* out) {
   out->append(std::to_string(e.priority()));
   AppendKey("error", out);
   AppendString(e.error(), out);
+  AppendKey("workspace", out);
+  AppendString(e.workspace(), out);
   out->push_back('}');
 }
 

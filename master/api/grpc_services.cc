@@ -33,12 +33,54 @@ grpc::Status ToGrpc(const Status& s) {
   return grpc::Status(code, s.message());
 }
 
+grpc::Status ApiGrpcService::Guard(grpc::ServerContext* ctx, const std::string& method,
+                                   const google::protobuf::Message& request, Principal* p) {
+  auto rule = GrpcPolicy().find(method);
+  if (rule == GrpcPolicy().end()) {
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, method + " has no access rule (access_policy.h)");
+  }
+  if (!accounts_) {
+    p->user_id = -1;
+    p->role = Role::kAdmin;
+    auto md = ctx->client_metadata().find("x-sf-user");
+    if (md != ctx->client_metadata().end()) p->username.assign(md->second.data(), md->second.size());
+    return grpc::Status::OK;
+  }
+  const auto& [need, action] = rule->second;
+  if (need == Need::kPublic) return grpc::Status::OK;
+  auto md = ctx->client_metadata().find("authorization");
+  if (md == ctx->client_metadata().end()) {
+    return ToGrpc(Unauthenticated("log in first: no credentials (metadata authorization: Bearer TOKEN)"));
+  }
+  std::string_view v(md->second.data(), md->second.size());
+  if (v.size() < 8 || v.substr(0, 7) != "Bearer " || v.size() > 7 + Accounts::kMaxTokenBytes) {
+    return ToGrpc(Unauthenticated("authorization metadata: expected \"Bearer TOKEN\""));
+  }
+  auto who = accounts_->Authenticate(v.substr(7));
+  if (!who.ok()) return ToGrpc(who.status());
+  *p = *who;
+  Resource r;
+  if (need == Need::kExperiment) {
+    // Every method that acts on one experiment names it in an int64 field `id`.
+    const auto* field = request.GetDescriptor()->FindFieldByName("id");
+    if (field && field->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_INT64) {
+      r.experiment_id = request.GetReflection()->GetInt64(request, field);
+    }
+  }
+  return ToGrpc(authorizer_->Check(*p, need, action, r));
+}
+
 template <typename Resp, typename Fn>
-grpc::Status ApiGrpcService::Call(const std::string& route, Resp* out, Fn&& fn) {
+grpc::Status ApiGrpcService::Call(grpc::ServerContext* ctx, const std::string& route,
+                                  const google::protobuf::Message& request, Resp* out, Fn&& fn) {
   auto start = std::chrono::steady_clock::now();
-  auto r = fn();
-  grpc::Status status = r.ok() ? grpc::Status::OK : ToGrpc(r.status());
-  if (r.ok()) *out = std::move(r).value();
+  Principal p;
+  grpc::Status status = Guard(ctx, route, request, &p);
+  if (status.ok()) {
+    auto r = fn(p);
+    status = r.ok() ? grpc::Status::OK : ToGrpc(r.status());
+    if (r.ok()) *out = std::move(r).value();
+  }
   if (observer_) {
     observer_("grpc " + route, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
               status.error_code());
@@ -46,12 +88,26 @@ grpc::Status ApiGrpcService::Call(const std::string& route, Resp* out, Fn&& fn) 
   return status;
 }
 
+ApiHandlers::MayAct ApiGrpcService::MayAct(const Principal& p, const std::string& action) const {
+  if (!authorizer_) return nullptr;
+  std::string verb = action.substr(1);  // "kKill" -> "Kill" -> "kill"
+  for (char& c : verb) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return [this, p, verb](int64_t id) { return authorizer_->MayActOnExperiment(p, id, verb); };
+}
+
 void ApiGrpcService::Audit(const grpc::ServerContext& ctx, const std::string& method, const std::string& target,
                            const grpc::Status& status) const {
   if (!audit_) return;
   AuditEntry e;
-  auto md = ctx.client_metadata().find("x-sf-user");
-  if (md != ctx.client_metadata().end()) e.actor.assign(md->second.data(), md->second.size());
+  if (!accounts_) {
+    auto md = ctx.client_metadata().find("x-sf-user");
+    if (md != ctx.client_metadata().end()) e.actor.assign(md->second.data(), md->second.size());
+  } else if (auto md = ctx.client_metadata().find("authorization");
+             md != ctx.client_metadata().end() && md->second.size() > 7) {
+    // The caller Guard authenticated (the answer is cached for seconds: no second lookup).
+    auto who = accounts_->Authenticate(std::string_view(md->second.data() + 7, md->second.size() - 7));
+    if (who.ok()) e.actor = who->username;
+  }
   if (e.actor.empty() || e.actor.size() > 200 || e.actor.find('\0') != std::string::npos) e.actor = "anonymous";
   // "ipv4:127.0.0.1:54321" -> "127.0.0.1" (the address, as REST records it).
   std::string peer = ctx.peer();
@@ -69,10 +125,13 @@ void ApiGrpcService::Audit(const grpc::ServerContext& ctx, const std::string& me
 
 grpc::Status ApiGrpcService::CreateExperiment(grpc::ServerContext* ctx, const v1::CreateExperimentRequest* r,
                                               v1::CreateExperimentResponse* out) {
-  std::string owner;
-  auto md = ctx->client_metadata().find("x-sf-user");
-  if (md != ctx->client_metadata().end()) owner.assign(md->second.data(), md->second.size());
-  grpc::Status st = Call("CreateExperiment", out, [&] { return handlers_->CreateExperiment(*r, owner); });
+  grpc::Status st = Call(ctx, "CreateExperiment", *r, out, [&](const Principal& p) -> Result<v1::CreateExperimentResponse> {
+    int64_t workspace_id = Accounts::kDefaultWorkspace;
+    if (authorizer_) {
+      SF_ASSIGN_OR_RETURN(workspace_id, authorizer_->WorkspaceForNewExperiment(p, r->workspace()));
+    }
+    return handlers_->CreateExperiment(*r, p.username, workspace_id);
+  });
   if (st.ok() && out->errors_size() > 0) {
     // The response still carries the field-path errors; the code says "bad input".
     std::string msg;
@@ -82,47 +141,47 @@ grpc::Status ApiGrpcService::CreateExperiment(grpc::ServerContext* ctx, const v1
   Audit(*ctx, "CreateExperiment", st.ok() && out->has_experiment() ? std::to_string(out->experiment().id()) : "", st);
   return st;
 }
-grpc::Status ApiGrpcService::GetExperiments(grpc::ServerContext*, const v1::GetExperimentsRequest* r,
+grpc::Status ApiGrpcService::GetExperiments(grpc::ServerContext* ctx, const v1::GetExperimentsRequest* r,
                                             v1::GetExperimentsResponse* out) {
-  return Call("GetExperiments", out, [&] { return handlers_->GetExperiments(*r); });
+  return Call(ctx, "GetExperiments", *r, out, [&](const Principal& p) { return handlers_->GetExperiments(*r); });
 }
-grpc::Status ApiGrpcService::GetExperiment(grpc::ServerContext*, const v1::GetExperimentRequest* r,
+grpc::Status ApiGrpcService::GetExperiment(grpc::ServerContext* ctx, const v1::GetExperimentRequest* r,
                                            v1::GetExperimentResponse* out) {
-  return Call("GetExperiment", out, [&] { return handlers_->GetExperiment(*r); });
+  return Call(ctx, "GetExperiment", *r, out, [&](const Principal& p) { return handlers_->GetExperiment(*r); });
 }
 grpc::Status ApiGrpcService::KillExperiment(grpc::ServerContext* ctx, const v1::ExperimentActionRequest* r,
                                             v1::ExperimentActionResponse* out) {
-  grpc::Status st = Call("KillExperiment", out, [&] { return handlers_->KillExperiment(*r); });
+  grpc::Status st = Call(ctx, "KillExperiment", *r, out, [&](const Principal& p) { return handlers_->KillExperiment(*r); });
   Audit(*ctx, "KillExperiment", std::to_string(r->id()), st);
   return st;
 }
 grpc::Status ApiGrpcService::PauseExperiment(grpc::ServerContext* ctx, const v1::ExperimentActionRequest* r,
                                              v1::ExperimentActionResponse* out) {
-  grpc::Status st = Call("PauseExperiment", out, [&] { return handlers_->PauseExperiment(*r); });
+  grpc::Status st = Call(ctx, "PauseExperiment", *r, out, [&](const Principal& p) { return handlers_->PauseExperiment(*r); });
   Audit(*ctx, "PauseExperiment", std::to_string(r->id()), st);
   return st;
 }
 grpc::Status ApiGrpcService::ActivateExperiment(grpc::ServerContext* ctx, const v1::ExperimentActionRequest* r,
                                                 v1::ExperimentActionResponse* out) {
-  grpc::Status st = Call("ActivateExperiment", out, [&] { return handlers_->ActivateExperiment(*r); });
+  grpc::Status st = Call(ctx, "ActivateExperiment", *r, out, [&](const Principal& p) { return handlers_->ActivateExperiment(*r); });
   Audit(*ctx, "ActivateExperiment", std::to_string(r->id()), st);
   return st;
 }
 grpc::Status ApiGrpcService::ArchiveExperiment(grpc::ServerContext* ctx, const v1::ExperimentActionRequest* r,
                                                v1::ExperimentActionResponse* out) {
-  grpc::Status st = Call("ArchiveExperiment", out, [&] { return handlers_->ArchiveExperiment(*r); });
+  grpc::Status st = Call(ctx, "ArchiveExperiment", *r, out, [&](const Principal& p) { return handlers_->ArchiveExperiment(*r); });
   Audit(*ctx, "ArchiveExperiment", std::to_string(r->id()), st);
   return st;
 }
 grpc::Status ApiGrpcService::UnarchiveExperiment(grpc::ServerContext* ctx, const v1::ExperimentActionRequest* r,
                                                  v1::ExperimentActionResponse* out) {
-  grpc::Status st = Call("UnarchiveExperiment", out, [&] { return handlers_->UnarchiveExperiment(*r); });
+  grpc::Status st = Call(ctx, "UnarchiveExperiment", *r, out, [&](const Principal& p) { return handlers_->UnarchiveExperiment(*r); });
   Audit(*ctx, "UnarchiveExperiment", std::to_string(r->id()), st);
   return st;
 }
 grpc::Status ApiGrpcService::DeleteExperiment(grpc::ServerContext* ctx, const v1::ExperimentActionRequest* r,
                                               v1::DeleteExperimentResponse* out) {
-  grpc::Status st = Call("DeleteExperiment", out, [&] { return handlers_->DeleteExperiment(*r); });
+  grpc::Status st = Call(ctx, "DeleteExperiment", *r, out, [&](const Principal& p) { return handlers_->DeleteExperiment(*r); });
   Audit(*ctx, "DeleteExperiment", std::to_string(r->id()), st);
   return st;
 }
@@ -130,7 +189,7 @@ grpc::Status ApiGrpcService::DeleteExperiment(grpc::ServerContext* ctx, const v1
   grpc::Status ApiGrpcService::Method(grpc::ServerContext* ctx, const v1::BulkExperimentActionRequest* r,  \
                                       v1::BulkExperimentActionResponse* out) {                              \
     grpc::Status st =                                                                                       \
-        Call(#Method, out, [&] { return handlers_->BulkExperimentAction(ApiHandlers::BulkAction::action, *r); }); \
+        Call(ctx, #Method, *r, out, [&](const Principal& p) { return handlers_->BulkExperimentAction(ApiHandlers::BulkAction::action, *r, MayAct(p, #action)); }); \
     Audit(*ctx, #Method, "", st);                                                                           \
     return st;                                                                                              \
   }
@@ -141,54 +200,60 @@ SF_BULK_EXPERIMENT_RPC(ArchiveExperiments, kArchive)
 SF_BULK_EXPERIMENT_RPC(UnarchiveExperiments, kUnarchive)
 SF_BULK_EXPERIMENT_RPC(DeleteExperiments, kDelete)
 #undef SF_BULK_EXPERIMENT_RPC
-grpc::Status ApiGrpcService::GetResourcePools(grpc::ServerContext*, const v1::GetResourcePoolsRequest* r,
+grpc::Status ApiGrpcService::GetResourcePools(grpc::ServerContext* ctx, const v1::GetResourcePoolsRequest* r,
                                               v1::GetResourcePoolsResponse* out) {
-  return Call("GetResourcePools", out, [&] { return handlers_->GetResourcePools(*r); });
+  return Call(ctx, "GetResourcePools", *r, out, [&](const Principal& p) { return handlers_->GetResourcePools(*r); });
 }
 grpc::Status ApiGrpcService::ContinueExperiment(grpc::ServerContext* ctx, const v1::ContinueExperimentRequest* r,
                                                 v1::CreateExperimentResponse* out) {
-  std::string owner;
-  auto md = ctx->client_metadata().find("x-sf-user");
-  if (md != ctx->client_metadata().end()) owner.assign(md->second.data(), md->second.size());
-  grpc::Status st = Call("ContinueExperiment", out, [&] { return handlers_->ContinueExperiment(*r, owner); });
+  grpc::Status st = Call(ctx, "ContinueExperiment", *r, out,
+                         [&](const Principal& p) { return handlers_->ContinueExperiment(*r, p.username); });
   Audit(*ctx, "ContinueExperiment", std::to_string(r->id()), st);
   return st;
 }
 grpc::Status ApiGrpcService::DeleteCheckpoints(grpc::ServerContext* ctx, const v1::DeleteCheckpointsRequest* r,
                                                v1::DeleteCheckpointsResponse* out) {
-  grpc::Status st = Call("DeleteCheckpoints", out, [&] { return handlers_->DeleteCheckpoints(*r); });
+  grpc::Status st = Call(ctx, "DeleteCheckpoints", *r, out, [&](const Principal& p) {
+    std::function<Status(const std::string&)> may_delete;
+    if (authorizer_) {
+      may_delete = [this, &p](const std::string& uuid) {
+        return authorizer_->MayActOnCheckpoint(p, uuid, "delete checkpoints of");
+      };
+    }
+    return handlers_->DeleteCheckpoints(*r, may_delete);
+  });
   Audit(*ctx, "DeleteCheckpoints", "", st);
   return st;
 }
-grpc::Status ApiGrpcService::GetExperimentTrials(grpc::ServerContext*, const v1::GetExperimentTrialsRequest* r,
+grpc::Status ApiGrpcService::GetExperimentTrials(grpc::ServerContext* ctx, const v1::GetExperimentTrialsRequest* r,
                                                  v1::GetExperimentTrialsResponse* out) {
-  return Call("GetExperimentTrials", out, [&] { return handlers_->GetExperimentTrials(*r); });
+  return Call(ctx, "GetExperimentTrials", *r, out, [&](const Principal& p) { return handlers_->GetExperimentTrials(*r); });
 }
-grpc::Status ApiGrpcService::GetExperimentCheckpoints(grpc::ServerContext*,
+grpc::Status ApiGrpcService::GetExperimentCheckpoints(grpc::ServerContext* ctx,
                                                       const v1::GetExperimentCheckpointsRequest* r,
                                                       v1::GetExperimentCheckpointsResponse* out) {
-  return Call("GetExperimentCheckpoints", out, [&] { return handlers_->GetExperimentCheckpoints(*r); });
+  return Call(ctx, "GetExperimentCheckpoints", *r, out, [&](const Principal& p) { return handlers_->GetExperimentCheckpoints(*r); });
 }
-grpc::Status ApiGrpcService::GetTrial(grpc::ServerContext*, const v1::GetTrialRequest* r, v1::GetTrialResponse* out) {
-  return Call("GetTrial", out, [&] { return handlers_->GetTrial(*r); });
+grpc::Status ApiGrpcService::GetTrial(grpc::ServerContext* ctx, const v1::GetTrialRequest* r, v1::GetTrialResponse* out) {
+  return Call(ctx, "GetTrial", *r, out, [&](const Principal& p) { return handlers_->GetTrial(*r); });
 }
-grpc::Status ApiGrpcService::GetTrialMetrics(grpc::ServerContext*, const v1::GetTrialMetricsRequest* r,
+grpc::Status ApiGrpcService::GetTrialMetrics(grpc::ServerContext* ctx, const v1::GetTrialMetricsRequest* r,
                                              v1::GetTrialMetricsResponse* out) {
-  return Call("GetTrialMetrics", out, [&] { return handlers_->GetTrialMetrics(*r); });
+  return Call(ctx, "GetTrialMetrics", *r, out, [&](const Principal& p) { return handlers_->GetTrialMetrics(*r); });
 }
-grpc::Status ApiGrpcService::GetTrialLogs(grpc::ServerContext*, const v1::GetTrialLogsRequest* r,
+grpc::Status ApiGrpcService::GetTrialLogs(grpc::ServerContext* ctx, const v1::GetTrialLogsRequest* r,
                                           v1::GetTrialLogsResponse* out) {
-  return Call("GetTrialLogs", out, [&] { return handlers_->GetTrialLogs(*r); });
+  return Call(ctx, "GetTrialLogs", *r, out, [&](const Principal& p) { return handlers_->GetTrialLogs(*r); });
 }
-grpc::Status ApiGrpcService::GetAgents(grpc::ServerContext*, const v1::GetAgentsRequest* r, v1::GetAgentsResponse* out) {
-  return Call("GetAgents", out, [&] { return handlers_->GetAgents(*r); });
+grpc::Status ApiGrpcService::GetAgents(grpc::ServerContext* ctx, const v1::GetAgentsRequest* r, v1::GetAgentsResponse* out) {
+  return Call(ctx, "GetAgents", *r, out, [&](const Principal& p) { return handlers_->GetAgents(*r); });
 }
-grpc::Status ApiGrpcService::GetMaster(grpc::ServerContext*, const v1::GetMasterRequest* r, v1::GetMasterResponse* out) {
-  return Call("GetMaster", out, [&] { return handlers_->GetMaster(*r); });
+grpc::Status ApiGrpcService::GetMaster(grpc::ServerContext* ctx, const v1::GetMasterRequest* r, v1::GetMasterResponse* out) {
+  return Call(ctx, "GetMaster", *r, out, [&](const Principal& p) { return handlers_->GetMaster(*r); });
 }
-grpc::Status ApiGrpcService::GetClusterUtilization(grpc::ServerContext*, const v1::GetClusterUtilizationRequest* r,
+grpc::Status ApiGrpcService::GetClusterUtilization(grpc::ServerContext* ctx, const v1::GetClusterUtilizationRequest* r,
                                                    v1::GetClusterUtilizationResponse* out) {
-  return Call("GetClusterUtilization", out, [&] { return handlers_->GetClusterUtilization(*r); });
+  return Call(ctx, "GetClusterUtilization", *r, out, [&](const Principal& p) { return handlers_->GetClusterUtilization(*r); });
 }
 
 namespace {
@@ -200,6 +265,8 @@ bool TrialFinished(ApiHandlers* h, int64_t trial_id) {
 
 grpc::Status ApiGrpcService::FollowTrialMetrics(grpc::ServerContext* ctx, const v1::GetTrialMetricsRequest* r,
                                                 grpc::ServerWriter<v1::MetricReport>* writer) {
+  Principal p;
+  if (grpc::Status st = Guard(ctx, "FollowTrialMetrics", *r, &p); !st.ok()) return st;
   v1::GetTrialMetricsRequest req = *r;
   req.set_max_points(0);
   int64_t next = req.start_batches();
@@ -220,6 +287,8 @@ grpc::Status ApiGrpcService::FollowTrialMetrics(grpc::ServerContext* ctx, const 
 
 grpc::Status ApiGrpcService::FollowTrialLogs(grpc::ServerContext* ctx, const v1::GetTrialLogsRequest* r,
                                              grpc::ServerWriter<v1::LogLine>* writer) {
+  Principal p;
+  if (grpc::Status st = Guard(ctx, "FollowTrialLogs", *r, &p); !st.ok()) return st;
   v1::GetTrialLogsRequest req = *r;
   while (!ctx->IsCancelled()) {
     bool finished = TrialFinished(handlers_, req.trial_id());

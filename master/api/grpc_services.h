@@ -9,6 +9,8 @@
 
 #include "master/agentlink/delivery_ledger.h"
 #include "master/api/api_handlers.h"
+#include "master/auth/access_policy.h"
+#include "master/auth/accounts.h"
 #include "master/auth/audit_log.h"
 #include "steadfast/v1/agent_link.grpc.pb.h"
 #include "steadfast/v1/api.grpc.pb.h"
@@ -27,6 +29,14 @@ class ApiGrpcService final : public steadfast::v1::Api::Service {
       : handlers_(handlers), observer_(std::move(observer)) {}
   // Mutations are recorded there (none when not set).
   void SetAuditLog(AuditLog* audit) { audit_ = audit; }
+  // Authentication (as the REST server's, http_server.h): with `accounts` set, every call is
+  // held to GrpcPolicy() (master/auth/access_policy.h) with the token from the `authorization:
+  // Bearer TOKEN` metadata; a method without a policy entry is refused. Without, the caller is
+  // whoever x-sf-user names, with every right. `authorizer` is used either way (workspaces).
+  void SetAuth(Accounts* accounts, Authorizer* authorizer) {
+    accounts_ = accounts;
+    authorizer_ = authorizer;
+  }
 
   grpc::Status CreateExperiment(grpc::ServerContext*, const steadfast::v1::CreateExperimentRequest*,
                                 steadfast::v1::CreateExperimentResponse*) override;
@@ -87,8 +97,17 @@ class ApiGrpcService final : public steadfast::v1::Api::Service {
                                      steadfast::v1::GetClusterUtilizationResponse*) override;
 
  private:
+  // Guard, then `fn(principal)` with its result in *out, observed for the metrics.
   template <typename Resp, typename Fn>
-  grpc::Status Call(const std::string& route, Resp* out, Fn&& fn);
+  grpc::Status Call(grpc::ServerContext* ctx, const std::string& route, const google::protobuf::Message& request,
+                    Resp* out, Fn&& fn);
+  // Authenticates the caller and checks `method`'s policy entry; OK with *p filled, or the
+  // refusal (UNAUTHENTICATED, PERMISSION_DENIED) with a one-line reason.
+  grpc::Status Guard(grpc::ServerContext* ctx, const std::string& method, const google::protobuf::Message& request,
+                     Principal* p);
+  // The per-experiment check bulk actions make (null without an authorizer); `action` is the
+  // BulkAction's enumerator name ("kKill").
+  ApiHandlers::MayAct MayAct(const Principal& p, const std::string& action) const;
   // Puts a mutation on record (docs/security.md, "Audit log"): actor from x-sf-user metadata,
   // path "/steadfast.v1.Api/<method>[/<target>]", status the gRPC code.
   void Audit(const grpc::ServerContext& ctx, const std::string& method, const std::string& target,
@@ -97,6 +116,8 @@ class ApiGrpcService final : public steadfast::v1::Api::Service {
   ApiHandlers* handlers_;
   CallObserver observer_;
   AuditLog* audit_ = nullptr;
+  Accounts* accounts_ = nullptr;
+  Authorizer* authorizer_ = nullptr;
 };
 
 // AgentLink.Connect. Events (task state changes, log batches) are delivered at least once by

@@ -27,6 +27,7 @@
 
 #include "common/log.h"
 #include "common/utf8.h"
+#include "master/api/auth_api.h"
 #include "master/api/experiment_json.h"
 #include "master/api/grpc_services.h"
 
@@ -226,6 +227,7 @@ struct HttpServer::Impl {
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
   std::unique_ptr<tcp::acceptor> acceptor;
   std::vector<std::thread> workers;
+  std::unique_ptr<AuthApi> auth_api;  // with options.accounts
 
   void Accept();
   void OnAccept(tcp::socket socket);
@@ -341,8 +343,108 @@ struct HttpServer::Impl {
     }
   }
 
-  // Fills `res`, or `follow_out` for a log follow (the caller streams it).
-  void Route(const Request& req, Response& res, std::string& route, std::optional<v1::GetTrialLogsRequest>& follow_out) {
+
+  // Holds `req` to the access policy (master/auth/access_policy.h) before it runs: finds its
+  // rule, authenticates the caller and checks what the rule needs. True when the request may go
+  // on to Route (with `p` the caller); false with `res` (and `route`) filled otherwise.
+  bool Gate(const Request& req, const std::string& peer, Response& res, std::string& route, Principal& p) {
+    std::string target(req.target());
+    const std::string path = UrlDecode(target.substr(0, target.find('?')));
+    const std::string method(http::to_string(req.method()));
+    Need need = Need::kPublic;
+    std::string action = "read";
+    std::optional<RestMatch> match;
+    if (path.rfind("/api/", 0) == 0 || path == "/health") {
+      bool path_known = false;
+      match = MatchRest(method, path, &path_known);
+      if (!match && path_known) return true;  // Route answers 405 with the methods allowed
+      if (!match) {
+        route = "unknown";
+        res = Json(404, ErrorJson(NotFound("no route " + method + " " + ReplaceInvalidUtf8(path))), req);
+        return false;
+      }
+      need = match->rule->need;
+      action = match->rule->action;
+    } else if (path == "/metrics") {
+      need = options.metrics_public ? Need::kPublic : Need::kSignedIn;
+    }
+    if (!options.accounts) {
+      // No authentication: the caller is whoever X-SF-User says, with every right.
+      p.user_id = -1;
+      p.role = Role::kAdmin;
+      p.username = std::string(req["X-SF-User"]);
+      return true;
+    }
+    if (need == Need::kPublic) return true;
+    auto refuse = [&](const Status& st) {
+      route = match ? match->rule->route : path;
+      res = Error(st, req);
+      if (st.code() == sf::StatusCode::kUnauthenticated) {
+        res.set(http::field::www_authenticate, "Bearer realm=\"steadfast\"");
+      }
+      return false;
+    };
+    // Credentials: the Authorization header, else the dashboard's cookie.
+    std::string token;
+    bool via_cookie = false;
+    if (auto h = req.find(http::field::authorization); h != req.end()) {
+      std::string_view v(h->value().data(), h->value().size());
+      if (v.size() < 8 || !beast::iequals(beast::string_view(v.data(), 7), "Bearer ") || v.size() > 7 + Accounts::kMaxTokenBytes) {
+        return refuse(Unauthenticated("Authorization header: expected \"Bearer TOKEN\" (a token from sf login or "
+                                      "sf token create)"));
+      }
+      token = std::string(v.substr(7));
+    } else if (auto c = req.find(http::field::cookie); c != req.end()) {
+      std::string_view cookies(c->value().data(), c->value().size());
+      const std::string key = std::string(AuthApi::kCookie) + "=";
+      for (size_t i = 0; i < cookies.size();) {
+        size_t end = cookies.find(';', i);
+        if (end == std::string_view::npos) end = cookies.size();
+        std::string_view part = cookies.substr(i, end - i);
+        while (!part.empty() && part.front() == ' ') part.remove_prefix(1);
+        if (part.rfind(key, 0) == 0) token = std::string(part.substr(key.size()));
+        i = end + 1;
+      }
+      via_cookie = !token.empty();
+    }
+    if (token.empty()) return refuse(Unauthenticated("log in first: no credentials (Authorization: Bearer TOKEN)"));
+    auto who = options.accounts->Authenticate(token);
+    if (!who.ok()) return refuse(who.status());
+    p = *who;
+    p.via_cookie = via_cookie;
+    // A cookie rides along with any request the browser makes, a cross-site one too: a
+    // mutation by cookie must carry the dashboard's own header, which a cross-site form cannot
+    // set without CORS (that the master never grants).
+    if (via_cookie && req.method() != http::verb::get && req.method() != http::verb::head &&
+        req["X-Requested-With"] != "steadfast") {
+      return refuse(PermissionDenied("cross-site request refused: a request authenticated by the session cookie "
+                                     "must send X-Requested-With: steadfast"));
+    }
+    Resource r;
+    if (match) {
+      auto param = [&](const char* k) {
+        auto it = match->params.find(k);
+        return it == match->params.end() ? std::string() : it->second;
+      };
+      if (need == Need::kExperiment) {
+        try {
+          r.experiment_id = std::stoll(param("id"));
+        } catch (...) {
+          return refuse(InvalidArgument("experiment id \"" + ReplaceInvalidUtf8(param("id")) + "\" is not a number"));
+        }
+      }
+      r.checkpoint_uuid = param("uuid");
+      r.username = param("username");
+      r.workspace = param("workspace");
+    }
+    if (Status st = options.authorizer->Check(p, need, action, r); !st.ok()) return refuse(st);
+    return true;
+  }
+
+  // Fills `res`, or `follow_out` for a log follow (the caller streams it). `p`: the caller, as
+  // Gate let it through.
+  void Route(const Request& req, Response& res, std::string& route, std::optional<v1::GetTrialLogsRequest>& follow_out,
+             const Principal& p, const std::string& peer) {
     std::string target(req.target());
     size_t qpos = target.find('?');
     std::string path = UrlDecode(target.substr(0, qpos));
@@ -407,6 +509,24 @@ struct HttpServer::Impl {
       res = Json(200, OpenApiDocument(), req);
       return;
     }
+    if (path.rfind("/api/v1/auth/", 0) == 0 || path.rfind("/api/v1/users", 0) == 0 ||
+        path.rfind("/api/v1/tokens", 0) == 0 || path.rfind("/api/v1/workspaces", 0) == 0) {
+      auto match = MatchRest(std::string(http::to_string(method)), path);
+      if (!match) {
+        route = "unknown";
+        res = Json(405, ErrorJson(InvalidArgument(std::string(http::to_string(method)) + " is not allowed on " + path)), req);
+        return;
+      }
+      route = match->rule->route;
+      if (!auth_api) return void(res = Error(NotFound("this master runs without authentication (--disable-auth)"), req));
+      auto all = q.Bool("all");
+      if (!all.ok()) return void(res = Error(all.status(), req));
+      AuthReply reply = auth_api->Handle(match->rule->method, route, match->params, req.body(), *all, p, peer);
+      res = reply.status.ok() ? Json(200, std::move(reply.body), req) : Error(reply.status, req);
+      if (!reply.set_cookie.empty()) res.set(http::field::set_cookie, reply.set_cookie);
+      if (reply.retry_after > 0) res.set(http::field::retry_after, std::to_string(reply.retry_after));
+      return;
+    }
     if (path == "/api/v1/experiments") {
       route = "/api/v1/experiments";
       if (method == http::verb::post) {
@@ -416,9 +536,15 @@ struct HttpServer::Impl {
         // REST default: start it, unless the body says "activate": false.
         auto body = Value::FromJson(req.body());
         if (!body.ok() || !body->Find("activate")) r.set_activate(true);
-        std::string owner(req["X-SF-User"]);
+        const std::string& owner = p.username;
         if (!IsText(owner)) return void(res = Error(InvalidArgument("X-SF-User is not UTF-8 text"), req));
-        auto out = handlers->CreateExperiment(r, owner);
+        int64_t workspace_id = Accounts::kDefaultWorkspace;
+        if (options.authorizer) {
+          auto ws = options.authorizer->WorkspaceForNewExperiment(p, r.workspace());
+          if (!ws.ok()) return void(res = Error(ws.status(), req));
+          workspace_id = *ws;
+        }
+        auto out = handlers->CreateExperiment(r, owner, workspace_id);
         if (!out.ok()) return void(res = Error(out.status(), req));
         if (out->errors_size() > 0) {
           Value errors(Value::List{});
@@ -510,9 +636,8 @@ struct HttpServer::Impl {
       Status st = ParseBody(req, &r);
       if (!st.ok()) return void(res = Error(st, req));
       r.set_id(*id);
-      std::string owner(req["X-SF-User"]);
-      if (!IsText(owner)) return void(res = Error(InvalidArgument("X-SF-User is not UTF-8 text"), req));
-      res = Reply(handlers->ContinueExperiment(r, owner), req);
+      if (!IsText(p.username)) return void(res = Error(InvalidArgument("X-SF-User is not UTF-8 text"), req));
+      res = Reply(handlers->ContinueExperiment(r, p.username), req);
       return;
     }
     if (std::regex_match(path, m, kExpBulk)) {
@@ -526,7 +651,11 @@ struct HttpServer::Impl {
       v1::BulkExperimentActionRequest r;
       Status st = ParseBody(req, &r);
       if (!st.ok()) return void(res = Error(st, req));
-      res = Reply(handlers->BulkExperimentAction(kActions.at(action), r), req);
+      ApiHandlers::MayAct may_act;
+      if (options.authorizer) {
+        may_act = [this, &p, action](int64_t id) { return options.authorizer->MayActOnExperiment(p, id, action); };
+      }
+      res = Reply(handlers->BulkExperimentAction(kActions.at(action), r, may_act), req);
       return;
     }
     if (path == "/api/v1/checkpoints/delete") {
@@ -535,7 +664,13 @@ struct HttpServer::Impl {
       v1::DeleteCheckpointsRequest r;
       Status st = ParseBody(req, &r);
       if (!st.ok()) return void(res = Error(st, req));
-      res = Reply(handlers->DeleteCheckpoints(r), req);
+      std::function<Status(const std::string&)> may_delete;
+      if (options.authorizer) {
+        may_delete = [this, &p](const std::string& uuid) {
+          return options.authorizer->MayActOnCheckpoint(p, uuid, "delete checkpoints of");
+        };
+      }
+      res = Reply(handlers->DeleteCheckpoints(r, may_delete), req);
       return;
     }
     if (std::regex_match(path, m, kCheckpoint)) {
@@ -761,8 +896,12 @@ class Session : public std::enable_shared_from_this<Session> {
     auto res = std::make_shared<Response>();
     std::string route;
     std::optional<v1::GetTrialLogsRequest> follow;
+    beast::error_code peer_ec;
+    auto peer_endpoint = stream_.socket().remote_endpoint(peer_ec);
+    const std::string peer = peer_ec ? "unknown" : peer_endpoint.address().to_string();
+    principal_ = Principal();
     try {
-      impl_->Route(req, *res, route, follow);
+      if (impl_->Gate(req, peer, *res, route, principal_)) impl_->Route(req, *res, route, follow, principal_, peer);
     } catch (const std::exception& e) {
       *res = impl_->Error(Internal(std::string("internal error: ") + e.what()), req);
       follow.reset();
@@ -784,7 +923,7 @@ class Session : public std::enable_shared_from_this<Session> {
     path = path.substr(0, path.find('?'));
     if (path.rfind("/api/v1/", 0) != 0) return;
     AuditEntry e;
-    e.actor = std::string(req["X-SF-User"]);
+    e.actor = principal_.username;
     if (e.actor.empty() || !IsText(e.actor) || e.actor.size() > 200) e.actor = "anonymous";
     beast::error_code ec;
     auto peer = stream_.socket().remote_endpoint(ec);
@@ -860,6 +999,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<http::request_parser<http::string_body>> parser_;
   std::unique_ptr<ConnectionSlot> slot_;
   std::unique_ptr<std::array<char, 16384>> sink_;
+  Principal principal_;  // of the request being served (Gate)
 };
 
 }  // namespace
@@ -894,6 +1034,10 @@ HttpServer::HttpServer(ApiHandlers* handlers, MasterMetrics* metrics, HttpOption
   impl_->handlers = handlers;
   impl_->metrics = metrics;
   impl_->options = std::move(options);
+  if (impl_->options.accounts) {
+    impl_->auth_api = std::make_unique<AuthApi>(impl_->options.accounts, impl_->options.authorizer,
+                                                impl_->options.login_limiter, impl_->options.secure_cookies);
+  }
 }
 
 HttpServer::~HttpServer() { Stop(); }

@@ -30,7 +30,10 @@
 
 #include "master/api/api_handlers.h"
 #include "master/api/master_metrics.h"
+#include "master/auth/access_policy.h"
+#include "master/auth/accounts.h"
 #include "master/auth/audit_log.h"
+#include "master/auth/login_limiter.h"
 
 namespace sf::master {
 
@@ -46,6 +49,16 @@ struct HttpOptions {
   // Where mutations are recorded (master/auth/audit_log.h) and GET /api/v1/audit reads; none
   // when null.
   AuditLog* audit = nullptr;
+  // Authentication (docs/security.md): with `accounts` set, every request is held to the access
+  // policy (master/auth/access_policy.h) before it runs: credentials from `Authorization:
+  // Bearer TOKEN` or the dashboard's session cookie, 401/403 with a one-line reason. Null: no
+  // authentication (the caller is whoever X-SF-User names, with every right) — tests of the
+  // server alone, and masters started with --disable-auth on loopback.
+  Accounts* accounts = nullptr;
+  Authorizer* authorizer = nullptr;     // required with accounts
+  LoginLimiter* login_limiter = nullptr;  // required with accounts
+  bool metrics_public = true;           // /metrics without credentials
+  bool secure_cookies = false;          // the session cookie only over TLS
 };
 
 class HttpServer {

@@ -85,7 +85,7 @@ void Cluster::Stop() {
 
 Cluster::CreateResult Cluster::CreateExperiment(const std::string& config_yaml, bool activate,
                                                 bool validate_only, const std::string& owner,
-                                                const std::string& initial_checkpoint) {
+                                                const std::string& initial_checkpoint, int64_t workspace_id) {
   CreateResult result;
   config::ParseResult parsed = config::ParseExperimentConfig(config_yaml);
   if (!parsed.ok()) {
@@ -138,6 +138,7 @@ Cluster::CreateResult Cluster::CreateExperiment(const std::string& config_yaml, 
   row.description = c.description;
   row.config_yaml = config_yaml;
   row.owner = owner;
+  row.workspace_id = workspace_id;
   row.searcher = config::SearcherName(c.searcher.name);
   row.metric = c.searcher.metric;
   row.smaller_is_better = c.searcher.smaller_is_better;

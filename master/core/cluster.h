@@ -93,7 +93,8 @@ class Cluster {
   // experiment creates starts from it, as if it were the trial's own latest (`sf experiment
   // continue`).
   CreateResult CreateExperiment(const std::string& config_yaml, bool activate, bool validate_only,
-                                const std::string& owner, const std::string& initial_checkpoint = "");
+                                const std::string& owner, const std::string& initial_checkpoint = "",
+                                int64_t workspace_id = 1);
   // kFailedPrecondition for transitions the current state doesn't allow; kNotFound.
   Status PauseExperiment(int64_t id);
   Status ActivateExperiment(int64_t id);

@@ -29,8 +29,9 @@ const char* kExperimentSummaryColumns =
     "EXTRACT(EPOCH FROM e.start_time), EXTRACT(EPOCH FROM e.end_time), "
     "(SELECT count(*) FROM trials t WHERE t.experiment_id = e.id), "
     "(SELECT count(*) FROM trials t WHERE t.experiment_id = e.id AND t.state IN "
-    "('COMPLETED','CANCELED','ERROR'))";
-constexpr int kExperimentConfigColumn = 16;  // index of e.config_yaml when appended
+    "('COMPLETED','CANCELED','ERROR')), "
+    "(SELECT w.name FROM workspaces w WHERE w.id = e.workspace_id)";
+constexpr int kExperimentConfigColumn = 17;  // index of e.config_yaml when appended
 
 std::string ExperimentColumns(bool with_config) {
   return std::string(kExperimentSummaryColumns) + (with_config ? ", e.config_yaml" : "");
@@ -56,6 +57,7 @@ v1::Experiment ExperimentFromRow(const pqxx::row& r, bool with_config) {
   if (!r[13].is_null()) *e.mutable_end_time() = SecondsToTimestamp(r[13].as<double>());
   e.set_num_trials(r[14].as<int>());
   e.set_num_completed_trials(r[15].as<int>());
+  if (!r[16].is_null()) e.set_workspace(r[16].as<std::string>());
   if (with_config) e.set_config_yaml(r[kExperimentConfigColumn].as<std::string>());
   return e;
 }
@@ -135,9 +137,9 @@ Result<int64_t> Store::CreateExperiment(const NewExperiment& e) {
   Status st = db_->Transact("create experiment", [&](pqxx::work& tx) {
     id = tx.exec_params1(
                "INSERT INTO experiments (name, description, state, config_yaml, owner, searcher, "
-               "metric, smaller_is_better, priority) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9) RETURNING id",
+               "metric, smaller_is_better, priority, workspace_id) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10) RETURNING id",
                e.name, e.description, e.state, e.config_yaml, e.owner, e.searcher, e.metric,
-               e.smaller_is_better, e.priority)[0]
+               e.smaller_is_better, e.priority, e.workspace_id)[0]
              .as<int64_t>();
     return Status::Ok();
   });

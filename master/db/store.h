@@ -32,6 +32,7 @@ struct NewExperiment {
   bool smaller_is_better = true;
   int priority = 42;
   std::string state;
+  int64_t workspace_id = 1;  // Uncategorized
 };
 
 struct TrialUpdate {
