@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "cli/api_call.h"
 #include "cli/command.h"
 #include "cli/http_client.h"
 #include "cli/output.h"
@@ -21,12 +22,6 @@
 
 namespace sf::cli {
 namespace {
-
-// $SF_MASTER, then the local cluster's default.
-std::string DefaultMaster() {
-  const char* master = std::getenv("SF_MASTER");
-  return master && *master ? master : "http://127.0.0.1:8080";
-}
 
 // The values of a cluster command's flags and its one positional.
 struct Flags {
@@ -46,6 +41,7 @@ struct Flags {
   std::string file;                    // experiment create's FILE
   int limit = 100;                     // audit list's --limit
   std::string actor;                   // audit list's --actor
+  std::string workspace;               // experiment create's --workspace
 };
 
 std::string StateName(const Value* v, const std::string& prefix) {
@@ -53,55 +49,6 @@ std::string StateName(const Value* v, const std::string& prefix) {
   std::string s = v->as_string();
   return s.rfind(prefix, 0) == 0 ? s.substr(prefix.size()) : s;
 }
-
-std::string Str(const Value& obj, const std::string& key) {
-  const Value* v = obj.Find(key);
-  if (!v || v->is_null()) return "";
-  if (v->is_string()) return v->as_string();
-  if (v->is_double()) {
-    char buf[32];
-    std::snprintf(buf, sizeof(buf), "%.4g", v->as_double());
-    return buf;
-  }
-  return v->ToDisplay();
-}
-
-// Calls the API; prints a clean error (exit 1 for server-side failures, 2 for bad input).
-struct Api {
-  HttpClient client;
-  int exit_code = kExitOk;
-
-  std::optional<Value> Call(const std::string& method, const std::string& path, const std::string& body = "") {
-    auto r = method == "GET"      ? client.Get(path)
-             : method == "DELETE" ? client.Delete(path)
-                                  : client.Post(path, body);
-    if (!r.ok()) {
-      std::cerr << "sf: " << r.status().message() << "\n";
-      exit_code = kExitFailed;
-      return std::nullopt;
-    }
-    auto v = Value::FromJson(r->body);
-    if (r->status != 200) {
-      std::string msg = v.ok() && v->Find("message") ? v->Find("message")->as_string() : r->body;
-      std::cerr << "sf: " << msg << "\n";
-      if (v.ok() && v->Find("errors") && v->Find("errors")->is_list()) {
-        for (const Value& e : v->Find("errors")->as_list()) {
-          std::cerr << "  " << Str(e, "path") << ": " << Str(e, "message") << "\n";
-        }
-      }
-      // 400/404: the request itself was wrong (bad input, no such id). 409: a valid request the
-      // master refused in this state (pausing a canceled experiment), i.e. the operation failed.
-      exit_code = (r->status == 400 || r->status == 404) ? kExitUsage : kExitFailed;
-      return std::nullopt;
-    }
-    if (!v.ok()) {
-      std::cerr << "sf: the master sent invalid JSON: " << v.status().message() << "\n";
-      exit_code = kExitFailed;
-      return std::nullopt;
-    }
-    return *v;
-  }
-};
 
 std::string YamlQuote(const std::string& s) {
   std::string out = "\"";
@@ -238,7 +185,8 @@ int ConfigUsageError(const Status& st) {
 int CreateExperiment(const Flags& f, Api& api) {
   auto text = PrepareConfig(f.file, f.overrides);
   if (!text.ok()) return ConfigUsageError(text.status());
-  return SubmitExperiment(f, api, "/api/v1/experiments", Value(Value::Map{{"configYaml", *text}, {"activate", !f.paused}}));
+  return SubmitExperiment(f, api, "/api/v1/experiments",
+                          Value(Value::Map{{"configYaml", *text}, {"activate", !f.paused}, {"workspace", f.workspace}}));
 }
 
 // `sf experiment fork ID`: the experiment's config as it was submitted, with --config overrides,
@@ -703,6 +651,8 @@ void AddExperimentCommands(CLI::App& sf, CommandAction& action) {
       "print trial progress until the experiment ends; exit 1 unless it COMPLETED");
   create.app->add_flag("--paused", create.flags->paused,
                        "create it paused (start it with `sf experiment activate`)");
+  create.app->add_option("-w,--workspace", create.flags->workspace,
+                         "the workspace it belongs to (default Uncategorized; you must be an editor there)");
   create.app
       ->add_option("--config", create.flags->overrides,
                    "override one field of the YAML (e.g. searcher.max_trials=4); repeatable")

@@ -30,6 +30,8 @@ using CommandAction = std::function<int()>;
 void AddConfigCommands(CLI::App& sf, CommandAction& action);
 // `sf experiment|trial|agent|slot|checkpoint|master ...` against the master's REST API.
 void AddClusterCommands(CLI::App& sf, CommandAction& action);
+// `sf login|logout|whoami`, `sf user|token|workspace ...` (cli/account_commands.cc)
+void AddAccountCommands(CLI::App& sf, CommandAction& action);
 // `sf deploy local up|status|down`
 void AddDeployCommands(CLI::App& sf, CommandAction& action);
 

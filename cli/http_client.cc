@@ -7,6 +7,8 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include "cli/session_store.h"
+
 namespace sf::cli {
 namespace beast = boost::beast;
 namespace http = beast::http;
@@ -32,6 +34,7 @@ Result<HttpClient> HttpClient::Create(const std::string& base_url) {
     c.port_ = rest.substr(colon + 1);
   }
   c.base_url_ = "http://" + rest;
+  c.token_ = TokenFor(c.base_url_);
   return c;
 }
 
@@ -53,6 +56,7 @@ Result<HttpResponse> HttpClient::Request(const std::string& method, const std::s
       user = pw ? pw->pw_name : nullptr;
     }
     if (user) req.set("X-SF-User", user);
+    if (!token_.empty()) req.set(http::field::authorization, "Bearer " + token_);
     if (!body.empty()) {
       req.set(http::field::content_type, "application/json");
       req.body() = body;
@@ -73,6 +77,9 @@ Result<HttpResponse> HttpClient::Request(const std::string& method, const std::s
 
 Result<HttpResponse> HttpClient::Get(const std::string& path) { return Request("GET", path, ""); }
 Result<HttpResponse> HttpClient::Delete(const std::string& path) { return Request("DELETE", path, ""); }
+Result<HttpResponse> HttpClient::Put(const std::string& path, const std::string& body) {
+  return Request("PUT", path, body.empty() ? "{}" : body);
+}
 Result<HttpResponse> HttpClient::Post(const std::string& path, const std::string& body) {
   return Request("POST", path, body.empty() ? "{}" : body);
 }
@@ -85,7 +92,8 @@ Status HttpClient::Stream(const std::string& path,
     tcp::socket socket(io);
     asio::connect(socket, resolver.resolve(host_, port_));
     std::string req = "GET " + path + " HTTP/1.1\r\nHost: " + host_ +
-                      "\r\nAccept: text/event-stream\r\nConnection: close\r\n\r\n";
+                      "\r\nAccept: text/event-stream\r\nConnection: close\r\n" +
+                      (token_.empty() ? "" : "Authorization: Bearer " + token_ + "\r\n") + "\r\n";
     asio::write(socket, asio::buffer(req));
     asio::streambuf buf;
     asio::read_until(socket, buf, "\r\n\r\n");

@@ -24,16 +24,20 @@ class HttpClient {
 
   Result<HttpResponse> Get(const std::string& path);
   Result<HttpResponse> Post(const std::string& path, const std::string& json_body);
+  Result<HttpResponse> Put(const std::string& path, const std::string& json_body);
   Result<HttpResponse> Delete(const std::string& path);
   // Reads a text/event-stream; calls on_data with each event's data until the stream ends or
   // on_data returns false.
   Status Stream(const std::string& path, const std::function<bool(const std::string& event,
                                                                   const std::string& data)>& on_data);
   const std::string& base_url() const { return base_url_; }
+  // The bearer token every request carries (Authorization: Bearer); Create sets it from
+  // $SF_TOKEN or the saved `sf login` session (cli/session_store.h). Empty: none.
+  void set_token(std::string token) { token_ = std::move(token); }
 
  private:
   Result<HttpResponse> Request(const std::string& method, const std::string& path, const std::string& body);
-  std::string base_url_, host_, port_;
+  std::string base_url_, host_, port_, token_;
 };
 
 }  // namespace sf::cli

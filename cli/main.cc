@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   CommandAction action;
   sf::cli::AddConfigCommands(sf, action);
   sf::cli::AddClusterCommands(sf, action);
+  sf::cli::AddAccountCommands(sf, action);
   sf::cli::AddDeployCommands(sf, action);
   sf::cli::OnSelected(sf.add_subcommand("help", "print this help and exit"), action, [&sf] {
     std::cout << sf.get_formatter()->make_help(&sf, sf.get_name(), CLI::AppFormatMode::Normal);

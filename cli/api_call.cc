@@ -1,0 +1,65 @@
+#include "cli/api_call.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+
+#include "cli/command.h"
+
+namespace sf::cli {
+
+std::string DefaultMaster() {
+  const char* master = std::getenv("SF_MASTER");
+  return master && *master ? master : "http://127.0.0.1:8080";
+}
+
+std::string Str(const Value& obj, const std::string& key) {
+  const Value* v = obj.Find(key);
+  if (!v || v->is_null()) return "";
+  if (v->is_string()) return v->as_string();
+  if (v->is_double()) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%.4g", v->as_double());
+    return buf;
+  }
+  return v->ToDisplay();
+}
+
+std::optional<Value> Api::Call(const std::string& method, const std::string& path,
+                               const std::string& body) {
+  auto r = method == "GET"      ? client.Get(path)
+           : method == "DELETE" ? client.Delete(path)
+           : method == "PUT"    ? client.Put(path, body)
+                                : client.Post(path, body);
+  if (!r.ok()) {
+    std::cerr << "sf: " << r.status().message() << "\n";
+    exit_code = kExitFailed;
+    return std::nullopt;
+  }
+  auto v = Value::FromJson(r->body);
+  if (r->status != 200) {
+    std::string msg = v.ok() && v->Find("message") ? v->Find("message")->as_string() : r->body;
+    std::cerr << "sf: " << msg << "\n";
+    if (r->status == 401) {
+      std::cerr
+          << "  log in with `sf login` (or set $SF_TOKEN to a token from `sf token create`)\n";
+    }
+    if (v.ok() && v->Find("errors") && v->Find("errors")->is_list()) {
+      for (const Value& e : v->Find("errors")->as_list()) {
+        std::cerr << "  " << Str(e, "path") << ": " << Str(e, "message") << "\n";
+      }
+    }
+    // 400/404: the request itself was wrong (bad input, no such id). 409: a valid request the
+    // master refused in this state (pausing a canceled experiment), i.e. the operation failed.
+    exit_code = (r->status == 400 || r->status == 404) ? kExitUsage : kExitFailed;
+    return std::nullopt;
+  }
+  if (!v.ok()) {
+    std::cerr << "sf: the master sent invalid JSON: " << v.status().message() << "\n";
+    exit_code = kExitFailed;
+    return std::nullopt;
+  }
+  return *v;
+}
+
+}  // namespace sf::cli

@@ -1,0 +1,28 @@
+// One REST call to the master as every `sf` cluster command makes it: the JSON answer, or a
+// clean message on stderr and the exit code it means (command.h: 1 for failures on the
+// master's side, 2 for bad input).
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "cli/http_client.h"
+#include "common/value.h"
+
+namespace sf::cli {
+
+// $SF_MASTER, then the local cluster's default (http://127.0.0.1:8080).
+std::string DefaultMaster();
+
+// obj[key] as display text ("" when absent or null; doubles to 4 significant digits).
+std::string Str(const Value& obj, const std::string& key);
+
+struct Api {
+  HttpClient client;
+  int exit_code = 0;
+  // `method` GET, POST, PUT or DELETE. nullopt on failure, with exit_code set and the message
+  // printed (a 401 adds how to log in).
+  std::optional<Value> Call(const std::string& method, const std::string& path, const std::string& body = "");
+};
+
+}  // namespace sf::cli
