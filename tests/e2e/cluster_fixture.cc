@@ -147,10 +147,39 @@ void Cluster::StartMaster() {
   // A master on a test network's bridge address (not loopback) must be told it may listen there.
   if (!IsLoopbackHost(network_.master_host)) argv.push_back("--insecure");
   argv.insert(argv.end(), network_.master_flags.begin(), network_.master_flags.end());
+  const bool auth = std::find(argv.begin(), argv.end(), "--disable-auth") == argv.end();
+  if (auth && master_starts_ == 0) {
+    // The admin's first password, as `sf deploy local` sets it: a 0600 file the master reads
+    // and deletes on its first start.
+    const std::string file = dir_.path() + "/admin-password";
+    EXPECT_TRUE(EnsureSecretFile(file, "admin password").ok());
+    auto password = ReadSecretFile(file, "admin password");
+    EXPECT_TRUE(password.ok());
+    admin_password_ = password.ok() ? *password : "";
+    argv.insert(argv.end(), {"--admin-password-file", file});
+  }
   master_ = std::make_unique<Daemon>(argv, dir_.path() + "/master-" + std::to_string(master_starts_++) + ".log");
   ASSERT_TRUE(master_->Start());
   EXPECT_TRUE(WaitFor([&] { return Get("/health").first == 200; }, std::chrono::seconds(60)))
       << "master did not become healthy";
+  if (auth && admin_token_.empty()) {
+    admin_token_ = Login("admin", admin_password_);
+    EXPECT_FALSE(admin_token_.empty()) << "the fixture could not log in as admin";
+    // `sf` and HttpClient in this test process (and its children) act as the admin.
+    setenv("SF_TOKEN", admin_token_.c_str(), 1);
+  }
+}
+
+std::string Cluster::Login(const std::string& username, const std::string& password) {
+  auto client = cli::HttpClient::Create(url());
+  if (!client.ok()) return "";
+  client->set_token("");
+  auto r = client->Post("/api/v1/auth/login",
+                        Value(Value::Map{{"username", username}, {"password", password}}).ToJson());
+  if (!r.ok() || r->status != 200) return "";
+  auto v = Value::FromJson(r->body);
+  const Value* token = v.ok() ? v->Find("token") : nullptr;
+  return token && token->is_string() ? token->as_string() : "";
 }
 
 void Cluster::StopMaster(int sig) {
@@ -213,6 +242,7 @@ bool Cluster::WaitFor(const std::function<bool()>& cond, std::chrono::seconds ti
 
 std::pair<int, Value> Cluster::Get(const std::string& path) {
   auto client = cli::HttpClient::Create(url());
+  if (!admin_token_.empty()) client->set_token(admin_token_);
   auto r = client->Get(path);
   if (!r.ok()) return {0, Value()};
   auto v = Value::FromJson(r->body);
@@ -221,6 +251,7 @@ std::pair<int, Value> Cluster::Get(const std::string& path) {
 
 std::pair<int, Value> Cluster::Post(const std::string& path, const std::string& body) {
   auto client = cli::HttpClient::Create(url());
+  if (!admin_token_.empty()) client->set_token(admin_token_);
   auto r = client->Post(path, body);
   if (!r.ok()) return {0, Value()};
   auto v = Value::FromJson(r->body);

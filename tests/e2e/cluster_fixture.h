@@ -93,7 +93,15 @@ class Cluster {
   // The cluster's agent join token (mode 600), given to the master and every agent.
   std::string join_token_file() const { return dir_.path() + "/join-token"; }
 
-  // REST helpers: the parsed JSON body and the HTTP status.
+  // Authentication (docs/security.md): the master starts with users on (unless master_flags
+  // has --disable-auth), its admin's first password made by the fixture; the fixture logs in
+  // as admin, and Get/Post, HttpClient and `sf` in this process ($SF_TOKEN) act as the admin.
+  const std::string& admin_password() const { return admin_password_; }
+  const std::string& admin_token() const { return admin_token_; }
+  // A session token for `username` (POST /api/v1/auth/login); "" when refused.
+  std::string Login(const std::string& username, const std::string& password);
+
+  // REST helpers (as the admin): the parsed JSON body and the HTTP status.
   std::pair<int, Value> Get(const std::string& path);
   std::pair<int, Value> Post(const std::string& path, const std::string& body);
   // Submits an experiment (YAML text); returns its id, or 0 with a test failure.
@@ -127,6 +135,7 @@ class Cluster {
   std::unique_ptr<Daemon> master_;
   std::vector<std::unique_ptr<Daemon>> agent_daemons_;
   int master_starts_ = 0;
+  std::string admin_password_, admin_token_;
 };
 
 // The one number `sql` selects from database `db` (e.g. "SELECT count(*) FROM metrics ...").

@@ -322,6 +322,9 @@ TEST(ClusterEndToEnd, DashboardInChromium) {
   o.working_dir = SourceDir() + "/webui";
   o.env["SF_MASTER_URL"] = cluster.url();
   o.env["SF_ARTIFACTS_DIR"] = BinaryDir() + "/webui-e2e-artifacts";
+  // Logged in, through the login page (docs/webui.md).
+  o.env["SF_E2E_USERNAME"] = "admin";
+  o.env["SF_E2E_PASSWORD"] = cluster.admin_password();
   o.timeout = std::chrono::minutes(9);
   auto r = RunCommand({"node", "e2e/dashboard.e2e.mjs"}, o);
   ASSERT_TRUE(r.ok()) << r.status().ToString();

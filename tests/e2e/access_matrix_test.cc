@@ -1,0 +1,528 @@
+// Every REST route and every gRPC Api method, called by every kind of caller, against the one
+// written policy (master/auth/access_policy.h; docs/security.md has it in words), on a real
+// master and PostgreSQL:
+//   no credentials, a made-up token, an expired token, a revoked token, a viewer, another user,
+//   the experiment's owner, an editor of its workspace, an admin.
+// A route or method with no policy entry fails here (and the servers refuse it), and so does a
+// route the OpenAPI document lists without an entry. Each mutation gets a fresh experiment, so
+// one caller's kill does not change what the next one meets.
+#include <grpcpp/grpcpp.h>
+
+#include <boost/asio.hpp>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "common/value.h"
+#include "master/auth/access_policy.h"
+#include "steadfast/v1/api.grpc.pb.h"
+#include "tests/e2e/cluster_fixture.h"
+
+namespace sf::testing {
+namespace {
+namespace v1 = steadfast::v1;
+using master::Need;
+
+enum class Want { kAllowed, k401, k403 };
+
+const char* WantName(Want w) {
+  return w == Want::kAllowed ? "allowed" : w == Want::k401 ? "401" : "403";
+}
+
+struct Caller {
+  std::string name, token;
+};
+
+// What the policy says `caller` meets for `need` (the roles are set up in the test below).
+Want Expected(Need need, const std::string& caller) {
+  if (need == Need::kPublic) return Want::kAllowed;
+  if (caller == "none" || caller == "bad" || caller == "expired" || caller == "revoked")
+    return Want::k401;
+  if (caller == "admin") return Want::kAllowed;
+  switch (need) {
+    case Need::kPublic:
+    case Need::kSignedIn:
+      return Want::kAllowed;
+    case Need::kCreator:
+      return caller == "viewer" ? Want::k403 : Want::kAllowed;
+    case Need::kExperiment:
+    case Need::kExperiments:
+    case Need::kCheckpoint:
+      return caller == "owner" || caller == "member" ? Want::kAllowed : Want::k403;
+    case Need::kSelf:
+      return caller == "owner" ? Want::kAllowed : Want::k403;  // path user: owner
+    case Need::kWorkspace:
+      return caller == "owner" ? Want::kAllowed : Want::k403;  // owner admins "team"
+    case Need::kAdmin:
+      return Want::k403;
+  }
+  return Want::k403;
+}
+
+class AccessMatrix : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    cluster_ = new Cluster(0, 1);
+    auto admin = [&](const std::string& method, const std::string& path, const std::string& body) {
+      return Call(cluster_->admin_token(), method, path, body);
+    };
+    for (const auto& [user, role] :
+         std::vector<std::pair<std::string, std::string>>{{"viewer", "viewer"},
+                                                          {"other", "user"},
+                                                          {"owner", "user"},
+                                                          {"member", "user"},
+                                                          {"target", "user"}}) {
+      auto [code, body] = admin(
+          "POST", "/api/v1/users",
+          Value(Value::Map{{"username", user}, {"password", user + "-password"}, {"role", role}})
+              .ToJson());
+      ASSERT_EQ(code, 200) << body.ToJson();
+    }
+    // Each caller acts with an API token made from its own session.
+    auto token_of = [&](const std::string& user, int64_t expires) {
+      const std::string session = cluster_->Login(user, user + "-password");
+      EXPECT_FALSE(session.empty()) << user;
+      auto [code, body] =
+          Call(session, "POST", "/api/v1/tokens",
+               Value(Value::Map{{"name", "matrix"}, {"expiresInSeconds", expires}}).ToJson());
+      EXPECT_EQ(code, 200) << body.ToJson();
+      return std::make_pair(code == 200 ? body.Find("token")->as_string() : "",
+                            code == 200 ? body.Find("id")->as_string() : "");
+    };
+    std::map<std::string, std::string> tokens;
+    for (const char* user : {"viewer", "other", "owner", "member"})
+      tokens[user] = token_of(user, 0).first;
+    // The admin acts with an API token too: the matrix logs out as every caller.
+    tokens["admin"] = [&] {
+      auto [code, body] =
+          Call(cluster_->admin_token(), "POST", "/api/v1/tokens", R"({"name":"matrix"})");
+      EXPECT_EQ(code, 200) << body.ToJson();
+      return code == 200 ? body.Find("token")->as_string() : std::string();
+    }();
+    tokens["expired"] = token_of("owner", 1).first;
+    auto [revoked, revoked_id] = token_of("owner", 0);
+    tokens["revoked"] = revoked;
+    EXPECT_EQ(Call(tokens["owner"], "DELETE", "/api/v1/tokens/" + revoked_id, "").first, 200);
+    tokens["bad"] = "sfa_" + std::string(64, '0');
+    tokens["none"] = "";
+    // "team": owner created it (its admin); member is an editor there.
+    ASSERT_EQ(Call(tokens["owner"], "POST", "/api/v1/workspaces", R"({"name":"team"})").first, 200);
+    ASSERT_EQ(Call(tokens["owner"], "PUT", "/api/v1/workspaces/team/members/member",
+                   R"({"role":"editor"})")
+                  .first,
+              200);
+    for (const char* c :
+         {"none", "bad", "expired", "revoked", "viewer", "other", "owner", "member", "admin"}) {
+      callers_.push_back(Caller{c, tokens[c]});
+    }
+    owner_token_ = tokens["owner"];
+    std::this_thread::sleep_for(std::chrono::seconds(2));  // the 1-second token expires
+  }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+
+  static std::pair<int, Value> Call(const std::string& token, const std::string& method,
+                                    const std::string& path, const std::string& body) {
+    auto client = cli::HttpClient::Create(cluster_->url());
+    client->set_token(token);
+    auto r = method == "GET"      ? client->Get(path)
+             : method == "DELETE" ? client->Delete(path)
+             : method == "PUT"    ? client->Put(path, body)
+                                  : client->Post(path, body);
+    if (!r.ok()) return {0, Value(r.status().message())};
+    auto v = Value::FromJson(r->body);
+    return {r->status, v.ok() ? *v : Value(r->body)};
+  }
+
+  // A fresh paused experiment of owner's in workspace "team", with one trial and one checkpoint
+  // (rows written straight to the database: nothing trains here).
+  static std::pair<int64_t, std::string> FreshExperiment() {
+    auto [code, body] = Call(owner_token_, "POST", "/api/v1/experiments",
+                             Value(Value::Map{{"configYaml", TinyExperiment(1, 100, 50, "matrix")},
+                                              {"activate", false},
+                                              {"workspace", "team"}})
+                                 .ToJson());
+    EXPECT_EQ(code, 200) << body.ToJson();
+    if (code != 200) return {0, ""};
+    const int64_t id = Id(*body.Find("experiment"));
+    const std::string uuid = "matrix-" + std::to_string(id);
+    pqxx::connection conn(cluster_->db());
+    pqxx::work tx(conn);
+    const int64_t trial = tx.exec_params1(
+                                "INSERT INTO trials (experiment_id, request_id, state, hparams) "
+                                "VALUES ($1, 1000 + (SELECT count(*) FROM trials WHERE "
+                                "experiment_id = $1), 'COMPLETED', '{}') "
+                                "RETURNING id",
+                                id)[0]
+                              .as<int64_t>();
+    tx.exec_params(
+        "INSERT INTO checkpoints (uuid, trial_id, batches, path, size) VALUES ($1, $2, 50, "
+        "'/nonexistent', 0)",
+        uuid, trial);
+    tx.commit();
+    return {id, uuid};
+  }
+
+  static Cluster* cluster_;
+  static std::vector<Caller> callers_;
+  static std::string owner_token_;
+};
+Cluster* AccessMatrix::cluster_ = nullptr;
+std::vector<Caller> AccessMatrix::callers_;
+std::string AccessMatrix::owner_token_;
+
+// The outcome an answer shows: 401, 403, or allowed (anything else: the handler ran). A bulk
+// answer refuses per item: its item's PERMISSION_DENIED counts as 403.
+Want Outcome(int code, const Value& body) {
+  if (code == 401) return Want::k401;
+  if (code == 403) return Want::k403;
+  const Value* results = body.is_map() ? body.Find("results") : nullptr;
+  if (code == 200 && results && results->is_list() && !results->as_list().empty()) {
+    const Value* c = results->as_list()[0].Find("code");
+    if (c && c->is_int() && c->as_int() == 7) return Want::k403;
+  }
+  return Want::kAllowed;
+}
+
+TEST_F(AccessMatrix, EveryRestRouteAnswersEveryCallerAsThePolicySays) {
+  ASSERT_NE(cluster_, nullptr);
+  int checked = 0;
+  for (const master::RestRule& rule : master::RestPolicy()) {
+    for (const Caller& caller : callers_) {
+      const bool mutates = rule.method != "GET";
+      auto [experiment, uuid] = mutates || rule.route.find("{id}") != std::string::npos
+                                    ? FreshExperiment()
+                                    : std::make_pair(int64_t{0}, std::string());
+      std::string path = rule.route;
+      auto fill = [&](const std::string& name, const std::string& value) {
+        for (size_t at; (at = path.find(name)) != std::string::npos;)
+          path.replace(at, name.size(), value);
+      };
+      fill("{uuid}", uuid);
+      fill("{workspace}", "team");
+      // {username}: "owner" for a password (kSelf), else the spare user "target".
+      fill("{username}", rule.route.find("/password") != std::string::npos ? "owner" : "target");
+      fill("{id}",
+           rule.route.rfind("/api/v1/tokens/", 0) == 0 ? "999999" : std::to_string(experiment));
+      std::string body;
+      if (rule.route == "/api/v1/auth/login") {
+        body = Value(Value::Map{{"username", "admin"}, {"password", cluster_->admin_password()}})
+                   .ToJson();
+      } else if (rule.route == "/api/v1/experiments") {
+        body = Value(Value::Map{{"configYaml", TinyExperiment(1, 100, 50, "matrix")},
+                                {"activate", false}})
+                   .ToJson();
+      } else if (rule.route == "/api/v1/checkpoints/delete") {
+        body = Value(Value::Map{{"uuids", Value(Value::List{Value(uuid)})}}).ToJson();
+      } else if (rule.route.rfind("/api/v1/experiments/", 0) == 0 &&
+                 rule.need == Need::kExperiments) {
+        body = Value(Value::Map{{"ids", Value(Value::List{Value(std::to_string(experiment))})}})
+                   .ToJson();
+      } else if (rule.route == "/api/v1/experiments/{id}/continue") {
+        body = R"({"maxLength": "500"})";
+      } else if (rule.route == "/api/v1/users") {
+        body =
+            Value(Value::Map{{"username", "made-by-" + caller.name}, {"password", "long-enough-1"}})
+                .ToJson();
+      } else if (rule.route.find("/role") != std::string::npos) {
+        body = R"({"role":"user"})";
+      } else if (rule.route.find("/password") != std::string::npos) {
+        body = R"({"password":"owner-password"})";
+      } else if (rule.route == "/api/v1/tokens") {
+        body = R"({"name":"made-in-matrix"})";
+      } else if (rule.route == "/api/v1/workspaces") {
+        body = Value(Value::Map{{"name", "ws-" + caller.name}}).ToJson();
+      } else if (rule.route.find("/members/") != std::string::npos) {
+        body = R"({"role":"viewer"})";
+      }
+      auto [code, answer] = Call(caller.token, rule.method, path, body);
+      const Want want = Expected(rule.need, caller.name);
+      const Want got = Outcome(code, answer);
+      EXPECT_EQ(WantName(got), std::string(WantName(want)))
+          << rule.method << " " << rule.route << " as " << caller.name << " (need "
+          << master::NeedName(rule.need) << "): HTTP " << code << " " << answer.ToJson();
+      if (code == 401 || code == 403) {
+        // Each refusal says why, in one line, and never echoes the token it was given.
+        const Value* message = answer.is_map() ? answer.Find("message") : nullptr;
+        EXPECT_TRUE(message && message->is_string() && !message->as_string().empty() &&
+                    message->as_string().find('\n') == std::string::npos)
+            << rule.route << " as " << caller.name;
+        if (!caller.token.empty()) {
+          EXPECT_EQ(answer.ToJson().find(caller.token), std::string::npos);
+        }
+      }
+      if (rule.route.find("/deactivate") != std::string::npos && got == Want::kAllowed) {
+        Call(callers_.back().token, "POST", "/api/v1/users/target/activate", "");
+      }
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, static_cast<int>(master::RestPolicy().size() * callers_.size()));
+}
+
+TEST_F(AccessMatrix, EveryRouteTheApiDescribesHasAPolicyEntry) {
+  auto [code, doc] = Call("", "GET", "/api/v1/openapi.json", "");
+  ASSERT_EQ(code, 200);
+  std::set<std::pair<std::string, std::string>> policy;
+  for (const master::RestRule& r : master::RestPolicy()) policy.insert({r.method, r.route});
+  int described = 0;
+  for (const auto& [route, ops] : doc.Find("paths")->as_map()) {
+    for (const auto& [method, op] : ops.as_map()) {
+      std::string m = method;
+      for (char& c : m) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      EXPECT_TRUE(policy.count({m, route}))
+          << m << " " << route << " is described but has no policy entry";
+      ++described;
+    }
+  }
+  EXPECT_GE(described, 30);
+  // And a route no entry names is not served, whatever the caller.
+  for (const Caller& caller : callers_) {
+    EXPECT_EQ(Call(caller.token, "GET", "/api/v1/not-a-route", "").first, 404) << caller.name;
+  }
+}
+
+// Calls one Api method by name with a request naming `experiment` (and its checkpoint).
+grpc::Status CallGrpc(v1::Api::Stub& stub, const std::string& method, const std::string& token,
+                      int64_t experiment, const std::string& uuid) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
+  v1::ExperimentActionRequest action;
+  action.set_id(experiment);
+  v1::BulkExperimentActionRequest bulk;
+  bulk.add_ids(experiment);
+  v1::CreateExperimentResponse created;
+  v1::ExperimentActionResponse acted;
+  v1::BulkExperimentActionResponse bulked;
+  auto bulk_status = [&](grpc::Status st) {
+    if (st.ok() && bulked.results_size() > 0 &&
+        bulked.results(0).code() == grpc::StatusCode::PERMISSION_DENIED) {
+      return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, bulked.results(0).error());
+    }
+    return st;
+  };
+  if (method == "CreateExperiment") {
+    v1::CreateExperimentRequest r;
+    r.set_config_yaml(TinyExperiment(1, 100, 50, "matrix"));
+    return stub.CreateExperiment(&ctx, r, &created);
+  }
+  if (method == "GetExperiments") {
+    v1::GetExperimentsResponse out;
+    return stub.GetExperiments(&ctx, v1::GetExperimentsRequest(), &out);
+  }
+  if (method == "GetExperiment") {
+    v1::GetExperimentRequest r;
+    r.set_experiment_id(experiment);
+    v1::GetExperimentResponse out;
+    return stub.GetExperiment(&ctx, r, &out);
+  }
+  if (method == "KillExperiment") return stub.KillExperiment(&ctx, action, &acted);
+  if (method == "PauseExperiment") return stub.PauseExperiment(&ctx, action, &acted);
+  if (method == "ActivateExperiment") return stub.ActivateExperiment(&ctx, action, &acted);
+  if (method == "ArchiveExperiment") return stub.ArchiveExperiment(&ctx, action, &acted);
+  if (method == "UnarchiveExperiment") return stub.UnarchiveExperiment(&ctx, action, &acted);
+  if (method == "DeleteExperiment") {
+    v1::DeleteExperimentResponse out;
+    return stub.DeleteExperiment(&ctx, action, &out);
+  }
+  if (method == "KillExperiments") return bulk_status(stub.KillExperiments(&ctx, bulk, &bulked));
+  if (method == "PauseExperiments") return bulk_status(stub.PauseExperiments(&ctx, bulk, &bulked));
+  if (method == "ActivateExperiments")
+    return bulk_status(stub.ActivateExperiments(&ctx, bulk, &bulked));
+  if (method == "ArchiveExperiments")
+    return bulk_status(stub.ArchiveExperiments(&ctx, bulk, &bulked));
+  if (method == "UnarchiveExperiments")
+    return bulk_status(stub.UnarchiveExperiments(&ctx, bulk, &bulked));
+  if (method == "DeleteExperiments")
+    return bulk_status(stub.DeleteExperiments(&ctx, bulk, &bulked));
+  if (method == "DeleteCheckpoints") {
+    v1::DeleteCheckpointsRequest r;
+    r.add_uuids(uuid);
+    v1::DeleteCheckpointsResponse out;
+    grpc::Status st = stub.DeleteCheckpoints(&ctx, r, &out);
+    if (st.ok() && out.results_size() > 0 &&
+        out.results(0).code() == grpc::StatusCode::PERMISSION_DENIED) {
+      return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, out.results(0).error());
+    }
+    return st;
+  }
+  if (method == "GetResourcePools") {
+    v1::GetResourcePoolsResponse out;
+    return stub.GetResourcePools(&ctx, v1::GetResourcePoolsRequest(), &out);
+  }
+  if (method == "ContinueExperiment") {
+    v1::ContinueExperimentRequest r;
+    r.set_id(experiment);
+    r.set_max_length(500);
+    return stub.ContinueExperiment(&ctx, r, &created);
+  }
+  if (method == "GetExperimentTrials") {
+    v1::GetExperimentTrialsRequest r;
+    r.set_experiment_id(experiment);
+    v1::GetExperimentTrialsResponse out;
+    return stub.GetExperimentTrials(&ctx, r, &out);
+  }
+  if (method == "GetExperimentCheckpoints") {
+    v1::GetExperimentCheckpointsRequest r;
+    r.set_id(experiment);
+    v1::GetExperimentCheckpointsResponse out;
+    return stub.GetExperimentCheckpoints(&ctx, r, &out);
+  }
+  v1::GetTrialMetricsRequest metrics;
+  metrics.set_trial_id(999999);
+  v1::GetTrialLogsRequest logs;
+  logs.set_trial_id(999999);
+  if (method == "GetTrial") {
+    v1::GetTrialRequest r;
+    r.set_trial_id(999999);
+    v1::GetTrialResponse out;
+    return stub.GetTrial(&ctx, r, &out);
+  }
+  if (method == "GetTrialMetrics") {
+    v1::GetTrialMetricsResponse out;
+    return stub.GetTrialMetrics(&ctx, metrics, &out);
+  }
+  if (method == "FollowTrialMetrics") {
+    auto reader = stub.FollowTrialMetrics(&ctx, metrics);
+    v1::MetricReport m;
+    while (reader->Read(&m)) {
+    }
+    return reader->Finish();
+  }
+  if (method == "GetTrialLogs") {
+    v1::GetTrialLogsResponse out;
+    return stub.GetTrialLogs(&ctx, logs, &out);
+  }
+  if (method == "FollowTrialLogs") {
+    auto reader = stub.FollowTrialLogs(&ctx, logs);
+    v1::LogLine l;
+    while (reader->Read(&l)) {
+    }
+    return reader->Finish();
+  }
+  if (method == "GetAgents") {
+    v1::GetAgentsResponse out;
+    return stub.GetAgents(&ctx, v1::GetAgentsRequest(), &out);
+  }
+  if (method == "GetMaster") {
+    v1::GetMasterResponse out;
+    return stub.GetMaster(&ctx, v1::GetMasterRequest(), &out);
+  }
+  if (method == "GetClusterUtilization") {
+    v1::GetClusterUtilizationResponse out;
+    return stub.GetClusterUtilization(&ctx, v1::GetClusterUtilizationRequest(), &out);
+  }
+  ADD_FAILURE() << "Api." << method << " is not called by this test: add it to CallGrpc";
+  return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, method);
+}
+
+TEST_F(AccessMatrix, EveryGrpcMethodAnswersEveryCallerAsThePolicySays) {
+  ASSERT_NE(cluster_, nullptr);
+  auto stub = v1::Api::NewStub(
+      grpc::CreateChannel(cluster_->grpc_address(), grpc::InsecureChannelCredentials()));
+  const auto* service =
+      google::protobuf::DescriptorPool::generated_pool()->FindServiceByName("steadfast.v1.Api");
+  ASSERT_NE(service, nullptr);
+  for (int i = 0; i < service->method_count(); ++i) {
+    const std::string method = service->method(i)->name();
+    auto rule = master::GrpcPolicy().find(method);
+    ASSERT_NE(rule, master::GrpcPolicy().end())
+        << "Api." << method << " has no policy entry (access_policy.h)";
+    for (const Caller& caller : callers_) {
+      auto [experiment, uuid] = FreshExperiment();
+      grpc::Status st = CallGrpc(*stub, method, caller.token, experiment, uuid);
+      const Want got = st.error_code() == grpc::StatusCode::UNAUTHENTICATED     ? Want::k401
+                       : st.error_code() == grpc::StatusCode::PERMISSION_DENIED ? Want::k403
+                                                                                : Want::kAllowed;
+      EXPECT_EQ(WantName(got), std::string(WantName(Expected(rule->second.first, caller.name))))
+          << "Api." << method << " as " << caller.name << ": " << st.error_code() << " "
+          << st.error_message();
+    }
+  }
+}
+
+// Raw requests, for what HttpClient would never send.
+std::pair<int, std::string> Raw(const std::string& host, int port, const std::string& request) {
+  namespace asio = boost::asio;
+  asio::io_context io;
+  asio::ip::tcp::socket s(io);
+  s.connect({asio::ip::make_address(host), static_cast<uint16_t>(port)});
+  asio::write(s, asio::buffer(request));
+  std::string out;
+  boost::system::error_code ec;
+  char buf[4096];
+  for (size_t n; (n = s.read_some(asio::buffer(buf), ec)) > 0 && !ec;) out.append(buf, n);
+  const int code = out.size() > 12 ? std::atoi(out.c_str() + 9) : 0;
+  return {code, out};
+}
+
+TEST_F(AccessMatrix, BadCredentialsAndAFloodOfWrongPasswordsGetCleanAnswers) {
+  ASSERT_NE(cluster_, nullptr);
+  const std::string host = "127.0.0.1";
+  const int port = std::stoi(cluster_->url().substr(cluster_->url().rfind(':') + 1));
+  auto get = [&](const std::string& headers) {
+    return Raw(
+        host, port,
+        "GET /api/v1/experiments HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" + headers + "\r\n");
+  };
+  for (const std::string& h :
+       {std::string("Authorization: Basic YWRtaW46YWRtaW4=\r\n"),
+        std::string("Authorization: Bearer\r\n"), std::string("Authorization: Bearer \r\n"),
+        std::string("Authorization: bearer sfa_x\r\n"),
+        "Authorization: Bearer " + std::string(5000, 'a') + "\r\n",
+        std::string("Authorization: Bearer \xff\xfe\r\n"), std::string("Cookie: sf_session=\r\n"),
+        std::string("Cookie: sf_session=sfs_nope; other=1\r\n")}) {
+    auto [code, text] = get(h);
+    EXPECT_EQ(code, 401) << h.substr(0, 60) << "\n" << text.substr(0, 300);
+    EXPECT_NE(text.find("WWW-Authenticate: Bearer"), std::string::npos) << text.substr(0, 300);
+  }
+  // A cookie session may not mutate without the dashboard's header (CSRF).
+  const std::string session = cluster_->Login("admin", cluster_->admin_password());
+  auto [csrf, csrf_text] = Raw(
+      host, port,
+      "POST /api/v1/workspaces HTTP/1.1\r\nHost: x\r\nConnection: close\r\nCookie: sf_session=" +
+          session +
+          "\r\nContent-Type: application/json\r\nContent-Length: 15\r\n\r\n{\"name\":\"csrf\"}");
+  EXPECT_EQ(csrf, 403) << csrf_text;
+  // Non-UTF-8 and overlong user names are wrong logins, not errors.
+  for (const std::string& user :
+       {std::string("\xff\xfe"), std::string(300, 'u'), std::string("a\"b")}) {
+    std::string body = "{\"username\":\"" + (user == "a\"b" ? std::string("a\\\"b") : user) +
+                       "\",\"password\":\"x\"}";
+    auto [code, text] =
+        Raw(host, port,
+            "POST /api/v1/auth/login HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: "
+            "application/json\r\nContent-Length: " +
+                std::to_string(body.size()) + "\r\n\r\n" + body);
+    EXPECT_TRUE(code == 400 || code == 401 || code == 429) << code << " " << text.substr(0, 300);
+  }
+  // 1,000 wrong passwords in a row: a few are checked, the rest refused with 429 and a wait;
+  // the master stays up and still answers the right password from another user's address
+  // only after the wait (same address here), while other callers' tokens keep working.
+  int wrong = 0, limited = 0, other = 0;
+  for (int i = 0; i < 1000; ++i) {
+    auto [code, body] =
+        Call("", "POST", "/api/v1/auth/login", R"({"username":"victim","password":"guess"})");
+    if (code == 401)
+      ++wrong;
+    else if (code == 429)
+      ++limited;
+    else
+      ++other;
+  }
+  EXPECT_EQ(other, 0);
+  EXPECT_LE(wrong, 10);
+  EXPECT_GE(limited, 990);
+  EXPECT_EQ(cluster_->Get("/health").first, 200);
+  EXPECT_EQ(Call(callers_.back().token, "GET", "/api/v1/experiments?limit=1", "").first, 200);
+  auto [limited_code, limited_body] =
+      Call("", "POST", "/api/v1/auth/login", R"({"username":"victim","password":"guess"})");
+  EXPECT_EQ(limited_code, 429);
+  EXPECT_NE(limited_body.ToJson().find("retry in"), std::string::npos) << limited_body.ToJson();
+}
+
+}  // namespace
+}  // namespace sf::testing
