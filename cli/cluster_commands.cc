@@ -760,6 +760,21 @@ void AddClusterCommands(CLI::App& sf, CommandAction& action) {
   agent->require_subcommand(1);
   AddCommand(agent, "list", "list agents, their slots and how many are busy", action,
              [](const Flags& f, Api& api) { return ListAgentsOrSlots(false, f, api); });
+  for (const char* what : {"revoke", "restore"}) {
+    AddCommand(agent, what,
+               std::string(what) == "revoke"
+                   ? "shut one agent out (admins): refused even with the join token, disconnected if connected"
+                   : "let a revoked agent join again (admins)",
+               action,
+               [w = std::string(what)](const Flags& f, Api& api) {
+                 auto r = api.Call("POST", "/api/v1/agents/" + QueryValue(f.id) + "/" + w);
+                 if (!r) return api.exit_code;
+                 std::cout << (f.json ? r->ToJson() : "agent " + f.id + (w == "revoke" ? " revoked" : " restored"))
+                           << "\n";
+                 return kExitOk;
+               })
+        .Id("AGENT_ID", "the agent's id (sf agent list)");
+  }
 
   CLI::App* slot = sf.add_subcommand("slot", "the agents' slots");
   slot->require_subcommand(1);

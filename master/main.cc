@@ -135,6 +135,11 @@ int main(int argc, char** argv) {
   Accounts accounts(db->get());
   Authorizer authorizer(&accounts, db->get());
   LoginLimiter login_limiter;
+  AgentRevocations revocations(db->get());
+  if (Status st = revocations.Load(); !st.ok()) {
+    log::Error("master", {{"event", "revocations_failed"}, {"error", st.message()}});
+    return 1;
+  }
   if (config->disable_auth) {
     log::Warn("master", {{"event", "AUTH_DISABLED"},
                          {"why", "--disable-auth: every caller of the REST and gRPC APIs may do everything"}});
@@ -160,6 +165,7 @@ int main(int argc, char** argv) {
   api.SetAuth(config->disable_auth ? nullptr : &accounts, &authorizer);
   DeliveryLedger delivery_ledger(db->get());
   AgentLinkGrpcService agent_link(&cluster, &delivery_ledger, join_token);
+  agent_link.SetRevocations(&revocations);
   TrialLinkGrpcService trial_link(&cluster, &*task_tokens);
 
   grpc::ServerBuilder builder;
@@ -193,6 +199,7 @@ int main(int argc, char** argv) {
   http_options.accounts = config->disable_auth ? nullptr : &accounts;
   http_options.authorizer = &authorizer;
   http_options.login_limiter = &login_limiter;
+  http_options.revocations = &revocations;
   http_options.metrics_public = !config->metrics_require_auth;
   http_options.port = config->http_port;
   http_options.webui_dir = FindWebUi(config->webui_dir);

@@ -378,6 +378,13 @@ grpc::Status AgentLinkGrpcService::Connect(
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                         "agent " + agent_id + " presented " + why + "; give it the cluster's (docs/security.md)");
   }
+  auto revoked = [&] { return revocations_ && revocations_->IsRevoked(agent_id); };
+  const std::string revoked_why = "agent " + agent_id + " is revoked; an admin restores it with `sf agent restore " +
+                                  agent_id + "` (docs/security.md)";
+  if (revoked()) {
+    log::Warn("agent", {{"event", "refused"}, {"id", agent_id}, {"peer", context->peer()}, {"reason", "revoked"}});
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, revoked_why);
+  }
   if (Status claim = cluster_->CheckAgentClaim(agent_id, incarnation); !claim.ok()) {
     log::Warn("agent", {{"event", "refused"}, {"id", agent_id}, {"peer", context->peer()}, {"reason", claim.message()}});
     return ToGrpc(claim);
@@ -406,7 +413,14 @@ grpc::Status AgentLinkGrpcService::Connect(
   v1::AgentMessage msg;
   while (stream->Read(&msg)) {
     switch (msg.body_case()) {
-      case v1::AgentMessage::kHeartbeat: cluster_->AgentHeartbeat(agent_id); break;
+      case v1::AgentMessage::kHeartbeat:
+        if (revoked()) {
+          log::Warn("agent", {{"event", "disconnected"}, {"id", agent_id}, {"reason", "revoked"}});
+          end = grpc::Status(grpc::StatusCode::UNAUTHENTICATED, revoked_why);
+          break;
+        }
+        cluster_->AgentHeartbeat(agent_id);
+        break;
       case v1::AgentMessage::kTaskState:
       case v1::AgentMessage::kLogs: {
         if (!tracked || msg.sequence() <= 0) {

@@ -10,6 +10,7 @@
 #include "master/agentlink/delivery_ledger.h"
 #include "master/api/api_handlers.h"
 #include "master/auth/access_policy.h"
+#include "master/auth/agent_revocations.h"
 #include "master/auth/accounts.h"
 #include "master/auth/audit_log.h"
 #include "steadfast/v1/agent_link.grpc.pb.h"
@@ -139,11 +140,14 @@ class AgentLinkGrpcService final : public steadfast::v1::AgentLink::Service {
   grpc::Status Connect(grpc::ServerContext* context,
                        grpc::ServerReaderWriter<steadfast::v1::MasterMessage, steadfast::v1::AgentMessage>* stream)
       override;
+  // Revoked agents are refused, and a connected one is disconnected at its next heartbeat.
+  void SetRevocations(const AgentRevocations* revocations) { revocations_ = revocations; }
 
  private:
   Cluster* cluster_;
   DeliveryLedger* ledger_;
   std::string join_token_;
+  const AgentRevocations* revocations_ = nullptr;
 };
 
 // ReportMetrics, the hot path, is a callback (reactor) method: its handler queues the rows and

@@ -764,6 +764,19 @@ struct HttpServer::Impl {
       res = Reply(handlers->GetTrialLogs(r), req);
       return;
     }
+    if (path.rfind("/api/v1/agents/", 0) == 0) {
+      auto match = MatchRest(std::string(http::to_string(method)), path);
+      if (!match) return wrong_method("POST");
+      route = match->rule->route;
+      if (!options.revocations) return void(res = Error(NotFound("this master keeps no agent revocations"), req));
+      const std::string& agent = match->params.at("agent");
+      const bool revoke = route.size() > 7 && route.substr(route.size() - 7) == "/revoke";
+      Status st = revoke ? options.revocations->Revoke(agent, p.username) : options.revocations->Restore(agent);
+      if (!st.ok()) return void(res = Error(st, req));
+      log::Info("auth", {{"event", revoke ? "agent_revoked" : "agent_restored"}, {"agent", agent}, {"by", p.username}});
+      res = Json(200, Value(Value::Map{{"agentId", agent}, {"revoked", revoke}}).ToJson(), req);
+      return;
+    }
     if (path == "/api/v1/agents") {
       route = path;
       if (method != http::verb::get) return wrong_method("GET");
@@ -924,6 +937,12 @@ class Session : public std::enable_shared_from_this<Session> {
     if (path.rfind("/api/v1/", 0) != 0) return;
     AuditEntry e;
     e.actor = principal_.username;
+    if (e.actor.empty() && path == "/api/v1/auth/login") {
+      // A login is on record under the name it tried (never with its password).
+      auto body = Value::FromJson(req.body());
+      const Value* name = body.ok() && body->is_map() ? body->Find("username") : nullptr;
+      if (name && name->is_string() && Accounts::CheckUsername(name->as_string()).ok()) e.actor = name->as_string();
+    }
     if (e.actor.empty() || !IsText(e.actor) || e.actor.size() > 200) e.actor = "anonymous";
     beast::error_code ec;
     auto peer = stream_.socket().remote_endpoint(ec);

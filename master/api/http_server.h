@@ -32,6 +32,7 @@
 #include "master/api/master_metrics.h"
 #include "master/auth/access_policy.h"
 #include "master/auth/accounts.h"
+#include "master/auth/agent_revocations.h"
 #include "master/auth/audit_log.h"
 #include "master/auth/login_limiter.h"
 
@@ -57,6 +58,7 @@ struct HttpOptions {
   Accounts* accounts = nullptr;
   Authorizer* authorizer = nullptr;     // required with accounts
   LoginLimiter* login_limiter = nullptr;  // required with accounts
+  AgentRevocations* revocations = nullptr;  // POST /api/v1/agents/{id}/revoke|restore; none: 404
   bool metrics_public = true;           // /metrics without credentials
   bool secure_cookies = false;          // the session cookie only over TLS
 };

@@ -27,6 +27,10 @@ Value Op(const std::string& summary, const std::string& op_id, Value::List param
          const std::string& response, std::optional<std::string> body = std::nullopt) {
   Value::Map responses{{"200", JsonResponse(response, "OK")},
                        {"400", JsonResponse("Error", "bad request (field paths in errors)")},
+                       {"401", JsonResponse("Error", "no, malformed, unknown, expired or revoked credentials "
+                                                     "(Authorization: Bearer TOKEN)")},
+                       {"403", JsonResponse("Error", "the caller's role or ownership does not allow it "
+                                                     "(docs/security.md, the access policy)")},
                        {"404", JsonResponse("Error", "not found")},
                        {"409", JsonResponse("Error", "illegal state transition")},
                        {"503", JsonResponse("Error",
@@ -125,6 +129,12 @@ std::string OpenApiDocument() {
                   Param("follow", "query", "boolean", "stream new lines (text/event-stream)")},
                  "GetTrialLogsResponse")}};
   paths["/api/v1/agents"] = Value::Map{{"get", Op("List agents and their slots", "GetAgents", {}, "GetAgentsResponse")}};
+  for (const char* action : {"revoke", "restore"}) {
+    paths[std::string("/api/v1/agents/{agent}/") + action] = Value::Map{
+        {"post", Op(std::string(action) + " an agent (admins): a revoked agent is refused at AgentLink even with the "
+                                          "join token, and disconnected if connected",
+                    std::string(action) + "Agent", {Param("agent", "path", "string", "the agent's id")}, "AgentRevocation")}};
+  }
   paths["/api/v1/resource-pools"] = Value::Map{
       {"get", Op("The resource pools (of agents, or asked for by waiting trials): slots, usage and queue",
                  "GetResourcePools", {}, "GetResourcePoolsResponse")}};
@@ -145,8 +155,65 @@ std::string OpenApiDocument() {
                  "GetAuditLogResponse")}};
   paths["/api/v1/master"] = Value::Map{{"get", Op("Master information", "GetMaster", {}, "GetMasterResponse")}};
   paths["/health"] = Value::Map{{"get", Op("Liveness and database health", "Health", {}, "Health")}};
+  paths["/api/v1/openapi.json"] = Value::Map{{"get", Op("This document (OpenAPI 3)", "OpenApi", {}, "Empty")}};
+  // Accounts (docs/security.md): sessions, users, API tokens, workspaces.
+  Value user = Param("username", "path", "string", "a user name");
+  paths["/api/v1/auth/login"] = Value::Map{
+      {"post", Op("Log in: a session token (also set as the HttpOnly cookie sf_session); 429 with Retry-After when "
+                  "rate limited",
+                  "Login", {}, "LoginResponse", "LoginRequest")}};
+  paths["/api/v1/auth/logout"] = Value::Map{{"post", Op("End the caller's session", "Logout", {}, "Empty")}};
+  paths["/api/v1/auth/me"] = Value::Map{{"get", Op("Who the caller is: name, role, workspaces", "WhoAmI", {}, "Me")}};
+  paths["/api/v1/users"] = Value::Map{{"get", Op("List users (admins)", "ListUsers", {}, "UsersResponse")},
+                                      {"post", Op("Create a user (admins)", "CreateUser", {}, "UserResponse", "NewUser")}};
+  for (const char* action : {"role", "activate", "deactivate", "password"}) {
+    paths[std::string("/api/v1/users/{username}/") + action] = Value::Map{
+        {"post", Op(std::string("Set a user's ") + action +
+                        (std::string(action) == "password" ? " (the user, or admins)" : " (admins)"),
+                    std::string("User_") + action, {user}, "UserResponse", "UserChange")}};
+  }
+  paths["/api/v1/tokens"] = Value::Map{
+      {"get", Op("The caller's API tokens and sessions (all=true: everyone's, admins)", "ListTokens",
+                 {Param("all", "query", "boolean", "every user's (admins)")}, "TokensResponse")},
+      {"post", Op("Create an API token; the token is in this answer only", "CreateToken", {}, "NewToken",
+                  "TokenRequest")}};
+  paths["/api/v1/tokens/{id}"] = Value::Map{
+      {"delete", Op("Revoke a token (one's own; admins any)", "RevokeToken", {id}, "Empty")}};
+  paths["/api/v1/workspaces"] = Value::Map{
+      {"get", Op("Workspaces and their members", "ListWorkspaces", {}, "WorkspacesResponse")},
+      {"post", Op("Create a workspace (its creator becomes its admin)", "CreateWorkspace", {}, "Workspace",
+                  "WorkspaceRequest")}};
+  paths["/api/v1/workspaces/{workspace}/members/{username}"] = Value::Map{
+      {"put", Op("Add a member or change their role (workspace admins, admins)", "SetWorkspaceMember",
+                 {Param("workspace", "path", "string", "the workspace"), user}, "Empty", "MemberRole")},
+      {"delete", Op("Remove a member (workspace admins, admins)", "RemoveWorkspaceMember",
+                    {Param("workspace", "path", "string", "the workspace"), user}, "Empty")}};
 
   Value::Map schemas;
+  schemas["Empty"] = Object({});
+  schemas["AgentRevocation"] = Object({{"agentId", Type("string")}, {"revoked", Type("boolean")}});
+  schemas["LoginRequest"] = Object({{"username", Type("string")}, {"password", Type("string")}});
+  schemas["User"] = Object({{"username", Type("string")}, {"role", Type("string")}, {"active", Type("boolean")},
+                            {"createdAt", Type("string")}});
+  schemas["LoginResponse"] = Object({{"token", Type("string")}, {"user", Ref("User")}});
+  schemas["Membership"] = Object({{"name", Type("string")}, {"role", Type("string")}});
+  schemas["Me"] = Object({{"username", Type("string")}, {"role", Type("string")}, {"workspaces", ArrayOf("Membership")}});
+  schemas["UsersResponse"] = Object({{"users", ArrayOf("User")}});
+  schemas["UserResponse"] = Object({{"user", Ref("User")}});
+  schemas["NewUser"] = Object({{"username", Type("string")}, {"password", Type("string")}, {"role", Type("string")}});
+  schemas["UserChange"] = Object({{"role", Type("string")}, {"password", Type("string")}});
+  schemas["Token"] = Object({{"id", Type("string")}, {"name", Type("string")}, {"username", Type("string")},
+                             {"kind", Type("string")}, {"createdAt", Type("string")}, {"expiresAt", Type("string")},
+                             {"lastUsedAt", Type("string")}, {"revoked", Type("boolean")}});
+  schemas["TokensResponse"] = Object({{"tokens", ArrayOf("Token")}});
+  schemas["TokenRequest"] = Object({{"name", Type("string")}, {"expiresInSeconds", Type("integer")}});
+  schemas["NewToken"] = Object({{"id", Type("string")}, {"name", Type("string")}, {"token", Type("string")},
+                                {"expiresAt", Type("string")}});
+  schemas["Member"] = Object({{"username", Type("string")}, {"role", Type("string")}});
+  schemas["Workspace"] = Object({{"id", Type("string")}, {"name", Type("string")}, {"members", ArrayOf("Member")}});
+  schemas["WorkspacesResponse"] = Object({{"workspaces", ArrayOf("Workspace")}});
+  schemas["WorkspaceRequest"] = Object({{"name", Type("string")}});
+  schemas["MemberRole"] = Object({{"role", Type("string")}});
   schemas["Error"] = Object({{"code", Type("integer")}, {"message", Type("string")}, {"errors", ArrayOf("ConfigError")}});
   schemas["AuditEntry"] = Object({{"id", Type("string")}, {"time", Type("string")}, {"actor", Type("string")},
                                   {"peer", Type("string")}, {"method", Type("string")}, {"path", Type("string")},

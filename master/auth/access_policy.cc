@@ -52,6 +52,8 @@ const std::vector<RestRule>& RestPolicy() {
         {"GET", "/api/v1/trials/{id}/metrics", Need::kSignedIn, "read"},
         {"GET", "/api/v1/trials/{id}/logs", Need::kSignedIn, "read"},
         {"GET", "/api/v1/agents", Need::kSignedIn, "read"},
+        {"POST", "/api/v1/agents/{agent}/revoke", Need::kAdmin, "revoke agents"},
+        {"POST", "/api/v1/agents/{agent}/restore", Need::kAdmin, "restore agents"},
         {"GET", "/api/v1/resource-pools", Need::kSignedIn, "read"},
         {"GET", "/api/v1/cluster/utilization", Need::kSignedIn, "read"},
         {"GET", "/api/v1/master", Need::kSignedIn, "read"},

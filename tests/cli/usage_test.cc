@@ -43,6 +43,8 @@ const std::set<std::string> kCommands = {
     "sf trial metrics",
     "sf agent",
     "sf agent list",
+    "sf agent revoke",
+    "sf agent restore",
     "sf slot",
     "sf slot list",
     "sf login",

@@ -9,6 +9,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include <boost/asio.hpp>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <thread>
@@ -202,6 +204,7 @@ TEST_F(AccessMatrix, EveryRestRouteAnswersEveryCallerAsThePolicySays) {
       };
       fill("{uuid}", uuid);
       fill("{workspace}", "team");
+      fill("{agent}", "matrix-agent");
       // {username}: "owner" for a password (kSelf), else the spare user "target".
       fill("{username}", rule.route.find("/password") != std::string::npos ? "owner" : "target");
       fill("{id}",
@@ -278,6 +281,14 @@ TEST_F(AccessMatrix, EveryRouteTheApiDescribesHasAPolicyEntry) {
     }
   }
   EXPECT_GE(described, 30);
+  // And the other way: every route the policy names is described.
+  for (const master::RestRule& r : master::RestPolicy()) {
+    if (r.route == "/health") continue;
+    std::string m = r.method;
+    for (char& c : m) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const Value* ops = doc.Find("paths")->Find(r.route);
+    EXPECT_TRUE(ops && ops->Find(m)) << r.method << " " << r.route << " is in the policy but not in openapi.json";
+  }
   // And a route no entry names is not served, whatever the caller.
   for (const Caller& caller : callers_) {
     EXPECT_EQ(Call(caller.token, "GET", "/api/v1/not-a-route", "").first, 404) << caller.name;
@@ -522,6 +533,38 @@ TEST_F(AccessMatrix, BadCredentialsAndAFloodOfWrongPasswordsGetCleanAnswers) {
       Call("", "POST", "/api/v1/auth/login", R"({"username":"victim","password":"guess"})");
   EXPECT_EQ(limited_code, 429);
   EXPECT_NE(limited_body.ToJson().find("retry in"), std::string::npos) << limited_body.ToJson();
+}
+
+}  // namespace
+}  // namespace sf::testing
+
+namespace sf::testing {
+namespace {
+
+// Last (gtest runs a file's tests in order): after every caller's token has been sent, and
+// every password checked, none of them is in any log the master wrote.
+TEST_F(AccessMatrix, NoTokenOrPasswordAppearsInAnyLog) {
+  ASSERT_NE(cluster_, nullptr);
+  std::vector<std::string> secrets = {cluster_->admin_password(), cluster_->admin_token()};
+  for (const Caller& c : callers_) {
+    if (c.token.size() > 8) secrets.push_back(c.token.substr(4));  // the random part
+  }
+  for (const char* user : {"viewer", "other", "owner", "member", "target"}) secrets.push_back(std::string(user) + "-password");
+  int logs = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(cluster_->dir())) {
+    if (entry.path().extension() != ".log") continue;
+    std::ifstream in(entry.path(), std::ios::binary);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ++logs;
+    for (const std::string& secret : secrets) {
+      if (secret.empty()) continue;
+      EXPECT_EQ(text.find(secret), std::string::npos) << entry.path() << " holds a secret";
+    }
+    EXPECT_NE(text.find("login"), std::string::npos) << entry.path() << ": the logins are on record (by name)";
+  }
+  EXPECT_GE(logs, 1);
+  // The password file the master was started with is gone.
+  EXPECT_FALSE(std::filesystem::exists(cluster_->dir() + "/admin-password"));
 }
 
 }  // namespace

@@ -249,10 +249,17 @@ std::string Escape(const std::string& s, size_t max = 160) {
   return out;
 }
 
+// The admin's token (the fixture logs in): every built request carries it, so the fuzzing
+// reaches the handlers behind authentication, unless it brings an Authorization of its own.
+std::string g_bearer;
+
 std::string Build(const std::string& method, const std::string& target, const std::string& body,
                   const std::string& content_type = "application/json",
                   const std::vector<std::string>& extra_headers = {}) {
   std::string raw = method + " " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n";
+  bool own_authorization = false;
+  for (const std::string& h : extra_headers) own_authorization |= h.rfind("Authorization:", 0) == 0;
+  if (!g_bearer.empty() && !own_authorization) raw += "Authorization: Bearer " + g_bearer + "\r\n";
   if (!content_type.empty()) {
     raw += "Content-Type: " + content_type + "\r\n";
   }
@@ -765,9 +772,10 @@ class Generator {
         }
         break;
       case 2:
-        headers = {"X-SF-User: " + pick(std::vector<std::string>{
-                                       "\xff\xfe", std::string("a\x01") + "b",
-                                       std::string(10000, 'u'), "\xed\xa0\x80", "\xc3\x28"})};
+        headers = {"Authorization: " + pick(std::vector<std::string>{
+                                           "Bearer \xff\xfe", std::string("Bearer a\x01") + "b",
+                                           "Bearer " + std::string(10000, 'u'), "Bearer \xed\xa0\x80",
+                                           "Digest x", "Bearer sfa_" + std::string(64, 'f')})};
         break;
       case 3:
         headers = {"Bad Header: x", "\xff: y"};
@@ -832,14 +840,15 @@ std::vector<FuzzRequest> FixedCases(const std::string& yaml, const std::string& 
   for (const std::string& target : TraversalTargets(sibling)) {
     out.push_back({"path traversal", "GET", target, Build("GET", target, "", ""), false});
   }
-  // Creates that are valid but for one value the database cannot hold as text.
-  for (const std::string& owner :
-       {"\xff\xfe"s, "\xc3\x28"s, std::string("a\x01") + "b", "\xed\xa0\x80"s}) {
+  // Creates that are valid but for credentials that are not: refused (401), nothing stored.
+  for (const std::string& authorization :
+       {"Bearer \xff\xfe"s, "Bearer "s + std::string(10000, 'a'), "Basic YWRtaW46YWRtaW4="s,
+        "Bearer sfa_"s + std::string(64, '0'), "Bearer"s, "Bearer sfs_\x01"s}) {
     std::string body = Value(Value::Map{{"configYaml", yaml}, {"activate", false}}).ToJson();
-    out.push_back(
-        {"bad X-SF-User", "POST", "/api/v1/experiments",
-         Build("POST", "/api/v1/experiments", body, "application/json", {"X-SF-User: " + owner}),
-         true});
+    out.push_back({"bad Authorization", "POST", "/api/v1/experiments",
+                   Build("POST", "/api/v1/experiments", body, "application/json",
+                         {"Authorization: " + authorization}),
+                   true});
   }
   for (const char* name : {"\"a\\0b\"", "\"\\xff\"", "\"\\ud800\"", "\"\\x01\""}) {
     std::string y = yaml;
@@ -911,6 +920,7 @@ TEST(ApiFuzz, GeneratedBadRequestsGetNo5xxStoreNothingAndLeaveTheMasterUp) {
   layout.master_flags = {"--webui-dir", web.path() + "/ui"};
   Cluster cluster(0, 1, layout);
   ASSERT_FALSE(cluster.db().empty()) << "no PostgreSQL";
+  g_bearer = cluster.admin_token();
   const int port = std::stoi(cluster.url().substr(cluster.url().rfind(':') + 1));
   const pid_t master = cluster.master_pid();
 

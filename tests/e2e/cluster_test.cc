@@ -66,6 +66,7 @@ TEST(ClusterEndToEnd, GridExperimentCompletesWithMetricsCheckpointsAndLogs) {
   auto channel = grpc::CreateChannel(cluster.grpc_address(), grpc::InsecureChannelCredentials());
   auto stub = steadfast::v1::Api::NewStub(channel);
   grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", "Bearer " + cluster.admin_token());
   steadfast::v1::GetExperimentRequest req;
   req.set_experiment_id(id);
   steadfast::v1::GetExperimentResponse resp;
@@ -77,6 +78,7 @@ TEST(ClusterEndToEnd, GridExperimentCompletesWithMetricsCheckpointsAndLogs) {
   EXPECT_EQ(e.Find("state")->as_string(), steadfast::v1::ExperimentState_Name(resp.experiment().state()));
   EXPECT_EQ(e.Find("numTrials")->as_int(), resp.experiment().num_trials());
   grpc::ClientContext ctx2;
+  ctx2.AddMetadata("authorization", "Bearer " + cluster.admin_token());
   steadfast::v1::GetExperimentTrialsRequest treq;
   treq.set_experiment_id(id);
   steadfast::v1::GetExperimentTrialsResponse tresp;

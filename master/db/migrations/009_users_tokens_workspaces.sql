@@ -45,3 +45,11 @@ CREATE TABLE workspace_members (
 );
 
 ALTER TABLE experiments ADD COLUMN workspace_id BIGINT NOT NULL DEFAULT 1 REFERENCES workspaces(id);
+
+-- Agents an admin has revoked (`sf agent revoke ID`): refused at AgentLink even with the join
+-- token, and a connected one is disconnected, until `sf agent restore ID`.
+CREATE TABLE revoked_agents (
+  agent_id        TEXT PRIMARY KEY,
+  revoked_by      TEXT NOT NULL,
+  revoked_at      TIMESTAMPTZ NOT NULL DEFAULT now()
+);
