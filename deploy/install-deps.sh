@@ -18,8 +18,11 @@ packages=(
   libboost-dev libboost-system-dev libyaml-cpp-dev prometheus-cpp-dev
   # command lines (every program and subcommand parses its flags with CLI11)
   libcli11-dev
-  # crypto: HMAC task tokens and random secrets (OpenSSL)
-  libssl-dev
+  # crypto: HMAC task tokens and random secrets, TLS on REST and gRPC (OpenSSL); the `openssl`
+  # tool makes `sf deploy local`'s private CA and certificates
+  libssl-dev openssl
+  # sf's defaults file (~/.config/steadfast/cli.json)
+  nlohmann-json3-dev
   # engine: GEMMs (Debian's oneDNN CMake config also wants OpenCL), tokenizer, CPU allreduce
   libdnnl-dev ocl-icd-opencl-dev opencl-c-headers libsentencepiece-dev sentencepiece
   libopenmpi-dev openmpi-bin
