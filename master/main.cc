@@ -67,12 +67,17 @@ int main(int argc, char** argv) {
     log::Error("master", {{"event", "task_token_secret_failed"}, {"error", task_tokens.status().message()}});
     return 1;
   }
-  if (config->insecure && !IsLoopback(config->bind_address)) {
-    for (int i = 0; i < 3; ++i) {  // loudly: the operator accepted an unauthenticated, plaintext API
+  if (config->insecure) {
+    // Loudly: the operator accepted plaintext APIs on the network (or asked to).
+    const bool exposed = !IsLoopback(config->bind_address) && !config->tls_enabled();
+    for (int i = 0; i < (exposed ? 3 : 1); ++i) {
       log::Warn("master", {{"event", "INSECURE"},
                            {"bind", config->bind_address},
-                           {"why", "--insecure: the REST and gRPC APIs are neither authenticated nor encrypted; "
-                                   "anyone who reaches these ports can act on the cluster"}});
+                           {"tls", config->tls_enabled() ? "on" : "off"},
+                           {"why", exposed ? "--insecure: the REST and gRPC APIs go in plaintext on a non-loopback "
+                                             "address; anyone who reaches these ports can act on the cluster"
+                                           : "--insecure given, though not needed: the bind address is loopback "
+                                             "or TLS is on"}});
     }
   }
   std::string join_token;
@@ -123,8 +128,16 @@ int main(int argc, char** argv) {
 
   grpc::ServerBuilder builder;
   int grpc_port = 0;
-  builder.AddListeningPort(config->bind_address + ":" + std::to_string(config->grpc_port),
-                           grpc::InsecureServerCredentials(), &grpc_port);
+  std::shared_ptr<grpc::ServerCredentials> grpc_credentials = grpc::InsecureServerCredentials();
+  if (config->tls_enabled()) {
+    // TLS only on this port: agents, trainers and Api clients verify the certificate with the
+    // cluster's CA (docs/security.md); the master asks no client for one.
+    grpc::SslServerCredentialsOptions ssl;
+    ssl.pem_key_cert_pairs.push_back({config->tls.private_key_pem, config->tls.cert_chain_pem});
+    grpc_credentials = grpc::SslServerCredentials(ssl);
+  }
+  builder.AddListeningPort(config->bind_address + ":" + std::to_string(config->grpc_port), grpc_credentials,
+                           &grpc_port);
   builder.RegisterService(&api);
   builder.RegisterService(&agent_link);
   builder.RegisterService(&trial_link);
@@ -155,6 +168,7 @@ int main(int argc, char** argv) {
   http_options.max_connections = config->http_max_connections;
   http_options.read_timeout = std::chrono::seconds(config->http_read_timeout_seconds);
   http_options.max_streams = config->http_max_streams;
+  http_options.tls = config->tls;  // empty: plain HTTP
   HttpServer http(&handlers, &metrics, http_options);
   Status http_started = http.Start();
   if (!http_started.ok()) {
@@ -162,7 +176,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   log::Info("master", {{"event", "serving"}, {"grpc_port", std::to_string(grpc_port)},
-                       {"http_port", std::to_string(http.port())}, {"webui", http_options.webui_dir},
+                       {"http_port", std::to_string(http.port())}, {"tls", config->tls_enabled() ? "on" : "off"},
+                       {"webui", http_options.webui_dir},
                        {"schema_version", std::to_string((*db)->SchemaVersion())}});
   while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(200));
   log::Info("master", {{"event", "stopping"}});
