@@ -278,7 +278,8 @@ struct HttpServer::Impl {
     stream_fds.insert(fd);
     return true;
   }
-  // Called last by a follow thread (after closing `fd`): Stop() may destroy *this right after.
+  // Called last by a follow thread (after letting go of its session): Stop() may destroy *this
+  // right after.
   void EndStream(int fd) {
     std::lock_guard<std::mutex> lock(streams_mu);
     stream_fds.erase(stream_fds.find(fd));
