@@ -42,6 +42,7 @@ struct MasterEndpoint {
   std::string url;
   std::string ca_file;
 };
-Result<MasterEndpoint> ResolveMasterEndpoint(const std::string& master_flag, const std::string& ca_file_flag);
+Result<MasterEndpoint> ResolveMasterEndpoint(const std::string& master_flag,
+                                             const std::string& ca_file_flag);
 
 }  // namespace sf::cli

@@ -33,7 +33,8 @@ Status Openssl(const std::vector<std::string>& args) {
                               run.status().message());
   }
   if (run->exit_code != 0) {
-    return Internal(JoinCommand(argv) + " failed (exit " + std::to_string(run->exit_code) + "): " + run->output);
+    return Internal(JoinCommand(argv) + " failed (exit " + std::to_string(run->exit_code) +
+                    "): " + run->output);
   }
   return Status::Ok();
 }
@@ -57,17 +58,19 @@ ClusterCertificates ClusterCertificateFiles(const std::string& dir) {
 std::vector<std::string> LocalHostNames() {
   std::vector<std::string> hosts = {"127.0.0.1", "::1", "localhost"};
   char name[256] = {0};
-  if (gethostname(name, sizeof(name) - 1) == 0 && name[0] != '\0' && std::string(name) != "localhost") {
+  if (gethostname(name, sizeof(name) - 1) == 0 && name[0] != '\0' &&
+      std::string(name) != "localhost") {
     hosts.emplace_back(name);
   }
   return hosts;
 }
 
-Result<ClusterCertificates> EnsureClusterCertificates(const std::string& dir, const std::vector<std::string>& hosts) {
+Result<ClusterCertificates> EnsureClusterCertificates(const std::string& dir,
+                                                      const std::vector<std::string>& hosts) {
   const ClusterCertificates files = ClusterCertificateFiles(dir);
   std::error_code ec;
-  if (fs::exists(files.ca_cert, ec) && fs::exists(files.ca_key, ec) && fs::exists(files.server_cert, ec) &&
-      fs::exists(files.server_key, ec)) {
+  if (fs::exists(files.ca_cert, ec) && fs::exists(files.ca_key, ec) &&
+      fs::exists(files.server_cert, ec) && fs::exists(files.server_key, ec)) {
     return files;
   }
   fs::create_directories(dir, ec);
@@ -76,10 +79,26 @@ Result<ClusterCertificates> EnsureClusterCertificates(const std::string& dir, co
 
   // The CA: self-signed, allowed to sign certificates and nothing else.
   SF_RETURN_IF_ERROR(CreatePrivateFile(files.ca_key));
-  SF_RETURN_IF_ERROR(Openssl({"req", "-x509", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                              "-nodes", "-keyout", files.ca_key, "-out", files.ca_cert, "-days", "3650", "-subj",
-                              "/CN=Steadfast cluster CA", "-addext", "basicConstraints=critical,CA:TRUE",
-                              "-addext", "keyUsage=critical,keyCertSign,cRLSign"}));
+  SF_RETURN_IF_ERROR(Openssl({"req",
+                              "-x509",
+                              "-new",
+                              "-newkey",
+                              "ec",
+                              "-pkeyopt",
+                              "ec_paramgen_curve:prime256v1",
+                              "-nodes",
+                              "-keyout",
+                              files.ca_key,
+                              "-out",
+                              files.ca_cert,
+                              "-days",
+                              "3650",
+                              "-subj",
+                              "/CN=Steadfast cluster CA",
+                              "-addext",
+                              "basicConstraints=critical,CA:TRUE",
+                              "-addext",
+                              "keyUsage=critical,keyCertSign,cRLSign"}));
 
   // The master's key and certificate request, then the certificate the CA signs for `hosts`.
   std::string names;
@@ -93,11 +112,13 @@ Result<ClusterCertificates> EnsureClusterCertificates(const std::string& dir, co
                                "extendedKeyUsage=serverAuth\n"
                             << "subjectAltName=" << names << "\n";
   SF_RETURN_IF_ERROR(CreatePrivateFile(files.server_key));
-  SF_RETURN_IF_ERROR(Openssl({"req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                              "-keyout", files.server_key, "-out", request, "-subj", "/CN=steadfast-master"}));
+  SF_RETURN_IF_ERROR(
+      Openssl({"req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+               "-keyout", files.server_key, "-out", request, "-subj", "/CN=steadfast-master"}));
   // No serial file: openssl picks a random serial number.
-  SF_RETURN_IF_ERROR(Openssl({"x509", "-req", "-in", request, "-CA", files.ca_cert, "-CAkey", files.ca_key, "-out",
-                              files.server_cert, "-days", "825", "-sha256", "-extfile", extensions}));
+  SF_RETURN_IF_ERROR(
+      Openssl({"x509", "-req", "-in", request, "-CA", files.ca_cert, "-CAkey", files.ca_key, "-out",
+               files.server_cert, "-days", "825", "-sha256", "-extfile", extensions}));
   fs::remove(request, ec);
   fs::remove(extensions, ec);
   return files;

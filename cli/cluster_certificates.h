@@ -30,7 +30,8 @@ ClusterCertificates ClusterCertificateFiles(const std::string& dir);
 // files already exist they are kept as they are (a deployment started again keeps its CA, so
 // clients that trust it keep working). Errors name the file or the openssl command and its
 // output ("openssl is not installed" when it is missing).
-Result<ClusterCertificates> EnsureClusterCertificates(const std::string& dir, const std::vector<std::string>& hosts);
+Result<ClusterCertificates> EnsureClusterCertificates(const std::string& dir,
+                                                      const std::vector<std::string>& hosts);
 
 // The host names a local master's certificate should carry: 127.0.0.1, ::1, localhost and this
 // machine's host name.

@@ -40,7 +40,9 @@ Result<std::string> ReadFile(const std::string& path, const std::string& label) 
   return text.str();
 }
 
-Bio MemoryBio(const std::string& text) { return Bio(BIO_new_mem_buf(text.data(), static_cast<int>(text.size()))); }
+Bio MemoryBio(const std::string& text) {
+  return Bio(BIO_new_mem_buf(text.data(), static_cast<int>(text.size())));
+}
 
 // The certificates in `pem`, in order (none when it holds no PEM certificate).
 std::vector<Certificate> ParseCertificates(const std::string& pem) {
@@ -64,7 +66,8 @@ std::string ValidityProblem(X509* cert) {
     long n = BIO_get_mem_data(bio.get(), &data);
     return std::string(data, static_cast<size_t>(n));
   };
-  if (X509_cmp_current_time(X509_get0_notAfter(cert)) < 0) return "expired on " + when(X509_get0_notAfter(cert));
+  if (X509_cmp_current_time(X509_get0_notAfter(cert)) < 0)
+    return "expired on " + when(X509_get0_notAfter(cert));
   if (X509_cmp_current_time(X509_get0_notBefore(cert)) > 0) {
     return "is not valid before " + when(X509_get0_notBefore(cert));
   }
@@ -73,7 +76,8 @@ std::string ValidityProblem(X509* cert) {
 
 }  // namespace
 
-Result<ServerCertificate> LoadServerCertificate(const std::string& cert_file, const std::string& key_file) {
+Result<ServerCertificate> LoadServerCertificate(const std::string& cert_file,
+                                                const std::string& key_file) {
   SF_ASSIGN_OR_RETURN(std::string cert_pem, ReadFile(cert_file, "TLS certificate file"));
   SF_ASSIGN_OR_RETURN(std::string key_pem, ReadFile(key_file, "TLS key file"));
   std::vector<Certificate> chain = ParseCertificates(cert_pem);
@@ -87,20 +91,23 @@ Result<ServerCertificate> LoadServerCertificate(const std::string& cert_file, co
   PrivateKey key(PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr));
   ERR_clear_error();
   if (!key) {
-    return InvalidArgument("TLS key file " + key_file +
-                           ": no PEM private key in it (an unencrypted key is needed; the master cannot ask for a "
-                           "passphrase)");
+    return InvalidArgument(
+        "TLS key file " + key_file +
+        ": no PEM private key in it (an unencrypted key is needed; the master cannot ask for a "
+        "passphrase)");
   }
   if (X509_check_private_key(chain.front().get(), key.get()) != 1) {
     ERR_clear_error();
-    return InvalidArgument("TLS key file " + key_file + ": the key does not match the certificate in " + cert_file);
+    return InvalidArgument("TLS key file " + key_file +
+                           ": the key does not match the certificate in " + cert_file);
   }
   return ServerCertificate{std::move(cert_pem), std::move(key_pem)};
 }
 
 Result<std::string> LoadCaCertificates(const std::string& ca_file, const std::string& what) {
   SF_ASSIGN_OR_RETURN(std::string pem, ReadFile(ca_file, what));
-  if (ParseCertificates(pem).empty()) return InvalidArgument(what + " " + ca_file + ": no PEM certificate in it");
+  if (ParseCertificates(pem).empty())
+    return InvalidArgument(what + " " + ca_file + ": no PEM certificate in it");
   return pem;
 }
 

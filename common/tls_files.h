@@ -23,10 +23,12 @@ struct ServerCertificate {
 // the cause: missing or unreadable ("TLS certificate file /x/server.pem: cannot read it: No such
 // file or directory"), no PEM certificate or key in it, or a key that does not match the
 // certificate.
-Result<ServerCertificate> LoadServerCertificate(const std::string& cert_file, const std::string& key_file);
+Result<ServerCertificate> LoadServerCertificate(const std::string& cert_file,
+                                                const std::string& key_file);
 
 // Reads `ca_file`: one or more PEM certificates of the CAs to trust. Errors name the file, and
 // `what` names its use in them ("master CA file").
-Result<std::string> LoadCaCertificates(const std::string& ca_file, const std::string& what = "CA file");
+Result<std::string> LoadCaCertificates(const std::string& ca_file,
+                                       const std::string& what = "CA file");
 
 }  // namespace sf

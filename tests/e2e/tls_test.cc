@@ -32,7 +32,8 @@ struct SfRun {
 SfRun RunSf(const std::vector<std::string>& args, const TempDir& scratch,
             const std::map<std::string, std::string>& env = {}) {
   const std::string err_file = scratch.path() + "/stderr.txt";
-  std::vector<std::string> argv = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>" + err_file, Cluster::Binary("sf")};
+  std::vector<std::string> argv = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>" + err_file,
+                                   Cluster::Binary("sf")};
   argv.insert(argv.end(), args.begin(), args.end());
   CommandOptions options;
   options.env = env;
@@ -42,13 +43,17 @@ SfRun RunSf(const std::vector<std::string>& args, const TempDir& scratch,
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   if (!r.ok()) return {};
   std::ifstream in(err_file);
-  return {r->exit_code, r->output, std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>())};
+  return {r->exit_code, r->output,
+          std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>())};
 }
 
-bool Contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool Contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 // One GetExperiments call on `credentials`; its status.
-grpc::Status CallApi(const std::string& address, const std::shared_ptr<grpc::ChannelCredentials>& credentials) {
+grpc::Status CallApi(const std::string& address,
+                     const std::shared_ptr<grpc::ChannelCredentials>& credentials) {
   auto stub = v1::Api::NewStub(grpc::CreateChannel(address, credentials));
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + seconds(10));
@@ -79,13 +84,16 @@ TEST(TlsEndToEnd, EveryChannelIsTlsAndClientsVerifyTheMaster) {
   const Value trials = cluster.Trials(id);
   ASSERT_EQ(trials.as_list().size(), 1u);
   const int64_t trial = Id(trials.as_list()[0]);
-  EXPECT_GT(Count(cluster.db(), "SELECT count(*) FROM metrics WHERE trial_id = " + std::to_string(trial)), 0);
+  EXPECT_GT(
+      Count(cluster.db(), "SELECT count(*) FROM metrics WHERE trial_id = " + std::to_string(trial)),
+      0);
 
   // Plaintext HTTP to the HTTPS port gets no answer, and the error says why it may be.
   const std::string plain_url = "http" + cluster.url().substr(5);
   auto plain = cli::HttpClient::Create(plain_url)->Get("/health");
   ASSERT_FALSE(plain.ok()) << "a plaintext request to the HTTPS port got an answer";
-  EXPECT_TRUE(Contains(plain.status().message(), "use an https:// URL")) << plain.status().message();
+  EXPECT_TRUE(Contains(plain.status().message(), "use an https:// URL"))
+      << plain.status().message();
 
   // A plaintext gRPC channel fails; the same call with the cluster's CA succeeds.
   grpc::Status insecure = CallApi(cluster.grpc_address(), grpc::InsecureChannelCredentials());
@@ -95,14 +103,16 @@ TEST(TlsEndToEnd, EveryChannelIsTlsAndClientsVerifyTheMaster) {
   EXPECT_TRUE(verified.ok()) << verified.error_message();
 
   // sf with the CA: --ca-file, or $SF_CA_FILE; the log follow (server-sent events) too.
-  SfRun info = RunSf({"master", "info", "--master", cluster.url(), "--ca-file", cluster.ca_file()}, scratch);
+  SfRun info =
+      RunSf({"master", "info", "--master", cluster.url(), "--ca-file", cluster.ca_file()}, scratch);
   EXPECT_EQ(info.exit_code, 0) << info.err;
   EXPECT_TRUE(Contains(info.out, "version")) << info.out;
-  SfRun list = RunSf({"experiment", "list", "--master", cluster.url()}, scratch, {{"SF_CA_FILE", cluster.ca_file()}});
+  SfRun list = RunSf({"experiment", "list", "--master", cluster.url()}, scratch,
+                     {{"SF_CA_FILE", cluster.ca_file()}});
   EXPECT_EQ(list.exit_code, 0) << list.err;
   EXPECT_TRUE(Contains(list.out, "tls")) << list.out;
-  SfRun logs = RunSf({"trial", "logs", std::to_string(trial), "-f", "--master", cluster.url(), "--ca-file",
-                      cluster.ca_file()},
+  SfRun logs = RunSf({"trial", "logs", std::to_string(trial), "-f", "--master", cluster.url(),
+                      "--ca-file", cluster.ca_file()},
                      scratch);
   EXPECT_EQ(logs.exit_code, 0) << logs.err;
   EXPECT_TRUE(Contains(logs.out, "step 10 loss")) << logs.out;
@@ -120,8 +130,8 @@ TEST(TlsEndToEnd, EveryChannelIsTlsAndClientsVerifyTheMaster) {
     EXPECT_TRUE(Contains(wrong.err, "cannot reach the master at " + cluster.url())) << wrong.err;
     EXPECT_TRUE(Contains(wrong.err, "certificate verify failed")) << wrong.err;
   }
-  SfRun wrong_follow = RunSf({"trial", "logs", std::to_string(trial), "-f", "--master", cluster.url(), "--ca-file",
-                              other->ca_cert},
+  SfRun wrong_follow = RunSf({"trial", "logs", std::to_string(trial), "-f", "--master",
+                              cluster.url(), "--ca-file", other->ca_cert},
                              scratch);
   EXPECT_NE(wrong_follow.exit_code, 0);
   EXPECT_TRUE(Contains(wrong_follow.err, "certificate verify failed")) << wrong_follow.err;
@@ -129,10 +139,11 @@ TEST(TlsEndToEnd, EveryChannelIsTlsAndClientsVerifyTheMaster) {
 
   // An agent that trusts another CA never registers, and says why in its log.
   const std::string stranger_log = scratch.path() + "/stranger.log";
-  Daemon stranger({Cluster::Binary("sf-agent"), "--master", cluster.grpc_address(), "--agent-id", "stranger",
-                   "--slots", "cpu:1", "--work-dir", scratch.path() + "/stranger", "--join-token-file",
-                   cluster.join_token_file(), "--master-ca-file", other->ca_cert},
-                  stranger_log);
+  Daemon stranger(
+      {Cluster::Binary("sf-agent"), "--master", cluster.grpc_address(), "--agent-id", "stranger",
+       "--slots", "cpu:1", "--work-dir", scratch.path() + "/stranger", "--join-token-file",
+       cluster.join_token_file(), "--master-ca-file", other->ca_cert},
+      stranger_log);
   ASSERT_TRUE(stranger.Start());
   EXPECT_TRUE(cluster.WaitFor(
       [&] {
@@ -143,7 +154,8 @@ TEST(TlsEndToEnd, EveryChannelIsTlsAndClientsVerifyTheMaster) {
       seconds(30)));
   auto [code, agents] = cluster.Get("/api/v1/agents");
   ASSERT_EQ(code, 200);
-  for (const Value& a : agents.Find("agents")->as_list()) EXPECT_NE(a.Find("id")->as_string(), "stranger");
+  for (const Value& a : agents.Find("agents")->as_list())
+    EXPECT_NE(a.Find("id")->as_string(), "stranger");
   stranger.Stop();
 }
 
