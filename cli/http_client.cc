@@ -181,9 +181,9 @@ Result<HttpResponse> HttpClient::Post(const std::string& path, const std::string
 Status HttpClient::Stream(const std::string& path,
                           const std::function<bool(const std::string&, const std::string&)>& on_data) {
   try {
+    std::string req = "GET " + path + " HTTP/1.1\r\nHost: " + host_ +
+                      "\r\nAccept: text/event-stream\r\nConnection: close\r\n\r\n";
     return Connected(Target{host_, port_, https_, ca_file_}, [&](auto& socket) -> Status {
-      std::string req = "GET " + path + " HTTP/1.1\r\nHost: " + host_ +
-                        "\r\nAccept: text/event-stream\r\nConnection: close\r\n\r\n";
       asio::write(socket, asio::buffer(req));
       asio::streambuf buf;
       asio::read_until(socket, buf, "\r\n\r\n");
