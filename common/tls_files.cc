@@ -5,6 +5,7 @@
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 
 #include <cerrno>
 #include <cstring>
@@ -102,6 +103,14 @@ Result<ServerCertificate> LoadServerCertificate(const std::string& cert_file,
                            ": the key does not match the certificate in " + cert_file);
   }
   return ServerCertificate{std::move(cert_pem), std::move(key_pem)};
+}
+
+bool CertificateNamesHost(const std::string& cert_chain_pem, const std::string& host) {
+  std::vector<Certificate> chain = ParseCertificates(cert_chain_pem);
+  if (chain.empty() || host.empty()) return false;
+  // An address is matched against the IP names, anything else against the DNS names.
+  if (X509_check_ip_asc(chain.front().get(), host.c_str(), 0) == 1) return true;
+  return X509_check_host(chain.front().get(), host.data(), host.size(), 0, nullptr) == 1;
 }
 
 Result<std::string> LoadCaCertificates(const std::string& ca_file, const std::string& what) {

@@ -26,6 +26,10 @@ struct ServerCertificate {
 Result<ServerCertificate> LoadServerCertificate(const std::string& cert_file,
                                                 const std::string& key_file);
 
+// Whether the first certificate in `cert_chain_pem` is for `host` (an IP address or a DNS name,
+// as a client dialling that host checks it: subject alternative names, wildcards included).
+bool CertificateNamesHost(const std::string& cert_chain_pem, const std::string& host);
+
 // Reads `ca_file`: one or more PEM certificates of the CAs to trust. Errors name the file, and
 // `what` names its use in them ("master CA file").
 Result<std::string> LoadCaCertificates(const std::string& ca_file,

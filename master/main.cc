@@ -52,6 +52,18 @@ int main(int argc, char** argv) {
   signal(SIGINT, OnSignal);
   signal(SIGTERM, OnSignal);
 
+  if (config->tls_enabled()) {
+    // Trainers dial advertised_address and check that the certificate names its host.
+    std::string host = config->advertised_address.substr(0, config->advertised_address.rfind(':'));
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+    if (!CertificateNamesHost(config->tls.cert_chain_pem, host)) {
+      log::Warn("master", {{"event", "certificate_does_not_name_advertised_address"},
+                           {"advertised_address", config->advertised_address},
+                           {"tls_cert_file", config->tls_cert_file},
+                           {"why", "trainers dial this address and will refuse the certificate: add the host to "
+                                   "its subject alternative names, or set --advertised-address"}});
+    }
+  }
   auto db = Database::Open(config->db, config->db_pool_size, std::chrono::seconds(60));
   if (!db.ok()) {
     log::Error("master", {{"event", "db_open_failed"}, {"error", db.status().message()}});

@@ -125,6 +125,11 @@ TEST_F(MasterConfigTest, TlsFilesAreReadAndANonLoopbackBindNeedsNoInsecureWithTh
   auto file = Load("bind: 0.0.0.0\ntls_cert_file: " + files.server_cert + "\ntls_key_file: " + files.server_key + "\n");
   ASSERT_TRUE(file.ok()) << file.status().ToString();
   EXPECT_TRUE(file->tls_enabled());
+  // What the master checks against its advertised_address (trainers dial it).
+  EXPECT_TRUE(CertificateNamesHost(file->tls.cert_chain_pem, "127.0.0.1"));
+  EXPECT_TRUE(CertificateNamesHost(file->tls.cert_chain_pem, "localhost"));
+  EXPECT_FALSE(CertificateNamesHost(file->tls.cert_chain_pem, "10.1.2.3"));
+  EXPECT_FALSE(CertificateNamesHost(file->tls.cert_chain_pem, "master.example.com"));
   // TLS on loopback is fine too.
   EXPECT_TRUE(Load("cluster_name: x\n", {"--tls-cert-file", files.server_cert, "--tls-key-file", files.server_key})
                   .ok());
