@@ -102,7 +102,7 @@ class Cluster {
   // The cluster's agent join token (mode 600), given to the master and every agent.
   std::string join_token_file() const { return dir_.path() + "/join-token"; }
 
-  // REST helpers: the parsed JSON body and the HTTP status (0 when the request failed).
+  // REST helpers: the parsed JSON body and the HTTP status.
   std::pair<int, Value> Get(const std::string& path);
   std::pair<int, Value> Post(const std::string& path, const std::string& body);
   // Submits an experiment (YAML text); returns its id, or 0 with a test failure.
