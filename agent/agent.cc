@@ -199,6 +199,7 @@ Agent::Agent(Options options) : options_(std::move(options)), outbox_(options_.o
     options_.link.target = options_.config.master;
   }
   if (options_.link.join_token.empty()) options_.link.join_token = options_.config.join_token;
+  if (options_.link.ca_pem.empty()) options_.link.ca_pem = options_.config.master_ca_pem;
   ProcessSupervisor::Callbacks callbacks;
   callbacks.on_line = [this](const OutputLine& line) { OnLine(line); };
   callbacks.on_exit = [this](const ProcessExit& exit) { OnExit(exit); };
@@ -338,6 +339,7 @@ Status Agent::Start() {
   LogEvent(LogLevel::kInfo, "agent", "starting",
            {{"agent_id", options_.config.agent_id},
             {"master", options_.link.target},
+            {"tls", options_.link.ca_pem.empty() ? "off" : "on (CA " + options_.config.master_ca_file + ")"},
             {"resource_pool", options_.config.resource_pool},
             {"slots", slot_ids},
             {"trainer", options_.config.trainer},
@@ -538,6 +540,8 @@ void Agent::HandleStart(const StartTask& start) {
   spec.env = TaskEnvironment(start, config_file.string(), task_dir.string(), options_.config.agent_id,
                              options_.config.master,
                              CpuThreadsPerSlot(options_.config.cpu_threads_per_slot, cores, cpu_slot_count));
+  // A TLS master: the trainer verifies it with the agent's CA (a path; the trainer reads it).
+  if (!options_.config.master_ca_file.empty()) spec.env["SF_MASTER_CA_FILE"] = options_.config.master_ca_file;
   spec.working_dir = task_dir.string();
   spec.stdout_path = (task_dir / "stdout.log").string();
   spec.stderr_path = (task_dir / "stderr.log").string();

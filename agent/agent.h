@@ -47,6 +47,8 @@ namespace sf::agent {
 //   SF_HPARAMS         StartTask.hparams as JSON (protobuf JSON mapping)
 //   SF_SLOT_IDS        comma-separated slot ids ("cpu0,cpu1")
 //   SF_AGENT_ID, SF_TASK_DIR
+//   (SF_MASTER_CA_FILE  the agent's --master-ca-file, so the trainer dials TrialLink over TLS
+//                      too; added by the Agent, not by TaskEnvironment)
 //   CUDA_VISIBLE_DEVICES  the CUDA ordinals of the task's cuda slots (only when it has any)
 //   OMP_NUM_THREADS    cpu_threads_per_slot x the task's CPU slots, when that is > 0 and the
 //                      task has CPU slots, unless StartTask.env sets it (so trainers sharing a

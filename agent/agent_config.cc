@@ -13,6 +13,7 @@
 #include "agent/logger.h"
 #include "common/command_line.h"
 #include "common/secret_file.h"
+#include "common/tls_files.h"
 
 namespace sf::agent {
 namespace fs = std::filesystem;
@@ -119,6 +120,9 @@ Status ApplySetting(const std::string& key, const std::string& value, const std:
   } else if (key == "join_token_file") {
     if (value.empty()) return fail("must not be empty");
     config->join_token_file = value;
+  } else if (key == "master_ca_file") {
+    if (value.empty()) return fail("must not be empty");
+    config->master_ca_file = value;
   } else if (key == "kill_grace_ms") {
     const auto ms = IntegerIn(value, 0, 3600000);
     if (!ms) return fail("'" + value + "' is not a number of milliseconds in [0, 3600000]");
@@ -215,6 +219,9 @@ void BuildApp(CLI::App& app, Flags* flags) {
       {"resource_pool", "--resource-pool,--pool", "NAME", "resource pool to join (default: default)"},
       {"join_token_file", "--join-token-file", "PATH",
        "file (mode 600) holding the cluster's join token, when the master requires one (or env SF_JOIN_TOKEN)"},
+      {"master_ca_file", "--master-ca-file", "PATH",
+       "PEM CA certificate(s) to verify the master's TLS certificate by; the agent and its trainers then dial "
+       "the master over TLS (env SF_MASTER_CA_FILE; default: plaintext gRPC)"},
       {"slots", "--slots", "auto|cpu:N", "auto: CUDA devices if any, else 1 CPU slot; cpu:N: N CPU slots (default: auto)"},
       {"trainer", "--trainer", "PATH", "trainer executable (default: sf-trainer next to sf-agent)"},
       {"work_dir", "--work-dir", "DIR", "per-task directories (default: /tmp/steadfast-agent-<agent-id>)"},
@@ -273,6 +280,9 @@ Result<ParsedCommandLine> ParseCommandLine(const std::vector<std::string>& argv,
   if (auto master = env("SF_MASTER"); master && !master->empty()) {
     SF_RETURN_IF_ERROR(ApplySetting("master", *master, "SF_MASTER", &config));
   }
+  if (auto ca = env("SF_MASTER_CA_FILE"); ca && !ca->empty()) {
+    SF_RETURN_IF_ERROR(ApplySetting("master_ca_file", *ca, "SF_MASTER_CA_FILE", &config));
+  }
   for (const auto& [option, key] : flags.settings) {
     if (option->count() == 0) continue;
     SF_RETURN_IF_ERROR(ApplySetting(key, flags.values[key], option->get_name(), &config));
@@ -284,6 +294,13 @@ Result<ParsedCommandLine> ParseCommandLine(const std::vector<std::string>& argv,
     config.join_token = *token;
   } else if (!config.join_token_file.empty()) {
     SF_ASSIGN_OR_RETURN(config.join_token, ReadSecretFile(config.join_token_file, "join token"));
+  }
+
+  // TLS to the master: the CA is read now, so a wrong file stops the agent at start.
+  if (!config.master_ca_file.empty()) {
+    std::error_code absolute_ec;
+    config.master_ca_file = fs::absolute(config.master_ca_file, absolute_ec).lexically_normal().string();
+    SF_ASSIGN_OR_RETURN(config.master_ca_pem, LoadCaCertificates(config.master_ca_file, "master CA file"));
   }
 
   // Defaults that depend on the machine.

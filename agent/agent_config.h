@@ -10,6 +10,9 @@
 //   --join-token-file PATH  the cluster's join token, when the master requires one
 //                           (key `join_token_file`; or the token itself in env SF_JOIN_TOKEN;
 //                           never on the command line; the file must be mode 600)
+//   --master-ca-file PATH   PEM CA certificate(s) to verify a TLS master by; with it the agent
+//                           and its trainers dial the master over TLS (key `master_ca_file`;
+//                           env SF_MASTER_CA_FILE); without it, plaintext gRPC
 //   --slots auto|cpu:N      default auto                                (key `slots`)
 //   --trainer PATH          default: sf-trainer next to the sf-agent binary (key `trainer`)
 //   --work-dir DIR          default /tmp/steadfast-agent-<agent-id>     (key `work_dir`)
@@ -53,6 +56,10 @@ struct AgentConfig {
   int cpu_threads_per_slot = 0;  // 0: cores / CPU slots (CpuThreadsPerSlot)
   std::string join_token_file;
   std::string join_token;  // read from join_token_file or SF_JOIN_TOKEN; never logged
+  // TLS to the master (docs/security.md): the CA file (an absolute path, passed on to trainers
+  // as SF_MASTER_CA_FILE) and its certificates, read at start. Empty: plaintext gRPC.
+  std::string master_ca_file;
+  std::string master_ca_pem;
 };
 
 // The OpenMP threads per CPU slot: `configured` when > 0, else max(1, cores / cpu_slots).

@@ -49,6 +49,9 @@ class MasterLink {
   struct Options {
     std::string target;  // HOST:PORT
     std::string join_token;  // sent in every RegisterAgent when not empty; never logged
+    // PEM CA certificate(s): when set, the link dials over TLS and verifies the master's
+    // certificate (chain and host name) against them; empty: plaintext.
+    std::string ca_pem;
     std::chrono::milliseconds initial_backoff{100};
     std::chrono::milliseconds max_backoff{5000};
     std::chrono::milliseconds default_heartbeat{1000};

@@ -21,7 +21,11 @@ cleanup() {
   "$SF" deploy local down --dir "$DIR" --delete-data >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
-"$SF" deploy local up --dir "$DIR" --agents 1 --port "$HTTP" --grpc-port "$GRPC" >/dev/null
+# The bench's own sf defaults file, so the user's (~/.config/steadfast/cli.json) stays as it is.
+export XDG_CONFIG_HOME="$DIR/config"
+# Plain HTTP and gRPC without users (--no-tls --no-auth): the figures are the server's, comparable
+# with earlier runs (authentication costs one cached hash lookup per request).
+"$SF" deploy local up --dir "$DIR" --agents 1 --port "$HTTP" --grpc-port "$GRPC" --no-tls --no-auth >/dev/null
 URL="http://127.0.0.1:$HTTP"
 PG="host=127.0.0.1 port=$(cat "$DIR/postgres/port") user=postgres dbname=steadfast"
 # The simulated trainers make their TrialLink task tokens from the cluster's secret (as the

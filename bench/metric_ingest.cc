@@ -12,7 +12,7 @@
 // TrialLink wants each call's task token (master/auth/task_tokens.h). The simulated trainers
 // make theirs from the cluster's secret, read from $SF_TASK_TOKEN_SECRET_HEX (the hex of
 // cluster_secrets 'task_tokens'; bench/api_load.sh reads it from the database); without it the
-// master refuses every call.
+// master refuses every call. A TLS master: $SF_MASTER_CA_FILE names its CA, as for a trainer.
 #include <grpcpp/grpcpp.h>
 #include <sys/resource.h>
 
@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "common/command_line.h"
+#include "common/tls_files.h"
 #include "master/auth/task_tokens.h"
 #include "steadfast/v1/trial_link.grpc.pb.h"
 
@@ -55,6 +56,18 @@ int main(int argc, char** argv) {
     }
     tokens = std::move(t).value();
   }
+  // Over TLS when $SF_MASTER_CA_FILE names the master's CA (as trainers do), else plaintext.
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (const char* ca_file = std::getenv("SF_MASTER_CA_FILE"); ca_file && *ca_file) {
+    auto ca = sf::LoadCaCertificates(ca_file, "SF_MASTER_CA_FILE");
+    if (!ca.ok()) {
+      std::fprintf(stderr, "metric_ingest: %s\n", ca.status().message().c_str());
+      return 2;
+    }
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = *ca;
+    credentials = grpc::SslCredentials(ssl);
+  }
   // Per trainer: one call every `call_interval` (zero: back to back).
   const std::chrono::duration<double> call_interval(rows_per_second > 0 ? per_call * trials / rows_per_second : 0.0);
   std::vector<std::vector<double>> latencies(trials);
@@ -63,7 +76,7 @@ int main(int argc, char** argv) {
   std::vector<std::thread> threads;
   for (int t = 0; t < trials; ++t) {
     threads.emplace_back([&, t] {
-      auto stub = steadfast::v1::TrialLink::NewStub(grpc::CreateChannel(master, grpc::InsecureChannelCredentials()));
+      auto stub = steadfast::v1::TrialLink::NewStub(grpc::CreateChannel(master, credentials));
       const std::string token = tokens ? tokens->Issue({first + t, 0, 0, ""}) : "";
       for (int r = 0, call = 0; r < reports; r += per_call, ++call) {
         if (call_interval.count() > 0) {

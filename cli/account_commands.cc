@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "cli/api_call.h"
+#include "cli/cli_defaults.h"
 #include "cli/command.h"
 #include "cli/output.h"
 #include "cli/session_store.h"
@@ -16,7 +17,8 @@ namespace sf::cli {
 namespace {
 
 struct AccountFlags {
-  std::string master = DefaultMaster();
+  std::string master;   // --master; empty: $SF_MASTER, the defaults file, ... (cli/cli_defaults.h)
+  std::string ca_file;  // --ca-file; empty: $SF_CA_FILE, the defaults file's, the system's CAs
   bool json = false;
   bool password_stdin = false;
   bool all = false;
@@ -91,12 +93,23 @@ AccountCommand Add(CLI::App* parent, const std::string& name, const std::string&
   AccountCommand c{parent->add_subcommand(name, description), std::make_shared<AccountFlags>()};
   c.app
       ->add_option("-m,--master", c.flags->master,
-                   "the master's URL (default: $SF_MASTER, then http://127.0.0.1:8080)")
+                   "the master's URL (default: $SF_MASTER, then the master in ~/.config/steadfast/cli.json, "
+                   "then http://127.0.0.1:8080)")
       ->type_name("URL")
+      ->default_str("");
+  c.app
+      ->add_option("--ca-file", c.flags->ca_file,
+                   "PEM CA certificate(s) to verify an https:// master by (default: $SF_CA_FILE, then cli.json's)")
+      ->type_name("PATH")
       ->default_str("");
   c.app->add_flag("--json", c.flags->json, "print the master's JSON instead of text");
   OnSelected(c.app, action, [flags = c.flags, run = std::move(run)] {
-    auto client = HttpClient::Create(flags->master);
+    Result<MasterEndpoint> master = ResolveMasterEndpoint(flags->master, flags->ca_file);
+    if (!master.ok()) {
+      std::cerr << "sf: " << master.status().message() << "\n";
+      return kExitUsage;
+    }
+    auto client = HttpClient::Create(master->url, master->ca_file);
     if (!client.ok()) {
       std::cerr << "sf: " << client.status().message() << "\n";
       return kExitUsage;

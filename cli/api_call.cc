@@ -8,11 +8,6 @@
 
 namespace sf::cli {
 
-std::string DefaultMaster() {
-  const char* master = std::getenv("SF_MASTER");
-  return master && *master ? master : "http://127.0.0.1:8080";
-}
-
 std::string Str(const Value& obj, const std::string& key) {
   const Value* v = obj.Find(key);
   if (!v || v->is_null()) return "";

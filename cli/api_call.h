@@ -11,9 +11,6 @@
 
 namespace sf::cli {
 
-// $SF_MASTER, then the local cluster's default (http://127.0.0.1:8080).
-std::string DefaultMaster();
-
 // obj[key] as display text ("" when absent or null; doubles to 4 significant digits).
 std::string Str(const Value& obj, const std::string& key);
 

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "cli/api_call.h"
+#include "cli/cli_defaults.h"
 #include "cli/command.h"
 #include "cli/http_client.h"
 #include "cli/output.h"
@@ -25,7 +26,8 @@ namespace {
 
 // The values of a cluster command's flags and its one positional.
 struct Flags {
-  std::string master = DefaultMaster();
+  std::string master;   // --master; empty: $SF_MASTER, the defaults file, ... (cli/cli_defaults.h)
+  std::string ca_file;  // --ca-file; empty: $SF_CA_FILE, the defaults file's, the system's CAs
   bool json = false;
   bool follow = false;
   bool paused = false;
@@ -596,9 +598,15 @@ int MasterInfo(const Flags& f, Api& api) {
 
 using ClusterRun = std::function<int(const Flags&, Api&)>;
 
-// Connects to f.master and runs the command; a malformed URL is bad usage.
+// Connects to the master (--master, $SF_MASTER, the defaults file: cli/cli_defaults.h) and runs
+// the command; a malformed URL or defaults file is bad usage.
 int RunAgainstMaster(const Flags& f, const ClusterRun& run) {
-  auto client = HttpClient::Create(f.master);
+  Result<MasterEndpoint> master = ResolveMasterEndpoint(f.master, f.ca_file);
+  if (!master.ok()) {
+    std::cerr << "sf: " << master.status().message() << "\n";
+    return kExitUsage;
+  }
+  auto client = HttpClient::Create(master->url, master->ca_file);
   if (!client.ok()) {
     std::cerr << "sf: " << client.status().message() << "\n";
     return kExitUsage;
@@ -625,9 +633,16 @@ ClusterCommand AddCommand(CLI::App* parent, const std::string& name, const std::
   ClusterCommand command{parent->add_subcommand(name, description), std::make_shared<Flags>()};
   command.app
       ->add_option("-m,--master", command.flags->master,
-                   "the master's URL (default: $SF_MASTER, then http://127.0.0.1:8080)")
+                   "the master's URL, http:// or https:// (default: $SF_MASTER, then the master in "
+                   "~/.config/steadfast/cli.json, which `sf deploy local up` writes, then http://127.0.0.1:8080)")
       ->type_name("URL")
       ->default_str("");  // the description says it
+  command.app
+      ->add_option("--ca-file", command.flags->ca_file,
+                   "PEM CA certificate(s) to verify an https:// master by (default: $SF_CA_FILE, then the "
+                   "ca_file in cli.json when its master is used, then the system's CAs)")
+      ->type_name("PATH")
+      ->default_str("");
   command.app->add_flag("--json", command.flags->json, "print the master's JSON instead of text");
   OnSelected(command.app, action, [flags = command.flags, run = std::move(run)] {
     return RunAgainstMaster(*flags, run);

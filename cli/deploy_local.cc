@@ -1,5 +1,11 @@
 // `sf deploy local up|status|down`: a whole cluster on this machine — a private PostgreSQL, the
 // master and N agents — started as background processes whose pids and logs live in DIR.
+//
+// TLS is on unless `up --no-tls`: `up` makes a private CA and the master's certificate in
+// DIR/tls (cli/cluster_certificates.h), starts the master with them and the agents with the CA,
+// and records the master's URL and CA in DIR/cli.json and in the user's CLI defaults file
+// (cli/cli_defaults.h), so the plain `sf` commands that follow reach it without flags. `down`
+// removes the user's defaults file when it still points at DIR.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -14,8 +20,11 @@
 #include <memory>
 #include <thread>
 
+#include "cli/cli_defaults.h"
+#include "cli/cluster_certificates.h"
 #include "cli/command.h"
 #include "cli/http_client.h"
+#include "cli/session_store.h"
 #include "common/local_postgres.h"
 #include "common/secret_file.h"
 #include "common/value.h"
@@ -39,7 +48,21 @@ struct LocalFlags {
   int http_port = 8080;
   int grpc_port = 8090;
   bool delete_data = false;
+  bool no_tls = false;
+  bool no_auth = false;
 };
+
+// Where this deployment's master is and how to verify it: DIR/cli.json, written by `up`.
+std::string DeploymentRecord(const std::string& dir) { return dir + "/cli.json"; }
+
+// The master of the deployment in `dir` on `http_port`: https with DIR's CA when `up` turned TLS
+// on (as DIR/cli.json says), else plain http.
+MasterEndpoint DeploymentMaster(const std::string& dir, int http_port) {
+  Result<std::optional<CliDefaults>> record = ReadCliDefaults(DeploymentRecord(dir));
+  const bool tls = record.ok() && *record && (*record)->master.rfind("https://", 0) == 0;
+  return {std::string(tls ? "https" : "http") + "://127.0.0.1:" + std::to_string(http_port),
+          tls ? (*record)->ca_file : ""};
+}
 
 // The sibling programs: installed side by side, or in the build tree (build/cli/sf ->
 // build/master/sf-master, build/agent/sf-agent, build/trainer/sf-trainer).
@@ -120,19 +143,54 @@ int Up(const LocalFlags& f) {
     std::cerr << "sf deploy local: " << st.message() << "\n";
     return kExitFailed;
   }
-  std::string url = "http://127.0.0.1:" + std::to_string(f.http_port);
-  auto client = HttpClient::Create(url);
+  // TLS: a private CA and the master's certificate in DIR/tls, kept across restarts.
+  MasterEndpoint master{"http://127.0.0.1:" + std::to_string(f.http_port), ""};
+  ClusterCertificates certificates;
+  if (!f.no_tls) {
+    Result<ClusterCertificates> made = EnsureClusterCertificates(f.dir + "/tls", LocalHostNames());
+    if (!made.ok()) {
+      std::cerr << "sf deploy local: TLS certificates: " << made.status().message() << "\n";
+      return kExitFailed;
+    }
+    certificates = *made;
+    master = {"https://127.0.0.1:" + std::to_string(f.http_port), certificates.ca_cert};
+  }
+  const std::string& url = master.url;
+  auto client = HttpClient::Create(url, master.ca_file);
   // Agents join with a token only this user can read (docs/security.md).
   const std::string join_token_file = f.dir + "/join-token";
   if (Status made = EnsureSecretFile(join_token_file, "join token"); !made.ok()) {
     std::cerr << "sf deploy local: " << made.message() << "\n";
     return kExitFailed;
   }
+  std::string admin_password;  // set when this `up` starts the master (users on)
   if (!Alive(ReadPid(f.dir + "/master.pid"))) {
     std::vector<std::string> argv = {master_bin, "--db", pg.ConnectionString(), "--bind", "127.0.0.1",
                                      "--http-port", std::to_string(f.http_port), "--grpc-port",
                                      std::to_string(f.grpc_port), "--checkpoint-root", f.dir + "/checkpoints",
                                      "--agent-join-token-file", join_token_file};
+    if (!f.no_tls) {
+      argv.insert(argv.end(), {"--tls-cert-file", certificates.server_cert, "--tls-key-file", certificates.server_key});
+    }
+    if (f.no_auth) {
+      argv.push_back("--disable-auth");
+    } else {
+      // The admin's first password: a random one in a 0600 file the master reads and deletes
+      // (it is used only when the database has no user yet).
+      const std::string password_file = f.dir + "/admin-password";
+      Result<std::string> password = Status::Ok();
+      if (Status made = EnsureSecretFile(password_file, "admin password"); made.ok()) {
+        password = ReadSecretFile(password_file, "admin password");
+      } else {
+        password = made;
+      }
+      if (!password.ok()) {
+        std::cerr << "sf deploy local: " << password.status().message() << "\n";
+        return kExitFailed;
+      }
+      admin_password = *password;
+      argv.insert(argv.end(), {"--admin-password-file", password_file});
+    }
     auto pid = SpawnDaemon(argv, f.dir + "/logs/master.log");
     if (!pid.ok()) {
       std::cerr << "sf deploy local: " << pid.status().message() << "\n";
@@ -155,6 +213,23 @@ int Up(const LocalFlags& f) {
     std::cerr << "sf deploy local: the master did not become healthy; see " << f.dir << "/logs/master.log\n";
     return kExitFailed;
   }
+  // The quickstart logs in by itself: on a new database the admin has the password made above;
+  // sf keeps the session (cli/session_store.h) and the password is shown once, here.
+  std::string first_password;
+  if (!admin_password.empty()) {
+    auto r = client->Post("/api/v1/auth/login",
+                          Value(Value::Map{{"username", "admin"}, {"password", admin_password}}).ToJson());
+    auto v = r.ok() && r->status == 200 ? Value::FromJson(r->body) : Result<Value>(Unauthenticated("login refused"));
+    if (v.ok() && v->Find("token") && v->Find("token")->is_string()) {
+      const std::string token = v->Find("token")->as_string();
+      if (Status saved = SaveSession(url, Session{"admin", token}); !saved.ok()) {
+        std::cerr << "sf deploy local: " << saved.message() << "\n";
+        return kExitFailed;
+      }
+      client->set_token(token);
+      first_password = admin_password;
+    }
+  }
   // The agents share this machine: split its cores between all their slots so trainers
   // running side by side don't oversubscribe it.
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -169,6 +244,7 @@ int Up(const LocalFlags& f) {
                                      "--trainer", trainer_bin, "--work-dir", f.dir + "/" + id,
                                      "--cpu-threads-per-slot", std::to_string(threads_per_slot),
                                      "--join-token-file", join_token_file, "--kill-tasks-on-exit"};
+    if (!f.no_tls) argv.insert(argv.end(), {"--master-ca-file", certificates.ca_cert});
     auto pid = SpawnDaemon(argv, f.dir + "/logs/" + id + ".log");
     if (!pid.ok()) {
       std::cerr << "sf deploy local: " << pid.status().message() << "\n";
@@ -181,6 +257,10 @@ int Up(const LocalFlags& f) {
   for (int i = 0; i < 300; ++i) {
     auto r = client->Get("/api/v1/agents");
     int connected = 0;
+    if (r.ok() && r->status == 401) {
+      std::cout << "(not logged in to " << url << ": `sf login --username admin` to use it; agents not checked)\n";
+      connected = f.agents;
+    }
     if (r.ok() && r->status == 200) {
       auto v = Value::FromJson(r->body);
       if (v.ok() && v->Find("agents")) {
@@ -191,9 +271,27 @@ int Up(const LocalFlags& f) {
       }
     }
     if (connected >= f.agents) {
+      // The plain `sf` commands that follow find this master through the defaults file.
+      const CliDefaults defaults{url, master.ca_file, f.dir};
+      const std::string defaults_file = CliDefaultsPath();
+      for (const std::string& file : {DeploymentRecord(f.dir), defaults_file}) {
+        if (Status written = WriteCliDefaults(file, defaults); !written.ok()) {
+          std::cerr << "sf deploy local: " << written.message() << "\n";
+          return kExitFailed;
+        }
+      }
       std::cout << "local cluster is up: " << f.agents << " agent(s) x " << f.cpu_slots << " CPU slot(s)\n"
-                << "dashboard: " << url << "/\n"
-                << "use it with: sf --master " << url << " ...  (or export SF_MASTER=" << url << ")\n";
+                << "dashboard: " << url << "/"
+                << (master.ca_file.empty() ? "" : "  (TLS; the browser must trust the CA " + master.ca_file + ")")
+                << "\n"
+                << "sf commands now use it by default (" << defaults_file << "); elsewhere: sf --master " << url
+                << (master.ca_file.empty() ? "" : " --ca-file " + master.ca_file) << " ...\n";
+      if (!first_password.empty()) {
+        std::cout << "user admin, password " << first_password
+                  << "  (shown once; sf is logged in as admin: sf whoami; change it with sf user set-password admin)\n";
+      } else if (f.no_auth) {
+        std::cout << "authentication is off (--no-auth): every caller may do everything\n";
+      }
       return kExitOk;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -219,7 +317,8 @@ int StatusCmd(const LocalFlags& f) {
   LocalPostgresOptions o;
   o.dir = f.dir + "/postgres";
   std::cout << "postgres: " << (LocalPostgres(o).IsRunning() || fs::exists(o.dir + "/data/postmaster.pid", ec) ? "running" : "stopped") << "\n";
-  auto client = HttpClient::Create("http://127.0.0.1:" + std::to_string(f.http_port));
+  const MasterEndpoint master = DeploymentMaster(f.dir, f.http_port);
+  auto client = HttpClient::Create(master.url, master.ca_file);
   auto r = client->Get("/health");
   std::cout << "master health: " << (r.ok() ? r->body : r.status().message()) << "\n";
   return any ? kExitOk : kExitFailed;
@@ -240,6 +339,13 @@ int Down(const LocalFlags& f) {
     Status st = pg.Stop();
     if (!st.ok()) std::cerr << "sf deploy local: " << st.message() << "\n";
     else std::cout << "stopped PostgreSQL\n";
+  }
+  // The user's defaults no longer lead anywhere once this deployment is down.
+  const std::string defaults_file = CliDefaultsPath();
+  Result<std::optional<CliDefaults>> defaults = ReadCliDefaults(defaults_file);
+  if (defaults.ok() && *defaults && (*defaults)->deployment == f.dir) {
+    fs::remove(defaults_file, ec);
+    std::cout << "removed " << defaults_file << "\n";
   }
   if (f.delete_data) {
     fs::remove_all(f.dir, ec);
@@ -296,6 +402,10 @@ void AddDeployCommands(CLI::App& sf, CommandAction& action) {
       ->type_name("GRPC")
       ->check(CLI::Range(1, 65535).description(""))
       ->capture_default_str();
+  up->add_flag("--no-auth", up_flags->no_auth,
+               "no users or tokens: every caller of the API may do everything (e.g. for benchmarks)");
+  up->add_flag("--no-tls", up_flags->no_tls,
+               "plain HTTP and gRPC on loopback, without the private CA and certificates (e.g. for benchmarks)");
   OnSelected(up, action, WithFlags(up_flags, Up));
 
   auto status_flags = std::make_shared<LocalFlags>();

@@ -1,8 +1,13 @@
-// A small blocking HTTP/1.1 client for the master's REST API (Boost.Beast).
+// A small blocking HTTP/1.1 client for the master's REST API (Boost.Beast), over plain HTTP or
+// HTTPS.
 //
 // One request per call on a fresh connection; responses are returned whole, or streamed line by
-// line for server-sent events. Errors name the URL and the cause ("cannot reach the master at
-// http://127.0.0.1:8080: Connection refused"). Not thread-safe; use one per thread.
+// line for server-sent events. An https:// master's certificate is verified, chain and host
+// name, against the CA certificates in `ca_file` (or the system's trusted CAs when none is
+// given), for requests and streams alike. Errors name the URL and the cause ("cannot reach the
+// master at http://127.0.0.1:8080: Connection refused", "cannot reach the master at
+// https://127.0.0.1:8080: certificate verify failed: self-signed certificate in certificate
+// chain ..."). Not thread-safe; use one per thread.
 #pragma once
 
 #include <functional>
@@ -19,8 +24,10 @@ struct HttpResponse {
 
 class HttpClient {
  public:
-  // `base_url` like "http://127.0.0.1:8080" (https is not supported).
-  static Result<HttpClient> Create(const std::string& base_url);
+  // `base_url` like "http://127.0.0.1:8080" or "https://master.example:8080". `ca_file`: PEM
+  // CA certificate(s) to verify an https:// master by (empty: the system's); it is read at the
+  // first request. Bad input (another scheme, no host) is InvalidArgument.
+  static Result<HttpClient> Create(const std::string& base_url, const std::string& ca_file = "");
 
   Result<HttpResponse> Get(const std::string& path);
   Result<HttpResponse> Post(const std::string& path, const std::string& json_body);
@@ -38,6 +45,8 @@ class HttpClient {
  private:
   Result<HttpResponse> Request(const std::string& method, const std::string& path, const std::string& body);
   std::string base_url_, host_, port_, token_;
+  bool https_ = false;
+  std::string ca_file_;
 };
 
 }  // namespace sf::cli

@@ -9,7 +9,8 @@
 namespace {
 
 constexpr char kFooter[] =
-    "Cluster commands take --master URL (default: $SF_MASTER, then http://127.0.0.1:8080)\n"
+    "Cluster commands take --master URL (default: $SF_MASTER, then ~/.config/steadfast/cli.json,\n"
+    "then http://127.0.0.1:8080), --ca-file PATH for an https:// master (default: $SF_CA_FILE)\n"
     "and --json. Every command answers --help.\n"
     "\n"
     "Exit codes: 0 ok, 1 failed, 2 bad usage or input.";

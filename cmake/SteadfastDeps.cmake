@@ -10,7 +10,8 @@ find_package(dnnl CONFIG REQUIRED)
 find_package(OpenMP REQUIRED)
 find_package(MPI REQUIRED COMPONENTS CXX)
 find_package(Boost 1.74 REQUIRED)
-find_package(OpenSSL REQUIRED)  # HMAC and random bytes for the master's task tokens
+find_package(OpenSSL REQUIRED)  # HMAC and random bytes for task tokens; TLS on every channel
+find_package(nlohmann_json 3 CONFIG REQUIRED)  # sf's defaults file (~/.config/steadfast/cli.json)
 pkg_check_modules(PQXX REQUIRED IMPORTED_TARGET libpqxx)
 pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
 find_library(SF_SENTENCEPIECE_TRAIN sentencepiece_train REQUIRED)

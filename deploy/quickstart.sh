@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The newcomer's one command: installs dependencies (Debian 12, as root), builds Steadfast and
 # the dashboard, brings up the embedded default — a local cluster with its own PostgreSQL, a
-# master and agents — and runs the main job, experiments/quickstart.yaml, to completion.
+# master and agents, with TLS on every channel (a private CA of its own) — and runs the main job,
+# experiments/quickstart.yaml, to completion.
 #
 #   ./deploy/quickstart.sh [EXPERIMENT.yaml]
 #
@@ -44,6 +45,8 @@ echo "== validating $EXPERIMENT"
 echo "== starting the local cluster"
 "$SF" deploy local up --agents "$AGENTS" --cpu-slots 1 --port "$HTTP_PORT" --grpc-port "$GRPC_PORT" "${DIR_ARGS[@]}"
 
+# `deploy local up` wrote the master's URL and CA to sf's defaults file (~/.config/steadfast/cli.json),
+# so plain sf commands reach it.
 echo "== running $EXPERIMENT"
-"$SF" experiment create "$EXPERIMENT" --follow --master "http://127.0.0.1:$HTTP_PORT"
-echo "== done: dashboard at http://127.0.0.1:$HTTP_PORT/  (stop the cluster: $SF deploy local down)"
+"$SF" experiment create "$EXPERIMENT" --follow
+echo "== done: dashboard at https://127.0.0.1:$HTTP_PORT/  (stop the cluster: $SF deploy local down)"

@@ -70,6 +70,18 @@ int main(int argc, char** argv) {
   signal(SIGINT, OnSignal);
   signal(SIGTERM, OnSignal);
 
+  if (config->tls_enabled()) {
+    // Trainers dial advertised_address and check that the certificate names its host.
+    std::string host = config->advertised_address.substr(0, config->advertised_address.rfind(':'));
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+    if (!CertificateNamesHost(config->tls.cert_chain_pem, host)) {
+      log::Warn("master", {{"event", "certificate_does_not_name_advertised_address"},
+                           {"advertised_address", config->advertised_address},
+                           {"tls_cert_file", config->tls_cert_file},
+                           {"why", "trainers dial this address and will refuse the certificate: add the host to "
+                                   "its subject alternative names, or set --advertised-address"}});
+    }
+  }
   auto db = Database::Open(config->db, config->db_pool_size, std::chrono::seconds(60));
   if (!db.ok()) {
     log::Error("master", {{"event", "db_open_failed"}, {"error", db.status().message()}});
@@ -85,12 +97,17 @@ int main(int argc, char** argv) {
     log::Error("master", {{"event", "task_token_secret_failed"}, {"error", task_tokens.status().message()}});
     return 1;
   }
-  if (config->insecure && !IsLoopback(config->bind_address)) {
-    for (int i = 0; i < 3; ++i) {  // loudly: the operator accepted an unauthenticated, plaintext API
+  if (config->insecure) {
+    // Loudly: the operator accepted plaintext APIs on the network (or asked to).
+    const bool exposed = !IsLoopback(config->bind_address) && (!config->tls_enabled() || config->disable_auth);
+    for (int i = 0; i < (exposed ? 3 : 1); ++i) {
       log::Warn("master", {{"event", "INSECURE"},
                            {"bind", config->bind_address},
-                           {"why", "--insecure: the REST and gRPC APIs are neither authenticated nor encrypted; "
-                                   "anyone who reaches these ports can act on the cluster"}});
+                           {"tls", config->tls_enabled() ? "on" : "off"},
+                           {"why", exposed ? "--insecure: the REST and gRPC APIs go in plaintext on a non-loopback "
+                                             "address; anyone who reaches these ports can act on the cluster"
+                                           : "--insecure given, though not needed: the bind address is loopback "
+                                             "or TLS is on"}});
     }
   }
   std::string join_token;
@@ -170,8 +187,16 @@ int main(int argc, char** argv) {
 
   grpc::ServerBuilder builder;
   int grpc_port = 0;
-  builder.AddListeningPort(config->bind_address + ":" + std::to_string(config->grpc_port),
-                           grpc::InsecureServerCredentials(), &grpc_port);
+  std::shared_ptr<grpc::ServerCredentials> grpc_credentials = grpc::InsecureServerCredentials();
+  if (config->tls_enabled()) {
+    // TLS only on this port: agents, trainers and Api clients verify the certificate with the
+    // cluster's CA (docs/security.md); the master asks no client for one.
+    grpc::SslServerCredentialsOptions ssl;
+    ssl.pem_key_cert_pairs.push_back({config->tls.private_key_pem, config->tls.cert_chain_pem});
+    grpc_credentials = grpc::SslServerCredentials(ssl);
+  }
+  builder.AddListeningPort(config->bind_address + ":" + std::to_string(config->grpc_port), grpc_credentials,
+                           &grpc_port);
   builder.RegisterService(&api);
   builder.RegisterService(&agent_link);
   builder.RegisterService(&trial_link);
@@ -207,6 +232,8 @@ int main(int argc, char** argv) {
   http_options.max_connections = config->http_max_connections;
   http_options.read_timeout = std::chrono::seconds(config->http_read_timeout_seconds);
   http_options.max_streams = config->http_max_streams;
+  http_options.tls = config->tls;  // empty: plain HTTP
+  http_options.secure_cookies = config->tls_enabled();
   HttpServer http(&handlers, &metrics, http_options);
   Status http_started = http.Start();
   if (!http_started.ok()) {
@@ -214,7 +241,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   log::Info("master", {{"event", "serving"}, {"grpc_port", std::to_string(grpc_port)},
-                       {"http_port", std::to_string(http.port())}, {"webui", http_options.webui_dir},
+                       {"http_port", std::to_string(http.port())}, {"tls", config->tls_enabled() ? "on" : "off"},
+                       {"webui", http_options.webui_dir},
                        {"schema_version", std::to_string((*db)->SchemaVersion())}});
   while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(200));
   log::Info("master", {{"event", "stopping"}});

@@ -131,13 +131,19 @@ const std::map<std::string, Setting>& Settings() {
                         },
                         "N", "database connections (1-100)", [](const C& c) { return Text(c.db_pool_size); }}},
       {"bind", {[](C& c, V v) { c.bind_address = v; return Status::Ok(); }, "ADDR",
-                "address the gRPC and HTTP servers listen on; a non-loopback one needs --insecure for now "
-                "(docs/security.md)",
+                "address the gRPC and HTTP servers listen on; a non-loopback one needs TLS (--tls-cert-file) "
+                "or --insecure (docs/security.md)",
                 [](const C& c) { return Text(c.bind_address); }}},
       {"insecure", {[](C& c, V v) { return ParseBool("insecure", v, c.insecure); }, "BOOL",
-                    "listen on a non-loopback address although the REST and gRPC APIs are neither authenticated "
-                    "nor encrypted: anyone who reaches the ports can act on the cluster (logged loudly)",
+                    "listen on a non-loopback address without TLS or without authentication: anyone who reaches "
+                    "the ports can read or act on the cluster (logged loudly)",
                     [](const C& c) { return std::string(c.insecure ? "true" : "false"); }}},
+      {"tls_cert_file", {[](C& c, V v) { c.tls_cert_file = v; return Status::Ok(); }, "PATH",
+                         "PEM certificate chain (the master's own first) to serve REST (HTTPS only) and gRPC "
+                         "over TLS with; needs --tls-key-file (docs/security.md)",
+                         nullptr}},
+      {"tls_key_file", {[](C& c, V v) { c.tls_key_file = v; return Status::Ok(); }, "PATH",
+                        "PEM private key of --tls-cert-file's certificate (unencrypted; keep it mode 600)", nullptr}},
       {"grpc_port", {[](C& c, V v) { return ParsePort("grpc_port", v, c.grpc_port); }, "PORT",
                      "gRPC port: the Api, agents (AgentLink) and trainers (TrialLink) (env SF_GRPC_PORT)",
                      [](const C& c) { return Text(c.grpc_port); }}},
@@ -335,11 +341,31 @@ Result<MasterConfig> LoadMasterConfig(const std::vector<std::string>& args) {
   for (const auto& [key, option] : flags.options) {
     if (option->count() > 0) SF_RETURN_IF_ERROR(Set(c, key, flags.values[key], option->get_name()));
   }
-  if (!IsLoopback(c.bind_address) && !c.insecure) {
-    return InvalidArgument("bind: " + c.bind_address +
-                           " is not a loopback address, and the REST and gRPC APIs are neither authenticated "
-                           "nor encrypted yet (docs/security.md): bind 127.0.0.1, or give --insecure to accept "
-                           "that anyone who reaches the ports can act on the cluster");
+  // TLS: both files or neither, each readable, the key the certificate's.
+  if (c.tls_cert_file.empty() != c.tls_key_file.empty()) {
+    return InvalidArgument(c.tls_cert_file.empty()
+                               ? "tls_key_file: " + c.tls_key_file + " is given without tls_cert_file; give both "
+                                 "(--tls-cert-file and --tls-key-file) or neither"
+                               : "tls_cert_file: " + c.tls_cert_file + " is given without tls_key_file; give both "
+                                 "(--tls-cert-file and --tls-key-file) or neither");
+  }
+  if (c.tls_enabled()) {
+    Result<ServerCertificate> tls = LoadServerCertificate(c.tls_cert_file, c.tls_key_file);
+    if (!tls.ok()) return tls.status();
+    c.tls = std::move(tls).value();
+  }
+  // The safe default (docs/security.md): on a non-loopback address the APIs must be protected,
+  // unless the operator says --insecure (main.cc logs that loudly).
+  // The APIs are protected only with TLS on *and* authentication on (docs/security.md).
+  const bool protected_api = c.tls_enabled() && !c.disable_auth;
+  if (!IsLoopback(c.bind_address) && !protected_api && !c.insecure) {
+    return InvalidArgument("bind: " + c.bind_address + " is not a loopback address, and " +
+                           (c.disable_auth ? std::string("authentication is off (--disable-auth)")
+                                           : std::string("TLS is off, so the REST and gRPC APIs would go in "
+                                                         "plaintext")) +
+                           " to anyone who reaches the ports (docs/security.md): give --tls-cert-file and "
+                           "--tls-key-file with authentication on, bind 127.0.0.1, or give --insecure to accept "
+                           "the risk");
   }
   if (c.advertised_address.empty()) {
     // Trainers dial what the master listens on; a wildcard bind has no one address to give.

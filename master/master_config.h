@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/tls_files.h"
 #include "master/scheduler/scheduler.h"
 
 namespace sf::master {
@@ -15,8 +16,16 @@ struct MasterConfig {
   std::string db = "host=127.0.0.1 port=5432 user=postgres dbname=steadfast";  // libpq string
   int db_pool_size = 8;
   std::string bind_address = "127.0.0.1";  // loopback unless told otherwise (docs/security.md)
-  // Listen on a non-loopback address although the API is not authenticated or encrypted yet.
+  // Listen on a non-loopback address although the APIs are not protected (TLS off).
   bool insecure = false;
+  // TLS on REST and gRPC (docs/security.md): the server's PEM certificate chain and private key.
+  // Both or neither; when given, the master serves HTTPS only and gRPC over TLS only.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  // Read from tls_cert_file and tls_key_file by LoadMasterConfig, which checks that the key
+  // matches the certificate; empty when TLS is off. Never logged.
+  ServerCertificate tls;
+  bool tls_enabled() const { return !tls_cert_file.empty(); }
   int grpc_port = 8090;
   int http_port = 8080;
   std::string advertised_address;  // what trainers dial for TrialLink; default 127.0.0.1:<grpc_port>
@@ -53,7 +62,10 @@ struct MasterConfig {
 // Parses argv (without argv[0]) and the environment (SF_DB, SF_GRPC_PORT, SF_HTTP_PORT,
 // SF_CHECKPOINT_ROOT, SF_LOG_LEVEL, SF_WEBUI_DIR) with CLI11: one flag per setting
 // (--grpc-port for grpc_port, ...). `--help`/`-h` and `--version` yield kCancelled with the text
-// to print (exit 0); bad flags and values are InvalidArgument naming the flag.
+// to print (exit 0); bad flags and values are InvalidArgument naming the flag. With
+// tls_cert_file/tls_key_file it reads both files (errors name the file: unreadable, not PEM, a
+// key that does not match the certificate). A non-loopback `bind` is refused unless TLS is on
+// or --insecure is given.
 Result<MasterConfig> LoadMasterConfig(const std::vector<std::string>& args);
 // 127.0.0.0/8, ::1 or "localhost".
 bool IsLoopback(const std::string& address);

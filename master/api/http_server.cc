@@ -3,11 +3,13 @@
 #include <google/protobuf/util/json_util.h>
 #include <google/protobuf/util/time_util.h>
 
+#include <openssl/ssl.h>
+
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <poll.h>
-#include <sys/socket.h>
+#include <boost/beast/ssl.hpp>
 
 #include <algorithm>
 #include <array>
@@ -17,12 +19,14 @@
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
+#include <type_traits>
 #include <vector>
 
 #include "common/log.h"
@@ -174,29 +178,20 @@ std::string ContentType(const std::string& path) {
   return it == kTypes.end() ? "application/octet-stream" : it->second;
 }
 
-// Writes all of `data` to a non-blocking socket, waiting at most `timeout` in all. False when the
-// peer is gone or does not take the bytes in time. (Log-follow threads write this way rather
-// than with asio's blocking write, which would wait forever on a client that stops reading.)
-bool SendAll(int fd, const std::string& data, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  size_t sent = 0;
-  while (sent < data.size()) {
-    ssize_t n = ::send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
-    if (n > 0) {
-      sent += static_cast<size_t>(n);
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return false;
-      pollfd p{fd, POLLOUT, 0};
-      if (::poll(&p, 1, static_cast<int>(left.count())) < 0 && errno != EINTR) return false;
-      continue;
-    }
-    return false;
+// The server side of TLS with `tls`'s certificate and key: TLS 1.2 or newer only.
+Result<std::unique_ptr<asio::ssl::context>> MakeTlsContext(const ServerCertificate& tls) {
+  try {
+    auto context = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
+    context->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                         asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                         asio::ssl::context::no_tlsv1_1 | asio::ssl::context::single_dh_use);
+    SSL_CTX_set_min_proto_version(context->native_handle(), TLS1_2_VERSION);
+    context->use_certificate_chain(asio::buffer(tls.cert_chain_pem));
+    context->use_private_key(asio::buffer(tls.private_key_pem), asio::ssl::context::pem);
+    return context;
+  } catch (const std::exception& e) {
+    return InvalidArgument(std::string("TLS: cannot use the certificate and key: ") + e.what());
   }
-  return true;
 }
 
 // One of the server's `max_connections`, given back when destroyed.
@@ -217,12 +212,14 @@ struct HttpServer::Impl {
   ApiHandlers* handlers;
   MasterMetrics* metrics;
   HttpOptions options;
+  // HTTPS when set (options.tls). Declared before io: sessions destroyed with io use it.
+  std::unique_ptr<asio::ssl::context> tls_context;
   // Declared before io: sessions destroyed with io's pending handlers still give back slots.
   std::atomic<bool> stopping{false};
   std::atomic<int> connections{0};
   std::mutex streams_mu;
   std::condition_variable streams_done;
-  std::multiset<int> stream_fds;  // sockets of running log follows, shut down by Stop()
+  std::multiset<int> stream_fds;  // sockets of running log follows
   asio::io_context io;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
   std::unique_ptr<tcp::acceptor> acceptor;
@@ -238,7 +235,8 @@ struct HttpServer::Impl {
     stream_fds.insert(fd);
     return true;
   }
-  // Called last by a follow thread (after closing `fd`): Stop() may destroy *this right after.
+  // Called last by a follow thread (after letting go of its session): Stop() may destroy *this
+  // right after.
   void EndStream(int fd) {
     std::lock_guard<std::mutex> lock(streams_mu);
     stream_fds.erase(stream_fds.find(fd));
@@ -309,12 +307,13 @@ struct HttpServer::Impl {
 
   // Server-sent events: a trial's log lines as they arrive, until the trial ends, the client
   // goes away or stops reading (read_timeout), or the server stops. Runs on a thread of its own
-  // and writes to `fd` (non-blocking) directly.
-  void FollowLogs(int fd, unsigned version, v1::GetTrialLogsRequest r) {
+  // and writes with `send`, which returns false when the bytes could not be sent in time.
+  void FollowLogs(const std::function<bool(const std::string&)>& send, unsigned version,
+                  v1::GetTrialLogsRequest r) {
     const std::string head = std::string(version == 10 ? "HTTP/1.0" : "HTTP/1.1") +
                              " 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-store\r\n"
                              "Connection: close\r\n\r\n";
-    if (!SendAll(fd, head, options.read_timeout)) return;
+    if (!send(head)) return;
     const int64_t trial_id = r.trial_id();
     r.set_limit(0);
     auto last_keepalive = std::chrono::steady_clock::now();
@@ -332,11 +331,11 @@ struct HttpServer::Impl {
         chunk = ": keep-alive\n\n";
       }
       if (!chunk.empty()) {
-        if (!SendAll(fd, chunk, options.read_timeout)) return;
+        if (!send(chunk)) return;
         last_keepalive = std::chrono::steady_clock::now();
       }
       if (finished && rows->logs().empty()) {
-        (void)SendAll(fd, "event: end\ndata: {}\n\n", options.read_timeout);
+        (void)send("event: end\ndata: {}\n\n");
         return;
       }
       if (rows->logs().empty()) std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -852,46 +851,75 @@ struct HttpServer::Impl {
 
 namespace {
 
-// One connection, served asynchronously on the worker pool: read a request (within
-// read_timeout), run its handler, write the response (within read_timeout), repeat while kept
-// alive. A log follow leaves the pool for a thread of its own (see the header).
-class Session : public std::enable_shared_from_this<Session> {
+// One connection, served asynchronously on the worker pool: (over TLS, the handshake first,
+// within read_timeout), then read a request (within read_timeout), run its handler, write the
+// response (within read_timeout), repeat while kept alive. A log follow leaves the pool for a
+// thread of its own (see the header). kTls: the connection is a TLS stream over the TCP one.
+template <bool kTls>
+class Session : public std::enable_shared_from_this<Session<kTls>> {
  public:
+  using Stream = std::conditional_t<kTls, beast::ssl_stream<beast::tcp_stream>, beast::tcp_stream>;
+
   // `slot` null: the connection is over the cap and only gets a 503.
   Session(HttpServer::Impl* impl, tcp::socket socket, std::unique_ptr<ConnectionSlot> slot)
+    requires(!kTls)
       : impl_(impl), stream_(std::move(socket)), slot_(std::move(slot)) {}
+  Session(HttpServer::Impl* impl, tcp::socket socket, asio::ssl::context& tls, std::unique_ptr<ConnectionSlot> slot)
+    requires(kTls)
+      : impl_(impl), stream_(std::move(socket), tls), slot_(std::move(slot)) {}
 
   void Run() {
-    asio::dispatch(stream_.get_executor(), [self = shared_from_this()] {
-      if (self->slot_) return self->Read();
-      auto res = std::make_shared<Response>(http::status::service_unavailable, 11);
-      res->set(http::field::content_type, "application/json");
-      res->set(http::field::retry_after, "1");
-      res->body() = ErrorJson(Unavailable("too many connections (" + std::to_string(self->impl_->options.max_connections) +
-                                          " open); retry later"));
-      res->keep_alive(false);
-      res->prepare_payload();
-      self->impl_->metrics->ObserveRequest("over_capacity", 0, 503);
-      self->Write(std::move(res), /*linger=*/true);
+    asio::dispatch(stream_.get_executor(), [self = this->shared_from_this()] {
+      if constexpr (kTls) {
+        self->tcp().expires_after(self->impl_->options.read_timeout);
+        self->stream_.async_handshake(asio::ssl::stream_base::server, [self](beast::error_code ec) {
+          // Plaintext HTTP, a client that refuses the certificate, or too slow: closed unanswered.
+          if (ec) {
+            log::Debug("http", {{"event", "tls_handshake_failed"}, {"error", ec.message()}});
+            return self->Close(/*graceful=*/false);
+          }
+          self->Serve();
+        });
+      } else {
+        self->Serve();
+      }
     });
   }
 
  private:
+  // The TCP layer (timeouts, the socket) under the stream.
+  beast::tcp_stream& tcp() { return beast::get_lowest_layer(stream_); }
+
+  void Serve() {
+    if (slot_) return Read();
+    auto res = std::make_shared<Response>(http::status::service_unavailable, 11);
+    res->set(http::field::content_type, "application/json");
+    res->set(http::field::retry_after, "1");
+    res->body() = ErrorJson(
+        Unavailable("too many connections (" + std::to_string(impl_->options.max_connections) + " open); retry later"));
+    res->keep_alive(false);
+    res->prepare_payload();
+    impl_->metrics->ObserveRequest("over_capacity", 0, 503);
+    Write(std::move(res), /*linger=*/true);
+  }
+
   void Read() {
-    if (impl_->stopping) return Close();
+    if (impl_->stopping) return Close(/*graceful=*/false);
     parser_.emplace();
     parser_->body_limit(impl_->options.max_body_bytes);
     parser_->header_limit(64 * 1024);
-    stream_.expires_after(impl_->options.read_timeout);
+    tcp().expires_after(impl_->options.read_timeout);
     http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
+                     [self = this->shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
   }
 
   void OnRead(beast::error_code ec) {
-    // Closed by the client, idle or too slow (timeout: tcp_stream has closed the socket).
+    // Closed by the client (over TLS, with or without close_notify), idle or too slow (timeout:
+    // tcp_stream has closed the socket).
     if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset ||
-        ec == beast::error::timeout || ec == asio::error::operation_aborted) {
-      return Close();
+        ec == beast::error::timeout || ec == asio::error::operation_aborted ||
+        ec == asio::ssl::error::stream_truncated) {
+      return Close(/*graceful=*/false);
     }
     if (ec) {
       bool too_big = ec == http::error::body_limit;
@@ -910,7 +938,7 @@ class Session : public std::enable_shared_from_this<Session> {
     std::string route;
     std::optional<v1::GetTrialLogsRequest> follow;
     beast::error_code peer_ec;
-    auto peer_endpoint = stream_.socket().remote_endpoint(peer_ec);
+    auto peer_endpoint = tcp().socket().remote_endpoint(peer_ec);
     const std::string peer = peer_ec ? "unknown" : peer_endpoint.address().to_string();
     principal_ = Principal();
     try {
@@ -945,7 +973,7 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     if (e.actor.empty() || !IsText(e.actor) || e.actor.size() > 200) e.actor = "anonymous";
     beast::error_code ec;
-    auto peer = stream_.socket().remote_endpoint(ec);
+    auto peer = tcp().socket().remote_endpoint(ec);
     e.peer = ec ? "unknown" : peer.address().to_string();
     e.method = std::string(http::to_string(m));
     e.path = IsText(path) && path.size() <= 2000 ? path : "(unprintable path)";
@@ -956,33 +984,37 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void Write(std::shared_ptr<Response> res, bool linger) {
-    stream_.expires_after(impl_->options.read_timeout);
-    http::async_write(stream_, *res, [self = shared_from_this(), res, linger](beast::error_code ec, size_t) {
-      if (ec) return self->Close();
+    tcp().expires_after(impl_->options.read_timeout);
+    http::async_write(stream_, *res, [self = this->shared_from_this(), res, linger](beast::error_code ec, size_t) {
+      if (ec) return self->Close(/*graceful=*/false);
       if (linger) return self->Linger(0);
-      if (!res->keep_alive()) return self->Close();
+      if (!res->keep_alive()) return self->Close(/*graceful=*/true);
       self->Read();
     });
   }
 
   // After an error response: read (and drop) what the client is still sending, so it sees the
-  // response instead of a reset. Bounded in bytes (64 MiB) and time (5 s).
+  // response instead of a reset. Bounded in bytes (64 MiB) and time (5 s). Over TLS the bytes
+  // dropped are TLS records, read from the TCP layer undecrypted.
   void Linger(size_t drained) {
     if (drained == 0) {
       beast::error_code ec;
-      stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
-      stream_.expires_after(std::chrono::seconds(5));
+      tcp().socket().shutdown(tcp::socket::shutdown_send, ec);
+      tcp().expires_after(std::chrono::seconds(5));
       sink_ = std::make_unique<std::array<char, 16384>>();
     }
-    stream_.async_read_some(asio::buffer(*sink_), [self = shared_from_this(), drained](beast::error_code ec, size_t n) {
-      if (ec || drained + n >= (64u << 20)) return;
-      self->Linger(drained + n);
-    });
+    tcp().async_read_some(asio::buffer(*sink_),
+                          [self = this->shared_from_this(), drained](beast::error_code ec, size_t n) {
+                            if (ec || drained + n >= (64u << 20)) return;
+                            self->Linger(drained + n);
+                          });
   }
 
-  // Hands the connection to a thread of its own for the server-sent events.
+  // Hands the connection to a thread of its own for the server-sent events. The thread writes
+  // through this session's stream (so over TLS too), one write at a time on the session's
+  // strand, and waits for each: a write not taken within read_timeout fails as any other does.
   void Follow(const Request& req, v1::GetTrialLogsRequest r) {
-    const int fd = stream_.socket().native_handle();
+    const int fd = tcp().socket().native_handle();
     if (!impl_->AddStream(fd)) {
       auto res = std::make_shared<Response>(impl_->Json(
           503, ErrorJson(Unavailable("too many log follows (" + std::to_string(impl_->options.max_streams) + ")")),
@@ -992,28 +1024,54 @@ class Session : public std::enable_shared_from_this<Session> {
       res->prepare_payload();
       return Write(std::move(res), /*linger=*/false);
     }
-    tcp::socket socket = stream_.release_socket();
-    beast::error_code ec;
-    socket.native_non_blocking(true, ec);
     impl_->metrics->ObserveRequest("/api/v1/trials/{id}/logs", 0, 200);
-    std::thread([impl = impl_, socket = std::move(socket), slot = std::move(slot_), version = req.version(),
-                 r = std::move(r), fd]() mutable {
-      impl->FollowLogs(fd, version, std::move(r));
-      beast::error_code ignored;
-      socket.shutdown(tcp::socket::shutdown_send, ignored);
-      socket.close(ignored);
-      slot.reset();
+    tcp().expires_never();  // until the first write
+    std::thread([self = this->shared_from_this(), version = req.version(), r = std::move(r), fd]() mutable {
+      HttpServer::Impl* impl = self->impl_;
+      impl->FollowLogs([&self](const std::string& data) { return self->WriteFromThread(data); }, version,
+                       std::move(r));
+      if (!impl->stopping) asio::post(self->stream_.get_executor(), [self] { self->Close(/*graceful=*/true); });
+      self.reset();  // the posted close (or io's destruction) ends the session
       impl->EndStream(fd);
     }).detach();
   }
 
-  void Close() {
+  // On a log-follow thread: writes `data` on the strand and waits for it. False when the write
+  // failed or timed out, or the server is stopping (io no longer runs).
+  bool WriteFromThread(const std::string& data) {
+    auto done = std::make_shared<std::promise<beast::error_code>>();
+    std::future<beast::error_code> written = done->get_future();
+    auto bytes = std::make_shared<std::string>(data);
+    asio::post(stream_.get_executor(), [self = this->shared_from_this(), bytes, done] {
+      self->tcp().expires_after(self->impl_->options.read_timeout);
+      asio::async_write(self->stream_, asio::buffer(*bytes),
+                        [bytes, done](beast::error_code ec, size_t) { done->set_value(ec); });
+    });
+    while (written.wait_for(std::chrono::milliseconds(200)) != std::future_status::ready) {
+      if (impl_->stopping) return false;
+    }
+    return !written.get();
+  }
+
+  // Ends the connection. `graceful` over TLS: close_notify first (bounded by 5 s), so a client
+  // reading to the end sees a clean end rather than a truncated stream.
+  void Close(bool graceful) {
+    if constexpr (kTls) {
+      if (graceful) {
+        tcp().expires_after(std::chrono::seconds(5));
+        stream_.async_shutdown([self = this->shared_from_this()](beast::error_code) {
+          beast::error_code ec;
+          self->tcp().socket().shutdown(tcp::socket::shutdown_send, ec);
+        });
+        return;
+      }
+    }
     beast::error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    tcp().socket().shutdown(tcp::socket::shutdown_send, ec);
   }
 
   HttpServer::Impl* impl_;
-  beast::tcp_stream stream_;
+  Stream stream_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::unique_ptr<ConnectionSlot> slot_;
@@ -1045,7 +1103,11 @@ void HttpServer::Impl::OnAccept(tcp::socket socket) {
   } else {
     connections.fetch_sub(1);
   }
-  std::make_shared<Session>(this, std::move(socket), std::move(slot))->Run();
+  if (tls_context) {
+    std::make_shared<Session<true>>(this, std::move(socket), *tls_context, std::move(slot))->Run();
+  } else {
+    std::make_shared<Session<false>>(this, std::move(socket), std::move(slot))->Run();
+  }
 }
 
 HttpServer::HttpServer(ApiHandlers* handlers, MasterMetrics* metrics, HttpOptions options)
@@ -1063,6 +1125,11 @@ HttpServer::~HttpServer() { Stop(); }
 
 Status HttpServer::Start() {
   Impl& impl = *impl_;
+  if (!impl.options.tls.cert_chain_pem.empty()) {
+    Result<std::unique_ptr<asio::ssl::context>> context = MakeTlsContext(impl.options.tls);
+    if (!context.ok()) return context.status();
+    impl.tls_context = std::move(context).value();
+  }
   try {
     auto address = asio::ip::make_address(impl.options.bind_address);
     impl.acceptor = std::make_unique<tcp::acceptor>(impl.io);
@@ -1107,10 +1174,9 @@ void HttpServer::Stop() {
     beast::error_code ec;
     impl.acceptor->close(ec);
   }
-  // Log follows notice `stopping` within 300 ms; shutting their sockets down ends a write that
-  // waits on a client.
+  // Log follows notice `stopping` within 300 ms, also while a write waits on a client (the io
+  // that would finish it no longer runs).
   std::unique_lock<std::mutex> lock(impl.streams_mu);
-  for (int fd : impl.stream_fds) ::shutdown(fd, SHUT_RDWR);
   impl.streams_done.wait_for(lock, std::chrono::seconds(10), [&impl] { return impl.stream_fds.empty(); });
 }
 

@@ -18,6 +18,12 @@
 // `max_streams` at a time (one more gets 503), and still counts as one of `max_connections`.
 // Their writes time out like any other (`read_timeout`).
 //
+// TLS: with `tls` set (a certificate chain and key), the server speaks HTTPS only: each
+// connection must finish a TLS handshake (TLS 1.2 or newer) within `read_timeout` before its
+// first request, and one that does not (plaintext HTTP, a client that does not trust the
+// certificate) is closed without an answer. Everything above holds unchanged over TLS; log
+// follows write through the connection's TLS stream.
+//
 // Bad requests get a JSON error {"code": <grpc code>, "message": "...", "errors": [...]} with a
 // proper HTTP status; nothing a client sends can stop the server. Thread-safe.
 #pragma once
@@ -28,6 +34,7 @@
 #include <string>
 #include <thread>
 
+#include "common/tls_files.h"
 #include "master/api/api_handlers.h"
 #include "master/api/master_metrics.h"
 #include "master/auth/access_policy.h"
@@ -61,6 +68,8 @@ struct HttpOptions {
   AgentRevocations* revocations = nullptr;  // POST /api/v1/agents/{id}/revoke|restore; none: 404
   bool metrics_public = true;           // /metrics without credentials
   bool secure_cookies = false;          // the session cookie only over TLS
+  // HTTPS with this certificate and key (PEM; common/tls_files.h); empty: plain HTTP.
+  ServerCertificate tls;
 };
 
 class HttpServer {
@@ -70,7 +79,9 @@ class HttpServer {
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
-  Status Start();   // binds, starts the worker threads and accepts
+  // Binds, starts the worker threads and accepts. Fails (naming the cause) when the address is
+  // taken or the TLS certificate or key cannot be used.
+  Status Start();
   // Stops accepting, ends every connection (handlers already running finish first) and joins
   // the workers and log-follow threads. Idempotent; the destructor calls it.
   void Stop();

@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "cli/cluster_certificates.h"
 #include "tests/support/testing.h"
 
 namespace sf::agent {
@@ -125,6 +126,38 @@ TEST(AgentConfigTest, RelativePathsBecomeAbsolute) {
   ASSERT_TRUE(parsed.ok());
   EXPECT_EQ(parsed->config.work_dir.front(), '/');
   EXPECT_EQ(parsed->config.trainer.front(), '/');
+}
+
+// TLS to the master: the CA file from the flag, the config file or SF_MASTER_CA_FILE, made
+// absolute (trainers get the path) and read at start, so a bad file stops the agent there.
+TEST(AgentConfigTest, MasterCaFileIsReadAtStartFromFlagFileOrEnvironment) {
+  testing::TempDir dir;
+  auto ca = cli::EnsureClusterCertificates(dir.path() + "/tls", {"127.0.0.1"});
+  ASSERT_TRUE(ca.ok()) << ca.status().ToString();
+  auto none = Parse({});
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->config.master_ca_file.empty());
+  EXPECT_TRUE(none->config.master_ca_pem.empty());
+
+  auto flag = Parse({"--master-ca-file", ca->ca_cert});
+  ASSERT_TRUE(flag.ok()) << flag.status().ToString();
+  EXPECT_EQ(flag->config.master_ca_file, ca->ca_cert);
+  EXPECT_NE(flag->config.master_ca_pem.find("BEGIN CERTIFICATE"), std::string::npos);
+  auto env = Parse({}, {{"SF_MASTER_CA_FILE", ca->ca_cert}});
+  ASSERT_TRUE(env.ok()) << env.status().ToString();
+  EXPECT_EQ(env->config.master_ca_file, ca->ca_cert);
+  auto file = Parse({"--config", dir.WriteFile("agent.yaml", "master_ca_file: " + ca->ca_cert + "\n")});
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  EXPECT_FALSE(file->config.master_ca_pem.empty());
+
+  const std::string missing = dir.path() + "/missing.pem";
+  auto unreadable = Parse({"--master-ca-file", missing});
+  ASSERT_FALSE(unreadable.ok());
+  EXPECT_NE(unreadable.status().message().find("master CA file " + missing + ": cannot read it"), std::string::npos)
+      << unreadable.status().message();
+  auto not_pem = Parse({"--master-ca-file", dir.WriteFile("junk.pem", "junk\n")});
+  ASSERT_FALSE(not_pem.ok());
+  EXPECT_NE(not_pem.status().message().find("no PEM certificate"), std::string::npos) << not_pem.status().message();
 }
 
 TEST(SlotSpecTest, AutoAndCpu) {

@@ -2,6 +2,7 @@
 // (exit 2, one line naming the problem, a hint, nothing on stdout). Runs the real binary.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <set>
 #include <sstream>
 #include <string>
@@ -329,8 +330,33 @@ TEST(SfUsageTest, ClusterCommandsTakeTheMasterFromFlagOrEnvironment) {
                           {{"SF_MASTER", "http://127.0.0.1:2"}}),
                     kNowhere);
   // A URL the client cannot use is bad input.
-  SfRun https = RunSf({"experiment", "list", "--master", "https://example.com"}, dir);
-  EXPECT_EQ(https.exit_code, 2) << https.err;
+  SfRun ftp = RunSf({"experiment", "list", "--master", "ftp://example.com"}, dir);
+  EXPECT_EQ(ftp.exit_code, 2) << ftp.err;
+}
+
+// Without --master or $SF_MASTER the master comes from the CLI defaults file
+// ($XDG_CONFIG_HOME/steadfast/cli.json, as `sf deploy local up` writes it); a broken file is bad
+// input naming it; an https:// master's CA file that cannot be read is named.
+TEST(SfUsageTest, ClusterCommandsTakeTheMasterFromTheDefaultsFile) {
+  TempDir dir;
+  const std::map<std::string, std::string> env = {{"XDG_CONFIG_HOME", dir.path()}, {"SF_MASTER", ""}};
+  std::filesystem::create_directories(dir.path() + "/steadfast");
+  dir.WriteFile("steadfast/cli.json", std::string("{\"master\": \"") + kNowhere + "\", \"ca_file\": \"\"}");
+  ExpectTriedMaster(RunSf({"experiment", "list"}, dir, env), kNowhere);
+  // $SF_MASTER wins over the file.
+  auto with_master = env;
+  with_master["SF_MASTER"] = "http://127.0.0.1:2";
+  ExpectTriedMaster(RunSf({"agent", "list"}, dir, with_master), "http://127.0.0.1:2");
+
+  dir.WriteFile("steadfast/cli.json", "{\"master\": 8080");
+  SfRun broken = RunSf({"experiment", "list"}, dir, env);
+  EXPECT_EQ(broken.exit_code, 2) << broken.err;
+  EXPECT_NE(broken.err.find(dir.path() + "/steadfast/cli.json"), std::string::npos) << broken.err;
+
+  SfRun no_ca = RunSf({"master", "info", "--master", "https://127.0.0.1:1", "--ca-file", dir.path() + "/none.pem"},
+                      dir);
+  EXPECT_EQ(no_ca.exit_code, 1) << no_ca.err;
+  EXPECT_NE(no_ca.err.find("CA file " + dir.path() + "/none.pem: cannot read it"), std::string::npos) << no_ca.err;
 }
 
 TEST(SfUsageTest, ExperimentCreateReadsFileAndRepeatedConfigBeforeConnecting) {

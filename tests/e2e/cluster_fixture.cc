@@ -14,6 +14,7 @@
 
 #include <pqxx/pqxx>
 
+#include "cli/cluster_certificates.h"
 #include "common/local_postgres.h"
 #include "common/secret_file.h"
 #include "tests/support/cleanup_watchdog.h"
@@ -109,6 +110,10 @@ Cluster::Cluster(int agents, int cpu_slots, ClusterLayout layout)
   fs::create_directories(checkpoint_root());
   // Agents join with the cluster's token (docs/security.md), as `sf deploy local` sets it up.
   EXPECT_TRUE(EnsureSecretFile(join_token_file(), "join token").ok());
+  if (network_.tls) {
+    auto made = cli::EnsureClusterCertificates(dir_.path() + "/tls", {network_.master_host, "127.0.0.1", "localhost"});
+    EXPECT_TRUE(made.ok()) << made.status().ToString();
+  }
   StartMaster();
   StartAgents();
   EXPECT_TRUE(WaitForAgents(agents_)) << "agents did not register";
@@ -144,8 +149,14 @@ void Cluster::StartMaster() {
                                 std::to_string(http_port_), "--grpc-port", std::to_string(grpc_port_),
                                 "--checkpoint-root", checkpoint_root(), "--agent-reconnect-grace-seconds", "60",
                                 "--agent-join-token-file", join_token_file()};
-  // A master on a test network's bridge address (not loopback) must be told it may listen there.
-  if (!IsLoopbackHost(network_.master_host)) argv.push_back("--insecure");
+  if (network_.tls) {
+    argv.insert(argv.end(), {"--tls-cert-file", dir_.path() + "/tls/server.pem", "--tls-key-file",
+                             dir_.path() + "/tls/server-key.pem"});
+  } else if (!IsLoopbackHost(network_.master_host)) {
+    // A plaintext master on a test network's bridge address (not loopback) must be told it may
+    // listen there.
+    argv.push_back("--insecure");
+  }
   argv.insert(argv.end(), network_.master_flags.begin(), network_.master_flags.end());
   const bool auth = std::find(argv.begin(), argv.end(), "--disable-auth") == argv.end();
   if (auth && master_starts_ == 0) {
@@ -171,7 +182,7 @@ void Cluster::StartMaster() {
 }
 
 std::string Cluster::Login(const std::string& username, const std::string& password) {
-  auto client = cli::HttpClient::Create(url());
+  auto client = cli::HttpClient::Create(url(), ca_file());
   if (!client.ok()) return "";
   client->set_token("");
   auto r = client->Post("/api/v1/auth/login",
@@ -207,6 +218,7 @@ void Cluster::StartAgent(int i) {
                                 "cpu:" + std::to_string(cpu_slots_), "--trainer", trainer,
                                 "--work-dir", dir_.path() + "/" + id, "--join-token-file", join_token_file(),
                                 "--kill-tasks-on-exit"};
+  if (network_.tls) argv.insert(argv.end(), {"--master-ca-file", ca_file()});
   if (k < network_.agent_netns.size()) {
     argv.insert(argv.begin(), {"/usr/sbin/ip", "netns", "exec", network_.agent_netns[k]});
   }
@@ -241,7 +253,7 @@ bool Cluster::WaitFor(const std::function<bool()>& cond, std::chrono::seconds ti
 }
 
 std::pair<int, Value> Cluster::Get(const std::string& path) {
-  auto client = cli::HttpClient::Create(url());
+  auto client = cli::HttpClient::Create(url(), ca_file());
   if (!admin_token_.empty()) client->set_token(admin_token_);
   auto r = client->Get(path);
   if (!r.ok()) return {0, Value()};
@@ -250,7 +262,7 @@ std::pair<int, Value> Cluster::Get(const std::string& path) {
 }
 
 std::pair<int, Value> Cluster::Post(const std::string& path, const std::string& body) {
-  auto client = cli::HttpClient::Create(url());
+  auto client = cli::HttpClient::Create(url(), ca_file());
   if (!admin_token_.empty()) client->set_token(admin_token_);
   auto r = client->Post(path, body);
   if (!r.ok()) return {0, Value()};

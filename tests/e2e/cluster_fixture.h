@@ -62,11 +62,16 @@ class Daemon {
 // namespaces can reach (tests/e2e/netns.h builds such a network). `agent_trainer[i]`, when
 // set and not empty, is the program agent i starts instead of sf-trainer. `master_flags` are
 // appended to sf-master's command line at every start (e.g. {"--utilization-sample-seconds", "1"}).
+// With `tls`, the cluster makes a private CA and a certificate for master_host (and 127.0.0.1,
+// localhost) in its directory with openssl, as `sf deploy local up` does; the master serves REST
+// (HTTPS only) and gRPC over TLS with it, the agents and their trainers verify it with the CA,
+// and url() and the REST helpers use https with the CA.
 struct ClusterLayout {
   std::string master_host = "127.0.0.1";
   std::vector<std::string> agent_netns;
   std::vector<std::string> agent_trainer;
   std::vector<std::string> master_flags;
+  bool tls = false;
 };
 
 class Cluster {
@@ -85,7 +90,11 @@ class Cluster {
   // Waits until `n` agents are connected.
   bool WaitForAgents(int n, std::chrono::seconds timeout = std::chrono::seconds(60));
 
-  std::string url() const { return "http://" + network_.master_host + ":" + std::to_string(http_port_); }
+  std::string url() const {
+    return (network_.tls ? "https://" : "http://") + network_.master_host + ":" + std::to_string(http_port_);
+  }
+  // The cluster's CA certificate (PEM) with `tls`; empty without.
+  std::string ca_file() const { return network_.tls ? dir_.path() + "/tls/ca.pem" : ""; }
   std::string grpc_address() const { return network_.master_host + ":" + std::to_string(grpc_port_); }
   const std::string& db() const { return db_; }
   const std::string& dir() const { return dir_.path(); }

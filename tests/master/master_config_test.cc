@@ -1,8 +1,11 @@
 // sf-master's scheduling settings (master/master_config.h): as scalars and flags, as the
-// mappings the issue writes (`scheduler: {type: fair_share}`), and the errors that name the key.
+// mappings the issue writes (`scheduler: {type: fair_share}`), and the errors that name the key;
+// the safe default for a non-loopback bind; the TLS files (real certificates made with openssl).
 #include "master/master_config.h"
 
 #include <gtest/gtest.h>
+
+#include "cli/cluster_certificates.h"
 
 #include "tests/support/testing.h"
 
@@ -95,6 +98,93 @@ TEST_F(MasterConfigTest, ANonLoopbackBindNeedsInsecure) {
     EXPECT_TRUE(Load("cluster_name: x\n", {"--bind", address}).ok()) << address;
   }
   EXPECT_FALSE(Load("insecure: maybe\n").ok());
+}
+
+// A cluster CA and a master certificate in `dir`/name, made as `sf deploy local up` makes them.
+cli::ClusterCertificates MakeCertificates(const sf::testing::TempDir& dir, const std::string& name) {
+  auto made = cli::EnsureClusterCertificates(dir.path() + "/" + name, {"127.0.0.1", "localhost"});
+  EXPECT_TRUE(made.ok()) << made.status().ToString();
+  return made.ok() ? *made : cli::ClusterCertificates{};
+}
+
+TEST_F(MasterConfigTest, TlsFilesAreReadAndANonLoopbackBindNeedsNoInsecureWithThem) {
+  const cli::ClusterCertificates files = MakeCertificates(dir_, "tls");
+  auto off = Load("cluster_name: x\n");
+  ASSERT_TRUE(off.ok()) << off.status().ToString();
+  EXPECT_FALSE(off->tls_enabled());
+  for (std::string address : {"0.0.0.0", "10.1.2.3"}) {
+    auto on = Load("cluster_name: x\n",
+                   {"--bind", address, "--tls-cert-file", files.server_cert, "--tls-key-file", files.server_key});
+    ASSERT_TRUE(on.ok()) << on.status().ToString();
+    EXPECT_TRUE(on->tls_enabled());
+    EXPECT_FALSE(on->insecure);
+    EXPECT_NE(on->tls.cert_chain_pem.find("BEGIN CERTIFICATE"), std::string::npos);
+    EXPECT_NE(on->tls.private_key_pem.find("PRIVATE KEY"), std::string::npos);
+  }
+  // The same from the config file.
+  auto file = Load("bind: 0.0.0.0\ntls_cert_file: " + files.server_cert + "\ntls_key_file: " + files.server_key + "\n");
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  EXPECT_TRUE(file->tls_enabled());
+  // What the master checks against its advertised_address (trainers dial it).
+  EXPECT_TRUE(CertificateNamesHost(file->tls.cert_chain_pem, "127.0.0.1"));
+  EXPECT_TRUE(CertificateNamesHost(file->tls.cert_chain_pem, "localhost"));
+  EXPECT_FALSE(CertificateNamesHost(file->tls.cert_chain_pem, "10.1.2.3"));
+  EXPECT_FALSE(CertificateNamesHost(file->tls.cert_chain_pem, "master.example.com"));
+  // TLS on loopback is fine too.
+  EXPECT_TRUE(Load("cluster_name: x\n", {"--tls-cert-file", files.server_cert, "--tls-key-file", files.server_key})
+                  .ok());
+}
+
+TEST_F(MasterConfigTest, ACertificateWithoutItsKeyIsRefusedNamingBoth) {
+  const cli::ClusterCertificates files = MakeCertificates(dir_, "tls");
+  auto cert_only = Load("cluster_name: x\n", {"--tls-cert-file", files.server_cert});
+  ASSERT_FALSE(cert_only.ok());
+  EXPECT_NE(cert_only.status().message().find("tls_cert_file: " + files.server_cert + " is given without tls_key_file"),
+            std::string::npos)
+      << cert_only.status().message();
+  EXPECT_NE(cert_only.status().message().find("--tls-key-file"), std::string::npos);
+  auto key_only = Load("cluster_name: x\n", {"--tls-key-file", files.server_key});
+  ASSERT_FALSE(key_only.ok());
+  EXPECT_NE(key_only.status().message().find("tls_key_file: " + files.server_key + " is given without tls_cert_file"),
+            std::string::npos)
+      << key_only.status().message();
+  // A non-loopback bind without TLS still needs --insecure, and the message offers TLS.
+  auto plain = Load("cluster_name: x\n", {"--bind", "0.0.0.0"});
+  ASSERT_FALSE(plain.ok());
+  EXPECT_NE(plain.status().message().find("--tls-cert-file"), std::string::npos) << plain.status().message();
+}
+
+TEST_F(MasterConfigTest, UnreadableOrMismatchedTlsFilesAreNamed) {
+  const cli::ClusterCertificates files = MakeCertificates(dir_, "tls");
+  const cli::ClusterCertificates other = MakeCertificates(dir_, "other");
+  const std::string missing = dir_.path() + "/missing.pem";
+  auto no_cert = Load("cluster_name: x\n", {"--tls-cert-file", missing, "--tls-key-file", files.server_key});
+  ASSERT_FALSE(no_cert.ok());
+  EXPECT_NE(no_cert.status().message().find("TLS certificate file " + missing + ": cannot read it"), std::string::npos)
+      << no_cert.status().message();
+  auto no_key = Load("cluster_name: x\n", {"--tls-cert-file", files.server_cert, "--tls-key-file", missing});
+  ASSERT_FALSE(no_key.ok());
+  EXPECT_NE(no_key.status().message().find("TLS key file " + missing + ": cannot read it"), std::string::npos)
+      << no_key.status().message();
+  // Not PEM: the file is named.
+  const std::string junk = dir_.WriteFile("junk.pem", "not a certificate\n");
+  auto not_pem = Load("cluster_name: x\n", {"--tls-cert-file", junk, "--tls-key-file", files.server_key});
+  ASSERT_FALSE(not_pem.ok());
+  EXPECT_NE(not_pem.status().message().find(junk + ": no PEM certificate"), std::string::npos)
+      << not_pem.status().message();
+  auto key_not_pem = Load("cluster_name: x\n", {"--tls-cert-file", files.server_cert, "--tls-key-file", junk});
+  ASSERT_FALSE(key_not_pem.ok());
+  EXPECT_NE(key_not_pem.status().message().find("TLS key file " + junk + ": no PEM private key"), std::string::npos)
+      << key_not_pem.status().message();
+  // Another certificate's key.
+  auto mismatch = Load("cluster_name: x\n", {"--tls-cert-file", files.server_cert, "--tls-key-file", other.server_key});
+  ASSERT_FALSE(mismatch.ok());
+  EXPECT_NE(mismatch.status().message().find("TLS key file " + other.server_key +
+                                             ": the key does not match the certificate in " + files.server_cert),
+            std::string::npos)
+      << mismatch.status().message();
+  // The key material itself never appears in a message.
+  EXPECT_EQ(mismatch.status().message().find("BEGIN"), std::string::npos);
 }
 
 }  // namespace

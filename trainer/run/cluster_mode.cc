@@ -17,6 +17,7 @@
 #include "common/config/experiment_config.h"
 #include "common/config/hyperparameter_schema.h"
 #include "common/log.h"
+#include "common/tls_files.h"
 #include "trainer/core/dtype.h"
 #include "trainer/dist/mpi_communicator.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
@@ -43,9 +44,10 @@ std::string Env(const char* name, const std::string& def = "") {
 // with backoff for up to `patience`; other errors are returned.
 class TrialLinkClient {
  public:
-  // `token`: this task's TrialLink credential (SF_TASK_TOKEN), sent with every call.
-  TrialLinkClient(const std::string& address, v1::TrialIdentity who, std::string token)
-      : stub_(v1::TrialLink::NewStub(MakeChannel(address))), who_(std::move(who)), token_(std::move(token)) {}
+  // `token`: this task's TrialLink credential (SF_TASK_TOKEN), sent with every call. `ca_pem`:
+  // the CA certificate(s) of a TLS master (from SF_MASTER_CA_FILE); empty: plaintext.
+  TrialLinkClient(const std::string& address, v1::TrialIdentity who, std::string token, const std::string& ca_pem)
+      : stub_(v1::TrialLink::NewStub(MakeChannel(address, ca_pem))), who_(std::move(who)), token_(std::move(token)) {}
 
   const v1::TrialIdentity& who() const { return who_; }
 
@@ -82,14 +84,20 @@ class TrialLinkClient {
  private:
   // HTTP/2 pings (as the agent's link does) so a call across a cut network fails within
   // ~10 s and is retried, instead of waiting out its whole deadline.
-  static std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
+  static std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, const std::string& ca_pem) {
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 5000);
     args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
     args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
     args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
-    return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+    if (!ca_pem.empty()) {
+      grpc::SslCredentialsOptions ssl;
+      ssl.pem_root_certs = ca_pem;
+      credentials = grpc::SslCredentials(ssl);
+    }
+    return grpc::CreateCustomChannel(address, credentials, args);
   }
 
   std::unique_ptr<v1::TrialLink::Stub> stub_;
@@ -142,7 +150,14 @@ int RunTrial(const v1::TrialIdentity& who, int world_size, std::unique_ptr<dist:
               << (what.empty() ? "" : ": ") << st.message() << "\n";
     return 1;
   };
-  TrialLinkClient link(master, who, Env("SF_TASK_TOKEN"));
+  // A TLS master: verified with the CA file the agent names (SF_MASTER_CA_FILE).
+  std::string ca_pem;
+  if (const std::string ca_file = Env("SF_MASTER_CA_FILE"); !ca_file.empty()) {
+    Result<std::string> ca = LoadCaCertificates(ca_file, "SF_MASTER_CA_FILE");
+    if (!ca.ok()) return fail("", ca.status());
+    ca_pem = std::move(ca).value();
+  }
+  TrialLinkClient link(master, who, Env("SF_TASK_TOKEN"), ca_pem);
 
   if (world_size > 1) {
     // Meet the other ranks through the master, then connect them with Open MPI.

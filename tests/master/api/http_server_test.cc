@@ -2,7 +2,9 @@
 // list rows are summaries (configYaml only with ?fields=config, always on the single-experiment
 // route); connections beyond the cap get a clean 503 and the cap frees up again; an idle client
 // is disconnected after the read timeout; slow clients hold no worker thread, so with one worker
-// a request still goes through while several slow clients trickle their headers.
+// a request still goes through while several slow clients trickle their headers; log follows
+// stream lines as they arrive, end with the trial and when the server stops; with TLS the server
+// speaks HTTPS only (log follows included) and clients check its certificate's chain and name.
 #include "master/api/http_server.h"
 
 #include <arpa/inet.h>
@@ -10,14 +12,18 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <google/protobuf/util/time_util.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "cli/cluster_certificates.h"
+#include "cli/http_client.h"
 #include "tests/master/migrated_database_test.h"
 #include "tests/support/testing.h"
 
@@ -122,6 +128,22 @@ class HttpServerTest : public testing::MigratedDatabaseTest {
   }
 
   int port() const { return server_->port(); }
+
+  // A RUNNING trial of a new experiment.
+  int64_t AddRunningTrial() {
+    auto trial = store_->CreateTrial(AddExperiment("follow", "name: follow\n"), 1, Value(Value::Map{}), "RUNNING");
+    EXPECT_TRUE(trial.ok()) << trial.status().ToString();
+    return trial.ok() ? *trial : 0;
+  }
+  void AddLogLine(int64_t trial, const std::string& message) {
+    steadfast::v1::LogLine line;
+    line.set_trial_id(trial);
+    line.set_stream("stdout");
+    line.set_message(message);
+    line.set_agent_id("a");
+    *line.mutable_time() = google::protobuf::util::TimeUtil::GetCurrentTime();
+    ASSERT_TRUE(store_->InsertLogs({line}).ok());
+  }
 
   std::unique_ptr<Store> store_;
   std::unique_ptr<ApiHandlers> handlers_;
@@ -284,6 +306,149 @@ TEST_F(HttpServerTest, SlowClientsDoNotBlockOthersEvenWithOneWorker) {
     EXPECT_EQ(Parse(ReadToEnd(fd)).status, 200);
     ::close(fd);
   }
+}
+
+// `sf trial logs -f` as a thread: follows a trial's logs with `client`, keeping what arrives.
+class Follower {
+ public:
+  Follower(cli::HttpClient client, int64_t trial) {
+    thread_ = std::thread([this, client, trial]() mutable {
+      Status st = client.Stream("/api/v1/trials/" + std::to_string(trial) + "/logs?follow=true",
+                                [this](const std::string& event, const std::string& data) {
+                                  std::lock_guard<std::mutex> lock(mu_);
+                                  (event.empty() ? data_ : events_).push_back(data.empty() ? event : data);
+                                  return true;
+                                });
+      std::lock_guard<std::mutex> lock(mu_);
+      status_ = st;
+      ended_ = true;
+    });
+  }
+  ~Follower() { thread_.join(); }
+  // Waits up to 10 s for `n` data events; all of them.
+  std::vector<std::string> WaitForData(size_t n) {
+    for (auto until = Clock::now() + std::chrono::seconds(10); Clock::now() < until;) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (data_.size() >= n) return data_;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    return data_;
+  }
+  // Waits up to `wait` for the stream to end; whether it did.
+  bool WaitForEnd(std::chrono::seconds wait) {
+    for (auto until = Clock::now() + wait; Clock::now() < until;) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (ended_) return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+  std::vector<std::string> events() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return events_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> data_, events_;
+  Status status_;
+  bool ended_ = false;
+  std::thread thread_;
+};
+
+bool Contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+TEST_F(HttpServerTest, LogFollowStreamsLinesAsTheyArriveAndEndsWithTheTrialOrTheServer) {
+  StartServer({});
+  const int64_t trial = AddRunningTrial();
+  AddLogLine(trial, "first line");
+  {
+    Follower follower(*cli::HttpClient::Create("http://127.0.0.1:" + std::to_string(port())), trial);
+    ASSERT_EQ(follower.WaitForData(1).size(), 1u);
+    AddLogLine(trial, "second line");
+    std::vector<std::string> data = follower.WaitForData(2);
+    ASSERT_EQ(data.size(), 2u);
+    EXPECT_TRUE(Contains(data[0], "first line")) << data[0];
+    EXPECT_TRUE(Contains(data[1], "second line")) << data[1];
+    // The trial ends: the stream says so and closes.
+    TrialUpdate done;
+    done.state = "COMPLETED";
+    ASSERT_TRUE(store_->UpdateTrial(trial, done).ok());
+    ASSERT_TRUE(follower.WaitForEnd(std::chrono::seconds(10)));
+    EXPECT_EQ(follower.events(), std::vector<std::string>{"{}"});
+  }
+  // A follow of a running trial ends when the server stops, and Stop() does not wait long.
+  const int64_t running = AddRunningTrial();
+  AddLogLine(running, "still running");
+  Follower follower(*cli::HttpClient::Create("http://127.0.0.1:" + std::to_string(port())), running);
+  ASSERT_EQ(follower.WaitForData(1).size(), 1u);
+  auto start = Clock::now();
+  server_->Stop();
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 5.0);
+  EXPECT_TRUE(follower.WaitForEnd(std::chrono::seconds(10)));
+}
+
+TEST_F(HttpServerTest, WithTlsOnlyHttpsIsServedAndClientsCheckTheCertificate) {
+  // A certificate for "localhost" only: https://localhost is right, https://127.0.0.1 is not.
+  sf::testing::TempDir dir;
+  auto files = cli::EnsureClusterCertificates(dir.path() + "/tls", {"localhost"});
+  ASSERT_TRUE(files.ok()) << files.status().ToString();
+  auto tls = LoadServerCertificate(files->server_cert, files->server_key);
+  ASSERT_TRUE(tls.ok()) << tls.status().ToString();
+  HttpOptions o;
+  o.tls = *tls;
+  o.read_timeout = std::chrono::milliseconds(1500);
+  StartServer(o);
+  const std::string url = "https://localhost:" + std::to_string(port());
+
+  auto client = cli::HttpClient::Create(url, files->ca_cert);
+  ASSERT_TRUE(client.ok());
+  auto health = client->Get("/health");
+  ASSERT_TRUE(health.ok()) << health.status().ToString();
+  EXPECT_EQ(health->status, 200) << health->body;
+
+  // The certificate does not name 127.0.0.1; another CA is not this one.
+  auto by_address = cli::HttpClient::Create("https://127.0.0.1:" + std::to_string(port()), files->ca_cert)->Get("/health");
+  ASSERT_FALSE(by_address.ok());
+  EXPECT_TRUE(Contains(by_address.status().message(), "certificate verify failed: the master's certificate is not for "
+                                                      "127.0.0.1"))
+      << by_address.status().message();
+  auto other = cli::EnsureClusterCertificates(dir.path() + "/other", {"localhost"});
+  ASSERT_TRUE(other.ok());
+  auto wrong_ca = cli::HttpClient::Create(url, other->ca_cert)->Get("/health");
+  ASSERT_FALSE(wrong_ca.ok());
+  EXPECT_TRUE(Contains(wrong_ca.status().message(), "certificate verify failed")) << wrong_ca.status().message();
+
+  // Plaintext HTTP gets no HTTP answer, only a close; so does a client that never handshakes,
+  // within the read timeout.
+  EXPECT_EQ(Get(port(), "/health").status, 0);
+  int idle = Connect(port(), std::chrono::seconds(10));
+  ASSERT_GE(idle, 0);
+  auto start = Clock::now();
+  char buf[256];
+  EXPECT_LE(::recv(idle, buf, sizeof buf, 0), 0);
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 5.0);
+  ::close(idle);
+
+  // A log follow goes through the TLS stream, line by line, and ends with the trial.
+  const int64_t trial = AddRunningTrial();
+  AddLogLine(trial, "over tls");
+  Follower follower(*client, trial);
+  ASSERT_EQ(follower.WaitForData(1).size(), 1u);
+  AddLogLine(trial, "still over tls");
+  std::vector<std::string> data = follower.WaitForData(2);
+  ASSERT_EQ(data.size(), 2u);
+  EXPECT_TRUE(Contains(data[1], "still over tls")) << data[1];
+  TrialUpdate done;
+  done.state = "COMPLETED";
+  ASSERT_TRUE(store_->UpdateTrial(trial, done).ok());
+  EXPECT_TRUE(follower.WaitForEnd(std::chrono::seconds(10)));
+  EXPECT_EQ(follower.events(), std::vector<std::string>{"{}"});
 }
 
 }  // namespace
