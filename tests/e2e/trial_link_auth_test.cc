@@ -13,6 +13,7 @@
 
 #include "common/secret_file.h"
 #include "common/subprocess.h"
+#include "common/tls_files.h"
 #include "master/auth/task_tokens.h"
 #include "steadfast/v1/api.grpc.pb.h"
 #include "steadfast/v1/trial_link.grpc.pb.h"
@@ -34,8 +35,21 @@ std::string ReadAll(const fs::path& p) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
+// Over TLS, as a deployed cluster runs (ClusterLayout.tls).
+std::shared_ptr<grpc::ChannelCredentials> TrustingCa(const std::string& ca_file) {
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = LoadCaCertificates(ca_file).value();
+  return grpc::SslCredentials(ssl);
+}
+
+ClusterLayout Tls() {
+  ClusterLayout layout;
+  layout.tls = true;
+  return layout;
+}
+
 TEST(TrialLinkAuth, OnlyTheTokenIssuedForACallsIdentityIsAcceptedAndItIsNeverLogged) {
-  Cluster cluster(1, 1);
+  Cluster cluster(1, 1, Tls());
   int64_t id = cluster.Submit(TinyExperiment(1, 100000, 10, "auth-e2e"));
   ASSERT_GT(id, 0);
   ASSERT_TRUE(cluster.WaitFor(
@@ -56,7 +70,7 @@ TEST(TrialLinkAuth, OnlyTheTokenIssuedForACallsIdentityIsAcceptedAndItIsNeverLog
   const master::TaskClaims claims{tid, 0, 0, task_id};
   const std::string token = tokens->Issue(claims);
 
-  auto stub = v1::TrialLink::NewStub(grpc::CreateChannel(cluster.grpc_address(), grpc::InsecureChannelCredentials()));
+  auto stub = v1::TrialLink::NewStub(grpc::CreateChannel(cluster.grpc_address(), TrustingCa(cluster.ca_file())));
   auto should_stop = [&](const std::string& presented, const master::TaskClaims& as) {
     v1::ShouldStopRequest req;
     req.mutable_who()->set_trial_id(as.trial_id);
@@ -122,13 +136,14 @@ bool LogHas(const std::string& file, const std::string& a, const std::string& b)
 }
 
 TEST(AgentJoin, OnlyAgentsWithTheJoinTokenJoinAndNoneTakesAConnectedAgentsId) {
-  Cluster cluster(1, 1);
+  Cluster cluster(1, 1, Tls());
   TempDir work;
   const std::string wrong = work.path() + "/wrong-token";
   ASSERT_TRUE(EnsureSecretFile(wrong, "join token").ok());
   auto agent = [&](const std::string& id, const std::vector<std::string>& extra) {
     std::vector<std::string> argv{Cluster::Binary("sf-agent"), "--master", cluster.grpc_address(), "--agent-id", id,
-                                  "--slots", "cpu:1", "--work-dir", work.path() + "/" + id};
+                                  "--slots", "cpu:1", "--work-dir", work.path() + "/" + id, "--master-ca-file",
+                                  cluster.ca_file()};
     argv.insert(argv.end(), extra.begin(), extra.end());
     auto d = std::make_unique<Daemon>(argv, work.path() + "/" + id + ".log");
     EXPECT_TRUE(d->Start());
