@@ -104,18 +104,12 @@ AccountCommand Add(CLI::App* parent, const std::string& name, const std::string&
       ->default_str("");
   c.app->add_flag("--json", c.flags->json, "print the master's JSON instead of text");
   OnSelected(c.app, action, [flags = c.flags, run = std::move(run)] {
-    Result<MasterEndpoint> master = ResolveMasterEndpoint(flags->master, flags->ca_file);
-    if (!master.ok()) {
-      std::cerr << "sf: " << master.status().message() << "\n";
+    Result<Api> api = ConnectToMaster(flags->master, flags->ca_file);
+    if (!api.ok()) {
+      std::cerr << "sf: " << api.status().message() << "\n";
       return kExitUsage;
     }
-    auto client = HttpClient::Create(master->url, master->ca_file);
-    if (!client.ok()) {
-      std::cerr << "sf: " << client.status().message() << "\n";
-      return kExitUsage;
-    }
-    Api api{*client};
-    return run(*flags, api);
+    return run(*flags, *api);
   });
   return c;
 }

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "cli/cli_defaults.h"
 #include "cli/command.h"
 
 namespace sf::cli {
@@ -18,6 +19,14 @@ std::string Str(const Value& obj, const std::string& key) {
     return buf;
   }
   return v->ToDisplay();
+}
+
+Result<Api> ConnectToMaster(const std::string& master_flag, const std::string& ca_file_flag) {
+  Result<MasterEndpoint> master = ResolveMasterEndpoint(master_flag, ca_file_flag);
+  if (!master.ok()) return master.status();
+  auto client = HttpClient::Create(master->url, master->ca_file);
+  if (!client.ok()) return client.status();
+  return Api{*client};
 }
 
 std::optional<Value> Api::Call(const std::string& method, const std::string& path,

@@ -14,6 +14,12 @@ namespace sf::cli {
 // obj[key] as display text ("" when absent or null; doubles to 4 significant digits).
 std::string Str(const Value& obj, const std::string& key);
 
+// The master a command names (--master, $SF_MASTER, the defaults file: cli/cli_defaults.h) and
+// a client for it; a malformed URL or defaults file is bad usage (the message is printed, and
+// the result is the exit code 2).
+struct Api;
+Result<Api> ConnectToMaster(const std::string& master_flag, const std::string& ca_file_flag);
+
 struct Api {
   HttpClient client;
   int exit_code = 0;

@@ -23,12 +23,14 @@ std::string Env(const char* name) {
 
 }  // namespace
 
-std::string CliDefaultsPath() {
+std::string ConfigDir() {
   std::string base = Env("XDG_CONFIG_HOME");
   if (base.empty() || base[0] != '/')
     base = Env("HOME").empty() ? "/tmp/.config" : Env("HOME") + "/.config";
-  return base + "/steadfast/cli.json";
+  return base + "/steadfast";
 }
+
+std::string CliDefaultsPath() { return ConfigDir() + "/cli.json"; }
 
 Result<std::optional<CliDefaults>> ReadCliDefaults(const std::string& path) {
   std::ifstream in(path);

@@ -27,6 +27,9 @@ struct CliDefaults {
 
 // $XDG_CONFIG_HOME/steadfast/cli.json, or $HOME/.config/steadfast/cli.json.
 std::string CliDefaultsPath();
+// $XDG_CONFIG_HOME/steadfast (absolute), else ~/.config/steadfast: where sf keeps its files
+// (cli.json here, sessions.json: cli/session_store.h).
+std::string ConfigDir();
 
 // The defaults in `path`; nullopt when there is no such file. A file that is not a JSON object
 // of strings is an InvalidArgument naming the file.

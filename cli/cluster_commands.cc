@@ -601,18 +601,12 @@ using ClusterRun = std::function<int(const Flags&, Api&)>;
 // Connects to the master (--master, $SF_MASTER, the defaults file: cli/cli_defaults.h) and runs
 // the command; a malformed URL or defaults file is bad usage.
 int RunAgainstMaster(const Flags& f, const ClusterRun& run) {
-  Result<MasterEndpoint> master = ResolveMasterEndpoint(f.master, f.ca_file);
-  if (!master.ok()) {
-    std::cerr << "sf: " << master.status().message() << "\n";
+  Result<Api> api = ConnectToMaster(f.master, f.ca_file);
+  if (!api.ok()) {
+    std::cerr << "sf: " << api.status().message() << "\n";
     return kExitUsage;
   }
-  auto client = HttpClient::Create(master->url, master->ca_file);
-  if (!client.ok()) {
-    std::cerr << "sf: " << client.status().message() << "\n";
-    return kExitUsage;
-  }
-  Api api{*client};
-  return run(f, api);
+  return run(f, *api);
 }
 
 // A command under `parent` that talks to the master: it takes -m/--master and --json and, when

@@ -1,6 +1,7 @@
 #include "cli/session_store.h"
 
-#include <pwd.h>
+#include "cli/cli_defaults.h"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -42,21 +43,7 @@ Status Write(const nlohmann::json& j) {
 
 }  // namespace
 
-std::string SessionFile() {
-  const char* xdg = std::getenv("XDG_CONFIG_HOME");
-  std::string base;
-  if (xdg && *xdg) {
-    base = xdg;
-  } else {
-    const char* home = std::getenv("HOME");
-    if (!home || !*home) {
-      struct passwd* pw = getpwuid(geteuid());
-      home = pw ? pw->pw_dir : "/tmp";
-    }
-    base = std::string(home) + "/.config";
-  }
-  return base + "/steadfast/sessions.json";
-}
+std::string SessionFile() { return ConfigDir() + "/sessions.json"; }
 
 std::optional<Session> LoadSession(const std::string& master_url) {
   nlohmann::json j = Read();
