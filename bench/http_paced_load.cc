@@ -7,7 +7,8 @@
 //   http_paced_load HOST PORT PATH RATE SECONDS [CONNECTIONS]
 //
 // Prints the offered and achieved rates, the latency percentiles and the non-200 count, as
-// "key: value" lines (bench/api_load.sh reads them).
+// "key: value" lines (bench/api_load.sh reads them). With $SF_TOKEN set, every request carries
+// it as `Authorization: Bearer` (from the environment, so it is not in the process listing).
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
@@ -17,6 +18,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -63,6 +65,9 @@ int main(int argc, char** argv) {
       bool connected = connect();
       http::request<http::empty_body> req{http::verb::get, path, 11};
       req.set(http::field::host, host);
+      if (const char* token = std::getenv("SF_TOKEN"); token && *token) {
+        req.set(http::field::authorization, std::string("Bearer ") + token);
+      }
       req.keep_alive(true);
       beast::flat_buffer buffer;
       // Connection c sends requests c, c + C, c + 2C, ...: together, one every 1/RATE seconds.
