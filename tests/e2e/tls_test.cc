@@ -6,7 +6,9 @@
 //   - a plaintext HTTP request and a plaintext gRPC channel to the master fail, and an agent
 //     with another CA never registers;
 //   - `sf --ca-file` (and $SF_CA_FILE) work, log follows included; a client with the wrong CA,
-//     or none, fails with a message naming the certificate verification failure.
+//     or none, fails with a message naming the certificate verification failure;
+//   - across network namespaces, the master on a non-loopback address needs no --insecure with
+//     TLS, and agents and trainers elsewhere verify it by the address its certificate names.
 #include <grpcpp/grpcpp.h>
 
 #include <filesystem>
@@ -17,6 +19,7 @@
 #include "common/tls_files.h"
 #include "steadfast/v1/api.grpc.pb.h"
 #include "tests/e2e/cluster_fixture.h"
+#include "tests/e2e/netns.h"
 
 namespace sf::testing {
 namespace {
@@ -197,6 +200,27 @@ TEST(TlsEndToEnd, EveryChannelIsTlsAndClientsVerifyTheMaster) {
       EXPECT_FALSE(Contains(text, secret)) << entry.path() << " holds a secret";
     }
   }
+}
+
+TEST(TlsEndToEnd, AMasterOnTheNetworkNeedsNoInsecureWithTls) {
+  if (geteuid() != 0) GTEST_SKIP() << "network namespaces need root";
+  TestNetwork net(1);
+  ASSERT_TRUE(net.ok()) << net.why();
+  ClusterLayout layout;
+  layout.tls = true;
+  layout.master_host = net.bridge_address();
+  layout.agent_netns = net.namespaces();
+  Cluster cluster(1, 1, layout);
+  // The master listens on the bridge address with TLS and without --insecure.
+  std::ifstream cmdline("/proc/" + std::to_string(cluster.master_pid()) + "/cmdline");
+  const std::string argv((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(Contains(argv, "--tls-cert-file"));
+  EXPECT_FALSE(Contains(argv, "--insecure"));
+  // The agent (in its own namespace) and its trainer dial the bridge address over TLS.
+  const int64_t id = cluster.Submit(TinyExperiment(1, 20, 10, "tls-netns"));
+  ASSERT_GT(id, 0);
+  EXPECT_TRUE(cluster.WaitForState(id, "EXPERIMENT_STATE_COMPLETED", seconds(300)))
+      << cluster.ExperimentState(id);
 }
 
 }  // namespace
