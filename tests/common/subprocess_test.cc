@@ -11,16 +11,14 @@
 #include <thread>
 
 #include "tests/support/testing.h"
+#include "tests/support/read_file.h"
 
 namespace sf {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
+std::string ReadFile(const std::string& path) { return sf::testing::ReadFileOrEmpty(path); }
 
 // No such process, or a zombie (exited; in a container PID 1 may never reap it).
 bool Gone(pid_t pid) {

@@ -18,6 +18,7 @@
 #include "common/local_postgres.h"
 #include "common/secret_file.h"
 #include "tests/support/cleanup_watchdog.h"
+#include "tests/support/read_file.h"
 
 namespace sf::testing {
 namespace fs = std::filesystem;
@@ -309,11 +310,9 @@ std::vector<pid_t> TrainerPids(const std::vector<std::string>& env) {
   for (const auto& entry : fs::directory_iterator("/proc")) {
     std::string name = entry.path().filename().string();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream cmd(entry.path() / "cmdline");
-    std::string c((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
+    const std::string c = ReadFileOrEmpty((entry.path() / "cmdline").string());
     if (c.find("sf-trainer") == std::string::npos || c.find("cluster") == std::string::npos) continue;
-    std::ifstream envf(entry.path() / "environ");
-    std::string e((std::istreambuf_iterator<char>(envf)), std::istreambuf_iterator<char>());
+    const std::string e = ReadFileOrEmpty((entry.path() / "environ").string());
     // Entries are NUL-separated; match whole entries only.
     std::vector<std::string> entries;
     for (size_t pos = 0; pos < e.size();) {

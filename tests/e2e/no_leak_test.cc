@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "tests/e2e/cluster_fixture.h"
+#include "tests/support/read_file.h"
 
 namespace sf::testing {
 namespace {
@@ -32,10 +33,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr const char* kReportEnv = "SF_NO_LEAK_REPORT";
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
+std::string ReadFile(const std::string& path) { return sf::testing::ReadFileOrEmpty(path); }
 
 std::string Join(const std::vector<pid_t>& pids) {
   std::string out;

@@ -39,6 +39,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/read_file.h"
+
 namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
@@ -78,10 +80,7 @@ struct Registry {
   }
 };
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
+std::string ReadFile(const std::string& path) { return sf::testing::ReadFileOrEmpty(path); }
 
 // True when `pid` exists and is not a zombie (a zombie has exited; only its parent's wait is
 // missing, and in a container PID 1 may never reap it).
