@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 
 #include <string>
 #include <vector>
@@ -48,18 +49,22 @@ class ApiHandlers {
   // experiment then gets the single action's outcome in its own result (an id that does not
   // exist is its result's NOT_FOUND, a refused transition its FAILED_PRECONDITION), and the
   // others are acted on regardless. Results follow the order of `ids`, or of id for a filter.
-  // `may_act` (access_policy.h; null: everything) is asked per experiment: an id it refuses gets
-  // its PERMISSION_DENIED result, and a filter selects only experiments it allows.
+  // `refused` (access_policy.h's Authorizer::RefusedExperiments; null: nothing is) is asked once
+  // for all the experiments: an id it refuses gets its PERMISSION_DENIED result, and a filter
+  // selects only experiments it allows.
   enum class BulkAction { kKill, kPause, kActivate, kArchive, kUnarchive, kDelete };
-  using MayAct = std::function<Status(int64_t experiment_id)>;
+  using RefusedExperiments = std::function<Result<std::map<int64_t, Status>>(const std::vector<int64_t>& ids)>;
   Result<steadfast::v1::BulkExperimentActionResponse> BulkExperimentAction(
-      BulkAction action, const steadfast::v1::BulkExperimentActionRequest& r, const MayAct& may_act = nullptr);
+      BulkAction action, const steadfast::v1::BulkExperimentActionRequest& r,
+      const RefusedExperiments& refused = nullptr);
   // Cluster::DeleteCheckpoint for each uuid (1 to 10,000, duplicates once), one result each in
   // request order; kInvalidArgument for the whole call only when there are none or too many.
-  // `may_delete` (null: everything) refuses a uuid with its PERMISSION_DENIED result.
-  Result<steadfast::v1::DeleteCheckpointsResponse> DeleteCheckpoints(
-      const steadfast::v1::DeleteCheckpointsRequest& r,
-      const std::function<Status(const std::string& uuid)>& may_delete = nullptr);
+  // `refused` (Authorizer::RefusedCheckpoints; null: nothing is), asked once, refuses a uuid
+  // with its PERMISSION_DENIED result.
+  using RefusedCheckpoints =
+      std::function<Result<std::map<std::string, Status>>(const std::vector<std::string>& uuids)>;
+  Result<steadfast::v1::DeleteCheckpointsResponse> DeleteCheckpoints(const steadfast::v1::DeleteCheckpointsRequest& r,
+                                                                     const RefusedCheckpoints& refused = nullptr);
   Result<steadfast::v1::GetExperimentTrialsResponse> GetExperimentTrials(
       const steadfast::v1::GetExperimentTrialsRequest& r);
   Result<steadfast::v1::GetExperimentCheckpointsResponse> GetExperimentCheckpoints(

@@ -1,6 +1,7 @@
 // Bulk experiment actions (ApiHandlers::BulkExperimentAction): one request, many experiments,
 // one result each. Each experiment goes through the same Cluster call as the single-id route,
 // so a bulk action can do nothing a single one could not.
+#include <map>
 #include <set>
 
 #include "master/api/api_handlers.h"
@@ -76,7 +77,7 @@ Result<std::vector<int64_t>> ApiHandlers::SelectExperiments(const v1::BulkExperi
 }
 
 Result<v1::BulkExperimentActionResponse> ApiHandlers::BulkExperimentAction(
-    BulkAction action, const v1::BulkExperimentActionRequest& r, const MayAct& may_act) {
+    BulkAction action, const v1::BulkExperimentActionRequest& r, const RefusedExperiments& refused_by_policy) {
   if (!r.ids().empty() && r.has_filter()) return InvalidArgument("ids and filter: give one of them, not both");
   if (r.ids().empty() && !r.has_filter()) {
     return InvalidArgument(std::string("ids or filter: name the experiments to ") + ActionName(action));
@@ -89,28 +90,36 @@ Result<v1::BulkExperimentActionResponse> ApiHandlers::BulkExperimentAction(
   if (r.has_filter()) {
     const bool archived = action == BulkAction::kUnarchive || r.filter().include_archived();
     SF_ASSIGN_OR_RETURN(ids, SelectExperiments(r.filter(), archived));
-    if (may_act) {
-      std::vector<int64_t> allowed;
-      for (int64_t id : ids) {
-        Status st = may_act(id);
-        if (st.ok()) allowed.push_back(id);
-        else if (st.code() != StatusCode::kPermissionDenied) return st;
-      }
-      ids = std::move(allowed);
-    }
   } else {
     std::set<int64_t> seen;
     for (int64_t id : r.ids()) {
       if (seen.insert(id).second) ids.push_back(id);
     }
   }
+  std::map<int64_t, Status> refused;
+  if (refused_by_policy) {
+    SF_ASSIGN_OR_RETURN(refused, refused_by_policy(ids));
+  }
+  if (r.has_filter() && !refused.empty()) {
+    // A filter selects only what the caller may act on.
+    std::vector<int64_t> allowed;
+    for (int64_t id : ids) {
+      auto it = refused.find(id);
+      if (it == refused.end()) {
+        allowed.push_back(id);
+      } else if (it->second.code() != StatusCode::kPermissionDenied) {
+        return it->second;
+      }
+    }
+    ids = std::move(allowed);
+  }
   v1::BulkExperimentActionResponse out;
   for (int64_t id : ids) {
-    Status st = may_act ? may_act(id) : Status::Ok();
-    if (!st.ok()) {
+    Status st;
+    if (auto it = refused.find(id); it != refused.end()) {
       v1::BulkExperimentActionResult* result = out.add_results();
       result->set_id(id);
-      SetOutcome(result, st);
+      SetOutcome(result, it->second);
       continue;
     }
     switch (action) {
@@ -132,19 +141,23 @@ Result<v1::BulkExperimentActionResponse> ApiHandlers::BulkExperimentAction(
   return out;
 }
 
-Result<v1::DeleteCheckpointsResponse> ApiHandlers::DeleteCheckpoints(
-    const v1::DeleteCheckpointsRequest& r, const std::function<Status(const std::string&)>& may_delete) {
+Result<v1::DeleteCheckpointsResponse> ApiHandlers::DeleteCheckpoints(const v1::DeleteCheckpointsRequest& r,
+                                                                     const RefusedCheckpoints& refused_by_policy) {
   if (r.uuids().empty()) return InvalidArgument("uuids: name the checkpoints to delete");
   if (r.uuids_size() > kMaxBulkExperiments) {
     return InvalidArgument("uuids: " + std::to_string(r.uuids_size()) + " uuids; at most " +
                            std::to_string(kMaxBulkExperiments) + " per request");
   }
+  std::map<std::string, Status> refused;
+  if (refused_by_policy) {
+    SF_ASSIGN_OR_RETURN(refused, refused_by_policy(std::vector<std::string>(r.uuids().begin(), r.uuids().end())));
+  }
   v1::DeleteCheckpointsResponse out;
   std::set<std::string> seen;
   for (const std::string& uuid : r.uuids()) {
     if (!seen.insert(uuid).second) continue;
-    Status st = may_delete ? may_delete(uuid) : Status::Ok();
-    if (st.ok()) st = cluster_->DeleteCheckpoint(uuid);
+    auto it = refused.find(uuid);
+    Status st = it != refused.end() ? it->second : cluster_->DeleteCheckpoint(uuid);
     v1::DeleteCheckpointResult* result = out.add_results();
     result->set_uuid(uuid);
     SetOutcome(result, st);

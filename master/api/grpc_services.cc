@@ -72,9 +72,10 @@ grpc::Status ApiGrpcService::Guard(grpc::ServerContext* ctx, const std::string& 
 
 template <typename Resp, typename Fn>
 grpc::Status ApiGrpcService::Call(grpc::ServerContext* ctx, const std::string& route,
-                                  const google::protobuf::Message& request, Resp* out, Fn&& fn) {
+                                  const google::protobuf::Message& request, Resp* out, Principal* caller, Fn&& fn) {
   auto start = std::chrono::steady_clock::now();
-  Principal p;
+  Principal local;
+  Principal& p = caller ? *caller : local;
   grpc::Status status = Guard(ctx, route, request, &p);
   if (status.ok()) {
     auto r = fn(p);
@@ -88,26 +89,18 @@ grpc::Status ApiGrpcService::Call(grpc::ServerContext* ctx, const std::string& r
   return status;
 }
 
-ApiHandlers::MayAct ApiGrpcService::MayAct(const Principal& p, const std::string& action) const {
+ApiHandlers::RefusedExperiments ApiGrpcService::Refused(const Principal& p, const std::string& action) const {
   if (!authorizer_) return nullptr;
   std::string verb = action.substr(1);  // "kKill" -> "Kill" -> "kill"
   for (char& c : verb) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return [this, p, verb](int64_t id) { return authorizer_->MayActOnExperiment(p, id, verb); };
+  return [this, p, verb](const std::vector<int64_t>& ids) { return authorizer_->RefusedExperiments(p, ids, verb); };
 }
 
 void ApiGrpcService::Audit(const grpc::ServerContext& ctx, const std::string& method, const std::string& target,
-                           const grpc::Status& status) const {
+                           const grpc::Status& status, const Principal& who) const {
   if (!audit_) return;
   AuditEntry e;
-  if (!accounts_) {
-    auto md = ctx.client_metadata().find("x-sf-user");
-    if (md != ctx.client_metadata().end()) e.actor.assign(md->second.data(), md->second.size());
-  } else if (auto md = ctx.client_metadata().find("authorization");
-             md != ctx.client_metadata().end() && md->second.size() > 7) {
-    // The caller Guard authenticated (the answer is cached for seconds: no second lookup).
-    auto who = accounts_->Authenticate(std::string_view(md->second.data() + 7, md->second.size() - 7));
-    if (who.ok()) e.actor = who->username;
-  }
+  e.actor = who.username;  // as Guard authenticated it (x-sf-user without authentication)
   if (e.actor.empty() || e.actor.size() > 200 || e.actor.find('\0') != std::string::npos) e.actor = "anonymous";
   // "ipv4:127.0.0.1:54321" -> "127.0.0.1" (the address, as REST records it).
   std::string peer = ctx.peer();
@@ -125,7 +118,8 @@ void ApiGrpcService::Audit(const grpc::ServerContext& ctx, const std::string& me
 
 grpc::Status ApiGrpcService::CreateExperiment(grpc::ServerContext* ctx, const v1::CreateExperimentRequest* r,
                                               v1::CreateExperimentResponse* out) {
-  grpc::Status st = Call(ctx, "CreateExperiment", *r, out, [&](const Principal& p) -> Result<v1::CreateExperimentResponse> {
+  Principal who;
+  grpc::Status st = Call(ctx, "CreateExperiment", *r, out, &who, [&](const Principal& p) -> Result<v1::CreateExperimentResponse> {
     int64_t workspace_id = Accounts::kDefaultWorkspace;
     if (authorizer_) {
       SF_ASSIGN_OR_RETURN(workspace_id, authorizer_->WorkspaceForNewExperiment(p, r->workspace()));
@@ -138,59 +132,66 @@ grpc::Status ApiGrpcService::CreateExperiment(grpc::ServerContext* ctx, const v1
     for (const auto& e : out->errors()) msg += e.path() + ": " + e.message() + "\n";
     st = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, msg, out->SerializeAsString());
   }
-  Audit(*ctx, "CreateExperiment", st.ok() && out->has_experiment() ? std::to_string(out->experiment().id()) : "", st);
+  Audit(*ctx, "CreateExperiment", st.ok() && out->has_experiment() ? std::to_string(out->experiment().id()) : "", st, who);
   return st;
 }
 grpc::Status ApiGrpcService::GetExperiments(grpc::ServerContext* ctx, const v1::GetExperimentsRequest* r,
                                             v1::GetExperimentsResponse* out) {
-  return Call(ctx, "GetExperiments", *r, out, [&](const Principal& p) { return handlers_->GetExperiments(*r); });
+  return Call(ctx, "GetExperiments", *r, out, nullptr, [&](const Principal& p) { return handlers_->GetExperiments(*r); });
 }
 grpc::Status ApiGrpcService::GetExperiment(grpc::ServerContext* ctx, const v1::GetExperimentRequest* r,
                                            v1::GetExperimentResponse* out) {
-  return Call(ctx, "GetExperiment", *r, out, [&](const Principal& p) { return handlers_->GetExperiment(*r); });
+  return Call(ctx, "GetExperiment", *r, out, nullptr, [&](const Principal& p) { return handlers_->GetExperiment(*r); });
 }
 grpc::Status ApiGrpcService::KillExperiment(grpc::ServerContext* ctx, const v1::ExperimentActionRequest* r,
                                             v1::ExperimentActionResponse* out) {
-  grpc::Status st = Call(ctx, "KillExperiment", *r, out, [&](const Principal& p) { return handlers_->KillExperiment(*r); });
-  Audit(*ctx, "KillExperiment", std::to_string(r->id()), st);
+  Principal who;
+  grpc::Status st = Call(ctx, "KillExperiment", *r, out, &who, [&](const Principal& p) { return handlers_->KillExperiment(*r); });
+  Audit(*ctx, "KillExperiment", std::to_string(r->id()), st, who);
   return st;
 }
 grpc::Status ApiGrpcService::PauseExperiment(grpc::ServerContext* ctx, const v1::ExperimentActionRequest* r,
                                              v1::ExperimentActionResponse* out) {
-  grpc::Status st = Call(ctx, "PauseExperiment", *r, out, [&](const Principal& p) { return handlers_->PauseExperiment(*r); });
-  Audit(*ctx, "PauseExperiment", std::to_string(r->id()), st);
+  Principal who;
+  grpc::Status st = Call(ctx, "PauseExperiment", *r, out, &who, [&](const Principal& p) { return handlers_->PauseExperiment(*r); });
+  Audit(*ctx, "PauseExperiment", std::to_string(r->id()), st, who);
   return st;
 }
 grpc::Status ApiGrpcService::ActivateExperiment(grpc::ServerContext* ctx, const v1::ExperimentActionRequest* r,
                                                 v1::ExperimentActionResponse* out) {
-  grpc::Status st = Call(ctx, "ActivateExperiment", *r, out, [&](const Principal& p) { return handlers_->ActivateExperiment(*r); });
-  Audit(*ctx, "ActivateExperiment", std::to_string(r->id()), st);
+  Principal who;
+  grpc::Status st = Call(ctx, "ActivateExperiment", *r, out, &who, [&](const Principal& p) { return handlers_->ActivateExperiment(*r); });
+  Audit(*ctx, "ActivateExperiment", std::to_string(r->id()), st, who);
   return st;
 }
 grpc::Status ApiGrpcService::ArchiveExperiment(grpc::ServerContext* ctx, const v1::ExperimentActionRequest* r,
                                                v1::ExperimentActionResponse* out) {
-  grpc::Status st = Call(ctx, "ArchiveExperiment", *r, out, [&](const Principal& p) { return handlers_->ArchiveExperiment(*r); });
-  Audit(*ctx, "ArchiveExperiment", std::to_string(r->id()), st);
+  Principal who;
+  grpc::Status st = Call(ctx, "ArchiveExperiment", *r, out, &who, [&](const Principal& p) { return handlers_->ArchiveExperiment(*r); });
+  Audit(*ctx, "ArchiveExperiment", std::to_string(r->id()), st, who);
   return st;
 }
 grpc::Status ApiGrpcService::UnarchiveExperiment(grpc::ServerContext* ctx, const v1::ExperimentActionRequest* r,
                                                  v1::ExperimentActionResponse* out) {
-  grpc::Status st = Call(ctx, "UnarchiveExperiment", *r, out, [&](const Principal& p) { return handlers_->UnarchiveExperiment(*r); });
-  Audit(*ctx, "UnarchiveExperiment", std::to_string(r->id()), st);
+  Principal who;
+  grpc::Status st = Call(ctx, "UnarchiveExperiment", *r, out, &who, [&](const Principal& p) { return handlers_->UnarchiveExperiment(*r); });
+  Audit(*ctx, "UnarchiveExperiment", std::to_string(r->id()), st, who);
   return st;
 }
 grpc::Status ApiGrpcService::DeleteExperiment(grpc::ServerContext* ctx, const v1::ExperimentActionRequest* r,
                                               v1::DeleteExperimentResponse* out) {
-  grpc::Status st = Call(ctx, "DeleteExperiment", *r, out, [&](const Principal& p) { return handlers_->DeleteExperiment(*r); });
-  Audit(*ctx, "DeleteExperiment", std::to_string(r->id()), st);
+  Principal who;
+  grpc::Status st = Call(ctx, "DeleteExperiment", *r, out, &who, [&](const Principal& p) { return handlers_->DeleteExperiment(*r); });
+  Audit(*ctx, "DeleteExperiment", std::to_string(r->id()), st, who);
   return st;
 }
 #define SF_BULK_EXPERIMENT_RPC(Method, action)                                                              \
   grpc::Status ApiGrpcService::Method(grpc::ServerContext* ctx, const v1::BulkExperimentActionRequest* r,  \
                                       v1::BulkExperimentActionResponse* out) {                              \
+    Principal who;                                                                                          \
     grpc::Status st =                                                                                       \
-        Call(ctx, #Method, *r, out, [&](const Principal& p) { return handlers_->BulkExperimentAction(ApiHandlers::BulkAction::action, *r, MayAct(p, #action)); }); \
-    Audit(*ctx, #Method, "", st);                                                                           \
+        Call(ctx, #Method, *r, out, &who, [&](const Principal& p) { return handlers_->BulkExperimentAction(ApiHandlers::BulkAction::action, *r, Refused(p, #action)); }); \
+    Audit(*ctx, #Method, "", st, who);                                                                           \
     return st;                                                                                              \
   }
 SF_BULK_EXPERIMENT_RPC(KillExperiments, kKill)
@@ -202,58 +203,60 @@ SF_BULK_EXPERIMENT_RPC(DeleteExperiments, kDelete)
 #undef SF_BULK_EXPERIMENT_RPC
 grpc::Status ApiGrpcService::GetResourcePools(grpc::ServerContext* ctx, const v1::GetResourcePoolsRequest* r,
                                               v1::GetResourcePoolsResponse* out) {
-  return Call(ctx, "GetResourcePools", *r, out, [&](const Principal& p) { return handlers_->GetResourcePools(*r); });
+  return Call(ctx, "GetResourcePools", *r, out, nullptr, [&](const Principal& p) { return handlers_->GetResourcePools(*r); });
 }
 grpc::Status ApiGrpcService::ContinueExperiment(grpc::ServerContext* ctx, const v1::ContinueExperimentRequest* r,
                                                 v1::CreateExperimentResponse* out) {
-  grpc::Status st = Call(ctx, "ContinueExperiment", *r, out,
+  Principal who;
+  grpc::Status st = Call(ctx, "ContinueExperiment", *r, out, &who,
                          [&](const Principal& p) { return handlers_->ContinueExperiment(*r, p.username); });
-  Audit(*ctx, "ContinueExperiment", std::to_string(r->id()), st);
+  Audit(*ctx, "ContinueExperiment", std::to_string(r->id()), st, who);
   return st;
 }
 grpc::Status ApiGrpcService::DeleteCheckpoints(grpc::ServerContext* ctx, const v1::DeleteCheckpointsRequest* r,
                                                v1::DeleteCheckpointsResponse* out) {
-  grpc::Status st = Call(ctx, "DeleteCheckpoints", *r, out, [&](const Principal& p) {
-    std::function<Status(const std::string&)> may_delete;
+  Principal who;
+  grpc::Status st = Call(ctx, "DeleteCheckpoints", *r, out, &who, [&](const Principal& p) {
+    ApiHandlers::RefusedCheckpoints refused;
     if (authorizer_) {
-      may_delete = [this, &p](const std::string& uuid) {
-        return authorizer_->MayActOnCheckpoint(p, uuid, "delete checkpoints of");
+      refused = [this, &p](const std::vector<std::string>& uuids) {
+        return authorizer_->RefusedCheckpoints(p, uuids, "delete checkpoints of");
       };
     }
-    return handlers_->DeleteCheckpoints(*r, may_delete);
+    return handlers_->DeleteCheckpoints(*r, refused);
   });
-  Audit(*ctx, "DeleteCheckpoints", "", st);
+  Audit(*ctx, "DeleteCheckpoints", "", st, who);
   return st;
 }
 grpc::Status ApiGrpcService::GetExperimentTrials(grpc::ServerContext* ctx, const v1::GetExperimentTrialsRequest* r,
                                                  v1::GetExperimentTrialsResponse* out) {
-  return Call(ctx, "GetExperimentTrials", *r, out, [&](const Principal& p) { return handlers_->GetExperimentTrials(*r); });
+  return Call(ctx, "GetExperimentTrials", *r, out, nullptr, [&](const Principal& p) { return handlers_->GetExperimentTrials(*r); });
 }
 grpc::Status ApiGrpcService::GetExperimentCheckpoints(grpc::ServerContext* ctx,
                                                       const v1::GetExperimentCheckpointsRequest* r,
                                                       v1::GetExperimentCheckpointsResponse* out) {
-  return Call(ctx, "GetExperimentCheckpoints", *r, out, [&](const Principal& p) { return handlers_->GetExperimentCheckpoints(*r); });
+  return Call(ctx, "GetExperimentCheckpoints", *r, out, nullptr, [&](const Principal& p) { return handlers_->GetExperimentCheckpoints(*r); });
 }
 grpc::Status ApiGrpcService::GetTrial(grpc::ServerContext* ctx, const v1::GetTrialRequest* r, v1::GetTrialResponse* out) {
-  return Call(ctx, "GetTrial", *r, out, [&](const Principal& p) { return handlers_->GetTrial(*r); });
+  return Call(ctx, "GetTrial", *r, out, nullptr, [&](const Principal& p) { return handlers_->GetTrial(*r); });
 }
 grpc::Status ApiGrpcService::GetTrialMetrics(grpc::ServerContext* ctx, const v1::GetTrialMetricsRequest* r,
                                              v1::GetTrialMetricsResponse* out) {
-  return Call(ctx, "GetTrialMetrics", *r, out, [&](const Principal& p) { return handlers_->GetTrialMetrics(*r); });
+  return Call(ctx, "GetTrialMetrics", *r, out, nullptr, [&](const Principal& p) { return handlers_->GetTrialMetrics(*r); });
 }
 grpc::Status ApiGrpcService::GetTrialLogs(grpc::ServerContext* ctx, const v1::GetTrialLogsRequest* r,
                                           v1::GetTrialLogsResponse* out) {
-  return Call(ctx, "GetTrialLogs", *r, out, [&](const Principal& p) { return handlers_->GetTrialLogs(*r); });
+  return Call(ctx, "GetTrialLogs", *r, out, nullptr, [&](const Principal& p) { return handlers_->GetTrialLogs(*r); });
 }
 grpc::Status ApiGrpcService::GetAgents(grpc::ServerContext* ctx, const v1::GetAgentsRequest* r, v1::GetAgentsResponse* out) {
-  return Call(ctx, "GetAgents", *r, out, [&](const Principal& p) { return handlers_->GetAgents(*r); });
+  return Call(ctx, "GetAgents", *r, out, nullptr, [&](const Principal& p) { return handlers_->GetAgents(*r); });
 }
 grpc::Status ApiGrpcService::GetMaster(grpc::ServerContext* ctx, const v1::GetMasterRequest* r, v1::GetMasterResponse* out) {
-  return Call(ctx, "GetMaster", *r, out, [&](const Principal& p) { return handlers_->GetMaster(*r); });
+  return Call(ctx, "GetMaster", *r, out, nullptr, [&](const Principal& p) { return handlers_->GetMaster(*r); });
 }
 grpc::Status ApiGrpcService::GetClusterUtilization(grpc::ServerContext* ctx, const v1::GetClusterUtilizationRequest* r,
                                                    v1::GetClusterUtilizationResponse* out) {
-  return Call(ctx, "GetClusterUtilization", *r, out, [&](const Principal& p) { return handlers_->GetClusterUtilization(*r); });
+  return Call(ctx, "GetClusterUtilization", *r, out, nullptr, [&](const Principal& p) { return handlers_->GetClusterUtilization(*r); });
 }
 
 namespace {

@@ -98,21 +98,22 @@ class ApiGrpcService final : public steadfast::v1::Api::Service {
                                      steadfast::v1::GetClusterUtilizationResponse*) override;
 
  private:
-  // Guard, then `fn(principal)` with its result in *out, observed for the metrics.
+  // Guard, then `fn(principal)` with its result in *out, observed for the metrics; the caller
+  // Guard found goes to *caller when given (for the audit record).
   template <typename Resp, typename Fn>
   grpc::Status Call(grpc::ServerContext* ctx, const std::string& route, const google::protobuf::Message& request,
-                    Resp* out, Fn&& fn);
+                    Resp* out, Principal* caller, Fn&& fn);
   // Authenticates the caller and checks `method`'s policy entry; OK with *p filled, or the
   // refusal (UNAUTHENTICATED, PERMISSION_DENIED) with a one-line reason.
   grpc::Status Guard(grpc::ServerContext* ctx, const std::string& method, const google::protobuf::Message& request,
                      Principal* p);
-  // The per-experiment check bulk actions make (null without an authorizer); `action` is the
-  // BulkAction's enumerator name ("kKill").
-  ApiHandlers::MayAct MayAct(const Principal& p, const std::string& action) const;
-  // Puts a mutation on record (docs/security.md, "Audit log"): actor from x-sf-user metadata,
-  // path "/steadfast.v1.Api/<method>[/<target>]", status the gRPC code.
+  // The check bulk actions make, for all their experiments at once (null without an
+  // authorizer); `action` is the BulkAction's enumerator name ("kKill").
+  ApiHandlers::RefusedExperiments Refused(const Principal& p, const std::string& action) const;
+  // Puts a mutation on record (docs/security.md, "Audit log"): actor `who` (as Guard found the
+  // caller), path "/steadfast.v1.Api/<method>[/<target>]", status the gRPC code.
   void Audit(const grpc::ServerContext& ctx, const std::string& method, const std::string& target,
-             const grpc::Status& status) const;
+             const grpc::Status& status, const Principal& who) const;
 
   ApiHandlers* handlers_;
   CallObserver observer_;

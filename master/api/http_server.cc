@@ -345,14 +345,16 @@ struct HttpServer::Impl {
 
   // Holds `req` to the access policy (master/auth/access_policy.h) before it runs: finds its
   // rule, authenticates the caller and checks what the rule needs. True when the request may go
-  // on to Route (with `p` the caller); false with `res` (and `route`) filled otherwise.
-  bool Gate(const Request& req, const std::string& peer, Response& res, std::string& route, Principal& p) {
+  // on to Route (with `p` the caller, and `match` its rule when it has one); false with `res`
+  // (and `route`) filled otherwise.
+  bool Gate(const Request& req, const std::string& peer, Response& res, std::string& route, Principal& p,
+            std::optional<RestMatch>& match) {
     std::string target(req.target());
     const std::string path = UrlDecode(target.substr(0, target.find('?')));
     const std::string method(http::to_string(req.method()));
     Need need = Need::kPublic;
     std::string action = "read";
-    std::optional<RestMatch> match;
+    match.reset();
     if (path.rfind("/api/", 0) == 0 || path == "/health") {
       bool path_known = false;
       match = MatchRest(method, path, &path_known);
@@ -406,7 +408,7 @@ struct HttpServer::Impl {
       }
       via_cookie = !token.empty();
     }
-    if (token.empty()) return refuse(Unauthenticated("log in first: no credentials (Authorization: Bearer TOKEN)"));
+    if (token.empty()) return refuse(NoCredentials());
     auto who = options.accounts->Authenticate(token);
     if (!who.ok()) return refuse(who.status());
     p = *who;
@@ -440,10 +442,10 @@ struct HttpServer::Impl {
     return true;
   }
 
-  // Fills `res`, or `follow_out` for a log follow (the caller streams it). `p`: the caller, as
-  // Gate let it through.
+  // Fills `res`, or `follow_out` for a log follow (the caller streams it). `p` and `match`: the
+  // caller and the policy rule, as Gate let it through.
   void Route(const Request& req, Response& res, std::string& route, std::optional<v1::GetTrialLogsRequest>& follow_out,
-             const Principal& p, const std::string& peer) {
+             const Principal& p, const std::optional<RestMatch>& match, const std::string& peer) {
     std::string target(req.target());
     size_t qpos = target.find('?');
     std::string path = UrlDecode(target.substr(0, qpos));
@@ -510,7 +512,6 @@ struct HttpServer::Impl {
     }
     if (path.rfind("/api/v1/auth/", 0) == 0 || path.rfind("/api/v1/users", 0) == 0 ||
         path.rfind("/api/v1/tokens", 0) == 0 || path.rfind("/api/v1/workspaces", 0) == 0) {
-      auto match = MatchRest(std::string(http::to_string(method)), path);
       if (!match) {
         route = "unknown";
         res = Json(405, ErrorJson(InvalidArgument(std::string(http::to_string(method)) + " is not allowed on " + path)), req);
@@ -650,11 +651,13 @@ struct HttpServer::Impl {
       v1::BulkExperimentActionRequest r;
       Status st = ParseBody(req, &r);
       if (!st.ok()) return void(res = Error(st, req));
-      ApiHandlers::MayAct may_act;
+      ApiHandlers::RefusedExperiments refused;
       if (options.authorizer) {
-        may_act = [this, &p, action](int64_t id) { return options.authorizer->MayActOnExperiment(p, id, action); };
+        refused = [this, &p, action](const std::vector<int64_t>& ids) {
+          return options.authorizer->RefusedExperiments(p, ids, action);
+        };
       }
-      res = Reply(handlers->BulkExperimentAction(kActions.at(action), r, may_act), req);
+      res = Reply(handlers->BulkExperimentAction(kActions.at(action), r, refused), req);
       return;
     }
     if (path == "/api/v1/checkpoints/delete") {
@@ -663,13 +666,13 @@ struct HttpServer::Impl {
       v1::DeleteCheckpointsRequest r;
       Status st = ParseBody(req, &r);
       if (!st.ok()) return void(res = Error(st, req));
-      std::function<Status(const std::string&)> may_delete;
+      ApiHandlers::RefusedCheckpoints refused;
       if (options.authorizer) {
-        may_delete = [this, &p](const std::string& uuid) {
-          return options.authorizer->MayActOnCheckpoint(p, uuid, "delete checkpoints of");
+        refused = [this, &p](const std::vector<std::string>& uuids) {
+          return options.authorizer->RefusedCheckpoints(p, uuids, "delete checkpoints of");
         };
       }
-      res = Reply(handlers->DeleteCheckpoints(r, may_delete), req);
+      res = Reply(handlers->DeleteCheckpoints(r, refused), req);
       return;
     }
     if (std::regex_match(path, m, kCheckpoint)) {
@@ -764,7 +767,6 @@ struct HttpServer::Impl {
       return;
     }
     if (path.rfind("/api/v1/agents/", 0) == 0) {
-      auto match = MatchRest(std::string(http::to_string(method)), path);
       if (!match) return wrong_method("POST");
       route = match->rule->route;
       if (!options.revocations) return void(res = Error(NotFound("this master keeps no agent revocations"), req));
@@ -942,7 +944,10 @@ class Session : public std::enable_shared_from_this<Session<kTls>> {
     const std::string peer = peer_ec ? "unknown" : peer_endpoint.address().to_string();
     principal_ = Principal();
     try {
-      if (impl_->Gate(req, peer, *res, route, principal_)) impl_->Route(req, *res, route, follow, principal_, peer);
+      std::optional<RestMatch> match;
+      if (impl_->Gate(req, peer, *res, route, principal_, match)) {
+        impl_->Route(req, *res, route, follow, principal_, match, peer);
+      }
     } catch (const std::exception& e) {
       *res = impl_->Error(Internal(std::string("internal error: ") + e.what()), req);
       follow.reset();

@@ -6,6 +6,10 @@
 
 namespace sf::master {
 
+Status NoCredentials() {
+  return Unauthenticated("log in first: no credentials (Authorization: Bearer TOKEN)");
+}
+
 const char* NeedName(Need need) {
   switch (need) {
     case Need::kPublic:
@@ -123,33 +127,52 @@ const std::map<std::string, std::pair<Need, std::string>>& GrpcPolicy() {
 
 namespace {
 
-std::vector<std::string> Segments(std::string_view path) {
-  std::vector<std::string> out;
+std::vector<std::string_view> Segments(std::string_view path) {
+  std::vector<std::string_view> out;
   size_t i = 0;
   while (i <= path.size()) {
     size_t j = path.find('/', i);
     if (j == std::string_view::npos) j = path.size();
-    out.emplace_back(path.substr(i, j - i));
+    out.push_back(path.substr(i, j - i));
     i = j + 1;
   }
   return out;
 }
 
-bool Matches(const std::string& route, const std::vector<std::string>& segs,
-             std::map<std::string, std::string>* params) {
-  std::vector<std::string> want = Segments(route);
-  if (want.size() != segs.size()) return false;
-  std::map<std::string, std::string> out;
-  for (size_t i = 0; i < want.size(); ++i) {
-    const std::string& w = want[i];
-    if (w.size() > 2 && w.front() == '{' && w.back() == '}') {
-      if (segs[i].empty()) return false;
-      out[w.substr(1, w.size() - 2)] = segs[i];
-    } else if (w != segs[i]) {
-      return false;
+// A rule's route split once into segments; `param[i]` names segment i's parameter ("" for a
+// literal segment).
+struct CompiledRule {
+  const RestRule* rule;
+  std::vector<std::string> segments, param;
+};
+
+// Every rule, compiled once, literal routes first: "/api/v1/experiments/kill" is the bulk
+// kill, not the experiment with id "kill".
+const std::vector<CompiledRule>& CompiledRules() {
+  static const std::vector<CompiledRule> kCompiled = [] {
+    std::vector<CompiledRule> out;
+    for (int pass = 0; pass < 2; ++pass) {
+      for (const RestRule& rule : RestPolicy()) {
+        if ((rule.route.find('{') != std::string::npos) != (pass == 1)) continue;
+        CompiledRule c{&rule, {}, {}};
+        for (std::string_view seg : Segments(rule.route)) {
+          const bool templ = seg.size() > 2 && seg.front() == '{' && seg.back() == '}';
+          c.segments.emplace_back(seg);
+          c.param.emplace_back(templ ? seg.substr(1, seg.size() - 2) : std::string_view());
+        }
+        out.push_back(std::move(c));
+      }
     }
+    return out;
+  }();
+  return kCompiled;
+}
+
+bool Matches(const CompiledRule& c, const std::vector<std::string_view>& segs) {
+  if (c.segments.size() != segs.size()) return false;
+  for (size_t i = 0; i < segs.size(); ++i) {
+    if (c.param[i].empty() ? c.segments[i] != segs[i] : segs[i].empty()) return false;
   }
-  if (params) *params = std::move(out);
   return true;
 }
 
@@ -158,22 +181,19 @@ bool Matches(const std::string& route, const std::vector<std::string>& segs,
 std::optional<RestMatch> MatchRest(std::string_view method, const std::string& path,
                                    bool* path_known) {
   if (path_known) *path_known = false;
-  const std::vector<std::string> segs = Segments(path);
-  // Literal routes win over templates ("/api/v1/experiments/kill" is the bulk kill, not the
-  // experiment with id "kill"): try routes without parameters first.
-  for (int pass = 0; pass < 2; ++pass) {
-    for (const RestRule& rule : RestPolicy()) {
-      const bool templated = rule.route.find('{') != std::string::npos;
-      if (templated != (pass == 1)) continue;
-      RestMatch m;
-      if (!Matches(rule.route, segs, &m.params)) continue;
-      if (rule.method != method) {
-        if (path_known) *path_known = true;
-        continue;
-      }
-      m.rule = &rule;
-      return m;
+  const std::vector<std::string_view> segs = Segments(path);
+  for (const CompiledRule& c : CompiledRules()) {
+    if (!Matches(c, segs)) continue;
+    if (c.rule->method != method) {
+      if (path_known) *path_known = true;
+      continue;
     }
+    RestMatch m;
+    m.rule = c.rule;
+    for (size_t i = 0; i < segs.size(); ++i) {
+      if (!c.param[i].empty()) m.params[c.param[i]] = std::string(segs[i]);
+    }
+    return m;
   }
   return std::nullopt;
 }
@@ -181,8 +201,7 @@ std::optional<RestMatch> MatchRest(std::string_view method, const std::string& p
 Status Authorizer::Check(const Principal& p, Need need, const std::string& action,
                          const Resource& r) {
   if (need == Need::kPublic) return Status::Ok();
-  if (!p.authenticated())
-    return Unauthenticated("log in first: no credentials (Authorization: Bearer TOKEN)");
+  if (!p.authenticated()) return NoCredentials();
   switch (need) {
     case Need::kPublic:
     case Need::kSignedIn:
@@ -209,68 +228,122 @@ Status Authorizer::Check(const Principal& p, Need need, const std::string& actio
   return PermissionDenied("no access rule");
 }
 
-Status Authorizer::MayActOnExperiment(const Principal& p, int64_t experiment_id,
-                                      const std::string& action) {
-  if (!p.authenticated())
-    return Unauthenticated("log in first: no credentials (Authorization: Bearer TOKEN)");
-  if (p.role == Role::kAdmin) return Status::Ok();
-  const std::string who =
-      "user " + p.username + " may not " + action + " experiment " + std::to_string(experiment_id);
-  if (p.role < Role::kUser) return PermissionDenied(who + ": role viewer only reads");
-  std::optional<std::pair<std::string, int64_t>> owner;  // owner, workspace id
-  std::string workspace, ws_role;
+namespace {
+
+// A PostgreSQL array literal of texts ("{\"a\",\"b\"}"), each quoted and escaped.
+std::string TextArray(const std::vector<std::string>& texts) {
+  std::string out = "{";
+  for (const std::string& t : texts) {
+    if (out.size() > 1) out += ',';
+    out += '"';
+    for (char c : t) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+  }
+  return out + "}";
+}
+
+}  // namespace
+
+Result<std::map<int64_t, Status>> Authorizer::RefusedExperiments(const Principal& p,
+                                                                 const std::vector<int64_t>& ids,
+                                                                 const std::string& action) {
+  std::map<int64_t, Status> refused;
+  if (!p.authenticated()) {
+    for (int64_t id : ids) refused[id] = NoCredentials();
+    return refused;
+  }
+  if (p.role == Role::kAdmin || ids.empty()) return refused;
+  auto who = [&](int64_t id) {
+    return "user " + p.username + " may not " + action + " experiment " + std::to_string(id);
+  };
+  if (p.role < Role::kUser) {
+    for (int64_t id : ids) refused[id] = PermissionDenied(who(id) + ": role viewer only reads");
+    return refused;
+  }
+  std::string array = "{";
+  for (int64_t id : ids) array += (array.size() > 1 ? "," : "") + std::to_string(id);
+  array += "}";
+  // One query for all: each experiment's owner, workspace and the caller's role there. An id
+  // that does not exist is not refused (the handler answers its NOT_FOUND).
   Status st = db_->Transact("experiment access", [&](pqxx::work& tx) {
     pqxx::result r = tx.exec_params(
-        "SELECT e.owner, e.workspace_id, w.name, COALESCE(m.role, '') FROM experiments e "
+        "SELECT e.id, e.owner, w.name, COALESCE(m.role, '') FROM experiments e "
         "JOIN workspaces w ON w.id = e.workspace_id "
-        "LEFT JOIN workspace_members m ON m.workspace_id = e.workspace_id AND m.user_id = $2 WHERE "
-        "e.id = $1",
-        experiment_id, p.user_id);
-    if (!r.empty()) {
-      owner = std::make_pair(r[0][0].as<std::string>(), r[0][1].as<int64_t>());
-      workspace = r[0][2].as<std::string>();
-      ws_role = r[0][3].as<std::string>();
+        "LEFT JOIN workspace_members m ON m.workspace_id = e.workspace_id AND m.user_id = $2 "
+        "WHERE e.id = ANY($1::bigint[])",
+        array, p.user_id);
+    for (const auto& row : r) {
+      const int64_t id = row[0].as<int64_t>();
+      const std::string owner = row[1].as<std::string>(), ws_role = row[3].as<std::string>();
+      if (owner == p.username || ws_role == "editor" || ws_role == "admin") continue;
+      refused[id] = PermissionDenied(who(id) + ": it belongs to " +
+                                     (owner.empty() ? "nobody" : owner) + " and " + p.username +
+                                     " is not an editor of workspace " + row[2].as<std::string>());
     }
     return Status::Ok();
   });
   if (!st.ok()) return st;
-  if (!owner) return Status::Ok();  // the handler answers 404
-  if (owner->first == p.username) return Status::Ok();
-  if (ws_role == "editor" || ws_role == "admin") return Status::Ok();
-  return PermissionDenied(who + ": it belongs to " +
-                          (owner->first.empty() ? "nobody" : owner->first) + " and " + p.username +
-                          " is not an editor of workspace " + workspace);
+  return refused;
+}
+
+Status Authorizer::MayActOnExperiment(const Principal& p, int64_t experiment_id,
+                                      const std::string& action) {
+  SF_ASSIGN_OR_RETURN(auto refused, RefusedExperiments(p, {experiment_id}, action));
+  return refused.empty() ? Status::Ok() : refused.begin()->second;
+}
+
+Result<std::map<std::string, Status>> Authorizer::RefusedCheckpoints(
+    const Principal& p, const std::vector<std::string>& uuids, const std::string& action) {
+  std::map<std::string, Status> refused;
+  if (p.authenticated() && p.role == Role::kAdmin) return refused;
+  // The checkpoints' experiments (one query); a uuid that is not text or not stored is left to
+  // the handler, which refuses or answers NOT_FOUND for it.
+  std::vector<std::string> texts;
+  for (const std::string& uuid : uuids) {
+    if (IsText(uuid)) texts.push_back(uuid);
+  }
+  std::map<std::string, int64_t> experiment_of;
+  if (p.authenticated() && !texts.empty()) {
+    Status st = db_->Transact("checkpoint access", [&](pqxx::work& tx) {
+      pqxx::result r = tx.exec_params(
+          "SELECT c.uuid, t.experiment_id FROM checkpoints c JOIN trials t ON t.id = c.trial_id "
+          "WHERE c.uuid = ANY($1::text[])",
+          TextArray(texts));
+      for (const auto& row : r) experiment_of[row[0].as<std::string>()] = row[1].as<int64_t>();
+      return Status::Ok();
+    });
+    if (!st.ok()) return st;
+  }
+  std::vector<int64_t> ids;
+  for (const auto& [uuid, id] : experiment_of) ids.push_back(id);
+  SF_ASSIGN_OR_RETURN(auto experiments, RefusedExperiments(p, ids, action));
+  for (const std::string& uuid : uuids) {
+    if (p.authenticated() && !IsText(uuid)) continue;
+    auto it = experiment_of.find(uuid);
+    if (it != experiment_of.end()) {
+      if (auto r = experiments.find(it->second); r != experiments.end()) refused[uuid] = r->second;
+    } else if (!p.authenticated()) {
+      refused[uuid] = NoCredentials();
+    } else if (p.role < Role::kUser) {
+      refused[uuid] = PermissionDenied("user " + p.username + " may not " + action +
+                                       " experiments: role viewer only reads");
+    }
+  }
+  return refused;
 }
 
 Status Authorizer::MayActOnCheckpoint(const Principal& p, const std::string& uuid,
                                       const std::string& action) {
-  if (!p.authenticated())
-    return Unauthenticated("log in first: no credentials (Authorization: Bearer TOKEN)");
-  if (p.role == Role::kAdmin) return Status::Ok();
-  if (!IsText(uuid)) return Status::Ok();  // the handler refuses it
-  int64_t experiment_id = 0;
-  Status st = db_->Transact("checkpoint access", [&](pqxx::work& tx) {
-    pqxx::result r = tx.exec_params(
-        "SELECT t.experiment_id FROM checkpoints c JOIN trials t ON t.id = c.trial_id WHERE c.uuid "
-        "= $1",
-        uuid);
-    if (!r.empty()) experiment_id = r[0][0].as<int64_t>();
-    return Status::Ok();
-  });
-  if (!st.ok()) return st;
-  if (experiment_id == 0) {
-    if (p.role < Role::kUser)
-      return PermissionDenied("user " + p.username + " may not " + action +
-                              " experiments: role viewer only reads");
-    return Status::Ok();
-  }
-  return MayActOnExperiment(p, experiment_id, action);
+  SF_ASSIGN_OR_RETURN(auto refused, RefusedCheckpoints(p, {uuid}, action));
+  return refused.empty() ? Status::Ok() : refused.begin()->second;
 }
 
 Status Authorizer::MayCreateIn(const Principal& p, int64_t workspace_id,
                                const std::string& workspace) {
-  if (!p.authenticated())
-    return Unauthenticated("log in first: no credentials (Authorization: Bearer TOKEN)");
+  if (!p.authenticated()) return NoCredentials();
   if (p.role == Role::kAdmin) return Status::Ok();
   if (p.role < Role::kUser) {
     return PermissionDenied("user " + p.username +
@@ -294,8 +367,7 @@ Result<int64_t> Authorizer::WorkspaceForNewExperiment(const Principal& p,
 }
 
 Status Authorizer::MayManageWorkspace(const Principal& p, const std::string& workspace) {
-  if (!p.authenticated())
-    return Unauthenticated("log in first: no credentials (Authorization: Bearer TOKEN)");
+  if (!p.authenticated()) return NoCredentials();
   if (p.role == Role::kAdmin) return Status::Ok();
   auto id = accounts_->WorkspaceId(workspace);
   if (!id.ok()) return id.status().code() == StatusCode::kNotFound ? Status::Ok() : id.status();

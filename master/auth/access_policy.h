@@ -42,6 +42,9 @@
 
 namespace sf::master {
 
+// The refusal for a request without credentials (401), the same on REST and gRPC.
+Status NoCredentials();
+
 enum class Need { kPublic, kSignedIn, kCreator, kExperiment, kExperiments, kCheckpoint, kSelf, kWorkspace, kAdmin };
 const char* NeedName(Need need);
 
@@ -81,6 +84,12 @@ class Authorizer {
 
   Status MayActOnExperiment(const Principal& p, int64_t experiment_id, const std::string& action);
   Status MayActOnCheckpoint(const Principal& p, const std::string& uuid, const std::string& action);
+  // The same for many at once, in one query (bulk actions): the refused ones, each with its
+  // refusal; the others (and ids or uuids that do not exist) are absent.
+  Result<std::map<int64_t, Status>> RefusedExperiments(const Principal& p, const std::vector<int64_t>& ids,
+                                                       const std::string& action);
+  Result<std::map<std::string, Status>> RefusedCheckpoints(const Principal& p, const std::vector<std::string>& uuids,
+                                                           const std::string& action);
   // Creating an experiment in workspace `workspace_id`: role user, and for a workspace other
   // than Uncategorized, editor or admin there (or an admin).
   Status MayCreateIn(const Principal& p, int64_t workspace_id, const std::string& workspace);
