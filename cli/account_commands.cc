@@ -91,18 +91,7 @@ struct AccountCommand {
 AccountCommand Add(CLI::App* parent, const std::string& name, const std::string& description,
                    CommandAction& action, AccountRun run) {
   AccountCommand c{parent->add_subcommand(name, description), std::make_shared<AccountFlags>()};
-  c.app
-      ->add_option("-m,--master", c.flags->master,
-                   "the master's URL (default: $SF_MASTER, then the master in ~/.config/steadfast/cli.json, "
-                   "then http://127.0.0.1:8080)")
-      ->type_name("URL")
-      ->default_str("");
-  c.app
-      ->add_option("--ca-file", c.flags->ca_file,
-                   "PEM CA certificate(s) to verify an https:// master by (default: $SF_CA_FILE, then cli.json's)")
-      ->type_name("PATH")
-      ->default_str("");
-  c.app->add_flag("--json", c.flags->json, "print the master's JSON instead of text");
+  AddMasterOptions(c.app, &c.flags->master, &c.flags->ca_file, &c.flags->json);
   OnSelected(c.app, action, [flags = c.flags, run = std::move(run)] {
     Result<Api> api = ConnectToMaster(flags->master, flags->ca_file);
     if (!api.ok()) {

@@ -21,6 +21,24 @@ std::string Str(const Value& obj, const std::string& key) {
   return v->ToDisplay();
 }
 
+void AddMasterOptions(CLI::App* command, std::string* master, std::string* ca_file, bool* json) {
+  command
+      ->add_option("-m,--master", *master,
+                   "the master's URL, http:// or https:// (default: $SF_MASTER, then the master in "
+                   "~/.config/steadfast/cli.json, which `sf deploy local up` writes, then "
+                   "http://127.0.0.1:8080)")
+      ->type_name("URL")
+      ->default_str("");  // the description says it
+  command
+      ->add_option(
+          "--ca-file", *ca_file,
+          "PEM CA certificate(s) to verify an https:// master by (default: $SF_CA_FILE, then the "
+          "ca_file in cli.json when its master is used, then the system's CAs)")
+      ->type_name("PATH")
+      ->default_str("");
+  command->add_flag("--json", *json, "print the master's JSON instead of text");
+}
+
 Result<Api> ConnectToMaster(const std::string& master_flag, const std::string& ca_file_flag) {
   Result<MasterEndpoint> master = ResolveMasterEndpoint(master_flag, ca_file_flag);
   if (!master.ok()) return master.status();

@@ -3,6 +3,7 @@
 // master's side, 2 for bad input).
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <optional>
 #include <string>
 
@@ -18,6 +19,9 @@ std::string Str(const Value& obj, const std::string& key);
 // a client for it; a malformed URL or defaults file is bad usage (the message is printed, and
 // the result is the exit code 2).
 struct Api;
+
+// The options of every command that talks to the master: -m/--master, --ca-file, --json.
+void AddMasterOptions(CLI::App* command, std::string* master, std::string* ca_file, bool* json);
 Result<Api> ConnectToMaster(const std::string& master_flag, const std::string& ca_file_flag);
 
 struct Api {

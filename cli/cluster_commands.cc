@@ -625,19 +625,7 @@ struct ClusterCommand {
 ClusterCommand AddCommand(CLI::App* parent, const std::string& name, const std::string& description,
                           CommandAction& action, ClusterRun run) {
   ClusterCommand command{parent->add_subcommand(name, description), std::make_shared<Flags>()};
-  command.app
-      ->add_option("-m,--master", command.flags->master,
-                   "the master's URL, http:// or https:// (default: $SF_MASTER, then the master in "
-                   "~/.config/steadfast/cli.json, which `sf deploy local up` writes, then http://127.0.0.1:8080)")
-      ->type_name("URL")
-      ->default_str("");  // the description says it
-  command.app
-      ->add_option("--ca-file", command.flags->ca_file,
-                   "PEM CA certificate(s) to verify an https:// master by (default: $SF_CA_FILE, then the "
-                   "ca_file in cli.json when its master is used, then the system's CAs)")
-      ->type_name("PATH")
-      ->default_str("");
-  command.app->add_flag("--json", command.flags->json, "print the master's JSON instead of text");
+  AddMasterOptions(command.app, &command.flags->master, &command.flags->ca_file, &command.flags->json);
   OnSelected(command.app, action, [flags = command.flags, run = std::move(run)] {
     return RunAgainstMaster(*flags, run);
   });
