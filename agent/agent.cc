@@ -145,7 +145,8 @@ std::map<std::string, std::string> TaskEnvironment(const StartTask& task,
                                                    const std::string& task_dir,
                                                    const std::string& agent_id,
                                                    const std::string& default_master,
-                                                   int cpu_threads_per_slot) {
+                                                   int cpu_threads_per_slot,
+                                                   const std::vector<steadfast::v1::Slot>& agent_slots) {
   std::map<std::string, std::string> env(task.env().begin(), task.env().end());
   std::string hparams_json = "{}";
   if (task.has_hparams()) {
@@ -172,7 +173,12 @@ std::map<std::string, std::string> TaskEnvironment(const StartTask& task,
   env["SF_TASK_DIR"] = task_dir;
   // The task's TrialLink credential: in the environment only (never argv, never a log line).
   if (!task.task_token().empty()) env["SF_TASK_TOKEN"] = task.task_token();
-  std::string cuda;
+  std::map<std::string, std::string> uuid_of_slot;
+  for (const auto& slot : agent_slots) {
+    if (!slot.uuid().empty()) uuid_of_slot[slot.id()] = slot.uuid();
+  }
+  std::string ordinals, uuids;
+  bool every_uuid = true;
   int cpu_slots = 0;
   for (const auto& slot : task.slot_ids()) {
     int ordinal = CudaOrdinalOfSlot(slot);
@@ -180,13 +186,17 @@ std::map<std::string, std::string> TaskEnvironment(const StartTask& task,
       ++cpu_slots;
       continue;
     }
-    if (!cuda.empty()) {
-      cuda += ',';
-    }
-    cuda += std::to_string(ordinal);
+    const std::string separator = ordinals.empty() ? "" : ",";
+    ordinals += separator + std::to_string(ordinal);
+    auto uuid = uuid_of_slot.find(slot);
+    every_uuid = every_uuid && uuid != uuid_of_slot.end();
+    if (every_uuid) uuids += separator + uuid->second;
   }
-  if (!cuda.empty()) {
-    env["CUDA_VISIBLE_DEVICES"] = cuda;
+  if (!ordinals.empty() && every_uuid) {
+    env["CUDA_VISIBLE_DEVICES"] = uuids;
+  } else if (!ordinals.empty()) {
+    env["CUDA_VISIBLE_DEVICES"] = ordinals;
+    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
   }
   if (cpu_threads_per_slot > 0 && cpu_slots > 0 && env.count("OMP_NUM_THREADS") == 0) {
     env["OMP_NUM_THREADS"] = std::to_string(cpu_threads_per_slot * cpu_slots);
@@ -345,6 +355,9 @@ Status Agent::Start() {
             {"trainer", options_.config.trainer},
             {"work_dir", options_.config.work_dir}});
   AdoptSurvivors();
+  if (options_.gpu_monitor) {
+    gpu_sampler_ = std::make_unique<GpuSampler>(options_.gpu_monitor, options_.gpu_sample_interval);
+  }
   link_->Start();
   return Status::Ok();
 }
@@ -383,6 +396,7 @@ void Agent::Shutdown() {
     WriteStateFile(p.task_id, &p);
   }
   link_->Stop();
+  gpu_sampler_.reset();  // no heartbeat asks it any more
   LogEvent(LogLevel::kInfo, "agent", "stopped", {{"agent_id", options_.config.agent_id}});
 }
 
@@ -427,6 +441,22 @@ void Agent::OnMasterMessage(const MasterMessage& message) {
   } else {
     LogEvent(LogLevel::kDebug, "agent", "ignored_master_message",
              {{"type", std::to_string(static_cast<int>(message.body_case()))}});
+  }
+}
+
+void Agent::FillHeartbeat(steadfast::v1::Heartbeat* heartbeat) {
+  if (!gpu_sampler_) return;
+  // Older than three samples: the sampling thread is stuck in NVML; report nothing rather than
+  // figures that stopped changing.
+  for (const GpuReading& reading : gpu_sampler_->Latest(3 * options_.gpu_sample_interval)) {
+    const std::string slot_id = "cuda" + std::to_string(reading.index);
+    bool known = std::any_of(options_.slots.begin(), options_.slots.end(), [&](const steadfast::v1::Slot& s) {
+      return s.id() == slot_id && s.type() == steadfast::v1::SLOT_TYPE_CUDA;
+    });
+    if (!known) continue;
+    steadfast::v1::GpuUsage& usage = (*heartbeat->mutable_gpu_usage())[slot_id];
+    usage.set_utilization_percent(reading.utilization_percent);
+    usage.set_memory_used_bytes(reading.memory_used_bytes);
   }
 }
 
@@ -539,7 +569,8 @@ void Agent::HandleStart(const StartTask& start) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   spec.env = TaskEnvironment(start, config_file.string(), task_dir.string(), options_.config.agent_id,
                              options_.config.master,
-                             CpuThreadsPerSlot(options_.config.cpu_threads_per_slot, cores, cpu_slot_count));
+                             CpuThreadsPerSlot(options_.config.cpu_threads_per_slot, cores, cpu_slot_count),
+                             options_.slots);
   // A TLS master: the trainer verifies it with the agent's CA (a path; the trainer reads it).
   if (!options_.config.master_ca_file.empty()) spec.env["SF_MASTER_CA_FILE"] = options_.config.master_ca_file;
   spec.working_dir = task_dir.string();

@@ -22,6 +22,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -31,6 +32,7 @@
 #include <vector>
 
 #include "agent/agent_config.h"
+#include "agent/gpu_monitor.h"
 #include "agent/master_link.h"
 #include "agent/outbox.h"
 #include "agent/process_supervisor.h"
@@ -49,7 +51,11 @@ namespace sf::agent {
 //   SF_AGENT_ID, SF_TASK_DIR
 //   (SF_MASTER_CA_FILE  the agent's --master-ca-file, so the trainer dials TrialLink over TLS
 //                      too; added by the Agent, not by TaskEnvironment)
-//   CUDA_VISIBLE_DEVICES  the CUDA ordinals of the task's cuda slots (only when it has any)
+//   CUDA_VISIBLE_DEVICES  the task's cuda slots (only when it has any): their GPU UUIDs, as
+//                      `agent_slots` has them ("GPU-5a8f...,GPU-0c1d..."), so NVML's numbering
+//                      and CUDA's cannot disagree; when one of them has no UUID, their CUDA
+//                      ordinals ("0,1"), and then also CUDA_DEVICE_ORDER=PCI_BUS_ID (the order
+//                      NVML's indices and the agent's detection use)
 //   OMP_NUM_THREADS    cpu_threads_per_slot x the task's CPU slots, when that is > 0 and the
 //                      task has CPU slots, unless StartTask.env sets it (so trainers sharing a
 //                      machine don't oversubscribe its cores)
@@ -58,7 +64,8 @@ std::map<std::string, std::string> TaskEnvironment(const steadfast::v1::StartTas
                                                    const std::string& task_dir,
                                                    const std::string& agent_id,
                                                    const std::string& default_master,
-                                                   int cpu_threads_per_slot = 0);
+                                                   int cpu_threads_per_slot = 0,
+                                                   const std::vector<steadfast::v1::Slot>& agent_slots = {});
 
 class Agent : public MasterLink::Handler {
  public:
@@ -68,6 +75,11 @@ class Agent : public MasterLink::Handler {
     MasterLink::Options link;  // target is taken from config.master when empty
     Outbox::Options outbox;
     ProcessSupervisor::Options supervisor;
+    // NVML, when the agent's cuda slots came from it: sampled every gpu_sample_interval on a
+    // thread of its own; each heartbeat carries the latest sample (Heartbeat.gpu_usage, slot
+    // "cuda<index>") when it is younger than three intervals. Null: heartbeats carry none.
+    std::shared_ptr<GpuMonitor> gpu_monitor;
+    std::chrono::milliseconds gpu_sample_interval{1000};
   };
 
   explicit Agent(Options options);
@@ -93,6 +105,7 @@ class Agent : public MasterLink::Handler {
   // MasterLink::Handler.
   steadfast::v1::RegisterAgent MakeRegistration() override;
   void OnMasterMessage(const steadfast::v1::MasterMessage& message) override;
+  void FillHeartbeat(steadfast::v1::Heartbeat* heartbeat) override;
 
  private:
   struct Task {
@@ -121,6 +134,7 @@ class Agent : public MasterLink::Handler {
   std::map<std::string, Task> tasks_;  // running, by task id
   std::unique_ptr<ProcessSupervisor> supervisor_;
   std::unique_ptr<MasterLink> link_;
+  std::unique_ptr<GpuSampler> gpu_sampler_;  // from Start() until Shutdown() stopped the link
 };
 
 }  // namespace sf::agent

@@ -93,6 +93,9 @@ Status ApplySetting(const std::string& key, const std::string& value, const std:
     }
     config->slots = *spec;
     config->slots_text = value;
+  } else if (key == "nvml_library") {
+    if (value.empty()) return fail("must not be empty");
+    config->nvml_library = value;
   } else if (key == "trainer") {
     if (value.empty()) {
       return fail("must not be empty");
@@ -222,7 +225,10 @@ void BuildApp(CLI::App& app, Flags* flags) {
       {"master_ca_file", "--master-ca-file", "PATH",
        "PEM CA certificate(s) to verify the master's TLS certificate by; the agent and its trainers then dial "
        "the master over TLS (env SF_MASTER_CA_FILE; default: plaintext gRPC)"},
-      {"slots", "--slots", "auto|cpu:N", "auto: CUDA devices if any, else 1 CPU slot; cpu:N: N CPU slots (default: auto)"},
+      {"slots", "--slots", "auto|cpu:N", "auto: one slot per GPU (NVML, else the CUDA runtime), else 1 CPU slot; cpu:N: N CPU slots (default: auto)"},
+      {"nvml_library", "--nvml-library", "PATH",
+       "NVML library for `auto` slots, for non-standard installs and tests (env SF_NVML_LIBRARY; default: "
+       "libnvidia-ml.so.1 from the loader's path)"},
       {"trainer", "--trainer", "PATH", "trainer executable (default: sf-trainer next to sf-agent)"},
       {"work_dir", "--work-dir", "DIR", "per-task directories (default: /tmp/steadfast-agent-<agent-id>)"},
       {"log_level", "--log-level", "LEVEL", "debug | info | warn | error (default: info)"},
@@ -282,6 +288,9 @@ Result<ParsedCommandLine> ParseCommandLine(const std::vector<std::string>& argv,
   }
   if (auto ca = env("SF_MASTER_CA_FILE"); ca && !ca->empty()) {
     SF_RETURN_IF_ERROR(ApplySetting("master_ca_file", *ca, "SF_MASTER_CA_FILE", &config));
+  }
+  if (auto nvml = env("SF_NVML_LIBRARY"); nvml && !nvml->empty()) {
+    SF_RETURN_IF_ERROR(ApplySetting("nvml_library", *nvml, "SF_NVML_LIBRARY", &config));
   }
   for (const auto& [option, key] : flags.settings) {
     if (option->count() == 0) continue;

@@ -14,6 +14,8 @@
 //                           and its trainers dial the master over TLS (key `master_ca_file`;
 //                           env SF_MASTER_CA_FILE); without it, plaintext gRPC
 //   --slots auto|cpu:N      default auto                                (key `slots`)
+//   --nvml-library PATH     NVML to load for `auto` slots, for non-standard installs and tests
+//                           (key `nvml_library`; env SF_NVML_LIBRARY); default libnvidia-ml.so.1
 //   --trainer PATH          default: sf-trainer next to the sf-agent binary (key `trainer`)
 //   --work-dir DIR          default /tmp/steadfast-agent-<agent-id>     (key `work_dir`)
 //   --log-level LEVEL       debug|info|warn|error, default info         (key `log_level`)
@@ -35,7 +37,7 @@ namespace sf::agent {
 
 // How the agent's slots are chosen.
 struct SlotSpec {
-  bool auto_detect = true;  // `auto`: CUDA devices if any, else one CPU slot
+  bool auto_detect = true;  // `auto`: one slot per GPU if any (slot_detector.h), else one CPU slot
   int cpu_slots = 0;        // `cpu:N` (auto_detect false)
 };
 
@@ -48,6 +50,7 @@ struct AgentConfig {
   std::string resource_pool = "default";
   SlotSpec slots;
   std::string slots_text = "auto";
+  std::string nvml_library;  // empty: GpuMonitor::kDefaultLibrary
   std::string trainer;   // filled by ResolveDefaults when not given
   std::string work_dir;  // filled by ResolveDefaults when not given
   std::string log_level = "info";

@@ -3,11 +3,13 @@
 
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "agent/agent.h"
 #include "agent/agent_config.h"
+#include "agent/gpu_monitor.h"
 #include "agent/logger.h"
 #include "agent/slot_detector.h"
 
@@ -46,7 +48,16 @@ int main(int argc, char** argv) {
 
   Agent::Options options;
   options.config = config;
-  options.slots = DetectSlots(config.slots);
+  // `auto`: NVML first (it also reports the GPUs' usage while the agent runs), the CUDA runtime
+  // as the fallback (slot_detector.h).
+  std::shared_ptr<GpuMonitor> gpus;
+  GpuSources sources;
+  if (config.slots.auto_detect) {
+    gpus = GpuMonitor::Open(config.nvml_library.empty() ? GpuMonitor::kDefaultLibrary : config.nvml_library);
+    sources.nvml = gpus.get();
+  }
+  options.slots = DetectSlots(config.slots, sources);
+  if (gpus && gpus->available() && !gpus->gpus().empty()) options.gpu_monitor = gpus;
   Agent agent(std::move(options));
   sf::Status status = agent.Start();
   if (!status.ok()) {

@@ -224,6 +224,7 @@ void MasterLink::RunConnection() {
     if (sequence == 0 || now >= next_heartbeat) {
       AgentMessage beat;
       beat.mutable_heartbeat()->set_sequence(++sequence);
+      handler_->FillHeartbeat(beat.mutable_heartbeat());
       if (!stream->Write(beat)) {
         break;
       }

@@ -3,7 +3,7 @@
 //
 // A link thread dials the master, sends RegisterAgent (from Handler::MakeRegistration) as the
 // first message of every connection, then sends heartbeats (at RegisterAck's interval; 1 s
-// until an ack says otherwise) and whatever the Outbox has ready. A reader thread per
+// until an ack says otherwise; each filled by Handler::FillHeartbeat) and whatever the Outbox has ready. A reader thread per
 // connection hands every MasterMessage to Handler::OnMasterMessage. When the stream breaks
 // (master restart, network), the link redials with exponential backoff (initial 100 ms,
 // doubling, capped at 5 s, each wait jittered by ±20 %); the backoff resets once a connection
@@ -19,7 +19,7 @@
 //
 // Thread-safe: Start/Stop from one owner thread; connected() from any. Handler callbacks run
 // on the link's threads: MakeRegistration on the link thread, OnMasterMessage on the reader
-// thread, one message at a time, in order.
+// thread, one message at a time, in order; FillHeartbeat on the link thread.
 #pragma once
 
 #include <atomic>
@@ -44,6 +44,9 @@ class MasterLink {
     virtual steadfast::v1::RegisterAgent MakeRegistration() = 0;
     // A message from the master. Must not block for long (the stream isn't read meanwhile).
     virtual void OnMasterMessage(const steadfast::v1::MasterMessage& message) = 0;
+    // Adds what a heartbeat reports besides its sequence (the GPUs' latest usage). Called on
+    // the link thread before each heartbeat; must not block (heartbeats wait for it).
+    virtual void FillHeartbeat(steadfast::v1::Heartbeat* heartbeat) {}
   };
 
   struct Options {

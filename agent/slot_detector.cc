@@ -26,6 +26,8 @@ std::vector<CudaDevice> FindCudaDevices(std::string* why_none) {
     }
     return std::vector<CudaDevice>{};
   };
+  // Ordinals in PCI bus order, as NVML numbers GPUs and as tasks see them (TaskEnvironment).
+  setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1);
   void* lib = nullptr;
   for (const char* name :
        {"libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"}) {
@@ -75,7 +77,7 @@ std::vector<CudaDevice> FindCudaDevices(std::string* why_none) {
   return devices;
 }
 
-std::vector<steadfast::v1::Slot> DetectSlots(const SlotSpec& spec) {
+std::vector<steadfast::v1::Slot> DetectSlots(const SlotSpec& spec, const GpuSources& gpus) {
   std::vector<steadfast::v1::Slot> slots;
   auto add_cpu = [&](int n) {
     for (int i = 0; i < n; ++i) {
@@ -87,26 +89,53 @@ std::vector<steadfast::v1::Slot> DetectSlots(const SlotSpec& spec) {
       slots.push_back(std::move(slot));
     }
   };
+  auto add_cuda = [&](int index, const std::string& name, const std::string& uuid, int64_t memory_total_bytes,
+                      const char* source) {
+    steadfast::v1::Slot slot;
+    slot.set_id("cuda" + std::to_string(index));
+    slot.set_type(steadfast::v1::SLOT_TYPE_CUDA);
+    slot.set_device(name.empty() ? "CUDA device" : name);
+    slot.set_enabled(true);
+    slot.set_uuid(uuid);
+    slot.set_memory_total_bytes(memory_total_bytes);
+    LogEvent(LogLevel::kInfo, "slots", "cuda_device",
+             {{"slot", slot.id()},
+              {"device", slot.device()},
+              {"uuid", uuid},
+              {"memory_total_bytes", std::to_string(memory_total_bytes)},
+              {"source", source}});
+    slots.push_back(std::move(slot));
+  };
   if (!spec.auto_detect) {
     add_cpu(spec.cpu_slots);
     return slots;
   }
-  std::string why;
-  std::vector<CudaDevice> devices = FindCudaDevices(&why);
+  std::string nvml_why;
+  if (!gpus.nvml) {
+    nvml_why = "not asked";
+  } else if (!gpus.nvml->available()) {
+    nvml_why = gpus.nvml->why_unavailable();
+  } else if (gpus.nvml->gpus().empty()) {
+    nvml_why = "NVML lists no GPU";
+  } else {
+    for (const GpuInfo& gpu : gpus.nvml->gpus()) {
+      add_cuda(gpu.index, gpu.name, gpu.uuid, gpu.memory_total_bytes, "nvml");
+    }
+    return slots;
+  }
+  std::string runtime_why;
+  std::vector<CudaDevice> devices;
+  if (gpus.cuda_runtime) devices = gpus.cuda_runtime(&runtime_why);
   if (devices.empty()) {
-    LogEvent(LogLevel::kInfo, "slots", "no_cuda_devices", {{"reason", why}, {"cpu_slots", "1"}});
+    // The one line that says why a machine has no GPU slot.
+    LogEvent(LogLevel::kInfo, "slots", "no_cuda_devices",
+             {{"reason", "NVML: " + nvml_why + "; CUDA runtime: " + runtime_why}, {"cpu_slots", "1"}});
     add_cpu(1);
     return slots;
   }
-  for (const CudaDevice& d : devices) {
-    steadfast::v1::Slot slot;
-    slot.set_id("cuda" + std::to_string(d.ordinal));
-    slot.set_type(steadfast::v1::SLOT_TYPE_CUDA);
-    slot.set_device(d.name);
-    slot.set_enabled(true);
-    LogEvent(LogLevel::kInfo, "slots", "cuda_device", {{"slot", slot.id()}, {"device", d.name}});
-    slots.push_back(std::move(slot));
-  }
+  LogEvent(LogLevel::kInfo, "slots", "nvml_unavailable",
+           {{"reason", nvml_why}, {"fallback", "CUDA runtime (no GPU UUIDs, memory or utilisation)"}});
+  for (const CudaDevice& d : devices) add_cuda(d.ordinal, d.name, "", 0, "cuda_runtime");
   return slots;
 }
 

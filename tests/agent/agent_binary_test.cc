@@ -5,9 +5,12 @@
 #include <spawn.h>
 #include <sys/wait.h>
 
+#include <optional>
 #include <regex>
 #include <sstream>
+#include <thread>
 
+#include "agent/slot_detector.h"
 #include "common/subprocess.h"
 #include "tests/agent/process_helpers.h"
 #include "tests/agent/test_master.h"
@@ -31,7 +34,9 @@ using steadfast::v1::TaskStateChange;
 // sf-agent started with posix_spawn, its stderr in a file.
 class AgentProcess {
  public:
-  AgentProcess(const std::vector<std::string>& args, const std::string& stderr_path) {
+  // `extra_env` ("NAME=value") is added to this process's environment for the agent.
+  AgentProcess(const std::vector<std::string>& args, const std::string& stderr_path,
+               const std::vector<std::string>& extra_env = {}) {
     std::vector<std::string> argv = {SF_AGENT_PATH};
     argv.insert(argv.end(), args.begin(), args.end());
     std::vector<char*> c_argv;
@@ -41,7 +46,12 @@ class AgentProcess {
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_addopen(&actions, 2, stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
                                      0644);
-    int rc = posix_spawn(&pid_, c_argv[0], &actions, nullptr, c_argv.data(), environ);
+    std::vector<std::string> env_entries(extra_env);
+    std::vector<char*> c_env;
+    for (auto& e : env_entries) c_env.push_back(e.data());
+    for (char** e = environ; *e; ++e) c_env.push_back(*e);
+    c_env.push_back(nullptr);
+    int rc = posix_spawn(&pid_, c_argv[0], &actions, nullptr, c_argv.data(), c_env.data());
     posix_spawn_file_actions_destroy(&actions);
     if (rc != 0) {
       ADD_FAILURE() << "cannot start " << SF_AGENT_PATH << ": " << strerror(rc);
@@ -168,6 +178,112 @@ TEST_F(AgentBinaryTest, KillTasksOnExitKillsTrainersBeforeExiting) {
   auto exited = master_.WaitForState("doomed", TaskStateChange::STATE_EXITED, 5s);
   ASSERT_TRUE(exited.has_value());
   EXPECT_EQ(exited->exit_code(), 128 + SIGTERM);
+}
+
+// ---- GPU slots (docs/agent.md, "GPU slots"), with the fake NVML of tests/agent/fake_nvml.cc.
+
+// Lines of `text` containing `needle`.
+int LinesWith(const std::string& text, const std::string& needle) {
+  std::istringstream in(text);
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) n += line.find(needle) != std::string::npos;
+  return n;
+}
+
+std::vector<std::string> GpuArgs(const std::string& master, const std::string& dir, const std::string& nvml,
+                                 const std::string& trainer) {
+  return {"--master", master, "--slots", "auto", "--nvml-library", nvml, "--agent-id", "gpu-agent",
+          "--trainer", trainer, "--work-dir", dir + "/work"};
+}
+
+// The latest heartbeat that carries GPU usage.
+std::optional<steadfast::v1::Heartbeat> LatestGpuHeartbeat(const TestMaster& master) {
+  std::optional<steadfast::v1::Heartbeat> latest;
+  for (const auto& m : master.Messages()) {
+    if (m.has_heartbeat() && !m.heartbeat().gpu_usage().empty()) latest = m.heartbeat();
+  }
+  return latest;
+}
+
+TEST_F(AgentBinaryTest, AutoSlotsComeFromNvmlAndTasksSeeTheirGpusByUuid) {
+  std::string log = dir_.path() + "/agent.log";
+  std::string trainer = WriteScript(dir_.path(), "trainer.sh",
+                                    "echo \"devices=$CUDA_VISIBLE_DEVICES slots=$SF_SLOT_IDS\"\n");
+  AgentProcess agent(GpuArgs(master_.address(), dir_.path(), SF_FAKE_NVML_PATH, trainer), log);
+  ASSERT_TRUE(master_.WaitForRegistrations(1, 15s)) << ReadFile(log);
+  auto registration = master_.Registrations().at(0);
+  ASSERT_EQ(registration.slots_size(), 2) << registration.DebugString();
+  for (int i = 0; i < 2; ++i) {
+    const auto& slot = registration.slots(i);
+    EXPECT_EQ(slot.id(), "cuda" + std::to_string(i));
+    EXPECT_EQ(slot.type(), steadfast::v1::SLOT_TYPE_CUDA);
+    EXPECT_EQ(slot.device(), "Steadfast Fake GPU " + std::to_string(i));
+    EXPECT_EQ(slot.uuid(), "GPU-00000000-0000-4000-8000-00000000000" + std::to_string(i));
+    EXPECT_EQ(slot.memory_total_bytes(), 80LL << 30);
+  }
+
+  // A task on cuda1 sees that GPU by its UUID.
+  MasterMessage start;
+  start.mutable_start_task()->set_task_id("gpu-task");
+  start.mutable_start_task()->set_trial_id(81);
+  start.mutable_start_task()->add_slot_ids("cuda1");
+  ASSERT_TRUE(master_.Send(start));
+  ASSERT_TRUE(master_.WaitForState("gpu-task", TaskStateChange::STATE_EXITED, 10s));
+  ASSERT_TRUE(master_.WaitFor([&] { return !master_.Lines(81).empty(); }, 10s));
+  EXPECT_EQ(master_.Lines(81).at(0), "devices=GPU-00000000-0000-4000-8000-000000000001 slots=cuda1");
+
+  // Heartbeats carry each GPU's latest sample (the fake's figures).
+  ASSERT_TRUE(master_.WaitFor([&] { return LatestGpuHeartbeat(master_).has_value(); }, 10s)) << ReadFile(log);
+  auto beat = *LatestGpuHeartbeat(master_);
+  ASSERT_EQ(beat.gpu_usage_size(), 2) << beat.DebugString();
+  EXPECT_EQ(beat.gpu_usage().at("cuda0").utilization_percent(), 40);
+  EXPECT_EQ(beat.gpu_usage().at("cuda0").memory_used_bytes(), 1LL << 30);
+  EXPECT_EQ(beat.gpu_usage().at("cuda1").utilization_percent(), 50);
+  EXPECT_EQ(beat.gpu_usage().at("cuda1").memory_used_bytes(), 2LL << 30);
+  EXPECT_EQ(agent.SignalAndWait(SIGTERM, 10s), 0) << ReadFile(log);
+  EXPECT_EQ(LinesWith(ReadFile(log), "event=cuda_device"), 2) << ReadFile(log);
+}
+
+TEST_F(AgentBinaryTest, WithoutADriverNoGpuSlotAndOneLineSayingWhy) {
+  if (!FindCudaDevices().empty()) GTEST_SKIP() << "a GPU is visible to the CUDA runtime here (the fallback)";
+  std::string log = dir_.path() + "/agent.log";
+  const std::string missing = dir_.path() + "/no/libnvidia-ml.so.1";
+  AgentProcess agent(GpuArgs(master_.address(), dir_.path(), missing, WriteScript(dir_.path(), "t.sh", "true\n")),
+                     log);
+  ASSERT_TRUE(master_.WaitForRegistrations(1, 15s)) << ReadFile(log);
+  auto registration = master_.Registrations().at(0);
+  ASSERT_EQ(registration.slots_size(), 1);
+  EXPECT_EQ(registration.slots(0).id(), "cpu0");
+  // Several heartbeats later, still one line, and heartbeats carry no GPU usage.
+  const int before = master_.heartbeats();
+  ASSERT_TRUE(master_.WaitFor([&] { return master_.heartbeats() >= before + 5; }, 10s));
+  EXPECT_FALSE(LatestGpuHeartbeat(master_).has_value());
+  EXPECT_EQ(agent.SignalAndWait(SIGTERM, 10s), 0);
+  const std::string text = ReadFile(log);
+  EXPECT_EQ(LinesWith(text, "event=no_cuda_devices"), 1) << text;
+  EXPECT_NE(text.find("cannot load " + missing), std::string::npos) << text;
+  EXPECT_EQ(LinesWith(text, " gpu "), 0) << text;
+  EXPECT_EQ(LinesWith(text, "NVML"), 1) << text;  // the reason is in that one line only
+}
+
+TEST_F(AgentBinaryTest, AGpuThatFailsIsReportedAsNothingAndLoggedOnce) {
+  std::string log = dir_.path() + "/agent.log";
+  AgentProcess agent(
+      GpuArgs(master_.address(), dir_.path(), SF_FAKE_NVML_PATH, WriteScript(dir_.path(), "t.sh", "true\n")), log,
+      {"SF_FAKE_NVML_LOST=1"});
+  ASSERT_TRUE(master_.WaitForRegistrations(1, 15s)) << ReadFile(log);
+  EXPECT_EQ(master_.Registrations().at(0).slots_size(), 2);  // listed: only its readings fail
+  ASSERT_TRUE(master_.WaitFor([&] { return LatestGpuHeartbeat(master_).has_value(); }, 10s)) << ReadFile(log);
+  // Three samples (1 s apart) later: still only cuda0, and one warning.
+  std::this_thread::sleep_for(3s);
+  auto beat = *LatestGpuHeartbeat(master_);
+  EXPECT_EQ(beat.gpu_usage_size(), 1) << beat.DebugString();
+  EXPECT_EQ(beat.gpu_usage().count("cuda0"), 1u);
+  EXPECT_EQ(agent.SignalAndWait(SIGTERM, 10s), 0);
+  const std::string text = ReadFile(log);
+  EXPECT_EQ(LinesWith(text, "event=sample_failed"), 1) << text;
+  EXPECT_NE(text.find("GPU is lost"), std::string::npos) << text;
 }
 
 }  // namespace

@@ -116,6 +116,22 @@ TEST(AgentConfigTest, ErrorsNameTheFlagOrKey) {
   EXPECT_NE(missing.status().message().find("nope.yaml"), std::string::npos);
 }
 
+// NVML for `auto` slots: the loader's libnvidia-ml.so.1 unless the flag, SF_NVML_LIBRARY or the
+// config file name another (non-standard installs, tests).
+TEST(AgentConfigTest, NvmlLibraryFromFlagEnvironmentOrFile) {
+  EXPECT_EQ(Parse({})->config.nvml_library, "");
+  EXPECT_EQ(Parse({}, {{"SF_NVML_LIBRARY", "/env/libnvidia-ml.so.1"}})->config.nvml_library,
+            "/env/libnvidia-ml.so.1");
+  EXPECT_EQ(Parse({"--nvml-library", "/flag/nvml.so"}, {{"SF_NVML_LIBRARY", "/env/nvml.so"}})->config.nvml_library,
+            "/flag/nvml.so");
+  testing::TempDir dir;
+  std::string file = dir.WriteFile("agent.yaml", "nvml_library: /file/nvml.so\n");
+  EXPECT_EQ(Parse({"--config", file})->config.nvml_library, "/file/nvml.so");
+  auto empty = Parse({"--nvml-library", ""});
+  ASSERT_FALSE(empty.ok());
+  EXPECT_NE(empty.status().message().find("--nvml-library"), std::string::npos) << empty.status().message();
+}
+
 TEST(AgentConfigTest, HelpAndVersion) {
   EXPECT_EQ(Parse({"--help"})->action, CommandLineAction::kHelp);
   EXPECT_EQ(Parse({"--version"})->action, CommandLineAction::kVersion);

@@ -36,8 +36,47 @@ TEST(TaskEnvironmentTest, CarriesTheTrialSpecAndWinsOverStartTaskEnv) {
   EXPECT_EQ(env["SF_SLOT_IDS"], "cuda1,cuda3");
   EXPECT_EQ(env["SF_AGENT_ID"], "a1");
   EXPECT_EQ(env["SF_TASK_DIR"], "/w/tasks/t-1");
+  // No UUIDs known (no agent slots given): ordinals, in the PCI bus order NVML numbers them in.
   EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], "1,3");
+  EXPECT_EQ(env["CUDA_DEVICE_ORDER"], "PCI_BUS_ID");
   EXPECT_EQ(env["NCCL_DEBUG"], "INFO");
+}
+
+// The agent's cuda slots as NVML found them: slot "cudaK" for NVML index K, with its UUID.
+std::vector<steadfast::v1::Slot> GpuSlots(int n) {
+  std::vector<steadfast::v1::Slot> slots;
+  for (int i = 0; i < n; ++i) {
+    steadfast::v1::Slot slot;
+    slot.set_id("cuda" + std::to_string(i));
+    slot.set_type(steadfast::v1::SLOT_TYPE_CUDA);
+    slot.set_uuid("GPU-uuid-" + std::to_string(i));
+    slots.push_back(slot);
+  }
+  return slots;
+}
+
+TEST(TaskEnvironmentTest, CudaSlotsAreNamedByGpuUuid) {
+  steadfast::v1::StartTask task;
+  task.set_task_id("t");
+  task.add_slot_ids("cuda3");
+  task.add_slot_ids("cuda1");
+  auto env = TaskEnvironment(task, "/c", "/d", "a", "m:8090", 0, GpuSlots(4));
+  // In the task's slot order; UUIDs cannot be renumbered, so no device order is needed.
+  EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], "GPU-uuid-3,GPU-uuid-1");
+  EXPECT_EQ(env.count("CUDA_DEVICE_ORDER"), 0u);
+  EXPECT_EQ(env["SF_SLOT_IDS"], "cuda3,cuda1");
+}
+
+TEST(TaskEnvironmentTest, ACudaSlotWithoutUuidMakesEveryOneAnOrdinal) {
+  steadfast::v1::StartTask task;
+  task.set_task_id("t");
+  task.add_slot_ids("cuda0");
+  task.add_slot_ids("cuda2");
+  auto slots = GpuSlots(3);
+  slots[2].clear_uuid();  // found by the CUDA runtime alone
+  auto env = TaskEnvironment(task, "/c", "/d", "a", "m:8090", 0, slots);
+  EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], "0,2");
+  EXPECT_EQ(env["CUDA_DEVICE_ORDER"], "PCI_BUS_ID");
 }
 
 TEST(TaskEnvironmentTest, CpuSlotsLeaveCudaVisibleDevicesAlone) {
@@ -45,8 +84,9 @@ TEST(TaskEnvironmentTest, CpuSlotsLeaveCudaVisibleDevicesAlone) {
   task.set_task_id("t");
   task.set_master_address("master:1");
   task.add_slot_ids("cpu0");
-  auto env = TaskEnvironment(task, "/c", "/d", "a", "m:8090");
+  auto env = TaskEnvironment(task, "/c", "/d", "a", "m:8090", 0, GpuSlots(2));
   EXPECT_EQ(env.count("CUDA_VISIBLE_DEVICES"), 0u);
+  EXPECT_EQ(env.count("CUDA_DEVICE_ORDER"), 0u);
   EXPECT_EQ(env["SF_MASTER_ADDRESS"], "master:1");
   EXPECT_EQ(env["SF_HPARAMS"], "{}");
   EXPECT_EQ(env["SF_RESTORE_CHECKPOINT"], "");
