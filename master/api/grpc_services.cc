@@ -422,7 +422,7 @@ grpc::Status AgentLinkGrpcService::Connect(
           end = grpc::Status(grpc::StatusCode::UNAUTHENTICATED, revoked_why);
           break;
         }
-        cluster_->AgentHeartbeat(agent_id);
+        cluster_->AgentHeartbeat(agent_id, msg.heartbeat());
         break;
       case v1::AgentMessage::kTaskState:
       case v1::AgentMessage::kLogs: {

@@ -243,7 +243,13 @@ std::string OpenApiDocument() {
   schemas["LogLine"] = Object({{"id", Type("string")}, {"trialId", Type("string")}, {"stream", Type("string")},
                                {"message", Type("string")}, {"time", Type("string")}});
   schemas["Agent"] = Object({{"id", Type("string")}, {"resourcePool", Type("string")}, {"connected", Type("boolean")},
-                             {"slots", Type("array")}});
+                             {"slots", ArrayOf("Slot")}});
+  // uuid, memoryTotalBytes and usage: GPU slots found through NVML (docs/agent.md, "GPU slots").
+  schemas["Slot"] = Object({{"id", Type("string")}, {"type", Type("string")}, {"device", Type("string")},
+                            {"enabled", Type("boolean")}, {"trialId", Type("string")}, {"uuid", Type("string")},
+                            {"memoryTotalBytes", Type("string")}, {"usage", Ref("GpuUsage")}});
+  schemas["GpuUsage"] = Object({{"utilizationPercent", Type("integer")}, {"memoryUsedBytes", Type("string")},
+                                {"sampleTime", Type("string")}});
   schemas["Pagination"] = Object({{"offset", Type("integer")}, {"limit", Type("integer")}, {"total", Type("integer")}});
   schemas["CreateExperimentResponse"] = Object({{"experiment", Ref("Experiment")}, {"errors", ArrayOf("ConfigError")}});
   schemas["GetExperimentsResponse"] = Object({{"experiments", ArrayOf("Experiment")}, {"pagination", Ref("Pagination")}});

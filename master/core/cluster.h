@@ -129,7 +129,11 @@ class Cluster {
   // different incarnation) is connected under that id (kAlreadyExists). The same incarnation
   // may reconnect (it supersedes its half-open old stream).
   Status CheckAgentClaim(const std::string& agent_id, const std::string& incarnation);
-  void AgentHeartbeat(const std::string& agent_id);
+  // Notes the heartbeat's time and keeps the GPU usage it carries as the latest sample of each
+  // of the agent's cuda slots (shown by Agents()); a cuda slot it carries none for, or an
+  // implausible one for (utilisation outside 0..100, negative memory, more memory used than
+  // the slot has), has none from then on. In memory only: cleared when the agent disconnects.
+  void AgentHeartbeat(const std::string& agent_id, const steadfast::v1::Heartbeat& heartbeat = {});
   void TaskStateChanged(const std::string& agent_id, const steadfast::v1::TaskStateChange& change);
   // Stores the lines; returns once they are durable. With `delivery` (the AgentLink event that
   // carried them), a batch stored before is not stored again (LogWriter).

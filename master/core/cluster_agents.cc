@@ -23,6 +23,7 @@ void Cluster::AgentConnected(const v1::RegisterAgent& reg, std::shared_ptr<Agent
   a.pool = reg.resource_pool().empty() ? "default" : reg.resource_pool();
   a.version = reg.version();
   a.slots.assign(reg.slots().begin(), reg.slots().end());
+  for (auto& s : a.slots) s.clear_usage();  // usage comes with heartbeats only
   a.conn = std::move(conn);
   a.connected = true;
   a.incarnation = reg.incarnation();
@@ -123,13 +124,31 @@ void Cluster::AgentDisconnected(const std::string& agent_id, const AgentConnecti
   it->second.conn.reset();
   it->second.connected = false;
   it->second.lost_since = steady_clock::now();
+  for (auto& s : it->second.slots) s.clear_usage();  // no longer current
   log::Warn("agent", {{"event", "disconnected"}, {"id", agent_id}});
 }
 
-void Cluster::AgentHeartbeat(const std::string& agent_id) {
+void Cluster::AgentHeartbeat(const std::string& agent_id, const v1::Heartbeat& heartbeat) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = agents_.find(agent_id);
-  if (it != agents_.end()) it->second.last_heartbeat = NowSeconds();
+  if (it == agents_.end()) return;
+  Agent& a = it->second;
+  a.last_heartbeat = NowSeconds();
+  for (auto& slot : a.slots) {
+    auto sample = heartbeat.gpu_usage().find(slot.id());
+    const bool plausible = sample != heartbeat.gpu_usage().end() && slot.type() == v1::SLOT_TYPE_CUDA &&
+                           sample->second.utilization_percent() >= 0 && sample->second.utilization_percent() <= 100 &&
+                           sample->second.memory_used_bytes() >= 0 &&
+                           (slot.memory_total_bytes() <= 0 || sample->second.memory_used_bytes() <= slot.memory_total_bytes());
+    if (!plausible) {
+      slot.clear_usage();
+      continue;
+    }
+    v1::GpuUsage* usage = slot.mutable_usage();
+    usage->set_utilization_percent(sample->second.utilization_percent());
+    usage->set_memory_used_bytes(sample->second.memory_used_bytes());
+    *usage->mutable_sample_time() = SecondsToTimestamp(a.last_heartbeat);
+  }
 }
 
 void Cluster::TaskStateChanged(const std::string& agent_id, const v1::TaskStateChange& change) {

@@ -547,7 +547,10 @@ Result<std::vector<v1::LogLine>> Store::GetLogs(int64_t trial_id, int64_t after_
 Status Store::UpsertAgent(const v1::Agent& a) {
   Value::List slots;
   for (const auto& s : a.slots()) {
-    slots.push_back(Value(Value::Map{{"id", s.id()}, {"type", v1::SlotType_Name(s.type())}, {"device", s.device()}}));
+    Value::Map slot{{"id", s.id()}, {"type", v1::SlotType_Name(s.type())}, {"device", s.device()}};
+    if (!s.uuid().empty()) slot["uuid"] = s.uuid();
+    if (s.memory_total_bytes() > 0) slot["memory_total_bytes"] = s.memory_total_bytes();
+    slots.push_back(Value(std::move(slot)));
   }
   return db_->Transact("upsert agent", [&](pqxx::work& tx) {
     tx.exec_params(
