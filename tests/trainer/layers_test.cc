@@ -245,9 +245,12 @@ TEST_F(LayerGradTest, EmbeddingScaledWithPositionsAndDropout) {
   store_.Finalize();
   RandomizeParams(store_, 22);
   std::vector<int32_t> tok = {4, 5, 6, 7, 8, 3, 2, 5, pad, pad};
+  std::vector<int32_t> pos(tok.size());
+  emb.PositionIds(tok.data(), B, T, pos.data());
+  EXPECT_EQ(pos, (std::vector<int32_t>{2, 3, 4, 5, 6, 2, 3, 4, pad, pad}));
   auto w = Random(B * T * C, 23);
   std::vector<double> out(B * T * C), dout = w;
-  ASSERT_TRUE(emb.Forward(ctx_, tok.data(), B, T, out.data()));
+  ASSERT_TRUE(emb.Forward(ctx_, tok.data(), pos.data(), B, T, out.data()));
   emb.Backward(ctx_, dout.data());
   for (int64_t c = 0; c < C; ++c) EXPECT_EQ(store_.grad(emb.table())[pad * C + c], 0.0);
   // Padding positions produce scale * E[pad] (+ the zero position row), dropped or scaled.
@@ -255,7 +258,7 @@ TEST_F(LayerGradTest, EmbeddingScaledWithPositionsAndDropout) {
   // the rows before and after it.
   double* table_value = store_.value(emb.table());
   const double* table_grad = store_.grad(emb.table());
-  CheckGradients([&] { emb.Forward(ctx_, tok.data(), B, T, out.data()); return Dot(out.data(), w); },
+  CheckGradients([&] { emb.Forward(ctx_, tok.data(), pos.data(), B, T, out.data()); return Dot(out.data(), w); },
                  {{"rows < pad", table_value, table_grad, pad * C},
                   {"rows > pad", table_value + (pad + 1) * C, table_grad + (pad + 1) * C,
                    (V - pad - 1) * C}},
@@ -263,7 +266,7 @@ TEST_F(LayerGradTest, EmbeddingScaledWithPositionsAndDropout) {
   // Sinusoid of position pad + 1 for the first token (dropout off).
   ctx_.training = false;
   std::vector<double> table(store_.value(emb.table()), store_.value(emb.table()) + V * C);
-  emb.Forward(ctx_, tok.data(), B, T, out.data());
+  emb.Forward(ctx_, tok.data(), pos.data(), B, T, out.data());
   const double s = std::sqrt(static_cast<double>(C));
   // The kernel takes the scale as a float: sqrt(12) rounded to fp32 (1e-8 relative).
   EXPECT_NEAR(out[0], s * table[4 * C + 0] + std::sin(2.0), 1e-6);

@@ -2,6 +2,7 @@
 
 #include <bit>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 
 #if defined(__linux__)
@@ -22,20 +23,39 @@ size_t CachingAllocator::SizeClass(size_t bytes) {
 // to be backed by transparent huge pages: with 4 KiB pages a GEMM streaming a 4096 x 2048 operand
 // misses the TLB constantly, and first-touching a 3 GB working set costs ~900k page faults.
 // Where THP is off (or not Linux) this is a plain aligned allocation.
-void* CachingAllocator::SystemAllocate(size_t bytes) {
-  constexpr size_t kHuge = size_t{2} << 20;
-  if (bytes < kHuge) return std::aligned_alloc(64, bytes);
-  const size_t size = (bytes + kHuge - 1) / kHuge * kHuge;
-  void* p = std::aligned_alloc(kHuge, size);
+namespace {
+class HostHeap final : public MemoryResource {
+ public:
+  void* Allocate(size_t bytes) override {
+    constexpr size_t kHuge = size_t{2} << 20;
+    if (bytes < kHuge) return std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    const size_t size = (bytes + kHuge - 1) / kHuge * kHuge;
+    void* p = std::aligned_alloc(kHuge, size);
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-  if (p != nullptr) madvise(p, size, MADV_HUGEPAGE);
+    if (p != nullptr) madvise(p, size, MADV_HUGEPAGE);
 #endif
-  return p;
+    return p;
+  }
+  void Free(void* ptr) override { std::free(ptr); }
+  void Zero(void* ptr, size_t bytes) override { std::memset(ptr, 0, bytes); }
+  void CopyFromHost(void* dst, const void* src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+  }
+  void CopyToHost(void* dst, const void* src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+  }
+  bool host_accessible() const override { return true; }
+};
+}  // namespace
+
+MemoryResource& HostMemory() {
+  static HostHeap* heap = new HostHeap();  // never destroyed: outlives all tensors
+  return *heap;
 }
 
 CachingAllocator::~CachingAllocator() {
   ReleaseCached();
-  for (auto& [ptr, size] : live_) std::free(ptr);
+  for (auto& [ptr, size] : live_) resource_->Free(ptr);
 }
 
 void* CachingAllocator::Allocate(size_t bytes) {
@@ -50,7 +70,7 @@ void* CachingAllocator::Allocate(size_t bytes) {
     stats_.bytes_cached -= static_cast<int64_t>(cls);
     ++stats_.cache_hits;
   } else {
-    ptr = SystemAllocate(cls);
+    ptr = resource_->Allocate(cls);
     if (ptr == nullptr) throw std::bad_alloc();
     ++stats_.system_allocations;
   }
@@ -75,7 +95,7 @@ void CachingAllocator::Free(void* ptr) {
 void CachingAllocator::ReleaseCached() {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& [cls, blocks] : free_) {
-    for (void* p : blocks) std::free(p);
+    for (void* p : blocks) resource_->Free(p);
     stats_.bytes_cached -= static_cast<int64_t>(cls * blocks.size());
     blocks.clear();
   }

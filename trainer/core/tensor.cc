@@ -12,13 +12,17 @@ int64_t Numel(const std::vector<int64_t>& shape) {
 }
 }  // namespace
 
-Tensor::Tensor(std::vector<int64_t> shape, DType dtype) { Resize(std::move(shape), dtype); }
+Tensor::Tensor(std::vector<int64_t> shape, DType dtype, CachingAllocator& allocator)
+    : allocator_(&allocator) {
+  Resize(std::move(shape), dtype);
+}
 
 Tensor::~Tensor() { Release(); }
 
 Tensor::Tensor(Tensor&& o) noexcept
     : data_(std::exchange(o.data_, nullptr)),
       capacity_(std::exchange(o.capacity_, 0)),
+      allocator_(o.allocator_),
       shape_(std::move(o.shape_)),
       numel_(std::exchange(o.numel_, 0)),
       dtype_(o.dtype_) {}
@@ -28,6 +32,7 @@ Tensor& Tensor::operator=(Tensor&& o) noexcept {
     Release();
     data_ = std::exchange(o.data_, nullptr);
     capacity_ = std::exchange(o.capacity_, 0);
+    allocator_ = o.allocator_;
     shape_ = std::move(o.shape_);
     numel_ = std::exchange(o.numel_, 0);
     dtype_ = o.dtype_;
@@ -35,8 +40,8 @@ Tensor& Tensor::operator=(Tensor&& o) noexcept {
   return *this;
 }
 
-Tensor Tensor::Zeros(std::vector<int64_t> shape, DType dtype) {
-  Tensor t(std::move(shape), dtype);
+Tensor Tensor::Zeros(std::vector<int64_t> shape, DType dtype, CachingAllocator& allocator) {
+  Tensor t(std::move(shape), dtype, allocator);
   t.ZeroFill();
   return t;
 }
@@ -46,7 +51,7 @@ void Tensor::Resize(std::vector<int64_t> shape, DType dtype) {
   const size_t bytes = static_cast<size_t>(n * DTypeSize(dtype));
   if (bytes > capacity_) {
     Release();
-    data_ = CachingAllocator::Cpu().Allocate(bytes);
+    data_ = allocator_->Allocate(bytes);
     capacity_ = bytes;
   }
   shape_ = std::move(shape);
@@ -54,14 +59,30 @@ void Tensor::Resize(std::vector<int64_t> shape, DType dtype) {
   dtype_ = dtype;
 }
 
+void Tensor::Resize(std::vector<int64_t> shape, DType dtype, CachingAllocator& allocator) {
+  if (&allocator != allocator_) {
+    Release();
+    allocator_ = &allocator;
+  }
+  Resize(std::move(shape), dtype);
+}
+
 void Tensor::Release() {
-  CachingAllocator::Cpu().Free(data_);
+  allocator_->Free(data_);
   data_ = nullptr;
   capacity_ = 0;
 }
 
 void Tensor::ZeroFill() {
-  if (data_) std::memset(data_, 0, static_cast<size_t>(nbytes()));
+  if (data_ && nbytes() > 0) allocator_->resource().Zero(data_, static_cast<size_t>(nbytes()));
+}
+
+void Tensor::CopyFromHost(const void* src) {
+  if (data_ && nbytes() > 0) allocator_->resource().CopyFromHost(data_, src, static_cast<size_t>(nbytes()));
+}
+
+void Tensor::CopyToHost(void* dst) const {
+  if (data_ && nbytes() > 0) allocator_->resource().CopyToHost(dst, data_, static_cast<size_t>(nbytes()));
 }
 
 std::string Tensor::ShapeString() const {

@@ -23,8 +23,10 @@
 #include <memory>
 #include <new>
 
+#include "trainer/core/allocator.h"
 #include "trainer/core/dtype.h"
 #include "trainer/core/philox.h"
+#include "trainer/optim/update_rules.h"
 
 namespace sf {
 
@@ -50,6 +52,42 @@ struct CrossEntropyStats {
   int64_t tokens = 0;  // non-padding targets
 };
 
+// Σ x² (in double) of a vector and whether any element is inf or NaN.
+struct VectorStats {
+  double sum_squares = 0;
+  bool non_finite = false;
+};
+
+// Elements [begin, end) of the flat parameter buffers that belong to one parameter (or one piece
+// of it), and whether weight decay applies to them. The fused optimizer update walks a table of
+// these; pieces are at most kParamChunkElements long so a GPU can give each its own block.
+struct ParamChunk {
+  int64_t begin = 0;
+  int64_t end = 0;
+  int32_t decay = 0;
+  int32_t unused = 0;
+};
+inline constexpr int64_t kParamChunkElements = 1 << 16;
+
+// One fused optimizer step over every parameter: for each chunk and each element i in it,
+// the rule's element function (optim/update_rules.h) updates values[i] from grads[i] and the
+// state buffers state[k][i] (exp_avg / exp_avg_sq, or momentum_buffer; null when the rule has
+// none). All pointers, the chunk table included, are on the backend's device.
+struct OptimizerUpdate {
+  UpdateRule rule = UpdateRule::kAdamW;
+  UpdateScalars scalars;
+  float* values = nullptr;
+  const float* grads = nullptr;
+  float* state[2] = {nullptr, nullptr};
+  const ParamChunk* chunks = nullptr;
+  int64_t num_chunks = 0;
+};
+
+// The host implementations of the multi-tensor ops (the defaults of Backend below; OpenMP).
+VectorStats SumSquaresOnHost(const float* x, int64_t n);
+VectorStats SumSquaresOnHost(const double* x, int64_t n);
+void ApplyOptimizerUpdateOnHost(const OptimizerUpdate& u);
+
 template <typename T>
 class Backend {
  public:
@@ -57,9 +95,18 @@ class Backend {
   virtual const char* name() const = 0;
   virtual Device device() const = 0;
 
+  // The caching allocator of the backend's device: every buffer an op reads or writes (the
+  // model's parameters, activations and scratch; the optimizer's state) is a block of it.
+  virtual CachingAllocator& allocator() const { return CachingAllocator::Cpu(); }
+  // False when the host must not touch the backend's memory (a GPU): then all data goes in and
+  // out through the copies below or Tensor::CopyFromHost / CopyToHost.
+  bool host_accessible() const { return allocator().host_accessible(); }
+
   // Memory on the backend's device, for callers that stage data in and out (tests, the data
-  // loader). CPU backends use the host heap. Allocation failure throws std::bad_alloc. Copies
-  // are complete when they return.
+  // loader). CPU backends use the host heap. Allocation failure throws std::bad_alloc.
+  // CopyToDevice returns once `src` may be reused; the copy is ordered before every later op (a
+  // GPU backend stages it through pinned memory and does not wait for it). CopyToHost returns
+  // when the data is on the host (it waits for the ops before it).
   virtual void* AllocateDevice(size_t bytes) {
     void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
     if (!p) throw std::bad_alloc();
@@ -80,6 +127,16 @@ class Backend {
   virtual void Gemm(int64_t batch, int64_t m, int64_t n, int64_t k, const GemmOperand& a,
                     const GemmOperand& b, T* c, int64_t ldc, int64_t stride_c, float alpha,
                     float beta) = 0;
+
+  // Multi-tensor passes over the flat gradient / parameter buffers (one launch each on a GPU).
+  // SumSquares returns its result on the host (it waits for the ops before it).
+  virtual VectorStats SumSquares(const T* x, int64_t n) { return SumSquaresOnHost(x, n); }
+  // x[i] *= factor.
+  virtual void Scale(T* x, int64_t n, float factor) {
+    for (int64_t i = 0; i < n; ++i) x[i] *= static_cast<T>(factor);
+  }
+  // The fused optimizer update described at OptimizerUpdate (T = float backends only).
+  virtual void ApplyOptimizerUpdate(const OptimizerUpdate& u) { ApplyOptimizerUpdateOnHost(u); }
 
   // Every GemmOperand marked `constant` may have changed (call after an optimizer step or a
   // weight load): backends drop or refresh their pre-packed copies.

@@ -84,7 +84,7 @@ Transformer<T>::Transformer(const TransformerConfig& config, Backend<T>* backend
   dec_norm_start_ = store_.total_numel();
   if (config.normalize_before)
     dec_norm_ = std::make_unique<LayerNorm<T>>(store_, "decoder.layer_norm", config.d_model);
-  store_.Finalize();
+  store_.Finalize(backend->allocator());
 }
 
 template <typename T>
@@ -94,7 +94,7 @@ void Transformer<T>::InitParameters(uint64_t seed) {
   auto next = [&] { return normal(rng); };
   // Xavier-uniform for every matrix (fan_in + fan_out from its [out, in] shape), 0 for vectors.
   for (const ParamInfo& p : store_.params()) {
-    T* v = store_.values() + p.offset;
+    T* v = store_.host_values() + p.offset;
     if (p.shape.size() == 2 && p.name.find("embed_tokens") == std::string::npos) {
       const double a = std::sqrt(6.0 / static_cast<double>(p.shape[0] + p.shape[1]));
       std::uniform_real_distribution<double> u(-a, a);
@@ -109,6 +109,7 @@ void Transformer<T>::InitParameters(uint64_t seed) {
   for (auto& l : decoder_) l->Init();
   if (enc_norm_) enc_norm_->Init();
   if (dec_norm_) dec_norm_->Init();
+  store_.PushValues();
   WeightsUpdated();
 }
 
@@ -139,31 +140,50 @@ Result<CrossEntropyStats> Transformer<T>::Forward(const Seq2SeqBatch& b) {
   batch_ = b;
   const DType dt = DTypeOf<T>::value;
   const int64_t ns = B * Ts, nt = B * Tt;
-  src_pad_.resize(static_cast<size_t>(ns));
-  tgt_pad_.resize(static_cast<size_t>(nt));
-  for (int64_t i = 0; i < ns; ++i) src_pad_[i] = b.src[i] == c.pad_id;
-  for (int64_t i = 0; i < nt; ++i) tgt_pad_[i] = b.tgt_in[i] == c.pad_id;
-  Plan(enc_x0_, {ns, C}, dt);
-  Plan(dec_x0_, {nt, C}, dt);
-  Plan(logits_, {nt, V}, dt);
-  Plan(lse_, {nt}, dt);
+  // Stage the micro-batch in the backend's memory with one copy: the token ids, their positions
+  // and the padding masks, all computed here on the host.
+  //   int32: src [ns] | tgt_in [nt] | tgt_out [nt] | src_pos [ns] | tgt_pos [nt]
+  //   uint8: src_pad [ns] | tgt_pad [nt]
+  const size_t ints = static_cast<size_t>(2 * ns + 3 * nt);
+  const size_t bytes = ints * sizeof(int32_t) + static_cast<size_t>(ns + nt);
+  staging_.resize(bytes);
+  int32_t* si = reinterpret_cast<int32_t*>(staging_.data());
+  std::memcpy(si, b.src, static_cast<size_t>(ns) * sizeof(int32_t));
+  std::memcpy(si + ns, b.tgt_in, static_cast<size_t>(nt) * sizeof(int32_t));
+  std::memcpy(si + ns + nt, b.tgt_out, static_cast<size_t>(nt) * sizeof(int32_t));
+  enc_embed_->PositionIds(b.src, B, Ts, si + ns + 2 * nt);
+  dec_embed_->PositionIds(b.tgt_in, B, Tt, si + 2 * ns + 2 * nt);
+  uint8_t* su = staging_.data() + ints * sizeof(int32_t);
+  for (int64_t i = 0; i < ns; ++i) su[i] = b.src[i] == c.pad_id;
+  for (int64_t i = 0; i < nt; ++i) su[ns + i] = b.tgt_in[i] == c.pad_id;
+  ctx_.Plan(batch_dev_, {static_cast<int64_t>(bytes)}, DType::kU8);
+  ctx_.backend().CopyToDevice(batch_dev_.raw(), staging_.data(), bytes);
+  const int32_t* di = reinterpret_cast<const int32_t*>(batch_dev_.raw());
+  const int32_t *src = di, *tgt_in = di + ns;
+  tgt_out_ = di + ns + nt;
+  const int32_t *src_pos = di + ns + 2 * nt, *tgt_pos = di + 2 * ns + 2 * nt;
+  const uint8_t* src_pad = static_cast<const uint8_t*>(batch_dev_.raw()) + ints * sizeof(int32_t);
+  const uint8_t* tgt_pad = src_pad + ns;
+  ctx_.Plan(enc_x0_, {ns, C}, dt);
+  ctx_.Plan(dec_x0_, {nt, C}, dt);
+  ctx_.Plan(logits_, {nt, V}, dt);
+  ctx_.Plan(lse_, {nt}, dt);
 
-  enc_embed_->Forward(ctx_, b.src, B, Ts, enc_x0_.data<T>());
+  enc_embed_->Forward(ctx_, src, src_pos, B, Ts, enc_x0_.data<T>());
   const T* x = enc_x0_.data<T>();
-  for (auto& l : encoder_) x = l->Forward(ctx_, x, src_pad_.data(), B, Ts);
+  for (auto& l : encoder_) x = l->Forward(ctx_, x, src_pad, B, Ts);
   if (enc_norm_) {
-    Plan(enc_final_, {ns, C}, dt);
+    ctx_.Plan(enc_final_, {ns, C}, dt);
     enc_norm_->Forward(ctx_, x, enc_final_.data<T>(), ns);
     x = enc_final_.data<T>();
   }
   enc_out_ = x;
 
-  dec_embed_->Forward(ctx_, b.tgt_in, B, Tt, dec_x0_.data<T>());
+  dec_embed_->Forward(ctx_, tgt_in, tgt_pos, B, Tt, dec_x0_.data<T>());
   const T* y = dec_x0_.data<T>();
-  for (auto& l : decoder_)
-    y = l->Forward(ctx_, y, enc_out_, tgt_pad_.data(), src_pad_.data(), B, Tt, Ts);
+  for (auto& l : decoder_) y = l->Forward(ctx_, y, enc_out_, tgt_pad, src_pad, B, Tt, Ts);
   if (dec_norm_) {
-    Plan(dec_final_, {nt, C}, dt);
+    ctx_.Plan(dec_final_, {nt, C}, dt);
     dec_norm_->Forward(ctx_, y, dec_final_.data<T>(), nt);
     y = dec_final_.data<T>();
   }
@@ -181,12 +201,12 @@ Result<CrossEntropyStats> Transformer<T>::Forward(const Seq2SeqBatch& b) {
   // loss scale before rounding, so both compute it in Backward.
   loss_grad_ready_ = ctx_.training && cdt == DType::kBF16;
   if (loss_grad_ready_) {
-    Plan(dlogits_low_, {nt, V}, cdt);
-    return ctx_.backend().CrossEntropyForwardBackward(logits_.data<T>(), b.tgt_out,
+    ctx_.Plan(dlogits_low_, {nt, V}, cdt);
+    return ctx_.backend().CrossEntropyForwardBackward(logits_.data<T>(), tgt_out_,
                                                       lse_.data<T>(), dlogits_low_.raw(), cdt, nt,
                                                       V, c.label_smoothing, c.pad_id, 1.0f);
   }
-  return ctx_.backend().CrossEntropyForward(logits_.data<T>(), b.tgt_out, lse_.data<T>(), nt, V,
+  return ctx_.backend().CrossEntropyForward(logits_.data<T>(), tgt_out_, lse_.data<T>(), nt, V,
                                             c.label_smoothing, c.pad_id);
 }
 
@@ -198,8 +218,8 @@ void Transformer<T>::Backward(float grad_scale) {
   const int64_t ns = B * Ts, nt = B * Tt, nmax = std::max(ns, nt);
   const DType dt = DTypeOf<T>::value, cdt = ctx_.compute();
   auto& be = ctx_.backend();
-  for (Tensor* t : {&grad_a_, &grad_b_, &tmp1_, &tmp2_}) Plan(*t, {nmax, C}, dt);
-  Plan(d_enc_, {ns, C}, dt);
+  for (Tensor* t : {&grad_a_, &grad_b_, &tmp1_, &tmp2_}) ctx_.Plan(*t, {nmax, C}, dt);
+  ctx_.Plan(d_enc_, {ns, C}, dt);
 
   // dlogits in the compute dtype: in place over the logits (fp32) or into a bf16/f16 buffer;
   // already there, unscaled, when Forward computed it with the loss.
@@ -211,10 +231,10 @@ void Transformer<T>::Backward(float grad_scale) {
     loss_grad_ready_ = false;
   } else {
     if (ctx_.low_precision()) {
-      Plan(dlogits_low_, {nt, V}, cdt);
+      ctx_.Plan(dlogits_low_, {nt, V}, cdt);
       dlog = dlogits_low_.raw();
     }
-    be.CrossEntropyBackward(logits_.data<T>(), lse_.data<T>(), b.tgt_out, dlog, cdt, nt, V,
+    be.CrossEntropyBackward(logits_.data<T>(), lse_.data<T>(), tgt_out_, dlog, cdt, nt, V,
                             c.label_smoothing, c.pad_id, grad_scale);
   }
   const int table = dec_embed_->table();

@@ -57,8 +57,9 @@ struct TransformerConfig {
   double TrainingFlops(int64_t batch, int64_t src_len, int64_t tgt_len) const;
 };
 
-// One micro-batch. Rows are right-padded with pad_id; tgt_in is the target shifted right
-// (starting with BOS / EOS as fairseq does), tgt_out the tokens to predict.
+// One micro-batch, in host memory (Forward stages it into the backend's memory). Rows are
+// right-padded with pad_id; tgt_in is the target shifted right (starting with BOS / EOS as
+// fairseq does), tgt_out the tokens to predict.
 struct Seq2SeqBatch {
   const int32_t* src = nullptr;      // [B, Ts]
   const int32_t* tgt_in = nullptr;   // [B, Tt]
@@ -99,8 +100,10 @@ class Transformer {
   // Data-parallel training reduces gradient buckets from here while backward goes on.
   void set_grads_final_hook(std::function<void(int64_t offset)> hook) { grads_final_ = std::move(hook); }
 
-  // Logits of the last Forward [B*Tt, V] (valid until Backward, which reuses the buffer).
+  // Logits of the last Forward [B*Tt, V] (valid until Backward, which reuses the buffer), in
+  // the backend's memory.
   const T* logits() const { return logits_.data<T>(); }
+  const Tensor& logits_tensor() const { return logits_; }
 
   // Optimizer view of every parameter (T = float only), in store order with stable names.
   std::vector<ParamRef> Parameters();
@@ -120,8 +123,10 @@ class Transformer {
   bool mirror_stale_ = true;
   bool loss_grad_ready_ = false;  // Forward left the unscaled loss gradient in dlogits_low_
 
-  Seq2SeqBatch batch_;
-  std::vector<uint8_t> src_pad_, tgt_pad_;
+  Seq2SeqBatch batch_;           // the host micro-batch of the last Forward
+  std::vector<uint8_t> staging_;  // host staging of the micro-batch (see Forward)
+  Tensor batch_dev_;              // staging_ in the backend's memory
+  const int32_t* tgt_out_ = nullptr;  // in batch_dev_
   const T* enc_out_ = nullptr;
   const T* dec_out_ = nullptr;
   const void* dec_out_c_ = nullptr;

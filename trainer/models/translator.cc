@@ -179,7 +179,7 @@ Translator::Translator(Transformer<float>* model) : model_(model) {
 const float* Translator::W(const std::string& name) const {
   auto& store = model_->params();
   int id = store.Find(name);
-  return id < 0 ? nullptr : store.value(id);
+  return id < 0 ? nullptr : store.host_value(id);
 }
 
 // The state of one working batch: encoder output and per-layer caches.
@@ -195,6 +195,7 @@ Result<std::vector<Hypothesis>> Translator::Translate(const std::vector<std::vec
                                                       const BeamOptions& options) {
   const auto& cfg = model_->config();
   if (options.beam < 1) return InvalidArgument("beam_size must be >= 1");
+  model_->params().PullValues();  // a device model: search on the host copy of its weights
   for (size_t i = 0; i < sources.size(); ++i) {
     if (static_cast<int64_t>(sources[i].size()) + 1 > cfg.max_positions - 1) {
       return InvalidArgument("source " + std::to_string(i + 1) + " has " + std::to_string(sources[i].size()) +

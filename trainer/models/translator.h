@@ -15,7 +15,8 @@
 // length limit is  max_len_a * (source tokens + EOS) + max_len_b, capped by max_positions - 1;
 // at the limit EOS is forced. <pad> and <bos> are never generated.
 //
-// Inference runs on the fp32 master weights with dropout off, on the CPU, using OpenMP. Each
+// Inference runs on the fp32 master weights with dropout off, on the CPU, using OpenMP (a model
+// trained on a GPU is searched on the host copy of its weights, ParamStore::PullValues). Each
 // output of a linear layer is one dot product in a fixed order, so results per position do not
 // depend on how many rows are computed together. The model must not be trained concurrently.
 #pragma once

@@ -113,12 +113,13 @@ Status CheckMetadataFits(const std::map<std::string, std::string>& metadata, con
 
 Status SaveWeights(Transformer<float>& model, const std::string& path) {
   ParamStore<float>& store = model.params();
+  store.PullValues();  // a device model's values, copied to the host view
   std::vector<safetensors::TensorView> views;
   for (size_t i = 0; i < store.params().size(); ++i) {
     const ParamInfo& p = store.params()[i];
     views.push_back(safetensors::F32View(
         p.name, p.shape,
-        std::span<const float>(store.value(static_cast<int>(i)), static_cast<size_t>(p.numel))));
+        std::span<const float>(store.host_value(static_cast<int>(i)), static_cast<size_t>(p.numel))));
   }
   return safetensors::WriteFile(path, views, ConfigMetadata(model.config()));
 }
@@ -134,7 +135,8 @@ Status LoadWeights(Transformer<float>& model, const std::string& path) {
     data.push_back(*t);
   }
   for (size_t i = 0; i < data.size(); ++i)
-    std::memcpy(store.value(static_cast<int>(i)), data[i].data(), data[i].size_bytes());
+    std::memcpy(store.host_value(static_cast<int>(i)), data[i].data(), data[i].size_bytes());
+  store.PushValues();
   model.WeightsUpdated();
   return Status::Ok();
 }

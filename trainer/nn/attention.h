@@ -62,9 +62,9 @@ class MultiheadAttention {
     const DType odt = low ? cdt : dt;  // dtype of those operands
     const float p = ctx.training ? dropout_ : 0.0f;
     const int64_t ns = batch * H * tq * tk;
-    Plan(probs_, {ns}, dt);
+    ctx.Plan(probs_, {ns}, dt);
     Tensor& heads = low ? heads_cast_ : heads_buf_;
-    Plan(heads, {nq + 2 * nk}, odt);
+    ctx.Plan(heads, {nq + 2 * nk}, odt);
     void* q = heads.raw();
     void* k = heads.data<char>() + nq * DTypeSize(odt);  // v follows k
 
@@ -95,7 +95,7 @@ class MultiheadAttention {
     void* dropped = nullptr;
     if (low || p > 0) {
       Tensor& pd = low ? pd_cast_ : dropped_;
-      Plan(pd, {ns}, odt);
+      ctx.Plan(pd, {ns}, odt);
       dropped = pd.raw();
     }
     ctx.backend().SoftmaxForward(scores, probs_.data<T>(), dropped, odt, key_padding, batch, H,
@@ -108,7 +108,7 @@ class MultiheadAttention {
     ctx.backend().Gemm(batch * H, tq, D, tk, GemmOperand{pd_c_, cdt, false, tk, tq * tk},
                        GemmOperand{vc, cdt, false, D, tk * D}, ctx_heads, D, tq * D, 1.0f, 0.0f);
     Tensor& merged = low ? ctx_cast_ : ctx_;
-    Plan(merged, {batch * tq, C}, odt);
+    ctx.Plan(merged, {batch * tq, C}, odt);
     ctx.backend().MergeHeads(ctx_heads, merged.raw(), odt, batch, tq, 1, H, D);
     ctx_c_ = merged.raw();
     LinearForward(ctx, WOut(ctx), ctx_c_, batch * tq, out);

@@ -6,6 +6,9 @@
 // Layers cast each GEMM input once into a buffer of that dtype and keep it for the backward
 // (so weights' gradients are computed from the same rounded values the forward used).
 //
+// Every buffer a layer plans (Plan) or borrows (Scratch) is a block of the backend's allocator,
+// so on a GPU backend all activations live on the device.
+//
 // Scratch slots are shared by all layers for temporaries that do not outlive one layer call;
 // they grow on first use of a shape and are reused afterwards (no allocation in steady state).
 // A Context is used by one thread (the training loop); it is not copyable.
@@ -13,6 +16,7 @@
 
 #include <array>
 #include <cstdint>
+#include <vector>
 
 #include "trainer/core/dtype.h"
 #include "trainer/core/philox.h"
@@ -41,6 +45,7 @@ class Context {
   Context& operator=(const Context&) = delete;
 
   Backend<T>& backend() const { return *backend_; }
+  CachingAllocator& memory() const { return backend_->allocator(); }
   DType compute() const { return compute_; }
   bool low_precision() const { return compute_ != DTypeOf<T>::value; }
 
@@ -56,7 +61,7 @@ class Context {
   // the same slot.
   void* Scratch(ScratchSlot slot, int64_t n, DType dtype) {
     Tensor& t = scratch_[slot];
-    if (t.empty() || t.nbytes() < n * DTypeSize(dtype)) t.Resize({n}, dtype);
+    if (t.empty() || t.nbytes() < n * DTypeSize(dtype)) t.Resize({n}, dtype, memory());
     return t.raw();
   }
   T* ScratchT(ScratchSlot slot, int64_t n) {
@@ -67,10 +72,19 @@ class Context {
   // returns it.
   const void* AsCompute(const T* x, int64_t n, Tensor& buf) {
     if (!low_precision()) return x;
-    if (buf.empty() || buf.numel() < n || buf.dtype() != compute_) buf.Resize({n}, compute_);
+    if (buf.empty() || buf.numel() < n || buf.dtype() != compute_) buf.Resize({n}, compute_, memory());
     backend_->Cast(x, buf.raw(), compute_, n);
     return buf.raw();
   }
+  // Resizes a planned activation buffer (on the backend's device) when its element count or
+  // dtype changes (first step of a batch shape); otherwise leaves it alone.
+  void Plan(Tensor& t, std::vector<int64_t> shape, DType dtype) const {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    if (t.empty() || t.numel() != n || t.dtype() != dtype || &t.allocator() != &memory())
+      t.Resize(std::move(shape), dtype, memory());
+  }
+
   const void* AsComputeScratch(const T* x, int64_t n, ScratchSlot slot) {
     if (!low_precision()) return x;
     void* p = Scratch(slot, n, compute_);
@@ -83,13 +97,5 @@ class Context {
   DType compute_;
   std::array<Tensor, kScratchCount> scratch_;
 };
-
-// Resizes a planned activation buffer when its element count or dtype changes (first step of a
-// batch shape); otherwise leaves it alone.
-inline void Plan(Tensor& t, std::vector<int64_t> shape, DType dtype) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  if (t.empty() || t.numel() != n || t.dtype() != dtype) t.Resize(std::move(shape), dtype);
-}
 
 }  // namespace sf

@@ -43,12 +43,12 @@ class FeedForward {
     if (relu || low) {
       pre = ctx.ScratchT(kScratchGemmOut, nh);
     } else {
-      Plan(pre_, {rows, hidden_}, dt);
+      ctx.Plan(pre_, {rows, hidden_}, dt);
       pre = pre_.data<T>();
     }
     // The activation is fc2's GEMM operand only: written in the compute dtype directly.
     Tensor& act = low ? act_cast_ : act_out_;
-    Plan(act, {rows, hidden_}, low ? ctx.compute() : dt);
+    ctx.Plan(act, {rows, hidden_}, low ? ctx.compute() : dt);
     x_c_ = ctx.AsCompute(x, rows * dim_, x_cast_);
     LinearForward(ctx, W(ctx, w1_, hidden_, dim_), x_c_, rows, pre);
     ctx.backend().BiasActivationForward(pre, store_.value(b1_), pre, act.raw(), act.dtype(), rows,

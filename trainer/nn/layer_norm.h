@@ -18,14 +18,14 @@ class LayerNorm {
     bias_ = store.Add(name + ".bias", {dim}, false);
   }
   void Init() {
-    T* w = store_.value(weight_);
+    T* w = store_.host_value(weight_);
     for (int64_t i = 0; i < dim_; ++i) w[i] = T(1);
   }
 
   // y[N, C] = LN(x); remembers x.
   void Forward(Context<T>& ctx, const T* x, T* y, int64_t rows) {
-    Plan(mean_, {rows}, DTypeOf<T>::value);
-    Plan(rstd_, {rows}, DTypeOf<T>::value);
+    ctx.Plan(mean_, {rows}, DTypeOf<T>::value);
+    ctx.Plan(rstd_, {rows}, DTypeOf<T>::value);
     x_ = x;
     ctx.backend().LayerNormForward(x, store_.value(weight_), store_.value(bias_), y,
                                    mean_.data<T>(), rstd_.data<T>(), rows, dim_, 1e-5f);

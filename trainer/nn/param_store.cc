@@ -21,10 +21,26 @@ int ParamStore<T>::Add(std::string name, std::vector<int64_t> shape, bool weight
 }
 
 template <typename T>
-void ParamStore<T>::Finalize() {
-  values_ = Tensor::Zeros({total_}, DTypeOf<T>::value);
-  grads_ = Tensor::Zeros({total_}, DTypeOf<T>::value);
+void ParamStore<T>::Finalize(CachingAllocator& memory) {
+  values_ = Tensor::Zeros({total_}, DTypeOf<T>::value, memory);
+  grads_ = Tensor::Zeros({total_}, DTypeOf<T>::value, memory);
+  if (!values_.host_accessible()) host_copy_.assign(static_cast<size_t>(total_), T(0));
   finalized_ = true;
+}
+
+template <typename T>
+T* ParamStore<T>::host_values() {
+  return values_.host_accessible() ? values_.data<T>() : host_copy_.data();
+}
+
+template <typename T>
+void ParamStore<T>::PullValues() {
+  if (!values_.host_accessible()) values_.CopyToHost(host_copy_.data());
+}
+
+template <typename T>
+void ParamStore<T>::PushValues() {
+  if (!values_.host_accessible()) values_.CopyFromHost(host_copy_.data());
 }
 
 template <typename T>
@@ -37,7 +53,7 @@ int ParamStore<T>::Find(const std::string& name) const {
 template <typename T>
 void ParamStore<T>::RefreshMirror(Backend<T>& backend, DType dtype) {
   if (dtype == DTypeOf<T>::value) return;
-  if (mirror_.empty() || mirror_.dtype() != dtype) mirror_ = Tensor({total_}, dtype);
+  if (mirror_.empty() || mirror_.dtype() != dtype) mirror_ = Tensor({total_}, dtype, values_.allocator());
   backend.Cast(values_.data<T>(), mirror_.raw(), dtype, total_);
 }
 

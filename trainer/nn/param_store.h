@@ -5,6 +5,11 @@
 // at fixed addresses for the store's lifetime, which is what optimizers (ParamRef) require. One
 // contiguous gradient buffer makes zeroing, scanning and (later) allreduce single passes.
 //
+// The buffers live in the memory Finalize() is given (the backend's: on a GPU, the device).
+// Host code that reads or writes values (initialisation, checkpoints, translation) goes through
+// host_values(): the values themselves on host memory, else a host copy that PullValues()
+// refreshes from the device and PushValues() writes back.
+//
 // A low-precision mirror of all values (bf16/f16) is refreshed with RefreshMirror() once per
 // optimizer step; GEMMs in mixed precision read their weights from it.
 // Not thread-safe; owned by one model.
@@ -36,7 +41,8 @@ class ParamStore {
 
   // Declares a parameter; returns its id. Only before Finalize(). Names must be unique.
   int Add(std::string name, std::vector<int64_t> shape, bool weight_decay);
-  void Finalize();
+  // Allocates values (zeros), gradients (zeros) and later the mirror from `memory`.
+  void Finalize(CachingAllocator& memory = CachingAllocator::Cpu());
   bool finalized() const { return finalized_; }
 
   const std::vector<ParamInfo>& params() const { return params_; }
@@ -45,6 +51,17 @@ class ParamStore {
   T* grad(int id) { return grads_.data<T>() + params_[id].offset; }
   T* values() { return values_.data<T>(); }
   T* grads() { return grads_.data<T>(); }
+  bool host_accessible() const { return values_.host_accessible(); }
+  // Host view of every value (see the header comment), and of parameter `id`.
+  T* host_values();
+  T* host_value(int id) { return host_values() + params_[id].offset; }
+  // Device -> host copy of the values / host copy -> device (both no-ops on host memory).
+  void PullValues();
+  void PushValues();
+  // The gradients copied to `out` (total_numel() elements) / written from `in`.
+  void CopyGradsToHost(T* out) const { grads_.CopyToHost(out); }
+  void CopyGradsFromHost(const T* in) { grads_.CopyFromHost(in); }
+
   // The id of `name`, or -1.
   int Find(const std::string& name) const;
 
@@ -62,6 +79,7 @@ class ParamStore {
   int64_t total_ = 0;
   bool finalized_ = false;
   Tensor values_, grads_, mirror_;
+  std::vector<T> host_copy_;  // device values' host view
 };
 
 }  // namespace sf

@@ -34,7 +34,7 @@ namespace sf {
 template <typename T>
 T* NormedBuffer(Context<T>& ctx, Tensor& planned, int64_t n, int64_t C) {
   if (ctx.low_precision()) return ctx.ScratchT(kScratchNormed, n * C);
-  Plan(planned, {n, C}, DTypeOf<T>::value);
+  ctx.Plan(planned, {n, C}, DTypeOf<T>::value);
   return planned.data<T>();
 }
 
@@ -65,7 +65,7 @@ class EncoderLayer {
   const T* Forward(Context<T>& ctx, const T* x, const uint8_t* pad, int64_t batch, int64_t time) {
     const int64_t n = batch * time, C = o_.dim;
     n_ = n;
-    for (Tensor* t : {&a_, &h1_, &out_}) Plan(*t, {n, C}, DTypeOf<T>::value);
+    for (Tensor* t : {&a_, &h1_, &out_}) ctx.Plan(*t, {n, C}, DTypeOf<T>::value);
     auto& be = ctx.backend();
     p_ = ctx.training ? o_.dropout : 0.0f;
     k1_ = ctx.Key(site_ + 1);
@@ -151,7 +151,7 @@ class DecoderLayer {
                    const uint8_t* src_pad, int64_t batch, int64_t tgt_len, int64_t src_len) {
     const int64_t n = batch * tgt_len, C = o_.dim;
     n_ = n;
-    for (Tensor* t : {&a_, &h1_, &h2_, &out_}) Plan(*t, {n, C}, DTypeOf<T>::value);
+    for (Tensor* t : {&a_, &h1_, &h2_, &out_}) ctx.Plan(*t, {n, C}, DTypeOf<T>::value);
     auto& be = ctx.backend();
     p_ = ctx.training ? o_.dropout : 0.0f;
     k1_ = ctx.Key(site_ + 1);

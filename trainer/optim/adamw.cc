@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "trainer/optim/optimizer_impl.h"
+#include "trainer/optim/update_rules.h"
 
 namespace sf::optim_internal {
 namespace {
@@ -20,14 +21,15 @@ class AdamW final : public Optimizer {
   std::string_view type() const override { return "adamw"; }
 
  protected:
-  enum { kBeta1, kOneMinusBeta1, kBeta2, kOneMinusBeta2, kDecay, kBc2Sqrt, kEps, kNegStepSize };
+  UpdateRule rule() const override { return UpdateRule::kAdamW; }
 
-  StepScalars ComputeScalars(int64_t step, double lr) const override {
+  UpdateScalars ComputeScalars(int64_t step, double lr) const override {
+    using namespace adamw_rule;
     const OptimizerOptions& o = options_;
     const double t = static_cast<double>(step);
     const double bias_correction1 = 1 - std::pow(o.beta1, t);
     const double bias_correction2 = 1 - std::pow(o.beta2, t);
-    StepScalars s;
+    UpdateScalars s;
     s.a[kBeta1] = static_cast<float>(o.beta1);
     s.a[kOneMinusBeta1] = static_cast<float>(1 - o.beta1);
     s.a[kBeta2] = static_cast<float>(o.beta2);
@@ -40,27 +42,15 @@ class AdamW final : public Optimizer {
   }
 
   void UpdateSlice(const ParamRef& param, float* const* state, size_t begin, size_t end,
-                   const StepScalars& s) const override {
+                   const UpdateScalars& s) const override {
     float* __restrict p = param.value + begin;
     const float* __restrict g = param.grad + begin;
     float* __restrict m = state[0] + begin;
     float* __restrict v = state[1] + begin;
     const size_t n = end - begin;
-    const float beta1 = s.a[kBeta1], one_minus_beta1 = s.a[kOneMinusBeta1];
-    const float beta2 = s.a[kBeta2], one_minus_beta2 = s.a[kOneMinusBeta2];
-    const float decay = param.weight_decay ? s.a[kDecay] : 1.0f;
-    const float bc2_sqrt = s.a[kBc2Sqrt], eps = s.a[kEps], neg_step = s.a[kNegStepSize];
+    const bool decay = param.weight_decay;
 #pragma omp simd
-    for (size_t i = 0; i < n; ++i) {
-      const float gi = g[i];
-      const float pi = p[i] * decay;
-      const float mi = std::fma(one_minus_beta1, gi, m[i] * beta1);
-      const float vi = std::fma(one_minus_beta2 * gi, gi, v[i] * beta2);
-      const float denom = std::sqrt(vi) / bc2_sqrt + eps;
-      m[i] = mi;
-      v[i] = vi;
-      p[i] = pi + neg_step * mi / denom;
-    }
+    for (size_t i = 0; i < n; ++i) AdamWElement(s, decay, p[i], g[i], m[i], v[i]);
   }
 };
 

@@ -58,14 +58,23 @@ void ScaleGrads(std::span<const ParamRef> params, float factor) {
   });
 }
 
-float UnscaleAndClipGrads(std::span<const ParamRef> params, float unscale, double max_norm,
-                          const GradStats& stats) {
+UnscaleClip UnscaleAndClipFactor(float unscale, double max_norm, const GradStats& stats) {
+  UnscaleClip r;
   const double norm = stats.norm() * std::fabs(static_cast<double>(unscale));
-  if (!std::isfinite(norm)) return static_cast<float>(norm);
+  r.norm = static_cast<float>(norm);
+  if (!std::isfinite(norm)) return r;
   double factor = unscale;
   if (max_norm > 0 && norm > max_norm) factor *= max_norm / (norm + 1e-6);
-  ScaleGrads(params, static_cast<float>(factor));
-  return static_cast<float>(norm);
+  r.factor = static_cast<float>(factor);
+  r.scale = r.factor != 1.0f;
+  return r;
+}
+
+float UnscaleAndClipGrads(std::span<const ParamRef> params, float unscale, double max_norm,
+                          const GradStats& stats) {
+  const UnscaleClip c = UnscaleAndClipFactor(unscale, max_norm, stats);
+  if (c.scale) ScaleGrads(params, c.factor);
+  return c.norm;
 }
 
 float ClipGradNorm(std::span<const ParamRef> params, double max_norm, const GradStats& stats) {

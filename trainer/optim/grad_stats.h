@@ -36,6 +36,16 @@ void ScaleGrads(std::span<const ParamRef> params, float factor);
 // Returns the total norm before clipping (what fairseq logs as gnorm).
 float ClipGradNorm(std::span<const ParamRef> params, double max_norm, const GradStats& stats);
 
+// What UnscaleAndClipGrads does, without touching gradients (the device path applies `factor`
+// with Backend::Scale): norm is the unscaled norm before clipping; scale is false when the norm
+// is not finite (the gradients are then left alone) or the factor is exactly 1.
+struct UnscaleClip {
+  float factor = 1;
+  float norm = 0;
+  bool scale = false;
+};
+UnscaleClip UnscaleAndClipFactor(float unscale, double max_norm, const GradStats& stats);
+
 // Unscale and clip fused into one pass: afterwards g == clip(g * unscale) where the norm of the
 // unscaled gradient is stats.norm() * |unscale|. Returns that unscaled norm (before clipping).
 float UnscaleAndClipGrads(std::span<const ParamRef> params, float unscale, double max_norm,

@@ -1,5 +1,6 @@
 #include "trainer/optim/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -7,6 +8,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "trainer/core/tensor.h"
+#include "trainer/kernels/backend.h"
 #include "trainer/optim/multi_tensor.h"
 #include "trainer/optim/optimizer_impl.h"
 
@@ -19,6 +22,21 @@ struct Optimizer::Slot {
   float* ptrs[kMaxOptimizerBuffers] = {};
 };
 
+// The device path: flat state buffers in the store's layout and the chunk table of the fused
+// update, all in the backend's memory.
+struct Optimizer::DeviceState {
+  Backend<float>* backend = nullptr;
+  std::vector<std::string> names;   // parameter names, in layout order
+  std::vector<int64_t> offsets;     // elements from the first parameter's value
+  std::vector<size_t> numels;
+  const float* base_value = nullptr;
+  const float* base_grad = nullptr;
+  int64_t total = 0;
+  std::vector<Tensor> buffers;      // one per buffer name, [total]
+  Tensor chunks;                    // ParamChunk [num_chunks] (as bytes)
+  int64_t num_chunks = 0;
+};
+
 Optimizer::Optimizer(OptimizerOptions options, std::vector<std::string> buffer_names)
     : options_(std::move(options)), buffer_names_(std::move(buffer_names)) {
   if (buffer_names_.size() > kMaxOptimizerBuffers) std::abort();
@@ -26,7 +44,72 @@ Optimizer::Optimizer(OptimizerOptions options, std::vector<std::string> buffer_n
 
 Optimizer::~Optimizer() = default;
 
+void Optimizer::PlaceOn(Backend<float>* backend) {
+  if (backend == nullptr) {
+    device_.reset();
+    return;
+  }
+  device_ = std::make_unique<DeviceState>();
+  device_->backend = backend;
+}
+
+Status Optimizer::EnsureDeviceLayout(std::span<const ParamRef> params) {
+  DeviceState& d = *device_;
+  if (!d.names.empty()) {
+    bool same = params.size() == d.names.size();
+    for (size_t i = 0; i < params.size() && same; ++i) {
+      same = params[i].name == d.names[i] && params[i].numel == d.numels[i] &&
+             params[i].value == d.base_value + d.offsets[i] &&
+             params[i].grad == d.base_grad + d.offsets[i];
+    }
+    if (same) return Status::Ok();
+    return FailedPrecondition("optimizer: on a device the parameter list must stay the one of "
+                              "the first step (same names, buffers and order)");
+  }
+  if (params.empty()) return Status::Ok();
+  std::unordered_set<std::string_view> seen;
+  const float* base_value = params[0].value;
+  const float* base_grad = params[0].grad;
+  int64_t end = 0;
+  std::vector<ParamChunk> chunks;
+  for (const ParamRef& p : params) {
+    if (p.name.empty()) return InvalidArgument("optimizer: a parameter has an empty name");
+    if (!seen.insert(p.name).second) {
+      return InvalidArgument("optimizer: parameter name '" + p.name + "' appears twice");
+    }
+    const int64_t offset = p.value - base_value;
+    if (offset < end || p.grad - base_grad != offset) {
+      return FailedPrecondition("optimizer: parameter '" + p.name +
+                                "' is not the next slice of one flat value/gradient buffer");
+    }
+    for (int64_t b = 0; b < static_cast<int64_t>(p.numel); b += kParamChunkElements) {
+      ParamChunk c;
+      c.begin = offset + b;
+      c.end = offset + std::min<int64_t>(static_cast<int64_t>(p.numel), b + kParamChunkElements);
+      c.decay = p.weight_decay ? 1 : 0;
+      chunks.push_back(c);
+    }
+    end = offset + static_cast<int64_t>(p.numel);
+    d.names.push_back(p.name);
+    d.offsets.push_back(offset);
+    d.numels.push_back(p.numel);
+  }
+  d.base_value = base_value;
+  d.base_grad = base_grad;
+  d.total = end;
+  CachingAllocator& memory = d.backend->allocator();
+  d.buffers.clear();
+  for (size_t k = 0; k < buffer_names_.size(); ++k) {
+    d.buffers.push_back(Tensor::Zeros({d.total}, DType::kF32, memory));
+  }
+  d.num_chunks = static_cast<int64_t>(chunks.size());
+  d.chunks = Tensor({d.num_chunks * static_cast<int64_t>(sizeof(ParamChunk))}, DType::kU8, memory);
+  d.chunks.CopyFromHost(chunks.data());
+  return Status::Ok();
+}
+
 Status Optimizer::EnsureLayout(std::span<const ParamRef> params) {
+  if (device_) return EnsureDeviceLayout(params);
   if (params.size() == slot_of_.size()) {
     bool same = true;
     for (size_t i = 0; i < params.size() && same; ++i) {
@@ -90,7 +173,22 @@ void Optimizer::Step(std::span<const ParamRef> params, float lr) {
     std::abort();
   }
   ++step_;
-  const StepScalars scalars = ComputeScalars(step_, lr);
+  const UpdateScalars scalars = ComputeScalars(step_, lr);
+  if (device_) {
+    if (device_->num_chunks == 0) return;
+    OptimizerUpdate u;
+    u.rule = rule();
+    u.scalars = scalars;
+    u.values = const_cast<float*>(device_->base_value);
+    u.grads = device_->base_grad;
+    for (size_t k = 0; k < device_->buffers.size() && k < 2; ++k) {
+      u.state[k] = device_->buffers[k].data<float>();
+    }
+    u.chunks = static_cast<const ParamChunk*>(device_->chunks.raw());
+    u.num_chunks = device_->num_chunks;
+    device_->backend->ApplyOptimizerUpdate(u);
+    return;
+  }
   const int threads = optim_internal::SliceThreads(optim_internal::TotalElements(params));
   optim_internal::ForEachSlice(params, threads, [&](int, size_t i, size_t b, size_t e) {
     UpdateSlice(params[i], slot_of_[i]->ptrs, b, e, scalars);
@@ -101,6 +199,21 @@ std::vector<NamedBuffer> Optimizer::State() const {
   std::vector<NamedBuffer> out;
   out.reserve(1 + slots_.size() * buffer_names_.size());
   out.push_back(NamedBuffer::I64Scalar("step", step_));
+  if (device_) {
+    std::vector<std::vector<float>> host(device_->buffers.size());
+    for (size_t k = 0; k < host.size(); ++k) {
+      host[k].resize(static_cast<size_t>(device_->total));
+      device_->buffers[k].CopyToHost(host[k].data());
+    }
+    for (size_t i = 0; i < device_->names.size(); ++i) {
+      for (size_t k = 0; k < buffer_names_.size(); ++k) {
+        out.push_back(NamedBuffer::F32(
+            device_->names[i] + "." + buffer_names_[k],
+            std::span<const float>(host[k].data() + device_->offsets[i], device_->numels[i])));
+      }
+    }
+    return out;
+  }
   for (const auto& slot : slots_) {
     for (size_t k = 0; k < buffer_names_.size(); ++k) {
       out.push_back(NamedBuffer::F32(slot->name + "." + buffer_names_[k], slot->buffers[k]));
@@ -154,6 +267,19 @@ Status Optimizer::LoadState(std::span<const NamedBuffer> state, std::span<const 
     }
   }
   // Everything checked: replace the state.
+  if (device_) {
+    SF_RETURN_IF_ERROR(EnsureDeviceLayout(params));
+    for (size_t k = 0; k < buffer_names_.size(); ++k) {
+      std::vector<float> host(static_cast<size_t>(device_->total), 0.0f);
+      for (size_t i = 0; i < params.size(); ++i) {
+        std::span<const float> src = by_name.at(params[i].name + "." + buffer_names_[k])->AsF32();
+        std::copy(src.begin(), src.end(), host.begin() + device_->offsets[i]);
+      }
+      device_->buffers[k].CopyFromHost(host.data());
+    }
+    step_ = step;
+    return Status::Ok();
+  }
   slots_.clear();
   slot_of_.clear();
   last_values_.clear();

@@ -15,6 +15,12 @@
 // the concatenated parameters. State is fp32, allocated once per parameter (in Prepare or on
 // the first Step); later steps allocate nothing.
 //
+// On a device (PlaceOn(backend), e.g. a GPU): the state is one flat buffer per state name in
+// the backend's memory, laid out like the parameter store, and Step is one fused
+// Backend::ApplyOptimizerUpdate over every parameter. The per-element arithmetic is the same
+// function on every device (optim/update_rules.h); State()/LoadState() copy through the host,
+// so checkpoints do not depend on where the state lived.
+//
 // An Optimizer is not thread-safe; use it from the training thread only. It is non-copyable.
 #pragma once
 
@@ -27,8 +33,12 @@
 
 #include "common/status.h"
 #include "trainer/optim/param.h"
+#include "trainer/optim/update_rules.h"
 
 namespace sf {
+
+template <typename T>
+class Backend;
 
 struct OptimizerOptions {
   std::string type;  // "adamw" | "radam" | "sgd"
@@ -56,6 +66,12 @@ class Optimizer {
   virtual std::string_view type() const = 0;
   const OptimizerOptions& options() const { return options_; }
 
+  // Keeps the state on `backend`'s device and updates through backend->ApplyOptimizerUpdate.
+  // Call before anything else. The parameters are then slices of one flat value buffer and one
+  // flat gradient buffer (a ParamStore's) at the same offsets, and every Step must pass the
+  // same list. nullptr (the default): host state, OpenMP loops, any parameter list.
+  void PlaceOn(Backend<float>* backend);
+
   // Allocates the state for `params` now (zeros), so that the first Step allocates nothing.
   // Fails on duplicate or empty parameter names. Optional: Step prepares lazily.
   Status Prepare(std::span<const ParamRef> params);
@@ -81,26 +97,25 @@ class Optimizer {
   virtual Status LoadState(std::span<const NamedBuffer> state, std::span<const ParamRef> params);
 
  protected:
-  // Scalars of one step, computed once in double and handed to every slice.
-  struct StepScalars {
-    float a[8] = {};
-    bool flag = false;
-  };
-
   Optimizer(OptimizerOptions options, std::vector<std::string> buffer_names);
 
   // Per-step scalars for update number `step` (1-based, as torch counts) at learning rate lr.
-  virtual StepScalars ComputeScalars(int64_t step, double lr) const = 0;
+  virtual UpdateScalars ComputeScalars(int64_t step, double lr) const = 0;
+  // The element function UpdateSlice applies (for the device path).
+  virtual UpdateRule rule() const = 0;
   // Updates elements [begin, end) of `param`; state[k] points at buffer k (whole parameter).
   virtual void UpdateSlice(const ParamRef& param, float* const* state, size_t begin, size_t end,
-                           const StepScalars& scalars) const = 0;
+                           const UpdateScalars& scalars) const = 0;
 
   const OptimizerOptions options_;
 
  private:
   struct Slot;
+  struct DeviceState;
   // Maps params to slots (creating zeroed state for new names); fast when nothing changed.
   Status EnsureLayout(std::span<const ParamRef> params);
+  // The device path's layout check / first allocation.
+  Status EnsureDeviceLayout(std::span<const ParamRef> params);
 
   std::vector<std::string> buffer_names_;
   int64_t step_ = 0;
@@ -109,6 +124,7 @@ class Optimizer {
   // last time (same names, value pointers and sizes in the same order).
   std::vector<Slot*> slot_of_;
   std::vector<const float*> last_values_;
+  std::unique_ptr<DeviceState> device_;
 };
 
 // Names MakeOptimizer knows, in registry order.

@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "trainer/optim/optimizer_impl.h"
+#include "trainer/optim/update_rules.h"
 
 namespace sf::optim_internal {
 namespace {
@@ -20,18 +21,17 @@ class RAdam final : public Optimizer {
   std::string_view type() const override { return "radam"; }
 
  protected:
-  enum { kBeta1, kOneMinusBeta1, kBeta2, kOneMinusBeta2, kBc1, kLr, kBc2Sqrt, kRect };
-  // Weight decay and eps do not fit the 8 slots above with the rest; they are constant, so
-  // they are read from options_ in UpdateSlice.
+  UpdateRule rule() const override { return UpdateRule::kRAdam; }
 
-  StepScalars ComputeScalars(int64_t step, double lr) const override {
+  UpdateScalars ComputeScalars(int64_t step, double lr) const override {
+    using namespace radam_rule;
     const OptimizerOptions& o = options_;
     const double t = static_cast<double>(step);
     const double bias_correction1 = 1 - std::pow(o.beta1, t);
     const double bias_correction2 = 1 - std::pow(o.beta2, t);
     const double rho_inf = 2 / (1 - o.beta2) - 1;
     const double rho_t = rho_inf - 2 * t * std::pow(o.beta2, t) / bias_correction2;
-    StepScalars s;
+    UpdateScalars s;
     s.a[kBeta1] = static_cast<float>(o.beta1);
     s.a[kOneMinusBeta1] = static_cast<float>(1 - o.beta1);
     s.a[kBeta2] = static_cast<float>(o.beta2);
@@ -44,53 +44,27 @@ class RAdam final : public Optimizer {
       s.a[kRect] = static_cast<float>(
           std::sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)));
     }
+    s.a[kEps] = static_cast<float>(o.eps);
+    // L2: g + wd·p. Decoupled: p·(1 − lr·wd), with lr as the fp32 the step uses. Neutral values
+    // when not applied (the decay flag of each parameter picks them).
+    const bool any_decay = o.weight_decay != 0;
+    s.a[kL2] = any_decay && !o.decoupled_weight_decay ? static_cast<float>(o.weight_decay) : 0.0f;
+    s.a[kShrink] = any_decay && o.decoupled_weight_decay
+                       ? static_cast<float>(1 - static_cast<double>(s.a[kLr]) * o.weight_decay)
+                       : 1.0f;
     return s;
   }
 
   void UpdateSlice(const ParamRef& param, float* const* state, size_t begin, size_t end,
-                   const StepScalars& s) const override {
+                   const UpdateScalars& s) const override {
     float* __restrict p = param.value + begin;
     const float* __restrict g = param.grad + begin;
     float* __restrict m = state[0] + begin;
     float* __restrict v = state[1] + begin;
     const size_t n = end - begin;
-    const float beta1 = s.a[kBeta1], one_minus_beta1 = s.a[kOneMinusBeta1];
-    const float beta2 = s.a[kBeta2], one_minus_beta2 = s.a[kOneMinusBeta2];
-    const float bc1 = s.a[kBc1], lr = s.a[kLr], bc2_sqrt = s.a[kBc2Sqrt], rect = s.a[kRect];
-    const float eps = static_cast<float>(options_.eps);
-    const bool decay = param.weight_decay && options_.weight_decay != 0;
-    // L2: g + wd·p. Decoupled: p·(1 − lr·wd). Neutral values when not applied.
-    const float l2 = decay && !options_.decoupled_weight_decay
-                         ? static_cast<float>(options_.weight_decay)
-                         : 0.0f;
-    const float shrink =
-        decay && options_.decoupled_weight_decay
-            ? static_cast<float>(1 - static_cast<double>(lr) * options_.weight_decay)
-            : 1.0f;
-    if (s.flag) {
+    const bool decay = param.weight_decay;
 #pragma omp simd
-      for (size_t i = 0; i < n; ++i) {
-        const float pi = p[i] * shrink;
-        const float gi = std::fma(l2, pi, g[i]);
-        const float mi = std::fma(one_minus_beta1, gi, m[i] * beta1);
-        const float vi = std::fma(one_minus_beta2 * gi, gi, v[i] * beta2);
-        const float adaptive = (1.0f / (std::sqrt(vi) + eps)) * bc2_sqrt;
-        m[i] = mi;
-        v[i] = vi;
-        p[i] = pi - (mi / bc1) * lr * adaptive * rect;
-      }
-    } else {
-#pragma omp simd
-      for (size_t i = 0; i < n; ++i) {
-        const float pi = p[i] * shrink;
-        const float gi = std::fma(l2, pi, g[i]);
-        const float mi = std::fma(one_minus_beta1, gi, m[i] * beta1);
-        const float vi = std::fma(one_minus_beta2 * gi, gi, v[i] * beta2);
-        m[i] = mi;
-        v[i] = vi;
-        p[i] = pi - (mi / bc1) * lr;
-      }
-    }
+    for (size_t i = 0; i < n; ++i) RAdamElement(s, decay, p[i], g[i], m[i], v[i]);
   }
 };
 

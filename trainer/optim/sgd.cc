@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "trainer/optim/optimizer_impl.h"
+#include "trainer/optim/update_rules.h"
 
 namespace sf::optim_internal {
 namespace {
@@ -24,45 +25,32 @@ class Sgd final : public Optimizer {
   std::string_view type() const override { return "sgd"; }
 
  protected:
-  enum { kNegLr, kMomentum, kWeightDecay };
+  UpdateRule rule() const override { return UpdateRule::kSgd; }
 
-  StepScalars ComputeScalars(int64_t, double lr) const override {
-    StepScalars s;
+  UpdateScalars ComputeScalars(int64_t, double lr) const override {
+    using namespace sgd_rule;
+    UpdateScalars s;
     s.a[kNegLr] = static_cast<float>(-lr);
     s.a[kMomentum] = static_cast<float>(options_.momentum);
     s.a[kWeightDecay] = static_cast<float>(options_.weight_decay);
+    s.variant = options_.momentum == 0 ? kSgdPlain : options_.nesterov ? kSgdNesterov : kSgdMomentum;
     return s;
   }
 
   void UpdateSlice(const ParamRef& param, float* const* state, size_t begin, size_t end,
-                   const StepScalars& s) const override {
+                   const UpdateScalars& s) const override {
     float* __restrict p = param.value + begin;
     const float* __restrict g = param.grad + begin;
     const size_t n = end - begin;
-    const float neg_lr = s.a[kNegLr], mu = s.a[kMomentum];
-    const float wd = param.weight_decay ? s.a[kWeightDecay] : 0.0f;
-    if (options_.momentum == 0) {
+    const bool decay = param.weight_decay;
+    float unused = 0;
+    float* __restrict b = s.variant == sgd_rule::kSgdPlain ? nullptr : state[0] + begin;
+    if (b == nullptr) {
 #pragma omp simd
-      for (size_t i = 0; i < n; ++i) p[i] = std::fma(neg_lr, std::fma(wd, p[i], g[i]), p[i]);
-      return;
-    }
-    float* __restrict b = state[0] + begin;
-    if (options_.nesterov) {
-#pragma omp simd
-      for (size_t i = 0; i < n; ++i) {
-        const float d = std::fma(wd, p[i], g[i]);
-        const float bi = b[i] * mu + d;
-        b[i] = bi;
-        p[i] = std::fma(neg_lr, std::fma(mu, bi, d), p[i]);
-      }
+      for (size_t i = 0; i < n; ++i) SgdElement(s, decay, p[i], g[i], unused);
     } else {
 #pragma omp simd
-      for (size_t i = 0; i < n; ++i) {
-        const float d = std::fma(wd, p[i], g[i]);
-        const float bi = b[i] * mu + d;
-        b[i] = bi;
-        p[i] = std::fma(neg_lr, bi, p[i]);
-      }
+      for (size_t i = 0; i < n; ++i) SgdElement(s, decay, p[i], g[i], b[i]);
     }
   }
 };

@@ -100,10 +100,11 @@ void SnapshotTraining(Transformer<float>& model, TrainStep& step, CheckpointCont
   auto& store = model.params();
   c->model.clear();
   c->model_metadata = ConfigMetadata(model.config());
+  store.PullValues();  // a device model's values, copied to the host view
   for (const auto& info : store.params()) {
     int64_t numel = 1;
     for (int64_t d : info.shape) numel *= d;
-    const float* v = store.value(store.Find(info.name));
+    const float* v = store.host_value(store.Find(info.name));
     NamedBuffer b = NamedBuffer::F32(info.name, std::span<const float>(v, static_cast<size_t>(numel)));
     b.shape = info.shape;
     c->model.push_back(std::move(b));
@@ -131,8 +132,9 @@ Status LoadModelWeights(const CheckpointContents& ck, const std::string& where, 
   }
   for (const auto& info : store.params()) {
     auto values = FindBuffer(ck.model, info.name)->AsF32();
-    std::copy(values.begin(), values.end(), store.value(store.Find(info.name)));
+    std::copy(values.begin(), values.end(), store.host_value(store.Find(info.name)));
   }
+  store.PushValues();
   model.WeightsUpdated();
   return Status::Ok();
 }

@@ -14,6 +14,9 @@ TrainStep::TrainStep(Transformer<float>* model, std::unique_ptr<Optimizer> optim
                      LossScaler scaler, double clip_norm)
     : model_(model), optimizer_(std::move(optimizer)), scaler_(std::move(scaler)),
       clip_norm_(clip_norm), params_(model->Parameters()) {
+  Backend<float>& backend = model_->context().backend();
+  on_device_ = !backend.host_accessible();
+  if (on_device_) optimizer_->PlaceOn(&backend);
   (void)optimizer_->Prepare(params_);
 }
 
@@ -58,8 +61,26 @@ Result<StepReport> TrainStep::Run(std::span<const Seq2SeqBatch> micro_batches, f
     r.tokens = static_cast<int64_t>(scalars[2]);
     r.sync = reducer_->last_step();
   }
-  if (grads_hook_) grads_hook_(std::span<float>(store.grads(), store.total_numel()));
-  GradStats gs = ScanGrads(params_);
+  Backend<float>& be = model_->context().backend();
+  if (grads_hook_) {
+    if (on_device_) {
+      std::vector<float> host(static_cast<size_t>(store.total_numel()));
+      store.CopyGradsToHost(host.data());
+      grads_hook_(std::span<float>(host));
+      store.CopyGradsFromHost(host.data());
+    } else {
+      grads_hook_(std::span<float>(store.grads(), store.total_numel()));
+    }
+  }
+  GradStats gs;
+  if (on_device_) {
+    // One pass on the device; its two results are the step's only other device->host copy.
+    const VectorStats v = be.SumSquares(store.grads(), store.total_numel());
+    gs.sum_squares = v.sum_squares;
+    gs.non_finite = v.non_finite;
+  } else {
+    gs = ScanGrads(params_);
+  }
   if (reducer_) {
     // The summed gradients are the same on every rank; agreeing on the flag anyway makes a
     // skipped step a collective decision whatever the reduction order did.
@@ -75,7 +96,13 @@ Result<StepReport> TrainStep::Run(std::span<const Seq2SeqBatch> micro_batches, f
     return r;
   }
   const float unscale = 1.0f / (scaler_.scale_used_for_step() * static_cast<float>(r.tokens));
-  r.grad_norm = UnscaleAndClipGrads(params_, unscale, clip_norm_, gs);
+  if (on_device_) {
+    const UnscaleClip c = UnscaleAndClipFactor(unscale, clip_norm_, gs);
+    if (c.scale) be.Scale(store.grads(), store.total_numel(), c.factor);
+    r.grad_norm = c.norm;
+  } else {
+    r.grad_norm = UnscaleAndClipGrads(params_, unscale, clip_norm_, gs);
+  }
   optimizer_->Step(params_, lr);
   model_->WeightsUpdated();
   r.optimizer_s = Now() - t2;

@@ -9,6 +9,11 @@
 //   grads *= 1 / (loss_scale * total non-pad target tokens), clipped to clip_norm (one pass)
 //   optimizer.Step(lr); model.WeightsUpdated()
 //
+// On a device backend (a GPU: Backend::host_accessible() false) every pass above runs there:
+// the optimizer keeps its state on the device (Optimizer::PlaceOn), the overflow check and norm
+// are one Backend::SumSquares and unscale+clip one Backend::Scale. Per step, the host reads back
+// only the loss sums (one per micro-batch) and the gradient's sum of squares.
+//
 // So N micro-batches of B sequences give the same update as one batch of N*B (fairseq
 // semantics: the loss is a sum over tokens, normalised once per step by the token count), and W
 // ranks on shards of a global batch give the update of one rank on the whole global batch.
@@ -64,6 +69,7 @@ class TrainStep {
   double clip_norm_;
   std::vector<ParamRef> params_;
   dist::GradReducer* reducer_ = nullptr;
+  bool on_device_ = false;
   std::function<void(std::span<float>)> grads_hook_;
 };
 
