@@ -32,7 +32,9 @@ constexpr unsigned int kUuidBufferSize = 96;
 constexpr unsigned int kNameBufferSize = 96;
 
 // A C string from a fixed buffer NVML filled, cut at its first NUL or at its size.
-std::string FromBuffer(const char* buffer, size_t size) { return std::string(buffer, strnlen(buffer, size)); }
+std::string FromBuffer(const char* buffer, size_t size) {
+  return std::string(buffer, strnlen(buffer, size));
+}
 
 }  // namespace
 
@@ -82,7 +84,8 @@ std::unique_ptr<GpuMonitor> GpuMonitor::Open(const std::string& library) {
   bool complete = true;
   std::string missing;
   auto bind = [&](auto& function, const char* name) {
-    function = reinterpret_cast<std::remove_reference_t<decltype(function)>>(dlsym(nvml.library, name));
+    function =
+        reinterpret_cast<std::remove_reference_t<decltype(function)>>(dlsym(nvml.library, name));
     if (!function && complete) {
       complete = false;
       missing = name;
@@ -97,7 +100,8 @@ std::unique_ptr<GpuMonitor> GpuMonitor::Open(const std::string& library) {
   bind(nvml.get_memory, "nvmlDeviceGetMemoryInfo");
   bind(nvml.get_utilization, "nvmlDeviceGetUtilizationRates");
   if (!complete) return unavailable(library + " has no " + missing + " (not NVML, or too old)");
-  nvml.error_string = reinterpret_cast<const char* (*)(NvmlReturn)>(dlsym(nvml.library, "nvmlErrorString"));
+  nvml.error_string =
+      reinterpret_cast<const char* (*)(NvmlReturn)>(dlsym(nvml.library, "nvmlErrorString"));
 
   if (NvmlReturn rc = nvml.init(); rc != kNvmlSuccess) {
     return unavailable("nvmlInit_v2 failed: " + monitor->ErrorText(rc));
@@ -123,9 +127,11 @@ std::unique_ptr<GpuMonitor> GpuMonitor::Open(const std::string& library) {
     GpuInfo gpu;
     gpu.index = static_cast<int>(i);
     char uuid[kUuidBufferSize] = {0};
-    if (nvml.get_uuid(handle, uuid, sizeof(uuid)) == kNvmlSuccess) gpu.uuid = FromBuffer(uuid, sizeof(uuid));
+    if (nvml.get_uuid(handle, uuid, sizeof(uuid)) == kNvmlSuccess)
+      gpu.uuid = FromBuffer(uuid, sizeof(uuid));
     char name[kNameBufferSize] = {0};
-    if (nvml.get_name(handle, name, sizeof(name)) == kNvmlSuccess) gpu.name = FromBuffer(name, sizeof(name));
+    if (nvml.get_name(handle, name, sizeof(name)) == kNvmlSuccess)
+      gpu.name = FromBuffer(name, sizeof(name));
     NvmlMemory memory{};
     if (nvml.get_memory(handle, &memory) == kNvmlSuccess && memory.total <= INT64_MAX) {
       gpu.memory_total_bytes = static_cast<int64_t>(memory.total);
@@ -155,12 +161,13 @@ std::vector<GpuReading> GpuMonitor::Sample() {
     bool& failing = failing_[gpu.index];
     if (failed_call) {
       if (!failing) {
-        LogEvent(LogLevel::kWarn, "gpu", "sample_failed",
-                 {{"index", std::to_string(gpu.index)},
-                  {"uuid", gpu.uuid},
-                  {"call", failed_call},
-                  {"error", ErrorText(rc)},
-                  {"effect", "no utilisation or memory reported for this GPU until it answers again"}});
+        LogEvent(
+            LogLevel::kWarn, "gpu", "sample_failed",
+            {{"index", std::to_string(gpu.index)},
+             {"uuid", gpu.uuid},
+             {"call", failed_call},
+             {"error", ErrorText(rc)},
+             {"effect", "no utilisation or memory reported for this GPU until it answers again"}});
       }
       failing = true;
       continue;
@@ -173,7 +180,8 @@ std::vector<GpuReading> GpuMonitor::Sample() {
     GpuReading reading;
     reading.index = gpu.index;
     reading.utilization_percent = static_cast<int>(std::min(utilization.gpu, 100u));
-    reading.memory_used_bytes = static_cast<int64_t>(std::min<unsigned long long>(memory.used, INT64_MAX));
+    reading.memory_used_bytes =
+        static_cast<int64_t>(std::min<unsigned long long>(memory.used, INT64_MAX));
     out.push_back(reading);
   }
   return out;
@@ -225,14 +233,16 @@ GpuSampler::~GpuSampler() {
   if (finished) {
     thread_.join();
   } else {
-    LogEvent(LogLevel::kWarn, "gpu", "sampler_stuck", {{"effect", "an NVML call did not return; left running"}});
+    LogEvent(LogLevel::kWarn, "gpu", "sampler_stuck",
+             {{"effect", "an NVML call did not return; left running"}});
     thread_.detach();
   }
 }
 
 std::vector<GpuReading> GpuSampler::Latest(std::chrono::milliseconds max_age) const {
   std::lock_guard<std::mutex> lock(state_->mu);
-  if (!state_->have_latest || std::chrono::steady_clock::now() - state_->latest_time > max_age) return {};
+  if (!state_->have_latest || std::chrono::steady_clock::now() - state_->latest_time > max_age)
+    return {};
   return state_->latest;
 }
 

@@ -46,9 +46,9 @@ struct GpuInfo {
 
 // One reading of one GPU.
 struct GpuReading {
-  int index = 0;                   // GpuInfo::index
-  int utilization_percent = 0;     // 0..100: share of the driver's last sample period a kernel ran
-  int64_t memory_used_bytes = 0;   // device memory allocated, by any process
+  int index = 0;                  // GpuInfo::index
+  int utilization_percent = 0;    // 0..100: share of the driver's last sample period a kernel ran
+  int64_t memory_used_bytes = 0;  // device memory allocated, by any process
 };
 
 class GpuMonitor {
@@ -84,8 +84,8 @@ class GpuMonitor {
   bool available_ = false;
   std::string why_unavailable_;
   std::vector<GpuInfo> gpus_;
-  std::vector<void*> handles_;  // nvmlDevice_t of gpus_[i]
-  std::mutex sample_mu_;        // serialises Sample(); guards failing_
+  std::vector<void*> handles_;   // nvmlDevice_t of gpus_[i]
+  std::mutex sample_mu_;         // serialises Sample(); guards failing_
   std::map<int, bool> failing_;  // by index: the last reading failed (its warning is logged)
 };
 

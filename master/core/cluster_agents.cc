@@ -136,10 +136,12 @@ void Cluster::AgentHeartbeat(const std::string& agent_id, const v1::Heartbeat& h
   a.last_heartbeat = NowSeconds();
   for (auto& slot : a.slots) {
     auto sample = heartbeat.gpu_usage().find(slot.id());
-    const bool plausible = sample != heartbeat.gpu_usage().end() && slot.type() == v1::SLOT_TYPE_CUDA &&
-                           sample->second.utilization_percent() >= 0 && sample->second.utilization_percent() <= 100 &&
-                           sample->second.memory_used_bytes() >= 0 &&
-                           (slot.memory_total_bytes() <= 0 || sample->second.memory_used_bytes() <= slot.memory_total_bytes());
+    const bool plausible =
+        sample != heartbeat.gpu_usage().end() && slot.type() == v1::SLOT_TYPE_CUDA &&
+        sample->second.utilization_percent() >= 0 && sample->second.utilization_percent() <= 100 &&
+        sample->second.memory_used_bytes() >= 0 &&
+        (slot.memory_total_bytes() <= 0 ||
+         sample->second.memory_used_bytes() <= slot.memory_total_bytes());
     if (!plausible) {
       slot.clear_usage();
       continue;

@@ -30,7 +30,8 @@ constexpr unsigned long long kGiB = 1024ULL * 1024ULL * 1024ULL;
 struct FakeDevice {
   int index;
 };
-FakeDevice devices[kMaxGpus] = {{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, {13}, {14}, {15}};
+FakeDevice devices[kMaxGpus] = {{0}, {1}, {2},  {3},  {4},  {5},  {6},  {7},
+                                {8}, {9}, {10}, {11}, {12}, {13}, {14}, {15}};
 int init_count = 0;
 
 int GpuCount() {
@@ -92,13 +93,20 @@ int nvmlShutdown() {
 
 const char* nvmlErrorString(int rc) {
   switch (rc) {
-    case kSuccess: return "Success";
-    case kUninitialized: return "Uninitialized";
-    case kInvalidArgument: return "Invalid Argument";
-    case kInsufficientSize: return "Insufficient Size";
-    case 9: return "Driver Not Loaded";
-    case kGpuIsLost: return "GPU is lost";
-    default: return "Unknown Error";
+    case kSuccess:
+      return "Success";
+    case kUninitialized:
+      return "Uninitialized";
+    case kInvalidArgument:
+      return "Invalid Argument";
+    case kInsufficientSize:
+      return "Insufficient Size";
+    case 9:
+      return "Driver Not Loaded";
+    case kGpuIsLost:
+      return "GPU is lost";
+    default:
+      return "Unknown Error";
   }
 }
 

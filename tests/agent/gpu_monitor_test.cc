@@ -1,6 +1,8 @@
 // GPU detection and sampling through NVML, against the fake NVML library (tests/agent/
 // fake_nvml.cc: 2 GPUs by default, fixed figures), so it runs on machines without a GPU; and
 // the fallbacks when NVML is missing.
+#include "agent/gpu_monitor.h"
+
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -9,7 +11,6 @@
 #include <sstream>
 #include <thread>
 
-#include "agent/gpu_monitor.h"
 #include "agent/slot_detector.h"
 
 namespace sf::agent {
@@ -85,7 +86,8 @@ TEST_F(GpuMonitorTest, WithoutNvmlOrRuntimeNoGpuSlotAndOneLogLineSayingWhy) {
   EXPECT_FALSE(monitor->available());
   EXPECT_TRUE(monitor->gpus().empty());
   EXPECT_TRUE(monitor->Sample().empty());
-  EXPECT_NE(monitor->why_unavailable().find(std::string("cannot load ") + kMissingLibrary), std::string::npos)
+  EXPECT_NE(monitor->why_unavailable().find(std::string("cannot load ") + kMissingLibrary),
+            std::string::npos)
       << monitor->why_unavailable();
   GpuSources sources;
   sources.nvml = monitor.get();
