@@ -4,6 +4,8 @@
 #include <cctype>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -473,7 +475,41 @@ int TrialMetrics(const Flags& f, Api& api) {
   return kExitOk;
 }
 
-// `agent list` (one row per agent) and `slot list` (one row per slot) read the same listing.
+// Bytes (a protobuf int64, a JSON string) as GiB with one decimal: "79.6".
+std::string Gibibytes(const std::string& bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f",
+                std::strtod(bytes.c_str(), nullptr) / (1024.0 * 1024.0 * 1024.0));
+  return buf;
+}
+
+// One row per GPU slot: agent, slot, GPU name, memory used/total, utilisation, what runs on it.
+// Usage the master has no current sample for reads "-".
+std::vector<std::vector<std::string>> GpuRows(const Value& agents) {
+  std::vector<std::vector<std::string>> rows;
+  for (const Value& a : agents.as_list()) {
+    const Value* slots = a.Find("slots");
+    if (!slots || !slots->is_list()) continue;
+    for (const Value& s : slots->as_list()) {
+      if (Str(s, "type") != "SLOT_TYPE_CUDA") continue;
+      const Value* usage = s.Find("usage");
+      const bool sampled = usage && usage->is_map();
+      const std::string total = Str(s, "memoryTotalBytes");
+      const std::string used = sampled ? Str(*usage, "memoryUsedBytes") : "";
+      std::string memory = (sampled ? Gibibytes(used.empty() ? "0" : used) : "-") + "/" +
+                           (total.empty() ? "-" : Gibibytes(total)) + " GiB";
+      std::string util = Str(sampled ? *usage : s, "utilizationPercent");
+      std::string trial = Str(s, "trialId");
+      rows.push_back({Str(a, "id"), Str(s, "id"), Str(s, "device"), memory,
+                      sampled ? (util.empty() ? "0" : util) + "%" : "-",
+                      trial == "0" || trial.empty() ? "free" : "trial " + trial});
+    }
+  }
+  return rows;
+}
+
+// `agent list` (one row per agent, then one per GPU slot, if any) and `slot list` (one row per
+// slot) read the same listing.
 int ListAgentsOrSlots(bool slots_view, const Flags& f, Api& api) {
   auto r = api.Call("GET", "/api/v1/agents");
   if (!r) return api.exit_code;
@@ -502,6 +538,11 @@ int ListAgentsOrSlots(bool slots_view, const Flags& f, Api& api) {
     PrintTable({"AGENT", "SLOT", "TYPE", "DEVICE", "STATE"}, rows);
   } else {
     PrintTable({"AGENT", "POOL", "CONNECTED", "SLOTS", "BUSY", "LAST HEARTBEAT"}, rows);
+    std::vector<std::vector<std::string>> gpus = GpuRows(*r->Find("agents"));
+    if (!gpus.empty()) {
+      std::cout << "\n";
+      PrintTable({"AGENT", "GPU SLOT", "DEVICE", "MEMORY USED/TOTAL", "UTIL", "STATE"}, gpus);
+    }
   }
   return kExitOk;
 }
@@ -755,8 +796,10 @@ void AddClusterCommands(CLI::App& sf, CommandAction& action) {
 
   CLI::App* agent = sf.add_subcommand("agent", "the agents connected to the master");
   agent->require_subcommand(1);
-  AddCommand(agent, "list", "list agents, their slots and how many are busy", action,
-             [](const Flags& f, Api& api) { return ListAgentsOrSlots(false, f, api); });
+  AddCommand(agent, "list",
+             "list agents, their slots and how many are busy, then each GPU slot: device, "
+             "memory used/total, utilisation (NVML, as the agent's last heartbeat reported it)",
+             action, [](const Flags& f, Api& api) { return ListAgentsOrSlots(false, f, api); });
   for (const char* what : {"revoke", "restore"}) {
     AddCommand(agent, what,
                std::string(what) == "revoke"
