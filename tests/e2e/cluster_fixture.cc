@@ -215,11 +215,17 @@ void Cluster::StartAgent(int i) {
   const std::string trainer = k < network_.agent_trainer.size() && !network_.agent_trainer[k].empty()
                                   ? network_.agent_trainer[k]
                                   : Binary("sf-trainer");
+  const std::string slots = k < network_.agent_slots.size() && !network_.agent_slots[k].empty()
+                                ? network_.agent_slots[k]
+                                : "cpu:" + std::to_string(cpu_slots_);
   std::vector<std::string> argv{Binary("sf-agent"), "--master", grpc_address(), "--agent-id", id, "--slots",
-                                "cpu:" + std::to_string(cpu_slots_), "--trainer", trainer,
+                                slots, "--trainer", trainer,
                                 "--work-dir", dir_.path() + "/" + id, "--join-token-file", join_token_file(),
                                 "--kill-tasks-on-exit"};
   if (network_.tls) argv.insert(argv.end(), {"--master-ca-file", ca_file()});
+  if (k < network_.agent_flags.size()) {
+    argv.insert(argv.end(), network_.agent_flags[k].begin(), network_.agent_flags[k].end());
+  }
   if (k < network_.agent_netns.size()) {
     argv.insert(argv.begin(), {"/usr/sbin/ip", "netns", "exec", network_.agent_netns[k]});
   }

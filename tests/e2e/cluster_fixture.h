@@ -60,7 +60,9 @@ class Daemon {
 // `agent_netns` set, agent i (and so its trainers) runs inside network namespace agent_netns[i]
 // (through `ip netns exec`), and the master listens on `master_host`, an address those
 // namespaces can reach (tests/e2e/netns.h builds such a network). `agent_trainer[i]`, when
-// set and not empty, is the program agent i starts instead of sf-trainer. `master_flags` are
+// set and not empty, is the program agent i starts instead of sf-trainer; `agent_slots[i]`, when
+// set and not empty, is agent i's --slots instead of cpu:<cpu_slots> (e.g. "auto"), and
+// `agent_flags[i]` are appended to agent i's command line (e.g. --nvml-library). `master_flags` are
 // appended to sf-master's command line at every start (e.g. {"--utilization-sample-seconds", "1"}).
 // With `tls`, the cluster makes a private CA and a certificate for master_host (and 127.0.0.1,
 // localhost) in its directory with openssl, as `sf deploy local up` does; the master serves REST
@@ -70,6 +72,8 @@ struct ClusterLayout {
   std::string master_host = "127.0.0.1";
   std::vector<std::string> agent_netns;
   std::vector<std::string> agent_trainer;
+  std::vector<std::string> agent_slots;
+  std::vector<std::vector<std::string>> agent_flags;
   std::vector<std::string> master_flags;
   bool tls = false;
 };

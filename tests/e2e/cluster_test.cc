@@ -316,10 +316,14 @@ TEST(ClusterEndToEnd, DashboardInChromium) {
   ASSERT_TRUE(fs::exists(SourceDir() + "/webui/dist/index.html"))
       << "the web UI is not built: run tests/webui/run.sh (deploy/test.sh does)";
   ASSERT_TRUE(fs::exists(SourceDir() + "/webui/node_modules/playwright-core")) << "run npm ci in webui/";
-  // The scenario takes seconds here: sample the utilisation history often enough to see it.
+  // The scenario takes seconds here: sample the utilisation history often enough to see it. A
+  // second agent has two fake GPUs (tests/agent/fake_nvml.cc) in a pool of its own, which no
+  // experiment of the scenario asks for, so the cluster page's GPU table has rows to check.
   ClusterLayout layout;
   layout.master_flags = {"--utilization-sample-seconds", "1"};
-  Cluster cluster(1, 2, layout);
+  layout.agent_slots = {"", "auto"};
+  layout.agent_flags = {{}, {"--nvml-library", SF_FAKE_NVML_PATH, "--resource-pool", "gpu"}};
+  Cluster cluster(2, 2, layout);
   CommandOptions o;
   o.working_dir = SourceDir() + "/webui";
   o.env["SF_MASTER_URL"] = cluster.url();
@@ -327,6 +331,7 @@ TEST(ClusterEndToEnd, DashboardInChromium) {
   // Logged in, through the login page (docs/webui.md).
   o.env["SF_E2E_USERNAME"] = "admin";
   o.env["SF_E2E_PASSWORD"] = cluster.admin_password();
+  o.env["SF_E2E_EXPECT_GPUS"] = "2";
   o.timeout = std::chrono::minutes(9);
   auto r = RunCommand({"node", "e2e/dashboard.e2e.mjs"}, o);
   ASSERT_TRUE(r.ok()) << r.status().ToString();

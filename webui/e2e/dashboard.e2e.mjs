@@ -7,7 +7,8 @@
 // "/" and the REST API at /api/v1), SF_ARTIFACTS_DIR (screenshots, default ./e2e-artifacts),
 // SF_E2E_CONFIG (experiment YAML; default ../experiments/quickstart.yaml with relative data paths
 // made absolute, as the CLI does), SF_E2E_TIMEOUT_S (how long the sweep may take, default 900),
-// SF_E2E_USERNAME and SF_E2E_PASSWORD (a user of the master; when set, the script's own REST calls
+// SF_E2E_EXPECT_GPUS (how many GPU slots the cluster's agents have; default 0: the GPU table is
+// checked for whatever the master lists), SF_E2E_USERNAME and SF_E2E_PASSWORD (a user of the master; when set, the script's own REST calls
 // use a session of theirs as a Bearer token, and the browser logs in through the login page; when
 // unset, no login step, for a master without authentication).
 //
@@ -16,7 +17,8 @@
 // COMPLETED in the open page (no reload) → experiment page: learning curves and hyperparameter
 // charts drew as many points as the API has → trial page: metric charts likewise, logs shown →
 // a second, longer experiment: follow a running trial's logs over SSE, then pause, activate and
-// kill it from the UI, checking each state through the API → cluster page: resource pools, agents and slots, the
+// kill it from the UI, checking each state through the API → cluster page: resource pools, agents and slots, each
+// GPU's name, memory in use and utilisation as the API lists them, the
 // "Busy slots" chart drew the master's recorded minutes (GET /cluster/utilization) and is as full
 // right after a reload → [log out from the user menu: the login page, the master no longer knows
 // the session; a second login comes back to the same page] → 375 px. Screenshots of every page.
@@ -32,6 +34,7 @@ const CONFIG = resolve(process.env.SF_E2E_CONFIG ?? join(import.meta.dirname, '.
 const COLOR = [37, 99, 235]; // first series colour (#2563eb), see src/components/UPlotChart.tsx
 const USERNAME = process.env.SF_E2E_USERNAME ?? '';
 const PASSWORD = process.env.SF_E2E_PASSWORD ?? '';
+const EXPECT_GPUS = Number(process.env.SF_E2E_EXPECT_GPUS ?? 0);
 const LOGIN = USERNAME !== '' && PASSWORD !== '';
 let bearer = ''; // the script's own session (REST calls from Node); the browser has its own cookie
 
@@ -367,6 +370,27 @@ async function main() {
     const agents = (await api('GET', '/agents')).agents ?? [];
     check((await page.locator('[data-testid="agent-row"]').count()) === agents.length, `cluster page lists ${agents.length} agents`);
     check((await page.locator('[data-testid="slot"]').count()) === agents.reduce((n, a) => n + (a.slots?.length ?? 0), 0), 'cluster page shows every slot');
+    // GPU slots: a row each, with its name and the utilisation of the agent's last NVML sample.
+    // Samples change on a busy cluster: the page (polling) and the API are read again until
+    // they agree, for up to 15 s.
+    const gpus = agents.flatMap((a) => (a.slots ?? []).filter((s) => s.type === 'SLOT_TYPE_CUDA').map((s) => ({ a, s })));
+    check(gpus.length >= EXPECT_GPUS, `the master lists at least ${EXPECT_GPUS} GPU slot(s)`, `${gpus.length}`);
+    if (gpus.length > 0) {
+      await page.waitForSelector('[data-testid="gpus-table"]', { timeout: 15000 });
+      check((await page.locator('[data-testid="gpu-row"]').count()) === gpus.length, `cluster page lists ${gpus.length} GPU(s)`);
+      for (const { a, s } of gpus) {
+        const row = page.locator(`[data-testid="gpu-row"][data-agent="${a.id}"][data-slot="${s.id}"]`);
+        let seen = '';
+        const agreed = await waitFor(`GPU ${a.id}/${s.id} on the page as in the API`, async () => {
+          const now = ((await api('GET', '/agents')).agents ?? []).find((x) => x.id === a.id)?.slots?.find((x) => x.id === s.id);
+          const want = `${now?.device} ${now?.usage ? `${now.usage.utilizationPercent ?? 0}%` : '–'}`;
+          seen = `${await row.locator('[data-testid="gpu-name"]').innerText()} ${await row.locator('[data-testid="gpu-util"]').innerText()}`;
+          return seen === want;
+        }, 15).catch(() => false);
+        check(agreed, `GPU ${a.id}/${s.id} shows its name and utilisation as the API lists them`, seen);
+      }
+      await shot(page, '08a-cluster-gpus');
+    }
     // Resource pools: one row per pool the master reports, each with its enabled slots.
     const pools = (await api('GET', '/resource-pools')).resourcePools ?? [];
     await page.waitForSelector('[data-testid="pools-table"]', { timeout: 15000 });
