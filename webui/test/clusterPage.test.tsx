@@ -121,3 +121,54 @@ describe('ClusterPage resource pools', () => {
     expect(await screen.findByText(/No resource pool yet/)).toBeTruthy();
   });
 });
+
+describe('ClusterPage GPUs', () => {
+  // As the master lists them: int64 as strings, usage absent where it has no sample.
+  const gpuAgents = [
+    {
+      id: 'gpu-agent', resourcePool: 'gpu', connected: true,
+      slots: [
+        { id: 'cuda0', type: 'SLOT_TYPE_CUDA', device: 'NVIDIA H100 80GB HBM3', enabled: true, trialId: '9', uuid: 'GPU-aaaa', memoryTotalBytes: '85899345920',
+          usage: { utilizationPercent: 40, memoryUsedBytes: '1073741824', sampleTime: '2026-11-24T15:00:00Z' } },
+        { id: 'cuda1', type: 'SLOT_TYPE_CUDA', device: 'NVIDIA H100 80GB HBM3', enabled: true, uuid: 'GPU-bbbb', memoryTotalBytes: '85899345920' },
+      ],
+    },
+    { id: 'cpu-agent', resourcePool: 'default', connected: true, slots: [{ id: 'cpu0', type: 'SLOT_TYPE_CPU', device: 'CPU', enabled: true }] },
+  ];
+
+  function stubAgents(agents: unknown[]) {
+    vi.stubGlobal('fetch', async (url: string) => {
+      if (url.startsWith('/api/v1/cluster/utilization')) return json({ points: [] });
+      if (url.startsWith('/api/v1/agents')) return json({ agents });
+      if (url.startsWith('/api/v1/resource-pools')) return json({ resourcePools: [] });
+      if (url.startsWith('/api/v1/experiments')) return json({ experiments: [], pagination: { total: 0 } });
+      return new Response('{}', { status: 404 });
+    });
+  }
+
+  it('shows each GPU with its memory in use and utilisation, and says when there is no sample', async () => {
+    stubAgents(gpuAgents);
+    render(<ClusterPage />);
+    const table = await screen.findByTestId('gpus-table');
+    const rows = [...table.querySelectorAll('[data-testid="gpu-row"]')];
+    expect(rows.map((r) => `${r.getAttribute('data-agent')}/${r.getAttribute('data-slot')}`)).toEqual(['gpu-agent/cuda0', 'gpu-agent/cuda1']);
+    const cell = (r: Element, id: string) => r.querySelector(`[data-testid="${id}"]`)!.textContent;
+    expect(cell(rows[0], 'gpu-name')).toBe('NVIDIA H100 80GB HBM3');
+    expect(rows[0].textContent).toContain('GPU-aaaa');
+    expect(cell(rows[0], 'gpu-memory')).toBe('1.0 GiB / 80 GiB');
+    expect(cell(rows[0], 'gpu-util')).toBe('40%');
+    expect(rows[0].querySelector('[aria-label="Utilization of cuda0"]')!.getAttribute('aria-valuenow')).toBe('40');
+    expect(rows[0].textContent).toContain('trial 9');
+    // No sample for cuda1 (an NVML error on the agent): no figures, its size still shown.
+    expect(cell(rows[1], 'gpu-memory')).toBe('– / 80 GiB');
+    expect(cell(rows[1], 'gpu-util')).toBe('–');
+    expect(rows[1].textContent).toContain('free');
+  });
+
+  it('has no GPU table when no agent has a GPU', async () => {
+    stubAgents([gpuAgents[1]]);
+    render(<ClusterPage />);
+    await screen.findByTestId('agents-table');
+    expect(screen.queryByTestId('gpus-table')).toBeNull();
+  });
+});

@@ -10,6 +10,7 @@ import type {
   Experiment,
   ExperimentAction,
   ExperimentsQuery,
+  GpuUsage,
   LogLine,
   MasterInfo,
   MetricKind,
@@ -189,7 +190,15 @@ function normSlot(j: unknown): Slot {
     device: str(o.device),
     enabled: o.enabled === undefined ? false : bool(o.enabled),
     trialId: num(o.trialId),
+    uuid: str(o.uuid),
+    memoryTotalBytes: num(o.memoryTotalBytes),
+    usage: o.usage && typeof o.usage === 'object' ? normGpuUsage(o.usage) : undefined,
   };
+}
+
+function normGpuUsage(j: unknown): GpuUsage {
+  const o = obj(j);
+  return { utilizationPercent: num(o.utilizationPercent), memoryUsedBytes: num(o.memoryUsedBytes), sampleTime: optStr(o.sampleTime) };
 }
 
 export function normAgent(j: unknown): Agent {

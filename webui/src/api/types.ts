@@ -115,6 +115,16 @@ export interface Slot {
   device: string;
   enabled: boolean;
   trialId: number; // 0 when free
+  uuid: string; // a GPU found through NVML: "GPU-…"; '' otherwise
+  memoryTotalBytes: number; // a GPU's memory; 0 when unknown
+  usage?: GpuUsage; // a GPU's latest sample (agent heartbeat); absent when there is none
+}
+
+/** One NVML sample of a GPU slot, as the agent's last heartbeat reported it. */
+export interface GpuUsage {
+  utilizationPercent: number; // 0..100
+  memoryUsedBytes: number;
+  sampleTime?: string; // when the master received it
 }
 
 export interface Agent {

@@ -13,12 +13,13 @@ export function StateBadge({ state }: { state: string }) {
   );
 }
 
-export function ProgressBar({ done, total, label }: { done: number; total: number; label?: string }) {
+/** A bar filled to done/total; its text is "done/total" unless `text` says otherwise. */
+export function ProgressBar({ done, total, label, text }: { done: number; total: number; label?: string; text?: string }) {
   const pct = total > 0 ? Math.max(0, Math.min(100, (done / total) * 100)) : 0;
   return (
     <div className="progress" role="progressbar" aria-valuemin={0} aria-valuemax={100} aria-valuenow={Math.round(pct)} aria-label={label ?? 'Progress'}>
       <div className="progress-fill" style={{ width: `${pct}%` }} />
-      <span className="progress-text">{total > 0 ? `${done}/${total}` : '–'}</span>
+      <span className="progress-text">{text ?? (total > 0 ? `${done}/${total}` : '–')}</span>
     </div>
   );
 }

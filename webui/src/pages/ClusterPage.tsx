@@ -1,15 +1,16 @@
 // Cluster: resource pools (slots, usage and queue length, GET /api/v1/resource-pools), agents and
-// their slots (busy/free, which trial), utilization over time as the master records it
+// their slots (busy/free, which trial), each GPU slot with its memory in use and utilisation (the
+// NVML sample of the agent's last heartbeat, in the same listing), utilization over time as the master records it
 // (GET /api/v1/cluster/utilization, so the chart is full right after a reload), and the queue of
 // waiting (QUEUED) trials of active experiments.
 import { useMemo } from 'react';
 import type uPlot from 'uplot';
 import { api } from '../api/client';
-import type { Agent, ResourcePool, Trial } from '../api/types';
-import { Empty, ErrorBanner, Skeleton } from '../components/common';
+import type { Agent, ResourcePool, Slot, Trial } from '../api/types';
+import { Empty, ErrorBanner, ProgressBar, Skeleton } from '../components/common';
 import { UPlotChart } from '../components/UPlotChart';
 import { utilizationSeries } from '../lib/chartData';
-import { formatDateTime, formatRelative, stateLabel } from '../lib/format';
+import { formatBytes, formatDateTime, formatRelative, stateLabel } from '../lib/format';
 import { usePolling } from '../lib/hooks';
 
 const POLL_MS = 3000;
@@ -28,6 +29,11 @@ export function utilization(agents: Agent[]): { used: number; total: number } {
     }
   }
   return { used, total };
+}
+
+/** Every GPU slot of every agent, in the listing's order. */
+export function gpuSlots(agents: Agent[]): { agent: Agent; slot: Slot }[] {
+  return agents.flatMap((agent) => agent.slots.filter((slot) => slot.type === 'SLOT_TYPE_CUDA').map((slot) => ({ agent, slot })));
 }
 
 export function ClusterPage() {
@@ -117,6 +123,13 @@ export function ClusterPage() {
           </div>
         )}
       </div>
+      {agents.data && gpuSlots(agents.data).length > 0 && (
+        <div className="card">
+          <h2>GPUs</h2>
+          <p className="muted small">Memory in use and utilisation of each GPU slot, as NVML reported them in the agent's last heartbeat (every second).</p>
+          <GpuTable rows={gpuSlots(agents.data)} />
+        </div>
+      )}
       <div className="card">
         <h2>Utilization</h2>
         <p className="muted small">Busy slots per minute over the last {HISTORY_WINDOW_S / 3600} h, all pools, as the master records them (mean and peak of its samples).</p>
@@ -141,6 +154,52 @@ export function ClusterPage() {
         )}
       </div>
     </section>
+  );
+}
+
+function GpuTable({ rows }: { rows: { agent: Agent; slot: Slot }[] }) {
+  return (
+    <div className="table-wrap">
+      <table className="table" data-testid="gpus-table">
+        <thead>
+          <tr>
+            <th scope="col">Agent</th>
+            <th scope="col">Slot</th>
+            <th scope="col">GPU</th>
+            <th scope="col">Memory used</th>
+            <th scope="col">Utilization</th>
+            <th scope="col">Trial</th>
+          </tr>
+        </thead>
+        <tbody>
+          {rows.map(({ agent, slot }) => {
+            const u = slot.usage;
+            const why = !agent.connected ? 'agent disconnected' : 'no sample: NVML gave no reading for this GPU';
+            return (
+              <tr key={`${agent.id}/${slot.id}`} data-testid="gpu-row" data-agent={agent.id} data-slot={slot.id}>
+                <td>{agent.id}</td>
+                <td className="strong">{slot.id}</td>
+                <td data-label="GPU">
+                  <div data-testid="gpu-name">{slot.device}</div>
+                  {slot.uuid && <div className="muted small">{slot.uuid}</div>}
+                </td>
+                <td data-label="Memory used" data-testid="gpu-memory">
+                  {u ? (
+                    <ProgressBar done={u.memoryUsedBytes} total={slot.memoryTotalBytes} label={`Memory of ${slot.id}`} text={`${formatBytes(u.memoryUsedBytes)} / ${slot.memoryTotalBytes > 0 ? formatBytes(slot.memoryTotalBytes) : '?'}`} />
+                  ) : (
+                    <span className="muted" title={why}>– / {slot.memoryTotalBytes > 0 ? formatBytes(slot.memoryTotalBytes) : '?'}</span>
+                  )}
+                </td>
+                <td data-label="Utilization" data-testid="gpu-util" title={u?.sampleTime ? `sampled ${formatDateTime(u.sampleTime)}` : why}>
+                  {u ? <ProgressBar done={u.utilizationPercent} total={100} label={`Utilization of ${slot.id}`} text={`${u.utilizationPercent}%`} /> : <span className="muted">–</span>}
+                </td>
+                <td data-label="Trial">{slot.trialId ? <a href={`#/trials/${slot.trialId}`}>trial {slot.trialId}</a> : 'free'}</td>
+              </tr>
+            );
+          })}
+        </tbody>
+      </table>
+    </div>
   );
 }
 
