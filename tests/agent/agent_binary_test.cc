@@ -22,6 +22,7 @@ namespace sf::agent {
 namespace {
 
 using namespace std::chrono_literals;
+using agent::testing::LinesWith;
 using agent::testing::ProcessAlive;
 using agent::testing::ReadFile;
 using agent::testing::ReadPidFile;
@@ -181,15 +182,6 @@ TEST_F(AgentBinaryTest, KillTasksOnExitKillsTrainersBeforeExiting) {
 }
 
 // ---- GPU slots (docs/agent.md, "GPU slots"), with the fake NVML of tests/agent/fake_nvml.cc.
-
-// Lines of `text` containing `needle`.
-int LinesWith(const std::string& text, const std::string& needle) {
-  std::istringstream in(text);
-  std::string line;
-  int n = 0;
-  while (std::getline(in, line)) n += line.find(needle) != std::string::npos;
-  return n;
-}
 
 std::vector<std::string> GpuArgs(const std::string& master, const std::string& dir, const std::string& nvml,
                                  const std::string& trainer) {

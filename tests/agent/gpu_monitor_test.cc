@@ -8,15 +8,16 @@
 #include <stdlib.h>
 
 #include <algorithm>
-#include <sstream>
 #include <thread>
 
 #include "agent/slot_detector.h"
+#include "tests/agent/process_helpers.h"
 
 namespace sf::agent {
 namespace {
 
 using namespace std::chrono_literals;
+using agent::testing::LinesWith;
 constexpr int64_t kGiB = 1024LL * 1024 * 1024;
 constexpr const char* kMissingLibrary = "/nonexistent/libnvidia-ml.so.1";
 
@@ -29,14 +30,6 @@ class GpuMonitorTest : public ::testing::Test {
     unsetenv("SF_FAKE_NVML_GPUS");
     unsetenv("SF_FAKE_NVML_INIT_ERROR");
     unsetenv("SF_FAKE_NVML_LOST");
-  }
-  // Lines of `text` containing `needle`.
-  static int LinesWith(const std::string& text, const std::string& needle) {
-    std::istringstream in(text);
-    std::string line;
-    int n = 0;
-    while (std::getline(in, line)) n += line.find(needle) != std::string::npos;
-    return n;
   }
   // A CUDA runtime that must not be asked (NVML found the GPUs).
   static GpuSources NvmlOnly(const GpuMonitor* monitor) {

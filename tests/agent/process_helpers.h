@@ -22,6 +22,14 @@ inline std::string WriteScript(const std::string& dir, const std::string& name,
   return path;
 }
 
+// How many lines of `text` (a process's log) contain `needle`.
+inline int LinesWith(const std::string& text, const std::string& needle) {
+  std::istringstream in(text);
+  int n = 0;
+  for (std::string line; std::getline(in, line);) n += line.find(needle) != std::string::npos;
+  return n;
+}
+
 // True while `pid` is a live process (neither gone nor a zombie).
 inline bool ProcessAlive(pid_t pid) {
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
