@@ -16,6 +16,8 @@
 #include "trainer/kernels/cpu/cpu_backend.h"
 #include "trainer/kernels/cpu/hot_kernels.h"
 #include "trainer/kernels/cpu/reference.h"
+#include "trainer/optim/optimizer.h"
+#include "tests/trainer/guarded_backend.h"
 #if defined(SF_TEST_CUDA)
 #include "trainer/kernels/cuda/cuda_backend.h"
 #endif
@@ -168,13 +170,16 @@ class Staging {
   std::vector<void*> ptrs_;
 };
 
-// The same test bodies run on every backend compiled in: "cpu" always, "cuda" when built with
-// SF_CUDA and a GPU is present (skipped otherwise).
+// The same test bodies run on every backend compiled in: "cpu" always; "guarded" (the CPU
+// kernels on memory the host may not touch, guarded_backend.h: the device path without a GPU);
+// "cuda" when built with SF_CUDA and a GPU is present (skipped otherwise).
 class KernelTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     if (GetParam() == "cpu") {
       backend_ = std::make_unique<CpuBackend>();
+    } else if (GetParam() == "guarded") {
+      backend_ = std::make_unique<testing::GuardedBackend>();
     } else {
 #if defined(SF_TEST_CUDA)
       backend_ = MakeCudaBackend();
@@ -528,6 +533,91 @@ TEST_P(KernelTest, LabelSmoothedCrossEntropyMatchesReference) {
   EXPECT_EQ(st().Get(gb, n), zb);
 }
 
+TEST_P(KernelTest, SumSquaresAndScaleMatchTheirDefinitions) {
+  const int64_t n = 300007;  // more than one block of partial sums, not a multiple of anything
+  std::vector<float> x = Random(n, 41, -3, 3);
+  double want = 0;
+  for (float v : x) want += static_cast<double>(v) * v;
+  float* dx = st().In(x);
+  const VectorStats s = be().SumSquares(dx, n);
+  EXPECT_NEAR(s.sum_squares, want, 1e-12 * want);
+  EXPECT_FALSE(s.non_finite);
+  EXPECT_EQ(be().SumSquares(dx, n).sum_squares, s.sum_squares) << "not deterministic";
+  be().Scale(dx, n, 0.5f);
+  auto y = st().Get(dx, n);
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(y[i], x[i] * 0.5f) << i;
+  for (float bad : {INFINITY, -INFINITY, NAN}) {
+    std::vector<float> z = x;
+    z[n - 3] = bad;
+    EXPECT_TRUE(be().SumSquares(st().In(z), n).non_finite) << bad;
+  }
+}
+
+// The fused device update (Optimizer::PlaceOn -> Backend::ApplyOptimizerUpdate) against the
+// host optimizer, bit for bit: both apply optim/update_rules.h. Three parameters with gaps
+// between them (as in a ParamStore), one without weight decay, one larger than a chunk.
+TEST_P(KernelTest, FusedOptimizerUpdateEqualsTheHostOptimizerBitForBit) {
+  struct Case {
+    const char* name;
+    OptimizerOptions o;
+  };
+  std::vector<Case> cases;
+  auto add = [&](const char* name, std::string type, auto&& tweak) {
+    OptimizerOptions o;
+    o.type = std::move(type);
+    o.weight_decay = 0.05;
+    tweak(o);
+    cases.push_back({name, o});
+  };
+  add("adamw", "adamw", [](OptimizerOptions&) {});
+  add("radam_l2", "radam", [](OptimizerOptions&) {});  // 7 steps cross rho_t > 5 at step 6
+  add("radam_decoupled", "radam", [](OptimizerOptions& o) { o.decoupled_weight_decay = true; });
+  add("sgd_nesterov", "sgd", [](OptimizerOptions& o) { o.nesterov = true; });
+  add("sgd_momentum", "sgd", [](OptimizerOptions&) {});
+  add("sgd_plain", "sgd", [](OptimizerOptions& o) { o.momentum = 0; });
+  const int64_t sizes[] = {37, 16, kParamChunkElements + 1000};
+  const bool decays[] = {true, false, true};
+  int64_t offsets[3], total = 0;
+  for (int i = 0; i < 3; ++i) {
+    offsets[i] = (total + 15) / 16 * 16;
+    total = offsets[i] + sizes[i];
+  }
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::vector<float> hv = Random(total, 50, -1, 1), hg(total);
+    float* dv = st().In(hv);
+    float* dg = st().Out<float>(total);
+    auto host_opt = std::move(MakeOptimizer(c.o)).value();
+    auto dev_opt = std::move(MakeOptimizer(c.o)).value();
+    dev_opt->PlaceOn(&be());
+    std::vector<ParamRef> hp, dp;
+    for (int i = 0; i < 3; ++i) {
+      const std::string name = "p" + std::to_string(i);
+      hp.push_back({name, hv.data() + offsets[i], hg.data() + offsets[i],
+                    static_cast<size_t>(sizes[i]), decays[i]});
+      dp.push_back({name, dv + offsets[i], dg + offsets[i], static_cast<size_t>(sizes[i]), decays[i]});
+    }
+    ASSERT_TRUE(dev_opt->Prepare(dp).ok());
+    for (int step = 0; step < 7; ++step) {
+      std::vector<float> g = Random(total, 60 + step, -0.1f, 0.1f);
+      std::copy(g.begin(), g.end(), hg.begin());
+      be().CopyToDevice(dg, g.data(), g.size() * sizeof(float));
+      host_opt->Step(hp, 1e-2f);
+      dev_opt->Step(dp, 1e-2f);
+    }
+    const std::vector<float> got = st().Get(dv, total);
+    for (int i = 0; i < 3; ++i)
+      for (int64_t j = 0; j < sizes[i]; ++j)
+        ASSERT_EQ(got[offsets[i] + j], hv[offsets[i] + j]) << "p" << i << "[" << j << "]";
+    const std::vector<NamedBuffer> a = host_opt->State(), b = dev_opt->State();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i].name, b[i].name);
+      EXPECT_TRUE(a[i].data == b[i].data) << a[i].name;
+    }
+  }
+}
+
 TEST(CpuGemm, PrePackedWeightsFollowWeightsChanged) {
   CpuBackend cpu;
   ReferenceBackend<double> ref;
@@ -554,7 +644,7 @@ TEST(CpuGemm, PrePackedWeightsFollowWeightsChanged) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, KernelTest, ::testing::Values("cpu", "cuda"),
+INSTANTIATE_TEST_SUITE_P(Backends, KernelTest, ::testing::Values("cpu", "guarded", "cuda"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 }  // namespace
 }  // namespace sf

@@ -22,6 +22,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <string>
 
 #include "trainer/core/allocator.h"
 #include "trainer/core/dtype.h"
@@ -94,6 +95,10 @@ class Backend {
   virtual ~Backend() = default;
   virtual const char* name() const = 0;
   virtual Device device() const = 0;
+  // What the backend runs on, for reports ("cpu", "NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB)").
+  virtual std::string description() const { return name(); }
+  // Waits until every op issued so far has finished (a no-op where ops finish as they return).
+  virtual void Synchronize() {}
 
   // The caching allocator of the backend's device: every buffer an op reads or writes (the
   // model's parameters, activations and scratch; the optimizer's state) is a block of it.

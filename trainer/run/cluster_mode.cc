@@ -199,6 +199,8 @@ int RunTrial(const v1::TrialIdentity& who, int world_size, std::unique_ptr<dist:
                         {"world_size", std::to_string(world_size)}, {"train", cfg.data.train.src},
                         {"precision", config::PrecisionName(cfg.precision)}});
   TextRunOptions ro;
+  // The device comes from the slots the agent gave this task (CUDA_VISIBLE_DEVICES holds them).
+  ro.device = DeviceFromSlots(Env("SF_SLOT_IDS"));
   ro.rank = rank;
   ro.world_size = world_size;
   ro.comm = comm.get();

@@ -76,7 +76,13 @@ Result<std::unique_ptr<TextRun>> TextRun::Create(const config::ExperimentConfig&
   SF_ASSIGN_OR_RETURN(TransformerConfig mc,
                       ModelConfigFromHyperparameters(r->hparams_, r->data_->source_tokenizer().vocab_size(),
                                                      r->data_->target_tokenizer().vocab_size(), max_pos));
-  r->backend_ = std::make_unique<CpuBackend>();
+  if (options.device.device != Device::kCpu && options.comm && options.world_size > 1) {
+    return InvalidArgument("device " + options.device.description + ": data-parallel trials on GPUs need NCCL "
+                           "in the trainer, which is not wired in yet; use one slot per trial on GPU agents");
+  }
+  SF_ASSIGN_OR_RETURN(r->backend_, MakeTrainingBackend(options.device));
+  log::Info("trainer", {{"event", "device"}, {"device", options.device.description},
+                        {"backend", r->backend_->description()}});
   r->model_ = std::make_unique<Transformer<float>>(mc, r->backend_.get(), ComputeDType(cfg.precision));
   r->model_->InitParameters(r->seed_);
   r->dropout_seed_ = r->seed_;

@@ -24,12 +24,16 @@
 #include "trainer/models/translator.h"
 #include "trainer/optim/lr_schedule.h"
 #include "trainer/run/checkpoint.h"
+#include "trainer/run/device_select.h"
 #include "trainer/run/train_step.h"
 
 namespace sf {
 
 struct TextRunOptions {
   int rank = 0, world_size = 1;
+  // Where the model trains (device_select.h): the CPU, or a GPU with every buffer of the step
+  // device-resident. Cluster trials take it from their slots, `sf-trainer train` from --device.
+  DeviceChoice device;
   data::DataOptions data;  // where the data cache lives
   // Data parallel (world_size > 1): the ranks' communicator (must outlive the run). Every
   // rank trains on its shard of each global batch; gradients are summed in buckets during
@@ -118,7 +122,7 @@ class TextRun {
   Value hparams_ = Value(Value::Map{});
   TextRunOptions options_;
   std::unique_ptr<data::TranslationData> data_;
-  std::unique_ptr<CpuBackend> backend_;
+  std::unique_ptr<Backend<float>> backend_;
   std::unique_ptr<Transformer<float>> model_;
   std::unique_ptr<TrainStep> step_;
   std::unique_ptr<dist::GradReducer> reducer_;

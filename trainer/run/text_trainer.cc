@@ -119,7 +119,9 @@ Status Trainer::Setup() {
   if (ec) return Internal("can't create " + o_.output_dir + ": " + ec.message());
 
   log::Info("trainer", {{"event", "data"}, {"train", cfg_.data.train.src}});
-  SF_ASSIGN_OR_RETURN(run_, TextRun::Create(cfg_, text.str(), config::WithDefaults(constants)));
+  TextRunOptions ro;
+  SF_ASSIGN_OR_RETURN(ro.device, ParseDevice(o_.device));
+  SF_ASSIGN_OR_RETURN(run_, TextRun::Create(cfg_, text.str(), config::WithDefaults(constants), ro));
   total_steps_ = run_->StepsFor(cfg_.searcher.max_length);
   val_period_ = cfg_.min_validation_period ? run_->StepsFor(*cfg_.min_validation_period) : 0;
   ckpt_period_ = cfg_.min_checkpoint_period ? run_->StepsFor(*cfg_.min_checkpoint_period) : 0;
@@ -339,6 +341,7 @@ void AddTrainFlags(CLI::App& cmd, TrainCommandOptions* o) {
   cmd.add_option("--output", o->output_dir, "run directory: checkpoints, metrics.jsonl, test.hyp (default: runs/<name>)");
   cmd.add_option("--resume", o->resume, "continue from this checkpoint directory, bit for bit");
   cmd.add_option("--threads", o->threads, "OpenMP threads (0: OpenMP's default)")->check(cmdline::AtLeast(0));
+  cmd.add_option("--device", o->device, "cpu, cuda (the first visible GPU), cuda:N or auto");
   cmd.add_option("--stop-after-steps", o->stop_after, "checkpoint and exit after this step, as an interruption would")
       ->check(cmdline::AtLeast(0))
       ->default_str("off");

@@ -37,6 +37,7 @@ struct TrainCommandOptions {
   std::string output_dir;   // default runs/<experiment name>
   std::string resume;       // checkpoint directory
   int threads = 0;          // 0: OpenMP's default
+  std::string device = "cpu";  // cpu | cuda | cuda:N | auto
   int64_t stop_after = -1;  // --stop-after-steps; -1: run to searcher.max_length
   bool test = true;         // --no-test clears it
   bool quiet = false;

@@ -10,7 +10,12 @@
 #include <cfloat>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <map>
+#include <tuple>
 #include <vector>
+
+#include "trainer/kernels/cuda/multi_tensor.h"
 
 namespace sf {
 namespace {
@@ -61,23 +66,6 @@ __device__ float BlockSum(float v) {
   float t = lane < warps ? warp_sums[lane] : 0.0f;
   if (warp == 0)
     for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
-  __shared__ float total;
-  if (threadIdx.x == 0) total = t;
-  __syncthreads();
-  return total;
-}
-
-__device__ float BlockMax(float v) {
-  __shared__ float warp_max[32];
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  __syncthreads();
-  if (lane == 0) warp_max[warp] = v;
-  __syncthreads();
-  const int warps = blockDim.x >> 5;
-  float t = lane < warps ? warp_max[lane] : -FLT_MAX;
-  if (warp == 0)
-    for (int o = 16; o > 0; o >>= 1) t = fmaxf(t, __shfl_xor_sync(0xffffffffu, t, o));
   __shared__ float total;
   if (threadIdx.x == 0) total = t;
   __syncthreads();
@@ -294,33 +282,112 @@ __global__ void PermuteHeadsKernel(const float* src, const float* bias, void* ds
   else StoreAs(dst, dst_dtype, j, src[i] + (bias ? bias[(p * heads + h) * head_dim + d] : 0.0f));
 }
 
-// One block per row: lse, and the row's loss / nll (0 for padding).
-__global__ void CrossEntropyForwardKernel(const float* logits, const int32_t* targets, float* lse,
-                                          double* row_stats, int64_t vocab, float eps,
-                                          int32_t pad) {
+// Online max / sum of exp over a row, combined across a block: each thread keeps (max, sum of
+// exp(z - max)); two pairs merge by rescaling the smaller max's sum.
+struct MaxSum {
+  float m;
+  float s;
+};
+
+__device__ MaxSum Merge(MaxSum a, MaxSum b) {
+  const float m = fmaxf(a.m, b.m);
+  const float s = (a.m == -FLT_MAX ? 0.0f : a.s * expf(a.m - m)) +
+                  (b.m == -FLT_MAX ? 0.0f : b.s * expf(b.m - m));
+  return {m, s};
+}
+
+__device__ MaxSum BlockMaxSum(MaxSum v) {
+  __shared__ MaxSum warp_vals[32];
+  for (int o = 16; o > 0; o >>= 1) {
+    MaxSum other{__shfl_xor_sync(0xffffffffu, v.m, o), __shfl_xor_sync(0xffffffffu, v.s, o)};
+    v = Merge(v, other);
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();
+  if (lane == 0) warp_vals[warp] = v;
+  __syncthreads();
+  const int warps = blockDim.x >> 5;
+  MaxSum t = lane < warps ? warp_vals[lane] : MaxSum{-FLT_MAX, 0.0f};
+  if (warp == 0) {
+    for (int o = 16; o > 0; o >>= 1) {
+      MaxSum other{__shfl_xor_sync(0xffffffffu, t.m, o), __shfl_xor_sync(0xffffffffu, t.s, o)};
+      t = Merge(t, other);
+    }
+  }
+  __shared__ MaxSum total;
+  if (threadIdx.x == 0) total = t;
+  __syncthreads();
+  return total;
+}
+
+// One block per row: lse[r], and the row's (loss, nll) in row_stats (0 for padding). When
+// dlogits is not null, also the loss gradient of the row (CrossEntropyBackward's formula) in
+// the same launch, while the row is in L2: the row is read twice in all.
+__global__ void CrossEntropyKernel(const float* logits, const int32_t* targets, float* lse,
+                                   double* row_stats, void* dlogits, int dtype, int64_t vocab,
+                                   float eps, int32_t pad, float grad_scale) {
   const int64_t r = blockIdx.x;
   const float* z = logits + r * vocab;
-  float mx = -FLT_MAX;
-  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) mx = fmaxf(mx, z[v]);
-  mx = BlockMax(mx);
-  float sum = 0, zsum = 0;
+  const int32_t t = targets[r];
+  // Read before the block reductions' barriers: with dlogits == logits the gradient loop below
+  // overwrites the row.
+  const float zt = t == pad ? 0.0f : z[t];
+  MaxSum ms{-FLT_MAX, 0.0f};
+  float zsum = 0;
   for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) {
-    sum += expf(z[v] - mx);
+    ms = Merge(ms, MaxSum{z[v], 1.0f});
     zsum += z[v];
   }
-  sum = BlockSum(sum);
+  ms = BlockMaxSum(ms);
   zsum = BlockSum(zsum);
-  if (threadIdx.x != 0) return;
-  const double l = static_cast<double>(mx) + log(static_cast<double>(sum));
-  lse[r] = static_cast<float>(l);
+  const double l = static_cast<double>(ms.m) + log(static_cast<double>(ms.s));
   const double eps_i = static_cast<double>(eps) / static_cast<double>(vocab - 1);
-  if (targets[r] == pad) {
-    row_stats[2 * r] = row_stats[2 * r + 1] = 0;
-    return;
+  if (threadIdx.x == 0) {
+    lse[r] = static_cast<float>(l);
+    if (t == pad) {
+      row_stats[2 * r] = row_stats[2 * r + 1] = 0;
+    } else {
+      const double nll = l - zt;
+      row_stats[2 * r] = (1.0 - eps - eps_i) * nll + eps_i * (static_cast<double>(vocab) * l - zsum);
+      row_stats[2 * r + 1] = nll;
+    }
   }
-  const double nll = l - z[targets[r]];
-  row_stats[2 * r] = (1.0 - eps - eps_i) * nll + eps_i * (static_cast<double>(vocab) * l - zsum);
-  row_stats[2 * r + 1] = nll;
+  if (dlogits == nullptr) return;
+  const float lf = static_cast<float>(l);
+  const float eps_f = eps / static_cast<float>(vocab - 1);
+  const float on_target = 1.0f - eps - eps_f;
+  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) {
+    float g = 0;
+    if (t != pad) g = grad_scale * (expf(z[v] - lf) - eps_f - (v == t ? on_target : 0.0f));
+    StoreAs(dlogits, dtype, r * vocab + v, g);
+  }
+}
+
+// stats[0..2] = (Σ loss, Σ nll, non-pad count) over the rows, in a fixed order.
+__global__ void CrossEntropyTotalsKernel(const double* row_stats, const int32_t* targets,
+                                         int64_t rows, int32_t pad, double* stats) {
+  double loss = 0, nll = 0, count = 0;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+    if (targets[r] == pad) continue;
+    loss += row_stats[2 * r];
+    nll += row_stats[2 * r + 1];
+    count += 1;
+  }
+  __shared__ double part[3][1024];
+  part[0][threadIdx.x] = loss;
+  part[1][threadIdx.x] = nll;
+  part[2][threadIdx.x] = count;
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  double a = 0, b = 0, c = 0;
+  for (unsigned i = 0; i < blockDim.x; ++i) {
+    a += part[0][i];
+    b += part[1][i];
+    c += part[2][i];
+  }
+  stats[0] = a;
+  stats[1] = b;
+  stats[2] = c;
 }
 
 __global__ void CrossEntropyBackwardKernel(const float* logits, const float* lse,
@@ -339,6 +406,56 @@ __global__ void CrossEntropyBackwardKernel(const float* logits, const float* lse
   }
 }
 
+// Device memory of one GPU for CachingAllocator: cudaMalloc blocks; zeroing and copies are
+// ordered on the backend's stream.
+class CudaMemory final : public MemoryResource {
+ public:
+  CudaMemory(int ordinal, cudaStream_t stream) : ordinal_(ordinal), stream_(stream) {}
+  void* Allocate(size_t bytes) override {
+    cudaSetDevice(ordinal_);
+    void* p = nullptr;
+    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
+      cudaGetLastError();  // clear the sticky out-of-memory error
+      return nullptr;
+    }
+    return p;
+  }
+  void Free(void* ptr) override { cudaFree(ptr); }
+  void Zero(void* ptr, size_t bytes) override {
+    SF_CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, stream_));
+  }
+  void CopyFromHost(void* dst, const void* src, size_t bytes) override {
+    SF_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+    SF_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  void CopyToHost(void* dst, const void* src, size_t bytes) override {
+    SF_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+    SF_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  bool host_accessible() const override { return false; }
+
+ private:
+  int ordinal_;
+  cudaStream_t stream_;
+};
+
+// The cuBLASLt objects of one GEMM shape, built (with its heuristic algorithm) on first use.
+struct GemmKey {
+  int64_t batch, m, n, k, lda, ldb, ldc, sa, sb, sc;
+  int dtype, ta, tb;
+  bool operator<(const GemmKey& o) const {
+    return std::tie(batch, m, n, k, lda, ldb, ldc, sa, sb, sc, dtype, ta, tb) <
+           std::tie(o.batch, o.m, o.n, o.k, o.lda, o.ldb, o.ldc, o.sa, o.sb, o.sc, o.dtype, o.ta,
+                    o.tb);
+  }
+};
+
+struct GemmPlan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
+  cublasLtMatmulAlgo_t algo;
+};
+
 cudaDataType_t CudaType(DType t) {
   return t == DType::kBF16 ? CUDA_R_16BF : t == DType::kF16 ? CUDA_R_16F : CUDA_R_32F;
 }
@@ -347,28 +464,70 @@ class CudaBackend final : public Backend<float> {
  public:
   explicit CudaBackend(int ordinal) : ordinal_(ordinal) {
     SF_CUDA_CHECK(cudaSetDevice(ordinal));
-    SF_CUDA_CHECK(cudaStreamCreate(&stream_));
+    SF_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     SF_CUBLAS_CHECK(cublasLtCreate(&lt_));
     SF_CUDA_CHECK(cudaMalloc(&workspace_, kWorkspace));
+    SF_CUDA_CHECK(cudaMalloc(&sum_scratch_, cuda::SumSquaresScratchBytes()));
+    SF_CUDA_CHECK(cudaMalloc(&ce_totals_, 3 * sizeof(double)));
+    for (Staging& st : staging_) SF_CUDA_CHECK(cudaEventCreateWithFlags(&st.done, cudaEventDisableTiming));
+    memory_ = std::make_unique<CudaMemory>(ordinal, stream_);
+    allocator_ = std::make_unique<CachingAllocator>(memory_.get());
   }
   ~CudaBackend() override {
+    cudaStreamSynchronize(stream_);
+    for (auto& [key, plan] : gemm_plans_) {
+      cublasLtMatrixLayoutDestroy(plan.la);
+      cublasLtMatrixLayoutDestroy(plan.lb);
+      cublasLtMatrixLayoutDestroy(plan.lc);
+      cublasLtMatmulDescDestroy(plan.op);
+    }
+    for (Staging& st : staging_) {
+      cudaFreeHost(st.host);
+      cudaEventDestroy(st.done);
+    }
+    allocator_.reset();  // frees every block before the stream goes
     cudaFree(workspace_);
     cudaFree(row_stats_);
+    cudaFree(sum_scratch_);
+    cudaFree(ce_totals_);
     cublasLtDestroy(lt_);
     cudaStreamDestroy(stream_);
   }
   const char* name() const override { return "cuda"; }
   Device device() const override { return Device::kCuda; }
+  std::string description() const override {
+    cudaDeviceProp p{};
+    if (cudaGetDeviceProperties(&p, ordinal_) != cudaSuccess) return "cuda";
+    char buf[384];
+    std::snprintf(buf, sizeof(buf), "%s (sm_%d%d, %.1f GiB)", p.name, p.major, p.minor,
+                  static_cast<double>(p.totalGlobalMem) / (1ull << 30));
+    return buf;
+  }
+  void Synchronize() override { SF_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+  CachingAllocator& allocator() const override { return *allocator_; }
 
   void* AllocateDevice(size_t bytes) override {
-    void* p = nullptr;
-    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) throw std::bad_alloc();
+    void* p = allocator_->Allocate(bytes ? bytes : 1);
+    if (p == nullptr) throw std::bad_alloc();
     return p;
   }
-  void FreeDevice(void* p) override { cudaFree(p); }
+  void FreeDevice(void* p) override { allocator_->Free(p); }
+  // Through pinned memory, two buffers in turn: returns once `src` is copied into one (after
+  // the copy that last used it finished), without waiting for the device.
   void CopyToDevice(void* dst, const void* src, size_t bytes) override {
-    SF_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
-    SF_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    if (bytes == 0) return;
+    Staging& st = staging_[next_staging_];
+    next_staging_ ^= 1;
+    if (st.pending) SF_CUDA_CHECK(cudaEventSynchronize(st.done));
+    if (st.capacity < bytes) {
+      cudaFreeHost(st.host);
+      st.capacity = bytes + bytes / 4;
+      SF_CUDA_CHECK(cudaMallocHost(&st.host, st.capacity));
+    }
+    std::memcpy(st.host, src, bytes);
+    SF_CUDA_CHECK(cudaMemcpyAsync(dst, st.host, bytes, cudaMemcpyHostToDevice, stream_));
+    SF_CUDA_CHECK(cudaEventRecord(st.done, stream_));
+    st.pending = true;
   }
   void CopyToHost(void* dst, const void* src, size_t bytes) override {
     SF_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
@@ -380,23 +539,40 @@ class CudaBackend final : public Backend<float> {
   void Gemm(int64_t batch, int64_t m, int64_t n, int64_t k, const GemmOperand& a,
             const GemmOperand& b, float* c, int64_t ldc, int64_t stride_c, float alpha,
             float beta) override {
-    const cudaDataType_t dt = CudaType(a.dtype);
-    cublasLtMatmulDesc_t op;
-    SF_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    const cublasOperation_t opa = b.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
-    const cublasOperation_t opb = a.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
-    SF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)));
-    SF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)));
-    cublasLtMatrixLayout_t la, lb, lc;
+    const GemmKey key{batch, m, n, k, a.ld, b.ld, ldc,
+                      batch > 1 ? a.batch_stride : 0, batch > 1 ? b.batch_stride : 0,
+                      batch > 1 ? stride_c : 0, static_cast<int>(a.dtype),
+                      a.transposed ? 1 : 0, b.transposed ? 1 : 0};
+    auto it = gemm_plans_.find(key);
+    if (it == gemm_plans_.end()) it = gemm_plans_.emplace(key, PlanGemm(key, a.dtype)).first;
+    const GemmPlan& plan = it->second;
+    SF_CUBLAS_CHECK(cublasLtMatmul(lt_, plan.op, &alpha, b.data, plan.la, a.data, plan.lb, &beta,
+                                   c, plan.lc, c, plan.lc, &plan.algo, workspace_, kWorkspace,
+                                   stream_));
+  }
+
+  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLASLt's first operand is
+  // our B, its second our A, and a row-major stored matrix is the column-major transpose.
+  // bf16/f16 operands run on tensor cores with fp32 accumulation (CUBLAS_COMPUTE_32F); fp32
+  // operands are computed in full fp32 (no TF32), so fp32 runs match the CPU closely.
+  GemmPlan PlanGemm(const GemmKey& key, DType dtype) {
+    GemmPlan plan;
+    const cudaDataType_t dt = CudaType(dtype);
+    const bool ta = key.ta != 0, tb = key.tb != 0;
+    SF_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    SF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)));
+    SF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)));
     // Stored column-major shapes: our B is (n x k) unless transposed (k x n); our A is (k x m)
     // unless transposed (m x k); C^T is n x m.
-    SF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, dt, b.transposed ? k : n, b.transposed ? n : k, b.ld));
-    SF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, dt, a.transposed ? m : k, a.transposed ? k : m, a.ld));
-    SF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, n, m, ldc));
-    if (batch > 1) {
-      const int32_t count = static_cast<int32_t>(batch);
-      for (auto [layout, stride] : {std::pair{la, b.batch_stride}, std::pair{lb, a.batch_stride},
-                                    std::pair{lc, stride_c}}) {
+    SF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.la, dt, tb ? key.k : key.n, tb ? key.n : key.k, key.ldb));
+    SF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.lb, dt, ta ? key.m : key.k, ta ? key.k : key.m, key.lda));
+    SF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.lc, CUDA_R_32F, key.n, key.m, key.ldc));
+    if (key.batch > 1) {
+      const int32_t count = static_cast<int32_t>(key.batch);
+      for (auto [layout, stride] : {std::pair{plan.la, key.sb}, std::pair{plan.lb, key.sa},
+                                    std::pair{plan.lc, key.sc}}) {
         SF_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
         SF_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
       }
@@ -406,15 +582,16 @@ class CudaBackend final : public Backend<float> {
     SF_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kWorkspace, sizeof(kWorkspace)));
     cublasLtMatmulHeuristicResult_t heuristic;
     int found = 0;
-    SF_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt_, op, la, lb, lc, lc, pref, 1, &heuristic, &found));
-    if (found == 0) std::abort();
-    SF_CUBLAS_CHECK(cublasLtMatmul(lt_, op, &alpha, b.data, la, a.data, lb, &beta, c, lc, c, lc,
-                                   &heuristic.algo, workspace_, kWorkspace, stream_));
+    SF_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt_, plan.op, plan.la, plan.lb, plan.lc, plan.lc, pref, 1, &heuristic, &found));
     cublasLtMatmulPreferenceDestroy(pref);
-    cublasLtMatrixLayoutDestroy(la);
-    cublasLtMatrixLayoutDestroy(lb);
-    cublasLtMatrixLayoutDestroy(lc);
-    cublasLtMatmulDescDestroy(op);
+    if (found == 0) {
+      std::fprintf(stderr, "cuBLASLt has no algorithm for a %lldx%lldx%lld GEMM\n",
+                   static_cast<long long>(key.m), static_cast<long long>(key.n),
+                   static_cast<long long>(key.k));
+      std::abort();
+    }
+    plan.algo = heuristic.algo;
+    return plan;
   }
 
   void Cast(const float* x, void* y, DType to, int64_t n) override {
@@ -526,26 +703,14 @@ class CudaBackend final : public Backend<float> {
   CrossEntropyStats CrossEntropyForward(const float* logits, const int32_t* targets, float* lse,
                                         int64_t rows, int64_t vocab, float eps,
                                         int32_t pad) override {
-    CrossEntropyStats s;
-    if (rows <= 0) return s;
-    if (row_stats_rows_ < rows) {
-      cudaFree(row_stats_);
-      SF_CUDA_CHECK(cudaMalloc(&row_stats_, static_cast<size_t>(rows) * 2 * sizeof(double)));
-      row_stats_rows_ = rows;
-      host_stats_.resize(static_cast<size_t>(rows) * 2);
-      host_targets_.resize(static_cast<size_t>(rows));
-    }
-    CrossEntropyForwardKernel<<<static_cast<unsigned>(rows), 256, 0, stream_>>>(
-        logits, targets, lse, row_stats_, vocab, eps, pad);
-    CopyToHost(host_stats_.data(), row_stats_, static_cast<size_t>(rows) * 2 * sizeof(double));
-    CopyToHost(host_targets_.data(), targets, static_cast<size_t>(rows) * sizeof(int32_t));
-    for (int64_t r = 0; r < rows; ++r) {
-      if (host_targets_[r] == pad) continue;
-      s.loss += host_stats_[2 * r];
-      s.nll += host_stats_[2 * r + 1];
-      ++s.tokens;
-    }
-    return s;
+    return CrossEntropy(logits, targets, lse, nullptr, DType::kF32, rows, vocab, eps, pad, 1.0f);
+  }
+  CrossEntropyStats CrossEntropyForwardBackward(const float* logits, const int32_t* targets,
+                                                float* lse, void* dlogits, DType dlogits_dtype,
+                                                int64_t rows, int64_t vocab, float eps,
+                                                int32_t pad, float grad_scale) override {
+    return CrossEntropy(logits, targets, lse, dlogits, dlogits_dtype, rows, vocab, eps, pad,
+                        grad_scale);
   }
   void CrossEntropyBackward(const float* logits, const float* lse, const int32_t* targets,
                             void* dlogits, DType dlogits_dtype, int64_t rows, int64_t vocab,
@@ -555,16 +720,70 @@ class CudaBackend final : public Backend<float> {
           logits, lse, targets, dlogits, DTypeCode(dlogits_dtype), vocab, eps, pad, grad_scale);
   }
 
+  VectorStats SumSquares(const float* x, int64_t n) override {
+    VectorStats s;
+    if (n <= 0) return s;
+    cuda::LaunchSumSquares(x, n, sum_scratch_, stream_);
+    SF_CUDA_CHECK(cudaMemcpyAsync(&s.sum_squares, sum_scratch_, sizeof(double),
+                                  cudaMemcpyDeviceToHost, stream_));
+    SF_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    s.non_finite = !std::isfinite(s.sum_squares);
+    return s;
+  }
+  void Scale(float* x, int64_t n, float factor) override {
+    cuda::LaunchScale(x, n, factor, stream_);
+  }
+  void ApplyOptimizerUpdate(const OptimizerUpdate& u) override {
+    cuda::LaunchOptimizerUpdate(u, stream_);
+  }
+
  private:
+  // The loss of every row, its totals (and the gradient when dlogits is set) on the device; the
+  // three totals are the only copy to the host.
+  CrossEntropyStats CrossEntropy(const float* logits, const int32_t* targets, float* lse,
+                                 void* dlogits, DType dlogits_dtype, int64_t rows, int64_t vocab,
+                                 float eps, int32_t pad, float grad_scale) {
+    CrossEntropyStats s;
+    if (rows <= 0) return s;
+    if (row_stats_rows_ < rows) {
+      cudaFree(row_stats_);
+      SF_CUDA_CHECK(cudaMalloc(&row_stats_, static_cast<size_t>(rows) * 2 * sizeof(double)));
+      row_stats_rows_ = rows;
+    }
+    CrossEntropyKernel<<<static_cast<unsigned>(rows), 512, 0, stream_>>>(
+        logits, targets, lse, row_stats_, dlogits, DTypeCode(dlogits_dtype), vocab, eps, pad,
+        grad_scale);
+    CrossEntropyTotalsKernel<<<1, 256, 0, stream_>>>(row_stats_, targets, rows, pad, ce_totals_);
+    double totals[3];
+    SF_CUDA_CHECK(cudaMemcpyAsync(totals, ce_totals_, sizeof(totals), cudaMemcpyDeviceToHost, stream_));
+    SF_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    s.loss = totals[0];
+    s.nll = totals[1];
+    s.tokens = static_cast<int64_t>(totals[2]);
+    return s;
+  }
+
+  struct Staging {
+    void* host = nullptr;  // pinned
+    size_t capacity = 0;
+    cudaEvent_t done = nullptr;
+    bool pending = false;
+  };
+
   static constexpr size_t kWorkspace = 32u << 20;
   int ordinal_;
   cudaStream_t stream_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;
   void* workspace_ = nullptr;
+  std::unique_ptr<CudaMemory> memory_;
+  std::unique_ptr<CachingAllocator> allocator_;
+  std::map<GemmKey, GemmPlan> gemm_plans_;
+  Staging staging_[2];
+  int next_staging_ = 0;
   double* row_stats_ = nullptr;
   int64_t row_stats_rows_ = 0;
-  std::vector<double> host_stats_;
-  std::vector<int32_t> host_targets_;
+  double* ce_totals_ = nullptr;
+  double* sum_scratch_ = nullptr;
 };
 
 }  // namespace
