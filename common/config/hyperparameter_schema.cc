@@ -46,11 +46,11 @@ HpSpec Enum(std::vector<std::string> options, Value def, std::string doc) {
 std::vector<std::pair<std::string, HpSpec>> BuildSchema() {
   constexpr double kInf = std::numeric_limits<double>::infinity();
   std::vector<std::pair<std::string, HpSpec>> s;
-  s.emplace_back("arch", Enum({"transformer", "transformer_tiny", "transformer_base"},
+  s.emplace_back("arch", Enum({"transformer", "transformer_tiny", "transformer_base", "transformer_big"},
                               "transformer",
                               "model architecture; the presets set d_model, heads, layers and "
                               "ffn_dim, which explicit values override"));
-  s.emplace_back("d_model", Int(8, 8192, Value(), "model width (preset: tiny 256, base 512)"));
+  s.emplace_back("d_model", Int(8, 8192, Value(), "model width (preset: tiny 256, base 512, big 1024)"));
   s.emplace_back("heads", Int(1, 128, Value(), "attention heads; must divide d_model"));
   s.emplace_back("encoder_layers", Int(1, 64, Value(), "encoder layers (tiny 3, base 6)"));
   s.emplace_back("decoder_layers", Int(1, 64, Value(), "decoder layers (tiny 3, base 6)"));
@@ -176,6 +176,10 @@ const std::map<std::string, Value::Map>& ArchPresets() {
       {"transformer_base",
        {{"d_model", 512}, {"heads", 8}, {"encoder_layers", 6}, {"decoder_layers", 6},
         {"ffn_dim", 2048}}},
+      // fairseq's transformer_vaswani_wmt_en_de_big.
+      {"transformer_big",
+       {{"d_model", 1024}, {"heads", 16}, {"encoder_layers", 6}, {"decoder_layers", 6},
+        {"ffn_dim", 4096}, {"dropout", 0.3}}},
   };
   return *presets;
 }

@@ -30,6 +30,17 @@ const std::vector<Preset>& Presets() {
          c.encoder_layers = 6;
          c.decoder_layers = 6;
        }},
+      // fairseq's transformer_vaswani_wmt_en_de_big (Vaswani et al. "big"): 1024 / 16 heads /
+      // 4096 / 6+6, dropout 0.3.
+      {"transformer_big",
+       [](TransformerConfig& c) {
+         c.d_model = 1024;
+         c.heads = 16;
+         c.ffn_dim = 4096;
+         c.encoder_layers = 6;
+         c.decoder_layers = 6;
+         c.dropout = 0.3f;
+       }},
   };
   return presets;
 }

@@ -1,5 +1,5 @@
 // Models by name (fairseq style). An architecture name ("transformer") or a preset
-// ("transformer_tiny", "transformer_base") plus hyperparameters gives a TransformerConfig.
+// ("transformer_tiny", "transformer_base", "transformer_big") plus hyperparameters gives a TransformerConfig.
 //
 // Hyperparameters arrive as strings keyed by their YAML name (arch, d_model, heads,
 // encoder_layers, decoder_layers, ffn_dim, dropout, attention_dropout, activation,
