@@ -26,16 +26,6 @@
 namespace sf {
 namespace {
 
-// Normwise relative error max|a-b| / max|b|.
-double RelErr(const float* a, const float* b, size_t n) {
-  double num = 0, den = 1e-30;
-  for (size_t i = 0; i < n; ++i) {
-    num = std::max(num, static_cast<double>(std::fabs(a[i] - b[i])));
-    den = std::max(den, static_cast<double>(std::fabs(b[i])));
-  }
-  return num / den;
-}
-
 class DeviceModelTest : public ::testing::TestWithParam<std::string> {
  protected:
   std::unique_ptr<Backend<float>> MakeDevice() {
@@ -82,7 +72,7 @@ TEST_P(DeviceModelTest, LogitsLossAndEveryGradientMatchTheCpuEngineInFp32) {
   const size_t nl = static_cast<size_t>(hb.batch * hb.tgt_len * c.tgt_vocab);
   std::vector<float> logits(nl);
   on_dev.logits_tensor().CopyToHost(logits.data());
-  const double logit_err = RelErr(logits.data(), on_cpu.logits(), nl);
+  const double logit_err = MaxRel(logits.data(), on_cpu.logits(), static_cast<int64_t>(nl));
   EXPECT_LE(logit_err, Tolerance(1e-4));
   on_cpu.Backward(1.0f);
   on_dev.Backward(1.0f);
@@ -94,8 +84,7 @@ TEST_P(DeviceModelTest, LogitsLossAndEveryGradientMatchTheCpuEngineInFp32) {
   std::string worst_name;
   for (size_t i = 0; i < sc.params().size(); ++i) {
     const ParamInfo& p = sc.params()[i];
-    const double e = RelErr(grads.data() + p.offset, sc.grad(static_cast<int>(i)),
-                            static_cast<size_t>(p.numel));
+    const double e = MaxRel(grads.data() + p.offset, sc.grad(static_cast<int>(i)), p.numel);
     if (e >= worst) {
       worst = e;
       worst_name = p.name;

@@ -143,15 +143,6 @@ class SingleThread {
   int saved_;
 };
 
-double MaxRel(const float* a, const float* b, int64_t n) {
-  double num = 0, den = 1e-30;
-  for (int64_t i = 0; i < n; ++i) {
-    num = std::max(num, static_cast<double>(std::fabs(a[i] - b[i])));
-    den = std::max(den, static_cast<double>(std::fabs(b[i])));
-  }
-  return num / den;
-}
-
 // Mixed precision keeps only compute-dtype copies of many activations and passes their fp32
 // values through shared scratch; comparing every gradient with fp32 checks that wiring, in
 // post-norm (ReLU) without dropout and in pre-norm (GELU) with both dropouts (the same masks in

@@ -1,7 +1,10 @@
 // Small seq2seq batches and a small model for engine tests: random tokens with ragged,
-// right-padded rows (fairseq's <pad> = 1, </s> = 2), in the engine's layout.
+// right-padded rows (fairseq's <pad> = 1, </s> = 2), in the engine's layout; and the normwise
+// error the model-level comparisons use.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -36,6 +39,16 @@ inline HostBatch RandomBatch(int64_t B, int64_t Ts, int64_t Tt, int64_t V, uint3
     }
   }
   return h;
+}
+
+// max |a - b| / max |b| over n elements: a normwise relative error.
+inline double MaxRel(const float* a, const float* b, int64_t n) {
+  double num = 0, den = 1e-30;
+  for (int64_t i = 0; i < n; ++i) {
+    num = std::max(num, static_cast<double>(std::fabs(a[i] - b[i])));
+    den = std::max(den, static_cast<double>(std::fabs(b[i])));
+  }
+  return num / den;
 }
 
 inline TransformerConfig SmallConfig() {
