@@ -2,11 +2,15 @@
 // one of them with `--slots auto` and the fake NVML (tests/agent/fake_nvml.cc: 2 GPUs, 80 GiB
 // each, 1 and 2 GiB in use, 40 % and 50 % busy), in a pool of its own. The GPUs register with
 // their UUIDs, names and memory, and the agent listing (REST, gRPC, `sf agent list` in text and
-// --json) shows each one's utilisation and memory in use from the agent's heartbeats. No trial
-// is scheduled onto the fake GPUs (a trainer would really try CUDA).
+// --json) shows each one's utilisation and memory in use from the agent's heartbeats.
+//
+// A trial scheduled onto the fake GPUs shows that the device comes from the slot: its trainer
+// gets CUDA_VISIBLE_DEVICES = the fake UUIDs, asks for a GPU (no hyperparameter says so), finds
+// none (there is no such GPU on any machine) and says so in the trial's logs.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <sstream>
 
 #include "common/subprocess.h"
@@ -144,6 +148,48 @@ TEST(GpuSlotsEndToEnd, AnAgentWithNvmlListsItsGpusWithUtilisationAndMemory) {
         return code == 200 && cuda0 && !cuda0->Find("usage");
       },
       seconds(30)));
+}
+
+TEST(GpuSlotsEndToEnd, ATrialOnGpuSlotsTrainsOnTheGpuItWasGiven) {
+  ClusterLayout layout;
+  layout.agent_slots = {"auto"};
+  layout.agent_flags = {{"--nvml-library", SF_FAKE_NVML_PATH, "--resource-pool", "gpu"}};
+  Cluster cluster(1, 1, layout);
+  ASSERT_FALSE(cluster.db().empty()) << "no PostgreSQL";
+  ASSERT_TRUE(cluster.WaitForAgents(1));
+  const int64_t exp = cluster.Submit(TinyExperiment(1, 20, 10, "on-gpu") +
+                                     "resources: {resource_pool: gpu, slots_per_trial: 1}\n");
+  ASSERT_GT(exp, 0);
+  int64_t trial = 0;
+  ASSERT_TRUE(cluster.WaitFor(
+      [&] {
+        const Value trials = cluster.Trials(exp);
+        if (!trials.is_list() || trials.as_list().empty()) return false;
+        trial = Id(trials.as_list()[0]);
+        return trial > 0;
+      },
+      seconds(60)));
+  // The trainer's refusal, with the device it was given, in the trial's logs.
+  std::string logs;
+  ASSERT_TRUE(cluster.WaitFor(
+      [&] {
+        auto [code, v] = cluster.Get("/api/v1/trials/" + std::to_string(trial) +
+                                     "/logs?search=no%20GPU%20is%20visible");
+        logs = v.ToJson();
+        return code == 200 && logs.find("device cuda:0: no GPU is visible") != std::string::npos;
+      },
+      seconds(90)))
+      << logs;
+  std::printf("trial %lld logs, device refusal: %s\n", static_cast<long long>(trial),
+              LineWith(logs, "no GPU is visible").substr(0, 300).c_str());
+  // It never trained on the CPU instead: no training metric was reported.
+  auto [mcode, metrics] = cluster.Get("/api/v1/trials/" + std::to_string(trial) + "/metrics?kind=training");
+  EXPECT_EQ(mcode, 200);
+  const Value* rows = metrics.Find("metrics");
+  EXPECT_TRUE(!rows || !rows->is_list() || rows->as_list().empty()) << metrics.ToJson();
+  // Each restart fails the same way; after max_restarts the experiment ends in ERROR.
+  EXPECT_TRUE(cluster.WaitForState(exp, "EXPERIMENT_STATE_ERROR", seconds(180)))
+      << cluster.ExperimentState(exp);
 }
 
 }  // namespace
