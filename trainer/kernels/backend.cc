@@ -51,8 +51,13 @@ void ApplyOptimizerUpdateOnHost(const OptimizerUpdate& u) {
       break;
     case UpdateRule::kRAdam:
       ForEachChunk(u, [&](int64_t b, int64_t e, bool decay) {
+        if (s.flag) {
 #pragma omp simd
-        for (int64_t i = b; i < e; ++i) RAdamElement(s, decay, p[i], g[i], m[i], v[i]);
+          for (int64_t i = b; i < e; ++i) RAdamStep<true>(s, decay, p[i], g[i], m[i], v[i]);
+        } else {
+#pragma omp simd
+          for (int64_t i = b; i < e; ++i) RAdamStep<false>(s, decay, p[i], g[i], m[i], v[i]);
+        }
       });
       break;
     case UpdateRule::kSgd:

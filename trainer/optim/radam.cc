@@ -63,8 +63,14 @@ class RAdam final : public Optimizer {
     float* __restrict v = state[1] + begin;
     const size_t n = end - begin;
     const bool decay = param.weight_decay;
+    // One loop per step kind, so that each vectorises.
+    if (s.flag) {
 #pragma omp simd
-    for (size_t i = 0; i < n; ++i) RAdamElement(s, decay, p[i], g[i], m[i], v[i]);
+      for (size_t i = 0; i < n; ++i) RAdamStep<true>(s, decay, p[i], g[i], m[i], v[i]);
+    } else {
+#pragma omp simd
+      for (size_t i = 0; i < n; ++i) RAdamStep<false>(s, decay, p[i], g[i], m[i], v[i]);
+    }
   }
 };
 

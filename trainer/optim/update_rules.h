@@ -54,9 +54,12 @@ enum { kBeta1, kOneMinusBeta1, kBeta2, kOneMinusBeta2, kBc1, kLr, kBc2Sqrt, kRec
        kShrink };
 }  // namespace radam_rule
 
-// torch.optim.RAdam: the rectified adaptive step when s.flag, the un-adapted momentum step before.
-SF_HOST_DEVICE inline void RAdamElement(const UpdateScalars& s, bool decay, float& p, float g, float& m,
-                                 float& v) {
+// torch.optim.RAdam: the rectified adaptive step (Rectified, s.flag set) or the un-adapted
+// momentum step before it. The step kind is a template parameter so CPU loops over one kind
+// vectorise; RAdamElement picks it from s.flag.
+template <bool Rectified>
+SF_HOST_DEVICE inline void RAdamStep(const UpdateScalars& s, bool decay, float& p, float g, float& m,
+                                     float& v) {
   using namespace radam_rule;
   const float pi = p * (decay ? s.a[kShrink] : 1.0f);
   const float gi = fmaf(decay ? s.a[kL2] : 0.0f, pi, g);
@@ -64,11 +67,20 @@ SF_HOST_DEVICE inline void RAdamElement(const UpdateScalars& s, bool decay, floa
   const float vi = fmaf(s.a[kOneMinusBeta2] * gi, gi, v * s.a[kBeta2]);
   m = mi;
   v = vi;
-  if (s.flag) {
+  if (Rectified) {
     const float adaptive = (1.0f / (sqrtf(vi) + s.a[kEps])) * s.a[kBc2Sqrt];
     p = pi - (mi / s.a[kBc1]) * s.a[kLr] * adaptive * s.a[kRect];
   } else {
     p = pi - (mi / s.a[kBc1]) * s.a[kLr];
+  }
+}
+
+SF_HOST_DEVICE inline void RAdamElement(const UpdateScalars& s, bool decay, float& p, float g,
+                                        float& m, float& v) {
+  if (s.flag) {
+    RAdamStep<true>(s, decay, p, g, m, v);
+  } else {
+    RAdamStep<false>(s, decay, p, g, m, v);
   }
 }
 
