@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Packs what a lent GPU machine needs to run Steadfast's GPU checks, for the `device` tool.
+#
+#   bench/gpu_bundle.sh [BUILD_DIR]     -> .gpu-bundle/ (bundle.tar.xz + run.sh)
+#
+# The GPU machines lent to sessions have CUDA 13, PyTorch and a driver, but none of Debian's
+# libraries the engine links (oneDNN, gRPC, Protobuf, Open MPI, ...) and no package registry. So
+# the binaries are built here (SF_CUDA=ON) and travel with every shared library they load except
+# the C runtime (libc, libm, libstdc++, libgcc_s, ld-linux) and CUDA's own (libcudart,
+# libcublasLt, libnccl, libnvidia-ml: the machine's are used). The bundle is a compressed tar
+# (oneDNN alone is 40 MB) so it stays under the tool's 64 MiB.
+#
+# On the machine (the device tool's `run`, carry [".gpu-bundle"]):
+#   bash .gpu-bundle/run.sh          # all checks; logs and the table under $OUT (or ./gpu-out)
+#   STEPS=10 ARCHS=transformer_base bash .gpu-bundle/run.sh bench
+# run.sh runs: nvidia-smi; the CUDA kernel, device-model and device-residency tests (the cuda
+# cases must not skip there); the NCCL communicator test; sf-agent's slot detection through the
+# real NVML; and bench/trainer_vs_pytorch_gpu.sh. Add `.gpu-bundle/` to .git/info/exclude.
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+build="$(cd "${1:-$root/build}" && pwd)"
+out="$root/.gpu-bundle"
+grep -q "^SF_CUDA:BOOL=ON" "$build/CMakeCache.txt" ||
+  { echo "$build is not an SF_CUDA=ON build" >&2; exit 2; }
+
+bins=(trainer/sf-trainer agent/sf-agent tests/trainer/engine_kernels_test
+      tests/trainer/engine_device_model_test tests/trainer/engine_device_residency_test)
+[[ -x "$build/tests/trainer/dist/dist_nccl_test" ]] && bins+=(tests/trainer/dist/dist_nccl_test)
+stage="$(mktemp -d)"
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/bin" "$stage/lib" "$stage/bench"
+for b in "${bins[@]}"; do
+  [[ -x "$build/$b" ]] || { echo "missing $build/$b (build it first)" >&2; exit 2; }
+  cp "$build/$b" "$stage/bin/"
+done
+# Every shared library they load, minus the C runtime and CUDA's.
+skip='^(libc|libm|libstdc\+\+|libgcc_s|ld-linux-x86-64|libcudart|libcublas|libcublasLt|libnccl|libnvidia-ml|libcuda|libdl|libpthread|librt)\.so'
+for b in "$stage"/bin/*; do
+  ldd "$b" | awk '/=> \//{print $1, $3}'
+done | sort -u | while read -r name path; do
+  [[ "$name" =~ $skip ]] && continue
+  cp -L "$path" "$stage/lib/$name"
+done
+cp "$here/trainer_vs_pytorch_gpu.sh" "$here/pytorch_transformer_bench.py" "$stage/bench/"
+mkdir -p "$stage/bench/build/trainer"
+ln -s ../../../bin/sf-trainer "$stage/bench/build/trainer/sf-trainer"
+
+rm -rf "$out"
+mkdir -p "$out"
+tar -C "$stage" -cJf "$out/bundle.tar.xz" .
+cat > "$out/run.sh" <<'RUN'
+#!/usr/bin/env bash
+# Unpacks the bundle and runs the GPU checks (see bench/gpu_bundle.sh). Argument: "all"
+# (default), "tests" or "bench".
+set -uo pipefail
+what="${1:-all}"
+here="$(cd "$(dirname "$0")" && pwd)"
+out="${OUT:-$PWD/gpu-out}"
+mkdir -p "$out"
+dir="$(mktemp -d)"
+tar -C "$dir" -xJf "$here/bundle.tar.xz"
+cuda_lib=""
+for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib; do
+  [[ -e "$d/libcublasLt.so.13" || -e "$d/libcudart.so.13" ]] && cuda_lib="$d:$cuda_lib"
+done
+# CUDA's libraries also come with PyTorch's wheels (nvidia-*), where the toolkit lacks them.
+for d in $(python3 - <<'PY' 2>/dev/null
+import glob, os, site
+for s in site.getsitepackages():
+    for lib in glob.glob(os.path.join(s, "nvidia", "*", "lib")):
+        print(lib)
+PY
+); do cuda_lib="$cuda_lib$d:"; done
+export LD_LIBRARY_PATH="$dir/lib:${cuda_lib}${LD_LIBRARY_PATH:-}"
+status=0
+{
+  nvidia-smi || true
+  echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+  for b in "$dir"/bin/*; do echo "== ldd $(basename "$b")"; ldd "$b" | grep -E "not found|cuda|cublas|nccl" || true; done
+} > "$out/environment.txt" 2>&1
+if [[ "$what" == all || "$what" == tests ]]; then
+  for t in engine_kernels_test engine_device_model_test engine_device_residency_test dist_nccl_test; do
+    [[ -x "$dir/bin/$t" ]] || continue
+    (cd "$dir" && "$dir/bin/$t" --gtest_color=no) > "$out/$t.log" 2>&1 || status=1
+    echo "$t: $(grep -E '^\[  (PASSED  |FAILED  |SKIPPED )\] [0-9]+ test' "$out/$t.log" | tr '\n' ' ')"
+    grep -E '^\[  FAILED  \] [A-Z]' "$out/$t.log" | sort -u | head -20
+  done
+  mkdir -p "$dir/agent-work"
+  timeout 20 "$dir/bin/sf-agent" --slots auto --master 127.0.0.1:1 --work-dir "$dir/agent-work" \
+    > "$out/agent_slots.log" 2>&1 || true
+  echo "sf-agent: $(grep -E 'cuda_device|no_cuda_devices' "$out/agent_slots.log" | head -4 | tr '\n' ' ')"
+fi
+if [[ "$what" == all || "$what" == bench ]]; then
+  (cd "$dir/bench" && bash ./trainer_vs_pytorch_gpu.sh "$dir/bench/build") > "$out/bench.log" 2>&1 || status=1
+  tail -8 "$out/bench.log"
+fi
+exit $status
+RUN
+chmod +x "$out/run.sh"
+du -sh "$out"/*
+echo "carry .gpu-bundle and run: bash .gpu-bundle/run.sh"
