@@ -13,7 +13,6 @@
 #include "common/command_line.h"
 
 #include "trainer/core/cpu_features.h"
-#include "trainer/kernels/cpu/cpu_backend.h"
 #include "trainer/models/registry.h"
 #include "trainer/run/device_select.h"
 #include "trainer/run/train_step.h"

@@ -20,7 +20,6 @@
 #include "common/tls_files.h"
 #include "trainer/core/dtype.h"
 #include "trainer/dist/mpi_communicator.h"
-#include "trainer/kernels/cpu/cpu_backend.h"
 #include "trainer/models/transformer.h"
 #include "trainer/optim/lr_schedule.h"
 #include "trainer/run/checkpoint.h"

@@ -20,7 +20,6 @@
 #include "trainer/data/translation_data.h"
 #include "trainer/dist/grad_reducer.h"
 #include "trainer/eval/bleu.h"
-#include "trainer/kernels/cpu/cpu_backend.h"
 #include "trainer/models/translator.h"
 #include "trainer/optim/lr_schedule.h"
 #include "trainer/run/checkpoint.h"

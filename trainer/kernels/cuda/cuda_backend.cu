@@ -13,7 +13,6 @@
 #include <cstring>
 #include <map>
 #include <tuple>
-#include <vector>
 
 #include "trainer/kernels/cuda/multi_tensor.h"
 
@@ -320,6 +319,15 @@ __device__ MaxSum BlockMaxSum(MaxSum v) {
   return total;
 }
 
+// The loss gradient of logit v of a row with target t, log-sum-exp lse (backend.h's
+// CrossEntropyBackward): 0 for a padding target.
+// eps_i = eps / (V-1), on_target = 1 - eps - eps_i.
+__device__ float LossGradient(float z, float lse, int64_t v, int32_t t, int32_t pad, float eps_i,
+                              float on_target, float grad_scale) {
+  if (t == pad) return 0.0f;
+  return grad_scale * (expf(z - lse) - eps_i - (v == t ? on_target : 0.0f));
+}
+
 // One block per row: lse[r], and the row's (loss, nll) in row_stats (0 for padding). When
 // dlogits is not null, also the loss gradient of the row (CrossEntropyBackward's formula) in
 // the same launch, while the row is in L2: the row is read twice in all.
@@ -356,14 +364,15 @@ __global__ void CrossEntropyKernel(const float* logits, const int32_t* targets, 
   const float lf = static_cast<float>(l);
   const float eps_f = eps / static_cast<float>(vocab - 1);
   const float on_target = 1.0f - eps - eps_f;
-  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) {
-    float g = 0;
-    if (t != pad) g = grad_scale * (expf(z[v] - lf) - eps_f - (v == t ? on_target : 0.0f));
-    StoreAs(dlogits, dtype, r * vocab + v, g);
-  }
+  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x)
+    StoreAs(dlogits, dtype, r * vocab + v,
+            LossGradient(z[v], lf, v, t, pad, eps_f, on_target, grad_scale));
 }
 
-// stats[0..2] = (Σ loss, Σ nll, non-pad count) over the rows, in a fixed order.
+constexpr int kTotalsThreads = 256;
+
+// stats[0..2] = (Σ loss, Σ nll, non-pad count) over the rows, in a fixed order (one block of
+// kTotalsThreads).
 __global__ void CrossEntropyTotalsKernel(const double* row_stats, const int32_t* targets,
                                          int64_t rows, int32_t pad, double* stats) {
   double loss = 0, nll = 0, count = 0;
@@ -373,7 +382,7 @@ __global__ void CrossEntropyTotalsKernel(const double* row_stats, const int32_t*
     nll += row_stats[2 * r + 1];
     count += 1;
   }
-  __shared__ double part[3][1024];
+  __shared__ double part[3][kTotalsThreads];
   part[0][threadIdx.x] = loss;
   part[1][threadIdx.x] = nll;
   part[2][threadIdx.x] = count;
@@ -397,13 +406,11 @@ __global__ void CrossEntropyBackwardKernel(const float* logits, const float* lse
   const int64_t r = blockIdx.x;
   const float eps_i = eps / static_cast<float>(vocab - 1);
   const float on_target = 1.0f - eps - eps_i;
-  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) {
-    const int64_t i = r * vocab + v;
-    float g = 0;
-    if (targets[r] != pad)
-      g = grad_scale * (expf(logits[i] - lse[r]) - eps_i - (v == targets[r] ? on_target : 0.0f));
-    StoreAs(dlogits, dtype, i, g);
-  }
+  const int32_t t = targets[r];
+  const float l = lse[r];
+  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x)
+    StoreAs(dlogits, dtype, r * vocab + v,
+            LossGradient(logits[r * vocab + v], l, v, t, pad, eps_i, on_target, grad_scale));
 }
 
 // Device memory of one GPU for CachingAllocator: cudaMalloc blocks; zeroing and copies are
@@ -753,7 +760,7 @@ class CudaBackend final : public Backend<float> {
     CrossEntropyKernel<<<static_cast<unsigned>(rows), 512, 0, stream_>>>(
         logits, targets, lse, row_stats_, dlogits, DTypeCode(dlogits_dtype), vocab, eps, pad,
         grad_scale);
-    CrossEntropyTotalsKernel<<<1, 256, 0, stream_>>>(row_stats_, targets, rows, pad, ce_totals_);
+    CrossEntropyTotalsKernel<<<1, kTotalsThreads, 0, stream_>>>(row_stats_, targets, rows, pad, ce_totals_);
     double totals[3];
     SF_CUDA_CHECK(cudaMemcpyAsync(totals, ce_totals_, sizeof(totals), cudaMemcpyDeviceToHost, stream_));
     SF_CUDA_CHECK(cudaStreamSynchronize(stream_));

@@ -175,6 +175,7 @@ function GpuTable({ rows }: { rows: { agent: Agent; slot: Slot }[] }) {
           {rows.map(({ agent, slot }) => {
             const u = slot.usage;
             const why = !agent.connected ? 'agent disconnected' : 'no sample: NVML gave no reading for this GPU';
+            const total = slot.memoryTotalBytes > 0 ? formatBytes(slot.memoryTotalBytes) : '?';
             return (
               <tr key={`${agent.id}/${slot.id}`} data-testid="gpu-row" data-agent={agent.id} data-slot={slot.id}>
                 <td>{agent.id}</td>
@@ -185,9 +186,9 @@ function GpuTable({ rows }: { rows: { agent: Agent; slot: Slot }[] }) {
                 </td>
                 <td data-label="Memory used" data-testid="gpu-memory">
                   {u ? (
-                    <ProgressBar done={u.memoryUsedBytes} total={slot.memoryTotalBytes} label={`Memory of ${slot.id}`} text={`${formatBytes(u.memoryUsedBytes)} / ${slot.memoryTotalBytes > 0 ? formatBytes(slot.memoryTotalBytes) : '?'}`} />
+                    <ProgressBar done={u.memoryUsedBytes} total={slot.memoryTotalBytes} label={`Memory of ${slot.id}`} text={`${formatBytes(u.memoryUsedBytes)} / ${total}`} />
                   ) : (
-                    <span className="muted" title={why}>– / {slot.memoryTotalBytes > 0 ? formatBytes(slot.memoryTotalBytes) : '?'}</span>
+                    <span className="muted" title={why}>– / {total}</span>
                   )}
                 </td>
                 <td data-label="Utilization" data-testid="gpu-util" title={u?.sampleTime ? `sampled ${formatDateTime(u.sampleTime)}` : why}>
