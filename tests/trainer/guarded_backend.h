@@ -9,8 +9,8 @@
 //   - an op given a host pointer (a buffer the training loop forgot to stage) aborts with the
 //     op's name, since every pointer argument must lie in the arena.
 // Otherwise it computes exactly what CpuBackend computes (it forwards every op to one), and the
-// multi-tensor ops run their host defaults (Backend::SumSquares, Scale, ApplyOptimizerUpdate),
-// the same code the device path uses; so a guarded run must equal a plain CPU run.
+// multi-tensor ops run their host defaults (Backend::SumSquares, Scale, ApplyOptimizerUpdate,
+// BeamScores), the same code the device path uses; so a guarded run must equal a plain CPU run.
 //
 // Test-only. Thread safety: one training loop, like any backend.
 #pragma once
@@ -254,6 +254,11 @@ class GuardedBackend final : public Backend<float> {
   void ApplyOptimizerUpdate(const OptimizerUpdate& u) override {
     Check("ApplyOptimizerUpdate", u.values, u.grads, u.state[0], u.state[1], u.chunks);
     Run([&] { Backend<float>::ApplyOptimizerUpdate(u); });
+  }
+  void BeamScores(const float* logits, const float* base, const BeamScoresArgs& args,
+                  float* top_scores, int32_t* top_tokens, float* eos_scores) override {
+    Check("BeamScores", logits, base, top_scores, top_tokens, eos_scores);
+    Run([&] { Backend<float>::BeamScores(logits, base, args, top_scores, top_tokens, eos_scores); });
   }
 
   // Number of ops run so far.

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "trainer/core/allocator.h"
@@ -551,6 +552,80 @@ TEST_P(KernelTest, SumSquaresAndScaleMatchTheirDefinitions) {
     z[n - 3] = bad;
     EXPECT_TRUE(be().SumSquares(st().In(z), n).non_finite) << bad;
   }
+}
+
+// Beam search's scoring (Backend::BeamScores) against its definition computed here in double:
+// log-softmax plus the row's base, the k best tokens by score with ties to the lower token,
+// banned tokens and -inf scores left out, and the EOS score.
+TEST_P(KernelTest, BeamScoresPickEachRowsBestContinuations) {
+  constexpr float kNegInf = -INFINITY;
+  const int64_t vocab = 1003, k = 10;
+  const int64_t rows = 5;
+  std::vector<float> z = Random(rows * vocab, 43, -6, 6);
+  std::vector<float> base = {0.0f, -3.5f, kNegInf, -1.25f, -0.5f};
+  for (int64_t v = 0; v < vocab; ++v) z[3 * vocab + v] = 0.75f;  // row 3: every score ties
+  for (int64_t v = 0; v < vocab; v += 3) z[4 * vocab + v] = kNegInf;  // row 4: masked tokens
+  z[4 * vocab + 700] = 9.0f;
+  BeamScoresArgs args;
+  args.rows = rows;
+  args.vocab = vocab;
+  args.k = k;
+  args.banned[0] = 1;
+  args.banned[1] = 0;
+  args.eos = 2;
+  float* top_s = st().Out<float>(rows * k);
+  int32_t* top_t = st().Out<int32_t>(rows * k);
+  float* eos_s = st().Out<float>(rows);
+  be().BeamScores(st().In(z), st().In(base), args, top_s, top_t, eos_s);
+  const auto got_s = st().Get(top_s, rows * k);
+  const auto got_t = st().Get(top_t, rows * k);
+  const auto got_eos = st().Get(eos_s, rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    double mx = -INFINITY, sum = 0;
+    for (int64_t v = 0; v < vocab; ++v) mx = std::max(mx, static_cast<double>(z[r * vocab + v]));
+    for (int64_t v = 0; v < vocab; ++v) sum += std::exp(z[r * vocab + v] - mx);
+    const double lse = mx + std::log(sum);
+    std::vector<std::pair<double, int32_t>> all;
+    for (int64_t v = 0; v < vocab; ++v) {
+      const double sc = base[r] + (z[r * vocab + v] - lse);
+      if (v == 0 || v == 1 || sc == -INFINITY) continue;
+      all.emplace_back(sc, static_cast<int32_t>(v));
+    }
+    std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
+      return a.first > b.first || (a.first == b.first && a.second < b.second);
+    });
+    for (int64_t i = 0; i < k; ++i) {
+      if (i < static_cast<int64_t>(all.size())) {
+        EXPECT_EQ(got_t[r * k + i], all[i].second) << "row " << r << " place " << i;
+        EXPECT_NEAR(got_s[r * k + i], all[i].first, 1e-5) << "row " << r << " place " << i;
+      } else {
+        EXPECT_EQ(got_t[r * k + i], -1) << "row " << r << " place " << i;
+        EXPECT_EQ(got_s[r * k + i], kNegInf) << "row " << r << " place " << i;
+      }
+    }
+    const double want_eos = base[r] + (z[r * vocab + 2] - lse);
+    if (base[r] == kNegInf) {
+      EXPECT_EQ(got_eos[r], kNegInf);
+    } else {
+      EXPECT_NEAR(got_eos[r], want_eos, 1e-5) << "row " << r;
+    }
+  }
+  // Row 3's ties go to the lowest tokens, the banned 0 and 1 skipped; row 2 (base -inf) has none.
+  EXPECT_EQ(got_t[3 * k], 2);
+  EXPECT_EQ(got_t[3 * k + k - 1], 11);
+  EXPECT_EQ(got_t[2 * k], -1);
+  EXPECT_EQ(got_t[4 * k], 700);
+
+  // Fewer allowed tokens than k: the rest is padding.
+  BeamScoresArgs small = args;
+  small.rows = 1;
+  small.vocab = 4;
+  const std::vector<float> z4 = {0.5f, 2.0f, -1.0f, 1.0f};
+  be().BeamScores(st().In(z4), st().In(std::vector<float>{0.0f}), small, top_s, top_t, eos_s);
+  const auto t4 = st().Get(top_t, k);
+  EXPECT_EQ(t4[0], 3);
+  EXPECT_EQ(t4[1], 2);
+  for (int64_t i = 2; i < k; ++i) EXPECT_EQ(t4[i], -1) << i;
 }
 
 // The fused device update (Optimizer::PlaceOn -> Backend::ApplyOptimizerUpdate) against the

@@ -1,6 +1,9 @@
 #include "trainer/kernels/backend.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
+#include <vector>
 
 #include "trainer/kernels/cpu/cpu_backend.h"
 
@@ -29,7 +32,63 @@ void ForEachChunk(const OptimizerUpdate& u, Fn&& fn) {
   }
 }
 
+template <typename T>
+void BeamScoresImpl(const T* logits, const float* base, const BeamScoresArgs& a, float* top_scores,
+                    int32_t* top_tokens, float* eos_scores) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  struct Cand {
+    float score;
+    int32_t token;
+  };
+  // Heap order: the worst kept candidate on top (lower score, or equal score and higher token).
+  auto better = [](const Cand& x, const Cand& y) {
+    return x.score > y.score || (x.score == y.score && x.token < y.token);
+  };
+#pragma omp parallel for schedule(static) if (a.rows > 1)
+  for (int64_t r = 0; r < a.rows; ++r) {
+    const T* z = logits + r * a.vocab;
+    float mx = kNegInf;
+    for (int64_t v = 0; v < a.vocab; ++v) mx = std::max(mx, static_cast<float>(z[v]));
+    double sum = 0;
+    for (int64_t v = 0; v < a.vocab; ++v) sum += std::exp(static_cast<double>(static_cast<float>(z[v]) - mx));
+    const float lse = mx + static_cast<float>(std::log(sum));
+    const float b = base[r];
+    std::vector<Cand> top;
+    top.reserve(static_cast<size_t>(a.k));
+    for (int64_t v = 0; v < a.vocab && a.k > 0; ++v) {
+      if (v == a.banned[0] || v == a.banned[1]) continue;
+      const float lp = static_cast<float>(z[v]) - lse;
+      const Cand c{b + lp, static_cast<int32_t>(v)};
+      if (c.score == kNegInf) continue;
+      if (static_cast<int64_t>(top.size()) < a.k) {
+        top.push_back(c);
+        std::push_heap(top.begin(), top.end(), better);
+      } else if (better(c, top.front())) {
+        std::pop_heap(top.begin(), top.end(), better);
+        top.back() = c;
+        std::push_heap(top.begin(), top.end(), better);
+      }
+    }
+    std::sort(top.begin(), top.end(), better);
+    for (int64_t i = 0; i < a.k; ++i) {
+      const bool have = i < static_cast<int64_t>(top.size());
+      top_scores[r * a.k + i] = have ? top[i].score : kNegInf;
+      top_tokens[r * a.k + i] = have ? top[i].token : -1;
+    }
+    eos_scores[r] = b + (static_cast<float>(z[a.eos]) - lse);
+  }
+}
+
 }  // namespace
+
+void BeamScoresOnHost(const float* logits, const float* base, const BeamScoresArgs& args,
+                      float* top_scores, int32_t* top_tokens, float* eos_scores) {
+  BeamScoresImpl(logits, base, args, top_scores, top_tokens, eos_scores);
+}
+void BeamScoresOnHost(const double* logits, const float* base, const BeamScoresArgs& args,
+                      float* top_scores, int32_t* top_tokens, float* eos_scores) {
+  BeamScoresImpl(logits, base, args, top_scores, top_tokens, eos_scores);
+}
 
 VectorStats SumSquaresOnHost(const float* x, int64_t n) { return SumSquaresImpl(x, n); }
 VectorStats SumSquaresOnHost(const double* x, int64_t n) { return SumSquaresImpl(x, n); }

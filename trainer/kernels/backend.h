@@ -89,6 +89,18 @@ VectorStats SumSquaresOnHost(const float* x, int64_t n);
 VectorStats SumSquaresOnHost(const double* x, int64_t n);
 void ApplyOptimizerUpdateOnHost(const OptimizerUpdate& u);
 
+// Beam search's scoring of one decoding step (Backend::BeamScores below), on host memory.
+struct BeamScoresArgs {
+  int64_t rows = 0, vocab = 0;
+  int64_t k = 0;                       // continuations kept per row
+  int32_t banned[2] = {-1, -1};        // tokens never generated (<pad>, <bos>); -1: none
+  int32_t eos = 2;
+};
+void BeamScoresOnHost(const float* logits, const float* base, const BeamScoresArgs& args,
+                      float* top_scores, int32_t* top_tokens, float* eos_scores);
+void BeamScoresOnHost(const double* logits, const float* base, const BeamScoresArgs& args,
+                      float* top_scores, int32_t* top_tokens, float* eos_scores);
+
 template <typename T>
 class Backend {
  public:
@@ -142,6 +154,19 @@ class Backend {
   }
   // The fused optimizer update described at OptimizerUpdate (T = float backends only).
   virtual void ApplyOptimizerUpdate(const OptimizerUpdate& u) { ApplyOptimizerUpdateOnHost(u); }
+
+  // Beam search's scoring of one decoding step. For each row r of logits [rows, vocab]:
+  //   lse_r = max_v z_rv + log Σ_v exp(z_rv - max) (the sum in double), lp_rv = z_rv - lse_r,
+  //   score_rv = base[r] + lp_rv.
+  // top_tokens / top_scores [rows, k] get the row's k best tokens by score (descending; equal
+  // scores: the lower token first), leaving out the banned tokens and scores of -inf (so a row
+  // whose base is -inf has none); unfilled places get token -1 and score -inf. eos_scores[r] =
+  // score_r,eos. All pointers are on the backend's device; the host definition is
+  // BeamScoresOnHost, which a device backend must match up to the rounding of lse.
+  virtual void BeamScores(const T* logits, const float* base, const BeamScoresArgs& args,
+                          float* top_scores, int32_t* top_tokens, float* eos_scores) {
+    BeamScoresOnHost(logits, base, args, top_scores, top_tokens, eos_scores);
+  }
 
   // Every GemmOperand marked `constant` may have changed (call after an optimizer step or a
   // weight load): backends drop or refresh their pre-packed copies.

@@ -328,6 +328,82 @@ __device__ float LossGradient(float z, float lse, int64_t v, int32_t t, int32_t 
   return grad_scale * (expf(z - lse) - eps_i - (v == t ? on_target : 0.0f));
 }
 
+// Backend::BeamScores: one block of kThreads per row. lse as BeamScoresOnHost computes it (max,
+// then Σ exp in double, tree-reduced in a fixed order), then k rounds of a block-wide arg-max,
+// each over the candidates that rank after the previous round's pick (score descending, token
+// ascending), so ties resolve as on the host.
+__global__ void BeamScoresKernel(const float* logits, const float* base, int64_t vocab, int64_t k,
+                                 int32_t ban0, int32_t ban1, int32_t eos, float* top_scores,
+                                 int32_t* top_tokens, float* eos_scores) {
+  __shared__ double dred[kThreads];
+  __shared__ float fred[kThreads];
+  __shared__ int32_t tred[kThreads];
+  const int64_t r = blockIdx.x;
+  const int tid = threadIdx.x;
+  const float* z = logits + r * vocab;
+  const float neg_inf = -INFINITY;
+  float mx = neg_inf;
+  for (int64_t v = tid; v < vocab; v += kThreads) mx = fmaxf(mx, z[v]);
+  fred[tid] = mx;
+  __syncthreads();
+  for (int s = kThreads / 2; s > 0; s >>= 1) {
+    if (tid < s) fred[tid] = fmaxf(fred[tid], fred[tid + s]);
+    __syncthreads();
+  }
+  mx = fred[0];
+  double sum = 0;
+  for (int64_t v = tid; v < vocab; v += kThreads) sum += exp(static_cast<double>(z[v] - mx));
+  dred[tid] = sum;
+  __syncthreads();
+  for (int s = kThreads / 2; s > 0; s >>= 1) {
+    if (tid < s) dred[tid] += dred[tid + s];
+    __syncthreads();
+  }
+  const float lse = mx + static_cast<float>(log(dred[0]));
+  const float b = base[r];
+  float prev_score = INFINITY;
+  int32_t prev_token = -1;
+  for (int64_t i = 0; i < k; ++i) {
+    __syncthreads();  // the previous round's readers of fred/tred are done
+    float best = neg_inf;
+    int32_t best_token = -1;
+    if (prev_token >= 0 || i == 0) {
+      for (int64_t v = tid; v < vocab; v += kThreads) {
+        if (v == ban0 || v == ban1) continue;
+        const float sc = b + (z[v] - lse);
+        if (!(sc > neg_inf)) continue;
+        const int32_t tv = static_cast<int32_t>(v);
+        if (!(sc < prev_score || (sc == prev_score && tv > prev_token))) continue;
+        if (best_token < 0 || sc > best || (sc == best && tv < best_token)) {
+          best = sc;
+          best_token = tv;
+        }
+      }
+    }
+    fred[tid] = best;
+    tred[tid] = best_token;
+    __syncthreads();
+    for (int s = kThreads / 2; s > 0; s >>= 1) {
+      if (tid < s) {
+        const float os = fred[tid + s];
+        const int32_t ot = tred[tid + s];
+        if (ot >= 0 && (tred[tid] < 0 || os > fred[tid] || (os == fred[tid] && ot < tred[tid]))) {
+          fred[tid] = os;
+          tred[tid] = ot;
+        }
+      }
+      __syncthreads();
+    }
+    prev_score = fred[0];
+    prev_token = tred[0];
+    if (tid == 0) {
+      top_scores[r * k + i] = prev_token >= 0 ? prev_score : neg_inf;
+      top_tokens[r * k + i] = prev_token;
+    }
+  }
+  if (tid == 0) eos_scores[r] = b + (z[eos] - lse);
+}
+
 // One block per row: lse[r], and the row's (loss, nll) in row_stats (0 for padding). When
 // dlogits is not null, also the loss gradient of the row (CrossEntropyBackward's formula) in
 // the same launch, while the row is in L2: the row is read twice in all.
@@ -482,12 +558,7 @@ class CudaBackend final : public Backend<float> {
   }
   ~CudaBackend() override {
     cudaStreamSynchronize(stream_);
-    for (auto& [key, plan] : gemm_plans_) {
-      cublasLtMatrixLayoutDestroy(plan.la);
-      cublasLtMatrixLayoutDestroy(plan.lb);
-      cublasLtMatrixLayoutDestroy(plan.lc);
-      cublasLtMatmulDescDestroy(plan.op);
-    }
+    DropGemmPlans();
     for (Staging& st : staging_) {
       cudaFreeHost(st.host);
       cudaEventDestroy(st.done);
@@ -551,11 +622,26 @@ class CudaBackend final : public Backend<float> {
                       batch > 1 ? stride_c : 0, static_cast<int>(a.dtype),
                       a.transposed ? 1 : 0, b.transposed ? 1 : 0};
     auto it = gemm_plans_.find(key);
-    if (it == gemm_plans_.end()) it = gemm_plans_.emplace(key, PlanGemm(key, a.dtype)).first;
+    if (it == gemm_plans_.end()) {
+      // Beam search meets a new shape at each decoding length and batch size: keep the cache
+      // bounded (a training step uses a few dozen shapes, re-planned after a clear).
+      if (gemm_plans_.size() >= kMaxGemmPlans) DropGemmPlans();
+      it = gemm_plans_.emplace(key, PlanGemm(key, a.dtype)).first;
+    }
     const GemmPlan& plan = it->second;
     SF_CUBLAS_CHECK(cublasLtMatmul(lt_, plan.op, &alpha, b.data, plan.la, a.data, plan.lb, &beta,
                                    c, plan.lc, c, plan.lc, &plan.algo, workspace_, kWorkspace,
                                    stream_));
+  }
+
+  void DropGemmPlans() {
+    for (auto& [key, plan] : gemm_plans_) {
+      cublasLtMatrixLayoutDestroy(plan.la);
+      cublasLtMatrixLayoutDestroy(plan.lb);
+      cublasLtMatrixLayoutDestroy(plan.lc);
+      cublasLtMatmulDescDestroy(plan.op);
+    }
+    gemm_plans_.clear();
   }
 
   // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLASLt's first operand is
@@ -599,6 +685,14 @@ class CudaBackend final : public Backend<float> {
     }
     plan.algo = heuristic.algo;
     return plan;
+  }
+
+  void BeamScores(const float* logits, const float* base, const BeamScoresArgs& args,
+                  float* top_scores, int32_t* top_tokens, float* eos_scores) override {
+    if (args.rows > 0)
+      BeamScoresKernel<<<static_cast<unsigned>(args.rows), kThreads, 0, stream_>>>(
+          logits, base, args.vocab, args.k, args.banned[0], args.banned[1], args.eos, top_scores,
+          top_tokens, eos_scores);
   }
 
   void Cast(const float* x, void* y, DType to, int64_t n) override {
@@ -778,6 +872,7 @@ class CudaBackend final : public Backend<float> {
   };
 
   static constexpr size_t kWorkspace = 32u << 20;
+  static constexpr size_t kMaxGemmPlans = 4096;
   int ordinal_;
   cudaStream_t stream_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;
