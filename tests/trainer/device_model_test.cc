@@ -1,6 +1,6 @@
 // The whole model on a device backend against the CPU engine: logits, loss and every gradient
-// of one micro-batch (fp32), 200 bf16 steps of a copy task, and checkpoints moving between the
-// device and the CPU. Runs on "guarded" (the CPU kernels behind the device-resident path, so it
+// of one micro-batch (fp32), 200 bf16 steps of a copy task, checkpoints moving between the
+// device and the CPU, and beam search on the device against the host search. Runs on "guarded" (the CPU kernels behind the device-resident path, so it
 // must agree exactly) everywhere, and on "cuda" where a GPU is visible (skipped otherwise).
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -15,6 +15,7 @@
 #include "tests/trainer/guarded_backend.h"
 #include "tests/trainer/seq2seq_batches.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
+#include "trainer/models/translator.h"
 #include "trainer/optim/loss_scaler.h"
 #include "trainer/optim/optimizer.h"
 #include "trainer/run/model_setup.h"
@@ -186,6 +187,71 @@ TEST_P(DeviceModelTest, CheckpointsResumeAcrossDevices) {
       EXPECT_NEAR(b->loss, a->loss, Tolerance(1e-4) * a->loss) << "step " << s;
     }
   }
+}
+
+// Beam search on the device (DeviceDecoder: every op on the backend, only tokens and each row's
+// best continuations crossing to the host) against the host search (Translator on a CPU model)
+// with the same weights: the same hypotheses, scores equal up to GEMM rounding. Random models
+// with EOS's output row shrunk, so hypotheses run a few tokens and beams disagree; pre- and
+// post-norm, tied and separate embeddings, greedy and beams, length penalty, several working
+// batches per call (so finished sentences leave batches and caches are compacted).
+TEST_P(DeviceModelTest, BeamSearchOnTheDeviceAgreesWithTheHostSearch) {
+  auto make = [](const TransformerConfig& c, Backend<float>* be) {
+    auto m = std::make_unique<Transformer<float>>(c, be, DType::kF32);
+    m->InitParameters(7);
+    ParamStore<float>& store = m->params();
+    store.PullValues();
+    const int id = store.Find(c.share_embeddings ? "encoder.embed_tokens.weight" : "decoder.embed_tokens.weight");
+    float* eos_row = store.host_value(id) + 2 * c.d_model;
+    for (int64_t j = 0; j < c.d_model; ++j) eos_row[j] *= 0.35f;
+    store.PushValues();
+    m->WeightsUpdated();
+    return m;
+  };
+  std::mt19937_64 rng(3);
+  std::vector<std::vector<int32_t>> sources;
+  for (int i = 0; i < 11; ++i) {
+    std::vector<int32_t> s(rng() % 14);  // includes empty sources
+    for (int32_t& t : s) t = static_cast<int32_t>(4 + rng() % 36);
+    sources.push_back(std::move(s));
+  }
+  int64_t tokens = 0;
+  for (bool pre : {true, false}) {
+    for (bool shared : {true, false}) {
+      TransformerConfig c = SmallConfig();
+      c.normalize_before = pre;
+      c.share_embeddings = shared;
+      c.dropout = 0.3f;  // must be off at inference
+      c.src_vocab = 40;
+      c.tgt_vocab = shared ? 40 : 37;
+      auto on_cpu = make(c, &cpu_);
+      auto on_dev = make(c, device_.get());
+      Translator host(on_cpu.get()), dev(on_dev.get());
+      for (int beam : {1, 3, 5}) {
+        for (float lenpen : {1.0f, 0.6f}) {
+          SCOPED_TRACE(std::string(pre ? "pre" : "post") + "-norm, " + (shared ? "shared" : "separate") +
+                       " vocab, beam " + std::to_string(beam) + ", lenpen " + std::to_string(lenpen));
+          BeamOptions o;
+          o.beam = beam;
+          o.lenpen = lenpen;
+          o.max_len_a = 1.2f;
+          o.max_len_b = 5;
+          o.max_sentences = 4;
+          auto a = host.Translate(sources, o);
+          auto b = dev.Translate(sources, o);
+          ASSERT_TRUE(a.ok()) << a.status().ToString();
+          ASSERT_TRUE(b.ok()) << b.status().ToString();
+          for (size_t i = 0; i < sources.size(); ++i) {
+            EXPECT_EQ((*b)[i].tokens, (*a)[i].tokens) << "sentence " << i;
+            EXPECT_NEAR((*b)[i].score, (*a)[i].score, 1e-5 * std::max(1.0f, std::fabs((*a)[i].score)))
+                << "sentence " << i;
+            tokens += static_cast<int64_t>((*a)[i].tokens.size());
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(tokens, 0) << "nothing to compare: every hypothesis is empty";
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, DeviceModelTest, ::testing::Values("guarded", "cuda"),

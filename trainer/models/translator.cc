@@ -7,6 +7,8 @@
 #include <limits>
 #include <numeric>
 
+#include "trainer/models/device_decoder.h"
+
 namespace sf {
 namespace {
 
@@ -176,6 +178,8 @@ Translator::Translator(Transformer<float>* model) : model_(model) {
   }
 }
 
+Translator::~Translator() = default;
+
 const float* Translator::W(const std::string& name) const {
   auto& store = model_->params();
   int id = store.Find(name);
@@ -195,7 +199,7 @@ Result<std::vector<Hypothesis>> Translator::Translate(const std::vector<std::vec
                                                       const BeamOptions& options) {
   const auto& cfg = model_->config();
   if (options.beam < 1) return InvalidArgument("beam_size must be >= 1");
-  model_->params().PullValues();  // a device model: search on the host copy of its weights
+  if (!model_->params().host_accessible() && !device_) device_ = std::make_unique<DeviceDecoder>(model_);
   for (size_t i = 0; i < sources.size(); ++i) {
     if (static_cast<int64_t>(sources[i].size()) + 1 > cfg.max_positions - 1) {
       return InvalidArgument("source " + std::to_string(i + 1) + " has " + std::to_string(sources[i].size()) +
@@ -227,7 +231,11 @@ Result<std::vector<Hypothesis>> Translator::Translate(const std::vector<std::vec
     std::vector<const std::vector<int32_t>*> batch;
     for (size_t i = first; i < last; ++i) batch.push_back(&sources[order[i]]);
     std::vector<Hypothesis> hyps;
-    SF_RETURN_IF_ERROR(TranslateBatch(batch, options, &hyps));
+    if (device_) {
+      SF_RETURN_IF_ERROR(device_->TranslateBatch(batch, options, &hyps));
+    } else {
+      SF_RETURN_IF_ERROR(TranslateBatch(batch, options, &hyps));
+    }
     for (size_t i = first; i < last; ++i) out[order[i]] = std::move(hyps[i - first]);
   }
   return out;
@@ -237,7 +245,7 @@ Status Translator::TranslateBatch(const std::vector<const std::vector<int32_t>*>
                                   const BeamOptions& opt, std::vector<Hypothesis>* out) {
   const auto& cfg = model_->config();
   const int64_t C = cfg.d_model, H = cfg.heads, D = C / H, F = cfg.ffn_dim, V = cfg.tgt_vocab;
-  const int32_t pad = cfg.pad_id, eos = 2, bos = 0;
+  const int32_t pad = cfg.pad_id, eos = kEosToken;
   const float emb_scale = static_cast<float>(std::sqrt(static_cast<double>(C)));
   const float att_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
   const bool pre = cfg.normalize_before;
@@ -325,28 +333,25 @@ Status Translator::TranslateBatch(const std::vector<const std::vector<int32_t>*>
   std::vector<int64_t> max_len(S);
   int64_t longest = 0;
   for (int64_t s = 0; s < S; ++s) {
-    const double lim = opt.max_len_a * static_cast<double>(sources[s]->size() + 1) + static_cast<double>(opt.max_len_b);
-    max_len[s] = std::max<int64_t>(1, std::min<int64_t>(static_cast<int64_t>(lim), cfg.max_positions - 2));
+    max_len[s] = MaxTargetLength(opt, static_cast<int64_t>(sources[s]->size()), cfg.max_positions);
     longest = std::max(longest, max_len[s]);
   }
   st.cap = longest + 2;
   st.self_k.assign(Ld, {});
   st.self_v.assign(Ld, {});
-  // Working rows: active sentences x beam. hist[r] = EOS then the tokens chosen so far.
-  std::vector<int64_t> active(S);
-  std::iota(active.begin(), active.end(), 0);
-  std::vector<std::vector<int32_t>> hist(static_cast<size_t>(S * beam), std::vector<int32_t>{eos});
-  std::vector<float> cum(static_cast<size_t>(S * beam), 0.0f);
-  std::vector<std::vector<Hypothesis>> finals(S);
+  BeamSearch search(std::move(max_len), beam, opt.lenpen, eos);
   if (opt.cache) {
     for (int64_t l = 0; l < Ld; ++l) {
       st.self_k[l].assign(static_cast<size_t>(S * beam * st.cap * C), 0.0f);
       st.self_v[l].assign(static_cast<size_t>(S * beam * st.cap * C), 0.0f);
     }
   }
-  std::vector<float> lprobs;
-  for (int64_t t = 0; !active.empty(); ++t) {
-    const int64_t N = static_cast<int64_t>(active.size()) * beam;
+  std::vector<float> logits, top_scores, eos_scores;
+  std::vector<int32_t> top_tokens;
+  std::vector<int64_t> parents, kept;
+  for (int64_t t = 0; !search.done(); ++t) {
+    const std::vector<int64_t>& active = search.active();
+    const int64_t N = search.rows();
     // Decoder over the new position(s): with the cache one token at position t; without it the
     // whole prefix from position 0.
     const int64_t start = opt.cache ? t : 0, Lq = opt.cache ? 1 : t + 1;
@@ -365,7 +370,7 @@ Status Translator::TranslateBatch(const std::vector<const std::vector<int32_t>*>
     f.resize(static_cast<size_t>(M * F));
     for (int64_t r = 0; r < N; ++r) {
       for (int64_t i = 0; i < Lq; ++i) {
-        const int32_t tok = hist[r][start + i];
+        const int32_t tok = search.history(r)[start + i];
         const float* e = dec_table + static_cast<int64_t>(tok) * C;
         const float* pe = pe_.data() + (pad + 1 + start + i) * C;
         float* xr = x.data() + (r * Lq + i) * C;
@@ -436,96 +441,23 @@ Status Translator::TranslateBatch(const std::vector<const std::vector<int32_t>*>
                        W(name("decoder", l, "fc1.bias")), W(name("decoder", l, "fc2.weight")),
                        W(name("decoder", l, "fc2.bias")), cfg.activation, h.data(), f.data(), o.data());
     }
-    // The newest position of each row -> log-probabilities.
+    // The newest position of each row -> logits.
     std::vector<float> last(static_cast<size_t>(N * C));
     for (int64_t r = 0; r < N; ++r) {
       std::copy_n(x.data() + (r * Lq + Lq - 1) * C, C, last.data() + r * C);
     }
     if (pre) RowLayerNorm(last.data(), W("decoder.layer_norm.weight"), W("decoder.layer_norm.bias"), last.data(), N, C);
-    lprobs.resize(static_cast<size_t>(N * V));
-    Linear(last.data(), N, C, dec_table, nullptr, V, lprobs.data());
-#pragma omp parallel for schedule(static) if (N > 1)
-    for (int64_t r = 0; r < N; ++r) {
-      float* z = lprobs.data() + r * V;
-      float mx = kNegInf;
-      for (int64_t v = 0; v < V; ++v) mx = std::max(mx, z[v]);
-      double sum = 0;
-      for (int64_t v = 0; v < V; ++v) sum += std::exp(static_cast<double>(z[v] - mx));
-      const float lse = mx + static_cast<float>(std::log(sum));
-      for (int64_t v = 0; v < V; ++v) z[v] -= lse;
-      z[pad] = kNegInf;
-      if (bos != pad) z[bos] = kNegInf;
-    }
-
-    // Select per sentence; build the next working rows.
-    std::vector<int64_t> next_active;
-    std::vector<int64_t> parents;  // old row of each new row
-    std::vector<int32_t> chosen;
-    std::vector<float> next_cum;
-    struct Cand {
-      float score;
-      int64_t flat;  // beam * V + token
-    };
-    auto better = [](const Cand& a, const Cand& b) { return a.score > b.score || (a.score == b.score && a.flat < b.flat); };
-    for (int64_t a = 0; a < static_cast<int64_t>(active.size()); ++a) {
-      const int64_t s = active[a];
-      const bool at_limit = t >= max_len[s];
-      const int live_beams = t == 0 ? 1 : beam;  // at the first step every beam is the same
-      std::vector<Cand> top;
-      const size_t want = static_cast<size_t>(2 * beam);
-      for (int b = 0; b < live_beams; ++b) {
-        const int64_t r = a * beam + b;
-        const float base = cum[r];
-        if (base == kNegInf) continue;
-        const float* z = lprobs.data() + r * V;
-        for (int64_t v = 0; v < V; ++v) {
-          if (at_limit && v != eos) continue;
-          const float sc = base + z[v];
-          if (sc == kNegInf) continue;
-          Cand c{sc, b * V + v};
-          if (top.size() < want) {
-            top.push_back(c);
-            std::push_heap(top.begin(), top.end(), better);  // heap top = the worst kept
-          } else if (better(c, top.front())) {
-            std::pop_heap(top.begin(), top.end(), better);
-            top.back() = c;
-            std::push_heap(top.begin(), top.end(), better);
-          }
-        }
-      }
-      std::sort(top.begin(), top.end(), better);
-      std::vector<Cand> cont;
-      for (size_t rank = 0; rank < top.size(); ++rank) {
-        const Cand& c = top[rank];
-        const int64_t b = c.flat / V;
-        const int32_t v = static_cast<int32_t>(c.flat % V);
-        if (v == eos) {
-          if (rank < static_cast<size_t>(beam) && finals[s].size() < static_cast<size_t>(beam)) {
-            const auto& hh = hist[a * beam + b];
-            Hypothesis hyp;
-            hyp.tokens.assign(hh.begin() + 1, hh.end());
-            hyp.score = c.score / std::pow(static_cast<float>(t + 1), opt.lenpen);
-            finals[s].push_back(std::move(hyp));
-          }
-        } else if (cont.size() < static_cast<size_t>(beam)) {
-          cont.push_back(c);
-        }
-      }
-      if (finals[s].size() >= static_cast<size_t>(beam) || cont.empty() || at_limit) continue;  // done
-      next_active.push_back(s);
-      for (int b = 0; b < beam; ++b) {
-        const Cand& c = cont[std::min<size_t>(b, cont.size() - 1)];
-        parents.push_back(a * beam + c.flat / V);
-        chosen.push_back(static_cast<int32_t>(c.flat % V));
-        next_cum.push_back(static_cast<size_t>(b) < cont.size() ? c.score : kNegInf);
-      }
-    }
-    // Reorder histories and caches by parent; finished sentences leave the batch.
-    std::vector<std::vector<int32_t>> next_hist(parents.size());
-    for (size_t r = 0; r < parents.size(); ++r) {
-      next_hist[r] = hist[parents[r]];
-      next_hist[r].push_back(chosen[r]);
-    }
+    logits.resize(static_cast<size_t>(N * V));
+    Linear(last.data(), N, C, dec_table, nullptr, V, logits.data());
+    // Each row's best continuations, then the choice of the next beams.
+    const int64_t k = search.candidates_per_row();
+    top_scores.resize(static_cast<size_t>(N * k));
+    top_tokens.resize(top_scores.size());
+    eos_scores.resize(static_cast<size_t>(N));
+    BeamScoresOnHost(logits.data(), search.cumulative().data(), SearchScoresArgs(N, V, k, pad),
+                     top_scores.data(), top_tokens.data(), eos_scores.data());
+    search.Advance(V, top_scores.data(), top_tokens.data(), eos_scores.data(), &parents, &kept);
+    // Reorder the caches by parent; finished sentences leave the batch.
     if (opt.cache && !parents.empty()) {
       const int64_t keep = (t + 1) * C;
       for (int64_t l = 0; l < Ld; ++l) {
@@ -538,18 +470,10 @@ Status Translator::TranslateBatch(const std::vector<const std::vector<int32_t>*>
         }
       }
     }
-    hist.swap(next_hist);
-    cum.swap(next_cum);
-    active.swap(next_active);
   }
   out->assign(static_cast<size_t>(S), Hypothesis{});
   for (int64_t s = 0; s < S; ++s) {
-    if (sources[s]->empty()) continue;  // an empty source translates to nothing
-    const Hypothesis* best = nullptr;
-    for (const auto& hyp : finals[s]) {
-      if (!best || hyp.score > best->score) best = &hyp;
-    }
-    if (best) (*out)[s] = *best;
+    if (!sources[s]->empty()) (*out)[s] = search.Best(s);  // an empty source translates to nothing
   }
   return Status::Ok();
 }
