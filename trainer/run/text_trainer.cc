@@ -24,10 +24,10 @@
 #include "trainer/data/batching.h"
 #include "trainer/data/translation_data.h"
 #include "trainer/eval/bleu.h"
-#include "trainer/kernels/cpu/cpu_backend.h"
 #include "trainer/models/translator.h"
 #include "trainer/optim/from_config.h"
 #include "trainer/run/checkpoint.h"
+#include "trainer/run/device_select.h"
 #include "trainer/models/weights_io.h"
 #include "trainer/run/model_setup.h"
 #include "trainer/run/text_run.h"
@@ -363,8 +363,9 @@ void AddTranslateFlags(CLI::App& cmd, TranslateCommandOptions* o) {
   cmd.add_option("--max-tokens", o->max_tokens, "source tokens per batch")->check(cmdline::AtLeast(1));
   cmd.add_option("--batch-sentences", o->batch_sentences, "sentences per batch")->check(cmdline::AtLeast(1));
   cmd.add_option("--threads", o->threads, "OpenMP threads (0: OpenMP's default)")->check(cmdline::AtLeast(0));
+  cmd.add_option("--device", o->device, "cpu, cuda (the first visible GPU), cuda:N or auto: where the search runs");
   cmd.add_flag_callback("--no-cache", [o] { o->cache = false; },
-                        "recompute the decoder over the whole prefix (no incremental state)");
+                        "recompute the decoder over the whole prefix (no incremental state; CPU search only)");
 }
 
 int RunTranslate(const TranslateCommandOptions& options) {
@@ -400,8 +401,23 @@ int RunTranslate(const TranslateCommandOptions& options) {
     }
     tgt_tok = std::move(*t);
   }
-  CpuBackend backend;
-  Transformer<float> model(*mc, &backend, DType::kF32);
+  auto device = ParseDevice(options.device);
+  if (!device.ok()) {
+    std::fprintf(stderr, "sf-trainer translate: --device: %s\n", device.status().message().c_str());
+    return 2;
+  }
+  if (device->device != Device::kCpu && !options.cache) {
+    std::fprintf(stderr, "sf-trainer translate: --no-cache is a CPU reference mode; the %s search always caches\n",
+                 device->description.c_str());
+    return 2;
+  }
+  auto backend = MakeTrainingBackend(*device);
+  if (!backend.ok()) {
+    std::fprintf(stderr, "sf-trainer translate: --device %s: %s\n", options.device.c_str(),
+                 backend.status().message().c_str());
+    return 2;
+  }
+  Transformer<float> model(*mc, backend->get(), DType::kF32);
   Status st = LoadModelWeights(*ck, checkpoint, model);
   if (!st.ok()) {
     std::fprintf(stderr, "sf-trainer translate: %s\n", st.message().c_str());

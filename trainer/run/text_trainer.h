@@ -50,6 +50,7 @@ struct TranslateCommandOptions {
   std::optional<int64_t> max_len_b;
   int64_t batch_sentences = 64, max_tokens = 2048;
   int threads = 0;
+  std::string device;  // --device: "" / "cpu", "cuda", "cuda:N", "auto"
   bool cache = true;  // --no-cache clears it
 };
 

@@ -26,6 +26,7 @@
 #include "trainer/kernels/cpu/cpu_backend.h"
 #include "trainer/models/weights_io.h"
 #include "trainer/run/checkpoint.h"
+#include "trainer/run/device_select.h"
 #include "trainer/run/model_setup.h"
 
 namespace sf {
@@ -305,6 +306,14 @@ TEST_F(TrainCli, TranslateAnswersEveryLine) {
   auto nc = RunStdout("translate --checkpoint straight/latest --beam 3 --threads 1 --no-cache", input, "hyp-nc.txt");
   ASSERT_EQ(nc.exit_code, 0) << nc.output;
   EXPECT_EQ(ReadFile(Path("hyp.txt")), ReadFile(Path("hyp-nc.txt")));
+  // --device auto is the CPU here, and the GPU search (which must find the same hypotheses,
+  // engine_device_model_test) where one is visible.
+  auto dev = RunStdout("translate --checkpoint straight/latest --beam 3 --threads 1 --device auto", input, "hyp-auto.txt");
+  ASSERT_EQ(dev.exit_code, 0) << dev.output;
+  EXPECT_FALSE(ReadFile(Path("hyp-auto.txt")).empty());
+  if (VisibleGpuCount() == 0) {
+    EXPECT_EQ(ReadFile(Path("hyp.txt")), ReadFile(Path("hyp-auto.txt")));
+  }
 }
 
 TEST_F(TrainCli, TrainingEndsWithATestScore) {
@@ -348,6 +357,11 @@ TEST_F(TrainCli, BadInputIsExplained) {
       {{"translate"}, "sf-trainer translate: --checkpoint is required"},
       {{"translate", "--checkpoint", "no/such/dir"}, "no/such/dir"},
       {{"translate", "--checkpoint", "straight/latest", "--beam", "0"}, "--beam: must be >= 1, not 0"},
+      {{"translate", "--checkpoint", "straight/latest", "--device", "tpu"}, "--device tpu: expected cpu, cuda, cuda:N or auto"},
+      // No machine here has 65 GPUs: refused by name, with or without a GPU.
+      {{"translate", "--checkpoint", "straight/latest", "--device", "cuda:64"}, "device cuda:64"},
+      {{"translate", "--checkpoint", "straight/latest", "--device", "cuda:0", "--no-cache"},
+       "--no-cache is a CPU reference mode; the cuda:0 search always caches"},
   };
   for (const auto& c : cases) {
     auto r = Run(c.args);
