@@ -29,19 +29,9 @@ GemmOperand Operand(const float* data, bool transposed, int64_t ld, int64_t batc
 
 DeviceDecoder::DeviceDecoder(Transformer<float>* model)
     : model_(model), be_(model->context().backend()) {
-  // The same table as TokenEmbedding's and the host Translator's: row pad + 1 + t is position t.
   const auto& cfg = model->config();
-  const int64_t dim = cfg.d_model, rows = cfg.max_positions + cfg.pad_id + 1, half = dim / 2;
-  std::vector<float> pe(static_cast<size_t>(rows * dim), 0.0f);
-  const double f = std::log(10000.0) / static_cast<double>(half - 1);
-  for (int64_t p = 0; p < rows; ++p) {
-    if (p == cfg.pad_id) continue;
-    for (int64_t i = 0; i < half; ++i) {
-      const double a = static_cast<double>(p) * std::exp(-static_cast<double>(i) * f);
-      pe[p * dim + i] = static_cast<float>(std::sin(a));
-      pe[p * dim + half + i] = static_cast<float>(std::cos(a));
-    }
-  }
+  std::vector<float> pe = SinusoidalPositions<float>(cfg.max_positions, cfg.d_model, cfg.pad_id);
+  const int64_t rows = cfg.max_positions + cfg.pad_id + 1, dim = cfg.d_model;
   pe_ = Tensor({rows, dim}, DType::kF32, be_.allocator());
   pe_.CopyFromHost(pe.data());
 }
@@ -73,6 +63,14 @@ void DeviceDecoder::LayerNorm(const float* x, const float* gamma, const float* b
   rstd_.Resize({rows}, DType::kF32, be_.allocator());
   be_.LayerNormForward(x, gamma, beta, y, mean_.data<float>(), rstd_.data<float>(), rows, c,
                        kLayerNormEps);
+}
+
+void DeviceDecoder::GatherRows(const int32_t* index, int64_t rows, int64_t cols, Tensor& t,
+                               Tensor& spare) {
+  // A gather is an embedding lookup with scale 1 (exact).
+  be_.EmbeddingForward(index, t.data<float>(), nullptr, nullptr, spare.data<float>(), rows, cols,
+                       1.0f);
+  std::swap(t, spare);
 }
 
 void DeviceDecoder::FeedForward(Tensor& x, int64_t rows, const std::string& prefix,
@@ -342,24 +340,16 @@ Status DeviceDecoder::TranslateBatch(const std::vector<const std::vector<int32_t
     }
     auto* idx = static_cast<const int32_t*>(Stage(index_, index, DType::kI32));
     for (int64_t l = 0; l < Ld; ++l) {
-      for (Tensor* cache : {&self_k_[l], &self_v_[l]}) {
-        // A gather is an embedding lookup with scale 1 (exact).
-        be_.EmbeddingForward(idx, cache->data<float>(), nullptr, nullptr, spare_.data<float>(),
-                             T * N2, C, 1.0f);
-        std::swap(*cache, spare_);
-      }
+      GatherRows(idx, T * N2, C, self_k_[l], spare_);
+      GatherRows(idx, T * N2, C, self_v_[l], spare_);
     }
     // Finished sentences leave: compact the cross-attention keys/values and the source mask.
     if (static_cast<int64_t>(kept.size()) < A) {
       index.assign(kept.begin(), kept.end());
       idx = static_cast<const int32_t*>(Stage(index_, index, DType::kI32));
       for (int64_t l = 0; l < Ld; ++l) {
-        for (Tensor* cache : {&cross_k_[l], &cross_v_[l]}) {
-          be_.EmbeddingForward(idx, cache->data<float>(), nullptr, nullptr,
-                               cross_spare_.data<float>(), static_cast<int64_t>(kept.size()),
-                               Ts * C, 1.0f);
-          std::swap(*cache, cross_spare_);
-        }
+        GatherRows(idx, static_cast<int64_t>(kept.size()), Ts * C, cross_k_[l], cross_spare_);
+        GatherRows(idx, static_cast<int64_t>(kept.size()), Ts * C, cross_v_[l], cross_spare_);
       }
       active_pad.clear();
       for (int64_t s : search.active()) {

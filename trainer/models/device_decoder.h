@@ -46,6 +46,8 @@ class DeviceDecoder {
   void Linear(const float* x, int64_t rows, int64_t in, const float* w, const float* b,
               int64_t out, float* y);
   void LayerNorm(const float* x, const float* gamma, const float* beta, float* y, int64_t rows);
+  // Row r of t [*, cols] becomes old row index[r] for r < rows; t swaps storage with `spare`.
+  void GatherRows(const int32_t* index, int64_t rows, int64_t cols, Tensor& t, Tensor& spare);
   // x += fc2(act(fc1(.))) with the layer's norm before (pre-norm) or after (post-norm); x is
   // swapped with h_ when the result lands there.
   void FeedForward(Tensor& x, int64_t rows, const std::string& prefix, const std::string& norm);

@@ -163,20 +163,10 @@ void FeedForwardBlock(float* x, int64_t rows, int64_t c, int64_t ff, bool pre, c
 
 }  // namespace
 
-Translator::Translator(Transformer<float>* model) : model_(model) {
-  const auto& cfg = model->config();
-  const int64_t dim = cfg.d_model, rows = cfg.max_positions + cfg.pad_id + 1, half = dim / 2;
-  pe_.assign(static_cast<size_t>(rows * dim), 0.0f);
-  const double f = std::log(10000.0) / static_cast<double>(half - 1);
-  for (int64_t p = 0; p < rows; ++p) {
-    if (p == cfg.pad_id) continue;
-    for (int64_t i = 0; i < half; ++i) {
-      const double a = static_cast<double>(p) * std::exp(-static_cast<double>(i) * f);
-      pe_[p * dim + i] = static_cast<float>(std::sin(a));
-      pe_[p * dim + half + i] = static_cast<float>(std::cos(a));
-    }
-  }
-}
+Translator::Translator(Transformer<float>* model)
+    : model_(model),
+      pe_(SinusoidalPositions<float>(model->config().max_positions, model->config().d_model,
+                                     model->config().pad_id)) {}
 
 Translator::~Translator() = default;
 

@@ -21,6 +21,25 @@
 
 namespace sf {
 
+// fairseq's sinusoidal position table [max_positions + pad + 1, dim]: row p (p != pad) holds
+// sin(p * w_i) in column i and cos(p * w_i) in column dim/2 + i, w_i = 10000^(-i / (dim/2 - 1));
+// the pad row and an odd last column are zero. Row pad + 1 + t is position t.
+template <typename T>
+std::vector<T> SinusoidalPositions(int64_t max_positions, int64_t dim, int32_t pad) {
+  const int64_t rows = max_positions + pad + 1, half = dim / 2;
+  std::vector<T> pe(static_cast<size_t>(rows * dim), T(0));
+  const double f = std::log(10000.0) / static_cast<double>(half - 1);
+  for (int64_t p = 0; p < rows; ++p) {
+    if (p == pad) continue;
+    for (int64_t i = 0; i < half; ++i) {
+      const double a = static_cast<double>(p) * std::exp(-static_cast<double>(i) * f);
+      pe[p * dim + i] = static_cast<T>(std::sin(a));
+      pe[p * dim + half + i] = static_cast<T>(std::cos(a));
+    }
+  }
+  return pe;
+}
+
 template <typename T>
 class TokenEmbedding {
  public:
@@ -31,19 +50,7 @@ class TokenEmbedding {
                  int table_id = -1)
       : store_(store), vocab_(vocab), dim_(dim), pad_(pad), dropout_(dropout), site_(site) {
     table_ = table_id >= 0 ? table_id : store.Add(name + ".weight", {vocab, dim}, true);
-    const int64_t rows = max_positions + pad + 1;
-    pe_host_.assign(static_cast<size_t>(rows * dim), T(0));
-    const int64_t half = dim / 2;
-    const double f = std::log(10000.0) / static_cast<double>(half - 1);
-    T* pe = pe_host_.data();
-    for (int64_t p = 0; p < rows; ++p) {
-      for (int64_t i = 0; i < half; ++i) {
-        const double a = static_cast<double>(p) * std::exp(-static_cast<double>(i) * f);
-        pe[p * dim + i] = static_cast<T>(p == pad ? 0.0 : std::sin(a));
-        pe[p * dim + half + i] = static_cast<T>(p == pad ? 0.0 : std::cos(a));
-      }
-      if (dim % 2) pe[p * dim + dim - 1] = T(0);
-    }
+    pe_host_ = SinusoidalPositions<T>(max_positions, dim, pad);
     max_positions_ = max_positions;
   }
   int table() const { return table_; }
