@@ -59,7 +59,7 @@ void BeamScoresImpl(const T* logits, const float* base, const BeamScoresArgs& a,
       if (v == a.banned[0] || v == a.banned[1]) continue;
       const float lp = static_cast<float>(z[v]) - lse;
       const Cand c{b + lp, static_cast<int32_t>(v)};
-      if (c.score == kNegInf) continue;
+      if (!(c.score > kNegInf)) continue;  // -inf (a banned or impossible token) and NaN
       if (static_cast<int64_t>(top.size()) < a.k) {
         top.push_back(c);
         std::push_heap(top.begin(), top.end(), better);

@@ -159,7 +159,7 @@ class Backend {
   //   lse_r = max_v z_rv + log Σ_v exp(z_rv - max) (the sum in double), lp_rv = z_rv - lse_r,
   //   score_rv = base[r] + lp_rv.
   // top_tokens / top_scores [rows, k] get the row's k best tokens by score (descending; equal
-  // scores: the lower token first), leaving out the banned tokens and scores of -inf (so a row
+  // scores: the lower token first), leaving out the banned tokens and scores of -inf or NaN (so a row
   // whose base is -inf has none); unfilled places get token -1 and score -inf. eos_scores[r] =
   // score_r,eos. All pointers are on the backend's device; the host definition is
   // BeamScoresOnHost, which a device backend must match up to the rounding of lse.

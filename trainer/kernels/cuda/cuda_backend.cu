@@ -371,7 +371,7 @@ __global__ void BeamScoresKernel(const float* logits, const float* base, int64_t
       for (int64_t v = tid; v < vocab; v += kThreads) {
         if (v == ban0 || v == ban1) continue;
         const float sc = b + (z[v] - lse);
-        if (!(sc > neg_inf)) continue;
+        if (!(sc > neg_inf)) continue;  // -inf, and NaN (as BeamScoresOnHost)
         const int32_t tv = static_cast<int32_t>(v);
         if (!(sc < prev_score || (sc == prev_score && tv > prev_token))) continue;
         if (best_token < 0 || sc > best || (sc == best && tv < best_token)) {
@@ -526,12 +526,26 @@ class CudaMemory final : public MemoryResource {
 struct GemmKey {
   int64_t batch, m, n, k, lda, ldb, ldc, sa, sb, sc;
   int dtype, ta, tb;
+  // The alignment (bytes, a power of two up to 256) every matrix of each operand is known to
+  // have: cuBLASLt's heuristic assumes 256 unless told, and an algorithm chosen for aligned
+  // pointers may refuse or fault on less aligned ones (per-head attention slices, odd strides).
+  uint32_t align_a, align_b, align_c;
   bool operator<(const GemmKey& o) const {
-    return std::tie(batch, m, n, k, lda, ldb, ldc, sa, sb, sc, dtype, ta, tb) <
+    return std::tie(batch, m, n, k, lda, ldb, ldc, sa, sb, sc, dtype, ta, tb, align_a, align_b,
+                    align_c) <
            std::tie(o.batch, o.m, o.n, o.k, o.lda, o.ldb, o.ldc, o.sa, o.sb, o.sc, o.dtype, o.ta,
-                    o.tb);
+                    o.tb, o.align_a, o.align_b, o.align_c);
   }
 };
+
+// The largest power of two up to 256 dividing the address and, in bytes, every leading
+// dimension and batch stride: the alignment of every row start of every batch entry.
+uint32_t Alignment(const void* p, int64_t elem_bytes, int64_t ld, int64_t stride) {
+  uint64_t bits = reinterpret_cast<uintptr_t>(p) | 256u;
+  bits |= static_cast<uint64_t>(ld * elem_bytes);
+  if (stride != 0) bits |= static_cast<uint64_t>(stride * elem_bytes);
+  return static_cast<uint32_t>(bits & (~bits + 1));  // lowest set bit
+}
 
 struct GemmPlan {
   cublasLtMatmulDesc_t op = nullptr;
@@ -617,10 +631,13 @@ class CudaBackend final : public Backend<float> {
   void Gemm(int64_t batch, int64_t m, int64_t n, int64_t k, const GemmOperand& a,
             const GemmOperand& b, float* c, int64_t ldc, int64_t stride_c, float alpha,
             float beta) override {
-    const GemmKey key{batch, m, n, k, a.ld, b.ld, ldc,
-                      batch > 1 ? a.batch_stride : 0, batch > 1 ? b.batch_stride : 0,
-                      batch > 1 ? stride_c : 0, static_cast<int>(a.dtype),
-                      a.transposed ? 1 : 0, b.transposed ? 1 : 0};
+    const int64_t in_bytes = DTypeSize(a.dtype);
+    const int64_t sa = batch > 1 ? a.batch_stride : 0, sb = batch > 1 ? b.batch_stride : 0;
+    const int64_t sc = batch > 1 ? stride_c : 0;
+    const GemmKey key{batch, m, n, k, a.ld, b.ld, ldc, sa, sb, sc, static_cast<int>(a.dtype),
+                      a.transposed ? 1 : 0, b.transposed ? 1 : 0,
+                      Alignment(a.data, in_bytes, a.ld, sa), Alignment(b.data, in_bytes, b.ld, sb),
+                      Alignment(c, sizeof(float), ldc, sc)};
     auto it = gemm_plans_.find(key);
     if (it == gemm_plans_.end()) {
       // Beam search meets a new shape at each decoding length and batch size: keep the cache
@@ -673,14 +690,30 @@ class CudaBackend final : public Backend<float> {
     cublasLtMatmulPreference_t pref;
     SF_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     SF_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kWorkspace, sizeof(kWorkspace)));
+    // cuBLASLt's A is our B and its B our A; C and D are our c.
+    const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> aligns[] = {
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_b},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_a},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_c},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_c}};
+    for (const auto& [attr, bytes] : aligns) {
+      SF_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &bytes, sizeof(bytes)));
+    }
     cublasLtMatmulHeuristicResult_t heuristic;
     int found = 0;
-    SF_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt_, plan.op, plan.la, plan.lb, plan.lc, plan.lc, pref, 1, &heuristic, &found));
+    const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(lt_, plan.op, plan.la, plan.lb, plan.lc, plan.lc,
+                                                             pref, 1, &heuristic, &found);
     cublasLtMatmulPreferenceDestroy(pref);
-    if (found == 0) {
-      std::fprintf(stderr, "cuBLASLt has no algorithm for a %lldx%lldx%lld GEMM\n",
-                   static_cast<long long>(key.m), static_cast<long long>(key.n),
-                   static_cast<long long>(key.k));
+    if (hs != CUBLAS_STATUS_SUCCESS || found == 0) {
+      // What the caller asked for, so the bad call can be found (a kernel cannot fail otherwise).
+      std::fprintf(stderr,
+                   "cuBLASLt has no algorithm (status %d) for batch %lld of %lldx%lldx%lld, "
+                   "transposed %d/%d, ld %lld/%lld/%lld, strides %lld/%lld/%lld, alignment %u/%u/%u\n",
+                   static_cast<int>(hs), static_cast<long long>(key.batch), static_cast<long long>(key.m),
+                   static_cast<long long>(key.n), static_cast<long long>(key.k), key.ta, key.tb,
+                   static_cast<long long>(key.lda), static_cast<long long>(key.ldb), static_cast<long long>(key.ldc),
+                   static_cast<long long>(key.sa), static_cast<long long>(key.sb), static_cast<long long>(key.sc),
+                   key.align_a, key.align_b, key.align_c);
       std::abort();
     }
     plan.algo = heuristic.algo;

@@ -8,7 +8,9 @@
 // accumulations use atomicAdd, so their summation order (not their value beyond rounding) may
 // differ from run to run.
 //
-// Thread safety: one instance per training loop. Construction fails (MakeCudaBackend returns
+// Thread safety: one instance per training loop, whose ops are issued from the thread that
+// constructed it (the constructor makes the device current there; ops do not switch devices).
+// Construction fails (MakeCudaBackend returns
 // nullptr) when no device is usable: cudaGetDeviceCount failing (no driver) counts as zero GPUs.
 #pragma once
 
