@@ -84,6 +84,10 @@ class Communicator {
   virtual int world_size() const = 0;
   // "mpi" or "nccl".
   virtual std::string backend_name() const = 0;
+  // Where the engine's big buffers (gradients, weights) must be to be handed over: false, host
+  // memory (MPI; a GPU rank stages them, GradReducer's DeviceAccess); true, the rank's device
+  // memory (NCCL, which stages small host buffers itself).
+  virtual bool device_buffers() const { return false; }
 
   // In place over `count` elements of `dtype` (kF32, kF64, kBF16, kF16, kI32 for kSum/kMax).
   // `wire` narrows an f32 kSum (kBF16 or kF16); kF32 or the buffer's own dtype sends as is.

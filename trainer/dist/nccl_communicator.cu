@@ -306,6 +306,7 @@ class NcclComm : public Communicator {
   int rank() const override { return rank_; }
   int world_size() const override { return world_; }
   std::string backend_name() const override { return "nccl"; }
+  bool device_buffers() const override { return true; }
   bool broken() const override { return broken_; }
   std::chrono::milliseconds timeout() const override { return timeout_; }
   AllreduceStats stats() const override {
@@ -322,41 +323,45 @@ class NcclComm : public Communicator {
     const int64_t wire_bytes = count * DTypeSize(sent);
     std::string what = "allreduce of " + std::to_string(wire_bytes) + " bytes";
     if (count < 0) return std::make_unique<FailedWork>(InvalidArgument(what + ": negative count"));
-    st = CheckBuffer(data, count * DTypeSize(dtype), what);
-    if (!st.ok()) return std::make_unique<FailedWork>(st);
-    return Issue(
-        std::move(what), wire_bytes, /*counted=*/true,
-        [this, data, count, dtype, op, sent, narrow, wire_bytes]() -> Status {
-          if (count == 0) return Status::Ok();  // same on every rank: nothing to send
-          const size_t n = static_cast<size_t>(count);
-          if (!narrow) {
-            return Settle(ncclAllReduce(data, data, n, NcclType(dtype),
-                                        op == ReduceOp::kMax ? ncclMax : ncclSum, comm_, stream_),
-                          "ncclAllReduce");
-          }
-          SF_RETURN_IF_ERROR(EnsureWire(wire_bytes));
-          float* f = static_cast<float*>(data);
-          if (sent == DType::kBF16) {
-            auto* b = static_cast<__nv_bfloat16*>(wire_);
-            NarrowKernel<<<Blocks(count), kThreads, 0, stream_>>>(f, b, count);
-          } else {
-            auto* h = static_cast<__half*>(wire_);
-            NarrowKernel<<<Blocks(count), kThreads, 0, stream_>>>(f, h, count);
-          }
-          SF_CUDA_OR_RETURN(cudaGetLastError(), "launching the f32 to wire cast kernel");
-          SF_RETURN_IF_ERROR(
-              Settle(ncclAllReduce(wire_, wire_, n, NcclType(sent), ncclSum, comm_, stream_),
-                     "ncclAllReduce"));
-          if (sent == DType::kBF16) {
-            WidenKernel<<<Blocks(count), kThreads, 0, stream_>>>(
-                static_cast<const __nv_bfloat16*>(wire_), f, count);
-          } else {
-            WidenKernel<<<Blocks(count), kThreads, 0, stream_>>>(static_cast<const __half*>(wire_),
-                                                                 f, count);
-          }
-          SF_CUDA_OR_RETURN(cudaGetLastError(), "launching the wire to f32 cast kernel");
-          return Status::Ok();
-        });
+    const int64_t bytes = count * DTypeSize(dtype);
+    Result<bool> host = IsHostMemory(data, bytes, what);
+    if (!host.ok()) return std::make_unique<FailedWork>(host.status());
+    auto body = [this, count, dtype, op, sent, narrow, wire_bytes](void* buf) -> Status {
+      if (count == 0) return Status::Ok();  // same on every rank: nothing to send
+      const size_t n = static_cast<size_t>(count);
+      if (!narrow) {
+        return Settle(ncclAllReduce(buf, buf, n, NcclType(dtype),
+                                    op == ReduceOp::kMax ? ncclMax : ncclSum, comm_, stream_),
+                      "ncclAllReduce");
+      }
+      SF_RETURN_IF_ERROR(EnsureWire(wire_bytes));
+      float* f = static_cast<float*>(buf);
+      if (sent == DType::kBF16) {
+        auto* b = static_cast<__nv_bfloat16*>(wire_);
+        NarrowKernel<<<Blocks(count), kThreads, 0, stream_>>>(f, b, count);
+      } else {
+        auto* h = static_cast<__half*>(wire_);
+        NarrowKernel<<<Blocks(count), kThreads, 0, stream_>>>(f, h, count);
+      }
+      SF_CUDA_OR_RETURN(cudaGetLastError(), "launching the f32 to wire cast kernel");
+      SF_RETURN_IF_ERROR(
+          Settle(ncclAllReduce(wire_, wire_, n, NcclType(sent), ncclSum, comm_, stream_),
+                 "ncclAllReduce"));
+      if (sent == DType::kBF16) {
+        WidenKernel<<<Blocks(count), kThreads, 0, stream_>>>(
+            static_cast<const __nv_bfloat16*>(wire_), f, count);
+      } else {
+        WidenKernel<<<Blocks(count), kThreads, 0, stream_>>>(static_cast<const __half*>(wire_),
+                                                             f, count);
+      }
+      SF_CUDA_OR_RETURN(cudaGetLastError(), "launching the wire to f32 cast kernel");
+      return Status::Ok();
+    };
+    if (*host) {
+      return std::make_unique<FailedWork>(
+          Staged(std::move(what), data, bytes, wire_bytes, /*counted=*/true, body));
+    }
+    return Issue(std::move(what), wire_bytes, /*counted=*/true, [data, body] { return body(data); });
   }
 
   Status Broadcast(void* data, int64_t bytes, int root) override {
@@ -367,14 +372,15 @@ class NcclComm : public Communicator {
                              ")");
     }
     if (bytes < 0) return InvalidArgument(what + ": negative size");
-    SF_RETURN_IF_ERROR(CheckBuffer(data, bytes, what));
-    return Issue(std::move(what), bytes, /*counted=*/false,
-                 [this, data, bytes, root]() -> Status {
-                   if (bytes == 0) return Status::Ok();
-                   return Settle(ncclBroadcast(data, data, static_cast<size_t>(bytes), ncclInt8,
-                                               root, comm_, stream_),
-                                 "ncclBroadcast");
-                 })
+    SF_ASSIGN_OR_RETURN(const bool host, IsHostMemory(data, bytes, what));
+    auto body = [this, bytes, root](void* buf) -> Status {
+      if (bytes == 0) return Status::Ok();
+      return Settle(
+          ncclBroadcast(buf, buf, static_cast<size_t>(bytes), ncclInt8, root, comm_, stream_),
+          "ncclBroadcast");
+    };
+    if (host) return Staged(std::move(what), data, bytes, bytes, /*counted=*/false, body);
+    return Issue(std::move(what), bytes, /*counted=*/false, [data, body] { return body(data); })
         ->Wait();
   }
 
@@ -487,10 +493,11 @@ class NcclComm : public Communicator {
     return Status::Ok();
   }
 
-  // Refuses what NCCL would turn into an illegal memory access (which ruins the whole CUDA
-  // context): pageable host memory, or memory of another device.
-  Status CheckBuffer(const void* data, int64_t bytes, const std::string& what) const {
-    if (bytes == 0) return Status::Ok();
+  // Whether `data` is pageable host memory (which NCCL would turn into an illegal memory access
+  // that ruins the whole CUDA context: such buffers are staged, see Staged). Memory of another
+  // device is refused.
+  Result<bool> IsHostMemory(const void* data, int64_t bytes, const std::string& what) const {
+    if (bytes == 0) return false;
     if (data == nullptr) return InvalidArgument(what + ": null buffer");
     cudaPointerAttributes attr;
     const cudaError_t e = cudaPointerGetAttributes(&attr, data);
@@ -498,13 +505,65 @@ class NcclComm : public Communicator {
       cudaGetLastError();  // not sticky: clear it
       return InvalidArgument(what + ": " + CudaMessage("cudaPointerGetAttributes", e));
     }
-    if (attr.type == cudaMemoryTypeUnregistered) {
-      return InvalidArgument(what + ": the buffer is host memory; NCCL needs device memory");
-    }
+    if (attr.type == cudaMemoryTypeUnregistered) return true;
     if (attr.type == cudaMemoryTypeDevice && attr.device != device_) {
       return InvalidArgument(what + ": the buffer is on device " + std::to_string(attr.device) +
                              ", the communicator on device " + std::to_string(device_));
     }
+    return false;
+  }
+
+  // A collective over pageable host memory (the trainer's scalars, flags and messages), done
+  // synchronously: host -> pinned stage (memcpy) -> device stage -> `body` there -> pinned ->
+  // host, on the stream, waited for (bounded by the timeout) before the result is copied out.
+  // No copy touches pageable memory asynchronously, so none can block on a hung peer.
+  Status Staged(std::string what, void* data, int64_t bytes, int64_t wire_bytes, bool counted,
+                const std::function<Status(void*)>& body) {
+    if (broken_) {
+      return Unavailable(what + ": the communicator is broken by an earlier error or timeout");
+    }
+    {
+      DeviceScope scope(device_);
+      if (!scope.status().ok()) return Break(scope.status().WithContext(what));
+      Status st = EnsureStage(bytes);
+      if (!st.ok()) return Break(st.WithContext(what));
+    }
+    std::memcpy(host_stage_, data, static_cast<size_t>(bytes));
+    void* dev = stage_;
+    void* pinned = host_stage_;
+    Status st = Issue(what, wire_bytes, counted, [this, dev, pinned, bytes, &body]() -> Status {
+                  SF_CUDA_OR_RETURN(cudaMemcpyAsync(dev, pinned, static_cast<size_t>(bytes),
+                                                    cudaMemcpyHostToDevice, stream_),
+                                    "cudaMemcpyAsync");
+                  SF_RETURN_IF_ERROR(body(dev));
+                  SF_CUDA_OR_RETURN(cudaMemcpyAsync(pinned, dev, static_cast<size_t>(bytes),
+                                                    cudaMemcpyDeviceToHost, stream_),
+                                    "cudaMemcpyAsync");
+                  return Status::Ok();
+                })->Wait();
+    if (st.ok()) std::memcpy(data, host_stage_, static_cast<size_t>(bytes));
+    return st;
+  }
+
+  // The host-memory stages hold at least `bytes`. Staged collectives are synchronous, so no
+  // collective uses the old stages when they are replaced; the device one is freed
+  // stream-ordered, the pinned ones are kept until shutdown (cudaFreeHost may wait for the
+  // device, which could be blocked on a hung peer).
+  Status EnsureStage(int64_t bytes) {
+    if (bytes <= stage_capacity_) return Status::Ok();
+    const int64_t capacity = std::max<int64_t>(bytes, 2 * stage_capacity_);
+    if (stage_ != nullptr) {
+      SF_CUDA_OR_RETURN(cudaFreeAsync(stage_, stream_), "cudaFreeAsync");
+      stage_ = nullptr;
+    }
+    if (host_stage_ != nullptr) old_host_stages_.push_back(host_stage_);
+    host_stage_ = nullptr;
+    stage_capacity_ = 0;
+    SF_CUDA_OR_RETURN(cudaMallocAsync(&stage_, static_cast<size_t>(capacity), stream_),
+                      "cudaMallocAsync");
+    SF_CUDA_OR_RETURN(cudaMallocHost(&host_stage_, static_cast<size_t>(capacity)),
+                      "cudaMallocHost");
+    stage_capacity_ = capacity;
     return Status::Ok();
   }
 
@@ -575,7 +634,7 @@ class NcclComm : public Communicator {
     }
     // Stream-ordered frees and a stream destroy do not wait for the device.
     if (stream_ != nullptr) {
-      for (void* p : {wire_, barrier_}) {
+      for (void* p : {wire_, barrier_, stage_}) {
         if (p == nullptr) continue;
         const cudaError_t e = cudaFreeAsync(p, stream_);
         if (e != cudaSuccess) Warn(CudaMessage("cudaFreeAsync", e));
@@ -583,7 +642,10 @@ class NcclComm : public Communicator {
       const cudaError_t e = cudaStreamDestroy(stream_);
       if (e != cudaSuccess) Warn(CudaMessage("cudaStreamDestroy", e));
     }
-    wire_ = barrier_ = nullptr;
+    if (host_stage_ != nullptr) old_host_stages_.push_back(host_stage_);
+    for (void* p : old_host_stages_) cudaFreeHost(p);
+    old_host_stages_.clear();
+    wire_ = barrier_ = stage_ = host_stage_ = nullptr;
     stream_ = nullptr;
   }
 
@@ -603,6 +665,10 @@ class NcclComm : public Communicator {
   void* wire_ = nullptr;  // f32 sums sent narrow: cast here, reduced here, widened back
   int64_t wire_capacity_ = 0;
   void* barrier_ = nullptr;  // one int32 for Barrier
+  void* stage_ = nullptr;       // device stage of host-memory collectives
+  void* host_stage_ = nullptr;  // its pinned host side
+  std::vector<void*> old_host_stages_;
+  int64_t stage_capacity_ = 0;
   mutable std::mutex stats_mu_;
   AllreduceStats stats_;
 };

@@ -8,9 +8,12 @@
 // that never arrives turns into kUnavailable, never a hang. `rendezvous` is the same function
 // type as MpiConnect's (communicator.h) and must bound its own wait.
 //
-// Buffers: every pointer passed to AllreduceAsync and Broadcast is DEVICE memory on `device`
-// (cudaMalloc, cudaMallocAsync or managed memory). Pageable host memory is refused with
-// kInvalidArgument; there is no host path (stage host values through device memory).
+// Buffers: the gradient and weight buffers of GPU ranks are DEVICE memory on `device`
+// (cudaMalloc, cudaMallocAsync or managed memory), reduced in place; device_buffers() is true.
+// Pageable host memory (the trainer's scalars, flags and messages) is staged: copied through a
+// pinned buffer into a device buffer, reduced or broadcast there, and copied back, with the
+// call finished (bounded by the timeout) before it returns; its Work is already complete.
+// Memory of another device is refused with kInvalidArgument.
 //
 // Ordering: the communicator owns one CUDA stream (non-blocking: it does not synchronise with
 // the legacy default stream) and issues every collective on it, in submission order. It does
