@@ -6,8 +6,12 @@
 namespace sf::dist {
 
 GradReducer::GradReducer(Communicator* comm, float* grads, int64_t numel, std::vector<int64_t> offsets,
-                         GradReducerOptions options)
+                         GradReducerOptions options, const DeviceAccess* device)
     : comm_(comm), grads_(grads), options_(options) {
+  if (device) {
+    device_ = std::make_unique<DeviceAccess>(*device);
+    if (!comm_->device_buffers()) host_.resize(static_cast<size_t>(numel));
+  }
   const int64_t target = std::max<int64_t>(1, options_.bucket_bytes / DTypeSize(options_.wire));
   // Walk the parameters from the last to the first, closing a bucket once it holds `target`
   // elements (on the wire); bucket edges are parameter starts, so no parameter is split. The
@@ -33,8 +37,15 @@ void GradReducer::Arm() {
 
 void GradReducer::Launch(size_t i) {
   const Bucket& b = buckets_[i];
-  inflight_.push_back(comm_->AllreduceAsync(grads_ + b.begin, b.end - b.begin, DType::kF32, ReduceOp::kSum,
-                                            options_.wire));
+  float* data = grads_ + b.begin;
+  const size_t bytes = static_cast<size_t>(b.end - b.begin) * sizeof(float);
+  if (device_ && host_.empty()) {
+    device_->synchronize();  // the bucket is complete on the device
+  } else if (device_) {
+    device_->to_host(host_.data() + b.begin, data, bytes);
+    data = host_.data() + b.begin;
+  }
+  inflight_.push_back(comm_->AllreduceAsync(data, b.end - b.begin, DType::kF32, ReduceOp::kSum, options_.wire));
   last_.buckets++;
   last_.bytes += (b.end - b.begin) * DTypeSize(options_.wire);
 }
@@ -61,6 +72,7 @@ Status GradReducer::Finish(std::span<double> scalars) {
   last_.wait_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   inflight_.clear();
   SF_RETURN_IF_ERROR(first);
+  if (!host_.empty()) device_->to_device(grads_, host_.data(), host_.size() * sizeof(float));
   if (!scalars.empty()) {
     SF_RETURN_IF_ERROR(comm_->Allreduce(scalars.data(), static_cast<int64_t>(scalars.size()), DType::kF64));
   }

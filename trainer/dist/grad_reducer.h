@@ -12,11 +12,18 @@
 // Every rank must see the same sequence of GradsFinal offsets (same model, same code), so the
 // buckets are launched in the same order everywhere.
 //
+// Gradients on a GPU (DeviceAccess given): before a bucket goes out, the device has finished
+// writing it. A communicator that takes device buffers (NCCL) gets the device range itself,
+// after synchronize() (the backend's stream has written it; NCCL runs on its own stream). One
+// that takes host memory (MPI) gets a host copy: to_host() (which waits for the device) at
+// launch, and Finish() writes every reduced bucket back with to_device() once all are done.
+//
 // Not thread-safe; one per training loop. The communicator and the gradient buffer must
 // outlive it.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -28,6 +35,14 @@ namespace sf::dist {
 struct GradReducerOptions {
   int64_t bucket_bytes = 25ll << 20;  // optimizations.bucket_size_mb
   DType wire = DType::kF32;           // optimizations.allreduce_dtype (bf16/f16: compression)
+};
+
+// How the reducer reaches a gradient buffer that is not host memory (the training backend's
+// Synchronize / CopyToHost / CopyToDevice).
+struct DeviceAccess {
+  std::function<void()> synchronize;
+  std::function<void(void* host, const void* device, size_t bytes)> to_host;
+  std::function<void(void* device, const void* host, size_t bytes)> to_device;
 };
 
 // What one step's synchronisation cost.
@@ -45,8 +60,9 @@ class GradReducer {
  public:
   // `param_offsets`: each parameter's start offset in `grads` (ascending, first 0); `numel`
   // the buffer's length.
+  // `device`: how to reach `grads` when it is device memory; null for host memory.
   GradReducer(Communicator* comm, float* grads, int64_t numel, std::vector<int64_t> param_offsets,
-              GradReducerOptions options);
+              GradReducerOptions options, const DeviceAccess* device = nullptr);
   GradReducer(const GradReducer&) = delete;
   GradReducer& operator=(const GradReducer&) = delete;
 
@@ -76,6 +92,8 @@ class GradReducer {
   Communicator* comm_;
   float* grads_;
   GradReducerOptions options_;
+  std::unique_ptr<DeviceAccess> device_;  // set: grads_ is device memory
+  std::vector<float> host_;               // device grads through a host-memory communicator
   std::vector<Bucket> buckets_;  // from the buffer's end to its start (launch order)
   std::vector<std::unique_ptr<Work>> inflight_;
   size_t next_ = 0;

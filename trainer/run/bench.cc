@@ -14,6 +14,7 @@
 
 #include "trainer/core/cpu_features.h"
 #include "trainer/models/registry.h"
+#include "trainer/run/data_parallel.h"
 #include "trainer/run/device_select.h"
 #include "trainer/run/train_step.h"
 
@@ -112,11 +113,7 @@ void AddBenchFlags(CLI::App& cmd, BenchOptions* o) {
 Status CheckBenchOptions(const BenchOptions& o) {
   if (o.batch < 1 || o.src_len < 1 || o.tgt_len < 1 || o.steps < 1)
     return InvalidArgument("--batch, --src-len, --tgt-len and --steps must be >= 1");
-  SF_ASSIGN_OR_RETURN(DeviceChoice d, ParseDevice(o.device));
-  if (d.device != Device::kCpu && o.comm && o.comm->world_size() > 1)
-    return InvalidArgument("--device " + o.device +
-                           ": data-parallel GPU ranks need NCCL in the trainer, which is not wired "
-                           "in yet; run one rank per GPU without mpirun");
+  SF_RETURN_IF_ERROR(ParseDevice(o.device).status());
   return Status::Ok();
 }
 
@@ -152,13 +149,10 @@ Result<std::vector<std::pair<std::string, std::string>>> RunBench(const BenchOpt
   std::unique_ptr<dist::GradReducer> reducer;
   const int world = o.comm ? o.comm->world_size() : 1;
   if (o.comm && world > 1) {
-    std::vector<int64_t> offsets;
-    for (const ParamInfo& p : model.params().params()) offsets.push_back(p.offset);
     dist::GradReducerOptions ro;
     ro.bucket_bytes = o.bucket_mb << 20;
     ro.wire = dtype_of(o.allreduce_dtype);
-    reducer = std::make_unique<dist::GradReducer>(o.comm, model.params().grads(), model.params().total_numel(),
-                                                  offsets, ro);
+    reducer = MakeGradReducer(*o.comm, model, ro);  // GPU ranks under mpirun: staged through the host
     step.set_grad_reducer(reducer.get());
   }
 

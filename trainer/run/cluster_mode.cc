@@ -20,6 +20,9 @@
 #include "common/tls_files.h"
 #include "trainer/core/dtype.h"
 #include "trainer/dist/mpi_communicator.h"
+#if defined(SF_HAVE_CUDA)
+#include "trainer/dist/nccl_communicator.h"
+#endif
 #include "trainer/models/transformer.h"
 #include "trainer/optim/lr_schedule.h"
 #include "trainer/run/checkpoint.h"
@@ -158,8 +161,11 @@ int RunTrial(const v1::TrialIdentity& who, int world_size, std::unique_ptr<dist:
   }
   TrialLinkClient link(master, who, Env("SF_TASK_TOKEN"), ca_pem);
 
+  // The device comes from the slots the agent gave this task (CUDA_VISIBLE_DEVICES holds them).
+  const DeviceChoice device = DeviceFromSlots(Env("SF_SLOT_IDS"));
   if (world_size > 1) {
-    // Meet the other ranks through the master, then connect them with Open MPI.
+    // Meet the other ranks through the master, then connect them: NCCL for GPU ranks (the
+    // gradients stay on the device), Open MPI for CPU ranks.
     const int timeout_s = std::atoi(Env("SF_RENDEZVOUS_TIMEOUT_S", "300").c_str());
     auto rendezvous = [&](const std::string& round, const std::string& payload,
                           std::vector<std::string>* addresses) -> Result<std::vector<std::string>> {
@@ -177,17 +183,35 @@ int RunTrial(const v1::TrialIdentity& who, int world_size, std::unique_ptr<dist:
     std::vector<std::string> agents;
     auto members = rendezvous("members", Env("SF_AGENT_ID"), &agents);
     if (!members.ok()) return fail("", members.status());
-    dist::MpiConnectOptions mo;
-    mo.rank = rank;
-    mo.world_size = world_size;
-    mo.rendezvous = [&](const std::string& round, const std::string& payload) {
+    const auto collective_timeout = std::chrono::seconds(std::atoi(Env("SF_COLLECTIVE_TIMEOUT_S", "300").c_str()));
+    auto meet = [&](const std::string& round, const std::string& payload) {
       return rendezvous(round, payload, nullptr);
     };
-    mo.work_dir = Env("SF_TASK_DIR", "/tmp");
-    mo.across_machines = std::any_of(agents.begin(), agents.end(), [&](const std::string& a) { return a != agents[0]; });
-    mo.tcp_interfaces = Env("SF_DIST_TCP_INTERFACES");
-    mo.timeout = std::chrono::seconds(std::atoi(Env("SF_COLLECTIVE_TIMEOUT_S", "300").c_str()));
-    auto connected = dist::MpiConnect(mo);
+    Result<std::unique_ptr<dist::Communicator>> connected = Unavailable("no communicator");
+    if (device.device == Device::kCuda) {
+#if defined(SF_HAVE_CUDA)
+      dist::NcclConnectOptions no;
+      no.rank = rank;
+      no.world_size = world_size;
+      no.rendezvous = meet;
+      no.timeout = collective_timeout;
+      no.device = device.ordinal;
+      connected = dist::NcclConnect(no);
+#else
+      connected = FailedPrecondition("this sf-trainer was built without CUDA (SF_CUDA=OFF): no NCCL for GPU ranks");
+#endif
+    } else {
+      dist::MpiConnectOptions mo;
+      mo.rank = rank;
+      mo.world_size = world_size;
+      mo.rendezvous = meet;
+      mo.work_dir = Env("SF_TASK_DIR", "/tmp");
+      mo.across_machines =
+          std::any_of(agents.begin(), agents.end(), [&](const std::string& a) { return a != agents[0]; });
+      mo.tcp_interfaces = Env("SF_DIST_TCP_INTERFACES");
+      mo.timeout = collective_timeout;
+      connected = dist::MpiConnect(mo);
+    }
     if (!connected.ok()) return fail("connecting the ranks", connected.status());
     comm = std::move(connected).value();
   }
@@ -198,8 +222,7 @@ int RunTrial(const v1::TrialIdentity& who, int world_size, std::unique_ptr<dist:
                         {"world_size", std::to_string(world_size)}, {"train", cfg.data.train.src},
                         {"precision", config::PrecisionName(cfg.precision)}});
   TextRunOptions ro;
-  // The device comes from the slots the agent gave this task (CUDA_VISIBLE_DEVICES holds them).
-  ro.device = DeviceFromSlots(Env("SF_SLOT_IDS"));
+  ro.device = device;
   ro.rank = rank;
   ro.world_size = world_size;
   ro.comm = comm.get();

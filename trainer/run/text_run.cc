@@ -6,6 +6,7 @@
 #include "common/log.h"
 #include "trainer/core/splitmix64.h"
 #include "trainer/optim/from_config.h"
+#include "trainer/run/data_parallel.h"
 #include "trainer/run/model_setup.h"
 
 namespace sf {
@@ -76,10 +77,6 @@ Result<std::unique_ptr<TextRun>> TextRun::Create(const config::ExperimentConfig&
   SF_ASSIGN_OR_RETURN(TransformerConfig mc,
                       ModelConfigFromHyperparameters(r->hparams_, r->data_->source_tokenizer().vocab_size(),
                                                      r->data_->target_tokenizer().vocab_size(), max_pos));
-  if (options.device.device != Device::kCpu && options.comm && options.world_size > 1) {
-    return InvalidArgument("device " + options.device.description + ": data-parallel trials on GPUs need NCCL "
-                           "in the trainer, which is not wired in yet; use one slot per trial on GPU agents");
-  }
   SF_ASSIGN_OR_RETURN(r->backend_, MakeTrainingBackend(options.device));
   log::Info("trainer", {{"event", "device"}, {"device", options.device.description},
                         {"backend", r->backend_->description()}});
@@ -112,17 +109,11 @@ Result<std::unique_ptr<TextRun>> TextRun::Create(const config::ExperimentConfig&
   std::vector<ParamRef> params = r->model_->Parameters();
   SF_RETURN_IF_ERROR(r->step_->optimizer().Prepare(params));
   if (options.comm && options.world_size > 1) {
-    // Every rank starts from rank 0's weights (equal by seed already; this makes it a fact).
-    ParamStore<float>& store = r->model_->params();
-    SF_RETURN_IF_ERROR(options.comm->Broadcast(store.values(), store.total_numel() * 4, 0));
-    r->model_->WeightsUpdated();
-    std::vector<int64_t> offsets;
-    for (const ParamInfo& p : store.params()) offsets.push_back(p.offset);
+    SF_RETURN_IF_ERROR(BroadcastWeights(*options.comm, *r->model_));
     dist::GradReducerOptions ro;
     ro.bucket_bytes = cfg.optimizations.bucket_size_mb << 20;
     ro.wire = ComputeDType(cfg.optimizations.allreduce_dtype);  // the precision's dtype
-    r->reducer_ = std::make_unique<dist::GradReducer>(options.comm, store.grads(), store.total_numel(),
-                                                      std::move(offsets), ro);
+    r->reducer_ = MakeGradReducer(*options.comm, *r->model_, ro);
     r->step_->set_grad_reducer(r->reducer_.get());
     log::Info("trainer", {{"event", "data_parallel"}, {"rank", std::to_string(options.rank)},
                           {"world_size", std::to_string(options.world_size)},

@@ -15,7 +15,9 @@
 #include "tests/trainer/seq2seq_batches.h"
 #include "common/config/experiment_config.h"
 #include "common/config/hyperparameter_schema.h"
+#include "tests/trainer/guarded_backend.h"
 #include "trainer/dist/mpi_communicator.h"
+#include "trainer/run/data_parallel.h"
 #include "trainer/run/text_run.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
 #include "trainer/optim/optimizer.h"
@@ -60,15 +62,26 @@ struct Setting {
   int aggregation;
   DType wire;
   const char* name;
+  // The ranks train on the guarded device backend (memory the host may not touch, as on a GPU):
+  // buckets reach MPI through host copies (run/data_parallel.h).
+  bool device = false;
 };
+
+// The weights as host values (a device model's through its host copy).
+std::vector<float> HostWeights(Transformer<float>& m) {
+  ParamStore<float>& st = m.params();
+  st.PullValues();
+  return std::vector<float>(st.host_values(), st.host_values() + st.total_numel());
+}
 
 // Worst relative difference over tensors: max |a-b| / max |b| per tensor.
 double WorstRelative(Transformer<float>& a, Transformer<float>& b, std::string* where) {
   double worst = 0;
+  const std::vector<float> wa = HostWeights(a), wb = HostWeights(b);
   for (size_t i = 0; i < a.params().params().size(); ++i) {
     const ParamInfo& p = a.params().params()[i];
-    const float* x = a.params().value(static_cast<int>(i));
-    const float* y = b.params().value(static_cast<int>(i));
+    const float* x = wa.data() + p.offset;
+    const float* y = wb.data() + p.offset;
     double diff = 0, mag = 0;
     for (int64_t k = 0; k < p.numel; ++k) {
       diff = std::max(diff, static_cast<double>(std::fabs(x[k] - y[k])));
@@ -91,17 +104,19 @@ TEST_P(DataParallel, RanksOnShardsEqualOneRankOnTheGlobalBatch) {
   const int steps = 5;
   const int64_t rows = 8;  // per micro-batch, globally (divisible by 2 and 4)
   CpuBackend backend;
-  Transformer<float> dist_model(SmallConfig(), &backend, s.compute), ref_model(SmallConfig(), &backend, s.compute);
+  testing::GuardedBackend guarded;
+  Backend<float>* dist_backend = s.device ? static_cast<Backend<float>*>(&guarded) : &backend;
+  Transformer<float> dist_model(SmallConfig(), dist_backend, s.compute), ref_model(SmallConfig(), &backend, s.compute);
   dist_model.InitParameters(7);
   ref_model.InitParameters(7);
+  ASSERT_TRUE(BroadcastWeights(*g_comm, dist_model).ok());
   TrainStep dist_step(&dist_model, RAdam(), NoScaling(), 1.0);
   TrainStep ref_step(&ref_model, RAdam(), NoScaling(), 1.0);
-  std::vector<int64_t> offsets;
-  for (const ParamInfo& p : dist_model.params().params()) offsets.push_back(p.offset);
   dist::GradReducerOptions ro;
   ro.bucket_bytes = 16 << 10;  // small buckets: many of them, launched during backward
   ro.wire = s.wire;
-  dist::GradReducer reducer(g_comm, dist_model.params().grads(), dist_model.params().total_numel(), offsets, ro);
+  std::unique_ptr<dist::GradReducer> reducer_owner = MakeGradReducer(*g_comm, dist_model, ro);
+  dist::GradReducer& reducer = *reducer_owner;
   dist_step.set_grad_reducer(&reducer);
   ASSERT_GT(reducer.bucket_count(), 4);
 
@@ -128,12 +143,10 @@ TEST_P(DataParallel, RanksOnShardsEqualOneRankOnTheGlobalBatch) {
   std::string where;
   const double worst = WorstRelative(dist_model, ref_model, &where);
   // Ranks must hold identical weights: compare with rank 0's, bit for bit.
-  const ParamStore<float>& st = dist_model.params();
-  std::vector<float> zero(st.total_numel());
-  std::memcpy(zero.data(), const_cast<ParamStore<float>&>(st).values(), zero.size() * 4);
+  const std::vector<float> mine = HostWeights(dist_model);
+  std::vector<float> zero = mine;
   ASSERT_TRUE(g_comm->Broadcast(zero.data(), static_cast<int64_t>(zero.size() * 4), 0).ok());
-  EXPECT_EQ(0, std::memcmp(zero.data(), const_cast<ParamStore<float>&>(st).values(), zero.size() * 4))
-      << "rank " << rank << " diverged from rank 0";
+  EXPECT_EQ(0, std::memcmp(zero.data(), mine.data(), zero.size() * 4)) << "rank " << rank << " diverged from rank 0";
   if (rank == 0) {
     std::printf("%s W=%d: worst relative weight difference vs 1 rank after %d steps: %.3g (%s)\n", s.name, world,
                 steps, worst, where.c_str());
@@ -146,7 +159,9 @@ INSTANTIATE_TEST_SUITE_P(
     Settings, DataParallel,
     ::testing::Values(Setting{DType::kF32, 1, DType::kF32, "fp32"}, Setting{DType::kF32, 2, DType::kF32, "fp32_agg2"},
                       Setting{DType::kBF16, 1, DType::kF32, "bf16"}, Setting{DType::kBF16, 2, DType::kF32, "bf16_agg2"},
-                      Setting{DType::kF32, 2, DType::kBF16, "fp32_agg2_bf16_wire"}),
+                      Setting{DType::kF32, 2, DType::kBF16, "fp32_agg2_bf16_wire"},
+                      Setting{DType::kF32, 2, DType::kF32, "fp32_agg2_device", true},
+                      Setting{DType::kBF16, 1, DType::kBF16, "bf16_device_bf16_wire", true}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(DataParallelOverflow, OneRanksOverflowSkipsTheStepOnEveryRank) {
