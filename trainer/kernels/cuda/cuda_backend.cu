@@ -51,6 +51,25 @@ __device__ float DropoutFactor(DropoutKey key, int64_t index, float p, uint32_t 
   return keep[index % 8] ? keep_scale : 0.0f;
 }
 
+// The same factor for elementwise kernels with one thread per element (index = blockIdx.x *
+// blockDim.x + threadIdx.x, blockDim.x a multiple of 32): lanes 8k..8k+7 of a warp hold the 8
+// indices of one Philox group, so the group's first lane draws it once and shares the mask
+// (DropoutFactor draws a whole group per element). Every lane of the warp must call it, in range
+// or not.
+__device__ float DropoutFactorOfWarp(DropoutKey key, int64_t index, float p, uint32_t threshold,
+                                     float keep_scale) {
+  if (p <= 0.0f) return 1.0f;
+  const int lane = threadIdx.x & 31;
+  uint32_t bits = 0;
+  if ((lane & 7) == 0) {
+    uint8_t keep[8];
+    DropoutKeep8(key, static_cast<uint64_t>(index) / 8, threshold, keep);
+    for (int j = 0; j < 8; ++j) bits |= keep[j] ? (1u << j) : 0u;
+  }
+  bits = __shfl_sync(0xffffffffu, bits, lane & ~7);
+  return (bits >> (index & 7)) & 1u ? keep_scale : 0.0f;
+}
+
 float KeepScale(float p) { return static_cast<float>(1.0 / (1.0 - static_cast<double>(p))); }
 
 // Block-wide sum (blockDim.x a multiple of 32, at most 1024).
@@ -95,16 +114,17 @@ __global__ void BdrForwardKernel(const float* x, const float* bias, const float*
                                  float* out, int64_t n, int64_t cols, float p, uint32_t threshold,
                                  float keep_scale, DropoutKey key) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  const float f = DropoutFactorOfWarp(key, i, p, threshold, keep_scale);
   if (i >= n) return;
-  const float v = (x[i] + (bias ? bias[i % cols] : 0.0f)) *
-                  DropoutFactor(key, i, p, threshold, keep_scale);
+  const float v = (x[i] + (bias ? bias[i % cols] : 0.0f)) * f;
   out[i] = v + (residual ? residual[i] : 0.0f);
 }
 
 __global__ void DropoutBackwardKernel(const float* dout, float* dx, int64_t n, float p,
                                       uint32_t threshold, float keep_scale, DropoutKey key) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i < n) dx[i] = dout[i] * DropoutFactor(key, i, p, threshold, keep_scale);
+  const float f = DropoutFactorOfWarp(key, i, p, threshold, keep_scale);
+  if (i < n) dx[i] = dout[i] * f;
 }
 
 // sum[c] += sum_r x[r, c]: one thread per column, rows split over blockIdx.y.
@@ -167,9 +187,32 @@ __global__ void LayerNormForwardKernel(const float* x, const float* gamma, const
     y[r * cols + c] = (xr[c] - mu) * rs * gamma[c] + beta[c];
 }
 
+// dgamma[c] += sum_r dy[r,c] * xhat[r,c], dbeta[c] += sum_r dy[r,c]: one thread per column,
+// rows split over blockIdx.y (as ColumnSumKernel), so each column takes one atomic per split
+// instead of one per row.
+__global__ void LayerNormParamGradKernel(const float* dy, const float* x, const float* mean,
+                                         const float* rstd, float* dgamma, float* dbeta,
+                                         int64_t rows, int64_t cols) {
+  const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (c >= cols) return;
+  const int64_t per = (rows + gridDim.y - 1) / gridDim.y;
+  const int64_t r0 = blockIdx.y * per, r1 = min(rows, r0 + per);
+  float sg = 0, sb = 0;
+  for (int64_t r = r0; r < r1; ++r) {
+    const float d = dy[r * cols + c];
+    sg += d * ((x[r * cols + c] - mean[r]) * rstd[r]);
+    sb += d;
+  }
+  if (r0 < r1) {
+    atomicAdd(dgamma + c, sg);
+    atomicAdd(dbeta + c, sb);
+  }
+}
+
+// dx of one row per block (the parameter gradients are LayerNormParamGradKernel's).
 __global__ void LayerNormBackwardKernel(const float* dy, const float* x, const float* gamma,
                                         const float* mean, const float* rstd, float* dx,
-                                        float* dgamma, float* dbeta, int64_t cols, int accumulate) {
+                                        int64_t cols, int accumulate) {
   const int64_t r = blockIdx.x;
   const float* xr = x + r * cols;
   const float* d = dy + r * cols;
@@ -180,8 +223,6 @@ __global__ void LayerNormBackwardKernel(const float* dy, const float* x, const f
     const float g = d[c] * gamma[c];
     mg += g;
     mgx += g * xh;
-    atomicAdd(dgamma + c, d[c] * xh);
-    atomicAdd(dbeta + c, d[c]);
   }
   mg = BlockSum(mg) / cols;
   mgx = BlockSum(mgx) / cols;
@@ -777,9 +818,14 @@ class CudaBackend final : public Backend<float> {
   void LayerNormBackward(const float* dy, const float* x, const float* gamma, const float* mean,
                          const float* rstd, float* dx, float* dgamma, float* dbeta, int64_t rows,
                          int64_t cols, bool accumulate_dx) override {
-    if (rows > 0)
-      LayerNormBackwardKernel<<<static_cast<unsigned>(rows), 128, 0, stream_>>>(
-          dy, x, gamma, mean, rstd, dx, dgamma, dbeta, cols, accumulate_dx);
+    if (rows <= 0 || cols <= 0) return;
+    // The parameter gradients first: dx may alias dy.
+    const unsigned splits = static_cast<unsigned>(std::min<int64_t>(rows, 64));
+    dim3 grid(static_cast<unsigned>(Blocks(cols)), splits);
+    LayerNormParamGradKernel<<<grid, kThreads, 0, stream_>>>(dy, x, mean, rstd, dgamma, dbeta,
+                                                             rows, cols);
+    LayerNormBackwardKernel<<<static_cast<unsigned>(rows), 128, 0, stream_>>>(
+        dy, x, gamma, mean, rstd, dx, cols, accumulate_dx);
   }
   void SoftmaxForward(const float* scores, float* probs, void* dropped, DType dropped_dtype,
                       const uint8_t* key_padding, int64_t batch, int64_t heads, int64_t tq,
