@@ -6,7 +6,8 @@
 //
 // A trial scheduled onto the fake GPUs shows that the device comes from the slot: its trainer
 // gets CUDA_VISIBLE_DEVICES = the fake UUIDs, asks for a GPU (no hyperparameter says so), finds
-// none (there is no such GPU on any machine) and says so in the trial's logs.
+// none (there is no such GPU on any machine) and says so in the trial's logs. A trial on both
+// fake GPUs (2 slots) connects its ranks with NCCL, not Open MPI, and says why that fails.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
@@ -188,6 +189,49 @@ TEST(GpuSlotsEndToEnd, ATrialOnGpuSlotsTrainsOnTheGpuItWasGiven) {
   const Value* rows = metrics.Find("metrics");
   EXPECT_TRUE(!rows || !rows->is_list() || rows->as_list().empty()) << metrics.ToJson();
   // Each restart fails the same way; after max_restarts the experiment ends in ERROR.
+  EXPECT_TRUE(cluster.WaitForState(exp, "EXPERIMENT_STATE_ERROR", seconds(180)))
+      << cluster.ExperimentState(exp);
+}
+
+// A data-parallel trial on GPU slots: both ranks get a GPU from their slots and meet through
+// NCCL (GPU ranks reduce gradients on the device, docs/distributed.md), which finds no GPU here.
+TEST(GpuSlotsEndToEnd, ADataParallelTrialOnGpuSlotsConnectsItsRanksWithNccl) {
+  ClusterLayout layout;
+  layout.agent_slots = {"auto"};
+  layout.agent_flags = {{"--nvml-library", SF_FAKE_NVML_PATH, "--resource-pool", "gpu"}};
+  Cluster cluster(1, 1, layout);
+  ASSERT_FALSE(cluster.db().empty()) << "no PostgreSQL";
+  ASSERT_TRUE(cluster.WaitForAgents(1));
+  const int64_t exp = cluster.Submit(TinyExperiment(1, 20, 10, "two-gpus") +
+                                     "resources: {resource_pool: gpu, slots_per_trial: 2}\n");
+  ASSERT_GT(exp, 0);
+  int64_t trial = 0;
+  ASSERT_TRUE(cluster.WaitFor(
+      [&] {
+        const Value trials = cluster.Trials(exp);
+        if (!trials.is_list() || trials.as_list().empty()) return false;
+        trial = Id(trials.as_list()[0]);
+        return trial > 0;
+      },
+      seconds(60)));
+  std::string logs;
+  ASSERT_TRUE(cluster.WaitFor(
+      [&] {
+        auto [code, v] = cluster.Get("/api/v1/trials/" + std::to_string(trial) +
+                                     "/logs?search=connecting%20the%20ranks");
+        logs = v.ToJson();
+        return code == 200 && logs.find("connecting the ranks") != std::string::npos;
+      },
+      seconds(120)))
+      << logs;
+  const std::string line = LineWith(logs, "connecting the ranks");
+  std::printf("trial %lld logs, connecting: %s\n", static_cast<long long>(trial), line.substr(0, 300).c_str());
+  // NCCL's refusal (or, in a build without CUDA, the reason there is no NCCL), never MPI's.
+  // ("no usable CUDA device (cudaGetDeviceCount: ...)" without a driver, "no CUDA device is
+  // visible" with one).
+  EXPECT_TRUE(line.find("CUDA device") != std::string::npos || line.find("built without CUDA") != std::string::npos)
+      << line;
+  EXPECT_EQ(line.find("MPI"), std::string::npos) << line;
   EXPECT_TRUE(cluster.WaitForState(exp, "EXPERIMENT_STATE_ERROR", seconds(180)))
       << cluster.ExperimentState(exp);
 }
