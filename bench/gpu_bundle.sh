@@ -15,7 +15,10 @@
 #   STEPS=10 ARCHS=transformer_base bash .gpu-bundle/run.sh bench
 # run.sh runs: nvidia-smi; the CUDA kernel, device-model and device-residency tests (the cuda
 # cases must not skip there); the NCCL communicator test; sf-agent's slot detection through the
-# real NVML; and bench/trainer_vs_pytorch_gpu.sh. Add `.gpu-bundle/` to .git/info/exclude.
+# real NVML; `sf-trainer train --device cuda` on the full Multi30k (validation BLEU by the
+# device beam search) and bench/beam_device.sh on its checkpoint; and
+# bench/trainer_vs_pytorch_gpu.sh. Each part alone: run.sh tests | e2e | bench (one device call
+# is at most 10 minutes). Add `.gpu-bundle/` to .git/info/exclude.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -43,7 +46,11 @@ done | sort -u | while read -r name path; do
   [[ "$name" =~ $skip ]] && continue
   cp -L "$path" "$stage/lib/$name"
 done
-cp "$here/trainer_vs_pytorch_gpu.sh" "$here/pytorch_transformer_bench.py" "$stage/bench/"
+cp "$here/trainer_vs_pytorch_gpu.sh" "$here/pytorch_transformer_bench.py" "$here/beam_device.sh" "$stage/bench/"
+data="$root/../shared/data/multi30k-de-en"
+[[ -r "$data/train.de" ]] || { echo "missing $data (../shared beside the checkout)" >&2; exit 2; }
+mkdir -p "$stage/data"
+cp -r "$data" "$stage/data/"
 mkdir -p "$stage/bench/build/trainer"
 ln -s ../../../bin/sf-trainer "$stage/bench/build/trainer/sf-trainer"
 
@@ -53,7 +60,7 @@ tar -C "$stage" -cJf "$out/bundle.tar.xz" .
 cat > "$out/run.sh" <<'RUN'
 #!/usr/bin/env bash
 # Unpacks the bundle and runs the GPU checks (see bench/gpu_bundle.sh). Argument: "all"
-# (default), "tests" or "bench".
+# (default), "tests", "e2e" or "bench".
 set -uo pipefail
 what="${1:-all}"
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -91,6 +98,43 @@ if [[ "$what" == all || "$what" == tests ]]; then
   timeout 20 "$dir/bin/sf-agent" --slots auto --master 127.0.0.1:1 --work-dir "$dir/agent-work" \
     > "$out/agent_slots.log" 2>&1 || true
   echo "sf-agent: $(grep -E 'cuda_device|no_cuda_devices' "$out/agent_slots.log" | head -4 | tr '\n' ' ')"
+fi
+if [[ "$what" == all || "$what" == e2e ]]; then
+  # Real data on the GPU: a transformer_base, bf16, trained for E2E_EPOCHS epochs of Multi30k
+  # with validation BLEU (the device beam search) and the test set translated at the end; then
+  # the same checkpoint searched on the GPU and on the CPU.
+  d="$dir/data/multi30k-de-en"
+  cat > "$dir/e2e.yaml" <<YAML
+name: gpu-e2e
+data:
+  train: {src: $d/train.de, tgt: $d/train.en}
+  valid: {src: $d/valid.de, tgt: $d/valid.en}
+  test: {src: $d/test.de, tgt: $d/test.en}
+  tokenizer: {type: sentencepiece, vocab_size: 8000, model_type: bpe, shared: true}
+hyperparameters:
+  arch: transformer_base
+  dropout: 0.3
+  normalize_before: true
+  share_embeddings: true
+  lr: 0.0007
+  lr_schedule: {type: inverse_sqrt, warmup: 400}
+  optimizer: {type: adamw, betas: [0.9, 0.98], weight_decay: 0.0001}
+  max_tokens: 8192
+  clip_norm: 1.0
+  beam_size: 5
+precision: bf16
+searcher: {name: single, metric: bleu, smaller_is_better: false, max_length: {epochs: ${E2E_EPOCHS:-10}}}
+min_validation_period: {epochs: 5}
+min_checkpoint_period: {epochs: 5}
+YAML
+  (cd "$dir" && timeout 420 "$dir/bin/sf-trainer" train "$dir/e2e.yaml" --device cuda --output "$dir/e2e-run") \
+    > "$out/e2e_train.log" 2>&1 || status=1
+  grep -E "device|validation|BLEU|error" "$out/e2e_train.log" | tail -12
+  if [[ -d "$dir/e2e-run/latest" ]]; then
+    (cd "$dir/bench" && bash ./beam_device.sh "$dir/e2e-run/latest" "$d/test.de" "$dir/bench/build") \
+      > "$out/beam_device.log" 2>&1 || status=1
+    cat "$out/beam_device.log"
+  fi
 fi
 if [[ "$what" == all || "$what" == bench ]]; then
   (cd "$dir/bench" && bash ./trainer_vs_pytorch_gpu.sh "$dir/bench/build") > "$out/bench.log" 2>&1 || status=1
