@@ -14,6 +14,7 @@
 
 #include "agent/logger.h"
 #include "agent/slot_detector.h"
+#include "common/read_file.h"
 
 #ifndef SF_VERSION
 #define SF_VERSION "0.0.0"
@@ -95,8 +96,8 @@ bool ValidTaskId(const std::string& id) {
 // Field 22 of /proc/PID/stat (start time in clock ticks since boot): with the pid it names
 // one process for the life of the machine. 0 when the process does not exist.
 uint64_t ProcessStartTime(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Not an ifstream: the process may exit while its stat is read (see common/read_file.h).
+  const std::string content = ReadFileOrEmpty("/proc/" + std::to_string(pid) + "/stat");
   auto close_paren = content.rfind(')');
   if (close_paren == std::string::npos) {
     return 0;

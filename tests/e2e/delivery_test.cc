@@ -52,6 +52,7 @@ void RunUntilTheTrialFails(const std::string& trainer, const std::string& name, 
       << cluster.ExperimentState(id);
   *why = TrialError(cluster, id);
   std::printf("failure reason: %s\n", why->c_str());
+  if (why->find("lost") != std::string::npos) cluster.DumpLogs();
 }
 
 // The master is frozen (SIGSTOP) while a trainer writes 3000 numbered lines and exits 3, then

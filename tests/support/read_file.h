@@ -1,35 +1,10 @@
-// A whole file as bytes, "" when it cannot be opened or read: for /proc files, which vanish or
-// fail mid-read (ESRCH) when their process exits. (libstdc++'s filebuf throws from underflow on
-// a read error, whatever the stream's exception mask: an ifstream read of /proc in a destructor
-// once terminated a test process.)
+// Tests read /proc files of processes that may exit at any moment: see common/read_file.h.
 #pragma once
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <string>
+#include "common/read_file.h"
 
 namespace sf::testing {
 
-inline std::string ReadFileOrEmpty(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return "";
-  std::string out;
-  char buf[8192];
-  while (true) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n > 0) {
-      out.append(buf, static_cast<size_t>(n));
-    } else if (n < 0 && errno == EINTR) {
-      continue;
-    } else {
-      if (n < 0) out.clear();
-      break;
-    }
-  }
-  ::close(fd);
-  return out;
-}
+using sf::ReadFileOrEmpty;
 
 }  // namespace sf::testing
