@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <memory>
 #include <sstream>
 
 #include "common/subprocess.h"
@@ -151,89 +152,80 @@ TEST(GpuSlotsEndToEnd, AnAgentWithNvmlListsItsGpusWithUtilisationAndMemory) {
       seconds(30)));
 }
 
-TEST(GpuSlotsEndToEnd, ATrialOnGpuSlotsTrainsOnTheGpuItWasGiven) {
-  ClusterLayout layout;
-  layout.agent_slots = {"auto"};
-  layout.agent_flags = {{"--nvml-library", SF_FAKE_NVML_PATH, "--resource-pool", "gpu"}};
-  Cluster cluster(1, 1, layout);
-  ASSERT_FALSE(cluster.db().empty()) << "no PostgreSQL";
-  ASSERT_TRUE(cluster.WaitForAgents(1));
-  const int64_t exp = cluster.Submit(TinyExperiment(1, 20, 10, "on-gpu") +
-                                     "resources: {resource_pool: gpu, slots_per_trial: 1}\n");
-  ASSERT_GT(exp, 0);
-  int64_t trial = 0;
-  ASSERT_TRUE(cluster.WaitFor(
-      [&] {
-        const Value trials = cluster.Trials(exp);
-        if (!trials.is_list() || trials.as_list().empty()) return false;
-        trial = Id(trials.as_list()[0]);
-        return trial > 0;
-      },
-      seconds(60)));
+// A cluster whose one agent has the fake NVML's 2 GPUs in pool "gpu", and a trial submitted there.
+class GpuTrial : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ClusterLayout layout;
+    layout.agent_slots = {"auto"};
+    layout.agent_flags = {{"--nvml-library", SF_FAKE_NVML_PATH, "--resource-pool", "gpu"}};
+    cluster_ = std::make_unique<Cluster>(1, 1, layout);
+    ASSERT_FALSE(cluster_->db().empty()) << "no PostgreSQL";
+    ASSERT_TRUE(cluster_->WaitForAgents(1));
+  }
+  // Submits a one-trial experiment on `slots` GPU slots; sets experiment_ and trial_.
+  void Submit(const std::string& name, int slots) {
+    experiment_ = cluster_->Submit(TinyExperiment(1, 20, 10, name) + "resources: {resource_pool: gpu, slots_per_trial: " +
+                                   std::to_string(slots) + "}\n");
+    ASSERT_GT(experiment_, 0);
+    ASSERT_TRUE(cluster_->WaitFor(
+        [&] {
+          const Value trials = cluster_->Trials(experiment_);
+          if (!trials.is_list() || trials.as_list().empty()) return false;
+          trial_ = Id(trials.as_list()[0]);
+          return trial_ > 0;
+        },
+        seconds(60)));
+  }
+  // The trial's logs matching `search` (URL-encoded) once they contain `needle`.
+  std::string WaitForLogs(const std::string& search, const std::string& needle) {
+    std::string logs;
+    EXPECT_TRUE(cluster_->WaitFor(
+        [&] {
+          auto [code, v] = cluster_->Get("/api/v1/trials/" + std::to_string(trial_) + "/logs?search=" + search);
+          logs = v.ToJson();
+          return code == 200 && logs.find(needle) != std::string::npos;
+        },
+        seconds(120)))
+        << logs;
+    return logs;
+  }
+  // Each restart fails the same way; after max_restarts the experiment ends in ERROR.
+  void ExpectError() {
+    EXPECT_TRUE(cluster_->WaitForState(experiment_, "EXPERIMENT_STATE_ERROR", seconds(180)))
+        << cluster_->ExperimentState(experiment_);
+  }
+
+  std::unique_ptr<Cluster> cluster_;
+  int64_t experiment_ = 0, trial_ = 0;
+};
+
+TEST_F(GpuTrial, ATrialOnGpuSlotsTrainsOnTheGpuItWasGiven) {
+  ASSERT_NO_FATAL_FAILURE(Submit("on-gpu", 1));
   // The trainer's refusal, with the device it was given, in the trial's logs.
-  std::string logs;
-  ASSERT_TRUE(cluster.WaitFor(
-      [&] {
-        auto [code, v] = cluster.Get("/api/v1/trials/" + std::to_string(trial) +
-                                     "/logs?search=no%20GPU%20is%20visible");
-        logs = v.ToJson();
-        return code == 200 && logs.find("device cuda:0: no GPU is visible") != std::string::npos;
-      },
-      seconds(90)))
-      << logs;
-  std::printf("trial %lld logs, device refusal: %s\n", static_cast<long long>(trial),
+  const std::string logs = WaitForLogs("no%20GPU%20is%20visible", "device cuda:0: no GPU is visible");
+  std::printf("trial %lld logs, device refusal: %s\n", static_cast<long long>(trial_),
               LineWith(logs, "no GPU is visible").substr(0, 300).c_str());
   // It never trained on the CPU instead: no training metric was reported.
-  auto [mcode, metrics] = cluster.Get("/api/v1/trials/" + std::to_string(trial) + "/metrics?kind=training");
+  auto [mcode, metrics] = cluster_->Get("/api/v1/trials/" + std::to_string(trial_) + "/metrics?kind=training");
   EXPECT_EQ(mcode, 200);
   const Value* rows = metrics.Find("metrics");
   EXPECT_TRUE(!rows || !rows->is_list() || rows->as_list().empty()) << metrics.ToJson();
-  // Each restart fails the same way; after max_restarts the experiment ends in ERROR.
-  EXPECT_TRUE(cluster.WaitForState(exp, "EXPERIMENT_STATE_ERROR", seconds(180)))
-      << cluster.ExperimentState(exp);
+  ExpectError();
 }
 
 // A data-parallel trial on GPU slots: both ranks get a GPU from their slots and meet through
 // NCCL (GPU ranks reduce gradients on the device, docs/distributed.md), which finds no GPU here.
-TEST(GpuSlotsEndToEnd, ADataParallelTrialOnGpuSlotsConnectsItsRanksWithNccl) {
-  ClusterLayout layout;
-  layout.agent_slots = {"auto"};
-  layout.agent_flags = {{"--nvml-library", SF_FAKE_NVML_PATH, "--resource-pool", "gpu"}};
-  Cluster cluster(1, 1, layout);
-  ASSERT_FALSE(cluster.db().empty()) << "no PostgreSQL";
-  ASSERT_TRUE(cluster.WaitForAgents(1));
-  const int64_t exp = cluster.Submit(TinyExperiment(1, 20, 10, "two-gpus") +
-                                     "resources: {resource_pool: gpu, slots_per_trial: 2}\n");
-  ASSERT_GT(exp, 0);
-  int64_t trial = 0;
-  ASSERT_TRUE(cluster.WaitFor(
-      [&] {
-        const Value trials = cluster.Trials(exp);
-        if (!trials.is_list() || trials.as_list().empty()) return false;
-        trial = Id(trials.as_list()[0]);
-        return trial > 0;
-      },
-      seconds(60)));
-  std::string logs;
-  ASSERT_TRUE(cluster.WaitFor(
-      [&] {
-        auto [code, v] = cluster.Get("/api/v1/trials/" + std::to_string(trial) +
-                                     "/logs?search=connecting%20the%20ranks");
-        logs = v.ToJson();
-        return code == 200 && logs.find("connecting the ranks") != std::string::npos;
-      },
-      seconds(120)))
-      << logs;
-  const std::string line = LineWith(logs, "connecting the ranks");
-  std::printf("trial %lld logs, connecting: %s\n", static_cast<long long>(trial), line.substr(0, 300).c_str());
-  // NCCL's refusal (or, in a build without CUDA, the reason there is no NCCL), never MPI's.
-  // ("no usable CUDA device (cudaGetDeviceCount: ...)" without a driver, "no CUDA device is
-  // visible" with one).
+TEST_F(GpuTrial, ADataParallelTrialOnGpuSlotsConnectsItsRanksWithNccl) {
+  ASSERT_NO_FATAL_FAILURE(Submit("two-gpus", 2));
+  const std::string line = LineWith(WaitForLogs("connecting%20the%20ranks", "connecting the ranks"), "connecting the ranks");
+  std::printf("trial %lld logs, connecting: %s\n", static_cast<long long>(trial_), line.substr(0, 300).c_str());
+  // NCCL's refusal ("no usable CUDA device (cudaGetDeviceCount: ...)" without a driver, "no CUDA
+  // device is visible" with one; in a build without CUDA, the reason there is no NCCL), never MPI's.
   EXPECT_TRUE(line.find("CUDA device") != std::string::npos || line.find("built without CUDA") != std::string::npos)
       << line;
   EXPECT_EQ(line.find("MPI"), std::string::npos) << line;
-  EXPECT_TRUE(cluster.WaitForState(exp, "EXPERIMENT_STATE_ERROR", seconds(180)))
-      << cluster.ExperimentState(exp);
+  ExpectError();
 }
 
 }  // namespace
