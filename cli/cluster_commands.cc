@@ -195,7 +195,8 @@ int CreateExperiment(const Flags& f, Api& api) {
 
 // `sf experiment fork ID`: the experiment's config as it was submitted, with --config overrides,
 // validated here, submitted as a new experiment (its paths stay as the original's: the CLI made
-// them absolute when that one was created).
+// them absolute when that one was created) in the original's workspace unless --workspace says
+// another.
 int ForkExperiment(const Flags& f, Api& api) {
   auto original = api.Call("GET", "/api/v1/experiments/" + f.id);
   if (!original) return api.exit_code;
@@ -208,7 +209,12 @@ int ForkExperiment(const Flags& f, Api& api) {
   std::string text = yaml->as_string();
   auto parsed = OverrideAndValidate(text, f.overrides, "experiment " + f.id);
   if (!parsed.ok()) return ConfigUsageError(parsed.status());
-  return SubmitExperiment(f, api, "/api/v1/experiments", Value(Value::Map{{"configYaml", text}, {"activate", !f.paused}}),
+  std::string workspace = f.workspace;
+  if (const Value* ws = experiment->Find("workspace"); workspace.empty() && ws && ws->is_string()) {
+    workspace = ws->as_string();
+  }
+  return SubmitExperiment(f, api, "/api/v1/experiments",
+                          Value(Value::Map{{"configYaml", text}, {"activate", !f.paused}, {"workspace", workspace}}),
                           " (fork of experiment " + f.id + ")");
 }
 
@@ -706,6 +712,8 @@ void AddExperimentCommands(CLI::App& sf, CommandAction& action) {
   fork.app->add_flag("-f,--follow", fork.flags->follow,
                      "print trial progress until the new experiment ends; exit 1 unless it COMPLETED");
   fork.app->add_flag("--paused", fork.flags->paused, "create it paused (start it with `sf experiment activate`)");
+  fork.app->add_option("-w,--workspace", fork.flags->workspace,
+                       "the workspace it belongs to (default: the original's; you must be an editor there)");
   fork.app
       ->add_option("--config", fork.flags->overrides,
                    "override one field of the config (e.g. searcher.max_length.batches=5000); repeatable")

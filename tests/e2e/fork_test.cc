@@ -88,6 +88,48 @@ TEST_F(Fork, NewExperimentHasTheOldConfigWithTheOverrides) {
   EXPECT_EQ(Count(c.db(), "SELECT count(*) FROM experiments"), stored);
 }
 
+// A fork stays in its original's workspace (not Uncategorized), unless --workspace moves it.
+TEST_F(Fork, ForkStaysInTheOriginalsWorkspace) {
+  cluster_ = std::make_unique<Cluster>(0, 1);
+  Cluster& c = *cluster_;
+  ASSERT_FALSE(c.db().empty()) << "no PostgreSQL";
+  auto [wcode, wbody] = c.Post("/api/v1/workspaces", R"({"name":"team"})");
+  ASSERT_EQ(wcode, 200) << wbody.ToJson();
+  auto [code, created] = c.Post("/api/v1/experiments",
+                                Value(Value::Map{{"configYaml", TinyExperiment(1, 40, 10, "in-team")},
+                                                 {"activate", false},
+                                                 {"workspace", "team"}})
+                                    .ToJson());
+  ASSERT_EQ(code, 200) << created.ToJson();
+  const int64_t original = Id(*created.Find("experiment"));
+  auto workspace_of = [&](int64_t id) {
+    auto [c2, v] = c.Get("/api/v1/experiments/" + std::to_string(id));
+    EXPECT_EQ(c2, 200);
+    return c2 == 200 ? v.Find("experiment")->Find("workspace")->as_string() : "";
+  };
+  ASSERT_EQ(workspace_of(original), "team");
+  auto fork_of = [&](std::vector<std::string> extra) -> int64_t {
+    std::vector<std::string> args = {"experiment", "fork", std::to_string(original), "--paused", "--json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto [fcode, out, err] = Sf(args);
+    EXPECT_EQ(fcode, 0) << out << err;
+    auto json = Value::FromJson(out);
+    return json.ok() && json->Find("experiment") ? Id(*json->Find("experiment")) : 0;
+  };
+  const int64_t same = fork_of({});
+  ASSERT_GT(same, 0);
+  EXPECT_EQ(workspace_of(same), "team");
+  const int64_t moved = fork_of({"--workspace", "Uncategorized"});
+  ASSERT_GT(moved, 0);
+  EXPECT_EQ(workspace_of(moved), "Uncategorized");
+  // A workspace that does not exist is refused, nothing stored.
+  const int64_t stored = Count(c.db(), "SELECT count(*) FROM experiments");
+  auto [bad, out, err] = Sf({"experiment", "fork", std::to_string(original), "--workspace", "nowhere"});
+  EXPECT_NE(bad, 0) << out << err;
+  EXPECT_NE(err.find("nowhere"), std::string::npos) << err;
+  EXPECT_EQ(Count(c.db(), "SELECT count(*) FROM experiments"), stored);
+}
+
 // A single-searcher TinyExperiment: one trial of `batches`, metrics every 10, a checkpoint every 20.
 std::string SingleExperiment(int64_t batches) {
   std::string yaml = TinyExperiment(1, batches, 10, "single");
