@@ -192,16 +192,19 @@ Status DeviceDecoder::TranslateBatch(const std::vector<const std::vector<int32_t
   Stage(src_pad_, src_pad, DType::kU8);
   Encode(tokens, positions, S, Ts);
 
-  // Cross-attention keys/values of every layer, once per sentence: [S, Ts, C].
+  // Cross-attention keys/values of every layer, once per sentence, head-major: [S, H, Ts, D].
   cross_k_.resize(Ld);
   cross_v_.resize(Ld);
+  ctx_.Resize({S * Ts, C}, DType::kF32, be_.allocator());
   for (int64_t l = 0; l < Ld; ++l) {
     const float* w = W(LayerName("decoder", l, "encoder_attn.in_proj_weight"));
     const float* b = W(LayerName("decoder", l, "encoder_attn.in_proj_bias"));
-    cross_k_[l].Resize({S * Ts, C}, DType::kF32, be_.allocator());
-    cross_v_[l].Resize({S * Ts, C}, DType::kF32, be_.allocator());
-    Linear(enc_.data<float>(), S * Ts, C, w + C * C, b + C, C, cross_k_[l].data<float>());
-    Linear(enc_.data<float>(), S * Ts, C, w + 2 * C * C, b + 2 * C, C, cross_v_[l].data<float>());
+    for (int part = 1; part <= 2; ++part) {
+      Tensor& dst = part == 1 ? cross_k_[l] : cross_v_[l];
+      dst.Resize({S * Ts, C}, DType::kF32, be_.allocator());
+      Linear(enc_.data<float>(), S * Ts, C, w + part * C * C, nullptr, C, ctx_.data<float>());
+      be_.SplitHeads(ctx_.data<float>(), b + part * C, dst.data<float>(), DType::kF32, S, Ts, 1, H, D);
+    }
   }
   cross_spare_.Resize({S * Ts, C}, DType::kF32, be_.allocator());
 
@@ -232,6 +235,7 @@ Status DeviceDecoder::TranslateBatch(const std::vector<const std::vector<int32_t
     const int64_t N = search.rows(), A = static_cast<int64_t>(search.active().size());
     const int64_t T = t + 1;  // keys so far, this step's included
     for (Tensor* x : {&x_, &h_, &o_, &q_, &ctx_}) x->Resize({N, C}, DType::kF32, be_.allocator());
+    heads_.Resize({2, N, C}, DType::kF32, be_.allocator());  // cross-attention queries, context
     // scores / probabilities [N, H, 1, T] (self) and [A, H, beam, Ts] (cross)
     scores_.Resize({N * H * std::max(T, Ts)}, DType::kF32, be_.allocator());
     probs_.Resize({N * H * std::max(T, Ts)}, DType::kF32, be_.allocator());
@@ -274,7 +278,8 @@ Status DeviceDecoder::TranslateBatch(const std::vector<const std::vector<int32_t
         LayerNorm(x_.data<float>(), g1, b1, h_.data<float>(), N);
         std::swap(x_, h_);
       }
-      // Cross-attention: the beams of active sentence a are rows a*beam.., its keys batch a.
+      // Cross-attention: the beams of active sentence a are rows a*beam..; with the queries split
+      // into heads ([A, H, beam, D]) each (sentence, head) is one batch entry of both GEMMs.
       const float* g2 = W(p + "encoder_attn_layer_norm.weight");
       const float* b2 = W(p + "encoder_attn_layer_norm.bias");
       src = x_.data<float>();
@@ -282,22 +287,21 @@ Status DeviceDecoder::TranslateBatch(const std::vector<const std::vector<int32_t
         LayerNorm(src, g2, b2, h_.data<float>(), N);
         src = h_.data<float>();
       }
-      Linear(src, N, C, W(p + "encoder_attn.in_proj_weight"), W(p + "encoder_attn.in_proj_bias"),
-             C, q_.data<float>());
-      // scores [A, H, beam, Ts], one strided batched GEMM per head
-      for (int64_t j = 0; j < H; ++j) {
-        be_.Gemm(A, beam, Ts, D, Operand(q_.data<float>() + j * D, false, C, beam * C),
-                 Operand(cross_k_[l].data<float>() + j * D, true, C, Ts * C),
-                 scores_.data<float>() + j * beam * Ts, Ts, H * beam * Ts, 1.0f, 0.0f);
-      }
+      Linear(src, N, C, W(p + "encoder_attn.in_proj_weight"), nullptr, C, q_.data<float>());
+      float* qh = heads_.data<float>();
+      float* ch = qh + N * C;
+      be_.SplitHeads(q_.data<float>(), W(p + "encoder_attn.in_proj_bias"), qh, DType::kF32, A, beam, 1, H, D);
+      // scores [A, H, beam, Ts]
+      be_.Gemm(A * H, beam, Ts, D, Operand(qh, false, D, beam * D),
+               Operand(cross_k_[l].data<float>(), true, D, Ts * D), scores_.data<float>(), Ts,
+               beam * Ts, 1.0f, 0.0f);
       be_.SoftmaxForward(scores_.data<float>(), probs_.data<float>(), nullptr, DType::kF32,
                          src_pad_.data<uint8_t>(), A, H, beam, Ts, att_scale, false, 0.0f,
                          DropoutKey{});
-      for (int64_t j = 0; j < H; ++j) {
-        be_.Gemm(A, beam, D, Ts, Operand(probs_.data<float>() + j * beam * Ts, false, Ts, H * beam * Ts),
-                 Operand(cross_v_[l].data<float>() + j * D, false, C, Ts * C),
-                 ctx_.data<float>() + j * D, C, beam * C, 1.0f, 0.0f);
-      }
+      // context [A, H, beam, D] -> [A, beam, H, D] = [N, C]
+      be_.Gemm(A * H, beam, D, Ts, Operand(probs_.data<float>(), false, Ts, beam * Ts),
+               Operand(cross_v_[l].data<float>(), false, D, Ts * D), ch, D, beam * D, 1.0f, 0.0f);
+      be_.MergeHeads(ch, ctx_.data<float>(), DType::kF32, A, beam, 1, H, D);
       Linear(ctx_.data<float>(), N, C, W(p + "encoder_attn.out_proj.weight"), nullptr, C,
              o_.data<float>());
       be_.BiasDropoutResidualForward(o_.data<float>(), W(p + "encoder_attn.out_proj.bias"),

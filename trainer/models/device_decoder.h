@@ -8,8 +8,10 @@
 //
 // Device state of one working batch (S sentences, N = active sentences * beam rows, Ts source
 // positions, C = d_model, H heads of D):
-//   - cross-attention keys/values per decoder layer, [A, Ts, C] for the A active sentences,
-//     computed once from the encoder output and compacted (a row gather) when sentences finish;
+//   - cross-attention keys/values per decoder layer, head-major [A, H, Ts, D] for the A active
+//     sentences, computed once from the encoder output and compacted (a row gather of each
+//     sentence's Ts*C block) when sentences finish; with the queries split into [A, H, beam, D],
+//     each (sentence, head) is one batch entry of the two cross-attention GEMMs;
 //   - self-attention keys/values per decoder layer, time-major [t, N, C]: step t appends one
 //     [N, C] block, and reordering beams gathers rows. Time-major makes every (row, head) a
 //     matrix at offset (row*H + head)*D with leading dimension N*C, so each attention product is
