@@ -15,6 +15,7 @@
 #include "trainer/core/philox.h"
 #include "trainer/core/tensor.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
+#include "trainer/kernels/cpu/gemm_onednn.h"
 #include "trainer/kernels/cpu/hot_kernels.h"
 #include "trainer/kernels/cpu/reference.h"
 #include "trainer/optim/optimizer.h"
@@ -268,6 +269,38 @@ TEST(CpuGemm, PrimitivesAreCachedByShape) {
     cpu.Gemm(1, 8, 8, 8, GemmOperand{a.data(), DType::kF32, false, 8, 0},
              GemmOperand{b.data(), DType::kF32, false, 8, 0}, c.data(), 8, 0, 1, 0);
   EXPECT_EQ(cpu.gemm_primitives_created(), 1);
+}
+
+// Training batches come in many sizes: each new m is a new primitive, but a constant weight is
+// packed once, not once per m (which grew a training run's memory by a copy of every weight per
+// batch shape), and every m still gets the right product after the weights change.
+TEST(CpuGemm, ConstantWeightsArePackedOnceForEveryBatchSize) {
+  if (!OneDnnGemm::PrepackEnabled()) GTEST_SKIP() << "SF_GEMM_PREPACK=0";
+  CpuBackend cpu;
+  const int64_t n = 96, k = 64;
+  std::vector<float> w = Random(n * k, 11), a = Random(40 * k, 12);
+  GemmOperand wb{w.data(), DType::kF32, true, k, 0};
+  wb.constant = true;
+  for (int round = 0; round < 2; ++round) {
+    for (int64_t m : {1, 7, 16, 33, 40}) {
+      std::vector<float> c(m * n);
+      cpu.Gemm(1, m, n, k, GemmOperand{a.data(), DType::kF32, false, k, 0}, wb, c.data(), n, 0, 1, 0);
+      for (int64_t i = 0; i < m; i += 6) {
+        for (int64_t j = 0; j < n; j += 5) {
+          double want = 0;
+          for (int64_t p = 0; p < k; ++p) want += static_cast<double>(a[i * k + p]) * w[j * k + p];
+          ASSERT_NEAR(c[i * n + j], want, 1e-4) << "round " << round << " m " << m;
+        }
+      }
+    }
+    for (float& x : w) x *= -0.5f;  // new weights: the packed copy must be refreshed
+    cpu.WeightsChanged();
+  }
+  EXPECT_EQ(cpu.gemm_primitives_created(), 5);
+  // One copy per weights layout oneDNN picks: one on the hosts seen so far; allow a second in
+  // case an ISA lays weights out differently for a tiny m. Per m it would be 5.
+  EXPECT_LE(cpu.gemm_packed_copies(), 2);
+  EXPECT_GE(cpu.gemm_packed_copies(), 1);
 }
 
 TEST_P(KernelTest, BiasDropoutResidualMatchesReferenceAndKeepsRate) {

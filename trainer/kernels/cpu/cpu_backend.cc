@@ -81,6 +81,7 @@ CpuBackend::CpuBackend() : gemm_(std::make_unique<OneDnnGemm>()) { cpu::EnableAm
 CpuBackend::~CpuBackend() = default;
 
 int64_t CpuBackend::gemm_primitives_created() const { return gemm_->primitives_created(); }
+int64_t CpuBackend::gemm_packed_copies() const { return gemm_->packed_copies(); }
 
 void CpuBackend::Gemm(int64_t batch, int64_t m, int64_t n, int64_t k, const GemmOperand& a,
                       const GemmOperand& b, float* c, int64_t ldc, int64_t stride_c, float alpha,

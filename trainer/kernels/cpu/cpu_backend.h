@@ -81,6 +81,7 @@ class CpuBackend final : public Backend<float> {
 
   // Number of distinct GEMM primitives created so far (tests check the cache is used).
   int64_t gemm_primitives_created() const;
+  int64_t gemm_packed_copies() const;  // pre-packed weight copies held (see gemm_onednn.h)
 
  private:
   std::unique_ptr<OneDnnGemm> gemm_;

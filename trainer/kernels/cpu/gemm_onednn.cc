@@ -57,17 +57,34 @@ bool OneDnnGemm::PrepackEnabled() {
 
 OneDnnGemm::~OneDnnGemm() {
   CachingAllocator::Cpu().Free(scratch_);
-  for (auto& [key, p] : packed_) CachingAllocator::Cpu().Free(p.buffer);
+  for (auto& [data, copies] : packed_) {
+    for (Packed& p : copies) CachingAllocator::Cpu().Free(p.buffer);
+  }
+}
+
+int64_t OneDnnGemm::packed_copies() const {
+  int64_t n = 0;
+  for (const auto& [data, copies] : packed_) n += static_cast<int64_t>(copies.size());
+  return n;
 }
 
 const void* OneDnnGemm::PackedB(Entry& e, const void* data) {
-  Packed& p = packed_[PackKey{data, &e}];
-  if (!p.buffer) {
+  std::vector<Packed>& copies = packed_[data];
+  Packed* found = nullptr;
+  for (Packed& p : copies) {
+    if (p.src_desc == e.b && p.packed_desc == e.b_packed) found = &p;
+  }
+  if (!found) {
+    Packed& p = copies.emplace_back();
+    p.src_desc = e.b;
+    p.packed_desc = e.b_packed;
     p.buffer = CachingAllocator::Cpu().Allocate(e.b_packed.get_size());
     p.src = memory(e.b, engine_, const_cast<void*>(data));
     p.dst = memory(e.b_packed, engine_, p.buffer);
     p.reorder = dnnl::reorder(p.src, p.dst);
+    found = &p;
   }
+  Packed& p = *found;
   if (p.version != weights_version_) {
     p.reorder.execute(stream_, p.src, p.dst);
     stream_.wait();

@@ -31,6 +31,8 @@ class OneDnnGemm {
   // Packed copies of constant operands are stale: re-pack on next use.
   void WeightsChanged() { ++weights_version_; }
   int64_t packs_done() const { return packs_; }
+  // Packed copies of constant operands held (at most one per operand and layout).
+  int64_t packed_copies() const;
 
  private:
   struct Key {
@@ -53,22 +55,17 @@ class OneDnnGemm {
              const GemmOperand& b, int64_t ldc, int64_t stride_c, float alpha, float beta,
              DType dt);
 
-  // A constant operand reordered into an entry's preferred weights layout.
+  // A constant operand reordered into a primitive's preferred weights layout. One copy per
+  // (operand, source layout, packed layout): primitives for other batch sizes m of the same
+  // GEMM share it when their weights layout is the same (it is in practice: it depends on k, n
+  // and the ISA, not on m), so variable batch shapes do not multiply the packed weights (they
+  // did: one copy of every weight per distinct m).
   struct Packed {
+    dnnl::memory::desc src_desc, packed_desc;
     void* buffer = nullptr;
     dnnl::memory src, dst;
     dnnl::reorder reorder;
     int64_t version = -1;
-  };
-  struct PackKey {
-    const void* data;
-    const Entry* entry;
-    bool operator==(const PackKey& o) const { return data == o.data && entry == o.entry; }
-  };
-  struct PackKeyHash {
-    size_t operator()(const PackKey& k) const {
-      return std::hash<const void*>()(k.data) * 31 + std::hash<const void*>()(k.entry);
-    }
   };
   const void* PackedB(Entry& e, const void* data);
 
@@ -84,7 +81,7 @@ class OneDnnGemm {
   int64_t created_ = 0;
   int64_t packs_ = 0;
   int64_t weights_version_ = 0;
-  std::unordered_map<PackKey, Packed, PackKeyHash> packed_;
+  std::unordered_map<const void*, std::vector<Packed>> packed_;  // by operand address
 };
 
 }  // namespace sf
