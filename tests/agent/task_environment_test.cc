@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <initializer_list>
+
 #include "agent/agent.h"
 #include "agent/slot_detector.h"
 
@@ -42,6 +44,14 @@ TEST(TaskEnvironmentTest, CarriesTheTrialSpecAndWinsOverStartTaskEnv) {
   EXPECT_EQ(env["NCCL_DEBUG"], "INFO");
 }
 
+// A task "t" holding `slot_ids`.
+steadfast::v1::StartTask TaskOn(std::initializer_list<const char*> slot_ids) {
+  steadfast::v1::StartTask task;
+  task.set_task_id("t");
+  for (const char* id : slot_ids) task.add_slot_ids(id);
+  return task;
+}
+
 // The agent's cuda slots as NVML found them: slot "cudaK" for NVML index K, with its UUID.
 std::vector<steadfast::v1::Slot> GpuSlots(int n) {
   std::vector<steadfast::v1::Slot> slots;
@@ -56,10 +66,7 @@ std::vector<steadfast::v1::Slot> GpuSlots(int n) {
 }
 
 TEST(TaskEnvironmentTest, CudaSlotsAreNamedByGpuUuid) {
-  steadfast::v1::StartTask task;
-  task.set_task_id("t");
-  task.add_slot_ids("cuda3");
-  task.add_slot_ids("cuda1");
+  steadfast::v1::StartTask task = TaskOn({"cuda3", "cuda1"});
   auto env = TaskEnvironment(task, "/c", "/d", "a", "m:8090", 0, GpuSlots(4));
   // In the task's slot order; UUIDs cannot be renumbered, so no device order is needed.
   EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], "GPU-uuid-3,GPU-uuid-1");
@@ -68,10 +75,7 @@ TEST(TaskEnvironmentTest, CudaSlotsAreNamedByGpuUuid) {
 }
 
 TEST(TaskEnvironmentTest, ACudaSlotWithoutUuidMakesEveryOneAnOrdinal) {
-  steadfast::v1::StartTask task;
-  task.set_task_id("t");
-  task.add_slot_ids("cuda0");
-  task.add_slot_ids("cuda2");
+  steadfast::v1::StartTask task = TaskOn({"cuda0", "cuda2"});
   auto slots = GpuSlots(3);
   slots[2].clear_uuid();  // found by the CUDA runtime alone
   auto env = TaskEnvironment(task, "/c", "/d", "a", "m:8090", 0, slots);
@@ -80,10 +84,8 @@ TEST(TaskEnvironmentTest, ACudaSlotWithoutUuidMakesEveryOneAnOrdinal) {
 }
 
 TEST(TaskEnvironmentTest, CpuSlotsLeaveCudaVisibleDevicesAlone) {
-  steadfast::v1::StartTask task;
-  task.set_task_id("t");
+  steadfast::v1::StartTask task = TaskOn({"cpu0"});
   task.set_master_address("master:1");
-  task.add_slot_ids("cpu0");
   auto env = TaskEnvironment(task, "/c", "/d", "a", "m:8090", 0, GpuSlots(2));
   EXPECT_EQ(env.count("CUDA_VISIBLE_DEVICES"), 0u);
   EXPECT_EQ(env.count("CUDA_DEVICE_ORDER"), 0u);
@@ -93,10 +95,7 @@ TEST(TaskEnvironmentTest, CpuSlotsLeaveCudaVisibleDevicesAlone) {
 }
 
 TEST(TaskEnvironmentTest, CpuSlotsGetTheirShareOfThreads) {
-  steadfast::v1::StartTask task;
-  task.set_task_id("t");
-  task.add_slot_ids("cpu0");
-  task.add_slot_ids("cpu1");
+  steadfast::v1::StartTask task = TaskOn({"cpu0", "cpu1"});
   // Two CPU slots at 3 threads each.
   EXPECT_EQ(TaskEnvironment(task, "/c", "/d", "a", "m:8090", 3)["OMP_NUM_THREADS"], "6");
   // Unset when no budget is given.

@@ -14,6 +14,7 @@
 
 #include "tests/trainer/guarded_backend.h"
 #include "tests/trainer/seq2seq_batches.h"
+#include "tests/trainer/train_tail.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
 #include "trainer/models/translator.h"
 #include "trainer/optim/loss_scaler.h"
@@ -125,20 +126,8 @@ double TrainCopyTask(Backend<float>* backend, int steps) {
   TrainStep step(&model, std::move(MakeOptimizer(o)).value(), std::move(LossScaler::Make(lo)).value(),
                  1.0);
   std::mt19937 rng(8);
-  double tail = 0;
-  int64_t tail_tokens = 0;
-  for (int s = 0; s < steps; ++s) {
-    HostBatch hb = CopyBatch(32, 8, c.src_vocab, rng);
-    Seq2SeqBatch v = hb.view();
-    const float lr = 2e-3f * std::min(1.0f, (s + 1) / 30.0f);
-    auto r = step.Run({&v, 1}, lr);
-    EXPECT_TRUE(r.ok());
-    if (s >= steps - 10) {
-      tail += r->loss;
-      tail_tokens += r->tokens;
-    }
-  }
-  return tail / static_cast<double>(tail_tokens);
+  return TrainTailLossPerToken(step, steps, 2e-3f, rng,
+                               [&](std::mt19937& g) { return CopyBatch(32, 8, c.src_vocab, g); });
 }
 
 TEST_P(DeviceModelTest, Bf16CopyTaskReachesTheCpuLossWithinTwoPercentIn200Steps) {

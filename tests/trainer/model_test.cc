@@ -35,6 +35,7 @@ void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, size_t) noexcept { std::free(p); }
 
 #include "tests/trainer/seq2seq_batches.h"
+#include "tests/trainer/train_tail.h"
 
 namespace sf {
 namespace {
@@ -349,23 +350,12 @@ double TrainReversal(DType dt, const std::string& scaling, int steps, Transforme
   // small-loss task are subnormal in f16 for the 200 steps before the first growth.
   TrainStep step(&model, Adam(), Scaler(scaling, 4096), 1.0);
   std::mt19937 rng(8);
-  double tail = 0;
-  int64_t tail_tokens = 0;
-  for (int s = 0; s < steps; ++s) {
-    HostBatch hb = ReversalBatch(64, 8, rng);
-    Seq2SeqBatch v = hb.view();
-    const float lr = 2e-3f * std::min(1.0f, (s + 1) / 30.0f);
-    auto r = step.Run({&v, 1}, lr);
-    EXPECT_TRUE(r.ok());
-    if (s >= steps - 10) {
-      tail += r->loss;
-      tail_tokens += r->tokens;
-    }
-  }
+  const double tail = TrainTailLossPerToken(step, steps, 2e-3f, rng,
+                                            [](std::mt19937& g) { return ReversalBatch(64, 8, g); });
   if (out_model) *out_model = &model;
   std::printf("%s: %lld skipped steps, final loss scale %g\n", DTypeName(dt),
               static_cast<long long>(step.loss_scaler().skipped_steps()), step.loss_scaler().scale());
-  return tail / tail_tokens;
+  return tail;
 }
 
 TEST(Learning, TinyModelLearnsSequenceReversal) {

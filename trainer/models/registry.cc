@@ -11,36 +11,27 @@ struct Preset {
   std::function<void(TransformerConfig&)> apply;
 };
 
+// A preset that sets the model's sizes (layers on each side), and its dropout when given.
+std::function<void(TransformerConfig&)> Sized(int64_t d_model, int64_t heads, int64_t ffn_dim,
+                                              int64_t layers, float dropout = -1.0f) {
+  return [=](TransformerConfig& c) {
+    c.d_model = d_model;
+    c.heads = heads;
+    c.ffn_dim = ffn_dim;
+    c.encoder_layers = layers;
+    c.decoder_layers = layers;
+    if (dropout >= 0) c.dropout = dropout;
+  };
+}
+
 const std::vector<Preset>& Presets() {
   static const std::vector<Preset> presets = {
       {"transformer", [](TransformerConfig&) {}},  // fairseq transformer (base) defaults
-      {"transformer_tiny",
-       [](TransformerConfig& c) {
-         c.d_model = 256;
-         c.heads = 4;
-         c.ffn_dim = 1024;
-         c.encoder_layers = 3;
-         c.decoder_layers = 3;
-       }},
-      {"transformer_base",
-       [](TransformerConfig& c) {
-         c.d_model = 512;
-         c.heads = 8;
-         c.ffn_dim = 2048;
-         c.encoder_layers = 6;
-         c.decoder_layers = 6;
-       }},
+      {"transformer_tiny", Sized(256, 4, 1024, 3)},
+      {"transformer_base", Sized(512, 8, 2048, 6)},
       // fairseq's transformer_vaswani_wmt_en_de_big (Vaswani et al. "big"): 1024 / 16 heads /
       // 4096 / 6+6, dropout 0.3.
-      {"transformer_big",
-       [](TransformerConfig& c) {
-         c.d_model = 1024;
-         c.heads = 16;
-         c.ffn_dim = 4096;
-         c.encoder_layers = 6;
-         c.decoder_layers = 6;
-         c.dropout = 0.3f;
-       }},
+      {"transformer_big", Sized(1024, 16, 4096, 6, 0.3f)},
   };
   return presets;
 }
