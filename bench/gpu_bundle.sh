@@ -18,7 +18,11 @@
 # real NVML; `sf-trainer train --device cuda` on the full Multi30k (validation BLEU by the
 # device beam search) and bench/beam_device.sh on its checkpoint; and
 # bench/trainer_vs_pytorch_gpu.sh. Each part alone: run.sh tests | e2e | bench (one device call
-# is at most 10 minutes). Add `.gpu-bundle/` to .git/info/exclude.
+# is at most 10 minutes). Every step has a time limit, so one hang cannot eat the call:
+# TEST_TIMEOUT (per test binary, 240 s), E2E_TIMEOUT (420), BEAM_TIMEOUT (300), BENCH_TIMEOUT
+# (540); E2E_EPOCHS (10) and E2E_PERIOD (5, epochs between validations) size the training run.
+# The whole bundle (tests, 10 epochs, beam, base and big bench, COMPILE=0) took 202 s on an H200.
+# Add `.gpu-bundle/` to .git/info/exclude.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -28,7 +32,7 @@ out="$root/.gpu-bundle"
 grep -q "^SF_CUDA:BOOL=ON" "$build/CMakeCache.txt" ||
   { echo "$build is not an SF_CUDA=ON build" >&2; exit 2; }
 
-bins=(trainer/sf-trainer agent/sf-agent tests/trainer/engine_kernels_test
+bins=(trainer/sf-trainer trainer/data/sf-spm agent/sf-agent tests/trainer/engine_kernels_test
       tests/trainer/engine_device_model_test tests/trainer/engine_device_residency_test)
 [[ -x "$build/tests/trainer/dist/dist_nccl_test" ]] && bins+=(tests/trainer/dist/dist_nccl_test)
 stage="$(mktemp -d)"
@@ -90,7 +94,13 @@ status=0
 if [[ "$what" == all || "$what" == tests ]]; then
   for t in engine_kernels_test engine_device_model_test engine_device_residency_test dist_nccl_test; do
     [[ -x "$dir/bin/$t" ]] || continue
-    (cd "$dir" && "$dir/bin/$t" --gtest_color=no) > "$out/$t.log" 2>&1 || status=1
+    rc=0
+    (cd "$dir" && timeout "${TEST_TIMEOUT:-240}" "$dir/bin/$t" --gtest_color=no) > "$out/$t.log" 2>&1 || rc=$?
+    if [[ $rc != 0 ]]; then
+      status=1
+      echo "$t: exit $rc (124: over ${TEST_TIMEOUT:-240} s); its last lines:"
+      tail -5 "$out/$t.log"
+    fi
     echo "$t: $(grep -E '^\[  (PASSED  |FAILED  |SKIPPED )\] [0-9]+ test' "$out/$t.log" | tr '\n' ' ')"
     grep -E '^\[  FAILED  \] [A-Z]' "$out/$t.log" | sort -u | head -20
   done
@@ -124,20 +134,21 @@ hyperparameters:
   beam_size: 5
 precision: bf16
 searcher: {name: single, metric: bleu, smaller_is_better: false, max_length: {epochs: ${E2E_EPOCHS:-10}}}
-min_validation_period: {epochs: 5}
-min_checkpoint_period: {epochs: 5}
+min_validation_period: {epochs: ${E2E_PERIOD:-5}}
+min_checkpoint_period: {epochs: ${E2E_PERIOD:-5}}
 YAML
-  (cd "$dir" && timeout 420 "$dir/bin/sf-trainer" train "$dir/e2e.yaml" --device cuda --output "$dir/e2e-run") \
+  (cd "$dir" && timeout "${E2E_TIMEOUT:-420}" "$dir/bin/sf-trainer" train "$dir/e2e.yaml" --device cuda --output "$dir/e2e-run") \
     > "$out/e2e_train.log" 2>&1 || status=1
   grep -E "device|validation|BLEU|error" "$out/e2e_train.log" | tail -12
   if [[ -d "$dir/e2e-run/latest" ]]; then
-    (cd "$dir/bench" && bash ./beam_device.sh "$dir/e2e-run/latest" "$d/test.de" "$dir/bench/build") \
+    (cd "$dir/bench" && timeout "${BEAM_TIMEOUT:-300}" bash ./beam_device.sh "$dir/e2e-run/latest" "$d/test.de" "$dir/bench/build") \
       > "$out/beam_device.log" 2>&1 || status=1
     cat "$out/beam_device.log"
   fi
 fi
 if [[ "$what" == all || "$what" == bench ]]; then
-  (cd "$dir/bench" && bash ./trainer_vs_pytorch_gpu.sh "$dir/bench/build") > "$out/bench.log" 2>&1 || status=1
+  (cd "$dir/bench" && timeout "${BENCH_TIMEOUT:-540}" bash ./trainer_vs_pytorch_gpu.sh "$dir/bench/build") \
+    > "$out/bench.log" 2>&1 || status=1
   tail -8 "$out/bench.log"
 fi
 exit $status

@@ -10,14 +10,28 @@
 namespace sf {
 namespace {
 
+// Blocks of a fixed size, summed in parallel and then in block order: the result depends on n
+// alone, not on the thread count or the order threads finish (an OpenMP reduction combines
+// its partial sums in whatever order the threads end, which differs run to run).
 template <typename T>
 VectorStats SumSquaresImpl(const T* x, int64_t n) {
-  double acc = 0;
-#pragma omp parallel for reduction(+ : acc) schedule(static) if (n > (1 << 16))
-  for (int64_t i = 0; i < n; ++i) {
-    const double v = static_cast<double>(x[i]);
-    acc += v * v;
+  constexpr int64_t kBlock = int64_t{1} << 16;
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  thread_local std::vector<double> partial;  // reused: the step loop allocates nothing
+  partial.assign(static_cast<size_t>(blocks), 0.0);
+  double* sums = partial.data();
+#pragma omp parallel for schedule(static) if (blocks > 1)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t end = std::min(n, (b + 1) * kBlock);
+    double acc = 0;
+    for (int64_t i = b * kBlock; i < end; ++i) {
+      const double v = static_cast<double>(x[i]);
+      acc += v * v;
+    }
+    sums[b] = acc;
   }
+  double acc = 0;
+  for (int64_t b = 0; b < blocks; ++b) acc += sums[b];
   // The square of a non-finite element is non-finite and stays so through the sum; the square
   // of the largest finite float fits a double.
   return VectorStats{acc, !std::isfinite(acc)};
