@@ -18,7 +18,8 @@
 # real NVML; `sf-trainer train --device cuda` on the full Multi30k (validation BLEU by the
 # device beam search) and bench/beam_device.sh on its checkpoint; and
 # bench/trainer_vs_pytorch_gpu.sh. Each part alone: run.sh tests | e2e | bench (one device call
-# is at most 10 minutes). Every step has a time limit, so one hang cannot eat the call:
+# is at most 10 minutes); `run.sh profile` times every kernel of one training step with Nsight
+# Compute (PROFILE_ARCH, PROFILE_TOKENS, PROFILE_STEPS). Every step has a time limit, so one hang cannot eat the call:
 # TEST_TIMEOUT (per test binary, 240 s), E2E_TIMEOUT (420), BEAM_TIMEOUT (300), BENCH_TIMEOUT
 # (540); E2E_EPOCHS (10) and E2E_PERIOD (5, epochs between validations) size the training run.
 # The whole bundle (tests, 10 epochs, beam, base and big bench, COMPILE=0) took 202 s on an H200.
@@ -150,6 +151,46 @@ if [[ "$what" == all || "$what" == bench ]]; then
   (cd "$dir/bench" && timeout "${BENCH_TIMEOUT:-540}" bash ./trainer_vs_pytorch_gpu.sh "$dir/bench/build") \
     > "$out/bench.log" 2>&1 || status=1
   tail -8 "$out/bench.log"
+fi
+if [[ "$what" == profile ]]; then
+  # Where a training step's device time goes, kernel by kernel: Nsight Compute times every
+  # kernel of PROFILE_STEPS steps (one warm-up step first) of `sf-trainer bench`, and the table
+  # sums them by kernel name. The clocks are left as they are (--clock-control none).
+  ncu_bin="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)"
+  [[ -x "$ncu_bin" ]] || { echo "no ncu on this machine" >&2; exit 2; }
+  arch="${PROFILE_ARCH:-transformer_base}"; tokens="${PROFILE_TOKENS:-8192}"
+  timeout "${PROFILE_TIMEOUT:-400}" "$ncu_bin" --clock-control none --metrics gpu__time_duration.sum \
+    --csv --page raw "$dir/bin/sf-trainer" bench --device cuda --precision bf16 --arch "$arch" \
+    --batch $((tokens / 64)) --src-len 64 --tgt-len 64 --vocab 32000 --warmup 1 \
+    --steps "${PROFILE_STEPS:-1}" --no-gemm-peak > "$out/profile_raw.csv" 2> "$out/profile.err" || status=1
+  python3 - "$out/profile_raw.csv" "$((${PROFILE_STEPS:-1} + 1))" <<'PY' | tee "$out/profile.txt"
+import csv, sys, collections
+rows = [r for r in csv.reader(l for l in open(sys.argv[1]) if l.startswith('"'))]
+head = rows[0]
+name, dur = head.index("Kernel Name"), head.index("gpu__time_duration.sum")
+def number(text):
+    try:
+        return float(text.replace(",", ""))
+    except ValueError:
+        return None
+has_units = len(rows) > 1 and number(rows[1][dur]) is None  # a second row of units, if any
+unit = rows[1][dur] if has_units else "ns"
+data = rows[2:] if has_units else rows[1:]
+scale = {"ns": 1e-6, "nsecond": 1e-6, "us": 1e-3, "usecond": 1e-3, "ms": 1.0, "msecond": 1.0,
+         "s": 1e3, "second": 1e3}[unit]
+total, count = collections.Counter(), collections.Counter()
+for r in data:
+    k = r[name].split("(")[0][:90]
+    total[k] += (number(r[dur]) or 0.0) * scale
+    count[k] += 1
+steps = int(sys.argv[2])
+all_ms = sum(total.values())
+print(f"kernels: {len(data)} launches over {steps} steps; device time per step {all_ms / steps:.2f} ms")
+print("| kernel | launches/step | ms/step | share |")
+print("|---|---|---|---|")
+for k, ms in total.most_common(40):
+    print(f"| {k} | {count[k] / steps:.1f} | {ms / steps:.3f} | {100 * ms / all_ms:.1f}% |")
+PY
 fi
 exit $status
 RUN
