@@ -1,5 +1,6 @@
-// SHA-256 (FIPS 180-4), for checkpoint manifests and cache keys. Streaming and one-shot.
-// Not thread-safe per instance; separate instances are independent.
+// SHA-256 (FIPS 180-4), for checkpoint manifests, context archives and cache keys; streaming
+// and one-shot, computed by OpenSSL's EVP interface. Not thread-safe per instance; separate
+// instances are independent. Non-copyable (it owns an OpenSSL digest context).
 #pragma once
 
 #include <cstddef>
@@ -9,11 +10,16 @@
 
 #include "common/status.h"
 
+struct evp_md_ctx_st;  // OpenSSL's EVP_MD_CTX
+
 namespace sf {
 
 class Sha256 {
  public:
   Sha256();
+  ~Sha256();
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
   void Update(const void* data, size_t size);
   void Update(std::string_view s) { Update(s.data(), s.size()); }
   // Adds a length-prefixed field (8-byte little-endian length, then the bytes), so ("ab","c")
@@ -23,11 +29,7 @@ class Sha256 {
   std::string HexDigest();
 
  private:
-  void Block(const uint8_t* p);
-  uint32_t h_[8];
-  uint8_t buffer_[64];
-  size_t buffered_ = 0;
-  uint64_t total_ = 0;
+  ::evp_md_ctx_st* ctx_;
 };
 
 std::string Sha256Hex(std::string_view data);
