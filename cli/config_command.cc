@@ -41,6 +41,13 @@ std::vector<config::ConfigError> CheckFiles(const config::ExperimentConfig& c) {
       errors.push_back({path, "\"" + file + "\" is not readable", 0, 0});
     }
   };
+  if (c.has_entrypoint() && c.context_directory) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(*c.context_directory, ec)) {
+      errors.push_back({"context_directory", "\"" + *c.context_directory + "\" is not a directory", 0, 0});
+    }
+  }
+  if (!c.has_data()) return errors;  // an entrypoint experiment without data: its code reads what it likes
   check("data.train.src", c.data.train.src);
   check("data.train.tgt", c.data.train.tgt);
   if (c.data.valid) {
@@ -66,7 +73,13 @@ std::string Summary(const config::ExperimentConfig& c) {
   } else {
     s += " trials=1";
   }
-  s += " precision=" + std::string(config::PrecisionName(c.precision));
+  if (c.has_entrypoint()) {
+    s += " entrypoint=\"";
+    for (size_t i = 0; i < c.entrypoint.size(); ++i) s += (i ? " " : "") + c.entrypoint[i];
+    s += "\"";
+  } else {
+    s += " precision=" + std::string(config::PrecisionName(c.precision));
+  }
   s += " max_length=" + c.searcher.max_length.ToString();
   return s;
 }

@@ -8,11 +8,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <functional>
-#include <limits>
-#include <sstream>
 
-#include "common/config/hyperparameter_schema.h"
+#include "common/config/hyperparameter_reader.h"
 #include "common/config/yaml_reader.h"
 #include "common/utf8.h"
 
@@ -20,7 +17,8 @@ namespace sf::config {
 namespace {
 
 constexpr char kDocument[] = "<document>";
-constexpr int64_t kMaxGridTrials = 100000;
+// The longest entrypoint string (each list element) and context_directory, in bytes.
+constexpr size_t kMaxCommandBytes = 4096;
 
 // ---------------------------------------------------------------------------------------------
 // Small sections
@@ -198,9 +196,10 @@ void ReadResources(ErrorSink& sink, const YAML::Node& node, const std::string& p
 
 const std::vector<std::string> kMetrics = {"validation_loss", "validation_perplexity", "bleu"};
 
-// smaller_is_better given explicitly (nullopt: derived from the metric).
+// smaller_is_better given explicitly (nullopt: derived from the metric). `any_metric`: user
+// code reports the metrics, so any name is allowed (with an entrypoint).
 void ReadSearcher(ErrorSink& sink, const YAML::Node& node, const std::string& path,
-                  SearcherConfig& out, std::optional<bool>& smaller_given) {
+                  SearcherConfig& out, std::optional<bool>& smaller_given, bool any_metric) {
   if (!RequireMap(sink, node, path)) return;
   MapReader m(sink, node, path);
   const std::vector<std::string> known = {
@@ -228,6 +227,7 @@ void ReadSearcher(ErrorSink& sink, const YAML::Node& node, const std::string& pa
     if (ReadString(sink, *v, m.Child("metric"), metric)) {
       bool known_metric = false;
       for (const auto& k : kMetrics) known_metric |= (k == metric);
+      known_metric |= any_metric;
       if (known_metric) {
         out.metric = metric;
       } else {
@@ -325,388 +325,129 @@ void ReadCheckpointStorage(ErrorSink& sink, const YAML::Node& node, const std::s
 }
 
 // ---------------------------------------------------------------------------------------------
-// Hyperparameters
+// Core API: entrypoint and context_directory
 
-bool IsSpaceType(const std::string& t) {
-  return t == "const" || t == "int" || t == "double" || t == "log" || t == "categorical";
-}
-
-// Bounds print as written in docs/config.md: "1", "0.5", "1e-08".
-std::string NumberText(double v) {
-  if (v == std::floor(v) && std::abs(v) < 1e15) return std::to_string(static_cast<int64_t>(v));
-  return Value(v).ToDisplay();
-}
-
-// Checks a constant against a spec. `at` gives the location (may be undefined).
-void CheckConstant(ErrorSink& sink, const Value& v, const HpSpec& spec, const std::string& path,
-                   const YAML::Node& at) {
-  auto range_error = [&](double x) -> std::optional<std::string> {
-    if (spec.min_exclusive ? x <= spec.min : x < spec.min) {
-      return std::string("must be ") + (spec.min_exclusive ? "> " : ">= ") + NumberText(spec.min);
-    }
-    if (spec.max_exclusive ? x >= spec.max : x > spec.max) {
-      return std::string("must be ") + (spec.max_exclusive ? "< " : "<= ") + NumberText(spec.max);
-    }
-    return std::nullopt;
-  };
-  switch (spec.type) {
-    case HpSpec::Type::kInt:
-      if (!v.is_int()) {
-        sink.Add(path, at, v.ToDisplay() + " is not an integer");
-      } else if (auto e = range_error(static_cast<double>(v.as_int()))) {
-        sink.Add(path, at, v.ToDisplay() + " " + *e);
-      }
-      return;
-    case HpSpec::Type::kDouble:
-      if (!v.is_number()) {
-        sink.Add(path, at, v.ToDisplay() + " is not a number");
-      } else if (!std::isfinite(v.as_double())) {
-        sink.Add(path, at, v.ToDisplay() + " must be a finite number");
-      } else if (auto e = range_error(v.as_double())) {
-        sink.Add(path, at, v.ToDisplay() + " " + *e);
-      }
-      return;
-    case HpSpec::Type::kBool:
-      if (!v.is_bool()) sink.Add(path, at, v.ToDisplay() + " is not a boolean (true or false)");
-      return;
-    case HpSpec::Type::kEnum: {
-      bool found = false;
-      if (v.is_string()) {
-        for (const auto& o : spec.options) found |= (o == v.as_string());
-      }
-      if (!found) {
-        std::string joined;
-        for (const auto& o : spec.options) joined += (joined.empty() ? "" : ", ") + o;
-        std::string msg = v.ToDisplay() + " must be one of " + joined;
-        if (v.is_string()) {
-          std::string s = ClosestMatch(v.as_string(), spec.options);
-          if (!s.empty()) msg += " (did you mean \"" + s + "\"?)";
-        }
-        sink.Add(path, at, msg);
-      }
-      return;
-    }
-    case HpSpec::Type::kNumberList: {
-      if (!v.is_list() || v.as_list().size() != spec.list_length) {
-        sink.Add(path, at,
-                 v.ToDisplay() + " must be a list of " + std::to_string(spec.list_length) + " numbers");
-        return;
-      }
-      for (size_t i = 0; i < v.as_list().size(); ++i) {
-        const Value& e = v.as_list()[i];
-        if (!e.is_number()) {
-          sink.Add(IndexPath(path, i), at, e.ToDisplay() + " is not a number");
-        } else if (auto err = range_error(e.as_double())) {
-          sink.Add(IndexPath(path, i), at, e.ToDisplay() + " " + *err);
-        }
-      }
-      return;
-    }
-    case HpSpec::Type::kGroup: {
-      if (!v.is_map()) {
-        sink.Add(path, at, "expected a mapping with a type, got " + v.ToDisplay());
-        return;
-      }
-      const HpSpec* type_spec = spec.Member("type");
-      std::string type = type_spec->default_value.as_string();
-      if (const Value* t = v.Find("type")) {
-        CheckConstant(sink, *t, *type_spec, JoinPath(path, "type"), at);
-        if (!t->is_string()) return;
-        type = t->as_string();
-      }
-      auto applies = spec.members_by_type.find(type);
-      if (applies == spec.members_by_type.end()) return;  // bad type already reported
-      std::vector<std::string> known;
-      for (const auto& [n, s] : spec.members) known.push_back(n);
-      for (const auto& [k, member] : v.as_map()) {
-        if (k == "type") continue;
-        const HpSpec* ms = spec.Member(k);
-        bool applicable = false;
-        for (const auto& a : applies->second) applicable |= (a == k);
-        if (!ms) {
-          std::string msg = "unknown field";
-          std::string s = ClosestMatch(k, known);
-          if (!s.empty()) msg += " (did you mean \"" + s + "\"?)";
-          sink.Add(JoinPath(path, k), at, msg);
-        } else if (!applicable) {
-          sink.Add(JoinPath(path, k), at, "does not apply to type " + type);
-        } else {
-          CheckConstant(sink, member, *ms, JoinPath(path, k), at);
-        }
-      }
-      return;
-    }
-  }
-}
-
-class HyperparameterReader {
- public:
-  explicit HyperparameterReader(ErrorSink& sink) : sink_(sink) {}
-
-  void ReadSection(const YAML::Node& node, Hyperparameters& out) {
-    if (!RequireMap(sink_, node, "hyperparameters")) return;
-    MapReader m(sink_, node, "hyperparameters");
-    for (const auto& kv : node) {
-      if (!kv.first.IsScalar()) continue;
-      const std::string name = kv.first.Scalar();
-      const HpSpec* spec = FindHyperparameterSpec(name);
-      if (!spec) continue;  // reported by Finish as unknown
-      auto v = m.Take(name);
-      if (!v) continue;
-      Hyperparameter hp;
-      if (Read(*v, *spec, m.Child(name), hp)) out[name] = std::move(hp);
-    }
-    m.Finish(HyperparameterNames());
-  }
-
-  const std::map<std::string, YAML::Node>& locations() const { return locations_; }
-
- private:
-  // Reads one hyperparameter (constant, space, or group).
-  bool Read(const YAML::Node& node, const HpSpec& spec, const std::string& path,
-            Hyperparameter& out) {
-    locations_[path] = node;
-    if (node.IsMap()) {
-      YAML::Node type = node["type"];
-      bool space = type.IsDefined() && type.IsScalar() && IsSpaceType(type.Scalar());
-      if (space) return ReadSpace(node, spec, path, out);
-      if (spec.type == HpSpec::Type::kGroup) return ReadGroup(node, spec, path, out);
-      if (type.IsDefined()) {
-        sink_.Add(JoinPath(path, "type"), type,
-                  DescribeNode(type) + " must be one of const, int, double, log, categorical");
-        return false;
-      }
-      sink_.Add(path, node,
-                "a mapping must be a search space with a type (const, int, double, log, "
-                "categorical)");
-      return false;
-    }
-    Value v = NodeToValue(node, path, &sink_);
-    size_t before = sink_.size();
-    CheckConstant(sink_, v, spec, path, node);
-    if (sink_.size() != before) return false;
-    out.kind = Hyperparameter::Kind::kConst;
-    out.value = std::move(v);
-    return true;
-  }
-
-  bool ReadGroup(const YAML::Node& node, const HpSpec& spec, const std::string& path,
-                 Hyperparameter& out) {
-    MapReader m(sink_, node, path);
-    const HpSpec* type_spec = spec.Member("type");
-    std::string type = type_spec->default_value.as_string();
-    size_t before = sink_.size();
-    if (auto v = m.Take("type")) {
-      if (!ReadEnum(sink_, *v, m.Child("type"), type_spec->options, type)) {
-        m.Finish({});
-        return false;
-      }
-    }
-    out.kind = Hyperparameter::Kind::kNested;
-    Hyperparameter type_hp;
-    type_hp.value = Value(type);
-    out.members["type"] = type_hp;
-    const auto& applies = spec.members_by_type.at(type);
-    std::vector<std::string> known = {"type"};
-    std::vector<std::pair<std::string, std::string>> not_applicable;
-    for (const auto& [name, member_spec] : spec.members) {
-      if (name == "type") continue;
-      known.push_back(name);
-      bool applicable = false;
-      for (const auto& a : applies) applicable |= (a == name);
-      if (!applicable) {
-        not_applicable.emplace_back(name, "does not apply to " + path + ".type " + type);
-        continue;
-      }
-      if (auto v = m.Take(name)) {
-        Hyperparameter hp;
-        if (Read(*v, member_spec, m.Child(name), hp)) out.members[name] = std::move(hp);
-      }
-    }
-    m.Finish(known, not_applicable);
-    return sink_.size() == before;
-  }
-
-  bool ReadSpace(const YAML::Node& node, const HpSpec& spec, const std::string& path,
-                 Hyperparameter& out) {
-    MapReader m(sink_, node, path);
-    std::string type = m.Take("type")->Scalar();
-    size_t before = sink_.size();
-    const std::vector<std::string> known = {"type", "val", "minval", "maxval", "count", "base", "vals"};
-    std::vector<std::pair<std::string, std::string>> not_applicable;
-    auto not_for = [&](std::initializer_list<const char*> keys) {
-      for (const char* k : keys) not_applicable.emplace_back(k, "is not used by a " + type + " space");
-    };
-    if (type == "const") {
-      out.kind = Hyperparameter::Kind::kConst;
-      if (auto v = m.Take("val")) {
-        if (spec.type == HpSpec::Type::kGroup) {
-          Hyperparameter inner;
-          if (Read(*v, spec, m.Child("val"), inner)) out = std::move(inner);
-        } else {
-          out.value = NodeToValue(*v, m.Child("val"), &sink_);
-          CheckConstant(sink_, out.value, spec, m.Child("val"), *v);
-        }
-      } else {
-        m.Missing("val");
-      }
-      not_for({"minval", "maxval", "count", "base", "vals"});
-    } else if (type == "categorical") {
-      out.kind = Hyperparameter::Kind::kCategorical;
-      if (auto v = m.Take("vals")) {
-        std::string vp = m.Child("vals");
-        if (!v->IsSequence() || v->size() == 0) {
-          sink_.Add(vp, *v, "expected a non-empty list, got " + DescribeNode(*v));
-        } else {
-          size_t i = 0;
-          for (const auto& e : *v) {
-            Value val = NodeToValue(e, IndexPath(vp, i), &sink_);
-            CheckConstant(sink_, val, spec, IndexPath(vp, i), e);
-            out.vals.push_back(std::move(val));
-            ++i;
-          }
-        }
-      } else {
-        m.Missing("vals");
-      }
-      not_for({"val", "minval", "maxval", "count", "base"});
-    } else {
-      // int, double, log: numeric ranges.
-      out.kind = type == "int" ? Hyperparameter::Kind::kInt
-                 : type == "double" ? Hyperparameter::Kind::kDouble
-                                    : Hyperparameter::Kind::kLog;
-      bool numeric_spec = spec.type == HpSpec::Type::kInt || spec.type == HpSpec::Type::kDouble;
-      if (!numeric_spec) {
-        sink_.Add(JoinPath(path, "type"), node,
-                  "a " + type + " space needs a numeric hyperparameter; use categorical");
-        m.Finish(known);
-        return false;
-      }
-      if (type != "int" && spec.type == HpSpec::Type::kInt) {
-        sink_.Add(JoinPath(path, "type"), node,
-                  type + " space for an integer hyperparameter; use an int space");
-      }
-      bool have_min = false, have_max = false;
-      if (type == "int") {
-        int64_t lo = 0, hi = 0;
-        if (auto v = m.Take("minval")) have_min = ReadInt(sink_, *v, m.Child("minval"), lo);
-        else m.Missing("minval");
-        if (auto v = m.Take("maxval")) have_max = ReadInt(sink_, *v, m.Child("maxval"), hi);
-        else m.Missing("maxval");
-        out.minval = static_cast<double>(lo);
-        out.maxval = static_cast<double>(hi);
-      } else {
-        if (auto v = m.Take("minval")) have_min = ReadDouble(sink_, *v, m.Child("minval"), out.minval);
-        else m.Missing("minval");
-        if (auto v = m.Take("maxval")) have_max = ReadDouble(sink_, *v, m.Child("maxval"), out.maxval);
-        else m.Missing("maxval");
-      }
-      if (auto v = m.Take("count")) {
-        int64_t c = 0;
-        if (ReadInt(sink_, *v, m.Child("count"), c, 1, 100000)) out.count = c;
-      }
-      if (type == "log") {
-        if (auto v = m.Take("base")) {
-          if (ReadDouble(sink_, *v, m.Child("base"), out.base, 0.0, std::nullopt, true) &&
-              out.base == 1.0) {
-            sink_.Add(m.Child("base"), *v, "1 is not a valid logarithm base");
-          }
-        }
-      } else {
-        not_for({"base"});
-      }
-      not_for({"val", "vals"});
-      if (have_min && have_max) {
-        if (out.minval > out.maxval) {
-          sink_.Add(m.Child("maxval"), node,
-                    NumberText(out.maxval) + " is smaller than minval " + NumberText(out.minval));
-        } else {
-          // The range's end points must be valid values themselves.
-          double lo = out.minval, hi = out.maxval;
-          if (type == "log") {
-            lo = std::pow(out.base, out.minval);
-            hi = std::pow(out.base, out.maxval);
-          }
-          Value vlo = type == "int" ? Value(static_cast<int64_t>(lo)) : Value(lo);
-          Value vhi = type == "int" ? Value(static_cast<int64_t>(hi)) : Value(hi);
-          CheckConstant(sink_, vlo, spec, m.Child("minval"), node);
-          CheckConstant(sink_, vhi, spec, m.Child("maxval"), node);
-        }
-      }
-    }
-    m.Finish(known, not_applicable);
-    return sink_.size() == before;
-  }
-
-  ErrorSink& sink_;
-  std::map<std::string, YAML::Node> locations_;
-};
-
-// Candidate values of a top-level hyperparameter for cross-field checks: a constant, the
-// categorical values, a small int range, or the arch preset when absent. Empty when unknown.
-std::vector<Value> Candidates(const Hyperparameters& hps, const std::string& name) {
-  auto it = hps.find(name);
-  if (it == hps.end()) {
-    if (name == "arch") return {Value("transformer")};  // the schema's default
-    std::vector<Value> out;
-    std::vector<Value> archs = Candidates(hps, "arch");
-    for (const Value& a : archs) {
-      if (!a.is_string()) continue;
-      auto preset = ArchPresets().find(a.as_string());
-      if (preset == ArchPresets().end()) continue;
-      auto p = preset->second.find(name);
-      if (p != preset->second.end()) out.push_back(p->second);
-    }
-    return out;
-  }
-  const Hyperparameter& hp = it->second;
-  switch (hp.kind) {
-    case Hyperparameter::Kind::kConst: return {hp.value};
-    case Hyperparameter::Kind::kCategorical: return hp.vals;
-    case Hyperparameter::Kind::kInt:
-      if (hp.maxval - hp.minval <= 64) {
-        std::vector<Value> out;
-        for (int64_t v = static_cast<int64_t>(hp.minval); v <= static_cast<int64_t>(hp.maxval); ++v) {
-          out.push_back(Value(v));
-        }
-        return out;
-      }
-      return {};
-    default: return {};
-  }
-}
-
-void CrossCheck(ErrorSink& sink, const ExperimentConfig& c, const HyperparameterReader& hr,
-                const std::optional<bool>& smaller_given, bool has_searcher) {
-  auto at = [&](const std::string& path) {
-    auto it = hr.locations().find(path);
-    return it == hr.locations().end() ? YAML::Node() : it->second;
-  };
-  // heads must divide d_model.
-  for (const Value& h : Candidates(c.hyperparameters, "heads")) {
-    for (const Value& d : Candidates(c.hyperparameters, "d_model")) {
-      if (!h.is_int() || !d.is_int() || h.as_int() <= 0) continue;
-      if (d.as_int() % h.as_int() != 0) {
-        std::string p = c.hyperparameters.count("heads") ? "hyperparameters.heads"
-                                                         : "hyperparameters.d_model";
-        sink.Add(p, at(p),
-                 std::to_string(h.as_int()) + " heads do not divide d_model " +
-                     std::to_string(d.as_int()));
-        goto heads_done;
-      }
-    }
-  }
-heads_done:
-  for (const Value& s : Candidates(c.hyperparameters, "share_embeddings")) {
-    if (s.is_bool() && s.as_bool() && !c.data.tokenizer.shared) {
-      sink.Add("hyperparameters.share_embeddings", at("hyperparameters.share_embeddings"),
-               "true needs one shared vocabulary (data.tokenizer.shared: true)");
+// A string quoted for a message: its first 40 bytes or so (cut between UTF-8 sequences) and
+// "..." when longer, a NUL shown as \0.
+std::string Abbreviated(const std::string& s) {
+  std::string out = "\"";
+  for (size_t i = 0; i < s.size();) {
+    if (i >= 40) {
+      out += "...";
       break;
     }
+    if (s[i] == '\0') {
+      out += "\\0";
+      ++i;
+      continue;
+    }
+    size_t n = std::max<size_t>(1, Utf8SequenceAt(s, i));
+    out.append(s, i, n);
+    i += n;
   }
+  return out + "\"";
+}
+
+// One string of an entrypoint (the whole command line, or one list element): a YAML string
+// (quoted, or plain and not a number, boolean or null), non-empty, without NUL, at most
+// kMaxCommandBytes.
+bool ReadCommandString(ErrorSink& sink, const YAML::Node& node, const std::string& path,
+                       std::string& out) {
+  if (!node.IsScalar() || !NodeToValue(node, path, nullptr).is_string()) {
+    std::string message = "expected a string, got " + DescribeNode(node);
+    if (node.IsScalar()) message += " (quote it: " + Abbreviated(node.Scalar()) + ")";
+    sink.Add(path, node, message);
+    return false;
+  }
+  const std::string& s = node.Scalar();
+  if (s.empty()) {
+    sink.Add(path, node, "must not be empty");
+    return false;
+  }
+  if (s.find('\0') != std::string::npos) {
+    sink.Add(path, node, Abbreviated(s) + " must not contain a NUL character (\\0)");
+    return false;
+  }
+  if (s.size() > kMaxCommandBytes) {
+    sink.Add(path, node,
+             Abbreviated(s) + " is " + std::to_string(s.size()) + " bytes, longer than the " +
+                 std::to_string(kMaxCommandBytes) + "-byte limit");
+    return false;
+  }
+  out = s;
+  return true;
+}
+
+// `entrypoint: python3 train.py` (a shell command line) or `entrypoint: [python3, train.py]`
+// (a program and its arguments).
+void ReadEntrypoint(ErrorSink& sink, const YAML::Node& node, const std::string& path,
+                    ExperimentConfig& out) {
+  if (node.IsSequence()) {
+    if (node.size() == 0) {
+      sink.Add(path, node, "expected a non-empty list (a program and its arguments)");
+      return;
+    }
+    std::vector<std::string> argv;
+    bool ok = true;
+    size_t i = 0;
+    for (const auto& e : node) {
+      std::string arg;
+      ok = ReadCommandString(sink, e, IndexPath(path, i++), arg) && ok;
+      argv.push_back(std::move(arg));
+    }
+    if (ok) {
+      out.entrypoint = std::move(argv);
+      out.entrypoint_is_shell = false;
+    }
+    return;
+  }
+  if (node.IsScalar() && NodeToValue(node, path, nullptr).is_string()) {
+    std::string command;
+    if (!ReadCommandString(sink, node, path, command)) return;
+    if (command.find_first_not_of(" \t\r\n") == std::string::npos) {
+      sink.Add(path, node, Abbreviated(command) + " is only white space; give a command to run");
+      return;
+    }
+    out.entrypoint = {std::move(command)};
+    out.entrypoint_is_shell = true;
+    return;
+  }
+  sink.Add(path, node,
+           "expected a command line (a string) or a list of strings (a program and its "
+           "arguments), got " +
+               DescribeNode(node));
+}
+
+void ReadContextDirectory(ErrorSink& sink, const YAML::Node& node, const std::string& path,
+                          bool has_entrypoint, ExperimentConfig& out) {
+  if (!has_entrypoint) {
+    sink.Add(path, node,
+             "needs an entrypoint (the native trainer reads data files, not a context)");
+    return;
+  }
+  std::string dir;
+  if (!ReadString(sink, node, path, dir)) return;
+  if (dir.size() > kMaxCommandBytes) {
+    sink.Add(path, node,
+             Abbreviated(dir) + " is " + std::to_string(dir.size()) + " bytes, longer than the " +
+                 std::to_string(kMaxCommandBytes) + "-byte limit");
+    return;
+  }
+  out.context_directory = std::move(dir);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Whole document
+
+// Checks across sections, once every section is read. `user_code`: the document has an
+// entrypoint (the native trainer's rules do not apply).
+void CrossCheck(ErrorSink& sink, const ExperimentConfig& c,
+                const HyperparameterLocations& locations, const std::optional<bool>& smaller_given,
+                bool has_searcher, bool user_code) {
+  if (!user_code) CheckNativeModelHyperparameters(sink, c, locations);
   if (!has_searcher) return;
-  // Metric direction.
-  if (!c.searcher.metric.empty() && smaller_given) {
+  // Metric direction: the native trainer's metrics have a known direction.
+  if (!user_code && !c.searcher.metric.empty() && smaller_given) {
     bool higher_better = c.searcher.metric == "bleu";
     if (*smaller_given == higher_better) {
       sink.AddNoLocation("searcher.smaller_is_better",
@@ -715,37 +456,7 @@ heads_done:
                              (higher_better ? "higher" : "lower") + " is better)");
     }
   }
-  // Searcher vs. spaces.
-  int64_t grid_size = 1;
-  std::function<void(const std::string&, const Hyperparameter&)> visit =
-      [&](const std::string& path, const Hyperparameter& hp) {
-        if (hp.kind == Hyperparameter::Kind::kNested) {
-          for (const auto& [k, m] : hp.members) visit(JoinPath(path, k), m);
-          return;
-        }
-        if (hp.kind == Hyperparameter::Kind::kConst) return;
-        if (c.searcher.name == SearcherConfig::Name::kSingle) {
-          sink.Add(path, at(path),
-                   "a search space needs a grid, random or adaptive_asha searcher "
-                   "(searcher.name is single)");
-          return;
-        }
-        if (c.searcher.name != SearcherConfig::Name::kGrid) return;
-        int64_t n = GridPointCount(hp);
-        if (n == 0) {
-          std::string kind = hp.kind == Hyperparameter::Kind::kLog ? "log" :
-                             hp.kind == Hyperparameter::Kind::kDouble ? "double" : "int";
-          sink.Add(path, at(path),
-                   "grid search over a " + kind + " space needs count (how many grid points)");
-          return;
-        }
-        if (grid_size <= kMaxGridTrials) grid_size *= n;
-      };
-  for (const auto& [name, hp] : c.hyperparameters) visit("hyperparameters." + name, hp);
-  if (c.searcher.name == SearcherConfig::Name::kGrid && grid_size > kMaxGridTrials) {
-    sink.AddNoLocation("hyperparameters",
-                       "the grid has more than " + std::to_string(kMaxGridTrials) + " points");
-  }
+  CheckSearchSpaces(sink, c, locations);
 }
 
 // Whether `s` is well-formed UTF-8 without NUL; `bad_offset` is the first byte that is not.
@@ -764,6 +475,15 @@ std::string Resolve(const std::string& base, const std::string& p) {
   return (std::filesystem::path(base) / p).lexically_normal().string();
 }
 
+// A directory made absolute against `base` and normalised, without a trailing separator.
+std::string ResolveDirectory(const std::string& base, const std::string& dir) {
+  std::filesystem::path p(dir);
+  if (!p.is_absolute()) p = std::filesystem::path(base) / p;
+  std::string out = p.lexically_normal().string();
+  while (out.size() > 1 && out.back() == '/') out.pop_back();
+  return out;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -780,16 +500,6 @@ std::string ConfigError::ToStringWithLocation(std::string_view source) const {
 std::string Length::ToString() const {
   return std::string("{") + (unit == Unit::kBatches ? "batches" : "epochs") + ": " +
          std::to_string(value) + "}";
-}
-
-bool Hyperparameter::is_space() const {
-  if (kind == Kind::kNested) {
-    for (const auto& [k, m] : members) {
-      if (m.is_space()) return true;
-    }
-    return false;
-  }
-  return kind != Kind::kConst;
 }
 
 const char* PrecisionName(Precision p) {
@@ -857,15 +567,26 @@ ParseResult ParseExperimentConfig(std::string_view text) {
 
   ExperimentConfig c;
   MapReader m(sink, root, "");
+  // With an entrypoint, user code runs instead of the native trainer, whose rules then do not
+  // apply. Decided by the key's presence, so that a malformed entrypoint is reported alone.
+  const bool user_code = m.Has("entrypoint");
   std::optional<bool> smaller_given;
   if (auto v = m.Take("name")) ReadString(sink, *v, "name", c.name);
   else m.Missing("name");
   if (c.name.size() > 128) sink.Add("name", root["name"], "longer than 128 characters");
   if (auto v = m.Take("description")) ReadString(sink, *v, "description", c.description, true);
+  if (auto v = m.Take("entrypoint")) ReadEntrypoint(sink, *v, "entrypoint", c);
+  if (auto v = m.Take("context_directory")) {
+    ReadContextDirectory(sink, *v, "context_directory", user_code, c);
+  }
   if (auto v = m.Take("data")) ReadData(sink, *v, "data", c.data);
-  else m.Missing("data");
-  HyperparameterReader hr(sink);
-  if (auto v = m.Take("hyperparameters")) hr.ReadSection(*v, c.hyperparameters);
+  else if (!user_code) m.Missing("data");
+  HyperparameterLocations hp_locations;
+  if (auto v = m.Take("hyperparameters")) {
+    ReadHyperparameters(sink, *v,
+                        user_code ? HyperparameterMode::kFreeForm : HyperparameterMode::kNative,
+                        c.hyperparameters, hp_locations);
+  }
   if (auto v = m.Take("precision")) ReadPrecision(sink, *v, "precision", c.precision);
   bool loss_scaling_given = false;
   if (auto v = m.Take("loss_scaling")) {
@@ -877,7 +598,7 @@ ParseResult ParseExperimentConfig(std::string_view text) {
   bool has_searcher = false;
   if (auto v = m.Take("searcher")) {
     has_searcher = true;
-    ReadSearcher(sink, *v, "searcher", c.searcher, smaller_given);
+    ReadSearcher(sink, *v, "searcher", c.searcher, smaller_given, user_code);
   } else {
     m.Missing("searcher");
   }
@@ -895,16 +616,17 @@ ParseResult ParseExperimentConfig(std::string_view text) {
   }
   if (auto v = m.Take("max_restarts")) ReadInt(sink, *v, "max_restarts", c.max_restarts, 0, 1000);
   if (auto v = m.Take("scheduling_unit")) ReadInt(sink, *v, "scheduling_unit", c.scheduling_unit, 1, 1000000);
-  m.Finish({"name", "description", "data", "hyperparameters", "precision", "loss_scaling",
-            "optimizations", "resources", "searcher", "min_validation_period",
-            "min_checkpoint_period", "checkpoint_storage", "max_restarts", "scheduling_unit"});
+  m.Finish({"name", "description", "entrypoint", "context_directory", "data", "hyperparameters",
+            "precision", "loss_scaling", "optimizations", "resources", "searcher",
+            "min_validation_period", "min_checkpoint_period", "checkpoint_storage",
+            "max_restarts", "scheduling_unit"});
 
   // Defaults that depend on other fields.
   if (!loss_scaling_given && c.precision == Precision::kFp16) {
     c.loss_scaling.type = LossScalingConfig::Type::kDynamic;
   }
   if (!smaller_given) c.searcher.smaller_is_better = c.searcher.metric != "bleu";
-  CrossCheck(sink, c, hr, smaller_given, has_searcher);
+  CrossCheck(sink, c, hp_locations, smaller_given, has_searcher, user_code);
 
   result.errors = std::move(sink.errors());
   // Document order; errors without a location (cross-field checks) last.
@@ -960,113 +682,11 @@ void ResolvePaths(ExperimentConfig& c, const std::string& base) {
   if (c.data.test) files(*c.data.test);
   if (c.data.tokenizer.model) c.data.tokenizer.model = Resolve(base, *c.data.tokenizer.model);
   if (c.checkpoint_storage) c.checkpoint_storage->host_path = Resolve(base, c.checkpoint_storage->host_path);
-}
-
-Result<std::string> ApplyOverride(std::string_view yaml_text, std::string_view assignment) {
-  size_t eq = assignment.find('=');
-  if (eq == std::string_view::npos || eq == 0) {
-    return InvalidArgument("override \"" + std::string(assignment) + "\" must look like KEY=VALUE");
+  if (c.context_directory) {
+    c.context_directory = ResolveDirectory(base, *c.context_directory);
+  } else if (c.has_entrypoint()) {
+    c.context_directory = ResolveDirectory(base, ".");
   }
-  std::string key(assignment.substr(0, eq));
-  std::string value(assignment.substr(eq + 1));
-  try {
-    YAML::Node root = YAML::Load(std::string(yaml_text));
-    if (!root.IsMap()) return InvalidArgument("override " + key + ": the document is not a mapping");
-    YAML::Node new_value = YAML::Load(value);
-    std::vector<std::string> parts;
-    std::stringstream ss(key);
-    for (std::string part; std::getline(ss, part, '.');) {
-      if (part.empty()) return InvalidArgument("override key \"" + key + "\" has an empty part");
-      parts.push_back(part);
-    }
-    // Walk down with fresh handles (yaml-cpp node assignment rebinds, so use a recursive set).
-    std::function<void(YAML::Node, size_t)> set = [&](YAML::Node node, size_t i) {
-      if (i + 1 == parts.size()) {
-        node[parts[i]] = new_value;
-        return;
-      }
-      YAML::Node child = node[parts[i]];
-      if (!child.IsMap()) {
-        node[parts[i]] = YAML::Node(YAML::NodeType::Map);
-        child = node[parts[i]];
-      }
-      set(child, i + 1);
-    };
-    set(root, 0);
-    YAML::Emitter out;
-    out << root;
-    return std::string(out.c_str()) + "\n";
-  } catch (const YAML::Exception& e) {
-    return InvalidArgument("override " + key + ": " + e.msg);
-  }
-}
-
-std::vector<ConfigError> ValidateTrialHyperparameters(const Value& hparams) {
-  ErrorSink sink;
-  if (!hparams.is_map()) {
-    sink.AddNoLocation("hyperparameters", "expected a mapping, got " + hparams.ToDisplay());
-    return std::move(sink.errors());
-  }
-  for (const auto& [name, v] : hparams.as_map()) {
-    const HpSpec* spec = FindHyperparameterSpec(name);
-    std::string path = "hyperparameters." + name;
-    if (!spec) {
-      std::string msg = "unknown field";
-      std::string s = ClosestMatch(name, HyperparameterNames());
-      if (!s.empty()) msg += " (did you mean \"" + s + "\"?)";
-      sink.AddNoLocation(path, msg);
-      continue;
-    }
-    CheckConstant(sink, v, *spec, path, YAML::Node(YAML::NodeType::Undefined));
-  }
-  if (sink.empty()) {
-    Value full = WithDefaults(hparams);
-    int64_t d = full.Find("d_model")->as_int(), h = full.Find("heads")->as_int();
-    if (d % h != 0) {
-      sink.AddNoLocation("hyperparameters.heads", std::to_string(h) +
-                                                      " heads do not divide d_model " +
-                                                      std::to_string(d));
-    }
-  }
-  return std::move(sink.errors());
-}
-
-Value ConstantHyperparameters(const Hyperparameters& hps) {
-  Value::Map out;
-  for (const auto& [name, hp] : hps) {
-    if (hp.kind == Hyperparameter::Kind::kConst) {
-      out[name] = hp.value;
-    } else if (hp.kind == Hyperparameter::Kind::kNested) {
-      Value inner = ConstantHyperparameters(hp.members);
-      out[name] = inner;
-    }
-  }
-  return Value(std::move(out));
-}
-
-int64_t GridPointCount(const Hyperparameter& hp) {
-  switch (hp.kind) {
-    case Hyperparameter::Kind::kConst: return 1;
-    case Hyperparameter::Kind::kCategorical: return static_cast<int64_t>(hp.vals.size());
-    case Hyperparameter::Kind::kInt: {
-      int64_t range = static_cast<int64_t>(hp.maxval - hp.minval) + 1;
-      if (hp.count) return std::min(*hp.count, range);
-      return range <= 1000 ? range : 0;
-    }
-    case Hyperparameter::Kind::kDouble:
-    case Hyperparameter::Kind::kLog:
-      return hp.count ? *hp.count : 0;
-    case Hyperparameter::Kind::kNested: {
-      int64_t n = 1;
-      for (const auto& [k, m] : hp.members) {
-        int64_t c = GridPointCount(m);
-        if (c == 0) return 0;
-        n *= c;
-      }
-      return n;
-    }
-  }
-  return 0;
 }
 
 }  // namespace sf::config

@@ -6,6 +6,11 @@
 // reason ("searcher.max_trials: -3 must be >= 1"); all problems in a document are reported
 // together, in document order. Unknown keys are errors, with a "did you mean" for near misses.
 //
+// An experiment either trains one of the native trainer's built-in models (no `entrypoint`:
+// `data` is required and hyperparameters are checked against hyperparameter_schema.h) or runs
+// the user's own code through the Core API (`entrypoint` given, docs/core-api.md: `data` is
+// optional, hyperparameters and the searcher's metric are free-form names).
+//
 // docs/config.md documents every field, its type, default and range; keep the two in step.
 //
 // Functions here are pure (no I/O except LoadExperimentConfigFile) and thread-safe.
@@ -71,7 +76,9 @@ struct DataConfig {
 // A hyperparameter: a constant, a search space, or a nested group of hyperparameters.
 // A map whose `type` is one of const/int/double/log/categorical is a space; any other map is a
 // nested group (e.g. `optimizer: {type: radam, betas: [0.9, 0.98]}`), whose members may
-// themselves be spaces.
+// themselves be spaces. A group's `type` member, when given, is a kConst member like any other.
+// Native experiments know a fixed set of names and groups; with an entrypoint any name is
+// accepted and any map without a space `type` is a group (hyperparameter_reader.h).
 struct Hyperparameter {
   enum class Kind { kConst, kInt, kDouble, kLog, kCategorical, kNested };
   Kind kind = Kind::kConst;
@@ -142,6 +149,19 @@ struct CheckpointStorageConfig {
 struct ExperimentConfig {
   std::string name;
   std::string description;
+  // The command each trial runs instead of the native trainer (the Core API, docs/core-api.md);
+  // empty for a native experiment. The string form (`entrypoint: python3 train.py --epochs 3`)
+  // is one element, a shell command line, with entrypoint_is_shell set; the list form
+  // (`entrypoint: [python3, train.py]`) is the program and its arguments, run without a shell.
+  // Each element is non-empty, without NUL, and at most 4096 bytes.
+  std::vector<std::string> entrypoint;
+  bool entrypoint_is_shell = false;
+  // The directory whose files each trial of an entrypoint experiment gets as its working
+  // directory. Given only with an entrypoint. As written until ResolvePaths, which makes it
+  // absolute against the YAML file's directory and, when absent, sets it to that directory.
+  std::optional<std::string> context_directory;
+  // Required without an entrypoint. With one it may be absent: then it holds the defaults and
+  // empty paths (has_data() is false).
   DataConfig data;
   Hyperparameters hyperparameters;
   Precision precision = Precision::kFp32;
@@ -154,6 +174,11 @@ struct ExperimentConfig {
   std::optional<CheckpointStorageConfig> checkpoint_storage;  // the master's default when absent
   int64_t max_restarts = 5;
   int64_t scheduling_unit = 100;  // batches between training-metric reports
+
+  // Whether trials run user code (an entrypoint) rather than the native trainer.
+  bool has_entrypoint() const { return !entrypoint.empty(); }
+  // Whether the document gave `data` (data.train.src is required and non-empty when it does).
+  bool has_data() const { return !data.train.src.empty(); }
 };
 
 // The outcome of parsing: a config when there are no errors.
@@ -172,11 +197,13 @@ inline constexpr size_t kMaxConfigBytes = 4u << 20;
 ParseResult ParseExperimentConfig(std::string_view yaml_text);
 
 // Reads `path` and parses it; a file that can't be read is an error at "<document>".
-// Relative data/tokenizer/checkpoint paths are resolved against the file's directory.
+// Relative data/tokenizer/checkpoint paths and the context directory are resolved against the
+// file's directory (ResolvePaths).
 ParseResult LoadExperimentConfigFile(const std::string& path);
 
-// Makes every relative path in the config (data files, tokenizer model, checkpoint host_path)
-// absolute against `base_dir`.
+// Makes every relative path in the config (data files, tokenizer model, checkpoint host_path,
+// context_directory) absolute against `base_dir`; with an entrypoint and no context_directory,
+// sets context_directory to `base_dir`. Directories come out normalised, without a trailing '/'.
 void ResolvePaths(ExperimentConfig& config, const std::string& base_dir);
 
 // Sets `key` (a dotted path like "searcher.max_trials" or "hyperparameters.lr") to `value`
@@ -185,16 +212,18 @@ void ResolvePaths(ExperimentConfig& config, const std::string& base_dir);
 Result<std::string> ApplyOverride(std::string_view yaml_text, std::string_view key_equals_value);
 
 // The hyperparameters every trial gets when each space is replaced by a concrete value:
-// checks a sampled set against the model's rules (types, ranges, heads dividing d_model).
-// Paths in errors are "hyperparameters.<name>".
+// checks a sampled set against the native model's rules (types, ranges, heads dividing
+// d_model). Paths in errors are "hyperparameters.<name>". For native experiments only: the
+// trainer calls it; an entrypoint's hyperparameters are the user code's to check.
 std::vector<ConfigError> ValidateTrialHyperparameters(const Value& hparams);
 
-// The hyperparameters with every constant resolved (spaces left out): for display and for
-// the `single` searcher.
+// The hyperparameters with every constant resolved (spaces left out; a group as a map of its
+// constant members): for display and for the `single` searcher. Native and free-form alike.
 Value ConstantHyperparameters(const Hyperparameters& hps);
 
-// Number of grid points of a space (count, or every integer of an int range); 0 when the
-// space can't be enumerated (double/log without count).
+// Number of grid points of a space (count, or every integer of an int range; for a group the
+// product of its members', saturating at INT64_MAX); 0 when the space can't be enumerated
+// (double/log without count, an int range of more than 1000 values without count).
 int64_t GridPointCount(const Hyperparameter& hp);
 
 }  // namespace sf::config
