@@ -14,6 +14,7 @@ find_package(OpenSSL REQUIRED)  # HMAC and random bytes for task tokens; TLS on 
 find_package(nlohmann_json 3 CONFIG REQUIRED)  # sf's defaults file (~/.config/steadfast/cli.json)
 pkg_check_modules(PQXX REQUIRED IMPORTED_TARGET libpqxx)
 pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
+pkg_check_modules(LIBARCHIVE REQUIRED IMPORTED_TARGET libarchive)  # context archives of user trials
 find_library(SF_SENTENCEPIECE_TRAIN sentencepiece_train REQUIRED)
 
 if(SF_CUDA)

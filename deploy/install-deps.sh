@@ -23,6 +23,8 @@ packages=(
   libcli11-dev
   # crypto: HMAC task tokens and random secrets (OpenSSL); password hashes (argon2id, libsodium)
   libssl-dev libsodium-dev
+  # user trials' code: the context directory travels as a tar.gz (common/context/)
+  libarchive-dev
   # engine: GEMMs (Debian's oneDNN CMake config also wants OpenCL), tokenizer, CPU allreduce
   libdnnl-dev ocl-icd-opencl-dev opencl-c-headers libsentencepiece-dev sentencepiece
   libopenmpi-dev openmpi-bin
