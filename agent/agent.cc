@@ -215,6 +215,7 @@ Agent::Agent(Options options) : options_(std::move(options)), outbox_(options_.o
   callbacks.on_line = [this](const OutputLine& line) { OnLine(line); };
   callbacks.on_exit = [this](const ProcessExit& exit) { OnExit(exit); };
   supervisor_ = std::make_unique<ProcessSupervisor>(std::move(callbacks), options_.supervisor);
+  contexts_ = std::make_unique<ContextCache>(options_.config.work_dir, options_.config.master_ca_pem);
   link_ = std::make_unique<MasterLink>(options_.link, this, &outbox_);
 }
 
@@ -563,6 +564,25 @@ void Agent::HandleStart(const StartTask& start) {
   ProcessSpec spec;
   spec.task_id = start.task_id();
   spec.argv = {options_.config.trainer, "cluster"};
+  spec.working_dir = task_dir.string();
+  if (!start.entrypoint().empty()) {
+    // A user trial: its code, unpacked fresh, is its working directory.
+    const fs::path code = task_dir / "code";
+    if (!start.context_sha256().empty()) {
+      const std::string master = start.master_address().empty() ? options_.config.master : start.master_address();
+      Result<std::string> archive = contexts_->Get(start, master);
+      Status unpacked = archive.ok() ? UnpackTaskContext(*archive, code.string()) : archive.status();
+      if (!unpacked.ok()) {
+        unreserve();
+        fail("context: " + unpacked.message());
+        return;
+      }
+    } else {
+      fs::create_directories(code, ec);
+    }
+    spec.argv = EntrypointArgv(start);
+    spec.working_dir = code.string();
+  }
   int cpu_slot_count = 0;
   for (const auto& slot : options_.slots) {
     cpu_slot_count += slot.type() == steadfast::v1::SLOT_TYPE_CPU ? 1 : 0;
@@ -574,7 +594,7 @@ void Agent::HandleStart(const StartTask& start) {
                              options_.slots);
   // A TLS master: the trainer verifies it with the agent's CA (a path; the trainer reads it).
   if (!options_.config.master_ca_file.empty()) spec.env["SF_MASTER_CA_FILE"] = options_.config.master_ca_file;
-  spec.working_dir = task_dir.string();
+  if (!start.entrypoint().empty()) AddUserTaskEnvironment(start, options_.config.python_path, spec.env);
   spec.stdout_path = (task_dir / "stdout.log").string();
   spec.stderr_path = (task_dir / "stderr.log").string();
   Result<pid_t> pid = supervisor_->Start(spec);
@@ -677,8 +697,13 @@ void Agent::OnExit(const ProcessExit& exit) {
   if (exit.kill_requested) {
     message += " (kill requested)";
   } else if (code != 0 && code <= 128) {  // not for a signal: it says why
-    std::string first = FirstErrorLine((fs::path(TaskDir(exit.task_id)) / "stderr.log").string());
-    if (!first.empty()) message += ": " + first;
+    const std::string stderr_path = (fs::path(TaskDir(exit.task_id)) / "stderr.log").string();
+    // A Python traceback's last exception is the reason itself ("ValueError: bad shape").
+    if (std::string exception = PythonExceptionLine(stderr_path); !exception.empty()) {
+      message = exception;
+    } else if (std::string first = FirstErrorLine(stderr_path); !first.empty()) {
+      message += ": " + first;
+    }
   }
   LogEvent(LogLevel::kInfo, "agent", "task_exited",
            {{"task", exit.task_id},

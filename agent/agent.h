@@ -5,6 +5,9 @@
 // (StartTask.config_yaml), stdout.log and stderr.log, and a trainer process
 //   argv: [trainer, "cluster"], cwd: the task directory, its own session/process group,
 //   env:  the agent's environment + StartTask.env + the SF_* trial spec (see TaskEnvironment)
+// A user trial's StartTask (with an entrypoint, docs/core-api.md) runs the entrypoint instead,
+// in <task dir>/code, where the experiment's context is unpacked, with the environment of
+// user_task.h added; a context that can't be fetched or unpacked fails the start.
 // The agent then reports STARTED (or FAILED_TO_START with the reason) and, later, EXITED
 // with the exit code (128 + signal when killed). KillTask sends SIGTERM to the process group
 // and SIGKILL after grace_period_ms.
@@ -36,6 +39,7 @@
 #include "agent/master_link.h"
 #include "agent/outbox.h"
 #include "agent/process_supervisor.h"
+#include "agent/user_task.h"
 #include "common/status.h"
 #include "steadfast/v1/agent_link.pb.h"
 
@@ -135,6 +139,7 @@ class Agent : public MasterLink::Handler {
   std::unique_ptr<ProcessSupervisor> supervisor_;
   std::unique_ptr<MasterLink> link_;
   std::unique_ptr<GpuSampler> gpu_sampler_;  // from Start() until Shutdown() stopped the link
+  std::unique_ptr<ContextCache> contexts_;    // user trials' code, by digest (user_task.h)
 };
 
 }  // namespace sf::agent

@@ -101,6 +101,9 @@ Status ApplySetting(const std::string& key, const std::string& value, const std:
       return fail("must not be empty");
     }
     config->trainer = value;
+  } else if (key == "python_path") {
+    if (value.empty()) return fail("must not be empty");
+    config->python_path = value;
   } else if (key == "work_dir") {
     if (value.empty()) {
       return fail("must not be empty");
@@ -230,6 +233,9 @@ void BuildApp(CLI::App& app, Flags* flags) {
        "NVML library for `auto` slots, for non-standard installs and tests (env SF_NVML_LIBRARY; default: "
        "libnvidia-ml.so.1 from the loader's path)"},
       {"trainer", "--trainer", "PATH", "trainer executable (default: sf-trainer next to sf-agent)"},
+      {"python_path", "--python-path", "DIR",
+       "directory holding the `steadfast` Python package that user trials import (default: ../python or "
+       "../lib/steadfast/python beside sf-agent)"},
       {"work_dir", "--work-dir", "DIR", "per-task directories (default: /tmp/steadfast-agent-<agent-id>)"},
       {"log_level", "--log-level", "LEVEL", "debug | info | warn | error (default: info)"},
       {"kill_grace_ms", "--kill-grace-ms", "MS", "SIGTERM-to-SIGKILL grace for --kill-tasks-on-exit (default: 10000)"},
@@ -328,8 +334,19 @@ Result<ParsedCommandLine> ParseCommandLine(const std::vector<std::string>& argv,
       config.trainer = "sf-trainer";  // looked up on PATH at spawn time
     }
   }
+  if (config.python_path.empty() && !self_exe.empty()) {
+    const fs::path bin = fs::path(self_exe).parent_path();
+    for (const fs::path& candidate : {bin / ".." / "python", bin / ".." / "lib" / "steadfast" / "python"}) {
+      std::error_code exists_ec;
+      if (fs::exists(candidate / "steadfast" / "__init__.py", exists_ec)) {
+        config.python_path = candidate.lexically_normal().string();
+        break;
+      }
+    }
+  }
   // Tasks run in their own directories: paths must not depend on the agent's cwd.
   std::error_code ec;
+  if (!config.python_path.empty()) config.python_path = fs::absolute(config.python_path, ec).lexically_normal().string();
   config.work_dir = fs::absolute(config.work_dir, ec).lexically_normal().string();
   if (config.trainer.find('/') != std::string::npos) {
     config.trainer = fs::absolute(config.trainer, ec).lexically_normal().string();

@@ -52,6 +52,11 @@ struct AgentConfig {
   std::string slots_text = "auto";
   std::string nvml_library;  // empty: GpuMonitor::kDefaultLibrary
   std::string trainer;   // filled by ResolveDefaults when not given
+  // Where user trials import the `steadfast` package from (the agent prepends it to their
+  // PYTHONPATH; docs/core-api.md): the directory holding `steadfast/`. Default: `../python`
+  // beside sf-agent (a build tree), else `../lib/steadfast/python` (an install); empty when
+  // neither exists.
+  std::string python_path;
   std::string work_dir;  // filled by ResolveDefaults when not given
   std::string log_level = "info";
   bool kill_tasks_on_exit = false;

@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/secret_file.h"
 #include "master/api/grpc_services.h"
+#include "master/api/trial_link_service.h"
 #include "master/api/http_server.h"
 #include "master/core/utilization_recorder.h"
 #include "master/master_config.h"
@@ -200,7 +201,7 @@ int main(int argc, char** argv) {
   builder.RegisterService(&api);
   builder.RegisterService(&agent_link);
   builder.RegisterService(&trial_link);
-  builder.SetMaxReceiveMessageSize(64 << 20);
+  builder.SetMaxReceiveMessageSize(160 << 20);  // an experiment may carry a 96 MiB context
   // Dead peers (an agent or trainer cut off by the network) are found by HTTP/2 pings: every
   // 10 s, 5 s to answer, then the stream breaks and the agent counts as disconnected. Agents
   // and trainers ping us every 5 s (agent/master_link.cc); allow it without strikes.

@@ -8,29 +8,74 @@
 namespace sf::master {
 namespace v1 = steadfast::v1;
 
-Result<v1::CreateExperimentResponse> ApiHandlers::CreateExperiment(const v1::CreateExperimentRequest& r,
-                                                                   const std::string& owner, int64_t workspace_id) {
-  v1::CreateExperimentResponse out;
-  if (r.config_yaml().empty()) {
-    auto* e = out.add_errors();
-    e->set_path("<document>");
-    e->set_message("the document is empty (send the experiment YAML in configYaml)");
-    return out;
-  }
-  Cluster::CreateResult created = cluster_->CreateExperiment(r.config_yaml(), r.activate(), r.validate_only(), owner, "",
-                                                              workspace_id);
-  for (const auto& err : created.errors) {
+namespace {
+
+config::ConfigError EmptyDocument() {
+  return {"<document>", "the document is empty (send the experiment YAML in configYaml)", 0, 0};
+}
+
+// A config's errors into a response's `errors` (CreateExperimentResponse and the like).
+template <typename Response>
+void AddConfigErrors(const std::vector<config::ConfigError>& errors, Response& out) {
+  for (const auto& err : errors) {
     auto* e = out.add_errors();
     e->set_path(err.path);
     e->set_message(err.message);
     e->set_line(err.line);
     e->set_column(err.column);
   }
+}
+
+}  // namespace
+
+Result<v1::CreateExperimentResponse> ApiHandlers::CreateExperiment(const v1::CreateExperimentRequest& r,
+                                                                   const std::string& owner, int64_t workspace_id) {
+  v1::CreateExperimentResponse out;
+  if (r.config_yaml().empty()) {
+    AddConfigErrors({EmptyDocument()}, out);
+    return out;
+  }
+  std::string context = r.context();
+  if (context.empty() && r.context_of() > 0) {
+    auto stored = store_->ExperimentContext(r.context_of());
+    if (stored.ok()) {
+      context = std::move(stored).value();
+    } else if (stored.status().code() != StatusCode::kNotFound) {
+      return stored.status();
+    }
+  }
+  Cluster::CreateResult created = cluster_->CreateExperiment(r.config_yaml(), r.activate(), r.validate_only(), owner, "",
+                                                              workspace_id, context);
+  AddConfigErrors(created.errors, out);
   if (created.id) {
     auto row = store_->GetExperiment(*created.id);
     if (!row.ok()) return row.status();
     if (row->has_value()) *out.mutable_experiment() = **row;
   }
+  return out;
+}
+
+Result<v1::CreateUnmanagedTrialResponse> ApiHandlers::CreateUnmanagedTrial(const v1::CreateUnmanagedTrialRequest& r,
+                                                                           const std::string& owner,
+                                                                           int64_t workspace_id) {
+  v1::CreateUnmanagedTrialResponse out;
+  if (r.config_yaml().empty()) {
+    AddConfigErrors({EmptyDocument()}, out);
+    return out;
+  }
+  Cluster::UnmanagedTrial made = cluster_->CreateUnmanagedTrial(r.config_yaml(), owner, workspace_id);
+  AddConfigErrors(made.created.errors, out);
+  if (!made.created.id) return out;
+  auto experiment = store_->GetExperiment(*made.created.id);
+  if (!experiment.ok()) return experiment.status();
+  if (experiment->has_value()) *out.mutable_experiment() = **experiment;
+  auto trial = store_->GetTrial(made.trial_id);
+  if (!trial.ok()) return trial.status();
+  if (trial->has_value()) *out.mutable_trial() = **trial;
+  out.set_task_id(made.task_id);
+  out.set_task_token(made.task_token);
+  out.set_trial_link_address(made.trial_link_address);
+  out.set_checkpoint_dir(made.checkpoint_dir);
   return out;
 }
 

@@ -31,6 +31,10 @@ class ApiHandlers {
   // experiment, and the caller maps it to 400 / INVALID_ARGUMENT.
   Result<steadfast::v1::CreateExperimentResponse> CreateExperiment(
       const steadfast::v1::CreateExperimentRequest& r, const std::string& owner, int64_t workspace_id = 1);
+  // Unmanaged mode (docs/core-api.md); an invalid config is reported in `errors` as above. The
+  // response carries the trial's TrialLink credential: only its creator gets it.
+  Result<steadfast::v1::CreateUnmanagedTrialResponse> CreateUnmanagedTrial(
+      const steadfast::v1::CreateUnmanagedTrialRequest& r, const std::string& owner, int64_t workspace_id = 1);
   // A page of experiment summaries, straight from the Store (no coordinator lock): config_yaml
   // is left out unless r.fields names "config"; GetExperiment returns the whole experiment.
   Result<steadfast::v1::GetExperimentsResponse> GetExperiments(const steadfast::v1::GetExperimentsRequest& r);

@@ -45,8 +45,15 @@ Result<v1::CreateExperimentResponse> ApiHandlers::ContinueExperiment(const v1::C
     workspace_id = tx.exec_params1("SELECT workspace_id FROM experiments WHERE id = $1", r.id())[0].as<int64_t>();
     return Status::Ok();
   }));
+  // A user trial's code comes along (the same context archive).
+  std::string context;
+  if (Result<std::string> stored = store_->ExperimentContext(r.id()); stored.ok()) {
+    context = std::move(stored).value();
+  } else if (stored.status().code() != StatusCode::kNotFound) {
+    return stored.status();
+  }
   Cluster::CreateResult created =
-      cluster_->CreateExperiment(yaml, true, false, owner, checkpoint->uuid(), workspace_id);
+      cluster_->CreateExperiment(yaml, true, false, owner, checkpoint->uuid(), workspace_id, context);
   if (!created.errors.empty()) {
     // The config was valid when it was submitted; what the cluster refuses now (a pool that
     // has gone, a data file removed since) is a precondition of continuing, named here.

@@ -135,6 +135,26 @@ grpc::Status ApiGrpcService::CreateExperiment(grpc::ServerContext* ctx, const v1
   Audit(*ctx, "CreateExperiment", st.ok() && out->has_experiment() ? std::to_string(out->experiment().id()) : "", st, who);
   return st;
 }
+grpc::Status ApiGrpcService::CreateUnmanagedTrial(grpc::ServerContext* ctx, const v1::CreateUnmanagedTrialRequest* r,
+                                                  v1::CreateUnmanagedTrialResponse* out) {
+  Principal who;
+  grpc::Status st =
+      Call(ctx, "CreateUnmanagedTrial", *r, out, &who, [&](const Principal& p) -> Result<v1::CreateUnmanagedTrialResponse> {
+        int64_t workspace_id = Accounts::kDefaultWorkspace;
+        if (authorizer_) {
+          SF_ASSIGN_OR_RETURN(workspace_id, authorizer_->WorkspaceForNewExperiment(p, r->workspace()));
+        }
+        return handlers_->CreateUnmanagedTrial(*r, p.username, workspace_id);
+      });
+  if (st.ok() && out->errors_size() > 0) {
+    std::string msg;
+    for (const auto& e : out->errors()) msg += e.path() + ": " + e.message() + "\n";
+    st = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, msg);
+  }
+  Audit(*ctx, "CreateUnmanagedTrial", st.ok() && out->has_experiment() ? std::to_string(out->experiment().id()) : "", st,
+        who);
+  return st;
+}
 grpc::Status ApiGrpcService::GetExperiments(grpc::ServerContext* ctx, const v1::GetExperimentsRequest* r,
                                             v1::GetExperimentsResponse* out) {
   return Call(ctx, "GetExperiments", *r, out, nullptr, [&](const Principal& p) { return handlers_->GetExperiments(*r); });
@@ -462,67 +482,6 @@ grpc::Status AgentLinkGrpcService::Connect(
   cluster_->AgentDisconnected(agent_id, conn.get());
   conn->Close();
   return end;
-}
-
-// ------------------------------------------------------------------------------------------
-// TrialLink. Every call must carry the task token the master issued for the identity it
-// claims (master/auth/task_tokens.h); the coordinator then checks that identity is current.
-
-Status TrialLinkGrpcService::Authenticate(const grpc::ServerContextBase& context, const v1::TrialIdentity& who) const {
-  if (!tokens_) return Status::Ok();
-  std::string_view token;
-  const auto& metadata = context.client_metadata();
-  if (auto it = metadata.find(TaskTokens::kMetadataKey); it != metadata.end()) {
-    token = std::string_view(it->second.data(), it->second.size());
-  }
-  return tokens_->Verify(token, TaskClaims{who.trial_id(), who.rank(), who.restart(), who.task_id()});
-}
-
-grpc::Status TrialLinkGrpcService::GetNextOperation(grpc::ServerContext* context, const v1::GetNextOperationRequest* r,
-                                                    v1::GetNextOperationResponse* out) {
-  if (Status auth = Authenticate(*context, r->who()); !auth.ok()) return ToGrpc(auth);
-  auto res = cluster_->NextOperation(r->who(), std::chrono::seconds(20));
-  if (!res.ok()) return ToGrpc(res.status());
-  *out = std::move(res).value();
-  return grpc::Status::OK;
-}
-grpc::ServerUnaryReactor* TrialLinkGrpcService::ReportMetrics(grpc::CallbackServerContext* context,
-                                                               const v1::ReportMetricsRequest* r,
-                                                               v1::ReportMetricsResponse*) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (Status auth = Authenticate(*context, r->who()); !auth.ok()) {
-    reactor->Finish(ToGrpc(auth));
-    return reactor;
-  }
-  cluster_->ReportMetricsAsync(*r, [reactor](Status st) { reactor->Finish(ToGrpc(st)); });
-  return reactor;
-}
-grpc::Status TrialLinkGrpcService::CompleteOperation(grpc::ServerContext* context, const v1::CompleteOperationRequest* r,
-                                                     v1::CompleteOperationResponse*) {
-  if (Status auth = Authenticate(*context, r->who()); !auth.ok()) return ToGrpc(auth);
-  return ToGrpc(cluster_->CompleteOperation(*r));
-}
-grpc::Status TrialLinkGrpcService::ReportCheckpoint(grpc::ServerContext* context, const v1::ReportCheckpointRequest* r,
-                                                    v1::ReportCheckpointResponse*) {
-  if (Status auth = Authenticate(*context, r->who()); !auth.ok()) return ToGrpc(auth);
-  return ToGrpc(cluster_->ReportCheckpoint(*r));
-}
-grpc::Status TrialLinkGrpcService::ShouldStop(grpc::ServerContext* context, const v1::ShouldStopRequest* r,
-                                              v1::ShouldStopResponse* out) {
-  if (Status auth = Authenticate(*context, r->who()); !auth.ok()) return ToGrpc(auth);
-  auto res = cluster_->ShouldStop(*r);
-  if (!res.ok()) return ToGrpc(res.status());
-  *out = std::move(res).value();
-  return grpc::Status::OK;
-}
-grpc::Status TrialLinkGrpcService::Rendezvous(grpc::ServerContext* context, const v1::RendezvousRequest* r,
-                                              v1::RendezvousResponse* out) {
-  if (Status auth = Authenticate(*context, r->who()); !auth.ok()) return ToGrpc(auth);
-  const int seconds = r->timeout_seconds() > 0 ? std::min(r->timeout_seconds(), 3600) : 300;
-  auto res = cluster_->Rendezvous(*r, std::chrono::seconds(seconds));
-  if (!res.ok()) return ToGrpc(res.status());
-  *out = std::move(res).value();
-  return grpc::Status::OK;
 }
 
 }  // namespace sf::master

@@ -41,6 +41,8 @@ class ApiGrpcService final : public steadfast::v1::Api::Service {
 
   grpc::Status CreateExperiment(grpc::ServerContext*, const steadfast::v1::CreateExperimentRequest*,
                                 steadfast::v1::CreateExperimentResponse*) override;
+  grpc::Status CreateUnmanagedTrial(grpc::ServerContext*, const steadfast::v1::CreateUnmanagedTrialRequest*,
+                                    steadfast::v1::CreateUnmanagedTrialResponse*) override;
   grpc::Status GetExperiments(grpc::ServerContext*, const steadfast::v1::GetExperimentsRequest*,
                               steadfast::v1::GetExperimentsResponse*) override;
   grpc::Status GetExperiment(grpc::ServerContext*, const steadfast::v1::GetExperimentRequest*,
@@ -149,36 +151,6 @@ class AgentLinkGrpcService final : public steadfast::v1::AgentLink::Service {
   DeliveryLedger* ledger_;
   std::string join_token_;
   const AgentRevocations* revocations_ = nullptr;
-};
-
-// ReportMetrics, the hot path, is a callback (reactor) method: its handler queues the rows and
-// returns, and the metric writer answers the call after the commit, so no thread waits per
-// report (with a sync handler each report cost a blocked thread and two context switches; most
-// of the master's CPU per report went to switching). The other methods are sync.
-class TrialLinkGrpcService final
-    : public steadfast::v1::TrialLink::WithCallbackMethod_ReportMetrics<steadfast::v1::TrialLink::Service> {
- public:
-  // `tokens` null: calls are not authenticated (tests that drive the coordinator alone).
-  TrialLinkGrpcService(Cluster* cluster, const TaskTokens* tokens) : cluster_(cluster), tokens_(tokens) {}
-  grpc::Status GetNextOperation(grpc::ServerContext*, const steadfast::v1::GetNextOperationRequest*,
-                                steadfast::v1::GetNextOperationResponse*) override;
-  grpc::ServerUnaryReactor* ReportMetrics(grpc::CallbackServerContext* context,
-                                          const steadfast::v1::ReportMetricsRequest* request,
-                                          steadfast::v1::ReportMetricsResponse* response) override;
-  grpc::Status CompleteOperation(grpc::ServerContext*, const steadfast::v1::CompleteOperationRequest*,
-                                 steadfast::v1::CompleteOperationResponse*) override;
-  grpc::Status ReportCheckpoint(grpc::ServerContext*, const steadfast::v1::ReportCheckpointRequest*,
-                                steadfast::v1::ReportCheckpointResponse*) override;
-  grpc::Status ShouldStop(grpc::ServerContext*, const steadfast::v1::ShouldStopRequest*,
-                          steadfast::v1::ShouldStopResponse*) override;
-  grpc::Status Rendezvous(grpc::ServerContext*, const steadfast::v1::RendezvousRequest*,
-                          steadfast::v1::RendezvousResponse*) override;
-
- private:
-  // OK when the call carries the task token issued for `who`; kUnauthenticated otherwise.
-  Status Authenticate(const grpc::ServerContextBase& context, const steadfast::v1::TrialIdentity& who) const;
-  Cluster* cluster_;
-  const TaskTokens* tokens_;
 };
 
 }  // namespace sf::master

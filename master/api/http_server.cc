@@ -527,6 +527,29 @@ struct HttpServer::Impl {
       if (reply.retry_after > 0) res.set(http::field::retry_after, std::to_string(reply.retry_after));
       return;
     }
+    if (path == "/api/v1/unmanaged-trials") {
+      route = path;
+      if (method != http::verb::post) return wrong_method("POST");
+      v1::CreateUnmanagedTrialRequest r;
+      Status st = ParseBody(req, &r);
+      if (!st.ok()) return void(res = Error(st, req));
+      int64_t workspace_id = Accounts::kDefaultWorkspace;
+      if (options.authorizer) {
+        auto ws = options.authorizer->WorkspaceForNewExperiment(p, r.workspace());
+        if (!ws.ok()) return void(res = Error(ws.status(), req));
+        workspace_id = *ws;
+      }
+      auto out = handlers->CreateUnmanagedTrial(r, p.username, workspace_id);
+      if (!out.ok()) return void(res = Error(out.status(), req));
+      if (out->errors_size() > 0) {
+        res = Json(400, ErrorJson(InvalidArgument("invalid experiment config: " + out->errors(0).path() + ": " +
+                                                  out->errors(0).message())),
+                   req);
+        return;
+      }
+      res = Json(200, ToJson(*out), req);
+      return;
+    }
     if (path == "/api/v1/experiments") {
       route = "/api/v1/experiments";
       if (method == http::verb::post) {
@@ -908,11 +931,27 @@ class Session : public std::enable_shared_from_this<Session<kTls>> {
   void Read() {
     if (impl_->stopping) return Close(/*graceful=*/false);
     parser_.emplace();
-    parser_->body_limit(impl_->options.max_body_bytes);
+    body_limit_ = impl_->options.max_body_bytes;
+    parser_->body_limit(body_limit_);
     parser_->header_limit(64 * 1024);
     tcp().expires_after(impl_->options.read_timeout);
+    http::async_read_header(stream_, buffer_, *parser_,
+                            [self = this->shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
+  }
+
+  // The header is in: the body's limit depends on the route (an experiment may carry a context).
+  void OnHeader(beast::error_code ec) {
+    if (ec) return OnRead(ec);
+    const auto& header = parser_->get();
+    std::string_view target(header.target().data(), header.target().size());
+    target = target.substr(0, target.find('?'));
+    if (header.method() == http::verb::post && target == "/api/v1/experiments") {
+      body_limit_ = impl_->options.max_experiment_body_bytes;
+      parser_->body_limit(body_limit_);
+    }
+    if (parser_->is_done()) return OnRead({});
     http::async_read(stream_, buffer_, *parser_,
-                     [self = this->shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
+                     [self = this->shared_from_this()](beast::error_code ec2, size_t) { self->OnRead(ec2); });
   }
 
   void OnRead(beast::error_code ec) {
@@ -928,7 +967,7 @@ class Session : public std::enable_shared_from_this<Session<kTls>> {
       auto res = std::make_shared<Response>(too_big ? http::status::payload_too_large : http::status::bad_request, 11);
       res->set(http::field::content_type, "application/json");
       res->body() = ErrorJson(InvalidArgument(too_big ? "request body larger than " +
-                                                            std::to_string(impl_->options.max_body_bytes) + " bytes"
+                                                            std::to_string(body_limit_) + " bytes"
                                                       : "malformed HTTP request: " + ec.message()));
       res->keep_alive(false);
       res->prepare_payload();
@@ -1079,6 +1118,7 @@ class Session : public std::enable_shared_from_this<Session<kTls>> {
   Stream stream_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
+  size_t body_limit_ = 0;  // of the request being read
   std::unique_ptr<ConnectionSlot> slot_;
   std::unique_ptr<std::array<char, 16384>> sink_;
   Principal principal_;  // of the request being served (Gate)

@@ -11,7 +11,8 @@
 // 503 {"code": 14, "message": "..."} with `Retry-After: 1` and is closed. Each request (headers
 // and body, including the wait for it on a kept-alive connection) must arrive within
 // `read_timeout`, and each response must be taken by the client within it; otherwise the
-// connection is closed. Request bodies over `max_body_bytes` get 413.
+// connection is closed. Request bodies over `max_body_bytes` (`max_experiment_body_bytes` for
+// POST /api/v1/experiments) get 413.
 //
 // Log follows (GET /api/v1/trials/{id}/logs?follow=true, server-sent events) live for as long as
 // the trial runs, so they do not run on the pool: each gets a thread of its own, at most
@@ -50,6 +51,9 @@ struct HttpOptions {
   int port = 8080;                         // 0: pick one (see port())
   std::string webui_dir;                   // built assets (webui/dist); empty: no UI
   size_t max_body_bytes = 8u << 20;
+  // POST /api/v1/experiments alone may be larger: it may carry a user trial's context
+  // (96 MiB of files, compressed, base64 in JSON; docs/core-api.md).
+  size_t max_experiment_body_bytes = size_t{140} << 20;
   int max_connections = 512;               // open connections, log follows included
   int threads = 0;                         // worker threads; 0: max(4, 2 x hardware threads)
   std::chrono::milliseconds read_timeout{30000};  // per request read and per response write

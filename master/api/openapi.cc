@@ -74,6 +74,10 @@ std::string OpenApiDocument() {
                  "GetExperimentsResponse")},
       {"post", Op("Create an experiment from YAML", "CreateExperiment", {}, "CreateExperimentResponse",
                   "CreateExperimentRequest")}};
+  paths["/api/v1/unmanaged-trials"] = Value::Map{
+      {"post", Op("Unmanaged mode (docs/core-api.md): make an experiment of one trial that a script started by hand "
+                  "reports into over TrialLink, with the task id and token in the response",
+                  "CreateUnmanagedTrial", {}, "CreateUnmanagedTrialResponse", "CreateUnmanagedTrialRequest")}};
   paths["/api/v1/experiments/{id}"] = Value::Map{
       {"get", Op("Get an experiment", "GetExperiment", {id}, "GetExperimentResponse")},
       {"delete", Op("Delete a completed, canceled or errored experiment: its rows and its checkpoints' files "
@@ -221,8 +225,15 @@ std::string OpenApiDocument() {
   schemas["GetAuditLogResponse"] = Object({{"entries", ArrayOf("AuditEntry")}});
   schemas["ConfigError"] = Object({{"path", Type("string")}, {"message", Type("string")},
                                    {"line", Type("integer")}, {"column", Type("integer")}});
-  schemas["CreateExperimentRequest"] = Object({{"configYaml", Type("string")}, {"activate", Type("boolean")},
-                                               {"validateOnly", Type("boolean")}});
+  schemas["CreateExperimentRequest"] = Object(
+      {{"configYaml", Type("string")}, {"activate", Type("boolean")}, {"validateOnly", Type("boolean")},
+       {"workspace", Type("string")},
+       {"context", Value(Value::Map{{"type", "string"},
+                                    {"format", "byte"},
+                                    {"description", "base64 of the context directory's .tar.gz (entrypoint experiments, "
+                                                    "docs/core-api.md)"}})},
+       {"contextOf", Value(Value::Map{{"type", "string"},
+                                      {"description", "without context: copy this experiment's context (int64)"}})}});
   schemas["Experiment"] = Object({{"id", Type("string")}, {"name", Type("string")}, {"state", Type("string")},
                                   {"configYaml", Value(Value::Map{{"type", "string"},
                                                                   {"description",
@@ -252,6 +263,11 @@ std::string OpenApiDocument() {
                                 {"sampleTime", Type("string")}});
   schemas["Pagination"] = Object({{"offset", Type("integer")}, {"limit", Type("integer")}, {"total", Type("integer")}});
   schemas["CreateExperimentResponse"] = Object({{"experiment", Ref("Experiment")}, {"errors", ArrayOf("ConfigError")}});
+  schemas["CreateUnmanagedTrialRequest"] = Object({{"configYaml", Type("string")}, {"workspace", Type("string")}});
+  schemas["CreateUnmanagedTrialResponse"] = Object(
+      {{"experiment", Ref("Experiment")}, {"trial", Ref("Trial")}, {"taskId", Type("string")},
+       {"taskToken", Type("string")}, {"trialLinkAddress", Type("string")}, {"checkpointDir", Type("string")},
+       {"errors", ArrayOf("ConfigError")}});
   schemas["GetExperimentsResponse"] = Object({{"experiments", ArrayOf("Experiment")}, {"pagination", Ref("Pagination")}});
   schemas["GetExperimentResponse"] = Object({{"experiment", Ref("Experiment")}});
   schemas["ExperimentActionResponse"] = Object({{"experiment", Ref("Experiment")}});

@@ -44,6 +44,7 @@ const std::vector<RestRule>& RestPolicy() {
         {"GET", "/api/v1/auth/me", Need::kSignedIn, "read"},
         {"GET", "/api/v1/experiments", Need::kSignedIn, "read"},
         {"POST", "/api/v1/experiments", Need::kCreator, "create experiments"},
+        {"POST", "/api/v1/unmanaged-trials", Need::kCreator, "create experiments"},
         {"GET", "/api/v1/experiments/{id}", Need::kSignedIn, "read"},
         {"DELETE", "/api/v1/experiments/{id}", Need::kExperiment, "delete"},
         {"POST", "/api/v1/experiments/{id}/continue", Need::kExperiment, "continue"},
@@ -94,6 +95,7 @@ const std::vector<RestRule>& RestPolicy() {
 const std::map<std::string, std::pair<Need, std::string>>& GrpcPolicy() {
   static const std::map<std::string, std::pair<Need, std::string>> kMethods = {
       {"CreateExperiment", {Need::kCreator, "create experiments"}},
+      {"CreateUnmanagedTrial", {Need::kCreator, "create experiments"}},
       {"GetExperiments", {Need::kSignedIn, "read"}},
       {"GetExperiment", {Need::kSignedIn, "read"}},
       {"KillExperiment", {Need::kExperiment, "kill"}},

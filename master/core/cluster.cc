@@ -5,7 +5,9 @@
 #include <filesystem>
 #include <iostream>
 
+#include "common/context/context_archive.h"
 #include "common/log.h"
+#include "common/sha256.h"
 #include "master/core/task_ids.h"
 #include "master/housekeeping/experiment_deletion.h"
 #include "master/util/proto_value.h"
@@ -23,8 +25,6 @@ bool IsTerminal(v1::TrialState s) {
 }
 
 namespace {
-
-bool Better(double a, double b, bool smaller_is_better) { return smaller_is_better ? a < b : a > b; }
 
 // The scheduler's clock (it keeps none): seconds on the steady clock.
 double SchedulerNow() {
@@ -85,7 +85,8 @@ void Cluster::Stop() {
 
 Cluster::CreateResult Cluster::CreateExperiment(const std::string& config_yaml, bool activate,
                                                 bool validate_only, const std::string& owner,
-                                                const std::string& initial_checkpoint, int64_t workspace_id) {
+                                                const std::string& initial_checkpoint, int64_t workspace_id,
+                                                const std::string& context) {
   CreateResult result;
   config::ParseResult parsed = config::ParseExperimentConfig(config_yaml);
   if (!parsed.ok()) {
@@ -93,9 +94,23 @@ Cluster::CreateResult Cluster::CreateExperiment(const std::string& config_yaml, 
     return result;
   }
   config::ExperimentConfig& c = *parsed.config;
-  if (options_.check_data_files) {
+  // A user trial's code reads what it likes; the native trainer's data files must be readable.
+  if (options_.check_data_files && !c.has_entrypoint()) {
     result.errors = CheckDataFiles(c);
     if (!result.errors.empty()) return result;
+  }
+  if (!context.empty()) {
+    if (!c.has_entrypoint()) {
+      result.errors.push_back({"context_directory",
+                               "a context was sent, but the config has no entrypoint to run it (native trials "
+                               "read data files, not a context)",
+                               0, 0});
+      return result;
+    }
+    if (Status checked = context::ValidateContext(context); !checked.ok()) {
+      result.errors.push_back({"context_directory", checked.message(), 0, 0});
+      return result;
+    }
   }
   auto searcher = MakeSearchMethod(c);
   if (!searcher.ok()) {
@@ -133,17 +148,10 @@ Cluster::CreateResult Cluster::CreateExperiment(const std::string& config_yaml, 
   }
   if (validate_only) return result;
 
-  NewExperiment row;
-  row.name = c.name;
-  row.description = c.description;
-  row.config_yaml = config_yaml;
-  row.owner = owner;
-  row.workspace_id = workspace_id;
-  row.searcher = config::SearcherName(c.searcher.name);
-  row.metric = c.searcher.metric;
-  row.smaller_is_better = c.searcher.smaller_is_better;
-  row.priority = static_cast<int>(c.resources.priority);
+  NewExperiment row = ExperimentRow(c, config_yaml, owner, workspace_id);
   row.state = activate ? "ACTIVE" : "PAUSED";
+  row.context = context;
+  if (!context.empty()) row.context_sha256 = Sha256Hex(context);
   auto id = store_->CreateExperiment(row);
   if (!id.ok()) {
     result.errors.push_back({"<server>", id.status().message(), 0, 0});
@@ -156,12 +164,30 @@ Cluster::CreateResult Cluster::CreateExperiment(const std::string& config_yaml, 
   e.state = activate ? v1::EXPERIMENT_STATE_ACTIVE : v1::EXPERIMENT_STATE_PAUSED;
   e.searcher = std::move(searcher).value();
   e.initial_checkpoint = initial_checkpoint;
-  log::Info("experiment", {{"event", "created"}, {"id", std::to_string(e.id)}, {"name", e.config.name}});
+  e.context_sha256 = row.context_sha256;
+  e.context_bytes = static_cast<int64_t>(context.size());
+  log::Info("experiment", {{"event", "created"}, {"id", std::to_string(e.id)}, {"name", e.config.name},
+                           {"context_bytes", std::to_string(e.context_bytes)}});
   ApplyOpsLocked(e, e.searcher->InitialOperations());
   SaveSearcherLocked(e);
   ScheduleLocked();
   result.id = *id;
   return result;
+}
+
+NewExperiment Cluster::ExperimentRow(const config::ExperimentConfig& c, const std::string& config_yaml,
+                                     const std::string& owner, int64_t workspace_id) {
+  NewExperiment row;
+  row.name = c.name;
+  row.description = c.description;
+  row.config_yaml = config_yaml;
+  row.owner = owner;
+  row.workspace_id = workspace_id;
+  row.searcher = config::SearcherName(c.searcher.name);
+  row.metric = c.searcher.metric;
+  row.smaller_is_better = c.searcher.smaller_is_better;
+  row.priority = static_cast<int>(c.resources.priority);
+  return row;
 }
 
 void Cluster::SaveSearcherLocked(Experiment& e) {
@@ -310,6 +336,10 @@ Status Cluster::PauseExperiment(int64_t id) {
   auto it = experiments_.find(id);
   if (it == experiments_.end()) return NotLive(id, "paused");
   Experiment& e = it->second;
+  if (e.unmanaged) {
+    return FailedPrecondition("experiment " + std::to_string(id) +
+                              " is unmanaged: its script runs outside the scheduler and cannot be paused (kill it)");
+  }
   if (e.state == v1::EXPERIMENT_STATE_PAUSED) return Status::Ok();
   if (e.state != v1::EXPERIMENT_STATE_ACTIVE) {
     return FailedPrecondition("experiment " + std::to_string(id) + " is " + ExperimentStateName(e.state) +
@@ -526,6 +556,7 @@ void Cluster::StartAllocationLocked(Trial& t, const Assignment& a) {
   t.exit_codes.clear();
   t.first_failure.clear();
   t.rank_agent.clear();
+  t.told_to_stop = false;
   Value::List slots;
   for (const SlotRef& s : a.slots) slots.push_back(Value(Value::Map{{"agent_id", s.agent_id}, {"slot_id", s.slot_id}}));
   (void)store_->UpdateAllocation(t.allocation_id, "ASSIGNED", Value(slots), false);
@@ -536,6 +567,10 @@ void Cluster::StartAllocationLocked(Trial& t, const Assignment& a) {
     auto ck = store_->GetCheckpoint(t.latest_checkpoint_uuid);
     if (ck.ok() && ck->has_value()) restore = (*ck)->path();
   }
+  // Each rank's index among the trial's ranks on its agent (LOCAL_RANK), and their number.
+  std::map<std::string, int> ranks_on_agent;
+  std::vector<int> local_rank(a.slots.size());
+  for (size_t rank = 0; rank < a.slots.size(); ++rank) local_rank[rank] = ranks_on_agent[a.slots[rank].agent_id]++;
   for (int rank = 0; rank < t.world_size; ++rank) {
     const SlotRef& slot = a.slots[rank];
     auto agent = agents_.find(slot.agent_id);
@@ -560,6 +595,17 @@ void Cluster::StartAllocationLocked(Trial& t, const Assignment& a) {
     s->set_restore_checkpoint(restore);
     s->set_checkpoint_dir(CheckpointDirLocked(e, t));
     s->set_restart(t.restarts);
+    if (!restore.empty()) s->set_restore_checkpoint_uuid(t.latest_checkpoint_uuid);
+    s->set_local_rank(local_rank[rank]);
+    s->set_local_size(ranks_on_agent[slot.agent_id]);
+    if (e.config.has_entrypoint()) {
+      // Where the code came from, for data beside it on a shared filesystem (docs/core-api.md).
+      if (e.config.context_directory) (*s->mutable_env())["SF_CONTEXT_DIRECTORY"] = *e.config.context_directory;
+      for (const std::string& part : e.config.entrypoint) s->add_entrypoint(part);
+      s->set_entrypoint_shell(e.config.entrypoint_is_shell);
+      s->set_context_sha256(e.context_sha256);
+      s->set_context_bytes(e.context_bytes);
+    }
     if (options_.task_tokens) {
       s->set_task_token(options_.task_tokens->Issue({t.id, rank, t.restarts, s->task_id()}));
     }
@@ -637,6 +683,28 @@ void Cluster::AllocationExitedLocked(Trial& t) {
     // The trainer finished its operation and exited; it resumes when the searcher has more.
     SetTrialStateLocked(t, v1::TRIAL_STATE_QUEUED);
     if (e.state == v1::EXPERIMENT_STATE_ACTIVE && t.target_length > t.completed_length) SubmitLocked(t);
+  } else if (success && t.stop.empty() && t.completed_length < t.target_length && t.told_to_stop) {
+    // It checkpointed and stopped as asked (a pause or preemption withdrawn before it exited,
+    // e.g. pause then activate): it resumes from that checkpoint.
+    if (e.state == v1::EXPERIMENT_STATE_ACTIVE) {
+      SubmitLocked(t, /*keep_place=*/true);
+    } else {
+      SetTrialStateLocked(t, v1::TRIAL_STATE_PAUSED);
+    }
+  } else if (success && t.stop.empty() && t.completed_length < t.target_length && e.config.has_entrypoint()) {
+    // User code returned 0 on every rank with its operation unfinished and no stop asked for:
+    // it ended without training to the searcher's length (or never asked for it). Running it
+    // again would end the same way. (A native trainer exits 0 early only when signalled: it
+    // checkpointed, and is restarted below.)
+    const std::string unit =
+        e.config.searcher.max_length.unit == config::Length::Unit::kEpochs ? "epochs" : "batches";
+    const std::string why =
+        "trial " + std::to_string(t.id) + ": the entrypoint exited with status 0 before completing its searcher operation (train to " +
+        std::to_string(t.target_length) + " " + unit + "; completed " + std::to_string(t.completed_length) +
+        "): it must report_completed each operation from searcher.operations() (docs/core-api.md)";
+    log::Warn("trial", {{"event", "exited_early"}, {"id", std::to_string(t.id)}, {"reason", why}});
+    SetTrialStateLocked(t, v1::TRIAL_STATE_ERROR, why);
+    ApplyOpsLocked(e, e.searcher->TrialExitedEarly(t.request_id, ExitReason::kErrored));
   } else {
     std::string why = t.first_failure;
     if (why.empty()) {
@@ -672,177 +740,6 @@ void Cluster::TrialFailedLocked(Trial& t, const std::string& why) {
   }
   SetTrialStateLocked(t, v1::TRIAL_STATE_ERROR, why);
   ApplyOpsLocked(e, e.searcher->TrialExitedEarly(t.request_id, ExitReason::kErrored));
-}
-
-// ------------------------------------------------------------------------------------------
-// TrialLink
-
-Cluster::Trial* Cluster::FindTrialLocked(int64_t trial_id) {
-  auto it = trials_.find(trial_id);
-  return it == trials_.end() ? nullptr : &it->second;
-}
-
-Result<Cluster::Trial*> Cluster::CheckIdentityLocked(const v1::TrialIdentity& who) {
-  Trial* t = FindTrialLocked(who.trial_id());
-  if (!t) return NotFound("trial " + std::to_string(who.trial_id()) + " is not active on this master");
-  // A trainer of an earlier allocation (orphaned while its agent was cut off, then replaced)
-  // must not report for the trial's current run. Trainers started without a task id (tests
-  // driving TrialLink directly) are not checked.
-  std::string allocation;
-  int rank = 0;
-  if (!who.task_id().empty() && ParseTaskId(who.task_id(), allocation, rank) && allocation != t->allocation_id) {
-    return FailedPrecondition("task " + who.task_id() + " no longer runs trial " + std::to_string(t->id) +
-                              (t->allocation_id.empty() ? "" : " (its current allocation is " + t->allocation_id + ")"));
-  }
-  return t;
-}
-
-Result<v1::GetNextOperationResponse> Cluster::NextOperation(const v1::TrialIdentity& who,
-                                                            std::chrono::milliseconds wait) {
-  std::unique_lock<std::mutex> lock(mu_);
-  auto deadline = steady_clock::now() + wait;
-  while (true) {
-    SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(who));
-    v1::GetNextOperationResponse r;
-    if (t->target_length > t->completed_length) {
-      auto* op = r.mutable_train();
-      op->set_target_length(t->target_length);
-      op->set_unit(experiments_[t->experiment_id].config.searcher.max_length.unit ==
-                           config::Length::Unit::kEpochs
-                       ? "epochs"
-                       : "batches");
-      op->set_validate_after(true);
-      return r;
-    }
-    if (t->closing || IsTerminal(t->state) || t->stop == "kill") {
-      r.set_complete(true);
-      return r;
-    }
-    if (changed_.wait_until(lock, deadline) == std::cv_status::timeout || stopping_) {
-      // The searcher has nothing for this trial yet (ASHA: waiting on a promotion). Let the
-      // trainer exit (it checkpointed at the end of its operation) and free its slots; a later
-      // train operation re-queues the trial from that checkpoint.
-      r.set_complete(true);
-      return r;
-    }
-  }
-}
-
-Status Cluster::ReportMetrics(const v1::ReportMetricsRequest& request) {
-  SF_ASSIGN_OR_RETURN(MetricBatch batch, MetricBatchFor(request));
-  SF_RETURN_IF_ERROR(metric_writer_.Write(std::move(batch)));
-  changed_.notify_all();
-  return Status::Ok();
-}
-
-void Cluster::ReportMetricsAsync(const v1::ReportMetricsRequest& request, std::function<void(Status)> done) {
-  Result<MetricBatch> batch = MetricBatchFor(request);
-  if (!batch.ok()) {
-    done(batch.status());
-    return;
-  }
-  metric_writer_.WriteAsync(std::move(batch).value(), [this, done = std::move(done)](Status st) {
-    if (st.ok()) changed_.notify_all();
-    done(std::move(st));
-  });
-}
-
-Result<MetricBatch> Cluster::MetricBatchFor(const v1::ReportMetricsRequest& request) {
-  MetricBatch batch{0, 0, {request.reports().begin(), request.reports().end()}};
-  for (const auto& m : batch.rows) {
-    if (m.kind() != "training" && m.kind() != "validation") {
-      return InvalidArgument("metric kind \"" + m.kind() + "\" must be training or validation");
-    }
-  }
-  {
-    // Only the identity check and the in-memory total here: the database write happens below,
-    // outside mu_, together with other trainers' reports (master/ingest/metric_writer.h).
-    std::lock_guard<std::mutex> lock(mu_);
-    SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(request.who()));
-    for (auto& m : batch.rows) {
-      m.set_trial_id(t->id);
-      m.set_restart(request.who().restart());
-      if (m.kind() == "training" && m.batches() > t->total_batches) t->total_batches = m.batches();
-    }
-    batch.trial_id = t->id;
-    batch.total_batches = t->total_batches;
-  }
-  return batch;
-}
-
-Status Cluster::CompleteOperation(const v1::CompleteOperationRequest& request) {
-  std::lock_guard<std::mutex> lock(mu_);
-  SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(request.who()));
-  if (request.who().rank() != 0) return Status::Ok();  // the chief speaks for the trial
-  Experiment& e = experiments_[t->experiment_id];
-  int64_t length = request.op().target_length();
-  if (length <= t->completed_length) return Status::Ok();  // a retry of what we already have
-  t->completed_length = length;
-  double metric = request.searcher_metric();
-  TrialUpdate u;
-  u.completed_length = length;
-  u.latest_validation_metric = metric;
-  if (!t->best_metric || Better(metric, *t->best_metric, e.config.searcher.smaller_is_better)) {
-    t->best_metric = metric;
-    u.best_validation_metric = metric;
-  }
-  (void)store_->UpdateTrial(t->id, u);
-  if (!e.best || Better(metric, *e.best, e.config.searcher.smaller_is_better)) e.best = metric;
-  ApplyOpsLocked(e, e.searcher->ValidationCompleted(t->request_id, metric, length));
-  SaveSearcherLocked(e);
-  return Status::Ok();
-}
-
-Status Cluster::ReportCheckpoint(const v1::ReportCheckpointRequest& request) {
-  std::lock_guard<std::mutex> lock(mu_);
-  SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(request.who()));
-  v1::Checkpoint c = request.checkpoint();
-  if (c.uuid().empty() || c.path().empty()) return InvalidArgument("checkpoint needs a uuid and a path");
-  c.set_trial_id(t->id);
-  SF_RETURN_IF_ERROR(store_->InsertCheckpoint(c));
-  t->latest_checkpoint_uuid = c.uuid();
-  t->latest_checkpoint_path = c.path();
-  auto e = experiments_.find(t->experiment_id);
-  if (e != experiments_.end()) RequestRetentionLocked(e->second);
-  return Status::Ok();
-}
-
-Result<v1::ShouldStopResponse> Cluster::ShouldStop(const v1::ShouldStopRequest& request) {
-  std::lock_guard<std::mutex> lock(mu_);
-  SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(request.who()));
-  v1::ShouldStopResponse r;
-  if (t->stop == "kill") r.set_action(v1::ShouldStopResponse::ACTION_STOP_NOW);
-  else if (t->stop == "pause" || t->stop == "preempt") r.set_action(v1::ShouldStopResponse::ACTION_CHECKPOINT_AND_STOP);
-  else r.set_action(v1::ShouldStopResponse::ACTION_CONTINUE);
-  return r;
-}
-
-Result<v1::RendezvousResponse> Cluster::Rendezvous(const v1::RendezvousRequest& request,
-                                                   std::chrono::milliseconds wait) {
-  std::string allocation;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(request.who()));
-    if (request.who().restart() != t->restarts || !t->allocated) {
-      return FailedPrecondition("rendezvous: rank " + std::to_string(request.who().rank()) + " belongs to restart " +
-                                std::to_string(request.who().restart()) + " of trial " + std::to_string(t->id) +
-                                ", which is no longer running");
-    }
-    if (request.world_size() != t->world_size) {
-      return InvalidArgument("rendezvous: world size " + std::to_string(request.world_size()) + " but the trial runs " +
-                             std::to_string(t->world_size) + " ranks");
-    }
-    allocation = t->allocation_id;
-  }
-  // The wait happens on the board, without the coordinator's lock.
-  SF_ASSIGN_OR_RETURN(RendezvousBoard::Result met,
-                      rendezvous_.Arrive(allocation, request.round(), request.who().rank(), request.payload(), wait));
-  v1::RendezvousResponse r;
-  for (size_t rank = 0; rank < met.payloads.size(); ++rank) {
-    r.add_payloads(met.payloads[rank]);
-    r.add_addresses(met.agents[rank]);
-  }
-  return r;
 }
 
 }  // namespace sf::master

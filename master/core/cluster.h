@@ -92,9 +92,24 @@ class Cluster {
   // `initial_checkpoint` (a checkpoint uuid, possibly of another experiment): every trial the
   // experiment creates starts from it, as if it were the trial's own latest (`sf experiment
   // continue`).
+  //
+  // `context`: the experiment's context archive (a user trial's code, docs/core-api.md), stored
+  // with it; allowed only with an `entrypoint`, and checked (common/context/context_archive.h)
+  // before anything is stored: a bad one is an error at "context_directory".
   CreateResult CreateExperiment(const std::string& config_yaml, bool activate, bool validate_only,
                                 const std::string& owner, const std::string& initial_checkpoint = "",
-                                int64_t workspace_id = 1);
+                                int64_t workspace_id = 1, const std::string& context = "");
+  // Unmanaged mode (docs/core-api.md): an ACTIVE experiment with one RUNNING trial that no
+  // scheduler places; a script started by hand speaks TrialLink for it as rank 0 of restart 0
+  // with the returned task id and token, and ends it with EndTrial. The config's
+  // hyperparameters must be constants. Errors as for CreateExperiment.
+  struct UnmanagedTrial {
+    CreateResult created;
+    int64_t trial_id = 0;
+    std::string task_id, task_token, checkpoint_dir, trial_link_address;
+  };
+  UnmanagedTrial CreateUnmanagedTrial(const std::string& config_yaml, const std::string& owner,
+                                      int64_t workspace_id = 1);
   // kFailedPrecondition for transitions the current state doesn't allow; kNotFound.
   Status PauseExperiment(int64_t id);
   Status ActivateExperiment(int64_t id);
@@ -153,6 +168,14 @@ class Cluster {
   Result<steadfast::v1::ShouldStopResponse> ShouldStop(const steadfast::v1::ShouldStopRequest& request);
   Result<steadfast::v1::RendezvousResponse> Rendezvous(const steadfast::v1::RendezvousRequest& request,
                                                        std::chrono::milliseconds wait);
+  // The context archive of the caller's experiment (read from PostgreSQL, outside mu_);
+  // kNotFound when it has none.
+  Result<std::string> Context(const steadfast::v1::TrialIdentity& who);
+  // Steps done in the current operation: the trial's total until its next metric report.
+  Status ReportProgress(const steadfast::v1::ReportProgressRequest& request);
+  // Ends an unmanaged trial (and its experiment): COMPLETED, or ERROR with `error`.
+  // kFailedPrecondition for a managed trial.
+  Status EndTrial(const steadfast::v1::EndTrialRequest& request);
 
  private:
   struct Trial {
@@ -168,6 +191,9 @@ class Cluster {
     // A preempted trial still running past this is killed (and resumes from its last checkpoint).
     std::optional<std::chrono::steady_clock::time_point> preempt_deadline;
     bool preempt_killed = false;
+    // ShouldStop told the current allocation to checkpoint and stop (its clean exit then
+    // resumes it, even when the stop was withdrawn meanwhile).
+    bool told_to_stop = false;
     int64_t submit_order = 0;      // kept when a preempted trial is queued again
     std::string latest_checkpoint_uuid;
     std::string latest_checkpoint_path;
@@ -199,6 +225,9 @@ class Cluster {
     std::map<int64_t, int64_t> trial_by_request;
     std::optional<double> best;
     std::string initial_checkpoint;  // uuid each new trial starts from (CreateExperiment)
+    std::string context_sha256;      // its context archive's digest ("" without one)
+    int64_t context_bytes = 0;
+    bool unmanaged = false;          // CreateUnmanagedTrial: no searcher runs, nothing is scheduled
   };
   struct Agent {
     std::string id, hostname, pool, version;
@@ -210,6 +239,9 @@ class Cluster {
     std::string incarnation;  // of the connected agent process
   };
 
+  // The experiments row of a parsed config (state, context and `unmanaged` left to the caller).
+  static NewExperiment ExperimentRow(const config::ExperimentConfig& c, const std::string& config_yaml,
+                                     const std::string& owner, int64_t workspace_id);
   // All *Locked methods require mu_.
   void ApplyOpsLocked(Experiment& e, std::vector<SearcherOp> ops);
   void SaveSearcherLocked(Experiment& e);

@@ -34,6 +34,9 @@ Status Cluster::Recover() {
     e.config_yaml = row.config_yaml;
     e.state = ExperimentStateFromName(row.state);
     e.searcher = std::move(searcher).value();
+    e.context_sha256 = row.context_sha256;
+    e.context_bytes = row.context_bytes;
+    e.unmanaged = row.unmanaged;
     auto snap = store_->LoadSearcherSnapshot(row.id);
     if (snap.ok() && snap->has_value()) {
       const Value& s = **snap;
@@ -59,6 +62,7 @@ Status Cluster::Recover() {
       t.allocations = tr.allocations;
       e.trial_by_request[tr.request_id] = tr.id;
       if (IsTerminal(t.state)) continue;
+      if (e.unmanaged) continue;  // its script reports on; no agent runs it
       if (t.state == v1::TRIAL_STATE_RUNNING) {
         // Wait for the agents to report it; fail it (and restart) if they don't in time.
         t.allocation_id = tr.latest_allocation_id;

@@ -141,6 +141,11 @@ Result<int64_t> Store::CreateExperiment(const NewExperiment& e) {
                e.name, e.description, e.state, e.config_yaml, e.owner, e.searcher, e.metric,
                e.smaller_is_better, e.priority, e.workspace_id)[0]
              .as<int64_t>();
+    if (e.unmanaged) tx.exec_params("UPDATE experiments SET unmanaged = true WHERE id = $1", id);
+    if (!e.context.empty()) {
+      tx.exec_params("INSERT INTO experiment_contexts (experiment_id, sha256, archive) VALUES ($1, $2, $3)", id,
+                     e.context_sha256, pqxx::binarystring(e.context.data(), e.context.size()));
+    }
     return Status::Ok();
   });
   if (!st.ok()) return st;
@@ -234,13 +239,33 @@ Result<std::vector<Store::LiveExperiment>> Store::LiveExperiments() {
   std::vector<LiveExperiment> out;
   Status st = db_->Transact("live experiments", [&](pqxx::work& tx) {
     pqxx::result r = tx.exec(
-        "SELECT id, state, config_yaml FROM experiments WHERE state NOT IN "
-        "('COMPLETED','CANCELED','ERROR') ORDER BY id");
-    for (const auto& row : r) out.push_back({row[0].as<int64_t>(), row[1].as<std::string>(), row[2].as<std::string>()});
+        "SELECT e.id, e.state, e.config_yaml, coalesce(c.sha256, ''), coalesce(octet_length(c.archive), 0), "
+        "e.unmanaged FROM experiments e LEFT JOIN experiment_contexts c ON c.experiment_id = e.id "
+        "WHERE e.state NOT IN ('COMPLETED','CANCELED','ERROR') ORDER BY e.id");
+    for (const auto& row : r) {
+      out.push_back({row[0].as<int64_t>(), row[1].as<std::string>(), row[2].as<std::string>(),
+                     row[3].as<std::string>(), row[4].as<int64_t>(), row[5].as<bool>()});
+    }
     return Status::Ok();
   });
   if (!st.ok()) return st;
   return out;
+}
+
+Result<std::string> Store::ExperimentContext(int64_t experiment_id) {
+  std::string archive;
+  bool found = false;
+  Status st = db_->Transact("experiment context", [&](pqxx::work& tx) {
+    pqxx::result r = tx.exec_params("SELECT archive FROM experiment_contexts WHERE experiment_id = $1", experiment_id);
+    if (r.empty()) return Status::Ok();
+    pqxx::binarystring bytes(r[0][0]);
+    archive.assign(bytes.get(), bytes.size());
+    found = true;
+    return Status::Ok();
+  });
+  if (!st.ok()) return st;
+  if (!found) return NotFound("experiment " + std::to_string(experiment_id) + " has no context");
+  return archive;
 }
 
 Status Store::SaveSearcherSnapshot(int64_t experiment_id, const Value& snapshot) {

@@ -33,6 +33,11 @@ struct NewExperiment {
   int priority = 42;
   std::string state;
   int64_t workspace_id = 1;  // Uncategorized
+  // A user trial's code (docs/core-api.md): the context archive and its SHA-256 (hex); both
+  // empty for none. Stored in the same transaction as the experiment.
+  std::string context;
+  std::string context_sha256;
+  bool unmanaged = false;  // an unmanaged experiment (CreateUnmanagedTrial)
 };
 
 struct TrialUpdate {
@@ -78,8 +83,17 @@ class Store {
   Result<std::pair<std::vector<steadfast::v1::Experiment>, int>> ListExperiments(
       const ExperimentFilter& filter);
   // Experiments not yet in a terminal state (for recovery after a restart): id, state, config.
-  struct LiveExperiment { int64_t id; std::string state; std::string config_yaml; };
+  struct LiveExperiment {
+    int64_t id;
+    std::string state;
+    std::string config_yaml;
+    std::string context_sha256;  // "" without a context
+    int64_t context_bytes = 0;
+    bool unmanaged = false;
+  };
   Result<std::vector<LiveExperiment>> LiveExperiments();
+  // The experiment's context archive; kNotFound when it has none.
+  Result<std::string> ExperimentContext(int64_t experiment_id);
 
   Status SaveSearcherSnapshot(int64_t experiment_id, const Value& snapshot);
   Result<std::optional<Value>> LoadSearcherSnapshot(int64_t experiment_id);

@@ -44,7 +44,18 @@ sf::Result<RendezvousBoard::Result> RendezvousBoard::Arrive(const std::string& a
                            ")");
   }
   const uint64_t generation = it->second.generation;
-  it->second.rounds[round][rank] = std::move(payload);
+  Entry& entry = it->second;
+  if (!entry.rounds.count(round)) {
+    entry.order.push_back(round);
+    // Forget the oldest rounds every rank completed; never one still gathering.
+    while (entry.order.size() > kMaxRounds) {
+      auto oldest = entry.rounds.find(entry.order.front());
+      if (oldest != entry.rounds.end() && static_cast<int>(oldest->second.size()) < world) break;
+      if (oldest != entry.rounds.end()) entry.rounds.erase(oldest);
+      entry.order.pop_front();
+    }
+  }
+  entry.rounds[round][rank] = std::move(payload);
   changed_.notify_all();
   const auto deadline = std::chrono::steady_clock::now() + wait;
   while (true) {

@@ -6,7 +6,9 @@
 // allocation has arrived in that round; then every rank gets all payloads, indexed by rank,
 // and the agent of each rank. A bootstrap takes several rounds ("members", "mpi-server",
 // "mpi-ports", "nccl-id"); payloads of a round are kept until the allocation closes, so a
-// retried call gets the same answer.
+// retried call gets the same answer — except that an allocation keeps at most kMaxRounds
+// rounds: beyond that, the oldest rounds every rank has completed are forgotten (the Core API's
+// collectives make a round per call; a retry only ever asks for a recent one).
 //
 // Errors: kFailedPrecondition when the allocation is not (or no longer) open, including while
 // a rank is waiting (the allocation was closed: its gang failed or was killed), or when the
@@ -19,6 +21,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <string>
@@ -43,10 +46,13 @@ class RendezvousBoard {
   sf::Result<Result> Arrive(const std::string& allocation_id, const std::string& round, int rank,
                             std::string payload, std::chrono::milliseconds wait);
 
+  static constexpr size_t kMaxRounds = 1024;
+
  private:
   struct Entry {
     std::vector<std::string> agents;
     std::map<std::string, std::map<int, std::string>> rounds;
+    std::deque<std::string> order;  // rounds, oldest first
     uint64_t generation = 0;
   };
   std::mutex mu_;

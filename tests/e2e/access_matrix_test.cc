@@ -22,6 +22,12 @@
 
 namespace sf::testing {
 namespace {
+
+// An unmanaged trial's config (POST /api/v1/unmanaged-trials, Api.CreateUnmanagedTrial).
+const char* const kUnmanagedConfig =
+    "name: matrix-unmanaged\n"
+    "entrypoint: python3 train.py\n"
+    "searcher: {name: single, metric: validation_loss, max_length: {batches: 10}}\n";
 namespace v1 = steadfast::v1;
 using master::Need;
 
@@ -217,6 +223,8 @@ TEST_F(AccessMatrix, EveryRestRouteAnswersEveryCallerAsThePolicySays) {
         body = Value(Value::Map{{"configYaml", TinyExperiment(1, 100, 50, "matrix")},
                                 {"activate", false}})
                    .ToJson();
+      } else if (rule.route == "/api/v1/unmanaged-trials") {
+        body = Value(Value::Map{{"configYaml", kUnmanagedConfig}}).ToJson();
       } else if (rule.route == "/api/v1/checkpoints/delete") {
         body = Value(Value::Map{{"uuids", Value(Value::List{Value(uuid)})}}).ToJson();
       } else if (rule.route.rfind("/api/v1/experiments/", 0) == 0 &&
@@ -277,6 +285,7 @@ TEST(AccessPolicyTable, IsTheDocumentedOne) {
       {"GET /api/v1/auth/me", "signed-in"},
       {"GET /api/v1/experiments", "signed-in"},
       {"POST /api/v1/experiments", "creator"},
+      {"POST /api/v1/unmanaged-trials", "creator"},
       {"GET /api/v1/experiments/{id}", "signed-in"},
       {"DELETE /api/v1/experiments/{id}", "experiment"},
       {"POST /api/v1/experiments/{id}/continue", "experiment"},
@@ -323,6 +332,7 @@ TEST(AccessPolicyTable, IsTheDocumentedOne) {
     const bool read = method.rfind("Get", 0) == 0 || method.rfind("Follow", 0) == 0;
     const std::string want = read                                   ? "signed-in"
                              : method == "CreateExperiment"         ? "creator"
+                             : method == "CreateUnmanagedTrial"     ? "creator"
                              : method == "DeleteCheckpoints"        ? "experiments"
                              : method.back() == 's'                 ? "experiments"
                                                                     : "experiment";
@@ -384,6 +394,12 @@ grpc::Status CallGrpc(v1::Api::Stub& stub, const std::string& method, const std:
     v1::CreateExperimentRequest r;
     r.set_config_yaml(TinyExperiment(1, 100, 50, "matrix"));
     return stub.CreateExperiment(&ctx, r, &created);
+  }
+  if (method == "CreateUnmanagedTrial") {
+    v1::CreateUnmanagedTrialRequest r;
+    r.set_config_yaml(kUnmanagedConfig);
+    v1::CreateUnmanagedTrialResponse out;
+    return stub.CreateUnmanagedTrial(&ctx, r, &out);
   }
   if (method == "GetExperiments") {
     v1::GetExperimentsResponse out;

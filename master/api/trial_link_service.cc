@@ -1,0 +1,97 @@
+#include "master/api/trial_link_service.h"
+
+#include <algorithm>
+
+#include "common/sha256.h"
+#include "master/api/grpc_services.h"
+
+namespace sf::master {
+namespace v1 = steadfast::v1;
+
+Status TrialLinkGrpcService::Authenticate(const grpc::ServerContextBase& context, const v1::TrialIdentity& who) const {
+  if (!tokens_) return Status::Ok();
+  std::string_view token;
+  const auto& metadata = context.client_metadata();
+  if (auto it = metadata.find(TaskTokens::kMetadataKey); it != metadata.end()) {
+    token = std::string_view(it->second.data(), it->second.size());
+  }
+  return tokens_->Verify(token, TaskClaims{who.trial_id(), who.rank(), who.restart(), who.task_id()});
+}
+
+grpc::Status TrialLinkGrpcService::GetNextOperation(grpc::ServerContext* context, const v1::GetNextOperationRequest* r,
+                                                    v1::GetNextOperationResponse* out) {
+  if (Status auth = Authenticate(*context, r->who()); !auth.ok()) return ToGrpc(auth);
+  auto res = cluster_->NextOperation(r->who(), std::chrono::seconds(20));
+  if (!res.ok()) return ToGrpc(res.status());
+  *out = std::move(res).value();
+  return grpc::Status::OK;
+}
+grpc::ServerUnaryReactor* TrialLinkGrpcService::ReportMetrics(grpc::CallbackServerContext* context,
+                                                               const v1::ReportMetricsRequest* r,
+                                                               v1::ReportMetricsResponse*) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (Status auth = Authenticate(*context, r->who()); !auth.ok()) {
+    reactor->Finish(ToGrpc(auth));
+    return reactor;
+  }
+  cluster_->ReportMetricsAsync(*r, [reactor](Status st) { reactor->Finish(ToGrpc(st)); });
+  return reactor;
+}
+grpc::Status TrialLinkGrpcService::CompleteOperation(grpc::ServerContext* context, const v1::CompleteOperationRequest* r,
+                                                     v1::CompleteOperationResponse*) {
+  if (Status auth = Authenticate(*context, r->who()); !auth.ok()) return ToGrpc(auth);
+  return ToGrpc(cluster_->CompleteOperation(*r));
+}
+grpc::Status TrialLinkGrpcService::ReportCheckpoint(grpc::ServerContext* context, const v1::ReportCheckpointRequest* r,
+                                                    v1::ReportCheckpointResponse*) {
+  if (Status auth = Authenticate(*context, r->who()); !auth.ok()) return ToGrpc(auth);
+  return ToGrpc(cluster_->ReportCheckpoint(*r));
+}
+grpc::Status TrialLinkGrpcService::ShouldStop(grpc::ServerContext* context, const v1::ShouldStopRequest* r,
+                                              v1::ShouldStopResponse* out) {
+  if (Status auth = Authenticate(*context, r->who()); !auth.ok()) return ToGrpc(auth);
+  auto res = cluster_->ShouldStop(*r);
+  if (!res.ok()) return ToGrpc(res.status());
+  *out = std::move(res).value();
+  return grpc::Status::OK;
+}
+grpc::Status TrialLinkGrpcService::Rendezvous(grpc::ServerContext* context, const v1::RendezvousRequest* r,
+                                              v1::RendezvousResponse* out) {
+  if (Status auth = Authenticate(*context, r->who()); !auth.ok()) return ToGrpc(auth);
+  const int seconds = r->timeout_seconds() > 0 ? std::min(r->timeout_seconds(), 3600) : 300;
+  auto res = cluster_->Rendezvous(*r, std::chrono::seconds(seconds));
+  if (!res.ok()) return ToGrpc(res.status());
+  *out = std::move(res).value();
+  return grpc::Status::OK;
+}
+grpc::Status TrialLinkGrpcService::GetContext(grpc::ServerContext* context, const v1::GetContextRequest* r,
+                                              grpc::ServerWriter<v1::ContextChunk>* writer) {
+  if (Status auth = Authenticate(*context, r->who()); !auth.ok()) return ToGrpc(auth);
+  auto archive = cluster_->Context(r->who());
+  if (!archive.ok()) return ToGrpc(archive.status());
+  constexpr size_t kChunk = size_t{1} << 20;
+  const std::string& bytes = *archive;
+  for (size_t offset = 0; offset < bytes.size() || offset == 0; offset += kChunk) {
+    v1::ContextChunk chunk;
+    chunk.set_data(bytes.substr(offset, kChunk));
+    if (offset == 0) {
+      chunk.set_sha256(Sha256Hex(bytes));
+      chunk.set_total_bytes(static_cast<int64_t>(bytes.size()));
+    }
+    if (!writer->Write(chunk)) return grpc::Status(grpc::StatusCode::CANCELLED, "the agent went away");
+    if (bytes.empty()) break;
+  }
+  return grpc::Status::OK;
+}
+grpc::Status TrialLinkGrpcService::ReportProgress(grpc::ServerContext* context, const v1::ReportProgressRequest* r,
+                                                  v1::ReportProgressResponse*) {
+  if (Status auth = Authenticate(*context, r->who()); !auth.ok()) return ToGrpc(auth);
+  return ToGrpc(cluster_->ReportProgress(*r));
+}
+grpc::Status TrialLinkGrpcService::EndTrial(grpc::ServerContext* context, const v1::EndTrialRequest* r,
+                                            v1::EndTrialResponse*) {
+  if (Status auth = Authenticate(*context, r->who()); !auth.ok()) return ToGrpc(auth);
+  return ToGrpc(cluster_->EndTrial(*r));
+}
+
+}  // namespace sf::master

@@ -1,0 +1,315 @@
+// The coordinator's trainer side (class Cluster, master/core/cluster.h): the TrialLink calls of
+// native trainers and user trials (next operation, metrics, checkpoints, stop checks,
+// rendezvous, contexts, progress, the end of an unmanaged trial) and unmanaged trials' creation.
+// Split out of cluster.cc; the same lock (mu_) guards it all.
+#include "master/core/cluster.h"
+
+#include <chrono>
+#include <string>
+
+#include "common/log.h"
+#include "master/core/task_ids.h"
+#include "master/util/proto_value.h"
+
+namespace sf::master {
+namespace v1 = steadfast::v1;
+using std::chrono::steady_clock;
+
+namespace {
+
+bool Better(double a, double b, bool smaller_is_better) { return smaller_is_better ? a < b : a > b; }
+
+}  // namespace
+
+Cluster::Trial* Cluster::FindTrialLocked(int64_t trial_id) {
+  auto it = trials_.find(trial_id);
+  return it == trials_.end() ? nullptr : &it->second;
+}
+
+Result<Cluster::Trial*> Cluster::CheckIdentityLocked(const v1::TrialIdentity& who) {
+  Trial* t = FindTrialLocked(who.trial_id());
+  if (!t) return NotFound("trial " + std::to_string(who.trial_id()) + " is not active on this master");
+  // A trainer of an earlier allocation (orphaned while its agent was cut off, then replaced)
+  // must not report for the trial's current run. Trainers started without a task id (tests
+  // driving TrialLink directly) are not checked.
+  std::string allocation;
+  int rank = 0;
+  if (!who.task_id().empty() && ParseTaskId(who.task_id(), allocation, rank) && allocation != t->allocation_id) {
+    return FailedPrecondition("task " + who.task_id() + " no longer runs trial " + std::to_string(t->id) +
+                              (t->allocation_id.empty() ? "" : " (its current allocation is " + t->allocation_id + ")"));
+  }
+  return t;
+}
+
+Result<v1::GetNextOperationResponse> Cluster::NextOperation(const v1::TrialIdentity& who,
+                                                            std::chrono::milliseconds wait) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto deadline = steady_clock::now() + wait;
+  while (true) {
+    SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(who));
+    v1::GetNextOperationResponse r;
+    if (t->target_length > t->completed_length) {
+      auto* op = r.mutable_train();
+      op->set_target_length(t->target_length);
+      op->set_unit(experiments_[t->experiment_id].config.searcher.max_length.unit ==
+                           config::Length::Unit::kEpochs
+                       ? "epochs"
+                       : "batches");
+      op->set_validate_after(true);
+      return r;
+    }
+    if (t->closing || IsTerminal(t->state) || t->stop == "kill") {
+      r.set_complete(true);
+      return r;
+    }
+    if (changed_.wait_until(lock, deadline) == std::cv_status::timeout || stopping_) {
+      // The searcher has nothing for this trial yet (ASHA: waiting on a promotion). Let the
+      // trainer exit (it checkpointed at the end of its operation) and free its slots; a later
+      // train operation re-queues the trial from that checkpoint.
+      r.set_complete(true);
+      return r;
+    }
+  }
+}
+
+Status Cluster::ReportMetrics(const v1::ReportMetricsRequest& request) {
+  SF_ASSIGN_OR_RETURN(MetricBatch batch, MetricBatchFor(request));
+  SF_RETURN_IF_ERROR(metric_writer_.Write(std::move(batch)));
+  changed_.notify_all();
+  return Status::Ok();
+}
+
+void Cluster::ReportMetricsAsync(const v1::ReportMetricsRequest& request, std::function<void(Status)> done) {
+  Result<MetricBatch> batch = MetricBatchFor(request);
+  if (!batch.ok()) {
+    done(batch.status());
+    return;
+  }
+  metric_writer_.WriteAsync(std::move(batch).value(), [this, done = std::move(done)](Status st) {
+    if (st.ok()) changed_.notify_all();
+    done(std::move(st));
+  });
+}
+
+Result<MetricBatch> Cluster::MetricBatchFor(const v1::ReportMetricsRequest& request) {
+  MetricBatch batch{0, 0, {request.reports().begin(), request.reports().end()}};
+  for (const auto& m : batch.rows) {
+    if (m.kind() != "training" && m.kind() != "validation") {
+      return InvalidArgument("metric kind \"" + m.kind() + "\" must be training or validation");
+    }
+  }
+  {
+    // Only the identity check and the in-memory total here: the database write happens below,
+    // outside mu_, together with other trainers' reports (master/ingest/metric_writer.h).
+    std::lock_guard<std::mutex> lock(mu_);
+    SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(request.who()));
+    for (auto& m : batch.rows) {
+      m.set_trial_id(t->id);
+      m.set_restart(request.who().restart());
+      if (m.kind() == "training" && m.batches() > t->total_batches) t->total_batches = m.batches();
+    }
+    batch.trial_id = t->id;
+    batch.total_batches = t->total_batches;
+  }
+  return batch;
+}
+
+Status Cluster::CompleteOperation(const v1::CompleteOperationRequest& request) {
+  std::lock_guard<std::mutex> lock(mu_);
+  SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(request.who()));
+  if (request.who().rank() != 0) return Status::Ok();  // the chief speaks for the trial
+  Experiment& e = experiments_[t->experiment_id];
+  int64_t length = request.op().target_length();
+  if (length <= t->completed_length) return Status::Ok();  // a retry of what we already have
+  t->completed_length = length;
+  double metric = request.searcher_metric();
+  TrialUpdate u;
+  u.completed_length = length;
+  u.latest_validation_metric = metric;
+  if (!t->best_metric || Better(metric, *t->best_metric, e.config.searcher.smaller_is_better)) {
+    t->best_metric = metric;
+    u.best_validation_metric = metric;
+  }
+  (void)store_->UpdateTrial(t->id, u);
+  if (!e.best || Better(metric, *e.best, e.config.searcher.smaller_is_better)) e.best = metric;
+  if (e.unmanaged) {  // no searcher decides: the script ends the trial itself (EndTrial)
+    (void)store_->SetExperimentProgress(e.id, 1.0, e.best);
+    return Status::Ok();
+  }
+  ApplyOpsLocked(e, e.searcher->ValidationCompleted(t->request_id, metric, length));
+  SaveSearcherLocked(e);
+  return Status::Ok();
+}
+
+Status Cluster::ReportCheckpoint(const v1::ReportCheckpointRequest& request) {
+  std::lock_guard<std::mutex> lock(mu_);
+  SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(request.who()));
+  v1::Checkpoint c = request.checkpoint();
+  if (c.uuid().empty() || c.path().empty()) return InvalidArgument("checkpoint needs a uuid and a path");
+  c.set_trial_id(t->id);
+  SF_RETURN_IF_ERROR(store_->InsertCheckpoint(c));
+  t->latest_checkpoint_uuid = c.uuid();
+  t->latest_checkpoint_path = c.path();
+  auto e = experiments_.find(t->experiment_id);
+  if (e != experiments_.end()) RequestRetentionLocked(e->second);
+  return Status::Ok();
+}
+
+Result<v1::ShouldStopResponse> Cluster::ShouldStop(const v1::ShouldStopRequest& request) {
+  std::lock_guard<std::mutex> lock(mu_);
+  SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(request.who()));
+  v1::ShouldStopResponse r;
+  if (t->stop == "kill") r.set_action(v1::ShouldStopResponse::ACTION_STOP_NOW);
+  else if (t->stop == "pause" || t->stop == "preempt") {
+    r.set_action(v1::ShouldStopResponse::ACTION_CHECKPOINT_AND_STOP);
+    t->told_to_stop = true;
+  }
+  else r.set_action(v1::ShouldStopResponse::ACTION_CONTINUE);
+  return r;
+}
+
+Result<v1::RendezvousResponse> Cluster::Rendezvous(const v1::RendezvousRequest& request,
+                                                   std::chrono::milliseconds wait) {
+  std::string allocation;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(request.who()));
+    if (request.who().restart() != t->restarts || !t->allocated) {
+      return FailedPrecondition("rendezvous: rank " + std::to_string(request.who().rank()) + " belongs to restart " +
+                                std::to_string(request.who().restart()) + " of trial " + std::to_string(t->id) +
+                                ", which is no longer running");
+    }
+    if (request.world_size() != t->world_size) {
+      return InvalidArgument("rendezvous: world size " + std::to_string(request.world_size()) + " but the trial runs " +
+                             std::to_string(t->world_size) + " ranks");
+    }
+    allocation = t->allocation_id;
+  }
+  // The wait happens on the board, without the coordinator's lock.
+  SF_ASSIGN_OR_RETURN(RendezvousBoard::Result met,
+                      rendezvous_.Arrive(allocation, request.round(), request.who().rank(), request.payload(), wait));
+  v1::RendezvousResponse r;
+  for (size_t rank = 0; rank < met.payloads.size(); ++rank) {
+    r.add_payloads(met.payloads[rank]);
+    r.add_addresses(met.agents[rank]);
+  }
+  return r;
+}
+
+Result<std::string> Cluster::Context(const v1::TrialIdentity& who) {
+  int64_t experiment_id = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(who));
+    experiment_id = t->experiment_id;
+  }
+  // Up to 96 MiB from PostgreSQL: outside the lock.
+  return store_->ExperimentContext(experiment_id);
+}
+
+Status Cluster::ReportProgress(const v1::ReportProgressRequest& request) {
+  if (request.batches() < 0) return InvalidArgument("report_progress: batches " + std::to_string(request.batches()) + " < 0");
+  std::lock_guard<std::mutex> lock(mu_);
+  SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(request.who()));
+  if (request.who().rank() != 0 || request.batches() <= t->total_batches) return Status::Ok();
+  t->total_batches = request.batches();
+  TrialUpdate u;
+  u.total_batches = t->total_batches;
+  return store_->UpdateTrial(t->id, u);
+}
+
+Status Cluster::EndTrial(const v1::EndTrialRequest& request) {
+  std::lock_guard<std::mutex> lock(mu_);
+  SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(request.who()));
+  Experiment& e = experiments_[t->experiment_id];
+  if (!e.unmanaged) {
+    return FailedPrecondition("trial " + std::to_string(t->id) +
+                              " is managed: it ends when its processes exit, not with EndTrial");
+  }
+  if (IsTerminal(t->state)) return Status::Ok();  // a retry, or killed meanwhile
+  std::string error = request.error().substr(0, 1000);
+  if (request.failed() && error.empty()) error = "the script failed";
+  SetTrialStateLocked(*t, request.failed() ? v1::TRIAL_STATE_ERROR : v1::TRIAL_STATE_COMPLETED,
+                      request.failed() ? "trial " + std::to_string(t->id) + ": " + error : "");
+  e.searcher_done = true;
+  e.search_failed = request.failed();
+  if (!IsTerminal(e.state)) {
+    SetExperimentStateLocked(e, request.failed() ? v1::EXPERIMENT_STATE_ERROR : v1::EXPERIMENT_STATE_COMPLETED,
+                             request.failed() ? "trial " + std::to_string(t->id) + ": " + error : "");
+  }
+  log::Info("trial", {{"event", "unmanaged_end"}, {"id", std::to_string(t->id)},
+                      {"failed", request.failed() ? "true" : "false"}});
+  return Status::Ok();
+}
+
+Cluster::UnmanagedTrial Cluster::CreateUnmanagedTrial(const std::string& config_yaml, const std::string& owner,
+                                                      int64_t workspace_id) {
+  UnmanagedTrial out;
+  config::ParseResult parsed = config::ParseExperimentConfig(config_yaml);
+  if (!parsed.ok()) {
+    out.created.errors = parsed.errors;
+    return out;
+  }
+  config::ExperimentConfig& c = *parsed.config;
+  for (const auto& [name, hp] : c.hyperparameters) {
+    if (hp.is_space()) {
+      out.created.errors.push_back({"hyperparameters." + name,
+                                    "an unmanaged trial takes constants; a search space needs the scheduler "
+                                    "(sf experiment create)",
+                                    0, 0});
+    }
+  }
+  if (!out.created.errors.empty()) return out;
+  auto searcher = MakeSearchMethod(c);
+  if (!searcher.ok()) {
+    out.created.errors.push_back({"searcher", searcher.status().message(), 0, 0});
+    return out;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  NewExperiment row = ExperimentRow(c, config_yaml, owner, workspace_id);
+  row.state = "ACTIVE";
+  row.unmanaged = true;
+  auto id = store_->CreateExperiment(row);
+  if (!id.ok()) {
+    out.created.errors.push_back({"<server>", id.status().message(), 0, 0});
+    return out;
+  }
+  Experiment& e = experiments_[*id];
+  e.id = *id;
+  e.config = std::move(c);
+  e.config_yaml = config_yaml;
+  e.state = v1::EXPERIMENT_STATE_ACTIVE;
+  e.searcher = std::move(searcher).value();
+  e.unmanaged = true;
+  const Value hparams = config::ConstantHyperparameters(e.config.hyperparameters);
+  auto trial_id = store_->CreateTrial(e.id, /*request_id=*/1, hparams, "RUNNING");
+  if (!trial_id.ok()) {
+    SetExperimentStateLocked(e, v1::EXPERIMENT_STATE_ERROR, trial_id.status().message());
+    out.created.errors.push_back({"<server>", trial_id.status().message(), 0, 0});
+    return out;
+  }
+  Trial& t = trials_[*trial_id];
+  t.id = *trial_id;
+  t.experiment_id = e.id;
+  t.request_id = 1;
+  t.state = v1::TRIAL_STATE_RUNNING;
+  t.hparams = hparams;
+  t.target_length = e.config.searcher.max_length.value;
+  TrialUpdate u;
+  u.target_length = t.target_length;
+  (void)store_->UpdateTrial(t.id, u);
+  e.trial_by_request[1] = t.id;
+  SaveSearcherLocked(e);
+  out.created.id = e.id;
+  out.trial_id = t.id;
+  // Not "<allocation>.<rank>": no allocation of the scheduler's is ever current for it.
+  out.task_id = "unmanaged-t" + std::to_string(t.id);
+  if (options_.task_tokens) out.task_token = options_.task_tokens->Issue({t.id, 0, 0, out.task_id});
+  out.checkpoint_dir = CheckpointDirLocked(e, t);
+  out.trial_link_address = options_.trial_link_address;
+  log::Info("experiment", {{"event", "created_unmanaged"}, {"id", std::to_string(e.id)},
+                           {"trial", std::to_string(t.id)}, {"name", e.config.name}});
+  return out;
+}
+
+}  // namespace sf::master
