@@ -1,6 +1,5 @@
 #include "trainer/run/cluster_mode.h"
 
-#include <grpcpp/grpcpp.h>
 #include <omp.h>
 #include <signal.h>
 
@@ -17,7 +16,7 @@
 #include "common/config/experiment_config.h"
 #include "common/config/hyperparameter_schema.h"
 #include "common/log.h"
-#include "common/tls_files.h"
+#include "core_api/steadfast_core.h"
 #include "trainer/core/dtype.h"
 #include "trainer/dist/mpi_communicator.h"
 #if defined(SF_HAVE_CUDA)
@@ -28,7 +27,7 @@
 #include "trainer/run/checkpoint.h"
 #include "trainer/run/text_run.h"
 #include "trainer/run/train_step.h"
-#include "steadfast/v1/trial_link.grpc.pb.h"
+#include "steadfast/v1/common.pb.h"
 
 namespace sf {
 namespace v1 = steadfast::v1;
@@ -42,91 +41,14 @@ std::string Env(const char* name, const std::string& def = "") {
   return v ? v : def;
 }
 
-// TrialLink with retries: UNAVAILABLE (master restarting) and DEADLINE_EXCEEDED are retried
-// with backoff for up to `patience`; other errors are returned.
-class TrialLinkClient {
- public:
-  // `token`: this task's TrialLink credential (SF_TASK_TOKEN), sent with every call. `ca_pem`:
-  // the CA certificate(s) of a TLS master (from SF_MASTER_CA_FILE); empty: plaintext.
-  TrialLinkClient(const std::string& address, v1::TrialIdentity who, std::string token, const std::string& ca_pem)
-      : stub_(v1::TrialLink::NewStub(MakeChannel(address, ca_pem))), who_(std::move(who)), token_(std::move(token)) {}
-
-  const v1::TrialIdentity& who() const { return who_; }
-
-  template <typename Req, typename Resp, typename Method>
-  Status Call(const char* what, Method method, Req req, Resp* resp,
-              std::chrono::seconds timeout = std::chrono::seconds(60)) {
-    *req.mutable_who() = who_;
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
-    int delay_ms = 200;
-    while (true) {
-      grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() + timeout);
-      if (!token_.empty()) ctx.AddMetadata("x-sf-task-token", token_);
-      grpc::Status st = (stub_.get()->*method)(&ctx, req, resp);
-      if (st.ok()) return Status::Ok();
-      // A master going down cancels calls in flight; one coming up may not know the trial for
-      // a moment. Both are waited out.
-      bool retry = st.error_code() == grpc::StatusCode::UNAVAILABLE ||
-                   st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
-                   st.error_code() == grpc::StatusCode::CANCELLED ||
-                   st.error_code() == grpc::StatusCode::ABORTED;
-      if (!retry || std::chrono::steady_clock::now() > deadline) {
-        return Unavailable(std::string(what) + ": " + st.error_message() + " (gRPC code " +
-                           std::to_string(st.error_code()) + ")");
-      }
-      log::Warn("trial_link", {{"event", "retry"}, {"call", what}, {"error", st.error_message()}});
-      std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
-      delay_ms = std::min(delay_ms * 2, 5000);
-    }
-  }
-
-  v1::TrialLink::Stub* stub() { return stub_.get(); }
-
- private:
-  // HTTP/2 pings (as the agent's link does) so a call across a cut network fails within
-  // ~10 s and is retried, instead of waiting out its whole deadline.
-  static std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, const std::string& ca_pem) {
-    grpc::ChannelArguments args;
-    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 5000);
-    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
-    args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-    args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
-    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
-    std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
-    if (!ca_pem.empty()) {
-      grpc::SslCredentialsOptions ssl;
-      ssl.pem_root_certs = ca_pem;
-      credentials = grpc::SslCredentials(ssl);
-    }
-    return grpc::CreateCustomChannel(address, credentials, args);
-  }
-
-  std::unique_ptr<v1::TrialLink::Stub> stub_;
-  v1::TrialIdentity who_;
-  std::string token_;
-};
-
-google::protobuf::Struct ToStruct(const std::vector<std::pair<std::string, double>>& values) {
-  google::protobuf::Struct s;
-  for (const auto& [k, v] : values) (*s.mutable_fields())[k].set_number_value(v);
-  return s;
-}
-
 // One trial's training loop under the master. With world_size > 1 every rank runs it: rank 0
 // talks to the searcher and reports for the trial, and every decision that changes what the
 // ranks do next (the operation, stop, pause) is made collectively, so no rank is left waiting in
 // a collective the others never enter.
-int RunTrial(const v1::TrialIdentity& who, int world_size, std::unique_ptr<dist::Communicator>& comm) {
-  const std::string master = Env("SF_MASTER_ADDRESS");
-  const std::string checkpoint_dir = Env("SF_CHECKPOINT_DIR");
-  const std::string restore_dir = Env("SF_RESTORE_CHECKPOINT");
-  if (master.empty() || who.trial_id() == 0 || checkpoint_dir.empty()) {
-    std::cerr << "sf-trainer cluster: SF_MASTER_ADDRESS, SF_TRIAL_ID and SF_CHECKPOINT_DIR must be set "
-                 "(the agent sets them)\n";
-    return 2;
-  }
-  std::ifstream cfg_in(Env("SF_CONFIG_FILE"));
+int RunTrial(core::Context& ctx, std::unique_ptr<dist::Communicator>& comm) {
+  const core::Info& info = ctx.info();
+  const int world_size = info.world_size;
+  std::ifstream cfg_in(info.config_file);
   std::string config_yaml((std::istreambuf_iterator<char>(cfg_in)), std::istreambuf_iterator<char>());
   config::ParseResult parsed = config::ParseExperimentConfig(config_yaml);
   if (!parsed.ok()) {
@@ -134,54 +56,32 @@ int RunTrial(const v1::TrialIdentity& who, int world_size, std::unique_ptr<dist:
     return 2;
   }
   const config::ExperimentConfig& cfg = *parsed.config;
-  auto hparams_in = Value::FromJson(Env("SF_HPARAMS", "{}"));
-  if (!hparams_in.ok()) {
-    std::cerr << "sf-trainer cluster: SF_HPARAMS is not JSON: " << hparams_in.status().message() << "\n";
-    return 2;
-  }
-  auto hp_errors = config::ValidateTrialHyperparameters(*hparams_in);
+  auto hp_errors = config::ValidateTrialHyperparameters(info.hparams);
   if (!hp_errors.empty()) {
     for (const auto& e : hp_errors) std::cerr << "sf-trainer cluster: " << e.ToString() << "\n";
     return 2;
   }
-  const Value hp = config::WithDefaults(*hparams_in);
-  const int rank = static_cast<int>(who.rank());
-  const bool chief = rank == 0;
+  const Value hp = config::WithDefaults(info.hparams);
+  const int rank = info.rank;
+  const bool chief = info.chief();
   auto fail = [&](const std::string& what, const Status& st) {
     std::cerr << "sf-trainer cluster: " << (world_size > 1 ? "rank " + std::to_string(rank) + ": " : "") << what
               << (what.empty() ? "" : ": ") << st.message() << "\n";
     return 1;
   };
-  // A TLS master: verified with the CA file the agent names (SF_MASTER_CA_FILE).
-  std::string ca_pem;
-  if (const std::string ca_file = Env("SF_MASTER_CA_FILE"); !ca_file.empty()) {
-    Result<std::string> ca = LoadCaCertificates(ca_file, "SF_MASTER_CA_FILE");
-    if (!ca.ok()) return fail("", ca.status());
-    ca_pem = std::move(ca).value();
-  }
-  TrialLinkClient link(master, who, Env("SF_TASK_TOKEN"), ca_pem);
 
   // The device comes from the slots the agent gave this task (CUDA_VISIBLE_DEVICES holds them).
-  const DeviceChoice device = DeviceFromSlots(Env("SF_SLOT_IDS"));
+  const DeviceChoice device = DeviceFromSlots(info.slot_ids);
   if (world_size > 1) {
     // Meet the other ranks through the master, then connect them: NCCL for GPU ranks (the
     // gradients stay on the device), Open MPI for CPU ranks.
     const int timeout_s = std::atoi(Env("SF_RENDEZVOUS_TIMEOUT_S", "300").c_str());
     auto rendezvous = [&](const std::string& round, const std::string& payload,
                           std::vector<std::string>* addresses) -> Result<std::vector<std::string>> {
-      v1::RendezvousRequest req;
-      req.set_world_size(world_size);
-      req.set_round(round);
-      req.set_payload(payload);
-      req.set_timeout_seconds(timeout_s);
-      v1::RendezvousResponse resp;
-      SF_RETURN_IF_ERROR(link.Call("Rendezvous", &v1::TrialLink::Stub::Rendezvous, req, &resp,
-                                   std::chrono::seconds(timeout_s + 30)));
-      if (addresses) addresses->assign(resp.addresses().begin(), resp.addresses().end());
-      return std::vector<std::string>(resp.payloads().begin(), resp.payloads().end());
+      return ctx.distributed().Gather(round, payload, std::chrono::seconds(timeout_s), addresses);
     };
     std::vector<std::string> agents;
-    auto members = rendezvous("members", Env("SF_AGENT_ID"), &agents);
+    auto members = rendezvous("members", info.agent_id, &agents);
     if (!members.ok()) return fail("", members.status());
     const auto collective_timeout = std::chrono::seconds(std::atoi(Env("SF_COLLECTIVE_TIMEOUT_S", "300").c_str()));
     auto meet = [&](const std::string& round, const std::string& payload) {
@@ -205,7 +105,7 @@ int RunTrial(const v1::TrialIdentity& who, int world_size, std::unique_ptr<dist:
       mo.rank = rank;
       mo.world_size = world_size;
       mo.rendezvous = meet;
-      mo.work_dir = Env("SF_TASK_DIR", "/tmp");
+      mo.work_dir = info.task_dir.empty() ? "/tmp" : info.task_dir;
       mo.across_machines =
           std::any_of(agents.begin(), agents.end(), [&](const std::string& a) { return a != agents[0]; });
       mo.tcp_interfaces = Env("SF_DIST_TCP_INTERFACES");
@@ -217,8 +117,8 @@ int RunTrial(const v1::TrialIdentity& who, int world_size, std::unique_ptr<dist:
   }
 
   // The data, model, optimizer and schedule: the same TextRun as `sf-trainer train`.
-  log::Info("trainer", {{"event", "start"}, {"trial", std::to_string(who.trial_id())},
-                        {"restart", std::to_string(who.restart())}, {"rank", std::to_string(rank)},
+  log::Info("trainer", {{"event", "start"}, {"trial", std::to_string(info.trial_id)},
+                        {"restart", std::to_string(info.restart)}, {"rank", std::to_string(rank)},
                         {"world_size", std::to_string(world_size)}, {"train", cfg.data.train.src},
                         {"precision", config::PrecisionName(cfg.precision)}});
   TextRunOptions ro;
@@ -237,9 +137,9 @@ int RunTrial(const v1::TrialIdentity& who, int world_size, std::unique_ptr<dist:
                         {"steps_per_epoch", std::to_string(run.steps_per_epoch())},
                         {"threads", std::to_string(omp_get_max_threads())}});
 
-  if (!restore_dir.empty()) {
-    auto ck = ReadCheckpoint(restore_dir);
-    Status st = ck.ok() ? run.Restore(restore_dir, *ck) : ck.status();
+  if (!info.restore_checkpoint.empty()) {
+    auto ck = ReadCheckpoint(info.restore_checkpoint);
+    Status st = ck.ok() ? run.Restore(info.restore_checkpoint, *ck) : ck.status();
     if (!st.ok()) {
       fail("cannot restore", st);
       return 2;
@@ -249,30 +149,28 @@ int RunTrial(const v1::TrialIdentity& who, int world_size, std::unique_ptr<dist:
   // Only rank 0 writes the checkpoint: it holds everything every rank needs to resume.
   auto checkpoint = [&](std::optional<double> metric) -> Status {
     if (!chief) return Status::Ok();
-    Value::Map extra{{"trial_id", who.trial_id()}, {"restart", static_cast<int64_t>(who.restart())},
+    Value::Map extra{{"trial_id", info.trial_id}, {"restart", static_cast<int64_t>(info.restart)},
                      {"world_size", static_cast<int64_t>(world_size)}};
     if (metric) extra["validation_metric"] = *metric;
     CheckpointContents c = run.Snapshot(extra);
-    auto written = WriteCheckpoint(checkpoint_dir, c);
+    auto written = WriteCheckpoint(info.checkpoint_dir, c);
     if (!written.ok()) return written.status();
-    v1::ReportCheckpointRequest req;
-    auto* ck = req.mutable_checkpoint();
-    ck->set_uuid(written->uuid);
-    ck->set_path(written->dir);
-    ck->set_batches(run.steps());
-    ck->set_size(written->size);
-    if (metric) ck->set_validation_metric(*metric);
+    steadfast::v1::Checkpoint ck;
+    ck.set_uuid(written->uuid);
+    ck.set_path(written->dir);
+    ck.set_batches(run.steps());
+    ck.set_size(written->size);
+    if (metric) ck.set_validation_metric(*metric);
     for (const auto& f : written->files) {
-      auto* out = ck->add_files();
+      auto* out = ck.add_files();
       out->set_path(f.path);
       out->set_size(f.size);
       out->set_sha256(f.sha256);
     }
-    (*ck->mutable_metadata()->mutable_fields())["steps"].set_number_value(static_cast<double>(run.steps()));
-    (*ck->mutable_metadata()->mutable_fields())["epoch"].set_number_value(static_cast<double>(run.epoch()));
-    v1::ReportCheckpointResponse resp;
+    (*ck.mutable_metadata()->mutable_fields())["steps"].set_number_value(static_cast<double>(run.steps()));
+    (*ck.mutable_metadata()->mutable_fields())["epoch"].set_number_value(static_cast<double>(run.epoch()));
     log::Info("trainer", {{"event", "checkpoint"}, {"uuid", written->uuid}, {"steps", std::to_string(run.steps())}});
-    return link.Call("ReportCheckpoint", &v1::TrialLink::Stub::ReportCheckpoint, req, &resp);
+    return ctx.checkpoint().Report(ck);
   };
 
   // What every rank does next, decided by rank 0 (the master's answer) and any rank's signal:
@@ -296,16 +194,10 @@ int RunTrial(const v1::TrialIdentity& who, int world_size, std::unique_ptr<dist:
     SF_ASSIGN_OR_RETURN(TextValidation v, run.Validate(last_window_loss));
     last_validation = run.steps();
     if (!chief) return v.metric;
-    std::vector<std::pair<std::string, double>> values;
+    core::Train::Values values;
     for (const auto& [k, x] : v.values) values.emplace_back(k, x.as_double());
     values.emplace_back("validation_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    v1::ReportMetricsRequest mreq;
-    auto* m = mreq.add_reports();
-    m->set_kind("validation");
-    m->set_batches(run.steps());
-    *m->mutable_values() = ToStruct(values);
-    v1::ReportMetricsResponse mresp;
-    SF_RETURN_IF_ERROR(link.Call("ReportMetrics", &v1::TrialLink::Stub::ReportMetrics, mreq, &mresp));
+    SF_RETURN_IF_ERROR(ctx.train().ReportValidation(run.steps(), values));
     std::cout << "validation at step " << run.steps();
     for (const auto& [k, x] : values) std::cout << " " << k << " " << x;
     std::cout << std::endl;
@@ -315,17 +207,13 @@ int RunTrial(const v1::TrialIdentity& who, int world_size, std::unique_ptr<dist:
   while (true) {
     // Rank 0 asks the master for the next operation and passes it on: {kind, target, unit}.
     int64_t op_msg[3] = {0, 0, 0};  // kind: 0 ask again, 1 train, 2 complete
-    v1::GetNextOperationResponse op;
     if (chief) {
-      v1::GetNextOperationRequest nreq;
-      Status st = link.Call("GetNextOperation", &v1::TrialLink::Stub::GetNextOperation, nreq, &op,
-                            std::chrono::seconds(30));
-      if (!st.ok()) return fail("", st);
-      if (op.has_complete() && op.complete()) op_msg[0] = 2;
-      if (op.has_train()) {
-        op_msg[0] = 1;
-        op_msg[1] = op.train().target_length();
-        op_msg[2] = op.train().unit() == "epochs" ? 1 : 0;
+      auto next = ctx.searcher().Next();
+      if (!next.ok()) return fail("", next.status());
+      op_msg[0] = next->has_value() ? 1 : 2;
+      if (next->has_value()) {
+        op_msg[1] = (*next)->length;
+        op_msg[2] = (*next)->unit == "epochs" ? 1 : 0;
       }
     }
     if (comm) {
@@ -342,6 +230,7 @@ int RunTrial(const v1::TrialIdentity& who, int world_size, std::unique_ptr<dist:
       if (*a != kContinue) return 0;
       continue;  // nothing yet: ask again
     }
+    const int64_t target_length = op_msg[1];
     const int64_t target = op_msg[2] ? op_msg[1] * run.steps_per_epoch() : op_msg[1];
     auto window_start = std::chrono::steady_clock::now();
     double window_loss = 0, window_nll = 0;
@@ -367,7 +256,7 @@ int RunTrial(const v1::TrialIdentity& who, int world_size, std::unique_ptr<dist:
         last_window_loss = window_loss / tokens;
         if (chief) {
           // Losses and tokens are already summed over the ranks (the step reduces them).
-          std::vector<std::pair<std::string, double>> values = {
+          core::Train::Values values = {
               {"loss", window_loss / tokens},
               {"nll_loss", window_nll / tokens},
               {"tokens_per_second", static_cast<double>(window_tokens) / std::max(1e-9, seconds)},
@@ -383,26 +272,15 @@ int RunTrial(const v1::TrialIdentity& who, int world_size, std::unique_ptr<dist:
             values.push_back({"allreduce_bytes", static_cast<double>(window_sync.bytes)});
             values.push_back({"allreduce_hidden", window_sync.hidden_fraction()});
           }
-          v1::ReportMetricsRequest mreq;
-          auto* m = mreq.add_reports();
-          m->set_kind("training");
-          m->set_batches(steps);
-          *m->mutable_values() = ToStruct(values);
-          v1::ReportMetricsResponse mresp;
-          Status st = link.Call("ReportMetrics", &v1::TrialLink::Stub::ReportMetrics, mreq, &mresp);
+          Status st = ctx.train().ReportTraining(steps, values);
           if (!st.ok()) return fail("", st);
           std::cout << "step " << steps << " loss " << window_loss / tokens << " epoch " << run.epoch()
                     << " tokens/s " << static_cast<int64_t>(static_cast<double>(window_tokens) / std::max(1e-9, seconds))
                     << std::endl;
           // Between steps: should we stop?
-          v1::ShouldStopRequest sreq;
-          sreq.set_batches(steps);
-          v1::ShouldStopResponse sresp;
-          st = link.Call("ShouldStop", &v1::TrialLink::Stub::ShouldStop, sreq, &sresp);
-          if (st.ok() && sresp.action() == v1::ShouldStopResponse::ACTION_STOP_NOW) action = kStopNow;
-          if (st.ok() && sresp.action() == v1::ShouldStopResponse::ACTION_CHECKPOINT_AND_STOP) {
-            action = kCheckpointAndStop;
-          }
+          auto stop = ctx.preempt().ShouldStop(steps);
+          if (stop.ok() && *stop == core::Preempt::Action::kStopNow) action = kStopNow;
+          if (stop.ok() && *stop == core::Preempt::Action::kCheckpointAndStop) action = kCheckpointAndStop;
         }
         window_loss = window_nll = 0;
         window_tokens = window_steps = 0;
@@ -440,14 +318,9 @@ int RunTrial(const v1::TrialIdentity& who, int world_size, std::unique_ptr<dist:
     Status st = checkpoint(metric);
     if (!st.ok()) return fail("checkpoint failed", st);
     last_checkpoint = run.steps();
-    if (chief) {
-      v1::CompleteOperationRequest creq;
-      *creq.mutable_op() = op.train();
-      creq.set_searcher_metric(metric);
-      v1::CompleteOperationResponse cresp;
-      st = link.Call("CompleteOperation", &v1::TrialLink::Stub::CompleteOperation, creq, &cresp);
-      if (!st.ok()) return fail("", st);
-    }
+    const core::Operation op{target_length, op_msg[2] ? "epochs" : "batches"};
+    st = ctx.searcher().Complete(op, metric);
+    if (!st.ok()) return fail("", st);
   }
 }
 
@@ -472,18 +345,14 @@ void RecordExitStatus(int code) {
 int RunClusterTrial() {
   signal(SIGTERM, OnTerminate);
   signal(SIGINT, OnTerminate);
-  v1::TrialIdentity who;
-  who.set_trial_id(std::atoll(Env("SF_TRIAL_ID", "0").c_str()));
-  who.set_rank(std::atoi(Env("SF_RANK", "0").c_str()));
-  who.set_task_id(Env("SF_TASK_ID"));
-  who.set_restart(std::atoi(Env("SF_RESTART", "0").c_str()));
-  const int world_size = std::atoi(Env("SF_WORLD_SIZE", "1").c_str());
-  if (world_size < 1 || who.rank() < 0 || who.rank() >= world_size) {
-    std::cerr << "sf-trainer cluster: rank " << who.rank() << " is not in [0, " << world_size << ")\n";
+  auto ctx = core::Context::FromEnvironment();
+  if (!ctx.ok()) {
+    std::cerr << "sf-trainer cluster: " << ctx.status().message() << "\n";
+    RecordExitStatus(2);
     return 2;
   }
   std::unique_ptr<dist::Communicator> comm;
-  const int code = RunTrial(who, world_size, comm);
+  const int code = RunTrial(**ctx, comm);
   RecordExitStatus(code);
   if (code != 0 && comm) {
     // A failed rank cannot leave MPI cleanly (peers may be inside a collective it will never

@@ -1,0 +1,185 @@
+// steadfast_core: the Core API for C++ training code (docs/core-api.md) — what a process the
+// agent started as one rank of a trial uses to talk to the master over TrialLink. The native
+// trainer (`sf-trainer cluster`, trainer/run/cluster_mode.cc) is built on it; a user's own C++
+// trainer uses it the same way. The concepts and names follow the Python package's
+// (`steadfast.core`) and Determined's Core API:
+//
+//   auto ctx = sf::core::Context::FromEnvironment();         // the task's identity and link
+//   ctx->info()                                              // trial, rank, hparams, checkpoint
+//   ctx->searcher().Next() / Complete(op, metric)            // what length to train to
+//   ctx->train().ReportTraining(steps, {{"loss", 0.5}})      // metrics into PostgreSQL
+//   ctx->checkpoint().Report(...)                            // a checkpoint written to disk
+//   ctx->preempt().ShouldStop(steps)                         // pause, preemption, kill
+//   ctx->distributed().Gather(round, payload)                // ranks meeting through the master
+//
+// Contract:
+// - Every call is one TrialLink RPC carrying the task's identity and token (metadata
+//   `x-sf-task-token`), over TLS when SF_MASTER_CA_FILE names a CA. UNAVAILABLE,
+//   DEADLINE_EXCEEDED, CANCELLED and ABORTED are retried with backoff (200 ms doubling to 5 s)
+//   for up to five minutes, so a master restart is waited out; any other error is returned
+//   at once as kUnavailable with the RPC's name and message. Metric reports are idempotent on
+//   the master, so a retried report never duplicates a row.
+// - The searcher, train (metrics) and progress calls speak for the trial: rank 0 (the chief)
+//   makes them; on other ranks they do nothing and succeed. Checkpoint reports are the chief's
+//   too. Stop checks and rendezvous are every rank's.
+// - Errors are values; nothing here throws or exits. A Context is used by one thread at a time
+//   (the training loop); it owns its gRPC channel.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "common/value.h"
+
+namespace steadfast::v1 {
+class Checkpoint;
+}
+
+namespace sf::core {
+
+// Who this task is and what it starts from: the environment the agent set (docs/core-api.md,
+// "What a task gets").
+struct Info {
+  std::string master_address;  // SF_MASTER_ADDRESS
+  std::string ca_file;         // SF_MASTER_CA_FILE; empty: plaintext
+  int64_t trial_id = 0, experiment_id = 0;
+  std::string task_id;
+  int restart = 0;
+  int rank = 0, world_size = 1, local_rank = 0, local_size = 1;
+  Value hparams;                   // SF_HPARAMS, a map
+  std::string checkpoint_dir;      // where this trial's checkpoints go
+  std::string restore_checkpoint;  // the directory to resume from; empty on a fresh start
+  std::string latest_checkpoint;   // its uuid
+  std::string config_file;         // the experiment's YAML
+  std::string agent_id, slot_ids, task_dir;
+  bool chief() const { return rank == 0; }
+};
+
+// The Info in this process's environment. kInvalidArgument naming the variable that is
+// missing or malformed (SF_MASTER_ADDRESS, SF_TRIAL_ID and SF_CHECKPOINT_DIR are required; the
+// rank must lie in [0, SF_WORLD_SIZE); SF_HPARAMS must be a JSON object).
+Result<Info> InfoFromEnvironment();
+
+// "Train until the trial's total reaches `length` (in `unit`), then validate and Complete."
+struct Operation {
+  int64_t length = 0;
+  std::string unit;  // batches | epochs
+};
+
+class Context;
+
+class Searcher {
+ public:
+  // The next operation; nullopt when the searcher has nothing more for this trial now (it is
+  // done, or waits on other trials: exit, and the trial is queued again if it gets more).
+  // Long-polls the master up to ~20 s. Non-chief ranks: kFailedPrecondition (the chief passes
+  // operations on with its own collective, or Distributed below).
+  Result<std::optional<Operation>> Next();
+  // The operation's searcher metric, once validated.
+  Status Complete(const Operation& op, double searcher_metric);
+  // Steps done in the current operation (progress shown until the next metric report).
+  Status ReportProgress(int64_t steps);
+
+ private:
+  friend class Context;
+  explicit Searcher(Context* ctx) : ctx_(ctx) {}
+  Context* ctx_;
+};
+
+class Train {
+ public:
+  using Values = std::vector<std::pair<std::string, double>>;
+  // One report of the step's metrics; kInvalidArgument for a negative step or an empty name.
+  Status ReportTraining(int64_t steps, const Values& values);
+  Status ReportValidation(int64_t steps, const Values& values);
+
+ private:
+  friend class Context;
+  explicit Train(Context* ctx) : ctx_(ctx) {}
+  Status Report(const char* kind, int64_t steps, const Values& values);
+  Context* ctx_;
+};
+
+class CheckpointStore {
+ public:
+  // Registers a checkpoint already written under info().checkpoint_dir (uuid, its absolute
+  // directory, steps, files with size and sha256, metadata): retention and `sf checkpoint`
+  // then know it. Chief only (others: no-op).
+  Status Report(const steadfast::v1::Checkpoint& checkpoint);
+
+ private:
+  friend class Context;
+  explicit CheckpointStore(Context* ctx) : ctx_(ctx) {}
+  Context* ctx_;
+};
+
+class Preempt {
+ public:
+  enum class Action { kContinue, kCheckpointAndStop, kStopNow };
+  // What the master wants now: go on, checkpoint and stop (pause, preemption), or stop now
+  // (kill). `steps` is how far the trial has trained.
+  Result<Action> ShouldStop(int64_t steps);
+
+ private:
+  friend class Context;
+  explicit Preempt(Context* ctx) : ctx_(ctx) {}
+  Context* ctx_;
+};
+
+class Distributed {
+ public:
+  // Every rank of the allocation arrives in `round` with `payload`; each gets every rank's
+  // payload, by rank, and (optionally) the agent each rank runs on. Waits up to `timeout` for
+  // the others (the master answers FAILED_PRECONDITION naming the missing ranks).
+  Result<std::vector<std::string>> Gather(const std::string& round, const std::string& payload,
+                                          std::chrono::seconds timeout = std::chrono::seconds(300),
+                                          std::vector<std::string>* agents = nullptr);
+
+ private:
+  friend class Context;
+  explicit Distributed(Context* ctx) : ctx_(ctx) {}
+  Context* ctx_;
+};
+
+class Context {
+ public:
+  // From the task's environment (InfoFromEnvironment), connected to its master; reads the CA
+  // file when there is one (errors name it).
+  static Result<std::unique_ptr<Context>> FromEnvironment();
+  static Result<std::unique_ptr<Context>> Connect(Info info);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  const Info& info() const { return info_; }
+  Searcher& searcher() { return searcher_; }
+  Train& train() { return train_; }
+  CheckpointStore& checkpoint() { return checkpoint_; }
+  Preempt& preempt() { return preempt_; }
+  Distributed& distributed() { return distributed_; }
+
+ private:
+  friend class Searcher;
+  friend class Train;
+  friend class CheckpointStore;
+  friend class Preempt;
+  friend class Distributed;
+  struct Link;
+  Context(Info info, std::unique_ptr<Link> link);
+
+  Info info_;
+  std::unique_ptr<Link> link_;
+  Searcher searcher_{this};
+  Train train_{this};
+  CheckpointStore checkpoint_{this};
+  Preempt preempt_{this};
+  Distributed distributed_{this};
+};
+
+}  // namespace sf::core
