@@ -3,8 +3,9 @@
 #
 #   steadfast-master  sf-master, the built dashboard, the SQL migrations, the systemd unit and
 #                     /etc/steadfast/master.yaml (a conffile)
-#   steadfast-agent   sf-agent with the sf-trainer (and its sf-spm helper) it spawns, the unit
-#                     and /etc/steadfast/agent.env (a conffile)
+#   steadfast-agent   sf-agent with the sf-trainer (and its sf-spm helper) it spawns, the
+#                     `steadfast` Python package user trials import (/usr/lib/steadfast/python,
+#                     where sf-agent looks), the unit and /etc/steadfast/agent.env (a conffile)
 #   steadfast-cli     sf
 #
 # Only install() rules and CPack variables live here, all of them, so that one file says what
@@ -27,6 +28,12 @@ if(TARGET sf-agent AND TARGET sf-trainer AND TARGET sf-spm)
 endif()
 if(TARGET sf)
   install(TARGETS sf RUNTIME COMPONENT cli)
+endif()
+# The Core API's Python package as the build made it (sources and generated stubs), where
+# sf-agent finds it: <prefix>/lib/steadfast/python (docs/core-api.md).
+if(TARGET steadfast_python)
+  install(DIRECTORY ${CMAKE_BINARY_DIR}/python/steadfast DESTINATION lib/steadfast/python COMPONENT agent
+          PATTERN __pycache__ EXCLUDE)
 endif()
 
 # The master's data: the dashboard as built by `npm run build` (webui/dist; packaged when it is
@@ -79,7 +86,7 @@ list(TRANSFORM SF_CONTROL_FILES PREPEND ${SF_PACKAGING_DIR}/master/
 
 set(CPACK_DEBIAN_AGENT_PACKAGE_NAME steadfast-agent)
 # openmpi-bin: ompi-server and orted, which distributed trials start (docs/distributed.md).
-set(CPACK_DEBIAN_AGENT_PACKAGE_DEPENDS "adduser, openmpi-bin")
+set(CPACK_DEBIAN_AGENT_PACKAGE_DEPENDS "adduser, openmpi-bin, python3, python3-grpcio, python3-protobuf")
 set(CPACK_COMPONENT_AGENT_DESCRIPTION
     "Steadfast cluster training service: the agent (sf-agent) and trainer\n\
 One agent runs on each training machine: it offers the machine's GPU or CPU slots to the\n\

@@ -133,6 +133,16 @@ for cmd in sf-master sf-agent sf sf-trainer; do
 done
 # The trainer finds its SentencePiece helper beside itself.
 "$root/usr/bin/sf-spm" --help >/dev/null 2>&1 || fail "sf-spm --help failed"
+# User trials import the agent's `steadfast` package (docs/core-api.md): there, with its
+# generated stubs, importable by Debian's python3, and where sf-agent looks (../lib beside it).
+check_file /usr/lib/steadfast/python/steadfast/__init__.py python
+check_file /usr/lib/steadfast/python/steadfast/v1/trial_link_pb2_grpc.py python
+if ! out=$(PYTHONPATH="$root/usr/lib/steadfast/python" /usr/bin/python3 -c \
+             'import steadfast, steadfast.core, steadfast.v1.trial_link_pb2_grpc; print(steadfast.__version__)' 2>&1); then
+  fail "the packaged steadfast package does not import: $out"
+fi
+dpkg-deb -f "$scratch/out/steadfast-agent_${version}_$(dpkg --print-architecture).deb" Depends |
+  grep -q python3-grpcio || fail "steadfast-agent: does not depend on python3-grpcio"
 
 # 5. The example configuration is what the programs accept.
 # master.yaml: every key it sets is a flag of this sf-master, and sf-master parses the file

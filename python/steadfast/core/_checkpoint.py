@@ -1,0 +1,249 @@
+"""Checkpoints: directories of files the script writes and restores (Determined's
+CheckpointContext), kept in the experiment's checkpoint storage and known to the master like
+the native trainer's (retention, `sf checkpoint`)."""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import hashlib
+import json
+import os
+import re
+import shutil
+import uuid as uuidlib
+from typing import Any, Iterator, Optional
+
+from ._distributed import Distributed
+from ._link import CheckpointFile, Link
+from ._train import check_steps
+
+__all__ = ["Checkpoint", "list_files"]
+
+_UUID_CHARS = re.compile(r"[A-Za-z0-9._-]+")
+
+
+def _relative_files(root: str) -> list[str]:
+    """Every regular file under `root`, relative and `/`-separated, sorted."""
+    out = []
+    for directory, dirs, files in os.walk(root):
+        dirs.sort()
+        rel_dir = os.path.relpath(directory, root)
+        for name in files:
+            full = os.path.join(directory, name)
+            if os.path.isfile(full) and not os.path.islink(full):
+                rel = name if rel_dir == "." else os.path.join(rel_dir, name)
+                out.append(rel.replace(os.sep, "/"))
+    return sorted(out)
+
+
+def list_files(root: str) -> list[CheckpointFile]:
+    """Every regular file under `root` with its size and sha256, sorted by path."""
+    out = []
+    for rel in _relative_files(root):
+        h = hashlib.sha256()
+        size = 0
+        with open(os.path.join(root, *rel.split("/")), "rb") as f:
+            while chunk := f.read(1 << 20):
+                h.update(chunk)
+                size += len(chunk)
+        out.append(CheckpointFile(rel, size, h.hexdigest()))
+    return out
+
+
+class Checkpoint:
+    """Stores and restores checkpoints.
+
+    `store_path(metadata)` gives a fresh directory ``<SF_CHECKPOINT_DIR>/<uuid>`` to write
+    into; when the block ends normally, it writes ``metadata.json`` (the user's metadata) there,
+    lists every file with its size and sha256, and reports the checkpoint to the master.
+    Without `shard`, only the chief (rank 0) may store; with ``shard=True`` every rank calls it
+    and writes its own part, and the parts are merged into one checkpoint.
+
+    On failure: bad metadata (not a JSON-able dict with an int "steps_completed") raises
+    ValueError before anything is created; an exception
+    inside the block removes the directory, reports nothing and propagates (sharded: on every
+    rank); a master that refuses the report raises TrialLinkError at the end of the block
+    (the files stay). `restore_path` raises FileNotFoundError naming a uuid it cannot find.
+    """
+
+    def __init__(self, link: Link, dist: Distributed, *, label: str, checkpoint_dir: str,
+                 restore_dir: str = "", latest_uuid: Optional[str] = None) -> None:
+        self._link = link
+        self._dist = dist
+        self._label = label
+        self._dir = os.path.abspath(checkpoint_dir) if checkpoint_dir else ""
+        self._restore_dir = restore_dir
+        self._latest = latest_uuid
+
+    @property
+    def directory(self) -> str:
+        """Where this trial's checkpoints go (SF_CHECKPOINT_DIR); empty when unknown."""
+        return self._dir
+
+    def _check_metadata(self, where: str, metadata: Any) -> tuple[dict[str, Any], int]:
+        if not isinstance(metadata, dict):
+            raise ValueError(f"{where}: metadata is {type(metadata).__name__}, not a dict")
+        if "steps_completed" not in metadata:
+            raise ValueError(f'{where}: metadata must include "steps_completed" (the trial\'s '
+                             f'steps when the checkpoint was taken), e.g. '
+                             f'{{"steps_completed": 100}}')
+        try:
+            steps = check_steps(where, metadata["steps_completed"])
+        except TypeError as e:
+            raise ValueError(str(e)) from None
+        try:
+            as_json = json.loads(json.dumps(metadata, allow_nan=False))
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{where}: metadata is not JSON: {e}") from None
+        if not isinstance(as_json, dict) or not all(isinstance(k, str) for k in metadata):
+            raise ValueError(f"{where}: metadata's keys must be strings")
+        as_json["steps_completed"] = steps
+        return as_json, steps
+
+    def _finish(self, path: str, uuid: str, metadata: dict[str, Any], steps: int) -> None:
+        with open(os.path.join(path, "metadata.json"), "w", encoding="utf-8") as f:
+            json.dump(metadata, f, indent=2, sort_keys=True)
+            f.write("\n")
+        files = list_files(path)
+        self._link.report_checkpoint(uuid, path, steps, sum(f.size for f in files), files,
+                                     metadata)
+
+    @contextlib.contextmanager
+    def store_path(self, metadata: dict[str, Any],
+                   shard: bool = False) -> Iterator[tuple[str, str]]:
+        """Yields (directory, uuid) to write a checkpoint into; see the class docstring.
+
+        `metadata`: a JSON-able dict that must include "steps_completed" (int). It is saved as
+        metadata.json and sent to the master.
+        """
+        where = f"{self._label}: store_path"
+        meta, steps = self._check_metadata(where, metadata)
+        if not self._dir:
+            raise RuntimeError(f"{where}: this trial has no checkpoint directory "
+                               f"(SF_CHECKPOINT_DIR is not set)")
+        if shard:
+            with self._store_sharded(where, meta, steps) as out:
+                yield out
+            return
+        if self._dist.rank != 0:
+            raise RuntimeError(
+                f"{where}: called on rank {self._dist.rank}: only the chief (rank 0) stores a "
+                f"checkpoint, unless every rank calls store_path(..., shard=True)")
+        uuid = str(uuidlib.uuid4())
+        path = os.path.join(self._dir, uuid)
+        os.makedirs(path)
+        try:
+            yield path, uuid
+        except BaseException:
+            shutil.rmtree(path, ignore_errors=True)
+            raise
+        self._finish(path, uuid, meta, steps)
+
+    @contextlib.contextmanager
+    def _store_sharded(self, where: str, meta: dict[str, Any],
+                       steps: int) -> Iterator[tuple[str, str]]:
+        dist = self._dist
+        uuid = dist.broadcast(str(uuidlib.uuid4()) if dist.rank == 0 else None)
+        final = os.path.join(self._dir, uuid)
+        staging = os.path.join(self._dir, f".{uuid}.rank{dist.rank}")
+        os.makedirs(staging)
+        error: Optional[BaseException] = None
+        try:
+            yield staging, uuid
+        except BaseException as e:
+            error = e
+        files: list[str] = []
+        mine = None
+        if error is not None:
+            mine = f"{type(error).__name__}: {error}"
+        else:
+            try:
+                files = _relative_files(staging)
+            except OSError as e:
+                mine = f"{type(e).__name__}: {e}"
+        parts = dist.allgather({"error": mine, "files": files})
+        failed = [r for r, p in enumerate(parts) if p["error"]]
+        owner: dict[str, int] = {}
+        conflicts: list[tuple[str, int, int]] = []
+        for r, p in enumerate(parts):
+            for f in p["files"]:
+                if f in owner:
+                    conflicts.append((f, owner[f], r))
+                else:
+                    owner[f] = r
+        if failed or conflicts:
+            shutil.rmtree(staging, ignore_errors=True)
+            if error is not None:
+                raise error
+            if failed:
+                r = failed[0]
+                raise RuntimeError(f"{where}: rank {r} failed while writing sharded checkpoint "
+                                   f"{uuid} ({parts[r]['error']}); nothing was stored")
+            f, a, b = conflicts[0]
+            more = f" (and {len(conflicts) - 1} more)" if len(conflicts) > 1 else ""
+            raise RuntimeError(f"{where}: ranks {a} and {b} both wrote {f!r} into sharded "
+                               f"checkpoint {uuid}{more}; nothing was stored")
+        # Each rank moves its own files into the checkpoint; then the chief completes it.
+        moved: Optional[str] = None
+        try:
+            for f in files:
+                dst = os.path.join(final, *f.split("/"))
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
+                os.replace(os.path.join(staging, *f.split("/")), dst)
+            os.makedirs(final, exist_ok=True)
+            shutil.rmtree(staging, ignore_errors=True)
+        except OSError as e:
+            moved = f"{type(e).__name__}: {e}"
+        outcomes = dist.allgather(moved)
+        bad = [r for r, o in enumerate(outcomes) if o]
+        if bad:
+            raise RuntimeError(f"{where}: rank {bad[0]} could not move its files into "
+                               f"{final}: {outcomes[bad[0]]}")
+        # The chief's outcome goes to every rank, so all of them raise when it failed.
+        chief_error: Optional[str] = None
+        failure: Optional[Exception] = None
+        if dist.rank == 0:
+            try:
+                self._finish(final, uuid, meta, steps)
+            except Exception as e:
+                failure = e
+                chief_error = f"{type(e).__name__}: {e}"
+        if dist.size > 1:
+            chief_error = dist.broadcast(chief_error)
+        if failure is not None:
+            raise failure
+        if chief_error:
+            raise RuntimeError(f"{where}: the chief could not complete sharded checkpoint "
+                               f"{uuid}: {chief_error}")
+
+    def _resolve(self, uuid: str, where: str) -> str:
+        if not isinstance(uuid, str) or not _UUID_CHARS.fullmatch(uuid) or uuid in (".", ".."):
+            raise ValueError(f"{where}: {uuid!r} is not a checkpoint uuid")
+        if self._latest and uuid == self._latest and self._restore_dir \
+                and os.path.isdir(self._restore_dir):
+            return self._restore_dir
+        if self._dir:
+            own = os.path.join(self._dir, uuid)
+            if os.path.isdir(own):
+                return own
+            # Another trial of the same experiment: its directory is a sibling of ours.
+            for other in sorted(glob.glob(os.path.join(glob.escape(os.path.dirname(self._dir)),
+                                                       "*", uuid))):
+                if os.path.isdir(other):
+                    return other
+        raise FileNotFoundError(f"{where}: checkpoint {uuid} is not in {self._dir or '(none)'} "
+                                f"nor in another trial's directory beside it")
+
+    @contextlib.contextmanager
+    def restore_path(self, uuid: str) -> Iterator[str]:
+        """Yields the directory of checkpoint `uuid` to read from (do not write into it):
+        SF_RESTORE_CHECKPOINT for the trial's latest checkpoint, else this trial's or another
+        trial's of the same experiment."""
+        yield self._resolve(uuid, f"{self._label}: restore_path")
+
+    def get_metadata(self, uuid: str) -> dict[str, Any]:
+        """The metadata stored with checkpoint `uuid` (its metadata.json)."""
+        path = self._resolve(uuid, f"{self._label}: get_metadata")
+        with open(os.path.join(path, "metadata.json"), encoding="utf-8") as f:
+            return json.load(f)

@@ -1,0 +1,298 @@
+"""`steadfast.core.init()`: the Core API's entry point, and the Context it returns."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any, Optional, Union
+
+from ._checkpoint import Checkpoint
+from ._distributed import Distributed
+from ._info import Info
+from ._link import Link, Operation, TrialLinkError
+from ._local_link import LocalTrialLink
+from ._preempt import Preempt
+from ._searcher import Searcher
+from ._torch_env import set_torch_env
+from ._train import Train
+
+__all__ = ["Context", "init"]
+
+MANAGED, UNMANAGED, LOCAL = "managed", "unmanaged", "local"
+
+
+class Context:
+    """Everything a trial script uses: `info`, `searcher`, `train`, `checkpoint`, `preempt`,
+    `distributed`. Use it as a context manager (``with steadfast.core.init() as ctx:``), or
+    call close() at the end.
+
+    On leaving it: the metrics still pending are sent; a report the master refused for good is
+    raised then (TrialLinkError), unless the block itself raised. An unmanaged trial then tells
+    the master it ended (EndTrial), as failed when the block raised.
+    """
+
+    def __init__(self, *, info: Info, link: Link, distributed: Distributed, train: Train,
+                 searcher: Searcher, checkpoint: Checkpoint, preempt: Preempt) -> None:
+        self.info = info
+        self.distributed = distributed
+        self.train = train
+        self.searcher = searcher
+        self.checkpoint = checkpoint
+        self.preempt = preempt
+        self._link = link
+        self._closed = False
+
+    def __enter__(self) -> "Context":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Optional[BaseException], tb: Any) -> None:
+        self.close(exc)
+
+    def close(self, exc: Optional[BaseException] = None) -> None:
+        """Flushes metrics, stops the background threads and closes the link. `exc`: the
+        exception that ends the script, if any (an unmanaged trial then ends as failed)."""
+        if self._closed:
+            return
+        self._closed = True
+        error: Optional[BaseException] = None
+        try:
+            self.train.close()
+        except Exception as e:
+            error = e
+        self.preempt.close()
+        try:
+            if self.info.mode == UNMANAGED:
+                ending = exc if exc is not None else error
+                failed = ending is not None and not (
+                    isinstance(ending, SystemExit) and ending.code in (0, None))
+                try:
+                    self._link.end_trial(failed, one_line(ending) if failed else "")
+                except TrialLinkError as e:
+                    if error is None and exc is None:
+                        error = e
+                    else:
+                        print(f"{e}", file=sys.stderr, flush=True)
+        finally:
+            self._link.close()
+        if error is not None and exc is None:
+            raise error
+
+
+def one_line(e: Optional[BaseException]) -> str:
+    """"ExcType: the message's first line", for a trial's failure reason."""
+    if e is None:
+        return ""
+    text = str(e).strip().splitlines()
+    line = f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
+    return line[:1000]
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name, "")
+    if not raw:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"steadfast: ${name} is {raw!r}, not an integer") from None
+
+
+def _hparams_from_env() -> dict[str, Any]:
+    raw = os.environ.get("SF_HPARAMS", "")
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError as e:
+        raise ValueError(f"steadfast: $SF_HPARAMS is not JSON: {e}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"steadfast: $SF_HPARAMS is not a JSON object: {raw[:100]}")
+    return value
+
+
+def _choose_mode(local: bool, unmanaged: bool) -> str:
+    if local and unmanaged:
+        raise ValueError("steadfast: init(local=True, unmanaged=True): choose one")
+    if local:
+        return LOCAL
+    if unmanaged:
+        return UNMANAGED
+    env = os.environ
+    if env.get("SF_TRIAL_ID") and env.get("SF_MASTER_ADDRESS"):
+        return MANAGED
+    if env.get("SF_MASTER") and env.get("SF_TOKEN"):
+        return UNMANAGED
+    return LOCAL
+
+
+def _check_length(max_length: Optional[int]) -> int:
+    if max_length is None:
+        return 1
+    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
+        raise ValueError(f"steadfast: init(max_length={max_length!r}): a positive int of batches")
+    return max_length
+
+
+def _read_ca(path: str, what: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise OSError(f"steadfast: {what} {path}: {e.strerror or e}") from None
+
+
+def _remote_link_class() -> Any:
+    """RemoteTrialLink, imported only where there is a master (grpc and the stubs)."""
+    try:
+        from ._trial_link import RemoteTrialLink
+    except ImportError as e:
+        raise ImportError(
+            f"steadfast: talking to a master needs grpc, protobuf and the generated TrialLink "
+            f"stubs (steadfast.v1): apt-get install python3-grpcio python3-protobuf, and use the "
+            f"built package (build/python, or pip install ./python), not the sources: {e}"
+        ) from e
+    return RemoteTrialLink
+
+
+def _assemble(info: Info, link: Link, dist: Distributed, *, label: str,
+              synchronous: bool, only_operation: Optional[Operation], checkpoint_dir: str,
+              restore_dir: str, poll: bool) -> Context:
+    train = Train(link, label=label, chief=dist.rank == 0, synchronous=synchronous)
+    searcher = Searcher(link, dist, train, label=label, only_operation=only_operation)
+    checkpoint = Checkpoint(link, dist, label=label, checkpoint_dir=checkpoint_dir,
+                            restore_dir=restore_dir, latest_uuid=info.latest_checkpoint)
+    preempt = Preempt(link, dist, label=label, steps=lambda: train.last_steps_completed, poll=poll)
+    return Context(info=info, link=link, distributed=dist, train=train, searcher=searcher,
+                   checkpoint=checkpoint, preempt=preempt)
+
+
+def _init_managed() -> Context:
+    RemoteTrialLink = _remote_link_class()
+    env = os.environ
+    trial_id = _env_int("SF_TRIAL_ID", 0)
+    rank = _env_int("SF_RANK", 0)
+    size = _env_int("SF_WORLD_SIZE", 1)
+    label = f"steadfast: trial {trial_id}"
+    ca_file = env.get("SF_MASTER_CA_FILE", "")
+    root = _read_ca(ca_file, "SF_MASTER_CA_FILE") if ca_file else None
+    address = env["SF_MASTER_ADDRESS"]
+    link = RemoteTrialLink(address=address, trial_id=trial_id, rank=rank,
+                           task_id=env.get("SF_TASK_ID", ""), restart=_env_int("SF_RESTART", 0),
+                           token=env.get("SF_TASK_TOKEN", ""), label=label, tls=root is not None,
+                           root_certificates=root)
+    try:
+        dist = Distributed(link, rank=rank, size=size,
+                           local_rank=_env_int("SF_LOCAL_RANK", rank),
+                           local_size=_env_int("SF_LOCAL_SIZE", size),
+                           slot_ids=env.get("SF_SLOT_IDS", ""),
+                           timeout_s=_env_int("SF_RENDEZVOUS_TIMEOUT_S", 300))
+        checkpoint_dir = env.get("SF_CHECKPOINT_DIR", "")
+        info = Info(mode=MANAGED, hparams=_hparams_from_env(), trial_id=trial_id,
+                    experiment_id=_env_int("SF_EXPERIMENT_ID", 0) or None,
+                    task_id=env.get("SF_TASK_ID", ""), restart=_env_int("SF_RESTART", 0),
+                    latest_checkpoint=env.get("SF_LATEST_CHECKPOINT") or None,
+                    checkpoint_dir=checkpoint_dir, config_file=env.get("SF_CONFIG_FILE", ""),
+                    context_directory=env.get("SF_CONTEXT_DIRECTORY") or os.getcwd())
+        set_torch_env(dist, master_address=address, overwrite=True)
+    except BaseException:
+        link.close()
+        raise
+    return _assemble(info, link, dist, label=label, synchronous=False,
+                     only_operation=None, checkpoint_dir=checkpoint_dir,
+                     restore_dir=env.get("SF_RESTORE_CHECKPOINT", ""), poll=True)
+
+
+def _init_unmanaged(hparams: Optional[dict[str, Any]], max_length: Optional[int],
+                    config: Union[None, dict[str, Any], str, os.PathLike[str]],
+                    latest_checkpoint: Optional[str], workspace: str) -> Context:
+    from ..client import Client
+    from ._unmanaged import config_text, default_config, max_length_of
+
+    RemoteTrialLink = _remote_link_class()
+    client = Client()
+    if config is None:
+        config = default_config(hparams or {}, _check_length(max_length))
+    text, where = config_text(config)
+    op = max_length_of(config if isinstance(config, dict) else text, where)
+    answer = client.create_unmanaged_trial(text, workspace)
+    if answer.get("errors"):
+        problems = "; ".join(f"{e.get('path', '')}: {e.get('message', '')}"
+                             for e in answer["errors"])
+        raise ValueError(f"steadfast: the master refused the config ({where}): {problems}")
+    trial = answer.get("trial") or {}
+    trial_id = int(trial.get("id", 0))
+    experiment_id = int((answer.get("experiment") or {}).get("id", 0)) or None
+    label = f"steadfast: trial {trial_id}"
+    tls = client.url.startswith("https://")
+    root = _read_ca(client.ca_file, "CA file") if tls and client.ca_file else None
+    task_id = answer.get("taskId", "")
+    link = RemoteTrialLink(address=answer.get("trialLinkAddress", ""), trial_id=trial_id, rank=0,
+                           task_id=task_id, restart=0, token=answer.get("taskToken", ""),
+                           label=label, tls=tls, root_certificates=root)
+    print(f"steadfast: unmanaged trial {trial_id} of experiment {experiment_id} on {client.url}",
+          file=sys.stderr, flush=True)
+    try:
+        dist = Distributed(link)
+        checkpoint_dir = answer.get("checkpointDir", "")
+        info = Info(mode=UNMANAGED,
+                    hparams=dict(hparams) if hparams is not None else dict(trial.get("hparams") or {}),
+                    trial_id=trial_id, experiment_id=experiment_id, task_id=task_id, restart=0,
+                    latest_checkpoint=latest_checkpoint or None, checkpoint_dir=checkpoint_dir,
+                    context_directory=os.getcwd())
+        set_torch_env(dist, master_address="", overwrite=False)
+    except BaseException:
+        link.close()
+        raise
+    return _assemble(info, link, dist, label=label, synchronous=False,
+                     only_operation=op, checkpoint_dir=checkpoint_dir, restore_dir="", poll=True)
+
+
+def _init_local(hparams: Optional[dict[str, Any]], max_length: Optional[int],
+                local_dir: Optional[str], latest_checkpoint: Optional[str]) -> Context:
+    directory = os.path.abspath(local_dir or os.environ.get("SF_LOCAL_DIR") or "steadfast-local")
+    os.makedirs(directory, exist_ok=True)
+    checkpoint_dir = os.path.join(directory, "checkpoints")
+    link = LocalTrialLink(directory)
+    dist = Distributed(link)
+    info = Info(mode=LOCAL,
+                hparams=dict(hparams) if hparams is not None else _hparams_from_env(),
+                latest_checkpoint=latest_checkpoint or os.environ.get("SF_LATEST_CHECKPOINT") or None,
+                checkpoint_dir=checkpoint_dir, context_directory=os.getcwd())
+    set_torch_env(dist, master_address="", overwrite=False)
+    return _assemble(info, link, dist, label="steadfast: local trial", synchronous=True,
+                     only_operation=Operation(_check_length(max_length), "batches"),
+                     checkpoint_dir=checkpoint_dir,
+                     restore_dir=os.environ.get("SF_RESTORE_CHECKPOINT", ""), poll=False)
+
+
+def init(*, hparams: Optional[dict[str, Any]] = None, max_length: Optional[int] = None,
+         local: bool = False, unmanaged: bool = False, local_dir: Optional[str] = None,
+         latest_checkpoint: Optional[str] = None,
+         config: Union[None, dict[str, Any], str, os.PathLike[str]] = None,
+         workspace: str = "") -> Context:
+    """The Core API's context for this process; see docs/core-api.md.
+
+    The mode: managed inside a task (SF_TRIAL_ID and SF_MASTER_ADDRESS set by the agent);
+    unmanaged with ``unmanaged=True`` or SF_MASTER and SF_TOKEN set (a new experiment of one
+    trial on that master, from `config`: a dict or a YAML file's path; default: a single
+    searcher of `max_length` batches with `hparams` as constants); else local (no master:
+    metrics to stdout and `<local_dir>/metrics.jsonl`, checkpoints in
+    `<local_dir>/checkpoints`; `local_dir` defaults to $SF_LOCAL_DIR, then ./steadfast-local).
+
+    `hparams`, `max_length` and `local_dir` apply outside managed mode only (a task gets them
+    from the master). Also sets the torch.distributed environment (MASTER_ADDR, MASTER_PORT,
+    RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE) for ``init_method="env://"``.
+
+    Raises ValueError for bad arguments or environment, ApiError when an unmanaged trial cannot
+    be created, TrialLinkError when the ranks of a managed trial cannot meet.
+    """
+    mode = _choose_mode(local, unmanaged)
+    if hparams is not None and not isinstance(hparams, dict):
+        raise ValueError(f"steadfast: init(hparams=...) must be a dict, not "
+                         f"{type(hparams).__name__}")
+    if mode == MANAGED:
+        return _init_managed()
+    if mode == UNMANAGED:
+        return _init_unmanaged(hparams, max_length, config, latest_checkpoint, workspace)
+    return _init_local(hparams, max_length, local_dir, latest_checkpoint)

@@ -1,0 +1,90 @@
+"""What the Core API's classes need from the master, in plain Python types.
+
+Two implementations: `RemoteTrialLink` (_trial_link.py: TrialLink over gRPC, for managed and
+unmanaged trials) and `LocalTrialLink` (_local_link.py: no master, for local mode). The
+classes of steadfast.core talk only to this interface, so they behave the same in every mode.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any, Optional, Protocol
+
+__all__ = ["Operation", "MetricRecord", "CheckpointFile", "TrialLinkError", "Link", "Action"]
+
+
+@dataclass(frozen=True)
+class Operation:
+    """A searcher operation: train until the trial's total reaches `target_length` `unit`s."""
+
+    target_length: int
+    unit: str  # batches | epochs
+    validate_after: bool = True
+
+
+@dataclass(frozen=True)
+class MetricRecord:
+    """One report: the metrics of one kind at one step."""
+
+    kind: str  # training | validation
+    steps_completed: int
+    values: dict[str, float | int]
+
+
+@dataclass(frozen=True)
+class CheckpointFile:
+    path: str  # relative to the checkpoint's directory
+    size: int
+    sha256: str
+
+
+class Action:
+    """ShouldStop's answers."""
+
+    CONTINUE = "continue"
+    CHECKPOINT_AND_STOP = "checkpoint_and_stop"  # pause or preemption
+    STOP_NOW = "stop_now"  # kill
+
+
+class TrialLinkError(RuntimeError):
+    """A TrialLink call failed for good: a final gRPC error, or a transient one (UNAVAILABLE,
+    DEADLINE_EXCEEDED, CANCELLED, ABORTED) that lasted past the retry window (5 minutes).
+
+    `call` is the RPC's name, `code` the gRPC status code's name (e.g. "FAILED_PRECONDITION"),
+    `details` the master's message.
+    """
+
+    def __init__(self, label: str, call: str, code: str, details: str) -> None:
+        super().__init__(f"{label}: {call}: {details} (gRPC code {code})")
+        self.call = call
+        self.code = code
+        self.details = details
+
+
+class Link(Protocol):
+    """The calls; each raises TrialLinkError when it fails for good. `stop`: an event that ends
+    retries early (the call then raises TrialLinkError with code "CANCELLED")."""
+
+    def next_operation(self) -> Optional[Operation]:
+        """The next operation, or None when the searcher has nothing more (complete)."""
+
+    def report_metrics(self, records: list[MetricRecord]) -> None: ...
+
+    def complete_operation(self, op: Operation, searcher_metric: float) -> None: ...
+
+    def report_checkpoint(self, uuid: str, path: str, steps_completed: int, size: int,
+                          files: list[CheckpointFile], metadata: dict[str, Any]) -> None: ...
+
+    def should_stop(self, steps_completed: int, stop: Optional[threading.Event] = None) -> str:
+        """One of the Action constants."""
+
+    def rendezvous(self, round_name: str, world_size: int, payload: bytes,
+                   timeout_s: int) -> list[bytes]:
+        """Every rank's payload, indexed by rank."""
+
+    def report_progress(self, batches: int) -> None: ...
+
+    def end_trial(self, failed: bool, error: str) -> None: ...
+
+    def close(self) -> None: ...

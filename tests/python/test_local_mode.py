@@ -1,0 +1,241 @@
+"""Local mode: the same script on a laptop, without a master. Scripts run as subprocesses."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import random
+import shutil
+import tempfile
+import textwrap
+import unittest
+
+from trial_link_server import clean_env, run_script
+
+
+class LocalModeTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.dir = tempfile.mkdtemp(prefix="sf-local-")
+        self.addCleanup(shutil.rmtree, self.dir, ignore_errors=True)
+
+    def run_script(self, body: str, expect_ok: bool = True, **env: str):
+        path = os.path.join(self.dir, "train.py")
+        with open(path, "w") as f:
+            f.write(textwrap.dedent(body))
+        p = run_script(path, clean_env(**env), self.dir)
+        if expect_ok:
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        return p
+
+    def test_metrics_checkpoints_and_one_operation_without_a_master(self) -> None:
+        p = self.run_script("""
+            import json, os, steadfast
+            with steadfast.core.init(hparams={"lr": 0.5}, max_length=30) as ctx:
+                print("INFO", json.dumps([ctx.info.mode, ctx.info.hparams, ctx.info.trial_id,
+                                          ctx.info.latest_checkpoint, ctx.distributed.size,
+                                          ctx.distributed.allgather("x"), ctx.preempt.should_preempt()]))
+                ops = []
+                for op in ctx.searcher.operations():
+                    ops.append([op.length, op.unit])
+                    for n in range(10, op.length + 1, 10):
+                        ctx.train.report_training_metrics(steps_completed=n, metrics={"loss": 1 / n, "n": n})
+                    ctx.train.report_validation_metrics(steps_completed=op.length,
+                                                        metrics={"validation_loss": 0.4})
+                    with ctx.checkpoint.store_path({"steps_completed": op.length, "tag": "t"}) as (path, uuid):
+                        os.makedirs(os.path.join(path, "sub"))
+                        with open(os.path.join(path, "sub", "model.bin"), "wb") as f:
+                            f.write(b"abc")
+                    op.report_completed(0.4)
+                print("OPS", json.dumps(ops))
+                print("UUID", uuid)
+            """)
+        out = p.stdout
+        info = json.loads(out.split("INFO ", 1)[1].splitlines()[0])
+        self.assertEqual(info, ["local", {"lr": 0.5}, None, None, 1, ["x"], False])
+        self.assertEqual(json.loads(out.split("OPS ", 1)[1].splitlines()[0]), [[30, "batches"]])
+        self.assertIn("steadfast: training steps_completed=10 loss=0.1 n=10\n", out)
+        self.assertIn("steadfast: training steps_completed=30 loss=0.03333 n=30\n", out)
+        self.assertIn("steadfast: validation steps_completed=30 validation_loss=0.4\n", out)
+        local = os.path.join(self.dir, "steadfast-local")
+        with open(os.path.join(local, "metrics.jsonl")) as f:
+            rows = [json.loads(line) for line in f]
+        self.assertEqual([(r["kind"], r["steps_completed"], r["metrics"]) for r in rows], [
+            ("training", 10, {"loss": 0.1, "n": 10}),
+            ("training", 20, {"loss": 0.05, "n": 20}),
+            ("training", 30, {"loss": 1 / 30, "n": 30}),
+            ("validation", 30, {"validation_loss": 0.4}),
+        ])
+        uuid = out.split("UUID ", 1)[1].split()[0]
+        ckpt = os.path.join(local, "checkpoints", uuid)
+        with open(os.path.join(ckpt, "metadata.json")) as f:
+            self.assertEqual(json.load(f), {"steps_completed": 30, "tag": "t"})
+        self.assertTrue(os.path.isfile(os.path.join(ckpt, "sub", "model.bin")))
+
+        # A second run resumes from it: SF_LATEST_CHECKPOINT, as a task gets it.
+        p = self.run_script("""
+            import json, os, steadfast
+            with steadfast.core.init() as ctx:
+                uuid = ctx.info.latest_checkpoint
+                with ctx.checkpoint.restore_path(uuid) as path:
+                    with open(os.path.join(path, "sub", "model.bin"), "rb") as f:
+                        print("RESTORED", uuid, f.read().decode(), ctx.checkpoint.get_metadata(uuid)["steps_completed"])
+            """, SF_LATEST_CHECKPOINT=uuid, SF_HPARAMS='{"lr": 1}')
+        self.assertIn(f"RESTORED {uuid} abc 30", p.stdout)
+
+    def test_bad_reports_raise_at_the_call_naming_the_trial_and_the_problem(self) -> None:
+        p = self.run_script("""
+            import steadfast
+            def attempt(f):
+                try:
+                    f()
+                    print("ACCEPTED")
+                except (TypeError, ValueError, RuntimeError) as e:
+                    print("ERROR", type(e).__name__, e)
+            with steadfast.core.init(local_dir="out") as ctx:
+                t = ctx.train
+                attempt(lambda: t.report_training_metrics(steps_completed=10, metrics={"loss": "abc"}))
+                attempt(lambda: t.report_training_metrics(steps_completed=10, metrics={"ok": True}))
+                attempt(lambda: t.report_training_metrics(steps_completed=10, metrics={3: 1.0}))
+                attempt(lambda: t.report_training_metrics(steps_completed=-1, metrics={"loss": 1.0}))
+                attempt(lambda: t.report_training_metrics(steps_completed=1.5, metrics={"loss": 1.0}))
+                attempt(lambda: t.report_training_metrics(steps_completed=50, metrics={"loss": 1.0}))
+                attempt(lambda: t.report_training_metrics(steps_completed=40, metrics={"loss": 1.0}))
+                attempt(lambda: t.report_training_metrics(steps_completed=50, metrics={"loss": 2.0}))
+                attempt(lambda: t.report_validation_metrics(steps_completed=40, metrics={"v": 1.0}))
+                def store(meta):
+                    with ctx.checkpoint.store_path(meta) as (p, u):
+                        pass
+                attempt(lambda: store({"epoch": 1}))
+                attempt(lambda: store({"steps_completed": "5"}))
+                attempt(lambda: store({"steps_completed": 5, "x": object()}))
+                for op in ctx.searcher.operations():
+                    attempt(lambda: op.report_completed(float("nan")))
+                    attempt(lambda: op.report_completed("0.1"))
+                    op.report_completed(0.1)
+                    attempt(lambda: op.report_completed(0.1))
+            """)
+        errors = [line for line in p.stdout.splitlines() if line.startswith(("ERROR", "ACCEPTED"))]
+        prefix = "steadfast: local trial: report_training_metrics:"
+        self.assertEqual(errors, [
+            f"ERROR TypeError {prefix} metric \"loss\" is 'abc' (str), not a number",
+            f"ERROR TypeError {prefix} metric \"ok\" is True (bool), not a number",
+            f"ERROR TypeError {prefix} metric name 3 (int) is not a string",
+            f"ERROR ValueError {prefix} steps_completed -1 is negative",
+            f"ERROR TypeError {prefix} steps_completed 1.5 (float) is not an int",
+            "ACCEPTED",
+            f"ERROR ValueError {prefix} steps_completed 40 is less than 50, the step of the "
+            "previous training report",
+            "ACCEPTED",  # equal steps are allowed
+            "ACCEPTED",  # validation keeps its own order
+            "ERROR ValueError steadfast: local trial: store_path: metadata must include "
+            "\"steps_completed\" (the trial's steps when the checkpoint was taken), e.g. "
+            "{\"steps_completed\": 100}",
+            "ERROR ValueError steadfast: local trial: store_path: steps_completed '5' (str) is not "
+            "an int",
+            "ERROR ValueError steadfast: local trial: store_path: metadata is not JSON: Object of "
+            "type object is not JSON serializable",
+            "ERROR ValueError steadfast: local trial: report_completed: searcher_metric is nan, "
+            "not a finite number",
+            "ERROR ValueError steadfast: local trial: report_completed: searcher_metric is '0.1' "
+            "(str), not a number",
+            "ERROR RuntimeError steadfast: local trial: report_completed: the operation "
+            "SearcherOperation(length=1, unit='batches') is completed already",
+        ])
+        # A refused report is not written; nothing of a refused checkpoint is left behind.
+        with open(os.path.join(self.dir, "out", "metrics.jsonl")) as f:
+            self.assertEqual([json.loads(line)["steps_completed"] for line in f], [50, 50, 40])
+        self.assertEqual(os.listdir(os.path.join(self.dir, "out", "checkpoints"))
+                         if os.path.isdir(os.path.join(self.dir, "out", "checkpoints")) else [], [])
+
+    def test_numpy_and_torch_scalars_are_numbers(self) -> None:
+        p = self.run_script("""
+            import numpy as np, torch, steadfast
+            with steadfast.core.init() as ctx:
+                ctx.train.report_training_metrics(np.int64(3), {
+                    "np_float": np.float32(0.25), "np_int": np.int64(7),
+                    "torch": torch.tensor(0.5), "torch_int": torch.tensor(2)})
+                try:
+                    ctx.train.report_training_metrics(4, {"t": torch.ones(3)})
+                except TypeError as e:
+                    print("ERROR", e)
+                try:
+                    ctx.train.report_training_metrics(4, {"b": np.bool_(True)})
+                except TypeError as e:
+                    print("ERROR", e)
+            """)
+        self.assertIn("steadfast: training steps_completed=3 np_float=0.25 np_int=7 torch=0.5 "
+                      "torch_int=2", p.stdout)
+        self.assertIn('ERROR steadfast: local trial: report_training_metrics: metric "t" is '
+                      'tensor([1., 1., 1.]) (Tensor), not a number: ValueError: only one element tensors',
+                      p.stdout)
+        self.assertIn('metric "b" is True (bool_), not a number', p.stdout)
+
+    def test_an_exception_in_store_path_leaves_nothing(self) -> None:
+        p = self.run_script("""
+            import os, steadfast
+            with steadfast.core.init() as ctx:
+                try:
+                    with ctx.checkpoint.store_path({"steps_completed": 1}) as (path, uuid):
+                        open(os.path.join(path, "half"), "w").write("x")
+                        raise KeyError("disk full")
+                except KeyError:
+                    print("LEFT", os.listdir(ctx.checkpoint.directory))
+                try:
+                    with ctx.checkpoint.restore_path(uuid):
+                        pass
+                except FileNotFoundError as e:
+                    print("MISSING", e)
+            """)
+        self.assertIn("LEFT []", p.stdout)
+        self.assertIn("MISSING steadfast: local trial: restore_path: checkpoint ", p.stdout)
+
+    def test_local_mode_is_chosen_by_the_environment_and_by_init(self) -> None:
+        body = """
+            import steadfast
+            with steadfast.core.init(local=True) as ctx:
+                print("MODE", ctx.info.mode, ctx.info.hparams)
+            """
+        # Even inside what looks like a task, local=True wins.
+        p = self.run_script(body, SF_TRIAL_ID="5", SF_MASTER_ADDRESS="127.0.0.1:1",
+                            SF_HPARAMS='{"a": 1}', SF_LOCAL_DIR=os.path.join(self.dir, "d"))
+        self.assertIn("MODE local {'a': 1}", p.stdout)
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "steadfast-local")))
+        self.assertTrue(os.path.isdir(os.path.join(self.dir, "d")))
+
+    def test_an_operation_must_be_completed_before_the_next(self) -> None:
+        p = self.run_script("""
+            import steadfast
+            with steadfast.core.init() as ctx:
+                for op in ctx.searcher.operations():
+                    pass
+            """, expect_ok=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("RuntimeError: steadfast: local trial: searcher operation "
+                      "SearcherOperation(length=1, unit='batches') was not report_completed before "
+                      "the next operation was asked for", p.stderr)
+
+    def test_the_library_does_not_touch_the_users_random_state(self) -> None:
+        import numpy as np
+        import steadfast
+        random.seed(1234)
+        np.random.seed(1234)
+        before = (random.getstate(), np.random.get_state()[1].tolist())
+        saved_env = dict(os.environ)
+        try:
+            with contextlib.redirect_stdout(io.StringIO()), steadfast.core.init(local=True, local_dir=self.dir, max_length=2) as ctx:
+                for op in ctx.searcher.operations():
+                    ctx.train.report_training_metrics(1, {"loss": 0.5})
+                    with ctx.checkpoint.store_path({"steps_completed": 1}) as (path, uuid):
+                        pass
+                    op.report_completed(0.5)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved_env)
+        after = (random.getstate(), np.random.get_state()[1].tolist())
+        self.assertEqual(before, after)
+
+
+if __name__ == "__main__":
+    unittest.main()
