@@ -126,8 +126,8 @@ Cluster::~Cluster() {
     if (a) a->Stop(SIGTERM);
   }
   if (master_) master_->Stop(SIGTERM);
-  // Trainers of this cluster (agents kill them on exit; make sure).
-  for (pid_t p : TrainerPids()) kill(p, SIGKILL);
+  // Trainers and user-trial processes of this cluster (agents kill them on exit; make sure).
+  for (pid_t p : TaskPids({TrainerEnvironment()})) kill(p, SIGKILL);
   if (!db_.empty()) {
     if (CleanupWatchdog* watchdog = CleanupWatchdog::Get()) {
       watchdog->ForgetEnvironment(TrainerEnvironment());
@@ -312,12 +312,19 @@ void Cluster::DumpLogs() {
 }
 
 std::vector<pid_t> TrainerPids(const std::vector<std::string>& env) {
+  return TaskPids(env, [](const std::string& c) {
+    return c.find("sf-trainer") != std::string::npos && c.find("cluster") != std::string::npos;
+  });
+}
+
+std::vector<pid_t> TaskPids(const std::vector<std::string>& env, const std::function<bool(const std::string&)>& program) {
   std::vector<pid_t> out;
   for (const auto& entry : fs::directory_iterator("/proc")) {
     std::string name = entry.path().filename().string();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (std::stoi(name) == getpid()) continue;
     const std::string c = ReadFileOrEmpty((entry.path() / "cmdline").string());
-    if (c.find("sf-trainer") == std::string::npos || c.find("cluster") == std::string::npos) continue;
+    if (program && !program(c)) continue;
     const std::string e = ReadFileOrEmpty((entry.path() / "environ").string());
     // Entries are NUL-separated; match whole entries only.
     std::vector<std::string> entries;

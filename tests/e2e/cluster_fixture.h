@@ -159,6 +159,10 @@ int64_t Id(const Value& v);
 // pids of running `sf-trainer cluster` processes whose environment has every one of `env`
 // ("NAME=value" entries).
 std::vector<pid_t> TrainerPids(const std::vector<std::string>& env);
+// pids of any process (other than this one) whose environment has every one of `env` and whose
+// NUL-separated command line `program` accepts (any, when it is empty): user trials' processes.
+std::vector<pid_t> TaskPids(const std::vector<std::string>& env,
+                            const std::function<bool(const std::string&)>& program = {});
 
 // A small grid experiment over the tiny corpus: `trials` trials (grid over dropout), each
 // trained to `batches` batches of a very small model, metrics every `unit` batches.

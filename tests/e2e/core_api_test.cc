@@ -1,0 +1,527 @@
+// User trials through the Core API (docs/core-api.md) on a real local cluster: PostgreSQL, a
+// master, two agents of one CPU slot each, and real Python processes running PyTorch scripts
+// (tests/e2e/core_api/) that import the `steadfast` package the build made. Experiments are
+// submitted with the real `sf` (which packs the context directory); what the tests check is
+// read back from the REST API, PostgreSQL and the checkpoint files. The entrypoints name Debian's
+// /usr/bin/python3, which has python3-torch (a python3 earlier on PATH may not).
+//
+// One CTest test for the binary: its TESTs share one cluster (SetUpTestSuite), one after another.
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <pqxx/pqxx>
+#include <sstream>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/subprocess.h"
+#include "tests/cli/run_sf.h"
+#include "tests/e2e/cluster_fixture.h"
+
+namespace sf::testing {
+namespace {
+namespace fs = std::filesystem;
+using std::chrono::seconds;
+
+std::string ReadFile(const fs::path& p) {
+  std::ifstream in(p);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+class CoreApi : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ClusterLayout layout;
+    layout.master_flags = {"--min-run-seconds", "0"};
+    cluster_ = new Cluster(2, 1, layout);
+  }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+  void SetUp() override { ASSERT_FALSE(cluster_->db().empty()) << "no PostgreSQL"; }
+  void TearDown() override {
+    if (HasFailure()) cluster_->DumpLogs();
+  }
+
+  // A context directory holding the test scripts and `exp.yaml` (this text); its YAML's path.
+  std::string Experiment(const std::string& yaml) {
+    const fs::path dir = fs::path(scratch_.path()) / ("exp" + std::to_string(++made_));
+    fs::create_directories(dir);
+    for (const char* script : {"regress.py", "ddp.py"}) {
+      fs::copy_file(fs::path(SF_SOURCE_DIR) / "tests/e2e/core_api" / script, dir / script);
+    }
+    std::ofstream(dir / "exp.yaml") << yaml;
+    return (dir / "exp.yaml").string();
+  }
+  // `sf experiment create` as a user runs it: the experiment's id, or 0 with a failure.
+  int64_t Create(const std::string& yaml_path) {
+    SfRun run = Sf({"experiment", "create", yaml_path});
+    EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+    const std::string prefix = "created experiment ";
+    if (run.exit_code != 0 || run.out.rfind(prefix, 0) != 0) return 0;
+    return std::stoll(run.out.substr(prefix.size()));
+  }
+  SfRun Sf(const std::vector<std::string>& args) {
+    return RunSf(args, scratch_, {{"SF_MASTER", cluster_->url()}, {"SF_TOKEN", cluster_->admin_token()}});
+  }
+  Value OnlyTrial(int64_t experiment) {
+    Value trials = cluster_->Trials(experiment);
+    EXPECT_EQ(trials.as_list().size(), 1u);
+    return trials.as_list().empty() ? Value(Value::Map{}) : trials.as_list()[0];
+  }
+  std::string TrialError(int64_t experiment) {
+    const Value trial = OnlyTrial(experiment);
+    const Value* e = trial.Find("error");
+    return e && e->is_string() ? e->as_string() : "";
+  }
+  int64_t Sql(const std::string& query) { return Count(cluster_->db(), query); }
+  // What every task process of this cluster has in its environment (other tests' clusters
+  // run in parallel, with trial ids of their own).
+  std::string MasterEnv() const { return "SF_MASTER_ADDRESS=" + cluster_->grpc_address(); }
+  // Every log line of the trial, in order.
+  std::string Logs(int64_t trial) {
+    auto [code, v] = cluster_->Get("/api/v1/trials/" + std::to_string(trial) + "/logs?limit=10000");
+    std::string out;
+    if (code != 200) return out;
+    for (const Value& l : v.Find("logs")->as_list()) {
+      out += "[rank " + (l.Find("rank") ? std::to_string(l.Find("rank")->is_int() ? l.Find("rank")->as_int() : 0) : "0") +
+             "] " + l.Find("message")->as_string() + "\n";
+    }
+    return out;
+  }
+  bool WaitState(int64_t id, const std::string& state, seconds timeout = seconds(180)) {
+    const bool ok = cluster_->WaitForState(id, "EXPERIMENT_STATE_" + state, timeout);
+    EXPECT_TRUE(ok) << "experiment " << id << " is " << cluster_->ExperimentState(id) << ", not " << state;
+    return ok;
+  }
+  // The trial's training losses by step, from PostgreSQL.
+  std::map<int64_t, double> Losses(int64_t trial) {
+    std::map<int64_t, double> out;
+    pqxx::connection conn(cluster_->db());
+    pqxx::work tx(conn);
+    for (const auto& row : tx.exec_params("SELECT batches, (vals->>'loss')::float8 FROM metrics WHERE trial_id = $1 "
+                                          "AND kind = 'training' ORDER BY batches",
+                                          trial)) {
+      out[row[0].as<int64_t>()] = row[1].as<double>();
+    }
+    return out;
+  }
+
+  static Cluster* cluster_;
+  TempDir scratch_;
+  int made_ = 0;
+};
+Cluster* CoreApi::cluster_ = nullptr;
+
+std::string RegressExperiment(const std::string& name, const std::string& extra_hparams, int64_t batches,
+                              const std::string& more = "") {
+  return "name: " + name + "\n"
+         "entrypoint: /usr/bin/python3 regress.py\n"
+         "hyperparameters:\n"
+         "  lr: 0.05\n" +
+         extra_hparams +
+         "searcher: {name: single, metric: validation_loss, max_length: {batches: " + std::to_string(batches) + "}}\n" +
+         more;
+}
+
+// The whole path: sf packs the context, the agent unpacks it and starts python3, the script
+// reports every step, validates, checkpoints; all of it lands in PostgreSQL. The same script
+// run on its own (local mode) computes the same losses.
+TEST_F(CoreApi, TrialCompletesWithItsMetricsAndCheckpointsInPostgresAndMatchesLocalMode) {
+  const std::string yaml = Experiment(RegressExperiment("core-api-basic", "  seed: 3\n", 20, "max_restarts: 0\n"));
+  const int64_t id = Create(yaml);
+  ASSERT_GT(id, 0);
+  ASSERT_TRUE(WaitState(id, "COMPLETED"));
+  const Value trial = OnlyTrial(id);
+  const int64_t trial_id = Id(trial);
+  EXPECT_EQ(trial.Find("state")->as_string(), "TRIAL_STATE_COMPLETED");
+  const std::string t = std::to_string(trial_id);
+  EXPECT_EQ(Sql("SELECT count(*) FROM metrics WHERE trial_id = " + t + " AND kind = 'training'"), 20);
+  EXPECT_EQ(Sql("SELECT min(batches) FROM metrics WHERE trial_id = " + t + " AND kind = 'training'"), 1);
+  EXPECT_EQ(Sql("SELECT max(batches) FROM metrics WHERE trial_id = " + t + " AND kind = 'training'"), 20);
+  EXPECT_EQ(Sql("SELECT count(*) FROM metrics WHERE trial_id = " + t + " AND kind = 'validation' AND batches = 20"), 1);
+  // Its checkpoint: registered with its files, on disk where the row says.
+  pqxx::connection conn(cluster_->db());
+  pqxx::work tx(conn);
+  auto rows = tx.exec_params("SELECT uuid, path, batches, files::text, metadata::text FROM checkpoints WHERE trial_id = $1 "
+                             "AND state = 'ACTIVE' ORDER BY batches DESC",
+                             trial_id);
+  ASSERT_GE(rows.size(), 1u);
+  EXPECT_EQ(rows[0][2].as<int64_t>(), 20);
+  const fs::path dir = rows[0][1].as<std::string>();
+  EXPECT_TRUE(fs::exists(dir / "state.pt"));
+  EXPECT_TRUE(fs::exists(dir / "metadata.json"));
+  EXPECT_EQ(dir.filename().string(), rows[0][0].as<std::string>());
+  EXPECT_NE(rows[0][3].as<std::string>().find("state.pt"), std::string::npos);
+  EXPECT_NE(rows[0][4].as<std::string>().find("steps_completed"), std::string::npos);
+  EXPECT_EQ(OnlyTrial(id).Find("latestCheckpointUuid")->as_string(), rows[0][0].as<std::string>());
+  // Its output, shipped by the agent, tagged rank 0.
+  EXPECT_NE(Logs(trial_id).find("[rank 0] starting at step 0"), std::string::npos) << Logs(trial_id);
+
+  // Local mode, same script and hyperparameters: the same numbers.
+  TempDir local;
+  CommandOptions options;
+  // (SF_MASTER and SF_TOKEN of this test process would make it an unmanaged trial.)
+  options.env = {{"PYTHONPATH", std::string(SF_BINARY_DIR) + "/python"},
+                 {"SF_LOCAL_DIR", local.path()},
+                 {"SF_HPARAMS", R"({"lr": 0.05, "seed": 3})"},
+                 {"SF_MASTER", ""},
+                 {"SF_TOKEN", ""}};
+  options.working_dir = fs::path(yaml).parent_path().string();
+  auto ran = RunCommand({"/usr/bin/python3", "regress.py"}, options);
+  ASSERT_TRUE(ran.ok()) << ran.status().ToString();
+  ASSERT_EQ(ran->exit_code, 0) << ran->output;
+  std::map<int64_t, double> local_losses;
+  std::istringstream lines(ReadFile(fs::path(local.path()) / "metrics.jsonl"));
+  for (std::string line; std::getline(lines, line);) {
+    auto v = Value::FromJson(line);
+    ASSERT_TRUE(v.ok()) << line;
+    if (v->Find("kind")->as_string() != "training") continue;
+    local_losses[v->Find("steps_completed")->as_int()] = v->Find("metrics")->Find("loss")->as_double();
+  }
+  EXPECT_EQ(local_losses, Losses(trial_id)) << "local mode and the cluster disagree";
+}
+
+// Pause: the script sees should_preempt(), checkpoints and returns; activate: it starts again
+// from that checkpoint, so no step is trained twice or skipped.
+TEST_F(CoreApi, PauseThenActivateResumesFromItsCheckpointWithEveryStepOnce) {
+  const int64_t id = Create(Experiment(RegressExperiment("core-api-pause", "  sleep: 0.15\n", 60)));
+  ASSERT_GT(id, 0);
+  const int64_t trial = Id(OnlyTrial(id));
+  const std::string t = std::to_string(trial);
+  ASSERT_TRUE(cluster_->WaitFor(
+      [&] { return Sql("SELECT count(*) FROM metrics WHERE trial_id = " + t + " AND kind = 'training'") >= 8; },
+      seconds(120)));
+  SfRun pause = Sf({"experiment", "pause", std::to_string(id)});
+  ASSERT_EQ(pause.exit_code, 0) << pause.out << pause.err;
+  ASSERT_TRUE(cluster_->WaitFor([&] { return OnlyTrial(id).Find("state")->as_string() == "TRIAL_STATE_PAUSED"; },
+                                seconds(60)));
+  const int64_t paused_at = Sql("SELECT max(batches) FROM checkpoints WHERE trial_id = " + t);
+  EXPECT_EQ(paused_at, Sql("SELECT max(batches) FROM metrics WHERE trial_id = " + t + " AND kind = 'training'"))
+      << "it checkpointed at the last step it reported";
+  EXPECT_LT(paused_at, 60);
+  SfRun activate = Sf({"experiment", "activate", std::to_string(id)});
+  ASSERT_EQ(activate.exit_code, 0) << activate.out << activate.err;
+  ASSERT_TRUE(WaitState(id, "COMPLETED"));
+  const std::string logs = Logs(trial);
+  EXPECT_NE(logs.find("stopping at step " + std::to_string(paused_at) + " as the master asked"), std::string::npos) << logs;
+  EXPECT_NE(logs.find("starting at step " + std::to_string(paused_at)), std::string::npos) << logs;
+  EXPECT_EQ(Sql("SELECT count(*) FROM metrics WHERE trial_id = " + t + " AND kind = 'training'"), 60);
+  EXPECT_EQ(Sql("SELECT count(DISTINCT batches) FROM metrics WHERE trial_id = " + t +
+                " AND kind = 'training' AND batches BETWEEN 1 AND 60"),
+            60);
+  EXPECT_EQ(OnlyTrial(id).Find("restarts")->as_int(), 0) << "a pause is not a restart";
+}
+
+// Kill: the agent's SIGTERM ends the Python process at once (the library installs no handler).
+TEST_F(CoreApi, KillStopsItWithinTheGracePeriod) {
+  const int64_t id = Create(Experiment(RegressExperiment("core-api-kill", "  sleep: 0.5\n", 100000)));
+  ASSERT_GT(id, 0);
+  const std::string t = std::to_string(Id(OnlyTrial(id)));
+  ASSERT_TRUE(cluster_->WaitFor(
+      [&] { return Sql("SELECT count(*) FROM metrics WHERE trial_id = " + t + " AND kind = 'training'") >= 2; },
+      seconds(120)));
+  const auto start = std::chrono::steady_clock::now();
+  SfRun kill = Sf({"experiment", "kill", std::to_string(id)});
+  ASSERT_EQ(kill.exit_code, 0) << kill.out << kill.err;
+  ASSERT_TRUE(WaitState(id, "CANCELED", seconds(30)));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(10)) << "the kill grace is 10 s";
+  EXPECT_TRUE(cluster_->WaitFor([&] { return TaskPids({MasterEnv(), "SF_TRIAL_ID=" + t}).empty(); }, seconds(10)))
+      << "its python process is gone";
+}
+
+// An exception: the trial fails with the traceback's last line as its reason; what it reported
+// before stays.
+TEST_F(CoreApi, AnExceptionBecomesAOneLineFailureReason) {
+  const int64_t id = Create(Experiment(RegressExperiment("core-api-raise", "  fail_at: 3\n", 20, "max_restarts: 0\n")));
+  ASSERT_GT(id, 0);
+  ASSERT_TRUE(WaitState(id, "ERROR"));
+  const std::string error = TrialError(id);
+  EXPECT_TRUE(std::regex_search(error, std::regex("^rank 0 on e2e-agent-[01]: ValueError: bad shape$"))) << error;
+  const std::string t = std::to_string(Id(OnlyTrial(id)));
+  EXPECT_EQ(Sql("SELECT count(*) FROM metrics WHERE trial_id = " + t + " AND kind = 'training'"), 2);
+}
+
+// Bad input from the script: each gets a message naming the trial and the problem; the reports
+// before it are kept.
+TEST_F(CoreApi, BadReportsAndAnEarlyExitNameTheTrialAndTheProblem) {
+  struct Case {
+    std::string hparams, want;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"  bad_metric_at: 3\n",
+            R"(report_training_metrics: metric "loss" is 'abc' \(str\), not a number)"},
+           {"  backwards_at: 3\n", "steps_completed 1 is less than 2, the step of the previous training report"},
+           {"  exit_early: true\n",
+            "the entrypoint exited with status 0 before completing its searcher operation \\(train to 20 batches; "
+            "completed 0\\)"}}) {
+    const int64_t id = Create(Experiment(RegressExperiment("core-api-bad", c.hparams, 20, "max_restarts: 0\n")));
+    ASSERT_GT(id, 0);
+    ASSERT_TRUE(WaitState(id, "ERROR"));
+    const int64_t trial = Id(OnlyTrial(id));
+    const std::string error = TrialError(id);
+    EXPECT_TRUE(std::regex_search(error, std::regex("trial " + std::to_string(trial) + ": .*" + c.want))) << error;
+    if (c.hparams.find("exit_early") == std::string::npos) {
+      EXPECT_EQ(Sql("SELECT count(*) FROM metrics WHERE trial_id = " + std::to_string(trial) + " AND kind = 'training'"),
+                2)
+          << "the steps reported before the bad one are kept";
+    }
+  }
+}
+
+// What sf refuses before anything is stored: an entrypoint script that is not in the context,
+// and a context over the 96 MiB limit.
+TEST_F(CoreApi, MissingScriptAndOversizedContextAreRefusedBeforeAnythingIsStored) {
+  const int64_t before = Sql("SELECT count(*) FROM experiments");
+  std::string yaml = Experiment(RegressExperiment("core-api-missing", "", 5));
+  {
+    std::string text = ReadFile(yaml);
+    text.replace(text.find("regress.py"), 10, "missing.py");
+    std::ofstream(yaml) << text;
+  }
+  SfRun missing = Sf({"experiment", "create", yaml});
+  EXPECT_EQ(missing.exit_code, 2) << missing.out << missing.err;
+  EXPECT_NE(missing.err.find("entrypoint: missing.py is not in the context directory " +
+                             fs::path(yaml).parent_path().string()),
+            std::string::npos)
+      << missing.err;
+
+  const std::string big = Experiment(RegressExperiment("core-api-big", "", 5));
+  const fs::path weights = fs::path(big).parent_path() / "weights.bin";
+  int fd = open(weights.c_str(), O_CREAT | O_WRONLY, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, off_t{100} << 20), 0);  // sparse: no disk
+  close(fd);
+  SfRun oversized = Sf({"experiment", "create", big});
+  EXPECT_EQ(oversized.exit_code, 2) << oversized.out << oversized.err;
+  EXPECT_NE(oversized.err.find("more than the 96.0 MiB limit"), std::string::npos) << oversized.err;
+  EXPECT_NE(oversized.err.find("weights.bin (100.0 MiB)"), std::string::npos) << oversized.err;
+  EXPECT_EQ(Sql("SELECT count(*) FROM experiments"), before) << "nothing stored";
+
+  // Listed in .sfignore, the same directory is fine.
+  std::ofstream(fs::path(big).parent_path() / ".sfignore") << "*.bin\n";
+  const int64_t id = Create(big);
+  ASSERT_GT(id, 0);
+  ASSERT_TRUE(WaitState(id, "COMPLETED"));
+}
+
+// ASHA over a Python trial: the searcher's lengths drive the script; some trials stop at the
+// first rung, the best are promoted to the full length.
+TEST_F(CoreApi, AshaSweepPromotesAndStopsPythonTrialsByTheSearchersLengths) {
+  const int64_t id = Create(Experiment(
+      "name: core-api-asha\n"
+      "entrypoint: [/usr/bin/python3, regress.py]\n"
+      "hyperparameters:\n"
+      "  lr: {type: categorical, vals: [0.001, 0.01, 0.05, 0.1]}\n"
+      "searcher:\n"
+      "  name: adaptive_asha\n"
+      "  metric: validation_loss\n"
+      "  max_trials: 4\n"
+      "  max_length: {batches: 16}\n"
+      "  divisor: 2\n"
+      "  max_rungs: 2\n"
+      "  mode: aggressive\n"
+      "  max_concurrent_trials: 2\n"
+      "  seed: 7\n"));
+  ASSERT_GT(id, 0);
+  ASSERT_TRUE(WaitState(id, "COMPLETED", seconds(400)));
+  std::vector<int64_t> lengths;
+  const Value trials = cluster_->Trials(id);
+  for (const Value& t : trials.as_list()) {
+    EXPECT_EQ(t.Find("state")->as_string(), "TRIAL_STATE_COMPLETED");
+    lengths.push_back(std::stoll(t.Find("totalBatches")->as_string()));
+  }
+  ASSERT_EQ(lengths.size(), 4u);
+  EXPECT_EQ(std::count(lengths.begin(), lengths.end(), 16), 2) << "promoted to the full length";
+  EXPECT_EQ(std::count(lengths.begin(), lengths.end(), 8), 2) << "stopped at the first rung";
+}
+
+// Priority preemption: two low-priority Python trials hold both slots; one checkpoints and steps
+// aside for a high-priority trial, then resumes where it stopped, without a restart.
+TEST_F(CoreApi, PriorityPreemptionCheckpointsAndResumesAPythonTrial) {
+  const int64_t low = Create(Experiment(
+      "name: core-api-low\n"
+      "entrypoint: /usr/bin/python3 regress.py\n"
+      "hyperparameters: {lr: 0.05, sleep: 0.2, seed: {type: categorical, vals: [1, 2]}}\n"
+      "searcher: {name: grid, metric: validation_loss, max_length: {batches: 50}}\n"
+      "resources: {priority: 60}\n"));
+  ASSERT_GT(low, 0);
+  const std::string e = std::to_string(low);
+  ASSERT_TRUE(cluster_->WaitFor(
+      [&] {
+        return Sql("SELECT count(DISTINCT m.trial_id) FROM metrics m JOIN trials t ON t.id = m.trial_id "
+                   "WHERE t.experiment_id = " + e + " AND m.kind = 'training' AND m.batches >= 5") == 2;
+      },
+      seconds(120)))
+      << "both low-priority trials run";
+  const int64_t high = Create(Experiment(RegressExperiment("core-api-high", "", 5, "resources: {priority: 10}\n")));
+  ASSERT_GT(high, 0);
+  ASSERT_TRUE(WaitState(high, "COMPLETED"));
+  ASSERT_TRUE(WaitState(low, "COMPLETED"));
+  int preempted = 0;
+  const Value trials = cluster_->Trials(low);
+  for (const Value& trial : trials.as_list()) {
+    EXPECT_EQ(trial.Find("restarts")->as_int(), 0) << "a preemption is not a restart";
+    const std::string t = std::to_string(Id(trial));
+    EXPECT_EQ(Sql("SELECT count(DISTINCT batches) FROM metrics WHERE trial_id = " + t + " AND kind = 'training'"), 50);
+    const std::string logs = Logs(Id(trial));
+    std::smatch m;
+    if (!std::regex_search(logs, m, std::regex("stopping at step ([0-9]+) as the master asked"))) continue;
+    ++preempted;
+    EXPECT_NE(logs.find("starting at step " + m[1].str()), std::string::npos) << logs;
+  }
+  EXPECT_EQ(preempted, 1) << "one trial made room for the high-priority one";
+}
+
+// Two ranks of DistributedDataParallel meeting through the master (no launcher): they end with
+// identical weights; SIGKILL one rank mid-training and the gang restarts from the checkpoint.
+TEST_F(CoreApi, DdpRanksEndIdenticalAndAKilledRankRestartsTheGangFromItsCheckpoint) {
+  const int64_t id = Create(Experiment(
+      "name: core-api-ddp\n"
+      "entrypoint: [/usr/bin/python3, ddp.py]\n"
+      "hyperparameters: {lr: 0.05, sleep: 0.2, checkpoint_every: 5}\n"
+      "resources: {slots_per_trial: 2}\n"
+      "max_restarts: 2\n"
+      "searcher: {name: single, metric: validation_loss, max_length: {batches: 40}}\n"));
+  ASSERT_GT(id, 0);
+  const int64_t trial = Id(OnlyTrial(id));
+  const std::string t = std::to_string(trial);
+  ASSERT_TRUE(cluster_->WaitFor([&] { return Sql("SELECT count(*) FROM checkpoints WHERE trial_id = " + t) >= 2; },
+                                seconds(180)));
+  auto is_ddp = [](const std::string& cmdline) { return cmdline.find("ddp.py") != std::string::npos; };
+  std::vector<pid_t> rank1 = TaskPids({MasterEnv(), "SF_TRIAL_ID=" + t, "SF_RANK=1"}, is_ddp);
+  ASSERT_EQ(rank1.size(), 1u);
+  ASSERT_EQ(kill(rank1[0], SIGKILL), 0);
+  ASSERT_TRUE(WaitState(id, "COMPLETED", seconds(300)));
+  EXPECT_EQ(OnlyTrial(id).Find("restarts")->as_int(), 1);
+  const std::string logs = Logs(trial);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(logs, m, std::regex("rank 1 of 2 starting at step ([1-9][0-9]*)"))) << logs;
+  // The last checkpoint: one file per rank, the same weights.
+  pqxx::connection conn(cluster_->db());
+  pqxx::work tx(conn);
+  const fs::path dir =
+      tx.exec_params1("SELECT path FROM checkpoints WHERE trial_id = $1 AND state = 'ACTIVE' "
+                      "ORDER BY batches DESC, reported_at DESC LIMIT 1",
+                      trial)[0]
+          .as<std::string>();
+  CommandOptions options;
+  auto same = RunCommand({"/usr/bin/python3", "-c",
+                          "import sys, torch\n"
+                          "a = torch.load(sys.argv[1])['model']; b = torch.load(sys.argv[2])['model']\n"
+                          "assert a.keys() == b.keys()\n"
+                          "assert all(torch.equal(a[k], b[k]) for k in a), 'the ranks differ'\n"
+                          "print('identical', torch.load(sys.argv[1])['steps'])\n",
+                          (dir / "rank0.pt").string(), (dir / "rank1.pt").string()},
+                         options);
+  ASSERT_TRUE(same.ok()) << same.status().ToString();
+  EXPECT_EQ(same->exit_code, 0) << same->output;
+  EXPECT_EQ(same->output, "identical 40\n");
+}
+
+// A master killed mid-trial and started again: the library waits it out (retries with
+// backoff), the agent keeps the trial running, and no report is lost.
+TEST_F(CoreApi, AMasterRestartLosesNoReport) {
+  const int64_t id = Create(Experiment(RegressExperiment("core-api-master-restart", "  sleep: 0.1\n", 60)));
+  ASSERT_GT(id, 0);
+  const std::string t = std::to_string(Id(OnlyTrial(id)));
+  ASSERT_TRUE(cluster_->WaitFor(
+      [&] { return Sql("SELECT count(*) FROM metrics WHERE trial_id = " + t + " AND kind = 'training'") >= 5; },
+      seconds(120)));
+  cluster_->StopMaster(SIGKILL);
+  std::this_thread::sleep_for(seconds(3));
+  cluster_->StartMaster();
+  ASSERT_TRUE(WaitState(id, "COMPLETED"));
+  EXPECT_EQ(Sql("SELECT count(DISTINCT batches) FROM metrics WHERE trial_id = " + t +
+                " AND kind = 'training' AND batches BETWEEN 1 AND 60"),
+            60);
+  EXPECT_EQ(OnlyTrial(id).Find("restarts")->as_int(), 0) << "the trial ran on through the master's restart";
+}
+
+// Unmanaged mode: the same script started by hand, with the master's URL and an API token in
+// its environment, makes an experiment of its own and reports into it; an exception ends it
+// as ERROR with the exception's line.
+TEST_F(CoreApi, UnmanagedScriptReportsIntoAnExperimentOfItsOwn) {
+  const fs::path dir = fs::path(Experiment("name: unused\n")).parent_path();
+  auto run = [&](const std::string& hparams) {
+    CommandOptions options;
+    options.env = {{"PYTHONPATH", std::string(SF_BINARY_DIR) + "/python"},
+                   {"SF_MASTER", cluster_->url()},
+                   {"SF_TOKEN", cluster_->admin_token()},
+                   {"SF_HPARAMS", hparams}};
+    options.working_dir = dir.string();
+    auto r = RunCommand({"/usr/bin/python3", "regress.py"}, options);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : CommandResult{};
+  };
+  auto experiment_of = [&](const std::string& output) -> int64_t {
+    std::smatch m;
+    EXPECT_TRUE(std::regex_search(output, m, std::regex("unmanaged trial [0-9]+ of experiment ([0-9]+)"))) << output;
+    return m.empty() ? 0 : std::stoll(m[1].str());
+  };
+  CommandResult ok = run(R"({"lr": 0.05, "seed": 5})");
+  ASSERT_EQ(ok.exit_code, 0) << ok.output;
+  const int64_t id = experiment_of(ok.output);
+  ASSERT_GT(id, 0);
+  EXPECT_EQ(cluster_->ExperimentState(id), "EXPERIMENT_STATE_COMPLETED");
+  const Value trial = OnlyTrial(id);
+  EXPECT_EQ(trial.Find("state")->as_string(), "TRIAL_STATE_COMPLETED");
+  EXPECT_EQ(trial.Find("hparams")->Find("seed")->as_int(), 5);
+  const std::string t = std::to_string(Id(trial));
+  EXPECT_EQ(Sql("SELECT count(*) FROM metrics WHERE trial_id = " + t + " AND kind = 'training'"), 20);
+  EXPECT_EQ(Sql("SELECT count(*) FROM metrics WHERE trial_id = " + t + " AND kind = 'validation'"), 1);
+  EXPECT_EQ(Sql("SELECT count(*) FROM checkpoints WHERE trial_id = " + t + " AND batches = 20"), 1);
+  EXPECT_EQ(Sql("SELECT count(*) FROM experiments WHERE unmanaged AND id = " + std::to_string(id)), 1);
+
+  CommandResult failed = run(R"({"fail_at": 4})");
+  EXPECT_NE(failed.exit_code, 0) << failed.output;
+  const int64_t bad = experiment_of(failed.output);
+  ASSERT_GT(bad, 0);
+  EXPECT_EQ(cluster_->ExperimentState(bad), "EXPERIMENT_STATE_ERROR");
+  EXPECT_NE(TrialError(bad).find("ValueError: bad shape"), std::string::npos) << TrialError(bad);
+}
+
+// The REST client CI pipelines use (steadfast.Client): create (packing the context), wait,
+// trials, metrics, and kill, against the real master.
+TEST_F(CoreApi, PythonRestClientDrivesExperimentsFromCi) {
+  const std::string done = Experiment(RegressExperiment("client-done", "", 10));
+  const std::string slow = Experiment(RegressExperiment("client-slow", "  sleep: 0.5\n", 100000));
+  CommandOptions options;
+  options.env = {{"PYTHONPATH", std::string(SF_BINARY_DIR) + "/python"},
+                 {"SF_MASTER", cluster_->url()},
+                 {"SF_TOKEN", cluster_->admin_token()}};
+  auto r = RunCommand({"/usr/bin/python3", "-c",
+                       "import sys, time, steadfast\n"
+                       "c = steadfast.Client()\n"
+                       "e = c.create_experiment(sys.argv[1])\n"
+                       "print('state', c.wait(e, timeout=120)['state'])\n"
+                       "t = c.trials(e)\n"
+                       "print('trials', len(t))\n"
+                       "print('reports', len(c.metrics(int(t[0]['id']))), len(c.metrics(int(t[0]['id']), 'validation')))\n"
+                       "s = c.create_experiment(sys.argv[2])\n"
+                       "while not c.metrics(int(c.trials(s)[0]['id'])): time.sleep(0.2)\n"
+                       "c.kill([s])\n"
+                       "print('killed', c.wait(s, timeout=60)['state'])\n"
+                       "try:\n"
+                       "    c.experiment(999999)\n"
+                       "except steadfast.ApiError as err:\n"
+                       "    print('missing', err.status)\n",
+                       done, slow},
+                      options);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->exit_code, 0) << r->output;
+  EXPECT_NE(r->output.find("state EXPERIMENT_STATE_COMPLETED\ntrials 1\nreports 10 1\n"), std::string::npos)
+      << r->output;
+  EXPECT_NE(r->output.find("killed EXPERIMENT_STATE_CANCELED\nmissing 404\n"), std::string::npos) << r->output;
+}
+
+}  // namespace
+}  // namespace sf::testing
