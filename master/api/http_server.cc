@@ -931,7 +931,9 @@ class Session : public std::enable_shared_from_this<Session<kTls>> {
   void Read() {
     if (impl_->stopping) return Close(/*graceful=*/false);
     parser_.emplace();
-    body_limit_ = impl_->options.max_body_bytes;
+    // Beast checks Content-Length against the limit while it reads the header, before OnHeader
+    // knows the route: the larger limit until then, the route's from OnHeader on.
+    body_limit_ = std::max(impl_->options.max_body_bytes, impl_->options.max_experiment_body_bytes);
     parser_->body_limit(body_limit_);
     parser_->header_limit(64 * 1024);
     tcp().expires_after(impl_->options.read_timeout);
@@ -945,10 +947,12 @@ class Session : public std::enable_shared_from_this<Session<kTls>> {
     const auto& header = parser_->get();
     std::string_view target(header.target().data(), header.target().size());
     target = target.substr(0, target.find('?'));
-    if (header.method() == http::verb::post && target == "/api/v1/experiments") {
-      body_limit_ = impl_->options.max_experiment_body_bytes;
-      parser_->body_limit(body_limit_);
+    const bool experiment = header.method() == http::verb::post && target == "/api/v1/experiments";
+    body_limit_ = experiment ? impl_->options.max_experiment_body_bytes : impl_->options.max_body_bytes;
+    if (auto length = parser_->content_length(); length && *length > body_limit_) {
+      return OnRead(http::error::body_limit);
     }
+    parser_->body_limit(body_limit_);  // also bounds a chunked body as it arrives
     if (parser_->is_done()) return OnRead({});
     http::async_read(stream_, buffer_, *parser_,
                      [self = this->shared_from_this()](beast::error_code ec2, size_t) { self->OnRead(ec2); });

@@ -242,6 +242,43 @@ TEST_F(HttpServerTest, ConnectionsBeyondTheCapGet503AndTheCapFreesUp) {
   for (int c : codes) EXPECT_EQ(c, 200);
 }
 
+// Request bodies are limited per route: creating an experiment may carry a user trial's context
+// (docs/core-api.md), so it takes more than the rest. A Content-Length over the route's limit is
+// refused from the header alone; a chunked body over it as it arrives.
+TEST_F(HttpServerTest, BodyLimitsArePerRoute) {
+  HttpOptions o;
+  o.max_body_bytes = 1000;
+  o.max_experiment_body_bytes = 5000;
+  StartServer(o);
+  auto send = [&](const std::string& request) {
+    int fd = Connect(port(), std::chrono::seconds(10));
+    EXPECT_GE(fd, 0);
+    EXPECT_TRUE(SendText(fd, request));
+    HttpReply r = Parse(ReadToEnd(fd));
+    ::close(fd);
+    return r.head.substr(0, r.head.find("\r\n"));
+  };
+  auto post = [](const std::string& target, size_t length, const std::string& body) {
+    return "POST " + target + " HTTP/1.1\r\nHost: t\r\nConnection: close\r\nContent-Type: application/json\r\n"
+           "Content-Length: " + std::to_string(length) + "\r\n\r\n" + body;
+  };
+  const std::string body3000 = R"({"configYaml": ")" + std::string(2980, 'x') + "\"}";
+  // 3,000 bytes: too many for the bulk kill, fine for an experiment (then an invalid config).
+  EXPECT_EQ(send(post("/api/v1/experiments/kill", body3000.size(), body3000)), "HTTP/1.1 413 Payload Too Large");
+  EXPECT_EQ(send(post("/api/v1/experiments", body3000.size(), body3000)), "HTTP/1.1 400 Bad Request");
+  // Over the experiment limit: refused on the header's Content-Length, before any body.
+  EXPECT_EQ(send(post("/api/v1/experiments", 6000, "")), "HTTP/1.1 413 Payload Too Large");
+  EXPECT_EQ(send(post("/api/v1/experiments?x=1", 6000, "")), "HTTP/1.1 413 Payload Too Large");
+  // Chunked, without a length: counted as it comes.
+  const std::string chunk(1500, 'y');
+  char size[16];
+  std::snprintf(size, sizeof size, "%zx", chunk.size());
+  EXPECT_EQ(send("POST /api/v1/checkpoints/delete HTTP/1.1\r\nHost: t\r\nConnection: close\r\n"
+                 "Transfer-Encoding: chunked\r\n\r\n" + std::string(size) + "\r\n" + chunk + "\r\n0\r\n\r\n"),
+            "HTTP/1.1 413 Payload Too Large");
+  EXPECT_EQ(Get(port(), "/health").head.substr(0, 15), "HTTP/1.1 200 OK");
+}
+
 TEST_F(HttpServerTest, IdleClientIsDisconnectedAfterTheReadTimeout) {
   HttpOptions o;
   o.read_timeout = std::chrono::milliseconds(1000);
