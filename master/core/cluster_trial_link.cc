@@ -132,6 +132,12 @@ Status Cluster::CompleteOperation(const v1::CompleteOperationRequest& request) {
   }
   (void)store_->UpdateTrial(t->id, u);
   if (!e.best || Better(metric, *e.best, e.config.searcher.smaller_is_better)) e.best = metric;
+  // The checkpoint taken at the end of this operation, registered before the operation's metric
+  // was known (Core API scripts store, then complete), carries it from now on: retention's
+  // save_trial_best and save_experiment_best rank it like a native one.
+  if (auto changed = store_->SetCheckpointMetric(t->id, length, metric); changed.ok() && *changed > 0) {
+    RequestRetentionLocked(e);
+  }
   if (e.unmanaged) {  // no searcher decides: the script ends the trial itself (EndTrial)
     (void)store_->SetExperimentProgress(e.id, 1.0, e.best);
     return Status::Ok();

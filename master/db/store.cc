@@ -494,6 +494,20 @@ Status Store::InsertCheckpoint(const v1::Checkpoint& c) {
   });
 }
 
+Result<int> Store::SetCheckpointMetric(int64_t trial_id, int64_t batches, double metric) {
+  int changed = 0;
+  Status st = db_->Transact("set checkpoint metric", [&](pqxx::work& tx) {
+    changed = static_cast<int>(
+        tx.exec_params("UPDATE checkpoints SET validation_metric = $3 WHERE trial_id = $1 AND batches = $2 "
+                       "AND validation_metric IS NULL AND state = 'ACTIVE'",
+                       trial_id, batches, metric)
+            .affected_rows());
+    return Status::Ok();
+  });
+  if (!st.ok()) return st;
+  return changed;
+}
+
 Result<std::vector<v1::Checkpoint>> Store::ListCheckpoints(int64_t experiment_id) {
   std::vector<v1::Checkpoint> out;
   Status st = db_->Transact("list checkpoints", [&](pqxx::work& tx) {

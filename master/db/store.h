@@ -123,6 +123,10 @@ class Store {
 
   // Checkpoints
   Status InsertCheckpoint(const steadfast::v1::Checkpoint& c);
+  // Gives the trial's active checkpoints at `batches` that have no validation metric this one
+  // (a Core API trial registers its checkpoint before it completes the operation); returns how
+  // many it changed.
+  Result<int> SetCheckpointMetric(int64_t trial_id, int64_t batches, double metric);
   Result<std::vector<steadfast::v1::Checkpoint>> ListCheckpoints(int64_t experiment_id);
   Result<std::optional<steadfast::v1::Checkpoint>> GetCheckpoint(const std::string& uuid);
 
