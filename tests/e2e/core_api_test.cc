@@ -62,8 +62,10 @@ class CoreApi : public ::testing::Test {
     return (dir / "exp.yaml").string();
   }
   // `sf experiment create` as a user runs it: the experiment's id, or 0 with a failure.
-  int64_t Create(const std::string& yaml_path) {
-    SfRun run = Sf({"experiment", "create", yaml_path});
+  int64_t Create(const std::string& yaml_path, const std::vector<std::string>& overrides = {}) {
+    std::vector<std::string> args = {"experiment", "create", yaml_path};
+    for (const std::string& o : overrides) args.insert(args.end(), {"--config", o});
+    SfRun run = Sf(args);
     EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
     const std::string prefix = "created experiment ";
     if (run.exit_code != 0 || run.out.rfind(prefix, 0) != 0) return 0;
@@ -151,11 +153,17 @@ TEST_F(CoreApi, TrialCompletesWithItsMetricsAndCheckpointsInPostgresAndMatchesLo
   // Its checkpoint: registered with its files, on disk where the row says.
   pqxx::connection conn(cluster_->db());
   pqxx::work tx(conn);
-  auto rows = tx.exec_params("SELECT uuid, path, batches, files::text, metadata::text FROM checkpoints WHERE trial_id = $1 "
-                             "AND state = 'ACTIVE' ORDER BY batches DESC",
+  auto rows = tx.exec_params("SELECT uuid, path, batches, files::text, metadata::text, validation_metric "
+                             "FROM checkpoints WHERE trial_id = $1 AND state = 'ACTIVE' ORDER BY batches DESC",
                              trial_id);
   ASSERT_GE(rows.size(), 1u);
   EXPECT_EQ(rows[0][2].as<int64_t>(), 20);
+  // It carries the operation's searcher metric, as a native checkpoint does (retention ranks by it).
+  ASSERT_FALSE(rows[0][5].is_null()) << "no validation metric on the checkpoint";
+  auto [vcode, validation] = cluster_->Get("/api/v1/trials/" + std::to_string(trial_id) + "/metrics?kind=validation");
+  ASSERT_EQ(vcode, 200);
+  EXPECT_DOUBLE_EQ(rows[0][5].as<double>(),
+                   validation.Find("metrics")->as_list()[0].Find("values")->Find("validation_loss")->as_double());
   const fs::path dir = rows[0][1].as<std::string>();
   EXPECT_TRUE(fs::exists(dir / "state.pt"));
   EXPECT_TRUE(fs::exists(dir / "metadata.json"));
@@ -444,6 +452,26 @@ TEST_F(CoreApi, AMasterRestartLosesNoReport) {
                 " AND kind = 'training' AND batches BETWEEN 1 AND 60"),
             60);
   EXPECT_EQ(OnlyTrial(id).Find("restarts")->as_int(), 0) << "the trial ran on through the master's restart";
+}
+
+// The examples the README shows run as they are (shortened here: a few dozen batches), on one
+// slot and, with DistributedDataParallel, on two; they report validation BLEU.
+TEST_F(CoreApi, TheExamplesRunAsTheyAre) {
+  const std::string examples = std::string(SF_SOURCE_DIR) + "/examples";
+  const int64_t single = Create(examples + "/pytorch-transformer/const.yaml",
+                                {"searcher.max_length.batches=30", "hyperparameters.report_every=10"});
+  ASSERT_GT(single, 0);
+  ASSERT_TRUE(WaitState(single, "COMPLETED", seconds(400)));
+  const int64_t ddp = Create(examples + "/pytorch-ddp/distributed.yaml", {"searcher.max_length.batches=20"});
+  ASSERT_GT(ddp, 0);
+  ASSERT_TRUE(WaitState(ddp, "COMPLETED", seconds(400)));
+  for (int64_t id : {single, ddp}) {
+    const std::string t = std::to_string(Id(OnlyTrial(id)));
+    EXPECT_EQ(Sql("SELECT count(*) FROM metrics WHERE trial_id = " + t + " AND kind = 'validation' AND vals ? 'bleu'"),
+              1)
+        << "experiment " << id;
+    EXPECT_GE(Sql("SELECT count(*) FROM checkpoints WHERE trial_id = " + t + " AND state = 'ACTIVE'"), 1);
+  }
 }
 
 // Unmanaged mode: the same script started by hand, with the master's URL and an API token in

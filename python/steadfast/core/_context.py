@@ -126,7 +126,18 @@ def _choose_mode(local: bool, unmanaged: bool) -> str:
     return LOCAL
 
 
+def _script_directory() -> str:
+    """The directory of the script being run (`python3 path/to/train.py`), where its context
+    directory is; the working directory when there is no script file (python3 -c, a REPL)."""
+    main = sys.argv[0] if sys.argv else ""
+    return os.path.dirname(os.path.abspath(main)) if main and os.path.isfile(main) else os.getcwd()
+
+
 def _check_length(max_length: Optional[int]) -> int:
+    if os.environ.get("SF_MAX_LENGTH"):
+        # Outside a task, the environment's length wins over the script's default (to train a
+        # resumed run further without editing the script).
+        max_length = _env_int("SF_MAX_LENGTH", 1)
     if max_length is None:
         return 1
     if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
@@ -193,7 +204,7 @@ def _init_managed() -> Context:
                     task_id=env.get("SF_TASK_ID", ""), restart=_env_int("SF_RESTART", 0),
                     latest_checkpoint=env.get("SF_LATEST_CHECKPOINT") or None,
                     checkpoint_dir=checkpoint_dir, config_file=env.get("SF_CONFIG_FILE", ""),
-                    context_directory=env.get("SF_CONTEXT_DIRECTORY") or os.getcwd())
+                    context_directory=env.get("SF_CONTEXT_DIRECTORY") or _script_directory())
         set_torch_env(dist, master_address=address, overwrite=True)
     except BaseException:
         link.close()
@@ -239,7 +250,7 @@ def _init_unmanaged(hparams: Optional[dict[str, Any]], max_length: Optional[int]
                     hparams=dict(hparams) if hparams is not None else dict(trial.get("hparams") or {}),
                     trial_id=trial_id, experiment_id=experiment_id, task_id=task_id, restart=0,
                     latest_checkpoint=latest_checkpoint or None, checkpoint_dir=checkpoint_dir,
-                    context_directory=os.getcwd())
+                    context_directory=_script_directory())
         set_torch_env(dist, master_address="", overwrite=False)
     except BaseException:
         link.close()
@@ -258,7 +269,7 @@ def _init_local(hparams: Optional[dict[str, Any]], max_length: Optional[int],
     info = Info(mode=LOCAL,
                 hparams=dict(hparams) if hparams is not None else _hparams_from_env(),
                 latest_checkpoint=latest_checkpoint or os.environ.get("SF_LATEST_CHECKPOINT") or None,
-                checkpoint_dir=checkpoint_dir, context_directory=os.getcwd())
+                checkpoint_dir=checkpoint_dir, context_directory=_script_directory())
     set_torch_env(dist, master_address="", overwrite=False)
     return _assemble(info, link, dist, label="steadfast: local trial", synchronous=True,
                      only_operation=Operation(_check_length(max_length), "batches"),

@@ -30,6 +30,6 @@ class Info:
     config_file: str = ""
     #: The context directory as it was where the experiment was submitted (managed mode:
     #: SF_CONTEXT_DIRECTORY, absolute), for data beside the code on a shared filesystem
-    #: (``os.path.join(ctx.info.context_directory, "../data")``); the working directory in
-    #: local and unmanaged mode. The code itself runs from a copy in the task's directory.
+    #: (``os.path.join(ctx.info.context_directory, "../data")``); in local and unmanaged mode
+    #: the running script's directory. In a task the code runs from a copy in its directory.
     context_directory: str = ""
