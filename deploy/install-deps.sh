@@ -30,8 +30,9 @@ packages=(
   libopenmpi-dev openmpi-bin
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev python3 python3-torch python3-numpy wrk
-  # the steadfast Python package (Core API for user trials): TrialLink stubs and their runtime
-  python3-grpcio python3-protobuf
+  # the steadfast Python package (Core API for user trials): TrialLink stubs and their runtime,
+  # and pip to install it from the tree offline (tests/python/test_pip_install.py)
+  python3-grpcio python3-protobuf python3-pip python3-setuptools
   # the CI path a pipeline takes (e2e_tls_test: sf token create, then curl with a Bearer token)
   curl
   # an optimized BLAS for the PyTorch peer in bench/ (its fp32 GEMMs go through BLAS)
