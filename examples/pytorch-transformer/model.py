@@ -256,6 +256,22 @@ def evaluate(model, examples, references, tgt_vocab, batch_size=100):
     return loss_sum, tokens, stats
 
 
+def train_step(model, batch, criterion, optimizer, scheduler, clip_norm):
+    """One optimizer step on `batch` (collate's three tensors); `model` may be wrapped
+    (DistributedDataParallel), its parameters are the optimizer's. Returns (the batch's mean
+    loss, its target tokens, the learning rate the step used)."""
+    src, tgt_in, tgt_out = batch
+    logits = model(src, tgt_in)
+    loss = criterion(logits.reshape(-1, logits.size(-1)), tgt_out.reshape(-1))
+    optimizer.zero_grad()
+    loss.backward()
+    nn.utils.clip_grad_norm_([p for group in optimizer.param_groups for p in group["params"]], clip_norm)
+    lr = optimizer.param_groups[0]["lr"]
+    optimizer.step()
+    scheduler.step()
+    return loss.item(), int((tgt_out != PAD).sum()), lr
+
+
 def inverse_sqrt(warmup):
     """LambdaLR's factor: linear warmup to 1 over `warmup` batches, then 1/sqrt decay."""
     def factor(step):

@@ -24,7 +24,7 @@ from torch import nn
 
 import steadfast
 from model import (PAD, Translator, Vocab, batch_indices, collate, corpus_bleu, encode_pairs,
-                   evaluate, hyperparameters, inverse_sqrt, read_split, resolve_data_dir)
+                   evaluate, hyperparameters, inverse_sqrt, read_split, resolve_data_dir, train_step)
 
 
 def main():
@@ -93,20 +93,10 @@ def main():
             model.train()
             loss_sum, tokens, started = 0.0, 0, time.monotonic()
             while steps < op.length:
-                src, tgt_in, tgt_out = collate([train[i] for i in batch_indices(
-                    steps, len(train), hp["batch_size"], hp["seed"])])
-                logits = model(src, tgt_in)
-                loss = criterion(logits.reshape(-1, logits.size(-1)), tgt_out.reshape(-1))
-                optimizer.zero_grad()
-                loss.backward()
-                nn.utils.clip_grad_norm_(model.parameters(), hp["clip_norm"])
-                lr = optimizer.param_groups[0]["lr"]
-                optimizer.step()
-                scheduler.step()
+                batch = collate([train[i] for i in batch_indices(steps, len(train), hp["batch_size"], hp["seed"])])
+                loss, n, lr = train_step(model, batch, criterion, optimizer, scheduler, hp["clip_norm"])
                 steps += 1
-
-                n = int((tgt_out != PAD).sum())
-                loss_sum, tokens = loss_sum + loss.item() * n, tokens + n
+                loss_sum, tokens = loss_sum + loss * n, tokens + n
                 if steps % hp["report_every"] == 0 or steps == op.length:
                     ctx.train.report_training_metrics(steps_completed=steps, metrics={
                         "loss": loss_sum / tokens,

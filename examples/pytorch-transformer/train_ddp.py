@@ -29,7 +29,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 import steadfast
 from model import (PAD, Translator, Vocab, batch_indices, collate, corpus_bleu, encode_pairs,
-                   evaluate, hyperparameters, inverse_sqrt, read_split, resolve_data_dir)
+                   evaluate, hyperparameters, inverse_sqrt, read_split, resolve_data_dir, train_step)
 
 
 def all_sum(values):
@@ -130,19 +130,11 @@ def train(ctx):
             # The same global batch as the single-slot example; this rank takes every
             # world-th pair of it.
             shard = batch_indices(steps, len(train_set), hp["batch_size"], hp["seed"])[rank::world]
-            src, tgt_in, tgt_out = collate([train_set[i] for i in shard])
-            logits = ddp(src, tgt_in)
-            loss = criterion(logits.reshape(-1, logits.size(-1)), tgt_out.reshape(-1))
-            optimizer.zero_grad()
-            loss.backward()
-            nn.utils.clip_grad_norm_(model.parameters(), hp["clip_norm"])
-            lr = optimizer.param_groups[0]["lr"]
-            optimizer.step()
-            scheduler.step()
+            # DDP averages the gradients of the ranks in backward().
+            loss, n, lr = train_step(ddp, collate([train_set[i] for i in shard]), criterion, optimizer, scheduler,
+                                     hp["clip_norm"])
             steps += 1
-
-            n = int((tgt_out != PAD).sum())
-            loss_sum, tokens = loss_sum + loss.item() * n, tokens + n
+            loss_sum, tokens = loss_sum + loss * n, tokens + n
             if steps % hp["report_every"] == 0 or steps == op.length:
                 loss_sum, tokens = all_sum([loss_sum, tokens])  # every rank, same steps
                 # Reported by every rank; the library keeps the chief's and drops the others'.
