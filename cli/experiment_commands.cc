@@ -395,6 +395,19 @@ int ChangeExperimentsOrOne(const std::string& verb, const CLI::App& command, con
 
 }  // namespace
 
+namespace {
+
+// --config KEY=VALUE, repeatable: one KEY=VALUE per flag, so a positional may follow it.
+void AddConfigOverrides(ClusterCommand& command, const std::string& help) {
+  command.app->add_option("--config", command.flags->overrides, help)
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false)
+      ->default_str("")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+}
+
+}  // namespace
+
 void AddExperimentCommands(CLI::App& sf, CommandAction& action) {
   CLI::App* experiment = sf.add_subcommand("experiment", "create, list and control experiments");
   experiment->alias("e");
@@ -413,13 +426,7 @@ void AddExperimentCommands(CLI::App& sf, CommandAction& action) {
                        "create it paused (start it with `sf experiment activate`)");
   create.app->add_option("-w,--workspace", create.flags->workspace,
                          "the workspace it belongs to (default Uncategorized; you must be an editor there)");
-  create.app
-      ->add_option("--config", create.flags->overrides,
-                   "override one field of the YAML (e.g. searcher.max_trials=4); repeatable")
-      ->type_name("KEY=VALUE")
-      ->allow_extra_args(false)  // one KEY=VALUE per --config, so FILE may follow it
-      ->default_str("")
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  AddConfigOverrides(create, "override one field of the YAML (e.g. searcher.max_trials=4); repeatable");
 
   ClusterCommand fork = AddCommand(experiment, "fork",
                                    "create a new experiment from an existing one's config, with overrides",
@@ -430,13 +437,7 @@ void AddExperimentCommands(CLI::App& sf, CommandAction& action) {
   fork.app->add_flag("--paused", fork.flags->paused, "create it paused (start it with `sf experiment activate`)");
   fork.app->add_option("-w,--workspace", fork.flags->workspace,
                        "the workspace it belongs to (default: the original's; you must be an editor there)");
-  fork.app
-      ->add_option("--config", fork.flags->overrides,
-                   "override one field of the config (e.g. searcher.max_length.batches=5000); repeatable")
-      ->type_name("KEY=VALUE")
-      ->allow_extra_args(false)
-      ->default_str("")
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  AddConfigOverrides(fork, "override one field of the config (e.g. searcher.max_length.batches=5000); repeatable");
 
   ClusterCommand resume = AddCommand(
       experiment, "continue",

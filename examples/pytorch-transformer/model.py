@@ -17,6 +17,7 @@ the other.
 """
 
 import collections
+import json
 import math
 import os
 import re
@@ -103,6 +104,25 @@ class Vocab:
             elif i > UNK:
                 pieces.append(self.itos[i])
         return detokenize(pieces)
+
+
+def build_vocabs(train_pairs, min_freq):
+    """The source and target vocabularies of the training pairs."""
+    return (Vocab.build([s for s, _ in train_pairs], min_freq),
+            Vocab.build([t for _, t in train_pairs], min_freq))
+
+
+def write_vocabs(directory, src_vocab, tgt_vocab):
+    """Both vocabularies into `directory`/vocab.json (a checkpoint's)."""
+    with open(os.path.join(directory, "vocab.json"), "w", encoding="utf-8") as f:
+        json.dump({"de": src_vocab.itos, "en": tgt_vocab.itos}, f, ensure_ascii=False)
+
+
+def read_vocabs(directory):
+    """The vocabularies write_vocabs put in `directory`."""
+    with open(os.path.join(directory, "vocab.json"), encoding="utf-8") as f:
+        vocab = json.load(f)
+    return Vocab(vocab["de"]), Vocab(vocab["en"])
 
 
 def resolve_data_dir(context_directory, data_dir):

@@ -9,7 +9,6 @@ See README.md; the model, tokenizer and BLEU are in model.py.
 """
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -23,8 +22,9 @@ import torch
 from torch import nn
 
 import steadfast
-from model import (PAD, Translator, Vocab, batch_indices, collate, corpus_bleu, encode_pairs,
-                   evaluate, hyperparameters, inverse_sqrt, read_split, resolve_data_dir, train_step)
+from model import (PAD, Translator, batch_indices, build_vocabs, collate, corpus_bleu, encode_pairs, evaluate,
+                   hyperparameters, inverse_sqrt, read_split, read_vocabs, resolve_data_dir, train_step,
+                   write_vocabs)
 
 
 def main():
@@ -47,12 +47,9 @@ def main():
         if ctx.info.latest_checkpoint:
             with ctx.checkpoint.restore_path(ctx.info.latest_checkpoint) as path:
                 state = torch.load(os.path.join(path, "state.pt"))
-                with open(os.path.join(path, "vocab.json"), encoding="utf-8") as f:
-                    vocab = json.load(f)
-            src_vocab, tgt_vocab = Vocab(vocab["de"]), Vocab(vocab["en"])
+                src_vocab, tgt_vocab = read_vocabs(path)
         else:
-            src_vocab = Vocab.build([s for s, _ in train_pairs], hp["min_freq"])
-            tgt_vocab = Vocab.build([t for _, t in train_pairs], hp["min_freq"])
+            src_vocab, tgt_vocab = build_vocabs(train_pairs, hp["min_freq"])
         train = encode_pairs(train_pairs, src_vocab, tgt_vocab)
         valid = encode_pairs(valid_pairs, src_vocab, tgt_vocab)
         references = [t for _, t in valid_pairs]
@@ -83,8 +80,7 @@ def main():
                 torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                             "scheduler": scheduler.state_dict(), "rng": torch.get_rng_state(),
                             "steps": steps}, os.path.join(path, "state.pt"))
-                with open(os.path.join(path, "vocab.json"), "w", encoding="utf-8") as f:
-                    json.dump({"de": src_vocab.itos, "en": tgt_vocab.itos}, f, ensure_ascii=False)
+                write_vocabs(path, src_vocab, tgt_vocab)
             saved_at = steps
 
         for op in ctx.searcher.operations():  # train to op.length batches (the trial's total)

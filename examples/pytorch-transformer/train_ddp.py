@@ -12,7 +12,6 @@ writes the checkpoints. It shares model.py with train.py.
 """
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -28,8 +27,9 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 import steadfast
-from model import (PAD, Translator, Vocab, batch_indices, collate, corpus_bleu, encode_pairs,
-                   evaluate, hyperparameters, inverse_sqrt, read_split, resolve_data_dir, train_step)
+from model import (PAD, Translator, batch_indices, build_vocabs, collate, corpus_bleu, encode_pairs, evaluate,
+                   hyperparameters, inverse_sqrt, read_split, read_vocabs, resolve_data_dir, train_step,
+                   write_vocabs)
 
 
 def all_sum(values):
@@ -71,12 +71,9 @@ def train(ctx):
     if ctx.info.latest_checkpoint:
         with ctx.checkpoint.restore_path(ctx.info.latest_checkpoint) as path:
             state = torch.load(os.path.join(path, "state.pt"))
-            with open(os.path.join(path, "vocab.json"), encoding="utf-8") as f:
-                vocab = json.load(f)
-        src_vocab, tgt_vocab = Vocab(vocab["de"]), Vocab(vocab["en"])
+            src_vocab, tgt_vocab = read_vocabs(path)
     else:
-        src_vocab = Vocab.build([s for s, _ in train_pairs], hp["min_freq"])
-        tgt_vocab = Vocab.build([t for _, t in train_pairs], hp["min_freq"])
+        src_vocab, tgt_vocab = build_vocabs(train_pairs, hp["min_freq"])
     train_set = encode_pairs(train_pairs, src_vocab, tgt_vocab)
     # This rank's shard of the validation set; the sums are added up over the ranks.
     valid = encode_pairs(valid_pairs[rank::world], src_vocab, tgt_vocab)
@@ -116,8 +113,7 @@ def train(ctx):
                 torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                             "scheduler": scheduler.state_dict(), "rng": rng, "steps": steps},
                            os.path.join(path, "state.pt"))
-                with open(os.path.join(path, "vocab.json"), "w", encoding="utf-8") as f:
-                    json.dump({"de": src_vocab.itos, "en": tgt_vocab.itos}, f, ensure_ascii=False)
+                write_vocabs(path, src_vocab, tgt_vocab)
         dist.barrier()
         saved_at = steps
 

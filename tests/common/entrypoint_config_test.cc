@@ -20,27 +20,11 @@ using Sections = std::vector<std::pair<std::string, std::string>>;
 // A valid user-code document, one line per section (so section k is on line k + 1), with
 // sections replaced ("" drops one) or added at the end.
 std::string UserDoc(const Sections& changes = {}) {
-  Sections s = {
-      {"name", "name: user-code"},
-      {"entrypoint", "entrypoint: python3 train.py --epochs 3"},
-      {"hyperparameters", "hyperparameters: {lr: 0.1}"},
-      {"searcher", "searcher: {name: single, metric: accuracy, max_length: {batches: 100}}"},
-  };
-  for (const auto& [key, text] : changes) {
-    bool found = false;
-    for (auto& [k, v] : s) {
-      if (k == key) {
-        v = text;
-        found = true;
-      }
-    }
-    if (!found) s.emplace_back(key, text);
-  }
-  std::string out;
-  for (const auto& [k, v] : s) {
-    if (!v.empty()) out += v + "\n";
-  }
-  return out;
+  return testing::WithSections({{"name", "name: user-code"},
+                                {"entrypoint", "entrypoint: python3 train.py --epochs 3"},
+                                {"hyperparameters", "hyperparameters: {lr: 0.1}"},
+                                {"searcher", "searcher: {name: single, metric: accuracy, max_length: {batches: 100}}"}},
+                               changes);
 }
 
 // Each error as "line:column: path: message".

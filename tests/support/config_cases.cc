@@ -3,8 +3,7 @@
 namespace sf::testing {
 namespace {
 
-// A valid document as named top-level sections; cases replace or drop sections.
-using Sections = std::vector<std::pair<std::string, std::string>>;
+using Sections = ConfigSections;
 
 Sections BaseSections() {
   return {
@@ -28,30 +27,29 @@ Sections BaseSections() {
   };
 }
 
-std::string Build(const Sections& sections) {
-  std::string out;
-  for (const auto& [k, v] : sections) {
-    if (!v.empty()) out += v + "\n";
-  }
-  return out;
-}
-
 }  // namespace
 
-// The base document with some sections replaced ("" drops one) or added.
-std::string With(std::vector<std::pair<std::string, std::string>> changes) {
-  Sections s = BaseSections();
-  for (auto& [key, text] : changes) {
+std::string WithSections(ConfigSections base, const ConfigSections& changes) {
+  for (const auto& [key, text] : changes) {
     bool found = false;
-    for (auto& [k, v] : s) {
+    for (auto& [k, v] : base) {
       if (k == key) {
         v = text;
         found = true;
       }
     }
-    if (!found) s.emplace_back(key, text);
+    if (!found) base.emplace_back(key, text);
   }
-  return Build(s);
+  std::string out;
+  for (const auto& [k, v] : base) {
+    if (!v.empty()) out += v + "\n";
+  }
+  return out;
+}
+
+// The base document with some sections replaced ("" drops one) or added.
+std::string With(std::vector<std::pair<std::string, std::string>> changes) {
+  return WithSections(BaseSections(), changes);
 }
 
 std::vector<ConfigCase> ConfigCases() {

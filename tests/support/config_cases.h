@@ -20,6 +20,12 @@ struct ConfigCase {
 // conflicting fields, YAML syntax errors, empty and binary documents.
 std::vector<ConfigCase> ConfigCases();
 
+// A document as named top-level sections, in order, one section's text each.
+using ConfigSections = std::vector<std::pair<std::string, std::string>>;
+
+// `base` with sections replaced ("" drops one) or added at the end, as YAML text.
+std::string WithSections(ConfigSections base, const ConfigSections& changes);
+
 // A valid base document with top-level sections replaced ("" drops one) or added.
 std::string With(std::vector<std::pair<std::string, std::string>> changes);
 
