@@ -10,6 +10,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/trainer/guarded_backend.h"
@@ -55,10 +56,14 @@ class DeviceModelTest : public ::testing::TestWithParam<std::string> {
   int threads_ = 1;
 };
 
+// Every dropout (activation dropout included) and an untied output projection: the same masks
+// and the projection's own gradient on the device.
 TEST_P(DeviceModelTest, LogitsLossAndEveryGradientMatchTheCpuEngineInFp32) {
   TransformerConfig c = SmallConfig();
   c.dropout = 0.1f;
   c.attention_dropout = 0.1f;
+  c.activation_dropout = 0.1f;
+  c.share_decoder_input_output_embed = false;
   c.normalize_before = true;
   Transformer<float> on_cpu(c, &cpu_, DType::kF32), on_dev(c, device_.get(), DType::kF32);
   on_cpu.InitParameters(3);
@@ -182,15 +187,18 @@ TEST_P(DeviceModelTest, CheckpointsResumeAcrossDevices) {
 // best continuations crossing to the host) against the host search (Translator on a CPU model)
 // with the same weights: the same hypotheses, scores equal up to GEMM rounding. Random models
 // with EOS's output row shrunk, so hypotheses run a few tokens and beams disagree; pre- and
-// post-norm, tied and separate embeddings, greedy and beams, length penalty, several working
-// batches per call (so finished sentences leave batches and caches are compacted).
+// post-norm, tied and separate embeddings, a tied and an untied output projection, greedy and
+// beams, length penalty, several working batches per call (so finished sentences leave batches
+// and caches are compacted).
 TEST_P(DeviceModelTest, BeamSearchOnTheDeviceAgreesWithTheHostSearch) {
   auto make = [](const TransformerConfig& c, Backend<float>* be) {
     auto m = std::make_unique<Transformer<float>>(c, be, DType::kF32);
     m->InitParameters(7);
     ParamStore<float>& store = m->params();
     store.PullValues();
-    const int id = store.Find(c.share_embeddings ? "encoder.embed_tokens.weight" : "decoder.embed_tokens.weight");
+    const int id = store.Find(!c.share_decoder_input_output_embed ? "decoder.output_projection.weight"
+                              : c.share_embeddings                ? "encoder.embed_tokens.weight"
+                                                                  : "decoder.embed_tokens.weight");
     float* eos_row = store.host_value(id) + 2 * c.d_model;
     for (int64_t j = 0; j < c.d_model; ++j) eos_row[j] *= 0.35f;
     store.PushValues();
@@ -206,10 +214,11 @@ TEST_P(DeviceModelTest, BeamSearchOnTheDeviceAgreesWithTheHostSearch) {
   }
   int64_t tokens = 0;
   for (bool pre : {true, false}) {
-    for (bool shared : {true, false}) {
+    for (auto [shared, tied] : {std::pair{true, true}, {false, true}, {false, false}}) {
       TransformerConfig c = SmallConfig();
       c.normalize_before = pre;
       c.share_embeddings = shared;
+      c.share_decoder_input_output_embed = tied;
       c.dropout = 0.3f;  // must be off at inference
       c.src_vocab = 40;
       c.tgt_vocab = shared ? 40 : 37;
@@ -219,7 +228,8 @@ TEST_P(DeviceModelTest, BeamSearchOnTheDeviceAgreesWithTheHostSearch) {
       for (int beam : {1, 3, 5}) {
         for (float lenpen : {1.0f, 0.6f}) {
           SCOPED_TRACE(std::string(pre ? "pre" : "post") + "-norm, " + (shared ? "shared" : "separate") +
-                       " vocab, beam " + std::to_string(beam) + ", lenpen " + std::to_string(lenpen));
+                       " vocab, " + (tied ? "tied" : "untied") + " output, beam " +
+                       std::to_string(beam) + ", lenpen " + std::to_string(lenpen));
           BeamOptions o;
           o.beam = beam;
           o.lenpen = lenpen;

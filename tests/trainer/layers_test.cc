@@ -139,6 +139,36 @@ TEST_F(LayerGradTest, FeedForwardGeluAndRelu) {
   }
 }
 
+// Activation dropout (fairseq's activation_dropout) between the activation and fc2: the
+// backward matches finite differences with the mask of the dropout site; the output differs
+// from p = 0 in training, and equals it exactly in evaluation.
+TEST_F(LayerGradTest, FeedForwardActivationDropout) {
+  for (Activation act : {Activation::kGelu, Activation::kRelu}) {
+    ParamStore<double> store, store0;
+    FeedForward<double> ffn(store, "", C, F, act, 0.3f, 5);
+    FeedForward<double> ffn0(store0, "", C, F, act);
+    store.Finalize();
+    store0.Finalize();
+    RandomizeParams(store, 4);
+    RandomizeParams(store0, 4);
+    auto x = Random(B * T * C, 5), w = Random(B * T * C, 6);
+    std::vector<double> y(x.size()), y0(x.size()), dx(x.size(), 0.0);
+    ffn0.Forward(ctx_, x.data(), y0.data(), B * T);
+    ffn.Forward(ctx_, x.data(), y.data(), B * T);
+    EXPECT_NE(y, y0) << "activation dropout changed nothing in training";
+    ffn.Backward(ctx_, w.data(), dx.data(), B * T, 0.0f);
+    auto targets = ParamTargets(store, {"fc2.bias"});
+    targets.push_back({"x", x.data(), dx.data(), static_cast<int64_t>(x.size())});
+    CheckGradients([&] { ffn.Forward(ctx_, x.data(), y.data(), B * T); return Dot(y.data(), w); },
+                   targets);
+    ctx_.training = false;
+    ffn.Forward(ctx_, x.data(), y.data(), B * T);
+    ffn0.Forward(ctx_, x.data(), y0.data(), B * T);
+    ctx_.training = true;
+    EXPECT_EQ(y, y0) << "activation dropout must be off in evaluation";
+  }
+}
+
 TEST_F(LayerGradTest, SelfAttentionWithPaddingCausalAndDropout) {
   std::vector<uint8_t> pad(B * T, 0);
   pad[1 * T + 3] = pad[1 * T + 4] = 1;
@@ -190,6 +220,7 @@ LayerOptions Options(bool pre_norm) {
   o.ffn_dim = LayerGradTest::F;
   o.dropout = 0.25f;
   o.attention_dropout = 0.15f;
+  o.activation_dropout = 0.2f;
   o.activation = Activation::kGelu;
   o.normalize_before = pre_norm;
   return o;
@@ -200,7 +231,7 @@ TEST_F(LayerGradTest, EncoderLayerPostAndPreNorm) {
   pad[1 * T + 4] = 1;
   for (bool pre : {false, true}) {
     ParamStore<double> store;
-    EncoderLayer<double> layer(store, "encoder.layers.0.", Options(pre), 1);
+    EncoderLayer<double> layer(store, "encoder.layers.0.", Options(pre), 1, 9);
     store.Finalize();
     RandomizeParams(store, 15);
     auto x = Random(B * T * C, 16), w = Random(B * T * C, 17);
@@ -220,7 +251,7 @@ TEST_F(LayerGradTest, DecoderLayerPostAndPreNorm) {
   spad[0 * Ts + 5] = spad[0 * Ts + 6] = 1;
   for (bool pre : {false, true}) {
     ParamStore<double> store;
-    DecoderLayer<double> layer(store, "decoder.layers.0.", Options(pre), 1);
+    DecoderLayer<double> layer(store, "decoder.layers.0.", Options(pre), 1, 9);
     store.Finalize();
     RandomizeParams(store, 18);
     auto y = Random(B * T * C, 19), enc = Random(B * Ts * C, 20), w = Random(B * T * C, 21);
@@ -275,7 +306,8 @@ TEST_F(LayerGradTest, EmbeddingScaledWithPositionsAndDropout) {
 }
 
 // The whole model: loss = label-smoothed CE summed over non-pad targets.
-void CheckWholeModel(bool pre_norm, bool share, Activation act) {
+void CheckWholeModel(bool pre_norm, bool share, Activation act, float activation_dropout = 0.0f,
+                     bool tied_output = true) {
   ReferenceBackend<double> ref;
   TransformerConfig c;
   c.d_model = 8;
@@ -288,12 +320,17 @@ void CheckWholeModel(bool pre_norm, bool share, Activation act) {
   c.activation = act;
   c.normalize_before = pre_norm;
   c.share_embeddings = share;
+  c.activation_dropout = activation_dropout;
+  c.share_decoder_input_output_embed = tied_output;
   c.src_vocab = 11;
   c.tgt_vocab = share ? 11 : 13;
   c.pad_id = 1;
   c.max_positions = 32;
   ASSERT_TRUE(c.Validate().ok());
   Transformer<double> model(c, &ref, DType::kF64);
+  if (!tied_output) {
+    ASSERT_GE(model.params().Find("decoder.output_projection.weight"), 0);
+  }
   model.InitParameters(5);
   model.context().seed = 3;
   const int64_t B = 2, Ts = 5, Tt = 4;
@@ -317,6 +354,14 @@ void CheckWholeModel(bool pre_norm, bool share, Activation act) {
 
 TEST(ModelGradTest, PostNormSeparateEmbeddingsRelu) { CheckWholeModel(false, false, Activation::kRelu); }
 TEST(ModelGradTest, PreNormSharedEmbeddingsGelu) { CheckWholeModel(true, true, Activation::kGelu); }
+// The untied output projection ("decoder.output_projection.weight") is checked like every
+// other parameter, with activation dropout on in both layer stacks.
+TEST(ModelGradTest, PostNormUntiedOutputProjectionActivationDropoutRelu) {
+  CheckWholeModel(false, false, Activation::kRelu, 0.25f, false);
+}
+TEST(ModelGradTest, PreNormUntiedOutputProjectionActivationDropoutGelu) {
+  CheckWholeModel(true, false, Activation::kGelu, 0.25f, false);
+}
 
 }  // namespace
 }  // namespace sf

@@ -114,6 +114,14 @@ TEST(PyTorchReference, PostNormSeparateEmbeddingsMatchesInFp32) {
   CompareWithPyTorch(SmallConfig());
 }
 
+// share_decoder_input_output_embed: false — the logits come from
+// decoder.output_projection.weight, which gets its own gradient.
+TEST(PyTorchReference, PostNormUntiedOutputProjectionMatchesInFp32) {
+  TransformerConfig c = SmallConfig();
+  c.share_decoder_input_output_embed = false;
+  CompareWithPyTorch(c);
+}
+
 TEST(PyTorchReference, PreNormSharedEmbeddingsGeluMatchesInFp32) {
   TransformerConfig c = SmallConfig();
   c.normalize_before = true;
@@ -146,8 +154,8 @@ class SingleThread {
 
 // Mixed precision keeps only compute-dtype copies of many activations and passes their fp32
 // values through shared scratch; comparing every gradient with fp32 checks that wiring, in
-// post-norm (ReLU) without dropout and in pre-norm (GELU) with both dropouts (the same masks in
-// both runs).
+// post-norm (ReLU) without dropout and in pre-norm (GELU) with every dropout, activation
+// dropout included (the same masks in both runs).
 void ExpectLowPrecisionCloseToFp32(const TransformerConfig& c) {
   const char* variant = c.normalize_before ? "pre-norm, GELU, dropout" : "post-norm, ReLU";
   CpuBackend backend;
@@ -199,6 +207,7 @@ TEST(MixedPrecision, Bf16AndFp16ForwardBackwardCloseToFp32) {
   c.normalize_before = true;
   c.dropout = 0.1f;
   c.attention_dropout = 0.1f;
+  c.activation_dropout = 0.1f;
   c.activation = Activation::kGelu;
   ExpectLowPrecisionCloseToFp32(c);
 }

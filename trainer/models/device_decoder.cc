@@ -173,7 +173,11 @@ Status DeviceDecoder::TranslateBatch(const std::vector<const std::vector<int32_t
   const int beam = opt.beam;
   const float* enc_table = W("encoder.embed_tokens.weight");
   const float* dec_table = cfg.share_embeddings ? enc_table : W("decoder.embed_tokens.weight");
-  if (!enc_table || !dec_table) return Internal("model has no embedding tables");
+  const float* output_projection =
+      cfg.share_decoder_input_output_embed ? dec_table : W("decoder.output_projection.weight");
+  if (!enc_table || !dec_table || !output_projection) {
+    return Internal("model has no embedding tables or output projection");
+  }
 
   // ---- encoder over the padded sources (each + EOS, right-padded)
   int64_t Ts = 1;
@@ -319,7 +323,7 @@ Status DeviceDecoder::TranslateBatch(const std::vector<const std::vector<int32_t
       last = h_.data<float>();
     }
     logits_.Resize({N, V}, DType::kF32, be_.allocator());
-    be_.Gemm(1, N, V, C, Operand(last, false, C), Operand(dec_table, true, C, 0, true),
+    be_.Gemm(1, N, V, C, Operand(last, false, C), Operand(output_projection, true, C, 0, true),
              logits_.data<float>(), V, 0, 1.0f, 0.0f);
     // Each row's best continuations: [N, k] scores, [N, k] tokens, [N] EOS scores, in one block.
     auto* base = static_cast<const float*>(Stage(base_, search.cumulative(), DType::kF32));

@@ -102,15 +102,19 @@ Result<TransformerConfig> MakeModelConfig(const std::string& name,
       else if (key == "tgt_vocab") c.tgt_vocab = i;
       else if (key == "pad_id") c.pad_id = static_cast<int32_t>(i);
       else c.max_positions = i;
-    } else if (key == "dropout" || key == "attention_dropout" || key == "label_smoothing") {
+    } else if (key == "dropout" || key == "attention_dropout" || key == "activation_dropout" ||
+               key == "label_smoothing") {
       SF_RETURN_IF_ERROR(ParseFloat(key, v, &f));
       if (key == "dropout") c.dropout = f;
       else if (key == "attention_dropout") c.attention_dropout = f;
+      else if (key == "activation_dropout") c.activation_dropout = f;
       else c.label_smoothing = f;
-    } else if (key == "normalize_before" || key == "share_embeddings") {
+    } else if (key == "normalize_before" || key == "share_embeddings" ||
+               key == "share_decoder_input_output_embed") {
       SF_RETURN_IF_ERROR(ParseBool(key, v, &b));
       if (key == "normalize_before") c.normalize_before = b;
-      else c.share_embeddings = b;
+      else if (key == "share_embeddings") c.share_embeddings = b;
+      else c.share_decoder_input_output_embed = b;
     } else if (key == "activation") {
       if (v == "relu") c.activation = Activation::kRelu;
       else if (v == "gelu") c.activation = Activation::kGelu;

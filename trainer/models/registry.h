@@ -2,10 +2,11 @@
 // ("transformer_tiny", "transformer_base", "transformer_big") plus hyperparameters gives a TransformerConfig.
 //
 // Hyperparameters arrive as strings keyed by their YAML name (arch, d_model, heads,
-// encoder_layers, decoder_layers, ffn_dim, dropout, attention_dropout, activation,
-// normalize_before, share_embeddings, src_vocab, tgt_vocab, pad_id, label_smoothing,
-// max_positions); values given override the preset's. Errors name the field path
-// ("hyperparameters.heads: 5 does not divide d_model 256"). Thread-safe (stateless).
+// encoder_layers, decoder_layers, ffn_dim, dropout, attention_dropout, activation_dropout,
+// activation, normalize_before, share_embeddings, share_decoder_input_output_embed, src_vocab,
+// tgt_vocab, pad_id, label_smoothing, max_positions); values given override the preset's.
+// Errors name the field path ("hyperparameters.heads: 5 does not divide d_model 256").
+// Thread-safe (stateless).
 #pragma once
 
 #include <map>

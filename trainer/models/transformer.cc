@@ -1,6 +1,7 @@
 #include "trainer/models/transformer.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -20,6 +21,8 @@ Status TransformerConfig::Validate() const {
   if (!(dropout >= 0 && dropout < 1)) return bad("dropout", "must be in [0, 1)");
   if (!(attention_dropout >= 0 && attention_dropout < 1))
     return bad("attention_dropout", "must be in [0, 1)");
+  if (!(activation_dropout >= 0 && activation_dropout < 1))
+    return bad("activation_dropout", "must be in [0, 1)");
   if (src_vocab < 2) return bad("src_vocab", "must be >= 2");
   if (tgt_vocab < 2) return bad("tgt_vocab", "must be >= 2");
   if (pad_id < 0 || pad_id >= std::min(src_vocab, tgt_vocab))
@@ -27,6 +30,10 @@ Status TransformerConfig::Validate() const {
   if (share_embeddings && src_vocab != tgt_vocab)
     return bad("share_embeddings", "needs src_vocab == tgt_vocab (" + std::to_string(src_vocab) +
                                        " vs " + std::to_string(tgt_vocab) + ")");
+  if (share_embeddings && !share_decoder_input_output_embed)
+    return bad("share_decoder_input_output_embed",
+               "false contradicts share_embeddings: true (one table for source, target and "
+               "output)");
   if (!(label_smoothing >= 0 && label_smoothing < 1)) return bad("label_smoothing", "must be in [0, 1)");
   if (max_positions < 1) return bad("max_positions", "must be >= 1");
   return Status::Ok();
@@ -54,9 +61,16 @@ Transformer<T>::Transformer(const TransformerConfig& config, Backend<T>* backend
   o.ffn_dim = config.ffn_dim;
   o.dropout = config.dropout;
   o.attention_dropout = config.attention_dropout;
+  o.activation_dropout = config.activation_dropout;
   o.activation = config.activation;
   o.normalize_before = config.normalize_before;
   uint32_t site = 1;
+  // The activation-dropout sites follow every other site (one per layer, encoder then decoder),
+  // so the masks of models without it are what they were before it existed.
+  const uint32_t first_ffn_site =
+      3 + static_cast<uint32_t>(EncoderLayer<T>::kSites * config.encoder_layers +
+                                DecoderLayer<T>::kSites * config.decoder_layers);
+  uint32_t ffn_site = first_ffn_site;
   enc_embed_ = std::make_unique<TokenEmbedding<T>>(store_, "encoder.embed_tokens",
                                                    config.src_vocab, config.d_model,
                                                    config.pad_id, config.max_positions,
@@ -64,7 +78,7 @@ Transformer<T>::Transformer(const TransformerConfig& config, Backend<T>* backend
   for (int64_t i = 0; i < config.encoder_layers; ++i) {
     encoder_start_.push_back(store_.total_numel());
     encoder_.push_back(std::make_unique<EncoderLayer<T>>(
-        store_, "encoder.layers." + std::to_string(i) + ".", o, site));
+        store_, "encoder.layers." + std::to_string(i) + ".", o, site, ffn_site++));
     site += EncoderLayer<T>::kSites;
   }
   enc_norm_start_ = store_.total_numel();
@@ -78,12 +92,18 @@ Transformer<T>::Transformer(const TransformerConfig& config, Backend<T>* backend
   for (int64_t i = 0; i < config.decoder_layers; ++i) {
     decoder_start_.push_back(store_.total_numel());
     decoder_.push_back(std::make_unique<DecoderLayer<T>>(
-        store_, "decoder.layers." + std::to_string(i) + ".", o, site));
+        store_, "decoder.layers." + std::to_string(i) + ".", o, site, ffn_site++));
     site += DecoderLayer<T>::kSites;
   }
   dec_norm_start_ = store_.total_numel();
   if (config.normalize_before)
     dec_norm_ = std::make_unique<LayerNorm<T>>(store_, "decoder.layer_norm", config.d_model);
+  assert(site == first_ffn_site);
+  out_proj_start_ = store_.total_numel();
+  out_proj_ = config.share_decoder_input_output_embed
+                  ? dec_embed_->table()
+                  : store_.Add("decoder.output_projection.weight",
+                               {config.tgt_vocab, config.d_model}, true);
   store_.Finalize(backend->allocator());
 }
 
@@ -95,7 +115,8 @@ void Transformer<T>::InitParameters(uint64_t seed) {
   // Xavier-uniform for every matrix (fan_in + fan_out from its [out, in] shape), 0 for vectors.
   for (const ParamInfo& p : store_.params()) {
     T* v = store_.host_values() + p.offset;
-    if (p.shape.size() == 2 && p.name.find("embed_tokens") == std::string::npos) {
+    if (p.shape.size() == 2 && p.name.find("embed_tokens") == std::string::npos &&
+        p.name != "decoder.output_projection.weight") {
       const double a = std::sqrt(6.0 / static_cast<double>(p.shape[0] + p.shape[1]));
       std::uniform_real_distribution<double> u(-a, a);
       for (int64_t i = 0; i < p.numel; ++i) v[i] = static_cast<T>(u(rng));
@@ -109,6 +130,13 @@ void Transformer<T>::InitParameters(uint64_t seed) {
   for (auto& l : decoder_) l->Init();
   if (enc_norm_) enc_norm_->Init();
   if (dec_norm_) dec_norm_->Init();
+  if (!config_.share_decoder_input_output_embed) {
+    // fairseq: nn.init.normal_(output_projection.weight, std=C^-0.5); no padding row.
+    T* w = store_.host_value(out_proj_);
+    const double sd = 1.0 / std::sqrt(static_cast<double>(config_.d_model));
+    for (int64_t i = 0; i < config_.tgt_vocab * config_.d_model; ++i)
+      w[i] = static_cast<T>(next() * sd);
+  }
   store_.PushValues();
   WeightsUpdated();
 }
@@ -189,11 +217,10 @@ Result<CrossEntropyStats> Transformer<T>::Forward(const Seq2SeqBatch& b) {
   }
   dec_out_ = y;
   dec_out_c_ = ctx_.AsCompute(y, nt * C, dec_out_cast_);
-  // logits[Nt, V] = y[Nt, C] . E^T  (E [V, C], the decoder's embedding table)
+  // logits[Nt, V] = y[Nt, C] . W_out^T  (W_out [V, C]: the decoder's table or its own matrix)
   const DType cdt = ctx_.compute();
   ctx_.backend().Gemm(1, nt, V, C, GemmOperand{dec_out_c_, cdt, false, C, 0},
-                      GemmOperand{store_.compute_value(dec_embed_->table(), cdt), cdt, true, C, 0,
-                                  true},
+                      GemmOperand{store_.compute_value(out_proj_, cdt), cdt, true, C, 0, true},
                       logits_.data<T>(), V, 0, 1.0f, 0.0f);
   // bf16 training: the loss gradient (unscaled; Backward applies grad_scale as the GEMMs' alpha,
   // exact for bf16's fp32 range) comes out of the same pass over the logits as the loss. fp32
@@ -237,18 +264,19 @@ void Transformer<T>::Backward(float grad_scale) {
     be.CrossEntropyBackward(logits_.data<T>(), lse_.data<T>(), tgt_out_, dlog, cdt, nt, V,
                             c.label_smoothing, c.pad_id, grad_scale);
   }
-  const int table = dec_embed_->table();
   T* gy = grad_a_.data<T>();
-  // dy[Nt, C] = dlogits[Nt, V] . E[V, C];  dE[V, C] += dlogits^T . y
+  // dy[Nt, C] = dlogits[Nt, V] . W_out[V, C];  dW_out[V, C] += dlogits^T . y
   be.Gemm(1, nt, C, V, GemmOperand{dlog, cdt, false, V, 0},
-          GemmOperand{store_.compute_value(table, cdt), cdt, false, C, 0, true}, gy, C, 0, alpha,
-          0.0f);
+          GemmOperand{store_.compute_value(out_proj_, cdt), cdt, false, C, 0, true}, gy, C, 0,
+          alpha, 0.0f);
   be.Gemm(1, V, C, nt, GemmOperand{dlog, cdt, true, V, 0},
-          GemmOperand{dec_out_c_, cdt, false, C, 0}, store_.grad(table), C, 0, alpha, 1.0f);
+          GemmOperand{dec_out_c_, cdt, false, C, 0}, store_.grad(out_proj_), C, 0, alpha, 1.0f);
   T* other = grad_b_.data<T>();
   auto final_from = [this](int64_t offset) {
     if (grads_final_) grads_final_(offset);
   };
+  // An untied output projection, stored last, is complete now.
+  if (!c.share_decoder_input_output_embed) final_from(out_proj_start_);
   if (dec_norm_) {
     dec_norm_->Backward(ctx_, gy, other, nt, false);
     std::swap(gy, other);

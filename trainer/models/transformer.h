@@ -1,11 +1,14 @@
 // Transformer encoder-decoder for sequence-to-sequence training (Vaswani et al. 2017, with
 // fairseq's conventions: scaled embeddings + sinusoidal positions, post-norm by default, tied
-// decoder input/output embeddings, label-smoothed cross-entropy).
+// decoder input/output embeddings unless share_decoder_input_output_embed is false,
+// label-smoothed cross-entropy).
 //
 // Data flow (B = batch, Ts/Tt = source/target length, C = d_model, V = target vocabulary):
 //   src [B,Ts] -> embed -> encoder layers (-> encoder.layer_norm if pre-norm) -> enc [B,Ts,C]
 //   tgt_in [B,Tt] -> embed -> decoder layers(enc) (-> decoder.layer_norm) -> y [B,Tt,C]
-//   logits [B*Tt, V] = y . E_dec^T  (no bias);  loss = label-smoothed CE(logits, tgt_out)
+//   logits [B*Tt, V] = y . W_out^T  (no bias);  loss = label-smoothed CE(logits, tgt_out)
+// W_out is the decoder's embedding table E_dec (tied, the default) or its own [V, C] matrix
+// "decoder.output_projection.weight" (share_decoder_input_output_embed = false), stored last.
 // Parameter names and shapes are listed in docs/model-format.md.
 //
 // Usage per micro-batch: Forward(batch) then Backward(grad_scale). Gradients ACCUMULATE into
@@ -41,9 +44,13 @@ struct TransformerConfig {
   int64_t ffn_dim = 2048;
   float dropout = 0.1f;
   float attention_dropout = 0.0f;
+  float activation_dropout = 0.0f;  // after the feed-forward's activation (fairseq's name)
   Activation activation = Activation::kRelu;
   bool normalize_before = false;
   bool share_embeddings = false;  // one table for source, target and output (needs equal vocab)
+  // The output projection is the decoder's embedding table (true) or its own matrix (false;
+  // contradicts share_embeddings, which ties all three).
+  bool share_decoder_input_output_embed = true;
   int64_t src_vocab = 8000;
   int64_t tgt_vocab = 8000;
   int32_t pad_id = 1;  // fairseq's <pad>
@@ -81,7 +88,8 @@ class Transformer {
   ParamStore<T>& params() { return store_; }
 
   // fairseq-style initialisation from `seed`: embeddings N(0, C^-1/2) with zero pad rows,
-  // linear weights Xavier-uniform, biases 0, layer norms 1/0.
+  // linear weights Xavier-uniform, biases 0, layer norms 1/0, an untied output projection
+  // N(0, C^-1/2) (drawn last, so the other parameters are those of the tied model).
   void InitParameters(uint64_t seed);
   // Call after the weights changed (refreshes the bf16/f16 mirror used by GEMMs).
   void WeightsUpdated();
@@ -116,9 +124,10 @@ class Transformer {
   std::vector<std::unique_ptr<EncoderLayer<T>>> encoder_;
   std::vector<std::unique_ptr<DecoderLayer<T>>> decoder_;
   std::unique_ptr<LayerNorm<T>> enc_norm_, dec_norm_;
+  int out_proj_ = -1;  // the output projection's parameter id: the decoder table when tied
   std::function<void(int64_t)> grads_final_;
   // Store offset where each module's parameters begin.
-  int64_t enc_norm_start_ = 0, dec_embed_start_ = 0, dec_norm_start_ = 0;
+  int64_t enc_norm_start_ = 0, dec_embed_start_ = 0, dec_norm_start_ = 0, out_proj_start_ = 0;
   std::vector<int64_t> encoder_start_, decoder_start_;
   bool mirror_stale_ = true;
   bool loss_grad_ready_ = false;  // Forward left the unscaled loss gradient in dlogits_low_

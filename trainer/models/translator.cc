@@ -243,7 +243,11 @@ Status Translator::TranslateBatch(const std::vector<const std::vector<int32_t>*>
   const int beam = opt.beam;
   const float* enc_table = W("encoder.embed_tokens.weight");
   const float* dec_table = cfg.share_embeddings ? enc_table : W("decoder.embed_tokens.weight");
-  if (!enc_table || !dec_table) return Internal("model has no embedding tables");
+  const float* output_projection =
+      cfg.share_decoder_input_output_embed ? dec_table : W("decoder.output_projection.weight");
+  if (!enc_table || !dec_table || !output_projection) {
+    return Internal("model has no embedding tables or output projection");
+  }
   auto name = [](const char* side, int64_t i, const char* rest) {
     return std::string(side) + ".layers." + std::to_string(i) + "." + rest;
   };
@@ -438,7 +442,7 @@ Status Translator::TranslateBatch(const std::vector<const std::vector<int32_t>*>
     }
     if (pre) RowLayerNorm(last.data(), W("decoder.layer_norm.weight"), W("decoder.layer_norm.bias"), last.data(), N, C);
     logits.resize(static_cast<size_t>(N * V));
-    Linear(last.data(), N, C, dec_table, nullptr, V, logits.data());
+    Linear(last.data(), N, C, output_projection, nullptr, V, logits.data());
     // Each row's best continuations, then the choice of the next beams.
     const int64_t k = search.candidates_per_row();
     top_scores.resize(static_cast<size_t>(N * k));

@@ -20,6 +20,8 @@ std::map<std::string, std::string> ConfigMetadata(const TransformerConfig& c) {
           {"activation", c.activation == Activation::kRelu ? "relu" : "gelu"},
           {"normalize_before", c.normalize_before ? "true" : "false"},
           {"share_embeddings", c.share_embeddings ? "true" : "false"},
+          {"share_decoder_input_output_embed",
+           c.share_decoder_input_output_embed ? "true" : "false"},
           {"src_vocab", std::to_string(c.src_vocab)},
           {"tgt_vocab", std::to_string(c.tgt_vocab)},
           {"pad_id", std::to_string(c.pad_id)},
@@ -68,6 +70,11 @@ Result<TransformerConfig> ConfigFromMetadata(const std::map<std::string, std::st
   SF_ASSIGN_OR_RETURN(c.ffn_dim, MetaInt(m, "ffn_dim"));
   SF_ASSIGN_OR_RETURN(c.normalize_before, MetaBool(m, "normalize_before"));
   SF_ASSIGN_OR_RETURN(c.share_embeddings, MetaBool(m, "share_embeddings"));
+  // Files written before the output projection could be untied have no key: they are tied.
+  if (m.count("share_decoder_input_output_embed")) {
+    SF_ASSIGN_OR_RETURN(c.share_decoder_input_output_embed,
+                        MetaBool(m, "share_decoder_input_output_embed"));
+  }
   SF_ASSIGN_OR_RETURN(c.src_vocab, MetaInt(m, "src_vocab"));
   SF_ASSIGN_OR_RETURN(c.tgt_vocab, MetaInt(m, "tgt_vocab"));
   SF_ASSIGN_OR_RETURN(int64_t pad, MetaInt(m, "pad_id"));

@@ -18,13 +18,15 @@ namespace sf {
 
 // The config as metadata strings ("d_model" -> "256", ...): the keys docs/model-format.md
 // lists (arch, d_model, heads, encoder_layers, decoder_layers, ffn_dim, activation,
-// normalize_before, share_embeddings, src_vocab, tgt_vocab, pad_id, max_positions,
-// label_smoothing).
+// normalize_before, share_embeddings, share_decoder_input_output_embed, src_vocab, tgt_vocab,
+// pad_id, max_positions, label_smoothing).
 std::map<std::string, std::string> ConfigMetadata(const TransformerConfig& config);
 
 // The inverse of ConfigMetadata: the architecture a weights file describes (dropout rates are
-// training settings, not stored; they keep their defaults). Errors name the key and the
-// file's value ("__metadata__ heads: 'x' is not an integer"); the result is validated.
+// training settings, not stored; they keep their defaults). A file without
+// share_decoder_input_output_embed (written before it existed) is tied: true. Errors name the
+// key and the file's value ("__metadata__ heads: 'x' is not an integer"); the result is
+// validated.
 Result<TransformerConfig> ConfigFromMetadata(const std::map<std::string, std::string>& metadata);
 
 // OK when `metadata` (a weights file's) describes the architecture `config` builds; otherwise

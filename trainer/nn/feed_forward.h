@@ -1,4 +1,6 @@
-// Position-wise feed-forward block: out = fc2(act(fc1(x))), x and out [N, C], hidden [N, F].
+// Position-wise feed-forward block: out = fc2(dropout(act(fc1(x)))), x and out [N, C], hidden
+// [N, F]. The dropout is fairseq's activation_dropout (rate p, training only, mask of dropout
+// site `site` indexed by the hidden element r*F + f); at p = 0 it costs nothing.
 // Parameters (fairseq names): <name>fc1.weight [F, C], fc1.bias [F], fc2.weight [C, F],
 // fc2.bias [C]. Forward returns fc2's output WITHOUT its bias: the caller fuses fc2.bias into
 // its bias+dropout+residual kernel and accumulates the bias gradient from it (fc2_bias()).
@@ -16,8 +18,9 @@ template <typename T>
 class FeedForward {
  public:
   FeedForward(ParamStore<T>& store, const std::string& prefix, int64_t dim, int64_t hidden,
-              Activation act)
-      : store_(store), dim_(dim), hidden_(hidden), act_(act) {
+              Activation act, float activation_dropout = 0.0f, uint32_t site = 0)
+      : store_(store), dim_(dim), hidden_(hidden), act_(act), dropout_(activation_dropout),
+        site_(site) {
     w1_ = store.Add(prefix + "fc1.weight", {hidden, dim}, true);
     b1_ = store.Add(prefix + "fc1.bias", {hidden}, false);
     w2_ = store.Add(prefix + "fc2.weight", {dim, hidden}, true);
@@ -28,17 +31,25 @@ class FeedForward {
   const T* fc2_bias() { return store_.value(b2_); }
   T* fc2_bias_grad() { return store_.grad(b2_); }
 
-  // out[N, C] = act(x W1^T + b1) W2^T; remembers x (and its compute copy).
+  // out[N, C] = dropout(act(x W1^T + b1)) W2^T; remembers x (and its compute copy).
   //
   // What the activation's backward reads: for ReLU the activation output itself (act'(pre) =
   // [act > 0]), which fc2 keeps anyway as its GEMM operand; for GELU, pre — in the compute dtype
   // under mixed precision, as autocast does. fp32 values that nothing reads later (pre for
   // ReLU, pre under mixed precision) live in scratch just long enough to be used; under mixed
   // precision the activation is produced in the compute dtype directly.
+  //
+  // Activation dropout (p > 0, training) is applied in place to the fp32 activation, so fc2's
+  // operand is the dropped activation. For ReLU that is also what the backward reads: a dropped
+  // element reads 0 (derivative 0, which the mask zeroes anyway) and a kept one act/(1-p), whose
+  // sign is act's. Under mixed precision the fp32 activation goes through the kScratchMerged
+  // slot (free during a forward; the backward sizes it [N, F] anyway) and is then cast.
   void Forward(Context<T>& ctx, const T* x, T* out, int64_t rows) {
     const DType dt = DTypeOf<T>::value;
     const bool low = ctx.low_precision(), relu = act_ == Activation::kRelu;
     const int64_t nh = rows * hidden_;
+    p_ = ctx.training ? dropout_ : 0.0f;
+    key_ = ctx.Key(site_);
     T* pre = nullptr;
     if (relu || low) {
       pre = ctx.ScratchT(kScratchGemmOut, nh);
@@ -51,8 +62,20 @@ class FeedForward {
     ctx.Plan(act, {rows, hidden_}, low ? ctx.compute() : dt);
     x_c_ = ctx.AsCompute(x, rows * dim_, x_cast_);
     LinearForward(ctx, W(ctx, w1_, hidden_, dim_), x_c_, rows, pre);
-    ctx.backend().BiasActivationForward(pre, store_.value(b1_), pre, act.raw(), act.dtype(), rows,
-                                        hidden_, act_);
+    if (p_ > 0 && low) {
+      T* act32 = ctx.ScratchT(kScratchMerged, nh);
+      ctx.backend().BiasActivationForward(pre, store_.value(b1_), pre, act32, dt, rows, hidden_,
+                                          act_);
+      ctx.backend().BiasDropoutResidualForward(act32, nullptr, nullptr, act32, rows, hidden_, p_,
+                                               key_);
+      ctx.backend().Cast(act32, act.raw(), act.dtype(), nh);
+    } else {
+      ctx.backend().BiasActivationForward(pre, store_.value(b1_), pre, act.raw(), act.dtype(), rows,
+                                          hidden_, act_);
+      if (p_ > 0)
+        ctx.backend().BiasDropoutResidualForward(act.data<T>(), nullptr, nullptr, act.data<T>(),
+                                                 rows, hidden_, p_, key_);
+    }
     act_c_ = act.raw();
     if (relu) {
       saved_ = act_c_;
@@ -68,6 +91,8 @@ class FeedForward {
     const void* dout_c = ctx.AsComputeScratch(dout, rows * dim_, kScratchCastA);
     T* dhidden = ctx.ScratchT(kScratchMerged, rows * hidden_);
     LinearBackward(ctx, W(ctx, w2_, dim_, hidden_), act_c_, dout_c, rows, dhidden, 0.0f);
+    if (p_ > 0)
+      ctx.backend().BiasDropoutResidualBackward(dhidden, dhidden, nullptr, rows, hidden_, p_, key_);
     ctx.backend().BiasActivationBackward(dhidden, saved_, saved_dtype_, dhidden,
                                          store_.grad(b1_), rows, hidden_, act_);
     const void* dh_c = ctx.AsComputeScratch(dhidden, rows * hidden_, kScratchCastB);
@@ -82,7 +107,11 @@ class FeedForward {
   ParamStore<T>& store_;
   int64_t dim_, hidden_;
   Activation act_;
+  float dropout_;
+  uint32_t site_;
   int w1_, b1_, w2_, b2_;
+  float p_ = 0;  // the activation dropout of the last Forward (0 outside training)
+  DropoutKey key_;
   Tensor pre_, act_out_, x_cast_, act_cast_, pre_cast_;
   const void* x_c_ = nullptr;
   const void* act_c_ = nullptr;

@@ -11,8 +11,10 @@
 //
 // Parameter names below <prefix> ("encoder.layers.0."): self_attn.*, self_attn_layer_norm.*,
 // [encoder_attn.*, encoder_attn_layer_norm.*,] fc1.*, fc2.*, final_layer_norm.*.
-// Dropout sites: 4 consecutive ids from `site` (attention probs, attention residual, FFN
-// residual, cross-attention probs/residual use +3/+4 in the decoder).
+// Dropout sites: kSites consecutive ids from `site` (attention probs, attention residual, FFN
+// residual; the decoder's cross-attention probs/residual use +3/+4), and `ffn_site` for the
+// feed-forward's activation dropout. The model gives every layer's ffn_site after all its other
+// sites, so adding activation dropout left every other mask as it was.
 //
 // Forward returns a pointer to the layer's output buffer (valid until the next Forward).
 // Backward(dout, dx, tmp1, tmp2): dout [N, C] may be overwritten; dx receives the input gradient;
@@ -40,7 +42,7 @@ T* NormedBuffer(Context<T>& ctx, Tensor& planned, int64_t n, int64_t C) {
 
 struct LayerOptions {
   int64_t dim = 0, heads = 0, ffn_dim = 0;
-  float dropout = 0, attention_dropout = 0;
+  float dropout = 0, attention_dropout = 0, activation_dropout = 0;
   Activation activation = Activation::kRelu;
   bool normalize_before = false;
 };
@@ -49,12 +51,12 @@ template <typename T>
 class EncoderLayer {
  public:
   EncoderLayer(ParamStore<T>& store, const std::string& prefix, const LayerOptions& o,
-               uint32_t site)
+               uint32_t site, uint32_t ffn_site)
       : o_(o), site_(site),
         attn_(store, prefix + "self_attn", o.dim, o.heads, AttentionKind::kSelf, false,
               o.attention_dropout, site),
         ln1_(store, prefix + "self_attn_layer_norm", o.dim),
-        ffn_(store, prefix, o.dim, o.ffn_dim, o.activation),
+        ffn_(store, prefix, o.dim, o.ffn_dim, o.activation, o.activation_dropout, ffn_site),
         ln2_(store, prefix + "final_layer_norm", o.dim) {}
   static constexpr uint32_t kSites = 3;
 
@@ -129,7 +131,7 @@ template <typename T>
 class DecoderLayer {
  public:
   DecoderLayer(ParamStore<T>& store, const std::string& prefix, const LayerOptions& o,
-               uint32_t site)
+               uint32_t site, uint32_t ffn_site)
       : o_(o), site_(site),
         self_(store, prefix + "self_attn", o.dim, o.heads, AttentionKind::kSelf, true,
               o.attention_dropout, site),
@@ -137,7 +139,7 @@ class DecoderLayer {
         cross_(store, prefix + "encoder_attn", o.dim, o.heads, AttentionKind::kCross, false,
                o.attention_dropout, site + 3),
         ln2_(store, prefix + "encoder_attn_layer_norm", o.dim),
-        ffn_(store, prefix, o.dim, o.ffn_dim, o.activation),
+        ffn_(store, prefix, o.dim, o.ffn_dim, o.activation, o.activation_dropout, ffn_site),
         ln3_(store, prefix + "final_layer_norm", o.dim) {}
   static constexpr uint32_t kSites = 5;
 

@@ -25,6 +25,7 @@ Result<TransformerConfig> FromMap(const Value& v) {
   mc.ffn_dim = HpInt(v, "ffn_dim", mc.ffn_dim);
   mc.dropout = static_cast<float>(HpNum(v, "dropout", mc.dropout));
   mc.attention_dropout = static_cast<float>(HpNum(v, "attention_dropout", mc.attention_dropout));
+  mc.activation_dropout = static_cast<float>(HpNum(v, "activation_dropout", mc.activation_dropout));
   const std::string act = Text(v, "activation", "relu");
   if (act != "relu" && act != "gelu") {
     return InvalidArgument("hyperparameters.activation: '" + act + "' must be relu or gelu");
@@ -32,6 +33,8 @@ Result<TransformerConfig> FromMap(const Value& v) {
   mc.activation = act == "gelu" ? Activation::kGelu : Activation::kRelu;
   mc.normalize_before = Flag(v, "normalize_before", mc.normalize_before);
   mc.share_embeddings = Flag(v, "share_embeddings", mc.share_embeddings);
+  mc.share_decoder_input_output_embed =
+      Flag(v, "share_decoder_input_output_embed", mc.share_decoder_input_output_embed);
   mc.label_smoothing = static_cast<float>(HpNum(v, "label_smoothing", mc.label_smoothing));
   return mc;
 }
@@ -66,9 +69,11 @@ Value ModelConfigToValue(const TransformerConfig& c) {
                           {"ffn_dim", c.ffn_dim},
                           {"dropout", static_cast<double>(c.dropout)},
                           {"attention_dropout", static_cast<double>(c.attention_dropout)},
+                          {"activation_dropout", static_cast<double>(c.activation_dropout)},
                           {"activation", c.activation == Activation::kGelu ? "gelu" : "relu"},
                           {"normalize_before", c.normalize_before},
                           {"share_embeddings", c.share_embeddings},
+                          {"share_decoder_input_output_embed", c.share_decoder_input_output_embed},
                           {"label_smoothing", static_cast<double>(c.label_smoothing)},
                           {"src_vocab", c.src_vocab},
                           {"tgt_vocab", c.tgt_vocab},

@@ -131,7 +131,8 @@ Status TextRun::Restore(const std::string& dir, const CheckpointContents& ck) {
     if (saved.src_vocab != mc.src_vocab || saved.tgt_vocab != mc.tgt_vocab || saved.d_model != mc.d_model ||
         saved.heads != mc.heads || saved.encoder_layers != mc.encoder_layers ||
         saved.decoder_layers != mc.decoder_layers || saved.ffn_dim != mc.ffn_dim ||
-        saved.share_embeddings != mc.share_embeddings) {
+        saved.share_embeddings != mc.share_embeddings ||
+        saved.share_decoder_input_output_embed != mc.share_decoder_input_output_embed) {
       return InvalidArgument("checkpoint " + dir + " holds a different model than this experiment configures");
     }
   }

@@ -127,7 +127,10 @@ def forward(p, meta, src, tin, tout):
     if pre:
         y = layer_norm(p, "decoder.layer_norm", y)
     y = y.transpose(0, 1).reshape(-1, C)
-    logits = y @ tgt_table.t()
+    # fairseq's share_decoder_input_output_embed (files from before it existed are tied).
+    tied = meta.get("share_decoder_input_output_embed", "true") == "true"
+    output_projection = tgt_table if tied else p["decoder.output_projection.weight"]
+    logits = y @ output_projection.t()
     lprobs = F.log_softmax(logits, dim=-1)
     target = tout.reshape(-1)
     V = logits.shape[-1]

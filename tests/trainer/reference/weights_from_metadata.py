@@ -26,6 +26,8 @@ from transformer_reference import forward, read_safetensors, rel_err  # noqa: E4
 KEYS = ["arch", "d_model", "heads", "encoder_layers", "decoder_layers", "ffn_dim", "activation",
         "normalize_before", "share_embeddings", "src_vocab", "tgt_vocab", "pad_id",
         "max_positions", "label_smoothing"]
+# Keys added later, with the value files written before them mean.
+OPTIONAL_KEYS = {"share_decoder_input_output_embed": "true"}
 
 
 def expected_shapes(meta):
@@ -36,6 +38,8 @@ def expected_shapes(meta):
     shapes = {"encoder.embed_tokens.weight": [Vs, C]}
     if meta["share_embeddings"] != "true":
         shapes["decoder.embed_tokens.weight"] = [Vt, C]
+    if meta.get("share_decoder_input_output_embed", "true") != "true":
+        shapes["decoder.output_projection.weight"] = [Vt, C]
 
     def attn(prefix):
         shapes[prefix + ".in_proj_weight"] = [3 * C, C]
@@ -84,7 +88,8 @@ def main():
     if missing_keys:
         print("%s: __metadata__ lacks %s (has %s)" % (args.model, ", ".join(missing_keys), sorted(meta)))
         return 1
-    print("metadata: " + ", ".join("%s=%s" % (k, meta[k]) for k in KEYS))
+    print("metadata: " + ", ".join("%s=%s" % (k, meta.get(k, OPTIONAL_KEYS.get(k)))
+                                   for k in KEYS + list(OPTIONAL_KEYS)))
     shapes = expected_shapes(meta)
     problems = []
     for name in sorted(set(shapes) | set(weights)):

@@ -42,7 +42,7 @@ std::string ReadFile(const std::string& path) {
   return s.str();
 }
 
-// A 2-layer, 32-wide model on the tiny corpus; dropout on, two micro-batches per step and
+// A 2-layer, 32-wide model on the tiny corpus; dropout on (every kind), two micro-batches per step and
 // bf16, so the resume has RNG, data position, aggregation and mixed precision to get right.
 std::string Config(int64_t batches) {
   return R"(name: tiny-cli
@@ -60,6 +60,7 @@ hyperparameters:
   ffn_dim: 64
   dropout: 0.2
   attention_dropout: 0.1
+  activation_dropout: 0.1
   normalize_before: true
   share_embeddings: true
   lr: 0.002

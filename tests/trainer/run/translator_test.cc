@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <random>
+#include <utility>
 
 #include "trainer/kernels/cpu/cpu_backend.h"
 #include "trainer/models/translator.h"
@@ -16,7 +17,7 @@ namespace {
 constexpr int32_t kPad = 1, kEos = 2;
 
 struct Model {
-  explicit Model(bool pre_norm, bool shared, uint64_t seed = 7) {
+  explicit Model(bool pre_norm, bool shared, uint64_t seed = 7, bool tied_output = true) {
     TransformerConfig c;
     c.d_model = 32;
     c.heads = 4;
@@ -27,6 +28,8 @@ struct Model {
     c.attention_dropout = 0.2f;
     c.normalize_before = pre_norm;
     c.share_embeddings = shared;
+    c.share_decoder_input_output_embed = tied_output;
+    c.activation_dropout = 0.1f;  // must be off at inference
     c.src_vocab = 40;
     c.tgt_vocab = shared ? 40 : 37;
     c.max_positions = 64;
@@ -37,7 +40,9 @@ struct Model {
     // nothing to compare; shrink EOS's output row so hypotheses run to a few tokens and beams
     // disagree (the arithmetic under test is unchanged).
     auto& store = net->params();
-    const int id = store.Find(shared ? "encoder.embed_tokens.weight" : "decoder.embed_tokens.weight");
+    const int id = store.Find(!tied_output ? "decoder.output_projection.weight"
+                              : shared     ? "encoder.embed_tokens.weight"
+                                           : "decoder.embed_tokens.weight");
     EXPECT_GE(id, 0);
     if (id >= 0) {
       float* eos_row = store.value(id) + kEos * c.d_model;
@@ -145,10 +150,11 @@ TEST(Translator, RespectsTheLengthLimit) {
 }
 
 // The beam score (lenpen 1: mean log-probability per token, EOS included) of each hypothesis
-// equals what Transformer::Forward, the training path, computes for that target teacher-forced.
+// equals what Transformer::Forward, the training path, computes for that target teacher-forced;
+// with the output projection tied and untied (share_decoder_input_output_embed).
 TEST(Translator, ScoresAgreeWithTheTrainingForwardPass) {
-  for (bool pre : {true, false}) {
-    Model m(pre, false);
+  for (auto [pre, tied] : {std::pair{true, true}, {false, true}, {false, false}}) {
+    Model m(pre, false, 7, tied);
     m.net->context().training = false;
     Translator tr(m.net.get());
     const auto sources = RandomSources(6, 40, 11);
@@ -178,7 +184,8 @@ TEST(Translator, ScoresAgreeWithTheTrainingForwardPass) {
       ASSERT_EQ(stats->tokens, static_cast<int64_t>(tout.size()));
       const double forward_score = -stats->nll / static_cast<double>(tout.size());
       EXPECT_NEAR((*hyps)[i].score, forward_score, 1e-4 * std::max(1.0, std::fabs(forward_score)))
-          << (pre ? "pre" : "post") << "-norm, sentence " << i;
+          << (pre ? "pre" : "post") << "-norm, " << (tied ? "tied" : "untied") << ", sentence "
+          << i;
     }
   }
 }
