@@ -93,6 +93,7 @@ AccountCommand Add(CLI::App* parent, const std::string& name, const std::string&
   AccountCommand c{parent->add_subcommand(name, description), std::make_shared<AccountFlags>()};
   AddMasterOptions(c.app, &c.flags->master, &c.flags->ca_file, &c.flags->json);
   OnSelected(c.app, action, [flags = c.flags, run = std::move(run)] {
+    ApplyGlobalMasterOptions(&flags->master, &flags->ca_file, &flags->json);
     Result<Api> api = ConnectToMaster(flags->master, flags->ca_file);
     if (!api.ok()) {
       std::cerr << "sf: " << api.status().message() << "\n";

@@ -21,6 +21,20 @@ std::string Str(const Value& obj, const std::string& key) {
   return v->ToDisplay();
 }
 
+namespace {
+
+// -m/--master, --ca-file and --json as given before the command.
+struct GlobalMasterFlags {
+  std::string master, ca_file;
+  bool json = false;
+};
+GlobalMasterFlags& Globals() {
+  static GlobalMasterFlags flags;
+  return flags;
+}
+
+}  // namespace
+
 void AddMasterOptions(CLI::App* command, std::string* master, std::string* ca_file, bool* json) {
   command
       ->add_option("-m,--master", *master,
@@ -37,6 +51,24 @@ void AddMasterOptions(CLI::App* command, std::string* master, std::string* ca_fi
       ->type_name("PATH")
       ->default_str("");
   command->add_flag("--json", *json, "print the master's JSON instead of text");
+}
+
+void ApplyGlobalMasterOptions(std::string* master, std::string* ca_file, bool* json) {
+  const GlobalMasterFlags& g = Globals();
+  if (master->empty()) *master = g.master;
+  if (ca_file->empty()) *ca_file = g.ca_file;
+  *json = *json || g.json;
+}
+
+void AddGlobalMasterOptions(CLI::App& root) {
+  GlobalMasterFlags& g = Globals();
+  root.add_option("-m,--master", g.master, "the master's URL, for every command that talks to it")
+      ->type_name("URL")
+      ->default_str("");
+  root.add_option("--ca-file", g.ca_file, "PEM CA certificate(s) to verify an https:// master by")
+      ->type_name("PATH")
+      ->default_str("");
+  root.add_flag("--json", g.json, "print the master's JSON instead of text");
 }
 
 Result<Api> ConnectToMaster(const std::string& master_flag, const std::string& ca_file_flag) {

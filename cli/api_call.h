@@ -20,8 +20,15 @@ std::string Str(const Value& obj, const std::string& key);
 // the result is the exit code 2).
 struct Api;
 
-// The options of every command that talks to the master: -m/--master, --ca-file, --json.
+// The options of every command that talks to the master: -m/--master, --ca-file, --json. The
+// same given before the command (`sf -m URL experiment list`, where `det -m URL` users put them)
+// count when the command's own are not given (AddGlobalMasterOptions).
 void AddMasterOptions(CLI::App* command, std::string* master, std::string* ca_file, bool* json);
+// Adds -m/--master, --ca-file and --json to the root `sf` app, before its commands.
+void AddGlobalMasterOptions(CLI::App& root);
+// After parsing (CLI11 sets the root's values last): fills in what the command did not give
+// from what was given before it.
+void ApplyGlobalMasterOptions(std::string* master, std::string* ca_file, bool* json);
 Result<Api> ConnectToMaster(const std::string& master_flag, const std::string& ca_file_flag);
 
 struct Api {

@@ -57,6 +57,7 @@ ClusterCommand AddCommand(CLI::App* parent, const std::string& name, const std::
   ClusterCommand command{parent->add_subcommand(name, description), std::make_shared<Flags>()};
   AddMasterOptions(command.app, &command.flags->master, &command.flags->ca_file, &command.flags->json);
   OnSelected(command.app, action, [flags = command.flags, run = std::move(run)] {
+    ApplyGlobalMasterOptions(&flags->master, &flags->ca_file, &flags->json);
     return RunAgainstMaster(*flags, run);
   });
   return command;

@@ -3,6 +3,7 @@
 #include <optional>
 #include <string>
 
+#include "cli/api_call.h"
 #include "cli/command.h"
 #include "common/command_line.h"
 
@@ -11,7 +12,7 @@ namespace {
 constexpr char kFooter[] =
     "Cluster commands take --master URL (default: $SF_MASTER, then ~/.config/steadfast/cli.json,\n"
     "then http://127.0.0.1:8080), --ca-file PATH for an https:// master (default: $SF_CA_FILE)\n"
-    "and --json. Every command answers --help.\n"
+    "and --json, before or after the command. Every command answers --help.\n"
     "\n"
     "Exit codes: 0 ok, 1 failed, 2 bad usage or input.";
 
@@ -28,6 +29,8 @@ int main(int argc, char** argv) {
   sf::cmdline::UseDefaults(sf);
   sf.require_subcommand(1);
   sf.set_version_flag("--version", std::string("sf ") + SF_VERSION, "print sf's version and exit");
+
+  sf::cli::AddGlobalMasterOptions(sf);  // `sf -m URL experiment list`, as `det -m URL ...`
 
   CommandAction action;
   sf::cli::AddConfigCommands(sf, action);

@@ -334,6 +334,19 @@ TEST(SfUsageTest, ClusterCommandsTakeTheMasterFromFlagOrEnvironment) {
   EXPECT_EQ(ftp.exit_code, 2) << ftp.err;
 }
 
+// Where `det -m URL experiment list` users put them: before the command, for cluster and account
+// commands alike; the command's own flag wins over the one before it.
+TEST(SfUsageTest, GlobalFlagsWorkBeforeTheCommand) {
+  TempDir dir;
+  ExpectTriedMaster(RunSf({"--master", kNowhere, "experiment", "list"}, dir), kNowhere);
+  ExpectTriedMaster(RunSf({"-m", kNowhere, "--json", "trial", "logs", "3"}, dir), kNowhere);
+  ExpectTriedMaster(RunSf({"--master", kNowhere, "--ca-file", dir.path() + "/unused.pem", "user", "list"}, dir),
+                    kNowhere);
+  ExpectTriedMaster(RunSf({"--master", "http://127.0.0.1:2", "master", "info", "--master", kNowhere}, dir), kNowhere);
+  SfRun ftp = RunSf({"--master", "ftp://example.com", "experiment", "list"}, dir);
+  EXPECT_EQ(ftp.exit_code, 2) << ftp.err;
+}
+
 // Without --master or $SF_MASTER the master comes from the CLI defaults file
 // ($XDG_CONFIG_HOME/steadfast/cli.json, as `sf deploy local up` writes it); a broken file is bad
 // input naming it; an https:// master's CA file that cannot be read is named.
