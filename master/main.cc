@@ -184,6 +184,7 @@ int main(int argc, char** argv) {
   DeliveryLedger delivery_ledger(db->get());
   AgentLinkGrpcService agent_link(&cluster, &delivery_ledger, join_token);
   agent_link.SetRevocations(&revocations);
+  api.SetRevocations(&revocations);
   TrialLinkGrpcService trial_link(&cluster, &*task_tokens);
 
   grpc::ServerBuilder builder;

@@ -44,7 +44,7 @@ Result<v1::CreateExperimentResponse> ApiHandlers::CreateExperiment(const v1::Cre
       return stored.status();
     }
   }
-  Cluster::CreateResult created = cluster_->CreateExperiment(r.config_yaml(), r.activate(), r.validate_only(), owner, "",
+  Cluster::CreateResult created = cluster_->CreateExperiment(r.config_yaml(), !r.has_activate() || r.activate(), r.validate_only(), owner, "",
                                                               workspace_id, context);
   AddConfigErrors(created.errors, out);
   if (created.id) {

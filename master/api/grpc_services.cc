@@ -67,6 +67,13 @@ grpc::Status ApiGrpcService::Guard(grpc::ServerContext* ctx, const std::string& 
       r.experiment_id = request.GetReflection()->GetInt64(request, field);
     }
   }
+  if (need == Need::kCheckpoint) {
+    // ... and every method that acts on one checkpoint in a string field `uuid`.
+    const auto* field = request.GetDescriptor()->FindFieldByName("uuid");
+    if (field && field->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_STRING) {
+      r.checkpoint_uuid = request.GetReflection()->GetString(request, field);
+    }
+  }
   return ToGrpc(authorizer_->Check(*p, need, action, r));
 }
 
@@ -89,13 +96,6 @@ grpc::Status ApiGrpcService::Call(grpc::ServerContext* ctx, const std::string& r
   return status;
 }
 
-ApiHandlers::RefusedExperiments ApiGrpcService::Refused(const Principal& p, const std::string& action) const {
-  if (!authorizer_) return nullptr;
-  std::string verb = action.substr(1);  // "kKill" -> "Kill" -> "kill"
-  for (char& c : verb) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return [this, p, verb](const std::vector<int64_t>& ids) { return authorizer_->RefusedExperiments(p, ids, verb); };
-}
-
 void ApiGrpcService::Audit(const grpc::ServerContext& ctx, const std::string& method, const std::string& target,
                            const grpc::Status& status, const Principal& who) const {
   if (!audit_) return;
@@ -116,16 +116,21 @@ void ApiGrpcService::Audit(const grpc::ServerContext& ctx, const std::string& me
   }
 }
 
+template <typename Req, typename Resp>
+grpc::Status ApiGrpcService::Serve(grpc::ServerContext* ctx, const std::string& name, const Req& request, Resp* out,
+                                   Principal* who) {
+  return Call(ctx, name, request, out, who, [&](const Principal& p) -> Result<Resp> {
+    SF_ASSIGN_OR_RETURN(auto reply, methods_->Invoke(name, request, p));
+    return std::move(static_cast<Resp&>(*reply));
+  });
+}
+
+// Every unary method runs its entry in the method table (api_methods.h), as REST does.
+
 grpc::Status ApiGrpcService::CreateExperiment(grpc::ServerContext* ctx, const v1::CreateExperimentRequest* r,
                                               v1::CreateExperimentResponse* out) {
   Principal who;
-  grpc::Status st = Call(ctx, "CreateExperiment", *r, out, &who, [&](const Principal& p) -> Result<v1::CreateExperimentResponse> {
-    int64_t workspace_id = Accounts::kDefaultWorkspace;
-    if (authorizer_) {
-      SF_ASSIGN_OR_RETURN(workspace_id, authorizer_->WorkspaceForNewExperiment(p, r->workspace()));
-    }
-    return handlers_->CreateExperiment(*r, p.username, workspace_id);
-  });
+  grpc::Status st = Serve(ctx, "CreateExperiment", *r, out, &who);
   if (st.ok() && out->errors_size() > 0) {
     // The response still carries the field-path errors; the code says "bad input".
     std::string msg;
@@ -138,14 +143,7 @@ grpc::Status ApiGrpcService::CreateExperiment(grpc::ServerContext* ctx, const v1
 grpc::Status ApiGrpcService::CreateUnmanagedTrial(grpc::ServerContext* ctx, const v1::CreateUnmanagedTrialRequest* r,
                                                   v1::CreateUnmanagedTrialResponse* out) {
   Principal who;
-  grpc::Status st =
-      Call(ctx, "CreateUnmanagedTrial", *r, out, &who, [&](const Principal& p) -> Result<v1::CreateUnmanagedTrialResponse> {
-        int64_t workspace_id = Accounts::kDefaultWorkspace;
-        if (authorizer_) {
-          SF_ASSIGN_OR_RETURN(workspace_id, authorizer_->WorkspaceForNewExperiment(p, r->workspace()));
-        }
-        return handlers_->CreateUnmanagedTrial(*r, p.username, workspace_id);
-      });
+  grpc::Status st = Serve(ctx, "CreateUnmanagedTrial", *r, out, &who);
   if (st.ok() && out->errors_size() > 0) {
     std::string msg;
     for (const auto& e : out->errors()) msg += e.path() + ": " + e.message() + "\n";
@@ -155,129 +153,45 @@ grpc::Status ApiGrpcService::CreateUnmanagedTrial(grpc::ServerContext* ctx, cons
         who);
   return st;
 }
-grpc::Status ApiGrpcService::GetExperiments(grpc::ServerContext* ctx, const v1::GetExperimentsRequest* r,
-                                            v1::GetExperimentsResponse* out) {
-  return Call(ctx, "GetExperiments", *r, out, nullptr, [&](const Principal& p) { return handlers_->GetExperiments(*r); });
-}
-grpc::Status ApiGrpcService::GetExperiment(grpc::ServerContext* ctx, const v1::GetExperimentRequest* r,
-                                           v1::GetExperimentResponse* out) {
-  return Call(ctx, "GetExperiment", *r, out, nullptr, [&](const Principal& p) { return handlers_->GetExperiment(*r); });
-}
-grpc::Status ApiGrpcService::KillExperiment(grpc::ServerContext* ctx, const v1::ExperimentActionRequest* r,
-                                            v1::ExperimentActionResponse* out) {
-  Principal who;
-  grpc::Status st = Call(ctx, "KillExperiment", *r, out, &who, [&](const Principal& p) { return handlers_->KillExperiment(*r); });
-  Audit(*ctx, "KillExperiment", std::to_string(r->id()), st, who);
-  return st;
-}
-grpc::Status ApiGrpcService::PauseExperiment(grpc::ServerContext* ctx, const v1::ExperimentActionRequest* r,
-                                             v1::ExperimentActionResponse* out) {
-  Principal who;
-  grpc::Status st = Call(ctx, "PauseExperiment", *r, out, &who, [&](const Principal& p) { return handlers_->PauseExperiment(*r); });
-  Audit(*ctx, "PauseExperiment", std::to_string(r->id()), st, who);
-  return st;
-}
-grpc::Status ApiGrpcService::ActivateExperiment(grpc::ServerContext* ctx, const v1::ExperimentActionRequest* r,
-                                                v1::ExperimentActionResponse* out) {
-  Principal who;
-  grpc::Status st = Call(ctx, "ActivateExperiment", *r, out, &who, [&](const Principal& p) { return handlers_->ActivateExperiment(*r); });
-  Audit(*ctx, "ActivateExperiment", std::to_string(r->id()), st, who);
-  return st;
-}
-grpc::Status ApiGrpcService::ArchiveExperiment(grpc::ServerContext* ctx, const v1::ExperimentActionRequest* r,
-                                               v1::ExperimentActionResponse* out) {
-  Principal who;
-  grpc::Status st = Call(ctx, "ArchiveExperiment", *r, out, &who, [&](const Principal& p) { return handlers_->ArchiveExperiment(*r); });
-  Audit(*ctx, "ArchiveExperiment", std::to_string(r->id()), st, who);
-  return st;
-}
-grpc::Status ApiGrpcService::UnarchiveExperiment(grpc::ServerContext* ctx, const v1::ExperimentActionRequest* r,
-                                                 v1::ExperimentActionResponse* out) {
-  Principal who;
-  grpc::Status st = Call(ctx, "UnarchiveExperiment", *r, out, &who, [&](const Principal& p) { return handlers_->UnarchiveExperiment(*r); });
-  Audit(*ctx, "UnarchiveExperiment", std::to_string(r->id()), st, who);
-  return st;
-}
-grpc::Status ApiGrpcService::DeleteExperiment(grpc::ServerContext* ctx, const v1::ExperimentActionRequest* r,
-                                              v1::DeleteExperimentResponse* out) {
-  Principal who;
-  grpc::Status st = Call(ctx, "DeleteExperiment", *r, out, &who, [&](const Principal& p) { return handlers_->DeleteExperiment(*r); });
-  Audit(*ctx, "DeleteExperiment", std::to_string(r->id()), st, who);
-  return st;
-}
-#define SF_BULK_EXPERIMENT_RPC(Method, action)                                                              \
-  grpc::Status ApiGrpcService::Method(grpc::ServerContext* ctx, const v1::BulkExperimentActionRequest* r,  \
-                                      v1::BulkExperimentActionResponse* out) {                              \
-    Principal who;                                                                                          \
-    grpc::Status st =                                                                                       \
-        Call(ctx, #Method, *r, out, &who, [&](const Principal& p) { return handlers_->BulkExperimentAction(ApiHandlers::BulkAction::action, *r, Refused(p, #action)); }); \
-    Audit(*ctx, #Method, "", st, who);                                                                           \
-    return st;                                                                                              \
+
+#define SF_UNARY_RPC(Method, Req, Resp, audited, target)                                                   \
+  grpc::Status ApiGrpcService::Method(grpc::ServerContext* ctx, const v1::Req* r, v1::Resp* out) {        \
+    Principal who;                                                                                         \
+    grpc::Status st = Serve(ctx, #Method, *r, out, &who);                                                  \
+    if (audited) Audit(*ctx, #Method, target, st, who);                                                    \
+    return st;                                                                                             \
   }
-SF_BULK_EXPERIMENT_RPC(KillExperiments, kKill)
-SF_BULK_EXPERIMENT_RPC(PauseExperiments, kPause)
-SF_BULK_EXPERIMENT_RPC(ActivateExperiments, kActivate)
-SF_BULK_EXPERIMENT_RPC(ArchiveExperiments, kArchive)
-SF_BULK_EXPERIMENT_RPC(UnarchiveExperiments, kUnarchive)
-SF_BULK_EXPERIMENT_RPC(DeleteExperiments, kDelete)
-#undef SF_BULK_EXPERIMENT_RPC
-grpc::Status ApiGrpcService::GetResourcePools(grpc::ServerContext* ctx, const v1::GetResourcePoolsRequest* r,
-                                              v1::GetResourcePoolsResponse* out) {
-  return Call(ctx, "GetResourcePools", *r, out, nullptr, [&](const Principal& p) { return handlers_->GetResourcePools(*r); });
-}
-grpc::Status ApiGrpcService::ContinueExperiment(grpc::ServerContext* ctx, const v1::ContinueExperimentRequest* r,
-                                                v1::CreateExperimentResponse* out) {
-  Principal who;
-  grpc::Status st = Call(ctx, "ContinueExperiment", *r, out, &who,
-                         [&](const Principal& p) { return handlers_->ContinueExperiment(*r, p.username); });
-  Audit(*ctx, "ContinueExperiment", std::to_string(r->id()), st, who);
-  return st;
-}
-grpc::Status ApiGrpcService::DeleteCheckpoints(grpc::ServerContext* ctx, const v1::DeleteCheckpointsRequest* r,
-                                               v1::DeleteCheckpointsResponse* out) {
-  Principal who;
-  grpc::Status st = Call(ctx, "DeleteCheckpoints", *r, out, &who, [&](const Principal& p) {
-    ApiHandlers::RefusedCheckpoints refused;
-    if (authorizer_) {
-      refused = [this, &p](const std::vector<std::string>& uuids) {
-        return authorizer_->RefusedCheckpoints(p, uuids, "delete checkpoints of");
-      };
-    }
-    return handlers_->DeleteCheckpoints(*r, refused);
-  });
-  Audit(*ctx, "DeleteCheckpoints", "", st, who);
-  return st;
-}
-grpc::Status ApiGrpcService::GetExperimentTrials(grpc::ServerContext* ctx, const v1::GetExperimentTrialsRequest* r,
-                                                 v1::GetExperimentTrialsResponse* out) {
-  return Call(ctx, "GetExperimentTrials", *r, out, nullptr, [&](const Principal& p) { return handlers_->GetExperimentTrials(*r); });
-}
-grpc::Status ApiGrpcService::GetExperimentCheckpoints(grpc::ServerContext* ctx,
-                                                      const v1::GetExperimentCheckpointsRequest* r,
-                                                      v1::GetExperimentCheckpointsResponse* out) {
-  return Call(ctx, "GetExperimentCheckpoints", *r, out, nullptr, [&](const Principal& p) { return handlers_->GetExperimentCheckpoints(*r); });
-}
-grpc::Status ApiGrpcService::GetTrial(grpc::ServerContext* ctx, const v1::GetTrialRequest* r, v1::GetTrialResponse* out) {
-  return Call(ctx, "GetTrial", *r, out, nullptr, [&](const Principal& p) { return handlers_->GetTrial(*r); });
-}
-grpc::Status ApiGrpcService::GetTrialMetrics(grpc::ServerContext* ctx, const v1::GetTrialMetricsRequest* r,
-                                             v1::GetTrialMetricsResponse* out) {
-  return Call(ctx, "GetTrialMetrics", *r, out, nullptr, [&](const Principal& p) { return handlers_->GetTrialMetrics(*r); });
-}
-grpc::Status ApiGrpcService::GetTrialLogs(grpc::ServerContext* ctx, const v1::GetTrialLogsRequest* r,
-                                          v1::GetTrialLogsResponse* out) {
-  return Call(ctx, "GetTrialLogs", *r, out, nullptr, [&](const Principal& p) { return handlers_->GetTrialLogs(*r); });
-}
-grpc::Status ApiGrpcService::GetAgents(grpc::ServerContext* ctx, const v1::GetAgentsRequest* r, v1::GetAgentsResponse* out) {
-  return Call(ctx, "GetAgents", *r, out, nullptr, [&](const Principal& p) { return handlers_->GetAgents(*r); });
-}
-grpc::Status ApiGrpcService::GetMaster(grpc::ServerContext* ctx, const v1::GetMasterRequest* r, v1::GetMasterResponse* out) {
-  return Call(ctx, "GetMaster", *r, out, nullptr, [&](const Principal& p) { return handlers_->GetMaster(*r); });
-}
-grpc::Status ApiGrpcService::GetClusterUtilization(grpc::ServerContext* ctx, const v1::GetClusterUtilizationRequest* r,
-                                                   v1::GetClusterUtilizationResponse* out) {
-  return Call(ctx, "GetClusterUtilization", *r, out, nullptr, [&](const Principal& p) { return handlers_->GetClusterUtilization(*r); });
-}
+SF_UNARY_RPC(GetExperiments, GetExperimentsRequest, GetExperimentsResponse, false, "")
+SF_UNARY_RPC(GetExperiment, GetExperimentRequest, GetExperimentResponse, false, "")
+SF_UNARY_RPC(KillExperiment, ExperimentActionRequest, ExperimentActionResponse, true, std::to_string(r->id()))
+SF_UNARY_RPC(PauseExperiment, ExperimentActionRequest, ExperimentActionResponse, true, std::to_string(r->id()))
+SF_UNARY_RPC(ActivateExperiment, ExperimentActionRequest, ExperimentActionResponse, true, std::to_string(r->id()))
+SF_UNARY_RPC(ArchiveExperiment, ExperimentActionRequest, ExperimentActionResponse, true, std::to_string(r->id()))
+SF_UNARY_RPC(UnarchiveExperiment, ExperimentActionRequest, ExperimentActionResponse, true, std::to_string(r->id()))
+SF_UNARY_RPC(DeleteExperiment, ExperimentActionRequest, DeleteExperimentResponse, true, std::to_string(r->id()))
+SF_UNARY_RPC(KillExperiments, BulkExperimentActionRequest, BulkExperimentActionResponse, true, "")
+SF_UNARY_RPC(PauseExperiments, BulkExperimentActionRequest, BulkExperimentActionResponse, true, "")
+SF_UNARY_RPC(ActivateExperiments, BulkExperimentActionRequest, BulkExperimentActionResponse, true, "")
+SF_UNARY_RPC(ArchiveExperiments, BulkExperimentActionRequest, BulkExperimentActionResponse, true, "")
+SF_UNARY_RPC(UnarchiveExperiments, BulkExperimentActionRequest, BulkExperimentActionResponse, true, "")
+SF_UNARY_RPC(DeleteExperiments, BulkExperimentActionRequest, BulkExperimentActionResponse, true, "")
+SF_UNARY_RPC(DeleteCheckpoints, DeleteCheckpointsRequest, DeleteCheckpointsResponse, true, "")
+SF_UNARY_RPC(DeleteCheckpoint, DeleteCheckpointRequest, DeleteCheckpointResponse, true, r->uuid())
+SF_UNARY_RPC(ContinueExperiment, ContinueExperimentRequest, CreateExperimentResponse, true, std::to_string(r->id()))
+SF_UNARY_RPC(GetResourcePools, GetResourcePoolsRequest, GetResourcePoolsResponse, false, "")
+SF_UNARY_RPC(GetExperimentTrials, GetExperimentTrialsRequest, GetExperimentTrialsResponse, false, "")
+SF_UNARY_RPC(GetExperimentCheckpoints, GetExperimentCheckpointsRequest, GetExperimentCheckpointsResponse, false, "")
+SF_UNARY_RPC(GetExperimentSearcher, GetExperimentSearcherRequest, GetExperimentSearcherResponse, false, "")
+SF_UNARY_RPC(GetTrial, GetTrialRequest, GetTrialResponse, false, "")
+SF_UNARY_RPC(GetTrialMetrics, GetTrialMetricsRequest, GetTrialMetricsResponse, false, "")
+SF_UNARY_RPC(GetTrialLogs, GetTrialLogsRequest, GetTrialLogsResponse, false, "")
+SF_UNARY_RPC(GetAgents, GetAgentsRequest, GetAgentsResponse, false, "")
+SF_UNARY_RPC(GetMaster, GetMasterRequest, GetMasterResponse, false, "")
+SF_UNARY_RPC(GetClusterUtilization, GetClusterUtilizationRequest, GetClusterUtilizationResponse, false, "")
+SF_UNARY_RPC(RevokeAgent, AgentRevocationRequest, AgentRevocationResponse, true, r->agent_id())
+SF_UNARY_RPC(RestoreAgent, AgentRevocationRequest, AgentRevocationResponse, true, r->agent_id())
+SF_UNARY_RPC(GetAuditLog, GetAuditLogRequest, GetAuditLogResponse, false, "")
+#undef SF_UNARY_RPC
 
 namespace {
 bool TrialFinished(ApiHandlers* h, int64_t trial_id) {

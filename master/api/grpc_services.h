@@ -1,6 +1,6 @@
 // gRPC front ends of the master: Api (for the CLI and CI), AgentLink (one bidirectional
-// stream per agent) and TrialLink (trainers). Each is a thin translation onto ApiHandlers or
-// Cluster; gRPC runs them on its own thread pool, and they are thread-safe.
+// stream per agent) and TrialLink (trainers). Each is a thin translation onto the method table
+// (api_methods.h, shared with REST), ApiHandlers or Cluster; gRPC runs them on its own thread pool, and they are thread-safe.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -9,6 +9,7 @@
 
 #include "master/agentlink/delivery_ledger.h"
 #include "master/api/api_handlers.h"
+#include "master/api/api_methods.h"
 #include "master/auth/access_policy.h"
 #include "master/auth/agent_revocations.h"
 #include "master/auth/accounts.h"
@@ -27,9 +28,19 @@ using CallObserver = std::function<void(const std::string& route, double seconds
 class ApiGrpcService final : public steadfast::v1::Api::Service {
  public:
   ApiGrpcService(ApiHandlers* handlers, CallObserver observer)
-      : handlers_(handlers), observer_(std::move(observer)) {}
-  // Mutations are recorded there (none when not set).
-  void SetAuditLog(AuditLog* audit) { audit_ = audit; }
+      : handlers_(handlers), observer_(std::move(observer)) {
+    Rebuild();
+  }
+  // Mutations are recorded there (none when not set); GetAuditLog reads it.
+  void SetAuditLog(AuditLog* audit) {
+    audit_ = audit;
+    Rebuild();
+  }
+  // RevokeAgent and RestoreAgent act there (none when not set: NOT_FOUND).
+  void SetRevocations(AgentRevocations* revocations) {
+    revocations_ = revocations;
+    Rebuild();
+  }
   // Authentication (as the REST server's, http_server.h): with `accounts` set, every call is
   // held to GrpcPolicy() (master/auth/access_policy.h) with the token from the `authorization:
   // Bearer TOKEN` metadata; a method without a policy entry is refused. Without, the caller is
@@ -37,6 +48,7 @@ class ApiGrpcService final : public steadfast::v1::Api::Service {
   void SetAuth(Accounts* accounts, Authorizer* authorizer) {
     accounts_ = accounts;
     authorizer_ = authorizer;
+    Rebuild();
   }
 
   grpc::Status CreateExperiment(grpc::ServerContext*, const steadfast::v1::CreateExperimentRequest*,
@@ -98,8 +110,25 @@ class ApiGrpcService final : public steadfast::v1::Api::Service {
                          steadfast::v1::GetMasterResponse*) override;
   grpc::Status GetClusterUtilization(grpc::ServerContext*, const steadfast::v1::GetClusterUtilizationRequest*,
                                      steadfast::v1::GetClusterUtilizationResponse*) override;
+  grpc::Status GetExperimentSearcher(grpc::ServerContext*, const steadfast::v1::GetExperimentSearcherRequest*,
+                                     steadfast::v1::GetExperimentSearcherResponse*) override;
+  grpc::Status DeleteCheckpoint(grpc::ServerContext*, const steadfast::v1::DeleteCheckpointRequest*,
+                                steadfast::v1::DeleteCheckpointResponse*) override;
+  grpc::Status RevokeAgent(grpc::ServerContext*, const steadfast::v1::AgentRevocationRequest*,
+                           steadfast::v1::AgentRevocationResponse*) override;
+  grpc::Status RestoreAgent(grpc::ServerContext*, const steadfast::v1::AgentRevocationRequest*,
+                            steadfast::v1::AgentRevocationResponse*) override;
+  grpc::Status GetAuditLog(grpc::ServerContext*, const steadfast::v1::GetAuditLogRequest*,
+                           steadfast::v1::GetAuditLogResponse*) override;
 
  private:
+  void Rebuild() {
+    methods_ = std::make_unique<ApiMethods>(ApiDependencies{handlers_, authorizer_, revocations_, audit_});
+  }
+  // Api method `name` from the table (api_methods.h), guarded and observed as Call does; the
+  // caller Guard found goes to *who (for the audit record).
+  template <typename Req, typename Resp>
+  grpc::Status Serve(grpc::ServerContext* ctx, const std::string& name, const Req& request, Resp* out, Principal* who);
   // Guard, then `fn(principal)` with its result in *out, observed for the metrics; the caller
   // Guard found goes to *caller when given (for the audit record).
   template <typename Resp, typename Fn>
@@ -109,9 +138,6 @@ class ApiGrpcService final : public steadfast::v1::Api::Service {
   // refusal (UNAUTHENTICATED, PERMISSION_DENIED) with a one-line reason.
   grpc::Status Guard(grpc::ServerContext* ctx, const std::string& method, const google::protobuf::Message& request,
                      Principal* p);
-  // The check bulk actions make, for all their experiments at once (null without an
-  // authorizer); `action` is the BulkAction's enumerator name ("kKill").
-  ApiHandlers::RefusedExperiments Refused(const Principal& p, const std::string& action) const;
   // Puts a mutation on record (docs/security.md, "Audit log"): actor `who` (as Guard found the
   // caller), path "/steadfast.v1.Api/<method>[/<target>]", status the gRPC code.
   void Audit(const grpc::ServerContext& ctx, const std::string& method, const std::string& target,
@@ -122,6 +148,8 @@ class ApiGrpcService final : public steadfast::v1::Api::Service {
   AuditLog* audit_ = nullptr;
   Accounts* accounts_ = nullptr;
   Authorizer* authorizer_ = nullptr;
+  AgentRevocations* revocations_ = nullptr;
+  std::unique_ptr<ApiMethods> methods_;
 };
 
 // AgentLink.Connect. Events (task state changes, log batches) are delivered at least once by

@@ -23,7 +23,6 @@
 #include <map>
 #include <mutex>
 #include <optional>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <type_traits>
@@ -31,9 +30,12 @@
 
 #include "common/log.h"
 #include "common/utf8.h"
+#include "master/api/api_methods.h"
 #include "master/api/auth_api.h"
 #include "master/api/experiment_json.h"
 #include "master/api/grpc_services.h"
+#include "master/api/routes/rest_query.h"
+#include "master/api/routes/rest_transcoder.h"
 
 namespace sf::master {
 namespace v1 = steadfast::v1;
@@ -63,109 +65,11 @@ int HttpStatusFor(const Status& s) {
   }
 }
 
-std::string ToJson(const google::protobuf::Message& m) {
-  std::string out;
-  google::protobuf::util::JsonPrintOptions o;
-  o.always_print_primitive_fields = true;
-  o.preserve_proto_field_names = false;
-  (void)google::protobuf::util::MessageToJsonString(m, &out, o);
-  return out;
-}
-
 std::string ErrorJson(const Status& s, const Value& errors = Value()) {
   Value::Map m{{"code", static_cast<int64_t>(ToGrpc(s).error_code())}, {"message", ReplaceInvalidUtf8(s.message())}};
   m["errors"] = errors.is_list() ? errors : Value(Value::List{});
   return Value(std::move(m)).ToJson();
 }
-
-std::string UrlDecode(const std::string& s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '+') {
-      out += ' ';
-    } else if (s[i] == '%' && i + 2 < s.size() && std::isxdigit(s[i + 1]) && std::isxdigit(s[i + 2])) {
-      out += static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16));
-      i += 2;
-    } else {
-      out += s[i];
-    }
-  }
-  return out;
-}
-
-// Query parameters; keys normalised to snake_case so both `sortBy` and `sort_by` work.
-std::multimap<std::string, std::string> ParseQuery(const std::string& q) {
-  std::multimap<std::string, std::string> out;
-  std::stringstream ss(q);
-  for (std::string part; std::getline(ss, part, '&');) {
-    if (part.empty()) continue;
-    size_t eq = part.find('=');
-    std::string key = UrlDecode(part.substr(0, eq));
-    std::string value = eq == std::string::npos ? "" : UrlDecode(part.substr(eq + 1));
-    std::string snake;
-    for (char c : key) {
-      if (std::isupper(static_cast<unsigned char>(c))) {
-        snake += '_';
-        snake += static_cast<char>(std::tolower(c));
-      } else {
-        snake += c;
-      }
-    }
-    out.emplace(snake, value);
-  }
-  return out;
-}
-
-struct Query {
-  std::multimap<std::string, std::string> params;
-  std::string Get(const std::string& k, const std::string& def = "") const {
-    auto it = params.find(k);
-    return it == params.end() ? def : it->second;
-  }
-  Result<int64_t> Int(const std::string& k, int64_t def) const {
-    auto it = params.find(k);
-    if (it == params.end() || it->second.empty()) return def;
-    try {
-      size_t used = 0;
-      int64_t v = std::stoll(it->second, &used);
-      if (used != it->second.size()) throw std::invalid_argument(k);
-      return v;
-    } catch (...) {
-      return InvalidArgument(k + ": \"" + it->second + "\" is not an integer");
-    }
-  }
-  Result<bool> Bool(const std::string& k) const {
-    auto v = Get(k);
-    if (v.empty() || v == "false" || v == "0") return false;
-    if (v == "true" || v == "1") return true;
-    return InvalidArgument(k + ": \"" + v + "\" is not true or false");
-  }
-  // A point in time: RFC 3339 ("2026-11-24T16:01:00Z", "2026-11-24T17:01:00+01:00") or seconds
-  // since the epoch ("1795536060"). Absent or empty: nullopt. A '+' of an offset that the client
-  // did not percent-encode arrives as a space and is taken back.
-  Result<std::optional<google::protobuf::Timestamp>> Time(const std::string& k) const {
-    using google::protobuf::util::TimeUtil;
-    auto it = params.find(k);
-    if (it == params.end() || it->second.empty()) return std::optional<google::protobuf::Timestamp>();
-    const std::string& raw = it->second;
-    google::protobuf::Timestamp ts;
-    static const std::regex kSeconds("^-?[0-9]{1,12}(\\.[0-9]*)?$");
-    if (std::regex_match(raw, kSeconds)) {
-      const double seconds = std::stod(raw);
-      if (seconds >= static_cast<double>(TimeUtil::kTimestampMinSeconds) &&
-          seconds <= static_cast<double>(TimeUtil::kTimestampMaxSeconds)) {
-        ts.set_seconds(static_cast<int64_t>(std::floor(seconds)));
-        return std::optional<google::protobuf::Timestamp>(ts);
-      }
-    } else {
-      std::string text = raw;
-      if (text.size() > 6 && text[text.size() - 6] == ' ') text[text.size() - 6] = '+';
-      if (TimeUtil::FromString(text, &ts)) return std::optional<google::protobuf::Timestamp>(ts);
-    }
-    return InvalidArgument(k + ": \"" + raw +
-                           "\" is not an RFC 3339 time (2026-11-24T16:01:00Z) or seconds since the epoch");
-  }
-};
 
 std::string ContentType(const std::string& path) {
   static const std::map<std::string, std::string> kTypes = {
@@ -225,6 +129,7 @@ struct HttpServer::Impl {
   std::unique_ptr<tcp::acceptor> acceptor;
   std::vector<std::thread> workers;
   std::unique_ptr<AuthApi> auth_api;  // with options.accounts
+  std::unique_ptr<ApiMethods> methods;  // what the Api routes run
 
   void Accept();
   void OnAccept(tcp::socket socket);
@@ -256,22 +161,6 @@ struct HttpServer::Impl {
     return res;
   }
   Response Error(const Status& s, const Request& req) { return Json(HttpStatusFor(s), ErrorJson(s), req); }
-
-  template <typename Resp>
-  Response Reply(const Result<Resp>& r, const Request& req) {
-    if (!r.ok()) return Error(r.status(), req);
-    return Json(200, ToJson(*r), req);
-  }
-
-  template <typename Msg>
-  Status ParseBody(const Request& req, Msg* msg) {
-    if (req.body().empty()) return Status::Ok();
-    google::protobuf::util::JsonParseOptions o;
-    o.ignore_unknown_fields = false;
-    auto st = google::protobuf::util::JsonStringToMessage(req.body(), msg, o);
-    if (!st.ok()) return InvalidArgument("request body is not a valid " + msg->GetTypeName() + ": " + st.ToString());
-    return Status::Ok();
-  }
 
   Response Static(const Request& req, const std::string& target_path) {
     namespace fs = std::filesystem;
@@ -324,7 +213,7 @@ struct HttpServer::Impl {
       if (!rows.ok()) return;
       std::string chunk;
       for (const auto& l : rows->logs()) {
-        chunk += "id: " + std::to_string(l.id()) + "\ndata: " + ToJson(l) + "\n\n";
+        chunk += "id: " + std::to_string(l.id()) + "\ndata: " + MessageJson(l) + "\n\n";
         r.set_after_id(l.id());
       }
       if (chunk.empty() && std::chrono::steady_clock::now() - last_keepalive > std::chrono::seconds(10)) {
@@ -442,6 +331,55 @@ struct HttpServer::Impl {
     return true;
   }
 
+  // Runs the Api method `api` for a REST request that Gate let through: the request message from
+  // the path, query and body (routes/rest_transcoder.h), the method from the table
+  // (api_methods.h), the reply in protobuf's JSON mapping. A config rejected with field errors is
+  // 400 with those errors; GetTrialLogs with ?follow=true becomes a log follow (`follow_out`).
+  void ServeApi(const ApiRoute& api, const RestMatch& match, const Query& q, const Request& req, Response& res,
+                std::string& route, std::optional<v1::GetTrialLogsRequest>& follow_out, const Principal& p) {
+    route = api.path;
+    for (const auto& [param, value] : match.params) {
+      if (!IsText(value)) {
+        return void(res = Error(InvalidArgument(param + ": not UTF-8 text without NUL"), req));
+      }
+    }
+    auto request = DecodeRestRequest(api, match.params, q, req.body());
+    if (!request.ok()) return void(res = Error(request.status(), req));
+    if (!api.follow_query.empty()) {
+      const auto* logs = dynamic_cast<const v1::GetTrialLogsRequest*>(request->get());
+      if (logs && logs->follow()) {
+        v1::GetTrialRequest tr;
+        tr.set_trial_id(logs->trial_id());
+        auto t = handlers->GetTrial(tr);
+        if (!t.ok()) return void(res = Error(t.status(), req));
+        follow_out = *logs;
+        return;
+      }
+    }
+    auto out = methods->Invoke(api.method->name(), **request, p);
+    if (!out.ok()) return void(res = Error(out.status(), req));
+    const google::protobuf::Message& reply = **out;
+    if (const auto* list = dynamic_cast<const v1::GetExperimentsResponse*>(&reply)) {
+      return void(res = Json(200, ExperimentsResponseJson(*list), req));  // the same JSON as MessageJson, faster
+    }
+    const auto* errors_field = reply.GetDescriptor()->FindFieldByName("errors");
+    if (errors_field && errors_field->is_repeated() &&
+        errors_field->message_type() == v1::ConfigError::descriptor() &&
+        reply.GetReflection()->FieldSize(reply, errors_field) > 0) {
+      Value errors(Value::List{});
+      std::string first;
+      for (int i = 0; i < reply.GetReflection()->FieldSize(reply, errors_field); ++i) {
+        const auto& e = static_cast<const v1::ConfigError&>(reply.GetReflection()->GetRepeatedMessage(reply, errors_field, i));
+        if (i == 0) first = e.path() + ": " + e.message();
+        errors.as_list().push_back(Value(Value::Map{{"path", e.path()}, {"message", e.message()},
+                                                    {"line", static_cast<int64_t>(e.line())},
+                                                    {"column", static_cast<int64_t>(e.column())}}));
+      }
+      return void(res = Json(400, ErrorJson(InvalidArgument("invalid experiment config: " + first), errors), req));
+    }
+    res = Json(200, MessageJson(reply), req);
+  }
+
   // Fills `res`, or `follow_out` for a log follow (the caller streams it). `p` and `match`: the
   // caller and the policy rule, as Gate let it through.
   void Route(const Request& req, Response& res, std::string& route, std::optional<v1::GetTrialLogsRequest>& follow_out,
@@ -449,7 +387,7 @@ struct HttpServer::Impl {
     std::string target(req.target());
     size_t qpos = target.find('?');
     std::string path = UrlDecode(target.substr(0, qpos));
-    Query q{ParseQuery(qpos == std::string::npos ? "" : target.substr(qpos + 1))};
+    Query q = Query::Parse(qpos == std::string::npos ? "" : target.substr(qpos + 1));
     // Query values reach PostgreSQL as text parameters: refuse what is not text here (400)
     // rather than fail in the database (500) or search for a value cut at a NUL.
     for (const auto& [key, value] : q.params) {
@@ -462,27 +400,11 @@ struct HttpServer::Impl {
       }
     }
     auto method = req.method();
-    static const std::regex kExp("^/api/v1/experiments/([0-9]+)$");
-    static const std::regex kExpAction("^/api/v1/experiments/([0-9]+)/(pause|activate|kill|archive|unarchive)$");
-    static const std::regex kExpContinue("^/api/v1/experiments/([0-9]+)/continue$");
-    static const std::regex kExpBulk("^/api/v1/experiments/(pause|activate|kill|archive|unarchive|delete)$");
-    static const std::regex kExpSub("^/api/v1/experiments/([0-9]+)/(trials|checkpoints|searcher)$");
-    static const std::regex kCheckpoint("^/api/v1/checkpoints/([^/]+)$");
-    static const std::regex kTrial("^/api/v1/trials/([0-9]+)$");
-    static const std::regex kTrialSub("^/api/v1/trials/([0-9]+)/(metrics|logs)$");
-    std::smatch m;
     auto wrong_method = [&](const char* allowed) {
       res = Json(405, ErrorJson(InvalidArgument(std::string(http::to_string(method)) + " is not allowed on " + path +
                                                 "; use " + allowed)),
                  req);
       res.set(http::field::allow, allowed);
-    };
-    auto id_of = [&](const std::string& s) -> Result<int64_t> {
-      try {
-        return std::stoll(s);
-      } catch (...) {
-        return InvalidArgument("id \"" + s + "\" is out of range");
-      }
     };
 
     if (path == "/health") {
@@ -527,338 +449,15 @@ struct HttpServer::Impl {
       if (reply.retry_after > 0) res.set(http::field::retry_after, std::to_string(reply.retry_after));
       return;
     }
-    if (path == "/api/v1/unmanaged-trials") {
-      route = path;
-      if (method != http::verb::post) return wrong_method("POST");
-      v1::CreateUnmanagedTrialRequest r;
-      Status st = ParseBody(req, &r);
-      if (!st.ok()) return void(res = Error(st, req));
-      int64_t workspace_id = Accounts::kDefaultWorkspace;
-      if (options.authorizer) {
-        auto ws = options.authorizer->WorkspaceForNewExperiment(p, r.workspace());
-        if (!ws.ok()) return void(res = Error(ws.status(), req));
-        workspace_id = *ws;
-      }
-      auto out = handlers->CreateUnmanagedTrial(r, p.username, workspace_id);
-      if (!out.ok()) return void(res = Error(out.status(), req));
-      if (out->errors_size() > 0) {
-        res = Json(400, ErrorJson(InvalidArgument("invalid experiment config: " + out->errors(0).path() + ": " +
-                                                  out->errors(0).message())),
-                   req);
-        return;
-      }
-      res = Json(200, ToJson(*out), req);
-      return;
-    }
-    if (path == "/api/v1/experiments") {
-      route = "/api/v1/experiments";
-      if (method == http::verb::post) {
-        v1::CreateExperimentRequest r;
-        Status st = ParseBody(req, &r);
-        if (!st.ok()) return void(res = Error(st, req));
-        // REST default: start it, unless the body says "activate": false.
-        auto body = Value::FromJson(req.body());
-        if (!body.ok() || !body->Find("activate")) r.set_activate(true);
-        const std::string& owner = p.username;
-        if (!IsText(owner)) return void(res = Error(InvalidArgument("X-SF-User is not UTF-8 text"), req));
-        int64_t workspace_id = Accounts::kDefaultWorkspace;
-        if (options.authorizer) {
-          auto ws = options.authorizer->WorkspaceForNewExperiment(p, r.workspace());
-          if (!ws.ok()) return void(res = Error(ws.status(), req));
-          workspace_id = *ws;
-        }
-        auto out = handlers->CreateExperiment(r, owner, workspace_id);
-        if (!out.ok()) return void(res = Error(out.status(), req));
-        if (out->errors_size() > 0) {
-          Value errors(Value::List{});
-          for (const auto& e : out->errors()) {
-            errors.as_list().push_back(Value(Value::Map{{"path", e.path()}, {"message", e.message()},
-                                                        {"line", static_cast<int64_t>(e.line())},
-                                                        {"column", static_cast<int64_t>(e.column())}}));
-          }
-          std::string msg = "invalid experiment config: " + out->errors(0).path() + ": " + out->errors(0).message();
-          res = Json(400, ErrorJson(InvalidArgument(msg), errors), req);
-          return;
-        }
-        res = Json(200, ToJson(*out), req);
-        return;
-      }
-      if (method != http::verb::get) return wrong_method("GET, POST");
-      v1::GetExperimentsRequest r;
-      for (auto [it, end] = q.params.equal_range("states"); it != end; ++it) {
-        std::stringstream ss(it->second);
-        for (std::string s; std::getline(ss, s, ',');) {
-          v1::ExperimentState state = ExperimentStateFromName(s);
-          if (state == v1::EXPERIMENT_STATE_UNSPECIFIED) {
-            return void(res = Error(InvalidArgument("states: \"" + s + "\" is not an experiment state"), req));
-          }
-          r.add_states(state);
-        }
-      }
-      for (auto [it, end] = q.params.equal_range("fields"); it != end; ++it) {
-        std::stringstream ss(it->second);
-        for (std::string field; std::getline(ss, field, ',');) {
-          if (!field.empty()) r.add_fields(field);
-        }
-      }
-      r.set_name(q.Get("name"));
-      r.set_sort_by(q.Get("sort_by"));
-      auto desc = q.Bool("descending");
-      auto off = q.Int("offset", 0);
-      auto lim = q.Int("limit", 0);
-      auto arch = q.Bool("include_archived");
-      for (const Status& st : {desc.status(), off.status(), lim.status(), arch.status()}) {
-        if (!st.ok()) return void(res = Error(st, req));
-      }
-      r.set_descending(*desc);
-      r.set_offset(static_cast<int32_t>(*off));
-      r.set_limit(static_cast<int32_t>(*lim));
-      r.set_include_archived(*arch);
-      auto out = handlers->GetExperiments(r);
-      if (!out.ok()) return void(res = Error(out.status(), req));
-      res = Json(200, ExperimentsResponseJson(*out), req);  // the same JSON as ToJson, faster
-      return;
-    }
-    if (std::regex_match(path, m, kExp)) {
-      route = "/api/v1/experiments/{id}";
-      if (method != http::verb::get && method != http::verb::delete_) return wrong_method("GET, DELETE");
-      auto id = id_of(m[1]);
-      if (!id.ok()) return void(res = Error(id.status(), req));
-      if (method == http::verb::delete_) {
-        v1::ExperimentActionRequest r;
-        r.set_id(*id);
-        res = Reply(handlers->DeleteExperiment(r), req);
-        return;
-      }
-      v1::GetExperimentRequest r;
-      r.set_experiment_id(*id);
-      res = Reply(handlers->GetExperiment(r), req);
-      return;
-    }
-    if (std::regex_match(path, m, kExpAction)) {
-      std::string action = m[2];
-      route = "/api/v1/experiments/{id}/" + action;
-      if (method != http::verb::post) return wrong_method("POST");
-      auto id = id_of(m[1]);
-      if (!id.ok()) return void(res = Error(id.status(), req));
-      v1::ExperimentActionRequest r;
-      r.set_id(*id);
-      if (action == "pause") res = Reply(handlers->PauseExperiment(r), req);
-      else if (action == "activate") res = Reply(handlers->ActivateExperiment(r), req);
-      else if (action == "kill") res = Reply(handlers->KillExperiment(r), req);
-      else if (action == "unarchive") res = Reply(handlers->UnarchiveExperiment(r), req);
-      else res = Reply(handlers->ArchiveExperiment(r), req);
-      return;
-    }
-    if (std::regex_match(path, m, kExpContinue)) {
-      route = "/api/v1/experiments/{id}/continue";
-      if (method != http::verb::post) return wrong_method("POST");
-      auto id = id_of(m[1]);
-      if (!id.ok()) return void(res = Error(id.status(), req));
-      v1::ContinueExperimentRequest r;
-      Status st = ParseBody(req, &r);
-      if (!st.ok()) return void(res = Error(st, req));
-      r.set_id(*id);
-      if (!IsText(p.username)) return void(res = Error(InvalidArgument("X-SF-User is not UTF-8 text"), req));
-      res = Reply(handlers->ContinueExperiment(r, p.username), req);
-      return;
-    }
-    if (std::regex_match(path, m, kExpBulk)) {
-      static const std::map<std::string, ApiHandlers::BulkAction> kActions = {
-          {"kill", ApiHandlers::BulkAction::kKill},       {"pause", ApiHandlers::BulkAction::kPause},
-          {"activate", ApiHandlers::BulkAction::kActivate}, {"archive", ApiHandlers::BulkAction::kArchive},
-          {"unarchive", ApiHandlers::BulkAction::kUnarchive}, {"delete", ApiHandlers::BulkAction::kDelete}};
-      const std::string action = m[1];
-      route = "/api/v1/experiments/" + action;
-      if (method != http::verb::post) return wrong_method("POST");
-      v1::BulkExperimentActionRequest r;
-      Status st = ParseBody(req, &r);
-      if (!st.ok()) return void(res = Error(st, req));
-      ApiHandlers::RefusedExperiments refused;
-      if (options.authorizer) {
-        refused = [this, &p, action](const std::vector<int64_t>& ids) {
-          return options.authorizer->RefusedExperiments(p, ids, action);
-        };
-      }
-      res = Reply(handlers->BulkExperimentAction(kActions.at(action), r, refused), req);
-      return;
-    }
-    if (path == "/api/v1/checkpoints/delete") {
-      route = path;
-      if (method != http::verb::post) return wrong_method("POST");
-      v1::DeleteCheckpointsRequest r;
-      Status st = ParseBody(req, &r);
-      if (!st.ok()) return void(res = Error(st, req));
-      ApiHandlers::RefusedCheckpoints refused;
-      if (options.authorizer) {
-        refused = [this, &p](const std::vector<std::string>& uuids) {
-          return options.authorizer->RefusedCheckpoints(p, uuids, "delete checkpoints of");
-        };
-      }
-      res = Reply(handlers->DeleteCheckpoints(r, refused), req);
-      return;
-    }
-    if (std::regex_match(path, m, kCheckpoint)) {
-      route = "/api/v1/checkpoints/{uuid}";
-      if (method != http::verb::delete_) return wrong_method("DELETE");
-      const std::string uuid = m[1];
-      if (!IsText(uuid)) return void(res = Error(InvalidArgument("uuid: not UTF-8 text without NUL"), req));
-      Status st = handlers->cluster()->DeleteCheckpoint(uuid);
-      if (!st.ok()) return void(res = Error(st, req));
-      res = Json(200, "{}", req);
-      return;
-    }
-    if (std::regex_match(path, m, kExpSub)) {
-      std::string sub = m[2];
-      route = "/api/v1/experiments/{id}/" + sub;
-      if (method != http::verb::get) return wrong_method("GET");
-      auto id = id_of(m[1]);
-      if (!id.ok()) return void(res = Error(id.status(), req));
-      if (sub == "trials") {
-        v1::GetExperimentTrialsRequest r;
-        r.set_experiment_id(*id);
-        auto off = q.Int("offset", 0);
-        auto lim = q.Int("limit", 0);
-        if (!off.ok() || !lim.ok()) return void(res = Error(!off.ok() ? off.status() : lim.status(), req));
-        r.set_offset(static_cast<int32_t>(*off));
-        r.set_limit(static_cast<int32_t>(*lim));
-        res = Reply(handlers->GetExperimentTrials(r), req);
-      } else if (sub == "checkpoints") {
-        v1::GetExperimentCheckpointsRequest r;
-        r.set_id(*id);
-        res = Reply(handlers->GetExperimentCheckpoints(r), req);
-      } else {
-        v1::GetExperimentRequest r;
-        r.set_experiment_id(*id);
-        auto e = handlers->GetExperiment(r);
-        if (!e.ok()) return void(res = Error(e.status(), req));
-        res = Json(200, Value(Value::Map{{"summary", handlers->cluster()->SearcherSummary(*id)}}).ToJson(), req);
-      }
-      return;
-    }
-    if (std::regex_match(path, m, kTrial)) {
-      route = "/api/v1/trials/{id}";
-      if (method != http::verb::get) return wrong_method("GET");
-      auto id = id_of(m[1]);
-      if (!id.ok()) return void(res = Error(id.status(), req));
-      v1::GetTrialRequest r;
-      r.set_trial_id(*id);
-      res = Reply(handlers->GetTrial(r), req);
-      return;
-    }
-    if (std::regex_match(path, m, kTrialSub)) {
-      std::string sub = m[2];
-      route = "/api/v1/trials/{id}/" + sub;
-      if (method != http::verb::get) return wrong_method("GET");
-      auto id = id_of(m[1]);
-      if (!id.ok()) return void(res = Error(id.status(), req));
-      if (sub == "metrics") {
-        v1::GetTrialMetricsRequest r;
-        r.set_trial_id(*id);
-        r.set_kind(q.Get("kind", "training"));
-        auto start = q.Int("start_batches", 0);
-        auto end = q.Int("end_batches", 0);
-        auto maxp = q.Int("max_points", 0);
-        for (const Status& st : {start.status(), end.status(), maxp.status()}) {
-          if (!st.ok()) return void(res = Error(st, req));
-        }
-        r.set_start_batches(*start);
-        r.set_end_batches(*end);
-        r.set_max_points(static_cast<int32_t>(*maxp));
-        res = Reply(handlers->GetTrialMetrics(r), req);
-        return;
-      }
-      auto follow = q.Bool("follow");
-      if (!follow.ok()) return void(res = Error(follow.status(), req));
-      v1::GetTrialLogsRequest r;
-      r.set_trial_id(*id);
-      auto after = q.Int("after_id", 0);
-      auto lim = q.Int("limit", 0);
-      if (!after.ok() || !lim.ok()) return void(res = Error(!after.ok() ? after.status() : lim.status(), req));
-      r.set_after_id(*after);
-      r.set_limit(static_cast<int32_t>(*lim));
-      r.set_search(q.Get("search"));
-      if (*follow) {
-        v1::GetTrialRequest tr;
-        tr.set_trial_id(*id);
-        auto t = handlers->GetTrial(tr);
-        if (!t.ok()) return void(res = Error(t.status(), req));
-        follow_out = r;
-        return;
-      }
-      res = Reply(handlers->GetTrialLogs(r), req);
-      return;
-    }
-    if (path.rfind("/api/v1/agents/", 0) == 0) {
-      if (!match) return wrong_method("POST");
-      route = match->rule->route;
-      if (!options.revocations) return void(res = Error(NotFound("this master keeps no agent revocations"), req));
-      const std::string& agent = match->params.at("agent");
-      const bool revoke = route.size() > 7 && route.substr(route.size() - 7) == "/revoke";
-      Status st = revoke ? options.revocations->Revoke(agent, p.username) : options.revocations->Restore(agent);
-      if (!st.ok()) return void(res = Error(st, req));
-      log::Info("auth", {{"event", revoke ? "agent_revoked" : "agent_restored"}, {"agent", agent}, {"by", p.username}});
-      res = Json(200, Value(Value::Map{{"agentId", agent}, {"revoked", revoke}}).ToJson(), req);
-      return;
-    }
-    if (path == "/api/v1/agents") {
-      route = path;
-      if (method != http::verb::get) return wrong_method("GET");
-      res = Reply(handlers->GetAgents(v1::GetAgentsRequest()), req);
-      return;
-    }
-    if (path == "/api/v1/resource-pools") {
-      route = path;
-      if (method != http::verb::get) return wrong_method("GET");
-      res = Reply(handlers->GetResourcePools(v1::GetResourcePoolsRequest()), req);
-      return;
-    }
-    if (path == "/api/v1/cluster/utilization") {
-      route = path;
-      if (method != http::verb::get) return wrong_method("GET");
-      auto since = q.Time("since");
-      if (!since.ok()) return void(res = Error(since.status(), req));
-      v1::GetClusterUtilizationRequest r;
-      if (*since) *r.mutable_since() = **since;
-      r.set_pool(q.Get("pool"));
-      res = Reply(handlers->GetClusterUtilization(r), req);
-      return;
-    }
-    if (path == "/api/v1/audit") {
-      route = path;
-      if (method != http::verb::get) return wrong_method("GET");
-      if (!options.audit) return void(res = Error(NotFound("this master keeps no audit log"), req));
-      AuditFilter f;
-      auto since = q.Time("since");
-      if (!since.ok()) return void(res = Error(since.status(), req));
-      if (*since) f.since = static_cast<double>((*since)->seconds()) + (*since)->nanos() / 1e9;
-      auto limit = q.Int("limit", 100);
-      if (!limit.ok()) return void(res = Error(limit.status(), req));
-      if (*limit < 1 || *limit > 1000) return void(res = Error(InvalidArgument("limit: must be 1-1000"), req));
-      f.limit = static_cast<int>(*limit);
-      f.actor = q.Get("actor");
-      if (!IsText(f.actor)) return void(res = Error(InvalidArgument("actor is not UTF-8 text"), req));
-      auto entries = options.audit->List(f);
-      if (!entries.ok()) return void(res = Error(entries.status(), req));
-      Value::List list;
-      for (const AuditEntry& e : *entries) {
-        list.push_back(Value(Value::Map{{"id", std::to_string(e.id)},
-                                        {"time", google::protobuf::util::TimeUtil::ToString(
-                                                     google::protobuf::util::TimeUtil::NanosecondsToTimestamp(
-                                                         static_cast<int64_t>(e.at * 1e9)))},
-                                        {"actor", e.actor},
-                                        {"peer", e.peer},
-                                        {"method", e.method},
-                                        {"path", e.path},
-                                        {"status", static_cast<int64_t>(e.status)}}));
-      }
-      res = Json(200, Value(Value::Map{{"entries", Value(std::move(list))}}).ToJson(), req);
-      return;
-    }
-    if (path == "/api/v1/master") {
-      route = path;
-      if (method != http::verb::get) return wrong_method("GET");
-      res = Reply(handlers->GetMaster(v1::GetMasterRequest()), req);
+    if (match && match->rule->api) return ServeApi(*match->rule->api, *match, q, req, res, route, follow_out, p);
+    if (path.rfind("/api/", 0) == 0 && !match) {
+      // Gate let it through because the path is known with other methods: 405.
+      route = "unknown";
+      const std::string allowed = AllowedMethods(path);
+      res = Json(405, ErrorJson(InvalidArgument(std::string(http::to_string(method)) + " is not allowed on " + path +
+                                                "; use " + allowed)),
+                 req);
+      res.set(http::field::allow, allowed);
       return;
     }
     if (path.rfind("/api/", 0) == 0) {
@@ -1164,6 +763,8 @@ HttpServer::HttpServer(ApiHandlers* handlers, MasterMetrics* metrics, HttpOption
   impl_->handlers = handlers;
   impl_->metrics = metrics;
   impl_->options = std::move(options);
+  impl_->methods = std::make_unique<ApiMethods>(ApiDependencies{handlers, impl_->options.authorizer,
+                                                                impl_->options.revocations, impl_->options.audit});
   if (impl_->options.accounts) {
     impl_->auth_api = std::make_unique<AuthApi>(impl_->options.accounts, impl_->options.authorizer,
                                                 impl_->options.login_limiter, impl_->options.secure_cookies);

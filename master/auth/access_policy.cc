@@ -34,35 +34,32 @@ const char* NeedName(Need need) {
   return "?";
 }
 
+std::optional<Need> NeedFromProto(steadfast::v1::AccessNeed need) {
+  namespace v1 = steadfast::v1;
+  switch (need) {
+    case v1::ACCESS_NEED_PUBLIC: return Need::kPublic;
+    case v1::ACCESS_NEED_SIGNED_IN: return Need::kSignedIn;
+    case v1::ACCESS_NEED_CREATOR: return Need::kCreator;
+    case v1::ACCESS_NEED_EXPERIMENT: return Need::kExperiment;
+    case v1::ACCESS_NEED_EXPERIMENTS: return Need::kExperiments;
+    case v1::ACCESS_NEED_CHECKPOINT: return Need::kCheckpoint;
+    case v1::ACCESS_NEED_SELF: return Need::kSelf;
+    case v1::ACCESS_NEED_WORKSPACE: return Need::kWorkspace;
+    case v1::ACCESS_NEED_ADMIN: return Need::kAdmin;
+    default: return std::nullopt;
+  }
+}
+
 const std::vector<RestRule>& RestPolicy() {
   static const std::vector<RestRule> kRules = [] {
+    // The routes that are not Api methods: the server's own, and the account routes
+    // (master/api/auth_api.h), which are REST only.
     std::vector<RestRule> r = {
         {"GET", "/health", Need::kPublic, "check health"},
         {"GET", "/api/v1/openapi.json", Need::kPublic, "read the API description"},
         {"POST", "/api/v1/auth/login", Need::kPublic, "log in"},
         {"POST", "/api/v1/auth/logout", Need::kSignedIn, "log out"},
         {"GET", "/api/v1/auth/me", Need::kSignedIn, "read"},
-        {"GET", "/api/v1/experiments", Need::kSignedIn, "read"},
-        {"POST", "/api/v1/experiments", Need::kCreator, "create experiments"},
-        {"POST", "/api/v1/unmanaged-trials", Need::kCreator, "create experiments"},
-        {"GET", "/api/v1/experiments/{id}", Need::kSignedIn, "read"},
-        {"DELETE", "/api/v1/experiments/{id}", Need::kExperiment, "delete"},
-        {"POST", "/api/v1/experiments/{id}/continue", Need::kExperiment, "continue"},
-        {"GET", "/api/v1/experiments/{id}/trials", Need::kSignedIn, "read"},
-        {"GET", "/api/v1/experiments/{id}/checkpoints", Need::kSignedIn, "read"},
-        {"GET", "/api/v1/experiments/{id}/searcher", Need::kSignedIn, "read"},
-        {"POST", "/api/v1/checkpoints/delete", Need::kExperiments, "delete checkpoints of"},
-        {"DELETE", "/api/v1/checkpoints/{uuid}", Need::kCheckpoint, "delete checkpoints of"},
-        {"GET", "/api/v1/trials/{id}", Need::kSignedIn, "read"},
-        {"GET", "/api/v1/trials/{id}/metrics", Need::kSignedIn, "read"},
-        {"GET", "/api/v1/trials/{id}/logs", Need::kSignedIn, "read"},
-        {"GET", "/api/v1/agents", Need::kSignedIn, "read"},
-        {"POST", "/api/v1/agents/{agent}/revoke", Need::kAdmin, "revoke agents"},
-        {"POST", "/api/v1/agents/{agent}/restore", Need::kAdmin, "restore agents"},
-        {"GET", "/api/v1/resource-pools", Need::kSignedIn, "read"},
-        {"GET", "/api/v1/cluster/utilization", Need::kSignedIn, "read"},
-        {"GET", "/api/v1/master", Need::kSignedIn, "read"},
-        {"GET", "/api/v1/audit", Need::kAdmin, "read the audit log"},
         {"GET", "/api/v1/users", Need::kAdmin, "list users"},
         {"POST", "/api/v1/users", Need::kAdmin, "create users"},
         {"POST", "/api/v1/users/{username}/role", Need::kAdmin, "change the role of"},
@@ -79,13 +76,10 @@ const std::vector<RestRule>& RestPolicy() {
         {"DELETE", "/api/v1/workspaces/{workspace}/members/{username}", Need::kWorkspace,
          "manage the members of"},
     };
-    for (const char* action : {"pause", "activate", "kill", "archive", "unarchive"}) {
-      r.push_back(
-          {"POST", std::string("/api/v1/experiments/{id}/") + action, Need::kExperiment, action});
-    }
-    for (const char* action : {"pause", "activate", "kill", "archive", "unarchive", "delete"}) {
-      r.push_back(
-          {"POST", std::string("/api/v1/experiments/") + action, Need::kExperiments, action});
+    // Every Api method on REST, as its options declare it.
+    for (const ApiRoute& route : ApiRoutes()) {
+      if (!route.ok || route.http_method.empty()) continue;
+      r.push_back({route.http_method, route.path, *NeedFromProto(route.need), route.action, &route});
     }
     return r;
   }();
@@ -93,37 +87,13 @@ const std::vector<RestRule>& RestPolicy() {
 }
 
 const std::map<std::string, std::pair<Need, std::string>>& GrpcPolicy() {
-  static const std::map<std::string, std::pair<Need, std::string>> kMethods = {
-      {"CreateExperiment", {Need::kCreator, "create experiments"}},
-      {"CreateUnmanagedTrial", {Need::kCreator, "create experiments"}},
-      {"GetExperiments", {Need::kSignedIn, "read"}},
-      {"GetExperiment", {Need::kSignedIn, "read"}},
-      {"KillExperiment", {Need::kExperiment, "kill"}},
-      {"PauseExperiment", {Need::kExperiment, "pause"}},
-      {"ActivateExperiment", {Need::kExperiment, "activate"}},
-      {"ArchiveExperiment", {Need::kExperiment, "archive"}},
-      {"UnarchiveExperiment", {Need::kExperiment, "unarchive"}},
-      {"DeleteExperiment", {Need::kExperiment, "delete"}},
-      {"KillExperiments", {Need::kExperiments, "kill"}},
-      {"PauseExperiments", {Need::kExperiments, "pause"}},
-      {"ActivateExperiments", {Need::kExperiments, "activate"}},
-      {"ArchiveExperiments", {Need::kExperiments, "archive"}},
-      {"UnarchiveExperiments", {Need::kExperiments, "unarchive"}},
-      {"DeleteExperiments", {Need::kExperiments, "delete"}},
-      {"DeleteCheckpoints", {Need::kExperiments, "delete checkpoints of"}},
-      {"GetResourcePools", {Need::kSignedIn, "read"}},
-      {"ContinueExperiment", {Need::kExperiment, "continue"}},
-      {"GetExperimentTrials", {Need::kSignedIn, "read"}},
-      {"GetExperimentCheckpoints", {Need::kSignedIn, "read"}},
-      {"GetTrial", {Need::kSignedIn, "read"}},
-      {"GetTrialMetrics", {Need::kSignedIn, "read"}},
-      {"FollowTrialMetrics", {Need::kSignedIn, "read"}},
-      {"GetTrialLogs", {Need::kSignedIn, "read"}},
-      {"FollowTrialLogs", {Need::kSignedIn, "read"}},
-      {"GetAgents", {Need::kSignedIn, "read"}},
-      {"GetMaster", {Need::kSignedIn, "read"}},
-      {"GetClusterUtilization", {Need::kSignedIn, "read"}},
-  };
+  static const std::map<std::string, std::pair<Need, std::string>> kMethods = [] {
+    std::map<std::string, std::pair<Need, std::string>> m;
+    for (const ApiRoute& route : ApiRoutes()) {
+      if (route.ok) m[route.method->name()] = {*NeedFromProto(route.need), route.action};
+    }
+    return m;
+  }();
   return kMethods;
 }
 
@@ -179,6 +149,14 @@ bool Matches(const CompiledRule& c, const std::vector<std::string_view>& segs) {
 }
 
 }  // namespace
+
+std::string AllowedMethods(const std::string& path) {
+  std::string out;
+  for (const char* method : {"GET", "POST", "PUT", "DELETE"}) {
+    if (MatchRest(method, path)) out += (out.empty() ? "" : ", ") + std::string(method);
+  }
+  return out;
+}
 
 std::optional<RestMatch> MatchRest(std::string_view method, const std::string& path,
                                    bool* path_known) {

@@ -3,6 +3,10 @@
 // tests/e2e/access_matrix_test.cc hold every route to it).
 //
 // Contract:
+// - The rules of steadfast.v1.Api's methods come from the proto (each method's
+//   (steadfast.v1.access) and (steadfast.v1.http) options, master/api/routes/route_table.h);
+//   this file adds only the REST routes that are not Api methods (health, the API description,
+//   and the account routes of master/api/auth_api.h).
 // - RestPolicy() lists every route the REST server serves, by method and route template
 //   ("/api/v1/experiments/{id}/kill"); GrpcPolicy() every method of steadfast.v1.Api. The
 //   servers look a request up here BEFORE running it: a REST route with no entry is answered
@@ -36,6 +40,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "master/api/routes/route_table.h"
 #include "master/auth/accounts.h"
 #include "master/auth/principal.h"
 #include "master/db/database.h"
@@ -47,12 +52,15 @@ Status NoCredentials();
 
 enum class Need { kPublic, kSignedIn, kCreator, kExperiment, kExperiments, kCheckpoint, kSelf, kWorkspace, kAdmin };
 const char* NeedName(Need need);
+// The proto's AccessNeed as a Need (ACCESS_NEED_UNSPECIFIED: nullopt).
+std::optional<Need> NeedFromProto(steadfast::v1::AccessNeed need);
 
 struct RestRule {
   std::string method;  // "GET", "POST", "PUT", "DELETE"
   std::string route;   // template: "{name}" matches one path segment
   Need need;
   std::string action;  // the verb a refusal names: "kill", "read", "create experiments in"
+  const ApiRoute* api = nullptr;  // the Api method served there; null for the routes above
 };
 
 const std::vector<RestRule>& RestPolicy();
@@ -66,6 +74,9 @@ struct RestMatch {
 // The rule for `method` on `path`; nullopt when no rule matches. `path_known` (optional) is set
 // when some rule matches the path with another method (the server answers 405 then).
 std::optional<RestMatch> MatchRest(std::string_view method, const std::string& path, bool* path_known = nullptr);
+// The methods some rule serves `path` with, for a 405's Allow header: "GET, DELETE" (in the order
+// GET, POST, PUT, DELETE); empty when none does.
+std::string AllowedMethods(const std::string& path);
 
 // What a check is about: the ids and names the request carries.
 struct Resource {

@@ -1,0 +1,58 @@
+// The Api methods by name, as one table that both servers call: the REST transcoder
+// (http_server.cc, through routes/rest_transcoder.h) and the gRPC service (grpc_services.h).
+// What a method does beyond ApiHandlers — the workspace a new experiment goes to, which
+// experiments or checkpoints a bulk action may touch, the defaults of a request — lives here,
+// once, not in a transport.
+//
+// Contract:
+// - Invoke(name, request, caller) runs Api method `name` with `request` (a message of its
+//   input type) for `caller`, whom the access policy (master/auth/access_policy.h) has already
+//   let through; it answers the method's output message or an error Status. Streaming methods
+//   are not in the table (their transports stream themselves).
+// - Names() lists every method in the table; RouteTableTest checks that it holds every unary
+//   method of steadfast.v1.Api.
+// - Thread-safe: the table is fixed at construction; the dependencies are thread-safe.
+#pragma once
+
+#include <google/protobuf/message.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "master/api/api_handlers.h"
+#include "master/auth/access_policy.h"
+#include "master/auth/agent_revocations.h"
+#include "master/auth/audit_log.h"
+#include "master/auth/principal.h"
+
+namespace sf::master {
+
+struct ApiDependencies {
+  ApiHandlers* handlers = nullptr;
+  Authorizer* authorizer = nullptr;         // null: no authentication (every check passes)
+  AgentRevocations* revocations = nullptr;  // null: RevokeAgent/RestoreAgent answer kNotFound
+  AuditLog* audit = nullptr;                // null: GetAuditLog answers kNotFound
+};
+
+class ApiMethods {
+ public:
+  using Reply = Result<std::unique_ptr<google::protobuf::Message>>;
+  using Method = std::function<Reply(const google::protobuf::Message& request, const Principal& caller)>;
+
+  explicit ApiMethods(ApiDependencies deps);
+
+  Reply Invoke(const std::string& name, const google::protobuf::Message& request, const Principal& caller) const;
+  std::vector<std::string> Names() const;
+
+ private:
+  template <typename Req, typename Fn>
+  void Add(const std::string& name, Fn fn);
+
+  ApiDependencies deps_;
+  std::map<std::string, Method> methods_;
+};
+
+}  // namespace sf::master
