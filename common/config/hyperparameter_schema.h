@@ -1,6 +1,6 @@
 // The hyperparameters the built-in models, optimizers and schedules understand.
 //
-// Models are built in (DESIGN.md), so hyperparameter names are known: an unknown name is an
+// Models are built in (docs/engine.md), so hyperparameter names are known: an unknown name is an
 // error, as a typo in any other section is. Each name has a type, a range and a default; a
 // nested group (`optimizer`, `lr_schedule`) has a `type` member choosing which other members
 // apply. The trainer reads trial hyperparameters through WithDefaults(), so the defaults

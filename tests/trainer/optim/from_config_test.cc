@@ -9,7 +9,7 @@ namespace sf {
 namespace {
 
 TEST(FromConfig, OptimizerFromTheDesignExample) {
-  // DESIGN.md: optimizer: {type: radam, betas: [0.9, 0.98], eps: 1.0e-8, weight_decay: 0.0001}
+  // docs/optim.md: optimizer: {type: radam, betas: [0.9, 0.98], eps: 1.0e-8, weight_decay: 0.0001}
   Value hp(Value::Map{{"optimizer", Value(Value::Map{{"type", "radam"},
                                                      {"betas", Value(Value::List{0.9, 0.98})},
                                                      {"eps", 1e-8},
