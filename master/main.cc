@@ -180,7 +180,7 @@ int main(int argc, char** argv) {
     metrics.ObserveRequest(route, s, code);
   });
   api.SetAuditLog(&audit);
-  api.SetAuth(config->disable_auth ? nullptr : &accounts, &authorizer);
+  api.SetAuth(config->disable_auth ? nullptr : &accounts, &authorizer, &login_limiter);
   DeliveryLedger delivery_ledger(db->get());
   AgentLinkGrpcService agent_link(&cluster, &delivery_ledger, join_token);
   agent_link.SetRevocations(&revocations);

@@ -12,27 +12,11 @@ namespace {
 namespace v1 = steadfast::v1;
 namespace pb = google::protobuf;
 
-// Wraps a handler's typed result as the table's.
-template <typename Resp>
-ApiMethods::Reply Boxed(Result<Resp> r) {
-  if (!r.ok()) return r.status();
-  return std::unique_ptr<pb::Message>(std::make_unique<Resp>(std::move(r).value()));
-}
-
 Status OwnerIsText(const Principal& p) {
   return IsText(p.username) ? Status::Ok() : InvalidArgument("X-SF-User is not UTF-8 text");
 }
 
 }  // namespace
-
-template <typename Req, typename Fn>
-void ApiMethods::Add(const std::string& name, Fn fn) {
-  methods_[name] = [fn, name](const pb::Message& request, const Principal& caller) -> Reply {
-    const auto* typed = dynamic_cast<const Req*>(&request);
-    if (!typed) return Internal(name + " was given a " + request.GetTypeName());
-    return Boxed(fn(*typed, caller));
-  };
-}
 
 ApiMethods::ApiMethods(ApiDependencies deps) : deps_(deps) {
   ApiHandlers* h = deps_.handlers;
@@ -156,6 +140,7 @@ ApiMethods::ApiMethods(ApiDependencies deps) : deps_(deps) {
           return out;
         });
   }
+  AddAccountMethods();
   AuditLog* audit = deps_.audit;
   Add<v1::GetAuditLogRequest>("GetAuditLog", [audit](const v1::GetAuditLogRequest& r,
                                                      const Principal&) -> Result<v1::GetAuditLogResponse> {

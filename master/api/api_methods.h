@@ -19,19 +19,24 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <type_traits>
 #include <string>
 #include <vector>
 
 #include "master/api/api_handlers.h"
 #include "master/auth/access_policy.h"
+#include "master/auth/accounts.h"
 #include "master/auth/agent_revocations.h"
 #include "master/auth/audit_log.h"
+#include "master/auth/login_limiter.h"
 #include "master/auth/principal.h"
 
 namespace sf::master {
 
 struct ApiDependencies {
   ApiHandlers* handlers = nullptr;
+  Accounts* accounts = nullptr;             // null: the account methods answer kNotFound
+  LoginLimiter* login_limiter = nullptr;    // null: logins are not rate limited
   Authorizer* authorizer = nullptr;         // null: no authentication (every check passes)
   AgentRevocations* revocations = nullptr;  // null: RevokeAgent/RestoreAgent answer kNotFound
   AuditLog* audit = nullptr;                // null: GetAuditLog answers kNotFound
@@ -48,8 +53,20 @@ class ApiMethods {
   std::vector<std::string> Names() const;
 
  private:
+  // Registers `fn(const Req&, const Principal&) -> Result<Resp>` as method `name`.
   template <typename Req, typename Fn>
-  void Add(const std::string& name, Fn fn);
+  void Add(const std::string& name, Fn fn) {
+    methods_[name] = [fn, name](const google::protobuf::Message& request, const Principal& caller) -> Reply {
+      const auto* typed = dynamic_cast<const Req*>(&request);
+      if (!typed) return Internal(name + " was given a " + request.GetTypeName());
+      auto r = fn(*typed, caller);
+      if (!r.ok()) return r.status();
+      using Resp = std::remove_cvref_t<decltype(*r)>;
+      return std::unique_ptr<google::protobuf::Message>(std::make_unique<Resp>(std::move(r).value()));
+    };
+  }
+  // Sessions, users, API tokens and workspaces (account_methods.cc).
+  void AddAccountMethods();
 
   ApiDependencies deps_;
   std::map<std::string, Method> methods_;

@@ -33,12 +33,24 @@ grpc::Status ToGrpc(const Status& s) {
   return grpc::Status(code, s.message());
 }
 
+namespace {
+// "ipv4:127.0.0.1:54321" -> "127.0.0.1" (the address, as REST records it); "unknown" if none.
+std::string PeerAddress(const grpc::ServerContext& ctx) {
+  std::string peer = ctx.peer();
+  if (size_t colon = peer.find(':'); colon != std::string::npos) peer = peer.substr(colon + 1);
+  if (size_t port = peer.rfind(':'); port != std::string::npos) peer = peer.substr(0, port);
+  if (peer.size() > 2 && peer.front() == '[' && peer.back() == ']') peer = peer.substr(1, peer.size() - 2);
+  return peer.empty() ? "unknown" : peer;
+}
+}  // namespace
+
 grpc::Status ApiGrpcService::Guard(grpc::ServerContext* ctx, const std::string& method,
                                    const google::protobuf::Message& request, Principal* p) {
   auto rule = GrpcPolicy().find(method);
   if (rule == GrpcPolicy().end()) {
     return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, method + " has no access rule (access_policy.h)");
   }
+  p->peer = PeerAddress(*ctx);
   if (!accounts_) {
     p->user_id = -1;
     p->role = Role::kAdmin;
@@ -58,7 +70,9 @@ grpc::Status ApiGrpcService::Guard(grpc::ServerContext* ctx, const std::string& 
   }
   auto who = accounts_->Authenticate(v.substr(7));
   if (!who.ok()) return ToGrpc(who.status());
+  const std::string peer = p->peer;
   *p = *who;
+  p->peer = peer;
   Resource r;
   if (need == Need::kExperiment) {
     // Every method that acts on one experiment names it in an int64 field `id`.
@@ -67,13 +81,16 @@ grpc::Status ApiGrpcService::Guard(grpc::ServerContext* ctx, const std::string& 
       r.experiment_id = request.GetReflection()->GetInt64(request, field);
     }
   }
-  if (need == Need::kCheckpoint) {
-    // ... and every method that acts on one checkpoint in a string field `uuid`.
-    const auto* field = request.GetDescriptor()->FindFieldByName("uuid");
-    if (field && field->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_STRING) {
-      r.checkpoint_uuid = request.GetReflection()->GetString(request, field);
-    }
-  }
+  // ... and the checkpoint, user or workspace one acts on in a string field of that name.
+  auto text = [&](const char* name) {
+    const auto* field = request.GetDescriptor()->FindFieldByName(name);
+    return field && field->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_STRING && !field->is_repeated()
+               ? request.GetReflection()->GetString(request, field)
+               : std::string();
+  };
+  r.checkpoint_uuid = text("uuid");
+  r.username = text("username");
+  r.workspace = text("workspace");
   return ToGrpc(authorizer_->Check(*p, need, action, r));
 }
 
@@ -102,12 +119,7 @@ void ApiGrpcService::Audit(const grpc::ServerContext& ctx, const std::string& me
   AuditEntry e;
   e.actor = who.username;  // as Guard authenticated it (x-sf-user without authentication)
   if (e.actor.empty() || e.actor.size() > 200 || e.actor.find('\0') != std::string::npos) e.actor = "anonymous";
-  // "ipv4:127.0.0.1:54321" -> "127.0.0.1" (the address, as REST records it).
-  std::string peer = ctx.peer();
-  if (size_t colon = peer.find(':'); colon != std::string::npos) peer = peer.substr(colon + 1);
-  if (size_t port = peer.rfind(':'); port != std::string::npos) peer = peer.substr(0, port);
-  if (peer.size() > 2 && peer.front() == '[' && peer.back() == ']') peer = peer.substr(1, peer.size() - 2);
-  e.peer = peer.empty() ? "unknown" : peer;
+  e.peer = PeerAddress(ctx);
   e.method = "GRPC";
   e.path = "/steadfast.v1.Api/" + method + (target.empty() ? "" : "/" + target);
   e.status = static_cast<int>(status.error_code());
@@ -191,6 +203,22 @@ SF_UNARY_RPC(GetClusterUtilization, GetClusterUtilizationRequest, GetClusterUtil
 SF_UNARY_RPC(RevokeAgent, AgentRevocationRequest, AgentRevocationResponse, true, r->agent_id())
 SF_UNARY_RPC(RestoreAgent, AgentRevocationRequest, AgentRevocationResponse, true, r->agent_id())
 SF_UNARY_RPC(GetAuditLog, GetAuditLogRequest, GetAuditLogResponse, false, "")
+SF_UNARY_RPC(Login, LoginRequest, LoginResponse, false, "")
+SF_UNARY_RPC(Logout, LogoutRequest, LogoutResponse, true, "")
+SF_UNARY_RPC(GetMe, GetMeRequest, GetMeResponse, false, "")
+SF_UNARY_RPC(ListUsers, ListUsersRequest, ListUsersResponse, false, "")
+SF_UNARY_RPC(CreateUser, CreateUserRequest, UserResponse, true, r->username())
+SF_UNARY_RPC(SetUserRole, SetUserRoleRequest, UserResponse, true, r->username())
+SF_UNARY_RPC(ActivateUser, UserNameRequest, UserResponse, true, r->username())
+SF_UNARY_RPC(DeactivateUser, UserNameRequest, UserResponse, true, r->username())
+SF_UNARY_RPC(SetUserPassword, SetUserPasswordRequest, UserResponse, true, r->username())
+SF_UNARY_RPC(ListTokens, ListTokensRequest, ListTokensResponse, false, "")
+SF_UNARY_RPC(CreateToken, CreateTokenRequest, Token, true, "")
+SF_UNARY_RPC(RevokeToken, RevokeTokenRequest, RevokeTokenResponse, true, std::to_string(r->id()))
+SF_UNARY_RPC(ListWorkspaces, ListWorkspacesRequest, ListWorkspacesResponse, false, "")
+SF_UNARY_RPC(CreateWorkspace, CreateWorkspaceRequest, Workspace, true, r->name())
+SF_UNARY_RPC(SetWorkspaceMember, SetWorkspaceMemberRequest, WorkspaceMemberResponse, true, r->workspace() + "/" + r->username())
+SF_UNARY_RPC(RemoveWorkspaceMember, RemoveWorkspaceMemberRequest, WorkspaceMemberResponse, true, r->workspace() + "/" + r->username())
 #undef SF_UNARY_RPC
 
 namespace {

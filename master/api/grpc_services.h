@@ -45,9 +45,11 @@ class ApiGrpcService final : public steadfast::v1::Api::Service {
   // held to GrpcPolicy() (master/auth/access_policy.h) with the token from the `authorization:
   // Bearer TOKEN` metadata; a method without a policy entry is refused. Without, the caller is
   // whoever x-sf-user names, with every right. `authorizer` is used either way (workspaces).
-  void SetAuth(Accounts* accounts, Authorizer* authorizer) {
+  // `limiter` rate-limits Login (null: not limited).
+  void SetAuth(Accounts* accounts, Authorizer* authorizer, LoginLimiter* limiter = nullptr) {
     accounts_ = accounts;
     authorizer_ = authorizer;
+    limiter_ = limiter;
     Rebuild();
   }
 
@@ -120,10 +122,31 @@ class ApiGrpcService final : public steadfast::v1::Api::Service {
                             steadfast::v1::AgentRevocationResponse*) override;
   grpc::Status GetAuditLog(grpc::ServerContext*, const steadfast::v1::GetAuditLogRequest*,
                            steadfast::v1::GetAuditLogResponse*) override;
+  grpc::Status Login(grpc::ServerContext*, const steadfast::v1::LoginRequest*, steadfast::v1::LoginResponse*) override;
+  grpc::Status Logout(grpc::ServerContext*, const steadfast::v1::LogoutRequest*, steadfast::v1::LogoutResponse*) override;
+  grpc::Status GetMe(grpc::ServerContext*, const steadfast::v1::GetMeRequest*, steadfast::v1::GetMeResponse*) override;
+  grpc::Status ListUsers(grpc::ServerContext*, const steadfast::v1::ListUsersRequest*, steadfast::v1::ListUsersResponse*) override;
+  grpc::Status CreateUser(grpc::ServerContext*, const steadfast::v1::CreateUserRequest*, steadfast::v1::UserResponse*) override;
+  grpc::Status SetUserRole(grpc::ServerContext*, const steadfast::v1::SetUserRoleRequest*, steadfast::v1::UserResponse*) override;
+  grpc::Status ActivateUser(grpc::ServerContext*, const steadfast::v1::UserNameRequest*, steadfast::v1::UserResponse*) override;
+  grpc::Status DeactivateUser(grpc::ServerContext*, const steadfast::v1::UserNameRequest*, steadfast::v1::UserResponse*) override;
+  grpc::Status SetUserPassword(grpc::ServerContext*, const steadfast::v1::SetUserPasswordRequest*, steadfast::v1::UserResponse*) override;
+  grpc::Status ListTokens(grpc::ServerContext*, const steadfast::v1::ListTokensRequest*, steadfast::v1::ListTokensResponse*) override;
+  grpc::Status CreateToken(grpc::ServerContext*, const steadfast::v1::CreateTokenRequest*, steadfast::v1::Token*) override;
+  grpc::Status RevokeToken(grpc::ServerContext*, const steadfast::v1::RevokeTokenRequest*, steadfast::v1::RevokeTokenResponse*) override;
+  grpc::Status ListWorkspaces(grpc::ServerContext*, const steadfast::v1::ListWorkspacesRequest*, steadfast::v1::ListWorkspacesResponse*) override;
+  grpc::Status CreateWorkspace(grpc::ServerContext*, const steadfast::v1::CreateWorkspaceRequest*, steadfast::v1::Workspace*) override;
+  grpc::Status SetWorkspaceMember(grpc::ServerContext*, const steadfast::v1::SetWorkspaceMemberRequest*, steadfast::v1::WorkspaceMemberResponse*) override;
+  grpc::Status RemoveWorkspaceMember(grpc::ServerContext*, const steadfast::v1::RemoveWorkspaceMemberRequest*, steadfast::v1::WorkspaceMemberResponse*) override;
 
  private:
   void Rebuild() {
-    methods_ = std::make_unique<ApiMethods>(ApiDependencies{handlers_, authorizer_, revocations_, audit_});
+    methods_ = std::make_unique<ApiMethods>(ApiDependencies{.handlers = handlers_,
+                                                            .accounts = accounts_,
+                                                            .login_limiter = limiter_,
+                                                            .authorizer = authorizer_,
+                                                            .revocations = revocations_,
+                                                            .audit = audit_});
   }
   // Api method `name` from the table (api_methods.h), guarded and observed as Call does; the
   // caller Guard found goes to *who (for the audit record).
@@ -149,6 +172,7 @@ class ApiGrpcService final : public steadfast::v1::Api::Service {
   Accounts* accounts_ = nullptr;
   Authorizer* authorizer_ = nullptr;
   AgentRevocations* revocations_ = nullptr;
+  LoginLimiter* limiter_ = nullptr;
   std::unique_ptr<ApiMethods> methods_;
 };
 

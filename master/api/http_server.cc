@@ -31,7 +31,6 @@
 #include "common/log.h"
 #include "common/utf8.h"
 #include "master/api/api_methods.h"
-#include "master/api/auth_api.h"
 #include "master/api/experiment_json.h"
 #include "master/api/grpc_services.h"
 #include "master/api/routes/rest_query.h"
@@ -47,6 +46,9 @@ using tcp = asio::ip::tcp;
 namespace {
 
 using Request = http::request<http::string_body>;
+
+// The dashboard's session cookie (HttpOnly; docs/security.md).
+constexpr char kSessionCookie[] = "sf_session";
 using Response = http::response<http::string_body>;
 
 int HttpStatusFor(const Status& s) {
@@ -128,7 +130,6 @@ struct HttpServer::Impl {
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
   std::unique_ptr<tcp::acceptor> acceptor;
   std::vector<std::thread> workers;
-  std::unique_ptr<AuthApi> auth_api;  // with options.accounts
   std::unique_ptr<ApiMethods> methods;  // what the Api routes run
 
   void Accept();
@@ -258,6 +259,7 @@ struct HttpServer::Impl {
     } else if (path == "/metrics") {
       need = options.metrics_public ? Need::kPublic : Need::kSignedIn;
     }
+    p.peer = peer;
     if (!options.accounts) {
       // No authentication: the caller is whoever X-SF-User says, with every right.
       p.user_id = -1;
@@ -286,7 +288,7 @@ struct HttpServer::Impl {
       token = std::string(v.substr(7));
     } else if (auto c = req.find(http::field::cookie); c != req.end()) {
       std::string_view cookies(c->value().data(), c->value().size());
-      const std::string key = std::string(AuthApi::kCookie) + "=";
+      const std::string key = std::string(kSessionCookie) + "=";
       for (size_t i = 0; i < cookies.size();) {
         size_t end = cookies.find(';', i);
         if (end == std::string_view::npos) end = cookies.size();
@@ -302,6 +304,7 @@ struct HttpServer::Impl {
     if (!who.ok()) return refuse(who.status());
     p = *who;
     p.via_cookie = via_cookie;
+    p.peer = peer;
     // A cookie rides along with any request the browser makes, a cross-site one too: a
     // mutation by cookie must carry the dashboard's own header, which a cross-site form cannot
     // set without CORS (that the master never grants).
@@ -331,6 +334,11 @@ struct HttpServer::Impl {
     return true;
   }
 
+  std::string SessionCookie(const std::string& token, int64_t max_age) const {
+    return std::string(kSessionCookie) + "=" + token + "; Path=/; HttpOnly; SameSite=Strict; Max-Age=" +
+           std::to_string(max_age) + (options.secure_cookies ? "; Secure" : "");
+  }
+
   // Runs the Api method `api` for a REST request that Gate let through: the request message from
   // the path, query and body (routes/rest_transcoder.h), the method from the table
   // (api_methods.h), the reply in protobuf's JSON mapping. A config rejected with field errors is
@@ -357,8 +365,29 @@ struct HttpServer::Impl {
       }
     }
     auto out = methods->Invoke(api.method->name(), **request, p);
-    if (!out.ok()) return void(res = Error(out.status(), req));
+    if (!out.ok()) {
+      res = Error(out.status(), req);
+      if (out.status().code() == sf::StatusCode::kResourceExhausted) {
+        // The login limiter says when ("... retry in N s").
+        int seconds = 6;
+        const std::string m = out.status().message();
+        if (size_t at = m.rfind("retry in "); at != std::string::npos) seconds = std::max(1, std::atoi(m.c_str() + at + 9));
+        res.set(http::field::retry_after, std::to_string(seconds));
+      }
+      return;
+    }
     const google::protobuf::Message& reply = **out;
+    // The dashboard's session lives in an HttpOnly cookie: set at login, cleared at logout.
+    if (const auto* login = dynamic_cast<const v1::LoginResponse*>(&reply)) {
+      res = Json(200, MessageJson(reply), req);
+      res.set(http::field::set_cookie, SessionCookie(login->token(), Accounts::kSessionSeconds));
+      return;
+    }
+    if (dynamic_cast<const v1::LogoutResponse*>(&reply)) {
+      res = Json(200, MessageJson(reply), req);
+      res.set(http::field::set_cookie, SessionCookie("", 0));
+      return;
+    }
     if (const auto* list = dynamic_cast<const v1::GetExperimentsResponse*>(&reply)) {
       return void(res = Json(200, ExperimentsResponseJson(*list), req));  // the same JSON as MessageJson, faster
     }
@@ -430,23 +459,6 @@ struct HttpServer::Impl {
     if (path == "/api/v1/openapi.json") {
       route = path;
       res = Json(200, OpenApiDocument(), req);
-      return;
-    }
-    if (path.rfind("/api/v1/auth/", 0) == 0 || path.rfind("/api/v1/users", 0) == 0 ||
-        path.rfind("/api/v1/tokens", 0) == 0 || path.rfind("/api/v1/workspaces", 0) == 0) {
-      if (!match) {
-        route = "unknown";
-        res = Json(405, ErrorJson(InvalidArgument(std::string(http::to_string(method)) + " is not allowed on " + path)), req);
-        return;
-      }
-      route = match->rule->route;
-      if (!auth_api) return void(res = Error(NotFound("this master runs without authentication (--disable-auth)"), req));
-      auto all = q.Bool("all");
-      if (!all.ok()) return void(res = Error(all.status(), req));
-      AuthReply reply = auth_api->Handle(match->rule->method, route, match->params, req.body(), *all, p, peer);
-      res = reply.status.ok() ? Json(200, std::move(reply.body), req) : Error(reply.status, req);
-      if (!reply.set_cookie.empty()) res.set(http::field::set_cookie, reply.set_cookie);
-      if (reply.retry_after > 0) res.set(http::field::retry_after, std::to_string(reply.retry_after));
       return;
     }
     if (match && match->rule->api) return ServeApi(*match->rule->api, *match, q, req, res, route, follow_out, p);
@@ -763,12 +775,12 @@ HttpServer::HttpServer(ApiHandlers* handlers, MasterMetrics* metrics, HttpOption
   impl_->handlers = handlers;
   impl_->metrics = metrics;
   impl_->options = std::move(options);
-  impl_->methods = std::make_unique<ApiMethods>(ApiDependencies{handlers, impl_->options.authorizer,
-                                                                impl_->options.revocations, impl_->options.audit});
-  if (impl_->options.accounts) {
-    impl_->auth_api = std::make_unique<AuthApi>(impl_->options.accounts, impl_->options.authorizer,
-                                                impl_->options.login_limiter, impl_->options.secure_cookies);
-  }
+  impl_->methods = std::make_unique<ApiMethods>(ApiDependencies{.handlers = handlers,
+                                                                .accounts = impl_->options.accounts,
+                                                                .login_limiter = impl_->options.login_limiter,
+                                                                .authorizer = impl_->options.authorizer,
+                                                                .revocations = impl_->options.revocations,
+                                                                .audit = impl_->options.audit});
 }
 
 HttpServer::~HttpServer() { Stop(); }

@@ -24,15 +24,6 @@ Value JsonResponse(const std::string& schema, const std::string& description) {
       {"content", Value::Map{{"application/json", Value::Map{{"schema", Ref(schema)}}}}}});
 }
 
-Value Param(const std::string& name, const std::string& in, const std::string& type,
-            const std::string& description) {
-  return Value(Value::Map{{"name", name},
-                          {"in", in},
-                          {"required", in == "path"},
-                          {"description", description},
-                          {"schema", Value::Map{{"type", type}}}});
-}
-
 Value JsonSchemaResponse(Value schema, const std::string& description) {
   return Value(Value::Map{{"description", description},
                           {"content", Value::Map{{"application/json", Value::Map{{"schema", std::move(schema)}}}}}});
@@ -194,70 +185,14 @@ void AddApiRoutes(Value::Map& paths, Value::Map& schemas) {
   }
 }
 
-// The REST routes that are not Api methods: the server's own and the account routes
-// (master/api/auth_api.h), described by hand; `schemas` gets their bodies' schemas.
+// The two REST routes that are not Api methods (the HTTP server's own), and the error body
+// every route may answer with.
 void AddRestOnlyRoutes(Value::Map& paths, Value::Map& schemas) {
-  Value id = Param("id", "path", "string", "numeric id");
   paths["/health"] = Value::Map{{"get", Op("Liveness and database health", "Health", {}, "Health")}};
   paths["/api/v1/openapi.json"] = Value::Map{{"get", Op("This document (OpenAPI 3)", "OpenApi", {}, "Empty")}};
-  // Accounts (docs/security.md): sessions, users, API tokens, workspaces.
-  Value user = Param("username", "path", "string", "a user name");
-  paths["/api/v1/auth/login"] = Value::Map{
-      {"post", Op("Log in: a session token (also set as the HttpOnly cookie sf_session); 429 with Retry-After when "
-                  "rate limited",
-                  "Login", {}, "LoginResponse", "LoginRequest")}};
-  paths["/api/v1/auth/logout"] = Value::Map{{"post", Op("End the caller's session", "Logout", {}, "Empty")}};
-  paths["/api/v1/auth/me"] = Value::Map{{"get", Op("Who the caller is: name, role, workspaces", "WhoAmI", {}, "Me")}};
-  paths["/api/v1/users"] = Value::Map{{"get", Op("List users (admins)", "ListUsers", {}, "UsersResponse")},
-                                      {"post", Op("Create a user (admins)", "CreateUser", {}, "UserResponse", "NewUser")}};
-  for (const char* action : {"role", "activate", "deactivate", "password"}) {
-    paths[std::string("/api/v1/users/{username}/") + action] = Value::Map{
-        {"post", Op(std::string("Set a user's ") + action +
-                        (std::string(action) == "password" ? " (the user, or admins)" : " (admins)"),
-                    std::string("User_") + action, {user}, "UserResponse", "UserChange")}};
-  }
-  paths["/api/v1/tokens"] = Value::Map{
-      {"get", Op("The caller's API tokens and sessions (all=true: everyone's, admins)", "ListTokens",
-                 {Param("all", "query", "boolean", "every user's (admins)")}, "TokensResponse")},
-      {"post", Op("Create an API token; the token is in this answer only", "CreateToken", {}, "NewToken",
-                  "TokenRequest")}};
-  paths["/api/v1/tokens/{id}"] = Value::Map{
-      {"delete", Op("Revoke a token (one's own; admins any)", "RevokeToken", {id}, "Empty")}};
-  paths["/api/v1/workspaces"] = Value::Map{
-      {"get", Op("Workspaces and their members", "ListWorkspaces", {}, "WorkspacesResponse")},
-      {"post", Op("Create a workspace (its creator becomes its admin)", "CreateWorkspace", {}, "Workspace",
-                  "WorkspaceRequest")}};
-  paths["/api/v1/workspaces/{workspace}/members/{username}"] = Value::Map{
-      {"put", Op("Add a member or change their role (workspace admins, admins)", "SetWorkspaceMember",
-                 {Param("workspace", "path", "string", "the workspace"), user}, "Empty", "MemberRole")},
-      {"delete", Op("Remove a member (workspace admins, admins)", "RemoveWorkspaceMember",
-                    {Param("workspace", "path", "string", "the workspace"), user}, "Empty")}};
-
   schemas["Empty"] = Object({});
-  schemas["LoginRequest"] = Object({{"username", Type("string")}, {"password", Type("string")}});
-  schemas["User"] = Object({{"username", Type("string")}, {"role", Type("string")}, {"active", Type("boolean")},
-                            {"createdAt", Type("string")}});
-  schemas["LoginResponse"] = Object({{"token", Type("string")}, {"user", Ref("User")}});
-  schemas["Membership"] = Object({{"name", Type("string")}, {"role", Type("string")}});
-  schemas["Me"] = Object({{"username", Type("string")}, {"role", Type("string")}, {"workspaces", ArrayOf("Membership")}});
-  schemas["UsersResponse"] = Object({{"users", ArrayOf("User")}});
-  schemas["UserResponse"] = Object({{"user", Ref("User")}});
-  schemas["NewUser"] = Object({{"username", Type("string")}, {"password", Type("string")}, {"role", Type("string")}});
-  schemas["UserChange"] = Object({{"role", Type("string")}, {"password", Type("string")}});
-  schemas["Token"] = Object({{"id", Type("string")}, {"name", Type("string")}, {"username", Type("string")},
-                             {"kind", Type("string")}, {"createdAt", Type("string")}, {"expiresAt", Type("string")},
-                             {"lastUsedAt", Type("string")}, {"revoked", Type("boolean")}});
-  schemas["TokensResponse"] = Object({{"tokens", ArrayOf("Token")}});
-  schemas["TokenRequest"] = Object({{"name", Type("string")}, {"expiresInSeconds", Type("integer")}});
-  schemas["NewToken"] = Object({{"id", Type("string")}, {"name", Type("string")}, {"token", Type("string")},
-                                {"expiresAt", Type("string")}});
-  schemas["Member"] = Object({{"username", Type("string")}, {"role", Type("string")}});
-  schemas["Workspace"] = Object({{"id", Type("string")}, {"name", Type("string")}, {"members", ArrayOf("Member")}});
-  schemas["WorkspacesResponse"] = Object({{"workspaces", ArrayOf("Workspace")}});
-  schemas["WorkspaceRequest"] = Object({{"name", Type("string")}});
-  schemas["MemberRole"] = Object({{"role", Type("string")}});
-  schemas["Error"] = Object({{"code", Type("integer")}, {"message", Type("string")}, {"errors", ArrayOf("ConfigError")}});
   schemas["Health"] = Object({{"status", Type("string")}, {"database", Type("string")}});
+  schemas["Error"] = Object({{"code", Type("integer")}, {"message", Type("string")}, {"errors", ArrayOf("ConfigError")}});
 }
 
 }  // namespace

@@ -52,29 +52,10 @@ std::optional<Need> NeedFromProto(steadfast::v1::AccessNeed need) {
 
 const std::vector<RestRule>& RestPolicy() {
   static const std::vector<RestRule> kRules = [] {
-    // The routes that are not Api methods: the server's own, and the account routes
-    // (master/api/auth_api.h), which are REST only.
+    // The routes that are not Api methods: the HTTP server's own.
     std::vector<RestRule> r = {
         {"GET", "/health", Need::kPublic, "check health"},
         {"GET", "/api/v1/openapi.json", Need::kPublic, "read the API description"},
-        {"POST", "/api/v1/auth/login", Need::kPublic, "log in"},
-        {"POST", "/api/v1/auth/logout", Need::kSignedIn, "log out"},
-        {"GET", "/api/v1/auth/me", Need::kSignedIn, "read"},
-        {"GET", "/api/v1/users", Need::kAdmin, "list users"},
-        {"POST", "/api/v1/users", Need::kAdmin, "create users"},
-        {"POST", "/api/v1/users/{username}/role", Need::kAdmin, "change the role of"},
-        {"POST", "/api/v1/users/{username}/activate", Need::kAdmin, "activate"},
-        {"POST", "/api/v1/users/{username}/deactivate", Need::kAdmin, "deactivate"},
-        {"POST", "/api/v1/users/{username}/password", Need::kSelf, "set the password of"},
-        {"GET", "/api/v1/tokens", Need::kSignedIn, "list tokens"},
-        {"POST", "/api/v1/tokens", Need::kSignedIn, "create tokens"},
-        {"DELETE", "/api/v1/tokens/{id}", Need::kSignedIn, "revoke tokens"},
-        {"GET", "/api/v1/workspaces", Need::kSignedIn, "read"},
-        {"POST", "/api/v1/workspaces", Need::kCreator, "create workspaces"},
-        {"PUT", "/api/v1/workspaces/{workspace}/members/{username}", Need::kWorkspace,
-         "manage the members of"},
-        {"DELETE", "/api/v1/workspaces/{workspace}/members/{username}", Need::kWorkspace,
-         "manage the members of"},
     };
     // Every Api method on REST, as its options declare it.
     for (const ApiRoute& route : ApiRoutes()) {

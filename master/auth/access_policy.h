@@ -5,8 +5,8 @@
 // Contract:
 // - The rules of steadfast.v1.Api's methods come from the proto (each method's
 //   (steadfast.v1.access) and (steadfast.v1.http) options, master/api/routes/route_table.h);
-//   this file adds only the REST routes that are not Api methods (health, the API description,
-//   and the account routes of master/api/auth_api.h).
+//   this file adds only the two REST routes that are not Api methods (health, the API
+//   description).
 // - RestPolicy() lists every route the REST server serves, by method and route template
 //   ("/api/v1/experiments/{id}/kill"); GrpcPolicy() every method of steadfast.v1.Api. The
 //   servers look a request up here BEFORE running it: a REST route with no entry is answered

@@ -16,6 +16,7 @@ struct Principal {
   Role role = Role::kViewer;
   int64_t token_id = 0;      // the session or API token used
   bool via_cookie = false;   // authenticated by the dashboard's session cookie
+  std::string peer;          // where the call came from (an IP address), for logs and login limits
   bool authenticated() const { return user_id != 0; }
 };
 
