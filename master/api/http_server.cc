@@ -30,11 +30,8 @@
 
 #include "common/log.h"
 #include "common/utf8.h"
-#include "master/api/api_methods.h"
-#include "master/api/experiment_json.h"
 #include "master/api/grpc_services.h"
-#include "master/api/routes/rest_query.h"
-#include "master/api/routes/rest_transcoder.h"
+#include "master/api/rest_router.h"
 
 namespace sf::master {
 namespace v1 = steadfast::v1;
@@ -47,42 +44,7 @@ namespace {
 
 using Request = http::request<http::string_body>;
 
-// The dashboard's session cookie (HttpOnly; docs/security.md).
-constexpr char kSessionCookie[] = "sf_session";
 using Response = http::response<http::string_body>;
-
-int HttpStatusFor(const Status& s) {
-  switch (s.code()) {
-    case sf::StatusCode::kOk: return 200;
-    case sf::StatusCode::kInvalidArgument: return 400;
-    case sf::StatusCode::kOutOfRange: return 400;
-    case sf::StatusCode::kNotFound: return 404;
-    case sf::StatusCode::kAlreadyExists: return 409;
-    case sf::StatusCode::kFailedPrecondition: return 409;
-    case sf::StatusCode::kUnavailable: return 503;
-    case sf::StatusCode::kResourceExhausted: return 429;
-    case sf::StatusCode::kUnauthenticated: return 401;
-    case sf::StatusCode::kPermissionDenied: return 403;
-    default: return 500;
-  }
-}
-
-std::string ErrorJson(const Status& s, const Value& errors = Value()) {
-  Value::Map m{{"code", static_cast<int64_t>(ToGrpc(s).error_code())}, {"message", ReplaceInvalidUtf8(s.message())}};
-  m["errors"] = errors.is_list() ? errors : Value(Value::List{});
-  return Value(std::move(m)).ToJson();
-}
-
-std::string ContentType(const std::string& path) {
-  static const std::map<std::string, std::string> kTypes = {
-      {".html", "text/html; charset=utf-8"}, {".js", "text/javascript; charset=utf-8"},
-      {".css", "text/css; charset=utf-8"},   {".json", "application/json"},
-      {".svg", "image/svg+xml"},             {".png", "image/png"},
-      {".ico", "image/x-icon"},              {".woff2", "font/woff2"},
-      {".map", "application/json"},          {".txt", "text/plain; charset=utf-8"}};
-  auto it = kTypes.find(std::filesystem::path(path).extension().string());
-  return it == kTypes.end() ? "application/octet-stream" : it->second;
-}
 
 // The server side of TLS with `tls`'s certificate and key: TLS 1.2 or newer only.
 Result<std::unique_ptr<asio::ssl::context>> MakeTlsContext(const ServerCertificate& tls) {
@@ -115,9 +77,13 @@ class ConnectionSlot {
 }  // namespace
 
 struct HttpServer::Impl {
+  Impl(ApiHandlers* h, MasterMetrics* m, HttpOptions o)
+      : handlers(h), metrics(m), options(std::move(o)), router(handlers, metrics, options) {}
+
   ApiHandlers* handlers;
   MasterMetrics* metrics;
   HttpOptions options;
+  RestRouter router;  // everything about a request but its bytes (rest_router.h)
   // HTTPS when set (options.tls). Declared before io: sessions destroyed with io use it.
   std::unique_ptr<asio::ssl::context> tls_context;
   // Declared before io: sessions destroyed with io's pending handlers still give back slots.
@@ -130,7 +96,6 @@ struct HttpServer::Impl {
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
   std::unique_ptr<tcp::acceptor> acceptor;
   std::vector<std::thread> workers;
-  std::unique_ptr<ApiMethods> methods;  // what the Api routes run
 
   void Accept();
   void OnAccept(tcp::socket socket);
@@ -147,340 +112,6 @@ struct HttpServer::Impl {
     std::lock_guard<std::mutex> lock(streams_mu);
     stream_fds.erase(stream_fds.find(fd));
     streams_done.notify_all();
-  }
-
-  // ---- routing
-  // Takes `body` by value: every caller passes a fresh string (the experiment list's can be
-  // large), which is moved into the response rather than copied.
-  Response Json(int status, std::string body, const Request& req) {
-    Response res{static_cast<http::status>(status), req.version()};
-    res.set(http::field::content_type, "application/json");
-    res.set(http::field::cache_control, "no-store");
-    res.keep_alive(req.keep_alive());
-    res.body() = std::move(body);
-    res.prepare_payload();
-    return res;
-  }
-  Response Error(const Status& s, const Request& req) { return Json(HttpStatusFor(s), ErrorJson(s), req); }
-
-  Response Static(const Request& req, const std::string& target_path) {
-    namespace fs = std::filesystem;
-    if (options.webui_dir.empty() || !fs::exists(options.webui_dir + "/index.html")) {
-      Response res{http::status::not_found, req.version()};
-      res.set(http::field::content_type, "text/plain; charset=utf-8");
-      res.body() = "The web UI is not built. Build it with `npm ci && npm run build` in webui/.\n";
-      res.prepare_payload();
-      return res;
-    }
-    std::error_code ec;
-    fs::path root = fs::weakly_canonical(options.webui_dir, ec);
-    // The file asked for, with symlinks and ".." resolved, is served only if it lies under root
-    // (compared by path components: "/../dist-old/x" is not under ".../dist"). A path that does
-    // not resolve (too long, a NUL) is a client-side route like any other non-asset.
-    fs::path file = fs::weakly_canonical(root / fs::path(target_path).relative_path(), ec);
-    fs::path relative = ec ? fs::path() : file.lexically_relative(root);
-    bool inside = !relative.empty() && *relative.begin() != ".." && target_path.find('\0') == std::string::npos;
-    bool is_asset = inside && fs::is_regular_file(file, ec);
-    if (!is_asset) file = root / "index.html";  // client-side route
-    std::ifstream in(file, std::ios::binary);
-    std::string body((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    Response res{http::status::ok, req.version()};
-    res.set(http::field::content_type, ContentType(file.string()));
-    // Hashed build assets never change; index.html must always be revalidated.
-    bool immutable = file.string().find("/assets/") != std::string::npos;
-    res.set(http::field::cache_control, immutable ? "public, max-age=31536000, immutable" : "no-cache");
-    res.keep_alive(req.keep_alive());
-    res.body() = std::move(body);
-    res.prepare_payload();
-    return res;
-  }
-
-  // Server-sent events: a trial's log lines as they arrive, until the trial ends, the client
-  // goes away or stops reading (read_timeout), or the server stops. Runs on a thread of its own
-  // and writes with `send`, which returns false when the bytes could not be sent in time.
-  void FollowLogs(const std::function<bool(const std::string&)>& send, unsigned version,
-                  v1::GetTrialLogsRequest r) {
-    const std::string head = std::string(version == 10 ? "HTTP/1.0" : "HTTP/1.1") +
-                             " 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-store\r\n"
-                             "Connection: close\r\n\r\n";
-    if (!send(head)) return;
-    const int64_t trial_id = r.trial_id();
-    r.set_limit(0);
-    auto last_keepalive = std::chrono::steady_clock::now();
-    while (!stopping) {
-      auto t = handlers->store()->GetTrial(trial_id);
-      bool finished = !t.ok() || !t->has_value() || IsTerminal((*t)->state());
-      auto rows = handlers->GetTrialLogs(r);
-      if (!rows.ok()) return;
-      std::string chunk;
-      for (const auto& l : rows->logs()) {
-        chunk += "id: " + std::to_string(l.id()) + "\ndata: " + MessageJson(l) + "\n\n";
-        r.set_after_id(l.id());
-      }
-      if (chunk.empty() && std::chrono::steady_clock::now() - last_keepalive > std::chrono::seconds(10)) {
-        chunk = ": keep-alive\n\n";
-      }
-      if (!chunk.empty()) {
-        if (!send(chunk)) return;
-        last_keepalive = std::chrono::steady_clock::now();
-      }
-      if (finished && rows->logs().empty()) {
-        (void)send("event: end\ndata: {}\n\n");
-        return;
-      }
-      if (rows->logs().empty()) std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    }
-  }
-
-
-  // Holds `req` to the access policy (master/auth/access_policy.h) before it runs: finds its
-  // rule, authenticates the caller and checks what the rule needs. True when the request may go
-  // on to Route (with `p` the caller, and `match` its rule when it has one); false with `res`
-  // (and `route`) filled otherwise.
-  bool Gate(const Request& req, const std::string& peer, Response& res, std::string& route, Principal& p,
-            std::optional<RestMatch>& match) {
-    std::string target(req.target());
-    const std::string path = UrlDecode(target.substr(0, target.find('?')));
-    const std::string method(http::to_string(req.method()));
-    Need need = Need::kPublic;
-    std::string action = "read";
-    match.reset();
-    if (path.rfind("/api/", 0) == 0 || path == "/health") {
-      bool path_known = false;
-      match = MatchRest(method, path, &path_known);
-      if (!match && path_known) return true;  // Route answers 405 with the methods allowed
-      if (!match) {
-        route = "unknown";
-        res = Json(404, ErrorJson(NotFound("no route " + method + " " + ReplaceInvalidUtf8(path))), req);
-        return false;
-      }
-      need = match->rule->need;
-      action = match->rule->action;
-    } else if (path == "/metrics") {
-      need = options.metrics_public ? Need::kPublic : Need::kSignedIn;
-    }
-    p.peer = peer;
-    if (!options.accounts) {
-      // No authentication: the caller is whoever X-SF-User says, with every right.
-      p.user_id = -1;
-      p.role = Role::kAdmin;
-      p.username = std::string(req["X-SF-User"]);
-      return true;
-    }
-    if (need == Need::kPublic) return true;
-    auto refuse = [&](const Status& st) {
-      route = match ? match->rule->route : path;
-      res = Error(st, req);
-      if (st.code() == sf::StatusCode::kUnauthenticated) {
-        res.set(http::field::www_authenticate, "Bearer realm=\"steadfast\"");
-      }
-      return false;
-    };
-    // Credentials: the Authorization header, else the dashboard's cookie.
-    std::string token;
-    bool via_cookie = false;
-    if (auto h = req.find(http::field::authorization); h != req.end()) {
-      std::string_view v(h->value().data(), h->value().size());
-      if (v.size() < 8 || !beast::iequals(beast::string_view(v.data(), 7), "Bearer ") || v.size() > 7 + Accounts::kMaxTokenBytes) {
-        return refuse(Unauthenticated("Authorization header: expected \"Bearer TOKEN\" (a token from sf login or "
-                                      "sf token create)"));
-      }
-      token = std::string(v.substr(7));
-    } else if (auto c = req.find(http::field::cookie); c != req.end()) {
-      std::string_view cookies(c->value().data(), c->value().size());
-      const std::string key = std::string(kSessionCookie) + "=";
-      for (size_t i = 0; i < cookies.size();) {
-        size_t end = cookies.find(';', i);
-        if (end == std::string_view::npos) end = cookies.size();
-        std::string_view part = cookies.substr(i, end - i);
-        while (!part.empty() && part.front() == ' ') part.remove_prefix(1);
-        if (part.rfind(key, 0) == 0) token = std::string(part.substr(key.size()));
-        i = end + 1;
-      }
-      via_cookie = !token.empty();
-    }
-    if (token.empty()) return refuse(NoCredentials());
-    auto who = options.accounts->Authenticate(token);
-    if (!who.ok()) return refuse(who.status());
-    p = *who;
-    p.via_cookie = via_cookie;
-    p.peer = peer;
-    // A cookie rides along with any request the browser makes, a cross-site one too: a
-    // mutation by cookie must carry the dashboard's own header, which a cross-site form cannot
-    // set without CORS (that the master never grants).
-    if (via_cookie && req.method() != http::verb::get && req.method() != http::verb::head &&
-        req["X-Requested-With"] != "steadfast") {
-      return refuse(PermissionDenied("cross-site request refused: a request authenticated by the session cookie "
-                                     "must send X-Requested-With: steadfast"));
-    }
-    Resource r;
-    if (match) {
-      auto param = [&](const char* k) {
-        auto it = match->params.find(k);
-        return it == match->params.end() ? std::string() : it->second;
-      };
-      if (need == Need::kExperiment) {
-        try {
-          r.experiment_id = std::stoll(param("id"));
-        } catch (...) {
-          return refuse(InvalidArgument("experiment id \"" + ReplaceInvalidUtf8(param("id")) + "\" is not a number"));
-        }
-      }
-      r.checkpoint_uuid = param("uuid");
-      r.username = param("username");
-      r.workspace = param("workspace");
-    }
-    if (Status st = options.authorizer->Check(p, need, action, r); !st.ok()) return refuse(st);
-    return true;
-  }
-
-  std::string SessionCookie(const std::string& token, int64_t max_age) const {
-    return std::string(kSessionCookie) + "=" + token + "; Path=/; HttpOnly; SameSite=Strict; Max-Age=" +
-           std::to_string(max_age) + (options.secure_cookies ? "; Secure" : "");
-  }
-
-  // Runs the Api method `api` for a REST request that Gate let through: the request message from
-  // the path, query and body (routes/rest_transcoder.h), the method from the table
-  // (api_methods.h), the reply in protobuf's JSON mapping. A config rejected with field errors is
-  // 400 with those errors; GetTrialLogs with ?follow=true becomes a log follow (`follow_out`).
-  void ServeApi(const ApiRoute& api, const RestMatch& match, const Query& q, const Request& req, Response& res,
-                std::string& route, std::optional<v1::GetTrialLogsRequest>& follow_out, const Principal& p) {
-    route = api.path;
-    for (const auto& [param, value] : match.params) {
-      if (!IsText(value)) {
-        return void(res = Error(InvalidArgument(param + ": not UTF-8 text without NUL"), req));
-      }
-    }
-    auto request = DecodeRestRequest(api, match.params, q, req.body());
-    if (!request.ok()) return void(res = Error(request.status(), req));
-    if (!api.follow_query.empty()) {
-      const auto* logs = dynamic_cast<const v1::GetTrialLogsRequest*>(request->get());
-      if (logs && logs->follow()) {
-        v1::GetTrialRequest tr;
-        tr.set_trial_id(logs->trial_id());
-        auto t = handlers->GetTrial(tr);
-        if (!t.ok()) return void(res = Error(t.status(), req));
-        follow_out = *logs;
-        return;
-      }
-    }
-    auto out = methods->Invoke(api.method->name(), **request, p);
-    if (!out.ok()) {
-      res = Error(out.status(), req);
-      if (out.status().code() == sf::StatusCode::kResourceExhausted) {
-        // The login limiter says when ("... retry in N s").
-        int seconds = 6;
-        const std::string m = out.status().message();
-        if (size_t at = m.rfind("retry in "); at != std::string::npos) seconds = std::max(1, std::atoi(m.c_str() + at + 9));
-        res.set(http::field::retry_after, std::to_string(seconds));
-      }
-      return;
-    }
-    const google::protobuf::Message& reply = **out;
-    // The dashboard's session lives in an HttpOnly cookie: set at login, cleared at logout.
-    if (const auto* login = dynamic_cast<const v1::LoginResponse*>(&reply)) {
-      res = Json(200, MessageJson(reply), req);
-      res.set(http::field::set_cookie, SessionCookie(login->token(), Accounts::kSessionSeconds));
-      return;
-    }
-    if (dynamic_cast<const v1::LogoutResponse*>(&reply)) {
-      res = Json(200, MessageJson(reply), req);
-      res.set(http::field::set_cookie, SessionCookie("", 0));
-      return;
-    }
-    if (const auto* list = dynamic_cast<const v1::GetExperimentsResponse*>(&reply)) {
-      return void(res = Json(200, ExperimentsResponseJson(*list), req));  // the same JSON as MessageJson, faster
-    }
-    const auto* errors_field = reply.GetDescriptor()->FindFieldByName("errors");
-    if (errors_field && errors_field->is_repeated() &&
-        errors_field->message_type() == v1::ConfigError::descriptor() &&
-        reply.GetReflection()->FieldSize(reply, errors_field) > 0) {
-      Value errors(Value::List{});
-      std::string first;
-      for (int i = 0; i < reply.GetReflection()->FieldSize(reply, errors_field); ++i) {
-        const auto& e = static_cast<const v1::ConfigError&>(reply.GetReflection()->GetRepeatedMessage(reply, errors_field, i));
-        if (i == 0) first = e.path() + ": " + e.message();
-        errors.as_list().push_back(Value(Value::Map{{"path", e.path()}, {"message", e.message()},
-                                                    {"line", static_cast<int64_t>(e.line())},
-                                                    {"column", static_cast<int64_t>(e.column())}}));
-      }
-      return void(res = Json(400, ErrorJson(InvalidArgument("invalid experiment config: " + first), errors), req));
-    }
-    res = Json(200, MessageJson(reply), req);
-  }
-
-  // Fills `res`, or `follow_out` for a log follow (the caller streams it). `p` and `match`: the
-  // caller and the policy rule, as Gate let it through.
-  void Route(const Request& req, Response& res, std::string& route, std::optional<v1::GetTrialLogsRequest>& follow_out,
-             const Principal& p, const std::optional<RestMatch>& match, const std::string& peer) {
-    std::string target(req.target());
-    size_t qpos = target.find('?');
-    std::string path = UrlDecode(target.substr(0, qpos));
-    Query q = Query::Parse(qpos == std::string::npos ? "" : target.substr(qpos + 1));
-    // Query values reach PostgreSQL as text parameters: refuse what is not text here (400)
-    // rather than fail in the database (500) or search for a value cut at a NUL.
-    for (const auto& [key, value] : q.params) {
-      if (path.rfind("/api/", 0) == 0 && (!IsText(key) || !IsText(value))) {
-        route = "bad_query";
-        res = Json(400, ErrorJson(InvalidArgument("query parameter \"" + (IsText(key) ? key : "?") +
-                                                  "\" is not UTF-8 text without NUL (percent-decoded)")),
-                   req);
-        return;
-      }
-    }
-    auto method = req.method();
-    auto wrong_method = [&](const char* allowed) {
-      res = Json(405, ErrorJson(InvalidArgument(std::string(http::to_string(method)) + " is not allowed on " + path +
-                                                "; use " + allowed)),
-                 req);
-      res.set(http::field::allow, allowed);
-    };
-
-    if (path == "/health") {
-      route = "/health";
-      if (method != http::verb::get) return wrong_method("GET");
-      Status db = handlers->store()->db()->Transact("health", [](pqxx::work& tx) {
-        tx.exec("SELECT 1");
-        return Status::Ok();
-      });
-      res = db.ok() ? Json(200, R"({"status":"ok","database":"ok"})", req)
-                    : Json(503, Value(Value::Map{{"status", "degraded"}, {"database", db.message()}}).ToJson(), req);
-      return;
-    }
-    if (path == "/metrics") {
-      route = "/metrics";
-      res = Response{http::status::ok, req.version()};
-      res.set(http::field::content_type, "text/plain; version=0.0.4");
-      res.body() = metrics->Render(handlers->cluster());
-      res.keep_alive(req.keep_alive());
-      res.prepare_payload();
-      return;
-    }
-    if (path == "/api/v1/openapi.json") {
-      route = path;
-      res = Json(200, OpenApiDocument(), req);
-      return;
-    }
-    if (match && match->rule->api) return ServeApi(*match->rule->api, *match, q, req, res, route, follow_out, p);
-    if (path.rfind("/api/", 0) == 0 && !match) {
-      // Gate let it through because the path is known with other methods: 405.
-      route = "unknown";
-      const std::string allowed = AllowedMethods(path);
-      res = Json(405, ErrorJson(InvalidArgument(std::string(http::to_string(method)) + " is not allowed on " + path +
-                                                "; use " + allowed)),
-                 req);
-      res.set(http::field::allow, allowed);
-      return;
-    }
-    if (path.rfind("/api/", 0) == 0) {
-      route = "unknown";
-      res = Json(404, ErrorJson(NotFound("no route " + std::string(http::to_string(method)) + " " + path)), req);
-      return;
-    }
-    route = "static";
-    if (method != http::verb::get && method != http::verb::head) return wrong_method("GET");
-    res = Static(req, path);
-    return;
   }
 
 };
@@ -531,7 +162,7 @@ class Session : public std::enable_shared_from_this<Session<kTls>> {
     auto res = std::make_shared<Response>(http::status::service_unavailable, 11);
     res->set(http::field::content_type, "application/json");
     res->set(http::field::retry_after, "1");
-    res->body() = ErrorJson(
+    res->body() = ErrorBody(
         Unavailable("too many connections (" + std::to_string(impl_->options.max_connections) + " open); retry later"));
     res->keep_alive(false);
     res->prepare_payload();
@@ -581,7 +212,7 @@ class Session : public std::enable_shared_from_this<Session<kTls>> {
       bool too_big = ec == http::error::body_limit;
       auto res = std::make_shared<Response>(too_big ? http::status::payload_too_large : http::status::bad_request, 11);
       res->set(http::field::content_type, "application/json");
-      res->body() = ErrorJson(InvalidArgument(too_big ? "request body larger than " +
+      res->body() = ErrorBody(InvalidArgument(too_big ? "request body larger than " +
                                                             std::to_string(body_limit_) + " bytes"
                                                       : "malformed HTTP request: " + ec.message()));
       res->keep_alive(false);
@@ -599,11 +230,11 @@ class Session : public std::enable_shared_from_this<Session<kTls>> {
     principal_ = Principal();
     try {
       std::optional<RestMatch> match;
-      if (impl_->Gate(req, peer, *res, route, principal_, match)) {
-        impl_->Route(req, *res, route, follow, principal_, match, peer);
+      if (impl_->router.Gate(req, peer, *res, route, principal_, match)) {
+        impl_->router.Route(req, *res, route, follow, principal_, match, peer);
       }
     } catch (const std::exception& e) {
-      *res = impl_->Error(Internal(std::string("internal error: ") + e.what()), req);
+      *res = impl_->router.Error(Internal(std::string("internal error: ") + e.what()), req);
       follow.reset();
     }
     if (follow) return Follow(req, std::move(*follow));
@@ -675,8 +306,8 @@ class Session : public std::enable_shared_from_this<Session<kTls>> {
   void Follow(const Request& req, v1::GetTrialLogsRequest r) {
     const int fd = tcp().socket().native_handle();
     if (!impl_->AddStream(fd)) {
-      auto res = std::make_shared<Response>(impl_->Json(
-          503, ErrorJson(Unavailable("too many log follows (" + std::to_string(impl_->options.max_streams) + ")")),
+      auto res = std::make_shared<Response>(impl_->router.Json(
+          503, ErrorBody(Unavailable("too many log follows (" + std::to_string(impl_->options.max_streams) + ")")),
           req));
       res->set(http::field::retry_after, "1");
       res->keep_alive(false);
@@ -687,8 +318,8 @@ class Session : public std::enable_shared_from_this<Session<kTls>> {
     tcp().expires_never();  // until the first write
     std::thread([self = this->shared_from_this(), version = req.version(), r = std::move(r), fd]() mutable {
       HttpServer::Impl* impl = self->impl_;
-      impl->FollowLogs([&self](const std::string& data) { return self->WriteFromThread(data); }, version,
-                       std::move(r));
+      impl->router.FollowLogs([&self](const std::string& data) { return self->WriteFromThread(data); }, version,
+                              std::move(r), impl->stopping);
       if (!impl->stopping) asio::post(self->stream_.get_executor(), [self] { self->Close(/*graceful=*/true); });
       self.reset();  // the posted close (or io's destruction) ends the session
       impl->EndStream(fd);
@@ -771,17 +402,7 @@ void HttpServer::Impl::OnAccept(tcp::socket socket) {
 }
 
 HttpServer::HttpServer(ApiHandlers* handlers, MasterMetrics* metrics, HttpOptions options)
-    : impl_(std::make_unique<Impl>()) {
-  impl_->handlers = handlers;
-  impl_->metrics = metrics;
-  impl_->options = std::move(options);
-  impl_->methods = std::make_unique<ApiMethods>(ApiDependencies{.handlers = handlers,
-                                                                .accounts = impl_->options.accounts,
-                                                                .login_limiter = impl_->options.login_limiter,
-                                                                .authorizer = impl_->options.authorizer,
-                                                                .revocations = impl_->options.revocations,
-                                                                .audit = impl_->options.audit});
-}
+    : impl_(std::make_unique<Impl>(handlers, metrics, std::move(options))) {}
 
 HttpServer::~HttpServer() { Stop(); }
 

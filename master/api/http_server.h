@@ -1,4 +1,5 @@
-// The master's HTTP side: the REST gateway (/api/v1/..., the Api service with protobuf's JSON
+// The master's HTTP side (the transport: sockets, TLS, limits, threads; what a request means is
+// rest_router.h's): the REST gateway (/api/v1/..., the Api service with protobuf's JSON
 // mapping), /health, /metrics (Prometheus), /api/v1/openapi.json, and the web UI's built assets
 // at / (index.html for client routes).
 //
