@@ -19,14 +19,16 @@ else
   echo "test.sh: not root; assuming dependencies are installed (deploy/install-deps.sh)" >&2
 fi
 
-# The dashboard first: its unit and offline browser tests, and the build the master serves
-# (the end-to-end ctest drives it in Chromium against a real cluster).
-if [ -f webui/package.json ]; then
-  bash tests/webui/run.sh
-fi
-
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSF_WERROR=ON -DSF_TESTS=ON \
   -DSF_BENCH=ON >"$BUILD_DIR.configure.log" 2>&1 || { cat "$BUILD_DIR.configure.log"; exit 1; }
+# The API description generated from the proto (docs/api.md), which the dashboard's types must
+# match; then the dashboard: its unit and offline browser tests, and the build the master serves
+# (the end-to-end ctest drives it in Chromium against a real cluster).
+cmake --build "$BUILD_DIR" -j "$JOBS" --target openapi_json
+if [ -f webui/package.json ]; then
+  case "$BUILD_DIR" in /*) openapi="$BUILD_DIR/openapi.json" ;; *) openapi="$PWD/$BUILD_DIR/openapi.json" ;; esac
+  SF_OPENAPI_JSON="$openapi" bash tests/webui/run.sh
+fi
 cmake --build "$BUILD_DIR" -j "$JOBS"
 cd "$BUILD_DIR"
 ctest --output-on-failure -j "$JOBS" "$@"

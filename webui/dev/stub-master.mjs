@@ -1,23 +1,42 @@
 #!/usr/bin/env node
 // DEV ONLY — not used by any test. An in-memory stand-in for sf-master's REST API (the contract in
 // proto/steadfast/v1/api.proto, protobuf JSON mapping) plus static serving of dist/ with the SPA
-// fallback, so the dashboard can be looked at and the e2e script dry-run before the real master
-// exists. Trials "train" on a timer. Usage: node dev/stub-master.mjs [port] (default 8080).
+// fallback, so the dashboard can be looked at and the e2e script dry-run without a cluster.
+// Trials "train" on a timer. Usage: node dev/stub-master.mjs [port] (default 8080).
 // SF_STUB_USERS="alice:pw:admin,bob:pw:user,vic:pw:viewer" turns authentication on (e2e/auth-stub.mjs:
 // login page, cookie sessions, Bearer tokens, tokens page); experiments then belong to their creator
 // and actions follow the master's policy (403).
+//
+// The routes are not restated here: at start the stub reads the API description (the generated
+// src/api/generated/wire.ts, or SF_OPENAPI_JSON=path/to/openapi.json) and refuses to start if a
+// handler below serves a route the description does not list. A path the description does not
+// have answers 404, a method it does not list for the path 405 with Allow, as the master does;
+// a described route the stub does not serve answers 404 too.
 import { createServer } from 'node:http';
 import { readFile, stat } from 'node:fs/promises';
 import { extname, join, normalize } from 'node:path';
 import { createAuthStub } from '../e2e/auth-stub.mjs';
+import { createRouter, loadOperations } from './api-routes.mjs';
+
+/** A stub that cannot start says why in one line and exits 1. */
+function startOrExit(what, fn) {
+  try {
+    return fn();
+  } catch (e) {
+    console.error(`stub-master: ${what}: ${e.message}`);
+    process.exit(1);
+  }
+}
 
 const auth = process.env.SF_STUB_USERS
-  ? createAuthStub({
-      users: process.env.SF_STUB_USERS.split(',').map((u) => {
-        const [username, password, role = 'user'] = u.split(':');
-        return { username, password, role };
+  ? startOrExit('authentication', () =>
+      createAuthStub({
+        users: process.env.SF_STUB_USERS.split(',').map((u) => {
+          const [username, password, role = 'user'] = u.split(':');
+          return { username, password, role };
+        }),
       }),
-    })
+    )
   : undefined;
 
 const port = Number(process.argv[2] ?? process.env.PORT ?? 8080);
@@ -138,22 +157,52 @@ const page = (list, q) => {
   return { items: list.slice(offset, offset + limit), pagination: { offset, limit, total: list.length, startIndex: offset, endIndex: Math.min(list.length, offset + limit) } };
 };
 
-async function api(req, res, url) {
-  const who = auth ? await auth.handle(req, res, url) : { user: { username: 'root', role: 'admin', workspaces: [] } };
-  if (!who) return; // answered: an auth route, or 401/403
-  const p = url.pathname.replace(/^\/api\/v1/, '');
-  const q = url.searchParams;
-  let m;
-  if (req.method === 'POST' && p === '/experiments') {
-    let body = '';
-    for await (const c of req) body += c;
+async function readBody(req) {
+  let body = '';
+  for await (const c of req) body += c;
+  return body;
+}
+
+/** The POST /experiments/{id}/<action> handler: the master's state machine, and its policy. */
+const experimentAction = (act) => async (req, res, url, params, who) => {
+  const e = exps.get(Number(params.id));
+  if (!e) return err(res, 404, 5, `experiment ${params.id} not found`);
+  if (auth && !auth.mayAct(who.user, { owner: e.owner, workspace: e.workspace ?? '' })) return err(res, 403, 7, `user ${who.user.username} may not ${act} experiment ${e.id}: owned by ${e.owner}`);
+  const terminal = ['EXPERIMENT_STATE_COMPLETED', 'EXPERIMENT_STATE_CANCELED', 'EXPERIMENT_STATE_ERROR'].includes(e.state);
+  if (act === 'pause' && e.state === 'EXPERIMENT_STATE_ACTIVE') e.state = 'EXPERIMENT_STATE_PAUSED';
+  else if (act === 'activate' && e.state === 'EXPERIMENT_STATE_PAUSED') e.state = 'EXPERIMENT_STATE_ACTIVE';
+  else if (act === 'kill' && !terminal) { e.state = 'EXPERIMENT_STATE_CANCELED'; e.endTime = now(); }
+  else if (act === 'archive' && terminal) e.archived = true;
+  else return err(res, 409, 9, `cannot ${act} an experiment in state ${e.state}`);
+  return send(res, 200, { experiment: e });
+};
+
+/** An experiment's handler, after the 404 for an unknown id. */
+const withExperiment = (fn) => (req, res, url, params, who) => {
+  const e = exps.get(Number(params.id));
+  if (!e) return err(res, 404, 5, `experiment ${params.id} not found`);
+  return fn(req, res, url, e, who);
+};
+/** A trial's handler, after the 404 for an unknown id. */
+const withTrial = (fn) => (req, res, url, params) => {
+  const tid = Number(params.id);
+  const t = trials.get(tid);
+  if (!t) return err(res, 404, 5, `trial ${params.id} not found`);
+  return fn(req, res, url, tid, t);
+};
+
+// What the stub serves, keyed by the description's own spelling of each route (checked at start).
+// The auth routes are e2e/auth-stub.mjs's (with SF_STUB_USERS).
+const handlers = {
+  'POST /api/v1/experiments': async (req, res, url, params, who) => {
     let j;
-    try { j = JSON.parse(body); } catch { return err(res, 400, 3, 'malformed JSON body'); }
+    try { j = JSON.parse(await readBody(req)); } catch { return err(res, 400, 3, 'malformed JSON body'); }
     if (!j.configYaml) return send(res, 400, { code: 3, message: 'invalid config', details: [], errors: [{ path: 'configYaml', message: 'required' }] });
     if (who.user.role === 'viewer') return err(res, 403, 7, `user ${who.user.username} (viewer) may not create experiments`);
     return send(res, 200, { experiment: createExperiment(j.configYaml, !!j.activate, { owner: who.user.username }) });
-  }
-  if (req.method === 'GET' && p === '/experiments') {
+  },
+  'GET /api/v1/experiments': (req, res, url) => {
+    const q = url.searchParams;
     let list = [...exps.values()];
     const states = q.getAll('states');
     if (states.length) list = list.filter((e) => states.includes(e.state));
@@ -165,71 +214,71 @@ async function api(req, res, url) {
     if (q.get('descending') === 'true') list.reverse();
     const r = page(list, q);
     return send(res, 200, { experiments: r.items, pagination: r.pagination });
-  }
-  if ((m = p.match(/^\/experiments\/(\d+)(?:\/(\w+))?$/))) {
-    const e = exps.get(Number(m[1]));
-    if (!e) return err(res, 404, 5, `experiment ${m[1]} not found`);
-    const act = m[2];
-    if (req.method === 'GET' && !act) return send(res, 200, { experiment: e });
-    if (req.method === 'GET' && act === 'trials') {
-      const r = page([...trials.values()].filter((t) => t.experimentId === e.id), q);
-      return send(res, 200, { trials: r.items, pagination: r.pagination });
+  },
+  'GET /api/v1/experiments/{id}': withExperiment((req, res, url, e) => send(res, 200, { experiment: e })),
+  'GET /api/v1/experiments/{id}/trials': withExperiment((req, res, url, e) => {
+    const r = page([...trials.values()].filter((t) => t.experimentId === e.id), url.searchParams);
+    return send(res, 200, { trials: r.items, pagination: r.pagination });
+  }),
+  'GET /api/v1/experiments/{id}/checkpoints': withExperiment((req, res, url, e) => send(res, 200, { checkpoints: ckpts.filter((c) => c.experimentId === e.id) })),
+  'POST /api/v1/experiments/{id}/pause': experimentAction('pause'),
+  'POST /api/v1/experiments/{id}/activate': experimentAction('activate'),
+  'POST /api/v1/experiments/{id}/kill': experimentAction('kill'),
+  'POST /api/v1/experiments/{id}/archive': experimentAction('archive'),
+  'GET /api/v1/trials/{id}': withTrial((req, res, url, tid, t) => send(res, 200, { trial: t })),
+  'GET /api/v1/trials/{id}/metrics': withTrial((req, res, url, tid) => {
+    const q = url.searchParams;
+    let rows = metrics.get(tid).filter((r) => r.kind === (q.get('kind') || 'training'));
+    const maxPoints = Number(q.get('maxPoints') ?? 0);
+    if (maxPoints && rows.length > maxPoints) rows = Array.from({ length: maxPoints }, (_, i) => rows[Math.floor((i * (rows.length - 1)) / (maxPoints - 1))]);
+    return send(res, 200, { metrics: rows });
+  }),
+  'GET /api/v1/trials/{id}/logs': withTrial((req, res, url, tid) => {
+    const q = url.searchParams;
+    const after = Number(q.get('afterId') ?? 0), search = q.get('search') ?? '';
+    const match = (l) => Number(l.id) > after && (!search || l.message.includes(search));
+    if (q.get('follow') === 'true') {
+      res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-store', Connection: 'keep-alive' });
+      for (const l of logs.get(tid).filter(match)) res.write(`data: ${JSON.stringify(l)}\n\n`);
+      const set = followers.get(tid) ?? new Set();
+      followers.set(tid, set);
+      const w = { write: (s) => { const l = JSON.parse(s.slice(6)); if (!search || l.message.includes(search)) res.write(s); } };
+      set.add(w);
+      req.on('close', () => set.delete(w));
+      return;
     }
-    if (req.method === 'GET' && act === 'checkpoints') return send(res, 200, { checkpoints: ckpts.filter((c) => c.experimentId === e.id) });
-    if (req.method === 'POST') {
-      if (auth && !auth.mayAct(who.user, { owner: e.owner, workspace: e.workspace ?? '' })) return err(res, 403, 7, `user ${who.user.username} may not ${act} experiment ${e.id}: owned by ${e.owner}`);
-      const terminal = ['EXPERIMENT_STATE_COMPLETED', 'EXPERIMENT_STATE_CANCELED', 'EXPERIMENT_STATE_ERROR'].includes(e.state);
-      if (act === 'pause' && e.state === 'EXPERIMENT_STATE_ACTIVE') e.state = 'EXPERIMENT_STATE_PAUSED';
-      else if (act === 'activate' && e.state === 'EXPERIMENT_STATE_PAUSED') e.state = 'EXPERIMENT_STATE_ACTIVE';
-      else if (act === 'kill' && !terminal) { e.state = 'EXPERIMENT_STATE_CANCELED'; e.endTime = now(); }
-      else if (act === 'archive' && terminal) e.archived = true;
-      else return err(res, 409, 9, `cannot ${act} an experiment in state ${e.state}`);
-      return send(res, 200, { experiment: e });
-    }
-  }
-  if ((m = p.match(/^\/trials\/(\d+)(?:\/(\w+))?$/)) && req.method === 'GET') {
-    const tid = Number(m[1]);
-    const t = trials.get(tid);
-    if (!t) return err(res, 404, 5, `trial ${m[1]} not found`);
-    if (!m[2]) return send(res, 200, { trial: t });
-    if (m[2] === 'metrics') {
-      let rows = metrics.get(tid).filter((r) => r.kind === (q.get('kind') || 'training'));
-      const maxPoints = Number(q.get('maxPoints') ?? 0);
-      if (maxPoints && rows.length > maxPoints) rows = Array.from({ length: maxPoints }, (_, i) => rows[Math.floor((i * (rows.length - 1)) / (maxPoints - 1))]);
-      return send(res, 200, { metrics: rows });
-    }
-    if (m[2] === 'logs') {
-      const after = Number(q.get('afterId') ?? 0), search = q.get('search') ?? '';
-      const match = (l) => Number(l.id) > after && (!search || l.message.includes(search));
-      if (q.get('follow') === 'true') {
-        res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-store', Connection: 'keep-alive' });
-        for (const l of logs.get(tid).filter(match)) res.write(`data: ${JSON.stringify(l)}\n\n`);
-        const set = followers.get(tid) ?? new Set();
-        followers.set(tid, set);
-        const w = { write: (s) => { const l = JSON.parse(s.slice(6)); if (!search || l.message.includes(search)) res.write(s); } };
-        set.add(w);
-        req.on('close', () => set.delete(w));
-        return;
-      }
-      const limit = Number(q.get('limit') ?? 0) || 1000;
-      return send(res, 200, { logs: logs.get(tid).filter(match).slice(0, limit) });
-    }
-  }
-  if (req.method === 'GET' && p === '/agents') return send(res, 200, { agents });
-  if (req.method === 'GET' && p === '/resource-pools') {
+    const limit = Number(q.get('limit') ?? 0) || 1000;
+    return send(res, 200, { logs: logs.get(tid).filter(match).slice(0, limit) });
+  }),
+  'GET /api/v1/agents': (req, res) => send(res, 200, { agents }),
+  'GET /api/v1/resource-pools': (req, res) => {
     const slots = agents.flatMap((a) => a.slots);
     const queued = [...trials.values()].filter((t) => t.state === 'TRIAL_STATE_QUEUED').length;
     return send(res, 200, { resourcePools: [{ name: 'default', scheduler: 'priority', agents: agents.length, totalSlots: slots.length, usedSlots: slots.filter((s) => s.trialId).length, runningTrials: slots.filter((s) => s.trialId).length, queuedTrials: queued, queuedSlots: queued }] });
-  }
-  if (req.method === 'GET' && p === '/cluster/utilization') {
-    const since = Number(q.get('since') ?? 0) * 1000;
+  },
+  'GET /api/v1/cluster/utilization': (req, res, url) => {
+    const since = Number(url.searchParams.get('since') ?? 0) * 1000;
     return send(res, 200, { points: [...utilization.values()].filter((u) => Date.parse(u.time) >= since) });
-  }
-  if (req.method === 'GET' && p === '/master') {
+  },
+  'GET /api/v1/master': (req, res) => {
     const slots = agents.flatMap((a) => a.slots);
     return send(res, 200, { version: '0.1.0-stub', masterId: 'stub', clusterName: 'dev', connectedAgents: agents.length, totalSlots: slots.length, usedSlots: slots.filter((s) => s.trialId).length });
+  },
+};
+// Fails loudly (and the stub does not start) when a handler's route is not in the description.
+const router = startOrExit('routes', () => createRouter(loadOperations(), handlers, 'dev/stub-master.mjs'));
+
+async function api(req, res, url) {
+  const route = router.match(req.method, url.pathname);
+  if (route.status === 404) return err(res, 404, 5, `no route ${req.method} ${url.pathname}`);
+  if (route.status === 405) {
+    res.setHeader('Allow', route.allow);
+    return err(res, 405, 3, `${req.method} is not allowed on ${url.pathname}; use ${route.allow}`);
   }
-  return err(res, 404, 5, `no route ${req.method} ${url.pathname}`);
+  const who = auth ? await auth.handle(req, res, url) : { user: { username: 'root', role: 'admin', workspaces: [] } };
+  if (!who) return; // answered: an auth route, or 401/403
+  if (!route.handler) return err(res, 404, 5, `no route ${req.method} ${url.pathname}`); // described, not stubbed
+  return route.handler(req, res, url, route.params, who);
 }
 
 const TYPES = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript', '.css': 'text/css', '.svg': 'image/svg+xml', '.png': 'image/png', '.json': 'application/json' };

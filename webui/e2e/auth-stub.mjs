@@ -10,8 +10,13 @@
 // DELETE without `X-Requested-With: steadfast` get 403, as the master's CSRF check does; every
 // request without it (but a log follow) is also listed in `state.missingHeader` for the tests.
 import { randomBytes } from 'node:crypto';
+import { assertDescribed, loadOperations } from '../dev/api-routes.mjs';
 
 export const COOKIE = 'sf_session';
+
+/** The routes this stub answers itself, spelled as the API description spells them; creating a
+ *  stub fails when one of them is not in the description (dev/api-routes.mjs). */
+export const AUTH_ROUTES = ['POST /api/v1/auth/login', 'POST /api/v1/auth/logout', 'GET /api/v1/auth/me', 'GET /api/v1/tokens', 'POST /api/v1/tokens', 'DELETE /api/v1/tokens/{id}', 'GET /api/v1/users'];
 
 function cookies(req) {
   const out = {};
@@ -35,6 +40,7 @@ export async function readJson(req) {
 
 /** users: [{username, password, role, workspaces?: [{name, role}]}]. */
 export function createAuthStub({ users, maxFailures = 5, retryAfterS = 30 } = {}) {
+  assertDescribed(loadOperations(), AUTH_ROUTES, 'e2e/auth-stub.mjs');
   const byName = new Map(users.map((u) => [u.username, { active: true, createdAt: new Date().toISOString(), workspaces: [], ...u }]));
   const sessions = new Map(); // token -> username
   const sessionInfo = new Map(); // token -> {id, createdAt}

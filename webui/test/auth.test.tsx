@@ -328,8 +328,8 @@ describe('TokensPage', () => {
     const { f, calls } = recorder((c) => {
       if (c.method === 'GET' && c.url.startsWith('/api/v1/tokens')) return json(200, { tokens });
       if (c.method === 'POST' && c.url === '/api/v1/tokens') {
-        const b = c.body as { name: string; expiresInSeconds: number };
-        const expiresAt = b.expiresInSeconds ? '2027-02-22T21:00:00Z' : '';
+        const b = c.body as { name: string; expiresInSeconds: string };
+        const expiresAt = Number(b.expiresInSeconds) ? '2027-02-22T21:00:00Z' : '';
         tokens.unshift({ id: '13', name: b.name, username: 'alice', createdAt: '2026-11-24T21:00:00Z', expiresAt, lastUsedAt: '', revoked: false });
         return json(200, { id: '13', name: b.name, token: 'sft_0123456789abcdef', expiresAt });
       }
@@ -374,7 +374,7 @@ describe('TokensPage', () => {
     const shown = await screen.findByTestId('token-created');
     expect(shown.textContent).toMatch(/you will not see it again/);
     expect((screen.getByTestId('token-secret') as HTMLInputElement).value).toBe('sft_0123456789abcdef');
-    expect(calls.find((c) => c.method === 'POST')?.body).toEqual({ name: 'nightly', expiresInSeconds: 30 * 86400 });
+    expect(calls.find((c) => c.method === 'POST')?.body).toEqual({ name: 'nightly', expiresInSeconds: String(30 * 86400) }); // int64: a string on the wire
     await waitFor(() => expect(screen.getAllByTestId('token-row').length).toBe(3));
     expect(screen.getAllByTestId('session-row').length).toBe(1);
     // the list never carries the secret, and nothing is kept in web storage
@@ -393,7 +393,7 @@ describe('TokensPage', () => {
     fireEvent.change(screen.getByLabelText('Expires after'), { target: { value: '0' } });
     fireEvent.click(screen.getByRole('button', { name: 'Create token' }));
     await screen.findByTestId('token-created');
-    expect(calls.find((c) => c.method === 'POST')?.body).toEqual({ name: 'forever', expiresInSeconds: 0 });
+    expect(calls.find((c) => c.method === 'POST')?.body).toEqual({ name: 'forever', expiresInSeconds: '0' });
     expect(screen.getByTestId('token-created').textContent).toMatch(/never expires/);
   });
 

@@ -1,6 +1,15 @@
 // The only module that knows the REST routes and JSON shapes of the master. A mismatch with the
 // server is fixed here. Every call returns normalised types (types.ts) or throws ApiError; it
 // never throws anything else, so pages can show one error banner for every failure.
+//
+// Routes and wire shapes come from generated/wire.ts, which `npm run gen:api` writes from the
+// OpenAPI document the build generates from the proto: each call names its operationId (so a
+// removed route or path parameter fails `tsc`), and each normaliser takes the generated wire type
+// (so a renamed or removed field does too). Reply types are reached through their operations
+// (ResponseOf<'GetMe'>) rather than by reply-message names, which may still change.
+import { operations } from './generated/wire';
+import type * as wire from './generated/wire';
+import type { OperationId, OperationTypes } from './generated/wire';
 import type {
   Agent,
   Checkpoint,
@@ -94,10 +103,17 @@ const str = (v: unknown): string => (typeof v === 'string' ? v : v === undefined
 const optStr = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
 const bool = (v: unknown): boolean => v === true || v === 'true';
 const obj = (v: unknown): Record<string, any> => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, any>) : {});
-const arr = (v: unknown): any[] => (Array.isArray(v) ? v : []);
+/** A wire message as its generated type, or {} when the master sent something that is not a JSON
+ *  object there (every wire field is optional, so {} is a valid, all-defaults message). */
+const msg = <T extends object>(v: T | null | undefined): T => (v && typeof v === 'object' && !Array.isArray(v) ? v : ({} as T));
+/** A repeated wire field, or [] when it is absent or not an array. */
+const list = <T>(v: readonly T[] | null | undefined): T[] => (Array.isArray(v) ? (v as T[]) : []);
 
-export function normExperiment(j: unknown): Experiment {
-  const o = obj(j);
+/** The JSON answer of an operation, as the generated description types it. */
+export type ResponseOf<O extends OperationId> = OperationTypes[O]['response'];
+
+export function normExperiment(j: wire.Experiment | undefined): Experiment {
+  const o = msg(j);
   return {
     id: num(o.id),
     name: str(o.name),
@@ -120,8 +136,8 @@ export function normExperiment(j: unknown): Experiment {
   };
 }
 
-export function normTrial(j: unknown): Trial {
-  const o = obj(j);
+export function normTrial(j: wire.Trial | undefined): Trial {
+  const o = msg(j);
   return {
     id: num(o.id),
     experimentId: num(o.experimentId),
@@ -140,8 +156,8 @@ export function normTrial(j: unknown): Trial {
   };
 }
 
-export function normMetric(j: unknown): MetricReport {
-  const o = obj(j);
+export function normMetric(j: wire.MetricReport | undefined): MetricReport {
+  const o = msg(j);
   return {
     trialId: num(o.trialId),
     batches: num(o.batches),
@@ -152,8 +168,8 @@ export function normMetric(j: unknown): MetricReport {
   };
 }
 
-export function normCheckpoint(j: unknown): Checkpoint {
-  const o = obj(j);
+export function normCheckpoint(j: wire.Checkpoint | undefined): Checkpoint {
+  const o = msg(j);
   return {
     uuid: str(o.uuid),
     trialId: num(o.trialId),
@@ -161,7 +177,7 @@ export function normCheckpoint(j: unknown): Checkpoint {
     batches: num(o.batches),
     path: str(o.path),
     size: num(o.size),
-    files: arr(o.files).map((f) => ({ path: str(f?.path), size: num(f?.size), sha256: str(f?.sha256) })),
+    files: list(o.files).map((f) => ({ path: str(f?.path), size: num(f?.size), sha256: str(f?.sha256) })),
     metadata: obj(o.metadata),
     validationMetric: optNum(o.validationMetric),
     time: optStr(o.time),
@@ -169,8 +185,8 @@ export function normCheckpoint(j: unknown): Checkpoint {
   };
 }
 
-export function normLog(j: unknown): LogLine {
-  const o = obj(j);
+export function normLog(j: wire.LogLine | undefined): LogLine {
+  const o = msg(j);
   return {
     id: num(o.id),
     trialId: num(o.trialId),
@@ -182,8 +198,8 @@ export function normLog(j: unknown): LogLine {
   };
 }
 
-function normSlot(j: unknown): Slot {
-  const o = obj(j);
+function normSlot(j: wire.Slot | undefined): Slot {
+  const o = msg(j);
   return {
     id: str(o.id),
     type: (str(o.type) || 'SLOT_TYPE_UNSPECIFIED') as Slot['type'],
@@ -196,18 +212,18 @@ function normSlot(j: unknown): Slot {
   };
 }
 
-function normGpuUsage(j: unknown): GpuUsage {
-  const o = obj(j);
+function normGpuUsage(j: wire.GpuUsage | undefined): GpuUsage {
+  const o = msg(j);
   return { utilizationPercent: num(o.utilizationPercent), memoryUsedBytes: num(o.memoryUsedBytes), sampleTime: optStr(o.sampleTime) };
 }
 
-export function normAgent(j: unknown): Agent {
-  const o = obj(j);
+export function normAgent(j: wire.Agent | undefined): Agent {
+  const o = msg(j);
   return {
     id: str(o.id),
     hostname: str(o.hostname),
     resourcePool: str(o.resourcePool),
-    slots: arr(o.slots).map(normSlot),
+    slots: list(o.slots).map(normSlot),
     connected: bool(o.connected),
     registeredTime: optStr(o.registeredTime),
     lastHeartbeat: optStr(o.lastHeartbeat),
@@ -216,8 +232,8 @@ export function normAgent(j: unknown): Agent {
   };
 }
 
-export function normResourcePool(j: unknown): ResourcePool {
-  const o = obj(j);
+export function normResourcePool(j: wire.ResourcePool | undefined): ResourcePool {
+  const o = msg(j);
   return {
     name: str(o.name) || 'default',
     scheduler: str(o.scheduler) || 'priority',
@@ -232,8 +248,8 @@ export function normResourcePool(j: unknown): ResourcePool {
 
 /** A utilisation point, or undefined when its time is missing or unparsable (a point without a
  *  time cannot be placed on the chart). */
-export function normUtilizationPoint(j: unknown): UtilizationPoint | undefined {
-  const o = obj(j);
+export function normUtilizationPoint(j: wire.UtilizationPoint | undefined): UtilizationPoint | undefined {
+  const o = msg(j);
   const time = Date.parse(str(o.time));
   if (!Number.isFinite(time)) return undefined;
   return {
@@ -246,8 +262,8 @@ export function normUtilizationPoint(j: unknown): UtilizationPoint | undefined {
   };
 }
 
-function normPagination(j: unknown, count: number): Pagination {
-  const o = obj(j);
+function normPagination(j: wire.Pagination | undefined, count: number): Pagination {
+  const o = msg(j);
   return {
     offset: num(o.offset),
     limit: num(o.limit),
@@ -257,8 +273,8 @@ function normPagination(j: unknown, count: number): Pagination {
   };
 }
 
-function normMaster(j: unknown): MasterInfo {
-  const o = obj(j);
+function normMaster(j: ResponseOf<'GetMaster'> | undefined): MasterInfo {
+  const o = msg(j);
   return {
     version: str(o.version),
     masterId: str(o.masterId),
@@ -275,21 +291,24 @@ const ROLES: UserRole[] = ['admin', 'user', 'viewer'];
 const role = (v: unknown): UserRole => (ROLES.includes(v as UserRole) ? (v as UserRole) : 'viewer');
 const WORKSPACE_ROLES: WorkspaceMembership['role'][] = ['admin', 'editor', 'viewer'];
 
-export function normWhoami(j: unknown): Whoami {
-  const o = obj(j);
-  const u = o.user && typeof o.user === 'object' ? obj(o.user) : o; // tolerate {"user": {...}}
+/** GET /auth/me's answer; {"user": {...}, "workspaces": [...]} is tolerated too. */
+type WhoamiWire = ResponseOf<'GetMe'> & { user?: ResponseOf<'GetMe'> };
+
+export function normWhoami(j: WhoamiWire | undefined): Whoami {
+  const o = msg(j);
+  const u = o.user && typeof o.user === 'object' ? msg(o.user) : o; // tolerate {"user": {...}}
   return {
     username: str(u.username),
     role: role(u.role),
-    workspaces: arr(u.workspaces ?? o.workspaces).map((w) => {
-      const r = str(obj(w).role) as WorkspaceMembership['role'];
-      return { name: str(obj(w).name), role: WORKSPACE_ROLES.includes(r) ? r : 'viewer' };
+    workspaces: list(u.workspaces ?? o.workspaces).map((w) => {
+      const r = str(msg(w).role) as WorkspaceMembership['role'];
+      return { name: str(msg(w).name), role: WORKSPACE_ROLES.includes(r) ? r : 'viewer' };
     }),
   };
 }
 
-export function normToken(j: unknown): ApiToken {
-  const o = obj(j);
+export function normToken(j: NonNullable<ResponseOf<'ListTokens'>['tokens']>[number] | undefined): ApiToken {
+  const o = msg(j);
   return {
     id: str(o.id),
     name: str(o.name),
@@ -302,8 +321,8 @@ export function normToken(j: unknown): ApiToken {
   };
 }
 
-export function normUser(j: unknown): User {
-  const o = obj(j);
+export function normUser(j: NonNullable<ResponseOf<'ListUsers'>['users']>[number] | undefined): User {
+  const o = msg(j);
   return { username: str(o.username), role: role(o.role), active: o.active === undefined ? true : bool(o.active), createdAt: optStr(o.createdAt) };
 }
 
@@ -361,8 +380,34 @@ export function errorFromResponse(status: number, statusText: string, body: stri
   return new ApiError('http', message, status, code, details, fromMaster, wait);
 }
 
+// ---------- operations of the generated description ----------
+
+const API_PREFIX = '/api/v1';
+/** The operations under /api/v1, the only ones the dashboard calls. */
+type ApiOperation = { [O in OperationId]: (typeof operations)[O]['path'] extends `${typeof API_PREFIX}/${string}` ? O : never }[OperationId];
+type PathParam<O extends OperationId> = (typeof operations)[O]['pathParams'][number];
+/** protobuf's JSON name of a query parameter (`sort_by` → `sortBy`); the master takes both. */
+type CamelCase<S extends string> = S extends `${infer H}_${infer T}` ? `${H}${Capitalize<CamelCase<T>>}` : S;
+/** The query parameters an operation takes, by their JSON names; values are written as text. */
+export type QueryOf<O extends OperationId> = { [K in keyof OperationTypes[O]['query'] as CamelCase<K & string>]?: unknown };
+/** The JSON body of an operation; one that declares none may still be sent `{}`. */
+type BodyOf<O extends OperationId> = OperationTypes[O]['request'] extends undefined ? Record<string, never> : OperationTypes[O]['request'];
+type CallArgs<O extends OperationId> = { query?: QueryOf<O>; body?: BodyOf<O>; signal?: AbortSignal; quiet401?: boolean } & ([PathParam<O>] extends [never] ? { path?: undefined } : { path: Record<PathParam<O>, string | number> });
+
+/** The path under /api/v1 of an operation, its {parameters} filled in (percent-encoded). */
+export function operationPath<O extends ApiOperation>(op: O, params: Partial<Record<PathParam<O>, string | number>> = {}): string {
+  const values = params as Record<string, string | number | undefined>;
+  return operations[op].path.slice(API_PREFIX.length).replace(/\{([^}]+)\}/g, (_, name: string) => encodeURIComponent(String(values[name] ?? '')));
+}
+
+// The dashboard's own query types use the operations' parameter names (checked here, at compile time).
+true satisfies [Exclude<keyof ExperimentsQuery, keyof QueryOf<'GetExperiments'>>] extends [never] ? true : false;
+
 /** Told about every 401 the master gives (except a login's own wrong password). */
 export type UnauthorizedListener = (e: ApiError, path: string) => void;
+
+/** The operation behind each experiment action of the dashboard. */
+const EXPERIMENT_ACTIONS = { pause: 'PauseExperiment', activate: 'ActivateExperiment', kill: 'KillExperiment', archive: 'ArchiveExperiment' } as const satisfies Record<ExperimentAction, ApiOperation>;
 
 /** Talks to the master on behalf of the logged-in browser: the session is an HttpOnly cookie the
  *  master sets at login, so no token is ever held in JavaScript or in web storage. */
@@ -440,70 +485,79 @@ export class ApiClient {
     return j as Record<string, any>;
   }
 
+  /** One operation of the generated description: its method and path, the path parameters filled
+   *  in, and its answer typed as the wire JSON (not yet normalised). Throws as `request` does. */
+  private async call<O extends ApiOperation>(op: O, args: CallArgs<O>): Promise<ResponseOf<O>> {
+    const { method } = operations[op];
+    const path = operationPath(op, args.path);
+    return (await this.request(method, path, args.query, args.body, args.signal, args.quiet401)) as ResponseOf<O>;
+  }
+
   // ---------- authentication (the session itself is the HttpOnly cookie) ----------
 
   /** Logs in; the master answers with the user and sets the session cookie. A wrong password is
    *  an ApiError with status 401 (not told to onUnauthorized), too many tries 429 with
    *  `retryAfterS`. The token in the answer is dropped: the browser keeps only the cookie. */
   async login(username: string, password: string): Promise<Whoami> {
-    const j = await this.request('POST', '/auth/login', {}, { username, password }, undefined, true);
+    const j = await this.call('Login', { body: { username, password }, quiet401: true });
     return normWhoami(j.user ?? {});
   }
 
   /** Ends the session on the master, which clears the cookie. */
   async logout(): Promise<void> {
-    await this.request('POST', '/auth/logout', {}, {}, undefined, true);
+    await this.call('Logout', { body: {}, quiet401: true });
   }
 
   /** Who the session belongs to, with workspace memberships; 401 when not logged in. */
   async whoami(signal?: AbortSignal): Promise<Whoami> {
-    return normWhoami(await this.request('GET', '/auth/me', {}, undefined, signal, true));
+    return normWhoami(await this.call('GetMe', { signal, quiet401: true }));
   }
 
   /** The caller's API tokens (an admin with `all`: everyone's). Secrets are never listed. */
   async getTokens(all = false, signal?: AbortSignal): Promise<ApiToken[]> {
-    const j = await this.request('GET', '/tokens', { all: all || undefined }, undefined, signal);
-    return arr(j.tokens).map(normToken);
+    const j = await this.call('ListTokens', { query: { all: all || undefined }, signal });
+    return list(j.tokens).map(normToken);
   }
 
   /** Creates an API token; `expiresInSeconds` 0 = never. The answer's `token` is the only time
    *  the secret is ever shown. */
   async createToken(name: string, expiresInSeconds: number): Promise<CreatedToken> {
-    const j = await this.request('POST', '/tokens', {}, { name, expiresInSeconds });
+    // int64 on the wire: a decimal string, as protobuf's JSON mapping writes it
+    const j = msg(await this.call('CreateToken', { body: { name, expiresInSeconds: String(expiresInSeconds) } }));
     return { id: str(j.id), name: str(j.name), token: str(j.token), expiresAt: optStr(j.expiresAt) };
   }
 
   async revokeToken(id: string): Promise<void> {
-    await this.request('DELETE', `/tokens/${encodeURIComponent(id)}`);
+    await this.call('RevokeToken', { path: { id } });
   }
 
   /** Admin only. */
   async getUsers(signal?: AbortSignal): Promise<User[]> {
-    const j = await this.request('GET', '/users', {}, undefined, signal);
-    return arr(j.users).map(normUser);
+    const j = await this.call('ListUsers', { signal });
+    return list(j.users).map(normUser);
   }
 
   async getExperiments(q: ExperimentsQuery = {}, signal?: AbortSignal): Promise<{ experiments: Experiment[]; pagination: Pagination }> {
-    const j = await this.request('GET', '/experiments', { ...q }, undefined, signal);
-    const experiments = arr(j.experiments).map(normExperiment);
+    const j = await this.call('GetExperiments', { query: { ...q }, signal });
+    const experiments = list(j.experiments).map(normExperiment);
     return { experiments, pagination: normPagination(j.pagination, experiments.length) };
   }
 
   async getExperiment(id: number, signal?: AbortSignal): Promise<Experiment> {
-    const j = await this.request('GET', `/experiments/${id}`, {}, undefined, signal);
+    const j = await this.call('GetExperiment', { path: { id }, signal });
     return normExperiment(j.experiment);
   }
 
   async createExperiment(configYaml: string, activate = true): Promise<{ experiment?: Experiment; errors: ConfigError[] }> {
-    const j = await this.request('POST', '/experiments', {}, { configYaml, activate });
+    const j = await this.call('CreateExperiment', { body: { configYaml, activate } });
     return {
       experiment: j.experiment ? normExperiment(j.experiment) : undefined,
-      errors: arr(j.errors).map((e) => ({ path: str(e?.path), message: str(e?.message), line: num(e?.line), column: num(e?.column) })),
+      errors: list(j.errors).map((e) => ({ path: str(e?.path), message: str(e?.message), line: num(e?.line), column: num(e?.column) })),
     };
   }
 
   async experimentAction(id: number, action: ExperimentAction): Promise<Experiment | undefined> {
-    const j = await this.request('POST', `/experiments/${id}/${action}`, {}, {});
+    const j = await this.call(EXPERIMENT_ACTIONS[action], { path: { id }, body: {} });
     return j.experiment ? normExperiment(j.experiment) : undefined;
   }
 
@@ -511,10 +565,10 @@ export class ApiClient {
     // Page through so that large sweeps are complete.
     const out: Trial[] = [];
     for (let offset = 0; offset < 100000; ) {
-      const j = await this.request('GET', `/experiments/${id}/trials`, { offset: offset || undefined, limit: 500 }, undefined, signal);
-      const page = arr(j.trials).map(normTrial);
+      const j = await this.call('GetExperimentTrials', { path: { id }, query: { offset: offset || undefined, limit: 500 }, signal });
+      const page = list(j.trials).map(normTrial);
       out.push(...page);
-      const total = num(obj(j.pagination).total, out.length);
+      const total = num(msg(j.pagination).total, out.length);
       if (page.length === 0 || out.length >= total) break;
       offset += page.length;
     }
@@ -522,23 +576,23 @@ export class ApiClient {
   }
 
   async getExperimentCheckpoints(id: number, signal?: AbortSignal): Promise<Checkpoint[]> {
-    const j = await this.request('GET', `/experiments/${id}/checkpoints`, {}, undefined, signal);
-    return arr(j.checkpoints).map(normCheckpoint);
+    const j = await this.call('GetExperimentCheckpoints', { path: { id }, signal });
+    return list(j.checkpoints).map(normCheckpoint);
   }
 
   async getTrial(id: number, signal?: AbortSignal): Promise<Trial> {
-    const j = await this.request('GET', `/trials/${id}`, {}, undefined, signal);
+    const j = await this.call('GetTrial', { path: { id }, signal });
     return normTrial(j.trial);
   }
 
   async getTrialMetrics(id: number, kind: MetricKind, maxPoints?: number, signal?: AbortSignal): Promise<MetricReport[]> {
-    const j = await this.request('GET', `/trials/${id}/metrics`, { kind, maxPoints }, undefined, signal);
-    return arr(j.metrics).map(normMetric);
+    const j = await this.call('GetTrialMetrics', { path: { id }, query: { kind, maxPoints }, signal });
+    return list(j.metrics).map(normMetric);
   }
 
   async getTrialLogs(id: number, opts: { afterId?: number; limit?: number; search?: string } = {}, signal?: AbortSignal): Promise<LogLine[]> {
-    const j = await this.request('GET', `/trials/${id}/logs`, { afterId: opts.afterId || undefined, limit: opts.limit, search: opts.search }, undefined, signal);
-    return arr(j.logs).map(normLog);
+    const j = await this.call('GetTrialLogs', { path: { id }, query: { afterId: opts.afterId || undefined, limit: opts.limit, search: opts.search }, signal });
+    return list(j.logs).map(normLog);
   }
 
   /** Follows a trial's logs over server-sent events (each event's data is one LogLine JSON),
@@ -582,7 +636,8 @@ export class ApiClient {
         return;
       }
       let opened = false;
-      es = new EventSource(this.url(`/trials/${id}/logs`, { follow: true, afterId: lastId || undefined, search: opts.search }));
+      const query: QueryOf<'GetTrialLogs'> = { follow: true, afterId: lastId || undefined, search: opts.search };
+      es = new EventSource(this.url(operationPath('GetTrialLogs', { id }), query));
       es.onopen = () => {
         opened = true;
         failedOpens = 0;
@@ -615,14 +670,14 @@ export class ApiClient {
   }
 
   async getAgents(signal?: AbortSignal): Promise<Agent[]> {
-    const j = await this.request('GET', '/agents', {}, undefined, signal);
-    return arr(j.agents).map(normAgent);
+    const j = await this.call('GetAgents', { signal });
+    return list(j.agents).map(normAgent);
   }
 
   /** The resource pools, by name: slots, usage and queue as the scheduler sees them now. */
   async getResourcePools(signal?: AbortSignal): Promise<ResourcePool[]> {
-    const j = await this.request('GET', '/resource-pools', {}, undefined, signal);
-    return arr(j.resourcePools).map(normResourcePool);
+    const j = await this.call('GetResourcePools', { signal });
+    return list(j.resourcePools).map(normResourcePool);
   }
 
   /** The master's utilisation history: one point per resource pool per minute, ordered by time.
@@ -630,9 +685,9 @@ export class ApiClient {
    *  one pool. */
   async getClusterUtilization(opts: { since?: number; pool?: string } = {}, signal?: AbortSignal): Promise<UtilizationPoint[]> {
     const since = opts.since === undefined ? undefined : Math.floor(opts.since);
-    const j = await this.request('GET', '/cluster/utilization', { since, pool: opts.pool }, undefined, signal);
+    const j = await this.call('GetClusterUtilization', { query: { since, pool: opts.pool }, signal });
     const out: UtilizationPoint[] = [];
-    for (const p of arr(j.points)) {
+    for (const p of list(j.points)) {
       const n = normUtilizationPoint(p);
       if (n) out.push(n);
     }
@@ -640,7 +695,8 @@ export class ApiClient {
   }
 
   async getMaster(signal?: AbortSignal): Promise<MasterInfo> {
-    const j = await this.request('GET', '/master', {}, undefined, signal);
+    // the GetMasterResponse fields, flat; a {"master": {...}} wrapper is tolerated too
+    const j: ResponseOf<'GetMaster'> & { master?: ResponseOf<'GetMaster'> } = await this.call('GetMaster', { signal });
     return normMaster(j.master ?? j);
   }
 }

@@ -1,6 +1,10 @@
-// Wire types of the Steadfast REST API (proto/steadfast/v1, protobuf canonical JSON mapping),
-// already normalised by client.ts: int64 ids become numbers, omitted proto3 defaults are filled
-// in, timestamps stay RFC 3339 strings.
+// Types of the Steadfast REST API (proto/steadfast/v1, protobuf canonical JSON mapping), as
+// client.ts normalises them from the wire types of generated/wire.ts: int64 ids become numbers,
+// omitted proto3 defaults are filled in, timestamps stay RFC 3339 strings.
+import type * as wire from './generated/wire';
+
+/** True when A and B are the same type (not merely assignable one way). */
+type Same<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
 
 export const EXPERIMENT_STATES = [
   'EXPERIMENT_STATE_ACTIVE',
@@ -13,6 +17,9 @@ export const EXPERIMENT_STATES = [
   'EXPERIMENT_STATE_ERROR',
 ] as const;
 export type ExperimentState = (typeof EXPERIMENT_STATES)[number] | 'EXPERIMENT_STATE_UNSPECIFIED';
+// The list above (in the order the filter shows it) must be the proto's enum: a state added to or
+// removed from the proto fails `tsc` here until the list follows.
+true satisfies Same<ExperimentState, NonNullable<wire.Experiment['state']>>;
 
 export const TRIAL_STATES = [
   'TRIAL_STATE_QUEUED',
@@ -23,6 +30,7 @@ export const TRIAL_STATES = [
   'TRIAL_STATE_ERROR',
 ] as const;
 export type TrialState = (typeof TRIAL_STATES)[number] | 'TRIAL_STATE_UNSPECIFIED';
+true satisfies Same<TrialState, NonNullable<wire.Trial['state']>>;
 
 export interface Experiment {
   id: number;
@@ -107,7 +115,7 @@ export interface LogLine {
   agentId: string;
 }
 
-export type SlotType = 'SLOT_TYPE_UNSPECIFIED' | 'SLOT_TYPE_CPU' | 'SLOT_TYPE_CUDA';
+export type SlotType = NonNullable<wire.Slot['type']>; // SLOT_TYPE_UNSPECIFIED | _CPU | _CUDA
 
 export interface Slot {
   id: string;

@@ -1,0 +1,774 @@
+// GENERATED from the OpenAPI document (Steadfast API v1) by webui/scripts/gen-api-types.mjs.
+// Do not edit: change the proto (or the document's source), build the CMake target openapi_json,
+// then run `npm run gen:api` in webui/. CI runs `npm run check:api`, which fails while this
+// file differs from what the document generates.
+//
+// The wire JSON (protobuf's JSON mapping): 64-bit integers are decimal strings, enums their value
+// names, Timestamps RFC 3339 strings; a property is optional unless the document requires it,
+// since proto3 leaves default values out. client.ts turns these into the types of types.ts.
+
+export interface Agent {
+  address?: string;
+  connected?: boolean;
+  hostname?: string;
+  id?: string;
+  lastHeartbeat?: string; // date-time
+  registeredTime?: string; // date-time
+  resourcePool?: string;
+  slots?: Slot[];
+  version?: string;
+}
+
+export interface AgentRevocationResponse {
+  agentId?: string;
+  revoked?: boolean;
+}
+
+export interface AuditLogEntry {
+  actor?: string;
+  id?: string; // int64
+  method?: string;
+  path?: string;
+  peer?: string;
+  status?: number;
+  time?: string; // date-time
+}
+
+export interface BulkExperimentActionRequest {
+  filter?: BulkExperimentFilter;
+  ids?: string[]; // int64
+}
+
+export interface BulkExperimentActionResponse {
+  results?: BulkExperimentActionResult[];
+}
+
+export interface BulkExperimentActionResult {
+  code?: number;
+  error?: string;
+  id?: string; // int64
+  ok?: boolean;
+  state?: "EXPERIMENT_STATE_UNSPECIFIED" | "EXPERIMENT_STATE_ACTIVE" | "EXPERIMENT_STATE_PAUSED" | "EXPERIMENT_STATE_STOPPING_COMPLETED" | "EXPERIMENT_STATE_STOPPING_CANCELED" | "EXPERIMENT_STATE_STOPPING_ERROR" | "EXPERIMENT_STATE_COMPLETED" | "EXPERIMENT_STATE_CANCELED" | "EXPERIMENT_STATE_ERROR";
+}
+
+export interface BulkExperimentFilter {
+  includeArchived?: boolean;
+  name?: string;
+  owner?: string;
+  states?: ("EXPERIMENT_STATE_UNSPECIFIED" | "EXPERIMENT_STATE_ACTIVE" | "EXPERIMENT_STATE_PAUSED" | "EXPERIMENT_STATE_STOPPING_COMPLETED" | "EXPERIMENT_STATE_STOPPING_CANCELED" | "EXPERIMENT_STATE_STOPPING_ERROR" | "EXPERIMENT_STATE_COMPLETED" | "EXPERIMENT_STATE_CANCELED" | "EXPERIMENT_STATE_ERROR")[];
+}
+
+export interface Checkpoint {
+  batches?: string; // int64
+  experimentId?: string; // int64
+  files?: CheckpointFile[];
+  metadata?: {
+    [key: string]: unknown;
+  };
+  path?: string;
+  size?: string; // int64
+  state?: string;
+  time?: string; // date-time
+  trialId?: string; // int64
+  uuid?: string;
+  validationMetric?: number;
+}
+
+export interface CheckpointFile {
+  path?: string;
+  sha256?: string;
+  size?: string; // int64
+}
+
+export interface ConfigError {
+  column?: number;
+  line?: number;
+  message?: string;
+  path?: string;
+}
+
+export interface ContinueExperimentRequest {
+  id?: string; // int64
+  maxLength?: string; // int64
+}
+
+export interface CreateExperimentRequest {
+  activate?: boolean;
+  configYaml?: string;
+  context?: string; // byte
+  contextOf?: string; // int64
+  validateOnly?: boolean;
+  workspace?: string;
+}
+
+export interface CreateExperimentResponse {
+  errors?: ConfigError[];
+  experiment?: Experiment;
+}
+
+export interface CreateTokenRequest {
+  expiresInSeconds?: string; // int64
+  name?: string;
+}
+
+export interface CreateUnmanagedTrialRequest {
+  configYaml?: string;
+  workspace?: string;
+}
+
+export interface CreateUnmanagedTrialResponse {
+  checkpointDir?: string;
+  errors?: ConfigError[];
+  experiment?: Experiment;
+  taskId?: string;
+  taskToken?: string;
+  trial?: Trial;
+  trialLinkAddress?: string;
+}
+
+export interface CreateUserRequest {
+  password?: string;
+  role?: string;
+  username?: string;
+}
+
+export interface CreateWorkspaceRequest {
+  name?: string;
+}
+
+export interface DeleteCheckpointResponse {}
+
+export interface DeleteCheckpointResult {
+  code?: number;
+  error?: string;
+  ok?: boolean;
+  uuid?: string;
+}
+
+export interface DeleteCheckpointsRequest {
+  uuids?: string[];
+}
+
+export interface DeleteCheckpointsResponse {
+  results?: DeleteCheckpointResult[];
+}
+
+export interface DeleteExperimentResponse {}
+
+export interface Empty {}
+
+export interface Error {
+  code?: number;
+  errors?: ConfigError[];
+  message?: string;
+}
+
+export interface Experiment {
+  archived?: boolean;
+  bestValidationMetric?: number;
+  configYaml?: string;
+  description?: string;
+  endTime?: string; // date-time
+  error?: string;
+  id?: string; // int64
+  metric?: string;
+  name?: string;
+  numCompletedTrials?: number;
+  numTrials?: number;
+  owner?: string;
+  priority?: number;
+  searcher?: string;
+  smallerIsBetter?: boolean;
+  startTime?: string; // date-time
+  state?: "EXPERIMENT_STATE_UNSPECIFIED" | "EXPERIMENT_STATE_ACTIVE" | "EXPERIMENT_STATE_PAUSED" | "EXPERIMENT_STATE_STOPPING_COMPLETED" | "EXPERIMENT_STATE_STOPPING_CANCELED" | "EXPERIMENT_STATE_STOPPING_ERROR" | "EXPERIMENT_STATE_COMPLETED" | "EXPERIMENT_STATE_CANCELED" | "EXPERIMENT_STATE_ERROR";
+  workspace?: string;
+}
+
+export interface ExperimentActionResponse {
+  experiment?: Experiment;
+}
+
+export interface GetAgentsResponse {
+  agents?: Agent[];
+}
+
+export interface GetAuditLogResponse {
+  entries?: AuditLogEntry[];
+}
+
+export interface GetClusterUtilizationResponse {
+  points?: UtilizationPoint[];
+}
+
+export interface GetExperimentCheckpointsResponse {
+  checkpoints?: Checkpoint[];
+}
+
+export interface GetExperimentResponse {
+  experiment?: Experiment;
+}
+
+export interface GetExperimentSearcherResponse {
+  summary?: {
+    [key: string]: unknown;
+  };
+}
+
+export interface GetExperimentTrialsResponse {
+  pagination?: Pagination;
+  trials?: Trial[];
+}
+
+export interface GetExperimentsResponse {
+  experiments?: Experiment[];
+  pagination?: Pagination;
+}
+
+export interface GetMasterResponse {
+  clusterName?: string;
+  connectedAgents?: number;
+  masterId?: string;
+  schemaVersion?: number;
+  totalSlots?: number;
+  usedSlots?: number;
+  version?: string;
+}
+
+export interface GetMeResponse {
+  role?: string;
+  username?: string;
+  workspaces?: WorkspaceMembership[];
+}
+
+export interface GetResourcePoolsResponse {
+  resourcePools?: ResourcePool[];
+}
+
+export interface GetTrialLogsResponse {
+  logs?: LogLine[];
+}
+
+export interface GetTrialMetricsResponse {
+  metrics?: MetricReport[];
+}
+
+export interface GetTrialResponse {
+  trial?: Trial;
+}
+
+export interface GpuUsage {
+  memoryUsedBytes?: string; // int64
+  sampleTime?: string; // date-time
+  utilizationPercent?: number;
+}
+
+export interface Health {
+  database?: string;
+  status?: string;
+}
+
+export interface ListTokensResponse {
+  tokens?: Token[];
+}
+
+export interface ListUsersResponse {
+  users?: User[];
+}
+
+export interface ListWorkspacesResponse {
+  workspaces?: Workspace[];
+}
+
+export interface LogLine {
+  agentId?: string;
+  id?: string; // int64
+  message?: string;
+  rank?: number;
+  stream?: string;
+  time?: string; // date-time
+  trialId?: string; // int64
+}
+
+export interface LoginRequest {
+  password?: string;
+  username?: string;
+}
+
+export interface LoginResponse {
+  token?: string;
+  user?: User;
+}
+
+export interface LogoutResponse {}
+
+export interface MetricReport {
+  batches?: string; // int64
+  kind?: string;
+  restart?: number;
+  time?: string; // date-time
+  trialId?: string; // int64
+  values?: {
+    [key: string]: unknown;
+  };
+}
+
+export interface Pagination {
+  endIndex?: number;
+  limit?: number;
+  offset?: number;
+  startIndex?: number;
+  total?: number;
+}
+
+export interface ResourcePool {
+  agents?: number;
+  name?: string;
+  queuedSlots?: number;
+  queuedTrials?: number;
+  runningTrials?: number;
+  scheduler?: string;
+  totalSlots?: number;
+  usedSlots?: number;
+}
+
+export interface RevokeTokenResponse {}
+
+export interface SetUserPasswordRequest {
+  password?: string;
+  username?: string;
+}
+
+export interface SetUserRoleRequest {
+  role?: string;
+  username?: string;
+}
+
+export interface SetWorkspaceMemberRequest {
+  role?: string;
+  username?: string;
+  workspace?: string;
+}
+
+export interface Slot {
+  device?: string;
+  enabled?: boolean;
+  id?: string;
+  memoryTotalBytes?: string; // int64
+  trialId?: string; // int64
+  type?: "SLOT_TYPE_UNSPECIFIED" | "SLOT_TYPE_CPU" | "SLOT_TYPE_CUDA";
+  usage?: GpuUsage;
+  uuid?: string;
+}
+
+export interface Token {
+  createdAt?: string; // date-time
+  expiresAt?: string; // date-time
+  id?: string; // int64
+  kind?: string;
+  lastUsedAt?: string; // date-time
+  name?: string;
+  revoked?: boolean;
+  token?: string;
+  username?: string;
+}
+
+export interface Trial {
+  bestValidationMetric?: number;
+  endTime?: string; // date-time
+  error?: string;
+  experimentId?: string; // int64
+  hparams?: {
+    [key: string]: unknown;
+  };
+  id?: string; // int64
+  latestCheckpointUuid?: string;
+  latestValidationMetric?: number;
+  pendingReason?: string;
+  restarts?: number;
+  startTime?: string; // date-time
+  state?: "TRIAL_STATE_UNSPECIFIED" | "TRIAL_STATE_QUEUED" | "TRIAL_STATE_RUNNING" | "TRIAL_STATE_PAUSED" | "TRIAL_STATE_COMPLETED" | "TRIAL_STATE_CANCELED" | "TRIAL_STATE_ERROR";
+  targetBatches?: string; // int64
+  totalBatches?: string; // int64
+}
+
+export interface User {
+  active?: boolean;
+  createdAt?: string; // date-time
+  role?: string;
+  username?: string;
+}
+
+export interface UserResponse {
+  user?: User;
+}
+
+export interface UtilizationPoint {
+  pool?: string;
+  samples?: number;
+  slotsBusy?: number;
+  slotsBusyMax?: number;
+  slotsTotal?: number;
+  time?: string; // date-time
+}
+
+export interface Workspace {
+  id?: string; // int64
+  members?: WorkspaceMember[];
+  name?: string;
+}
+
+export interface WorkspaceMember {
+  role?: string;
+  username?: string;
+}
+
+export interface WorkspaceMemberResponse {}
+
+export interface WorkspaceMembership {
+  name?: string;
+  role?: string;
+}
+
+/** Every operation of the document by operationId: its HTTP method, path template (with
+ *  {parameters}), and the names of its path and query parameters as the document spells them. */
+export const operations = {
+  "ActivateExperiment": {"method":"POST","path":"/api/v1/experiments/{id}/activate","pathParams":["id"],"queryParams":[]},
+  "ActivateExperiments": {"method":"POST","path":"/api/v1/experiments/activate","pathParams":[],"queryParams":[]},
+  "ActivateUser": {"method":"POST","path":"/api/v1/users/{username}/activate","pathParams":["username"],"queryParams":[]},
+  "ArchiveExperiment": {"method":"POST","path":"/api/v1/experiments/{id}/archive","pathParams":["id"],"queryParams":[]},
+  "ArchiveExperiments": {"method":"POST","path":"/api/v1/experiments/archive","pathParams":[],"queryParams":[]},
+  "ContinueExperiment": {"method":"POST","path":"/api/v1/experiments/{id}/continue","pathParams":["id"],"queryParams":[]},
+  "CreateExperiment": {"method":"POST","path":"/api/v1/experiments","pathParams":[],"queryParams":[]},
+  "CreateToken": {"method":"POST","path":"/api/v1/tokens","pathParams":[],"queryParams":[]},
+  "CreateUnmanagedTrial": {"method":"POST","path":"/api/v1/unmanaged-trials","pathParams":[],"queryParams":[]},
+  "CreateUser": {"method":"POST","path":"/api/v1/users","pathParams":[],"queryParams":[]},
+  "CreateWorkspace": {"method":"POST","path":"/api/v1/workspaces","pathParams":[],"queryParams":[]},
+  "DeactivateUser": {"method":"POST","path":"/api/v1/users/{username}/deactivate","pathParams":["username"],"queryParams":[]},
+  "DeleteCheckpoint": {"method":"DELETE","path":"/api/v1/checkpoints/{uuid}","pathParams":["uuid"],"queryParams":[]},
+  "DeleteCheckpoints": {"method":"POST","path":"/api/v1/checkpoints/delete","pathParams":[],"queryParams":[]},
+  "DeleteExperiment": {"method":"DELETE","path":"/api/v1/experiments/{id}","pathParams":["id"],"queryParams":[]},
+  "DeleteExperiments": {"method":"POST","path":"/api/v1/experiments/delete","pathParams":[],"queryParams":[]},
+  "GetAgents": {"method":"GET","path":"/api/v1/agents","pathParams":[],"queryParams":[]},
+  "GetAuditLog": {"method":"GET","path":"/api/v1/audit","pathParams":[],"queryParams":["since","limit","actor"]},
+  "GetClusterUtilization": {"method":"GET","path":"/api/v1/cluster/utilization","pathParams":[],"queryParams":["since","pool"]},
+  "GetExperiment": {"method":"GET","path":"/api/v1/experiments/{id}","pathParams":["id"],"queryParams":[]},
+  "GetExperimentCheckpoints": {"method":"GET","path":"/api/v1/experiments/{id}/checkpoints","pathParams":["id"],"queryParams":[]},
+  "GetExperimentSearcher": {"method":"GET","path":"/api/v1/experiments/{id}/searcher","pathParams":["id"],"queryParams":[]},
+  "GetExperimentTrials": {"method":"GET","path":"/api/v1/experiments/{id}/trials","pathParams":["id"],"queryParams":["offset","limit"]},
+  "GetExperiments": {"method":"GET","path":"/api/v1/experiments","pathParams":[],"queryParams":["states","name","sort_by","descending","offset","limit","include_archived","fields"]},
+  "GetMaster": {"method":"GET","path":"/api/v1/master","pathParams":[],"queryParams":[]},
+  "GetMe": {"method":"GET","path":"/api/v1/auth/me","pathParams":[],"queryParams":[]},
+  "GetResourcePools": {"method":"GET","path":"/api/v1/resource-pools","pathParams":[],"queryParams":[]},
+  "GetTrial": {"method":"GET","path":"/api/v1/trials/{id}","pathParams":["id"],"queryParams":[]},
+  "GetTrialLogs": {"method":"GET","path":"/api/v1/trials/{id}/logs","pathParams":["id"],"queryParams":["after_id","limit","follow","search"]},
+  "GetTrialMetrics": {"method":"GET","path":"/api/v1/trials/{id}/metrics","pathParams":["id"],"queryParams":["kind","start_batches","end_batches","max_points"]},
+  "Health": {"method":"GET","path":"/health","pathParams":[],"queryParams":[]},
+  "KillExperiment": {"method":"POST","path":"/api/v1/experiments/{id}/kill","pathParams":["id"],"queryParams":[]},
+  "KillExperiments": {"method":"POST","path":"/api/v1/experiments/kill","pathParams":[],"queryParams":[]},
+  "ListTokens": {"method":"GET","path":"/api/v1/tokens","pathParams":[],"queryParams":["all"]},
+  "ListUsers": {"method":"GET","path":"/api/v1/users","pathParams":[],"queryParams":[]},
+  "ListWorkspaces": {"method":"GET","path":"/api/v1/workspaces","pathParams":[],"queryParams":[]},
+  "Login": {"method":"POST","path":"/api/v1/auth/login","pathParams":[],"queryParams":[]},
+  "Logout": {"method":"POST","path":"/api/v1/auth/logout","pathParams":[],"queryParams":[]},
+  "OpenApi": {"method":"GET","path":"/api/v1/openapi.json","pathParams":[],"queryParams":[]},
+  "PauseExperiment": {"method":"POST","path":"/api/v1/experiments/{id}/pause","pathParams":["id"],"queryParams":[]},
+  "PauseExperiments": {"method":"POST","path":"/api/v1/experiments/pause","pathParams":[],"queryParams":[]},
+  "RemoveWorkspaceMember": {"method":"DELETE","path":"/api/v1/workspaces/{workspace}/members/{username}","pathParams":["workspace","username"],"queryParams":[]},
+  "RestoreAgent": {"method":"POST","path":"/api/v1/agents/{agent}/restore","pathParams":["agent"],"queryParams":[]},
+  "RevokeAgent": {"method":"POST","path":"/api/v1/agents/{agent}/revoke","pathParams":["agent"],"queryParams":[]},
+  "RevokeToken": {"method":"DELETE","path":"/api/v1/tokens/{id}","pathParams":["id"],"queryParams":[]},
+  "SetUserPassword": {"method":"POST","path":"/api/v1/users/{username}/password","pathParams":["username"],"queryParams":[]},
+  "SetUserRole": {"method":"POST","path":"/api/v1/users/{username}/role","pathParams":["username"],"queryParams":[]},
+  "SetWorkspaceMember": {"method":"PUT","path":"/api/v1/workspaces/{workspace}/members/{username}","pathParams":["workspace","username"],"queryParams":[]},
+  "UnarchiveExperiment": {"method":"POST","path":"/api/v1/experiments/{id}/unarchive","pathParams":["id"],"queryParams":[]},
+  "UnarchiveExperiments": {"method":"POST","path":"/api/v1/experiments/unarchive","pathParams":[],"queryParams":[]}
+} as const;
+
+export type OperationId = keyof typeof operations;
+
+/** Per operation: its query parameters (named as the document names them), its JSON request
+ *  body (undefined: none) and its JSON answer (the first 2xx; undefined: no body). */
+export interface OperationTypes {
+  ActivateExperiment: {
+    query: {};
+    request: undefined;
+    response: ExperimentActionResponse;
+  };
+  ActivateExperiments: {
+    query: {};
+    request: BulkExperimentActionRequest;
+    response: BulkExperimentActionResponse;
+  };
+  ActivateUser: {
+    query: {};
+    request: undefined;
+    response: UserResponse;
+  };
+  ArchiveExperiment: {
+    query: {};
+    request: undefined;
+    response: ExperimentActionResponse;
+  };
+  ArchiveExperiments: {
+    query: {};
+    request: BulkExperimentActionRequest;
+    response: BulkExperimentActionResponse;
+  };
+  ContinueExperiment: {
+    query: {};
+    request: ContinueExperimentRequest;
+    response: CreateExperimentResponse;
+  };
+  CreateExperiment: {
+    query: {};
+    request: CreateExperimentRequest;
+    response: CreateExperimentResponse;
+  };
+  CreateToken: {
+    query: {};
+    request: CreateTokenRequest;
+    response: Token;
+  };
+  CreateUnmanagedTrial: {
+    query: {};
+    request: CreateUnmanagedTrialRequest;
+    response: CreateUnmanagedTrialResponse;
+  };
+  CreateUser: {
+    query: {};
+    request: CreateUserRequest;
+    response: UserResponse;
+  };
+  CreateWorkspace: {
+    query: {};
+    request: CreateWorkspaceRequest;
+    response: Workspace;
+  };
+  DeactivateUser: {
+    query: {};
+    request: undefined;
+    response: UserResponse;
+  };
+  DeleteCheckpoint: {
+    query: {};
+    request: undefined;
+    response: DeleteCheckpointResponse;
+  };
+  DeleteCheckpoints: {
+    query: {};
+    request: DeleteCheckpointsRequest;
+    response: DeleteCheckpointsResponse;
+  };
+  DeleteExperiment: {
+    query: {};
+    request: undefined;
+    response: DeleteExperimentResponse;
+  };
+  DeleteExperiments: {
+    query: {};
+    request: BulkExperimentActionRequest;
+    response: BulkExperimentActionResponse;
+  };
+  GetAgents: {
+    query: {};
+    request: undefined;
+    response: GetAgentsResponse;
+  };
+  GetAuditLog: {
+    query: {
+      since?: string;
+      limit?: number;
+      actor?: string;
+    };
+    request: undefined;
+    response: GetAuditLogResponse;
+  };
+  GetClusterUtilization: {
+    query: {
+      since?: string;
+      pool?: string;
+    };
+    request: undefined;
+    response: GetClusterUtilizationResponse;
+  };
+  GetExperiment: {
+    query: {};
+    request: undefined;
+    response: GetExperimentResponse;
+  };
+  GetExperimentCheckpoints: {
+    query: {};
+    request: undefined;
+    response: GetExperimentCheckpointsResponse;
+  };
+  GetExperimentSearcher: {
+    query: {};
+    request: undefined;
+    response: GetExperimentSearcherResponse;
+  };
+  GetExperimentTrials: {
+    query: {
+      offset?: number;
+      limit?: number;
+    };
+    request: undefined;
+    response: GetExperimentTrialsResponse;
+  };
+  GetExperiments: {
+    query: {
+      states?: ("EXPERIMENT_STATE_UNSPECIFIED" | "EXPERIMENT_STATE_ACTIVE" | "EXPERIMENT_STATE_PAUSED" | "EXPERIMENT_STATE_STOPPING_COMPLETED" | "EXPERIMENT_STATE_STOPPING_CANCELED" | "EXPERIMENT_STATE_STOPPING_ERROR" | "EXPERIMENT_STATE_COMPLETED" | "EXPERIMENT_STATE_CANCELED" | "EXPERIMENT_STATE_ERROR")[];
+      name?: string;
+      sort_by?: string;
+      descending?: boolean;
+      offset?: number;
+      limit?: number;
+      include_archived?: boolean;
+      fields?: string[];
+    };
+    request: undefined;
+    response: GetExperimentsResponse;
+  };
+  GetMaster: {
+    query: {};
+    request: undefined;
+    response: GetMasterResponse;
+  };
+  GetMe: {
+    query: {};
+    request: undefined;
+    response: GetMeResponse;
+  };
+  GetResourcePools: {
+    query: {};
+    request: undefined;
+    response: GetResourcePoolsResponse;
+  };
+  GetTrial: {
+    query: {};
+    request: undefined;
+    response: GetTrialResponse;
+  };
+  GetTrialLogs: {
+    query: {
+      after_id?: string;
+      limit?: number;
+      /** true: stream as server-sent events (text/event-stream) until the end */
+      follow?: boolean;
+      search?: string;
+    };
+    request: undefined;
+    response: GetTrialLogsResponse;
+  };
+  GetTrialMetrics: {
+    query: {
+      kind?: string;
+      start_batches?: string;
+      end_batches?: string;
+      max_points?: number;
+    };
+    request: undefined;
+    response: GetTrialMetricsResponse;
+  };
+  Health: {
+    query: {};
+    request: undefined;
+    response: Health;
+  };
+  KillExperiment: {
+    query: {};
+    request: undefined;
+    response: ExperimentActionResponse;
+  };
+  KillExperiments: {
+    query: {};
+    request: BulkExperimentActionRequest;
+    response: BulkExperimentActionResponse;
+  };
+  ListTokens: {
+    query: {
+      all?: boolean;
+    };
+    request: undefined;
+    response: ListTokensResponse;
+  };
+  ListUsers: {
+    query: {};
+    request: undefined;
+    response: ListUsersResponse;
+  };
+  ListWorkspaces: {
+    query: {};
+    request: undefined;
+    response: ListWorkspacesResponse;
+  };
+  Login: {
+    query: {};
+    request: LoginRequest;
+    response: LoginResponse;
+  };
+  Logout: {
+    query: {};
+    request: undefined;
+    response: LogoutResponse;
+  };
+  OpenApi: {
+    query: {};
+    request: undefined;
+    response: Empty;
+  };
+  PauseExperiment: {
+    query: {};
+    request: undefined;
+    response: ExperimentActionResponse;
+  };
+  PauseExperiments: {
+    query: {};
+    request: BulkExperimentActionRequest;
+    response: BulkExperimentActionResponse;
+  };
+  RemoveWorkspaceMember: {
+    query: {};
+    request: undefined;
+    response: WorkspaceMemberResponse;
+  };
+  RestoreAgent: {
+    query: {};
+    request: undefined;
+    response: AgentRevocationResponse;
+  };
+  RevokeAgent: {
+    query: {};
+    request: undefined;
+    response: AgentRevocationResponse;
+  };
+  RevokeToken: {
+    query: {};
+    request: undefined;
+    response: RevokeTokenResponse;
+  };
+  SetUserPassword: {
+    query: {};
+    request: SetUserPasswordRequest;
+    response: UserResponse;
+  };
+  SetUserRole: {
+    query: {};
+    request: SetUserRoleRequest;
+    response: UserResponse;
+  };
+  SetWorkspaceMember: {
+    query: {};
+    request: SetWorkspaceMemberRequest;
+    response: WorkspaceMemberResponse;
+  };
+  UnarchiveExperiment: {
+    query: {};
+    request: undefined;
+    response: ExperimentActionResponse;
+  };
+  UnarchiveExperiments: {
+    query: {};
+    request: BulkExperimentActionRequest;
+    response: BulkExperimentActionResponse;
+  };
+}
