@@ -512,6 +512,18 @@ heads_done:
       break;
     }
   }
+  // share_embeddings ties source, target and output together: an untied output contradicts it
+  // (fairseq would tie it silently; the trainer refuses it too, later).
+  bool shared = false, untied = false;
+  for (const Value& s : Candidates(c.hyperparameters, "share_embeddings")) shared |= s.is_bool() && s.as_bool();
+  for (const Value& t : Candidates(c.hyperparameters, "share_decoder_input_output_embed")) {
+    untied |= t.is_bool() && !t.as_bool();
+  }
+  if (shared && untied) {
+    sink.Add("hyperparameters.share_decoder_input_output_embed", at("hyperparameters.share_decoder_input_output_embed"),
+             "false contradicts share_embeddings: true, which ties the output projection to the shared "
+             "embedding too");
+  }
 }
 
 void CheckSearchSpaces(ErrorSink& sink, const ExperimentConfig& c,

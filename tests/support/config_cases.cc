@@ -212,6 +212,10 @@ std::vector<ConfigCase> ConfigCases() {
                With({{"data", "data: {train: {src: a, tgt: b}, tokenizer: {shared: false}}"},
                      {"hyperparameters", "hyperparameters:\n  share_embeddings: true"}}),
                {"hyperparameters.share_embeddings"}});
+  c.push_back({"untied_output_with_shared_embeddings",
+               With({{"hyperparameters", "hyperparameters:\n  share_embeddings: true\n"
+                                         "  share_decoder_input_output_embed: false"}}),
+               {"hyperparameters.share_decoder_input_output_embed"}});
   c.push_back({"duplicate_key", With({{"name2", "name: again"}}), {"name"}});
   c.push_back({"several_errors_together",
                With({{"precision", "precision: fp8"},
