@@ -5,6 +5,10 @@
 // master rebuilds everything from the database (Recover) and re-adopts trials whose agents
 // reconnect still running them.
 //
+// The class is one, its definition five files along its seams: experiments (cluster.cc),
+// allocations (cluster_allocation.cc), agents (cluster_agents.cc), trainers
+// (cluster_trial_link.cc), restart and housekeeping (cluster_recovery.cc).
+//
 // Thread-safe: one mutex guards all in-memory state; calls are short (a few statements).
 // Messages to agents are queued on their connection and written by its own thread, so no call
 // here blocks on the network.
@@ -24,7 +28,7 @@
 #include "master/agentlink/delivery_ledger.h"
 #include "master/auth/task_tokens.h"
 #include "master/db/store.h"
-#include "master/dist/rendezvous_board.h"
+#include "master/rendezvous/rendezvous_board.h"
 #include "master/housekeeping/checkpoint_retention.h"
 #include "master/ingest/log_writer.h"
 #include "master/ingest/metric_writer.h"
