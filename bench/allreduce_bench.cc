@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "common/command_line.h"
-#include "trainer/dist/mpi_communicator.h"
+#include "trainer/distributed/mpi_communicator.h"
 
 namespace {
 

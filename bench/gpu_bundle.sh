@@ -35,7 +35,7 @@ grep -q "^SF_CUDA:BOOL=ON" "$build/CMakeCache.txt" ||
 
 bins=(trainer/sf-trainer trainer/data/sf-spm agent/sf-agent tests/trainer/engine_kernels_test
       tests/trainer/engine_device_model_test tests/trainer/engine_device_residency_test)
-[[ -x "$build/tests/trainer/dist/dist_nccl_test" ]] && bins+=(tests/trainer/dist/dist_nccl_test)
+[[ -x "$build/tests/trainer/distributed/dist_nccl_test" ]] && bins+=(tests/trainer/distributed/dist_nccl_test)
 stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib" "$stage/bench"

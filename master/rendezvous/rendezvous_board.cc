@@ -1,4 +1,4 @@
-#include "master/dist/rendezvous_board.h"
+#include "master/rendezvous/rendezvous_board.h"
 
 namespace sf::master {
 

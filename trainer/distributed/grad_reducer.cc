@@ -1,4 +1,4 @@
-#include "trainer/dist/grad_reducer.h"
+#include "trainer/distributed/grad_reducer.h"
 
 #include <algorithm>
 #include <chrono>

@@ -28,7 +28,7 @@
 #include <span>
 #include <vector>
 
-#include "trainer/dist/communicator.h"
+#include "trainer/distributed/communicator.h"
 
 namespace sf::dist {
 

@@ -1,4 +1,4 @@
-#include "trainer/dist/mpi_communicator.h"
+#include "trainer/distributed/mpi_communicator.h"
 
 #include <mpi.h>
 #include <signal.h>

@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "trainer/dist/communicator.h"
+#include "trainer/distributed/communicator.h"
 
 namespace sf::dist {
 

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "common/log.h"
-#include "trainer/dist/nccl_communicator.h"
+#include "trainer/distributed/nccl_communicator.h"
 
 namespace sf::dist {
 namespace {

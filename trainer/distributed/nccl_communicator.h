@@ -50,7 +50,7 @@
 #include <memory>
 #include <string>
 
-#include "trainer/dist/communicator.h"
+#include "trainer/distributed/communicator.h"
 
 namespace sf::dist {
 

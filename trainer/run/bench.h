@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "trainer/dist/communicator.h"
+#include "trainer/distributed/communicator.h"
 
 namespace CLI {
 class App;

@@ -18,9 +18,9 @@
 #include "common/log.h"
 #include "core_api/steadfast_core.h"
 #include "trainer/core/dtype.h"
-#include "trainer/dist/mpi_communicator.h"
+#include "trainer/distributed/mpi_communicator.h"
 #if defined(SF_HAVE_CUDA)
-#include "trainer/dist/nccl_communicator.h"
+#include "trainer/distributed/nccl_communicator.h"
 #endif
 #include "trainer/models/transformer.h"
 #include "trainer/optim/lr_schedule.h"

@@ -12,8 +12,8 @@
 #include <memory>
 
 #include "common/status.h"
-#include "trainer/dist/communicator.h"
-#include "trainer/dist/grad_reducer.h"
+#include "trainer/distributed/communicator.h"
+#include "trainer/distributed/grad_reducer.h"
 #include "trainer/models/transformer.h"
 
 namespace sf {

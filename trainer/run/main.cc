@@ -18,7 +18,7 @@
 
 #include "common/command_line.h"
 #include "common/status.h"
-#include "trainer/dist/mpi_communicator.h"
+#include "trainer/distributed/mpi_communicator.h"
 #include "trainer/run/bench.h"
 #include "trainer/eval/bleu.h"
 #include "trainer/run/cluster_mode.h"

@@ -18,7 +18,7 @@
 #include "common/value.h"
 #include "trainer/data/batching.h"
 #include "trainer/data/translation_data.h"
-#include "trainer/dist/grad_reducer.h"
+#include "trainer/distributed/grad_reducer.h"
 #include "trainer/eval/bleu.h"
 #include "trainer/models/translator.h"
 #include "trainer/optim/lr_schedule.h"

@@ -25,7 +25,7 @@
 #include <span>
 
 #include "common/status.h"
-#include "trainer/dist/grad_reducer.h"
+#include "trainer/distributed/grad_reducer.h"
 #include "trainer/models/transformer.h"
 #include "trainer/optim/grad_stats.h"
 #include "trainer/optim/loss_scaler.h"

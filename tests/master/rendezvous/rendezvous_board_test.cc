@@ -1,6 +1,6 @@
 // RendezvousBoard: ranks meet per named round; a missing rank times out with a reason that
 // names it and its agent; closing the allocation releases a waiting rank at once.
-#include "master/dist/rendezvous_board.h"
+#include "master/rendezvous/rendezvous_board.h"
 
 #include <gtest/gtest.h>
 

@@ -19,7 +19,7 @@
 #include <sstream>
 #include <thread>
 
-#include "trainer/dist/mpi_communicator.h"
+#include "trainer/distributed/mpi_communicator.h"
 
 namespace fs = std::filesystem;
 using namespace sf;

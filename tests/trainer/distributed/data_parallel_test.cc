@@ -16,7 +16,7 @@
 #include "common/config/experiment_config.h"
 #include "common/config/hyperparameter_schema.h"
 #include "tests/trainer/guarded_backend.h"
-#include "trainer/dist/mpi_communicator.h"
+#include "trainer/distributed/mpi_communicator.h"
 #include "trainer/run/data_parallel.h"
 #include "trainer/run/text_run.h"
 #include "trainer/kernels/cpu/cpu_backend.h"

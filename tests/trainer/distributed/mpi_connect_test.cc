@@ -32,7 +32,7 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
-std::string Probe() { return std::string(SF_BINARY_DIR) + "/tests/trainer/dist/dist_connect_probe"; }
+std::string Probe() { return std::string(SF_BINARY_DIR) + "/tests/trainer/distributed/dist_connect_probe"; }
 
 // Starts W probes, waits for all (at most `limit`), returns them with exit statuses.
 std::vector<Rank> RunRanks(int world, const std::string& mode, std::chrono::seconds limit, double* seconds) {

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "trainer/dist/nccl_communicator.h"
+#include "trainer/distributed/nccl_communicator.h"
 
 namespace sf::dist {
 namespace {
