@@ -43,7 +43,9 @@ int PrintResults(const Value& reply, const Flags& f, const std::function<std::st
   return exit_code;
 }
 
-int RunAgainstMaster(const Flags& f, const ClusterRun& run) {
+int RunAgainstMaster(const Flags& flags, const ClusterRun& run) {
+  Flags f = flags;
+  ApplyGlobalMasterOptions(&f.master, &f.ca_file, &f.json);  // `sf -m URL trial ...`
   Result<Api> api = ConnectToMaster(f.master, f.ca_file);
   if (!api.ok()) {
     std::cerr << "sf: " << api.status().message() << "\n";
@@ -57,7 +59,6 @@ ClusterCommand AddCommand(CLI::App* parent, const std::string& name, const std::
   ClusterCommand command{parent->add_subcommand(name, description), std::make_shared<Flags>()};
   AddMasterOptions(command.app, &command.flags->master, &command.flags->ca_file, &command.flags->json);
   OnSelected(command.app, action, [flags = command.flags, run = std::move(run)] {
-    ApplyGlobalMasterOptions(&flags->master, &flags->ca_file, &flags->json);
     return RunAgainstMaster(*flags, run);
   });
   return command;

@@ -75,5 +75,11 @@ ClusterCommand AddCommand(CLI::App* parent, const std::string& name, const std::
 // `sf experiment create|fork|continue|list|describe|kill|pause|activate|archive|unarchive|delete`
 // (cli/experiment_commands.cc).
 void AddExperimentCommands(CLI::App& sf, CommandAction& action);
+// `sf trial list|describe|logs|metrics` (cli/trial_commands.cc).
+void AddTrialCommands(CLI::App& sf, CommandAction& action);
+// `sf agent ...`, `sf slot list`, `sf resource-pool list` (cli/agent_commands.cc).
+void AddAgentCommands(CLI::App& sf, CommandAction& action);
+// `sf checkpoint list|delete` (cli/checkpoint_commands.cc).
+void AddCheckpointCommands(CLI::App& sf, CommandAction& action);
 
 }  // namespace sf::cli

@@ -343,6 +343,7 @@ TEST(SfUsageTest, GlobalFlagsWorkBeforeTheCommand) {
   ExpectTriedMaster(RunSf({"--master", kNowhere, "--ca-file", dir.path() + "/unused.pem", "user", "list"}, dir),
                     kNowhere);
   ExpectTriedMaster(RunSf({"--master", "http://127.0.0.1:2", "master", "info", "--master", kNowhere}, dir), kNowhere);
+  ExpectTriedMaster(RunSf({"--master", kNowhere, "master"}, dir), kNowhere);  // `master` alone is info
   SfRun ftp = RunSf({"--master", "ftp://example.com", "experiment", "list"}, dir);
   EXPECT_EQ(ftp.exit_code, 2) << ftp.err;
 }
