@@ -139,28 +139,30 @@ grpc::Status ApiGrpcService::Serve(grpc::ServerContext* ctx, const std::string& 
 
 // Every unary method runs its entry in the method table (api_methods.h), as REST does.
 
+namespace {
+// A reply that carries field-path config errors (and no experiment) is INVALID_ARGUMENT: the
+// errors, one per line, in the message, and with `details` the serialized reply too.
+template <typename Resp>
+grpc::Status RefuseConfigErrors(grpc::Status st, const Resp& out, bool details) {
+  if (!st.ok() || out.errors_size() == 0) return st;
+  std::string msg;
+  for (const auto& e : out.errors()) msg += e.path() + ": " + e.message() + "\n";
+  return details ? grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, msg, out.SerializeAsString())
+                 : grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, msg);
+}
+}  // namespace
+
 grpc::Status ApiGrpcService::CreateExperiment(grpc::ServerContext* ctx, const v1::CreateExperimentRequest* r,
                                               v1::CreateExperimentResponse* out) {
   Principal who;
-  grpc::Status st = Serve(ctx, "CreateExperiment", *r, out, &who);
-  if (st.ok() && out->errors_size() > 0) {
-    // The response still carries the field-path errors; the code says "bad input".
-    std::string msg;
-    for (const auto& e : out->errors()) msg += e.path() + ": " + e.message() + "\n";
-    st = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, msg, out->SerializeAsString());
-  }
+  grpc::Status st = RefuseConfigErrors(Serve(ctx, "CreateExperiment", *r, out, &who), *out, /*details=*/true);
   Audit(*ctx, "CreateExperiment", st.ok() && out->has_experiment() ? std::to_string(out->experiment().id()) : "", st, who);
   return st;
 }
 grpc::Status ApiGrpcService::CreateUnmanagedTrial(grpc::ServerContext* ctx, const v1::CreateUnmanagedTrialRequest* r,
                                                   v1::CreateUnmanagedTrialResponse* out) {
   Principal who;
-  grpc::Status st = Serve(ctx, "CreateUnmanagedTrial", *r, out, &who);
-  if (st.ok() && out->errors_size() > 0) {
-    std::string msg;
-    for (const auto& e : out->errors()) msg += e.path() + ": " + e.message() + "\n";
-    st = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, msg);
-  }
+  grpc::Status st = RefuseConfigErrors(Serve(ctx, "CreateUnmanagedTrial", *r, out, &who), *out, /*details=*/false);
   Audit(*ctx, "CreateUnmanagedTrial", st.ok() && out->has_experiment() ? std::to_string(out->experiment().id()) : "", st,
         who);
   return st;

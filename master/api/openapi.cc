@@ -18,15 +18,12 @@ namespace pb = google::protobuf;
 
 Value Ref(const std::string& name) { return Value(Value::Map{{"$ref", "#/components/schemas/" + name}}); }
 
-Value JsonResponse(const std::string& schema, const std::string& description) {
-  return Value(Value::Map{
-      {"description", description},
-      {"content", Value::Map{{"application/json", Value::Map{{"schema", Ref(schema)}}}}}});
-}
-
 Value JsonSchemaResponse(Value schema, const std::string& description) {
   return Value(Value::Map{{"description", description},
                           {"content", Value::Map{{"application/json", Value::Map{{"schema", std::move(schema)}}}}}});
+}
+Value JsonResponse(const std::string& schema, const std::string& description) {
+  return JsonSchemaResponse(Ref(schema), description);
 }
 
 // The answers every route may give: `ok` (its schema) and the errors.
@@ -46,16 +43,12 @@ Value::Map Responses(Value ok) {
                     {"413", JsonResponse("Error", "the request body is over the route's limit")}};
 }
 
-Value Op(const std::string& summary, const std::string& op_id, Value::List params,
-         const std::string& response, std::optional<std::string> body = std::nullopt) {
-  Value::Map op{{"summary", summary}, {"operationId", op_id}, {"parameters", params},
-                {"responses", Responses(Ref(response))}};
-  if (body) {
-    op["requestBody"] = Value::Map{
-        {"required", true},
-        {"content", Value::Map{{"application/json", Value::Map{{"schema", Ref(*body)}}}}}};
-  }
-  return Value(std::move(op));
+// A GET of the server's own (no parameters, no body) answering with schema `response`.
+Value Op(const std::string& summary, const std::string& op_id, const std::string& response) {
+  return Value(Value::Map{{"summary", summary},
+                          {"operationId", op_id},
+                          {"parameters", Value::List{}},
+                          {"responses", Responses(Ref(response))}});
 }
 
 Value Object(Value::Map properties) {
@@ -188,8 +181,8 @@ void AddApiRoutes(Value::Map& paths, Value::Map& schemas) {
 // The two REST routes that are not Api methods (the HTTP server's own), and the error body
 // every route may answer with.
 void AddRestOnlyRoutes(Value::Map& paths, Value::Map& schemas) {
-  paths["/health"] = Value::Map{{"get", Op("Liveness and database health", "Health", {}, "Health")}};
-  paths["/api/v1/openapi.json"] = Value::Map{{"get", Op("This document (OpenAPI 3)", "OpenApi", {}, "Empty")}};
+  paths["/health"] = Value::Map{{"get", Op("Liveness and database health", "Health", "Health")}};
+  paths["/api/v1/openapi.json"] = Value::Map{{"get", Op("This document (OpenAPI 3)", "OpenApi", "Empty")}};
   schemas["Empty"] = Object({});
   schemas["Health"] = Object({{"status", Type("string")}, {"database", Type("string")}});
   schemas["Error"] = Object({{"code", Type("integer")}, {"message", Type("string")}, {"errors", ArrayOf("ConfigError")}});

@@ -18,6 +18,7 @@
 
 #include "tests/support/testing.h"
 #include "tests/trainer/seq2seq_batches.h"
+#include "tests/trainer/single_thread.h"
 #include "trainer/core/safetensors.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
 #include "trainer/models/registry.h"
@@ -38,16 +39,6 @@ TransformerConfig Untied() {
   return c;
 }
 
-// Tiny models run single-threaded: on a shared 2-core host an OpenMP team of 2 spends most of
-// their step waiting at barriers.
-class SingleThread {
- public:
-  SingleThread() : saved_(omp_get_max_threads()) { omp_set_num_threads(1); }
-  ~SingleThread() { omp_set_num_threads(saved_); }
-
- private:
-  int saved_;
-};
 
 bool SameBits(const float* a, const float* b, int64_t n) {
   return std::memcmp(a, b, static_cast<size_t>(n) * sizeof(float)) == 0;

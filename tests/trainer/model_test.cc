@@ -35,6 +35,7 @@ void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, size_t) noexcept { std::free(p); }
 
 #include "tests/trainer/seq2seq_batches.h"
+#include "tests/trainer/single_thread.h"
 #include "tests/trainer/train_tail.h"
 
 namespace sf {
@@ -141,16 +142,6 @@ double L2Rel(const float* a, const float* b, int64_t n) {
   return std::sqrt(num / den);
 }
 
-// The slow training tests run single-threaded: on a shared 2-core host an OpenMP team of 2
-// spends most of a tiny model's step waiting at barriers.
-class SingleThread {
- public:
-  SingleThread() : saved_(omp_get_max_threads()) { omp_set_num_threads(1); }
-  ~SingleThread() { omp_set_num_threads(saved_); }
-
- private:
-  int saved_;
-};
 
 // Mixed precision keeps only compute-dtype copies of many activations and passes their fp32
 // values through shared scratch; comparing every gradient with fp32 checks that wiring, in
