@@ -1,0 +1,193 @@
+// CudaBackend's elementwise ops and their kernels, one thread per element: cast, add,
+// bias + dropout + residual (Philox masks as on the CPU), bias + activation (GELU / ReLU),
+// column sums (the bias gradients), and the embedding lookup with its scattered gradient.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "trainer/kernels/cuda/cuda_internal.cuh"
+
+namespace sf::cuda {
+namespace {
+
+// DropoutFactor's factor (cuda_attention.cu) for elementwise kernels with one thread per
+// element (index = blockIdx.x * blockDim.x + threadIdx.x, blockDim.x a multiple of 32): lanes
+// 8k..8k+7 of a warp hold the 8 indices of one Philox group, so the group's first lane draws it
+// once and shares the mask (DropoutFactor draws a whole group per element). Every lane of the
+// warp must call it, in range or not.
+__device__ float DropoutFactorOfWarp(DropoutKey key, int64_t index, float p, uint32_t threshold,
+                                     float keep_scale) {
+  if (p <= 0.0f) return 1.0f;
+  const int lane = threadIdx.x & 31;
+  uint32_t bits = 0;
+  if ((lane & 7) == 0) {
+    uint8_t keep[8];
+    DropoutKeep8(key, static_cast<uint64_t>(index) / 8, threshold, keep);
+    for (int j = 0; j < 8; ++j) bits |= keep[j] ? (1u << j) : 0u;
+  }
+  bits = __shfl_sync(0xffffffffu, bits, lane & ~7);
+  return (bits >> (index & 7)) & 1u ? keep_scale : 0.0f;
+}
+
+__global__ void CastKernel(const float* x, void* y, int to, int64_t n) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  StoreAs(y, to, i, x[i]);
+}
+
+__global__ void AddKernel(const float* x, float* y, int64_t n) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) y[i] += x[i];
+}
+
+__global__ void BdrForwardKernel(const float* x, const float* bias, const float* residual,
+                                 float* out, int64_t n, int64_t cols, float p, uint32_t threshold,
+                                 float keep_scale, DropoutKey key) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  const float f = DropoutFactorOfWarp(key, i, p, threshold, keep_scale);
+  if (i >= n) return;
+  const float v = (x[i] + (bias ? bias[i % cols] : 0.0f)) * f;
+  out[i] = v + (residual ? residual[i] : 0.0f);
+}
+
+__global__ void DropoutBackwardKernel(const float* dout, float* dx, int64_t n, float p,
+                                      uint32_t threshold, float keep_scale, DropoutKey key) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  const float f = DropoutFactorOfWarp(key, i, p, threshold, keep_scale);
+  if (i < n) dx[i] = dout[i] * f;
+}
+
+// sum[c] += sum_r x[r, c]: one thread per column, rows split over blockIdx.y.
+__global__ void ColumnSumKernel(const float* x, float* sum, int64_t rows, int64_t cols) {
+  const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (c >= cols) return;
+  const int64_t per = (rows + gridDim.y - 1) / gridDim.y;
+  const int64_t r0 = blockIdx.y * per, r1 = min(rows, r0 + per);
+  float s = 0;
+  for (int64_t r = r0; r < r1; ++r) s += x[r * cols + c];
+  atomicAdd(sum + c, s);
+}
+
+__device__ float Erf(float x) { return erff(x); }
+
+__global__ void BiasActForwardKernel(const float* x, const float* bias, float* pre, void* out,
+                                     int out_dtype, int64_t n, int64_t cols, int gelu) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const float h = x[i] + (bias ? bias[i % cols] : 0.0f);
+  pre[i] = h;
+  StoreAs(out, out_dtype, i,
+          gelu ? 0.5f * h * (1.0f + Erf(h * 0.70710678118654752f)) : fmaxf(h, 0.0f));
+}
+
+// saved: pre (or ReLU's out) as float (dtype 0), bf16 (1) or f16 (2).
+__global__ void BiasActBackwardKernel(const float* dout, const void* saved, int dtype, float* dpre,
+                                      int64_t n, int gelu) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const float h = dtype == 1   ? __bfloat162float(static_cast<const __nv_bfloat16*>(saved)[i])
+                  : dtype == 2 ? __half2float(static_cast<const __half*>(saved)[i])
+                               : static_cast<const float*>(saved)[i];
+  if (gelu) {
+    const float cdf = 0.5f * (1.0f + Erf(h * 0.70710678118654752f));
+    const float pdf = 0.3989422804014327f * expf(-0.5f * h * h);
+    dpre[i] = dout[i] * (cdf + h * pdf);
+  } else {
+    dpre[i] = h > 0 ? dout[i] : 0.0f;
+  }
+}
+
+__global__ void EmbeddingForwardKernel(const int32_t* tokens, const float* table,
+                                       const float* pos_table, const int32_t* pos_ids, float* out,
+                                       int64_t n, int64_t cols, float scale) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const int64_t r = i / cols, c = i % cols;
+  float v = scale * table[static_cast<int64_t>(tokens[r]) * cols + c];
+  if (pos_ids) v += pos_table[static_cast<int64_t>(pos_ids[r]) * cols + c];
+  out[i] = v;
+}
+
+__global__ void EmbeddingBackwardKernel(const int32_t* tokens, const float* dout, float* dtable,
+                                        int64_t n, int64_t cols, float scale, int32_t pad) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const int64_t r = i / cols, c = i % cols;
+  if (tokens[r] == pad) return;
+  atomicAdd(dtable + static_cast<int64_t>(tokens[r]) * cols + c, scale * dout[i]);
+}
+
+}  // namespace
+
+void CudaBackend::Cast(const float* x, void* y, DType to, int64_t n) {
+  if (n > 0) CastKernel<<<Blocks(n), kThreads, 0, stream_>>>(x, y, DTypeCode(to), n);
+}
+
+void CudaBackend::Add(const float* x, float* y, int64_t n) {
+  if (n > 0) AddKernel<<<Blocks(n), kThreads, 0, stream_>>>(x, y, n);
+}
+
+void CudaBackend::BiasDropoutResidualForward(const float* x, const float* bias,
+                                             const float* residual, float* out, int64_t rows,
+                                             int64_t cols, float p, DropoutKey key) {
+  const int64_t n = rows * cols;
+  if (n > 0)
+    BdrForwardKernel<<<Blocks(n), kThreads, 0, stream_>>>(x, bias, residual, out, n, cols, p,
+                                                          DropoutThreshold(p), KeepScale(p), key);
+}
+
+void CudaBackend::BiasDropoutResidualBackward(const float* dout, float* dx, float* dbias,
+                                              int64_t rows, int64_t cols, float p, DropoutKey key) {
+  const int64_t n = rows * cols;
+  if (n > 0)
+    DropoutBackwardKernel<<<Blocks(n), kThreads, 0, stream_>>>(dout, dx, n, p,
+                                                               DropoutThreshold(p), KeepScale(p), key);
+  if (dbias) ColumnSum(dx, dbias, rows, cols);
+}
+
+void CudaBackend::BiasActivationForward(const float* x, const float* bias, float* pre, void* out,
+                                        DType out_dtype, int64_t rows, int64_t cols,
+                                        Activation act) {
+  const int64_t n = rows * cols;
+  if (n > 0)
+    BiasActForwardKernel<<<Blocks(n), kThreads, 0, stream_>>>(
+        x, bias, pre, out, DTypeCode(out_dtype), n, cols, act == Activation::kGelu);
+}
+
+void CudaBackend::BiasActivationBackward(const float* dout, const void* saved, DType saved_dtype,
+                                         float* dpre, float* dbias, int64_t rows, int64_t cols,
+                                         Activation act) {
+  const int64_t n = rows * cols;
+  const int dtype = DTypeCode(saved_dtype);
+  if (n > 0)
+    BiasActBackwardKernel<<<Blocks(n), kThreads, 0, stream_>>>(dout, saved, dtype, dpre, n,
+                                                               act == Activation::kGelu);
+  if (dbias) ColumnSum(dpre, dbias, rows, cols);
+}
+
+void CudaBackend::EmbeddingForward(const int32_t* tokens, const float* table,
+                                   const float* pos_table, const int32_t* pos_ids, float* out,
+                                   int64_t rows, int64_t cols, float scale) {
+  const int64_t n = rows * cols;
+  if (n > 0)
+    EmbeddingForwardKernel<<<Blocks(n), kThreads, 0, stream_>>>(tokens, table, pos_table,
+                                                                pos_ids, out, n, cols, scale);
+}
+
+void CudaBackend::EmbeddingBackward(const int32_t* tokens, const float* dout, float* dtable,
+                                    int64_t rows, int64_t cols, float scale, int32_t pad) {
+  const int64_t n = rows * cols;
+  if (n > 0)
+    EmbeddingBackwardKernel<<<Blocks(n), kThreads, 0, stream_>>>(tokens, dout, dtable, n, cols,
+                                                                 scale, pad);
+}
+
+void CudaBackend::ColumnSum(const float* x, float* sum, int64_t rows, int64_t cols) {
+  if (rows <= 0 || cols <= 0) return;
+  const unsigned splits = static_cast<unsigned>(std::min<int64_t>(rows, 64));
+  dim3 grid(static_cast<unsigned>(Blocks(cols)), splits);
+  ColumnSumKernel<<<grid, kThreads, 0, stream_>>>(x, sum, rows, cols);
+}
+
+}  // namespace sf::cuda

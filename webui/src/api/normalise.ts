@@ -1,0 +1,239 @@
+// Normalisation of the master's protobuf JSON into the dashboard's types (types.ts), one
+// normaliser per message. Each takes the generated wire type, so a renamed or removed field fails
+// `tsc`; fields.ts reads the fields.
+import { bool, list, msg, num, obj, optNum, optStr, str } from './fields';
+import type * as wire from './generated/wire';
+import type { ResponseOf } from './operations';
+import type {
+  Agent,
+  Checkpoint,
+  ApiToken,
+  Experiment,
+  GpuUsage,
+  LogLine,
+  MasterInfo,
+  MetricReport,
+  Pagination,
+  ResourcePool,
+  Slot,
+  Trial,
+  User,
+  UserRole,
+  UtilizationPoint,
+  Whoami,
+  WorkspaceMembership,
+} from './types';
+
+export function normExperiment(j: wire.Experiment | undefined): Experiment {
+  const o = msg(j);
+  return {
+    id: num(o.id),
+    name: str(o.name),
+    description: str(o.description),
+    state: (str(o.state) || 'EXPERIMENT_STATE_UNSPECIFIED') as Experiment['state'],
+    configYaml: str(o.configYaml),
+    owner: str(o.owner),
+    workspace: str(o.workspace),
+    archived: bool(o.archived),
+    searcher: str(o.searcher),
+    metric: str(o.metric),
+    smallerIsBetter: bool(o.smallerIsBetter),
+    numTrials: num(o.numTrials),
+    numCompletedTrials: num(o.numCompletedTrials),
+    bestValidationMetric: optNum(o.bestValidationMetric),
+    startTime: optStr(o.startTime),
+    endTime: optStr(o.endTime),
+    priority: num(o.priority),
+    error: str(o.error),
+  };
+}
+
+export function normTrial(j: wire.Trial | undefined): Trial {
+  const o = msg(j);
+  return {
+    id: num(o.id),
+    experimentId: num(o.experimentId),
+    state: (str(o.state) || 'TRIAL_STATE_UNSPECIFIED') as Trial['state'],
+    hparams: obj(o.hparams),
+    restarts: num(o.restarts),
+    totalBatches: num(o.totalBatches),
+    targetBatches: num(o.targetBatches),
+    bestValidationMetric: optNum(o.bestValidationMetric),
+    latestValidationMetric: optNum(o.latestValidationMetric),
+    latestCheckpointUuid: str(o.latestCheckpointUuid),
+    startTime: optStr(o.startTime),
+    endTime: optStr(o.endTime),
+    error: str(o.error),
+    pendingReason: str(o.pendingReason),
+  };
+}
+
+export function normMetric(j: wire.MetricReport | undefined): MetricReport {
+  const o = msg(j);
+  return {
+    trialId: num(o.trialId),
+    batches: num(o.batches),
+    kind: str(o.kind),
+    values: obj(o.values),
+    time: optStr(o.time),
+    restart: num(o.restart),
+  };
+}
+
+export function normCheckpoint(j: wire.Checkpoint | undefined): Checkpoint {
+  const o = msg(j);
+  return {
+    uuid: str(o.uuid),
+    trialId: num(o.trialId),
+    experimentId: num(o.experimentId),
+    batches: num(o.batches),
+    path: str(o.path),
+    size: num(o.size),
+    files: list(o.files).map((f) => ({ path: str(f?.path), size: num(f?.size), sha256: str(f?.sha256) })),
+    metadata: obj(o.metadata),
+    validationMetric: optNum(o.validationMetric),
+    time: optStr(o.time),
+    state: str(o.state),
+  };
+}
+
+export function normLog(j: wire.LogLine | undefined): LogLine {
+  const o = msg(j);
+  return {
+    id: num(o.id),
+    trialId: num(o.trialId),
+    rank: num(o.rank),
+    stream: str(o.stream),
+    message: str(o.message),
+    time: optStr(o.time),
+    agentId: str(o.agentId),
+  };
+}
+
+function normSlot(j: wire.Slot | undefined): Slot {
+  const o = msg(j);
+  return {
+    id: str(o.id),
+    type: (str(o.type) || 'SLOT_TYPE_UNSPECIFIED') as Slot['type'],
+    device: str(o.device),
+    enabled: o.enabled === undefined ? false : bool(o.enabled),
+    trialId: num(o.trialId),
+    uuid: str(o.uuid),
+    memoryTotalBytes: num(o.memoryTotalBytes),
+    usage: o.usage && typeof o.usage === 'object' ? normGpuUsage(o.usage) : undefined,
+  };
+}
+
+function normGpuUsage(j: wire.GpuUsage | undefined): GpuUsage {
+  const o = msg(j);
+  return { utilizationPercent: num(o.utilizationPercent), memoryUsedBytes: num(o.memoryUsedBytes), sampleTime: optStr(o.sampleTime) };
+}
+
+export function normAgent(j: wire.Agent | undefined): Agent {
+  const o = msg(j);
+  return {
+    id: str(o.id),
+    hostname: str(o.hostname),
+    resourcePool: str(o.resourcePool),
+    slots: list(o.slots).map(normSlot),
+    connected: bool(o.connected),
+    registeredTime: optStr(o.registeredTime),
+    lastHeartbeat: optStr(o.lastHeartbeat),
+    version: str(o.version),
+    address: str(o.address),
+  };
+}
+
+export function normResourcePool(j: wire.ResourcePool | undefined): ResourcePool {
+  const o = msg(j);
+  return {
+    name: str(o.name) || 'default',
+    scheduler: str(o.scheduler) || 'priority',
+    agents: num(o.agents),
+    totalSlots: num(o.totalSlots),
+    usedSlots: num(o.usedSlots),
+    runningTrials: num(o.runningTrials),
+    queuedTrials: num(o.queuedTrials),
+    queuedSlots: num(o.queuedSlots),
+  };
+}
+
+/** A utilisation point, or undefined when its time is missing or unparsable (a point without a
+ *  time cannot be placed on the chart). */
+export function normUtilizationPoint(j: wire.UtilizationPoint | undefined): UtilizationPoint | undefined {
+  const o = msg(j);
+  const time = Date.parse(str(o.time));
+  if (!Number.isFinite(time)) return undefined;
+  return {
+    pool: str(o.pool) || 'default',
+    time: time / 1000,
+    slotsTotal: num(o.slotsTotal),
+    slotsBusy: num(o.slotsBusy),
+    slotsBusyMax: num(o.slotsBusyMax),
+    samples: num(o.samples),
+  };
+}
+
+export function normPagination(j: wire.Pagination | undefined, count: number): Pagination {
+  const o = msg(j);
+  return {
+    offset: num(o.offset),
+    limit: num(o.limit),
+    total: o.total === undefined ? count : num(o.total),
+    startIndex: num(o.startIndex),
+    endIndex: num(o.endIndex),
+  };
+}
+
+export function normMaster(j: ResponseOf<'GetMaster'> | undefined): MasterInfo {
+  const o = msg(j);
+  return {
+    version: str(o.version),
+    masterId: str(o.masterId),
+    clusterName: str(o.clusterName),
+    schemaVersion: num(o.schemaVersion),
+    connectedAgents: num(o.connectedAgents),
+    totalSlots: num(o.totalSlots),
+    usedSlots: num(o.usedSlots),
+  };
+}
+
+const ROLES: UserRole[] = ['admin', 'user', 'viewer'];
+// An unknown role is read as the least one: the UI offers less, the master decides anyway.
+const role = (v: unknown): UserRole => (ROLES.includes(v as UserRole) ? (v as UserRole) : 'viewer');
+const WORKSPACE_ROLES: WorkspaceMembership['role'][] = ['admin', 'editor', 'viewer'];
+
+/** GET /auth/me's answer; {"user": {...}, "workspaces": [...]} is tolerated too. */
+type WhoamiWire = ResponseOf<'GetMe'> & { user?: ResponseOf<'GetMe'> };
+
+export function normWhoami(j: WhoamiWire | undefined): Whoami {
+  const o = msg(j);
+  const u = o.user && typeof o.user === 'object' ? msg(o.user) : o; // tolerate {"user": {...}}
+  return {
+    username: str(u.username),
+    role: role(u.role),
+    workspaces: list(u.workspaces ?? o.workspaces).map((w) => {
+      const r = str(msg(w).role) as WorkspaceMembership['role'];
+      return { name: str(msg(w).name), role: WORKSPACE_ROLES.includes(r) ? r : 'viewer' };
+    }),
+  };
+}
+
+export function normToken(j: NonNullable<ResponseOf<'ListTokens'>['tokens']>[number] | undefined): ApiToken {
+  const o = msg(j);
+  return {
+    id: str(o.id),
+    name: str(o.name),
+    username: str(o.username),
+    kind: str(o.kind) === 'session' ? 'session' : 'api',
+    createdAt: optStr(o.createdAt),
+    expiresAt: optStr(o.expiresAt),
+    lastUsedAt: optStr(o.lastUsedAt),
+    revoked: bool(o.revoked),
+  };
+}
+
+export function normUser(j: NonNullable<ResponseOf<'ListUsers'>['users']>[number] | undefined): User {
+  const o = msg(j);
+  return { username: str(o.username), role: role(o.role), active: o.active === undefined ? true : bool(o.active), createdAt: optStr(o.createdAt) };
+}
