@@ -2,12 +2,18 @@
 // as fast as they can; prints rows/s and per-call latency percentiles.
 //
 //   metric_ingest MASTER_GRPC_ADDRESS FIRST_TRIAL_ID TRIALS REPORTS_PER_TRIAL [ROWS_PER_CALL]
-//                 [--rows-per-second R]
+//                 [--rows-per-second R] [--reporter]
 //
 // Each simulated trainer owns one trial and reports steps 1, 2, 3, ... (ROWS_PER_CALL rows per
 // call, as a trainer batches its reports), so every row is new and stored. With
 // --rows-per-second the trainers together offer R rows/s (each paces its calls; a call that
 // comes back late is followed at once by the next due one) instead of calling back to back.
+//
+// --reporter: each trainer hands its rows, one at a time (as fast as it can, or paced to its
+// share of R), to a MetricReporter of its own (core_api/metric_reporter.h, as the Core API's
+// Context does), which sends what has piled up in one call while the previous one is in flight
+// (ROWS_PER_CALL is ignored). The run ends when every row is acknowledged (Flush). Prints the
+// same figures, plus mean_rows_per_call, largest_call_rows and retries.
 //
 // TrialLink wants each call's task token (master/auth/task_tokens.h). The simulated trainers
 // make theirs from the cluster's secret, read from $SF_TASK_TOKEN_SECRET_HEX (the hex of
@@ -27,8 +33,23 @@
 
 #include "common/command_line.h"
 #include "common/tls_files.h"
+#include "core_api/metric_reporter.h"
+#include "core_api/trial_link_call.h"
 #include "master/auth/task_tokens.h"
 #include "steadfast/v1/trial_link.grpc.pb.h"
+
+namespace {
+
+// Row `batches` of a simulated trainer's training metrics.
+void FillRow(steadfast::v1::MetricReport* m, int64_t batches) {
+  m->set_kind("training");
+  m->set_batches(batches);
+  (*m->mutable_values()->mutable_fields())["loss"].set_number_value(1.0 /
+                                                                    static_cast<double>(batches));
+  (*m->mutable_values()->mutable_fields())["tokens_per_second"].set_number_value(5000);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app("Metric ingestion load: simulated trainers report training metrics to TrialLink.", "metric_ingest");
@@ -46,6 +67,9 @@ int main(int argc, char** argv) {
   double rows_per_second = 0;
   app.add_option("--rows-per-second", rows_per_second, "offer this many rows/s in total (default: as fast as possible)")
       ->check(CLI::Range(1.0, 1e9));
+  bool use_reporter = false;
+  app.add_flag("--reporter", use_reporter,
+               "hand rows to a MetricReporter per trainer instead of fixed-size calls");
   if (auto exit_code = sf::cmdline::Parse(app, argc, argv)) return *exit_code;
   std::optional<sf::master::TaskTokens> tokens;
   if (const char* hex = std::getenv("SF_TASK_TOKEN_SECRET_HEX"); hex && *hex) {
@@ -70,14 +94,53 @@ int main(int argc, char** argv) {
   }
   // Per trainer: one call every `call_interval` (zero: back to back).
   const std::chrono::duration<double> call_interval(rows_per_second > 0 ? per_call * trials / rows_per_second : 0.0);
+  // --reporter: per trainer, one row every `row_interval` (zero: as fast as Add takes them).
+  const std::chrono::duration<double> row_interval(rows_per_second > 0 ? trials / rows_per_second
+                                                                       : 0.0);
   std::vector<std::vector<double>> latencies(trials);
+  std::vector<sf::core::MetricReporterStats> reporter_stats(trials);
   std::atomic<int> failures{0};
+  std::atomic<int64_t> undelivered{0};
   auto start = std::chrono::steady_clock::now();
   std::vector<std::thread> threads;
   for (int t = 0; t < trials; ++t) {
     threads.emplace_back([&, t] {
       auto stub = steadfast::v1::TrialLink::NewStub(grpc::CreateChannel(master, credentials));
       const std::string token = tokens ? tokens->Issue({first + t, 0, 0, ""}) : "";
+      if (use_reporter) {
+        steadfast::v1::TrialIdentity who;
+        who.set_trial_id(first + t);
+        // The Context's sender, timed: latencies[t] is only touched by this reporter's thread.
+        auto send = sf::core::TrialLinkMetricSender(stub.get(), who, token);
+        sf::core::MetricReporter reporter(
+            [&, t, send](const std::vector<steadfast::v1::MetricReport>& rows) {
+              auto t0 = std::chrono::steady_clock::now();
+              sf::Status st = send(rows);
+              if (!st.ok()) failures++;
+              latencies[t].push_back(
+                  std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                      .count());
+              return st;
+            });
+        for (int r = 0; r < reports; ++r) {
+          if (row_interval.count() > 0) {
+            std::this_thread::sleep_until(
+                start +
+                std::chrono::duration_cast<std::chrono::steady_clock::duration>(row_interval * r));
+          }
+          steadfast::v1::MetricReport row;
+          FillRow(&row, r + 1);
+          if (!reporter.Add(std::move(row)).ok()) break;
+        }
+        sf::Status flushed =
+            reporter.Flush(std::chrono::steady_clock::now() + std::chrono::minutes(10));
+        if (!flushed.ok())
+          std::fprintf(stderr, "metric_ingest: trial %lld: %s\n", static_cast<long long>(first + t),
+                       flushed.ToString().c_str());
+        reporter_stats[t] = reporter.stats();
+        undelivered += reports - reporter_stats[t].rows;
+        return;
+      }
       for (int r = 0, call = 0; r < reports; r += per_call, ++call) {
         if (call_interval.count() > 0) {
           std::this_thread::sleep_until(
@@ -85,13 +148,7 @@ int main(int argc, char** argv) {
         }
         steadfast::v1::ReportMetricsRequest req;
         req.mutable_who()->set_trial_id(first + t);
-        for (int k = 0; k < per_call && r + k < reports; ++k) {
-          auto* m = req.add_reports();
-          m->set_kind("training");
-          m->set_batches(r + k + 1);
-          (*m->mutable_values()->mutable_fields())["loss"].set_number_value(1.0 / (r + k + 1));
-          (*m->mutable_values()->mutable_fields())["tokens_per_second"].set_number_value(5000);
-        }
+        for (int k = 0; k < per_call && r + k < reports; ++k) FillRow(req.add_reports(), r + k + 1);
         steadfast::v1::ReportMetricsResponse resp;
         grpc::ClientContext ctx;
         if (!token.empty()) ctx.AddMetadata(sf::master::TaskTokens::kMetadataKey, token);
@@ -111,9 +168,33 @@ int main(int argc, char** argv) {
   getrusage(RUSAGE_SELF, &self);
   const double client_cpu = static_cast<double>(self.ru_utime.tv_sec + self.ru_stime.tv_sec) +
                             static_cast<double>(self.ru_utime.tv_usec + self.ru_stime.tv_usec) / 1e6;
-  std::printf("trainers: %d\nrows: %lld\nrows_per_call: %d\nseconds: %.2f\nrows_per_second: %.0f\n"
-              "call_p50_ms: %.2f\ncall_p99_ms: %.2f\nfailed_calls: %d\nclient_cpu_ms_per_1000_rows: %.1f\n",
-              trials, static_cast<long long>(trials) * reports, per_call, seconds, trials * reports / seconds, pct(0.5),
-              pct(0.99), failures.load(), 1000.0 * client_cpu / (static_cast<double>(trials) * reports) * 1000.0);
+  const double cpu_per_1000_rows =
+      1000.0 * client_cpu / (static_cast<double>(trials) * reports) * 1000.0;
+  if (use_reporter) {
+    int64_t calls = 0, rows = 0, largest = 0, retries = 0;
+    for (const auto& st : reporter_stats) {
+      calls += st.calls;
+      rows += st.rows;
+      largest = std::max(largest, st.largest_call_rows);
+      retries += st.retries;
+    }
+    std::printf(
+        "mode: reporter\ntrainers: %d\nrows: %lld\nmean_rows_per_call: %.1f\nlargest_call_rows: "
+        "%lld\n"
+        "seconds: %.2f\nrows_per_second: %.0f\ncall_p50_ms: %.2f\ncall_p99_ms: %.2f\nfailed_calls: "
+        "%d\n"
+        "retries: %lld\nundelivered_rows: %lld\nclient_cpu_ms_per_1000_rows: %.1f\n",
+        trials, static_cast<long long>(rows),
+        calls ? static_cast<double>(rows) / static_cast<double>(calls) : 0.0,
+        static_cast<long long>(largest), seconds, static_cast<double>(rows) / seconds, pct(0.5),
+        pct(0.99), failures.load(), static_cast<long long>(retries),
+        static_cast<long long>(undelivered.load()), cpu_per_1000_rows);
+    return undelivered.load() == 0 ? 0 : 1;
+  }
+  std::printf(
+      "trainers: %d\nrows: %lld\nrows_per_call: %d\nseconds: %.2f\nrows_per_second: %.0f\n"
+      "call_p50_ms: %.2f\ncall_p99_ms: %.2f\nfailed_calls: %d\nclient_cpu_ms_per_1000_rows: %.1f\n",
+      trials, static_cast<long long>(trials) * reports, per_call, seconds,
+      trials * reports / seconds, pct(0.5), pct(0.99), failures.load(), cpu_per_1000_rows);
   return failures.load() == 0 ? 0 : 1;
 }

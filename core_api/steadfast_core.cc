@@ -9,6 +9,8 @@
 
 #include "common/log.h"
 #include "common/tls_files.h"
+#include "core_api/metric_reporter.h"
+#include "core_api/trial_link_call.h"
 #include "steadfast/v1/trial_link.grpc.pb.h"
 
 namespace sf::core {
@@ -92,10 +94,7 @@ struct Context::Link {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
     int delay_ms = 200;
     while (true) {
-      grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() + timeout);
-      if (!token.empty()) ctx.AddMetadata("x-sf-task-token", token);
-      grpc::Status st = (stub.get()->*method)(&ctx, req, resp);
+      grpc::Status st = CallTrialLinkOnce(*stub, method, token, req, resp, timeout);
       if (st.ok()) return Status::Ok();
       // A master going down cancels calls in flight; one coming up may not know the trial for
       // a moment. Both are waited out.
@@ -148,14 +147,24 @@ Result<std::unique_ptr<Context>> Context::Connect(Info info) {
   return std::unique_ptr<Context>(new Context(std::move(info), std::move(link)));
 }
 
-Context::Context(Info info, std::unique_ptr<Link> link) : info_(std::move(info)), link_(std::move(link)) {}
-Context::~Context() = default;
+Context::Context(Info info, std::unique_ptr<Link> link)
+    : info_(std::move(info)), link_(std::move(link)) {
+  // Only the chief reports metrics; other ranks need no sender thread.
+  if (info_.chief()) {
+    reporter_ = std::make_unique<MetricReporter>(
+        TrialLinkMetricSender(link_->stub.get(), link_->who, link_->token));
+  }
+}
+
+// The reporter goes first: its sender uses the link. Its destructor sends what is still queued.
+Context::~Context() { reporter_.reset(); }
 
 Result<std::optional<Operation>> Searcher::Next() {
   if (!ctx_->info().chief()) {
     return FailedPrecondition("searcher operations are the chief's (rank 0) to ask for; rank " +
                               std::to_string(ctx_->info().rank) + " gets them from it");
   }
+  SF_RETURN_IF_ERROR(ctx_->train_.Flush());
   while (true) {
     v1::GetNextOperationRequest req;
     v1::GetNextOperationResponse resp;
@@ -169,6 +178,7 @@ Result<std::optional<Operation>> Searcher::Next() {
 
 Status Searcher::Complete(const Operation& op, double searcher_metric) {
   if (!ctx_->info().chief()) return Status::Ok();
+  SF_RETURN_IF_ERROR(ctx_->train_.Flush());  // the searcher's metric after the rows it comes from
   v1::CompleteOperationRequest req;
   req.mutable_op()->set_target_length(op.length);
   req.mutable_op()->set_unit(op.unit);
@@ -180,6 +190,7 @@ Status Searcher::Complete(const Operation& op, double searcher_metric) {
 
 Status Searcher::ReportProgress(int64_t steps) {
   if (!ctx_->info().chief()) return Status::Ok();
+  SF_RETURN_IF_ERROR(ctx_->train_.Flush());
   v1::ReportProgressRequest req;
   req.set_batches(steps);
   v1::ReportProgressResponse resp;
@@ -195,17 +206,21 @@ Status Train::Report(const char* kind, int64_t steps, const Values& values) {
     if (name.empty()) return InvalidArgument(std::string(kind) + " metrics: a metric without a name");
   }
   if (!ctx_->info().chief()) return Status::Ok();
-  v1::ReportMetricsRequest req;
-  v1::MetricReport* m = req.add_reports();
-  m->set_kind(kind);
-  m->set_batches(steps);
-  *m->mutable_values() = ToStruct(values);
-  v1::ReportMetricsResponse resp;
-  return ctx_->link_->Call("ReportMetrics", &v1::TrialLink::Stub::ReportMetrics, req, &resp);
+  v1::MetricReport row;
+  row.set_kind(kind);
+  row.set_batches(steps);
+  *row.mutable_values() = ToStruct(values);
+  return ctx_->reporter_->Add(std::move(row));
+}
+
+Status Train::Flush(std::chrono::steady_clock::duration timeout) {
+  if (!ctx_->reporter_) return Status::Ok();  // not the chief: nothing is queued
+  return ctx_->reporter_->Flush(std::chrono::steady_clock::now() + timeout);
 }
 
 Status CheckpointStore::Report(const v1::Checkpoint& checkpoint) {
   if (!ctx_->info().chief()) return Status::Ok();
+  SF_RETURN_IF_ERROR(ctx_->train_.Flush());  // a checkpoint at step N after the metrics up to N
   v1::ReportCheckpointRequest req;
   *req.mutable_checkpoint() = checkpoint;
   v1::ReportCheckpointResponse resp;

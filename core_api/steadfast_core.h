@@ -13,17 +13,28 @@
 //   ctx->distributed().Gather(round, payload)                // ranks meeting through the master
 //
 // Contract:
-// - Every call is one TrialLink RPC carrying the task's identity and token (metadata
-//   `x-sf-task-token`), over TLS when SF_MASTER_CA_FILE names a CA. UNAVAILABLE,
+// - Every call except a metric report is one TrialLink RPC carrying the task's identity and
+//   token (metadata `x-sf-task-token`), over TLS when SF_MASTER_CA_FILE names a CA. UNAVAILABLE,
 //   DEADLINE_EXCEEDED, CANCELLED and ABORTED are retried with backoff (200 ms doubling to 5 s)
 //   for up to five minutes, so a master restart is waited out; any other error is returned
-//   at once as kUnavailable with the RPC's name and message. Metric reports are idempotent on
-//   the master, so a retried report never duplicates a row.
+//   at once as kUnavailable with the RPC's name and message.
+// - Metric reports (Train) check their arguments, queue the row and return: a background thread
+//   (core_api/metric_reporter.h) sends what is queued in one ReportMetrics call, so while the
+//   master is slow the rows go in fewer, larger calls; with 10,000 rows queued a report blocks
+//   until the sender takes more. Transient errors are retried (50 ms doubling to 2 s, for up to
+//   five minutes); the master stores a row once, so a retry never duplicates one. A report the
+//   master refused for good (or that outlasted the retries) is returned, with the master's code
+//   and message, by the next report and by every call below that waits for the queue.
+// - Order: Searcher::Next, Complete and ReportProgress and CheckpointStore::Report first wait
+//   until every earlier report is stored (Train::Flush), so the master sees a searcher metric
+//   or checkpoint after the rows it follows. ~Context sends what is still queued (waiting up to
+//   30 s; what it cannot deliver is logged); a process that exits without destroying its
+//   Context calls Train::Flush first.
 // - The searcher, train (metrics) and progress calls speak for the trial: rank 0 (the chief)
 //   makes them; on other ranks they do nothing and succeed. Checkpoint reports are the chief's
 //   too. Stop checks and rendezvous are every rank's.
 // - Errors are values; nothing here throws or exits. A Context is used by one thread at a time
-//   (the training loop); it owns its gRPC channel.
+//   (the training loop); it owns its gRPC channel and, on the chief, the metric sender thread.
 #pragma once
 
 #include <chrono>
@@ -42,6 +53,8 @@ class Checkpoint;
 }
 
 namespace sf::core {
+
+class MetricReporter;
 
 // Who this task is and what it starts from: the environment the agent set (docs/core-api.md,
 // "What a task gets").
@@ -74,6 +87,10 @@ struct Operation {
 
 class Context;
 
+// How long a call that waits for the metric queue waits by default: past the reporter's five
+// minutes of retries and one call's deadline, so a lasting failure surfaces as its own error.
+inline constexpr std::chrono::minutes kMetricFlushWait{7};
+
 class Searcher {
  public:
   // The next operation; nullopt when the searcher has nothing more for this trial now (it is
@@ -95,9 +112,15 @@ class Searcher {
 class Train {
  public:
   using Values = std::vector<std::pair<std::string, double>>;
-  // One report of the step's metrics; kInvalidArgument for a negative step or an empty name.
+  // One report of the step's metrics, queued for the metric sender (returns before the master
+  // has it; see the contract above). kInvalidArgument for a negative step or an empty name; the
+  // error of an earlier report the master refused for good.
   Status ReportTraining(int64_t steps, const Values& values);
   Status ReportValidation(int64_t steps, const Values& values);
+  // Waits until every report so far is stored: OK; the error of a report the master refused
+  // for good; kUnavailable if `timeout` passes first. (The calls named in the contract above
+  // do this themselves.)
+  Status Flush(std::chrono::steady_clock::duration timeout = kMetricFlushWait);
 
  private:
   friend class Context;
@@ -175,6 +198,7 @@ class Context {
 
   Info info_;
   std::unique_ptr<Link> link_;
+  std::unique_ptr<MetricReporter> reporter_;  // the chief's; null on other ranks
   Searcher searcher_{this};
   Train train_{this};
   CheckpointStore checkpoint_{this};

@@ -356,7 +356,9 @@ int RunClusterTrial() {
   RecordExitStatus(code);
   if (code != 0 && comm) {
     // A failed rank cannot leave MPI cleanly (peers may be inside a collective it will never
-    // enter): exit now; the master stops the rest of the gang and restarts the trial.
+    // enter): exit now; the master stops the rest of the gang and restarts the trial. The
+    // metrics reported so far go first (a bounded wait: ~Context is skipped by _Exit).
+    (void)(*ctx)->train().Flush(std::chrono::seconds(5));
     std::cout.flush();
     std::cerr.flush();
     std::_Exit(code);

@@ -1,0 +1,222 @@
+// sf::core::Context's metric reports against an in-process fake TrialLink server: reports are
+// queued and batched, carry the task's identity and token, reach the master before the searcher
+// metric and checkpoint that follow them, and a refusal surfaces from the next flushing call.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core_api/steadfast_core.h"
+#include "core_api/trial_link_call.h"
+#include "steadfast/v1/trial_link.grpc.pb.h"
+
+namespace sf::core {
+namespace {
+namespace v1 = steadfast::v1;
+
+constexpr auto kPatience = std::chrono::seconds(30);
+
+// Records what arrives, in order: "metrics:<kind>:<batches>", "complete", "checkpoint".
+class FakeTrialLink final : public v1::TrialLink::Service {
+ public:
+  // The status of the n-th ReportMetrics call (0-based).
+  std::function<grpc::Status(int call)> metrics_status = [](int) { return grpc::Status::OK; };
+  std::promise<void> first_metrics_entered, release_first_metrics;
+  bool block_first_metrics = false;
+
+  grpc::Status ReportMetrics(grpc::ServerContext* ctx, const v1::ReportMetricsRequest* req,
+                             v1::ReportMetricsResponse*) override {
+    int call = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      call = metric_calls_++;
+      Check(*ctx, req->who());
+    }
+    if (call == 0 && block_first_metrics) {
+      first_metrics_entered.set_value();
+      release_first_metrics.get_future().wait();
+    }
+    grpc::Status st = metrics_status(call);
+    if (!st.ok()) return st;
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& r : req->reports())
+      events_.push_back("metrics:" + r.kind() + ":" + std::to_string(r.batches()));
+    largest_call_ = std::max(largest_call_, req->reports_size());
+    return grpc::Status::OK;
+  }
+  grpc::Status CompleteOperation(grpc::ServerContext* ctx, const v1::CompleteOperationRequest* req,
+                                 v1::CompleteOperationResponse*) override {
+    return Record(*ctx, req->who(), "complete");
+  }
+  grpc::Status ReportCheckpoint(grpc::ServerContext* ctx, const v1::ReportCheckpointRequest* req,
+                                v1::ReportCheckpointResponse*) override {
+    return Record(*ctx, req->who(), "checkpoint");
+  }
+
+  std::vector<std::string> events() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return events_;
+  }
+  int largest_call() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return largest_call_;
+  }
+  int metric_calls() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return metric_calls_;
+  }
+
+ private:
+  grpc::Status Record(const grpc::ServerContext& ctx, const v1::TrialIdentity& who,
+                      const std::string& event) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Check(ctx, who);
+    events_.push_back(event);
+    return grpc::Status::OK;
+  }
+  void Check(const grpc::ServerContext& ctx, const v1::TrialIdentity& who) {
+    auto token = ctx.client_metadata().find(kTaskTokenMetadataKey);
+    const std::string seen = token == ctx.client_metadata().end()
+                                 ? "(none)"
+                                 : std::string(token->second.data(), token->second.size());
+    EXPECT_EQ(seen, "tok");
+    EXPECT_EQ(who.trial_id(), 7);
+    EXPECT_EQ(who.task_id(), "task-7");
+  }
+
+  std::mutex mu_;
+  std::vector<std::string> events_;
+  int metric_calls_ = 0;
+  int largest_call_ = 0;
+};
+
+class ContextMetrics : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(&service_);
+    server_ = builder.BuildAndStart();
+    ASSERT_TRUE(server_);
+    address_ = "127.0.0.1:" + std::to_string(port);
+    setenv("SF_TASK_TOKEN", "tok", 1);
+  }
+  void TearDown() override { server_->Shutdown(); }
+
+  std::unique_ptr<Context> Connect(int rank = 0, int world_size = 1) {
+    Info info;
+    info.master_address = address_;
+    info.trial_id = 7;
+    info.task_id = "task-7";
+    info.rank = rank;
+    info.world_size = world_size;
+    info.checkpoint_dir = "/nonexistent";
+    auto ctx = Context::Connect(info);
+    EXPECT_TRUE(ctx.ok()) << ctx.status().ToString();
+    return ctx.ok() ? std::move(ctx).value() : nullptr;
+  }
+
+  FakeTrialLink service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::string address_;
+};
+
+std::vector<std::string> TrainingEvents(int from, int to) {
+  std::vector<std::string> v;
+  for (int i = from; i <= to; ++i) v.push_back("metrics:training:" + std::to_string(i));
+  return v;
+}
+
+TEST_F(ContextMetrics, ReportsReturnBeforeTheMasterAnswersAndArriveBeforeCompleteAndCheckpoint) {
+  service_.block_first_metrics = true;
+  auto ctx = Connect();
+  ASSERT_TRUE(ctx);
+  ASSERT_TRUE(ctx->train().ReportTraining(1, {{"loss", 1.0}}).ok());
+  ASSERT_EQ(service_.first_metrics_entered.get_future().wait_for(kPatience),
+            std::future_status::ready);
+  // The master holds the first call; the training loop goes on.
+  for (int i = 2; i <= 200; ++i)
+    ASSERT_TRUE(ctx->train().ReportTraining(i, {{"loss", 1.0 / i}}).ok());
+  ASSERT_TRUE(ctx->train().ReportValidation(200, {{"validation_loss", 0.5}}).ok());
+  service_.release_first_metrics.set_value();
+  v1::Checkpoint ck;
+  ck.set_uuid("u");
+  ASSERT_TRUE(ctx->checkpoint().Report(ck).ok());
+  ASSERT_TRUE(ctx->searcher().Complete({200, "batches"}, 0.5).ok());
+  std::vector<std::string> want = TrainingEvents(1, 200);
+  want.push_back("metrics:validation:200");
+  want.push_back("checkpoint");
+  want.push_back("complete");
+  EXPECT_EQ(service_.events(), want);
+  EXPECT_EQ(service_.largest_call(), 200);  // rows 2..200 and the validation row, in one call
+}
+
+TEST_F(ContextMetrics, ArgumentsAreCheckedAtTheCall) {
+  auto ctx = Connect();
+  ASSERT_TRUE(ctx);
+  EXPECT_EQ(ctx->train().ReportTraining(-1, {{"loss", 1.0}}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ctx->train().ReportValidation(3, {{"", 1.0}}).code(), StatusCode::kInvalidArgument);
+  ctx.reset();
+  EXPECT_EQ(service_.metric_calls(), 0);
+}
+
+TEST_F(ContextMetrics, ARefusedReportFailsTheNextFlushingCallAndTheNextReport) {
+  service_.metrics_status = [](int) {
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "stale restart");
+  };
+  auto ctx = Connect();
+  ASSERT_TRUE(ctx);
+  ASSERT_TRUE(ctx->train().ReportTraining(1, {{"loss", 1.0}}).ok());  // queued
+  Status st = ctx->searcher().Complete({1, "batches"}, 0.5);
+  EXPECT_EQ(st.code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(st.message().find("ReportMetrics: stale restart"), std::string::npos) << st.message();
+  EXPECT_EQ(ctx->train().ReportTraining(2, {{"loss", 1.0}}).code(), StatusCode::kPermissionDenied);
+  EXPECT_TRUE(service_.events().empty());  // Complete never reached the master
+}
+
+TEST_F(ContextMetrics, TransientErrorsAreRetriedAndTheDestructorDeliversWhatIsQueued) {
+  service_.metrics_status = [](int call) {
+    return call < 2 ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "restarting") : grpc::Status::OK;
+  };
+  auto ctx = Connect();
+  ASSERT_TRUE(ctx);
+  for (int i = 1; i <= 20; ++i) ASSERT_TRUE(ctx->train().ReportTraining(i, {{"loss", 1.0}}).ok());
+  ctx.reset();
+  EXPECT_EQ(service_.events(), TrainingEvents(1, 20));
+}
+
+TEST_F(ContextMetrics, OtherRanksReportNothing) {
+  auto ctx = Connect(/*rank=*/1, /*world_size=*/2);
+  ASSERT_TRUE(ctx);
+  EXPECT_TRUE(ctx->train().ReportTraining(1, {{"loss", 1.0}}).ok());
+  EXPECT_TRUE(ctx->searcher().Complete({1, "batches"}, 0.5).ok());
+  ctx.reset();
+  EXPECT_EQ(service_.metric_calls(), 0);
+}
+
+TEST(TrialLinkCall, GrpcCodesKeepTheirRetryability) {
+  for (auto code : {grpc::StatusCode::UNAVAILABLE, grpc::StatusCode::DEADLINE_EXCEEDED,
+                    grpc::StatusCode::ABORTED, grpc::StatusCode::CANCELLED,
+                    grpc::StatusCode::RESOURCE_EXHAUSTED, grpc::StatusCode::INTERNAL}) {
+    EXPECT_TRUE(MetricReporter::IsRetryable(FromGrpc("X", grpc::Status(code, "m")).code())) << code;
+  }
+  for (auto code : {grpc::StatusCode::INVALID_ARGUMENT, grpc::StatusCode::PERMISSION_DENIED,
+                    grpc::StatusCode::UNAUTHENTICATED, grpc::StatusCode::NOT_FOUND,
+                    grpc::StatusCode::FAILED_PRECONDITION, grpc::StatusCode::UNIMPLEMENTED}) {
+    EXPECT_FALSE(MetricReporter::IsRetryable(FromGrpc("X", grpc::Status(code, "m")).code()))
+        << code;
+  }
+  EXPECT_EQ(
+      FromGrpc("ReportMetrics", grpc::Status(grpc::StatusCode::NOT_FOUND, "no trial")).message(),
+      "ReportMetrics: no trial (gRPC code 5)");
+  EXPECT_TRUE(FromGrpc("X", grpc::Status::OK).ok());
+}
+
+}  // namespace
+}  // namespace sf::core
