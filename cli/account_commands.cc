@@ -6,15 +6,21 @@
 
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "cli/api_call.h"
 #include "cli/cli_defaults.h"
+#include "cli/cluster_command.h"
 #include "cli/command.h"
 #include "cli/output.h"
+#include "cli/reply_text.h"
 #include "cli/session_store.h"
+#include "steadfast/v1/api.pb.h"
 
 namespace sf::cli {
 namespace {
+
+namespace v1 = steadfast::v1;
 
 struct AccountFlags {
   std::string master;   // --master; empty: $SF_MASTER, the defaults file, ... (cli/cli_defaults.h)
@@ -79,8 +85,6 @@ Result<int64_t> ParseExpiry(const std::string& s) {
   return std::stoll(digits) * unit;
 }
 
-std::string Body(Value::Map m) { return Value(std::move(m)).ToJson(); }
-
 using AccountRun = std::function<int(const AccountFlags&, Api&)>;
 
 struct AccountCommand {
@@ -104,8 +108,10 @@ AccountCommand Add(CLI::App* parent, const std::string& name, const std::string&
   return c;
 }
 
-int PrintOrJson(const AccountFlags& f, const Value& v, const std::string& text) {
-  std::cout << (f.json ? v.ToJson() : text) << "\n";
+// The reply's JSON with --json, else `text`.
+template <class Response>
+int PrintOrJson(const AccountFlags& f, const Reply<Response>& reply, const std::string& text) {
+  std::cout << (f.json ? reply.json : text) << "\n";
   return kExitOk;
 }
 
@@ -121,15 +127,16 @@ int Login(const AccountFlags& f, Api& api) {
     return kExitUsage;
   }
   api.client.set_token("");  // a stale session must not ride along
-  auto r =
-      api.Call("POST", "/api/v1/auth/login", Body({{"username", user}, {"password", *password}}));
+  v1::LoginRequest request;
+  request.set_username(user);
+  request.set_password(*password);
+  auto r = api.Call<v1::LoginResponse>("Login", request);
   if (!r) return api.exit_code;
-  const Value* token = r->Find("token");
-  if (!token || !token->is_string()) {
+  if (r->message.token().empty()) {
     std::cerr << "sf: the master's login answer has no token\n";
     return kExitFailed;
   }
-  if (Status st = SaveSession(api.client.base_url(), Session{user, token->as_string()}); !st.ok()) {
+  if (Status st = SaveSession(api.client.base_url(), Session{user, r->message.token()}); !st.ok()) {
     std::cerr << "sf: " << st.message() << "\n";
     return kExitFailed;
   }
@@ -145,7 +152,8 @@ int Logout(const AccountFlags&, Api& api) {
     return kExitOk;
   }
   api.client.set_token(s->token);
-  (void)api.Call("POST", "/api/v1/auth/logout");  // an expired session is still forgotten here
+  (void)api.Call<v1::LogoutResponse>(
+      "Logout", v1::LogoutRequest());  // an expired session is still forgotten here
   if (Status st = RemoveSession(api.client.base_url()); !st.ok()) {
     std::cerr << "sf: " << st.message() << "\n";
     return kExitFailed;
@@ -155,25 +163,23 @@ int Logout(const AccountFlags&, Api& api) {
 }
 
 int WhoAmI(const AccountFlags& f, Api& api) {
-  auto r = api.Call("GET", "/api/v1/auth/me");
+  auto r = api.Call<v1::GetMeResponse>("GetMe", v1::GetMeRequest());
   if (!r) return api.exit_code;
-  std::string text = Str(*r, "username") + " (" + Str(*r, "role") + ") on " + api.client.base_url();
-  const Value* ws = r->Find("workspaces");
-  for (const Value& w : ws && ws->is_list() ? ws->as_list() : Value::List{}) {
-    text += "\n  workspace " + Str(w, "name") + ": " + Str(w, "role");
-  }
+  const v1::GetMeResponse& me = r->message;
+  std::string text = me.username() + " (" + me.role() + ") on " + api.client.base_url();
+  for (const v1::WorkspaceMembership& w : me.workspaces())
+    text += "\n  workspace " + w.name() + ": " + w.role();
   return PrintOrJson(f, *r, text);
 }
 
 int ListUsers(const AccountFlags& f, Api& api) {
-  auto r = api.Call("GET", "/api/v1/users");
+  auto r = api.Call<v1::ListUsersResponse>("ListUsers", v1::ListUsersRequest());
   if (!r) return api.exit_code;
   if (f.json) return PrintOrJson(f, *r, "");
   std::vector<std::vector<std::string>> rows;
-  const Value* users = r->Find("users");
-  for (const Value& u : users && users->is_list() ? users->as_list() : Value::List{}) {
-    rows.push_back({Str(u, "username"), Str(u, "role"), Str(u, "active") == "true" ? "yes" : "no",
-                    Str(u, "createdAt")});
+  for (const v1::User& u : r->message.users()) {
+    rows.push_back({u.username(), u.role(), u.active() ? "yes" : "no",
+                    TimeText(u.has_created_at(), u.created_at())});
   }
   PrintTable({"USERNAME", "ROLE", "ACTIVE", "CREATED"}, rows);
   return kExitOk;
@@ -185,34 +191,46 @@ int CreateUser(const AccountFlags& f, Api& api) {
     std::cerr << "sf: " << password.status().message() << "\n";
     return kExitUsage;
   }
-  auto r = api.Call("POST", "/api/v1/users",
-                    Body({{"username", f.username},
-                          {"password", *password},
-                          {"role", f.role.empty() ? "user" : f.role}}));
+  v1::CreateUserRequest request;
+  request.set_username(f.username);
+  request.set_password(*password);
+  request.set_role(f.role.empty() ? "user" : f.role);
+  auto r = api.Call<v1::UserResponse>("CreateUser", request);
   if (!r) return api.exit_code;
   return PrintOrJson(
       f, *r, "created user " + f.username + " (" + (f.role.empty() ? "user" : f.role) + ")");
 }
 
+// `sf user activate|deactivate|set-password|set-role`: `what` is activate, deactivate, password
+// or role.
 int UserAction(const AccountFlags& f, Api& api, const std::string& what) {
-  std::string body = "{}";
+  std::optional<Reply<v1::UserResponse>> r;
   if (what == "password") {
     auto password = ReadPassword("New password for " + f.username + ": ", f.password_stdin);
     if (!password.ok()) {
       std::cerr << "sf: " << password.status().message() << "\n";
       return kExitUsage;
     }
-    body = Body({{"password", *password}});
+    v1::SetUserPasswordRequest request;
+    request.set_username(f.username);
+    request.set_password(*password);
+    r = api.Call<v1::UserResponse>("SetUserPassword", request);
   } else if (what == "role") {
-    body = Body({{"role", f.role}});
+    v1::SetUserRoleRequest request;
+    request.set_username(f.username);
+    request.set_role(f.role);
+    r = api.Call<v1::UserResponse>("SetUserRole", request);
+  } else {
+    v1::UserNameRequest request;
+    request.set_username(f.username);
+    r = api.Call<v1::UserResponse>(what == "activate" ? "ActivateUser" : "DeactivateUser", request);
   }
-  auto r = api.Call("POST", "/api/v1/users/" + f.username + "/" + what, body);
   if (!r) return api.exit_code;
-  const Value* u = r->Find("user");
+  const v1::UserResponse& u = r->message;
   return PrintOrJson(f, *r,
-                     u ? Str(*u, "username") + ": role " + Str(*u, "role") + ", " +
-                             (Str(*u, "active") == "true" ? "active" : "deactivated")
-                       : "ok");
+                     u.has_user() ? u.user().username() + ": role " + u.user().role() + ", " +
+                                        (u.user().active() ? "active" : "deactivated")
+                                  : "ok");
 }
 
 int CreateToken(const AccountFlags& f, Api& api) {
@@ -221,55 +239,61 @@ int CreateToken(const AccountFlags& f, Api& api) {
     std::cerr << "sf: " << expires.status().message() << "\n";
     return kExitUsage;
   }
-  auto r =
-      api.Call("POST", "/api/v1/tokens", Body({{"name", f.name}, {"expiresInSeconds", *expires}}));
+  v1::CreateTokenRequest request;
+  request.set_name(f.name);
+  request.set_expires_in_seconds(*expires);
+  auto r = api.Call<v1::Token>("CreateToken", request);
   if (!r) return api.exit_code;
   if (f.json) return PrintOrJson(f, *r, "");
   // The token alone on stdout (for `TOKEN=$(sf token create ...)`); the rest on stderr.
-  std::cerr << "token " << Str(*r, "id") << " \"" << f.name << "\""
-            << (Str(*r, "expiresAt").empty() ? ", never expires"
-                                             : ", expires " + Str(*r, "expiresAt"))
+  const v1::Token& t = r->message;
+  std::cerr << "token " << t.id() << " \"" << f.name << "\""
+            << (t.has_expires_at() ? ", expires " + TimeText(true, t.expires_at())
+                                   : ", never expires")
             << ". It is shown once: store it now (e.g. as a CI secret, then export SF_TOKEN).\n";
-  std::cout << Str(*r, "token") << "\n";
+  std::cout << t.token() << "\n";
   return kExitOk;
 }
 
 int ListTokens(const AccountFlags& f, Api& api) {
-  auto r = api.Call("GET", std::string("/api/v1/tokens") + (f.all ? "?all=true" : ""));
+  v1::ListTokensRequest request;
+  request.set_all(f.all);
+  auto r = api.Call<v1::ListTokensResponse>("ListTokens", request);
   if (!r) return api.exit_code;
   if (f.json) return PrintOrJson(f, *r, "");
   std::vector<std::vector<std::string>> rows;
-  const Value* tokens = r->Find("tokens");
-  for (const Value& t : tokens && tokens->is_list() ? tokens->as_list() : Value::List{}) {
-    rows.push_back({Str(t, "id"), Str(t, "name"), Str(t, "kind"), Str(t, "username"),
-                    Str(t, "createdAt"),
-                    Str(t, "expiresAt").empty() ? "never" : Str(t, "expiresAt"),
-                    Str(t, "lastUsedAt").empty() ? "-" : Str(t, "lastUsedAt"),
-                    Str(t, "revoked") == "true" ? "revoked" : "active"});
+  for (const v1::Token& t : r->message.tokens()) {
+    rows.push_back({std::to_string(t.id()), t.name(), t.kind(), t.username(),
+                    TimeText(t.has_created_at(), t.created_at()),
+                    t.has_expires_at() ? TimeText(true, t.expires_at()) : "never",
+                    t.has_last_used_at() ? TimeText(true, t.last_used_at()) : "-",
+                    t.revoked() ? "revoked" : "active"});
   }
   PrintTable({"ID", "NAME", "KIND", "USER", "CREATED", "EXPIRES", "LAST USED", "STATE"}, rows);
   return kExitOk;
 }
 
 int RevokeToken(const AccountFlags& f, Api& api) {
-  auto r = api.Call("DELETE", "/api/v1/tokens/" + f.id);
+  const auto id = IntegerId(f.id);
+  if (!id) return kExitUsage;
+  v1::RevokeTokenRequest request;
+  request.set_id(*id);
+  auto r = api.Call<v1::RevokeTokenResponse>("RevokeToken", request);
   if (!r) return api.exit_code;
   return PrintOrJson(f, *r, "revoked token " + f.id);
 }
 
 int ListWorkspaces(const AccountFlags& f, Api& api) {
-  auto r = api.Call("GET", "/api/v1/workspaces");
+  auto r = api.Call<v1::ListWorkspacesResponse>("ListWorkspaces", v1::ListWorkspacesRequest());
   if (!r) return api.exit_code;
   if (f.json) return PrintOrJson(f, *r, "");
   std::vector<std::vector<std::string>> rows;
-  const Value* list = r->Find("workspaces");
-  for (const Value& w : list && list->is_list() ? list->as_list() : Value::List{}) {
+  for (const v1::Workspace& w : r->message.workspaces()) {
     std::string members;
-    const Value* m = w.Find("members");
-    for (const Value& x : m && m->is_list() ? m->as_list() : Value::List{}) {
-      members += (members.empty() ? "" : ", ") + Str(x, "username") + " (" + Str(x, "role") + ")";
+    for (const v1::WorkspaceMember& m : w.members()) {
+      members += (members.empty() ? "" : ", ") + m.username() + " (" + m.role() + ")";
     }
-    rows.push_back({Str(w, "id"), Str(w, "name"), members});
+    rows.push_back({std::to_string(w.id()), w.name(), members});
   }
   PrintTable({"ID", "NAME", "MEMBERS"}, rows);
   return kExitOk;
@@ -334,19 +358,23 @@ void AddAccountCommands(CLI::App& sf, CommandAction& action) {
       sf.add_subcommand("workspace", "workspaces: experiments a team shares control of");
   workspace->require_subcommand(1);
   Add(workspace, "list", "list workspaces and their members", action, ListWorkspaces);
-  auto ws_create =
-      Add(workspace, "create", "create a workspace (you become its admin)", action,
-          [](const AccountFlags& f, Api& api) {
-            auto r = api.Call("POST", "/api/v1/workspaces", Body({{"name", f.workspace}}));
-            if (!r) return api.exit_code;
-            return PrintOrJson(f, *r, "created workspace " + f.workspace);
-          });
+  auto ws_create = Add(workspace, "create", "create a workspace (you become its admin)", action,
+                       [](const AccountFlags& f, Api& api) {
+                         v1::CreateWorkspaceRequest request;
+                         request.set_name(f.workspace);
+                         auto r = api.Call<v1::Workspace>("CreateWorkspace", request);
+                         if (!r) return api.exit_code;
+                         return PrintOrJson(f, *r, "created workspace " + f.workspace);
+                       });
   ws_create.app->add_option("NAME", ws_create.flags->workspace, "the workspace")->required();
   auto set_member =
       Add(workspace, "set-member", "add a member or change their role (viewer, editor, admin)",
           action, [](const AccountFlags& f, Api& api) {
-            auto r = api.Call("PUT", "/api/v1/workspaces/" + f.workspace + "/members/" + f.username,
-                              Body({{"role", f.role}}));
+            v1::SetWorkspaceMemberRequest request;
+            request.set_workspace(f.workspace);
+            request.set_username(f.username);
+            request.set_role(f.role);
+            auto r = api.Call<v1::WorkspaceMemberResponse>("SetWorkspaceMember", request);
             if (!r) return api.exit_code;
             return PrintOrJson(f, *r, f.username + " is " + f.role + " of " + f.workspace);
           });
@@ -355,7 +383,10 @@ void AddAccountCommands(CLI::App& sf, CommandAction& action) {
   set_member.app->add_option("ROLE", set_member.flags->role, "viewer, editor or admin")->required();
   auto remove_member = Add(
       workspace, "remove-member", "remove a member", action, [](const AccountFlags& f, Api& api) {
-        auto r = api.Call("DELETE", "/api/v1/workspaces/" + f.workspace + "/members/" + f.username);
+        v1::RemoveWorkspaceMemberRequest request;
+        request.set_workspace(f.workspace);
+        request.set_username(f.username);
+        auto r = api.Call<v1::WorkspaceMemberResponse>("RemoveWorkspaceMember", request);
         if (!r) return api.exit_code;
         return PrintOrJson(f, *r, "removed " + f.username + " from " + f.workspace);
       });

@@ -1,10 +1,9 @@
 // `sf agent list|revoke|restore`, `sf slot list`, `sf resource-pool list`: the agents, their
 // slots (GPU memory and utilisation from NVML, as the agents report it) and the pools they bring
-// slots into, over the master's REST API (cluster_command.h has what they share).
-#include <algorithm>
+// slots into, through the master's Api methods (cluster_command.h has what they share).
+#include <cstdint>
 #include <cstdio>
 #include <iostream>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -12,40 +11,40 @@
 #include "cli/cluster_command.h"
 #include "cli/command.h"
 #include "cli/output.h"
+#include "cli/reply_text.h"
 #include "common/command_line.h"
-#include "common/value.h"
+#include "steadfast/v1/api.pb.h"
 
 namespace sf::cli {
 namespace {
 
-// Bytes (a protobuf int64, a JSON string) as GiB with one decimal: "79.6".
-std::string Gibibytes(const std::string& bytes) {
+namespace v1 = steadfast::v1;
+
+// Bytes as GiB with one decimal: "79.6".
+std::string Gibibytes(int64_t bytes) {
   char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.1f",
-                std::strtod(bytes.c_str(), nullptr) / (1024.0 * 1024.0 * 1024.0));
+  std::snprintf(buf, sizeof(buf), "%.1f", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
   return buf;
+}
+
+// "free", or "trial 7" for the trial holding the slot.
+std::string SlotState(const v1::Slot& s) {
+  return s.trial_id() == 0 ? "free" : "trial " + std::to_string(s.trial_id());
 }
 
 // One row per GPU slot: agent, slot, GPU name, memory used/total, utilisation, what runs on it.
 // Usage the master has no current sample for reads "-".
-std::vector<std::vector<std::string>> GpuRows(const Value& agents) {
+std::vector<std::vector<std::string>> GpuRows(const v1::GetAgentsResponse& agents) {
   std::vector<std::vector<std::string>> rows;
-  for (const Value& a : agents.as_list()) {
-    const Value* slots = a.Find("slots");
-    if (!slots || !slots->is_list()) continue;
-    for (const Value& s : slots->as_list()) {
-      if (Str(s, "type") != "SLOT_TYPE_CUDA") continue;
-      const Value* usage = s.Find("usage");
-      const bool sampled = usage && usage->is_map();
-      const std::string total = Str(s, "memoryTotalBytes");
-      const std::string used = sampled ? Str(*usage, "memoryUsedBytes") : "";
-      std::string memory = (sampled ? Gibibytes(used.empty() ? "0" : used) : "-") + "/" +
-                           (total.empty() ? "-" : Gibibytes(total)) + " GiB";
-      std::string util = Str(sampled ? *usage : s, "utilizationPercent");
-      std::string trial = Str(s, "trialId");
-      rows.push_back({Str(a, "id"), Str(s, "id"), Str(s, "device"), memory,
-                      sampled ? (util.empty() ? "0" : util) + "%" : "-",
-                      trial == "0" || trial.empty() ? "free" : "trial " + trial});
+  for (const v1::Agent& a : agents.agents()) {
+    for (const v1::Slot& s : a.slots()) {
+      if (s.type() != v1::SLOT_TYPE_CUDA) continue;
+      const bool sampled = s.has_usage();
+      std::string memory = (sampled ? Gibibytes(s.usage().memory_used_bytes()) : "-") + "/" +
+                           Gibibytes(s.memory_total_bytes()) + " GiB";
+      rows.push_back({a.id(), s.id(), s.device(), memory,
+                      sampled ? std::to_string(s.usage().utilization_percent()) + "%" : "-",
+                      SlotState(s)});
     }
   }
   return rows;
@@ -54,34 +53,30 @@ std::vector<std::vector<std::string>> GpuRows(const Value& agents) {
 // `agent list` (one row per agent, then one per GPU slot, if any) and `slot list` (one row per
 // slot) read the same listing.
 int ListAgentsOrSlots(bool slots_view, const Flags& f, Api& api) {
-  auto r = api.Call("GET", "/api/v1/agents");
+  auto r = api.Call<v1::GetAgentsResponse>("GetAgents", v1::GetAgentsRequest());
   if (!r) return api.exit_code;
   if (f.json) {
-    std::cout << r->ToJson() << "\n";
+    std::cout << r->json << "\n";
     return kExitOk;
   }
   std::vector<std::vector<std::string>> rows;
-  for (const Value& a : r->Find("agents")->as_list()) {
-    const auto& slots = a.Find("slots")->as_list();
+  for (const v1::Agent& a : r->message.agents()) {
     if (!slots_view) {
       int busy = 0;
-      for (const Value& s : slots) busy += Str(s, "trialId") != "0" && !Str(s, "trialId").empty();
-      rows.push_back({Str(a, "id"), Str(a, "resourcePool"), Str(a, "connected"),
-                      std::to_string(slots.size()), std::to_string(busy), Str(a, "lastHeartbeat")});
+      for (const v1::Slot& s : a.slots()) busy += s.trial_id() != 0;
+      rows.push_back({a.id(), a.resource_pool(), BoolText(a.connected()),
+                      std::to_string(a.slots_size()), std::to_string(busy),
+                      TimeText(a.has_last_heartbeat(), a.last_heartbeat())});
     } else {
-      for (const Value& s : slots) {
-        std::string trial = Str(s, "trialId");
-        rows.push_back({Str(a, "id"), Str(s, "id"), StateName(s.Find("type"), "SLOT_TYPE_"),
-                        Str(s, "device"),
-                        trial == "0" || trial.empty() ? "free" : "trial " + trial});
-      }
+      for (const v1::Slot& s : a.slots())
+        rows.push_back({a.id(), s.id(), EnumText(s.type()), s.device(), SlotState(s)});
     }
   }
   if (slots_view) {
     PrintTable({"AGENT", "SLOT", "TYPE", "DEVICE", "STATE"}, rows);
   } else {
     PrintTable({"AGENT", "POOL", "CONNECTED", "SLOTS", "BUSY", "LAST HEARTBEAT"}, rows);
-    std::vector<std::vector<std::string>> gpus = GpuRows(*r->Find("agents"));
+    std::vector<std::vector<std::string>> gpus = GpuRows(r->message);
     if (!gpus.empty()) {
       std::cout << "\n";
       PrintTable({"AGENT", "GPU SLOT", "DEVICE", "MEMORY USED/TOTAL", "UTIL", "STATE"}, gpus);
@@ -91,19 +86,31 @@ int ListAgentsOrSlots(bool slots_view, const Flags& f, Api& api) {
 }
 
 int ListResourcePools(const Flags& f, Api& api) {
-  auto r = api.Call("GET", "/api/v1/resource-pools");
+  auto r =
+      api.Call<v1::GetResourcePoolsResponse>("GetResourcePools", v1::GetResourcePoolsRequest());
   if (!r) return api.exit_code;
   if (f.json) {
-    std::cout << r->ToJson() << "\n";
+    std::cout << r->json << "\n";
     return kExitOk;
   }
   std::vector<std::vector<std::string>> rows;
-  const Value* pools = r->Find("resourcePools");
-  for (const Value& p : pools && pools->is_list() ? pools->as_list() : Value::List{}) {
-    rows.push_back({Str(p, "name"), Str(p, "scheduler"), Str(p, "agents"), Str(p, "totalSlots"),
-                    Str(p, "usedSlots"), Str(p, "runningTrials"), Str(p, "queuedTrials"), Str(p, "queuedSlots")});
+  for (const v1::ResourcePool& p : r->message.resource_pools()) {
+    rows.push_back({p.name(), p.scheduler(), std::to_string(p.agents()),
+                    std::to_string(p.total_slots()), std::to_string(p.used_slots()),
+                    std::to_string(p.running_trials()), std::to_string(p.queued_trials()),
+                    std::to_string(p.queued_slots())});
   }
   PrintTable({"POOL", "SCHEDULER", "AGENTS", "SLOTS", "USED", "RUNNING", "QUEUED", "QUEUED SLOTS"}, rows);
+  return kExitOk;
+}
+
+// `sf agent revoke|restore AGENT_ID` (admins).
+int RevokeOrRestoreAgent(bool revoke, const Flags& f, Api& api) {
+  v1::AgentRevocationRequest request;
+  request.set_agent_id(f.id);
+  auto r = api.Call<v1::AgentRevocationResponse>(revoke ? "RevokeAgent" : "RestoreAgent", request);
+  if (!r) return api.exit_code;
+  std::cout << (f.json ? r->json : "agent " + f.id + (revoke ? " revoked" : " restored")) << "\n";
   return kExitOk;
 }
 
@@ -118,16 +125,12 @@ void AddAgentCommands(CLI::App& sf, CommandAction& action) {
              action, [](const Flags& f, Api& api) { return ListAgentsOrSlots(false, f, api); });
   for (const char* what : {"revoke", "restore"}) {
     AddCommand(agent, what,
-               std::string(what) == "revoke"
-                   ? "shut one agent out (admins): refused even with the join token, disconnected if connected"
-                   : "let a revoked agent join again (admins)",
+               std::string(what) == "revoke" ? "shut one agent out (admins): refused even with the "
+                                               "join token, disconnected if connected"
+                                             : "let a revoked agent join again (admins)",
                action,
-               [w = std::string(what)](const Flags& f, Api& api) {
-                 auto r = api.Call("POST", "/api/v1/agents/" + QueryValue(f.id) + "/" + w);
-                 if (!r) return api.exit_code;
-                 std::cout << (f.json ? r->ToJson() : "agent " + f.id + (w == "revoke" ? " revoked" : " restored"))
-                           << "\n";
-                 return kExitOk;
+               [revoke = std::string(what) == "revoke"](const Flags& f, Api& api) {
+                 return RevokeOrRestoreAgent(revoke, f, api);
                })
         .Id("AGENT_ID", "the agent's id (sf agent list)");
   }

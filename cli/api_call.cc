@@ -6,22 +6,30 @@
 
 #include "cli/cli_defaults.h"
 #include "cli/command.h"
+#include "common/api/rest_request.h"
+#include "common/value.h"
 
 namespace sf::cli {
 
-std::string Str(const Value& obj, const std::string& key) {
-  const Value* v = obj.Find(key);
-  if (!v || v->is_null()) return "";
-  if (v->is_string()) return v->as_string();
-  if (v->is_double()) {
-    char buf[32];
-    std::snprintf(buf, sizeof(buf), "%.4g", v->as_double());
-    return buf;
-  }
-  return v->ToDisplay();
-}
-
 namespace {
+
+// A refusal's body ({"code", "message", "errors"}) as an ApiError; the body itself is the
+// message when it is not that.
+ApiError ReadError(int http_status, const std::string& body, const Result<Value>& json) {
+  ApiError e{.http_status = http_status, .message = body};
+  if (!json.ok() || !json->is_map()) return e;
+  if (const Value* code = json->Find("code"); code && code->is_int())
+    e.code = static_cast<int>(code->as_int());
+  if (const Value* message = json->Find("message"); message && message->is_string())
+    e.message = message->as_string();
+  const Value* errors = json->Find("errors");
+  for (const Value& field : errors && errors->is_list() ? errors->as_list() : Value::List{}) {
+    steadfast::v1::ConfigError parsed;
+    if (api::DecodeRestResponse(field.ToJson(), &parsed).ok())
+      e.errors.push_back(std::move(parsed));
+  }
+  return e;
+}
 
 // -m/--master, --ca-file and --json as given before the command.
 struct GlobalMasterFlags {
@@ -79,41 +87,44 @@ Result<Api> ConnectToMaster(const std::string& master_flag, const std::string& c
   return Api{*client};
 }
 
-std::optional<Value> Api::Call(const std::string& method, const std::string& path,
-                               const std::string& body) {
-  auto r = method == "GET"      ? client.Get(path)
-           : method == "DELETE" ? client.Delete(path)
-           : method == "PUT"    ? client.Put(path, body)
-                                : client.Post(path, body);
-  if (!r.ok()) {
-    std::cerr << "sf: " << r.status().message() << "\n";
-    exit_code = kExitFailed;
-    return std::nullopt;
+bool Api::Fail(ApiError e) {
+  std::cerr << "sf: " << e.message << "\n";
+  if (e.http_status == 401) {
+    std::cerr << "  log in with `sf login` (or set $SF_TOKEN to a token from `sf token create`)\n";
   }
+  for (const steadfast::v1::ConfigError& field : e.errors) {
+    std::cerr << "  " << field.path() << ": " << field.message() << "\n";
+  }
+  // 400/404: the request itself was wrong (bad input, no such id). 409: a valid request the
+  // master refused in this state (pausing a canceled experiment), i.e. the operation failed.
+  exit_code = (e.http_status == 400 || e.http_status == 404) ? kExitUsage : kExitFailed;
+  error = std::move(e);
+  return false;
+}
+
+bool Api::Call(const std::string& method, const google::protobuf::Message& request,
+               google::protobuf::Message* response, std::string* json) {
+  auto rest = api::EncodeRestRequest(method, request);
+  if (!rest.ok()) {
+    Fail(ApiError{.code = 3, .message = rest.status().message()});  // 3: INVALID_ARGUMENT
+    exit_code = kExitUsage;
+    return false;
+  }
+  auto r = rest->method == "GET"      ? client.Get(rest->target)
+           : rest->method == "DELETE" ? client.Delete(rest->target)
+           : rest->method == "PUT"    ? client.Put(rest->target, rest->body)
+                                      : client.Post(rest->target, rest->body);
+  if (!r.ok()) return Fail(ApiError{.message = r.status().message()});
   auto v = Value::FromJson(r->body);
-  if (r->status != 200) {
-    std::string msg = v.ok() && v->Find("message") ? v->Find("message")->as_string() : r->body;
-    std::cerr << "sf: " << msg << "\n";
-    if (r->status == 401) {
-      std::cerr
-          << "  log in with `sf login` (or set $SF_TOKEN to a token from `sf token create`)\n";
-    }
-    if (v.ok() && v->Find("errors") && v->Find("errors")->is_list()) {
-      for (const Value& e : v->Find("errors")->as_list()) {
-        std::cerr << "  " << Str(e, "path") << ": " << Str(e, "message") << "\n";
-      }
-    }
-    // 400/404: the request itself was wrong (bad input, no such id). 409: a valid request the
-    // master refused in this state (pausing a canceled experiment), i.e. the operation failed.
-    exit_code = (r->status == 400 || r->status == 404) ? kExitUsage : kExitFailed;
-    return std::nullopt;
+  if (r->status != 200) return Fail(ReadError(r->status, r->body, v));
+  if (!v.ok())
+    return Fail(ApiError{.message = "the master sent invalid JSON: " + v.status().message()});
+  if (Status st = api::DecodeRestResponse(r->body, response); !st.ok()) {
+    return Fail(ApiError{.message = "the master's reply to " + method + " is " + st.message()});
   }
-  if (!v.ok()) {
-    std::cerr << "sf: the master sent invalid JSON: " << v.status().message() << "\n";
-    exit_code = kExitFailed;
-    return std::nullopt;
-  }
-  return *v;
+  if (json) *json = v->ToJson();
+  error.reset();
+  return true;
 }
 
 }  // namespace sf::cli

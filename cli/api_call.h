@@ -1,19 +1,21 @@
-// One REST call to the master as every `sf` cluster command makes it: the JSON answer, or a
-// clean message on stderr and the exit code it means (command.h: 1 for failures on the
-// master's side, 2 for bad input).
+// One call of a steadfast.v1.Api method as every `sf` cluster command makes it: the command
+// builds the request message, the method's REST route comes from the proto
+// (common/api/route_table.h, common/api/rest_request.h), and the reply is read into the typed
+// response; or a clean message on stderr and the exit code it means (command.h: 1 for failures
+// on the master's side, 2 for bad input).
 #pragma once
+
+#include <google/protobuf/message.h>
 
 #include <CLI/CLI.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "cli/http_client.h"
-#include "common/value.h"
+#include "steadfast/v1/common.pb.h"
 
 namespace sf::cli {
-
-// obj[key] as display text ("" when absent or null; doubles to 4 significant digits).
-std::string Str(const Value& obj, const std::string& key);
 
 // The master a command names (--master, $SF_MASTER, the defaults file: cli/cli_defaults.h) and
 // a client for it; a malformed URL or defaults file is bad usage (the message is printed, and
@@ -31,12 +33,49 @@ void AddGlobalMasterOptions(CLI::App& root);
 void ApplyGlobalMasterOptions(std::string* master, std::string* ca_file, bool* json);
 Result<Api> ConnectToMaster(const std::string& master_flag, const std::string& ca_file_flag);
 
+// How the master refused a call (its error body, master/api/rest_router.cc: {"code", "message",
+// "errors"}), or why there was no answer.
+struct ApiError {
+  int http_status = 0;  // 0: no answer (unreachable, or a reply sf could not read)
+  int code = 0;         // the gRPC status code the master named: 3 INVALID_ARGUMENT, 5 NOT_FOUND,
+                        // 9 FAILED_PRECONDITION, 16 UNAUTHENTICATED, ...; 0 when it named none
+  std::string message;  // as printed after "sf: "
+  std::vector<steadfast::v1::ConfigError> errors = {};  // a rejected config's field errors
+};
+
+// A call's typed reply, with the master's JSON as `--json` prints it (compact, keys sorted: the
+// same text sf printed before it read replies by type).
+template <class Response>
+struct Reply {
+  Response message;
+  std::string json;
+};
+
 struct Api {
   HttpClient client;
-  int exit_code = 0;
-  // `method` GET, POST, PUT or DELETE. nullopt on failure, with exit_code set and the message
-  // printed (a 401 adds how to log in).
-  std::optional<Value> Call(const std::string& method, const std::string& path, const std::string& body = "");
+  int exit_code = 0;                             // set by a failed call: 2 for a 400 or 404, else 1
+  std::optional<ApiError> error = std::nullopt;  // the last failed call's
+
+  // Calls Api method `method` ("GetTrial") with `request` (its input type) over REST and reads
+  // the reply into `response` (its output type), ignoring fields this sf does not know; `json`,
+  // when given, gets the reply as --json prints it. false on failure, with `exit_code` and
+  // `error` set and the message printed (a 401 adds how to log in; a rejected config its field
+  // errors).
+  bool Call(const std::string& method, const google::protobuf::Message& request,
+            google::protobuf::Message* response, std::string* json = nullptr);
+
+  // The same, returning the typed reply; nullopt on failure.
+  template <class Response>
+  std::optional<Reply<Response>> Call(const std::string& method,
+                                      const google::protobuf::Message& request) {
+    Reply<Response> reply;
+    if (!Call(method, request, &reply.message, &reply.json)) return std::nullopt;
+    return reply;
+  }
+
+ private:
+  // Prints `e` and records it; returns false.
+  bool Fail(ApiError e);
 };
 
 }  // namespace sf::cli

@@ -1,9 +1,6 @@
-// `sf checkpoint list|delete`: an experiment's checkpoints, and deleting them now, over the
-// master's REST API (cluster_command.h has what they share).
-#include <algorithm>
-#include <cstdio>
+// `sf checkpoint list|delete`: an experiment's checkpoints, and deleting them now, through the
+// master's Api methods (cluster_command.h has what they share).
 #include <iostream>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -11,38 +8,50 @@
 #include "cli/cluster_command.h"
 #include "cli/command.h"
 #include "cli/output.h"
+#include "cli/reply_text.h"
 #include "common/command_line.h"
-#include "common/value.h"
+#include "steadfast/v1/api.pb.h"
 
 namespace sf::cli {
 namespace {
 
+namespace v1 = steadfast::v1;
+
 int ListCheckpoints(const Flags& f, Api& api) {
-  auto r = api.Call("GET", "/api/v1/experiments/" + f.id + "/checkpoints");
+  v1::GetExperimentCheckpointsRequest request;
+  const auto id = IntegerId(f.id);
+  if (!id) return kExitUsage;
+  request.set_id(*id);
+  auto r = api.Call<v1::GetExperimentCheckpointsResponse>("GetExperimentCheckpoints", request);
   if (!r) return api.exit_code;
   if (f.json) {
-    std::cout << r->ToJson() << "\n";
+    std::cout << r->json << "\n";
     return kExitOk;
   }
   std::vector<std::vector<std::string>> rows;
-  for (const Value& c : r->Find("checkpoints")->as_list()) {
-    rows.push_back({Str(c, "uuid"), Str(c, "trialId"), Str(c, "batches"), Str(c, "size"),
-                    Str(c, "validationMetric"), Str(c, "state"), Str(c, "path")});
+  for (const v1::Checkpoint& c : r->message.checkpoints()) {
+    rows.push_back({c.uuid(), std::to_string(c.trial_id()), std::to_string(c.batches()),
+                    std::to_string(c.size()),
+                    NumberText(c.has_validation_metric(), c.validation_metric()), c.state(),
+                    c.path()});
   }
   PrintTable({"UUID", "TRIAL", "BATCHES", "SIZE", "METRIC", "STATE", "PATH"}, rows);
   return kExitOk;
 }
 
-// `sf checkpoint delete UUID...`: POST /api/v1/checkpoints/delete, one line per checkpoint; exit 2
-// when a uuid does not exist, else 1 when one was refused, else 0.
+// `sf checkpoint delete UUID...`: DeleteCheckpoints, one line per checkpoint; exit 2 when a uuid
+// does not exist, else 1 when one was refused, else 0.
 int DeleteCheckpoints(const Flags& f, Api& api) {
-  Value::List uuids;
-  for (const std::string& uuid : f.ids) uuids.push_back(Value(uuid));
-  auto r = api.Call("POST", "/api/v1/checkpoints/delete", Value(Value::Map{{"uuids", Value(std::move(uuids))}}).ToJson());
+  v1::DeleteCheckpointsRequest request;
+  for (const std::string& uuid : f.ids) request.add_uuids(uuid);
+  auto r = api.Call<v1::DeleteCheckpointsResponse>("DeleteCheckpoints", request);
   if (!r) return api.exit_code;
   return PrintResults(
-      *r, f, [](const Value& result) { return "checkpoint " + Str(result, "uuid") + ": deleted"; },
-      [](const Value& result) { return Str(result, "error"); });
+      r->message.results(), r->json, f,
+      [](const v1::DeleteCheckpointResult& result) {
+        return "checkpoint " + result.uuid() + ": deleted";
+      },
+      [](const v1::DeleteCheckpointResult& result) { return result.error(); });
 }
 
 }  // namespace

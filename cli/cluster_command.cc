@@ -1,46 +1,21 @@
 #include "cli/cluster_command.h"
 
-#include <cctype>
-#include <cstdio>
 #include <iostream>
+#include <string>
 
 namespace sf::cli {
 
-std::string StateName(const Value* v, const std::string& prefix) {
-  if (!v || !v->is_string()) return "";
-  std::string s = v->as_string();
-  return s.rfind(prefix, 0) == 0 ? s.substr(prefix.size()) : s;
-}
-
-std::string QueryValue(const std::string& v) {
-  std::string out;
-  for (unsigned char c : v) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      char buf[4];
-      std::snprintf(buf, sizeof buf, "%%%02X", c);
-      out += buf;
-    }
+std::optional<int64_t> IntegerId(const std::string& id) {
+  // As the master reads an integer path parameter (master/api/routes/rest_transcoder.cc), with
+  // its message for one that is not.
+  try {
+    size_t used = 0;
+    const int64_t v = std::stoll(id, &used);
+    if (used == id.size()) return v;
+  } catch (...) {
   }
-  return out;
-}
-
-int PrintResults(const Value& reply, const Flags& f, const std::function<std::string(const Value&)>& ok_line,
-                 const std::function<std::string(const Value&)>& error_line) {
-  if (f.json) std::cout << reply.ToJson() << "\n";
-  int exit_code = kExitOk;
-  const Value* results = reply.Find("results");
-  for (const Value& result : results && results->is_list() ? results->as_list() : Value::List{}) {
-    const Value* ok = result.Find("ok");
-    if (ok && ok->is_bool() && ok->as_bool()) {
-      if (!f.json) std::cout << ok_line(result) << "\n";
-      continue;
-    }
-    exit_code = Str(result, "code") == "5" || exit_code == kExitUsage ? kExitUsage : kExitFailed;
-    if (!f.json) std::cerr << "sf: " << error_line(result) << "\n";
-  }
-  return exit_code;
+  std::cerr << "sf: id: \"" << id << "\" is not an integer\n";
+  return std::nullopt;
 }
 
 int RunAgainstMaster(const Flags& flags, const ClusterRun& run) {

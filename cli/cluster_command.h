@@ -1,18 +1,20 @@
-// What the `sf` commands that talk to the master share (cli/cluster_commands.cc for trials,
-// agents, slots, pools, checkpoints, the audit log and the master; cli/experiment_commands.cc
-// for experiments): the values of their flags, connecting to the master, and adding a command
-// with -m/--master, --ca-file and --json. Not thread-safe (the CLI is one thread).
+// What the `sf` commands that talk to the master share (cli/cluster_commands.cc for the audit
+// log and the master, and the files named below for the rest): the values of their flags,
+// connecting to the master, and adding a command with -m/--master, --ca-file and --json. Not
+// thread-safe (the CLI is one thread).
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <functional>
+#include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cli/api_call.h"
 #include "cli/command.h"
-#include "common/value.h"
 
 namespace sf::cli {
 
@@ -38,17 +40,30 @@ struct Flags {
   std::string workspace;               // experiment create's --workspace
 };
 
-// "EXPERIMENT_STATE_ACTIVE" -> "ACTIVE" for `prefix` "EXPERIMENT_STATE_"; "" when not a string.
-std::string StateName(const Value* v, const std::string& prefix);
+// The command's ID as an integer (the id of an experiment, trial, token); nullopt, with the
+// message printed, when it is not one (the caller exits kExitUsage).
+std::optional<int64_t> IntegerId(const std::string& id);
 
-// Percent-encodes a query parameter's value (RFC 3986 unreserved characters stay).
-std::string QueryValue(const std::string& v);
-
-// A bulk reply's {"results": [...]}: for each, `ok_line` on stdout when it succeeded, else "sf: "
-// + `error_line` on stderr (the JSON instead with --json). Returns 2 when one was not found
-// (code 5), else 1 when one failed, else 0.
-int PrintResults(const Value& reply, const Flags& f, const std::function<std::string(const Value&)>& ok_line,
-                 const std::function<std::string(const Value&)>& error_line);
+// A bulk reply's results (BulkExperimentActionResult, DeleteCheckpointResult: ok, code): for
+// each, `ok_line` on stdout when it succeeded, else "sf: " + `error_line` on stderr (the reply's
+// `json` instead with --json). Returns 2 when one was not found (code 5), else 1 when one
+// failed, else 0.
+template <class Results, class OkLine, class ErrorLine>
+int PrintResults(const Results& results, const std::string& json, const Flags& f,
+                 const OkLine& ok_line, const ErrorLine& error_line) {
+  if (f.json) std::cout << json << "\n";
+  int exit_code = kExitOk;
+  for (const auto& result : results) {
+    if (result.ok()) {
+      if (!f.json) std::cout << ok_line(result) << "\n";
+      continue;
+    }
+    constexpr int kNotFound = 5;  // the gRPC code
+    exit_code = result.code() == kNotFound || exit_code == kExitUsage ? kExitUsage : kExitFailed;
+    if (!f.json) std::cerr << "sf: " << error_line(result) << "\n";
+  }
+  return exit_code;
+}
 
 using ClusterRun = std::function<int(const Flags&, Api&)>;
 

@@ -2,61 +2,55 @@
 // experiments (experiment_commands.cc), trials (trial_commands.cc), agents, slots and resource
 // pools (agent_commands.cc), checkpoints (checkpoint_commands.cc); what they share:
 // cluster_command.h.
-#include <unistd.h>
-
-#include <cctype>
-#include <chrono>
-#include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <map>
-#include <memory>
-#include <sstream>
-#include <thread>
+#include <string>
+#include <vector>
 
 #include "cli/api_call.h"
-#include "cli/cli_defaults.h"
 #include "cli/cluster_command.h"
 #include "cli/command.h"
-#include "cli/http_client.h"
 #include "cli/output.h"
-#include "common/command_line.h"
-#include "common/config/experiment_config.h"
-#include "common/value.h"
+#include "cli/reply_text.h"
+#include "steadfast/v1/api.pb.h"
 
 namespace sf::cli {
 namespace {
 
+namespace v1 = steadfast::v1;
+
 int ListAudit(const Flags& f, Api& api) {
-  std::string path = "/api/v1/audit?limit=" + std::to_string(f.limit);
-  if (!f.actor.empty()) path += "&actor=" + QueryValue(f.actor);
-  auto r = api.Call("GET", path);
+  v1::GetAuditLogRequest request;
+  request.set_limit(f.limit);
+  request.set_actor(f.actor);
+  auto r = api.Call<v1::GetAuditLogResponse>("GetAuditLog", request);
   if (!r) return api.exit_code;
   if (f.json) {
-    std::cout << r->ToJson() << "\n";
+    std::cout << r->json << "\n";
     return kExitOk;
   }
   std::vector<std::vector<std::string>> rows;
-  const Value* entries = r->Find("entries");
-  for (const Value& e : entries && entries->is_list() ? entries->as_list() : Value::List{}) {
-    rows.push_back({Str(e, "time"), Str(e, "actor"), Str(e, "peer"), Str(e, "method") + " " + Str(e, "path"),
-                    Str(e, "status")});
+  for (const v1::AuditLogEntry& e : r->message.entries()) {
+    rows.push_back({TimeText(e.has_time(), e.time()), e.actor(), e.peer(),
+                    e.method() + " " + e.path(), std::to_string(e.status())});
   }
   PrintTable({"TIME", "WHO", "FROM", "WHAT", "STATUS"}, rows);
   return kExitOk;
 }
 
 int MasterInfo(const Flags& f, Api& api) {
-  auto r = api.Call("GET", "/api/v1/master");
+  auto r = api.Call<v1::GetMasterResponse>("GetMaster", v1::GetMasterRequest());
   if (!r) return api.exit_code;
   if (f.json) {
-    std::cout << r->ToJson() << "\n";
+    std::cout << r->json << "\n";
     return kExitOk;
   }
-  for (const auto& [k, v] : r->as_map()) std::cout << k << ": " << Str(*r, k) << "\n";
+  // Every field, "jsonName: value", sorted by name as the JSON object's keys were.
+  const google::protobuf::Descriptor* d = r->message.GetDescriptor();
+  std::map<std::string, const google::protobuf::FieldDescriptor*> fields;
+  for (int i = 0; i < d->field_count(); ++i) fields[d->field(i)->json_name()] = d->field(i);
+  for (const auto& [name, field] : fields)
+    std::cout << name << ": " << FieldText(r->message, field) << "\n";
   return kExitOk;
 }
 

@@ -1,187 +1,86 @@
 // `sf experiment ...`: create (packing a user trial's context directory), fork, continue, list,
-// describe, and the state changes, one experiment or many, over the master's REST API.
-#include <openssl/evp.h>
-
-#include <algorithm>
+// describe, and the state changes, one experiment or many, through the master's Api methods
+// (what create and fork submit: experiment_submission.h).
+#include <cctype>
 #include <chrono>
-#include <filesystem>
-#include <fstream>
+#include <cstdint>
 #include <iostream>
 #include <map>
-#include <sstream>
+#include <optional>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "cli/cluster_command.h"
+#include "cli/experiment_submission.h"
 #include "cli/output.h"
+#include "cli/reply_text.h"
 #include "common/command_line.h"
-#include "common/config/experiment_config.h"
-#include "common/context/context_archive.h"
+#include "common/value.h"
+#include "steadfast/v1/api.pb.h"
 
 namespace sf::cli {
 namespace {
 
-std::string YamlQuote(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
+namespace v1 = steadfast::v1;
+
+std::vector<std::string> ExperimentRow(const v1::Experiment& e) {
+  return {std::to_string(e.id()),
+          e.name(),
+          EnumText(e.state()),
+          e.searcher(),
+          std::to_string(e.num_completed_trials()) + "/" + std::to_string(e.num_trials()),
+          NumberText(e.has_best_validation_metric(), e.best_validation_metric()),
+          e.owner(),
+          TimeText(e.has_start_time(), e.start_time()),
+          TimeText(e.has_end_time(), e.end_time())};
 }
 
-// Reads FILE, applies --config overrides, validates it locally, and makes its relative paths
-// absolute (against the file's directory) so the cluster reads the files the user meant.
-// Applies --config overrides to `text` and validates the result with the master's parser;
-// errors name `source` (a file, or "experiment 7") and the field.
-Result<config::ParseResult> OverrideAndValidate(std::string& text, const std::vector<std::string>& overrides,
-                                                const std::string& source) {
-  for (const auto& o : overrides) {
-    SF_ASSIGN_OR_RETURN(text, config::ApplyOverride(text, o));
-  }
-  config::ParseResult parsed = config::ParseExperimentConfig(text);
-  if (!parsed.ok()) {
-    std::string msg;
-    for (const auto& e : parsed.errors) msg += e.ToStringWithLocation(source) + "\n";
-    return InvalidArgument(msg);
-  }
-  return parsed;
+std::optional<Reply<v1::GetExperimentResponse>> GetExperiment(Api& api, int64_t id) {
+  v1::GetExperimentRequest request;
+  request.set_experiment_id(id);
+  return api.Call<v1::GetExperimentResponse>("GetExperiment", request);
 }
 
-// The submitted text (overrides applied, relative paths made absolute) and the config it parses
-// to, with its paths resolved.
-struct PreparedConfig {
-  std::string text;
-  config::ExperimentConfig resolved;
-};
-
-Result<PreparedConfig> PrepareConfig(const std::string& file, const std::vector<std::string>& overrides) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return InvalidArgument("cannot read " + file);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  SF_ASSIGN_OR_RETURN(config::ParseResult parsed, OverrideAndValidate(text, overrides, file));
-  std::string base = std::filesystem::absolute(file).parent_path().string();
-  config::ExperimentConfig resolved = *parsed.config;
-  config::ResolvePaths(resolved, base);
-  auto set = [&](const std::string& key, const std::string& before, const std::string& after) -> Status {
-    if (before == after) return Status::Ok();
-    SF_ASSIGN_OR_RETURN(text, config::ApplyOverride(text, key + "=" + YamlQuote(after)));
-    return Status::Ok();
-  };
-  const auto& c = *parsed.config;
-  SF_RETURN_IF_ERROR(set("data.train.src", c.data.train.src, resolved.data.train.src));
-  SF_RETURN_IF_ERROR(set("data.train.tgt", c.data.train.tgt, resolved.data.train.tgt));
-  if (c.data.valid) {
-    SF_RETURN_IF_ERROR(set("data.valid.src", c.data.valid->src, resolved.data.valid->src));
-    SF_RETURN_IF_ERROR(set("data.valid.tgt", c.data.valid->tgt, resolved.data.valid->tgt));
-  }
-  if (c.data.test) {
-    SF_RETURN_IF_ERROR(set("data.test.src", c.data.test->src, resolved.data.test->src));
-    SF_RETURN_IF_ERROR(set("data.test.tgt", c.data.test->tgt, resolved.data.test->tgt));
-  }
-  if (c.data.tokenizer.model) {
-    SF_RETURN_IF_ERROR(set("data.tokenizer.model", *c.data.tokenizer.model, *resolved.data.tokenizer.model));
-  }
-  if (c.checkpoint_storage) {
-    SF_RETURN_IF_ERROR(set("checkpoint_storage.host_path", c.checkpoint_storage->host_path,
-                           resolved.checkpoint_storage->host_path));
-  }
-  if (c.has_entrypoint() && resolved.context_directory) {
-    // Written out even when it was the default: the trials learn where their code came from
-    // (SF_CONTEXT_DIRECTORY).
-    SF_RETURN_IF_ERROR(set("context_directory", c.context_directory.value_or(""), *resolved.context_directory));
-  }
-  return PreparedConfig{text, std::move(resolved)};
-}
-
-std::string Base64(const std::string& bytes) {
-  std::string out(4 * ((bytes.size() + 2) / 3) + 1, '\0');
-  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                                reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<int>(bytes.size()));
-  out.resize(static_cast<size_t>(n));
-  return out;
-}
-
-// The script an entrypoint names, relative to the context, when it names one: the first word
-// that is a relative path ending in .py or .sh, or starting with "./" ("python3 train.py",
-// "./run.sh"); empty otherwise ("python3 -m pkg.train").
-std::string EntrypointScript(const config::ExperimentConfig& c) {
-  std::vector<std::string> words;
-  for (const std::string& part : c.entrypoint) {
-    std::istringstream in(part);
-    for (std::string w; in >> w;) words.push_back(w);
-  }
-  for (size_t i = 0; i < words.size(); ++i) {
-    std::string w = words[i];
-    if (w.empty() || w[0] == '-' || w[0] == '/' || w.find('=') != std::string::npos) continue;
-    const bool dot_slash = w.rfind("./", 0) == 0;
-    auto ends_with = [&](const char* suffix) {
-      const std::string s(suffix);
-      return w.size() > s.size() && w.compare(w.size() - s.size(), s.size(), s) == 0;
-    };
-    if (!dot_slash && !ends_with(".py") && !ends_with(".sh")) continue;
-    if (i == 0 && !dot_slash) continue;  // the program itself, found on PATH
-    while (w.rfind("./", 0) == 0) w = w.substr(2);
-    return w;
-  }
-  return "";
-}
-
-// Packs a user trial's context directory (docs/core-api.md); checks the script the entrypoint
-// names is in it.
-Result<context::PackedContext> PackExperimentContext(const config::ExperimentConfig& c) {
-  const std::string dir = c.context_directory.value_or(".");
-  SF_ASSIGN_OR_RETURN(context::PackedContext packed, context::PackContext(dir));
-  const std::string script = EntrypointScript(c);
-  if (!script.empty() && !std::binary_search(packed.paths.begin(), packed.paths.end(), script)) {
-    return InvalidArgument("entrypoint: " + script + " is not in the context directory " + dir +
-                           (std::filesystem::exists(std::filesystem::path(dir) / script)
-                                ? " once .sfignore is applied (remove it from " + dir + "/.sfignore)"
-                                : " (context_directory names the directory the trials' code comes from)"));
-  }
-  return packed;
-}
-
-std::vector<std::string> ExperimentRow(const Value& e) {
-  std::string progress = Str(e, "numCompletedTrials") + "/" + Str(e, "numTrials");
-  return {Str(e, "id"), Str(e, "name"), StateName(e.Find("state"), "EXPERIMENT_STATE_"), Str(e, "searcher"),
-          progress, Str(e, "bestValidationMetric"), Str(e, "owner"), Str(e, "startTime"), Str(e, "endTime")};
+std::optional<Reply<v1::GetExperimentTrialsResponse>> GetTrials(Api& api, int64_t experiment_id) {
+  v1::GetExperimentTrialsRequest request;
+  request.set_experiment_id(experiment_id);
+  return api.Call<v1::GetExperimentTrialsResponse>("GetExperimentTrials", request);
 }
 
 // Follows an experiment until it ends; prints trial progress. Exit code: 0 COMPLETED, 1 else.
-int FollowExperiment(Api& api, const std::string& id) {
+int FollowExperiment(Api& api, int64_t id) {
   std::string last;
-  std::map<std::string, std::string> trial_lines;
+  std::map<int64_t, std::string> trial_lines;
   while (true) {
-    auto e = api.Call("GET", "/api/v1/experiments/" + id);
+    auto e = GetExperiment(api, id);
     if (!e) return api.exit_code;
-    const Value& exp = *e->Find("experiment");
-    std::string state = StateName(exp.Find("state"), "EXPERIMENT_STATE_");
-    auto trials = api.Call("GET", "/api/v1/experiments/" + id + "/trials");
-    if (trials && trials->Find("trials")) {
-      for (const Value& t : trials->Find("trials")->as_list()) {
-        std::string line = StateName(t.Find("state"), "TRIAL_STATE_") + " batches=" + Str(t, "totalBatches");
-        if (!Str(t, "latestValidationMetric").empty()) line += " metric=" + Str(t, "latestValidationMetric");
-        if (t.Find("restarts") && Str(t, "restarts") != "0") line += " restarts=" + Str(t, "restarts");
-        std::string tid = Str(t, "id");
-        if (trial_lines[tid] != line) {
-          std::cout << "  trial " << tid << ": " << line << "\n" << std::flush;
-          trial_lines[tid] = line;
-        }
+    const v1::Experiment& exp = e->message.experiment();
+    auto trials = GetTrials(api, id);  // a failed read (printed) is tried again next time
+    const auto no_trials = google::protobuf::RepeatedPtrField<v1::Trial>();
+    const auto& trial_list = trials ? trials->message.trials() : no_trials;
+    for (const v1::Trial& t : trial_list) {
+      std::string line = EnumText(t.state()) + " batches=" + std::to_string(t.total_batches());
+      if (t.has_latest_validation_metric())
+        line += " metric=" + NumberText(t.latest_validation_metric());
+      if (t.restarts() != 0) line += " restarts=" + std::to_string(t.restarts());
+      if (trial_lines[t.id()] != line) {
+        std::cout << "  trial " << t.id() << ": " << line << "\n" << std::flush;
+        trial_lines[t.id()] = line;
       }
     }
+    const std::string state = EnumText(exp.state());
     if (state != last) {  // after the trials, so the experiment's end is the last line
       std::cout << "experiment " << id << ": " << state << "\n" << std::flush;
       last = state;
     }
-    if (state == "COMPLETED") return kExitOk;
-    if (state == "CANCELED" || state == "ERROR") {
-      if (!Str(exp, "error").empty()) std::cerr << "sf: experiment " << id << ": " << Str(exp, "error") << "\n";
+    if (exp.state() == v1::EXPERIMENT_STATE_COMPLETED) return kExitOk;
+    if (exp.state() == v1::EXPERIMENT_STATE_CANCELED || exp.state() == v1::EXPERIMENT_STATE_ERROR) {
+      if (!exp.error().empty()) std::cerr << "sf: experiment " << id << ": " << exp.error() << "\n";
       // Each failed trial's own reason (rank, agent, the trainer's first error line).
-      if (trials && trials->Find("trials")) {
-        for (const Value& t : trials->Find("trials")->as_list()) {
-          if (StateName(t.Find("state"), "TRIAL_STATE_") == "ERROR" && !Str(t, "error").empty()) {
-            std::cerr << "sf: trial " << Str(t, "id") << ": " << Str(t, "error") << "\n";
-          }
+      for (const v1::Trial& t : trial_list) {
+        if (t.state() == v1::TRIAL_STATE_ERROR && !t.error().empty()) {
+          std::cerr << "sf: trial " << t.id() << ": " << t.error() << "\n";
         }
       }
       return kExitFailed;
@@ -190,15 +89,16 @@ int FollowExperiment(Api& api, const std::string& id) {
   }
 }
 
-// POSTs `body` to `path` (a route that creates an experiment), prints "created experiment N" and
-// `note` (or the JSON with --json), then follows it with --follow.
-int SubmitExperiment(const Flags& f, Api& api, const std::string& path, const Value& body,
-                     const std::string& note = "") {
-  auto r = api.Call("POST", path, body.ToJson());
+// Calls `method` (CreateExperiment, ContinueExperiment: a method that creates an experiment),
+// prints "created experiment N" and `note` (or the JSON with --json), then follows it with
+// --follow.
+int SubmitExperiment(const Flags& f, Api& api, const std::string& method,
+                     const google::protobuf::Message& request, const std::string& note = "") {
+  auto r = api.Call<v1::CreateExperimentResponse>(method, request);
   if (!r) return api.exit_code;
-  const std::string id = Str(*r->Find("experiment"), "id");
+  const int64_t id = r->message.experiment().id();
   if (f.json) {
-    std::cout << r->ToJson() << "\n";
+    std::cout << r->json << "\n";
   } else {
     std::cout << "created experiment " << id << note << "\n" << std::flush;
   }
@@ -215,7 +115,10 @@ int ConfigUsageError(const Status& st) {
 int CreateExperiment(const Flags& f, Api& api) {
   auto prepared = PrepareConfig(f.file, f.overrides);
   if (!prepared.ok()) return ConfigUsageError(prepared.status());
-  Value::Map body{{"configYaml", prepared->text}, {"activate", !f.paused}, {"workspace", f.workspace}};
+  v1::CreateExperimentRequest request;
+  request.set_config_yaml(prepared->text);
+  request.set_activate(!f.paused);
+  request.set_workspace(f.workspace);
   if (prepared->resolved.has_entrypoint()) {
     auto packed = PackExperimentContext(prepared->resolved);
     if (!packed.ok()) return ConfigUsageError(InvalidArgument(f.file + ": " + packed.status().message()));
@@ -223,9 +126,9 @@ int CreateExperiment(const Flags& f, Api& api) {
       std::cerr << "sf: packed " << packed->files << " files (" << (packed->file_bytes + 1023) / 1024 << " KiB) of "
                 << *prepared->resolved.context_directory << "\n";
     }
-    body["context"] = Base64(packed->archive);
+    request.set_context(packed->archive);
   }
-  return SubmitExperiment(f, api, "/api/v1/experiments", Value(std::move(body)));
+  return SubmitExperiment(f, api, "CreateExperiment", request);
 }
 
 // `sf experiment fork ID`: the experiment's config as it was submitted, with --config overrides,
@@ -233,92 +136,119 @@ int CreateExperiment(const Flags& f, Api& api) {
 // them absolute when that one was created) in the original's workspace unless --workspace says
 // another.
 int ForkExperiment(const Flags& f, Api& api) {
-  auto original = api.Call("GET", "/api/v1/experiments/" + f.id);
+  const auto id = IntegerId(f.id);
+  if (!id) return kExitUsage;
+  auto original = GetExperiment(api, *id);
   if (!original) return api.exit_code;
-  const Value* experiment = original->Find("experiment");
-  const Value* yaml = experiment ? experiment->Find("configYaml") : nullptr;
-  if (!yaml || !yaml->is_string()) {
+  const v1::Experiment& experiment = original->message.experiment();
+  if (!experiment.has_config_yaml()) {
     std::cerr << "sf: the master sent experiment " << f.id << " without its config\n";
     return kExitFailed;
   }
-  std::string text = yaml->as_string();
+  std::string text = experiment.config_yaml();
   auto parsed = OverrideAndValidate(text, f.overrides, "experiment " + f.id);
   if (!parsed.ok()) return ConfigUsageError(parsed.status());
-  std::string workspace = f.workspace;
-  if (const Value* ws = experiment->Find("workspace"); workspace.empty() && ws && ws->is_string()) {
-    workspace = ws->as_string();
-  }
-  // A user trial's code comes along: the master copies the original's context.
-  return SubmitExperiment(f, api, "/api/v1/experiments",
-                          Value(Value::Map{{"configYaml", text},
-                                           {"activate", !f.paused},
-                                           {"workspace", workspace},
-                                           {"contextOf", f.id}}),
+  v1::CreateExperimentRequest request;
+  request.set_config_yaml(text);
+  request.set_activate(!f.paused);
+  request.set_workspace(f.workspace.empty() ? experiment.workspace() : f.workspace);
+  request.set_context_of(
+      *id);  // a user trial's code comes along: the master copies the original's context
+  return SubmitExperiment(f, api, "CreateExperiment", request,
                           " (fork of experiment " + f.id + ")");
 }
 
-// `sf experiment continue ID --max-length N`: POST /api/v1/experiments/ID/continue.
+// `sf experiment continue ID --max-length N`.
 int ContinueExperiment(const Flags& f, Api& api) {
-  return SubmitExperiment(f, api, "/api/v1/experiments/" + f.id + "/continue",
-                          Value(Value::Map{{"maxLength", std::to_string(f.max_length)}}),
-                          " (continues experiment " + f.id + " to " + std::to_string(f.max_length) + " batches)");
+  const auto id = IntegerId(f.id);
+  if (!id) return kExitUsage;
+  v1::ContinueExperimentRequest request;
+  request.set_id(*id);
+  request.set_max_length(f.max_length);
+  return SubmitExperiment(
+      f, api, "ContinueExperiment", request,
+      " (continues experiment " + f.id + " to " + std::to_string(f.max_length) + " batches)");
 }
 
 int ListExperiments(const Flags& f, Api& api) {
-  auto r = api.Call("GET", "/api/v1/experiments?limit=1000");
+  v1::GetExperimentsRequest request;
+  request.set_limit(1000);
+  auto r = api.Call<v1::GetExperimentsResponse>("GetExperiments", request);
   if (!r) return api.exit_code;
   if (f.json) {
-    std::cout << r->ToJson() << "\n";
+    std::cout << r->json << "\n";
     return kExitOk;
   }
   std::vector<std::vector<std::string>> rows;
-  for (const Value& e : r->Find("experiments")->as_list()) rows.push_back(ExperimentRow(e));
+  for (const v1::Experiment& e : r->message.experiments()) rows.push_back(ExperimentRow(e));
   PrintTable({"ID", "NAME", "STATE", "SEARCHER", "TRIALS", "BEST", "OWNER", "STARTED", "ENDED"},
              rows);
   return kExitOk;
 }
 
+// The experiment's reply with the trials' list added, as `describe --json` prints it.
+std::string WithTrials(const std::string& experiment_json, const std::string& trials_json) {
+  Value out = *Value::FromJson(experiment_json);
+  auto trials = Value::FromJson(trials_json);
+  const Value* list = trials.ok() ? trials->Find("trials") : nullptr;
+  out.as_map()["trials"] = list ? *list : Value(Value::List{});
+  return out.ToJson();
+}
+
 int DescribeExperiment(const Flags& f, Api& api) {
-  auto r = api.Call("GET", "/api/v1/experiments/" + f.id);
+  const auto id = IntegerId(f.id);
+  if (!id) return kExitUsage;
+  auto r = GetExperiment(api, *id);
   if (!r) return api.exit_code;
-  auto trials = api.Call("GET", "/api/v1/experiments/" + f.id + "/trials");
+  auto trials = GetTrials(api, *id);
   if (!trials) return api.exit_code;
   if (f.json) {
-    Value out = *r;
-    out.as_map()["trials"] = *trials->Find("trials");
-    std::cout << out.ToJson() << "\n";
+    std::cout << WithTrials(r->json, trials->json) << "\n";
     return kExitOk;
   }
-  const Value& e = *r->Find("experiment");
   PrintTable({"ID", "NAME", "STATE", "SEARCHER", "TRIALS", "BEST", "OWNER", "STARTED", "ENDED"},
-             {ExperimentRow(e)});
+             {ExperimentRow(r->message.experiment())});
   std::cout << "\n";
   std::vector<std::vector<std::string>> rows;
-  for (const Value& t : trials->Find("trials")->as_list()) {
-    std::string hp = t.Find("hparams") ? t.Find("hparams")->ToJson() : "";
-    rows.push_back({Str(t, "id"), StateName(t.Find("state"), "TRIAL_STATE_"),
-                    Str(t, "totalBatches"), Str(t, "restarts"), Str(t, "latestValidationMetric"),
-                    Str(t, "bestValidationMetric"), hp});
+  for (const v1::Trial& t : trials->message.trials()) {
+    rows.push_back({std::to_string(t.id()), EnumText(t.state()), std::to_string(t.total_batches()),
+                    std::to_string(t.restarts()),
+                    NumberText(t.has_latest_validation_metric(), t.latest_validation_metric()),
+                    NumberText(t.has_best_validation_metric(), t.best_validation_metric()),
+                    t.has_hparams() ? StructJson(t.hparams()) : ""});
   }
   PrintTable({"TRIAL", "STATE", "BATCHES", "RESTARTS", "LATEST", "BEST", "HYPERPARAMETERS"}, rows);
   // Why the queued ones wait (the scheduler's words), one line each under the table.
-  for (const Value& t : trials->Find("trials")->as_list()) {
-    if (!Str(t, "pendingReason").empty()) {
-      std::cout << "trial " << Str(t, "id") << " waits: " << Str(t, "pendingReason") << "\n";
-    }
+  for (const v1::Trial& t : trials->message.trials()) {
+    if (!t.pending_reason().empty())
+      std::cout << "trial " << t.id() << " waits: " << t.pending_reason() << "\n";
   }
   return kExitOk;
 }
 
-// kill, pause, activate, archive: POST /api/v1/experiments/ID/VERB.
-int ChangeExperiment(const std::string& verb, const Flags& f, Api& api) {
-  auto r = api.Call("POST", "/api/v1/experiments/" + f.id + "/" + verb);
+// "kill" -> "Kill": the Api's methods are named for the verbs (KillExperiment, KillExperiments).
+std::string MethodVerb(std::string verb) {
+  verb[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(verb[0])));
+  return verb;
+}
+
+// One experiment, `id` (digits, checked): kill, pause, activate, archive, unarchive
+// (KillExperiment, ...) or delete (DeleteExperiment).
+int ChangeExperiment(const std::string& verb, const std::string& id, const Flags& f, Api& api) {
+  v1::ExperimentActionRequest request;
+  request.set_id(std::stoll(id));
+  if (verb == "delete") {
+    auto r = api.Call<v1::DeleteExperimentResponse>("DeleteExperiment", request);
+    if (!r) return api.exit_code;
+    std::cout << (f.json ? r->json : "experiment " + id + ": deleted") << "\n";
+    return kExitOk;
+  }
+  auto r = api.Call<v1::ExperimentActionResponse>(MethodVerb(verb) + "Experiment", request);
   if (!r) return api.exit_code;
   if (f.json) {
-    std::cout << r->ToJson() << "\n";
+    std::cout << r->json << "\n";
   } else {
-    std::cout << "experiment " << f.id << ": "
-              << StateName(r->Find("experiment")->Find("state"), "EXPERIMENT_STATE_") << "\n";
+    std::cout << "experiment " << id << ": " << EnumText(r->message.experiment().state()) << "\n";
   }
   return kExitOk;
 }
@@ -329,44 +259,44 @@ const std::vector<std::string> kExperimentStates = {"ACTIVE",   "PAUSED",   "STO
                                                     "COMPLETED", "CANCELED", "ERROR"};
 
 // kill, pause, activate, archive, unarchive, delete on several experiments (IDs, or a filter):
-// POST /api/v1/experiments/VERB, one line per experiment. Exit 0 when every one succeeded, 2 when
-// an id does not exist, else 1 when the master refused one (e.g. pausing a completed experiment).
+// KillExperiments, ..., one line per experiment. Exit 0 when every one succeeded, 2 when an id
+// does not exist, else 1 when the master refused one (e.g. pausing a completed experiment).
 int ChangeExperiments(const std::string& verb, const Flags& f, Api& api) {
-  Value::Map body;
+  v1::BulkExperimentActionRequest request;
   if (!f.ids.empty()) {
-    Value::List ids;
-    for (const std::string& id : f.ids) ids.push_back(Value(id));
-    body["ids"] = Value(std::move(ids));
+    for (const std::string& id : f.ids) request.add_ids(std::stoll(id));  // digits, checked
   } else {
-    Value::Map filter;
-    if (!f.states.empty()) {
-      Value::List states;
-      for (const std::string& s : f.states) states.push_back(Value("EXPERIMENT_STATE_" + s));
-      filter["states"] = Value(std::move(states));
+    v1::BulkExperimentFilter* filter = request.mutable_filter();
+    for (const std::string& s : f.states) {
+      v1::ExperimentState state;
+      if (!v1::ExperimentState_Parse("EXPERIMENT_STATE_" + s, &state)) {
+        std::cerr << "sf: --state: " << s << " is not an experiment state\n";
+        return kExitUsage;
+      }
+      filter->add_states(state);
     }
-    if (!f.name.empty()) filter["name"] = Value(f.name);
-    if (!f.owner.empty()) filter["owner"] = Value(f.owner);
-    if (f.include_archived) filter["includeArchived"] = Value(true);
-    body["filter"] = Value(std::move(filter));
+    filter->set_name(f.name);
+    filter->set_owner(f.owner);
+    filter->set_include_archived(f.include_archived);
   }
-  auto r = api.Call("POST", "/api/v1/experiments/" + verb, Value(std::move(body)).ToJson());
+  auto r = api.Call<v1::BulkExperimentActionResponse>(MethodVerb(verb) + "Experiments", request);
   if (!r) return api.exit_code;
+  using Result = v1::BulkExperimentActionResult;
   const int exit_code = PrintResults(
-      *r, f,
-      [&](const Value& result) {
-        return "experiment " + Str(result, "id") + ": " +
-               (verb == "delete" ? "deleted" : StateName(result.Find("state"), "EXPERIMENT_STATE_"));
+      r->message.results(), r->json, f,
+      [&](const Result& result) {
+        return "experiment " + std::to_string(result.id()) + ": " +
+               (verb == "delete" ? "deleted" : EnumText(result.state()));
       },
-      [](const Value& result) { return "experiment " + Str(result, "id") + ": " + Str(result, "error"); });
-  const Value* results = r->Find("results");
-  if (!f.json && (!results || !results->is_list() || results->as_list().empty())) {
-    std::cout << "no experiment matches\n";
-  }
+      [](const Result& result) {
+        return "experiment " + std::to_string(result.id()) + ": " + result.error();
+      });
+  if (!f.json && r->message.results().empty()) std::cout << "no experiment matches\n";
   return exit_code;
 }
 
-// `sf experiment VERB`: one ID goes to the single-experiment route (POST .../ID/VERB, or DELETE
-// .../ID), several IDs or a filter to the bulk one.
+// `sf experiment VERB`: one ID goes to the single-experiment method (KillExperiment, ...,
+// DeleteExperiment), several IDs or a filter to the bulk one (KillExperiments, ...).
 int ChangeExperimentsOrOne(const std::string& verb, const CLI::App& command, const Flags& f, Api& api) {
   const bool filtered = !f.states.empty() || !f.name.empty() || !f.owner.empty();
   if (f.ids.empty() && !filtered) {
@@ -384,13 +314,7 @@ int ChangeExperimentsOrOne(const std::string& verb, const CLI::App& command, con
     }
   }
   if (f.ids.size() != 1) return ChangeExperiments(verb, f, api);
-  Flags one = f;
-  one.id = f.ids[0];
-  if (verb != "delete") return ChangeExperiment(verb, one, api);
-  auto r = api.Call("DELETE", "/api/v1/experiments/" + one.id);
-  if (!r) return api.exit_code;
-  std::cout << (f.json ? r->ToJson() : "experiment " + one.id + ": deleted") << "\n";
-  return kExitOk;
+  return ChangeExperiment(verb, f.ids[0], f, api);
 }
 
 }  // namespace

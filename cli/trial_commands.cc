@@ -1,123 +1,174 @@
 // `sf trial list|describe|logs|metrics`: a trial's state, logs (followed as server-sent events
-// with -f) and metrics, over the master's REST API (cluster_command.h has what they share).
+// with -f) and metrics, through the master's Api methods (cluster_command.h has what they share).
 #include <algorithm>
-#include <cstdio>
+#include <cstdint>
 #include <iostream>
-#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli/api_call.h"
 #include "cli/cluster_command.h"
 #include "cli/command.h"
 #include "cli/output.h"
+#include "cli/reply_text.h"
+#include "common/api/rest_request.h"
 #include "common/command_line.h"
-#include "common/value.h"
+#include "steadfast/v1/api.pb.h"
 
 namespace sf::cli {
 namespace {
 
+namespace v1 = steadfast::v1;
+
 int ListTrials(const Flags& f, Api& api) {
-  auto r = api.Call("GET", "/api/v1/experiments/" + f.id + "/trials");
+  v1::GetExperimentTrialsRequest request;
+  const auto id = IntegerId(f.id);
+  if (!id) return kExitUsage;
+  request.set_experiment_id(*id);
+  auto r = api.Call<v1::GetExperimentTrialsResponse>("GetExperimentTrials", request);
   if (!r) return api.exit_code;
   if (f.json) {
-    std::cout << r->ToJson() << "\n";
+    std::cout << r->json << "\n";
     return kExitOk;
   }
   std::vector<std::vector<std::string>> rows;
-  for (const Value& t : r->Find("trials")->as_list()) {
-    rows.push_back({Str(t, "id"), StateName(t.Find("state"), "TRIAL_STATE_"),
-                    Str(t, "totalBatches"), Str(t, "restarts"), Str(t, "bestValidationMetric"),
-                    t.Find("hparams") ? t.Find("hparams")->ToJson() : ""});
+  for (const v1::Trial& t : r->message.trials()) {
+    rows.push_back({std::to_string(t.id()), EnumText(t.state()), std::to_string(t.total_batches()),
+                    std::to_string(t.restarts()),
+                    NumberText(t.has_best_validation_metric(), t.best_validation_metric()),
+                    t.has_hparams() ? StructJson(t.hparams()) : ""});
   }
   PrintTable({"TRIAL", "STATE", "BATCHES", "RESTARTS", "BEST", "HYPERPARAMETERS"}, rows);
   return kExitOk;
 }
 
 int DescribeTrial(const Flags& f, Api& api) {
-  auto r = api.Call("GET", "/api/v1/trials/" + f.id);
+  v1::GetTrialRequest request;
+  const auto id = IntegerId(f.id);
+  if (!id) return kExitUsage;
+  request.set_trial_id(*id);
+  auto r = api.Call<v1::GetTrialResponse>("GetTrial", request);
   if (!r) return api.exit_code;
   if (f.json) {
-    std::cout << r->ToJson() << "\n";
+    std::cout << r->json << "\n";
     return kExitOk;
   }
-  const Value& t = *r->Find("trial");
-  for (const char* k : {"id", "experimentId", "state", "pendingReason", "restarts", "totalBatches", "targetBatches",
-                        "latestValidationMetric", "bestValidationMetric", "latestCheckpointUuid",
-                        "startTime", "endTime", "error"}) {
-    std::cout << k << ": " << Str(t, k) << "\n";
+  const v1::Trial& t = r->message.trial();
+  const std::vector<std::pair<const char*, std::string>> lines = {
+      {"id", std::to_string(t.id())},
+      {"experimentId", std::to_string(t.experiment_id())},
+      {"state", v1::TrialState_Name(t.state())},
+      {"pendingReason", t.pending_reason()},
+      {"restarts", std::to_string(t.restarts())},
+      {"totalBatches", std::to_string(t.total_batches())},
+      {"targetBatches", std::to_string(t.target_batches())},
+      {"latestValidationMetric",
+       NumberText(t.has_latest_validation_metric(), t.latest_validation_metric())},
+      {"bestValidationMetric",
+       NumberText(t.has_best_validation_metric(), t.best_validation_metric())},
+      {"latestCheckpointUuid", t.latest_checkpoint_uuid()},
+      {"startTime", TimeText(t.has_start_time(), t.start_time())},
+      {"endTime", TimeText(t.has_end_time(), t.end_time())},
+      {"error", t.error()},
+      {"hparams", t.has_hparams() ? StructJson(t.hparams()) : "{}"}};
+  for (const auto& [label, text] : lines) std::cout << label << ": " << text << "\n";
+  return kExitOk;
+}
+
+// `sf trial logs -f`: GetTrialLogs with follow, which the master answers as server-sent events.
+int FollowTrialLogs(const Flags& f, Api& api, int64_t trial_id) {
+  // The same answer for an unknown trial as without -f (exit 2, the master's message).
+  v1::GetTrialRequest trial;
+  trial.set_trial_id(trial_id);
+  if (!api.Call<v1::GetTrialResponse>("GetTrial", trial)) return api.exit_code;
+  v1::GetTrialLogsRequest request;
+  request.set_trial_id(trial_id);
+  request.set_follow(true);
+  auto rest = api::EncodeRestRequest("GetTrialLogs", request);
+  if (!rest.ok()) {
+    std::cerr << "sf: " << rest.status().message() << "\n";
+    return kExitFailed;
   }
-  std::cout << "hparams: " << (t.Find("hparams") ? t.Find("hparams")->ToJson() : "{}") << "\n";
+  bool ended = false, malformed = false;
+  Status st =
+      api.client.Stream(rest->target, [&](const std::string& event, const std::string& data) {
+        if (event == "end") {
+          ended = true;
+          return false;
+        }
+        v1::LogLine line;
+        if (Status read = api::DecodeRestResponse(data, &line); !read.ok()) {
+          std::cerr << "sf: the master sent a log event that is " << read.message() << "\n";
+          malformed = true;
+          return false;
+        }
+        std::cout << line.message() << "\n" << std::flush;
+        return true;
+      });
+  if (!st.ok()) {
+    std::cerr << "sf: " << st.message() << "\n";
+    return kExitFailed;
+  }
+  if (malformed) return kExitFailed;
+  if (!ended) {
+    std::cerr << "sf: the master closed the log stream of trial " << f.id
+              << " before the trial ended\n";
+    return kExitFailed;
+  }
   return kExitOk;
 }
 
 int TrialLogs(const Flags& f, Api& api) {
-  if (f.follow) {
-    // The same answer for an unknown trial as without -f (exit 2, the master's message).
-    if (!api.Call("GET", "/api/v1/trials/" + f.id)) return api.exit_code;
-    bool ended = false, malformed = false;
-    Status st = api.client.Stream("/api/v1/trials/" + f.id + "/logs?follow=true",
-                                  [&](const std::string& event, const std::string& data) {
-                                    if (event == "end") {
-                                      ended = true;
-                                      return false;
-                                    }
-                                    auto v = Value::FromJson(data);
-                                    if (!v.ok()) {
-                                      std::cerr << "sf: the master sent a log event that is not JSON: "
-                                                << v.status().message() << "\n";
-                                      malformed = true;
-                                      return false;
-                                    }
-                                    std::cout << Str(*v, "message") << "\n" << std::flush;
-                                    return true;
-                                  });
-    if (!st.ok()) {
-      std::cerr << "sf: " << st.message() << "\n";
-      return kExitFailed;
-    }
-    if (malformed) return kExitFailed;
-    if (!ended) {
-      std::cerr << "sf: the master closed the log stream of trial " << f.id << " before the trial ended\n";
-      return kExitFailed;
-    }
-    return kExitOk;
-  }
-  int64_t after = 0;
+  const auto id = IntegerId(f.id);
+  if (!id) return kExitUsage;
+  if (f.follow) return FollowTrialLogs(f, api, *id);
+  constexpr int kPage = 10000;
+  v1::GetTrialLogsRequest request;
+  request.set_trial_id(*id);
+  request.set_limit(kPage);
   while (true) {
-    auto r = api.Call(
-        "GET", "/api/v1/trials/" + f.id + "/logs?limit=10000&afterId=" + std::to_string(after));
+    auto r = api.Call<v1::GetTrialLogsResponse>("GetTrialLogs", request);
     if (!r) return api.exit_code;
-    const auto& logs = r->Find("logs")->as_list();
-    for (const Value& l : logs) {
-      std::cout << (f.json ? l.ToJson() : Str(l, "message")) << "\n";
-      after = std::stoll(Str(l, "id"));
+    for (const v1::LogLine& l : r->message.logs()) {
+      std::cout << (f.json ? MessageJson(l) : l.message()) << "\n";
+      request.set_after_id(l.id());
     }
-    if (logs.size() < 10000) return kExitOk;
+    if (r->message.logs_size() < kPage) return kExitOk;
   }
 }
 
 int TrialMetrics(const Flags& f, Api& api) {
-  auto r = api.Call("GET", "/api/v1/trials/" + f.id + "/metrics?kind=" + f.kind);
+  v1::GetTrialMetricsRequest request;
+  const auto id = IntegerId(f.id);
+  if (!id) return kExitUsage;
+  request.set_trial_id(*id);
+  request.set_kind(f.kind);
+  auto r = api.Call<v1::GetTrialMetricsResponse>("GetTrialMetrics", request);
   if (!r) return api.exit_code;
   if (f.json) {
-    std::cout << r->ToJson() << "\n";
+    std::cout << r->json << "\n";
     return kExitOk;
   }
+  // The columns: every metric's name, in the order they first appear (each report's sorted).
   std::vector<std::string> keys;
-  for (const Value& m : r->Find("metrics")->as_list()) {
-    if (const Value* vals = m.Find("values"); vals && vals->is_map()) {
-      for (const auto& [k, v] : vals->as_map()) {
-        if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
-      }
+  for (const v1::MetricReport& m : r->message.metrics()) {
+    std::vector<std::string> names;
+    for (const auto& [name, value] : m.values().fields()) names.push_back(name);
+    std::sort(names.begin(), names.end());
+    for (const std::string& k : names) {
+      if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
     }
   }
   std::vector<std::string> header = {"BATCHES"};
   for (const auto& k : keys) header.push_back(k);
   std::vector<std::vector<std::string>> rows;
-  for (const Value& m : r->Find("metrics")->as_list()) {
-    std::vector<std::string> row = {Str(m, "batches")};
-    for (const auto& k : keys) row.push_back(m.Find("values") ? Str(*m.Find("values"), k) : "");
+  for (const v1::MetricReport& m : r->message.metrics()) {
+    std::vector<std::string> row = {std::to_string(m.batches())};
+    for (const auto& k : keys) {
+      auto value = m.values().fields().find(k);
+      row.push_back(value == m.values().fields().end() ? "" : StructValueText(value->second));
+    }
     rows.push_back(row);
   }
   PrintTable(header, rows);

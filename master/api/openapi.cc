@@ -7,8 +7,8 @@
 #include <cctype>
 #include <set>
 
+#include "common/api/route_table.h"
 #include "master/api/http_server.h"
-#include "master/api/routes/route_table.h"
 #include "master/auth/access_policy.h"
 
 namespace sf::master {
@@ -127,7 +127,7 @@ std::string Words(const std::string& name) {
   return out;
 }
 
-// Every Api method with a REST binding, from its options (routes/route_table.h).
+// Every Api method with a REST binding, from its options (common/api/route_table.h).
 void AddApiRoutes(Value::Map& paths, Value::Map& schemas) {
   for (const ApiRoute& r : ApiRoutes()) {
     if (!r.ok || r.http_method.empty()) continue;

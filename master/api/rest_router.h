@@ -17,12 +17,12 @@
 #include <optional>
 #include <string>
 
+#include "common/api/route_table.h"
 #include "master/api/api_handlers.h"
 #include "master/api/api_methods.h"
 #include "master/api/http_server.h"
 #include "master/api/master_metrics.h"
 #include "master/api/routes/rest_query.h"
-#include "master/api/routes/route_table.h"
 #include "master/auth/access_policy.h"
 
 namespace sf::master {

@@ -4,7 +4,7 @@
 //
 // Contract:
 // - The rules of steadfast.v1.Api's methods come from the proto (each method's
-//   (steadfast.v1.access) and (steadfast.v1.http) options, master/api/routes/route_table.h);
+//   (steadfast.v1.access) and (steadfast.v1.http) options, common/api/route_table.h);
 //   this file adds only the two REST routes that are not Api methods (health, the API
 //   description).
 // - RestPolicy() lists every route the REST server serves, by method and route template
@@ -39,13 +39,19 @@
 #include <string_view>
 #include <vector>
 
+#include "common/api/route_table.h"
 #include "common/status.h"
-#include "master/api/routes/route_table.h"
 #include "master/auth/accounts.h"
 #include "master/auth/principal.h"
 #include "master/db/database.h"
 
 namespace sf::master {
+
+// The route table lives in common/api (the CLI reads it too); the master names it as its own.
+using api::ApiRoute;
+using api::ApiRoutes;
+using api::FindApiRoute;
+using api::RouteTableProblems;
 
 // The refusal for a request without credentials (401), the same on REST and gRPC.
 Status NoCredentials();

@@ -1,5 +1,5 @@
 // REST -> Api request: builds the request message of an Api method from a REST request, as the
-// method's (steadfast.v1.http) option says (route_table.h, docs/api.md).
+// method's (steadfast.v1.http) option says (common/api/route_table.h, docs/api.md).
 //
 // Contract:
 // - With body "*", the body is the request in protobuf's JSON mapping (unknown fields refused;
@@ -21,11 +21,17 @@
 #include <memory>
 #include <string>
 
+#include "common/api/route_table.h"
 #include "common/status.h"
 #include "master/api/routes/rest_query.h"
-#include "master/api/routes/route_table.h"
 
 namespace sf::master {
+
+// The route table lives in common/api (the CLI reads it too); the master names it as its own.
+using api::ApiRoute;
+using api::ApiRoutes;
+using api::FindApiRoute;
+using api::RouteTableProblems;
 
 Result<std::unique_ptr<google::protobuf::Message>> DecodeRestRequest(
     const ApiRoute& route, const std::map<std::string, std::string>& path_params, const Query& query,

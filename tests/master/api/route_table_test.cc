@@ -1,7 +1,7 @@
-// The route table (master/api/routes/): every Api method is declared once, in the proto, and
+// The route table (common/api/route_table.h): every Api method is declared once, in the proto, and
 // the REST routes, the access policy of both servers, the method table and the OpenAPI document
 // all follow from that declaration.
-#include "master/api/routes/route_table.h"
+#include "common/api/route_table.h"
 
 #include <google/protobuf/descriptor.pb.h>
 #include <google/protobuf/util/time_util.h>

@@ -1,7 +1,9 @@
 // The route table: every steadfast.v1.Api method with its REST binding and its access rule, as
 // the proto declares them (proto/steadfast/v1/route_options.proto, docs/api.md). One source for
-// the REST server's routes (rest_transcoder.h), the access policy of REST and gRPC
-// (master/auth/access_policy.h) and the OpenAPI document (openapi.h).
+// the REST server's routes (master/api/routes/rest_transcoder.h), the access policy of REST and
+// gRPC (master/auth/access_policy.h), the OpenAPI document (master/api/openapi.h) and the
+// client's requests (common/api/rest_request.h). Needs only the generated protos: the CLI links
+// it (sf_api_routes) without the master.
 //
 // Contract:
 // - ApiRoutes() lists every Api method in declaration order, read once from the generated
@@ -20,7 +22,7 @@
 
 #include "steadfast/v1/route_options.pb.h"
 
-namespace sf::master {
+namespace sf::api {
 
 struct ApiRoute {
   const google::protobuf::MethodDescriptor* method = nullptr;
@@ -43,4 +45,4 @@ const ApiRoute* FindApiRoute(const std::string& name);
 // One line per problem, naming the method: empty when every method is declared properly.
 const std::vector<std::string>& RouteTableProblems();
 
-}  // namespace sf::master
+}  // namespace sf::api

@@ -1,8 +1,8 @@
-#include "master/api/routes/route_table.h"
+#include "common/api/route_table.h"
 
 #include "steadfast/v1/api.pb.h"
 
-namespace sf::master {
+namespace sf::api {
 namespace {
 
 namespace pb = google::protobuf;
@@ -114,4 +114,4 @@ const ApiRoute* FindApiRoute(const std::string& name) {
 
 const std::vector<std::string>& RouteTableProblems() { return TheTable().problems; }
 
-}  // namespace sf::master
+}  // namespace sf::api
