@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Load on a real local cluster: wrk against GET /api/v1/experiments (with 200 experiments
-# stored), the same route at a fixed 1,000 requests/s alone and during ingestion
+# stored, 3 trials each), the same route at a fixed 1,000 requests/s alone and during ingestion
 # (bench/http_paced_load.cc), then metric ingestion from many simulated trainers over
 # TrialLink. Prints requests/s, latency percentiles and metric rows/s, then the PostgreSQL
 # ceiling for the same rows (COPY and multi-row INSERT straight into the database) and the
@@ -36,7 +36,7 @@ DATA="$(cd ..; pwd)/shared/data/multi30k-de-en-tiny"
 for i in $(seq 1 200); do
   YAML="name: load-$i
 data: {train: {src: $DATA/train.de, tgt: $DATA/train.en}}
-hyperparameters: {dropout: {type: categorical, vals: [0.0, 0.1]}}
+hyperparameters: {dropout: {type: categorical, vals: [0.0, 0.1, 0.2]}}
 searcher: {name: grid, metric: validation_loss, max_length: {batches: 1000000}}"
   /usr/bin/python3 -c 'import json,sys; print(json.dumps({"configYaml": sys.argv[1], "activate": False}))' "$YAML" \
     | curl -sf -o /dev/null -X POST -H 'Content-Type: application/json' --data-binary @- "$URL/api/v1/experiments"
@@ -69,14 +69,41 @@ sleep 1
 paced
 kill "$INGEST_PID" 2>/dev/null || true
 wait "$INGEST_PID" 2>/dev/null || true
+# Flat out: the metric rows stored during the paced window (counted in PostgreSQL) say what
+# ingestion still gets while the reads are served. The list's pages come from the master's
+# snapshot cache (master/db/snapshot_cache.h); GET /api/v1/experiments/1 always reads
+# PostgreSQL, on the API's own connections.
+metric_rows() { psql "$PG" -tAc "SELECT count(*) FROM metrics"; }
+flat_out() {  # PATH FIRST_TRIAL [--reporter]: paced reads of PATH while 64 trainers report as
+  # fast as they can (trials not used before, so every row they send is new and counted); with
+  # --reporter through the Core API's batching MetricReporter, as real trainers now do
+  "$BUILD/bench/metric_ingest_bench" "127.0.0.1:$GRPC" "$2" 64 1000000 10 ${3:-} >/dev/null 2>&1 &
+  INGEST_PID=$!
+  sleep 1
+  local r0 r1 t0 t1
+  r0=$(metric_rows); t0=$(date +%s.%N)
+  { "$BUILD/bench/http_paced_load_bench" 127.0.0.1 "$HTTP" "$1" 1000 10 32 || true; } \
+    | grep -E "achieved|p50|p99_ms|max|non_200|errors"
+  r1=$(metric_rows); t1=$(date +%s.%N)
+  awk -v r=$((r1 - r0)) -v t0="$t0" -v t1="$t1" 'BEGIN { printf "ingested_rows_per_second_meanwhile: %.0f\n", r / (t1 - t0) }'
+  kill "$INGEST_PID" 2>/dev/null || true
+  wait "$INGEST_PID" 2>/dev/null || true
+  INGEST_PID=
+}
 echo "== the same while 64 simulated trainers report as fast as they can (10 rows per call)"
-"$BUILD/bench/metric_ingest_bench" "127.0.0.1:$GRPC" 129 64 1000000 10 >/dev/null 2>&1 &
-INGEST_PID=$!
-sleep 1
-paced
-kill "$INGEST_PID" 2>/dev/null || true
-wait "$INGEST_PID" 2>/dev/null || true
-INGEST_PID=
+flat_out /api/v1/experiments 193
+echo "== the same while 64 trainers report as fast as they can through the batching reporter (core_api/metric_reporter.h)"
+flat_out /api/v1/experiments 385 --reporter
+echo "== GET /api/v1/experiments/1 (never cached) at a fixed 1,000 requests/s, alone"
+{ "$BUILD/bench/http_paced_load_bench" 127.0.0.1 "$HTTP" /api/v1/experiments/1 1000 10 32 || true; } \
+  | grep -E "achieved|p50|p99_ms|max|non_200|errors"
+echo "== the same while 64 simulated trainers report as fast as they can (10 rows per call)"
+flat_out /api/v1/experiments/1 257
+echo "== 64 simulated trainers alone, as fast as they can (10 rows per call), for the same 10 s"
+r0=$(metric_rows); t0=$(date +%s.%N)
+timeout 11 "$BUILD/bench/metric_ingest_bench" "127.0.0.1:$GRPC" 321 64 1000000 10 >/dev/null 2>&1 || true
+r1=$(metric_rows); t1=$(date +%s.%N)
+awk -v r=$((r1 - r0)) -v t0="$t0" -v t1="$t1" 'BEGIN { printf "ingested_rows_per_second: %.0f\n", r / (t1 - t0) }'
 # CPU time (clock ticks, utime + stime) of the master and of the PostgreSQL server (postmaster and
 # its backends) while a command runs, per 1,000 rows: on two shared cores the rates above are
 # bounded by the CPU every party needs, and these say how much of it is the master's.

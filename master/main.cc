@@ -123,9 +123,22 @@ int main(int argc, char** argv) {
     log::Warn("master", {{"event", "agents_not_authenticated"},
                          {"why", "no agent_join_token_file: any process that reaches the gRPC port can join as an agent"}});
   }
+  // Three pools (master/db/database.h): the coordinator's, ingestion's (metric writer, log
+  // writer: one connection each) and the API reads' (bounded wait, then 503).
+  auto ingest_db = Database::Open(config->db, 2, std::chrono::seconds(60));
+  auto read_db = ingest_db.ok() ? Database::Open(config->db, config->db_read_pool_size, std::chrono::seconds(60))
+                                : Result<std::unique_ptr<Database>>(ingest_db.status());
+  if (!read_db.ok()) {
+    log::Error("master", {{"event", "db_open_failed"}, {"error", read_db.status().message()}});
+    return 1;
+  }
+  (*read_db)->SetAcquireTimeout(std::chrono::milliseconds(config->db_read_wait_ms));
   MasterMetrics metrics;
-  (*db)->SetLatencyObserver([&](const std::string& what, double s) { metrics.ObserveQuery(what, s); });
+  for (Database* d : {db->get(), ingest_db->get(), read_db->get()}) {
+    d->SetLatencyObserver([&](const std::string& what, double s) { metrics.ObserveQuery(what, s); });
+  }
   Store store(db->get());
+  Store read_store(read_db->get());
   ClusterOptions options;
   options.checkpoint_root = config->checkpoint_root;
   options.trial_link_address = config->advertised_address;
@@ -135,6 +148,7 @@ int main(int argc, char** argv) {
   options.preemption_grace = std::chrono::seconds(config->preemption_grace_seconds);
   options.min_run = std::chrono::seconds(config->min_run_seconds);
   options.task_tokens = &*task_tokens;
+  options.ingest_db = ingest_db->get();
   Cluster cluster(&store, options);
   Status recovered = cluster.Recover();
   if (!recovered.ok()) {
@@ -147,7 +161,15 @@ int main(int argc, char** argv) {
                                   {std::chrono::seconds(config->utilization_sample_seconds),
                                    std::chrono::hours(config->utilization_retention_hours)});
   utilization.Start();
-  ApiHandlers handlers(&store, &cluster, MasterInfo{SF_VERSION, "master-" + std::to_string(getpid()), config->cluster_name});
+  ApiHandlers handlers(&read_store, &cluster,
+                       MasterInfo{SF_VERSION, "master-" + std::to_string(getpid()), config->cluster_name});
+  if (config->experiment_list_cache_ms > 0) {
+    handlers.CacheExperimentPages(db->get(), std::chrono::milliseconds(config->experiment_list_cache_ms));
+  }
+  metrics.SetReadPathSource([&handlers, reads = read_db->get()] {
+    const SnapshotCacheStats pages = handlers.experiment_page_cache_stats();
+    return MasterMetrics::ReadPathFigures{reads->busy_refusals(), pages.hits, pages.misses};
+  });
   AuditLog audit(db->get());  // REST and gRPC Api mutations are recorded here
   // Users and tokens (docs/security.md).
   Accounts accounts(db->get());

@@ -129,7 +129,20 @@ const std::map<std::string, Setting>& Settings() {
                           }
                           return st;
                         },
-                        "N", "database connections (1-100)", [](const C& c) { return Text(c.db_pool_size); }}},
+                        "N", "database connections of the coordinator (1-100; ingestion and API reads have their own)", [](const C& c) { return Text(c.db_pool_size); }}},
+      {"db_read_pool_size",
+       {[](C& c, V v) { return WholeNumberIn("db_read_pool_size", v, 1, 100, "connections", c.db_read_pool_size); },
+        "N", "database connections for the API's reads (1-100)", [](const C& c) { return Text(c.db_read_pool_size); }}},
+      {"db_read_wait_ms",
+       {[](C& c, V v) { return WholeNumberIn("db_read_wait_ms", v, 1, 60000, "milliseconds", c.db_read_wait_ms); },
+        "MS", "longest wait of an API read for a free connection before it is answered 503 with Retry-After",
+        [](const C& c) { return Text(c.db_read_wait_ms); }}},
+      {"experiment_list_cache_ms",
+       {[](C& c, V v) {
+          return WholeNumberIn("experiment_list_cache_ms", v, 0, 60000, "milliseconds", c.experiment_list_cache_ms);
+        },
+        "MS", "serve a repeated experiment-list page from memory for at most this long while nothing was written (0: off)",
+        [](const C& c) { return Text(c.experiment_list_cache_ms); }}},
       {"bind", {[](C& c, V v) { c.bind_address = v; return Status::Ok(); }, "ADDR",
                 "address the gRPC and HTTP servers listen on; a non-loopback one needs TLS (--tls-cert-file) "
                 "or --insecure (docs/security.md)",

@@ -14,7 +14,14 @@ namespace sf::master {
 
 struct MasterConfig {
   std::string db = "host=127.0.0.1 port=5432 user=postgres dbname=steadfast";  // libpq string
-  int db_pool_size = 8;
+  int db_pool_size = 8;  // the coordinator's and accounts' connections (every write but ingestion)
+  // The API's reads have their own connections (master/db/database.h); a read that finds none
+  // free within db_read_wait_ms is answered 503 with Retry-After.
+  int db_read_pool_size = 4;
+  int db_read_wait_ms = 250;
+  // How long a page of the experiment list may be served from memory while nothing was written
+  // (master/db/snapshot_cache.h); 0: every request reads PostgreSQL.
+  int experiment_list_cache_ms = 1000;
   std::string bind_address = "127.0.0.1";  // loopback unless told otherwise (docs/security.md)
   // Listen on a non-loopback address although the APIs are not protected (TLS off).
   bool insecure = false;

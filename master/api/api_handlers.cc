@@ -101,17 +101,35 @@ Result<v1::GetExperimentsResponse> ApiHandlers::GetExperiments(const v1::GetExpe
     if (field != "config") return InvalidArgument("fields: \"" + field + "\" is not a field to include (config)");
     f.include_config = true;
   }
-  auto rows = store_->ListExperiments(f);
-  if (!rows.ok()) return rows.status();
-  v1::GetExperimentsResponse out;
-  for (auto& e : rows->first) *out.add_experiments() = std::move(e);
-  auto* p = out.mutable_pagination();
-  p->set_offset(f.offset);
-  p->set_limit(f.limit);
-  p->set_total(rows->second);
-  p->set_start_index(f.offset);
-  p->set_end_index(f.offset + out.experiments_size());
-  return out;
+  auto load = [&]() -> Result<v1::GetExperimentsResponse> {
+    auto rows = store_->ListExperiments(f);
+    if (!rows.ok()) return rows.status();
+    v1::GetExperimentsResponse out;
+    for (auto& e : rows->first) *out.add_experiments() = std::move(e);
+    auto* p = out.mutable_pagination();
+    p->set_offset(f.offset);
+    p->set_limit(f.limit);
+    p->set_total(rows->second);
+    p->set_start_index(f.offset);
+    p->set_end_index(f.offset + out.experiments_size());
+    return out;
+  };
+  if (!experiment_pages_) return load();
+  // Every field of the filter, in a fixed order: two requests share a page only when they ask
+  // for the same one.
+  std::string key = std::to_string(f.name_contains.size()) + ':' + f.name_contains + '\0' + f.sort_by + '\0' + std::to_string(f.offset) + ',' +
+                    std::to_string(f.limit) + ',' + (f.descending ? 'd' : 'a') + (f.include_archived ? 'A' : '-') +
+                    (f.include_config ? 'C' : '-');
+  for (const std::string& s : f.states) key += '\0' + s;
+  return experiment_pages_->Get(key, load);
+}
+
+void ApiHandlers::CacheExperimentPages(const Database* writes, std::chrono::milliseconds max_age) {
+  experiment_pages_ = std::make_unique<SnapshotCache<v1::GetExperimentsResponse>>(writes, max_age);
+}
+
+SnapshotCacheStats ApiHandlers::experiment_page_cache_stats() const {
+  return experiment_pages_ ? experiment_pages_->stats() : SnapshotCacheStats{};
 }
 
 Result<v1::GetExperimentResponse> ApiHandlers::GetExperiment(const v1::GetExperimentRequest& r) {

@@ -5,12 +5,14 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 
 #include <string>
 #include <vector>
 
 #include "common/status.h"
 #include "master/core/cluster.h"
+#include "master/db/snapshot_cache.h"
 #include "master/db/store.h"
 #include "steadfast/v1/api.pb.h"
 
@@ -24,8 +26,16 @@ struct MasterInfo {
 
 class ApiHandlers {
  public:
+  // `store` serves the handlers' reads; the master gives it a pool of its own (database.h), so
+  // reads never wait behind the coordinator's or ingestion's transactions.
   ApiHandlers(Store* store, Cluster* cluster, MasterInfo info)
       : store_(store), cluster_(cluster), info_(std::move(info)) {}
+
+  // From now on GetExperiments answers repeated pages from memory while nothing has committed
+  // on `writes` (every write but ingestion's) and the page is younger than `max_age`
+  // (snapshot_cache.h). Call before serving.
+  void CacheExperimentPages(const Database* writes, std::chrono::milliseconds max_age);
+  SnapshotCacheStats experiment_page_cache_stats() const;
 
   // An invalid config is not an error of the call: the response carries `errors` and no
   // experiment, and the caller maps it to 400 / INVALID_ARGUMENT.
@@ -102,6 +112,7 @@ class ApiHandlers {
   Store* store_;
   Cluster* cluster_;
   MasterInfo info_;
+  std::unique_ptr<SnapshotCache<steadfast::v1::GetExperimentsResponse>> experiment_pages_;
 };
 
 }  // namespace sf::master

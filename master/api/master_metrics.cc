@@ -37,7 +37,12 @@ MasterMetrics::MasterMetrics()
       agents_(prometheus::BuildGauge()
                   .Name("steadfast_agents_connected")
                   .Help("Agents with a live AgentLink stream")
-                  .Register(*registry_)) {}
+                  .Register(*registry_)),
+      read_path_(prometheus::BuildCounter()
+                            .Name("steadfast_api_reads_total")
+                            .Help("API reads since the start, by outcome: busy (answered 503, no database "
+                                  "connection in time), list_cache_hit, list_cache_miss")
+                            .Register(*registry_)) {}
 
 void MasterMetrics::ObserveRequest(const std::string& route, double seconds, int code) {
   requests_.Add({{"route", route}, {"code", std::to_string(code)}}).Increment();
@@ -49,6 +54,19 @@ void MasterMetrics::ObserveQuery(const std::string& what, double seconds) {
 }
 
 std::string MasterMetrics::Render(Cluster* cluster) {
+  if (read_path_source_) {
+    // The sources count since the start; the counters advance by what is new.
+    std::lock_guard<std::mutex> lock(render_mu_);
+    const ReadPathFigures r = read_path_source_();
+    auto advance = [&](const char* outcome, uint64_t now, uint64_t& seen) {
+      prometheus::Counter& c = read_path_.Add({{"outcome", outcome}});
+      if (now > seen) c.Increment(static_cast<double>(now - seen));
+      seen = now;
+    };
+    advance("busy", r.busy_refusals, read_path_seen_.busy_refusals);
+    advance("list_cache_hit", r.list_cache_hits, read_path_seen_.list_cache_hits);
+    advance("list_cache_miss", r.list_cache_misses, read_path_seen_.list_cache_misses);
+  }
   ClusterStats s = cluster->Stats();
   for (const char* state : {"ACTIVE", "PAUSED", "STOPPING_CANCELED", "COMPLETED", "CANCELED", "ERROR"}) {
     experiments_.Add({{"state", state}}).Set(s.experiments_by_state.count(state) ? s.experiments_by_state[state] : 0);

@@ -11,7 +11,10 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "master/core/cluster.h"
@@ -23,6 +26,12 @@ class MasterMetrics {
   MasterMetrics();
   void ObserveRequest(const std::string& route, double seconds, int code);
   void ObserveQuery(const std::string& what, double seconds);
+  // The read path's counters (docs/cluster.md "Reads under load"), read at scrape time.
+  struct ReadPathFigures {
+    uint64_t busy_refusals = 0;  // reads answered 503: no database connection in time
+    uint64_t list_cache_hits = 0, list_cache_misses = 0;
+  };
+  void SetReadPathSource(std::function<ReadPathFigures()> source) { read_path_source_ = std::move(source); }
   // Refreshes the state gauges and renders everything in the Prometheus text format.
   std::string Render(Cluster* cluster);
 
@@ -35,6 +44,10 @@ class MasterMetrics {
   prometheus::Family<prometheus::Gauge>& trials_;
   prometheus::Family<prometheus::Gauge>& slots_;
   prometheus::Family<prometheus::Gauge>& agents_;
+  prometheus::Family<prometheus::Counter>& read_path_;
+  std::function<ReadPathFigures()> read_path_source_;
+  ReadPathFigures read_path_seen_;  // what the counters hold (under render_mu_)
+  std::mutex render_mu_;
 };
 
 }  // namespace sf::master

@@ -302,6 +302,9 @@ void RestRouter::ServeApi(const ApiRoute& api, const RestMatch& match, const Que
       if (size_t at = m.rfind("retry in "); at != std::string::npos) seconds = std::max(1, std::atoi(m.c_str() + at + 9));
       res.set(http::field::retry_after, std::to_string(seconds));
     }
+    // The database is busy (no read connection free in time) or unreachable: come back soon
+    // rather than queue (docs/cluster.md "Reads under load").
+    if (out.status().code() == sf::StatusCode::kUnavailable) res.set(http::field::retry_after, "1");
     return;
   }
   const google::protobuf::Message& reply = **out;

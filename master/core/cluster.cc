@@ -61,7 +61,10 @@ std::vector<config::ConfigError> CheckDataFiles(const config::ExperimentConfig& 
 }  // namespace
 
 Cluster::Cluster(Store* store, ClusterOptions options)
-    : store_(store), options_(std::move(options)), metric_writer_(store->db()), log_writer_(store->db()) {
+    : store_(store),
+      options_(std::move(options)),
+      metric_writer_(options_.ingest_db ? options_.ingest_db : store->db()),
+      log_writer_(options_.ingest_db ? options_.ingest_db : store->db()) {
   scheduler_.SetDefaultPoolMode(options_.default_scheduler);
   for (const auto& [pool, mode] : options_.pool_schedulers) scheduler_.SetPoolMode(pool, mode);
   scheduler_.SetMinRunSeconds(static_cast<double>(options_.min_run.count()));

@@ -56,6 +56,10 @@ struct ClusterOptions {
   bool check_data_files = true;                       // refuse configs naming unreadable files
   // Issues each task's TrialLink token in StartTask (master/auth/task_tokens.h); none when null.
   const TaskTokens* task_tokens = nullptr;
+  // Where metric and log ingestion write (MetricWriter, LogWriter): a pool of their own, so a
+  // saturated ingestion path takes no connection from the coordinator or the API's reads, and
+  // its commits do not invalidate cached reads (master/db/snapshot_cache.h). Null: the Store's.
+  Database* ingest_db = nullptr;
   // Scheduling policy (master/scheduler/scheduler.h, docs/scheduling.md): each pool's mode
   // (pools not named get default_scheduler), how long a preempted trial may take to checkpoint
   // and stop before it is killed, and how long a trial runs before it may be preempted.

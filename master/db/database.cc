@@ -33,12 +33,17 @@ void Database::SetLatencyObserver(std::function<void(const std::string&, double)
   observer_ = std::move(observer);
 }
 
-std::unique_ptr<pqxx::connection> Database::Acquire() {
+bool Database::Acquire(std::unique_ptr<pqxx::connection>& conn) {
   std::unique_lock<std::mutex> lock(mu_);
-  available_.wait(lock, [&] { return !idle_.empty(); });
-  auto conn = std::move(idle_.back());
+  auto ready = [&] { return !idle_.empty(); };
+  if (acquire_timeout_.count() > 0) {
+    if (!available_.wait_for(lock, acquire_timeout_, ready)) return false;
+  } else {
+    available_.wait(lock, ready);
+  }
+  conn = std::move(idle_.back());
   idle_.pop_back();
-  return conn;
+  return true;
 }
 
 void Database::Release(std::unique_ptr<pqxx::connection> conn) {
@@ -68,7 +73,12 @@ Status Database::Transact(const std::string& what,
                           const std::function<Status(pqxx::work&)>& body) {
   auto start = std::chrono::steady_clock::now();
   const auto give_up = start + patience_;
-  auto conn = Acquire();
+  std::unique_ptr<pqxx::connection> conn;
+  if (!Acquire(conn)) {
+    busy_refusals_.fetch_add(1, std::memory_order_relaxed);
+    return Unavailable(what + ": the database is busy (no connection free within " +
+                       std::to_string(acquire_timeout_.count()) + " ms); retry shortly");
+  }
   Status result;
   auto backoff = std::chrono::milliseconds(50);
   while (true) {
@@ -77,9 +87,13 @@ Status Database::Transact(const std::string& what,
       if (!conn || !conn->is_open()) conn = std::make_unique<pqxx::connection>(connection_string_);
       pqxx::work tx(*conn);
       result = body(tx);
-      if (result.ok()) tx.commit();
+      if (result.ok()) {
+        tx.commit();
+        commits_.fetch_add(1, std::memory_order_acq_rel);
+      }
       break;
     } catch (const pqxx::in_doubt_error& e) {
+      commits_.fetch_add(1, std::memory_order_acq_rel);  // it may have committed
       result = Unavailable(what + ": connection lost during commit; the outcome is unknown: " + e.what());
       conn.reset();
       break;

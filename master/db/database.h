@@ -5,10 +5,17 @@
 // Status naming the operation; the master never dies on a failed statement.
 //
 // Thread-safe: any number of threads may call Transact concurrently; each gets its own
-// connection (waiting when all are busy).
+// connection (waiting when all are busy, at most acquire_timeout() when one is set).
+//
+// The master opens three (master/main.cc, docs/cluster.md "Reads under load"): one for the
+// coordinator and accounts (every write but ingestion), one for metric and log ingestion, one
+// for API reads; so a saturated ingestion path holds none of the connections reads wait for,
+// and commits() of the first counts every write a cached read could miss (snapshot_cache.h).
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -55,6 +62,18 @@ class Database {
   // connection broke during COMMIT) is not retried: it returns Unavailable.
   Status Transact(const std::string& what, const std::function<Status(pqxx::work&)>& body);
 
+  // Transactions committed through this pool so far (one more after each COMMIT, or each one
+  // whose outcome is unknown); it only grows. Lock-free.
+  uint64_t commits() const { return commits_.load(std::memory_order_acquire); }
+
+  // How long a Transact waits for a free connection before it returns kUnavailable ("busy")
+  // without running; zero (the default) waits as long as it takes. The read pool sets it, so a
+  // request that cannot be served in time gets an honest 503 instead of a queue.
+  void SetAcquireTimeout(std::chrono::milliseconds timeout) { acquire_timeout_ = timeout; }
+  std::chrono::milliseconds acquire_timeout() const { return acquire_timeout_; }
+  // Transactions refused because no connection came free within acquire_timeout().
+  uint64_t busy_refusals() const { return busy_refusals_.load(std::memory_order_relaxed); }
+
   // How long Transact keeps retrying after losing the server (default 60 s).
   void SetReconnectPatience(std::chrono::milliseconds patience) { patience_ = patience; }
   std::chrono::milliseconds reconnect_patience() const { return patience_; }
@@ -64,7 +83,8 @@ class Database {
 
  private:
   explicit Database(std::string connection_string) : connection_string_(std::move(connection_string)) {}
-  std::unique_ptr<pqxx::connection> Acquire();
+  // False when acquire_timeout() passed first (`conn` untouched).
+  bool Acquire(std::unique_ptr<pqxx::connection>& conn);
   void Release(std::unique_ptr<pqxx::connection> conn);
 
   std::string connection_string_;
@@ -73,6 +93,9 @@ class Database {
   std::vector<std::unique_ptr<pqxx::connection>> idle_;
   std::function<void(const std::string&, double)> observer_;
   std::chrono::milliseconds patience_{60000};
+  std::chrono::milliseconds acquire_timeout_{0};
+  std::atomic<uint64_t> commits_{0};
+  std::atomic<uint64_t> busy_refusals_{0};
 };
 
 }  // namespace sf::master
