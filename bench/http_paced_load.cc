@@ -4,7 +4,11 @@
 // that due time, not from when it was actually sent, so a stalled server shows up in the
 // percentiles instead of silently lowering the offered rate (coordinated omission).
 //
-//   http_paced_load HOST PORT PATH RATE SECONDS [CONNECTIONS]
+//   http_paced_load HOST PORT PATH RATE SECONDS [CONNECTIONS] [--post-bodies FILE]
+//
+// With --post-bodies, the requests are POSTs (Content-Type: application/json) whose bodies are
+// FILE's lines in turn: request i sends line i mod (number of lines) — bench/serve_load.sh sends
+// one sentence per request this way. Without it, GETs as before.
 //
 // Prints the offered and achieved rates, the latency percentiles and the non-200 count, as
 // "key: value" lines (bench/api_load.sh reads them). With $SF_TOKEN set, every request carries
@@ -19,6 +23,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -42,7 +47,21 @@ int main(int argc, char** argv) {
   app.add_option("RATE", rate, "requests per second, all connections together")->required()->check(CLI::Range(1.0, 1e6));
   app.add_option("SECONDS", seconds, "how long to offer load")->required()->check(CLI::Range(0.1, 3600.0));
   app.add_option("CONNECTIONS", connections, "keep-alive connections, one thread each")->check(CLI::Range(1, 1024));
+  std::string bodies_file;
+  app.add_option("--post-bodies", bodies_file, "POST these bodies (one per line, in turn) instead of GETs")
+      ->check(CLI::ExistingFile);
   if (auto exit_code = sf::cmdline::Parse(app, argc, argv)) return *exit_code;
+  std::vector<std::string> bodies;
+  if (!bodies_file.empty()) {
+    std::ifstream in(bodies_file);
+    for (std::string line; std::getline(in, line);) {
+      if (!line.empty()) bodies.push_back(line);
+    }
+    if (bodies.empty()) {
+      std::fprintf(stderr, "http_paced_load: %s has no bodies\n", bodies_file.c_str());
+      return 2;
+    }
+  }
 
   const int64_t total = static_cast<int64_t>(rate * seconds);
   const auto interval = std::chrono::duration<double>(1.0 / rate);
@@ -63,12 +82,13 @@ int main(int argc, char** argv) {
         return !ec;
       };
       bool connected = connect();
-      http::request<http::empty_body> req{http::verb::get, path, 11};
+      http::request<http::string_body> req{bodies.empty() ? http::verb::get : http::verb::post, path, 11};
       req.set(http::field::host, host);
       if (const char* token = std::getenv("SF_TOKEN"); token && *token) {
         req.set(http::field::authorization, std::string("Bearer ") + token);
       }
       req.keep_alive(true);
+      if (!bodies.empty()) req.set(http::field::content_type, "application/json");
       beast::flat_buffer buffer;
       // Connection c sends requests c, c + C, c + 2C, ...: together, one every 1/RATE seconds.
       for (int64_t i = c; i < total; i += connections) {
@@ -76,6 +96,10 @@ int main(int argc, char** argv) {
         std::this_thread::sleep_until(due);
         beast::error_code ec;
         if (!connected) connected = connect();
+        if (!bodies.empty()) {
+          req.body() = bodies[static_cast<size_t>(i) % bodies.size()];
+          req.prepare_payload();
+        }
         if (connected) {
           http::write(stream, req, ec);
           http::response<http::string_body> res;

@@ -3,7 +3,7 @@
 #
 #   steadfast-master  sf-master, the built dashboard, the SQL migrations, the systemd unit and
 #                     /etc/steadfast/master.yaml (a conffile)
-#   steadfast-agent   sf-agent with the sf-trainer (and its sf-spm helper) it spawns, the
+#   steadfast-agent   sf-agent with the sf-trainer (and its sf-spm helper) it spawns, sf-serve, the
 #                     `steadfast` Python package user trials import (/usr/lib/steadfast/python,
 #                     where sf-agent looks), the unit and /etc/steadfast/agent.env (a conffile)
 #   steadfast-cli     sf
@@ -25,6 +25,11 @@ endif()
 if(TARGET sf-agent AND TARGET sf-trainer AND TARGET sf-spm)
   install(TARGETS sf-agent sf-spm RUNTIME COMPONENT agent)
   install(PROGRAMS $<TARGET_FILE:sf-trainer> TYPE BIN COMPONENT agent)
+endif()
+# sf-serve translates with the trainer's engine and finds sf-spm beside itself, so it ships with
+# them; installed as built for the same RUNPATH reason as sf-trainer.
+if(TARGET sf-serve AND TARGET sf-spm)
+  install(PROGRAMS $<TARGET_FILE:sf-serve> TYPE BIN COMPONENT agent)
 endif()
 if(TARGET sf)
   install(TARGETS sf RUNTIME COMPONENT cli)

@@ -83,7 +83,7 @@ dpkg-deb -f "$scratch/out/steadfast-master_${version}_$(dpkg --print-architectur
   grep -q postgresql || fail "steadfast-master: does not recommend postgresql"
 
 # 2. The layout.
-for f in /usr/bin/sf-master /usr/bin/sf-agent /usr/bin/sf-trainer /usr/bin/sf-spm /usr/bin/sf; do
+for f in /usr/bin/sf-master /usr/bin/sf-agent /usr/bin/sf-trainer /usr/bin/sf-spm /usr/bin/sf-serve /usr/bin/sf; do
   [ -x "$root$f" ] || fail "layout: $f missing or not executable"
 done
 check_file /lib/systemd/system/steadfast-master.service unit
@@ -126,7 +126,7 @@ if command -v systemd-analyze >/dev/null; then
 fi
 
 # 4. The installed programs run from the scratch root.
-for cmd in sf-master sf-agent sf sf-trainer; do
+for cmd in sf-master sf-agent sf sf-trainer sf-serve; do
   if ! out=$("$root/usr/bin/$cmd" --help 2>&1); then
     fail "$cmd --help exited $?: $out"
   fi

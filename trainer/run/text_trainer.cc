@@ -32,6 +32,7 @@
 #include "trainer/run/model_setup.h"
 #include "trainer/run/text_run.h"
 #include "trainer/run/train_step.h"
+#include "trainer/run/translation_model.h"
 
 namespace sf {
 namespace fs = std::filesystem;
@@ -369,74 +370,24 @@ void AddTranslateFlags(CLI::App& cmd, TranslateCommandOptions* o) {
 }
 
 int RunTranslate(const TranslateCommandOptions& options) {
-  const std::string& checkpoint = options.checkpoint;
-  const int threads = options.threads;
-  if (threads > 0) omp_set_num_threads(threads);
-  auto ck = ReadCheckpoint(checkpoint);
-  if (!ck.ok()) {
-    std::fprintf(stderr, "sf-trainer translate: %s\n", ck.status().message().c_str());
+  if (options.threads > 0) omp_set_num_threads(options.threads);
+  auto loaded = TranslationModel::Load({options.checkpoint, options.device, options.cache});
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "sf-trainer translate: %s\n", loaded.status().message().c_str());
     return 2;
   }
-  // The weights describe their model (model.safetensors __metadata__); checkpoints from
-  // before that carry it in trainer_state.json only.
-  const Value* mv = ck->state.Find("model");
-  auto mc = ck->model_metadata.empty() ? ModelConfigFromValue(mv ? *mv : Value())
-                                       : ConfigFromMetadata(ck->model_metadata);
-  if (!mc.ok() || ck->sentencepiece_model.empty()) {
-    std::fprintf(stderr, "sf-trainer translate: checkpoint %s was not written by `sf-trainer train` on text (%s)\n",
-                 checkpoint.c_str(), mc.ok() ? "no tokenizer" : mc.status().message().c_str());
-    return 2;
-  }
-  auto src_tok = data::SentencePieceModel::FromSerialized(ck->sentencepiece_model);
-  if (!src_tok.ok()) {
-    std::fprintf(stderr, "sf-trainer translate: checkpoint tokenizer: %s\n", src_tok.status().message().c_str());
-    return 2;
-  }
-  std::unique_ptr<data::SentencePieceModel> tgt_tok;
-  if (!ck->sentencepiece_target_model.empty()) {
-    auto t = data::SentencePieceModel::FromSerialized(ck->sentencepiece_target_model);
-    if (!t.ok()) {
-      std::fprintf(stderr, "sf-trainer translate: checkpoint target tokenizer: %s\n", t.status().message().c_str());
-      return 2;
-    }
-    tgt_tok = std::move(*t);
-  }
-  auto device = ParseDevice(options.device);
-  if (!device.ok()) {
-    std::fprintf(stderr, "sf-trainer translate: --device: %s\n", device.status().message().c_str());
-    return 2;
-  }
-  if (device->device != Device::kCpu && !options.cache) {
-    std::fprintf(stderr, "sf-trainer translate: --no-cache is a CPU reference mode; the %s search always caches\n",
-                 device->description.c_str());
-    return 2;
-  }
-  auto backend = MakeTrainingBackend(*device);
-  if (!backend.ok()) {
-    std::fprintf(stderr, "sf-trainer translate: --device %s: %s\n", options.device.c_str(),
-                 backend.status().message().c_str());
-    return 2;
-  }
-  Transformer<float> model(*mc, backend->get(), DType::kF32);
-  Status st = LoadModelWeights(*ck, checkpoint, model);
-  if (!st.ok()) {
-    std::fprintf(stderr, "sf-trainer translate: %s\n", st.message().c_str());
-    return 2;
-  }
-  const Value* hp = ck->state.Find("hparams");
-  BeamOptions beam = BeamFromHyperparameters(hp ? *hp : Value(Value::Map{}));
+  TranslationModel& model = **loaded;
+  BeamOptions beam = model.default_beam();
   if (options.beam) beam.beam = *options.beam;
   if (options.lenpen) beam.lenpen = *options.lenpen;
   if (options.max_len_a) beam.max_len_a = *options.max_len_a;
   if (options.max_len_b) beam.max_len_b = *options.max_len_b;
   beam.max_sentences = options.batch_sentences;
   beam.max_tokens = options.max_tokens;
-  beam.cache = options.cache;
   if (beam.beam < 1) {
     std::fprintf(stderr, "sf-trainer translate: --beam must be >= 1\n");
     return 2;
   }
-  Translator translator(&model);
   // Read everything, translate in batches of sentences sorted by length, print in input order.
   std::vector<std::string> lines;
   std::string line;
@@ -444,7 +395,8 @@ int RunTranslate(const TranslateCommandOptions& options) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     lines.push_back(std::move(line));
   }
-  auto hyps = TranslateLines(translator, **src_tok, tgt_tok ? *tgt_tok : **src_tok, lines, beam, mc->max_positions - 3);
+  auto hyps = TranslateLines(model.translator(), model.source_tokenizer(), model.target_tokenizer(), lines, beam,
+                             model.max_source_tokens());
   if (!hyps.ok()) {
     std::fprintf(stderr, "sf-trainer translate: %s\n", hyps.status().message().c_str());
     return 1;

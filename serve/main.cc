@@ -1,0 +1,108 @@
+// sf-serve: a trained checkpoint answering translation requests over HTTP(S), with dynamic
+// batching (docs/serving.md; the contract is serve/translation_server.h).
+//
+//   sf-serve --checkpoint DIR [--bind 127.0.0.1] [--port 8090] [--threads N] [--device cpu]
+//            [--max-batch-tokens 4096] [--max-batch-sentences 64] [--max-wait-ms 5]
+//            [--max-queue 1024] [--tls-cert-file F --tls-key-file F] [--token-file F]
+//
+// The first stdout line is "listening on HOST:PORT" (with --port 0 the port picked), printed
+// once the socket listens and before the weights load (/ready turns 200 when they have).
+// SIGINT/SIGTERM stop it (exit 0). Exit status: 1 a run-time error (cannot listen), 2 bad usage
+// or a checkpoint, TLS file or token file that cannot be used.
+#include <omp.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "common/command_line.h"
+#include "common/log.h"
+#include "common/secret_file.h"
+#include "common/tls_files.h"
+#include "serve/translation_server.h"
+#include "trainer/run/translation_model.h"
+
+int main(int argc, char** argv) {
+  CLI::App app("Serve translations from a trained checkpoint over HTTP, batching concurrent requests.", "sf-serve");
+  sf::cmdline::UseDefaults(app);
+  sf::TranslationModelOptions model_options;
+  sf::serve::ServeOptions o;
+  int threads = 0;
+  int64_t max_wait_ms = 5;
+  std::string cert_file, key_file, token_file;
+  app.add_option("--checkpoint", model_options.checkpoint, "checkpoint directory (from sf-trainer train or a trial)")
+      ->required();
+  app.add_option("--bind", o.bind_address, "address to listen on");
+  app.add_option("--port", o.port, "port (0: pick a free one; the first stdout line names it)")
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--threads", threads, "OpenMP threads of the search (0: OpenMP's default)")
+      ->check(sf::cmdline::AtLeast(0));
+  app.add_option("--http-threads", o.http_threads, "HTTP worker threads")->check(sf::cmdline::AtLeast(1));
+  app.add_option("--device", model_options.device, "cpu, cuda (the first visible GPU), cuda:N or auto");
+  app.add_option("--max-batch-tokens", o.batching.max_batch_tokens, "source tokens of one batch (EOS included)")
+      ->check(sf::cmdline::AtLeast(1));
+  app.add_option("--max-batch-sentences", o.batching.max_batch_sentences, "sentences of one batch")
+      ->check(sf::cmdline::AtLeast(1));
+  app.add_option("--max-wait-ms", max_wait_ms, "longest a sentence waits for its batch to fill")
+      ->check(sf::cmdline::AtLeast(0));
+  app.add_option("--max-queue", o.batching.max_queue, "requests waiting for a batch; beyond it 503")
+      ->check(sf::cmdline::AtLeast(1));
+  app.add_option("--max-request-sentences", o.limits.max_sentences, "sentences of one request")
+      ->check(sf::cmdline::AtLeast(1));
+  app.add_option("--max-body-bytes", o.max_body_bytes, "largest request body; beyond it 413")
+      ->check(sf::cmdline::AtLeast(64));
+  app.add_option("--tls-cert-file", cert_file, "PEM certificate chain: serve HTTPS only (with --tls-key-file)");
+  app.add_option("--tls-key-file", key_file, "PEM private key of --tls-cert-file");
+  app.add_option("--token-file", token_file,
+                 "file (mode 600) whose first line is a bearer token every route but /health requires");
+  if (auto exit_code = sf::cmdline::Parse(app, argc, argv)) return *exit_code;
+  o.batching.max_wait = std::chrono::milliseconds(max_wait_ms);
+  if (cert_file.empty() != key_file.empty()) {
+    return sf::cmdline::UsageError(app, "--tls-cert-file and --tls-key-file go together", std::cerr);
+  }
+  if (!cert_file.empty()) {
+    auto cert = sf::LoadServerCertificate(cert_file, key_file);
+    if (!cert.ok()) return sf::cmdline::UsageError(app, cert.status().message(), std::cerr);
+    o.tls = std::move(*cert);
+  }
+  if (!token_file.empty()) {
+    auto token = sf::ReadSecretFile(token_file, "serve token", 16);
+    if (!token.ok()) return sf::cmdline::UsageError(app, token.status().message(), std::cerr);
+    o.token = std::move(*token);
+  }
+  if (threads > 0) omp_set_num_threads(threads);
+
+  // SIGINT/SIGTERM are taken by sigwait below: blocked here, before any thread starts.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  sf::serve::TranslationServer server(o);
+  if (sf::Status st = server.Start(); !st.ok()) {
+    std::fprintf(stderr, "sf-serve: %s\n", st.message().c_str());
+    return 1;
+  }
+  std::printf("listening on %s:%d\n", o.bind_address.c_str(), server.port());
+  std::fflush(stdout);
+
+  auto model = sf::TranslationModel::Load(model_options);
+  if (!model.ok()) {
+    std::fprintf(stderr, "sf-serve: %s\n", model.status().message().c_str());
+    return 2;
+  }
+  server.SetModel(model->get());
+  const sf::BeamOptions& beam = (*model)->default_beam();
+  sf::log::Info("serve", {{"event", "ready"}, {"checkpoint", model_options.checkpoint},
+                          {"port", std::to_string(server.port())}, {"threads", std::to_string(omp_get_max_threads())},
+                          {"beam", std::to_string(beam.beam)}, {"tls", o.tls.cert_chain_pem.empty() ? "off" : "on"},
+                          {"token", o.token.empty() ? "off" : "on"}});
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  sf::log::Info("serve", {{"event", "stopping"}, {"signal", std::to_string(signal_number)}});
+  server.Stop();  // before the model it translates with goes
+  return 0;
+}

@@ -1,0 +1,54 @@
+#include "trainer/run/translation_model.h"
+
+#include "trainer/models/weights_io.h"
+#include "trainer/run/checkpoint.h"
+#include "trainer/run/device_select.h"
+#include "trainer/run/model_setup.h"
+#include "trainer/run/text_run.h"
+
+namespace sf {
+
+TranslationModel::~TranslationModel() = default;
+
+int64_t TranslationModel::max_source_tokens() const { return model_->config().max_positions - 3; }
+
+Result<std::unique_ptr<TranslationModel>> TranslationModel::Load(const TranslationModelOptions& options) {
+  const std::string& checkpoint = options.checkpoint;
+  SF_ASSIGN_OR_RETURN(CheckpointContents ck, ReadCheckpoint(checkpoint));
+  // The weights describe their model (model.safetensors __metadata__); checkpoints from
+  // before that carry it in trainer_state.json only.
+  const Value* mv = ck.state.Find("model");
+  auto mc = ck.model_metadata.empty() ? ModelConfigFromValue(mv ? *mv : Value())
+                                      : ConfigFromMetadata(ck.model_metadata);
+  if (!mc.ok() || ck.sentencepiece_model.empty()) {
+    return InvalidArgument("checkpoint " + checkpoint + " was not written by `sf-trainer train` on text (" +
+                           (mc.ok() ? "no tokenizer" : mc.status().message()) + ")");
+  }
+  std::unique_ptr<TranslationModel> m(new TranslationModel());
+  auto source = data::SentencePieceModel::FromSerialized(ck.sentencepiece_model);
+  if (!source.ok()) return InvalidArgument("checkpoint tokenizer: " + source.status().message());
+  m->source_ = std::move(*source);
+  if (!ck.sentencepiece_target_model.empty()) {
+    auto target = data::SentencePieceModel::FromSerialized(ck.sentencepiece_target_model);
+    if (!target.ok()) return InvalidArgument("checkpoint target tokenizer: " + target.status().message());
+    m->target_ = std::move(*target);
+  }
+  auto device = ParseDevice(options.device);
+  if (!device.ok()) return InvalidArgument("--device: " + device.status().message());
+  if (device->device != Device::kCpu && !options.cache) {
+    return InvalidArgument("--no-cache is a CPU reference mode; the " + device->description +
+                           " search always caches");
+  }
+  auto backend = MakeTrainingBackend(*device);
+  if (!backend.ok()) return InvalidArgument("--device " + options.device + ": " + backend.status().message());
+  m->backend_ = std::move(*backend);
+  m->model_ = std::make_unique<Transformer<float>>(*mc, m->backend_.get(), DType::kF32);
+  SF_RETURN_IF_ERROR(LoadModelWeights(ck, checkpoint, *m->model_));
+  const Value* hp = ck.state.Find("hparams");
+  m->default_beam_ = BeamFromHyperparameters(hp ? *hp : Value(Value::Map{}));
+  m->default_beam_.cache = options.cache;
+  m->translator_ = std::make_unique<Translator>(m->model_.get());
+  return m;
+}
+
+}  // namespace sf
