@@ -96,5 +96,9 @@ void AddTrialCommands(CLI::App& sf, CommandAction& action);
 void AddAgentCommands(CLI::App& sf, CommandAction& action);
 // `sf checkpoint list|delete` (cli/checkpoint_commands.cc).
 void AddCheckpointCommands(CLI::App& sf, CommandAction& action);
+// `sf webhook create|list|delete|deliveries|test` (cli/webhook_commands.cc).
+void AddWebhookCommands(CLI::App& sf, CommandAction& action);
+// `sf model ...`, the model registry (cli/model_commands.cc).
+void AddModelCommands(CLI::App& sf, CommandAction& action);
 
 }  // namespace sf::cli

@@ -61,6 +61,8 @@ void AddClusterCommands(CLI::App& sf, CommandAction& action) {
   AddTrialCommands(sf, action);
   AddAgentCommands(sf, action);
   AddCheckpointCommands(sf, action);
+  AddWebhookCommands(sf, action);
+  AddModelCommands(sf, action);
 
   CLI::App* audit = sf.add_subcommand("audit", "the master's record of every change made through its API");
   audit->require_subcommand(1);

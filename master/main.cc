@@ -163,6 +163,7 @@ int main(int argc, char** argv) {
   utilization.Start();
   ApiHandlers handlers(&read_store, &cluster,
                        MasterInfo{SF_VERSION, "master-" + std::to_string(getpid()), config->cluster_name});
+  handlers.SetWriteDatabase(db->get());
   if (config->experiment_list_cache_ms > 0) {
     handlers.CacheExperimentPages(db->get(), std::chrono::milliseconds(config->experiment_list_cache_ms));
   }
@@ -180,6 +181,23 @@ int main(int argc, char** argv) {
     log::Error("master", {{"event", "revocations_failed"}, {"error", st.message()}});
     return 1;
   }
+  // Webhooks (docs/webhooks.md): their own two connections, and one more that LISTENs for the
+  // outbox trigger, so sending deliveries takes nothing from the coordinator.
+  auto webhook_db = Database::Open(config->db, 2, std::chrono::seconds(60));
+  if (!webhook_db.ok()) {
+    log::Error("master", {{"event", "db_open_failed"}, {"error", webhook_db.status().message()}});
+    return 1;
+  }
+  webhooks::WebhookOptions webhook_options;
+  webhook_options.retry.max_attempts = config->webhook_max_attempts;
+  webhook_options.retry.first = std::chrono::milliseconds(config->webhook_retry_first_ms);
+  webhook_options.retry.cap = std::chrono::seconds(config->webhook_retry_max_seconds);
+  webhook_options.timeout = std::chrono::seconds(config->webhook_timeout_seconds);
+  webhook_options.ca_file = config->webhook_ca_file;
+  webhook_options.senders = config->webhook_senders;
+  webhook_options.listen_connection = config->db;
+  webhooks::Webhooks hooks(webhook_db->get(), webhook_options);
+  hooks.Start();
   if (config->disable_auth) {
     log::Warn("master", {{"event", "AUTH_DISABLED"},
                          {"why", "--disable-auth: every caller of the REST and gRPC APIs may do everything"}});
@@ -207,6 +225,7 @@ int main(int argc, char** argv) {
   AgentLinkGrpcService agent_link(&cluster, &delivery_ledger, join_token);
   agent_link.SetRevocations(&revocations);
   api.SetRevocations(&revocations);
+  api.SetWebhooks(&hooks);
   TrialLinkGrpcService trial_link(&cluster, &*task_tokens);
 
   grpc::ServerBuilder builder;
@@ -249,6 +268,7 @@ int main(int argc, char** argv) {
   http_options.authorizer = &authorizer;
   http_options.login_limiter = &login_limiter;
   http_options.revocations = &revocations;
+  http_options.webhooks = &hooks;
   http_options.metrics_public = !config->metrics_require_auth;
   http_options.port = config->http_port;
   http_options.webui_dir = FindWebUi(config->webui_dir);
@@ -273,6 +293,7 @@ int main(int argc, char** argv) {
   http.Stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   utilization.Stop();
+  hooks.Stop();
   cluster.Stop();
   return 0;
 }

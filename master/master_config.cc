@@ -244,6 +244,34 @@ const std::map<std::string, Setting>& Settings() {
        {[](C& c, V v) { return WholeNumberIn("http_max_streams", v, 0, 65535, "streams", c.http_max_streams); }, "N",
         "concurrent log follows (server-sent events), one thread each; one more gets 503",
         [](const C& c) { return Text(c.http_max_streams); }}},
+      {"webhook_max_attempts",
+       {[](C& c, V v) { return WholeNumberIn("webhook_max_attempts", v, 1, 100, "attempts", c.webhook_max_attempts); },
+        "N", "attempts to deliver one webhook event before it is given up",
+        [](const C& c) { return Text(c.webhook_max_attempts); }}},
+      {"webhook_retry_first_ms",
+       {[](C& c, V v) {
+          return WholeNumberIn("webhook_retry_first_ms", v, 10, 3600000, "milliseconds", c.webhook_retry_first_ms);
+        },
+        "MS", "wait before a failed webhook delivery's first retry; each later wait doubles",
+        [](const C& c) { return Text(c.webhook_retry_first_ms); }}},
+      {"webhook_retry_max_seconds",
+       {[](C& c, V v) {
+          return WholeNumberIn("webhook_retry_max_seconds", v, 1, 86400, "seconds", c.webhook_retry_max_seconds);
+        },
+        "N", "the longest wait between two attempts of a webhook delivery",
+        [](const C& c) { return Text(c.webhook_retry_max_seconds); }}},
+      {"webhook_timeout_seconds",
+       {[](C& c, V v) {
+          return WholeNumberIn("webhook_timeout_seconds", v, 1, 300, "seconds", c.webhook_timeout_seconds);
+        },
+        "N", "one webhook attempt (connect, send, the answer's status) must finish within this",
+        [](const C& c) { return Text(c.webhook_timeout_seconds); }}},
+      {"webhook_ca_file", {[](C& c, V v) { c.webhook_ca_file = v; return Status::Ok(); }, "PATH",
+                           "PEM CA certificates https:// webhook receivers are verified by (empty: the system's)",
+                           [](const C& c) { return Text(c.webhook_ca_file); }}},
+      {"webhook_senders",
+       {[](C& c, V v) { return WholeNumberIn("webhook_senders", v, 1, 64, "threads", c.webhook_senders); }, "N",
+        "webhook deliveries in flight at once (one thread each)", [](const C& c) { return Text(c.webhook_senders); }}},
   };
   return *settings;
 }

@@ -64,6 +64,16 @@ struct MasterConfig {
   std::map<std::string, SchedulingMode> pool_schedulers;
   int preemption_grace_seconds = 300;
   int min_run_seconds = 60;
+  // Webhooks (docs/webhooks.md, master/webhooks/webhooks.h): attempts per delivery before it is
+  // given up, the first retry's delay (doubling up to webhook_retry_max_seconds), one attempt's
+  // timeout, the CA certificates https:// receivers are verified by (empty: the system's), and
+  // how many deliveries are in flight at once.
+  int webhook_max_attempts = 8;
+  int webhook_retry_first_ms = 1000;
+  int webhook_retry_max_seconds = 600;
+  int webhook_timeout_seconds = 10;
+  std::string webhook_ca_file;
+  int webhook_senders = 4;
 };
 
 // Parses argv (without argv[0]) and the environment (SF_DB, SF_GRPC_PORT, SF_HTTP_PORT,

@@ -102,6 +102,11 @@ class ApiHandlers {
 
   Cluster* cluster() { return cluster_; }
   Store* store() { return store_; }
+  // Where the methods that write without the coordinator (the model registry) write: the
+  // coordinator's pool, so their commits count for the list's cache and they never get the read
+  // pool's busy 503. Unset: the read store's pool (tests with one pool).
+  void SetWriteDatabase(Database* db) { writes_ = db; }
+  Database* writes() { return writes_ ? writes_ : store_->db(); }
 
  private:
   Result<steadfast::v1::ExperimentActionResponse> AfterAction(int64_t id, Status st);
@@ -112,6 +117,7 @@ class ApiHandlers {
   Store* store_;
   Cluster* cluster_;
   MasterInfo info_;
+  Database* writes_ = nullptr;
   std::unique_ptr<SnapshotCache<steadfast::v1::GetExperimentsResponse>> experiment_pages_;
 };
 

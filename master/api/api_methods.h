@@ -33,6 +33,10 @@
 
 namespace sf::master {
 
+namespace webhooks {
+class Webhooks;
+}  // namespace webhooks
+
 struct ApiDependencies {
   ApiHandlers* handlers = nullptr;
   Accounts* accounts = nullptr;             // null: the account methods answer kNotFound
@@ -40,6 +44,7 @@ struct ApiDependencies {
   Authorizer* authorizer = nullptr;         // null: no authentication (every check passes)
   AgentRevocations* revocations = nullptr;  // null: RevokeAgent/RestoreAgent answer kNotFound
   AuditLog* audit = nullptr;                // null: GetAuditLog answers kNotFound
+  webhooks::Webhooks* webhooks = nullptr;   // null: the webhook methods answer kNotFound
 };
 
 class ApiMethods {
@@ -67,6 +72,10 @@ class ApiMethods {
   }
   // Sessions, users, API tokens and workspaces (account_methods.cc).
   void AddAccountMethods();
+  // The model registry (model_methods.cc; docs/registry.md).
+  void AddModelMethods();
+  // Webhooks (webhook_methods.cc; docs/webhooks.md).
+  void AddWebhookMethods();
 
   ApiDependencies deps_;
   std::map<std::string, Method> methods_;

@@ -81,7 +81,7 @@ grpc::Status ApiGrpcService::Guard(grpc::ServerContext* ctx, const std::string& 
       r.experiment_id = request.GetReflection()->GetInt64(request, field);
     }
   }
-  // ... and the checkpoint, user or workspace one acts on in a string field of that name.
+  // ... and the checkpoint, user, workspace or model one acts on in a string field of that name.
   auto text = [&](const char* name) {
     const auto* field = request.GetDescriptor()->FindFieldByName(name);
     return field && field->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_STRING && !field->is_repeated()
@@ -91,6 +91,7 @@ grpc::Status ApiGrpcService::Guard(grpc::ServerContext* ctx, const std::string& 
   r.checkpoint_uuid = text("uuid");
   r.username = text("username");
   r.workspace = text("workspace");
+  r.model = text("name");  // kModel: the model's name or id
   return ToGrpc(authorizer_->Check(*p, need, action, r));
 }
 
@@ -221,6 +222,23 @@ SF_UNARY_RPC(ListWorkspaces, ListWorkspacesRequest, ListWorkspacesResponse, fals
 SF_UNARY_RPC(CreateWorkspace, CreateWorkspaceRequest, Workspace, true, r->name())
 SF_UNARY_RPC(SetWorkspaceMember, SetWorkspaceMemberRequest, WorkspaceMemberResponse, true, r->workspace() + "/" + r->username())
 SF_UNARY_RPC(RemoveWorkspaceMember, RemoveWorkspaceMemberRequest, WorkspaceMemberResponse, true, r->workspace() + "/" + r->username())
+// Model registry (docs/registry.md).
+SF_UNARY_RPC(CreateModel, CreateModelRequest, ModelResponse, true, r->name())
+SF_UNARY_RPC(ListModels, ListModelsRequest, ListModelsResponse, false, "")
+SF_UNARY_RPC(GetModel, GetModelRequest, GetModelResponse, false, "")
+SF_UNARY_RPC(UpdateModel, UpdateModelRequest, ModelResponse, true, r->name())
+SF_UNARY_RPC(ArchiveModel, ModelActionRequest, ModelResponse, true, r->name())
+SF_UNARY_RPC(UnarchiveModel, ModelActionRequest, ModelResponse, true, r->name())
+SF_UNARY_RPC(DeleteModel, DeleteModelRequest, DeleteModelResponse, true, r->name())
+SF_UNARY_RPC(RegisterModelVersion, RegisterModelVersionRequest, ModelVersionResponse, true, r->name())
+SF_UNARY_RPC(GetModelVersion, ModelVersionRequest, GetModelVersionResponse, false, "")
+SF_UNARY_RPC(DeleteModelVersion, ModelVersionRequest, DeleteModelVersionResponse, true, r->name() + "/" + std::to_string(r->version()))
+// Webhooks (docs/webhooks.md).
+SF_UNARY_RPC(CreateWebhook, CreateWebhookRequest, Webhook, true, std::to_string(r->experiment_id()))
+SF_UNARY_RPC(ListWebhooks, ListWebhooksRequest, ListWebhooksResponse, false, "")
+SF_UNARY_RPC(DeleteWebhook, DeleteWebhookRequest, DeleteWebhookResponse, true, std::to_string(r->id()))
+SF_UNARY_RPC(ListWebhookDeliveries, ListWebhookDeliveriesRequest, ListWebhookDeliveriesResponse, false, "")
+SF_UNARY_RPC(TestWebhook, TestWebhookRequest, TestWebhookResponse, true, std::to_string(r->id()))
 #undef SF_UNARY_RPC
 
 namespace {

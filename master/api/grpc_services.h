@@ -41,6 +41,11 @@ class ApiGrpcService final : public steadfast::v1::Api::Service {
     revocations_ = revocations;
     Rebuild();
   }
+  // The webhook methods act there (none when not set: NOT_FOUND).
+  void SetWebhooks(webhooks::Webhooks* hooks) {
+    webhooks_ = hooks;
+    Rebuild();
+  }
   // Authentication (as the REST server's, http_server.h): with `accounts` set, every call is
   // held to GrpcPolicy() (master/auth/access_policy.h) with the token from the `authorization:
   // Bearer TOKEN` metadata; a method without a policy entry is refused. Without, the caller is
@@ -138,6 +143,23 @@ class ApiGrpcService final : public steadfast::v1::Api::Service {
   grpc::Status CreateWorkspace(grpc::ServerContext*, const steadfast::v1::CreateWorkspaceRequest*, steadfast::v1::Workspace*) override;
   grpc::Status SetWorkspaceMember(grpc::ServerContext*, const steadfast::v1::SetWorkspaceMemberRequest*, steadfast::v1::WorkspaceMemberResponse*) override;
   grpc::Status RemoveWorkspaceMember(grpc::ServerContext*, const steadfast::v1::RemoveWorkspaceMemberRequest*, steadfast::v1::WorkspaceMemberResponse*) override;
+  // Model registry (docs/registry.md).
+  grpc::Status CreateModel(grpc::ServerContext*, const steadfast::v1::CreateModelRequest*, steadfast::v1::ModelResponse*) override;
+  grpc::Status ListModels(grpc::ServerContext*, const steadfast::v1::ListModelsRequest*, steadfast::v1::ListModelsResponse*) override;
+  grpc::Status GetModel(grpc::ServerContext*, const steadfast::v1::GetModelRequest*, steadfast::v1::GetModelResponse*) override;
+  grpc::Status UpdateModel(grpc::ServerContext*, const steadfast::v1::UpdateModelRequest*, steadfast::v1::ModelResponse*) override;
+  grpc::Status ArchiveModel(grpc::ServerContext*, const steadfast::v1::ModelActionRequest*, steadfast::v1::ModelResponse*) override;
+  grpc::Status UnarchiveModel(grpc::ServerContext*, const steadfast::v1::ModelActionRequest*, steadfast::v1::ModelResponse*) override;
+  grpc::Status DeleteModel(grpc::ServerContext*, const steadfast::v1::DeleteModelRequest*, steadfast::v1::DeleteModelResponse*) override;
+  grpc::Status RegisterModelVersion(grpc::ServerContext*, const steadfast::v1::RegisterModelVersionRequest*, steadfast::v1::ModelVersionResponse*) override;
+  grpc::Status GetModelVersion(grpc::ServerContext*, const steadfast::v1::ModelVersionRequest*, steadfast::v1::GetModelVersionResponse*) override;
+  grpc::Status DeleteModelVersion(grpc::ServerContext*, const steadfast::v1::ModelVersionRequest*, steadfast::v1::DeleteModelVersionResponse*) override;
+  // Webhooks (docs/webhooks.md).
+  grpc::Status CreateWebhook(grpc::ServerContext*, const steadfast::v1::CreateWebhookRequest*, steadfast::v1::Webhook*) override;
+  grpc::Status ListWebhooks(grpc::ServerContext*, const steadfast::v1::ListWebhooksRequest*, steadfast::v1::ListWebhooksResponse*) override;
+  grpc::Status DeleteWebhook(grpc::ServerContext*, const steadfast::v1::DeleteWebhookRequest*, steadfast::v1::DeleteWebhookResponse*) override;
+  grpc::Status ListWebhookDeliveries(grpc::ServerContext*, const steadfast::v1::ListWebhookDeliveriesRequest*, steadfast::v1::ListWebhookDeliveriesResponse*) override;
+  grpc::Status TestWebhook(grpc::ServerContext*, const steadfast::v1::TestWebhookRequest*, steadfast::v1::TestWebhookResponse*) override;
 
  private:
   void Rebuild() {
@@ -146,7 +168,8 @@ class ApiGrpcService final : public steadfast::v1::Api::Service {
                                                             .login_limiter = limiter_,
                                                             .authorizer = authorizer_,
                                                             .revocations = revocations_,
-                                                            .audit = audit_});
+                                                            .audit = audit_,
+                                                            .webhooks = webhooks_});
   }
   // Api method `name` from the table (api_methods.h), guarded and observed as Call does; the
   // caller Guard found goes to *who (for the audit record).
@@ -173,6 +196,7 @@ class ApiGrpcService final : public steadfast::v1::Api::Service {
   Authorizer* authorizer_ = nullptr;
   AgentRevocations* revocations_ = nullptr;
   LoginLimiter* limiter_ = nullptr;
+  webhooks::Webhooks* webhooks_ = nullptr;
   std::unique_ptr<ApiMethods> methods_;
 };
 

@@ -44,6 +44,7 @@
 #include "master/auth/agent_revocations.h"
 #include "master/auth/audit_log.h"
 #include "master/auth/login_limiter.h"
+#include "master/webhooks/webhooks.h"
 
 namespace sf::master {
 
@@ -71,6 +72,7 @@ struct HttpOptions {
   Authorizer* authorizer = nullptr;     // required with accounts
   LoginLimiter* login_limiter = nullptr;  // required with accounts
   AgentRevocations* revocations = nullptr;  // POST /api/v1/agents/{id}/revoke|restore; none: 404
+  webhooks::Webhooks* webhooks = nullptr;   // the /api/v1/webhooks methods; none: 404
   bool metrics_public = true;           // /metrics without credentials
   bool secure_cookies = false;          // the session cookie only over TLS
   // HTTPS with this certificate and key (PEM; common/tls_files.h); empty: plain HTTP.

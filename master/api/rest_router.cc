@@ -76,7 +76,8 @@ RestRouter::RestRouter(ApiHandlers* handlers, MasterMetrics* metrics, const Http
                                                             .login_limiter = options.login_limiter,
                                                             .authorizer = options.authorizer,
                                                             .revocations = options.revocations,
-                                                            .audit = options.audit})) {}
+                                                            .audit = options.audit,
+                                                            .webhooks = options.webhooks})) {}
 
 // Takes `body` by value: every caller passes a fresh string (the experiment list's can be
 // large), which is moved into the response rather than copied.
@@ -257,6 +258,7 @@ bool RestRouter::Gate(const Request& req, const std::string& peer, Response& res
     r.checkpoint_uuid = param("uuid");
     r.username = param("username");
     r.workspace = param("workspace");
+    r.model = param("name");
   }
   if (Status st = options_.authorizer->Check(p, need, action, r); !st.ok()) return refuse(st);
   return true;

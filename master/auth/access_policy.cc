@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "common/utf8.h"
+#include "master/db/model_store.h"
 
 namespace sf::master {
 
@@ -30,6 +31,8 @@ const char* NeedName(Need need) {
       return "workspace";
     case Need::kAdmin:
       return "admin";
+    case Need::kModel:
+      return "model";
   }
   return "?";
 }
@@ -46,6 +49,7 @@ std::optional<Need> NeedFromProto(steadfast::v1::AccessNeed need) {
     case v1::ACCESS_NEED_SELF: return Need::kSelf;
     case v1::ACCESS_NEED_WORKSPACE: return Need::kWorkspace;
     case v1::ACCESS_NEED_ADMIN: return Need::kAdmin;
+    case v1::ACCESS_NEED_MODEL: return Need::kModel;
     default: return std::nullopt;
   }
 }
@@ -168,6 +172,9 @@ Status Authorizer::Check(const Principal& p, Need need, const std::string& actio
     case Need::kSignedIn:
       return Status::Ok();
     case Need::kCreator:
+      if (p.role >= Role::kUser) return Status::Ok();
+      return PermissionDenied("user " + p.username + " may not " + action + ": role " + RoleName(p.role) +
+                              " only reads");
     case Need::kExperiments:
       if (p.role >= Role::kUser) return Status::Ok();
       return PermissionDenied("user " + p.username + " may not " + action + " experiments: role " +
@@ -185,6 +192,8 @@ Status Authorizer::Check(const Principal& p, Need need, const std::string& actio
     case Need::kAdmin:
       if (p.role == Role::kAdmin) return Status::Ok();
       return PermissionDenied("user " + p.username + " may not " + action + ": admins only");
+    case Need::kModel:
+      return MayActOnModel(p, r.model, action);
   }
   return PermissionDenied("no access rule");
 }
@@ -302,28 +311,41 @@ Status Authorizer::MayActOnCheckpoint(const Principal& p, const std::string& uui
   return refused.empty() ? Status::Ok() : refused.begin()->second;
 }
 
+Status Authorizer::MayActOnModel(const Principal& p, const std::string& model, const std::string& action) {
+  if (!p.authenticated()) return NoCredentials();
+  if (p.role == Role::kAdmin) return Status::Ok();
+  const std::string who = "user " + p.username + " may not " + action + " model \"" + ReplaceInvalidUtf8(model) + "\"";
+  if (p.role < Role::kUser) return PermissionDenied(who + ": role viewer only reads");
+  if (!IsText(model)) return Status::Ok();  // the handler refuses it
+  SF_ASSIGN_OR_RETURN(std::optional<ModelOwnership> m, ModelStore(db_).Ownership(model, p.user_id));
+  if (!m || m->owner == p.username || m->caller_workspace_role == "editor" || m->caller_workspace_role == "admin") {
+    return Status::Ok();
+  }
+  return PermissionDenied(who + ": it belongs to " + (m->owner.empty() ? "nobody" : m->owner) + " and " + p.username +
+                          " is not an editor of workspace " + m->workspace);
+}
+
 Status Authorizer::MayCreateIn(const Principal& p, int64_t workspace_id,
-                               const std::string& workspace) {
+                               const std::string& workspace, const std::string& what) {
   if (!p.authenticated()) return NoCredentials();
   if (p.role == Role::kAdmin) return Status::Ok();
   if (p.role < Role::kUser) {
-    return PermissionDenied("user " + p.username +
-                            " may not create experiments: role viewer only reads");
+    return PermissionDenied("user " + p.username + " may not create " + what + ": role viewer only reads");
   }
   if (workspace_id == Accounts::kDefaultWorkspace) return Status::Ok();
   SF_ASSIGN_OR_RETURN(std::string role, accounts_->WorkspaceRole(p.user_id, workspace_id));
   if (role == "editor" || role == "admin") return Status::Ok();
-  return PermissionDenied("user " + p.username + " may not create experiments in workspace " +
+  return PermissionDenied("user " + p.username + " may not create " + what + " in workspace " +
                           workspace + ": not an editor there");
 }
 
 Result<int64_t> Authorizer::WorkspaceForNewExperiment(const Principal& p,
-                                                      const std::string& workspace) {
+                                                      const std::string& workspace, const std::string& what) {
   int64_t id = Accounts::kDefaultWorkspace;
   if (!workspace.empty() && workspace != "Uncategorized") {
     SF_ASSIGN_OR_RETURN(id, accounts_->WorkspaceId(workspace));
   }
-  SF_RETURN_IF_ERROR(MayCreateIn(p, id, workspace.empty() ? "Uncategorized" : workspace));
+  SF_RETURN_IF_ERROR(MayCreateIn(p, id, workspace.empty() ? "Uncategorized" : workspace, what));
   return id;
 }
 

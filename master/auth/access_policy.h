@@ -25,6 +25,8 @@
 //     kSelf        the user named in the path, or an admin
 //     kWorkspace   an admin of the workspace named in the path, or an admin
 //     kAdmin       role admin
+//     kModel       act on the model the request names (`name`: its name or id): its owner (role
+//                  user), an editor or admin of its workspace, or an admin (docs/registry.md)
 // - Authorizer::Check answers OK or kPermissionDenied with one line that names the user, the
 //   action and the reason ("user bob may not kill experiment 12: it belongs to alice and bob is
 //   not an editor of workspace Uncategorized"). A resource that does not exist passes, so the
@@ -56,7 +58,7 @@ using api::RouteTableProblems;
 // The refusal for a request without credentials (401), the same on REST and gRPC.
 Status NoCredentials();
 
-enum class Need { kPublic, kSignedIn, kCreator, kExperiment, kExperiments, kCheckpoint, kSelf, kWorkspace, kAdmin };
+enum class Need { kPublic, kSignedIn, kCreator, kExperiment, kExperiments, kCheckpoint, kSelf, kWorkspace, kAdmin, kModel };
 const char* NeedName(Need need);
 // The proto's AccessNeed as a Need (ACCESS_NEED_UNSPECIFIED: nullopt).
 std::optional<Need> NeedFromProto(steadfast::v1::AccessNeed need);
@@ -90,6 +92,7 @@ struct Resource {
   std::string checkpoint_uuid;
   std::string username;
   std::string workspace;
+  std::string model;  // a model's name or id (kModel)
 };
 
 class Authorizer {
@@ -101,19 +104,24 @@ class Authorizer {
 
   Status MayActOnExperiment(const Principal& p, int64_t experiment_id, const std::string& action);
   Status MayActOnCheckpoint(const Principal& p, const std::string& uuid, const std::string& action);
+  // kModel: "user bob may not archive model \"m\": it belongs to alice and bob is not an editor of
+  // workspace W". A model that does not exist passes (the handler answers its 404).
+  Status MayActOnModel(const Principal& p, const std::string& model, const std::string& action);
   // The same for many at once, in one query (bulk actions): the refused ones, each with its
   // refusal; the others (and ids or uuids that do not exist) are absent.
   Result<std::map<int64_t, Status>> RefusedExperiments(const Principal& p, const std::vector<int64_t>& ids,
                                                        const std::string& action);
   Result<std::map<std::string, Status>> RefusedCheckpoints(const Principal& p, const std::vector<std::string>& uuids,
                                                            const std::string& action);
-  // Creating an experiment in workspace `workspace_id`: role user, and for a workspace other
-  // than Uncategorized, editor or admin there (or an admin).
-  Status MayCreateIn(const Principal& p, int64_t workspace_id, const std::string& workspace);
+  // Creating an experiment (or `what`: "models") in workspace `workspace_id`: role user, and for
+  // a workspace other than Uncategorized, editor or admin there (or an admin).
+  Status MayCreateIn(const Principal& p, int64_t workspace_id, const std::string& workspace,
+                     const std::string& what = "experiments");
   Status MayManageWorkspace(const Principal& p, const std::string& workspace);
-  // The id of the workspace a new experiment goes to (empty name: Uncategorized), once
+  // The id of the workspace a new experiment (or `what`) goes to (empty name: Uncategorized), once
   // MayCreateIn allows it; kNotFound for an unknown name.
-  Result<int64_t> WorkspaceForNewExperiment(const Principal& p, const std::string& workspace);
+  Result<int64_t> WorkspaceForNewExperiment(const Principal& p, const std::string& workspace,
+                                            const std::string& what = "experiments");
 
  private:
   Accounts* accounts_;

@@ -5,6 +5,7 @@
 #include <system_error>
 
 #include "common/log.h"
+#include "master/db/model_store.h"
 #include "master/housekeeping/experiment_deletion.h"
 
 namespace sf::master {
@@ -101,6 +102,8 @@ Result<std::vector<DeletedCheckpoint>> MarkCheckpointsForRetention(Database* db,
              experiment_id)) {
       pinned.insert(row[0].as<std::string>());
     }
+    // A model version's checkpoint is never removed (docs/registry.md).
+    pinned.merge(RegisteredCheckpointsOf(tx, experiment_id));
     std::vector<std::string> drop = SelectCheckpointsToDelete(active, policy, pinned);
     if (drop.empty()) return Status::Ok();
     for (const std::string& uuid : drop) {
@@ -163,6 +166,7 @@ Status DeleteCheckpoint(Database* db, const std::string& uuid, const std::string
       return FailedPrecondition("checkpoint " + uuid + " is where trial " + r[0][7].as<std::string>() +
                                 " (continued from it) would resume");
     }
+    if (auto why = CheckpointVersionRefusal(tx, uuid)) return FailedPrecondition(*why);
     deleted.path = r[0][1].as<std::string>();
     config::ParseResult parsed = config::ParseExperimentConfig(r[0][5].as<std::string>());
     experiment_dir = ExperimentCheckpointDir(parsed.ok() ? *parsed.config : config::ExperimentConfig{},

@@ -10,7 +10,8 @@
 //   - a checkpoint kept by any rule stays, and so does every pinned one: for each trial that is
 //     not finished (queued, running, paused, restarting), its newest checkpoint, which its next
 //     run restores from; and any checkpoint that an unfinished trial of another experiment was
-//     continued from (`sf experiment continue`) and has as its latest. Everything else is deleted.
+//     continued from (`sf experiment continue`) and has as its latest, and every checkpoint that
+//     is a model version (docs/registry.md). Everything else is deleted.
 // Ties go to the checkpoint with more batches, then to the smaller uuid, so the rule is a
 // function of its input.
 //
@@ -79,8 +80,8 @@ int RemoveCheckpointDirectories(const std::vector<DeletedCheckpoint>& deleted, c
 // Explicit deletion of one checkpoint (`sf checkpoint delete`): marks it DELETED and removes its
 // directory (inside its experiment's checkpoint directory, as above). OK if it was already
 // deleted; kNotFound for an unknown uuid; kFailedPrecondition for a checkpoint an unfinished
-// trial would resume from (its newest, or the one another experiment's trial was continued from);
-// kInvalidArgument for an empty uuid or one with a NUL.
+// trial would resume from (its newest, or the one another experiment's trial was continued from)
+// and for a model version's checkpoint (naming the model and version); kInvalidArgument for an empty uuid or one with a NUL.
 Status DeleteCheckpoint(Database* db, const std::string& uuid, const std::string& default_root);
 
 class CheckpointRetention {

@@ -4,6 +4,7 @@
 #include <system_error>
 
 #include "common/log.h"
+#include "master/db/model_store.h"
 
 namespace sf::master {
 namespace fs = std::filesystem;
@@ -52,6 +53,9 @@ Result<DeletedExperiment> DeleteExperimentRows(Database* db, int64_t id, const s
                                 needed[0][0].as<std::string>() + " of experiment " + needed[0][1].as<std::string>() +
                                 " continues from; delete it once that trial has finished");
     }
+    // A model version's checkpoint is kept, row and files: the experiment waits for the version
+    // to be deleted (docs/registry.md).
+    if (auto why = ExperimentVersionRefusal(tx, id)) return FailedPrecondition(*why);
     // The stored config was valid when it was submitted; should it no longer parse (a field
     // renamed since), the master's default root is where its checkpoints went.
     config::ParseResult parsed = config::ParseExperimentConfig(row[0][1].as<std::string>());

@@ -1,7 +1,9 @@
 // Deleting an experiment for good: its rows and its checkpoints' files.
 //
 // Contract: only a terminal experiment (COMPLETED, CANCELED, ERROR) is deleted, and not while an
-// unfinished trial of another experiment was continued from one of its checkpoints. The rows go in
+// unfinished trial of another experiment was continued from one of its checkpoints, nor while
+// one of its checkpoints is a model version (kFailedPrecondition naming the model and version:
+// docs/registry.md). The rows go in
 // one transaction (the experiment row, locked FOR UPDATE and re-checked there; trials,
 // allocations, metrics, logs, checkpoints and the searcher snapshot follow by ON DELETE
 // CASCADE), so a failure leaves everything in place. The files are removed afterwards and

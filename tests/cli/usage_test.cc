@@ -74,6 +74,24 @@ const std::set<std::string> kCommands = {
     "sf checkpoint",
     "sf checkpoint list",
     "sf checkpoint delete",
+    "sf model",
+    "sf model create",
+    "sf model list",
+    "sf model describe",
+    "sf model edit",
+    "sf model register",
+    "sf model archive",
+    "sf model unarchive",
+    "sf model delete",
+    "sf model version",
+    "sf model version describe",
+    "sf model version delete",
+    "sf webhook",
+    "sf webhook create",
+    "sf webhook list",
+    "sf webhook delete",
+    "sf webhook deliveries",
+    "sf webhook test",
     "sf master",
     "sf master info",
     "sf deploy",
@@ -258,6 +276,11 @@ TEST(SfUsageTest, MissingPositionalIsNamed) {
   ExpectUsageError({"checkpoint", "list"}, "sf checkpoint list", "EXPERIMENT_ID");
   ExpectUsageError({"checkpoint", "delete", "--json"}, "sf checkpoint delete", "UUID");
   ExpectUsageError({"config", "validate", "--json"}, "sf config validate", "FILE");
+  ExpectUsageError({"model", "register", "wmt-de-en"}, "sf model register", "--checkpoint");
+  ExpectUsageError({"model", "version", "delete", "wmt-de-en"}, "sf model version delete", "VERSION");
+  ExpectUsageError({"webhook", "delete"}, "sf webhook delete", "ID");
+  ExpectUsageError({"webhook", "create", "--on", "COMPLETED"}, "sf webhook create", "--url");
+  ExpectUsageError({"webhook", "create", "--url", "https://x.example"}, "sf webhook create", "--on");
 }
 
 TEST(SfUsageTest, UnknownOrMissingCommand) {

@@ -56,6 +56,7 @@ Want Expected(Need need, const std::string& caller) {
     case Need::kExperiment:
     case Need::kExperiments:
     case Need::kCheckpoint:
+    case Need::kModel:  // the model's owner, or an editor of its workspace ("team")
       return caller == "owner" || caller == "member" ? Want::kAllowed : Want::k403;
     case Need::kSelf:
       return caller == "owner" ? Want::kAllowed : Want::k403;  // path user: owner
@@ -173,6 +174,21 @@ class AccessMatrix : public ::testing::Test {
     return {id, uuid};
   }
 
+  // A fresh model of owner's in workspace "team" whose version 1 is a fresh experiment's
+  // checkpoint (docs/registry.md).
+  static std::string FreshModel() {
+    static int made = 0;
+    const std::string name = "matrix-model-" + std::to_string(++made);
+    const std::string uuid = FreshExperiment().second;
+    auto [code, body] = Call(owner_token_, "POST", "/api/v1/models",
+                             Value(Value::Map{{"name", name}, {"workspace", "team"}}).ToJson());
+    EXPECT_EQ(code, 200) << body.ToJson();
+    auto [registered, reply] = Call(owner_token_, "POST", "/api/v1/models/" + name + "/versions",
+                                    Value(Value::Map{{"checkpointUuid", uuid}}).ToJson());
+    EXPECT_EQ(registered, 200) << reply.ToJson();
+    return name;
+  }
+
   static Cluster* cluster_;
   static std::vector<Caller> callers_;
   static std::string owner_token_;
@@ -213,8 +229,13 @@ TEST_F(AccessMatrix, EveryRestRouteAnswersEveryCallerAsThePolicySays) {
       fill("{agent}", "matrix-agent");
       // {username}: "owner" for a password (kSelf), else the spare user "target".
       fill("{username}", rule.route.find("/password") != std::string::npos ? "owner" : "target");
-      fill("{id}",
-           rule.route.rfind("/api/v1/tokens/", 0) == 0 ? "999999" : std::to_string(experiment));
+      // Tokens and webhooks: one that does not exist (the handler answers 404 to whoever passes).
+      fill("{id}", rule.route.rfind("/api/v1/tokens/", 0) == 0 || rule.route.rfind("/api/v1/webhooks/", 0) == 0
+                       ? "999999"
+                       : std::to_string(experiment));
+      // Models: a fresh one of owner's in "team", with version 1.
+      if (rule.route.find("{name}") != std::string::npos) fill("{name}", FreshModel());
+      fill("{version}", "1");
       std::string body;
       if (rule.route == "/api/v1/auth/login") {
         body = Value(Value::Map{{"username", "admin"}, {"password", cluster_->admin_password()}})
@@ -223,6 +244,12 @@ TEST_F(AccessMatrix, EveryRestRouteAnswersEveryCallerAsThePolicySays) {
         body = Value(Value::Map{{"configYaml", TinyExperiment(1, 100, 50, "matrix")},
                                 {"activate", false}})
                    .ToJson();
+      } else if (rule.route == "/api/v1/models") {
+        body = Value(Value::Map{{"name", "made-by-" + caller.name}}).ToJson();
+      } else if (rule.route == "/api/v1/models/{name}/versions") {
+        body = Value(Value::Map{{"checkpointUuid", uuid}}).ToJson();
+      } else if (rule.route == "/api/v1/models/{name}") {
+        body = R"({"description":"edited in the matrix"})";
       } else if (rule.route == "/api/v1/unmanaged-trials") {
         body = Value(Value::Map{{"configYaml", kUnmanagedConfig}}).ToJson();
       } else if (rule.route == "/api/v1/checkpoints/delete") {
@@ -317,6 +344,24 @@ TEST(AccessPolicyTable, IsTheDocumentedOne) {
       {"POST /api/v1/workspaces", "creator"},
       {"PUT /api/v1/workspaces/{workspace}/members/{username}", "workspace"},
       {"DELETE /api/v1/workspaces/{workspace}/members/{username}", "workspace"},
+      // The model registry (docs/registry.md).
+      {"POST /api/v1/models", "creator"},
+      {"GET /api/v1/models", "signed-in"},
+      {"GET /api/v1/models/{name}", "signed-in"},
+      {"PUT /api/v1/models/{name}", "model"},
+      {"DELETE /api/v1/models/{name}", "model"},
+      {"POST /api/v1/models/{name}/archive", "model"},
+      {"POST /api/v1/models/{name}/unarchive", "model"},
+      {"POST /api/v1/models/{name}/versions", "model"},
+      {"GET /api/v1/models/{name}/versions/{version}", "signed-in"},
+      {"DELETE /api/v1/models/{name}/versions/{version}", "model"},
+      // Webhooks (docs/webhooks.md): the handler adds the per-object rules (acting on the
+      // experiment named, admins for every experiment, the owner or an admin for the rest).
+      {"POST /api/v1/webhooks", "creator"},
+      {"GET /api/v1/webhooks", "signed-in"},
+      {"DELETE /api/v1/webhooks/{id}", "signed-in"},
+      {"GET /api/v1/webhooks/{id}/deliveries", "signed-in"},
+      {"POST /api/v1/webhooks/{id}/test", "signed-in"},
   };
   for (const char* a : {"pause", "activate", "kill", "archive", "unarchive"}) {
     documented[std::string("POST /api/v1/experiments/{id}/") + a] = "experiment";
@@ -338,9 +383,22 @@ TEST(AccessPolicyTable, IsTheDocumentedOne) {
         {"ActivateUser", "admin"},     {"DeactivateUser", "admin"},   {"SetUserPassword", "self"},
         {"ListTokens", "signed-in"},   {"CreateToken", "signed-in"},  {"RevokeToken", "signed-in"},
         {"ListWorkspaces", "signed-in"}, {"CreateWorkspace", "creator"}, {"SetWorkspaceMember", "workspace"},
-        {"RemoveWorkspaceMember", "workspace"}};
+        {"RemoveWorkspaceMember", "workspace"},
+        // Webhooks: as their REST twins above.
+        {"CreateWebhook", "creator"},  {"ListWebhooks", "signed-in"}, {"DeleteWebhook", "signed-in"},
+        {"ListWebhookDeliveries", "signed-in"}, {"TestWebhook", "signed-in"}};
     if (auto a = kAccounts.find(method); a != kAccounts.end()) {
       EXPECT_EQ(master::NeedName(rule.first), a->second) << method;
+      continue;
+    }
+    // The model registry: as their REST twins above.
+    static const std::map<std::string, std::string> kModels = {
+        {"CreateModel", "creator"},     {"ListModels", "signed-in"},  {"GetModel", "signed-in"},
+        {"UpdateModel", "model"},       {"ArchiveModel", "model"},    {"UnarchiveModel", "model"},
+        {"DeleteModel", "model"},       {"RegisterModelVersion", "model"}, {"GetModelVersion", "signed-in"},
+        {"DeleteModelVersion", "model"}};
+    if (auto m = kModels.find(method); m != kModels.end()) {
+      EXPECT_EQ(master::NeedName(rule.first), m->second) << method;
       continue;
     }
     const std::string want = method == "GetAuditLog" || method == "RevokeAgent" || method == "RestoreAgent"
@@ -387,8 +445,10 @@ TEST_F(AccessMatrix, EveryRouteTheApiDescribesHasAPolicyEntry) {
 }
 
 // Calls one Api method by name with a request naming `experiment` (and its checkpoint).
+// `model` is a fresh model of owner's with version 1 (for the model registry's methods).
 grpc::Status CallGrpc(v1::Api::Stub& stub, const std::string& method, const std::string& token,
-                      int64_t experiment, const std::string& uuid, const std::string& admin_password) {
+                      int64_t experiment, const std::string& uuid, const std::string& admin_password,
+                      const std::string& model = "") {
   static int made = 0;  // names for what a call creates, unique per call
   const std::string unique = "grpc-" + std::to_string(++made);
   grpc::ClientContext ctx;
@@ -575,6 +635,24 @@ grpc::Status CallGrpc(v1::Api::Stub& stub, const std::string& method, const std:
           (r.set_workspace("team"), r.set_username("target"), r.set_role("viewer")))
   SF_CALL(RemoveWorkspaceMember, RemoveWorkspaceMemberRequest, WorkspaceMemberResponse,
           (r.set_workspace("team"), r.set_username("target")))
+  // Webhooks: a creation the handler refuses as bad input (no URL), and ids that do not exist.
+  SF_CALL(CreateWebhook, CreateWebhookRequest, Webhook, r.add_events("COMPLETED"))
+  SF_CALL(ListWebhooks, ListWebhooksRequest, ListWebhooksResponse, (void)0)
+  SF_CALL(DeleteWebhook, DeleteWebhookRequest, DeleteWebhookResponse, r.set_id(999999))
+  SF_CALL(ListWebhookDeliveries, ListWebhookDeliveriesRequest, ListWebhookDeliveriesResponse, r.set_id(999999))
+  SF_CALL(TestWebhook, TestWebhookRequest, TestWebhookResponse, r.set_id(999999))
+  // The model registry: a fresh model, version 1, a fresh checkpoint to register.
+  SF_CALL(CreateModel, CreateModelRequest, ModelResponse, r.set_name("made-by-" + unique))
+  SF_CALL(ListModels, ListModelsRequest, ListModelsResponse, (void)0)
+  SF_CALL(GetModel, GetModelRequest, GetModelResponse, r.set_name(model))
+  SF_CALL(UpdateModel, UpdateModelRequest, ModelResponse, (r.set_name(model), r.set_description("edited")))
+  SF_CALL(ArchiveModel, ModelActionRequest, ModelResponse, r.set_name(model))
+  SF_CALL(UnarchiveModel, ModelActionRequest, ModelResponse, r.set_name(model))
+  SF_CALL(DeleteModel, DeleteModelRequest, DeleteModelResponse, (r.set_name(model), r.set_force(true)))
+  SF_CALL(RegisterModelVersion, RegisterModelVersionRequest, ModelVersionResponse,
+          (r.set_name(model), r.set_checkpoint_uuid(uuid)))
+  SF_CALL(GetModelVersion, ModelVersionRequest, GetModelVersionResponse, (r.set_name(model), r.set_version(1)))
+  SF_CALL(DeleteModelVersion, ModelVersionRequest, DeleteModelVersionResponse, (r.set_name(model), r.set_version(1)))
 #undef SF_CALL
   ADD_FAILURE() << "Api." << method << " is not called by this test: add it to CallGrpc";
   return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, method);
@@ -594,7 +672,8 @@ TEST_F(AccessMatrix, EveryGrpcMethodAnswersEveryCallerAsThePolicySays) {
         << "Api." << method << " has no policy entry (access_policy.h)";
     for (const Caller& caller : callers_) {
       auto [experiment, uuid] = FreshExperiment();
-      grpc::Status st = CallGrpc(*stub, method, caller.token, experiment, uuid, cluster_->admin_password());
+      const std::string model = method.find("Model") != std::string::npos ? FreshModel() : "";
+      grpc::Status st = CallGrpc(*stub, method, caller.token, experiment, uuid, cluster_->admin_password(), model);
       if (method == "DeactivateUser" && st.ok()) Call(callers_.back().token, "POST", "/api/v1/users/target/activate", "");
       const Want got = st.error_code() == grpc::StatusCode::UNAUTHENTICATED     ? Want::k401
                        : st.error_code() == grpc::StatusCode::PERMISSION_DENIED ? Want::k403

@@ -47,6 +47,27 @@ class MigratedDatabaseTest : public sf::testing::PostgresTest {
     }
   }
 
+  // The experiment of trial `trial` (0, with a failure, when the database refuses).
+  int64_t ExperimentOf(int64_t trial) {
+    int64_t experiment = 0;
+    EXPECT_TRUE(db_->Transact("read", [&](pqxx::work& tx) {
+                     experiment =
+                         tx.exec_params1("SELECT experiment_id FROM trials WHERE id = $1", trial)[0].as<int64_t>();
+                     return Status::Ok();
+                   }).ok());
+    return experiment;
+  }
+
+  // The state of checkpoint `uuid`: ACTIVE or DELETED.
+  std::string CheckpointState(const std::string& uuid) {
+    std::string state;
+    EXPECT_TRUE(db_->Transact("read", [&](pqxx::work& tx) {
+                     state = tx.exec_params1("SELECT state FROM checkpoints WHERE uuid = $1", uuid)[0].as<std::string>();
+                     return Status::Ok();
+                   }).ok());
+    return state;
+  }
+
   std::unique_ptr<Database> db_;
 };
 

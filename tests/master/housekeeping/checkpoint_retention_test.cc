@@ -94,11 +94,7 @@ class CheckpointRetentionDb : public testing::MigratedDatabaseTest {
     if (HasFatalFailure()) return;
     CreateRunningTrials("retention", 2, &trials_);
     if (HasFatalFailure()) return;
-    ASSERT_TRUE(db_->Transact("read", [&](pqxx::work& tx) {
-                     experiment_ = tx.exec_params1("SELECT experiment_id FROM trials WHERE id = $1", trials_[0])[0]
-                                       .as<int64_t>();
-                     return Status::Ok();
-                   }).ok());
+    experiment_ = ExperimentOf(trials_[0]);
     experiment_dir_ = dir_.path() + "/experiment-" + std::to_string(experiment_);
   }
 
@@ -119,14 +115,7 @@ class CheckpointRetentionDb : public testing::MigratedDatabaseTest {
     ASSERT_TRUE(store.InsertCheckpoint(c).ok());
   }
 
-  std::string State(const std::string& uuid) {
-    std::string state;
-    EXPECT_TRUE(db_->Transact("read", [&](pqxx::work& tx) {
-                     state = tx.exec_params1("SELECT state FROM checkpoints WHERE uuid = $1", uuid)[0].as<std::string>();
-                     return Status::Ok();
-                   }).ok());
-    return state;
-  }
+  std::string State(const std::string& uuid) { return CheckpointState(uuid); }
 
   void SetTrialState(int64_t trial, const std::string& state) {
     TrialUpdate u;

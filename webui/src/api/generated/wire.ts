@@ -106,6 +106,13 @@ export interface CreateExperimentResponse {
   experiment?: Experiment;
 }
 
+export interface CreateModelRequest {
+  description?: string;
+  labels?: string[];
+  name?: string;
+  workspace?: string;
+}
+
 export interface CreateTokenRequest {
   expiresInSeconds?: string; // int64
   name?: string;
@@ -132,6 +139,12 @@ export interface CreateUserRequest {
   username?: string;
 }
 
+export interface CreateWebhookRequest {
+  events?: string[];
+  experimentId?: string; // int64
+  url?: string;
+}
+
 export interface CreateWorkspaceRequest {
   name?: string;
 }
@@ -154,6 +167,12 @@ export interface DeleteCheckpointsResponse {
 }
 
 export interface DeleteExperimentResponse {}
+
+export interface DeleteModelResponse {}
+
+export interface DeleteModelVersionResponse {}
+
+export interface DeleteWebhookResponse {}
 
 export interface Empty {}
 
@@ -240,6 +259,21 @@ export interface GetMeResponse {
   workspaces?: WorkspaceMembership[];
 }
 
+export interface GetModelResponse {
+  model?: Model;
+  versions?: ModelVersion[];
+}
+
+export interface GetModelVersionResponse {
+  bestValidationMetric?: number;
+  checkpoint?: Checkpoint;
+  latestValidation?: MetricReport;
+  latestValidationMetric?: number;
+  metric?: string;
+  smallerIsBetter?: boolean;
+  version?: ModelVersion;
+}
+
 export interface GetResourcePoolsResponse {
   resourcePools?: ResourcePool[];
 }
@@ -267,12 +301,25 @@ export interface Health {
   status?: string;
 }
 
+export interface ListModelsResponse {
+  models?: Model[];
+  pagination?: Pagination;
+}
+
 export interface ListTokensResponse {
   tokens?: Token[];
 }
 
 export interface ListUsersResponse {
   users?: User[];
+}
+
+export interface ListWebhookDeliveriesResponse {
+  deliveries?: WebhookDelivery[];
+}
+
+export interface ListWebhooksResponse {
+  webhooks?: Webhook[];
 }
 
 export interface ListWorkspacesResponse {
@@ -312,12 +359,52 @@ export interface MetricReport {
   };
 }
 
+export interface Model {
+  archived?: boolean;
+  createdAt?: string; // date-time
+  description?: string;
+  id?: string; // int64
+  labels?: string[];
+  latestVersion?: number;
+  name?: string;
+  numVersions?: number;
+  owner?: string;
+  updatedAt?: string; // date-time
+  workspace?: string;
+}
+
+export interface ModelResponse {
+  model?: Model;
+}
+
+export interface ModelVersion {
+  checkpointUuid?: string;
+  createdAt?: string; // date-time
+  creator?: string;
+  experimentId?: string; // int64
+  modelId?: string; // int64
+  modelName?: string;
+  notes?: string;
+  trialId?: string; // int64
+  version?: number;
+}
+
+export interface ModelVersionResponse {
+  version?: ModelVersion;
+}
+
 export interface Pagination {
   endIndex?: number;
   limit?: number;
   offset?: number;
   startIndex?: number;
   total?: number;
+}
+
+export interface RegisterModelVersionRequest {
+  checkpointUuid?: string;
+  name?: string;
+  notes?: string;
 }
 
 export interface ResourcePool {
@@ -360,6 +447,10 @@ export interface Slot {
   uuid?: string;
 }
 
+export interface TestWebhookResponse {
+  delivery?: WebhookDelivery;
+}
+
 export interface Token {
   createdAt?: string; // date-time
   expiresAt?: string; // date-time
@@ -391,6 +482,13 @@ export interface Trial {
   totalBatches?: string; // int64
 }
 
+export interface UpdateModelRequest {
+  addLabels?: string[];
+  description?: string;
+  name?: string;
+  removeLabels?: string[];
+}
+
 export interface User {
   active?: boolean;
   createdAt?: string; // date-time
@@ -408,6 +506,39 @@ export interface UtilizationPoint {
   slotsBusy?: number;
   slotsBusyMax?: number;
   slotsTotal?: number;
+  time?: string; // date-time
+}
+
+export interface Webhook {
+  createdAt?: string; // date-time
+  events?: string[];
+  experimentId?: string; // int64
+  id?: string; // int64
+  owner?: string;
+  secret?: string;
+  url?: string;
+}
+
+export interface WebhookDelivery {
+  attemptLog?: WebhookDeliveryAttempt[];
+  attempts?: number;
+  createdAt?: string; // date-time
+  deliveredAt?: string; // date-time
+  id?: string;
+  lastError?: string;
+  lastStatusCode?: number;
+  nextAttemptAt?: string; // date-time
+  payloadJson?: string;
+  state?: string;
+  type?: string;
+  webhookId?: string; // int64
+}
+
+export interface WebhookDeliveryAttempt {
+  attempt?: number;
+  durationMs?: number;
+  error?: string;
+  statusCode?: number;
   time?: string; // date-time
 }
 
@@ -437,17 +568,23 @@ export const operations = {
   "ActivateUser": {"method":"POST","path":"/api/v1/users/{username}/activate","pathParams":["username"],"queryParams":[]},
   "ArchiveExperiment": {"method":"POST","path":"/api/v1/experiments/{id}/archive","pathParams":["id"],"queryParams":[]},
   "ArchiveExperiments": {"method":"POST","path":"/api/v1/experiments/archive","pathParams":[],"queryParams":[]},
+  "ArchiveModel": {"method":"POST","path":"/api/v1/models/{name}/archive","pathParams":["name"],"queryParams":[]},
   "ContinueExperiment": {"method":"POST","path":"/api/v1/experiments/{id}/continue","pathParams":["id"],"queryParams":[]},
   "CreateExperiment": {"method":"POST","path":"/api/v1/experiments","pathParams":[],"queryParams":[]},
+  "CreateModel": {"method":"POST","path":"/api/v1/models","pathParams":[],"queryParams":[]},
   "CreateToken": {"method":"POST","path":"/api/v1/tokens","pathParams":[],"queryParams":[]},
   "CreateUnmanagedTrial": {"method":"POST","path":"/api/v1/unmanaged-trials","pathParams":[],"queryParams":[]},
   "CreateUser": {"method":"POST","path":"/api/v1/users","pathParams":[],"queryParams":[]},
+  "CreateWebhook": {"method":"POST","path":"/api/v1/webhooks","pathParams":[],"queryParams":[]},
   "CreateWorkspace": {"method":"POST","path":"/api/v1/workspaces","pathParams":[],"queryParams":[]},
   "DeactivateUser": {"method":"POST","path":"/api/v1/users/{username}/deactivate","pathParams":["username"],"queryParams":[]},
   "DeleteCheckpoint": {"method":"DELETE","path":"/api/v1/checkpoints/{uuid}","pathParams":["uuid"],"queryParams":[]},
   "DeleteCheckpoints": {"method":"POST","path":"/api/v1/checkpoints/delete","pathParams":[],"queryParams":[]},
   "DeleteExperiment": {"method":"DELETE","path":"/api/v1/experiments/{id}","pathParams":["id"],"queryParams":[]},
   "DeleteExperiments": {"method":"POST","path":"/api/v1/experiments/delete","pathParams":[],"queryParams":[]},
+  "DeleteModel": {"method":"DELETE","path":"/api/v1/models/{name}","pathParams":["name"],"queryParams":["force"]},
+  "DeleteModelVersion": {"method":"DELETE","path":"/api/v1/models/{name}/versions/{version}","pathParams":["name","version"],"queryParams":[]},
+  "DeleteWebhook": {"method":"DELETE","path":"/api/v1/webhooks/{id}","pathParams":["id"],"queryParams":[]},
   "GetAgents": {"method":"GET","path":"/api/v1/agents","pathParams":[],"queryParams":[]},
   "GetAuditLog": {"method":"GET","path":"/api/v1/audit","pathParams":[],"queryParams":["since","limit","actor"]},
   "GetClusterUtilization": {"method":"GET","path":"/api/v1/cluster/utilization","pathParams":[],"queryParams":["since","pool"]},
@@ -458,6 +595,8 @@ export const operations = {
   "GetExperiments": {"method":"GET","path":"/api/v1/experiments","pathParams":[],"queryParams":["states","name","sort_by","descending","offset","limit","include_archived","fields"]},
   "GetMaster": {"method":"GET","path":"/api/v1/master","pathParams":[],"queryParams":[]},
   "GetMe": {"method":"GET","path":"/api/v1/auth/me","pathParams":[],"queryParams":[]},
+  "GetModel": {"method":"GET","path":"/api/v1/models/{name}","pathParams":["name"],"queryParams":[]},
+  "GetModelVersion": {"method":"GET","path":"/api/v1/models/{name}/versions/{version}","pathParams":["name","version"],"queryParams":[]},
   "GetResourcePools": {"method":"GET","path":"/api/v1/resource-pools","pathParams":[],"queryParams":[]},
   "GetTrial": {"method":"GET","path":"/api/v1/trials/{id}","pathParams":["id"],"queryParams":[]},
   "GetTrialLogs": {"method":"GET","path":"/api/v1/trials/{id}/logs","pathParams":["id"],"queryParams":["after_id","limit","follow","search"]},
@@ -465,14 +604,18 @@ export const operations = {
   "Health": {"method":"GET","path":"/health","pathParams":[],"queryParams":[]},
   "KillExperiment": {"method":"POST","path":"/api/v1/experiments/{id}/kill","pathParams":["id"],"queryParams":[]},
   "KillExperiments": {"method":"POST","path":"/api/v1/experiments/kill","pathParams":[],"queryParams":[]},
+  "ListModels": {"method":"GET","path":"/api/v1/models","pathParams":[],"queryParams":["name","label","include_archived","workspace","sort_by","descending","offset","limit"]},
   "ListTokens": {"method":"GET","path":"/api/v1/tokens","pathParams":[],"queryParams":["all"]},
   "ListUsers": {"method":"GET","path":"/api/v1/users","pathParams":[],"queryParams":[]},
+  "ListWebhookDeliveries": {"method":"GET","path":"/api/v1/webhooks/{id}/deliveries","pathParams":["id"],"queryParams":["limit"]},
+  "ListWebhooks": {"method":"GET","path":"/api/v1/webhooks","pathParams":[],"queryParams":[]},
   "ListWorkspaces": {"method":"GET","path":"/api/v1/workspaces","pathParams":[],"queryParams":[]},
   "Login": {"method":"POST","path":"/api/v1/auth/login","pathParams":[],"queryParams":[]},
   "Logout": {"method":"POST","path":"/api/v1/auth/logout","pathParams":[],"queryParams":[]},
   "OpenApi": {"method":"GET","path":"/api/v1/openapi.json","pathParams":[],"queryParams":[]},
   "PauseExperiment": {"method":"POST","path":"/api/v1/experiments/{id}/pause","pathParams":["id"],"queryParams":[]},
   "PauseExperiments": {"method":"POST","path":"/api/v1/experiments/pause","pathParams":[],"queryParams":[]},
+  "RegisterModelVersion": {"method":"POST","path":"/api/v1/models/{name}/versions","pathParams":["name"],"queryParams":[]},
   "RemoveWorkspaceMember": {"method":"DELETE","path":"/api/v1/workspaces/{workspace}/members/{username}","pathParams":["workspace","username"],"queryParams":[]},
   "RestoreAgent": {"method":"POST","path":"/api/v1/agents/{agent}/restore","pathParams":["agent"],"queryParams":[]},
   "RevokeAgent": {"method":"POST","path":"/api/v1/agents/{agent}/revoke","pathParams":["agent"],"queryParams":[]},
@@ -480,8 +623,11 @@ export const operations = {
   "SetUserPassword": {"method":"POST","path":"/api/v1/users/{username}/password","pathParams":["username"],"queryParams":[]},
   "SetUserRole": {"method":"POST","path":"/api/v1/users/{username}/role","pathParams":["username"],"queryParams":[]},
   "SetWorkspaceMember": {"method":"PUT","path":"/api/v1/workspaces/{workspace}/members/{username}","pathParams":["workspace","username"],"queryParams":[]},
+  "TestWebhook": {"method":"POST","path":"/api/v1/webhooks/{id}/test","pathParams":["id"],"queryParams":[]},
   "UnarchiveExperiment": {"method":"POST","path":"/api/v1/experiments/{id}/unarchive","pathParams":["id"],"queryParams":[]},
-  "UnarchiveExperiments": {"method":"POST","path":"/api/v1/experiments/unarchive","pathParams":[],"queryParams":[]}
+  "UnarchiveExperiments": {"method":"POST","path":"/api/v1/experiments/unarchive","pathParams":[],"queryParams":[]},
+  "UnarchiveModel": {"method":"POST","path":"/api/v1/models/{name}/unarchive","pathParams":["name"],"queryParams":[]},
+  "UpdateModel": {"method":"PUT","path":"/api/v1/models/{name}","pathParams":["name"],"queryParams":[]}
 } as const;
 
 export type OperationId = keyof typeof operations;
@@ -514,6 +660,11 @@ export interface OperationTypes {
     request: BulkExperimentActionRequest;
     response: BulkExperimentActionResponse;
   };
+  ArchiveModel: {
+    query: {};
+    request: undefined;
+    response: ModelResponse;
+  };
   ContinueExperiment: {
     query: {};
     request: ContinueExperimentRequest;
@@ -523,6 +674,11 @@ export interface OperationTypes {
     query: {};
     request: CreateExperimentRequest;
     response: CreateExperimentResponse;
+  };
+  CreateModel: {
+    query: {};
+    request: CreateModelRequest;
+    response: ModelResponse;
   };
   CreateToken: {
     query: {};
@@ -538,6 +694,11 @@ export interface OperationTypes {
     query: {};
     request: CreateUserRequest;
     response: UserResponse;
+  };
+  CreateWebhook: {
+    query: {};
+    request: CreateWebhookRequest;
+    response: Webhook;
   };
   CreateWorkspace: {
     query: {};
@@ -568,6 +729,23 @@ export interface OperationTypes {
     query: {};
     request: BulkExperimentActionRequest;
     response: BulkExperimentActionResponse;
+  };
+  DeleteModel: {
+    query: {
+      force?: boolean;
+    };
+    request: undefined;
+    response: DeleteModelResponse;
+  };
+  DeleteModelVersion: {
+    query: {};
+    request: undefined;
+    response: DeleteModelVersionResponse;
+  };
+  DeleteWebhook: {
+    query: {};
+    request: undefined;
+    response: DeleteWebhookResponse;
   };
   GetAgents: {
     query: {};
@@ -638,6 +816,16 @@ export interface OperationTypes {
     request: undefined;
     response: GetMeResponse;
   };
+  GetModel: {
+    query: {};
+    request: undefined;
+    response: GetModelResponse;
+  };
+  GetModelVersion: {
+    query: {};
+    request: undefined;
+    response: GetModelVersionResponse;
+  };
   GetResourcePools: {
     query: {};
     request: undefined;
@@ -684,6 +872,20 @@ export interface OperationTypes {
     request: BulkExperimentActionRequest;
     response: BulkExperimentActionResponse;
   };
+  ListModels: {
+    query: {
+      name?: string;
+      label?: string;
+      include_archived?: boolean;
+      workspace?: string;
+      sort_by?: string;
+      descending?: boolean;
+      offset?: number;
+      limit?: number;
+    };
+    request: undefined;
+    response: ListModelsResponse;
+  };
   ListTokens: {
     query: {
       all?: boolean;
@@ -695,6 +897,18 @@ export interface OperationTypes {
     query: {};
     request: undefined;
     response: ListUsersResponse;
+  };
+  ListWebhookDeliveries: {
+    query: {
+      limit?: number;
+    };
+    request: undefined;
+    response: ListWebhookDeliveriesResponse;
+  };
+  ListWebhooks: {
+    query: {};
+    request: undefined;
+    response: ListWebhooksResponse;
   };
   ListWorkspaces: {
     query: {};
@@ -725,6 +939,11 @@ export interface OperationTypes {
     query: {};
     request: BulkExperimentActionRequest;
     response: BulkExperimentActionResponse;
+  };
+  RegisterModelVersion: {
+    query: {};
+    request: RegisterModelVersionRequest;
+    response: ModelVersionResponse;
   };
   RemoveWorkspaceMember: {
     query: {};
@@ -761,6 +980,11 @@ export interface OperationTypes {
     request: SetWorkspaceMemberRequest;
     response: WorkspaceMemberResponse;
   };
+  TestWebhook: {
+    query: {};
+    request: undefined;
+    response: TestWebhookResponse;
+  };
   UnarchiveExperiment: {
     query: {};
     request: undefined;
@@ -770,5 +994,15 @@ export interface OperationTypes {
     query: {};
     request: BulkExperimentActionRequest;
     response: BulkExperimentActionResponse;
+  };
+  UnarchiveModel: {
+    query: {};
+    request: undefined;
+    response: ModelResponse;
+  };
+  UpdateModel: {
+    query: {};
+    request: UpdateModelRequest;
+    response: ModelResponse;
   };
 }
