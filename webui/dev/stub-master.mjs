@@ -17,6 +17,7 @@ import { readFile, stat } from 'node:fs/promises';
 import { extname, join, normalize } from 'node:path';
 import { createAuthStub } from '../e2e/auth-stub.mjs';
 import { createRouter, loadOperations } from './api-routes.mjs';
+import { modelHandlers } from './model-fixtures.mjs';
 
 /** A stub that cannot start says why in one line and exits 1. */
 function startOrExit(what, fn) {
@@ -145,6 +146,31 @@ for (let i = 0; i < 5; i++) {
   e.state = ['EXPERIMENT_STATE_COMPLETED', 'EXPERIMENT_STATE_CANCELED', 'EXPERIMENT_STATE_COMPLETED', 'EXPERIMENT_STATE_ERROR', 'EXPERIMENT_STATE_COMPLETED'][i];
   e.endTime = new Date(Date.parse(e.startTime) + 1800e3 * (i + 1)).toISOString();
 }
+// seed: a model registry over the seeded sweeps' last checkpoints (read-only in the dashboard)
+const models = {
+  models: [
+    { id: '1', name: 'seed-sweep', description: 'Best checkpoints of the seeded sweeps', labels: ['nlp', 'demo'], owner: 'ada', workspace: 'Uncategorized', createdAt: now(), updatedAt: now() },
+    { id: '2', name: 'empty-model', description: '', labels: [], owner: 'grace', workspace: 'Uncategorized', createdAt: now(), updatedAt: now() },
+    { id: '3', name: 'retired', description: 'Archived', labels: [], owner: 'alan', workspace: 'Uncategorized', archived: true, createdAt: now(), updatedAt: now() },
+  ],
+  versions: [],
+  source: (v) => {
+    const e = exps.get(Number(v.experimentId)), t = trials.get(Number(v.trialId));
+    const latestValidation = metrics.get(Number(v.trialId))?.filter((r) => r.kind === 'validation').at(-1);
+    return { checkpoint: ckpts.find((c) => c.uuid === v.checkpointUuid), metric: e?.metric ?? '', smallerIsBetter: false, bestValidationMetric: t?.bestValidationMetric, latestValidationMetric: t?.latestValidationMetric, latestValidation };
+  },
+};
+for (const eid of ['1', '3', '5']) {
+  const c = ckpts.filter((x) => x.experimentId === eid).at(-1);
+  if (!c) continue;
+  const version = models.versions.length + 1;
+  models.versions.push({ modelId: '1', modelName: 'seed-sweep', version, checkpointUuid: c.uuid, experimentId: c.experimentId, trialId: c.trialId, notes: `from experiment ${eid}`, creator: 'ada', createdAt: now() });
+}
+for (const m of models.models) {
+  const vs = models.versions.filter((v) => v.modelId === m.id);
+  m.numVersions = vs.length;
+  m.latestVersion = vs.at(-1)?.version ?? 0;
+}
 setInterval(tick, 500);
 
 const send = (res, status, body) => {
@@ -260,6 +286,7 @@ const handlers = {
     const since = Number(url.searchParams.get('since') ?? 0) * 1000;
     return send(res, 200, { points: [...utilization.values()].filter((u) => Date.parse(u.time) >= since) });
   },
+  ...modelHandlers(models, { send, err }),
   'GET /api/v1/master': (req, res) => {
     const slots = agents.flatMap((a) => a.slots);
     return send(res, 200, { version: '0.1.0-stub', masterId: 'stub', clusterName: 'dev', connectedAgents: agents.length, totalSlots: slots.length, usedSlots: slots.filter((s) => s.trialId).length });

@@ -10,6 +10,8 @@
 // (default e2e-artifacts/offline). Run after `npm run build`: `npm run test:browser`.
 import { existsSync, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { createRouter, loadOperations } from '../dev/api-routes.mjs';
+import { fixedModelStore, modelHandlers } from '../dev/model-fixtures.mjs';
 import { createAuthStub } from './auth-stub.mjs';
 import { launch } from './browser.mjs';
 import { serveDist } from './static-server.mjs';
@@ -40,6 +42,8 @@ try {
       ['experiment', '/#/experiments/3', null],
       ['trial', '/#/trials/7', null],
       ['cluster', '/#/cluster', 'Cluster'],
+      ['models', '/#/models', 'Models'],
+      ['model', '/#/models/wmt-de-en', null],
       ['deep-link', '/experiments/3', null],
     ]) {
       await page.goto(url + path);
@@ -71,7 +75,7 @@ try {
       await page.goto('about:blank');
       await page.goto(url + '/#/experiments');
       await page.waitForSelector('[data-testid="error-banner"]');
-      for (let i = 0; i < 4; i++) await page.keyboard.press('Tab'); // skip link, brand, Experiments, Cluster
+      for (let i = 0; i < 5; i++) await page.keyboard.press('Tab'); // skip link, brand, Experiments, Models, Cluster
       check((await page.evaluate(() => document.activeElement?.textContent)) === 'Cluster', 'Tab reaches the Cluster link', await page.evaluate(() => document.activeElement?.outerHTML));
       await page.keyboard.press('Enter');
       await page.waitForURL(/#\/cluster/);
@@ -84,10 +88,98 @@ try {
     check(errors.length === 0, `${w}px no uncaught page errors`, errors.join(' | '));
     await page.close();
   }
+  await modelsFlow(browser);
   await loginFlow(browser);
 } finally {
   await browser.close();
   server.close();
+}
+
+/** The model registry pages against the description's routes with dev/model-fixtures.mjs: with
+ *  data, with an empty registry, and with the master answering errors. */
+async function modelsFlow(browser) {
+  let mode = 'data'; // data | empty | error
+  const send = (res, status, body) => {
+    res.writeHead(status, { 'Content-Type': 'application/json' });
+    res.end(JSON.stringify(body));
+  };
+  const err = (res, status, code, message) => send(res, status, { code, message, details: [] });
+  const stores = { data: fixedModelStore(), empty: { models: [], versions: [], source: () => ({}) } };
+  const routers = Object.fromEntries(Object.entries(stores).map(([k, st]) => [k, createRouter(loadOperations(), modelHandlers(st, { send, err }), 'e2e/offline.e2e.mjs')]));
+  const api = async (req, res, url) => {
+    if (mode === 'error' && url.pathname.startsWith('/api/v1/models')) return err(res, 503, 14, 'database unreachable');
+    const route = routers[mode === 'error' ? 'data' : mode].match(req.method, url.pathname);
+    if (route.status !== 200 || !route.handler) return err(res, 404, 5, `no route ${req.method} ${url.pathname}`); // /auth/me too: no login
+    return route.handler(req, res, url, route.params, {});
+  };
+  const { server: modelServer, url: base } = await serveDist(dist, 0, api);
+  try {
+    for (const [w, h] of [[1280, 900], [375, 800]]) {
+      const page = await browser.newPage({ viewport: { width: w, height: h } });
+      const errors = [];
+      page.on('pageerror', (e) => errors.push(e.message));
+      const rows = (sel) => page.locator(sel).count();
+      const what = (s) => `models ${w}px: ${s}`;
+      try {
+        mode = 'data';
+        await page.goto(`${base}/#/models`);
+        await page.waitForSelector('[data-testid="model-row"]', { timeout: 15000 });
+        check((await rows('[data-testid="model-row"]')) === 2, what('the list shows the unarchived models'), String(await rows('[data-testid="model-row"]')));
+        check((await page.getAttribute('nav[aria-label="Main"] a[href="#/models"]', 'aria-current')) === 'page', what('"Models" is the current navigation item'));
+        const wmt = page.locator('[data-testid="model-row"][data-name="wmt-de-en"]');
+        check(/nlp/.test(await wmt.locator('[data-testid="model-labels"]').innerText()) && (await wmt.locator('[data-testid="model-versions"]').innerText()) === '2', what('a row shows labels and the versions count'));
+        await page.screenshot({ path: join(ART, `models-${w}.png`), fullPage: true });
+        await page.check('[data-testid="model-filter-archived"]');
+        await page.waitForSelector('[data-testid="model-row"][data-name="old-baseline"]', { timeout: 10000 }).then(() => check(page.url().includes('archived=1'), what('Show archived lists archived models, in the URL')), () => check(false, what('Show archived lists archived models')));
+        await page.fill('[data-testid="model-filter-name"]', 'zzz');
+        await page.waitForSelector('[data-testid="empty-state"]', { timeout: 10000 }).then(() => check(true, what('a name that matches nothing says so')), () => check(false, what('a name that matches nothing says so')));
+        await page.fill('[data-testid="model-filter-name"]', 'tiny');
+        await page.waitForFunction(() => document.querySelectorAll('[data-testid="model-row"]').length === 1, null, { timeout: 10000 }).then(() => check(page.url().includes('name=tiny'), what('the name filter narrows the list, in the URL'), page.url()), () => check(false, what('the name filter narrows the list')));
+        await page.click('[data-testid="model-row"] a');
+        await page.waitForSelector('[data-testid="model-summary"]', { timeout: 10000 });
+        check(/No versions yet/.test(await page.innerText('[data-testid="empty-state"]').catch(() => '')), what('a model without versions says how to register one'));
+
+        await page.goto(`${base}/#/models/wmt-de-en`);
+        await page.waitForSelector('[data-testid="version-row"]', { timeout: 15000 });
+        check((await page.innerText('[data-testid="model-description"]')) === 'German to English', what('the model page shows the description'));
+        check((await rows('[data-testid="version-row"]')) === 2, what('one row per version'));
+        const v3 = page.locator('[data-testid="version-row"][data-version="3"]');
+        await page.waitForFunction(() => document.querySelector('[data-testid="version-row"][data-version="3"] [data-testid="version-best"]')?.textContent === '31.25', null, { timeout: 10000 }).catch(() => {});
+        check((await v3.locator('[data-testid="version-best"]').innerText()) === '31.25' && (await v3.locator('[data-testid="version-latest"]').innerText()) === '30.5', what("a version shows its trial's best and latest metric"), await v3.innerText());
+        check((await v3.locator('a[href="#/trials/12"]').count()) === 1 && (await v3.locator('a[href="#/experiments/4"]').count()) === 1, what('a version links to its source trial and experiment'));
+        check(/1f3c0000-0000-4000-8000-000000000003/.test(await v3.locator('[data-testid="version-checkpoint"]').innerText()), what("a version shows its checkpoint's UUID"));
+        await page.screenshot({ path: join(ART, `model-${w}.png`), fullPage: true });
+        await v3.locator('a[href="#/trials/12"]').click();
+        await page.waitForURL(/#\/trials\/12$/, { timeout: 5000 }).then(() => check(true, what('the trial link opens the trial page')), () => check(false, what('the trial link opens the trial page'), page.url()));
+
+        await page.goto(`${base}/#/models/nope`);
+        const nf = await page.locator('[data-testid="error-banner"]').waitFor({ timeout: 10000 }).then(() => page.innerText('[data-testid="error-banner"]'), () => '');
+        check(/Model "nope" was not found/.test(nf) && /does not exist/.test(nf), what('an unknown model says it was not found'), nf);
+
+        mode = 'empty';
+        await page.goto('about:blank');
+        await page.goto(`${base}/#/models`);
+        const empty = await page.locator('[data-testid="empty-state"]').waitFor({ timeout: 10000 }).then(() => page.innerText('[data-testid="empty-state"]'), () => '');
+        check(/No models yet/.test(empty), what('an empty registry says how to add a model'), empty);
+
+        mode = 'error';
+        for (const path of ['/#/models', '/#/models/wmt-de-en']) {
+          await page.goto('about:blank');
+          await page.goto(base + path);
+          const b = await page.locator('[data-testid="error-banner"]').waitFor({ timeout: 10000 }).then(() => page.innerText('[data-testid="error-banner"]'), () => '');
+          check(/database unreachable/.test(b) && (await page.locator('[data-testid="error-banner"] button', { hasText: 'Retry' }).count()) === 1, what(`${path}: the master's error is shown with Retry`), b);
+        }
+        await page.screenshot({ path: join(ART, `models-error-${w}.png`), fullPage: true });
+      } catch (e) {
+        check(false, what('the models flow ran to the end'), e.message);
+        await page.screenshot({ path: join(ART, `models-failure-${w}.png`), fullPage: true }).catch(() => {});
+      }
+      check(errors.length === 0, what('no uncaught page errors'), errors.join(' | '));
+      await page.close();
+    }
+  } finally {
+    modelServer.close();
+  }
 }
 
 /** The login flow against auth-stub.mjs plus a two-experiment list. */

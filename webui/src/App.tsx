@@ -14,6 +14,8 @@ import { ExperimentsList } from './pages/ExperimentsList';
 import { ExperimentPage } from './pages/ExperimentPage';
 import { TrialPage } from './pages/TrialPage';
 import { ClusterPage } from './pages/ClusterPage';
+import { ModelsList } from './pages/ModelsList';
+import { ModelPage } from './pages/ModelPage';
 
 class Boundary extends Component<{ children: ReactNode; resetKey: string }, { error?: Error; key?: string }> {
   state: { error?: Error; key?: string } = {};
@@ -40,6 +42,15 @@ class Boundary extends Component<{ children: ReactNode; resetKey: string }, { er
   }
 }
 
+/** A path segment decoded; as it was when it is not valid percent-encoding. */
+function safeDecode(s: string): string {
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    return s;
+  }
+}
+
 export function App() {
   return (
     <SessionProvider>
@@ -58,7 +69,11 @@ function Shell() {
   if (parts.length === 0 || (parts[0] === 'experiments' && parts.length === 1)) page = <ExperimentsList route={route} />;
   else if (parts[0] === 'experiments' && /^\d+$/.test(parts[1])) page = <ExperimentPage key={parts[1]} id={Number(parts[1])} route={route} />;
   else if (parts[0] === 'trials' && /^\d+$/.test(parts[1] ?? '')) page = <TrialPage key={parts[1]} id={Number(parts[1])} route={route} />;
-  else if (parts[0] === 'cluster') {
+  else if (parts[0] === 'models' && parts.length <= 2) {
+    const name = parts[1] === undefined ? undefined : safeDecode(parts[1]);
+    page = name === undefined ? <ModelsList route={route} /> : <ModelPage key={name} name={name} />;
+    section = 'models';
+  } else if (parts[0] === 'cluster') {
     page = <ClusterPage />;
     section = 'cluster';
   } else if (parts[0] === 'tokens') {
@@ -94,6 +109,9 @@ function Shell() {
           <nav aria-label="Main">
             <a href="#/experiments" aria-current={section === 'experiments' ? 'page' : undefined}>
               Experiments
+            </a>
+            <a href="#/models" aria-current={section === 'models' ? 'page' : undefined}>
+              Models
             </a>
             <a href="#/cluster" aria-current={section === 'cluster' ? 'page' : undefined}>
               Cluster

@@ -26,6 +26,10 @@ import type {
   MasterInfo,
   MetricKind,
   MetricReport,
+  Model,
+  ModelsQuery,
+  ModelVersion,
+  ModelVersionDetail,
   Pagination,
   ResourcePool,
   Trial,
@@ -42,6 +46,9 @@ import {
   normLog,
   normMaster,
   normMetric,
+  normModel,
+  normModelVersion,
+  normModelVersionDetail,
   normPagination,
   normResourcePool,
   normToken,
@@ -242,6 +249,25 @@ export class ApiClient extends ApiTransport {
       clearTimeout(timer);
       es?.close();
     };
+  }
+
+  // ---------- model registry (docs/registry.md); `name` may also be the model's id ----------
+
+  async getModels(q: ModelsQuery = {}, signal?: AbortSignal): Promise<{ models: Model[]; pagination: Pagination }> {
+    const j = await this.call('ListModels', { query: { ...q }, signal });
+    const models = list(j.models).map(normModel);
+    return { models, pagination: normPagination(j.pagination, models.length) };
+  }
+
+  /** A model and its versions (ascending by number, as the master lists them). */
+  async getModel(name: string, signal?: AbortSignal): Promise<{ model: Model; versions: ModelVersion[] }> {
+    const j = await this.call('GetModel', { path: { name }, signal });
+    return { model: normModel(j.model), versions: list(j.versions).map(normModelVersion) };
+  }
+
+  /** One version with its checkpoint and its source trial's validation results. */
+  async getModelVersion(name: string, version: number, signal?: AbortSignal): Promise<ModelVersionDetail> {
+    return normModelVersionDetail(await this.call('GetModelVersion', { path: { name, version }, signal }));
   }
 
   async getAgents(signal?: AbortSignal): Promise<Agent[]> {

@@ -13,6 +13,9 @@ import type {
   LogLine,
   MasterInfo,
   MetricReport,
+  Model,
+  ModelVersion,
+  ModelVersionDetail,
   Pagination,
   ResourcePool,
   Slot,
@@ -236,4 +239,49 @@ export function normToken(j: NonNullable<ResponseOf<'ListTokens'>['tokens']>[num
 export function normUser(j: NonNullable<ResponseOf<'ListUsers'>['users']>[number] | undefined): User {
   const o = msg(j);
   return { username: str(o.username), role: role(o.role), active: o.active === undefined ? true : bool(o.active), createdAt: optStr(o.createdAt) };
+}
+
+export function normModel(j: wire.Model | undefined): Model {
+  const o = msg(j);
+  return {
+    id: num(o.id),
+    name: str(o.name),
+    description: str(o.description),
+    labels: list(o.labels).map(str).filter((l) => l !== ''),
+    owner: str(o.owner),
+    workspace: str(o.workspace),
+    archived: bool(o.archived),
+    numVersions: num(o.numVersions),
+    latestVersion: num(o.latestVersion),
+    createdAt: optStr(o.createdAt),
+    updatedAt: optStr(o.updatedAt),
+  };
+}
+
+export function normModelVersion(j: wire.ModelVersion | undefined): ModelVersion {
+  const o = msg(j);
+  return {
+    modelId: num(o.modelId),
+    modelName: str(o.modelName),
+    version: num(o.version),
+    checkpointUuid: str(o.checkpointUuid),
+    experimentId: num(o.experimentId),
+    trialId: num(o.trialId),
+    notes: str(o.notes),
+    creator: str(o.creator),
+    createdAt: optStr(o.createdAt),
+  };
+}
+
+export function normModelVersionDetail(j: ResponseOf<'GetModelVersion'> | undefined): ModelVersionDetail {
+  const o = msg(j);
+  return {
+    version: normModelVersion(o.version),
+    checkpoint: o.checkpoint && typeof o.checkpoint === 'object' ? normCheckpoint(o.checkpoint) : undefined,
+    metric: str(o.metric),
+    smallerIsBetter: bool(o.smallerIsBetter),
+    bestValidationMetric: optNum(o.bestValidationMetric),
+    latestValidationMetric: optNum(o.latestValidationMetric),
+    latestValidation: o.latestValidation && typeof o.latestValidation === 'object' ? normMetric(o.latestValidation) : undefined,
+  };
 }

@@ -4,7 +4,7 @@
 // or path parameter fails `tsc` here or where the operation is called.
 import { operations } from './generated/wire';
 import type { OperationId, OperationTypes } from './generated/wire';
-import type { ExperimentsQuery } from './types';
+import type { ExperimentsQuery, ModelsQuery } from './types';
 
 /** The JSON answer of an operation, as the generated description types it. */
 export type ResponseOf<O extends OperationId> = OperationTypes[O]['response'];
@@ -30,3 +30,4 @@ export function operationPath<O extends ApiOperation>(op: O, params: Partial<Rec
 
 // The dashboard's own query types use the operations' parameter names (checked here, at compile time).
 true satisfies [Exclude<keyof ExperimentsQuery, keyof QueryOf<'GetExperiments'>>] extends [never] ? true : false;
+true satisfies [Exclude<keyof ModelsQuery, keyof QueryOf<'ListModels'>>] extends [never] ? true : false;

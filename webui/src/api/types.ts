@@ -249,3 +249,54 @@ export interface User {
   active: boolean;
   createdAt?: string;
 }
+
+/** A registered model (docs/registry.md). */
+export interface Model {
+  id: number;
+  name: string;
+  description: string;
+  labels: string[];
+  owner: string; // username of its creator
+  workspace: string; // '' when in no workspace
+  archived: boolean;
+  numVersions: number;
+  latestVersion: number; // 0 when it has none
+  createdAt?: string;
+  updatedAt?: string;
+}
+
+/** A version of a model: a checkpoint registered under it. */
+export interface ModelVersion {
+  modelId: number;
+  modelName: string;
+  version: number;
+  checkpointUuid: string;
+  experimentId: number; // the checkpoint's source; 0 when unknown
+  trialId: number;
+  notes: string;
+  creator: string;
+  createdAt?: string;
+}
+
+/** GET /models/{name}/versions/{version}: the version with its checkpoint and the source trial's
+ *  validation results (the experiment's searcher metric). */
+export interface ModelVersionDetail {
+  version: ModelVersion;
+  checkpoint?: Checkpoint;
+  metric: string; // '' when the experiment has none
+  smallerIsBetter: boolean;
+  bestValidationMetric?: number;
+  latestValidationMetric?: number;
+  latestValidation?: MetricReport;
+}
+
+export interface ModelsQuery {
+  name?: string; // substring
+  label?: string;
+  includeArchived?: boolean;
+  workspace?: string;
+  sortBy?: string;
+  descending?: boolean;
+  offset?: number;
+  limit?: number;
+}
