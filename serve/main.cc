@@ -1,18 +1,23 @@
 // sf-serve: a trained checkpoint answering translation requests over HTTP(S), with dynamic
 // batching (docs/serving.md; the contract is serve/translation_server.h).
 //
-//   sf-serve --checkpoint DIR [--bind 127.0.0.1] [--port 8090] [--threads N] [--device cpu]
+//   sf-serve (--checkpoint DIR | --model NAME [--version N] [--master URL] [--ca-file F]
+//            [--token-env VAR] [--checkpoint-root DIR]) [--bind 127.0.0.1] [--port 8090] [--threads N] [--device cpu]
 //            [--max-batch-tokens 4096] [--max-batch-sentences 64] [--max-wait-ms 5]
 //            [--max-queue 1024] [--tls-cert-file F --tls-key-file F] [--token-file F]
 //
 // The first stdout line is "listening on HOST:PORT" (with --port 0 the port picked), printed
 // once the socket listens and before the weights load (/ready turns 200 when they have).
-// SIGINT/SIGTERM stop it (exit 0). Exit status: 1 a run-time error (cannot listen), 2 bad usage
-// or a checkpoint, TLS file or token file that cannot be used.
+// --model asks the master's registry for the version's checkpoint directory first
+// (serve/registry_checkpoint.h), then loads it as --checkpoint does.
+// SIGINT/SIGTERM stop it (exit 0). Exit status: 1 a run-time error (cannot listen, the master
+// unreachable), 2 bad usage or a checkpoint, model version, TLS file or token file that cannot be
+// used.
 #include <omp.h>
 #include <signal.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
@@ -21,6 +26,7 @@
 #include "common/log.h"
 #include "common/secret_file.h"
 #include "common/tls_files.h"
+#include "serve/registry_checkpoint.h"
 #include "serve/translation_server.h"
 #include "trainer/run/translation_model.h"
 
@@ -31,9 +37,25 @@ int main(int argc, char** argv) {
   sf::serve::ServeOptions o;
   int threads = 0;
   int64_t max_wait_ms = 5;
-  std::string cert_file, key_file, token_file;
-  app.add_option("--checkpoint", model_options.checkpoint, "checkpoint directory (from sf-trainer train or a trial)")
-      ->required();
+  std::string cert_file, key_file, token_file, token_env;
+  sf::serve::RegistryQuery registry;
+  auto* checkpoint_flag = app.add_option("--checkpoint", model_options.checkpoint,
+                                         "checkpoint directory (from sf-trainer train or a trial)");
+  auto* model_flag = app.add_option("--model", registry.model,
+                                    "serve this registry model (name or id), asking the master for its checkpoint")
+                         ->excludes(checkpoint_flag);
+  app.add_option("--version", registry.version, "the model's version (default: its latest)")
+      ->check(sf::cmdline::AtLeast(1))
+      ->needs(model_flag);
+  app.add_option("-m,--master", registry.master, "the master's URL (default: as sf finds it, $SF_MASTER)")
+      ->needs(model_flag);
+  app.add_option("--ca-file", registry.ca_file, "PEM CA certificate(s) of an https:// master")->needs(model_flag);
+  app.add_option("--token-env", token_env,
+                 "environment variable holding the master's token (default: $SF_TOKEN or the `sf login` session)")
+      ->needs(model_flag);
+  app.add_option("--checkpoint-root", registry.checkpoint_root,
+                 "where the cluster's checkpoint storage is mounted here (default: the path the master records)")
+      ->needs(model_flag);
   app.add_option("--bind", o.bind_address, "address to listen on");
   app.add_option("--port", o.port, "port (0: pick a free one; the first stdout line names it)")
       ->check(CLI::Range(0, 65535));
@@ -59,6 +81,14 @@ int main(int argc, char** argv) {
                  "file (mode 600) whose first line is a bearer token every route but /health requires");
   if (auto exit_code = sf::cmdline::Parse(app, argc, argv)) return *exit_code;
   o.batching.max_wait = std::chrono::milliseconds(max_wait_ms);
+  if (registry.model.empty() == model_options.checkpoint.empty()) {
+    return sf::cmdline::UsageError(app, "give --checkpoint DIR or --model NAME", std::cerr);
+  }
+  if (!token_env.empty()) {
+    const char* token = std::getenv(token_env.c_str());
+    if (!token || !*token) return sf::cmdline::UsageError(app, "--token-env: $" + token_env + " is not set", std::cerr);
+    registry.token = token;
+  }
   if (cert_file.empty() != key_file.empty()) {
     return sf::cmdline::UsageError(app, "--tls-cert-file and --tls-key-file go together", std::cerr);
   }
@@ -73,6 +103,22 @@ int main(int argc, char** argv) {
     o.token = std::move(*token);
   }
   if (threads > 0) omp_set_num_threads(threads);
+  if (!registry.model.empty()) {
+    auto resolved = sf::serve::ResolveRegistryCheckpoint(registry);
+    if (!resolved.ok()) {
+      std::fprintf(stderr, "sf-serve: model \"%s\": %s\n", registry.model.c_str(),
+                   resolved.status().message().c_str());
+      return resolved.status().code() == sf::StatusCode::kUnavailable ? 1 : 2;
+    }
+    if (resolved->archived) {
+      std::fprintf(stderr, "sf-serve: warning: model \"%s\" is archived; serving version %d anyway\n",
+                   resolved->model.c_str(), resolved->version);
+    }
+    model_options.checkpoint = resolved->directory;
+    o.model_name = resolved->model;
+    o.model_version = std::to_string(resolved->version);
+  }
+  o.checkpoint = model_options.checkpoint;
 
   // SIGINT/SIGTERM are taken by sigwait below: blocked here, before any thread starts.
   sigset_t stop_signals;
@@ -91,12 +137,14 @@ int main(int argc, char** argv) {
 
   auto model = sf::TranslationModel::Load(model_options);
   if (!model.ok()) {
-    std::fprintf(stderr, "sf-serve: %s\n", model.status().message().c_str());
+    std::fprintf(stderr, "sf-serve: checkpoint %s: %s\n", model_options.checkpoint.c_str(),
+                 model.status().message().c_str());
     return 2;
   }
   server.SetModel(model->get());
   const sf::BeamOptions& beam = (*model)->default_beam();
   sf::log::Info("serve", {{"event", "ready"}, {"checkpoint", model_options.checkpoint},
+                          {"model", o.model_name}, {"version", o.model_version},
                           {"port", std::to_string(server.port())}, {"threads", std::to_string(omp_get_max_threads())},
                           {"beam", std::to_string(beam.beam)}, {"tls", o.tls.cert_chain_pem.empty() ? "off" : "on"},
                           {"token", o.token.empty() ? "off" : "on"}});

@@ -51,7 +51,13 @@ ServeMetrics::ServeMetrics()
       queue_(Family(prometheus::BuildGauge(), "sf_serve_queue_requests", "Requests waiting for a batch", *registry_)
                  .Add({})),
       ready_(Family(prometheus::BuildGauge(), "sf_serve_ready", "1 once the model's weights are loaded", *registry_)
-                 .Add({})) {}
+                 .Add({})),
+      model_info_(Family(prometheus::BuildGauge(), "sf_serve_model_info",
+                         "1 for the served registry model, version and checkpoint directory", *registry_)) {}
+
+void ServeMetrics::SetModelInfo(const std::string& model, const std::string& version, const std::string& checkpoint) {
+  model_info_.Add({{"model", model}, {"version", version}, {"checkpoint", checkpoint}}).Set(1);
+}
 
 void ServeMetrics::ObserveRequest(const std::string& route, int code, double seconds) {
   requests_.Add({{"route", route}, {"code", std::to_string(code)}}).Increment();

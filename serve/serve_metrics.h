@@ -11,6 +11,8 @@
 //   sf_serve_translated_sentences_total / sf_serve_translated_tokens_total   output (EOS not counted)
 //   sf_serve_queue_requests                         requests waiting for a batch (at scrape time)
 //   sf_serve_ready                                  1 once the weights are loaded
+//   sf_serve_model_info{model, version, checkpoint} 1: what is served (model and version empty
+//                                                   with --checkpoint DIR)
 //
 // Thread-safe.
 #pragma once
@@ -32,6 +34,8 @@ namespace sf::serve {
 class ServeMetrics {
  public:
   ServeMetrics();
+  // Sets sf_serve_model_info{model, version, checkpoint} to 1 (once, before serving).
+  void SetModelInfo(const std::string& model, const std::string& version, const std::string& checkpoint);
   ServeMetrics(const ServeMetrics&) = delete;
   ServeMetrics& operator=(const ServeMetrics&) = delete;
 
@@ -54,6 +58,7 @@ class ServeMetrics {
   prometheus::Counter& tokens_;
   prometheus::Gauge& queue_;
   prometheus::Gauge& ready_;
+  prometheus::Family<prometheus::Gauge>& model_info_;
 };
 
 }  // namespace sf::serve

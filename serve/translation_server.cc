@@ -93,7 +93,9 @@ Result<std::unique_ptr<asio::ssl::context>> ServerTlsContext(const ServerCertifi
 }  // namespace
 
 struct TranslationServer::Impl {
-  explicit Impl(ServeOptions o) : options(std::move(o)) {}
+  explicit Impl(ServeOptions o) : options(std::move(o)) {
+    metrics.SetModelInfo(options.model_name, options.model_version, options.checkpoint);
+  }
 
   // Called when a deferred reply is ready; `make` runs on the connection's strand.
   using Later = std::function<void(std::function<Reply()> make)>;

@@ -58,6 +58,9 @@ struct ServeOptions {
   std::string token;          // empty: no authentication
   BatchingOptions batching;
   RequestLimits limits;
+  // What is served, for sf_serve_model_info{model, version, checkpoint} in /metrics: the registry
+  // model and version (empty with --checkpoint DIR) and the checkpoint directory.
+  std::string model_name, model_version, checkpoint;
 };
 
 class TranslationServer {
