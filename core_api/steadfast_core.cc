@@ -228,6 +228,10 @@ Status CheckpointStore::Report(const v1::Checkpoint& checkpoint) {
 }
 
 Result<Preempt::Action> Preempt::ShouldStop(int64_t steps) {
+  // The answer is about the position the master knows: the metrics reported up to `steps` are
+  // stored first, so a trial told to stop here has its rows in (and a preemption asked after
+  // the master saw step N stops by N + one report window, as before the reporter).
+  SF_RETURN_IF_ERROR(ctx_->train_.Flush());
   v1::ShouldStopRequest req;
   req.set_batches(steps);
   v1::ShouldStopResponse resp;

@@ -146,7 +146,8 @@ class Preempt {
  public:
   enum class Action { kContinue, kCheckpointAndStop, kStopNow };
   // What the master wants now: go on, checkpoint and stop (pause, preemption), or stop now
-  // (kill). `steps` is how far the trial has trained.
+  // (kill). `steps` is how far the trial has trained. Waits first until every metric reported
+  // before it is stored (Train::Flush), so the master decides on a position it has seen.
   Result<Action> ShouldStop(int64_t steps);
 
  private:

@@ -21,7 +21,8 @@ namespace v1 = steadfast::v1;
 
 constexpr auto kPatience = std::chrono::seconds(30);
 
-// Records what arrives, in order: "metrics:<kind>:<batches>", "complete", "checkpoint".
+// Records what arrives, in order: "metrics:<kind>:<batches>", "complete", "checkpoint",
+// "should_stop:<batches>".
 class FakeTrialLink final : public v1::TrialLink::Service {
  public:
   // The status of the n-th ReportMetrics call (0-based).
@@ -56,6 +57,10 @@ class FakeTrialLink final : public v1::TrialLink::Service {
   grpc::Status ReportCheckpoint(grpc::ServerContext* ctx, const v1::ReportCheckpointRequest* req,
                                 v1::ReportCheckpointResponse*) override {
     return Record(*ctx, req->who(), "checkpoint");
+  }
+  grpc::Status ShouldStop(grpc::ServerContext* ctx, const v1::ShouldStopRequest* req,
+                          v1::ShouldStopResponse*) override {
+    return Record(*ctx, req->who(), "should_stop:" + std::to_string(req->batches()));
   }
 
   std::vector<std::string> events() {
@@ -155,6 +160,26 @@ TEST_F(ContextMetrics, ReportsReturnBeforeTheMasterAnswersAndArriveBeforeComplet
   want.push_back("complete");
   EXPECT_EQ(service_.events(), want);
   EXPECT_EQ(service_.largest_call(), 200);  // rows 2..200 and the validation row, in one call
+}
+
+TEST_F(ContextMetrics, ShouldStopIsAskedOnlyAfterTheMetricsBeforeItAreStored) {
+  service_.block_first_metrics = true;
+  auto ctx = Connect();
+  ASSERT_TRUE(ctx);
+  ASSERT_TRUE(ctx->train().ReportTraining(10, {{"loss", 1.0}}).ok());
+  ASSERT_EQ(service_.first_metrics_entered.get_future().wait_for(kPatience),
+            std::future_status::ready);
+  ASSERT_TRUE(ctx->train().ReportTraining(20, {{"loss", 0.5}}).ok());
+  // The master holds the first report: ShouldStop waits for both rows, then asks.
+  auto asked = std::async(std::launch::async, [&] { return ctx->preempt().ShouldStop(20); });
+  EXPECT_EQ(asked.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
+  service_.release_first_metrics.set_value();
+  ASSERT_EQ(asked.wait_for(kPatience), std::future_status::ready);
+  auto action = asked.get();
+  ASSERT_TRUE(action.ok()) << action.status().ToString();
+  EXPECT_EQ(*action, sf::core::Preempt::Action::kContinue);
+  EXPECT_EQ(service_.events(),
+            (std::vector<std::string>{"metrics:training:10", "metrics:training:20", "should_stop:20"}));
 }
 
 TEST_F(ContextMetrics, ArgumentsAreCheckedAtTheCall) {
