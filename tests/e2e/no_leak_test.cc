@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -58,6 +59,31 @@ bool Gone(pid_t pid) {
   return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z';
 }
 
+// The parent pid of `pid` (/proc/PID/stat's fourth field; its second, the name in parentheses,
+// may hold spaces); 0 when the process is gone.
+pid_t ParentOf(pid_t pid) {
+  const std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream rest(stat.substr(close + 1));
+  std::string state;
+  long ppid = 0;
+  rest >> state >> ppid;
+  return static_cast<pid_t>(ppid);
+}
+
+// The trainers the agents started: a trainer's child between fork and exec (its SentencePiece
+// helper starting) has the trainer's command line and environment too, so count only children
+// of an agent.
+std::vector<pid_t> AgentTrainers(const Cluster& cluster) {
+  const std::vector<pid_t> agents = cluster.agent_pids();
+  std::vector<pid_t> out;
+  for (pid_t p : cluster.TrainerPids()) {
+    if (std::find(agents.begin(), agents.end(), ParentOf(p)) != agents.end()) out.push_back(p);
+  }
+  return out;
+}
+
 bool Listening(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
@@ -79,7 +105,7 @@ TEST(NoLeakedServers, DISABLED_StartEverythingAndSleep) {
   ASSERT_FALSE(::testing::Test::HasFailure());
   ASSERT_NE(cluster.Submit(TinyExperiment(2, 1000000, 100, "no-leak")), 0);
   ASSERT_TRUE(
-      cluster.WaitFor([&] { return cluster.TrainerPids().size() >= 2; }, std::chrono::seconds(60)))
+      cluster.WaitFor([&] { return AgentTrainers(cluster).size() >= 2; }, std::chrono::seconds(60)))
       << "trainers did not start";
   const std::string master_address = cluster.grpc_address();
   std::ofstream out(report);
@@ -89,7 +115,7 @@ TEST(NoLeakedServers, DISABLED_StartEverythingAndSleep) {
       << "postgres_dir=" << pg->postgres().dir() << "\n"
       << "master_pid=" << cluster.master_pid() << "\n"
       << "agent_pids=" << Join(cluster.agent_pids()) << "\n"
-      << "trainer_pids=" << Join(cluster.TrainerPids()) << "\n"
+      << "trainer_pids=" << Join(AgentTrainers(cluster)) << "\n"
       << "http_port=" << cluster.url().substr(cluster.url().rfind(':') + 1) << "\n"
       << "grpc_port=" << master_address.substr(master_address.rfind(':') + 1) << "\n"
       << "cluster_dir=" << cluster.dir() << "\n"
