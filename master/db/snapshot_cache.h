@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -44,24 +45,28 @@ class SnapshotCache {
   Result<V> Get(const std::string& key, const std::function<Result<V>()>& load) {
     const uint64_t generation = writes_->commits();
     const Clock::time_point now = Clock::now();
+    std::shared_ptr<const V> hit;
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = entries_.find(key);
       if (it != entries_.end() && it->second.generation == generation && now - it->second.loaded < max_age_) {
         stats_.hits++;
-        return it->second.value;
+        hit = it->second.value;
+      } else {
+        stats_.misses++;
       }
-      stats_.misses++;
     }
+    if (hit) return *hit;  // the copy is made outside the lock
     Result<V> fresh = load();
     if (!fresh.ok()) return fresh;
+    auto value = std::make_shared<const V>(*fresh);
     std::lock_guard<std::mutex> lock(mu_);
     auto it = entries_.find(key);
     // Keep the newer of two concurrent loads.
     if (it == entries_.end() || it->second.generation < generation ||
         (it->second.generation == generation && it->second.loaded < now)) {
       if (it == entries_.end() && entries_.size() >= max_entries_) entries_.clear();
-      entries_[key] = Entry{*fresh, generation, now};
+      entries_[key] = Entry{std::move(value), generation, now};
     }
     return fresh;
   }
@@ -73,7 +78,7 @@ class SnapshotCache {
 
  private:
   struct Entry {
-    V value;
+    std::shared_ptr<const V> value;  // shared with hits that are copying it
     uint64_t generation = 0;
     Clock::time_point loaded;
   };
