@@ -3,6 +3,7 @@
 #include <google/protobuf/util/time_util.h>
 
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <regex>
 #include <sstream>
@@ -55,14 +56,17 @@ std::string Query::Get(const std::string& k, const std::string& def) const {
 Result<int64_t> Query::Int(const std::string& k, int64_t def) const {
   auto it = params.find(k);
   if (it == params.end() || it->second.empty()) return def;
-  try {
-    size_t used = 0;
-    int64_t v = std::stoll(it->second, &used);
-    if (used != it->second.size()) throw std::invalid_argument(k);
-    return v;
-  } catch (...) {
-    return InvalidArgument(k + ": \"" + it->second + "\" is not an integer");
-  }
+  std::optional<int64_t> v = ParseDecimal(it->second);
+  if (!v) return InvalidArgument(k + ": \"" + it->second + "\" is not an integer");
+  return *v;
+}
+
+std::optional<int64_t> ParseDecimal(std::string_view text) {
+  int64_t v = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (ec != std::errc() || ptr != end || text.empty()) return std::nullopt;
+  return v;
 }
 
 Result<bool> Query::Bool(const std::string& k) const {

@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "common/status.h"
 
@@ -33,5 +34,9 @@ struct Query {
   // did not percent-encode arrives as a space and is taken back.
   Result<std::optional<google::protobuf::Timestamp>> Time(const std::string& k) const;
 };
+
+// A decimal integer as REST accepts it: an optional '-' and digits, nothing else (no spaces, no
+// '+', no hex), within int64; nullopt otherwise. So "/experiments/%201" names no experiment.
+std::optional<int64_t> ParseDecimal(std::string_view text);
 
 }  // namespace sf::master

@@ -26,12 +26,8 @@ std::string EnumPrefix(const pb::EnumDescriptor* e) {
 Status SetScalar(pb::Message& m, const FD* f, const std::string& key, const std::string& value) {
   const pb::Reflection* r = m.GetReflection();
   auto integer = [&]() -> Result<int64_t> {
-    try {
-      size_t used = 0;
-      int64_t v = std::stoll(value, &used);
-      if (used == value.size()) return v;
-    } catch (...) {
-    }
+    std::optional<int64_t> v = ParseDecimal(value);
+    if (v) return *v;
     return InvalidArgument(key + ": \"" + value + "\" is not an integer");
   };
   switch (f->cpp_type()) {
