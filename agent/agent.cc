@@ -180,6 +180,7 @@ Status Agent::Start() {
             {"resource_pool", options_.config.resource_pool},
             {"slots", slot_ids},
             {"trainer", options_.config.trainer},
+            {"serve", options_.config.serve},
             {"work_dir", options_.config.work_dir}});
   AdoptSurvivors();
   if (options_.gpu_monitor) {
@@ -405,7 +406,7 @@ void Agent::HandleStart(const StartTask& start) {
     } else {
       fs::create_directories(code, ec);
     }
-    spec.argv = EntrypointArgv(start);
+    spec.argv = EntrypointArgv(start, {{"sf-trainer", options_.config.trainer}, {"sf-serve", options_.config.serve}});
     spec.working_dir = code.string();
   }
   int cpu_slot_count = 0;

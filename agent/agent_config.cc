@@ -101,6 +101,9 @@ Status ApplySetting(const std::string& key, const std::string& value, const std:
       return fail("must not be empty");
     }
     config->trainer = value;
+  } else if (key == "serve") {
+    if (value.empty()) return fail("must not be empty");
+    config->serve = value;
   } else if (key == "python_path") {
     if (value.empty()) return fail("must not be empty");
     config->python_path = value;
@@ -233,6 +236,9 @@ void BuildApp(CLI::App& app, Flags* flags) {
        "NVML library for `auto` slots, for non-standard installs and tests (env SF_NVML_LIBRARY; default: "
        "libnvidia-ml.so.1 from the loader's path)"},
       {"trainer", "--trainer", "PATH", "trainer executable (default: sf-trainer next to sf-agent)"},
+      {"serve", "--serve", "PATH",
+       "sf-serve executable, for servers the master schedules (default: next to sf-agent, else "
+       "../serve/sf-serve beside it, else on PATH)"},
       {"python_path", "--python-path", "DIR",
        "directory holding the `steadfast` Python package that user trials import (default: ../python or "
        "../lib/steadfast/python beside sf-agent)"},
@@ -334,6 +340,19 @@ Result<ParsedCommandLine> ParseCommandLine(const std::vector<std::string>& argv,
       config.trainer = "sf-trainer";  // looked up on PATH at spawn time
     }
   }
+  if (config.serve.empty()) {
+    config.serve = "sf-serve";  // looked up on PATH at spawn time
+    if (!self_exe.empty()) {
+      const fs::path bin = fs::path(self_exe).parent_path();
+      for (const fs::path& candidate : {bin / "sf-serve", bin / ".." / "serve" / "sf-serve"}) {
+        std::error_code exists_ec;
+        if (fs::exists(candidate, exists_ec)) {
+          config.serve = candidate.lexically_normal().string();
+          break;
+        }
+      }
+    }
+  }
   if (config.python_path.empty() && !self_exe.empty()) {
     const fs::path bin = fs::path(self_exe).parent_path();
     for (const fs::path& candidate : {bin / ".." / "python", bin / ".." / "lib" / "steadfast" / "python"}) {
@@ -350,6 +369,9 @@ Result<ParsedCommandLine> ParseCommandLine(const std::vector<std::string>& argv,
   config.work_dir = fs::absolute(config.work_dir, ec).lexically_normal().string();
   if (config.trainer.find('/') != std::string::npos) {
     config.trainer = fs::absolute(config.trainer, ec).lexically_normal().string();
+  }
+  if (config.serve.find('/') != std::string::npos) {
+    config.serve = fs::absolute(config.serve, ec).lexically_normal().string();
   }
   return parsed;
 }

@@ -17,6 +17,8 @@
 //   --nvml-library PATH     NVML to load for `auto` slots, for non-standard installs and tests
 //                           (key `nvml_library`; env SF_NVML_LIBRARY); default libnvidia-ml.so.1
 //   --trainer PATH          default: sf-trainer next to the sf-agent binary (key `trainer`)
+//   --serve PATH            sf-serve, for servers the master schedules (key `serve`); default:
+//                           next to sf-agent, else ../serve/sf-serve (a build tree), else PATH
 //   --work-dir DIR          default /tmp/steadfast-agent-<agent-id>     (key `work_dir`)
 //   --log-level LEVEL       debug|info|warn|error, default info         (key `log_level`)
 //   --kill-tasks-on-exit    kill trainers when the agent stops           (key `kill_tasks_on_exit`)
@@ -52,6 +54,7 @@ struct AgentConfig {
   std::string slots_text = "auto";
   std::string nvml_library;  // empty: GpuMonitor::kDefaultLibrary
   std::string trainer;   // filled by ResolveDefaults when not given
+  std::string serve;     // sf-serve; filled by ResolveDefaults when not given
   // Where user trials import the `steadfast` package from (the agent prepends it to their
   // PYTHONPATH; docs/core-api.md): the directory holding `steadfast/`. Default: `../python`
   // beside sf-agent (a build tree), else `../lib/steadfast/python` (an install); empty when

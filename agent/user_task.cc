@@ -139,10 +139,12 @@ Status UnpackTaskContext(const std::string& archive_path, const std::string& des
   return context::UnpackContext(archive, destination);
 }
 
-std::vector<std::string> EntrypointArgv(const v1::StartTask& start) {
+std::vector<std::string> EntrypointArgv(const v1::StartTask& start, const std::map<std::string, std::string>& programs) {
   if (start.entrypoint().empty()) return {};
   if (start.entrypoint_shell()) return {"/bin/sh", "-c", start.entrypoint(0)};
-  return {start.entrypoint().begin(), start.entrypoint().end()};
+  std::vector<std::string> argv(start.entrypoint().begin(), start.entrypoint().end());
+  if (auto own = programs.find(argv[0]); own != programs.end()) argv[0] = own->second;
+  return argv;
 }
 
 void AddUserTaskEnvironment(const v1::StartTask& start, const std::string& python_path,

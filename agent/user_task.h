@@ -6,7 +6,9 @@
 //   own token), checks the digest, and keeps it under <work_dir>/contexts/<sha256>.tar.gz;
 //   every task then gets a fresh copy unpacked into <task dir>/code, its working directory.
 // - The command: EntrypointArgv turns StartTask.entrypoint into argv (a shell line runs under
-//   /bin/sh -c; a kill signals the task's whole process group, the user's program with it).
+//   /bin/sh -c; a kill signals the task's whole process group, the user's program with it). A
+//   list whose program is one of the agent's own (`sf-trainer`, `sf-serve`: the servers
+//   `sf serve start` schedules) runs the agent's copy of it (`programs`), not PATH's.
 // - The environment, on top of TaskEnvironment's: SF_LOCAL_RANK, SF_LOCAL_SIZE,
 //   SF_LATEST_CHECKPOINT, PYTHONUNBUFFERED=1 and the agent's `steadfast` package first on
 //   PYTHONPATH (UserTaskEnvironment).
@@ -48,7 +50,8 @@ class ContextCache {
 Status UnpackTaskContext(const std::string& archive_path, const std::string& destination);
 
 // The process's argv for StartTask.entrypoint (empty when it has none).
-std::vector<std::string> EntrypointArgv(const steadfast::v1::StartTask& start);
+std::vector<std::string> EntrypointArgv(const steadfast::v1::StartTask& start,
+                                        const std::map<std::string, std::string>& programs = {});
 
 // Adds the user-trial variables to `env` (see the header comment). `python_path` may be empty.
 void AddUserTaskEnvironment(const steadfast::v1::StartTask& start, const std::string& python_path,

@@ -65,6 +65,21 @@ int PrintResults(const Results& results, const std::string& json, const Flags& f
   return exit_code;
 }
 
+// Calls `method` with `request` and prints the reply: its JSON with --json, else `text(reply)`.
+// The exit code: 0, or the failed call's (api_call.h).
+template <class Response, class Text>
+int CallAndPrint(const Flags& f, Api& api, const std::string& method, const google::protobuf::Message& request,
+                 const Text& text) {
+  auto r = api.Call<Response>(method, request);
+  if (!r) return api.exit_code;
+  if (f.json) {
+    std::cout << r->json << "\n";
+  } else {
+    text(r->message);
+  }
+  return kExitOk;
+}
+
 using ClusterRun = std::function<int(const Flags&, Api&)>;
 
 // Connects to the master (--master, $SF_MASTER, the defaults file: cli/cli_defaults.h) and runs
@@ -100,5 +115,7 @@ void AddCheckpointCommands(CLI::App& sf, CommandAction& action);
 void AddWebhookCommands(CLI::App& sf, CommandAction& action);
 // `sf model ...`, the model registry (cli/model_commands.cc).
 void AddModelCommands(CLI::App& sf, CommandAction& action);
+// `sf serve start|list|describe|stop`, servers on the cluster (cli/serve_commands.cc).
+void AddServeCommands(CLI::App& sf, CommandAction& action);
 
 }  // namespace sf::cli

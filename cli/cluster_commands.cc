@@ -63,6 +63,7 @@ void AddClusterCommands(CLI::App& sf, CommandAction& action) {
   AddCheckpointCommands(sf, action);
   AddWebhookCommands(sf, action);
   AddModelCommands(sf, action);
+  AddServeCommands(sf, action);
 
   CLI::App* audit = sf.add_subcommand("audit", "the master's record of every change made through its API");
   audit->require_subcommand(1);

@@ -123,6 +123,7 @@ int Up(const LocalFlags& f) {
   std::string master_bin = FindProgram("sf-master", "master");
   std::string agent_bin = FindProgram("sf-agent", "agent");
   std::string trainer_bin = FindProgram("sf-trainer", "trainer");
+  std::string serve_bin = FindProgram("sf-serve", "serve");  // optional: `sf serve start` needs it
   for (auto [bin, name] : {std::pair{master_bin, "sf-master"}, {agent_bin, "sf-agent"}, {trainer_bin, "sf-trainer"}}) {
     if (bin.empty()) {
       std::cerr << "sf deploy local: cannot find " << name << " next to sf (build everything first)\n";
@@ -246,6 +247,7 @@ int Up(const LocalFlags& f) {
                                      "--cpu-threads-per-slot", std::to_string(threads_per_slot),
                                      "--join-token-file", join_token_file, "--kill-tasks-on-exit"};
     if (!f.no_tls) argv.insert(argv.end(), {"--master-ca-file", certificates.ca_cert});
+    if (!serve_bin.empty()) argv.insert(argv.end(), {"--serve", serve_bin});
     auto pid = SpawnDaemon(argv, f.dir + "/logs/" + id + ".log");
     if (!pid.ok()) {
       std::cerr << "sf deploy local: " << pid.status().message() << "\n";

@@ -28,21 +28,6 @@ struct ModelFlags {
   int version = 0;
 };
 
-// Calls `method` with `request` and prints the reply: its JSON with --json, else `text(reply)`.
-// The exit code: 0, or the failed call's (api_call.h).
-template <class Response, class Text>
-int CallAndPrint(const Flags& f, Api& api, const std::string& method, const google::protobuf::Message& request,
-                 const Text& text) {
-  auto r = api.Call<Response>(method, request);
-  if (!r) return api.exit_code;
-  if (f.json) {
-    std::cout << r->json << "\n";
-  } else {
-    text(r->message);
-  }
-  return kExitOk;
-}
-
 void PrintFields(const std::vector<std::pair<const char*, std::string>>& lines) {
   for (const auto& [label, text] : lines) std::cout << label << ": " << text << "\n";
 }

@@ -197,6 +197,14 @@ Status Searcher::ReportProgress(int64_t steps) {
   return ctx_->link_->Call("ReportProgress", &v1::TrialLink::Stub::ReportProgress, req, &resp);
 }
 
+Status Context::ReportEndpoint(const std::string& url) {
+  if (!info_.chief()) return Status::Ok();
+  v1::ReportEndpointRequest req;
+  req.set_url(url);
+  v1::ReportEndpointResponse resp;
+  return link_->Call("ReportEndpoint", &v1::TrialLink::Stub::ReportEndpoint, req, &resp);
+}
+
 Status Train::ReportTraining(int64_t steps, const Values& values) { return Report("training", steps, values); }
 Status Train::ReportValidation(int64_t steps, const Values& values) { return Report("validation", steps, values); }
 

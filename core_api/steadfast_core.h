@@ -11,6 +11,7 @@
 //   ctx->checkpoint().Report(...)                            // a checkpoint written to disk
 //   ctx->preempt().ShouldStop(steps)                         // pause, preemption, kill
 //   ctx->distributed().Gather(round, payload)                // ranks meeting through the master
+//   ctx->ReportEndpoint(url)                                 // a server's URL (sf serve start)
 //
 // Contract:
 // - Every call except a metric report is one TrialLink RPC carrying the task's identity and
@@ -187,6 +188,11 @@ class Context {
   CheckpointStore& checkpoint() { return checkpoint_; }
   Preempt& preempt() { return preempt_; }
   Distributed& distributed() { return distributed_; }
+  // A task that answers requests (sf-serve started by `sf serve start`) publishes where, once it
+  // does: the master shows the URL as the server's until this allocation ends. Chief only
+  // (others: no-op). kUnavailable with the master's message when it refuses (a trial that
+  // carries no server, a URL that is not http(s)://).
+  Status ReportEndpoint(const std::string& url);
 
  private:
   friend class Searcher;

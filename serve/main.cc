@@ -10,6 +10,9 @@
 // once the socket listens and before the weights load (/ready turns 200 when they have).
 // --model asks the master's registry for the version's checkpoint directory first
 // (serve/registry_checkpoint.h), then loads it as --checkpoint does.
+// --cluster-task: started by an agent for `sf serve start` (serve/cluster_task.h): once ready it
+// publishes its URL to the master over TrialLink, and stops (exit 0) when the master asks.
+// --model-label/--version-label name what it serves in /health and the metrics.
 // SIGINT/SIGTERM stop it (exit 0). Exit status: 1 a run-time error (cannot listen, the master
 // unreachable), 2 bad usage or a checkpoint, model version, TLS file or token file that cannot be
 // used.
@@ -19,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <memory>
 
 #include <CLI/CLI.hpp>
 
@@ -26,6 +30,7 @@
 #include "common/log.h"
 #include "common/secret_file.h"
 #include "common/tls_files.h"
+#include "serve/cluster_task.h"
 #include "serve/registry_checkpoint.h"
 #include "serve/translation_server.h"
 #include "trainer/run/translation_model.h"
@@ -39,6 +44,8 @@ int main(int argc, char** argv) {
   int64_t max_wait_ms = 5;
   std::string cert_file, key_file, token_file, token_env;
   sf::serve::RegistryQuery registry;
+  bool cluster_task = false;
+  std::string model_label, version_label;
   auto* checkpoint_flag = app.add_option("--checkpoint", model_options.checkpoint,
                                          "checkpoint directory (from sf-trainer train or a trial)");
   auto* model_flag = app.add_option("--model", registry.model,
@@ -56,6 +63,13 @@ int main(int argc, char** argv) {
   app.add_option("--checkpoint-root", registry.checkpoint_root,
                  "where the cluster's checkpoint storage is mounted here (default: the path the master records)")
       ->needs(model_flag);
+  app.add_flag("--cluster-task", cluster_task,
+               "a task the master scheduled (sf serve start): publish the URL, stop when the master asks")
+      ->needs(checkpoint_flag);
+  app.add_option("--model-label", model_label, "the model's name, shown in /health and the metrics")
+      ->needs(checkpoint_flag);
+  app.add_option("--version-label", version_label, "the model's version, shown in /health and the metrics")
+      ->needs(checkpoint_flag);
   app.add_option("--bind", o.bind_address, "address to listen on");
   app.add_option("--port", o.port, "port (0: pick a free one; the first stdout line names it)")
       ->check(CLI::Range(0, 65535));
@@ -118,7 +132,18 @@ int main(int argc, char** argv) {
     o.model_name = resolved->model;
     o.model_version = std::to_string(resolved->version);
   }
+  if (!model_label.empty()) o.model_name = model_label;
+  if (!version_label.empty()) o.model_version = version_label;
   o.checkpoint = model_options.checkpoint;
+  std::unique_ptr<sf::serve::ClusterTask> task;
+  if (cluster_task) {
+    auto connected = sf::serve::ClusterTask::FromEnvironment();
+    if (!connected.ok()) {
+      std::fprintf(stderr, "sf-serve: --cluster-task: %s\n", connected.status().message().c_str());
+      return 2;
+    }
+    task = std::move(connected).value();
+  }
 
   // SIGINT/SIGTERM are taken by sigwait below: blocked here, before any thread starts.
   sigset_t stop_signals;
@@ -148,9 +173,35 @@ int main(int argc, char** argv) {
                           {"port", std::to_string(server.port())}, {"threads", std::to_string(omp_get_max_threads())},
                           {"beam", std::to_string(beam.beam)}, {"tls", o.tls.cert_chain_pem.empty() ? "off" : "on"},
                           {"token", o.token.empty() ? "off" : "on"}});
-  int signal_number = 0;
-  sigwait(&stop_signals, &signal_number);
-  sf::log::Info("serve", {{"event", "stopping"}, {"signal", std::to_string(signal_number)}});
+  std::string stopped_by;
+  if (task) {
+    const std::string url = sf::serve::EndpointUrl(o.bind_address, server.port(), !o.tls.cert_chain_pem.empty());
+    if (sf::Status published = task->Publish(url); !published.ok()) {
+      std::fprintf(stderr, "sf-serve: cannot publish %s to the master: %s\n", url.c_str(), published.message().c_str());
+      server.Stop();
+      return 1;
+    }
+    // Serve until a signal, or until the master asks (a pause, a preemption).
+    const timespec poll{2, 0};
+    while (stopped_by.empty()) {
+      int got = sigtimedwait(&stop_signals, nullptr, &poll);
+      if (got > 0) {
+        stopped_by = "signal " + std::to_string(got);
+        break;
+      }
+      auto stop = task->StopRequested();
+      if (!stop.ok()) {
+        sf::log::Warn("serve", {{"event", "should_stop_failed"}, {"error", stop.status().message()}});
+      } else if (*stop) {
+        stopped_by = "master";
+      }
+    }
+  } else {
+    int signal_number = 0;
+    sigwait(&stop_signals, &signal_number);
+    stopped_by = "signal " + std::to_string(signal_number);
+  }
+  sf::log::Info("serve", {{"event", "stopping"}, {"by", stopped_by}});
   server.Stop();  // before the model it translates with goes
   return 0;
 }

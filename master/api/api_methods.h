@@ -76,6 +76,8 @@ class ApiMethods {
   void AddModelMethods();
   // Webhooks (webhook_methods.cc; docs/webhooks.md).
   void AddWebhookMethods();
+  // Servers scheduled on the cluster (serving_methods.cc; master/serving/serving.h).
+  void AddServingMethods();
 
   ApiDependencies deps_;
   std::map<std::string, Method> methods_;

@@ -239,6 +239,11 @@ SF_UNARY_RPC(ListWebhooks, ListWebhooksRequest, ListWebhooksResponse, false, "")
 SF_UNARY_RPC(DeleteWebhook, DeleteWebhookRequest, DeleteWebhookResponse, true, std::to_string(r->id()))
 SF_UNARY_RPC(ListWebhookDeliveries, ListWebhookDeliveriesRequest, ListWebhookDeliveriesResponse, false, "")
 SF_UNARY_RPC(TestWebhook, TestWebhookRequest, TestWebhookResponse, true, std::to_string(r->id()))
+// Serving on the cluster (docs/serving.md).
+SF_UNARY_RPC(StartServing, StartServingRequest, ServingResponse, true, r->model())
+SF_UNARY_RPC(ListServings, ListServingsRequest, ListServingsResponse, false, "")
+SF_UNARY_RPC(GetServing, ServingRequest, ServingResponse, false, "")
+SF_UNARY_RPC(StopServing, ServingRequest, ServingResponse, true, std::to_string(r->id()))
 #undef SF_UNARY_RPC
 
 namespace {

@@ -160,6 +160,11 @@ class ApiGrpcService final : public steadfast::v1::Api::Service {
   grpc::Status DeleteWebhook(grpc::ServerContext*, const steadfast::v1::DeleteWebhookRequest*, steadfast::v1::DeleteWebhookResponse*) override;
   grpc::Status ListWebhookDeliveries(grpc::ServerContext*, const steadfast::v1::ListWebhookDeliveriesRequest*, steadfast::v1::ListWebhookDeliveriesResponse*) override;
   grpc::Status TestWebhook(grpc::ServerContext*, const steadfast::v1::TestWebhookRequest*, steadfast::v1::TestWebhookResponse*) override;
+  // Serving on the cluster (docs/serving.md).
+  grpc::Status StartServing(grpc::ServerContext*, const steadfast::v1::StartServingRequest*, steadfast::v1::ServingResponse*) override;
+  grpc::Status ListServings(grpc::ServerContext*, const steadfast::v1::ListServingsRequest*, steadfast::v1::ListServingsResponse*) override;
+  grpc::Status GetServing(grpc::ServerContext*, const steadfast::v1::ServingRequest*, steadfast::v1::ServingResponse*) override;
+  grpc::Status StopServing(grpc::ServerContext*, const steadfast::v1::ServingRequest*, steadfast::v1::ServingResponse*) override;
 
  private:
   void Rebuild() {

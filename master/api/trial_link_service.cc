@@ -93,5 +93,10 @@ grpc::Status TrialLinkGrpcService::EndTrial(grpc::ServerContext* context, const 
   if (Status auth = Authenticate(*context, r->who()); !auth.ok()) return ToGrpc(auth);
   return ToGrpc(cluster_->EndTrial(*r));
 }
+grpc::Status TrialLinkGrpcService::ReportEndpoint(grpc::ServerContext* context, const v1::ReportEndpointRequest* r,
+                                                  v1::ReportEndpointResponse*) {
+  if (Status auth = Authenticate(*context, r->who()); !auth.ok()) return ToGrpc(auth);
+  return ToGrpc(cluster_->ReportEndpoint(*r));
+}
 
 }  // namespace sf::master

@@ -41,6 +41,8 @@ class TrialLinkGrpcService final
                               steadfast::v1::ReportProgressResponse*) override;
   grpc::Status EndTrial(grpc::ServerContext*, const steadfast::v1::EndTrialRequest*,
                         steadfast::v1::EndTrialResponse*) override;
+  grpc::Status ReportEndpoint(grpc::ServerContext*, const steadfast::v1::ReportEndpointRequest*,
+                              steadfast::v1::ReportEndpointResponse*) override;
 
  private:
   // OK when the call carries the task token issued for `who`; kUnauthenticated otherwise.

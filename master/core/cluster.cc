@@ -94,7 +94,7 @@ void Cluster::Stop() {
 Cluster::CreateResult Cluster::CreateExperiment(const std::string& config_yaml, bool activate,
                                                 bool validate_only, const std::string& owner,
                                                 const std::string& initial_checkpoint, int64_t workspace_id,
-                                                const std::string& context) {
+                                                const std::string& context, std::optional<NewServing> serving) {
   CreateResult result;
   config::ParseResult parsed = config::ParseExperimentConfig(config_yaml);
   if (!parsed.ok()) {
@@ -160,6 +160,7 @@ Cluster::CreateResult Cluster::CreateExperiment(const std::string& config_yaml, 
   row.state = activate ? "ACTIVE" : "PAUSED";
   row.context = context;
   if (!context.empty()) row.context_sha256 = Sha256Hex(context);
+  row.serving = std::move(serving);
   auto id = store_->CreateExperiment(row);
   if (!id.ok()) {
     result.errors.push_back({"<server>", id.status().message(), 0, 0});

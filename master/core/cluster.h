@@ -104,9 +104,13 @@ class Cluster {
   // `context`: the experiment's context archive (a user trial's code, docs/core-api.md), stored
   // with it; allowed only with an `entrypoint`, and checked (common/context/context_archive.h)
   // before anything is stored: a bad one is an error at "context_directory".
+  //
+  // `serving`: the experiment carries a server (master/serving/serving.h); its row is stored
+  // with the experiment's.
   CreateResult CreateExperiment(const std::string& config_yaml, bool activate, bool validate_only,
                                 const std::string& owner, const std::string& initial_checkpoint = "",
-                                int64_t workspace_id = 1, const std::string& context = "");
+                                int64_t workspace_id = 1, const std::string& context = "",
+                                std::optional<NewServing> serving = std::nullopt);
   // Unmanaged mode (docs/core-api.md): an ACTIVE experiment with one RUNNING trial that no
   // scheduler places; a script started by hand speaks TrialLink for it as rank 0 of restart 0
   // with the returned task id and token, and ends it with EndTrial. The config's
@@ -184,6 +188,9 @@ class Cluster {
   // Ends an unmanaged trial (and its experiment): COMPLETED, or ERROR with `error`.
   // kFailedPrecondition for a managed trial.
   Status EndTrial(const steadfast::v1::EndTrialRequest& request);
+  // A server's task publishes its URL (master/serving/serving.h): stored with the allocation
+  // that reported it. kFailedPrecondition when the trial carries no server.
+  Status ReportEndpoint(const steadfast::v1::ReportEndpointRequest& request);
 
  private:
   struct Trial {

@@ -162,7 +162,7 @@ void Cluster::TaskStateChanged(const std::string& agent_id, const v1::TaskStateC
   if (!t || t->allocation_id != allocation) return;
   switch (change.state()) {
     case v1::TaskStateChange::STATE_STARTED:
-      (void)store_->UpdateAllocation(allocation, "RUNNING", Value(Value::List{}), false);
+      (void)store_->SetAllocationState(allocation, "RUNNING");
       break;
     case v1::TaskStateChange::STATE_EXITED:
     case v1::TaskStateChange::STATE_FAILED_TO_START: {

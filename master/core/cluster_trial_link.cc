@@ -9,6 +9,7 @@
 
 #include "common/log.h"
 #include "master/core/task_ids.h"
+#include "master/serving/serving.h"
 #include "master/util/proto_value.h"
 
 namespace sf::master {
@@ -222,6 +223,23 @@ Status Cluster::ReportProgress(const v1::ReportProgressRequest& request) {
   TrialUpdate u;
   u.total_batches = t->total_batches;
   return store_->UpdateTrial(t->id, u);
+}
+
+Status Cluster::ReportEndpoint(const v1::ReportEndpointRequest& request) {
+  SF_RETURN_IF_ERROR(CheckEndpointUrl(request.url()));
+  int64_t experiment_id = 0;
+  std::string allocation;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(request.who()));
+    experiment_id = t->experiment_id;
+    allocation = t->allocation_id;
+  }
+  // Outside mu_: one UPDATE of a row nothing else in the coordinator reads.
+  SF_RETURN_IF_ERROR(ServingStore(store_->db()).SetEndpoint(experiment_id, request.url(), allocation));
+  log::Info("serving", {{"event", "ready"}, {"id", std::to_string(experiment_id)}, {"url", request.url()},
+                        {"allocation", allocation}});
+  return Status::Ok();
 }
 
 Status Cluster::EndTrial(const v1::EndTrialRequest& request) {

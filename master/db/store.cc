@@ -142,6 +142,13 @@ Result<int64_t> Store::CreateExperiment(const NewExperiment& e) {
                e.smaller_is_better, e.priority, e.workspace_id)[0]
              .as<int64_t>();
     if (e.unmanaged) tx.exec_params("UPDATE experiments SET unmanaged = true WHERE id = $1", id);
+    if (e.serving) {
+      tx.exec_params(
+          "INSERT INTO servings (experiment_id, model_id, model_name, model_version, checkpoint_uuid, slots, "
+          "resource_pool) VALUES ($1,$2,$3,$4,$5,$6,$7)",
+          id, e.serving->model_id, e.serving->model_name, e.serving->model_version, e.serving->checkpoint_uuid,
+          e.serving->slots, e.serving->resource_pool);
+    }
     if (!e.context.empty()) {
       tx.exec_params("INSERT INTO experiment_contexts (experiment_id, sha256, archive) VALUES ($1, $2, $3)", id,
                      e.context_sha256, pqxx::binarystring(e.context.data(), e.context.size()));
@@ -222,7 +229,9 @@ Result<std::pair<std::vector<v1::Experiment>, int>> Store::ListExperiments(const
   states += "}";
   std::string where =
       " FROM experiments e WHERE ($1 = '{}' OR e.state = ANY($1::text[])) "
-      "AND ($2 = '' OR strpos(lower(e.name), lower($2)) > 0) AND ($3 OR NOT e.archived)";
+      "AND ($2 = '' OR strpos(lower(e.name), lower($2)) > 0) AND ($3 OR NOT e.archived) "
+      // A server's experiment (sf serve list shows it) is not an experiment the user made.
+      "AND NOT EXISTS (SELECT 1 FROM servings s WHERE s.experiment_id = e.id)";
   Status st = db_->Transact("list experiments", [&](pqxx::work& tx) {
     total = tx.exec_params1("SELECT count(*)" + where, states, f.name_contains, f.include_archived)[0].as<int>();
     pqxx::result r = tx.exec_params("SELECT " + ExperimentColumns(f.include_config) + where + " ORDER BY " + order +
@@ -387,6 +396,13 @@ Status Store::CreateAllocation(const std::string& id, int64_t trial_id, int rest
   return db_->Transact("create allocation", [&](pqxx::work& tx) {
     tx.exec_params("INSERT INTO allocations (id, trial_id, restart, state) VALUES ($1, $2, $3, 'QUEUED')",
                    id, trial_id, restart);
+    return Status::Ok();
+  });
+}
+
+Status Store::SetAllocationState(const std::string& id, const std::string& state) {
+  return db_->Transact("set allocation state", [&](pqxx::work& tx) {
+    tx.exec_params("UPDATE allocations SET state = $2 WHERE id = $1", id, state);
     return Status::Ok();
   });
 }

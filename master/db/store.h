@@ -27,6 +27,16 @@ struct ExperimentFilter {
   bool include_config = false;       // also read config_yaml (otherwise left unset)
 };
 
+// The model version a server experiment serves (master/serving/serving.h), stored with it.
+struct NewServing {
+  int64_t model_id = 0;
+  std::string model_name;
+  int32_t model_version = 0;
+  std::string checkpoint_uuid;
+  int32_t slots = 1;
+  std::string resource_pool;
+};
+
 struct NewExperiment {
   std::string name, description, config_yaml, owner, searcher, metric;
   bool smaller_is_better = true;
@@ -38,6 +48,9 @@ struct NewExperiment {
   std::string context;
   std::string context_sha256;
   bool unmanaged = false;  // an unmanaged experiment (CreateUnmanagedTrial)
+  // Set for the experiment that carries a server (sf serve start): its servings row goes in the
+  // same transaction, so the experiment list never sees a server's experiment without it.
+  std::optional<NewServing> serving;
 };
 
 struct TrialUpdate {
@@ -109,6 +122,8 @@ class Store {
 
   // Allocations (one per scheduled run of a trial)
   Status CreateAllocation(const std::string& id, int64_t trial_id, int restart);
+  // The state alone; the slots it was given stay (RUNNING once its tasks started).
+  Status SetAllocationState(const std::string& id, const std::string& state);
   Status UpdateAllocation(const std::string& id, const std::string& state, const Value& slots,
                           bool ended);
 

@@ -248,6 +248,8 @@ TEST_F(AccessMatrix, EveryRestRouteAnswersEveryCallerAsThePolicySays) {
         body = Value(Value::Map{{"name", "made-by-" + caller.name}}).ToJson();
       } else if (rule.route == "/api/v1/models/{name}/versions") {
         body = Value(Value::Map{{"checkpointUuid", uuid}}).ToJson();
+      } else if (rule.route == "/api/v1/servings") {
+        body = R"({"model":"matrix-no-such-model"})";  // 404 to whoever passes: nothing is scheduled
       } else if (rule.route == "/api/v1/models/{name}") {
         body = R"({"description":"edited in the matrix"})";
       } else if (rule.route == "/api/v1/unmanaged-trials") {
@@ -362,6 +364,11 @@ TEST(AccessPolicyTable, IsTheDocumentedOne) {
       {"DELETE /api/v1/webhooks/{id}", "signed-in"},
       {"GET /api/v1/webhooks/{id}/deliveries", "signed-in"},
       {"POST /api/v1/webhooks/{id}/test", "signed-in"},
+      // Servers on the cluster (docs/serving.md): {id} is the server's experiment.
+      {"POST /api/v1/servings", "creator"},
+      {"GET /api/v1/servings", "signed-in"},
+      {"GET /api/v1/servings/{id}", "signed-in"},
+      {"POST /api/v1/servings/{id}/stop", "experiment"},
   };
   for (const char* a : {"pause", "activate", "kill", "archive", "unarchive"}) {
     documented[std::string("POST /api/v1/experiments/{id}/") + a] = "experiment";
@@ -399,6 +406,14 @@ TEST(AccessPolicyTable, IsTheDocumentedOne) {
         {"DeleteModelVersion", "model"}};
     if (auto m = kModels.find(method); m != kModels.end()) {
       EXPECT_EQ(master::NeedName(rule.first), m->second) << method;
+      continue;
+    }
+    // Servers: as their REST twins above.
+    static const std::map<std::string, std::string> kServing = {
+        {"StartServing", "creator"}, {"ListServings", "signed-in"}, {"GetServing", "signed-in"},
+        {"StopServing", "experiment"}};
+    if (auto s = kServing.find(method); s != kServing.end()) {
+      EXPECT_EQ(master::NeedName(rule.first), s->second) << method;
       continue;
     }
     const std::string want = method == "GetAuditLog" || method == "RevokeAgent" || method == "RestoreAgent"
@@ -653,6 +668,12 @@ grpc::Status CallGrpc(v1::Api::Stub& stub, const std::string& method, const std:
           (r.set_name(model), r.set_checkpoint_uuid(uuid)))
   SF_CALL(GetModelVersion, ModelVersionRequest, GetModelVersionResponse, (r.set_name(model), r.set_version(1)))
   SF_CALL(DeleteModelVersion, ModelVersionRequest, DeleteModelVersionResponse, (r.set_name(model), r.set_version(1)))
+  // Servers: a model that does not exist (nothing is scheduled), and a training experiment,
+  // which carries no server (the handler answers 404 to whoever passes).
+  SF_CALL(StartServing, StartServingRequest, ServingResponse, r.set_model("matrix-no-such-model"))
+  SF_CALL(ListServings, ListServingsRequest, ListServingsResponse, (void)0)
+  SF_CALL(GetServing, ServingRequest, ServingResponse, r.set_id(experiment))
+  SF_CALL(StopServing, ServingRequest, ServingResponse, r.set_id(experiment))
 #undef SF_CALL
   ADD_FAILURE() << "Api." << method << " is not called by this test: add it to CallGrpc";
   return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, method);

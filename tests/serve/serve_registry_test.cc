@@ -11,6 +11,7 @@
 
 #include "tests/e2e/cluster_fixture.h"
 #include "tests/serve/serve_process.h"
+#include "tests/serve/trained_model.h"
 
 namespace sf::serve {
 namespace {
@@ -19,29 +20,10 @@ using namespace std::chrono_literals;
 
 TEST(ServeRegistry, ServesAModelVersionByNameAsTheCommandLineTranslates) {
   sf::testing::Cluster c(1, 1);
-  ASSERT_FALSE(c.db().empty()) << "no PostgreSQL";
-  ASSERT_TRUE(c.WaitForAgents(1));
-  // One trial of 60 batches (a few seconds); its checkpoint at the end is the one left.
-  const int64_t id = c.Submit(sf::testing::TinyExperiment(1, 60, 30, "serve-registry"));
-  ASSERT_GT(id, 0);
-  if (!c.WaitForState(id, "EXPERIMENT_STATE_COMPLETED", 60s)) {
-    c.DumpLogs();
-    FAIL() << "the experiment did not complete";
-  }
-  auto [status, checkpoints] = c.Get("/api/v1/experiments/" + std::to_string(id) + "/checkpoints");
-  ASSERT_EQ(status, 200) << checkpoints.ToJson();
-  std::string uuid, path;
-  for (const Value& ck : checkpoints.Find("checkpoints")->as_list()) {
-    if (ck.Find("state")->as_string() == "ACTIVE") {
-      uuid = ck.Find("uuid")->as_string();
-      path = ck.Find("path")->as_string();
-    }
-  }
-  ASSERT_FALSE(uuid.empty()) << checkpoints.ToJson();
-  ASSERT_EQ(c.Post("/api/v1/models", R"({"name": "serve-de-en"})").first, 200);
-  auto [registered, version] =
-      c.Post("/api/v1/models/serve-de-en/versions", R"({"checkpoint_uuid": ")" + uuid + "\"}");
-  ASSERT_EQ(registered, 200) << version.ToJson();
+  TrainedModel trained;
+  ASSERT_NO_FATAL_FAILURE(TrainAndRegister(c, "serve-de-en", &trained));
+  const std::string& uuid = trained.checkpoint_uuid;
+  const std::string& path = trained.checkpoint_path;
 
   // The command line's translations of a few test sentences, with the checkpoint's beam defaults.
   sf::testing::TempDir dir;

@@ -1,0 +1,186 @@
+// `sf serve start` on a real local cluster (tests/e2e/cluster_fixture.h; master/serving/serving.h):
+// a trained trial's checkpoint, registered as a model version, is served by sf-serve on an agent
+// slot the master scheduled; once READY its published URL answers 200 requests from 8 concurrent
+// clients exactly as `sf-trainer translate` does; the server's experiment stays out of the
+// experiment list; `sf serve stop` ends the process and frees the slot; bad requests name what is
+// wrong.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/e2e/cluster_fixture.h"
+#include "tests/serve/serve_process.h"
+#include "tests/serve/trained_model.h"
+
+namespace sf::serve {
+namespace {
+using namespace serve_testing;
+using namespace std::chrono_literals;
+
+// An int64 of a JSON reply: a string in protobuf's JSON mapping.
+int64_t Int64(const Value* v) {
+  if (!v) return -1;
+  return v->is_string() ? std::stoll(v->as_string()) : static_cast<int64_t>(v->as_double());
+}
+
+std::string State(sf::testing::Cluster& c, int64_t id, Value* serving = nullptr) {
+  auto [status, body] = c.Get("/api/v1/servings/" + std::to_string(id));
+  if (status != 200 || !body.Find("serving")) return "HTTP " + std::to_string(status) + " " + body.ToJson();
+  if (serving) *serving = *body.Find("serving");
+  const Value* state = body.Find("serving")->Find("state");
+  return state ? state->as_string() : "";
+}
+
+TEST(ServeCluster, ScheduledServerAnswersAsTheCommandLineTranslatesAndStops) {
+  sf::testing::Cluster c(1, 1);
+  TrainedModel model;
+  ASSERT_NO_FATAL_FAILURE(TrainAndRegister(c, "cluster-de-en", &model));
+  const int64_t trained = model.experiment_id;
+  const std::string& uuid = model.checkpoint_uuid;
+  const std::string& path = model.checkpoint_path;
+
+  // Refusals, before anything is scheduled.
+  struct Refusal {
+    std::string body;
+    int status;
+    std::string message;
+  };
+  for (const Refusal& r : std::vector<Refusal>{
+           {R"({"model": "nope"})", 404, "model \"nope\" does not exist"},
+           {R"({"model": "cluster-de-en", "version": 7})", 404, "has no version 7"},
+           {R"({"model": "cluster-de-en", "slots": 5})", 400, "slots: 5 is more than"},
+           {R"({"model": "cluster-de-en", "bind": "1.2.3.4; rm -rf /"})", 400, "bind:"},
+           {R"({"model": "cluster-de-en", "priority": 100})", 400, "priority: 100 must be 1..99"},
+           {R"({})", 400, "model: required"},
+       }) {
+    auto [code, reply] = c.Post("/api/v1/servings", r.body);
+    EXPECT_EQ(code, r.status) << r.body << " -> " << reply.ToJson();
+    const Value* message = reply.Find("message");
+    EXPECT_TRUE(message && message->as_string().find(r.message) != std::string::npos)
+        << r.body << " -> " << reply.ToJson();
+  }
+  {
+    auto [code, listed] = c.Get("/api/v1/servings");
+    ASSERT_EQ(code, 200);
+    EXPECT_EQ(listed.ToJson().find("cluster-de-en"), std::string::npos) << "a refused start left a server: "
+                                                                       << listed.ToJson();
+  }
+
+  // The command line's translations of the sentences the clients will send.
+  sf::testing::TempDir dir;
+  const std::vector<std::string> all = Lines(ReadFile(sf::testing::DataCopy("multi30k-de-en-tiny") + "/test.de"));
+  const std::vector<std::string> sentences(all.begin(), all.begin() + 25);
+  std::string input;
+  for (const auto& s : sentences) input += s + "\n";
+  CommandOptions o;
+  o.working_dir = dir.path();
+  o.stdin_data = input;
+  o.timeout = 2min;
+  auto translated = RunCommand(
+      {"/bin/sh", "-c", "'" + Binary("trainer/sf-trainer") + "' translate --checkpoint '" + path + "' --threads 1 > ref.txt"},
+      o);
+  ASSERT_TRUE(translated.ok() && translated->exit_code == 0) << (translated.ok() ? translated->output : "");
+  const std::vector<std::string> reference = Lines(ReadFile(dir.path() + "/ref.txt"));
+  ASSERT_EQ(reference.size(), sentences.size());
+
+  // Scheduled on the agent's one slot by `sf serve start --wait`, which prints the URL once
+  // sf-serve has loaded the weights (READY).
+  CommandOptions cli;
+  cli.timeout = 2min;
+  auto started = RunCommand({sf::testing::Cluster::Binary("sf"), "serve", "start", "--model", "cluster-de-en",
+                             "--threads", "1", "--wait", "--wait-seconds", "90", "--master", c.url()},
+                            cli);
+  ASSERT_TRUE(started.ok());
+  if (started->exit_code != 0) {
+    c.DumpLogs();
+    FAIL() << "sf serve start: " << started->output;
+  }
+  auto [listed_code, listed] = c.Get("/api/v1/servings");
+  ASSERT_EQ(listed_code, 200);
+  ASSERT_EQ(listed.Find("servings")->as_list().size(), 1u) << listed.ToJson();
+  Value serving = listed.Find("servings")->as_list()[0];
+  const int64_t id = Int64(serving.Find("id"));
+  EXPECT_EQ(serving.Find("state")->as_string(), "READY") << serving.ToJson();
+  EXPECT_EQ(serving.Find("modelVersion")->as_double(), 1) << serving.ToJson();
+  const std::string url = serving.Find("url")->as_string();
+  EXPECT_NE(started->output.find(url + "\n"), std::string::npos) << started->output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_match(url, m, std::regex(R"(http://127\.0\.0\.1:(\d+))"))) << url;
+  const int port = std::stoi(m[1]);
+  EXPECT_EQ(serving.Find("agentId")->as_string(), "e2e-agent-0") << serving.ToJson();
+  EXPECT_EQ(serving.Find("checkpointUuid")->as_string(), uuid);
+
+  // The server's experiment is not in the experiment list (it is the server's), but its trial's
+  // logs are there to read.
+  {
+    auto [code, experiments] = c.Get("/api/v1/experiments");
+    ASSERT_EQ(code, 200);
+    for (const Value& e : experiments.Find("experiments")->as_list()) {
+      EXPECT_NE(Int64(e.Find("id")), id) << experiments.ToJson();
+    }
+    auto table = RunCommand({sf::testing::Cluster::Binary("sf"), "serve", "list", "--master", c.url()}, cli);
+    ASSERT_TRUE(table.ok());
+    EXPECT_EQ(table->exit_code, 0) << table->output;
+    EXPECT_TRUE(std::regex_search(table->output, std::regex("cluster-de-en +1 +READY +" + url))) << table->output;
+  }
+
+  // 200 requests from 8 concurrent clients, one sentence each: exactly the command line's.
+  std::atomic<int> next{0}, wrong{0}, failed{0};
+  std::vector<std::string> first_error(8);
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 8; ++t) {
+    clients.emplace_back([&, t] {
+      for (int i; (i = next.fetch_add(1)) < 200;) {
+        const size_t k = static_cast<size_t>(i) % sentences.size();
+        const HttpReply r = Call(port, http::verb::post, "/v1/translate",
+                                 "{\"text\": " + Value(Value::List{Value(sentences[k])}).ToJson() + "}");
+        auto parsed = Value::FromJson(r.body);
+        if (r.status != 200 || !parsed.ok() || !parsed->Find("translations")) {
+          if (failed++ == 0) first_error[t] = std::to_string(r.status) + " " + r.error + " " + r.body;
+          continue;
+        }
+        if (parsed->Find("translations")->as_list()[0].Find("text")->as_string() != reference[k]) wrong++;
+      }
+    });
+  }
+  for (auto& th : clients) th.join();
+  std::string errors;
+  for (const auto& e : first_error) errors += e;
+  EXPECT_EQ(failed.load(), 0) << errors;
+  EXPECT_EQ(wrong.load(), 0);
+
+  // Bad requests get a 4xx and the server goes on serving.
+  EXPECT_EQ(Call(port, http::verb::post, "/v1/translate", "{\"text\": [\"x\"], \"beam\": 0}").status, 400);
+  EXPECT_EQ(Call(port, http::verb::post, "/v1/translate", "{not json").status, 400);
+  EXPECT_EQ(Translate(port, Value::List{Value(sentences[0])}, 4).status, 200);
+
+  // Stopped: the experiment is CANCELED, the process gone, the slot free for a trial again.
+  auto stopped = RunCommand({sf::testing::Cluster::Binary("sf"), "serve", "stop", std::to_string(id), "--master", c.url()}, cli);
+  ASSERT_TRUE(stopped.ok());
+  EXPECT_EQ(stopped->exit_code, 0) << stopped->output;
+  EXPECT_NE(stopped->output.find("server " + std::to_string(id) + " STOPP"), std::string::npos) << stopped->output;
+  ASSERT_TRUE(c.WaitFor([&] { return State(c, id) == "STOPPED"; }, 60s)) << State(c, id);
+  EXPECT_TRUE(c.WaitFor([&] { return !Call(port, http::verb::get, "/health").error.empty(); }, 30s))
+      << "sf-serve still answers after the stop";
+  {
+    auto [code, listed] = c.Get("/api/v1/servings");
+    ASSERT_EQ(code, 200);
+    EXPECT_TRUE(!listed.Find("servings") || listed.Find("servings")->as_list().empty()) << listed.ToJson();
+    auto [all_code, with_stopped] = c.Get("/api/v1/servings?include_stopped=true");
+    ASSERT_EQ(all_code, 200);
+    EXPECT_NE(with_stopped.ToJson().find("STOPPED"), std::string::npos) << with_stopped.ToJson();
+  }
+  const int64_t after = c.Submit(sf::testing::TinyExperiment(1, 10, 10, "after-serving"));
+  EXPECT_TRUE(c.WaitForState(after, "EXPERIMENT_STATE_COMPLETED", 60s)) << "the slot was not freed";
+  // Stopping a stopped server is harmless; an unknown one is 404; a training experiment is no server.
+  EXPECT_EQ(c.Post("/api/v1/servings/" + std::to_string(id) + "/stop", "").first, 200);
+  EXPECT_EQ(c.Post("/api/v1/servings/999999/stop", "").first, 404);
+  EXPECT_EQ(c.Get("/api/v1/servings/" + std::to_string(trained)).first, 404);
+}
+
+}  // namespace
+}  // namespace sf::serve
