@@ -18,6 +18,7 @@ import { extname, join, normalize } from 'node:path';
 import { createAuthStub } from '../e2e/auth-stub.mjs';
 import { createRouter, loadOperations } from './api-routes.mjs';
 import { modelHandlers } from './model-fixtures.mjs';
+import { fixedServingStore, servingHandlers, settleServings } from './serving-fixtures.mjs';
 
 /** A stub that cannot start says why in one line and exits 1. */
 function startOrExit(what, fn) {
@@ -171,7 +172,11 @@ for (const m of models.models) {
   m.numVersions = vs.length;
   m.latestVersion = vs.at(-1)?.version ?? 0;
 }
+// seed: servers (`sf serve start`): one READY, one QUEUED, one FAILED; new ones start over a few
+// seconds (QUEUED → STARTING → READY), stopped ones end (STOPPING → STOPPED)
+const servings = fixedServingStore();
 setInterval(tick, 500);
+setInterval(() => settleServings(servings), 4000);
 
 const send = (res, status, body) => {
   res.writeHead(status, { 'Content-Type': 'application/json', 'Cache-Control': 'no-store' });
@@ -287,6 +292,19 @@ const handlers = {
     return send(res, 200, { points: [...utilization.values()].filter((u) => Date.parse(u.time) >= since) });
   },
   ...modelHandlers(models, { send, err }),
+  ...servingHandlers(servings, {
+    send,
+    err,
+    mayStop: (who, sv) => !auth || auth.mayAct(who.user, { owner: sv.owner, workspace: sv.workspace ?? '' }),
+    resolve: (model, version) => {
+      const m = models.models.find((x) => x.name === model || x.id === model);
+      if (!m) return `model "${model}" does not exist`;
+      const vs = models.versions.filter((v) => v.modelId === m.id);
+      const v = version ? vs.find((x) => x.version === version) : vs.at(-1);
+      if (!v) return `model "${m.name}" has no version ${version || '(none registered)'}`;
+      return { modelName: m.name, modelVersion: v.version, checkpointUuid: v.checkpointUuid, workspace: m.workspace };
+    },
+  }),
   'GET /api/v1/master': (req, res) => {
     const slots = agents.flatMap((a) => a.slots);
     return send(res, 200, { version: '0.1.0-stub', masterId: 'stub', clusterName: 'dev', connectedAgents: agents.length, totalSlots: slots.length, usedSlots: slots.filter((s) => s.trialId).length });

@@ -6,12 +6,15 @@
 // auth routes (auth-stub.mjs), the login flow: the login page on 401, the master's messages for a
 // wrong password and a 429, back to the same route after login, the HttpOnly cookie and nothing
 // in web storage, actions gated by ownership and role, the tokens page (shown once, revoke), a
-// session that expires mid-way, logout and a second login. Screenshots go to $SF_ARTIFACTS_DIR
+// session that expires mid-way, logout and a second login; and the cluster page's Servers card
+// (dev/serving-fixtures.mjs: the table, Stop behind a confirmation, Show stopped, an older master)
+// with Serve on a model version. Screenshots go to $SF_ARTIFACTS_DIR
 // (default e2e-artifacts/offline). Run after `npm run build`: `npm run test:browser`.
 import { existsSync, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { createRouter, loadOperations } from '../dev/api-routes.mjs';
 import { fixedModelStore, modelHandlers } from '../dev/model-fixtures.mjs';
+import { fixedServingStore, servingHandlers } from '../dev/serving-fixtures.mjs';
 import { createAuthStub } from './auth-stub.mjs';
 import { launch } from './browser.mjs';
 import { serveDist } from './static-server.mjs';
@@ -89,6 +92,7 @@ try {
     await page.close();
   }
   await modelsFlow(browser);
+  await serversFlow(browser);
   await loginFlow(browser);
 } finally {
   await browser.close();
@@ -179,6 +183,125 @@ async function modelsFlow(browser) {
     }
   } finally {
     modelServer.close();
+  }
+}
+
+/** The cluster page's Servers card against the description's routes with
+ *  dev/serving-fixtures.mjs (the other cluster routes answer empty lists): the table, the URL link
+ *  of a READY server, Stop behind its confirmation (one POST, with X-Requested-With), Show stopped,
+ *  an empty list, a master without the servings routes; and Serve on a model version. */
+async function serversFlow(browser) {
+  let mode = 'data'; // data | empty | no-route
+  let store;
+  const requests = []; // {method, path, xrw} of every /api/ request
+  const send = (res, status, body) => {
+    res.writeHead(status, { 'Content-Type': 'application/json' });
+    res.end(JSON.stringify(body));
+  };
+  const err = (res, status, code, message) => send(res, status, { code, message, details: [] });
+  const empty = {
+    'GET /api/v1/agents': (req, res) => send(res, 200, { agents: [] }),
+    'GET /api/v1/resource-pools': (req, res) => send(res, 200, { resourcePools: [] }),
+    'GET /api/v1/experiments': (req, res) => send(res, 200, { experiments: [], pagination: { total: 0 } }),
+    'GET /api/v1/cluster/utilization': (req, res) => send(res, 200, { points: [] }),
+  };
+  const models = fixedModelStore();
+  const operations = loadOperations();
+  const routerOf = (st) =>
+    createRouter(operations, { ...empty, ...modelHandlers(models, { send, err }), ...servingHandlers(st, { send, err }) }, 'e2e/offline.e2e.mjs');
+  let router;
+  const reset = (m) => {
+    mode = m;
+    store = m === 'empty' ? { servings: [], nextId: 60 } : fixedServingStore();
+    router = routerOf(store);
+  };
+  const api = async (req, res, url) => {
+    requests.push({ method: req.method, path: url.pathname + url.search, xrw: req.headers['x-requested-with'] });
+    if (mode === 'no-route' && url.pathname.startsWith('/api/v1/servings')) return err(res, 404, 5, `no route ${req.method} ${url.pathname}`);
+    const route = router.match(req.method, url.pathname);
+    if (route.status !== 200 || !route.handler) return err(res, 404, 5, `no route ${req.method} ${url.pathname}`); // /auth/me too: no login
+    return route.handler(req, res, url, route.params, undefined);
+  };
+  const { server: servingServer, url: base } = await serveDist(dist, 0, api);
+  try {
+    for (const [w, h] of [[1280, 900], [375, 800]]) {
+      const page = await browser.newPage({ viewport: { width: w, height: h } });
+      const errors = [];
+      page.on('pageerror', (e) => errors.push(e.message));
+      const what = (s) => `servers ${w}px: ${s}`;
+      const row = (id) => page.locator(`[data-testid="server-row"][data-id="${id}"]`);
+      try {
+        reset('data');
+        requests.length = 0;
+        await page.goto(`${base}/#/cluster`);
+        await page.waitForSelector('[data-testid="server-row"]', { timeout: 15000 });
+        const ids = await page.locator('[data-testid="server-row"]').evaluateAll((rs) => rs.map((r) => r.getAttribute('data-id')));
+        check(ids.join(',') === '52,53', what('the table lists the live servers'), ids.join(','));
+        check((await page.locator('[data-testid="error-banner"]').count()) === 0, what('no error banner'));
+        const ready = row(52);
+        const link = ready.locator('[data-testid="server-url"] a');
+        check((await link.getAttribute('href')) === 'http://node1:8500' && (await link.getAttribute('target')) === '_blank', what("a READY server's URL is a link"));
+        check((await row(53).locator('[data-testid="server-url"] a').count()) === 0, what('a QUEUED server has no URL link'));
+        check((await ready.locator('a[href="#/models/wmt-de-en"]').count()) === 1 && (await ready.locator('a[href="#/trials/101"]').count()) === 1, what('a server links to its model and its trial'));
+        check((await ready.locator('[data-testid="server-agent"]').innerText()).includes('agent-1') && /Ready/.test(await ready.locator('[data-testid="server-state"]').innerText()), what('a server shows its agent and state'));
+        const stop = ready.locator('[data-testid="server-stop"]');
+        const box = await stop.boundingBox();
+        check(!!box && box.x >= 0 && box.x + box.width <= w, what('Stop is within the viewport'), JSON.stringify(box));
+        await page.screenshot({ path: join(ART, `servers-${w}.png`), fullPage: true });
+
+        const stops = () => requests.filter((r) => r.method === 'POST' && r.path.startsWith('/api/v1/servings/'));
+        await stop.click();
+        await page.waitForSelector('[data-testid="confirm-dialog"]', { timeout: 5000 });
+        check(/Stop server 52\?/.test(await page.innerText('[data-testid="confirm-dialog"]')), what('Stop asks first'));
+        await page.screenshot({ path: join(ART, `servers-stop-${w}.png`) });
+        await page.getByRole('button', { name: 'Cancel' }).click();
+        check((await page.locator('[data-testid="confirm-dialog"]').count()) === 0 && stops().length === 0, what('Cancel closes the dialog and stops nothing'));
+        await stop.click();
+        await page.click('[data-testid="confirm-button"]');
+        const stopped = await page.waitForSelector('[data-testid="server-row"][data-id="52"][data-state="STOPPING"]', { timeout: 10000 }).then(() => true, () => false);
+        check(stopped, what('after the confirmation the server shows STOPPING'));
+        check(stops().length === 1 && stops()[0].path === '/api/v1/servings/52/stop' && stops()[0].xrw === 'steadfast', what('one POST /servings/52/stop, with X-Requested-With: steadfast'), JSON.stringify(stops()));
+        check((await row(52).locator('[data-testid="server-stop"]').count()) === 0, what('a STOPPING server offers no Stop'));
+
+        await page.check('[data-testid="servers-show-stopped"]');
+        const failed = await page.waitForSelector('[data-testid="server-row"][data-id="41"]', { timeout: 10000 }).then(() => true, () => false);
+        check(failed && page.url().includes('servers=all'), what('Show stopped lists the ended servers, in the URL'), page.url());
+        if (failed) check(/checkpoint .* not found/.test(await row(41).locator('[data-testid="server-error"]').innerText()), what("a FAILED server shows the master's error"));
+        check(requests.some((r) => r.path === '/api/v1/servings?includeStopped=true'), what('Show stopped asks with includeStopped=true'));
+
+        reset('empty');
+        await page.goto('about:blank');
+        await page.goto(`${base}/#/cluster`);
+        const none = await page.locator('[data-testid="servers-card"] [data-testid="empty-state"]').waitFor({ timeout: 10000 }).then(() => page.innerText('[data-testid="servers-card"] [data-testid="empty-state"]'), () => '');
+        check(/No server is running.*sf serve start/s.test(none), what('no server: says how to start one'), none);
+
+        reset('no-route');
+        await page.goto('about:blank');
+        await page.goto(`${base}/#/cluster`);
+        const old = await page.locator('[data-testid="servers-card"] [data-testid="empty-state"]').waitFor({ timeout: 10000 }).then(() => page.innerText('[data-testid="servers-card"] [data-testid="empty-state"]'), () => '');
+        check(/does not schedule servers/.test(old) && (await page.locator('[data-testid="error-banner"]').count()) === 0, what('a master without the servings routes: said in the card, no banner'), old);
+
+        if (w === 1280) {
+          // Serve on a model version starts one; the cluster page lists it
+          reset('data');
+          await page.goto(`${base}/#/models/wmt-de-en`);
+          await page.click('[data-testid="version-row"][data-version="3"] [data-testid="version-serve"]');
+          await page.click('[data-testid="confirm-button"]');
+          const started = await page.locator('[data-testid="serve-started"]').waitFor({ timeout: 10000 }).then(() => page.innerText('[data-testid="serve-started"]'), () => '');
+          const post = requests.filter((r) => r.method === 'POST' && r.path === '/api/v1/servings');
+          check(/Server 60 for wmt-de-en v3 is queued/.test(started) && post.length === 1 && post[0].xrw === 'steadfast', what('Serve on a version starts a server (POST /servings)'), started);
+          await page.click('[data-testid="serve-started"] a[href="#/cluster"]');
+          check(await page.waitForSelector('[data-testid="server-row"][data-id="60"]', { timeout: 10000 }).then(() => true, () => false), what('the new server is on the cluster page'));
+        }
+      } catch (e) {
+        check(false, what('the servers flow ran to the end'), e.message);
+        await page.screenshot({ path: join(ART, `servers-failure-${w}.png`), fullPage: true }).catch(() => {});
+      }
+      check(errors.length === 0, what('no uncaught page errors'), errors.join(' | '));
+      await page.close();
+    }
+  } finally {
+    servingServer.close();
   }
 }
 

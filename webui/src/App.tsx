@@ -74,7 +74,7 @@ function Shell() {
     page = name === undefined ? <ModelsList route={route} /> : <ModelPage key={name} name={name} />;
     section = 'models';
   } else if (parts[0] === 'cluster') {
-    page = <ClusterPage />;
+    page = <ClusterPage route={route} />;
     section = 'cluster';
   } else if (parts[0] === 'tokens') {
     page = <TokensPage route={route} />;

@@ -28,6 +28,7 @@ function stubMaster(points: unknown[]) {
       return json({ agents: [{ id: 'a1', resourcePool: 'default', connected: true, slots: [{ id: 'cpu0', enabled: true, trialId: '7' }, { id: 'cpu1', enabled: true }] }] });
     }
     if (url.startsWith('/api/v1/resource-pools')) return json({ resourcePools: [] });
+    if (url.startsWith('/api/v1/servings')) return json({ servings: [] });
     if (url.startsWith('/api/v1/experiments')) return json({ experiments: [], pagination: { total: 0 } });
     return new Response('{}', { status: 404 });
   });
@@ -62,6 +63,7 @@ describe('ClusterPage queue', () => {
       if (url.startsWith('/api/v1/cluster/utilization')) return json({ points: [] });
       if (url.startsWith('/api/v1/agents')) return json({ agents: [] });
       if (url.startsWith('/api/v1/resource-pools')) return json({ resourcePools: [] });
+      if (url.startsWith('/api/v1/servings')) return json({ servings: [] });
       if (url.startsWith('/api/v1/experiments/4/trials')) {
         return json({
           trials: [
@@ -92,6 +94,7 @@ describe('ClusterPage resource pools', () => {
     vi.stubGlobal('fetch', async (url: string) => {
       if (url.startsWith('/api/v1/cluster/utilization')) return json({ points: [] });
       if (url.startsWith('/api/v1/agents')) return json({ agents: [] });
+      if (url.startsWith('/api/v1/servings')) return json({ servings: [] });
       if (url.startsWith('/api/v1/resource-pools')) {
         return json({
           resourcePools: [
@@ -141,6 +144,7 @@ describe('ClusterPage GPUs', () => {
       if (url.startsWith('/api/v1/cluster/utilization')) return json({ points: [] });
       if (url.startsWith('/api/v1/agents')) return json({ agents });
       if (url.startsWith('/api/v1/resource-pools')) return json({ resourcePools: [] });
+      if (url.startsWith('/api/v1/servings')) return json({ servings: [] });
       if (url.startsWith('/api/v1/experiments')) return json({ experiments: [], pagination: { total: 0 } });
       return new Response('{}', { status: 404 });
     });

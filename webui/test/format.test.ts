@@ -78,5 +78,8 @@ describe('states', () => {
     expect(stateTone('EXPERIMENT_STATE_STOPPING_ERROR')).toBe('bad');
     expect(stateTone('EXPERIMENT_STATE_STOPPING_CANCELED')).toBe('stopping');
     expect(stateTone('EXPERIMENT_STATE_COMPLETED')).toBe('done');
+    // servers (serving.proto): plain state names
+    expect(['QUEUED', 'STARTING', 'READY', 'PAUSED', 'STOPPING', 'STOPPED', 'FAILED'].map(stateTone)).toEqual(['queued', 'queued', 'active', 'paused', 'stopping', 'neutral', 'bad']);
+    expect(stateLabel('READY')).toBe('Ready');
   });
 });

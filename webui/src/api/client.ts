@@ -32,6 +32,7 @@ import type {
   ModelVersionDetail,
   Pagination,
   ResourcePool,
+  Serving,
   Trial,
   User,
   UtilizationPoint,
@@ -51,6 +52,7 @@ import {
   normModelVersionDetail,
   normPagination,
   normResourcePool,
+  normServing,
   normToken,
   normTrial,
   normUser,
@@ -268,6 +270,34 @@ export class ApiClient extends ApiTransport {
   /** One version with its checkpoint and its source trial's validation results. */
   async getModelVersion(name: string, version: number, signal?: AbortSignal): Promise<ModelVersionDetail> {
     return normModelVersionDetail(await this.call('GetModelVersion', { path: { name, version }, signal }));
+  }
+
+  // ---------- servers the master schedules (`sf serve start`; docs/serving.md) ----------
+
+  /** The live servers (QUEUED to STOPPING), by id; with `includeStopped` also the newest 100
+   *  STOPPED and FAILED ones. */
+  async getServings(includeStopped = false, signal?: AbortSignal): Promise<Serving[]> {
+    const j = await this.call('ListServings', { query: { includeStopped: includeStopped || undefined }, signal });
+    return list(j.servings).map(normServing);
+  }
+
+  async getServing(id: number, signal?: AbortSignal): Promise<Serving> {
+    const j = await this.call('GetServing', { path: { id }, signal });
+    return normServing(j.serving);
+  }
+
+  /** Stops a server (its sf-serve process ends, its slots are freed); answers it as it is now,
+   *  usually STOPPING. Needs what acting on its experiment needs (403 otherwise). */
+  async stopServing(id: number): Promise<Serving> {
+    const j = await this.call('StopServing', { path: { id }, body: {} });
+    return normServing(j.serving);
+  }
+
+  /** Starts a server for a model version with the master's defaults (one slot, the default pool,
+   *  the model's workspace, listening on 127.0.0.1 of its agent); version 0 is the latest. */
+  async startServing(model: string, version: number): Promise<Serving> {
+    const j = await this.call('StartServing', { body: { model, version } });
+    return normServing(j.serving);
   }
 
   async getAgents(signal?: AbortSignal): Promise<Agent[]> {

@@ -18,6 +18,7 @@ import type {
   ModelVersionDetail,
   Pagination,
   ResourcePool,
+  Serving,
   Slot,
   Trial,
   User,
@@ -283,5 +284,27 @@ export function normModelVersionDetail(j: ResponseOf<'GetModelVersion'> | undefi
     bestValidationMetric: optNum(o.bestValidationMetric),
     latestValidationMetric: optNum(o.latestValidationMetric),
     latestValidation: o.latestValidation && typeof o.latestValidation === 'object' ? normMetric(o.latestValidation) : undefined,
+  };
+}
+
+export function normServing(j: wire.Serving | undefined): Serving {
+  const o = msg(j);
+  return {
+    id: num(o.id),
+    modelName: str(o.modelName),
+    modelVersion: num(o.modelVersion),
+    checkpointUuid: str(o.checkpointUuid),
+    state: str(o.state) || 'UNKNOWN',
+    url: str(o.url),
+    slots: num(o.slots),
+    resourcePool: str(o.resourcePool),
+    owner: str(o.owner),
+    workspace: str(o.workspace),
+    trialId: num(o.trialId),
+    agentId: str(o.agentId),
+    createdAt: optStr(o.createdAt),
+    endedAt: optStr(o.endedAt),
+    error: str(o.error),
+    restarts: num(o.restarts),
   };
 }

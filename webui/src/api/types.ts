@@ -300,3 +300,28 @@ export interface ModelsQuery {
   offset?: number;
   limit?: number;
 }
+
+/** A translation server the master schedules on agent slots (`sf serve start`, GET
+ *  /api/v1/servings). It is carried by an experiment of its own: `id` is that experiment's id,
+ *  `trialId` the sf-serve process's trial (its logs). */
+export interface Serving {
+  id: number;
+  modelName: string;
+  modelVersion: number;
+  checkpointUuid: string;
+  /** QUEUED (waiting for slots), STARTING (placed, loading the weights), READY (answering at
+   *  `url`), PAUSED, STOPPING, STOPPED, FAILED (see `error`); 'UNKNOWN' when the master sent none.
+   *  A string in the proto, not an enum: a state added later is shown as the master names it. */
+  state: string;
+  url: string; // set while READY: http://HOST:PORT
+  slots: number;
+  resourcePool: string; // '' = the default pool
+  owner: string;
+  workspace: string;
+  trialId: number; // 0 when none yet
+  agentId: string; // '' when not placed
+  createdAt?: string;
+  endedAt?: string; // once STOPPED or FAILED
+  error: string;
+  restarts: number; // times it was started again after a failure
+}

@@ -94,16 +94,16 @@ export function stateLabel(state: string): string {
   return s.charAt(0).toUpperCase() + s.slice(1);
 }
 
-/** Colour family of a state badge. */
+/** Colour family of a state badge (experiments, trials, and servers: READY, STARTING, FAILED…). */
 export function stateTone(state: string): 'active' | 'paused' | 'done' | 'bad' | 'stopping' | 'queued' | 'neutral' {
   const s = state.replace(/^(EXPERIMENT|TRIAL)_STATE_/, '');
-  if (s === 'ACTIVE' || s === 'RUNNING') return 'active';
+  if (s === 'ACTIVE' || s === 'RUNNING' || s === 'READY') return 'active';
   if (s === 'PAUSED') return 'paused';
   if (s === 'COMPLETED') return 'done';
-  if (s === 'ERROR' || s === 'STOPPING_ERROR') return 'bad';
-  if (s === 'CANCELED') return 'neutral';
+  if (s === 'ERROR' || s === 'STOPPING_ERROR' || s === 'FAILED') return 'bad';
+  if (s === 'CANCELED' || s === 'STOPPED') return 'neutral';
   if (s.startsWith('STOPPING')) return 'stopping';
-  if (s === 'QUEUED') return 'queued';
+  if (s === 'QUEUED' || s === 'STARTING') return 'queued';
   return 'neutral';
 }
 

@@ -6,7 +6,7 @@
 //   user:   creates experiments; acts on their own, and on those of workspaces where they are an
 //           editor or admin.
 //   admin:  acts on everything; sees users and the audit log.
-import type { Experiment, Whoami } from '../api/types';
+import type { Experiment, Serving, Whoami } from '../api/types';
 
 /** Who is asking. `undefined` means the master does not authenticate (no /auth routes) or could
  *  not say who we are: then nothing is hidden and the master's answers decide. */
@@ -20,25 +20,39 @@ export interface Permission {
 
 const ALLOWED: Permission = { ok: true, reason: '' };
 
+/** Why a user (not an admin, not a viewer) may not act on something with this owner and
+ *  workspace ("belongs to alice in workspace nlp, where you are a viewer"), or undefined when they
+ *  may: it is theirs, or in a workspace where they are an editor or admin. */
+function notYours(me: Whoami, owner: string, workspace: string): string | undefined {
+  if (owner && owner === me.username) return undefined;
+  const ws = workspace ? me.workspaces.find((w) => w.name === workspace) : undefined;
+  if (ws && (ws.role === 'editor' || ws.role === 'admin')) return undefined;
+  const whose = owner ? `belongs to ${owner}` : 'is not yours';
+  const where = workspace ? (ws ? ` in workspace ${workspace}, where you are a viewer` : ` in workspace ${workspace}, of which you are not a member`) : '';
+  return `${whose}${where}`;
+}
+
 /** May `me` pause, activate, kill, archive (and the like) experiment `e`? */
 export function canActOn(me: Viewer, e: Pick<Experiment, 'id' | 'owner' | 'workspace'>): Permission {
   if (!me || me.role === 'admin') return ALLOWED;
   if (me.role === 'viewer') return { ok: false, reason: `Your role is viewer: you can look at experiments but not change them.` };
-  if (e.owner && e.owner === me.username) return ALLOWED;
-  const ws = e.workspace ? me.workspaces.find((w) => w.name === e.workspace) : undefined;
-  if (ws && (ws.role === 'editor' || ws.role === 'admin')) return ALLOWED;
-  const whose = e.owner ? `belongs to ${e.owner}` : 'is not yours';
-  const where = e.workspace
-    ? ws
-      ? ` in workspace ${e.workspace}, where you are a viewer`
-      : ` in workspace ${e.workspace}, of which you are not a member`
-    : '';
-  return { ok: false, reason: `Experiment ${e.id} ${whose}${where}: you can act only on your own experiments and on those of workspaces where you are an editor or admin.` };
+  const why = notYours(me, e.owner, e.workspace);
+  if (!why) return ALLOWED;
+  return { ok: false, reason: `Experiment ${e.id} ${why}: you can act only on your own experiments and on those of workspaces where you are an editor or admin.` };
 }
 
-/** May `me` create (submit, fork, continue) experiments? */
+/** May `me` stop server `s`? The master asks what acting on the server's experiment asks. */
+export function canStopServing(me: Viewer, s: Pick<Serving, 'id' | 'owner' | 'workspace'>): Permission {
+  if (!me || me.role === 'admin') return ALLOWED;
+  if (me.role === 'viewer') return { ok: false, reason: 'Your role is viewer: you can look at servers but not stop them.' };
+  const why = notYours(me, s.owner, s.workspace);
+  if (!why) return ALLOWED;
+  return { ok: false, reason: `Server ${s.id} ${why}: you can stop only your own servers and those of workspaces where you are an editor or admin.` };
+}
+
+/** May `me` create (submit, fork, continue) experiments, or start servers? */
 export function canCreate(me: Viewer): Permission {
-  if (me?.role === 'viewer') return { ok: false, reason: 'Your role is viewer: you cannot create experiments.' };
+  if (me?.role === 'viewer') return { ok: false, reason: 'Your role is viewer: you cannot create experiments or start servers.' };
   return ALLOWED;
 }
 

@@ -2,7 +2,9 @@
 // their slots (busy/free, which trial), each GPU slot with its memory in use and utilisation (the
 // NVML sample of the agent's last heartbeat, in the same listing), utilization over time as the master records it
 // (GET /api/v1/cluster/utilization, so the chart is full right after a reload), and the queue of
-// waiting (QUEUED) trials of active experiments.
+// waiting (QUEUED) trials of active experiments; and the servers the master schedules
+// (`sf serve start`, GET /api/v1/servings; Servers.tsx), with Stop. `servers=all` in the URL also
+// lists the stopped and failed ones.
 import { useMemo } from 'react';
 import type uPlot from 'uplot';
 import { api } from '../api/client';
@@ -12,6 +14,8 @@ import { UPlotChart } from '../components/UPlotChart';
 import { utilizationSeries } from '../lib/chartData';
 import { formatBytes, formatDateTime, formatRelative, stateLabel } from '../lib/format';
 import { usePolling } from '../lib/hooks';
+import { parseHash, useQueryState, type Route } from '../lib/router';
+import { ServersSection, servingsUnsupported } from './Servers';
 
 const POLL_MS = 3000;
 const HISTORY_WINDOW_S = 24 * 3600; // what the chart shows
@@ -36,8 +40,13 @@ export function gpuSlots(agents: Agent[]): { agent: Agent; slot: Slot }[] {
   return agents.flatMap((agent) => agent.slots.filter((slot) => slot.type === 'SLOT_TYPE_CUDA').map((slot) => ({ agent, slot })));
 }
 
-export function ClusterPage() {
+export function ClusterPage({ route }: { route?: Route }) {
+  const [q, setQ] = useQueryState(route ?? parseHash(window.location.hash));
+  const showStopped = q.get('servers') === 'all';
   const agents = usePolling((s) => api.getAgents(s), [], POLL_MS);
+  const servers = usePolling((s) => api.getServings(showStopped, s), [showStopped], POLL_MS);
+  // A master without the servings routes says so in the card, not in the page's banner.
+  const serversError = servingsUnsupported(servers.error) ? undefined : servers.error;
   const pools = usePolling((s) => api.getResourcePools(s), [], POLL_MS);
   const queue = usePolling(
     async (s) => {
@@ -64,7 +73,7 @@ export function ClusterPage() {
           </span>
         )}
       </div>
-      <ErrorBanner error={agents.error ?? pools.error ?? queue.error ?? history.error} onRetry={() => { agents.reload(); pools.reload(); queue.reload(); history.reload(); }} />
+      <ErrorBanner error={agents.error ?? pools.error ?? serversError ?? queue.error ?? history.error} onRetry={() => { agents.reload(); pools.reload(); servers.reload(); queue.reload(); history.reload(); }} />
       <div className="card">
         <h2>Resource pools</h2>
         {pools.loading && !pools.data ? (
@@ -75,6 +84,7 @@ export function ClusterPage() {
           <PoolsTable rows={pools.data} />
         )}
       </div>
+      <ServersSection servers={servers} showStopped={showStopped} onShowStopped={(show) => setQ({ servers: show ? 'all' : undefined })} />
       <div className="card">
         <h2>Agents and slots</h2>
         {agents.loading && !agents.data ? (

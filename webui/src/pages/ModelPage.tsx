@@ -2,18 +2,23 @@
 // versions: the checkpoint, the trial and experiment it came from (links to their pages), the
 // trial's best and latest value of the experiment's searcher metric, notes, creator and time.
 // The versions' metrics come from GetModelVersion, one request per version (the first
-// MAX_VERSION_DETAILS, newest first); a version whose request fails shows "–" there.
+// MAX_VERSION_DETAILS, newest first); a version whose request fails shows "–" there. Serve on a
+// version starts a server for it with the master's defaults (Servers.tsx); the cluster page lists
+// it.
+import { useState } from 'react';
 import { api } from '../api/client';
-import type { ModelVersion, ModelVersionDetail } from '../api/types';
+import type { ModelVersion, ModelVersionDetail, Serving } from '../api/types';
 import { Empty, ErrorBanner, Skeleton } from '../components/common';
 import { formatDateTime, formatMetric } from '../lib/format';
 import { usePolling } from '../lib/hooks';
 import { ModelLabels } from './ModelsList';
+import { ServeButton, ServeStarted } from './Servers';
 
 export const MAX_VERSION_DETAILS = 50;
 
 export function ModelPage({ name }: { name: string }) {
   const model = usePolling((s) => api.getModel(name, s), [name], 0);
+  const [started, setStarted] = useState<Serving>();
   const versions = model.data?.versions ?? [];
   const newestFirst = [...versions].sort((a, b) => b.version - a.version);
   const wanted = newestFirst.slice(0, MAX_VERSION_DETAILS).map((v) => v.version);
@@ -78,6 +83,7 @@ export function ModelPage({ name }: { name: string }) {
         </dl>
       </div>
       <h2 className="section-h">Versions</h2>
+      {started && <ServeStarted s={started} onDismiss={() => setStarted(undefined)} />}
       {versions.length === 0 ? (
         <Empty>
           No versions yet. Register a checkpoint with <code>sf model register {m.name || name} --checkpoint UUID</code>.
@@ -95,11 +101,12 @@ export function ModelPage({ name }: { name: string }) {
                 <th scope="col" className="num">Latest {metric || 'metric'}</th>
                 <th scope="col">Notes</th>
                 <th scope="col">Created</th>
+                <th scope="col">Actions</th>
               </tr>
             </thead>
             <tbody>
               {newestFirst.map((v) => (
-                <VersionRow key={v.version} v={v} detail={details.data?.get(v.version)} loading={!details.data?.has(v.version) && wanted.includes(v.version)} />
+                <VersionRow key={v.version} model={m.name || name} v={v} detail={details.data?.get(v.version)} loading={!details.data?.has(v.version) && wanted.includes(v.version)} onServing={setStarted} />
               ))}
             </tbody>
           </table>
@@ -109,7 +116,7 @@ export function ModelPage({ name }: { name: string }) {
   );
 }
 
-function VersionRow({ v, detail, loading }: { v: ModelVersion; detail: ModelVersionDetail | undefined; loading: boolean }) {
+function VersionRow({ model, v, detail, loading, onServing }: { model: string; v: ModelVersion; detail: ModelVersionDetail | undefined; loading: boolean; onServing: (s: Serving) => void }) {
   const blank = loading ? '…' : '–';
   return (
     <tr data-testid="version-row" data-version={v.version}>
@@ -136,6 +143,9 @@ function VersionRow({ v, detail, loading }: { v: ModelVersion; detail: ModelVers
       <td>
         {formatDateTime(v.createdAt)}
         {v.creator && <div className="muted small">by {v.creator}</div>}
+      </td>
+      <td>
+        <ServeButton model={model} version={v.version} onStarted={onServing} />
       </td>
     </tr>
   );

@@ -306,6 +306,10 @@ export interface ListModelsResponse {
   pagination?: Pagination;
 }
 
+export interface ListServingsResponse {
+  servings?: Serving[];
+}
+
 export interface ListTokensResponse {
   tokens?: Token[];
 }
@@ -420,6 +424,29 @@ export interface ResourcePool {
 
 export interface RevokeTokenResponse {}
 
+export interface Serving {
+  agentId?: string;
+  checkpointUuid?: string;
+  createdAt?: string; // date-time
+  endedAt?: string; // date-time
+  error?: string;
+  id?: string; // int64
+  modelName?: string;
+  modelVersion?: number;
+  owner?: string;
+  resourcePool?: string;
+  restarts?: number;
+  slots?: number;
+  state?: string;
+  trialId?: string; // int64
+  url?: string;
+  workspace?: string;
+}
+
+export interface ServingResponse {
+  serving?: Serving;
+}
+
 export interface SetUserPasswordRequest {
   password?: string;
   username?: string;
@@ -445,6 +472,21 @@ export interface Slot {
   type?: "SLOT_TYPE_UNSPECIFIED" | "SLOT_TYPE_CPU" | "SLOT_TYPE_CUDA";
   usage?: GpuUsage;
   uuid?: string;
+}
+
+export interface StartServingRequest {
+  bind?: string;
+  maxBatchSentences?: number;
+  maxBatchTokens?: number;
+  maxRestarts?: number;
+  maxWaitMs?: number;
+  model?: string;
+  priority?: number;
+  resourcePool?: string;
+  slots?: number;
+  threads?: number;
+  version?: number;
+  workspace?: string;
 }
 
 export interface TestWebhookResponse {
@@ -598,6 +640,7 @@ export const operations = {
   "GetModel": {"method":"GET","path":"/api/v1/models/{name}","pathParams":["name"],"queryParams":[]},
   "GetModelVersion": {"method":"GET","path":"/api/v1/models/{name}/versions/{version}","pathParams":["name","version"],"queryParams":[]},
   "GetResourcePools": {"method":"GET","path":"/api/v1/resource-pools","pathParams":[],"queryParams":[]},
+  "GetServing": {"method":"GET","path":"/api/v1/servings/{id}","pathParams":["id"],"queryParams":[]},
   "GetTrial": {"method":"GET","path":"/api/v1/trials/{id}","pathParams":["id"],"queryParams":[]},
   "GetTrialLogs": {"method":"GET","path":"/api/v1/trials/{id}/logs","pathParams":["id"],"queryParams":["after_id","limit","follow","search"]},
   "GetTrialMetrics": {"method":"GET","path":"/api/v1/trials/{id}/metrics","pathParams":["id"],"queryParams":["kind","start_batches","end_batches","max_points"]},
@@ -605,6 +648,7 @@ export const operations = {
   "KillExperiment": {"method":"POST","path":"/api/v1/experiments/{id}/kill","pathParams":["id"],"queryParams":[]},
   "KillExperiments": {"method":"POST","path":"/api/v1/experiments/kill","pathParams":[],"queryParams":[]},
   "ListModels": {"method":"GET","path":"/api/v1/models","pathParams":[],"queryParams":["name","label","include_archived","workspace","sort_by","descending","offset","limit"]},
+  "ListServings": {"method":"GET","path":"/api/v1/servings","pathParams":[],"queryParams":["include_stopped"]},
   "ListTokens": {"method":"GET","path":"/api/v1/tokens","pathParams":[],"queryParams":["all"]},
   "ListUsers": {"method":"GET","path":"/api/v1/users","pathParams":[],"queryParams":[]},
   "ListWebhookDeliveries": {"method":"GET","path":"/api/v1/webhooks/{id}/deliveries","pathParams":["id"],"queryParams":["limit"]},
@@ -623,6 +667,8 @@ export const operations = {
   "SetUserPassword": {"method":"POST","path":"/api/v1/users/{username}/password","pathParams":["username"],"queryParams":[]},
   "SetUserRole": {"method":"POST","path":"/api/v1/users/{username}/role","pathParams":["username"],"queryParams":[]},
   "SetWorkspaceMember": {"method":"PUT","path":"/api/v1/workspaces/{workspace}/members/{username}","pathParams":["workspace","username"],"queryParams":[]},
+  "StartServing": {"method":"POST","path":"/api/v1/servings","pathParams":[],"queryParams":[]},
+  "StopServing": {"method":"POST","path":"/api/v1/servings/{id}/stop","pathParams":["id"],"queryParams":[]},
   "TestWebhook": {"method":"POST","path":"/api/v1/webhooks/{id}/test","pathParams":["id"],"queryParams":[]},
   "UnarchiveExperiment": {"method":"POST","path":"/api/v1/experiments/{id}/unarchive","pathParams":["id"],"queryParams":[]},
   "UnarchiveExperiments": {"method":"POST","path":"/api/v1/experiments/unarchive","pathParams":[],"queryParams":[]},
@@ -831,6 +877,11 @@ export interface OperationTypes {
     request: undefined;
     response: GetResourcePoolsResponse;
   };
+  GetServing: {
+    query: {};
+    request: undefined;
+    response: ServingResponse;
+  };
   GetTrial: {
     query: {};
     request: undefined;
@@ -885,6 +936,13 @@ export interface OperationTypes {
     };
     request: undefined;
     response: ListModelsResponse;
+  };
+  ListServings: {
+    query: {
+      include_stopped?: boolean;
+    };
+    request: undefined;
+    response: ListServingsResponse;
   };
   ListTokens: {
     query: {
@@ -979,6 +1037,16 @@ export interface OperationTypes {
     query: {};
     request: SetWorkspaceMemberRequest;
     response: WorkspaceMemberResponse;
+  };
+  StartServing: {
+    query: {};
+    request: StartServingRequest;
+    response: ServingResponse;
+  };
+  StopServing: {
+    query: {};
+    request: undefined;
+    response: ServingResponse;
   };
   TestWebhook: {
     query: {};
