@@ -45,7 +45,8 @@ void PrintServing(const v1::Serving& s) {
            {"workspace", s.workspace()},
            {"createdAt", TimeText(s.has_created_at(), s.created_at())},
            {"endedAt", TimeText(s.has_ended_at(), s.ended_at())},
-           {"error", s.error()}}) {
+           {"error", s.error()},
+           {"token", s.token()}}) {
     std::cout << label << ": " << text << "\n";
   }
 }
@@ -61,7 +62,8 @@ int StartServing(const Flags& f, const ServeFlags& flags, Api& api) {
   std::string json = started->json;
   if (!f.json) {
     std::cerr << "server " << s.id() << " of model " << s.model_name() << " version " << s.model_version()
-              << " is " << s.state() << " (sf serve describe " << s.id() << ")\n";
+              << " is " << s.state() << " (sf serve describe " << s.id() << " shows it"
+              << (s.token().empty() ? "" : ", with the bearer token its clients send") << ")\n";
   }
   if (flags.wait) {
     // Until it answers (READY: its URL) or ends (FAILED, STOPPED: an error).

@@ -11,7 +11,8 @@
 // --model asks the master's registry for the version's checkpoint directory first
 // (serve/registry_checkpoint.h), then loads it as --checkpoint does.
 // --cluster-task: started by an agent for `sf serve start` (serve/cluster_task.h): once ready it
-// publishes its URL to the master over TrialLink, and stops (exit 0) when the master asks.
+// publishes its URL to the master over TrialLink, and stops (exit 0) when the master asks; every
+// route but /health then needs the bearer token in $SF_SERVE_TOKEN (set by the master).
 // --model-label/--version-label name what it serves in /health and the metrics.
 // SIGINT/SIGTERM stop it (exit 0). Exit status: 1 a run-time error (cannot listen, the master
 // unreachable), 2 bad usage or a checkpoint, model version, TLS file or token file that cannot be
@@ -143,6 +144,8 @@ int main(int argc, char** argv) {
       return 2;
     }
     task = std::move(connected).value();
+    // The bearer token the master gave this server (its clients get it from GetServing).
+    if (const char* token = std::getenv("SF_SERVE_TOKEN"); token && *token) o.token = token;
   }
 
   // SIGINT/SIGTERM are taken by sigwait below: blocked here, before any thread starts.

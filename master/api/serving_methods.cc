@@ -83,6 +83,7 @@ void ApiMethods::AddServingMethods() {
       return InvalidArgument(why.empty() ? "the server's experiment could not be created" : why);
     }
     SF_ASSIGN_OR_RETURN(v1::Serving serving, servings().Get(*created.id));
+    serving.set_token(h->cluster()->ServingToken(serving.id()));
     return ServingReply(std::move(serving));
   });
   Add<v1::ListServingsRequest>("ListServings", [servings](const v1::ListServingsRequest& r,
@@ -92,9 +93,13 @@ void ApiMethods::AddServingMethods() {
     for (auto& s : found) *out.add_servings() = std::move(s);
     return out;
   });
-  Add<v1::ServingRequest>("GetServing", [servings](const v1::ServingRequest& r,
-                                                   const Principal&) -> Result<v1::ServingResponse> {
+  Add<v1::ServingRequest>("GetServing", [h, authz, servings](const v1::ServingRequest& r,
+                                                            const Principal& p) -> Result<v1::ServingResponse> {
     SF_ASSIGN_OR_RETURN(v1::Serving s, servings().Get(r.id()));
+    // The token, to those who may stop it (as the access policy decides for StopServing).
+    if (!authz || authz->MayActOnExperiment(p, r.id(), "read the token of").ok()) {
+      s.set_token(h->cluster()->ServingToken(s.id()));
+    }
     return ServingReply(std::move(s));
   });
   Add<v1::ServingRequest>("StopServing", [h, servings](const v1::ServingRequest& r,

@@ -80,6 +80,15 @@ std::string TaskTokens::Mac(const TaskClaims& claims) const {
 
 std::string TaskTokens::Issue(const TaskClaims& claims) const { return std::string(kPrefix) + ToHex(Mac(claims)); }
 
+std::string TaskTokens::IssueServing(int64_t serving_id) const {
+  const std::string message = "steadfast serving token v1:" + std::to_string(serving_id);
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), secret_.data(), static_cast<int>(secret_.size()),
+       reinterpret_cast<const unsigned char*>(message.data()), message.size(), mac, &len);
+  return "sfs1_" + ToHex(std::string(reinterpret_cast<const char*>(mac), len));
+}
+
 Status TaskTokens::Verify(std::string_view token, const TaskClaims& claims) const {
   // Every TrialLink call comes through here: the reason is only spelled out for a refusal.
   auto who = [&] { return "trial " + std::to_string(claims.trial_id) + " rank " + std::to_string(claims.rank); };

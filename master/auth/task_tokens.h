@@ -44,6 +44,10 @@ class TaskTokens {
   static Result<TaskTokens> FromHexSecret(std::string_view hex);
 
   std::string Issue(const TaskClaims& claims) const;
+  // The bearer token a server the master schedules requires (master/serving/serving.h):
+  // "sfs1_" + hex(HMAC-SHA256(secret, "steadfast serving token v1" + id)), the same on every
+  // start of that server, never equal to a task token.
+  std::string IssueServing(int64_t serving_id) const;
   // OK when `token` was issued for exactly `claims`; kUnauthenticated otherwise.
   Status Verify(std::string_view token, const TaskClaims& claims) const;
 

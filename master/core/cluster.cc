@@ -160,6 +160,7 @@ Cluster::CreateResult Cluster::CreateExperiment(const std::string& config_yaml, 
   row.state = activate ? "ACTIVE" : "PAUSED";
   row.context = context;
   if (!context.empty()) row.context_sha256 = Sha256Hex(context);
+  const bool carries_server = serving.has_value();
   row.serving = std::move(serving);
   auto id = store_->CreateExperiment(row);
   if (!id.ok()) {
@@ -174,6 +175,7 @@ Cluster::CreateResult Cluster::CreateExperiment(const std::string& config_yaml, 
   e.searcher = std::move(searcher).value();
   e.initial_checkpoint = initial_checkpoint;
   e.context_sha256 = row.context_sha256;
+  e.serving = carries_server;
   e.context_bytes = static_cast<int64_t>(context.size());
   log::Info("experiment", {{"event", "created"}, {"id", std::to_string(e.id)}, {"name", e.config.name},
                            {"context_bytes", std::to_string(e.context_bytes)}});

@@ -188,6 +188,11 @@ class Cluster {
   // Ends an unmanaged trial (and its experiment): COMPLETED, or ERROR with `error`.
   // kFailedPrecondition for a managed trial.
   Status EndTrial(const steadfast::v1::EndTrialRequest& request);
+  // The bearer token of the server `experiment_id` carries (TaskTokens::IssueServing); empty
+  // without task tokens.
+  std::string ServingToken(int64_t experiment_id) const {
+    return options_.task_tokens ? options_.task_tokens->IssueServing(experiment_id) : "";
+  }
   // A server's task publishes its URL (master/serving/serving.h): stored with the allocation
   // that reported it. kFailedPrecondition when the trial carries no server.
   Status ReportEndpoint(const steadfast::v1::ReportEndpointRequest& request);
@@ -243,6 +248,7 @@ class Cluster {
     std::string context_sha256;      // its context archive's digest ("" without one)
     int64_t context_bytes = 0;
     bool unmanaged = false;          // CreateUnmanagedTrial: no searcher runs, nothing is scheduled
+    bool serving = false;            // it carries a server: its tasks get SF_SERVE_TOKEN
   };
   struct Agent {
     std::string id, hostname, pool, version;

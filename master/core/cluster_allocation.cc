@@ -154,6 +154,8 @@ void Cluster::StartAllocationLocked(Trial& t, const Assignment& a) {
     }
     if (options_.task_tokens) {
       s->set_task_token(options_.task_tokens->Issue({t.id, rank, t.restarts, s->task_id()}));
+      // The bearer token its clients send (master/serving/serving.h), in the environment only.
+      if (e.serving) (*s->mutable_env())["SF_SERVE_TOKEN"] = options_.task_tokens->IssueServing(e.id);
     }
     agent->second.conn->Send(m);
   }

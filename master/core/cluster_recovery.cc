@@ -37,6 +37,7 @@ Status Cluster::Recover() {
     e.context_sha256 = row.context_sha256;
     e.context_bytes = row.context_bytes;
     e.unmanaged = row.unmanaged;
+    e.serving = row.serving;
     auto snap = store_->LoadSearcherSnapshot(row.id);
     if (snap.ok() && snap->has_value()) {
       const Value& s = **snap;

@@ -103,6 +103,7 @@ class Store {
     std::string context_sha256;  // "" without a context
     int64_t context_bytes = 0;
     bool unmanaged = false;
+    bool serving = false;  // it carries a server (a servings row)
   };
   Result<std::vector<LiveExperiment>> LiveExperiments();
   // The experiment's context archive; kNotFound when it has none.

@@ -108,6 +108,12 @@ TEST(ServeCluster, ScheduledServerAnswersAsTheCommandLineTranslatesAndStops) {
   EXPECT_EQ(serving.Find("modelVersion")->as_double(), 1) << serving.ToJson();
   const std::string url = serving.Find("url")->as_string();
   EXPECT_NE(started->output.find(url + "\n"), std::string::npos) << started->output;
+  // The list leaves the bearer token out; the server's own page gives it to who may stop it.
+  EXPECT_TRUE(!serving.Find("token") || serving.Find("token")->as_string().empty()) << serving.ToJson();
+  Value described;
+  ASSERT_EQ(State(c, id, &described), "READY");
+  const std::string token = described.Find("token") ? described.Find("token")->as_string() : "";
+  ASSERT_EQ(token.rfind("sfs1_", 0), 0u) << described.ToJson();
   std::smatch m;
   ASSERT_TRUE(std::regex_match(url, m, std::regex(R"(http://127\.0\.0\.1:(\d+))"))) << url;
   const int port = std::stoi(m[1]);
@@ -137,7 +143,7 @@ TEST(ServeCluster, ScheduledServerAnswersAsTheCommandLineTranslatesAndStops) {
       for (int i; (i = next.fetch_add(1)) < 200;) {
         const size_t k = static_cast<size_t>(i) % sentences.size();
         const HttpReply r = Call(port, http::verb::post, "/v1/translate",
-                                 "{\"text\": " + Value(Value::List{Value(sentences[k])}).ToJson() + "}");
+                                 "{\"text\": " + Value(Value::List{Value(sentences[k])}).ToJson() + "}", token);
         auto parsed = Value::FromJson(r.body);
         if (r.status != 200 || !parsed.ok() || !parsed->Find("translations")) {
           if (failed++ == 0) first_error[t] = std::to_string(r.status) + " " + r.error + " " + r.body;
@@ -153,10 +159,15 @@ TEST(ServeCluster, ScheduledServerAnswersAsTheCommandLineTranslatesAndStops) {
   EXPECT_EQ(failed.load(), 0) << errors;
   EXPECT_EQ(wrong.load(), 0);
 
-  // Bad requests get a 4xx and the server goes on serving.
-  EXPECT_EQ(Call(port, http::verb::post, "/v1/translate", "{\"text\": [\"x\"], \"beam\": 0}").status, 400);
-  EXPECT_EQ(Call(port, http::verb::post, "/v1/translate", "{not json").status, 400);
-  EXPECT_EQ(Translate(port, Value::List{Value(sentences[0])}, 4).status, 200);
+  // Without the token (or with another): 401; /health needs none. Bad requests get a 4xx and
+  // the server goes on serving.
+  const std::string one = "{\"text\": " + Value(Value::List{Value(sentences[0])}).ToJson() + "}";
+  EXPECT_EQ(Call(port, http::verb::post, "/v1/translate", one).status, 401);
+  EXPECT_EQ(Call(port, http::verb::post, "/v1/translate", one, "sfs1_" + std::string(64, '0')).status, 401);
+  EXPECT_EQ(Call(port, http::verb::get, "/health").status, 200);
+  EXPECT_EQ(Call(port, http::verb::post, "/v1/translate", "{\"text\": [\"x\"], \"beam\": 0}", token).status, 400);
+  EXPECT_EQ(Call(port, http::verb::post, "/v1/translate", "{not json", token).status, 400);
+  EXPECT_EQ(Call(port, http::verb::post, "/v1/translate", one, token).status, 200);
 
   // Stopped: the experiment is CANCELED, the process gone, the slot free for a trial again.
   auto stopped = RunCommand({sf::testing::Cluster::Binary("sf"), "serve", "stop", std::to_string(id), "--master", c.url()}, cli);

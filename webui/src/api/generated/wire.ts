@@ -438,6 +438,7 @@ export interface Serving {
   restarts?: number;
   slots?: number;
   state?: string;
+  token?: string;
   trialId?: string; // int64
   url?: string;
   workspace?: string;
