@@ -167,10 +167,15 @@ int main(int argc, char** argv) {
   if (config->experiment_list_cache_ms > 0) {
     handlers.CacheExperimentPages(db->get(), std::chrono::milliseconds(config->experiment_list_cache_ms));
   }
-  metrics.SetReadPathSource([&handlers, reads = read_db->get()] {
-    const SnapshotCacheStats pages = handlers.experiment_page_cache_stats();
-    return MasterMetrics::ReadPathFigures{reads->busy_refusals(), pages.hits, pages.misses};
-  });
+  metrics.AddCountSource("steadfast_api_reads_total",
+                         "API reads since the start, by outcome: busy (answered 503, no database connection in "
+                         "time), list_cache_hit, list_cache_miss",
+                         [&handlers, reads = read_db->get()] {
+                           const SnapshotCacheStats pages = handlers.experiment_page_cache_stats();
+                           return MasterMetrics::Counts{{"busy", reads->busy_refusals()},
+                                                        {"list_cache_hit", pages.hits},
+                                                        {"list_cache_miss", pages.misses}};
+                         });
   AuditLog audit(db->get());  // REST and gRPC Api mutations are recorded here
   // Users and tokens (docs/security.md).
   Accounts accounts(db->get());
@@ -195,9 +200,20 @@ int main(int argc, char** argv) {
   webhook_options.timeout = std::chrono::seconds(config->webhook_timeout_seconds);
   webhook_options.ca_file = config->webhook_ca_file;
   webhook_options.senders = config->webhook_senders;
+  webhook_options.keep_finished = std::chrono::hours(24 * config->webhook_keep_days);
   webhook_options.listen_connection = config->db;
   webhooks::Webhooks hooks(webhook_db->get(), webhook_options);
   hooks.Start();
+  metrics.AddCountSource("steadfast_webhook_deliveries_total",
+                         "Webhook delivery attempts since the start, by outcome: delivered, retry (failed, sent "
+                         "again later), given_up (the last attempt failed); pruned: finished deliveries deleted",
+                         [&hooks] {
+                           const webhooks::DeliveryCounts n = hooks.Counts();
+                           return MasterMetrics::Counts{{"delivered", n.delivered},
+                                                        {"retry", n.attempts_failed},
+                                                        {"given_up", n.given_up},
+                                                        {"pruned", n.pruned}};
+                         });
   if (config->disable_auth) {
     log::Warn("master", {{"event", "AUTH_DISABLED"},
                          {"why", "--disable-auth: every caller of the REST and gRPC APIs may do everything"}});

@@ -272,6 +272,10 @@ const std::map<std::string, Setting>& Settings() {
       {"webhook_senders",
        {[](C& c, V v) { return WholeNumberIn("webhook_senders", v, 1, 64, "threads", c.webhook_senders); }, "N",
         "webhook deliveries in flight at once (one thread each)", [](const C& c) { return Text(c.webhook_senders); }}},
+      {"webhook_keep_days",
+       {[](C& c, V v) { return WholeNumberIn("webhook_keep_days", v, 0, 3650, "days", c.webhook_keep_days); }, "N",
+        "delivered or given-up webhook deliveries older than this are deleted with their attempts (0: kept)",
+        [](const C& c) { return Text(c.webhook_keep_days); }}},
   };
   return *settings;
 }

@@ -74,6 +74,7 @@ struct MasterConfig {
   int webhook_timeout_seconds = 10;
   std::string webhook_ca_file;
   int webhook_senders = 4;
+  int webhook_keep_days = 30;  // finished deliveries older than this are deleted (0: kept)
 };
 
 // Parses argv (without argv[0]) and the environment (SF_DB, SF_GRPC_PORT, SF_HTTP_PORT,

@@ -37,12 +37,13 @@ MasterMetrics::MasterMetrics()
       agents_(prometheus::BuildGauge()
                   .Name("steadfast_agents_connected")
                   .Help("Agents with a live AgentLink stream")
-                  .Register(*registry_)),
-      read_path_(prometheus::BuildCounter()
-                            .Name("steadfast_api_reads_total")
-                            .Help("API reads since the start, by outcome: busy (answered 503, no database "
-                                  "connection in time), list_cache_hit, list_cache_miss")
-                            .Register(*registry_)) {}
+                  .Register(*registry_)) {}
+
+void MasterMetrics::AddCountSource(const std::string& name, const std::string& help, std::function<Counts()> source) {
+  std::lock_guard<std::mutex> lock(render_mu_);
+  auto& family = prometheus::BuildCounter().Name(name).Help(help).Register(*registry_);
+  count_sources_.push_back({&family, std::move(source), {}});
+}
 
 void MasterMetrics::ObserveRequest(const std::string& route, double seconds, int code) {
   requests_.Add({{"route", route}, {"code", std::to_string(code)}}).Increment();
@@ -54,18 +55,17 @@ void MasterMetrics::ObserveQuery(const std::string& what, double seconds) {
 }
 
 std::string MasterMetrics::Render(Cluster* cluster) {
-  if (read_path_source_) {
+  {
     // The sources count since the start; the counters advance by what is new.
     std::lock_guard<std::mutex> lock(render_mu_);
-    const ReadPathFigures r = read_path_source_();
-    auto advance = [&](const char* outcome, uint64_t now, uint64_t& seen) {
-      prometheus::Counter& c = read_path_.Add({{"outcome", outcome}});
-      if (now > seen) c.Increment(static_cast<double>(now - seen));
-      seen = now;
-    };
-    advance("busy", r.busy_refusals, read_path_seen_.busy_refusals);
-    advance("list_cache_hit", r.list_cache_hits, read_path_seen_.list_cache_hits);
-    advance("list_cache_miss", r.list_cache_misses, read_path_seen_.list_cache_misses);
+    for (CountSource& source : count_sources_) {
+      for (const auto& [outcome, now] : source.read()) {
+        prometheus::Counter& c = source.family->Add({{"outcome", outcome}});
+        uint64_t& seen = source.seen[outcome];
+        if (now > seen) c.Increment(static_cast<double>(now - seen));
+        seen = now;
+      }
+    }
   }
   ClusterStats s = cluster->Stats();
   for (const char* state : {"ACTIVE", "PAUSED", "STOPPING_CANCELED", "COMPLETED", "CANCELED", "ERROR"}) {

@@ -13,6 +13,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <utility>
+#include <vector>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -26,12 +29,11 @@ class MasterMetrics {
   MasterMetrics();
   void ObserveRequest(const std::string& route, double seconds, int code);
   void ObserveQuery(const std::string& what, double seconds);
-  // The read path's counters (docs/cluster.md "Reads under load"), read at scrape time.
-  struct ReadPathFigures {
-    uint64_t busy_refusals = 0;  // reads answered 503: no database connection in time
-    uint64_t list_cache_hits = 0, list_cache_misses = 0;
-  };
-  void SetReadPathSource(std::function<ReadPathFigures()> source) { read_path_source_ = std::move(source); }
+  // A counter family `name` whose values, by the label `outcome`, are counts kept elsewhere since
+  // the start (the read path's, docs/cluster.md "Reads under load"; the webhook senders'): read
+  // at scrape time, each counter advanced by what is new. Call before the first Render.
+  using Counts = std::vector<std::pair<std::string, uint64_t>>;
+  void AddCountSource(const std::string& name, const std::string& help, std::function<Counts()> source);
   // Refreshes the state gauges and renders everything in the Prometheus text format.
   std::string Render(Cluster* cluster);
 
@@ -44,9 +46,12 @@ class MasterMetrics {
   prometheus::Family<prometheus::Gauge>& trials_;
   prometheus::Family<prometheus::Gauge>& slots_;
   prometheus::Family<prometheus::Gauge>& agents_;
-  prometheus::Family<prometheus::Counter>& read_path_;
-  std::function<ReadPathFigures()> read_path_source_;
-  ReadPathFigures read_path_seen_;  // what the counters hold (under render_mu_)
+  struct CountSource {
+    prometheus::Family<prometheus::Counter>* family;
+    std::function<Counts()> read;
+    std::map<std::string, uint64_t> seen;  // what the counters hold (under render_mu_)
+  };
+  std::vector<CountSource> count_sources_;
   std::mutex render_mu_;
 };
 

@@ -5,6 +5,7 @@
 #include <pqxx/pqxx>
 
 #include <algorithm>
+#include <optional>
 
 #include "common/log.h"
 #include "master/webhooks/webhook_sender.h"
@@ -78,14 +79,42 @@ Result<std::optional<double>> Webhooks::SecondsUntilDue() {
   return out;
 }
 
+DeliveryCounts Webhooks::Counts() const {
+  return {delivered_.load(), attempts_failed_.load(), given_up_.load(), pruned_.load()};
+}
+
+Result<int64_t> Webhooks::PruneFinished() {
+  if (options_.keep_finished.count() <= 0) return int64_t{0};
+  int64_t deleted = 0;
+  Status st = db_->Transact("prune webhook deliveries", [&](pqxx::work& tx) {
+    // Attempts go with their delivery (ON DELETE CASCADE).
+    pqxx::result r = tx.exec_params(
+        "DELETE FROM webhook_deliveries WHERE coalesce(delivered_at, failed_at) < now() - make_interval(hours => $1)",
+        static_cast<int>(options_.keep_finished.count()));
+    deleted = r.affected_rows();
+    return Status::Ok();
+  });
+  if (!st.ok()) return st;
+  pruned_ += static_cast<uint64_t>(deleted);
+  if (deleted > 0) log::Info("webhooks", {{"event", "pruned"}, {"deliveries", std::to_string(deleted)}});
+  return deleted;
+}
+
 void Webhooks::ListenLoop() {
   std::unique_ptr<pqxx::connection> conn;
   std::unique_ptr<Wakeup> receiver;
   bool warned = false;
+  std::optional<std::chrono::steady_clock::time_point> last_prune;
   while (true) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopping_) break;
+    }
+    if (!last_prune || std::chrono::steady_clock::now() - *last_prune > std::chrono::hours(1)) {
+      last_prune = std::chrono::steady_clock::now();
+      if (auto pruned = PruneFinished(); !pruned.ok()) {
+        log::Warn("webhooks", {{"event", "prune_failed"}, {"error", pruned.status().message()}});
+      }
     }
     if (!conn && !options_.listen_connection.empty()) {
       try {
@@ -223,6 +252,7 @@ void Webhooks::Deliver(const Claimed& c) {
       {"ms", std::to_string(took.count())},
       {"error", outcome.error}};
   log::Write(delivered ? log::Level::kInfo : log::Level::kWarn, "webhooks", fields);
+  (delivered ? delivered_ : give_up ? given_up_ : attempts_failed_)++;
   if (!st.ok()) {
     // The lease runs out and the delivery is sent again: at least once.
     log::Warn("webhooks", {{"event", "record_failed"}, {"delivery", c.id}, {"error", st.message()}});

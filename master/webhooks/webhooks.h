@@ -52,6 +52,17 @@ struct WebhookOptions {
   // notifications, so a new event goes out at once; empty: new events are found by polling.
   std::string listen_connection;
   std::chrono::milliseconds poll{2000};      // the longest wait between looks for due deliveries
+  // Delivered or given-up deliveries older than this are deleted with their attempts, hourly by
+  // the listener thread (PruneFinished); zero: kept forever. Pending ones are never pruned.
+  std::chrono::hours keep_finished{24 * 30};
+};
+
+// What the senders have done since Start(), for /metrics.
+struct DeliveryCounts {
+  uint64_t delivered = 0;       // attempts the receiver took (2xx)
+  uint64_t attempts_failed = 0; // attempts that failed and will be retried
+  uint64_t given_up = 0;        // deliveries failed for good after their last attempt
+  uint64_t pruned = 0;          // finished deliveries deleted by PruneFinished
 };
 
 // Who a webhook belongs to, for the caller's access checks.
@@ -95,6 +106,11 @@ class Webhooks {
   // For tests: wake the senders now.
   void Wake();
 
+  DeliveryCounts Counts() const;
+  // Deletes finished deliveries older than options.keep_finished (with their attempts); the
+  // listener calls it hourly. The number deleted; 0 when keep_finished is zero.
+  Result<int64_t> PruneFinished();
+
  private:
   // One claimed delivery, ready to send.
   struct Claimed {
@@ -119,6 +135,7 @@ class Webhooks {
   std::atomic<bool> cancel_{false};  // set by Stop(): attempts in flight end at once
   std::vector<std::thread> senders_;
   std::thread listener_;
+  std::atomic<uint64_t> delivered_{0}, attempts_failed_{0}, given_up_{0}, pruned_{0};
 };
 
 }  // namespace sf::master::webhooks

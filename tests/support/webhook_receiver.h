@@ -1,8 +1,8 @@
 // A webhook receiver for tests: an HTTP/1.1 server on 127.0.0.1 (a port picked at start) that
 // records every request it gets and answers each with the status its Responder picks; a status
 // of 0 holds the request unanswered until Release() or destruction (a receiver that hangs).
-// Thread-safe; one thread per connection. Header-only (Boost.Beast; link OpenSSL::Crypto for
-// ExpectedSignature).
+// With a certificate and key (WithTls) it speaks HTTPS only. Thread-safe; one thread per
+// connection. Header-only (Boost.Beast; link OpenSSL::SSL and OpenSSL::Crypto).
 #pragma once
 
 #include <openssl/evp.h>
@@ -10,7 +10,9 @@
 
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/http.hpp>
+#include <memory>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -31,8 +33,14 @@ class WebhookReceiver {
   // first time); 0: hang.
   using Responder = std::function<int(const Received& r, int nth)>;
 
-  explicit WebhookReceiver(Responder respond = [](const Received&, int) { return 200; })
+  explicit WebhookReceiver(Responder respond = [](const Received&, int) { return 200; },
+                           const std::string& cert_file = "", const std::string& key_file = "")
       : respond_(std::move(respond)), acceptor_(io_, {boost::asio::ip::make_address("127.0.0.1"), 0}) {
+    if (!cert_file.empty()) {
+      tls_ = std::make_unique<boost::asio::ssl::context>(boost::asio::ssl::context::tls_server);
+      tls_->use_certificate_chain_file(cert_file);
+      tls_->use_private_key_file(key_file, boost::asio::ssl::context::pem);
+    }
     port_ = acceptor_.local_endpoint().port();
     accepter_ = std::thread([this] { AcceptLoop(); });
   }
@@ -71,7 +79,7 @@ class WebhookReceiver {
 
   int port() const { return port_; }
   std::string url(const std::string& path = "/hook") const {
-    return "http://127.0.0.1:" + std::to_string(port_) + path;
+    return (tls_ ? "https://127.0.0.1:" : "http://127.0.0.1:") + std::to_string(port_) + path;
   }
   std::vector<Received> received() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -105,6 +113,22 @@ class WebhookReceiver {
   }
 
   void Serve(boost::asio::ip::tcp::socket socket) {
+    if (!tls_) {
+      Exchange(socket);
+      boost::system::error_code ec;
+      socket.shutdown(boost::asio::ip::tcp::socket::shutdown_both, ec);
+      return;
+    }
+    boost::asio::ssl::stream<boost::asio::ip::tcp::socket> stream(std::move(socket), *tls_);
+    boost::system::error_code ec;
+    stream.handshake(boost::asio::ssl::stream_base::server, ec);
+    if (ec) return;  // e.g. a client that does not trust this certificate
+    Exchange(stream);
+    stream.shutdown(ec);
+  }
+
+  template <class Stream>
+  void Exchange(Stream& socket) {
     namespace http = boost::beast::http;
     boost::beast::flat_buffer buffer;
     http::request<http::string_body> request;
@@ -131,10 +155,10 @@ class WebhookReceiver {
     if (status != 204 && status != 304) response.body() = "ok";
     response.prepare_payload();
     http::write(socket, response, ec);
-    socket.shutdown(boost::asio::ip::tcp::socket::shutdown_both, ec);
   }
 
   Responder respond_;
+  std::unique_ptr<boost::asio::ssl::context> tls_;  // HTTPS only when set
   boost::asio::io_context io_;
   boost::asio::ip::tcp::acceptor acceptor_;
   int port_ = 0;

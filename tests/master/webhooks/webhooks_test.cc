@@ -9,6 +9,7 @@
 #include <ctime>
 #include <pqxx/pqxx>
 
+#include "cli/cluster_certificates.h"
 #include "common/value.h"
 #include "tests/master/migrated_database_test.h"
 #include "tests/support/webhook_receiver.h"
@@ -171,6 +172,96 @@ TEST_F(WebhooksTest, DeliversSignedEventsAndRetriesUntilTheReceiverTakesThem) {
   };
   EXPECT_GE(gap(0), 90);
   EXPECT_GE(gap(1), 190);
+}
+
+TEST_F(WebhooksTest, FinishedDeliveriesOlderThanTheirKeepTimeArePrunedAndEveryOutcomeIsCounted) {
+  // Fails each delivery's first attempt, takes its second.
+  WebhookReceiver receiver([](const WebhookReceiver::Received&, int nth) { return nth == 1 ? 500 : 204; });
+  WebhookOptions o = Options();
+  o.keep_finished = std::chrono::hours(24);
+  Webhooks hooks(db_.get(), o);
+  hooks.Start();
+  v1::Webhook hook = Hook(hooks, receiver.url(), {"COMPLETED"}, 0);
+  ASSERT_TRUE(hooks.Ping(hook.id()).ok());
+  ASSERT_TRUE(hooks.Ping(hook.id()).ok());
+  ASSERT_TRUE(receiver.WaitFor([](const auto& got) { return got.size() >= 4; }, seconds(20)));
+  for (int i = 0; i < 100 && hooks.Counts().delivered < 2; ++i) std::this_thread::sleep_for(milliseconds(50));
+  EXPECT_EQ(hooks.Counts().delivered, 2u);
+  EXPECT_EQ(hooks.Counts().attempts_failed, 2u);
+  EXPECT_EQ(hooks.Counts().given_up, 0u);
+  hooks.Stop();
+  // A third stays pending (no sender runs), however old; one delivered one is made two days old.
+  ASSERT_TRUE(hooks.Ping(hook.id()).ok());
+  const int64_t aged = Count(
+      "WITH d AS (SELECT id FROM webhook_deliveries WHERE delivered_at IS NOT NULL ORDER BY created_at LIMIT 1) "
+      "UPDATE webhook_deliveries SET delivered_at = now() - interval '2 days' FROM d "
+      "WHERE webhook_deliveries.id = d.id RETURNING 1");
+  ASSERT_EQ(aged, 1);
+  Count("WITH u AS (UPDATE webhook_deliveries SET created_at = now() - interval '9 days' "
+        "WHERE delivered_at IS NULL RETURNING 1) SELECT count(*) FROM u");
+  const int64_t attempts_before = Count("SELECT count(*) FROM webhook_delivery_attempts");
+  auto pruned = hooks.PruneFinished();
+  ASSERT_TRUE(pruned.ok()) << pruned.status().ToString();
+  EXPECT_EQ(*pruned, 1);
+  EXPECT_EQ(hooks.Counts().pruned, 1u);
+  EXPECT_EQ(Count("SELECT count(*) FROM webhook_deliveries WHERE delivered_at IS NOT NULL"), 1);
+  EXPECT_EQ(Count("SELECT count(*) FROM webhook_deliveries WHERE delivered_at IS NULL AND failed_at IS NULL"), 1);
+  // Its two attempts went with it.
+  EXPECT_EQ(Count("SELECT count(*) FROM webhook_delivery_attempts"), attempts_before - 2);
+  // Nothing more is old enough; keep_finished 0 keeps everything.
+  EXPECT_EQ(*hooks.PruneFinished(), 0);
+  WebhookOptions keep = Options();
+  keep.keep_finished = std::chrono::hours(0);
+  Count("WITH u AS (UPDATE webhook_deliveries SET delivered_at = now() - interval '400 days' "
+        "WHERE delivered_at IS NOT NULL RETURNING 1) SELECT count(*) FROM u");
+  Webhooks keeping(db_.get(), keep);
+  EXPECT_EQ(*keeping.PruneFinished(), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM webhook_deliveries"), 2);
+}
+
+TEST_F(WebhooksTest, HttpsReceiversAreVerifiedByTheConfiguredCa) {
+  // Two CAs, each with a certificate for 127.0.0.1; the receiver serves the first's.
+  sf::testing::TempDir dir;
+  auto ours = cli::EnsureClusterCertificates(dir.path() + "/ours", {"127.0.0.1"});
+  auto other = cli::EnsureClusterCertificates(dir.path() + "/other", {"127.0.0.1"});
+  ASSERT_TRUE(ours.ok() && other.ok());
+  WebhookReceiver receiver([](const WebhookReceiver::Received&, int) { return 200; }, ours->server_cert,
+                           ours->server_key);
+  ASSERT_EQ(receiver.url().rfind("https://127.0.0.1:", 0), 0u);
+  WebhookOptions o = Options();
+  o.ca_file = ours->ca_cert;
+  o.retry.max_attempts = 1;
+  {
+    Webhooks hooks(db_.get(), o);
+    hooks.Start();
+    v1::Webhook hook = Hook(hooks, receiver.url(), {"COMPLETED"}, 0);
+    ASSERT_TRUE(hooks.Ping(hook.id()).ok());
+    ASSERT_TRUE(receiver.WaitFor([](const auto& got) { return got.size() == 1; }, seconds(20)));
+    EXPECT_EQ(receiver.received()[0].signature, WebhookReceiver::ExpectedSignature(hook.secret(), receiver.received()[0]));
+    std::vector<v1::WebhookDelivery> list;
+    for (int i = 0; i < 100 && (list.empty() || list[0].state() != "delivered"); ++i) {
+      list = *hooks.Deliveries(hook.id(), 10);
+      std::this_thread::sleep_for(milliseconds(50));
+    }
+    ASSERT_EQ(list.size(), 1u);
+    EXPECT_EQ(list[0].state(), "delivered");
+  }
+  // A master that trusts another CA refuses the receiver's certificate: nothing arrives, and the
+  // attempt's error says why.
+  o.ca_file = other->ca_cert;
+  Webhooks hooks(db_.get(), o);
+  hooks.Start();
+  v1::Webhook hook = Hook(hooks, receiver.url("/other"), {"COMPLETED"}, 0);
+  ASSERT_TRUE(hooks.Ping(hook.id()).ok());
+  std::vector<v1::WebhookDelivery> list;
+  for (int i = 0; i < 200 && (list.empty() || list[0].state() != "failed"); ++i) {
+    list = *hooks.Deliveries(hook.id(), 10);
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0].state(), "failed");
+  EXPECT_NE(list[0].last_error().find("certificate"), std::string::npos) << list[0].last_error();
+  EXPECT_EQ(receiver.received().size(), 1u);
 }
 
 TEST_F(WebhooksTest, GivesUpAfterTheLastAttempt) {
