@@ -167,17 +167,21 @@ void DynamicBatcher::Run(std::vector<Sentence> batch) {
     log::Error("serve", {{"event", "batch_failed"}, {"sentences", std::to_string(batch.size())},
                          {"error", hyps.status().message()}});
   }
+  if (hyps.ok()) {
+    for (const Hypothesis& h : *hyps) report.output_tokens += static_cast<int64_t>(h.tokens.size());
+  }
+  // Counted before any caller is answered: a client that reads /metrics after its reply sees
+  // its sentences there.
+  if (listener_) listener_(report);
   for (size_t i = 0; i < batch.size(); ++i) {
     Request& r = *batch[i].request;
     if (!hyps.ok()) {
       r.Finish(hyps.status());
       continue;
     }
-    report.output_tokens += static_cast<int64_t>((*hyps)[i].tokens.size());
     r.results[batch[i].index] = std::move((*hyps)[i]);
     if (--r.untranslated == 0) r.Finish(std::move(r.results));
   }
-  if (listener_) listener_(report);
 }
 
 void DynamicBatcher::Stop() {
