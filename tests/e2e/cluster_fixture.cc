@@ -302,12 +302,24 @@ Value Cluster::Trials(int64_t experiment_id) {
 }
 
 void Cluster::DumpLogs() {
+  auto dump = [](const fs::path& file, const std::string& title, size_t keep) {
+    std::ifstream in(file);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (text.size() > keep) text = "...\n" + text.substr(text.size() - keep);
+    std::cerr << "===== " << title << "\n" << text << "\n";
+  };
   for (const auto& entry : fs::directory_iterator(dir_.path())) {
     if (entry.path().extension() != ".log") continue;
-    std::ifstream in(entry.path());
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (text.size() > 20000) text = "...\n" + text.substr(text.size() - 20000);
-    std::cerr << "===== " << entry.path().filename().string() << "\n" << text << "\n";
+    dump(entry.path(), entry.path().filename().string(), 20000);
+  }
+  // Each task's own output (<agent work dir>/<task>/stdout.log, stderr.log): why a trainer hung
+  // or failed is there, not in the daemons' logs.
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir_.path(), ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (it.depth() > 3 || (name != "stdout.log" && name != "stderr.log")) continue;
+    dump(it->path(), fs::relative(it->path(), dir_.path(), ec).string(), 4000);
   }
 }
 
