@@ -92,6 +92,11 @@ const std::set<std::string> kCommands = {
     "sf webhook delete",
     "sf webhook deliveries",
     "sf webhook test",
+    "sf serve",
+    "sf serve start",
+    "sf serve list",
+    "sf serve describe",
+    "sf serve stop",
     "sf master",
     "sf master info",
     "sf deploy",
@@ -281,6 +286,9 @@ TEST(SfUsageTest, MissingPositionalIsNamed) {
   ExpectUsageError({"webhook", "delete"}, "sf webhook delete", "ID");
   ExpectUsageError({"webhook", "create", "--on", "COMPLETED"}, "sf webhook create", "--url");
   ExpectUsageError({"webhook", "create", "--url", "https://x.example"}, "sf webhook create", "--on");
+  ExpectUsageError({"serve", "start", "--version", "2"}, "sf serve start", "--model");
+  ExpectUsageError({"serve", "start", "--model", "m", "--slots", "0"}, "sf serve start", "--slots");
+  ExpectUsageError({"serve", "stop"}, "sf serve stop", "ID");
 }
 
 TEST(SfUsageTest, UnknownOrMissingCommand) {
