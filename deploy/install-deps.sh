@@ -35,6 +35,10 @@ packages=(
   python3-grpcio python3-protobuf python3-pip python3-setuptools
   # the CI path a pipeline takes (e2e_tls_test: sf token create, then curl with a Bearer token)
   curl
+  # Slurm as a resource manager (docs/slurm.md): slurmctld, slurmd and the client tools (sbatch,
+  # squeue, sacct, scancel) from slurm-wlm, munge to authenticate them; deploy/local-slurm.sh runs
+  # a local cluster with them, its nodes in network namespaces made with iproute2 and unshare
+  slurm-wlm munge iproute2 util-linux
   # an optimized BLAS for the PyTorch peer in bench/ (its fp32 GEMMs go through BLAS)
   libopenblas0-pthread
   # web UI build and browser tests
