@@ -183,6 +183,7 @@ Status Agent::Start() {
             {"serve", options_.config.serve},
             {"work_dir", options_.config.work_dir}});
   AdoptSurvivors();
+  PruneTaskDirs(/*now=*/true);
   if (options_.gpu_monitor) {
     gpu_sampler_ = std::make_unique<GpuSampler>(options_.gpu_monitor, options_.gpu_sample_interval);
   }
@@ -537,6 +538,24 @@ void Agent::OnExit(const ProcessExit& exit) {
             {"exit_code", std::to_string(code)},
             {"adopted", exit.adopted ? "true" : "false"}});
   ReportState(start, TaskStateChange::STATE_EXITED, code, message);
+  PruneTaskDirs(/*now=*/false);
+}
+
+void Agent::PruneTaskDirs(bool now) {
+  std::set<std::string> running;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto t = std::chrono::steady_clock::now();
+    if (!now && t - last_prune_ < std::chrono::minutes(10)) return;
+    last_prune_ = t;
+    for (const auto& [id, task] : tasks_) running.insert(id);
+  }
+  const int deleted = PruneTaskDirectories((fs::path(options_.config.work_dir) / "tasks").string(),
+                                           std::chrono::hours(options_.config.task_dir_keep_hours), running);
+  if (deleted > 0) {
+    LogEvent(LogLevel::kInfo, "agent", "task_dirs_pruned",
+             {{"deleted", std::to_string(deleted)}, {"keep_hours", std::to_string(options_.config.task_dir_keep_hours)}});
+  }
 }
 
 }  // namespace sf::agent

@@ -125,6 +125,9 @@ class Agent : public MasterLink::Handler {
   void OnLine(const OutputLine& line);
   void OnExit(const ProcessExit& exit);
   void AdoptSurvivors();
+  // Deletes ended tasks' old directories (PruneTaskDirectories), at most every 10 minutes
+  // unless `now`.
+  void PruneTaskDirs(bool now);
   void WriteStateFile(const std::string& task_id, const RunningProcess* position);
   std::string TaskDir(const std::string& task_id) const;
 
@@ -136,6 +139,7 @@ class Agent : public MasterLink::Handler {
   int starts_in_flight_ = 0;  // HandleStart calls past the accepting_ check, not yet done
   bool shut_down_ = false;
   std::map<std::string, Task> tasks_;  // running, by task id
+  std::chrono::steady_clock::time_point last_prune_{};  // guarded by mu_
   std::unique_ptr<ProcessSupervisor> supervisor_;
   std::unique_ptr<MasterLink> link_;
   std::unique_ptr<GpuSampler> gpu_sampler_;  // from Start() until Shutdown() stopped the link

@@ -136,6 +136,10 @@ Status ApplySetting(const std::string& key, const std::string& value, const std:
     const auto ms = IntegerIn(value, 0, 3600000);
     if (!ms) return fail("'" + value + "' is not a number of milliseconds in [0, 3600000]");
     config->kill_grace_ms = static_cast<int>(*ms);
+  } else if (key == "task_dir_keep_hours") {
+    const auto h = IntegerIn(value, 0, 24 * 3650);
+    if (!h) return fail("'" + value + "' is not a number of hours in [0, 87600] (0: keep)");
+    config->task_dir_keep_hours = static_cast<int>(*h);
   } else if (key == "cpu_threads_per_slot") {
     const auto n = IntegerIn(value, 0, 1024);
     if (!n) {
@@ -245,6 +249,9 @@ void BuildApp(CLI::App& app, Flags* flags) {
       {"work_dir", "--work-dir", "DIR", "per-task directories (default: /tmp/steadfast-agent-<agent-id>)"},
       {"log_level", "--log-level", "LEVEL", "debug | info | warn | error (default: info)"},
       {"kill_grace_ms", "--kill-grace-ms", "MS", "SIGTERM-to-SIGKILL grace for --kill-tasks-on-exit (default: 10000)"},
+      {"task_dir_keep_hours", "--task-dir-keep-hours", "H",
+       "ended tasks' directories (logs, unpacked code) are deleted this long after their last write "
+       "(default: 24; 0: kept)"},
       {"cpu_threads_per_slot", "--cpu-threads-per-slot", "N",
        "OpenMP threads a trainer gets per CPU slot it holds (sets OMP_NUM_THREADS; default 0: this "
        "machine's cores / CPU slots)"},

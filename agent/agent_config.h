@@ -23,6 +23,9 @@
 //   --log-level LEVEL       debug|info|warn|error, default info         (key `log_level`)
 //   --kill-tasks-on-exit    kill trainers when the agent stops           (key `kill_tasks_on_exit`)
 //   --kill-grace-ms MS      grace for those kills, default 10000          (key `kill_grace_ms`)
+//   --task-dir-keep-hours H ended tasks' directories (their logs, unpacked code) are deleted
+//                           this long after their last write, default 24, 0: kept
+//                           (key `task_dir_keep_hours`)
 //   --cpu-threads-per-slot N  OpenMP threads a trainer gets per CPU slot; default 0 = this
 //                           machine's cores / the agent's CPU slots  (key `cpu_threads_per_slot`)
 //   --help, --version
@@ -64,6 +67,7 @@ struct AgentConfig {
   std::string log_level = "info";
   bool kill_tasks_on_exit = false;
   int kill_grace_ms = 10000;
+  int task_dir_keep_hours = 24;  // 0: ended tasks' directories are kept
   int cpu_threads_per_slot = 0;  // 0: cores / CPU slots (CpuThreadsPerSlot)
   std::string join_token_file;
   std::string join_token;  // read from join_token_file or SF_JOIN_TOKEN; never logged

@@ -1,6 +1,8 @@
 #include "agent/task_files.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -63,6 +65,36 @@ std::map<std::string, std::string> ReadKeyValues(const std::string& path) {
     }
   }
   return out;
+}
+
+int PruneTaskDirectories(const std::string& tasks_dir, std::chrono::seconds keep,
+                         const std::set<std::string>& running) {
+  namespace fs = std::filesystem;
+  if (keep.count() <= 0) return 0;
+  std::error_code ec;
+  const auto cutoff = fs::file_time_type::clock::now() - keep;
+  int deleted = 0;
+  for (auto it = fs::directory_iterator(tasks_dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    std::error_code entry_ec;
+    if (!it->is_directory(entry_ec) || running.count(it->path().filename().string())) continue;
+    if (fs::exists(it->path() / kStateFile, entry_ec)) continue;  // a task still running (or adoptable)
+    // The newest change of the directory or a file directly in it (the logs grow in place).
+    auto newest = fs::last_write_time(it->path(), entry_ec);
+    if (entry_ec) continue;
+    bool readable = true;
+    for (auto f = fs::directory_iterator(it->path(), entry_ec); !entry_ec && f != fs::directory_iterator();
+         f.increment(entry_ec)) {
+      std::error_code time_ec;
+      const auto t = fs::last_write_time(f->path(), time_ec);
+      if (time_ec) continue;
+      newest = std::max(newest, t);
+    }
+    if (entry_ec) readable = false;
+    if (!readable || newest > cutoff) continue;
+    fs::remove_all(it->path(), entry_ec);
+    if (!entry_ec) ++deleted;
+  }
+  return deleted;
 }
 
 }  // namespace sf::agent

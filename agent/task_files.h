@@ -7,7 +7,9 @@
 
 #include <google/protobuf/repeated_ptr_field.h>
 
+#include <chrono>
 #include <cstdint>
+#include <set>
 #include <map>
 #include <optional>
 #include <string>
@@ -31,5 +33,12 @@ std::map<std::string, std::string> ReadKeyValues(const std::string& path);
 
 // "a,b,c"
 std::string Join(const google::protobuf::RepeatedPtrField<std::string>& items);
+
+// Deletes the task directories under `tasks_dir` (<work_dir>/tasks) of tasks that have ended (no
+// state file, not in `running`) and whose newest file changed more than `keep` ago: their output
+// was shipped to the master long before. Returns how many it deleted; a directory that cannot
+// be read or removed is left for the next pass. `keep` zero or negative: deletes nothing.
+int PruneTaskDirectories(const std::string& tasks_dir, std::chrono::seconds keep,
+                         const std::set<std::string>& running);
 
 }  // namespace sf::agent
