@@ -1,5 +1,6 @@
 #include "core_api/steadfast_core.h"
 
+#include <google/protobuf/util/time_util.h>
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -203,6 +204,21 @@ Status Context::ReportEndpoint(const std::string& url) {
   req.set_url(url);
   v1::ReportEndpointResponse resp;
   return link_->Call("ReportEndpoint", &v1::TrialLink::Stub::ReportEndpoint, req, &resp);
+}
+
+Status Context::ReportLogs(const std::string& incarnation, int64_t sequence, const std::vector<LogLine>& lines) {
+  v1::ReportLogsRequest req;
+  req.set_incarnation(incarnation);
+  req.set_sequence(sequence);
+  for (const LogLine& l : lines) {
+    v1::LogLine* out = req.add_lines();
+    out->set_stream(l.stream);
+    out->set_message(l.text);
+    *out->mutable_time() = google::protobuf::util::TimeUtil::NanosecondsToTimestamp(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(l.time.time_since_epoch()).count());
+  }
+  v1::ReportLogsResponse resp;
+  return link_->Call("ReportLogs", &v1::TrialLink::Stub::ReportLogs, req, &resp);
 }
 
 Status Train::ReportTraining(int64_t steps, const Values& values) { return Report("training", steps, values); }

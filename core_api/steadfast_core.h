@@ -193,6 +193,16 @@ class Context {
   // (others: no-op). kUnavailable with the master's message when it refuses (a trial that
   // carries no server, a URL that is not http(s)://).
   Status ReportEndpoint(const std::string& url);
+  // Output lines of this task, where no agent captures them (sf-task, launcher/task_launcher.h):
+  // one ReportLogs call (retried as every call is). The master stores a batch once per
+  // (task, `incarnation`, `sequence`), so re-sending a batch with its sequence is safe. Every
+  // rank's (each speaks for its own task).
+  struct LogLine {
+    std::string stream;  // stdout | stderr
+    std::string text;
+    std::chrono::system_clock::time_point time;
+  };
+  Status ReportLogs(const std::string& incarnation, int64_t sequence, const std::vector<LogLine>& lines);
 
  private:
   friend class Searcher;

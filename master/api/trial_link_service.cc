@@ -98,5 +98,10 @@ grpc::Status TrialLinkGrpcService::ReportEndpoint(grpc::ServerContext* context, 
   if (Status auth = Authenticate(*context, r->who()); !auth.ok()) return ToGrpc(auth);
   return ToGrpc(cluster_->ReportEndpoint(*r));
 }
+grpc::Status TrialLinkGrpcService::ReportLogs(grpc::ServerContext* context, const v1::ReportLogsRequest* r,
+                                              v1::ReportLogsResponse*) {
+  if (Status auth = Authenticate(*context, r->who()); !auth.ok()) return ToGrpc(auth);
+  return ToGrpc(cluster_->ReportLogs(*r));
+}
 
 }  // namespace sf::master

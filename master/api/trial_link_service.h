@@ -43,6 +43,8 @@ class TrialLinkGrpcService final
                         steadfast::v1::EndTrialResponse*) override;
   grpc::Status ReportEndpoint(grpc::ServerContext*, const steadfast::v1::ReportEndpointRequest*,
                               steadfast::v1::ReportEndpointResponse*) override;
+  grpc::Status ReportLogs(grpc::ServerContext*, const steadfast::v1::ReportLogsRequest*,
+                          steadfast::v1::ReportLogsResponse*) override;
 
  private:
   // OK when the call carries the task token issued for `who`; kUnauthenticated otherwise.

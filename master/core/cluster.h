@@ -196,6 +196,9 @@ class Cluster {
   // A server's task publishes its URL (master/serving/serving.h): stored with the allocation
   // that reported it. kFailedPrecondition when the trial carries no server.
   Status ReportEndpoint(const steadfast::v1::ReportEndpointRequest& request);
+  // A task's own output (TrialLink ReportLogs): checked, then stored once per (task,
+  // incarnation, sequence) through the LogWriter, as the agents' batches are.
+  Status ReportLogs(const steadfast::v1::ReportLogsRequest& request);
 
  private:
   struct Trial {
@@ -311,6 +314,11 @@ class Cluster {
   LogWriter log_writer_;
   // Checkpoint retention passes run on its own thread, outside mu_.
   CheckpointRetention retention_{store_->db()};
+  // ReportLogs senders ("task:<task id>", incarnation) registered since the start: each one's
+  // record in agent_deliveries is made by its first batch (task_log_ledger_.Register).
+  DeliveryLedger task_log_ledger_{store_->db()};
+  std::mutex log_senders_mu_;
+  std::set<std::pair<std::string, std::string>> log_senders_;
 };
 
 // "EXPERIMENT_STATE_ACTIVE" etc. are terminal when COMPLETED, CANCELED or ERROR.

@@ -4,10 +4,14 @@
 // Split out of cluster.cc; the same lock (mu_) guards it all.
 #include "master/core/cluster.h"
 
+#include <google/protobuf/util/time_util.h>
+
+#include <algorithm>
 #include <chrono>
 #include <string>
 
 #include "common/log.h"
+#include "common/utf8.h"
 #include "master/core/task_ids.h"
 #include "master/serving/serving.h"
 #include "master/util/proto_value.h"
@@ -240,6 +244,59 @@ Status Cluster::ReportEndpoint(const v1::ReportEndpointRequest& request) {
   log::Info("serving", {{"event", "ready"}, {"id", std::to_string(experiment_id)}, {"url", request.url()},
                         {"allocation", allocation}});
   return Status::Ok();
+}
+
+Status Cluster::ReportLogs(const v1::ReportLogsRequest& request) {
+  const std::string& incarnation = request.incarnation();
+  if (incarnation.empty() || incarnation.size() > 64 ||
+      !std::all_of(incarnation.begin(), incarnation.end(), [](char c) { return c > ' ' && c <= '~'; })) {
+    return InvalidArgument("report_logs: incarnation must be 1-64 printable characters");
+  }
+  if (request.sequence() < 1) return InvalidArgument("report_logs: sequence " + std::to_string(request.sequence()) + " < 1");
+  if (request.lines_size() > 1000) {
+    return InvalidArgument("report_logs: " + std::to_string(request.lines_size()) + " lines; at most 1000 per call");
+  }
+  for (int i = 0; i < request.lines_size(); ++i) {
+    const v1::LogLine& l = request.lines(i);
+    const std::string where = "report_logs: lines[" + std::to_string(i) + "]";
+    if (l.stream() != "stdout" && l.stream() != "stderr") {
+      return InvalidArgument(where + ".stream: \"" + l.stream().substr(0, 32) + "\" must be stdout or stderr");
+    }
+    if (l.message().size() > 16 * 1024) return InvalidArgument(where + ".message: longer than 16 KiB");
+    if (!IsText(l.message())) return InvalidArgument(where + ".message: is not UTF-8 text without NUL");
+  }
+  int64_t trial_id = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(request.who()));
+    trial_id = t->id;
+  }
+  const DeliveryStamp stamp{"task:" + request.who().task_id(), incarnation, request.sequence()};
+  {
+    // The sender's record, once per (task, incarnation): a new incarnation starts it at 0.
+    std::lock_guard<std::mutex> lock(log_senders_mu_);
+    if (!log_senders_.count({stamp.agent_id, incarnation})) {
+      SF_RETURN_IF_ERROR(task_log_ledger_.Register(stamp.agent_id, incarnation).status());
+      if (log_senders_.size() > 100000) log_senders_.clear();  // re-registering keeps the record
+      log_senders_.insert({stamp.agent_id, incarnation});
+    }
+  }
+  std::vector<v1::LogLine> lines;
+  lines.reserve(request.lines_size());
+  const auto now = google::protobuf::util::TimeUtil::GetCurrentTime();
+  for (const v1::LogLine& l : request.lines()) {
+    v1::LogLine line;
+    line.set_trial_id(trial_id);
+    line.set_rank(request.who().rank());
+    line.set_stream(l.stream());
+    line.set_message(l.message());
+    *line.mutable_time() = l.has_time() ? l.time() : now;
+    lines.push_back(std::move(line));
+  }
+  // Stored with the sender's record advanced in the same transaction: a re-sent batch is left out.
+  Status st = log_writer_.Write(std::move(lines), stamp);
+  changed_.notify_all();  // log followers
+  return st;
 }
 
 Status Cluster::EndTrial(const v1::EndTrialRequest& request) {

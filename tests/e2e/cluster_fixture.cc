@@ -91,7 +91,12 @@ void Daemon::Stop(int sig, std::chrono::milliseconds wait) {
 static bool IsLoopbackHost(const std::string& host) { return host.rfind("127.", 0) == 0 || host == "localhost"; }
 
 std::string Cluster::Binary(const std::string& name) {
-  std::string sub = name == "sf" ? "cli" : name == "sf-master" ? "master" : name == "sf-agent" ? "agent" : "trainer";
+  std::string sub = name == "sf"          ? "cli"
+                    : name == "sf-master" ? "master"
+                    : name == "sf-agent"  ? "agent"
+                    : name == "sf-task"   ? "launcher"
+                    : name == "sf-serve"  ? "serve"
+                                          : "trainer";
   return BinaryDir() + "/" + sub + "/" + name;
 }
 
