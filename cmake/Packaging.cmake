@@ -3,7 +3,8 @@
 #
 #   steadfast-master  sf-master, the built dashboard, the SQL migrations, the systemd unit and
 #                     /etc/steadfast/master.yaml (a conffile)
-#   steadfast-agent   sf-agent with the sf-trainer (and its sf-spm helper) it spawns, sf-serve, the
+#   steadfast-agent   sf-agent with the sf-trainer (and its sf-spm helper) it spawns, sf-serve,
+#                     sf-task (a rank where no agent runs: Slurm nodes), the
 #                     `steadfast` Python package user trials import (/usr/lib/steadfast/python,
 #                     where sf-agent looks), the unit and /etc/steadfast/agent.env (a conffile)
 #   steadfast-cli     sf
@@ -30,6 +31,9 @@ endif()
 # them; installed as built for the same RUNPATH reason as sf-trainer.
 if(TARGET sf-serve AND TARGET sf-spm)
   install(PROGRAMS $<TARGET_FILE:sf-serve> TYPE BIN COMPONENT agent)
+endif()
+if(TARGET sf-task)
+  install(TARGETS sf-task RUNTIME COMPONENT agent)
 endif()
 if(TARGET sf)
   install(TARGETS sf RUNTIME COMPONENT cli)

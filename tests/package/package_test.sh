@@ -83,7 +83,7 @@ dpkg-deb -f "$scratch/out/steadfast-master_${version}_$(dpkg --print-architectur
   grep -q postgresql || fail "steadfast-master: does not recommend postgresql"
 
 # 2. The layout.
-for f in /usr/bin/sf-master /usr/bin/sf-agent /usr/bin/sf-trainer /usr/bin/sf-spm /usr/bin/sf-serve /usr/bin/sf; do
+for f in /usr/bin/sf-master /usr/bin/sf-agent /usr/bin/sf-trainer /usr/bin/sf-spm /usr/bin/sf-serve /usr/bin/sf-task /usr/bin/sf; do
   [ -x "$root$f" ] || fail "layout: $f missing or not executable"
 done
 check_file /lib/systemd/system/steadfast-master.service unit
