@@ -68,13 +68,14 @@ v1::Model ModelFromRow(const pqxx::row& r) {
   return m;
 }
 
-// A version's columns (VersionFromRow reads the first 9), and the joins they come from.
+// A version's columns (VersionFromRow reads the first 14), and the joins they come from.
 const char* const kVersionColumns =
     "v.model_id, m.name, v.version, v.checkpoint_uuid, v.notes, v.creator, EXTRACT(EPOCH FROM v.created_at), "
-    "c.trial_id, t.experiment_id";
+    "c.trial_id, t.experiment_id, e.metric, e.smaller_is_better, t.best_validation_metric, "
+    "t.latest_validation_metric, c.path";
 const char* const kVersionFrom =
     " FROM model_versions v JOIN models m ON m.id = v.model_id JOIN checkpoints c ON c.uuid = v.checkpoint_uuid "
-    "JOIN trials t ON t.id = c.trial_id";
+    "JOIN trials t ON t.id = c.trial_id JOIN experiments e ON e.id = t.experiment_id";
 
 std::string SelectVersions(const std::string& extra_columns, const std::string& rest) {
   return std::string("SELECT ") + kVersionColumns + extra_columns + kVersionFrom + rest;
@@ -91,6 +92,11 @@ v1::ModelVersion VersionFromRow(const pqxx::row& r) {
   *v.mutable_created_at() = SecondsToTimestamp(r[6].as<double>());
   v.set_trial_id(r[7].as<int64_t>());
   v.set_experiment_id(r[8].as<int64_t>());
+  v.set_metric(r[9].as<std::string>());
+  v.set_smaller_is_better(r[10].as<bool>());
+  if (!r[11].is_null()) v.set_best_validation_metric(r[11].as<double>());
+  if (!r[12].is_null()) v.set_latest_validation_metric(r[12].as<double>());
+  v.set_checkpoint_path(r[13].as<std::string>());
   return v;
 }
 
@@ -319,9 +325,7 @@ Result<VersionDetails> ModelStore::GetVersion(const std::string& name_or_id, int
   Status st = db_->Transact("get model version", [&](pqxx::work& tx) -> Status {
     out = VersionDetails();
     pqxx::result r = tx.exec_params(
-        SelectVersions(", e.metric, e.smaller_is_better, t.best_validation_metric, t.latest_validation_metric",
-                       std::string(" JOIN experiments e ON e.id = t.experiment_id WHERE ") + kModelMatch +
-                           " AND v.version = $3"),
+        SelectVersions("", std::string(" WHERE ") + kModelMatch + " AND v.version = $3"),
         name_or_id, IdOf(name_or_id), version);
     if (r.empty()) {
       pqxx::result m =
@@ -330,10 +334,10 @@ Result<VersionDetails> ModelStore::GetVersion(const std::string& name_or_id, int
       return NotFound("model " + Quoted(m[0][0].as<std::string>()) + " has no version " + std::to_string(version));
     }
     out.version = VersionFromRow(r[0]);
-    out.metric = r[0][9].as<std::string>();
-    out.smaller_is_better = r[0][10].as<bool>();
-    if (!r[0][11].is_null()) out.best_validation_metric = r[0][11].as<double>();
-    if (!r[0][12].is_null()) out.latest_validation_metric = r[0][12].as<double>();
+    out.metric = out.version.metric();
+    out.smaller_is_better = out.version.smaller_is_better();
+    if (out.version.has_best_validation_metric()) out.best_validation_metric = out.version.best_validation_metric();
+    if (out.version.has_latest_validation_metric()) out.latest_validation_metric = out.version.latest_validation_metric();
     pqxx::result latest = tx.exec_params(
         "SELECT batches, vals::text, EXTRACT(EPOCH FROM reported_at), restart FROM metrics "
         "WHERE trial_id = $1 AND kind = 'validation' ORDER BY batches DESC LIMIT 1",

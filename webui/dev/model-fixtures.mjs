@@ -33,6 +33,20 @@ export function fixedModelStore() {
   };
 }
 
+/** A version as GetModel lists it: the wire ModelVersion with the source trial's results and the
+ *  checkpoint's path (ModelVersion fields 10-14), defaults and unset optionals left out as proto3
+ *  JSON does. */
+export function listedVersion(store, v) {
+  const src = store.source(v) ?? {};
+  const out = { ...v };
+  if (src.metric) out.metric = src.metric;
+  if (src.smallerIsBetter) out.smallerIsBetter = true;
+  if (typeof src.bestValidationMetric === 'number') out.bestValidationMetric = src.bestValidationMetric;
+  if (typeof src.latestValidationMetric === 'number') out.latestValidationMetric = src.latestValidationMetric;
+  if (src.checkpoint?.path) out.checkpointPath = src.checkpoint.path;
+  return out;
+}
+
 /** The GET model routes over `store`; `send(res, status, body)` and `err(res, status, code, msg)`
  *  as the stub writes answers. A model is named by its name or its id, as on the master. */
 export function modelHandlers(store, { send, err }) {
@@ -62,7 +76,7 @@ export function modelHandlers(store, { send, err }) {
       return send(res, 200, { models: list.slice(offset, offset + limit), pagination: { offset, limit, total: list.length, startIndex: offset, endIndex: Math.min(list.length, offset + limit) } });
     },
     'GET /api/v1/models/{name}': withModel((req, res, url, m) =>
-      send(res, 200, { model: m, versions: store.versions.filter((v) => v.modelId === m.id).sort((a, b) => a.version - b.version) }),
+      send(res, 200, { model: m, versions: store.versions.filter((v) => v.modelId === m.id).sort((a, b) => a.version - b.version).map((v) => listedVersion(store, v)) }),
     ),
     'GET /api/v1/models/{name}/versions/{version}': withModel((req, res, url, m, params) => {
       const v = store.versions.find((x) => x.modelId === m.id && String(x.version) === params.version);

@@ -158,7 +158,7 @@ const models = {
   source: (v) => {
     const e = exps.get(Number(v.experimentId)), t = trials.get(Number(v.trialId));
     const latestValidation = metrics.get(Number(v.trialId))?.filter((r) => r.kind === 'validation').at(-1);
-    return { checkpoint: ckpts.find((c) => c.uuid === v.checkpointUuid), metric: e?.metric ?? '', smallerIsBetter: false, bestValidationMetric: t?.bestValidationMetric, latestValidationMetric: t?.latestValidationMetric, latestValidation };
+    return { checkpoint: ckpts.find((c) => c.uuid === v.checkpointUuid), metric: e?.metric ?? '', smallerIsBetter: e?.smallerIsBetter ?? false, bestValidationMetric: t?.bestValidationMetric, latestValidationMetric: t?.latestValidationMetric, latestValidation };
   },
 };
 for (const eid of ['1', '3', '5']) {

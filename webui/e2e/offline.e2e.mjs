@@ -100,9 +100,12 @@ try {
 }
 
 /** The model registry pages against the description's routes with dev/model-fixtures.mjs: with
- *  data, with an empty registry, and with the master answering errors. */
+ *  data, with an empty registry, and with the master answering errors. The model page reads every
+ *  version's metrics and checkpoint path from GetModel: it must ask no GetModelVersion. */
 async function modelsFlow(browser) {
   let mode = 'data'; // data | empty | error
+  const requests = []; // {method, path} of every /api/ request
+  const versionRequests = () => requests.filter((r) => /^\/api\/v1\/models\/[^/?]+\/versions\//.test(r.path));
   const send = (res, status, body) => {
     res.writeHead(status, { 'Content-Type': 'application/json' });
     res.end(JSON.stringify(body));
@@ -111,6 +114,7 @@ async function modelsFlow(browser) {
   const stores = { data: fixedModelStore(), empty: { models: [], versions: [], source: () => ({}) } };
   const routers = Object.fromEntries(Object.entries(stores).map(([k, st]) => [k, createRouter(loadOperations(), modelHandlers(st, { send, err }), 'e2e/offline.e2e.mjs')]));
   const api = async (req, res, url) => {
+    requests.push({ method: req.method, path: url.pathname + url.search });
     if (mode === 'error' && url.pathname.startsWith('/api/v1/models')) return err(res, 503, 14, 'database unreachable');
     const route = routers[mode === 'error' ? 'data' : mode].match(req.method, url.pathname);
     if (route.status !== 200 || !route.handler) return err(res, 404, 5, `no route ${req.method} ${url.pathname}`); // /auth/me too: no login
@@ -143,15 +147,22 @@ async function modelsFlow(browser) {
         await page.waitForSelector('[data-testid="model-summary"]', { timeout: 10000 });
         check(/No versions yet/.test(await page.innerText('[data-testid="empty-state"]').catch(() => '')), what('a model without versions says how to register one'));
 
+        const from = requests.length;
         await page.goto(`${base}/#/models/wmt-de-en`);
         await page.waitForSelector('[data-testid="version-row"]', { timeout: 15000 });
         check((await page.innerText('[data-testid="model-description"]')) === 'German to English', what('the model page shows the description'));
         check((await rows('[data-testid="version-row"]')) === 2, what('one row per version'));
         const v3 = page.locator('[data-testid="version-row"][data-version="3"]');
-        await page.waitForFunction(() => document.querySelector('[data-testid="version-row"][data-version="3"] [data-testid="version-best"]')?.textContent === '31.25', null, { timeout: 10000 }).catch(() => {});
+        const v1 = page.locator('[data-testid="version-row"][data-version="1"]');
         check((await v3.locator('[data-testid="version-best"]').innerText()) === '31.25' && (await v3.locator('[data-testid="version-latest"]').innerText()) === '30.5', what("a version shows its trial's best and latest metric"), await v3.innerText());
+        check((await v1.locator('[data-testid="version-best"]').innerText()) === '27.5' && (await v1.locator('[data-testid="version-latest"]').innerText()) === '27.1', what('every version shows its metrics'), await v1.innerText());
+        check((await v3.locator('[data-testid="version-best"]').getAttribute('title')) === 'bleu (larger is better)' && (await page.locator('th', { hasText: 'Best bleu' }).count()) === 1, what('the metric and its direction are named'));
         check((await v3.locator('a[href="#/trials/12"]').count()) === 1 && (await v3.locator('a[href="#/experiments/4"]').count()) === 1, what('a version links to its source trial and experiment'));
-        check(/1f3c0000-0000-4000-8000-000000000003/.test(await v3.locator('[data-testid="version-checkpoint"]').innerText()), what("a version shows its checkpoint's UUID"));
+        const ckpt = v3.locator('[data-testid="version-checkpoint"]');
+        check(/1f3c0000-0000-4000-8000-000000000003/.test(await ckpt.innerText()) && (await ckpt.getAttribute('title')) === '/var/lib/steadfast/checkpoints/1f3c0000-0000-4000-8000-000000000003', what("a version shows its checkpoint's UUID, its path as the title"), String(await ckpt.getAttribute('title')));
+        await page.waitForTimeout(500); // anything the page would ask after its first render
+        const gets = requests.slice(from).filter((r) => r.path.startsWith('/api/v1/models'));
+        check(gets.every((r) => !/\/versions\//.test(r.path)) && gets.length === 1 && gets[0].path === '/api/v1/models/wmt-de-en', what('the model page makes one GetModel request and no GetModelVersion'), gets.map((r) => r.path).join(' '));
         await page.screenshot({ path: join(ART, `model-${w}.png`), fullPage: true });
         await v3.locator('a[href="#/trials/12"]').click();
         await page.waitForURL(/#\/trials\/12$/, { timeout: 5000 }).then(() => check(true, what('the trial link opens the trial page')), () => check(false, what('the trial link opens the trial page'), page.url()));
@@ -174,6 +185,7 @@ async function modelsFlow(browser) {
           check(/database unreachable/.test(b) && (await page.locator('[data-testid="error-banner"] button', { hasText: 'Retry' }).count()) === 1, what(`${path}: the master's error is shown with Retry`), b);
         }
         await page.screenshot({ path: join(ART, `models-error-${w}.png`), fullPage: true });
+        check(versionRequests().length === 0, what('no GetModelVersion request in the whole models flow (list, empty model, model, unknown, errors)'), versionRequests().map((r) => r.path).join(' '));
       } catch (e) {
         check(false, what('the models flow ran to the end'), e.message);
         await page.screenshot({ path: join(ART, `models-failure-${w}.png`), fullPage: true }).catch(() => {});
@@ -290,6 +302,8 @@ async function serversFlow(browser) {
           const started = await page.locator('[data-testid="serve-started"]').waitFor({ timeout: 10000 }).then(() => page.innerText('[data-testid="serve-started"]'), () => '');
           const post = requests.filter((r) => r.method === 'POST' && r.path === '/api/v1/servings');
           check(/Server 60 for wmt-de-en v3 is queued/.test(started) && post.length === 1 && post[0].xrw === 'steadfast', what('Serve on a version starts a server (POST /servings)'), started);
+          const perVersion = requests.filter((r) => /^\/api\/v1\/models\/[^/?]+\/versions\//.test(r.path));
+          check(perVersion.length === 0, what('the model page asks no GetModelVersion'), perVersion.map((r) => r.path).join(' '));
           await page.click('[data-testid="serve-started"] a[href="#/cluster"]');
           check(await page.waitForSelector('[data-testid="server-row"][data-id="60"]', { timeout: 10000 }).then(() => true, () => false), what('the new server is on the cluster page'));
         }

@@ -274,6 +274,18 @@ TEST_F(ModelStoreTest, AVersionCarriesItsTrialsValidationResults) {
   ASSERT_TRUE(d->latest_validation.has_value());
   EXPECT_EQ(d->latest_validation->batches(), 50);
   EXPECT_EQ(d->latest_validation->values().fields().at("validation_loss").number_value(), 0.25);
+  // The model's list of versions carries the same (a page of versions needs no call per version).
+  auto listed = store.Get("scored");
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  ASSERT_EQ(listed->versions_size(), 1);
+  const v1::ModelVersion& v = listed->versions(0);
+  EXPECT_EQ(v.metric(), "validation_loss");
+  EXPECT_TRUE(v.smaller_is_better());
+  ASSERT_TRUE(v.has_best_validation_metric());
+  EXPECT_EQ(v.best_validation_metric(), 0.25);
+  EXPECT_EQ(v.latest_validation_metric(), 0.25);
+  EXPECT_FALSE(v.checkpoint_path().empty());
+  EXPECT_EQ(v.checkpoint_path(), d->version.checkpoint_path());
 }
 
 }  // namespace

@@ -271,6 +271,11 @@ export function normModelVersion(j: wire.ModelVersion | undefined): ModelVersion
     notes: str(o.notes),
     creator: str(o.creator),
     createdAt: optStr(o.createdAt),
+    metric: str(o.metric),
+    smallerIsBetter: bool(o.smallerIsBetter),
+    bestValidationMetric: optNum(o.bestValidationMetric),
+    latestValidationMetric: optNum(o.latestValidationMetric),
+    checkpointPath: str(o.checkpointPath),
   };
 }
 

@@ -276,6 +276,14 @@ export interface ModelVersion {
   notes: string;
   creator: string;
   createdAt?: string;
+  /** The source trial's validation results, carried by GetModel's versions too (so the model page
+   *  needs no GetModelVersion per version): its experiment's searcher metric ('' when it has none),
+   *  which way is better, the trial's best and latest values (undefined when it has none). */
+  metric: string;
+  smallerIsBetter: boolean;
+  bestValidationMetric?: number;
+  latestValidationMetric?: number;
+  checkpointPath: string; // where the checkpoint is; '' when unknown
 }
 
 /** GET /models/{name}/versions/{version}: the version with its checkpoint and the source trial's

@@ -1,51 +1,29 @@
 // One model of the registry (read-only): its description, labels, owner and workspace, and its
 // versions: the checkpoint, the trial and experiment it came from (links to their pages), the
 // trial's best and latest value of the experiment's searcher metric, notes, creator and time.
-// The versions' metrics come from GetModelVersion, one request per version (the first
-// MAX_VERSION_DETAILS, newest first); a version whose request fails shows "–" there. Serve on a
-// version starts a server for it with the master's defaults (Servers.tsx); the cluster page lists
-// it.
+// Everything comes from the one GetModel request: each of its versions carries its
+// metric, direction, best and latest values and checkpoint path, so the page asks nothing per
+// version; a version without them shows "–" there. Serve on a version starts a server for it with
+// the master's defaults (Servers.tsx); the cluster page lists it.
 import { useState } from 'react';
 import { api } from '../api/client';
-import type { ModelVersion, ModelVersionDetail, Serving } from '../api/types';
+import type { ModelVersion, Serving } from '../api/types';
 import { Empty, ErrorBanner, Skeleton } from '../components/common';
 import { formatDateTime, formatMetric } from '../lib/format';
 import { usePolling } from '../lib/hooks';
 import { ModelLabels } from './ModelsList';
 import { ServeButton, ServeStarted } from './Servers';
 
-export const MAX_VERSION_DETAILS = 50;
-
 export function ModelPage({ name }: { name: string }) {
   const model = usePolling((s) => api.getModel(name, s), [name], 0);
   const [started, setStarted] = useState<Serving>();
   const versions = model.data?.versions ?? [];
   const newestFirst = [...versions].sort((a, b) => b.version - a.version);
-  const wanted = newestFirst.slice(0, MAX_VERSION_DETAILS).map((v) => v.version);
-  const details = usePolling(
-    async (s) => {
-      const out = new Map<number, ModelVersionDetail | undefined>();
-      await Promise.all(
-        wanted.map(async (v) => {
-          try {
-            out.set(v, await api.getModelVersion(name, v, s));
-          } catch (e) {
-            if ((e as { kind?: string }).kind === 'aborted') throw e;
-            out.set(v, undefined);
-          }
-        }),
-      );
-      return out;
-    },
-    [name, wanted.join(',')],
-    0,
-    true,
-  );
 
   if (model.loading && !model.data) return <Skeleton rows={8} />;
   if (!model.data) return <ErrorBanner error={model.error} onRetry={model.reload} what={`Model "${name}"`} />;
   const m = model.data.model;
-  const metric = [...(details.data?.values() ?? [])].find((d) => d?.metric)?.metric ?? '';
+  const metric = newestFirst.find((v) => v.metric)?.metric ?? '';
 
   return (
     <section aria-labelledby="model-title">
@@ -106,7 +84,7 @@ export function ModelPage({ name }: { name: string }) {
             </thead>
             <tbody>
               {newestFirst.map((v) => (
-                <VersionRow key={v.version} model={m.name || name} v={v} detail={details.data?.get(v.version)} loading={!details.data?.has(v.version) && wanted.includes(v.version)} onServing={setStarted} />
+                <VersionRow key={v.version} model={m.name || name} v={v} onServing={setStarted} />
               ))}
             </tbody>
           </table>
@@ -116,12 +94,11 @@ export function ModelPage({ name }: { name: string }) {
   );
 }
 
-function VersionRow({ model, v, detail, loading, onServing }: { model: string; v: ModelVersion; detail: ModelVersionDetail | undefined; loading: boolean; onServing: (s: Serving) => void }) {
-  const blank = loading ? '…' : '–';
+function VersionRow({ model, v, onServing }: { model: string; v: ModelVersion; onServing: (s: Serving) => void }) {
   return (
     <tr data-testid="version-row" data-version={v.version}>
       <td className="strong">v{v.version}</td>
-      <td className="mono small" data-testid="version-checkpoint" title={detail?.checkpoint?.path || undefined}>
+      <td className="mono small" data-testid="version-checkpoint" title={v.checkpointPath || undefined}>
         {v.checkpointUuid || '–'}
       </td>
       <td data-testid="version-source">
@@ -133,11 +110,11 @@ function VersionRow({ model, v, detail, loading, onServing }: { model: string; v
           </>
         ) : null}
       </td>
-      <td className="num" data-testid="version-best" title={detail?.metric ? `${detail.metric} (${detail.smallerIsBetter ? 'smaller' : 'larger'} is better)` : undefined}>
-        {detail ? formatMetric(detail.bestValidationMetric) : blank}
+      <td className="num" data-testid="version-best" title={v.metric ? `${v.metric} (${v.smallerIsBetter ? 'smaller' : 'larger'} is better)` : undefined}>
+        {formatMetric(v.bestValidationMetric)}
       </td>
       <td className="num" data-testid="version-latest">
-        {detail ? formatMetric(detail.latestValidationMetric) : blank}
+        {formatMetric(v.latestValidationMetric)}
       </td>
       <td className="col-name">{v.notes || <span className="muted">–</span>}</td>
       <td>

@@ -382,13 +382,18 @@ export interface ModelResponse {
 }
 
 export interface ModelVersion {
+  bestValidationMetric?: number;
+  checkpointPath?: string;
   checkpointUuid?: string;
   createdAt?: string; // date-time
   creator?: string;
   experimentId?: string; // int64
+  latestValidationMetric?: number;
+  metric?: string;
   modelId?: string; // int64
   modelName?: string;
   notes?: string;
+  smallerIsBetter?: boolean;
   trialId?: string; // int64
   version?: number;
 }
