@@ -13,13 +13,6 @@ import { parseHash } from '../src/lib/router';
 import { SessionProvider } from '../src/lib/session';
 import { TokensPage } from '../src/pages/TokensPage';
 
-// uPlot reads the device pixel ratio through matchMedia when it loads; jsdom has none.
-vi.hoisted(() => {
-  if (!window.matchMedia) {
-    window.matchMedia = ((query: string) => ({ matches: false, media: query, onchange: null, addEventListener() {}, removeEventListener() {}, addListener() {}, removeListener() {}, dispatchEvent: () => false })) as unknown as typeof window.matchMedia;
-  }
-});
-
 const json = (status: number, body: unknown, headers: Record<string, string> = {}) =>
   new Response(JSON.stringify(body), { status, headers: { 'Content-Type': 'application/json', ...headers } });
 

@@ -5,13 +5,6 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { cleanup, render, screen, waitFor } from '@testing-library/react';
 import { ClusterPage } from '../src/pages/ClusterPage';
 
-// uPlot reads the device pixel ratio through matchMedia when it loads; jsdom has none.
-vi.hoisted(() => {
-  if (!window.matchMedia) {
-    window.matchMedia = ((query: string) => ({ matches: false, media: query, onchange: null, addEventListener() {}, removeEventListener() {}, addListener() {}, removeListener() {}, dispatchEvent: () => false })) as unknown as typeof window.matchMedia;
-  }
-});
-
 afterEach(() => {
   cleanup();
   vi.unstubAllGlobals();

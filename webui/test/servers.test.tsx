@@ -13,13 +13,6 @@ import { ClusterPage } from '../src/pages/ClusterPage';
 import { ModelPage } from '../src/pages/ModelPage';
 import { canBeStopped, serverLink, servingsUnsupported } from '../src/pages/Servers';
 
-// uPlot reads the device pixel ratio through matchMedia when it loads; jsdom has none.
-vi.hoisted(() => {
-  if (!window.matchMedia) {
-    window.matchMedia = ((query: string) => ({ matches: false, media: query, onchange: null, addEventListener() {}, removeEventListener() {}, addListener() {}, removeListener() {}, dispatchEvent: () => false })) as unknown as typeof window.matchMedia;
-  }
-});
-
 afterEach(() => {
   cleanup();
   vi.unstubAllGlobals();
