@@ -18,11 +18,6 @@ namespace {
 namespace v1 = steadfast::v1;
 using namespace std::chrono_literals;
 
-int64_t Int64(const Value* v) {
-  if (!v) return -1;
-  return v->is_string() ? std::stoll(v->as_string()) : static_cast<int64_t>(v->as_double());
-}
-
 struct Unmanaged {
   int64_t trial_id = 0;
   std::string task_id, token, address, checkpoint_dir;
@@ -35,7 +30,7 @@ Unmanaged CreateUnmanaged(Cluster& c) {
   EXPECT_EQ(status, 200) << reply.ToJson();
   Unmanaged u;
   if (status != 200) return u;
-  u.trial_id = Int64(reply.Find("trial")->Find("id"));
+  u.trial_id = Id(*reply.Find("trial"));
   u.task_id = reply.Find("taskId")->as_string();
   u.token = reply.Find("taskToken")->as_string();
   u.address = reply.Find("trialLinkAddress")->as_string();

@@ -21,12 +21,6 @@ namespace {
 using namespace serve_testing;
 using namespace std::chrono_literals;
 
-// An int64 of a JSON reply: a string in protobuf's JSON mapping.
-int64_t Int64(const Value* v) {
-  if (!v) return -1;
-  return v->is_string() ? std::stoll(v->as_string()) : static_cast<int64_t>(v->as_double());
-}
-
 std::string State(sf::testing::Cluster& c, int64_t id, Value* serving = nullptr) {
   auto [status, body] = c.Get("/api/v1/servings/" + std::to_string(id));
   if (status != 200 || !body.Find("serving")) return "HTTP " + std::to_string(status) + " " + body.ToJson();
@@ -103,7 +97,7 @@ TEST(ServeCluster, ScheduledServerAnswersAsTheCommandLineTranslatesAndStops) {
   ASSERT_EQ(listed_code, 200);
   ASSERT_EQ(listed.Find("servings")->as_list().size(), 1u) << listed.ToJson();
   Value serving = listed.Find("servings")->as_list()[0];
-  const int64_t id = Int64(serving.Find("id"));
+  const int64_t id = sf::testing::Id(serving);
   EXPECT_EQ(serving.Find("state")->as_string(), "READY") << serving.ToJson();
   EXPECT_EQ(serving.Find("modelVersion")->as_double(), 1) << serving.ToJson();
   const std::string url = serving.Find("url")->as_string();
@@ -126,7 +120,7 @@ TEST(ServeCluster, ScheduledServerAnswersAsTheCommandLineTranslatesAndStops) {
     auto [code, experiments] = c.Get("/api/v1/experiments");
     ASSERT_EQ(code, 200);
     for (const Value& e : experiments.Find("experiments")->as_list()) {
-      EXPECT_NE(Int64(e.Find("id")), id) << experiments.ToJson();
+      EXPECT_NE(sf::testing::Id(e), id) << experiments.ToJson();
     }
     auto table = RunCommand({sf::testing::Cluster::Binary("sf"), "serve", "list", "--master", c.url()}, cli);
     ASSERT_TRUE(table.ok());
