@@ -7,6 +7,9 @@ namespace {
 size_t ValidSequenceLength(std::string_view text, size_t i) {
   auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
   unsigned char c = byte(i);
+  if (c == 0) {
+    return 0;  // NUL: valid UTF-8, but not text PostgreSQL stores
+  }
   if (c < 0x80) {
     return 1;
   }

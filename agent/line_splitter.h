@@ -2,7 +2,8 @@
 //
 // Lines end at '\n' (a '\r' before it is dropped). A line longer than `max_line_bytes` is cut
 // into pieces of at most that many bytes (never inside a UTF-8 character). Every line comes
-// out as valid UTF-8 (protobuf `string` fields must be): invalid bytes become U+FFFD.
+// out as valid UTF-8 without NUL (protobuf `string` fields must be UTF-8; PostgreSQL text has no
+// NUL): invalid bytes and NUL become U+FFFD.
 // Flush() hands out a partial last line (a stream that ended without '\n').
 //
 // Not thread-safe; one splitter per stream.
@@ -34,7 +35,8 @@ class LineSplitter {
   std::string pending_;
 };
 
-// `text` with every invalid UTF-8 sequence replaced by U+FFFD.
+// `text` with every invalid UTF-8 sequence, and every NUL byte, replaced by U+FFFD: text
+// PostgreSQL stores (it refuses NUL in text, which would fail the whole batch of log lines).
 std::string SanitizeUtf8(std::string_view text);
 
 // The largest n <= limit such that text[0, n) does not end inside a UTF-8 character

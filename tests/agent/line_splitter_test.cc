@@ -57,6 +57,7 @@ TEST(LineSplitterTest, InvalidUtf8BecomesReplacementCharacter) {
   EXPECT_EQ(SanitizeUtf8("\xE2\x82"), "\xEF\xBF\xBD\xEF\xBF\xBD");  // truncated sequence
   EXPECT_EQ(SanitizeUtf8("\xE2\x82\xAC"), "\xE2\x82\xAC");          // the euro sign
   EXPECT_EQ(SanitizeUtf8("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // surrogate
+  EXPECT_EQ(SanitizeUtf8(std::string_view("a\0b", 3)), "a\xEF\xBF\xBD" "b");  // NUL: PostgreSQL text has none
 }
 
 }  // namespace
