@@ -272,14 +272,19 @@ Status Cluster::ReportLogs(const v1::ReportLogsRequest& request) {
     trial_id = t->id;
   }
   const DeliveryStamp stamp{"task:" + request.who().task_id(), incarnation, request.sequence()};
+  // The sender's record, once per (task, incarnation): a new incarnation starts it at 0. The
+  // database call is made outside log_senders_mu_ (two first batches racing both register: the
+  // same incarnation keeps its record).
+  bool known = false;
   {
-    // The sender's record, once per (task, incarnation): a new incarnation starts it at 0.
     std::lock_guard<std::mutex> lock(log_senders_mu_);
-    if (!log_senders_.count({stamp.agent_id, incarnation})) {
-      SF_RETURN_IF_ERROR(task_log_ledger_.Register(stamp.agent_id, incarnation).status());
-      if (log_senders_.size() > 100000) log_senders_.clear();  // re-registering keeps the record
-      log_senders_.insert({stamp.agent_id, incarnation});
-    }
+    known = log_senders_.count({stamp.agent_id, incarnation}) > 0;
+  }
+  if (!known) {
+    SF_RETURN_IF_ERROR(task_log_ledger_.Register(stamp.agent_id, incarnation).status());
+    std::lock_guard<std::mutex> lock(log_senders_mu_);
+    if (log_senders_.size() > 100000) log_senders_.clear();  // re-registering keeps the record
+    log_senders_.insert({stamp.agent_id, incarnation});
   }
   std::vector<v1::LogLine> lines;
   lines.reserve(request.lines_size());
