@@ -1,6 +1,7 @@
 #include "common/sha256.h"
 
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -37,6 +38,14 @@ std::string Sha256::HexDigest() {
     hex[2 * i + 1] = kHex[digest[i] & 15];
   }
   return hex;
+}
+
+std::string HmacSha256(std::string_view key, std::string_view message) {
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(message.data()),
+       message.size(), mac, &n);
+  return std::string(reinterpret_cast<const char*>(mac), n);
 }
 
 std::string Sha256Hex(std::string_view data) {

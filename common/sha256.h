@@ -33,6 +33,9 @@ class Sha256 {
 };
 
 std::string Sha256Hex(std::string_view data);
+// HMAC-SHA256 of `message` keyed with `key`: the 32 raw bytes (OpenSSL's HMAC). For task and
+// server tokens (master/auth/task_tokens.h) and webhook signatures.
+std::string HmacSha256(std::string_view key, std::string_view message);
 // Hashes a file by streaming it; errors name the file.
 Result<std::string> Sha256File(const std::string& path);
 

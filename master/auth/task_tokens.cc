@@ -1,10 +1,10 @@
 #include "master/auth/task_tokens.h"
 
 #include <openssl/crypto.h>
-#include <openssl/hmac.h>
 #include <openssl/rand.h>
 
 #include "common/secret_file.h"
+#include "common/sha256.h"
 
 namespace sf::master {
 namespace {
@@ -71,22 +71,13 @@ std::string TaskTokens::Mac(const TaskClaims& claims) const {
   field(std::to_string(claims.rank));
   field(std::to_string(claims.restart));
   field(claims.task_id);
-  unsigned char mac[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  HMAC(EVP_sha256(), secret_.data(), static_cast<int>(secret_.size()),
-       reinterpret_cast<const unsigned char*>(message.data()), message.size(), mac, &len);
-  return std::string(reinterpret_cast<const char*>(mac), len);
+  return HmacSha256(secret_, message);
 }
 
 std::string TaskTokens::Issue(const TaskClaims& claims) const { return std::string(kPrefix) + ToHex(Mac(claims)); }
 
 std::string TaskTokens::IssueServing(int64_t serving_id) const {
-  const std::string message = "steadfast serving token v1:" + std::to_string(serving_id);
-  unsigned char mac[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  HMAC(EVP_sha256(), secret_.data(), static_cast<int>(secret_.size()),
-       reinterpret_cast<const unsigned char*>(message.data()), message.size(), mac, &len);
-  return "sfs1_" + ToHex(std::string(reinterpret_cast<const char*>(mac), len));
+  return "sfs1_" + ToHex(HmacSha256(secret_, "steadfast serving token v1:" + std::to_string(serving_id)));
 }
 
 Status TaskTokens::Verify(std::string_view token, const TaskClaims& claims) const {

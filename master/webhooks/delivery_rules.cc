@@ -2,14 +2,13 @@
 
 #include <arpa/inet.h>
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <openssl/rand.h>
 
 #include <algorithm>
 #include <cctype>
 
 #include "common/secret_file.h"
+#include "common/sha256.h"
 #include "common/utf8.h"
 
 namespace sf::master::webhooks {
@@ -118,11 +117,7 @@ std::string WebhookSignature(std::string_view secret, std::string_view timestamp
   std::string message;
   message.reserve(timestamp.size() + 1 + body.size());
   message.append(timestamp).append(".").append(body);
-  unsigned char mac[EVP_MAX_MD_SIZE];
-  unsigned int mac_size = 0;
-  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
-       reinterpret_cast<const unsigned char*>(message.data()), message.size(), mac, &mac_size);
-  return "v1=" + ToHex(std::string_view(reinterpret_cast<const char*>(mac), mac_size));
+  return "v1=" + ToHex(HmacSha256(secret, message));
 }
 
 Result<std::string> NewWebhookSecret() {
