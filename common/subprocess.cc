@@ -44,7 +44,7 @@ Result<CommandResult> RunCommand(const std::vector<std::string>& argv,
     return Internal(std::string("pipe: ") + std::strerror(errno));
   }
   std::vector<std::string> env_strings;
-  for (char** e = environ; *e; ++e) {
+  for (char** e = environ; options.inherit_env && *e; ++e) {
     std::string kv(*e);
     std::string key = kv.substr(0, kv.find('='));
     if (!options.env.count(key) && !(options.run_as_user && (key == "HOME" || key == "USER"))) {

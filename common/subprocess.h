@@ -21,6 +21,7 @@ namespace sf {
 struct CommandOptions {
   std::string working_dir;                   // empty: inherit
   std::map<std::string, std::string> env;    // added to (or overriding) the parent's environment
+  bool inherit_env = true;                   // false: the child's environment is `env` alone
   std::optional<std::string> run_as_user;    // drop to this user (caller must be root)
   bool capture_output = true;                // stdout+stderr into CommandResult::output
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};

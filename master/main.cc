@@ -15,6 +15,7 @@
 #include "master/api/http_server.h"
 #include "master/core/utilization_recorder.h"
 #include "master/master_config.h"
+#include "master/rm/slurm/slurm_manager.h"
 
 namespace {
 std::atomic<bool> g_stop{false};
@@ -83,6 +84,32 @@ int main(int argc, char** argv) {
                                    "its subject alternative names, or set --advertised-address"}});
     }
   }
+  // Pools another resource manager places (docs/slurm.md): each checked before anything runs.
+  std::vector<std::unique_ptr<rm::ResourceManager>> managers;
+  std::map<std::string, rm::ResourceManager*> external_pools;
+  std::map<std::string, std::string> external_addresses;
+  for (rm::PoolConfig pool : config->resource_pools) {
+    if (pool.manager != "slurm") continue;
+    rm::SlurmPoolConfig& slurm = pool.slurm;
+    slurm.cluster_name = config->cluster_name;
+    if (slurm.master_address.empty()) slurm.master_address = config->advertised_address;
+    if (slurm.job_dir.empty()) {
+      slurm.job_dir = (std::filesystem::path(config->checkpoint_root).parent_path() / "slurm-jobs").string();
+    }
+    auto manager = std::make_unique<rm::slurm::SlurmManager>(pool.name, slurm);
+    Status checked = manager->Check();
+    if (!checked.ok()) {
+      log::Error("master", {{"event", "resource_pool_failed"}, {"pool", pool.name}, {"error", checked.message()}});
+      std::cerr << "sf-master: " << checked.message() << "\n";
+      return 1;
+    }
+    log::Info("master", {{"event", "resource_pool"}, {"pool", pool.name}, {"manager", "slurm"},
+                         {"partition", slurm.partition}, {"job_dir", slurm.job_dir},
+                         {"master_address", slurm.master_address}});
+    external_pools[pool.name] = manager.get();
+    external_addresses[pool.name] = slurm.master_address;
+    managers.push_back(std::move(manager));
+  }
   auto db = Database::Open(config->db, config->db_pool_size, std::chrono::seconds(60));
   if (!db.ok()) {
     log::Error("master", {{"event", "db_open_failed"}, {"error", db.status().message()}});
@@ -149,6 +176,8 @@ int main(int argc, char** argv) {
   options.min_run = std::chrono::seconds(config->min_run_seconds);
   options.task_tokens = &*task_tokens;
   options.ingest_db = ingest_db->get();
+  options.external_pools = external_pools;
+  options.external_trial_link_address = external_addresses;
   Cluster cluster(&store, options);
   Status recovered = cluster.Recover();
   if (!recovered.ok()) {

@@ -360,6 +360,11 @@ Result<MasterConfig> LoadMasterConfig(const std::vector<std::string>& args) {
         std::string value;
         if (kv.second.IsScalar()) {
           value = kv.second.Scalar();
+        } else if (key == "resource_pools") {
+          Result<std::vector<rm::PoolConfig>> pools = rm::ParsePoolConfigs(kv.second, file);
+          if (!pools.ok()) return pools.status();
+          c.resource_pools = std::move(pools).value();
+          continue;
         } else if (key == "scheduler" || key == "pool_schedulers") {
           Result<std::string> text = SchedulerSettingText(key, kv.second);
           if (!text.ok()) return text.status().WithContext(file);

@@ -8,11 +8,14 @@
 
 #include "common/status.h"
 #include "common/tls_files.h"
+#include "master/rm/pool_config.h"
 #include "master/scheduler/scheduler.h"
 
 namespace sf::master {
 
 struct MasterConfig {
+  // Pools with a resource manager of their own (master/rm/pool_config.h): config file only.
+  std::vector<rm::PoolConfig> resource_pools;
   std::string db = "host=127.0.0.1 port=5432 user=postgres dbname=steadfast";  // libpq string
   int db_pool_size = 8;  // the coordinator's and accounts' connections (every write but ingestion)
   // The API's reads have their own connections (master/db/database.h); a read that finds none

@@ -194,6 +194,71 @@ void ReadResources(ErrorSink& sink, const YAML::Node& node, const std::string& p
   }
 }
 
+// Slurm's time formats: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS; or UNLIMITED.
+bool SlurmTimeFormat(const std::string& t) {
+  if (t == "UNLIMITED" || t == "INFINITE") return true;
+  std::string rest = t;
+  size_t dash = t.find('-');
+  auto digits = [](const std::string& s) {
+    return !s.empty() && s.size() <= 6 && s.find_first_not_of("0123456789") == std::string::npos;
+  };
+  if (dash != std::string::npos) {
+    if (!digits(t.substr(0, dash))) return false;
+    rest = t.substr(dash + 1);
+  }
+  int parts = 0;
+  size_t start = 0;
+  while (true) {
+    size_t colon = rest.find(':', start);
+    if (!digits(rest.substr(start, colon == std::string::npos ? std::string::npos : colon - start))) return false;
+    ++parts;
+    if (colon == std::string::npos) break;
+    start = colon + 1;
+  }
+  return parts <= 3;
+}
+
+void ReadSlurm(ErrorSink& sink, const YAML::Node& node, const std::string& path, SlurmConfig& out) {
+  if (!RequireMap(sink, node, path)) return;
+  MapReader m(sink, node, path);
+  if (auto v = m.Take("time")) {
+    if (ReadString(sink, *v, m.Child("time"), out.time) && !SlurmTimeFormat(out.time)) {
+      sink.Add(m.Child("time"), *v,
+               "\"" + out.time + "\" is not a Slurm time limit (minutes, HH:MM:SS or D-HH:MM:SS)");
+    }
+  }
+  if (auto v = m.Take("account")) ReadString(sink, *v, m.Child("account"), out.account);
+  if (auto v = m.Take("qos")) ReadString(sink, *v, m.Child("qos"), out.qos);
+  if (auto v = m.Take("sbatch_args")) {
+    if (!v->IsSequence()) {
+      sink.Add(m.Child("sbatch_args"), *v, "expected a list of strings");
+    } else {
+      for (size_t i = 0; i < v->size(); ++i) {
+        std::string arg;
+        const std::string where = m.Child("sbatch_args") + "[" + std::to_string(i) + "]";
+        if (!ReadString(sink, (*v)[i], where, arg)) continue;
+        if (arg.rfind("--", 0) != 0) {
+          sink.Add(where, (*v)[i], "\"" + arg + "\" must be one --option or --option=value");
+          continue;
+        }
+        // What the master sets itself, or what would run the job as someone else or write
+        // where the master's user may write.
+        static const std::vector<std::string> kReserved = {
+            "--output", "--error", "--input", "--chdir", "--export", "--export-file", "--uid", "--gid",
+            "--wrap", "--comment", "--job-name", "--parsable", "--requeue", "--no-requeue", "--ntasks",
+            "--nodes", "--partition", "--get-user-env", "--chdir", "--open-mode"};
+        const std::string name = arg.substr(0, arg.find('='));
+        if (std::find(kReserved.begin(), kReserved.end(), name) != kReserved.end()) {
+          sink.Add(where, (*v)[i], name + " is set by Steadfast (or the pool's administrator) and cannot be given here");
+          continue;
+        }
+        out.sbatch_args.push_back(arg);
+      }
+    }
+  }
+  m.Finish({"time", "account", "qos", "sbatch_args"});
+}
+
 const std::vector<std::string> kMetrics = {"validation_loss", "validation_perplexity", "bleu"};
 
 // smaller_is_better given explicitly (nullopt: derived from the metric). `any_metric`: user
@@ -595,6 +660,7 @@ ParseResult ParseExperimentConfig(std::string_view text) {
   }
   if (auto v = m.Take("optimizations")) ReadOptimizations(sink, *v, "optimizations", c.optimizations);
   if (auto v = m.Take("resources")) ReadResources(sink, *v, "resources", c.resources);
+  if (auto v = m.Take("slurm")) ReadSlurm(sink, *v, "slurm", c.slurm);
   bool has_searcher = false;
   if (auto v = m.Take("searcher")) {
     has_searcher = true;
@@ -617,7 +683,7 @@ ParseResult ParseExperimentConfig(std::string_view text) {
   if (auto v = m.Take("max_restarts")) ReadInt(sink, *v, "max_restarts", c.max_restarts, 0, 1000);
   if (auto v = m.Take("scheduling_unit")) ReadInt(sink, *v, "scheduling_unit", c.scheduling_unit, 1, 1000000);
   m.Finish({"name", "description", "entrypoint", "context_directory", "data", "hyperparameters",
-            "precision", "loss_scaling", "optimizations", "resources", "searcher",
+            "precision", "loss_scaling", "optimizations", "resources", "slurm", "searcher",
             "min_validation_period", "min_checkpoint_period", "checkpoint_storage",
             "max_restarts", "scheduling_unit"});
 

@@ -120,6 +120,13 @@ struct ResourcesConfig {
   double weight = 1.0;  // its share of a fair-share pool, relative to the others' (> 0)
 };
 
+// Requests to a Slurm resource pool (docs/slurm.md): ignored by agent pools.
+struct SlurmConfig {
+  std::string time;                      // sbatch --time ("90" minutes, "1:30:00", "2-00:00:00")
+  std::string account, qos;              // override the pool's
+  std::vector<std::string> sbatch_args;  // added to sbatch's arguments
+};
+
 struct SearcherConfig {
   enum class Name { kSingle, kGrid, kRandom, kAdaptiveAsha };
   enum class AshaMode { kAggressive, kStandard, kConservative };
@@ -168,6 +175,7 @@ struct ExperimentConfig {
   LossScalingConfig loss_scaling;
   OptimizationsConfig optimizations;
   ResourcesConfig resources;
+  SlurmConfig slurm;
   SearcherConfig searcher;
   std::optional<Length> min_validation_period;
   std::optional<Length> min_checkpoint_period;

@@ -75,6 +75,11 @@ Cluster::~Cluster() { Stop(); }
 void Cluster::Start() {
   housekeeping_ = std::thread([this] { HousekeepingLoop(); });
   retention_.Start();
+  // After Recover: a manager's first pass may cancel the jobs nobody adopted.
+  for (const auto& [pool, manager] : options_.external_pools) {
+    manager->SetEventSink([this](const rm::AllocationEvent& event) { ExternalEvent(event); });
+    manager->Start();
+  }
 }
 
 void Cluster::Stop() {
@@ -84,6 +89,7 @@ void Cluster::Stop() {
   }
   rendezvous_.Shutdown();
   changed_.notify_all();
+  for (const auto& [pool, manager] : options_.external_pools) manager->Stop();
   if (housekeeping_.joinable()) housekeeping_.join();
   retention_.Stop();
 }
@@ -131,15 +137,19 @@ Cluster::CreateResult Cluster::CreateExperiment(const std::string& config_yaml, 
   // while a cluster starts, accept.)
   {
     const std::string& pool = c.resources.resource_pool;
+    const bool external = options_.external_pools.count(pool) > 0;  // its manager says why it waits
     int pool_slots = 0, pool_agents = 0;
     for (const auto& [id, a] : agents_) {
       if (a.pool != pool) continue;
       pool_slots += static_cast<int>(a.slots.size());
       pool_agents++;
     }
-    if (pool_agents == 0 && !agents_.empty()) {
+    if (!external && pool_agents == 0 && (!agents_.empty() || !options_.external_pools.empty())) {
       std::string pools;
       for (const std::string& known : KnownPoolsLocked()) pools += (pools.empty() ? "" : ", ") + known;
+      for (const auto& [name, manager] : options_.external_pools) {
+        pools += (pools.empty() ? "" : ", ") + name + " (" + manager->Kind() + ")";
+      }
       result.errors.push_back({"resources.resource_pool",
                                "\"" + pool + "\" is not a resource pool of this cluster; its pools: " + pools, 0, 0});
       return result;
@@ -260,7 +270,7 @@ void Cluster::ApplyOpsLocked(Experiment& e, std::vector<SearcherOp> ops) {
         if (!t.allocated) {
           // Not running: it is done now.
           if (!t.allocation_id.empty()) {
-            scheduler_.Release(t.allocation_id);
+            WithdrawLocked(t);
             t.allocation_id.clear();
           }
           if (!IsTerminal(t.state)) {
@@ -366,7 +376,7 @@ Status Cluster::PauseExperiment(int64_t id) {
       u.stop_requested = t.stop;
       (void)store_->UpdateTrial(t.id, u);
     } else {
-      if (!t.allocation_id.empty()) scheduler_.Release(t.allocation_id);
+      WithdrawLocked(t);
       t.allocation_id.clear();
       SetTrialStateLocked(t, v1::TRIAL_STATE_PAUSED);
     }
@@ -424,7 +434,7 @@ Status Cluster::KillExperiment(int64_t id) {
     if (t.allocated) {
       KillTrialTasksLocked(t);
     } else {
-      if (!t.allocation_id.empty()) scheduler_.Release(t.allocation_id);
+      WithdrawLocked(t);
       t.allocation_id.clear();
       SetTrialStateLocked(t, v1::TRIAL_STATE_CANCELED);
     }

@@ -5,9 +5,10 @@
 // master rebuilds everything from the database (Recover) and re-adopts trials whose agents
 // reconnect still running them.
 //
-// The class is one, its definition five files along its seams: experiments (cluster.cc),
-// allocations (cluster_allocation.cc), agents (cluster_agents.cc), trainers
-// (cluster_trial_link.cc), restart and housekeeping (cluster_recovery.cc).
+// The class is one, its definition six files along its seams: experiments (cluster.cc),
+// allocations (cluster_allocation.cc), agents (cluster_agents.cc), allocations another
+// resource manager places (cluster_external.cc: Slurm), trainers (cluster_trial_link.cc),
+// restart and housekeeping (cluster_recovery.cc).
 //
 // Thread-safe: one mutex guards all in-memory state; calls are short (a few statements).
 // Messages to agents are queued on their connection and written by its own thread, so no call
@@ -29,6 +30,7 @@
 #include "master/auth/task_tokens.h"
 #include "master/db/store.h"
 #include "master/rendezvous/rendezvous_board.h"
+#include "master/rm/resource_manager.h"
 #include "master/housekeeping/checkpoint_retention.h"
 #include "master/ingest/log_writer.h"
 #include "master/ingest/metric_writer.h"
@@ -67,6 +69,11 @@ struct ClusterOptions {
   std::map<std::string, SchedulingMode> pool_schedulers;
   std::chrono::seconds preemption_grace{300};
   std::chrono::seconds min_run{60};
+  // Pools whose gangs another resource manager places (master/rm/resource_manager.h: Slurm),
+  // by pool name; every other pool is the agents'. Not owned; they outlive the Cluster's Stop.
+  std::map<std::string, rm::ResourceManager*> external_pools;
+  // What ranks of an external pool dial for TrialLink, by pool (default: trial_link_address).
+  std::map<std::string, std::string> external_trial_link_address;
 };
 
 // Counts for /metrics and GetMaster.
@@ -236,6 +243,9 @@ class Cluster {
     std::optional<std::chrono::steady_clock::time_point> adopt_deadline;  // after a restart
     // Ranks an agent did not list when it re-registered: lost unless their EXITED arrives soon.
     std::map<int, std::chrono::steady_clock::time_point> missing_ranks;
+    // An external manager's allocation (cluster_external.cc): its job id and why it waits.
+    std::string external_id;
+    std::string external_reason;
   };
   struct Experiment {
     int64_t id = 0;
@@ -275,7 +285,19 @@ class Cluster {
   // Starts what the scheduler places and asks the trials it preempts to checkpoint and stop.
   void ScheduleLocked();
   void StartAllocationLocked(Trial& t, const Assignment& a);
+  // Rank `rank`'s StartTask of the trial's current allocation (no slot), its token included.
+  steadfast::v1::StartTask TaskSpecLocked(const Experiment& e, const Trial& t, int rank, int world_size,
+                                          const std::string& restore, const std::string& master_address);
   void KillTrialTasksLocked(Trial& t);
+  // Takes back a queued (not running) allocation from the scheduler or its external manager.
+  void WithdrawLocked(Trial& t);
+  // ---- cluster_external.cc: allocations another resource manager places.
+  rm::ResourceManager* ExternalManagerLocked(const Experiment& e) const;
+  void SubmitExternalLocked(Trial& t, rm::ResourceManager& manager);
+  void ExternalEvent(const rm::AllocationEvent& event);
+  // Recover(): the trial's latest allocation, submitted before the restart, is watched again.
+  void AdoptExternalLocked(Trial& t, const std::string& allocation_id, const std::string& external_id,
+                           const std::string& allocation_state);
   void ReleaseLocked(Trial& t);
   void AllocationExitedLocked(Trial& t);
   void TrialFailedLocked(Trial& t, const std::string& why);

@@ -256,6 +256,16 @@ std::vector<v1::ResourcePool> Cluster::ResourcePools() {
     v1::ResourcePool& p = pool(e->second.config.resources.resource_pool);
     p.set_running_trials(p.running_trials() + 1);
   }
+  // Pools another resource manager places: its name as the scheduler, their queued trials.
+  for (const auto& [name, manager] : options_.external_pools) pool(name).set_scheduler(manager->Kind());
+  for (const auto& [id, t] : trials_) {
+    if (t.state != v1::TRIAL_STATE_QUEUED || t.allocation_id.empty()) continue;
+    auto e = experiments_.find(t.experiment_id);
+    if (e == experiments_.end() || !ExternalManagerLocked(e->second)) continue;
+    v1::ResourcePool& p = pool(e->second.config.resources.resource_pool);
+    p.set_queued_trials(p.queued_trials() + 1);
+    p.set_queued_slots(p.queued_slots() + static_cast<int>(e->second.config.resources.slots_per_trial));
+  }
   std::vector<v1::ResourcePool> out;
   for (auto& [name, p] : pools) out.push_back(std::move(p));
   return out;

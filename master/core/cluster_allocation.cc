@@ -54,8 +54,22 @@ void Cluster::SubmitLocked(Trial& t, bool keep_place) {
   if (!keep_place || t.submit_order == 0) t.submit_order = ++submit_order;
   req.submit_order = t.submit_order;
   (void)store_->CreateAllocation(t.allocation_id, t.id, t.restarts);
-  scheduler_.Submit(req);
   if (t.state != v1::TRIAL_STATE_QUEUED) SetTrialStateLocked(t, v1::TRIAL_STATE_QUEUED);
+  if (rm::ResourceManager* manager = ExternalManagerLocked(e)) {
+    SubmitExternalLocked(t, *manager);
+    return;
+  }
+  scheduler_.Submit(req);
+}
+
+void Cluster::WithdrawLocked(Trial& t) {
+  if (t.allocation_id.empty()) return;
+  if (rm::ResourceManager* manager = ExternalManagerLocked(experiments_[t.experiment_id])) {
+    manager->Kill(t.allocation_id);
+    rendezvous_.Close(t.allocation_id);
+  } else {
+    scheduler_.Release(t.allocation_id);
+  }
 }
 
 void Cluster::ScheduleLocked() {
@@ -86,8 +100,14 @@ void Cluster::ScheduleLocked() {
   std::map<int64_t, std::string> reasons;
   for (const auto& [id, t] : trials_) {
     if (t.state != v1::TRIAL_STATE_QUEUED) continue;
-    reasons[id] = t.allocation_id.empty() ? "waiting for the searcher's next operation"
-                                          : scheduler_.PendingReason(t.allocation_id);
+    if (t.allocation_id.empty()) {
+      reasons[id] = "waiting for the searcher's next operation";
+    } else if (auto e = experiments_.find(t.experiment_id); e != experiments_.end() && ExternalManagerLocked(e->second)) {
+      reasons[id] = t.external_reason.empty() ? "submitting to " + ExternalManagerLocked(e->second)->Kind()
+                                              : t.external_reason;
+    } else {
+      reasons[id] = scheduler_.PendingReason(t.allocation_id);
+    }
   }
   std::lock_guard<std::mutex> lock(reasons_mu_);
   pending_reasons_ = std::move(reasons);
@@ -129,34 +149,10 @@ void Cluster::StartAllocationLocked(Trial& t, const Assignment& a) {
     }
     v1::MasterMessage m;
     v1::StartTask* s = m.mutable_start_task();
-    s->set_task_id(TaskId(t.allocation_id, rank));
-    s->set_trial_id(t.id);
-    s->set_experiment_id(e.id);
-    s->set_rank(rank);
-    s->set_world_size(t.world_size);
+    *s = TaskSpecLocked(e, t, rank, t.world_size, restore, options_.trial_link_address);
     s->add_slot_ids(slot.slot_id);
-    s->set_config_yaml(e.config_yaml);
-    *s->mutable_hparams() = ValueToStruct(t.hparams);
-    s->set_master_address(options_.trial_link_address);
-    s->set_restore_checkpoint(restore);
-    s->set_checkpoint_dir(CheckpointDirLocked(e, t));
-    s->set_restart(t.restarts);
-    if (!restore.empty()) s->set_restore_checkpoint_uuid(t.latest_checkpoint_uuid);
     s->set_local_rank(local_rank[rank]);
     s->set_local_size(ranks_on_agent[slot.agent_id]);
-    if (e.config.has_entrypoint()) {
-      // Where the code came from, for data beside it on a shared filesystem (docs/core-api.md).
-      if (e.config.context_directory) (*s->mutable_env())["SF_CONTEXT_DIRECTORY"] = *e.config.context_directory;
-      for (const std::string& part : e.config.entrypoint) s->add_entrypoint(part);
-      s->set_entrypoint_shell(e.config.entrypoint_is_shell);
-      s->set_context_sha256(e.context_sha256);
-      s->set_context_bytes(e.context_bytes);
-    }
-    if (options_.task_tokens) {
-      s->set_task_token(options_.task_tokens->Issue({t.id, rank, t.restarts, s->task_id()}));
-      // The bearer token its clients send (master/serving/serving.h), in the environment only.
-      if (e.serving) (*s->mutable_env())["SF_SERVE_TOKEN"] = options_.task_tokens->IssueServing(e.id);
-    }
     agent->second.conn->Send(m);
   }
   std::vector<std::string> rank_agents;
@@ -167,7 +163,42 @@ void Cluster::StartAllocationLocked(Trial& t, const Assignment& a) {
   if (t.live_ranks.empty()) AllocationExitedLocked(t);
 }
 
+v1::StartTask Cluster::TaskSpecLocked(const Experiment& e, const Trial& t, int rank, int world_size,
+                                      const std::string& restore, const std::string& master_address) {
+  v1::StartTask s;
+  s.set_task_id(TaskId(t.allocation_id, rank));
+  s.set_trial_id(t.id);
+  s.set_experiment_id(e.id);
+  s.set_rank(rank);
+  s.set_world_size(world_size);
+  s.set_config_yaml(e.config_yaml);
+  *s.mutable_hparams() = ValueToStruct(t.hparams);
+  s.set_master_address(master_address);
+  s.set_restore_checkpoint(restore);
+  s.set_checkpoint_dir(CheckpointDirLocked(e, t));
+  s.set_restart(t.restarts);
+  if (!restore.empty()) s.set_restore_checkpoint_uuid(t.latest_checkpoint_uuid);
+  if (e.config.has_entrypoint()) {
+    // Where the code came from, for data beside it on a shared filesystem (docs/core-api.md).
+    if (e.config.context_directory) (*s.mutable_env())["SF_CONTEXT_DIRECTORY"] = *e.config.context_directory;
+    for (const std::string& part : e.config.entrypoint) s.add_entrypoint(part);
+    s.set_entrypoint_shell(e.config.entrypoint_is_shell);
+    s.set_context_sha256(e.context_sha256);
+    s.set_context_bytes(e.context_bytes);
+  }
+  if (options_.task_tokens) {
+    s.set_task_token(options_.task_tokens->Issue({t.id, rank, t.restarts, s.task_id()}));
+    // The bearer token its clients send (master/serving/serving.h), in the environment only.
+    if (e.serving) (*s.mutable_env())["SF_SERVE_TOKEN"] = options_.task_tokens->IssueServing(e.id);
+  }
+  return s;
+}
+
 void Cluster::KillTrialTasksLocked(Trial& t) {
+  if (rm::ResourceManager* manager = ExternalManagerLocked(experiments_[t.experiment_id])) {
+    if (!t.allocation_id.empty()) manager->Kill(t.allocation_id);
+    return;
+  }
   for (int rank : t.live_ranks) {
     auto agent = agents_.find(t.rank_agent[rank]);
     if (agent == agents_.end() || !agent->second.conn) continue;
@@ -192,6 +223,8 @@ void Cluster::ReleaseLocked(Trial& t) {
   t.live_ranks.clear();
   t.missing_ranks.clear();
   t.adopt_deadline.reset();
+  t.external_id.clear();
+  t.external_reason.clear();
 }
 
 // Every rank of the trial's allocation has exited: decide what happens to the trial.

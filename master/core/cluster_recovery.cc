@@ -64,6 +64,24 @@ Status Cluster::Recover() {
       e.trial_by_request[tr.request_id] = tr.id;
       if (IsTerminal(t.state)) continue;
       if (e.unmanaged) continue;  // its script reports on; no agent runs it
+      if (ExternalManagerLocked(e)) {
+        // Its job, if the manager took it before the restart, is watched again; else (a job id
+        // never stored) it is submitted anew, and the manager's first pass cancels any job of
+        // the old allocation that did start.
+        const bool live_job = !tr.latest_allocation_external_id.empty() && tr.latest_allocation_state != "TERMINATED";
+        const bool wanted = t.state == v1::TRIAL_STATE_RUNNING ||
+                            (t.state == v1::TRIAL_STATE_QUEUED && e.state == v1::EXPERIMENT_STATE_ACTIVE &&
+                             t.target_length > t.completed_length);
+        if (live_job && wanted) {
+          AdoptExternalLocked(t, tr.latest_allocation_id, tr.latest_allocation_external_id, tr.latest_allocation_state);
+        } else if (wanted && e.state == v1::EXPERIMENT_STATE_ACTIVE && t.target_length > t.completed_length) {
+          SubmitLocked(t);
+        } else if (t.state == v1::TRIAL_STATE_RUNNING) {
+          SetTrialStateLocked(t, e.state == v1::EXPERIMENT_STATE_PAUSED ? v1::TRIAL_STATE_PAUSED
+                                                                        : v1::TRIAL_STATE_QUEUED);
+        }
+        continue;
+      }
       if (t.state == v1::TRIAL_STATE_RUNNING) {
         // Wait for the agents to report it; fail it (and restart) if they don't in time.
         t.allocation_id = tr.latest_allocation_id;

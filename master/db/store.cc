@@ -362,13 +362,16 @@ Result<std::vector<TrialRow>> Store::TrialRows(int64_t experiment_id) {
   std::vector<TrialRow> out;
   Status st = db_->Transact("trial rows", [&](pqxx::work& tx) {
     pqxx::result r = tx.exec_params(
-        "SELECT id, experiment_id, request_id, state, hparams, restarts, total_batches, "
-        "target_length, latest_checkpoint_uuid, stop_requested, completed_length, "
+        "SELECT trials.id, trials.experiment_id, trials.request_id, trials.state, trials.hparams, "
+        "trials.restarts, trials.total_batches, trials.target_length, trials.latest_checkpoint_uuid, "
+        "trials.stop_requested, trials.completed_length, "
         "(SELECT count(*) FROM allocations a WHERE a.trial_id = trials.id), "
-        "COALESCE((SELECT a.id FROM allocations a WHERE a.trial_id = trials.id "
-        "          ORDER BY a.start_time DESC, length(a.id) DESC, a.id DESC LIMIT 1), '') "
-        "FROM trials WHERE experiment_id = $1 "
-        "ORDER BY id",
+        "COALESCE(latest.id, ''), COALESCE(latest.state, ''), COALESCE(latest.external_id, '') "
+        "FROM trials LEFT JOIN LATERAL (SELECT a.id, a.state, a.external_id FROM allocations a "
+        "  WHERE a.trial_id = trials.id "
+        "  ORDER BY a.start_time DESC, length(a.id) DESC, a.id DESC LIMIT 1) latest ON true "
+        "WHERE trials.experiment_id = $1 "
+        "ORDER BY trials.id",
         experiment_id);
     for (const auto& row : r) {
       TrialRow t;
@@ -385,6 +388,8 @@ Result<std::vector<TrialRow>> Store::TrialRows(int64_t experiment_id) {
       t.completed_length = row[10].as<int64_t>();
       t.allocations = row[11].as<int>();
       t.latest_allocation_id = row[12].as<std::string>();
+      t.latest_allocation_state = row[13].as<std::string>();
+      t.latest_allocation_external_id = row[14].as<std::string>();
       out.push_back(std::move(t));
     }
     return Status::Ok();
@@ -404,6 +409,13 @@ Status Store::CreateAllocation(const std::string& id, int64_t trial_id, int rest
 Status Store::SetAllocationState(const std::string& id, const std::string& state) {
   return db_->Transact("set allocation state", [&](pqxx::work& tx) {
     tx.exec_params("UPDATE allocations SET state = $2 WHERE id = $1", id, state);
+    return Status::Ok();
+  });
+}
+
+Status Store::SetAllocationExternalId(const std::string& id, const std::string& external_id) {
+  return db_->Transact("set allocation external id", [&](pqxx::work& tx) {
+    tx.exec_params("UPDATE allocations SET external_id = $2 WHERE id = $1", id, external_id);
     return Status::Ok();
   });
 }

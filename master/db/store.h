@@ -77,6 +77,7 @@ struct TrialRow {
   std::string latest_checkpoint_uuid, stop_requested;
   int allocations = 0;               // allocations made for the trial so far
   std::string latest_allocation_id;  // the newest of them ("" when none)
+  std::string latest_allocation_state, latest_allocation_external_id;  // its state and external id
 };
 
 class Store {
@@ -125,6 +126,8 @@ class Store {
   Status CreateAllocation(const std::string& id, int64_t trial_id, int restart);
   // The state alone; the slots it was given stay (RUNNING once its tasks started).
   Status SetAllocationState(const std::string& id, const std::string& state);
+  // The id its resource manager gave it (a Slurm job id).
+  Status SetAllocationExternalId(const std::string& id, const std::string& external_id);
   Status UpdateAllocation(const std::string& id, const std::string& state, const Value& slots,
                           bool ended);
 

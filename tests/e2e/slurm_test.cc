@@ -1,0 +1,366 @@
+// End to end through Slurm (docs/slurm.md): a real local Slurm cluster (deploy/local-slurm.sh:
+// munged, slurmctld and two slurmd nodes in network and UTS namespaces of their own), a master
+// whose default pool is its partition (manager: slurm), real sf-task and sf-trainer processes
+// started by srun on the nodes. No agent runs anywhere. Skipped without root or Slurm.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <pqxx/pqxx>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "common/subprocess.h"
+#include "tests/e2e/cluster_fixture.h"
+
+namespace sf::testing {
+namespace {
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+constexpr char kCompleted[] = "EXPERIMENT_STATE_COMPLETED";
+
+std::string Text(const std::string& db, const std::string& sql) {
+  pqxx::connection conn(db);
+  pqxx::work tx(conn);
+  auto r = tx.exec1(sql);
+  return r[0].is_null() ? "" : r[0].as<std::string>();
+}
+
+// A local Slurm cluster for one test, in a directory of its own; `down` at the end.
+class LocalSlurm {
+ public:
+  LocalSlurm() {
+    if (geteuid() != 0) {
+      skip = "needs root (network namespaces, slurmd as root)";
+      return;
+    }
+    for (const char* tool : {"/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/bin/sbatch", "/usr/sbin/munged"}) {
+      if (!fs::exists(tool)) {
+        skip = std::string(tool) + " is not installed (deploy/install-deps.sh installs slurm-wlm and munge)";
+        return;
+      }
+    }
+    CommandOptions o;
+    o.timeout = 120s;
+    auto probe = RunCommand({"ip", "netns", "add", "sfslurmprobe" + std::to_string(getpid())}, o);
+    if (!probe.ok() || probe->exit_code != 0) {
+      skip = "'ip netns add' is not permitted here";
+      return;
+    }
+    (void)RunCommand({"ip", "netns", "delete", "sfslurmprobe" + std::to_string(getpid())}, o);
+    auto up = RunCommand({std::string(SF_SOURCE_DIR) + "/deploy/local-slurm.sh", "up", dir.path() + "/slurm"}, o);
+    if (!up.ok() || up->exit_code != 0) {
+      ADD_FAILURE() << "local-slurm.sh up failed: " << (up.ok() ? up->output : up.status().ToString());
+      return;
+    }
+    std::ifstream in(dir.path() + "/slurm/env");
+    std::string line;
+    while (std::getline(in, line)) {
+      const size_t eq = line.find('=');
+      if (eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
+    }
+    ok = !env["SLURM_CONF"].empty() && !env["SF_SLURM_HOST_ADDR"].empty();
+  }
+  ~LocalSlurm() {
+    if (ok && ::testing::Test::HasFailure()) {
+      for (const char* log : {"slurmctld.log", "slurmd-node1.log", "slurmd-node2.log"}) {
+        std::ifstream in(dir.path() + "/slurm/log/" + log);
+        std::stringstream s;
+        s << in.rdbuf();
+        const std::string text = s.str();
+        std::cerr << "==== " << log << " (tail)\n" << text.substr(text.size() > 4000 ? text.size() - 4000 : 0) << "\n";
+      }
+    }
+    CommandOptions o;
+    o.timeout = 120s;
+    (void)RunCommand({std::string(SF_SOURCE_DIR) + "/deploy/local-slurm.sh", "down", dir.path() + "/slurm"}, o);
+  }
+  // A Slurm client tool's output (stdout and stderr).
+  std::string Tool(std::vector<std::string> argv) {
+    CommandOptions o;
+    o.env = {{"SLURM_CONF", env["SLURM_CONF"]}};
+    o.timeout = 60s;
+    auto r = RunCommand(argv, o);
+    return r.ok() ? r->output : r.status().ToString();
+  }
+  void Script(const std::string& verb, const std::string& node) {
+    CommandOptions o;
+    o.timeout = 120s;
+    auto r = RunCommand({std::string(SF_SOURCE_DIR) + "/deploy/local-slurm.sh", verb, dir.path() + "/slurm", node}, o);
+    EXPECT_TRUE(r.ok() && r->exit_code == 0) << verb << " " << node << ": " << (r.ok() ? r->output : "");
+  }
+
+  // The master's config file: the default pool is the local partition, managed by Slurm.
+  std::string MasterConfig(const std::string& extra = "", const std::string& partition = "") {
+    const std::string file = dir.path() + "/master.yaml";
+    std::ofstream out(file);
+    out << "resource_pools:\n"
+        << "  - name: default\n"
+        << "    manager: slurm\n"
+        << "    partition: " << (partition.empty() ? env["SF_SLURM_PARTITION"] : partition) << "\n"
+        << "    slots_per_node: 1\n"
+        << "    cpus_per_slot: 1\n"
+        << "    job_dir: " << dir.path() << "/jobs\n"
+        << "    sf_task: " << Cluster::Binary("sf-task") << "\n"
+        << "    sf_trainer: " << Cluster::Binary("sf-trainer") << "\n"
+        << "    slurm_conf: " << env["SLURM_CONF"] << "\n"
+        << "    poll_seconds: 0.5\n"
+        << extra;
+    return file;
+  }
+  ClusterLayout Layout(const std::string& config_file) {
+    ClusterLayout layout;
+    layout.master_host = env["SF_SLURM_HOST_ADDR"];  // the nodes reach the host only there
+    layout.master_flags = {"--config", config_file};
+    return layout;
+  }
+
+  TempDir dir;
+  std::string skip;
+  bool ok = false;
+  std::map<std::string, std::string> env;
+};
+
+#define SLURM_OR_SKIP(slurm)                          \
+  LocalSlurm slurm;                                   \
+  if (!slurm.skip.empty()) GTEST_SKIP() << slurm.skip; \
+  ASSERT_TRUE(slurm.ok)
+
+Value TrialOf(Cluster& c, int64_t experiment) {
+  Value trials = c.Trials(experiment);
+  return trials.as_list().empty() ? Value() : trials.as_list()[0];
+}
+std::string Field(const Value& v, const std::string& key) {
+  const Value* f = v.is_map() ? v.Find(key) : nullptr;
+  return f && f->is_string() ? f->as_string() : "";
+}
+// The Slurm job ids the master stored for a trial's allocations, oldest first.
+std::vector<std::string> JobIds(Cluster& c, int64_t trial) {
+  pqxx::connection conn(c.db());
+  pqxx::work tx(conn);
+  std::vector<std::string> out;
+  for (const auto& row : tx.exec("SELECT external_id FROM allocations WHERE trial_id = " + std::to_string(trial) +
+                                 " AND external_id <> '' ORDER BY start_time, id")) {
+    out.push_back(row[0].as<std::string>());
+  }
+  return out;
+}
+
+TEST(Slurm, GridCompletesWithOneJobPerTrialAndTheTrainersLogs) {
+  SLURM_OR_SKIP(slurm);
+  Cluster c(0, 0, slurm.Layout(slurm.MasterConfig()));
+  // The same YAML the agent tests run.
+  const int64_t id = c.Submit(TinyExperiment(2, 20, 10, "slurm-grid"));
+  ASSERT_GT(id, 0);
+  ASSERT_TRUE(c.WaitForState(id, kCompleted, 240s)) << c.ExperimentState(id);
+  std::set<std::string> jobs;
+  const Value trials = c.Trials(id);
+  ASSERT_EQ(trials.as_list().size(), 2u) << trials.ToJson();
+  for (const Value& t : trials.as_list()) {
+    ASSERT_NE(t.Find("id"), nullptr) << t.ToJson();
+    EXPECT_EQ(Field(t, "state"), "TRIAL_STATE_COMPLETED");
+    EXPECT_EQ(Field(t, "totalBatches"), "20");
+    const int64_t tid = Id(t);
+    auto ids = JobIds(c, tid);
+    ASSERT_EQ(ids.size(), 1u) << "one Slurm job per trial";
+    jobs.insert(ids[0]);
+    // The trainer's own output, shipped by sf-task (no agent), is in the trial's logs.
+    EXPECT_GE(Count(c.db(), "SELECT count(*) FROM task_logs WHERE trial_id=" + std::to_string(tid)), 3);
+    EXPECT_GE(Count(c.db(), "SELECT count(*) FROM metrics WHERE kind='validation' AND trial_id=" + std::to_string(tid)), 1);
+  }
+  EXPECT_EQ(jobs.size(), 2u);
+  // Slurm's accounting agrees: each job COMPLETED, named after its allocation.
+  const std::string acct = slurm.Tool({"sacct", "-c", "-n", "-X", "-P", "-o", "jobid,jobname,state"});
+  for (const std::string& job : jobs) {
+    EXPECT_NE(acct.find(job + "|sf-t"), std::string::npos) << acct;
+  }
+  EXPECT_EQ(std::count(acct.begin(), acct.end(), '\n'), 2) << acct;
+  EXPECT_NE(acct.find("|COMPLETED"), std::string::npos) << acct;
+}
+
+TEST(Slurm, TwoRankTrialOverTlsSpansBothNodesAndTheRanksMeet) {
+  SLURM_OR_SKIP(slurm);
+  ClusterLayout layout = slurm.Layout(slurm.MasterConfig());
+  layout.tls = true;
+  Cluster c(0, 0, layout);
+  // The CA exists now: the nodes verify the master with it.
+  c.StopMaster();
+  std::ofstream(slurm.dir.path() + "/master.yaml", std::ios::app) << "    master_ca_file: " << c.ca_file() << "\n";
+  c.StartMaster();
+  const int64_t id = c.Submit(TinyExperiment(1, 30, 10, "slurm-2rank") + "resources: {slots_per_trial: 2}\n");
+  ASSERT_GT(id, 0);
+  ASSERT_TRUE(c.WaitForState(id, kCompleted, 300s)) << c.ExperimentState(id);
+  const Value t = TrialOf(c, id);
+  const std::string tid = std::to_string(Id(t));
+  EXPECT_EQ(Field(t, "totalBatches"), "30");
+  // Both ranks ran, each on its own node (slots_per_node: 1), and allreduced.
+  EXPECT_EQ(Count(c.db(), "SELECT count(DISTINCT rank) FROM task_logs WHERE trial_id=" + tid), 2);
+  EXPECT_EQ(Count(c.db(), "SELECT count(DISTINCT agent_id) FROM task_logs WHERE trial_id=" + tid), 2)
+      << Text(c.db(), "SELECT string_agg(DISTINCT agent_id, ',') FROM task_logs WHERE trial_id=" + tid);
+  EXPECT_EQ(Count(c.db(), "SELECT count(*) FROM metrics WHERE kind='training' AND trial_id=" + tid +
+                              " AND (vals->>'world_size')::float = 2"),
+            3);
+  const std::string nodes = Text(c.db(), "SELECT slots::text FROM allocations WHERE trial_id=" + tid);
+  EXPECT_NE(nodes.find("node[1-2]"), std::string::npos) << nodes;
+}
+
+TEST(Slurm, GangLargerThanThePartitionWaitsWithSlurmsReasonUntilKilled) {
+  SLURM_OR_SKIP(slurm);
+  Cluster c(0, 0, slurm.Layout(slurm.MasterConfig()));
+  const int64_t id = c.Submit(TinyExperiment(1, 20, 10, "slurm-too-big") + "resources: {slots_per_trial: 3}\n");
+  ASSERT_GT(id, 0);
+  std::string reason;
+  EXPECT_TRUE(c.WaitFor(
+      [&] {
+        reason = Field(TrialOf(c, id), "pendingReason");
+        return reason.find("Slurm: PartitionNodeLimit") != std::string::npos ||
+               reason.find("Slurm: PartitionConfig") != std::string::npos;
+      },
+      60s))
+      << reason;
+  // sf trial describe shows it as the user sees it.
+  CommandOptions o;
+  o.timeout = 60s;
+  auto describe = RunCommand({Cluster::Binary("sf"), "trial", "describe", std::to_string(Id(TrialOf(c, id))),
+                              "--master", c.url()},
+                             o);
+  ASSERT_TRUE(describe.ok());
+  EXPECT_NE(describe->output.find("Slurm: Partition"), std::string::npos) << describe->output;
+  EXPECT_EQ(c.Post("/api/v1/experiments/" + std::to_string(id) + "/kill", "{}").first, 200);
+  ASSERT_TRUE(c.WaitForState(id, "EXPERIMENT_STATE_CANCELED", 60s)) << c.ExperimentState(id);
+  // The pending job is gone from Slurm's queue.
+  const std::vector<std::string> jobs = JobIds(c, Id(TrialOf(c, id)));
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_TRUE(c.WaitFor([&] { return slurm.Tool({"squeue", "-h", "-j", jobs[0], "-o", "%T"}).find("PENDING") == std::string::npos; }, 30s));
+}
+
+TEST(Slurm, PauseCheckpointsAndActivateResumesThenKillCancelsTheJob) {
+  SLURM_OR_SKIP(slurm);
+  Cluster c(0, 0, slurm.Layout(slurm.MasterConfig()));
+  const int64_t id = c.Submit(TinyExperiment(1, 400, 10, "slurm-pause"));
+  ASSERT_GT(id, 0);
+  ASSERT_TRUE(c.WaitFor([&] { return std::stoll("0" + Field(TrialOf(c, id), "totalBatches")) >= 20; }, 180s));
+  EXPECT_EQ(c.Post("/api/v1/experiments/" + std::to_string(id) + "/pause", "{}").first, 200);
+  ASSERT_TRUE(c.WaitFor([&] { return Field(TrialOf(c, id), "state") == "TRIAL_STATE_PAUSED"; }, 120s))
+      << Field(TrialOf(c, id), "state");
+  const int64_t tid = Id(TrialOf(c, id));
+  const int64_t paused_at = std::stoll(Field(TrialOf(c, id), "totalBatches"));
+  // The job ended on its own (the trainer checkpointed and exited 0): COMPLETED, not cancelled.
+  const std::vector<std::string> first = JobIds(c, tid);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_TRUE(c.WaitFor([&] { return slurm.Tool({"sacct", "-c", "-n", "-X", "-P", "-j", first[0], "-o", "state"}).find("COMPLETED") != std::string::npos; }, 30s));
+  EXPECT_GE(Count(c.db(), "SELECT count(*) FROM checkpoints WHERE trial_id=" + std::to_string(tid)), 1);
+  EXPECT_EQ(c.Post("/api/v1/experiments/" + std::to_string(id) + "/activate", "{}").first, 200);
+  ASSERT_TRUE(c.WaitFor([&] { return std::stoll("0" + Field(TrialOf(c, id), "totalBatches")) > paused_at; }, 180s));
+  EXPECT_EQ(JobIds(c, tid).size(), 2u) << "a new job resumed it";
+  EXPECT_EQ(c.Post("/api/v1/experiments/" + std::to_string(id) + "/kill", "{}").first, 200);
+  ASSERT_TRUE(c.WaitForState(id, "EXPERIMENT_STATE_CANCELED", 120s)) << c.ExperimentState(id);
+  const std::string second = JobIds(c, tid).back();
+  EXPECT_TRUE(c.WaitFor([&] { return slurm.Tool({"sacct", "-c", "-n", "-X", "-P", "-j", second, "-o", "state"}).find("CANCELLED") != std::string::npos; }, 60s));
+  EXPECT_EQ(Count(c.db(), "SELECT restarts FROM trials WHERE id=" + std::to_string(tid)), 0);
+}
+
+TEST(Slurm, ScancelFromOutsideFailsTheRunWithAReasonAndItRestartsFromItsCheckpoint) {
+  SLURM_OR_SKIP(slurm);
+  Cluster c(0, 0, slurm.Layout(slurm.MasterConfig()));
+  const int64_t id = c.Submit(TinyExperiment(1, 120, 10, "slurm-scancel"));
+  ASSERT_GT(id, 0);
+  int64_t tid = 0;
+  ASSERT_TRUE(c.WaitFor([&] { return Count(c.db(), "SELECT count(*) FROM checkpoints") >= 1; }, 180s));
+  tid = Id(TrialOf(c, id));
+  const std::vector<std::string> jobs = JobIds(c, tid);
+  ASSERT_EQ(jobs.size(), 1u);
+  slurm.Tool({"scancel", jobs[0]});  // an administrator
+  ASSERT_TRUE(c.WaitForState(id, kCompleted, 300s)) << c.ExperimentState(id);
+  const Value t = TrialOf(c, id);
+  EXPECT_EQ(t.Find("restarts")->as_int(), 1);
+  const std::string why = Text(c.db(), "SELECT error FROM trials WHERE id=" + std::to_string(tid));
+  EXPECT_NE(why.find("cancelled outside Steadfast"), std::string::npos) << why;
+  EXPECT_EQ(JobIds(c, tid).size(), 2u);
+  // It resumed from the checkpoint: the second run's first training report is past batch 10.
+  EXPECT_GE(Count(c.db(), "SELECT min(total_batches) FROM metrics WHERE kind='training' AND restart=1 AND trial_id=" +
+                              std::to_string(tid)),
+            20);
+}
+
+TEST(Slurm, ALostNodeFailsTheJobAndTheTrialRestartsOnTheOtherNode) {
+  SLURM_OR_SKIP(slurm);
+  Cluster c(0, 0, slurm.Layout(slurm.MasterConfig()));
+  const int64_t id = c.Submit(TinyExperiment(1, 150, 10, "slurm-node-fail"));
+  ASSERT_GT(id, 0);
+  ASSERT_TRUE(c.WaitFor([&] { return Count(c.db(), "SELECT count(*) FROM checkpoints") >= 1; }, 180s));
+  const int64_t tid = Id(TrialOf(c, id));
+  const std::string job = JobIds(c, tid).at(0);
+  std::string node = slurm.Tool({"squeue", "-h", "-j", job, "-o", "%N"});
+  while (!node.empty() && (node.back() == '\n' || node.back() == ' ')) node.pop_back();
+  ASSERT_TRUE(node == "node1" || node == "node2") << node;
+  slurm.Script("kill-node", node);
+  ASSERT_TRUE(c.WaitForState(id, kCompleted, 300s)) << c.ExperimentState(id);
+  EXPECT_EQ(TrialOf(c, id).Find("restarts")->as_int(), 1);
+  const std::string why = Text(c.db(), "SELECT error FROM trials WHERE id=" + std::to_string(tid));
+  EXPECT_NE(why.find("NODE_FAIL"), std::string::npos) << why;
+  const std::string other = node == "node1" ? "node2" : "node1";
+  const std::string second = JobIds(c, tid).back();
+  EXPECT_NE(slurm.Tool({"sacct", "-c", "-n", "-X", "-P", "-j", second, "-o", "nodelist"}).find(other), std::string::npos);
+}
+
+TEST(Slurm, AMasterRestartKeepsTheRunningJobAndItsMetricsWithNoRowLostOrDuplicated) {
+  SLURM_OR_SKIP(slurm);
+  Cluster c(0, 0, slurm.Layout(slurm.MasterConfig()));
+  const int64_t id = c.Submit(TinyExperiment(1, 200, 10, "slurm-master-restart"));
+  ASSERT_GT(id, 0);
+  ASSERT_TRUE(c.WaitFor([&] { return std::stoll("0" + Field(TrialOf(c, id), "totalBatches")) >= 30; }, 180s));
+  const int64_t tid = Id(TrialOf(c, id));
+  c.StopMaster(SIGKILL);
+  std::this_thread::sleep_for(3s);
+  c.StartMaster();
+  ASSERT_TRUE(c.WaitForState(id, kCompleted, 300s)) << c.ExperimentState(id);
+  EXPECT_EQ(TrialOf(c, id).Find("restarts")->as_int(), 0);
+  EXPECT_EQ(JobIds(c, tid).size(), 1u) << "the job was adopted, not submitted again";
+  const std::string t = std::to_string(tid);
+  EXPECT_EQ(Count(c.db(), "SELECT count(*) FROM metrics WHERE kind='training' AND trial_id=" + t), 20);
+  EXPECT_EQ(Count(c.db(), "SELECT count(DISTINCT total_batches) FROM metrics WHERE kind='training' AND trial_id=" + t), 20);
+}
+
+TEST(Slurm, BadInputIsAClearErrorNeverASilentQueue) {
+  SLURM_OR_SKIP(slurm);
+  // A pool naming a partition Slurm does not have: the master refuses to start, saying so.
+  {
+    CommandOptions o;
+    o.timeout = 60s;
+    auto run = RunCommand({Cluster::Binary("sf-master"), "--config", slurm.MasterConfig("", "nosuch"), "--db",
+                           "host=/nonexistent dbname=x"},
+                          o);
+    ASSERT_TRUE(run.ok());
+    EXPECT_NE(run->exit_code, 0);
+    EXPECT_NE(run->output.find("Slurm has no partition \"nosuch\""), std::string::npos) << run->output;
+    EXPECT_NE(run->output.find("debug"), std::string::npos) << "it names the partitions there are: " << run->output;
+  }
+  // sbatch refusing a job: the trial fails at once with Slurm's message, no restart.
+  Cluster c(0, 0, slurm.Layout(slurm.MasterConfig()));
+  const int64_t id = c.Submit(TinyExperiment(1, 20, 10, "slurm-refused") + "slurm: {sbatch_args: [\"--gres=gpu:1\"]}\n");
+  ASSERT_GT(id, 0);
+  ASSERT_TRUE(c.WaitForState(id, "EXPERIMENT_STATE_ERROR", 60s) || c.ExperimentState(id) == "EXPERIMENT_STATE_COMPLETED")
+      << c.ExperimentState(id);
+  const int64_t tid = Id(TrialOf(c, id));
+  EXPECT_EQ(Field(TrialOf(c, id), "state"), "TRIAL_STATE_ERROR");
+  const std::string why = Text(c.db(), "SELECT error FROM trials WHERE id=" + std::to_string(tid));
+  EXPECT_NE(why.find("Slurm refused the job"), std::string::npos) << why;
+  EXPECT_NE(why.find("gres"), std::string::npos) << why;
+  EXPECT_EQ(Count(c.db(), "SELECT restarts FROM trials WHERE id=" + std::to_string(tid)), 0);
+  // A reserved sbatch option in the experiment is refused at submit.
+  auto [status, reply] = c.Post("/api/v1/experiments",
+                                Value(Value::Map{{"configYaml", TinyExperiment(1, 20, 10, "slurm-reserved") +
+                                                                    "slurm: {sbatch_args: [\"--output=/etc/x\"]}\n"}})
+                                    .ToJson());
+  EXPECT_EQ(status, 400) << reply.ToJson();
+  EXPECT_NE(reply.ToJson().find("slurm.sbatch_args[0]"), std::string::npos) << reply.ToJson();
+}
+
+}  // namespace
+}  // namespace sf::testing
