@@ -208,6 +208,7 @@ Status Context::ReportEndpoint(const std::string& url) {
 
 Status Context::ReportLogs(const std::string& incarnation, int64_t sequence, const std::vector<LogLine>& lines) {
   v1::ReportLogsRequest req;
+  req.set_host(info_.agent_id);
   req.set_incarnation(incarnation);
   req.set_sequence(sequence);
   for (const LogLine& l : lines) {

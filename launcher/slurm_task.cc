@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -134,6 +135,20 @@ int RunSlurmTask(const SlurmTaskOptions& options) {
                              start.master_address(), cpus, {slot});
   if (!options.master_ca_file.empty()) env["SF_MASTER_CA_FILE"] = options.master_ca_file;
   if (!start.entrypoint().empty()) agent::AddUserTaskEnvironment(start, options.python_path, env);
+  // The program must not think srun launched it as an MPI rank: Open MPI sees SLURM_* (and
+  // PMI*) and tries Slurm's PMI, which it is not built with, instead of the master's rendezvous.
+  // The job id and node stay visible as SF_SLURM_JOB_ID and SF_SLURM_NODE.
+  env["SF_SLURM_JOB_ID"] = Env("SLURM_JOB_ID");
+  env["SF_SLURM_NODE"] = node_name;
+  std::vector<std::string> scrub;
+  for (char** e = environ; *e; ++e) {
+    const std::string name(*e, std::strchr(*e, '=') ? std::strchr(*e, '=') - *e : std::strlen(*e));
+    if (name.rfind("SLURM_", 0) == 0 || name.rfind("SLURMD_", 0) == 0 || name.rfind("PMI_", 0) == 0 ||
+        name.rfind("PMIX_", 0) == 0) {
+      scrub.push_back(name);
+    }
+  }
+  for (const std::string& name : scrub) ::unsetenv(name.c_str());
   for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
   if (::chdir(working_dir.c_str()) != 0) return Refuse("cannot enter " + working_dir.string());
   TaskOptions task;

@@ -13,6 +13,9 @@
 //   gave stay in CUDA_VISIBLE_DEVICES) plus user_task.h's, SF_LOCAL_RANK/SF_LOCAL_SIZE from
 //   SLURM_LOCALID and SLURM_TASKS_PER_NODE; then the trainer (`sf-trainer cluster`) or the
 //   entrypoint runs under RunTask (task_launcher.h), which ships its output to the master.
+// - The program sees no SLURM_*, SLURMD_*, PMI_* or PMIX_* variable (Open MPI would take them
+//   for an srun direct launch and skip the master's rendezvous); SF_SLURM_JOB_ID and
+//   SF_SLURM_NODE say where it runs.
 // - The exit status is the program's: srun's --kill-on-bad-exit stops the other ranks when one
 //   fails, and the job's state tells the master.
 #pragma once

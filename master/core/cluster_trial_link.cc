@@ -265,6 +265,9 @@ Status Cluster::ReportLogs(const v1::ReportLogsRequest& request) {
     if (l.message().size() > 16 * 1024) return InvalidArgument(where + ".message: longer than 16 KiB");
     if (!IsText(l.message())) return InvalidArgument(where + ".message: is not UTF-8 text without NUL");
   }
+  if (request.host().size() > 256 || !IsText(request.host())) {
+    return InvalidArgument("report_logs: host must be UTF-8 text of at most 256 bytes");
+  }
   int64_t trial_id = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -293,6 +296,7 @@ Status Cluster::ReportLogs(const v1::ReportLogsRequest& request) {
     v1::LogLine line;
     line.set_trial_id(trial_id);
     line.set_rank(request.who().rank());
+    line.set_agent_id(request.host());
     line.set_stream(l.stream());
     line.set_message(l.message());
     *line.mutable_time() = l.has_time() ? l.time() : now;

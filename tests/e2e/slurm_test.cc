@@ -75,6 +75,16 @@ class LocalSlurm {
         const std::string text = s.str();
         std::cerr << "==== " << log << " (tail)\n" << text.substr(text.size() > 4000 ? text.size() - 4000 : 0) << "\n";
       }
+      // Each job's own output file (srun's and sf-task's messages, the trainers' lines).
+      std::error_code ec;
+      for (auto it = fs::recursive_directory_iterator(dir.path() + "/jobs", ec); !ec && it != fs::recursive_directory_iterator(); ++it) {
+        if (it->path().filename().string().rfind("slurm-", 0) != 0) continue;
+        std::ifstream in(it->path());
+        std::stringstream s;
+        s << in.rdbuf();
+        const std::string text = s.str();
+        std::cerr << "==== " << it->path().string() << " (tail)\n" << text.substr(text.size() > 3000 ? text.size() - 3000 : 0) << "\n";
+      }
     }
     CommandOptions o;
     o.timeout = 120s;
@@ -205,8 +215,13 @@ TEST(Slurm, TwoRankTrialOverTlsSpansBothNodesAndTheRanksMeet) {
   EXPECT_EQ(Count(c.db(), "SELECT count(*) FROM metrics WHERE kind='training' AND trial_id=" + tid +
                               " AND (vals->>'world_size')::float = 2"),
             3);
-  const std::string nodes = Text(c.db(), "SELECT slots::text FROM allocations WHERE trial_id=" + tid);
+  const std::vector<std::string> jobs = JobIds(c, Id(t));
+  ASSERT_EQ(jobs.size(), 1u);
+  const std::string nodes = slurm.Tool({"sacct", "-c", "-n", "-X", "-P", "-j", jobs[0], "-o", "nodelist"});
   EXPECT_NE(nodes.find("node[1-2]"), std::string::npos) << nodes;
+  EXPECT_NE(Text(c.db(), "SELECT string_agg(DISTINCT agent_id, ',' ORDER BY agent_id) FROM task_logs WHERE trial_id=" + tid)
+                .find("slurm:node1,slurm:node2"),
+            std::string::npos);
 }
 
 TEST(Slurm, GangLargerThanThePartitionWaitsWithSlurmsReasonUntilKilled) {
