@@ -298,7 +298,7 @@ TEST(Slurm, ScancelFromOutsideFailsTheRunWithAReasonAndItRestartsFromItsCheckpoi
   EXPECT_NE(why.find("cancelled outside Steadfast"), std::string::npos) << why;
   EXPECT_EQ(JobIds(c, tid).size(), 2u);
   // It resumed from the checkpoint: the second run's first training report is past batch 10.
-  EXPECT_GE(Count(c.db(), "SELECT min(total_batches) FROM metrics WHERE kind='training' AND restart=1 AND trial_id=" +
+  EXPECT_GE(Count(c.db(), "SELECT min(batches) FROM metrics WHERE kind='training' AND restart=1 AND trial_id=" +
                               std::to_string(tid)),
             20);
 }
@@ -339,7 +339,7 @@ TEST(Slurm, AMasterRestartKeepsTheRunningJobAndItsMetricsWithNoRowLostOrDuplicat
   EXPECT_EQ(JobIds(c, tid).size(), 1u) << "the job was adopted, not submitted again";
   const std::string t = std::to_string(tid);
   EXPECT_EQ(Count(c.db(), "SELECT count(*) FROM metrics WHERE kind='training' AND trial_id=" + t), 20);
-  EXPECT_EQ(Count(c.db(), "SELECT count(DISTINCT total_batches) FROM metrics WHERE kind='training' AND trial_id=" + t), 20);
+  EXPECT_EQ(Count(c.db(), "SELECT count(DISTINCT batches) FROM metrics WHERE kind='training' AND trial_id=" + t), 20);
 }
 
 TEST(Slurm, BadInputIsAClearErrorNeverASilentQueue) {
