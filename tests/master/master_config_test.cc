@@ -52,6 +52,22 @@ TEST_F(MasterConfigTest, SchedulingSettingsAsMappings) {
                                                                        {"gpu", SchedulingMode::kFairShare}}));
 }
 
+TEST_F(MasterConfigTest, ResourcePoolsComeFromTheFileWithTheirManagers) {
+  auto c = Load("resource_pools:\n  - name: hpc\n    manager: slurm\n    partition: gpu\n    qos: normal\n"
+                "  - name: default\n");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_EQ(c->resource_pools.size(), 2u);
+  EXPECT_EQ(c->resource_pools[0].name, "hpc");
+  EXPECT_EQ(c->resource_pools[0].manager, "slurm");
+  EXPECT_EQ(c->resource_pools[0].slurm.qos, "normal");
+  EXPECT_EQ(c->resource_pools[1].manager, "agents");
+  auto bad = Load("resource_pools:\n  - name: hpc\n    manager: slurm\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("master.yaml:2: resource_pools: hpc: a slurm pool needs a partition"),
+            std::string::npos)
+      << bad.status().message();
+}
+
 TEST_F(MasterConfigTest, BadSchedulingSettingsNameTheKey) {
   auto bad_type = Load("scheduler: {type: lottery}\n");
   ASSERT_FALSE(bad_type.ok());

@@ -166,6 +166,17 @@ std::vector<ConfigCase> ConfigCases() {
                {"resources.priority"}, "resources.priority: 150 must be <= 99"});
   c.push_back({"weight_zero", With({{"resources", "resources: {weight: 0}"}}),
                {"resources.weight"}, "resources.weight: 0 must be > 0"});
+  c.push_back({"slurm_requests",
+               With({{"resources", "resources: {resource_pool: hpc}\nslurm: {time: \"1:30:00\", account: ml, qos: high, "
+                                   "sbatch_args: [--exclusive, \"--constraint=a100\"]}"}}),
+               {}});
+  c.push_back({"slurm_bad_time", With({{"resources", "slurm: {time: soon}"}}), {"slurm.time"},
+               "slurm.time: \"soon\" is not a Slurm time limit (minutes, HH:MM:SS or D-HH:MM:SS)"});
+  c.push_back({"slurm_reserved_option", With({{"resources", "slurm: {sbatch_args: [\"--output=/etc/passwd\"]}"}}),
+               {"slurm.sbatch_args[0]"},
+               "slurm.sbatch_args[0]: --output is set by Steadfast (or the pool's administrator) and cannot be given here"});
+  c.push_back({"slurm_not_an_option", With({{"resources", "slurm: {sbatch_args: [exclusive], partition: x}"}}),
+               {"slurm.sbatch_args[0]", "slurm.partition"}});
   c.push_back({"length_zero",
                With({{"searcher", "searcher: {name: single, metric: bleu, max_length: {batches: 0}}"}}),
                {"searcher.max_length.batches"}});
