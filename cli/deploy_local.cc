@@ -18,15 +18,19 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
+#include <sstream>
 #include <thread>
 
 #include "cli/cli_defaults.h"
 #include "cli/cluster_certificates.h"
+#include "cli/deploy_local_slurm.h"
 #include "cli/command.h"
 #include "cli/http_client.h"
 #include "cli/session_store.h"
 #include "common/local_postgres.h"
 #include "common/secret_file.h"
+#include "common/tls_files.h"
 #include "common/value.h"
 
 namespace sf::cli {
@@ -50,6 +54,7 @@ struct LocalFlags {
   bool delete_data = false;
   bool no_tls = false;
   bool no_auth = false;
+  bool slurm = false;  // trials run as Slurm jobs on a local Slurm cluster, no agents
 };
 
 // Where this deployment's master is and how to verify it: DIR/cli.json, written by `up`.
@@ -124,16 +129,33 @@ int Up(const LocalFlags& f) {
   std::string agent_bin = FindProgram("sf-agent", "agent");
   std::string trainer_bin = FindProgram("sf-trainer", "trainer");
   std::string serve_bin = FindProgram("sf-serve", "serve");  // optional: `sf serve start` needs it
+  std::string task_bin = FindProgram("sf-task", "launcher");  // --slurm: each rank's launcher
   for (auto [bin, name] : {std::pair{master_bin, "sf-master"}, {agent_bin, "sf-agent"}, {trainer_bin, "sf-trainer"}}) {
     if (bin.empty()) {
       std::cerr << "sf deploy local: cannot find " << name << " next to sf (build everything first)\n";
       return kExitFailed;
     }
   }
+  if (f.slurm && task_bin.empty()) {
+    std::cerr << "sf deploy local: cannot find sf-task next to sf (build everything first)\n";
+    return kExitFailed;
+  }
   std::error_code ec;
   fs::create_directories(f.dir + "/logs", ec);
   fs::create_directories(f.dir + "/checkpoints", ec);
   chmod(f.dir.c_str(), 0755);
+  // --slurm: the Slurm cluster first; the master listens where its nodes reach the host.
+  std::optional<LocalSlurm> slurm;
+  if (f.slurm) {
+    Result<LocalSlurm> started = StartLocalSlurm(f.dir);
+    if (!started.ok()) {
+      std::cerr << "sf deploy local: " << started.status().message() << "\n";
+      return kExitFailed;
+    }
+    slurm = *started;
+    std::cout << "Slurm: partition " << slurm->partition << ", nodes " << slurm->nodes << ", the master at "
+              << slurm->host_addr << " for them\n";
+  }
   LocalPostgresOptions pg_options;
   pg_options.dir = f.dir + "/postgres";
   pg_options.database = "steadfast";
@@ -148,7 +170,17 @@ int Up(const LocalFlags& f) {
   MasterEndpoint master{"http://127.0.0.1:" + std::to_string(f.http_port), ""};
   ClusterCertificates certificates;
   if (!f.no_tls) {
-    Result<ClusterCertificates> made = EnsureClusterCertificates(f.dir + "/tls", LocalHostNames());
+    std::vector<std::string> names = LocalHostNames();
+    if (slurm) {
+      names.push_back(slurm->host_addr);
+      // A certificate from an earlier `up` that does not name this address is made again.
+      const ClusterCertificates existing = ClusterCertificateFiles(f.dir + "/tls");
+      std::ifstream in(existing.server_cert);
+      std::stringstream pem;
+      pem << in.rdbuf();
+      if (in && !CertificateNamesHost(pem.str(), slurm->host_addr)) fs::remove_all(f.dir + "/tls", ec);
+    }
+    Result<ClusterCertificates> made = EnsureClusterCertificates(f.dir + "/tls", names);
     if (!made.ok()) {
       std::cerr << "sf deploy local: TLS certificates: " << made.status().message() << "\n";
       return kExitFailed;
@@ -170,6 +202,19 @@ int Up(const LocalFlags& f) {
                                      "--http-port", std::to_string(f.http_port), "--grpc-port",
                                      std::to_string(f.grpc_port), "--checkpoint-root", f.dir + "/checkpoints",
                                      "--agent-join-token-file", join_token_file};
+    if (slurm) {
+      Result<std::string> config = WriteSlurmMasterConfig(f.dir, *slurm, task_bin, trainer_bin, serve_bin,
+                                                          f.no_tls ? "" : certificates.ca_cert);
+      if (!config.ok()) {
+        std::cerr << "sf deploy local: " << config.status().message() << "\n";
+        return kExitFailed;
+      }
+      // Every address (loopback for sf, the bridge for the nodes); the ranks dial the bridge's.
+      argv[4] = "0.0.0.0";
+      argv.insert(argv.end(), {"--config", *config, "--advertised-address",
+                               slurm->host_addr + ":" + std::to_string(f.grpc_port)});
+      if (f.no_tls || f.no_auth) argv.push_back("--insecure");  // asked for: plaintext or open APIs
+    }
     if (!f.no_tls) {
       argv.insert(argv.end(), {"--tls-cert-file", certificates.server_cert, "--tls-key-file", certificates.server_key});
     }
@@ -236,7 +281,8 @@ int Up(const LocalFlags& f) {
   // running side by side don't oversubscribe it.
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int threads_per_slot = std::max(1, cores / (f.agents * f.cpu_slots));
-  for (int i = 0; i < f.agents; ++i) {
+  const int agents = slurm ? 0 : f.agents;  // with --slurm, Slurm's nodes run the trials
+  for (int i = 0; i < agents; ++i) {
     std::string id = "local-agent-" + std::to_string(i);
     std::string pid_file = f.dir + "/" + id + ".pid";
     if (Alive(ReadPid(pid_file))) continue;
@@ -262,7 +308,7 @@ int Up(const LocalFlags& f) {
     int connected = 0;
     if (r.ok() && r->status == 401) {
       std::cout << "(not logged in to " << url << ": `sf login --username admin` to use it; agents not checked)\n";
-      connected = f.agents;
+      connected = agents;
     }
     if (r.ok() && r->status == 200) {
       auto v = Value::FromJson(r->body);
@@ -273,7 +319,7 @@ int Up(const LocalFlags& f) {
         }
       }
     }
-    if (connected >= f.agents) {
+    if (connected >= agents) {
       // The plain `sf` commands that follow find this master through the defaults file.
       const CliDefaults defaults{url, master.ca_file, f.dir};
       const std::string defaults_file = CliDefaultsPath();
@@ -283,8 +329,13 @@ int Up(const LocalFlags& f) {
           return kExitFailed;
         }
       }
-      std::cout << "local cluster is up: " << f.agents << " agent(s) x " << f.cpu_slots << " CPU slot(s)\n"
-                << "dashboard: " << url << "/"
+      if (slurm) {
+        std::cout << "local cluster is up: trials run as Slurm jobs in partition " << slurm->partition << " (nodes "
+                  << slurm->nodes << "); squeue and sacct -c with SLURM_CONF=" << slurm->slurm_conf << "\n";
+      } else {
+        std::cout << "local cluster is up: " << f.agents << " agent(s) x " << f.cpu_slots << " CPU slot(s)\n";
+      }
+      std::cout << "dashboard: " << url << "/"
                 << (master.ca_file.empty() ? "" : "  (TLS; the browser must trust the CA " + master.ca_file + ")")
                 << "\n"
                 << "sf commands now use it by default (" << defaults_file << "); elsewhere: sf --master " << url
@@ -336,6 +387,7 @@ int Down(const LocalFlags& f) {
       }
     }
     StopPid(f.dir + "/master.pid", "sf-master");
+    StopLocalSlurm(f.dir);
     LocalPostgresOptions o;
     o.dir = f.dir + "/postgres";
     LocalPostgres pg(o);
@@ -407,6 +459,9 @@ void AddDeployCommands(CLI::App& sf, CommandAction& action) {
       ->capture_default_str();
   up->add_flag("--no-auth", up_flags->no_auth,
                "no users or tokens: every caller of the API may do everything (e.g. for benchmarks)");
+  up->add_flag("--slurm", up_flags->slurm,
+               "run trials as Slurm jobs on a local Slurm cluster (munge, slurmctld, two slurmd nodes in "
+               "namespaces of their own; root) instead of on agents (docs/slurm.md)");
   up->add_flag("--no-tls", up_flags->no_tls,
                "plain HTTP and gRPC on loopback, without the private CA and certificates (e.g. for benchmarks)");
   OnSelected(up, action, WithFlags(up_flags, Up));

@@ -37,6 +37,8 @@ if(TARGET sf-task)
 endif()
 if(TARGET sf)
   install(TARGETS sf RUNTIME COMPONENT cli)
+  # `sf deploy local up --slurm` runs it (cli/deploy_local_slurm.h).
+  install(PROGRAMS ${PROJECT_SOURCE_DIR}/deploy/local-slurm.sh DESTINATION share/steadfast COMPONENT cli)
 endif()
 # The Core API's Python package as the build made it (sources and generated stubs), where
 # sf-agent finds it: <prefix>/lib/steadfast/python (docs/core-api.md).

@@ -90,6 +90,7 @@ check_file /lib/systemd/system/steadfast-master.service unit
 check_file /lib/systemd/system/steadfast-agent.service unit
 check_file /etc/steadfast/master.yaml config
 check_file /etc/steadfast/agent.env config
+check_file /usr/share/steadfast/local-slurm.sh cli
 for sql in "$src"/master/db/migrations/*.sql; do
   check_file "/usr/share/steadfast/migrations/$(basename "$sql")" migrations
 done
