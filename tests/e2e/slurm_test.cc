@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <map>
 #include <pqxx/pqxx>
@@ -332,8 +333,16 @@ TEST(Slurm, AMasterRestartKeepsTheRunningJobAndItsMetricsWithNoRowLostOrDuplicat
   ASSERT_TRUE(c.WaitFor([&] { return std::stoll("0" + Field(TrialOf(c, id), "totalBatches")) >= 30; }, 180s));
   const int64_t tid = Id(TrialOf(c, id));
   c.StopMaster(SIGKILL);
+  // A job of this master's whose trial no longer exists (tagged as the master tags its jobs):
+  // the restarted master cancels it.
+  std::string orphan = slurm.Tool({"sbatch", "--parsable", "--comment=steadfast:steadfast:t999-r0-a1",
+                                   "--output=/dev/null", "--wrap", "sleep 600"});
+  while (!orphan.empty() && (orphan.back() == '\n' || orphan.back() == ' ')) orphan.pop_back();
+  ASSERT_FALSE(orphan.empty());
   std::this_thread::sleep_for(3s);
   c.StartMaster();
+  EXPECT_TRUE(c.WaitFor([&] { return slurm.Tool({"squeue", "-h", "-t", "all", "-j", orphan, "-o", "%T"}).find("CANCELLED") != std::string::npos; }, 30s))
+      << slurm.Tool({"squeue", "-h", "-t", "all", "-j", orphan, "-o", "%T"});
   ASSERT_TRUE(c.WaitForState(id, kCompleted, 300s)) << c.ExperimentState(id);
   EXPECT_EQ(TrialOf(c, id).Find("restarts")->as_int(), 0);
   EXPECT_EQ(JobIds(c, tid).size(), 1u) << "the job was adopted, not submitted again";
@@ -375,6 +384,47 @@ TEST(Slurm, BadInputIsAClearErrorNeverASilentQueue) {
                                     .ToJson());
   EXPECT_EQ(status, 400) << reply.ToJson();
   EXPECT_NE(reply.ToJson().find("slurm.sbatch_args[0]"), std::string::npos) << reply.ToJson();
+}
+
+// `sf deploy local up --slurm`, as a user types it: the quickstart grid runs as Slurm jobs (the
+// same experiments/quickstart.yaml the agents' quickstart runs), `sf trial logs` shows a rank's
+// output, and `down` stops the Slurm cluster with the rest.
+TEST(Slurm, DeployLocalUpSlurmRunsTheQuickstartAsSlurmJobs) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root";
+  if (!fs::exists("/usr/sbin/slurmctld")) GTEST_SKIP() << "slurm-wlm is not installed";
+  TempDir scratch;
+  scratch.RemoveEvenIfProcessDies();
+  const std::string dir = scratch.path() + "/local";
+  CommandOptions options;
+  options.env = {{"XDG_CONFIG_HOME", scratch.path() + "/config"}, {"SF_MASTER", ""}, {"SF_CA_FILE", ""}};
+  options.timeout = std::chrono::seconds(300);
+  auto sf = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), Cluster::Binary("sf"));
+    auto run = RunCommand(args, options);
+    EXPECT_TRUE(run.ok()) << run.status().ToString();
+    return run.ok() ? *run : CommandResult{};
+  };
+  struct Down {
+    std::function<void()> run;
+    ~Down() { run(); }
+  } down{[&] { sf({"deploy", "local", "down", "--dir", dir, "--delete-data"}); }};
+  CommandResult up = sf({"deploy", "local", "up", "--slurm", "--dir", dir, "--port", std::to_string(*PickFreePort()),
+                         "--grpc-port", std::to_string(*PickFreePort())});
+  ASSERT_EQ(up.exit_code, 0) << up.output;
+  EXPECT_NE(up.output.find("trials run as Slurm jobs in partition debug"), std::string::npos) << up.output;
+  CommandResult run = sf({"experiment", "create", std::string(SF_SOURCE_DIR) + "/experiments/quickstart.yaml", "--follow"});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find(": COMPLETED"), std::string::npos) << run.output;
+  CommandOptions slurm_env;
+  slurm_env.env = {{"SLURM_CONF", dir + "/slurm/slurm.conf"}};
+  auto acct = RunCommand({"sacct", "-c", "-n", "-X", "-P", "-o", "jobname,state"}, slurm_env);
+  ASSERT_TRUE(acct.ok());
+  EXPECT_EQ(std::count(acct->output.begin(), acct->output.end(), '\n'), 4) << acct->output;
+  EXPECT_EQ(acct->output.find("FAILED"), std::string::npos) << acct->output;
+  CommandResult logs = sf({"trial", "logs", "1"});
+  EXPECT_NE(logs.output.find("trainer event=start"), std::string::npos) << logs.output;
+  CommandResult stopped = sf({"deploy", "local", "down", "--dir", dir});
+  EXPECT_NE(stopped.output.find("stopped the local Slurm cluster"), std::string::npos) << stopped.output;
 }
 
 }  // namespace
