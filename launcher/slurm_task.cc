@@ -134,7 +134,17 @@ int RunSlurmTask(const SlurmTaskOptions& options) {
       agent::TaskEnvironment(start, config_file.string(), task_dir.string(), "slurm:" + node_name,
                              start.master_address(), cpus, {slot});
   if (!options.master_ca_file.empty()) env["SF_MASTER_CA_FILE"] = options.master_ca_file;
-  if (!start.entrypoint().empty()) agent::AddUserTaskEnvironment(start, options.python_path, env);
+  if (!start.entrypoint().empty()) {
+    // The `steadfast` package: given, or beside this sf-task as the agent finds its own
+    // (build/python from build/launcher, lib/steadfast/python when installed).
+    std::string python_path = options.python_path;
+    const fs::path bin = fs::read_symlink("/proc/self/exe", ec).parent_path();
+    for (const fs::path& candidate : {bin / ".." / "python", bin / ".." / "lib" / "steadfast" / "python"}) {
+      if (!python_path.empty()) break;
+      if (fs::exists(candidate / "steadfast" / "__init__.py", ec)) python_path = candidate.lexically_normal().string();
+    }
+    agent::AddUserTaskEnvironment(start, python_path, env);
+  }
   // The program must not think srun launched it as an MPI rank: Open MPI sees SLURM_* (and
   // PMI*) and tries Slurm's PMI, which it is not built with, instead of the master's rendezvous.
   // The job id and node stay visible as SF_SLURM_JOB_ID and SF_SLURM_NODE.

@@ -10,7 +10,8 @@
 //   (experiment.yaml in it), a user trial's context fetched from the master and unpacked into
 //   <task dir>/code, the environment of agent/agent.h TaskEnvironment (SF_AGENT_ID is
 //   "slurm:<node>", one CPU slot whose OMP_NUM_THREADS is SLURM_CPUS_PER_TASK; the GPUs Slurm
-//   gave stay in CUDA_VISIBLE_DEVICES) plus user_task.h's, SF_LOCAL_RANK/SF_LOCAL_SIZE from
+//   gave stay in CUDA_VISIBLE_DEVICES) plus user_task.h's (the `steadfast` package from
+//   --python-path, else beside sf-task as the agent finds it), SF_LOCAL_RANK/SF_LOCAL_SIZE from
 //   SLURM_LOCALID and SLURM_TASKS_PER_NODE; then the trainer (`sf-trainer cluster`) or the
 //   entrypoint runs under RunTask (task_launcher.h), which ships its output to the master.
 // - The program sees no SLURM_*, SLURMD_*, PMI_* or PMIX_* variable (Open MPI would take them

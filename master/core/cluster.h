@@ -295,6 +295,8 @@ class Cluster {
   rm::ResourceManager* ExternalManagerLocked(const Experiment& e) const;
   void SubmitExternalLocked(Trial& t, rm::ResourceManager& manager);
   void ExternalEvent(const rm::AllocationEvent& event);
+  // The manager says it runs (on `where`), or one of its ranks called in first: RUNNING.
+  void ExternalRunningLocked(Trial& t, const std::string& where);
   // Recover(): the trial's latest allocation, submitted before the restart, is watched again.
   void AdoptExternalLocked(Trial& t, const std::string& allocation_id, const std::string& external_id,
                            const std::string& allocation_state);

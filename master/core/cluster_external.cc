@@ -76,6 +76,31 @@ void Cluster::AdoptExternalLocked(Trial& t, const std::string& allocation_id, co
                       {"job", external_id}, {"allocation_state", allocation_state}});
 }
 
+void Cluster::ExternalRunningLocked(Trial& t, const std::string& where) {
+  if (!where.empty()) {
+    for (int rank = 0; rank < t.world_size; ++rank) t.rank_agent[rank] = "slurm:" + where;
+  }
+  if (t.allocated) return;  // adopted after a restart, or seen before
+  t.allocated = true;
+  t.live_ranks.clear();
+  t.exit_codes.clear();
+  t.first_failure.clear();
+  t.told_to_stop = false;
+  for (int rank = 0; rank < t.world_size; ++rank) t.live_ranks.insert(rank);
+  Value::List slots;
+  for (int rank = 0; rank < t.world_size; ++rank) {
+    slots.push_back(Value(Value::Map{{"agent_id", "slurm:" + where}, {"slot_id", "rank " + std::to_string(rank)}}));
+  }
+  (void)store_->UpdateAllocation(t.allocation_id, "RUNNING", Value(slots), false);
+  SetTrialStateLocked(t, v1::TRIAL_STATE_RUNNING);
+  {
+    std::lock_guard<std::mutex> reasons(reasons_mu_);
+    pending_reasons_.erase(t.id);
+  }
+  log::Info("trial", {{"event", "started"}, {"id", std::to_string(t.id)}, {"allocation", t.allocation_id},
+                      {"job", t.external_id}, {"nodes", where}});
+}
+
 void Cluster::ExternalEvent(const rm::AllocationEvent& event) {
   std::lock_guard<std::mutex> lock(mu_);
   Trial* found = nullptr;
@@ -100,26 +125,7 @@ void Cluster::ExternalEvent(const rm::AllocationEvent& event) {
     case Kind::kRunning: {
       std::string where;
       for (const std::string& h : event.hosts) where += (where.empty() ? "" : ",") + h;
-      for (int rank = 0; rank < t.world_size; ++rank) t.rank_agent[rank] = "slurm:" + where;
-      if (t.allocated) break;  // adopted after a restart, or seen before
-      t.allocated = true;
-      t.live_ranks.clear();
-      t.exit_codes.clear();
-      t.first_failure.clear();
-      t.told_to_stop = false;
-      for (int rank = 0; rank < t.world_size; ++rank) t.live_ranks.insert(rank);
-      Value::List slots;
-      for (int rank = 0; rank < t.world_size; ++rank) {
-        slots.push_back(Value(Value::Map{{"agent_id", "slurm:" + where}, {"slot_id", "rank " + std::to_string(rank)}}));
-      }
-      (void)store_->UpdateAllocation(t.allocation_id, "RUNNING", Value(slots), false);
-      SetTrialStateLocked(t, v1::TRIAL_STATE_RUNNING);
-      {
-        std::lock_guard<std::mutex> reasons(reasons_mu_);
-        pending_reasons_.erase(t.id);
-      }
-      log::Info("trial", {{"event", "started"}, {"id", std::to_string(t.id)}, {"allocation", t.allocation_id},
-                          {"job", t.external_id}, {"nodes", where}});
+      ExternalRunningLocked(t, where);
       break;
     }
     case Kind::kExited: {

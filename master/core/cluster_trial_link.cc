@@ -43,6 +43,12 @@ Result<Cluster::Trial*> Cluster::CheckIdentityLocked(const v1::TrialIdentity& wh
     return FailedPrecondition("task " + who.task_id() + " no longer runs trial " + std::to_string(t->id) +
                               (t->allocation_id.empty() ? "" : " (its current allocation is " + t->allocation_id + ")"));
   }
+  // A rank of an external manager's job called before the manager saw the job run (its poll
+  // lags): the job runs, so the trial does.
+  if (!who.task_id().empty() && !t->allocated && !t->allocation_id.empty() && allocation == t->allocation_id) {
+    auto e = experiments_.find(t->experiment_id);
+    if (e != experiments_.end() && ExternalManagerLocked(e->second)) ExternalRunningLocked(*t, "");
+  }
   return t;
 }
 

@@ -386,6 +386,34 @@ TEST(Slurm, BadInputIsAClearErrorNeverASilentQueue) {
   EXPECT_NE(reply.ToJson().find("slurm.sbatch_args[0]"), std::string::npos) << reply.ToJson();
 }
 
+// A user's own script (the Core API, an entrypoint with a context directory) runs through Slurm
+// as it runs on agents: sf-task fetches the context from the master and starts the entrypoint.
+TEST(Slurm, AnEntrypointWithItsContextRunsAsASlurmJob) {
+  SLURM_OR_SKIP(slurm);
+  Cluster c(0, 0, slurm.Layout(slurm.MasterConfig()));
+  TempDir code;
+  code.WriteFile("train.py",
+                 "import socket\nimport steadfast\n"
+                 "print('user code on', socket.gethostname(), flush=True)\n"
+                 "with steadfast.core.init() as ctx:\n"
+                 "    for op in ctx.searcher.operations():\n"
+                 "        ctx.train.report_validation_metrics(steps_completed=op.length, metrics={'loss': 0.5})\n"
+                 "        op.report_completed(0.5)\n");
+  const std::string file = code.WriteFile("exp.yaml", "name: slurm-user-code\n"
+                                                      "entrypoint: /usr/bin/python3 train.py\n"
+                                                      "context_directory: .\n"
+                                                      "searcher: {name: single, metric: loss, max_length: {batches: 3}}\n");
+  CommandOptions o;
+  o.timeout = 180s;
+  auto run = RunCommand({Cluster::Binary("sf"), "experiment", "create", file, "--follow", "--master", c.url()}, o);
+  ASSERT_TRUE(run.ok());
+  ASSERT_EQ(run->exit_code, 0) << run->output;
+  EXPECT_NE(run->output.find(": COMPLETED"), std::string::npos) << run->output;
+  // Its output arrives (sf-task sends what is left after the script ends) and it ended cleanly.
+  EXPECT_TRUE(c.WaitFor([&] { return Count(c.db(), "SELECT count(*) FROM task_logs WHERE message LIKE 'user code on node%'") >= 1; }, 30s));
+  EXPECT_EQ(Count(c.db(), "SELECT count(*) FROM task_logs WHERE message LIKE '%Traceback%'"), 0);
+}
+
 // `sf deploy local up --slurm`, as a user types it: the quickstart grid runs as Slurm jobs (the
 // same experiments/quickstart.yaml the agents' quickstart runs), `sf trial logs` shows a rank's
 // output, and `down` stops the Slurm cluster with the rest.
