@@ -24,24 +24,8 @@ export XDG_CONFIG_HOME="$DIR/config"  # the bench's own sf defaults file
 "$SF" deploy local up --dir "$DIR" --agents 1 --port "$HTTP" --grpc-port "$GRPC" --no-tls --no-auth >/dev/null
 export SF_MASTER="http://127.0.0.1:$HTTP"
 
-create() {  # $1 = YAML; prints the new experiment's id, or sf's complaint and exits
-  local out
-  if ! out=$("$SF" experiment create "$1" 2>"$DIR/create.err"); then
-    echo "sf experiment create $1 failed: $(cat "$DIR/create.err")" >&2
-    exit 1
-  fi
-  sed -n 's/^created experiment \([0-9]*\).*/\1/p' <<<"$out"
-}
-wait_done() {  # $1 = experiment id; prints its final state
-  local state
-  for _ in $(seq 1 600); do
-    state=$("$SF" experiment describe "$1" --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["experiment"]["state"])')
-    case "$state" in *COMPLETED|*CANCELED|*ERROR) echo "$state"; return;; esac
-    sleep 0.2
-  done
-  echo "timeout"
-}
-trial_of() { "$SF" trial list "$1" --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["trials"][0]["id"])'; }
+ERR_FILE="$DIR/create.err"
+. bench/lib/sf_experiments.sh
 
 echo "== 1. overhead of a metric report per step (STEP_MS=${STEP_MS:-50}, STEPS=${STEPS:-100}, REPEATS=${REPEATS:-5})"
 CTX="$DIR/overhead"

@@ -366,6 +366,13 @@ int64_t Count(const std::string& db, const std::string& sql) {
   return tx.exec1(sql)[0].as<int64_t>();
 }
 
+std::string Text(const std::string& db, const std::string& sql) {
+  pqxx::connection conn(db);
+  pqxx::work tx(conn);
+  auto r = tx.exec1(sql);
+  return r[0].is_null() ? "" : r[0].as<std::string>();
+}
+
 int64_t Id(const Value& v) { return std::stoll(v.Find("id")->as_string()); }
 
 std::vector<pid_t> Cluster::TrainerPids(int64_t trial_id) const {

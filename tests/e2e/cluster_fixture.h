@@ -153,6 +153,8 @@ class Cluster {
 
 // The one number `sql` selects from database `db` (e.g. "SELECT count(*) FROM metrics ...").
 int64_t Count(const std::string& db, const std::string& sql);
+// The one value `sql` selects, as text ("" for NULL).
+std::string Text(const std::string& db, const std::string& sql);
 // The id of an experiment or trial as the REST API returns it (a JSON string).
 int64_t Id(const Value& v);
 

@@ -16,13 +16,6 @@ namespace fs = std::filesystem;
 
 constexpr char kCompleted[] = "EXPERIMENT_STATE_COMPLETED";
 
-std::string Text(const std::string& db, const std::string& sql) {
-  pqxx::connection conn(db);
-  pqxx::work tx(conn);
-  auto r = tx.exec1(sql);
-  return r[0].is_null() ? "" : r[0].as<std::string>();
-}
-
 std::string TwoRankExperiment(int64_t batches, const std::string& name) {
   return TinyExperiment(1, batches, 10, name) + "resources: {slots_per_trial: 2}\n";
 }

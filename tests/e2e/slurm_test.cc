@@ -25,13 +25,6 @@ using namespace std::chrono_literals;
 
 constexpr char kCompleted[] = "EXPERIMENT_STATE_COMPLETED";
 
-std::string Text(const std::string& db, const std::string& sql) {
-  pqxx::connection conn(db);
-  pqxx::work tx(conn);
-  auto r = tx.exec1(sql);
-  return r[0].is_null() ? "" : r[0].as<std::string>();
-}
-
 // A local Slurm cluster for one test, in a directory of its own; `down` at the end.
 class LocalSlurm {
  public:
@@ -424,7 +417,8 @@ TEST(Slurm, DeployLocalUpSlurmRunsTheQuickstartAsSlurmJobs) {
   scratch.RemoveEvenIfProcessDies();
   const std::string dir = scratch.path() + "/local";
   CommandOptions options;
-  options.env = {{"XDG_CONFIG_HOME", scratch.path() + "/config"}, {"SF_MASTER", ""}, {"SF_CA_FILE", ""}};
+  // sf as a new user has it: no master, CA or token from an earlier test in this process.
+  options.env = {{"XDG_CONFIG_HOME", scratch.path() + "/config"}, {"SF_MASTER", ""}, {"SF_CA_FILE", ""}, {"SF_TOKEN", ""}};
   options.timeout = std::chrono::seconds(300);
   auto sf = [&](std::vector<std::string> args) {
     args.insert(args.begin(), Cluster::Binary("sf"));

@@ -321,6 +321,10 @@ std::vector<AllocationEvent> SlurmManager::Pass(bool sweep) {
     log::Info("slurm", {{"event", "scancel"}, {"pool", pool_}, {"allocation", allocation}, {"job", job},
                         {"result", out.ok() ? "ok" : out.status().message()}});
   }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!sweep && jobs_.empty()) return events;  // nothing to watch: no squeue
+  }
   Result<std::string> listed = Tool({"squeue", "-h", "-t", "all", "--me", "-o", kSqueueFormat});
   if (!listed.ok()) {
     log::Warn("slurm", {{"event", "squeue_failed"}, {"pool", pool_}, {"error", listed.status().message()}});
