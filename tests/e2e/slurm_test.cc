@@ -357,6 +357,15 @@ TEST(Slurm, BadInputIsAClearErrorNeverASilentQueue) {
     EXPECT_NE(run->exit_code, 0);
     EXPECT_NE(run->output.find("Slurm has no partition \"nosuch\""), std::string::npos) << run->output;
     EXPECT_NE(run->output.find("debug"), std::string::npos) << "it names the partitions there are: " << run->output;
+    // No Slurm tools where the master looks for them (PATH): it says which and what to install.
+    CommandOptions no_tools = o;
+    no_tools.env = {{"PATH", slurm.dir.path()}};
+    run = RunCommand({Cluster::Binary("sf-master"), "--config", slurm.MasterConfig(), "--db", "host=/nonexistent dbname=x"},
+                     no_tools);
+    ASSERT_TRUE(run.ok());
+    EXPECT_NE(run->exit_code, 0);
+    EXPECT_NE(run->output.find("the Slurm tool sbatch does not run"), std::string::npos) << run->output;
+    EXPECT_NE(run->output.find("slurm-wlm"), std::string::npos) << run->output;
   }
   // sbatch refusing a job: the trial fails at once with Slurm's message, no restart.
   Cluster c(0, 0, slurm.Layout(slurm.MasterConfig()));
