@@ -100,11 +100,12 @@ class LocalSlurm {
   }
 
   // The master's config file: the default pool is the local partition, managed by Slurm.
-  std::string MasterConfig(const std::string& extra = "", const std::string& partition = "") {
+  std::string MasterConfig(const std::string& extra = "", const std::string& partition = "",
+                           const std::string& pool = "default") {
     const std::string file = dir.path() + "/master.yaml";
     std::ofstream out(file);
     out << "resource_pools:\n"
-        << "  - name: default\n"
+        << "  - name: " << pool << "\n"
         << "    manager: slurm\n"
         << "    partition: " << (partition.empty() ? env["SF_SLURM_PARTITION"] : partition) << "\n"
         << "    slots_per_node: 1\n"
@@ -386,6 +387,36 @@ TEST(Slurm, BadInputIsAClearErrorNeverASilentQueue) {
                                     .ToJson());
   EXPECT_EQ(status, 400) << reply.ToJson();
   EXPECT_NE(reply.ToJson().find("slurm.sbatch_args[0]"), std::string::npos) << reply.ToJson();
+}
+
+// One master drives its own agents and a Slurm partition side by side: the default pool is an
+// agent's, pool "hpc" is Slurm's, and the same experiment runs in each.
+TEST(Slurm, OneMasterDrivesAgentsAndASlurmPartitionSideBySide) {
+  SLURM_OR_SKIP(slurm);
+  Cluster c(1, 1, slurm.Layout(slurm.MasterConfig("", "", "hpc")));
+  const int64_t on_agents = c.Submit(TinyExperiment(1, 20, 10, "side-agents"));
+  const int64_t on_slurm = c.Submit(TinyExperiment(1, 20, 10, "side-slurm") + "resources: {resource_pool: hpc}\n");
+  ASSERT_GT(on_agents, 0);
+  ASSERT_GT(on_slurm, 0);
+  ASSERT_TRUE(c.WaitForState(on_agents, kCompleted, 240s)) << c.ExperimentState(on_agents);
+  ASSERT_TRUE(c.WaitForState(on_slurm, kCompleted, 240s)) << c.ExperimentState(on_slurm);
+  const std::string agent_trial = std::to_string(Id(TrialOf(c, on_agents)));
+  const std::string slurm_trial = std::to_string(Id(TrialOf(c, on_slurm)));
+  EXPECT_TRUE(JobIds(c, Id(TrialOf(c, on_agents))).empty()) << "the agent's trial is no Slurm job";
+  EXPECT_EQ(JobIds(c, Id(TrialOf(c, on_slurm))).size(), 1u);
+  EXPECT_EQ(Text(c.db(), "SELECT string_agg(DISTINCT agent_id, ',') FROM task_logs WHERE trial_id=" + agent_trial)
+                .rfind("slurm:", 0),
+            std::string::npos);
+  EXPECT_EQ(Text(c.db(), "SELECT string_agg(DISTINCT agent_id, ',') FROM task_logs WHERE trial_id=" + slurm_trial)
+                .rfind("slurm:node", 0),
+            0u);
+  // A pool that is neither is refused at submit, naming both kinds.
+  auto [status, reply] = c.Post("/api/v1/experiments",
+                                Value(Value::Map{{"configYaml", TinyExperiment(1, 20, 10, "nowhere") +
+                                                                    "resources: {resource_pool: gpu}\n"}})
+                                    .ToJson());
+  EXPECT_EQ(status, 400);
+  EXPECT_NE(reply.ToJson().find("hpc (slurm)"), std::string::npos) << reply.ToJson();
 }
 
 // A user's own script (the Core API, an entrypoint with a context directory) runs through Slurm
