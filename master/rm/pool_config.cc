@@ -94,6 +94,8 @@ Result<std::vector<PoolConfig>> ParsePoolConfigs(const YAML::Node& node, const s
             s.poll_seconds > 300) {
           return InvalidArgument(Where(file, v, at + "poll_seconds: \"" + text + "\" must be from 0.1 to 300"));
         }
+      } else if (key == "job_dir_keep_hours") {
+        SF_ASSIGN_OR_RETURN(s.job_dir_keep_hours, Count(file, at + key, v, 0, 24 * 365));
       } else if (key == "sbatch_args") {
         if (!v.IsSequence()) return InvalidArgument(Where(file, v, at + "sbatch_args: expected a list of strings"));
         for (const YAML::Node& a : v) {

@@ -19,6 +19,7 @@
 //       sbatch_args: ["--exclusive"]              # added to every job's sbatch arguments
 //       slurm_conf: /etc/slurm/slurm.conf         # SLURM_CONF for the tools (default: theirs)
 //       poll_seconds: 2                           # how often squeue is asked
+//       job_dir_keep_hours: 24                    # an ended job's directory is removed after this
 //
 // Unknown keys, missing required keys and bad values are errors naming the pool and the key.
 #pragma once
@@ -42,6 +43,7 @@ struct SlurmPoolConfig {
   std::vector<std::string> sbatch_args;
   std::string slurm_conf;
   double poll_seconds = 2;
+  int job_dir_keep_hours = 24;  // 0: removed at the first pass after the job ended
   std::string cluster_name;  // the master's cluster_name: tags its jobs (set by the master)
 };
 

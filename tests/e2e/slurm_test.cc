@@ -393,7 +393,7 @@ TEST(Slurm, BadInputIsAClearErrorNeverASilentQueue) {
 // agent's, pool "hpc" is Slurm's, and the same experiment runs in each.
 TEST(Slurm, OneMasterDrivesAgentsAndASlurmPartitionSideBySide) {
   SLURM_OR_SKIP(slurm);
-  Cluster c(1, 1, slurm.Layout(slurm.MasterConfig("", "", "hpc")));
+  Cluster c(1, 1, slurm.Layout(slurm.MasterConfig("    job_dir_keep_hours: 0\n", "", "hpc")));
   const int64_t on_agents = c.Submit(TinyExperiment(1, 20, 10, "side-agents"));
   const int64_t on_slurm = c.Submit(TinyExperiment(1, 20, 10, "side-slurm") + "resources: {resource_pool: hpc}\n");
   ASSERT_GT(on_agents, 0);
@@ -410,6 +410,9 @@ TEST(Slurm, OneMasterDrivesAgentsAndASlurmPartitionSideBySide) {
   EXPECT_EQ(Text(c.db(), "SELECT string_agg(DISTINCT agent_id, ',') FROM task_logs WHERE trial_id=" + slurm_trial)
                 .rfind("slurm:node", 0),
             0u);
+  // With job_dir_keep_hours: 0 the ended job's directory goes at the manager's next pass.
+  const std::string job_dir = slurm.dir.path() + "/jobs/t" + slurm_trial + "-r0-a1";
+  EXPECT_TRUE(c.WaitFor([&] { return !fs::exists(job_dir); }, 30s)) << job_dir;
   // A pool that is neither is refused at submit, naming both kinds.
   auto [status, reply] = c.Post("/api/v1/experiments",
                                 Value(Value::Map{{"configYaml", TinyExperiment(1, 20, 10, "nowhere") +

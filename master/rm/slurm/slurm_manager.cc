@@ -267,6 +267,28 @@ std::vector<JobStatus> SlurmManager::Sacct(const std::vector<std::string>& ids) 
   return ParseSacct(*out);
 }
 
+void SlurmManager::PruneJobDirs() {
+  std::set<std::string> live;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [allocation, j] : jobs_) live.insert(allocation);
+    for (const GangLaunch& l : to_submit_) live.insert(l.allocation_id);
+  }
+  const auto cutoff = fs::file_time_type::clock::now() - std::chrono::hours(config_.job_dir_keep_hours);
+  std::error_code ec;
+  int removed = 0;
+  for (const auto& entry : fs::directory_iterator(config_.job_dir, ec)) {
+    std::error_code entry_ec;
+    const std::string name = entry.path().filename().string();
+    // Only what the manager made: an allocation id's shape, "t<trial>-r<restart>-a<n>".
+    if (name.size() < 6 || name[0] != 't' || name.find("-r") == std::string::npos || live.count(name)) continue;
+    if (!entry.is_directory(entry_ec) || fs::last_write_time(entry.path(), entry_ec) > cutoff || entry_ec) continue;
+    fs::remove_all(entry.path(), entry_ec);
+    removed += entry_ec ? 0 : 1;
+  }
+  if (removed > 0) log::Info("slurm", {{"event", "pruned_job_dirs"}, {"pool", pool_}, {"count", std::to_string(removed)}});
+}
+
 std::vector<AllocationEvent> SlurmManager::Pass(bool sweep) {
   std::vector<AllocationEvent> events;
   std::deque<GangLaunch> submits;
@@ -320,6 +342,11 @@ std::vector<AllocationEvent> SlurmManager::Pass(bool sweep) {
     Result<std::string> out = Tool({"scancel", job});
     log::Info("slurm", {{"event", "scancel"}, {"pool", pool_}, {"allocation", allocation}, {"job", job},
                         {"result", out.ok() ? "ok" : out.status().message()}});
+  }
+  const auto prune_every = config_.job_dir_keep_hours == 0 ? std::chrono::seconds(0) : std::chrono::seconds(3600);
+  if (sweep || Clock::now() - last_prune_ >= prune_every) {
+    last_prune_ = Clock::now();
+    PruneJobDirs();
   }
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -15,6 +15,8 @@
 // - Kill: `scancel <job>`; Slurm sends the ranks SIGTERM, then SIGKILL after its KillWait.
 // - Start: the first pass cancels the jobs tagged with this master's comment
 //   (`steadfast:<cluster_name>:<allocation>`) that no one adopted.
+// - Prune: at the first pass and hourly, job_dir's allocation directories that no job being
+//   watched or submitted owns and that were last changed job_dir_keep_hours ago are removed.
 // Thread-safe; the tools run on the manager's thread only, never under the coordinator's lock.
 #pragma once
 
@@ -68,6 +70,7 @@ class SlurmManager : public ResourceManager {
   Result<std::string> Tool(const std::vector<std::string>& argv, const std::map<std::string, std::string>& extra_env = {});
   std::map<std::string, std::string> ToolEnv() const;
   std::vector<JobStatus> Sacct(const std::vector<std::string>& ids);
+  void PruneJobDirs();
 
   const std::string pool_;
   const SlurmPoolConfig config_;
@@ -82,6 +85,7 @@ class SlurmManager : public ResourceManager {
   std::set<std::string> killed_in_flight_;  // Kill for an allocation Pass was submitting
   // sacct: plain (slurmdbd) until it says accounting is disabled, then -c (job completion log).
   bool sacct_completion_ = false;
+  std::chrono::steady_clock::time_point last_prune_{};
 };
 
 }  // namespace sf::master::rm::slurm
