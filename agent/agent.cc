@@ -29,35 +29,6 @@ using steadfast::v1::TaskStateChange;
 
 namespace {
 
-// The line of a failed trainer's stderr that says why: the first "sf-trainer ..." error line,
-// else the first line mentioning an error, else the last line; structured info, warning and
-// debug lines ("I 2026-...", "W 2026-...": e.g. a retried call whose error was overcome) are
-// never the reason. At most 300 bytes. Empty when there is none.
-std::string FirstErrorLine(const std::string& stderr_path) {
-  std::ifstream in(stderr_path);
-  std::string line, first_error, last;
-  auto lower = [](std::string v) {
-    for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return v;
-  };
-  auto structured_info = [](const std::string& l) {
-    return l.size() > 2 && (l[0] == 'I' || l[0] == 'W' || l[0] == 'D') && l[1] == ' ' &&
-           std::isdigit(static_cast<unsigned char>(l[2]));
-  };
-  while (std::getline(in, line)) {
-    if (line.empty() || structured_info(line)) continue;
-    if (line.rfind("sf-trainer", 0) == 0) {
-      first_error = line;
-      break;
-    }
-    if (first_error.empty() && lower(line).find("error") != std::string::npos) first_error = line;
-    last = line;
-  }
-  std::string out = first_error.empty() ? last : first_error;
-  if (out.size() > 300) out = out.substr(0, 297) + "...";
-  return out;
-}
-
 // A task id names a directory: keep it to a safe alphabet.
 bool ValidTaskId(const std::string& id) {
   if (id.empty() || id.size() > 200 || id == "." || id == "..") {
@@ -524,13 +495,7 @@ void Agent::OnExit(const ProcessExit& exit) {
   if (exit.kill_requested) {
     message += " (kill requested)";
   } else if (code != 0 && code <= 128) {  // not for a signal: it says why
-    const std::string stderr_path = (fs::path(TaskDir(exit.task_id)) / "stderr.log").string();
-    // A Python traceback's last exception is the reason itself ("ValueError: bad shape").
-    if (std::string exception = PythonExceptionLine(stderr_path); !exception.empty()) {
-      message = exception;
-    } else if (std::string first = FirstErrorLine(stderr_path); !first.empty()) {
-      message += ": " + first;
-    }
+    message = FailureReason(code, (fs::path(TaskDir(exit.task_id)) / "stderr.log").string());
   }
   LogEvent(LogLevel::kInfo, "agent", "task_exited",
            {{"task", exit.task_id},

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -181,6 +182,39 @@ std::string PythonExceptionLine(const std::string& stderr_path) {
     return line;
   }
   return "";
+}
+
+std::string FirstErrorLine(const std::string& stderr_path) {
+  std::ifstream in(stderr_path);
+  std::string line, first_error, last;
+  auto lower = [](std::string v) {
+    for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return v;
+  };
+  auto structured_info = [](const std::string& l) {
+    return l.size() > 2 && (l[0] == 'I' || l[0] == 'W' || l[0] == 'D') && l[1] == ' ' &&
+           std::isdigit(static_cast<unsigned char>(l[2]));
+  };
+  while (std::getline(in, line)) {
+    if (line.empty() || structured_info(line)) continue;
+    if (line.rfind("sf-trainer", 0) == 0) {
+      first_error = line;
+      break;
+    }
+    if (first_error.empty() && lower(line).find("error") != std::string::npos) first_error = line;
+    last = line;
+  }
+  std::string out = first_error.empty() ? last : first_error;
+  if (out.size() > 300) out = out.substr(0, 297) + "...";
+  return out;
+}
+
+std::string FailureReason(int code, const std::string& stderr_path) {
+  // A Python traceback's last exception is the reason itself ("ValueError: bad shape").
+  if (std::string exception = PythonExceptionLine(stderr_path); !exception.empty()) return exception;
+  const std::string status = "exit status " + std::to_string(code);
+  const std::string first = FirstErrorLine(stderr_path);
+  return first.empty() ? status : status + ": " + first;
 }
 
 }  // namespace sf::agent

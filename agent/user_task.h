@@ -61,4 +61,14 @@ void AddUserTaskEnvironment(const steadfast::v1::StartTask& start, const std::st
 // 256 KiB), e.g. "ValueError: bad shape"; empty when it holds no traceback.
 std::string PythonExceptionLine(const std::string& stderr_path);
 
+// The line of a failed program's stderr that says why: the first "sf-trainer ..." error line,
+// else the first line mentioning an error, else the last line; structured info, warning and
+// debug lines ("I 2026-...") are never the reason. At most 300 bytes; empty when there is none.
+std::string FirstErrorLine(const std::string& stderr_path);
+
+// Why a task that exited with `code` (not 0, not a signal) failed, from its stderr: a Python
+// traceback's last exception ("ValueError: bad shape"), else "exit status N: <first error line>",
+// else "exit status N". Used by the agent and by sf-task under Slurm.
+std::string FailureReason(int code, const std::string& stderr_path);
+
 }  // namespace sf::agent

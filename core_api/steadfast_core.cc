@@ -198,6 +198,15 @@ Status Searcher::ReportProgress(int64_t steps) {
   return ctx_->link_->Call("ReportProgress", &v1::TrialLink::Stub::ReportProgress, req, &resp);
 }
 
+Status Context::ReportExit(int exit_code, const std::string& reason) {
+  v1::ReportExitRequest req;
+  req.set_exit_code(exit_code);
+  req.set_reason(reason);
+  req.set_host(info_.agent_id);
+  v1::ReportExitResponse resp;
+  return link_->Call("ReportExit", &v1::TrialLink::Stub::ReportExit, req, &resp);
+}
+
 Status Context::ReportEndpoint(const std::string& url) {
   if (!info_.chief()) return Status::Ok();
   v1::ReportEndpointRequest req;

@@ -203,6 +203,9 @@ class Context {
     std::chrono::system_clock::time_point time;
   };
   Status ReportLogs(const std::string& incarnation, int64_t sequence, const std::vector<LogLine>& lines);
+  // How this task's program ended, where no agent watches it (sf-task under Slurm): its exit
+  // status and the line that says why. Every rank's.
+  Status ReportExit(int exit_code, const std::string& reason);
 
  private:
   friend class Searcher;

@@ -164,6 +164,8 @@ int RunSlurmTask(const SlurmTaskOptions& options) {
   TaskOptions task;
   task.argv = argv;
   task.drain = options.drain;
+  task.stderr_copy = (task_dir / "stderr.log").string();
+  task.report_exit = true;  // no agent tells the master why this rank failed
   return RunTask(task);
 }
 

@@ -18,7 +18,9 @@
 //   for an srun direct launch and skip the master's rendezvous); SF_SLURM_JOB_ID and
 //   SF_SLURM_NODE say where it runs.
 // - The exit status is the program's: srun's --kill-on-bad-exit stops the other ranks when one
-//   fails, and the job's state tells the master.
+//   fails, and the job's state tells the master. A rank whose program failed (exit status
+//   1-128) first tells the master why (TrialLink ReportExit with the agent's FailureReason over
+//   its stderr, kept in <task dir>/stderr.log): "rank 1 on slurm:node2: ValueError: bad shape".
 #pragma once
 
 #include <chrono>

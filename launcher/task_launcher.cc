@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "agent/line_splitter.h"
+#include "agent/user_task.h"
 #include "core_api/steadfast_core.h"
 
 namespace sf::launcher {
@@ -86,16 +87,18 @@ std::string RandomIncarnation() {
 }
 
 // Reads `fd` to its end: each line is copied to `echo` and queued under `stream`.
-void Pump(int fd, const char* stream, FILE* echo, LogQueue* queue) {
+void Pump(int fd, const char* stream, FILE* echo, LogQueue* queue, FILE* copy = nullptr) {
   agent::LineSplitter splitter;
   std::vector<std::string> lines;
   char buf[65536];
   auto emit = [&] {
     for (std::string& l : lines) {
       std::fprintf(echo, "%s\n", l.c_str());
+      if (copy) std::fprintf(copy, "%s\n", l.c_str());
       queue->Push({stream, std::move(l), std::chrono::system_clock::now()});
     }
     std::fflush(echo);
+    if (copy) std::fflush(copy);
     lines.clear();
   };
   while (true) {
@@ -161,8 +164,9 @@ int RunTask(const TaskOptions& options) {
   for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaction(sig, &forward, nullptr);
 
   LogQueue queue(options.max_queued_lines);
-  std::thread out_reader(Pump, out_pipe[0], "stdout", stdout, &queue);
-  std::thread err_reader(Pump, err_pipe[0], "stderr", stderr, &queue);
+  std::thread out_reader(Pump, out_pipe[0], "stdout", stdout, &queue, nullptr);
+  FILE* stderr_copy = options.stderr_copy.empty() ? nullptr : std::fopen(options.stderr_copy.c_str(), "w");
+  std::thread err_reader(Pump, err_pipe[0], "stderr", stderr, &queue, stderr_copy);
   const std::string incarnation = RandomIncarnation();
   std::atomic<bool> give_up{false};
   std::thread sender([&] {
@@ -196,6 +200,7 @@ int RunTask(const TaskOptions& options) {
   g_child_group = 0;
   out_reader.join();  // the pipes end when the program (and whatever it left holding them) is gone
   err_reader.join();
+  if (stderr_copy) std::fclose(stderr_copy);
   queue.Close();
   // What is queued goes out, for up to `drain`.
   std::mutex done_mu;
@@ -219,7 +224,12 @@ int RunTask(const TaskOptions& options) {
     }
   }
   waiter.join();
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (options.report_exit && WIFEXITED(status) && code != 0) {
+    Status st = ctx->ReportExit(code, agent::FailureReason(code, options.stderr_copy));
+    if (!st.ok()) std::fprintf(stderr, "sf-task: the exit was not reported: %s\n", st.message().c_str());
+  }
+  return code;
 }
 
 }  // namespace sf::launcher

@@ -32,6 +32,11 @@ struct TaskOptions {
   size_t batch_lines = 500;
   size_t max_queued_lines = 100000;
   std::chrono::seconds drain{30};
+  // Also written to this file, line by line (empty: nowhere): the program's stderr.
+  std::string stderr_copy;
+  // After the program ends with a failure of its own (an exit status 1-128, not a signal), tell
+  // the master why (TrialLink ReportExit: agent/user_task.h FailureReason over stderr_copy).
+  bool report_exit = false;
 };
 
 // The program's exit status; 2 when the task's environment is not usable, 127 when the program

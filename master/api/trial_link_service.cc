@@ -103,5 +103,10 @@ grpc::Status TrialLinkGrpcService::ReportLogs(grpc::ServerContext* context, cons
   if (Status auth = Authenticate(*context, r->who()); !auth.ok()) return ToGrpc(auth);
   return ToGrpc(cluster_->ReportLogs(*r));
 }
+grpc::Status TrialLinkGrpcService::ReportExit(grpc::ServerContext* context, const v1::ReportExitRequest* r,
+                                              v1::ReportExitResponse*) {
+  if (Status auth = Authenticate(*context, r->who()); !auth.ok()) return ToGrpc(auth);
+  return ToGrpc(cluster_->ReportExit(*r));
+}
 
 }  // namespace sf::master

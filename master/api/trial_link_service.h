@@ -45,6 +45,8 @@ class TrialLinkGrpcService final
                               steadfast::v1::ReportEndpointResponse*) override;
   grpc::Status ReportLogs(grpc::ServerContext*, const steadfast::v1::ReportLogsRequest*,
                           steadfast::v1::ReportLogsResponse*) override;
+  grpc::Status ReportExit(grpc::ServerContext*, const steadfast::v1::ReportExitRequest*,
+                          steadfast::v1::ReportExitResponse*) override;
 
  private:
   // OK when the call carries the task token issued for `who`; kUnauthenticated otherwise.

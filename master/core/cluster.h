@@ -206,6 +206,10 @@ class Cluster {
   // A task's own output (TrialLink ReportLogs): checked, then stored once per (task,
   // incarnation, sequence) through the LogWriter, as the agents' batches are.
   Status ReportLogs(const steadfast::v1::ReportLogsRequest& request);
+  // A rank of an external manager's job says how its program ended (sf-task): a failure is kept
+  // as the run's first failure ("rank 1 on slurm:node2: ValueError: bad shape"), used when the
+  // manager reports the job's end. kFailedPrecondition for a trial on agents.
+  Status ReportExit(const steadfast::v1::ReportExitRequest& request);
 
  private:
   struct Trial {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "common/utf8.h"
 #include "master/core/cluster.h"
 #include "master/core/task_ids.h"
 
@@ -101,6 +102,33 @@ void Cluster::ExternalRunningLocked(Trial& t, const std::string& where) {
                       {"job", t.external_id}, {"nodes", where}});
 }
 
+Status Cluster::ReportExit(const v1::ReportExitRequest& request) {
+  if (request.reason().size() > 1024 || !IsText(request.reason())) {
+    return InvalidArgument("report_exit: reason must be UTF-8 text of at most 1 KiB");
+  }
+  if (request.host().size() > 256 || !IsText(request.host())) {
+    return InvalidArgument("report_exit: host must be UTF-8 text of at most 256 bytes");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(request.who()));
+  Experiment& e = experiments_[t->experiment_id];
+  if (!ExternalManagerLocked(e)) {
+    return FailedPrecondition("trial " + std::to_string(t->id) + " runs on agents, which report its tasks' exits");
+  }
+  const int rank = request.who().rank();
+  log::Info("trial", {{"event", "rank_exit"}, {"id", std::to_string(t->id)}, {"task", request.who().task_id()},
+                      {"code", std::to_string(request.exit_code())}, {"reason", request.reason()}});
+  if (request.exit_code() != 0 && t->first_failure.empty() && t->stop.empty()) {
+    auto host = t->rank_agent.find(rank);
+    const std::string where = !request.host().empty()         ? " on " + request.host()
+                              : host == t->rank_agent.end() ? ""
+                                                            : " on " + host->second;
+    t->first_failure = "rank " + std::to_string(rank) + where + ": " +
+                       (request.reason().empty() ? "exit status " + std::to_string(request.exit_code()) : request.reason());
+  }
+  return Status::Ok();
+}
+
 void Cluster::ExternalEvent(const rm::AllocationEvent& event) {
   std::lock_guard<std::mutex> lock(mu_);
   Trial* found = nullptr;
@@ -151,7 +179,13 @@ void Cluster::ExternalEvent(const rm::AllocationEvent& event) {
       }
       bool success = !t.exit_codes.empty();
       for (auto [rank, code] : t.exit_codes) success = success && code == 0;
-      if (!success && t.first_failure.empty() && !event.reason.empty()) t.first_failure = event.reason;
+      if (!success && t.first_failure.empty() && !event.reason.empty()) {
+        t.first_failure = event.reason;
+      } else if (!success && !t.external_id.empty()) {
+        // A rank said why (ReportExit); the job is named as its manager calls it.
+        const std::string kind = ExternalManagerLocked(e)->Kind();
+        t.first_failure += " (" + std::string(kind == "slurm" ? "Slurm" : kind) + " job " + t.external_id + ")";
+      }
       AllocationExitedLocked(t);
       break;
     }

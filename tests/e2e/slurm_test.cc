@@ -450,6 +450,29 @@ TEST(Slurm, AnEntrypointWithItsContextRunsAsASlurmJob) {
   EXPECT_EQ(Count(c.db(), "SELECT count(*) FROM task_logs WHERE message LIKE '%Traceback%'"), 0);
 }
 
+// A rank that fails says why, as on agents: the trial's error names the rank, its node and the
+// Python exception, and the Slurm job.
+TEST(Slurm, AFailingRankSaysWhyInTheTrialsError) {
+  SLURM_OR_SKIP(slurm);
+  Cluster c(0, 0, slurm.Layout(slurm.MasterConfig()));
+  TempDir code;
+  code.WriteFile("train.py", "import steadfast\nraise ValueError('bad shape (4, 3)')\n");
+  const std::string file = code.WriteFile("exp.yaml", "name: slurm-fails\n"
+                                                      "entrypoint: /usr/bin/python3 train.py\n"
+                                                      "context_directory: .\n"
+                                                      "max_restarts: 0\n"
+                                                      "searcher: {name: single, metric: loss, max_length: {batches: 3}}\n");
+  CommandOptions o;
+  o.timeout = 180s;
+  auto run = RunCommand({Cluster::Binary("sf"), "experiment", "create", file, "--follow", "--master", c.url()}, o);
+  ASSERT_TRUE(run.ok());
+  EXPECT_NE(run->output.find(": ERROR"), std::string::npos) << run->output;
+  const std::string why = Text(c.db(), "SELECT error FROM trials ORDER BY id LIMIT 1");
+  EXPECT_NE(why.find("rank 0 on slurm:node"), std::string::npos) << why;
+  EXPECT_NE(why.find("ValueError: bad shape (4, 3)"), std::string::npos) << why;
+  EXPECT_NE(why.find("(Slurm job "), std::string::npos) << why;
+}
+
 // `sf deploy local up --slurm`, as a user types it: the quickstart grid runs as Slurm jobs (the
 // same experiments/quickstart.yaml the agents' quickstart runs), `sf trial logs` shows a rank's
 // output, and `down` stops the Slurm cluster with the rest.
