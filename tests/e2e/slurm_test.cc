@@ -422,29 +422,36 @@ TEST(Slurm, OneMasterDrivesAgentsAndASlurmPartitionSideBySide) {
   EXPECT_NE(reply.ToJson().find("hpc (slurm)"), std::string::npos) << reply.ToJson();
 }
 
+// `sf experiment create --follow` of a user trial: `script` as train.py in its context
+// directory, run by `/usr/bin/python3 train.py` with the config lines `extra`.
+CommandResult RunUserTrial(Cluster& c, const std::string& name, const std::string& script, const std::string& extra = "") {
+  TempDir code;
+  code.WriteFile("train.py", script);
+  const std::string file = code.WriteFile("exp.yaml", "name: " + name + "\n"
+                                                      "entrypoint: /usr/bin/python3 train.py\n"
+                                                      "context_directory: .\n" + extra +
+                                                      "searcher: {name: single, metric: loss, max_length: {batches: 3}}\n");
+  CommandOptions o;
+  o.timeout = 180s;
+  auto run = RunCommand({Cluster::Binary("sf"), "experiment", "create", file, "--follow", "--master", c.url()}, o);
+  EXPECT_TRUE(run.ok());
+  return run.ok() ? *run : CommandResult{};
+}
+
 // A user's own script (the Core API, an entrypoint with a context directory) runs through Slurm
 // as it runs on agents: sf-task fetches the context from the master and starts the entrypoint.
 TEST(Slurm, AnEntrypointWithItsContextRunsAsASlurmJob) {
   SLURM_OR_SKIP(slurm);
   Cluster c(0, 0, slurm.Layout(slurm.MasterConfig()));
-  TempDir code;
-  code.WriteFile("train.py",
-                 "import socket\nimport steadfast\n"
-                 "print('user code on', socket.gethostname(), flush=True)\n"
-                 "with steadfast.core.init() as ctx:\n"
-                 "    for op in ctx.searcher.operations():\n"
-                 "        ctx.train.report_validation_metrics(steps_completed=op.length, metrics={'loss': 0.5})\n"
-                 "        op.report_completed(0.5)\n");
-  const std::string file = code.WriteFile("exp.yaml", "name: slurm-user-code\n"
-                                                      "entrypoint: /usr/bin/python3 train.py\n"
-                                                      "context_directory: .\n"
-                                                      "searcher: {name: single, metric: loss, max_length: {batches: 3}}\n");
-  CommandOptions o;
-  o.timeout = 180s;
-  auto run = RunCommand({Cluster::Binary("sf"), "experiment", "create", file, "--follow", "--master", c.url()}, o);
-  ASSERT_TRUE(run.ok());
-  ASSERT_EQ(run->exit_code, 0) << run->output;
-  EXPECT_NE(run->output.find(": COMPLETED"), std::string::npos) << run->output;
+  const CommandResult run = RunUserTrial(c, "slurm-user-code",
+                                         "import socket\nimport steadfast\n"
+                                         "print('user code on', socket.gethostname(), flush=True)\n"
+                                         "with steadfast.core.init() as ctx:\n"
+                                         "    for op in ctx.searcher.operations():\n"
+                                         "        ctx.train.report_validation_metrics(steps_completed=op.length, metrics={'loss': 0.5})\n"
+                                         "        op.report_completed(0.5)\n");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find(": COMPLETED"), std::string::npos) << run.output;
   // Its output arrives (sf-task sends what is left after the script ends) and it ended cleanly.
   EXPECT_TRUE(c.WaitFor([&] { return Count(c.db(), "SELECT count(*) FROM task_logs WHERE message LIKE 'user code on node%'") >= 1; }, 30s));
   EXPECT_EQ(Count(c.db(), "SELECT count(*) FROM task_logs WHERE message LIKE '%Traceback%'"), 0);
@@ -455,18 +462,9 @@ TEST(Slurm, AnEntrypointWithItsContextRunsAsASlurmJob) {
 TEST(Slurm, AFailingRankSaysWhyInTheTrialsError) {
   SLURM_OR_SKIP(slurm);
   Cluster c(0, 0, slurm.Layout(slurm.MasterConfig()));
-  TempDir code;
-  code.WriteFile("train.py", "import steadfast\nraise ValueError('bad shape (4, 3)')\n");
-  const std::string file = code.WriteFile("exp.yaml", "name: slurm-fails\n"
-                                                      "entrypoint: /usr/bin/python3 train.py\n"
-                                                      "context_directory: .\n"
-                                                      "max_restarts: 0\n"
-                                                      "searcher: {name: single, metric: loss, max_length: {batches: 3}}\n");
-  CommandOptions o;
-  o.timeout = 180s;
-  auto run = RunCommand({Cluster::Binary("sf"), "experiment", "create", file, "--follow", "--master", c.url()}, o);
-  ASSERT_TRUE(run.ok());
-  EXPECT_NE(run->output.find(": ERROR"), std::string::npos) << run->output;
+  const CommandResult run =
+      RunUserTrial(c, "slurm-fails", "import steadfast\nraise ValueError('bad shape (4, 3)')\n", "max_restarts: 0\n");
+  EXPECT_NE(run.output.find(": ERROR"), std::string::npos) << run.output;
   const std::string why = Text(c.db(), "SELECT error FROM trials ORDER BY id LIMIT 1");
   EXPECT_NE(why.find("rank 0 on slurm:node"), std::string::npos) << why;
   EXPECT_NE(why.find("ValueError: bad shape (4, 3)"), std::string::npos) << why;
