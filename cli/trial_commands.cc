@@ -60,6 +60,7 @@ int DescribeTrial(const Flags& f, Api& api) {
       {"experimentId", std::to_string(t.experiment_id())},
       {"state", v1::TrialState_Name(t.state())},
       {"pendingReason", t.pending_reason()},
+      {"jobId", t.job_id()},
       {"restarts", std::to_string(t.restarts())},
       {"totalBatches", std::to_string(t.total_batches())},
       {"targetBatches", std::to_string(t.target_batches())},

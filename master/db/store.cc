@@ -65,7 +65,9 @@ v1::Experiment ExperimentFromRow(const pqxx::row& r, bool with_config) {
 const char* kTrialColumns =
     "id, experiment_id, state, hparams, restarts, total_batches, target_length, "
     "best_validation_metric, latest_validation_metric, latest_checkpoint_uuid, "
-    "EXTRACT(EPOCH FROM start_time), EXTRACT(EPOCH FROM end_time), error";
+    "EXTRACT(EPOCH FROM start_time), EXTRACT(EPOCH FROM end_time), error, "
+    "COALESCE((SELECT a.external_id FROM allocations a WHERE a.trial_id = trials.id "
+    "          ORDER BY a.start_time DESC, length(a.id) DESC, a.id DESC LIMIT 1), '')";
 
 v1::Trial TrialFromRow(const pqxx::row& r) {
   v1::Trial t;
@@ -82,6 +84,7 @@ v1::Trial TrialFromRow(const pqxx::row& r) {
   *t.mutable_start_time() = SecondsToTimestamp(r[10].as<double>());
   if (!r[11].is_null()) *t.mutable_end_time() = SecondsToTimestamp(r[11].as<double>());
   t.set_error(r[12].as<std::string>());
+  t.set_job_id(r[13].as<std::string>());
   return t;
 }
 

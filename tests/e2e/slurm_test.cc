@@ -241,6 +241,9 @@ TEST(Slurm, GangLargerThanThePartitionWaitsWithSlurmsReasonUntilKilled) {
                              o);
   ASSERT_TRUE(describe.ok());
   EXPECT_NE(describe->output.find("Slurm: Partition"), std::string::npos) << describe->output;
+  // And which Slurm job it is, for squeue and scontrol.
+  EXPECT_NE(describe->output.find("jobId: " + JobIds(c, Id(TrialOf(c, id))).at(0) + "\n"), std::string::npos)
+      << describe->output;
   EXPECT_EQ(c.Post("/api/v1/experiments/" + std::to_string(id) + "/kill", "{}").first, 200);
   ASSERT_TRUE(c.WaitForState(id, "EXPERIMENT_STATE_CANCELED", 60s)) << c.ExperimentState(id);
   // The pending job is gone from Slurm's queue.

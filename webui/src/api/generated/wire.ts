@@ -520,6 +520,7 @@ export interface Trial {
     [key: string]: unknown;
   };
   id?: string; // int64
+  jobId?: string;
   latestCheckpointUuid?: string;
   latestValidationMetric?: number;
   pendingReason?: string;
