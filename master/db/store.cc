@@ -62,12 +62,15 @@ v1::Experiment ExperimentFromRow(const pqxx::row& r, bool with_config) {
   return e;
 }
 
+// A trial's newest allocation first (ids of one trial sort by length, then text: a10 after a9).
+#define SF_LATEST_ALLOCATION_ORDER "ORDER BY a.start_time DESC, length(a.id) DESC, a.id DESC LIMIT 1"
+
 const char* kTrialColumns =
     "id, experiment_id, state, hparams, restarts, total_batches, target_length, "
     "best_validation_metric, latest_validation_metric, latest_checkpoint_uuid, "
     "EXTRACT(EPOCH FROM start_time), EXTRACT(EPOCH FROM end_time), error, "
     "COALESCE((SELECT a.external_id FROM allocations a WHERE a.trial_id = trials.id "
-    "          ORDER BY a.start_time DESC, length(a.id) DESC, a.id DESC LIMIT 1), '')";
+    "          " SF_LATEST_ALLOCATION_ORDER "), '')";
 
 v1::Trial TrialFromRow(const pqxx::row& r) {
   v1::Trial t;
@@ -372,7 +375,7 @@ Result<std::vector<TrialRow>> Store::TrialRows(int64_t experiment_id) {
         "COALESCE(latest.id, ''), COALESCE(latest.state, ''), COALESCE(latest.external_id, '') "
         "FROM trials LEFT JOIN LATERAL (SELECT a.id, a.state, a.external_id FROM allocations a "
         "  WHERE a.trial_id = trials.id "
-        "  ORDER BY a.start_time DESC, length(a.id) DESC, a.id DESC LIMIT 1) latest ON true "
+        "  " SF_LATEST_ALLOCATION_ORDER ") latest ON true "
         "WHERE trials.experiment_id = $1 "
         "ORDER BY trials.id",
         experiment_id);

@@ -1,6 +1,11 @@
 #include "master/rm/slurm/slurm_manager.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <cstdlib>
 #include <filesystem>
@@ -19,13 +24,20 @@ namespace {
 // How long a tracked job may be unknown to both squeue and sacct before its allocation ends.
 constexpr std::chrono::seconds kUnknownGrace{60};
 
+// Created with `mode` from the start (never readable by others, even briefly).
 Status WritePrivate(const fs::path& path, const std::string& data, mode_t mode) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << data;
-  out.close();
-  if (!out) return Internal("cannot write " + path.string());
-  if (::chmod(path.c_str(), mode) != 0) return Internal("cannot chmod " + path.string());
-  return Status::Ok();
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  if (fd < 0) return Internal("cannot write " + path.string() + ": " + std::strerror(errno));
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  const bool ok = done == data.size() && ::fchmod(fd, mode) == 0;  // an existing file keeps its mode otherwise
+  ::close(fd);
+  return ok ? Status::Ok() : Internal("cannot write " + path.string());
 }
 
 std::string LastLines(const std::string& text) {
@@ -376,7 +388,7 @@ std::vector<AllocationEvent> SlurmManager::Pass(bool sweep) {
                           {"result", out.ok() ? "ok" : out.status().message()}});
     }
   }
-  std::vector<std::string> ask_sacct;
+  std::vector<std::string> ask_sacct;  // jobs that ended or vanished from squeue
   const auto now = Clock::now();
   for (auto& [allocation, j] : tracked) {
     auto it = by_id.find(j.job_id);
@@ -407,9 +419,10 @@ std::vector<AllocationEvent> SlurmManager::Pass(bool sweep) {
   }
   std::map<std::string, JobStatus> accounted;
   for (JobStatus& s : Sacct(ask_sacct)) accounted[s.id] = std::move(s);
+  const std::set<std::string> asked(ask_sacct.begin(), ask_sacct.end());
   std::set<std::string> ended;
   for (auto& [allocation, j] : tracked) {
-    if (std::find(ask_sacct.begin(), ask_sacct.end(), j.job_id) == ask_sacct.end()) continue;
+    if (!asked.count(j.job_id)) continue;
     std::optional<JobStatus> final_state;
     if (auto a = accounted.find(j.job_id); a != accounted.end() && IsTerminalState(a->second.state)) {
       final_state = a->second;
