@@ -4,8 +4,9 @@
 //
 // Lock discipline: the public entry points here take mu_ (the one lock of the coordinator's
 // in-memory state) for their whole, short run; every *Locked member runs with mu_ held by its
-// caller. Allocation (cluster_allocation.cc), agents (cluster_agents.cc), trainers
-// (cluster_trial_link.cc) and recovery (cluster_recovery.cc) follow the same rule.
+// caller. Allocations (cluster_allocation.cc), AgentLink (cluster_agents.cc), external managers
+// (cluster_external.cc), trainers (cluster_trial_link.cc) and recovery (cluster_recovery.cc)
+// follow the same rule.
 #include "master/core/cluster.h"
 
 #include <unistd.h>
@@ -58,16 +59,26 @@ std::vector<config::ConfigError> CheckDataFiles(const config::ExperimentConfig& 
   return errors;
 }
 
+rm::AgentManagerOptions AgentOptions(const ClusterOptions& o) {
+  rm::AgentManagerOptions a;
+  a.reconnect_grace = o.agent_reconnect_grace;
+  a.kill_grace = o.kill_grace;
+  a.default_scheduler = o.default_scheduler;
+  a.pool_schedulers = o.pool_schedulers;
+  a.min_run = o.min_run;
+  return a;
+}
+
 }  // namespace
 
 Cluster::Cluster(Store* store, ClusterOptions options)
     : store_(store),
       options_(std::move(options)),
+      agents_(AgentOptions(options_)),
       metric_writer_(options_.ingest_db ? options_.ingest_db : store->db()),
       log_writer_(options_.ingest_db ? options_.ingest_db : store->db()) {
-  scheduler_.SetDefaultPoolMode(options_.default_scheduler);
-  for (const auto& [pool, mode] : options_.pool_schedulers) scheduler_.SetPoolMode(pool, mode);
-  scheduler_.SetMinRunSeconds(static_cast<double>(options_.min_run.count()));
+  // The agents' events come back under mu_, synchronously (master/rm/agents/agent_manager.h).
+  agents_.SetEventSink([this](const rm::AllocationEvent& event) { AllocationEventLocked(agents_, event); });
 }
 
 Cluster::~Cluster() { Stop(); }
@@ -77,7 +88,7 @@ void Cluster::Start() {
   retention_.Start();
   // After Recover: a manager's first pass may cancel the jobs nobody adopted.
   for (const auto& [pool, manager] : options_.external_pools) {
-    manager->SetEventSink([this](const rm::AllocationEvent& event) { ExternalEvent(event); });
+    manager->SetEventSink([this, manager](const rm::AllocationEvent& event) { ExternalEvent(*manager, event); });
     manager->Start();
   }
 }
@@ -138,15 +149,11 @@ Cluster::CreateResult Cluster::CreateExperiment(const std::string& config_yaml, 
   {
     const std::string& pool = c.resources.resource_pool;
     const bool external = options_.external_pools.count(pool) > 0;  // its manager says why it waits
-    int pool_slots = 0, pool_agents = 0;
-    for (const auto& [id, a] : agents_) {
-      if (a.pool != pool) continue;
-      pool_slots += static_cast<int>(a.slots.size());
-      pool_agents++;
-    }
-    if (!external && pool_agents == 0 && (!agents_.empty() || !options_.external_pools.empty())) {
+    const rm::AgentManager::Capacity capacity = agents_.PoolCapacity(pool);
+    const int pool_slots = capacity.slots, pool_agents = capacity.agents;
+    if (!external && pool_agents == 0 && (agents_.HasAgents() || !options_.external_pools.empty())) {
       std::string pools;
-      for (const std::string& known : KnownPoolsLocked()) pools += (pools.empty() ? "" : ", ") + known;
+      for (const std::string& known : agents_.KnownPools()) pools += (pools.empty() ? "" : ", ") + known;
       for (const auto& [name, manager] : options_.external_pools) {
         pools += (pools.empty() ? "" : ", ") + name + " (" + manager->Kind() + ")";
       }

@@ -1,14 +1,18 @@
-// The master's coordinator: experiments and their searchers, trials and their allocations, the
-// scheduler, and the connected agents. The API, AgentLink and TrialLink services call into it.
+// The master's coordinator: experiments and their searchers, trials and their allocations. The
+// API, AgentLink and TrialLink services call into it. Where a trial's gang runs is each pool's
+// resource manager's business (master/rm/resource_manager.h): the agents' (the master's own
+// scheduler and agents, master/rm/agents/agent_manager.h, which the coordinator owns and feeds
+// AgentLink's calls) or an external one (Slurm); the coordinator submits, adopts and kills
+// gangs through that interface and acts on the events it gets back.
 //
 // State transitions are written to PostgreSQL before they are acted upon, so a restarted
 // master rebuilds everything from the database (Recover) and re-adopts trials whose agents
 // reconnect still running them.
 //
 // The class is one, its definition six files along its seams: experiments (cluster.cc),
-// allocations (cluster_allocation.cc), agents (cluster_agents.cc), allocations another
-// resource manager places (cluster_external.cc: Slurm), trainers (cluster_trial_link.cc),
-// restart and housekeeping (cluster_recovery.cc).
+// allocations and their managers' events (cluster_allocation.cc), AgentLink and the cluster's
+// agents and pools (cluster_agents.cc), what only external managers need (cluster_external.cc:
+// Slurm), trainers (cluster_trial_link.cc), restart and housekeeping (cluster_recovery.cc).
 //
 // Thread-safe: one mutex guards all in-memory state; calls are short (a few statements).
 // Messages to agents are queued on their connection and written by its own thread, so no call
@@ -30,6 +34,7 @@
 #include "master/auth/task_tokens.h"
 #include "master/db/store.h"
 #include "master/rendezvous/rendezvous_board.h"
+#include "master/rm/agents/agent_manager.h"
 #include "master/rm/resource_manager.h"
 #include "master/housekeeping/checkpoint_retention.h"
 #include "master/ingest/log_writer.h"
@@ -41,14 +46,6 @@
 #include "steadfast/v1/trial_link.pb.h"
 
 namespace sf::master {
-
-// One live AgentLink stream, as the cluster sees it.
-class AgentConnection {
- public:
-  virtual ~AgentConnection() = default;
-  // Queues a message for the agent; never blocks. Thread-safe.
-  virtual void Send(const steadfast::v1::MasterMessage& message) = 0;
-};
 
 struct ClusterOptions {
   std::string checkpoint_root = "/var/lib/steadfast/checkpoints";
@@ -236,20 +233,15 @@ class Cluster {
     // so an id is never reused (a late event of an earlier run can't be taken for this one's).
     std::string allocation_id;
     int allocations = 0;
-    bool allocated = false;        // holds slots
+    bool allocated = false;        // its manager runs it (Running), until it exits
     int world_size = 0;
-    std::vector<SlotRef> slots;
-    std::map<int, std::string> rank_agent;
-    std::set<int> live_ranks;
-    std::map<int, int> exit_codes;
+    std::map<int, std::string> rank_agent;  // where each rank runs (an agent, "slurm:node1")
+    std::map<int, int> exit_codes;           // as the manager's Exited event gave them
     // The first rank that failed on its own (not killed by us): "rank 1 on agent-2: <why>".
     std::string first_failure;
-    std::optional<std::chrono::steady_clock::time_point> adopt_deadline;  // after a restart
-    // Ranks an agent did not list when it re-registered: lost unless their EXITED arrives soon.
-    std::map<int, std::chrono::steady_clock::time_point> missing_ranks;
-    // An external manager's allocation (cluster_external.cc): its job id and why it waits.
-    std::string external_id;
-    std::string external_reason;
+    std::string restore;         // the checkpoint path its ranks restore ("" from scratch)
+    std::string external_id;     // its job id at an external manager (Slurm)
+    std::string pending_reason;  // why it waits, as its manager last said
   };
   struct Experiment {
     int64_t id = 0;
@@ -267,15 +259,6 @@ class Cluster {
     bool unmanaged = false;          // CreateUnmanagedTrial: no searcher runs, nothing is scheduled
     bool serving = false;            // it carries a server: its tasks get SF_SERVE_TOKEN
   };
-  struct Agent {
-    std::string id, hostname, pool, version;
-    std::vector<steadfast::v1::Slot> slots;
-    std::shared_ptr<AgentConnection> conn;
-    bool connected = false;
-    double registered = 0, last_heartbeat = 0;
-    std::optional<std::chrono::steady_clock::time_point> lost_since;
-    std::string incarnation;  // of the connected agent process
-  };
 
   // The experiments row of a parsed config (state, context and `unmanaged` left to the caller).
   static NewExperiment ExperimentRow(const config::ExperimentConfig& c, const std::string& config_yaml,
@@ -283,24 +266,31 @@ class Cluster {
   // All *Locked methods require mu_.
   void ApplyOpsLocked(Experiment& e, std::vector<SearcherOp> ops);
   void SaveSearcherLocked(Experiment& e);
-  // Queues the trial's next allocation; keep_place: with the submit order it had (a preempted
-  // trial keeps its place among its peers).
+  // Hands the trial's next allocation to its pool's manager; keep_place: with the submit order
+  // it had (a preempted trial keeps its place among its peers).
   void SubmitLocked(Trial& t, bool keep_place = false);
-  // Starts what the scheduler places and asks the trials it preempts to checkpoint and stop.
+  // The agents' scheduling pass (their Running, Preempt and Pending events come back through
+  // AllocationEventLocked), then publishes why each queued trial waits.
   void ScheduleLocked();
-  void StartAllocationLocked(Trial& t, const Assignment& a);
+  // The trial's gang as its manager gets it; with `with_ranks`, each rank's StartTask.
+  rm::GangLaunch GangLocked(const Experiment& e, const Trial& t, bool with_ranks);
   // Rank `rank`'s StartTask of the trial's current allocation (no slot), its token included.
   steadfast::v1::StartTask TaskSpecLocked(const Experiment& e, const Trial& t, int rank, int world_size,
                                           const std::string& restore, const std::string& master_address);
   void KillTrialTasksLocked(Trial& t);
-  // Takes back a queued (not running) allocation from the scheduler or its external manager.
+  // Takes back a queued (not running) allocation from its manager.
   void WithdrawLocked(Trial& t);
-  // ---- cluster_external.cc: allocations another resource manager places.
+  // The pool's manager: its external one, or the agents'.
+  rm::ResourceManager& ManagerLocked(const Experiment& e);
+  // What a manager says about an allocation (agents': synchronously; others' through
+  // ExternalEvent, which takes mu_).
+  void AllocationEventLocked(rm::ResourceManager& from, const rm::AllocationEvent& event);
+  // The manager says it runs (each rank's place, or the nodes `where`), or one of an external
+  // manager's ranks called in first: RUNNING.
+  void AllocationRunningLocked(Trial& t, const std::vector<rm::RankPlace>& ranks, const std::string& where);
+  // ---- cluster_external.cc: what only another resource manager's allocations need.
   rm::ResourceManager* ExternalManagerLocked(const Experiment& e) const;
-  void SubmitExternalLocked(Trial& t, rm::ResourceManager& manager);
-  void ExternalEvent(const rm::AllocationEvent& event);
-  // The manager says it runs (on `where`), or one of its ranks called in first: RUNNING.
-  void ExternalRunningLocked(Trial& t, const std::string& where);
+  void ExternalEvent(rm::ResourceManager& from, const rm::AllocationEvent& event);
   // Recover(): the trial's latest allocation, submitted before the restart, is watched again.
   void AdoptExternalLocked(Trial& t, const std::string& allocation_id, const std::string& external_id,
                            const std::string& allocation_state);
@@ -317,8 +307,6 @@ class Cluster {
   // takes mu_ briefly. The rows, ready for the MetricWriter.
   Result<MetricBatch> MetricBatchFor(const steadfast::v1::ReportMetricsRequest& request);
   std::string CheckpointDirLocked(const Experiment& e, const Trial& t) const;
-  // The pools of every agent registered since the master started, sorted (for messages).
-  std::vector<std::string> KnownPoolsLocked() const;
   // Queues a checkpoint retention pass over the experiment (its checkpoint_storage policy).
   void RequestRetentionLocked(const Experiment& e);
   void HousekeepingLoop();
@@ -329,12 +317,11 @@ class Cluster {
   std::mutex mu_;
   std::condition_variable changed_;  // wakes long-polls (next operation)
   RendezvousBoard rendezvous_;       // distributed ranks meet here, outside mu_
-  Scheduler scheduler_;
+  rm::AgentManager agents_;          // the agents' pools (guarded by mu_)
   std::mutex reasons_mu_;                            // guards pending_reasons_ only
   std::map<int64_t, std::string> pending_reasons_;   // queued trial -> why, set by ScheduleLocked
   std::map<int64_t, Experiment> experiments_;
   std::map<int64_t, Trial> trials_;
-  std::map<std::string, Agent> agents_;
   bool stopping_ = false;
   std::thread housekeeping_;
   // Metric reports and task logs go to PostgreSQL through these, outside mu_ (group commit).

@@ -1,12 +1,14 @@
-// The coordinator's allocation side (class Cluster, master/core/cluster.h): trials submitted to
-// the scheduler, placed on agents' slots (their tasks started with tokens, contexts and
-// rendezvous), released, and what happens when an allocation's tasks exit or fail (restart
-// from the latest checkpoint, or the trial's end).
+// The coordinator's allocation side (class Cluster, master/core/cluster.h): trials handed to
+// their pool's resource manager (master/rm/resource_manager.h) as gangs (each rank's StartTask
+// with its token, context and restore point), what the manager says back (pending, running,
+// preempt, exited), and what happens when an allocation ends or fails (restart from the latest
+// checkpoint, or the trial's end).
 //
 // Lock discipline: every *Locked member here runs with mu_ held by its caller (the API,
 // AgentLink and TrialLink entry points in the other cluster_*.cc files take it); nothing here
-// blocks on the network or the database beyond the statements a transition writes. Messages
-// to agents are queued on their connections, written by the connections' own threads.
+// blocks on the network or the database beyond the statements a transition writes. The agents'
+// manager's events arrive here synchronously, under mu_; an external manager's through
+// ExternalEvent (cluster_external.cc), which takes it.
 #include <unistd.h>
 
 #include <chrono>
@@ -41,126 +43,204 @@ std::string Cluster::CheckpointDirLocked(const Experiment& e, const Trial& t) co
 void Cluster::SubmitLocked(Trial& t, bool keep_place) {
   Experiment& e = experiments_[t.experiment_id];
   t.allocation_id = AllocationId(t.id, t.restarts, ++t.allocations);
-  AllocationRequest req;
-  req.allocation_id = t.allocation_id;
-  req.experiment_id = e.id;
-  req.trial_id = t.id;
-  req.resource_pool = e.config.resources.resource_pool;
-  req.slots = static_cast<int>(e.config.resources.slots_per_trial);
-  req.priority = static_cast<int>(e.config.resources.priority);
-  req.max_slots = static_cast<int>(e.config.resources.max_slots.value_or(0));
-  req.weight = e.config.resources.weight;
   static int64_t submit_order = 0;
   if (!keep_place || t.submit_order == 0) t.submit_order = ++submit_order;
-  req.submit_order = t.submit_order;
   (void)store_->CreateAllocation(t.allocation_id, t.id, t.restarts);
   if (t.state != v1::TRIAL_STATE_QUEUED) SetTrialStateLocked(t, v1::TRIAL_STATE_QUEUED);
-  if (rm::ResourceManager* manager = ExternalManagerLocked(e)) {
-    SubmitExternalLocked(t, *manager);
-    return;
+  t.world_size = static_cast<int>(e.config.resources.slots_per_trial);
+  t.external_id.clear();
+  t.pending_reason.clear();
+  t.first_failure.clear();
+  t.exit_codes.clear();
+  rm::ResourceManager& manager = ManagerLocked(e);
+  rm::GangLaunch gang = GangLocked(e, t, /*with_ranks=*/true);
+  t.restore = gang.ranks.empty() ? "" : gang.ranks[0].restore_checkpoint();
+  // An external manager's ranks may call Rendezvous before it has seen the job run; the
+  // agents' are opened with their places when they start.
+  if (ExternalManagerLocked(e)) {
+    rendezvous_.Open(t.allocation_id, std::vector<std::string>(t.world_size, manager.Kind() + " job"));
   }
-  scheduler_.Submit(req);
+  log::Info("trial", {{"event", "submitted"}, {"id", std::to_string(t.id)}, {"allocation", t.allocation_id},
+                      {"manager", manager.Kind()}, {"pool", gang.pool}, {"world_size", std::to_string(t.world_size)},
+                      {"restore", t.restore}});
+  manager.Submit(std::move(gang));
+}
+
+rm::ResourceManager& Cluster::ManagerLocked(const Experiment& e) {
+  rm::ResourceManager* external = ExternalManagerLocked(e);
+  return external ? *external : agents_;
+}
+
+rm::GangLaunch Cluster::GangLocked(const Experiment& e, const Trial& t, bool with_ranks) {
+  rm::GangLaunch gang;
+  gang.allocation_id = t.allocation_id;
+  gang.trial_id = t.id;
+  gang.experiment_id = e.id;
+  gang.pool = e.config.resources.resource_pool;
+  gang.world_size = static_cast<int>(e.config.resources.slots_per_trial);
+  gang.priority = static_cast<int>(e.config.resources.priority);
+  gang.weight = e.config.resources.weight;
+  gang.max_slots = static_cast<int>(e.config.resources.max_slots.value_or(0));
+  gang.submit_order = t.submit_order;
+  gang.requests.time = e.config.slurm.time;
+  gang.requests.account = e.config.slurm.account;
+  gang.requests.qos = e.config.slurm.qos;
+  gang.requests.sbatch_args = e.config.slurm.sbatch_args;
+  if (!with_ranks) return gang;
+  std::string restore;
+  if (!t.latest_checkpoint_uuid.empty()) {
+    auto ck = store_->GetCheckpoint(t.latest_checkpoint_uuid);
+    if (ck.ok() && ck->has_value()) restore = (*ck)->path();
+  }
+  // What the ranks dial: an external pool's nodes may need another address than the agents'.
+  auto address = options_.external_trial_link_address.find(gang.pool);
+  const std::string master = address == options_.external_trial_link_address.end() || address->second.empty()
+                                 ? options_.trial_link_address
+                                 : address->second;
+  for (int rank = 0; rank < gang.world_size; ++rank) {
+    gang.ranks.push_back(TaskSpecLocked(e, t, rank, gang.world_size, restore, master));
+  }
+  return gang;
 }
 
 void Cluster::WithdrawLocked(Trial& t) {
   if (t.allocation_id.empty()) return;
-  if (rm::ResourceManager* manager = ExternalManagerLocked(experiments_[t.experiment_id])) {
-    manager->Kill(t.allocation_id);
-    rendezvous_.Close(t.allocation_id);
-  } else {
-    scheduler_.Release(t.allocation_id);
-  }
+  ManagerLocked(experiments_[t.experiment_id]).Kill(t.allocation_id);
+  rendezvous_.Close(t.allocation_id);
 }
 
 void Cluster::ScheduleLocked() {
-  const double now = SchedulerNow();
-  for (const Assignment& a : scheduler_.Schedule(now)) {
-    Trial* found = nullptr;
-    for (auto& [id, t] : trials_) {
-      if (t.allocation_id == a.allocation_id) found = &t;
-    }
-    if (!found) {
-      scheduler_.Release(a.allocation_id);
-      continue;
-    }
-    StartAllocationLocked(*found, a);
-  }
-  for (const Preemption& p : scheduler_.Preempt(now)) {
-    Trial* t = FindTrialLocked(p.trial_id);
-    if (!t || t->allocation_id != p.allocation_id || !t->stop.empty()) continue;  // stopping anyway
-    t->stop = "preempt";  // the trainer checkpoints and exits at its next stop check
-    t->preempt_deadline = steady_clock::now() + options_.preemption_grace;
-    TrialUpdate u;
-    u.stop_requested = t->stop;
-    (void)store_->UpdateTrial(t->id, u);
-    log::Info("trial", {{"event", "preempt"}, {"id", std::to_string(t->id)}, {"allocation", p.allocation_id},
-                        {"for_trial", std::to_string(p.for_trial_id)}});
-  }
+  agents_.Schedule(SchedulerNow());
   // Publish why each queued trial waits, for PendingReason().
   std::map<int64_t, std::string> reasons;
   for (const auto& [id, t] : trials_) {
     if (t.state != v1::TRIAL_STATE_QUEUED) continue;
     if (t.allocation_id.empty()) {
       reasons[id] = "waiting for the searcher's next operation";
-    } else if (auto e = experiments_.find(t.experiment_id); e != experiments_.end() && ExternalManagerLocked(e->second)) {
-      reasons[id] = t.external_reason.empty() ? "submitting to " + ExternalManagerLocked(e->second)->Kind()
-                                              : t.external_reason;
-    } else {
-      reasons[id] = scheduler_.PendingReason(t.allocation_id);
+    } else if (!t.pending_reason.empty()) {
+      reasons[id] = t.pending_reason;
+    } else if (auto e = experiments_.find(t.experiment_id); e != experiments_.end()) {
+      reasons[id] = "submitting to " + ManagerLocked(e->second).Kind();
     }
   }
   std::lock_guard<std::mutex> lock(reasons_mu_);
   pending_reasons_ = std::move(reasons);
 }
 
-void Cluster::StartAllocationLocked(Trial& t, const Assignment& a) {
+void Cluster::AllocationEventLocked(rm::ResourceManager& from, const rm::AllocationEvent& event) {
+  Trial* found = nullptr;
+  for (auto& [id, t] : trials_) {
+    if (t.allocation_id == event.allocation_id && !event.allocation_id.empty()) found = &t;
+  }
+  using Kind = rm::AllocationEvent::Kind;
+  if (!found) {
+    // Withdrawn or ended meanwhile (a paused queued trial, a killed one): nothing may run it.
+    if (event.kind == Kind::kRunning) from.Kill(event.allocation_id);
+    return;
+  }
+  Trial& t = *found;
   Experiment& e = experiments_[t.experiment_id];
+  switch (event.kind) {
+    case Kind::kSubmitted:
+      t.external_id = event.external_id;
+      (void)store_->SetAllocationExternalId(t.allocation_id, event.external_id);
+      break;
+    case Kind::kPending: {
+      t.pending_reason = event.reason;
+      std::lock_guard<std::mutex> reasons(reasons_mu_);
+      if (t.state == v1::TRIAL_STATE_QUEUED) pending_reasons_[t.id] = event.reason;
+      break;
+    }
+    case Kind::kRunning: {
+      std::string where;
+      for (const std::string& h : event.hosts) where += (where.empty() ? "" : ",") + h;
+      AllocationRunningLocked(t, event.ranks, where.empty() ? "" : from.Kind() + ":" + where);
+      break;
+    }
+    case Kind::kPreempt: {
+      if (!t.stop.empty()) break;  // stopping anyway
+      t.stop = "preempt";  // the trainer checkpoints and exits at its next stop check
+      t.preempt_deadline = steady_clock::now() + options_.preemption_grace;
+      TrialUpdate u;
+      u.stop_requested = t.stop;
+      (void)store_->UpdateTrial(t.id, u);
+      log::Info("trial", {{"event", "preempt"}, {"id", std::to_string(t.id)}, {"allocation", t.allocation_id},
+                          {"for", event.reason}});
+      break;
+    }
+    case Kind::kExited: {
+      log::Info("trial", {{"event", "allocation_exited"}, {"id", std::to_string(t.id)}, {"allocation", t.allocation_id},
+                          {"manager", from.Kind()}, {"job", t.external_id}, {"reason", event.reason}});
+      if (event.refused) {
+        // The manager will never run this request: as an invalid experiment, no restart.
+        const std::string why = "trial " + std::to_string(t.id) + ": " + event.reason;
+        ReleaseLocked(t);
+        SetTrialStateLocked(t, v1::TRIAL_STATE_ERROR, why);
+        ApplyOpsLocked(e, e.searcher->TrialExitedEarly(t.request_id, ExitReason::kErrored));
+        SaveSearcherLocked(e);
+        MaybeFinishExperimentLocked(e);
+        break;
+      }
+      t.allocated = true;  // so AllocationExitedLocked releases it and decides
+      t.exit_codes = event.exit_codes;
+      if (event.preempted && t.stop.empty()) {
+        // The resource manager took the nodes back: it resumes from its checkpoint, not a restart.
+        t.stop = "preempt";
+        t.preempt_killed = true;
+      }
+      bool success = !t.exit_codes.empty();
+      for (auto [rank, code] : t.exit_codes) success = success && code == 0;
+      if (!success) {
+        if (t.first_failure.empty() && t.stop.empty()) t.first_failure = event.first_failure;
+        if (t.first_failure.empty()) {
+          t.first_failure = event.reason;
+        } else if (!t.external_id.empty()) {
+          // A rank said why (ReportExit); the job is named as its manager calls it.
+          const std::string kind = from.Kind();
+          t.first_failure += " (" + std::string(kind == "slurm" ? "Slurm" : kind) + " job " + t.external_id + ")";
+        }
+      }
+      AllocationExitedLocked(t);
+      break;
+    }
+  }
+}
+
+void Cluster::AllocationRunningLocked(Trial& t, const std::vector<rm::RankPlace>& ranks, const std::string& where) {
+  if (!ranks.empty()) {
+    for (size_t rank = 0; rank < ranks.size(); ++rank) {
+      if (!ranks[rank].host.empty()) t.rank_agent[static_cast<int>(rank)] = ranks[rank].host;
+    }
+  } else if (!where.empty()) {
+    for (int rank = 0; rank < t.world_size; ++rank) t.rank_agent[rank] = where;
+  }
+  if (t.allocated) return;  // seen before (a rank of an external job called in first)
   t.allocated = true;
-  t.slots = a.slots;
-  t.world_size = static_cast<int>(a.slots.size());
-  t.live_ranks.clear();
   t.exit_codes.clear();
   t.first_failure.clear();
-  t.rank_agent.clear();
   t.told_to_stop = false;
   Value::List slots;
-  for (const SlotRef& s : a.slots) slots.push_back(Value(Value::Map{{"agent_id", s.agent_id}, {"slot_id", s.slot_id}}));
-  (void)store_->UpdateAllocation(t.allocation_id, "ASSIGNED", Value(slots), false);
-  SetTrialStateLocked(t, v1::TRIAL_STATE_RUNNING);
-  // One task per agent slot group: ranks are per slot (one trainer per slot).
-  std::string restore;
-  if (!t.latest_checkpoint_uuid.empty()) {
-    auto ck = store_->GetCheckpoint(t.latest_checkpoint_uuid);
-    if (ck.ok() && ck->has_value()) restore = (*ck)->path();
-  }
-  // Each rank's index among the trial's ranks on its agent (LOCAL_RANK), and their number.
-  std::map<std::string, int> ranks_on_agent;
-  std::vector<int> local_rank(a.slots.size());
-  for (size_t rank = 0; rank < a.slots.size(); ++rank) local_rank[rank] = ranks_on_agent[a.slots[rank].agent_id]++;
   for (int rank = 0; rank < t.world_size; ++rank) {
-    const SlotRef& slot = a.slots[rank];
-    auto agent = agents_.find(slot.agent_id);
-    t.rank_agent[rank] = slot.agent_id;
-    t.live_ranks.insert(rank);
-    if (agent == agents_.end() || !agent->second.conn) {
-      t.exit_codes[rank] = -1;
-      t.live_ranks.erase(rank);
-      continue;
+    if (rank < static_cast<int>(ranks.size())) {
+      slots.push_back(Value(Value::Map{{"agent_id", ranks[rank].host}, {"slot_id", ranks[rank].slot}}));
+    } else if (!where.empty()) {
+      slots.push_back(Value(Value::Map{{"agent_id", where}, {"slot_id", "rank " + std::to_string(rank)}}));
     }
-    v1::MasterMessage m;
-    v1::StartTask* s = m.mutable_start_task();
-    *s = TaskSpecLocked(e, t, rank, t.world_size, restore, options_.trial_link_address);
-    s->add_slot_ids(slot.slot_id);
-    s->set_local_rank(local_rank[rank]);
-    s->set_local_size(ranks_on_agent[slot.agent_id]);
-    agent->second.conn->Send(m);
   }
-  std::vector<std::string> rank_agents;
-  for (int rank = 0; rank < t.world_size; ++rank) rank_agents.push_back(t.rank_agent[rank]);
-  rendezvous_.Open(t.allocation_id, std::move(rank_agents));
+  (void)store_->UpdateAllocation(t.allocation_id, "RUNNING", Value(slots), false);
+  SetTrialStateLocked(t, v1::TRIAL_STATE_RUNNING);
+  {
+    std::lock_guard<std::mutex> reasons(reasons_mu_);
+    pending_reasons_.erase(t.id);
+  }
+  if (!ranks.empty()) {
+    std::vector<std::string> rank_hosts;
+    for (const rm::RankPlace& place : ranks) rank_hosts.push_back(place.host);
+    rendezvous_.Open(t.allocation_id, std::move(rank_hosts));
+  }
   log::Info("trial", {{"event", "started"}, {"id", std::to_string(t.id)}, {"allocation", t.allocation_id},
-                      {"world_size", std::to_string(t.world_size)}, {"restore", restore}});
-  if (t.live_ranks.empty()) AllocationExitedLocked(t);
+                      {"world_size", std::to_string(t.world_size)}, {"job", t.external_id}, {"where", where},
+                      {"restore", t.restore}});
 }
 
 v1::StartTask Cluster::TaskSpecLocked(const Experiment& e, const Trial& t, int rank, int world_size,
@@ -195,36 +275,18 @@ v1::StartTask Cluster::TaskSpecLocked(const Experiment& e, const Trial& t, int r
 }
 
 void Cluster::KillTrialTasksLocked(Trial& t) {
-  if (rm::ResourceManager* manager = ExternalManagerLocked(experiments_[t.experiment_id])) {
-    if (!t.allocation_id.empty()) manager->Kill(t.allocation_id);
-    return;
-  }
-  for (int rank : t.live_ranks) {
-    auto agent = agents_.find(t.rank_agent[rank]);
-    if (agent == agents_.end() || !agent->second.conn) continue;
-    v1::MasterMessage m;
-    m.mutable_kill_task()->set_task_id(TaskId(t.allocation_id, rank));
-    m.mutable_kill_task()->set_grace_period_ms(static_cast<int32_t>(options_.kill_grace.count()));
-    agent->second.conn->Send(m);
-  }
+  if (!t.allocation_id.empty()) ManagerLocked(experiments_[t.experiment_id]).Kill(t.allocation_id);
 }
 
 void Cluster::ReleaseLocked(Trial& t) {
   if (!t.allocation_id.empty()) {
     rendezvous_.Close(t.allocation_id);
-    scheduler_.Release(t.allocation_id);
-    Value codes(Value::Map{});
-    for (auto [rank, code] : t.exit_codes) codes.as_map()[std::to_string(rank)] = code;
     (void)store_->UpdateAllocation(t.allocation_id, "TERMINATED", Value(Value::List{}), true);
   }
   t.allocated = false;
   t.allocation_id.clear();
-  t.slots.clear();
-  t.live_ranks.clear();
-  t.missing_ranks.clear();
-  t.adopt_deadline.reset();
   t.external_id.clear();
-  t.external_reason.clear();
+  t.pending_reason.clear();
 }
 
 // Every rank of the trial's allocation has exited: decide what happens to the trial.

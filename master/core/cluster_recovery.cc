@@ -1,7 +1,8 @@
 // The coordinator after a restart and over time (class Cluster, master/core/cluster.h):
-// Recover() rebuilds live experiments, trials and allocations from PostgreSQL; the
-// housekeeping loop fails over lost agents, ranks that never came back, and trials no agent
-// re-adopted, and re-runs the scheduler. Split out of cluster.cc; the same lock (mu_) guards it.
+// Recover() rebuilds live experiments, trials and allocations from PostgreSQL and hands the
+// live allocations back to their managers (Adopt); the housekeeping loop lets the agents'
+// manager fail over lost agents, ranks that never came back and trials no agent re-adopted,
+// kills preempted trials past their grace period, and re-runs the scheduler. Split out of cluster.cc; the same lock (mu_) guards it.
 #include "master/core/cluster.h"
 
 #include <set>
@@ -83,9 +84,11 @@ Status Cluster::Recover() {
         continue;
       }
       if (t.state == v1::TRIAL_STATE_RUNNING) {
-        // Wait for the agents to report it; fail it (and restart) if they don't in time.
+        // The agents report its ranks when they re-register; ranks none reports in time are
+        // lost, and the trial restarts (master/rm/agents/agent_manager.h).
         t.allocation_id = tr.latest_allocation_id;
-        t.adopt_deadline = steady_clock::now() + options_.agent_reconnect_grace;
+        t.world_size = static_cast<int>(e.config.resources.slots_per_trial);
+        agents_.Adopt(GangLocked(e, t, /*with_ranks=*/false), "");
         // Preempted before the restart: the trainer is asked again; the grace period restarts.
         if (t.stop == "preempt") t.preempt_deadline = steady_clock::now() + options_.preemption_grace;
       } else if (t.state == v1::TRIAL_STATE_QUEUED && e.state == v1::EXPERIMENT_STATE_ACTIVE &&
@@ -107,41 +110,9 @@ void Cluster::HousekeepingLoop() {
     changed_.wait_for(lock, std::chrono::milliseconds(500), [&] { return stopping_; });  // a timer, not per change
     if (stopping_) break;
     auto now = steady_clock::now();
-    // Agents gone longer than the grace period: their trials failed.
-    for (auto& [id, a] : agents_) {
-      if (a.connected || !a.lost_since || now - *a.lost_since < options_.agent_reconnect_grace) continue;
-      a.lost_since.reset();
-      for (const std::string& allocation : scheduler_.RemoveAgent(id)) {
-        for (auto& [tid, t] : trials_) {
-          if (t.allocation_id != allocation || !t.allocated) continue;
-          for (int rank : std::set<int>(t.live_ranks)) {
-            if (t.rank_agent[rank] == id) {
-              t.live_ranks.erase(rank);
-              t.exit_codes[rank] = -1;
-            }
-          }
-          KillTrialTasksLocked(t);
-          if (t.live_ranks.empty()) AllocationExitedLocked(t);
-        }
-      }
-      log::Warn("agent", {{"event", "lost"}, {"id", id}});
-    }
-    // Ranks missing from an agent's re-registration whose exit never arrived.
-    for (auto& [tid, t] : trials_) {
-      std::vector<int> lost;
-      for (auto& [rank, deadline] : t.missing_ranks) {
-        if (now >= deadline) lost.push_back(rank);
-      }
-      bool changed = false;
-      for (int rank : lost) {
-        t.missing_ranks.erase(rank);
-        if (t.live_ranks.erase(rank)) {
-          if (!t.exit_codes.count(rank)) t.exit_codes[rank] = -1;
-          changed = true;
-        }
-      }
-      if (changed && t.allocated && t.live_ranks.empty()) AllocationExitedLocked(t);
-    }
+    // Lost agents, ranks that never came back, trials no agent re-adopted: their events
+    // come back through AllocationEventLocked.
+    agents_.Tick(now);
     // Preempted trials that ignored the request past the grace period: killed; they resume
     // from their latest checkpoint.
     for (auto& [tid, t] : trials_) {
@@ -151,15 +122,6 @@ void Cluster::HousekeepingLoop() {
       log::Warn("trial", {{"event", "preempt_grace_expired"}, {"id", std::to_string(tid)},
                           {"grace_seconds", std::to_string(options_.preemption_grace.count())}});
       KillTrialTasksLocked(t);
-    }
-    // Trials running before a master restart that no agent re-adopted in time.
-    for (auto& [tid, t] : trials_) {
-      if (!t.adopt_deadline || now < *t.adopt_deadline) continue;
-      t.adopt_deadline.reset();
-      if (t.allocated && !t.live_ranks.empty()) continue;
-      t.allocated = true;  // so AllocationExited releases and decides
-      t.exit_codes[0] = -1;
-      AllocationExitedLocked(t);
     }
     // Trials that were too young to preempt may not be any more.
     ScheduleLocked();

@@ -47,7 +47,7 @@ Result<Cluster::Trial*> Cluster::CheckIdentityLocked(const v1::TrialIdentity& wh
   // lags): the job runs, so the trial does.
   if (!who.task_id().empty() && !t->allocated && !t->allocation_id.empty() && allocation == t->allocation_id) {
     auto e = experiments_.find(t->experiment_id);
-    if (e != experiments_.end() && ExternalManagerLocked(e->second)) ExternalRunningLocked(*t, "");
+    if (e != experiments_.end() && ExternalManagerLocked(e->second)) AllocationRunningLocked(*t, {}, "");
   }
   return t;
 }

@@ -1,27 +1,38 @@
 // The resource-manager seam (docs/slurm.md "How it maps"): who places a trial's gang, starts
 // its ranks, stops them and says why it waits. Everything above it — experiments, searchers,
-// metrics, checkpoints, logs, auth — is the same whoever places the gang.
+// metrics, checkpoints, logs, auth — is the same whoever places the gang. The coordinator
+// (master/core/cluster.h) talks to every pool's manager through this interface only, and hears
+// from it only through AllocationEvents (master/core/cluster_allocation.cc,
+// AllocationEventLocked).
 //
 // Two managers:
-// - agents (the default for every pool not configured otherwise): the master's own scheduler
-//   (master/scheduler) places the gang on agents' slots and the coordinator sends each rank a
-//   StartTask over AgentLink (master/core/cluster_allocation.cc). Its events are AgentLink's.
+// - agents (master/rm/agents/agent_manager.h; every pool not configured otherwise): the
+//   master's own scheduler (master/scheduler) places the gang on agents' slots and each rank
+//   gets a StartTask over AgentLink.
 // - slurm (master/rm/slurm/slurm_manager.h): the gang is one Slurm job; Slurm schedules it,
 //   `srun` starts one `sf-task` per rank, and the manager reports what the job does.
 //
-// The contract for a manager that is not the agents' (an "external" manager), which the
-// coordinator (master/core/cluster_external.cc) drives:
-// - Submit(launch): the gang, fully described (one StartTask per rank, with its task token).
-//   Never blocks the caller (the coordinator's lock is held): the manager submits on its own
-//   thread and answers with events. A gang it can never run is an Exited event whose reason
-//   says why (`refused` set), never a silent queue.
-// - Adopt(allocation, external id, world size): after a master restart, an allocation whose
-//   job was submitted before (its id stored with the allocation) is watched again.
+// The contract:
+// - Submit(launch): the gang, fully described (one StartTask per rank, with its task token,
+//   and how the master's own scheduler would weigh it). Never blocks the caller. A gang the
+//   manager can never run is an Exited event whose reason says why (`refused` set), never a
+//   silent queue.
+// - Adopt(gang, external id): after a master restart, an allocation that was live before it
+//   (its ranks not listed) is watched again: Slurm's by its stored job id, the agents' by the
+//   ranks their agents report when they re-register. One that does not come back ends with an
+//   Exited event saying so.
 // - Kill(allocation): stop it now (its ranks get SIGTERM, then SIGKILL); an Exited event
-//   follows. Killing an allocation not submitted yet withdraws it. Unknown ids are ignored.
-// - Events are delivered on the manager's thread, never with the manager's own lock held, in
-//   order per allocation: Submitted (its external id, once), Pending (whenever the reason
-//   changes), Running (once), Exited (once, last). An allocation that exits is forgotten.
+//   follows. Killing an allocation not placed yet withdraws it (no event needed). Unknown ids
+//   are ignored.
+// - Events, in order per allocation: Submitted (its external id, once; Slurm), Pending
+//   (whenever the reason it waits changes), Running (once, where it runs), Preempt (the
+//   manager wants its resources back: the trainer checkpoints and stops; the coordinator kills
+//   it after its grace period), Exited (once, last). An allocation that exits is forgotten.
+// - Delivery: a manager with a thread of its own (Slurm) delivers on that thread, never with
+//   its own lock held; the coordinator takes its lock. The agents' manager has no thread and
+//   no lock: the coordinator calls it with its own lock held, and it delivers synchronously to
+//   a sink that runs under that lock, after the call that caused the events has finished its
+//   own bookkeeping (events caused while events are delivered follow them, in order).
 // - Start() is called after Recover() has adopted every allocation still live: the manager may
 //   then cancel the jobs it finds of its own that nobody adopted (their trials are gone).
 #pragma once
@@ -47,21 +58,39 @@ struct GangLaunch {
   std::string allocation_id;
   int64_t trial_id = 0, experiment_id = 0;
   std::string pool;
+  int world_size = 0;
+  // How the master's own scheduler weighs it (the experiment's resources section); a manager
+  // that schedules nothing itself ignores them.
+  int priority = 42;
+  double weight = 1.0;
+  int max_slots = 0;
+  int64_t submit_order = 0;  // among the pool's requests; a preempted trial keeps its own
   // One per rank, rank order: everything an agent would get (no slot ids), the task token
-  // included (a manager keeps tokens out of argv and files).
+  // included (a manager keeps tokens out of argv and files). Empty for Adopt.
   std::vector<steadfast::v1::StartTask> ranks;
   JobRequests requests;
 };
 
+// Where one rank runs (kRunning): its host (an agent id, "slurm:node1") and its slot there.
+struct RankPlace {
+  std::string host, slot;
+};
+
 struct AllocationEvent {
-  enum class Kind { kSubmitted, kPending, kRunning, kExited };
+  enum class Kind { kSubmitted, kPending, kRunning, kPreempt, kExited };
   Kind kind = Kind::kPending;
   std::string allocation_id;
   std::string external_id;  // kSubmitted: the job id
-  std::string reason;       // kPending: why it waits ("Slurm: Resources"); kExited: what ended it
-  std::vector<std::string> hosts;  // kRunning: where it runs
+  // kPending: why it waits ("Slurm: Resources"); kPreempt: for whom ("trial 12");
+  // kExited: what ended it, in one line ("trainer exited with rank 0=1", "NODE_FAIL").
+  std::string reason;
+  std::vector<std::string> hosts;  // kRunning: the nodes it runs on (Slurm's node list)
+  std::vector<RankPlace> ranks;    // kRunning: where each rank runs, when the manager knows
   // kExited: each rank's exit status (-1: lost or killed without one).
   std::map<int, int> exit_codes;
+  // kExited: the first rank that failed on its own, as the manager heard it ("rank 1 on
+  // agent-2: ValueError: bad shape"); empty when no rank said why.
+  std::string first_failure;
   bool refused = false;    // kExited: the manager would never run it (bad request): no restart
   bool preempted = false;  // kExited: the resource manager preempted it: it resumes, not a restart
   bool cancelled = false;  // kExited: cancelled, by Kill or from outside
@@ -80,7 +109,7 @@ class ResourceManager {
   virtual void Start() = 0;
   virtual void Stop() = 0;
   virtual void Submit(GangLaunch launch) = 0;
-  virtual void Adopt(const std::string& allocation_id, const std::string& external_id, int world_size) = 0;
+  virtual void Adopt(const GangLaunch& gang, const std::string& external_id) = 0;
   virtual void Kill(const std::string& allocation_id) = 0;
 };
 

@@ -148,12 +148,12 @@ void SlurmManager::Submit(GangLaunch launch) {
   wake_.notify_all();
 }
 
-void SlurmManager::Adopt(const std::string& allocation_id, const std::string& external_id, int world_size) {
+void SlurmManager::Adopt(const GangLaunch& gang, const std::string& external_id) {
   std::lock_guard<std::mutex> lock(mu_);
-  Job& j = jobs_[allocation_id];
-  j.allocation_id = allocation_id;
+  Job& j = jobs_[gang.allocation_id];
+  j.allocation_id = gang.allocation_id;
   j.job_id = external_id;
-  j.world_size = world_size;
+  j.world_size = gang.world_size;
   j.last_seen = Clock::now();
 }
 

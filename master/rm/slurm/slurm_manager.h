@@ -49,7 +49,7 @@ class SlurmManager : public ResourceManager {
   void Start() override;
   void Stop() override;
   void Submit(GangLaunch launch) override;
-  void Adopt(const std::string& allocation_id, const std::string& external_id, int world_size) override;
+  void Adopt(const GangLaunch& gang, const std::string& external_id) override;
   void Kill(const std::string& allocation_id) override;
 
  private:

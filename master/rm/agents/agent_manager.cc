@@ -1,0 +1,502 @@
+// The agents' resource manager; the contract is in agent_manager.h.
+#include "master/rm/agents/agent_manager.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/log.h"
+#include "master/core/task_ids.h"
+#include "master/util/proto_value.h"
+
+namespace sf::master::rm {
+namespace v1 = steadfast::v1;
+
+AgentManager::AgentManager(AgentManagerOptions options) : options_(std::move(options)) {
+  scheduler_.SetDefaultPoolMode(options_.default_scheduler);
+  for (const auto& [pool, mode] : options_.pool_schedulers) scheduler_.SetPoolMode(pool, mode);
+  scheduler_.SetMinRunSeconds(static_cast<double>(options_.min_run.count()));
+}
+
+AllocationRequest AgentManager::RequestOf(const GangLaunch& gang) const {
+  AllocationRequest req;
+  req.allocation_id = gang.allocation_id;
+  req.experiment_id = gang.experiment_id;
+  req.trial_id = gang.trial_id;
+  req.resource_pool = gang.pool;
+  req.slots = gang.world_size;
+  req.priority = gang.priority;
+  req.max_slots = gang.max_slots;
+  req.weight = gang.weight;
+  req.submit_order = gang.submit_order;
+  return req;
+}
+
+// ------------------------------------------------------------------------------------------
+// The seam
+
+void AgentManager::Submit(GangLaunch launch) {
+  const std::string id = launch.allocation_id;
+  if (allocations_.count(id)) return;  // submitted twice: the first stands
+  Allocation& a = allocations_[id];
+  a.gang = std::move(launch);
+  if (Status st = scheduler_.Submit(RequestOf(a.gang)); !st.ok()) {
+    AllocationEvent e;
+    e.kind = AllocationEvent::Kind::kExited;
+    e.allocation_id = id;
+    e.reason = "the scheduler refused the gang: " + st.message();
+    e.refused = true;
+    for (int rank = 0; rank < std::max(1, a.gang.world_size); ++rank) e.exit_codes[rank] = -1;
+    allocations_.erase(id);
+    Emit(std::move(e));
+  } else {
+    a.in_scheduler = true;
+  }
+  Deliver();
+}
+
+void AgentManager::Adopt(const GangLaunch& gang, const std::string& /*external_id*/) {
+  Allocation& a = allocations_[gang.allocation_id];
+  a.gang = gang;
+  a.gang.ranks.clear();
+  a.adopt_deadline = Clock::now() + options_.reconnect_grace;
+}
+
+void AgentManager::Kill(const std::string& allocation_id) {
+  auto it = allocations_.find(allocation_id);
+  if (it == allocations_.end()) return;
+  Allocation& a = it->second;
+  if (!a.placed) {
+    // Queued, or adopted with no rank reported yet: withdrawn. A rank of it that an agent
+    // reports later belongs to nothing and is killed then.
+    scheduler_.Release(allocation_id);
+    allocations_.erase(it);
+    return;
+  }
+  a.killed = true;
+  KillRanks(a);
+}
+
+// ------------------------------------------------------------------------------------------
+// Scheduling
+
+void AgentManager::Schedule(double now) {
+  for (const Assignment& assignment : scheduler_.Schedule(now)) {
+    auto it = allocations_.find(assignment.allocation_id);
+    if (it == allocations_.end()) {
+      scheduler_.Release(assignment.allocation_id);
+      continue;
+    }
+    Place(it->second, assignment);
+  }
+  for (const Preemption& p : scheduler_.Preempt(now)) {
+    auto it = allocations_.find(p.allocation_id);
+    if (it == allocations_.end() || !it->second.placed || it->second.killed) continue;
+    AllocationEvent e;
+    e.kind = AllocationEvent::Kind::kPreempt;
+    e.allocation_id = p.allocation_id;
+    e.reason = "trial " + std::to_string(p.for_trial_id);
+    Emit(std::move(e));
+  }
+  for (auto& [id, a] : allocations_) {
+    if (a.placed || !a.in_scheduler) continue;
+    std::string reason = scheduler_.PendingReason(id);
+    if (reason.empty() || reason == a.pending_reason) continue;
+    a.pending_reason = reason;
+    AllocationEvent e;
+    e.kind = AllocationEvent::Kind::kPending;
+    e.allocation_id = id;
+    e.reason = std::move(reason);
+    Emit(std::move(e));
+  }
+  Deliver();
+}
+
+void AgentManager::Place(Allocation& a, const Assignment& assignment) {
+  const std::string id = assignment.allocation_id;
+  a.placed = true;
+  a.slots = assignment.slots;
+  a.gang.world_size = static_cast<int>(assignment.slots.size());
+  a.live_ranks.clear();
+  a.exit_codes.clear();
+  a.rank_agent.clear();
+  // Each rank's index among the gang's ranks on its agent (LOCAL_RANK), and their number.
+  std::map<std::string, int> ranks_on_agent;
+  std::vector<int> local_rank(a.slots.size());
+  for (size_t rank = 0; rank < a.slots.size(); ++rank) local_rank[rank] = ranks_on_agent[a.slots[rank].agent_id]++;
+  AllocationEvent running;
+  running.kind = AllocationEvent::Kind::kRunning;
+  running.allocation_id = id;
+  for (int rank = 0; rank < a.gang.world_size; ++rank) {
+    const SlotRef& slot = a.slots[rank];
+    a.rank_agent[rank] = slot.agent_id;
+    running.ranks.push_back({slot.agent_id, slot.slot_id});
+    auto agent = agents_.find(slot.agent_id);
+    if (agent == agents_.end() || !agent->second.conn || rank >= static_cast<int>(a.gang.ranks.size())) {
+      a.exit_codes[rank] = -1;
+      continue;
+    }
+    a.live_ranks.insert(rank);
+    v1::MasterMessage m;
+    v1::StartTask* s = m.mutable_start_task();
+    *s = a.gang.ranks[rank];
+    s->add_slot_ids(slot.slot_id);
+    s->set_local_rank(local_rank[rank]);
+    s->set_local_size(ranks_on_agent[slot.agent_id]);
+    agent->second.conn->Send(m);
+  }
+  a.gang.ranks.clear();  // sent: the tokens and configs are not kept
+  a.running_told = true;
+  a.pending_reason.clear();
+  Emit(std::move(running));
+  if (a.live_ranks.empty()) Finish(id);
+}
+
+// ------------------------------------------------------------------------------------------
+// Ranks
+
+void AgentManager::SendKill(const std::string& agent_id, const std::string& task_id) {
+  auto agent = agents_.find(agent_id);
+  if (agent == agents_.end() || !agent->second.conn) return;
+  v1::MasterMessage m;
+  m.mutable_kill_task()->set_task_id(task_id);
+  m.mutable_kill_task()->set_grace_period_ms(static_cast<int32_t>(options_.kill_grace.count()));
+  agent->second.conn->Send(m);
+}
+
+void AgentManager::KillRanks(const Allocation& a) {
+  for (int rank : a.live_ranks) {
+    auto agent = a.rank_agent.find(rank);
+    if (agent != a.rank_agent.end()) SendKill(agent->second, TaskId(a.gang.allocation_id, rank));
+  }
+}
+
+void AgentManager::Finish(const std::string& allocation_id) {
+  auto it = allocations_.find(allocation_id);
+  if (it == allocations_.end()) return;
+  Allocation& a = it->second;
+  scheduler_.Release(allocation_id);
+  AllocationEvent e;
+  e.kind = AllocationEvent::Kind::kExited;
+  e.allocation_id = allocation_id;
+  e.exit_codes = a.exit_codes;
+  e.first_failure = a.first_failure;
+  e.cancelled = a.killed;
+  bool success = !a.exit_codes.empty();
+  for (auto [rank, code] : a.exit_codes) success = success && code == 0;
+  if (!success) {
+    e.reason = "trainer exited with";
+    for (auto [rank, code] : a.exit_codes) {
+      e.reason += " rank " + std::to_string(rank) + "=" + std::to_string(code);
+      auto agent = a.rank_agent.find(rank);
+      if (code == -1 && agent != a.rank_agent.end()) e.reason += " (agent " + agent->second + " lost)";
+    }
+  }
+  allocations_.erase(it);
+  Emit(std::move(e));
+}
+
+void AgentManager::TaskStateChanged(const std::string& agent_id, const v1::TaskStateChange& change) {
+  std::string allocation;
+  int rank = 0;
+  if (!ParseTaskId(change.task_id(), allocation, rank)) return;
+  auto it = allocations_.find(allocation);
+  if (it == allocations_.end() || it->second.gang.trial_id != change.trial_id()) return;  // a late event
+  Allocation& a = it->second;
+  if (change.state() != v1::TaskStateChange::STATE_EXITED &&
+      change.state() != v1::TaskStateChange::STATE_FAILED_TO_START) {
+    return;
+  }
+  const int code = change.state() == v1::TaskStateChange::STATE_EXITED ? change.exit_code() : -1;
+  a.exit_codes[rank] = code;
+  a.live_ranks.erase(rank);
+  a.missing_ranks.erase(rank);
+  a.placed = true;  // it exited while the master was away: its end still counts
+  log::Info("trial", {{"event", "task_exited"}, {"task", change.task_id()}, {"code", std::to_string(code)},
+                      {"message", change.message()}});
+  if (code != 0 && a.first_failure.empty() && !a.killed) {
+    a.first_failure = "rank " + std::to_string(rank) + " on " + agent_id + ": " +
+                      (change.message().empty() ? "exit status " + std::to_string(code) : change.message());
+  }
+  if (code != 0 && !a.live_ranks.empty()) KillRanks(a);  // one rank failed: stop the rest
+  if (a.live_ranks.empty()) Finish(allocation);
+  Deliver();
+}
+
+// ------------------------------------------------------------------------------------------
+// Agents
+
+void AgentManager::Connected(const v1::RegisterAgent& reg, std::shared_ptr<AgentConnection> conn) {
+  Agent& agent = agents_[reg.agent_id()];
+  agent.id = reg.agent_id();
+  agent.hostname = reg.hostname();
+  agent.pool = reg.resource_pool().empty() ? "default" : reg.resource_pool();
+  agent.version = reg.version();
+  agent.slots.assign(reg.slots().begin(), reg.slots().end());
+  for (auto& s : agent.slots) s.clear_usage();  // usage comes with heartbeats only
+  agent.conn = std::move(conn);
+  agent.connected = true;
+  agent.incarnation = reg.incarnation();
+  agent.lost_since.reset();
+  agent.registered = NowSeconds();
+  agent.last_heartbeat = agent.registered;
+  std::vector<std::string> slot_ids;
+  for (const auto& s : agent.slots) slot_ids.push_back(s.id());
+  scheduler_.AddAgent(agent.id, agent.pool, slot_ids);
+  log::Info("agent", {{"event", "registered"}, {"id", agent.id}, {"slots", std::to_string(agent.slots.size())},
+                      {"running_tasks", std::to_string(reg.running_tasks_size())}});
+  // Re-adopt the tasks it still runs (after a master restart or a reconnect).
+  std::set<std::string> reported;
+  for (const auto& task : reg.running_tasks()) {
+    reported.insert(task.task_id());
+    std::string allocation;
+    int rank = 0;
+    if (!ParseTaskId(task.task_id(), allocation, rank)) continue;
+    auto it = allocations_.find(allocation);
+    if (it == allocations_.end() || it->second.gang.trial_id != task.trial_id() || it->second.killed) {
+      // Its trial ended, or moved on to another allocation while this agent was away (e.g. cut
+      // off past the grace period), or it was being stopped: nothing will use what it computes.
+      log::Warn("agent", {{"event", "kill_stale_task"}, {"id", agent.id}, {"task", task.task_id()}});
+      SendKill(agent.id, task.task_id());
+      continue;
+    }
+    Allocation& a = it->second;
+    a.placed = true;
+    a.rank_agent[rank] = agent.id;
+    a.live_ranks.insert(rank);
+    const std::string slot = task.slot_ids().empty() ? "" : task.slot_ids(0);
+    if (!slot.empty()) {
+      if (static_cast<int>(a.slots.size()) <= rank) a.slots.resize(rank + 1);
+      a.slots[rank] = SlotRef{agent.id, slot};
+    }
+    if (!a.running_told) {
+      a.running_told = true;
+      AllocationEvent e;
+      e.kind = AllocationEvent::Kind::kRunning;
+      e.allocation_id = allocation;
+      for (const auto& [r, host] : a.rank_agent) {
+        if (static_cast<int>(e.ranks.size()) <= r) e.ranks.resize(r + 1);
+        e.ranks[r] = {host, r < static_cast<int>(a.slots.size()) ? a.slots[r].slot_id : ""};
+      }
+      Emit(std::move(e));
+    }
+    if (static_cast<int>(a.live_ranks.size()) >= a.gang.world_size) {
+      a.adopt_deadline.reset();
+      scheduler_.Release(allocation);  // drop a queued copy, if any
+      if (Status st = scheduler_.Adopt(RequestOf(a.gang), a.slots); !st.ok()) {
+        log::Warn("trial", {{"event", "adopt_failed"}, {"allocation", allocation}, {"error", st.message()}});
+      } else {
+        a.in_scheduler = true;
+      }
+      log::Info("trial", {{"event", "adopted"}, {"id", std::to_string(a.gang.trial_id)}, {"agent", agent.id}});
+    }
+  }
+  // Ranks we believe run on this agent but it doesn't report: they ended while we were apart.
+  // The agent reports those exits right after registering; give them a moment to arrive
+  // before calling the ranks lost.
+  for (auto& [id, a] : allocations_) {
+    if (!a.placed || a.adopt_deadline) continue;
+    for (int rank : a.live_ranks) {
+      auto host = a.rank_agent.find(rank);
+      if (host != a.rank_agent.end() && host->second == agent.id && !reported.count(TaskId(id, rank))) {
+        a.missing_ranks[rank] = Clock::now() + options_.missing_rank_grace;
+      }
+    }
+  }
+  Deliver();
+}
+
+Status AgentManager::CheckClaim(const std::string& agent_id, const std::string& incarnation) const {
+  auto it = agents_.find(agent_id);
+  if (it == agents_.end() || !it->second.connected || !it->second.conn) return Status::Ok();
+  if (it->second.incarnation.empty() || it->second.incarnation == incarnation) return Status::Ok();
+  return Status(StatusCode::kAlreadyExists,
+                "agent id " + agent_id + " belongs to another agent process that is connected; stop that one or " +
+                    "give this agent another --agent-id");
+}
+
+void AgentManager::Disconnected(const std::string& agent_id, const AgentConnection* conn) {
+  auto it = agents_.find(agent_id);
+  if (it == agents_.end() || it->second.conn.get() != conn) return;  // superseded by a reconnect
+  it->second.conn.reset();
+  it->second.connected = false;
+  it->second.lost_since = Clock::now();
+  for (auto& s : it->second.slots) s.clear_usage();  // no longer current
+  log::Warn("agent", {{"event", "disconnected"}, {"id", agent_id}});
+}
+
+void AgentManager::Heartbeat(const std::string& agent_id, const v1::Heartbeat& heartbeat) {
+  auto it = agents_.find(agent_id);
+  if (it == agents_.end()) return;
+  Agent& agent = it->second;
+  agent.last_heartbeat = NowSeconds();
+  for (auto& slot : agent.slots) {
+    auto sample = heartbeat.gpu_usage().find(slot.id());
+    const bool plausible =
+        sample != heartbeat.gpu_usage().end() && slot.type() == v1::SLOT_TYPE_CUDA &&
+        sample->second.utilization_percent() >= 0 && sample->second.utilization_percent() <= 100 &&
+        sample->second.memory_used_bytes() >= 0 &&
+        (slot.memory_total_bytes() <= 0 || sample->second.memory_used_bytes() <= slot.memory_total_bytes());
+    if (!plausible) {
+      slot.clear_usage();
+      continue;
+    }
+    v1::GpuUsage* usage = slot.mutable_usage();
+    usage->set_utilization_percent(sample->second.utilization_percent());
+    usage->set_memory_used_bytes(sample->second.memory_used_bytes());
+    *usage->mutable_sample_time() = SecondsToTimestamp(agent.last_heartbeat);
+  }
+}
+
+void AgentManager::Tick(Clock::time_point now) {
+  // Agents gone longer than the grace period: their ranks are lost, their gangs stopped.
+  for (auto& [agent_id, agent] : agents_) {
+    if (agent.connected || !agent.lost_since || now - *agent.lost_since < options_.reconnect_grace) continue;
+    agent.lost_since.reset();
+    for (const std::string& allocation : scheduler_.RemoveAgent(agent_id)) {
+      auto it = allocations_.find(allocation);
+      if (it == allocations_.end() || !it->second.placed) continue;
+      Allocation& a = it->second;
+      for (int rank : std::set<int>(a.live_ranks)) {
+        if (a.rank_agent[rank] == agent_id) {
+          a.live_ranks.erase(rank);
+          a.exit_codes[rank] = -1;
+        }
+      }
+      KillRanks(a);
+      if (a.live_ranks.empty()) Finish(allocation);
+    }
+    log::Warn("agent", {{"event", "lost"}, {"id", agent_id}});
+  }
+  std::vector<std::string> finished;
+  for (auto& [id, a] : allocations_) {
+    // Ranks missing from an agent's re-registration whose exit never arrived.
+    bool changed = false;
+    for (auto it = a.missing_ranks.begin(); it != a.missing_ranks.end();) {
+      if (now < it->second) {
+        ++it;
+        continue;
+      }
+      if (a.live_ranks.erase(it->first)) {
+        if (!a.exit_codes.count(it->first)) a.exit_codes[it->first] = -1;
+        changed = true;
+      }
+      it = a.missing_ranks.erase(it);
+    }
+    // Live before a master restart: ranks no agent reported in time are lost.
+    if (a.adopt_deadline && now >= *a.adopt_deadline) {
+      a.adopt_deadline.reset();
+      for (int rank = 0; rank < std::max(1, a.gang.world_size); ++rank) {
+        if (a.live_ranks.count(rank) || a.exit_codes.count(rank)) continue;
+        a.exit_codes[rank] = -1;
+        changed = true;
+      }
+      if (changed) {
+        log::Warn("trial", {{"event", "not_adopted"}, {"id", std::to_string(a.gang.trial_id)}, {"allocation", id},
+                            {"grace_seconds", std::to_string(options_.reconnect_grace.count())}});
+        KillRanks(a);
+      }
+    }
+    if (changed && a.live_ranks.empty()) finished.push_back(id);
+  }
+  for (const std::string& id : finished) Finish(id);
+  Deliver();
+}
+
+// ------------------------------------------------------------------------------------------
+// Events and queries
+
+void AgentManager::Emit(AllocationEvent event) { events_.push_back(std::move(event)); }
+
+void AgentManager::Deliver() {
+  if (delivering_) return;  // the outer call delivers these after the ones before them
+  delivering_ = true;
+  while (!events_.empty()) {
+    AllocationEvent event = std::move(events_.front());
+    events_.pop_front();
+    if (sink_) sink_(event);
+  }
+  delivering_ = false;
+}
+
+std::vector<v1::Agent> AgentManager::Agents() const {
+  std::map<std::pair<std::string, std::string>, int64_t> busy;
+  for (const auto& [id, a] : allocations_) {
+    if (!a.placed) continue;
+    for (const auto& s : a.slots) busy[{s.agent_id, s.slot_id}] = a.gang.trial_id;
+  }
+  std::vector<v1::Agent> out;
+  for (const auto& [id, agent] : agents_) {
+    v1::Agent row;
+    row.set_id(agent.id);
+    row.set_hostname(agent.hostname);
+    row.set_resource_pool(agent.pool);
+    row.set_connected(agent.connected);
+    row.set_version(agent.version);
+    *row.mutable_registered_time() = SecondsToTimestamp(agent.registered);
+    *row.mutable_last_heartbeat() = SecondsToTimestamp(agent.last_heartbeat);
+    for (const auto& s : agent.slots) {
+      v1::Slot* slot = row.add_slots();
+      *slot = s;
+      auto b = busy.find({agent.id, s.id()});
+      slot->set_trial_id(b == busy.end() ? 0 : b->second);
+    }
+    out.push_back(std::move(row));
+  }
+  return out;
+}
+
+std::map<std::string, v1::ResourcePool> AgentManager::Pools() const {
+  std::map<std::string, v1::ResourcePool> pools;
+  auto pool = [&](const std::string& name) -> v1::ResourcePool& {
+    v1::ResourcePool& p = pools[name];
+    if (p.name().empty()) {
+      p.set_name(name);
+      p.set_scheduler(SchedulingModeName(scheduler_.PoolMode(name)));
+    }
+    return p;
+  };
+  for (const auto& [name, stats] : scheduler_.Stats()) {
+    v1::ResourcePool& p = pool(name);
+    p.set_agents(stats.agents);
+    p.set_total_slots(stats.total_slots);
+    p.set_used_slots(stats.used_slots);
+  }
+  for (const AllocationRequest& r : scheduler_.Queue()) {
+    v1::ResourcePool& p = pool(r.resource_pool);
+    p.set_queued_trials(p.queued_trials() + 1);
+    p.set_queued_slots(p.queued_slots() + r.slots);
+  }
+  return pools;
+}
+
+AgentManager::Capacity AgentManager::PoolCapacity(const std::string& pool) const {
+  Capacity c;
+  for (const auto& [id, agent] : agents_) {
+    if (agent.pool != pool) continue;
+    c.slots += static_cast<int>(agent.slots.size());
+    c.agents++;
+  }
+  return c;
+}
+
+std::vector<std::string> AgentManager::KnownPools() const {
+  std::set<std::string> pools;
+  for (const auto& [id, agent] : agents_) pools.insert(agent.pool);
+  return {pools.begin(), pools.end()};
+}
+
+AgentManager::Usage AgentManager::Stats() const {
+  Usage u;
+  for (const auto& [id, agent] : agents_) {
+    if (!agent.connected) continue;
+    u.agents++;
+    u.total_slots += static_cast<int>(agent.slots.size());
+  }
+  for (const auto& [id, a] : allocations_) {
+    if (a.placed) u.used_slots += static_cast<int>(a.slots.size());
+  }
+  return u;
+}
+
+}  // namespace sf::master::rm

@@ -1,0 +1,305 @@
+// The agents' resource manager (master/rm/agents/agent_manager.h) on its own: what it sends
+// each agent (StartTask with slot and local rank, KillTask), and the events it gives the
+// coordinator — placement, pending reasons, preemption, a failing rank stopping its gang,
+// adoption after a master restart, lost agents and ranks, refusals — in order, including events
+// caused while events are being delivered. The agents here are AgentLink connections that keep
+// what they are sent; the e2e suites run the same manager with real agents.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "master/core/task_ids.h"
+#include "master/rm/agents/agent_manager.h"
+
+namespace sf::master::rm {
+namespace {
+namespace v1 = steadfast::v1;
+using Kind = AllocationEvent::Kind;
+
+class Connection final : public AgentConnection {
+ public:
+  void Send(const v1::MasterMessage& message) override { sent.push_back(message); }
+  std::vector<v1::MasterMessage> sent;
+  std::vector<v1::StartTask> Started() const {
+    std::vector<v1::StartTask> out;
+    for (const auto& m : sent) {
+      if (m.has_start_task()) out.push_back(m.start_task());
+    }
+    return out;
+  }
+  std::vector<std::string> Killed() const {
+    std::vector<std::string> out;
+    for (const auto& m : sent) {
+      if (m.has_kill_task()) out.push_back(m.kill_task().task_id());
+    }
+    return out;
+  }
+};
+
+struct Harness {
+  explicit Harness(AgentManagerOptions options = {}) : manager(options) {
+    manager.SetEventSink([this](const AllocationEvent& e) { events.push_back(e); });
+  }
+  std::shared_ptr<Connection> Agent(const std::string& id, int slots, const std::string& pool = "default",
+                                    std::vector<std::pair<std::string, int>> running = {}, int64_t trial = 0) {
+    v1::RegisterAgent reg;
+    reg.set_agent_id(id);
+    reg.set_hostname(id + ".example");
+    reg.set_resource_pool(pool);
+    reg.set_incarnation("i-" + id);
+    for (int s = 0; s < slots; ++s) {
+      v1::Slot* slot = reg.add_slots();
+      slot->set_id("cpu" + std::to_string(s));
+      slot->set_type(v1::SLOT_TYPE_CPU);
+    }
+    for (const auto& [task, slot] : running) {
+      v1::RunningTask* t = reg.add_running_tasks();
+      t->set_task_id(task);
+      t->set_trial_id(trial);
+      t->add_slot_ids("cpu" + std::to_string(slot));
+    }
+    auto conn = std::make_shared<Connection>();
+    manager.Connected(reg, conn);
+    return conn;
+  }
+  void Exit(const std::string& agent, const std::string& task, int64_t trial, int code, const std::string& message = "") {
+    v1::TaskStateChange change;
+    change.set_task_id(task);
+    change.set_trial_id(trial);
+    change.set_state(v1::TaskStateChange::STATE_EXITED);
+    change.set_exit_code(code);
+    change.set_message(message);
+    manager.TaskStateChanged(agent, change);
+  }
+  std::vector<Kind> Kinds() const {
+    std::vector<Kind> out;
+    for (const auto& e : events) out.push_back(e.kind);
+    return out;
+  }
+  AgentManager manager;
+  std::vector<AllocationEvent> events;
+};
+
+GangLaunch Gang(int64_t trial, int world, int priority = 42) {
+  GangLaunch g;
+  g.allocation_id = AllocationId(trial, 0, 1);
+  g.trial_id = trial;
+  g.experiment_id = 1;
+  g.pool = "default";
+  g.world_size = world;
+  g.priority = priority;
+  g.submit_order = trial;
+  for (int rank = 0; rank < world; ++rank) {
+    v1::StartTask s;
+    s.set_task_id(TaskId(g.allocation_id, rank));
+    s.set_trial_id(trial);
+    s.set_rank(rank);
+    s.set_world_size(world);
+    s.set_task_token("token-" + std::to_string(rank));
+    g.ranks.push_back(s);
+  }
+  return g;
+}
+
+TEST(AgentManager, PlacesAGangAndStartsEachRankWithItsSlotLocalRankAndToken) {
+  Harness h;
+  auto a1 = h.Agent("a1", 2);
+  auto a2 = h.Agent("a2", 1);
+  h.manager.Submit(Gang(5, 3));
+  EXPECT_TRUE(h.events.empty()) << "nothing is placed before a scheduling pass";
+  h.manager.Schedule(0);
+  ASSERT_EQ(h.Kinds(), std::vector<Kind>{Kind::kRunning});
+  const AllocationEvent& running = h.events[0];
+  EXPECT_EQ(running.allocation_id, "t5-r0-a1");
+  ASSERT_EQ(running.ranks.size(), 3u);
+  // Spans the agents largest first: ranks 0 and 1 on a1, rank 2 on a2.
+  EXPECT_EQ(running.ranks[0].host, "a1");
+  EXPECT_EQ(running.ranks[1].host, "a1");
+  EXPECT_EQ(running.ranks[2].host, "a2");
+  auto on_a1 = a1->Started();
+  auto on_a2 = a2->Started();
+  ASSERT_EQ(on_a1.size(), 2u);
+  ASSERT_EQ(on_a2.size(), 1u);
+  EXPECT_EQ(on_a1[0].rank(), 0);
+  EXPECT_EQ(on_a1[0].local_rank(), 0);
+  EXPECT_EQ(on_a1[1].local_rank(), 1);
+  EXPECT_EQ(on_a1[1].local_size(), 2);
+  EXPECT_EQ(on_a2[0].rank(), 2);
+  EXPECT_EQ(on_a2[0].local_rank(), 0);
+  EXPECT_EQ(on_a2[0].local_size(), 1);
+  EXPECT_EQ(on_a2[0].task_token(), "token-2");
+  ASSERT_EQ(on_a1[1].slot_ids_size(), 1);
+  EXPECT_EQ(on_a1[1].slot_ids(0), running.ranks[1].slot);
+  EXPECT_EQ(h.manager.Stats().used_slots, 3);
+  // Busy slots name their trial.
+  int busy = 0;
+  for (const auto& agent : h.manager.Agents()) {
+    for (const auto& slot : agent.slots()) busy += slot.trial_id() == 5;
+  }
+  EXPECT_EQ(busy, 3);
+}
+
+TEST(AgentManager, AFailingRankStopsItsGangAndTheExitNamesIt) {
+  Harness h;
+  auto a1 = h.Agent("a1", 1);
+  auto a2 = h.Agent("a2", 1);
+  h.manager.Submit(Gang(7, 2));
+  h.manager.Schedule(0);
+  const std::string r0 = TaskId("t7-r0-a1", 0), r1 = TaskId("t7-r0-a1", 1);
+  const std::string failing_agent = h.events[0].ranks[1].host;
+  const std::string other_agent = h.events[0].ranks[0].host;
+  h.Exit(failing_agent, r1, 7, 1, "ValueError: bad shape");
+  // The other rank is told to stop; the gang has not ended yet.
+  auto& other = other_agent == "a1" ? a1 : a2;
+  EXPECT_EQ(other->Killed(), std::vector<std::string>{r0});
+  ASSERT_EQ(h.Kinds(), std::vector<Kind>{Kind::kRunning});
+  h.Exit(other_agent, r0, 7, 143);
+  ASSERT_EQ(h.Kinds(), (std::vector<Kind>{Kind::kRunning, Kind::kExited}));
+  const AllocationEvent& exited = h.events[1];
+  EXPECT_EQ(exited.first_failure, "rank 1 on " + failing_agent + ": ValueError: bad shape");
+  EXPECT_EQ(exited.exit_codes, (std::map<int, int>{{0, 143}, {1, 1}}));
+  EXPECT_EQ(exited.reason, "trainer exited with rank 0=143 rank 1=1");
+  EXPECT_EQ(h.manager.Stats().used_slots, 0);
+  // A late event of the ended allocation changes nothing.
+  h.Exit(other_agent, r0, 7, 0);
+  EXPECT_EQ(h.events.size(), 2u);
+}
+
+TEST(AgentManager, AQueuedGangSaysWhyOnceAndKillWithdrawsIt) {
+  Harness h;
+  auto a1 = h.Agent("a1", 2);
+  h.manager.Submit(Gang(1, 2));
+  h.manager.Submit(Gang(2, 1));
+  h.manager.Schedule(0);
+  ASSERT_EQ(h.Kinds(), (std::vector<Kind>{Kind::kRunning, Kind::kPending}));
+  EXPECT_EQ(h.events[1].allocation_id, "t2-r0-a1");
+  EXPECT_FALSE(h.events[1].reason.empty());
+  h.manager.Schedule(1);
+  EXPECT_EQ(h.events.size(), 2u) << "an unchanged reason is not said again";
+  h.manager.Kill("t2-r0-a1");
+  // Trial 1 ends; its slots are free, but the withdrawn gang is not placed.
+  h.Exit("a1", "t1-r0-a1.0", 1, 0);
+  h.Exit("a1", "t1-r0-a1.1", 1, 0);
+  h.manager.Schedule(2);
+  ASSERT_EQ(h.Kinds(), (std::vector<Kind>{Kind::kRunning, Kind::kPending, Kind::kExited}));
+  EXPECT_TRUE(h.events[2].reason.empty()) << "a clean exit has no reason";
+  EXPECT_EQ(a1->Started().size(), 2u);
+}
+
+TEST(AgentManager, AHigherPriorityGangPreemptsAndKillStopsTheRanks) {
+  AgentManagerOptions options;
+  options.min_run = std::chrono::seconds(0);
+  Harness h(options);
+  auto a1 = h.Agent("a1", 1);
+  h.manager.Submit(Gang(1, 1, /*priority=*/80));
+  h.manager.Schedule(0);
+  h.manager.Submit(Gang(2, 1, /*priority=*/10));
+  h.manager.Schedule(1);
+  ASSERT_GE(h.events.size(), 2u);
+  EXPECT_EQ(h.events[1].kind, Kind::kPreempt);
+  EXPECT_EQ(h.events[1].allocation_id, "t1-r0-a1");
+  EXPECT_EQ(h.events[1].reason, "trial 2");
+  // The coordinator's grace period passes: Kill stops the rank; its exit ends the gang (a
+  // failure after Kill is not the gang's own failure), and the high one is placed.
+  h.manager.Kill("t1-r0-a1");
+  EXPECT_EQ(a1->Killed(), std::vector<std::string>{"t1-r0-a1.0"});
+  h.Exit("a1", "t1-r0-a1.0", 1, 137);
+  h.manager.Schedule(2);
+  std::vector<Kind> kinds = h.Kinds();
+  ASSERT_GE(kinds.size(), 4u);
+  auto exited = std::find_if(h.events.begin(), h.events.end(), [](const auto& e) { return e.kind == Kind::kExited; });
+  ASSERT_NE(exited, h.events.end());
+  EXPECT_TRUE(exited->first_failure.empty());
+  EXPECT_TRUE(exited->cancelled);
+  EXPECT_EQ(h.events.back().kind, Kind::kRunning);
+  EXPECT_EQ(h.events.back().allocation_id, "t2-r0-a1");
+}
+
+TEST(AgentManager, AfterARestartAgentsReportingTheirRanksReadoptTheGangAndStaleTasksAreKilled) {
+  Harness h;
+  GangLaunch gang = Gang(9, 2);
+  gang.ranks.clear();
+  h.manager.Adopt(gang, "");
+  auto a1 = h.Agent("a1", 1, "default", {{"t9-r0-a1.0", 0}, {"t4-r0-a1.0", 0}}, 9);
+  ASSERT_EQ(h.Kinds(), std::vector<Kind>{Kind::kRunning}) << "running from the first rank reported";
+  EXPECT_EQ(h.events[0].ranks[0].host, "a1");
+  // A task of an allocation the master no longer has is stopped.
+  EXPECT_EQ(a1->Killed(), std::vector<std::string>{"t4-r0-a1.0"});
+  auto a2 = h.Agent("a2", 1, "default", {{"t9-r0-a1.1", 0}}, 9);
+  EXPECT_EQ(h.events.size(), 1u) << "Running is said once";
+  EXPECT_TRUE(a2->Killed().empty());
+  // The scheduler holds both slots again: a new gang waits.
+  EXPECT_EQ(h.manager.Stats().used_slots, 2);
+  h.manager.Submit(Gang(10, 1));
+  h.manager.Schedule(0);
+  EXPECT_EQ(h.events.back().kind, Kind::kPending);
+}
+
+TEST(AgentManager, RanksNoAgentReportsInTimeAndRanksOfALostAgentExitAsLost) {
+  AgentManagerOptions options;
+  options.reconnect_grace = std::chrono::seconds(30);
+  Harness h(options);
+  GangLaunch gang = Gang(3, 2);
+  gang.ranks.clear();
+  h.manager.Adopt(gang, "");
+  auto a1 = h.Agent("a1", 1, "default", {{"t3-r0-a1.0", 0}}, 3);
+  h.manager.Tick(AgentManager::Clock::now() + std::chrono::seconds(31));
+  // Rank 1 never came back: lost, and rank 0 is stopped.
+  EXPECT_EQ(a1->Killed(), std::vector<std::string>{"t3-r0-a1.0"});
+  h.Exit("a1", "t3-r0-a1.0", 3, 143);
+  ASSERT_EQ(h.Kinds(), (std::vector<Kind>{Kind::kRunning, Kind::kExited}));
+  EXPECT_EQ(h.events[1].exit_codes, (std::map<int, int>{{0, 143}, {1, -1}}));
+
+  // An agent gone past the grace period: its rank exits -1, naming it.
+  auto a2 = h.Agent("a2", 1);
+  h.manager.Submit(Gang(4, 1));
+  h.manager.Schedule(0);
+  ASSERT_EQ(h.events.back().kind, Kind::kRunning);
+  const std::string host = h.events.back().ranks[0].host;
+  h.manager.Disconnected(host, host == "a1" ? a1.get() : a2.get());
+  h.manager.Tick(AgentManager::Clock::now() + std::chrono::seconds(5));
+  EXPECT_EQ(h.events.back().kind, Kind::kRunning) << "within the grace period nothing ends";
+  h.manager.Tick(AgentManager::Clock::now() + std::chrono::seconds(31));
+  ASSERT_EQ(h.events.back().kind, Kind::kExited);
+  EXPECT_EQ(h.events.back().reason, "trainer exited with rank 0=-1 (agent " + host + " lost)");
+}
+
+TEST(AgentManager, ARefusedGangEndsAtOnceAndEventsCausedWhileDeliveringFollowInOrder) {
+  Harness h;
+  auto a1 = h.Agent("a1", 1);
+  GangLaunch bad = Gang(1, 1, /*priority=*/0);
+  h.manager.Submit(bad);
+  ASSERT_EQ(h.Kinds(), std::vector<Kind>{Kind::kExited});
+  EXPECT_TRUE(h.events[0].refused);
+  EXPECT_NE(h.events[0].reason.find("priority"), std::string::npos) << h.events[0].reason;
+
+  // The coordinator answers an Exited by submitting the next run and scheduling, from inside
+  // the sink: the new run's events come after the Exited, never inside it.
+  std::vector<std::string> order;
+  bool in_sink = false;
+  h.manager.SetEventSink([&](const AllocationEvent& e) {
+    EXPECT_FALSE(in_sink) << "an event delivered inside another";
+    in_sink = true;
+    order.push_back(e.allocation_id + (e.kind == Kind::kExited ? " exited" : e.kind == Kind::kRunning ? " running" : " other"));
+    if (e.kind == Kind::kExited && e.allocation_id == "t2-r0-a1") {
+      GangLaunch next = Gang(2, 1);
+      next.allocation_id = "t2-r1-a2";
+      for (auto& r : next.ranks) r.set_task_id(TaskId(next.allocation_id, r.rank()));
+      h.manager.Submit(next);
+      h.manager.Schedule(1);
+      order.push_back("after resubmit");
+    }
+    in_sink = false;
+  });
+  h.manager.Submit(Gang(2, 1));
+  h.manager.Schedule(0);
+  h.Exit("a1", "t2-r0-a1.0", 2, 1, "boom");
+  EXPECT_EQ(order, (std::vector<std::string>{"t2-r0-a1 running", "t2-r0-a1 exited", "after resubmit",
+                                             "t2-r1-a2 running"}));
+  EXPECT_EQ(a1->Started().back().task_id(), "t2-r1-a2.0");
+}
+
+}  // namespace
+}  // namespace sf::master::rm
