@@ -212,6 +212,17 @@ class GuardedBackend final : public Backend<float> {
     Check("ColumnSum", x, sum);
     Run([&] { inner_.ColumnSum(x, sum, rows, cols); });
   }
+  void LstmCellForward(float* gates, const float* bias, const float* c_prev, float* c, float* h,
+                       int64_t rows, int64_t hidden) override {
+    Check("LstmCellForward", gates, bias, c_prev, c, h);
+    Run([&] { inner_.LstmCellForward(gates, bias, c_prev, c, h, rows, hidden); });
+  }
+  void LstmCellBackward(const float* gates, const float* c_prev, const float* c, const float* dh,
+                        const float* dc, float* dgates, float* dc_prev, float* dbias, int64_t rows,
+                        int64_t hidden) override {
+    Check("LstmCellBackward", gates, c_prev, c, dh, dc, dgates, dc_prev, dbias);
+    Run([&] { inner_.LstmCellBackward(gates, c_prev, c, dh, dc, dgates, dc_prev, dbias, rows, hidden); });
+  }
   CrossEntropyStats CrossEntropyForward(const float* logits, const int32_t* targets, float* lse,
                                         int64_t rows, int64_t vocab, float eps,
                                         int32_t pad) override {

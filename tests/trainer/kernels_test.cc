@@ -733,6 +733,79 @@ TEST_P(KernelTest, FusedOptimizerUpdateEqualsTheHostOptimizerBitForBit) {
   }
 }
 
+TEST_P(KernelTest, LstmCellMatchesReferenceWithAndWithoutItsOptionalInputs) {
+  const int64_t rows = 7, H = 37, n = rows * H;
+  for (bool full : {true, false}) {  // full: bias, c_prev and dc given; else all three null
+    auto z = Random(rows * 4 * H, 21, -3, 3), bias = Random(4 * H, 22), cp = Random(n, 23, -2, 2);
+    auto dh = Random(n, 24), dc = Random(n, 25), db0 = Random(4 * H, 26);
+    std::vector<double> zr = ToDouble(z), cr(n), hr(n), dzr(rows * 4 * H), dcpr(n), dbr = ToDouble(db0);
+    auto bd = ToDouble(bias), cpd = ToDouble(cp), dhd = ToDouble(dh), dcd = ToDouble(dc);
+    ref_.LstmCellForward(zr.data(), full ? bd.data() : nullptr, full ? cpd.data() : nullptr, cr.data(),
+                         hr.data(), rows, H);
+    ref_.LstmCellBackward(zr.data(), full ? cpd.data() : nullptr, cr.data(), dhd.data(), full ? dcd.data() : nullptr,
+                          dzr.data(), dcpr.data(), dbr.data(), rows, H);
+    float* dz = st().In(z);
+    float* dcell = st().Out<float>(n);
+    float* dhid = st().Out<float>(n);
+    be().LstmCellForward(dz, full ? st().In(bias) : nullptr, full ? st().In(cp) : nullptr, dcell, dhid, rows, H);
+    EXPECT_LT(RelErr(st().Get(dz, rows * 4 * H), zr), 1e-6) << "activations, full=" << full;
+    EXPECT_LT(RelErr(st().Get(dcell, n), cr), 1e-6) << "c, full=" << full;
+    EXPECT_LT(RelErr(st().Get(dhid, n), hr), 1e-6) << "h, full=" << full;
+    // Backward into a separate buffer, then in place over the activations.
+    float* ddz = st().Out<float>(rows * 4 * H);
+    float* ddcp = st().Out<float>(n);
+    float* ddb = st().In(db0);
+    const float* dcp_in = full ? st().In(cp) : nullptr;
+    const float* ddc = full ? st().In(dc) : nullptr;
+    be().LstmCellBackward(dz, dcp_in, dcell, st().In(dh), ddc, ddz, ddcp, ddb, rows, H);
+    EXPECT_LT(RelErr(st().Get(ddz, rows * 4 * H), dzr), 2e-6) << "dgates, full=" << full;
+    EXPECT_LT(RelErr(st().Get(ddcp, n), dcpr), 2e-6) << "dc_prev, full=" << full;
+    EXPECT_LT(RelErr(st().Get(ddb, 4 * H), dbr), 2e-6) << "dbias accumulates, full=" << full;
+    be().LstmCellBackward(dz, dcp_in, dcell, st().In(dh), ddc, dz, nullptr, nullptr, rows, H);
+    EXPECT_EQ(st().Get(dz, rows * 4 * H), st().Get(ddz, rows * 4 * H)) << "in place, full=" << full;
+  }
+}
+
+// The LSTM cell's backward is the gradient of its forward: L = Σ wh⊙h + Σ wc⊙c, so dh = wh and
+// dc = wc, against central differences of the f64 reference in the pre-activation gates, the
+// bias and c_prev.
+TEST(LstmCellGradient, BackwardMatchesFiniteDifferencesOfTheForward) {
+  ReferenceBackend<double> ref;
+  const int64_t rows = 3, H = 5, n = rows * H, g4 = rows * 4 * H;
+  auto in = [](size_t count, uint32_t seed, double lo, double hi) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<double> u(lo, hi);
+    std::vector<double> v(count);
+    for (double& x : v) x = u(rng);
+    return v;
+  };
+  const std::vector<double> z = in(g4, 31, -2, 2), bias = in(4 * H, 32, -1, 1), cp = in(n, 33, -1.5, 1.5);
+  const std::vector<double> wh = in(n, 34, -1, 1), wc = in(n, 35, -1, 1);
+  auto loss = [&](std::vector<double> zz, const std::vector<double>& b, const std::vector<double>& c0) {
+    std::vector<double> c(n), h(n);
+    ref.LstmCellForward(zz.data(), b.data(), c0.data(), c.data(), h.data(), rows, H);
+    double l = 0;
+    for (int64_t e = 0; e < n; ++e) l += wh[e] * h[e] + wc[e] * c[e];
+    return l;
+  };
+  std::vector<double> act = z, c(n), h(n), dz(g4), dcp(n), db(4 * H, 0.0);
+  ref.LstmCellForward(act.data(), bias.data(), cp.data(), c.data(), h.data(), rows, H);
+  ref.LstmCellBackward(act.data(), cp.data(), c.data(), wh.data(), wc.data(), dz.data(), dcp.data(), db.data(),
+                       rows, H);
+  const double eps = 1e-6;
+  auto numeric = [&](int which, int64_t k) {
+    std::vector<double> zp = z, zm = z, bp = bias, bm = bias, cpp = cp, cpm = cp;
+    std::vector<double>& vp = which == 0 ? zp : which == 1 ? bp : cpp;
+    std::vector<double>& vm = which == 0 ? zm : which == 1 ? bm : cpm;
+    vp[k] += eps;
+    vm[k] -= eps;
+    return (loss(zp, bp, cpp) - loss(zm, bm, cpm)) / (2 * eps);
+  };
+  for (int64_t k = 0; k < g4; ++k) EXPECT_NEAR(dz[k], numeric(0, k), 1e-7) << "gate pre-activation " << k;
+  for (int64_t k = 0; k < 4 * H; ++k) EXPECT_NEAR(db[k], numeric(1, k), 1e-7) << "bias " << k;
+  for (int64_t k = 0; k < n; ++k) EXPECT_NEAR(dcp[k], numeric(2, k), 1e-7) << "c_prev " << k;
+}
+
 TEST(CpuGemm, PrePackedWeightsFollowWeightsChanged) {
   CpuBackend cpu;
   ReferenceBackend<double> ref;

@@ -243,6 +243,24 @@ class Backend {
   // sum[c] += sum over rows of x[r, c].
   virtual void ColumnSum(const T* x, T* sum, int64_t rows, int64_t cols) = 0;
 
+  // One step of an LSTM (PyTorch's nn.LSTMCell, gates in its order i, f, g, o) for `rows`
+  // sequences of hidden size H, after the caller's GEMMs have summed x·W_ih^T + h_prev·W_hh^T
+  // into gates [rows, 4H]:
+  //   z = gates[r] + bias (4H; bias may be null), i = σ(z_i), f = σ(z_f), g = tanh(z_g),
+  //   o = σ(z_o), c[r] = f ⊙ c_prev[r] + i ⊙ g, h[r] = o ⊙ tanh(c[r]).
+  // gates is overwritten with the activations (i, f, g, o) the backward reads; c_prev may be
+  // null (zeros). c and h are [rows, H].
+  virtual void LstmCellForward(T* gates, const T* bias, const T* c_prev, T* c, T* h, int64_t rows,
+                               int64_t hidden) = 0;
+  // The step's gradients, from the activations the forward left in `gates`, c_prev (null:
+  // zeros) and c: with dct = dc + dh ⊙ o ⊙ (1 - tanh²(c)) (dc may be null: zeros),
+  //   dz = (dct ⊙ g ⊙ i(1-i), dct ⊙ c_prev ⊙ f(1-f), dct ⊙ i ⊙ (1-g²), dh ⊙ tanh(c) ⊙ o(1-o)),
+  //   dc_prev = dct ⊙ f (may be null: not wanted), dbias (may be null) += Σ_rows dz.
+  // dgates [rows, 4H] gets dz (the gradient of the GEMMs' sum) and may alias gates.
+  virtual void LstmCellBackward(const T* gates, const T* c_prev, const T* c, const T* dh,
+                                const T* dc, T* dgates, T* dc_prev, T* dbias, int64_t rows,
+                                int64_t hidden) = 0;
+
   // Label-smoothed cross-entropy fused with log-softmax (fairseq's label_smoothed_nll_loss):
   //   lse_r = log sum_v exp(z_rv); -log p_rv = lse_r - z_rv; eps_i = eps/(V-1)
   //   loss_r = (1 - eps - eps_i) * (lse_r - z_r,t) + eps_i * sum_v (lse_r - z_rv)

@@ -463,6 +463,69 @@ void CpuBackend::ColumnSum(const float* x, float* sum, int64_t rows, int64_t col
 
 namespace {
 
+// σ(x) and tanh(x) = 2σ(2x) - 1 through FastExp: vectorisable, within 3e-7 (absolute) of the
+// exact values.
+inline float FastSigmoid(float x) { return 1.0f / (1.0f + FastExp(-x)); }
+inline float FastTanh(float x) { return 2.0f / (1.0f + FastExp(-2.0f * x)) - 1.0f; }
+
+}  // namespace
+
+void CpuBackend::LstmCellForward(float* gates, const float* bias, const float* c_prev, float* c,
+                                 float* h, int64_t rows, int64_t hidden) {
+  const int64_t H = hidden;
+  ParallelRows(rows, 4 * H, [&](int64_t r) {
+    float* zi = gates + r * 4 * H;
+    float* zf = zi + H;
+    float* zg = zf + H;
+    float* zo = zg + H;
+    const float* cp = c_prev ? c_prev + r * H : nullptr;
+    float* cr = c + r * H;
+    float* hr = h + r * H;
+#pragma omp simd
+    for (int64_t j = 0; j < H; ++j) {
+      const float i = FastSigmoid(zi[j] + (bias ? bias[j] : 0.0f));
+      const float f = FastSigmoid(zf[j] + (bias ? bias[H + j] : 0.0f));
+      const float g = FastTanh(zg[j] + (bias ? bias[2 * H + j] : 0.0f));
+      const float o = FastSigmoid(zo[j] + (bias ? bias[3 * H + j] : 0.0f));
+      zi[j] = i;
+      zf[j] = f;
+      zg[j] = g;
+      zo[j] = o;
+      const float cn = f * (cp ? cp[j] : 0.0f) + i * g;
+      cr[j] = cn;
+      hr[j] = o * FastTanh(cn);
+    }
+  });
+}
+
+void CpuBackend::LstmCellBackward(const float* gates, const float* c_prev, const float* c,
+                                  const float* dh, const float* dc, float* dgates, float* dc_prev,
+                                  float* dbias, int64_t rows, int64_t hidden) {
+  const int64_t H = hidden;
+  ParallelRows(rows, 4 * H, [&](int64_t r) {
+    const float* a = gates + r * 4 * H;
+    float* dz = dgates + r * 4 * H;
+    const int64_t base = r * H;
+#pragma omp simd
+    for (int64_t j = 0; j < H; ++j) {
+      // Every activation is read before dz (which may alias gates) is written.
+      const float i = a[j], f = a[H + j], g = a[2 * H + j], o = a[3 * H + j];
+      const float tc = FastTanh(c[base + j]);
+      const float cp = c_prev ? c_prev[base + j] : 0.0f;
+      const float d = dh[base + j];
+      const float dct = (dc ? dc[base + j] : 0.0f) + d * o * (1.0f - tc * tc);
+      dz[j] = dct * g * i * (1.0f - i);
+      dz[H + j] = dct * cp * f * (1.0f - f);
+      dz[2 * H + j] = dct * i * (1.0f - g * g);
+      dz[3 * H + j] = d * tc * o * (1.0f - o);
+      if (dc_prev) dc_prev[base + j] = dct * f;
+    }
+  });
+  if (dbias) ColumnSumImpl(dgates, dbias, rows, 4 * H);
+}
+
+namespace {
+
 // One row of the label-smoothed loss: writes lse[r]; adds the row's loss and nll to the sums
 // and counts its token (unless the target is padding).
 inline void CeRowLoss(const float* z, int32_t target, int64_t vocab, double eps, double eps_i,

@@ -68,6 +68,11 @@ class CpuBackend final : public Backend<float> {
   void MergeHeads(const float* in, void* x, DType x_dtype, int64_t batch, int64_t time,
                   int64_t parts, int64_t heads, int64_t head_dim) override;
   void ColumnSum(const float* x, float* sum, int64_t rows, int64_t cols) override;
+  void LstmCellForward(float* gates, const float* bias, const float* c_prev, float* c, float* h,
+                       int64_t rows, int64_t hidden) override;
+  void LstmCellBackward(const float* gates, const float* c_prev, const float* c, const float* dh,
+                        const float* dc, float* dgates, float* dc_prev, float* dbias, int64_t rows,
+                        int64_t hidden) override;
   CrossEntropyStats CrossEntropyForward(const float* logits, const int32_t* targets, float* lse,
                                         int64_t rows, int64_t vocab, float eps,
                                         int32_t pad) override;

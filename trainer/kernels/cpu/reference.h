@@ -270,6 +270,50 @@ class ReferenceBackend final : public Backend<T> {
       for (int64_t c = 0; c < cols; ++c) sum[c] += x[r * cols + c];
   }
 
+  void LstmCellForward(T* gates, const T* bias, const T* c_prev, T* c, T* h, int64_t rows,
+                       int64_t hidden) override {
+    const int64_t H = hidden;
+    auto sigmoid = [](T v) { return static_cast<T>(1 / (1 + std::exp(-v))); };
+    for (int64_t r = 0; r < rows; ++r) {
+      T* z = gates + r * 4 * H;
+      for (int64_t j = 0; j < H; ++j) {
+        auto b = [&](int64_t k) { return bias ? bias[k * H + j] : T(0); };
+        const T i = sigmoid(z[j] + b(0));
+        const T f = sigmoid(z[H + j] + b(1));
+        const T g = static_cast<T>(std::tanh(z[2 * H + j] + b(2)));
+        const T o = sigmoid(z[3 * H + j] + b(3));
+        z[j] = i;
+        z[H + j] = f;
+        z[2 * H + j] = g;
+        z[3 * H + j] = o;
+        const T cn = f * (c_prev ? c_prev[r * H + j] : T(0)) + i * g;
+        c[r * H + j] = cn;
+        h[r * H + j] = static_cast<T>(o * std::tanh(cn));
+      }
+    }
+  }
+  void LstmCellBackward(const T* gates, const T* c_prev, const T* c, const T* dh, const T* dc,
+                        T* dgates, T* dc_prev, T* dbias, int64_t rows, int64_t hidden) override {
+    const int64_t H = hidden;
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* a = gates + r * 4 * H;
+      T* dz = dgates + r * 4 * H;
+      for (int64_t j = 0; j < H; ++j) {
+        const int64_t e = r * H + j;
+        const T i = a[j], f = a[H + j], g = a[2 * H + j], o = a[3 * H + j];
+        const T tc = static_cast<T>(std::tanh(c[e]));
+        const T cp = c_prev ? c_prev[e] : T(0);
+        const T dct = (dc ? dc[e] : T(0)) + dh[e] * o * (1 - tc * tc);
+        dz[j] = dct * g * i * (1 - i);
+        dz[H + j] = dct * cp * f * (1 - f);
+        dz[2 * H + j] = dct * i * (1 - g * g);
+        dz[3 * H + j] = dh[e] * tc * o * (1 - o);
+        if (dc_prev) dc_prev[e] = dct * f;
+      }
+    }
+    if (dbias) ColumnSum(dgates, dbias, rows, 4 * H);
+  }
+
   CrossEntropyStats CrossEntropyForward(const T* logits, const int32_t* targets, T* lse,
                                         int64_t rows, int64_t vocab, float eps,
                                         int32_t pad) override {

@@ -1,6 +1,7 @@
 // CudaBackend's elementwise ops and their kernels, one thread per element: cast, add,
 // bias + dropout + residual (Philox masks as on the CPU), bias + activation (GELU / ReLU),
-// column sums (the bias gradients), and the embedding lookup with its scattered gradient.
+// column sums (the bias gradients), the embedding lookup with its scattered gradient, and the
+// LSTM cell's pointwise step (one thread per hidden unit of a row).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -118,6 +119,46 @@ __global__ void EmbeddingBackwardKernel(const int32_t* tokens, const float* dout
   atomicAdd(dtable + static_cast<int64_t>(tokens[r]) * cols + c, scale * dout[i]);
 }
 
+__device__ inline float Sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+__global__ void LstmCellForwardKernel(float* gates, const float* bias, const float* c_prev, float* c,
+                                      float* h, int64_t n, int64_t hidden) {
+  const int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (e >= n) return;
+  const int64_t r = e / hidden, j = e % hidden;
+  float* z = gates + r * 4 * hidden;
+  const float i = Sigmoid(z[j] + (bias ? bias[j] : 0.0f));
+  const float f = Sigmoid(z[hidden + j] + (bias ? bias[hidden + j] : 0.0f));
+  const float g = tanhf(z[2 * hidden + j] + (bias ? bias[2 * hidden + j] : 0.0f));
+  const float o = Sigmoid(z[3 * hidden + j] + (bias ? bias[3 * hidden + j] : 0.0f));
+  z[j] = i;
+  z[hidden + j] = f;
+  z[2 * hidden + j] = g;
+  z[3 * hidden + j] = o;
+  const float cn = f * (c_prev ? c_prev[e] : 0.0f) + i * g;
+  c[e] = cn;
+  h[e] = o * tanhf(cn);
+}
+
+__global__ void LstmCellBackwardKernel(const float* gates, const float* c_prev, const float* c,
+                                       const float* dh, const float* dc, float* dgates,
+                                       float* dc_prev, int64_t n, int64_t hidden) {
+  const int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (e >= n) return;
+  const int64_t r = e / hidden, j = e % hidden;
+  const float* a = gates + r * 4 * hidden;
+  float* dz = dgates + r * 4 * hidden;
+  const float i = a[j], f = a[hidden + j], g = a[2 * hidden + j], o = a[3 * hidden + j];
+  const float tc = tanhf(c[e]);
+  const float cp = c_prev ? c_prev[e] : 0.0f;
+  const float dct = (dc ? dc[e] : 0.0f) + dh[e] * o * (1.0f - tc * tc);
+  dz[j] = dct * g * i * (1.0f - i);
+  dz[hidden + j] = dct * cp * f * (1.0f - f);
+  dz[2 * hidden + j] = dct * i * (1.0f - g * g);
+  dz[3 * hidden + j] = dh[e] * tc * o * (1.0f - o);
+  if (dc_prev) dc_prev[e] = dct * f;
+}
+
 }  // namespace
 
 void CudaBackend::Cast(const float* x, void* y, DType to, int64_t n) {
@@ -188,6 +229,23 @@ void CudaBackend::ColumnSum(const float* x, float* sum, int64_t rows, int64_t co
   const unsigned splits = static_cast<unsigned>(std::min<int64_t>(rows, 64));
   dim3 grid(static_cast<unsigned>(Blocks(cols)), splits);
   ColumnSumKernel<<<grid, kThreads, 0, stream_>>>(x, sum, rows, cols);
+}
+
+void CudaBackend::LstmCellForward(float* gates, const float* bias, const float* c_prev, float* c,
+                                  float* h, int64_t rows, int64_t hidden) {
+  const int64_t n = rows * hidden;
+  if (n > 0)
+    LstmCellForwardKernel<<<Blocks(n), kThreads, 0, stream_>>>(gates, bias, c_prev, c, h, n, hidden);
+}
+
+void CudaBackend::LstmCellBackward(const float* gates, const float* c_prev, const float* c,
+                                   const float* dh, const float* dc, float* dgates, float* dc_prev,
+                                   float* dbias, int64_t rows, int64_t hidden) {
+  const int64_t n = rows * hidden;
+  if (n > 0)
+    LstmCellBackwardKernel<<<Blocks(n), kThreads, 0, stream_>>>(gates, c_prev, c, dh, dc, dgates,
+                                                                dc_prev, n, hidden);
+  if (dbias) ColumnSum(dgates, dbias, rows, 4 * hidden);
 }
 
 }  // namespace sf::cuda

@@ -159,6 +159,11 @@ class CudaBackend final : public Backend<float> {
   void EmbeddingBackward(const int32_t* tokens, const float* dout, float* dtable, int64_t rows,
                          int64_t cols, float scale, int32_t pad) override;
   void ColumnSum(const float* x, float* sum, int64_t rows, int64_t cols) override;
+  void LstmCellForward(float* gates, const float* bias, const float* c_prev, float* c, float* h,
+                       int64_t rows, int64_t hidden) override;
+  void LstmCellBackward(const float* gates, const float* c_prev, const float* c, const float* dh,
+                        const float* dc, float* dgates, float* dc_prev, float* dbias, int64_t rows,
+                        int64_t hidden) override;
 
   // cuda_layernorm.cu
   void LayerNormForward(const float* x, const float* gamma, const float* beta, float* y,
