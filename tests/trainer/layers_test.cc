@@ -15,6 +15,7 @@
 #include "trainer/nn/embedding.h"
 #include "trainer/nn/feed_forward.h"
 #include "trainer/nn/layer_norm.h"
+#include "trainer/nn/lstm.h"
 #include "trainer/nn/transformer_layer.h"
 
 namespace sf {
@@ -120,6 +121,34 @@ TEST_F(LayerGradTest, LayerNorm) {
   targets.push_back({"x", x.data(), dx.data(), static_cast<int64_t>(x.size())});
   CheckGradients([&] { ln.Forward(ctx_, x.data(), y.data(), B * T); return Dot(y.data(), w); },
                  targets);
+}
+
+// The LSTM layer over a packed batch of sequences of lengths 5, 4, 2 and 1 (batch sizes 4, 3, 2,
+// 2, 1, as PyTorch packs them): every parameter, the input, and the initial state.
+TEST_F(LayerGradTest, LstmOverAPackedBatchWithAndWithoutAnInitialState) {
+  const std::vector<int64_t> batch_sizes = {4, 3, 2, 2, 1};
+  const int64_t N = 12, in = 6, hid = 5;
+  for (bool initial : {false, true}) {
+    ParamStore<double> store;
+    Lstm<double> lstm(store, "encoder.lstm.", "l0", in, hid);
+    store.Finalize();
+    RandomizeParams(store, 8);
+    auto x = Random(N * in, 9), w = Random(N * hid, 10);
+    auto h0 = Random(4 * hid, 11), c0 = Random(4 * hid, 12, -2, 2);
+    std::vector<double> dx(x.size(), 0.0);
+    const double* h0p = initial ? h0.data() : nullptr;
+    const double* c0p = initial ? c0.data() : nullptr;
+    lstm.Forward(ctx_, x.data(), batch_sizes, h0p, c0p);
+    lstm.Backward(ctx_, w.data(), dx.data(), 0.0f);
+    std::vector<double> dh0(lstm.dh0(), lstm.dh0() + 4 * hid), dc0(lstm.dc0(), lstm.dc0() + 4 * hid);
+    auto targets = ParamTargets(store);
+    targets.push_back({"x", x.data(), dx.data(), static_cast<int64_t>(x.size())});
+    if (initial) {
+      targets.push_back({"h0", h0.data(), dh0.data(), 4 * hid});
+      targets.push_back({"c0", c0.data(), dc0.data(), 4 * hid});
+    }
+    CheckGradients([&] { return Dot(lstm.Forward(ctx_, x.data(), batch_sizes, h0p, c0p), w); }, targets, 24);
+  }
 }
 
 TEST_F(LayerGradTest, FeedForwardGeluAndRelu) {

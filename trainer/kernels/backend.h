@@ -256,7 +256,8 @@ class Backend {
   // zeros) and c: with dct = dc + dh ⊙ o ⊙ (1 - tanh²(c)) (dc may be null: zeros),
   //   dz = (dct ⊙ g ⊙ i(1-i), dct ⊙ c_prev ⊙ f(1-f), dct ⊙ i ⊙ (1-g²), dh ⊙ tanh(c) ⊙ o(1-o)),
   //   dc_prev = dct ⊙ f (may be null: not wanted), dbias (may be null) += Σ_rows dz.
-  // dgates [rows, 4H] gets dz (the gradient of the GEMMs' sum) and may alias gates.
+  // dgates [rows, 4H] gets dz (the gradient of the GEMMs' sum) and may alias gates; dc_prev may
+  // alias dc (a recurrence carries one buffer from step to step).
   virtual void LstmCellBackward(const T* gates, const T* c_prev, const T* c, const T* dh,
                                 const T* dc, T* dgates, T* dc_prev, T* dbias, int64_t rows,
                                 int64_t hidden) = 0;

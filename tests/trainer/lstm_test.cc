@@ -1,0 +1,196 @@
+// The LSTM layer (trainer/nn/lstm.h) against PyTorch's nn.LSTM on the same packed batch (fp32
+// engine vs float64 torch: output, input gradient, every parameter gradient, the initial state's
+// gradients), and the same layer on every backend: the guarded device path (CPU kernels on
+// memory the host may not touch) equal to the CPU bit for bit, a GPU within fp32 rounding where
+// one is present, and bf16 GEMM operands within bf16 rounding of fp32. Its backward against
+// finite differences is in layers_test.cc.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tests/support/testing.h"
+#include "tests/trainer/guarded_backend.h"
+#include "trainer/core/safetensors.h"
+#include "trainer/kernels/cpu/cpu_backend.h"
+#include "trainer/nn/lstm.h"
+#if defined(SF_TEST_CUDA)
+#include "trainer/kernels/cuda/cuda_backend.h"
+#endif
+
+namespace sf {
+namespace {
+
+constexpr int64_t kIn = 24, kHidden = 32;
+// Sequences of lengths 6, 5, 5, 3 and 1, packed as PyTorch does.
+const std::vector<int64_t> kBatchSizes = {5, 4, 4, 3, 3, 1};
+constexpr int64_t kRows = 20, kBatch = 5;
+
+std::vector<float> Random(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-scale, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = u(rng);
+  return v;
+}
+
+struct Result {
+  std::vector<float> y, dx, dh0, dc0;
+  std::vector<std::vector<float>> grads;  // per parameter, in declaration order
+  std::vector<std::string> names;
+  std::vector<std::vector<float>> values;
+  std::vector<std::vector<int64_t>> shapes;
+};
+
+// One forward and backward of the layer on `backend` with GEMM operands in `compute`.
+Result RunLayer(Backend<float>& backend, DType compute, bool initial) {
+  Context<float> ctx(&backend, compute);
+  ParamStore<float> store;
+  Lstm<float> lstm(store, "", "l0", kIn, kHidden);
+  store.Finalize(backend.allocator());
+  {
+    float* host = store.host_values();
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> u(-0.3f, 0.3f);
+    for (int64_t i = 0; i < store.total_numel(); ++i) host[i] = u(rng);
+    store.PushValues();
+    store.RefreshMirror(backend, compute);
+  }
+  auto stage = [&](const std::vector<float>& h) {
+    Tensor t({static_cast<int64_t>(h.size())}, DType::kF32, backend.allocator());
+    t.CopyFromHost(h.data());
+    return t;
+  };
+  Tensor x = stage(Random(kRows * kIn, 1)), dy = stage(Random(kRows * kHidden, 2));
+  Tensor h0 = stage(Random(kBatch * kHidden, 3, 0.5f)), c0 = stage(Random(kBatch * kHidden, 4, 2.0f));
+  Tensor dx({kRows * kIn}, DType::kF32, backend.allocator());
+  const float* y = lstm.Forward(ctx, x.data<float>(), kBatchSizes, initial ? h0.data<float>() : nullptr,
+                                initial ? c0.data<float>() : nullptr);
+  lstm.Backward(ctx, dy.data<float>(), dx.data<float>(), 0.0f);
+  auto get = [&](const float* p, int64_t n) {
+    std::vector<float> h(n);
+    backend.CopyToHost(h.data(), p, n * sizeof(float));
+    return h;
+  };
+  Result r;
+  r.y = get(y, kRows * kHidden);
+  r.dx = get(dx.data<float>(), kRows * kIn);
+  r.dh0 = get(lstm.dh0(), kBatch * kHidden);
+  r.dc0 = get(lstm.dc0(), kBatch * kHidden);
+  for (size_t i = 0; i < store.params().size(); ++i) {
+    const ParamInfo& p = store.params()[i];
+    r.names.push_back(p.name);
+    r.shapes.push_back(p.shape);
+    r.grads.push_back(get(store.grad(static_cast<int>(i)), p.numel));
+    r.values.push_back(get(store.value(static_cast<int>(i)), p.numel));
+  }
+  return r;
+}
+
+double MaxRel(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 1e-30;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num = std::max(num, std::fabs(static_cast<double>(a[i]) - b[i]));
+    den = std::max(den, std::fabs(static_cast<double>(b[i])));
+  }
+  return num / den;
+}
+
+std::string RunCommand(const std::string& cmd, int* status) {
+  std::string out;
+  FILE* f = popen((cmd + " 2>&1").c_str(), "r");
+  if (!f) {
+    *status = -1;
+    return "popen failed";
+  }
+  char buf[4096];
+  while (fgets(buf, sizeof(buf), f)) out += buf;
+  *status = pclose(f);
+  return out;
+}
+
+TEST(LstmLayer, MatchesPyTorchsLstmOnAPackedBatchWithAndWithoutAnInitialState) {
+  for (bool initial : {false, true}) {
+    CpuBackend backend;
+    Result r = RunLayer(backend, DType::kF32, initial);
+    const std::vector<float> x = Random(kRows * kIn, 1), dy = Random(kRows * kHidden, 2);
+    const std::vector<float> h0 = Random(kBatch * kHidden, 3, 0.5f), c0 = Random(kBatch * kHidden, 4, 2.0f);
+    std::vector<int32_t> sizes(kBatchSizes.begin(), kBatchSizes.end());
+    std::vector<safetensors::TensorView> views;
+    for (size_t i = 0; i < r.names.size(); ++i) {
+      views.push_back(safetensors::F32View(r.names[i], r.shapes[i], r.values[i]));
+      views.push_back(safetensors::F32View("ours.grad." + r.names[i], r.shapes[i], r.grads[i]));
+    }
+    views.push_back(safetensors::F32View("input.x", {kRows, kIn}, x));
+    views.push_back(safetensors::F32View("input.dy", {kRows, kHidden}, dy));
+    views.push_back({"input.batch_sizes", safetensors::DType::kI32, {static_cast<int64_t>(sizes.size())},
+                     std::as_bytes(std::span<const int32_t>(sizes))});
+    if (initial) {
+      views.push_back(safetensors::F32View("input.h0", {kBatch, kHidden}, h0));
+      views.push_back(safetensors::F32View("input.c0", {kBatch, kHidden}, c0));
+      views.push_back(safetensors::F32View("ours.dh0", {kBatch, kHidden}, r.dh0));
+      views.push_back(safetensors::F32View("ours.dc0", {kBatch, kHidden}, r.dc0));
+    }
+    views.push_back(safetensors::F32View("ours.y", {kRows, kHidden}, r.y));
+    views.push_back(safetensors::F32View("ours.dx", {kRows, kIn}, r.dx));
+    testing::TempDir dir;
+    const std::string path = dir.path() + "/lstm.safetensors";
+    ASSERT_TRUE(safetensors::WriteFile(path, views, {}).ok());
+    int status = 0;
+    const std::string out = RunCommand(
+        "/usr/bin/python3 " + testing::SourceDir() + "/tests/trainer/reference/lstm_reference.py " + path, &status);
+    std::printf("initial state %d:\n%s", initial, out.c_str());
+    // Fails (not skips) when python3 or torch is missing: the comparison is required in CI.
+    EXPECT_EQ(status, 0) << out;
+    EXPECT_NE(out.find("worst:"), std::string::npos) << out;
+  }
+}
+
+class LstmBackends : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LstmBackends, EqualsTheCpuLayer) {
+  std::unique_ptr<Backend<float>> backend;
+  double tolerance = 0;
+  if (GetParam() == "guarded") {
+    backend = std::make_unique<testing::GuardedBackend>();
+  } else {
+#if defined(SF_TEST_CUDA)
+    backend = MakeCudaBackend();
+    if (!backend) GTEST_SKIP() << "no usable GPU (cudaGetDeviceCount reports none)";
+    tolerance = 1e-5;  // its GEMMs and transcendental functions round differently
+#else
+    GTEST_SKIP() << "built without the CUDA backend (SF_CUDA=OFF)";
+#endif
+  }
+  CpuBackend cpu;
+  const Result want = RunLayer(cpu, DType::kF32, true);
+  const Result got = RunLayer(*backend, DType::kF32, true);
+  EXPECT_LE(MaxRel(got.y, want.y), tolerance);
+  EXPECT_LE(MaxRel(got.dx, want.dx), tolerance);
+  EXPECT_LE(MaxRel(got.dh0, want.dh0), tolerance);
+  EXPECT_LE(MaxRel(got.dc0, want.dc0), tolerance);
+  for (size_t i = 0; i < want.grads.size(); ++i) EXPECT_LE(MaxRel(got.grads[i], want.grads[i]), tolerance) << want.names[i];
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, LstmBackends, ::testing::Values("guarded", "cuda"),
+                         [](const auto& info) { return info.param; });
+
+// Mixed precision: the GEMMs read bf16 copies of x, h and dG; the cell, c and every gradient stay
+// fp32. The results are fp32's within what bf16's 8-bit mantissa allows over 6 steps.
+TEST(LstmLayer, Bf16GemmOperandsStayWithinBf16RoundingOfFp32) {
+  CpuBackend backend;
+  const Result fp32 = RunLayer(backend, DType::kF32, true);
+  const Result bf16 = RunLayer(backend, DType::kBF16, true);
+  EXPECT_LT(MaxRel(bf16.y, fp32.y), 2e-2);
+  EXPECT_LT(MaxRel(bf16.dx, fp32.dx), 3e-2);
+  for (size_t i = 0; i < fp32.grads.size(); ++i) EXPECT_LT(MaxRel(bf16.grads[i], fp32.grads[i]), 3e-2) << fp32.names[i];
+  EXPECT_GT(MaxRel(bf16.y, fp32.y), 0) << "bf16 operands must change something";
+}
+
+}  // namespace
+}  // namespace sf

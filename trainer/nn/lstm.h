@@ -1,0 +1,152 @@
+// One LSTM layer in one direction: PyTorch's nn.LSTM for one layer (gate order i, f, g, o), over
+// a packed batch in PyTorch's PackedSequence layout — the sequences sorted longest first, the
+// rows of time step t (batch_sizes[t] of them, non-increasing in t) right after those of step
+// t-1 — so an input is [N, in] with N = Σ batch_sizes and no padding is ever computed.
+//
+// Parameters (the names of nn.LSTM's state_dict, fairseq's too): <prefix>weight_ih_<suffix>
+// [4H, in], <prefix>weight_hh_<suffix> [4H, H], <prefix>bias_ih_<suffix> [4H],
+// <prefix>bias_hh_<suffix> [4H]; suffix "l0", "l1_reverse", ...
+//
+// Forward: the input GEMM of every step at once, G = x W_ih^T [N, 4H] (hoisted out of the
+// recurrence); then per step t with n = batch_sizes[t] rows, G_t += h_{t-1}[:n] W_hh^T (one GEMM:
+// the recurrent part) and the cell (Backend::LstmCellForward) with bias_ih + bias_hh gives c_t
+// and h_t. The output is the packed h [N, H]. The initial state is zeros, or h0 / c0 [B, H]
+// (B = batch_sizes[0]).
+// Backward (from dy [N, H]), per step from the last: dh_t = dy_t + the gradient carried from
+// step t+1, the cell's backward gives dG_t (written over the saved activations) and the carried
+// dc; the carried dh is dG_t W_hh and dW_hh += dG_t^T h_{t-1}. Then dx = dG W_ih and dW_ih +=
+// dG^T x in one GEMM each, and both biases' gradients += the column sums of dG. The initial
+// state's gradients are left in dh0() / dc0() when one was given.
+//
+// Mixed precision: GEMM operands in ctx.compute() — x cast once, each h_t cast as it is made
+// (kept for the backward's dW_hh), each dG_t cast before its GEMMs; the cell, c and the
+// gradients stay T. The layer keeps what the backward reads (x's compute copy, the activations,
+// c, h) until the next Forward; the caller keeps x, h0 and c0 alive as long.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "trainer/nn/context.h"
+#include "trainer/nn/linear.h"
+#include "trainer/nn/param_store.h"
+
+namespace sf {
+
+template <typename T>
+class Lstm {
+ public:
+  Lstm(ParamStore<T>& store, const std::string& prefix, const std::string& suffix, int64_t input, int64_t hidden)
+      : store_(store), input_(input), hidden_(hidden) {
+    w_ih_ = store.Add(prefix + "weight_ih_" + suffix, {4 * hidden, input}, true);
+    w_hh_ = store.Add(prefix + "weight_hh_" + suffix, {4 * hidden, hidden}, true);
+    b_ih_ = store.Add(prefix + "bias_ih_" + suffix, {4 * hidden}, false);
+    b_hh_ = store.Add(prefix + "bias_hh_" + suffix, {4 * hidden}, false);
+  }
+  int64_t hidden() const { return hidden_; }
+
+  // x [N, in] packed by `batch_sizes`; h0, c0 [batch_sizes[0], H] or null (zeros). Returns the
+  // packed output h [N, H], valid until the next Forward.
+  const T* Forward(Context<T>& ctx, const T* x, const std::vector<int64_t>& batch_sizes, const T* h0 = nullptr,
+                   const T* c0 = nullptr) {
+    Backend<T>& be = ctx.backend();
+    const DType dt = DTypeOf<T>::value;
+    const bool low = ctx.low_precision();
+    const int64_t H = hidden_, G = 4 * hidden_;
+    batch_sizes_ = batch_sizes;
+    offsets_.assign(batch_sizes.size() + 1, 0);
+    for (size_t t = 0; t < batch_sizes.size(); ++t) offsets_[t + 1] = offsets_[t] + batch_sizes[t];
+    const int64_t n_rows = offsets_.back();
+    const int64_t batch = batch_sizes.empty() ? 0 : batch_sizes[0];
+    ctx.Plan(gates_, {n_rows, G}, dt);
+    ctx.Plan(c_, {n_rows, H}, dt);
+    ctx.Plan(h_, {n_rows, H}, dt);
+    if (low) ctx.Plan(h_cast_, {n_rows, H}, ctx.compute());
+    ctx.Plan(bias_, {G}, dt);
+    h0_ = h0;
+    c0_ = c0;
+    h0_c_ = h0 ? ctx.AsCompute(h0, batch * H, h0_cast_) : nullptr;
+    be.Cast(store_.value(b_ih_), bias_.raw(), dt, G);
+    be.Add(store_.value(b_hh_), bias_.data<T>(), G);
+    x_c_ = ctx.AsCompute(x, n_rows * input_, x_cast_);
+    if (n_rows == 0) return h_.data<T>();
+    LinearForward(ctx, W(ctx, w_ih_, input_), x_c_, n_rows, gates_.data<T>());
+    const void* w_hh = store_.compute_value(w_hh_, ctx.compute());
+    for (size_t t = 0; t < batch_sizes.size(); ++t) {
+      const int64_t n = batch_sizes[t];
+      T* g = gates_.data<T>() + offsets_[t] * G;
+      if (const void* h_prev = HPrevCompute(ctx, t)) {
+        be.Gemm(1, n, G, H, GemmOperand{h_prev, ctx.compute(), false, H, 0},
+                GemmOperand{w_hh, ctx.compute(), true, H, 0, true}, g, G, 0, 1.0f, 1.0f);
+      }
+      T* h = h_.data<T>() + offsets_[t] * H;
+      be.LstmCellForward(g, bias_.data<T>(), CPrev(t), c_.data<T>() + offsets_[t] * H, h, n, H);
+      if (low) be.Cast(h, static_cast<char*>(h_cast_.raw()) + offsets_[t] * H * DTypeSize(ctx.compute()),
+                       ctx.compute(), n * H);
+    }
+    return h_.data<T>();
+  }
+
+  // dy [N, H]: the gradient of Forward's output. dx (or += when dx_beta = 1) [N, in]; may be null.
+  void Backward(Context<T>& ctx, const T* dy, T* dx, float dx_beta) {
+    Backend<T>& be = ctx.backend();
+    const DType dt = DTypeOf<T>::value;
+    const int64_t H = hidden_, G = 4 * hidden_;
+    const int64_t n_rows = offsets_.back();
+    const int64_t batch = batch_sizes_.empty() ? 0 : batch_sizes_[0];
+    ctx.Plan(dh_, {batch, H}, dt);
+    ctx.Plan(dc_, {batch, H}, dt);
+    dh_.ZeroFill();
+    dc_.ZeroFill();
+    if (n_rows == 0) return;
+    const void* w_hh = store_.compute_value(w_hh_, ctx.compute());
+    for (size_t t = batch_sizes_.size(); t-- > 0;) {
+      const int64_t n = batch_sizes_[t];
+      T* g = gates_.data<T>() + offsets_[t] * G;
+      be.Add(dy + offsets_[t] * H, dh_.data<T>(), n * H);
+      // Rows past n ended before step t: their carried gradients wait untouched.
+      be.LstmCellBackward(g, CPrev(t), c_.data<T>() + offsets_[t] * H, dh_.data<T>(), dc_.data<T>(), g,
+                          dc_.data<T>(), nullptr, n, H);
+      if (const void* h_prev = HPrevCompute(ctx, t)) {
+        const void* dg = ctx.AsComputeScratch(g, n * G, kScratchCastA);
+        be.Gemm(1, n, H, G, GemmOperand{dg, ctx.compute(), false, G, 0},
+                GemmOperand{w_hh, ctx.compute(), false, H, 0, true}, dh_.data<T>(), H, 0, 1.0f, 0.0f);
+        be.Gemm(1, G, H, n, GemmOperand{dg, ctx.compute(), true, G, 0},
+                GemmOperand{h_prev, ctx.compute(), false, H, 0}, store_.grad(w_hh_), H, 0, 1.0f, 1.0f);
+      }
+    }
+    const void* dg_all = ctx.AsComputeScratch(gates_.data<T>(), n_rows * G, kScratchCastB);
+    LinearBackward(ctx, W(ctx, w_ih_, input_), x_c_, dg_all, n_rows, dx, dx_beta);
+    be.ColumnSum(gates_.data<T>(), store_.grad(b_ih_), n_rows, G);
+    be.ColumnSum(gates_.data<T>(), store_.grad(b_hh_), n_rows, G);
+  }
+
+  // After Backward, with h0 / c0 given to Forward: their gradients [B, H].
+  const T* dh0() const { return dh_.data<T>(); }
+  const T* dc0() const { return dc_.data<T>(); }
+
+ private:
+  WeightView<T> W(Context<T>& ctx, int id, int64_t in) {
+    return {store_.compute_value(id, ctx.compute()), store_.grad(id), 4 * hidden_, in};
+  }
+  // h_{t-1} for step t's first batch_sizes[t] rows in the compute dtype; null when it is zero.
+  const void* HPrevCompute(Context<T>& ctx, size_t t) {
+    if (t == 0) return h0_c_;
+    const size_t es = DTypeSize(ctx.compute());
+    const void* base = ctx.low_precision() ? h_cast_.raw() : h_.raw();
+    return static_cast<const char*>(base) + offsets_[t - 1] * hidden_ * es;
+  }
+  const T* CPrev(size_t t) { return t == 0 ? c0_ : c_.data<T>() + offsets_[t - 1] * hidden_; }
+
+  ParamStore<T>& store_;
+  int64_t input_, hidden_;
+  int w_ih_, w_hh_, b_ih_, b_hh_;
+  std::vector<int64_t> batch_sizes_, offsets_;
+  Tensor gates_, c_, h_, h_cast_, bias_, x_cast_, h0_cast_, dh_, dc_;
+  const void* x_c_ = nullptr;
+  const void* h0_c_ = nullptr;
+  const T* h0_ = nullptr;
+  const T* c0_ = nullptr;
+};
+
+}  // namespace sf
