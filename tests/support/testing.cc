@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -169,6 +170,19 @@ void PostgresTest::SetUp() {
   server_ = PostgresServer::Get();
   if (!server_) GTEST_FAIL() << "no PostgreSQL server";
   connection_string_ = server_->NewDatabase();
+}
+
+std::string RunShellCommand(const std::string& command, int* status) {
+  std::string out;
+  FILE* f = popen((command + " 2>&1").c_str(), "r");
+  if (!f) {
+    *status = -1;
+    return "popen failed";
+  }
+  char buf[4096];
+  while (fgets(buf, sizeof(buf), f)) out += buf;
+  *status = pclose(f);
+  return out;
 }
 
 }  // namespace sf::testing

@@ -20,6 +20,9 @@ namespace sf::testing {
 // The repository root and the build directory (compiled in by sf_add_test).
 std::string SourceDir();
 std::string BinaryDir();
+// Runs `command` with /bin/sh, stdout and stderr together; `status` gets pclose's status (-1
+// when it could not start). For the reference scripts the engine tests compare against.
+std::string RunShellCommand(const std::string& command, int* status);
 // A private copy of ../shared/data/<name> (e.g. "multi30k-de-en-tiny"), made once per test
 // process under a temporary directory removed at exit (or by the CleanupWatchdog), and writable:
 // caches built beside the data (trainer/data/translation_data.h) land in the copy. Tests read

@@ -101,19 +101,6 @@ double MaxRel(const std::vector<float>& a, const std::vector<float>& b) {
   return num / den;
 }
 
-std::string RunCommand(const std::string& cmd, int* status) {
-  std::string out;
-  FILE* f = popen((cmd + " 2>&1").c_str(), "r");
-  if (!f) {
-    *status = -1;
-    return "popen failed";
-  }
-  char buf[4096];
-  while (fgets(buf, sizeof(buf), f)) out += buf;
-  *status = pclose(f);
-  return out;
-}
-
 TEST(LstmLayer, MatchesPyTorchsLstmOnAPackedBatchWithAndWithoutAnInitialState) {
   for (bool initial : {false, true}) {
     CpuBackend backend;
@@ -142,7 +129,7 @@ TEST(LstmLayer, MatchesPyTorchsLstmOnAPackedBatchWithAndWithoutAnInitialState) {
     const std::string path = dir.path() + "/lstm.safetensors";
     ASSERT_TRUE(safetensors::WriteFile(path, views, {}).ok());
     int status = 0;
-    const std::string out = RunCommand(
+    const std::string out = testing::RunShellCommand(
         "/usr/bin/python3 " + testing::SourceDir() + "/tests/trainer/reference/lstm_reference.py " + path, &status);
     std::printf("initial state %d:\n%s", initial, out.c_str());
     // Fails (not skips) when python3 or torch is missing: the comparison is required in CI.

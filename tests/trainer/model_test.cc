@@ -47,19 +47,6 @@ safetensors::TensorView I32View(const std::string& name, std::vector<int64_t> sh
           std::as_bytes(std::span<const int32_t>(v))};
 }
 
-std::string RunCommand(const std::string& cmd, int* status) {
-  std::string out;
-  FILE* f = popen((cmd + " 2>&1").c_str(), "r");
-  if (!f) {
-    *status = -1;
-    return "popen failed";
-  }
-  char buf[4096];
-  while (fgets(buf, sizeof(buf), f)) out += buf;
-  *status = pclose(f);
-  return out;
-}
-
 // Runs our model on one batch, writes weights + batch + our results, and has the PyTorch
 // reference recompute and compare everything.
 void CompareWithPyTorch(const TransformerConfig& config) {
@@ -104,7 +91,7 @@ void CompareWithPyTorch(const TransformerConfig& config) {
   int status = 0;
   const std::string script =
       testing::SourceDir() + "/tests/trainer/reference/transformer_reference.py";
-  const std::string out = RunCommand("/usr/bin/python3 " + script + " " + path, &status);
+  const std::string out = testing::RunShellCommand("/usr/bin/python3 " + script + " " + path, &status);
   std::printf("%s", out.c_str());
   // Fails (not skips) when python3 or torch is missing: the comparison is required in CI.
   EXPECT_EQ(status, 0) << "PyTorch reference failed or mismatched:\n" << out;
