@@ -16,6 +16,7 @@
 #include "trainer/nn/feed_forward.h"
 #include "trainer/nn/layer_norm.h"
 #include "trainer/nn/lstm.h"
+#include "trainer/nn/lstm_stack.h"
 #include "trainer/nn/transformer_layer.h"
 
 namespace sf {
@@ -149,6 +150,47 @@ TEST_F(LayerGradTest, LstmOverAPackedBatchWithAndWithoutAnInitialState) {
     }
     CheckGradients([&] { return Dot(lstm.Forward(ctx_, x.data(), batch_sizes, h0p, c0p), w); }, targets, 24);
   }
+}
+
+TEST(PackedLayout, SortsLongestFirstAndReversesEachSequenceInPlace) {
+  auto p = PackLengths({2, 5, 3, 5});
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->order, (std::vector<int64_t>{1, 3, 2, 0}));  // ties keep their batch order
+  EXPECT_EQ(p->batch_sizes, (std::vector<int64_t>{4, 4, 3, 2, 2}));
+  EXPECT_EQ(p->rows(), 15);
+  EXPECT_EQ(p->Row(2, 2), 10);
+  const std::vector<int32_t> rev = p->Reversal();
+  for (int64_t r = 0; r < p->rows(); ++r) EXPECT_EQ(rev[rev[r]], r);
+  EXPECT_EQ(rev[p->Row(3, 0)], p->Row(3, 1));  // the sequence of length 2: its steps swap
+  EXPECT_EQ(rev[p->Row(2, 1)], p->Row(2, 1));  // the middle of a sequence of length 3 stays
+  EXPECT_EQ(p->LastRows(), (std::vector<int32_t>{static_cast<int32_t>(p->Row(0, 4)), static_cast<int32_t>(p->Row(1, 4)),
+                                                 static_cast<int32_t>(p->Row(2, 2)), static_cast<int32_t>(p->Row(3, 1))}));
+  EXPECT_FALSE(PackLengths({}).ok());
+  auto bad = PackLengths({3, 0});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("sequence 1 has length 0"), std::string::npos) << bad.status().message();
+}
+
+// Two bidirectional layers with dropout between them (training): every parameter and the input.
+TEST_F(LayerGradTest, LstmStackBidirectionalWithDropout) {
+  auto layout = PackLengths({3, 5, 1, 4});
+  ASSERT_TRUE(layout.ok());
+  const int64_t n = layout->rows(), in = 4, hid = 3;
+  ParamStore<double> store;
+  LstmStack<double> stack(store, "encoder.lstm.", in, hid, 2, true, 0.3f, 7);
+  store.Finalize();
+  RandomizeParams(store, 13);
+  auto x = Random(n * in, 14), wf = Random(n * hid, 15), wb = Random(n * hid, 16);
+  std::vector<double> dx(x.size(), 0.0);
+  auto loss = [&] {
+    auto top = stack.Forward(ctx_, x.data(), in, *layout);
+    return Dot(top[0], wf) + Dot(top[1], wb);
+  };
+  loss();
+  stack.Backward(ctx_, {wf.data(), wb.data()}, dx.data(), 0.0f);
+  auto targets = ParamTargets(store);
+  targets.push_back({"x", x.data(), dx.data(), static_cast<int64_t>(x.size())});
+  CheckGradients(loss, targets, 16);
 }
 
 TEST_F(LayerGradTest, FeedForwardGeluAndRelu) {

@@ -19,6 +19,7 @@
 #include "trainer/core/safetensors.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
 #include "trainer/nn/lstm.h"
+#include "trainer/nn/lstm_stack.h"
 #if defined(SF_TEST_CUDA)
 #include "trainer/kernels/cuda/cuda_backend.h"
 #endif
@@ -138,6 +139,67 @@ TEST(LstmLayer, MatchesPyTorchsLstmOnAPackedBatchWithAndWithoutAnInitialState) {
   }
 }
 
+// fairseq's encoder LSTM: two layers, both directions, over a batch given in no particular order
+// (packed by PackLengths), against nn.LSTM(num_layers=2, bidirectional=True).
+TEST(LstmStack, TwoBidirectionalLayersMatchPyTorchsLstm) {
+  constexpr int64_t in = 12, hid = 16;
+  const std::vector<int64_t> lengths = {3, 7, 1, 7, 4};
+  auto layout = PackLengths(lengths);
+  ASSERT_TRUE(layout.ok());
+  const int64_t n = layout->rows();
+  CpuBackend backend;
+  Context<float> ctx(&backend, DType::kF32);
+  ParamStore<float> store;
+  LstmStack<float> stack(store, "", in, hid, 2, true);
+  store.Finalize(backend.allocator());
+  std::mt19937 rng(8);
+  std::uniform_real_distribution<float> u(-0.4f, 0.4f);
+  for (int64_t i = 0; i < store.total_numel(); ++i) store.values()[i] = u(rng);
+  const std::vector<float> x = Random(n * in, 9), dy = Random(n * 2 * hid, 10);
+  std::vector<float> dy_f(n * hid), dy_b(n * hid), dx(n * in);
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t j = 0; j < hid; ++j) {
+      dy_f[r * hid + j] = dy[r * 2 * hid + j];
+      dy_b[r * hid + j] = dy[r * 2 * hid + hid + j];
+    }
+  }
+  const std::vector<const float*> top = stack.Forward(ctx, x.data(), in, *layout);
+  ASSERT_EQ(top.size(), 2u);
+  std::vector<float> y(n * 2 * hid);
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t j = 0; j < hid; ++j) {
+      y[r * 2 * hid + j] = top[0][r * hid + j];
+      y[r * 2 * hid + hid + j] = top[1][r * hid + j];
+    }
+  }
+  stack.Backward(ctx, {dy_f.data(), dy_b.data()}, dx.data(), 0.0f);
+
+  std::vector<int32_t> sizes(layout->batch_sizes.begin(), layout->batch_sizes.end());
+  std::vector<safetensors::TensorView> views;
+  std::vector<std::vector<float>> keep;
+  for (size_t i = 0; i < store.params().size(); ++i) {
+    const ParamInfo& p = store.params()[i];
+    views.push_back(safetensors::F32View(p.name, p.shape, {store.value(static_cast<int>(i)), static_cast<size_t>(p.numel)}));
+    views.push_back(safetensors::F32View("ours.grad." + p.name, p.shape,
+                                         {store.grad(static_cast<int>(i)), static_cast<size_t>(p.numel)}));
+  }
+  views.push_back(safetensors::F32View("input.x", {n, in}, x));
+  views.push_back(safetensors::F32View("input.dy", {n, 2 * hid}, dy));
+  views.push_back({"input.batch_sizes", safetensors::DType::kI32, {static_cast<int64_t>(sizes.size())},
+                   std::as_bytes(std::span<const int32_t>(sizes))});
+  views.push_back(safetensors::F32View("ours.y", {n, 2 * hid}, y));
+  views.push_back(safetensors::F32View("ours.dx", {n, in}, dx));
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/stack.safetensors";
+  ASSERT_TRUE(safetensors::WriteFile(path, views, {}).ok());
+  int status = 0;
+  const std::string out = testing::RunShellCommand(
+      "/usr/bin/python3 " + testing::SourceDir() + "/tests/trainer/reference/lstm_reference.py " + path, &status);
+  std::printf("%s", out.c_str());
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("weight_hh_l1_reverse"), std::string::npos) << out;
+}
+
 class LstmBackends : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(LstmBackends, EqualsTheCpuLayer) {
@@ -162,6 +224,56 @@ TEST_P(LstmBackends, EqualsTheCpuLayer) {
   EXPECT_LE(MaxRel(got.dh0, want.dh0), tolerance);
   EXPECT_LE(MaxRel(got.dc0, want.dc0), tolerance);
   for (size_t i = 0; i < want.grads.size(); ++i) EXPECT_LE(MaxRel(got.grads[i], want.grads[i]), tolerance) << want.names[i];
+}
+
+// Two bidirectional layers with dropout (training) on `backend`: outputs, dx and every gradient,
+// back on the host in one vector.
+std::vector<float> RunStack(Backend<float>& backend) {
+  auto layout = PackLengths({3, 7, 1, 7, 4});
+  const int64_t n = layout->rows(), in = 12, hid = 16;
+  Context<float> ctx(&backend, DType::kF32);
+  ctx.seed = 3;
+  ParamStore<float> store;
+  LstmStack<float> stack(store, "", in, hid, 2, true, 0.25f);
+  store.Finalize(backend.allocator());
+  float* host = store.host_values();
+  std::mt19937 rng(8);
+  std::uniform_real_distribution<float> u(-0.4f, 0.4f);
+  for (int64_t i = 0; i < store.total_numel(); ++i) host[i] = u(rng);
+  store.PushValues();
+  auto stage = [&](const std::vector<float>& h) {
+    Tensor t({static_cast<int64_t>(h.size())}, DType::kF32, backend.allocator());
+    t.CopyFromHost(h.data());
+    return t;
+  };
+  Tensor x = stage(Random(n * in, 9)), dyf = stage(Random(n * hid, 10)), dyb = stage(Random(n * hid, 11));
+  Tensor dx({n * in}, DType::kF32, backend.allocator());
+  auto top = stack.Forward(ctx, x.data<float>(), in, *layout);
+  std::vector<float> all(2 * n * hid + n * in + store.total_numel());
+  backend.CopyToHost(all.data(), top[0], n * hid * sizeof(float));
+  backend.CopyToHost(all.data() + n * hid, top[1], n * hid * sizeof(float));
+  stack.Backward(ctx, {dyf.data<float>(), dyb.data<float>()}, dx.data<float>(), 0.0f);
+  backend.CopyToHost(all.data() + 2 * n * hid, dx.data<float>(), n * in * sizeof(float));
+  store.CopyGradsToHost(all.data() + 2 * n * hid + n * in);
+  return all;
+}
+
+TEST_P(LstmBackends, TheBidirectionalStackWithDropoutEqualsTheCpuStack) {
+  std::unique_ptr<Backend<float>> backend;
+  double tolerance = 0;
+  if (GetParam() == "guarded") {
+    backend = std::make_unique<testing::GuardedBackend>();
+  } else {
+#if defined(SF_TEST_CUDA)
+    backend = MakeCudaBackend();
+    if (!backend) GTEST_SKIP() << "no usable GPU (cudaGetDeviceCount reports none)";
+    tolerance = 1e-5;
+#else
+    GTEST_SKIP() << "built without the CUDA backend (SF_CUDA=OFF)";
+#endif
+  }
+  CpuBackend cpu;
+  EXPECT_LE(MaxRel(RunStack(*backend), RunStack(cpu)), tolerance);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, LstmBackends, ::testing::Values("guarded", "cuda"),

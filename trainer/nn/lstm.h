@@ -5,18 +5,24 @@
 //
 // Parameters (the names of nn.LSTM's state_dict, fairseq's too): <prefix>weight_ih_<suffix>
 // [4H, in], <prefix>weight_hh_<suffix> [4H, H], <prefix>bias_ih_<suffix> [4H],
-// <prefix>bias_hh_<suffix> [4H]; suffix "l0", "l1_reverse", ...
+// <prefix>bias_hh_<suffix> [4H]; suffix "l0", "l1_reverse", ..., or none (nn.LSTMCell's names,
+// weight_ih ...).
+//
+// The input may come in parts (a bidirectional layer below: its two directions' outputs; a
+// decoder: the embedding and the fed-back attention output): x = [x_0 | x_1 | ...] by columns,
+// never concatenated — each part's GEMM reads its block of W_ih's columns.
 //
 // Forward: the input GEMM of every step at once, G = x W_ih^T [N, 4H] (hoisted out of the
-// recurrence); then per step t with n = batch_sizes[t] rows, G_t += h_{t-1}[:n] W_hh^T (one GEMM:
+// recurrence; one GEMM per input part); then per step t with n = batch_sizes[t] rows, G_t += h_{t-1}[:n] W_hh^T (one GEMM:
 // the recurrent part) and the cell (Backend::LstmCellForward) with bias_ih + bias_hh gives c_t
 // and h_t. The output is the packed h [N, H]. The initial state is zeros, or h0 / c0 [B, H]
 // (B = batch_sizes[0]).
 // Backward (from dy [N, H]), per step from the last: dh_t = dy_t + the gradient carried from
 // step t+1, the cell's backward gives dG_t (written over the saved activations) and the carried
-// dc; the carried dh is dG_t W_hh and dW_hh += dG_t^T h_{t-1}. Then dx = dG W_ih and dW_ih +=
-// dG^T x in one GEMM each, and both biases' gradients += the column sums of dG. The initial
-// state's gradients are left in dh0() / dc0() when one was given.
+// dc; the carried dh is dG_t W_hh and dW_hh += dG_t^T h_{t-1}. Then, for every step at once and
+// per input part, dx_k = dG W_ih[:, block k] and dW_ih[:, block k] += dG^T x_k, and both biases'
+// gradients += the column sums of dG. The initial state's gradients are left in dh0() / dc0()
+// when one was given.
 //
 // Mixed precision: GEMM operands in ctx.compute() — x cast once, each h_t cast as it is made
 // (kept for the backward's dW_hh), each dG_t cast before its GEMMs; the cell, c and the
@@ -28,7 +34,6 @@
 #include <vector>
 
 #include "trainer/nn/context.h"
-#include "trainer/nn/linear.h"
 #include "trainer/nn/param_store.h"
 
 namespace sf {
@@ -37,11 +42,16 @@ template <typename T>
 class Lstm {
  public:
   Lstm(ParamStore<T>& store, const std::string& prefix, const std::string& suffix, int64_t input, int64_t hidden)
-      : store_(store), input_(input), hidden_(hidden) {
-    w_ih_ = store.Add(prefix + "weight_ih_" + suffix, {4 * hidden, input}, true);
-    w_hh_ = store.Add(prefix + "weight_hh_" + suffix, {4 * hidden, hidden}, true);
-    b_ih_ = store.Add(prefix + "bias_ih_" + suffix, {4 * hidden}, false);
-    b_hh_ = store.Add(prefix + "bias_hh_" + suffix, {4 * hidden}, false);
+      : Lstm(store, prefix, suffix, std::vector<int64_t>{input}, hidden) {}
+  Lstm(ParamStore<T>& store, const std::string& prefix, const std::string& suffix, std::vector<int64_t> input_parts,
+       int64_t hidden)
+      : store_(store), parts_(std::move(input_parts)), hidden_(hidden) {
+    const std::string tail = suffix.empty() ? "" : "_" + suffix;
+    for (int64_t w : parts_) input_ += w;
+    w_ih_ = store.Add(prefix + "weight_ih" + tail, {4 * hidden, input_}, true);
+    w_hh_ = store.Add(prefix + "weight_hh" + tail, {4 * hidden, hidden}, true);
+    b_ih_ = store.Add(prefix + "bias_ih" + tail, {4 * hidden}, false);
+    b_hh_ = store.Add(prefix + "bias_hh" + tail, {4 * hidden}, false);
   }
   int64_t hidden() const { return hidden_; }
 
@@ -49,6 +59,11 @@ class Lstm {
   // packed output h [N, H], valid until the next Forward.
   const T* Forward(Context<T>& ctx, const T* x, const std::vector<int64_t>& batch_sizes, const T* h0 = nullptr,
                    const T* c0 = nullptr) {
+    return Forward(ctx, std::vector<const T*>{x}, batch_sizes, h0, c0);
+  }
+  // The same with the input in its parts, x_k [N, parts[k]].
+  const T* Forward(Context<T>& ctx, const std::vector<const T*>& x, const std::vector<int64_t>& batch_sizes,
+                   const T* h0 = nullptr, const T* c0 = nullptr) {
     Backend<T>& be = ctx.backend();
     const DType dt = DTypeOf<T>::value;
     const bool low = ctx.low_precision();
@@ -68,9 +83,18 @@ class Lstm {
     h0_c_ = h0 ? ctx.AsCompute(h0, batch * H, h0_cast_) : nullptr;
     be.Cast(store_.value(b_ih_), bias_.raw(), dt, G);
     be.Add(store_.value(b_hh_), bias_.data<T>(), G);
-    x_c_ = ctx.AsCompute(x, n_rows * input_, x_cast_);
+    x_cast_.resize(parts_.size());
+    x_c_.resize(parts_.size());
+    for (size_t k = 0; k < parts_.size(); ++k) x_c_[k] = ctx.AsCompute(x[k], n_rows * parts_[k], x_cast_[k]);
     if (n_rows == 0) return h_.data<T>();
-    LinearForward(ctx, W(ctx, w_ih_, input_), x_c_, n_rows, gates_.data<T>());
+    // G = Σ_k x_k W_ih[:, block k]^T: the input's part of every step at once.
+    const void* w_ih = store_.compute_value(w_ih_, ctx.compute());
+    const size_t es = DTypeSize(ctx.compute());
+    for (size_t k = 0, col = 0; k < parts_.size(); col += parts_[k], ++k) {
+      be.Gemm(1, n_rows, G, parts_[k], GemmOperand{x_c_[k], ctx.compute(), false, parts_[k], 0},
+              GemmOperand{static_cast<const char*>(w_ih) + col * es, ctx.compute(), true, input_, 0, true},
+              gates_.data<T>(), G, 0, 1.0f, k == 0 ? 0.0f : 1.0f);
+    }
     const void* w_hh = store_.compute_value(w_hh_, ctx.compute());
     for (size_t t = 0; t < batch_sizes.size(); ++t) {
       const int64_t n = batch_sizes[t];
@@ -89,6 +113,10 @@ class Lstm {
 
   // dy [N, H]: the gradient of Forward's output. dx (or += when dx_beta = 1) [N, in]; may be null.
   void Backward(Context<T>& ctx, const T* dy, T* dx, float dx_beta) {
+    Backward(ctx, dy, std::vector<T*>{dx}, dx_beta);
+  }
+  // The same with the input's gradient in its parts (each may be null).
+  void Backward(Context<T>& ctx, const T* dy, const std::vector<T*>& dx, float dx_beta) {
     Backend<T>& be = ctx.backend();
     const DType dt = DTypeOf<T>::value;
     const int64_t H = hidden_, G = 4 * hidden_;
@@ -115,8 +143,20 @@ class Lstm {
                 GemmOperand{h_prev, ctx.compute(), false, H, 0}, store_.grad(w_hh_), H, 0, 1.0f, 1.0f);
       }
     }
+    // dW_ih[:, block k] += dG^T x_k; dx_k = dG W_ih[:, block k].
     const void* dg_all = ctx.AsComputeScratch(gates_.data<T>(), n_rows * G, kScratchCastB);
-    LinearBackward(ctx, W(ctx, w_ih_, input_), x_c_, dg_all, n_rows, dx, dx_beta);
+    const void* w_ih = store_.compute_value(w_ih_, ctx.compute());
+    const size_t es = DTypeSize(ctx.compute());
+    for (size_t k = 0, col = 0; k < parts_.size(); col += parts_[k], ++k) {
+      be.Gemm(1, G, parts_[k], n_rows, GemmOperand{dg_all, ctx.compute(), true, G, 0},
+              GemmOperand{x_c_[k], ctx.compute(), false, parts_[k], 0}, store_.grad(w_ih_) + col, input_, 0, 1.0f,
+              1.0f);
+      if (k < dx.size() && dx[k]) {
+        be.Gemm(1, n_rows, parts_[k], G, GemmOperand{dg_all, ctx.compute(), false, G, 0},
+                GemmOperand{static_cast<const char*>(w_ih) + col * es, ctx.compute(), false, input_, 0, true}, dx[k],
+                parts_[k], 0, 1.0f, dx_beta);
+      }
+    }
     be.ColumnSum(gates_.data<T>(), store_.grad(b_ih_), n_rows, G);
     be.ColumnSum(gates_.data<T>(), store_.grad(b_hh_), n_rows, G);
   }
@@ -126,9 +166,6 @@ class Lstm {
   const T* dc0() const { return dc_.data<T>(); }
 
  private:
-  WeightView<T> W(Context<T>& ctx, int id, int64_t in) {
-    return {store_.compute_value(id, ctx.compute()), store_.grad(id), 4 * hidden_, in};
-  }
   // h_{t-1} for step t's first batch_sizes[t] rows in the compute dtype; null when it is zero.
   const void* HPrevCompute(Context<T>& ctx, size_t t) {
     if (t == 0) return h0_c_;
@@ -139,11 +176,13 @@ class Lstm {
   const T* CPrev(size_t t) { return t == 0 ? c0_ : c_.data<T>() + offsets_[t - 1] * hidden_; }
 
   ParamStore<T>& store_;
-  int64_t input_, hidden_;
+  std::vector<int64_t> parts_;
+  int64_t input_ = 0, hidden_;
   int w_ih_, w_hh_, b_ih_, b_hh_;
   std::vector<int64_t> batch_sizes_, offsets_;
-  Tensor gates_, c_, h_, h_cast_, bias_, x_cast_, h0_cast_, dh_, dc_;
-  const void* x_c_ = nullptr;
+  Tensor gates_, c_, h_, h_cast_, bias_, h0_cast_, dh_, dc_;
+  std::vector<Tensor> x_cast_;
+  std::vector<const void*> x_c_;
   const void* h0_c_ = nullptr;
   const T* h0_ = nullptr;
   const T* c0_ = nullptr;

@@ -1,10 +1,11 @@
 #!/usr/bin/python3
-"""PyTorch's nn.LSTM on the engine's LSTM layer case, for engine_lstm_test.
+"""PyTorch's nn.LSTM on the engine's LSTM case (one layer, or a stack), for engine_lstm_test.
 
 Usage: lstm_reference.py CASE.safetensors [--tolerance 1e-5]
 
-The case file holds one layer's weights under nn.LSTM's names (weight_ih_l0, weight_hh_l0,
-bias_ih_l0, bias_hh_l0), a packed batch ("input.x" [N, in], "input.batch_sizes" I32 [T]), the
+The case file holds the weights under nn.LSTM's names (weight_ih_l0, weight_hh_l0, bias_ih_l0,
+bias_hh_l0, and _l1..., _reverse for a stack: its layers and directions are read off the names),
+a packed batch ("input.x" [N, in], "input.batch_sizes" I32 [T]), the
 initial state when there is one ("input.h0", "input.c0" [B, H]), the gradient of the output
 ("input.dy" [N, H]) and the engine's results ("ours.y", "ours.dx", "ours.grad.<param>",
 "ours.dh0", "ours.dc0"). This script runs torch.nn.LSTM in float64 on the same PackedSequence
@@ -30,9 +31,12 @@ def main():
     x = torch.tensor(t["input.x"], dtype=torch.float64, requires_grad=True)
     batch_sizes = torch.tensor(t["input.batch_sizes"].astype(np.int64))
     hidden = t["weight_hh_l0"].shape[1]
-    lstm = torch.nn.LSTM(x.shape[1], hidden).double()
+    layers = sum(1 for k in t if k.startswith("weight_ih_l") and not k.endswith("_reverse"))
+    bidirectional = "weight_ih_l0_reverse" in t
+    lstm = torch.nn.LSTM(x.shape[1], hidden, num_layers=layers, bidirectional=bidirectional).double()
+    names = [n for n, _ in lstm.named_parameters()]
     with torch.no_grad():
-        for name in ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"):
+        for name in names:
             getattr(lstm, name).copy_(torch.tensor(t[name], dtype=torch.float64))
     packed = torch.nn.utils.rnn.PackedSequence(x, batch_sizes)
     state = None
@@ -45,7 +49,7 @@ def main():
     (y.data * dy).sum().backward()
 
     pairs = [("y", y.data.detach(), t["ours.y"]), ("dx", x.grad, t["ours.dx"])]
-    for name in ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"):
+    for name in names:
         pairs.append((name, getattr(lstm, name).grad, t["ours.grad." + name]))
     if state is not None:
         pairs.append(("dh0", state[0].grad[0], t["ours.dh0"]))

@@ -1,0 +1,175 @@
+// A stack of LSTM layers over packed sequences, in one direction or both: PyTorch's
+// nn.LSTM(input, hidden, num_layers, bidirectional, dropout) on a PackedSequence, which is what
+// fairseq's LSTM encoder runs. Parameters keep nn.LSTM's names under `prefix`
+// (<prefix>weight_ih_l0, <prefix>weight_hh_l0_reverse, ...; fairseq: "encoder.lstm.").
+//
+// Layer l's forward direction reads layer l-1's outputs in their parts (forward | backward,
+// trainer/nn/lstm.h), never concatenated. Its backward direction reads the same rows in reverse
+// order within each sequence (PackedLayout::Reversal, applied with the backend's row gather),
+// runs as a forward LSTM over them, and its output is gathered back into natural order. Between
+// layers (not after the last), dropout with rate p (training only; dropout sites site, site+1,
+// ... per layer and direction) as nn.LSTM's `dropout`.
+//
+// Forward returns the top layer's outputs, natural order, one [N, H] buffer per direction; valid
+// until the next Forward. Backward takes their gradients and writes (or adds, dx_beta = 1) the
+// input's. Initial states are zeros.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trainer/nn/context.h"
+#include "trainer/nn/lstm.h"
+#include "trainer/nn/packed_sequence.h"
+#include "trainer/nn/param_store.h"
+
+namespace sf {
+
+template <typename T>
+class LstmStack {
+ public:
+  LstmStack(ParamStore<T>& store, const std::string& prefix, int64_t input, int64_t hidden, int layers,
+            bool bidirectional, float dropout = 0.0f, uint32_t site = 0)
+      : hidden_(hidden), dirs_(bidirectional ? 2 : 1), dropout_(dropout), site_(site) {
+    for (int l = 0; l < layers; ++l) {
+      const std::vector<int64_t> parts = l == 0 ? std::vector<int64_t>{input} : std::vector<int64_t>(dirs_, hidden);
+      for (int d = 0; d < dirs_; ++d) {
+        const std::string suffix = "l" + std::to_string(l) + (d == 1 ? "_reverse" : "");
+        lstms_.push_back(std::make_unique<Lstm<T>>(store, prefix, suffix, parts, hidden));
+      }
+    }
+    out_.resize(lstms_.size());
+    dropped_.resize(lstms_.size());
+    reversed_in_.resize(lstms_.size());
+  }
+  int layers() const { return static_cast<int>(lstms_.size()) / dirs_; }
+  int directions() const { return dirs_; }
+
+  std::vector<const T*> Forward(Context<T>& ctx, const T* x, int64_t input, const PackedLayout& layout) {
+    Backend<T>& be = ctx.backend();
+    const DType dt = DTypeOf<T>::value;
+    const int64_t n = layout.rows(), H = hidden_;
+    rows_ = n;
+    input_ = input;
+    p_ = ctx.training ? dropout_ : 0.0f;
+    if (dirs_ == 2) {
+      ctx.Plan(reversal_, {n}, DType::kI32);
+      const std::vector<int32_t> rev = layout.Reversal();
+      reversal_.CopyFromHost(rev.data());
+    }
+    std::vector<const T*> below = {x}, top;
+    std::vector<int64_t> widths = {input};
+    for (int l = 0; l < layers(); ++l) {
+      std::vector<const T*> next;
+      for (int d = 0; d < dirs_; ++d) {
+        const int k = l * dirs_ + d;
+        const T* o = nullptr;
+        if (d == 0) {
+          o = lstms_[k]->Forward(ctx, below, layout.batch_sizes);
+        } else {
+          // The input read backwards, each part gathered into a buffer the layer keeps reading.
+          std::vector<Tensor>& rin = reversed_in_[k];
+          rin.resize(below.size());
+          std::vector<const T*> parts;
+          for (size_t j = 0; j < below.size(); ++j) {
+            ctx.Plan(rin[j], {n, widths[j]}, dt);
+            Gather(be, below[j], rin[j].template data<T>(), n, widths[j]);
+            parts.push_back(rin[j].template data<T>());
+          }
+          const T* h = lstms_[k]->Forward(ctx, parts, layout.batch_sizes);
+          ctx.Plan(out_[k], {n, H}, dt);
+          Gather(be, h, out_[k].template data<T>(), n, H);
+          o = out_[k].template data<T>();
+        }
+        if (l + 1 == layers()) top.push_back(o);
+        if (p_ > 0 && l + 1 < layers()) {
+          ctx.Plan(dropped_[k], {n, H}, dt);
+          be.BiasDropoutResidualForward(o, nullptr, nullptr, dropped_[k].template data<T>(), n, H, p_,
+                                        ctx.Key(site_ + k));
+          o = dropped_[k].template data<T>();
+        }
+        next.push_back(o);
+      }
+      below = next;
+      widths.assign(dirs_, H);
+    }
+    keys_.clear();
+    for (size_t k = 0; k < lstms_.size(); ++k) keys_.push_back(ctx.Key(site_ + static_cast<uint32_t>(k)));
+    return top;
+  }
+
+  // dy: one [N, H] gradient per direction (natural order). dx [N, input] (or += when dx_beta = 1);
+  // may be null.
+  void Backward(Context<T>& ctx, const std::vector<const T*>& dy, T* dx, float dx_beta) {
+    Backend<T>& be = ctx.backend();
+    const DType dt = DTypeOf<T>::value;
+    const int64_t n = rows_, H = hidden_;
+    // The gradients of layer l's outputs (natural order), per direction; the top's are dy.
+    std::vector<const T*> d_out = dy;
+    for (int l = layers() - 1; l >= 0; --l) {
+      const int64_t width = l == 0 ? input_ : H;
+      const int parts = l == 0 ? 1 : dirs_;
+      // Where the input's gradients go: dx, or the layer below's output gradients.
+      std::vector<T*> d_in(parts, nullptr);
+      if (l == 0) {
+        d_in[0] = dx;
+      } else {
+        for (int j = 0; j < parts; ++j) {
+          ctx.Plan(d_below_[l % 2][j], {n, H}, dt);
+          d_in[j] = d_below_[l % 2][j].template data<T>();
+        }
+      }
+      const float beta = l == 0 ? dx_beta : 0.0f;
+      lstms_[l * dirs_]->Backward(ctx, d_out[0], d_in, beta);
+      if (dirs_ == 2) {
+        const int k = l * dirs_ + 1;
+        ctx.Plan(d_rev_, {n, H}, dt);
+        Gather(be, d_out[1], d_rev_.template data<T>(), n, H);
+        std::vector<T*> d_rin(parts, nullptr);
+        for (int j = 0; j < parts; ++j) {
+          if (!d_in[j]) continue;
+          ctx.Plan(d_rin_[j], {n, width}, dt);
+          d_rin[j] = d_rin_[j].template data<T>();
+        }
+        lstms_[k]->Backward(ctx, d_rev_.template data<T>(), d_rin, 0.0f);
+        for (int j = 0; j < parts; ++j) {
+          if (!d_in[j]) continue;
+          T* natural = ctx.ScratchT(kScratchMerged, n * width);
+          Gather(be, d_rin[j], natural, n, width);
+          be.Add(natural, d_in[j], n * width);
+        }
+      }
+      if (l > 0) {
+        // Through the dropout between layer l-1 and l.
+        d_out.assign(d_in.begin(), d_in.end());
+        if (p_ > 0) {
+          for (int j = 0; j < parts; ++j) {
+            be.BiasDropoutResidualBackward(d_in[j], d_in[j], nullptr, n, H, p_, keys_[(l - 1) * dirs_ + j]);
+          }
+        }
+      }
+    }
+  }
+
+ private:
+  // out[r] = in[reversal[r]] for every row (the reversal is its own inverse).
+  void Gather(Backend<T>& be, const T* in, T* out, int64_t n, int64_t width) {
+    be.EmbeddingForward(reversal_.data<int32_t>(), in, nullptr, nullptr, out, n, width, 1.0f);
+  }
+
+  int64_t hidden_;
+  int dirs_;
+  float dropout_;
+  uint32_t site_;
+  float p_ = 0;
+  int64_t rows_ = 0, input_ = 0;
+  std::vector<std::unique_ptr<Lstm<T>>> lstms_;  // layer-major, forward then backward direction
+  std::vector<Tensor> out_, dropped_;  // the backward directions' outputs in natural order
+  std::vector<std::vector<Tensor>> reversed_in_;
+  std::vector<DropoutKey> keys_;
+  Tensor reversal_, d_rev_;
+  Tensor d_below_[2][2], d_rin_[2];
+};
+
+}  // namespace sf
