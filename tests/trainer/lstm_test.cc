@@ -200,22 +200,31 @@ TEST(LstmStack, TwoBidirectionalLayersMatchPyTorchsLstm) {
   EXPECT_NE(out.find("weight_hh_l1_reverse"), std::string::npos) << out;
 }
 
-class LstmBackends : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(LstmBackends, EqualsTheCpuLayer) {
-  std::unique_ptr<Backend<float>> backend;
-  double tolerance = 0;
-  if (GetParam() == "guarded") {
-    backend = std::make_unique<testing::GuardedBackend>();
-  } else {
+class LstmBackends : public ::testing::TestWithParam<std::string> {
+ protected:
+  // The backend the parameter names (null, with why, when there is none here) and how far its
+  // results may be from the CPU's: the guarded path runs the CPU kernels (0); a GPU's GEMMs and
+  // transcendental functions round differently.
+  std::unique_ptr<Backend<float>> Make(double* tolerance, std::string* why) {
+    *tolerance = 0;
+    if (GetParam() == "guarded") return std::make_unique<testing::GuardedBackend>();
 #if defined(SF_TEST_CUDA)
-    backend = MakeCudaBackend();
-    if (!backend) GTEST_SKIP() << "no usable GPU (cudaGetDeviceCount reports none)";
-    tolerance = 1e-5;  // its GEMMs and transcendental functions round differently
+    *tolerance = 1e-5;
+    auto cuda = MakeCudaBackend();
+    if (!cuda) *why = "no usable GPU (cudaGetDeviceCount reports none)";
+    return cuda;
 #else
-    GTEST_SKIP() << "built without the CUDA backend (SF_CUDA=OFF)";
+    *why = "built without the CUDA backend (SF_CUDA=OFF)";
+    return nullptr;
 #endif
   }
+};
+
+TEST_P(LstmBackends, EqualsTheCpuLayer) {
+  double tolerance = 0;
+  std::string why;
+  std::unique_ptr<Backend<float>> backend = Make(&tolerance, &why);
+  if (!backend) GTEST_SKIP() << why;
   CpuBackend cpu;
   const Result want = RunLayer(cpu, DType::kF32, true);
   const Result got = RunLayer(*backend, DType::kF32, true);
@@ -259,19 +268,10 @@ std::vector<float> RunStack(Backend<float>& backend) {
 }
 
 TEST_P(LstmBackends, TheBidirectionalStackWithDropoutEqualsTheCpuStack) {
-  std::unique_ptr<Backend<float>> backend;
   double tolerance = 0;
-  if (GetParam() == "guarded") {
-    backend = std::make_unique<testing::GuardedBackend>();
-  } else {
-#if defined(SF_TEST_CUDA)
-    backend = MakeCudaBackend();
-    if (!backend) GTEST_SKIP() << "no usable GPU (cudaGetDeviceCount reports none)";
-    tolerance = 1e-5;
-#else
-    GTEST_SKIP() << "built without the CUDA backend (SF_CUDA=OFF)";
-#endif
-  }
+  std::string why;
+  std::unique_ptr<Backend<float>> backend = Make(&tolerance, &why);
+  if (!backend) GTEST_SKIP() << why;
   CpuBackend cpu;
   EXPECT_LE(MaxRel(RunStack(*backend), RunStack(cpu)), tolerance);
 }
