@@ -334,7 +334,7 @@ TEST_P(KernelTest, BiasDropoutResidualMatchesReferenceAndKeepsRate) {
 
 TEST_P(KernelTest, BiasActivationMatchesReference) {
   const int64_t rows = 13, cols = 67, n = rows * cols;
-  for (Activation act : {Activation::kRelu, Activation::kGelu}) {
+  for (Activation act : {Activation::kRelu, Activation::kGelu, Activation::kTanh}) {
     auto x = Random(n, 9, -4, 4), bias = Random(cols, 10);
     auto xd = ToDouble(x), bd = ToDouble(bias);
     std::vector<double> prer(n), outr(n);

@@ -16,6 +16,7 @@
 #include "trainer/nn/feed_forward.h"
 #include "trainer/nn/layer_norm.h"
 #include "trainer/nn/lstm.h"
+#include "trainer/nn/lstm_decoder.h"
 #include "trainer/nn/lstm_stack.h"
 #include "trainer/nn/transformer_layer.h"
 
@@ -191,6 +192,50 @@ TEST_F(LayerGradTest, LstmStackBidirectionalWithDropout) {
   auto targets = ParamTargets(store);
   targets.push_back({"x", x.data(), dx.data(), static_cast<int64_t>(x.size())});
   CheckGradients(loss, targets, 16);
+}
+
+// fairseq's LSTM decoder: two layers, input feeding, attention over a padded source, dropout
+// after every layer and the attention (training), given initial states: every parameter, the
+// embedded input, the encoder outputs and the initial states.
+TEST_F(LayerGradTest, LstmDecoderWithAttentionInputFeedingAndDropout) {
+  const int64_t steps = 4, batch = 3, src = 5, embed = 4, hid = 3, units = 5;
+  const int layers = 2;
+  ParamStore<double> store;
+  LstmDecoder<double> dec(store, "decoder.", embed, hid, layers, units, 0.25f, 40);
+  store.Finalize();
+  RandomizeParams(store, 21);
+  auto x = Random(steps * batch * embed, 22), enc = Random(src * batch * units, 23);
+  auto w = Random(steps * batch * hid, 24);
+  std::vector<std::vector<double>> h0, c0;
+  for (int i = 0; i < layers; ++i) {
+    h0.push_back(Random(batch * hid, 25 + i));
+    c0.push_back(Random(batch * hid, 27 + i));
+  }
+  // Sentence 1's last two source positions and sentence 2's last one are padding.
+  std::vector<uint8_t> padding(batch * src, 0);
+  padding[1 * src + 3] = padding[1 * src + 4] = padding[2 * src + 4] = 1;
+  auto run = [&] {
+    return dec.Forward(ctx_, x.data(), steps, batch, enc.data(), src, padding.data(), {h0[0].data(), h0[1].data()},
+                       {c0[0].data(), c0[1].data()});
+  };
+  run();
+  std::vector<double> dx(x.size(), 0.0), denc(enc.size(), 0.0);
+  dec.Backward(ctx_, w.data(), dx.data(), denc.data());
+  std::vector<std::vector<double>> dh0, dc0;
+  for (int i = 0; i < layers; ++i) {
+    dh0.emplace_back(dec.dh0(i), dec.dh0(i) + batch * hid);
+    dc0.emplace_back(dec.dc0(i), dec.dc0(i) + batch * hid);
+  }
+  auto targets = ParamTargets(store);
+  targets.push_back({"x", x.data(), dx.data(), static_cast<int64_t>(x.size())});
+  targets.push_back({"enc", enc.data(), denc.data(), static_cast<int64_t>(enc.size())});
+  for (int i = 0; i < layers; ++i) {
+    targets.push_back({"h0." + std::to_string(i), h0[i].data(), dh0[i].data(), batch * hid});
+    targets.push_back({"c0." + std::to_string(i), c0[i].data(), dc0[i].data(), batch * hid});
+  }
+  CheckGradients([&] { return Dot(run(), w); }, targets, 16);
+  // The padded source positions get no gradient (they have no attention weight).
+  for (int64_t d = 0; d < units; ++d) EXPECT_EQ(denc[(4 * batch + 2) * units + d], 0.0);
 }
 
 TEST_F(LayerGradTest, FeedForwardGeluAndRelu) {

@@ -1,9 +1,12 @@
-// The LSTM layer (trainer/nn/lstm.h) against PyTorch's nn.LSTM on the same packed batch (fp32
-// engine vs float64 torch: output, input gradient, every parameter gradient, the initial state's
-// gradients), and the same layer on every backend: the guarded device path (CPU kernels on
-// memory the host may not touch) equal to the CPU bit for bit, a GPU within fp32 rounding where
-// one is present, and bf16 GEMM operands within bf16 rounding of fp32. Its backward against
-// finite differences is in layers_test.cc.
+// The recurrent layers against PyTorch, on every backend, in mixed precision:
+// - the LSTM layer (trainer/nn/lstm.h) against nn.LSTM on the same packed batch, and the
+//   two-layer bidirectional stack (lstm_stack.h) against nn.LSTM(num_layers=2, bidirectional);
+// - fairseq's LSTM decoder (lstm_decoder.h) against its loop written with nn.LSTMCell and torch
+//   ops (tests/trainer/reference/lstm_decoder_reference.py);
+// fp32 engine vs float64 torch: outputs, input gradients, every parameter gradient, the initial
+// states' gradients. Each also on the guarded device path (CPU kernels on memory the host may not
+// touch) bit for bit, on a GPU within 1e-5 where one is present, and with bf16 GEMM operands
+// within bf16 rounding of fp32. Their backward against finite differences is in layers_test.cc.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -19,6 +22,7 @@
 #include "trainer/core/safetensors.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
 #include "trainer/nn/lstm.h"
+#include "trainer/nn/lstm_decoder.h"
 #include "trainer/nn/lstm_stack.h"
 #if defined(SF_TEST_CUDA)
 #include "trainer/kernels/cuda/cuda_backend.h"
@@ -48,25 +52,32 @@ struct Result {
   std::vector<std::vector<int64_t>> shapes;
 };
 
+// Parameters uniform in [-scale, scale] from `seed`, written to the backend's memory and mirrored
+// in `compute`.
+void FillParams(ParamStore<float>& store, Backend<float>& backend, DType compute, uint32_t seed, float scale) {
+  float* host = store.host_values();
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-scale, scale);
+  for (int64_t i = 0; i < store.total_numel(); ++i) host[i] = u(rng);
+  store.PushValues();
+  store.RefreshMirror(backend, compute);
+}
+
+// A host vector copied into a tensor of the backend's memory.
+Tensor Stage(Backend<float>& backend, const std::vector<float>& h) {
+  Tensor t({static_cast<int64_t>(h.size())}, DType::kF32, backend.allocator());
+  t.CopyFromHost(h.data());
+  return t;
+}
+
 // One forward and backward of the layer on `backend` with GEMM operands in `compute`.
 Result RunLayer(Backend<float>& backend, DType compute, bool initial) {
   Context<float> ctx(&backend, compute);
   ParamStore<float> store;
   Lstm<float> lstm(store, "", "l0", kIn, kHidden);
   store.Finalize(backend.allocator());
-  {
-    float* host = store.host_values();
-    std::mt19937 rng(5);
-    std::uniform_real_distribution<float> u(-0.3f, 0.3f);
-    for (int64_t i = 0; i < store.total_numel(); ++i) host[i] = u(rng);
-    store.PushValues();
-    store.RefreshMirror(backend, compute);
-  }
-  auto stage = [&](const std::vector<float>& h) {
-    Tensor t({static_cast<int64_t>(h.size())}, DType::kF32, backend.allocator());
-    t.CopyFromHost(h.data());
-    return t;
-  };
+  FillParams(store, backend, compute, 5, 0.3f);
+  auto stage = [&](const std::vector<float>& h) { return Stage(backend, h); };
   Tensor x = stage(Random(kRows * kIn, 1)), dy = stage(Random(kRows * kHidden, 2));
   Tensor h0 = stage(Random(kBatch * kHidden, 3, 0.5f)), c0 = stage(Random(kBatch * kHidden, 4, 2.0f));
   Tensor dx({kRows * kIn}, DType::kF32, backend.allocator());
@@ -200,6 +211,73 @@ TEST(LstmStack, TwoBidirectionalLayersMatchPyTorchsLstm) {
   EXPECT_NE(out.find("weight_hh_l1_reverse"), std::string::npos) << out;
 }
 
+// fairseq's LSTM decoder (two layers, input feeding, attention over a padded source, given
+// initial states) against the same loop written with torch.nn.LSTMCell and torch ops.
+TEST(LstmDecoder, MatchesFairseqsDecoderLoopInPyTorch) {
+  constexpr int64_t steps = 6, batch = 4, src = 7, embed = 10, hid = 12, units = 16;
+  constexpr int layers = 2;
+  CpuBackend backend;
+  Context<float> ctx(&backend, DType::kF32);
+  ParamStore<float> store;
+  LstmDecoder<float> dec(store, "", embed, hid, layers, units);
+  store.Finalize(backend.allocator());
+  std::mt19937 rng(12);
+  std::uniform_real_distribution<float> u(-0.4f, 0.4f);
+  for (int64_t i = 0; i < store.total_numel(); ++i) store.values()[i] = u(rng);
+  const std::vector<float> x = Random(steps * batch * embed, 13), enc = Random(src * batch * units, 14);
+  const std::vector<float> dy = Random(steps * batch * hid, 15);
+  std::vector<std::vector<float>> h0, c0;
+  for (int i = 0; i < layers; ++i) {
+    h0.push_back(Random(batch * hid, 16 + i, 0.5f));
+    c0.push_back(Random(batch * hid, 18 + i, 1.5f));
+  }
+  std::vector<uint8_t> padding(batch * src, 0);
+  for (int64_t s = 4; s < src; ++s) padding[2 * src + s] = 1;  // sentence 2 has 4 source positions
+  padding[3 * src + 6] = 1;
+  const float* y = dec.Forward(ctx, x.data(), steps, batch, enc.data(), src, padding.data(),
+                               {h0[0].data(), h0[1].data()}, {c0[0].data(), c0[1].data()});
+  std::vector<float> ys(y, y + steps * batch * hid), dx(x.size()), denc(enc.size(), 0.0f);
+  dec.Backward(ctx, dy.data(), dx.data(), denc.data());
+
+  std::vector<int32_t> pad32(padding.begin(), padding.end());
+  std::vector<std::vector<float>> keep;
+  std::vector<safetensors::TensorView> views;
+  for (size_t i = 0; i < store.params().size(); ++i) {
+    const ParamInfo& p = store.params()[i];
+    views.push_back(safetensors::F32View(p.name, p.shape, {store.value(static_cast<int>(i)), static_cast<size_t>(p.numel)}));
+    views.push_back(safetensors::F32View("ours.grad." + p.name, p.shape,
+                                         {store.grad(static_cast<int>(i)), static_cast<size_t>(p.numel)}));
+  }
+  for (int i = 0; i < layers; ++i) {
+    keep.emplace_back(dec.dh0(i), dec.dh0(i) + batch * hid);
+    keep.emplace_back(dec.dc0(i), dec.dc0(i) + batch * hid);
+  }
+  for (int i = 0; i < layers; ++i) {
+    const std::string n = std::to_string(i);
+    views.push_back(safetensors::F32View("input.h0." + n, {batch, hid}, h0[i]));
+    views.push_back(safetensors::F32View("input.c0." + n, {batch, hid}, c0[i]));
+    views.push_back(safetensors::F32View("ours.dh0." + n, {batch, hid}, keep[2 * i]));
+    views.push_back(safetensors::F32View("ours.dc0." + n, {batch, hid}, keep[2 * i + 1]));
+  }
+  views.push_back(safetensors::F32View("input.x", {steps, batch, embed}, x));
+  views.push_back(safetensors::F32View("input.enc", {src, batch, units}, enc));
+  views.push_back(safetensors::F32View("input.dy", {steps, batch, hid}, dy));
+  views.push_back({"input.padding", safetensors::DType::kI32, {batch, src}, std::as_bytes(std::span<const int32_t>(pad32))});
+  views.push_back(safetensors::F32View("ours.y", {steps, batch, hid}, ys));
+  views.push_back(safetensors::F32View("ours.dx", {steps, batch, embed}, dx));
+  views.push_back(safetensors::F32View("ours.denc", {src, batch, units}, denc));
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/decoder.safetensors";
+  ASSERT_TRUE(safetensors::WriteFile(path, views, {}).ok());
+  int status = 0;
+  const std::string out = testing::RunShellCommand(
+      "/usr/bin/python3 " + testing::SourceDir() + "/tests/trainer/reference/lstm_decoder_reference.py " + path,
+      &status);
+  std::printf("%s", out.c_str());
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("attention.output_proj.weight"), std::string::npos) << out;
+}
+
 class LstmBackends : public ::testing::TestWithParam<std::string> {
  protected:
   // The backend the parameter names (null, with why, when there is none here) and how far its
@@ -245,16 +323,8 @@ std::vector<float> RunStack(Backend<float>& backend) {
   ParamStore<float> store;
   LstmStack<float> stack(store, "", in, hid, 2, true, 0.25f);
   store.Finalize(backend.allocator());
-  float* host = store.host_values();
-  std::mt19937 rng(8);
-  std::uniform_real_distribution<float> u(-0.4f, 0.4f);
-  for (int64_t i = 0; i < store.total_numel(); ++i) host[i] = u(rng);
-  store.PushValues();
-  auto stage = [&](const std::vector<float>& h) {
-    Tensor t({static_cast<int64_t>(h.size())}, DType::kF32, backend.allocator());
-    t.CopyFromHost(h.data());
-    return t;
-  };
+  FillParams(store, backend, DType::kF32, 8, 0.4f);
+  auto stage = [&](const std::vector<float>& h) { return Stage(backend, h); };
   Tensor x = stage(Random(n * in, 9)), dyf = stage(Random(n * hid, 10)), dyb = stage(Random(n * hid, 11));
   Tensor dx({n * in}, DType::kF32, backend.allocator());
   auto top = stack.Forward(ctx, x.data<float>(), in, *layout);
@@ -274,6 +344,54 @@ TEST_P(LstmBackends, TheBidirectionalStackWithDropoutEqualsTheCpuStack) {
   if (!backend) GTEST_SKIP() << why;
   CpuBackend cpu;
   EXPECT_LE(MaxRel(RunStack(*backend), RunStack(cpu)), tolerance);
+}
+
+// The decoder (two layers, attention over a padded source, dropout, initial states) on
+// `backend` with GEMM operands in `compute`: outputs, dx, d_enc and every gradient on the host.
+std::vector<float> RunDecoder(Backend<float>& backend, DType compute) {
+  constexpr int64_t steps = 5, batch = 3, src = 6, embed = 8, hid = 12, units = 10;
+  Context<float> ctx(&backend, compute);
+  ctx.seed = 9;
+  ParamStore<float> store;
+  LstmDecoder<float> dec(store, "", embed, hid, 2, units, 0.2f, 50);
+  store.Finalize(backend.allocator());
+  FillParams(store, backend, compute, 12, 0.4f);
+  auto stage = [&](const std::vector<float>& h) { return Stage(backend, h); };
+  std::vector<uint8_t> padding(batch * src, 0);
+  padding[1 * src + 5] = padding[1 * src + 4] = 1;
+  Tensor pad({batch * src}, DType::kU8, backend.allocator());
+  pad.CopyFromHost(padding.data());
+  Tensor x = stage(Random(steps * batch * embed, 13)), enc = stage(Random(src * batch * units, 14));
+  Tensor dy = stage(Random(steps * batch * hid, 15)), h0 = stage(Random(batch * hid, 16)), c0 = stage(Random(batch * hid, 17));
+  Tensor dx({steps * batch * embed}, DType::kF32, backend.allocator());
+  Tensor denc = stage(std::vector<float>(src * batch * units, 0.0f));
+  const float* y = dec.Forward(ctx, x.data<float>(), steps, batch, enc.data<float>(), src, pad.data<uint8_t>(),
+                               {h0.data<float>(), h0.data<float>()}, {c0.data<float>(), c0.data<float>()});
+  std::vector<float> all(steps * batch * (hid + embed) + src * batch * units + store.total_numel());
+  backend.CopyToHost(all.data(), y, steps * batch * hid * sizeof(float));
+  dec.Backward(ctx, dy.data<float>(), dx.data<float>(), denc.data<float>());
+  float* at = all.data() + steps * batch * hid;
+  backend.CopyToHost(at, dx.data<float>(), steps * batch * embed * sizeof(float));
+  at += steps * batch * embed;
+  backend.CopyToHost(at, denc.data<float>(), src * batch * units * sizeof(float));
+  store.CopyGradsToHost(at + src * batch * units);
+  return all;
+}
+
+TEST_P(LstmBackends, TheDecoderEqualsTheCpuDecoder) {
+  double tolerance = 0;
+  std::string why;
+  std::unique_ptr<Backend<float>> backend = Make(&tolerance, &why);
+  if (!backend) GTEST_SKIP() << why;
+  CpuBackend cpu;
+  EXPECT_LE(MaxRel(RunDecoder(*backend, DType::kF32), RunDecoder(cpu, DType::kF32)), tolerance);
+}
+
+TEST(LstmDecoder, Bf16GemmOperandsStayWithinBf16RoundingOfFp32) {
+  CpuBackend backend;
+  const std::vector<float> fp32 = RunDecoder(backend, DType::kF32), bf16 = RunDecoder(backend, DType::kBF16);
+  EXPECT_LT(MaxRel(bf16, fp32), 3e-2);
+  EXPECT_GT(MaxRel(bf16, fp32), 0) << "bf16 operands must change something";
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, LstmBackends, ::testing::Values("guarded", "cuda"),

@@ -31,7 +31,9 @@
 
 namespace sf {
 
-enum class Activation : uint8_t { kRelu, kGelu };
+// kTanh: the LSTM decoder's attention output (fairseq's AttentionLayer); the feed-forward
+// blocks take ReLU or GELU.
+enum class Activation : uint8_t { kRelu, kGelu, kTanh };
 
 // One GEMM operand. op(X) is the logical matrix; when `transposed` the stored matrix is op(X)^T.
 // Element (i, p) of a logical r x c matrix is data[i*ld + p] (not transposed) or data[p*ld + i]

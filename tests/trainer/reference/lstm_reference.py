@@ -22,12 +22,31 @@ sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from transformer_reference import read_safetensors  # noqa: E402
 
 
-def main():
-    path = sys.argv[1]
+def case_and_tolerance(argv):
+    """The case file's tensors and the --tolerance (default 1e-5) of a reference script's argv."""
     tolerance = 1e-5
-    if "--tolerance" in sys.argv:
-        tolerance = float(sys.argv[sys.argv.index("--tolerance") + 1])
-    t, _ = read_safetensors(path)
+    if "--tolerance" in argv:
+        tolerance = float(argv[argv.index("--tolerance") + 1])
+    tensors, _ = read_safetensors(argv[1])
+    return tensors, tolerance
+
+
+def compare(pairs, tolerance):
+    """Prints each (name, reference tensor, ours) relative error (max |ours - ref| / max |ref|) and
+    the worst; returns the exit status: 1 when any exceeds the tolerance."""
+    worst, failed = 0.0, False
+    for name, ref, ours in pairs:
+        ref = ref.detach().numpy().reshape(ours.shape)
+        err = float(np.max(np.abs(ours.astype(np.float64) - ref)) / max(np.max(np.abs(ref)), 1e-30))
+        worst = max(worst, err)
+        failed |= err > tolerance
+        print(f"{name}: rel {err:.3e}{'  > tolerance' if err > tolerance else ''}")
+    print(f"worst: {worst:.3e} (tolerance {tolerance:g})")
+    return 1 if failed else 0
+
+
+def main():
+    t, tolerance = case_and_tolerance(sys.argv)
     x = torch.tensor(t["input.x"], dtype=torch.float64, requires_grad=True)
     batch_sizes = torch.tensor(t["input.batch_sizes"].astype(np.int64))
     hidden = t["weight_hh_l0"].shape[1]
@@ -54,18 +73,7 @@ def main():
     if state is not None:
         pairs.append(("dh0", state[0].grad[0], t["ours.dh0"]))
         pairs.append(("dc0", state[1].grad[0], t["ours.dc0"]))
-    worst = 0.0
-    failed = False
-    for name, ref, ours in pairs:
-        ref = ref.numpy()
-        err = float(np.max(np.abs(ours.astype(np.float64) - ref)) / max(np.max(np.abs(ref)), 1e-30))
-        worst = max(worst, err)
-        bad = err > tolerance
-        failed |= bad
-        print(f"{name}: rel {err:.3e}{'  > tolerance' if bad else ''}")
-    print(f"worst: {worst:.3e} (tolerance {tolerance:g})")
-    sys.exit(1 if failed else 0)
-
+    sys.exit(compare(pairs, tolerance))
 
 if __name__ == "__main__":
     main()

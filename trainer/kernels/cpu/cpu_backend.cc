@@ -183,6 +183,13 @@ void CpuBackend::BiasActivationForward(const float* x, const float* bias, float*
         pr[c] = h;
         orow[c] = h > 0 ? h : 0.0f;
       }
+    } else if (act == Activation::kTanh) {
+#pragma omp simd
+      for (int64_t c = 0; c < cols; ++c) {
+        const float h = xr[c] + (bias ? bias[c] : 0.0f);
+        pr[c] = h;
+        orow[c] = 2.0f / (1.0f + FastExp(-2.0f * h)) - 1.0f;
+      }
     } else {
 #pragma omp simd
       for (int64_t c = 0; c < cols; ++c) {
@@ -218,6 +225,12 @@ void CpuBackend::BiasActivationBackward(const float* dout, const void* saved, DT
     if (act == Activation::kRelu) {
 #pragma omp simd
       for (int64_t c = 0; c < cols; ++c) o[c] = h[c] > 0 ? d[c] : 0.0f;
+    } else if (act == Activation::kTanh) {
+#pragma omp simd
+      for (int64_t c = 0; c < cols; ++c) {
+        const float t = 2.0f / (1.0f + FastExp(-2.0f * h[c])) - 1.0f;
+        o[c] = d[c] * (1.0f - t * t);
+      }
     } else {
 #pragma omp simd
       for (int64_t c = 0; c < cols; ++c) {

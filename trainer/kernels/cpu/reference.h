@@ -91,10 +91,12 @@ class ReferenceBackend final : public Backend<T> {
 
   static double Act(double x, Activation a) {
     if (a == Activation::kRelu) return x > 0 ? x : 0;
+    if (a == Activation::kTanh) return std::tanh(x);
     return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
   }
   static double ActGrad(double x, Activation a) {
     if (a == Activation::kRelu) return x > 0 ? 1 : 0;
+    if (a == Activation::kTanh) return 1 - std::tanh(x) * std::tanh(x);
     const double cdf = 0.5 * (1 + std::erf(x / std::sqrt(2.0)));
     const double pdf = std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI);
     return cdf + x * pdf;

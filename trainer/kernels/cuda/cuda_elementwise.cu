@@ -72,28 +72,34 @@ __global__ void ColumnSumKernel(const float* x, float* sum, int64_t rows, int64_
 
 __device__ float Erf(float x) { return erff(x); }
 
+// act: Activation's value (0 ReLU, 1 GELU, 2 tanh).
 __global__ void BiasActForwardKernel(const float* x, const float* bias, float* pre, void* out,
-                                     int out_dtype, int64_t n, int64_t cols, int gelu) {
+                                     int out_dtype, int64_t n, int64_t cols, int act) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   const float h = x[i] + (bias ? bias[i % cols] : 0.0f);
   pre[i] = h;
   StoreAs(out, out_dtype, i,
-          gelu ? 0.5f * h * (1.0f + Erf(h * 0.70710678118654752f)) : fmaxf(h, 0.0f));
+          act == 1   ? 0.5f * h * (1.0f + Erf(h * 0.70710678118654752f))
+          : act == 2 ? tanhf(h)
+                     : fmaxf(h, 0.0f));
 }
 
 // saved: pre (or ReLU's out) as float (dtype 0), bf16 (1) or f16 (2).
 __global__ void BiasActBackwardKernel(const float* dout, const void* saved, int dtype, float* dpre,
-                                      int64_t n, int gelu) {
+                                      int64_t n, int act) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   const float h = dtype == 1   ? __bfloat162float(static_cast<const __nv_bfloat16*>(saved)[i])
                   : dtype == 2 ? __half2float(static_cast<const __half*>(saved)[i])
                                : static_cast<const float*>(saved)[i];
-  if (gelu) {
+  if (act == 1) {
     const float cdf = 0.5f * (1.0f + Erf(h * 0.70710678118654752f));
     const float pdf = 0.3989422804014327f * expf(-0.5f * h * h);
     dpre[i] = dout[i] * (cdf + h * pdf);
+  } else if (act == 2) {
+    const float t = tanhf(h);
+    dpre[i] = dout[i] * (1.0f - t * t);
   } else {
     dpre[i] = h > 0 ? dout[i] : 0.0f;
   }
@@ -193,7 +199,7 @@ void CudaBackend::BiasActivationForward(const float* x, const float* bias, float
   const int64_t n = rows * cols;
   if (n > 0)
     BiasActForwardKernel<<<Blocks(n), kThreads, 0, stream_>>>(
-        x, bias, pre, out, DTypeCode(out_dtype), n, cols, act == Activation::kGelu);
+        x, bias, pre, out, DTypeCode(out_dtype), n, cols, static_cast<int>(act));
 }
 
 void CudaBackend::BiasActivationBackward(const float* dout, const void* saved, DType saved_dtype,
@@ -203,7 +209,7 @@ void CudaBackend::BiasActivationBackward(const float* dout, const void* saved, D
   const int dtype = DTypeCode(saved_dtype);
   if (n > 0)
     BiasActBackwardKernel<<<Blocks(n), kThreads, 0, stream_>>>(dout, saved, dtype, dpre, n,
-                                                               act == Activation::kGelu);
+                                                               static_cast<int>(act));
   if (dbias) ColumnSum(dpre, dbias, rows, cols);
 }
 
