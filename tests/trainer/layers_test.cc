@@ -17,6 +17,7 @@
 #include "trainer/nn/layer_norm.h"
 #include "trainer/nn/lstm.h"
 #include "trainer/nn/lstm_decoder.h"
+#include "trainer/nn/lstm_encoder.h"
 #include "trainer/nn/lstm_stack.h"
 #include "trainer/nn/transformer_layer.h"
 
@@ -236,6 +237,56 @@ TEST_F(LayerGradTest, LstmDecoderWithAttentionInputFeedingAndDropout) {
   CheckGradients([&] { return Dot(run(), w); }, targets, 16);
   // The padded source positions get no gradient (they have no attention weight).
   for (int64_t d = 0; d < units; ++d) EXPECT_EQ(denc[(4 * batch + 2) * units + d], 0.0);
+}
+
+// fairseq's LSTM encoder: embeddings, two bidirectional layers, dropout_in, between the layers
+// and dropout_out, over right-padded sentences of lengths 4, 2, 5: every parameter, through the
+// outputs (their padded positions carry no loss: the decoder masks them) and every layer's final
+// h and c.
+TEST_F(LayerGradTest, LstmEncoderBidirectionalWithFinalStatesAndDropout) {
+  const int64_t batch = 3, src = 5, vocab = 9, embed = 4, hid = 3;
+  const int32_t pad = 1;
+  ParamStore<double> store;
+  LstmEncoder<double> enc(store, "encoder.", vocab, embed, hid, 2, true, 0.2f, 0.3f, pad, 60);
+  store.Finalize();
+  RandomizeParams(store, 31);
+  const std::vector<int32_t> tokens = {4, 5, 6, 2, 1,  //
+                                       7, 2, 1, 1, 1,  //
+                                       3, 8, 4, 0, 2};
+  const int64_t D = 2 * hid;
+  auto w = Random(src * batch * D, 32);
+  for (int64_t s = 0; s < src; ++s) {
+    for (int64_t b = 0; b < batch; ++b) {
+      if (tokens[b * src + s] == pad) {
+        for (int64_t d = 0; d < D; ++d) w[(s * batch + b) * D + d] = 0;
+      }
+    }
+  }
+  std::vector<std::vector<double>> wh, wc;
+  for (int l = 0; l < 2; ++l) {
+    wh.push_back(Random(batch * D, 33 + l));
+    wc.push_back(Random(batch * D, 35 + l));
+  }
+  auto loss = [&] {
+    EXPECT_TRUE(enc.Forward(ctx_, tokens.data(), batch, src).ok());
+    double l = Dot(enc.outputs(), w);
+    for (int i = 0; i < 2; ++i) l += Dot(enc.final_h(i), wh[i]) + Dot(enc.final_c(i), wc[i]);
+    return l;
+  };
+  loss();
+  enc.Backward(ctx_, w.data(), {wh[0].data(), wh[1].data()}, {wc[0].data(), wc[1].data()});
+  std::vector<uint8_t> mask(enc.padding(), enc.padding() + batch * src);
+  EXPECT_EQ(mask, (std::vector<uint8_t>{0, 0, 0, 0, 1, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0}));
+  CheckGradients(loss, ParamTargets(store), 24);
+  // Bad input names the sentence.
+  std::vector<int32_t> empty = tokens;
+  for (int64_t s = 0; s < src; ++s) empty[src + s] = pad;
+  Status st = enc.Forward(ctx_, empty.data(), batch, src);
+  EXPECT_NE(st.message().find("sequence 1 has length 0"), std::string::npos) << st.message();
+  std::vector<int32_t> outside = tokens;
+  outside[7] = 9;
+  st = enc.Forward(ctx_, outside.data(), batch, src);
+  EXPECT_NE(st.message().find("source sentence 1 position 2: token 9"), std::string::npos) << st.message();
 }
 
 TEST_F(LayerGradTest, FeedForwardGeluAndRelu) {

@@ -1,8 +1,10 @@
 // The recurrent layers against PyTorch, on every backend, in mixed precision:
 // - the LSTM layer (trainer/nn/lstm.h) against nn.LSTM on the same packed batch, and the
 //   two-layer bidirectional stack (lstm_stack.h) against nn.LSTM(num_layers=2, bidirectional);
-// - fairseq's LSTM decoder (lstm_decoder.h) against its loop written with nn.LSTMCell and torch
-//   ops (tests/trainer/reference/lstm_decoder_reference.py);
+// - fairseq's LSTM encoder (lstm_encoder.h) against its steps in PyTorch (embedding,
+//   pack_padded_sequence, nn.LSTM, pad_packed_sequence, combine_bidir), and its LSTM decoder
+//   (lstm_decoder.h) against its loop written with nn.LSTMCell and torch ops
+//   (tests/trainer/reference/lstm_encoder_reference.py, lstm_decoder_reference.py);
 // fp32 engine vs float64 torch: outputs, input gradients, every parameter gradient, the initial
 // states' gradients. Each also on the guarded device path (CPU kernels on memory the host may not
 // touch) bit for bit, on a GPU within 1e-5 where one is present, and with bf16 GEMM operands
@@ -23,6 +25,7 @@
 #include "trainer/kernels/cpu/cpu_backend.h"
 #include "trainer/nn/lstm.h"
 #include "trainer/nn/lstm_decoder.h"
+#include "trainer/nn/lstm_encoder.h"
 #include "trainer/nn/lstm_stack.h"
 #if defined(SF_TEST_CUDA)
 #include "trainer/kernels/cuda/cuda_backend.h"
@@ -113,6 +116,33 @@ double MaxRel(const std::vector<float>& a, const std::vector<float>& b) {
   return num / den;
 }
 
+// Every parameter's value and ("ours.grad.<name>") gradient, as the reference scripts read them.
+void AddParams(std::vector<safetensors::TensorView>& views, ParamStore<float>& store) {
+  for (size_t i = 0; i < store.params().size(); ++i) {
+    const ParamInfo& p = store.params()[i];
+    views.push_back(safetensors::F32View(p.name, p.shape, {store.value(static_cast<int>(i)), static_cast<size_t>(p.numel)}));
+    views.push_back(safetensors::F32View("ours.grad." + p.name, p.shape,
+                                         {store.grad(static_cast<int>(i)), static_cast<size_t>(p.numel)}));
+  }
+}
+
+// Writes the case and has tests/trainer/reference/<script> recompute and compare it; the script's
+// report must name `must_name`. Fails (not skips) when python3 or torch is missing: the
+// comparison is required in CI.
+void CompareWithPyTorch(const std::string& script, const std::vector<safetensors::TensorView>& views,
+                        const std::string& must_name) {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/case.safetensors";
+  ASSERT_TRUE(safetensors::WriteFile(path, views, {}).ok());
+  int status = 0;
+  const std::string out = testing::RunShellCommand(
+      "/usr/bin/python3 " + testing::SourceDir() + "/tests/trainer/reference/" + script + " " + path, &status);
+  std::printf("%s", out.c_str());
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("worst:"), std::string::npos) << out;
+  EXPECT_NE(out.find(must_name), std::string::npos) << out;
+}
+
 TEST(LstmLayer, MatchesPyTorchsLstmOnAPackedBatchWithAndWithoutAnInitialState) {
   for (bool initial : {false, true}) {
     CpuBackend backend;
@@ -137,16 +167,8 @@ TEST(LstmLayer, MatchesPyTorchsLstmOnAPackedBatchWithAndWithoutAnInitialState) {
     }
     views.push_back(safetensors::F32View("ours.y", {kRows, kHidden}, r.y));
     views.push_back(safetensors::F32View("ours.dx", {kRows, kIn}, r.dx));
-    testing::TempDir dir;
-    const std::string path = dir.path() + "/lstm.safetensors";
-    ASSERT_TRUE(safetensors::WriteFile(path, views, {}).ok());
-    int status = 0;
-    const std::string out = testing::RunShellCommand(
-        "/usr/bin/python3 " + testing::SourceDir() + "/tests/trainer/reference/lstm_reference.py " + path, &status);
-    std::printf("initial state %d:\n%s", initial, out.c_str());
-    // Fails (not skips) when python3 or torch is missing: the comparison is required in CI.
-    EXPECT_EQ(status, 0) << out;
-    EXPECT_NE(out.find("worst:"), std::string::npos) << out;
+    std::printf("initial state %d:\n", initial);
+    CompareWithPyTorch("lstm_reference.py", views, initial ? "dc0" : "weight_hh_l0");
   }
 }
 
@@ -188,27 +210,14 @@ TEST(LstmStack, TwoBidirectionalLayersMatchPyTorchsLstm) {
   std::vector<int32_t> sizes(layout->batch_sizes.begin(), layout->batch_sizes.end());
   std::vector<safetensors::TensorView> views;
   std::vector<std::vector<float>> keep;
-  for (size_t i = 0; i < store.params().size(); ++i) {
-    const ParamInfo& p = store.params()[i];
-    views.push_back(safetensors::F32View(p.name, p.shape, {store.value(static_cast<int>(i)), static_cast<size_t>(p.numel)}));
-    views.push_back(safetensors::F32View("ours.grad." + p.name, p.shape,
-                                         {store.grad(static_cast<int>(i)), static_cast<size_t>(p.numel)}));
-  }
+  AddParams(views, store);
   views.push_back(safetensors::F32View("input.x", {n, in}, x));
   views.push_back(safetensors::F32View("input.dy", {n, 2 * hid}, dy));
   views.push_back({"input.batch_sizes", safetensors::DType::kI32, {static_cast<int64_t>(sizes.size())},
                    std::as_bytes(std::span<const int32_t>(sizes))});
   views.push_back(safetensors::F32View("ours.y", {n, 2 * hid}, y));
   views.push_back(safetensors::F32View("ours.dx", {n, in}, dx));
-  testing::TempDir dir;
-  const std::string path = dir.path() + "/stack.safetensors";
-  ASSERT_TRUE(safetensors::WriteFile(path, views, {}).ok());
-  int status = 0;
-  const std::string out = testing::RunShellCommand(
-      "/usr/bin/python3 " + testing::SourceDir() + "/tests/trainer/reference/lstm_reference.py " + path, &status);
-  std::printf("%s", out.c_str());
-  EXPECT_EQ(status, 0) << out;
-  EXPECT_NE(out.find("weight_hh_l1_reverse"), std::string::npos) << out;
+  CompareWithPyTorch("lstm_reference.py", views, "weight_hh_l1_reverse");
 }
 
 // fairseq's LSTM decoder (two layers, input feeding, attention over a padded source, given
@@ -242,12 +251,7 @@ TEST(LstmDecoder, MatchesFairseqsDecoderLoopInPyTorch) {
   std::vector<int32_t> pad32(padding.begin(), padding.end());
   std::vector<std::vector<float>> keep;
   std::vector<safetensors::TensorView> views;
-  for (size_t i = 0; i < store.params().size(); ++i) {
-    const ParamInfo& p = store.params()[i];
-    views.push_back(safetensors::F32View(p.name, p.shape, {store.value(static_cast<int>(i)), static_cast<size_t>(p.numel)}));
-    views.push_back(safetensors::F32View("ours.grad." + p.name, p.shape,
-                                         {store.grad(static_cast<int>(i)), static_cast<size_t>(p.numel)}));
-  }
+  AddParams(views, store);
   for (int i = 0; i < layers; ++i) {
     keep.emplace_back(dec.dh0(i), dec.dh0(i) + batch * hid);
     keep.emplace_back(dec.dc0(i), dec.dc0(i) + batch * hid);
@@ -266,16 +270,59 @@ TEST(LstmDecoder, MatchesFairseqsDecoderLoopInPyTorch) {
   views.push_back(safetensors::F32View("ours.y", {steps, batch, hid}, ys));
   views.push_back(safetensors::F32View("ours.dx", {steps, batch, embed}, dx));
   views.push_back(safetensors::F32View("ours.denc", {src, batch, units}, denc));
-  testing::TempDir dir;
-  const std::string path = dir.path() + "/decoder.safetensors";
-  ASSERT_TRUE(safetensors::WriteFile(path, views, {}).ok());
-  int status = 0;
-  const std::string out = testing::RunShellCommand(
-      "/usr/bin/python3 " + testing::SourceDir() + "/tests/trainer/reference/lstm_decoder_reference.py " + path,
-      &status);
-  std::printf("%s", out.c_str());
-  EXPECT_EQ(status, 0) << out;
-  EXPECT_NE(out.find("attention.output_proj.weight"), std::string::npos) << out;
+  CompareWithPyTorch("lstm_decoder_reference.py", views, "attention.output_proj.weight");
+}
+
+// fairseq's LSTM encoder (embeddings, two bidirectional layers over right-padded sentences in no
+// particular length order, outputs and combined final states) against fairseq's steps in PyTorch.
+TEST(LstmEncoder, MatchesFairseqsEncoderInPyTorch) {
+  constexpr int64_t batch = 4, src = 6, vocab = 20, embed = 10, hid = 12, D = 2 * hid;
+  constexpr int32_t pad = 1;
+  CpuBackend backend;
+  Context<float> ctx(&backend, DType::kF32);
+  ParamStore<float> store;
+  LstmEncoder<float> enc(store, "", vocab, embed, hid, 2, true, 0.0f, 0.0f, pad);
+  store.Finalize(backend.allocator());
+  FillParams(store, backend, DType::kF32, 17, 0.4f);
+  const std::vector<int32_t> tokens = {5, 6, 7, 2, 1, 1,      //
+                                       8, 9, 10, 11, 12, 2,   //
+                                       13, 2, 1, 1, 1, 1,     //
+                                       14, 15, 16, 17, 2, 1};
+  std::vector<float> w = Random(src * batch * D, 18);
+  for (int64_t s = 0; s < src; ++s) {
+    for (int64_t b = 0; b < batch; ++b) {
+      if (tokens[b * src + s] == pad) std::fill_n(w.begin() + (s * batch + b) * D, D, 0.0f);
+    }
+  }
+  std::vector<std::vector<float>> wh, wc;
+  for (int l = 0; l < 2; ++l) {
+    wh.push_back(Random(batch * D, 19 + l));
+    wc.push_back(Random(batch * D, 21 + l));
+  }
+  ASSERT_TRUE(enc.Forward(ctx, tokens.data(), batch, src).ok());
+  std::vector<float> out(enc.outputs(), enc.outputs() + src * batch * D);
+  std::vector<std::vector<float>> fh, fc;
+  for (int l = 0; l < 2; ++l) {
+    fh.emplace_back(enc.final_h(l), enc.final_h(l) + batch * D);
+    fc.emplace_back(enc.final_c(l), enc.final_c(l) + batch * D);
+  }
+  enc.Backward(ctx, w.data(), {wh[0].data(), wh[1].data()}, {wc[0].data(), wc[1].data()});
+
+  const std::vector<int32_t> pad_value = {pad};
+  std::vector<safetensors::TensorView> views;
+  AddParams(views, store);
+  views.push_back({"input.src", safetensors::DType::kI32, {batch, src}, std::as_bytes(std::span<const int32_t>(tokens))});
+  views.push_back({"input.pad", safetensors::DType::kI32, {1}, std::as_bytes(std::span<const int32_t>(pad_value))});
+  views.push_back(safetensors::F32View("input.w", {src, batch, D}, w));
+  views.push_back(safetensors::F32View("ours.out", {src, batch, D}, out));
+  for (int l = 0; l < 2; ++l) {
+    const std::string n = std::to_string(l);
+    views.push_back(safetensors::F32View("input.wh." + n, {batch, D}, wh[l]));
+    views.push_back(safetensors::F32View("input.wc." + n, {batch, D}, wc[l]));
+    views.push_back(safetensors::F32View("ours.final_h." + n, {batch, D}, fh[l]));
+    views.push_back(safetensors::F32View("ours.final_c." + n, {batch, D}, fc[l]));
+  }
+  CompareWithPyTorch("lstm_encoder_reference.py", views, "final_c.1");
 }
 
 class LstmBackends : public ::testing::TestWithParam<std::string> {
@@ -392,6 +439,41 @@ TEST(LstmDecoder, Bf16GemmOperandsStayWithinBf16RoundingOfFp32) {
   const std::vector<float> fp32 = RunDecoder(backend, DType::kF32), bf16 = RunDecoder(backend, DType::kBF16);
   EXPECT_LT(MaxRel(bf16, fp32), 3e-2);
   EXPECT_GT(MaxRel(bf16, fp32), 0) << "bf16 operands must change something";
+}
+
+// The encoder (two bidirectional layers, all three dropouts, final states) on `backend`: outputs,
+// final states and every gradient on the host.
+std::vector<float> RunEncoder(Backend<float>& backend) {
+  constexpr int64_t batch = 3, src = 5, vocab = 12, embed = 8, hid = 6, D = 2 * hid;
+  Context<float> ctx(&backend, DType::kF32);
+  ctx.seed = 4;
+  ParamStore<float> store;
+  LstmEncoder<float> enc(store, "encoder.", vocab, embed, hid, 2, true, 0.2f, 0.3f, 1, 70);
+  store.Finalize(backend.allocator());
+  FillParams(store, backend, DType::kF32, 23, 0.4f);
+  const std::vector<int32_t> tokens = {4, 5, 2, 1, 1, 6, 7, 8, 9, 2, 10, 2, 1, 1, 1};
+  EXPECT_TRUE(enc.Forward(ctx, tokens.data(), batch, src).ok());
+  std::vector<float> all((src + 4) * batch * D + store.total_numel());
+  backend.CopyToHost(all.data(), enc.outputs(), src * batch * D * sizeof(float));
+  float* at = all.data() + src * batch * D;
+  for (int l = 0; l < 2; ++l) {
+    backend.CopyToHost(at, enc.final_h(l), batch * D * sizeof(float));
+    backend.CopyToHost(at + batch * D, enc.final_c(l), batch * D * sizeof(float));
+    at += 2 * batch * D;
+  }
+  Tensor w = Stage(backend, Random(src * batch * D, 24)), wh = Stage(backend, Random(batch * D, 25));
+  enc.Backward(ctx, w.data<float>(), {wh.data<float>(), nullptr}, {nullptr, wh.data<float>()});
+  store.CopyGradsToHost(at);
+  return all;
+}
+
+TEST_P(LstmBackends, TheEncoderEqualsTheCpuEncoder) {
+  double tolerance = 0;
+  std::string why;
+  std::unique_ptr<Backend<float>> backend = Make(&tolerance, &why);
+  if (!backend) GTEST_SKIP() << why;
+  CpuBackend cpu;
+  EXPECT_LE(MaxRel(RunEncoder(*backend), RunEncoder(cpu)), tolerance);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, LstmBackends, ::testing::Values("guarded", "cuda"),

@@ -115,8 +115,11 @@ class Lstm {
   void Backward(Context<T>& ctx, const T* dy, T* dx, float dx_beta) {
     Backward(ctx, dy, std::vector<T*>{dx}, dx_beta);
   }
-  // The same with the input's gradient in its parts (each may be null).
-  void Backward(Context<T>& ctx, const T* dy, const std::vector<T*>& dx, float dx_beta) {
+  // The same with the input's gradient in its parts (each may be null), and optionally the
+  // gradients of each sequence's final state (dh_n, dc_n [B, H], by sorted position: the h and c
+  // of its last step).
+  void Backward(Context<T>& ctx, const T* dy, const std::vector<T*>& dx, float dx_beta, const T* dh_n = nullptr,
+                const T* dc_n = nullptr) {
     Backend<T>& be = ctx.backend();
     const DType dt = DTypeOf<T>::value;
     const int64_t H = hidden_, G = 4 * hidden_;
@@ -124,8 +127,18 @@ class Lstm {
     const int64_t batch = batch_sizes_.empty() ? 0 : batch_sizes_[0];
     ctx.Plan(dh_, {batch, H}, dt);
     ctx.Plan(dc_, {batch, H}, dt);
-    dh_.ZeroFill();
-    dc_.ZeroFill();
+    // A sequence's carried gradients start at its last step (the first the loop below reaches
+    // for its row; rows not yet reached are never touched): the final state's, or zero.
+    if (dh_n) {
+      be.Cast(dh_n, dh_.raw(), dt, batch * H);
+    } else {
+      dh_.ZeroFill();
+    }
+    if (dc_n) {
+      be.Cast(dc_n, dc_.raw(), dt, batch * H);
+    } else {
+      dc_.ZeroFill();
+    }
     if (n_rows == 0) return;
     const void* w_hh = store_.compute_value(w_hh_, ctx.compute());
     for (size_t t = batch_sizes_.size(); t-- > 0;) {
@@ -164,6 +177,10 @@ class Lstm {
   // After Backward, with h0 / c0 given to Forward: their gradients [B, H].
   const T* dh0() const { return dh_.data<T>(); }
   const T* dc0() const { return dc_.data<T>(); }
+  // After Forward: the packed h and c of every step, [N, H] (a sequence's final state is at its
+  // last step's row, PackedLayout::LastRows).
+  const T* hiddens() const { return h_.data<T>(); }
+  const T* cells() const { return c_.data<T>(); }
 
  private:
   // h_{t-1} for step t's first batch_sizes[t] rows in the compute dtype; null when it is zero.

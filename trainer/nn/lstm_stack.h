@@ -11,8 +11,10 @@
 // ... per layer and direction) as nn.LSTM's `dropout`.
 //
 // Forward returns the top layer's outputs, natural order, one [N, H] buffer per direction; valid
-// until the next Forward. Backward takes their gradients and writes (or adds, dx_beta = 1) the
-// input's. Initial states are zeros.
+// until the next Forward. FinalState gives each layer's and direction's final h and c per
+// sequence (nn.LSTM's h_n, c_n: the forward direction's at the sequence's last step, the
+// backward direction's at its first). Backward takes the outputs' gradients, optionally the final
+// states', and writes (or adds, dx_beta = 1) the input's. Initial states are zeros.
 #pragma once
 
 #include <memory>
@@ -58,6 +60,10 @@ class LstmStack {
       const std::vector<int32_t> rev = layout.Reversal();
       reversal_.CopyFromHost(rev.data());
     }
+    batch_ = layout.sequences();
+    ctx.Plan(last_rows_, {batch_}, DType::kI32);
+    const std::vector<int32_t> last = layout.LastRows();
+    last_rows_.CopyFromHost(last.data());
     std::vector<const T*> below = {x}, top;
     std::vector<int64_t> widths = {input};
     for (int l = 0; l < layers(); ++l) {
@@ -99,9 +105,21 @@ class LstmStack {
     return top;
   }
 
+  // Layer `layer`'s final state in direction `dir` (0 forward, 1 backward): h_n, c_n [B, H] by
+  // sorted position (PackedLayout::order maps them to the batch); either may be null.
+  void FinalState(Context<T>& ctx, int layer, int dir, T* h_n, T* c_n) {
+    const Lstm<T>& lstm = *lstms_[layer * dirs_ + dir];
+    // The backward direction ran over the reversed rows: its last step is the sequence's first.
+    if (h_n) GatherRows(ctx.backend(), last_rows_, lstm.hiddens(), h_n, batch_, hidden_);
+    if (c_n) GatherRows(ctx.backend(), last_rows_, lstm.cells(), c_n, batch_, hidden_);
+  }
+
   // dy: one [N, H] gradient per direction (natural order). dx [N, input] (or += when dx_beta = 1);
-  // may be null.
-  void Backward(Context<T>& ctx, const std::vector<const T*>& dy, T* dx, float dx_beta) {
+  // may be null. dh_n, dc_n: the final states' gradients, [B, H] by sorted position, indexed
+  // layer * directions() + dir (empty, or null entries: none).
+  void Backward(Context<T>& ctx, const std::vector<const T*>& dy, T* dx, float dx_beta,
+                const std::vector<const T*>& dh_n = {}, const std::vector<const T*>& dc_n = {}) {
+    auto final_grad = [](const std::vector<const T*>& v, size_t k) { return k < v.size() ? v[k] : nullptr; };
     Backend<T>& be = ctx.backend();
     const DType dt = DTypeOf<T>::value;
     const int64_t n = rows_, H = hidden_;
@@ -121,7 +139,7 @@ class LstmStack {
         }
       }
       const float beta = l == 0 ? dx_beta : 0.0f;
-      lstms_[l * dirs_]->Backward(ctx, d_out[0], d_in, beta);
+      lstms_[l * dirs_]->Backward(ctx, d_out[0], d_in, beta, final_grad(dh_n, l * dirs_), final_grad(dc_n, l * dirs_));
       if (dirs_ == 2) {
         const int k = l * dirs_ + 1;
         ctx.Plan(d_rev_, {n, H}, dt);
@@ -132,7 +150,7 @@ class LstmStack {
           ctx.Plan(d_rin_[j], {n, width}, dt);
           d_rin[j] = d_rin_[j].template data<T>();
         }
-        lstms_[k]->Backward(ctx, d_rev_.template data<T>(), d_rin, 0.0f);
+        lstms_[k]->Backward(ctx, d_rev_.template data<T>(), d_rin, 0.0f, final_grad(dh_n, k), final_grad(dc_n, k));
         for (int j = 0; j < parts; ++j) {
           if (!d_in[j]) continue;
           T* natural = ctx.ScratchT(kScratchMerged, n * width);
@@ -155,7 +173,11 @@ class LstmStack {
  private:
   // out[r] = in[reversal[r]] for every row (the reversal is its own inverse).
   void Gather(Backend<T>& be, const T* in, T* out, int64_t n, int64_t width) {
-    be.EmbeddingForward(reversal_.data<int32_t>(), in, nullptr, nullptr, out, n, width, 1.0f);
+    GatherRows(be, reversal_, in, out, n, width);
+  }
+  // out[r] = in[index[r]], r < n: the backend's row gather (an embedding lookup with scale 1).
+  static void GatherRows(Backend<T>& be, const Tensor& index, const T* in, T* out, int64_t n, int64_t width) {
+    be.EmbeddingForward(index.data<int32_t>(), in, nullptr, nullptr, out, n, width, 1.0f);
   }
 
   int64_t hidden_;
@@ -163,12 +185,12 @@ class LstmStack {
   float dropout_;
   uint32_t site_;
   float p_ = 0;
-  int64_t rows_ = 0, input_ = 0;
+  int64_t rows_ = 0, input_ = 0, batch_ = 0;
   std::vector<std::unique_ptr<Lstm<T>>> lstms_;  // layer-major, forward then backward direction
   std::vector<Tensor> out_, dropped_;  // the backward directions' outputs in natural order
   std::vector<std::vector<Tensor>> reversed_in_;
   std::vector<DropoutKey> keys_;
-  Tensor reversal_, d_rev_;
+  Tensor reversal_, last_rows_, d_rev_;
   Tensor d_below_[2][2], d_rin_[2];
 };
 

@@ -1,0 +1,68 @@
+#!/usr/bin/python3
+"""fairseq's LSTM encoder (LSTMEncoder.forward) in PyTorch, for engine_lstm_test.
+
+Usage: lstm_encoder_reference.py CASE.safetensors [--tolerance 1e-5]
+
+The case file holds the encoder's weights under fairseq's names (embed_tokens.weight,
+lstm.weight_ih_l0 ..., _reverse with both directions), the source ("input.src" I32 [B, S],
+right-padded with "input.pad"), the loss's weights ("input.w" [S, B, D] on the outputs, zero at
+padding; "input.wh.<l>", "input.wc.<l>" [B, D] on each layer's final h and c) and the engine's
+results ("ours.out", "ours.final_h.<l>", "ours.final_c.<l>", "ours.grad.<param>"). This script
+runs fairseq's steps in float64 — F.embedding with padding_idx, pack_padded_sequence
+(enforce_sorted=False), nn.LSTM, pad_packed_sequence, combine_bidir — backpropagates the weighted
+sum with autograd and compares (outputs at real positions only).
+"""
+import sys
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+from lstm_reference import case_and_tolerance, compare  # noqa: E402
+
+
+def main():
+    t, tolerance = case_and_tolerance(sys.argv)
+    f64 = lambda name: torch.tensor(t[name], dtype=torch.float64)  # noqa: E731
+    src = torch.tensor(t["input.src"]).long()
+    pad = int(t["input.pad"][0])
+    table = f64("embed_tokens.weight").requires_grad_()
+    hidden = t["lstm.weight_hh_l0"].shape[1]
+    layers = sum(1 for k in t if k.startswith("lstm.weight_ih_l") and not k.endswith("_reverse"))
+    bidirectional = "lstm.weight_ih_l0_reverse" in t
+    lstm = torch.nn.LSTM(table.shape[1], hidden, num_layers=layers, bidirectional=bidirectional).double()
+    names = [n for n, _ in lstm.named_parameters()]
+    with torch.no_grad():
+        for name in names:
+            getattr(lstm, name).copy_(f64("lstm." + name))
+    bsz, _ = src.shape
+    x = F.embedding(src, table, padding_idx=pad).transpose(0, 1)
+    lengths = src.ne(pad).sum(dim=1)
+    packed = torch.nn.utils.rnn.pack_padded_sequence(x, lengths, enforce_sorted=False)
+    outs, (final_h, final_c) = lstm(packed)
+    out, _ = torch.nn.utils.rnn.pad_packed_sequence(outs, padding_value=pad * 1.0)
+    dirs = 2 if bidirectional else 1
+
+    def combine(states):
+        return states.view(layers, dirs, bsz, -1).transpose(1, 2).contiguous().view(layers, bsz, -1)
+
+    final_h, final_c = combine(final_h), combine(final_c)
+    loss = (out * f64("input.w")).sum()
+    for l in range(layers):
+        loss = loss + (final_h[l] * f64(f"input.wh.{l}")).sum() + (final_c[l] * f64(f"input.wc.{l}")).sum()
+    loss.backward()
+
+    real = src.ne(pad).t().unsqueeze(2).double()  # S x B x 1
+    pairs = [("out", out * real, torch.tensor(t["ours.out"]).double() * real)]
+    pairs = [(n, r, o.numpy()) for n, r, o in pairs]
+    for l in range(layers):
+        pairs.append((f"final_h.{l}", final_h[l], t[f"ours.final_h.{l}"]))
+        pairs.append((f"final_c.{l}", final_c[l], t[f"ours.final_c.{l}"]))
+    pairs.append(("embed_tokens.weight", table.grad, t["ours.grad.embed_tokens.weight"]))
+    for name in names:
+        pairs.append(("lstm." + name, getattr(lstm, name).grad, t["ours.grad.lstm." + name]))
+    sys.exit(compare(pairs, tolerance))
+
+
+if __name__ == "__main__":
+    main()
