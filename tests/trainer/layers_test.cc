@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "trainer/kernels/cpu/reference.h"
+#include "trainer/models/lstm_model.h"
 #include "trainer/models/transformer.h"
 #include "trainer/nn/attention.h"
 #include "trainer/nn/embedding.h"
@@ -287,6 +288,54 @@ TEST_F(LayerGradTest, LstmEncoderBidirectionalWithFinalStatesAndDropout) {
   outside[7] = 9;
   st = enc.Forward(ctx_, outside.data(), batch, src);
   EXPECT_NE(st.message().find("source sentence 1 position 2: token 9"), std::string::npos) << st.message();
+}
+
+// fairseq's lstm model, whole: the label-smoothed loss's gradient in every parameter, for a
+// bidirectional 2-layer encoder whose output size differs from the decoder's hidden size
+// (encoder_hidden_proj / encoder_cell_proj), additional_fc, fc_out and every dropout on; and for
+// a unidirectional encoder of the decoder's size with the output projection shared with the
+// decoder's embedding.
+TEST(ModelGradTest, LstmModelWithProjectionsAndWithSharedEmbeddings) {
+  for (bool shared : {false, true}) {
+    LstmConfig c;
+    c.src_vocab = 11;
+    c.tgt_vocab = 10;
+    c.pad_id = 1;
+    c.encoder_embed = 4;
+    c.encoder_hidden = 3;
+    c.encoder_layers = 2;
+    c.encoder_bidirectional = !shared;
+    c.decoder_embed = 5;
+    c.decoder_hidden = shared ? 3 : 4;
+    c.decoder_out_embed = shared ? 5 : 6;
+    c.decoder_layers = shared ? 2 : 1;
+    c.share_decoder_input_output_embed = shared;
+    c.encoder_dropout_in = c.encoder_dropout_out = c.decoder_dropout_in = c.decoder_dropout_out = 0.2f;
+    ASSERT_TRUE(c.Validate().ok());
+    ReferenceBackend<double> ref;
+    LstmModel<double> model(c, &ref, DType::kF64);
+    model.context().seed = 5;
+    RandomizeParams(model.params(), 41);
+    const std::vector<int32_t> src = {4, 5, 6, 2, 1, 7, 2, 1, 1, 1, 3, 8, 9, 10, 2};
+    const std::vector<int32_t> tin = {2, 4, 5, 6, 2, 7, 1, 1, 2, 3, 8, 9};
+    const std::vector<int32_t> tout = {4, 5, 6, 2, 7, 2, 1, 1, 3, 8, 9, 2};
+    Seq2SeqBatch b{src.data(), tin.data(), tout.data(), 3, 5, 4};
+    auto loss = [&] {
+      auto stats = model.Forward(b);
+      EXPECT_TRUE(stats.ok()) << stats.status().message();
+      return stats.ok() ? stats->loss : 0.0;
+    };
+    loss();
+    model.Backward(1.0f);
+    // The decoder's hidden size (4) differs from the encoder's outputs (6), and from out_embed (6).
+    if (!shared) {
+      EXPECT_GE(model.params().Find("decoder.encoder_hidden_proj.weight"), 0);
+      EXPECT_GE(model.params().Find("decoder.additional_fc.bias"), 0);
+    } else {
+      EXPECT_LT(model.params().Find("decoder.fc_out.weight"), 0);
+    }
+    CheckGradients(loss, ParamTargets(model.params()), 12);
+  }
 }
 
 TEST_F(LayerGradTest, FeedForwardGeluAndRelu) {

@@ -1,4 +1,7 @@
-// The recurrent layers against PyTorch, on every backend, in mixed precision:
+// The recurrent layers and fairseq's lstm model against PyTorch, on every backend, in mixed
+// precision:
+// - the whole model (trainer/models/lstm_model.h) against fairseq's LSTMModel and its loss
+//   (tests/trainer/reference/lstm_model_reference.py): loss, logits, every gradient;
 // - the LSTM layer (trainer/nn/lstm.h) against nn.LSTM on the same packed batch, and the
 //   two-layer bidirectional stack (lstm_stack.h) against nn.LSTM(num_layers=2, bidirectional);
 // - fairseq's LSTM encoder (lstm_encoder.h) against its steps in PyTorch (embedding,
@@ -23,6 +26,7 @@
 #include "tests/trainer/guarded_backend.h"
 #include "trainer/core/safetensors.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
+#include "trainer/models/lstm_model.h"
 #include "trainer/nn/lstm.h"
 #include "trainer/nn/lstm_decoder.h"
 #include "trainer/nn/lstm_encoder.h"
@@ -323,6 +327,54 @@ TEST(LstmEncoder, MatchesFairseqsEncoderInPyTorch) {
     views.push_back(safetensors::F32View("ours.final_c." + n, {batch, D}, fc[l]));
   }
   CompareWithPyTorch("lstm_encoder_reference.py", views, "final_c.1");
+}
+
+// fairseq's lstm model, whole (a bidirectional 2-layer encoder, the decoder's states through the
+// encoder projections, additional_fc, fc_out; and a unidirectional variant sharing the output
+// projection with the decoder's embedding): logits, the label-smoothed loss and every gradient
+// against the same model and fairseq's loss in PyTorch.
+TEST(LstmModel, MatchesFairseqsLstmModelInPyTorch) {
+  for (bool shared : {false, true}) {
+    LstmConfig c;
+    c.src_vocab = 30;
+    c.tgt_vocab = 25;
+    c.encoder_embed = 12;
+    c.encoder_hidden = 10;
+    c.encoder_layers = 2;
+    c.encoder_bidirectional = !shared;
+    c.decoder_embed = 14;
+    c.decoder_hidden = shared ? 10 : 16;
+    c.decoder_out_embed = shared ? 14 : 18;
+    c.decoder_layers = 2;
+    c.share_decoder_input_output_embed = shared;
+    ASSERT_TRUE(c.Validate().ok());
+    CpuBackend backend;
+    LstmModel<float> model(c, &backend, DType::kF32);
+    model.context().training = false;  // no dropout: PyTorch's masks would differ
+    FillParams(model.params(), backend, DType::kF32, 31, 0.3f);
+    const std::vector<int32_t> src = {5, 6, 7, 8, 2, 1, 9, 2, 1, 1, 1, 1, 10, 11, 12, 13, 14, 2};
+    const std::vector<int32_t> tin = {2, 5, 6, 7, 8, 2, 9, 1, 1, 1, 2, 10, 11, 12, 13};
+    const std::vector<int32_t> tout = {5, 6, 7, 8, 2, 9, 2, 1, 1, 1, 10, 11, 12, 13, 2};
+    Seq2SeqBatch b{src.data(), tin.data(), tout.data(), 3, 6, 5};
+    auto stats = model.Forward(b);
+    ASSERT_TRUE(stats.ok()) << stats.status().message();
+    const int64_t rows = b.batch * b.tgt_len;
+    std::vector<float> logits(model.logits(), model.logits() + rows * c.tgt_vocab);
+    model.Backward(1.0f);
+    const std::vector<float> loss = {static_cast<float>(stats->loss)}, eps = {c.label_smoothing};
+    const std::vector<int32_t> pad = {c.pad_id};
+    std::vector<safetensors::TensorView> views;
+    AddParams(views, model.params());
+    views.push_back({"batch.src", safetensors::DType::kI32, {3, 6}, std::as_bytes(std::span<const int32_t>(src))});
+    views.push_back({"batch.tgt_in", safetensors::DType::kI32, {3, 5}, std::as_bytes(std::span<const int32_t>(tin))});
+    views.push_back({"batch.tgt_out", safetensors::DType::kI32, {3, 5}, std::as_bytes(std::span<const int32_t>(tout))});
+    views.push_back({"input.pad", safetensors::DType::kI32, {1}, std::as_bytes(std::span<const int32_t>(pad))});
+    views.push_back(safetensors::F32View("input.eps", {1}, eps));
+    views.push_back(safetensors::F32View("ours.loss", {1}, loss));
+    views.push_back(safetensors::F32View("ours.logits", {rows, c.tgt_vocab}, logits));
+    std::printf("shared %d:\n", shared);
+    CompareWithPyTorch("lstm_model_reference.py", views, shared ? "decoder.additional_fc.bias" : "decoder.encoder_cell_proj.bias");
+  }
 }
 
 class LstmBackends : public ::testing::TestWithParam<std::string> {

@@ -22,26 +22,25 @@ sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from lstm_reference import case_and_tolerance, compare  # noqa: E402
 
 
-def main():
-    t, tolerance = case_and_tolerance(sys.argv)
+def decoder_forward(t, prefix, x, enc, padding, h0, c0):
+    """fairseq's LSTMDecoder.extract_features loop (no dropout) on the case's weights under
+    `prefix`: x [T, B, E] the embedded targets, enc [S, B, Ds], padding [S, B] bool, h0 / c0 one
+    [B, H] per layer. Returns the outputs [T, B, H] and the parameters (name -> leaf tensor)."""
     f64 = lambda name: torch.tensor(t[name], dtype=torch.float64)  # noqa: E731
-    layers = sum(1 for k in t if k.startswith("layers.") and k.endswith(".weight_hh"))
-    hidden = t["layers.0.weight_hh"].shape[1]
-    cells = []
+    layers = sum(1 for k in t if k.startswith(prefix + "layers.") and k.endswith(".weight_hh"))
+    hidden = t[prefix + "layers.0.weight_hh"].shape[1]
+    cells, params = [], {}
     for i in range(layers):
-        w_ih = t[f"layers.{i}.weight_ih"]
-        cell = torch.nn.LSTMCell(w_ih.shape[1], hidden).double()
+        cell = torch.nn.LSTMCell(t[f"{prefix}layers.{i}.weight_ih"].shape[1], hidden).double()
         with torch.no_grad():
             for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
-                getattr(cell, name).copy_(f64(f"layers.{i}.{name}"))
+                getattr(cell, name).copy_(f64(f"{prefix}layers.{i}.{name}"))
+                params[f"{prefix}layers.{i}.{name}"] = getattr(cell, name)
         cells.append(cell)
-    input_proj = f64("attention.input_proj.weight").requires_grad_()
-    output_proj = f64("attention.output_proj.weight").requires_grad_()
-    x = f64("input.x").requires_grad_()
-    enc = f64("input.enc").requires_grad_()
-    padding = torch.tensor(t["input.padding"]).bool().t()  # srclen x bsz, as fairseq keeps it
-    h0 = [f64(f"input.h0.{i}").requires_grad_() for i in range(layers)]
-    c0 = [f64(f"input.c0.{i}").requires_grad_() for i in range(layers)]
+    input_proj = f64(prefix + "attention.input_proj.weight").requires_grad_()
+    output_proj = f64(prefix + "attention.output_proj.weight").requires_grad_()
+    params[prefix + "attention.input_proj.weight"] = input_proj
+    params[prefix + "attention.output_proj.weight"] = output_proj
     steps, bsz, _ = x.shape
     prev_h, prev_c = list(h0), list(c0)
     input_feed = x.new_zeros(bsz, hidden)
@@ -59,16 +58,25 @@ def main():
         out = torch.tanh(F.linear(torch.cat((ctx, h), dim=1), output_proj))
         input_feed = out
         outs.append(out)
-    y = torch.stack(outs)
+    return torch.stack(outs), params
+
+
+def main():
+    t, tolerance = case_and_tolerance(sys.argv)
+    f64 = lambda name: torch.tensor(t[name], dtype=torch.float64)  # noqa: E731
+    layers = sum(1 for k in t if k.startswith("layers.") and k.endswith(".weight_hh"))
+    x = f64("input.x").requires_grad_()
+    enc = f64("input.enc").requires_grad_()
+    padding = torch.tensor(t["input.padding"]).bool().t()  # srclen x bsz, as fairseq keeps it
+    h0 = [f64(f"input.h0.{i}").requires_grad_() for i in range(layers)]
+    c0 = [f64(f"input.c0.{i}").requires_grad_() for i in range(layers)]
+    y, params = decoder_forward(t, "", x, enc, padding, h0, c0)
     (y * f64("input.dy")).sum().backward()
 
-    pairs = [("y", y.detach(), t["ours.y"]), ("dx", x.grad, t["ours.dx"]), ("denc", enc.grad, t["ours.denc"]),
-             ("attention.input_proj.weight", input_proj.grad, t["ours.grad.attention.input_proj.weight"]),
-             ("attention.output_proj.weight", output_proj.grad, t["ours.grad.attention.output_proj.weight"])]
-    for i, cell in enumerate(cells):
-        for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
-            key = f"layers.{i}.{name}"
-            pairs.append((key, getattr(cell, name).grad, t["ours.grad." + key]))
+    pairs = [("y", y, t["ours.y"]), ("dx", x.grad, t["ours.dx"]), ("denc", enc.grad, t["ours.denc"])]
+    for name, value in params.items():
+        pairs.append((name, value.grad, t["ours.grad." + name]))
+    for i in range(layers):
         pairs.append((f"dh0.{i}", h0[i].grad, t[f"ours.dh0.{i}"]))
         pairs.append((f"dc0.{i}", c0[i].grad, t[f"ours.dc0.{i}"]))
     sys.exit(compare(pairs, tolerance))

@@ -21,20 +21,21 @@ sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from lstm_reference import case_and_tolerance, compare  # noqa: E402
 
 
-def main():
-    t, tolerance = case_and_tolerance(sys.argv)
+def encoder_forward(t, prefix, src, pad):
+    """fairseq's LSTMEncoder.forward on the case's weights under `prefix` ("" or "encoder."):
+    returns the outputs [S, B, D] (pad_packed_sequence's padding value pad * 1.0), the combined
+    final h and c [L, B, D], and the parameters (name -> leaf tensor) for their gradients."""
     f64 = lambda name: torch.tensor(t[name], dtype=torch.float64)  # noqa: E731
-    src = torch.tensor(t["input.src"]).long()
-    pad = int(t["input.pad"][0])
-    table = f64("embed_tokens.weight").requires_grad_()
-    hidden = t["lstm.weight_hh_l0"].shape[1]
-    layers = sum(1 for k in t if k.startswith("lstm.weight_ih_l") and not k.endswith("_reverse"))
-    bidirectional = "lstm.weight_ih_l0_reverse" in t
+    table = f64(prefix + "embed_tokens.weight").requires_grad_()
+    hidden = t[prefix + "lstm.weight_hh_l0"].shape[1]
+    layers = sum(1 for k in t if k.startswith(prefix + "lstm.weight_ih_l") and not k.endswith("_reverse"))
+    bidirectional = prefix + "lstm.weight_ih_l0_reverse" in t
     lstm = torch.nn.LSTM(table.shape[1], hidden, num_layers=layers, bidirectional=bidirectional).double()
-    names = [n for n, _ in lstm.named_parameters()]
+    params = {prefix + "embed_tokens.weight": table}
     with torch.no_grad():
-        for name in names:
-            getattr(lstm, name).copy_(f64("lstm." + name))
+        for name, value in lstm.named_parameters():
+            value.copy_(f64(prefix + "lstm." + name))
+            params[prefix + "lstm." + name] = value
     bsz, _ = src.shape
     x = F.embedding(src, table, padding_idx=pad).transpose(0, 1)
     lengths = src.ne(pad).sum(dim=1)
@@ -46,23 +47,29 @@ def main():
     def combine(states):
         return states.view(layers, dirs, bsz, -1).transpose(1, 2).contiguous().view(layers, bsz, -1)
 
-    final_h, final_c = combine(final_h), combine(final_c)
+    return out, combine(final_h), combine(final_c), params
+
+
+def main():
+    t, tolerance = case_and_tolerance(sys.argv)
+    f64 = lambda name: torch.tensor(t[name], dtype=torch.float64)  # noqa: E731
+    src = torch.tensor(t["input.src"]).long()
+    pad = int(t["input.pad"][0])
+    out, final_h, final_c, params = encoder_forward(t, "", src, pad)
+    layers = final_h.shape[0]
     loss = (out * f64("input.w")).sum()
     for l in range(layers):
         loss = loss + (final_h[l] * f64(f"input.wh.{l}")).sum() + (final_c[l] * f64(f"input.wc.{l}")).sum()
     loss.backward()
 
     real = src.ne(pad).t().unsqueeze(2).double()  # S x B x 1
-    pairs = [("out", out * real, torch.tensor(t["ours.out"]).double() * real)]
-    pairs = [(n, r, o.numpy()) for n, r, o in pairs]
+    pairs = [("out", out * real, (torch.tensor(t["ours.out"]).double() * real).numpy())]
     for l in range(layers):
         pairs.append((f"final_h.{l}", final_h[l], t[f"ours.final_h.{l}"]))
         pairs.append((f"final_c.{l}", final_c[l], t[f"ours.final_c.{l}"]))
-    pairs.append(("embed_tokens.weight", table.grad, t["ours.grad.embed_tokens.weight"]))
-    for name in names:
-        pairs.append(("lstm." + name, getattr(lstm, name).grad, t["ours.grad.lstm." + name]))
+    for name, value in params.items():
+        pairs.append((name, value.grad, t["ours.grad." + name]))
     sys.exit(compare(pairs, tolerance))
-
 
 if __name__ == "__main__":
     main()

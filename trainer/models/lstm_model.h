@@ -1,0 +1,277 @@
+// fairseq's `lstm` architecture (fairseq/models/lstm.py, LSTMModel) for training: the LSTM
+// encoder (trainer/nn/lstm_encoder.h), the decoder's initial states from each encoder layer's
+// final h and c (through encoder_hidden_proj / encoder_cell_proj when the encoder's output size
+// differs from the decoder's hidden size), the LSTM decoder with input feeding and attention
+// (trainer/nn/lstm_decoder.h) over the decoder's embeddings (dropout_in), additional_fc with
+// dropout_out when the decoder's hidden size differs from out_embed, and fc_out (or the decoder's
+// embedding when shared), then the label-smoothed cross-entropy summed over non-pad targets.
+//
+// Parameter names are fairseq's state_dict keys (docs/engine.md): encoder.embed_tokens.weight,
+// encoder.lstm.weight_ih_l0 ..., decoder.embed_tokens.weight, decoder.encoder_hidden_proj.*,
+// decoder.encoder_cell_proj.*, decoder.layers.<i>.*, decoder.attention.input_proj.weight,
+// decoder.attention.output_proj.weight, decoder.additional_fc.*, decoder.fc_out.*.
+//
+// Not yet a trainable architecture of the registry (the training step, checkpoints and the
+// translator are the Transformer's); the model's forward and backward are complete and proven
+// (layers_test.cc, lstm_test.cc).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "trainer/models/transformer.h"
+#include "trainer/nn/context.h"
+#include "trainer/nn/lstm_decoder.h"
+#include "trainer/nn/lstm_encoder.h"
+#include "trainer/nn/param_store.h"
+
+namespace sf {
+
+struct LstmConfig {
+  int64_t src_vocab = 0, tgt_vocab = 0;
+  int32_t pad_id = 1;
+  int64_t encoder_embed = 512, encoder_hidden = 512;
+  int encoder_layers = 1;
+  bool encoder_bidirectional = false;
+  float encoder_dropout_in = 0.1f, encoder_dropout_out = 0.1f;
+  int64_t decoder_embed = 512, decoder_hidden = 512, decoder_out_embed = 512;
+  int decoder_layers = 1;
+  float decoder_dropout_in = 0.1f, decoder_dropout_out = 0.1f;
+  bool share_decoder_input_output_embed = false;
+  float label_smoothing = 0.1f;
+
+  int64_t encoder_units() const { return encoder_hidden * (encoder_bidirectional ? 2 : 1); }
+  // Errors name the field.
+  Status Validate() const {
+    if (src_vocab < 2 || tgt_vocab < 2) return InvalidArgument("src_vocab / tgt_vocab: at least 2");
+    if (pad_id < 0 || pad_id >= src_vocab || pad_id >= tgt_vocab) return InvalidArgument("pad_id: outside the vocabularies");
+    if (encoder_layers < 1 || decoder_layers < 1) return InvalidArgument("encoder_layers / decoder_layers: at least 1");
+    if (decoder_layers > encoder_layers) {
+      return InvalidArgument("decoder_layers: " + std::to_string(decoder_layers) +
+                             " is more than encoder_layers " + std::to_string(encoder_layers) +
+                             " (each decoder layer starts from the final state of the encoder layer of its index)");
+    }
+    if (share_decoder_input_output_embed && decoder_out_embed != decoder_embed) {
+      return InvalidArgument("share_decoder_input_output_embed: decoder_out_embed " + std::to_string(decoder_out_embed) +
+                             " must equal decoder_embed " + std::to_string(decoder_embed));
+    }
+    return Status::Ok();
+  }
+};
+
+template <typename T>
+class LstmModel {
+ public:
+  LstmModel(const LstmConfig& config, Backend<T>* backend, DType compute)
+      : config_(config), ctx_(backend, compute),
+        encoder_(store_, "encoder.", config.src_vocab, config.encoder_embed, config.encoder_hidden,
+                 config.encoder_layers, config.encoder_bidirectional, config.encoder_dropout_in,
+                 config.encoder_dropout_out, config.pad_id, kEncoderSite),
+        decoder_(store_, "decoder.", config.decoder_embed, config.decoder_hidden, config.decoder_layers,
+                 config.encoder_units(), config.decoder_dropout_out, kDecoderSite) {
+    const int64_t units = config.encoder_units(), H = config.decoder_hidden;
+    dec_table_ = store_.Add("decoder.embed_tokens.weight", {config.tgt_vocab, config.decoder_embed}, true);
+    if (units != H) {
+      hidden_proj_w_ = store_.Add("decoder.encoder_hidden_proj.weight", {H, units}, true);
+      hidden_proj_b_ = store_.Add("decoder.encoder_hidden_proj.bias", {H}, false);
+      cell_proj_w_ = store_.Add("decoder.encoder_cell_proj.weight", {H, units}, true);
+      cell_proj_b_ = store_.Add("decoder.encoder_cell_proj.bias", {H}, false);
+    }
+    if (H != config.decoder_out_embed) {
+      fc_extra_w_ = store_.Add("decoder.additional_fc.weight", {config.decoder_out_embed, H}, true);
+      fc_extra_b_ = store_.Add("decoder.additional_fc.bias", {config.decoder_out_embed}, false);
+    }
+    if (!config.share_decoder_input_output_embed) {
+      fc_out_w_ = store_.Add("decoder.fc_out.weight", {config.tgt_vocab, config.decoder_out_embed}, true);
+      fc_out_b_ = store_.Add("decoder.fc_out.bias", {config.tgt_vocab}, false);
+    }
+    store_.Finalize(backend->allocator());
+    states_h_.resize(config.decoder_layers);
+    states_c_.resize(config.decoder_layers);
+  }
+  LstmModel(const LstmModel&) = delete;
+  LstmModel& operator=(const LstmModel&) = delete;
+
+  const LstmConfig& config() const { return config_; }
+  Context<T>& context() { return ctx_; }
+  ParamStore<T>& params() { return store_; }
+  void WeightsUpdated() { store_.RefreshMirror(ctx_.backend(), ctx_.compute()); }
+  void ZeroGrads() { store_.ZeroGrads(); }
+
+  // The loss over the batch's non-pad targets. Errors: tokens out of range, an empty source.
+  Result<CrossEntropyStats> Forward(const Seq2SeqBatch& batch) {
+    Backend<T>& be = ctx_.backend();
+    const DType dt = DTypeOf<T>::value;
+    const int64_t B = batch.batch, S = batch.src_len, Tt = batch.tgt_len, N = B * Tt;
+    const int64_t E = config_.decoder_embed, H = config_.decoder_hidden, O = config_.decoder_out_embed;
+    const int64_t V = config_.tgt_vocab;
+    SF_RETURN_IF_ERROR(encoder_.Forward(ctx_, batch.src, B, S));
+    // Target ids, time-major.
+    std::vector<int32_t> tin(N), tout(N);
+    for (int64_t b = 0; b < B; ++b) {
+      for (int64_t t = 0; t < Tt; ++t) {
+        tin[t * B + b] = batch.tgt_in[b * Tt + t];
+        tout[t * B + b] = batch.tgt_out[b * Tt + t];
+        for (int32_t tok : {tin[t * B + b], tout[t * B + b]}) {
+          if (tok < 0 || tok >= V) {
+            return InvalidArgument("target sentence " + std::to_string(b) + " position " + std::to_string(t) +
+                                   ": token " + std::to_string(tok) + " is outside the vocabulary of " +
+                                   std::to_string(V));
+          }
+        }
+      }
+    }
+    batch_ = B;
+    tgt_len_ = Tt;
+    src_len_ = S;
+    ctx_.Plan(tin_, {N}, DType::kI32);
+    tin_.CopyFromHost(tin.data());
+    ctx_.Plan(tout_, {N}, DType::kI32);
+    tout_.CopyFromHost(tout.data());
+    // The decoder's initial states.
+    std::vector<const T*> h0, c0;
+    for (int i = 0; i < config_.decoder_layers; ++i) {
+      if (hidden_proj_w_ < 0) {
+        h0.push_back(encoder_.final_h(i));
+        c0.push_back(encoder_.final_c(i));
+        continue;
+      }
+      ctx_.Plan(states_h_[i], {B, H}, dt);
+      ctx_.Plan(states_c_[i], {B, H}, dt);
+      Project(hidden_proj_w_, hidden_proj_b_, encoder_.final_h(i), states_h_[i].template data<T>(), B);
+      Project(cell_proj_w_, cell_proj_b_, encoder_.final_c(i), states_c_[i].template data<T>(), B);
+      h0.push_back(states_h_[i].template data<T>());
+      c0.push_back(states_c_[i].template data<T>());
+    }
+    // Embeddings, the decoder, additional_fc, the output projection, the loss.
+    p_in_ = ctx_.training ? config_.decoder_dropout_in : 0.0f;
+    p_out_ = ctx_.training ? config_.decoder_dropout_out : 0.0f;
+    ctx_.Plan(emb_, {N, E}, dt);
+    be.EmbeddingForward(tin_.data<int32_t>(), store_.value(dec_table_), nullptr, nullptr, emb_.template data<T>(), N,
+                        E, 1.0f);
+    if (p_in_ > 0) {
+      be.BiasDropoutResidualForward(emb_.template data<T>(), nullptr, nullptr, emb_.template data<T>(), N, E, p_in_,
+                                    ctx_.Key(kEmbedSite));
+    }
+    y_ = decoder_.Forward(ctx_, emb_.template data<T>(), Tt, B, encoder_.outputs(), S, encoder_.padding(), h0, c0);
+    features_ = y_;
+    if (fc_extra_w_ >= 0) {
+      ctx_.Plan(extra_, {N, O}, dt);
+      Linear(fc_extra_w_, y_, extra_.template data<T>(), N, O, H);
+      be.BiasDropoutResidualForward(extra_.template data<T>(), store_.value(fc_extra_b_), nullptr,
+                                    extra_.template data<T>(), N, O, p_out_, ctx_.Key(kExtraSite));
+      features_ = extra_.template data<T>();
+    }
+    ctx_.Plan(logits_, {N, V}, dt);
+    Linear(OutWeight(), features_, logits_.template data<T>(), N, V, O);
+    if (fc_out_b_ >= 0) {
+      be.BiasDropoutResidualForward(logits_.template data<T>(), store_.value(fc_out_b_), nullptr,
+                                    logits_.template data<T>(), N, V, 0.0f, DropoutKey{});
+    }
+    ctx_.Plan(lse_, {N}, dt);
+    return be.CrossEntropyForward(logits_.template data<T>(), tout_.data<int32_t>(), lse_.template data<T>(), N, V,
+                                  config_.label_smoothing, config_.pad_id);
+  }
+
+  // Gradients of grad_scale * the loss, accumulated into params().
+  void Backward(float grad_scale) {
+    Backend<T>& be = ctx_.backend();
+    const DType dt = DTypeOf<T>::value;
+    const int64_t B = batch_, Tt = tgt_len_, S = src_len_, N = B * Tt;
+    const int64_t E = config_.decoder_embed, H = config_.decoder_hidden, O = config_.decoder_out_embed;
+    const int64_t V = config_.tgt_vocab, units = config_.encoder_units();
+    T* dlogits = logits_.template data<T>();
+    be.CrossEntropyBackward(logits_.template data<T>(), lse_.template data<T>(), tout_.data<int32_t>(), dlogits, dt,
+                            N, V, config_.label_smoothing, config_.pad_id, grad_scale);
+    if (fc_out_b_ >= 0) be.ColumnSum(dlogits, store_.grad(fc_out_b_), N, V);
+    ctx_.Plan(dfeatures_, {N, O}, dt);
+    LinearBackward(OutWeight(), features_, dlogits, dfeatures_.template data<T>(), N, V, O);
+    const T* dy = dfeatures_.template data<T>();
+    if (fc_extra_w_ >= 0) {
+      T* dz = dfeatures_.template data<T>();
+      be.BiasDropoutResidualBackward(dz, dz, store_.grad(fc_extra_b_), N, O, p_out_, ctx_.Key(kExtraSite));
+      ctx_.Plan(dy_, {N, H}, dt);
+      LinearBackward(fc_extra_w_, y_, dz, dy_.template data<T>(), N, O, H);
+      dy = dy_.template data<T>();
+    }
+    ctx_.Plan(demb_, {N, E}, dt);
+    ctx_.Plan(denc_, {S * B * units}, dt);
+    denc_.ZeroFill();
+    decoder_.Backward(ctx_, dy, demb_.template data<T>(), denc_.template data<T>());
+    if (p_in_ > 0) {
+      be.BiasDropoutResidualBackward(demb_.template data<T>(), demb_.template data<T>(), nullptr, N, E, p_in_,
+                                     ctx_.Key(kEmbedSite));
+    }
+    be.EmbeddingBackward(tin_.data<int32_t>(), demb_.template data<T>(), store_.grad(dec_table_), N, E, 1.0f,
+                         config_.pad_id);
+    // The initial states' gradients back to the encoder's final states.
+    std::vector<const T*> dh(config_.decoder_layers), dc(config_.decoder_layers);
+    dstates_.resize(2 * config_.decoder_layers);
+    for (int i = 0; i < config_.decoder_layers; ++i) {
+      if (hidden_proj_w_ < 0) {
+        dh[i] = decoder_.dh0(i);
+        dc[i] = decoder_.dc0(i);
+        continue;
+      }
+      for (int which = 0; which < 2; ++which) {
+        Tensor& d = dstates_[2 * i + which];
+        ctx_.Plan(d, {B, units}, dt);
+        const T* dstate = which == 0 ? decoder_.dh0(i) : decoder_.dc0(i);
+        be.ColumnSum(dstate, store_.grad(which == 0 ? hidden_proj_b_ : cell_proj_b_), B, H);
+        LinearBackward(which == 0 ? hidden_proj_w_ : cell_proj_w_, which == 0 ? encoder_.final_h(i) : encoder_.final_c(i),
+                       dstate, d.template data<T>(), B, H, units);
+        (which == 0 ? dh : dc)[i] = d.template data<T>();
+      }
+    }
+    encoder_.Backward(ctx_, denc_.template data<T>(), dh, dc);
+  }
+
+  const T* logits() const { return logits_.template data<T>(); }  // [T*B, V], time-major rows
+
+ private:
+  static constexpr uint32_t kEncoderSite = 0, kEmbedSite = 40, kExtraSite = 41, kDecoderSite = 100;
+
+  int OutWeight() const { return fc_out_w_ >= 0 ? fc_out_w_ : dec_table_; }
+  // y [rows, out] = x [rows, in] W^T (W: [out, in]).
+  void Linear(int w, const T* x, T* y, int64_t rows, int64_t out, int64_t in) {
+    const DType cd = ctx_.compute();
+    ctx_.backend().Gemm(1, rows, out, in, GemmOperand{ctx_.AsComputeScratch(x, rows * in, kScratchCastA), cd, false, in, 0},
+                        GemmOperand{store_.compute_value(w, cd), cd, true, in, 0, true}, y, out, 0, 1.0f, 0.0f);
+  }
+  // dW += dy^T x; dx = dy W (dx may be null).
+  void LinearBackward(int w, const T* x, const T* dy, T* dx, int64_t rows, int64_t out, int64_t in) {
+    const DType cd = ctx_.compute();
+    const void* dy_c = ctx_.AsComputeScratch(dy, rows * out, kScratchCastA);
+    ctx_.backend().Gemm(1, out, in, rows, GemmOperand{dy_c, cd, true, out, 0},
+                        GemmOperand{ctx_.AsComputeScratch(x, rows * in, kScratchCastB), cd, false, in, 0},
+                        store_.grad(w), in, 0, 1.0f, 1.0f);
+    if (dx) {
+      ctx_.backend().Gemm(1, rows, in, out, GemmOperand{dy_c, cd, false, out, 0},
+                          GemmOperand{store_.compute_value(w, cd), cd, false, in, 0, true}, dx, in, 0, 1.0f, 0.0f);
+    }
+  }
+  // y [B, H] = x [B, units] W^T + b.
+  void Project(int w, int b, const T* x, T* y, int64_t rows) {
+    const int64_t H = config_.decoder_hidden;
+    Linear(w, x, y, rows, H, config_.encoder_units());
+    ctx_.backend().BiasDropoutResidualForward(y, store_.value(b), nullptr, y, rows, H, 0.0f, DropoutKey{});
+  }
+
+  LstmConfig config_;
+  Context<T> ctx_;
+  ParamStore<T> store_;
+  LstmEncoder<T> encoder_;
+  LstmDecoder<T> decoder_;
+  int dec_table_ = -1, hidden_proj_w_ = -1, hidden_proj_b_ = -1, cell_proj_w_ = -1, cell_proj_b_ = -1;
+  int fc_extra_w_ = -1, fc_extra_b_ = -1, fc_out_w_ = -1, fc_out_b_ = -1;
+  int64_t batch_ = 0, tgt_len_ = 0, src_len_ = 0;
+  float p_in_ = 0, p_out_ = 0;
+  const T* y_ = nullptr;
+  const T* features_ = nullptr;
+  Tensor tin_, tout_, emb_, extra_, logits_, lse_, dfeatures_, dy_, demb_, denc_;
+  std::vector<Tensor> states_h_, states_c_, dstates_;
+};
+
+}  // namespace sf
