@@ -1,47 +1,155 @@
 #!/usr/bin/python3
-"""PyTorch's half of bench/lstm_layer.sh: nn.LSTM's forward and backward over a packed batch.
+"""PyTorch's half of bench/lstm_vs_pytorch.sh (the engine's is bench/lstm_bench.cc): a training
+step of the LSTM family written with torch.nn, timed.
 
-Usage: pytorch_lstm_bench.py --batch 64 --min-len 10 --max-len 30 --input 256 --hidden 256
-                             [--precision fp32|bf16] [--steps 20] [--warmup 3] [--seed 1]
-                             [--threads 2]
+Usage: pytorch_lstm_bench.py layer [--input 256] [--hidden 256] [common options]
+         torch.nn.LSTM's forward and backward over a packed batch;
+       pytorch_lstm_bench.py model [--vocab 8000] [--dim 256] [--layers 1] [--bidirectional]
+                                   [common options]
+         fairseq's lstm model (LSTMModel: LSTM encoder over a packed source, LSTMCell decoder
+         with input feeding and dot-product attention, fc_out) and its label-smoothed loss,
+         written as fairseq writes them; dropout 0.1, label smoothing 0.1.
+       common: [--batch 64] [--min-len 10] [--max-len 30] [--precision fp32|bf16] [--steps 10]
+               [--warmup 2] [--seed 1] [--threads 2]
 
-The same lengths as lstm_layer_bench (min + (i * 7919 + seed) % span, sorted longest first),
-packed with pack_padded_sequence; the step is lstm(packed), sum(y.data * dy), backward. bf16
-runs under torch.autocast("cpu", dtype=torch.bfloat16). Prints the same line as the engine's
-benchmark: `tokens_per_s=<N> step_ms=<median> tokens=<per step>`.
+The same sizes and lengths as lstm_bench (min + (i * 7919 + seed) % span for sequences and
+sources, min + (i * 104729 + seed) % span for targets, right-padded to max-len). bf16 runs under
+torch.autocast("cpu", dtype=torch.bfloat16). Prints `tokens_per_s=<N> step_ms=<median>
+tokens=<per step>` (target tokens for the model).
 """
 import argparse
 import time
 
 import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+PAD, EOS = 1, 2
 
 
-def main():
-    p = argparse.ArgumentParser()
-    for name, default in (("batch", 64), ("min-len", 10), ("max-len", 30), ("input", 256), ("hidden", 256),
-                          ("steps", 20), ("warmup", 3), ("seed", 1), ("threads", 2)):
-        p.add_argument("--" + name, type=int, default=default)
-    p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
-    a = p.parse_args()
-    torch.set_num_threads(a.threads)
-    torch.manual_seed(a.seed)
+class LstmModel(nn.Module):
+    def __init__(self, vocab, dim, layers, bidirectional, dropout=0.1):
+        super().__init__()
+        self.dropout = dropout
+        self.layers = layers
+        self.enc_embed = nn.Embedding(vocab, dim, padding_idx=PAD)
+        self.enc_lstm = nn.LSTM(dim, dim, num_layers=layers, bidirectional=bidirectional,
+                                dropout=dropout if layers > 1 else 0.0)
+        units = dim * (2 if bidirectional else 1)
+        self.hidden_proj = nn.Linear(units, dim) if units != dim else None
+        self.cell_proj = nn.Linear(units, dim) if units != dim else None
+        self.dec_embed = nn.Embedding(vocab, dim, padding_idx=PAD)
+        self.cells = nn.ModuleList([nn.LSTMCell(2 * dim if i == 0 else dim, dim) for i in range(layers)])
+        self.input_proj = nn.Linear(dim, units, bias=False)
+        self.output_proj = nn.Linear(units + dim, dim, bias=False)
+        self.fc_out = nn.Linear(dim, vocab)
+        self.bidirectional = bidirectional
+
+    def forward(self, src, lengths, tgt_in):
+        bsz = src.shape[0]
+        x = F.dropout(self.enc_embed(src), self.dropout, self.training).transpose(0, 1)
+        packed = nn.utils.rnn.pack_padded_sequence(x, lengths, enforce_sorted=False)
+        outs, (fh, fc) = self.enc_lstm(packed)
+        enc, _ = nn.utils.rnn.pad_packed_sequence(outs, padding_value=PAD * 1.0)
+        enc = F.dropout(enc, self.dropout, self.training)
+        dirs = 2 if self.bidirectional else 1
+        fh = fh.view(self.layers, dirs, bsz, -1).transpose(1, 2).reshape(self.layers, bsz, -1)
+        fc = fc.view(self.layers, dirs, bsz, -1).transpose(1, 2).reshape(self.layers, bsz, -1)
+        prev_h = [self.hidden_proj(fh[i]) if self.hidden_proj else fh[i] for i in range(self.layers)]
+        prev_c = [self.cell_proj(fc[i]) if self.cell_proj else fc[i] for i in range(self.layers)]
+        padding = src.eq(PAD).t()
+        y = F.dropout(self.dec_embed(tgt_in), self.dropout, self.training).transpose(0, 1)
+        feed = y.new_zeros(bsz, prev_h[0].shape[1])
+        outs = []
+        for j in range(y.shape[0]):
+            inp = torch.cat((y[j], feed), dim=1)
+            for i, cell in enumerate(self.cells):
+                h, c = cell(inp, (prev_h[i], prev_c[i]))
+                inp = F.dropout(h, self.dropout, self.training)
+                prev_h[i], prev_c[i] = h, c
+            a = self.input_proj(h)
+            scores = (enc * a.unsqueeze(0)).sum(dim=2).float().masked_fill(padding, float("-inf"))
+            probs = F.softmax(scores, dim=0).type_as(enc)
+            ctx = (probs.unsqueeze(2) * enc).sum(dim=0)
+            out = F.dropout(torch.tanh(self.output_proj(torch.cat((ctx, h), dim=1))), self.dropout, self.training)
+            feed = out
+            outs.append(out)
+        return self.fc_out(torch.stack(outs))  # T x B x V
+
+
+def lengths_of(a, prime):
     span = a.max_len - a.min_len + 1
-    lengths = sorted((a.min_len + (i * 7919 + a.seed) % span for i in range(a.batch)), reverse=True)
+    return [a.min_len + (i * prime + a.seed) % span for i in range(a.batch)]
+
+
+def layer_step(a):
+    """One nn.LSTM layer over the packed batch: returns (step function, tokens)."""
+    lengths = sorted(lengths_of(a, 7919), reverse=True)
     lstm = torch.nn.LSTM(a.input, a.hidden)
     x = torch.rand(lengths[0], a.batch, a.input) * 0.2 - 0.1
-    packed = torch.nn.utils.rnn.pack_padded_sequence(x, torch.tensor(lengths), enforce_sorted=True)
+    packed = nn.utils.rnn.pack_padded_sequence(x, torch.tensor(lengths), enforce_sorted=True)
     tokens = int(packed.data.shape[0])
     dy = torch.rand(tokens, a.hidden) * 0.2 - 0.1
-    times = []
-    for step in range(a.warmup + a.steps):
-        start = time.perf_counter()
+
+    def step():
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
             y, _ = lstm(packed)
             loss = (y.data.float() * dy).sum()
         loss.backward()
-        elapsed = (time.perf_counter() - start) * 1000
-        if step >= a.warmup:
-            times.append(elapsed)
+    return step, tokens
+
+
+def model_step(a):
+    """fairseq's lstm model's training step: returns (step function, target tokens)."""
+    src = torch.full((a.batch, a.max_len), PAD, dtype=torch.long)
+    tin = torch.full((a.batch, a.max_len), PAD, dtype=torch.long)
+    tout = torch.full((a.batch, a.max_len), PAD, dtype=torch.long)
+    src_lengths, tgt_lengths = lengths_of(a, 7919), lengths_of(a, 104729)
+    for i, (ls, lt) in enumerate(zip(src_lengths, tgt_lengths)):
+        src[i, :ls - 1] = torch.randint(4, a.vocab, (ls - 1,))
+        src[i, ls - 1] = EOS
+        words = torch.randint(4, a.vocab, (lt - 1,))
+        tin[i, 0] = EOS
+        tin[i, 1:lt] = words
+        tout[i, :lt - 1] = words
+        tout[i, lt - 1] = EOS
+    lengths = torch.tensor(src_lengths)
+    model = LstmModel(a.vocab, a.dim, a.layers, a.bidirectional)
+    model.train()
+    eps, target = 0.1, tout.t().reshape(-1)
+
+    def step():
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+            logits = model(src, lengths, tin)
+        lprobs = F.log_softmax(logits.float(), dim=-1).view(-1, a.vocab)
+        nll = -lprobs.gather(1, target.unsqueeze(1)).squeeze(1)
+        smooth = -lprobs.sum(dim=-1)
+        eps_i = eps / (a.vocab - 1)
+        loss = ((1 - eps - eps_i) * nll + eps_i * smooth)[target.ne(PAD)].sum()
+        model.zero_grad(set_to_none=True)
+        loss.backward()
+    return step, sum(tgt_lengths)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("what", choices=("layer", "model"))
+    for name, default in (("batch", 64), ("min-len", 10), ("max-len", 30), ("input", 256), ("hidden", 256),
+                          ("vocab", 8000), ("dim", 256), ("layers", 1), ("steps", 10), ("warmup", 2), ("seed", 1),
+                          ("threads", 2)):
+        p.add_argument("--" + name, type=int, default=default)
+    p.add_argument("--bidirectional", action="store_true")
+    p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
+    a = p.parse_args()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(a.seed)
+    step, tokens = (layer_step if a.what == "layer" else model_step)(a)
+    times = []
+    for i in range(a.warmup + a.steps):
+        start = time.perf_counter()
+        step()
+        if i >= a.warmup:
+            times.append((time.perf_counter() - start) * 1000)
     times.sort()
     median = times[len(times) // 2]
     print(f"tokens_per_s={tokens / (median / 1000):.0f} step_ms={median:.3f} tokens={tokens}")
