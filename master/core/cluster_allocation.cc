@@ -128,10 +128,10 @@ void Cluster::ScheduleLocked() {
 }
 
 void Cluster::AllocationEventLocked(rm::ResourceManager& from, const rm::AllocationEvent& event) {
-  Trial* found = nullptr;
-  for (auto& [id, t] : trials_) {
-    if (t.allocation_id == event.allocation_id && !event.allocation_id.empty()) found = &t;
-  }
+  // The allocation id names its trial; a trial that has moved on to another allocation (or ended)
+  // does not take the event.
+  Trial* found = FindTrialLocked(AllocationTrialId(event.allocation_id));
+  if (found && (event.allocation_id.empty() || found->allocation_id != event.allocation_id)) found = nullptr;
   using Kind = rm::AllocationEvent::Kind;
   if (!found) {
     // Withdrawn or ended meanwhile (a paused queued trial, a killed one): nothing may run it.

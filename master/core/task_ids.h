@@ -19,6 +19,12 @@ inline std::string TaskId(const std::string& allocation_id, int rank) {
   return allocation_id + "." + std::to_string(rank);
 }
 
+// "t12-r0-a1" -> 12; 0 when the id is not an allocation id.
+inline int64_t AllocationTrialId(const std::string& allocation_id) {
+  if (allocation_id.size() < 2 || allocation_id[0] != 't') return 0;
+  return std::strtoll(allocation_id.c_str() + 1, nullptr, 10);
+}
+
 // "t12-r0-a1.1" -> allocation "t12-r0-a1", rank 1. False when there is no ".<rank>".
 inline bool ParseTaskId(const std::string& task_id, std::string& allocation, int& rank) {
   size_t dot = task_id.rfind('.');

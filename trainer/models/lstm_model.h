@@ -108,8 +108,11 @@ class LstmModel {
     const int64_t E = config_.decoder_embed, H = config_.decoder_hidden, O = config_.decoder_out_embed;
     const int64_t V = config_.tgt_vocab;
     SF_RETURN_IF_ERROR(encoder_.Forward(ctx_, batch.src, B, S));
-    // Target ids, time-major.
-    std::vector<int32_t> tin(N), tout(N);
+    // Target ids, time-major (host buffers kept: no allocation once the shape was seen).
+    std::vector<int32_t>& tin = host_tin_;
+    std::vector<int32_t>& tout = host_tout_;
+    tin.resize(N);
+    tout.resize(N);
     for (int64_t b = 0; b < B; ++b) {
       for (int64_t t = 0; t < Tt; ++t) {
         tin[t * B + b] = batch.tgt_in[b * Tt + t];
@@ -272,6 +275,7 @@ class LstmModel {
   const T* features_ = nullptr;
   Tensor tin_, tout_, emb_, extra_, logits_, lse_, dfeatures_, dy_, demb_, denc_;
   std::vector<Tensor> states_h_, states_c_, dstates_;
+  std::vector<int32_t> host_tin_, host_tout_;
 };
 
 }  // namespace sf

@@ -47,7 +47,8 @@ class LstmEncoder {
     Backend<T>& be = ctx.backend();
     const DType dt = DTypeOf<T>::value;
     const int64_t B = batch, S = src_len, H = hidden_, dirs = stack_.directions(), D = output_units();
-    std::vector<int64_t> lengths(B, 0);
+    std::vector<int64_t>& lengths = host_.lengths;
+    lengths.assign(B, 0);
     for (int64_t b = 0; b < B; ++b) {
       for (int64_t s = 0; s < S; ++s) {
         const int32_t tok = src[b * S + s];
@@ -72,8 +73,16 @@ class LstmEncoder {
     // Host-side index vectors: the packed token ids; each output position's packed row (to
     // gather; padding reads the sentence's first row) and the same with padding skipped (to
     // scatter the gradient); each sentence's sorted position; the padding mask.
-    std::vector<int32_t> ids(N), gather(S * B), scatter(S * B), sorted_of(B), batch_of(B);
-    std::vector<uint8_t> padding(B * S, 0);
+    // (Host buffers kept across calls: no allocation once the shapes were seen.)
+    std::vector<int32_t>&ids = host_.ids, &gather = host_.gather, &scatter = host_.scatter,
+                        &sorted_of = host_.sorted_of, &batch_of = host_.batch_of;
+    std::vector<uint8_t>& padding = host_.padding;
+    ids.resize(N);
+    gather.resize(S * B);
+    scatter.resize(S * B);
+    sorted_of.resize(B);
+    batch_of.resize(B);
+    padding.assign(B * S, 0);
     for (int64_t i = 0; i < B; ++i) {
       sorted_of[layout_.order[i]] = static_cast<int32_t>(i);
       batch_of[i] = static_cast<int32_t>(layout_.order[i]);
@@ -232,6 +241,11 @@ class LstmEncoder {
   int64_t batch_ = 0, src_len_ = 0;
   Tensor ids_, gather_, scatter_, sorted_of_, batch_of_, padding_, emb_, out_, d_emb_;
   std::vector<Tensor> final_h_, final_c_, dy_, d_states_;
+  struct {
+    std::vector<int64_t> lengths;
+    std::vector<int32_t> ids, gather, scatter, sorted_of, batch_of;
+    std::vector<uint8_t> padding;
+  } host_;
 };
 
 }  // namespace sf
