@@ -48,9 +48,18 @@ using HyperparameterLocations = std::map<std::string, YAML::Node>;
 void ReadHyperparameters(ErrorSink& sink, const YAML::Node& node, HyperparameterMode mode,
                          Hyperparameters& out, HyperparameterLocations& locations);
 
-// The native trainer's cross-field checks, over every value a space can take and the arch
-// presets: `heads` divides `d_model`, and `share_embeddings: true` needs a shared vocabulary
-// (data.tokenizer.shared). Not for free-form hyperparameters.
+// The native trainer's cross-field checks, for every value `arch` can take (its constant, each
+// categorical value, "transformer" when absent; none when `arch` itself is invalid) and, per
+// arch, every value a space can take, else the arch preset's value, else the schema default:
+//  - a hyperparameter given that does not apply to the family of one of those archs is refused
+//    at its path ("hyperparameters.heads: does not apply to arch lstm_small (an lstm model); it
+//    applies to the transformer family");
+//  - transformer family: `heads` divides `d_model`, `share_embeddings: true` needs a shared
+//    vocabulary (data.tokenizer.shared) and a tied output projection;
+//  - lstm family: `decoder_layers` <= `encoder_layers`, and `share_decoder_input_output_embed:
+//    true` needs `decoder_out_embed_dim` == `decoder_embed_dim`.
+// Each rule is reported once, at a path the user wrote where there is one. Not for free-form
+// hyperparameters.
 void CheckNativeModelHyperparameters(ErrorSink& sink, const ExperimentConfig& config,
                                      const HyperparameterLocations& locations);
 

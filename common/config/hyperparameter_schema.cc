@@ -1,5 +1,7 @@
 #include "common/config/hyperparameter_schema.h"
 
+#include <algorithm>
+
 namespace sf::config {
 namespace {
 
@@ -43,32 +45,94 @@ HpSpec Enum(std::vector<std::string> options, Value def, std::string doc) {
   return s;
 }
 
+// Limits a spec to one architecture family.
+HpSpec Transformer(HpSpec s) {
+  s.families = {"transformer"};
+  return s;
+}
+
+HpSpec Lstm(HpSpec s) {
+  s.families = {"lstm"};
+  return s;
+}
+
+// fairseq's lstm: these four default to `dropout`.
+constexpr const char* kLstmDropoutRates[] = {"encoder_dropout_in", "encoder_dropout_out",
+                                             "decoder_dropout_in", "decoder_dropout_out"};
+
 std::vector<std::pair<std::string, HpSpec>> BuildSchema() {
   constexpr double kInf = std::numeric_limits<double>::infinity();
   std::vector<std::pair<std::string, HpSpec>> s;
-  s.emplace_back("arch", Enum({"transformer", "transformer_tiny", "transformer_base", "transformer_big"},
+  s.emplace_back("arch", Enum({"transformer", "transformer_tiny", "transformer_base",
+                               "transformer_big", "lstm", "lstm_small"},
                               "transformer",
-                              "model architecture; the presets set d_model, heads, layers and "
-                              "ffn_dim, which explicit values override"));
-  s.emplace_back("d_model", Int(8, 8192, Value(), "model width (preset: tiny 256, base 512, big 1024)"));
-  s.emplace_back("heads", Int(1, 128, Value(), "attention heads; must divide d_model"));
-  s.emplace_back("encoder_layers", Int(1, 64, Value(), "encoder layers (tiny 3, base 6)"));
-  s.emplace_back("decoder_layers", Int(1, 64, Value(), "decoder layers (tiny 3, base 6)"));
-  s.emplace_back("ffn_dim", Int(1, 65536, Value(), "feed-forward inner width (tiny 1024, base 2048)"));
-  s.emplace_back("dropout", Double(0, 1, 0.1, "dropout on residual branches and embeddings",
+                              "model architecture; its preset sets the model sizes, which "
+                              "explicit values override"));
+  s.emplace_back("d_model", Transformer(Int(8, 8192, Value(),
+                                            "model width (preset: tiny 256, base 512, big 1024)")));
+  s.emplace_back("heads",
+                 Transformer(Int(1, 128, Value(), "attention heads; must divide d_model")));
+  s.emplace_back("encoder_layers", Int(1, 64, Value(), "encoder layers (tiny 3, base 6, lstm 1)"));
+  s.emplace_back("decoder_layers", Int(1, 64, Value(), "decoder layers (tiny 3, base 6, lstm 1)"));
+  s.emplace_back("ffn_dim", Transformer(Int(1, 65536, Value(),
+                                            "feed-forward inner width (tiny 1024, base 2048)")));
+  s.emplace_back("dropout", Double(0, 1, 0.1,
+                                   "dropout on residual branches and embeddings (lstm: the "
+                                   "default of the four dropout_in/out rates)",
                                    false, true));
   s.emplace_back("attention_dropout",
-                 Double(0, 1, 0.0, "dropout on attention probabilities", false, true));
-  s.emplace_back("activation_dropout",
-                 Double(0, 1, 0.0, "dropout after the feed-forward activation", false, true));
-  s.emplace_back("activation", Enum({"relu", "gelu"}, "relu", "feed-forward activation"));
+                 Transformer(Double(0, 1, 0.0, "dropout on attention probabilities", false, true)));
+  s.emplace_back(
+      "activation_dropout",
+      Transformer(Double(0, 1, 0.0, "dropout after the feed-forward activation", false, true)));
+  s.emplace_back("activation",
+                 Transformer(Enum({"relu", "gelu"}, "relu", "feed-forward activation")));
   s.emplace_back("normalize_before",
-                 Bool(false, "pre-norm (true) or post-norm (false, the original Transformer)"));
+                 Transformer(Bool(false,
+                                  "pre-norm (true) or post-norm (false, the original "
+                                  "Transformer)")));
   s.emplace_back("share_embeddings",
-                 Bool(false, "one embedding matrix for source and target (needs "
-                             "data.tokenizer.shared: true)"));
+                 Transformer(Bool(false,
+                                  "one embedding matrix for source and target (needs "
+                                  "data.tokenizer.shared: true)")));
   s.emplace_back("share_decoder_input_output_embed",
                  Bool(true, "tie the decoder's input embedding and output projection"));
+  // fairseq's lstm (fairseq/models/lstm.py). Sizes come from the preset; the four dropout rates
+  // default to `dropout` (WithDefaults).
+  s.emplace_back(
+      "encoder_embed_dim",
+      Lstm(Int(1, 65536, Value(), "encoder embedding width (lstm 512, lstm_small 256)")));
+  s.emplace_back("encoder_hidden_size", Lstm(Int(1, 65536, Value(),
+                                                 "encoder hidden size per direction (lstm 512, "
+                                                 "lstm_small 256)")));
+  s.emplace_back("encoder_bidirectional",
+                 Lstm(Bool(false, "bidirectional encoder (lstm_small: true)")));
+  s.emplace_back(
+      "encoder_dropout_in",
+      Lstm(Double(0, 1, Value(), "dropout on the encoder's embeddings (default: dropout)", false,
+                  true)));
+  s.emplace_back("encoder_dropout_out",
+                 Lstm(Double(0, 1, Value(),
+                             "dropout on the encoder's outputs and between its layers (default: "
+                             "dropout)",
+                             false, true)));
+  s.emplace_back(
+      "decoder_embed_dim",
+      Lstm(Int(1, 65536, Value(), "decoder embedding width (lstm 512, lstm_small 256)")));
+  s.emplace_back("decoder_hidden_size",
+                 Lstm(Int(1, 65536, Value(), "decoder hidden size (lstm 512, lstm_small 512)")));
+  s.emplace_back("decoder_out_embed_dim",
+                 Lstm(Int(1, 65536, Value(),
+                          "width before the output projection (lstm 512, lstm_small 256)")));
+  s.emplace_back(
+      "decoder_dropout_in",
+      Lstm(Double(0, 1, Value(), "dropout on the decoder's embeddings (default: dropout)", false,
+                  true)));
+  s.emplace_back("decoder_dropout_out",
+                 Lstm(Double(0, 1, Value(),
+                             "dropout between the decoder's layers and on its outputs (default: "
+                             "dropout)",
+                             false, true)));
   s.emplace_back("label_smoothing", Double(0, 1, 0.1, "label smoothing ε", false, true));
   s.emplace_back("lr", Double(0, 10, 5e-4, "peak learning rate", true));
   {
@@ -164,6 +228,21 @@ std::vector<std::string> HyperparameterNames() {
   return names;
 }
 
+std::string ArchFamily(const std::string& arch) {
+  static const auto* families = new std::map<std::string, std::string>{
+      {"transformer", "transformer"}, {"transformer_tiny", "transformer"},
+      {"transformer_base", "transformer"}, {"transformer_big", "transformer"},
+      {"lstm", "lstm"}, {"lstm_small", "lstm"},
+  };
+  auto it = families->find(arch);
+  return it == families->end() ? "" : it->second;
+}
+
+bool AppliesTo(const HpSpec& spec, const std::string& family) {
+  if (spec.families.empty()) return true;
+  return std::find(spec.families.begin(), spec.families.end(), family) != spec.families.end();
+}
+
 const std::map<std::string, Value::Map>& ArchPresets() {
   static const auto* presets = new std::map<std::string, Value::Map>{
       {"transformer_tiny",
@@ -180,6 +259,18 @@ const std::map<std::string, Value::Map>& ArchPresets() {
       {"transformer_big",
        {{"d_model", 1024}, {"heads", 16}, {"encoder_layers", 6}, {"decoder_layers", 6},
         {"ffn_dim", 4096}, {"dropout", 0.3}}},
+      // fairseq's lstm base_architecture.
+      {"lstm",
+       {{"encoder_embed_dim", 512}, {"encoder_hidden_size", 512}, {"encoder_layers", 1},
+        {"encoder_bidirectional", false}, {"decoder_embed_dim", 512},
+        {"decoder_hidden_size", 512}, {"decoder_out_embed_dim", 512}, {"decoder_layers", 1},
+        {"share_decoder_input_output_embed", false}}},
+      // Ours, sized for Multi30k on a CPU.
+      {"lstm_small",
+       {{"encoder_embed_dim", 256}, {"encoder_hidden_size", 256}, {"encoder_layers", 1},
+        {"encoder_bidirectional", true}, {"decoder_embed_dim", 256},
+        {"decoder_hidden_size", 512}, {"decoder_out_embed_dim", 256}, {"decoder_layers", 1},
+        {"share_decoder_input_output_embed", true}, {"dropout", 0.2}}},
   };
   return *presets;
 }
@@ -189,10 +280,12 @@ Value WithDefaults(const Value& hparams) {
   std::string arch = "transformer";
   if (const Value* a = hparams.Find("arch"); a && a->is_string()) arch = a->as_string();
   out["arch"] = arch;
+  const std::string family = ArchFamily(arch);
   if (auto it = ArchPresets().find(arch); it != ArchPresets().end()) {
     for (const auto& [k, v] : it->second) out.try_emplace(k, v);
   }
   for (const auto& [name, spec] : HyperparameterSchema()) {
+    if (!AppliesTo(spec, family)) continue;
     if (spec.type == HpSpec::Type::kGroup) {
       Value::Map group;
       if (auto it = out.find(name); it != out.end() && it->second.is_map()) {
@@ -214,6 +307,10 @@ Value WithDefaults(const Value& hparams) {
     } else if (!spec.default_value.is_null()) {
       out.try_emplace(name, spec.default_value);
     }
+  }
+  if (family == "lstm") {
+    const Value dropout = out.at("dropout");  // completed above: given, preset or default
+    for (const char* rate : kLstmDropoutRates) out.try_emplace(rate, dropout);
   }
   return Value(std::move(out));
 }

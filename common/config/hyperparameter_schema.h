@@ -5,6 +5,11 @@
 // nested group (`optimizer`, `lr_schedule`) has a `type` member choosing which other members
 // apply. The trainer reads trial hyperparameters through WithDefaults(), so the defaults
 // documented in docs/config.md live in exactly one place: here.
+//
+// Each `arch` belongs to an architecture family (ArchFamily: "transformer" or "lstm"). A
+// hyperparameter applies to every family unless its spec names the families it applies to
+// (HpSpec::families); one given for an arch of another family is refused at submit time, and
+// WithDefaults fills in only those that apply to the arch's family.
 #pragma once
 
 #include <limits>
@@ -31,6 +36,9 @@ struct HpSpec {
   // kGroup: the members, and for each value of the member `type`, which others apply.
   std::vector<std::pair<std::string, HpSpec>> members;
   std::map<std::string, std::vector<std::string>> members_by_type;
+  // Top level only: the architecture families (ArchFamily) the hyperparameter applies to;
+  // empty: every family.
+  std::vector<std::string> families;
 
   const HpSpec* Member(const std::string& name) const;
 };
@@ -40,11 +48,27 @@ const std::vector<std::pair<std::string, HpSpec>>& HyperparameterSchema();
 const HpSpec* FindHyperparameterSpec(const std::string& name);
 std::vector<std::string> HyperparameterNames();
 
-// Architecture presets: arch name -> model-size defaults (d_model, heads, layers, ffn_dim).
+// The architecture family of an `arch` value: "transformer" for transformer, transformer_tiny,
+// transformer_base and transformer_big; "lstm" for lstm and lstm_small; "" for anything else.
+std::string ArchFamily(const std::string& arch);
+
+// Whether `spec` applies to models of `family` (always, when spec.families is empty; never
+// for a spec limited to some families when `family` is "").
+bool AppliesTo(const HpSpec& spec, const std::string& family);
+
+// Architecture presets: arch name -> model-size defaults (transformer: d_model, heads, layers,
+// ffn_dim; lstm: the embedding and hidden sizes, layers, encoder_bidirectional, tying). Every
+// arch value has one, and each holds only hyperparameters that apply to the arch's family.
 const std::map<std::string, Value::Map>& ArchPresets();
 
-// A concrete hyperparameter set completed with the arch preset and every default, so the
-// trainer reads each knob from one place. `hparams` must be a map (validated beforehand).
+// A concrete hyperparameter set completed with the arch preset and the schema default of every
+// hyperparameter that applies to the arch's family (absent arch: "transformer"), so the
+// trainer reads each knob from one place: an lstm trial gets no d_model, heads, activation...,
+// a transformer trial no encoder_bidirectional... For the lstm family, encoder_dropout_in,
+// encoder_dropout_out, decoder_dropout_in and decoder_dropout_out default to the completed
+// `dropout` (fairseq's lstm). Given values are kept as they are. `hparams` must be a map
+// (validated beforehand, ValidateTrialHyperparameters); an arch of no family gets only the
+// hyperparameters that apply to every family.
 Value WithDefaults(const Value& hparams);
 
 }  // namespace sf::config

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -179,6 +180,293 @@ TEST(ExperimentConfigTest, DefaultsComeFromTheArchPreset) {
   EXPECT_EQ(full.Find("optimizer")->Find("type")->as_string(), "adamw");
   EXPECT_DOUBLE_EQ(full.Find("optimizer")->Find("betas")->as_list()[1].as_double(), 0.98);
   EXPECT_EQ(full.Find("lr_schedule")->Find("warmup")->as_int(), 4000);
+}
+
+// ---- architecture families (transformer, lstm): which hyperparameters apply to which arch
+
+// The base document with its hyperparameters replaced by `hyperparameters` (the section's
+// body, indented) and, when `grid`, a grid searcher.
+std::string WithHyperparameters(const std::string& hyperparameters, bool grid = false) {
+  std::vector<std::pair<std::string, std::string>> changes = {
+      {"hyperparameters", "hyperparameters:\n" + hyperparameters}};
+  if (grid) {
+    changes.emplace_back("searcher",
+                         "searcher: {name: grid, metric: bleu, max_length: {batches: 10}}");
+  }
+  return With(changes);
+}
+
+// The value of `name` in a completed set; null when absent, so a missing key fails an EXPECT.
+Value Get(const Value& hparams, const char* name) {
+  const Value* v = hparams.Find(name);
+  return v ? *v : Value();
+}
+
+std::vector<std::string> ErrorPaths(const ParseResult& r) {
+  std::vector<std::string> paths;
+  for (const auto& e : r.errors) paths.push_back(e.path);
+  return paths;
+}
+
+TEST(ArchFamilyTest, EveryArchHasAFamilyAndAPresetOfItsOwnFamily) {
+  EXPECT_EQ(ArchFamily("transformer"), "transformer");
+  EXPECT_EQ(ArchFamily("transformer_tiny"), "transformer");
+  EXPECT_EQ(ArchFamily("transformer_base"), "transformer");
+  EXPECT_EQ(ArchFamily("transformer_big"), "transformer");
+  EXPECT_EQ(ArchFamily("lstm"), "lstm");
+  EXPECT_EQ(ArchFamily("lstm_small"), "lstm");
+  EXPECT_EQ(ArchFamily("lstm_tiny"), "");
+  EXPECT_EQ(ArchFamily(""), "");
+  const HpSpec* arch = FindHyperparameterSpec("arch");
+  ASSERT_NE(arch, nullptr);
+  EXPECT_EQ(arch->options,
+            (std::vector<std::string>{"transformer", "transformer_tiny", "transformer_base",
+                                      "transformer_big", "lstm", "lstm_small"}));
+  for (const std::string& a : arch->options) {
+    auto preset = ArchPresets().find(a);
+    ASSERT_NE(preset, ArchPresets().end()) << a;
+    for (const auto& [name, value] : preset->second) {
+      const HpSpec* spec = FindHyperparameterSpec(name);
+      ASSERT_NE(spec, nullptr) << a << ": " << name;
+      EXPECT_TRUE(AppliesTo(*spec, ArchFamily(a))) << a << ": " << name;
+    }
+  }
+}
+
+TEST(ArchFamilyTest, EachHyperparameterAppliesToItsFamilies) {
+  const std::vector<std::string> transformer_only = {"d_model",
+                                                     "heads",
+                                                     "ffn_dim",
+                                                     "attention_dropout",
+                                                     "activation_dropout",
+                                                     "activation",
+                                                     "normalize_before",
+                                                     "share_embeddings"};
+  const std::vector<std::string> lstm_only = {"encoder_embed_dim",     "encoder_hidden_size",
+                                              "encoder_bidirectional", "encoder_dropout_in",
+                                              "encoder_dropout_out",   "decoder_embed_dim",
+                                              "decoder_hidden_size",   "decoder_out_embed_dim",
+                                              "decoder_dropout_in",    "decoder_dropout_out"};
+  auto in = [](const std::vector<std::string>& v, const std::string& x) {
+    return std::find(v.begin(), v.end(), x) != v.end();
+  };
+  for (const auto& [name, spec] : HyperparameterSchema()) {
+    EXPECT_EQ(AppliesTo(spec, "transformer"), !in(lstm_only, name)) << name;
+    EXPECT_EQ(AppliesTo(spec, "lstm"), !in(transformer_only, name)) << name;
+  }
+  for (const auto& name : lstm_only) EXPECT_NE(FindHyperparameterSpec(name), nullptr) << name;
+}
+
+TEST(ArchFamilyTest, LstmSmallExperimentValidatesAndCompletesFromItsPreset) {
+  ParseResult r = ParseExperimentConfig(WithHyperparameters("  arch: lstm_small\n  lr: 0.001\n"));
+  ASSERT_TRUE(r.ok()) << r.ErrorText();
+  const Value constants = ConstantHyperparameters(r.config->hyperparameters);
+  EXPECT_TRUE(ValidateTrialHyperparameters(constants).empty());
+  const Value full = WithDefaults(constants);
+  const std::vector<std::pair<std::string, Value>> expected = {
+      {"encoder_embed_dim", Value(int64_t{256})},
+      {"encoder_hidden_size", Value(int64_t{256})},
+      {"encoder_layers", Value(int64_t{1})},
+      {"encoder_bidirectional", Value(true)},
+      {"decoder_embed_dim", Value(int64_t{256})},
+      {"decoder_hidden_size", Value(int64_t{512})},
+      {"decoder_out_embed_dim", Value(int64_t{256})},
+      {"decoder_layers", Value(int64_t{1})},
+      {"share_decoder_input_output_embed", Value(true)},
+      {"dropout", Value(0.2)},
+      {"encoder_dropout_in", Value(0.2)},
+      {"encoder_dropout_out", Value(0.2)},
+      {"decoder_dropout_in", Value(0.2)},
+      {"decoder_dropout_out", Value(0.2)},
+      {"lr", Value(0.001)},
+      {"label_smoothing", Value(0.1)},
+  };
+  for (const auto& [name, value] : expected) {
+    const Value* v = full.Find(name);
+    ASSERT_NE(v, nullptr) << name;
+    EXPECT_EQ(*v, value) << name << " is " << v->ToDisplay();
+  }
+  EXPECT_EQ(full.Find("optimizer")->Find("type")->as_string(), "adamw");
+  for (const char* name : {"d_model", "heads", "ffn_dim", "attention_dropout", "activation_dropout",
+                           "activation", "normalize_before", "share_embeddings"}) {
+    EXPECT_EQ(full.Find(name), nullptr) << name << " is transformer-only";
+  }
+}
+
+TEST(ArchFamilyTest, LstmDropoutRatesFollowTheCompletedDropoutUnlessGiven) {
+  // fairseq's lstm base_architecture: each rate defaults to args.dropout.
+  Value full = WithDefaults(Value(Value::Map{{"arch", "lstm"}}));
+  EXPECT_EQ(Get(full, "dropout"), Value(0.1));  // lstm's preset leaves the schema default
+  EXPECT_EQ(Get(full, "encoder_bidirectional"), Value(false));
+  EXPECT_EQ(Get(full, "share_decoder_input_output_embed"), Value(false));
+  for (const char* rate :
+       {"encoder_dropout_in", "encoder_dropout_out", "decoder_dropout_in", "decoder_dropout_out"}) {
+    EXPECT_EQ(Get(full, rate), Value(0.1)) << rate;
+  }
+  full = WithDefaults(
+      Value(Value::Map{{"arch", "lstm_small"}, {"dropout", 0.3}, {"decoder_dropout_out", 0.05}}));
+  EXPECT_EQ(Get(full, "encoder_dropout_in"), Value(0.3));
+  EXPECT_EQ(Get(full, "encoder_dropout_out"), Value(0.3));
+  EXPECT_EQ(Get(full, "decoder_dropout_in"), Value(0.3));
+  EXPECT_EQ(Get(full, "decoder_dropout_out"), Value(0.05));
+}
+
+TEST(ArchFamilyTest, TransformerTrialGetsNoLstmHyperparameters) {
+  for (const char* arch : {"transformer", "transformer_tiny", "transformer_big"}) {
+    const Value full = WithDefaults(Value(Value::Map{{"arch", arch}}));
+    for (const char* name :
+         {"encoder_embed_dim", "encoder_hidden_size", "encoder_bidirectional", "encoder_dropout_in",
+          "encoder_dropout_out", "decoder_embed_dim", "decoder_hidden_size",
+          "decoder_out_embed_dim", "decoder_dropout_in", "decoder_dropout_out"}) {
+      EXPECT_EQ(full.Find(name), nullptr) << arch << ": " << name << " is lstm-only";
+    }
+    EXPECT_NE(full.Find("activation"), nullptr) << arch;
+  }
+  // No arch: a transformer too.
+  EXPECT_EQ(WithDefaults(Value(Value::Map{})).Find("encoder_bidirectional"), nullptr);
+}
+
+TEST(ArchFamilyTest, TransformerHyperparameterForAnLstmIsRefusedByName) {
+  ParseResult r = ParseExperimentConfig(WithHyperparameters("  arch: lstm_small\n  heads: 4\n"));
+  EXPECT_EQ(ErrorPaths(r), (std::vector<std::string>{"hyperparameters.heads"})) << r.ErrorText();
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_EQ(r.errors[0].ToString(),
+            "hyperparameters.heads: does not apply to arch lstm_small (an lstm model); it applies "
+            "to the transformer family");
+  EXPECT_GT(r.errors[0].line, 0) << "located at the hyperparameter";
+}
+
+TEST(ArchFamilyTest, LstmHyperparameterForATransformerIsRefusedByName) {
+  ParseResult r = ParseExperimentConfig(
+      WithHyperparameters("  arch: transformer_tiny\n  encoder_hidden_size: 256\n"));
+  ASSERT_EQ(r.errors.size(), 1u) << r.ErrorText();
+  EXPECT_EQ(r.errors[0].ToString(),
+            "hyperparameters.encoder_hidden_size: does not apply to arch transformer_tiny (a "
+            "transformer model); it applies to the lstm family");
+  // Without arch the model is a transformer.
+  r = ParseExperimentConfig(WithHyperparameters("  encoder_bidirectional: true\n"));
+  ASSERT_EQ(r.errors.size(), 1u) << r.ErrorText();
+  EXPECT_EQ(r.errors[0].ToString(),
+            "hyperparameters.encoder_bidirectional: does not apply to arch transformer (a "
+            "transformer model); it applies to the lstm family");
+}
+
+TEST(ArchFamilyTest, GridOverArchRefusesAHyperparameterOfOneFamily) {
+  for (const char* vals : {"[lstm_small, transformer_tiny]", "[transformer_tiny, lstm_small]"}) {
+    ParseResult r = ParseExperimentConfig(WithHyperparameters(
+        std::string("  arch: {type: categorical, vals: ") + vals + "}\n  d_model: 256\n", true));
+    ASSERT_EQ(r.errors.size(), 1u) << vals << "\n" << r.ErrorText();
+    EXPECT_EQ(r.errors[0].ToString(),
+              "hyperparameters.d_model: does not apply to arch lstm_small (an lstm model); it "
+              "applies to the transformer family")
+        << vals;
+  }
+}
+
+TEST(ArchFamilyTest, GridOverArchWithSharedHyperparametersValidates) {
+  ParseResult r = ParseExperimentConfig(WithHyperparameters(
+      "  arch: {type: categorical, vals: [lstm_small, transformer_tiny, lstm]}\n"
+      "  encoder_layers: 2\n  decoder_layers: 2\n  dropout: {type: categorical, vals: [0.1, 0.3]}\n"
+      "  share_decoder_input_output_embed: false\n  label_smoothing: 0.1\n  lr: 0.001\n"
+      "  optimizer: {type: adamw}\n  max_tokens: 2048\n  beam_size: 5\n",
+      true));
+  EXPECT_TRUE(r.ok()) << r.ErrorText();
+}
+
+TEST(ArchFamilyTest, LstmDecoderLayersMustNotExceedEncoderLayers) {
+  ParseResult r = ParseExperimentConfig(
+      WithHyperparameters("  arch: lstm\n  encoder_layers: 1\n  decoder_layers: 2\n"));
+  ASSERT_EQ(r.errors.size(), 1u) << r.ErrorText();
+  EXPECT_EQ(r.errors[0].ToString(),
+            "hyperparameters.decoder_layers: 2 is more than encoder_layers 1 (each decoder layer "
+            "starts from the final state of the encoder layer of its index)");
+  // encoder_layers from the preset (1), in a grid with a transformer that has no such rule.
+  r = ParseExperimentConfig(WithHyperparameters(
+      "  arch: {type: categorical, vals: [transformer_tiny, lstm_small]}\n  decoder_layers: 3\n",
+      true));
+  ASSERT_EQ(r.errors.size(), 1u) << r.ErrorText();
+  EXPECT_EQ(r.errors[0].path, "hyperparameters.decoder_layers");
+  EXPECT_NE(r.errors[0].message.find("encoder_layers 1"), std::string::npos) << r.ErrorText();
+  EXPECT_NE(r.errors[0].message.find("arch lstm_small"), std::string::npos) << r.ErrorText();
+  // Equal counts are fine, and a transformer may have more decoder than encoder layers.
+  EXPECT_TRUE(ParseExperimentConfig(
+                  WithHyperparameters("  arch: lstm\n  encoder_layers: 2\n  decoder_layers: 2\n"))
+                  .ok());
+  EXPECT_TRUE(ParseExperimentConfig(
+                  WithHyperparameters(
+                      "  arch: transformer_tiny\n  encoder_layers: 1\n  decoder_layers: 2\n"))
+                  .ok());
+}
+
+TEST(ArchFamilyTest, LstmTiedOutputNeedsEqualDecoderWidths) {
+  // lstm_small ties the output projection to the decoder's embedding (256 wide).
+  ParseResult r =
+      ParseExperimentConfig(WithHyperparameters("  arch: lstm_small\n  decoder_embed_dim: 512\n"));
+  ASSERT_EQ(r.errors.size(), 1u) << r.ErrorText();
+  EXPECT_EQ(r.errors[0].path, "hyperparameters.decoder_embed_dim");
+  EXPECT_NE(
+      r.errors[0].message.find("decoder_out_embed_dim 256 differs from decoder_embed_dim 512"),
+      std::string::npos)
+      << r.ErrorText();
+  r = ParseExperimentConfig(WithHyperparameters(
+      "  arch: lstm\n  share_decoder_input_output_embed: true\n  decoder_out_embed_dim: 256\n"));
+  ASSERT_EQ(r.errors.size(), 1u) << r.ErrorText();
+  EXPECT_EQ(
+      r.errors[0].ToString(),
+      "hyperparameters.share_decoder_input_output_embed: true needs decoder_out_embed_dim 256 "
+      "to equal decoder_embed_dim 512 (the decoder's embedding is then its output projection)");
+  // Untied, or tied with equal widths: fine.
+  EXPECT_TRUE(
+      ParseExperimentConfig(
+          WithHyperparameters("  arch: lstm_small\n  share_decoder_input_output_embed: false\n"
+                              "  decoder_out_embed_dim: 128\n"))
+          .ok());
+  EXPECT_TRUE(ParseExperimentConfig(
+                  WithHyperparameters("  arch: lstm\n  share_decoder_input_output_embed: true\n"))
+                  .ok());
+}
+
+TEST(ArchFamilyTest, UnknownArchListsTheKnownOnesAndNothingElse) {
+  ParseResult r = ParseExperimentConfig(
+      WithHyperparameters("  arch: lstm_smal\n  heads: 5\n  encoder_hidden_size: 128\n"));
+  ASSERT_EQ(r.errors.size(), 1u) << r.ErrorText();
+  EXPECT_EQ(r.errors[0].ToString(),
+            "hyperparameters.arch: \"lstm_smal\" must be one of transformer, transformer_tiny, "
+            "transformer_base, transformer_big, lstm, lstm_small (did you mean \"lstm_small\"?)");
+}
+
+TEST(ArchFamilyTest, TrialHyperparametersOfAnLstmAreChecked) {
+  // No d_model or heads after WithDefaults: must not crash, and is valid.
+  EXPECT_TRUE(ValidateTrialHyperparameters(Value(Value::Map{{"arch", "lstm_small"}})).empty());
+  EXPECT_TRUE(ValidateTrialHyperparameters(Value(Value::Map{{"arch", "lstm"},
+                                                            {"encoder_layers", 2},
+                                                            {"decoder_layers", 2},
+                                                            {"encoder_bidirectional", true},
+                                                            {"dropout", 0.3}}))
+                  .empty());
+  auto errors =
+      ValidateTrialHyperparameters(Value(Value::Map{{"arch", "lstm_small"}, {"heads", 6}}));
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].ToString(),
+            "hyperparameters.heads: does not apply to arch lstm_small (an lstm model); it applies "
+            "to the transformer family");
+  errors = ValidateTrialHyperparameters(
+      Value(Value::Map{{"arch", "transformer_tiny"}, {"decoder_hidden_size", 256}}));
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].path, "hyperparameters.decoder_hidden_size");
+  errors = ValidateTrialHyperparameters(Value(Value::Map{{"arch", "lstm"}, {"decoder_layers", 2}}));
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].ToString(),
+            "hyperparameters.decoder_layers: 2 is more than encoder_layers 1 (each decoder layer "
+            "starts from the final state of the encoder layer of its index)");
+  errors = ValidateTrialHyperparameters(
+      Value(Value::Map{{"arch", "lstm_small"}, {"decoder_out_embed_dim", 128}}));
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].path, "hyperparameters.share_decoder_input_output_embed");
+  errors = ValidateTrialHyperparameters(
+      Value(Value::Map{{"arch", "lstm"}, {"encoder_dropout_in", 1.0}}));
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].ToString(), "hyperparameters.encoder_dropout_in: 1.0 must be < 1");
 }
 
 TEST(ExperimentConfigTest, ExampleExperimentsAreValid) {
