@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "tests/support/testing.h"
-#include "tests/trainer/guarded_backend.h"
+#include "tests/trainer/test_backends.h"
 #include "trainer/core/safetensors.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
 #include "trainer/models/lstm_model.h"
@@ -31,9 +31,6 @@
 #include "trainer/nn/lstm_decoder.h"
 #include "trainer/nn/lstm_encoder.h"
 #include "trainer/nn/lstm_stack.h"
-#if defined(SF_TEST_CUDA)
-#include "trainer/kernels/cuda/cuda_backend.h"
-#endif
 
 namespace sf {
 namespace {
@@ -383,17 +380,8 @@ class LstmBackends : public ::testing::TestWithParam<std::string> {
   // results may be from the CPU's: the guarded path runs the CPU kernels (0); a GPU's GEMMs and
   // transcendental functions round differently.
   std::unique_ptr<Backend<float>> Make(double* tolerance, std::string* why) {
-    *tolerance = 0;
-    if (GetParam() == "guarded") return std::make_unique<testing::GuardedBackend>();
-#if defined(SF_TEST_CUDA)
-    *tolerance = 1e-5;
-    auto cuda = MakeCudaBackend();
-    if (!cuda) *why = "no usable GPU (cudaGetDeviceCount reports none)";
-    return cuda;
-#else
-    *why = "built without the CUDA backend (SF_CUDA=OFF)";
-    return nullptr;
-#endif
+    *tolerance = GetParam() == "guarded" ? 0 : 1e-5;
+    return testing::MakeTestBackend(GetParam(), why);
   }
 };
 

@@ -17,7 +17,6 @@
 
 #include "trainer/core/safetensors.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
-#include "trainer/models/registry.h"
 #include "trainer/models/weights_io.h"
 #include "trainer/run/train_step.h"
 #include "tests/support/testing.h"
@@ -492,28 +491,6 @@ TEST(WeightsIo, RoundTripThroughSafetensors) {
   s = LoadWeights(d, bare);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("fc1"), std::string::npos) << s.ToString();
-}
-
-TEST(Registry, PresetsAndValidation) {
-  auto tiny = MakeModelConfig("transformer_tiny");
-  ASSERT_TRUE(tiny.ok());
-  EXPECT_EQ(tiny->d_model, 256);
-  EXPECT_EQ(tiny->heads, 4);
-  EXPECT_EQ(tiny->ffn_dim, 1024);
-  EXPECT_EQ(tiny->encoder_layers, 3);
-  auto base = MakeModelConfig("transformer_base", {{"dropout", "0.3"}, {"activation", "gelu"}});
-  ASSERT_TRUE(base.ok());
-  EXPECT_EQ(base->d_model, 512);
-  EXPECT_EQ(base->decoder_layers, 6);
-  EXPECT_FLOAT_EQ(base->dropout, 0.3f);
-  EXPECT_EQ(base->activation, Activation::kGelu);
-  auto bad = MakeModelConfig("transformer_tiny", {{"heads", "5"}});
-  ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.status().message(), "hyperparameters.heads: 5 does not divide d_model 256");
-  EXPECT_FALSE(MakeModelConfig("lstm").ok());
-  EXPECT_FALSE(MakeModelConfig("transformer", {{"d_model", "abc"}}).ok());
-  EXPECT_FALSE(MakeModelConfig("transformer", {{"share_embeddings", "true"}, {"tgt_vocab", "10"}}).ok());
-  EXPECT_FALSE(MakeModelConfig("transformer", {{"warmup", "10"}}).ok());
 }
 
 }  // namespace

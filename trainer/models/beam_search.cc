@@ -110,4 +110,26 @@ Hypothesis BeamSearch::Best(int64_t s) const {
   return best ? *best : Hypothesis{};
 }
 
+void DeviceBeamStep::Advance(Backend<float>& be, const float* logits, int64_t vocab, int32_t pad,
+                             BeamSearch& search, std::vector<int64_t>* parents, std::vector<int64_t>* kept) {
+  const int64_t N = search.rows(), k = search.candidates_per_row();
+  const std::vector<float>& cumulative = search.cumulative();
+  base_.Resize({static_cast<int64_t>(cumulative.size())}, DType::kF32, be.allocator());
+  if (!cumulative.empty()) be.CopyToDevice(base_.raw(), cumulative.data(), cumulative.size() * sizeof(float));
+  const size_t bytes = static_cast<size_t>(N * (2 * k + 1)) * sizeof(float);
+  if (result_.empty() || static_cast<size_t>(result_.numel()) < bytes) {
+    result_.Resize({static_cast<int64_t>(bytes)}, DType::kU8, be.allocator());
+  }
+  float* top_scores = reinterpret_cast<float*>(result_.data<uint8_t>());
+  int32_t* top_tokens = reinterpret_cast<int32_t*>(top_scores + N * k);
+  float* eos_scores = reinterpret_cast<float*>(top_tokens + N * k);
+  be.BeamScores(logits, base_.data<float>(), SearchScoresArgs(N, vocab, k, pad), top_scores, top_tokens, eos_scores);
+  host_.resize(bytes);
+  be.CopyToHost(host_.data(), result_.raw(), bytes);
+  const float* h_scores = reinterpret_cast<const float*>(host_.data());
+  const int32_t* h_tokens = reinterpret_cast<const int32_t*>(h_scores + N * k);
+  const float* h_eos = reinterpret_cast<const float*>(h_tokens + N * k);
+  search.Advance(vocab, h_scores, h_tokens, h_eos, parents, kept);
+}
+
 }  // namespace sf

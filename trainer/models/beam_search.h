@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "trainer/core/tensor.h"
 #include "trainer/kernels/backend.h"
 
 namespace sf {
@@ -104,6 +105,21 @@ class BeamSearch {
   std::vector<std::vector<int32_t>> hist_;
   std::vector<float> cum_;
   std::vector<std::vector<Hypothesis>> finals_;
+};
+
+// One search step on a model whose logits live in the backend's memory (a device decoder):
+// Backend::BeamScores of the current rows into one block there ([rows, k] scores, [rows, k]
+// tokens, [rows] EOS scores), one copy to the host, then BeamSearch::Advance. Keeps its buffers
+// across steps; one per decoder.
+class DeviceBeamStep {
+ public:
+  // logits [search.rows(), vocab] in `backend`'s memory; pad: the model's padding token.
+  void Advance(Backend<float>& backend, const float* logits, int64_t vocab, int32_t pad, BeamSearch& search,
+               std::vector<int64_t>* parents, std::vector<int64_t>* kept);
+
+ private:
+  Tensor base_, result_;
+  std::vector<uint8_t> host_;
 };
 
 }  // namespace sf

@@ -220,7 +220,7 @@ Status DeviceDecoder::TranslateBatch(const std::vector<const std::vector<int32_t
     longest = std::max(longest, max_len[s]);
   }
   BeamSearch search(std::move(max_len), beam, opt.lenpen, kEosToken);
-  const int64_t cap = longest + 1, rows0 = S * beam, k = search.candidates_per_row();
+  const int64_t cap = longest + 1, rows0 = S * beam;
   self_k_.resize(Ld);
   self_v_.resize(Ld);
   for (int64_t l = 0; l < Ld; ++l) {
@@ -228,9 +228,6 @@ Status DeviceDecoder::TranslateBatch(const std::vector<const std::vector<int32_t
     self_v_[l].Resize({cap, rows0, C}, DType::kF32, be_.allocator());
   }
   spare_.Resize({cap, rows0, C}, DType::kF32, be_.allocator());
-  const size_t result_bytes = static_cast<size_t>(rows0 * (2 * k + 1)) * sizeof(float);
-  result_.Resize({static_cast<int64_t>(result_bytes)}, DType::kU8, be_.allocator());
-  std::vector<uint8_t> result(result_bytes);
   std::vector<int32_t> index;
   std::vector<uint8_t> active_pad;
   std::vector<int64_t> parents, kept;
@@ -325,19 +322,8 @@ Status DeviceDecoder::TranslateBatch(const std::vector<const std::vector<int32_t
     logits_.Resize({N, V}, DType::kF32, be_.allocator());
     be_.Gemm(1, N, V, C, Operand(last, false, C), Operand(output_projection, true, C, 0, true),
              logits_.data<float>(), V, 0, 1.0f, 0.0f);
-    // Each row's best continuations: [N, k] scores, [N, k] tokens, [N] EOS scores, in one block.
-    auto* base = static_cast<const float*>(Stage(base_, search.cumulative(), DType::kF32));
-    float* top_scores = reinterpret_cast<float*>(result_.data<uint8_t>());
-    int32_t* top_tokens = reinterpret_cast<int32_t*>(top_scores + N * k);
-    float* eos_scores = reinterpret_cast<float*>(top_tokens + N * k);
-    be_.BeamScores(logits_.data<float>(), base, SearchScoresArgs(N, V, k, pad), top_scores,
-                   top_tokens, eos_scores);
-    const size_t bytes = static_cast<size_t>(N * (2 * k + 1)) * sizeof(float);
-    be_.CopyToHost(result.data(), result_.raw(), bytes);
-    const float* h_scores = reinterpret_cast<const float*>(result.data());
-    const int32_t* h_tokens = reinterpret_cast<const int32_t*>(h_scores + N * k);
-    const float* h_eos = reinterpret_cast<const float*>(h_tokens + N * k);
-    search.Advance(V, h_scores, h_tokens, h_eos, &parents, &kept);
+    // Each row's best continuations, then the search's choice.
+    step_.Advance(be_, logits_.data<float>(), V, pad, search, &parents, &kept);
     if (search.done()) break;
 
     // Reorder the self-attention caches by parent: block t' row r <- block t' row parents[r].

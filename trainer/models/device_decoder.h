@@ -64,7 +64,8 @@ class DeviceDecoder {
   Tensor pe_;  // sinusoidal table [max_positions + pad + 1, C]
   // Scratch, re-planned per batch and step (Resize keeps a block big enough).
   Tensor x_, h_, o_, q_, qkv_, heads_, ctx_, f_, scores_, probs_, mean_, rstd_, logits_;
-  Tensor tokens_, positions_, src_pad_, index_, base_, result_, enc_;
+  Tensor tokens_, positions_, src_pad_, index_, enc_;
+  DeviceBeamStep step_;
   std::vector<Tensor> cross_k_, cross_v_, self_k_, self_v_;
   Tensor spare_, cross_spare_;  // gather targets, swapped with the cache they reorder
 };

@@ -11,17 +11,20 @@
 // decoder.encoder_cell_proj.*, decoder.layers.<i>.*, decoder.attention.input_proj.weight,
 // decoder.attention.output_proj.weight, decoder.additional_fc.*, decoder.fc_out.*.
 //
-// Not yet a trainable architecture of the registry (the training step, checkpoints and the
-// translator are the Transformer's); the model's forward and backward are complete and proven
-// (layers_test.cc, lstm_test.cc).
+// A Seq2SeqModel (seq2seq_model.h): trained, checkpointed and searched (lstm_generator.h) as
+// every family is. Forward and backward are proven against PyTorch (lstm_test.cc) and finite
+// differences (layers_test.cc).
 #pragma once
 
+#include <algorithm>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
-#include "trainer/models/transformer.h"
+#include "trainer/models/lstm_config.h"
+#include "trainer/models/seq2seq_model.h"
 #include "trainer/nn/context.h"
 #include "trainer/nn/lstm_decoder.h"
 #include "trainer/nn/lstm_encoder.h"
@@ -29,40 +32,8 @@
 
 namespace sf {
 
-struct LstmConfig {
-  int64_t src_vocab = 0, tgt_vocab = 0;
-  int32_t pad_id = 1;
-  int64_t encoder_embed = 512, encoder_hidden = 512;
-  int encoder_layers = 1;
-  bool encoder_bidirectional = false;
-  float encoder_dropout_in = 0.1f, encoder_dropout_out = 0.1f;
-  int64_t decoder_embed = 512, decoder_hidden = 512, decoder_out_embed = 512;
-  int decoder_layers = 1;
-  float decoder_dropout_in = 0.1f, decoder_dropout_out = 0.1f;
-  bool share_decoder_input_output_embed = false;
-  float label_smoothing = 0.1f;
-
-  int64_t encoder_units() const { return encoder_hidden * (encoder_bidirectional ? 2 : 1); }
-  // Errors name the field.
-  Status Validate() const {
-    if (src_vocab < 2 || tgt_vocab < 2) return InvalidArgument("src_vocab / tgt_vocab: at least 2");
-    if (pad_id < 0 || pad_id >= src_vocab || pad_id >= tgt_vocab) return InvalidArgument("pad_id: outside the vocabularies");
-    if (encoder_layers < 1 || decoder_layers < 1) return InvalidArgument("encoder_layers / decoder_layers: at least 1");
-    if (decoder_layers > encoder_layers) {
-      return InvalidArgument("decoder_layers: " + std::to_string(decoder_layers) +
-                             " is more than encoder_layers " + std::to_string(encoder_layers) +
-                             " (each decoder layer starts from the final state of the encoder layer of its index)");
-    }
-    if (share_decoder_input_output_embed && decoder_out_embed != decoder_embed) {
-      return InvalidArgument("share_decoder_input_output_embed: decoder_out_embed " + std::to_string(decoder_out_embed) +
-                             " must equal decoder_embed " + std::to_string(decoder_embed));
-    }
-    return Status::Ok();
-  }
-};
-
 template <typename T>
-class LstmModel {
+class LstmModel final : public Seq2SeqModel<T> {
  public:
   LstmModel(const LstmConfig& config, Backend<T>* backend, DType compute)
       : config_(config), ctx_(backend, compute),
@@ -95,16 +66,51 @@ class LstmModel {
   LstmModel& operator=(const LstmModel&) = delete;
 
   const LstmConfig& config() const { return config_; }
-  Context<T>& context() { return ctx_; }
-  ParamStore<T>& params() { return store_; }
-  void WeightsUpdated() { store_.RefreshMirror(ctx_.backend(), ctx_.compute()); }
-  void ZeroGrads() { store_.ZeroGrads(); }
+  const char* family() const override { return "lstm"; }
+  ModelShape shape() const override {
+    return ModelShape{config_.src_vocab, config_.tgt_vocab, config_.pad_id, config_.max_positions};
+  }
+  std::map<std::string, std::string> Metadata() const override { return LstmMetadata(config_); }
+  double TrainingFlops(int64_t batch, int64_t src_len, int64_t tgt_len) const override {
+    return config_.TrainingFlops(batch, src_len, tgt_len);
+  }
+  Context<T>& context() override { return ctx_; }
+  ParamStore<T>& params() override { return store_; }
+  void WeightsUpdated() override {
+    store_.RefreshMirror(ctx_.backend(), ctx_.compute());
+    ctx_.backend().WeightsChanged();
+  }
+  // fairseq's lstm initialisation: every parameter U(-0.1, 0.1) (embeddings, LSTM weights and
+  // biases, linear weights and biases), the embeddings' pad rows 0; drawn in store order.
+  void InitParameters(uint64_t seed) override {
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<double> u(-0.1, 0.1);
+    for (const ParamInfo& p : store_.params()) {
+      T* v = store_.host_values() + p.offset;
+      for (int64_t i = 0; i < p.numel; ++i) v[i] = static_cast<T>(u(rng));
+    }
+    for (const char* table : {"encoder.embed_tokens.weight", "decoder.embed_tokens.weight"}) {
+      const int id = store_.Find(table);
+      const int64_t dim = store_.params()[id].shape[1];
+      T* row = store_.host_value(id) + static_cast<int64_t>(config_.pad_id) * dim;
+      std::fill(row, row + dim, T(0));
+    }
+    store_.PushValues();
+    WeightsUpdated();
+  }
+  // The LSTM's recurrence makes every gradient final only at the end: one call with 0.
+  void set_grads_final_hook(std::function<void(int64_t offset)> hook) override { grads_final_ = std::move(hook); }
 
-  // The loss over the batch's non-pad targets. Errors: tokens out of range, an empty source.
-  Result<CrossEntropyStats> Forward(const Seq2SeqBatch& batch) {
+  // The loss over the batch's non-pad targets. Errors: tokens out of range, an empty source,
+  // sequences longer than max_positions.
+  Result<CrossEntropyStats> Forward(const Seq2SeqBatch& batch) override {
     Backend<T>& be = ctx_.backend();
     const DType dt = DTypeOf<T>::value;
     const int64_t B = batch.batch, S = batch.src_len, Tt = batch.tgt_len, N = B * Tt;
+    if (B <= 0 || S <= 0 || Tt <= 0) return InvalidArgument("empty batch");
+    if (S > config_.max_positions || Tt > config_.max_positions) {
+      return InvalidArgument("sequence longer than max_positions " + std::to_string(config_.max_positions));
+    }
     const int64_t E = config_.decoder_embed, H = config_.decoder_hidden, O = config_.decoder_out_embed;
     const int64_t V = config_.tgt_vocab;
     SF_RETURN_IF_ERROR(encoder_.Forward(ctx_, batch.src, B, S));
@@ -133,21 +139,8 @@ class LstmModel {
     tin_.CopyFromHost(tin.data());
     ctx_.Plan(tout_, {N}, DType::kI32);
     tout_.CopyFromHost(tout.data());
-    // The decoder's initial states.
     std::vector<const T*> h0, c0;
-    for (int i = 0; i < config_.decoder_layers; ++i) {
-      if (hidden_proj_w_ < 0) {
-        h0.push_back(encoder_.final_h(i));
-        c0.push_back(encoder_.final_c(i));
-        continue;
-      }
-      ctx_.Plan(states_h_[i], {B, H}, dt);
-      ctx_.Plan(states_c_[i], {B, H}, dt);
-      Project(hidden_proj_w_, hidden_proj_b_, encoder_.final_h(i), states_h_[i].template data<T>(), B);
-      Project(cell_proj_w_, cell_proj_b_, encoder_.final_c(i), states_c_[i].template data<T>(), B);
-      h0.push_back(states_h_[i].template data<T>());
-      c0.push_back(states_c_[i].template data<T>());
-    }
+    InitialStates(B, &h0, &c0);
     // Embeddings, the decoder, additional_fc, the output projection, the loss.
     p_in_ = ctx_.training ? config_.decoder_dropout_in : 0.0f;
     p_out_ = ctx_.training ? config_.decoder_dropout_out : 0.0f;
@@ -179,7 +172,7 @@ class LstmModel {
   }
 
   // Gradients of grad_scale * the loss, accumulated into params().
-  void Backward(float grad_scale) {
+  void Backward(float grad_scale) override {
     Backend<T>& be = ctx_.backend();
     const DType dt = DTypeOf<T>::value;
     const int64_t B = batch_, Tt = tgt_len_, S = src_len_, N = B * Tt;
@@ -229,9 +222,63 @@ class LstmModel {
       }
     }
     encoder_.Backward(ctx_, denc_.template data<T>(), dh, dc);
+    if (grads_final_) grads_final_(0);
   }
 
   const T* logits() const { return logits_.template data<T>(); }  // [T*B, V], time-major rows
+
+  // ---- Incremental decoding (the beam search, lstm_generator.h): call with
+  // context().training false; no gradients.
+  //
+  // Encodes src [B, S] (host ids, right-padded with pad_id) and computes the decoder's initial
+  // states: encoder_outputs() [S, B, Ds], encoder_padding() [B, S], initial_h(i) /
+  // initial_c(i) [B, H], in the backend's memory until the next Encode or Forward.
+  Status Encode(const int32_t* src, int64_t batch, int64_t src_len) {
+    SF_RETURN_IF_ERROR(encoder_.Forward(ctx_, src, batch, src_len));
+    init_h_.clear();
+    init_c_.clear();
+    InitialStates(batch, &init_h_, &init_c_);
+    return Status::Ok();
+  }
+  const T* encoder_outputs() const { return encoder_.outputs(); }
+  const uint8_t* encoder_padding() const { return encoder_.padding(); }
+  const T* initial_h(int i) const { return init_h_[i]; }
+  const T* initial_c(int i) const { return init_c_[i]; }
+
+  // One decoder step for `rows` rows: tokens [rows] (backend memory) the rows' last tokens;
+  // enc [S, rows, Ds] and padding [rows, S] their encoder outputs; h, c one [rows, H] per layer
+  // and feed [rows, H] their state (feed null: zeros, the first step). The same arithmetic per
+  // row as Forward's step, so a step equals the teacher-forced forward's row for that prefix.
+  // Leaves logits [rows, V] in logits() and the new state in step_h(i), step_c(i) and
+  // step_feed(), valid until the next call.
+  void DecodeStep(const int32_t* tokens, int64_t rows, const T* enc, const uint8_t* padding, int64_t src_len,
+                  const std::vector<const T*>& h, const std::vector<const T*>& c, const T* feed) {
+    Backend<T>& be = ctx_.backend();
+    const DType dt = DTypeOf<T>::value;
+    const int64_t E = config_.decoder_embed, H = config_.decoder_hidden, O = config_.decoder_out_embed;
+    const int64_t V = config_.tgt_vocab;
+    ctx_.Plan(emb_, {rows, E}, dt);
+    be.EmbeddingForward(tokens, store_.value(dec_table_), nullptr, nullptr, emb_.template data<T>(), rows, E, 1.0f);
+    const T* y = decoder_.Forward(ctx_, emb_.template data<T>(), 1, rows, enc, src_len, padding, h, c, feed);
+    step_feed_ = y;
+    const T* features = y;
+    if (fc_extra_w_ >= 0) {
+      ctx_.Plan(extra_, {rows, O}, dt);
+      Linear(fc_extra_w_, y, extra_.template data<T>(), rows, O, H);
+      be.BiasDropoutResidualForward(extra_.template data<T>(), store_.value(fc_extra_b_), nullptr,
+                                    extra_.template data<T>(), rows, O, 0.0f, DropoutKey{});
+      features = extra_.template data<T>();
+    }
+    ctx_.Plan(logits_, {rows, V}, dt);
+    Linear(OutWeight(), features, logits_.template data<T>(), rows, V, O);
+    if (fc_out_b_ >= 0) {
+      be.BiasDropoutResidualForward(logits_.template data<T>(), store_.value(fc_out_b_), nullptr,
+                                    logits_.template data<T>(), rows, V, 0.0f, DropoutKey{});
+    }
+  }
+  const T* step_h(int i) { return decoder_.hidden(i); }
+  const T* step_c(int i) { return decoder_.cell(i); }
+  const T* step_feed() const { return step_feed_; }
 
  private:
   static constexpr uint32_t kEncoderSite = 0, kEmbedSite = 40, kExtraSite = 41, kDecoderSite = 100;
@@ -255,6 +302,25 @@ class LstmModel {
                           GemmOperand{store_.compute_value(w, cd), cd, false, in, 0, true}, dx, in, 0, 1.0f, 0.0f);
     }
   }
+  // The decoder's initial states from the encoder's final ones (projected when the sizes
+  // differ).
+  void InitialStates(int64_t B, std::vector<const T*>* h0, std::vector<const T*>* c0) {
+    const int64_t H = config_.decoder_hidden;
+    const DType dt = DTypeOf<T>::value;
+    for (int i = 0; i < config_.decoder_layers; ++i) {
+      if (hidden_proj_w_ < 0) {
+        h0->push_back(encoder_.final_h(i));
+        c0->push_back(encoder_.final_c(i));
+        continue;
+      }
+      ctx_.Plan(states_h_[i], {B, H}, dt);
+      ctx_.Plan(states_c_[i], {B, H}, dt);
+      Project(hidden_proj_w_, hidden_proj_b_, encoder_.final_h(i), states_h_[i].template data<T>(), B);
+      Project(cell_proj_w_, cell_proj_b_, encoder_.final_c(i), states_c_[i].template data<T>(), B);
+      h0->push_back(states_h_[i].template data<T>());
+      c0->push_back(states_c_[i].template data<T>());
+    }
+  }
   // y [B, H] = x [B, units] W^T + b.
   void Project(int w, int b, const T* x, T* y, int64_t rows) {
     const int64_t H = config_.decoder_hidden;
@@ -264,6 +330,7 @@ class LstmModel {
 
   LstmConfig config_;
   Context<T> ctx_;
+  std::function<void(int64_t)> grads_final_;
   ParamStore<T> store_;
   LstmEncoder<T> encoder_;
   LstmDecoder<T> decoder_;
@@ -276,6 +343,8 @@ class LstmModel {
   Tensor tin_, tout_, emb_, extra_, logits_, lse_, dfeatures_, dy_, demb_, denc_;
   std::vector<Tensor> states_h_, states_c_, dstates_;
   std::vector<int32_t> host_tin_, host_tout_;
+  std::vector<const T*> init_h_, init_c_;
+  const T* step_feed_ = nullptr;
 };
 
 }  // namespace sf

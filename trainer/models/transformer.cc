@@ -6,6 +6,8 @@
 #include <cstring>
 #include <random>
 
+#include "trainer/models/weights_io.h"
+
 namespace sf {
 
 Status TransformerConfig::Validate() const {
@@ -313,17 +315,8 @@ void Transformer<T>::Backward(float grad_scale) {
 }
 
 template <typename T>
-std::vector<ParamRef> Transformer<T>::Parameters() {
-  std::vector<ParamRef> out;
-  if constexpr (std::is_same_v<T, float>) {
-    for (size_t i = 0; i < store_.params().size(); ++i) {
-      const ParamInfo& p = store_.params()[i];
-      out.push_back(ParamRef{p.name, store_.value(static_cast<int>(i)),
-                             store_.grad(static_cast<int>(i)), static_cast<size_t>(p.numel),
-                             p.weight_decay});
-    }
-  }
-  return out;
+std::map<std::string, std::string> Transformer<T>::Metadata() const {
+  return ConfigMetadata(config_);
 }
 
 template class Transformer<float>;

@@ -28,6 +28,7 @@
 
 #include "common/status.h"
 #include "trainer/kernels/backend.h"
+#include "trainer/models/seq2seq_model.h"
 #include "trainer/nn/context.h"
 #include "trainer/nn/embedding.h"
 #include "trainer/nn/param_store.h"
@@ -64,18 +65,8 @@ struct TransformerConfig {
   double TrainingFlops(int64_t batch, int64_t src_len, int64_t tgt_len) const;
 };
 
-// One micro-batch, in host memory (Forward stages it into the backend's memory). Rows are
-// right-padded with pad_id; tgt_in is the target shifted right (starting with BOS / EOS as
-// fairseq does), tgt_out the tokens to predict.
-struct Seq2SeqBatch {
-  const int32_t* src = nullptr;      // [B, Ts]
-  const int32_t* tgt_in = nullptr;   // [B, Tt]
-  const int32_t* tgt_out = nullptr;  // [B, Tt]
-  int64_t batch = 0, src_len = 0, tgt_len = 0;
-};
-
 template <typename T>
-class Transformer {
+class Transformer final : public Seq2SeqModel<T> {
  public:
   // `backend` must outlive the model. `compute` is the GEMM operand dtype (kF32 for fp32
   // training, kBF16 / kF16 for mixed precision; must be T's dtype when T = double).
@@ -84,37 +75,41 @@ class Transformer {
   Transformer& operator=(const Transformer&) = delete;
 
   const TransformerConfig& config() const { return config_; }
-  Context<T>& context() { return ctx_; }
-  ParamStore<T>& params() { return store_; }
+  const char* family() const override { return "transformer"; }
+  ModelShape shape() const override {
+    return ModelShape{config_.src_vocab, config_.tgt_vocab, config_.pad_id, config_.max_positions};
+  }
+  std::map<std::string, std::string> Metadata() const override;  // weights_io.h: ConfigMetadata
+  double TrainingFlops(int64_t batch, int64_t src_len, int64_t tgt_len) const override {
+    return config_.TrainingFlops(batch, src_len, tgt_len);
+  }
+  Context<T>& context() override { return ctx_; }
+  ParamStore<T>& params() override { return store_; }
 
   // fairseq-style initialisation from `seed`: embeddings N(0, C^-1/2) with zero pad rows,
   // linear weights Xavier-uniform, biases 0, layer norms 1/0, an untied output projection
   // N(0, C^-1/2) (drawn last, so the other parameters are those of the tied model).
-  void InitParameters(uint64_t seed);
+  void InitParameters(uint64_t seed) override;
   // Call after the weights changed (refreshes the bf16/f16 mirror used by GEMMs).
-  void WeightsUpdated();
-  void ZeroGrads() { store_.ZeroGrads(); }
+  void WeightsUpdated() override;
 
   // Runs the forward pass and the loss (summed over non-pad targets). Errors: tokens out of
   // range, sequences longer than max_positions. bf16 training also computes the loss gradient
   // here, in the same pass over the logits (Backward scales it).
-  Result<CrossEntropyStats> Forward(const Seq2SeqBatch& batch);
+  Result<CrossEntropyStats> Forward(const Seq2SeqBatch& batch) override;
   // Accumulates gradients of grad_scale * loss. Must follow Forward (consumes its state).
-  void Backward(float grad_scale);
+  void Backward(float grad_scale) override;
 
   // Called during Backward each time a module's gradients are final for this micro-batch:
   // no gradient at store offset >= `offset` is written again by this Backward. Modules are
   // stored in forward order and run backward in reverse, so the offsets decrease, ending with 0.
   // Data-parallel training reduces gradient buckets from here while backward goes on.
-  void set_grads_final_hook(std::function<void(int64_t offset)> hook) { grads_final_ = std::move(hook); }
+  void set_grads_final_hook(std::function<void(int64_t offset)> hook) override { grads_final_ = std::move(hook); }
 
   // Logits of the last Forward [B*Tt, V] (valid until Backward, which reuses the buffer), in
   // the backend's memory.
   const T* logits() const { return logits_.data<T>(); }
   const Tensor& logits_tensor() const { return logits_; }
-
-  // Optimizer view of every parameter (T = float only), in store order with stable names.
-  std::vector<ParamRef> Parameters();
 
  private:
   TransformerConfig config_;

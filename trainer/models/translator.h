@@ -1,4 +1,4 @@
-// Translation with a trained Transformer: beam search (greedy when beam = 1) with an
+// The Transformer's Generator (generator.h): beam search (greedy when beam = 1) with an
 // incremental decoder state.
 //
 // What is cached: per decoder layer, the self-attention keys and values of every position
@@ -27,23 +27,24 @@
 #include <vector>
 
 #include "trainer/models/beam_search.h"
+#include "trainer/models/generator.h"
 #include "trainer/models/transformer.h"
 
 namespace sf {
 
 class DeviceDecoder;
 
-class Translator {
+class Translator final : public Generator {
  public:
   // `model` must outlive the translator; its weights are read at each call.
   explicit Translator(Transformer<float>* model);
-  ~Translator();
+  ~Translator() override;
 
   // Sources are token ids without EOS (it is appended). Returns the best hypothesis of each
   // source, in the caller's order. An empty source gives an empty translation. Errors: a token
   // outside the source vocabulary, a source longer than max_positions - 1.
   Result<std::vector<Hypothesis>> Translate(const std::vector<std::vector<int32_t>>& sources,
-                                            const BeamOptions& options);
+                                            const BeamOptions& options) override;
 
  private:
   struct Batch;

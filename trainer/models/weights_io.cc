@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "trainer/core/safetensors.h"
+#include "trainer/models/model_metadata.h"
+#include "trainer/models/model_spec.h"
 
 namespace sf {
 
@@ -29,32 +31,6 @@ std::map<std::string, std::string> ConfigMetadata(const TransformerConfig& c) {
           {"label_smoothing", std::to_string(c.label_smoothing)}};
 }
 
-namespace {
-
-Result<int64_t> MetaInt(const std::map<std::string, std::string>& m, const std::string& key) {
-  auto it = m.find(key);
-  if (it == m.end()) return InvalidArgument("__metadata__ has no '" + key + "'");
-  const std::string& v = it->second;
-  size_t used = 0;
-  int64_t n = 0;
-  try {
-    n = std::stoll(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (v.empty() || used != v.size()) return InvalidArgument("__metadata__ " + key + ": '" + v + "' is not an integer");
-  return n;
-}
-
-Result<bool> MetaBool(const std::map<std::string, std::string>& m, const std::string& key) {
-  auto it = m.find(key);
-  if (it == m.end()) return InvalidArgument("__metadata__ has no '" + key + "'");
-  if (it->second == "true") return true;
-  if (it->second == "false") return false;
-  return InvalidArgument("__metadata__ " + key + ": '" + it->second + "' is not true or false");
-}
-
-}  // namespace
 
 Result<TransformerConfig> ConfigFromMetadata(const std::map<std::string, std::string>& m) {
   auto arch = m.find("arch");
@@ -102,23 +78,7 @@ Result<TransformerConfig> ConfigFromMetadata(const std::map<std::string, std::st
   return c;
 }
 
-Status CheckMetadataFits(const std::map<std::string, std::string>& metadata, const TransformerConfig& config) {
-  if (metadata.empty()) return Status::Ok();
-  SF_ASSIGN_OR_RETURN(TransformerConfig stored, ConfigFromMetadata(metadata));
-  const std::map<std::string, std::string> ours = ConfigMetadata(config);
-  const std::map<std::string, std::string> theirs = ConfigMetadata(stored);
-  for (const auto& [key, value] : theirs) {
-    if (key == "label_smoothing") continue;  // a loss setting, not the architecture
-    const std::string& here = ours.at(key);
-    if (value != here) {
-      return InvalidArgument("the weights are for another model: " + key + " is " + value +
-                             " in the weights, " + here + " in this model");
-    }
-  }
-  return Status::Ok();
-}
-
-Status SaveWeights(Transformer<float>& model, const std::string& path) {
+Status SaveWeights(Seq2SeqModel<float>& model, const std::string& path) {
   ParamStore<float>& store = model.params();
   store.PullValues();  // a device model's values, copied to the host view
   std::vector<safetensors::TensorView> views;
@@ -128,12 +88,12 @@ Status SaveWeights(Transformer<float>& model, const std::string& path) {
         p.name, p.shape,
         std::span<const float>(store.host_value(static_cast<int>(i)), static_cast<size_t>(p.numel))));
   }
-  return safetensors::WriteFile(path, views, ConfigMetadata(model.config()));
+  return safetensors::WriteFile(path, views, model.Metadata());
 }
 
-Status LoadWeights(Transformer<float>& model, const std::string& path) {
+Status LoadWeights(Seq2SeqModel<float>& model, const std::string& path) {
   SF_ASSIGN_OR_RETURN(safetensors::SafetensorsFile file, safetensors::SafetensorsFile::Open(path));
-  SF_RETURN_IF_ERROR(CheckMetadataFits(file.metadata(), model.config()).WithContext(path));
+  SF_RETURN_IF_ERROR(CheckMetadataFits(file.metadata(), model).WithContext(path));
   ParamStore<float>& store = model.params();
   std::vector<std::span<const float>> data;
   for (const ParamInfo& p : store.params()) {

@@ -1,8 +1,9 @@
-// Model weights in the open: save and load a Transformer's fp32 parameters as safetensors, one
-// tensor per parameter under its documented name and shape (docs/model-format.md). The model's
-// configuration is stored as string metadata (d_model, heads, ...), so a reader can rebuild
-// the architecture; PyTorch users can load the file with the `safetensors` package or a few
-// lines of json + numpy.
+// Model weights in the open: save and load a model's fp32 parameters (any family) as
+// safetensors, one tensor per parameter under its documented name and shape
+// (docs/model-format.md, docs/models.md). The model's configuration is stored as string
+// metadata (Seq2SeqModel::Metadata(): arch, d_model, heads, ...), so a reader can rebuild the
+// architecture (model_spec.h); PyTorch users can load the file with the `safetensors` package
+// or a few lines of json + numpy.
 //
 // Errors: I/O problems and, on load, a missing tensor, an unexpected dtype (only F32 is
 // accepted) or shape — the message names the tensor. A failed load leaves the model unchanged.
@@ -16,7 +17,7 @@
 
 namespace sf {
 
-// The config as metadata strings ("d_model" -> "256", ...): the keys docs/model-format.md
+// The Transformer's config as metadata strings ("d_model" -> "256", ...): the keys docs/model-format.md
 // lists (arch, d_model, heads, encoder_layers, decoder_layers, ffn_dim, activation,
 // normalize_before, share_embeddings, share_decoder_input_output_embed, src_vocab, tgt_vocab,
 // pad_id, max_positions, label_smoothing).
@@ -29,14 +30,9 @@ std::map<std::string, std::string> ConfigMetadata(const TransformerConfig& confi
 // validated.
 Result<TransformerConfig> ConfigFromMetadata(const std::map<std::string, std::string>& metadata);
 
-// OK when `metadata` (a weights file's) describes the architecture `config` builds; otherwise
-// names the first key that differs ("d_model is 64 in the weights, 32 in this model"). Empty
-// metadata (files written before it was stored) is accepted: the shapes are still checked.
-Status CheckMetadataFits(const std::map<std::string, std::string>& metadata, const TransformerConfig& config);
-
-Status SaveWeights(Transformer<float>& model, const std::string& path);
-// Loads every parameter after checking the file's metadata against the model's config;
-// calls model.WeightsUpdated().
-Status LoadWeights(Transformer<float>& model, const std::string& path);
+Status SaveWeights(Seq2SeqModel<float>& model, const std::string& path);
+// Loads every parameter after checking the file's metadata against the model
+// (model_spec.h: CheckMetadataFits); calls model.WeightsUpdated().
+Status LoadWeights(Seq2SeqModel<float>& model, const std::string& path);
 
 }  // namespace sf

@@ -60,10 +60,13 @@ class LstmDecoder {
   }
 
   // x [T*B, E] time-major (embedded, after the caller's dropout); enc [S, B, Ds] and its padding
-  // [B, S] (1 = padding; null: none); h0, c0: one [B, H] per layer or empty (zeros). Returns the
-  // outputs y [T*B, H], valid until the next Forward.
+  // [B, S] (1 = padding; null: none); h0, c0: one [B, H] per layer or empty (zeros); feed0
+  // [B, H]: the first step's input feed (null: zeros, as in training; incremental decoding
+  // passes the previous step's output, and gets no gradient for it). Returns the outputs
+  // y [T*B, H], valid until the next Forward; the last step's states are hidden(i) / cell(i).
   const T* Forward(Context<T>& ctx, const T* x, int64_t steps, int64_t batch, const T* enc, int64_t src_len,
-                   const uint8_t* enc_padding, std::vector<const T*> h0 = {}, std::vector<const T*> c0 = {}) {
+                   const uint8_t* enc_padding, std::vector<const T*> h0 = {}, std::vector<const T*> c0 = {},
+                   const T* feed0 = nullptr) {
     Backend<T>& be = ctx.backend();
     const DType dt = DTypeOf<T>::value, cd = ctx.compute();
     const int64_t B = batch, H = hidden_, G = 4 * hidden_, S = src_len, N = steps * batch;
@@ -105,7 +108,9 @@ class LstmDecoder {
       for (int i = 0; i < layers_; ++i) {
         T* g = gates_[i].template data<T>() + row * G;
         if (i == 0) {
-          if (j > 0) Gemm(ctx, B, G, H, Row(y_, j - 1), Weight(ctx, w_ih_[0], embed_), embed_ + H, true, g, G, 1.0f);
+          if (const T* feed = j > 0 ? Row(y_, j - 1) : feed0) {
+            Gemm(ctx, B, G, H, feed, Weight(ctx, w_ih_[0], embed_), embed_ + H, true, g, G, 1.0f);
+          }
         } else {
           Gemm(ctx, B, G, H, LayerInput(i, j), Weight(ctx, w_ih_[i], 0), H, true, g, G, 0.0f);
         }
@@ -141,6 +146,10 @@ class LstmDecoder {
     }
     return y_.template data<T>();
   }
+
+  // The last step's h and c of layer i [B, H] (after Forward).
+  const T* hidden(int i) { return Row(hiddens_[i], steps_ - 1); }
+  const T* cell(int i) { return Row(cells_[i], steps_ - 1); }
 
   // dy [T*B, H]: the gradient of the outputs. dx [T*B, E] is written; d_enc [S, B, Ds] is added
   // to (may be null). The initial states' gradients are left in dh0(i) / dc0(i).

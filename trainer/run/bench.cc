@@ -13,7 +13,8 @@
 #include "common/command_line.h"
 
 #include "trainer/core/cpu_features.h"
-#include "trainer/models/registry.h"
+#include "common/config/hyperparameter_schema.h"
+#include "trainer/run/model_setup.h"
 #include "trainer/run/data_parallel.h"
 #include "trainer/run/device_select.h"
 #include "trainer/run/train_step.h"
@@ -92,7 +93,7 @@ double GemmPeak(Backend<float>& be, DType dt) {
 
 void AddBenchFlags(CLI::App& cmd, BenchOptions* o) {
   const auto precisions = CLI::IsMember({"fp32", "bf16", "fp16"});
-  cmd.add_option("--arch", o->arch, "model preset (transformer_tiny, transformer_base, transformer_big, ...)");
+  cmd.add_option("--arch", o->arch, "model preset (transformer_tiny, transformer_base, transformer_big, lstm, lstm_small, ...)");
   cmd.add_option("--precision", o->precision, "compute precision")->check(precisions);
   cmd.add_option("--device", o->device, "cpu, cuda (the first visible GPU), cuda:N or auto");
   cmd.add_option("--batch", o->batch, "sentences per step (per rank under mpirun)")->check(cmdline::AtLeast(1));
@@ -119,13 +120,18 @@ Status CheckBenchOptions(const BenchOptions& o) {
 
 Result<std::vector<std::pair<std::string, std::string>>> RunBench(const BenchOptions& o) {
   if (o.threads > 0) omp_set_num_threads(o.threads);
-  HyperparameterMap hp = {{"src_vocab", std::to_string(o.vocab)},
-                          {"tgt_vocab", std::to_string(o.vocab)},
-                          {"dropout", Fmt(o.dropout, 6)},
-                          {"attention_dropout", Fmt(o.attention_dropout, 6)},
-                          {"max_positions", std::to_string(std::max<int64_t>(
-                                                1024, std::max(o.src_len, o.tgt_len)))}};
-  SF_ASSIGN_OR_RETURN(TransformerConfig config, MakeModelConfig(o.arch, hp));
+  // The preset as a trial gets it (config::WithDefaults), with the bench's dropout rates.
+  const std::string family = config::ArchFamily(o.arch);
+  if (family.empty()) {
+    std::string known;
+    for (const std::string& a : config::FindHyperparameterSpec("arch")->options) known += (known.empty() ? "" : ", ") + a;
+    return InvalidArgument("--arch: unknown model '" + o.arch + "' (known: " + known + ")");
+  }
+  Value::Map hp{{"arch", o.arch}, {"dropout", o.dropout}};
+  if (family == "transformer") hp["attention_dropout"] = o.attention_dropout;
+  SF_ASSIGN_OR_RETURN(ModelSpec spec,
+                      ModelSpecFromHyperparameters(config::WithDefaults(Value(std::move(hp))), o.vocab, o.vocab,
+                                                   std::max<int64_t>(1024, std::max(o.src_len, o.tgt_len) + 2)));
   // "fp32" | "bf16" | "fp16" (validated by ParseBenchArgs) as the engine's dtype.
   auto dtype_of = [](const std::string& precision) {
     return precision == "bf16" ? DType::kBF16 : precision == "fp16" ? DType::kF16 : DType::kF32;
@@ -134,7 +140,8 @@ Result<std::vector<std::pair<std::string, std::string>>> RunBench(const BenchOpt
   SF_ASSIGN_OR_RETURN(DeviceChoice device, ParseDevice(o.device));
   SF_ASSIGN_OR_RETURN(std::unique_ptr<Backend<float>> backend_owner, MakeTrainingBackend(device));
   Backend<float>& backend = *backend_owner;
-  Transformer<float> model(config, &backend, compute);
+  std::unique_ptr<Seq2SeqModel<float>> model_owner = MakeModel(spec, &backend, compute);
+  Seq2SeqModel<float>& model = *model_owner;
   model.InitParameters(1);
   OptimizerOptions oo;
   oo.type = "adamw";
@@ -197,7 +204,7 @@ Result<std::vector<std::pair<std::string, std::string>>> RunBench(const BenchOpt
   const int64_t allocs_after = backend.allocator().stats().system_allocations;
   const double step_s = Median(total);
   const double tokens = static_cast<double>(B * o.tgt_len * world);
-  const double flops = config.TrainingFlops(B * world, o.src_len, o.tgt_len);
+  const double flops = model.TrainingFlops(B * world, o.src_len, o.tgt_len);
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   std::vector<std::pair<std::string, std::string>> rep;

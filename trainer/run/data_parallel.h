@@ -14,16 +14,16 @@
 #include "common/status.h"
 #include "trainer/distributed/communicator.h"
 #include "trainer/distributed/grad_reducer.h"
-#include "trainer/models/transformer.h"
+#include "trainer/models/seq2seq_model.h"
 
 namespace sf {
 
 // A reducer over `model`'s flat gradient buffer, buckets on parameter boundaries.
-std::unique_ptr<dist::GradReducer> MakeGradReducer(dist::Communicator& comm, Transformer<float>& model,
+std::unique_ptr<dist::GradReducer> MakeGradReducer(dist::Communicator& comm, Seq2SeqModel<float>& model,
                                                    const dist::GradReducerOptions& options);
 
 // Every rank takes rank 0's weights (equal by seed already; this makes it a fact), then the
 // low-precision mirror is refreshed.
-Status BroadcastWeights(dist::Communicator& comm, Transformer<float>& model);
+Status BroadcastWeights(dist::Communicator& comm, Seq2SeqModel<float>& model);
 
 }  // namespace sf

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/config/hyperparameter_schema.h"
 #include "trainer/models/weights_io.h"
 
 namespace sf {
@@ -39,6 +40,55 @@ Result<TransformerConfig> FromMap(const Value& v) {
   return mc;
 }
 
+// fairseq's lstm arguments; the four dropout rates default to `dropout` (as config::WithDefaults
+// completes them).
+Result<LstmConfig> LstmFromMap(const Value& v) {
+  LstmConfig c;
+  const double dropout = HpNum(v, "dropout", 0.1);
+  c.encoder_embed = HpInt(v, "encoder_embed_dim", c.encoder_embed);
+  c.encoder_hidden = HpInt(v, "encoder_hidden_size", c.encoder_hidden);
+  c.encoder_layers = static_cast<int>(HpInt(v, "encoder_layers", c.encoder_layers));
+  c.encoder_bidirectional = Flag(v, "encoder_bidirectional", c.encoder_bidirectional);
+  c.encoder_dropout_in = static_cast<float>(HpNum(v, "encoder_dropout_in", dropout));
+  c.encoder_dropout_out = static_cast<float>(HpNum(v, "encoder_dropout_out", dropout));
+  c.decoder_embed = HpInt(v, "decoder_embed_dim", c.decoder_embed);
+  c.decoder_hidden = HpInt(v, "decoder_hidden_size", c.decoder_hidden);
+  c.decoder_out_embed = HpInt(v, "decoder_out_embed_dim", c.decoder_out_embed);
+  c.decoder_layers = static_cast<int>(HpInt(v, "decoder_layers", c.decoder_layers));
+  c.decoder_dropout_in = static_cast<float>(HpNum(v, "decoder_dropout_in", dropout));
+  c.decoder_dropout_out = static_cast<float>(HpNum(v, "decoder_dropout_out", dropout));
+  c.share_decoder_input_output_embed =
+      Flag(v, "share_decoder_input_output_embed", c.share_decoder_input_output_embed);
+  c.label_smoothing = static_cast<float>(HpNum(v, "label_smoothing", c.label_smoothing));
+  return c;
+}
+
+// The family of a hyperparameter map's (or stored model value's) arch; absent: transformer.
+Result<std::string> FamilyOf(const Value& v) {
+  const std::string arch = Text(v, "arch", "transformer");
+  std::string family = config::ArchFamily(arch);
+  if (family.empty()) family = arch;  // a stored value names the family itself
+  for (const std::string& f : ModelFamilies()) {
+    if (f == family) return family;
+  }
+  return InvalidArgument("hyperparameters.arch: '" + arch + "' is not a known architecture");
+}
+
+Status WithSizes(ModelSpec& spec, int64_t src_vocab, int64_t tgt_vocab, int32_t pad_id, int64_t max_positions) {
+  if (spec.family == "lstm") {
+    spec.lstm.src_vocab = src_vocab;
+    spec.lstm.tgt_vocab = tgt_vocab;
+    spec.lstm.pad_id = pad_id;
+    spec.lstm.max_positions = max_positions;
+  } else {
+    spec.transformer.src_vocab = src_vocab;
+    spec.transformer.tgt_vocab = tgt_vocab;
+    spec.transformer.pad_id = pad_id;
+    spec.transformer.max_positions = max_positions;
+  }
+  return spec.Validate();
+}
+
 }  // namespace
 
 int64_t HpInt(const Value& v, const std::string& key, int64_t def) {
@@ -51,18 +101,45 @@ double HpNum(const Value& v, const std::string& key, double def) {
   return x && x->is_number() ? x->as_double() : def;
 }
 
-Result<TransformerConfig> ModelConfigFromHyperparameters(const Value& hparams, int64_t src_vocab,
-                                                         int64_t tgt_vocab, int64_t max_positions) {
-  SF_ASSIGN_OR_RETURN(TransformerConfig mc, FromMap(hparams));
-  mc.src_vocab = src_vocab;
-  mc.tgt_vocab = tgt_vocab;
-  mc.max_positions = max_positions;
-  SF_RETURN_IF_ERROR(mc.Validate());
-  return mc;
+Result<ModelSpec> ModelSpecFromHyperparameters(const Value& hparams, int64_t src_vocab, int64_t tgt_vocab,
+                                               int64_t max_positions) {
+  ModelSpec spec;
+  SF_ASSIGN_OR_RETURN(spec.family, FamilyOf(hparams));
+  if (spec.family == "lstm") {
+    SF_ASSIGN_OR_RETURN(spec.lstm, LstmFromMap(hparams));
+  } else {
+    SF_ASSIGN_OR_RETURN(spec.transformer, FromMap(hparams));
+  }
+  SF_RETURN_IF_ERROR(WithSizes(spec, src_vocab, tgt_vocab, 1, max_positions));
+  return spec;
 }
 
-Value ModelConfigToValue(const TransformerConfig& c) {
-  return Value(Value::Map{{"d_model", c.d_model},
+Value ModelSpecToValue(const ModelSpec& spec) {
+  if (spec.family == "lstm") {
+    const LstmConfig& c = spec.lstm;
+    return Value(Value::Map{{"arch", "lstm"},
+                            {"encoder_embed_dim", c.encoder_embed},
+                            {"encoder_hidden_size", c.encoder_hidden},
+                            {"encoder_layers", static_cast<int64_t>(c.encoder_layers)},
+                            {"encoder_bidirectional", c.encoder_bidirectional},
+                            {"encoder_dropout_in", static_cast<double>(c.encoder_dropout_in)},
+                            {"encoder_dropout_out", static_cast<double>(c.encoder_dropout_out)},
+                            {"decoder_embed_dim", c.decoder_embed},
+                            {"decoder_hidden_size", c.decoder_hidden},
+                            {"decoder_out_embed_dim", c.decoder_out_embed},
+                            {"decoder_layers", static_cast<int64_t>(c.decoder_layers)},
+                            {"decoder_dropout_in", static_cast<double>(c.decoder_dropout_in)},
+                            {"decoder_dropout_out", static_cast<double>(c.decoder_dropout_out)},
+                            {"share_decoder_input_output_embed", c.share_decoder_input_output_embed},
+                            {"label_smoothing", static_cast<double>(c.label_smoothing)},
+                            {"src_vocab", c.src_vocab},
+                            {"tgt_vocab", c.tgt_vocab},
+                            {"pad_id", static_cast<int64_t>(c.pad_id)},
+                            {"max_positions", c.max_positions}});
+  }
+  const TransformerConfig& c = spec.transformer;
+  return Value(Value::Map{{"arch", "transformer"},
+                          {"d_model", c.d_model},
                           {"heads", c.heads},
                           {"encoder_layers", c.encoder_layers},
                           {"decoder_layers", c.decoder_layers},
@@ -81,16 +158,21 @@ Value ModelConfigToValue(const TransformerConfig& c) {
                           {"max_positions", c.max_positions}});
 }
 
-Result<TransformerConfig> ModelConfigFromValue(const Value& v) {
+Result<ModelSpec> ModelSpecFromValue(const Value& v) {
   if (!v.is_map()) return InvalidArgument("trainer_state.json: 'model' is missing");
-  SF_ASSIGN_OR_RETURN(TransformerConfig mc, FromMap(v));
-  mc.src_vocab = HpInt(v, "src_vocab", 0);
-  mc.tgt_vocab = HpInt(v, "tgt_vocab", 0);
-  mc.pad_id = static_cast<int32_t>(HpInt(v, "pad_id", mc.pad_id));
-  mc.max_positions = HpInt(v, "max_positions", mc.max_positions);
-  Status st = mc.Validate();
+  ModelSpec spec;
+  auto family = FamilyOf(v);
+  if (!family.ok()) return family.status().WithContext("trainer_state.json model");
+  spec.family = *family;
+  if (spec.family == "lstm") {
+    SF_ASSIGN_OR_RETURN(spec.lstm, LstmFromMap(v));
+  } else {
+    SF_ASSIGN_OR_RETURN(spec.transformer, FromMap(v));
+  }
+  Status st = WithSizes(spec, HpInt(v, "src_vocab", 0), HpInt(v, "tgt_vocab", 0),
+                        static_cast<int32_t>(HpInt(v, "pad_id", 1)), HpInt(v, "max_positions", 1024));
   if (!st.ok()) return st.WithContext("trainer_state.json model");
-  return mc;
+  return spec;
 }
 
 DType ComputeDType(config::Precision precision) {
@@ -101,10 +183,10 @@ DType ComputeDType(config::Precision precision) {
   }
 }
 
-void SnapshotTraining(Transformer<float>& model, TrainStep& step, CheckpointContents* c) {
+void SnapshotTraining(Seq2SeqModel<float>& model, TrainStep& step, CheckpointContents* c) {
   auto& store = model.params();
   c->model.clear();
-  c->model_metadata = ConfigMetadata(model.config());
+  c->model_metadata = model.Metadata();
   store.PullValues();  // a device model's values, copied to the host view
   for (const auto& info : store.params()) {
     int64_t numel = 1;
@@ -121,8 +203,8 @@ void SnapshotTraining(Transformer<float>& model, TrainStep& step, CheckpointCont
   }
 }
 
-Status LoadModelWeights(const CheckpointContents& ck, const std::string& where, Transformer<float>& model) {
-  Status fits = CheckMetadataFits(ck.model_metadata, model.config());
+Status LoadModelWeights(const CheckpointContents& ck, const std::string& where, Seq2SeqModel<float>& model) {
+  Status fits = CheckMetadataFits(ck.model_metadata, model);
   if (!fits.ok()) return InvalidArgument("checkpoint " + where + " does not fit this model: " + fits.message());
   auto& store = model.params();
   for (const auto& info : store.params()) {
@@ -144,7 +226,7 @@ Status LoadModelWeights(const CheckpointContents& ck, const std::string& where, 
   return Status::Ok();
 }
 
-Status RestoreTraining(const CheckpointContents& ck, const std::string& where, Transformer<float>& model,
+Status RestoreTraining(const CheckpointContents& ck, const std::string& where, Seq2SeqModel<float>& model,
                        TrainStep& step) {
   SF_RETURN_IF_ERROR(LoadModelWeights(ck, where, model));
   std::vector<NamedBuffer> opt_state, scaler_state;

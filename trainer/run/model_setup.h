@@ -1,5 +1,5 @@
 // Pieces every training entry point shares (standalone `sf-trainer train`, `translate`, and the
-// cluster trial): the model configuration from hyperparameters, and moving the model, optimizer
+// cluster trial): the model (any family) from hyperparameters, and moving the model, optimizer
 // and loss-scaler state into and out of a checkpoint.
 #pragma once
 
@@ -10,7 +10,7 @@
 #include "common/status.h"
 #include "common/value.h"
 #include "trainer/core/dtype.h"
-#include "trainer/models/transformer.h"
+#include "trainer/models/model_spec.h"
 #include "trainer/run/checkpoint.h"
 #include "trainer/run/train_step.h"
 
@@ -21,27 +21,28 @@ namespace sf {
 int64_t HpInt(const Value& v, const std::string& key, int64_t def);
 double HpNum(const Value& v, const std::string& key, double def);
 
-// The Transformer of a trial's hyperparameters (after config::WithDefaults) for the given
-// vocabularies. Errors name the hyperparameter.
-Result<TransformerConfig> ModelConfigFromHyperparameters(const Value& hparams, int64_t src_vocab,
-                                                         int64_t tgt_vocab, int64_t max_positions);
-// The model configuration as stored in trainer_state.json ("model") and back.
-Value ModelConfigToValue(const TransformerConfig& config);
-Result<TransformerConfig> ModelConfigFromValue(const Value& value);
+// The model of a trial's hyperparameters (after config::WithDefaults: `arch` picks the family,
+// ArchFamily) for the given vocabularies. Errors name the hyperparameter.
+Result<ModelSpec> ModelSpecFromHyperparameters(const Value& hparams, int64_t src_vocab, int64_t tgt_vocab,
+                                               int64_t max_positions);
+// The model as stored in trainer_state.json ("model") and back; a value without "arch" (older
+// checkpoints) is a Transformer.
+Value ModelSpecToValue(const ModelSpec& spec);
+Result<ModelSpec> ModelSpecFromValue(const Value& value);
 
 // The GEMM operand dtype of a precision.
 DType ComputeDType(config::Precision precision);
 
 // fp32 master weights (with shapes) into contents->model; optimizer and loss-scaler state into
 // contents->optimizer (scaler buffers prefixed "loss_scaler.").
-void SnapshotTraining(Transformer<float>& model, TrainStep& step, CheckpointContents* contents);
+void SnapshotTraining(Seq2SeqModel<float>& model, TrainStep& step, CheckpointContents* contents);
 
 // Copies the checkpoint's weights into the model (every parameter must be present with its
 // shape; nothing changes otherwise) and calls WeightsUpdated().
 Status LoadModelWeights(const CheckpointContents& contents, const std::string& where,
-                        Transformer<float>& model);
+                        Seq2SeqModel<float>& model);
 // LoadModelWeights, then the optimizer and loss-scaler state.
 Status RestoreTraining(const CheckpointContents& contents, const std::string& where,
-                       Transformer<float>& model, TrainStep& step);
+                       Seq2SeqModel<float>& model, TrainStep& step);
 
 }  // namespace sf

@@ -36,7 +36,7 @@ BeamOptions BeamFromHyperparameters(const Value& hp) {
   return b;
 }
 
-Result<std::vector<std::string>> TranslateLines(Translator& translator, const data::SentencePieceModel& src_tok,
+Result<std::vector<std::string>> TranslateLines(Generator& generator, const data::SentencePieceModel& src_tok,
                                                 const data::SentencePieceModel& tgt_tok,
                                                 const std::vector<std::string>& lines, const BeamOptions& beam,
                                                 int64_t max_source_tokens) {
@@ -47,7 +47,7 @@ Result<std::vector<std::string>> TranslateLines(Translator& translator, const da
     if (static_cast<int64_t>(ids.size()) > max_source_tokens) ids.resize(static_cast<size_t>(max_source_tokens));
     sources.push_back(std::move(ids));
   }
-  SF_ASSIGN_OR_RETURN(std::vector<Hypothesis> hyps, translator.Translate(sources, beam));
+  SF_ASSIGN_OR_RETURN(std::vector<Hypothesis> hyps, generator.Translate(sources, beam));
   std::vector<std::string> out;
   out.reserve(hyps.size());
   for (const auto& h : hyps) out.push_back(tgt_tok.Decode(h.tokens));
@@ -74,13 +74,13 @@ Result<std::unique_ptr<TextRun>> TextRun::Create(const config::ExperimentConfig&
                         {"vocab", std::to_string(r->data_->source_tokenizer().vocab_size())}});
 
   const int64_t max_pos = std::max(cfg.data.max_source_positions, cfg.data.max_target_positions) + 2;
-  SF_ASSIGN_OR_RETURN(TransformerConfig mc,
-                      ModelConfigFromHyperparameters(r->hparams_, r->data_->source_tokenizer().vocab_size(),
-                                                     r->data_->target_tokenizer().vocab_size(), max_pos));
+  SF_ASSIGN_OR_RETURN(r->spec_,
+                      ModelSpecFromHyperparameters(r->hparams_, r->data_->source_tokenizer().vocab_size(),
+                                                   r->data_->target_tokenizer().vocab_size(), max_pos));
   SF_ASSIGN_OR_RETURN(r->backend_, MakeTrainingBackend(options.device));
   log::Info("trainer", {{"event", "device"}, {"device", options.device.description},
                         {"backend", r->backend_->description()}});
-  r->model_ = std::make_unique<Transformer<float>>(mc, r->backend_.get(), ComputeDType(cfg.precision));
+  r->model_ = MakeModel(r->spec_, r->backend_.get(), ComputeDType(cfg.precision));
   r->model_->InitParameters(r->seed_);
   r->dropout_seed_ = r->seed_;
   r->model_->context().seed = RankDropoutSeed(r->seed_, options.rank);
@@ -125,16 +125,18 @@ Result<std::unique_ptr<TextRun>> TextRun::Create(const config::ExperimentConfig&
 }
 
 Status TextRun::Restore(const std::string& dir, const CheckpointContents& ck) {
-  const TransformerConfig& mc = model_->config();
-  if (const Value* m = ck.state.Find("model")) {
-    SF_ASSIGN_OR_RETURN(TransformerConfig saved, ModelConfigFromValue(*m));
-    if (saved.src_vocab != mc.src_vocab || saved.tgt_vocab != mc.tgt_vocab || saved.d_model != mc.d_model ||
-        saved.heads != mc.heads || saved.encoder_layers != mc.encoder_layers ||
-        saved.decoder_layers != mc.decoder_layers || saved.ffn_dim != mc.ffn_dim ||
-        saved.share_embeddings != mc.share_embeddings ||
-        saved.share_decoder_input_output_embed != mc.share_decoder_input_output_embed) {
-      return InvalidArgument("checkpoint " + dir + " holds a different model than this experiment configures");
+  // The checkpoint's model (its weights' metadata; older ones: trainer_state.json's "model")
+  // must be the one this experiment configures.
+  std::map<std::string, std::string> saved = ck.model_metadata;
+  if (saved.empty()) {
+    if (const Value* m = ck.state.Find("model")) {
+      SF_ASSIGN_OR_RETURN(ModelSpec old, ModelSpecFromValue(*m));
+      saved = old.metadata();
     }
+  }
+  if (Status fits = CheckMetadataFits(saved, *model_); !fits.ok()) {
+    return InvalidArgument("checkpoint " + dir + " holds a different model than this experiment configures (" +
+                           fits.message() + ")");
   }
   if (!ck.sentencepiece_model.empty() && ck.sentencepiece_model != data_->source_tokenizer().serialized()) {
     return InvalidArgument("checkpoint " + dir + " was trained with a different tokenizer than this experiment's data gives");
@@ -185,7 +187,7 @@ Result<TextValidation> TextRun::Validate(double fallback_loss) {
     return v;
   }
   struct TrainingOff {
-    Transformer<float>* m;
+    Seq2SeqModel<float>* m;
     ~TrainingOff() { m->context().training = true; }
   } restore{model_.get()};
   model_->context().training = false;
@@ -226,9 +228,9 @@ Result<TextValidation> TextRun::Validate(double fallback_loss) {
       src.push_back(all_src[i]);
       refs[0].push_back(all_refs[0][i]);
     }
-    Translator translator(model_.get());
+    std::unique_ptr<Generator> generator = MakeGenerator(model_.get());
     SF_ASSIGN_OR_RETURN(std::vector<std::string> hyps,
-                        TranslateLines(translator, data_->source_tokenizer(), data_->target_tokenizer(), src,
+                        TranslateLines(*generator, data_->source_tokenizer(), data_->target_tokenizer(), src,
                                        BeamFromHyperparameters(hparams_), cfg_.data.max_source_positions - 1));
     SF_ASSIGN_OR_RETURN(eval::BleuStats stats, eval::CorpusStats(hyps, refs));
     if (world > 1) {
@@ -265,7 +267,7 @@ CheckpointContents TextRun::Snapshot(const Value::Map& extra) const {
                    {"data_batch", pos.batch},
                    {"data_hash", data_->content_hash()},
                    {"precision", config::PrecisionName(cfg_.precision)},
-                   {"model", ModelConfigToValue(model_->config())},
+                   {"model", ModelSpecToValue(spec_)},
                    {"hparams", hparams_}};
   for (const auto& [k, v] : extra) state[k] = v;
   c.state = Value(state);
@@ -281,8 +283,8 @@ Result<TextTest> TextRun::Test() {
   SF_ASSIGN_OR_RETURN(auto refs, eval::ReadReferenceFiles({cfg_.data.test->tgt}));
   TextTest t;
   t.beam = BeamFromHyperparameters(hparams_);
-  Translator translator(model_.get());
-  SF_ASSIGN_OR_RETURN(t.hypotheses, TranslateLines(translator, data_->source_tokenizer(), data_->target_tokenizer(),
+  std::unique_ptr<Generator> generator = MakeGenerator(model_.get());
+  SF_ASSIGN_OR_RETURN(t.hypotheses, TranslateLines(*generator, data_->source_tokenizer(), data_->target_tokenizer(),
                                                    src, t.beam, cfg_.data.max_source_positions - 1));
   SF_ASSIGN_OR_RETURN(t.bleu, eval::CorpusBleu(t.hypotheses, refs));
   return t;

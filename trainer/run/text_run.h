@@ -20,7 +20,8 @@
 #include "trainer/data/translation_data.h"
 #include "trainer/distributed/grad_reducer.h"
 #include "trainer/eval/bleu.h"
-#include "trainer/models/translator.h"
+#include "trainer/models/generator.h"
+#include "trainer/models/model_spec.h"
 #include "trainer/optim/lr_schedule.h"
 #include "trainer/run/checkpoint.h"
 #include "trainer/run/device_select.h"
@@ -60,7 +61,7 @@ struct TextTest {
 BeamOptions BeamFromHyperparameters(const Value& hparams);
 
 // Tokenizes, translates and detokenizes lines (sources longer than max_source_tokens are cut).
-Result<std::vector<std::string>> TranslateLines(Translator& translator, const data::SentencePieceModel& src,
+Result<std::vector<std::string>> TranslateLines(Generator& generator, const data::SentencePieceModel& src,
                                                 const data::SentencePieceModel& tgt,
                                                 const std::vector<std::string>& lines, const BeamOptions& beam,
                                                 int64_t max_source_tokens);
@@ -108,7 +109,8 @@ class TextRun {
     return p.batch == 0 && p.epoch > 1 ? p.epoch - 1 : p.epoch;
   }
   const data::TranslationData& data() const { return *data_; }
-  Transformer<float>& model() { return *model_; }
+  Seq2SeqModel<float>& model() { return *model_; }
+  const ModelSpec& model_spec() const { return spec_; }
   const config::ExperimentConfig& config() const { return cfg_; }
   const Value& hparams() const { return hparams_; }
   bool bleu_metric() const { return cfg_.searcher.metric == "bleu"; }
@@ -122,7 +124,8 @@ class TextRun {
   TextRunOptions options_;
   std::unique_ptr<data::TranslationData> data_;
   std::unique_ptr<Backend<float>> backend_;
-  std::unique_ptr<Transformer<float>> model_;
+  ModelSpec spec_;
+  std::unique_ptr<Seq2SeqModel<float>> model_;
   std::unique_ptr<TrainStep> step_;
   std::unique_ptr<dist::GradReducer> reducer_;
   std::unique_ptr<LrSchedule> schedule_;

@@ -10,7 +10,7 @@ double Now() {
 }
 }  // namespace
 
-TrainStep::TrainStep(Transformer<float>* model, std::unique_ptr<Optimizer> optimizer,
+TrainStep::TrainStep(Seq2SeqModel<float>* model, std::unique_ptr<Optimizer> optimizer,
                      LossScaler scaler, double clip_norm)
     : model_(model), optimizer_(std::move(optimizer)), scaler_(std::move(scaler)),
       clip_norm_(clip_norm), params_(model->Parameters()) {

@@ -26,7 +26,7 @@
 
 #include "common/status.h"
 #include "trainer/distributed/grad_reducer.h"
-#include "trainer/models/transformer.h"
+#include "trainer/models/seq2seq_model.h"
 #include "trainer/optim/grad_stats.h"
 #include "trainer/optim/loss_scaler.h"
 #include "trainer/optim/optimizer.h"
@@ -46,7 +46,7 @@ struct StepReport {
 
 class TrainStep {
  public:
-  TrainStep(Transformer<float>* model, std::unique_ptr<Optimizer> optimizer, LossScaler scaler,
+  TrainStep(Seq2SeqModel<float>* model, std::unique_ptr<Optimizer> optimizer, LossScaler scaler,
             double clip_norm);
 
   // Data parallel: sum gradients and the step's counts across ranks through `reducer` (must
@@ -63,7 +63,7 @@ class TrainStep {
   Result<StepReport> Run(std::span<const Seq2SeqBatch> micro_batches, float lr);
 
  private:
-  Transformer<float>* model_;
+  Seq2SeqModel<float>* model_;
   std::unique_ptr<Optimizer> optimizer_;
   LossScaler scaler_;
   double clip_norm_;

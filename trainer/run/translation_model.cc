@@ -10,7 +10,7 @@ namespace sf {
 
 TranslationModel::~TranslationModel() = default;
 
-int64_t TranslationModel::max_source_tokens() const { return model_->config().max_positions - 3; }
+int64_t TranslationModel::max_source_tokens() const { return spec_.shape().max_positions - 3; }
 
 Result<std::unique_ptr<TranslationModel>> TranslationModel::Load(const TranslationModelOptions& options) {
   const std::string& checkpoint = options.checkpoint;
@@ -18,8 +18,8 @@ Result<std::unique_ptr<TranslationModel>> TranslationModel::Load(const Translati
   // The weights describe their model (model.safetensors __metadata__); checkpoints from
   // before that carry it in trainer_state.json only.
   const Value* mv = ck.state.Find("model");
-  auto mc = ck.model_metadata.empty() ? ModelConfigFromValue(mv ? *mv : Value())
-                                      : ConfigFromMetadata(ck.model_metadata);
+  auto mc = ck.model_metadata.empty() ? ModelSpecFromValue(mv ? *mv : Value())
+                                      : ModelSpecFromMetadata(ck.model_metadata);
   if (!mc.ok() || ck.sentencepiece_model.empty()) {
     return InvalidArgument("checkpoint " + checkpoint + " was not written by `sf-trainer train` on text (" +
                            (mc.ok() ? "no tokenizer" : mc.status().message()) + ")");
@@ -42,12 +42,17 @@ Result<std::unique_ptr<TranslationModel>> TranslationModel::Load(const Translati
   auto backend = MakeTrainingBackend(*device);
   if (!backend.ok()) return InvalidArgument("--device " + options.device + ": " + backend.status().message());
   m->backend_ = std::move(*backend);
-  m->model_ = std::make_unique<Transformer<float>>(*mc, m->backend_.get(), DType::kF32);
+  if (mc->family != "transformer" && !options.cache) {
+    return InvalidArgument("--no-cache is the Transformer's reference mode; an " + mc->family +
+                           " model always decodes step by step from its cached state");
+  }
+  m->spec_ = *mc;
+  m->model_ = MakeModel(m->spec_, m->backend_.get(), DType::kF32);
   SF_RETURN_IF_ERROR(LoadModelWeights(ck, checkpoint, *m->model_));
   const Value* hp = ck.state.Find("hparams");
   m->default_beam_ = BeamFromHyperparameters(hp ? *hp : Value(Value::Map{}));
   m->default_beam_.cache = options.cache;
-  m->translator_ = std::make_unique<Translator>(m->model_.get());
+  m->translator_ = MakeGenerator(m->model_.get());
   return m;
 }
 

@@ -20,7 +20,8 @@
 #include "common/status.h"
 #include "trainer/data/sentencepiece_model.h"
 #include "trainer/kernels/backend.h"
-#include "trainer/models/translator.h"
+#include "trainer/models/generator.h"
+#include "trainer/models/model_spec.h"
 
 namespace sf {
 
@@ -46,7 +47,7 @@ class TranslationModel {
   int64_t max_source_tokens() const;
   const data::SentencePieceModel& source_tokenizer() const { return *source_; }
   const data::SentencePieceModel& target_tokenizer() const { return target_ ? *target_ : *source_; }
-  Translator& translator() { return *translator_; }
+  Generator& translator() { return *translator_; }
 
   // Source token ids of one line (no EOS; not cut).
   std::vector<int32_t> Encode(const std::string& line) const { return source_tokenizer().Encode(line); }
@@ -58,8 +59,9 @@ class TranslationModel {
 
   std::unique_ptr<data::SentencePieceModel> source_, target_;
   std::unique_ptr<Backend<float>> backend_;      // declared before the model it serves
-  std::unique_ptr<Transformer<float>> model_;
-  std::unique_ptr<Translator> translator_;
+  ModelSpec spec_;
+  std::unique_ptr<Seq2SeqModel<float>> model_;
+  std::unique_ptr<Generator> translator_;
   BeamOptions default_beam_;
 };
 

@@ -2,7 +2,7 @@
 """fairseq's `lstm` model (LSTMModel: encoder, decoder, additional_fc, fc_out) and its
 label-smoothed loss in PyTorch, for engine_lstm_test.
 
-Usage: lstm_model_reference.py CASE.safetensors [--tolerance 1e-5]
+Usage: lstm_model_reference.py CASE.safetensors [--tolerance 1e-5] [--weights MODEL.safetensors]
 
 The case file holds every weight under fairseq's state_dict names, the batch ("batch.src",
 "batch.tgt_in", "batch.tgt_out" I32 [B, S] / [B, T], right-padded), "input.pad" (I32 [1]) and
@@ -12,6 +12,10 @@ of lstm_encoder_reference.py / lstm_decoder_reference.py (no dropout), the decod
 states through encoder_hidden_proj / encoder_cell_proj when present, additional_fc, fc_out or
 the shared embedding, and fairseq's label_smoothed_nll_loss summed over non-pad targets; it
 backpropagates with autograd and compares everything.
+
+With --weights, the weights come from that file instead (a checkpoint's model.safetensors, read
+by fairseq's names alone: what a PyTorch user loading our checkpoint does), and the case holds
+the batch, the pad and eps and the engine's logits and loss only; gradients are not compared.
 """
 import sys
 
@@ -22,10 +26,15 @@ sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from lstm_decoder_reference import decoder_forward  # noqa: E402
 from lstm_encoder_reference import encoder_forward  # noqa: E402
 from lstm_reference import case_and_tolerance, compare  # noqa: E402
+from transformer_reference import read_safetensors  # noqa: E402
 
 
 def main():
     t, tolerance = case_and_tolerance(sys.argv)
+    checkpoint = "--weights" in sys.argv
+    if checkpoint:
+        weights, _ = read_safetensors(sys.argv[sys.argv.index("--weights") + 1])
+        t.update(weights)
     f64 = lambda name: torch.tensor(t[name], dtype=torch.float64).requires_grad_()  # noqa: E731
     pad = int(t["input.pad"][0])
     eps = float(t["input.eps"][0])
@@ -72,7 +81,8 @@ def main():
 
     pairs = [("loss", loss.reshape(1), t["ours.loss"]), ("logits", logits, t["ours.logits"])]
     for name, value in params.items():
-        pairs.append((name, value.grad, t["ours.grad." + name]))
+        if not checkpoint:
+            pairs.append((name, value.grad, t["ours.grad." + name]))
     sys.exit(compare(pairs, tolerance))
 
 

@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "common/subprocess.h"
+#include "tests/trainer/run/trainer_cli.h"
 #include "common/value.h"
 #include "tests/support/testing.h"
 #include "tests/trainer/seq2seq_batches.h"
@@ -33,14 +34,8 @@ namespace sf {
 namespace {
 namespace fs = std::filesystem;
 
-std::string Trainer() { return sf::testing::BinaryDir() + "/trainer/sf-trainer"; }
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+std::string Trainer() { return sf::testing::TrainerBinary(); }
+std::string ReadFile(const std::string& path) { return sf::testing::ReadWholeFile(path); }
 
 // A 2-layer, 32-wide model on the tiny corpus; dropout on (every kind), two micro-batches per step and
 // bf16, so the resume has RNG, data position, aggregation and mixed precision to get right.
@@ -84,11 +79,7 @@ class TrainCli : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new sf::testing::TempDir();
-    fs::create_directories(dir_->path() + "/data");
-    const std::string tiny = sf::testing::DataCopy("multi30k-de-en-tiny");
-    for (const char* f : {"train.de", "train.en", "valid.de", "valid.en", "test.de", "test.en"}) {
-      fs::copy_file(tiny + "/" + f, dir_->path() + "/data/" + f);
-    }
+    sf::testing::CopyTinyCorpus(dir_->path());
     dir_->WriteFile("tiny.yaml", Config(12));
     // The straight run every test may use.
     auto r = Run({"train", "tiny.yaml", "--output", "straight", "--no-test"});
@@ -102,16 +93,7 @@ class TrainCli : public ::testing::Test {
   void SetUp() override { ASSERT_TRUE(straight_ok_) << straight_output_; }
 
   static CommandResult Run(std::vector<std::string> args, const std::string& stdin_data = "") {
-    // --threads right after the subcommand, so a missing value at the end stays missing.
-    args.insert(args.begin() + (args.empty() ? 0 : 1), {"--threads", "1"});
-    args.insert(args.begin(), Trainer());
-    CommandOptions o;
-    o.working_dir = dir_->path();
-    o.stdin_data = stdin_data;
-    o.timeout = std::chrono::minutes(4);
-    auto r = RunCommand(args, o);
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    return r.ok() ? *r : CommandResult{};
+    return sf::testing::RunTrainer(dir_->path(), std::move(args), stdin_data);
   }
   // stdout alone (translate's answer), through the shell.
   static CommandResult RunStdout(const std::string& args, const std::string& stdin_data, const std::string& out) {
@@ -127,16 +109,7 @@ class TrainCli : public ::testing::Test {
 
   // step -> training loss, from a run's metrics.jsonl.
   static std::map<int64_t, double> Losses(const std::string& run) {
-    std::map<int64_t, double> out;
-    std::istringstream in(ReadFile(Path(run + "/metrics.jsonl")));
-    std::string line;
-    while (std::getline(in, line)) {
-      auto v = Value::FromJson(line);
-      EXPECT_TRUE(v.ok()) << line;
-      if (!v.ok() || !v->Find("kind") || v->Find("kind")->as_string() != "training") continue;
-      out[v->Find("step")->as_int()] = v->Find("loss")->as_double();
-    }
-    return out;
+    return sf::testing::RunMetrics(Path(run), "training", "loss");
   }
 
   static sf::testing::TempDir* dir_;
@@ -239,9 +212,9 @@ TEST_F(TrainCli, CheckpointWeightsDescribeTheirModel) {
   // The metadata says what trainer_state.json says (every architecture key).
   auto from_meta = ConfigFromMetadata(ck->model_metadata);
   ASSERT_TRUE(from_meta.ok()) << from_meta.status().ToString();
-  auto from_state = ModelConfigFromValue(*ck->state.Find("model"));
+  auto from_state = ModelSpecFromValue(*ck->state.Find("model"));
   ASSERT_TRUE(from_state.ok()) << from_state.status().ToString();
-  EXPECT_EQ(ConfigMetadata(*from_meta), ConfigMetadata(*from_state));
+  EXPECT_EQ(ConfigMetadata(*from_meta), from_state->metadata());
   EXPECT_EQ(from_meta->d_model, 32);
   EXPECT_TRUE(from_meta->normalize_before);
   EXPECT_TRUE(from_meta->share_embeddings);

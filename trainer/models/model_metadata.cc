@@ -1,0 +1,49 @@
+#include "trainer/models/model_metadata.h"
+
+#include <cstdlib>
+#include <exception>
+
+namespace sf {
+
+Result<int64_t> MetaInt(const Metadata& m, const std::string& key) {
+  auto it = m.find(key);
+  if (it == m.end()) return InvalidArgument("__metadata__ has no '" + key + "'");
+  const std::string& v = it->second;
+  size_t used = 0;
+  int64_t n = 0;
+  try {
+    n = std::stoll(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (v.empty() || used != v.size()) return InvalidArgument("__metadata__ " + key + ": '" + v + "' is not an integer");
+  return n;
+}
+
+Result<bool> MetaBool(const Metadata& m, const std::string& key) {
+  auto it = m.find(key);
+  if (it == m.end()) return InvalidArgument("__metadata__ has no '" + key + "'");
+  if (it->second == "true") return true;
+  if (it->second == "false") return false;
+  return InvalidArgument("__metadata__ " + key + ": '" + it->second + "' is not true or false");
+}
+
+Result<float> MetaFloat(const Metadata& m, const std::string& key) {
+  auto it = m.find(key);
+  if (it == m.end()) return InvalidArgument("__metadata__ has no '" + key + "'");
+  char* end = nullptr;
+  const float v = std::strtof(it->second.c_str(), &end);
+  if (it->second.empty() || *end != '\0') {
+    return InvalidArgument("__metadata__ " + key + ": '" + it->second + "' is not a number");
+  }
+  return v;
+}
+
+Result<float> MetaFloatOr(const Metadata& m, const std::string& key, float def) {
+  if (!m.count(key)) return def;
+  return MetaFloat(m, key);
+}
+
+std::string MetaText(float v) { return std::to_string(v); }
+
+}  // namespace sf

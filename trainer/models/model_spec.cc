@@ -1,0 +1,69 @@
+#include "trainer/models/model_spec.h"
+
+#include "trainer/models/lstm_model.h"
+#include "trainer/models/weights_io.h"
+
+namespace sf {
+
+const std::vector<std::string>& ModelFamilies() {
+  static const std::vector<std::string> families = {"transformer", "lstm"};
+  return families;
+}
+
+ModelShape ModelSpec::shape() const {
+  if (family == "lstm") return ModelShape{lstm.src_vocab, lstm.tgt_vocab, lstm.pad_id, lstm.max_positions};
+  return ModelShape{transformer.src_vocab, transformer.tgt_vocab, transformer.pad_id, transformer.max_positions};
+}
+
+std::map<std::string, std::string> ModelSpec::metadata() const {
+  return family == "lstm" ? LstmMetadata(lstm) : ConfigMetadata(transformer);
+}
+
+Status ModelSpec::Validate() const {
+  if (family == "lstm") return lstm.Validate();
+  if (family == "transformer") return transformer.Validate();
+  return InvalidArgument("model family '" + family + "' is not one of transformer, lstm");
+}
+
+Result<ModelSpec> ModelSpecFromMetadata(const std::map<std::string, std::string>& m) {
+  auto arch = m.find("arch");
+  if (arch == m.end()) return InvalidArgument("__metadata__ has no 'arch' (weights written without their configuration)");
+  ModelSpec spec;
+  spec.family = arch->second;
+  if (spec.family == "transformer") {
+    SF_ASSIGN_OR_RETURN(spec.transformer, ConfigFromMetadata(m));
+  } else if (spec.family == "lstm") {
+    SF_ASSIGN_OR_RETURN(spec.lstm, LstmConfigFromMetadata(m));
+  } else {
+    std::string known;
+    for (const auto& f : ModelFamilies()) known += (known.empty() ? "" : ", ") + f;
+    return InvalidArgument("__metadata__ arch: '" + arch->second + "' is not a known architecture (" + known + ")");
+  }
+  return spec;
+}
+
+Status CheckMetadataFits(const std::map<std::string, std::string>& metadata, const Seq2SeqModel<float>& model) {
+  if (metadata.empty()) return Status::Ok();
+  SF_ASSIGN_OR_RETURN(ModelSpec stored, ModelSpecFromMetadata(metadata));
+  if (stored.family != model.family()) {
+    return InvalidArgument("the weights are for another model: arch is " + stored.family + " in the weights, " +
+                           model.family() + " in this model");
+  }
+  const std::map<std::string, std::string> ours = model.Metadata();
+  for (const auto& [key, value] : stored.metadata()) {
+    if (key == "label_smoothing") continue;  // a loss setting, not the architecture
+    auto here = ours.find(key);
+    if (here == ours.end() || value != here->second) {
+      return InvalidArgument("the weights are for another model: " + key + " is " + value + " in the weights, " +
+                             (here == ours.end() ? std::string("absent") : here->second) + " in this model");
+    }
+  }
+  return Status::Ok();
+}
+
+std::unique_ptr<Seq2SeqModel<float>> MakeModel(const ModelSpec& spec, Backend<float>* backend, DType compute) {
+  if (spec.family == "lstm") return std::make_unique<LstmModel<float>>(spec.lstm, backend, compute);
+  return std::make_unique<Transformer<float>>(spec.transformer, backend, compute);
+}
+
+}  // namespace sf
