@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "common/config/hyperparameter_reader.h"
+#include "common/config/model_hyperparameters.h"
 #include "common/config/yaml_reader.h"
 #include "common/utf8.h"
 

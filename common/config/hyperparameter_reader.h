@@ -1,7 +1,8 @@
 // Reading and checking the `hyperparameters` section of an experiment config.
 //
 // Internal to common/config: ParseExperimentConfig reads the section with ReadHyperparameters
-// and runs the cross-field checks below once the whole document is read. The public
+// and runs the cross-field checks once the whole document is read (the searcher's below; the
+// native models' in model_hyperparameters.h). The public
 // hyperparameter functions (ConstantHyperparameters, GridPointCount,
 // ValidateTrialHyperparameters) stay declared in experiment_config.h and are defined in
 // hyperparameter_reader.cc.
@@ -47,21 +48,6 @@ using HyperparameterLocations = std::map<std::string, YAML::Node>;
 // hyperparameter's node in `locations`.
 void ReadHyperparameters(ErrorSink& sink, const YAML::Node& node, HyperparameterMode mode,
                          Hyperparameters& out, HyperparameterLocations& locations);
-
-// The native trainer's cross-field checks, for every value `arch` can take (its constant, each
-// categorical value, "transformer" when absent; none when `arch` itself is invalid) and, per
-// arch, every value a space can take, else the arch preset's value, else the schema default:
-//  - a hyperparameter given that does not apply to the family of one of those archs is refused
-//    at its path ("hyperparameters.heads: does not apply to arch lstm_small (an lstm model); it
-//    applies to the transformer family");
-//  - transformer family: `heads` divides `d_model`, `share_embeddings: true` needs a shared
-//    vocabulary (data.tokenizer.shared) and a tied output projection;
-//  - lstm family: `decoder_layers` <= `encoder_layers`, and `share_decoder_input_output_embed:
-//    true` needs `decoder_out_embed_dim` == `decoder_embed_dim`.
-// Each rule is reported once, at a path the user wrote where there is one. Not for free-form
-// hyperparameters.
-void CheckNativeModelHyperparameters(ErrorSink& sink, const ExperimentConfig& config,
-                                     const HyperparameterLocations& locations);
 
 // The spaces against the searcher (both modes): the single searcher takes no space; grid search
 // needs every space enumerable (count on double and log spaces, or an int range of at most

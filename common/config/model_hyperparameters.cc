@@ -1,0 +1,257 @@
+#include "common/config/model_hyperparameters.h"
+
+#include <algorithm>
+#include <optional>
+#include <vector>
+
+namespace sf::config {
+namespace {
+
+// The values of `arch` a trial can get: the constant, every categorical value, or the schema's
+// default when absent. Empty when `arch` was written but is not valid (already reported: an
+// unknown arch lists the known ones), so no family or cross-field check guesses at it.
+std::vector<std::string> ArchCandidates(const Hyperparameters& hps,
+                                        const HyperparameterLocations& locations) {
+  auto it = hps.find("arch");
+  if (it == hps.end()) {
+    if (locations.count("hyperparameters.arch")) return {};
+    return {FindHyperparameterSpec("arch")->default_value.as_string()};
+  }
+  std::vector<Value> values;
+  if (it->second.kind == Hyperparameter::Kind::kConst) values = {it->second.value};
+  if (it->second.kind == Hyperparameter::Kind::kCategorical) values = it->second.vals;
+  std::vector<std::string> out;
+  for (const Value& v : values) {
+    if (v.is_string() && std::find(out.begin(), out.end(), v.as_string()) == out.end()) {
+      out.push_back(v.as_string());
+    }
+  }
+  return out;
+}
+
+// Candidate values of a top-level hyperparameter in a trial of `arch`, for cross-field checks:
+// a constant, the categorical values or a small int range when given; else the arch preset's
+// value, else the schema default. Empty when unknown (a wide int range, a double space, no
+// default).
+std::vector<Value> Candidates(const Hyperparameters& hps, const std::string& name,
+                              const std::string& arch) {
+  auto it = hps.find(name);
+  if (it == hps.end()) {
+    if (auto preset = ArchPresets().find(arch); preset != ArchPresets().end()) {
+      if (auto p = preset->second.find(name); p != preset->second.end()) return {p->second};
+    }
+    const HpSpec* spec = FindHyperparameterSpec(name);
+    if (spec && !spec->default_value.is_null()) return {spec->default_value};
+    return {};
+  }
+  const Hyperparameter& hp = it->second;
+  switch (hp.kind) {
+    case Hyperparameter::Kind::kConst:
+      return {hp.value};
+    case Hyperparameter::Kind::kCategorical:
+      return hp.vals;
+    case Hyperparameter::Kind::kInt:
+      if (hp.maxval - hp.minval <= 64) {
+        std::vector<Value> out;
+        for (int64_t v = static_cast<int64_t>(hp.minval); v <= static_cast<int64_t>(hp.maxval);
+             ++v) {
+          out.push_back(Value(v));
+        }
+        return out;
+      }
+      return {};
+    default:
+      return {};
+  }
+}
+
+// "a transformer model", "an lstm model".
+std::string FamilyModel(const std::string& family) {
+  return (family == "lstm" ? "an " : "a ") + family + " model";
+}
+
+// The LSTM's cross-field rules on one set of effective values (the trainer's LstmConfig says
+// the same). Each returns the problem, worded for the path it is reported at, or nullopt.
+
+// At hyperparameters.decoder_layers.
+std::optional<std::string> DecoderLayersProblem(int64_t encoder_layers, int64_t decoder_layers) {
+  if (decoder_layers <= encoder_layers) return std::nullopt;
+  return std::to_string(decoder_layers) + " is more than encoder_layers " +
+         std::to_string(encoder_layers) +
+         " (each decoder layer starts from the final state of the encoder layer of its index)";
+}
+
+// At `path`: share_decoder_input_output_embed, or one of the two widths.
+std::optional<std::string> TiedOutputProblem(const std::string& path, bool shared,
+                                             int64_t embed_dim, int64_t out_embed_dim) {
+  if (!shared || embed_dim == out_embed_dim) return std::nullopt;
+  const std::string widths =
+      "decoder_out_embed_dim " + std::to_string(out_embed_dim) +
+      (path == "hyperparameters.share_decoder_input_output_embed" ? " to equal "
+                                                                  : " differs from ") +
+      "decoder_embed_dim " + std::to_string(embed_dim);
+  const char* why = " (the decoder's embedding is then its output projection)";
+  if (path == "hyperparameters.share_decoder_input_output_embed") {
+    return "true needs " + widths + why;
+  }
+  return widths + ", but share_decoder_input_output_embed is true" + why;
+}
+
+// The first of `names` the user gave, as a path; else the first's. Where a cross-field error
+// is reported: at a value the user wrote rather than one from a preset.
+std::string BlamedPath(const Hyperparameters& hps, std::initializer_list<const char*> names) {
+  for (const char* n : names) {
+    if (hps.count(n)) return std::string("hyperparameters.") + n;
+  }
+  return std::string("hyperparameters.") + *names.begin();
+}
+
+// " (arch lstm_small)" when the config can give more than one arch, so the error says which.
+std::string ArchNote(const std::vector<std::string>& archs, const std::string& arch) {
+  return archs.size() > 1 ? " (arch " + arch + ")" : "";
+}
+
+YAML::Node At(const HyperparameterLocations& locations, const std::string& path) {
+  auto it = locations.find(path);
+  return it == locations.end() ? YAML::Node() : it->second;
+}
+
+}  // namespace
+
+std::string NotForArchMessage(const HpSpec& spec, const std::string& arch) {
+  std::string families;
+  for (size_t i = 0; i < spec.families.size(); ++i) {
+    families += (i == 0 ? "" : i + 1 == spec.families.size() ? " and " : ", ") + spec.families[i];
+  }
+  return "does not apply to arch " + arch + " (" + FamilyModel(ArchFamily(arch)) +
+         "); it applies to the " + families + (spec.families.size() > 1 ? " families" : " family");
+}
+
+void CheckNativeModelHyperparameters(ErrorSink& sink, const ExperimentConfig& c,
+                                     const HyperparameterLocations& locations) {
+  auto at = [&](const std::string& path) { return At(locations, path); };
+  const Hyperparameters& hps = c.hyperparameters;
+  const std::vector<std::string> archs = ArchCandidates(hps, locations);
+  // A hyperparameter given for an arch of a family it does not apply to, by name (the first
+  // such arch).
+  for (const auto& [name, spec] : HyperparameterSchema()) {
+    if (!hps.count(name)) continue;
+    for (const std::string& arch : archs) {
+      if (!AppliesTo(spec, ArchFamily(arch))) {
+        std::string p = "hyperparameters." + name;
+        sink.Add(p, at(p), NotForArchMessage(spec, arch));
+        break;
+      }
+    }
+  }
+  std::vector<std::string> transformers, lstms;
+  for (const std::string& arch : archs) {
+    if (ArchFamily(arch) == "transformer") transformers.push_back(arch);
+    if (ArchFamily(arch) == "lstm") lstms.push_back(arch);
+  }
+  // Transformer: heads must divide d_model.
+  [&] {
+    for (const std::string& arch : transformers) {
+      for (const Value& h : Candidates(hps, "heads", arch)) {
+        for (const Value& d : Candidates(hps, "d_model", arch)) {
+          if (!h.is_int() || !d.is_int() || h.as_int() <= 0) continue;
+          if (d.as_int() % h.as_int() != 0) {
+            std::string p =
+                hps.count("heads") ? "hyperparameters.heads" : "hyperparameters.d_model";
+            sink.Add(p, at(p),
+                     std::to_string(h.as_int()) + " heads do not divide d_model " +
+                         std::to_string(d.as_int()) + ArchNote(archs, arch));
+            return;
+          }
+        }
+      }
+    }
+  }();
+  bool shared = false, untied = false;
+  for (const std::string& arch : transformers) {
+    for (const Value& s : Candidates(hps, "share_embeddings", arch)) {
+      shared |= s.is_bool() && s.as_bool();
+    }
+    for (const Value& t : Candidates(hps, "share_decoder_input_output_embed", arch)) {
+      untied |= t.is_bool() && !t.as_bool();
+    }
+  }
+  if (shared && !c.data.tokenizer.shared) {
+    sink.Add("hyperparameters.share_embeddings", at("hyperparameters.share_embeddings"),
+             "true needs one shared vocabulary (data.tokenizer.shared: true)");
+  }
+  // share_embeddings ties source, target and output together: an untied output contradicts it
+  // (fairseq would tie it silently; the trainer refuses it too, later).
+  if (shared && untied) {
+    sink.Add("hyperparameters.share_decoder_input_output_embed",
+             at("hyperparameters.share_decoder_input_output_embed"),
+             "false contradicts share_embeddings: true, which ties the output projection to the "
+             "shared embedding too");
+  }
+  // LSTM: decoder_layers must not exceed encoder_layers.
+  [&] {
+    for (const std::string& arch : lstms) {
+      for (const Value& e : Candidates(hps, "encoder_layers", arch)) {
+        for (const Value& d : Candidates(hps, "decoder_layers", arch)) {
+          if (!e.is_int() || !d.is_int()) continue;
+          if (auto problem = DecoderLayersProblem(e.as_int(), d.as_int())) {
+            const std::string p = "hyperparameters.decoder_layers";
+            sink.Add(p, at(p), *problem + ArchNote(archs, arch));
+            return;
+          }
+        }
+      }
+    }
+  }();
+  // LSTM: a tied output projection needs decoder_out_embed_dim == decoder_embed_dim.
+  [&] {
+    for (const std::string& arch : lstms) {
+      for (const Value& s : Candidates(hps, "share_decoder_input_output_embed", arch)) {
+        for (const Value& e : Candidates(hps, "decoder_embed_dim", arch)) {
+          for (const Value& o : Candidates(hps, "decoder_out_embed_dim", arch)) {
+            if (!s.is_bool() || !e.is_int() || !o.is_int()) continue;
+            const std::string p = BlamedPath(hps, {"share_decoder_input_output_embed",
+                                                   "decoder_out_embed_dim", "decoder_embed_dim"});
+            if (auto problem = TiedOutputProblem(p, s.as_bool(), e.as_int(), o.as_int())) {
+              sink.Add(p, at(p), *problem + ArchNote(archs, arch));
+              return;
+            }
+          }
+        }
+      }
+    }
+  }();
+}
+
+void CheckTrialModelHyperparameters(ErrorSink& sink, const Value& hparams, const std::string& family) {
+  const Value full = WithDefaults(hparams);
+  auto int_of = [&](const char* name) -> std::optional<int64_t> {
+    const Value* v = full.Find(name);
+    if (!v || !v->is_int()) return std::nullopt;
+    return v->as_int();
+  };
+  if (family == "transformer") {
+    auto d = int_of("d_model"), h = int_of("heads");
+    if (d && h && *h > 0 && *d % *h != 0) {
+      sink.AddNoLocation("hyperparameters.heads",
+                         std::to_string(*h) + " heads do not divide d_model " + std::to_string(*d));
+    }
+  } else if (family == "lstm") {
+    auto e = int_of("encoder_layers"), d = int_of("decoder_layers");
+    if (e && d) {
+      if (auto problem = DecoderLayersProblem(*e, *d)) {
+        sink.AddNoLocation("hyperparameters.decoder_layers", *problem);
+      }
+    }
+    const Value* shared = full.Find("share_decoder_input_output_embed");
+    auto embed = int_of("decoder_embed_dim"), out = int_of("decoder_out_embed_dim");
+    if (shared && shared->is_bool() && embed && out) {
+      const std::string p = "hyperparameters.share_decoder_input_output_embed";
+      if (auto problem = TiedOutputProblem(p, shared->as_bool(), *embed, *out)) {
+        sink.AddNoLocation(p, *problem);
+      }
+    }
+  }
+}
+
+}  // namespace sf::config

@@ -1,0 +1,42 @@
+// The native models' cross-field hyperparameter checks: which hyperparameters apply to which
+// architecture family (hyperparameter_schema.h: HpSpec::families, ArchFamily), and the rules
+// between a family's values. Internal to common/config: ParseExperimentConfig runs
+// CheckNativeModelHyperparameters on a whole experiment's search space once the document is
+// read; ValidateTrialHyperparameters (experiment_config.h) runs the trial versions on one
+// concrete set.
+#pragma once
+
+#include <string>
+
+#include "common/config/experiment_config.h"
+#include "common/config/hyperparameter_reader.h"
+#include "common/config/hyperparameter_schema.h"
+#include "common/config/yaml_reader.h"
+
+namespace sf::config {
+
+// The native trainer's cross-field checks, for every value `arch` can take (its constant, each
+// categorical value, "transformer" when absent; none when `arch` itself is invalid) and, per
+// arch, every value a space can take, else the arch preset's value, else the schema default:
+//  - a hyperparameter given that does not apply to the family of one of those archs is refused
+//    at its path ("hyperparameters.heads: does not apply to arch lstm_small (an lstm model); it
+//    applies to the transformer family");
+//  - transformer family: `heads` divides `d_model`, `share_embeddings: true` needs a shared
+//    vocabulary (data.tokenizer.shared) and a tied output projection;
+//  - lstm family: `decoder_layers` <= `encoder_layers`, and `share_decoder_input_output_embed:
+//    true` needs `decoder_out_embed_dim` == `decoder_embed_dim`.
+// Each rule is reported once, at a path the user wrote where there is one. Not for free-form
+// hyperparameters.
+void CheckNativeModelHyperparameters(ErrorSink& sink, const ExperimentConfig& config,
+                                     const HyperparameterLocations& locations);
+
+// The refusal of a hyperparameter that does not apply to `arch`: "does not apply to arch
+// lstm_small (an lstm model); it applies to the transformer family".
+std::string NotForArchMessage(const HpSpec& spec, const std::string& arch);
+
+// The same rules on one trial's concrete hyperparameters (already checked one by one), for a
+// trial whose arch is of `family` ("" when its arch is invalid: nothing to check). Errors have
+// no location.
+void CheckTrialModelHyperparameters(ErrorSink& sink, const Value& hparams, const std::string& family);
+
+}  // namespace sf::config
