@@ -64,7 +64,7 @@ std::vector<std::pair<std::string, HpSpec>> BuildSchema() {
   constexpr double kInf = std::numeric_limits<double>::infinity();
   std::vector<std::pair<std::string, HpSpec>> s;
   s.emplace_back("arch", Enum({"transformer", "transformer_tiny", "transformer_base",
-                               "transformer_big", "lstm", "lstm_small"},
+                               "transformer_big", "lstm", "lstm_small", "lstm_gnmt4"},
                               "transformer",
                               "model architecture; its preset sets the model sizes, which "
                               "explicit values override"));
@@ -124,6 +124,10 @@ std::vector<std::pair<std::string, HpSpec>> BuildSchema() {
   s.emplace_back("decoder_out_embed_dim",
                  Lstm(Int(1, 65536, Value(),
                           "width before the output projection (lstm 512, lstm_small 256)")));
+  s.emplace_back("residual_from_layer",
+                 Lstm(Int(0, 64, 0,
+                          "GNMT's residual connections from this layer (1-based) up, in the "
+                          "encoder and the decoder; 0: none (lstm_gnmt4: 3)")));
   s.emplace_back(
       "decoder_dropout_in",
       Lstm(Double(0, 1, Value(), "dropout on the decoder's embeddings (default: dropout)", false,
@@ -232,7 +236,7 @@ std::string ArchFamily(const std::string& arch) {
   static const auto* families = new std::map<std::string, std::string>{
       {"transformer", "transformer"}, {"transformer_tiny", "transformer"},
       {"transformer_base", "transformer"}, {"transformer_big", "transformer"},
-      {"lstm", "lstm"}, {"lstm_small", "lstm"},
+      {"lstm", "lstm"}, {"lstm_small", "lstm"}, {"lstm_gnmt4", "lstm"},
   };
   auto it = families->find(arch);
   return it == families->end() ? "" : it->second;
@@ -271,6 +275,15 @@ const std::map<std::string, Value::Map>& ArchPresets() {
         {"encoder_bidirectional", true}, {"decoder_embed_dim", 256},
         {"decoder_hidden_size", 512}, {"decoder_out_embed_dim", 256}, {"decoder_layers", 1},
         {"share_decoder_input_output_embed", true}, {"dropout", 0.2}}},
+      // GNMT-style (Wu et al. 2016) at 4 + 4 layers: residual connections from layer 3 in the
+      // encoder and the decoder; every encoder layer bidirectional (GNMT: the first only), with
+      // fairseq's attention and input feeding.
+      {"lstm_gnmt4",
+       {{"encoder_embed_dim", 512}, {"encoder_hidden_size", 256}, {"encoder_layers", 4},
+        {"encoder_bidirectional", true}, {"decoder_embed_dim", 512},
+        {"decoder_hidden_size", 512}, {"decoder_out_embed_dim", 512}, {"decoder_layers", 4},
+        {"share_decoder_input_output_embed", true}, {"residual_from_layer", 3},
+        {"dropout", 0.2}}},
   };
   return *presets;
 }

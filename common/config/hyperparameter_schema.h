@@ -49,7 +49,8 @@ const HpSpec* FindHyperparameterSpec(const std::string& name);
 std::vector<std::string> HyperparameterNames();
 
 // The architecture family of an `arch` value: "transformer" for transformer, transformer_tiny,
-// transformer_base and transformer_big; "lstm" for lstm and lstm_small; "" for anything else.
+// transformer_base and transformer_big; "lstm" for lstm, lstm_small and lstm_gnmt4; "" for
+// anything else.
 std::string ArchFamily(const std::string& arch);
 
 // Whether `spec` applies to models of `family` (always, when spec.families is empty; never

@@ -81,6 +81,15 @@ std::optional<std::string> DecoderLayersProblem(int64_t encoder_layers, int64_t 
          " (each decoder layer starts from the final state of the encoder layer of its index)";
 }
 
+// At hyperparameters.residual_from_layer: 0 (none) or a layer from 2 up to the deeper side's
+// count (layer 1 reads the embeddings, of another width).
+std::optional<std::string> ResidualProblem(int64_t from, int64_t encoder_layers, int64_t decoder_layers) {
+  const int64_t deepest = std::max(encoder_layers, decoder_layers);
+  if (from == 0 || (from >= 2 && from <= deepest)) return std::nullopt;
+  return std::to_string(from) + " must be 0 (none) or a layer from 2 to " + std::to_string(deepest) +
+         " (layer 1 reads the embeddings, which have another width)";
+}
+
 // At `path`: share_decoder_input_output_embed, or one of the two widths.
 std::optional<std::string> TiedOutputProblem(const std::string& path, bool shared,
                                              int64_t embed_dim, int64_t out_embed_dim) {
@@ -203,6 +212,23 @@ void CheckNativeModelHyperparameters(ErrorSink& sink, const ExperimentConfig& c,
       }
     }
   }();
+  // LSTM: residual connections from a layer that exists, above the first.
+  [&] {
+    for (const std::string& arch : lstms) {
+      for (const Value& r : Candidates(hps, "residual_from_layer", arch)) {
+        for (const Value& e : Candidates(hps, "encoder_layers", arch)) {
+          for (const Value& d : Candidates(hps, "decoder_layers", arch)) {
+            if (!r.is_int() || !e.is_int() || !d.is_int()) continue;
+            if (auto problem = ResidualProblem(r.as_int(), e.as_int(), d.as_int())) {
+              const std::string p = "hyperparameters.residual_from_layer";
+              sink.Add(p, at(p), *problem + ArchNote(archs, arch));
+              return;
+            }
+          }
+        }
+      }
+    }
+  }();
   // LSTM: a tied output projection needs decoder_out_embed_dim == decoder_embed_dim.
   [&] {
     for (const std::string& arch : lstms) {
@@ -241,6 +267,11 @@ void CheckTrialModelHyperparameters(ErrorSink& sink, const Value& hparams, const
     if (e && d) {
       if (auto problem = DecoderLayersProblem(*e, *d)) {
         sink.AddNoLocation("hyperparameters.decoder_layers", *problem);
+      }
+      if (auto r = int_of("residual_from_layer")) {
+        if (auto problem = ResidualProblem(*r, *e, *d)) {
+          sink.AddNoLocation("hyperparameters.residual_from_layer", *problem);
+        }
       }
     }
     const Value* shared = full.Find("share_decoder_input_output_embed");

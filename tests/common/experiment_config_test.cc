@@ -215,13 +215,14 @@ TEST(ArchFamilyTest, EveryArchHasAFamilyAndAPresetOfItsOwnFamily) {
   EXPECT_EQ(ArchFamily("transformer_big"), "transformer");
   EXPECT_EQ(ArchFamily("lstm"), "lstm");
   EXPECT_EQ(ArchFamily("lstm_small"), "lstm");
+  EXPECT_EQ(ArchFamily("lstm_gnmt4"), "lstm");
   EXPECT_EQ(ArchFamily("lstm_tiny"), "");
   EXPECT_EQ(ArchFamily(""), "");
   const HpSpec* arch = FindHyperparameterSpec("arch");
   ASSERT_NE(arch, nullptr);
   EXPECT_EQ(arch->options,
             (std::vector<std::string>{"transformer", "transformer_tiny", "transformer_base",
-                                      "transformer_big", "lstm", "lstm_small"}));
+                                      "transformer_big", "lstm", "lstm_small", "lstm_gnmt4"}));
   for (const std::string& a : arch->options) {
     auto preset = ArchPresets().find(a);
     ASSERT_NE(preset, ArchPresets().end()) << a;
@@ -246,7 +247,8 @@ TEST(ArchFamilyTest, EachHyperparameterAppliesToItsFamilies) {
                                               "encoder_bidirectional", "encoder_dropout_in",
                                               "encoder_dropout_out",   "decoder_embed_dim",
                                               "decoder_hidden_size",   "decoder_out_embed_dim",
-                                              "decoder_dropout_in",    "decoder_dropout_out"};
+                                              "decoder_dropout_in",    "decoder_dropout_out",
+                                              "residual_from_layer"};
   auto in = [](const std::vector<std::string>& v, const std::string& x) {
     return std::find(v.begin(), v.end(), x) != v.end();
   };
@@ -398,6 +400,33 @@ TEST(ArchFamilyTest, LstmDecoderLayersMustNotExceedEncoderLayers) {
                   .ok());
 }
 
+TEST(ArchFamilyTest, GnmtResidualConnectionsStartAtAnExistingLayerAboveTheFirst) {
+  // lstm_gnmt4: 4 + 4 layers, residual connections from layer 3.
+  ParseResult r = ParseExperimentConfig(WithHyperparameters("  arch: lstm_gnmt4\n"));
+  ASSERT_TRUE(r.ok()) << r.ErrorText();
+  const Value full = WithDefaults(Value(Value::Map{{"arch", "lstm_gnmt4"}}));
+  EXPECT_EQ(full.Find("residual_from_layer")->as_int(), 3);
+  EXPECT_EQ(full.Find("encoder_layers")->as_int(), 4);
+  EXPECT_EQ(WithDefaults(Value(Value::Map{{"arch", "lstm_small"}})).Find("residual_from_layer")->as_int(), 0);
+  // Layer 1 reads the embeddings; layer 5 does not exist.
+  for (const char* bad : {"1", "5"}) {
+    r = ParseExperimentConfig(WithHyperparameters(std::string("  arch: lstm_gnmt4\n  residual_from_layer: ") + bad + "\n"));
+    ASSERT_EQ(r.errors.size(), 1u) << r.ErrorText();
+    EXPECT_EQ(r.errors[0].path, "hyperparameters.residual_from_layer");
+    EXPECT_NE(r.errors[0].message.find("must be 0 (none) or a layer from 2 to 4"), std::string::npos) << r.ErrorText();
+  }
+  // A Transformer has no such knob.
+  r = ParseExperimentConfig(WithHyperparameters("  arch: transformer_tiny\n  residual_from_layer: 3\n"));
+  ASSERT_EQ(r.errors.size(), 1u) << r.ErrorText();
+  EXPECT_NE(r.errors[0].message.find("does not apply to arch transformer_tiny"), std::string::npos) << r.ErrorText();
+  // The trial check says the same.
+  auto errors = ValidateTrialHyperparameters(
+      Value(Value::Map{{"arch", "lstm_small"}, {"residual_from_layer", int64_t{2}}}));
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].path, "hyperparameters.residual_from_layer");
+  EXPECT_TRUE(ValidateTrialHyperparameters(Value(Value::Map{{"arch", "lstm_gnmt4"}})).empty());
+}
+
 TEST(ArchFamilyTest, LstmTiedOutputNeedsEqualDecoderWidths) {
   // lstm_small ties the output projection to the decoder's embedding (256 wide).
   ParseResult r =
@@ -432,7 +461,7 @@ TEST(ArchFamilyTest, UnknownArchListsTheKnownOnesAndNothingElse) {
   ASSERT_EQ(r.errors.size(), 1u) << r.ErrorText();
   EXPECT_EQ(r.errors[0].ToString(),
             "hyperparameters.arch: \"lstm_smal\" must be one of transformer, transformer_tiny, "
-            "transformer_base, transformer_big, lstm, lstm_small (did you mean \"lstm_small\"?)");
+            "transformer_base, transformer_big, lstm, lstm_small, lstm_gnmt4 (did you mean \"lstm_small\"?)");
 }
 
 TEST(ArchFamilyTest, TrialHyperparametersOfAnLstmAreChecked) {

@@ -196,6 +196,56 @@ TEST_F(LayerGradTest, LstmStackBidirectionalWithDropout) {
   CheckGradients(loss, targets, 16);
 }
 
+// GNMT's residual connections: three layers from layer 2 (1-based) up, in one direction and in
+// both, with dropout between the layers (the residual adds the undropped input): every
+// parameter and the input.
+TEST_F(LayerGradTest, LstmStackWithResidualConnections) {
+  auto layout = PackLengths({3, 5, 1, 4});
+  ASSERT_TRUE(layout.ok());
+  for (bool bidirectional : {false, true}) {
+    const int64_t n = layout->rows(), in = 4, hid = 3;
+    ParamStore<double> store;
+    LstmStack<double> stack(store, "encoder.lstm.", in, hid, 3, bidirectional, 0.3f, 7, 2);
+    store.Finalize();
+    RandomizeParams(store, 13);
+    auto x = Random(n * in, 14), wf = Random(n * hid, 15), wb = Random(n * hid, 16);
+    std::vector<double> dx(x.size(), 0.0);
+    auto loss = [&] {
+      auto top = stack.Forward(ctx_, x.data(), in, *layout);
+      return Dot(top[0], wf) + (bidirectional ? Dot(top[1], wb) : 0.0);
+    };
+    loss();
+    std::vector<const double*> dy = {wf.data()};
+    if (bidirectional) dy.push_back(wb.data());
+    stack.Backward(ctx_, dy, dx.data(), 0.0f);
+    auto targets = ParamTargets(store);
+    targets.push_back({"x", x.data(), dx.data(), static_cast<int64_t>(x.size())});
+    CheckGradients(loss, targets, 16);
+  }
+}
+
+// The decoder with GNMT's residual connections from layer 2 (1-based) of three, dropout on.
+TEST_F(LayerGradTest, LstmDecoderWithResidualConnections) {
+  const int64_t steps = 4, batch = 3, src = 5, embed = 4, hid = 3, units = 5;
+  const int layers = 3;
+  ParamStore<double> store;
+  LstmDecoder<double> dec(store, "decoder.", embed, hid, layers, units, 0.25f, 40, 2);
+  store.Finalize();
+  RandomizeParams(store, 41);
+  auto x = Random(steps * batch * embed, 42), enc = Random(src * batch * units, 43);
+  auto w = Random(steps * batch * hid, 44);
+  std::vector<uint8_t> padding(batch * src, 0);
+  padding[1 * src + 4] = 1;
+  auto run = [&] { return dec.Forward(ctx_, x.data(), steps, batch, enc.data(), src, padding.data()); };
+  run();
+  std::vector<double> dx(x.size(), 0.0), denc(enc.size(), 0.0);
+  dec.Backward(ctx_, w.data(), dx.data(), denc.data());
+  auto targets = ParamTargets(store);
+  targets.push_back({"x", x.data(), dx.data(), static_cast<int64_t>(x.size())});
+  targets.push_back({"enc", enc.data(), denc.data(), static_cast<int64_t>(enc.size())});
+  CheckGradients([&] { return Dot(run(), w); }, targets, 16);
+}
+
 // fairseq's LSTM decoder: two layers, input feeding, attention over a padded source, dropout
 // after every layer and the attention (training), given initial states: every parameter, the
 // embedded input, the encoder outputs and the initial states.

@@ -85,10 +85,19 @@ double TeacherForcedScore(LstmModel<float>& model, std::vector<int32_t> src, con
   return -stats->nll / std::pow(static_cast<double>(n), static_cast<double>(lenpen));
 }
 
+// GNMT's residual connections from layer 2 of three on both sides.
+LstmConfig ResidualConfig() {
+  LstmConfig c = SmallConfig(false);
+  c.encoder_layers = c.decoder_layers = 3;
+  c.residual_from = 2;
+  return c;
+}
+
 TEST(LstmGenerator, EveryHypothesisScoresWhatTheTeacherForcedModelGivesIt) {
-  for (bool shared : {false, true}) {
+  for (int which : {0, 1, 2}) {
+    const bool shared = which == 1;
     CpuBackend backend;
-    auto model = Model(backend, SmallConfig(shared), 11);
+    auto model = Model(backend, which == 2 ? ResidualConfig() : SmallConfig(shared), 11);
     LstmGenerator gen(model.get());
     const auto sources = Sources();
     for (int beam : {1, 4}) {
@@ -116,10 +125,10 @@ TEST(LstmGenerator, EveryHypothesisScoresWhatTheTeacherForcedModelGivesIt) {
         }
         const double want = TeacherForcedScore(*model, sources[i], h.tokens, o.lenpen);
         EXPECT_NEAR(h.score, want, 2e-5 * std::max(1.0, std::abs(want)))
-            << "shared " << shared << " beam " << beam << " sentence " << i;
+            << "config " << which << " beam " << beam << " sentence " << i;
       }
       EXPECT_GT(generated, 20) << "the search produced (almost) nothing: nothing was compared";
-      std::printf("shared %d beam %d: %lld tokens generated\n", shared, beam, static_cast<long long>(generated));
+      std::printf("config %d beam %d: %lld tokens generated\n", which, beam, static_cast<long long>(generated));
     }
   }
 }

@@ -331,7 +331,9 @@ TEST(LstmEncoder, MatchesFairseqsEncoderInPyTorch) {
 // projection with the decoder's embedding): logits, the label-smoothed loss and every gradient
 // against the same model and fairseq's loss in PyTorch.
 TEST(LstmModel, MatchesFairseqsLstmModelInPyTorch) {
-  for (bool shared : {false, true}) {
+  // Case 2: GNMT's residual connections from layer 2 of three, both sides, bidirectional.
+  for (int which : {0, 1, 2}) {
+    const bool shared = which == 1, residual = which == 2;
     LstmConfig c;
     c.src_vocab = 30;
     c.tgt_vocab = 25;
@@ -344,6 +346,10 @@ TEST(LstmModel, MatchesFairseqsLstmModelInPyTorch) {
     c.decoder_out_embed = shared ? 14 : 18;
     c.decoder_layers = 2;
     c.share_decoder_input_output_embed = shared;
+    if (residual) {
+      c.encoder_layers = c.decoder_layers = 3;
+      c.residual_from = 2;
+    }
     ASSERT_TRUE(c.Validate().ok());
     CpuBackend backend;
     LstmModel<float> model(c, &backend, DType::kF32);
@@ -359,9 +365,13 @@ TEST(LstmModel, MatchesFairseqsLstmModelInPyTorch) {
     std::vector<float> logits(model.logits(), model.logits() + rows * c.tgt_vocab);
     model.Backward(1.0f);
     const std::vector<float> loss = {static_cast<float>(stats->loss)}, eps = {c.label_smoothing};
-    const std::vector<int32_t> pad = {c.pad_id};
+    const std::vector<int32_t> pad = {c.pad_id}, residual_from = {c.residual_from};
     std::vector<safetensors::TensorView> views;
     AddParams(views, model.params());
+    if (residual) {
+      views.push_back({"input.residual_from", safetensors::DType::kI32, {1},
+                       std::as_bytes(std::span<const int32_t>(residual_from))});
+    }
     views.push_back({"batch.src", safetensors::DType::kI32, {3, 6}, std::as_bytes(std::span<const int32_t>(src))});
     views.push_back({"batch.tgt_in", safetensors::DType::kI32, {3, 5}, std::as_bytes(std::span<const int32_t>(tin))});
     views.push_back({"batch.tgt_out", safetensors::DType::kI32, {3, 5}, std::as_bytes(std::span<const int32_t>(tout))});
@@ -369,8 +379,10 @@ TEST(LstmModel, MatchesFairseqsLstmModelInPyTorch) {
     views.push_back(safetensors::F32View("input.eps", {1}, eps));
     views.push_back(safetensors::F32View("ours.loss", {1}, loss));
     views.push_back(safetensors::F32View("ours.logits", {rows, c.tgt_vocab}, logits));
-    std::printf("shared %d:\n", shared);
-    CompareWithPyTorch("lstm_model_reference.py", views, shared ? "decoder.additional_fc.bias" : "decoder.encoder_cell_proj.bias");
+    std::printf("shared %d residual %d:\n", shared, residual);
+    CompareWithPyTorch("lstm_model_reference.py", views,
+                       residual ? "encoder.lstm.weight_hh_l2_reverse"
+                                : shared ? "decoder.additional_fc.bias" : "decoder.encoder_cell_proj.bias");
   }
 }
 

@@ -1,5 +1,7 @@
 #include "trainer/models/lstm_config.h"
 
+#include <algorithm>
+
 #include "trainer/models/model_metadata.h"
 
 namespace sf {
@@ -22,6 +24,11 @@ Status LstmConfig::Validate() const {
                            " must equal decoder_embed_dim " + std::to_string(decoder_embed));
   }
   if (max_positions < 3) return InvalidArgument("max_positions: at least 3");
+  if (residual_from != 0 && (residual_from < 2 || residual_from > std::max(encoder_layers, decoder_layers))) {
+    return InvalidArgument("residual_from_layer: " + std::to_string(residual_from) +
+                           " must be 0 (none) or a layer from 2 to " +
+                           std::to_string(std::max(encoder_layers, decoder_layers)));
+  }
   for (float p : {encoder_dropout_in, encoder_dropout_out, decoder_dropout_in, decoder_dropout_out}) {
     if (!(p >= 0.0f && p < 1.0f)) return InvalidArgument("dropout rates must be in [0, 1)");
   }
@@ -61,6 +68,7 @@ std::map<std::string, std::string> LstmMetadata(const LstmConfig& c) {
           {"decoder_out_embed_dim", std::to_string(c.decoder_out_embed)},
           {"decoder_layers", std::to_string(c.decoder_layers)},
           {"share_decoder_input_output_embed", b(c.share_decoder_input_output_embed)},
+          {"residual_from_layer", std::to_string(c.residual_from)},
           {"src_vocab", std::to_string(c.src_vocab)},
           {"tgt_vocab", std::to_string(c.tgt_vocab)},
           {"pad_id", std::to_string(c.pad_id)},
@@ -84,6 +92,11 @@ Result<LstmConfig> LstmConfigFromMetadata(const std::map<std::string, std::strin
   c.encoder_layers = static_cast<int>(el);
   c.decoder_layers = static_cast<int>(dl);
   SF_ASSIGN_OR_RETURN(c.share_decoder_input_output_embed, MetaBool(m, "share_decoder_input_output_embed"));
+  if (m.count("residual_from_layer")) {
+    SF_ASSIGN_OR_RETURN(int64_t r, MetaInt(m, "residual_from_layer"));
+    if (r < 0 || r > 1024) return InvalidArgument("__metadata__ residual_from_layer: out of range");
+    c.residual_from = static_cast<int>(r);
+  }
   SF_ASSIGN_OR_RETURN(c.src_vocab, MetaInt(m, "src_vocab"));
   SF_ASSIGN_OR_RETURN(c.tgt_vocab, MetaInt(m, "tgt_vocab"));
   SF_ASSIGN_OR_RETURN(int64_t pad, MetaInt(m, "pad_id"));

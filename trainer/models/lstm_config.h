@@ -1,8 +1,8 @@
 // The configuration of fairseq's `lstm` architecture (lstm_model.h) and its weights'
 // __metadata__: the keys are fairseq's argument names (arch "lstm", encoder_embed_dim,
 // encoder_hidden_size, encoder_layers, encoder_bidirectional, decoder_embed_dim,
-// decoder_hidden_size, decoder_out_embed_dim, decoder_layers, share_decoder_input_output_embed)
-// plus src_vocab, tgt_vocab, pad_id, max_positions and label_smoothing, as for the Transformer.
+// decoder_hidden_size, decoder_out_embed_dim, decoder_layers, share_decoder_input_output_embed,
+// residual_from_layer) plus src_vocab, tgt_vocab, pad_id, max_positions and label_smoothing, as for the Transformer.
 // Dropout rates are training settings: not stored.
 #pragma once
 
@@ -25,6 +25,9 @@ struct LstmConfig {
   int decoder_layers = 1;
   float decoder_dropout_in = 0.1f, decoder_dropout_out = 0.1f;
   bool share_decoder_input_output_embed = false;
+  // GNMT's residual connections from this layer (1-based) up, in the encoder and the decoder
+  // (lstm_stack.h, lstm_decoder.h); 0: none (fairseq's lstm).
+  int residual_from = 0;
   float label_smoothing = 0.1f;
   // Sources and targets (EOS included) are cut to max_positions - 2 tokens, as the
   // Transformer's; the LSTM itself has no length limit.

@@ -20,6 +20,10 @@
 // after the attention, as fairseq's dropout_out, with dropout sites site + j*(L+1) + i (i = L:
 // the output's) so every step draws its own mask.
 //
+// Residual connections (GNMT, "from layer 3"): with residual_from = r >= 2, layer i >= r - 1
+// (0-based) outputs y = h + x, x being its input before dropout (the layer below's y); the cell
+// reads the dropped input and carries its own h. The top layer's y is what the attention reads.
+//
 // Mixed precision: GEMM operands in ctx.compute() (activations cast as they are used, the
 // encoder outputs once per Forward, weights from the store's mirror); the cells, softmax, tanh
 // and all gradients stay T.
@@ -37,9 +41,9 @@ template <typename T>
 class LstmDecoder {
  public:
   LstmDecoder(ParamStore<T>& store, const std::string& prefix, int64_t embed, int64_t hidden, int layers,
-              int64_t encoder_units, float dropout = 0.0f, uint32_t site = 0)
+              int64_t encoder_units, float dropout = 0.0f, uint32_t site = 0, int residual_from = 0)
       : store_(store), embed_(embed), hidden_(hidden), layers_(layers), units_(encoder_units), dropout_(dropout),
-        site_(site) {
+        site_(site), first_residual_(residual_from >= 2 ? residual_from - 1 : layers) {
     for (int i = 0; i < layers; ++i) {
       const std::string p = prefix + "layers." + std::to_string(i) + ".";
       const int64_t in = i == 0 ? embed + hidden : hidden;
@@ -53,6 +57,8 @@ class LstmDecoder {
     gates_.resize(layers);
     cells_.resize(layers);
     hiddens_.resize(layers);
+    outputs_.resize(layers);
+    dout_.resize(layers);
     dropped_.resize(layers);
     bias_.resize(layers);
     dh_.resize(layers);
@@ -87,6 +93,7 @@ class LstmDecoder {
       ctx.Plan(gates_[i], {N, G}, dt);
       ctx.Plan(cells_[i], {N, H}, dt);
       ctx.Plan(hiddens_[i], {N, H}, dt);
+      if (Residual(i)) ctx.Plan(outputs_[i], {N, H}, dt);
       if (i + 1 < layers_ && p_ > 0) ctx.Plan(dropped_[i], {N, H}, dt);
       ctx.Plan(bias_[i], {G}, dt);
       be.Cast(store_.value(b_ih_[i]), bias_[i].raw(), dt, G);
@@ -120,12 +127,15 @@ class LstmDecoder {
         const T* c_prev = j > 0 ? Row(cells_[i], j - 1) : c0_[i];
         T* h = Row(hiddens_[i], j);
         be.LstmCellForward(g, bias_[i].template data<T>(), c_prev, Row(cells_[i], j), h, B, H);
+        if (Residual(i)) {
+          be.BiasDropoutResidualForward(h, nullptr, Output(i - 1, j), Row(outputs_[i], j), B, H, 0.0f, DropoutKey{});
+        }
         if (i + 1 < layers_ && p_ > 0) {
-          be.BiasDropoutResidualForward(h, nullptr, nullptr, Row(dropped_[i], j), B, H, p_, Key(j, i));
+          be.BiasDropoutResidualForward(Output(i, j), nullptr, nullptr, Row(dropped_[i], j), B, H, p_, Key(j, i));
         }
       }
-      // Attention on the top layer's h.
-      const T* h = Row(hiddens_[layers_ - 1], j);
+      // Attention on the top layer's output.
+      const T* h = Output(layers_ - 1, j);
       T* a = Row(a_, j, units_);
       Gemm(ctx, B, units_, H, h, Weight(ctx, w_in_, 0), H, true, a, units_, 0.0f);
       T* scores = ctx.ScratchT(kScratchScores, B * S);
@@ -160,6 +170,7 @@ class LstmDecoder {
     for (int i = 0; i < layers_; ++i) {
       ctx.Plan(dh_[i], {B, H}, dt);
       ctx.Plan(dc_[i], {B, H}, dt);
+      ctx.Plan(dout_[i], {B, H}, dt);
       dh_[i].ZeroFill();
       dc_[i].ZeroFill();
     }
@@ -175,14 +186,16 @@ class LstmDecoder {
       if (p_ > 0) be.BiasDropoutResidualBackward(dout, dout, nullptr, B, H, p_, Key(j, layers_));
       be.BiasActivationBackward(dout, Row(pre_, j), dt, dout, nullptr, B, H, Activation::kTanh);
       // output_proj: dWo += dpre^T [ctx | h]; dctx = dpre Wo[:, :D]; dh_top = dpre Wo[:, D:].
-      const T* h = Row(hiddens_[layers_ - 1], j);
+      const T* h = Output(layers_ - 1, j);
       const T* context = Row(context_, j, D);
       WeightGrad(ctx, H, D, B, dout, context, store_.grad(w_out_), D + H);
       WeightGrad(ctx, H, H, B, dout, h, store_.grad(w_out_) + D, D + H);
       T* dctx = dtmp_.template data<T>();
       Gemm(ctx, B, D, H, dout, Weight(ctx, w_out_, 0), D + H, false, dctx, D, 0.0f);
-      T* dh_top = dh_[layers_ - 1].template data<T>();
-      Gemm(ctx, B, H, H, dout, Weight(ctx, w_out_, D), D + H, false, dh_top, H, 1.0f);
+      // dout_[i]: the gradient of layer i's output at this step (from above); dh_[i] the
+      // recurrent one, from the next step.
+      T* dh_top = dout_[layers_ - 1].template data<T>();
+      Gemm(ctx, B, H, H, dout, Weight(ctx, w_out_, D), D + H, false, dh_top, H, 0.0f);
       // Attention: dp_s = dctx · enc[s]; d_enc[s] += p_s dctx; softmax; da = Σ_s dscores_s enc[s];
       // d_enc[s] += dscores_s a.
       const T* p = Row(probs_, j, S);
@@ -211,6 +224,7 @@ class LstmDecoder {
       // The cells, top down.
       for (int i = layers_ - 1; i >= 0; --i) {
         T* g = Row(gates_[i], j, G);
+        be.Add(dout_[i].template data<T>(), dh_[i].template data<T>(), B * H);
         const T* c_prev = j > 0 ? Row(cells_[i], j - 1) : c0_[i];
         be.LstmCellBackward(g, c_prev, Row(cells_[i], j), dh_[i].template data<T>(), dc_[i].template data<T>(), g,
                             dc_[i].template data<T>(), nullptr, B, H);
@@ -219,12 +233,13 @@ class LstmDecoder {
           Gemm(ctx, B, H, G, g, Weight(ctx, w_hh_[i], 0), H, false, dh_[i].template data<T>(), H, 0.0f);
         }
         if (i > 0) {
-          // Into the layer below's output, through the dropout between them.
+          // Into the layer below's output, through the dropout between them, and straight
+          // through a residual.
           WeightGrad(ctx, G, H, B, g, LayerInput(i, j), store_.grad(w_ih_[i]), H);
-          T* din = dtmp_.template data<T>();
+          T* din = dout_[i - 1].template data<T>();
           Gemm(ctx, B, H, G, g, Weight(ctx, w_ih_[i], 0), H, false, din, H, 0.0f);
           if (p_ > 0) be.BiasDropoutResidualBackward(din, din, nullptr, B, H, p_, Key(j, i - 1));
-          be.Add(din, dh_[i - 1].template data<T>(), B * H);
+          if (Residual(i)) be.Add(dout_[i].template data<T>(), din, B * H);
         } else if (j > 0) {
           // The feed's part: its gradient goes to the previous step's output.
           WeightGrad(ctx, G, H, B, g, Row(y_, j - 1), store_.grad(w_ih_[0]) + embed_, embed_ + H);
@@ -254,8 +269,11 @@ class LstmDecoder {
   T* Row(Tensor& t, int64_t step, int64_t width = -1) {
     return t.template data<T>() + step * batch_ * (width < 0 ? hidden_ : width);
   }
+  bool Residual(int layer) const { return layer >= first_residual_; }
+  // Layer i's output at a step: h, or h + its input with a residual connection.
+  T* Output(int layer, int64_t step) { return Row(Residual(layer) ? outputs_[layer] : hiddens_[layer], step); }
   const T* LayerInput(int layer, int64_t step) {
-    return Row(p_ > 0 ? dropped_[layer - 1] : hiddens_[layer - 1], step);
+    return p_ > 0 ? Row(dropped_[layer - 1], step) : Output(layer - 1, step);
   }
   DropoutKey Key(int64_t step, int layer) const {
     const uint32_t site = site_ + static_cast<uint32_t>(step * (layers_ + 1) + layer);
@@ -287,6 +305,7 @@ class LstmDecoder {
   int64_t units_;
   float dropout_;
   uint32_t site_;
+  int first_residual_;  // the first layer (0-based) with a residual connection; layers_: none
   float p_ = 0;
   uint64_t seed_ = 0, micro_batch_ = 0;
   int64_t steps_ = 0, batch_ = 0, src_len_ = 0;
@@ -297,7 +316,7 @@ class LstmDecoder {
   const void* enc_c_ = nullptr;
   const uint8_t* enc_padding_ = nullptr;
   std::vector<const T*> h0_, c0_;
-  std::vector<Tensor> gates_, cells_, hiddens_, dropped_, bias_, dh_, dc_;
+  std::vector<Tensor> gates_, cells_, hiddens_, outputs_, dropped_, bias_, dh_, dc_, dout_;
   Tensor a_, probs_, context_, pre_, y_, enc_cast_, dfeed_, dtmp_, dtmp2_;
 };
 

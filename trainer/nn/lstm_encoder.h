@@ -12,6 +12,7 @@
 // Parameters (fairseq names, under `prefix`, e.g. "encoder."): embed_tokens.weight [V, E] and
 // lstm.weight_ih_l0 ... (nn.LSTM's). The pad row gets no gradient (nn.Embedding's padding_idx).
 // Dropout sites: site (dropout_in), site + 1 (dropout_out), site + 2 ... (between layers).
+// residual_from >= 2: GNMT's residual connections from that layer (1-based) up (lstm_stack.h).
 #pragma once
 
 #include <climits>
@@ -29,11 +30,12 @@ template <typename T>
 class LstmEncoder {
  public:
   LstmEncoder(ParamStore<T>& store, const std::string& prefix, int64_t vocab, int64_t embed, int64_t hidden,
-              int layers, bool bidirectional, float dropout_in, float dropout_out, int32_t pad, uint32_t site = 0)
+              int layers, bool bidirectional, float dropout_in, float dropout_out, int32_t pad, uint32_t site = 0,
+              int residual_from = 0)
       : store_(store), vocab_(vocab), embed_(embed), hidden_(hidden), pad_(pad), dropout_in_(dropout_in),
         dropout_out_(dropout_out), site_(site),
         stack_(store, prefix + "lstm.", embed, hidden, layers, bidirectional, layers > 1 ? dropout_out : 0.0f,
-               site + 2) {
+               site + 2, residual_from) {
     table_ = store.Add(prefix + "embed_tokens.weight", {vocab, embed}, true);
     final_h_.resize(layers);
     final_c_.resize(layers);

@@ -10,6 +10,12 @@
 // layers (not after the last), dropout with rate p (training only; dropout sites site, site+1,
 // ... per layer and direction) as nn.LSTM's `dropout`.
 //
+// Residual connections (GNMT, Wu et al. 2016: "from layer 3"): with residual_from = r >= 2, layer
+// l >= r - 1 (0-based) outputs y_l = h_l + x_l per direction, x_l being its input's part of that
+// direction before dropout (the layer below's y); the LSTM itself reads the dropped input, as
+// TensorFlow's ResidualWrapper(DropoutWrapper(cell)) does. 0: none. The final states stay each
+// cell's own h and c.
+//
 // Forward returns the top layer's outputs, natural order, one [N, H] buffer per direction; valid
 // until the next Forward. FinalState gives each layer's and direction's final h and c per
 // sequence (nn.LSTM's h_n, c_n: the forward direction's at the sequence's last step, the
@@ -32,8 +38,9 @@ template <typename T>
 class LstmStack {
  public:
   LstmStack(ParamStore<T>& store, const std::string& prefix, int64_t input, int64_t hidden, int layers,
-            bool bidirectional, float dropout = 0.0f, uint32_t site = 0)
-      : hidden_(hidden), dirs_(bidirectional ? 2 : 1), dropout_(dropout), site_(site) {
+            bool bidirectional, float dropout = 0.0f, uint32_t site = 0, int residual_from = 0)
+      : hidden_(hidden), dirs_(bidirectional ? 2 : 1), dropout_(dropout), site_(site),
+        first_residual_(residual_from >= 2 ? residual_from - 1 : layers) {
     for (int l = 0; l < layers; ++l) {
       const std::vector<int64_t> parts = l == 0 ? std::vector<int64_t>{input} : std::vector<int64_t>(dirs_, hidden);
       for (int d = 0; d < dirs_; ++d) {
@@ -43,6 +50,7 @@ class LstmStack {
     }
     out_.resize(lstms_.size());
     dropped_.resize(lstms_.size());
+    res_.resize(lstms_.size());
     reversed_in_.resize(lstms_.size());
   }
   int layers() const { return static_cast<int>(lstms_.size()) / dirs_; }
@@ -64,10 +72,12 @@ class LstmStack {
     ctx.Plan(last_rows_, {batch_}, DType::kI32);
     const std::vector<int32_t> last = layout.LastRows();
     last_rows_.CopyFromHost(last.data());
-    std::vector<const T*> below = {x}, top;
+    // below: the layer's input parts as its LSTMs read them (dropped); undropped: before
+    // dropout (what a residual adds).
+    std::vector<const T*> below = {x}, undropped = {x}, top;
     std::vector<int64_t> widths = {input};
     for (int l = 0; l < layers(); ++l) {
-      std::vector<const T*> next;
+      std::vector<const T*> next, next_undropped;
       for (int d = 0; d < dirs_; ++d) {
         const int k = l * dirs_ + d;
         const T* o = nullptr;
@@ -88,7 +98,13 @@ class LstmStack {
           Gather(be, h, out_[k].template data<T>(), n, H);
           o = out_[k].template data<T>();
         }
+        if (Residual(l)) {
+          ctx.Plan(res_[k], {n, H}, dt);
+          be.BiasDropoutResidualForward(o, nullptr, undropped[d], res_[k].template data<T>(), n, H, 0.0f, DropoutKey{});
+          o = res_[k].template data<T>();
+        }
         if (l + 1 == layers()) top.push_back(o);
+        next_undropped.push_back(o);
         if (p_ > 0 && l + 1 < layers()) {
           ctx.Plan(dropped_[k], {n, H}, dt);
           be.BiasDropoutResidualForward(o, nullptr, nullptr, dropped_[k].template data<T>(), n, H, p_,
@@ -98,6 +114,7 @@ class LstmStack {
         next.push_back(o);
       }
       below = next;
+      undropped = next_undropped;
       widths.assign(dirs_, H);
     }
     keys_.clear();
@@ -159,18 +176,23 @@ class LstmStack {
         }
       }
       if (l > 0) {
-        // Through the dropout between layer l-1 and l.
-        d_out.assign(d_in.begin(), d_in.end());
+        // Through the dropout between layer l-1 and l; a residual passes its output's gradient
+        // straight to the layer below's.
         if (p_ > 0) {
           for (int j = 0; j < parts; ++j) {
             be.BiasDropoutResidualBackward(d_in[j], d_in[j], nullptr, n, H, p_, keys_[(l - 1) * dirs_ + j]);
           }
         }
+        if (Residual(l)) {
+          for (int j = 0; j < parts; ++j) be.Add(d_out[j], d_in[j], n * H);
+        }
+        d_out.assign(d_in.begin(), d_in.end());
       }
     }
   }
 
  private:
+  bool Residual(int layer) const { return layer >= first_residual_; }
   // out[r] = in[reversal[r]] for every row (the reversal is its own inverse).
   void Gather(Backend<T>& be, const T* in, T* out, int64_t n, int64_t width) {
     GatherRows(be, reversal_, in, out, n, width);
@@ -184,10 +206,11 @@ class LstmStack {
   int dirs_;
   float dropout_;
   uint32_t site_;
+  int first_residual_;  // the first layer (0-based) with a residual connection; layers(): none
   float p_ = 0;
   int64_t rows_ = 0, input_ = 0, batch_ = 0;
   std::vector<std::unique_ptr<Lstm<T>>> lstms_;  // layer-major, forward then backward direction
-  std::vector<Tensor> out_, dropped_;  // the backward directions' outputs in natural order
+  std::vector<Tensor> out_, dropped_, res_;  // the backward directions' outputs in natural order
   std::vector<std::vector<Tensor>> reversed_in_;
   std::vector<DropoutKey> keys_;
   Tensor reversal_, last_rows_, d_rev_;

@@ -59,6 +59,7 @@ Result<LstmConfig> LstmFromMap(const Value& v) {
   c.decoder_dropout_out = static_cast<float>(HpNum(v, "decoder_dropout_out", dropout));
   c.share_decoder_input_output_embed =
       Flag(v, "share_decoder_input_output_embed", c.share_decoder_input_output_embed);
+  c.residual_from = static_cast<int>(HpInt(v, "residual_from_layer", c.residual_from));
   c.label_smoothing = static_cast<float>(HpNum(v, "label_smoothing", c.label_smoothing));
   return c;
 }
@@ -131,6 +132,7 @@ Value ModelSpecToValue(const ModelSpec& spec) {
                             {"decoder_dropout_in", static_cast<double>(c.decoder_dropout_in)},
                             {"decoder_dropout_out", static_cast<double>(c.decoder_dropout_out)},
                             {"share_decoder_input_output_embed", c.share_decoder_input_output_embed},
+                            {"residual_from_layer", static_cast<int64_t>(c.residual_from)},
                             {"label_smoothing", static_cast<double>(c.label_smoothing)},
                             {"src_vocab", c.src_vocab},
                             {"tgt_vocab", c.tgt_vocab},

@@ -25,7 +25,10 @@ from lstm_reference import case_and_tolerance, compare  # noqa: E402
 def decoder_forward(t, prefix, x, enc, padding, h0, c0):
     """fairseq's LSTMDecoder.extract_features loop (no dropout) on the case's weights under
     `prefix`: x [T, B, E] the embedded targets, enc [S, B, Ds], padding [S, B] bool, h0 / c0 one
-    [B, H] per layer. Returns the outputs [T, B, H] and the parameters (name -> leaf tensor)."""
+    [B, H] per layer. Returns the outputs [T, B, H] and the parameters (name -> leaf tensor).
+    With residual connections (the case's "input.residual_from" = r >= 2) layer i >= r - 1
+    (0-based) outputs its cell's h plus its input, as GNMT's; the cell carries its own h."""
+    first_residual = int(t["input.residual_from"][0]) - 1 if "input.residual_from" in t else -1
     f64 = lambda name: torch.tensor(t[name], dtype=torch.float64)  # noqa: E731
     layers = sum(1 for k in t if k.startswith(prefix + "layers.") and k.endswith(".weight_hh"))
     hidden = t[prefix + "layers.0.weight_hh"].shape[1]
@@ -49,8 +52,9 @@ def decoder_forward(t, prefix, x, enc, padding, h0, c0):
         inp = torch.cat((x[j], input_feed), dim=1)
         for i, cell in enumerate(cells):
             h, c = cell(inp, (prev_h[i], prev_c[i]))
-            inp = h
             prev_h[i], prev_c[i] = h, c
+            h = h + inp if first_residual >= 1 and i >= first_residual else h
+            inp = h
         a = F.linear(h, input_proj)
         scores = (enc * a.unsqueeze(0)).sum(dim=2).masked_fill(padding, float("-inf"))
         probs = F.softmax(scores, dim=0)

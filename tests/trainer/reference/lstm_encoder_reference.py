@@ -21,10 +21,18 @@ sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from lstm_reference import case_and_tolerance, compare  # noqa: E402
 
 
+def residual_from(t):
+    """The case's "input.residual_from" (GNMT's residual connections from that layer, 1-based;
+    0 or absent: none)."""
+    return int(t["input.residual_from"][0]) if "input.residual_from" in t else 0
+
+
 def encoder_forward(t, prefix, src, pad):
     """fairseq's LSTMEncoder.forward on the case's weights under `prefix` ("" or "encoder."):
     returns the outputs [S, B, D] (pad_packed_sequence's padding value pad * 1.0), the combined
-    final h and c [L, B, D], and the parameters (name -> leaf tensor) for their gradients."""
+    final h and c [L, B, D], and the parameters (name -> leaf tensor) for their gradients.
+    With residual connections (residual_from(t) = r >= 2) the layers run one nn.LSTM each and
+    layer l >= r - 1 (0-based) outputs its LSTM's output plus its input, as GNMT's."""
     f64 = lambda name: torch.tensor(t[name], dtype=torch.float64)  # noqa: E731
     table = f64(prefix + "embed_tokens.weight").requires_grad_()
     hidden = t[prefix + "lstm.weight_hh_l0"].shape[1]
@@ -40,7 +48,23 @@ def encoder_forward(t, prefix, src, pad):
     x = F.embedding(src, table, padding_idx=pad).transpose(0, 1)
     lengths = src.ne(pad).sum(dim=1)
     packed = torch.nn.utils.rnn.pack_padded_sequence(x, lengths, enforce_sorted=False)
-    outs, (final_h, final_c) = lstm(packed)
+    first_residual = residual_from(t) - 1
+    if first_residual < 1:
+        outs, (final_h, final_c) = lstm(packed)
+    else:
+        data, hs, cs = packed.data, [], []
+        for l in range(layers):
+            layer = torch.nn.LSTM(data.shape[1], hidden, bidirectional=bidirectional).double()
+            with torch.no_grad():
+                for name, value in layer.named_parameters():
+                    value.copy_(params[prefix + "lstm." + name.replace("_l0", f"_l{l}")])
+            out, (h, c) = layer(packed._replace(data=data))
+            data = out.data + data if l >= first_residual else out.data
+            hs.append(h)
+            cs.append(c)
+            for name, value in layer.named_parameters():  # their gradients, under the stack's names
+                params[prefix + "lstm." + name.replace("_l0", f"_l{l}")] = value
+        outs, final_h, final_c = packed._replace(data=data), torch.cat(hs), torch.cat(cs)
     out, _ = torch.nn.utils.rnn.pad_packed_sequence(outs, padding_value=pad * 1.0)
     dirs = 2 if bidirectional else 1
 
