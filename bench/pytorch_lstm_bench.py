@@ -5,10 +5,14 @@ step of the LSTM family written with torch.nn, timed.
 Usage: pytorch_lstm_bench.py layer [--input 256] [--hidden 256] [common options]
          torch.nn.LSTM's forward and backward over a packed batch;
        pytorch_lstm_bench.py model [--vocab 8000] [--dim 256] [--layers 1] [--bidirectional]
-                                   [common options]
+                                   [--enc-embed N] [--enc-hidden N] [--dec-embed N] [--dec-hidden N]
+                                   [--out-embed N] [--tied] [common options]
          fairseq's lstm model (LSTMModel: LSTM encoder over a packed source, LSTMCell decoder
-         with input feeding and dot-product attention, fc_out) and its label-smoothed loss,
-         written as fairseq writes them; dropout 0.1, label smoothing 0.1.
+         with input feeding and dot-product attention, additional_fc when the decoder's hidden
+         size differs from out-embed, fc_out or the tied decoder embedding) and its
+         label-smoothed loss, written as fairseq writes them; dropout 0.1, label smoothing 0.1.
+         Every size defaults to --dim (lstm_small: --enc-embed 256 --enc-hidden 256
+         --bidirectional --dec-embed 256 --dec-hidden 512 --out-embed 256 --tied).
        common: [--batch 64] [--min-len 10] [--max-len 30] [--precision fp32|bf16] [--steps 10]
                [--warmup 2] [--seed 1] [--threads 2]
 
@@ -28,21 +32,27 @@ PAD, EOS = 1, 2
 
 
 class LstmModel(nn.Module):
-    def __init__(self, vocab, dim, layers, bidirectional, dropout=0.1):
+    """fairseq's LSTMModel with its sizes: enc_embed / enc_hidden (per direction) / dec_embed /
+    dec_hidden / out_embed; additional_fc when dec_hidden != out_embed; the decoder's embedding as
+    the output projection when tied."""
+    def __init__(self, vocab, enc_embed, enc_hidden, layers, bidirectional, dec_embed, dec_hidden, out_embed,
+                 tied, dropout=0.1):
         super().__init__()
         self.dropout = dropout
         self.layers = layers
-        self.enc_embed = nn.Embedding(vocab, dim, padding_idx=PAD)
-        self.enc_lstm = nn.LSTM(dim, dim, num_layers=layers, bidirectional=bidirectional,
+        self.enc_embed = nn.Embedding(vocab, enc_embed, padding_idx=PAD)
+        self.enc_lstm = nn.LSTM(enc_embed, enc_hidden, num_layers=layers, bidirectional=bidirectional,
                                 dropout=dropout if layers > 1 else 0.0)
-        units = dim * (2 if bidirectional else 1)
-        self.hidden_proj = nn.Linear(units, dim) if units != dim else None
-        self.cell_proj = nn.Linear(units, dim) if units != dim else None
-        self.dec_embed = nn.Embedding(vocab, dim, padding_idx=PAD)
-        self.cells = nn.ModuleList([nn.LSTMCell(2 * dim if i == 0 else dim, dim) for i in range(layers)])
-        self.input_proj = nn.Linear(dim, units, bias=False)
-        self.output_proj = nn.Linear(units + dim, dim, bias=False)
-        self.fc_out = nn.Linear(dim, vocab)
+        units = enc_hidden * (2 if bidirectional else 1)
+        self.hidden_proj = nn.Linear(units, dec_hidden) if units != dec_hidden else None
+        self.cell_proj = nn.Linear(units, dec_hidden) if units != dec_hidden else None
+        self.dec_embed = nn.Embedding(vocab, dec_embed, padding_idx=PAD)
+        self.cells = nn.ModuleList([nn.LSTMCell(dec_embed + dec_hidden if i == 0 else dec_hidden, dec_hidden)
+                                    for i in range(layers)])
+        self.input_proj = nn.Linear(dec_hidden, units, bias=False)
+        self.output_proj = nn.Linear(units + dec_hidden, dec_hidden, bias=False)
+        self.additional_fc = nn.Linear(dec_hidden, out_embed) if dec_hidden != out_embed else None
+        self.fc_out = None if tied else nn.Linear(out_embed, vocab)
         self.bidirectional = bidirectional
 
     def forward(self, src, lengths, tgt_in):
@@ -74,7 +84,10 @@ class LstmModel(nn.Module):
             out = F.dropout(torch.tanh(self.output_proj(torch.cat((ctx, h), dim=1))), self.dropout, self.training)
             feed = out
             outs.append(out)
-        return self.fc_out(torch.stack(outs))  # T x B x V
+        x = torch.stack(outs)
+        if self.additional_fc is not None:
+            x = F.dropout(self.additional_fc(x), self.dropout, self.training)
+        return self.fc_out(x) if self.fc_out is not None else F.linear(x, self.dec_embed.weight)  # T x B x V
 
 
 def lengths_of(a, prime):
@@ -114,7 +127,9 @@ def model_step(a):
         tout[i, :lt - 1] = words
         tout[i, lt - 1] = EOS
     lengths = torch.tensor(src_lengths)
-    model = LstmModel(a.vocab, a.dim, a.layers, a.bidirectional)
+    size = lambda v: v if v > 0 else a.dim  # noqa: E731
+    model = LstmModel(a.vocab, size(a.enc_embed), size(a.enc_hidden), a.layers, a.bidirectional, size(a.dec_embed),
+                      size(a.dec_hidden), size(a.out_embed), a.tied)
     model.train()
     eps, target = 0.1, tout.t().reshape(-1)
 
@@ -136,9 +151,11 @@ def main():
     p.add_argument("what", choices=("layer", "model"))
     for name, default in (("batch", 64), ("min-len", 10), ("max-len", 30), ("input", 256), ("hidden", 256),
                           ("vocab", 8000), ("dim", 256), ("layers", 1), ("steps", 10), ("warmup", 2), ("seed", 1),
-                          ("threads", 2)):
+                          ("threads", 2), ("enc-embed", 0), ("enc-hidden", 0), ("dec-embed", 0), ("dec-hidden", 0),
+                          ("out-embed", 0)):
         p.add_argument("--" + name, type=int, default=default)
     p.add_argument("--bidirectional", action="store_true")
+    p.add_argument("--tied", action="store_true", help="the decoder's embedding is the output projection")
     p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
     a = p.parse_args()
     torch.set_num_threads(a.threads)

@@ -20,6 +20,7 @@
 #include "trainer/run/data_parallel.h"
 #include "trainer/run/text_run.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
+#include "trainer/models/lstm_model.h"
 #include "trainer/optim/optimizer.h"
 #include "trainer/run/train_step.h"
 
@@ -68,14 +69,14 @@ struct Setting {
 };
 
 // The weights as host values (a device model's through its host copy).
-std::vector<float> HostWeights(Transformer<float>& m) {
+std::vector<float> HostWeights(Seq2SeqModel<float>& m) {
   ParamStore<float>& st = m.params();
   st.PullValues();
   return std::vector<float>(st.host_values(), st.host_values() + st.total_numel());
 }
 
 // Worst relative difference over tensors: max |a-b| / max |b| per tensor.
-double WorstRelative(Transformer<float>& a, Transformer<float>& b, std::string* where) {
+double WorstRelative(Seq2SeqModel<float>& a, Seq2SeqModel<float>& b, std::string* where) {
   double worst = 0;
   const std::vector<float> wa = HostWeights(a), wb = HostWeights(b);
   for (size_t i = 0; i < a.params().params().size(); ++i) {
@@ -94,6 +95,41 @@ double WorstRelative(Transformer<float>& a, Transformer<float>& b, std::string* 
     }
   }
   return worst;
+}
+
+// One step's global micro-batches (`aggregation` of `rows` sentences, from seed_base + 100 *
+// step + m) and this rank's shard of each; the views point into the struct.
+struct StepBatches {
+  std::vector<HostBatch> global, mine;
+  std::vector<Seq2SeqBatch> gv, mv;
+};
+std::unique_ptr<StepBatches> MakeStepBatches(int step, int aggregation, int64_t rows, uint32_t seed_base, int rank,
+                                             int world) {
+  auto b = std::make_unique<StepBatches>();
+  for (int m = 0; m < aggregation; ++m) {
+    b->global.push_back(RandomBatch(rows, 9 + m, 8 + step % 3, 47, seed_base + static_cast<uint32_t>(100 * step + m)));
+    b->mine.push_back(Shard(b->global.back(), rank, world));
+  }
+  for (auto& x : b->global) b->gv.push_back(x.view());
+  for (auto& x : b->mine) b->mv.push_back(x.view());
+  return b;
+}
+
+// Ranks must hold identical weights: compare with rank 0's, bit for bit.
+void ExpectSameWeightsAsRankZero(Seq2SeqModel<float>& m, int rank) {
+  const std::vector<float> mine = HostWeights(m);
+  std::vector<float> zero = mine;
+  ASSERT_TRUE(g_comm->Broadcast(zero.data(), static_cast<int64_t>(zero.size() * 4), 0).ok());
+  EXPECT_EQ(0, std::memcmp(zero.data(), mine.data(), zero.size() * 4)) << "rank " << rank << " diverged from rank 0";
+}
+
+// How far `m`'s weights moved from a fresh model of `c` initialised as the test's (seed 7).
+double WorstRelativeToInit(Seq2SeqModel<float>& m, const LstmConfig& c) {
+  CpuBackend backend;
+  LstmModel<float> fresh(c, &backend, DType::kF32);
+  fresh.InitParameters(7);
+  std::string where;
+  return WorstRelative(m, fresh, &where);
 }
 
 class DataParallel : public ::testing::TestWithParam<Setting> {};
@@ -121,17 +157,10 @@ TEST_P(DataParallel, RanksOnShardsEqualOneRankOnTheGlobalBatch) {
   ASSERT_GT(reducer.bucket_count(), 4);
 
   for (int step = 0; step < steps; ++step) {
-    std::vector<HostBatch> global, mine;
-    for (int m = 0; m < s.aggregation; ++m) {
-      global.push_back(RandomBatch(rows, 9 + m, 8 + step % 3, 47, static_cast<uint32_t>(100 * step + m)));
-      mine.push_back(Shard(global.back(), rank, world));
-    }
-    std::vector<Seq2SeqBatch> gv, mv;
-    for (auto& b : global) gv.push_back(b.view());
-    for (auto& b : mine) mv.push_back(b.view());
-    auto dr = dist_step.Run(mv, 1e-3f);
+    auto b = MakeStepBatches(step, s.aggregation, rows, 0, rank, world);
+    auto dr = dist_step.Run(b->mv, 1e-3f);
     ASSERT_TRUE(dr.ok()) << dr.status().ToString();
-    auto rr = ref_step.Run(gv, 1e-3f);
+    auto rr = ref_step.Run(b->gv, 1e-3f);
     ASSERT_TRUE(rr.ok()) << rr.status().ToString();
     // The step's counts are global: the same token count and (nearly) the same loss.
     EXPECT_EQ(dr->tokens, rr->tokens);
@@ -142,11 +171,7 @@ TEST_P(DataParallel, RanksOnShardsEqualOneRankOnTheGlobalBatch) {
   }
   std::string where;
   const double worst = WorstRelative(dist_model, ref_model, &where);
-  // Ranks must hold identical weights: compare with rank 0's, bit for bit.
-  const std::vector<float> mine = HostWeights(dist_model);
-  std::vector<float> zero = mine;
-  ASSERT_TRUE(g_comm->Broadcast(zero.data(), static_cast<int64_t>(zero.size() * 4), 0).ok());
-  EXPECT_EQ(0, std::memcmp(zero.data(), mine.data(), zero.size() * 4)) << "rank " << rank << " diverged from rank 0";
+  ExpectSameWeightsAsRankZero(dist_model, rank);
   if (rank == 0) {
     std::printf("%s W=%d: worst relative weight difference vs 1 rank after %d steps: %.3g (%s)\n", s.name, world,
                 steps, worst, where.c_str());
@@ -187,6 +212,53 @@ TEST(DataParallelOverflow, OneRanksOverflowSkipsTheStepOnEveryRank) {
     EXPECT_EQ(r->skipped, i == 1) << "step " << i << " on rank " << rank;
   }
   EXPECT_EQ(step.optimizer().step_count(), 2);
+}
+
+// fairseq's lstm through the same reducer and step: its backward reports every gradient final
+// once, at its end (GradsFinal(0): the recurrence finishes no parameter earlier), so every
+// bucket goes out then; the ranks end with the weights of one rank on the global batches.
+TEST(DataParallelLstm, RanksOnShardsEqualOneRankOnTheGlobalBatch) {
+  const int world = g_comm->world_size(), rank = g_comm->rank();
+  LstmConfig c;
+  c.src_vocab = c.tgt_vocab = 47;
+  c.encoder_embed = 16;
+  c.encoder_hidden = 12;
+  c.encoder_layers = 2;
+  c.encoder_bidirectional = true;
+  c.decoder_embed = 16;
+  c.decoder_hidden = 20;
+  c.decoder_out_embed = 16;
+  c.decoder_layers = 2;
+  c.share_decoder_input_output_embed = true;
+  c.encoder_dropout_in = c.encoder_dropout_out = c.decoder_dropout_in = c.decoder_dropout_out = 0.0f;
+  CpuBackend backend;
+  LstmModel<float> dist_model(c, &backend, DType::kF32), ref_model(c, &backend, DType::kF32);
+  dist_model.InitParameters(7);
+  ref_model.InitParameters(7);
+  ASSERT_TRUE(BroadcastWeights(*g_comm, dist_model).ok());
+  TrainStep dist_step(&dist_model, RAdam(), NoScaling(), 1.0);
+  TrainStep ref_step(&ref_model, RAdam(), NoScaling(), 1.0);
+  dist::GradReducerOptions ro;
+  ro.bucket_bytes = 4 << 10;
+  std::unique_ptr<dist::GradReducer> reducer = MakeGradReducer(*g_comm, dist_model, ro);
+  dist_step.set_grad_reducer(reducer.get());
+  ASSERT_GT(reducer->bucket_count(), 4);
+  for (int step = 0; step < 4; ++step) {
+    auto b = MakeStepBatches(step, 2, 8, 300, rank, world);
+    auto dr = dist_step.Run(b->mv, 2e-3f);
+    ASSERT_TRUE(dr.ok()) << dr.status().ToString();
+    auto rr = ref_step.Run(b->gv, 2e-3f);
+    ASSERT_TRUE(rr.ok()) << rr.status().ToString();
+    EXPECT_EQ(dr->tokens, rr->tokens);
+    EXPECT_NEAR(dr->loss, rr->loss, 1e-4 * std::fabs(rr->loss));
+    EXPECT_EQ(reducer->early_buckets(), reducer->bucket_count()) << "launched from the hook inside backward";
+  }
+  std::string where;
+  const double worst = WorstRelative(dist_model, ref_model, &where);
+  ExpectSameWeightsAsRankZero(dist_model, rank);
+  if (rank == 0) std::printf("lstm W=%d: worst relative weight difference vs 1 rank: %.3g (%s)\n", world, worst, where.c_str());
+  EXPECT_LT(worst, 1e-5) << where;
+  EXPECT_GT(WorstRelativeToInit(dist_model, c), 1e-3) << "the weights did not move";
 }
 
 // The product path end to end in one process per rank: TextRun on the tiny corpus, sharded
