@@ -11,6 +11,7 @@
 
 #include "trainer/kernels/cpu/reference.h"
 #include "trainer/models/lstm_model.h"
+#include "trainer/models/transformer_lm.h"
 #include "trainer/models/transformer.h"
 #include "trainer/nn/attention.h"
 #include "trainer/nn/embedding.h"
@@ -627,6 +628,49 @@ TEST(ModelGradTest, PostNormUntiedOutputProjectionActivationDropoutRelu) {
 }
 TEST(ModelGradTest, PreNormUntiedOutputProjectionActivationDropoutGelu) {
   CheckWholeModel(true, false, Activation::kGelu, 0.25f, false);
+}
+
+// The decoder-only language model (fairseq's transformer_lm): causal self-attention layers, every
+// dropout on, label smoothing; post-norm with a tied output, pre-norm with an untied one.
+TEST(ModelGradTest, TransformerLmPostNormTiedAndPreNormUntied) {
+  for (bool pre : {false, true}) {
+    ReferenceBackend<double> ref;
+    TransformerLmConfig c;
+    c.d_model = 8;
+    c.heads = 2;
+    c.ffn_dim = 10;
+    c.layers = 2;
+    c.dropout = 0.2f;
+    c.attention_dropout = 0.1f;
+    c.activation_dropout = 0.25f;
+    c.activation = pre ? Activation::kGelu : Activation::kRelu;
+    c.normalize_before = pre;
+    c.share_input_output_embed = !pre;
+    c.vocab = 13;
+    c.max_positions = 32;
+    c.label_smoothing = 0.1f;
+    ASSERT_TRUE(c.Validate().ok());
+    TransformerLm<double> model(c, &ref, DType::kF64);
+    EXPECT_EQ(model.params().Find("decoder.output_projection.weight") >= 0, pre);
+    EXPECT_EQ(model.params().Find("decoder.layer_norm.weight") >= 0, pre);
+    model.InitParameters(5);
+    model.context().seed = 3;
+    std::vector<int32_t> tin = {2, 4, 5, 6, 7, 2, 8, 9, 1, 1};
+    std::vector<int32_t> tout = {4, 5, 6, 7, 2, 8, 9, 2, 1, 1};
+    Seq2SeqBatch b{nullptr, tin.data(), tout.data(), 2, 0, 5};
+    model.ZeroGrads();
+    auto stats = model.Forward(b);
+    ASSERT_TRUE(stats.ok()) << stats.status().message();
+    EXPECT_EQ(stats->tokens, 8);
+    model.Backward(1.0f);
+    std::vector<FdTarget> targets;
+    for (size_t i = 0; i < model.params().params().size(); ++i) {
+      const ParamInfo& p = model.params().params()[i];
+      targets.push_back({p.name, model.params().value(static_cast<int>(i)), model.params().grad(static_cast<int>(i)),
+                         p.numel});
+    }
+    CheckGradients([&] { return model.Forward(b)->loss; }, targets, 3);
+  }
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 
 #include "trainer/core/safetensors.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
+#include "trainer/models/transformer_lm.h"
 #include "trainer/models/weights_io.h"
 #include "trainer/run/train_step.h"
 #include "tests/support/testing.h"
@@ -47,10 +48,9 @@ safetensors::TensorView I32View(const std::string& name, std::vector<int64_t> sh
 }
 
 // Runs our model on one batch, writes weights + batch + our results, and has the PyTorch
-// reference recompute and compare everything.
-void CompareWithPyTorch(const TransformerConfig& config) {
-  CpuBackend backend;
-  Transformer<float> model(config, &backend, DType::kF32);
+// reference recompute and compare everything (the model's metadata tells it the architecture).
+template <typename Model>
+void CompareModelWithPyTorch(Model& model, int64_t vocab) {
   model.InitParameters(11);
   // Non-trivial layer-norm gains/biases so their gradients are exercised.
   std::mt19937 rng(3);
@@ -59,12 +59,13 @@ void CompareWithPyTorch(const TransformerConfig& config) {
     if (p.shape.size() == 1)
       for (int64_t i = 0; i < p.numel; ++i) model.params().values()[p.offset + i] += u(rng);
   model.WeightsUpdated();
-  HostBatch hb = RandomBatch(3, 7, 6, std::min(config.src_vocab, config.tgt_vocab), 5);
+  HostBatch hb = RandomBatch(3, 7, 6, vocab, 5);
   model.ZeroGrads();
   auto stats = model.Forward(hb.view());
   ASSERT_TRUE(stats.ok()) << stats.status().ToString();
   const int64_t nt = hb.batch * hb.tgt_len;
-  std::vector<float> logits(model.logits(), model.logits() + nt * config.tgt_vocab);
+  const int64_t V = model.shape().tgt_vocab;
+  std::vector<float> logits(model.logits(), model.logits() + nt * V);
   model.Backward(1.0f);
   std::vector<float> loss = {static_cast<float>(stats->loss)};
 
@@ -80,12 +81,12 @@ void CompareWithPyTorch(const TransformerConfig& config) {
         "ours.grad." + p.name, p.shape,
         {store.grad(static_cast<int>(i)), static_cast<size_t>(p.numel)}));
   }
-  views.push_back(safetensors::F32View("ours.logits", {nt, config.tgt_vocab}, logits));
+  views.push_back(safetensors::F32View("ours.logits", {nt, V}, logits));
   views.push_back(safetensors::F32View("ours.loss", {1}, loss));
   views.push_back(I32View("batch.src", {hb.batch, hb.src_len}, hb.src));
   views.push_back(I32View("batch.tgt_in", {hb.batch, hb.tgt_len}, hb.tin));
   views.push_back(I32View("batch.tgt_out", {hb.batch, hb.tgt_len}, hb.tout));
-  ASSERT_TRUE(safetensors::WriteFile(path, views, ConfigMetadata(config)).ok());
+  ASSERT_TRUE(safetensors::WriteFile(path, views, model.Metadata()).ok());
 
   int status = 0;
   const std::string script =
@@ -95,6 +96,35 @@ void CompareWithPyTorch(const TransformerConfig& config) {
   // Fails (not skips) when python3 or torch is missing: the comparison is required in CI.
   EXPECT_EQ(status, 0) << "PyTorch reference failed or mismatched:\n" << out;
   EXPECT_NE(out.find("worst:"), std::string::npos) << out;
+}
+
+void CompareWithPyTorch(const TransformerConfig& config) {
+  CpuBackend backend;
+  Transformer<float> model(config, &backend, DType::kF32);
+  CompareModelWithPyTorch(model, std::min(config.src_vocab, config.tgt_vocab));
+}
+
+// The decoder-only language model against the same reference without encoder and encoder
+// attention: a causal mask there, so a model that looked ahead would not match.
+TEST(PyTorchReference, TransformerLmPostNormTiedAndPreNormUntiedMatchInFp32) {
+  for (bool pre : {false, true}) {
+    TransformerLmConfig c;
+    c.d_model = 16;
+    c.heads = 4;
+    c.layers = 2;
+    c.ffn_dim = 24;
+    c.vocab = 23;
+    c.max_positions = 32;
+    c.normalize_before = pre;
+    c.activation = pre ? Activation::kGelu : Activation::kRelu;
+    c.share_input_output_embed = !pre;
+    c.label_smoothing = 0.1f;
+    c.dropout = 0.0f;
+    CpuBackend backend;
+    TransformerLm<float> model(c, &backend, DType::kF32);
+    model.context().training = false;
+    CompareModelWithPyTorch(model, c.vocab);
+  }
 }
 
 TEST(PyTorchReference, PostNormSeparateEmbeddingsMatchesInFp32) {

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <random>
 
+#include "trainer/models/transformer_init.h"
 #include "trainer/models/weights_io.h"
 
 namespace sf {
@@ -57,15 +58,7 @@ double TransformerConfig::TrainingFlops(int64_t batch, int64_t src_len, int64_t 
 template <typename T>
 Transformer<T>::Transformer(const TransformerConfig& config, Backend<T>* backend, DType compute)
     : config_(config), ctx_(backend, compute) {
-  LayerOptions o;
-  o.dim = config.d_model;
-  o.heads = config.heads;
-  o.ffn_dim = config.ffn_dim;
-  o.dropout = config.dropout;
-  o.attention_dropout = config.attention_dropout;
-  o.activation_dropout = config.activation_dropout;
-  o.activation = config.activation;
-  o.normalize_before = config.normalize_before;
+  const LayerOptions o = TransformerLayerOptions(config);
   uint32_t site = 1;
   // The activation-dropout sites follow every other site (one per layer, encoder then decoder),
   // so the masks of models without it are what they were before it existed.
@@ -114,18 +107,7 @@ void Transformer<T>::InitParameters(uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> normal(0.0, 1.0);
   auto next = [&] { return normal(rng); };
-  // Xavier-uniform for every matrix (fan_in + fan_out from its [out, in] shape), 0 for vectors.
-  for (const ParamInfo& p : store_.params()) {
-    T* v = store_.host_values() + p.offset;
-    if (p.shape.size() == 2 && p.name.find("embed_tokens") == std::string::npos &&
-        p.name != "decoder.output_projection.weight") {
-      const double a = std::sqrt(6.0 / static_cast<double>(p.shape[0] + p.shape[1]));
-      std::uniform_real_distribution<double> u(-a, a);
-      for (int64_t i = 0; i < p.numel; ++i) v[i] = static_cast<T>(u(rng));
-    } else if (p.shape.size() == 1) {
-      std::fill(v, v + p.numel, T(0));
-    }
-  }
+  XavierMatricesZeroVectors(store_, rng);
   enc_embed_->Init(next);
   if (!config_.share_embeddings) dec_embed_->Init(next);
   for (auto& l : encoder_) l->Init();
@@ -133,11 +115,7 @@ void Transformer<T>::InitParameters(uint64_t seed) {
   if (enc_norm_) enc_norm_->Init();
   if (dec_norm_) dec_norm_->Init();
   if (!config_.share_decoder_input_output_embed) {
-    // fairseq: nn.init.normal_(output_projection.weight, std=C^-0.5); no padding row.
-    T* w = store_.host_value(out_proj_);
-    const double sd = 1.0 / std::sqrt(static_cast<double>(config_.d_model));
-    for (int64_t i = 0; i < config_.tgt_vocab * config_.d_model; ++i)
-      w[i] = static_cast<T>(next() * sd);
+    InitOutputProjection(store_.host_value(out_proj_), config_.tgt_vocab, config_.d_model, next);
   }
   store_.PushValues();
   WeightsUpdated();

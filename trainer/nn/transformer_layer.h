@@ -45,6 +45,10 @@ struct LayerOptions {
   float dropout = 0, attention_dropout = 0, activation_dropout = 0;
   Activation activation = Activation::kRelu;
   bool normalize_before = false;
+  // EncoderLayer only: causal self-attention (position t attends to 0..t), the layer of a
+  // decoder-only language model (fairseq's transformer_lm: a decoder layer without encoder
+  // attention, which has the same parameters).
+  bool causal = false;
 };
 
 template <typename T>
@@ -53,7 +57,7 @@ class EncoderLayer {
   EncoderLayer(ParamStore<T>& store, const std::string& prefix, const LayerOptions& o,
                uint32_t site, uint32_t ffn_site)
       : o_(o), site_(site),
-        attn_(store, prefix + "self_attn", o.dim, o.heads, AttentionKind::kSelf, false,
+        attn_(store, prefix + "self_attn", o.dim, o.heads, AttentionKind::kSelf, o.causal,
               o.attention_dropout, site),
         ln1_(store, prefix + "self_attn_layer_norm", o.dim),
         ffn_(store, prefix, o.dim, o.ffn_dim, o.activation, o.activation_dropout, ffn_site),

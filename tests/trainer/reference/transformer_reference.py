@@ -1,5 +1,7 @@
 #!/usr/bin/python3
-"""Independent PyTorch implementation of Steadfast's Transformer, for the whole-model test.
+"""Independent PyTorch implementation of Steadfast's Transformer (and, with metadata arch
+transformer_lm, of its decoder-only language model: fairseq's transformer_lm, decoder layers
+without encoder attention), for the whole-model tests.
 
 Usage: transformer_reference.py CASE.safetensors [--tolerance 1e-4]
 
@@ -94,10 +96,14 @@ def forward(p, meta, src, tin, tout):
     C = int(meta["d_model"]); H = int(meta["heads"]); pad = int(meta["pad_id"])
     pre = meta["normalize_before"] == "true"; act = meta["activation"]
     eps = float(meta["label_smoothing"])
+    # A decoder-only language model (fairseq's transformer_lm): no encoder, and decoder layers
+    # without encoder attention; the batch's src is not read.
+    if meta["arch"] == "transformer_lm":
+        return decoder_forward(p, meta, None, None, tin, tout, C, H, pad, pre, act, eps,
+                               p["decoder.embed_tokens.weight"])
     src_table = p["encoder.embed_tokens.weight"]
     tgt_table = src_table if meta["share_embeddings"] == "true" else p["decoder.embed_tokens.weight"]
     src_pad = src.eq(pad)
-    tgt_pad = tin.eq(pad)
     x = embed(src, src_table, pad, C).transpose(0, 1)  # [Ts, B, C]
     for i in range(int(meta["encoder_layers"])):
         q = "encoder.layers.%d." % i
@@ -110,19 +116,28 @@ def forward(p, meta, src, tin, tout):
             x = layer_norm(p, q + "final_layer_norm", x + ffn(p, q, x, act))
     if pre:
         x = layer_norm(p, "encoder.layer_norm", x)
-    enc = x
+    return decoder_forward(p, meta, x, src_pad, tin, tout, C, H, pad, pre, act, eps, tgt_table)
+
+
+def decoder_forward(p, meta, enc, src_pad, tin, tout, C, H, pad, pre, act, eps, tgt_table):
+    """The decoder (with encoder attention over enc unless enc is None), the output projection and
+    the label-smoothed loss summed over non-pad targets: returns (logits, loss)."""
+    tgt_pad = tin.eq(pad)
     y = embed(tin, tgt_table, pad, C).transpose(0, 1)
     for i in range(int(meta["decoder_layers"])):
         q = "decoder.layers.%d." % i
         if pre:
             h = layer_norm(p, q + "self_attn_layer_norm", y)
             y = y + attention(p, q + "self_attn", h, h, tgt_pad, True, H)
-            h = layer_norm(p, q + "encoder_attn_layer_norm", y)
-            y = y + attention(p, q + "encoder_attn", h, enc, src_pad, False, H)
+            if enc is not None:
+                h = layer_norm(p, q + "encoder_attn_layer_norm", y)
+                y = y + attention(p, q + "encoder_attn", h, enc, src_pad, False, H)
             y = y + ffn(p, q, layer_norm(p, q + "final_layer_norm", y), act)
         else:
             y = layer_norm(p, q + "self_attn_layer_norm", y + attention(p, q + "self_attn", y, y, tgt_pad, True, H))
-            y = layer_norm(p, q + "encoder_attn_layer_norm", y + attention(p, q + "encoder_attn", y, enc, src_pad, False, H))
+            if enc is not None:
+                y = layer_norm(p, q + "encoder_attn_layer_norm",
+                               y + attention(p, q + "encoder_attn", y, enc, src_pad, False, H))
             y = layer_norm(p, q + "final_layer_norm", y + ffn(p, q, y, act))
     if pre:
         y = layer_norm(p, "decoder.layer_norm", y)
