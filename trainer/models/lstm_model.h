@@ -98,7 +98,8 @@ class LstmModel final : public Seq2SeqModel<T> {
     store_.PushValues();
     WeightsUpdated();
   }
-  // The LSTM's recurrence makes every gradient final only at the end: one call with 0.
+  // Called during Backward with decreasing offsets: after the output layers (when untied), after
+  // the decoder side (everything stored after the encoder), and 0 after the encoder.
   void set_grads_final_hook(std::function<void(int64_t offset)> hook) override { grads_final_ = std::move(hook); }
 
   // The loss over the batch's non-pad targets. Errors: tokens out of range, an empty source,
@@ -192,6 +193,9 @@ class LstmModel final : public Seq2SeqModel<T> {
       LinearBackward(fc_extra_w_, y_, dz, dy_.template data<T>(), N, O, H);
       dy = dy_.template data<T>();
     }
+    // additional_fc and an untied fc_out, stored last, are final (a tied output is the decoder's
+    // embedding, which the decoder's backward still adds to).
+    if (grads_final_ && fc_out_w_ >= 0) grads_final_(OffsetOf(fc_extra_w_ >= 0 ? fc_extra_w_ : fc_out_w_));
     ctx_.Plan(demb_, {N, E}, dt);
     ctx_.Plan(denc_, {S * B * units}, dt);
     denc_.ZeroFill();
@@ -221,6 +225,9 @@ class LstmModel final : public Seq2SeqModel<T> {
         (which == 0 ? dh : dc)[i] = d.template data<T>();
       }
     }
+    // Every decoder-side parameter (stored after the encoder's) is final: their buckets can go
+    // out while the encoder's backward runs.
+    if (grads_final_) grads_final_(OffsetOf(store_.Find("decoder.layers.0.weight_ih")));
     encoder_.Backward(ctx_, denc_.template data<T>(), dh, dc);
     if (grads_final_) grads_final_(0);
   }
@@ -284,6 +291,7 @@ class LstmModel final : public Seq2SeqModel<T> {
   static constexpr uint32_t kEncoderSite = 0, kEmbedSite = 40, kExtraSite = 41, kDecoderSite = 100;
 
   int OutWeight() const { return fc_out_w_ >= 0 ? fc_out_w_ : dec_table_; }
+  int64_t OffsetOf(int id) const { return store_.params()[id].offset; }
   // y [rows, out] = x [rows, in] W^T (W: [out, in]).
   void Linear(int w, const T* x, T* y, int64_t rows, int64_t out, int64_t in) {
     const DType cd = ctx_.compute();

@@ -214,9 +214,10 @@ TEST(DataParallelOverflow, OneRanksOverflowSkipsTheStepOnEveryRank) {
   EXPECT_EQ(step.optimizer().step_count(), 2);
 }
 
-// fairseq's lstm through the same reducer and step: its backward reports every gradient final
-// once, at its end (GradsFinal(0): the recurrence finishes no parameter earlier), so every
-// bucket goes out then; the ranks end with the weights of one rank on the global batches.
+// fairseq's lstm through the same reducer and step: its backward reports the output layers final,
+// then the whole decoder side, then everything (the recurrence finishes no decoder parameter
+// before its last step), so buckets go out while the encoder's backward runs; the ranks end
+// with the weights of one rank on the global batches.
 TEST(DataParallelLstm, RanksOnShardsEqualOneRankOnTheGlobalBatch) {
   const int world = g_comm->world_size(), rank = g_comm->rank();
   LstmConfig c;
@@ -229,7 +230,7 @@ TEST(DataParallelLstm, RanksOnShardsEqualOneRankOnTheGlobalBatch) {
   c.decoder_hidden = 20;
   c.decoder_out_embed = 16;
   c.decoder_layers = 2;
-  c.share_decoder_input_output_embed = true;
+  c.share_decoder_input_output_embed = false;  // additional_fc and fc_out: final before the decoder
   c.encoder_dropout_in = c.encoder_dropout_out = c.decoder_dropout_in = c.decoder_dropout_out = 0.0f;
   CpuBackend backend;
   LstmModel<float> dist_model(c, &backend, DType::kF32), ref_model(c, &backend, DType::kF32);
