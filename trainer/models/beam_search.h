@@ -107,6 +107,23 @@ class BeamSearch {
   std::vector<std::vector<Hypothesis>> finals_;
 };
 
+// Copies `host` into `dev` (resized, in `backend`'s memory) and returns its data: the tokens,
+// indices and masks a device decoder hands its ops each step.
+template <typename Host>
+const void* StageOnDevice(Backend<float>& backend, Tensor& dev, const std::vector<Host>& host, DType dtype) {
+  dev.Resize({static_cast<int64_t>(host.size())}, dtype, backend.allocator());
+  if (!host.empty()) backend.CopyToDevice(dev.raw(), host.data(), host.size() * sizeof(Host));
+  return dev.raw();
+}
+
+// dst [rows, cols] (resized) = rows index[0..rows) of src: a decoder state reordered by parent
+// row. The backend's row gather, an embedding lookup with scale 1 (exact).
+inline void GatherRowsInto(Backend<float>& backend, const int32_t* index, int64_t rows, int64_t cols,
+                           const float* src, Tensor& dst) {
+  dst.Resize({rows, cols}, DType::kF32, backend.allocator());
+  backend.EmbeddingForward(index, src, nullptr, nullptr, dst.data<float>(), rows, cols, 1.0f);
+}
+
 // One search step on a model whose logits live in the backend's memory (a device decoder):
 // Backend::BeamScores of the current rows into one block there ([rows, k] scores, [rows, k]
 // tokens, [rows] EOS scores), one copy to the host, then BeamSearch::Advance. Keeps its buffers

@@ -42,13 +42,6 @@ const float* DeviceDecoder::W(const std::string& name) const {
   return id < 0 ? nullptr : store.value(id);
 }
 
-template <typename Host>
-const void* DeviceDecoder::Stage(Tensor& dev, const std::vector<Host>& host, DType dtype) {
-  dev.Resize({static_cast<int64_t>(host.size())}, dtype, be_.allocator());
-  if (!host.empty()) be_.CopyToDevice(dev.raw(), host.data(), host.size() * sizeof(Host));
-  return dev.raw();
-}
-
 void DeviceDecoder::Linear(const float* x, int64_t rows, int64_t in, const float* w,
                            const float* b, int64_t out, float* y) {
   be_.Gemm(1, rows, out, in, Operand(x, false, in), Operand(w, true, in, 0, true), y, out, 0,
@@ -106,8 +99,8 @@ void DeviceDecoder::Encode(const std::vector<int32_t>& tokens, const std::vector
   const bool pre = cfg.normalize_before;
   const float emb_scale = static_cast<float>(std::sqrt(static_cast<double>(C)));
   const float att_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
-  auto* tok = static_cast<const int32_t*>(Stage(tokens_, tokens, DType::kI32));
-  auto* pos = static_cast<const int32_t*>(Stage(positions_, positions, DType::kI32));
+  auto* tok = static_cast<const int32_t*>(StageOnDevice(be_, tokens_, tokens, DType::kI32));
+  auto* pos = static_cast<const int32_t*>(StageOnDevice(be_, positions_, positions, DType::kI32));
   for (Tensor* t : {&x_, &h_, &o_, &ctx_}) t->Resize({R, C}, DType::kF32, be_.allocator());
   qkv_.Resize({R, 3 * C}, DType::kF32, be_.allocator());
   heads_.Resize({3, R, C}, DType::kF32, be_.allocator());
@@ -193,7 +186,7 @@ Status DeviceDecoder::TranslateBatch(const std::vector<const std::vector<int32_t
       src_pad[s * Ts + t] = 0;
     }
   }
-  Stage(src_pad_, src_pad, DType::kU8);
+  StageOnDevice(be_, src_pad_, src_pad, DType::kU8);
   Encode(tokens, positions, S, Ts);
 
   // Cross-attention keys/values of every layer, once per sentence, head-major: [S, H, Ts, D].
@@ -244,8 +237,8 @@ Status DeviceDecoder::TranslateBatch(const std::vector<const std::vector<int32_t
     tokens.resize(static_cast<size_t>(N));
     for (int64_t r = 0; r < N; ++r) tokens[r] = search.history(r)[t];
     positions.assign(static_cast<size_t>(N), pad + 1 + static_cast<int32_t>(t));
-    auto* tok = static_cast<const int32_t*>(Stage(tokens_, tokens, DType::kI32));
-    auto* pos = static_cast<const int32_t*>(Stage(positions_, positions, DType::kI32));
+    auto* tok = static_cast<const int32_t*>(StageOnDevice(be_, tokens_, tokens, DType::kI32));
+    auto* pos = static_cast<const int32_t*>(StageOnDevice(be_, positions_, positions, DType::kI32));
     be_.EmbeddingForward(tok, dec_table, pe_.data<float>(), pos, x_.data<float>(), N, C, emb_scale);
     for (int64_t l = 0; l < Ld; ++l) {
       const std::string p = "decoder.layers." + std::to_string(l) + ".";
@@ -332,7 +325,7 @@ Status DeviceDecoder::TranslateBatch(const std::vector<const std::vector<int32_t
     for (int64_t tt = 0; tt < T; ++tt) {
       for (int64_t r = 0; r < N2; ++r) index[tt * N2 + r] = static_cast<int32_t>(tt * N + parents[r]);
     }
-    auto* idx = static_cast<const int32_t*>(Stage(index_, index, DType::kI32));
+    auto* idx = static_cast<const int32_t*>(StageOnDevice(be_, index_, index, DType::kI32));
     for (int64_t l = 0; l < Ld; ++l) {
       GatherRows(idx, T * N2, C, self_k_[l], spare_);
       GatherRows(idx, T * N2, C, self_v_[l], spare_);
@@ -340,7 +333,7 @@ Status DeviceDecoder::TranslateBatch(const std::vector<const std::vector<int32_t
     // Finished sentences leave: compact the cross-attention keys/values and the source mask.
     if (static_cast<int64_t>(kept.size()) < A) {
       index.assign(kept.begin(), kept.end());
-      idx = static_cast<const int32_t*>(Stage(index_, index, DType::kI32));
+      idx = static_cast<const int32_t*>(StageOnDevice(be_, index_, index, DType::kI32));
       for (int64_t l = 0; l < Ld; ++l) {
         GatherRows(idx, static_cast<int64_t>(kept.size()), Ts * C, cross_k_[l], cross_spare_);
         GatherRows(idx, static_cast<int64_t>(kept.size()), Ts * C, cross_v_[l], cross_spare_);
@@ -349,7 +342,7 @@ Status DeviceDecoder::TranslateBatch(const std::vector<const std::vector<int32_t
       for (int64_t s : search.active()) {
         active_pad.insert(active_pad.end(), src_pad.begin() + s * Ts, src_pad.begin() + (s + 1) * Ts);
       }
-      Stage(src_pad_, active_pad, DType::kU8);
+      StageOnDevice(be_, src_pad_, active_pad, DType::kU8);
     }
   }
   out->assign(static_cast<size_t>(S), Hypothesis{});

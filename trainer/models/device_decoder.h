@@ -56,8 +56,6 @@ class DeviceDecoder {
   // The encoder over the padded sources; returns its output [S*Ts, C] in enc_.
   void Encode(const std::vector<int32_t>& tokens, const std::vector<int32_t>& positions,
               int64_t sentences, int64_t src_len);
-  template <typename Host>
-  const void* Stage(Tensor& dev, const std::vector<Host>& host, DType dtype);
 
   Transformer<float>* model_;
   Backend<float>& be_;

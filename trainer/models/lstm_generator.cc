@@ -5,29 +5,9 @@
 
 namespace sf {
 
-template <typename Host>
-const void* LstmGenerator::Stage(Tensor& dev, const std::vector<Host>& host, DType dtype) {
-  Backend<float>& be = model_->context().backend();
-  dev.Resize({static_cast<int64_t>(host.size())}, dtype, be.allocator());
-  if (!host.empty()) be.CopyToDevice(dev.raw(), host.data(), host.size() * sizeof(Host));
-  return dev.raw();
-}
-
-void LstmGenerator::Gather(const int32_t* index, int64_t rows, int64_t cols, const float* src, Tensor& dst) {
-  Backend<float>& be = model_->context().backend();
-  dst.Resize({rows, cols}, DType::kF32, be.allocator());
-  be.EmbeddingForward(index, src, nullptr, nullptr, dst.data<float>(), rows, cols, 1.0f);
-}
-
 Result<std::vector<Hypothesis>> LstmGenerator::Translate(const std::vector<std::vector<int32_t>>& sources,
                                                          const BeamOptions& options) {
-  Context<float>& ctx = model_->context();
-  struct TrainingBack {
-    Context<float>& ctx;
-    bool was;
-    ~TrainingBack() { ctx.training = was; }
-  } back{ctx, ctx.training};
-  ctx.training = false;
+  EvalScope<float> eval(model_->context());
   return SearchInBatches(sources, options, model_->shape(),
                          [&](const std::vector<const std::vector<int32_t>*>& batch, std::vector<Hypothesis>* hyps) {
                            return SearchBatch(batch, options, hyps);
@@ -67,21 +47,21 @@ Status LstmGenerator::SearchBatch(const std::vector<const std::vector<int32_t>*>
   for (int64_t t = 0; t < Ts; ++t) {
     for (int64_t r = 0; r < rows0; ++r) index[t * rows0 + r] = static_cast<int32_t>(t * S + r / beam);
   }
-  auto* idx = static_cast<const int32_t*>(Stage(index_, index, DType::kI32));
-  Gather(idx, Ts * rows0, U, model_->encoder_outputs(), enc_);
+  auto* idx = static_cast<const int32_t*>(StageOnDevice(be, index_, index, DType::kI32));
+  GatherRowsInto(be, idx, Ts * rows0, U, model_->encoder_outputs(), enc_);
   std::vector<uint8_t> row_pad(static_cast<size_t>(rows0 * Ts));
   for (int64_t r = 0; r < rows0; ++r) {
     std::copy(src_pad.begin() + (r / beam) * Ts, src_pad.begin() + (r / beam + 1) * Ts, row_pad.begin() + r * Ts);
   }
-  Stage(pad_, row_pad, DType::kU8);
+  StageOnDevice(be, pad_, row_pad, DType::kU8);
   index.resize(static_cast<size_t>(rows0));
   for (int64_t r = 0; r < rows0; ++r) index[r] = static_cast<int32_t>(r / beam);
-  idx = static_cast<const int32_t*>(Stage(index_, index, DType::kI32));
+  idx = static_cast<const int32_t*>(StageOnDevice(be, index_, index, DType::kI32));
   h_.resize(static_cast<size_t>(L));
   c_.resize(static_cast<size_t>(L));
   for (int64_t i = 0; i < L; ++i) {
-    Gather(idx, rows0, H, model_->initial_h(static_cast<int>(i)), h_[i]);
-    Gather(idx, rows0, H, model_->initial_c(static_cast<int>(i)), c_[i]);
+    GatherRowsInto(be, idx, rows0, H, model_->initial_h(static_cast<int>(i)), h_[i]);
+    GatherRowsInto(be, idx, rows0, H, model_->initial_c(static_cast<int>(i)), c_[i]);
   }
 
   std::vector<int32_t> tokens;
@@ -91,7 +71,7 @@ Status LstmGenerator::SearchBatch(const std::vector<const std::vector<int32_t>*>
     const int64_t N = search.rows(), A = static_cast<int64_t>(search.active().size());
     tokens.resize(static_cast<size_t>(N));
     for (int64_t r = 0; r < N; ++r) tokens[r] = search.history(r)[t];
-    auto* tok = static_cast<const int32_t*>(Stage(tokens_, tokens, DType::kI32));
+    auto* tok = static_cast<const int32_t*>(StageOnDevice(be, tokens_, tokens, DType::kI32));
     for (int64_t i = 0; i < L; ++i) {
       hs[i] = h_[i].data<float>();
       cs[i] = c_[i].data<float>();
@@ -105,27 +85,27 @@ Status LstmGenerator::SearchBatch(const std::vector<const std::vector<int32_t>*>
     // Each new row continues row parents[r]: its states and feed are that row's new ones.
     const int64_t N2 = static_cast<int64_t>(parents.size());
     index.assign(parents.begin(), parents.end());
-    idx = static_cast<const int32_t*>(Stage(index_, index, DType::kI32));
+    idx = static_cast<const int32_t*>(StageOnDevice(be, index_, index, DType::kI32));
     for (int64_t i = 0; i < L; ++i) {
-      Gather(idx, N2, H, model_->step_h(static_cast<int>(i)), h_[i]);
-      Gather(idx, N2, H, model_->step_c(static_cast<int>(i)), c_[i]);
+      GatherRowsInto(be, idx, N2, H, model_->step_h(static_cast<int>(i)), h_[i]);
+      GatherRowsInto(be, idx, N2, H, model_->step_c(static_cast<int>(i)), c_[i]);
     }
-    Gather(idx, N2, H, model_->step_feed(), feed_);
+    GatherRowsInto(be, idx, N2, H, model_->step_feed(), feed_);
     // Finished sentences leave: the encoder rows and padding of the rows that remain.
     if (static_cast<int64_t>(kept.size()) < A) {
       index.resize(static_cast<size_t>(Ts * N2));
       for (int64_t tt = 0; tt < Ts; ++tt) {
         for (int64_t r = 0; r < N2; ++r) index[tt * N2 + r] = static_cast<int32_t>(tt * N + parents[r]);
       }
-      idx = static_cast<const int32_t*>(Stage(index_, index, DType::kI32));
-      Gather(idx, Ts * N2, U, enc_.data<float>(), enc_spare_);
+      idx = static_cast<const int32_t*>(StageOnDevice(be, index_, index, DType::kI32));
+      GatherRowsInto(be, idx, Ts * N2, U, enc_.data<float>(), enc_spare_);
       std::swap(enc_, enc_spare_);
       row_pad.resize(static_cast<size_t>(N2 * Ts));
       for (int64_t r = 0; r < N2; ++r) {
         const int64_t s = search.active()[r / beam];
         std::copy(src_pad.begin() + s * Ts, src_pad.begin() + (s + 1) * Ts, row_pad.begin() + r * Ts);
       }
-      Stage(pad_, row_pad, DType::kU8);
+      StageOnDevice(be, pad_, row_pad, DType::kU8);
     }
   }
   out->assign(static_cast<size_t>(S), Hypothesis{});

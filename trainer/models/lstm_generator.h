@@ -33,11 +33,6 @@ class LstmGenerator final : public Generator {
  private:
   Status SearchBatch(const std::vector<const std::vector<int32_t>*>& sources, const BeamOptions& options,
                      std::vector<Hypothesis>* out);
-  // Copies host values into `dev` (resized) and returns its data.
-  template <typename Host>
-  const void* Stage(Tensor& dev, const std::vector<Host>& host, DType dtype);
-  // dst [rows, cols] = src rows index[0..rows) (an embedding lookup with scale 1: exact).
-  void Gather(const int32_t* index, int64_t rows, int64_t cols, const float* src, Tensor& dst);
 
   LstmModel<float>* model_;
   std::vector<Tensor> h_, c_;

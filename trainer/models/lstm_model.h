@@ -43,6 +43,7 @@ class LstmModel final : public Seq2SeqModel<T> {
         decoder_(store_, "decoder.", config.decoder_embed, config.decoder_hidden, config.decoder_layers,
                  config.encoder_units(), config.decoder_dropout_out, kDecoderSite, config.residual_from) {
     const int64_t units = config.encoder_units(), H = config.decoder_hidden;
+    decoder_start_ = OffsetOf(store_.Find("decoder.layers.0.weight_ih"));  // the encoder's are first
     dec_table_ = store_.Add("decoder.embed_tokens.weight", {config.tgt_vocab, config.decoder_embed}, true);
     if (units != H) {
       hidden_proj_w_ = store_.Add("decoder.encoder_hidden_proj.weight", {H, units}, true);
@@ -227,7 +228,7 @@ class LstmModel final : public Seq2SeqModel<T> {
     }
     // Every decoder-side parameter (stored after the encoder's) is final: their buckets can go
     // out while the encoder's backward runs.
-    if (grads_final_) grads_final_(OffsetOf(store_.Find("decoder.layers.0.weight_ih")));
+    if (grads_final_) grads_final_(decoder_start_);
     encoder_.Backward(ctx_, denc_.template data<T>(), dh, dc);
     if (grads_final_) grads_final_(0);
   }
@@ -344,6 +345,7 @@ class LstmModel final : public Seq2SeqModel<T> {
   LstmDecoder<T> decoder_;
   int dec_table_ = -1, hidden_proj_w_ = -1, hidden_proj_b_ = -1, cell_proj_w_ = -1, cell_proj_b_ = -1;
   int fc_extra_w_ = -1, fc_extra_b_ = -1, fc_out_w_ = -1, fc_out_b_ = -1;
+  int64_t decoder_start_ = 0;  // store offset of the first decoder-side parameter
   int64_t batch_ = 0, tgt_len_ = 0, src_len_ = 0;
   float p_in_ = 0, p_out_ = 0;
   const T* y_ = nullptr;

@@ -98,4 +98,19 @@ class Context {
   std::array<Tensor, kScratchCount> scratch_;
 };
 
+// Dropout off for a scope (validation, beam search): sets ctx.training to false and restores
+// what it was when the scope ends.
+template <typename T>
+class EvalScope {
+ public:
+  explicit EvalScope(Context<T>& ctx) : ctx_(ctx), was_(ctx.training) { ctx.training = false; }
+  ~EvalScope() { ctx_.training = was_; }
+  EvalScope(const EvalScope&) = delete;
+  EvalScope& operator=(const EvalScope&) = delete;
+
+ private:
+  Context<T>& ctx_;
+  bool was_;
+};
+
 }  // namespace sf

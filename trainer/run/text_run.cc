@@ -186,11 +186,7 @@ Result<TextValidation> TextRun::Validate(double fallback_loss) {
     v.metric = fallback_loss;
     return v;
   }
-  struct TrainingOff {
-    Seq2SeqModel<float>* m;
-    ~TrainingOff() { m->context().training = true; }
-  } restore{model_.get()};
-  model_->context().training = false;
+  EvalScope<float> eval(model_->context());
   data::BatchingOptions bo;
   bo.max_tokens = HpInt(hparams_, "max_tokens", 4096);
   bo.shuffle = false;
