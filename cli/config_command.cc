@@ -48,16 +48,7 @@ std::vector<config::ConfigError> CheckFiles(const config::ExperimentConfig& c) {
     }
   }
   if (!c.has_data()) return errors;  // an entrypoint experiment without data: its code reads what it likes
-  check("data.train.src", c.data.train.src);
-  check("data.train.tgt", c.data.train.tgt);
-  if (c.data.valid) {
-    check("data.valid.src", c.data.valid->src);
-    check("data.valid.tgt", c.data.valid->tgt);
-  }
-  if (c.data.test) {
-    check("data.test.src", c.data.test->src);
-    check("data.test.tgt", c.data.test->tgt);
-  }
+  for (const auto& [key, file] : config::DataFiles(c.data)) check(key, file);
   if (c.data.tokenizer.model) check("data.tokenizer.model", *c.data.tokenizer.model);
   return errors;
 }

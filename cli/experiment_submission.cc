@@ -77,15 +77,10 @@ Result<PreparedConfig> PrepareConfig(const std::string& file,
     return Status::Ok();
   };
   const auto& c = *parsed.config;
-  SF_RETURN_IF_ERROR(set("data.train.src", c.data.train.src, resolved.data.train.src));
-  SF_RETURN_IF_ERROR(set("data.train.tgt", c.data.train.tgt, resolved.data.train.tgt));
-  if (c.data.valid) {
-    SF_RETURN_IF_ERROR(set("data.valid.src", c.data.valid->src, resolved.data.valid->src));
-    SF_RETURN_IF_ERROR(set("data.valid.tgt", c.data.valid->tgt, resolved.data.valid->tgt));
-  }
-  if (c.data.test) {
-    SF_RETURN_IF_ERROR(set("data.test.src", c.data.test->src, resolved.data.test->src));
-    SF_RETURN_IF_ERROR(set("data.test.tgt", c.data.test->tgt, resolved.data.test->tgt));
+  // Each file under the key the document gives it (data.train.text for one-sided text).
+  const auto given = config::DataFiles(c.data), absolute = config::DataFiles(resolved.data);
+  for (size_t i = 0; i < given.size(); ++i) {
+    SF_RETURN_IF_ERROR(set(given[i].first, given[i].second, absolute[i].second));
   }
   if (c.data.tokenizer.model) {
     SF_RETURN_IF_ERROR(

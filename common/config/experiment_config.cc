@@ -8,8 +8,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 
+#include "common/config/data_config.h"
 #include "common/config/hyperparameter_reader.h"
+#include "common/config/hyperparameter_schema.h"
 #include "common/config/model_hyperparameters.h"
 #include "common/config/yaml_reader.h"
 #include "common/utf8.h"
@@ -46,60 +49,6 @@ bool ReadLength(ErrorSink& sink, const YAML::Node& node, const std::string& path
   }
   out = len;
   return true;
-}
-
-void ReadParallelFiles(ErrorSink& sink, const YAML::Node& node, const std::string& path,
-                       ParallelFiles& out) {
-  if (!RequireMap(sink, node, path)) return;
-  MapReader m(sink, node, path);
-  if (auto v = m.Take("src")) ReadString(sink, *v, m.Child("src"), out.src);
-  else m.Missing("src");
-  if (auto v = m.Take("tgt")) ReadString(sink, *v, m.Child("tgt"), out.tgt);
-  else m.Missing("tgt");
-  m.Finish({"src", "tgt"});
-}
-
-void ReadTokenizer(ErrorSink& sink, const YAML::Node& node, const std::string& path,
-                   TokenizerConfig& out) {
-  if (!RequireMap(sink, node, path)) return;
-  MapReader m(sink, node, path);
-  if (auto v = m.Take("type")) ReadEnum(sink, *v, m.Child("type"), {"sentencepiece"}, out.type);
-  if (auto v = m.Take("vocab_size")) ReadInt(sink, *v, m.Child("vocab_size"), out.vocab_size, 16, 1000000);
-  if (auto v = m.Take("model_type")) {
-    ReadEnum(sink, *v, m.Child("model_type"), {"bpe", "unigram", "char", "word"}, out.model_type);
-  }
-  if (auto v = m.Take("shared")) ReadBool(sink, *v, m.Child("shared"), out.shared);
-  if (auto v = m.Take("model")) {
-    std::string s;
-    if (ReadString(sink, *v, m.Child("model"), s)) out.model = s;
-  }
-  if (auto v = m.Take("character_coverage")) {
-    ReadDouble(sink, *v, m.Child("character_coverage"), out.character_coverage, 0.0, 1.0, true);
-  }
-  m.Finish({"type", "vocab_size", "model_type", "shared", "model", "character_coverage"});
-}
-
-void ReadData(ErrorSink& sink, const YAML::Node& node, const std::string& path, DataConfig& out) {
-  if (!RequireMap(sink, node, path)) return;
-  MapReader m(sink, node, path);
-  if (auto v = m.Take("train")) ReadParallelFiles(sink, *v, m.Child("train"), out.train);
-  else m.Missing("train");
-  if (auto v = m.Take("valid")) {
-    out.valid.emplace();
-    ReadParallelFiles(sink, *v, m.Child("valid"), *out.valid);
-  }
-  if (auto v = m.Take("test")) {
-    out.test.emplace();
-    ReadParallelFiles(sink, *v, m.Child("test"), *out.test);
-  }
-  if (auto v = m.Take("tokenizer")) ReadTokenizer(sink, *v, m.Child("tokenizer"), out.tokenizer);
-  if (auto v = m.Take("max_source_positions")) {
-    ReadInt(sink, *v, m.Child("max_source_positions"), out.max_source_positions, 1, 65536);
-  }
-  if (auto v = m.Take("max_target_positions")) {
-    ReadInt(sink, *v, m.Child("max_target_positions"), out.max_target_positions, 1, 65536);
-  }
-  m.Finish({"train", "valid", "test", "tokenizer", "max_source_positions", "max_target_positions"});
 }
 
 bool ReadPrecision(ErrorSink& sink, const YAML::Node& node, const std::string& path,
@@ -505,12 +454,49 @@ void ReadContextDirectory(ErrorSink& sink, const YAML::Node& node, const std::st
 // ---------------------------------------------------------------------------------------------
 // Whole document
 
-// Checks across sections, once every section is read. `user_code`: the document has an
-// entrypoint (the native trainer's rules do not apply).
-void CrossCheck(ErrorSink& sink, const ExperimentConfig& c,
+// The node at `keys` under `root`, each a member of a mapping; undefined when one is not (an
+// error there is then reported without a location). Where a cross-section error is located.
+YAML::Node NodeAt(const YAML::Node& root, std::initializer_list<const char*> keys) {
+  YAML::Node node = root;
+  for (const char* key : keys) {
+    if (!node.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
+    // The const operator[] adds no missing key (it returns an invalid node, on which anything
+    // but IsDefined throws); reset() rebinds `node`, where assigning would overwrite the
+    // document's node it refers to.
+    const YAML::Node& map = node;
+    const YAML::Node child = map[key];
+    if (!child.IsDefined()) return YAML::Node(YAML::NodeType::Undefined);
+    node.reset(child);
+  }
+  return node;
+}
+
+// A language model scores no translation: `searcher.metric: bleu` with an arch of the
+// transformer_lm family (the first of `archs`) is refused at the metric.
+void CheckMetricForArchs(ErrorSink& sink, const ExperimentConfig& c,
+                         const std::vector<std::string>& archs, const YAML::Node& root) {
+  if (c.searcher.metric != "bleu") return;
+  for (const std::string& arch : archs) {
+    if (!IsLanguageModelFamily(ArchFamily(arch))) continue;
+    sink.Add("searcher.metric", NodeAt(root, {"searcher", "metric"}),
+             "bleu scores translations; arch " + arch +
+                 " is a language model (use validation_perplexity or validation_loss)");
+    return;
+  }
+}
+
+// Checks across sections, once every section is read (`root`: the document, to locate their
+// errors). `user_code`: the document has an entrypoint (the native trainer's rules do not
+// apply).
+void CrossCheck(ErrorSink& sink, const ExperimentConfig& c, const YAML::Node& root,
                 const HyperparameterLocations& locations, const std::optional<bool>& smaller_given,
                 bool has_searcher, bool user_code) {
-  if (!user_code) CheckNativeModelHyperparameters(sink, c, locations);
+  if (!user_code) {
+    CheckNativeModelHyperparameters(sink, c, locations);
+    const std::vector<std::string> archs = ArchCandidates(c.hyperparameters, locations);
+    CheckDataForArchs(sink, c.data, archs, NodeAt(root, {"data", "train"}));
+    if (has_searcher) CheckMetricForArchs(sink, c, archs, root);
+  }
   if (!has_searcher) return;
   // Metric direction: the native trainer's metrics have a known direction.
   if (!user_code && !c.searcher.metric.empty() && smaller_given) {
@@ -693,7 +679,7 @@ ParseResult ParseExperimentConfig(std::string_view text) {
     c.loss_scaling.type = LossScalingConfig::Type::kDynamic;
   }
   if (!smaller_given) c.searcher.smaller_is_better = c.searcher.metric != "bleu";
-  CrossCheck(sink, c, hp_locations, smaller_given, has_searcher, user_code);
+  CrossCheck(sink, c, root, hp_locations, smaller_given, has_searcher, user_code);
 
   result.errors = std::move(sink.errors());
   // Document order; errors without a location (cross-field checks) last.
@@ -740,6 +726,7 @@ ParseResult LoadExperimentConfigFile(const std::string& path) {
 }
 
 void ResolvePaths(ExperimentConfig& c, const std::string& base) {
+  // A monolingual split's empty src stays empty (Resolve leaves "" as it is).
   auto files = [&](ParallelFiles& f) {
     f.src = Resolve(base, f.src);
     f.tgt = Resolve(base, f.tgt);

@@ -21,6 +21,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/value.h"
@@ -50,9 +51,18 @@ struct Length {
   std::string ToString() const;  // "{batches: 500}"
 };
 
+// One split of the data: parallel text (`{src: FILE, tgt: FILE}`, a sentence and its translation
+// on the same line of each) or, for a language model, one side's text (`{text: FILE}`). The
+// latter is held with the text as the target side, `tgt`, and `src` empty: the side a model's
+// decoder predicts is always `tgt`. Paths are absolute once ResolvePaths has run (an empty `src`
+// stays empty).
 struct ParallelFiles {
-  std::string src;  // absolute once ResolvePaths has run
+  std::string src;
   std::string tgt;
+
+  // Whether this split is one side's text (`{text: FILE}`, in `tgt`). Meaningful only for a split
+  // the document gave (its `tgt` is then non-empty): ExperimentConfig::has_data.
+  bool monolingual() const { return src.empty(); }
 };
 
 struct TokenizerConfig {
@@ -64,6 +74,8 @@ struct TokenizerConfig {
   double character_coverage = 1.0;
 };
 
+// The `data` section. Every split given is of one kind: all parallel or all monolingual
+// (ParseExperimentConfig refuses a mix).
 struct DataConfig {
   ParallelFiles train;
   std::optional<ParallelFiles> valid;
@@ -185,8 +197,9 @@ struct ExperimentConfig {
 
   // Whether trials run user code (an entrypoint) rather than the native trainer.
   bool has_entrypoint() const { return !entrypoint.empty(); }
-  // Whether the document gave `data` (data.train.src is required and non-empty when it does).
-  bool has_data() const { return !data.train.src.empty(); }
+  // Whether the document gave `data` (data.train's `tgt`, or its `text`, is required and
+  // non-empty when it does).
+  bool has_data() const { return !data.train.tgt.empty(); }
 };
 
 // The outcome of parsing: a config when there are no errors.
@@ -214,6 +227,13 @@ ParseResult LoadExperimentConfigFile(const std::string& path);
 // sets context_directory to `base_dir`. Directories come out normalised, without a trailing '/'.
 void ResolvePaths(ExperimentConfig& config, const std::string& base_dir);
 
+// The data files of `data`, each with the key the document gives it under, in document order:
+// "data.train.src" and "data.train.tgt" for a parallel split, "data.train.text" (the file in
+// `tgt`) for a monolingual one; then valid and test when given. For checking and rewriting the
+// paths a user wrote (the CLI, the master) without knowing the split's kind. Call it on a config
+// with data (has_data).
+std::vector<std::pair<std::string, std::string>> DataFiles(const DataConfig& data);
+
 // Sets `key` (a dotted path like "searcher.max_trials" or "hyperparameters.lr") to `value`
 // (parsed as YAML: "4", "0.1", "[0.9, 0.98]", "{type: log, ...}") in the YAML text and returns
 // the new text; the result still has to be parsed and validated. Errors name the key.
@@ -222,9 +242,10 @@ Result<std::string> ApplyOverride(std::string_view yaml_text, std::string_view k
 // The hyperparameters every trial gets when each space is replaced by a concrete value:
 // checks a sampled set against the native model's rules (types, ranges, a hyperparameter that
 // does not apply to the arch's family, and on the values WithDefaults completes: heads dividing
-// d_model for a transformer; decoder_layers <= encoder_layers and a tied output projection's
-// widths for an lstm). Paths in errors are "hyperparameters.<name>". For native experiments
-// only: the trainer calls it; an entrypoint's hyperparameters are the user code's to check.
+// d_model for a transformer or a transformer_lm; decoder_layers <= encoder_layers and a tied output
+// projection's widths for an lstm). Paths in errors are "hyperparameters.<name>". For native
+// experiments only: the trainer calls it; an entrypoint's hyperparameters are the user code's to
+// check.
 std::vector<ConfigError> ValidateTrialHyperparameters(const Value& hparams);
 
 // The hyperparameters with every constant resolved (spaces left out; a group as a map of its

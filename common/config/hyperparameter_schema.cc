@@ -45,14 +45,9 @@ HpSpec Enum(std::vector<std::string> options, Value def, std::string doc) {
   return s;
 }
 
-// Limits a spec to one architecture family.
-HpSpec Transformer(HpSpec s) {
-  s.families = {"transformer"};
-  return s;
-}
-
-HpSpec Lstm(HpSpec s) {
-  s.families = {"lstm"};
+// Limits a spec to some architecture families (ArchFamily).
+HpSpec Families(HpSpec s, std::vector<std::string> families) {
+  s.families = std::move(families);
   return s;
 }
 
@@ -62,81 +57,113 @@ constexpr const char* kLstmDropoutRates[] = {"encoder_dropout_in", "encoder_drop
 
 std::vector<std::pair<std::string, HpSpec>> BuildSchema() {
   constexpr double kInf = std::numeric_limits<double>::infinity();
+  // The families by what their models have: Transformer layers (d_model, heads, ffn_dim...),
+  // an encoder and a source sentence (encoder_layers, max_len_a/b: the output's length limit is
+  // relative to the source), a source embedding to share (share_embeddings), LSTM cells.
+  const std::vector<std::string> kAttentionFamilies = {"transformer", "transformer_lm"};
+  const std::vector<std::string> kEncoderFamilies = {"transformer", "lstm"};
+  const std::vector<std::string> kTransformer = {"transformer"};
+  const std::vector<std::string> kLstm = {"lstm"};
   std::vector<std::pair<std::string, HpSpec>> s;
-  s.emplace_back("arch", Enum({"transformer", "transformer_tiny", "transformer_base",
-                               "transformer_big", "lstm", "lstm_small", "lstm_gnmt4"},
-                              "transformer",
-                              "model architecture; its preset sets the model sizes, which "
-                              "explicit values override"));
-  s.emplace_back("d_model", Transformer(Int(8, 8192, Value(),
-                                            "model width (preset: tiny 256, base 512, big 1024)")));
-  s.emplace_back("heads",
-                 Transformer(Int(1, 128, Value(), "attention heads; must divide d_model")));
-  s.emplace_back("encoder_layers", Int(1, 64, Value(), "encoder layers (tiny 3, base 6, lstm 1)"));
-  s.emplace_back("decoder_layers", Int(1, 64, Value(), "decoder layers (tiny 3, base 6, lstm 1)"));
-  s.emplace_back("ffn_dim", Transformer(Int(1, 65536, Value(),
-                                            "feed-forward inner width (tiny 1024, base 2048)")));
+  s.emplace_back(
+      "arch", Enum({"transformer", "transformer_tiny", "transformer_base", "transformer_big",
+                    "lstm", "lstm_small", "lstm_gnmt4", "transformer_lm", "transformer_lm_small"},
+                   "transformer",
+                   "model architecture; its preset sets the model sizes, which "
+                   "explicit values override"));
+  s.emplace_back("d_model",
+                 Families(Int(8, 8192, Value(),
+                              "model width (preset: tiny 256, base 512, big 1024, lm 512, "
+                              "lm_small 256)"),
+                          kAttentionFamilies));
+  s.emplace_back("heads", Families(Int(1, 128, Value(), "attention heads; must divide d_model"),
+                                   kAttentionFamilies));
+  s.emplace_back(
+      "encoder_layers",
+      Families(Int(1, 64, Value(), "encoder layers (tiny 3, base 6, lstm 1)"), kEncoderFamilies));
+  s.emplace_back("decoder_layers",
+                 Int(1, 64, Value(), "decoder layers (tiny 3, base 6, lstm 1, lm 6, lm_small 3)"));
+  s.emplace_back("ffn_dim", Families(Int(1, 65536, Value(),
+                                         "feed-forward inner width (tiny 1024, base 2048, lm 2048, "
+                                         "lm_small 1024)"),
+                                     kAttentionFamilies));
   s.emplace_back("dropout", Double(0, 1, 0.1,
                                    "dropout on residual branches and embeddings (lstm: the "
                                    "default of the four dropout_in/out rates)",
                                    false, true));
   s.emplace_back("attention_dropout",
-                 Transformer(Double(0, 1, 0.0, "dropout on attention probabilities", false, true)));
+                 Families(Double(0, 1, 0.0, "dropout on attention probabilities", false, true),
+                          kAttentionFamilies));
   s.emplace_back(
       "activation_dropout",
-      Transformer(Double(0, 1, 0.0, "dropout after the feed-forward activation", false, true)));
-  s.emplace_back("activation",
-                 Transformer(Enum({"relu", "gelu"}, "relu", "feed-forward activation")));
+      Families(Double(0, 1, 0.0, "dropout after the feed-forward activation", false, true),
+               kAttentionFamilies));
+  s.emplace_back("activation", Families(Enum({"relu", "gelu"}, "relu", "feed-forward activation"),
+                                        kAttentionFamilies));
   s.emplace_back("normalize_before",
-                 Transformer(Bool(false,
-                                  "pre-norm (true) or post-norm (false, the original "
-                                  "Transformer)")));
+                 Families(Bool(false,
+                               "pre-norm (true) or post-norm (false, the original "
+                               "Transformer)"),
+                          kAttentionFamilies));
   s.emplace_back("share_embeddings",
-                 Transformer(Bool(false,
-                                  "one embedding matrix for source and target (needs "
-                                  "data.tokenizer.shared: true)")));
+                 Families(Bool(false,
+                               "one embedding matrix for source and target (needs "
+                               "data.tokenizer.shared: true)"),
+                          kTransformer));
   s.emplace_back("share_decoder_input_output_embed",
-                 Bool(true, "tie the decoder's input embedding and output projection"));
+                 Bool(true,
+                      "tie the decoder's input embedding and output projection (lstm, "
+                      "transformer_lm: false)"));
   // fairseq's lstm (fairseq/models/lstm.py). Sizes come from the preset; the four dropout rates
   // default to `dropout` (WithDefaults).
   s.emplace_back(
       "encoder_embed_dim",
-      Lstm(Int(1, 65536, Value(), "encoder embedding width (lstm 512, lstm_small 256)")));
-  s.emplace_back("encoder_hidden_size", Lstm(Int(1, 65536, Value(),
-                                                 "encoder hidden size per direction (lstm 512, "
-                                                 "lstm_small 256)")));
+      Families(Int(1, 65536, Value(), "encoder embedding width (lstm 512, lstm_small 256)"),
+               kLstm));
+  s.emplace_back("encoder_hidden_size",
+                 Families(Int(1, 65536, Value(),
+                              "encoder hidden size per direction (lstm 512, lstm_small 256)"),
+                          kLstm));
   s.emplace_back("encoder_bidirectional",
-                 Lstm(Bool(false, "bidirectional encoder (lstm_small: true)")));
+                 Families(Bool(false, "bidirectional encoder (lstm_small: true)"), kLstm));
   s.emplace_back(
       "encoder_dropout_in",
-      Lstm(Double(0, 1, Value(), "dropout on the encoder's embeddings (default: dropout)", false,
-                  true)));
+      Families(Double(0, 1, Value(), "dropout on the encoder's embeddings (default: dropout)",
+                      false, true),
+               kLstm));
   s.emplace_back("encoder_dropout_out",
-                 Lstm(Double(0, 1, Value(),
-                             "dropout on the encoder's outputs and between its layers (default: "
-                             "dropout)",
-                             false, true)));
+                 Families(Double(0, 1, Value(),
+                                 "dropout on the encoder's outputs and between its layers "
+                                 "(default: dropout)",
+                                 false, true),
+                          kLstm));
   s.emplace_back(
       "decoder_embed_dim",
-      Lstm(Int(1, 65536, Value(), "decoder embedding width (lstm 512, lstm_small 256)")));
-  s.emplace_back("decoder_hidden_size",
-                 Lstm(Int(1, 65536, Value(), "decoder hidden size (lstm 512, lstm_small 512)")));
+      Families(Int(1, 65536, Value(), "decoder embedding width (lstm 512, lstm_small 256)"),
+               kLstm));
+  s.emplace_back(
+      "decoder_hidden_size",
+      Families(Int(1, 65536, Value(), "decoder hidden size (lstm 512, lstm_small 512)"), kLstm));
   s.emplace_back("decoder_out_embed_dim",
-                 Lstm(Int(1, 65536, Value(),
-                          "width before the output projection (lstm 512, lstm_small 256)")));
+                 Families(Int(1, 65536, Value(),
+                              "width before the output projection (lstm 512, lstm_small 256)"),
+                          kLstm));
   s.emplace_back("residual_from_layer",
-                 Lstm(Int(0, 64, 0,
-                          "GNMT's residual connections from this layer (1-based) up, in the "
-                          "encoder and the decoder; 0: none (lstm_gnmt4: 3)")));
+                 Families(Int(0, 64, 0,
+                              "GNMT's residual connections from this layer (1-based) up, in the "
+                              "encoder and the decoder; 0: none (lstm_gnmt4: 3)"),
+                          kLstm));
   s.emplace_back(
       "decoder_dropout_in",
-      Lstm(Double(0, 1, Value(), "dropout on the decoder's embeddings (default: dropout)", false,
-                  true)));
+      Families(Double(0, 1, Value(), "dropout on the decoder's embeddings (default: dropout)",
+                      false, true),
+               kLstm));
   s.emplace_back("decoder_dropout_out",
-                 Lstm(Double(0, 1, Value(),
-                             "dropout between the decoder's layers and on its outputs (default: "
-                             "dropout)",
-                             false, true)));
+                 Families(Double(0, 1, Value(),
+                                 "dropout between the decoder's layers and on its outputs "
+                                 "(default: dropout)",
+                                 false, true),
+                          kLstm));
   s.emplace_back("label_smoothing", Double(0, 1, 0.1, "label smoothing ε", false, true));
   s.emplace_back("lr", Double(0, 10, 5e-4, "peak learning rate", true));
   {
@@ -195,13 +222,18 @@ std::vector<std::pair<std::string, HpSpec>> BuildSchema() {
     };
     s.emplace_back("optimizer", std::move(opt));
   }
-  s.emplace_back("max_tokens", Int(1, 1e9, 4096, "target+source token budget per micro-batch per rank"));
+  s.emplace_back("max_tokens", Int(1, 1e9, 4096,
+                                   "target+source token budget per micro-batch per rank (a "
+                                   "language model: its text's tokens)"));
   s.emplace_back("clip_norm", Double(0, kInf, 0.0, "global gradient-norm clip; 0 turns it off"));
   s.emplace_back("seed", Int(0, 4294967295.0, 1, "seed for initialisation, dropout and shuffling"));
-  s.emplace_back("beam_size", Int(1, 64, 4, "beam width for validation BLEU and translate"));
+  s.emplace_back("beam_size",
+                 Int(1, 64, 4, "beam width for validation BLEU, translate and generate"));
   s.emplace_back("lenpen", Double(0, 10, 1.0, "beam-search length penalty"));
-  s.emplace_back("max_len_a", Double(0, 10, 1.2, "output length limit: a·source + b"));
-  s.emplace_back("max_len_b", Int(0, 4096, 10, "output length limit: a·source + b"));
+  s.emplace_back("max_len_a", Families(Double(0, 10, 1.2, "output length limit: a·source + b"),
+                                       kEncoderFamilies));
+  s.emplace_back("max_len_b",
+                 Families(Int(0, 4096, 10, "output length limit: a·source + b"), kEncoderFamilies));
   return s;
 }
 
@@ -234,13 +266,21 @@ std::vector<std::string> HyperparameterNames() {
 
 std::string ArchFamily(const std::string& arch) {
   static const auto* families = new std::map<std::string, std::string>{
-      {"transformer", "transformer"}, {"transformer_tiny", "transformer"},
-      {"transformer_base", "transformer"}, {"transformer_big", "transformer"},
-      {"lstm", "lstm"}, {"lstm_small", "lstm"}, {"lstm_gnmt4", "lstm"},
+      {"transformer", "transformer"},
+      {"transformer_tiny", "transformer"},
+      {"transformer_base", "transformer"},
+      {"transformer_big", "transformer"},
+      {"lstm", "lstm"},
+      {"lstm_small", "lstm"},
+      {"lstm_gnmt4", "lstm"},
+      {"transformer_lm", "transformer_lm"},
+      {"transformer_lm_small", "transformer_lm"},
   };
   auto it = families->find(arch);
   return it == families->end() ? "" : it->second;
 }
+
+bool IsLanguageModelFamily(const std::string& family) { return family == "transformer_lm"; }
 
 bool AppliesTo(const HpSpec& spec, const std::string& family) {
   if (spec.families.empty()) return true;
@@ -250,40 +290,85 @@ bool AppliesTo(const HpSpec& spec, const std::string& family) {
 const std::map<std::string, Value::Map>& ArchPresets() {
   static const auto* presets = new std::map<std::string, Value::Map>{
       {"transformer_tiny",
-       {{"d_model", 256}, {"heads", 4}, {"encoder_layers", 3}, {"decoder_layers", 3},
+       {{"d_model", 256},
+        {"heads", 4},
+        {"encoder_layers", 3},
+        {"decoder_layers", 3},
         {"ffn_dim", 1024}}},
       // "transformer" is fairseq's transformer (= base sizes).
       {"transformer",
-       {{"d_model", 512}, {"heads", 8}, {"encoder_layers", 6}, {"decoder_layers", 6},
+       {{"d_model", 512},
+        {"heads", 8},
+        {"encoder_layers", 6},
+        {"decoder_layers", 6},
         {"ffn_dim", 2048}}},
       {"transformer_base",
-       {{"d_model", 512}, {"heads", 8}, {"encoder_layers", 6}, {"decoder_layers", 6},
+       {{"d_model", 512},
+        {"heads", 8},
+        {"encoder_layers", 6},
+        {"decoder_layers", 6},
         {"ffn_dim", 2048}}},
       // fairseq's transformer_vaswani_wmt_en_de_big.
       {"transformer_big",
-       {{"d_model", 1024}, {"heads", 16}, {"encoder_layers", 6}, {"decoder_layers", 6},
-        {"ffn_dim", 4096}, {"dropout", 0.3}}},
+       {{"d_model", 1024},
+        {"heads", 16},
+        {"encoder_layers", 6},
+        {"decoder_layers", 6},
+        {"ffn_dim", 4096},
+        {"dropout", 0.3}}},
       // fairseq's lstm base_architecture.
       {"lstm",
-       {{"encoder_embed_dim", 512}, {"encoder_hidden_size", 512}, {"encoder_layers", 1},
-        {"encoder_bidirectional", false}, {"decoder_embed_dim", 512},
-        {"decoder_hidden_size", 512}, {"decoder_out_embed_dim", 512}, {"decoder_layers", 1},
+       {{"encoder_embed_dim", 512},
+        {"encoder_hidden_size", 512},
+        {"encoder_layers", 1},
+        {"encoder_bidirectional", false},
+        {"decoder_embed_dim", 512},
+        {"decoder_hidden_size", 512},
+        {"decoder_out_embed_dim", 512},
+        {"decoder_layers", 1},
         {"share_decoder_input_output_embed", false}}},
       // Ours, sized for Multi30k on a CPU.
       {"lstm_small",
-       {{"encoder_embed_dim", 256}, {"encoder_hidden_size", 256}, {"encoder_layers", 1},
-        {"encoder_bidirectional", true}, {"decoder_embed_dim", 256},
-        {"decoder_hidden_size", 512}, {"decoder_out_embed_dim", 256}, {"decoder_layers", 1},
-        {"share_decoder_input_output_embed", true}, {"dropout", 0.2}}},
+       {{"encoder_embed_dim", 256},
+        {"encoder_hidden_size", 256},
+        {"encoder_layers", 1},
+        {"encoder_bidirectional", true},
+        {"decoder_embed_dim", 256},
+        {"decoder_hidden_size", 512},
+        {"decoder_out_embed_dim", 256},
+        {"decoder_layers", 1},
+        {"share_decoder_input_output_embed", true},
+        {"dropout", 0.2}}},
       // GNMT-style (Wu et al. 2016) at 4 + 4 layers: residual connections from layer 3 in the
       // encoder and the decoder; every encoder layer bidirectional (GNMT: the first only), with
       // fairseq's attention and input feeding.
       {"lstm_gnmt4",
-       {{"encoder_embed_dim", 512}, {"encoder_hidden_size", 256}, {"encoder_layers", 4},
-        {"encoder_bidirectional", true}, {"decoder_embed_dim", 512},
-        {"decoder_hidden_size", 512}, {"decoder_out_embed_dim", 512}, {"decoder_layers", 4},
-        {"share_decoder_input_output_embed", true}, {"residual_from_layer", 3},
+       {{"encoder_embed_dim", 512},
+        {"encoder_hidden_size", 256},
+        {"encoder_layers", 4},
+        {"encoder_bidirectional", true},
+        {"decoder_embed_dim", 512},
+        {"decoder_hidden_size", 512},
+        {"decoder_out_embed_dim", 512},
+        {"decoder_layers", 4},
+        {"share_decoder_input_output_embed", true},
+        {"residual_from_layer", 3},
         {"dropout", 0.2}}},
+      // fairseq's transformer_lm base_architecture (TransformerLanguageModelConfig: an untied
+      // output projection).
+      {"transformer_lm",
+       {{"d_model", 512},
+        {"heads", 8},
+        {"decoder_layers", 6},
+        {"ffn_dim", 2048},
+        {"share_decoder_input_output_embed", false}}},
+      // Ours, sized for Multi30k's English side on a CPU.
+      {"transformer_lm_small",
+       {{"d_model", 256},
+        {"heads", 4},
+        {"decoder_layers", 3},
+        {"ffn_dim", 1024},
+        {"share_decoder_input_output_embed", true}}},
   };
   return *presets;
 }

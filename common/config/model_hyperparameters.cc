@@ -7,28 +7,6 @@
 namespace sf::config {
 namespace {
 
-// The values of `arch` a trial can get: the constant, every categorical value, or the schema's
-// default when absent. Empty when `arch` was written but is not valid (already reported: an
-// unknown arch lists the known ones), so no family or cross-field check guesses at it.
-std::vector<std::string> ArchCandidates(const Hyperparameters& hps,
-                                        const HyperparameterLocations& locations) {
-  auto it = hps.find("arch");
-  if (it == hps.end()) {
-    if (locations.count("hyperparameters.arch")) return {};
-    return {FindHyperparameterSpec("arch")->default_value.as_string()};
-  }
-  std::vector<Value> values;
-  if (it->second.kind == Hyperparameter::Kind::kConst) values = {it->second.value};
-  if (it->second.kind == Hyperparameter::Kind::kCategorical) values = it->second.vals;
-  std::vector<std::string> out;
-  for (const Value& v : values) {
-    if (v.is_string() && std::find(out.begin(), out.end(), v.as_string()) == out.end()) {
-      out.push_back(v.as_string());
-    }
-  }
-  return out;
-}
-
 // Candidate values of a top-level hyperparameter in a trial of `arch`, for cross-field checks:
 // a constant, the categorical values or a small int range when given; else the arch preset's
 // value, else the schema default. Empty when unknown (a wide int range, a double space, no
@@ -65,7 +43,7 @@ std::vector<Value> Candidates(const Hyperparameters& hps, const std::string& nam
   }
 }
 
-// "a transformer model", "an lstm model".
+// "a transformer model", "an lstm model", "a transformer_lm model".
 std::string FamilyModel(const std::string& family) {
   return (family == "lstm" ? "an " : "a ") + family + " model";
 }
@@ -125,7 +103,32 @@ YAML::Node At(const HyperparameterLocations& locations, const std::string& path)
   return it == locations.end() ? YAML::Node() : it->second;
 }
 
+// Whether models of `family` have attention heads over d_model (the transformer and the
+// transformer_lm): where `heads` applies, it must divide `d_model`.
+bool HasHeads(const std::string& family) {
+  return AppliesTo(*FindHyperparameterSpec("heads"), family);
+}
+
 }  // namespace
+
+std::vector<std::string> ArchCandidates(const Hyperparameters& hps,
+                                        const HyperparameterLocations& locations) {
+  auto it = hps.find("arch");
+  if (it == hps.end()) {
+    if (locations.count("hyperparameters.arch")) return {};
+    return {FindHyperparameterSpec("arch")->default_value.as_string()};
+  }
+  std::vector<Value> values;
+  if (it->second.kind == Hyperparameter::Kind::kConst) values = {it->second.value};
+  if (it->second.kind == Hyperparameter::Kind::kCategorical) values = it->second.vals;
+  std::vector<std::string> out;
+  for (const Value& v : values) {
+    if (v.is_string() && std::find(out.begin(), out.end(), v.as_string()) == out.end()) {
+      out.push_back(v.as_string());
+    }
+  }
+  return out;
+}
 
 std::string NotForArchMessage(const HpSpec& spec, const std::string& arch) {
   std::string families;
@@ -153,14 +156,15 @@ void CheckNativeModelHyperparameters(ErrorSink& sink, const ExperimentConfig& c,
       }
     }
   }
-  std::vector<std::string> transformers, lstms;
+  std::vector<std::string> with_heads, transformers, lstms;
   for (const std::string& arch : archs) {
+    if (HasHeads(ArchFamily(arch))) with_heads.push_back(arch);
     if (ArchFamily(arch) == "transformer") transformers.push_back(arch);
     if (ArchFamily(arch) == "lstm") lstms.push_back(arch);
   }
-  // Transformer: heads must divide d_model.
+  // Transformer and transformer_lm: heads must divide d_model.
   [&] {
-    for (const std::string& arch : transformers) {
+    for (const std::string& arch : with_heads) {
       for (const Value& h : Candidates(hps, "heads", arch)) {
         for (const Value& d : Candidates(hps, "d_model", arch)) {
           if (!h.is_int() || !d.is_int() || h.as_int() <= 0) continue;
@@ -256,13 +260,15 @@ void CheckTrialModelHyperparameters(ErrorSink& sink, const Value& hparams, const
     if (!v || !v->is_int()) return std::nullopt;
     return v->as_int();
   };
-  if (family == "transformer") {
+  if (family.empty()) return;
+  if (HasHeads(family)) {
     auto d = int_of("d_model"), h = int_of("heads");
     if (d && h && *h > 0 && *d % *h != 0) {
       sink.AddNoLocation("hyperparameters.heads",
                          std::to_string(*h) + " heads do not divide d_model " + std::to_string(*d));
     }
-  } else if (family == "lstm") {
+  }
+  if (family == "lstm") {
     auto e = int_of("encoder_layers"), d = int_of("decoder_layers");
     if (e && d) {
       if (auto problem = DecoderLayersProblem(*e, *d)) {

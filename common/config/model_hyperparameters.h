@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "common/config/experiment_config.h"
 #include "common/config/hyperparameter_reader.h"
@@ -15,14 +16,22 @@
 
 namespace sf::config {
 
-// The native trainer's cross-field checks, for every value `arch` can take (its constant, each
-// categorical value, "transformer" when absent; none when `arch` itself is invalid) and, per
-// arch, every value a space can take, else the arch preset's value, else the schema default:
+// The values of `arch` a trial of the experiment can get, each once, in the order written: the
+// constant, every categorical value, or the schema's default ("transformer") when absent. Empty
+// when `arch` was written but is not valid (already reported: an unknown arch lists the known
+// ones), so that no family or cross-field check guesses at it. Also the archs the data and
+// metric rules check (data_config.h, ParseExperimentConfig).
+std::vector<std::string> ArchCandidates(const Hyperparameters& hps,
+                                        const HyperparameterLocations& locations);
+
+// The native trainer's cross-field checks, for every value `arch` can take (ArchCandidates)
+// and, per arch, every value a space can take, else the arch preset's value, else the schema
+// default:
 //  - a hyperparameter given that does not apply to the family of one of those archs is refused
-//    at its path ("hyperparameters.heads: does not apply to arch lstm_small (an lstm model); it
-//    applies to the transformer family");
-//  - transformer family: `heads` divides `d_model`, `share_embeddings: true` needs a shared
-//    vocabulary (data.tokenizer.shared) and a tied output projection;
+//    at its path (NotForArchMessage);
+//  - transformer and transformer_lm families: `heads` divides `d_model`;
+//  - transformer family: `share_embeddings: true` needs a shared vocabulary
+//    (data.tokenizer.shared) and a tied output projection;
 //  - lstm family: `decoder_layers` <= `encoder_layers`, and `share_decoder_input_output_embed:
 //    true` needs `decoder_out_embed_dim` == `decoder_embed_dim`.
 // Each rule is reported once, at a path the user wrote where there is one. Not for free-form
@@ -31,7 +40,9 @@ void CheckNativeModelHyperparameters(ErrorSink& sink, const ExperimentConfig& co
                                      const HyperparameterLocations& locations);
 
 // The refusal of a hyperparameter that does not apply to `arch`: "does not apply to arch
-// lstm_small (an lstm model); it applies to the transformer family".
+// lstm_small (an lstm model); it applies to the transformer and transformer_lm families",
+// "does not apply to arch transformer_lm_small (a transformer_lm model); it applies to the
+// transformer and lstm families".
 std::string NotForArchMessage(const HpSpec& spec, const std::string& arch);
 
 // The same rules on one trial's concrete hyperparameters (already checked one by one), for a

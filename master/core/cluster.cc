@@ -46,16 +46,7 @@ std::vector<config::ConfigError> CheckDataFiles(const config::ExperimentConfig& 
       errors.push_back({path, "\"" + file + "\" cannot be read by the cluster", 0, 0});
     }
   };
-  check("data.train.src", c.data.train.src);
-  check("data.train.tgt", c.data.train.tgt);
-  if (c.data.valid) {
-    check("data.valid.src", c.data.valid->src);
-    check("data.valid.tgt", c.data.valid->tgt);
-  }
-  if (c.data.test) {
-    check("data.test.src", c.data.test->src);
-    check("data.test.tgt", c.data.test->tgt);
-  }
+  for (const auto& [key, file] : config::DataFiles(c.data)) check(key, file);
   return errors;
 }
 

@@ -183,6 +183,7 @@ TEST(ExperimentConfigTest, DefaultsComeFromTheArchPreset) {
 }
 
 // ---- architecture families (transformer, lstm): which hyperparameters apply to which arch
+// (the transformer_lm family and monolingual data: language_model_config_test.cc)
 
 // The base document with its hyperparameters replaced by `hyperparameters` (the section's
 // body, indented) and, when `grid`, a grid searcher.
@@ -216,13 +217,16 @@ TEST(ArchFamilyTest, EveryArchHasAFamilyAndAPresetOfItsOwnFamily) {
   EXPECT_EQ(ArchFamily("lstm"), "lstm");
   EXPECT_EQ(ArchFamily("lstm_small"), "lstm");
   EXPECT_EQ(ArchFamily("lstm_gnmt4"), "lstm");
+  EXPECT_EQ(ArchFamily("transformer_lm"), "transformer_lm");
+  EXPECT_EQ(ArchFamily("transformer_lm_small"), "transformer_lm");
   EXPECT_EQ(ArchFamily("lstm_tiny"), "");
   EXPECT_EQ(ArchFamily(""), "");
   const HpSpec* arch = FindHyperparameterSpec("arch");
   ASSERT_NE(arch, nullptr);
   EXPECT_EQ(arch->options,
             (std::vector<std::string>{"transformer", "transformer_tiny", "transformer_base",
-                                      "transformer_big", "lstm", "lstm_small", "lstm_gnmt4"}));
+                                      "transformer_big", "lstm", "lstm_small", "lstm_gnmt4",
+                                      "transformer_lm", "transformer_lm_small"}));
   for (const std::string& a : arch->options) {
     auto preset = ArchPresets().find(a);
     ASSERT_NE(preset, ArchPresets().end()) << a;
@@ -235,14 +239,13 @@ TEST(ArchFamilyTest, EveryArchHasAFamilyAndAPresetOfItsOwnFamily) {
 }
 
 TEST(ArchFamilyTest, EachHyperparameterAppliesToItsFamilies) {
-  const std::vector<std::string> transformer_only = {"d_model",
-                                                     "heads",
-                                                     "ffn_dim",
-                                                     "attention_dropout",
-                                                     "activation_dropout",
-                                                     "activation",
-                                                     "normalize_before",
-                                                     "share_embeddings"};
+  // Transformer layers: the encoder-decoder Transformer and the language model.
+  const std::vector<std::string> attention = {
+      "d_model",    "heads",           "ffn_dim", "attention_dropout", "activation_dropout",
+      "activation", "normalize_before"};
+  // An encoder, and a source sentence to size the output by: the two that translate.
+  const std::vector<std::string> translation = {"encoder_layers", "max_len_a", "max_len_b"};
+  const std::vector<std::string> transformer_only = {"share_embeddings"};
   const std::vector<std::string> lstm_only = {"encoder_embed_dim",     "encoder_hidden_size",
                                               "encoder_bidirectional", "encoder_dropout_in",
                                               "encoder_dropout_out",   "decoder_embed_dim",
@@ -253,10 +256,24 @@ TEST(ArchFamilyTest, EachHyperparameterAppliesToItsFamilies) {
     return std::find(v.begin(), v.end(), x) != v.end();
   };
   for (const auto& [name, spec] : HyperparameterSchema()) {
+    const bool everywhere = !in(attention, name) && !in(translation, name) &&
+                            !in(transformer_only, name) && !in(lstm_only, name);
     EXPECT_EQ(AppliesTo(spec, "transformer"), !in(lstm_only, name)) << name;
-    EXPECT_EQ(AppliesTo(spec, "lstm"), !in(transformer_only, name)) << name;
+    EXPECT_EQ(AppliesTo(spec, "lstm"), everywhere || in(translation, name) || in(lstm_only, name))
+        << name;
+    EXPECT_EQ(AppliesTo(spec, "transformer_lm"), everywhere || in(attention, name)) << name;
   }
-  for (const auto& name : lstm_only) EXPECT_NE(FindHyperparameterSpec(name), nullptr) << name;
+  for (const auto& list : {attention, translation, transformer_only, lstm_only}) {
+    for (const auto& name : list) EXPECT_NE(FindHyperparameterSpec(name), nullptr) << name;
+  }
+  // Every family, as before: the training knobs, beam search (the LM's generate searches too).
+  for (const char* name : {"arch", "decoder_layers", "dropout", "share_decoder_input_output_embed",
+                           "label_smoothing", "lr", "lr_schedule", "optimizer", "max_tokens",
+                           "clip_norm", "seed", "beam_size", "lenpen"}) {
+    const HpSpec* spec = FindHyperparameterSpec(name);
+    ASSERT_NE(spec, nullptr) << name;
+    EXPECT_TRUE(spec->families.empty()) << name;
+  }
 }
 
 TEST(ArchFamilyTest, LstmSmallExperimentValidatesAndCompletesFromItsPreset) {
@@ -334,7 +351,7 @@ TEST(ArchFamilyTest, TransformerHyperparameterForAnLstmIsRefusedByName) {
   ASSERT_EQ(r.errors.size(), 1u);
   EXPECT_EQ(r.errors[0].ToString(),
             "hyperparameters.heads: does not apply to arch lstm_small (an lstm model); it applies "
-            "to the transformer family");
+            "to the transformer and transformer_lm families");
   EXPECT_GT(r.errors[0].line, 0) << "located at the hyperparameter";
 }
 
@@ -360,7 +377,7 @@ TEST(ArchFamilyTest, GridOverArchRefusesAHyperparameterOfOneFamily) {
     ASSERT_EQ(r.errors.size(), 1u) << vals << "\n" << r.ErrorText();
     EXPECT_EQ(r.errors[0].ToString(),
               "hyperparameters.d_model: does not apply to arch lstm_small (an lstm model); it "
-              "applies to the transformer family")
+              "applies to the transformer and transformer_lm families")
         << vals;
   }
 }
@@ -461,7 +478,8 @@ TEST(ArchFamilyTest, UnknownArchListsTheKnownOnesAndNothingElse) {
   ASSERT_EQ(r.errors.size(), 1u) << r.ErrorText();
   EXPECT_EQ(r.errors[0].ToString(),
             "hyperparameters.arch: \"lstm_smal\" must be one of transformer, transformer_tiny, "
-            "transformer_base, transformer_big, lstm, lstm_small, lstm_gnmt4 (did you mean \"lstm_small\"?)");
+            "transformer_base, transformer_big, lstm, lstm_small, lstm_gnmt4, transformer_lm, "
+            "transformer_lm_small (did you mean \"lstm_small\"?)");
 }
 
 TEST(ArchFamilyTest, TrialHyperparametersOfAnLstmAreChecked) {
@@ -478,7 +496,7 @@ TEST(ArchFamilyTest, TrialHyperparametersOfAnLstmAreChecked) {
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_EQ(errors[0].ToString(),
             "hyperparameters.heads: does not apply to arch lstm_small (an lstm model); it applies "
-            "to the transformer family");
+            "to the transformer and transformer_lm families");
   errors = ValidateTrialHyperparameters(
       Value(Value::Map{{"arch", "transformer_tiny"}, {"decoder_hidden_size", 256}}));
   ASSERT_EQ(errors.size(), 1u);
