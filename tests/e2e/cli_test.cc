@@ -6,6 +6,7 @@
 // as the REST API reports it matches what the CLI said.
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -251,6 +252,51 @@ TEST_F(CliEndToEnd, CreateRejectsBadInputWithExitTwoAndSubmitsNothing) {
   EXPECT_EQ(absent.exit_code, 2) << absent.out << absent.err;
   EXPECT_TRUE(Contains(absent.err, "absent.yaml")) << absent.err;
   EXPECT_EQ(Count(cluster_->db(), "SELECT count(*) FROM experiments"), before);
+}
+
+// A language model (arch transformer_lm_small) on one-sided text given by paths relative to the
+// experiment file: `sf config validate` checks the files under the keys written, `sf experiment
+// create` sends them absolute under those keys, the master checks them, and the trial trains,
+// validates by perplexity and checkpoints weights that say arch transformer_lm.
+TEST_F(CliEndToEnd, CreateFollowTrainsALanguageModelOnOneSidedTextGivenRelatively) {
+  const std::string data = DataCopy("multi30k-de-en-tiny");
+  fs::create_directories(scratch_->path() + "/lm-data");
+  for (const char* f : {"train.en", "valid.en"}) fs::copy_file(data + "/" + f, scratch_->path() + "/lm-data/" + f);
+  const std::string yaml = "name: cli-lm\n"
+                           "data:\n"
+                           "  train: {text: lm-data/train.en}\n"
+                           "  valid: {text: lm-data/valid.en}\n"
+                           "  tokenizer: {type: sentencepiece, vocab_size: 300, model_type: bpe}\n"
+                           "hyperparameters:\n"
+                           "  arch: transformer_lm_small\n"
+                           "  d_model: 32\n  heads: 2\n  decoder_layers: 1\n  ffn_dim: 64\n"
+                           "  lr: 0.002\n"
+                           "  lr_schedule: {type: inverse_sqrt, warmup: 4}\n"
+                           "  max_tokens: 400\n"
+                           "searcher: {name: single, metric: validation_perplexity, max_length: {batches: 8}}\n"
+                           "scheduling_unit: 4\n"
+                           "min_checkpoint_period: {batches: 8}\n";
+  const std::string file = WriteExperiment("lm", yaml);
+  SfRun valid = Sf({"config", "validate", file});
+  EXPECT_EQ(valid.exit_code, 0) << valid.out << valid.err;
+  SfRun run = Sf({"experiment", "create", file, "--follow"}, seconds(300));
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  const int64_t id = CreatedId(run.out);
+  ASSERT_GT(id, 0) << run.out;
+  const Value trial = Trial(id);
+  ASSERT_EQ(Field(trial, "state"), "TRIAL_STATE_COMPLETED") << trial.ToJson();
+  auto [code, m] = cluster_->Get("/api/v1/trials/" + std::to_string(Id(trial)) + "/metrics?kind=validation");
+  ASSERT_EQ(code, 200);
+  ASSERT_FALSE(m.Find("metrics")->as_list().empty()) << m.ToJson();
+  const Value* ppl = m.Find("metrics")->as_list().back().Find("values")->Find("validation_perplexity");
+  ASSERT_NE(ppl, nullptr) << m.ToJson();
+  EXPECT_GT(ppl->as_double(), 1.0);
+  EXPECT_TRUE(std::isfinite(ppl->as_double()));
+  auto [ck_code, cks] = cluster_->Get("/api/v1/experiments/" + std::to_string(id) + "/checkpoints");
+  ASSERT_EQ(ck_code, 200);
+  ASSERT_FALSE(cks.Find("checkpoints")->as_list().empty()) << cks.ToJson();
+  const std::string weights = cks.Find("checkpoints")->as_list().back().Find("path")->as_string() + "/model.safetensors";
+  EXPECT_TRUE(Contains(ReadAll(weights).substr(0, 4096), "\"arch\":\"transformer_lm\"")) << weights;
 }
 
 TEST_F(CliEndToEnd, ListShowsIdNameAndStateInTheTableAndAsJson) {

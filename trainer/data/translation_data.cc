@@ -23,6 +23,12 @@ namespace {
 constexpr const char* kFormatVersion = "steadfast-data-v1";
 constexpr const char* kSplitNames[3] = {"train", "valid", "test"};
 
+// The file that names the training data in messages and places the cache: the source side, or
+// the one side of monolingual text.
+const std::string& TrainFile(const config::DataConfig& c) {
+  return c.train.monolingual() ? c.train.tgt : c.train.src;
+}
+
 struct SplitFiles {
   const char* name;
   const config::ParallelFiles* files;
@@ -40,7 +46,11 @@ Result<std::string> ComputeHash(const config::DataConfig& c, const DataOptions& 
   h.UpdateField(kFormatVersion);
   for (const auto& s : Splits(c)) {
     h.UpdateField(s.name);
-    SF_RETURN_IF_ERROR(HashFileInto(s.files->src, h));
+    if (s.files->monolingual()) {
+      h.UpdateField("monolingual");
+    } else {
+      SF_RETURN_IF_ERROR(HashFileInto(s.files->src, h));
+    }
     SF_RETURN_IF_ERROR(HashFileInto(s.files->tgt, h));
   }
   const auto& t = c.tokenizer;
@@ -83,7 +93,7 @@ bool WritableDir(const std::string& dir) {
 std::vector<std::string> CacheRoots(const config::DataConfig& c, const DataOptions& o) {
   if (!o.cache_dir.empty()) return {o.cache_dir};
   std::vector<std::string> roots;
-  fs::path data_dir = fs::path(c.train.src).parent_path();
+  fs::path data_dir = fs::path(TrainFile(c)).parent_path();
   if (data_dir.empty()) data_dir = ".";
   roots.push_back((data_dir / ".steadfast-cache").string());
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) {
@@ -141,12 +151,15 @@ struct Encoded {
   SplitCounts counts;
 };
 
+// Monolingual text (`monolingual`) has no source side: text.src is empty and every pair gets an
+// empty source, so only the target side is checked.
 Encoded EncodeSplit(const ParallelText& text, const SentencePieceModel& src_model,
-                    const SentencePieceModel& tgt_model, const config::DataConfig& c) {
+                    const SentencePieceModel& tgt_model, const config::DataConfig& c, bool monolingual) {
   Encoded e;
-  e.counts.lines = int64_t(text.src.size());
-  for (size_t i = 0; i < text.src.size(); ++i) {
-    const std::string& s = text.src[i];
+  e.counts.lines = int64_t(text.tgt.size());
+  static const std::string kNoSource = "-";
+  for (size_t i = 0; i < text.tgt.size(); ++i) {
+    const std::string& s = monolingual ? kNoSource : text.src[i];
     const std::string& t = text.tgt[i];
     if (IsBlankLine(s) || IsBlankLine(t)) {
       ++e.counts.empty;
@@ -156,9 +169,9 @@ Encoded EncodeSplit(const ParallelText& text, const SentencePieceModel& src_mode
       ++e.counts.junk;
       continue;
     }
-    std::vector<int32_t> si = src_model.Encode(s);
+    std::vector<int32_t> si = monolingual ? std::vector<int32_t>{} : src_model.Encode(s);
     std::vector<int32_t> ti = tgt_model.Encode(t);
-    if (si.empty() || ti.empty()) {
+    if ((!monolingual && si.empty()) || ti.empty()) {
       ++e.counts.junk;
       continue;
     }
@@ -171,17 +184,18 @@ Encoded EncodeSplit(const ParallelText& text, const SentencePieceModel& src_mode
     e.tgt.push_back(std::move(ti));
     e.lines.push_back(int64_t(i) + 1);
   }
-  e.counts.kept = int64_t(e.src.size());
+  e.counts.kept = int64_t(e.tgt.size());
   return e;
 }
 
-// Lines usable for tokenizer training: not blank, not junk.
+// Lines usable for tokenizer training: not blank, not junk, and (parallel text) neither is the
+// other side's line (`other` empty: monolingual text).
 std::string TrainingText(const std::vector<std::string>& lines,
                          const std::vector<std::string>& other) {
   std::string out;
   for (size_t i = 0; i < lines.size(); ++i) {
-    if (IsBlankLine(lines[i]) || IsMarkerOnlyLine(lines[i]) || IsBlankLine(other[i]) ||
-        IsMarkerOnlyLine(other[i])) {
+    if (IsBlankLine(lines[i]) || IsMarkerOnlyLine(lines[i]) ||
+        (!other.empty() && (IsBlankLine(other[i]) || IsMarkerOnlyLine(other[i])))) {
       continue;
     }
     out += lines[i];
@@ -194,7 +208,12 @@ Status BuildEntry(const config::DataConfig& c, const DataOptions& o, const std::
   // 1. Read and check every split before spending time on the tokenizer.
   std::vector<std::pair<std::string, ParallelText>> texts;
   for (const auto& s : Splits(c)) {
-    SF_ASSIGN_OR_RETURN(ParallelText t, ReadParallelText(s.files->src, s.files->tgt));
+    ParallelText t;
+    if (s.files->monolingual()) {
+      SF_ASSIGN_OR_RETURN(t.tgt, ReadTextLines(s.files->tgt));
+    } else {
+      SF_ASSIGN_OR_RETURN(t, ReadParallelText(s.files->src, s.files->tgt));
+    }
     texts.emplace_back(s.name, std::move(t));
   }
   // 2. Tokenizer(s).
@@ -222,9 +241,10 @@ Status BuildEntry(const config::DataConfig& c, const DataOptions& o, const std::
     opt.character_coverage = tc.character_coverage;
     opt.seed = o.tokenizer_seed;
     std::vector<std::pair<std::string, std::string>> models;  // (output, text)
-    std::string src_text = TrainingText(train.src, train.tgt);
+    const bool monolingual = c.train.monolingual();
+    std::string src_text = monolingual ? "" : TrainingText(train.src, train.tgt);
     std::string tgt_text = TrainingText(train.tgt, train.src);
-    if (tc.shared) {
+    if (tc.shared || monolingual) {  // one side: one model
       models.emplace_back(dir + "/spm.model", src_text + tgt_text);
     } else {
       models.emplace_back(dir + "/spm.src.model", src_text);
@@ -254,8 +274,8 @@ Status BuildEntry(const config::DataConfig& c, const DataOptions& o, const std::
   for (auto& [name, text] : texts) {
     log::Info(
         "data",
-        {{"event", "binarizing"}, {"split", name}, {"lines", std::to_string(text.src.size())}});
-    Encoded e = EncodeSplit(text, *src_model, tgt, c);
+        {{"event", "binarizing"}, {"split", name}, {"lines", std::to_string(text.tgt.size())}});
+    Encoded e = EncodeSplit(text, *src_model, tgt, c, c.train.monolingual());
     SF_RETURN_IF_ERROR(WriteTokenFile(dir + "/" + name + ".src.bin", e.src, e.lines));
     SF_RETURN_IF_ERROR(WriteTokenFile(dir + "/" + name + ".tgt.bin", e.tgt, e.lines));
     meta += CountsLine(name, e.counts) + "\n";
@@ -331,6 +351,7 @@ Result<std::unique_ptr<TranslationData>> TranslationData::Open(const config::Dat
   d->cache_path_ = entry;
   d->hash_ = hash;
   d->reused_ = reused;
+  d->monolingual_ = c.train.monolingual();
   SF_ASSIGN_OR_RETURN(auto meta, ReadMeta(entry + "/meta.txt"));
   for (const auto& s : Splits(c)) {
     SF_ASSIGN_OR_RETURN(auto src, MappedTokenFile::Open(entry + "/" + s.name + ".src.bin"));
@@ -347,7 +368,8 @@ Result<std::unique_ptr<TranslationData>> TranslationData::Open(const config::Dat
       d->test_ = std::move(ds);
   }
   if (d->train_->size() == 0) {
-    return InvalidArgument("file " + c.train.src + ": no usable training pairs (all " +
+    return InvalidArgument("file " + TrainFile(c) + ": no usable training " +
+                           (c.train.monolingual() ? "lines" : "pairs") + " (all " +
                            std::to_string(d->train_->counts().lines) + " skipped)");
   }
   if (fs::exists(entry + "/spm.model")) {

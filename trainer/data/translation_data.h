@@ -11,6 +11,8 @@
 //  2. Look for that entry beside the data (`<dir of train.src>/.steadfast-cache/`), then in
 //     $XDG_CACHE_HOME/steadfast (or ~/.cache/steadfast), then /tmp/steadfast-cache. Found: map
 //     it and log `event=reused` — no tokenizer training, no binarizing.
+//     Monolingual text ({text: FILE}, a language model's data) is one file per split: it is the
+//     target side, every source is empty, and the tokenizer is trained on it alone.
 //  3. Otherwise read and check the text (parallel_text.h: missing/empty files, unequal line
 //     counts, invalid UTF-8, each naming file and line), train SentencePiece on the training
 //     text when data.tokenizer.model is absent (shared: one model on source+target; not
@@ -94,6 +96,9 @@ class TranslationData {
     return tgt_tokenizer_ ? *tgt_tokenizer_ : *src_tokenizer_;
   }
   bool shared_vocabulary() const { return tgt_tokenizer_ == nullptr; }
+  // One-sided text (data splits given as {text: FILE}): every pair's source is empty, the text
+  // is the target side, and there is one tokenizer.
+  bool monolingual() const { return monolingual_; }
 
   // The cache entry directory, and whether this Open found it already built.
   const std::string& cache_path() const { return cache_path_; }
@@ -106,6 +111,7 @@ class TranslationData {
   std::unique_ptr<SentencePieceModel> src_tokenizer_, tgt_tokenizer_;
   std::string cache_path_, hash_;
   bool reused_ = false;
+  bool monolingual_ = false;
 };
 
 }  // namespace sf::data

@@ -12,7 +12,8 @@ namespace sf {
 
 std::unique_ptr<Generator> MakeGenerator(Seq2SeqModel<float>* model) {
   if (auto* lstm = dynamic_cast<LstmModel<float>*>(model)) return std::make_unique<LstmGenerator>(lstm);
-  return std::make_unique<Translator>(static_cast<Transformer<float>*>(model));
+  if (auto* transformer = dynamic_cast<Transformer<float>*>(model)) return std::make_unique<Translator>(transformer);
+  return nullptr;  // a language model translates nothing (lm_generator.h continues text)
 }
 
 Result<std::vector<Hypothesis>> SearchInBatches(const std::vector<std::vector<int32_t>>& sources,

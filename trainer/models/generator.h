@@ -29,7 +29,8 @@ class Generator {
                                                     const BeamOptions& options) = 0;
 };
 
-// The generator of `model`'s family; `model` must outlive it.
+// The generator of `model`'s family; `model` must outlive it. Null for a language model, which
+// has no source to translate (lm_generator.h).
 std::unique_ptr<Generator> MakeGenerator(Seq2SeqModel<float>* model);
 
 // Checks the sources against `shape` (the errors above), sorts them by length and cuts them

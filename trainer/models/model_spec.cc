@@ -6,23 +6,27 @@
 namespace sf {
 
 const std::vector<std::string>& ModelFamilies() {
-  static const std::vector<std::string> families = {"transformer", "lstm"};
+  static const std::vector<std::string> families = {"transformer", "lstm", "transformer_lm"};
   return families;
 }
 
 ModelShape ModelSpec::shape() const {
   if (family == "lstm") return ModelShape{lstm.src_vocab, lstm.tgt_vocab, lstm.pad_id, lstm.max_positions};
+  if (family == "transformer_lm") return ModelShape{lm.vocab, lm.vocab, lm.pad_id, lm.max_positions};
   return ModelShape{transformer.src_vocab, transformer.tgt_vocab, transformer.pad_id, transformer.max_positions};
 }
 
 std::map<std::string, std::string> ModelSpec::metadata() const {
-  return family == "lstm" ? LstmMetadata(lstm) : ConfigMetadata(transformer);
+  if (family == "lstm") return LstmMetadata(lstm);
+  if (family == "transformer_lm") return TransformerLmMetadata(lm);
+  return ConfigMetadata(transformer);
 }
 
 Status ModelSpec::Validate() const {
   if (family == "lstm") return lstm.Validate();
   if (family == "transformer") return transformer.Validate();
-  return InvalidArgument("model family '" + family + "' is not one of transformer, lstm");
+  if (family == "transformer_lm") return lm.Validate();
+  return InvalidArgument("model family '" + family + "' is not one of transformer, lstm, transformer_lm");
 }
 
 Result<ModelSpec> ModelSpecFromMetadata(const std::map<std::string, std::string>& m) {
@@ -34,6 +38,8 @@ Result<ModelSpec> ModelSpecFromMetadata(const std::map<std::string, std::string>
     SF_ASSIGN_OR_RETURN(spec.transformer, ConfigFromMetadata(m));
   } else if (spec.family == "lstm") {
     SF_ASSIGN_OR_RETURN(spec.lstm, LstmConfigFromMetadata(m));
+  } else if (spec.family == "transformer_lm") {
+    SF_ASSIGN_OR_RETURN(spec.lm, TransformerLmConfigFromMetadata(m));
   } else {
     std::string known;
     for (const auto& f : ModelFamilies()) known += (known.empty() ? "" : ", ") + f;
@@ -63,6 +69,7 @@ Status CheckMetadataFits(const std::map<std::string, std::string>& metadata, con
 
 std::unique_ptr<Seq2SeqModel<float>> MakeModel(const ModelSpec& spec, Backend<float>* backend, DType compute) {
   if (spec.family == "lstm") return std::make_unique<LstmModel<float>>(spec.lstm, backend, compute);
+  if (spec.family == "transformer_lm") return std::make_unique<TransformerLm<float>>(spec.lm, backend, compute);
   return std::make_unique<Transformer<float>>(spec.transformer, backend, compute);
 }
 

@@ -12,13 +12,18 @@
 #include "trainer/models/lstm_config.h"
 #include "trainer/models/seq2seq_model.h"
 #include "trainer/models/transformer.h"
+#include "trainer/models/transformer_lm.h"
 
 namespace sf {
 
 struct ModelSpec {
-  std::string family = "transformer";  // "transformer" | "lstm"
+  std::string family = "transformer";  // "transformer" | "lstm" | "transformer_lm"
   TransformerConfig transformer;       // family "transformer"
   LstmConfig lstm;                     // family "lstm"
+  TransformerLmConfig lm;              // family "transformer_lm"
+
+  // A decoder-only language model: it scores and continues text, and translates nothing.
+  bool language_model() const { return family == "transformer_lm"; }
 
   ModelShape shape() const;
   // The weights' __metadata__ of this model (what Seq2SeqModel::Metadata() returns).
@@ -29,7 +34,8 @@ struct ModelSpec {
 // The families the engine trains.
 const std::vector<std::string>& ModelFamilies();
 
-// The architecture a weights file describes, by its "arch" key ("transformer", "lstm").
+// The architecture a weights file describes, by its "arch" key ("transformer", "lstm",
+// "transformer_lm").
 // Errors name the key and value; an unknown arch lists the known families.
 Result<ModelSpec> ModelSpecFromMetadata(const std::map<std::string, std::string>& metadata);
 

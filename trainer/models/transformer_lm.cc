@@ -5,6 +5,7 @@
 #include <cstring>
 #include <random>
 
+#include "trainer/models/model_metadata.h"
 #include "trainer/models/transformer_init.h"
 
 namespace sf {
@@ -51,7 +52,37 @@ std::map<std::string, std::string> TransformerLmMetadata(const TransformerLmConf
           {"tgt_vocab", std::to_string(c.vocab)},
           {"pad_id", std::to_string(c.pad_id)},
           {"max_positions", std::to_string(c.max_positions)},
-          {"label_smoothing", std::to_string(c.label_smoothing)}};
+          {"label_smoothing", MetaText(c.label_smoothing)}};
+}
+
+Result<TransformerLmConfig> TransformerLmConfigFromMetadata(const std::map<std::string, std::string>& m) {
+  auto arch = m.find("arch");
+  if (arch == m.end() || arch->second != "transformer_lm") {
+    return InvalidArgument("__metadata__ arch: not 'transformer_lm'");
+  }
+  TransformerLmConfig c;
+  SF_ASSIGN_OR_RETURN(c.d_model, MetaInt(m, "d_model"));
+  SF_ASSIGN_OR_RETURN(c.heads, MetaInt(m, "heads"));
+  SF_ASSIGN_OR_RETURN(c.layers, MetaInt(m, "decoder_layers"));
+  if (c.layers > 1024) return InvalidArgument("__metadata__ decoder_layers: out of range");
+  SF_ASSIGN_OR_RETURN(c.ffn_dim, MetaInt(m, "ffn_dim"));
+  auto act = m.find("activation");
+  if (act == m.end()) return InvalidArgument("__metadata__ has no 'activation'");
+  if (act->second != "relu" && act->second != "gelu") {
+    return InvalidArgument("__metadata__ activation: '" + act->second + "' is not relu or gelu");
+  }
+  c.activation = act->second == "gelu" ? Activation::kGelu : Activation::kRelu;
+  SF_ASSIGN_OR_RETURN(c.normalize_before, MetaBool(m, "normalize_before"));
+  SF_ASSIGN_OR_RETURN(c.share_input_output_embed, MetaBool(m, "share_decoder_input_output_embed"));
+  SF_ASSIGN_OR_RETURN(c.vocab, MetaInt(m, "tgt_vocab"));
+  SF_ASSIGN_OR_RETURN(int64_t pad, MetaInt(m, "pad_id"));
+  if (pad < 0 || pad > INT32_MAX) return InvalidArgument("__metadata__ pad_id: out of range");
+  c.pad_id = static_cast<int32_t>(pad);
+  SF_ASSIGN_OR_RETURN(c.max_positions, MetaInt(m, "max_positions"));
+  SF_ASSIGN_OR_RETURN(c.label_smoothing, MetaFloatOr(m, "label_smoothing", c.label_smoothing));
+  Status st = c.Validate();
+  if (!st.ok()) return st.WithContext("__metadata__");
+  return c;
 }
 
 template <typename T>

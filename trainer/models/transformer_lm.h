@@ -55,6 +55,9 @@ struct TransformerLmConfig {
 // activation, normalize_before, share_decoder_input_output_embed, vocab (as tgt_vocab), pad_id,
 // max_positions, label_smoothing.
 std::map<std::string, std::string> TransformerLmMetadata(const TransformerLmConfig& config);
+// Its inverse. Errors name the key ("__metadata__ heads: 'x' is not an integer") or the field
+// Validate refuses.
+Result<TransformerLmConfig> TransformerLmConfigFromMetadata(const std::map<std::string, std::string>& metadata);
 
 template <typename T>
 class TransformerLm final : public Seq2SeqModel<T> {

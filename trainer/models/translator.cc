@@ -1,167 +1,19 @@
 #include "trainer/models/translator.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numeric>
 
 #include "trainer/models/device_decoder.h"
+#include "trainer/models/host_decoding.h"
 
 namespace sf {
-namespace {
-
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-typedef float v8f __attribute__((vector_size(32)));
-
-inline v8f Load8(const float* p) {
-  v8f v;
-  __builtin_memcpy(&v, p, sizeof v);
-  return v;
-}
-inline float Sum8(v8f v) {
-  return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
-}
-
-// y[i, j] = dot(x[i, :], w[j, :]) + b[j] for i < m, j < n (w is [n, k], row-major; b may be
-// null). Every output is computed by the same code in the same order whatever m is, so a row's
-// result does not depend on the rows computed with it.
-void Linear(const float* x, int64_t m, int64_t k, const float* w, const float* b, int64_t n,
-            float* y) {
-  constexpr int64_t kBlock = 16;  // weight rows per task: 16 * k floats stay in L1
-  const int64_t blocks = (n + kBlock - 1) / kBlock;
-  const int64_t k8 = k / 8 * 8;
-#pragma omp parallel for schedule(static) if (m * n * k > 32768)
-  for (int64_t jb = 0; jb < blocks; ++jb) {
-    const int64_t j0 = jb * kBlock, j1 = std::min(n, j0 + kBlock);
-    for (int64_t i = 0; i < m; ++i) {
-      const float* xi = x + i * k;
-      int64_t j = j0;
-      for (; j + 4 <= j1; j += 4) {
-        const float* w0 = w + j * k;
-        const float* w1 = w0 + k;
-        const float* w2 = w1 + k;
-        const float* w3 = w2 + k;
-        v8f a0 = {}, a1 = {}, a2 = {}, a3 = {};
-        for (int64_t p = 0; p < k8; p += 8) {
-          const v8f xv = Load8(xi + p);
-          a0 += xv * Load8(w0 + p);
-          a1 += xv * Load8(w1 + p);
-          a2 += xv * Load8(w2 + p);
-          a3 += xv * Load8(w3 + p);
-        }
-        float s0 = Sum8(a0), s1 = Sum8(a1), s2 = Sum8(a2), s3 = Sum8(a3);
-        for (int64_t p = k8; p < k; ++p) {
-          s0 += xi[p] * w0[p];
-          s1 += xi[p] * w1[p];
-          s2 += xi[p] * w2[p];
-          s3 += xi[p] * w3[p];
-        }
-        float* yi = y + i * n + j;
-        yi[0] = s0 + (b ? b[j] : 0.0f);
-        yi[1] = s1 + (b ? b[j + 1] : 0.0f);
-        yi[2] = s2 + (b ? b[j + 2] : 0.0f);
-        yi[3] = s3 + (b ? b[j + 3] : 0.0f);
-      }
-      for (; j < j1; ++j) {
-        const float* wj = w + j * k;
-        v8f a = {};
-        for (int64_t p = 0; p < k8; p += 8) a += Load8(xi + p) * Load8(wj + p);
-        float s = Sum8(a);
-        for (int64_t p = k8; p < k; ++p) s += xi[p] * wj[p];
-        y[i * n + j] = s + (b ? b[j] : 0.0f);
-      }
-    }
-  }
-}
-
-void RowLayerNorm(const float* x, const float* gamma, const float* beta, float* y, int64_t rows,
-               int64_t cols) {
-#pragma omp parallel for schedule(static) if (rows > 16)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * cols;
-    double mean = 0, var = 0;
-    for (int64_t c = 0; c < cols; ++c) mean += xr[c];
-    mean /= static_cast<double>(cols);
-    for (int64_t c = 0; c < cols; ++c) var += (xr[c] - mean) * (xr[c] - mean);
-    var /= static_cast<double>(cols);
-    const float m = static_cast<float>(mean);
-    const float rstd = static_cast<float>(1.0 / std::sqrt(var + 1e-5));
-    float* yr = y + r * cols;
-    for (int64_t c = 0; c < cols; ++c) yr[c] = (xr[c] - m) * rstd * gamma[c] + beta[c];
-  }
-}
-
-// One query row of multi-head attention: for each head, softmax over keys 0..nkeys-1 (skipping
-// masked keys) of scale * q.k, then the weighted sum of values. k, v: [nkeys, kv_stride] with
-// head h at columns h*D.
-void AttendRow(const float* q, const float* k, const float* v, int64_t kv_stride, int64_t nkeys,
-               const uint8_t* key_pad, int64_t heads, int64_t head_dim, float scale, float* out,
-               float* scores) {
-  for (int64_t h = 0; h < heads; ++h) {
-    const float* qh = q + h * head_dim;
-    float mx = kNegInf;
-    for (int64_t t = 0; t < nkeys; ++t) {
-      if (key_pad && key_pad[t]) {
-        scores[t] = kNegInf;
-        continue;
-      }
-      const float* kt = k + t * kv_stride + h * head_dim;
-      float s = 0;
-      for (int64_t d = 0; d < head_dim; ++d) s += qh[d] * kt[d];
-      scores[t] = s * scale;
-      mx = std::max(mx, scores[t]);
-    }
-    float* oh = out + h * head_dim;
-    std::fill(oh, oh + head_dim, 0.0f);
-    if (mx == kNegInf) continue;  // every key masked
-    float sum = 0;
-    for (int64_t t = 0; t < nkeys; ++t) {
-      scores[t] = scores[t] == kNegInf ? 0.0f : std::exp(scores[t] - mx);
-      sum += scores[t];
-    }
-    const float inv = 1.0f / sum;
-    for (int64_t t = 0; t < nkeys; ++t) {
-      if (scores[t] == 0.0f) continue;
-      const float p = scores[t] * inv;
-      const float* vt = v + t * kv_stride + h * head_dim;
-      for (int64_t d = 0; d < head_dim; ++d) oh[d] += p * vt[d];
-    }
-  }
-}
-
-void Activate(float* x, int64_t n, Activation act) {
-#pragma omp parallel for schedule(static) if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) {
-    x[i] = act == Activation::kRelu ? std::max(x[i], 0.0f)
-                                    : static_cast<float>(0.5 * x[i] * (1.0 + std::erf(x[i] / std::sqrt(2.0))));
-  }
-}
-
-void AddInPlace(float* y, const float* x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
-}
-
-// The feed-forward sub-block of one layer, in place over x [rows, c]: pre-norm
-// x += fc2(act(fc1(LN(x)))), post-norm x = LN(x + fc2(act(fc1(x)))). h [rows, c], f [rows, ff]
-// and o [rows, c] are scratch.
-void FeedForwardBlock(float* x, int64_t rows, int64_t c, int64_t ff, bool pre, const float* ln_g,
-                      const float* ln_b, const float* w1, const float* b1, const float* w2, const float* b2,
-                      Activation act, float* h, float* f, float* o) {
-  const float* src = x;
-  if (pre) {
-    RowLayerNorm(x, ln_g, ln_b, h, rows, c);
-    src = h;
-  }
-  Linear(src, rows, c, w1, b1, ff, f);
-  Activate(f, rows * ff, act);
-  Linear(f, rows, ff, w2, b2, c, o);
-  AddInPlace(x, o, rows * c);
-  if (!pre) RowLayerNorm(x, ln_g, ln_b, x, rows, c);
-}
-
-}  // namespace
+using host::AddInPlace;
+using host::AttendRow;
+using host::FeedForwardBlock;
+using host::Linear;
+using host::RowLayerNorm;
 
 Translator::Translator(Transformer<float>* model)
     : model_(model),
@@ -320,6 +172,11 @@ Status Translator::TranslateBatch(const std::vector<const std::vector<int32_t>*>
       }
     }
     const int64_t M = N * Lq;
+    std::vector<int64_t> q_row(static_cast<size_t>(M)), q_pos(static_cast<size_t>(M));
+    for (int64_t q = 0; q < M; ++q) {
+      q_row[q] = q / Lq;
+      q_pos[q] = start + q % Lq;
+    }
     x.assign(static_cast<size_t>(M * C), 0.0f);
     h.resize(x.size());
     o.resize(x.size());
@@ -343,38 +200,14 @@ Status Translator::TranslateBatch(const std::vector<const std::vector<int32_t>*>
       const float* ln3_g = W(name("decoder", l, "final_layer_norm.weight"));
       const float* ln3_b = W(name("decoder", l, "final_layer_norm.bias"));
       // self-attention (causal), keys/values appended to the cache
-      const float* src = x.data();
-      if (pre) {
-        RowLayerNorm(x.data(), ln1_g, ln1_b, h.data(), M, C);
-        src = h.data();
-      }
-      Linear(src, M, C, W(name("decoder", l, "self_attn.in_proj_weight")), W(name("decoder", l, "self_attn.in_proj_bias")),
-             3 * C, qkv.data());
-      float* K = st.self_k[l].data();
-      float* Vc = st.self_v[l].data();
-      for (int64_t r = 0; r < N; ++r) {
-        for (int64_t i = 0; i < Lq; ++i) {
-          const float* row = qkv.data() + (r * Lq + i) * 3 * C;
-          std::copy(row + C, row + 2 * C, K + (r * st.cap + start + i) * C);
-          std::copy(row + 2 * C, row + 3 * C, Vc + (r * st.cap + start + i) * C);
-        }
-      }
-#pragma omp parallel
-      {
-        std::vector<float> scores(static_cast<size_t>(st.cap));
-#pragma omp for schedule(static)
-        for (int64_t q = 0; q < M; ++q) {
-          const int64_t r = q / Lq, i = q % Lq;
-          AttendRow(qkv.data() + q * 3 * C, K + r * st.cap * C, Vc + r * st.cap * C, C, start + i + 1, nullptr, H, D,
-                    att_scale, ctx.data() + q * C, scores.data());
-        }
-      }
-      Linear(ctx.data(), M, C, W(name("decoder", l, "self_attn.out_proj.weight")),
-             W(name("decoder", l, "self_attn.out_proj.bias")), C, o.data());
-      AddInPlace(x.data(), o.data(), M * C);
-      if (!pre) RowLayerNorm(x.data(), ln1_g, ln1_b, x.data(), M, C);
+      const host::SelfAttentionWeights self_attn{W(name("decoder", l, "self_attn.in_proj_weight")),
+                                                 W(name("decoder", l, "self_attn.in_proj_bias")),
+                                                 W(name("decoder", l, "self_attn.out_proj.weight")),
+                                                 W(name("decoder", l, "self_attn.out_proj.bias")), ln1_g, ln1_b};
+      host::CachedSelfAttentionBlock(x.data(), M, q_row.data(), q_pos.data(), st.self_k[l].data(), st.self_v[l].data(),
+                                     st.cap, C, H, pre, self_attn, h.data(), qkv.data(), ctx.data(), o.data());
       // cross-attention over the sentence's encoder output
-      src = x.data();
+      const float* src = x.data();
       if (pre) {
         RowLayerNorm(x.data(), ln2_g, ln2_b, h.data(), M, C);
         src = h.data();

@@ -93,7 +93,8 @@ double GemmPeak(Backend<float>& be, DType dt) {
 
 void AddBenchFlags(CLI::App& cmd, BenchOptions* o) {
   const auto precisions = CLI::IsMember({"fp32", "bf16", "fp16"});
-  cmd.add_option("--arch", o->arch, "model preset (transformer_tiny, transformer_base, transformer_big, lstm, lstm_small, ...)");
+  cmd.add_option("--arch", o->arch, "model preset (transformer_tiny, transformer_base, transformer_big, lstm, lstm_small, "
+                 "transformer_lm_small, ...)");
   cmd.add_option("--precision", o->precision, "compute precision")->check(precisions);
   cmd.add_option("--device", o->device, "cpu, cuda (the first visible GPU), cuda:N or auto");
   cmd.add_option("--batch", o->batch, "sentences per step (per rank under mpirun)")->check(cmdline::AtLeast(1));
@@ -128,7 +129,7 @@ Result<std::vector<std::pair<std::string, std::string>>> RunBench(const BenchOpt
     return InvalidArgument("--arch: unknown model '" + o.arch + "' (known: " + known + ")");
   }
   Value::Map hp{{"arch", o.arch}, {"dropout", o.dropout}};
-  if (family == "transformer") hp["attention_dropout"] = o.attention_dropout;
+  if (family == "transformer" || family == "transformer_lm") hp["attention_dropout"] = o.attention_dropout;
   SF_ASSIGN_OR_RETURN(ModelSpec spec,
                       ModelSpecFromHyperparameters(config::WithDefaults(Value(std::move(hp))), o.vocab, o.vocab,
                                                    std::max<int64_t>(1024, std::max(o.src_len, o.tgt_len) + 2)));

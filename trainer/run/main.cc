@@ -5,7 +5,7 @@
 //                    [--threads N] [--dropout 0.1] [--attention-dropout 0.1] [--json]
 //                    [--bucket-mb 25] [--allreduce-dtype fp32|bf16|fp16]
 //   mpirun -np W sf-trainer bench ...   data parallel: W ranks, rank 0 reports
-//   sf-trainer train | translate | bleu | cluster ...
+//   sf-trainer train | translate | generate | bleu | cluster ...
 //
 // `sf-trainer --help` and `sf-trainer COMMAND --help` print the usage (CLI11, through
 // common/command_line.h). Exit status: 0 on success, 2 on bad arguments, 1 on a run-time error.
@@ -22,6 +22,7 @@
 #include "trainer/run/bench.h"
 #include "trainer/eval/bleu.h"
 #include "trainer/run/cluster_mode.h"
+#include "trainer/run/generate_command.h"
 #include "trainer/run/text_trainer.h"
 
 int main(int argc, char** argv) {
@@ -46,6 +47,11 @@ int main(int argc, char** argv) {
       "translate", "translate stdin (one sentence per line) to stdout with a checkpoint, by beam search");
   sf::AddTranslateFlags(*translate_cmd, &translate);
 
+  sf::GenerateCommandOptions generate;
+  CLI::App* generate_cmd = app.add_subcommand(
+      "generate", "continue stdin's prompts (one per line) with a language model checkpoint, by beam search or sampling");
+  sf::AddGenerateFlags(*generate_cmd, &generate);
+
   // bleu keeps sacreBLEU's single-dash spellings (-lc, -tok), so it parses its own arguments.
   CLI::App* bleu_cmd = app.add_subcommand("bleu", "sacreBLEU-compatible corpus BLEU of stdin against --ref files "
                                                   "(sf-trainer bleu --help for its flags)");
@@ -61,6 +67,7 @@ int main(int argc, char** argv) {
   if (cluster_cmd->parsed()) return sf::RunClusterTrial();  // the spec is in the environment
   if (train_cmd->parsed()) return sf::RunTrain(train);
   if (translate_cmd->parsed()) return sf::RunTranslate(translate);
+  if (generate_cmd->parsed()) return sf::RunGenerate(generate);
 
   // bench. Started by mpirun with several ranks: train data parallel through MPI_COMM_WORLD.
   sf::Status checked = sf::CheckBenchOptions(bench);

@@ -64,6 +64,24 @@ Result<LstmConfig> LstmFromMap(const Value& v) {
   return c;
 }
 
+// fairseq's transformer_lm arguments (the sizes shared with the Transformer keep their names).
+Result<TransformerLmConfig> LmFromMap(const Value& v) {
+  SF_ASSIGN_OR_RETURN(TransformerConfig t, FromMap(v));
+  TransformerLmConfig c;
+  c.d_model = t.d_model;
+  c.heads = t.heads;
+  c.layers = t.decoder_layers;
+  c.ffn_dim = t.ffn_dim;
+  c.dropout = t.dropout;
+  c.attention_dropout = t.attention_dropout;
+  c.activation_dropout = t.activation_dropout;
+  c.activation = t.activation;
+  c.normalize_before = t.normalize_before;
+  c.share_input_output_embed = Flag(v, "share_decoder_input_output_embed", c.share_input_output_embed);
+  c.label_smoothing = t.label_smoothing;
+  return c;
+}
+
 // The family of a hyperparameter map's (or stored model value's) arch; absent: transformer.
 Result<std::string> FamilyOf(const Value& v) {
   const std::string arch = Text(v, "arch", "transformer");
@@ -75,12 +93,28 @@ Result<std::string> FamilyOf(const Value& v) {
   return InvalidArgument("hyperparameters.arch: '" + arch + "' is not a known architecture");
 }
 
+// spec.family's configuration from a hyperparameter map or a stored model value.
+Status ConfigFromMap(const Value& v, ModelSpec& spec) {
+  if (spec.family == "lstm") {
+    SF_ASSIGN_OR_RETURN(spec.lstm, LstmFromMap(v));
+  } else if (spec.family == "transformer_lm") {
+    SF_ASSIGN_OR_RETURN(spec.lm, LmFromMap(v));
+  } else {
+    SF_ASSIGN_OR_RETURN(spec.transformer, FromMap(v));
+  }
+  return Status::Ok();
+}
+
 Status WithSizes(ModelSpec& spec, int64_t src_vocab, int64_t tgt_vocab, int32_t pad_id, int64_t max_positions) {
   if (spec.family == "lstm") {
     spec.lstm.src_vocab = src_vocab;
     spec.lstm.tgt_vocab = tgt_vocab;
     spec.lstm.pad_id = pad_id;
     spec.lstm.max_positions = max_positions;
+  } else if (spec.family == "transformer_lm") {
+    spec.lm.vocab = tgt_vocab;  // a language model reads and writes the target side
+    spec.lm.pad_id = pad_id;
+    spec.lm.max_positions = max_positions;
   } else {
     spec.transformer.src_vocab = src_vocab;
     spec.transformer.tgt_vocab = tgt_vocab;
@@ -106,11 +140,7 @@ Result<ModelSpec> ModelSpecFromHyperparameters(const Value& hparams, int64_t src
                                                int64_t max_positions) {
   ModelSpec spec;
   SF_ASSIGN_OR_RETURN(spec.family, FamilyOf(hparams));
-  if (spec.family == "lstm") {
-    SF_ASSIGN_OR_RETURN(spec.lstm, LstmFromMap(hparams));
-  } else {
-    SF_ASSIGN_OR_RETURN(spec.transformer, FromMap(hparams));
-  }
+  SF_RETURN_IF_ERROR(ConfigFromMap(hparams, spec));
   SF_RETURN_IF_ERROR(WithSizes(spec, src_vocab, tgt_vocab, 1, max_positions));
   return spec;
 }
@@ -136,6 +166,25 @@ Value ModelSpecToValue(const ModelSpec& spec) {
                             {"label_smoothing", static_cast<double>(c.label_smoothing)},
                             {"src_vocab", c.src_vocab},
                             {"tgt_vocab", c.tgt_vocab},
+                            {"pad_id", static_cast<int64_t>(c.pad_id)},
+                            {"max_positions", c.max_positions}});
+  }
+  if (spec.family == "transformer_lm") {
+    const TransformerLmConfig& c = spec.lm;
+    return Value(Value::Map{{"arch", "transformer_lm"},
+                            {"d_model", c.d_model},
+                            {"heads", c.heads},
+                            {"decoder_layers", c.layers},
+                            {"ffn_dim", c.ffn_dim},
+                            {"dropout", static_cast<double>(c.dropout)},
+                            {"attention_dropout", static_cast<double>(c.attention_dropout)},
+                            {"activation_dropout", static_cast<double>(c.activation_dropout)},
+                            {"activation", c.activation == Activation::kGelu ? "gelu" : "relu"},
+                            {"normalize_before", c.normalize_before},
+                            {"share_decoder_input_output_embed", c.share_input_output_embed},
+                            {"label_smoothing", static_cast<double>(c.label_smoothing)},
+                            {"src_vocab", c.vocab},
+                            {"tgt_vocab", c.vocab},
                             {"pad_id", static_cast<int64_t>(c.pad_id)},
                             {"max_positions", c.max_positions}});
   }
@@ -166,15 +215,17 @@ Result<ModelSpec> ModelSpecFromValue(const Value& v) {
   auto family = FamilyOf(v);
   if (!family.ok()) return family.status().WithContext("trainer_state.json model");
   spec.family = *family;
-  if (spec.family == "lstm") {
-    SF_ASSIGN_OR_RETURN(spec.lstm, LstmFromMap(v));
-  } else {
-    SF_ASSIGN_OR_RETURN(spec.transformer, FromMap(v));
-  }
+  SF_RETURN_IF_ERROR(ConfigFromMap(v, spec));
   Status st = WithSizes(spec, HpInt(v, "src_vocab", 0), HpInt(v, "tgt_vocab", 0),
                         static_cast<int32_t>(HpInt(v, "pad_id", 1)), HpInt(v, "max_positions", 1024));
   if (!st.ok()) return st.WithContext("trainer_state.json model");
   return spec;
+}
+
+Result<ModelSpec> CheckpointModelSpec(const CheckpointContents& ck) {
+  if (!ck.model_metadata.empty()) return ModelSpecFromMetadata(ck.model_metadata);
+  const Value* mv = ck.state.Find("model");
+  return ModelSpecFromValue(mv ? *mv : Value());
 }
 
 DType ComputeDType(config::Precision precision) {

@@ -30,6 +30,10 @@ Result<ModelSpec> ModelSpecFromHyperparameters(const Value& hparams, int64_t src
 Value ModelSpecToValue(const ModelSpec& spec);
 Result<ModelSpec> ModelSpecFromValue(const Value& value);
 
+// The model a checkpoint holds: its weights' __metadata__, or (checkpoints written before the
+// weights carried it) trainer_state.json's "model". Errors name the key.
+Result<ModelSpec> CheckpointModelSpec(const CheckpointContents& contents);
+
 // The GEMM operand dtype of a precision.
 DType ComputeDType(config::Precision precision);
 

@@ -77,6 +77,15 @@ Result<std::unique_ptr<TextRun>> TextRun::Create(const config::ExperimentConfig&
   SF_ASSIGN_OR_RETURN(r->spec_,
                       ModelSpecFromHyperparameters(r->hparams_, r->data_->source_tokenizer().vocab_size(),
                                                    r->data_->target_tokenizer().vocab_size(), max_pos));
+  // The config reader refuses these too (common/config); a run checks what its model needs.
+  if (r->spec_.language_model() && r->bleu_metric()) {
+    return InvalidArgument("searcher.metric: bleu scores translations; a " + r->spec_.family +
+                           " model is a language model (use validation_perplexity or validation_loss)");
+  }
+  if (!r->spec_.language_model() && r->data_->monolingual()) {
+    return InvalidArgument("data.train: one-sided text (text:) trains a language model; a " + r->spec_.family +
+                           " model translates and needs src and tgt");
+  }
   SF_ASSIGN_OR_RETURN(r->backend_, MakeTrainingBackend(options.device));
   log::Info("trainer", {{"event", "device"}, {"device", options.device.description},
                         {"backend", r->backend_->description()}});
@@ -178,6 +187,38 @@ Result<TextStep> TextRun::Step() {
   return out;
 }
 
+Result<SplitScore> TextRun::Score(const data::ParallelDataset& split, const char* what) {
+  EvalScope<float> eval(model_->context());
+  data::BatchingOptions bo;
+  bo.max_tokens = HpInt(hparams_, "max_tokens", 4096);
+  bo.shuffle = false;
+  SF_ASSIGN_OR_RETURN(data::BatchIterator it, data::BatchIterator::Create(&split, bo));
+  const int world = options_.comm ? options_.world_size : 1, rank = options_.comm ? options_.rank : 0;
+  double loss = 0, nll = 0;
+  int64_t tokens = 0;
+  data::Batch b;
+  for (int64_t i = rank; i < it.batches_per_epoch(); i += world) {
+    it.BatchAt(1, i, &b);
+    auto stats = model_->Forward(data::AsEngineBatch<Seq2SeqBatch>(b));
+    if (!stats.ok()) return stats.status().WithContext(what);
+    loss += stats->loss;
+    nll += stats->nll;
+    tokens += stats->tokens;
+  }
+  if (world > 1) {
+    double sums[3] = {loss, nll, static_cast<double>(tokens)};
+    SF_RETURN_IF_ERROR(options_.comm->Allreduce(sums, 3, DType::kF64).WithContext(what));
+    loss = sums[0];
+    nll = sums[1];
+    tokens = static_cast<int64_t>(sums[2]);
+  }
+  SplitScore score;
+  score.tokens = tokens;
+  score.loss = loss / static_cast<double>(std::max<int64_t>(1, tokens));
+  score.perplexity = std::exp(nll / static_cast<double>(std::max<int64_t>(1, tokens)));
+  return score;
+}
+
 Result<TextValidation> TextRun::Validate(double fallback_loss) {
   TextValidation v;
   const auto* valid = data_->valid();
@@ -186,34 +227,10 @@ Result<TextValidation> TextRun::Validate(double fallback_loss) {
     v.metric = fallback_loss;
     return v;
   }
-  EvalScope<float> eval(model_->context());
-  data::BatchingOptions bo;
-  bo.max_tokens = HpInt(hparams_, "max_tokens", 4096);
-  bo.shuffle = false;
-  SF_ASSIGN_OR_RETURN(data::BatchIterator vi, data::BatchIterator::Create(valid, bo));
+  SF_ASSIGN_OR_RETURN(SplitScore score, Score(*valid, "validation"));
   const int world = options_.comm ? options_.world_size : 1, rank = options_.comm ? options_.rank : 0;
-  double loss = 0, nll = 0;
-  int64_t tokens = 0;
-  data::Batch b;
-  for (int64_t i = rank; i < vi.batches_per_epoch(); i += world) {
-    vi.BatchAt(1, i, &b);
-    auto stats = model_->Forward(data::AsEngineBatch<Seq2SeqBatch>(b));
-    if (!stats.ok()) return stats.status().WithContext("validation");
-    loss += stats->loss;
-    nll += stats->nll;
-    tokens += stats->tokens;
-  }
-  if (world > 1) {
-    double sums[3] = {loss, nll, static_cast<double>(tokens)};
-    SF_RETURN_IF_ERROR(options_.comm->Allreduce(sums, 3, DType::kF64).WithContext("validation"));
-    loss = sums[0];
-    nll = sums[1];
-    tokens = static_cast<int64_t>(sums[2]);
-  }
-  const double vloss = loss / static_cast<double>(std::max<int64_t>(1, tokens));
-  const double ppl = std::exp(nll / static_cast<double>(std::max<int64_t>(1, tokens)));
-  v.values = {{"validation_loss", vloss}, {"validation_perplexity", ppl}};
-  v.metric = cfg_.searcher.metric == "validation_perplexity" ? ppl : vloss;
+  v.values = {{"validation_loss", score.loss}, {"validation_perplexity", score.perplexity}};
+  v.metric = cfg_.searcher.metric == "validation_perplexity" ? score.perplexity : score.loss;
   if (bleu_metric()) {
     SF_ASSIGN_OR_RETURN(std::vector<std::string> all_src, ReadLines(cfg_.data.valid->src));
     SF_ASSIGN_OR_RETURN(auto all_refs, eval::ReadReferenceFiles({cfg_.data.valid->tgt}));
@@ -275,9 +292,13 @@ CheckpointContents TextRun::Snapshot(const Value::Map& extra) const {
 
 Result<TextTest> TextRun::Test() {
   if (!cfg_.data.test) return NotFound("the experiment's data has no test split");
+  TextTest t;
+  if (spec_.language_model()) {
+    SF_ASSIGN_OR_RETURN(t.score, Score(*data_->test(), "test"));
+    return t;
+  }
   SF_ASSIGN_OR_RETURN(std::vector<std::string> src, ReadLines(cfg_.data.test->src));
   SF_ASSIGN_OR_RETURN(auto refs, eval::ReadReferenceFiles({cfg_.data.test->tgt}));
-  TextTest t;
   t.beam = BeamFromHyperparameters(hparams_);
   std::unique_ptr<Generator> generator = MakeGenerator(model_.get());
   SF_ASSIGN_OR_RETURN(t.hypotheses, TranslateLines(*generator, data_->source_tokenizer(), data_->target_tokenizer(),

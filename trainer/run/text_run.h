@@ -51,10 +51,20 @@ struct TextValidation {
   double metric = 0;  // the searcher's metric among them
 };
 
+// The loss and perplexity of a split under the model (dropout off), per non-pad target token.
+struct SplitScore {
+  double loss = 0;        // label-smoothed, as trained
+  double perplexity = 0;  // exp of the mean negative log-likelihood
+  int64_t tokens = 0;
+};
+
+// The test split: a translation model's beam-search translations and their BLEU; a language
+// model's loss and perplexity (`score`; no hypotheses).
 struct TextTest {
   std::vector<std::string> hypotheses;  // detokenized, in test-set order
   eval::BleuScore bleu;
   BeamOptions beam;
+  std::optional<SplitScore> score;  // language models
 };
 
 // Beam settings from hyperparameters (beam_size, lenpen, max_len_a, max_len_b).
@@ -82,7 +92,7 @@ class TextRun {
   // One optimizer step: aggregation_frequency micro-batches from the data.
   Result<TextStep> Step();
 
-  // Loss and perplexity on the validation set (no dropout), plus BLEU of beam-search
+  // Loss and perplexity on the validation set (no dropout), plus (translation models) BLEU of beam-search
   // translations when the searcher's metric is bleu. Data parallel: every rank must call it;
   // each takes every world_size-th batch and sentence and the sums are reduced. Without a valid split, the metric is the
   // training loss of the last step window given by `fallback_loss`.
@@ -91,8 +101,9 @@ class TextRun {
   // Everything a resume needs; `extra` goes into trainer_state.json beside the run's own keys.
   CheckpointContents Snapshot(const Value::Map& extra) const;
 
-  // Translates the test split with the run's beam settings and scores it. kNotFound when the
-  // data has no test split.
+  // Translates the test split with the run's beam settings and scores it by BLEU; a language
+  // model's test split is scored by perplexity instead. kNotFound when the data has no test
+  // split. Data parallel (language model): every rank must call it.
   Result<TextTest> Test();
 
   int64_t steps() const { return steps_; }
@@ -117,6 +128,9 @@ class TextRun {
 
  private:
   TextRun() = default;
+  // Loss and perplexity of `split`; data parallel: sharded by batch and summed. `what` names
+  // the pass in errors.
+  Result<SplitScore> Score(const data::ParallelDataset& split, const char* what);
 
   config::ExperimentConfig cfg_;
   std::string config_yaml_;

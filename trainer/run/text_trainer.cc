@@ -323,6 +323,14 @@ int Trainer::Run() {
     auto t0 = Clock::now();
     auto test = run_->Test();
     if (!test.ok()) return fail(test.status());
+    if (test->score) {  // a language model: perplexity
+      Report(Value(Value::Map{{"kind", "test"}, {"step", run_->steps()}, {"test_loss", test->score->loss},
+                              {"test_perplexity", test->score->perplexity}, {"tokens", test->score->tokens},
+                              {"elapsed_s", Seconds(start_)}, {"test_s", Seconds(t0)}}));
+      std::printf("test set %s: perplexity %.2f (loss %.4f over %lld tokens)\n", cfg_.data.test->tgt.c_str(),
+                  test->score->perplexity, test->score->loss, static_cast<long long>(test->score->tokens));
+      return 0;
+    }
     std::ofstream out(o_.output_dir + "/test.hyp");
     for (const auto& h : test->hypotheses) out << h << "\n";
     Report(Value(Value::Map{{"kind", "test"}, {"step", run_->steps()}, {"bleu", test->bleu.score},

@@ -15,14 +15,14 @@ int64_t TranslationModel::max_source_tokens() const { return spec_.shape().max_p
 Result<std::unique_ptr<TranslationModel>> TranslationModel::Load(const TranslationModelOptions& options) {
   const std::string& checkpoint = options.checkpoint;
   SF_ASSIGN_OR_RETURN(CheckpointContents ck, ReadCheckpoint(checkpoint));
-  // The weights describe their model (model.safetensors __metadata__); checkpoints from
-  // before that carry it in trainer_state.json only.
-  const Value* mv = ck.state.Find("model");
-  auto mc = ck.model_metadata.empty() ? ModelSpecFromValue(mv ? *mv : Value())
-                                      : ModelSpecFromMetadata(ck.model_metadata);
+  auto mc = CheckpointModelSpec(ck);
   if (!mc.ok() || ck.sentencepiece_model.empty()) {
     return InvalidArgument("checkpoint " + checkpoint + " was not written by `sf-trainer train` on text (" +
                            (mc.ok() ? "no tokenizer" : mc.status().message()) + ")");
+  }
+  if (mc->language_model()) {
+    return InvalidArgument("checkpoint " + checkpoint + " holds a " + mc->family +
+                           " language model: it continues text and translates nothing (use `sf-trainer generate`)");
   }
   std::unique_ptr<TranslationModel> m(new TranslationModel());
   auto source = data::SentencePieceModel::FromSerialized(ck.sentencepiece_model);

@@ -75,58 +75,14 @@ min_checkpoint_period: {batches: 4}
 )";
 }
 
-class LstmCli : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    dir_ = new sf::testing::TempDir();
-    sf::testing::CopyTinyCorpus(dir_->path());
-    dir_->WriteFile("lstm.yaml", Config(12));
-    // The straight run every test may use, with the test-set score at the end.
-    auto r = Run({"train", "lstm.yaml", "--output", "straight"});
-    straight_ok_ = r.exit_code == 0;
-    straight_output_ = r.output;
-  }
-  static void TearDownTestSuite() {
-    delete dir_;
-    dir_ = nullptr;
-  }
-  void SetUp() override { ASSERT_TRUE(straight_ok_) << straight_output_; }
-
-  static CommandResult Run(std::vector<std::string> args, const std::string& stdin_data = "") {
-    return sf::testing::RunTrainer(dir_->path(), std::move(args), stdin_data);
-  }
-  static std::string Path(const std::string& rel) { return dir_->path() + "/" + rel; }
-
-  // step -> one metric of a run's metrics.jsonl records of `kind`.
-  static std::map<int64_t, double> Metric(const std::string& run, const std::string& kind, const std::string& name) {
-    return sf::testing::RunMetrics(Path(run), kind, name);
-  }
-
-  static sf::testing::TempDir* dir_;
-  static bool straight_ok_;
-  static std::string straight_output_;
+class LstmCli : public sf::testing::TrainedRunSuite<LstmCli> {
+ public:
+  static constexpr const char* kConfigFile = "lstm.yaml";
+  static std::string SuiteConfig() { return Config(12); }
 };
-sf::testing::TempDir* LstmCli::dir_ = nullptr;
-bool LstmCli::straight_ok_ = false;
-std::string LstmCli::straight_output_;
 
 TEST_F(LstmCli, ResumeIsBitExact) {
-  auto first = Run({"train", "lstm.yaml", "--output", "resumed", "--no-test", "--stop-after-steps", "5"});
-  ASSERT_EQ(first.exit_code, 0) << first.output;
-  const std::string at5 = fs::canonical(Path("resumed/latest")).string();
-  auto second = Run({"train", "lstm.yaml", "--output", "resumed", "--no-test", "--resume", at5});
-  ASSERT_EQ(second.exit_code, 0) << second.output;
-  for (const char* f : {"model.safetensors", "optimizer.safetensors"}) {
-    const std::string a = ReadFile(Path(std::string("straight/latest/") + f));
-    const std::string b = ReadFile(Path(std::string("resumed/latest/") + f));
-    ASSERT_FALSE(a.empty()) << f;
-    EXPECT_TRUE(a == b) << f << " differs between the straight and the resumed run";
-  }
-  const auto straight = Metric("straight", "training", "loss"), resumed = Metric("resumed", "training", "loss");
-  ASSERT_EQ(straight.size(), 12u);
-  ASSERT_EQ(resumed.size(), 12u);
-  for (const auto& [step, loss] : straight) EXPECT_EQ(loss, resumed.at(step)) << "loss at step " << step;
-  EXPECT_LT(straight.at(12), straight.at(1)) << "the model did not train";
+  ExpectResumeIsBitExact(5, 12);
 }
 
 TEST_F(LstmCli, ValidationAndTestScoresComeFromTheBeamSearch) {
