@@ -223,6 +223,24 @@ class GuardedBackend final : public Backend<float> {
     Check("LstmCellBackward", gates, c_prev, c, dh, dc, dgates, dc_prev, dbias);
     Run([&] { inner_.LstmCellBackward(gates, c_prev, c, dh, dc, dgates, dc_prev, dbias, rows, hidden); });
   }
+  void GluForward(const float* x, float* y, int64_t rows, int64_t cols) override {
+    Check("GluForward", x, y);
+    Run([&] { inner_.GluForward(x, y, rows, cols); });
+  }
+  void GluBackward(const float* x, const float* dy, float* dx, int64_t rows, int64_t cols) override {
+    Check("GluBackward", x, dy, dx);
+    Run([&] { inner_.GluBackward(x, dy, dx, rows, cols); });
+  }
+  void WeightNormForward(const float* v, const float* g, float* w, float* norms, int64_t n, int64_t d,
+                         bool columns) override {
+    Check("WeightNormForward", v, g, w, norms);
+    Run([&] { inner_.WeightNormForward(v, g, w, norms, n, d, columns); });
+  }
+  void WeightNormBackward(const float* dw, const float* v, const float* g, const float* norms, float* dv,
+                          float* dg, int64_t n, int64_t d, bool columns) override {
+    Check("WeightNormBackward", dw, v, g, norms, dv, dg);
+    Run([&] { inner_.WeightNormBackward(dw, v, g, norms, dv, dg, n, d, columns); });
+  }
   CrossEntropyStats CrossEntropyForward(const float* logits, const int32_t* targets, float* lse,
                                         int64_t rows, int64_t vocab, float eps,
                                         int32_t pad) override {

@@ -766,6 +766,107 @@ TEST_P(KernelTest, LstmCellMatchesReferenceWithAndWithoutItsOptionalInputs) {
   }
 }
 
+TEST_P(KernelTest, GluMatchesReferenceAndRunsInPlace) {
+  const int64_t rows = 9, cols = 41;
+  auto x = Random(rows * 2 * cols, 41, -4, 4), dy = Random(rows * cols, 42);
+  std::vector<double> xr = ToDouble(x), yr(rows * cols), dxr(rows * 2 * cols), dyr = ToDouble(dy);
+  ref_.GluForward(xr.data(), yr.data(), rows, cols);
+  ref_.GluBackward(xr.data(), dyr.data(), dxr.data(), rows, cols);
+  float* dx_in = st().In(x);
+  float* y = st().Out<float>(rows * cols);
+  be().GluForward(dx_in, y, rows, cols);
+  EXPECT_LT(RelErr(st().Get(y, rows * cols), yr), 1e-6);
+  float* dx = st().Out<float>(rows * 2 * cols);
+  be().GluBackward(dx_in, st().In(dy), dx, rows, cols);
+  EXPECT_LT(RelErr(st().Get(dx, rows * 2 * cols), dxr), 2e-6);
+  be().GluBackward(dx_in, st().In(dy), dx_in, rows, cols);
+  EXPECT_EQ(st().Get(dx_in, rows * 2 * cols), st().Get(dx, rows * 2 * cols)) << "in place over x";
+}
+
+TEST_P(KernelTest, WeightNormMatchesReferenceByRowsAndByColumns) {
+  const int64_t n = 13, d = 300;  // d spans more than one thread block's stride on a GPU
+  for (bool columns : {false, true}) {
+    SCOPED_TRACE(columns ? "columns" : "rows");
+    auto v = Random(n * d, 43, -1, 1), g = Random(n, 44, 0.5f, 2), dw = Random(n * d, 45);
+    auto dv0 = Random(n * d, 46), dg0 = Random(n, 47);
+    std::vector<double> vr = ToDouble(v), gr = ToDouble(g), wr(n * d), nr(n), dwr = ToDouble(dw);
+    std::vector<double> dvr = ToDouble(dv0), dgr = ToDouble(dg0);
+    ref_.WeightNormForward(vr.data(), gr.data(), wr.data(), nr.data(), n, d, columns);
+    ref_.WeightNormBackward(dwr.data(), vr.data(), gr.data(), nr.data(), dvr.data(), dgr.data(), n, d, columns);
+    float* dv_in = st().In(v);
+    float* dg_in = st().In(g);
+    float* w = st().Out<float>(n * d);
+    float* norms = st().Out<float>(n);
+    be().WeightNormForward(dv_in, dg_in, w, norms, n, d, columns);
+    EXPECT_LT(RelErr(st().Get(w, n * d), wr), 1e-6);
+    EXPECT_LT(RelErr(st().Get(norms, n), nr), 1e-6);
+    float* ddv = st().In(dv0);
+    float* ddg = st().In(dg0);
+    be().WeightNormBackward(st().In(dw), dv_in, dg_in, norms, ddv, ddg, n, d, columns);
+    EXPECT_LT(RelErr(st().Get(ddv, n * d), dvr), 2e-6) << "dv accumulates";
+    EXPECT_LT(RelErr(st().Get(ddg, n), dgr), 2e-6) << "dg accumulates";
+  }
+}
+
+// GLU's and weight normalisation's backward are the gradients of their forward (f64 reference,
+// central differences): L = Σ r ⊙ y for random r.
+TEST(GluAndWeightNormGradient, BackwardMatchesFiniteDifferencesOfTheForward) {
+  ReferenceBackend<double> ref;
+  auto in = [](size_t count, uint32_t seed, double lo, double hi) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<double> u(lo, hi);
+    std::vector<double> v(count);
+    for (double& x : v) x = u(rng);
+    return v;
+  };
+  const double eps = 1e-6;
+  {
+    const int64_t rows = 3, cols = 4;
+    const std::vector<double> x = in(rows * 2 * cols, 51, -2, 2), r = in(rows * cols, 52, -1, 1);
+    auto loss = [&](const std::vector<double>& xx) {
+      std::vector<double> y(rows * cols);
+      ref.GluForward(xx.data(), y.data(), rows, cols);
+      double l = 0;
+      for (size_t i = 0; i < y.size(); ++i) l += r[i] * y[i];
+      return l;
+    };
+    std::vector<double> dx(x.size());
+    ref.GluBackward(x.data(), r.data(), dx.data(), rows, cols);
+    for (size_t k = 0; k < x.size(); ++k) {
+      std::vector<double> xp = x, xm = x;
+      xp[k] += eps;
+      xm[k] -= eps;
+      EXPECT_NEAR(dx[k], (loss(xp) - loss(xm)) / (2 * eps), 1e-8) << "glu x " << k;
+    }
+  }
+  for (bool columns : {false, true}) {
+    const int64_t n = 3, d = 5;
+    const std::vector<double> v = in(n * d, 53, -1, 1), g = in(n, 54, 0.5, 2), r = in(n * d, 55, -1, 1);
+    auto loss = [&](const std::vector<double>& vv, const std::vector<double>& gg) {
+      std::vector<double> w(n * d), norms(n);
+      ref.WeightNormForward(vv.data(), gg.data(), w.data(), norms.data(), n, d, columns);
+      double l = 0;
+      for (size_t i = 0; i < w.size(); ++i) l += r[i] * w[i];
+      return l;
+    };
+    std::vector<double> w(n * d), norms(n), dv(n * d, 0.0), dg(n, 0.0);
+    ref.WeightNormForward(v.data(), g.data(), w.data(), norms.data(), n, d, columns);
+    ref.WeightNormBackward(r.data(), v.data(), g.data(), norms.data(), dv.data(), dg.data(), n, d, columns);
+    for (int64_t k = 0; k < n * d; ++k) {
+      std::vector<double> vp = v, vm = v;
+      vp[k] += eps;
+      vm[k] -= eps;
+      EXPECT_NEAR(dv[k], (loss(vp, g) - loss(vm, g)) / (2 * eps), 1e-8) << "v " << k << " columns " << columns;
+    }
+    for (int64_t k = 0; k < n; ++k) {
+      std::vector<double> gp = g, gm = g;
+      gp[k] += eps;
+      gm[k] -= eps;
+      EXPECT_NEAR(dg[k], (loss(v, gp) - loss(v, gm)) / (2 * eps), 1e-8) << "g " << k << " columns " << columns;
+    }
+  }
+}
+
 // The LSTM cell's backward is the gradient of its forward: L = Σ wh⊙h + Σ wc⊙c, so dh = wh and
 // dc = wc, against central differences of the f64 reference in the pre-activation gates, the
 // bias and c_prev.

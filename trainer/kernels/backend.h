@@ -264,6 +264,22 @@ class Backend {
                                 const T* dc, T* dgates, T* dc_prev, T* dbias, int64_t rows,
                                 int64_t hidden) = 0;
 
+  // The gated linear unit over the last dimension (PyTorch's F.glu(x, dim=-1); ConvS2S): x is
+  // [rows, 2*cols] = [a | b], y[r, c] = a[r, c] * σ(b[r, c]) into y [rows, cols].
+  virtual void GluForward(const T* x, T* y, int64_t rows, int64_t cols) = 0;
+  // dx [rows, 2*cols] = [dy ⊙ σ(b) | dy ⊙ a ⊙ σ(b)(1 − σ(b))]. dx may alias x.
+  virtual void GluBackward(const T* x, const T* dy, T* dx, int64_t rows, int64_t cols) = 0;
+
+  // Weight normalisation (PyTorch's weight_norm, Salimans & Kingma 2016) of `n` vectors of `d`
+  // elements each: vector i is row i of v [n, d], or (columns) column i of v [d, n].
+  //   norms[i] = ||v_i||, w_i = g[i] * v_i / norms[i]   (w has v's layout).
+  virtual void WeightNormForward(const T* v, const T* g, T* w, T* norms, int64_t n, int64_t d,
+                                 bool columns) = 0;
+  // Its gradient from dw (v's layout): with s_i = <dw_i, v_i>,
+  //   dg[i] += s_i / norms[i],  dv_i += (g[i] / norms[i]) (dw_i − (s_i / norms[i]²) v_i).
+  virtual void WeightNormBackward(const T* dw, const T* v, const T* g, const T* norms, T* dv,
+                                  T* dg, int64_t n, int64_t d, bool columns) = 0;
+
   // Label-smoothed cross-entropy fused with log-softmax (fairseq's label_smoothed_nll_loss):
   //   lse_r = log sum_v exp(z_rv); -log p_rv = lse_r - z_rv; eps_i = eps/(V-1)
   //   loss_r = (1 - eps - eps_i) * (lse_r - z_r,t) + eps_i * sum_v (lse_r - z_rv)

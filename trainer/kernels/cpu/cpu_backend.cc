@@ -537,6 +537,62 @@ void CpuBackend::LstmCellBackward(const float* gates, const float* c_prev, const
   if (dbias) ColumnSumImpl(dgates, dbias, rows, 4 * H);
 }
 
+void CpuBackend::GluForward(const float* x, float* y, int64_t rows, int64_t cols) {
+  ParallelRows(rows, 2 * cols, [&](int64_t r) {
+    const float* a = x + r * 2 * cols;
+    const float* b = a + cols;
+    float* yr = y + r * cols;
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c) yr[c] = a[c] * FastSigmoid(b[c]);
+  });
+}
+
+void CpuBackend::GluBackward(const float* x, const float* dy, float* dx, int64_t rows, int64_t cols) {
+  ParallelRows(rows, 2 * cols, [&](int64_t r) {
+    const float* a = x + r * 2 * cols;
+    const float* b = a + cols;
+    const float* d = dy + r * cols;
+    float* da = dx + r * 2 * cols;
+    float* db = da + cols;
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c) {
+      // a and b are read before da and db (which may alias them) are written.
+      const float av = a[c], s = FastSigmoid(b[c]);
+      da[c] = d[c] * s;
+      db[c] = d[c] * av * s * (1.0f - s);
+    }
+  });
+}
+
+// Weight norms are over parameter tensors (thousands to millions of elements, once per step):
+// each vector's sums in double, vectors in parallel.
+void CpuBackend::WeightNormForward(const float* v, const float* g, float* w, float* norms, int64_t n,
+                                   int64_t d, bool columns) {
+  const int64_t sn = columns ? n : 1, sd = columns ? 1 : d;  // element j of vector i: i*sd + j*sn
+#pragma omp parallel for schedule(static) if (n * d > 65536)
+  for (int64_t i = 0; i < n; ++i) {
+    double ss = 0;
+    for (int64_t j = 0; j < d; ++j) ss += static_cast<double>(v[i * sd + j * sn]) * v[i * sd + j * sn];
+    norms[i] = static_cast<float>(std::sqrt(ss));
+    const float k = g[i] / norms[i];
+    for (int64_t j = 0; j < d; ++j) w[i * sd + j * sn] = k * v[i * sd + j * sn];
+  }
+}
+
+void CpuBackend::WeightNormBackward(const float* dw, const float* v, const float* g, const float* norms,
+                                    float* dv, float* dg, int64_t n, int64_t d, bool columns) {
+  const int64_t sn = columns ? n : 1, sd = columns ? 1 : d;
+#pragma omp parallel for schedule(static) if (n * d > 65536)
+  for (int64_t i = 0; i < n; ++i) {
+    double s = 0;
+    for (int64_t j = 0; j < d; ++j) s += static_cast<double>(dw[i * sd + j * sn]) * v[i * sd + j * sn];
+    const double nrm = norms[i];
+    dg[i] += static_cast<float>(s / nrm);
+    const float a = static_cast<float>(g[i] / nrm), b = static_cast<float>(s / (nrm * nrm));
+    for (int64_t j = 0; j < d; ++j) dv[i * sd + j * sn] += a * (dw[i * sd + j * sn] - b * v[i * sd + j * sn]);
+  }
+}
+
 namespace {
 
 // One row of the label-smoothed loss: writes lse[r]; adds the row's loss and nll to the sums

@@ -73,6 +73,12 @@ class CpuBackend final : public Backend<float> {
   void LstmCellBackward(const float* gates, const float* c_prev, const float* c, const float* dh,
                         const float* dc, float* dgates, float* dc_prev, float* dbias, int64_t rows,
                         int64_t hidden) override;
+  void GluForward(const float* x, float* y, int64_t rows, int64_t cols) override;
+  void GluBackward(const float* x, const float* dy, float* dx, int64_t rows, int64_t cols) override;
+  void WeightNormForward(const float* v, const float* g, float* w, float* norms, int64_t n, int64_t d,
+                         bool columns) override;
+  void WeightNormBackward(const float* dw, const float* v, const float* g, const float* norms, float* dv,
+                          float* dg, int64_t n, int64_t d, bool columns) override;
   CrossEntropyStats CrossEntropyForward(const float* logits, const int32_t* targets, float* lse,
                                         int64_t rows, int64_t vocab, float eps,
                                         int32_t pad) override;

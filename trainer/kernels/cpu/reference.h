@@ -316,6 +316,47 @@ class ReferenceBackend final : public Backend<T> {
     if (dbias) ColumnSum(dgates, dbias, rows, 4 * H);
   }
 
+  void GluForward(const T* x, T* y, int64_t rows, int64_t cols) override {
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) {
+        const T a = x[r * 2 * cols + c], b = x[r * 2 * cols + cols + c];
+        y[r * cols + c] = static_cast<T>(a / (1 + std::exp(-b)));
+      }
+    }
+  }
+  void GluBackward(const T* x, const T* dy, T* dx, int64_t rows, int64_t cols) override {
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) {
+        const T a = x[r * 2 * cols + c], b = x[r * 2 * cols + cols + c], d = dy[r * cols + c];
+        const T s = static_cast<T>(1 / (1 + std::exp(-b)));
+        dx[r * 2 * cols + c] = d * s;
+        dx[r * 2 * cols + cols + c] = d * a * s * (1 - s);
+      }
+    }
+  }
+  void WeightNormForward(const T* v, const T* g, T* w, T* norms, int64_t n, int64_t d,
+                         bool columns) override {
+    for (int64_t i = 0; i < n; ++i) {
+      auto at = [&](int64_t j) { return columns ? j * n + i : i * d + j; };
+      double ss = 0;
+      for (int64_t j = 0; j < d; ++j) ss += static_cast<double>(v[at(j)]) * static_cast<double>(v[at(j)]);
+      norms[i] = static_cast<T>(std::sqrt(ss));
+      for (int64_t j = 0; j < d; ++j) w[at(j)] = g[i] * v[at(j)] / norms[i];
+    }
+  }
+  void WeightNormBackward(const T* dw, const T* v, const T* g, const T* norms, T* dv, T* dg,
+                          int64_t n, int64_t d, bool columns) override {
+    for (int64_t i = 0; i < n; ++i) {
+      auto at = [&](int64_t j) { return columns ? j * n + i : i * d + j; };
+      double s = 0;
+      for (int64_t j = 0; j < d; ++j) s += static_cast<double>(dw[at(j)]) * static_cast<double>(v[at(j)]);
+      const T nrm = norms[i];
+      dg[i] += static_cast<T>(s / nrm);
+      const T k = static_cast<T>(s / (static_cast<double>(nrm) * nrm));
+      for (int64_t j = 0; j < d; ++j) dv[at(j)] += g[i] / nrm * (dw[at(j)] - k * v[at(j)]);
+    }
+  }
+
   CrossEntropyStats CrossEntropyForward(const T* logits, const int32_t* targets, T* lse,
                                         int64_t rows, int64_t vocab, float eps,
                                         int32_t pad) override {

@@ -165,7 +165,92 @@ __global__ void LstmCellBackwardKernel(const float* gates, const float* c_prev, 
   if (dc_prev) dc_prev[e] = dct * f;
 }
 
+__global__ void GluForwardKernel(const float* x, float* y, int64_t n, int64_t cols) {
+  const int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (e >= n) return;
+  const int64_t r = e / cols, c = e % cols;
+  const float* a = x + r * 2 * cols;
+  y[e] = a[c] * Sigmoid(a[cols + c]);
+}
+
+__global__ void GluBackwardKernel(const float* x, const float* dy, float* dx, int64_t n, int64_t cols) {
+  const int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (e >= n) return;
+  const int64_t r = e / cols, c = e % cols;
+  const float av = x[r * 2 * cols + c], s = Sigmoid(x[r * 2 * cols + cols + c]);
+  dx[r * 2 * cols + c] = dy[e] * s;
+  dx[r * 2 * cols + cols + c] = dy[e] * av * s * (1.0f - s);
+}
+
+// One block per vector i: element j at i*sd + j*sn. The block's sum in double, in shared memory.
+__device__ double BlockSum(double x) {
+  __shared__ double part[kThreads];
+  part[threadIdx.x] = x;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (static_cast<int>(threadIdx.x) < s) part[threadIdx.x] += part[threadIdx.x + s];
+    __syncthreads();
+  }
+  const double total = part[0];
+  __syncthreads();
+  return total;
+}
+
+__global__ void WeightNormForwardKernel(const float* v, const float* g, float* w, float* norms, int64_t d,
+                                        int64_t sn, int64_t sd) {
+  const int64_t i = blockIdx.x;
+  double ss = 0;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+    const double x = v[i * sd + j * sn];
+    ss += x * x;
+  }
+  const double nrm = sqrt(BlockSum(ss));
+  if (threadIdx.x == 0) norms[i] = static_cast<float>(nrm);
+  const float k = g[i] / static_cast<float>(nrm);
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) w[i * sd + j * sn] = k * v[i * sd + j * sn];
+}
+
+__global__ void WeightNormBackwardKernel(const float* dw, const float* v, const float* g, const float* norms,
+                                         float* dv, float* dg, int64_t d, int64_t sn, int64_t sd) {
+  const int64_t i = blockIdx.x;
+  double s = 0;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+    s += static_cast<double>(dw[i * sd + j * sn]) * v[i * sd + j * sn];
+  }
+  s = BlockSum(s);
+  const double nrm = norms[i];
+  if (threadIdx.x == 0) dg[i] += static_cast<float>(s / nrm);
+  const float a = static_cast<float>(g[i] / nrm), b = static_cast<float>(s / (nrm * nrm));
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+    dv[i * sd + j * sn] += a * (dw[i * sd + j * sn] - b * v[i * sd + j * sn]);
+  }
+}
+
 }  // namespace
+
+void CudaBackend::GluForward(const float* x, float* y, int64_t rows, int64_t cols) {
+  const int64_t n = rows * cols;
+  if (n > 0) GluForwardKernel<<<Blocks(n), kThreads, 0, stream_>>>(x, y, n, cols);
+}
+
+void CudaBackend::GluBackward(const float* x, const float* dy, float* dx, int64_t rows, int64_t cols) {
+  const int64_t n = rows * cols;
+  if (n > 0) GluBackwardKernel<<<Blocks(n), kThreads, 0, stream_>>>(x, dy, dx, n, cols);
+}
+
+void CudaBackend::WeightNormForward(const float* v, const float* g, float* w, float* norms, int64_t n, int64_t d,
+                                    bool columns) {
+  if (n <= 0) return;
+  WeightNormForwardKernel<<<static_cast<unsigned>(n), kThreads, 0, stream_>>>(v, g, w, norms, d, columns ? n : 1,
+                                                                              columns ? 1 : d);
+}
+
+void CudaBackend::WeightNormBackward(const float* dw, const float* v, const float* g, const float* norms,
+                                     float* dv, float* dg, int64_t n, int64_t d, bool columns) {
+  if (n <= 0) return;
+  WeightNormBackwardKernel<<<static_cast<unsigned>(n), kThreads, 0, stream_>>>(dw, v, g, norms, dv, dg, d,
+                                                                               columns ? n : 1, columns ? 1 : d);
+}
 
 void CudaBackend::Cast(const float* x, void* y, DType to, int64_t n) {
   if (n > 0) CastKernel<<<Blocks(n), kThreads, 0, stream_>>>(x, y, DTypeCode(to), n);

@@ -159,6 +159,12 @@ class CudaBackend final : public Backend<float> {
   void EmbeddingBackward(const int32_t* tokens, const float* dout, float* dtable, int64_t rows,
                          int64_t cols, float scale, int32_t pad) override;
   void ColumnSum(const float* x, float* sum, int64_t rows, int64_t cols) override;
+  void GluForward(const float* x, float* y, int64_t rows, int64_t cols) override;
+  void GluBackward(const float* x, const float* dy, float* dx, int64_t rows, int64_t cols) override;
+  void WeightNormForward(const float* v, const float* g, float* w, float* norms, int64_t n, int64_t d,
+                         bool columns) override;
+  void WeightNormBackward(const float* dw, const float* v, const float* g, const float* norms, float* dv,
+                          float* dg, int64_t n, int64_t d, bool columns) override;
   void LstmCellForward(float* gates, const float* bias, const float* c_prev, float* c, float* h,
                        int64_t rows, int64_t hidden) override;
   void LstmCellBackward(const float* gates, const float* c_prev, const float* c, const float* dh,
