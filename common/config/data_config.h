@@ -33,12 +33,12 @@ void ReadData(ErrorSink& sink, const YAML::Node& node, const std::string& path, 
 
 // The data against `archs`, the archs the experiment's trials can get (ArchCandidates): one
 // side's text trains a language model only, so monolingual data with an arch of a family that
-// translates (transformer, lstm) is refused at data.train, located at `train_node`, naming the
-// first such arch ("one-sided text (text:) trains a language model; arch transformer_tiny
-// translates and needs src and tgt"). Parallel data suits every family (a language model trains
-// on its target side). Archs of no family are skipped (an unknown arch is reported already), as
-// is a train split that could not be read. For native experiments only: user code reads what
-// data it likes.
+// translates (transformer, lstm, fconv) is refused at data.train, located at `train_node`,
+// naming the first such arch ("one-sided text (text:) trains a language model; arch
+// transformer_tiny translates and needs src and tgt"). Parallel data suits every family (a
+// language model trains on its target side). Archs of no family are skipped (an unknown arch is
+// reported already), as is a train split that could not be read. For native experiments only:
+// user code reads what data it likes.
 void CheckDataForArchs(ErrorSink& sink, const DataConfig& data,
                        const std::vector<std::string>& archs, const YAML::Node& train_node);
 

@@ -242,8 +242,8 @@ Result<std::string> ApplyOverride(std::string_view yaml_text, std::string_view k
 // The hyperparameters every trial gets when each space is replaced by a concrete value:
 // checks a sampled set against the native model's rules (types, ranges, a hyperparameter that
 // does not apply to the arch's family, and on the values WithDefaults completes: heads dividing
-// d_model for a transformer or a transformer_lm; decoder_layers <= encoder_layers and a tied output
-// projection's widths for an lstm). Paths in errors are "hyperparameters.<name>". For native
+// d_model for a transformer or a transformer_lm; decoder_layers <= encoder_layers for an lstm; a
+// tied output projection's widths for an lstm or an fconv). Paths in errors are "hyperparameters.<name>". For native
 // experiments only: the trainer calls it; an entrypoint's hyperparameters are the user code's to
 // check.
 std::vector<ConfigError> ValidateTrialHyperparameters(const Value& hparams);

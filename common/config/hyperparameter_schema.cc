@@ -59,18 +59,24 @@ std::vector<std::pair<std::string, HpSpec>> BuildSchema() {
   constexpr double kInf = std::numeric_limits<double>::infinity();
   // The families by what their models have: Transformer layers (d_model, heads, ffn_dim...),
   // an encoder and a source sentence (encoder_layers, max_len_a/b: the output's length limit is
-  // relative to the source), a source embedding to share (share_embeddings), LSTM cells.
+  // relative to the source), a source embedding to share (share_embeddings), embeddings of
+  // their own width and a projection before the output one (fairseq's encoder_embed_dim,
+  // decoder_embed_dim, decoder_out_embed_dim: the lstm and the fconv), LSTM cells,
+  // convolutions.
   const std::vector<std::string> kAttentionFamilies = {"transformer", "transformer_lm"};
-  const std::vector<std::string> kEncoderFamilies = {"transformer", "lstm"};
+  const std::vector<std::string> kEncoderFamilies = {"transformer", "lstm", "fconv"};
   const std::vector<std::string> kTransformer = {"transformer"};
+  const std::vector<std::string> kEmbedDimFamilies = {"lstm", "fconv"};
   const std::vector<std::string> kLstm = {"lstm"};
+  const std::vector<std::string> kFConv = {"fconv"};
   std::vector<std::pair<std::string, HpSpec>> s;
-  s.emplace_back(
-      "arch", Enum({"transformer", "transformer_tiny", "transformer_base", "transformer_big",
-                    "lstm", "lstm_small", "lstm_gnmt4", "transformer_lm", "transformer_lm_small"},
-                   "transformer",
-                   "model architecture; its preset sets the model sizes, which "
-                   "explicit values override"));
+  s.emplace_back("arch",
+                 Enum({"transformer", "transformer_tiny", "transformer_base", "transformer_big",
+                       "lstm", "lstm_small", "lstm_gnmt4", "transformer_lm", "transformer_lm_small",
+                       "fconv", "fconv_iwslt_de_en", "fconv_small"},
+                      "transformer",
+                      "model architecture; its preset sets the model sizes, which "
+                      "explicit values override"));
   s.emplace_back("d_model",
                  Families(Int(8, 8192, Value(),
                               "model width (preset: tiny 256, base 512, big 1024, lm 512, "
@@ -80,9 +86,14 @@ std::vector<std::pair<std::string, HpSpec>> BuildSchema() {
                                    kAttentionFamilies));
   s.emplace_back(
       "encoder_layers",
-      Families(Int(1, 64, Value(), "encoder layers (tiny 3, base 6, lstm 1)"), kEncoderFamilies));
+      Families(Int(1, 64, Value(),
+                   "encoder layers (tiny 3, base 6, lstm 1; fconv: convolutions, fconv 20, "
+                   "fconv_iwslt_de_en 4, fconv_small 4)"),
+               kEncoderFamilies));
   s.emplace_back("decoder_layers",
-                 Int(1, 64, Value(), "decoder layers (tiny 3, base 6, lstm 1, lm 6, lm_small 3)"));
+                 Int(1, 64, Value(),
+                     "decoder layers (tiny 3, base 6, lstm 1, lm 6, lm_small 3; fconv: "
+                     "convolutions, fconv 20, fconv_iwslt_de_en 3, fconv_small 3)"));
   s.emplace_back("ffn_dim", Families(Int(1, 65536, Value(),
                                          "feed-forward inner width (tiny 1024, base 2048, lm 2048, "
                                          "lm_small 1024)"),
@@ -113,13 +124,15 @@ std::vector<std::pair<std::string, HpSpec>> BuildSchema() {
   s.emplace_back("share_decoder_input_output_embed",
                  Bool(true,
                       "tie the decoder's input embedding and output projection (lstm, "
-                      "transformer_lm: false)"));
-  // fairseq's lstm (fairseq/models/lstm.py). Sizes come from the preset; the four dropout rates
-  // default to `dropout` (WithDefaults).
-  s.emplace_back(
-      "encoder_embed_dim",
-      Families(Int(1, 65536, Value(), "encoder embedding width (lstm 512, lstm_small 256)"),
-               kLstm));
+                      "transformer_lm, fconv, fconv_iwslt_de_en: false)"));
+  // fairseq's lstm (fairseq/models/lstm.py); the three embedding widths are fairseq's fconv's
+  // too (fairseq/models/fconv.py). Sizes come from the preset; the four dropout rates default
+  // to `dropout` (WithDefaults).
+  s.emplace_back("encoder_embed_dim",
+                 Families(Int(1, 65536, Value(),
+                              "encoder embedding width (lstm 512, lstm_small 256, fconv 512, "
+                              "fconv_iwslt_de_en 256, fconv_small 256)"),
+                          kEmbedDimFamilies));
   s.emplace_back("encoder_hidden_size",
                  Families(Int(1, 65536, Value(),
                               "encoder hidden size per direction (lstm 512, lstm_small 256)"),
@@ -137,17 +150,19 @@ std::vector<std::pair<std::string, HpSpec>> BuildSchema() {
                                  "(default: dropout)",
                                  false, true),
                           kLstm));
-  s.emplace_back(
-      "decoder_embed_dim",
-      Families(Int(1, 65536, Value(), "decoder embedding width (lstm 512, lstm_small 256)"),
-               kLstm));
+  s.emplace_back("decoder_embed_dim",
+                 Families(Int(1, 65536, Value(),
+                              "decoder embedding width (lstm 512, lstm_small 256, fconv 512, "
+                              "fconv_iwslt_de_en 256, fconv_small 256)"),
+                          kEmbedDimFamilies));
   s.emplace_back(
       "decoder_hidden_size",
       Families(Int(1, 65536, Value(), "decoder hidden size (lstm 512, lstm_small 512)"), kLstm));
   s.emplace_back("decoder_out_embed_dim",
                  Families(Int(1, 65536, Value(),
-                              "width before the output projection (lstm 512, lstm_small 256)"),
-                          kLstm));
+                              "width before the output projection (lstm 512, lstm_small 256, "
+                              "fconv 256, fconv_iwslt_de_en 256, fconv_small 256)"),
+                          kEmbedDimFamilies));
   s.emplace_back("residual_from_layer",
                  Families(Int(0, 64, 0,
                               "GNMT's residual connections from this layer (1-based) up, in the "
@@ -164,6 +179,14 @@ std::vector<std::pair<std::string, HpSpec>> BuildSchema() {
                                  "(default: dropout)",
                                  false, true),
                           kLstm));
+  // fairseq's fconv (fairseq/models/fconv.py): encoder_layers and decoder_layers convolutions,
+  // each of conv_channels channels and kernel_size wide (fairseq's "[(512, 3)] * 20").
+  s.emplace_back("conv_channels",
+                 Families(Int(1, 65536, Value(),
+                              "channels of every convolution layer (fconv 512, fconv_iwslt_de_en "
+                              "256, fconv_small 256)"),
+                          kFConv));
+  s.emplace_back("kernel_size", Families(Int(1, 64, 3, "width of every convolution (3)"), kFConv));
   s.emplace_back("label_smoothing", Double(0, 1, 0.1, "label smoothing ε", false, true));
   s.emplace_back("lr", Double(0, 10, 5e-4, "peak learning rate", true));
   {
@@ -275,6 +298,9 @@ std::string ArchFamily(const std::string& arch) {
       {"lstm_gnmt4", "lstm"},
       {"transformer_lm", "transformer_lm"},
       {"transformer_lm_small", "transformer_lm"},
+      {"fconv", "fconv"},
+      {"fconv_iwslt_de_en", "fconv"},
+      {"fconv_small", "fconv"},
   };
   auto it = families->find(arch);
   return it == families->end() ? "" : it->second;
@@ -369,6 +395,37 @@ const std::map<std::string, Value::Map>& ArchPresets() {
         {"decoder_layers", 3},
         {"ffn_dim", 1024},
         {"share_decoder_input_output_embed", true}}},
+      // fairseq's fconv base_architecture: 20 + 20 convolutions of 512 channels, width 3.
+      {"fconv",
+       {{"encoder_embed_dim", 512},
+        {"decoder_embed_dim", 512},
+        {"decoder_out_embed_dim", 256},
+        {"encoder_layers", 20},
+        {"decoder_layers", 20},
+        {"conv_channels", 512},
+        {"kernel_size", 3},
+        {"share_decoder_input_output_embed", false}}},
+      // fairseq's fconv_iwslt_de_en: 4 + 3 convolutions of 256 channels.
+      {"fconv_iwslt_de_en",
+       {{"encoder_embed_dim", 256},
+        {"decoder_embed_dim", 256},
+        {"decoder_out_embed_dim", 256},
+        {"encoder_layers", 4},
+        {"decoder_layers", 3},
+        {"conv_channels", 256},
+        {"kernel_size", 3},
+        {"share_decoder_input_output_embed", false}}},
+      // Ours, sized for Multi30k on a 2-core CPU: fconv_iwslt_de_en's sizes, tied output.
+      {"fconv_small",
+       {{"encoder_embed_dim", 256},
+        {"decoder_embed_dim", 256},
+        {"decoder_out_embed_dim", 256},
+        {"encoder_layers", 4},
+        {"decoder_layers", 3},
+        {"conv_channels", 256},
+        {"kernel_size", 3},
+        {"share_decoder_input_output_embed", true},
+        {"dropout", 0.2}}},
   };
   return *presets;
 }

@@ -6,11 +6,11 @@
 // apply. The trainer reads trial hyperparameters through WithDefaults(), so the defaults
 // documented in docs/config.md live in exactly one place: here.
 //
-// Each `arch` belongs to an architecture family (ArchFamily: "transformer" and "lstm", which
-// translate, and "transformer_lm", a language model). A hyperparameter applies to every family
-// unless its spec names the families it applies to (HpSpec::families); one given for an arch of
-// another family is refused at submit time, and WithDefaults fills in only those that apply to
-// the arch's family.
+// Each `arch` belongs to an architecture family (ArchFamily: "transformer", "lstm" and "fconv",
+// which translate, and "transformer_lm", a language model). A hyperparameter applies to every
+// family unless its spec names the families it applies to (HpSpec::families); one given for an
+// arch of another family is refused at submit time, and WithDefaults fills in only those that
+// apply to the arch's family.
 #pragma once
 
 #include <limits>
@@ -52,7 +52,8 @@ std::vector<std::string> HyperparameterNames();
 // The architecture family of an `arch` value: "transformer" for transformer, transformer_tiny,
 // transformer_base and transformer_big; "lstm" for lstm, lstm_small and lstm_gnmt4;
 // "transformer_lm" (fairseq's decoder-only transformer_lm) for transformer_lm and
-// transformer_lm_small; "" for anything else.
+// transformer_lm_small; "fconv" (fairseq's convolutional seq2seq, ConvS2S) for fconv,
+// fconv_iwslt_de_en and fconv_small; "" for anything else.
 std::string ArchFamily(const std::string& arch);
 
 // Whether `family` is a language model's (trains on one side's text, has no source and scores
@@ -65,18 +66,20 @@ bool AppliesTo(const HpSpec& spec, const std::string& family);
 
 // Architecture presets: arch name -> model-size defaults (transformer: d_model, heads, layers,
 // ffn_dim; lstm: the embedding and hidden sizes, layers, encoder_bidirectional, tying;
-// transformer_lm: d_model, heads, decoder_layers, ffn_dim, tying). Every arch value has one, and
-// each holds only hyperparameters that apply to the arch's family.
+// transformer_lm: d_model, heads, decoder_layers, ffn_dim, tying; fconv: the embedding widths,
+// layers, conv_channels, kernel_size, tying). Every arch value has one, and each holds only
+// hyperparameters that apply to the arch's family.
 const std::map<std::string, Value::Map>& ArchPresets();
 
 // A concrete hyperparameter set completed with the arch preset and the schema default of every
 // hyperparameter that applies to the arch's family (absent arch: "transformer"), so the
 // trainer reads each knob from one place: an lstm trial gets no d_model, heads, activation...,
 // a transformer trial no encoder_bidirectional..., a transformer_lm trial no encoder_layers,
-// share_embeddings, max_len_a/b nor any lstm one. For the lstm family, encoder_dropout_in,
-// encoder_dropout_out, decoder_dropout_in and decoder_dropout_out default to the completed
-// `dropout` (fairseq's lstm). Given values are kept as they are. `hparams` must be a map
-// (validated beforehand, ValidateTrialHyperparameters); an arch of no family gets only the
+// share_embeddings, max_len_a/b nor any lstm one, an fconv trial no d_model, heads...,
+// encoder_hidden_size... nor any of the lstm's dropout rates. For the lstm family,
+// encoder_dropout_in, encoder_dropout_out, decoder_dropout_in and decoder_dropout_out default to
+// the completed `dropout` (fairseq's lstm). Given values are kept as they are. `hparams` must be a
+// map (validated beforehand, ValidateTrialHyperparameters); an arch of no family gets only the
 // hyperparameters that apply to every family.
 Value WithDefaults(const Value& hparams);
 

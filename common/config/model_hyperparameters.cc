@@ -43,13 +43,15 @@ std::vector<Value> Candidates(const Hyperparameters& hps, const std::string& nam
   }
 }
 
-// "a transformer model", "an lstm model", "a transformer_lm model".
+// "a transformer model", "an lstm model", "a transformer_lm model", "an fconv model": the
+// article as the name is read (lstm and fconv begin with a letter's name, "el", "ef").
 std::string FamilyModel(const std::string& family) {
-  return (family == "lstm" ? "an " : "a ") + family + " model";
+  return (family == "lstm" || family == "fconv" ? "an " : "a ") + family + " model";
 }
 
-// The LSTM's cross-field rules on one set of effective values (the trainer's LstmConfig says
-// the same). Each returns the problem, worded for the path it is reported at, or nullopt.
+// The cross-field rules on one set of effective values (the trainer's LstmConfig and
+// FConvConfig say the same). Each returns the problem, worded for the path it is reported at,
+// or nullopt. The first two are the LSTM's.
 
 // At hyperparameters.decoder_layers.
 std::optional<std::string> DecoderLayersProblem(int64_t encoder_layers, int64_t decoder_layers) {
@@ -68,7 +70,8 @@ std::optional<std::string> ResidualProblem(int64_t from, int64_t encoder_layers,
          " (layer 1 reads the embeddings, which have another width)";
 }
 
-// At `path`: share_decoder_input_output_embed, or one of the two widths.
+// At `path`: share_decoder_input_output_embed, or one of the two widths. For every family with
+// a decoder_out_embed_dim (HasOutEmbedDim).
 std::optional<std::string> TiedOutputProblem(const std::string& path, bool shared,
                                              int64_t embed_dim, int64_t out_embed_dim) {
   if (!shared || embed_dim == out_embed_dim) return std::nullopt;
@@ -107,6 +110,13 @@ YAML::Node At(const HyperparameterLocations& locations, const std::string& path)
 // transformer_lm): where `heads` applies, it must divide `d_model`.
 bool HasHeads(const std::string& family) {
   return AppliesTo(*FindHyperparameterSpec("heads"), family);
+}
+
+// Whether models of `family` project the decoder's output to decoder_out_embed_dim before the
+// output projection (the lstm and the fconv): where it applies, a tied output projection needs
+// it equal to decoder_embed_dim.
+bool HasOutEmbedDim(const std::string& family) {
+  return AppliesTo(*FindHyperparameterSpec("decoder_out_embed_dim"), family);
 }
 
 }  // namespace
@@ -156,9 +166,10 @@ void CheckNativeModelHyperparameters(ErrorSink& sink, const ExperimentConfig& c,
       }
     }
   }
-  std::vector<std::string> with_heads, transformers, lstms;
+  std::vector<std::string> with_heads, with_out_embed_dim, transformers, lstms;
   for (const std::string& arch : archs) {
     if (HasHeads(ArchFamily(arch))) with_heads.push_back(arch);
+    if (HasOutEmbedDim(ArchFamily(arch))) with_out_embed_dim.push_back(arch);
     if (ArchFamily(arch) == "transformer") transformers.push_back(arch);
     if (ArchFamily(arch) == "lstm") lstms.push_back(arch);
   }
@@ -233,9 +244,9 @@ void CheckNativeModelHyperparameters(ErrorSink& sink, const ExperimentConfig& c,
       }
     }
   }();
-  // LSTM: a tied output projection needs decoder_out_embed_dim == decoder_embed_dim.
+  // LSTM and fconv: a tied output projection needs decoder_out_embed_dim == decoder_embed_dim.
   [&] {
-    for (const std::string& arch : lstms) {
+    for (const std::string& arch : with_out_embed_dim) {
       for (const Value& s : Candidates(hps, "share_decoder_input_output_embed", arch)) {
         for (const Value& e : Candidates(hps, "decoder_embed_dim", arch)) {
           for (const Value& o : Candidates(hps, "decoder_out_embed_dim", arch)) {
@@ -280,6 +291,8 @@ void CheckTrialModelHyperparameters(ErrorSink& sink, const Value& hparams, const
         }
       }
     }
+  }
+  if (HasOutEmbedDim(family)) {
     const Value* shared = full.Find("share_decoder_input_output_embed");
     auto embed = int_of("decoder_embed_dim"), out = int_of("decoder_out_embed_dim");
     if (shared && shared->is_bool() && embed && out) {

@@ -32,8 +32,11 @@ std::vector<std::string> ArchCandidates(const Hyperparameters& hps,
 //  - transformer and transformer_lm families: `heads` divides `d_model`;
 //  - transformer family: `share_embeddings: true` needs a shared vocabulary
 //    (data.tokenizer.shared) and a tied output projection;
-//  - lstm family: `decoder_layers` <= `encoder_layers`, and `share_decoder_input_output_embed:
-//    true` needs `decoder_out_embed_dim` == `decoder_embed_dim`.
+//  - lstm family: `decoder_layers` <= `encoder_layers` (not fconv: its sides' convolutions are
+//    independent), and `residual_from_layer` names an existing layer above the first;
+//  - lstm and fconv families (those with a `decoder_out_embed_dim`):
+//    `share_decoder_input_output_embed: true` needs `decoder_out_embed_dim` ==
+//    `decoder_embed_dim`.
 // Each rule is reported once, at a path the user wrote where there is one. Not for free-form
 // hyperparameters.
 void CheckNativeModelHyperparameters(ErrorSink& sink, const ExperimentConfig& config,
@@ -42,7 +45,8 @@ void CheckNativeModelHyperparameters(ErrorSink& sink, const ExperimentConfig& co
 // The refusal of a hyperparameter that does not apply to `arch`: "does not apply to arch
 // lstm_small (an lstm model); it applies to the transformer and transformer_lm families",
 // "does not apply to arch transformer_lm_small (a transformer_lm model); it applies to the
-// transformer and lstm families".
+// transformer, lstm and fconv families", "does not apply to arch fconv_small (an fconv model);
+// it applies to the lstm family".
 std::string NotForArchMessage(const HpSpec& spec, const std::string& arch);
 
 // The same rules on one trial's concrete hyperparameters (already checked one by one), for a

@@ -183,7 +183,8 @@ TEST(ExperimentConfigTest, DefaultsComeFromTheArchPreset) {
 }
 
 // ---- architecture families (transformer, lstm): which hyperparameters apply to which arch
-// (the transformer_lm family and monolingual data: language_model_config_test.cc)
+// (the transformer_lm family and monolingual data: language_model_config_test.cc; the fconv
+// family: fconv_config_test.cc)
 
 // The base document with its hyperparameters replaced by `hyperparameters` (the section's
 // body, indented) and, when `grid`, a grid searcher.
@@ -219,6 +220,9 @@ TEST(ArchFamilyTest, EveryArchHasAFamilyAndAPresetOfItsOwnFamily) {
   EXPECT_EQ(ArchFamily("lstm_gnmt4"), "lstm");
   EXPECT_EQ(ArchFamily("transformer_lm"), "transformer_lm");
   EXPECT_EQ(ArchFamily("transformer_lm_small"), "transformer_lm");
+  EXPECT_EQ(ArchFamily("fconv"), "fconv");
+  EXPECT_EQ(ArchFamily("fconv_iwslt_de_en"), "fconv");
+  EXPECT_EQ(ArchFamily("fconv_small"), "fconv");
   EXPECT_EQ(ArchFamily("lstm_tiny"), "");
   EXPECT_EQ(ArchFamily(""), "");
   const HpSpec* arch = FindHyperparameterSpec("arch");
@@ -226,7 +230,8 @@ TEST(ArchFamilyTest, EveryArchHasAFamilyAndAPresetOfItsOwnFamily) {
   EXPECT_EQ(arch->options,
             (std::vector<std::string>{"transformer", "transformer_tiny", "transformer_base",
                                       "transformer_big", "lstm", "lstm_small", "lstm_gnmt4",
-                                      "transformer_lm", "transformer_lm_small"}));
+                                      "transformer_lm", "transformer_lm_small", "fconv",
+                                      "fconv_iwslt_de_en", "fconv_small"}));
   for (const std::string& a : arch->options) {
     auto preset = ArchPresets().find(a);
     ASSERT_NE(preset, ArchPresets().end()) << a;
@@ -243,27 +248,37 @@ TEST(ArchFamilyTest, EachHyperparameterAppliesToItsFamilies) {
   const std::vector<std::string> attention = {
       "d_model",    "heads",           "ffn_dim", "attention_dropout", "activation_dropout",
       "activation", "normalize_before"};
-  // An encoder, and a source sentence to size the output by: the two that translate.
+  // An encoder, and a source sentence to size the output by: the three that translate.
   const std::vector<std::string> translation = {"encoder_layers", "max_len_a", "max_len_b"};
   const std::vector<std::string> transformer_only = {"share_embeddings"};
-  const std::vector<std::string> lstm_only = {"encoder_embed_dim",     "encoder_hidden_size",
-                                              "encoder_bidirectional", "encoder_dropout_in",
-                                              "encoder_dropout_out",   "decoder_embed_dim",
-                                              "decoder_hidden_size",   "decoder_out_embed_dim",
-                                              "decoder_dropout_in",    "decoder_dropout_out",
-                                              "residual_from_layer"};
+  // fairseq's embedding widths and the projection before the output: the lstm and the fconv.
+  const std::vector<std::string> embed_dims = {"encoder_embed_dim", "decoder_embed_dim",
+                                               "decoder_out_embed_dim"};
+  const std::vector<std::string> lstm_only = {
+      "encoder_hidden_size", "encoder_bidirectional", "encoder_dropout_in",  "encoder_dropout_out",
+      "decoder_hidden_size", "decoder_dropout_in",    "decoder_dropout_out", "residual_from_layer"};
+  const std::vector<std::string> fconv_only = {"conv_channels", "kernel_size"};
   auto in = [](const std::vector<std::string>& v, const std::string& x) {
     return std::find(v.begin(), v.end(), x) != v.end();
   };
   for (const auto& [name, spec] : HyperparameterSchema()) {
     const bool everywhere = !in(attention, name) && !in(translation, name) &&
-                            !in(transformer_only, name) && !in(lstm_only, name);
-    EXPECT_EQ(AppliesTo(spec, "transformer"), !in(lstm_only, name)) << name;
-    EXPECT_EQ(AppliesTo(spec, "lstm"), everywhere || in(translation, name) || in(lstm_only, name))
+                            !in(transformer_only, name) && !in(embed_dims, name) &&
+                            !in(lstm_only, name) && !in(fconv_only, name);
+    EXPECT_EQ(AppliesTo(spec, "transformer"), everywhere || in(attention, name) ||
+                                                  in(translation, name) ||
+                                                  in(transformer_only, name))
+        << name;
+    EXPECT_EQ(AppliesTo(spec, "lstm"),
+              everywhere || in(translation, name) || in(embed_dims, name) || in(lstm_only, name))
         << name;
     EXPECT_EQ(AppliesTo(spec, "transformer_lm"), everywhere || in(attention, name)) << name;
+    EXPECT_EQ(AppliesTo(spec, "fconv"),
+              everywhere || in(translation, name) || in(embed_dims, name) || in(fconv_only, name))
+        << name;
   }
-  for (const auto& list : {attention, translation, transformer_only, lstm_only}) {
+  for (const auto& list :
+       {attention, translation, transformer_only, embed_dims, lstm_only, fconv_only}) {
     for (const auto& name : list) EXPECT_NE(FindHyperparameterSpec(name), nullptr) << name;
   }
   // Every family, as before: the training knobs, beam search (the LM's generate searches too).
@@ -479,7 +494,8 @@ TEST(ArchFamilyTest, UnknownArchListsTheKnownOnesAndNothingElse) {
   EXPECT_EQ(r.errors[0].ToString(),
             "hyperparameters.arch: \"lstm_smal\" must be one of transformer, transformer_tiny, "
             "transformer_base, transformer_big, lstm, lstm_small, lstm_gnmt4, transformer_lm, "
-            "transformer_lm_small (did you mean \"lstm_small\"?)");
+            "transformer_lm_small, fconv, fconv_iwslt_de_en, fconv_small (did you mean "
+            "\"lstm_small\"?)");
 }
 
 TEST(ArchFamilyTest, TrialHyperparametersOfAnLstmAreChecked) {

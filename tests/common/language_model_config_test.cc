@@ -68,8 +68,8 @@ TEST(LanguageModelConfigTest, PresetsAreFairseqsTransformerLmAndOurSmallOne) {
                         {"share_decoder_input_output_embed", true}}));
   EXPECT_TRUE(IsLanguageModelFamily(ArchFamily("transformer_lm")));
   EXPECT_TRUE(IsLanguageModelFamily(ArchFamily("transformer_lm_small")));
-  for (const char* arch :
-       {"transformer", "transformer_tiny", "lstm_small", "lstm_gnmt4", "bogus"}) {
+  for (const char* arch : {"transformer", "transformer_tiny", "lstm_small", "lstm_gnmt4", "fconv",
+                           "fconv_small", "bogus"}) {
     EXPECT_FALSE(IsLanguageModelFamily(ArchFamily(arch))) << arch;
   }
 }
@@ -99,11 +99,12 @@ TEST(LanguageModelConfigTest, DefaultsCompleteAnLmWithItsFamilysHyperparametersO
     EXPECT_EQ(Get(full, "lenpen"), Value(1.0)) << e.arch;
     ASSERT_NE(full.Find("optimizer"), nullptr) << e.arch;
     EXPECT_EQ(full.Find("optimizer")->Find("type")->as_string(), "adamw");
-    for (const char* name : {"encoder_layers", "share_embeddings", "max_len_a", "max_len_b",
-                             "encoder_embed_dim", "encoder_hidden_size", "encoder_bidirectional",
-                             "encoder_dropout_in", "encoder_dropout_out", "decoder_embed_dim",
-                             "decoder_hidden_size", "decoder_out_embed_dim", "decoder_dropout_in",
-                             "decoder_dropout_out", "residual_from_layer"}) {
+    for (const char* name :
+         {"encoder_layers", "share_embeddings", "max_len_a", "max_len_b", "encoder_embed_dim",
+          "encoder_hidden_size", "encoder_bidirectional", "encoder_dropout_in",
+          "encoder_dropout_out", "decoder_embed_dim", "decoder_hidden_size",
+          "decoder_out_embed_dim", "decoder_dropout_in", "decoder_dropout_out",
+          "residual_from_layer", "conv_channels", "kernel_size"}) {
       EXPECT_EQ(full.Find(name), nullptr) << e.arch << ": " << name << " does not apply";
     }
   }
@@ -133,10 +134,10 @@ TEST(LanguageModelConfigTest, LmExperimentOnTextValidatesWithItsFamilysHyperpara
 
 TEST(LanguageModelConfigTest, TranslationHyperparametersForAnLmAreRefusedByName) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"encoder_layers: 3", "it applies to the transformer and lstm families"},
+      {"encoder_layers: 3", "it applies to the transformer, lstm and fconv families"},
       {"share_embeddings: true", "it applies to the transformer family"},
-      {"max_len_a: 1.5", "it applies to the transformer and lstm families"},
-      {"max_len_b: 5", "it applies to the transformer and lstm families"},
+      {"max_len_a: 1.5", "it applies to the transformer, lstm and fconv families"},
+      {"max_len_b: 5", "it applies to the transformer, lstm and fconv families"},
       {"encoder_bidirectional: true", "it applies to the lstm family"},
   };
   for (const auto& [line, families] : cases) {
@@ -157,7 +158,7 @@ TEST(LanguageModelConfigTest, TranslationHyperparametersForAnLmAreRefusedByName)
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_EQ(errors[0].ToString(),
             "hyperparameters.encoder_layers: does not apply to arch transformer_lm (a "
-            "transformer_lm model); it applies to the transformer and lstm families");
+            "transformer_lm model); it applies to the transformer, lstm and fconv families");
 }
 
 TEST(LanguageModelConfigTest, HeadsAndTheOtherTransformerLayerKnobsApplyToAnLm) {

@@ -1,5 +1,5 @@
-// End to end: one experiment sweeps `arch` over two model families (fairseq's lstm and the
-// Transformer) on a real cluster — PostgreSQL, sf-master, sf-agent, sf-trainer processes on
+// End to end: one experiment sweeps `arch` over three model families (fairseq's lstm and fconv,
+// and the Transformer) on a real cluster — PostgreSQL, sf-master, sf-agent, sf-trainer processes on
 // loopback. Each trial trains its family, validates and checkpoints; the checkpoint's weights say
 // which family they hold; the REST API gives every trial its arch beside its metric, which is
 // what the dashboard's trials table and parallel coordinates compare.
@@ -27,7 +27,7 @@ Value WeightsMetadata(const std::string& path) {
   return m ? *m : Value();
 }
 
-TEST(ArchSweepEndToEnd, OneGridTrainsAnLstmAndATransformerSideBySide) {
+TEST(ArchSweepEndToEnd, OneGridTrainsAnLstmAConvS2SAndATransformerSideBySide) {
   Cluster cluster(2, 1);
   const std::string data = DataCopy("multi30k-de-en-tiny");
   // Only hyperparameters every family takes: the presets size each model.
@@ -37,7 +37,7 @@ TEST(ArchSweepEndToEnd, OneGridTrainsAnLstmAndATransformerSideBySide) {
                            "  valid: {src: " + data + "/valid.de, tgt: " + data + "/valid.en}\n"
                            "  tokenizer: {type: sentencepiece, vocab_size: 400, model_type: bpe, shared: true}\n"
                            "hyperparameters:\n"
-                           "  arch: {type: categorical, vals: [lstm_small, transformer_tiny]}\n"
+                           "  arch: {type: categorical, vals: [lstm_small, transformer_tiny, fconv_small]}\n"
                            "  encoder_layers: 1\n  decoder_layers: 1\n"
                            "  dropout: 0.1\n"
                            "  lr: 0.002\n"
@@ -56,7 +56,7 @@ TEST(ArchSweepEndToEnd, OneGridTrainsAnLstmAndATransformerSideBySide) {
       << cluster.ExperimentState(id);
 
   Value trials = cluster.Trials(id);
-  ASSERT_EQ(trials.as_list().size(), 2u);
+  ASSERT_EQ(trials.as_list().size(), 3u);
   std::map<int64_t, std::string> arch_of;
   for (const Value& t : trials.as_list()) {
     EXPECT_EQ(t.Find("state")->as_string(), "TRIAL_STATE_COMPLETED");
@@ -70,7 +70,7 @@ TEST(ArchSweepEndToEnd, OneGridTrainsAnLstmAndATransformerSideBySide) {
   }
   std::set<std::string> archs;
   for (const auto& [trial, arch] : arch_of) archs.insert(arch);
-  EXPECT_EQ(archs, (std::set<std::string>{"lstm_small", "transformer_tiny"}));
+  EXPECT_EQ(archs, (std::set<std::string>{"lstm_small", "transformer_tiny", "fconv_small"}));
 
   // Each trial's weights are its family's, described in their own metadata.
   auto [code, cks] = cluster.Get("/api/v1/experiments/" + std::to_string(id) + "/checkpoints");
@@ -85,12 +85,12 @@ TEST(ArchSweepEndToEnd, OneGridTrainsAnLstmAndATransformerSideBySide) {
     const std::string family = meta.Find("arch")->as_string();
     families.insert(family);
     const std::string arch = arch_of[std::stoll(c.Find("trialId")->as_string())];
-    EXPECT_EQ(family, arch == "lstm_small" ? "lstm" : "transformer") << path;
+    EXPECT_EQ(family, arch == "lstm_small" ? "lstm" : arch == "fconv_small" ? "fconv" : "transformer") << path;
     if (family == "lstm") {
       EXPECT_EQ(meta.Find("encoder_bidirectional")->as_string(), "true");
     }
   }
-  EXPECT_EQ(families, (std::set<std::string>{"lstm", "transformer"}));
+  EXPECT_EQ(families, (std::set<std::string>{"lstm", "transformer", "fconv"}));
 }
 
 }  // namespace

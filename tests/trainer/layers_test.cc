@@ -11,6 +11,7 @@
 
 #include "trainer/kernels/cpu/reference.h"
 #include "trainer/models/lstm_model.h"
+#include "trainer/models/fconv.h"
 #include "trainer/models/transformer_lm.h"
 #include "trainer/models/transformer.h"
 #include "trainer/nn/attention.h"
@@ -670,6 +671,69 @@ TEST(ModelGradTest, TransformerLmPostNormTiedAndPreNormUntied) {
                          p.numel});
     }
     CheckGradients([&] { return model.Forward(b)->loss; }, targets, 3);
+  }
+}
+
+// fairseq's fconv (ConvS2S): every parameter (weight_v, weight_g, bias of each weight-normalised
+// projection and convolution, the token and learned position tables) against central
+// differences with dropout on and label smoothing, on a batch with source padding. Two shapes:
+// channel changes (projections), an even encoder kernel and an untied fc3; one channel width and
+// a tied fc3 (decoder.fc3.bias alone).
+TEST(ModelGradTest, FConvUntiedWithProjectionsAndTiedOutput) {
+  for (bool tied : {false, true}) {
+    SCOPED_TRACE(tied ? "tied" : "untied");
+    ReferenceBackend<double> ref;
+    FConvConfig c;
+    c.encoder_embed = 6;
+    c.decoder_embed = 6;
+    c.decoder_out_embed = tied ? 6 : 5;
+    c.encoder_convs = tied ? std::vector<ConvSpec>{{4, 3}, {4, 3}} : std::vector<ConvSpec>{{4, 3}, {6, 2}};
+    c.decoder_convs = tied ? std::vector<ConvSpec>{{4, 3}, {4, 3}} : std::vector<ConvSpec>{{4, 2}, {6, 3}};
+    c.share_input_output_embed = tied;
+    c.dropout = 0.2f;
+    c.src_vocab = 11;
+    c.tgt_vocab = 13;
+    c.max_positions = 16;
+    c.label_smoothing = 0.1f;
+    c.scale_encoder_gradient = false;  // the true gradient (fconv_reference.py checks the scaled one)
+    ASSERT_TRUE(c.Validate().ok()) << c.Validate().message();
+    FConvModel<double> model(c, &ref, DType::kF64);
+    EXPECT_EQ(model.params().Find("decoder.fc3.weight_v") >= 0, !tied);
+    EXPECT_EQ(model.params().Find("encoder.projections.1.weight_v") >= 0, !tied);
+    model.InitParameters(5);
+    // Non-zero biases, so their paths are exercised beyond the initial zeros.
+    std::mt19937 rng(9);
+    std::uniform_real_distribution<double> u(-0.2, 0.2);
+    for (const ParamInfo& p : model.params().params()) {
+      if (p.name.size() > 5 && p.name.compare(p.name.size() - 5, 5, ".bias") == 0) {
+        for (int64_t i = 0; i < p.numel; ++i) model.params().values()[p.offset + i] += u(rng);
+      }
+    }
+    model.WeightsUpdated();
+    model.context().seed = 3;
+    const int64_t B = 2, Ts = 5, Tt = 4;
+    std::vector<int32_t> src = {4, 5, 6, 7, 2, 8, 9, 2, 1, 1};
+    std::vector<int32_t> tin = {2, 4, 5, 6, 2, 7, 8, 1};
+    std::vector<int32_t> tout = {4, 5, 6, 10, 7, 8, 3, 1};
+    Seq2SeqBatch b{src.data(), tin.data(), tout.data(), B, Ts, Tt};
+    model.ZeroGrads();
+    auto stats = model.Forward(b);
+    ASSERT_TRUE(stats.ok()) << stats.status().message();
+    EXPECT_EQ(stats->tokens, 7);
+    model.Backward(1.0f);
+    std::vector<FdTarget> targets;
+    for (size_t i = 0; i < model.params().params().size(); ++i) {
+      const ParamInfo& p = model.params().params()[i];
+      targets.push_back({p.name, model.params().value(static_cast<int>(i)), model.params().grad(static_cast<int>(i)),
+                         p.numel});
+    }
+    // The effective weights are refreshed from v and g before each evaluation.
+    CheckGradients(
+        [&] {
+          model.WeightsUpdated();
+          return model.Forward(b)->loss;
+        },
+        targets, 3);
   }
 }
 

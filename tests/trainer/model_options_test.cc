@@ -301,5 +301,63 @@ TEST(UntiedOutputProjection, CheckpointsCarryTheProjectionAndTheOptions) {
   EXPECT_EQ(from_old->transformer.activation_dropout, 0.0f);
 }
 
+// The language model and fconv through trainer_state.json's "model" and the weights'
+// __metadata__: every architecture field comes back, a model built from either describes itself
+// the same way, and a malformed layer list is refused by name.
+TEST(ModelSpecRoundTrip, TransformerLmAndFConvComeBackFromTheStateAndTheMetadata) {
+  ModelSpec lm;
+  lm.family = "transformer_lm";
+  lm.lm.d_model = 24;
+  lm.lm.heads = 3;
+  lm.lm.layers = 2;
+  lm.lm.ffn_dim = 40;
+  lm.lm.activation = Activation::kGelu;
+  lm.lm.normalize_before = true;
+  lm.lm.share_input_output_embed = true;
+  lm.lm.vocab = 57;
+  lm.lm.max_positions = 66;
+  lm.lm.label_smoothing = 0.05f;
+  ModelSpec fc;
+  fc.family = "fconv";
+  fc.fconv.encoder_embed = 20;
+  fc.fconv.decoder_embed = 18;
+  fc.fconv.decoder_out_embed = 14;
+  fc.fconv.encoder_convs = {{32, 3}, {48, 2}};
+  fc.fconv.decoder_convs = {{32, 5}};
+  fc.fconv.src_vocab = 61;
+  fc.fconv.tgt_vocab = 59;
+  fc.fconv.max_positions = 70;
+  fc.fconv.label_smoothing = 0.1f;
+  for (const ModelSpec& spec : {lm, fc}) {
+    SCOPED_TRACE(spec.family);
+    ASSERT_TRUE(spec.Validate().ok()) << spec.Validate().message();
+    auto from_value = ModelSpecFromValue(ModelSpecToValue(spec));
+    ASSERT_TRUE(from_value.ok()) << from_value.status().ToString();
+    auto from_meta = ModelSpecFromMetadata(spec.metadata());
+    ASSERT_TRUE(from_meta.ok()) << from_meta.status().ToString();
+    EXPECT_EQ(from_value->family, spec.family);
+    EXPECT_EQ(from_value->metadata(), spec.metadata());
+    EXPECT_EQ(from_meta->metadata(), spec.metadata());
+    CpuBackend backend;
+    auto model = MakeModel(*from_meta, &backend, DType::kF32);
+    EXPECT_EQ(model->family(), spec.family);
+    EXPECT_EQ(model->Metadata(), spec.metadata());
+    EXPECT_TRUE(CheckMetadataFits(spec.metadata(), *model).ok());
+  }
+  EXPECT_EQ(fc.metadata().at("encoder_layers"), "32x3,48x2");
+  auto meta = fc.metadata();
+  meta["decoder_layers"] = "32x3,big";
+  auto bad = ModelSpecFromMetadata(meta);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("__metadata__ decoder_layers"), std::string::npos) << bad.status().message();
+  // An fconv checkpoint does not load into a language model, and the message says which is which.
+  CpuBackend backend;
+  auto lm_model = MakeModel(lm, &backend, DType::kF32);
+  Status fits = CheckMetadataFits(fc.metadata(), *lm_model);
+  ASSERT_FALSE(fits.ok());
+  EXPECT_NE(fits.message().find("arch is fconv in the weights, transformer_lm in this model"), std::string::npos)
+      << fits.message();
+}
+
 }  // namespace
 }  // namespace sf

@@ -17,6 +17,7 @@
 
 #include "trainer/core/safetensors.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
+#include "trainer/models/fconv.h"
 #include "trainer/models/transformer_lm.h"
 #include "trainer/models/weights_io.h"
 #include "trainer/run/train_step.h"
@@ -50,7 +51,7 @@ safetensors::TensorView I32View(const std::string& name, std::vector<int64_t> sh
 // Runs our model on one batch, writes weights + batch + our results, and has the PyTorch
 // reference recompute and compare everything (the model's metadata tells it the architecture).
 template <typename Model>
-void CompareModelWithPyTorch(Model& model, int64_t vocab) {
+void CompareModelWithPyTorch(Model& model, int64_t vocab, const char* reference = "transformer_reference.py") {
   model.InitParameters(11);
   // Non-trivial layer-norm gains/biases so their gradients are exercised.
   std::mt19937 rng(3);
@@ -90,7 +91,7 @@ void CompareModelWithPyTorch(Model& model, int64_t vocab) {
 
   int status = 0;
   const std::string script =
-      testing::SourceDir() + "/tests/trainer/reference/transformer_reference.py";
+      testing::SourceDir() + "/tests/trainer/reference/" + reference;
   const std::string out = testing::RunShellCommand("/usr/bin/python3 " + script + " " + path, &status);
   std::printf("%s", out.c_str());
   // Fails (not skips) when python3 or torch is missing: the comparison is required in CI.
@@ -124,6 +125,31 @@ TEST(PyTorchReference, TransformerLmPostNormTiedAndPreNormUntiedMatchInFp32) {
     TransformerLm<float> model(c, &backend, DType::kF32);
     model.context().training = false;
     CompareModelWithPyTorch(model, c.vocab);
+  }
+}
+
+// fairseq's fconv against its own PyTorch implementation (tests/trainer/reference/
+// fconv_reference.py: torch.conv_tbc, weight norm by torch's formula, fairseq's masking and
+// scaling): an untied model with projections and an even encoder kernel, and a tied one.
+TEST(PyTorchReference, FConvUntiedAndTiedMatchInFp32) {
+  for (bool tied : {false, true}) {
+    FConvConfig c;
+    c.encoder_embed = 12;
+    c.decoder_embed = 12;
+    c.decoder_out_embed = tied ? 12 : 10;
+    c.encoder_convs = tied ? std::vector<ConvSpec>{{16, 3}, {16, 3}, {16, 3}}
+                           : std::vector<ConvSpec>{{16, 3}, {24, 2}, {24, 5}};
+    c.decoder_convs = tied ? std::vector<ConvSpec>{{16, 3}, {16, 3}} : std::vector<ConvSpec>{{16, 2}, {24, 3}};
+    c.share_input_output_embed = tied;
+    c.src_vocab = 23;
+    c.tgt_vocab = 23;
+    c.max_positions = 32;
+    c.label_smoothing = 0.1f;
+    c.dropout = 0.0f;
+    CpuBackend backend;
+    FConvModel<float> model(c, &backend, DType::kF32);
+    model.context().training = false;
+    CompareModelWithPyTorch(model, 23, "fconv_reference.py");
   }
 }
 

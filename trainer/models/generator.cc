@@ -4,6 +4,7 @@
 #include <numeric>
 #include <string>
 
+#include "trainer/models/fconv_generator.h"
 #include "trainer/models/lstm_generator.h"
 #include "trainer/models/lstm_model.h"
 #include "trainer/models/translator.h"
@@ -13,6 +14,7 @@ namespace sf {
 std::unique_ptr<Generator> MakeGenerator(Seq2SeqModel<float>* model) {
   if (auto* lstm = dynamic_cast<LstmModel<float>*>(model)) return std::make_unique<LstmGenerator>(lstm);
   if (auto* transformer = dynamic_cast<Transformer<float>*>(model)) return std::make_unique<Translator>(transformer);
+  if (auto* fconv = dynamic_cast<FConvModel<float>*>(model)) return std::make_unique<FConvGenerator>(fconv);
   return nullptr;  // a language model translates nothing (lm_generator.h continues text)
 }
 

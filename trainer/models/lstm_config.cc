@@ -97,11 +97,11 @@ Result<LstmConfig> LstmConfigFromMetadata(const std::map<std::string, std::strin
     if (r < 0 || r > 1024) return InvalidArgument("__metadata__ residual_from_layer: out of range");
     c.residual_from = static_cast<int>(r);
   }
-  SF_ASSIGN_OR_RETURN(c.src_vocab, MetaInt(m, "src_vocab"));
-  SF_ASSIGN_OR_RETURN(c.tgt_vocab, MetaInt(m, "tgt_vocab"));
-  SF_ASSIGN_OR_RETURN(int64_t pad, MetaInt(m, "pad_id"));
-  c.pad_id = static_cast<int32_t>(pad);
-  SF_ASSIGN_OR_RETURN(c.max_positions, MetaInt(m, "max_positions"));
+  SF_ASSIGN_OR_RETURN(MetaSizes sizes, ReadMetaSizes(m, true));
+  c.src_vocab = sizes.src_vocab;
+  c.tgt_vocab = sizes.tgt_vocab;
+  c.pad_id = sizes.pad_id;
+  c.max_positions = sizes.max_positions;
   SF_ASSIGN_OR_RETURN(c.label_smoothing, MetaFloatOr(m, "label_smoothing", c.label_smoothing));
   Status st = c.Validate();
   if (!st.ok()) return st.WithContext("__metadata__");

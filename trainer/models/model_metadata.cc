@@ -1,5 +1,6 @@
 #include "trainer/models/model_metadata.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <exception>
 
@@ -42,6 +43,19 @@ Result<float> MetaFloat(const Metadata& m, const std::string& key) {
 Result<float> MetaFloatOr(const Metadata& m, const std::string& key, float def) {
   if (!m.count(key)) return def;
   return MetaFloat(m, key);
+}
+
+Result<MetaSizes> ReadMetaSizes(const Metadata& m, bool source) {
+  MetaSizes s;
+  if (source) {
+    SF_ASSIGN_OR_RETURN(s.src_vocab, MetaInt(m, "src_vocab"));
+  }
+  SF_ASSIGN_OR_RETURN(s.tgt_vocab, MetaInt(m, "tgt_vocab"));
+  SF_ASSIGN_OR_RETURN(int64_t pad, MetaInt(m, "pad_id"));
+  if (pad < 0 || pad > INT32_MAX) return InvalidArgument("__metadata__ pad_id: out of range");
+  s.pad_id = static_cast<int32_t>(pad);
+  SF_ASSIGN_OR_RETURN(s.max_positions, MetaInt(m, "max_positions"));
+  return s;
 }
 
 std::string MetaText(float v) { return std::to_string(v); }

@@ -19,6 +19,15 @@ Result<float> MetaFloat(const Metadata& m, const std::string& key);
 // The value of `key`, or `def` when the file has none (keys added after files were written).
 Result<float> MetaFloatOr(const Metadata& m, const std::string& key, float def);
 
+// The sizes every family's weights carry: src_vocab (read only when `source`: a language model
+// has none), tgt_vocab, pad_id (checked to fit an int32) and max_positions.
+struct MetaSizes {
+  int64_t src_vocab = 0, tgt_vocab = 0;
+  int32_t pad_id = 1;
+  int64_t max_positions = 0;
+};
+Result<MetaSizes> ReadMetaSizes(const Metadata& m, bool source);
+
 // Formats a float for __metadata__ so that MetaFloat reads back the same float.
 std::string MetaText(float v);
 

@@ -6,19 +6,21 @@
 namespace sf {
 
 const std::vector<std::string>& ModelFamilies() {
-  static const std::vector<std::string> families = {"transformer", "lstm", "transformer_lm"};
+  static const std::vector<std::string> families = {"transformer", "lstm", "transformer_lm", "fconv"};
   return families;
 }
 
 ModelShape ModelSpec::shape() const {
   if (family == "lstm") return ModelShape{lstm.src_vocab, lstm.tgt_vocab, lstm.pad_id, lstm.max_positions};
   if (family == "transformer_lm") return ModelShape{lm.vocab, lm.vocab, lm.pad_id, lm.max_positions};
+  if (family == "fconv") return ModelShape{fconv.src_vocab, fconv.tgt_vocab, fconv.pad_id, fconv.max_positions};
   return ModelShape{transformer.src_vocab, transformer.tgt_vocab, transformer.pad_id, transformer.max_positions};
 }
 
 std::map<std::string, std::string> ModelSpec::metadata() const {
   if (family == "lstm") return LstmMetadata(lstm);
   if (family == "transformer_lm") return TransformerLmMetadata(lm);
+  if (family == "fconv") return FConvMetadata(fconv);
   return ConfigMetadata(transformer);
 }
 
@@ -26,7 +28,8 @@ Status ModelSpec::Validate() const {
   if (family == "lstm") return lstm.Validate();
   if (family == "transformer") return transformer.Validate();
   if (family == "transformer_lm") return lm.Validate();
-  return InvalidArgument("model family '" + family + "' is not one of transformer, lstm, transformer_lm");
+  if (family == "fconv") return fconv.Validate();
+  return InvalidArgument("model family '" + family + "' is not one of transformer, lstm, transformer_lm, fconv");
 }
 
 Result<ModelSpec> ModelSpecFromMetadata(const std::map<std::string, std::string>& m) {
@@ -40,6 +43,8 @@ Result<ModelSpec> ModelSpecFromMetadata(const std::map<std::string, std::string>
     SF_ASSIGN_OR_RETURN(spec.lstm, LstmConfigFromMetadata(m));
   } else if (spec.family == "transformer_lm") {
     SF_ASSIGN_OR_RETURN(spec.lm, TransformerLmConfigFromMetadata(m));
+  } else if (spec.family == "fconv") {
+    SF_ASSIGN_OR_RETURN(spec.fconv, FConvConfigFromMetadata(m));
   } else {
     std::string known;
     for (const auto& f : ModelFamilies()) known += (known.empty() ? "" : ", ") + f;
@@ -70,6 +75,7 @@ Status CheckMetadataFits(const std::map<std::string, std::string>& metadata, con
 std::unique_ptr<Seq2SeqModel<float>> MakeModel(const ModelSpec& spec, Backend<float>* backend, DType compute) {
   if (spec.family == "lstm") return std::make_unique<LstmModel<float>>(spec.lstm, backend, compute);
   if (spec.family == "transformer_lm") return std::make_unique<TransformerLm<float>>(spec.lm, backend, compute);
+  if (spec.family == "fconv") return std::make_unique<FConvModel<float>>(spec.fconv, backend, compute);
   return std::make_unique<Transformer<float>>(spec.transformer, backend, compute);
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "trainer/models/fconv.h"
 #include "trainer/models/lstm_config.h"
 #include "trainer/models/seq2seq_model.h"
 #include "trainer/models/transformer.h"
@@ -17,10 +18,11 @@
 namespace sf {
 
 struct ModelSpec {
-  std::string family = "transformer";  // "transformer" | "lstm" | "transformer_lm"
+  std::string family = "transformer";  // "transformer" | "lstm" | "transformer_lm" | "fconv"
   TransformerConfig transformer;       // family "transformer"
   LstmConfig lstm;                     // family "lstm"
   TransformerLmConfig lm;              // family "transformer_lm"
+  FConvConfig fconv;                   // family "fconv"
 
   // A decoder-only language model: it scores and continues text, and translates nothing.
   bool language_model() const { return family == "transformer_lm"; }
@@ -35,7 +37,7 @@ struct ModelSpec {
 const std::vector<std::string>& ModelFamilies();
 
 // The architecture a weights file describes, by its "arch" key ("transformer", "lstm",
-// "transformer_lm").
+// "transformer_lm", "fconv").
 // Errors name the key and value; an unknown arch lists the known families.
 Result<ModelSpec> ModelSpecFromMetadata(const std::map<std::string, std::string>& metadata);
 

@@ -74,11 +74,10 @@ Result<TransformerLmConfig> TransformerLmConfigFromMetadata(const std::map<std::
   c.activation = act->second == "gelu" ? Activation::kGelu : Activation::kRelu;
   SF_ASSIGN_OR_RETURN(c.normalize_before, MetaBool(m, "normalize_before"));
   SF_ASSIGN_OR_RETURN(c.share_input_output_embed, MetaBool(m, "share_decoder_input_output_embed"));
-  SF_ASSIGN_OR_RETURN(c.vocab, MetaInt(m, "tgt_vocab"));
-  SF_ASSIGN_OR_RETURN(int64_t pad, MetaInt(m, "pad_id"));
-  if (pad < 0 || pad > INT32_MAX) return InvalidArgument("__metadata__ pad_id: out of range");
-  c.pad_id = static_cast<int32_t>(pad);
-  SF_ASSIGN_OR_RETURN(c.max_positions, MetaInt(m, "max_positions"));
+  SF_ASSIGN_OR_RETURN(MetaSizes sizes, ReadMetaSizes(m, false));
+  c.vocab = sizes.tgt_vocab;
+  c.pad_id = sizes.pad_id;
+  c.max_positions = sizes.max_positions;
   SF_ASSIGN_OR_RETURN(c.label_smoothing, MetaFloatOr(m, "label_smoothing", c.label_smoothing));
   Status st = c.Validate();
   if (!st.ok()) return st.WithContext("__metadata__");

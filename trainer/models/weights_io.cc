@@ -51,11 +51,11 @@ Result<TransformerConfig> ConfigFromMetadata(const std::map<std::string, std::st
     SF_ASSIGN_OR_RETURN(c.share_decoder_input_output_embed,
                         MetaBool(m, "share_decoder_input_output_embed"));
   }
-  SF_ASSIGN_OR_RETURN(c.src_vocab, MetaInt(m, "src_vocab"));
-  SF_ASSIGN_OR_RETURN(c.tgt_vocab, MetaInt(m, "tgt_vocab"));
-  SF_ASSIGN_OR_RETURN(int64_t pad, MetaInt(m, "pad_id"));
-  c.pad_id = static_cast<int32_t>(pad);
-  SF_ASSIGN_OR_RETURN(c.max_positions, MetaInt(m, "max_positions"));
+  SF_ASSIGN_OR_RETURN(MetaSizes sizes, ReadMetaSizes(m, true));
+  c.src_vocab = sizes.src_vocab;
+  c.tgt_vocab = sizes.tgt_vocab;
+  c.pad_id = sizes.pad_id;
+  c.max_positions = sizes.max_positions;
   auto act = m.find("activation");
   if (act == m.end()) return InvalidArgument("__metadata__ has no 'activation'");
   if (act->second == "relu") {

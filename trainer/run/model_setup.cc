@@ -82,6 +82,35 @@ Result<TransformerLmConfig> LmFromMap(const Value& v) {
   return c;
 }
 
+// fairseq's fconv arguments: encoder_layers / decoder_layers convolutions of conv_channels
+// channels and width kernel_size each (fairseq's "[(512, 3)] * 20"), or, in a stored model
+// value, the layer lists themselves ("512x3,512x3,...").
+Result<FConvConfig> FConvFromMap(const Value& v) {
+  FConvConfig c;
+  c.encoder_embed = HpInt(v, "encoder_embed_dim", c.encoder_embed);
+  c.decoder_embed = HpInt(v, "decoder_embed_dim", c.decoder_embed);
+  c.decoder_out_embed = HpInt(v, "decoder_out_embed_dim", c.decoder_out_embed);
+  const ConvSpec layer{HpInt(v, "conv_channels", 512), HpInt(v, "kernel_size", 3)};
+  for (const char* side : {"encoder", "decoder"}) {
+    std::vector<ConvSpec>& convs = std::string(side) == "encoder" ? c.encoder_convs : c.decoder_convs;
+    const std::string key = std::string(side) + "_layers";
+    const Value* x = v.Find(key);
+    if (x && x->is_string()) {
+      auto specs = ParseConvSpecs(x->as_string());
+      if (!specs.ok()) return InvalidArgument("hyperparameters." + key + ": " + specs.status().message());
+      convs = *specs;
+    } else {
+      const int64_t n = HpInt(v, key, 20);
+      if (n < 1 || n > 1024) return InvalidArgument("hyperparameters." + key + ": must be from 1 to 1024");
+      convs.assign(static_cast<size_t>(n), layer);
+    }
+  }
+  c.dropout = static_cast<float>(HpNum(v, "dropout", c.dropout));
+  c.share_input_output_embed = Flag(v, "share_decoder_input_output_embed", c.share_input_output_embed);
+  c.label_smoothing = static_cast<float>(HpNum(v, "label_smoothing", c.label_smoothing));
+  return c;
+}
+
 // The family of a hyperparameter map's (or stored model value's) arch; absent: transformer.
 Result<std::string> FamilyOf(const Value& v) {
   const std::string arch = Text(v, "arch", "transformer");
@@ -99,6 +128,8 @@ Status ConfigFromMap(const Value& v, ModelSpec& spec) {
     SF_ASSIGN_OR_RETURN(spec.lstm, LstmFromMap(v));
   } else if (spec.family == "transformer_lm") {
     SF_ASSIGN_OR_RETURN(spec.lm, LmFromMap(v));
+  } else if (spec.family == "fconv") {
+    SF_ASSIGN_OR_RETURN(spec.fconv, FConvFromMap(v));
   } else {
     SF_ASSIGN_OR_RETURN(spec.transformer, FromMap(v));
   }
@@ -111,6 +142,11 @@ Status WithSizes(ModelSpec& spec, int64_t src_vocab, int64_t tgt_vocab, int32_t 
     spec.lstm.tgt_vocab = tgt_vocab;
     spec.lstm.pad_id = pad_id;
     spec.lstm.max_positions = max_positions;
+  } else if (spec.family == "fconv") {
+    spec.fconv.src_vocab = src_vocab;
+    spec.fconv.tgt_vocab = tgt_vocab;
+    spec.fconv.pad_id = pad_id;
+    spec.fconv.max_positions = max_positions;
   } else if (spec.family == "transformer_lm") {
     spec.lm.vocab = tgt_vocab;  // a language model reads and writes the target side
     spec.lm.pad_id = pad_id;
@@ -163,6 +199,22 @@ Value ModelSpecToValue(const ModelSpec& spec) {
                             {"decoder_dropout_out", static_cast<double>(c.decoder_dropout_out)},
                             {"share_decoder_input_output_embed", c.share_decoder_input_output_embed},
                             {"residual_from_layer", static_cast<int64_t>(c.residual_from)},
+                            {"label_smoothing", static_cast<double>(c.label_smoothing)},
+                            {"src_vocab", c.src_vocab},
+                            {"tgt_vocab", c.tgt_vocab},
+                            {"pad_id", static_cast<int64_t>(c.pad_id)},
+                            {"max_positions", c.max_positions}});
+  }
+  if (spec.family == "fconv") {
+    const FConvConfig& c = spec.fconv;
+    return Value(Value::Map{{"arch", "fconv"},
+                            {"encoder_embed_dim", c.encoder_embed},
+                            {"decoder_embed_dim", c.decoder_embed},
+                            {"decoder_out_embed_dim", c.decoder_out_embed},
+                            {"encoder_layers", ConvSpecsText(c.encoder_convs)},
+                            {"decoder_layers", ConvSpecsText(c.decoder_convs)},
+                            {"dropout", static_cast<double>(c.dropout)},
+                            {"share_decoder_input_output_embed", c.share_input_output_embed},
                             {"label_smoothing", static_cast<double>(c.label_smoothing)},
                             {"src_vocab", c.src_vocab},
                             {"tgt_vocab", c.tgt_vocab},

@@ -163,17 +163,21 @@ def rel_err(ours, ref):
     return float(np.max(np.abs(ours - ref)) / max(np.max(np.abs(ref)), 1e-30))
 
 
-def main():
-    if len(sys.argv) < 2:
-        print(__doc__)
+def compare_case(argv, doc, forward_fn):
+    """Reads the case file argv[1], runs forward_fn(params, meta, src, tgt_in, tgt_out) ->
+    (logits, loss) in float64 with autograd, and compares logits, loss and every parameter's
+    gradient with the engine's ("ours.*"). Returns the exit status (0, 1 mismatch, 2 unreadable).
+    Shared by the reference scripts of every family."""
+    if len(argv) < 2:
+        print(doc)
         return 2
     tol = 1e-4
-    if "--tolerance" in sys.argv:
-        tol = float(sys.argv[sys.argv.index("--tolerance") + 1])
+    if "--tolerance" in argv:
+        tol = float(argv[argv.index("--tolerance") + 1])
     try:
-        t, meta = read_safetensors(sys.argv[1])
+        t, meta = read_safetensors(argv[1])
     except Exception as e:  # noqa: BLE001 - report any unreadable file the same way
-        print("cannot read %s: %s" % (sys.argv[1], e))
+        print("cannot read %s: %s" % (argv[1], e))
         return 2
     torch.set_num_threads(1)
     names = [n for n in t if not n.startswith(("batch.", "ours."))]
@@ -181,7 +185,7 @@ def main():
     src = torch.tensor(t["batch.src"], dtype=torch.long)
     tin = torch.tensor(t["batch.tgt_in"], dtype=torch.long)
     tout = torch.tensor(t["batch.tgt_out"], dtype=torch.long)
-    logits, loss = forward(params, meta, src, tin, tout)
+    logits, loss = forward_fn(params, meta, src, tin, tout)
     loss.backward()
     results = [("logits", rel_err(t["ours.logits"], logits.detach().numpy())),
                ("loss", rel_err(t["ours.loss"], loss.detach().numpy().reshape(1)))]
@@ -195,6 +199,10 @@ def main():
     print("worst: %s rel_err %.3e (tolerance %.1e), loss ours %.6f torch %.6f" % (
         worst[0], worst[1], tol, float(t["ours.loss"][0]), float(loss)))
     return 0 if worst[1] <= tol else 1
+
+
+def main():
+    return compare_case(sys.argv, __doc__, forward)
 
 
 if __name__ == "__main__":

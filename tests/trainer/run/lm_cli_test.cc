@@ -24,14 +24,11 @@
 #include "common/subprocess.h"
 #include "common/value.h"
 #include "tests/support/testing.h"
+#include "tests/trainer/run/checkpoint_reference.h"
 #include "tests/trainer/run/trainer_cli.h"
-#include "tests/trainer/seq2seq_batches.h"
-#include "trainer/core/safetensors.h"
-#include "trainer/kernels/cpu/cpu_backend.h"
 #include "trainer/models/model_spec.h"
 #include "trainer/models/transformer_lm.h"
 #include "trainer/run/checkpoint.h"
-#include "trainer/run/model_setup.h"
 
 namespace sf {
 namespace {
@@ -122,55 +119,14 @@ TEST_F(LmCli, TheCheckpointIsFairseqsTransformerLmByName) {
   }
   for (const std::string& n : names) EXPECT_EQ(n.rfind("decoder.", 0), 0u) << n << ": a decoder-only model";
 
-  // The engine's logits, loss and gradients on one batch from the checkpoint (no dropout), and
-  // the checkpoint's tensors by their file names, for the PyTorch model.
-  CpuBackend backend;
-  std::unique_ptr<Seq2SeqModel<float>> model = MakeModel(*spec, &backend, DType::kF32);
-  ASSERT_TRUE(LoadModelWeights(*ck, "straight/latest", *model).ok());
-  model->context().training = false;
-  const int64_t V = spec->lm.vocab;
-  HostBatch hb = RandomBatch(3, 5, 7, V, 9);
-  model->ZeroGrads();
-  auto stats = model->Forward(hb.view());
-  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
-  auto* lm = dynamic_cast<TransformerLm<float>*>(model.get());
-  ASSERT_NE(lm, nullptr);
-  const int64_t nt = hb.batch * hb.tgt_len;
-  std::vector<float> logits(lm->logits(), lm->logits() + nt * V);
-  model->Backward(1.0f);
-  const std::vector<float> loss = {static_cast<float>(stats->loss)};
-  std::vector<std::vector<float>> grads;
-  std::vector<safetensors::TensorView> views;
-  ParamStore<float>& store = model->params();
-  for (const NamedBuffer& b : ck->model) {
-    const int id = store.Find(b.name);
-    ASSERT_GE(id, 0) << b.name;
-    views.push_back(safetensors::F32View(b.name, b.shape, b.AsF32()));
-    grads.emplace_back(store.grad(id), store.grad(id) + b.AsF32().size());
-  }
-  for (size_t i = 0; i < ck->model.size(); ++i) {
-    views.push_back(safetensors::F32View("ours.grad." + ck->model[i].name, ck->model[i].shape, grads[i]));
-  }
-  auto i32 = [](const std::string& name, std::vector<int64_t> shape, const std::vector<int32_t>& v) {
-    return safetensors::TensorView{name, safetensors::DType::kI32, std::move(shape),
-                                   std::as_bytes(std::span<const int32_t>(v))};
-  };
-  views.push_back(safetensors::F32View("ours.logits", {nt, V}, logits));
-  views.push_back(safetensors::F32View("ours.loss", {1}, loss));
-  views.push_back(i32("batch.src", {hb.batch, hb.src_len}, hb.src));
-  views.push_back(i32("batch.tgt_in", {hb.batch, hb.tgt_len}, hb.tin));
-  views.push_back(i32("batch.tgt_out", {hb.batch, hb.tgt_len}, hb.tout));
-  const std::string case_path = Path("lm-case.safetensors");
-  ASSERT_TRUE(safetensors::WriteFile(case_path, views, ck->model_metadata).ok());
-  CommandOptions o;
-  o.timeout = std::chrono::minutes(2);
-  auto r = RunCommand({"/usr/bin/python3", sf::testing::SourceDir() + "/tests/trainer/reference/transformer_reference.py",
-                       case_path, "--tolerance", "1e-4"},
-                      o);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  std::printf("%s", r->output.c_str());
-  EXPECT_EQ(r->exit_code, 0) << r->output;
-  EXPECT_NE(r->output.find("grad.decoder.layers.1.fc2.weight"), std::string::npos) << r->output;
+  // The checkpoint's tensors, by their file names, in the independent PyTorch model.
+  sf::testing::ExpectReferenceReproducesCheckpoint(
+      Path("straight/latest"), "transformer_reference.py", Path("lm-case.safetensors"),
+      [](Seq2SeqModel<float>& m) {
+        auto* model = dynamic_cast<TransformerLm<float>*>(&m);
+        return model ? model->logits() : nullptr;
+      },
+      "grad.decoder.layers.1.fc2.weight");
 }
 
 TEST_F(LmCli, GenerateContinuesEveryPrompt) {
