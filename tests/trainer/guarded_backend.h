@@ -231,6 +231,11 @@ class GuardedBackend final : public Backend<float> {
     Check("GluBackward", x, dy, dx);
     Run([&] { inner_.GluBackward(x, dy, dx, rows, cols); });
   }
+  void ScaleRowGroups(float* x, const float* factors, int64_t groups, int64_t rows_per_group,
+                      int64_t cols) override {
+    Check("ScaleRowGroups", x, factors);
+    Run([&] { inner_.ScaleRowGroups(x, factors, groups, rows_per_group, cols); });
+  }
   void WeightNormForward(const float* v, const float* g, float* w, float* norms, int64_t n, int64_t d,
                          bool columns) override {
     Check("WeightNormForward", v, g, w, norms);

@@ -783,6 +783,17 @@ TEST_P(KernelTest, GluMatchesReferenceAndRunsInPlace) {
   EXPECT_EQ(st().Get(dx_in, rows * 2 * cols), st().Get(dx, rows * 2 * cols)) << "in place over x";
 }
 
+TEST_P(KernelTest, ScaleRowGroupsScalesEachGroupByItsFactor) {
+  const int64_t groups = 5, per = 7, cols = 33;
+  auto x = Random(groups * per * cols, 48), f = Random(groups, 49, 0.5f, 3);
+  std::vector<double> xr = ToDouble(x);
+  ref_.ScaleRowGroups(xr.data(), f.data(), groups, per, cols);
+  float* dx = st().In(x);
+  be().ScaleRowGroups(dx, st().In(f), groups, per, cols);
+  EXPECT_LT(RelErr(st().Get(dx, groups * per * cols), xr), 1e-7);
+  EXPECT_FLOAT_EQ(st().Get(dx, groups * per * cols)[per * cols], x[per * cols] * f[1]) << "group 1's first element";
+}
+
 TEST_P(KernelTest, WeightNormMatchesReferenceByRowsAndByColumns) {
   const int64_t n = 13, d = 300;  // d spans more than one thread block's stride on a GPU
   for (bool columns : {false, true}) {

@@ -270,6 +270,11 @@ class Backend {
   // dx [rows, 2*cols] = [dy ⊙ σ(b) | dy ⊙ a ⊙ σ(b)(1 − σ(b))]. dx may alias x.
   virtual void GluBackward(const T* x, const T* dy, T* dx, int64_t rows, int64_t cols) = 0;
 
+  // x [groups, rows_per_group, cols]: every row of group g scaled by factors[g] (factors [groups],
+  // fp32, in the backend's memory): a per-sentence scale (ConvS2S's attention).
+  virtual void ScaleRowGroups(T* x, const float* factors, int64_t groups, int64_t rows_per_group,
+                              int64_t cols) = 0;
+
   // Weight normalisation (PyTorch's weight_norm, Salimans & Kingma 2016) of `n` vectors of `d`
   // elements each: vector i is row i of v [n, d], or (columns) column i of v [d, n].
   //   norms[i] = ||v_i||, w_i = g[i] * v_i / norms[i]   (w has v's layout).

@@ -212,8 +212,10 @@ template <typename T>
 struct FConvModel<T>::State {
   int64_t batch = 0, src_len = 0, tgt_len = 0;
   std::vector<float> sqrt_len;  // √(source tokens) per sentence
+  Tensor sqrt_len_dev;          // the same in the backend's memory
   Tensor tgt_out, src_pad;      // int32 [B·T], uint8 [B·S]
   Tensor enc_a, enc_b, denc_a, denc_b;  // [B·S, E]
+  Tensor enc_bs, denc_bs;       // √s · b (what the attention reads) and its gradient
   Tensor h, logits, lse, dh, zeros;
   std::vector<uint8_t> staging;
 };
@@ -359,6 +361,8 @@ Result<CrossEntropyStats> FConvModel<T>::Forward(const Seq2SeqBatch& b) {
       stage_ints(side->index[l], ConvIndex(B, time, k, side->causal ? k - 1 : (k - 1) / 2, enc ? pad.data() : nullptr));
     }
   }
+  ctx_.Plan(s.sqrt_len_dev, {B}, DType::kF32);
+  be.CopyToDevice(s.sqrt_len_dev.raw(), s.sqrt_len.data(), s.sqrt_len.size() * sizeof(float));
   ctx_.Plan(s.src_pad, {Ns}, DType::kU8);
   be.CopyToDevice(s.src_pad.raw(), pad.data(), pad.size());
   stage_ints(s.tgt_out, std::vector<int32_t>(b.tgt_out, b.tgt_out + Nt));
@@ -424,6 +428,11 @@ Result<CrossEntropyStats> FConvModel<T>::Forward(const Seq2SeqBatch& b) {
   be.BiasDropoutResidualForward(s.enc_a.template data<T>(), nullptr, enc.emb.template data<T>(),
                                 s.enc_b.template data<T>(), Ns, E, 0.0f, DropoutKey{});
   be.Scale(s.enc_b.template data<T>(), Ns * E, kSqrtHalf);
+  // The attention's scale √s folded into its values once: c = p (√s b).
+  ctx_.Plan(s.enc_bs, {Ns, E}, dt);
+  be.BiasDropoutResidualForward(s.enc_b.template data<T>(), nullptr, nullptr, s.enc_bs.template data<T>(), Ns, E, 0.0f,
+                                DropoutKey{});
+  be.ScaleRowGroups(s.enc_bs.template data<T>(), s.sqrt_len_dev.template data<float>(), B, S, E);
 
   // ---- decoder
   Side& dec = *decoder_;
@@ -449,16 +458,12 @@ Result<CrossEntropyStats> FConvModel<T>::Forward(const Seq2SeqBatch& b) {
             GemmOperand{a_c, cd, true, De, S * De}, at.scores.template data<T>(), S, Tt * S, 1.0f, 0.0f);
     be.SoftmaxForward(at.scores.template data<T>(), at.probs.template data<T>(), nullptr, dt,
                       s.src_pad.template data<uint8_t>(), B, 1, Tt, S, 1.0f, false, 0.0f, DropoutKey{});
-    // c = √s · p b, sentence by sentence
+    // c = p (√s b)
     ctx_.Plan(at.c, {Nt, De}, dt);
-    const void* p_c = ctx_.AsComputeScratch(at.probs.template data<T>(), B * Tt * S, kScratchCastA);
-    const void* b_c = ctx_.AsComputeScratch(s.enc_b.template data<T>(), Ns * E, kScratchCastB);
-    const size_t cs = DTypeSize(cd);
-    for (int64_t r = 0; r < B; ++r) {
-      be.Gemm(1, Tt, De, S, GemmOperand{static_cast<const char*>(p_c) + r * Tt * S * cs, cd, false, S, 0},
-              GemmOperand{static_cast<const char*>(b_c) + r * S * De * cs, cd, false, De, 0},
-              at.c.template data<T>() + r * Tt * De, De, 0, s.sqrt_len[r], 0.0f);
-    }
+    be.Gemm(B, Tt, De, S,
+            GemmOperand{ctx_.AsComputeScratch(at.probs.template data<T>(), B * Tt * S, kScratchCastA), cd, false, S, Tt * S},
+            GemmOperand{ctx_.AsComputeScratch(s.enc_bs.template data<T>(), Ns * E, kScratchCastB), cd, false, De, S * De},
+            at.c.template data<T>(), De, Tt * De, 1.0f, 0.0f);
     // g' = (out_projection(c) + g)·√½
     ctx_.Plan(at.out, {Nt, C}, dt);
     at.out_proj->Forward(store_, ctx_, at.c.template data<T>(), Nt, at.out.template data<T>());
@@ -494,7 +499,6 @@ void FConvModel<T>::Backward(float grad_scale) {
   State& s = *s_;
   Backend<T>& be = ctx_.backend();
   const DType dt = DTypeOf<T>::value, cd = ctx_.compute();
-  const size_t cs = DTypeSize(cd);
   const int64_t B = s.batch, S = s.src_len, Tt = s.tgt_len, Ns = B * S, Nt = B * Tt;
   const int64_t E = c.encoder_embed, De = c.decoder_embed, O = c.decoder_out_embed, V = c.tgt_vocab;
   const float p = ctx_.training ? c.dropout : 0.0f;
@@ -571,9 +575,9 @@ void FConvModel<T>::Backward(float grad_scale) {
   ctx_.Plan(dec.demb, {Nt, De}, dt);
   dec.demb.ZeroFill();
   ctx_.Plan(s.denc_a, {Ns, E}, dt);
-  ctx_.Plan(s.denc_b, {Ns, E}, dt);
+  ctx_.Plan(s.denc_bs, {Ns, E}, dt);
   s.denc_a.ZeroFill();
-  s.denc_b.ZeroFill();
+  s.denc_bs.ZeroFill();
   Tensor dq, dctx, dprobs, dscores, dglu;
   stack_backward(dec, kDecoderLayerSite, [&](size_t l, T* dy) {
     Attention& at = *attention_[l];
@@ -583,21 +587,15 @@ void FConvModel<T>::Backward(float grad_scale) {
     be.Scale(dy, Nt * C, kSqrtHalf);
     ctx_.Plan(dctx, {Nt, De}, dt);
     at.out_proj->Backward(store_, ctx_, at.c.template data<T>(), dy, Nt, dctx.template data<T>(), 0.0f);
-    // c_b = √s_b p_b b_b: dp_b = √s_b dc_b b_bᵀ, db_b += √s_b p_bᵀ dc_b.
+    // c = p b' (b' = √s b): dp = dc b'ᵀ, db' += pᵀ dc.
     ctx_.Plan(dprobs, {B, Tt, S}, dt);
     const void* dc_c = ctx_.AsComputeScratch(dctx.template data<T>(), Nt * De, kScratchCastA);
-    const void* b_c = ctx_.AsComputeScratch(s.enc_b.template data<T>(), Ns * E, kScratchCastB);
-    for (int64_t r = 0; r < B; ++r) {
-      be.Gemm(1, Tt, S, De, GemmOperand{static_cast<const char*>(dc_c) + r * Tt * De * cs, cd, false, De, 0},
-              GemmOperand{static_cast<const char*>(b_c) + r * S * De * cs, cd, true, De, 0},
-              dprobs.template data<T>() + r * Tt * S, S, 0, s.sqrt_len[r], 0.0f);
-    }
-    const void* p_c = ctx_.AsComputeScratch(at.probs.template data<T>(), B * Tt * S, kScratchCastB);
-    for (int64_t r = 0; r < B; ++r) {
-      be.Gemm(1, S, De, Tt, GemmOperand{static_cast<const char*>(p_c) + r * Tt * S * cs, cd, true, S, 0},
-              GemmOperand{static_cast<const char*>(dc_c) + r * Tt * De * cs, cd, false, De, 0},
-              s.denc_b.template data<T>() + r * S * E, E, 0, s.sqrt_len[r], 1.0f);
-    }
+    be.Gemm(B, Tt, S, De, GemmOperand{dc_c, cd, false, De, Tt * De},
+            GemmOperand{ctx_.AsComputeScratch(s.enc_bs.template data<T>(), Ns * E, kScratchCastB), cd, true, De, S * De},
+            dprobs.template data<T>(), S, Tt * S, 1.0f, 0.0f);
+    be.Gemm(B, S, De, Tt,
+            GemmOperand{ctx_.AsComputeScratch(at.probs.template data<T>(), B * Tt * S, kScratchCastB), cd, true, S, Tt * S},
+            GemmOperand{dc_c, cd, false, De, Tt * De}, s.denc_bs.template data<T>(), E, S * E, 1.0f, 1.0f);
     ctx_.Plan(dscores, {B, Tt, S}, dt);
     be.SoftmaxBackward(dprobs.template data<T>(), at.probs.template data<T>(), dscores.raw(), dt, B, 1, Tt, S, 1.0f,
                        0.0f, DropoutKey{});
@@ -622,6 +620,11 @@ void FConvModel<T>::Backward(float grad_scale) {
   // ---- encoder: a = fc2(x_L) (GradMultiply), b = (a + e)·√½
   const int64_t attention_layers = static_cast<int64_t>(attention_.size());
   T* da = s.denc_a.template data<T>();
+  // b' = √s b, b = (a + e)·√½
+  ctx_.Plan(s.denc_b, {Ns, E}, dt);
+  be.BiasDropoutResidualForward(s.denc_bs.template data<T>(), nullptr, nullptr, s.denc_b.template data<T>(), Ns, E,
+                                0.0f, DropoutKey{});
+  be.ScaleRowGroups(s.denc_b.template data<T>(), s.sqrt_len_dev.template data<float>(), B, S, E);
   be.Scale(s.denc_b.template data<T>(), Ns * E, kSqrtHalf);
   be.Add(s.denc_b.template data<T>(), da, Ns * E);
   if (c.scale_encoder_gradient) {

@@ -564,6 +564,16 @@ void CpuBackend::GluBackward(const float* x, const float* dy, float* dx, int64_t
   });
 }
 
+void CpuBackend::ScaleRowGroups(float* x, const float* factors, int64_t groups, int64_t rows_per_group,
+                                int64_t cols) {
+  ParallelRows(groups * rows_per_group, cols, [&](int64_t r) {
+    const float f = factors[r / rows_per_group];
+    float* xr = x + r * cols;
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c) xr[c] *= f;
+  });
+}
+
 // Weight norms are over parameter tensors (thousands to millions of elements, once per step):
 // each vector's sums in double, vectors in parallel.
 void CpuBackend::WeightNormForward(const float* v, const float* g, float* w, float* norms, int64_t n,

@@ -334,6 +334,10 @@ class ReferenceBackend final : public Backend<T> {
       }
     }
   }
+  void ScaleRowGroups(T* x, const float* factors, int64_t groups, int64_t rows_per_group,
+                      int64_t cols) override {
+    for (int64_t i = 0; i < groups * rows_per_group * cols; ++i) x[i] *= static_cast<T>(factors[i / (rows_per_group * cols)]);
+  }
   void WeightNormForward(const T* v, const T* g, T* w, T* norms, int64_t n, int64_t d,
                          bool columns) override {
     for (int64_t i = 0; i < n; ++i) {

@@ -182,6 +182,11 @@ __global__ void GluBackwardKernel(const float* x, const float* dy, float* dx, in
   dx[r * 2 * cols + cols + c] = dy[e] * av * s * (1.0f - s);
 }
 
+__global__ void ScaleRowGroupsKernel(float* x, const float* factors, int64_t n, int64_t group_size) {
+  const int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (e < n) x[e] *= factors[e / group_size];
+}
+
 // One block per vector i: element j at i*sd + j*sn. The block's sum in double, in shared memory.
 __device__ double BlockSum(double x) {
   __shared__ double part[kThreads];
@@ -236,6 +241,12 @@ void CudaBackend::GluForward(const float* x, float* y, int64_t rows, int64_t col
 void CudaBackend::GluBackward(const float* x, const float* dy, float* dx, int64_t rows, int64_t cols) {
   const int64_t n = rows * cols;
   if (n > 0) GluBackwardKernel<<<Blocks(n), kThreads, 0, stream_>>>(x, dy, dx, n, cols);
+}
+
+void CudaBackend::ScaleRowGroups(float* x, const float* factors, int64_t groups, int64_t rows_per_group,
+                                 int64_t cols) {
+  const int64_t n = groups * rows_per_group * cols;
+  if (n > 0) ScaleRowGroupsKernel<<<Blocks(n), kThreads, 0, stream_>>>(x, factors, n, rows_per_group * cols);
 }
 
 void CudaBackend::WeightNormForward(const float* v, const float* g, float* w, float* norms, int64_t n, int64_t d,

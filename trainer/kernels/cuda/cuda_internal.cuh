@@ -161,6 +161,8 @@ class CudaBackend final : public Backend<float> {
   void ColumnSum(const float* x, float* sum, int64_t rows, int64_t cols) override;
   void GluForward(const float* x, float* y, int64_t rows, int64_t cols) override;
   void GluBackward(const float* x, const float* dy, float* dx, int64_t rows, int64_t cols) override;
+  void ScaleRowGroups(float* x, const float* factors, int64_t groups, int64_t rows_per_group,
+                      int64_t cols) override;
   void WeightNormForward(const float* v, const float* g, float* w, float* norms, int64_t n, int64_t d,
                          bool columns) override;
   void WeightNormBackward(const float* dw, const float* v, const float* g, const float* norms, float* dv,
