@@ -60,8 +60,10 @@ void LmGenerator::Run(Cache& cache, const std::vector<int32_t>& tok, const std::
   const float emb_scale = static_cast<float>(std::sqrt(static_cast<double>(C)));
   const float* table = W("decoder.embed_tokens.weight");
   const float* output_projection = cfg.share_input_output_embed ? table : W("decoder.output_projection.weight");
-  std::vector<float> x(static_cast<size_t>(M * C)), h(x.size()), o(x.size()), ctx(x.size());
-  std::vector<float> qkv(static_cast<size_t>(M * 3 * C)), f(static_cast<size_t>(M * F));
+  std::vector<float> &x = x_, &h = h_, &o = o_, &ctx = ctx_, &qkv = qkv_, &f = f_;
+  for (auto* v : {&x, &h, &o, &ctx}) v->resize(static_cast<size_t>(M * C));
+  qkv.resize(static_cast<size_t>(M * 3 * C));
+  f.resize(static_cast<size_t>(M * F));
   for (int64_t q = 0; q < M; ++q) {
     const float* e = table + static_cast<int64_t>(tok[q]) * C;
     const float* pe = pe_.data() + (cfg.pad_id + 1 + pos[q]) * C;
@@ -83,7 +85,8 @@ void LmGenerator::Run(Cache& cache, const std::vector<int32_t>& tok, const std::
                            o.data());
   }
   const int64_t n = static_cast<int64_t>(last.size());
-  std::vector<float> final(static_cast<size_t>(n * C));
+  std::vector<float>& final = final_;
+  final.resize(static_cast<size_t>(n * C));
   for (int64_t i = 0; i < n; ++i) std::copy_n(x.data() + last[i] * C, C, final.data() + i * C);
   if (pre) {
     host::RowLayerNorm(final.data(), W("decoder.layer_norm.weight"), W("decoder.layer_norm.bias"), final.data(), n, C);

@@ -72,6 +72,8 @@ class LmGenerator {
 
   TransformerLm<float>* model_;
   std::vector<float> pe_;  // sinusoidal table [max_positions + pad + 1, C]
+  // Run's activations and scratch, kept across steps (resized, not reallocated).
+  std::vector<float> x_, h_, o_, ctx_, qkv_, f_, final_;
 };
 
 }  // namespace sf

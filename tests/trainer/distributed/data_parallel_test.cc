@@ -125,13 +125,40 @@ void ExpectSameWeightsAsRankZero(Seq2SeqModel<float>& m, int rank) {
   EXPECT_EQ(0, std::memcmp(zero.data(), mine.data(), zero.size() * 4)) << "rank " << rank << " diverged from rank 0";
 }
 
-// How far `m`'s weights moved from a fresh model of `c` initialised as the test's (seed 7).
-double WorstRelativeToInit(Seq2SeqModel<float>& m, const LstmConfig& c) {
-  CpuBackend backend;
-  LstmModel<float> fresh(c, &backend, DType::kF32);
-  fresh.InitParameters(7);
+// A family's model trained data parallel against the same model on one rank: `dist` (any
+// weights: rank 0's are broadcast), `ref` and `fresh` initialised alike. Four steps of two
+// micro-batches from `seed_base`, small buckets; the step's counts are global, the ranks end
+// with the weights of one rank (and of each other), and the weights moved. With
+// `every_bucket_early`, every bucket went out from the grads-final hook inside backward.
+void ExpectRanksEqualOneRank(const char* name, Seq2SeqModel<float>& dist, Seq2SeqModel<float>& ref,
+                             Seq2SeqModel<float>& fresh, uint32_t seed_base, bool every_bucket_early) {
+  const int world = g_comm->world_size(), rank = g_comm->rank();
+  ASSERT_TRUE(BroadcastWeights(*g_comm, dist).ok());
+  TrainStep dist_step(&dist, RAdam(), NoScaling(), 1.0);
+  TrainStep ref_step(&ref, RAdam(), NoScaling(), 1.0);
+  dist::GradReducerOptions ro;
+  ro.bucket_bytes = 4 << 10;
+  std::unique_ptr<dist::GradReducer> reducer = MakeGradReducer(*g_comm, dist, ro);
+  dist_step.set_grad_reducer(reducer.get());
+  ASSERT_GT(reducer->bucket_count(), 4);
+  for (int step = 0; step < 4; ++step) {
+    auto b = MakeStepBatches(step, 2, 8, seed_base, rank, world);
+    auto dr = dist_step.Run(b->mv, 2e-3f);
+    ASSERT_TRUE(dr.ok()) << dr.status().ToString();
+    auto rr = ref_step.Run(b->gv, 2e-3f);
+    ASSERT_TRUE(rr.ok()) << rr.status().ToString();
+    EXPECT_EQ(dr->tokens, rr->tokens);
+    EXPECT_NEAR(dr->loss, rr->loss, 1e-4 * std::fabs(rr->loss));
+    if (every_bucket_early) {
+      EXPECT_EQ(reducer->early_buckets(), reducer->bucket_count()) << "launched from the hook inside backward";
+    }
+  }
   std::string where;
-  return WorstRelative(m, fresh, &where);
+  const double worst = WorstRelative(dist, ref, &where);
+  ExpectSameWeightsAsRankZero(dist, rank);
+  if (rank == 0) std::printf("%s W=%d: worst relative weight difference vs 1 rank: %.3g (%s)\n", name, world, worst, where.c_str());
+  EXPECT_LT(worst, 1e-5) << where;
+  EXPECT_GT(WorstRelative(dist, fresh, &where), 1e-3) << "the weights did not move";
 }
 
 class DataParallel : public ::testing::TestWithParam<Setting> {};
@@ -221,7 +248,6 @@ TEST(DataParallelOverflow, OneRanksOverflowSkipsTheStepOnEveryRank) {
 // before its last step), so buckets go out while the encoder's backward runs; the ranks end
 // with the weights of one rank on the global batches.
 TEST(DataParallelLstm, RanksOnShardsEqualOneRankOnTheGlobalBatch) {
-  const int world = g_comm->world_size(), rank = g_comm->rank();
   LstmConfig c;
   c.src_vocab = c.tgt_vocab = 47;
   c.encoder_embed = 16;
@@ -235,33 +261,11 @@ TEST(DataParallelLstm, RanksOnShardsEqualOneRankOnTheGlobalBatch) {
   c.share_decoder_input_output_embed = false;  // additional_fc and fc_out: final before the decoder
   c.encoder_dropout_in = c.encoder_dropout_out = c.decoder_dropout_in = c.decoder_dropout_out = 0.0f;
   CpuBackend backend;
-  LstmModel<float> dist_model(c, &backend, DType::kF32), ref_model(c, &backend, DType::kF32);
+  LstmModel<float> dist_model(c, &backend, DType::kF32), ref_model(c, &backend, DType::kF32), fresh(c, &backend, DType::kF32);
   dist_model.InitParameters(7);
   ref_model.InitParameters(7);
-  ASSERT_TRUE(BroadcastWeights(*g_comm, dist_model).ok());
-  TrainStep dist_step(&dist_model, RAdam(), NoScaling(), 1.0);
-  TrainStep ref_step(&ref_model, RAdam(), NoScaling(), 1.0);
-  dist::GradReducerOptions ro;
-  ro.bucket_bytes = 4 << 10;
-  std::unique_ptr<dist::GradReducer> reducer = MakeGradReducer(*g_comm, dist_model, ro);
-  dist_step.set_grad_reducer(reducer.get());
-  ASSERT_GT(reducer->bucket_count(), 4);
-  for (int step = 0; step < 4; ++step) {
-    auto b = MakeStepBatches(step, 2, 8, 300, rank, world);
-    auto dr = dist_step.Run(b->mv, 2e-3f);
-    ASSERT_TRUE(dr.ok()) << dr.status().ToString();
-    auto rr = ref_step.Run(b->gv, 2e-3f);
-    ASSERT_TRUE(rr.ok()) << rr.status().ToString();
-    EXPECT_EQ(dr->tokens, rr->tokens);
-    EXPECT_NEAR(dr->loss, rr->loss, 1e-4 * std::fabs(rr->loss));
-    EXPECT_EQ(reducer->early_buckets(), reducer->bucket_count()) << "launched from the hook inside backward";
-  }
-  std::string where;
-  const double worst = WorstRelative(dist_model, ref_model, &where);
-  ExpectSameWeightsAsRankZero(dist_model, rank);
-  if (rank == 0) std::printf("lstm W=%d: worst relative weight difference vs 1 rank: %.3g (%s)\n", world, worst, where.c_str());
-  EXPECT_LT(worst, 1e-5) << where;
-  EXPECT_GT(WorstRelativeToInit(dist_model, c), 1e-3) << "the weights did not move";
+  fresh.InitParameters(7);
+  ExpectRanksEqualOneRank("lstm", dist_model, ref_model, fresh, 300, true);
 }
 
 // fairseq's fconv through the same reducer and step: its weight-normalised layers keep effective
@@ -269,7 +273,6 @@ TEST(DataParallelLstm, RanksOnShardsEqualOneRankOnTheGlobalBatch) {
 // reports the gradients final only at the end (every bucket goes out then); the ranks end with
 // the weights of one rank on the global batches.
 TEST(DataParallelFConv, RanksOnShardsEqualOneRankOnTheGlobalBatch) {
-  const int world = g_comm->world_size(), rank = g_comm->rank();
   FConvConfig c;
   c.src_vocab = c.tgt_vocab = 47;
   c.encoder_embed = 16;
@@ -281,32 +284,10 @@ TEST(DataParallelFConv, RanksOnShardsEqualOneRankOnTheGlobalBatch) {
   c.max_positions = 64;
   CpuBackend backend;
   FConvModel<float> dist_model(c, &backend, DType::kF32), ref_model(c, &backend, DType::kF32), fresh(c, &backend, DType::kF32);
-  dist_model.InitParameters(rank == 0 ? 7 : 8);  // other ranks get rank 0's weights by broadcast
+  dist_model.InitParameters(g_comm->rank() == 0 ? 7 : 8);  // other ranks get rank 0's weights by broadcast
   ref_model.InitParameters(7);
   fresh.InitParameters(7);
-  ASSERT_TRUE(BroadcastWeights(*g_comm, dist_model).ok());
-  TrainStep dist_step(&dist_model, RAdam(), NoScaling(), 1.0);
-  TrainStep ref_step(&ref_model, RAdam(), NoScaling(), 1.0);
-  dist::GradReducerOptions ro;
-  ro.bucket_bytes = 4 << 10;
-  std::unique_ptr<dist::GradReducer> reducer = MakeGradReducer(*g_comm, dist_model, ro);
-  dist_step.set_grad_reducer(reducer.get());
-  ASSERT_GT(reducer->bucket_count(), 4);
-  for (int step = 0; step < 4; ++step) {
-    auto b = MakeStepBatches(step, 2, 8, 300, rank, world);
-    auto dr = dist_step.Run(b->mv, 2e-3f);
-    ASSERT_TRUE(dr.ok()) << dr.status().ToString();
-    auto rr = ref_step.Run(b->gv, 2e-3f);
-    ASSERT_TRUE(rr.ok()) << rr.status().ToString();
-    EXPECT_EQ(dr->tokens, rr->tokens);
-    EXPECT_NEAR(dr->loss, rr->loss, 1e-4 * std::fabs(rr->loss));
-  }
-  std::string where;
-  const double worst = WorstRelative(dist_model, ref_model, &where);
-  ExpectSameWeightsAsRankZero(dist_model, rank);
-  if (rank == 0) std::printf("fconv W=%d: worst relative weight difference vs 1 rank: %.3g (%s)\n", world, worst, where.c_str());
-  EXPECT_LT(worst, 1e-5) << where;
-  EXPECT_GT(WorstRelative(dist_model, fresh, &where), 1e-3) << "the weights did not move";
+  ExpectRanksEqualOneRank("fconv", dist_model, ref_model, fresh, 300, false);
 }
 
 // The decoder-only language model (fairseq's transformer_lm) through the same reducer and step:
@@ -314,7 +295,6 @@ TEST(DataParallelFConv, RanksOnShardsEqualOneRankOnTheGlobalBatch) {
 // out from inside backward; the ranks end with the weights of one rank on the global batches
 // (the batches' sources are there but the model reads only the target side).
 TEST(DataParallelTransformerLm, RanksOnShardsEqualOneRankOnTheGlobalBatch) {
-  const int world = g_comm->world_size(), rank = g_comm->rank();
   TransformerLmConfig c;
   c.d_model = 32;
   c.heads = 4;
@@ -327,33 +307,10 @@ TEST(DataParallelTransformerLm, RanksOnShardsEqualOneRankOnTheGlobalBatch) {
   CpuBackend backend;
   TransformerLm<float> dist_model(c, &backend, DType::kF32), ref_model(c, &backend, DType::kF32),
       fresh(c, &backend, DType::kF32);
-  dist_model.InitParameters(rank == 0 ? 7 : 8);  // other ranks get rank 0's weights by broadcast
+  dist_model.InitParameters(g_comm->rank() == 0 ? 7 : 8);  // other ranks get rank 0's weights by broadcast
   ref_model.InitParameters(7);
   fresh.InitParameters(7);
-  ASSERT_TRUE(BroadcastWeights(*g_comm, dist_model).ok());
-  TrainStep dist_step(&dist_model, RAdam(), NoScaling(), 1.0);
-  TrainStep ref_step(&ref_model, RAdam(), NoScaling(), 1.0);
-  dist::GradReducerOptions ro;
-  ro.bucket_bytes = 4 << 10;
-  std::unique_ptr<dist::GradReducer> reducer = MakeGradReducer(*g_comm, dist_model, ro);
-  dist_step.set_grad_reducer(reducer.get());
-  ASSERT_GT(reducer->bucket_count(), 4);
-  for (int step = 0; step < 4; ++step) {
-    auto b = MakeStepBatches(step, 2, 8, 500, rank, world);
-    auto dr = dist_step.Run(b->mv, 2e-3f);
-    ASSERT_TRUE(dr.ok()) << dr.status().ToString();
-    auto rr = ref_step.Run(b->gv, 2e-3f);
-    ASSERT_TRUE(rr.ok()) << rr.status().ToString();
-    EXPECT_EQ(dr->tokens, rr->tokens);
-    EXPECT_NEAR(dr->loss, rr->loss, 1e-4 * std::fabs(rr->loss));
-    EXPECT_EQ(reducer->early_buckets(), reducer->bucket_count()) << "launched from the hook inside backward";
-  }
-  std::string where;
-  const double worst = WorstRelative(dist_model, ref_model, &where);
-  ExpectSameWeightsAsRankZero(dist_model, rank);
-  if (rank == 0) std::printf("transformer_lm W=%d: worst relative weight difference vs 1 rank: %.3g (%s)\n", world, worst, where.c_str());
-  EXPECT_LT(worst, 1e-5) << where;
-  EXPECT_GT(WorstRelative(dist_model, fresh, &where), 1e-3) << "the weights did not move";
+  ExpectRanksEqualOneRank("transformer_lm", dist_model, ref_model, fresh, 500, true);
 }
 
 // The product path end to end in one process per rank: TextRun on the tiny corpus, sharded
