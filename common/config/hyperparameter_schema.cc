@@ -139,6 +139,12 @@ std::vector<std::pair<std::string, HpSpec>> BuildSchema() {
                           kLstm));
   s.emplace_back("encoder_bidirectional",
                  Families(Bool(false, "bidirectional encoder (lstm_small: true)"), kLstm));
+  s.emplace_back("encoder_bidirectional_layers",
+                 Families(Int(0, 64, 0,
+                              "with encoder_bidirectional: how many of the encoder's bottom "
+                              "layers run both ways, the rest one way (GNMT); 0: all "
+                              "(fairseq's lstm; lstm_gnmt4: 1)"),
+                          kLstm));
   s.emplace_back(
       "encoder_dropout_in",
       Families(Double(0, 1, Value(), "dropout on the encoder's embeddings (default: dropout)",
@@ -365,14 +371,15 @@ const std::map<std::string, Value::Map>& ArchPresets() {
         {"decoder_layers", 1},
         {"share_decoder_input_output_embed", true},
         {"dropout", 0.2}}},
-      // GNMT-style (Wu et al. 2016) at 4 + 4 layers: residual connections from layer 3 in the
-      // encoder and the decoder; every encoder layer bidirectional (GNMT: the first only), with
-      // fairseq's attention and input feeding.
+      // GNMT (Wu et al. 2016) at 4 + 4 layers: the encoder's first layer bidirectional, the
+      // three above it one way; residual connections from layer 3 in the encoder and the
+      // decoder; with fairseq's attention and input feeding.
       {"lstm_gnmt4",
        {{"encoder_embed_dim", 512},
-        {"encoder_hidden_size", 256},
+        {"encoder_hidden_size", 512},
         {"encoder_layers", 4},
         {"encoder_bidirectional", true},
+        {"encoder_bidirectional_layers", 1},
         {"decoder_embed_dim", 512},
         {"decoder_hidden_size", 512},
         {"decoder_out_embed_dim", 512},

@@ -70,6 +70,30 @@ std::optional<std::string> ResidualProblem(int64_t from, int64_t encoder_layers,
          " (layer 1 reads the embeddings, which have another width)";
 }
 
+// At `path` (encoder_bidirectional_layers, or residual_from_layer when the user gave that):
+// k bottom layers both ways needs encoder_bidirectional, at most encoder_layers of them, and
+// no residual connection into the first one-way layer above them (it reads both directions,
+// twice its width).
+std::optional<std::string> BidirectionalLayersProblem(const std::string& path, int64_t k, bool bidirectional,
+                                                      int64_t encoder_layers, int64_t residual_from) {
+  if (k == 0) return std::nullopt;
+  if (!bidirectional) return std::to_string(k) + " needs encoder_bidirectional: true";
+  if (k > encoder_layers) {
+    return std::to_string(k) + " is more than encoder_layers " + std::to_string(encoder_layers);
+  }
+  // (residual_from 1 is ResidualProblem's.)
+  if (k == encoder_layers || residual_from < 2 || residual_from >= k + 2) return std::nullopt;
+  const std::string why = " (encoder layer " + std::to_string(k + 1) +
+                          ", the first one-way layer, reads both directions of the layer below: "
+                          "twice its width)";
+  if (path == "hyperparameters.residual_from_layer") {
+    return std::to_string(residual_from) + " must be at least " + std::to_string(k + 2) +
+           " with encoder_bidirectional_layers " + std::to_string(k) + why;
+  }
+  return std::to_string(k) + " needs residual_from_layer 0 or at least " + std::to_string(k + 2) +
+         ", not " + std::to_string(residual_from) + why;
+}
+
 // At `path`: share_decoder_input_output_embed, or one of the two widths. For every family with
 // a decoder_out_embed_dim (HasOutEmbedDim).
 std::optional<std::string> TiedOutputProblem(const std::string& path, bool shared,
@@ -244,6 +268,25 @@ void CheckNativeModelHyperparameters(ErrorSink& sink, const ExperimentConfig& c,
       }
     }
   }();
+  // LSTM: a GNMT encoder's bidirectional bottom layers.
+  [&] {
+    for (const std::string& arch : lstms) {
+      for (const Value& k : Candidates(hps, "encoder_bidirectional_layers", arch)) {
+        for (const Value& b : Candidates(hps, "encoder_bidirectional", arch)) {
+          for (const Value& e : Candidates(hps, "encoder_layers", arch)) {
+            for (const Value& r : Candidates(hps, "residual_from_layer", arch)) {
+              if (!k.is_int() || !b.is_bool() || !e.is_int() || !r.is_int()) continue;
+              const std::string p = BlamedPath(hps, {"encoder_bidirectional_layers", "residual_from_layer"});
+              if (auto problem = BidirectionalLayersProblem(p, k.as_int(), b.as_bool(), e.as_int(), r.as_int())) {
+                sink.Add(p, at(p), *problem + ArchNote(archs, arch));
+                return;
+              }
+            }
+          }
+        }
+      }
+    }
+  }();
   // LSTM and fconv: a tied output projection needs decoder_out_embed_dim == decoder_embed_dim.
   [&] {
     for (const std::string& arch : with_out_embed_dim) {
@@ -288,6 +331,13 @@ void CheckTrialModelHyperparameters(ErrorSink& sink, const Value& hparams, const
       if (auto r = int_of("residual_from_layer")) {
         if (auto problem = ResidualProblem(*r, *e, *d)) {
           sink.AddNoLocation("hyperparameters.residual_from_layer", *problem);
+        }
+        const Value* b = full.Find("encoder_bidirectional");
+        const std::string p = "hyperparameters.encoder_bidirectional_layers";
+        if (auto k = int_of("encoder_bidirectional_layers"); k && b && b->is_bool()) {
+          if (auto problem = BidirectionalLayersProblem(p, *k, b->as_bool(), *e, *r)) {
+            sink.AddNoLocation(p, *problem);
+          }
         }
       }
     }

@@ -256,7 +256,8 @@ TEST(ArchFamilyTest, EachHyperparameterAppliesToItsFamilies) {
                                                "decoder_out_embed_dim"};
   const std::vector<std::string> lstm_only = {
       "encoder_hidden_size", "encoder_bidirectional", "encoder_dropout_in",  "encoder_dropout_out",
-      "decoder_hidden_size", "decoder_dropout_in",    "decoder_dropout_out", "residual_from_layer"};
+      "decoder_hidden_size", "decoder_dropout_in",    "decoder_dropout_out", "residual_from_layer",
+      "encoder_bidirectional_layers"};
   const std::vector<std::string> fconv_only = {"conv_channels", "kernel_size"};
   auto in = [](const std::vector<std::string>& v, const std::string& x) {
     return std::find(v.begin(), v.end(), x) != v.end();
@@ -457,6 +458,46 @@ TEST(ArchFamilyTest, GnmtResidualConnectionsStartAtAnExistingLayerAboveTheFirst)
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_EQ(errors[0].path, "hyperparameters.residual_from_layer");
   EXPECT_TRUE(ValidateTrialHyperparameters(Value(Value::Map{{"arch", "lstm_gnmt4"}})).empty());
+}
+
+TEST(ArchFamilyTest, GnmtEncoderRunsOnlyItsBottomLayersBothWays) {
+  // lstm_gnmt4: the first encoder layer bidirectional, its outputs as wide as the decoder.
+  const Value full = WithDefaults(Value(Value::Map{{"arch", "lstm_gnmt4"}}));
+  EXPECT_EQ(full.Find("encoder_bidirectional_layers")->as_int(), 1);
+  EXPECT_EQ(full.Find("encoder_hidden_size")->as_int(), full.Find("decoder_hidden_size")->as_int());
+  EXPECT_EQ(WithDefaults(Value(Value::Map{{"arch", "lstm_small"}})).Find("encoder_bidirectional_layers")->as_int(), 0);
+  struct Case {
+    const char* yaml;
+    const char* path;
+    const char* says;
+  };
+  for (const Case& c : std::vector<Case>{
+           // Layer 2 reads both directions of layer 1: no residual into it.
+           {"  arch: lstm_gnmt4\n  residual_from_layer: 2\n", "hyperparameters.residual_from_layer",
+            "2 must be at least 3 with encoder_bidirectional_layers 1 (encoder layer 2, the first one-way layer"},
+           {"  arch: lstm_gnmt4\n  encoder_bidirectional_layers: 2\n", "hyperparameters.encoder_bidirectional_layers",
+            "2 needs residual_from_layer 0 or at least 4, not 3"},
+           {"  arch: lstm_gnmt4\n  encoder_bidirectional_layers: 5\n", "hyperparameters.encoder_bidirectional_layers",
+            "5 is more than encoder_layers 4"},
+           {"  arch: lstm\n  encoder_layers: 2\n  encoder_bidirectional_layers: 1\n",
+            "hyperparameters.encoder_bidirectional_layers", "1 needs encoder_bidirectional: true"},
+           {"  arch: transformer_tiny\n  encoder_bidirectional_layers: 1\n",
+            "hyperparameters.encoder_bidirectional_layers", "does not apply to arch transformer_tiny"},
+       }) {
+    ParseResult r = ParseExperimentConfig(WithHyperparameters(c.yaml));
+    ASSERT_EQ(r.errors.size(), 1u) << c.yaml << r.ErrorText();
+    EXPECT_EQ(r.errors[0].path, c.path) << c.yaml;
+    EXPECT_NE(r.errors[0].message.find(c.says), std::string::npos) << r.ErrorText();
+  }
+  // Two bidirectional layers, two one-way ones above them, residuals from layer 4: fine.
+  EXPECT_TRUE(ParseExperimentConfig(WithHyperparameters("  arch: lstm_gnmt4\n  encoder_bidirectional_layers: 2\n"
+                                                        "  residual_from_layer: 4\n"))
+                  .ok());
+  // The trial check says the same.
+  auto errors = ValidateTrialHyperparameters(
+      Value(Value::Map{{"arch", "lstm_gnmt4"}, {"residual_from_layer", int64_t{2}}}));
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].path, "hyperparameters.encoder_bidirectional_layers");
 }
 
 TEST(ArchFamilyTest, LstmTiedOutputNeedsEqualDecoderWidths) {

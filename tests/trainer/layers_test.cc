@@ -199,15 +199,23 @@ TEST_F(LayerGradTest, LstmStackBidirectionalWithDropout) {
 }
 
 // GNMT's residual connections: three layers from layer 2 (1-based) up, in one direction and in
-// both, with dropout between the layers (the residual adds the undropped input): every
-// parameter and the input.
+// both, with dropout between the layers (the residual adds the undropped input); and GNMT's
+// encoder: four layers, the first both ways, the second reading both its directions, residual
+// connections from layer 3: every parameter and the input.
 TEST_F(LayerGradTest, LstmStackWithResidualConnections) {
   auto layout = PackLengths({3, 5, 1, 4});
   ASSERT_TRUE(layout.ok());
-  for (bool bidirectional : {false, true}) {
+  for (int which : {0, 1, 2}) {
+    const bool gnmt = which == 2, bidirectional = which == 1;
     const int64_t n = layout->rows(), in = 4, hid = 3;
     ParamStore<double> store;
-    LstmStack<double> stack(store, "encoder.lstm.", in, hid, 3, bidirectional, 0.3f, 7, 2);
+    LstmStack<double> stack(store, "encoder.lstm.", in, hid, gnmt ? 4 : 3, which > 0, 0.3f, 7, gnmt ? 3 : 2,
+                            gnmt ? 1 : 0);
+    if (gnmt) {
+      EXPECT_EQ(stack.directions(), 1);
+      EXPECT_EQ(stack.directions(0), 2);
+      EXPECT_EQ(store.params()[store.Find("encoder.lstm.weight_ih_l1")].shape[1], 2 * hid);
+    }
     store.Finalize();
     RandomizeParams(store, 13);
     auto x = Random(n * in, 14), wf = Random(n * hid, 15), wb = Random(n * hid, 16);
@@ -346,9 +354,11 @@ TEST_F(LayerGradTest, LstmEncoderBidirectionalWithFinalStatesAndDropout) {
 // bidirectional 2-layer encoder whose output size differs from the decoder's hidden size
 // (encoder_hidden_proj / encoder_cell_proj), additional_fc, fc_out and every dropout on; and for
 // a unidirectional encoder of the decoder's size with the output projection shared with the
-// decoder's embedding.
+// decoder's embedding; and for GNMT's encoder (three layers, the first both ways, residual
+// connections from layer 3; its first layer's backward state starts the decoder's first).
 TEST(ModelGradTest, LstmModelWithProjectionsAndWithSharedEmbeddings) {
-  for (bool shared : {false, true}) {
+  for (int which : {0, 1, 2}) {
+    const bool shared = which == 1, gnmt = which == 2;
     LstmConfig c;
     c.src_vocab = 11;
     c.tgt_vocab = 10;
@@ -363,6 +373,14 @@ TEST(ModelGradTest, LstmModelWithProjectionsAndWithSharedEmbeddings) {
     c.decoder_layers = shared ? 2 : 1;
     c.share_decoder_input_output_embed = shared;
     c.encoder_dropout_in = c.encoder_dropout_out = c.decoder_dropout_in = c.decoder_dropout_out = 0.2f;
+    if (gnmt) {
+      c.encoder_layers = 3;
+      c.encoder_bidirectional = true;
+      c.encoder_bidirectional_layers = 1;
+      c.residual_from = 3;
+      c.decoder_hidden = 3;
+      c.decoder_layers = 2;
+    }
     ASSERT_TRUE(c.Validate().ok());
     ReferenceBackend<double> ref;
     LstmModel<double> model(c, &ref, DType::kF64);
@@ -380,7 +398,9 @@ TEST(ModelGradTest, LstmModelWithProjectionsAndWithSharedEmbeddings) {
     loss();
     model.Backward(1.0f);
     // The decoder's hidden size (4) differs from the encoder's outputs (6), and from out_embed (6).
-    if (!shared) {
+    if (gnmt) {
+      EXPECT_LT(model.params().Find("decoder.encoder_hidden_proj.weight"), 0);
+    } else if (!shared) {
       EXPECT_GE(model.params().Find("decoder.encoder_hidden_proj.weight"), 0);
       EXPECT_GE(model.params().Find("decoder.additional_fc.bias"), 0);
     } else {

@@ -93,11 +93,22 @@ LstmConfig ResidualConfig() {
   return c;
 }
 
+// GNMT's encoder: the first of three layers both ways, the two above one way, residual
+// connections from layer 3 (the decoder's initial states: the first layer's backward direction's,
+// the others' own).
+LstmConfig GnmtConfig() {
+  LstmConfig c = ResidualConfig();
+  c.encoder_bidirectional_layers = 1;
+  c.residual_from = 3;
+  c.decoder_hidden = c.encoder_hidden;
+  return c;
+}
+
 TEST(LstmGenerator, EveryHypothesisScoresWhatTheTeacherForcedModelGivesIt) {
-  for (int which : {0, 1, 2}) {
+  for (int which : {0, 1, 2, 3}) {
     const bool shared = which == 1;
     CpuBackend backend;
-    auto model = Model(backend, which == 2 ? ResidualConfig() : SmallConfig(shared), 11);
+    auto model = Model(backend, which == 2 ? ResidualConfig() : which == 3 ? GnmtConfig() : SmallConfig(shared), 11);
     LstmGenerator gen(model.get());
     const auto sources = Sources();
     for (int beam : {1, 4}) {

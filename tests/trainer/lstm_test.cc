@@ -332,8 +332,10 @@ TEST(LstmEncoder, MatchesFairseqsEncoderInPyTorch) {
 // against the same model and fairseq's loss in PyTorch.
 TEST(LstmModel, MatchesFairseqsLstmModelInPyTorch) {
   // Case 2: GNMT's residual connections from layer 2 of three, both sides, bidirectional.
-  for (int which : {0, 1, 2}) {
-    const bool shared = which == 1, residual = which == 2;
+  // Case 3: GNMT's encoder: the first of three layers both ways, the others one way, residual
+  // connections from layer 3, the decoder as wide as the encoder (no projections).
+  for (int which : {0, 1, 2, 3}) {
+    const bool shared = which == 1, residual = which >= 2, gnmt = which == 3;
     LstmConfig c;
     c.src_vocab = 30;
     c.tgt_vocab = 25;
@@ -349,6 +351,11 @@ TEST(LstmModel, MatchesFairseqsLstmModelInPyTorch) {
     if (residual) {
       c.encoder_layers = c.decoder_layers = 3;
       c.residual_from = 2;
+    }
+    if (gnmt) {
+      c.encoder_bidirectional_layers = 1;
+      c.residual_from = 3;
+      c.decoder_hidden = c.encoder_hidden;
     }
     ASSERT_TRUE(c.Validate().ok());
     CpuBackend backend;
@@ -379,10 +386,17 @@ TEST(LstmModel, MatchesFairseqsLstmModelInPyTorch) {
     views.push_back(safetensors::F32View("input.eps", {1}, eps));
     views.push_back(safetensors::F32View("ours.loss", {1}, loss));
     views.push_back(safetensors::F32View("ours.logits", {rows, c.tgt_vocab}, logits));
-    std::printf("shared %d residual %d:\n", shared, residual);
+    std::printf("shared %d residual %d gnmt %d:\n", shared, residual, gnmt);
+    if (gnmt) {  // layer 2 reads both directions of layer 1 and runs one way
+      EXPECT_EQ(model.params().params()[model.params().Find("encoder.lstm.weight_ih_l1")].shape[1], 2 * c.encoder_hidden);
+      EXPECT_LT(model.params().Find("encoder.lstm.weight_ih_l1_reverse"), 0);
+      EXPECT_LT(model.params().Find("decoder.encoder_hidden_proj.weight"), 0);
+    }
     CompareWithPyTorch("lstm_model_reference.py", views,
-                       residual ? "encoder.lstm.weight_hh_l2_reverse"
-                                : shared ? "decoder.additional_fc.bias" : "decoder.encoder_cell_proj.bias");
+                       gnmt       ? "encoder.lstm.weight_hh_l0_reverse"
+                       : residual ? "encoder.lstm.weight_hh_l2_reverse"
+                       : shared   ? "decoder.additional_fc.bias"
+                                  : "decoder.encoder_cell_proj.bias");
   }
 }
 

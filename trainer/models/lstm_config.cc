@@ -29,6 +29,19 @@ Status LstmConfig::Validate() const {
                            " must be 0 (none) or a layer from 2 to " +
                            std::to_string(std::max(encoder_layers, decoder_layers)));
   }
+  if (encoder_bidirectional_layers != 0) {
+    const int k = encoder_bidirectional_layers;
+    if (!encoder_bidirectional) return InvalidArgument("encoder_bidirectional_layers: needs encoder_bidirectional");
+    if (k < 0 || k > encoder_layers) {
+      return InvalidArgument("encoder_bidirectional_layers: " + std::to_string(k) + " is not in [0, encoder_layers " +
+                             std::to_string(encoder_layers) + "]");
+    }
+    if (k < encoder_layers && residual_from != 0 && residual_from < k + 2) {
+      return InvalidArgument("residual_from_layer: " + std::to_string(residual_from) + " must be at least " +
+                             std::to_string(k + 2) + " with encoder_bidirectional_layers " + std::to_string(k) +
+                             " (the first one-way layer reads both directions: twice its width)");
+    }
+  }
   for (float p : {encoder_dropout_in, encoder_dropout_out, decoder_dropout_in, decoder_dropout_out}) {
     if (!(p >= 0.0f && p < 1.0f)) return InvalidArgument("dropout rates must be in [0, 1)");
   }
@@ -39,10 +52,10 @@ double LstmConfig::TrainingFlops(int64_t batch, int64_t src_len, int64_t tgt_len
   const double ns = static_cast<double>(batch * src_len), nt = static_cast<double>(batch * tgt_len);
   const double He = static_cast<double>(encoder_hidden), H = static_cast<double>(decoder_hidden);
   const double U = static_cast<double>(encoder_units()), O = static_cast<double>(decoder_out_embed);
-  const double dirs = encoder_bidirectional ? 2 : 1;
   double fwd = 0;  // multiply-adds
   for (int i = 0; i < encoder_layers; ++i) {
-    const double in = i == 0 ? static_cast<double>(encoder_embed) : U;
+    const double dirs = i < two_way_layers() ? 2 : 1, below = i <= two_way_layers() ? 2 : 1;
+    const double in = i == 0 ? static_cast<double>(encoder_embed) : below * He;
     fwd += ns * dirs * 4 * He * (in + He);
   }
   for (int i = 0; i < decoder_layers; ++i) {
@@ -63,6 +76,7 @@ std::map<std::string, std::string> LstmMetadata(const LstmConfig& c) {
           {"encoder_hidden_size", std::to_string(c.encoder_hidden)},
           {"encoder_layers", std::to_string(c.encoder_layers)},
           {"encoder_bidirectional", b(c.encoder_bidirectional)},
+          {"encoder_bidirectional_layers", std::to_string(c.encoder_bidirectional_layers)},
           {"decoder_embed_dim", std::to_string(c.decoder_embed)},
           {"decoder_hidden_size", std::to_string(c.decoder_hidden)},
           {"decoder_out_embed_dim", std::to_string(c.decoder_out_embed)},
@@ -84,6 +98,11 @@ Result<LstmConfig> LstmConfigFromMetadata(const std::map<std::string, std::strin
   SF_ASSIGN_OR_RETURN(c.encoder_hidden, MetaInt(m, "encoder_hidden_size"));
   SF_ASSIGN_OR_RETURN(int64_t el, MetaInt(m, "encoder_layers"));
   SF_ASSIGN_OR_RETURN(c.encoder_bidirectional, MetaBool(m, "encoder_bidirectional"));
+  if (m.count("encoder_bidirectional_layers")) {  // absent in files written before it existed: all
+    SF_ASSIGN_OR_RETURN(int64_t k, MetaInt(m, "encoder_bidirectional_layers"));
+    if (k < 0 || k > 1024) return InvalidArgument("__metadata__ encoder_bidirectional_layers: out of range");
+    c.encoder_bidirectional_layers = static_cast<int>(k);
+  }
   SF_ASSIGN_OR_RETURN(c.decoder_embed, MetaInt(m, "decoder_embed_dim"));
   SF_ASSIGN_OR_RETURN(c.decoder_hidden, MetaInt(m, "decoder_hidden_size"));
   SF_ASSIGN_OR_RETURN(c.decoder_out_embed, MetaInt(m, "decoder_out_embed_dim"));

@@ -1,11 +1,13 @@
 // The configuration of fairseq's `lstm` architecture (lstm_model.h) and its weights'
 // __metadata__: the keys are fairseq's argument names (arch "lstm", encoder_embed_dim,
-// encoder_hidden_size, encoder_layers, encoder_bidirectional, decoder_embed_dim,
+// encoder_hidden_size, encoder_layers, encoder_bidirectional, encoder_bidirectional_layers (ours:
+// GNMT's encoder), decoder_embed_dim,
 // decoder_hidden_size, decoder_out_embed_dim, decoder_layers, share_decoder_input_output_embed,
 // residual_from_layer) plus src_vocab, tgt_vocab, pad_id, max_positions and label_smoothing, as for the Transformer.
 // Dropout rates are training settings: not stored.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -20,6 +22,9 @@ struct LstmConfig {
   int64_t encoder_embed = 512, encoder_hidden = 512;
   int encoder_layers = 1;
   bool encoder_bidirectional = false;
+  // With encoder_bidirectional: how many bottom layers run both ways, the rest one way (GNMT: 1,
+  // lstm_stack.h); 0: all (fairseq's lstm).
+  int encoder_bidirectional_layers = 0;
   float encoder_dropout_in = 0.1f, encoder_dropout_out = 0.1f;
   int64_t decoder_embed = 512, decoder_hidden = 512, decoder_out_embed = 512;
   int decoder_layers = 1;
@@ -33,7 +38,13 @@ struct LstmConfig {
   // Transformer's; the LSTM itself has no length limit.
   int64_t max_positions = 1024;
 
-  int64_t encoder_units() const { return encoder_hidden * (encoder_bidirectional ? 2 : 1); }
+  // How many of the encoder's layers run both ways (0 when not bidirectional).
+  int two_way_layers() const {
+    if (!encoder_bidirectional) return 0;
+    return encoder_bidirectional_layers > 0 ? std::min(encoder_bidirectional_layers, encoder_layers) : encoder_layers;
+  }
+  // The encoder's output width: its top layer's directions times encoder_hidden.
+  int64_t encoder_units() const { return encoder_hidden * (two_way_layers() == encoder_layers ? 2 : 1); }
   // Errors name the field.
   Status Validate() const;
   // FLOPs of one training step (forward + backward = 3x the forward's 2 x multiply-adds).

@@ -39,7 +39,8 @@ class LstmModel final : public Seq2SeqModel<T> {
       : config_(config), ctx_(backend, compute),
         encoder_(store_, "encoder.", config.src_vocab, config.encoder_embed, config.encoder_hidden,
                  config.encoder_layers, config.encoder_bidirectional, config.encoder_dropout_in,
-                 config.encoder_dropout_out, config.pad_id, kEncoderSite, config.residual_from),
+                 config.encoder_dropout_out, config.pad_id, kEncoderSite, config.residual_from,
+                 config.encoder_bidirectional_layers),
         decoder_(store_, "decoder.", config.decoder_embed, config.decoder_hidden, config.decoder_layers,
                  config.encoder_units(), config.decoder_dropout_out, kDecoderSite, config.residual_from) {
     const int64_t units = config.encoder_units(), H = config.decoder_hidden;

@@ -13,6 +13,10 @@
 // lstm.weight_ih_l0 ... (nn.LSTM's). The pad row gets no gradient (nn.Embedding's padding_idx).
 // Dropout sites: site (dropout_in), site + 1 (dropout_out), site + 2 ... (between layers).
 // residual_from >= 2: GNMT's residual connections from that layer (1-based) up (lstm_stack.h).
+// bidirectional_layers = k > 0 (with bidirectional; GNMT: 1): only the bottom k layers run both
+// ways (lstm_stack.h); the outputs are then the top layer's, Ds = H, and a two-way layer's final
+// state is its backward direction's, as TensorFlow's GNMT encoder hands the decoder
+// (nmt/gnmt_model.py: bi_encoder_state[1]), so every layer's is [B, H].
 #pragma once
 
 #include <climits>
@@ -31,11 +35,11 @@ class LstmEncoder {
  public:
   LstmEncoder(ParamStore<T>& store, const std::string& prefix, int64_t vocab, int64_t embed, int64_t hidden,
               int layers, bool bidirectional, float dropout_in, float dropout_out, int32_t pad, uint32_t site = 0,
-              int residual_from = 0)
+              int residual_from = 0, int bidirectional_layers = 0)
       : store_(store), vocab_(vocab), embed_(embed), hidden_(hidden), pad_(pad), dropout_in_(dropout_in),
         dropout_out_(dropout_out), site_(site),
         stack_(store, prefix + "lstm.", embed, hidden, layers, bidirectional, layers > 1 ? dropout_out : 0.0f,
-               site + 2, residual_from) {
+               site + 2, residual_from, bidirectional_layers) {
     table_ = store.Add(prefix + "embed_tokens.weight", {vocab, embed}, true);
     final_h_.resize(layers);
     final_c_.resize(layers);
@@ -138,7 +142,8 @@ class LstmEncoder {
         T* parts = ctx.ScratchT(kScratchMerged, 3 * B * H);
         T* sorted = parts + 2 * B * H;
         for (int64_t d = 0; d < dirs; ++d) {
-          stack_.FinalState(ctx, l, static_cast<int>(d), which == 0 ? sorted : nullptr, which == 1 ? sorted : nullptr);
+          const int dir = StateDirection(l, static_cast<int>(d));
+          stack_.FinalState(ctx, l, dir, which == 0 ? sorted : nullptr, which == 1 ? sorted : nullptr);
           GatherRows(be, sorted_of_, sorted, parts + d * B * H, B, H);
         }
         if (dirs == 1) {
@@ -188,7 +193,7 @@ class LstmEncoder {
       }
     }
     // The final states' gradients, per layer and direction, by sorted position.
-    const int n_states = layers() * static_cast<int>(dirs);
+    const int n_states = stack_.index(layers() - 1, stack_.directions() - 1) + 1;
     std::vector<const T*> dh_n(n_states, nullptr), dc_n(n_states, nullptr);
     d_states_.resize(2 * n_states);
     for (int l = 0; l < layers(); ++l) {
@@ -203,10 +208,11 @@ class LstmEncoder {
           parts = split;
         }
         for (int64_t d = 0; d < dirs; ++d) {
-          Tensor& t = d_states_[2 * (l * dirs + d) + which];
+          const int k = stack_.index(l, StateDirection(l, static_cast<int>(d)));
+          Tensor& t = d_states_[2 * k + which];
           ctx.Plan(t, {B, H}, dt);
           GatherRows(be, batch_of_, parts + d * B * H, t.template data<T>(), B, H);
-          (which == 0 ? dh_n : dc_n)[l * dirs + d] = t.template data<T>();
+          (which == 0 ? dh_n : dc_n)[k] = t.template data<T>();
         }
       }
     }
@@ -221,6 +227,10 @@ class LstmEncoder {
 
  private:
   static constexpr int32_t kSkip = INT32_MAX;  // a scatter index that EmbeddingBackward skips
+
+  // The stack direction whose final state is part `d` of layer l's (of directions() parts): the
+  // same direction, or a two-way layer's backward one under one-way layers.
+  int StateDirection(int l, int d) const { return stack_.directions(l) == stack_.directions() ? d : 1; }
 
   void Upload(Context<T>& ctx, Tensor& t, const std::vector<int32_t>& host) {
     ctx.Plan(t, {static_cast<int64_t>(host.size())}, DType::kI32);

@@ -10,19 +10,29 @@
 // layers (not after the last), dropout with rate p (training only; dropout sites site, site+1,
 // ... per layer and direction) as nn.LSTM's `dropout`.
 //
+// GNMT's encoder (Wu et al. 2016, bidirectional_layers = 1): only the bottom k layers run both
+// ways; layer k (the first one-way layer) reads [forward | backward] of layer k-1 in its two
+// parts, every layer above it reads the one below's single output. Parameters keep nn.LSTM's
+// names per layer: weight_ih_l0, weight_ih_l0_reverse, weight_ih_l1 (of width 2H), ...
+//
 // Residual connections (GNMT, Wu et al. 2016: "from layer 3"): with residual_from = r >= 2, layer
 // l >= r - 1 (0-based) outputs y_l = h_l + x_l per direction, x_l being its input's part of that
 // direction before dropout (the layer below's y); the LSTM itself reads the dropped input, as
-// TensorFlow's ResidualWrapper(DropoutWrapper(cell)) does. 0: none. The final states stay each
-// cell's own h and c.
+// TensorFlow's ResidualWrapper(DropoutWrapper(cell)) does. 0: none. A residual needs the layer's
+// input in as many parts as it has directions: not on the first one-way layer above two-way
+// ones (a programming error: LstmConfig::Validate refuses it). The final states stay each cell's
+// own h and c.
 //
-// Forward returns the top layer's outputs, natural order, one [N, H] buffer per direction; valid
+// Forward returns the top layer's outputs, natural order, one [N, H] buffer per direction of the
+// top layer; valid
 // until the next Forward. FinalState gives each layer's and direction's final h and c per
 // sequence (nn.LSTM's h_n, c_n: the forward direction's at the sequence's last step, the
 // backward direction's at its first). Backward takes the outputs' gradients, optionally the final
 // states', and writes (or adds, dx_beta = 1) the input's. Initial states are zeros.
 #pragma once
 
+#include <algorithm>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,13 +47,19 @@ namespace sf {
 template <typename T>
 class LstmStack {
  public:
+  // bidirectional_layers (with bidirectional): how many bottom layers run both ways; 0: all.
   LstmStack(ParamStore<T>& store, const std::string& prefix, int64_t input, int64_t hidden, int layers,
-            bool bidirectional, float dropout = 0.0f, uint32_t site = 0, int residual_from = 0)
-      : hidden_(hidden), dirs_(bidirectional ? 2 : 1), dropout_(dropout), site_(site),
+            bool bidirectional, float dropout = 0.0f, uint32_t site = 0, int residual_from = 0,
+            int bidirectional_layers = 0)
+      : hidden_(hidden), dropout_(dropout), site_(site),
         first_residual_(residual_from >= 2 ? residual_from - 1 : layers) {
+    const int two_way = !bidirectional ? 0 : bidirectional_layers > 0 ? std::min(bidirectional_layers, layers) : layers;
     for (int l = 0; l < layers; ++l) {
-      const std::vector<int64_t> parts = l == 0 ? std::vector<int64_t>{input} : std::vector<int64_t>(dirs_, hidden);
-      for (int d = 0; d < dirs_; ++d) {
+      dirs_.push_back(l < two_way ? 2 : 1);
+      first_.push_back(static_cast<int>(lstms_.size()));
+      const std::vector<int64_t> parts = l == 0 ? std::vector<int64_t>{input} : std::vector<int64_t>(dirs_[l - 1], hidden);
+      if (Residual(l) && l > 0 && dirs_[l - 1] != dirs_[l]) std::abort();  // programming error (see above)
+      for (int d = 0; d < dirs_[l]; ++d) {
         const std::string suffix = "l" + std::to_string(l) + (d == 1 ? "_reverse" : "");
         lstms_.push_back(std::make_unique<Lstm<T>>(store, prefix, suffix, parts, hidden));
       }
@@ -53,8 +69,13 @@ class LstmStack {
     res_.resize(lstms_.size());
     reversed_in_.resize(lstms_.size());
   }
-  int layers() const { return static_cast<int>(lstms_.size()) / dirs_; }
-  int directions() const { return dirs_; }
+  int layers() const { return static_cast<int>(dirs_.size()); }
+  // The top layer's directions (the outputs Forward returns); a layer's.
+  int directions() const { return dirs_.back(); }
+  int directions(int layer) const { return dirs_[layer]; }
+  // The position of a layer's direction among all (layer-major): how FinalState's and
+  // Backward's per-state vectors are indexed.
+  int index(int layer, int dir) const { return first_[layer] + dir; }
 
   std::vector<const T*> Forward(Context<T>& ctx, const T* x, int64_t input, const PackedLayout& layout) {
     Backend<T>& be = ctx.backend();
@@ -63,7 +84,7 @@ class LstmStack {
     rows_ = n;
     input_ = input;
     p_ = ctx.training ? dropout_ : 0.0f;
-    if (dirs_ == 2) {
+    if (dirs_[0] == 2) {
       ctx.Plan(reversal_, {n}, DType::kI32);
       const std::vector<int32_t> rev = layout.Reversal();
       reversal_.CopyFromHost(rev.data());
@@ -78,8 +99,8 @@ class LstmStack {
     std::vector<int64_t> widths = {input};
     for (int l = 0; l < layers(); ++l) {
       std::vector<const T*> next, next_undropped;
-      for (int d = 0; d < dirs_; ++d) {
-        const int k = l * dirs_ + d;
+      for (int d = 0; d < dirs_[l]; ++d) {
+        const int k = index(l, d);
         const T* o = nullptr;
         if (d == 0) {
           o = lstms_[k]->Forward(ctx, below, layout.batch_sizes);
@@ -115,7 +136,7 @@ class LstmStack {
       }
       below = next;
       undropped = next_undropped;
-      widths.assign(dirs_, H);
+      widths.assign(dirs_[l], H);
     }
     keys_.clear();
     for (size_t k = 0; k < lstms_.size(); ++k) keys_.push_back(ctx.Key(site_ + static_cast<uint32_t>(k)));
@@ -125,7 +146,7 @@ class LstmStack {
   // Layer `layer`'s final state in direction `dir` (0 forward, 1 backward): h_n, c_n [B, H] by
   // sorted position (PackedLayout::order maps them to the batch); either may be null.
   void FinalState(Context<T>& ctx, int layer, int dir, T* h_n, T* c_n) {
-    const Lstm<T>& lstm = *lstms_[layer * dirs_ + dir];
+    const Lstm<T>& lstm = *lstms_[index(layer, dir)];
     // The backward direction ran over the reversed rows: its last step is the sequence's first.
     if (h_n) GatherRows(ctx.backend(), last_rows_, lstm.hiddens(), h_n, batch_, hidden_);
     if (c_n) GatherRows(ctx.backend(), last_rows_, lstm.cells(), c_n, batch_, hidden_);
@@ -133,7 +154,7 @@ class LstmStack {
 
   // dy: one [N, H] gradient per direction (natural order). dx [N, input] (or += when dx_beta = 1);
   // may be null. dh_n, dc_n: the final states' gradients, [B, H] by sorted position, indexed
-  // layer * directions() + dir (empty, or null entries: none).
+  // index(layer, dir) (empty, or null entries: none).
   void Backward(Context<T>& ctx, const std::vector<const T*>& dy, T* dx, float dx_beta,
                 const std::vector<const T*>& dh_n = {}, const std::vector<const T*>& dc_n = {}) {
     auto final_grad = [](const std::vector<const T*>& v, size_t k) { return k < v.size() ? v[k] : nullptr; };
@@ -144,7 +165,7 @@ class LstmStack {
     std::vector<const T*> d_out = dy;
     for (int l = layers() - 1; l >= 0; --l) {
       const int64_t width = l == 0 ? input_ : H;
-      const int parts = l == 0 ? 1 : dirs_;
+      const int parts = l == 0 ? 1 : dirs_[l - 1];
       // Where the input's gradients go: dx, or the layer below's output gradients.
       std::vector<T*> d_in(parts, nullptr);
       if (l == 0) {
@@ -156,9 +177,10 @@ class LstmStack {
         }
       }
       const float beta = l == 0 ? dx_beta : 0.0f;
-      lstms_[l * dirs_]->Backward(ctx, d_out[0], d_in, beta, final_grad(dh_n, l * dirs_), final_grad(dc_n, l * dirs_));
-      if (dirs_ == 2) {
-        const int k = l * dirs_ + 1;
+      const int k0 = index(l, 0);
+      lstms_[k0]->Backward(ctx, d_out[0], d_in, beta, final_grad(dh_n, k0), final_grad(dc_n, k0));
+      if (dirs_[l] == 2) {
+        const int k = index(l, 1);
         ctx.Plan(d_rev_, {n, H}, dt);
         Gather(be, d_out[1], d_rev_.template data<T>(), n, H);
         std::vector<T*> d_rin(parts, nullptr);
@@ -180,7 +202,7 @@ class LstmStack {
         // straight to the layer below's.
         if (p_ > 0) {
           for (int j = 0; j < parts; ++j) {
-            be.BiasDropoutResidualBackward(d_in[j], d_in[j], nullptr, n, H, p_, keys_[(l - 1) * dirs_ + j]);
+            be.BiasDropoutResidualBackward(d_in[j], d_in[j], nullptr, n, H, p_, keys_[index(l - 1, j)]);
           }
         }
         if (Residual(l)) {
@@ -203,7 +225,7 @@ class LstmStack {
   }
 
   int64_t hidden_;
-  int dirs_;
+  std::vector<int> dirs_, first_;  // per layer: its directions; its forward direction's index
   float dropout_;
   uint32_t site_;
   int first_residual_;  // the first layer (0-based) with a residual connection; layers(): none

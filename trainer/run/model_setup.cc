@@ -49,6 +49,8 @@ Result<LstmConfig> LstmFromMap(const Value& v) {
   c.encoder_hidden = HpInt(v, "encoder_hidden_size", c.encoder_hidden);
   c.encoder_layers = static_cast<int>(HpInt(v, "encoder_layers", c.encoder_layers));
   c.encoder_bidirectional = Flag(v, "encoder_bidirectional", c.encoder_bidirectional);
+  c.encoder_bidirectional_layers =
+      static_cast<int>(HpInt(v, "encoder_bidirectional_layers", c.encoder_bidirectional_layers));
   c.encoder_dropout_in = static_cast<float>(HpNum(v, "encoder_dropout_in", dropout));
   c.encoder_dropout_out = static_cast<float>(HpNum(v, "encoder_dropout_out", dropout));
   c.decoder_embed = HpInt(v, "decoder_embed_dim", c.decoder_embed);
@@ -189,6 +191,7 @@ Value ModelSpecToValue(const ModelSpec& spec) {
                             {"encoder_hidden_size", c.encoder_hidden},
                             {"encoder_layers", static_cast<int64_t>(c.encoder_layers)},
                             {"encoder_bidirectional", c.encoder_bidirectional},
+                            {"encoder_bidirectional_layers", static_cast<int64_t>(c.encoder_bidirectional_layers)},
                             {"encoder_dropout_in", static_cast<double>(c.encoder_dropout_in)},
                             {"encoder_dropout_out", static_cast<double>(c.encoder_dropout_out)},
                             {"decoder_embed_dim", c.decoder_embed},
