@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "common/utf8.h"
+
 namespace sf {
 namespace {
 
@@ -161,24 +163,6 @@ class JsonParser {
     if (ec != std::errc() || p != num.data() + num.size()) return Error("bad number");
     out = Value(d);
     return Status::Ok();
-  }
-
-  static void AppendUtf8(uint32_t cp, std::string& s) {
-    if (cp < 0x80) {
-      s.push_back(static_cast<char>(cp));
-    } else if (cp < 0x800) {
-      s.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-      s.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else if (cp < 0x10000) {
-      s.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-      s.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      s.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else {
-      s.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-      s.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-      s.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      s.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    }
   }
 
   Status ParseHex4(uint32_t& cp) {

@@ -14,6 +14,8 @@
 #include <memory>
 #include <utility>
 
+#include "common/utf8.h"
+
 namespace sf::safetensors {
 
 static_assert(std::endian::native == std::endian::little,
@@ -201,24 +203,6 @@ class JsonParser {
     return Status::Ok();
   }
 
-  static void AppendUtf8(std::string* s, uint32_t cp) {
-    if (cp < 0x80) {
-      s->push_back(static_cast<char>(cp));
-    } else if (cp < 0x800) {
-      s->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-      s->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else if (cp < 0x10000) {
-      s->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-      s->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      s->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else {
-      s->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-      s->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-      s->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      s->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    }
-  }
-
   bool Hex4(uint32_t* out) {
     if (pos_ + 4 > s_.size()) return false;
     uint32_t v = 0;
@@ -289,7 +273,7 @@ class JsonParser {
           } else if (cp >= 0xDC00 && cp < 0xE000) {
             return Error("unpaired surrogate in \\u escape");
           }
-          AppendUtf8(out, cp);
+          AppendUtf8(cp, *out);
           break;
         }
         default:
