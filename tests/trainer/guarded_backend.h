@@ -231,6 +231,25 @@ class GuardedBackend final : public Backend<float> {
     Check("GluBackward", x, dy, dx);
     Run([&] { inner_.GluBackward(x, dy, dx, rows, cols); });
   }
+  void Conv2dForward(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s) override {
+    Check("Conv2dForward", x, w, bias, y);
+    Run([&] { inner_.Conv2dForward(x, w, bias, y, s); });
+  }
+  void Conv2dBackward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* dbias,
+                      const Conv2dShape& s) override {
+    Check("Conv2dBackward", x, w, dy, dx, dw, dbias);
+    Run([&] { inner_.Conv2dBackward(x, w, dy, dx, dw, dbias, s); });
+  }
+  void CtcLoss(const float* logits, const int32_t* input_lengths, const int32_t* targets,
+               const int32_t* target_lengths, int64_t frames, int64_t batch, int64_t classes,
+               int64_t max_target, int32_t blank, bool zero_infinity, float grad_scale,
+               float* losses, float* dlogits) override {
+    Check("CtcLoss", logits, input_lengths, targets, target_lengths, losses, dlogits);
+    Run([&] {
+      inner_.CtcLoss(logits, input_lengths, targets, target_lengths, frames, batch, classes, max_target, blank,
+                     zero_infinity, grad_scale, losses, dlogits);
+    });
+  }
   void ScaleRowGroups(float* x, const float* factors, int64_t groups, int64_t rows_per_group,
                       int64_t cols) override {
     Check("ScaleRowGroups", x, factors);

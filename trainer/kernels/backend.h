@@ -49,6 +49,14 @@ struct GemmOperand {
   bool constant = false;
 };
 
+// The shape of a 2-D convolution (Backend::Conv2dForward): n images of cin channels, h x w;
+// cout filters of kh x kw; strides sh, sw; zero padding ph, pw on each side.
+struct Conv2dShape {
+  int64_t n = 0, cin = 0, h = 0, w = 0, cout = 0, kh = 0, kw = 0, sh = 1, sw = 1, ph = 0, pw = 0;
+  int64_t oh() const { return (h + 2 * ph - kh) / sh + 1; }
+  int64_t ow() const { return (w + 2 * pw - kw) / sw + 1; }
+};
+
 struct CrossEntropyStats {
   double loss = 0;     // label-smoothed loss, summed over non-padding tokens
   double nll = 0;      // plain negative log-likelihood, summed over non-padding tokens
@@ -284,6 +292,33 @@ class Backend {
   //   dg[i] += s_i / norms[i],  dv_i += (g[i] / norms[i]) (dw_i − (s_i / norms[i]²) v_i).
   virtual void WeightNormBackward(const T* dw, const T* v, const T* g, const T* norms, T* dv,
                                   T* dg, int64_t n, int64_t d, bool columns) = 0;
+
+  // 2-D convolution over NCHW images, PyTorch's F.conv2d(x, w, bias, stride, padding) (no
+  // dilation, one group; cross-correlation): x [n, cin, h, w], w [cout, cin, kh, kw], bias [cout]
+  // (may be null), y [n, cout, oh, ow] (Conv2dShape). fp32 throughout.
+  virtual void Conv2dForward(const T* x, const T* w, const T* bias, T* y, const Conv2dShape& s) = 0;
+  // From dy [n, cout, oh, ow]: dx (may be null: not wanted) is overwritten; dw and dbias (may be
+  // null) accumulate.
+  virtual void Conv2dBackward(const T* x, const T* w, const T* dy, T* dx, T* dw, T* dbias,
+                              const Conv2dShape& s) = 0;
+
+  // Connectionist temporal classification (Graves et al. 2006) fused with log-softmax: PyTorch's
+  // F.ctc_loss(log_softmax(logits), targets, input_lengths, target_lengths, blank,
+  // reduction='none', zero_infinity) and its gradient with respect to the logits.
+  //   logits [frames, batch, classes] (time-major: row t*batch + b); input_lengths [batch] in
+  //   [1, frames]; targets [batch, max_target] right-padded labels in [0, classes), never blank;
+  //   target_lengths [batch] in [0, max_target]; all in the backend's memory.
+  //   losses [batch] (fp32, backend memory): −log p(targets_b | the first input_lengths[b]
+  //   frames), p summed over every alignment (blanks between and around labels, repeats
+  //   collapsed; a repeated label needs a blank between). None fits (too few frames for the
+  //   labels and their repeats): +inf, or 0 with zero_infinity.
+  //   dlogits (null: loss only): grad_scale × d losses[b] / d logits = softmax − the posterior of
+  //   each class over the alignments; rows t >= input_lengths[b] zero; an infinite loss's rows
+  //   NaN (as PyTorch's), or zero with zero_infinity. dlogits may alias logits.
+  virtual void CtcLoss(const T* logits, const int32_t* input_lengths, const int32_t* targets,
+                       const int32_t* target_lengths, int64_t frames, int64_t batch,
+                       int64_t classes, int64_t max_target, int32_t blank, bool zero_infinity,
+                       float grad_scale, float* losses, T* dlogits) = 0;
 
   // Label-smoothed cross-entropy fused with log-softmax (fairseq's label_smoothed_nll_loss):
   //   lse_r = log sum_v exp(z_rv); -log p_rv = lse_r - z_rv; eps_i = eps/(V-1)

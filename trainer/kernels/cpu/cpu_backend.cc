@@ -8,6 +8,8 @@
 #include <limits>
 
 #include "trainer/core/cpu_features.h"
+#include "trainer/kernels/cpu/conv_onednn.h"
+#include "trainer/kernels/cpu/ctc_host.h"
 #include "trainer/kernels/cpu/gemm_onednn.h"
 #include "trainer/kernels/cpu/hot_kernels.h"
 #include "trainer/kernels/cpu/vector_math.h"
@@ -77,7 +79,9 @@ void ColumnSumImpl(const float* x, float* sum, int64_t rows, int64_t cols) {
 
 }  // namespace
 
-CpuBackend::CpuBackend() : gemm_(std::make_unique<OneDnnGemm>()) { cpu::EnableAmx(); }
+CpuBackend::CpuBackend() : gemm_(std::make_unique<OneDnnGemm>()), conv_(std::make_unique<OneDnnConv>()) {
+  cpu::EnableAmx();
+}
 CpuBackend::~CpuBackend() = default;
 
 int64_t CpuBackend::gemm_primitives_created() const { return gemm_->primitives_created(); }
@@ -535,6 +539,31 @@ void CpuBackend::LstmCellBackward(const float* gates, const float* c_prev, const
     }
   });
   if (dbias) ColumnSumImpl(dgates, dbias, rows, 4 * H);
+}
+
+void CpuBackend::Conv2dForward(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s) {
+  conv_->Forward(x, w, bias, y, s);
+}
+
+void CpuBackend::Conv2dBackward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* dbias,
+                                const Conv2dShape& s) {
+  conv_->Backward(x, w, dy, dx, dw, dbias, s);
+}
+
+void CpuBackend::CtcLoss(const float* logits, const int32_t* input_lengths, const int32_t* targets,
+                         const int32_t* target_lengths, int64_t frames, int64_t batch, int64_t classes,
+                         int64_t max_target, int32_t blank, bool zero_infinity, float grad_scale,
+                         float* losses, float* dlogits) {
+  // Utterances in parallel, each on one thread with its own workspace (ctc_host.h).
+#pragma omp parallel if (batch > 1)
+  {
+    CtcWorkspace w;
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t b = 0; b < batch; ++b) {
+      losses[b] = static_cast<float>(CtcLossOneUtterance(logits, targets + b * max_target, input_lengths[b], target_lengths[b],
+                                      frames, batch, b, classes, blank, zero_infinity, grad_scale, dlogits, w));
+    }
+  }
 }
 
 void CpuBackend::GluForward(const float* x, float* y, int64_t rows, int64_t cols) {

@@ -18,6 +18,7 @@
 namespace sf {
 
 class OneDnnGemm;
+class OneDnnConv;
 
 class CpuBackend final : public Backend<float> {
  public:
@@ -77,6 +78,13 @@ class CpuBackend final : public Backend<float> {
   void GluBackward(const float* x, const float* dy, float* dx, int64_t rows, int64_t cols) override;
   void ScaleRowGroups(float* x, const float* factors, int64_t groups, int64_t rows_per_group,
                       int64_t cols) override;
+  void Conv2dForward(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s) override;
+  void Conv2dBackward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* dbias,
+                      const Conv2dShape& s) override;
+  void CtcLoss(const float* logits, const int32_t* input_lengths, const int32_t* targets,
+               const int32_t* target_lengths, int64_t frames, int64_t batch, int64_t classes,
+               int64_t max_target, int32_t blank, bool zero_infinity, float grad_scale,
+               float* losses, float* dlogits) override;
   void WeightNormForward(const float* v, const float* g, float* w, float* norms, int64_t n, int64_t d,
                          bool columns) override;
   void WeightNormBackward(const float* dw, const float* v, const float* g, const float* norms, float* dv,
@@ -98,6 +106,7 @@ class CpuBackend final : public Backend<float> {
 
  private:
   std::unique_ptr<OneDnnGemm> gemm_;
+  std::unique_ptr<OneDnnConv> conv_;
 };
 
 // Vectorised conversions (cast.cc; AVX-512 variants in cast_avx512.cc, chosen at run time).

@@ -4,6 +4,7 @@
 // Stateless and thread-safe.
 #pragma once
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <cstring>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "trainer/kernels/backend.h"
+#include "trainer/kernels/cpu/ctc_host.h"
 
 namespace sf {
 
@@ -19,6 +21,22 @@ class ReferenceBackend final : public Backend<T> {
  public:
   const char* name() const override { return "reference"; }
   Device device() const override { return Device::kCpu; }
+
+  // f(c, a, b, row, col) for every input channel c and kernel tap (a, b) of output position
+  // (i, j) that falls inside the image (taps on the zero padding contribute nothing).
+  template <typename F>
+  static void ConvTaps(const Conv2dShape& s, int64_t i, int64_t j, F f) {
+    for (int64_t c = 0; c < s.cin; ++c) {
+      for (int64_t a = 0; a < s.kh; ++a) {
+        const int64_t hi = i * s.sh - s.ph + a;
+        if (hi < 0 || hi >= s.h) continue;
+        for (int64_t b = 0; b < s.kw; ++b) {
+          const int64_t wj = j * s.sw - s.pw + b;
+          if (wj >= 0 && wj < s.w) f(c, a, b, hi, wj);
+        }
+      }
+    }
+  }
 
   static double Load(const void* p, DType t, int64_t i) {
     switch (t) {
@@ -332,6 +350,54 @@ class ReferenceBackend final : public Backend<T> {
         dx[r * 2 * cols + c] = d * s;
         dx[r * 2 * cols + cols + c] = d * a * s * (1 - s);
       }
+    }
+  }
+  void Conv2dForward(const T* x, const T* w, const T* bias, T* y, const Conv2dShape& s) override {
+    const int64_t OH = s.oh(), OW = s.ow();
+    for (int64_t n = 0; n < s.n; ++n) {
+      for (int64_t o = 0; o < s.cout; ++o) {
+        for (int64_t i = 0; i < OH; ++i) {
+          for (int64_t j = 0; j < OW; ++j) {
+            double acc = bias ? static_cast<double>(bias[o]) : 0.0;
+            ConvTaps(s, i, j, [&](int64_t c, int64_t a, int64_t b, int64_t hi, int64_t wj) {
+              acc += static_cast<double>(x[((n * s.cin + c) * s.h + hi) * s.w + wj]) *
+                     static_cast<double>(w[((o * s.cin + c) * s.kh + a) * s.kw + b]);
+            });
+            y[((n * s.cout + o) * OH + i) * OW + j] = static_cast<T>(acc);
+          }
+        }
+      }
+    }
+  }
+  void Conv2dBackward(const T* x, const T* w, const T* dy, T* dx, T* dw, T* dbias,
+                      const Conv2dShape& s) override {
+    const int64_t OH = s.oh(), OW = s.ow();
+    if (dx) std::fill(dx, dx + s.n * s.cin * s.h * s.w, T(0));
+    for (int64_t n = 0; n < s.n; ++n) {
+      for (int64_t o = 0; o < s.cout; ++o) {
+        for (int64_t i = 0; i < OH; ++i) {
+          for (int64_t j = 0; j < OW; ++j) {
+            const T g = dy[((n * s.cout + o) * OH + i) * OW + j];
+            if (dbias) dbias[o] += g;
+            ConvTaps(s, i, j, [&](int64_t c, int64_t a, int64_t b, int64_t hi, int64_t wj) {
+              const int64_t xi = ((n * s.cin + c) * s.h + hi) * s.w + wj, wi = ((o * s.cin + c) * s.kh + a) * s.kw + b;
+              dw[wi] += g * x[xi];
+              if (dx) dx[xi] += g * w[wi];
+            });
+          }
+        }
+      }
+    }
+  }
+  void CtcLoss(const T* logits, const int32_t* input_lengths, const int32_t* targets,
+               const int32_t* target_lengths, int64_t frames, int64_t batch, int64_t classes,
+               int64_t max_target, int32_t blank, bool zero_infinity, float grad_scale,
+               float* losses, T* dlogits) override {
+    CtcWorkspace w;
+    for (int64_t b = 0; b < batch; ++b) {
+      losses[b] = static_cast<float>(CtcLossOneUtterance(logits, targets + b * max_target, input_lengths[b],
+                                      target_lengths[b], frames, batch, b, classes, blank,
+                                      zero_infinity, grad_scale, dlogits, w));
     }
   }
   void ScaleRowGroups(T* x, const float* factors, int64_t groups, int64_t rows_per_group,

@@ -12,6 +12,8 @@
 //   cuda_attention.cu      head split / merge and the masked softmax with dropout
 //   cuda_cross_entropy.cu  label-smoothed cross-entropy: per-row loss, totals and gradient
 //   cuda_beam_scores.cu    beam search's top-k log-probabilities of each row
+//   cuda_ctc.cu            the CTC loss: log-softmax, forward-backward per utterance, gradient
+//   cuda_conv.cu           2-D convolution: im2col, cuBLASLt GEMMs, col2im
 //
 // The helpers here: SF_CUDA_CHECK / SF_CUBLAS_CHECK abort with the call site on any error (a
 // kernel op has no way to report one); kThreads and Blocks(n) are the 1-D launch geometry of one
@@ -203,6 +205,17 @@ class CudaBackend final : public Backend<float> {
   void CrossEntropyBackward(const float* logits, const float* lse, const int32_t* targets,
                             void* dlogits, DType dlogits_dtype, int64_t rows, int64_t vocab,
                             float eps, int32_t pad, float grad_scale) override;
+
+  // cuda_conv.cu
+  void Conv2dForward(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s) override;
+  void Conv2dBackward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* dbias,
+                      const Conv2dShape& s) override;
+
+  // cuda_ctc.cu
+  void CtcLoss(const float* logits, const int32_t* input_lengths, const int32_t* targets,
+               const int32_t* target_lengths, int64_t frames, int64_t batch, int64_t classes,
+               int64_t max_target, int32_t blank, bool zero_infinity, float grad_scale,
+               float* losses, float* dlogits) override;
 
   // cuda_beam_scores.cu
   void BeamScores(const float* logits, const float* base, const BeamScoresArgs& args,
