@@ -28,6 +28,11 @@ packages=(
   # engine: GEMMs (Debian's oneDNN CMake config also wants OpenCL), tokenizer, CPU allreduce
   libdnnl-dev ocl-icd-opencl-dev opencl-c-headers libsentencepiece-dev sentencepiece
   libopenmpi-dev openmpi-bin
+  # speech corpus (deploy/make-speech-corpus.sh): espeak-ng reads the sentences; sox (and soxi)
+  # resamples, adds noise and writes WAV and FLAC, FLAC through libsox-fmt-base
+  espeak-ng sox libsox-fmt-base
+  # speech front end (trainer/speech): audio files (libsndfile), the FFT (FFTW3)
+  libsndfile1-dev libfftw3-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev python3 python3-torch python3-numpy wrk
   # the steadfast Python package (Core API for user trials): TrialLink stubs and their runtime,
