@@ -15,6 +15,9 @@ find_package(nlohmann_json 3 CONFIG REQUIRED)  # sf's defaults file (~/.config/s
 pkg_check_modules(PQXX REQUIRED IMPORTED_TARGET libpqxx)
 pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
 pkg_check_modules(LIBARCHIVE REQUIRED IMPORTED_TARGET libarchive)  # context archives of user trials
+# speech front end (trainer/speech): audio files through libsndfile, the FFT through FFTW3 (float)
+pkg_check_modules(SNDFILE REQUIRED IMPORTED_TARGET sndfile)
+pkg_check_modules(FFTW3F REQUIRED IMPORTED_TARGET fftw3f)
 find_library(SF_SENTENCEPIECE_TRAIN sentencepiece_train REQUIRED)
 
 if(SF_CUDA)
