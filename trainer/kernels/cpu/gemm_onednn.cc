@@ -147,7 +147,7 @@ OneDnnGemm::Entry& OneDnnGemm::Get(int64_t batch, int64_t m, int64_t n, int64_t 
     e.cm = memory(e.c, engine_, DNNL_MEMORY_NONE);
     e.ok = true;
   } catch (const dnnl::error&) {
-    e.ok = false;  // e.g. no f16 matmul on this CPU: the caller widens to f32
+    e.ok = false;  // e.g. no f16 (or bf16) matmul on this CPU: the caller widens to f32
   }
   ++created_;
   return cache_.emplace(key, std::move(e)).first->second;
@@ -159,13 +159,16 @@ void OneDnnGemm::Run(int64_t batch, int64_t m, int64_t n, int64_t k, const GemmO
   if (m == 0 || n == 0) return;
   const DType dt = a.dtype;
   Entry& e = Get(batch, m, n, k, a, b, ldc, stride_c, alpha, beta, dt);
-  if (!e.ok && dt == DType::kF16) {
-    // Widen both operands to f32 (exact) and run the f32 GEMM with the same strides.
+  if (!e.ok && (dt == DType::kF16 || dt == DType::kBF16)) {
+    // No matmul of this type on this CPU (f16 often; bf16 before AVX-512, e.g. Zen 3): widen
+    // both operands to f32 (exact) and run the f32 GEMM with the same strides. The products
+    // are those of the half-precision operands, accumulated in f32, as the native kernels do.
     const int64_t na = Extent(batch, m, k, a), nb = Extent(batch, k, n, b);
     if (static_cast<int64_t>(widen_a_.size()) < na) widen_a_.resize(na);
     if (static_cast<int64_t>(widen_b_.size()) < nb) widen_b_.resize(nb);
-    CastF16ToF32(static_cast<const uint16_t*>(a.data), widen_a_.data(), na);
-    CastF16ToF32(static_cast<const uint16_t*>(b.data), widen_b_.data(), nb);
+    auto widen = dt == DType::kF16 ? CastF16ToF32 : CastBf16ToF32;
+    widen(static_cast<const uint16_t*>(a.data), widen_a_.data(), na);
+    widen(static_cast<const uint16_t*>(b.data), widen_b_.data(), nb);
     GemmOperand a32 = a, b32 = b;
     b32.constant = false;  // the widened copy lives in a reused scratch buffer
     a32.data = widen_a_.data();
@@ -174,7 +177,7 @@ void OneDnnGemm::Run(int64_t batch, int64_t m, int64_t n, int64_t k, const GemmO
     b32.dtype = DType::kF32;
     return Run(batch, m, n, k, a32, b32, c, ldc, stride_c, alpha, beta);
   }
-  if (!e.ok) std::abort();  // f32 and bf16 matmuls always exist on x86-64
+  if (!e.ok) std::abort();  // f32 matmuls always exist on x86-64
   e.am.set_data_handle(const_cast<void*>(a.data));
   e.bm.set_data_handle(const_cast<void*>(e.packed ? PackedB(e, b.data) : b.data));
   e.cm.set_data_handle(c);

@@ -72,7 +72,7 @@ class OneDnnGemm {
   dnnl::engine engine_;
   dnnl::stream stream_;
   std::unordered_map<Key, Entry, KeyHash> cache_;
-  std::vector<float> widen_a_, widen_b_;  // f16 fallback scratch
+  std::vector<float> widen_a_, widen_b_;  // f16 / bf16 fallback scratch
   // One scratchpad shared by all primitives (user scratchpad mode), grown to the largest any
   // primitive asks for, so executions never allocate it themselves.
   void* scratch_ = nullptr;
