@@ -23,7 +23,7 @@
 namespace sf {
 namespace {
 
-// A batch of utterances: logits [T, B, C] and the labels.
+// A batch of utterances: logits [B, T, C] and the labels.
 struct CtcCase {
   int64_t frames = 0, batch = 0, classes = 0, max_target = 0;
   int32_t blank = 0;
@@ -99,12 +99,12 @@ TEST(CtcLoss, MatchesPyTorchsCtcLoss) {
       for (int b : {0, 1, 2, 4}) EXPECT_TRUE(std::isfinite(r.losses[b]) && r.losses[b] > 0) << b;
       // Frames past an utterance's input length get no gradient.
       for (int64_t t = c.input_lengths[1]; t < c.frames; ++t) {
-        for (int64_t k = 0; k < c.classes; ++k) EXPECT_EQ(r.dlogits[(t * c.batch + 1) * c.classes + k], 0.0f);
+        for (int64_t k = 0; k < c.classes; ++k) EXPECT_EQ(r.dlogits[(1 * c.frames + t) * c.classes + k], 0.0f);
       }
       const std::vector<int32_t> flags = {blank, zero_infinity ? 1 : 0};
       const std::vector<float> scale = {0.5f};
       std::vector<safetensors::TensorView> views = {
-          safetensors::F32View("input.logits", {c.frames, c.batch, c.classes}, c.logits),
+          safetensors::F32View("input.logits", {c.batch, c.frames, c.classes}, c.logits),
           {"input.input_lengths", safetensors::DType::kI32, {c.batch}, std::as_bytes(std::span(c.input_lengths))},
           {"input.targets", safetensors::DType::kI32, {c.batch, c.max_target}, std::as_bytes(std::span(c.targets))},
           {"input.target_lengths", safetensors::DType::kI32, {c.batch}, std::as_bytes(std::span(c.target_lengths))},
@@ -112,7 +112,7 @@ TEST(CtcLoss, MatchesPyTorchsCtcLoss) {
           {"input.zero_infinity", safetensors::DType::kI32, {1}, std::as_bytes(std::span(flags).subspan(1))},
           safetensors::F32View("input.grad_scale", {1}, scale),
           safetensors::F32View("ours.losses", {c.batch}, r.losses),
-          safetensors::F32View("ours.dlogits", {c.frames, c.batch, c.classes}, r.dlogits)};
+          safetensors::F32View("ours.dlogits", {c.batch, c.frames, c.classes}, r.dlogits)};
       testing::TempDir dir;
       const std::string path = dir.path() + "/case.safetensors";
       ASSERT_TRUE(safetensors::WriteFile(path, views, {}).ok());
@@ -174,7 +174,7 @@ TEST(CtcLoss, GradientMatchesFiniteDifferences) {
       a += std::fabs(grad[r * C + k]);
     }
     EXPECT_NEAR(s, 0.0, 1e-12) << "row " << r;
-    if (r / B >= il[r % B]) {
+    if (r % T >= il[r / T]) {
       EXPECT_EQ(a, 0.0) << "row " << r;
     }
   }

@@ -305,7 +305,8 @@ class Backend {
   // Connectionist temporal classification (Graves et al. 2006) fused with log-softmax: PyTorch's
   // F.ctc_loss(log_softmax(logits), targets, input_lengths, target_lengths, blank,
   // reduction='none', zero_infinity) and its gradient with respect to the logits.
-  //   logits [frames, batch, classes] (time-major: row t*batch + b); input_lengths [batch] in
+  //   logits [batch, frames, classes] (batch-major, as the encoder's rows: row b*frames + t;
+  //   PyTorch's log_probs is its transpose, (T, N, C)); input_lengths [batch] in
   //   [1, frames]; targets [batch, max_target] right-padded labels in [0, classes), never blank;
   //   target_lengths [batch] in [0, max_target]; all in the backend's memory.
   //   losses [batch] (fp32, backend memory): −log p(targets_b | the first input_lengths[b]

@@ -3,9 +3,9 @@
 
 Usage: ctc_reference.py CASE.safetensors [--tolerance 1e-5]
 
-The case holds "input.logits" [T, B, C] (F32), "input.input_lengths" [B], "input.targets" [B, L]
+The case holds "input.logits" [B, T, C] (F32, batch-major as the engine's rows), "input.input_lengths" [B], "input.targets" [B, L]
 (right-padded), "input.target_lengths" [B], "input.blank" [1] and "input.zero_infinity" [1] (I32),
-"input.grad_scale" [1] (F32), and the engine's "ours.losses" [B] and "ours.dlogits" [T, B, C].
+"input.grad_scale" [1] (F32), and the engine's "ours.losses" [B] and "ours.dlogits" [B, T, C].
 This script computes F.ctc_loss(F.log_softmax(logits), ..., reduction='none') in float64 and the
 gradient of grad_scale * sum(losses) with respect to the logits by autograd, and compares: the
 finite losses and gradients by relative error (max |ours - ref| / max |ref|); an infinite loss
@@ -31,7 +31,8 @@ def main():
     blank = int(t["input.blank"][0])
     zero_infinity = bool(t["input.zero_infinity"][0])
     grad_scale = float(t["input.grad_scale"][0])
-    losses = F.ctc_loss(F.log_softmax(logits, dim=-1), targets, input_lengths, target_lengths, blank=blank,
+    # F.ctc_loss takes (T, N, C) log-probabilities: the transpose of the engine's rows.
+    losses = F.ctc_loss(F.log_softmax(logits, dim=-1).transpose(0, 1), targets, input_lengths, target_lengths, blank=blank,
                         reduction="none", zero_infinity=zero_infinity)
     (grad_scale * losses.sum()).backward()
     ref_losses = losses.detach().numpy()

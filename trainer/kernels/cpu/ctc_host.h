@@ -43,7 +43,7 @@ double CtcLossOneUtterance(const T* logits, const int32_t* labels, int64_t input
   // Log-softmax of the utterance's frames.
   w.lp.resize(Tb * C);
   for (int64_t t = 0; t < Tb; ++t) {
-    const T* z = logits + (t * batch + b) * C;
+    const T* z = logits + (b * frames + t) * C;
     double m = kNegInf;
     for (int64_t c = 0; c < C; ++c) m = std::max(m, static_cast<double>(z[c]));
     double sum = 0;
@@ -85,7 +85,7 @@ double CtcLossOneUtterance(const T* logits, const int32_t* labels, int64_t input
   if (dlogits) {
     w.gamma.resize(C);
     for (int64_t t = 0; t < frames; ++t) {
-      T* g = dlogits + (t * batch + b) * C;
+      T* g = dlogits + (b * frames + t) * C;
       if (t >= Tb || (infinite && zero_infinity)) {
         std::fill(g, g + C, T(0));
         continue;

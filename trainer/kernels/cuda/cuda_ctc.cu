@@ -58,7 +58,7 @@ __global__ void CtcForwardBackwardKernel(const float* lp, const int32_t* input_l
   const int32_t* labels = targets + b * max_target;
   float* alpha = alpha_all + b * frames * s_max;
   float* beta = beta_all + b * frames * s_max;
-  auto lpf = [&](int64_t t, int64_t s) { return lp[(t * batch + b) * classes + Label(labels, s, blank)]; };
+  auto lpf = [&](int64_t t, int64_t s) { return lp[(b * frames + t) * classes + Label(labels, s, blank)]; };
   auto skip = [&](int64_t s) {
     return s >= 2 && s % 2 == 1 && Label(labels, s, blank) != Label(labels, s - 2, blank);
   };
@@ -94,13 +94,13 @@ __global__ void CtcForwardBackwardKernel(const float* lp, const int32_t* input_l
   }
 }
 
-// The gradient of frame row t*batch + b (one block; threads over the classes).
+// The gradient of frame row b*frames + t (one block; threads over the classes).
 __global__ void CtcGradientKernel(const float* lp, const int32_t* input_lengths, const int32_t* targets,
                                   const int32_t* target_lengths, int64_t batch, int64_t classes, int64_t max_target,
                                   int64_t frames, int32_t blank, bool zero_infinity, float grad_scale,
                                   const float* alpha_all, const float* beta_all, const float* log_p_all,
                                   float* dlogits) {
-  const int64_t row = blockIdx.x, t = row / batch, b = row % batch, s_max = 2 * max_target + 1;
+  const int64_t row = blockIdx.x, b = row / frames, t = row % frames, s_max = 2 * max_target + 1;
   const int64_t Tb = input_lengths[b], S = 2 * static_cast<int64_t>(target_lengths[b]) + 1;
   const float log_p = log_p_all[b];
   const bool infinite = log_p == -INFINITY;
