@@ -45,6 +45,16 @@ Result<float> MetaFloatOr(const Metadata& m, const std::string& key, float def) 
   return MetaFloat(m, key);
 }
 
+Result<Activation> MetaActivation(const Metadata& m) {
+  auto act = m.find("activation");
+  if (act == m.end()) return InvalidArgument("__metadata__ has no 'activation'");
+  if (act->second == "relu") return Activation::kRelu;
+  if (act->second == "gelu") return Activation::kGelu;
+  return InvalidArgument("__metadata__ activation: '" + act->second + "' is not relu or gelu");
+}
+
+const char* ActivationText(Activation a) { return a == Activation::kGelu ? "gelu" : "relu"; }
+
 Result<MetaSizes> ReadMetaSizes(const Metadata& m, bool source) {
   MetaSizes s;
   if (source) {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "trainer/kernels/backend.h"
 
 namespace sf {
 
@@ -27,6 +28,10 @@ struct MetaSizes {
   int64_t max_positions = 0;
 };
 Result<MetaSizes> ReadMetaSizes(const Metadata& m, bool source);
+
+// The feed-forward activation under "activation": "relu" or "gelu".
+Result<Activation> MetaActivation(const Metadata& m);
+const char* ActivationText(Activation a);
 
 // Formats a float for __metadata__ so that MetaFloat reads back the same float.
 std::string MetaText(float v);

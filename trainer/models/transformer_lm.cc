@@ -46,7 +46,7 @@ std::map<std::string, std::string> TransformerLmMetadata(const TransformerLmConf
           {"heads", std::to_string(c.heads)},
           {"decoder_layers", std::to_string(c.layers)},
           {"ffn_dim", std::to_string(c.ffn_dim)},
-          {"activation", c.activation == Activation::kGelu ? "gelu" : "relu"},
+          {"activation", ActivationText(c.activation)},
           {"normalize_before", b(c.normalize_before)},
           {"share_decoder_input_output_embed", b(c.share_input_output_embed)},
           {"tgt_vocab", std::to_string(c.vocab)},
@@ -66,12 +66,7 @@ Result<TransformerLmConfig> TransformerLmConfigFromMetadata(const std::map<std::
   SF_ASSIGN_OR_RETURN(c.layers, MetaInt(m, "decoder_layers"));
   if (c.layers > 1024) return InvalidArgument("__metadata__ decoder_layers: out of range");
   SF_ASSIGN_OR_RETURN(c.ffn_dim, MetaInt(m, "ffn_dim"));
-  auto act = m.find("activation");
-  if (act == m.end()) return InvalidArgument("__metadata__ has no 'activation'");
-  if (act->second != "relu" && act->second != "gelu") {
-    return InvalidArgument("__metadata__ activation: '" + act->second + "' is not relu or gelu");
-  }
-  c.activation = act->second == "gelu" ? Activation::kGelu : Activation::kRelu;
+  SF_ASSIGN_OR_RETURN(c.activation, MetaActivation(m));
   SF_ASSIGN_OR_RETURN(c.normalize_before, MetaBool(m, "normalize_before"));
   SF_ASSIGN_OR_RETURN(c.share_input_output_embed, MetaBool(m, "share_decoder_input_output_embed"));
   SF_ASSIGN_OR_RETURN(MetaSizes sizes, ReadMetaSizes(m, false));

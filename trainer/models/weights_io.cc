@@ -19,7 +19,7 @@ std::map<std::string, std::string> ConfigMetadata(const TransformerConfig& c) {
           {"encoder_layers", std::to_string(c.encoder_layers)},
           {"decoder_layers", std::to_string(c.decoder_layers)},
           {"ffn_dim", std::to_string(c.ffn_dim)},
-          {"activation", c.activation == Activation::kRelu ? "relu" : "gelu"},
+          {"activation", ActivationText(c.activation)},
           {"normalize_before", c.normalize_before ? "true" : "false"},
           {"share_embeddings", c.share_embeddings ? "true" : "false"},
           {"share_decoder_input_output_embed",
@@ -56,15 +56,7 @@ Result<TransformerConfig> ConfigFromMetadata(const std::map<std::string, std::st
   c.tgt_vocab = sizes.tgt_vocab;
   c.pad_id = sizes.pad_id;
   c.max_positions = sizes.max_positions;
-  auto act = m.find("activation");
-  if (act == m.end()) return InvalidArgument("__metadata__ has no 'activation'");
-  if (act->second == "relu") {
-    c.activation = Activation::kRelu;
-  } else if (act->second == "gelu") {
-    c.activation = Activation::kGelu;
-  } else {
-    return InvalidArgument("__metadata__ activation: '" + act->second + "' is not relu or gelu");
-  }
+  SF_ASSIGN_OR_RETURN(c.activation, MetaActivation(m));
   if (auto ls = m.find("label_smoothing"); ls != m.end()) {
     char* end = nullptr;
     const float v = std::strtof(ls->second.c_str(), &end);

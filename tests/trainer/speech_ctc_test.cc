@@ -1,0 +1,261 @@
+// The speech recogniser (trainer/models/speech_ctc.h): every parameter's gradient against f64
+// central finite differences with dropout on; logits, loss and every gradient against an
+// independent PyTorch model reading the same weights (speech_ctc_reference.py); mixed
+// precision within bf16's rounding; the guarded device path equal to the CPU; bad batches
+// refused by name; the metadata round trip.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tests/support/testing.h"
+#include "tests/trainer/test_backends.h"
+#include "trainer/core/safetensors.h"
+#include "trainer/kernels/cpu/cpu_backend.h"
+#include "trainer/kernels/cpu/ctc_host.h"
+#include "trainer/kernels/cpu/reference.h"
+#include "trainer/models/speech_ctc.h"
+
+namespace sf {
+namespace {
+
+SpeechCtcConfig TinyConfig() {
+  SpeechCtcConfig c;
+  c.mels = 11;  // -> 5 -> 2 features after the two convolutions
+  c.conv_channels = 3;
+  c.d_model = 8;
+  c.heads = 2;
+  c.layers = 2;
+  c.ffn_dim = 12;
+  c.vocab = 6;
+  c.dropout = 0.1f;
+  c.max_positions = 64;
+  return c;
+}
+
+// Three utterances padded to 19 frames (-> 4 encoder frames): 17 frames (-> 3), 13 (-> 2) and 15
+// (-> 3, but its three labels with a repeat need 4: infeasible, so zero_infinity makes it 0).
+struct TinyBatch {
+  int64_t batch = 3, max_frames = 19, max_target = 3, mels = 11;
+  std::vector<float> features;
+  std::vector<int32_t> frames = {17, 13, 15};
+  std::vector<int32_t> targets = {1, 2, 0, 3, 0, 0, 4, 4, 5};
+  std::vector<int32_t> target_lengths = {2, 1, 3};
+  explicit TinyBatch(uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> n(0.0f, 1.0f);
+    features.assign(batch * max_frames * mels, 0.0f);
+    for (int64_t b = 0; b < batch; ++b) {
+      for (int64_t t = 0; t < frames[b]; ++t) {
+        for (int64_t m = 0; m < mels; ++m) features[(b * max_frames + t) * mels + m] = n(rng);
+      }
+    }
+  }
+  SpeechBatch View() const {
+    return SpeechBatch{features.data(), frames.data(), targets.data(), target_lengths.data(), batch, max_frames,
+                       max_target};
+  }
+};
+
+TEST(SpeechCtcModel, GradientsMatchFiniteDifferencesWithDropout) {
+  ReferenceBackend<double> ref;
+  SpeechCtcModel<double> model(TinyConfig(), &ref, DType::kF64);
+  model.InitParameters(3);
+  model.context().training = true;
+  model.context().seed = 11;
+  const TinyBatch tb(5);
+  // The loss in double from the model's logits (the backend's per-utterance losses are fp32).
+  auto loss = [&] {
+    auto s = model.Forward(tb.View());
+    EXPECT_TRUE(s.ok()) << s.status().message();
+    CtcWorkspace w;
+    double sum = 0;
+    for (int64_t b = 0; b < tb.batch; ++b) {
+      sum += CtcLossOneUtterance(model.logits(), tb.targets.data() + b * tb.max_target, model.lengths()[b],
+                                 tb.target_lengths[b], model.frames(), tb.batch, b, model.config().vocab, 0, true,
+                                 1.0f, static_cast<double*>(nullptr), w);
+    }
+    return sum;
+  };
+  auto stats = model.Forward(tb.View());
+  ASSERT_TRUE(stats.ok()) << stats.status().message();
+  EXPECT_EQ(stats->infeasible, 1);
+  EXPECT_EQ(stats->target_tokens, 6);
+  EXPECT_EQ(model.frames(), 4);
+  EXPECT_EQ(model.lengths(), (std::vector<int32_t>{3, 2, 3}));
+  model.Backward(1.0f);
+  ParamStore<double>& store = model.params();
+  std::mt19937 rng(1);
+  double worst = 0;
+  for (size_t id = 0; id < store.params().size(); ++id) {
+    const ParamInfo& p = store.params()[id];
+    double* v = store.value(static_cast<int>(id));
+    const double* g = store.grad(static_cast<int>(id));
+    std::uniform_int_distribution<int64_t> pick(0, p.numel - 1);
+    for (int k = 0; k < std::min<int64_t>(6, p.numel); ++k) {
+      const int64_t i = p.numel <= 6 ? k : pick(rng);
+      const double x = v[i], h = 1e-6;
+      v[i] = x + h;
+      model.WeightsUpdated();
+      const double lp = loss();
+      v[i] = x - h;
+      model.WeightsUpdated();
+      const double lm = loss();
+      v[i] = x;
+      model.WeightsUpdated();
+      const double numeric = (lp - lm) / (2 * h);
+      const double err = std::fabs(numeric - g[i]) / std::max(1.0, std::fabs(numeric));
+      worst = std::max(worst, err);
+      EXPECT_LT(err, 1e-6) << p.name << "[" << i << "] analytic " << g[i] << " numeric " << numeric;
+    }
+  }
+  std::printf("worst relative error %.3e over %zu parameters\n", worst, store.params().size());
+}
+
+TEST(SpeechCtcModel, MatchesAnIndependentPyTorchModel) {
+  for (bool pre : {true, false}) {
+    SpeechCtcConfig c = TinyConfig();
+    c.normalize_before = pre;
+    CpuBackend cpu;
+    SpeechCtcModel<float> model(c, &cpu, DType::kF32);
+    model.InitParameters(7);
+    model.context().training = false;  // no dropout: PyTorch's masks would differ
+    const TinyBatch tb(9);
+    auto stats = model.Forward(tb.View());
+    ASSERT_TRUE(stats.ok()) << stats.status().message();
+    const int64_t rows = tb.batch * model.frames();
+    std::vector<float> logits(rows * c.vocab);
+    cpu.CopyToHost(logits.data(), model.logits(), logits.size() * sizeof(float));
+    // Frames past an utterance's length are padding, which the loss never reads: compared as 0
+    // (the reference zeroes them too).
+    for (int64_t b = 0; b < tb.batch; ++b) {
+      for (int64_t t = model.lengths()[b]; t < model.frames(); ++t) {
+        std::fill_n(logits.begin() + (b * model.frames() + t) * c.vocab, c.vocab, 0.0f);
+      }
+    }
+    model.Backward(1.0f);
+    std::vector<safetensors::TensorView> views;
+    ParamStore<float>& store = model.params();
+    for (size_t i = 0; i < store.params().size(); ++i) {
+      const ParamInfo& p = store.params()[i];
+      views.push_back(safetensors::F32View(p.name, p.shape, {store.value(static_cast<int>(i)), static_cast<size_t>(p.numel)}));
+      views.push_back(safetensors::F32View("ours.grad." + p.name, p.shape,
+                                           {store.grad(static_cast<int>(i)), static_cast<size_t>(p.numel)}));
+    }
+    const std::vector<float> loss = {static_cast<float>(stats->loss)};
+    const std::vector<int32_t> placeholder = {0};
+    views.push_back(safetensors::F32View("batch.features", {tb.batch, tb.max_frames, tb.mels}, tb.features));
+    views.push_back({"batch.frames", safetensors::DType::kI32, {tb.batch}, std::as_bytes(std::span(tb.frames))});
+    views.push_back({"batch.targets", safetensors::DType::kI32, {tb.batch, tb.max_target}, std::as_bytes(std::span(tb.targets))});
+    views.push_back({"batch.target_lengths", safetensors::DType::kI32, {tb.batch},
+                     std::as_bytes(std::span(tb.target_lengths))});
+    for (const char* name : {"batch.src", "batch.tgt_in", "batch.tgt_out"}) {
+      views.push_back({name, safetensors::DType::kI32, {1, 1}, std::as_bytes(std::span(placeholder))});
+    }
+    views.push_back(safetensors::F32View("ours.loss", {1}, loss));
+    views.push_back(safetensors::F32View("ours.logits", {tb.batch, model.frames(), c.vocab}, logits));
+    testing::TempDir dir;
+    const std::string path = dir.path() + "/case.safetensors";
+    ASSERT_TRUE(safetensors::WriteFile(path, views, SpeechCtcMetadata(c)).ok());
+    int status = 0;
+    const std::string out = testing::RunShellCommand("/usr/bin/python3 " + testing::SourceDir() +
+                                                         "/tests/trainer/reference/speech_ctc_reference.py " + path,
+                                                     &status);
+    std::printf("normalize_before %d:\n%s", pre, out.c_str());
+    EXPECT_EQ(status, 0) << out;
+    EXPECT_NE(out.find("grad.encoder.embed.conv.0.weight"), std::string::npos) << out;
+  }
+}
+
+TEST(SpeechCtcModel, Bf16StaysWithinItsRoundingOfFp32) {
+  const TinyBatch tb(4);
+  std::vector<double> losses;
+  for (DType compute : {DType::kF32, DType::kBF16}) {
+    CpuBackend cpu;
+    SpeechCtcModel<float> model(TinyConfig(), &cpu, compute);
+    model.InitParameters(2);
+    model.context().training = false;
+    auto s = model.Forward(tb.View());
+    ASSERT_TRUE(s.ok());
+    losses.push_back(s->loss);
+  }
+  EXPECT_NE(losses[0], losses[1]) << "bf16 GEMM operands must change something";
+  EXPECT_NEAR(losses[1], losses[0], 2e-2 * std::fabs(losses[0]));
+}
+
+TEST(SpeechCtcModel, RefusesBadBatchesByUtterance) {
+  CpuBackend cpu;
+  SpeechCtcModel<float> model(TinyConfig(), &cpu, DType::kF32);
+  model.InitParameters(1);
+  TinyBatch tb(1);
+  tb.frames[1] = 6;  // fewer than the 7 frames the subsampling needs
+  auto s = model.Forward(tb.View());
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("utterance 1: 6 frames"), std::string::npos) << s.status().message();
+  TinyBatch tb2(1);
+  tb2.targets[0] = 0;  // blank as a label
+  s = model.Forward(tb2.View());
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("utterance 0 label 0: 0 is blank"), std::string::npos) << s.status().message();
+}
+
+TEST(SpeechCtcModel, MetadataRoundTrips) {
+  SpeechCtcConfig c = TinyConfig();
+  c.activation = Activation::kGelu;
+  c.zero_infinity = false;
+  auto back = SpeechCtcConfigFromMetadata(SpeechCtcMetadata(c));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(SpeechCtcMetadata(*back), SpeechCtcMetadata(c));
+  auto m = SpeechCtcMetadata(c);
+  m["heads"] = "3";
+  auto bad = SpeechCtcConfigFromMetadata(m);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("heads: 3 does not divide d_model 8"), std::string::npos) << bad.status().message();
+}
+
+class SpeechCtcBackends : public ::testing::TestWithParam<std::string> {};
+
+// One training step's loss, logits and gradients on `backend` (dropout on).
+std::vector<float> RunStep(Backend<float>& backend) {
+  SpeechCtcModel<float> model(TinyConfig(), &backend, DType::kF32);
+  model.InitParameters(6);
+  model.context().training = true;
+  model.context().seed = 3;
+  const TinyBatch tb(8);
+  auto s = model.Forward(tb.View());
+  EXPECT_TRUE(s.ok());
+  std::vector<float> out(tb.batch * model.frames() * model.config().vocab + 1);
+  out[0] = static_cast<float>(s->loss);
+  backend.CopyToHost(out.data() + 1, model.logits(), (out.size() - 1) * sizeof(float));
+  model.Backward(1.0f);
+  std::vector<float> grads(model.params().total_numel());
+  model.params().CopyGradsToHost(grads.data());
+  out.insert(out.end(), grads.begin(), grads.end());
+  return out;
+}
+
+TEST_P(SpeechCtcBackends, TrainingStepEqualsTheCpu) {
+  std::string why;
+  std::unique_ptr<Backend<float>> backend = testing::MakeTestBackend(GetParam(), &why);
+  if (!backend) GTEST_SKIP() << why;
+  CpuBackend cpu;
+  const std::vector<float> want = RunStep(cpu), got = RunStep(*backend);
+  ASSERT_EQ(got.size(), want.size());
+  double worst = 0, scale = 1e-30;
+  for (size_t i = 0; i < want.size(); ++i) {
+    worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - want[i]));
+    scale = std::max(scale, std::fabs(static_cast<double>(want[i])));
+  }
+  EXPECT_LE(worst / scale, GetParam() == "guarded" ? 0.0 : 1e-4);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, SpeechCtcBackends, ::testing::Values("guarded", "cuda"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace sf
