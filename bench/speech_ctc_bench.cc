@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
   sf::SpeechCtcModel<float> model(c, &backend, precision == "bf16" ? sf::DType::kBF16 : sf::DType::kF32);
   model.InitParameters(static_cast<uint64_t>(seed));
   model.context().training = true;
-  const sf::SpeechBatch b{features.data(), frames.data(), targets.data(), target_lengths.data(), batch, longest,
+  const sf::SpeechBatchView b{features.data(), frames.data(), targets.data(), target_lengths.data(), batch, longest,
                           max_target};
   std::vector<double> ms;
   for (int64_t s = 0; s < warmup + steps; ++s) {

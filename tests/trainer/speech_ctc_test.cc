@@ -56,8 +56,8 @@ struct TinyBatch {
       }
     }
   }
-  SpeechBatch View() const {
-    return SpeechBatch{features.data(), frames.data(), targets.data(), target_lengths.data(), batch, max_frames,
+  SpeechBatchView View() const {
+    return SpeechBatchView{features.data(), frames.data(), targets.data(), target_lengths.data(), batch, max_frames,
                        max_target};
   }
 };

@@ -164,7 +164,7 @@ Conv2dShape SpeechCtcModel<T>::Conv2Shape() const {
 }
 
 template <typename T>
-Result<CtcStats> SpeechCtcModel<T>::Forward(const SpeechBatch& b) {
+Result<CtcStats> SpeechCtcModel<T>::Forward(const SpeechBatchView& b) {
   const SpeechCtcConfig& c = config_;
   const int64_t B = b.batch, T0 = b.max_frames, M = c.mels, D = c.d_model, V = c.vocab, L = b.max_target;
   if (B <= 0 || T0 <= 0) return InvalidArgument("empty batch");

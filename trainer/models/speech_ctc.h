@@ -66,7 +66,7 @@ Result<SpeechCtcConfig> SpeechCtcConfigFromMetadata(const std::map<std::string, 
 // One batch on the host: features [batch, max_frames, mels] zero-padded; frames [batch] each
 // utterance's frame count; targets [batch, max_target] right-padded labels in [1, vocab) (not
 // blank); target_lengths [batch].
-struct SpeechBatch {
+struct SpeechBatchView {
   const float* features = nullptr;
   const int32_t* frames = nullptr;
   const int32_t* targets = nullptr;
@@ -99,7 +99,7 @@ class SpeechCtcModel {
   // The loss (no gradient yet). Errors: an empty batch, an utterance too short for the
   // subsampling (< 7 frames) or longer than max_positions after it, a label outside [1, vocab)
   // or equal to blank — each naming the utterance.
-  Result<CtcStats> Forward(const SpeechBatch& batch);
+  Result<CtcStats> Forward(const SpeechBatchView& batch);
   // Gradients of grad_scale × the summed loss, accumulated into params().
   void Backward(float grad_scale);
 
