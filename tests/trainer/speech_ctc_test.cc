@@ -20,6 +20,9 @@
 #include "trainer/kernels/cpu/ctc_host.h"
 #include "trainer/kernels/cpu/reference.h"
 #include "trainer/models/speech_ctc.h"
+#include "trainer/optim/loss_scaler.h"
+#include "trainer/optim/optimizer.h"
+#include "trainer/run/train_step.h"
 
 namespace sf {
 namespace {
@@ -216,6 +219,81 @@ TEST(SpeechCtcModel, MetadataRoundTrips) {
   auto bad = SpeechCtcConfigFromMetadata(m);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("heads: 3 does not divide d_model 8"), std::string::npos) << bad.status().message();
+}
+
+// Utterances [first, first + count) of a batch as a batch of their own (padded to their own
+// longest frames).
+struct SubBatch {
+  int64_t batch = 0, max_frames = 0, max_target = 0;
+  std::vector<float> features;
+  std::vector<int32_t> frames, targets, target_lengths;
+  SubBatch(const TinyBatch& b, int64_t first, int64_t count) : batch(count), max_target(b.max_target) {
+    for (int64_t i = first; i < first + count; ++i) max_frames = std::max<int64_t>(max_frames, b.frames[i]);
+    features.assign(count * max_frames * b.mels, 0.0f);
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t u = first + i;
+      frames.push_back(b.frames[u]);
+      target_lengths.push_back(b.target_lengths[u]);
+      targets.insert(targets.end(), b.targets.begin() + u * b.max_target, b.targets.begin() + (u + 1) * b.max_target);
+      std::copy_n(b.features.begin() + u * b.max_frames * b.mels, b.frames[u] * b.mels,
+                  features.begin() + i * max_frames * b.mels);
+    }
+  }
+  SpeechBatchView View() const {
+    return SpeechBatchView{features.data(), frames.data(), targets.data(), target_lengths.data(), batch, max_frames,
+                           max_target};
+  }
+};
+
+// TrainStep (train_step.h) trains the recogniser like any model: two micro-batches of one and
+// two utterances (each padded to its own length) update the weights as one batch of all three
+// does, over three SGD steps with dynamic loss scaling; the step normalises by the labels. (SGD:
+// Adam would scale the rounding left on gradients that are exactly zero, such as the attention's
+// key bias, to full-size steps; model_test.cc's aggregation test says the same.)
+TEST(SpeechCtcModel, TrainStepAggregatesMicroBatchesAsOneBatch) {
+  SpeechCtcConfig c = TinyConfig();
+  c.dropout = 0.0f;  // the masks of a micro-batch differ from the whole batch's rows
+  CpuBackend b1, b2;
+  SpeechCtcModel<float> big(c, &b1, DType::kF32), small(c, &b2, DType::kF32);
+  big.InitParameters(4);
+  small.InitParameters(4);
+  auto make_step = [](SpeechCtcModel<float>* m) {
+    OptimizerOptions oo;
+    oo.type = "sgd";
+    LossScalerOptions lo;
+    lo.type = "dynamic";
+    lo.init_scale = 256;
+    return std::make_unique<TrainStep>(m, std::move(MakeOptimizer(oo)).value(),
+                                       std::move(LossScaler::Make(lo)).value(), 1.0);
+  };
+  auto step_big = make_step(&big), step_small = make_step(&small);
+  const TinyBatch whole(12);
+  const SubBatch first(whole, 0, 1), rest(whole, 1, 2);
+  auto forward = [](SpeechCtcModel<float>& m, const SpeechBatchView& v) -> Result<CrossEntropyStats> {
+    SF_ASSIGN_OR_RETURN(CtcStats s, m.Forward(v));
+    return CrossEntropyStats{s.loss, s.loss, s.target_tokens};
+  };
+  for (int s = 0; s < 3; ++s) {
+    auto rb = step_big->Run(1, [&](size_t) { return forward(big, whole.View()); }, 0.1f);
+    auto rs = step_small->Run(2, [&](size_t i) { return forward(small, i == 0 ? first.View() : rest.View()); }, 0.1f);
+    ASSERT_TRUE(rb.ok() && rs.ok());
+    EXPECT_EQ(rb->tokens, 6);
+    EXPECT_EQ(rs->tokens, 6);
+    EXPECT_FALSE(rb->skipped);
+    EXPECT_NEAR(rb->loss, rs->loss, 1e-5 * rb->loss);
+  }
+  double worst = 0, scale = 1e-30;
+  for (int64_t i = 0; i < big.params().total_numel(); ++i) {
+    worst = std::max(worst, std::fabs(static_cast<double>(small.params().values()[i]) - big.params().values()[i]));
+    scale = std::max(scale, std::fabs(static_cast<double>(big.params().values()[i])));
+  }
+  std::printf("worst weight difference %.3e (of max %.3e)\n", worst, scale);
+  EXPECT_LT(worst / scale, 1e-5);
+  // Token batches are refused for a model that does not read them.
+  Seq2SeqBatch tokens;
+  auto refused = step_big->Run({&tokens, 1}, 0.1f);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
 }
 
 class SpeechCtcBackends : public ::testing::TestWithParam<std::string> {};

@@ -339,6 +339,7 @@ void SpeechCtcModel<T>::Backward(float grad_scale) {
                             Activation::kRelu);
   be.Conv2dBackward(feats_.template data<T>(), store_.value(conv0_w_), dy1_.template data<T>(), nullptr,
                     store_.grad(conv0_w_), store_.grad(conv0_b_), Conv1Shape());
+  if (grads_final_) grads_final_(0);
 }
 
 template class SpeechCtcModel<float>;

@@ -26,12 +26,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
+#include "trainer/models/trainable_model.h"
 #include "trainer/nn/context.h"
 #include "trainer/nn/layer_norm.h"
 #include "trainer/nn/param_store.h"
@@ -81,27 +83,32 @@ struct CtcStats {
   int64_t infeasible = 0;   // utterances whose transcript does not fit their frames
 };
 
+// A TrainableModel (trainable_model.h): TrainStep trains it with a forward callback over its
+// feature batches. Its backward reports only offset 0 to the grads-final hook.
 template <typename T>
-class SpeechCtcModel {
+class SpeechCtcModel final : public TrainableModel<T> {
  public:
   SpeechCtcModel(const SpeechCtcConfig& config, Backend<T>* backend, DType compute);
   SpeechCtcModel(const SpeechCtcModel&) = delete;
   SpeechCtcModel& operator=(const SpeechCtcModel&) = delete;
 
   const SpeechCtcConfig& config() const { return config_; }
-  Context<T>& context() { return ctx_; }
-  ParamStore<T>& params() { return store_; }
+  const char* family() const override { return "speech_transformer_ctc"; }
+  std::map<std::string, std::string> Metadata() const override { return SpeechCtcMetadata(config_); }
+  Context<T>& context() override { return ctx_; }
+  ParamStore<T>& params() override { return store_; }
   // Xavier-uniform matrices and convolution kernels (fan in/out of the kernel), zero biases, unit
   // layer norms; drawn from the seed.
-  void InitParameters(uint64_t seed);
-  void WeightsUpdated();
+  void InitParameters(uint64_t seed) override;
+  void WeightsUpdated() override;
+  void set_grads_final_hook(std::function<void(int64_t offset)> hook) override { grads_final_ = std::move(hook); }
 
   // The loss (no gradient yet). Errors: an empty batch, an utterance too short for the
   // subsampling (< 7 frames) or longer than max_positions after it, a label outside [1, vocab)
   // or equal to blank — each naming the utterance.
   Result<CtcStats> Forward(const SpeechBatchView& batch);
   // Gradients of grad_scale × the summed loss, accumulated into params().
-  void Backward(float grad_scale);
+  void Backward(float grad_scale) override;
 
   // After Forward: the logits [batch, frames(), vocab] in the backend's memory and each
   // utterance's subsampled length (host).
@@ -115,6 +122,7 @@ class SpeechCtcModel {
 
   SpeechCtcConfig config_;
   Context<T> ctx_;
+  std::function<void(int64_t)> grads_final_;
   ParamStore<T> store_;
   int conv0_w_ = -1, conv0_b_ = -1, conv1_w_ = -1, conv1_b_ = -1, out_w_ = -1, out_b_ = -1, ctc_w_ = -1, ctc_b_ = -1;
   std::vector<std::unique_ptr<EncoderLayer<T>>> layers_;

@@ -10,9 +10,10 @@ double Now() {
 }
 }  // namespace
 
-TrainStep::TrainStep(Seq2SeqModel<float>* model, std::unique_ptr<Optimizer> optimizer,
+TrainStep::TrainStep(TrainableModel<float>* model, std::unique_ptr<Optimizer> optimizer,
                      LossScaler scaler, double clip_norm)
-    : model_(model), optimizer_(std::move(optimizer)), scaler_(std::move(scaler)),
+    : model_(model), seq2seq_(dynamic_cast<Seq2SeqModel<float>*>(model)), optimizer_(std::move(optimizer)),
+      scaler_(std::move(scaler)),
       clip_norm_(clip_norm), params_(model->Parameters()) {
   Backend<float>& backend = model_->context().backend();
   on_device_ = !backend.host_accessible();
@@ -30,18 +31,23 @@ void TrainStep::set_grad_reducer(dist::GradReducer* reducer) {
 }
 
 Result<StepReport> TrainStep::Run(std::span<const Seq2SeqBatch> micro_batches, float lr) {
+  if (!seq2seq_) return FailedPrecondition("TrainStep: token batches for a model that does not read them");
+  return Run(
+      micro_batches.size(), [&](size_t i) { return seq2seq_->Forward(micro_batches[i]); }, lr);
+}
+
+Result<StepReport> TrainStep::Run(size_t micro_batches, const MicroBatchForward& forward, float lr) {
   StepReport r;
   r.loss_scale = scaler_.scale();
   model_->ZeroGrads();
   Context<float>& ctx = model_->context();
-  for (size_t i = 0; i < micro_batches.size(); ++i) {
-    const Seq2SeqBatch& mb = micro_batches[i];
+  for (size_t i = 0; i < micro_batches; ++i) {
     const double t0 = Now();
-    auto stats = model_->Forward(mb);
+    auto stats = forward(i);
     if (!stats.ok()) return stats.status();
     const double t1 = Now();
     // Only the last micro-batch's backward finishes gradients: reduce buckets from there on.
-    if (reducer_ && i + 1 == micro_batches.size()) reducer_->Arm();
+    if (reducer_ && i + 1 == micro_batches) reducer_->Arm();
     model_->Backward(r.loss_scale);
     r.forward_s += t1 - t0;
     r.backward_s += Now() - t1;

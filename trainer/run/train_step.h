@@ -1,4 +1,6 @@
-// TrainStep: one optimizer step over N micro-batches (aggregation frequency N).
+// TrainStep: one optimizer step over N micro-batches (aggregation frequency N) of any
+// TrainableModel (trainable_model.h); the micro-batches' forward is the caller's callback (a
+// Seq2SeqModel's token batches have a Run overload of their own).
 //
 //   for each micro-batch: forward, backward of (loss_scale * summed loss)  -> grads accumulate
 //   data parallel (a GradReducer is set): during the LAST micro-batch's backward, gradient
@@ -15,11 +17,13 @@
 // only the loss sums (one per micro-batch) and the gradient's sum of squares.
 //
 // So N micro-batches of B sequences give the same update as one batch of N*B (fairseq
-// semantics: the loss is a sum over tokens, normalised once per step by the token count), and W
+// semantics: the loss is a sum over target tokens — a speech model's labels — normalised once
+// per step by their count), and W
 // ranks on shards of a global batch give the update of one rank on the whole global batch.
 // Not thread-safe; owns nothing but its optimizer and loss scaler.
 #pragma once
 
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <span>
@@ -46,7 +50,7 @@ struct StepReport {
 
 class TrainStep {
  public:
-  TrainStep(Seq2SeqModel<float>* model, std::unique_ptr<Optimizer> optimizer, LossScaler scaler,
+  TrainStep(TrainableModel<float>* model, std::unique_ptr<Optimizer> optimizer, LossScaler scaler,
             double clip_norm);
 
   // Data parallel: sum gradients and the step's counts across ranks through `reducer` (must
@@ -58,12 +62,19 @@ class TrainStep {
   Optimizer& optimizer() { return *optimizer_; }
   const LossScaler& loss_scaler() const { return scaler_; }
 
+  // The forward of micro-batch i (0 <= i < N, in order): its summed loss, plain NLL and target
+  // count, the model's state left for Backward.
+  using MicroBatchForward = std::function<Result<CrossEntropyStats>(size_t i)>;
+
   // Errors: a micro-batch the model rejects, the loss scale falling below its minimum, or a
   // failed or timed-out collective.
+  Result<StepReport> Run(size_t micro_batches, const MicroBatchForward& forward, float lr);
+  // A Seq2SeqModel's token micro-batches (kFailedPrecondition for another kind of model).
   Result<StepReport> Run(std::span<const Seq2SeqBatch> micro_batches, float lr);
 
  private:
-  Seq2SeqModel<float>* model_;
+  TrainableModel<float>* model_;
+  Seq2SeqModel<float>* seq2seq_;  // model_ when it reads token batches, else null
   std::unique_ptr<Optimizer> optimizer_;
   LossScaler scaler_;
   double clip_norm_;

@@ -1,7 +1,7 @@
 // The speech pieces learning together: a tiny corpus synthesised by deploy/make-speech-corpus.sh
 // (espeak-ng + sox), its manifest read and features computed and cached (feature_cache.h), the
 // character targets (char_vocab.h), a CMVN-normalised batch (speech_batches.h), the recogniser
-// (speech_ctc.h) trained with AdamW on it: the CTC loss falls by two thirds and greedy decoding of
+// (speech_ctc.h) trained with AdamW through TrainStep: the CTC loss falls by two thirds and greedy decoding of
 // the trained model reads the training utterances back at a character error rate under 10 %
 // (error_rate.h). A model that could not learn — a wrong gradient, misaligned targets, features
 // that do not carry the speech — fails it.
@@ -17,7 +17,9 @@
 #include "trainer/eval/error_rate.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
 #include "trainer/models/speech_ctc.h"
+#include "trainer/optim/loss_scaler.h"
 #include "trainer/optim/optimizer.h"
+#include "trainer/run/train_step.h"
 #include "trainer/speech/char_vocab.h"
 #include "trainer/speech/ctc_decoder.h"
 #include "trainer/speech/feature_cache.h"
@@ -60,32 +62,26 @@ TEST(SpeechLearning, ATinyCorpusIsLearnedAndReadBack) {
   SpeechCtcModel<float> model(c, &cpu, DType::kF32);
   model.InitParameters(1);
   model.context().training = true;
-  std::vector<ParamRef> params;
-  ParamStore<float>& store = model.params();
-  for (size_t i = 0; i < store.params().size(); ++i) {
-    const ParamInfo& p = store.params()[i];
-    params.push_back({p.name, store.value(static_cast<int>(i)), store.grad(static_cast<int>(i)),
-                      static_cast<size_t>(p.numel), p.weight_decay});
-  }
   OptimizerOptions o;
   o.type = "adamw";
   o.beta2 = 0.98;
-  auto optimizer = MakeOptimizer(o);
-  ASSERT_TRUE(optimizer.ok());
+  TrainStep step(&model, std::move(MakeOptimizer(o)).value(), std::move(LossScaler::Make({})).value(), 0.0);
   const SpeechBatchView view{batch.features.data(), batch.frames.data(), batch.targets.data(),
                              batch.target_lengths.data(), batch.batch, batch.max_frames, batch.max_target};
   double first = 0, last = 0;
-  for (int step = 0; step < 150; ++step) {
-    store.ZeroGrads();
-    auto stats = model.Forward(view);
-    ASSERT_TRUE(stats.ok()) << stats.status().message();
-    ASSERT_EQ(stats->infeasible, 0) << "every transcript fits its frames";
-    if (step == 0) first = stats->loss / static_cast<double>(stats->target_tokens);
-    last = stats->loss / static_cast<double>(stats->target_tokens);
-    model.Backward(1.0f / static_cast<float>(stats->target_tokens));
-    const float lr = 2e-3f * std::min(1.0f, static_cast<float>(step + 1) / 20.0f);
-    (*optimizer)->Step(params, lr);
-    model.WeightsUpdated();
+  for (int s = 0; s < 150; ++s) {
+    const float lr = 2e-3f * std::min(1.0f, static_cast<float>(s + 1) / 20.0f);
+    auto r = step.Run(
+        1,
+        [&](size_t) -> Result<CrossEntropyStats> {
+          SF_ASSIGN_OR_RETURN(CtcStats stats, model.Forward(view));
+          EXPECT_EQ(stats.infeasible, 0) << "every transcript fits its frames";
+          return CrossEntropyStats{stats.loss, stats.loss, stats.target_tokens};
+        },
+        lr);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    if (s == 0) first = r->loss / static_cast<double>(r->tokens);
+    last = r->loss / static_cast<double>(r->tokens);
   }
   std::printf("CTC loss per label: %.3f -> %.3f\n", first, last);
   EXPECT_LT(last, first / 3);
