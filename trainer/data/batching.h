@@ -27,6 +27,7 @@
 // position() and later calling SetPosition() with it resumes exactly (the plan of an epoch is
 // a pure function of seed, epoch and the data).
 //
+// The plan and the position's arithmetic are batch_plan.h's, shared with the speech batches.
 // Not thread-safe; one iterator per rank (per consumer thread).
 #pragma once
 
@@ -34,6 +35,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "trainer/data/batch_plan.h"
 #include "trainer/data/translation_data.h"
 
 namespace sf::data {
@@ -80,12 +82,6 @@ struct BatchingOptions {
   int rank = 0;
   int world_size = 1;
   bool shuffle = true;  // false for valid/test: fixed order, same every epoch
-};
-
-struct DataPosition {
-  int64_t epoch = 1;  // 1-based
-  int64_t batch = 0;  // next batch within the epoch
-  bool operator==(const DataPosition&) const = default;
 };
 
 class BatchIterator {

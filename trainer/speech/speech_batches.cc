@@ -4,22 +4,8 @@
 #include <cstring>
 
 #include "common/log.h"
-#include "trainer/core/splitmix64.h"
 
 namespace sf::speech {
-namespace {
-
-template <typename T>
-void Shuffle(std::vector<T>& v, SplitMix64& rng) {
-  for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[rng.Below(i)]);
-}
-
-SplitMix64 EpochRng(uint64_t seed, int64_t epoch, uint64_t stream) {
-  SplitMix64 mix{seed ^ (uint64_t(epoch) * 0xd1b54a32d192ed03ULL) ^ (stream << 56)};
-  return SplitMix64{mix.Next()};
-}
-
-}  // namespace
 
 Result<SpeechBatchIterator> SpeechBatchIterator::Create(std::vector<int64_t> frames,
                                                         std::vector<int64_t> target_lengths,
@@ -65,63 +51,20 @@ Result<SpeechBatchIterator> SpeechBatchIterator::Create(std::vector<int64_t> fra
 
 void SpeechBatchIterator::PlanEpoch(int64_t epoch) {
   if (planned_epoch_ == epoch && !global_.empty()) return;
-  const int64_t world = options_.world_size;
   std::vector<int64_t> order(frames_.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = int64_t(i);
-  if (options_.shuffle) {
-    SplitMix64 rng = EpochRng(options_.seed, epoch, 1);
-    Shuffle(order, rng);
-  }
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-    if (frames_[size_t(a)] != frames_[size_t(b)]) return frames_[size_t(a)] < frames_[size_t(b)];
-    return target_lengths_[size_t(a)] < target_lengths_[size_t(b)];
-  });
-  auto capacity = [&](int64_t longest) {
-    return world * std::max<int64_t>(1, options_.max_frames / longest);
-  };
-
-  global_.clear();
-  std::vector<int64_t> current;
-  int64_t current_max = 0;
-  for (int64_t i : order) {
-    int64_t longest = std::max(current_max, frames_[size_t(i)]);
-    if (!current.empty() && int64_t(current.size()) + 1 > capacity(longest)) {
-      global_.push_back(std::move(current));
-      current.clear();
-      longest = frames_[size_t(i)];
-    }
-    current.push_back(i);
-    current_max = longest;
-  }
-  if (!current.empty()) global_.push_back(std::move(current));
-
-  // Give the last (longest) batch at least `world` rows, so no rank gets an empty share.
-  if (global_.size() >= 2 && int64_t(global_.back().size()) < world) {
-    auto& prev = global_[global_.size() - 2];
-    auto& last = global_.back();
-    const int64_t last_cap = capacity(frames_[size_t(last.back())]);
-    if (int64_t(prev.size() + last.size()) <= last_cap) {
-      prev.insert(prev.end(), last.begin(), last.end());
-      global_.pop_back();
-    } else {
-      while (int64_t(last.size()) < world && int64_t(prev.size()) > world) {
-        last.insert(last.begin(), prev.back());
-        prev.pop_back();
-      }
-    }
-  }
-  if (options_.shuffle) {
-    SplitMix64 rng = EpochRng(options_.seed, epoch, 2);
-    Shuffle(global_, rng);
-  }
+  global_ = data::PlanGlobalBatches(
+      std::move(order), epoch, {options_.max_frames, options_.world_size, options_.seed, options_.shuffle},
+      [&](int64_t i) { return frames_[size_t(i)]; },
+      [&](int64_t a, int64_t b) {
+        if (frames_[size_t(a)] != frames_[size_t(b)]) return frames_[size_t(a)] < frames_[size_t(b)];
+        return target_lengths_[size_t(a)] < target_lengths_[size_t(b)];
+      });
   planned_epoch_ = epoch;
 }
 
 std::vector<int64_t> SpeechBatchIterator::Share(const std::vector<int64_t>& g) const {
-  std::vector<int64_t> mine;
-  for (size_t j = size_t(options_.rank); j < g.size(); j += size_t(options_.world_size))
-    mine.push_back(g[j]);
-  return mine;
+  return data::RankShare(g, options_.rank, options_.world_size);
 }
 
 std::vector<std::vector<int64_t>> SpeechBatchIterator::EpochPlan(int64_t epoch) {
@@ -138,31 +81,15 @@ std::vector<int64_t> SpeechBatchIterator::BatchAt(int64_t epoch, int64_t index) 
 }
 
 std::vector<int64_t> SpeechBatchIterator::Next(int64_t* epoch, int64_t* index) {
-  if (position_.batch >= batches_per_epoch_) {
-    ++position_.epoch;
-    position_.batch = 0;
-  }
   if (epoch) *epoch = position_.epoch;
   if (index) *index = position_.batch;
   std::vector<int64_t> out = BatchAt(position_.epoch, position_.batch);
-  if (++position_.batch == batches_per_epoch_) {
-    ++position_.epoch;
-    position_.batch = 0;
-  }
+  position_ = data::NextPosition(position_, batches_per_epoch_);
   return out;
 }
 
 Status SpeechBatchIterator::SetPosition(DataPosition p) {
-  if (p.epoch < 1 || p.batch < 0 || p.batch > batches_per_epoch_) {
-    return OutOfRange("data position (epoch " + std::to_string(p.epoch) + ", batch " +
-                      std::to_string(p.batch) + ") is outside 1.. x [0, " +
-                      std::to_string(batches_per_epoch_) + "]");
-  }
-  if (p.batch == batches_per_epoch_) {
-    ++p.epoch;
-    p.batch = 0;
-  }
-  position_ = p;
+  SF_ASSIGN_OR_RETURN(position_, data::CheckPosition(p, batches_per_epoch_));
   return Status::Ok();
 }
 
