@@ -279,8 +279,12 @@ Result<CtcStats> SpeechCtcModel<T>::Forward(const SpeechBatchView& b) {
   be.BiasDropoutResidualForward(logits_.template data<T>(), store_.value(ctc_b_), nullptr, logits_.template data<T>(), n,
                                 V, 0.0f, DropoutKey{});
   ctx_.Plan(losses_, {B}, DType::kF32);
+  // Training: the loss and its unscaled gradient in one pass (Backward scales it); evaluation:
+  // the loss only.
+  dlogits_ready_ = ctx_.training;
+  if (dlogits_ready_) ctx_.Plan(dlogits_, {n, V}, dt);
   be.CtcLoss(logits_.template data<T>(), di, di + 2 * B, di + B, t2_, B, V, max_target_, c.blank, c.zero_infinity, 1.0f,
-             losses_.template data<float>(), nullptr);
+             losses_.template data<float>(), dlogits_ready_ ? dlogits_.template data<T>() : nullptr);
   std::vector<float> losses(B);
   be.CopyToHost(losses.data(), losses_.raw(), static_cast<size_t>(B) * sizeof(float));
   for (float l : losses) stats.loss += std::isfinite(l) ? l : 0.0;
@@ -302,9 +306,13 @@ void SpeechCtcModel<T>::Backward(float grad_scale) {
   auto& be = ctx_.backend();
   const int32_t* di = reinterpret_cast<const int32_t*>(batch_dev_.raw());
   for (Tensor* t : {&grad_a_, &grad_b_, &tmp1_, &tmp2_}) ctx_.Plan(*t, {n, D}, dt);
-  ctx_.Plan(dlogits_, {n, V}, dt);
-  be.CtcLoss(logits_.template data<T>(), di, di + 2 * B, di + B, t2_, B, V, max_target_, c.blank, c.zero_infinity,
-             grad_scale, losses_.template data<float>(), dlogits_.template data<T>());
+  if (!dlogits_ready_) {  // a Forward in evaluation mode computed the loss only
+    ctx_.Plan(dlogits_, {n, V}, dt);
+    be.CtcLoss(logits_.template data<T>(), di, di + 2 * B, di + B, t2_, B, V, max_target_, c.blank, c.zero_infinity,
+               1.0f, losses_.template data<float>(), dlogits_.template data<T>());
+  }
+  if (grad_scale != 1.0f) be.Scale(dlogits_.template data<T>(), n * V, grad_scale);
+  dlogits_ready_ = false;
   be.ColumnSum(dlogits_.template data<T>(), store_.grad(ctc_b_), n, V);
   T* gy = grad_a_.template data<T>();
   T* other = grad_b_.template data<T>();

@@ -131,6 +131,7 @@ class SpeechCtcModel final : public TrainableModel<T> {
   // Per batch.
   int64_t batch_ = 0, t_ = 0, t1_ = 0, m1_ = 0, t2_ = 0, m2_ = 0, max_target_ = 0;
   float p_ = 0;
+  bool dlogits_ready_ = false;  // Forward (training) left the unscaled CTC gradient in dlogits_
   std::vector<int32_t> len2_;
   std::vector<uint8_t> staging_;
   Tensor batch_dev_, feats_, y1_, y2_, z_cast_, h_, final_, logits_, losses_, dlogits_, pos_rows_;
