@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from transformer_reference import attention, compare_case, ffn, layer_norm, read_safetensors, sinusoidal  # noqa: E402
+from transformer_reference import compare_case, encoder_layers, read_safetensors, sinusoidal  # noqa: E402
 
 
 def subsampled(n):
@@ -44,18 +44,7 @@ def forward(p, meta, batch):
     pe = sinusoidal(T2 + 2, D, 1)
     x = math.sqrt(D) * x + pe[2:2 + T2].unsqueeze(0)
     pad = torch.arange(T2).unsqueeze(0) >= lengths.unsqueeze(1)  # [B, T']
-    x = x.transpose(0, 1)  # [T', B, D]
-    for i in range(int(meta["encoder_layers"])):
-        q = "encoder.layers.%d." % i
-        if pre:
-            h = layer_norm(p, q + "self_attn_layer_norm", x)
-            x = x + attention(p, q + "self_attn", h, h, pad, False, H)
-            x = x + ffn(p, q, layer_norm(p, q + "final_layer_norm", x), act)
-        else:
-            x = layer_norm(p, q + "self_attn_layer_norm", x + attention(p, q + "self_attn", x, x, pad, False, H))
-            x = layer_norm(p, q + "final_layer_norm", x + ffn(p, q, x, act))
-    if pre:
-        x = layer_norm(p, "encoder.layer_norm", x)
+    x = encoder_layers(p, x.transpose(0, 1), pad, int(meta["encoder_layers"]), H, pre, act)  # [T', B, D]
     logits = F.linear(x, p["ctc.ctc_lo.weight"], p["ctc.ctc_lo.bias"])  # [T', B, V]
     loss = F.ctc_loss(F.log_softmax(logits, dim=-1), batch["targets"], lengths, batch["target_lengths"], blank=blank,
                       reduction="sum", zero_infinity=zero_inf)

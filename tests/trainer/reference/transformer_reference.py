@@ -92,6 +92,23 @@ def ffn(p, prefix, x, act):
     return F.linear(h, p[prefix + "fc2.weight"], p[prefix + "fc2.bias"])
 
 
+def encoder_layers(p, x, pad, layers, heads, pre, act):
+    """fairseq's TransformerEncoderLayer stack over x [T, B, C] with key padding pad [B, T], and
+    encoder.layer_norm after it when pre-norm."""
+    for i in range(layers):
+        q = "encoder.layers.%d." % i
+        if pre:
+            h = layer_norm(p, q + "self_attn_layer_norm", x)
+            x = x + attention(p, q + "self_attn", h, h, pad, False, heads)
+            x = x + ffn(p, q, layer_norm(p, q + "final_layer_norm", x), act)
+        else:
+            x = layer_norm(p, q + "self_attn_layer_norm", x + attention(p, q + "self_attn", x, x, pad, False, heads))
+            x = layer_norm(p, q + "final_layer_norm", x + ffn(p, q, x, act))
+    if pre:
+        x = layer_norm(p, "encoder.layer_norm", x)
+    return x
+
+
 def forward(p, meta, src, tin, tout):
     C = int(meta["d_model"]); H = int(meta["heads"]); pad = int(meta["pad_id"])
     pre = meta["normalize_before"] == "true"; act = meta["activation"]
@@ -105,17 +122,7 @@ def forward(p, meta, src, tin, tout):
     tgt_table = src_table if meta["share_embeddings"] == "true" else p["decoder.embed_tokens.weight"]
     src_pad = src.eq(pad)
     x = embed(src, src_table, pad, C).transpose(0, 1)  # [Ts, B, C]
-    for i in range(int(meta["encoder_layers"])):
-        q = "encoder.layers.%d." % i
-        if pre:
-            h = layer_norm(p, q + "self_attn_layer_norm", x)
-            x = x + attention(p, q + "self_attn", h, h, src_pad, False, H)
-            x = x + ffn(p, q, layer_norm(p, q + "final_layer_norm", x), act)
-        else:
-            x = layer_norm(p, q + "self_attn_layer_norm", x + attention(p, q + "self_attn", x, x, src_pad, False, H))
-            x = layer_norm(p, q + "final_layer_norm", x + ffn(p, q, x, act))
-    if pre:
-        x = layer_norm(p, "encoder.layer_norm", x)
+    x = encoder_layers(p, x, src_pad, int(meta["encoder_layers"]), H, pre, act)
     return decoder_forward(p, meta, x, src_pad, tin, tout, C, H, pad, pre, act, eps, tgt_table)
 
 

@@ -14,28 +14,13 @@ engine's code): snip-edges frames, the periodic Hann window, np.fft.rfft zero-pa
 fairseq's UtteranceCMVN. Relative error of a tensor = max |ours - ref| / max |ref|; prints one
 line per tensor and the worst; exits 1 when any exceeds the tolerance.
 """
-import json
-import struct
 import sys
 import wave
 
 import numpy as np
 
-DTYPES = {"F32": np.float32, "F64": np.float64, "I32": np.int32, "I64": np.int64}
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        raw = f.read()
-    (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8:8 + n].decode("utf-8"))
-    meta = header.pop("__metadata__", {})
-    data = raw[8 + n:]
-    tensors = {}
-    for name, info in header.items():
-        begin, end = info["data_offsets"]
-        tensors[name] = np.frombuffer(data[begin:end], dtype=DTYPES[info["dtype"]]).reshape(info["shape"])
-    return tensors, meta
+sys.path.insert(0, __file__.rsplit("/", 1)[0] + "/../reference")
+from transformer_reference import read_safetensors  # noqa: E402
 
 
 def read_wav(path):
