@@ -14,7 +14,7 @@
 #
 # Sizes: BATCH sentences of lengths MIN_LEN..MAX_LEN (the same on both sides); the layer at
 # INPUT x HIDDEN, the model at DIM (every size; fairseq's lstm_wiseman_iwslt_de_en is 256) with
-# VOCAB and LAYERS; THREADS threads each (PyTorch: torch.set_num_threads, ATEN_CPU_CAPABILITY=avx512,
+# VOCAB and LAYERS; THREADS threads each (PyTorch: torch.set_num_threads, ATEN_CPU_CAPABILITY=avx512 where the CPU has AVX-512,
 # OpenBLAS from PEER_BLAS_DIR when present); medians of STEPS timed steps after WARMUP. WHAT
 # (default "layer model arch") picks the comparisons. Prints tokens/s of each, the ratio and each
 # process's peak RSS. Needs
@@ -32,7 +32,9 @@ BATCH="${BATCH:-64}"; MIN_LEN="${MIN_LEN:-10}"; MAX_LEN="${MAX_LEN:-30}"
 INPUT="${INPUT:-256}"; HIDDEN="${HIDDEN:-256}"; DIM="${DIM:-256}"; VOCAB="${VOCAB:-8000}"; LAYERS="${LAYERS:-1}"
 THREADS="${THREADS:-2}"; STEPS="${STEPS:-10}"; WARMUP="${WARMUP:-2}"; LEN="${LEN:-20}"
 PEER_BLAS_DIR="${PEER_BLAS_DIR:-/usr/lib/x86_64-linux-gnu/openblas-pthread}"
-peer_env=(ATEN_CPU_CAPABILITY=avx512 OMP_NUM_THREADS="$THREADS" OPENBLAS_NUM_THREADS="$THREADS")
+peer_env=(OMP_NUM_THREADS="$THREADS" OPENBLAS_NUM_THREADS="$THREADS")
+# PyTorch's AVX-512 kernels where the CPU has AVX-512 (forcing them elsewhere is SIGILL).
+grep -qw avx512f /proc/cpuinfo && peer_env+=(ATEN_CPU_CAPABILITY=avx512)
 [[ -e "$PEER_BLAS_DIR/libblas.so.3" ]] && peer_env+=(LD_LIBRARY_PATH="$PEER_BLAS_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
 field() { sed -n "s/.*$1=\([0-9.]*\).*/\1/p" <<<"$2"; }
 common=(--batch "$BATCH" --min-len "$MIN_LEN" --max-len "$MAX_LEN" --steps "$STEPS" --warmup "$WARMUP")

@@ -5,7 +5,7 @@
 #
 # For each model (ARCHS, default "transformer_tiny transformer_base") and precision
 # (PRECISIONS, default "fp32 bf16"): `sf-trainer bench` and bench/pytorch_transformer_bench.py
-# (torch.nn.Transformer, ATEN_CPU_CAPABILITY=avx512, torch.set_num_threads = THREADS), same
+# (torch.nn.Transformer, ATEN_CPU_CAPABILITY=avx512 where the CPU has AVX-512, torch.set_num_threads = THREADS), same
 # sizes and tokens per batch (BATCH x SRC_LEN / TGT_LEN, VOCAB), medians of STEPS timed steps
 # after WARMUP. Prints target tokens/s of each, the ratio, peak RSS of each, and a table row per
 # configuration. Needs /usr/bin/python3 with python3-torch.
@@ -31,7 +31,9 @@ STEPS="${STEPS:-5}"; WARMUP="${WARMUP:-2}"; REPEATS="${REPEATS:-1}"
 # reference (netlib) BLAS runs at ~5 GFLOP/s and would make a meaningless peer: use OpenBLAS,
 # from PEER_BLAS_DIR, or the installed libopenblas0-pthread, when there is one.
 PEER_BLAS_DIR="${PEER_BLAS_DIR:-/usr/lib/x86_64-linux-gnu/openblas-pthread}"
-peer_env=(ATEN_CPU_CAPABILITY=avx512 OMP_NUM_THREADS="$THREADS" OPENBLAS_NUM_THREADS="$THREADS")
+peer_env=(OMP_NUM_THREADS="$THREADS" OPENBLAS_NUM_THREADS="$THREADS")
+# PyTorch's AVX-512 kernels where the CPU has AVX-512 (forcing them elsewhere is SIGILL).
+grep -qw avx512f /proc/cpuinfo && peer_env+=(ATEN_CPU_CAPABILITY=avx512)
 if [[ -e "$PEER_BLAS_DIR/libblas.so.3" ]]; then
   peer_env+=(LD_LIBRARY_PATH="$PEER_BLAS_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
   peer_blas="$PEER_BLAS_DIR/libblas.so.3"
