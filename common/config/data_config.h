@@ -9,7 +9,11 @@
 // one side's text, `{text: FILE}`, which a language model trains on. The latter is read as
 // ParallelFiles with `tgt` = FILE and `src` empty (ParallelFiles::monolingual): the text is the
 // target side, the side every model's decoder predicts. All splits of a document are of one
-// kind.
+// kind. A third kind is speech: `{manifest: FILE}`, audio with transcripts (docs/speech.md),
+// read into ParallelFiles::manifest; with it the section may give `features` (the front end:
+// sample_rate, mels, window_ms, hop_ms, utterance_cmvn) and `spec_augment` (a map of
+// SpecAugmentConfig's fields, or a bool), and may not give the text keys (`tokenizer`,
+// `max_source_positions`, `max_target_positions`); text data may not give the speech keys.
 #pragma once
 
 #include <yaml-cpp/yaml.h>
@@ -35,8 +39,9 @@ void ReadData(ErrorSink& sink, const YAML::Node& node, const std::string& path, 
 // side's text trains a language model only, so monolingual data with an arch of a family that
 // translates (transformer, lstm, fconv) is refused at data.train, located at `train_node`,
 // naming the first such arch ("one-sided text (text:) trains a language model; arch
-// transformer_tiny translates and needs src and tgt"). Parallel data suits every family (a
-// language model trains on its target side). Archs of no family are skipped (an unknown arch is
+// transformer_tiny translates and needs src and tgt"). Parallel data suits every text family (a
+// language model trains on its target side). Speech data needs an arch of the speech family
+// (IsSpeechFamily), and an arch of the speech family needs speech data. Archs of no family are skipped (an unknown arch is
 // reported already), as is a train split that could not be read. For native experiments only:
 // user code reads what data it likes.
 void CheckDataForArchs(ErrorSink& sink, const DataConfig& data,

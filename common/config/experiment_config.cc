@@ -209,7 +209,7 @@ void ReadSlurm(ErrorSink& sink, const YAML::Node& node, const std::string& path,
   m.Finish({"time", "account", "qos", "sbatch_args"});
 }
 
-const std::vector<std::string> kMetrics = {"validation_loss", "validation_perplexity", "bleu"};
+const std::vector<std::string> kMetrics = {"validation_loss", "validation_perplexity", "bleu", "wer", "cer"};
 
 // smaller_is_better given explicitly (nullopt: derived from the metric). `any_metric`: user
 // code reports the metrics, so any name is allowed (with an entrypoint).
@@ -247,7 +247,7 @@ void ReadSearcher(ErrorSink& sink, const YAML::Node& node, const std::string& pa
         out.metric = metric;
       } else {
         std::string msg = "\"" + metric + "\" is not a metric the trainer reports (" +
-                          "validation_loss, validation_perplexity, bleu)";
+                          "validation_loss, validation_perplexity, bleu, wer, cer)";
         std::string s = ClosestMatch(metric, kMetrics);
         if (!s.empty()) msg += " (did you mean \"" + s + "\"?)";
         sink.Add(m.Child("metric"), *v, msg);
@@ -471,16 +471,27 @@ YAML::Node NodeAt(const YAML::Node& root, std::initializer_list<const char*> key
   return node;
 }
 
-// A language model scores no translation: `searcher.metric: bleu` with an arch of the
-// transformer_lm family (the first of `archs`) is refused at the metric.
+// Each metric against the archs that report it (the first of `archs` that does not, refused at
+// the metric): a language model scores no translation (`bleu`); a speech recogniser reports
+// wer, cer and validation_loss but no bleu or perplexity; only it reports wer and cer.
 void CheckMetricForArchs(ErrorSink& sink, const ExperimentConfig& c,
                          const std::vector<std::string>& archs, const YAML::Node& root) {
-  if (c.searcher.metric != "bleu") return;
+  const std::string& metric = c.searcher.metric;
+  const bool speech_metric = metric == "wer" || metric == "cer";
   for (const std::string& arch : archs) {
-    if (!IsLanguageModelFamily(ArchFamily(arch))) continue;
-    sink.Add("searcher.metric", NodeAt(root, {"searcher", "metric"}),
-             "bleu scores translations; arch " + arch +
-                 " is a language model (use validation_perplexity or validation_loss)");
+    const std::string family = ArchFamily(arch);
+    if (family.empty()) continue;
+    std::string problem;
+    if (metric == "bleu" && IsLanguageModelFamily(family)) {
+      problem = "bleu scores translations; arch " + arch +
+                " is a language model (use validation_perplexity or validation_loss)";
+    } else if ((metric == "bleu" || metric == "validation_perplexity") && IsSpeechFamily(family)) {
+      problem = metric + " scores text models; arch " + arch + " recognises speech (use wer, cer or validation_loss)";
+    } else if (speech_metric && !IsSpeechFamily(family)) {
+      problem = metric + " scores transcripts; arch " + arch + " is not a speech model";
+    }
+    if (problem.empty()) continue;
+    sink.Add("searcher.metric", NodeAt(root, {"searcher", "metric"}), problem);
     return;
   }
 }
@@ -730,6 +741,7 @@ void ResolvePaths(ExperimentConfig& c, const std::string& base) {
   auto files = [&](ParallelFiles& f) {
     f.src = Resolve(base, f.src);
     f.tgt = Resolve(base, f.tgt);
+    f.manifest = Resolve(base, f.manifest);
   };
   files(c.data.train);
   if (c.data.valid) files(*c.data.valid);

@@ -56,13 +56,19 @@ struct Length {
 // latter is held with the text as the target side, `tgt`, and `src` empty: the side a model's
 // decoder predicts is always `tgt`. Paths are absolute once ResolvePaths has run (an empty `src`
 // stays empty).
+//
+// A speech split (`{manifest: FILE}`, docs/speech.md) holds the manifest in `manifest`, with
+// `src` and `tgt` empty. All splits of a document are of one kind (data_config.h).
 struct ParallelFiles {
   std::string src;
   std::string tgt;
+  std::string manifest;
 
   // Whether this split is one side's text (`{text: FILE}`, in `tgt`). Meaningful only for a split
-  // the document gave (its `tgt` is then non-empty): ExperimentConfig::has_data.
-  bool monolingual() const { return src.empty(); }
+  // the document gave: ExperimentConfig::has_data.
+  bool monolingual() const { return src.empty() && manifest.empty(); }
+  // Whether this split is audio with transcripts (`{manifest: FILE}`).
+  bool speech() const { return !manifest.empty(); }
 };
 
 struct TokenizerConfig {
@@ -74,15 +80,35 @@ struct TokenizerConfig {
   double character_coverage = 1.0;
 };
 
-// The `data` section. Every split given is of one kind: all parallel or all monolingual
-// (ParseExperimentConfig refuses a mix).
+// SpecAugment (Park et al. 2019) on training batches: `data.spec_augment` (speech data only).
+// The fields are trainer/speech/features.h's SpecAugmentOptions.
+struct SpecAugmentConfig {
+  int64_t freq_masks = 2, freq_width = 27, time_masks = 2, time_width = 100;
+  double time_ratio = 1.0;
+};
+
+// The speech front end (`data.features`) and augmentation, for speech data (manifests): what
+// trainer/speech/features.h computes from each utterance's audio.
+struct SpeechDataConfig {
+  int64_t sample_rate = 16000;  // Hz; audio at another rate is an error, never resampled
+  int64_t mels = 80;
+  double window_ms = 25, hop_ms = 10;
+  bool utterance_cmvn = true;                      // normalise each utterance's features
+  std::optional<SpecAugmentConfig> spec_augment;  // off when absent
+};
+
+// The `data` section. Every split given is of one kind: all parallel, all monolingual, or all
+// speech (ParseExperimentConfig refuses a mix).
 struct DataConfig {
   ParallelFiles train;
   std::optional<ParallelFiles> valid;
   std::optional<ParallelFiles> test;
-  TokenizerConfig tokenizer;
+  TokenizerConfig tokenizer;  // text data
   int64_t max_source_positions = 256;
   int64_t max_target_positions = 256;
+  SpeechDataConfig speech;  // speech data: `features`, `spec_augment`
+
+  bool speech_data() const { return train.speech(); }
 };
 
 // A hyperparameter: a constant, a search space, or a nested group of hyperparameters.
@@ -197,9 +223,9 @@ struct ExperimentConfig {
 
   // Whether trials run user code (an entrypoint) rather than the native trainer.
   bool has_entrypoint() const { return !entrypoint.empty(); }
-  // Whether the document gave `data` (data.train's `tgt`, or its `text`, is required and
-  // non-empty when it does).
-  bool has_data() const { return !data.train.tgt.empty(); }
+  // Whether the document gave `data` (data.train's `tgt`, its `text` or its `manifest` is
+  // required and non-empty when it does).
+  bool has_data() const { return !data.train.tgt.empty() || !data.train.manifest.empty(); }
 };
 
 // The outcome of parsing: a config when there are no errors.
@@ -229,7 +255,7 @@ void ResolvePaths(ExperimentConfig& config, const std::string& base_dir);
 
 // The data files of `data`, each with the key the document gives it under, in document order:
 // "data.train.src" and "data.train.tgt" for a parallel split, "data.train.text" (the file in
-// `tgt`) for a monolingual one; then valid and test when given. For checking and rewriting the
+// `tgt`) for a monolingual one, "data.train.manifest" for a speech one; then valid and test when given. For checking and rewriting the
 // paths a user wrote (the CLI, the master) without knowing the split's kind. Call it on a config
 // with data (has_data).
 std::vector<std::pair<std::string, std::string>> DataFiles(const DataConfig& data);

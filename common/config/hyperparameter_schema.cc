@@ -63,8 +63,14 @@ std::vector<std::pair<std::string, HpSpec>> BuildSchema() {
   // their own width and a projection before the output one (fairseq's encoder_embed_dim,
   // decoder_embed_dim, decoder_out_embed_dim: the lstm and the fconv), LSTM cells,
   // convolutions.
-  const std::vector<std::string> kAttentionFamilies = {"transformer", "transformer_lm"};
+  // The speech recogniser has Transformer layers in an encoder, convolutions, but no decoder,
+  // embeddings or tokens (docs/speech.md).
+  const std::vector<std::string> kAttentionFamilies = {"transformer", "transformer_lm", "speech_transformer_ctc"};
   const std::vector<std::string> kEncoderFamilies = {"transformer", "lstm", "fconv"};
+  const std::vector<std::string> kEncoderLayerFamilies = {"transformer", "lstm", "fconv", "speech_transformer_ctc"};
+  const std::vector<std::string> kTextFamilies = {"transformer", "lstm", "transformer_lm", "fconv"};
+  const std::vector<std::string> kConvFamilies = {"fconv", "speech_transformer_ctc"};
+  const std::vector<std::string> kSpeech = {"speech_transformer_ctc"};
   const std::vector<std::string> kTransformer = {"transformer"};
   const std::vector<std::string> kEmbedDimFamilies = {"lstm", "fconv"};
   const std::vector<std::string> kLstm = {"lstm"};
@@ -73,14 +79,15 @@ std::vector<std::pair<std::string, HpSpec>> BuildSchema() {
   s.emplace_back("arch",
                  Enum({"transformer", "transformer_tiny", "transformer_base", "transformer_big",
                        "lstm", "lstm_small", "lstm_gnmt4", "transformer_lm", "transformer_lm_small",
-                       "fconv", "fconv_iwslt_de_en", "fconv_small"},
+                       "fconv", "fconv_iwslt_de_en", "fconv_small", "speech_transformer_ctc",
+                       "speech_transformer_ctc_small", "speech_transformer_ctc_base"},
                       "transformer",
                       "model architecture; its preset sets the model sizes, which "
                       "explicit values override"));
   s.emplace_back("d_model",
                  Families(Int(8, 8192, Value(),
                               "model width (preset: tiny 256, base 512, big 1024, lm 512, "
-                              "lm_small 256)"),
+                              "lm_small 256, speech 256)"),
                           kAttentionFamilies));
   s.emplace_back("heads", Families(Int(1, 128, Value(), "attention heads; must divide d_model"),
                                    kAttentionFamilies));
@@ -88,15 +95,16 @@ std::vector<std::pair<std::string, HpSpec>> BuildSchema() {
       "encoder_layers",
       Families(Int(1, 64, Value(),
                    "encoder layers (tiny 3, base 6, lstm 1; fconv: convolutions, fconv 20, "
-                   "fconv_iwslt_de_en 4, fconv_small 4)"),
-               kEncoderFamilies));
+                   "fconv_iwslt_de_en 4, fconv_small 4; speech_transformer_ctc 12, _small 6)"),
+               kEncoderLayerFamilies));
   s.emplace_back("decoder_layers",
-                 Int(1, 64, Value(),
-                     "decoder layers (tiny 3, base 6, lstm 1, lm 6, lm_small 3; fconv: "
-                     "convolutions, fconv 20, fconv_iwslt_de_en 3, fconv_small 3)"));
+                 Families(Int(1, 64, Value(),
+                              "decoder layers (tiny 3, base 6, lstm 1, lm 6, lm_small 3; fconv: "
+                              "convolutions, fconv 20, fconv_iwslt_de_en 3, fconv_small 3)"),
+                          kTextFamilies));
   s.emplace_back("ffn_dim", Families(Int(1, 65536, Value(),
                                          "feed-forward inner width (tiny 1024, base 2048, lm 2048, "
-                                         "lm_small 1024)"),
+                                         "lm_small 1024, speech_transformer_ctc 2048, _small 1024)"),
                                      kAttentionFamilies));
   s.emplace_back("dropout", Double(0, 1, 0.1,
                                    "dropout on residual branches and embeddings (lstm: the "
@@ -122,9 +130,10 @@ std::vector<std::pair<std::string, HpSpec>> BuildSchema() {
                                "data.tokenizer.shared: true)"),
                           kTransformer));
   s.emplace_back("share_decoder_input_output_embed",
-                 Bool(true,
-                      "tie the decoder's input embedding and output projection (lstm, "
-                      "transformer_lm, fconv, fconv_iwslt_de_en: false)"));
+                 Families(Bool(true,
+                               "tie the decoder's input embedding and output projection (lstm, "
+                               "transformer_lm, fconv, fconv_iwslt_de_en: false)"),
+                          kTextFamilies));
   // fairseq's lstm (fairseq/models/lstm.py); the three embedding widths are fairseq's fconv's
   // too (fairseq/models/fconv.py). Sizes come from the preset; the four dropout rates default
   // to `dropout` (WithDefaults).
@@ -190,10 +199,12 @@ std::vector<std::pair<std::string, HpSpec>> BuildSchema() {
   s.emplace_back("conv_channels",
                  Families(Int(1, 65536, Value(),
                               "channels of every convolution layer (fconv 512, fconv_iwslt_de_en "
-                              "256, fconv_small 256)"),
-                          kFConv));
+                              "256, fconv_small 256; the speech model's two subsampling "
+                              "convolutions: speech_transformer_ctc 256, _small 64)"),
+                          kConvFamilies));
   s.emplace_back("kernel_size", Families(Int(1, 64, 3, "width of every convolution (3)"), kFConv));
-  s.emplace_back("label_smoothing", Double(0, 1, 0.1, "label smoothing ε", false, true));
+  s.emplace_back("label_smoothing",
+                 Families(Double(0, 1, 0.1, "label smoothing ε", false, true), kTextFamilies));
   s.emplace_back("lr", Double(0, 10, 5e-4, "peak learning rate", true));
   {
     HpSpec sched;
@@ -251,14 +262,22 @@ std::vector<std::pair<std::string, HpSpec>> BuildSchema() {
     };
     s.emplace_back("optimizer", std::move(opt));
   }
-  s.emplace_back("max_tokens", Int(1, 1e9, 4096,
-                                   "target+source token budget per micro-batch per rank (a "
-                                   "language model: its text's tokens)"));
+  s.emplace_back("max_tokens", Families(Int(1, 1e9, 4096,
+                                            "target+source token budget per micro-batch per rank (a "
+                                            "language model: its text's tokens)"),
+                                        kTextFamilies));
+  s.emplace_back("max_frames",
+                 Families(Int(1, 1e9, 10000,
+                              "feature-frame budget per micro-batch per rank: utterances × the "
+                              "longest one's frames (10 ms each)"),
+                          kSpeech));
   s.emplace_back("clip_norm", Double(0, kInf, 0.0, "global gradient-norm clip; 0 turns it off"));
   s.emplace_back("seed", Int(0, 4294967295.0, 1, "seed for initialisation, dropout and shuffling"));
   s.emplace_back("beam_size",
-                 Int(1, 64, 4, "beam width for validation BLEU, translate and generate"));
-  s.emplace_back("lenpen", Double(0, 10, 1.0, "beam-search length penalty"));
+                 Int(1, 64, 4,
+                     "beam width for validation BLEU, translate and generate (speech: the CTC "
+                     "prefix beam of transcribe --beam; validation decodes greedily)"));
+  s.emplace_back("lenpen", Families(Double(0, 10, 1.0, "beam-search length penalty"), kTextFamilies));
   s.emplace_back("max_len_a", Families(Double(0, 10, 1.2, "output length limit: a·source + b"),
                                        kEncoderFamilies));
   s.emplace_back("max_len_b",
@@ -307,12 +326,17 @@ std::string ArchFamily(const std::string& arch) {
       {"fconv", "fconv"},
       {"fconv_iwslt_de_en", "fconv"},
       {"fconv_small", "fconv"},
+      {"speech_transformer_ctc", "speech_transformer_ctc"},
+      {"speech_transformer_ctc_small", "speech_transformer_ctc"},
+      {"speech_transformer_ctc_base", "speech_transformer_ctc"},
   };
   auto it = families->find(arch);
   return it == families->end() ? "" : it->second;
 }
 
 bool IsLanguageModelFamily(const std::string& family) { return family == "transformer_lm"; }
+
+bool IsSpeechFamily(const std::string& family) { return family == "speech_transformer_ctc"; }
 
 bool AppliesTo(const HpSpec& spec, const std::string& family) {
   if (spec.families.empty()) return true;
@@ -433,6 +457,31 @@ const std::map<std::string, Value::Map>& ArchPresets() {
         {"kernel_size", 3},
         {"share_decoder_input_output_embed", true},
         {"dropout", 0.2}}},
+      // The speech recogniser (docs/speech.md): fairseq's s2t_transformer_s encoder (12 pre-norm
+      // layers of 256, 4 heads, 2048 inner) behind ESPnet's Conv2dSubsampling at 256 channels.
+      // "speech_transformer_ctc" is the base.
+      {"speech_transformer_ctc",
+       {{"conv_channels", 256},
+        {"d_model", 256},
+        {"heads", 4},
+        {"encoder_layers", 12},
+        {"ffn_dim", 2048},
+        {"normalize_before", true}}},
+      {"speech_transformer_ctc_base",
+       {{"conv_channels", 256},
+        {"d_model", 256},
+        {"heads", 4},
+        {"encoder_layers", 12},
+        {"ffn_dim", 2048},
+        {"normalize_before", true}}},
+      // Ours, sized for a 2-core CPU: 64 subsampling channels, 6 layers, 1024 inner.
+      {"speech_transformer_ctc_small",
+       {{"conv_channels", 64},
+        {"d_model", 256},
+        {"heads", 4},
+        {"encoder_layers", 6},
+        {"ffn_dim", 1024},
+        {"normalize_before", true}}},
   };
   return *presets;
 }

@@ -7,7 +7,8 @@
 // documented in docs/config.md live in exactly one place: here.
 //
 // Each `arch` belongs to an architecture family (ArchFamily: "transformer", "lstm" and "fconv",
-// which translate, and "transformer_lm", a language model). A hyperparameter applies to every
+// which translate, "transformer_lm", a language model, and "speech_transformer_ctc", a speech
+// recogniser). A hyperparameter applies to every
 // family unless its spec names the families it applies to (HpSpec::families); one given for an
 // arch of another family is refused at submit time, and WithDefaults fills in only those that
 // apply to the arch's family.
@@ -53,12 +54,18 @@ std::vector<std::string> HyperparameterNames();
 // transformer_base and transformer_big; "lstm" for lstm, lstm_small and lstm_gnmt4;
 // "transformer_lm" (fairseq's decoder-only transformer_lm) for transformer_lm and
 // transformer_lm_small; "fconv" (fairseq's convolutional seq2seq, ConvS2S) for fconv,
-// fconv_iwslt_de_en and fconv_small; "" for anything else.
+// fconv_iwslt_de_en and fconv_small; "speech_transformer_ctc" (a Transformer encoder over
+// subsampled log-mel frames with a CTC head, docs/speech.md) for speech_transformer_ctc,
+// speech_transformer_ctc_small and speech_transformer_ctc_base; "" for anything else.
 std::string ArchFamily(const std::string& arch);
 
 // Whether `family` is a language model's (trains on one side's text, has no source and scores
 // no translation): "transformer_lm". The other known families translate.
 bool IsLanguageModelFamily(const std::string& family);
+
+// Whether `family` recognises speech (reads audio manifests, data_config.h; its metrics are
+// wer and cer): "speech_transformer_ctc".
+bool IsSpeechFamily(const std::string& family);
 
 // Whether `spec` applies to models of `family` (always, when spec.families is empty; never
 // for a spec limited to some families when `family` is "").
@@ -67,7 +74,8 @@ bool AppliesTo(const HpSpec& spec, const std::string& family);
 // Architecture presets: arch name -> model-size defaults (transformer: d_model, heads, layers,
 // ffn_dim; lstm: the embedding and hidden sizes, layers, encoder_bidirectional, tying;
 // transformer_lm: d_model, heads, decoder_layers, ffn_dim, tying; fconv: the embedding widths,
-// layers, conv_channels, kernel_size, tying). Every arch value has one, and each holds only
+// layers, conv_channels, kernel_size, tying; speech_transformer_ctc: conv_channels, d_model,
+// heads, encoder_layers, ffn_dim, normalize_before). Every arch value has one, and each holds only
 // hyperparameters that apply to the arch's family.
 const std::map<std::string, Value::Map>& ArchPresets();
 

@@ -379,7 +379,7 @@ TEST(EntrypointConfigTest, MetricIsStillRestrictedWithoutAnEntrypoint) {
   ASSERT_EQ(r.errors.size(), 1u) << r.ErrorText();
   EXPECT_EQ(r.errors[0].ToString(),
             "searcher.metric: \"accuracy\" is not a metric the trainer reports "
-            "(validation_loss, validation_perplexity, bleu)");
+            "(validation_loss, validation_perplexity, bleu, wer, cer)");
   ParseResult contradiction = ParseExperimentConfig(
       sf::testing::With({{"searcher",
                           "searcher: {name: single, metric: bleu, smaller_is_better: true, "

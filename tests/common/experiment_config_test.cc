@@ -223,6 +223,9 @@ TEST(ArchFamilyTest, EveryArchHasAFamilyAndAPresetOfItsOwnFamily) {
   EXPECT_EQ(ArchFamily("fconv"), "fconv");
   EXPECT_EQ(ArchFamily("fconv_iwslt_de_en"), "fconv");
   EXPECT_EQ(ArchFamily("fconv_small"), "fconv");
+  EXPECT_EQ(ArchFamily("speech_transformer_ctc"), "speech_transformer_ctc");
+  EXPECT_EQ(ArchFamily("speech_transformer_ctc_small"), "speech_transformer_ctc");
+  EXPECT_EQ(ArchFamily("speech_transformer_ctc_base"), "speech_transformer_ctc");
   EXPECT_EQ(ArchFamily("lstm_tiny"), "");
   EXPECT_EQ(ArchFamily(""), "");
   const HpSpec* arch = FindHyperparameterSpec("arch");
@@ -231,7 +234,8 @@ TEST(ArchFamilyTest, EveryArchHasAFamilyAndAPresetOfItsOwnFamily) {
             (std::vector<std::string>{"transformer", "transformer_tiny", "transformer_base",
                                       "transformer_big", "lstm", "lstm_small", "lstm_gnmt4",
                                       "transformer_lm", "transformer_lm_small", "fconv",
-                                      "fconv_iwslt_de_en", "fconv_small"}));
+                                      "fconv_iwslt_de_en", "fconv_small", "speech_transformer_ctc",
+                                      "speech_transformer_ctc_small", "speech_transformer_ctc_base"}));
   for (const std::string& a : arch->options) {
     auto preset = ArchPresets().find(a);
     ASSERT_NE(preset, ArchPresets().end()) << a;
@@ -244,7 +248,8 @@ TEST(ArchFamilyTest, EveryArchHasAFamilyAndAPresetOfItsOwnFamily) {
 }
 
 TEST(ArchFamilyTest, EachHyperparameterAppliesToItsFamilies) {
-  // Transformer layers: the encoder-decoder Transformer and the language model.
+  // Transformer layers: the encoder-decoder Transformer, the language model and the speech
+  // recogniser's encoder.
   const std::vector<std::string> attention = {
       "d_model",    "heads",           "ffn_dim", "attention_dropout", "activation_dropout",
       "activation", "normalize_before"};
@@ -259,33 +264,43 @@ TEST(ArchFamilyTest, EachHyperparameterAppliesToItsFamilies) {
       "decoder_hidden_size", "decoder_dropout_in",    "decoder_dropout_out", "residual_from_layer",
       "encoder_bidirectional_layers"};
   const std::vector<std::string> fconv_only = {"conv_channels", "kernel_size"};
+  // The text families' knobs: a decoder over tokens, label smoothing, token budgets, the
+  // length penalty. The speech recogniser's own: its frame budget.
+  const std::vector<std::string> text_only = {"decoder_layers", "share_decoder_input_output_embed",
+                                              "label_smoothing", "max_tokens", "lenpen"};
+  const std::vector<std::string> speech_only = {"max_frames"};
+  // The speech recogniser has an encoder of Transformer layers behind two convolutions.
+  const std::vector<std::string> speech_too = {"encoder_layers", "conv_channels"};
   auto in = [](const std::vector<std::string>& v, const std::string& x) {
     return std::find(v.begin(), v.end(), x) != v.end();
   };
   for (const auto& [name, spec] : HyperparameterSchema()) {
-    const bool everywhere = !in(attention, name) && !in(translation, name) &&
-                            !in(transformer_only, name) && !in(embed_dims, name) &&
-                            !in(lstm_only, name) && !in(fconv_only, name);
-    EXPECT_EQ(AppliesTo(spec, "transformer"), everywhere || in(attention, name) ||
+    const bool text = !in(attention, name) && !in(translation, name) && !in(transformer_only, name) &&
+                      !in(embed_dims, name) && !in(lstm_only, name) && !in(fconv_only, name) &&
+                      !in(speech_only, name);
+    const bool everywhere = text && !in(text_only, name);
+    EXPECT_EQ(AppliesTo(spec, "speech_transformer_ctc"),
+              everywhere || in(attention, name) || in(speech_only, name) || in(speech_too, name))
+        << name;
+    EXPECT_EQ(AppliesTo(spec, "transformer"), text || in(attention, name) ||
                                                   in(translation, name) ||
                                                   in(transformer_only, name))
         << name;
     EXPECT_EQ(AppliesTo(spec, "lstm"),
-              everywhere || in(translation, name) || in(embed_dims, name) || in(lstm_only, name))
+              text || in(translation, name) || in(embed_dims, name) || in(lstm_only, name))
         << name;
-    EXPECT_EQ(AppliesTo(spec, "transformer_lm"), everywhere || in(attention, name)) << name;
+    EXPECT_EQ(AppliesTo(spec, "transformer_lm"), text || in(attention, name)) << name;
     EXPECT_EQ(AppliesTo(spec, "fconv"),
-              everywhere || in(translation, name) || in(embed_dims, name) || in(fconv_only, name))
+              text || in(translation, name) || in(embed_dims, name) || in(fconv_only, name))
         << name;
   }
   for (const auto& list :
-       {attention, translation, transformer_only, embed_dims, lstm_only, fconv_only}) {
+       {attention, translation, transformer_only, embed_dims, lstm_only, fconv_only, text_only, speech_only}) {
     for (const auto& name : list) EXPECT_NE(FindHyperparameterSpec(name), nullptr) << name;
   }
-  // Every family, as before: the training knobs, beam search (the LM's generate searches too).
-  for (const char* name : {"arch", "decoder_layers", "dropout", "share_decoder_input_output_embed",
-                           "label_smoothing", "lr", "lr_schedule", "optimizer", "max_tokens",
-                           "clip_norm", "seed", "beam_size", "lenpen"}) {
+  // Every family: the training knobs, beam search (the LM's generate and the speech model's
+  // transcribe search too).
+  for (const char* name : {"arch", "dropout", "lr", "lr_schedule", "optimizer", "clip_norm", "seed", "beam_size"}) {
     const HpSpec* spec = FindHyperparameterSpec(name);
     ASSERT_NE(spec, nullptr) << name;
     EXPECT_TRUE(spec->families.empty()) << name;
@@ -367,7 +382,7 @@ TEST(ArchFamilyTest, TransformerHyperparameterForAnLstmIsRefusedByName) {
   ASSERT_EQ(r.errors.size(), 1u);
   EXPECT_EQ(r.errors[0].ToString(),
             "hyperparameters.heads: does not apply to arch lstm_small (an lstm model); it applies "
-            "to the transformer and transformer_lm families");
+            "to the transformer, transformer_lm and speech_transformer_ctc families");
   EXPECT_GT(r.errors[0].line, 0) << "located at the hyperparameter";
 }
 
@@ -393,7 +408,7 @@ TEST(ArchFamilyTest, GridOverArchRefusesAHyperparameterOfOneFamily) {
     ASSERT_EQ(r.errors.size(), 1u) << vals << "\n" << r.ErrorText();
     EXPECT_EQ(r.errors[0].ToString(),
               "hyperparameters.d_model: does not apply to arch lstm_small (an lstm model); it "
-              "applies to the transformer and transformer_lm families")
+              "applies to the transformer, transformer_lm and speech_transformer_ctc families")
         << vals;
   }
 }
@@ -535,7 +550,8 @@ TEST(ArchFamilyTest, UnknownArchListsTheKnownOnesAndNothingElse) {
   EXPECT_EQ(r.errors[0].ToString(),
             "hyperparameters.arch: \"lstm_smal\" must be one of transformer, transformer_tiny, "
             "transformer_base, transformer_big, lstm, lstm_small, lstm_gnmt4, transformer_lm, "
-            "transformer_lm_small, fconv, fconv_iwslt_de_en, fconv_small (did you mean "
+            "transformer_lm_small, fconv, fconv_iwslt_de_en, fconv_small, speech_transformer_ctc, "
+            "speech_transformer_ctc_small, speech_transformer_ctc_base (did you mean "
             "\"lstm_small\"?)");
 }
 
@@ -553,7 +569,7 @@ TEST(ArchFamilyTest, TrialHyperparametersOfAnLstmAreChecked) {
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_EQ(errors[0].ToString(),
             "hyperparameters.heads: does not apply to arch lstm_small (an lstm model); it applies "
-            "to the transformer and transformer_lm families");
+            "to the transformer, transformer_lm and speech_transformer_ctc families");
   errors = ValidateTrialHyperparameters(
       Value(Value::Map{{"arch", "transformer_tiny"}, {"decoder_hidden_size", 256}}));
   ASSERT_EQ(errors.size(), 1u);

@@ -206,8 +206,8 @@ TEST(FConvConfigTest, ConvolutionSizesAreCheckedAgainstTheirRanges) {
 
 TEST(FConvConfigTest, TransformerAndLstmHyperparametersForAnFConvAreRefusedByName) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"heads: 4", "it applies to the transformer and transformer_lm families"},
-      {"d_model: 256", "it applies to the transformer and transformer_lm families"},
+      {"heads: 4", "it applies to the transformer, transformer_lm and speech_transformer_ctc families"},
+      {"d_model: 256", "it applies to the transformer, transformer_lm and speech_transformer_ctc families"},
       {"encoder_hidden_size: 256", "it applies to the lstm family"},
       {"residual_from_layer: 2", "it applies to the lstm family"},
   };
@@ -252,7 +252,7 @@ TEST(FConvConfigTest, TransformerAndLstmHyperparametersForAnFConvAreRefusedByNam
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_EQ(errors[0].ToString(),
             "hyperparameters.heads: does not apply to arch fconv_small (an fconv model); it "
-            "applies to the transformer and transformer_lm families");
+            "applies to the transformer, transformer_lm and speech_transformer_ctc families");
   errors = ValidateTrialHyperparameters(
       Value(Value::Map{{"arch", "fconv_iwslt_de_en"}, {"encoder_dropout_in", 0.1}}));
   ASSERT_EQ(errors.size(), 1u);
@@ -274,7 +274,8 @@ TEST(FConvConfigTest, ConvolutionHyperparametersForAnotherFamilyAreRefusedByName
       ASSERT_EQ(r.errors.size(), 1u) << arch << ": " << line << "\n" << r.ErrorText();
       EXPECT_EQ(r.errors[0].ToString(), "hyperparameters." + name + ": does not apply to arch " +
                                             arch + " (" + model +
-                                            "); it applies to the fconv family");
+                                            "); it applies to the " +
+                                            (name == "kernel_size" ? "fconv family" : "fconv and speech_transformer_ctc families"));
       auto errors =
           ValidateTrialHyperparameters(Value(Value::Map{{"arch", arch}, {name, int64_t{3}}}));
       ASSERT_EQ(errors.size(), 1u) << arch << ": " << name;
@@ -309,7 +310,7 @@ TEST(FConvConfigTest, GridOverFourFamiliesRefusesConvChannelsAtTheFirstArchItDoe
   ASSERT_EQ(r.errors.size(), 1u);
   EXPECT_EQ(r.errors[0].ToString(),
             "hyperparameters.conv_channels: does not apply to arch transformer_tiny (a "
-            "transformer model); it applies to the fconv family");
+            "transformer model); it applies to the fconv and speech_transformer_ctc families");
   // The first arch of the list that it does not apply to, whatever the order.
   r = ParseExperimentConfig(
       FConvDoc("  arch: {type: categorical, vals: [fconv_small, transformer_lm_small, lstm_small, "
@@ -318,7 +319,7 @@ TEST(FConvConfigTest, GridOverFourFamiliesRefusesConvChannelsAtTheFirstArchItDoe
   ASSERT_EQ(r.errors.size(), 1u) << r.ErrorText();
   EXPECT_EQ(r.errors[0].ToString(),
             "hyperparameters.conv_channels: does not apply to arch transformer_lm_small (a "
-            "transformer_lm model); it applies to the fconv family");
+            "transformer_lm model); it applies to the fconv and speech_transformer_ctc families");
   // d_model over the same four: refused at the first without Transformer layers, once.
   r = ParseExperimentConfig(
       FConvDoc("  arch: {type: categorical, vals: [transformer_tiny, fconv_small, lstm_small, "
@@ -327,7 +328,7 @@ TEST(FConvConfigTest, GridOverFourFamiliesRefusesConvChannelsAtTheFirstArchItDoe
   ASSERT_EQ(r.errors.size(), 1u) << r.ErrorText();
   EXPECT_EQ(r.errors[0].ToString(),
             "hyperparameters.d_model: does not apply to arch fconv_small (an fconv model); it "
-            "applies to the transformer and transformer_lm families");
+            "applies to the transformer, transformer_lm and speech_transformer_ctc families");
   // A grid of fconv archs only may set them, and the knobs every family shares pass with all
   // four.
   r = ParseExperimentConfig(
@@ -469,7 +470,8 @@ TEST(FConvConfigTest, UnknownFConvArchSuggestsTheNearestOne) {
   ParseResult r = ParseExperimentConfig(FConvDoc("  arch: fconv_smal\n  conv_channels: 128\n"));
   ASSERT_EQ(r.errors.size(), 1u) << r.ErrorText();
   EXPECT_EQ(r.errors[0].path, "hyperparameters.arch");
-  EXPECT_NE(r.errors[0].message.find("fconv, fconv_iwslt_de_en, fconv_small (did you mean "
+  EXPECT_NE(r.errors[0].message.find("fconv, fconv_iwslt_de_en, fconv_small, speech_transformer_ctc, "
+                                     "speech_transformer_ctc_small, speech_transformer_ctc_base (did you mean "
                                      "\"fconv_small\"?)"),
             std::string::npos)
       << r.ErrorText();

@@ -134,7 +134,7 @@ TEST(LanguageModelConfigTest, LmExperimentOnTextValidatesWithItsFamilysHyperpara
 
 TEST(LanguageModelConfigTest, TranslationHyperparametersForAnLmAreRefusedByName) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"encoder_layers: 3", "it applies to the transformer, lstm and fconv families"},
+      {"encoder_layers: 3", "it applies to the transformer, lstm, fconv and speech_transformer_ctc families"},
       {"share_embeddings: true", "it applies to the transformer family"},
       {"max_len_a: 1.5", "it applies to the transformer, lstm and fconv families"},
       {"max_len_b: 5", "it applies to the transformer, lstm and fconv families"},
@@ -158,7 +158,7 @@ TEST(LanguageModelConfigTest, TranslationHyperparametersForAnLmAreRefusedByName)
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_EQ(errors[0].ToString(),
             "hyperparameters.encoder_layers: does not apply to arch transformer_lm (a "
-            "transformer_lm model); it applies to the transformer, lstm and fconv families");
+            "transformer_lm model); it applies to the transformer, lstm, fconv and speech_transformer_ctc families");
 }
 
 TEST(LanguageModelConfigTest, HeadsAndTheOtherTransformerLayerKnobsApplyToAnLm) {
@@ -178,7 +178,7 @@ TEST(LanguageModelConfigTest, HeadsAndTheOtherTransformerLayerKnobsApplyToAnLm) 
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_EQ(errors[0].ToString(),
             "hyperparameters.heads: does not apply to arch lstm_small (an lstm model); it applies "
-            "to the transformer and transformer_lm families");
+            "to the transformer, transformer_lm and speech_transformer_ctc families");
 }
 
 TEST(LanguageModelConfigTest, GridOverThreeFamiliesRefusesDModelForTheLstmOnly) {
@@ -190,7 +190,7 @@ TEST(LanguageModelConfigTest, GridOverThreeFamiliesRefusesDModelForTheLstmOnly) 
   ASSERT_EQ(r.errors.size(), 1u);
   EXPECT_EQ(r.errors[0].ToString(),
             "hyperparameters.d_model: does not apply to arch lstm_small (an lstm model); it "
-            "applies to the transformer and transformer_lm families");
+            "applies to the transformer, transformer_lm and speech_transformer_ctc families");
   // Without the lstm, d_model applies to every arch of the grid.
   r = ParseExperimentConfig(
       LmDoc("  arch: {type: categorical, vals: [transformer_tiny, transformer_lm_small]}\n"

@@ -17,10 +17,10 @@ inline std::string TinyDir() { return sf::testing::DataCopy("multi30k-de-en-tiny
 // data: section for a directory holding train/valid/test .de/.en files.
 inline config::DataConfig CorpusConfig(const std::string& dir, bool with_eval_splits = true) {
   config::DataConfig c;
-  c.train = {dir + "/train.de", dir + "/train.en"};
+  c.train = {dir + "/train.de", dir + "/train.en", ""};
   if (with_eval_splits) {
-    c.valid = config::ParallelFiles{dir + "/valid.de", dir + "/valid.en"};
-    c.test = config::ParallelFiles{dir + "/test.de", dir + "/test.en"};
+    c.valid = config::ParallelFiles{dir + "/valid.de", dir + "/valid.en", ""};
+    c.test = config::ParallelFiles{dir + "/test.de", dir + "/test.en", ""};
   }
   c.tokenizer.vocab_size = 1000;
   c.tokenizer.model_type = "bpe";
