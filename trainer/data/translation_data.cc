@@ -90,10 +90,10 @@ bool WritableDir(const std::string& dir) {
   return !ec && PermitsWriting(p);
 }
 
-std::vector<std::string> CacheRoots(const config::DataConfig& c, const DataOptions& o) {
+std::vector<std::string> CacheRoots(const std::string& data_file, const DataOptions& o) {
   if (!o.cache_dir.empty()) return {o.cache_dir};
   std::vector<std::string> roots;
-  fs::path data_dir = fs::path(TrainFile(c)).parent_path();
+  fs::path data_dir = fs::path(data_file).parent_path();
   if (data_dir.empty()) data_dir = ".";
   roots.push_back((data_dir / ".steadfast-cache").string());
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) {
@@ -298,7 +298,7 @@ Result<std::unique_ptr<TranslationData>> TranslationData::Open(const config::Dat
   std::string entry_name = "data-" + hash.substr(0, 32);
 
   // Find an existing entry, else build one in the first writable root.
-  std::vector<std::string> roots = CacheRoots(c, o);
+  std::vector<std::string> roots = CacheRoots(TrainFile(c), o);
   std::string entry;
   bool reused = false;
   for (const auto& root : roots) {
@@ -379,6 +379,14 @@ Result<std::unique_ptr<TranslationData>> TranslationData::Open(const config::Dat
     SF_ASSIGN_OR_RETURN(d->tgt_tokenizer_, SentencePieceModel::Load(entry + "/spm.tgt.model"));
   }
   return d;
+}
+
+Result<std::string> WritableCacheRoot(const std::string& data_file, const DataOptions& options) {
+  const std::vector<std::string> roots = CacheRoots(data_file, options);
+  for (const auto& r : roots) {
+    if (WritableDir(r)) return r;
+  }
+  return FailedPrecondition("no writable data cache directory (tried " + roots.front() + " and fallbacks)");
 }
 
 }  // namespace sf::data

@@ -79,6 +79,11 @@ struct DataOptions {
   uint32_t tokenizer_seed = 1234;
 };
 
+// Where a data cache for `data_file` is written (speech features use it too): options.cache_dir
+// when given, else the first writable of the roots above (beside the data, the user's cache
+// directory, /tmp/steadfast-cache), created when missing. kFailedPrecondition when none is.
+Result<std::string> WritableCacheRoot(const std::string& data_file, const DataOptions& options);
+
 class TranslationData {
  public:
   // Errors name the file (and line): see the header comment. Config problems (bad model_type)

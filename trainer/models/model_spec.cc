@@ -53,15 +53,26 @@ Result<ModelSpec> ModelSpecFromMetadata(const std::map<std::string, std::string>
   return spec;
 }
 
-Status CheckMetadataFits(const std::map<std::string, std::string>& metadata, const Seq2SeqModel<float>& model) {
+Status CheckMetadataFits(const std::map<std::string, std::string>& metadata, const TrainableModel<float>& model) {
   if (metadata.empty()) return Status::Ok();
-  SF_ASSIGN_OR_RETURN(ModelSpec stored, ModelSpecFromMetadata(metadata));
-  if (stored.family != model.family()) {
-    return InvalidArgument("the weights are for another model: arch is " + stored.family + " in the weights, " +
+  auto arch = metadata.find("arch");
+  if (arch != metadata.end() && arch->second != model.family()) {
+    return InvalidArgument("the weights are for another model: arch is " + arch->second + " in the weights, " +
                            model.family() + " in this model");
   }
+  // A text family's metadata is read back through its config (older files lack keys that have
+  // defaults); another family's is compared as written.
+  std::map<std::string, std::string> stored = metadata;
+  if (dynamic_cast<const Seq2SeqModel<float>*>(&model)) {
+    SF_ASSIGN_OR_RETURN(ModelSpec spec, ModelSpecFromMetadata(metadata));
+    if (spec.family != model.family()) {
+      return InvalidArgument("the weights are for another model: arch is " + spec.family + " in the weights, " +
+                             model.family() + " in this model");
+    }
+    stored = spec.metadata();
+  }
   const std::map<std::string, std::string> ours = model.Metadata();
-  for (const auto& [key, value] : stored.metadata()) {
+  for (const auto& [key, value] : stored) {
     if (key == "label_smoothing") continue;  // a loss setting, not the architecture
     auto here = ours.find(key);
     if (here == ours.end() || value != here->second) {

@@ -45,8 +45,9 @@ Result<ModelSpec> ModelSpecFromMetadata(const std::map<std::string, std::string>
 // first difference ("the weights are an lstm model, this is a transformer"; "d_model is 64 in
 // the weights, 32 in this model"). Empty metadata (files written before it was stored) is
 // accepted: the parameter shapes are still checked by the loader. label_smoothing is a loss
-// setting and may differ.
-Status CheckMetadataFits(const std::map<std::string, std::string>& metadata, const Seq2SeqModel<float>& model);
+// setting and may differ. Any TrainableModel: a text family's metadata is read through its
+// config (ModelSpecFromMetadata), another family's (the speech recogniser's) compared as written.
+Status CheckMetadataFits(const std::map<std::string, std::string>& metadata, const TrainableModel<float>& model);
 
 // A fresh (uninitialised) model of `spec` on `backend` (must outlive it), GEMMs in `compute`.
 std::unique_ptr<Seq2SeqModel<float>> MakeModel(const ModelSpec& spec, Backend<float>* backend, DType compute);

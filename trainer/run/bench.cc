@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <cstdio>
 #include <random>
 
@@ -17,6 +18,7 @@
 #include "trainer/run/model_setup.h"
 #include "trainer/run/data_parallel.h"
 #include "trainer/run/device_select.h"
+#include "trainer/run/speech_run.h"
 #include "trainer/run/train_step.h"
 
 namespace sf {
@@ -98,9 +100,12 @@ void AddBenchFlags(CLI::App& cmd, BenchOptions* o) {
   cmd.add_option("--precision", o->precision, "compute precision")->check(precisions);
   cmd.add_option("--device", o->device, "cpu, cuda (the first visible GPU), cuda:N or auto");
   cmd.add_option("--batch", o->batch, "sentences per step (per rank under mpirun)")->check(cmdline::AtLeast(1));
-  cmd.add_option("--src-len", o->src_len, "source tokens per sentence")->check(cmdline::AtLeast(1));
-  cmd.add_option("--tgt-len", o->tgt_len, "target tokens per sentence")->check(cmdline::AtLeast(1));
-  cmd.add_option("--vocab", o->vocab, "vocabulary size (source and target)")->check(cmdline::AtLeast(1));
+  cmd.add_option("--src-len", o->src_len, "source tokens per sentence (speech: feature frames per utterance)")
+      ->check(cmdline::AtLeast(1));
+  cmd.add_option("--tgt-len", o->tgt_len, "target tokens per sentence (speech: characters per transcript)")
+      ->check(cmdline::AtLeast(1));
+  cmd.add_option("--vocab", o->vocab, "vocabulary size (source and target; default 8000, speech: 32 characters)")
+      ->check(cmdline::AtLeast(1));
   cmd.add_option("--steps", o->steps, "timed steps")->check(cmdline::AtLeast(1));
   cmd.add_option("--warmup", o->warmup, "untimed steps first")->check(cmdline::AtLeast(0));
   cmd.add_option("--threads", o->threads, "OpenMP threads (0: OpenMP's default)")->check(cmdline::AtLeast(0));
@@ -129,10 +134,12 @@ Result<std::vector<std::pair<std::string, std::string>>> RunBench(const BenchOpt
     return InvalidArgument("--arch: unknown model '" + o.arch + "' (known: " + known + ")");
   }
   Value::Map hp{{"arch", o.arch}, {"dropout", o.dropout}};
-  if (family == "transformer" || family == "transformer_lm") hp["attention_dropout"] = o.attention_dropout;
-  SF_ASSIGN_OR_RETURN(ModelSpec spec,
-                      ModelSpecFromHyperparameters(config::WithDefaults(Value(std::move(hp))), o.vocab, o.vocab,
-                                                   std::max<int64_t>(1024, std::max(o.src_len, o.tgt_len) + 2)));
+  if (family == "transformer" || family == "transformer_lm" || config::IsSpeechFamily(family)) {
+    hp["attention_dropout"] = o.attention_dropout;
+  }
+  const Value hparams = config::WithDefaults(Value(std::move(hp)));
+  const bool speech = config::IsSpeechFamily(family);
+  const int64_t vocab = o.vocab > 0 ? o.vocab : speech ? 32 : 8000;
   // "fp32" | "bf16" | "fp16" (validated by ParseBenchArgs) as the engine's dtype.
   auto dtype_of = [](const std::string& precision) {
     return precision == "bf16" ? DType::kBF16 : precision == "fp16" ? DType::kF16 : DType::kF32;
@@ -141,8 +148,21 @@ Result<std::vector<std::pair<std::string, std::string>>> RunBench(const BenchOpt
   SF_ASSIGN_OR_RETURN(DeviceChoice device, ParseDevice(o.device));
   SF_ASSIGN_OR_RETURN(std::unique_ptr<Backend<float>> backend_owner, MakeTrainingBackend(device));
   Backend<float>& backend = *backend_owner;
-  std::unique_ptr<Seq2SeqModel<float>> model_owner = MakeModel(spec, &backend, compute);
-  Seq2SeqModel<float>& model = *model_owner;
+  // The model, and how one step's batch is made and trained: token batches for the text
+  // families, feature batches (80 log-mel bins, src_len frames, tgt_len labels) for speech.
+  std::unique_ptr<TrainableModel<float>> model_owner;
+  std::unique_ptr<Seq2SeqModel<float>> seq2seq;
+  std::unique_ptr<SpeechCtcModel<float>> recogniser;
+  if (speech) {
+    SF_ASSIGN_OR_RETURN(SpeechCtcConfig mc, SpeechCtcConfigFromHyperparameters(hparams, 80, vocab));
+    mc.max_positions = std::max<int64_t>(mc.max_positions, SpeechCtcConfig::Subsampled(o.src_len) + 2);
+    recogniser = std::make_unique<SpeechCtcModel<float>>(mc, &backend, compute);
+  } else {
+    SF_ASSIGN_OR_RETURN(ModelSpec spec, ModelSpecFromHyperparameters(
+                                            hparams, vocab, vocab, std::max<int64_t>(1024, std::max(o.src_len, o.tgt_len) + 2)));
+    seq2seq = MakeModel(spec, &backend, compute);
+  }
+  TrainableModel<float>& model = speech ? static_cast<TrainableModel<float>&>(*recogniser) : *seq2seq;
   model.InitParameters(1);
   OptimizerOptions oo;
   oo.type = "adamw";
@@ -164,23 +184,40 @@ Result<std::vector<std::pair<std::string, std::string>>> RunBench(const BenchOpt
     step.set_grad_reducer(reducer.get());
   }
 
-  // Synthetic tokens in [4, V): fairseq reserves 0..3 for <s>, <pad>, </s>, <unk>.
+  // Synthetic tokens in [4, V): fairseq reserves 0..3 for <s>, <pad>, </s>, <unk>. Speech:
+  // N(0, 1) features (what CMVN gives) and labels in [1, V) (0 is the blank).
   std::mt19937 rng(7 + (o.comm ? o.comm->rank() : 0));
-  std::uniform_int_distribution<int32_t> tok(4, static_cast<int32_t>(o.vocab) - 1);
+  std::uniform_int_distribution<int32_t> tok(speech ? 1 : 4, static_cast<int32_t>(vocab) - 1);
+  std::normal_distribution<float> feature;
   const int64_t B = o.batch;
   std::vector<int32_t> src(B * o.src_len), tin(B * o.tgt_len), tout(B * o.tgt_len);
-  auto refill = [&] {
+  std::vector<float> feats(speech ? static_cast<size_t>(B * o.src_len * 80) : 0);
+  std::vector<int32_t> frames(static_cast<size_t>(B), static_cast<int32_t>(o.src_len)),
+      lengths(static_cast<size_t>(B), static_cast<int32_t>(o.tgt_len));
+  std::function<void()> refill = [&] {
     for (auto& t : src) t = tok(rng);
     for (int64_t b = 0; b < B; ++b)
       for (int64_t t = 0; t < o.tgt_len; ++t) {
         tout[b * o.tgt_len + t] = tok(rng);
         tin[b * o.tgt_len + t] = t == 0 ? 2 : tout[b * o.tgt_len + t - 1];
       }
+    for (auto& f : feats) f = feature(rng);
   };
   Seq2SeqBatch mb{src.data(), tin.data(), tout.data(), B, o.src_len, o.tgt_len};
+  const SpeechBatchView sb{feats.data(), frames.data(), tout.data(), lengths.data(), B, o.src_len, o.tgt_len};
+  std::function<Result<StepReport>()> train = [&]() -> Result<StepReport> {
+    if (!speech) return step.Run({&mb, 1}, 5e-4f);
+    return step.Run(
+        1,
+        [&](size_t) -> Result<CrossEntropyStats> {
+          SF_ASSIGN_OR_RETURN(CtcStats c, recogniser->Forward(sb));
+          return CrossEntropyStats{c.loss, c.loss, c.target_tokens};
+        },
+        5e-4f);
+  };
   for (int i = 0; i < o.warmup; ++i) {
     refill();
-    SF_ASSIGN_OR_RETURN(StepReport r, step.Run({&mb, 1}, 5e-4f));
+    SF_ASSIGN_OR_RETURN(StepReport r, train());
     (void)r;
   }
   backend.Synchronize();
@@ -191,7 +228,7 @@ Result<std::vector<std::pair<std::string, std::string>>> RunBench(const BenchOpt
   for (int i = 0; i < o.steps; ++i) {
     refill();
     const double t0 = Now();
-    SF_ASSIGN_OR_RETURN(StepReport r, step.Run({&mb, 1}, 5e-4f));
+    SF_ASSIGN_OR_RETURN(StepReport r, train());
     backend.Synchronize();
     total.push_back(Now() - t0);
     fwd.push_back(r.forward_s);
@@ -205,7 +242,8 @@ Result<std::vector<std::pair<std::string, std::string>>> RunBench(const BenchOpt
   const int64_t allocs_after = backend.allocator().stats().system_allocations;
   const double step_s = Median(total);
   const double tokens = static_cast<double>(B * o.tgt_len * world);
-  const double flops = model.TrainingFlops(B * world, o.src_len, o.tgt_len);
+  const double flops = speech ? recogniser->config().TrainingFlops(B * world, o.src_len)
+                              : seq2seq->TrainingFlops(B * world, o.src_len, o.tgt_len);
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   std::vector<std::pair<std::string, std::string>> rep;
@@ -220,11 +258,12 @@ Result<std::vector<std::pair<std::string, std::string>>> RunBench(const BenchOpt
   rep.emplace_back("batch", std::to_string(B));
   rep.emplace_back("src_len", std::to_string(o.src_len));
   rep.emplace_back("tgt_len", std::to_string(o.tgt_len));
-  rep.emplace_back("vocab", std::to_string(o.vocab));
+  rep.emplace_back("vocab", std::to_string(vocab));
   rep.emplace_back("parameters", std::to_string(model.params().total_numel()));
   rep.emplace_back("steps", std::to_string(o.steps));
   rep.emplace_back("step_s", Fmt(step_s, 4));
   rep.emplace_back("tokens_per_s", Fmt(tokens / step_s, 1));
+  if (speech) rep.emplace_back("frames_per_s", Fmt(static_cast<double>(B * o.src_len * world) / step_s, 1));
   rep.emplace_back("forward_s", Fmt(Median(fwd), 4));
   rep.emplace_back("backward_s", Fmt(Median(bwd), 4));
   rep.emplace_back("optimizer_s", Fmt(Median(opt_t), 4));

@@ -3,7 +3,8 @@
 // Builds the named model on `device` (cpu, or cuda: everything device-resident, see
 // train_step.h), runs `warmup` steps (buffers planned, primitives created), then
 // `steps` timed steps of AdamW on random batches of batch x src_len / tgt_len tokens (no
-// padding), and reports target tokens/s, the forward/backward/optimizer split, peak RSS, the
+// padding; a speech model: batch x src_len frames of 80 log-mel features with tgt_len-character
+// transcripts), and reports target tokens/s (speech: labels/s and frames/s), the forward/backward/optimizer split, peak RSS, the
 // model FLOP rate and, for reference, the GEMM rate of a large GEMM measured in the same run on
 // the same device (CPU: 4096x512x2048, a typical FFN GEMM; GPU: 8192x8192x8192 through
 // cuBLASLt). On a GPU every timed step ends with a device synchronisation, and the memory
@@ -33,7 +34,8 @@ struct BenchOptions {
   std::string arch = "transformer_tiny";
   std::string precision = "fp32";  // fp32 | bf16 | fp16
   std::string device = "cpu";      // cpu | cuda | cuda:N | auto (device_select.h)
-  int64_t batch = 128, src_len = 32, tgt_len = 32, vocab = 8000;
+  int64_t batch = 128, src_len = 32, tgt_len = 32;
+  int64_t vocab = 0;  // 0: 8000 tokens (speech: 32 characters)
   int steps = 10, warmup = 2;
   int threads = 0;  // 0 = OpenMP default
   float dropout = 0.1f, attention_dropout = 0.1f;  // as torch.nn.Transformer's default

@@ -25,7 +25,7 @@
 #include "trainer/models/transformer.h"
 #include "trainer/optim/lr_schedule.h"
 #include "trainer/run/checkpoint.h"
-#include "trainer/run/text_run.h"
+#include "trainer/run/training_run.h"
 #include "trainer/run/train_step.h"
 #include "steadfast/v1/common.pb.h"
 
@@ -116,24 +116,25 @@ int RunTrial(core::Context& ctx, std::unique_ptr<dist::Communicator>& comm) {
     comm = std::move(connected).value();
   }
 
-  // The data, model, optimizer and schedule: the same TextRun as `sf-trainer train`.
+  // The data, model, optimizer and schedule: the same TrainingRun as `sf-trainer train`.
   log::Info("trainer", {{"event", "start"}, {"trial", std::to_string(info.trial_id)},
                         {"restart", std::to_string(info.restart)}, {"rank", std::to_string(rank)},
-                        {"world_size", std::to_string(world_size)}, {"train", cfg.data.train.src},
+                        {"world_size", std::to_string(world_size)},
+                        {"train", config::DataFiles(cfg.data).front().second},
                         {"precision", config::PrecisionName(cfg.precision)}});
-  TextRunOptions ro;
+  TrainingRunOptions ro;
   ro.device = device;
   ro.rank = rank;
   ro.world_size = world_size;
   ro.comm = comm.get();
-  auto created = TextRun::Create(cfg, config_yaml, hp, ro);
+  auto created = MakeTrainingRun(cfg, config_yaml, hp, ro);
   if (!created.ok()) {
     fail("", created.status());
     const StatusCode c = created.status().code();
     return c == StatusCode::kInvalidArgument || c == StatusCode::kNotFound ? 2 : 1;
   }
-  TextRun& run = **created;
-  log::Info("trainer", {{"event", "model"}, {"parameters", std::to_string(run.model().params().total_numel())},
+  TrainingRun& run = **created;
+  log::Info("trainer", {{"event", "model"}, {"parameters", std::to_string(run.parameter_count())},
                         {"steps_per_epoch", std::to_string(run.steps_per_epoch())},
                         {"threads", std::to_string(omp_get_max_threads())}});
 
@@ -191,7 +192,7 @@ int RunTrial(core::Context& ctx, std::unique_ptr<dist::Communicator>& comm) {
   // Validation (every rank, sharded): rank 0 reports it; returns the searcher metric.
   auto validate = [&]() -> Result<double> {
     auto t0 = std::chrono::steady_clock::now();
-    SF_ASSIGN_OR_RETURN(TextValidation v, run.Validate(last_window_loss));
+    SF_ASSIGN_OR_RETURN(RunValidation v, run.Validate(last_window_loss));
     last_validation = run.steps();
     if (!chief) return v.metric;
     core::Train::Values values;

@@ -4,7 +4,7 @@
 
 namespace sf {
 
-std::unique_ptr<dist::GradReducer> MakeGradReducer(dist::Communicator& comm, Seq2SeqModel<float>& model,
+std::unique_ptr<dist::GradReducer> MakeGradReducer(dist::Communicator& comm, TrainableModel<float>& model,
                                                    const dist::GradReducerOptions& options) {
   ParamStore<float>& store = model.params();
   std::vector<int64_t> offsets;
@@ -22,7 +22,7 @@ std::unique_ptr<dist::GradReducer> MakeGradReducer(dist::Communicator& comm, Seq
                                              options, &device);
 }
 
-Status BroadcastWeights(dist::Communicator& comm, Seq2SeqModel<float>& model) {
+Status BroadcastWeights(dist::Communicator& comm, TrainableModel<float>& model) {
   ParamStore<float>& store = model.params();
   Backend<float>& be = model.context().backend();
   const int64_t bytes = store.total_numel() * static_cast<int64_t>(sizeof(float));

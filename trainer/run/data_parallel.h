@@ -19,11 +19,11 @@
 namespace sf {
 
 // A reducer over `model`'s flat gradient buffer, buckets on parameter boundaries.
-std::unique_ptr<dist::GradReducer> MakeGradReducer(dist::Communicator& comm, Seq2SeqModel<float>& model,
+std::unique_ptr<dist::GradReducer> MakeGradReducer(dist::Communicator& comm, TrainableModel<float>& model,
                                                    const dist::GradReducerOptions& options);
 
 // Every rank takes rank 0's weights (equal by seed already; this makes it a fact), then the
 // low-precision mirror is refreshed.
-Status BroadcastWeights(dist::Communicator& comm, Seq2SeqModel<float>& model);
+Status BroadcastWeights(dist::Communicator& comm, TrainableModel<float>& model);
 
 }  // namespace sf

@@ -5,7 +5,7 @@
 //                    [--threads N] [--dropout 0.1] [--attention-dropout 0.1] [--json]
 //                    [--bucket-mb 25] [--allreduce-dtype fp32|bf16|fp16]
 //   mpirun -np W sf-trainer bench ...   data parallel: W ranks, rank 0 reports
-//   sf-trainer train | translate | generate | bleu | cluster ...
+//   sf-trainer train | translate | generate | transcribe | bleu | cluster ...
 //
 // `sf-trainer --help` and `sf-trainer COMMAND --help` print the usage (CLI11, through
 // common/command_line.h). Exit status: 0 on success, 2 on bad arguments, 1 on a run-time error.
@@ -23,6 +23,7 @@
 #include "trainer/eval/bleu.h"
 #include "trainer/run/cluster_mode.h"
 #include "trainer/run/generate_command.h"
+#include "trainer/run/speech_commands.h"
 #include "trainer/run/text_trainer.h"
 
 int main(int argc, char** argv) {
@@ -39,7 +40,7 @@ int main(int argc, char** argv) {
 
   sf::TrainCommandOptions train;
   CLI::App* train_cmd = app.add_subcommand(
-      "train", "train on the experiment's text: validate, checkpoint, and score the test set at the end");
+      "train", "train on the experiment's data (text or speech): validate, checkpoint, and score the test set at the end");
   sf::AddTrainFlags(*train_cmd, &train);
 
   sf::TranslateCommandOptions translate;
@@ -51,6 +52,11 @@ int main(int argc, char** argv) {
   CLI::App* generate_cmd = app.add_subcommand(
       "generate", "continue stdin's prompts (one per line) with a language model checkpoint, by beam search or sampling");
   sf::AddGenerateFlags(*generate_cmd, &generate);
+
+  sf::TranscribeCommandOptions transcribe;
+  CLI::App* transcribe_cmd = app.add_subcommand(
+      "transcribe", "transcribe an audio manifest with a speech model checkpoint (one line per utterance, in order)");
+  sf::AddTranscribeFlags(*transcribe_cmd, &transcribe);
 
   // bleu keeps sacreBLEU's single-dash spellings (-lc, -tok), so it parses its own arguments.
   CLI::App* bleu_cmd = app.add_subcommand("bleu", "sacreBLEU-compatible corpus BLEU of stdin against --ref files "
@@ -68,6 +74,7 @@ int main(int argc, char** argv) {
   if (train_cmd->parsed()) return sf::RunTrain(train);
   if (translate_cmd->parsed()) return sf::RunTranslate(translate);
   if (generate_cmd->parsed()) return sf::RunGenerate(generate);
+  if (transcribe_cmd->parsed()) return sf::RunTranscribe(transcribe);
 
   // bench. Started by mpirun with several ranks: train data parallel through MPI_COMM_WORLD.
   sf::Status checked = sf::CheckBenchOptions(bench);

@@ -291,7 +291,7 @@ DType ComputeDType(config::Precision precision) {
   }
 }
 
-void SnapshotTraining(Seq2SeqModel<float>& model, TrainStep& step, CheckpointContents* c) {
+void SnapshotTraining(TrainableModel<float>& model, TrainStep& step, CheckpointContents* c) {
   auto& store = model.params();
   c->model.clear();
   c->model_metadata = model.Metadata();
@@ -311,7 +311,7 @@ void SnapshotTraining(Seq2SeqModel<float>& model, TrainStep& step, CheckpointCon
   }
 }
 
-Status LoadModelWeights(const CheckpointContents& ck, const std::string& where, Seq2SeqModel<float>& model) {
+Status LoadModelWeights(const CheckpointContents& ck, const std::string& where, TrainableModel<float>& model) {
   Status fits = CheckMetadataFits(ck.model_metadata, model);
   if (!fits.ok()) return InvalidArgument("checkpoint " + where + " does not fit this model: " + fits.message());
   auto& store = model.params();
@@ -334,7 +334,7 @@ Status LoadModelWeights(const CheckpointContents& ck, const std::string& where, 
   return Status::Ok();
 }
 
-Status RestoreTraining(const CheckpointContents& ck, const std::string& where, Seq2SeqModel<float>& model,
+Status RestoreTraining(const CheckpointContents& ck, const std::string& where, TrainableModel<float>& model,
                        TrainStep& step) {
   SF_RETURN_IF_ERROR(LoadModelWeights(ck, where, model));
   std::vector<NamedBuffer> opt_state, scaler_state;

@@ -39,14 +39,14 @@ DType ComputeDType(config::Precision precision);
 
 // fp32 master weights (with shapes) into contents->model; optimizer and loss-scaler state into
 // contents->optimizer (scaler buffers prefixed "loss_scaler.").
-void SnapshotTraining(Seq2SeqModel<float>& model, TrainStep& step, CheckpointContents* contents);
+void SnapshotTraining(TrainableModel<float>& model, TrainStep& step, CheckpointContents* contents);
 
 // Copies the checkpoint's weights into the model (every parameter must be present with its
 // shape; nothing changes otherwise) and calls WeightsUpdated().
 Status LoadModelWeights(const CheckpointContents& contents, const std::string& where,
-                        Seq2SeqModel<float>& model);
+                        TrainableModel<float>& model);
 // LoadModelWeights, then the optimizer and loss-scaler state.
 Status RestoreTraining(const CheckpointContents& contents, const std::string& where,
-                       Seq2SeqModel<float>& model, TrainStep& step);
+                       TrainableModel<float>& model, TrainStep& step);
 
 }  // namespace sf

@@ -1,12 +1,10 @@
 #include "trainer/run/text_run.h"
 
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 
 #include "common/log.h"
-#include "trainer/core/splitmix64.h"
-#include "trainer/optim/from_config.h"
-#include "trainer/run/data_parallel.h"
 #include "trainer/run/model_setup.h"
 
 namespace sf {
@@ -19,12 +17,6 @@ Result<std::vector<std::string>> ReadLines(const std::string& path) {
 }
 
 }  // namespace
-
-uint64_t RankDropoutSeed(uint64_t seed, int rank) {
-  if (rank == 0) return seed;
-  // The rank-th output of splitmix64 seeded with `seed`: far-apart Philox keys per rank.
-  return SplitMix64{seed + 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(rank)}.Next();
-}
 
 BeamOptions BeamFromHyperparameters(const Value& hp) {
   BeamOptions b;
@@ -106,30 +98,11 @@ Result<std::unique_ptr<TextRun>> TextRun::Create(const config::ExperimentConfig&
   r->micro_.resize(static_cast<size_t>(r->aggregation_));
   r->views_.resize(static_cast<size_t>(r->aggregation_));
 
-  SF_ASSIGN_OR_RETURN(OptimizerOptions oo, OptimizerOptionsFromHyperparameters(r->hparams_));
-  SF_ASSIGN_OR_RETURN(auto optimizer, MakeOptimizer(oo));
-  SF_ASSIGN_OR_RETURN(LrScheduleOptions so,
-                      LrScheduleOptionsFromHyperparameters(r->hparams_, r->StepsFor(cfg.searcher.max_length)));
-  SF_ASSIGN_OR_RETURN(r->schedule_, MakeLrSchedule(so));
-  SF_ASSIGN_OR_RETURN(LossScaler scaler, LossScaler::Make(LossScalerOptionsFromConfig(
-                                             cfg.loss_scaling, options.world_size, r->aggregation_)));
-  r->step_ = std::make_unique<TrainStep>(r->model_.get(), std::move(optimizer), std::move(scaler),
-                                         HpNum(r->hparams_, "clip_norm", 0.0));
-  std::vector<ParamRef> params = r->model_->Parameters();
-  SF_RETURN_IF_ERROR(r->step_->optimizer().Prepare(params));
-  if (options.comm && options.world_size > 1) {
-    SF_RETURN_IF_ERROR(BroadcastWeights(*options.comm, *r->model_));
-    dist::GradReducerOptions ro;
-    ro.bucket_bytes = cfg.optimizations.bucket_size_mb << 20;
-    ro.wire = ComputeDType(cfg.optimizations.allreduce_dtype);  // the precision's dtype
-    r->reducer_ = MakeGradReducer(*options.comm, *r->model_, ro);
-    r->step_->set_grad_reducer(r->reducer_.get());
-    log::Info("trainer", {{"event", "data_parallel"}, {"rank", std::to_string(options.rank)},
-                          {"world_size", std::to_string(options.world_size)},
-                          {"backend", options.comm->backend_name()},
-                          {"buckets", std::to_string(r->reducer_->bucket_count())},
-                          {"allreduce_dtype", DTypeName(ro.wire)}});
-  }
+  SF_ASSIGN_OR_RETURN(RunStepParts parts, MakeRunStepParts(*r->model_, cfg, r->hparams_, options,
+                                                           r->StepsFor(cfg.searcher.max_length), r->aggregation_));
+  r->step_ = std::move(parts.step);
+  r->schedule_ = std::move(parts.schedule);
+  r->reducer_ = std::move(parts.reducer);
   return r;
 }
 
@@ -150,7 +123,7 @@ Status TextRun::Restore(const std::string& dir, const CheckpointContents& ck) {
   if (!ck.sentencepiece_model.empty() && ck.sentencepiece_model != data_->source_tokenizer().serialized()) {
     return InvalidArgument("checkpoint " + dir + " was trained with a different tokenizer than this experiment's data gives");
   }
-  const data::DataPosition pos{HpInt(ck.state, "data_epoch", 1), HpInt(ck.state, "data_batch", 0)};
+  const data::DataPosition pos = CheckpointDataPosition(ck.state);
   // Check the data position before touching anything.
   {
     data::BatchIterator probe = *iter_;
@@ -159,11 +132,10 @@ Status TextRun::Restore(const std::string& dir, const CheckpointContents& ck) {
   }
   SF_RETURN_IF_ERROR(RestoreTraining(ck, dir, *model_, *step_));
   SF_RETURN_IF_ERROR(iter_->SetPosition(pos));
-  steps_ = HpInt(ck.state, "steps", 0);
-  skipped_ = HpInt(ck.state, "skipped_steps", 0);
-  dropout_seed_ = static_cast<uint64_t>(HpInt(ck.state, "dropout_seed", static_cast<int64_t>(seed_)));
-  model_->context().seed = RankDropoutSeed(dropout_seed_, options_.rank);
-  model_->context().micro_batch = static_cast<uint64_t>(HpInt(ck.state, "micro_batch", 0));
+  const RunCounters counters = RestoreRunCounters(ck.state, seed_, options_.rank, *model_);
+  steps_ = counters.steps;
+  skipped_ = counters.skipped;
+  dropout_seed_ = counters.dropout_seed;
   log::Info("trainer", {{"event", "resumed"}, {"checkpoint", dir}, {"steps", std::to_string(steps_)},
                         {"epoch", std::to_string(pos.epoch)}});
   return Status::Ok();
@@ -271,17 +243,11 @@ Result<TextValidation> TextRun::Validate(double fallback_loss) {
 CheckpointContents TextRun::Snapshot(const Value::Map& extra) const {
   CheckpointContents c;
   SnapshotTraining(*model_, *step_, &c);
-  const data::DataPosition pos = iter_->position();
-  Value::Map state{{"steps", steps_},
-                   {"skipped_steps", skipped_},
-                   {"dropout_seed", static_cast<int64_t>(dropout_seed_)},
-                   {"micro_batch", static_cast<int64_t>(model_->context().micro_batch)},
-                   {"data_epoch", pos.epoch},
-                   {"data_batch", pos.batch},
-                   {"data_hash", data_->content_hash()},
-                   {"precision", config::PrecisionName(cfg_.precision)},
-                   {"model", ModelSpecToValue(spec_)},
-                   {"hparams", hparams_}};
+  Value::Map state = RunCountersState({steps_, skipped_, dropout_seed_}, *model_, iter_->position());
+  state["data_hash"] = data_->content_hash();
+  state["precision"] = config::PrecisionName(cfg_.precision);
+  state["model"] = ModelSpecToValue(spec_);
+  state["hparams"] = hparams_;
   for (const auto& [k, v] : extra) state[k] = v;
   c.state = Value(state);
   c.config_yaml = config_yaml_;
@@ -305,6 +271,25 @@ Result<TextTest> TextRun::Test() {
                                                    src, t.beam, cfg_.data.max_source_positions - 1));
   SF_ASSIGN_OR_RETURN(t.bleu, eval::CorpusBleu(t.hypotheses, refs));
   return t;
+}
+
+Result<RunTest> TextRun::TestSplit() {
+  SF_ASSIGN_OR_RETURN(TextTest t, Test());
+  RunTest out;
+  char line[512];
+  if (t.score) {  // a language model: perplexity
+    out.values = {{"test_loss", t.score->loss}, {"test_perplexity", t.score->perplexity}, {"tokens", t.score->tokens}};
+    std::snprintf(line, sizeof line, "test set %s: perplexity %.2f (loss %.4f over %lld tokens)",
+                  cfg_.data.test->tgt.c_str(), t.score->perplexity, t.score->loss,
+                  static_cast<long long>(t.score->tokens));
+    out.summary = line;
+    return out;
+  }
+  out.values = {{"bleu", t.bleu.score}, {"beam", t.beam.beam}};
+  out.summary = "test set " + cfg_.data.test->src + ", beam " + std::to_string(t.beam.beam) + ": " +
+                t.bleu.ToString() + "\nsignature: " + eval::BleuSignature({}, 1);
+  out.hypotheses = std::move(t.hypotheses);
+  return out;
 }
 
 }  // namespace sf

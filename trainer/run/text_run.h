@@ -1,5 +1,5 @@
-// One training run on parallel text: the part `sf-trainer train` (standalone) and
-// `sf-trainer cluster` (a trial under a master) share. It owns the data (TranslationData and
+// One training run on parallel text or one side's text (a TrainingRun, training_run.h: what
+// `sf-trainer train` and `sf-trainer cluster` drive). It owns the data (TranslationData and
 // the batch iterator), the model, the optimizer step and the LR schedule; it runs one optimizer
 // step at a time, validates (loss, perplexity, and BLEU by beam search), snapshots and restores
 // everything a bit-exact resume needs, and translates the test set. The callers own the loop,
@@ -26,30 +26,14 @@
 #include "trainer/run/checkpoint.h"
 #include "trainer/run/device_select.h"
 #include "trainer/run/train_step.h"
+#include "trainer/run/training_run.h"
 
 namespace sf {
 
-struct TextRunOptions {
-  int rank = 0, world_size = 1;
-  // Where the model trains (device_select.h): the CPU, or a GPU with every buffer of the step
-  // device-resident. Cluster trials take it from their slots, `sf-trainer train` from --device.
-  DeviceChoice device;
-  data::DataOptions data;  // where the data cache lives
-  // Data parallel (world_size > 1): the ranks' communicator (must outlive the run). Every
-  // rank trains on its shard of each global batch; gradients are summed in buckets during
-  // backward (optimizations.bucket_size_mb, allreduce_dtype); validation is sharded and summed.
-  dist::Communicator* comm = nullptr;
-};
-
-struct TextStep {
-  StepReport report;
-  float lr = 0;
-};
-
-struct TextValidation {
-  Value::Map values;  // validation_loss, validation_perplexity[, bleu]
-  double metric = 0;  // the searcher's metric among them
-};
+// The run's options, step and validation are every run's (training_run.h).
+using TextRunOptions = TrainingRunOptions;
+using TextStep = RunStep;
+using TextValidation = RunValidation;
 
 // The loss and perplexity of a split under the model (dropout off), per non-pad target token.
 struct SplitScore {
@@ -76,7 +60,7 @@ Result<std::vector<std::string>> TranslateLines(Generator& generator, const data
                                                 const std::vector<std::string>& lines, const BeamOptions& beam,
                                                 int64_t max_source_tokens);
 
-class TextRun {
+class TextRun final : public TrainingRun {
  public:
   // `cfg` has absolute data paths; every hyperparameter must be a constant (`hparams` are the
   // constants with defaults applied). Prepares the data (building the cache when needed) and a
@@ -87,38 +71,32 @@ class TextRun {
   // Continues from a checkpoint: weights, optimizer and loss-scaler state, step, data position,
   // dropout RNG position. Data parallel: every rank restores the same (rank 0's) checkpoint. Refuses (kInvalidArgument) a checkpoint of another model or tokenizer
   // and (kDataLoss) a corrupt one; nothing changes on error.
-  Status Restore(const std::string& dir, const CheckpointContents& contents);
+  Status Restore(const std::string& dir, const CheckpointContents& contents) override;
 
   // One optimizer step: aggregation_frequency micro-batches from the data.
-  Result<TextStep> Step();
+  Result<TextStep> Step() override;
 
   // Loss and perplexity on the validation set (no dropout), plus (translation models) BLEU of beam-search
   // translations when the searcher's metric is bleu. Data parallel: every rank must call it;
   // each takes every world_size-th batch and sentence and the sums are reduced. Without a valid split, the metric is the
   // training loss of the last step window given by `fallback_loss`.
-  Result<TextValidation> Validate(double fallback_loss = 0);
+  Result<TextValidation> Validate(double fallback_loss = 0) override;
 
   // Everything a resume needs; `extra` goes into trainer_state.json beside the run's own keys.
-  CheckpointContents Snapshot(const Value::Map& extra) const;
+  CheckpointContents Snapshot(const Value::Map& extra) const override;
 
   // Translates the test split with the run's beam settings and scores it by BLEU; a language
   // model's test split is scored by perplexity instead. kNotFound when the data has no test
   // split. Data parallel (language model): every rank must call it.
   Result<TextTest> Test();
+  // Test() as every run reports it: BLEU and the translations, or a language model's perplexity.
+  Result<RunTest> TestSplit() override;
 
-  int64_t steps() const { return steps_; }
-  int64_t skipped_steps() const { return skipped_; }
-  int64_t steps_per_epoch() const { return steps_per_epoch_; }
-  int64_t StepsFor(const config::Length& length) const {
-    return length.unit == config::Length::Unit::kEpochs ? length.value * steps_per_epoch_ : length.value;
-  }
-  // Where the next batch comes from.
-  data::DataPosition position() const { return iter_->position(); }
-  // The epoch (1-based) of the last batch trained on: 6 right after the sixth epoch's last batch.
-  int64_t epoch() const {
-    const data::DataPosition p = iter_->position();
-    return p.batch == 0 && p.epoch > 1 ? p.epoch - 1 : p.epoch;
-  }
+  int64_t steps() const override { return steps_; }
+  int64_t skipped_steps() const override { return skipped_; }
+  int64_t steps_per_epoch() const override { return steps_per_epoch_; }
+  data::DataPosition position() const override { return iter_->position(); }
+  int64_t parameter_count() override { return model_->params().total_numel(); }
   const data::TranslationData& data() const { return *data_; }
   Seq2SeqModel<float>& model() { return *model_; }
   const ModelSpec& model_spec() const { return spec_; }
@@ -151,9 +129,5 @@ class TextRun {
   uint64_t seed_ = 1;
   uint64_t dropout_seed_ = 1;  // the run's (rank 0's); each rank draws from its own stream
 };
-
-// The dropout seed of `rank` in a run whose seed is `seed`: rank 0 keeps it (a 1-rank run is
-// unchanged), other ranks get distinct, reproducible streams.
-uint64_t RankDropoutSeed(uint64_t seed, int rank);
 
 }  // namespace sf

@@ -31,6 +31,7 @@
 #include "trainer/models/weights_io.h"
 #include "trainer/run/model_setup.h"
 #include "trainer/run/text_run.h"
+#include "trainer/run/training_run.h"
 #include "trainer/run/train_step.h"
 #include "trainer/run/translation_model.h"
 
@@ -73,7 +74,7 @@ class Trainer {
 
   Options o_;
   config::ExperimentConfig cfg_;
-  std::unique_ptr<TextRun> run_;
+  std::unique_ptr<TrainingRun> run_;
   std::ofstream metrics_;
   int64_t total_steps_ = 0, val_period_ = 0, ckpt_period_ = 0;
   double best_metric_ = 0;
@@ -119,10 +120,10 @@ Status Trainer::Setup() {
   fs::create_directories(o_.output_dir + "/checkpoints", ec);
   if (ec) return Internal("can't create " + o_.output_dir + ": " + ec.message());
 
-  log::Info("trainer", {{"event", "data"}, {"train", cfg_.data.train.src}});
-  TextRunOptions ro;
+  log::Info("trainer", {{"event", "data"}, {"train", config::DataFiles(cfg_.data).front().second}});
+  TrainingRunOptions ro;
   SF_ASSIGN_OR_RETURN(ro.device, ParseDevice(o_.device));
-  SF_ASSIGN_OR_RETURN(run_, TextRun::Create(cfg_, text.str(), config::WithDefaults(constants), ro));
+  SF_ASSIGN_OR_RETURN(run_, MakeTrainingRun(cfg_, text.str(), config::WithDefaults(constants), ro));
   total_steps_ = run_->StepsFor(cfg_.searcher.max_length);
   val_period_ = cfg_.min_validation_period ? run_->StepsFor(*cfg_.min_validation_period) : 0;
   ckpt_period_ = cfg_.min_checkpoint_period ? run_->StepsFor(*cfg_.min_checkpoint_period) : 0;
@@ -163,18 +164,18 @@ void Trainer::Progress(bool force) {
   const int width = 24;
   const int filled = total_steps_ > 0 ? static_cast<int>(width * std::min<double>(1.0, double(steps) / double(total_steps_))) : 0;
   char line[256];
-  std::snprintf(line, sizeof line, "[%s%s] step %lld/%lld epoch %lld loss %.3f lr %.2e %.0f tok/s elapsed %s eta %s",
+  std::snprintf(line, sizeof line, "[%s%s] step %lld/%lld epoch %lld loss %.3f lr %.2e %.0f %s/s elapsed %s eta %s",
                 std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(),
                 static_cast<long long>(steps), static_cast<long long>(total_steps_),
-                static_cast<long long>(run_->epoch()), loss, lr_, tok_s, Duration(elapsed).c_str(),
-                Duration(eta).c_str());
+                static_cast<long long>(run_->epoch()), loss, lr_, tok_s, run_->token_unit(),
+                Duration(elapsed).c_str(), Duration(eta).c_str());
   std::fprintf(stderr, tty ? "\r%s\033[K" : "%s\n", line);
   std::fflush(stderr);
 }
 
 Status Trainer::Validate(int64_t step) {
   auto t0 = Clock::now();
-  SF_ASSIGN_OR_RETURN(TextValidation v, run_->Validate(last_train_loss_));
+  SF_ASSIGN_OR_RETURN(RunValidation v, run_->Validate(last_train_loss_));
   Value::Map report = v.values;
   report["kind"] = "validation";
   report["step"] = step;
@@ -186,7 +187,7 @@ Status Trainer::Validate(int64_t step) {
   if (!o_.quiet) {
     std::string line = "validation at step " + std::to_string(step);
     char buf[64];
-    for (const char* k : {"validation_loss", "validation_perplexity", "bleu"}) {
+    for (const char* k : {"validation_loss", "validation_perplexity", "bleu", "wer", "cer"}) {
       auto it = v.values.find(k);
       if (it == v.values.end()) continue;
       std::snprintf(buf, sizeof buf, " %s %.4g", k, it->second.as_double());
@@ -251,7 +252,7 @@ int Trainer::Run() {
   signal(SIGTERM, OnSignal);
   log::Info("trainer", {{"event", "train"}, {"steps", std::to_string(total_steps_)},
                         {"steps_per_epoch", std::to_string(run_->steps_per_epoch())},
-                        {"parameters", std::to_string(run_->model().params().total_numel())},
+                        {"parameters", std::to_string(run_->parameter_count())},
                         {"precision", config::PrecisionName(cfg_.precision)},
                         {"threads", std::to_string(omp_get_max_threads())}, {"output", o_.output_dir}});
   int64_t last_val = run_->steps(), last_ckpt = run_->steps();
@@ -321,22 +322,19 @@ int Trainer::Run() {
                               Duration(Seconds(start_)).c_str(), final_dir.c_str());
   if (o_.test && cfg_.data.test) {
     auto t0 = Clock::now();
-    auto test = run_->Test();
+    auto test = run_->TestSplit();
     if (!test.ok()) return fail(test.status());
-    if (test->score) {  // a language model: perplexity
-      Report(Value(Value::Map{{"kind", "test"}, {"step", run_->steps()}, {"test_loss", test->score->loss},
-                              {"test_perplexity", test->score->perplexity}, {"tokens", test->score->tokens},
-                              {"elapsed_s", Seconds(start_)}, {"test_s", Seconds(t0)}}));
-      std::printf("test set %s: perplexity %.2f (loss %.4f over %lld tokens)\n", cfg_.data.test->tgt.c_str(),
-                  test->score->perplexity, test->score->loss, static_cast<long long>(test->score->tokens));
-      return 0;
+    if (!test->hypotheses.empty()) {
+      std::ofstream out(o_.output_dir + "/test.hyp");
+      for (const auto& h : test->hypotheses) out << h << "\n";
     }
-    std::ofstream out(o_.output_dir + "/test.hyp");
-    for (const auto& h : test->hypotheses) out << h << "\n";
-    Report(Value(Value::Map{{"kind", "test"}, {"step", run_->steps()}, {"bleu", test->bleu.score},
-                            {"beam", test->beam.beam}, {"elapsed_s", Seconds(start_)}, {"translate_s", Seconds(t0)}}));
-    std::printf("test set %s, beam %d: %s\nsignature: %s\n", cfg_.data.test->src.c_str(), test->beam.beam,
-                test->bleu.ToString().c_str(), eval::BleuSignature({}, 1).c_str());
+    Value::Map report = test->values;
+    report["kind"] = "test";
+    report["step"] = run_->steps();
+    report["elapsed_s"] = Seconds(start_);
+    report["test_s"] = Seconds(t0);
+    Report(Value(report));
+    std::printf("%s\n", test->summary.c_str());
   }
   return 0;
 }

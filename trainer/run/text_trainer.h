@@ -5,15 +5,17 @@
 //   sf-trainer translate --checkpoint DIR [--beam N] [--lenpen X] [--max-len-a A]
 //                        [--max-len-b B] [--max-tokens N] [--batch-sentences N] [--threads N] [--no-cache]
 //
-// `train` reads the experiment's data section (TranslationData: tokenizer, cached binarized
-// text), builds the model and optimizer from its hyperparameters and trains for
+// `train` reads the experiment's data section (a TrainingRun, training_run.h: text through
+// TranslationData's tokenizer and cached binarized text, or speech manifests through the
+// feature cache — docs/speech.md), builds the model and optimizer from its hyperparameters and trains for
 // searcher.max_length, printing progress (step, epoch, loss, tokens/s, ETA) on stderr. It
 // validates every min_validation_period (loss, perplexity, and BLEU on the valid set with beam
 // search when searcher.metric is bleu), checkpoints every min_checkpoint_period and at the end
 // under DIR/checkpoints/<uuid> (DIR/latest and DIR/best are symlinks; older ones are removed),
-// appends every report to DIR/metrics.jsonl, and when the data has a test set translates it
-// with beam search at the end and prints its sacreBLEU-compatible score (hypotheses in
-// DIR/test.hyp). SIGINT/SIGTERM finish the current step, write a checkpoint and exit 0.
+// appends every report to DIR/metrics.jsonl, and when the data has a test set scores it at the
+// end: a translation model's beam-search translations by sacreBLEU-compatible BLEU, a language
+// model's perplexity, a speech model's greedy transcripts by WER and CER (translations and
+// transcripts in DIR/test.hyp). SIGINT/SIGTERM finish the current step, write a checkpoint and exit 0.
 // --resume continues a checkpoint bit for bit (same thread count). --stop-after-steps N
 // checkpoints and exits after step N, as an interruption would.
 //

@@ -113,12 +113,17 @@ std::string CharVocabulary::Decode(std::span<const int32_t> ids) const {
   return out;
 }
 
-Status CharVocabulary::Save(const std::string& path) const {
+std::string CharVocabulary::ToText() const {
   std::string text;
   for (size_t i = 0; i < symbols_.size(); ++i) {
     text += i == size_t(kSpace) ? std::string(kSpaceSymbol) : symbols_[i];
     text += '\n';
   }
+  return text;
+}
+
+Status CharVocabulary::Save(const std::string& path) const {
+  const std::string text = ToText();
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
@@ -139,10 +144,17 @@ Result<CharVocabulary> CharVocabulary::Load(const std::string& path) {
     if (errno == ENOENT) return NotFound(path + ": vocabulary does not exist");
     return InvalidArgument(path + ": can't read: " + std::strerror(errno));
   }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return FromText(text.str(), path);
+}
+
+Result<CharVocabulary> CharVocabulary::FromText(const std::string& text, const std::string& name) {
   CharVocabulary v;
+  std::istringstream in(text);
   std::string line;
   int64_t number = 0;
-  auto where = [&]() { return path + ":" + std::to_string(number) + ": "; };
+  auto where = [&]() { return name + ":" + std::to_string(number) + ": "; };
   while (std::getline(in, line)) {
     ++number;
     if (!line.empty() && line.back() == '\r') line.pop_back();
@@ -170,7 +182,7 @@ Result<CharVocabulary> CharVocabulary::Load(const std::string& path) {
     v.Add(cps[0]);
   }
   if (number < 2)
-    return InvalidArgument(path + ": not a character vocabulary (fewer than 2 lines)");
+    return InvalidArgument(name + ": not a character vocabulary (fewer than 2 lines)");
   return v;
 }
 

@@ -48,6 +48,11 @@ class CharVocabulary {
   static Result<CharVocabulary> Load(const std::string& path);
   // Writes atomically (a temporary file renamed into place).
   Status Save(const std::string& path) const;
+  // The saved layout as text, and back (`name` stands for the file in errors): how a checkpoint
+  // carries the vocabulary.
+  std::string ToText() const;
+  static Result<CharVocabulary> FromText(const std::string& text, const std::string& name);
+  bool operator==(const CharVocabulary& o) const { return symbols_ == o.symbols_; }
 
   int32_t size() const { return int32_t(symbols_.size()); }
   // The UTF-8 text of id (" " for the space, "<blank>" for the blank).

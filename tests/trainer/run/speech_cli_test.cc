@@ -1,0 +1,188 @@
+// Speech recognition through `sf-trainer` as a user runs it (issue 27): a small corpus
+// synthesised by deploy/make-speech-corpus.sh (espeak-ng + sox) into a temporary directory, an
+// experiment with `data: {train: {manifest: ...}}` and arch speech_transformer_ctc_small made
+// tiny, real processes.
+//
+//  - `train` validates by loss, WER and CER, checkpoints, and scores the test manifest at the
+//    end (test.hyp: one transcript per utterance, in manifest order).
+//  - Bit-exact resume with dropout, SpecAugment, bf16 and two micro-batches per step: a stop at
+//    step 4 and --resume give the straight run's weights, optimizer state and every step's loss.
+//  - `transcribe` of the test manifest with the final checkpoint prints test.hyp's transcripts.
+//  - A missing audio file stops the run with the manifest's file and line (no utterance is
+//    skipped); text data with a speech arch, and a speech metric for a text arch, are refused
+//    by path.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common/subprocess.h"
+#include "tests/support/testing.h"
+#include "tests/trainer/run/trainer_cli.h"
+#include "trainer/run/checkpoint.h"
+
+namespace sf {
+namespace {
+namespace fs = std::filesystem;
+
+std::string Config(const std::string& train_manifest = "corpus/train.tsv") {
+  return R"(name: tiny-speech
+data:
+  train: {manifest: )" +
+         train_manifest + R"(}
+  valid: {manifest: corpus/valid.tsv}
+  test: {manifest: corpus/test.tsv}
+  features: {mels: 40}
+  spec_augment: {freq_masks: 1, freq_width: 8, time_masks: 1, time_width: 20, time_ratio: 0.2}
+hyperparameters:
+  arch: speech_transformer_ctc_small
+  conv_channels: 8
+  d_model: 48
+  heads: 4
+  encoder_layers: 2
+  ffn_dim: 96
+  dropout: 0.1
+  lr: 0.002
+  lr_schedule: {type: inverse_sqrt, warmup: 4}
+  optimizer: {type: adamw, betas: [0.9, 0.98]}
+  max_frames: 1500
+  clip_norm: 5.0
+precision: bf16
+optimizations: {aggregation_frequency: 2}
+scheduling_unit: 1
+searcher: {name: single, metric: wer, max_length: {batches: 8}}
+min_validation_period: {batches: 4}
+)";
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) out.push_back(line);
+  return out;
+}
+
+class SpeechCli : public testing::TrainedRunSuite<SpeechCli> {
+ public:
+  static constexpr const char* kConfigFile = "speech.yaml";
+  static std::string SuiteConfig() { return Config(); }
+
+  // The corpus (12 training, 3 valid, 3 test utterances) beside Multi30k-tiny (for the
+  // refusals), then the straight run.
+  static void SetUpTestSuite() {
+    dir_ = new testing::TempDir();
+    testing::CopyTinyCorpus(dir_->path());
+    int status = 0;
+    straight_output_ = testing::RunShellCommand("bash " + testing::SourceDir() + "/deploy/make-speech-corpus.sh " +
+                                                    Path("corpus") + " --sentences 12 --valid 3 --test 3 --seed 7",
+                                                &status);
+    if (status != 0) return;
+    dir_->WriteFile(kConfigFile, SuiteConfig());
+    auto r = Run({"train", kConfigFile, "--output", "straight"});
+    straight_ok_ = r.exit_code == 0;
+    straight_output_ = r.output;
+  }
+};
+
+TEST_F(SpeechCli, TrainsValidatesByErrorRatesAndTranscribesTheTestSet) {
+  const auto wer = Metric("straight", "validation", "wer"), cer = Metric("straight", "validation", "cer");
+  ASSERT_EQ(wer.size(), 2u) << "steps 4 and 8";
+  ASSERT_EQ(cer.size(), 2u);
+  for (const auto& [step, w] : wer) {
+    EXPECT_GE(w, 0.0) << step;
+    EXPECT_GT(cer.at(step), 0.0) << "a tiny model after " << step << " steps makes errors";
+  }
+  EXPECT_EQ(Metric("straight", "validation", "validation_loss").size(), 2u);
+  // The test record and the transcripts, one per test utterance.
+  EXPECT_EQ(Metric("straight", "test", "wer").size(), 1u);
+  EXPECT_EQ(Metric("straight", "test", "cer").size(), 1u);
+  EXPECT_EQ(Lines(testing::ReadWholeFile(Path("straight/test.hyp"))).size(), 3u);
+  EXPECT_NE(straight_output_.find("test set"), std::string::npos) << straight_output_;
+  EXPECT_NE(straight_output_.find("WER"), std::string::npos) << straight_output_;
+  // The checkpoint carries the vocabulary and the architecture.
+  auto ck = ReadCheckpoint(fs::canonical(Path("straight/latest")).string());
+  ASSERT_TRUE(ck.ok()) << ck.status().message();
+  EXPECT_EQ(ck->model_metadata.at("arch"), "speech_transformer_ctc");
+  ASSERT_NE(ck->state.Find("char_vocabulary"), nullptr);
+  EXPECT_EQ(ck->state.Find("char_vocabulary")->as_string().rfind("<blank>\n<space>\n", 0), 0u);
+}
+
+TEST_F(SpeechCli, ResumeIsBitExact) { ExpectResumeIsBitExact(4, 8); }
+
+// `sf-trainer transcribe ARGS` in the suite's directory: stdout (the transcripts) returned,
+// stderr (logs and the score line) into *err.
+std::string Transcribe(const std::string& dir, const std::string& args, int* status, std::string* err) {
+  const std::string out = testing::RunShellCommand("(cd " + dir + " && " + testing::TrainerBinary() +
+                                                       " transcribe --threads 1 " + args + " 2> transcribe.err)",
+                                                   status);
+  *err = testing::ReadWholeFile(dir + "/transcribe.err");
+  return out;
+}
+
+TEST_F(SpeechCli, TranscribePrintsTheRunsTestTranscripts) {
+  const std::string checkpoint = fs::canonical(Path("straight/latest")).string();
+  int status = -1;
+  std::string err;
+  const std::string out = Transcribe(Path(""), "--checkpoint " + checkpoint + " --manifest corpus/test.tsv", &status, &err);
+  ASSERT_EQ(status, 0) << out << err;
+  // Greedy decoding, as the run's test pass: the same transcripts, in manifest order.
+  EXPECT_EQ(out, testing::ReadWholeFile(Path("straight/test.hyp"))) << err;
+  EXPECT_EQ(Lines(out).size(), 3u);
+  EXPECT_NE(err.find("corpus/test.tsv (3 utterances, greedy): WER"), std::string::npos) << err;
+  // Prefix beam search answers every utterance too.
+  const std::string beam =
+      Transcribe(Path(""), "--checkpoint " + checkpoint + " --manifest corpus/test.tsv --beam 4 --quiet", &status, &err);
+  ASSERT_EQ(status, 0) << beam << err;
+  EXPECT_EQ(Lines(beam).size(), 3u) << beam;
+  EXPECT_EQ(err.find("WER"), std::string::npos) << "--quiet: no score line\n" << err;
+}
+
+TEST_F(SpeechCli, AMissingAudioFileStopsTheRunNamingItsLine) {
+  // Line 3 of the manifest (the second utterance) points at a file that is not there.
+  std::vector<std::string> lines = Lines(testing::ReadWholeFile(Path("corpus/train.tsv")));
+  ASSERT_GE(lines.size(), 3u);
+  const size_t tab = lines[2].find('\t');
+  const size_t tab2 = lines[2].find('\t', tab + 1);
+  lines[2] = lines[2].substr(0, tab + 1) + "missing.wav" + lines[2].substr(tab2);
+  std::string text;
+  for (const auto& l : lines) text += l + "\n";
+  dir_->WriteFile("corpus/broken.tsv", text);
+  dir_->WriteFile("broken.yaml", Config("corpus/broken.tsv"));
+  auto r = Run({"train", "broken.yaml", "--output", "broken"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("broken.tsv:3"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("missing.wav"), std::string::npos) << r.output;
+}
+
+TEST_F(SpeechCli, SpeechAndTextAreNotMixedUp) {
+  // A speech arch on text data.
+  std::string text = Config();
+  text.replace(text.find("  train: {manifest: corpus/train.tsv}\n  valid: {manifest: corpus/valid.tsv}\n  test: "
+                         "{manifest: corpus/test.tsv}\n  features: {mels: 40}\n"),
+               std::string("  train: {manifest: corpus/train.tsv}\n  valid: {manifest: corpus/valid.tsv}\n  test: "
+                           "{manifest: corpus/test.tsv}\n  features: {mels: 40}\n")
+                   .size(),
+               "  train: {src: data/train.de, tgt: data/train.en}\n");
+  text.replace(text.find("  spec_augment:"), text.find("hyperparameters:") - text.find("  spec_augment:"), "");
+  dir_->WriteFile("text.yaml", text);
+  auto r = Run({"train", "text.yaml", "--output", "text"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("data.train: arch speech_transformer_ctc_small recognises speech and needs speech data"),
+            std::string::npos)
+      << r.output;
+  // A translation checkpoint is not transcribed... nor is WER a translation model's metric.
+  std::string lstm = Config();
+  lstm.replace(lstm.find("arch: speech_transformer_ctc_small"), std::string("arch: speech_transformer_ctc_small").size(),
+               "arch: lstm_small");
+  dir_->WriteFile("lstm.yaml", lstm);
+  r = Run({"train", "lstm.yaml", "--output", "lstm"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("searcher.metric: wer scores transcripts; arch lstm_small is not a speech model"),
+            std::string::npos)
+      << r.output;
+}
+
+}  // namespace
+}  // namespace sf
