@@ -10,6 +10,10 @@ describe('metric shaping', () => {
   it('lists numeric metric names with loss first', () => {
     expect(metricKeys(reports)).toEqual(['loss', 'accuracy', 'loss_scale', 'tokens_per_second']);
   });
+  it('puts a speech model\'s error rates next to its validation loss', () => {
+    const val = [rep(100, { cer: 20.1, bleu: 3, wer: 41.5, validation_loss: 0.9, utterances: 300 })];
+    expect(metricKeys(val)).toEqual(['validation_loss', 'wer', 'cer', 'bleu', 'utterances']);
+  });
   it('extracts one metric sorted by step and skips rows without it', () => {
     expect(seriesFromReports(reports, 'loss')).toEqual({ x: [100, 200], y: [3.0, 2.0] });
     expect(countRowsWithMetric(reports, 'loss')).toBe(2);

@@ -7,11 +7,12 @@ export interface XY {
   y: (number | null)[];
 }
 
-/** Numeric metric names present in any report, sorted, with the usual ones first. */
+/** Numeric metric names present in any report, sorted, with the usual ones first (a speech
+ *  model's error rates right after its loss). */
 export function metricKeys(reports: readonly MetricReport[]): string[] {
   const seen = new Set<string>();
   for (const r of reports) for (const [k, v] of Object.entries(r.values)) if (typeof v === 'number') seen.add(k);
-  const pref = ['loss', 'validation_loss', 'bleu', 'perplexity', 'ppl'];
+  const pref = ['loss', 'validation_loss', 'wer', 'cer', 'bleu', 'perplexity', 'ppl'];
   return [...seen].sort((a, b) => {
     const pa = pref.indexOf(a);
     const pb = pref.indexOf(b);
