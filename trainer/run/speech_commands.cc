@@ -65,6 +65,7 @@ Status Transcribe(const TranscribeCommandOptions& o) {
     return InvalidArgument(o.manifest + ": features have " + std::to_string(features->mels()) +
                            " mel bins, the model reads " + std::to_string(mc.mels));
   }
+  SF_RETURN_IF_ERROR(CheckUtterancesFit(*features, mc));
   SF_ASSIGN_OR_RETURN(speech::EncodedTargets targets,
                       speech::EncodeTargets(o.manifest, features->utterances(), vocab));
 

@@ -38,6 +38,20 @@ Status OpenSplit(const std::string& manifest, const std::string& what, const spe
 
 }  // namespace
 
+Status CheckUtterancesFit(const speech::SpeechFeatures& f, const SpeechCtcConfig& model) {
+  for (int64_t i = 0; i < f.size(); ++i) {
+    const int64_t frames = f.frames(i), kept = SpeechCtcConfig::Subsampled(frames);
+    if (kept >= 1 && kept <= model.max_positions) continue;
+    const speech::Utterance& u = f.utterances()[static_cast<size_t>(i)];
+    return InvalidArgument(f.manifest() + ":" + std::to_string(u.line) + ": utterance " + u.id + " has " +
+                           std::to_string(frames) + " feature frames; the model's subsampling needs " +
+                           (kept < 1 ? "at least 7"
+                                     : "at most " + std::to_string(model.max_positions * 4 + 3) +
+                                           " (max_positions " + std::to_string(model.max_positions) + " after it)"));
+  }
+  return Status::Ok();
+}
+
 Result<SpeechCtcConfig> SpeechCtcConfigFromHyperparameters(const Value& hp, int64_t mels, int64_t vocab) {
   SpeechCtcConfig c;
   c.mels = mels;
@@ -161,6 +175,10 @@ Result<std::unique_ptr<SpeechRun>> SpeechRun::Create(const config::ExperimentCon
   SF_ASSIGN_OR_RETURN(r->backend_, MakeTrainingBackend(options.device));
   log::Info("trainer", {{"event", "device"}, {"device", options.device.description},
                         {"backend", r->backend_->description()}});
+  // Every utterance must fit the model before any step runs: a run never fails on one midway.
+  for (const speech::SpeechFeatures* f : {r->train_.get(), r->valid_.get(), r->test_.get()}) {
+    if (f) SF_RETURN_IF_ERROR(CheckUtterancesFit(*f, mc));
+  }
   r->model_ = std::make_unique<SpeechCtcModel<float>>(mc, r->backend_.get(), ComputeDType(cfg.precision));
   r->model_->InitParameters(r->seed_);
   r->dropout_seed_ = r->seed_;

@@ -43,6 +43,10 @@ namespace sf {
 // `vocab` symbols (blank included). Errors name the hyperparameter.
 Result<SpeechCtcConfig> SpeechCtcConfigFromHyperparameters(const Value& hparams, int64_t mels, int64_t vocab);
 
+// kInvalidArgument naming MANIFEST:LINE and the utterance when one is too short for the
+// model's subsampling (< 7 frames: 85 ms with 25 ms windows every 10 ms) or too long for its max_positions.
+Status CheckUtterancesFit(const speech::SpeechFeatures& features, const SpeechCtcConfig& model);
+
 // The front end of `data.features`.
 speech::FrontEndOptions FrontEndFromConfig(const config::SpeechDataConfig& c);
 

@@ -156,6 +156,27 @@ TEST_F(SpeechCli, AMissingAudioFileStopsTheRunNamingItsLine) {
   EXPECT_NE(r.output.find("missing.wav"), std::string::npos) << r.output;
 }
 
+TEST_F(SpeechCli, AnUtteranceTooShortForTheModelStopsTheRunBeforeItStarts) {
+  // 50 ms of audio: 3 frames (25 ms windows every 10 ms), fewer than the 7 the two stride-2
+  // convolutions need.
+  int status = -1;
+  const std::string out = testing::RunShellCommand(
+      "sox -n -r 16000 -b 16 -c 1 " + Path("corpus/short.wav") + " trim 0.0 0.05", &status);
+  ASSERT_EQ(status, 0) << out;
+  std::string text = testing::ReadWholeFile(Path("corpus/train.tsv"));
+  text += "short-1\tshort.wav\t0.05\ta word\tnobody\n";
+  dir_->WriteFile("corpus/short.tsv", text);
+  dir_->WriteFile("short.yaml", Config("corpus/short.tsv"));
+  auto r = Run({"train", "short.yaml", "--output", "short"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("short.tsv:14: utterance short-1 has 3 feature frames; the model's subsampling needs at least 7"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(std::filesystem::exists(Path("short/metrics.jsonl")) &&
+               !testing::ReadWholeFile(Path("short/metrics.jsonl")).empty())
+      << "no step ran";
+}
+
 TEST_F(SpeechCli, SpeechAndTextAreNotMixedUp) {
   // A speech arch on text data.
   std::string text = Config();
