@@ -47,8 +47,14 @@ TEST(SfConfigValidateTest, AcceptsEveryExampleExperiment) {
   for (const auto& entry :
        std::filesystem::directory_iterator(sf::testing::SourceDir() + "/experiments")) {
     if (entry.path().extension() != ".yaml") continue;
-    // With file checks on: the example data must be where the examples say.
-    SfRun run = RunSf({"config", "validate", entry.path().string()}, dir);
+    // With file checks on: the example data must be where the examples say. The speech
+    // examples read a corpus deploy/make-speech-corpus.sh builds (runs/speech-corpus, not in
+    // the repository): their files are checked once it exists.
+    std::vector<std::string> args = {"config", "validate", entry.path().string()};
+    const bool generated = entry.path().filename().string().rfind("speech-", 0) == 0 &&
+                           !std::filesystem::exists(sf::testing::SourceDir() + "/runs/speech-corpus/train.tsv");
+    if (generated) args.push_back("--no-file-checks");
+    SfRun run = RunSf(args, dir);
     EXPECT_EQ(run.exit_code, 0) << entry.path() << "\n" << run.err;
     EXPECT_EQ(run.err, "");
   }
