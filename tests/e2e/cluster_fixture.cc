@@ -406,4 +406,10 @@ std::string TinyExperiment(int trials, int64_t batches, int64_t unit, const std:
          "max_restarts: 2\n";
 }
 
+int64_t TotalBatches(Cluster& cluster, int64_t id) {
+  Value t = cluster.Trials(id);
+  if (t.as_list().size() != 1) return -1;
+  return std::stoll(t.as_list()[0].Find("totalBatches")->as_string());
+}
+
 }  // namespace sf::testing

@@ -170,4 +170,8 @@ std::vector<pid_t> TaskPids(const std::vector<std::string>& env,
 // trained to `batches` batches of a very small model, metrics every `unit` batches.
 std::string TinyExperiment(int trials, int64_t batches, int64_t unit, const std::string& name = "e2e");
 
+// The batches the one trial of experiment `id` has trained (its totalBatches); -1 unless the
+// experiment has exactly one trial.
+int64_t TotalBatches(Cluster& cluster, int64_t id);
+
 }  // namespace sf::testing

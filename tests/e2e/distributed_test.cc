@@ -20,12 +20,6 @@ std::string TwoRankExperiment(int64_t batches, const std::string& name) {
   return TinyExperiment(1, batches, 10, name) + "resources: {slots_per_trial: 2}\n";
 }
 
-int64_t TotalBatches(Cluster& c, int64_t id) {
-  auto t = c.Trials(id);
-  if (t.as_list().size() != 1) return -1;
-  return std::stoll(t.as_list()[0].Find("totalBatches")->as_string());
-}
-
 TEST(DistributedEndToEnd, TwoRankTrialOnTwoAgentsCompletesWithMetricsCheckpointsAndBothRanksLogs) {
   Cluster cluster(2, 1);
   // Through the CLI, as a user would: create and follow to the end.

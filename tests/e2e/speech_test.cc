@@ -57,12 +57,6 @@ std::string SpeechExperiment(const std::string& name, const std::string& lrs, in
          "max_restarts: 1\n" + extra;
 }
 
-int64_t TotalBatches(Cluster& c, int64_t id) {
-  auto t = c.Trials(id);
-  if (t.as_list().size() != 1) return -1;
-  return std::stoll(t.as_list()[0].Find("totalBatches")->as_string());
-}
-
 TEST(SpeechEndToEnd, AGridOfSpeechTrialsIsSearchedByWordErrorRate) {
   Cluster cluster(2, 1);
   int64_t id = cluster.Submit(SpeechExperiment("speech-grid", "0.001, 0.003", 16));

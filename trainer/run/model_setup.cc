@@ -27,11 +27,7 @@ Result<TransformerConfig> FromMap(const Value& v) {
   mc.dropout = static_cast<float>(HpNum(v, "dropout", mc.dropout));
   mc.attention_dropout = static_cast<float>(HpNum(v, "attention_dropout", mc.attention_dropout));
   mc.activation_dropout = static_cast<float>(HpNum(v, "activation_dropout", mc.activation_dropout));
-  const std::string act = Text(v, "activation", "relu");
-  if (act != "relu" && act != "gelu") {
-    return InvalidArgument("hyperparameters.activation: '" + act + "' must be relu or gelu");
-  }
-  mc.activation = act == "gelu" ? Activation::kGelu : Activation::kRelu;
+  SF_ASSIGN_OR_RETURN(mc.activation, ActivationFromHyperparameters(v));
   mc.normalize_before = Flag(v, "normalize_before", mc.normalize_before);
   mc.share_embeddings = Flag(v, "share_embeddings", mc.share_embeddings);
   mc.share_decoder_input_output_embed =
@@ -163,6 +159,14 @@ Status WithSizes(ModelSpec& spec, int64_t src_vocab, int64_t tgt_vocab, int32_t 
 }
 
 }  // namespace
+
+Result<Activation> ActivationFromHyperparameters(const Value& v) {
+  const std::string act = Text(v, "activation", "relu");
+  if (act != "relu" && act != "gelu") {
+    return InvalidArgument("hyperparameters.activation: '" + act + "' must be relu or gelu");
+  }
+  return act == "gelu" ? Activation::kGelu : Activation::kRelu;
+}
 
 int64_t HpInt(const Value& v, const std::string& key, int64_t def) {
   const Value* x = v.Find(key);

@@ -21,6 +21,10 @@ namespace sf {
 int64_t HpInt(const Value& v, const std::string& key, int64_t def);
 double HpNum(const Value& v, const std::string& key, double def);
 
+// The feed-forward activation of a hyperparameter map (`activation`: relu, the default, or gelu);
+// errors name the hyperparameter.
+Result<Activation> ActivationFromHyperparameters(const Value& hparams);
+
 // The model of a trial's hyperparameters (after config::WithDefaults: `arch` picks the family,
 // ArchFamily) for the given vocabularies. Errors name the hyperparameter.
 Result<ModelSpec> ModelSpecFromHyperparameters(const Value& hparams, int64_t src_vocab, int64_t tgt_vocab,

@@ -64,10 +64,7 @@ Result<SpeechCtcConfig> SpeechCtcConfigFromHyperparameters(const Value& hp, int6
   c.dropout = static_cast<float>(HpNum(hp, "dropout", c.dropout));
   c.attention_dropout = static_cast<float>(HpNum(hp, "attention_dropout", c.attention_dropout));
   c.activation_dropout = static_cast<float>(HpNum(hp, "activation_dropout", c.activation_dropout));
-  const Value* act = hp.Find("activation");
-  const std::string a = act && act->is_string() ? act->as_string() : "relu";
-  if (a != "relu" && a != "gelu") return InvalidArgument("hyperparameters.activation: '" + a + "' must be relu or gelu");
-  c.activation = a == "gelu" ? Activation::kGelu : Activation::kRelu;
+  SF_ASSIGN_OR_RETURN(c.activation, ActivationFromHyperparameters(hp));
   const Value* nb = hp.Find("normalize_before");
   c.normalize_before = nb && nb->is_bool() ? nb->as_bool() : true;
   SF_RETURN_IF_ERROR(c.Validate().WithContext("hyperparameters"));
