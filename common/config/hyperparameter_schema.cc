@@ -63,14 +63,17 @@ std::vector<std::pair<std::string, HpSpec>> BuildSchema() {
   // their own width and a projection before the output one (fairseq's encoder_embed_dim,
   // decoder_embed_dim, decoder_out_embed_dim: the lstm and the fconv), LSTM cells,
   // convolutions.
-  // The speech recogniser has Transformer layers in an encoder, convolutions, but no decoder,
-  // embeddings or tokens (docs/speech.md).
+  // The speech recogniser has Transformer layers in an encoder, convolutions, and optionally an
+  // attention decoder (decoder_layers; joint CTC/attention), but no source embeddings or tokens
+  // (docs/speech.md).
   const std::vector<std::string> kAttentionFamilies = {"transformer", "transformer_lm", "speech_transformer_ctc"};
   const std::vector<std::string> kEncoderFamilies = {"transformer", "lstm", "fconv"};
   const std::vector<std::string> kEncoderLayerFamilies = {"transformer", "lstm", "fconv", "speech_transformer_ctc"};
   const std::vector<std::string> kTextFamilies = {"transformer", "lstm", "transformer_lm", "fconv"};
   const std::vector<std::string> kConvFamilies = {"fconv", "speech_transformer_ctc"};
   const std::vector<std::string> kSpeech = {"speech_transformer_ctc"};
+  const std::vector<std::string> kDecoderFamilies = {"transformer", "lstm", "transformer_lm", "fconv",
+                                                     "speech_transformer_ctc"};
   const std::vector<std::string> kTransformer = {"transformer"};
   const std::vector<std::string> kEmbedDimFamilies = {"lstm", "fconv"};
   const std::vector<std::string> kLstm = {"lstm"};
@@ -100,8 +103,16 @@ std::vector<std::pair<std::string, HpSpec>> BuildSchema() {
   s.emplace_back("decoder_layers",
                  Families(Int(1, 64, Value(),
                               "decoder layers (tiny 3, base 6, lstm 1, lm 6, lm_small 3; fconv: "
-                              "convolutions, fconv 20, fconv_iwslt_de_en 3, fconv_small 3)"),
-                          kTextFamilies));
+                              "convolutions, fconv 20, fconv_iwslt_de_en 3, fconv_small 3; "
+                              "speech_transformer_ctc: none unless set, which adds an attention "
+                              "decoder for joint CTC/attention training)"),
+                          kDecoderFamilies));
+  s.emplace_back("ctc_weight",
+                 Families(Double(0, 1, Value(),
+                                 "joint CTC/attention: the CTC loss's weight, 1 − it the decoder's, "
+                                 "and the CTC prefix score's in joint decoding (default 0.3 with "
+                                 "decoder_layers, 1 without; below 1 needs decoder_layers)"),
+                          kSpeech));
   s.emplace_back("ffn_dim", Families(Int(1, 65536, Value(),
                                          "feed-forward inner width (tiny 1024, base 2048, lm 2048, "
                                          "lm_small 1024, speech_transformer_ctc 2048, _small 1024)"),

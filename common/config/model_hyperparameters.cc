@@ -7,6 +7,10 @@
 namespace sf::config {
 namespace {
 
+// The speech family's ctc_weight below 1 without decoder_layers (experiment and trial checks).
+const std::string kCtcWeightWithoutDecoder =
+    "below 1 weighs an attention decoder's loss, and this model has none: set decoder_layers";
+
 // Candidate values of a top-level hyperparameter in a trial of `arch`, for cross-field checks:
 // a constant, the categorical values or a small int range when given; else the arch preset's
 // value, else the schema default. Empty when unknown (a wide int range, a double space, no
@@ -190,6 +194,19 @@ void CheckNativeModelHyperparameters(ErrorSink& sink, const ExperimentConfig& c,
       }
     }
   }
+  // Speech: a CTC weight below 1 weighs an attention decoder's loss, which needs decoder_layers.
+  [&] {
+    for (const std::string& arch : archs) {
+      if (!IsSpeechFamily(ArchFamily(arch)) || !Candidates(hps, "decoder_layers", arch).empty()) continue;
+      for (const Value& w : Candidates(hps, "ctc_weight", arch)) {
+        if (w.is_number() && w.as_double() < 1.0) {
+          sink.Add("hyperparameters.ctc_weight", at("hyperparameters.ctc_weight"),
+                   kCtcWeightWithoutDecoder + ArchNote(archs, arch));
+          return;
+        }
+      }
+    }
+  }();
   std::vector<std::string> with_heads, with_out_embed_dim, transformers, lstms;
   for (const std::string& arch : archs) {
     if (HasHeads(ArchFamily(arch))) with_heads.push_back(arch);
@@ -320,6 +337,12 @@ void CheckTrialModelHyperparameters(ErrorSink& sink, const Value& hparams, const
     if (d && h && *h > 0 && *d % *h != 0) {
       sink.AddNoLocation("hyperparameters.heads",
                          std::to_string(*h) + " heads do not divide d_model " + std::to_string(*d));
+    }
+  }
+  if (family == "speech_transformer_ctc" && !int_of("decoder_layers")) {
+    const Value* w = full.Find("ctc_weight");
+    if (w && w->is_number() && w->as_double() < 1.0) {
+      sink.AddNoLocation("hyperparameters.ctc_weight", kCtcWeightWithoutDecoder);
     }
   }
   if (family == "lstm") {

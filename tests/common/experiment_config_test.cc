@@ -264,13 +264,14 @@ TEST(ArchFamilyTest, EachHyperparameterAppliesToItsFamilies) {
       "decoder_hidden_size", "decoder_dropout_in",    "decoder_dropout_out", "residual_from_layer",
       "encoder_bidirectional_layers"};
   const std::vector<std::string> fconv_only = {"conv_channels", "kernel_size"};
-  // The text families' knobs: a decoder over tokens, label smoothing, token budgets, the
-  // length penalty. The speech recogniser's own: its frame budget.
-  const std::vector<std::string> text_only = {"decoder_layers", "share_decoder_input_output_embed",
-                                              "label_smoothing", "max_tokens", "lenpen"};
-  const std::vector<std::string> speech_only = {"max_frames"};
-  // The speech recogniser has an encoder of Transformer layers behind two convolutions.
-  const std::vector<std::string> speech_too = {"encoder_layers", "conv_channels"};
+  // The text families' knobs: tied decoder embeddings, label smoothing, token budgets, the
+  // length penalty. The speech recogniser's own: its frame budget and the CTC weight.
+  const std::vector<std::string> text_only = {"share_decoder_input_output_embed", "label_smoothing", "max_tokens",
+                                              "lenpen"};
+  const std::vector<std::string> speech_only = {"max_frames", "ctc_weight"};
+  // The speech recogniser has an encoder of Transformer layers behind two convolutions, and
+  // optionally an attention decoder.
+  const std::vector<std::string> speech_too = {"encoder_layers", "conv_channels", "decoder_layers"};
   auto in = [](const std::vector<std::string>& v, const std::string& x) {
     return std::find(v.begin(), v.end(), x) != v.end();
   };

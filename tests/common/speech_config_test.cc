@@ -205,6 +205,22 @@ TEST(SpeechConfigTest, PresetsAndHyperparametersOfTheSpeechFamily) {
   EXPECT_EQ(errors[0].ToString(),
             "hyperparameters.max_frames: does not apply to arch transformer_tiny (a transformer model); it applies to "
             "the speech_transformer_ctc family");
+  // Joint CTC/attention: an attention decoder and the CTC weight; a weight below 1 without a
+  // decoder is refused, and ctc_weight is the speech family's only.
+  r = ParseExperimentConfig(
+      SpeechDoc(kSpeechData, "  arch: speech_transformer_ctc_small\n  decoder_layers: 3\n  ctc_weight: 0.3\n"));
+  EXPECT_TRUE(r.ok()) << Errors(r);
+  r = ParseExperimentConfig(SpeechDoc(kSpeechData, "  arch: speech_transformer_ctc_small\n  ctc_weight: 0.3\n"));
+  ASSERT_EQ(r.errors.size(), 1u) << Errors(r);
+  EXPECT_EQ(r.errors[0].ToString(),
+            "hyperparameters.ctc_weight: below 1 weighs an attention decoder's loss, and this model has none: set "
+            "decoder_layers");
+  r = ParseExperimentConfig(SpeechDoc(kSpeechData, "  arch: speech_transformer_ctc_small\n  ctc_weight: 1\n"));
+  EXPECT_TRUE(r.ok()) << Errors(r);
+  errors = ValidateTrialHyperparameters(Value(Value::Map{{"arch", "transformer_tiny"}, {"ctc_weight", 0.3}}));
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].ToString().find("hyperparameters.ctc_weight: does not apply to arch transformer_tiny"),
+            std::string::npos);
 }
 
 }  // namespace

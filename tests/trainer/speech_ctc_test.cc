@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <span>
@@ -65,14 +66,26 @@ struct TinyBatch {
   }
 };
 
-TEST(SpeechCtcModel, GradientsMatchFiniteDifferencesWithDropout) {
+// The tiny model with a two-layer attention decoder (joint CTC/attention).
+SpeechCtcConfig TinyJointConfig() {
+  SpeechCtcConfig c = TinyConfig();
+  c.decoder_layers = 2;
+  c.ctc_weight = 0.4f;
+  c.label_smoothing = 0.1f;
+  return c;
+}
+
+// Every parameter's gradient (six entries each) against f64 central differences of the loss,
+// with dropout on (the same masks in every forward: they depend on the seed, not the call).
+void CheckFiniteDifferences(const SpeechCtcConfig& config) {
   ReferenceBackend<double> ref;
-  SpeechCtcModel<double> model(TinyConfig(), &ref, DType::kF64);
+  SpeechCtcModel<double> model(config, &ref, DType::kF64);
   model.InitParameters(3);
   model.context().training = true;
   model.context().seed = 11;
   const TinyBatch tb(5);
-  // The loss in double from the model's logits (the backend's per-utterance losses are fp32).
+  // The loss in double from the model's logits (the backend's per-utterance CTC losses are
+  // fp32; its cross-entropy sums in double).
   auto loss = [&] {
     auto s = model.Forward(tb.View());
     EXPECT_TRUE(s.ok()) << s.status().message();
@@ -83,7 +96,8 @@ TEST(SpeechCtcModel, GradientsMatchFiniteDifferencesWithDropout) {
                                  tb.target_lengths[b], model.frames(), tb.batch, b, model.config().vocab, 0, true,
                                  1.0f, static_cast<double*>(nullptr), w);
     }
-    return sum;
+    if (!config.has_decoder()) return sum;
+    return config.ctc_weight * sum + (1.0 - config.ctc_weight) * (s.ok() ? s->attention_loss : 0.0);
   };
   auto stats = model.Forward(tb.View());
   ASSERT_TRUE(stats.ok()) << stats.status().message();
@@ -120,9 +134,51 @@ TEST(SpeechCtcModel, GradientsMatchFiniteDifferencesWithDropout) {
   std::printf("worst relative error %.3e over %zu parameters\n", worst, store.params().size());
 }
 
-TEST(SpeechCtcModel, MatchesAnIndependentPyTorchModel) {
+TEST(SpeechCtcModel, GradientsMatchFiniteDifferencesWithDropout) { CheckFiniteDifferences(TinyConfig()); }
+
+TEST(SpeechCtcModel, JointModelGradientsMatchFiniteDifferencesWithDropout) {
   for (bool pre : {true, false}) {
-    SpeechCtcConfig c = TinyConfig();
+    SpeechCtcConfig c = TinyJointConfig();
+    c.normalize_before = pre;
+    SCOPED_TRACE(pre ? "pre-norm" : "post-norm");
+    CheckFiniteDifferences(c);
+  }
+}
+
+// The decoder's loss is the attention branch's: the CTC-only model's weights give the same CTC
+// loss inside the joint model, and ctc_weight mixes the two.
+TEST(SpeechCtcModel, JointLossMixesTheBranchesByCtcWeight) {
+  const TinyBatch tb(5);
+  CpuBackend cpu1, cpu2;
+  SpeechCtcModel<float> ctc(TinyConfig(), &cpu1, DType::kF32), joint(TinyJointConfig(), &cpu2, DType::kF32);
+  ctc.InitParameters(9);
+  joint.InitParameters(9);
+  ctc.context().training = joint.context().training = false;
+  // The decoder's parameters follow the CTC model's, which the joint model gets.
+  for (size_t i = 0; i < ctc.params().params().size(); ++i) {
+    const ParamInfo& p = ctc.params().params()[i];
+    ASSERT_EQ(p.name, joint.params().params()[i].name);
+    std::memcpy(joint.params().value(static_cast<int>(i)), ctc.params().value(static_cast<int>(i)),
+                static_cast<size_t>(p.numel) * sizeof(float));
+  }
+  joint.WeightsUpdated();
+  auto a = ctc.Forward(tb.View());
+  auto b = joint.Forward(tb.View());
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->ctc_loss, b->ctc_loss);
+  EXPECT_EQ(a->attention_loss, 0.0);
+  EXPECT_GT(b->attention_nll, 0.0);
+  EXPECT_NE(b->attention_loss, b->attention_nll);  // label smoothing
+  const double w = TinyJointConfig().ctc_weight;
+  EXPECT_NEAR(b->loss, w * b->ctc_loss + (1 - w) * b->attention_loss, 1e-9 * b->loss);
+  // <sos> + the longest transcript (3 labels): 4 decoder positions.
+  EXPECT_EQ(joint.target_positions(), 4);
+}
+
+TEST(SpeechCtcModel, MatchesAnIndependentPyTorchModel) {
+  for (int variant = 0; variant < 4; ++variant) {
+    const bool pre = variant % 2 == 0, joint = variant >= 2;
+    SpeechCtcConfig c = joint ? TinyJointConfig() : TinyConfig();
     c.normalize_before = pre;
     CpuBackend cpu;
     SpeechCtcModel<float> model(c, &cpu, DType::kF32);
@@ -169,18 +225,22 @@ TEST(SpeechCtcModel, MatchesAnIndependentPyTorchModel) {
     const std::string out = testing::RunShellCommand("/usr/bin/python3 " + testing::SourceDir() +
                                                          "/tests/trainer/reference/speech_ctc_reference.py " + path,
                                                      &status);
-    std::printf("normalize_before %d:\n%s", pre, out.c_str());
+    std::printf("normalize_before %d, decoder_layers %d:\n%s", pre, static_cast<int>(c.decoder_layers), out.c_str());
     EXPECT_EQ(status, 0) << out;
     EXPECT_NE(out.find("grad.encoder.embed.conv.0.weight"), std::string::npos) << out;
+    if (joint) {
+      EXPECT_NE(out.find("grad.decoder.layers.1.encoder_attn.in_proj_weight"), std::string::npos) << out;
+    }
   }
 }
 
 TEST(SpeechCtcModel, Bf16StaysWithinItsRoundingOfFp32) {
   const TinyBatch tb(4);
+  for (const SpeechCtcConfig& config : {TinyConfig(), TinyJointConfig()}) {
   std::vector<double> losses;
   for (DType compute : {DType::kF32, DType::kBF16}) {
     CpuBackend cpu;
-    SpeechCtcModel<float> model(TinyConfig(), &cpu, compute);
+    SpeechCtcModel<float> model(config, &cpu, compute);
     model.InitParameters(2);
     model.context().training = false;
     auto s = model.Forward(tb.View());
@@ -189,6 +249,7 @@ TEST(SpeechCtcModel, Bf16StaysWithinItsRoundingOfFp32) {
   }
   EXPECT_NE(losses[0], losses[1]) << "bf16 GEMM operands must change something";
   EXPECT_NEAR(losses[1], losses[0], 2e-2 * std::fabs(losses[0]));
+  }
 }
 
 TEST(SpeechCtcModel, RefusesBadBatchesByUtterance) {
@@ -219,6 +280,23 @@ TEST(SpeechCtcModel, MetadataRoundTrips) {
   auto bad = SpeechCtcConfigFromMetadata(m);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("heads: 3 does not divide d_model 8"), std::string::npos) << bad.status().message();
+  // A CTC-only model's metadata has no decoder keys; a joint model's round-trips them.
+  EXPECT_EQ(SpeechCtcMetadata(c).count("decoder_layers"), 0u);
+  SpeechCtcConfig j = TinyJointConfig();
+  j.ctc_weight = 0.3f;
+  auto jb = SpeechCtcConfigFromMetadata(SpeechCtcMetadata(j));
+  ASSERT_TRUE(jb.ok()) << jb.status().message();
+  EXPECT_EQ(jb->decoder_layers, 2);
+  EXPECT_EQ(jb->ctc_weight, 0.3f);
+  EXPECT_EQ(jb->label_smoothing, 0.1f);
+  auto jm = SpeechCtcMetadata(j);
+  jm["ctc_weight"] = "1.5";
+  auto jbad = SpeechCtcConfigFromMetadata(jm);
+  ASSERT_FALSE(jbad.ok());
+  EXPECT_NE(jbad.status().message().find("ctc_weight: must be in [0, 1]"), std::string::npos) << jbad.status().message();
+  SpeechCtcConfig no_decoder = TinyConfig();
+  no_decoder.ctc_weight = 0.5f;
+  EXPECT_NE(no_decoder.Validate().message().find("set decoder_layers"), std::string::npos);
 }
 
 // Utterances [first, first + count) of a batch as a batch of their own (padded to their own
@@ -251,7 +329,9 @@ struct SubBatch {
 // Adam would scale the rounding left on gradients that are exactly zero, such as the attention's
 // key bias, to full-size steps; model_test.cc's aggregation test says the same.)
 TEST(SpeechCtcModel, TrainStepAggregatesMicroBatchesAsOneBatch) {
-  SpeechCtcConfig c = TinyConfig();
+  for (const SpeechCtcConfig& config : {TinyConfig(), TinyJointConfig()}) {
+  SCOPED_TRACE(config.has_decoder() ? "joint" : "ctc");
+  SpeechCtcConfig c = config;
   c.dropout = 0.0f;  // the masks of a micro-batch differ from the whole batch's rows
   CpuBackend b1, b2;
   SpeechCtcModel<float> big(c, &b1, DType::kF32), small(c, &b2, DType::kF32);
@@ -294,13 +374,14 @@ TEST(SpeechCtcModel, TrainStepAggregatesMicroBatchesAsOneBatch) {
   auto refused = step_big->Run({&tokens, 1}, 0.1f);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+  }
 }
 
 class SpeechCtcBackends : public ::testing::TestWithParam<std::string> {};
 
 // One training step's loss, logits and gradients on `backend` (dropout on).
-std::vector<float> RunStep(Backend<float>& backend) {
-  SpeechCtcModel<float> model(TinyConfig(), &backend, DType::kF32);
+std::vector<float> RunStep(Backend<float>& backend, const SpeechCtcConfig& config) {
+  SpeechCtcModel<float> model(config, &backend, DType::kF32);
   model.InitParameters(6);
   model.context().training = true;
   model.context().seed = 3;
@@ -321,15 +402,17 @@ TEST_P(SpeechCtcBackends, TrainingStepEqualsTheCpu) {
   std::string why;
   std::unique_ptr<Backend<float>> backend = testing::MakeTestBackend(GetParam(), &why);
   if (!backend) GTEST_SKIP() << why;
+  for (const SpeechCtcConfig& config : {TinyConfig(), TinyJointConfig()}) {
   CpuBackend cpu;
-  const std::vector<float> want = RunStep(cpu), got = RunStep(*backend);
+  const std::vector<float> want = RunStep(cpu, config), got = RunStep(*backend, config);
   ASSERT_EQ(got.size(), want.size());
   double worst = 0, scale = 1e-30;
   for (size_t i = 0; i < want.size(); ++i) {
     worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - want[i]));
     scale = std::max(scale, std::fabs(static_cast<double>(want[i])));
   }
-  EXPECT_LE(worst / scale, GetParam() == "guarded" ? 0.0 : 1e-4);
+  EXPECT_LE(worst / scale, GetParam() == "guarded" ? 0.0 : 1e-4) << (config.has_decoder() ? "joint" : "ctc");
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, SpeechCtcBackends, ::testing::Values("guarded", "cuda"),

@@ -185,4 +185,39 @@ void CachedSelfAttentionBlock(float* x, int64_t m, const int64_t* row, const int
   if (!pre) RowLayerNorm(x, w.ln_g, w.ln_b, x, m, c);
 }
 
+void CrossKeysValues(const float* enc, int64_t rows, int64_t c, const DecoderLayerWeights& w, float* k, float* v) {
+  Linear(enc, rows, c, w.cross_in_w + c * c, w.cross_in_b + c, c, k);
+  Linear(enc, rows, c, w.cross_in_w + 2 * c * c, w.cross_in_b + 2 * c, c, v);
+}
+
+void DecoderLayerStep(float* x, int64_t m, const int64_t* row, const int64_t* pos, float* k_cache, float* v_cache,
+                      int64_t cap, const float* cross_k, const float* cross_v, const int64_t* memory,
+                      int64_t mem_len, const uint8_t* mem_pad, int64_t c, int64_t heads, int64_t ff, bool pre,
+                      Activation act, const DecoderLayerWeights& w, float* h, float* qkv, float* ctx, float* o,
+                      float* f) {
+  CachedSelfAttentionBlock(x, m, row, pos, k_cache, v_cache, cap, c, heads, pre, w.self, h, qkv, ctx, o);
+  const int64_t d = c / heads;
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+  const float* src = x;
+  if (pre) {
+    RowLayerNorm(x, w.cross_ln_g, w.cross_ln_b, h, m, c);
+    src = h;
+  }
+  Linear(src, m, c, w.cross_in_w, w.cross_in_b, c, qkv);  // the queries only
+#pragma omp parallel
+  {
+    std::vector<float> scores(static_cast<size_t>(mem_len));
+#pragma omp for schedule(static)
+    for (int64_t q = 0; q < m; ++q) {
+      const int64_t blk = memory[q];
+      AttendRow(qkv + q * c, cross_k + blk * mem_len * c, cross_v + blk * mem_len * c, c, mem_len,
+                mem_pad ? mem_pad + blk * mem_len : nullptr, heads, d, scale, ctx + q * c, scores.data());
+    }
+  }
+  Linear(ctx, m, c, w.cross_out_w, w.cross_out_b, c, o);
+  AddInPlace(x, o, m * c);
+  if (!pre) RowLayerNorm(x, w.cross_ln_g, w.cross_ln_b, x, m, c);
+  FeedForwardBlock(x, m, c, ff, pre, w.ffn_ln_g, w.ffn_ln_b, w.fc1_w, w.fc1_b, w.fc2_w, w.fc2_b, act, h, f, o);
+}
+
 }  // namespace sf::host

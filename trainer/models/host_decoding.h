@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "trainer/nn/transformer_layer.h"  // Activation
 
@@ -51,5 +52,53 @@ struct SelfAttentionWeights {
 void CachedSelfAttentionBlock(float* x, int64_t m, const int64_t* row, const int64_t* pos, float* k_cache,
                               float* v_cache, int64_t cap, int64_t c, int64_t heads, bool pre,
                               const SelfAttentionWeights& w, float* h, float* qkv, float* ctx, float* o);
+
+// One decoder layer's weights (fairseq's TransformerDecoderLayer names under "<prefix>": the
+// self-attention's as above, encoder_attn.{in_proj_weight, in_proj_bias, out_proj.weight,
+// out_proj.bias}, encoder_attn_layer_norm.*, fc1.*, fc2.*, final_layer_norm.*).
+struct DecoderLayerWeights {
+  SelfAttentionWeights self;
+  const float *cross_in_w = nullptr, *cross_in_b = nullptr, *cross_out_w = nullptr, *cross_out_b = nullptr;
+  const float *cross_ln_g = nullptr, *cross_ln_b = nullptr;
+  const float *fc1_w = nullptr, *fc1_b = nullptr, *fc2_w = nullptr, *fc2_b = nullptr;
+  const float *ffn_ln_g = nullptr, *ffn_ln_b = nullptr;
+};
+
+// The weights of the layer under `prefix` ("decoder.layers.3."), each found by `find(name)`.
+template <typename Find>
+DecoderLayerWeights DecoderLayerWeightsAt(Find&& find, const std::string& prefix) {
+  auto w = [&](const char* rest) -> const float* { return find(prefix + rest); };
+  DecoderLayerWeights d;
+  d.self = {w("self_attn.in_proj_weight"), w("self_attn.in_proj_bias"), w("self_attn.out_proj.weight"),
+            w("self_attn.out_proj.bias"), w("self_attn_layer_norm.weight"), w("self_attn_layer_norm.bias")};
+  d.cross_in_w = w("encoder_attn.in_proj_weight");
+  d.cross_in_b = w("encoder_attn.in_proj_bias");
+  d.cross_out_w = w("encoder_attn.out_proj.weight");
+  d.cross_out_b = w("encoder_attn.out_proj.bias");
+  d.cross_ln_g = w("encoder_attn_layer_norm.weight");
+  d.cross_ln_b = w("encoder_attn_layer_norm.bias");
+  d.fc1_w = w("fc1.weight");
+  d.fc1_b = w("fc1.bias");
+  d.fc2_w = w("fc2.weight");
+  d.fc2_b = w("fc2.bias");
+  d.ffn_ln_g = w("final_layer_norm.weight");
+  d.ffn_ln_b = w("final_layer_norm.bias");
+  return d;
+}
+
+// The encoder attention's keys and values of one layer for `rows` encoder outputs enc [rows, c]:
+// k, v [rows, c] (computed once per source and shared by its hypotheses).
+void CrossKeysValues(const float* enc, int64_t rows, int64_t c, const DecoderLayerWeights& w, float* k, float* v);
+
+// One decoder layer over m query rows, in place over x [m, c]: the cached causal self-attention
+// (CachedSelfAttentionBlock's row/pos/cache arguments), then query q's attention over memory
+// block memory[q] of cross_k / cross_v ([blocks, mem_len, c], keys with mem_pad [blocks,
+// mem_len] set skipped; mem_pad may be null), then the feed-forward. Scratch: h, ctx, o [m, c],
+// qkv [m, 3c], f [m, ff].
+void DecoderLayerStep(float* x, int64_t m, const int64_t* row, const int64_t* pos, float* k_cache, float* v_cache,
+                      int64_t cap, const float* cross_k, const float* cross_v, const int64_t* memory,
+                      int64_t mem_len, const uint8_t* mem_pad, int64_t c, int64_t heads, int64_t ff, bool pre,
+                      Activation act, const DecoderLayerWeights& w, float* h, float* qkv, float* ctx, float* o,
+                      float* f);
 
 }  // namespace sf::host

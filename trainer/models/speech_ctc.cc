@@ -35,6 +35,12 @@ Status SpeechCtcConfig::Validate() const {
   for (float p : {dropout, attention_dropout, activation_dropout}) {
     if (!(p >= 0.0f && p < 1.0f)) return bad("dropout", "rates must be in [0, 1)");
   }
+  if (decoder_layers < 0 || decoder_layers > 1024) return bad("decoder_layers", "must be in [0, 1024]");
+  if (!(ctc_weight >= 0.0f && ctc_weight <= 1.0f)) return bad("ctc_weight", "must be in [0, 1]");
+  if (!has_decoder() && ctc_weight != 1.0f) {
+    return bad("ctc_weight", "below 1 weighs an attention decoder's loss; set decoder_layers");
+  }
+  if (!(label_smoothing >= 0.0f && label_smoothing < 1.0f)) return bad("label_smoothing", "must be in [0, 1)");
   return Status::Ok();
 }
 
@@ -53,7 +59,7 @@ double SpeechCtcConfig::TrainingFlops(int64_t batch, int64_t frames) const {
 
 std::map<std::string, std::string> SpeechCtcMetadata(const SpeechCtcConfig& c) {
   auto b = [](bool v) { return std::string(v ? "true" : "false"); };
-  return {{"arch", "speech_transformer_ctc"},
+  std::map<std::string, std::string> m = {{"arch", "speech_transformer_ctc"},
           {"mels", std::to_string(c.mels)},
           {"conv_channels", std::to_string(c.conv_channels)},
           {"d_model", std::to_string(c.d_model)},
@@ -66,6 +72,12 @@ std::map<std::string, std::string> SpeechCtcMetadata(const SpeechCtcConfig& c) {
           {"blank", std::to_string(c.blank)},
           {"max_positions", std::to_string(c.max_positions)},
           {"zero_infinity", b(c.zero_infinity)}};
+  if (c.has_decoder()) {
+    m["decoder_layers"] = std::to_string(c.decoder_layers);
+    m["ctc_weight"] = MetaText(c.ctc_weight);
+    m["label_smoothing"] = MetaText(c.label_smoothing);
+  }
+  return m;
 }
 
 Result<SpeechCtcConfig> SpeechCtcConfigFromMetadata(const std::map<std::string, std::string>& m) {
@@ -89,6 +101,12 @@ Result<SpeechCtcConfig> SpeechCtcConfigFromMetadata(const std::map<std::string, 
   c.blank = static_cast<int32_t>(blank);
   SF_ASSIGN_OR_RETURN(c.max_positions, MetaInt(m, "max_positions"));
   SF_ASSIGN_OR_RETURN(c.zero_infinity, MetaBool(m, "zero_infinity"));
+  if (m.count("decoder_layers")) {  // a joint CTC/attention model
+    SF_ASSIGN_OR_RETURN(c.decoder_layers, MetaInt(m, "decoder_layers"));
+    if (c.decoder_layers < 1 || c.decoder_layers > 1024) return InvalidArgument("__metadata__ decoder_layers: out of range");
+    SF_ASSIGN_OR_RETURN(c.ctc_weight, MetaFloat(m, "ctc_weight"));
+    SF_ASSIGN_OR_RETURN(c.label_smoothing, MetaFloat(m, "label_smoothing"));
+  }
   Status st = c.Validate();
   if (!st.ok()) return st.WithContext("__metadata__");
   return c;
@@ -116,6 +134,20 @@ SpeechCtcModel<T>::SpeechCtcModel(const SpeechCtcConfig& config, Backend<T>* bac
   if (c.normalize_before) norm_ = std::make_unique<LayerNorm<T>>(store_, "encoder.layer_norm", D);
   ctc_w_ = store_.Add("ctc.ctc_lo.weight", {c.vocab, D}, true);
   ctc_b_ = store_.Add("ctc.ctc_lo.bias", {c.vocab}, false);
+  if (c.has_decoder()) {
+    // Dropout sites after the encoder's: the decoder's embedding, its layers', then their
+    // feed-forwards' (so a CTC-only model's masks are what they were before the decoder).
+    uint32_t dec_site = ffn_site;
+    uint32_t dec_ffn_site = dec_site + 1 + static_cast<uint32_t>(DecoderLayer<T>::kSites * c.decoder_layers);
+    dec_embed_ = std::make_unique<TokenEmbedding<T>>(store_, "decoder.embed_tokens", c.decoder_vocab(), D, c.blank,
+                                                     c.max_positions, c.dropout, dec_site++);
+    for (int64_t i = 0; i < c.decoder_layers; ++i) {
+      decoder_.push_back(std::make_unique<DecoderLayer<T>>(store_, "decoder.layers." + std::to_string(i) + ".", o,
+                                                           dec_site, dec_ffn_site++));
+      dec_site += DecoderLayer<T>::kSites;
+    }
+    if (c.normalize_before) dec_norm_ = std::make_unique<LayerNorm<T>>(store_, "decoder.layer_norm", D);
+  }
   store_.Finalize(backend->allocator());
   const std::vector<T> pe = SinusoidalPositions<T>(c.max_positions, D, kPositionPad);
   pe_.Resize({static_cast<int64_t>(pe.size())}, DTypeOf<T>::value, backend->allocator());
@@ -137,6 +169,12 @@ void SpeechCtcModel<T>::InitParameters(uint64_t seed) {
   }
   for (auto& l : layers_) l->Init();
   if (norm_) norm_->Init();
+  if (dec_embed_) {  // fairseq's N(0, D^-1/2) table with a zero padding (blank) row
+    std::normal_distribution<double> normal(0.0, 1.0);
+    dec_embed_->Init([&] { return normal(rng); });
+  }
+  for (auto& l : decoder_) l->Init();
+  if (dec_norm_) dec_norm_->Init();
   store_.PushValues();
   WeightsUpdated();
 }
@@ -194,6 +232,15 @@ Result<CtcStats> SpeechCtcModel<T>::Forward(const SpeechBatchView& b) {
     }
     stats.target_tokens += b.target_lengths[i];
   }
+  // The decoder reads <sos> + the transcript and predicts the transcript + <eos>.
+  lt_ = 0;
+  if (c.has_decoder()) {
+    for (int64_t i = 0; i < B; ++i) lt_ = std::max<int64_t>(lt_, b.target_lengths[i] + 1);
+    if (lt_ > c.max_positions) {
+      return InvalidArgument("a transcript of " + std::to_string(lt_ - 1) + " symbols: the decoder reads at most " +
+                             std::to_string(c.max_positions - 1) + " (max_positions)");
+    }
+  }
   batch_ = B;
   t_ = T0;
   t1_ = (T0 - 1) / 2;
@@ -205,15 +252,17 @@ Result<CtcStats> SpeechCtcModel<T>::Forward(const SpeechBatchView& b) {
   const DType dt = DTypeOf<T>::value;
   auto& be = ctx_.backend();
   // One staged copy: lengths [B] | target lengths [B] | targets [B, L'] | position ids [n]
-  // (int32) | padding [n] (uint8).
-  const int64_t ints = 2 * B + B * max_target_ + n;
-  staging_.assign(static_cast<size_t>(ints * 4 + n), 0);
+  // | with a decoder: tgt_in, tgt_out, their position ids [B, lt] (int32) | padding [n] | the
+  // decoder's padding [B, lt] (uint8).
+  const int64_t nt = B * lt_;
+  const int64_t ints = 2 * B + B * max_target_ + n, all_ints = ints + 3 * nt;
+  staging_.assign(static_cast<size_t>(all_ints * 4 + n + nt), 0);
   int32_t* si = reinterpret_cast<int32_t*>(staging_.data());
   std::copy(len2_.begin(), len2_.end(), si);
   std::copy(b.target_lengths, b.target_lengths + B, si + B);
   for (int64_t i = 0; i < B; ++i) std::copy(b.targets + i * L, b.targets + i * L + b.target_lengths[i], si + 2 * B + i * max_target_);
   int32_t* pos = si + 2 * B + B * max_target_;
-  uint8_t* pad = staging_.data() + ints * 4;
+  uint8_t* pad = staging_.data() + all_ints * 4;
   for (int64_t i = 0; i < B; ++i) {
     for (int64_t t = 0; t < t2_; ++t) {
       const bool real = t < len2_[i];
@@ -221,10 +270,25 @@ Result<CtcStats> SpeechCtcModel<T>::Forward(const SpeechBatchView& b) {
       pad[i * t2_ + t] = real ? 0 : 1;
     }
   }
+  if (c.has_decoder()) {
+    int32_t* tin = si + ints;
+    int32_t* tout = tin + nt;
+    uint8_t* tpad = pad + n;
+    for (int64_t i = 0; i < B; ++i) {
+      const int32_t* y = b.targets + i * L;
+      const int64_t len = b.target_lengths[i];
+      tin[i * lt_] = c.sos_eos();
+      std::copy(y, y + len, tin + i * lt_ + 1);
+      std::copy(y, y + len, tout + i * lt_);
+      tout[i * lt_ + len] = c.sos_eos();  // the rest stays blank: padding
+    }
+    dec_embed_->PositionIds(tin, B, lt_, tout + nt);
+    for (int64_t r = 0; r < nt; ++r) tpad[r] = tin[r] == c.blank;
+  }
   ctx_.Plan(batch_dev_, {static_cast<int64_t>(staging_.size())}, DType::kU8);
   be.CopyToDevice(batch_dev_.raw(), staging_.data(), staging_.size());
   const int32_t* di = reinterpret_cast<const int32_t*>(batch_dev_.raw());
-  const uint8_t* pad_dev = static_cast<const uint8_t*>(batch_dev_.raw()) + ints * 4;
+  const uint8_t* pad_dev = static_cast<const uint8_t*>(batch_dev_.raw()) + all_ints * 4;
   // Features (fp32 from the host; T may be double in the gradient tests).
   ctx_.Plan(feats_, {B * T0 * M}, dt);
   if constexpr (std::is_same_v<T, float>) {
@@ -285,9 +349,37 @@ Result<CtcStats> SpeechCtcModel<T>::Forward(const SpeechBatchView& b) {
   if (dlogits_ready_) ctx_.Plan(dlogits_, {n, V}, dt);
   be.CtcLoss(logits_.template data<T>(), di, di + 2 * B, di + B, t2_, B, V, max_target_, c.blank, c.zero_infinity, 1.0f,
              losses_.template data<float>(), dlogits_ready_ ? dlogits_.template data<T>() : nullptr);
+  if (c.has_decoder()) {
+    // The decoder over <sos> + transcript, attending to the encoder output; the tied output
+    // projection; the label-smoothed cross-entropy (its gradient: Backward).
+    const int32_t* tin = di + ints;
+    tgt_out_ = tin + nt;
+    const int64_t Vd = c.decoder_vocab();
+    ctx_.Plan(dec_x0_, {nt, D}, dt);
+    dec_embed_->Forward(ctx_, tin, tin + 2 * nt, B, lt_, dec_x0_.template data<T>());
+    const T* y = dec_x0_.template data<T>();
+    for (auto& l : decoder_) y = l->Forward(ctx_, y, enc_out_, pad_dev + n, pad_dev, B, lt_, t2_);
+    if (dec_norm_) {
+      ctx_.Plan(dec_final_, {nt, D}, dt);
+      dec_norm_->Forward(ctx_, y, dec_final_.template data<T>(), nt);
+      y = dec_final_.template data<T>();
+    }
+    dec_out_c_ = ctx_.AsCompute(y, nt * D, dec_out_cast_);
+    ctx_.Plan(dec_logits_, {nt, Vd}, dt);
+    ctx_.Plan(dec_lse_, {nt}, dt);
+    be.Gemm(1, nt, Vd, D, GemmOperand{dec_out_c_, cdt, false, D, 0},
+            GemmOperand{store_.compute_value(dec_embed_->table(), cdt), cdt, true, D, 0, true},
+            dec_logits_.template data<T>(), Vd, 0, 1.0f, 0.0f);
+    const CrossEntropyStats ce = be.CrossEntropyForward(dec_logits_.template data<T>(), tgt_out_,
+                                                        dec_lse_.template data<T>(), nt, Vd, c.label_smoothing, c.blank);
+    stats.attention_loss = ce.loss;
+    stats.attention_nll = ce.nll;
+  }
   std::vector<float> losses(B);
   be.CopyToHost(losses.data(), losses_.raw(), static_cast<size_t>(B) * sizeof(float));
-  for (float l : losses) stats.loss += std::isfinite(l) ? l : 0.0;
+  for (float l : losses) stats.ctc_loss += std::isfinite(l) ? l : 0.0;
+  stats.loss = c.has_decoder() ? c.ctc_weight * stats.ctc_loss + (1.0 - c.ctc_weight) * stats.attention_loss
+                               : stats.ctc_loss;
   // Infeasible: fewer frames than labels plus the blanks that separate repeated labels (their
   // loss is 0 with zero_infinity, +inf without; either way they are counted).
   for (int64_t i = 0; i < B; ++i) {
@@ -305,20 +397,54 @@ void SpeechCtcModel<T>::Backward(float grad_scale) {
   const DType dt = DTypeOf<T>::value, cdt = ctx_.compute();
   auto& be = ctx_.backend();
   const int32_t* di = reinterpret_cast<const int32_t*>(batch_dev_.raw());
-  for (Tensor* t : {&grad_a_, &grad_b_, &tmp1_, &tmp2_}) ctx_.Plan(*t, {n, D}, dt);
+  const int64_t nt = c.has_decoder() ? B * lt_ : 0;
+  for (Tensor* t : {&grad_a_, &grad_b_, &tmp1_, &tmp2_}) ctx_.Plan(*t, {std::max(n, nt), D}, dt);
+  if (c.has_decoder()) {
+    // The attention branch first: its gradient for the encoder output collects in d_enc_, which
+    // the CTC head's then adds to.
+    const int64_t Vd = c.decoder_vocab();
+    ctx_.Plan(d_enc_, {n, D}, dt);
+    d_enc_.ZeroFill();
+    void* dlog = dec_logits_.raw();  // fp32: in place over the logits
+    if (ctx_.low_precision()) {
+      ctx_.Plan(dec_dlogits_, {nt, Vd}, cdt);
+      dlog = dec_dlogits_.raw();
+    }
+    be.CrossEntropyBackward(dec_logits_.template data<T>(), dec_lse_.template data<T>(), tgt_out_, dlog, cdt, nt, Vd,
+                            c.label_smoothing, c.blank, grad_scale * (1.0f - c.ctc_weight));
+    T* gy = grad_a_.template data<T>();
+    T* other = grad_b_.template data<T>();
+    const int table = dec_embed_->table();
+    be.Gemm(1, nt, D, Vd, GemmOperand{dlog, cdt, false, Vd, 0},
+            GemmOperand{store_.compute_value(table, cdt), cdt, false, D, 0, true}, gy, D, 0, 1.0f, 0.0f);
+    be.Gemm(1, Vd, D, nt, GemmOperand{dlog, cdt, true, Vd, 0}, GemmOperand{dec_out_c_, cdt, false, D, 0},
+            store_.grad(table), D, 0, 1.0f, 1.0f);
+    if (dec_norm_) {
+      dec_norm_->Backward(ctx_, gy, other, nt, false);
+      std::swap(gy, other);
+    }
+    for (size_t i = decoder_.size(); i-- > 0;) {
+      decoder_[i]->Backward(ctx_, gy, other, tmp1_.template data<T>(), tmp2_.template data<T>(), d_enc_.template data<T>());
+      std::swap(gy, other);
+    }
+    dec_embed_->Backward(ctx_, gy);
+  }
   if (!dlogits_ready_) {  // a Forward in evaluation mode computed the loss only
     ctx_.Plan(dlogits_, {n, V}, dt);
     be.CtcLoss(logits_.template data<T>(), di, di + 2 * B, di + B, t2_, B, V, max_target_, c.blank, c.zero_infinity,
                1.0f, losses_.template data<float>(), dlogits_.template data<T>());
   }
-  if (grad_scale != 1.0f) be.Scale(dlogits_.template data<T>(), n * V, grad_scale);
+  const float ctc_scale = grad_scale * (c.has_decoder() ? c.ctc_weight : 1.0f);
+  if (ctc_scale != 1.0f) be.Scale(dlogits_.template data<T>(), n * V, ctc_scale);
   dlogits_ready_ = false;
   be.ColumnSum(dlogits_.template data<T>(), store_.grad(ctc_b_), n, V);
-  T* gy = grad_a_.template data<T>();
+  // The encoder output's gradient: the CTC head's, plus the decoder's when there is one (the
+  // layers then alternate between d_enc_ and grad_b_).
+  T* gy = c.has_decoder() ? d_enc_.template data<T>() : grad_a_.template data<T>();
   T* other = grad_b_.template data<T>();
   const void* dlog_c = ctx_.AsComputeScratch(dlogits_.template data<T>(), n * V, kScratchCastA);
   LinearBackward(ctx_, WeightView<T>{store_.compute_value(ctc_w_, cdt), store_.grad(ctc_w_), V, D}, x_c_, dlog_c, n, gy,
-                 0.0f);
+                 c.has_decoder() ? 1.0f : 0.0f);
   if (norm_) {
     norm_->Backward(ctx_, gy, other, n, false);
     std::swap(gy, other);

@@ -130,13 +130,13 @@ Status Translator::TranslateBatch(const std::vector<const std::vector<int32_t>*>
   const int64_t Ld = cfg.decoder_layers;
   st.cross_k.resize(Ld);
   st.cross_v.resize(Ld);
+  std::vector<host::DecoderLayerWeights> layer(static_cast<size_t>(Ld));
   for (int64_t l = 0; l < Ld; ++l) {
-    const float* w = W(name("decoder", l, "encoder_attn.in_proj_weight"));
-    const float* b = W(name("decoder", l, "encoder_attn.in_proj_bias"));
+    layer[l] = host::DecoderLayerWeightsAt([&](const std::string& n) { return W(n); },
+                                           "decoder.layers." + std::to_string(l) + ".");
     st.cross_k[l].resize(static_cast<size_t>(R * C));
     st.cross_v[l].resize(static_cast<size_t>(R * C));
-    Linear(x.data(), R, C, w + C * C, b + C, C, st.cross_k[l].data());
-    Linear(x.data(), R, C, w + 2 * C * C, b + 2 * C, C, st.cross_v[l].data());
+    host::CrossKeysValues(x.data(), R, C, layer[l], st.cross_k[l].data(), st.cross_v[l].data());
   }
 
   // ---- beam search
@@ -192,45 +192,12 @@ Status Translator::TranslateBatch(const std::vector<const std::vector<int32_t>*>
         for (int64_t c = 0; c < C; ++c) xr[c] = emb_scale * e[c] + pe[c];
       }
     }
+    std::vector<int64_t> memory(static_cast<size_t>(M));
+    for (int64_t q = 0; q < M; ++q) memory[q] = active[(q / Lq) / beam];
     for (int64_t l = 0; l < Ld; ++l) {
-      const float* ln1_g = W(name("decoder", l, "self_attn_layer_norm.weight"));
-      const float* ln1_b = W(name("decoder", l, "self_attn_layer_norm.bias"));
-      const float* ln2_g = W(name("decoder", l, "encoder_attn_layer_norm.weight"));
-      const float* ln2_b = W(name("decoder", l, "encoder_attn_layer_norm.bias"));
-      const float* ln3_g = W(name("decoder", l, "final_layer_norm.weight"));
-      const float* ln3_b = W(name("decoder", l, "final_layer_norm.bias"));
-      // self-attention (causal), keys/values appended to the cache
-      const host::SelfAttentionWeights self_attn{W(name("decoder", l, "self_attn.in_proj_weight")),
-                                                 W(name("decoder", l, "self_attn.in_proj_bias")),
-                                                 W(name("decoder", l, "self_attn.out_proj.weight")),
-                                                 W(name("decoder", l, "self_attn.out_proj.bias")), ln1_g, ln1_b};
-      host::CachedSelfAttentionBlock(x.data(), M, q_row.data(), q_pos.data(), st.self_k[l].data(), st.self_v[l].data(),
-                                     st.cap, C, H, pre, self_attn, h.data(), qkv.data(), ctx.data(), o.data());
-      // cross-attention over the sentence's encoder output
-      const float* src = x.data();
-      if (pre) {
-        RowLayerNorm(x.data(), ln2_g, ln2_b, h.data(), M, C);
-        src = h.data();
-      }
-      Linear(src, M, C, W(name("decoder", l, "encoder_attn.in_proj_weight")),
-             W(name("decoder", l, "encoder_attn.in_proj_bias")), C, qkv.data());
-#pragma omp parallel
-      {
-        std::vector<float> scores(static_cast<size_t>(Ts));
-#pragma omp for schedule(static)
-        for (int64_t q = 0; q < M; ++q) {
-          const int64_t s = active[(q / Lq) / beam];
-          AttendRow(qkv.data() + q * C, st.cross_k[l].data() + s * Ts * C, st.cross_v[l].data() + s * Ts * C, C, Ts,
-                    st.src_pad.data() + s * Ts, H, D, att_scale, ctx.data() + q * C, scores.data());
-        }
-      }
-      Linear(ctx.data(), M, C, W(name("decoder", l, "encoder_attn.out_proj.weight")),
-             W(name("decoder", l, "encoder_attn.out_proj.bias")), C, o.data());
-      AddInPlace(x.data(), o.data(), M * C);
-      if (!pre) RowLayerNorm(x.data(), ln2_g, ln2_b, x.data(), M, C);
-      FeedForwardBlock(x.data(), M, C, F, pre, ln3_g, ln3_b, W(name("decoder", l, "fc1.weight")),
-                       W(name("decoder", l, "fc1.bias")), W(name("decoder", l, "fc2.weight")),
-                       W(name("decoder", l, "fc2.bias")), cfg.activation, h.data(), f.data(), o.data());
+      host::DecoderLayerStep(x.data(), M, q_row.data(), q_pos.data(), st.self_k[l].data(), st.self_v[l].data(), st.cap,
+                             st.cross_k[l].data(), st.cross_v[l].data(), memory.data(), Ts, st.src_pad.data(), C, H, F,
+                             pre, cfg.activation, layer[l], h.data(), qkv.data(), ctx.data(), o.data(), f.data());
     }
     // The newest position of each row -> logits.
     std::vector<float> last(static_cast<size_t>(N * C));

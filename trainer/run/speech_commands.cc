@@ -53,6 +53,12 @@ Status Transcribe(const TranscribeCommandOptions& o) {
   const Value* hp = ck.state.Find("hparams");
   TranscribeOptions to;
   to.beam = o.beam;
+  to.ctc_weight = static_cast<float>(o.ctc_weight);
+  to.ctc_only = o.ctc_only;
+  if (!mc.has_decoder() && (o.ctc_weight >= 0 || o.ctc_only)) {
+    return InvalidArgument(std::string(o.ctc_only ? "--ctc-only" : "--ctc-weight") + ": checkpoint " + o.checkpoint +
+                           " holds a CTC model without a decoder (decoder_layers)");
+  }
   to.utterance_cmvn = sd.utterance_cmvn;
   to.max_frames = o.max_frames > 0 ? o.max_frames : HpInt(hp ? *hp : Value(), "max_frames", 10000);
 
@@ -77,10 +83,15 @@ Status Transcribe(const TranscribeCommandOptions& o) {
   for (const std::string& h : t.hypotheses) std::fputs((h + "\n").c_str(), stdout);
   std::fflush(stdout);
   if (!o.quiet) {
+    std::string how = o.beam > 1 ? "beam " + std::to_string(o.beam) : std::string("greedy");
+    if (mc.has_decoder()) {
+      char w[32];
+      std::snprintf(w, sizeof(w), "%.2f", o.ctc_weight >= 0 ? o.ctc_weight : static_cast<double>(mc.ctc_weight));
+      how = o.ctc_only ? "CTC head only, " + how : "joint CTC/attention, " + how + ", ctc_weight " + w;
+    }
     std::fprintf(stderr, "%s (%lld utterances, %s): %s, %s\n", o.manifest.c_str(),
-                 static_cast<long long>(features->size()),
-                 o.beam > 1 ? ("beam " + std::to_string(o.beam)).c_str() : "greedy",
-                 t.words.ToString("WER").c_str(), t.chars.ToString("CER").c_str());
+                 static_cast<long long>(features->size()), how.c_str(), t.words.ToString("WER").c_str(),
+                 t.chars.ToString("CER").c_str());
   }
   return Status::Ok();
 }
@@ -92,7 +103,12 @@ void AddTranscribeFlags(CLI::App& cmd, TranscribeCommandOptions* o) {
   cmd.add_option("--manifest", o->manifest, "audio manifest (TSV: id audio duration text speaker)")
       ->required()
       ->check(CLI::ExistingFile);
-  cmd.add_option("--beam", o->beam, "CTC prefix beam width (1: greedy)")->check(cmdline::AtLeast(1));
+  cmd.add_option("--beam", o->beam, "beam width: CTC prefix beam, or joint CTC/attention beam for a model with a decoder (1: greedy)")
+      ->check(cmdline::AtLeast(1));
+  cmd.add_option("--ctc-weight", o->ctc_weight,
+                 "joint search: the CTC prefix score's weight, 1 - it the decoder's (default: the checkpoint's ctc_weight)")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd.add_flag("--ctc-only", o->ctc_only, "decode a model with a decoder by its CTC head alone");
   cmd.add_option("--max-frames", o->max_frames, "feature frames per batch (default: the checkpoint's max_frames)")
       ->check(cmdline::AtLeast(1));
   cmd.add_option("--cache-dir", o->cache_dir, "where the manifest's features are cached (default: beside it)");

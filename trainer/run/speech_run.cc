@@ -8,6 +8,7 @@
 
 #include "common/log.h"
 #include "trainer/run/model_setup.h"
+#include "trainer/models/speech_joint_search.h"
 #include "trainer/speech/ctc_decoder.h"
 
 namespace sf {
@@ -67,6 +68,8 @@ Result<SpeechCtcConfig> SpeechCtcConfigFromHyperparameters(const Value& hp, int6
   SF_ASSIGN_OR_RETURN(c.activation, ActivationFromHyperparameters(hp));
   const Value* nb = hp.Find("normalize_before");
   c.normalize_before = nb && nb->is_bool() ? nb->as_bool() : true;
+  c.decoder_layers = HpInt(hp, "decoder_layers", 0);
+  c.ctc_weight = static_cast<float>(HpNum(hp, "ctc_weight", c.has_decoder() ? 0.3 : 1.0));
   SF_RETURN_IF_ERROR(c.Validate().WithContext("hyperparameters"));
   return c;
 }
@@ -114,8 +117,16 @@ Result<SplitTranscripts> TranscribeSplit(SpeechCtcModel<float>& model, const spe
     backend.CopyToHost(log_probs.data(), model.logits(), log_probs.size() * sizeof(float));
     speech::LogSoftmaxRows(log_probs.data(), log_probs.data(), batch.batch * T, V);
     std::vector<std::string> hyps(static_cast<size_t>(batch.batch));
+    if (mc.has_decoder() && !o.ctc_only) {
+      JointSearchOptions jo;
+      jo.beam = o.beam;
+      jo.ctc_weight = o.ctc_weight < 0 ? mc.ctc_weight : o.ctc_weight;
+      SF_ASSIGN_OR_RETURN(std::vector<JointHypothesis> best, JointBeamSearch(model, log_probs.data(), jo));
+      for (int64_t b = 0; b < batch.batch; ++b) hyps[b] = vocabulary.Decode(best[b].labels);
+    }
 #pragma omp parallel for schedule(dynamic) if (o.beam > 1)
     for (int64_t b = 0; b < batch.batch; ++b) {
+      if (mc.has_decoder() && !o.ctc_only) continue;
       const float* lp = log_probs.data() + b * T * V;
       const int64_t frames = model.lengths()[static_cast<size_t>(b)];
       speech::CtcHypothesis h;
@@ -350,14 +361,21 @@ CheckpointContents SpeechRun::Snapshot(const Value::Map& extra) const {
 
 Result<RunTest> SpeechRun::TestSplit() {
   if (!test_) return NotFound("the experiment's data has no test split");
-  SF_ASSIGN_OR_RETURN(SplitTranscripts t, TranscribeSplit(*model_, *test_, test_targets_, *vocab_, EvalOptions(true, false)));
+  TranscribeOptions o = EvalOptions(true, false);
+  const bool joint = model_->config().has_decoder();
+  if (joint) o.beam = static_cast<int>(HpInt(hparams_, "beam_size", 4));
+  SF_ASSIGN_OR_RETURN(SplitTranscripts t, TranscribeSplit(*model_, *test_, test_targets_, *vocab_, o));
   RunTest out;
   out.values = {{"wer", 100.0 * t.words.rate()},
                 {"cer", 100.0 * t.chars.rate()},
                 {"test_loss", t.loss / static_cast<double>(std::max<int64_t>(1, t.labels))},
                 {"utterances", test_->size()}};
-  out.summary = "test set " + cfg_.data.test->manifest + " (" + std::to_string(test_->size()) +
-                " utterances, greedy): " + t.words.ToString("WER") + ", " + t.chars.ToString("CER");
+  char how[96];
+  std::snprintf(how, sizeof(how), "joint CTC/attention beam %d, ctc_weight %.2f", o.beam,
+                static_cast<double>(model_->config().ctc_weight));
+  out.summary = "test set " + cfg_.data.test->manifest + " (" + std::to_string(test_->size()) + " utterances, " +
+                (joint ? std::string(how) : std::string("greedy")) + "): " + t.words.ToString("WER") + ", " +
+                t.chars.ToString("CER");
   out.hypotheses = std::move(t.hypotheses);
   return out;
 }

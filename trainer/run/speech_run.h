@@ -14,10 +14,12 @@
 // Step: aggregation_frequency micro-batches, each normalised per utterance (data.features.
 //   utterance_cmvn) and masked by SpecAugment (data.spec_augment, seeded by run seed, epoch and
 //   utterance, so a resumed run sees the same masks); losses and counts are per label.
-// Validate: the CTC loss per label (validation_loss) and greedy decoding's corpus WER and CER
-//   in percent (wer, cer; error_rate.h's normalisation); data parallel: batches sharded by rank
+// Validate: the loss per label (validation_loss: CTC, or with a decoder the joint loss) and
+//   greedy decoding's corpus WER and CER in percent (wer, cer; error_rate.h's normalisation;
+//   with a decoder greedy joint CTC/attention decoding); data parallel: batches sharded by rank
 //   and the sums reduced. The searcher's metric is one of them.
-// TestSplit: greedy transcripts of the test manifest in manifest order, wer and cer.
+// TestSplit: transcripts of the test manifest in manifest order, wer and cer: greedy for a CTC
+//   model, joint CTC/attention beam search of width beam_size with a decoder.
 // Snapshot/Restore: as a text run, plus the vocabulary (trainer_state.json "char_vocabulary";
 //   a checkpoint of another vocabulary is refused).
 #pragma once
@@ -61,7 +63,11 @@ struct SplitTranscripts {
 
 struct TranscribeOptions {
   int64_t max_frames = 10000;  // frame budget per batch
-  int beam = 1;                // 1: greedy; more: CTC prefix beam search of this width
+  // A CTC model: 1 greedy, more a CTC prefix beam search of this width. A model with a decoder:
+  // joint CTC/attention beam search of this width (speech_joint_search.h; 1: greedy joint).
+  int beam = 1;
+  float ctc_weight = -1;   // joint search's CTC weight; < 0: the model's (its training ctc_weight)
+  bool ctc_only = false;   // decode a model with a decoder by its CTC head alone
   bool utterance_cmvn = true;
   bool keep_hypotheses = true;
   // Data parallel scoring: this rank decodes batches rank, rank + world, ... (hypotheses are

@@ -13,8 +13,12 @@ Conv2dSubsampling (nn.functional.conv2d, stride 2, no padding, ReLU, twice; [B, 
 encoder layers of fairseq's TransformerEncoderLayer (the reference layer code of
 transformer_reference.py) with the frames past each utterance's subsampled length as padding,
 the final layer norm (pre-norm), the CTC head and F.ctc_loss(reduction='sum', zero_infinity);
-then compares logits (at the frames inside each utterance; padded frames as 0 on both sides),
-loss and every gradient.
+with "decoder_layers" in the metadata (joint CTC/attention) also fairseq's decoder
+(transformer_reference.decoder_forward: tied output projection, label-smoothed loss) over
+<sos> + transcript -> transcript + <eos>, where <sos/eos> is symbol V and blank pads, attending
+to the encoder output with the padded frames masked; the loss is then
+ctc_weight * CTC + (1 - ctc_weight) * attention. It compares the CTC logits (at the frames inside
+each utterance; padded frames as 0 on both sides), the loss and every gradient.
 """
 import math
 import sys
@@ -23,7 +27,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from transformer_reference import compare_case, encoder_layers, read_safetensors, sinusoidal  # noqa: E402
+from transformer_reference import compare_case, decoder_forward, encoder_layers, read_safetensors, sinusoidal  # noqa: E402
 
 
 def subsampled(n):
@@ -48,6 +52,21 @@ def forward(p, meta, batch):
     logits = F.linear(x, p["ctc.ctc_lo.weight"], p["ctc.ctc_lo.bias"])  # [T', B, V]
     loss = F.ctc_loss(F.log_softmax(logits, dim=-1), batch["targets"], lengths, batch["target_lengths"], blank=blank,
                       reduction="sum", zero_infinity=zero_inf)
+    if "decoder_layers" in meta:
+        V = int(meta["tgt_vocab"]); w = float(meta["ctc_weight"]); eps = float(meta["label_smoothing"])
+        lens = [int(n) for n in batch["target_lengths"]]
+        Lt = max(lens) + 1
+        tin = torch.full((B, Lt), blank, dtype=torch.long)
+        tout = torch.full((B, Lt), blank, dtype=torch.long)
+        for b, n in enumerate(lens):
+            y = batch["targets"][b, :n]
+            tin[b, 0] = V
+            tin[b, 1:n + 1] = y
+            tout[b, :n] = y
+            tout[b, n] = V
+        _, att = decoder_forward(p, meta, x, pad, tin, tout, D, H, blank, pre, act, eps,
+                                 p["decoder.embed_tokens.weight"])
+        loss = w * loss + (1 - w) * att
     # Padded frames' logits are never read by the loss: compared as 0 (the test zeroes the engine's too).
     return logits.transpose(0, 1).masked_fill(pad.unsqueeze(-1), 0.0), loss
 

@@ -8,6 +8,8 @@
 //  - Bit-exact resume with dropout, SpecAugment, bf16 and two micro-batches per step: a stop at
 //    step 4 and --resume give the straight run's weights, optimizer state and every step's loss.
 //  - `transcribe` of the test manifest with the final checkpoint prints test.hyp's transcripts.
+//  - The experiment with an attention decoder (joint CTC/attention): its test pass is joint beam
+//    search, which `transcribe --beam` reproduces; `--ctc-only` decodes by the CTC head.
 //  - A missing audio file stops the run with the manifest's file and line (no utterance is
 //    skipped); text data with a speech arch, and a speech metric for a text arch, are refused
 //    by path.
@@ -16,6 +18,8 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+
+#include <sys/wait.h>
 
 #include "common/subprocess.h"
 #include "tests/support/testing.h"
@@ -137,6 +141,55 @@ TEST_F(SpeechCli, TranscribePrintsTheRunsTestTranscripts) {
   ASSERT_EQ(status, 0) << beam << err;
   EXPECT_EQ(Lines(beam).size(), 3u) << beam;
   EXPECT_EQ(err.find("WER"), std::string::npos) << "--quiet: no score line\n" << err;
+}
+
+// Joint CTC/attention: the same experiment with a one-layer attention decoder trains, validates
+// by greedy joint decoding, scores the test set by joint beam search of width beam_size (which
+// `transcribe --beam` reproduces), and decodes by its CTC head alone on request. Flags a CTC
+// model cannot use are refused.
+TEST_F(SpeechCli, AJointCtcAttentionModelTrainsAndTranscribes) {
+  std::string joint = Config();
+  joint.replace(joint.find("  conv_channels: 8\n"), std::string("  conv_channels: 8\n").size(),
+                "  conv_channels: 8\n  decoder_layers: 1\n  ctc_weight: 0.4\n  beam_size: 3\n");
+  dir_->WriteFile("joint.yaml", joint);
+  auto r = Run({"train", "joint.yaml", "--output", "joint"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(Metric("joint", "validation", "wer").size(), 2u);
+  EXPECT_EQ(Metric("joint", "test", "wer").size(), 1u);
+  EXPECT_NE(r.output.find("(3 utterances, joint CTC/attention beam 3, ctc_weight 0.40): WER"), std::string::npos)
+      << r.output;
+  const std::string checkpoint = fs::canonical(Path("joint/latest")).string();
+  auto ck = ReadCheckpoint(checkpoint);
+  ASSERT_TRUE(ck.ok()) << ck.status().message();
+  EXPECT_EQ(ck->model_metadata.at("decoder_layers"), "1");
+  EXPECT_EQ(ck->model_metadata.at("ctc_weight"), "0.400000");
+  int status = -1;
+  std::string err;
+  const std::string out =
+      Transcribe(Path(""), "--checkpoint " + checkpoint + " --manifest corpus/test.tsv --beam 3", &status, &err);
+  ASSERT_EQ(status, 0) << out << err;
+  EXPECT_EQ(out, testing::ReadWholeFile(Path("joint/test.hyp"))) << err;
+  EXPECT_NE(err.find("(3 utterances, joint CTC/attention, beam 3, ctc_weight 0.40): WER"), std::string::npos) << err;
+  const std::string ctc = Transcribe(Path(""), "--checkpoint " + checkpoint + " --manifest corpus/test.tsv --ctc-only",
+                                     &status, &err);
+  ASSERT_EQ(status, 0) << ctc << err;
+  EXPECT_EQ(Lines(ctc).size(), 3u);
+  EXPECT_NE(err.find("(3 utterances, CTC head only, greedy): WER"), std::string::npos) << err;
+  // A CTC model has no decoder to weigh.
+  const std::string plain = fs::canonical(Path("straight/latest")).string();
+  Transcribe(Path(""), "--checkpoint " + plain + " --manifest corpus/test.tsv --ctc-weight 0.5", &status, &err);
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  EXPECT_NE(err.find("--ctc-weight: checkpoint " + plain + " holds a CTC model without a decoder"), std::string::npos)
+      << err;
+  // ctc_weight below 1 without a decoder is refused before training.
+  std::string no_decoder = Config();
+  no_decoder.replace(no_decoder.find("  conv_channels: 8\n"), std::string("  conv_channels: 8\n").size(),
+                     "  conv_channels: 8\n  ctc_weight: 0.5\n");
+  dir_->WriteFile("no-decoder.yaml", no_decoder);
+  r = Run({"train", "no-decoder.yaml", "--output", "no-decoder"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("hyperparameters.ctc_weight: below 1 weighs an attention decoder's loss"), std::string::npos)
+      << r.output;
 }
 
 TEST_F(SpeechCli, AMissingAudioFileStopsTheRunNamingItsLine) {

@@ -10,6 +10,8 @@
 #include <random>
 #include <vector>
 
+#include "tests/trainer/speech/ctc_enumeration.h"
+
 namespace sf::speech {
 namespace {
 
@@ -26,21 +28,7 @@ std::vector<float> RandomLogProbs(int64_t frames, int64_t vocab, uint32_t seed, 
 std::map<std::vector<int32_t>, double> Enumerate(const std::vector<float>& lp, int64_t frames, int64_t vocab,
                                                  int32_t blank) {
   std::map<std::vector<int32_t>, double> probs;
-  std::vector<int32_t> path(frames, 0);
-  while (true) {
-    double logp = 0;
-    std::vector<int32_t> labels;
-    int32_t prev = -1;
-    for (int64_t t = 0; t < frames; ++t) {
-      logp += lp[t * vocab + path[t]];
-      if (path[t] != blank && path[t] != prev) labels.push_back(path[t]);
-      prev = path[t];
-    }
-    probs[labels] += std::exp(logp);
-    int64_t k = 0;
-    while (k < frames && ++path[k] == vocab) path[k++] = 0;
-    if (k == frames) break;
-  }
+  test::EnumerateLabelings(lp, frames, vocab, blank, &probs);
   return probs;
 }
 
