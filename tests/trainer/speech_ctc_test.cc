@@ -293,7 +293,8 @@ TEST(SpeechCtcModel, MetadataRoundTrips) {
   jm["ctc_weight"] = "1.5";
   auto jbad = SpeechCtcConfigFromMetadata(jm);
   ASSERT_FALSE(jbad.ok());
-  EXPECT_NE(jbad.status().message().find("ctc_weight: must be in [0, 1]"), std::string::npos) << jbad.status().message();
+  EXPECT_NE(jbad.status().message().find("ctc_weight: must be in [0, 1]"), std::string::npos)
+      << jbad.status().message();
   SpeechCtcConfig no_decoder = TinyConfig();
   no_decoder.ctc_weight = 0.5f;
   EXPECT_NE(no_decoder.Validate().message().find("set decoder_layers"), std::string::npos);

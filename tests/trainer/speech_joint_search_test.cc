@@ -34,8 +34,8 @@ std::vector<float> RandomLogProbs(int64_t frames, int64_t vocab, uint32_t seed) 
   return z;
 }
 
-void Enumerate(const std::vector<float>& lp, int64_t frames, int64_t vocab, std::map<std::vector<int32_t>, double>* exact,
-               std::map<std::vector<int32_t>, double>* prefix) {
+void Enumerate(const std::vector<float>& lp, int64_t frames, int64_t vocab,
+               std::map<std::vector<int32_t>, double>* exact, std::map<std::vector<int32_t>, double>* prefix) {
   speech::test::EnumerateLabelings(lp, frames, vocab, 0, exact, prefix);
 }
 

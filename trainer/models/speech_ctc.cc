@@ -103,7 +103,9 @@ Result<SpeechCtcConfig> SpeechCtcConfigFromMetadata(const std::map<std::string, 
   SF_ASSIGN_OR_RETURN(c.zero_infinity, MetaBool(m, "zero_infinity"));
   if (m.count("decoder_layers")) {  // a joint CTC/attention model
     SF_ASSIGN_OR_RETURN(c.decoder_layers, MetaInt(m, "decoder_layers"));
-    if (c.decoder_layers < 1 || c.decoder_layers > 1024) return InvalidArgument("__metadata__ decoder_layers: out of range");
+    if (c.decoder_layers < 1 || c.decoder_layers > 1024) {
+      return InvalidArgument("__metadata__ decoder_layers: out of range");
+    }
     SF_ASSIGN_OR_RETURN(c.ctc_weight, MetaFloat(m, "ctc_weight"));
     SF_ASSIGN_OR_RETURN(c.label_smoothing, MetaFloat(m, "label_smoothing"));
   }
@@ -370,8 +372,9 @@ Result<CtcStats> SpeechCtcModel<T>::Forward(const SpeechBatchView& b) {
     be.Gemm(1, nt, Vd, D, GemmOperand{dec_out_c_, cdt, false, D, 0},
             GemmOperand{store_.compute_value(dec_embed_->table(), cdt), cdt, true, D, 0, true},
             dec_logits_.template data<T>(), Vd, 0, 1.0f, 0.0f);
-    const CrossEntropyStats ce = be.CrossEntropyForward(dec_logits_.template data<T>(), tgt_out_,
-                                                        dec_lse_.template data<T>(), nt, Vd, c.label_smoothing, c.blank);
+    T* logits = dec_logits_.template data<T>();
+    const CrossEntropyStats ce =
+        be.CrossEntropyForward(logits, tgt_out_, dec_lse_.template data<T>(), nt, Vd, c.label_smoothing, c.blank);
     stats.attention_loss = ce.loss;
     stats.attention_nll = ce.nll;
   }
@@ -424,7 +427,8 @@ void SpeechCtcModel<T>::Backward(float grad_scale) {
       std::swap(gy, other);
     }
     for (size_t i = decoder_.size(); i-- > 0;) {
-      decoder_[i]->Backward(ctx_, gy, other, tmp1_.template data<T>(), tmp2_.template data<T>(), d_enc_.template data<T>());
+      decoder_[i]->Backward(ctx_, gy, other, tmp1_.template data<T>(), tmp2_.template data<T>(),
+                            d_enc_.template data<T>());
       std::swap(gy, other);
     }
     dec_embed_->Backward(ctx_, gy);

@@ -103,10 +103,12 @@ void AddTranscribeFlags(CLI::App& cmd, TranscribeCommandOptions* o) {
   cmd.add_option("--manifest", o->manifest, "audio manifest (TSV: id audio duration text speaker)")
       ->required()
       ->check(CLI::ExistingFile);
-  cmd.add_option("--beam", o->beam, "beam width: CTC prefix beam, or joint CTC/attention beam for a model with a decoder (1: greedy)")
+  cmd.add_option("--beam", o->beam,
+                 "beam width: CTC prefix beam, or joint CTC/attention beam for a model with a decoder (1: greedy)")
       ->check(cmdline::AtLeast(1));
   cmd.add_option("--ctc-weight", o->ctc_weight,
-                 "joint search: the CTC prefix score's weight, 1 - it the decoder's (default: the checkpoint's ctc_weight)")
+                 "joint search: the CTC prefix score's weight, 1 - it the decoder's "
+                 "(default: the checkpoint's ctc_weight)")
       ->check(CLI::Range(0.0, 1.0));
   cmd.add_flag("--ctc-only", o->ctc_only, "decode a model with a decoder by its CTC head alone");
   cmd.add_option("--max-frames", o->max_frames, "feature frames per batch (default: the checkpoint's max_frames)")

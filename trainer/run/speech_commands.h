@@ -2,11 +2,11 @@
 // audio manifest (docs/speech.md) and prints one transcript per utterance, in manifest order, on
 // stdout — greedy CTC decoding, or prefix beam search with --beam N > 1; a model with an
 // attention decoder (joint CTC/attention) by joint beam search of width --beam (1: greedy) with
-// its training ctc_weight unless --ctc-weight, or by its CTC head alone with --ctc-only. The front end (sample
-// rate, mels, window, hop, CMVN) is the one the checkpoint's experiment trained with, so its
-// features match training; they are cached like a run's (data::WritableCacheRoot beside the
-// manifest unless --cache-dir). The manifest's transcripts score the output: stderr gets the
-// corpus WER and CER (error_rate.h).
+// its training ctc_weight unless --ctc-weight, or by its CTC head alone with --ctc-only. The
+// front end (sample rate, mels, window, hop, CMVN) is the one the checkpoint's experiment
+// trained with, so its features match training; they are cached like a run's
+// (data::WritableCacheRoot beside the manifest unless --cache-dir). The manifest's transcripts
+// score the output: stderr gets the corpus WER and CER (error_rate.h).
 #pragma once
 
 #include <cstdint>
