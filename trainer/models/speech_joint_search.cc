@@ -24,7 +24,6 @@ struct Candidate {
   double score = 0;
   int32_t symbol = 0;  // the decoder's symbol: a label, or <eos>
   int64_t row = 0;
-  speech::CtcPrefixState ctc;
 };
 
 struct Utterance {
@@ -108,6 +107,8 @@ Result<std::vector<JointHypothesis>> JointBeamSearch(SpeechCtcModel<float>& mode
   }
 
   std::vector<float> x, h, qkv, ctx, out, f, logits;
+  std::vector<Candidate> cands;
+  std::vector<int64_t> counts;
   std::vector<int64_t> q_row, q_pos, memory, parents;
   std::vector<std::pair<int64_t, int64_t>> rows;  // (utterance, hypothesis)
   for (int64_t t = 0;; ++t) {
@@ -161,32 +162,33 @@ Result<std::vector<JointHypothesis>> JointBeamSearch(SpeechCtcModel<float>& mode
     host::Linear(x.data(), N, D, table, nullptr, Vd, logits.data());
     speech::LogSoftmaxRows(logits.data(), logits.data(), N, Vd);
 
-    // Every row's extensions: each label (not blank) while the utterance may grow, and <eos>.
-    std::vector<std::vector<Candidate>> cands(static_cast<size_t>(N));
-#pragma omp parallel for schedule(dynamic)
-    for (int64_t r = 0; r < N; ++r) {
-      const int64_t b = rows[r].first;
-      const Hyp& hyp = utts[b].running[rows[r].second];
-      const float* att = logits.data() + r * Vd;
-      const speech::CtcPrefixScorer& scorer = scorers[b];
-      std::vector<Candidate>& out_r = cands[r];
-      out_r.reserve(static_cast<size_t>(V));
-      if (t < utts[b].max_len) {
-        for (int32_t s = 0; s < V; ++s) {
-          if (s == c.blank) continue;
-          Candidate cand;
-          cand.symbol = s;
-          cand.row = r;
-          scorer.Extend(hyp.ctc, s, &cand.ctc);
-          cand.score = hyp.score + (1.0 - lambda) * att[s] + CtcTerm(lambda, cand.ctc.psi, hyp.ctc.psi);
-          out_r.push_back(std::move(cand));
+    // Every row's extensions: each label (not blank) while the utterance may grow, and <eos>:
+    // row r's are cands[r * V, r * V + counts[r]). Only their scores are kept; the prefix states
+    // of the few that go on are computed again below (the same arithmetic, the same numbers).
+    cands.resize(static_cast<size_t>(N * V));
+    counts.assign(static_cast<size_t>(N), 0);
+#pragma omp parallel
+    {
+      speech::CtcPrefixState scratch;
+#pragma omp for schedule(dynamic)
+      for (int64_t r = 0; r < N; ++r) {
+        const int64_t b = rows[r].first;
+        const Hyp& hyp = utts[b].running[rows[r].second];
+        const float* att = logits.data() + r * Vd;
+        const speech::CtcPrefixScorer& scorer = scorers[b];
+        Candidate* out_r = cands.data() + r * V;
+        int64_t n = 0;
+        if (t < utts[b].max_len) {
+          for (int32_t s = 0; s < V; ++s) {
+            if (s == c.blank) continue;
+            scorer.Extend(hyp.ctc, s, &scratch);
+            out_r[n++] = {hyp.score + (1.0 - lambda) * att[s] + CtcTerm(lambda, scratch.psi, hyp.ctc.psi), s, r};
+          }
         }
+        out_r[n++] = {hyp.score + (1.0 - lambda) * att[eos] + CtcTerm(lambda, scorer.Final(hyp.ctc), hyp.ctc.psi),
+                      eos, r};
+        counts[r] = n;
       }
-      Candidate end;
-      end.symbol = eos;
-      end.row = r;
-      end.score = hyp.score + (1.0 - lambda) * att[eos] + CtcTerm(lambda, scorer.Final(hyp.ctc), hyp.ctc.psi);
-      out_r.push_back(std::move(end));
     }
     // Per utterance: the `beam` best extensions of all its hypotheses.
     int64_t r0 = 0;
@@ -196,7 +198,7 @@ Result<std::vector<JointHypothesis>> JointBeamSearch(SpeechCtcModel<float>& mode
       if (n == 0) continue;
       std::vector<Candidate*> all;
       for (int64_t r = r0; r < r0 + n; ++r) {
-        for (Candidate& cand : cands[r]) all.push_back(&cand);
+        for (int64_t k = 0; k < counts[r]; ++k) all.push_back(&cands[r * V + k]);
       }
       const size_t keep = std::min(all.size(), static_cast<size_t>(o.beam));
       std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(keep), all.end(),
@@ -220,7 +222,7 @@ Result<std::vector<JointHypothesis>> JointBeamSearch(SpeechCtcModel<float>& mode
         child.labels = parent.labels;
         child.labels.push_back(cand.symbol);
         child.score = cand.score;
-        child.ctc = std::move(cand.ctc);
+        scorers[b].Extend(parent.ctc, cand.symbol, &child.ctc);
         child.row = parent.row;
         next.push_back(std::move(child));
       }

@@ -101,6 +101,11 @@ Result<SplitTranscripts> TranscribeSplit(SpeechCtcModel<float>& model, const spe
   if (o.keep_hypotheses) out.hypotheses.resize(static_cast<size_t>(features.size()));
   const SpeechCtcConfig& mc = model.config();
   const int64_t V = mc.vocab;
+  // A model with a decoder: joint CTC/attention search, unless its CTC head alone is asked for.
+  const bool joint = mc.has_decoder() && !o.ctc_only;
+  JointSearchOptions joint_options;
+  joint_options.beam = o.beam;
+  joint_options.ctc_weight = o.ctc_weight < 0 ? mc.ctc_weight : o.ctc_weight;
   Backend<float>& backend = model.context().backend();
   speech::SpeechBatch batch;
   std::vector<float> log_probs;
@@ -117,16 +122,12 @@ Result<SplitTranscripts> TranscribeSplit(SpeechCtcModel<float>& model, const spe
     backend.CopyToHost(log_probs.data(), model.logits(), log_probs.size() * sizeof(float));
     speech::LogSoftmaxRows(log_probs.data(), log_probs.data(), batch.batch * T, V);
     std::vector<std::string> hyps(static_cast<size_t>(batch.batch));
-    if (mc.has_decoder() && !o.ctc_only) {
-      JointSearchOptions jo;
-      jo.beam = o.beam;
-      jo.ctc_weight = o.ctc_weight < 0 ? mc.ctc_weight : o.ctc_weight;
-      SF_ASSIGN_OR_RETURN(std::vector<JointHypothesis> best, JointBeamSearch(model, log_probs.data(), jo));
+    if (joint) {
+      SF_ASSIGN_OR_RETURN(std::vector<JointHypothesis> best, JointBeamSearch(model, log_probs.data(), joint_options));
       for (int64_t b = 0; b < batch.batch; ++b) hyps[b] = vocabulary.Decode(best[b].labels);
     }
-#pragma omp parallel for schedule(dynamic) if (o.beam > 1)
-    for (int64_t b = 0; b < batch.batch; ++b) {
-      if (mc.has_decoder() && !o.ctc_only) continue;
+#pragma omp parallel for schedule(dynamic) if (o.beam > 1 && !joint)
+    for (int64_t b = 0; b < (joint ? 0 : batch.batch); ++b) {
       const float* lp = log_probs.data() + b * T * V;
       const int64_t frames = model.lengths()[static_cast<size_t>(b)];
       speech::CtcHypothesis h;
