@@ -14,6 +14,7 @@
 #include "common/command_line.h"
 
 #include "trainer/core/cpu_features.h"
+#include "trainer/kernels/profiling_backend.h"
 #include "common/config/hyperparameter_schema.h"
 #include "trainer/run/model_setup.h"
 #include "trainer/run/data_parallel.h"
@@ -113,6 +114,8 @@ void AddBenchFlags(CLI::App& cmd, BenchOptions* o) {
   cmd.add_option("--attention-dropout", o->attention_dropout, "attention dropout rate")->check(CLI::Range(0.0, 1.0));
   cmd.add_flag("--json", o->json, "print the report as one JSON object");
   cmd.add_flag_callback("--no-gemm-peak", [o] { o->gemm_peak = false; }, "skip timing the reference GEMM");
+  cmd.add_flag("--profile", o->profile,
+               "time every kernel of the timed steps and print the step per op family and per GEMM shape");
   cmd.add_option("--bucket-mb", o->bucket_mb, "data parallel: gradient bucket size in MiB")->check(cmdline::AtLeast(1));
   cmd.add_option("--allreduce-dtype", o->allreduce_dtype, "data parallel: gradient type on the wire")->check(precisions);
 }
@@ -124,7 +127,7 @@ Status CheckBenchOptions(const BenchOptions& o) {
   return Status::Ok();
 }
 
-Result<std::vector<std::pair<std::string, std::string>>> RunBench(const BenchOptions& o) {
+Result<BenchReport> RunBench(const BenchOptions& o) {
   if (o.threads > 0) omp_set_num_threads(o.threads);
   // The preset as a trial gets it (config::WithDefaults), with the bench's dropout rates.
   const std::string family = config::ArchFamily(o.arch);
@@ -147,6 +150,12 @@ Result<std::vector<std::pair<std::string, std::string>>> RunBench(const BenchOpt
   const DType compute = dtype_of(o.precision);
   SF_ASSIGN_OR_RETURN(DeviceChoice device, ParseDevice(o.device));
   SF_ASSIGN_OR_RETURN(std::unique_ptr<Backend<float>> backend_owner, MakeTrainingBackend(device));
+  ProfilingBackend* profiler = nullptr;
+  if (o.profile) {
+    auto wrapped = std::make_unique<ProfilingBackend>(std::move(backend_owner));
+    profiler = wrapped.get();
+    backend_owner = std::move(wrapped);
+  }
   Backend<float>& backend = *backend_owner;
   // The model, and how one step's batch is made and trained: token batches for the text
   // families, feature batches (80 log-mel bins, src_len frames, tgt_len labels) for speech.
@@ -174,6 +183,7 @@ Result<std::vector<std::pair<std::string, std::string>>> RunBench(const BenchOpt
   so.type = o.precision == "fp16" ? "dynamic" : "none";
   SF_ASSIGN_OR_RETURN(LossScaler scaler, LossScaler::Make(so));
   TrainStep step(&model, std::move(opt), std::move(scaler), 0.0);
+  if (profiler) step.set_phase_hook([profiler](const char* phase) { profiler->SetPhase(phase); });
   std::unique_ptr<dist::GradReducer> reducer;
   const int world = o.comm ? o.comm->world_size() : 1;
   if (o.comm && world > 1) {
@@ -221,6 +231,7 @@ Result<std::vector<std::pair<std::string, std::string>>> RunBench(const BenchOpt
     (void)r;
   }
   backend.Synchronize();
+  if (profiler) profiler->Reset();
   const int64_t allocs_before = backend.allocator().stats().system_allocations;
   std::vector<double> total, fwd, bwd, opt_t, ar_busy, ar_wait;
   int64_t ar_bytes = 0;
@@ -241,12 +252,19 @@ Result<std::vector<std::pair<std::string, std::string>>> RunBench(const BenchOpt
   }
   const int64_t allocs_after = backend.allocator().stats().system_allocations;
   const double step_s = Median(total);
+  ProfileReport profile;
+  if (profiler) {
+    double sum = 0;
+    for (double t : total) sum += t;
+    profile = profiler->Report(o.steps, sum);
+  }
   const double tokens = static_cast<double>(B * o.tgt_len * world);
   const double flops = speech ? recogniser->config().TrainingFlops(B * world, o.src_len)
                               : seq2seq->TrainingFlops(B * world, o.src_len, o.tgt_len);
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
-  std::vector<std::pair<std::string, std::string>> rep;
+  BenchReport report;
+  std::vector<std::pair<std::string, std::string>>& rep = report.values;
   rep.reserve(48);  // also keeps GCC 12's -Warray-bounds false positive on emplace_back quiet
   rep.emplace_back("arch", o.arch);
   rep.emplace_back("precision", o.precision);
@@ -278,8 +296,9 @@ Result<std::vector<std::pair<std::string, std::string>>> RunBench(const BenchOpt
   }
   rep.emplace_back("model_gflop_per_step", Fmt(flops / 1e9, 2));
   rep.emplace_back("achieved_gflops", Fmt(flops / step_s / 1e9, 1));
+  double peak = 0;
   if (o.gemm_peak) {
-    const double peak = GemmPeak(backend, compute);
+    peak = GemmPeak(profiler ? profiler->inner() : backend, compute);
     rep.emplace_back("gemm_" + ShapeName(PeakShape(backend.device())) + "_gflops", Fmt(peak, 1));
     rep.emplace_back("gemm_gflops", Fmt(peak, 1));
     rep.emplace_back("fraction_of_gemm_rate", Fmt(flops / step_s / 1e9 / peak, 3));
@@ -290,21 +309,27 @@ Result<std::vector<std::pair<std::string, std::string>>> RunBench(const BenchOpt
                            (1 << 20), 1));
   rep.emplace_back("allocations_in_timed_steps", std::to_string(allocs_after - allocs_before));
   rep.emplace_back("last_loss_per_token", Fmt(last_loss, 4));
-  return rep;
+  if (profiler) report.profile = ProfilingBackend::Format(profile, peak);
+  return report;
 }
 
-std::string FormatReport(const std::vector<std::pair<std::string, std::string>>& report,
-                         bool json) {
+std::string FormatReport(const BenchReport& report, bool json) {
   std::string s;
   if (!json) {
-    for (const auto& [k, v] : report) s += k + ": " + v + "\n";
-    return s;
+    for (const auto& [k, v] : report.values) s += k + ": " + v + "\n";
+    return s + report.profile;
   }
   s = "{";
-  for (size_t i = 0; i < report.size(); ++i) {
-    const auto& [k, v] = report[i];
+  for (size_t i = 0; i < report.values.size(); ++i) {
+    const auto& [k, v] = report.values[i];
     const bool numeric = !v.empty() && v.find_first_not_of("0123456789.-e") == std::string::npos;
     s += (i ? ", " : "") + std::string("\"") + k + "\": " + (numeric ? v : "\"" + v + "\"");
+  }
+  if (!report.profile.empty()) {
+    // The table as one string: its lines hold no quote or backslash, only newlines to escape.
+    std::string escaped;
+    for (char c : report.profile) escaped += c == '\n' ? std::string("\\n") : std::string(1, c);
+    s += ", \"profile\": \"" + escaped + "\"";
   }
   return s + "}\n";
 }

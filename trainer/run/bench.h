@@ -41,6 +41,9 @@ struct BenchOptions {
   float dropout = 0.1f, attention_dropout = 0.1f;  // as torch.nn.Transformer's default
   bool json = false;
   bool gemm_peak = true;  // also time a 4096x512x2048 GEMM in the same precision
+  // Time every kernel of the timed steps (kernels/profiling_backend.h) and add the per-op table
+  // to the report (text: after the key/value lines; JSON: a "profile" member).
+  bool profile = false;
   int64_t bucket_mb = 25;               // data parallel: gradient bucket size
   std::string allreduce_dtype = "fp32";  // data parallel: fp32 | bf16 | fp16 on the wire
   dist::Communicator* comm = nullptr;    // data parallel (world size > 1); not owned
@@ -53,11 +56,15 @@ void AddBenchFlags(CLI::App& command, BenchOptions* o);
 // Errors name the flag ("--batch, --src-len, --tgt-len and --steps must be >= 1").
 Status CheckBenchOptions(const BenchOptions& o);
 
-// Runs the benchmark; returns the report as ordered key/value pairs.
-Result<std::vector<std::pair<std::string, std::string>>> RunBench(const BenchOptions& options);
+struct BenchReport {
+  std::vector<std::pair<std::string, std::string>> values;  // ordered key/value pairs
+  std::string profile;  // the per-op table (BenchOptions::profile), else empty
+};
 
-// "key: value" lines, or one JSON object.
-std::string FormatReport(const std::vector<std::pair<std::string, std::string>>& report,
-                         bool json);
+// Runs the benchmark.
+Result<BenchReport> RunBench(const BenchOptions& options);
+
+// "key: value" lines (then the profile table), or one JSON object (the table as "profile").
+std::string FormatReport(const BenchReport& report, bool json);
 
 }  // namespace sf

@@ -39,12 +39,20 @@ Result<StepReport> TrainStep::Run(std::span<const Seq2SeqBatch> micro_batches, f
 Result<StepReport> TrainStep::Run(size_t micro_batches, const MicroBatchForward& forward, float lr) {
   StepReport r;
   r.loss_scale = scaler_.scale();
+  // The phase hook hears "" however the step ends.
+  struct EndPhases {
+    TrainStep* step;
+    ~EndPhases() { step->Phase(""); }
+  } end_phases{this};
+  Phase("zero gradients");
   model_->ZeroGrads();
   Context<float>& ctx = model_->context();
   for (size_t i = 0; i < micro_batches; ++i) {
+    Phase("forward");
     const double t0 = Now();
     auto stats = forward(i);
     if (!stats.ok()) return stats.status();
+    Phase("backward");
     const double t1 = Now();
     // Only the last micro-batch's backward finishes gradients: reduce buckets from there on.
     if (reducer_ && i + 1 == micro_batches) reducer_->Arm();
@@ -56,6 +64,7 @@ Result<StepReport> TrainStep::Run(size_t micro_batches, const MicroBatchForward&
     r.tokens += stats->tokens;
     ++ctx.micro_batch;
   }
+  Phase("optimizer");
   const double t2 = Now();
   ParamStore<float>& store = model_->params();
   if (reducer_) {

@@ -59,6 +59,9 @@ class TrainStep {
   // Called once per step with the (synchronised) gradients before they are checked; tests
   // inject overflows here.
   void set_grads_hook(std::function<void(std::span<float>)> hook) { grads_hook_ = std::move(hook); }
+  // Called with the name of the part of the step that starts ("zero gradients", "forward",
+  // "backward", "optimizer"; "" when the step ends): a profiler attributes time to it.
+  void set_phase_hook(std::function<void(const char*)> hook) { phase_hook_ = std::move(hook); }
   Optimizer& optimizer() { return *optimizer_; }
   const LossScaler& loss_scaler() const { return scaler_; }
 
@@ -82,6 +85,10 @@ class TrainStep {
   dist::GradReducer* reducer_ = nullptr;
   bool on_device_ = false;
   std::function<void(std::span<float>)> grads_hook_;
+  std::function<void(const char*)> phase_hook_;
+  void Phase(const char* name) {
+    if (phase_hook_) phase_hook_(name);
+  }
 };
 
 }  // namespace sf

@@ -12,6 +12,7 @@
 
 #include "trainer/core/philox.h"
 #include "trainer/kernels/cpu/hot_kernels.h"
+#include "trainer/kernels/cpu/simd.h"
 #include "trainer/kernels/cpu/vector_math.h"
 
 namespace sf::SF_KERNEL_NS {
@@ -162,26 +163,46 @@ void DropoutFactors(const DropoutKey& key, int64_t start, int64_t n, float p, fl
   }
 }
 
+// Explicit vectors (simd.h): GCC 12 left the `omp simd` versions of these two loops scalar.
 void CeRowForward(const float* z, int64_t vocab, float* max_out, float* sumexp_out,
                   float* zsum_out) {
-  float mx = -std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(max : mx)
-  for (int64_t v = 0; v < vocab; ++v) mx = std::max(mx, z[v]);
-  float sum = 0, zsum = 0;
-#pragma omp simd reduction(+ : sum, zsum)
-  for (int64_t v = 0; v < vocab; ++v) {
-    sum += FastExp(z[v] - mx);
-    zsum += z[v];
+  using namespace simd;
+  const float ninf = -std::numeric_limits<float>::infinity();
+  const int64_t full = vocab / kWidth * kWidth;
+  const int tail = static_cast<int>(vocab - full);
+  F mx = Set1(ninf);
+  for (int64_t v = 0; v < full; v += kWidth) mx = Max(mx, Load(z + v));
+  if (tail) mx = Max(mx, LoadN(z + full, tail, ninf));
+  const float m = ReduceMax(mx);
+  const F mv = Set1(m);
+  F sum = Zero(), zsum = Zero();
+  for (int64_t v = 0; v < full; v += kWidth) {
+    const F x = Load(z + v);
+    sum = sum + Exp(x - mv);
+    zsum = zsum + x;
   }
-  *max_out = mx;
-  *sumexp_out = sum;
-  *zsum_out = zsum;
+  if (tail) {
+    // Lanes past the row are dropped from the sum (exp never returns an exact 0).
+    const F x = LoadN(z + full, tail, 0.0f);
+    const F e = Exp(x - mv);
+    sum = sum + Select(FirstN(tail), e, Zero());
+    zsum = zsum + x;
+  }
+  *max_out = m;
+  *sumexp_out = ReduceAdd(sum);
+  *zsum_out = ReduceAdd(zsum);
 }
 
 void CeRowBackward(const float* z, float lse, int32_t target, float eps_i, float on_target,
                    float grad_scale, int64_t vocab, float* d) {
-#pragma omp simd
-  for (int64_t v = 0; v < vocab; ++v) d[v] = grad_scale * (FastExp(z[v] - lse) - eps_i);
+  using namespace simd;
+  const F l = Set1(lse), e = Set1(eps_i), g = Set1(grad_scale);
+  const int64_t full = vocab / kWidth * kWidth;
+  for (int64_t v = 0; v < full; v += kWidth) Store(d + v, g * (Exp(Load(z + v) - l) - e));
+  if (vocab > full) {
+    const int tail = static_cast<int>(vocab - full);
+    StoreN(d + full, g * (Exp(LoadN(z + full, tail) - l) - e), tail);
+  }
   d[target] -= grad_scale * on_target;
 }
 

@@ -1,0 +1,199 @@
+// Explicit float vectors for the CPU kernels: one source, two widths. A translation unit
+// compiled with AVX-512 (F/BW/DQ/VL) gets 16 lanes on __m512; any other (the x86-64-v3 baseline:
+// AVX2 + FMA) gets 8 lanes on __m256. Kernels written with these types vectorise by
+// construction: GCC 12 left several `#pragma omp simd` loops scalar (the loss rows ran one
+// element at a time), which is what this header exists to prevent.
+//
+// Partial vectors (the tail of a row) go through LoadN / StoreN with a lane count n < kWidth;
+// lanes >= n read as `fill` and are never written. bf16 loads widen exactly; bf16 stores round
+// to nearest even with NaN kept quiet, exactly as FloatToBf16 (trainer/core/dtype.h).
+// Exp is vmath::FastExp's polynomial lane by lane (same clamp, same result to the last bit for
+// the same inputs when both are compiled with FMA contraction).
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+namespace sf::simd {
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__)
+
+inline constexpr int kWidth = 16;
+struct F {
+  __m512 v;
+};
+using Mask = __mmask16;
+
+inline F Set1(float x) { return {_mm512_set1_ps(x)}; }
+inline F Zero() { return {_mm512_setzero_ps()}; }
+inline F Load(const float* p) { return {_mm512_loadu_ps(p)}; }
+inline void Store(float* p, F x) { _mm512_storeu_ps(p, x.v); }
+inline Mask FirstN(int n) { return static_cast<Mask>((1u << n) - 1u); }
+inline F LoadN(const float* p, int n, float fill = 0.0f) {
+  return {_mm512_mask_loadu_ps(_mm512_set1_ps(fill), FirstN(n), p)};
+}
+inline void StoreN(float* p, F x, int n) { _mm512_mask_storeu_ps(p, FirstN(n), x.v); }
+
+inline F operator+(F a, F b) { return {_mm512_add_ps(a.v, b.v)}; }
+inline F operator-(F a, F b) { return {_mm512_sub_ps(a.v, b.v)}; }
+inline F operator*(F a, F b) { return {_mm512_mul_ps(a.v, b.v)}; }
+inline F operator/(F a, F b) { return {_mm512_div_ps(a.v, b.v)}; }
+inline F Fma(F a, F b, F c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }  // a*b + c
+inline F Max(F a, F b) { return {_mm512_max_ps(a.v, b.v)}; }
+inline F Min(F a, F b) { return {_mm512_min_ps(a.v, b.v)}; }
+// (Not _mm512_reduce_*_ps: GCC 12 warns inside them about an "uninitialized" undefined vector.)
+inline __m128 Fold512(__m512 a, __m512 (*op)(__m512, __m512)) {
+  a = op(a, _mm512_shuffle_f32x4(a, a, 0xEE));  // lanes 0..7 += lanes 8..15
+  a = op(a, _mm512_shuffle_f32x4(a, a, 0x55));  // lanes 0..3 += lanes 4..7
+  return _mm512_castps512_ps128(a);
+}
+inline float ReduceAdd(F a) {
+  __m128 s = Fold512(a.v, [](__m512 x, __m512 y) { return _mm512_add_ps(x, y); });
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+inline float ReduceMax(F a) {
+  __m128 s = Fold512(a.v, [](__m512 x, __m512 y) { return _mm512_max_ps(x, y); });
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+// Lanes where a > b (ordered: false for NaN).
+inline Mask Greater(F a, F b) { return _mm512_cmp_ps_mask(a.v, b.v, _CMP_GT_OQ); }
+inline F Select(Mask m, F if_true, F if_false) {
+  return {_mm512_mask_blend_ps(m, if_false.v, if_true.v)};
+}
+
+inline F Floor(F a) { return {_mm512_roundscale_ps(a.v, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)}; }
+// 2^n for integral n in [-126, 127] held as floats.
+inline F Exp2Int(F n) {
+  const __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvttps_epi32(n.v), _mm512_set1_epi32(127)), 23);
+  return {_mm512_castsi512_ps(bits)};
+}
+
+// bf16 <-> fp32.
+inline F LoadBf16(const uint16_t* p) {
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return {_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))};
+}
+inline F LoadBf16N(const uint16_t* p, int n) {
+  const __m256i h = _mm256_maskz_loadu_epi16(FirstN(n), p);
+  return {_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))};
+}
+inline __m256i RoundToBf16(F x) {
+  const __m512i u = _mm512_castps_si512(x.v);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i rounded =
+      _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+  const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+  const Mask nan = _mm512_cmp_ps_mask(x.v, x.v, _CMP_UNORD_Q);
+  return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, rounded, quiet));
+}
+inline void StoreBf16(uint16_t* p, F x) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), RoundToBf16(x));
+}
+inline void StoreBf16N(uint16_t* p, F x, int n) { _mm256_mask_storeu_epi16(p, FirstN(n), RoundToBf16(x)); }
+
+#else  // AVX2 + FMA
+
+inline constexpr int kWidth = 8;
+struct F {
+  __m256 v;
+};
+using Mask = __m256;  // all-ones lanes are true
+
+inline F Set1(float x) { return {_mm256_set1_ps(x)}; }
+inline F Zero() { return {_mm256_setzero_ps()}; }
+inline F Load(const float* p) { return {_mm256_loadu_ps(p)}; }
+inline void Store(float* p, F x) { _mm256_storeu_ps(p, x.v); }
+inline __m256i FirstNBits(int n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+inline Mask FirstN(int n) { return _mm256_castsi256_ps(FirstNBits(n)); }
+inline F LoadN(const float* p, int n, float fill = 0.0f) {
+  const __m256i m = FirstNBits(n);
+  return {_mm256_blendv_ps(_mm256_set1_ps(fill), _mm256_maskload_ps(p, m), _mm256_castsi256_ps(m))};
+}
+inline void StoreN(float* p, F x, int n) { _mm256_maskstore_ps(p, FirstNBits(n), x.v); }
+
+inline F operator+(F a, F b) { return {_mm256_add_ps(a.v, b.v)}; }
+inline F operator-(F a, F b) { return {_mm256_sub_ps(a.v, b.v)}; }
+inline F operator*(F a, F b) { return {_mm256_mul_ps(a.v, b.v)}; }
+inline F operator/(F a, F b) { return {_mm256_div_ps(a.v, b.v)}; }
+inline F Fma(F a, F b, F c) { return {_mm256_fmadd_ps(a.v, b.v, c.v)}; }
+inline F Max(F a, F b) { return {_mm256_max_ps(a.v, b.v)}; }
+inline F Min(F a, F b) { return {_mm256_min_ps(a.v, b.v)}; }
+inline float ReduceAdd(F a) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(a.v), _mm256_extractf128_ps(a.v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+inline float ReduceMax(F a) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(a.v), _mm256_extractf128_ps(a.v, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+inline Mask Greater(F a, F b) { return _mm256_cmp_ps(a.v, b.v, _CMP_GT_OQ); }
+inline F Select(Mask m, F if_true, F if_false) { return {_mm256_blendv_ps(if_false.v, if_true.v, m)}; }
+
+inline F Floor(F a) { return {_mm256_floor_ps(a.v)}; }
+inline F Exp2Int(F n) {
+  const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n.v), _mm256_set1_epi32(127)), 23);
+  return {_mm256_castsi256_ps(bits)};
+}
+
+inline F LoadBf16(const uint16_t* p) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return {_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))};
+}
+inline F LoadBf16N(const uint16_t* p, int n) {
+  alignas(16) uint16_t tmp[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (int i = 0; i < n; ++i) tmp[i] = p[i];
+  return LoadBf16(tmp);
+}
+inline __m128i RoundToBf16(F x) {
+  const __m256i u = _mm256_castps_si256(x.v);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  const __m256i rounded =
+      _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
+  const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+  const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(x.v, x.v, _CMP_UNORD_Q));
+  const __m256i r = _mm256_blendv_epi8(rounded, quiet, nan);
+  // Pack the low halves of the eight 32-bit lanes (values < 65536: no saturation).
+  const __m256i packed = _mm256_packus_epi32(r, r);  // per 128-bit half: 4 words, twice
+  return _mm256_castsi256_si128(_mm256_permute4x64_epi64(packed, 0x08));
+}
+inline void StoreBf16(uint16_t* p, F x) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), RoundToBf16(x));
+}
+inline void StoreBf16N(uint16_t* p, F x, int n) {
+  alignas(16) uint16_t tmp[8];
+  _mm_store_si128(reinterpret_cast<__m128i*>(tmp), RoundToBf16(x));
+  for (int i = 0; i < n; ++i) p[i] = tmp[i];
+}
+
+#endif
+
+// exp(x) lane by lane: vmath::FastExp (2^n e^r, Cody-Waite split of ln 2, degree-6 Taylor
+// polynomial; inputs clamped to [-87.3, 88.7], so exp(-inf) = exp(-87.3) ~ 1.2e-38, not 0 —
+// callers that need exact zeros for masked lanes select them).
+inline F Exp(F x) {
+  x = Min(Max(x, Set1(-87.3f)), Set1(88.7f));
+  const F n = Floor(Fma(x, Set1(1.44269504088896341f), Set1(0.5f)));
+  F r = Fma(n, Set1(-0.693145751953125f), x);
+  r = Fma(n, Set1(-1.428606765330187e-06f), r);
+  F p = Set1(1.0f / 720);
+  p = Fma(p, r, Set1(1.0f / 120));
+  p = Fma(p, r, Set1(1.0f / 24));
+  p = Fma(p, r, Set1(1.0f / 6));
+  p = Fma(p, r, Set1(0.5f));
+  p = Fma(p, r, Set1(1.0f));
+  p = Fma(p, r, Set1(1.0f));
+  return p * Exp2Int(n);
+}
+
+}  // namespace sf::simd
