@@ -120,6 +120,23 @@ class GuardedBackend final : public Backend<float> {
     Check("Gemm", a.data, b.data, c);
     Run([&] { inner_.Gemm(batch, m, n, k, a, b, c, ldc, stride_c, alpha, beta); });
   }
+  void GemmBiasAct(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const GemmOperand& b,
+                   const float* bias, GemmActivation act, void* c, DType c_dtype) override {
+    Check("GemmBiasAct", a.data, b.data, bias, c);
+    Run([&] { inner_.GemmBiasAct(m, n, k, a, b, bias, act, c, c_dtype); });
+  }
+  bool has_fused_attention() const override { return inner_.has_fused_attention(); }
+  void AttentionForward(const AttentionArgs& a, const void* q, const void* k, const void* v,
+                        void* out, float* lse) override {
+    Check("AttentionForward", q, k, v, out, lse, a.key_padding);
+    Run([&] { inner_.AttentionForward(a, q, k, v, out, lse); });
+  }
+  void AttentionBackward(const AttentionArgs& a, const void* q, const void* k, const void* v,
+                         const void* out, const void* dout, const float* lse,
+                         const AttentionGrads<float>& g) override {
+    Check("AttentionBackward", q, k, v, out, dout, lse, g.dq, g.dk, g.dv, g.dbias, a.key_padding);
+    Run([&] { inner_.AttentionBackward(a, q, k, v, out, dout, lse, g); });
+  }
   void WeightsChanged() override { inner_.WeightsChanged(); }
   void Cast(const float* x, void* y, DType to, int64_t n) override {
     Check("Cast", x, y);

@@ -15,6 +15,7 @@
 #include "trainer/core/cpu_features.h"
 #include "trainer/core/philox.h"
 #include "trainer/core/tensor.h"
+#include "trainer/kernels/cpu/attention_kernels.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
 #include "trainer/kernels/cpu/gemm_onednn.h"
 #include "trainer/kernels/cpu/hot_kernels.h"
@@ -263,6 +264,54 @@ TEST_P(KernelTest, GemmMatchesReferenceForAllLayouts) {
   }
 }
 
+// The GEMM with its epilogue: act(op(A) op(B) + bias) stored as fp32, bf16 or f16, for fp32 and
+// bf16 operands, against the reference composed in double (the products of the rounded
+// operands). Low-precision outputs are the fp32 result rounded once.
+TEST_P(KernelTest, GemmBiasActMatchesReference) {
+  const int64_t m = 37, n = 70, k = 45;
+  auto a = Random(m * k, 31), w = Random(n * k, 32), bias = Random(n, 33);
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    // A [m, k] plain, B = W^T with W [n, k] (a weight), as a Linear layer's forward runs it.
+    std::vector<uint16_t> al(a.size()), wl(w.size());
+    std::vector<double> ar(a.size()), wr(w.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      al[i] = FloatToBf16(a[i]);
+      ar[i] = dt == DType::kF32 ? a[i] : Bf16ToFloat(al[i]);
+    }
+    for (size_t i = 0; i < w.size(); ++i) {
+      wl[i] = FloatToBf16(w[i]);
+      wr[i] = dt == DType::kF32 ? w[i] : Bf16ToFloat(wl[i]);
+    }
+    const void* ap = dt == DType::kF32 ? static_cast<const void*>(st().In(a)) : st().In(al);
+    const void* wp = dt == DType::kF32 ? static_cast<const void*>(st().In(w)) : st().In(wl);
+    const float* dbias = st().In(bias);
+    const auto biasd = ToDouble(bias);
+    for (GemmActivation act : {GemmActivation::kNone, GemmActivation::kRelu, GemmActivation::kGelu}) {
+      for (bool with_bias : {false, true}) {
+        std::vector<double> want(m * n);
+        ref_.GemmBiasAct(m, n, k, GemmOperand{ar.data(), DType::kF64, false, k, 0},
+                         GemmOperand{wr.data(), DType::kF64, true, k, 0, true},
+                         with_bias ? biasd.data() : nullptr, act, want.data(), DType::kF64);
+        const std::string what = std::string(DTypeName(dt)) + " act=" +
+                                 std::to_string(static_cast<int>(act)) + " bias=" +
+                                 std::to_string(with_bias);
+        float* c32 = st().Out<float>(m * n);
+        be().GemmBiasAct(m, n, k, GemmOperand{ap, dt, false, k, 0}, GemmOperand{wp, dt, true, k, 0, true},
+                         with_bias ? dbias : nullptr, act, c32, DType::kF32);
+        const auto got = st().Get(c32, m * n);
+        EXPECT_LT(RelErr(got, want), 2e-6) << what;
+        for (DType out : kLowDTypes) {
+          uint16_t* cl = st().Out<uint16_t>(m * n);
+          be().GemmBiasAct(m, n, k, GemmOperand{ap, dt, false, k, 0},
+                           GemmOperand{wp, dt, true, k, 0, true}, with_bias ? dbias : nullptr,
+                           act, cl, out);
+          ExpectRoundingOf(st().Get(cl, m * n), out, got, what.c_str());
+        }
+      }
+    }
+  }
+}
+
 TEST(CpuGemm, PrimitivesAreCachedByShape) {
   CpuBackend cpu;
   std::vector<float> a(64), b(64), c(64);
@@ -459,6 +508,199 @@ TEST_P(KernelTest, MaskedSoftmaxMatchesReference) {
         uint16_t* low = st().Out<uint16_t>(n);
         be().SoftmaxBackward(st().In(dd), dpr, low, dt, B, H, tq, tk, 0.35f, p, key);
         ExpectRoundingOf(st().Get(low, n), dt, st().Get(dds, n), "score gradients");
+      }
+    }
+  }
+}
+
+// Fused attention against its definition (ReferenceBackend<double>, on the same rounded inputs):
+// self-attention read from one [B*T, 3C] projection (q, k, v as column blocks), cross-attention
+// with separate buffers and tq != tk, padding, causal masks, dropout, a head size that is not a
+// multiple of the vector width, and more keys than one block (the online softmax, and the
+// backward's D_i from dO.O). fp32 inputs to 1e-5; bf16 / f16 to a few units of their rounding.
+struct AttentionCase {
+  int64_t batch, heads, tq, tk, dim;
+  bool self, causal;
+  float dropout;
+};
+
+TEST_P(KernelTest, FusedAttentionMatchesReference) {
+  if (!be().has_fused_attention()) GTEST_SKIP() << be().name() << " has no fused attention";
+  const AttentionCase cases[] = {{3, 2, 9, 9, 16, true, false, 0.0f},   {2, 3, 7, 7, 20, true, true, 0.2f},
+                                 {2, 2, 5, 11, 8, false, false, 0.1f},  {1, 2, 40, 40, 12, true, true, 0.0f},
+                                 {2, 1, 6, 300, 16, false, false, 0.1f}, {1, 1, 300, 300, 8, true, true, 0.1f}};
+  for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
+    for (const AttentionCase& c : cases) {
+      const int64_t H = c.heads, D = c.dim, C = H * D;
+      const int64_t nq = c.batch * c.tq, nk = c.batch * c.tk;
+      SCOPED_TRACE(std::string(DTypeName(dt)) + " B=" + std::to_string(c.batch) + " H=" +
+                   std::to_string(H) + " tq=" + std::to_string(c.tq) + " tk=" + std::to_string(c.tk) +
+                   " D=" + std::to_string(D) + (c.causal ? " causal" : "") +
+                   " p=" + std::to_string(c.dropout));
+      // Inputs as values the dtype holds exactly; the same values in f32/f64 for the reference.
+      auto round = [&](std::vector<float> v) {
+        for (float& x : v)
+          x = dt == DType::kBF16 ? Bf16ToFloat(FloatToBf16(x)) : dt == DType::kF16 ? F16ToFloat(FloatToF16(x)) : x;
+        return v;
+      };
+      // Self: one [B*T, 3C] buffer; cross: q [B*tq, C] and kv [B*tk, 2C].
+      const int64_t ldq = c.self ? 3 * C : C, ldkv = c.self ? 3 * C : 2 * C;
+      std::vector<float> qbuf = round(Random(nq * ldq, 51, -2, 2));
+      std::vector<float> kvbuf = c.self ? qbuf : round(Random(nk * ldkv, 52, -2, 2));
+      std::vector<float> dout = round(Random(nq * C, 53));
+      std::vector<uint8_t> pad(c.batch * c.tk, 0);
+      for (int64_t j = c.tk - 3; j < c.tk && c.batch > 1; ++j) pad[1 * c.tk + j] = 1;
+      AttentionArgs a;
+      a.batch = c.batch, a.heads = H, a.tq = c.tq, a.tk = c.tk, a.head_dim = D;
+      a.ldq = ldq, a.ldk = ldkv, a.ldv = ldkv, a.ldo = C;
+      a.causal = c.causal;
+      a.scale = 1.0f / std::sqrt(static_cast<float>(D));
+      a.dropout = c.dropout;
+      a.key = DropoutKey{123, 7};
+      a.dtype = dt;
+      // Device copies in dt.
+      auto stage = [&](const std::vector<float>& v) -> const void* {
+        if (dt == DType::kF32) return st().In(v);
+        std::vector<uint16_t> h(v.size());
+        for (size_t i = 0; i < v.size(); ++i) h[i] = dt == DType::kBF16 ? FloatToBf16(v[i]) : FloatToF16(v[i]);
+        return st().In(h);
+      };
+      const char* qd = static_cast<const char*>(stage(qbuf));
+      const char* kvd = c.self ? qd : static_cast<const char*>(stage(kvbuf));
+      const size_t es = DTypeSize(dt);
+      const void* q = qd;
+      const void* k = kvd + (c.self ? C : 0) * es;
+      const void* v = kvd + (c.self ? 2 * C : C) * es;
+      a.key_padding = st().In(pad);
+      void* out = st().Out<float>(nq * C);  // room for fp32; low dtypes use half
+      float* lse = st().Out<float>(c.batch * H * c.tq);
+      be().AttentionForward(a, q, k, v, out, lse);
+
+      // The reference in double on exactly the staged values (its P' unrounded: the low dtypes'
+      // tolerance below covers their rounding of P' and O).
+      AttentionArgs r = a;
+      r.key_padding = pad.data();
+      r.dtype = DType::kF64;
+      const std::vector<double> qr(qbuf.begin(), qbuf.end()), kvr(kvbuf.begin(), kvbuf.end());
+      const double* rq = qr.data();
+      const double* rk = kvr.data() + (c.self ? C : 0);
+      const double* rv = kvr.data() + (c.self ? 2 * C : C);
+      std::vector<double> outr(nq * C);
+      std::vector<float> lser32(c.batch * H * c.tq);
+      ReferenceBackend<double> ref;
+      ref.AttentionForward(r, rq, rk, rv, outr.data(), lser32.data());
+      std::vector<float> got(nq * C);
+      if (dt == DType::kF32) {
+        got = st().Get(static_cast<float*>(out), nq * C);
+      } else {
+        auto h = st().Get(static_cast<uint16_t*>(out), nq * C);
+        for (size_t i = 0; i < h.size(); ++i) got[i] = dt == DType::kBF16 ? Bf16ToFloat(h[i]) : F16ToFloat(h[i]);
+      }
+      // Low dtypes round P' and O: within a few units of their rounding (normwise).
+      const double tol = dt == DType::kF32 ? 2e-6 : dt == DType::kBF16 ? 1.5e-2 : 2e-3;
+      const double out_err = RelErr(got, outr);
+      EXPECT_LT(out_err, tol) << "output";
+      const auto lse_got = st().Get(lse, lser32.size());
+      for (size_t i = 0; i < lse_got.size(); ++i) {
+        if (std::isinf(lser32[i])) {
+          EXPECT_TRUE(std::isinf(lse_got[i]) && lse_got[i] < 0) << "lse " << i;
+        } else {
+          EXPECT_NEAR(lse_got[i], lser32[i], 1e-4 * std::max(1.0f, std::fabs(lser32[i]))) << "lse " << i;
+        }
+      }
+
+      // Backward: gradients in fp32, in q's, k's and v's layouts, and the bias gradient (which
+      // adds to what is there).
+      const void* doutd = stage(dout);
+      const std::vector<double> doutr(dout.begin(), dout.end());
+      float* dqkv = st().In(std::vector<float>(nq * ldq, 7.0f));  // untouched columns keep 7
+      float* dkv = c.self ? dqkv : st().In(std::vector<float>(nk * ldkv, 7.0f));
+      float* dbias = st().In(std::vector<float>(3 * C, 0.5f));
+      AttentionGrads<float> g;
+      g.dq = dqkv;
+      g.dk = dkv + (c.self ? C : 0);
+      g.dv = dkv + (c.self ? 2 * C : C);
+      g.dbias = dbias;
+      be().AttentionBackward(a, q, k, v, out, doutd, lse, g);
+      std::vector<double> dqr(nq * ldq, 7.0), dkvr(c.self ? 0 : nk * ldkv, 7.0), dbr(3 * C, 0.5);
+      double* rdkv = c.self ? dqr.data() : dkvr.data();
+      AttentionGrads<double> gr;
+      gr.dq = dqr.data();
+      gr.dk = rdkv + (c.self ? C : 0);
+      gr.dv = rdkv + (c.self ? 2 * C : C);
+      gr.dbias = dbr.data();
+      ref.AttentionBackward(r, rq, rk, rv, outr.data(), doutr.data(), nullptr, gr);
+      const double gtol = dt == DType::kF32 ? 4e-6 : dt == DType::kBF16 ? 1e-2 : 2e-3;
+      const auto grads = st().Get(dqkv, nq * ldq);
+      const double grad_err = RelErr(grads, dqr);
+      std::printf("fused attention %s B=%lld H=%lld tq=%lld tk=%lld D=%lld%s p=%.1f: output %.2g, "
+                  "gradients %.2g\n",
+                  DTypeName(dt), static_cast<long long>(c.batch), static_cast<long long>(H),
+                  static_cast<long long>(c.tq), static_cast<long long>(c.tk),
+                  static_cast<long long>(D), c.causal ? " causal" : "", c.dropout, out_err, grad_err);
+      EXPECT_LT(grad_err, gtol) << "dq (and dk, dv for self)";
+      if (!c.self) {
+        EXPECT_LT(RelErr(st().Get(dkv, nk * ldkv), dkvr), gtol) << "dk, dv";
+      }
+      EXPECT_LT(RelErr(st().Get(dbias, 3 * C), dbr), gtol) << "bias gradient";
+      // The same gradients straight into the in-projection's operand dtype: the fp32 ones
+      // rounded once (same bias gradient).
+      for (DType low : kLowDTypes) {
+        uint16_t* lq = st().In(std::vector<uint16_t>(nq * ldq, 0));
+        uint16_t* lkv = c.self ? lq : st().In(std::vector<uint16_t>(nk * ldkv, 0));
+        AttentionGrads<float> gl;
+        gl.dq = lq;
+        gl.dk = lkv + (c.self ? C : 0);
+        gl.dv = lkv + (c.self ? 2 * C : C);
+        gl.dtype = low;
+        be().AttentionBackward(a, q, k, v, out, doutd, lse, gl);
+        std::vector<uint16_t> lh = st().Get(lq, nq * ldq);
+        std::vector<float> want = grads;
+        for (int64_t row = 0; row < nq; ++row)
+          for (int64_t col = 0; col < ldq; ++col)
+            if (grads[row * ldq + col] == 7.0f) lh[row * ldq + col] = 0, want[row * ldq + col] = 0;
+        ExpectRoundingOf(lh, low, want, "low-precision attention gradients");
+      }
+      if (GetParam() == "cpu") {
+        // Every build of the kernels this CPU can run, whichever CpuBackend chose above.
+        struct Variant {
+          const char* name;
+          decltype(&portable::FusedAttentionForward) forward;
+          decltype(&portable::FusedAttentionBackward) backward;
+          bool runs;
+        };
+        const Variant variants[] = {
+            {"AVX2", portable::FusedAttentionForward, portable::FusedAttentionBackward, true},
+            {"AVX-512", avx512::FusedAttentionForward, avx512::FusedAttentionBackward, cpu::HasAvx512()},
+            {"AMX", amx::FusedAttentionForward, amx::FusedAttentionBackward,
+             dt == DType::kBF16 && cpu::HasAmxBf16() && cpu::EnableAmx()}};
+        for (const Variant& var : variants) {
+          if (!var.runs) continue;
+          SCOPED_TRACE(var.name);
+          std::vector<char> out2(nq * C * es);
+          std::vector<float> lse2(lser32.size());
+          var.forward(a, q, k, v, out2.data(), lse2.data());
+          std::vector<float> got2(nq * C);
+          for (int64_t i = 0; i < nq * C; ++i) {
+            const uint16_t* h = reinterpret_cast<const uint16_t*>(out2.data());
+            got2[i] = dt == DType::kF32 ? reinterpret_cast<const float*>(out2.data())[i]
+                      : dt == DType::kBF16 ? Bf16ToFloat(h[i]) : F16ToFloat(h[i]);
+          }
+          EXPECT_LT(RelErr(got2, outr), tol) << "output";
+          std::vector<float> g2(nq * ldq, 7.0f), gkv2(c.self ? 0 : nk * ldkv, 7.0f), db2(3 * C, 0.5f);
+          float* kv2 = c.self ? g2.data() : gkv2.data();
+          AttentionGrads<float> ga;
+          ga.dq = g2.data();
+          ga.dk = kv2 + (c.self ? C : 0);
+          ga.dv = kv2 + (c.self ? 2 * C : C);
+          ga.dbias = db2.data();
+          var.backward(a, q, k, v, out2.data(), doutd, lse2.data(), ga);
+          EXPECT_LT(RelErr(g2, dqr), gtol) << "gradients";
+          if (!c.self) {
+            EXPECT_LT(RelErr(gkv2, dkvr), gtol) << "dk, dv";
+          }
+          EXPECT_LT(RelErr(db2, dbr), gtol) << "bias gradient";
+        }
       }
     }
   }

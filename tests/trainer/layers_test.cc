@@ -457,7 +457,18 @@ TEST_F(LayerGradTest, FeedForwardActivationDropout) {
   }
 }
 
-TEST_F(LayerGradTest, SelfAttentionWithPaddingCausalAndDropout) {
+// Both ways a backend may run attention: fused (blockwise softmax, in place) and per-head GEMMs.
+class AttentionGradTest : public LayerGradTest, public ::testing::WithParamInterface<bool> {
+ protected:
+  AttentionGradTest() : be_(GetParam()) {
+    ctx_.seed = 17;
+    ctx_.micro_batch = 3;
+  }
+  ReferenceBackend<double> be_;
+  Context<double> ctx_{&be_, DType::kF64};
+};
+
+TEST_P(AttentionGradTest, SelfAttentionWithPaddingCausalAndDropout) {
   std::vector<uint8_t> pad(B * T, 0);
   pad[1 * T + 3] = pad[1 * T + 4] = 1;
   for (bool causal : {false, true}) {
@@ -480,17 +491,18 @@ TEST_F(LayerGradTest, SelfAttentionWithPaddingCausalAndDropout) {
   }
 }
 
-TEST_F(LayerGradTest, CrossAttentionAccumulatesEncoderGradient) {
+TEST_P(AttentionGradTest, CrossAttentionAccumulatesEncoderGradient) {
   std::vector<uint8_t> pad(B * Ts, 0);
   pad[0 * Ts + 6] = 1;
-  MultiheadAttention<double> attn(store_, "encoder_attn", C, H, AttentionKind::kCross, false, 0.2f, 3);
-  store_.Finalize();
-  RandomizeParams(store_, 11);
+  ParamStore<double> store;
+  MultiheadAttention<double> attn(store, "encoder_attn", C, H, AttentionKind::kCross, false, 0.2f, 3);
+  store.Finalize();
+  RandomizeParams(store, 11);
   auto x = Random(B * T * C, 12), enc = Random(B * Ts * C, 13), w = Random(B * T * C, 14);
   std::vector<double> y(x.size()), dx(x.size(), 0.0), denc(enc.size(), 0.0);
   attn.Forward(ctx_, x.data(), enc.data(), pad.data(), B, T, Ts, y.data());
   attn.Backward(ctx_, w.data(), dx.data(), 0.0f, denc.data());
-  auto targets = ParamTargets(store_, {"out_proj.bias"});
+  auto targets = ParamTargets(store, {"out_proj.bias"});
   targets.push_back({"x", x.data(), dx.data(), static_cast<int64_t>(x.size())});
   targets.push_back({"enc", enc.data(), denc.data(), static_cast<int64_t>(enc.size())});
   CheckGradients(
@@ -500,6 +512,11 @@ TEST_F(LayerGradTest, CrossAttentionAccumulatesEncoderGradient) {
       },
       targets);
 }
+
+INSTANTIATE_TEST_SUITE_P(FusedAndPerHead, AttentionGradTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& i) {
+                           return i.param ? "Fused" : "PerHeadGemms";
+                         });
 
 LayerOptions Options(bool pre_norm) {
   LayerOptions o;

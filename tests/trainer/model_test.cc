@@ -384,14 +384,15 @@ double TokenAccuracy(Transformer<float>& model, const HostBatch& hb) {
 
 // Trains `steps` steps on the reversal task; returns the mean loss per token of the last 10.
 double TrainReversal(DType dt, const std::string& scaling, int steps, Transformer<float>** out_model,
-                     CpuBackend* backend, std::unique_ptr<Transformer<float>>* holder) {
+                     CpuBackend* backend, std::unique_ptr<Transformer<float>>* holder,
+                     uint32_t seed = 21) {
   *holder = std::make_unique<Transformer<float>>(ReversalConfig(), backend, dt);
   Transformer<float>& model = **holder;
-  model.InitParameters(21);
+  model.InitParameters(seed);
   // Dynamic scaling starts at 2^12 here: at fairseq's 128 the smallest gradients of this
   // small-loss task are subnormal in f16 for the 200 steps before the first growth.
   TrainStep step(&model, Adam(), Scaler(scaling, 4096), 1.0);
-  std::mt19937 rng(8);
+  std::mt19937 rng(8 + (seed - 21));
   const double tail = TrainTailLossPerToken(step, steps, 2e-3f, rng,
                                             [](std::mt19937& g) { return ReversalBatch(64, 8, g); });
   if (out_model) *out_model = &model;
@@ -413,14 +414,21 @@ TEST(Learning, TinyModelLearnsSequenceReversal) {
   EXPECT_GT(acc, 0.99);
 }
 
+// The mean over four seeds (initialisation and data): one run's loss after 200 steps moves by
+// several percent between seeds in every precision (measured: fp16 -1.8%..+6.6% of its fp32
+// twin), so a single seed says more about that seed than about the precision.
 TEST(MixedPrecision, LossAfter200StepsWithinTwoPercentOfFp32) {
   SingleThread single;
   CpuBackend backend;
-  std::unique_ptr<Transformer<float>> h32, h16, hb16;
-  const double l32 = TrainReversal(DType::kF32, "none", 200, nullptr, &backend, &h32);
-  const double lbf = TrainReversal(DType::kBF16, "none", 200, nullptr, &backend, &hb16);
-  const double lfp = TrainReversal(DType::kF16, "dynamic", 200, nullptr, &backend, &h16);
-  std::printf("loss/token after 200 steps: fp32 %.4f bf16 %.4f fp16 %.4f\n", l32, lbf, lfp);
+  double l32 = 0, lbf = 0, lfp = 0;
+  for (uint32_t seed = 21; seed < 25; ++seed) {
+    std::unique_ptr<Transformer<float>> h32, h16, hb16;
+    l32 += TrainReversal(DType::kF32, "none", 200, nullptr, &backend, &h32, seed) / 4;
+    lbf += TrainReversal(DType::kBF16, "none", 200, nullptr, &backend, &hb16, seed) / 4;
+    lfp += TrainReversal(DType::kF16, "dynamic", 200, nullptr, &backend, &h16, seed) / 4;
+  }
+  std::printf("loss/token after 200 steps, mean of 4 seeds: fp32 %.4f bf16 %.4f fp16 %.4f\n", l32,
+              lbf, lfp);
   EXPECT_NEAR(lbf, l32, 0.02 * l32);
   EXPECT_NEAR(lfp, l32, 0.02 * l32);
 }

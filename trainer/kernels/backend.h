@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -34,6 +35,9 @@ namespace sf {
 // kTanh: the LSTM decoder's attention output (fairseq's AttentionLayer); the feed-forward
 // blocks take ReLU or GELU.
 enum class Activation : uint8_t { kRelu, kGelu, kTanh };
+
+// What Backend::GemmBiasAct applies to a GEMM's result before storing it.
+enum class GemmActivation : uint8_t { kNone, kRelu, kGelu };
 
 // One GEMM operand. op(X) is the logical matrix; when `transposed` the stored matrix is op(X)^T.
 // Element (i, p) of a logical r x c matrix is data[i*ld + p] (not transposed) or data[p*ld + i]
@@ -55,6 +59,42 @@ struct Conv2dShape {
   int64_t n = 0, cin = 0, h = 0, w = 0, cout = 0, kh = 0, kw = 0, sh = 1, sw = 1, ph = 0, pw = 0;
   int64_t oh() const { return (h + 2 * ph - kh) / sh + 1; }
   int64_t ow() const { return (w + 2 * pw - kw) / sw + 1; }
+};
+
+// Scaled dot-product attention over heads read and written in place (Backend::AttentionForward,
+// AttentionBackward). Per batch entry b and head h, with D = head_dim, row t of Q_bh is
+// q[(b*tq + t)*ldq + h*D + 0..D), of K_bh k[(b*tk + t)*ldk + h*D + ...], of V_bh likewise with
+// ldv, and row t of O_bh is out[(b*tq + t)*ldo + h*D + ...]: the [B, T, H*D] layout projection
+// GEMMs write and read, so q, k and v may be column blocks of one [B*T, 3*H*D] buffer and no head
+// permutation is ever materialised.
+//   S = scale * Q_bh K_bh^T, key k masked when key_padding[b*tk + k] or (causal) k > q;
+//   P = softmax over the unmasked keys (a row whose keys are all masked: P = 0, O = 0);
+//   P' = dropout(P): element (q, k) dropped by the mask of (key, ((b*H + h)*tq + q)*tk + k),
+//        the elements SoftmaxForward drops for [B, H, Tq, Tk] scores;
+//   O_bh = P' V_bh.
+struct AttentionArgs {
+  int64_t batch = 0, heads = 0, tq = 0, tk = 0, head_dim = 0;
+  int64_t ldq = 0, ldk = 0, ldv = 0, ldo = 0;  // row strides, in elements
+  const uint8_t* key_padding = nullptr;        // [batch, tk], 1 = padding; may be null
+  bool causal = false;
+  float scale = 1.0f;
+  float dropout = 0.0f;  // attention dropout rate (0: none)
+  DropoutKey key;
+  DType dtype = DType::kF32;  // of q, k, v, out and dout: T, or kBF16 / kF16 when T = float
+};
+
+// Where Backend::AttentionBackward writes: dq, dk, dv in q's, k's and v's layouts (row strides
+// ldq, ldk, ldv; they may be column blocks of one [B*T, 3*H*D] buffer), of dtype `dtype` (T, or
+// kBF16 / kF16 when T = float: the in-projection's GEMM operand, so nothing else reads them),
+// overwritten. dbias (may be null) [3 * H*D]: += the column sums of dq | dk | dv, taken before
+// any rounding (the in-projection bias's gradient).
+template <typename T>
+struct AttentionGrads {
+  void* dq = nullptr;
+  void* dk = nullptr;
+  void* dv = nullptr;
+  DType dtype = DTypeOf<T>::value;
+  T* dbias = nullptr;
 };
 
 struct CrossEntropyStats {
@@ -155,6 +195,15 @@ class Backend {
                     const GemmOperand& b, T* c, int64_t ldc, int64_t stride_c, float alpha,
                     float beta) = 0;
 
+  // C[m, n] = act(op(A) op(B) + bias), accumulated in T and rounded once into c (dense, row
+  // stride n) of dtype c_dtype: T, or kBF16 / kF16 when T = float (a mixed-precision layer writes
+  // the next GEMM's operand directly). bias [n] (T) may be null; GELU is the exact erf form. The
+  // default runs Gemm, then the elementwise ops below; backends fuse the bias and activation into
+  // the GEMM's epilogue.
+  virtual void GemmBiasAct(int64_t m, int64_t n, int64_t k, const GemmOperand& a,
+                           const GemmOperand& b, const T* bias, GemmActivation act, void* c,
+                           DType c_dtype);
+
   // Multi-tensor passes over the flat gradient / parameter buffers (one launch each on a GPU).
   // SumSquares returns its result on the host (it waits for the ops before it).
   virtual VectorStats SumSquares(const T* x, int64_t n) { return SumSquaresOnHost(x, n); }
@@ -233,6 +282,21 @@ class Backend {
   virtual void SoftmaxBackward(const T* d_dropped, const T* probs, void* dscores,
                                DType dscores_dtype, int64_t batch, int64_t heads, int64_t tq,
                                int64_t tk, float scale, float p, DropoutKey key) = 0;
+
+  // Fused attention (AttentionArgs above) with the softmax computed blockwise and never stored:
+  // true when the backend has it (the layers fall back to the per-head GEMMs and SoftmaxForward
+  // otherwise; the defaults below abort).
+  virtual bool has_fused_attention() const { return false; }
+  // out gets O; lse [batch, heads, tq] (fp32, the backend's memory) gets log Σ_k exp(S_qk) over
+  // the unmasked keys (-inf for a row without any), from which the backward recomputes P.
+  virtual void AttentionForward(const AttentionArgs& a, const void* q, const void* k,
+                                const void* v, void* out, float* lse);
+  // From dout (out's layout and dtype) and the forward's out and lse: the gradients of
+  // sum(O * dout) with respect to q, k and v (dropout through the same mask), written as `g`
+  // says (AttentionGrads above).
+  virtual void AttentionBackward(const AttentionArgs& a, const void* q, const void* k,
+                                 const void* v, const void* out, const void* dout,
+                                 const float* lse, const AttentionGrads<T>& g);
 
   // out[r,:] = scale * table[tokens[r],:] + pos_table[pos_ids[r],:] (the position term is left
   // out when pos_ids is null).
@@ -347,6 +411,41 @@ class Backend {
     return s;
   }
 };
+
+template <typename T>
+void Backend<T>::GemmBiasAct(int64_t m, int64_t n, int64_t k, const GemmOperand& a,
+                             const GemmOperand& b, const T* bias, GemmActivation act, void* c,
+                             DType c_dtype) {
+  const bool in_place = c_dtype == DTypeOf<T>::value;
+  T* out = in_place ? static_cast<T*>(c)
+                    : static_cast<T*>(allocator().Allocate(static_cast<size_t>(m * n) * sizeof(T)));
+  Gemm(1, m, n, k, a, b, out, n, 0, 1.0f, 0.0f);
+  if (act != GemmActivation::kNone) {
+    BiasActivationForward(out, bias, out, c, c_dtype, m, n,
+                          act == GemmActivation::kRelu ? Activation::kRelu : Activation::kGelu);
+  } else {
+    if (bias) BiasDropoutResidualForward(out, bias, nullptr, out, m, n, 0.0f, DropoutKey{});
+    if (!in_place) Cast(out, c, c_dtype, m * n);
+  }
+  if (!in_place) allocator().Free(out);
+}
+
+template <typename T>
+void Backend<T>::AttentionForward(const AttentionArgs&, const void*, const void*, const void*,
+                                  void*, float*) {
+  std::fprintf(stderr, "fatal: backend %s has no fused attention (check has_fused_attention)\n",
+               name());
+  std::abort();
+}
+
+template <typename T>
+void Backend<T>::AttentionBackward(const AttentionArgs&, const void*, const void*, const void*,
+                                   const void*, const void*, const float*,
+                                   const AttentionGrads<T>&) {
+  std::fprintf(stderr, "fatal: backend %s has no fused attention (check has_fused_attention)\n",
+               name());
+  std::abort();
+}
 
 // The best backend for `device` with T = float (CpuBackend on kCpu; CudaBackend on kCuda, or
 // nullptr when it is not compiled in or no GPU is present).

@@ -16,6 +16,7 @@ double Now() {
 // GEMMs are attention's per-head products.
 constexpr const char* kGemm = "GEMM (dense projections)";
 constexpr const char* kBatchedGemm = "attention: batched per-head GEMMs";
+constexpr const char* kFusedAttention = "attention: fused (blockwise softmax, in place)";
 constexpr const char* kSoftmax = "attention: softmax (+ dropout)";
 constexpr const char* kHeads = "attention: head split/merge (reorders)";
 constexpr const char* kLayerNorm = "layer norm";
@@ -169,24 +170,56 @@ void ProfilingBackend::CopyToHost(void* dst, const void* src, size_t bytes) {
   inner_->CopyToHost(dst, src, bytes);
 }
 
-void ProfilingBackend::Gemm(int64_t batch, int64_t m, int64_t n, int64_t k, const GemmOperand& a,
-                            const GemmOperand& b, float* c, int64_t ldc, int64_t stride_c,
-                            float alpha, float beta) {
+template <typename F>
+void ProfilingBackend::TimeGemm(int64_t batch, int64_t m, int64_t n, int64_t k,
+                                const GemmOperand& a, const GemmOperand& b, float beta,
+                                const char* epilogue, F&& run) {
   if (sync_each_op_) inner_->Synchronize();
   const double t0 = Now();
-  inner_->Gemm(batch, m, n, k, a, b, c, ldc, stride_c, alpha, beta);
+  run();
   if (sync_each_op_) inner_->Synchronize();
   const double seconds = Now() - t0;
   Record(batch > 1 ? kBatchedGemm : kGemm, seconds);
   // "4096x2048x512 A.B^T(w) bf16 +=": the logical shape, which stored operand is transposed, a
-  // weight (pre-packable) B, the operand dtype and whether C is accumulated into.
+  // weight (pre-packable) B, the operand dtype, whether C is accumulated into, the epilogue.
   std::string shape = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
   if (batch > 1) shape = std::to_string(batch) + " x " + shape;
   shape += std::string(" ") + (a.transposed ? "A^T" : "A") + "." + (b.transposed ? "B^T" : "B");
   if (b.constant) shape += "(w)";
   shape += std::string(" ") + DTypeName(a.dtype);
   if (beta != 0.0f) shape += " +=";
+  shape += epilogue;
   RecordGemm(shape, seconds, 2.0 * static_cast<double>(batch) * m * n * k);
+}
+
+void ProfilingBackend::Gemm(int64_t batch, int64_t m, int64_t n, int64_t k, const GemmOperand& a,
+                            const GemmOperand& b, float* c, int64_t ldc, int64_t stride_c,
+                            float alpha, float beta) {
+  TimeGemm(batch, m, n, k, a, b, beta, "",
+           [&] { inner_->Gemm(batch, m, n, k, a, b, c, ldc, stride_c, alpha, beta); });
+}
+
+void ProfilingBackend::GemmBiasAct(int64_t m, int64_t n, int64_t k, const GemmOperand& a,
+                                   const GemmOperand& b, const float* bias, GemmActivation act,
+                                   void* c, DType c_dtype) {
+  std::string epilogue = bias ? " +bias" : "";
+  if (act == GemmActivation::kRelu) epilogue += " relu";
+  if (act == GemmActivation::kGelu) epilogue += " gelu";
+  epilogue += std::string(" ->") + DTypeName(c_dtype);
+  TimeGemm(1, m, n, k, a, b, 0.0f, epilogue.c_str(),
+           [&] { inner_->GemmBiasAct(m, n, k, a, b, bias, act, c, c_dtype); });
+}
+
+void ProfilingBackend::AttentionForward(const AttentionArgs& a, const void* q, const void* k,
+                                        const void* v, void* out, float* lse) {
+  Timer t(*this, kFusedAttention);
+  inner_->AttentionForward(a, q, k, v, out, lse);
+}
+void ProfilingBackend::AttentionBackward(const AttentionArgs& a, const void* q, const void* k,
+                                         const void* v, const void* out, const void* dout,
+                                         const float* lse, const AttentionGrads<float>& g) {
+  Timer t(*this, kFusedAttention);
+  inner_->AttentionBackward(a, q, k, v, out, dout, lse, g);
 }
 
 VectorStats ProfilingBackend::SumSquares(const float* x, int64_t n) {

@@ -75,6 +75,14 @@ class ProfilingBackend final : public Backend<float> {
   void Gemm(int64_t batch, int64_t m, int64_t n, int64_t k, const GemmOperand& a,
             const GemmOperand& b, float* c, int64_t ldc, int64_t stride_c, float alpha,
             float beta) override;
+  void GemmBiasAct(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const GemmOperand& b,
+                   const float* bias, GemmActivation act, void* c, DType c_dtype) override;
+  bool has_fused_attention() const override { return inner_->has_fused_attention(); }
+  void AttentionForward(const AttentionArgs& a, const void* q, const void* k, const void* v,
+                        void* out, float* lse) override;
+  void AttentionBackward(const AttentionArgs& a, const void* q, const void* k, const void* v,
+                         const void* out, const void* dout, const float* lse,
+                         const AttentionGrads<float>& g) override;
   VectorStats SumSquares(const float* x, int64_t n) override;
   void Scale(float* x, int64_t n, float factor) override;
   void ApplyOptimizerUpdate(const OptimizerUpdate& u) override;
@@ -152,6 +160,10 @@ class ProfilingBackend final : public Backend<float> {
   class Timer;
   void Record(const char* family, double seconds);
   void RecordGemm(const std::string& shape, double seconds, double flops);
+  // Times one GEMM (sync on a device) and records it under its family and its shape.
+  template <typename F>
+  void TimeGemm(int64_t batch, int64_t m, int64_t n, int64_t k, const GemmOperand& a,
+                const GemmOperand& b, float beta, const char* epilogue, F&& run);
 
   std::unique_ptr<Backend<float>> inner_;
   bool sync_each_op_;

@@ -11,10 +11,16 @@
 // Masks: key padding mask [B, Tk] (1 = pad) and, for decoder self-attention, causal (k > q).
 // Forward returns `out` WITHOUT out_proj.bias: the caller fuses it into bias+dropout+residual.
 //
-// Saved for the backward: compute-dtype copies of x (and enc), q/k/v in head layout, P' and
-// ctx, and P itself in T. In fp32 the copies are the buffers themselves; in mixed precision the
-// kernels producing q/k/v, P' and ctx write the compute dtype directly (there is no fp32 copy),
-// and the softmax backward writes dS in it. Buffers are planned once per batch shape.
+// Two ways to run it, chosen by the backend (Backend::has_fused_attention):
+// - Fused (the CPU): the input projection's GEMM adds its bias and writes q, k, v in the compute
+//   dtype as [B*T, 3C] (kernels read each head in place); one fused kernel computes ctx with a
+//   blockwise softmax that is never stored, keeping only lse [B, H, Tq]; the backward recomputes
+//   P from it. Saved: compute-dtype x (and enc), the projection, ctx and lse.
+// - Per-head GEMMs (other backends): q/k/v split into head layout, S and P materialised. Saved:
+//   compute-dtype copies of x (and enc), q/k/v in head layout, P' and ctx, and P itself in T.
+// In fp32 the compute-dtype copies are the buffers themselves; in mixed precision the kernels
+// producing q/k/v, P' and ctx write the compute dtype directly (there is no fp32 copy). Buffers
+// are planned once per batch shape.
 #pragma once
 
 #include <cmath>
@@ -52,6 +58,8 @@ class MultiheadAttention {
                int64_t batch, int64_t tq, int64_t tk, T* out) {
     if (kind_ == AttentionKind::kSelf) tk = tq;
     batch_ = batch, tq_ = tq, tk_ = tk;
+    fused_ = ctx.backend().has_fused_attention();
+    if (fused_) return ForwardFused(ctx, x, kv_source, key_padding, out);
     const DType dt = DTypeOf<T>::value, cdt = ctx.compute();
     const int64_t C = dim_, H = heads_, D = head_dim_;
     const int64_t nq = batch * tq * C, nk = batch * tk * C;
@@ -118,6 +126,7 @@ class MultiheadAttention {
   // gradient w.r.t. x. For cross-attention d_kv_source [B*Tk, C] is ADDED to (it collects the
   // encoder output's gradient from every decoder layer).
   void Backward(Context<T>& ctx, const T* dout, T* dx, float dx_beta, T* d_kv_source) {
+    if (fused_) return BackwardFused(ctx, dout, dx, dx_beta, d_kv_source);
     const DType cdt = ctx.compute();
     const int64_t B = batch_, tq = tq_, tk = tk_, C = dim_, H = heads_, D = head_dim_;
     const int64_t nq = B * tq * C, nk = B * tk * C, ns = B * H * tq * tk;
@@ -173,8 +182,95 @@ class MultiheadAttention {
   }
 
  private:
+  // The fused path (see the header comment). The projection [B*Tq, 3C] (self) or q [B*Tq, C] and
+  // k|v [B*Tk, 2C] (cross) is written by the GEMM with its bias, in the compute dtype.
+  AttentionArgs Args(Context<T>& ctx, const uint8_t* key_padding, float p) const {
+    const int64_t C = dim_;
+    AttentionArgs a;
+    a.batch = batch_, a.heads = heads_, a.tq = tq_, a.tk = tk_, a.head_dim = head_dim_;
+    a.ldq = kind_ == AttentionKind::kSelf ? 3 * C : C;
+    a.ldk = a.ldv = kind_ == AttentionKind::kSelf ? 3 * C : 2 * C;
+    a.ldo = C;
+    a.key_padding = key_padding;
+    a.causal = causal_;
+    a.scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
+    a.dropout = p;
+    a.key = ctx.Key(site_);
+    a.dtype = ctx.compute();
+    return a;
+  }
+
+  void ForwardFused(Context<T>& ctx, const T* x, const T* kv_source, const uint8_t* key_padding,
+                    T* out) {
+    const DType cdt = ctx.compute();
+    const int64_t C = dim_, nq = batch_ * tq_, nk = batch_ * tk_;
+    x_c_ = ctx.AsCompute(x, nq * C, x_cast_);
+    const T* b_in = store_.value(b_in_);
+    if (kind_ == AttentionKind::kSelf) {
+      ctx.Plan(proj_, {nq, 3 * C}, cdt);
+      LinearBiasActForward(ctx, WIn(ctx, 0, 3), x_c_, nq, b_in, GemmActivation::kNone, proj_.raw(), cdt);
+      q_c_ = proj_.raw();
+      k_c_ = Offset(q_c_, cdt, C);
+      v_c_ = Offset(q_c_, cdt, 2 * C);
+    } else {
+      ctx.Plan(proj_, {nq, C}, cdt);
+      ctx.Plan(kv_proj_, {nk, 2 * C}, cdt);
+      LinearBiasActForward(ctx, WIn(ctx, 0, 1), x_c_, nq, b_in, GemmActivation::kNone, proj_.raw(), cdt);
+      enc_c_ = ctx.AsCompute(kv_source, nk * C, enc_cast_);
+      LinearBiasActForward(ctx, WIn(ctx, 1, 2), enc_c_, nk, b_in + C, GemmActivation::kNone,
+                           kv_proj_.raw(), cdt);
+      q_c_ = proj_.raw();
+      k_c_ = kv_proj_.raw();
+      v_c_ = Offset(k_c_, cdt, C);
+    }
+    key_padding_ = key_padding;
+    p_used_ = ctx.training ? dropout_ : 0.0f;
+    ctx.Plan(lse_, {batch_ * heads_ * tq_}, DType::kF32);
+    ctx.Plan(ctx_fused_, {nq, C}, cdt);
+    ctx.backend().AttentionForward(Args(ctx, key_padding, p_used_), q_c_, k_c_, v_c_,
+                                   ctx_fused_.raw(), lse_.template data<float>());
+    ctx_c_ = ctx_fused_.raw();
+    LinearForward(ctx, WOut(ctx), ctx_c_, nq, out);
+  }
+
+  void BackwardFused(Context<T>& ctx, const T* dout, T* dx, float dx_beta, T* d_kv_source) {
+    const DType cdt = ctx.compute();
+    const int64_t C = dim_, nq = batch_ * tq_, nk = batch_ * tk_;
+    // out = ctx . W_out^T: dW_out, and dctx straight into the compute dtype (the kernel's dO).
+    const void* dout_c = ctx.AsComputeScratch(dout, nq * C, kScratchCastA);
+    LinearWeightGrad(ctx, WOut(ctx), ctx_c_, dout_c, nq);
+    void* dctx_c = ctx.Scratch(kScratchCastB, nq * C, cdt);
+    LinearInputGradTo(ctx, WOut(ctx), dout_c, nq, dctx_c, cdt);
+    const AttentionArgs a = Args(ctx, key_padding_, p_used_);
+    // dq, dk, dv straight into the in-projection's operand dtype, with the bias gradient.
+    AttentionGrads<T> g;
+    g.dtype = cdt;
+    g.dbias = store_.grad(b_in_);
+    if (kind_ == AttentionKind::kSelf) {
+      // dq | dk | dv side by side in [B*T, 3C], the in-projection's output gradient.
+      void* dproj = ctx.Scratch(kScratchCastA, nq * 3 * C, cdt);
+      g.dq = dproj;
+      g.dk = Offset(dproj, cdt, C);
+      g.dv = Offset(dproj, cdt, 2 * C);
+      ctx.backend().AttentionBackward(a, q_c_, k_c_, v_c_, ctx_c_, dctx_c, lse_.template data<float>(), g);
+      LinearBackward(ctx, WIn(ctx, 0, 3), x_c_, dproj, nq, dx, dx_beta);
+    } else {
+      void* dq = ctx.Scratch(kScratchCastA, nq * C, cdt);
+      void* dkv = ctx.Scratch(kScratchMerged, nk * 2 * C, cdt);
+      g.dq = dq;
+      g.dk = dkv;
+      g.dv = Offset(dkv, cdt, C);
+      ctx.backend().AttentionBackward(a, q_c_, k_c_, v_c_, ctx_c_, dctx_c, lse_.template data<float>(), g);
+      LinearBackward(ctx, WIn(ctx, 0, 1), x_c_, dq, nq, dx, dx_beta);
+      LinearBackward(ctx, WIn(ctx, 1, 2), enc_c_, dkv, nk, d_kv_source, 1.0f);
+    }
+  }
+
   static const void* Offset(const void* p, DType dt, int64_t elements) {
     return static_cast<const char*>(p) + elements * DTypeSize(dt);
+  }
+  static void* Offset(void* p, DType dt, int64_t elements) {
+    return static_cast<char*>(p) + elements * DTypeSize(dt);
   }
   // Rows [first*C, (first+count)*C) of in_proj_weight.
   WeightView<T> WIn(Context<T>& ctx, int64_t first, int64_t count) {
@@ -195,6 +291,12 @@ class MultiheadAttention {
   int64_t batch_ = 0, tq_ = 0, tk_ = 0;
   float p_used_ = 0;
   DropoutKey key_;
+  bool fused_ = false;
+  const uint8_t* key_padding_ = nullptr;
+  Tensor proj_, kv_proj_, lse_, ctx_fused_;  // the fused path's saved buffers
+  const void* q_c_ = nullptr;
+  const void* k_c_ = nullptr;
+  const void* v_c_ = nullptr;
   Tensor heads_buf_, probs_, dropped_, ctx_;
   Tensor x_cast_, enc_cast_, heads_cast_, pd_cast_, ctx_cast_;
   const void* x_c_ = nullptr;

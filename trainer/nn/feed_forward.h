@@ -50,6 +50,20 @@ class FeedForward {
     const int64_t nh = rows * hidden_;
     p_ = ctx.training ? dropout_ : 0.0f;
     key_ = ctx.Key(site_);
+    // The activation is fc2's GEMM operand only: written in the compute dtype directly.
+    Tensor& act = low ? act_cast_ : act_out_;
+    ctx.Plan(act, {rows, hidden_}, low ? ctx.compute() : dt);
+    x_c_ = ctx.AsCompute(x, rows * dim_, x_cast_);
+    if (relu && p_ == 0) {
+      // ReLU without activation dropout: fc1, its bias and the ReLU in one GEMM whose epilogue
+      // stores the activation in its dtype directly; no pre-activation exists anywhere.
+      LinearBiasActForward(ctx, W(ctx, w1_, hidden_, dim_), x_c_, rows, store_.value(b1_),
+                           GemmActivation::kRelu, act.raw(), act.dtype());
+      act_c_ = saved_ = act.raw();
+      saved_dtype_ = act.dtype();
+      LinearForward(ctx, W(ctx, w2_, dim_, hidden_), act_c_, rows, out);
+      return;
+    }
     T* pre = nullptr;
     if (relu || low) {
       pre = ctx.ScratchT(kScratchGemmOut, nh);
@@ -57,10 +71,6 @@ class FeedForward {
       ctx.Plan(pre_, {rows, hidden_}, dt);
       pre = pre_.data<T>();
     }
-    // The activation is fc2's GEMM operand only: written in the compute dtype directly.
-    Tensor& act = low ? act_cast_ : act_out_;
-    ctx.Plan(act, {rows, hidden_}, low ? ctx.compute() : dt);
-    x_c_ = ctx.AsCompute(x, rows * dim_, x_cast_);
     LinearForward(ctx, W(ctx, w1_, hidden_, dim_), x_c_, rows, pre);
     if (p_ > 0 && low) {
       T* act32 = ctx.ScratchT(kScratchMerged, nh);

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "trainer/core/cpu_features.h"
+#include "trainer/kernels/cpu/attention_kernels.h"
 #include "trainer/kernels/cpu/conv_onednn.h"
 #include "trainer/kernels/cpu/ctc_host.h"
 #include "trainer/kernels/cpu/gemm_onednn.h"
@@ -93,7 +94,40 @@ void CpuBackend::Gemm(int64_t batch, int64_t m, int64_t n, int64_t k, const Gemm
   gemm_->Run(batch, m, n, k, a, b, c, ldc, stride_c, alpha, beta);
 }
 
+void CpuBackend::GemmBiasAct(int64_t m, int64_t n, int64_t k, const GemmOperand& a,
+                             const GemmOperand& b, const float* bias, GemmActivation act, void* c,
+                             DType c_dtype) {
+  // One oneDNN primitive with the bias and activation as post-ops; where oneDNN has none for
+  // these types (f16 on most CPUs, bf16 before AVX-512), the composed default.
+  if (!gemm_->RunBiasAct(m, n, k, a, b, bias, act, c, c_dtype))
+    Backend<float>::GemmBiasAct(m, n, k, a, b, bias, act, c, c_dtype);
+}
+
 void CpuBackend::WeightsChanged() { gemm_->WeightsChanged(); }
+
+// AMX tile products for bf16 where the CPU has them (and granted the tile state), else fp32 tile
+// products at the CPU's vector width.
+namespace {
+bool UseAmxAttention(DType dt) {
+  static const bool amx = cpu::HasAmxBf16() && cpu::EnableAmx();
+  return amx && dt == DType::kBF16;
+}
+}  // namespace
+
+void CpuBackend::AttentionForward(const AttentionArgs& a, const void* q, const void* k,
+                                  const void* v, void* out, float* lse) {
+  if (UseAmxAttention(a.dtype)) amx::FusedAttentionForward(a, q, k, v, out, lse);
+  else if (kUseAvx512) avx512::FusedAttentionForward(a, q, k, v, out, lse);
+  else portable::FusedAttentionForward(a, q, k, v, out, lse);
+}
+
+void CpuBackend::AttentionBackward(const AttentionArgs& a, const void* q, const void* k,
+                                   const void* v, const void* out, const void* dout,
+                                   const float* lse, const AttentionGrads<float>& g) {
+  if (UseAmxAttention(a.dtype)) amx::FusedAttentionBackward(a, q, k, v, out, dout, lse, g);
+  else if (kUseAvx512) avx512::FusedAttentionBackward(a, q, k, v, out, dout, lse, g);
+  else portable::FusedAttentionBackward(a, q, k, v, out, dout, lse, g);
+}
 
 void CpuBackend::Cast(const float* x, void* y, DType to, int64_t n) {
   switch (to) {

@@ -33,6 +33,8 @@ class CpuBackend final : public Backend<float> {
   void Gemm(int64_t batch, int64_t m, int64_t n, int64_t k, const GemmOperand& a,
             const GemmOperand& b, float* c, int64_t ldc, int64_t stride_c, float alpha,
             float beta) override;
+  void GemmBiasAct(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const GemmOperand& b,
+                   const float* bias, GemmActivation act, void* c, DType c_dtype) override;
   void WeightsChanged() override;
   void Cast(const float* x, void* y, DType to, int64_t n) override;
   void Add(const float* x, float* y, int64_t n) override;
@@ -59,6 +61,12 @@ class CpuBackend final : public Backend<float> {
   void SoftmaxBackward(const float* d_dropped, const float* probs, void* dscores,
                        DType dscores_dtype, int64_t batch, int64_t heads, int64_t tq, int64_t tk,
                        float scale, float p, DropoutKey key) override;
+  bool has_fused_attention() const override { return true; }
+  void AttentionForward(const AttentionArgs& a, const void* q, const void* k, const void* v,
+                        void* out, float* lse) override;
+  void AttentionBackward(const AttentionArgs& a, const void* q, const void* k, const void* v,
+                         const void* out, const void* dout, const float* lse,
+                         const AttentionGrads<float>& g) override;
   void EmbeddingForward(const int32_t* tokens, const float* table, const float* pos_table,
                         const int32_t* pos_ids, float* out, int64_t rows, int64_t cols,
                         float scale) override;

@@ -96,15 +96,17 @@ const void* OneDnnGemm::PackedB(Entry& e, const void* data) {
 
 OneDnnGemm::Entry& OneDnnGemm::Get(int64_t batch, int64_t m, int64_t n, int64_t k,
                                    const GemmOperand& a, const GemmOperand& b, int64_t ldc,
-                                   int64_t stride_c, float alpha, float beta, DType dt) {
+                                   int64_t stride_c, float alpha, float beta, DType dt,
+                                   const Epilogue& ep) {
   Key key{};
   int32_t ab, bb;
   std::memcpy(&ab, &alpha, 4);
   std::memcpy(&bb, &beta, 4);
   const bool pack = PrepackEnabled() && b.constant && batch == 1;
-  const int64_t vals[16] = {batch, m, n, k, a.transposed, a.ld, a.batch_stride, b.transposed,
+  const int64_t vals[19] = {batch, m, n, k, a.transposed, a.ld, a.batch_stride, b.transposed,
                             b.ld, b.batch_stride, ldc, stride_c, ab, bb,
-                            static_cast<int64_t>(dt), pack};
+                            static_cast<int64_t>(dt), pack, ep.bias,
+                            static_cast<int64_t>(ep.act), static_cast<int64_t>(ep.c_dtype)};
   std::memcpy(key.v, vals, sizeof(vals));
   auto it = cache_.find(key);
   if (it != cache_.end()) return it->second;
@@ -112,21 +114,23 @@ OneDnnGemm::Entry& OneDnnGemm::Get(int64_t batch, int64_t m, int64_t n, int64_t 
   e.a = Desc(batch, m, k, a, dt);
   e.b = Desc(batch, k, n, b, dt);
   GemmOperand cd{nullptr, DType::kF32, false, ldc, stride_c};
-  e.c = Desc(batch, m, n, cd, DType::kF32);
+  e.c = Desc(batch, m, n, cd, ep.c_dtype);
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
-  if (beta != 0.0f) {
-    dnnl::post_ops po;
-    po.append_sum(beta);
-    attr.set_post_ops(po);
-  }
+  dnnl::post_ops po;
+  if (beta != 0.0f) po.append_sum(beta);
+  if (ep.act == GemmActivation::kRelu) po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+  if (ep.act == GemmActivation::kGelu) po.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f);
+  if (po.len() > 0) attr.set_post_ops(po);
+  const memory::desc bias_desc({1, n}, memory::data_type::f32, {n, 1});
   try {
     // A constant B lets oneDNN choose its layout (format_tag::any); it is reordered once per
     // WeightsChanged() instead of being re-blocked inside every matmul.
     const memory::desc b_any =
         pack ? memory::desc({k, n}, ToDnnl(dt), memory::format_tag::any) : e.b;
-    dnnl::matmul::desc d(e.a, b_any, e.c);
+    dnnl::matmul::desc d = ep.bias ? dnnl::matmul::desc(e.a, b_any, bias_desc, e.c)
+                                   : dnnl::matmul::desc(e.a, b_any, e.c);
     dnnl::matmul::primitive_desc pd(d, attr, engine_);
     e.prim = dnnl::matmul(pd);
     if (pack) {
@@ -145,6 +149,7 @@ OneDnnGemm::Entry& OneDnnGemm::Get(int64_t batch, int64_t m, int64_t n, int64_t 
     e.am = memory(e.a, engine_, DNNL_MEMORY_NONE);
     e.bm = memory(e.packed ? e.b_packed : e.b, engine_, DNNL_MEMORY_NONE);
     e.cm = memory(e.c, engine_, DNNL_MEMORY_NONE);
+    if (ep.bias) e.biasm = memory(bias_desc, engine_, DNNL_MEMORY_NONE);
     e.ok = true;
   } catch (const dnnl::error&) {
     e.ok = false;  // e.g. no f16 (or bf16) matmul on this CPU: the caller widens to f32
@@ -158,7 +163,7 @@ void OneDnnGemm::Run(int64_t batch, int64_t m, int64_t n, int64_t k, const GemmO
                      float beta) {
   if (m == 0 || n == 0) return;
   const DType dt = a.dtype;
-  Entry& e = Get(batch, m, n, k, a, b, ldc, stride_c, alpha, beta, dt);
+  Entry& e = Get(batch, m, n, k, a, b, ldc, stride_c, alpha, beta, dt, Epilogue{});
   if (!e.ok && (dt == DType::kF16 || dt == DType::kBF16)) {
     // No matmul of this type on this CPU (f16 often; bf16 before AVX-512, e.g. Zen 3): widen
     // both operands to f32 (exact) and run the f32 GEMM with the same strides. The products
@@ -178,15 +183,34 @@ void OneDnnGemm::Run(int64_t batch, int64_t m, int64_t n, int64_t k, const GemmO
     return Run(batch, m, n, k, a32, b32, c, ldc, stride_c, alpha, beta);
   }
   if (!e.ok) std::abort();  // f32 matmuls always exist on x86-64
-  e.am.set_data_handle(const_cast<void*>(a.data));
-  e.bm.set_data_handle(const_cast<void*>(e.packed ? PackedB(e, b.data) : b.data));
+  Execute(e, a.data, b.data, c, nullptr);
+}
+
+bool OneDnnGemm::RunBiasAct(int64_t m, int64_t n, int64_t k, const GemmOperand& a,
+                            const GemmOperand& b, const float* bias, GemmActivation act, void* c,
+                            DType c_dtype) {
+  if (m == 0 || n == 0) return true;
+  Entry& e = Get(1, m, n, k, a, b, n, 0, 1.0f, 0.0f, a.dtype, Epilogue{bias != nullptr, act, c_dtype});
+  if (!e.ok) return false;
+  Execute(e, a.data, b.data, c, bias);
+  return true;
+}
+
+void OneDnnGemm::Execute(Entry& e, const void* a, const void* b, void* c, const float* bias) {
+  e.am.set_data_handle(const_cast<void*>(a));
+  e.bm.set_data_handle(const_cast<void*>(e.packed ? PackedB(e, b) : b));
   e.cm.set_data_handle(c);
   // The C API takes a plain argument array (the C++ one builds an unordered_map per call).
-  const dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, e.am.get()},
-                                   {DNNL_ARG_WEIGHTS, e.bm.get()},
-                                   {DNNL_ARG_DST, e.cm.get()},
-                                   {DNNL_ARG_SCRATCHPAD, e.scratch_bytes ? scratch_mem_.get() : nullptr}};
-  dnnl_primitive_execute(e.prim.get(), stream_.get(), e.scratch_bytes ? 4 : 3, args);
+  dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, e.am.get()},
+                             {DNNL_ARG_WEIGHTS, e.bm.get()},
+                             {DNNL_ARG_DST, e.cm.get()}};
+  int nargs = 3;
+  if (bias) {
+    e.biasm.set_data_handle(const_cast<float*>(bias));
+    args[nargs++] = {DNNL_ARG_BIAS, e.biasm.get()};
+  }
+  if (e.scratch_bytes) args[nargs++] = {DNNL_ARG_SCRATCHPAD, scratch_mem_.get()};
+  dnnl_primitive_execute(e.prim.get(), stream_.get(), nargs, args);
   stream_.wait();
 }
 

@@ -1,5 +1,7 @@
 // OneDnnGemm: batched, strided C = alpha*op(A)*op(B) + beta*C on oneDNN matmul, with one cached
-// primitive per distinct (shape, strides, dtypes, alpha, beta). Internal to CpuBackend.
+// primitive per distinct (shape, strides, dtypes, alpha, beta, epilogue). Internal to CpuBackend.
+// The epilogue (RunBiasAct) adds a bias row, applies ReLU or GELU and stores C as fp32, bf16 or
+// f16 inside the GEMM's own output loop (oneDNN post-ops), so no separate pass reads C back.
 // Transposition is expressed through the memory descriptors' strides (no copies). Not
 // thread-safe (one per CpuBackend).
 #pragma once
@@ -27,6 +29,11 @@ class OneDnnGemm {
   void Run(int64_t batch, int64_t m, int64_t n, int64_t k, const GemmOperand& a,
            const GemmOperand& b, float* c, int64_t ldc, int64_t stride_c, float alpha,
            float beta);
+  // C[m, n] (dense, row stride n, dtype c_dtype) = act(op(A) op(B) + bias) in one primitive.
+  // False when oneDNN has none for these types on this CPU (nothing was written; the caller
+  // composes it from Run and elementwise kernels).
+  bool RunBiasAct(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const GemmOperand& b,
+                  const float* bias, GemmActivation act, void* c, DType c_dtype);
   int64_t primitives_created() const { return created_; }
   // Packed copies of constant operands are stale: re-pack on next use.
   void WeightsChanged() { ++weights_version_; }
@@ -35,8 +42,14 @@ class OneDnnGemm {
   int64_t packed_copies() const;
 
  private:
+  // What happens to C after the products (RunBiasAct; Run uses the default: fp32, no bias).
+  struct Epilogue {
+    bool bias = false;
+    GemmActivation act = GemmActivation::kNone;
+    DType c_dtype = DType::kF32;
+  };
   struct Key {
-    int64_t v[16];
+    int64_t v[19];
     bool operator==(const Key& o) const;
   };
   struct KeyHash {
@@ -45,7 +58,7 @@ class OneDnnGemm {
   struct Entry {
     dnnl::matmul prim;
     dnnl::memory::desc a, b, c;
-    dnnl::memory am, bm, cm;  // reused: only their data handles change per call
+    dnnl::memory am, bm, cm, biasm;  // reused: only their data handles change per call
     bool packed = false;      // B is a constant operand in oneDNN's preferred layout
     dnnl::memory::desc b_packed;
     size_t scratch_bytes = 0;
@@ -53,7 +66,8 @@ class OneDnnGemm {
   };
   Entry& Get(int64_t batch, int64_t m, int64_t n, int64_t k, const GemmOperand& a,
              const GemmOperand& b, int64_t ldc, int64_t stride_c, float alpha, float beta,
-             DType dt);
+             DType dt, const Epilogue& epilogue);
+  void Execute(Entry& e, const void* a, const void* b, void* c, const float* bias);
 
   // A constant operand reordered into a primitive's preferred weights layout. One copy per
   // (operand, source layout, packed layout): primitives for other batch sizes m of the same

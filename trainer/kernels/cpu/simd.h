@@ -9,13 +9,25 @@
 // to nearest even with NaN kept quiet, exactly as FloatToBf16 (trainer/core/dtype.h).
 // Exp is vmath::FastExp's polynomial lane by lane (same clamp, same result to the last bit for
 // the same inputs when both are compiled with FMA contraction).
+//
+// The two widths live in different inline namespaces (simd::w16, simd::w8): the same header is
+// compiled into translation units of both widths, and an inline function of one name with two
+// bodies would be merged by the linker (an ODR violation that silently ran 8-lane code on
+// 16-lane data).
 #pragma once
 
 #include <immintrin.h>
 
 #include <cstdint>
 
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__)
+#define SF_SIMD_WIDTH_NS w16
+#else
+#define SF_SIMD_WIDTH_NS w8
+#endif
+
 namespace sf::simd {
+inline namespace SF_SIMD_WIDTH_NS {
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__)
 
@@ -73,6 +85,36 @@ inline F Exp2Int(F n) {
   return {_mm512_castsi512_ps(bits)};
 }
 
+// dst[c][r] = src[r][c] for a kWidth x kWidth block of floats (row strides in elements).
+inline void TransposeBlock(const float* src, int64_t lds, float* dst, int64_t ldd) {
+  __m512 r[16], t[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * lds);
+  // 32-bit interleave of row pairs, then 64-bit, then 128-bit lanes twice.
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+    r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+    r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+  for (int i = 0; i < 4; ++i) {
+    t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
+    t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xDD);
+    t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
+    t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xDD);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+    r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xDD);
+    r[i + 4] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0x88);
+    r[i + 12] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0xDD);
+  }
+  for (int i = 0; i < 16; ++i) _mm512_storeu_ps(dst + i * ldd, r[i]);
+}
+
 // bf16 <-> fp32.
 inline F LoadBf16(const uint16_t* p) {
   const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
@@ -95,6 +137,23 @@ inline void StoreBf16(uint16_t* p, F x) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), RoundToBf16(x));
 }
 inline void StoreBf16N(uint16_t* p, F x, int n) { _mm256_mask_storeu_epi16(p, FirstN(n), RoundToBf16(x)); }
+// x rounded to bf16 and widened back (what a bf16 operand holds).
+inline F RoundTripBf16(F x) {
+  return {_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(RoundToBf16(x)), 16))};
+}
+
+// f16 <-> fp32 (round to nearest even).
+inline F LoadF16(const uint16_t* p) {
+  return {_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))};
+}
+inline F LoadF16N(const uint16_t* p, int n) { return {_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(FirstN(n), p))}; }
+inline void StoreF16(uint16_t* p, F x) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(x.v, _MM_FROUND_TO_NEAREST_INT));
+}
+inline void StoreF16N(uint16_t* p, F x, int n) {
+  _mm256_mask_storeu_epi16(p, FirstN(n), _mm512_cvtps_ph(x.v, _MM_FROUND_TO_NEAREST_INT));
+}
+inline F RoundTripF16(F x) { return {_mm512_cvtph_ps(_mm512_cvtps_ph(x.v, _MM_FROUND_TO_NEAREST_INT))}; }
 
 #else  // AVX2 + FMA
 
@@ -146,6 +205,26 @@ inline F Exp2Int(F n) {
   return {_mm256_castsi256_ps(bits)};
 }
 
+inline void TransposeBlock(const float* src, int64_t lds, float* dst, int64_t ldd) {
+  __m256 r[8], t[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * lds);
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+    r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+    r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+  for (int i = 0; i < 4; ++i) {
+    t[i] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x20);
+    t[i + 4] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x31);
+  }
+  for (int i = 0; i < 8; ++i) _mm256_storeu_ps(dst + i * ldd, t[i]);
+}
+
 inline F LoadBf16(const uint16_t* p) {
   const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
   return {_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))};
@@ -175,6 +254,27 @@ inline void StoreBf16N(uint16_t* p, F x, int n) {
   _mm_store_si128(reinterpret_cast<__m128i*>(tmp), RoundToBf16(x));
   for (int i = 0; i < n; ++i) p[i] = tmp[i];
 }
+inline F RoundTripBf16(F x) {
+  return {_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(RoundToBf16(x)), 16))};
+}
+
+inline F LoadF16(const uint16_t* p) {
+  return {_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))};
+}
+inline F LoadF16N(const uint16_t* p, int n) {
+  alignas(16) uint16_t tmp[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (int i = 0; i < n; ++i) tmp[i] = p[i];
+  return LoadF16(tmp);
+}
+inline void StoreF16(uint16_t* p, F x) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(x.v, _MM_FROUND_TO_NEAREST_INT));
+}
+inline void StoreF16N(uint16_t* p, F x, int n) {
+  alignas(16) uint16_t tmp[8];
+  _mm_store_si128(reinterpret_cast<__m128i*>(tmp), _mm256_cvtps_ph(x.v, _MM_FROUND_TO_NEAREST_INT));
+  for (int i = 0; i < n; ++i) p[i] = tmp[i];
+}
+inline F RoundTripF16(F x) { return {_mm256_cvtph_ps(_mm256_cvtps_ph(x.v, _MM_FROUND_TO_NEAREST_INT))}; }
 
 #endif
 
@@ -196,4 +296,7 @@ inline F Exp(F x) {
   return p * Exp2Int(n);
 }
 
+}  // namespace SF_SIMD_WIDTH_NS
 }  // namespace sf::simd
+
+#undef SF_SIMD_WIDTH_NS
