@@ -137,6 +137,36 @@ class GuardedBackend final : public Backend<float> {
     Check("AttentionBackward", q, k, v, out, dout, lse, g.dq, g.dk, g.dv, g.dbias, a.key_padding);
     Run([&] { inner_.AttentionBackward(a, q, k, v, out, dout, lse, g); });
   }
+  void ResidualLayerNormForward(const float* x, const float* bias, const float* residual,
+                                float p, DropoutKey key, float* h, const float* gamma,
+                                const float* beta, float* y, void* y_low, DType low_dtype,
+                                float* mean, float* rstd, int64_t rows, int64_t cols,
+                                float eps) override {
+    Check("ResidualLayerNormForward", x, bias, residual, h, gamma, beta, y, y_low, mean, rstd);
+    Run([&] {
+      inner_.ResidualLayerNormForward(x, bias, residual, p, key, h, gamma, beta, y, y_low,
+                                      low_dtype, mean, rstd, rows, cols, eps);
+    });
+  }
+  void ResidualLayerNormBackward(const float* dy, const float* h, const float* gamma,
+                                 const float* mean, const float* rstd, float* dh, void* d_branch,
+                                 DType branch_dtype, float* dbias, float* dgamma, float* dbeta,
+                                 float p, DropoutKey key, int64_t rows, int64_t cols) override {
+    Check("ResidualLayerNormBackward", dy, h, gamma, mean, rstd, dh, d_branch, dbias, dgamma, dbeta);
+    Run([&] {
+      inner_.ResidualLayerNormBackward(dy, h, gamma, mean, rstd, dh, d_branch, branch_dtype, dbias,
+                                       dgamma, dbeta, p, key, rows, cols);
+    });
+  }
+  void BiasActivationBackwardTo(const void* dout, DType dout_dtype, const void* saved,
+                                DType saved_dtype, void* dpre, DType dpre_dtype, float* dbias,
+                                int64_t rows, int64_t cols, Activation act) override {
+    Check("BiasActivationBackwardTo", dout, saved, dpre, dbias);
+    Run([&] {
+      inner_.BiasActivationBackwardTo(dout, dout_dtype, saved, saved_dtype, dpre, dpre_dtype, dbias,
+                                      rows, cols, act);
+    });
+  }
   void WeightsChanged() override { inner_.WeightsChanged(); }
   void Cast(const float* x, void* y, DType to, int64_t n) override {
     Check("Cast", x, y);

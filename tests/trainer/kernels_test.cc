@@ -466,6 +466,115 @@ TEST_P(KernelTest, LayerNormMatchesReference) {
   }
 }
 
+// The fused tail of a residual block: h = residual + dropout(x + bias), y = LN(h) (and y once
+// more in bf16 / f16), and its backward (dh through the layer norm; the branch's gradient
+// through the dropout mask, in fp32 or the compute dtype; bias, gamma and beta gradients
+// accumulated), against the reference composed of the separate ops in double. Odd row length,
+// with and without dropout, bias and residual; x null is a plain layer norm of h.
+TEST_P(KernelTest, ResidualLayerNormMatchesReference) {
+  const int64_t rows = 37, cols = 203, n = rows * cols;
+  auto x = Random(n, 61, -2, 2), res = Random(n, 62, -3, 3), bias = Random(cols, 63);
+  auto g = Random(cols, 64, 0.5f, 1.5f), b = Random(cols, 65), dy = Random(n, 66);
+  const auto xd = ToDouble(x), rd = ToDouble(res), biasd = ToDouble(bias), gd = ToDouble(g),
+             bd = ToDouble(b), dyd = ToDouble(dy);
+  const DropoutKey key{11, 3};
+  struct Case {
+    bool with_x, with_bias, with_residual;
+    float p;
+  };
+  for (const Case c : {Case{true, true, true, 0.2f}, Case{true, false, true, 0.0f},
+                       Case{true, true, false, 0.1f}, Case{false, false, false, 0.0f}}) {
+    SCOPED_TRACE("x=" + std::to_string(c.with_x) + " bias=" + std::to_string(c.with_bias) +
+                 " residual=" + std::to_string(c.with_residual) + " p=" + std::to_string(c.p));
+    // h is the input when x is null: start it from `res` then.
+    std::vector<double> hr = c.with_x ? std::vector<double>(n) : rd;
+    std::vector<double> yr(n), meanr(rows), rstdr(rows);
+    ref_.ResidualLayerNormForward(c.with_x ? xd.data() : nullptr, c.with_bias ? biasd.data() : nullptr,
+                                  c.with_residual ? rd.data() : nullptr, c.p, key, hr.data(),
+                                  gd.data(), bd.data(), yr.data(), nullptr, DType::kF64,
+                                  meanr.data(), rstdr.data(), rows, cols, 1e-5f);
+    float* dh = c.with_x ? st().Out<float>(n) : st().In(res);
+    float *dyo = st().Out<float>(n), *dmean = st().Out<float>(rows), *drstd = st().Out<float>(rows);
+    uint16_t* dlow = st().Out<uint16_t>(n);
+    float* dg = st().In(g);
+    be().ResidualLayerNormForward(c.with_x ? st().In(x) : nullptr, c.with_bias ? st().In(bias) : nullptr,
+                                  c.with_residual ? st().In(res) : nullptr, c.p, key, dh, dg,
+                                  st().In(b), dyo, dlow, DType::kBF16, dmean, drstd, rows, cols, 1e-5f);
+    const auto h = st().Get(dh, n), y = st().Get(dyo, n);
+    EXPECT_LT(RelErr(h, hr), 1e-6) << "h";
+    EXPECT_LT(RelErr(y, yr), 2e-6) << "y";
+    ExpectRoundingOf(st().Get(dlow, n), DType::kBF16, y, "y in bf16");
+    // Backward, the branch's gradient in fp32 and in bf16 / f16 (same values, rounded once).
+    std::vector<double> dhr(n), dbranchr(n), dbiasr(cols, 0.5), dgr(cols, 0.25), dbr(cols, -0.5);
+    ref_.ResidualLayerNormBackward(dyd.data(), hr.data(), gd.data(), meanr.data(), rstdr.data(),
+                                   dhr.data(), dbranchr.data(), DType::kF64, dbiasr.data(),
+                                   dgr.data(), dbr.data(), c.p, key, rows, cols);
+    float* ddh = st().Out<float>(n);
+    float* dbranch = st().Out<float>(n);
+    float* ddbias = st().In(std::vector<float>(cols, 0.5f));
+    float* ddg = st().In(std::vector<float>(cols, 0.25f));
+    float* ddb = st().In(std::vector<float>(cols, -0.5f));
+    float* ddy = st().In(dy);
+    be().ResidualLayerNormBackward(ddy, dh, dg, dmean, drstd, ddh, dbranch, DType::kF32, ddbias,
+                                   ddg, ddb, c.p, key, rows, cols);
+    EXPECT_LT(RelErr(st().Get(ddh, n), dhr), 1e-5) << "dh";
+    const auto branch = st().Get(dbranch, n);
+    EXPECT_LT(RelErr(branch, dbranchr), 1e-5) << "branch gradient";
+    EXPECT_LT(RelErr(st().Get(ddbias, cols), dbiasr), 1e-5) << "dbias";
+    EXPECT_LT(RelErr(st().Get(ddg, cols), dgr), 1e-5) << "dgamma";
+    EXPECT_LT(RelErr(st().Get(ddb, cols), dbr), 1e-5) << "dbeta";
+    for (DType low : kLowDTypes) {
+      uint16_t* lb = st().Out<uint16_t>(n);
+      float* dh2 = st().Out<float>(n);
+      float* sink = st().In(std::vector<float>(cols, 0.0f));
+      be().ResidualLayerNormBackward(ddy, dh, dg, dmean, drstd, dh2, lb, low, nullptr, sink, sink,
+                                     c.p, key, rows, cols);
+      ExpectRoundingOf(st().Get(lb, n), low, branch, "branch gradient, low precision");
+    }
+  }
+}
+
+// BiasActivationBackward with its result stored as the next GEMM's operand.
+TEST_P(KernelTest, BiasActivationBackwardToLowPrecisionRoundsOnce) {
+  const int64_t rows = 23, cols = 77, n = rows * cols;
+  auto pre = Random(n, 71, -3, 3), dout = Random(n, 72);
+  float* dpre_in = st().In(pre);
+  float* ddout = st().In(dout);
+  for (Activation act : {Activation::kRelu, Activation::kGelu, Activation::kTanh}) {
+    float* want = st().Out<float>(n);
+    float* wantb = st().In(std::vector<float>(cols, 0.0f));
+    be().BiasActivationBackward(ddout, dpre_in, DType::kF32, want, wantb, rows, cols, act);
+    const auto w = st().Get(want, n);
+    for (DType low : kLowDTypes) {
+      uint16_t* got = st().Out<uint16_t>(n);
+      float* gotb = st().In(std::vector<float>(cols, 0.0f));
+      be().BiasActivationBackwardTo(ddout, DType::kF32, dpre_in, DType::kF32, got, low, gotb, rows,
+                                    cols, act);
+      ExpectRoundingOf(st().Get(got, n), low, w, "activation gradient");
+      EXPECT_EQ(st().Get(gotb, cols), st().Get(wantb, cols)) << "bias gradient from unrounded values";
+      // From a low-precision dout (the GEMM wrote it so), in place: the reference's products of
+      // the rounded inputs, rounded once.
+      std::vector<uint16_t> dl(n), sl(n);
+      for (int64_t i = 0; i < n; ++i) {
+        dl[i] = low == DType::kBF16 ? FloatToBf16(dout[i]) : FloatToF16(dout[i]);
+        sl[i] = low == DType::kBF16 ? FloatToBf16(pre[i]) : FloatToF16(pre[i]);
+      }
+      std::vector<double> wantl(n), wantlb(cols, 0.0);
+      std::vector<uint16_t> wantl16(n);
+      ReferenceBackend<double> ref;
+      ref.BiasActivationBackwardTo(dl.data(), low, sl.data(), low, wantl.data(), DType::kF64,
+                                   wantlb.data(), rows, cols, act);
+      uint16_t* inplace = st().In(dl);
+      float* gotlb = st().In(std::vector<float>(cols, 0.0f));
+      be().BiasActivationBackwardTo(inplace, low, st().In(sl), low, inplace, low, gotlb, rows, cols,
+                                    act);
+      std::vector<float> wantf(wantl.begin(), wantl.end());
+      ExpectRoundingOf(st().Get(inplace, n), low, wantf, "activation gradient from low dout");
+      EXPECT_LT(RelErr(st().Get(gotlb, cols), wantlb), 2e-6);
+    }
+  }
+}
+
 TEST_P(KernelTest, MaskedSoftmaxMatchesReference) {
   const int64_t B = 3, H = 2, tq = 9, tk = 11, n = B * H * tq * tk;
   std::vector<uint8_t> pad(B * tk, 0);

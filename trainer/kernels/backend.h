@@ -268,6 +268,33 @@ class Backend {
                                  const T* rstd, T* dx, T* dgamma, T* dbeta, int64_t rows,
                                  int64_t cols, bool accumulate_dx) = 0;
 
+  // A residual block's tail in one pass: h = residual + dropout(x + bias) (the mask of
+  // BiasDropoutResidualForward), then y = LN(h) as LayerNormForward (mean, rstd saved), and, when
+  // y_low is not null, y once more as low_dtype (kBF16 / kF16: the next GEMM's operand). x null:
+  // h is the input as given (a plain layer norm; bias, residual, p unused). bias may be null; h
+  // may alias x or residual; y may alias residual (each row's residual is read before its y is
+  // written), nothing else.
+  virtual void ResidualLayerNormForward(const T* x, const T* bias, const T* residual, float p,
+                                        DropoutKey key, T* h, const T* gamma, const T* beta, T* y,
+                                        void* y_low, DType low_dtype, T* mean, T* rstd,
+                                        int64_t rows, int64_t cols, float eps);
+  // Its backward where h feeds both the residual path and the branch (post-norm): dh = dL/dh
+  // through the layer norm (overwritten: what the residual carries), dgamma and dbeta += as
+  // LayerNormBackward; the branch's gradient mask * dh / (1-p) stored in d_branch as branch_dtype
+  // (T, or kBF16 / kF16: the branch's GEMM operand), and dbias (may be null) += its column sums,
+  // taken before rounding.
+  virtual void ResidualLayerNormBackward(const T* dy, const T* h, const T* gamma, const T* mean,
+                                         const T* rstd, T* dh, void* d_branch, DType branch_dtype,
+                                         T* dbias, T* dgamma, T* dbeta, float p, DropoutKey key,
+                                         int64_t rows, int64_t cols);
+  // BiasActivationBackward with dout of dtype dout_dtype and dpre stored as dpre_dtype (each T,
+  // or kBF16 / kF16 when T = float: the GEMMs on both sides read and write the compute dtype);
+  // products in T, dbias sums them before rounding. dpre may alias dout when the dtypes match.
+  // The default handles dout in T only (backends override it for the low dtypes).
+  virtual void BiasActivationBackwardTo(const void* dout, DType dout_dtype, const void* saved,
+                                        DType saved_dtype, void* dpre, DType dpre_dtype, T* dbias,
+                                        int64_t rows, int64_t cols, Activation act);
+
   // scores, probs: [B, H, Tq, Tk]. probs = softmax_k(scale*scores) where key k is masked out
   // (probability 0) when key_padding[b,k] (key_padding [B,Tk], may be null) or, when causal,
   // k > q. dropped = dropout(probs) with attention dropout p (index = flat element index),
@@ -428,6 +455,52 @@ void Backend<T>::GemmBiasAct(int64_t m, int64_t n, int64_t k, const GemmOperand&
     if (!in_place) Cast(out, c, c_dtype, m * n);
   }
   if (!in_place) allocator().Free(out);
+}
+
+template <typename T>
+void Backend<T>::ResidualLayerNormForward(const T* x, const T* bias, const T* residual, float p,
+                                          DropoutKey key, T* h, const T* gamma, const T* beta,
+                                          T* y, void* y_low, DType low_dtype, T* mean, T* rstd,
+                                          int64_t rows, int64_t cols, float eps) {
+  if (x) BiasDropoutResidualForward(x, bias, residual, h, rows, cols, p, key);
+  LayerNormForward(h, gamma, beta, y, mean, rstd, rows, cols, eps);
+  if (y_low) Cast(y, y_low, low_dtype, rows * cols);
+}
+
+template <typename T>
+void Backend<T>::ResidualLayerNormBackward(const T* dy, const T* h, const T* gamma, const T* mean,
+                                           const T* rstd, T* dh, void* d_branch,
+                                           DType branch_dtype, T* dbias, T* dgamma, T* dbeta,
+                                           float p, DropoutKey key, int64_t rows, int64_t cols) {
+  LayerNormBackward(dy, h, gamma, mean, rstd, dh, dgamma, dbeta, rows, cols, false);
+  if (branch_dtype == DTypeOf<T>::value) {
+    BiasDropoutResidualBackward(dh, static_cast<T*>(d_branch), dbias, rows, cols, p, key);
+    return;
+  }
+  T* tmp = static_cast<T*>(allocator().Allocate(static_cast<size_t>(rows * cols) * sizeof(T)));
+  BiasDropoutResidualBackward(dh, tmp, dbias, rows, cols, p, key);
+  Cast(tmp, d_branch, branch_dtype, rows * cols);
+  allocator().Free(tmp);
+}
+
+template <typename T>
+void Backend<T>::BiasActivationBackwardTo(const void* dout_v, DType dout_dtype, const void* saved,
+                                          DType saved_dtype, void* dpre, DType dpre_dtype, T* dbias,
+                                          int64_t rows, int64_t cols, Activation act) {
+  if (dout_dtype != DTypeOf<T>::value) {
+    std::fprintf(stderr, "fatal: backend %s: BiasActivationBackwardTo from %s needs an override\n",
+                 name(), DTypeName(dout_dtype));
+    std::abort();
+  }
+  const T* dout = static_cast<const T*>(dout_v);
+  if (dpre_dtype == DTypeOf<T>::value) {
+    BiasActivationBackward(dout, saved, saved_dtype, static_cast<T*>(dpre), dbias, rows, cols, act);
+    return;
+  }
+  T* tmp = static_cast<T*>(allocator().Allocate(static_cast<size_t>(rows * cols) * sizeof(T)));
+  BiasActivationBackward(dout, saved, saved_dtype, tmp, dbias, rows, cols, act);
+  Cast(tmp, dpre, dpre_dtype, rows * cols);
+  allocator().Free(tmp);
 }
 
 template <typename T>

@@ -20,6 +20,7 @@ constexpr const char* kFusedAttention = "attention: fused (blockwise softmax, in
 constexpr const char* kSoftmax = "attention: softmax (+ dropout)";
 constexpr const char* kHeads = "attention: head split/merge (reorders)";
 constexpr const char* kLayerNorm = "layer norm";
+constexpr const char* kResidualNorm = "residual + dropout + layer norm (fused)";
 constexpr const char* kBiasAct = "bias + activation";
 constexpr const char* kDropoutResidual = "bias + dropout + residual";
 constexpr const char* kColumnSum = "bias gradients (column sums)";
@@ -272,6 +273,34 @@ void ProfilingBackend::BiasActivationBackward(const float* dout, const void* sav
                                               int64_t rows, int64_t cols, Activation act) {
   Timer t(*this, kBiasAct);
   inner_->BiasActivationBackward(dout, saved, saved_dtype, dpre, dbias, rows, cols, act);
+}
+void ProfilingBackend::ResidualLayerNormForward(const float* x, const float* bias,
+                                                const float* residual, float p, DropoutKey key,
+                                                float* h, const float* gamma, const float* beta,
+                                                float* y, void* y_low, DType low_dtype,
+                                                float* mean, float* rstd, int64_t rows,
+                                                int64_t cols, float eps) {
+  Timer t(*this, x ? kResidualNorm : kLayerNorm);
+  inner_->ResidualLayerNormForward(x, bias, residual, p, key, h, gamma, beta, y, y_low, low_dtype,
+                                   mean, rstd, rows, cols, eps);
+}
+void ProfilingBackend::ResidualLayerNormBackward(const float* dy, const float* h,
+                                                 const float* gamma, const float* mean,
+                                                 const float* rstd, float* dh, void* d_branch,
+                                                 DType branch_dtype, float* dbias, float* dgamma,
+                                                 float* dbeta, float p, DropoutKey key,
+                                                 int64_t rows, int64_t cols) {
+  Timer t(*this, kResidualNorm);
+  inner_->ResidualLayerNormBackward(dy, h, gamma, mean, rstd, dh, d_branch, branch_dtype, dbias,
+                                    dgamma, dbeta, p, key, rows, cols);
+}
+void ProfilingBackend::BiasActivationBackwardTo(const void* dout, DType dout_dtype,
+                                                const void* saved, DType saved_dtype, void* dpre,
+                                                DType dpre_dtype, float* dbias, int64_t rows,
+                                                int64_t cols, Activation act) {
+  Timer t(*this, kBiasAct);
+  inner_->BiasActivationBackwardTo(dout, dout_dtype, saved, saved_dtype, dpre, dpre_dtype, dbias,
+                                   rows, cols, act);
 }
 void ProfilingBackend::LayerNormForward(const float* x, const float* gamma, const float* beta,
                                         float* y, float* mean, float* rstd, int64_t rows,

@@ -102,6 +102,18 @@ class ProfilingBackend final : public Backend<float> {
   void BiasActivationBackward(const float* dout, const void* saved, DType saved_dtype,
                               float* dpre, float* dbias, int64_t rows, int64_t cols,
                               Activation act) override;
+  void ResidualLayerNormForward(const float* x, const float* bias, const float* residual,
+                                float p, DropoutKey key, float* h, const float* gamma,
+                                const float* beta, float* y, void* y_low, DType low_dtype,
+                                float* mean, float* rstd, int64_t rows, int64_t cols,
+                                float eps) override;
+  void ResidualLayerNormBackward(const float* dy, const float* h, const float* gamma,
+                                 const float* mean, const float* rstd, float* dh, void* d_branch,
+                                 DType branch_dtype, float* dbias, float* dgamma, float* dbeta,
+                                 float p, DropoutKey key, int64_t rows, int64_t cols) override;
+  void BiasActivationBackwardTo(const void* dout, DType dout_dtype, const void* saved,
+                                DType saved_dtype, void* dpre, DType dpre_dtype, float* dbias,
+                                int64_t rows, int64_t cols, Activation act) override;
   void LayerNormForward(const float* x, const float* gamma, const float* beta, float* y,
                         float* mean, float* rstd, int64_t rows, int64_t cols,
                         float eps) override;

@@ -47,17 +47,29 @@ class MultiheadAttention {
     b_out_ = store.Add(name + ".out_proj.bias", {dim}, false);
   }
   int in_proj_weight() const { return w_in_; }
+  // The planned buffer this layer keeps x in the compute dtype in ([rows, C]), for a layer norm
+  // to write directly (then pass it to Forward as x_compute); null in fp32.
+  void* InputComputeBuffer(Context<T>& ctx, int64_t rows) {
+    if (!ctx.low_precision()) return nullptr;
+    ctx.Plan(x_cast_, {rows * dim_}, ctx.compute());
+    return x_cast_.raw();
+  }
   int out_proj_weight() const { return w_out_; }
   const T* out_bias() { return store_.value(b_out_); }
   T* out_bias_grad() { return store_.grad(b_out_); }
 
   // x [B, Tq, C]; kv_source [B, Tk, C] (ignored for self-attention, where Tk = Tq);
   // key_padding [B, Tk] or null. Writes out [B*Tq, C] (pre-bias). Inputs must stay unchanged
-  // until Backward.
+  // until Backward. Under mixed precision x_compute / kv_compute, when not null, are x and
+  // kv_source already in the compute dtype (a layer norm wrote them; x_compute may be
+  // InputComputeBuffer()): used as they are, also until Backward, instead of casting.
   void Forward(Context<T>& ctx, const T* x, const T* kv_source, const uint8_t* key_padding,
-               int64_t batch, int64_t tq, int64_t tk, T* out) {
+               int64_t batch, int64_t tq, int64_t tk, T* out, const void* x_compute = nullptr,
+               const void* kv_compute = nullptr) {
     if (kind_ == AttentionKind::kSelf) tk = tq;
     batch_ = batch, tq_ = tq, tk_ = tk;
+    x_compute_ = ctx.low_precision() ? x_compute : nullptr;
+    kv_compute_ = ctx.low_precision() ? kv_compute : nullptr;
     fused_ = ctx.backend().has_fused_attention();
     if (fused_) return ForwardFused(ctx, x, kv_source, key_padding, out);
     const DType dt = DTypeOf<T>::value, cdt = ctx.compute();
@@ -76,7 +88,7 @@ class MultiheadAttention {
     void* q = heads.raw();
     void* k = heads.data<char>() + nq * DTypeSize(odt);  // v follows k
 
-    x_c_ = ctx.AsCompute(x, nq, x_cast_);
+    x_c_ = InputCompute(ctx, x, nq);
     T* proj = ctx.ScratchT(kScratchGemmOut, batch * tq * 3 * C);
     if (kind_ == AttentionKind::kSelf) {
       LinearForward(ctx, WIn(ctx, 0, 3), x_c_, batch * tq, proj);
@@ -84,7 +96,7 @@ class MultiheadAttention {
     } else {
       LinearForward(ctx, WIn(ctx, 0, 1), x_c_, batch * tq, proj);
       ctx.backend().SplitHeads(proj, store_.value(b_in_), q, odt, batch, tq, 1, H, D);
-      enc_c_ = ctx.AsCompute(kv_source, nk, enc_cast_);
+      enc_c_ = KvCompute(ctx, kv_source, nk);
       T* kvp = ctx.ScratchT(kScratchGemmOut, batch * tk * 2 * C);
       LinearForward(ctx, WIn(ctx, 1, 2), enc_c_, batch * tk, kvp);
       ctx.backend().SplitHeads(kvp, store_.value(b_in_) + C, k, odt, batch, tk, 2, H, D);
@@ -126,12 +138,18 @@ class MultiheadAttention {
   // gradient w.r.t. x. For cross-attention d_kv_source [B*Tk, C] is ADDED to (it collects the
   // encoder output's gradient from every decoder layer).
   void Backward(Context<T>& ctx, const T* dout, T* dx, float dx_beta, T* d_kv_source) {
-    if (fused_) return BackwardFused(ctx, dout, dx, dx_beta, d_kv_source);
+    BackwardCompute(ctx, ctx.AsComputeScratch(dout, batch_ * tq_ * dim_, kScratchCastA), dx,
+                    dx_beta, d_kv_source);
+  }
+  // The same from dout already in the compute dtype (a fused residual/layer-norm backward wrote
+  // it; it may be the kScratchCastA slot, which this call reuses after reading it).
+  void BackwardCompute(Context<T>& ctx, const void* dout_c, T* dx, float dx_beta,
+                       T* d_kv_source) {
+    if (fused_) return BackwardFused(ctx, dout_c, dx, dx_beta, d_kv_source);
     const DType cdt = ctx.compute();
     const int64_t B = batch_, tq = tq_, tk = tk_, C = dim_, H = heads_, D = head_dim_;
     const int64_t nq = B * tq * C, nk = B * tk * C, ns = B * H * tq * tk;
     // out = ctx . W_out^T
-    const void* dout_c = ctx.AsComputeScratch(dout, nq, kScratchCastA);
     T* dctx = ctx.ScratchT(kScratchMerged, B * tq * 3 * C);
     LinearBackward(ctx, WOut(ctx), ctx_c_, dout_c, B * tq, dctx, 0.0f);
     // Gradients in head layout: dq [B,H,Tq,D], dk, dv [B,H,Tk,D] contiguous like heads_buf_.
@@ -204,7 +222,7 @@ class MultiheadAttention {
                     T* out) {
     const DType cdt = ctx.compute();
     const int64_t C = dim_, nq = batch_ * tq_, nk = batch_ * tk_;
-    x_c_ = ctx.AsCompute(x, nq * C, x_cast_);
+    x_c_ = InputCompute(ctx, x, nq * C);
     const T* b_in = store_.value(b_in_);
     if (kind_ == AttentionKind::kSelf) {
       ctx.Plan(proj_, {nq, 3 * C}, cdt);
@@ -216,7 +234,7 @@ class MultiheadAttention {
       ctx.Plan(proj_, {nq, C}, cdt);
       ctx.Plan(kv_proj_, {nk, 2 * C}, cdt);
       LinearBiasActForward(ctx, WIn(ctx, 0, 1), x_c_, nq, b_in, GemmActivation::kNone, proj_.raw(), cdt);
-      enc_c_ = ctx.AsCompute(kv_source, nk * C, enc_cast_);
+      enc_c_ = KvCompute(ctx, kv_source, nk * C);
       LinearBiasActForward(ctx, WIn(ctx, 1, 2), enc_c_, nk, b_in + C, GemmActivation::kNone,
                            kv_proj_.raw(), cdt);
       q_c_ = proj_.raw();
@@ -233,11 +251,10 @@ class MultiheadAttention {
     LinearForward(ctx, WOut(ctx), ctx_c_, nq, out);
   }
 
-  void BackwardFused(Context<T>& ctx, const T* dout, T* dx, float dx_beta, T* d_kv_source) {
+  void BackwardFused(Context<T>& ctx, const void* dout_c, T* dx, float dx_beta, T* d_kv_source) {
     const DType cdt = ctx.compute();
     const int64_t C = dim_, nq = batch_ * tq_, nk = batch_ * tk_;
     // out = ctx . W_out^T: dW_out, and dctx straight into the compute dtype (the kernel's dO).
-    const void* dout_c = ctx.AsComputeScratch(dout, nq * C, kScratchCastA);
     LinearWeightGrad(ctx, WOut(ctx), ctx_c_, dout_c, nq);
     void* dctx_c = ctx.Scratch(kScratchCastB, nq * C, cdt);
     LinearInputGradTo(ctx, WOut(ctx), dout_c, nq, dctx_c, cdt);
@@ -266,6 +283,16 @@ class MultiheadAttention {
     }
   }
 
+  // x (n elements) in the compute dtype: what the caller gave, or a cast kept until Backward.
+  const void* InputCompute(Context<T>& ctx, const T* x, int64_t n) {
+    if (x_compute_) return x_compute_;
+    return ctx.AsCompute(x, n, x_cast_);
+  }
+  const void* KvCompute(Context<T>& ctx, const T* kv, int64_t n) {
+    if (kv_compute_) return kv_compute_;
+    return ctx.AsCompute(kv, n, enc_cast_);
+  }
+
   static const void* Offset(const void* p, DType dt, int64_t elements) {
     return static_cast<const char*>(p) + elements * DTypeSize(dt);
   }
@@ -292,6 +319,8 @@ class MultiheadAttention {
   float p_used_ = 0;
   DropoutKey key_;
   bool fused_ = false;
+  const void* x_compute_ = nullptr;
+  const void* kv_compute_ = nullptr;
   const uint8_t* key_padding_ = nullptr;
   Tensor proj_, kv_proj_, lse_, ctx_fused_;  // the fused path's saved buffers
   const void* q_c_ = nullptr;

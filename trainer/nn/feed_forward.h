@@ -44,7 +44,10 @@ class FeedForward {
   // element reads 0 (derivative 0, which the mask zeroes anyway) and a kept one act/(1-p), whose
   // sign is act's. Under mixed precision the fp32 activation goes through the kScratchMerged
   // slot (free during a forward; the backward sizes it [N, F] anyway) and is then cast.
-  void Forward(Context<T>& ctx, const T* x, T* out, int64_t rows) {
+  //
+  // x_compute (mixed precision, may be null): x already in the compute dtype, kept until Backward
+  // (a layer norm wrote it, e.g. into InputComputeBuffer()); used instead of casting x.
+  void Forward(Context<T>& ctx, const T* x, T* out, int64_t rows, const void* x_compute = nullptr) {
     const DType dt = DTypeOf<T>::value;
     const bool low = ctx.low_precision(), relu = act_ == Activation::kRelu;
     const int64_t nh = rows * hidden_;
@@ -53,7 +56,7 @@ class FeedForward {
     // The activation is fc2's GEMM operand only: written in the compute dtype directly.
     Tensor& act = low ? act_cast_ : act_out_;
     ctx.Plan(act, {rows, hidden_}, low ? ctx.compute() : dt);
-    x_c_ = ctx.AsCompute(x, rows * dim_, x_cast_);
+    x_c_ = ctx.low_precision() && x_compute ? x_compute : ctx.AsCompute(x, rows * dim_, x_cast_);
     if (relu && p_ == 0) {
       // ReLU without activation dropout: fc1, its bias and the ReLU in one GEMM whose epilogue
       // stores the activation in its dtype directly; no pre-activation exists anywhere.
@@ -98,15 +101,42 @@ class FeedForward {
 
   // dout: gradient of fc2's pre-bias output [N, C]. dx = (or += when dx_beta = 1) grad w.r.t. x.
   void Backward(Context<T>& ctx, const T* dout, T* dx, int64_t rows, float dx_beta) {
-    const void* dout_c = ctx.AsComputeScratch(dout, rows * dim_, kScratchCastA);
-    T* dhidden = ctx.ScratchT(kScratchMerged, rows * hidden_);
-    LinearBackward(ctx, W(ctx, w2_, dim_, hidden_), act_c_, dout_c, rows, dhidden, 0.0f);
-    if (p_ > 0)
-      ctx.backend().BiasDropoutResidualBackward(dhidden, dhidden, nullptr, rows, hidden_, p_, key_);
-    ctx.backend().BiasActivationBackward(dhidden, saved_, saved_dtype_, dhidden,
-                                         store_.grad(b1_), rows, hidden_, act_);
-    const void* dh_c = ctx.AsComputeScratch(dhidden, rows * hidden_, kScratchCastB);
+    BackwardCompute(ctx, ctx.AsComputeScratch(dout, rows * dim_, kScratchCastA), dx, rows, dx_beta);
+  }
+  // The same from dout already in the compute dtype (it may be the kScratchCastA slot).
+  //
+  // Mixed precision without activation dropout, the hidden gradient never exists in fp32: fc2's
+  // input-gradient GEMM writes it in the compute dtype and the activation's backward turns it,
+  // in place, into fc1's operand (products in fp32; the bias gradient sums them unrounded).
+  void BackwardCompute(Context<T>& ctx, const void* dout_c, T* dx, int64_t rows, float dx_beta) {
+    const DType cdt = ctx.compute();
+    const WeightView<T> w2 = W(ctx, w2_, dim_, hidden_);
+    void* dh_c = nullptr;
+    if (ctx.low_precision() && p_ == 0) {
+      dh_c = ctx.Scratch(kScratchCastB, rows * hidden_, cdt);
+      LinearWeightGrad(ctx, w2, act_c_, dout_c, rows);
+      LinearInputGradTo(ctx, w2, dout_c, rows, dh_c, cdt);
+      ctx.backend().BiasActivationBackwardTo(dh_c, cdt, saved_, saved_dtype_, dh_c, cdt,
+                                             store_.grad(b1_), rows, hidden_, act_);
+    } else {
+      T* dhidden = ctx.ScratchT(kScratchMerged, rows * hidden_);
+      LinearBackward(ctx, w2, act_c_, dout_c, rows, dhidden, 0.0f);
+      if (p_ > 0)
+        ctx.backend().BiasDropoutResidualBackward(dhidden, dhidden, nullptr, rows, hidden_, p_, key_);
+      // The pre-activation's gradient straight into fc1's operand dtype.
+      dh_c = ctx.low_precision() ? ctx.Scratch(kScratchCastB, rows * hidden_, cdt)
+                                 : static_cast<void*>(dhidden);
+      ctx.backend().BiasActivationBackwardTo(dhidden, DTypeOf<T>::value, saved_, saved_dtype_, dh_c,
+                                             cdt, store_.grad(b1_), rows, hidden_, act_);
+    }
     LinearBackward(ctx, W(ctx, w1_, hidden_, dim_), x_c_, dh_c, rows, dx, dx_beta);
+  }
+  // The planned buffer this block keeps x in the compute dtype in ([rows, C]), for a layer norm
+  // to write directly; null in fp32.
+  void* InputComputeBuffer(Context<T>& ctx, int64_t rows) {
+    if (!ctx.low_precision()) return nullptr;
+    ctx.Plan(x_cast_, {rows, dim_}, ctx.compute());
+    return x_cast_.raw();
   }
 
  private:

@@ -10,6 +10,7 @@
 #include "trainer/core/cpu_features.h"
 #include "trainer/kernels/cpu/attention_kernels.h"
 #include "trainer/kernels/cpu/conv_onednn.h"
+#include "trainer/kernels/cpu/cpu_parallel.h"
 #include "trainer/kernels/cpu/ctc_host.h"
 #include "trainer/kernels/cpu/gemm_onednn.h"
 #include "trainer/kernels/cpu/hot_kernels.h"
@@ -22,61 +23,15 @@
 namespace sf {
 namespace {
 
+using cpu_internal::ColumnSumImpl;
+using cpu_internal::DropoutFactors;
+using cpu_internal::kChunk;
+using cpu_internal::kMinParallelWork;
+using cpu_internal::kUseAvx512;
+using cpu_internal::ParallelRows;
+using cpu_internal::ThreadScratch;
 using vmath::FastErf;
 using vmath::FastExp;
-
-const bool kUseAvx512 = cpu::HasAvx512();
-
-void DropoutFactors(const DropoutKey& key, int64_t start, int64_t n, float p, float* out) {
-  if (kUseAvx512) avx512::DropoutFactors(key, start, n, p, out);
-  else portable::DropoutFactors(key, start, n, p, out);
-}
-
-constexpr int64_t kChunk = 4096;  // elements per dropout work item
-
-// A per-thread float buffer of at least n elements that only grows: kernels take their partial
-// sums and dropout factors from it, so steady-state steps do not touch the heap.
-float* ThreadScratch(int64_t n) {
-  thread_local std::vector<float> buf;
-  if (static_cast<int64_t>(buf.size()) < n) buf.resize(static_cast<size_t>(n));
-  return buf.data();
-}
-
-// Per-thread partial-sum rows shared by the reductions below (grows, never shrinks).
-std::vector<float>& PartialBuffer(int64_t n) {
-  static std::vector<float> buf;
-  if (static_cast<int64_t>(buf.size()) < n) buf.resize(static_cast<size_t>(n));
-  return buf;
-}
-
-// Below this many elements a kernel runs on the calling thread: waking the team costs more than
-// the work (and much more when the cores are shared with other processes).
-constexpr int64_t kMinParallelWork = 1 << 15;
-
-template <typename F>
-void ParallelRows(int64_t rows, int64_t cols, F f) {
-#pragma omp parallel for schedule(static) if (rows * cols >= kMinParallelWork)
-  for (int64_t r = 0; r < rows; ++r) f(r);
-}
-
-// sum[c] += sum_r x[r,c], parallel over rows with per-thread partials.
-void ColumnSumImpl(const float* x, float* sum, int64_t rows, int64_t cols) {
-  const int nt = omp_get_max_threads();
-  std::vector<float>& partial = PartialBuffer(static_cast<int64_t>(nt) * cols);
-  std::fill(partial.begin(), partial.begin() + static_cast<int64_t>(nt) * cols, 0.0f);
-#pragma omp parallel if (rows * cols >= kMinParallelWork)
-  {
-    float* mine = partial.data() + static_cast<int64_t>(omp_get_thread_num()) * cols;
-#pragma omp for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* xr = x + r * cols;
-#pragma omp simd
-      for (int64_t c = 0; c < cols; ++c) mine[c] += xr[c];
-    }
-  }
-  for (int t = 0; t < nt; ++t)
-    for (int64_t c = 0; c < cols; ++c) sum[c] += partial[static_cast<size_t>(t) * cols + c];
-}
 
 }  // namespace
 
@@ -141,214 +96,6 @@ void CpuBackend::Cast(const float* x, void* y, DType to, int64_t n) {
 void CpuBackend::Add(const float* x, float* y, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n > 32768)
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
-}
-
-void CpuBackend::BiasDropoutResidualForward(const float* x, const float* bias,
-                                            const float* residual, float* out, int64_t rows,
-                                            int64_t cols, float p, DropoutKey key) {
-  const int64_t n = rows * cols;
-  const int64_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel if (n >= kMinParallelWork)
-  {
-    float factor[kChunk];
-#pragma omp for schedule(static)
-    for (int64_t ch = 0; ch < chunks; ++ch) {
-      const int64_t s = ch * kChunk, len = std::min(kChunk, n - s);
-      DropoutFactors(key, s, len, p, factor);
-      // Walk the chunk one row segment at a time, so the bias index needs no division.
-      for (int64_t g = s; g < s + len;) {
-        const int64_t c0 = g % cols, seg = std::min(cols - c0, s + len - g);
-        const float* xs = x + g;
-        const float* fs = factor + (g - s);
-        float* os = out + g;
-        if (bias && residual) {
-          const float* bs = bias + c0;
-          const float* rs = residual + g;
-#pragma omp simd
-          for (int64_t i = 0; i < seg; ++i) os[i] = (xs[i] + bs[i]) * fs[i] + rs[i];
-        } else if (bias) {
-          const float* bs = bias + c0;
-#pragma omp simd
-          for (int64_t i = 0; i < seg; ++i) os[i] = (xs[i] + bs[i]) * fs[i];
-        } else if (residual) {
-          const float* rs = residual + g;
-#pragma omp simd
-          for (int64_t i = 0; i < seg; ++i) os[i] = xs[i] * fs[i] + rs[i];
-        } else {
-#pragma omp simd
-          for (int64_t i = 0; i < seg; ++i) os[i] = xs[i] * fs[i];
-        }
-        g += seg;
-      }
-    }
-  }
-}
-
-void CpuBackend::BiasDropoutResidualBackward(const float* dout, float* dx, float* dbias,
-                                             int64_t rows, int64_t cols, float p,
-                                             DropoutKey key) {
-  const int64_t n = rows * cols;
-  if (p > 0 || dx != dout) {
-    const int64_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel if (n >= kMinParallelWork)
-    {
-      float factor[kChunk];
-#pragma omp for schedule(static)
-      for (int64_t ch = 0; ch < chunks; ++ch) {
-        const int64_t s = ch * kChunk, len = std::min(kChunk, n - s);
-        DropoutFactors(key, s, len, p, factor);
-#pragma omp simd
-        for (int64_t i = 0; i < len; ++i) dx[s + i] = dout[s + i] * factor[i];
-      }
-    }
-  }
-  if (dbias) ColumnSumImpl(dx, dbias, rows, cols);
-}
-
-void CpuBackend::BiasActivationForward(const float* x, const float* bias, float* pre, void* out,
-                                       DType out_dtype, int64_t rows, int64_t cols,
-                                       Activation act) {
-  const bool f32 = out_dtype == DType::kF32;
-  ParallelRows(rows, cols, [&](int64_t r) {
-    const float* xr = x + r * cols;
-    float* pr = pre + r * cols;
-    // A low-precision output is computed into this thread's scratch row, then stored.
-    float* orow = f32 ? static_cast<float*>(out) + r * cols : ThreadScratch(cols);
-    if (act == Activation::kRelu) {
-#pragma omp simd
-      for (int64_t c = 0; c < cols; ++c) {
-        const float h = xr[c] + (bias ? bias[c] : 0.0f);
-        pr[c] = h;
-        orow[c] = h > 0 ? h : 0.0f;
-      }
-    } else if (act == Activation::kTanh) {
-#pragma omp simd
-      for (int64_t c = 0; c < cols; ++c) {
-        const float h = xr[c] + (bias ? bias[c] : 0.0f);
-        pr[c] = h;
-        orow[c] = 2.0f / (1.0f + FastExp(-2.0f * h)) - 1.0f;
-      }
-    } else {
-#pragma omp simd
-      for (int64_t c = 0; c < cols; ++c) {
-        const float h = xr[c] + (bias ? bias[c] : 0.0f);
-        pr[c] = h;
-        orow[c] = 0.5f * h * (1.0f + FastErf(h * 0.70710678118654752f));
-      }
-    }
-    if (!f32) StoreFloats(orow, static_cast<uint16_t*>(out) + r * cols, out_dtype, cols);
-  });
-}
-
-void CpuBackend::BiasActivationBackward(const float* dout, const void* saved, DType saved_dtype,
-                                        float* dpre, float* dbias, int64_t rows, int64_t cols,
-                                        Activation act) {
-  ParallelRows(rows, cols, [&](int64_t r) {
-    const float* d = dout + r * cols;
-    float* o = dpre + r * cols;
-    const float* h = nullptr;
-    if (saved_dtype == DType::kF32) {
-      h = static_cast<const float*>(saved) + r * cols;
-    } else {  // widen the row of bf16 / f16 values into this thread's scratch
-      const uint16_t* s = static_cast<const uint16_t*>(saved) + r * cols;
-      float* w = ThreadScratch(cols);
-      if (saved_dtype == DType::kBF16) {
-#pragma omp simd
-        for (int64_t c = 0; c < cols; ++c) w[c] = Bf16ToFloat(s[c]);
-      } else {
-        for (int64_t c = 0; c < cols; ++c) w[c] = F16ToFloat(s[c]);
-      }
-      h = w;
-    }
-    if (act == Activation::kRelu) {
-#pragma omp simd
-      for (int64_t c = 0; c < cols; ++c) o[c] = h[c] > 0 ? d[c] : 0.0f;
-    } else if (act == Activation::kTanh) {
-#pragma omp simd
-      for (int64_t c = 0; c < cols; ++c) {
-        const float t = 2.0f / (1.0f + FastExp(-2.0f * h[c])) - 1.0f;
-        o[c] = d[c] * (1.0f - t * t);
-      }
-    } else {
-#pragma omp simd
-      for (int64_t c = 0; c < cols; ++c) {
-        const float cdf = 0.5f * (1.0f + FastErf(h[c] * 0.70710678118654752f));
-        const float pdf = 0.3989422804014327f * FastExp(-0.5f * h[c] * h[c]);
-        o[c] = d[c] * (cdf + h[c] * pdf);
-      }
-    }
-  });
-  if (dbias) ColumnSumImpl(dpre, dbias, rows, cols);
-}
-
-void CpuBackend::LayerNormForward(const float* x, const float* gamma, const float* beta,
-                                  float* y, float* mean, float* rstd, int64_t rows, int64_t cols,
-                                  float eps) {
-  ParallelRows(rows, cols, [&](int64_t r) {
-    const float* xr = x + r * cols;
-    float s = 0;
-#pragma omp simd reduction(+ : s)
-    for (int64_t c = 0; c < cols; ++c) s += xr[c];
-    const float mu = s / static_cast<float>(cols);
-    float v = 0;
-#pragma omp simd reduction(+ : v)
-    for (int64_t c = 0; c < cols; ++c) v += (xr[c] - mu) * (xr[c] - mu);
-    const float rs = 1.0f / std::sqrt(v / static_cast<float>(cols) + eps);
-    mean[r] = mu;
-    rstd[r] = rs;
-    float* yr = y + r * cols;
-#pragma omp simd
-    for (int64_t c = 0; c < cols; ++c) yr[c] = (xr[c] - mu) * rs * gamma[c] + beta[c];
-  });
-}
-
-void CpuBackend::LayerNormBackward(const float* dy, const float* x, const float* gamma,
-                                   const float* mean, const float* rstd, float* dx,
-                                   float* dgamma, float* dbeta, int64_t rows, int64_t cols,
-                                   bool accumulate_dx) {
-  const int nt = omp_get_max_threads();
-  std::vector<float>& partial = PartialBuffer(static_cast<int64_t>(nt) * 2 * cols);
-  std::fill(partial.begin(), partial.begin() + static_cast<int64_t>(nt) * 2 * cols, 0.0f);
-#pragma omp parallel if (rows * cols >= kMinParallelWork)
-  {
-    float* pg = partial.data() + static_cast<int64_t>(omp_get_thread_num()) * 2 * cols;
-    float* pb = pg + cols;
-#pragma omp for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* xr = x + r * cols;
-      const float* d = dy + r * cols;
-      const float mu = mean[r], rs = rstd[r];
-      float mg = 0, mgx = 0;
-#pragma omp simd reduction(+ : mg, mgx)
-      for (int64_t c = 0; c < cols; ++c) {
-        const float xh = (xr[c] - mu) * rs;
-        const float g = d[c] * gamma[c];
-        mg += g;
-        mgx += g * xh;
-        pg[c] += d[c] * xh;
-        pb[c] += d[c];
-      }
-      mg /= static_cast<float>(cols);
-      mgx /= static_cast<float>(cols);
-      float* o = dx + r * cols;
-      if (accumulate_dx) {
-#pragma omp simd
-        for (int64_t c = 0; c < cols; ++c)
-          o[c] += rs * (d[c] * gamma[c] - mg - (xr[c] - mu) * rs * mgx);
-      } else {
-#pragma omp simd
-        for (int64_t c = 0; c < cols; ++c)
-          o[c] = rs * (d[c] * gamma[c] - mg - (xr[c] - mu) * rs * mgx);
-      }
-    }
-  }
-  for (int t = 0; t < nt; ++t) {
-    const float* pg = partial.data() + static_cast<int64_t>(t) * 2 * cols;
-    for (int64_t c = 0; c < cols; ++c) {
-      dgamma[c] += pg[c];
-      dbeta[c] += pg[cols + c];
-    }
-  }
 }
 
 // Softmax rows are processed in groups of about kChunk elements, so each group's dropout

@@ -206,4 +206,108 @@ void CeRowBackward(const float* z, float lse, int32_t target, float eps_i, float
   d[target] -= grad_scale * on_target;
 }
 
+namespace {
+
+// x (one vector, n valid lanes) stored at element c of a row of dtype dt.
+inline void StoreAs(void* row, DType dt, int64_t c, simd::F x, int64_t n) {
+  if (dt == DType::kF32) simd::StorePart(static_cast<float*>(row) + c, x, n);
+  else simd::StorePart16(static_cast<uint16_t*>(row) + c, x, n, dt == DType::kBF16);
+}
+
+}  // namespace
+
+void ResidualNormRow(const float* x, const float* bias, const float* residual,
+                     const float* factor, float* h, const float* gamma, const float* beta,
+                     float eps, int64_t cols, float* y, void* y_low, DType low_dtype, float* mean,
+                     float* rstd) {
+  using namespace simd;
+  F sum = Zero();
+  for (int64_t c = 0; c < cols; c += kWidth) {
+    const int64_t n = cols - c;
+    F v;
+    if (x) {
+      v = LoadPart(x + c, n);
+      if (bias) v = v + LoadPart(bias + c, n);
+      if (factor) v = v * LoadPart(factor + c, n);
+      if (residual) v = v + LoadPart(residual + c, n);
+      StorePart(h + c, v, n);
+    } else {
+      v = LoadPart(h + c, n);
+    }
+    sum = sum + v;
+  }
+  const float mu = ReduceAdd(sum) / static_cast<float>(cols);
+  const F muv = Set1(mu);
+  F var = Zero();
+  for (int64_t c = 0; c < cols; c += kWidth) {
+    const int64_t n = cols - c;
+    // Lanes past the row read mu: they add nothing.
+    const F d = LoadPart(h + c, n, mu) - muv;
+    var = Fma(d, d, var);
+  }
+  const float rs = 1.0f / std::sqrt(ReduceAdd(var) / static_cast<float>(cols) + eps);
+  const F rsv = Set1(rs);
+  for (int64_t c = 0; c < cols; c += kWidth) {
+    const int64_t n = cols - c;
+    const F out = Fma((LoadPart(h + c, n) - muv) * rsv, LoadPart(gamma + c, n), LoadPart(beta + c, n));
+    StorePart(y + c, out, n);
+    if (y_low) StoreAs(y_low, low_dtype, c, out, n);
+  }
+  *mean = mu;
+  *rstd = rs;
+}
+
+void ResidualNormRowBackward(const float* dy, const float* h, const float* gamma, float mean,
+                             float rstd, const float* factor, int64_t cols, float* dh,
+                             void* branch, DType branch_dtype, float* dbias, float* dgamma,
+                             float* dbeta) {
+  using namespace simd;
+  const F muv = Set1(mean), rsv = Set1(rstd);
+  F mg = Zero(), mgx = Zero();
+  for (int64_t c = 0; c < cols; c += kWidth) {
+    const int64_t n = cols - c;
+    const F d = LoadPart(dy + c, n);
+    const F xh = (LoadPart(h + c, n) - muv) * rsv;
+    const F g = d * LoadPart(gamma + c, n);
+    mg = mg + g;
+    mgx = Fma(g, xh, mgx);
+    StorePart(dgamma + c, Fma(d, xh, LoadPart(dgamma + c, n)), n);
+    StorePart(dbeta + c, LoadPart(dbeta + c, n) + d, n);
+  }
+  const F mgv = Set1(ReduceAdd(mg) / static_cast<float>(cols));
+  const F mgxv = Set1(ReduceAdd(mgx) / static_cast<float>(cols));
+  for (int64_t c = 0; c < cols; c += kWidth) {
+    const int64_t n = cols - c;
+    const F xh = (LoadPart(h + c, n) - muv) * rsv;
+    const F g = LoadPart(dy + c, n) * LoadPart(gamma + c, n);
+    const F d = rsv * (g - mgv - xh * mgxv);
+    StorePart(dh + c, d, n);
+    const F b = factor ? d * LoadPart(factor + c, n) : d;
+    if (dbias) StorePart(dbias + c, LoadPart(dbias + c, n) + b, n);
+    StoreAs(branch, branch_dtype, c, b, n);
+  }
+}
+
+void ActivationGradRow(const float* dout, const float* saved, Activation act, int64_t cols,
+                       void* dpre, DType dpre_dtype, float* dbias) {
+  using namespace simd;
+  for (int64_t c = 0; c < cols; c += kWidth) {
+    const int64_t n = cols - c;
+    const F d = LoadPart(dout + c, n), s = LoadPart(saved + c, n);
+    F g;
+    if (act == Activation::kRelu) {
+      g = Select(Greater(s, Zero()), d, Zero());
+    } else if (act == Activation::kTanh) {
+      const F t = Set1(2.0f) / (Set1(1.0f) + Exp(s * Set1(-2.0f))) - Set1(1.0f);
+      g = d * (Set1(1.0f) - t * t);
+    } else {  // exact GELU: Phi(x) + x phi(x)
+      const F cdf = Set1(0.5f) * (Set1(1.0f) + Erf(s * Set1(0.70710678118654752f)));
+      const F pdf = Set1(0.3989422804014327f) * Exp(Set1(-0.5f) * s * s);
+      g = d * Fma(s, pdf, cdf);
+    }
+    if (dbias) StorePart(dbias + c, LoadPart(dbias + c, n) + g, n);
+    StoreAs(dpre, dpre_dtype, c, g, n);
+  }
+}
+
 }  // namespace sf::SF_KERNEL_NS

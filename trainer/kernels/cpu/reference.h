@@ -153,6 +153,19 @@ class ReferenceBackend final : public Backend<T> {
       }
   }
 
+  // Any dtype in and out (the definition the fast backends' low-precision variants match).
+  void BiasActivationBackwardTo(const void* dout, DType dout_dtype, const void* saved,
+                                DType saved_dtype, void* dpre, DType dpre_dtype, T* dbias,
+                                int64_t rows, int64_t cols, Activation act) override {
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        const int64_t i = r * cols + c;
+        const T g = static_cast<T>(Load(dout, dout_dtype, i) * ActGrad(Load(saved, saved_dtype, i), act));
+        if (dbias) dbias[c] += g;
+        Store(dpre, dpre_dtype, i, g);
+      }
+  }
+
   void LayerNormForward(const T* x, const T* gamma, const T* beta, T* y, T* mean, T* rstd,
                         int64_t rows, int64_t cols, float eps) override {
     for (int64_t r = 0; r < rows; ++r) {

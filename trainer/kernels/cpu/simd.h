@@ -278,6 +278,25 @@ inline F RoundTripF16(F x) { return {_mm256_cvtph_ps(_mm256_cvtps_ph(x.v, _MM_FR
 
 #endif
 
+// The first min(n, kWidth) lanes of p (the rest: fill) / stored to p: whole vectors or a tail.
+inline F LoadPart(const float* p, int64_t n, float fill = 0.0f) {
+  return n >= kWidth ? Load(p) : LoadN(p, static_cast<int>(n), fill);
+}
+inline void StorePart(float* p, F x, int64_t n) {
+  if (n >= kWidth) Store(p, x);
+  else StoreN(p, x, static_cast<int>(n));
+}
+// x stored to p as bf16 or f16 (round to nearest even), whole vector or tail.
+inline void StorePart16(uint16_t* p, F x, int64_t n, bool bf16) {
+  if (n >= kWidth) {
+    if (bf16) StoreBf16(p, x);
+    else StoreF16(p, x);
+  } else {
+    if (bf16) StoreBf16N(p, x, static_cast<int>(n));
+    else StoreF16N(p, x, static_cast<int>(n));
+  }
+}
+
 // exp(x) lane by lane: vmath::FastExp (2^n e^r, Cody-Waite split of ln 2, degree-6 Taylor
 // polynomial; inputs clamped to [-87.3, 88.7], so exp(-inf) = exp(-87.3) ~ 1.2e-38, not 0 —
 // callers that need exact zeros for masked lanes select them).
@@ -294,6 +313,18 @@ inline F Exp(F x) {
   p = Fma(p, r, Set1(1.0f));
   p = Fma(p, r, Set1(1.0f));
   return p * Exp2Int(n);
+}
+
+// erf(x) lane by lane: vmath::FastErf (Abramowitz & Stegun 7.1.26, |error| < 1.5e-7).
+inline F Erf(F x) {
+  const F sign = Select(Greater(Zero(), x), Set1(-1.0f), Set1(1.0f));
+  const F a = x * sign;
+  const F t = Set1(1.0f) / Fma(Set1(0.3275911f), a, Set1(1.0f));
+  F poly = Fma(Set1(1.061405429f), t, Set1(-1.453152027f));
+  poly = Fma(poly, t, Set1(1.421413741f));
+  poly = Fma(poly, t, Set1(-0.284496736f));
+  poly = Fma(poly, t, Set1(0.254829592f));
+  return sign * (Set1(1.0f) - poly * t * Exp(Zero() - a * a));
 }
 
 }  // namespace SF_SIMD_WIDTH_NS

@@ -85,14 +85,19 @@ __global__ void BiasActForwardKernel(const float* x, const float* bias, float* p
                      : fmaxf(h, 0.0f));
 }
 
+// Element i of a buffer of dtype code 0 (f32), 1 (bf16) or 2 (f16), as float.
+__device__ inline float LoadAs(const void* p, int dtype, int64_t i) {
+  return dtype == 1   ? __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i])
+         : dtype == 2 ? __half2float(static_cast<const __half*>(p)[i])
+                      : static_cast<const float*>(p)[i];
+}
+
 // saved: pre (or ReLU's out) as float (dtype 0), bf16 (1) or f16 (2).
 __global__ void BiasActBackwardKernel(const float* dout, const void* saved, int dtype, float* dpre,
                                       int64_t n, int act) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
-  const float h = dtype == 1   ? __bfloat162float(static_cast<const __nv_bfloat16*>(saved)[i])
-                  : dtype == 2 ? __half2float(static_cast<const __half*>(saved)[i])
-                               : static_cast<const float*>(saved)[i];
+  const float h = LoadAs(saved, dtype, i);
   if (act == 1) {
     const float cdf = 0.5f * (1.0f + Erf(h * 0.70710678118654752f));
     const float pdf = 0.3989422804014327f * expf(-0.5f * h * h);
@@ -103,6 +108,29 @@ __global__ void BiasActBackwardKernel(const float* dout, const void* saved, int 
   } else {
     dpre[i] = h > 0 ? dout[i] : 0.0f;
   }
+}
+
+// The same with dout and dpre of any dtype code; dpre32 (may be null) also gets the fp32 value
+// (the bias gradient's column sums read it).
+__global__ void BiasActBackwardAnyKernel(const void* dout, int dout_dtype, const void* saved,
+                                         int saved_dtype, void* dpre, int dpre_dtype,
+                                         float* dpre32, int64_t n, int act) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const float h = LoadAs(saved, saved_dtype, i), d = LoadAs(dout, dout_dtype, i);
+  float g;
+  if (act == 1) {
+    const float cdf = 0.5f * (1.0f + Erf(h * 0.70710678118654752f));
+    const float pdf = 0.3989422804014327f * expf(-0.5f * h * h);
+    g = d * (cdf + h * pdf);
+  } else if (act == 2) {
+    const float t = tanhf(h);
+    g = d * (1.0f - t * t);
+  } else {
+    g = h > 0 ? d : 0.0f;
+  }
+  if (dpre32) dpre32[i] = g;
+  StoreAs(dpre, dpre_dtype, i, g);
 }
 
 __global__ void EmbeddingForwardKernel(const int32_t* tokens, const float* table,
@@ -307,6 +335,28 @@ void CudaBackend::BiasActivationBackward(const float* dout, const void* saved, D
     BiasActBackwardKernel<<<Blocks(n), kThreads, 0, stream_>>>(dout, saved, dtype, dpre, n,
                                                                static_cast<int>(act));
   if (dbias) ColumnSum(dpre, dbias, rows, cols);
+}
+
+void CudaBackend::BiasActivationBackwardTo(const void* dout, DType dout_dtype, const void* saved,
+                                           DType saved_dtype, void* dpre, DType dpre_dtype,
+                                           float* dbias, int64_t rows, int64_t cols,
+                                           Activation act) {
+  const int64_t n = rows * cols;
+  if (n == 0) return;
+  // The bias gradient sums the fp32 values: through an fp32 copy when dpre is rounded.
+  float* dpre32 = nullptr;
+  if (dbias) {
+    dpre32 = dpre_dtype == DType::kF32
+                 ? static_cast<float*>(dpre)
+                 : static_cast<float*>(allocator().Allocate(static_cast<size_t>(n) * sizeof(float)));
+  }
+  BiasActBackwardAnyKernel<<<Blocks(n), kThreads, 0, stream_>>>(
+      dout, DTypeCode(dout_dtype), saved, DTypeCode(saved_dtype), dpre, DTypeCode(dpre_dtype),
+      dpre_dtype == DType::kF32 ? nullptr : dpre32, n, static_cast<int>(act));
+  if (dbias) {
+    ColumnSum(dpre32, dbias, rows, cols);
+    if (dpre32 != dpre) allocator().Free(dpre32);
+  }
 }
 
 void CudaBackend::EmbeddingForward(const int32_t* tokens, const float* table,

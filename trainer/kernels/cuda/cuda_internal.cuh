@@ -155,6 +155,9 @@ class CudaBackend final : public Backend<float> {
                              DType out_dtype, int64_t rows, int64_t cols, Activation act) override;
   void BiasActivationBackward(const float* dout, const void* saved, DType saved_dtype, float* dpre,
                               float* dbias, int64_t rows, int64_t cols, Activation act) override;
+  void BiasActivationBackwardTo(const void* dout, DType dout_dtype, const void* saved,
+                                DType saved_dtype, void* dpre, DType dpre_dtype, float* dbias,
+                                int64_t rows, int64_t cols, Activation act) override;
   void EmbeddingForward(const int32_t* tokens, const float* table, const float* pos_table,
                         const int32_t* pos_ids, float* out, int64_t rows, int64_t cols,
                         float scale) override;
