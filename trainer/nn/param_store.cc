@@ -53,6 +53,11 @@ int ParamStore<T>::Find(const std::string& name) const {
 template <typename T>
 void ParamStore<T>::RefreshMirror(Backend<T>& backend, DType dtype) {
   if (dtype == DTypeOf<T>::value) return;
+  if (mirror_fresh_ && !mirror_.empty() && mirror_.dtype() == dtype) {
+    mirror_fresh_ = false;
+    return;
+  }
+  mirror_fresh_ = false;
   if (mirror_.empty() || mirror_.dtype() != dtype) mirror_ = Tensor({total_}, dtype, values_.allocator());
   backend.Cast(values_.data<T>(), mirror_.raw(), dtype, total_);
 }

@@ -70,8 +70,14 @@ class ParamStore {
     if (dtype == DTypeOf<T>::value) return value(id);
     return static_cast<const char*>(mirror_.raw()) + params_[id].offset * DTypeSize(dtype);
   }
-  // Re-casts every value into the mirror (no-op for T's own dtype).
+  // Re-casts every value into the mirror (no-op for T's own dtype). Skipped, once, after
+  // MirrorRefreshed(): someone wrote the mirror as the values changed (the fused optimizer step).
   void RefreshMirror(Backend<T>& backend, DType dtype);
+  // The mirror's dtype (T's until a low-precision RefreshMirror) and its copy of element i of
+  // the values: what a fused update writes, element for element, as it changes the values.
+  DType mirror_dtype() const { return mirror_.empty() ? DTypeOf<T>::value : mirror_.dtype(); }
+  void* mirror_at(int64_t i) { return static_cast<char*>(mirror_.raw()) + i * DTypeSize(mirror_.dtype()); }
+  void MirrorRefreshed() { mirror_fresh_ = true; }
   void ZeroGrads() { grads_.ZeroFill(); }
 
  private:
@@ -79,6 +85,7 @@ class ParamStore {
   int64_t total_ = 0;
   bool finalized_ = false;
   Tensor values_, grads_, mirror_;
+  bool mirror_fresh_ = false;
   std::vector<T> host_copy_;  // device values' host view
 };
 

@@ -166,7 +166,7 @@ Status Optimizer::EnsureLayout(std::span<const ParamRef> params) {
 
 Status Optimizer::Prepare(std::span<const ParamRef> params) { return EnsureLayout(params); }
 
-void Optimizer::Step(std::span<const ParamRef> params, float lr) {
+void Optimizer::Step(std::span<const ParamRef> params, float lr, const StepFusion& fusion) {
   if (Status s = EnsureLayout(params); !s.ok()) {
     // A parameter list that contradicts the optimizer state is a bug in the caller.
     std::fprintf(stderr, "fatal: Optimizer::Step: %s\n", s.ToString().c_str());
@@ -190,8 +190,21 @@ void Optimizer::Step(std::span<const ParamRef> params, float lr) {
     return;
   }
   const int threads = optim_internal::SliceThreads(optim_internal::TotalElements(params));
+  const bool fused = fusion.grad_factor != 1.0f || fusion.on_updated;
   optim_internal::ForEachSlice(params, threads, [&](int, size_t i, size_t b, size_t e) {
-    UpdateSlice(params[i], slot_of_[i]->ptrs, b, e, scalars);
+    if (!fused) return UpdateSlice(params[i], slot_of_[i]->ptrs, b, e, scalars);
+    // Chunks small enough that the scaled gradient and the updated values are still in cache
+    // when the update and the hook read them.
+    constexpr size_t kChunk = 4096;
+    for (size_t c = b; c < e; c += kChunk) {
+      const size_t ce = std::min(e, c + kChunk);
+      if (fusion.grad_factor != 1.0f) {
+        float* g = params[i].grad;
+        for (size_t k = c; k < ce; ++k) g[k] *= fusion.grad_factor;
+      }
+      UpdateSlice(params[i], slot_of_[i]->ptrs, c, ce, scalars);
+      if (fusion.on_updated) fusion.on_updated(params[i].value + c, ce - c);
+    }
   });
 }
 

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -56,6 +57,15 @@ struct OptimizerOptions {
   bool decoupled_weight_decay = false;
 };
 
+// What the host update pass does besides the update itself, chunk by chunk while the chunk is in
+// cache (Optimizer::Step): multiplies the gradients by grad_factor first (in place, exactly as
+// ScaleGrads would; 1: untouched), and after updating a chunk of values calls on_updated(values,
+// n) from the thread that updated them (e.g. to refresh a bf16 copy of the weights).
+struct StepFusion {
+  float grad_factor = 1.0f;
+  std::function<void(const float* values, size_t n)> on_updated;
+};
+
 class Optimizer {
  public:
   virtual ~Optimizer();
@@ -81,7 +91,9 @@ class Optimizer {
   // ScanGrads reported non_finite). Advances step_count() by one. Parameters are matched to
   // their state by name; the list may be reordered between calls, but a parameter whose state
   // exists must keep its size (a size change is a programming error and aborts).
-  virtual void Step(std::span<const ParamRef> params, float lr);
+  // `fusion` (host state only; a device optimizer applies none of it) folds the caller's
+  // unscale/clip factor and a refresh of weight copies into the same pass.
+  virtual void Step(std::span<const ParamRef> params, float lr, const StepFusion& fusion = {});
 
   // Number of updates applied so far (restored by LoadState).
   virtual int64_t step_count() const { return step_; }

@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "trainer/kernels/cpu/cpu_backend.h"
+
 namespace sf {
 namespace {
 double Now() {
@@ -111,14 +113,26 @@ Result<StepReport> TrainStep::Run(size_t micro_batches, const MicroBatchForward&
     return r;
   }
   const float unscale = 1.0f / (scaler_.scale_used_for_step() * static_cast<float>(r.tokens));
+  const UnscaleClip c = UnscaleAndClipFactor(unscale, clip_norm_, gs);
+  r.grad_norm = c.norm;
   if (on_device_) {
-    const UnscaleClip c = UnscaleAndClipFactor(unscale, clip_norm_, gs);
     if (c.scale) be.Scale(store.grads(), store.total_numel(), c.factor);
-    r.grad_norm = c.norm;
+    optimizer_->Step(params_, lr);
   } else {
-    r.grad_norm = UnscaleAndClipGrads(params_, unscale, clip_norm_, gs);
+    // One pass over the parameters: the gradients scaled, the update, and the compute-dtype
+    // mirror of the weights the GEMMs read, chunk by chunk while each is in cache.
+    StepFusion fusion;
+    if (c.scale) fusion.grad_factor = c.factor;
+    const DType mirror = store.mirror_dtype();
+    if (mirror == DType::kBF16 || mirror == DType::kF16) {
+      const float* base = store.values();
+      fusion.on_updated = [&store, base, mirror](const float* v, size_t n) {
+        StoreFloats(v, store.mirror_at(v - base), mirror, static_cast<int64_t>(n));
+      };
+    }
+    optimizer_->Step(params_, lr, fusion);
+    if (fusion.on_updated) store.MirrorRefreshed();
   }
-  optimizer_->Step(params_, lr);
   model_->WeightsUpdated();
   r.optimizer_s = Now() - t2;
   return r;
