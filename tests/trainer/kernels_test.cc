@@ -626,7 +626,8 @@ TEST_P(KernelTest, MaskedSoftmaxMatchesReference) {
 // self-attention read from one [B*T, 3C] projection (q, k, v as column blocks), cross-attention
 // with separate buffers and tq != tk, padding, causal masks, dropout, a head size that is not a
 // multiple of the vector width, and more keys than one block (the online softmax, and the
-// backward's D_i from dO.O). fp32 inputs to 1e-5; bf16 / f16 to a few units of their rounding.
+// backward's D_i from dO.O), and enough batch entries for the kernels' whole-entry work split.
+// fp32 inputs to 1e-5; bf16 / f16 to a few units of their rounding.
 struct AttentionCase {
   int64_t batch, heads, tq, tk, dim;
   bool self, causal;
@@ -637,7 +638,9 @@ TEST_P(KernelTest, FusedAttentionMatchesReference) {
   if (!be().has_fused_attention()) GTEST_SKIP() << be().name() << " has no fused attention";
   const AttentionCase cases[] = {{3, 2, 9, 9, 16, true, false, 0.0f},   {2, 3, 7, 7, 20, true, true, 0.2f},
                                  {2, 2, 5, 11, 8, false, false, 0.1f},  {1, 2, 40, 40, 12, true, true, 0.0f},
-                                 {2, 1, 6, 300, 16, false, false, 0.1f}, {1, 1, 300, 300, 8, true, true, 0.1f}};
+                                 {2, 1, 6, 300, 16, false, false, 0.1f}, {1, 1, 300, 300, 8, true, true, 0.1f},
+                                 // Enough entries that each thread takes whole entries (staged rows).
+                                 {8, 2, 6, 6, 16, true, true, 0.1f},    {9, 2, 5, 7, 8, false, false, 0.0f}};
   for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
     for (const AttentionCase& c : cases) {
       const int64_t H = c.heads, D = c.dim, C = H * D;

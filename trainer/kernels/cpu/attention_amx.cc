@@ -100,14 +100,15 @@ void AmxGemm(int64_t rows, int64_t cols, int64_t k, const uint16_t* a, int64_t l
   }
 }
 
-// Row r of a head's bf16 operand into dst[0..width): its d elements, then zeros.
+// Row r of a head's bf16 operand into dst[0..width) (width a multiple of 32): its d elements,
+// then zeros; 32 elements per masked vector move.
 inline void CopyRow(const HeadRows& src, int64_t rows, int64_t r, int64_t d, int64_t width,
                     uint16_t* dst) {
-  if (r < rows) {
-    std::memcpy(dst, src.Row(r), static_cast<size_t>(d) * sizeof(uint16_t));
-    std::fill(dst + d, dst + width, uint16_t{0});
-  } else {
-    std::fill(dst, dst + width, uint16_t{0});
+  const uint16_t* s = r < rows ? static_cast<const uint16_t*>(src.Row(r)) : nullptr;
+  for (int64_t e = 0; e < width; e += 32) {
+    const int64_t n = s ? std::clamp<int64_t>(d - e, 0, 32) : 0;
+    const __mmask32 m = n >= 32 ? ~__mmask32{0} : static_cast<__mmask32>((1u << n) - 1u);
+    _mm512_storeu_si512(dst + e, n ? _mm512_maskz_loadu_epi16(m, s + e) : _mm512_setzero_si512());
   }
 }
 

@@ -17,6 +17,7 @@
 //   Output:       o (+)= P' V          ValueGrads: gv (+)= P'^T dO
 //   KeyGrads:     gk (+)= dS^T Q       QueryGrads: gq (+)= dS K
 // taking P' and dS as fp32 tiles (already rounded to the compute dtype) and writing fp32.
+#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -173,6 +174,34 @@ struct HeadRows {
   }
 };
 
+// How the (batch entry, head) pairs are shared out. With enough batch entries each thread takes
+// whole entries: it reads an entry's rows as one sequential stream (prefetching the next entry's
+// while it computes; a single head's rows lie a whole projection row apart, a stride no hardware
+// prefetcher follows) and writes its outputs from a staging block, whole rows at a time, with
+// non-temporal stores. Otherwise (few entries, long sequences) each unit is one head.
+struct Units {
+  int64_t batch, heads;
+  bool by_entry;
+  static Units For(int64_t batch, int64_t heads) {
+    return {batch, heads, heads > 1 && batch >= 2 * omp_get_max_threads()};
+  }
+  int64_t count() const { return by_entry ? batch : batch * heads; }
+  int64_t entry(int64_t u) const { return by_entry ? u : u / heads; }
+  int64_t first_head(int64_t u) const { return by_entry ? 0 : u % heads; }
+  int64_t end_head(int64_t u) const { return by_entry ? heads : u % heads + 1; }
+};
+
+// Rows [0, rows) of an operand of `row_bytes` used bytes each, asked into the cache.
+inline void PrefetchRows(const char* first_row, int64_t ld_bytes, int64_t rows, int64_t row_bytes) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t b = 0; b < row_bytes; b += 64) _mm_prefetch(first_row + r * ld_bytes + b, _MM_HINT_T0);
+}
+
+// rows x row_bytes from a staging block (rows packed) to dst rows ld_bytes apart.
+inline void FlushRows(const char* stage, int64_t rows, int64_t row_bytes, char* dst, int64_t ld_bytes) {
+  for (int64_t r = 0; r < rows; ++r) simd::StreamCopy(dst + r * ld_bytes, stage + r * row_bytes, row_bytes);
+}
+
 // What the products need to know of the problem.
 struct Shape {
   int64_t tq = 0, tk = 0, d = 0;
@@ -315,13 +344,24 @@ void KeyBias(const uint8_t* key_padding, int64_t b, int64_t tk, int64_t padded, 
 }
 
 // Scores of one query row in a key block, scaled and masked in place: s = scale*s + bias, and
-// -inf from `limit` on (causal). Returns the row's max over [0, np).
+// -inf from `limit` on (causal). Returns the row's max over [0, np). One pass.
 inline float ScaleMaskRow(float* s, const float* bias, float scale, int64_t limit, int64_t np) {
-  const simd::F sc = simd::Set1(scale);
-  simd::F mx = simd::Set1(kNegInf);
-  for (int64_t c = 0; c < np; c += W) simd::Store(s + c, simd::Fma(simd::Load(s + c), sc, simd::Load(bias + c)));
-  for (int64_t c = std::max<int64_t>(limit, 0); c < np; ++c) s[c] = kNegInf;
-  for (int64_t c = 0; c < np; c += W) mx = simd::Max(mx, simd::Load(s + c));
+  const simd::F sc = simd::Set1(scale), ninf = simd::Set1(kNegInf);
+  simd::F mx = ninf;
+  int64_t c = 0;
+  for (; c + W <= limit; c += W) {  // whole vectors before the causal limit
+    const simd::F x = simd::Fma(simd::Load(s + c), sc, simd::Load(bias + c));
+    simd::Store(s + c, x);
+    mx = simd::Max(mx, x);
+  }
+  if (c < np && c < limit) {  // the vector the limit falls in
+    const simd::F x = simd::Fma(simd::Load(s + c), sc, simd::Load(bias + c));
+    const simd::F kept = simd::Select(simd::FirstN(static_cast<int>(limit - c)), x, ninf);
+    simd::Store(s + c, kept);
+    mx = simd::Max(mx, kept);
+    c += W;
+  }
+  for (; c < np; c += W) simd::Store(s + c, ninf);
   return simd::ReduceMax(mx);
 }
 
@@ -349,28 +389,39 @@ void AttentionForwardImpl(const AttentionArgs& a, const void* q, const void* k, 
   const size_t es = DTypeSize(a.dtype);
   const int64_t dp = sh.dp, tkp = sh.tkp, nk = sh.nk, nkp = sh.nkp, mqb = sh.mqb;
   const bool dropout = a.dropout > 0;
+  const Units units = Units::For(B, H);
+  const int64_t stage_bytes = units.by_entry ? tq * H * D * static_cast<int64_t>(es) : 0;
 #pragma omp parallel if (B * H > 1)
   {
     auto carve_all = [&](Carver& c) {
+      char* stage = reinterpret_cast<char*>(c.Take(static_cast<size_t>((stage_bytes + 3) / 4)));
       float* s = c.Take(mqb * nkp);
       float* o = c.Take(mqb * dp);
       float* m = c.Take(mqb);
       float* l = c.Take(mqb);
       float* factors = c.Take(mqb * tk + W);  // the query block's dropout factors [mq][tk]
       float* key_bias = c.Take(tkp);
-      return std::make_tuple(s, o, m, l, factors, key_bias);
+      return std::make_tuple(stage, s, o, m, l, factors, key_bias);
     };
     Carver sizer(nullptr);
     carve_all(sizer);
     const size_t own = sizer.used();
     float* base = ThreadBuffer(own + Products::Floats(sh, false));
     Carver carve(base);
-    auto [s, o, m, l, factors, key_bias] = carve_all(carve);
+    auto [stage, s, o, m, l, factors, key_bias] = carve_all(carve);
     Carver pcarve(base + own);
     Products products(sh, false, pcarve);
+    const int64_t row_bytes = H * D * static_cast<int64_t>(es);
 #pragma omp for schedule(static)
-    for (int64_t bh = 0; bh < B * H; ++bh) {
-      const int64_t b = bh / H, h = bh % H;
+    for (int64_t u = 0; u < units.count(); ++u) {
+     const int64_t b = units.entry(u);
+     if (units.by_entry && u + 1 < units.count()) {  // the next entry's rows, as streams
+       PrefetchRows(static_cast<const char*>(q) + (b + 1) * tq * a.ldq * es, a.ldq * es, tq, row_bytes);
+       PrefetchRows(static_cast<const char*>(k) + (b + 1) * tk * a.ldk * es, a.ldk * es, tk, row_bytes);
+       PrefetchRows(static_cast<const char*>(v) + (b + 1) * tk * a.ldv * es, a.ldv * es, tk, row_bytes);
+     }
+     for (int64_t h = units.first_head(u); h < units.end_head(u); ++h) {
+      const int64_t bh = b * H + h;
       const HeadRows qrows{static_cast<const char*>(q), a.ldq, es, b * tq, h * D};
       const HeadRows krows{static_cast<const char*>(k), a.ldk, es, b * tk, h * D};
       const HeadRows vrows{static_cast<const char*>(v), a.ldv, es, b * tk, h * D};
@@ -428,12 +479,18 @@ void AttentionForwardImpl(const AttentionArgs& a, const void* q, const void* k, 
           const float inv = l[r] > 0 ? 1.0f / l[r] : 0.0f;
           const simd::F iv = simd::Set1(inv);
           for (int64_t d = 0; d < dp; d += W) simd::Store(o + r * dp + d, simd::Load(o + r * dp + d) * iv);
-          NarrowRow(o + r * dp, a.dtype, D,
-                    static_cast<char*>(out) + ((b * tq + i) * a.ldo + h * D) * static_cast<int64_t>(es));
+          char* dst = units.by_entry
+                          ? stage + (i * H + h) * D * static_cast<int64_t>(es)
+                          : static_cast<char*>(out) + ((b * tq + i) * a.ldo + h * D) * static_cast<int64_t>(es);
+          NarrowRow(o + r * dp, a.dtype, D, dst);
           lse[bh * tq + i] = l[r] > 0 ? m[r] + std::log(l[r]) : kNegInf;
         }
       }
+     }
+     if (units.by_entry)
+       FlushRows(stage, tq, row_bytes, static_cast<char*>(out) + b * tq * a.ldo * es, a.ldo * es);
     }
+    _mm_sfence();
     products.End();
   }
 }
@@ -459,10 +516,14 @@ void AttentionBackwardImpl(const AttentionArgs& a, const void* q, const void* k,
   float* const partials = partial_sums.data();
   // Accumulator rows are padded to whole 32-row tiles (the AMX products store whole tiles).
   const int64_t tq32 = RoundUp(tq, 32), tk32 = RoundUp(tk, 32);
+  const Units units = Units::For(B, H);
+  const int64_t grow = H * D * static_cast<int64_t>(ges);  // a staged gradient row
+  const int64_t stage_bytes = units.by_entry ? (tq + 2 * tk) * grow : 0;
 #pragma omp parallel if (B * H > 1)
   {
     float* const my_sums = g.dbias ? partials + static_cast<int64_t>(omp_get_thread_num()) * 3 * H * D : nullptr;
     auto carve_all = [&](Carver& c) {
+      char* stage = reinterpret_cast<char*>(c.Take(static_cast<size_t>((stage_bytes + 3) / 4)));
       float* gq = c.Take(tq32 * dp);
       float* gk = c.Take(tk32 * dp);
       float* gv = c.Take(tk32 * dp);
@@ -473,19 +534,30 @@ void AttentionBackwardImpl(const AttentionArgs& a, const void* q, const void* k,
       float* factors = c.Take(mqb * tk + W);
       float* key_bias = c.Take(tkp);
       float* tmp = c.Take(dp);
-      return std::make_tuple(gq, gk, gv, drow, s, dpm, dsr, factors, key_bias, tmp);
+      return std::make_tuple(stage, gq, gk, gv, drow, s, dpm, dsr, factors, key_bias, tmp);
     };
     Carver sizer(nullptr);
     carve_all(sizer);
     const size_t own = sizer.used();
     float* base = ThreadBuffer(own + Products::Floats(sh, true));
     Carver carve(base);
-    auto [gq, gk, gv, drow, s, dpm, dsr, factors, key_bias, tmp] = carve_all(carve);
+    auto [stage, gq, gk, gv, drow, s, dpm, dsr, factors, key_bias, tmp] = carve_all(carve);
     Carver pcarve(base + own);
     Products products(sh, true, pcarve);
+    const int64_t row_bytes = H * D * static_cast<int64_t>(es);
 #pragma omp for schedule(static)
-    for (int64_t bh = 0; bh < B * H; ++bh) {
-      const int64_t b = bh / H, h = bh % H;
+    for (int64_t u = 0; u < units.count(); ++u) {
+     const int64_t b = units.entry(u);
+     if (units.by_entry && u + 1 < units.count()) {  // the next entry's rows, as streams
+       PrefetchRows(static_cast<const char*>(q) + (b + 1) * tq * a.ldq * es, a.ldq * es, tq, row_bytes);
+       PrefetchRows(static_cast<const char*>(k) + (b + 1) * tk * a.ldk * es, a.ldk * es, tk, row_bytes);
+       PrefetchRows(static_cast<const char*>(v) + (b + 1) * tk * a.ldv * es, a.ldv * es, tk, row_bytes);
+       PrefetchRows(static_cast<const char*>(dout) + (b + 1) * tq * a.ldo * es, a.ldo * es, tq, row_bytes);
+       if (!exact_rows)
+         PrefetchRows(static_cast<const char*>(out) + (b + 1) * tq * a.ldo * es, a.ldo * es, tq, row_bytes);
+     }
+     for (int64_t h = units.first_head(u); h < units.end_head(u); ++h) {
+      const int64_t bh = b * H + h;
       const HeadRows qrows{static_cast<const char*>(q), a.ldq, es, b * tq, h * D};
       const HeadRows krows{static_cast<const char*>(k), a.ldk, es, b * tk, h * D};
       const HeadRows vrows{static_cast<const char*>(v), a.ldv, es, b * tk, h * D};
@@ -567,23 +639,36 @@ void AttentionBackwardImpl(const AttentionArgs& a, const void* q, const void* k,
       std::fill(gv + kinit * dp, gv + tk * dp, 0.0f);
       // Stored in the gradients' dtype; their column sums (before rounding) into this
       // thread's row of the bias gradient.
+      // (Staged whole rows per entry: stage_rows is the entry's block of this gradient.)
       auto store = [&](const float* rows_src, int64_t rows, int64_t first, void* dst, int64_t ld,
-                       float* sums) {
+                       char* stage_rows, float* sums) {
         for (int64_t d = 0; d < dp; ++d) tmp[d] = 0.0f;
         for (int64_t i = 0; i < rows; ++i) {
           const float* src = rows_src + i * dp;
-          NarrowRow(src, g.dtype, D,
-                    static_cast<char*>(dst) + ((first + i) * ld + h * D) * static_cast<int64_t>(ges));
+          char* to = stage_rows ? stage_rows + i * grow + h * D * static_cast<int64_t>(ges)
+                                : static_cast<char*>(dst) + ((first + i) * ld + h * D) * static_cast<int64_t>(ges);
+          NarrowRow(src, g.dtype, D, to);
           for (int64_t d = 0; d < dp; d += W) simd::Store(tmp + d, simd::Load(tmp + d) + simd::Load(src + d));
         }
         if (sums) {
           for (int64_t d = 0; d < D; ++d) sums[h * D + d] += tmp[d];
         }
       };
-      store(gq, tq, b * tq, g.dq, a.ldq, my_sums);
-      store(gk, tk, b * tk, g.dk, a.ldk, my_sums ? my_sums + H * D : nullptr);
-      store(gv, tk, b * tk, g.dv, a.ldv, my_sums ? my_sums + 2 * H * D : nullptr);
+      char* sq = units.by_entry ? stage : nullptr;
+      char* sk = units.by_entry ? stage + tq * grow : nullptr;
+      char* sv = units.by_entry ? stage + (tq + tk) * grow : nullptr;
+      store(gq, tq, b * tq, g.dq, a.ldq, sq, my_sums);
+      store(gk, tk, b * tk, g.dk, a.ldk, sk, my_sums ? my_sums + H * D : nullptr);
+      store(gv, tk, b * tk, g.dv, a.ldv, sv, my_sums ? my_sums + 2 * H * D : nullptr);
+     }
+     if (units.by_entry) {
+       const int64_t gs = static_cast<int64_t>(ges);
+       FlushRows(stage, tq, grow, static_cast<char*>(g.dq) + b * tq * a.ldq * gs, a.ldq * gs);
+       FlushRows(stage + tq * grow, tk, grow, static_cast<char*>(g.dk) + b * tk * a.ldk * gs, a.ldk * gs);
+       FlushRows(stage + (tq + tk) * grow, tk, grow, static_cast<char*>(g.dv) + b * tk * a.ldv * gs, a.ldv * gs);
+     }
     }
+    _mm_sfence();
     products.End();
   }
   if (g.dbias) {

@@ -286,6 +286,30 @@ inline void StorePart(float* p, F x, int64_t n) {
   if (n >= kWidth) Store(p, x);
   else StoreN(p, x, static_cast<int>(n));
 }
+// dst[0..bytes) = src[0..bytes) with non-temporal stores where dst is 64-byte aligned (no read
+// for ownership of lines about to be overwritten whole), plain copies elsewhere. Callers issue
+// _mm_sfence() before other threads read dst.
+inline void StreamCopy(void* dst, const void* src, int64_t bytes) {
+  char* d = static_cast<char*>(dst);
+  const char* s = static_cast<const char*>(src);
+  if ((reinterpret_cast<uintptr_t>(d) & 63) != 0) {
+    for (int64_t i = 0; i < bytes; ++i) d[i] = s[i];
+    return;
+  }
+  int64_t i = 0;
+  for (; i + 64 <= bytes; i += 64) {
+#if defined(__AVX512F__)
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(d + i), _mm512_loadu_si512(s + i));
+#else
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i),
+                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i)));
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i + 32),
+                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + 32)));
+#endif
+  }
+  for (; i < bytes; ++i) d[i] = s[i];
+}
+
 // x stored to p as bf16 or f16 (round to nearest even), whole vector or tail.
 inline void StorePart16(uint16_t* p, F x, int64_t n, bool bf16) {
   if (n >= kWidth) {
