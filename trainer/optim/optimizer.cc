@@ -190,20 +190,16 @@ void Optimizer::Step(std::span<const ParamRef> params, float lr, const StepFusio
     return;
   }
   const int threads = optim_internal::SliceThreads(optim_internal::TotalElements(params));
-  const bool fused = fusion.grad_factor != 1.0f || fusion.on_updated;
   optim_internal::ForEachSlice(params, threads, [&](int, size_t i, size_t b, size_t e) {
-    if (!fused) return UpdateSlice(params[i], slot_of_[i]->ptrs, b, e, scalars);
-    // Chunks small enough that the scaled gradient and the updated values are still in cache
-    // when the update and the hook read them.
+    if (!fusion.on_updated) {
+      return UpdateSlice(params[i], slot_of_[i]->ptrs, b, e, scalars, fusion.grad_factor);
+    }
+    // Chunks small enough that the updated values are still in cache when the hook reads them.
     constexpr size_t kChunk = 4096;
     for (size_t c = b; c < e; c += kChunk) {
       const size_t ce = std::min(e, c + kChunk);
-      if (fusion.grad_factor != 1.0f) {
-        float* g = params[i].grad;
-        for (size_t k = c; k < ce; ++k) g[k] *= fusion.grad_factor;
-      }
-      UpdateSlice(params[i], slot_of_[i]->ptrs, c, ce, scalars);
-      if (fusion.on_updated) fusion.on_updated(params[i].value + c, ce - c);
+      UpdateSlice(params[i], slot_of_[i]->ptrs, c, ce, scalars, fusion.grad_factor);
+      fusion.on_updated(params[i].value + c, ce - c);
     }
   });
 }

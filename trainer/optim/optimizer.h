@@ -57,10 +57,11 @@ struct OptimizerOptions {
   bool decoupled_weight_decay = false;
 };
 
-// What the host update pass does besides the update itself, chunk by chunk while the chunk is in
-// cache (Optimizer::Step): multiplies the gradients by grad_factor first (in place, exactly as
-// ScaleGrads would; 1: untouched), and after updating a chunk of values calls on_updated(values,
-// n) from the thread that updated them (e.g. to refresh a bf16 copy of the weights).
+// What the host update pass does besides the update itself (Optimizer::Step): it updates from
+// the gradients times grad_factor (each product rounded to fp32, exactly what ScaleGrads would
+// have stored; the stored gradients are left as they are), and after updating a chunk of values
+// calls on_updated(values, n) from the thread that updated them, while the chunk is in cache
+// (e.g. to refresh a bf16 copy of the weights).
 struct StepFusion {
   float grad_factor = 1.0f;
   std::function<void(const float* values, size_t n)> on_updated;
@@ -115,9 +116,11 @@ class Optimizer {
   virtual UpdateScalars ComputeScalars(int64_t step, double lr) const = 0;
   // The element function UpdateSlice applies (for the device path).
   virtual UpdateRule rule() const = 0;
-  // Updates elements [begin, end) of `param`; state[k] points at buffer k (whole parameter).
+  // Updates elements [begin, end) of `param`; state[k] points at buffer k (whole parameter). The
+  // gradient used is grad[i] * grad_factor, rounded to fp32 (what ScaleGrads would have stored;
+  // the stored gradients are not changed).
   virtual void UpdateSlice(const ParamRef& param, float* const* state, size_t begin, size_t end,
-                           const UpdateScalars& scalars) const = 0;
+                           const UpdateScalars& scalars, float grad_factor) const = 0;
 
   const OptimizerOptions options_;
 

@@ -56,7 +56,7 @@ class RAdam final : public Optimizer {
   }
 
   void UpdateSlice(const ParamRef& param, float* const* state, size_t begin, size_t end,
-                   const UpdateScalars& s) const override {
+                   const UpdateScalars& s, float gf) const override {
     float* __restrict p = param.value + begin;
     const float* __restrict g = param.grad + begin;
     float* __restrict m = state[0] + begin;
@@ -66,10 +66,10 @@ class RAdam final : public Optimizer {
     // One loop per step kind, so that each vectorises.
     if (s.flag) {
 #pragma omp simd
-      for (size_t i = 0; i < n; ++i) RAdamStep<true>(s, decay, p[i], g[i], m[i], v[i]);
+      for (size_t i = 0; i < n; ++i) RAdamStep<true>(s, decay, p[i], g[i] * gf, m[i], v[i]);
     } else {
 #pragma omp simd
-      for (size_t i = 0; i < n; ++i) RAdamStep<false>(s, decay, p[i], g[i], m[i], v[i]);
+      for (size_t i = 0; i < n; ++i) RAdamStep<false>(s, decay, p[i], g[i] * gf, m[i], v[i]);
     }
   }
 };

@@ -38,7 +38,7 @@ class Sgd final : public Optimizer {
   }
 
   void UpdateSlice(const ParamRef& param, float* const* state, size_t begin, size_t end,
-                   const UpdateScalars& s) const override {
+                   const UpdateScalars& s, float gf) const override {
     float* __restrict p = param.value + begin;
     const float* __restrict g = param.grad + begin;
     const size_t n = end - begin;
@@ -47,10 +47,10 @@ class Sgd final : public Optimizer {
     float* __restrict b = s.variant == sgd_rule::kSgdPlain ? nullptr : state[0] + begin;
     if (b == nullptr) {
 #pragma omp simd
-      for (size_t i = 0; i < n; ++i) SgdElement(s, decay, p[i], g[i], unused);
+      for (size_t i = 0; i < n; ++i) SgdElement(s, decay, p[i], g[i] * gf, unused);
     } else {
 #pragma omp simd
-      for (size_t i = 0; i < n; ++i) SgdElement(s, decay, p[i], g[i], b[i]);
+      for (size_t i = 0; i < n; ++i) SgdElement(s, decay, p[i], g[i] * gf, b[i]);
     }
   }
 };
