@@ -177,26 +177,40 @@ Result<CrossEntropyStats> Transformer<T>::Forward(const Seq2SeqBatch& b) {
   ctx_.Plan(logits_, {nt, V}, dt);
   ctx_.Plan(lse_, {nt}, dt);
 
+  // Mixed precision: each layer's output also in the compute dtype (post-norm layers write it;
+  // the final norms of pre-norm models too), handed to the next GEMMs instead of casting.
   enc_embed_->Forward(ctx_, src, src_pos, B, Ts, enc_x0_.data<T>());
   const T* x = enc_x0_.data<T>();
-  for (auto& l : encoder_) x = l->Forward(ctx_, x, src_pad, B, Ts);
+  const void* xc = nullptr;
+  for (auto& l : encoder_) {
+    x = l->Forward(ctx_, x, src_pad, B, Ts, xc);
+    xc = l->output_compute();
+  }
   if (enc_norm_) {
     ctx_.Plan(enc_final_, {ns, C}, dt);
-    enc_norm_->Forward(ctx_, x, enc_final_.data<T>(), ns);
+    xc = PlanCompute(ctx_, enc_final_c_, ns, C);
+    enc_norm_->ForwardResidual(ctx_, nullptr, nullptr, nullptr, 0.0f, DropoutKey{}, const_cast<T*>(x),
+                               enc_final_.data<T>(), const_cast<void*>(xc), ns);
     x = enc_final_.data<T>();
   }
   enc_out_ = x;
 
   dec_embed_->Forward(ctx_, tgt_in, tgt_pos, B, Tt, dec_x0_.data<T>());
   const T* y = dec_x0_.data<T>();
-  for (auto& l : decoder_) y = l->Forward(ctx_, y, enc_out_, tgt_pad, src_pad, B, Tt, Ts);
+  const void* yc = nullptr;
+  for (auto& l : decoder_) {
+    y = l->Forward(ctx_, y, enc_out_, tgt_pad, src_pad, B, Tt, Ts, yc, xc);
+    yc = l->output_compute();
+  }
   if (dec_norm_) {
     ctx_.Plan(dec_final_, {nt, C}, dt);
-    dec_norm_->Forward(ctx_, y, dec_final_.data<T>(), nt);
+    yc = PlanCompute(ctx_, dec_final_c_, nt, C);
+    dec_norm_->ForwardResidual(ctx_, nullptr, nullptr, nullptr, 0.0f, DropoutKey{}, const_cast<T*>(y),
+                               dec_final_.data<T>(), const_cast<void*>(yc), nt);
     y = dec_final_.data<T>();
   }
   dec_out_ = y;
-  dec_out_c_ = ctx_.AsCompute(y, nt * C, dec_out_cast_);
+  dec_out_c_ = yc ? yc : ctx_.AsCompute(y, nt * C, dec_out_cast_);
   // logits[Nt, V] = y[Nt, C] . W_out^T  (W_out [V, C]: the decoder's table or its own matrix)
   const DType cdt = ctx_.compute();
   ctx_.backend().Gemm(1, nt, V, C, GemmOperand{dec_out_c_, cdt, false, C, 0},

@@ -135,6 +135,7 @@ class Transformer final : public Seq2SeqModel<T> {
   const T* dec_out_ = nullptr;
   const void* dec_out_c_ = nullptr;
   Tensor enc_x0_, dec_x0_, enc_final_, dec_final_, dec_out_cast_, logits_, lse_, dlogits_low_;
+  Tensor enc_final_c_, dec_final_c_;  // mixed precision, pre-norm: the final norms' outputs in bf16
   Tensor grad_a_, grad_b_, tmp1_, tmp2_, d_enc_;
 };
 

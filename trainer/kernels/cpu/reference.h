@@ -13,6 +13,7 @@
 
 #include "trainer/kernels/backend.h"
 #include "trainer/kernels/cpu/ctc_host.h"
+#include "trainer/kernels/cpu/reference_attention.h"
 
 namespace sf {
 
@@ -41,24 +42,8 @@ class ReferenceBackend final : public Backend<T> {
     }
   }
 
-  static double Load(const void* p, DType t, int64_t i) {
-    switch (t) {
-      case DType::kF32: return static_cast<const float*>(p)[i];
-      case DType::kF64: return static_cast<const double*>(p)[i];
-      case DType::kBF16: return Bf16ToFloat(static_cast<const uint16_t*>(p)[i]);
-      case DType::kF16: return F16ToFloat(static_cast<const uint16_t*>(p)[i]);
-      default: assert(false); return 0;
-    }
-  }
-  static void Store(void* p, DType t, int64_t i, double v) {
-    switch (t) {
-      case DType::kF32: static_cast<float*>(p)[i] = static_cast<float>(v); break;
-      case DType::kF64: static_cast<double*>(p)[i] = v; break;
-      case DType::kBF16: static_cast<uint16_t*>(p)[i] = FloatToBf16(static_cast<float>(v)); break;
-      case DType::kF16: static_cast<uint16_t*>(p)[i] = FloatToF16(static_cast<float>(v)); break;
-      default: assert(false);
-    }
-  }
+  static double Load(const void* p, DType t, int64_t i) { return reference::Load(p, t, i); }
+  static void Store(void* p, DType t, int64_t i, double v) { reference::Store(p, t, i, v); }
   static double At(const GemmOperand& x, int64_t b, int64_t i, int64_t p) {
     const int64_t off = b * x.batch_stride + (x.transposed ? p * x.ld + i : i * x.ld + p);
     return Load(x.data, x.dtype, off);
@@ -85,10 +70,7 @@ class ReferenceBackend final : public Backend<T> {
   }
 
   static T DropoutFactor(const DropoutKey& key, int64_t index, float p) {
-    if (p <= 0) return T(1);
-    return DropoutKept(key, static_cast<uint64_t>(index), DropoutThreshold(p))
-               ? static_cast<T>(1.0 / (1.0 - static_cast<double>(p)))
-               : T(0);
+    return reference::DropoutFactor<T>(key, index, p);
   }
 
   void BiasDropoutResidualForward(const T* x, const T* bias, const T* residual, T* out,
@@ -211,7 +193,7 @@ class ReferenceBackend final : public Backend<T> {
 
   static bool Masked(const uint8_t* key_padding, int64_t b, int64_t q, int64_t k, int64_t tk,
                      bool causal) {
-    return (key_padding && key_padding[b * tk + k]) || (causal && k > q);
+    return reference::Masked(key_padding, b, q, k, tk, causal);
   }
   void SoftmaxForward(const T* scores, T* probs, void* dropped_v, DType dropped_dtype,
                       const uint8_t* key_padding, int64_t batch, int64_t heads, int64_t tq,
@@ -257,121 +239,16 @@ class ReferenceBackend final : public Backend<T> {
     }
   }
 
-  // Fused attention by its definition (backend.h, AttentionArgs), one (batch, head) at a time in
-  // double; P' and dS enter their products as the compute dtype holds them (rounded when dtype
-  // is bf16 / f16), as every backend's kernels do.
+  // Fused attention by its definition (reference_attention.h).
   bool has_fused_attention() const override { return fused_attention_; }
-  static double RoundedTo(DType t, double v) {
-    if (t == DType::kBF16) return Bf16ToFloat(FloatToBf16(static_cast<float>(v)));
-    if (t == DType::kF16) return F16ToFloat(FloatToF16(static_cast<float>(v)));
-    if (t == DType::kF32) return static_cast<float>(v);
-    return v;
-  }
-  // Row r of the (b, h) block of a [B, T, H*D] operand, element d.
-  static double HeadAt(const void* x, DType t, int64_t ld, int64_t b, int64_t time, int64_t r,
-                       int64_t h, int64_t dim, int64_t d) {
-    return Load(x, t, (b * time + r) * ld + h * dim + d);
-  }
-  // P (unnormalised exps are not kept: the normalised softmax) of one (b, h): [tq][tk], and lse.
-  static void ReferenceProbs(const AttentionArgs& a, const void* q, const void* k, int64_t b,
-                             int64_t h, std::vector<double>* probs, std::vector<double>* lse) {
-    const int64_t D = a.head_dim;
-    probs->assign(static_cast<size_t>(a.tq * a.tk), 0.0);
-    lse->assign(static_cast<size_t>(a.tq), -std::numeric_limits<double>::infinity());
-    std::vector<double> s(static_cast<size_t>(a.tk));
-    for (int64_t i = 0; i < a.tq; ++i) {
-      double mx = -std::numeric_limits<double>::infinity();
-      for (int64_t j = 0; j < a.tk; ++j) {
-        double acc = 0;
-        for (int64_t d = 0; d < D; ++d)
-          acc += HeadAt(q, a.dtype, a.ldq, b, a.tq, i, h, D, d) *
-                 HeadAt(k, a.dtype, a.ldk, b, a.tk, j, h, D, d);
-        s[j] = a.scale * acc;
-        if (!Masked(a.key_padding, b, i, j, a.tk, a.causal)) mx = std::max(mx, s[j]);
-      }
-      if (mx == -std::numeric_limits<double>::infinity()) continue;  // every key masked
-      double sum = 0;
-      for (int64_t j = 0; j < a.tk; ++j)
-        if (!Masked(a.key_padding, b, i, j, a.tk, a.causal)) sum += std::exp(s[j] - mx);
-      (*lse)[i] = mx + std::log(sum);
-      for (int64_t j = 0; j < a.tk; ++j)
-        if (!Masked(a.key_padding, b, i, j, a.tk, a.causal))
-          (*probs)[i * a.tk + j] = std::exp(s[j] - mx) / sum;
-    }
-  }
-  int64_t DropIndex(const AttentionArgs& a, int64_t b, int64_t h, int64_t i, int64_t j) const {
-    return ((b * a.heads + h) * a.tq + i) * a.tk + j;
-  }
   void AttentionForward(const AttentionArgs& a, const void* q, const void* k, const void* v,
                         void* out, float* lse) override {
-    std::vector<double> probs, l;
-    for (int64_t b = 0; b < a.batch; ++b)
-      for (int64_t h = 0; h < a.heads; ++h) {
-        ReferenceProbs(a, q, k, b, h, &probs, &l);
-        for (int64_t i = 0; i < a.tq; ++i) {
-          lse[(b * a.heads + h) * a.tq + i] = static_cast<float>(l[i]);
-          for (int64_t d = 0; d < a.head_dim; ++d) {
-            double acc = 0;
-            for (int64_t j = 0; j < a.tk; ++j) {
-              const double pd = RoundedTo(a.dtype, probs[i * a.tk + j] *
-                                                       DropoutFactor(a.key, DropIndex(a, b, h, i, j), a.dropout));
-              acc += pd * HeadAt(v, a.dtype, a.ldv, b, a.tk, j, h, a.head_dim, d);
-            }
-            Store(out, a.dtype, (b * a.tq + i) * a.ldo + h * a.head_dim + d, acc);
-          }
-        }
-      }
+    reference::ReferenceAttentionForward<T>(a, q, k, v, out, lse);
   }
   void AttentionBackward(const AttentionArgs& a, const void* q, const void* k, const void* v,
-                         const void* out, const void* dout, const float* lse_unused,
+                         const void* out, const void* dout, const float* lse,
                          const AttentionGrads<T>& g) override {
-    (void)out;
-    (void)lse_unused;
-    const int64_t D = a.head_dim, tq = a.tq, tk = a.tk;
-    std::vector<double> probs, l, ds(static_cast<size_t>(tq * tk)), pd(static_cast<size_t>(tq * tk));
-    for (int64_t b = 0; b < a.batch; ++b)
-      for (int64_t h = 0; h < a.heads; ++h) {
-        ReferenceProbs(a, q, k, b, h, &probs, &l);
-        for (int64_t i = 0; i < tq; ++i) {
-          // dP' = dO V^T; dP = mask * dP' / (1-p); D_i = <P_i, dP_i>; dS = scale P (dP - D_i).
-          std::vector<double> dp(static_cast<size_t>(tk));
-          double dot = 0;
-          for (int64_t j = 0; j < tk; ++j) {
-            double acc = 0;
-            for (int64_t d = 0; d < D; ++d)
-              acc += HeadAt(dout, a.dtype, a.ldo, b, tq, i, h, D, d) *
-                     HeadAt(v, a.dtype, a.ldv, b, tk, j, h, D, d);
-            const double f = DropoutFactor(a.key, DropIndex(a, b, h, i, j), a.dropout);
-            dp[j] = acc * f;
-            pd[i * tk + j] = RoundedTo(a.dtype, probs[i * tk + j] * f);
-            dot += probs[i * tk + j] * dp[j];
-          }
-          for (int64_t j = 0; j < tk; ++j)
-            ds[i * tk + j] = RoundedTo(a.dtype, a.scale * probs[i * tk + j] * (dp[j] - dot));
-        }
-        for (int64_t i = 0; i < tq; ++i)
-          for (int64_t d = 0; d < D; ++d) {
-            double acc = 0;
-            for (int64_t j = 0; j < tk; ++j)
-              acc += ds[i * tk + j] * HeadAt(k, a.dtype, a.ldk, b, tk, j, h, D, d);
-            Store(g.dq, g.dtype, (b * tq + i) * a.ldq + h * D + d, acc);
-            if (g.dbias) g.dbias[h * D + d] += static_cast<T>(acc);
-          }
-        for (int64_t j = 0; j < tk; ++j)
-          for (int64_t d = 0; d < D; ++d) {
-            double gk = 0, gv = 0;
-            for (int64_t i = 0; i < tq; ++i) {
-              gk += ds[i * tk + j] * HeadAt(q, a.dtype, a.ldq, b, tq, i, h, D, d);
-              gv += pd[i * tk + j] * HeadAt(dout, a.dtype, a.ldo, b, tq, i, h, D, d);
-            }
-            Store(g.dk, g.dtype, (b * tk + j) * a.ldk + h * D + d, gk);
-            Store(g.dv, g.dtype, (b * tk + j) * a.ldv + h * D + d, gv);
-            if (g.dbias) {
-              g.dbias[a.heads * D + h * D + d] += static_cast<T>(gk);
-              g.dbias[2 * a.heads * D + h * D + d] += static_cast<T>(gv);
-            }
-          }
-      }
+    reference::ReferenceAttentionBackward<T>(a, q, k, v, out, dout, lse, g);
   }
 
   void EmbeddingForward(const int32_t* tokens, const T* table, const T* pos_table,
