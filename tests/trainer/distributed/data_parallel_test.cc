@@ -205,7 +205,11 @@ TEST_P(DataParallel, RanksOnShardsEqualOneRankOnTheGlobalBatch) {
     std::printf("%s W=%d: worst relative weight difference vs 1 rank after %d steps: %.3g (%s)\n", s.name, world,
                 steps, worst, where.c_str());
   }
-  const double tol = s.wire != DType::kF32 ? 1e-2 : 1e-5;  // measured: ~3e-7 and ~3e-3
+  // A bf16 wire rounds every rank's partial gradients (~0.4%); five RAdam steps amplify that in
+  // the parameters whose gradients nearly cancel. Measured over init seeds 7..14: 0.0036-0.017
+  // with the per-head attention, 0.006-0.019 with the fused one (fp32 wire: ~3e-7). A broken
+  // compression (a wrong scale, a lost bucket) moves weights by O(1).
+  const double tol = s.wire != DType::kF32 ? 3e-2 : 1e-5;
   EXPECT_LT(worst, tol) << where;
 }
 
