@@ -287,15 +287,6 @@ class AmxProducts {
 
 }  // namespace
 
-void FusedAttentionForward(const AttentionArgs& a, const void* q, const void* k, const void* v,
-                           void* out, float* lse) {
-  AttentionForwardImpl<AmxProducts>(a, q, k, v, out, lse);
-}
-
-void FusedAttentionBackward(const AttentionArgs& a, const void* q, const void* k, const void* v,
-                            const void* out, const void* dout, const float* lse,
-                            const AttentionGrads<float>& g) {
-  AttentionBackwardImpl<AmxProducts>(a, q, k, v, out, dout, lse, g);
-}
+SF_ATTENTION_ENTRY_POINTS(AmxProducts)
 
 }  // namespace sf::amx

@@ -4,16 +4,5 @@
 #include "trainer/kernels/cpu/attention_tiles.h"
 
 namespace sf::avx512 {
-
-void FusedAttentionForward(const AttentionArgs& a, const void* q, const void* k, const void* v,
-                           void* out, float* lse) {
-  AttentionForwardImpl<Fp32Products>(a, q, k, v, out, lse);
-}
-
-void FusedAttentionBackward(const AttentionArgs& a, const void* q, const void* k, const void* v,
-                            const void* out, const void* dout, const float* lse,
-                            const AttentionGrads<float>& g) {
-  AttentionBackwardImpl<Fp32Products>(a, q, k, v, out, dout, lse, g);
-}
-
+SF_ATTENTION_ENTRY_POINTS(Fp32Products)
 }  // namespace sf::avx512

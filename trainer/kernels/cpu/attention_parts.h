@@ -183,6 +183,12 @@ inline void PrefetchRows(const char* first_row, int64_t ld_bytes, int64_t rows, 
     for (int64_t b = 0; b < row_bytes; b += 64) _mm_prefetch(first_row + r * ld_bytes + b, _MM_HINT_T0);
 }
 
+// Rows [entry*rows, (entry+1)*rows) of a [B*T, ld] operand (`es` bytes an element), prefetched.
+inline void PrefetchEntry(const void* x, int64_t ld, int64_t es, int64_t entry, int64_t rows,
+                          int64_t row_bytes) {
+  PrefetchRows(static_cast<const char*>(x) + entry * rows * ld * es, ld * es, rows, row_bytes);
+}
+
 // rows x row_bytes from a staging block (rows packed) to dst rows ld_bytes apart.
 inline void FlushRows(const char* stage, int64_t rows, int64_t row_bytes, char* dst, int64_t ld_bytes) {
   for (int64_t r = 0; r < rows; ++r) simd::StreamCopy(dst + r * ld_bytes, stage + r * row_bytes, row_bytes);

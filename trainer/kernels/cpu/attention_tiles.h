@@ -204,9 +204,10 @@ void AttentionForwardImpl(const AttentionArgs& a, const void* q, const void* k, 
     for (int64_t u = 0; u < units.count(); ++u) {
      const int64_t b = units.entry(u);
      if (units.by_entry && u + 1 < units.count()) {  // the next entry's rows, as streams
-       PrefetchRows(static_cast<const char*>(q) + (b + 1) * tq * a.ldq * es, a.ldq * es, tq, row_bytes);
-       PrefetchRows(static_cast<const char*>(k) + (b + 1) * tk * a.ldk * es, a.ldk * es, tk, row_bytes);
-       PrefetchRows(static_cast<const char*>(v) + (b + 1) * tk * a.ldv * es, a.ldv * es, tk, row_bytes);
+       const int64_t e = static_cast<int64_t>(es);
+       PrefetchEntry(q, a.ldq, e, b + 1, tq, row_bytes);
+       PrefetchEntry(k, a.ldk, e, b + 1, tk, row_bytes);
+       PrefetchEntry(v, a.ldv, e, b + 1, tk, row_bytes);
      }
      for (int64_t h = units.first_head(u); h < units.end_head(u); ++h) {
       const int64_t bh = b * H + h;
@@ -337,12 +338,12 @@ void AttentionBackwardImpl(const AttentionArgs& a, const void* q, const void* k,
     for (int64_t u = 0; u < units.count(); ++u) {
      const int64_t b = units.entry(u);
      if (units.by_entry && u + 1 < units.count()) {  // the next entry's rows, as streams
-       PrefetchRows(static_cast<const char*>(q) + (b + 1) * tq * a.ldq * es, a.ldq * es, tq, row_bytes);
-       PrefetchRows(static_cast<const char*>(k) + (b + 1) * tk * a.ldk * es, a.ldk * es, tk, row_bytes);
-       PrefetchRows(static_cast<const char*>(v) + (b + 1) * tk * a.ldv * es, a.ldv * es, tk, row_bytes);
-       PrefetchRows(static_cast<const char*>(dout) + (b + 1) * tq * a.ldo * es, a.ldo * es, tq, row_bytes);
-       if (!exact_rows)
-         PrefetchRows(static_cast<const char*>(out) + (b + 1) * tq * a.ldo * es, a.ldo * es, tq, row_bytes);
+       const int64_t e = static_cast<int64_t>(es);
+       PrefetchEntry(q, a.ldq, e, b + 1, tq, row_bytes);
+       PrefetchEntry(k, a.ldk, e, b + 1, tk, row_bytes);
+       PrefetchEntry(v, a.ldv, e, b + 1, tk, row_bytes);
+       PrefetchEntry(dout, a.ldo, e, b + 1, tq, row_bytes);
+       if (!exact_rows) PrefetchEntry(out, a.ldo, e, b + 1, tq, row_bytes);
      }
      for (int64_t h = units.first_head(u); h < units.end_head(u); ++h) {
       const int64_t bh = b * H + h;
@@ -467,3 +468,16 @@ void AttentionBackwardImpl(const AttentionArgs& a, const void* q, const void* k,
 
 }  // namespace
 }  // namespace sf::SF_KERNEL_NS
+
+// The contract's two entry points (attention_kernels.h) for one products policy, written inside
+// namespace sf::<instruction set> by each build.
+#define SF_ATTENTION_ENTRY_POINTS(Products)                                                    \
+  void FusedAttentionForward(const AttentionArgs& a, const void* q, const void* k,             \
+                             const void* v, void* out, float* lse) {                           \
+    AttentionForwardImpl<Products>(a, q, k, v, out, lse);                                      \
+  }                                                                                            \
+  void FusedAttentionBackward(const AttentionArgs& a, const void* q, const void* k,            \
+                              const void* v, const void* out, const void* dout,                \
+                              const float* lse, const AttentionGrads<float>& g) {              \
+    AttentionBackwardImpl<Products>(a, q, k, v, out, dout, lse, g);                            \
+  }
