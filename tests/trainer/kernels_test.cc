@@ -670,6 +670,13 @@ TEST_P(KernelTest, FusedAttentionMatchesReference) {
       a.dropout = c.dropout;
       a.key = DropoutKey{123, 7};
       a.dtype = dt;
+      // Gradients laid out like the operands: dq in q's buffer, dk | dv in k|v's (self: all three
+      // side by side in one buffer).
+      auto lay_out = [&](auto& g, auto* q_buf, auto* kv_buf) {
+        g.dq = q_buf;
+        g.dk = kv_buf + (c.self ? C : 0);
+        g.dv = kv_buf + (c.self ? 2 * C : C);
+      };
       // Device copies in dt.
       auto stage = [&](const std::vector<float>& v) -> const void* {
         if (dt == DType::kF32) return st().In(v);
@@ -729,17 +736,13 @@ TEST_P(KernelTest, FusedAttentionMatchesReference) {
       float* dkv = c.self ? dqkv : st().In(std::vector<float>(nk * ldkv, 7.0f));
       float* dbias = st().In(std::vector<float>(3 * C, 0.5f));
       AttentionGrads<float> g;
-      g.dq = dqkv;
-      g.dk = dkv + (c.self ? C : 0);
-      g.dv = dkv + (c.self ? 2 * C : C);
+      lay_out(g, dqkv, dkv);
       g.dbias = dbias;
       be().AttentionBackward(a, q, k, v, out, doutd, lse, g);
       std::vector<double> dqr(nq * ldq, 7.0), dkvr(c.self ? 0 : nk * ldkv, 7.0), dbr(3 * C, 0.5);
       double* rdkv = c.self ? dqr.data() : dkvr.data();
       AttentionGrads<double> gr;
-      gr.dq = dqr.data();
-      gr.dk = rdkv + (c.self ? C : 0);
-      gr.dv = rdkv + (c.self ? 2 * C : C);
+      lay_out(gr, dqr.data(), rdkv);
       gr.dbias = dbr.data();
       ref.AttentionBackward(r, rq, rk, rv, outr.data(), doutr.data(), nullptr, gr);
       const double gtol = dt == DType::kF32 ? 4e-6 : dt == DType::kBF16 ? 1e-2 : 2e-3;
@@ -761,9 +764,7 @@ TEST_P(KernelTest, FusedAttentionMatchesReference) {
         uint16_t* lq = st().In(std::vector<uint16_t>(nq * ldq, 0));
         uint16_t* lkv = c.self ? lq : st().In(std::vector<uint16_t>(nk * ldkv, 0));
         AttentionGrads<float> gl;
-        gl.dq = lq;
-        gl.dk = lkv + (c.self ? C : 0);
-        gl.dv = lkv + (c.self ? 2 * C : C);
+        lay_out(gl, lq, lkv);
         gl.dtype = low;
         be().AttentionBackward(a, q, k, v, out, doutd, lse, gl);
         std::vector<uint16_t> lh = st().Get(lq, nq * ldq);
@@ -802,9 +803,7 @@ TEST_P(KernelTest, FusedAttentionMatchesReference) {
           std::vector<float> g2(nq * ldq, 7.0f), gkv2(c.self ? 0 : nk * ldkv, 7.0f), db2(3 * C, 0.5f);
           float* kv2 = c.self ? g2.data() : gkv2.data();
           AttentionGrads<float> ga;
-          ga.dq = g2.data();
-          ga.dk = kv2 + (c.self ? C : 0);
-          ga.dv = kv2 + (c.self ? 2 * C : C);
+          lay_out(ga, g2.data(), kv2);
           ga.dbias = db2.data();
           var.backward(a, q, k, v, out2.data(), doutd, lse2.data(), ga);
           EXPECT_LT(RelErr(g2, dqr), gtol) << "gradients";

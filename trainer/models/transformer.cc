@@ -188,10 +188,10 @@ Result<CrossEntropyStats> Transformer<T>::Forward(const Seq2SeqBatch& b) {
   }
   if (enc_norm_) {
     ctx_.Plan(enc_final_, {ns, C}, dt);
-    xc = PlanCompute(ctx_, enc_final_c_, ns, C);
-    enc_norm_->ForwardResidual(ctx_, nullptr, nullptr, nullptr, 0.0f, DropoutKey{}, const_cast<T*>(x),
-                               enc_final_.data<T>(), const_cast<void*>(xc), ns);
+    void* low = PlanCompute(ctx_, enc_final_c_, ns, C);
+    enc_norm_->Forward(ctx_, x, enc_final_.data<T>(), ns, low);
     x = enc_final_.data<T>();
+    xc = low;
   }
   enc_out_ = x;
 
@@ -204,10 +204,10 @@ Result<CrossEntropyStats> Transformer<T>::Forward(const Seq2SeqBatch& b) {
   }
   if (dec_norm_) {
     ctx_.Plan(dec_final_, {nt, C}, dt);
-    yc = PlanCompute(ctx_, dec_final_c_, nt, C);
-    dec_norm_->ForwardResidual(ctx_, nullptr, nullptr, nullptr, 0.0f, DropoutKey{}, const_cast<T*>(y),
-                               dec_final_.data<T>(), const_cast<void*>(yc), nt);
+    void* low = PlanCompute(ctx_, dec_final_c_, nt, C);
+    dec_norm_->Forward(ctx_, y, dec_final_.data<T>(), nt, low);
     y = dec_final_.data<T>();
+    yc = low;
   }
   dec_out_ = y;
   dec_out_c_ = yc ? yc : ctx_.AsCompute(y, nt * C, dec_out_cast_);

@@ -22,8 +22,14 @@ class LayerNorm {
     for (int64_t i = 0; i < dim_; ++i) w[i] = T(1);
   }
 
-  // y[N, C] = LN(x); remembers x.
-  void Forward(Context<T>& ctx, const T* x, T* y, int64_t rows) {
+  // y[N, C] = LN(x), and y_low (null: none) = y in the compute dtype, for a GEMM that reads it;
+  // remembers x.
+  void Forward(Context<T>& ctx, const T* x, T* y, int64_t rows, void* y_low = nullptr) {
+    if (y_low) {
+      // The fused tail with no branch (a null) only reads h: x stays as it is.
+      return ForwardResidual(ctx, nullptr, nullptr, nullptr, 0.0f, DropoutKey{}, const_cast<T*>(x),
+                             y, y_low, rows);
+    }
     ctx.Plan(mean_, {rows}, DTypeOf<T>::value);
     ctx.Plan(rstd_, {rows}, DTypeOf<T>::value);
     x_ = x;

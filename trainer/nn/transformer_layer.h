@@ -116,7 +116,7 @@ class EncoderLayer {
       ln2_.ForwardResidual(ctx, a, ffn_.fc2_bias(), x1, p_, k2_, a, out, out_compute_, n);  // a: h2
     } else {
       void* x1_c = attn_.InputComputeBuffer(ctx, n);
-      ln1_.ForwardResidual(ctx, nullptr, nullptr, nullptr, 0.0f, k1_, const_cast<T*>(x), x1, x1_c, n);
+      ln1_.Forward(ctx, x, x1, n, x1_c);
       attn_.Forward(ctx, x1, x1, pad, batch, time, time, a, x1_c);
       void* x2_c = ffn_.InputComputeBuffer(ctx, n);
       ln2_.ForwardResidual(ctx, a, attn_.out_bias(), x, p_, k1_, h1, x2, x2_c, n);
@@ -214,7 +214,7 @@ class DecoderLayer {
       ln3_.ForwardResidual(ctx, a, ffn_.fc2_bias(), x2, p_, k2_, a, out, out_compute_, n);
     } else {
       void* x1_c = self_.InputComputeBuffer(ctx, n);
-      ln1_.ForwardResidual(ctx, nullptr, nullptr, nullptr, 0.0f, k1_, const_cast<T*>(y), x1, x1_c, n);
+      ln1_.Forward(ctx, y, x1, n, x1_c);
       self_.Forward(ctx, x1, x1, tgt_pad, batch, tgt_len, tgt_len, a, x1_c);
       void* x2_c = cross_.InputComputeBuffer(ctx, n);
       ln2_.ForwardResidual(ctx, a, self_.out_bias(), y, p_, k1_, h1, x2, x2_c, n);

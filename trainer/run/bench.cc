@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 
 #include "common/command_line.h"
+#include "common/value.h"
 
 #include "trainer/core/cpu_features.h"
 #include "trainer/kernels/profiling_backend.h"
@@ -323,14 +324,11 @@ std::string FormatReport(const BenchReport& report, bool json) {
   for (size_t i = 0; i < report.values.size(); ++i) {
     const auto& [k, v] = report.values[i];
     const bool numeric = !v.empty() && v.find_first_not_of("0123456789.-e") == std::string::npos;
-    s += (i ? ", " : "") + std::string("\"") + k + "\": " + (numeric ? v : "\"" + v + "\"");
+    // Figures are written as formatted (their digits are the report's); strings through the
+    // project's JSON writer, which escapes them.
+    s += (i ? ", " : "") + Value(k).ToJson() + ": " + (numeric ? v : Value(v).ToJson());
   }
-  if (!report.profile.empty()) {
-    // The table as one string: its lines hold no quote or backslash, only newlines to escape.
-    std::string escaped;
-    for (char c : report.profile) escaped += c == '\n' ? std::string("\\n") : std::string(1, c);
-    s += ", \"profile\": \"" + escaped + "\"";
-  }
+  if (!report.profile.empty()) s += ", \"profile\": " + Value(report.profile).ToJson();
   return s + "}\n";
 }
 

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "trainer/core/dtype.h"
@@ -148,6 +149,17 @@ class Carver {
   float* at_;
   size_t used_ = 0;
 };
+
+// One thread's workspace in its ThreadBuffer: the regions `carve_own` takes (sized by a dry run
+// on a Sizer), followed by `extra` floats (a products policy's). Returns the carvers of the two
+// parts: carve_own(first) then hands out the same regions for real.
+template <class CarveOwn>
+std::pair<Carver, Carver> ThreadWorkspace(CarveOwn& carve_own, size_t extra) {
+  Carver sizer(nullptr);
+  carve_own(sizer);
+  float* base = ThreadBuffer(sizer.used() + extra);
+  return {Carver(base), Carver(base + sizer.used())};
+}
 
 // The head's rows of a [B, T, H*D] operand.
 struct HeadRows {

@@ -191,13 +191,8 @@ void AttentionForwardImpl(const AttentionArgs& a, const void* q, const void* k, 
       float* key_bias = c.Take(tkp);
       return std::make_tuple(stage, s, o, m, l, factors, key_bias);
     };
-    Carver sizer(nullptr);
-    carve_all(sizer);
-    const size_t own = sizer.used();
-    float* base = ThreadBuffer(own + Products::Floats(sh, false));
-    Carver carve(base);
+    auto [carve, pcarve] = ThreadWorkspace(carve_all, Products::Floats(sh, false));
     auto [stage, s, o, m, l, factors, key_bias] = carve_all(carve);
-    Carver pcarve(base + own);
     Products products(sh, false, pcarve);
     const int64_t row_bytes = H * D * static_cast<int64_t>(es);
 #pragma omp for schedule(static)
@@ -325,13 +320,8 @@ void AttentionBackwardImpl(const AttentionArgs& a, const void* q, const void* k,
       float* tmp = c.Take(dp);
       return std::make_tuple(stage, gq, gk, gv, drow, s, dpm, dsr, factors, key_bias, tmp);
     };
-    Carver sizer(nullptr);
-    carve_all(sizer);
-    const size_t own = sizer.used();
-    float* base = ThreadBuffer(own + Products::Floats(sh, true));
-    Carver carve(base);
+    auto [carve, pcarve] = ThreadWorkspace(carve_all, Products::Floats(sh, true));
     auto [stage, gq, gk, gv, drow, s, dpm, dsr, factors, key_bias, tmp] = carve_all(carve);
-    Carver pcarve(base + own);
     Products products(sh, true, pcarve);
     const int64_t row_bytes = H * D * static_cast<int64_t>(es);
 #pragma omp for schedule(static)

@@ -30,7 +30,6 @@ using cpu_internal::kMinParallelWork;
 using cpu_internal::kUseAvx512;
 using cpu_internal::ParallelRows;
 using cpu_internal::ThreadScratch;
-using vmath::FastErf;
 using vmath::FastExp;
 
 }  // namespace

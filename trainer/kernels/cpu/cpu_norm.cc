@@ -16,92 +16,60 @@
 namespace sf {
 namespace {
 
+using cpu_internal::AddPartials;
 using cpu_internal::ColumnSumImpl;
 using cpu_internal::DropoutFactors;
-using cpu_internal::kChunk;
+using cpu_internal::ForEachDropoutChunk;
 using cpu_internal::kMinParallelWork;
 using cpu_internal::kUseAvx512;
 using cpu_internal::ParallelRows;
-using cpu_internal::PartialBuffer;
 using cpu_internal::ThreadScratch;
+using cpu_internal::ZeroedPartials;
 using vmath::FastErf;
 using vmath::FastExp;
-
-// Per-thread partial rows of `width` floats, zeroed; row t belongs to OpenMP thread t.
-float* ZeroedPartials(int threads, int64_t width) {
-  std::vector<float>& buf = PartialBuffer(static_cast<int64_t>(threads) * width);
-  std::fill(buf.begin(), buf.begin() + static_cast<int64_t>(threads) * width, 0.0f);
-  return buf.data();
-}
-
-// out[c] += sum over threads of partials[t * width + offset + c], in thread order.
-void AddPartials(const float* partials, int threads, int64_t width, int64_t offset, int64_t cols,
-                 float* out) {
-  if (!out) return;
-  for (int t = 0; t < threads; ++t)
-    for (int64_t c = 0; c < cols; ++c) out[c] += partials[t * width + offset + c];
-}
 
 }  // namespace
 
 void CpuBackend::BiasDropoutResidualForward(const float* x, const float* bias,
                                             const float* residual, float* out, int64_t rows,
                                             int64_t cols, float p, DropoutKey key) {
-  const int64_t n = rows * cols;
-  const int64_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel if (n >= kMinParallelWork)
-  {
-    float factor[kChunk];
-#pragma omp for schedule(static)
-    for (int64_t ch = 0; ch < chunks; ++ch) {
-      const int64_t s = ch * kChunk, len = std::min(kChunk, n - s);
-      DropoutFactors(key, s, len, p, factor);
-      // Walk the chunk one row segment at a time, so the bias index needs no division.
-      for (int64_t g = s; g < s + len;) {
-        const int64_t c0 = g % cols, seg = std::min(cols - c0, s + len - g);
-        const float* xs = x + g;
-        const float* fs = factor + (g - s);
-        float* os = out + g;
-        if (bias && residual) {
-          const float* bs = bias + c0;
-          const float* rs = residual + g;
+  ForEachDropoutChunk(rows * cols, key, p, [&](int64_t s, int64_t len, const float* factor) {
+    // Walk the chunk one row segment at a time, so the bias index needs no division.
+    for (int64_t g = s; g < s + len;) {
+      const int64_t c0 = g % cols, seg = std::min(cols - c0, s + len - g);
+      const float* xs = x + g;
+      const float* fs = factor + (g - s);
+      float* os = out + g;
+      if (bias && residual) {
+        const float* bs = bias + c0;
+        const float* rs = residual + g;
 #pragma omp simd
-          for (int64_t i = 0; i < seg; ++i) os[i] = (xs[i] + bs[i]) * fs[i] + rs[i];
-        } else if (bias) {
-          const float* bs = bias + c0;
+        for (int64_t i = 0; i < seg; ++i) os[i] = (xs[i] + bs[i]) * fs[i] + rs[i];
+      } else if (bias) {
+        const float* bs = bias + c0;
 #pragma omp simd
-          for (int64_t i = 0; i < seg; ++i) os[i] = (xs[i] + bs[i]) * fs[i];
-        } else if (residual) {
-          const float* rs = residual + g;
+        for (int64_t i = 0; i < seg; ++i) os[i] = (xs[i] + bs[i]) * fs[i];
+      } else if (residual) {
+        const float* rs = residual + g;
 #pragma omp simd
-          for (int64_t i = 0; i < seg; ++i) os[i] = xs[i] * fs[i] + rs[i];
-        } else {
+        for (int64_t i = 0; i < seg; ++i) os[i] = xs[i] * fs[i] + rs[i];
+      } else {
 #pragma omp simd
-          for (int64_t i = 0; i < seg; ++i) os[i] = xs[i] * fs[i];
-        }
-        g += seg;
+        for (int64_t i = 0; i < seg; ++i) os[i] = xs[i] * fs[i];
       }
+      g += seg;
     }
-  }
+  });
 }
 
 void CpuBackend::BiasDropoutResidualBackward(const float* dout, float* dx, float* dbias,
                                              int64_t rows, int64_t cols, float p,
                                              DropoutKey key) {
-  const int64_t n = rows * cols;
   if (p > 0 || dx != dout) {
-    const int64_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel if (n >= kMinParallelWork)
-    {
-      float factor[kChunk];
-#pragma omp for schedule(static)
-      for (int64_t ch = 0; ch < chunks; ++ch) {
-        const int64_t s = ch * kChunk, len = std::min(kChunk, n - s);
-        DropoutFactors(key, s, len, p, factor);
+    ForEachDropoutChunk(rows * cols, key, p, [&](int64_t s, int64_t len, const float* factor) {
 #pragma omp simd
-        for (int64_t i = 0; i < len; ++i) dx[s + i] = dout[s + i] * factor[i];
-      }
-    }
+      for (int64_t i = 0; i < len; ++i) dx[s + i] = dout[s + i] * factor[i];
+    });
   }
   if (dbias) ColumnSumImpl(dx, dbias, rows, cols);
 }
@@ -141,18 +109,15 @@ void CpuBackend::BiasActivationForward(const float* x, const float* bias, float*
   });
 }
 
-
-
 void CpuBackend::LayerNormBackward(const float* dy, const float* x, const float* gamma,
                                    const float* mean, const float* rstd, float* dx,
                                    float* dgamma, float* dbeta, int64_t rows, int64_t cols,
                                    bool accumulate_dx) {
   const int nt = omp_get_max_threads();
-  std::vector<float>& partial = PartialBuffer(static_cast<int64_t>(nt) * 2 * cols);
-  std::fill(partial.begin(), partial.begin() + static_cast<int64_t>(nt) * 2 * cols, 0.0f);
+  float* partials = ZeroedPartials(nt, 2 * cols);  // dgamma | dbeta partial rows
 #pragma omp parallel if (rows * cols >= kMinParallelWork)
   {
-    float* pg = partial.data() + static_cast<int64_t>(omp_get_thread_num()) * 2 * cols;
+    float* pg = partials + static_cast<int64_t>(omp_get_thread_num()) * 2 * cols;
     float* pb = pg + cols;
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
@@ -183,13 +148,8 @@ void CpuBackend::LayerNormBackward(const float* dy, const float* x, const float*
       }
     }
   }
-  for (int t = 0; t < nt; ++t) {
-    const float* pg = partial.data() + static_cast<int64_t>(t) * 2 * cols;
-    for (int64_t c = 0; c < cols; ++c) {
-      dgamma[c] += pg[c];
-      dbeta[c] += pg[cols + c];
-    }
-  }
+  AddPartials(partials, nt, 2 * cols, 0, cols, dgamma);
+  AddPartials(partials, nt, 2 * cols, cols, cols, dbeta);
 }
 
 void CpuBackend::LayerNormForward(const float* x, const float* gamma, const float* beta,
