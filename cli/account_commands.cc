@@ -9,12 +9,12 @@
 #include <optional>
 
 #include "cli/api_call.h"
-#include "cli/cli_defaults.h"
+#include "common/api/master_endpoint.h"
 #include "cli/cluster_command.h"
 #include "cli/command.h"
 #include "cli/output.h"
 #include "cli/reply_text.h"
-#include "cli/session_store.h"
+#include "common/api/session_store.h"
 #include "steadfast/v1/api.pb.h"
 
 namespace sf::cli {
@@ -23,7 +23,7 @@ namespace {
 namespace v1 = steadfast::v1;
 
 struct AccountFlags {
-  std::string master;   // --master; empty: $SF_MASTER, the defaults file, ... (cli/cli_defaults.h)
+  std::string master;   // --master; empty: $SF_MASTER, the defaults file, ... (common/api/master_endpoint.h)
   std::string ca_file;  // --ca-file; empty: $SF_CA_FILE, the defaults file's, the system's CAs
   bool json = false;
   bool password_stdin = false;
@@ -136,17 +136,17 @@ int Login(const AccountFlags& f, Api& api) {
     std::cerr << "sf: the master's login answer has no token\n";
     return kExitFailed;
   }
-  if (Status st = SaveSession(api.client.base_url(), Session{user, r->message.token()}); !st.ok()) {
+  if (Status st = api::SaveSession(api.client.base_url(), api::Session{user, r->message.token()}); !st.ok()) {
     std::cerr << "sf: " << st.message() << "\n";
     return kExitFailed;
   }
   std::cout << "logged in to " << api.client.base_url() << " as " << user << " (session in "
-            << SessionFile() << ")\n";
+            << api::SessionFile() << ")\n";
   return kExitOk;
 }
 
 int Logout(const AccountFlags&, Api& api) {
-  auto s = LoadSession(api.client.base_url());
+  auto s = api::LoadSession(api.client.base_url());
   if (!s) {
     std::cout << "not logged in to " << api.client.base_url() << "\n";
     return kExitOk;
@@ -154,7 +154,7 @@ int Logout(const AccountFlags&, Api& api) {
   api.client.set_token(s->token);
   (void)api.Call<v1::LogoutResponse>(
       "Logout", v1::LogoutRequest());  // an expired session is still forgotten here
-  if (Status st = RemoveSession(api.client.base_url()); !st.ok()) {
+  if (Status st = api::RemoveSession(api.client.base_url()); !st.ok()) {
     std::cerr << "sf: " << st.message() << "\n";
     return kExitFailed;
   }
@@ -302,7 +302,7 @@ int ListWorkspaces(const AccountFlags& f, Api& api) {
 }  // namespace
 
 void AddAccountCommands(CLI::App& sf, CommandAction& action) {
-  auto login = Add(&sf, "login", "log in to the master; the session is kept in " + SessionFile(),
+  auto login = Add(&sf, "login", "log in to the master; the session is kept in " + api::SessionFile(),
                    action, Login);
   login.app->add_option("-u,--username", login.flags->username, "who (default: $USER)");
   login.app->add_flag("--password-stdin", login.flags->password_stdin,

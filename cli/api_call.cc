@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "cli/cli_defaults.h"
+#include "common/api/master_endpoint.h"
 #include "cli/command.h"
 #include "common/api/rest_request.h"
 #include "common/value.h"
@@ -80,9 +80,9 @@ void AddGlobalMasterOptions(CLI::App& root) {
 }
 
 Result<Api> ConnectToMaster(const std::string& master_flag, const std::string& ca_file_flag) {
-  Result<MasterEndpoint> master = ResolveMasterEndpoint(master_flag, ca_file_flag);
+  Result<api::MasterEndpoint> master = api::ResolveMasterEndpoint(master_flag, ca_file_flag);
   if (!master.ok()) return master.status();
-  auto client = HttpClient::Create(master->url, master->ca_file);
+  auto client = api::MasterClient::Create(master->url, master->ca_file);
   if (!client.ok()) return client.status();
   return Api{*client};
 }

@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "cli/http_client.h"
+#include "common/api/master_client.h"
 #include "steadfast/v1/common.pb.h"
 
 namespace sf::cli {
 
-// The master a command names (--master, $SF_MASTER, the defaults file: cli/cli_defaults.h) and
+// The master a command names (--master, $SF_MASTER, the defaults file: common/api/master_endpoint.h) and
 // a client for it; a malformed URL or defaults file is bad usage (the message is printed, and
 // the result is the exit code 2).
 struct Api;
@@ -52,7 +52,7 @@ struct Reply {
 };
 
 struct Api {
-  HttpClient client;
+  api::MasterClient client;
   int exit_code = 0;                             // set by a failed call: 2 for a 400 or 404, else 1
   std::optional<ApiError> error = std::nullopt;  // the last failed call's
 

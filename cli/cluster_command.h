@@ -20,7 +20,7 @@ namespace sf::cli {
 
 // The values of a cluster command's flags and its one positional.
 struct Flags {
-  std::string master;   // --master; empty: $SF_MASTER, the defaults file, ... (cli/cli_defaults.h)
+  std::string master;   // --master; empty: $SF_MASTER, the defaults file, ... (common/api/master_endpoint.h)
   std::string ca_file;  // --ca-file; empty: $SF_CA_FILE, the defaults file's, the system's CAs
   bool json = false;
   bool follow = false;
@@ -82,7 +82,7 @@ int CallAndPrint(const Flags& f, Api& api, const std::string& method, const goog
 
 using ClusterRun = std::function<int(const Flags&, Api&)>;
 
-// Connects to the master (--master, $SF_MASTER, the defaults file: cli/cli_defaults.h) and runs
+// Connects to the master (--master, $SF_MASTER, the defaults file: common/api/master_endpoint.h) and runs
 // the command; a malformed URL or defaults file is bad usage.
 int RunAgainstMaster(const Flags& f, const ClusterRun& run);
 

@@ -4,7 +4,7 @@
 // TLS is on unless `up --no-tls`: `up` makes a private CA and the master's certificate in
 // DIR/tls (cli/cluster_certificates.h), starts the master with them and the agents with the CA,
 // and records the master's URL and CA in DIR/cli.json and in the user's CLI defaults file
-// (cli/cli_defaults.h), so the plain `sf` commands that follow reach it without flags. `down`
+// (common/api/master_endpoint.h), so the plain `sf` commands that follow reach it without flags. `down`
 // removes the user's defaults file when it still points at DIR.
 #include <fcntl.h>
 #include <signal.h>
@@ -22,12 +22,12 @@
 #include <sstream>
 #include <thread>
 
-#include "cli/cli_defaults.h"
+#include "common/api/master_endpoint.h"
 #include "cli/cluster_certificates.h"
 #include "cli/deploy_local_slurm.h"
 #include "cli/command.h"
-#include "cli/http_client.h"
-#include "cli/session_store.h"
+#include "common/api/master_client.h"
+#include "common/api/session_store.h"
 #include "common/local_postgres.h"
 #include "common/secret_file.h"
 #include "common/tls_files.h"
@@ -62,8 +62,8 @@ std::string DeploymentRecord(const std::string& dir) { return dir + "/cli.json";
 
 // The master of the deployment in `dir` on `http_port`: https with DIR's CA when `up` turned TLS
 // on (as DIR/cli.json says), else plain http.
-MasterEndpoint DeploymentMaster(const std::string& dir, int http_port) {
-  Result<std::optional<CliDefaults>> record = ReadCliDefaults(DeploymentRecord(dir));
+api::MasterEndpoint DeploymentMaster(const std::string& dir, int http_port) {
+  Result<std::optional<api::CliDefaults>> record = api::ReadCliDefaults(DeploymentRecord(dir));
   const bool tls = record.ok() && *record && (*record)->master.rfind("https://", 0) == 0;
   return {std::string(tls ? "https" : "http") + "://127.0.0.1:" + std::to_string(http_port),
           tls ? (*record)->ca_file : ""};
@@ -167,7 +167,7 @@ int Up(const LocalFlags& f) {
     return kExitFailed;
   }
   // TLS: a private CA and the master's certificate in DIR/tls, kept across restarts.
-  MasterEndpoint master{"http://127.0.0.1:" + std::to_string(f.http_port), ""};
+  api::MasterEndpoint master{"http://127.0.0.1:" + std::to_string(f.http_port), ""};
   ClusterCertificates certificates;
   if (!f.no_tls) {
     std::vector<std::string> names = LocalHostNames();
@@ -189,7 +189,7 @@ int Up(const LocalFlags& f) {
     master = {"https://127.0.0.1:" + std::to_string(f.http_port), certificates.ca_cert};
   }
   const std::string& url = master.url;
-  auto client = HttpClient::Create(url, master.ca_file);
+  auto client = api::MasterClient::Create(url, master.ca_file);
   // Agents join with a token only this user can read (docs/security.md).
   const std::string join_token_file = f.dir + "/join-token";
   if (Status made = EnsureSecretFile(join_token_file, "join token"); !made.ok()) {
@@ -260,7 +260,7 @@ int Up(const LocalFlags& f) {
     return kExitFailed;
   }
   // The quickstart logs in by itself: on a new database the admin has the password made above;
-  // sf keeps the session (cli/session_store.h) and the password is shown once, here.
+  // sf keeps the session (common/api/session_store.h) and the password is shown once, here.
   std::string first_password;
   if (!admin_password.empty()) {
     auto r = client->Post("/api/v1/auth/login",
@@ -269,7 +269,7 @@ int Up(const LocalFlags& f) {
     auto v = Value::FromJson(r.ok() && r->status == 200 ? r->body : "{}");
     if (v.ok() && v->Find("token") && v->Find("token")->is_string()) {
       const std::string token = v->Find("token")->as_string();
-      if (Status saved = SaveSession(url, Session{"admin", token}); !saved.ok()) {
+      if (Status saved = api::SaveSession(url, api::Session{"admin", token}); !saved.ok()) {
         std::cerr << "sf deploy local: " << saved.message() << "\n";
         return kExitFailed;
       }
@@ -321,10 +321,10 @@ int Up(const LocalFlags& f) {
     }
     if (connected >= agents) {
       // The plain `sf` commands that follow find this master through the defaults file.
-      const CliDefaults defaults{url, master.ca_file, f.dir};
-      const std::string defaults_file = CliDefaultsPath();
+      const api::CliDefaults defaults{url, master.ca_file, f.dir};
+      const std::string defaults_file = api::CliDefaultsPath();
       for (const std::string& file : {DeploymentRecord(f.dir), defaults_file}) {
-        if (Status written = WriteCliDefaults(file, defaults); !written.ok()) {
+        if (Status written = api::WriteCliDefaults(file, defaults); !written.ok()) {
           std::cerr << "sf deploy local: " << written.message() << "\n";
           return kExitFailed;
         }
@@ -371,8 +371,8 @@ int StatusCmd(const LocalFlags& f) {
   LocalPostgresOptions o;
   o.dir = f.dir + "/postgres";
   std::cout << "postgres: " << (LocalPostgres(o).IsRunning() || fs::exists(o.dir + "/data/postmaster.pid", ec) ? "running" : "stopped") << "\n";
-  const MasterEndpoint master = DeploymentMaster(f.dir, f.http_port);
-  auto client = HttpClient::Create(master.url, master.ca_file);
+  const api::MasterEndpoint master = DeploymentMaster(f.dir, f.http_port);
+  auto client = api::MasterClient::Create(master.url, master.ca_file);
   auto r = client->Get("/health");
   std::cout << "master health: " << (r.ok() ? r->body : r.status().message()) << "\n";
   return any ? kExitOk : kExitFailed;
@@ -396,8 +396,8 @@ int Down(const LocalFlags& f) {
     else std::cout << "stopped PostgreSQL\n";
   }
   // The user's defaults no longer lead anywhere once this deployment is down.
-  const std::string defaults_file = CliDefaultsPath();
-  Result<std::optional<CliDefaults>> defaults = ReadCliDefaults(defaults_file);
+  const std::string defaults_file = api::CliDefaultsPath();
+  Result<std::optional<api::CliDefaults>> defaults = api::ReadCliDefaults(defaults_file);
   if (defaults.ok() && *defaults && (*defaults)->deployment == f.dir) {
     fs::remove(defaults_file, ec);
     std::cout << "removed " << defaults_file << "\n";

@@ -11,7 +11,6 @@ find_package(OpenMP REQUIRED)
 find_package(MPI REQUIRED COMPONENTS CXX)
 find_package(Boost 1.74 REQUIRED)
 find_package(OpenSSL REQUIRED)  # HMAC and random bytes for task tokens; TLS on every channel
-find_package(nlohmann_json 3 CONFIG REQUIRED)  # sf's defaults file (~/.config/steadfast/cli.json)
 pkg_check_modules(PQXX REQUIRED IMPORTED_TARGET libpqxx)
 pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
 pkg_check_modules(LIBARCHIVE REQUIRED IMPORTED_TARGET libarchive)  # context archives of user trials

@@ -17,8 +17,8 @@ packages=(
   # HTTP (Beast/Asio), config, metrics
   libboost-dev libboost-system-dev libyaml-cpp-dev prometheus-cpp-dev
   # TLS on every channel (libssl-dev, below): the `openssl` tool makes `sf deploy local`'s private
-  # CA and certificates; sf's defaults file (~/.config/steadfast/cli.json) is read with nlohmann-json
-  openssl nlohmann-json3-dev
+  # CA and certificates
+  openssl
   # command lines (every program and subcommand parses its flags with CLI11)
   libcli11-dev
   # crypto: HMAC task tokens and random secrets (OpenSSL); password hashes (argon2id, libsodium)

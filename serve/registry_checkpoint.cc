@@ -4,8 +4,8 @@
 
 #include <filesystem>
 
-#include "cli/cli_defaults.h"
-#include "cli/http_client.h"
+#include "common/api/master_endpoint.h"
+#include "common/api/master_client.h"
 #include "common/api/rest_request.h"
 #include "common/value.h"
 #include "steadfast/v1/model_registry.pb.h"
@@ -33,10 +33,10 @@ StatusCode CodeOf(int http_status) {
 
 // Calls Api method `method` over REST (its route from the proto) and reads the reply into
 // `response`; a refusal is the master's message.
-Status CallMaster(cli::HttpClient& client, const std::string& method,
+Status CallMaster(api::MasterClient& client, const std::string& method,
                   const google::protobuf::Message& request, google::protobuf::Message* response) {
   SF_ASSIGN_OR_RETURN(api::RestRequest rest, api::EncodeRestRequest(method, request));
-  SF_ASSIGN_OR_RETURN(cli::HttpResponse reply, rest.method == "GET"
+  SF_ASSIGN_OR_RETURN(api::HttpResponse reply, rest.method == "GET"
                                                    ? client.Get(rest.target)
                                                    : client.Post(rest.target, rest.body));
   if (reply.status != 200) {
@@ -59,9 +59,9 @@ Status CallMaster(cli::HttpClient& client, const std::string& method,
 }  // namespace
 
 Result<RegistryCheckpoint> ResolveRegistryCheckpoint(const RegistryQuery& query) {
-  SF_ASSIGN_OR_RETURN(cli::MasterEndpoint master,
-                      cli::ResolveMasterEndpoint(query.master, query.ca_file));
-  SF_ASSIGN_OR_RETURN(cli::HttpClient client, cli::HttpClient::Create(master.url, master.ca_file));
+  SF_ASSIGN_OR_RETURN(api::MasterEndpoint master,
+                      api::ResolveMasterEndpoint(query.master, query.ca_file));
+  SF_ASSIGN_OR_RETURN(api::MasterClient client, api::MasterClient::Create(master.url, master.ca_file));
   if (!query.token.empty()) client.set_token(query.token);
 
   v1::GetModelRequest model_request;

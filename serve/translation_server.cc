@@ -1,35 +1,21 @@
 #include "serve/translation_server.h"
 
-#include <openssl/ssl.h>
-
-#include <boost/asio.hpp>
-#include <boost/asio/ssl.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
-#include <boost/beast/ssl.hpp>
-
 #include <array>
 #include <atomic>
 #include <functional>
 #include <optional>
-#include <thread>
-#include <type_traits>
 #include <vector>
 
-#include "common/log.h"
+#include "common/http/server.h"
 #include "common/secret_file.h"
 #include "serve/serve_metrics.h"
 
 namespace sf::serve {
-namespace beast = boost::beast;
-namespace http = beast::http;
-namespace asio = boost::asio;
-using tcp = asio::ip::tcp;
+namespace bhttp = boost::beast::http;
 using Clock = std::chrono::steady_clock;
+using http::Request;
 
 namespace {
-
-using Request = http::request<http::string_body>;
 
 // What a request is answered with, before it becomes bytes.
 struct Reply {
@@ -38,7 +24,6 @@ struct Reply {
   std::string content_type = "application/json";
   bool retry_after = false;  // 503s: Retry-After: 1
   std::string allow;         // 405s: the methods the route takes
-  bool close = false;        // end the connection after it
 };
 
 Reply Ok(std::string body) {
@@ -68,62 +53,59 @@ int HttpStatusOf(const Status& s) {
 
 struct Route {
   const char* path;
-  http::verb method;
+  bhttp::verb method;
 };
-constexpr std::array<Route, 4> kRoutes = {{{"/v1/translate", http::verb::post},
-                                            {"/health", http::verb::get},
-                                            {"/ready", http::verb::get},
-                                            {"/metrics", http::verb::get}}};
-
-Result<std::unique_ptr<asio::ssl::context>> ServerTlsContext(const ServerCertificate& cert) {
-  try {
-    auto context = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
-    context->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
-                         asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
-                         asio::ssl::context::no_tlsv1_1);
-    SSL_CTX_set_min_proto_version(context->native_handle(), TLS1_2_VERSION);
-    context->use_certificate_chain(asio::buffer(cert.cert_chain_pem));
-    context->use_private_key(asio::buffer(cert.private_key_pem), asio::ssl::context::pem);
-    return context;
-  } catch (const std::exception& e) {
-    return InvalidArgument(std::string("TLS: cannot use the certificate and key: ") + e.what());
-  }
-}
+constexpr std::array<Route, 4> kRoutes = {{{"/v1/translate", bhttp::verb::post},
+                                            {"/health", bhttp::verb::get},
+                                            {"/ready", bhttp::verb::get},
+                                            {"/metrics", bhttp::verb::get}}};
 
 }  // namespace
 
-struct TranslationServer::Impl {
-  explicit Impl(ServeOptions o) : options(std::move(o)) {
+struct TranslationServer::Impl : http::Handler {
+  explicit Impl(ServeOptions o) : options(std::move(o)), server(this, TransportOptions(options)) {
     metrics.SetModelInfo(options.model_name, options.model_version, options.checkpoint);
   }
 
-  // Called when a deferred reply is ready; `make` runs on the connection's strand.
+  static http::ServerOptions TransportOptions(const ServeOptions& o) {
+    http::ServerOptions t;
+    t.name = "serve";
+    t.bind_address = o.bind_address;
+    t.port = o.port;
+    t.threads = o.http_threads;
+    t.max_connections = o.max_connections;
+    t.max_body_bytes = o.max_body_bytes;
+    t.read_timeout = o.read_timeout;
+    t.tls = o.tls;
+    return t;
+  }
+
+  // Called when a deferred reply is ready.
   using Later = std::function<void(std::function<Reply()> make)>;
+
+  size_t BodyLimit(const http::RequestHeader&) override { return options.max_body_bytes; }
+  void Handle(Request req, std::shared_ptr<http::Exchange> exchange) override;
+  http::Response Refuse(Refusal why, const std::string& detail) override;
 
   // Answers `req` now, or returns nothing and calls `later` once (a translation). `route` is
   // set to the route's name for metrics.
   std::optional<Reply> Dispatch(const Request& req, std::string* route, const Later& later);
   std::optional<Reply> Translate(const Request& req, const Later& later);
   bool Authorized(const Request& req) const;
+  // The bytes of `reply`, counted in the metrics under `route`.
+  http::Response Render(Reply reply, const std::string& route, Clock::time_point started);
 
   ServeOptions options;
   ServeMetrics metrics;
   std::unique_ptr<DynamicBatcher> batcher;         // made by SetModel, before `model` is published
   std::atomic<TranslationModel*> model{nullptr};
-  std::unique_ptr<asio::ssl::context> tls_context;  // declared before io: connections use it
   std::atomic<bool> stopping{false};
-  std::atomic<int> connections{0};
-  asio::io_context io;
-  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
-  std::unique_ptr<tcp::acceptor> acceptor;
-  std::vector<std::thread> workers;
-
-  void Accept();
+  http::Server server;  // last: stopped and destroyed first
 };
 
 bool TranslationServer::Impl::Authorized(const Request& req) const {
   if (options.token.empty()) return true;
-  auto it = req.find(http::field::authorization);
+  auto it = req.find(bhttp::field::authorization);
   if (it == req.end()) return false;
   std::string_view value(it->value().data(), it->value().size());
   constexpr std::string_view kBearer = "Bearer ";
@@ -145,8 +127,8 @@ std::optional<Reply> TranslationServer::Impl::Dispatch(const Request& req, std::
   }
   if (!found) return Error(404, "no route " + std::string(target.substr(0, 200)));
   if (req.method() != found->method) {
-    Reply r = Error(405, std::string(target) + " takes " + std::string(http::to_string(found->method)));
-    r.allow = std::string(http::to_string(found->method));
+    Reply r = Error(405, std::string(target) + " takes " + std::string(bhttp::to_string(found->method)));
+    r.allow = std::string(bhttp::to_string(found->method));
     return r;
   }
   if (target == "/health") return Ok(R"({"status":"ok"})");
@@ -194,178 +176,47 @@ std::optional<Reply> TranslationServer::Impl::Translate(const Request& req, cons
   return std::nullopt;
 }
 
-namespace {
-
-// One client connection on the worker pool: (TLS handshake,) then request after request while
-// kept alive; a request's handler either answers at once or hands the answer to the batcher,
-// and the connection holds no thread meanwhile. kTls: a TLS stream over the TCP one.
-template <bool kTls>
-class Connection : public std::enable_shared_from_this<Connection<kTls>> {
- public:
-  using Stream = std::conditional_t<kTls, beast::ssl_stream<beast::tcp_stream>, beast::tcp_stream>;
-
-  // `counted`: the connection holds one of max_connections (given back when it ends); when
-  // false it is over the cap and only gets a 503.
-  template <typename... TlsContext>
-  Connection(TranslationServer::Impl* impl, tcp::socket socket, bool counted, TlsContext&... tls)
-      : impl_(impl), stream_(std::move(socket), tls...), counted_(counted) {}
-  ~Connection() {
-    if (counted_) impl_->connections.fetch_sub(1);
-  }
-
-  void Begin() {
-    auto self = this->shared_from_this();
-    if constexpr (kTls) {
-      Tcp().expires_after(impl_->options.read_timeout);
-      stream_.async_handshake(asio::ssl::stream_base::server, [self](beast::error_code ec) {
-        if (ec) return self->Shut();  // not TLS, or the client refused the certificate
-        self->Admit();
-      });
-    } else {
-      asio::dispatch(stream_.get_executor(), [self] { self->Admit(); });
-    }
-  }
-
- private:
-  beast::tcp_stream& Tcp() { return beast::get_lowest_layer(stream_); }
-
-  void Admit() {
-    if (counted_) return ReadRequest();
-    Reply r = Error(503, "too many connections (" + std::to_string(impl_->options.max_connections) + ")");
-    r.close = true;
-    route_ = "over_capacity";
-    started_ = Clock::now();
-    Send(std::move(r));
-  }
-
-  void ReadRequest() {
-    if (impl_->stopping) return Shut();
-    parser_.emplace();
-    parser_->body_limit(impl_->options.max_body_bytes);
-    parser_->header_limit(16 * 1024);
-    Tcp().expires_after(impl_->options.read_timeout);
-    http::async_read(stream_, buffer_, *parser_,
-                     [self = this->shared_from_this()](beast::error_code ec, size_t) { self->OnRequest(ec); });
-  }
-
-  void OnRequest(beast::error_code ec) {
-    started_ = Clock::now();
-    if (ec == http::error::body_limit) {
-      route_ = "body_too_large";
-      Reply r = Error(413, "request body larger than " + std::to_string(impl_->options.max_body_bytes) + " bytes");
-      r.close = true;
-      return Send(std::move(r));
-    }
-    if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == beast::error::timeout ||
-        ec == asio::error::connection_reset || ec == asio::error::operation_aborted ||
-        ec == asio::ssl::error::stream_truncated) {
-      return Shut();
-    }
-    if (ec) {
-      route_ = "malformed";
-      Reply r = Error(400, "malformed HTTP request: " + ec.message());
-      r.close = true;
-      return Send(std::move(r));
-    }
-    Request req = parser_->release();
-    version_ = req.version();
-    keep_alive_ = req.keep_alive();
-    std::optional<Reply> reply;
-    try {
-      reply = impl_->Dispatch(req, &route_, [self = this->shared_from_this()](std::function<Reply()> make) {
-        asio::post(self->stream_.get_executor(), [self, make = std::move(make)] { self->Send(self->Make(make)); });
-      });
-    } catch (const std::exception& e) {
-      reply = Error(500, std::string("internal error: ") + e.what());
-    }
-    if (reply) Send(std::move(*reply));
-  }
-
-  Reply Make(const std::function<Reply()>& make) {
-    try {
-      return make();
-    } catch (const std::exception& e) {
-      return Error(500, std::string("internal error: ") + e.what());
-    }
-  }
-
-  void Send(Reply reply) {
-    const double seconds = std::chrono::duration<double>(Clock::now() - started_).count();
-    impl_->metrics.ObserveRequest(route_, reply.status, seconds);
-    auto res = std::make_shared<http::response<http::string_body>>(static_cast<http::status>(reply.status),
-                                                                   version_ ? version_ : 11);
-    res->set(http::field::server, "sf-serve");
-    res->set(http::field::content_type, reply.content_type);
-    if (reply.retry_after) res->set(http::field::retry_after, "1");
-    if (!reply.allow.empty()) res->set(http::field::allow, reply.allow);
-    if (reply.status == 401) res->set(http::field::www_authenticate, "Bearer");
-    res->body() = std::move(reply.body);
-    res->keep_alive(keep_alive_ && !reply.close && !impl_->stopping);
-    res->prepare_payload();
-    const bool drain = reply.close;
-    Tcp().expires_after(impl_->options.read_timeout);
-    http::async_write(stream_, *res, [self = this->shared_from_this(), res, drain](beast::error_code ec, size_t) {
-      if (ec) return self->Shut();
-      if (drain) return self->Drain(0);
-      if (!res->keep_alive()) return self->Shut();
-      self->ReadRequest();
+void TranslationServer::Impl::Handle(Request req, std::shared_ptr<http::Exchange> exchange) {
+  const Clock::time_point started = Clock::now();
+  auto route = std::make_shared<std::string>("unknown");
+  std::optional<Reply> reply;
+  try {
+    reply = Dispatch(req, route.get(), [this, exchange, route, started](std::function<Reply()> make) {
+      Reply r;
+      try {
+        r = make();
+      } catch (const std::exception& e) {
+        r = Error(500, std::string("internal error: ") + e.what());
+      }
+      exchange->Reply(Render(std::move(r), *route, started));
     });
+  } catch (const std::exception& e) {
+    reply = Error(500, std::string("internal error: ") + e.what());
   }
+  if (reply) exchange->Reply(Render(std::move(*reply), *route, started));
+}
 
-  // After an error that ends the connection: stop sending, then read and drop what the client
-  // still sends (at most 64 MiB, 5 s), so it gets the answer rather than a reset.
-  void Drain(size_t dropped) {
-    if (dropped == 0) {
-      beast::error_code ec;
-      Tcp().socket().shutdown(tcp::socket::shutdown_send, ec);
-      Tcp().expires_after(std::chrono::seconds(5));
-      sink_.resize(16384);
-    }
-    Tcp().async_read_some(asio::buffer(sink_), [self = this->shared_from_this(), dropped](beast::error_code ec,
-                                                                                         size_t n) {
-      if (!ec && dropped + n < (64u << 20)) self->Drain(dropped + n);
-    });
+http::Response TranslationServer::Impl::Refuse(Refusal why, const std::string& detail) {
+  switch (why) {
+    case Refusal::kOverCapacity: return Render(Error(503, detail), "over_capacity", Clock::now());
+    case Refusal::kBodyTooLarge: return Render(Error(413, detail), "body_too_large", Clock::now());
+    case Refusal::kMalformed: return Render(Error(400, detail), "malformed", Clock::now());
+    case Refusal::kInternal: break;
   }
+  return Render(Error(500, detail), "unknown", Clock::now());
+}
 
-  void Shut() {
-    beast::error_code ec;
-    Tcp().socket().shutdown(tcp::socket::shutdown_both, ec);
-    Tcp().socket().close(ec);
-  }
-
-  TranslationServer::Impl* impl_;
-  Stream stream_;
-  bool counted_;
-  beast::flat_buffer buffer_;
-  std::optional<http::request_parser<http::string_body>> parser_;
-  std::string route_ = "unknown";
-  Clock::time_point started_ = Clock::now();
-  unsigned version_ = 11;
-  bool keep_alive_ = false;
-  std::vector<char> sink_;
-};
-
-}  // namespace
-
-void TranslationServer::Impl::Accept() {
-  acceptor->async_accept(asio::make_strand(io), [this](beast::error_code ec, tcp::socket socket) {
-    if (stopping || !acceptor->is_open()) return;
-    if (ec) {  // out of descriptors and the like: try again shortly rather than spin
-      auto timer = std::make_shared<asio::steady_timer>(io, std::chrono::milliseconds(50));
-      timer->async_wait([this, timer](beast::error_code) {
-        if (!stopping) Accept();
-      });
-      return;
-    }
-    const bool counted = connections.fetch_add(1) < options.max_connections;
-    if (!counted) connections.fetch_sub(1);
-    if (tls_context) {
-      std::make_shared<Connection<true>>(this, std::move(socket), counted, *tls_context)->Begin();
-    } else {
-      std::make_shared<Connection<false>>(this, std::move(socket), counted)->Begin();
-    }
-    Accept();
-  });
+http::Response TranslationServer::Impl::Render(Reply reply, const std::string& route, Clock::time_point started) {
+  metrics.ObserveRequest(route, reply.status, std::chrono::duration<double>(Clock::now() - started).count());
+  http::Response res{static_cast<bhttp::status>(reply.status), 11};
+  res.set(bhttp::field::server, "sf-serve");
+  res.set(bhttp::field::content_type, reply.content_type);
+  if (reply.retry_after) res.set(bhttp::field::retry_after, "1");
+  if (!reply.allow.empty()) res.set(bhttp::field::allow, reply.allow);
+  if (reply.status == 401) res.set(bhttp::field::www_authenticate, "Bearer");
+  res.body() = std::move(reply.body);
+  res.prepare_payload();
+  return res;
 }
 
 TranslationServer::TranslationServer(ServeOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
@@ -373,37 +224,8 @@ TranslationServer::TranslationServer(ServeOptions options) : impl_(std::make_uni
 TranslationServer::~TranslationServer() { Stop(); }
 
 Status TranslationServer::Start() {
-  Impl& impl = *impl_;
-  if (!impl.options.tls.cert_chain_pem.empty()) {
-    SF_ASSIGN_OR_RETURN(impl.tls_context, ServerTlsContext(impl.options.tls));
-  }
-  try {
-    tcp::endpoint endpoint(asio::ip::make_address(impl.options.bind_address),
-                           static_cast<uint16_t>(impl.options.port));
-    impl.acceptor = std::make_unique<tcp::acceptor>(impl.io);
-    impl.acceptor->open(endpoint.protocol());
-    impl.acceptor->set_option(asio::socket_base::reuse_address(true));
-    impl.acceptor->bind(endpoint);
-    impl.acceptor->listen(asio::socket_base::max_listen_connections);
-    port_ = impl.acceptor->local_endpoint().port();
-  } catch (const std::exception& e) {
-    return Unavailable("cannot listen on " + impl.options.bind_address + ":" + std::to_string(impl.options.port) +
-                       ": " + e.what());
-  }
-  impl.work.emplace(impl.io.get_executor());
-  impl.Accept();
-  for (int i = 0; i < std::max(1, impl.options.http_threads); ++i) {
-    impl.workers.emplace_back([&impl] {
-      for (;;) {
-        try {
-          impl.io.run();
-          return;
-        } catch (const std::exception& e) {
-          log::Error("serve", {{"event", "handler_exception"}, {"error", e.what()}});
-        }
-      }
-    });
-  }
+  SF_RETURN_IF_ERROR(impl_->server.Start());
+  port_ = impl_->server.port();
   return Status::Ok();
 }
 
@@ -427,16 +249,11 @@ void TranslationServer::SetModel(TranslationModel* model) {
 void TranslationServer::Stop() {
   if (!impl_ || impl_->stopping.exchange(true)) return;
   Impl& impl = *impl_;
-  // Requests still waiting for a batch are answered 503 while the workers still run.
+  // Requests still waiting for a batch are answered 503 while the workers still run; every
+  // answer from now on closes its connection.
+  impl.server.Quiesce();
   if (impl.batcher) impl.batcher->Stop();
-  impl.work.reset();
-  impl.io.stop();
-  for (std::thread& t : impl.workers) t.join();
-  impl.workers.clear();
-  if (impl.acceptor) {
-    beast::error_code ec;
-    impl.acceptor->close(ec);
-  }
+  impl.server.Stop();
 }
 
 }  // namespace sf::serve

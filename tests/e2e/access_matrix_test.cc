@@ -134,7 +134,7 @@ class AccessMatrix : public ::testing::Test {
 
   static std::pair<int, Value> Call(const std::string& token, const std::string& method,
                                     const std::string& path, const std::string& body) {
-    auto client = cli::HttpClient::Create(cluster_->url());
+    auto client = api::MasterClient::Create(cluster_->url());
     client->set_token(token);
     auto r = method == "GET"      ? client->Get(path)
              : method == "DELETE" ? client->Delete(path)

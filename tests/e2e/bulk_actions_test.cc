@@ -203,7 +203,7 @@ TEST_F(BulkActions, FiftyExperimentsGetPerIdResultsAndConsistentStates) {
     EXPECT_EQ(r.state, "EXPERIMENT_STATE_UNSPECIFIED");  // deleted, or never existed
   }
   EXPECT_EQ(deleted.back().code, 5);
-  auto client = cli::HttpClient::Create(c.url());
+  auto client = api::MasterClient::Create(c.url());
   ASSERT_TRUE(client.ok());
   auto one = client->Delete("/api/v1/experiments/" + std::to_string(all.back()));
   ASSERT_TRUE(one.ok());

@@ -188,7 +188,7 @@ void Cluster::StartMaster() {
 }
 
 std::string Cluster::Login(const std::string& username, const std::string& password) {
-  auto client = cli::HttpClient::Create(url(), ca_file());
+  auto client = api::MasterClient::Create(url(), ca_file());
   if (!client.ok()) return "";
   client->set_token("");
   auto r = client->Post("/api/v1/auth/login",
@@ -265,7 +265,7 @@ bool Cluster::WaitFor(const std::function<bool()>& cond, std::chrono::seconds ti
 }
 
 std::pair<int, Value> Cluster::Get(const std::string& path) {
-  auto client = cli::HttpClient::Create(url(), ca_file());
+  auto client = api::MasterClient::Create(url(), ca_file());
   if (!admin_token_.empty()) client->set_token(admin_token_);
   auto r = client->Get(path);
   if (!r.ok()) return {0, Value()};
@@ -274,7 +274,7 @@ std::pair<int, Value> Cluster::Get(const std::string& path) {
 }
 
 std::pair<int, Value> Cluster::Post(const std::string& path, const std::string& body) {
-  auto client = cli::HttpClient::Create(url(), ca_file());
+  auto client = api::MasterClient::Create(url(), ca_file());
   if (!admin_token_.empty()) client->set_token(admin_token_);
   auto r = client->Post(path, body);
   if (!r.ok()) return {0, Value()};

@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/http_client.h"
+#include "common/api/master_client.h"
 #include "common/value.h"
 #include "tests/support/testing.h"
 

@@ -299,7 +299,7 @@ TEST(ClusterEndToEnd, BadInputIsRejectedAndStoresNothing) {
   EXPECT_EQ(ocode, 200);
   EXPECT_TRUE(openapi.Find("paths") && openapi.Find("paths")->Find("/api/v1/experiments"));
   EXPECT_TRUE(openapi.Find("paths") && openapi.Find("paths")->Find("/api/v1/cluster/utilization"));
-  auto client = cli::HttpClient::Create(cluster.url());
+  auto client = api::MasterClient::Create(cluster.url());
   auto metrics = client->Get("/metrics");
   ASSERT_TRUE(metrics.ok());
   EXPECT_NE(metrics->body.find("steadfast_api_requests_total"), std::string::npos);

@@ -106,7 +106,7 @@ TEST_F(ModelRegistryEndToEnd, ARegisteredCheckpointOutlivesRetentionAndRefusesDe
   std::tie(code, out, err) = sf({"checkpoint", "delete", uuid});
   EXPECT_EQ(code, 1) << out << err;
   EXPECT_NE(err.find(why), std::string::npos) << err;
-  auto client = cli::HttpClient::Create(c.url());
+  auto client = api::MasterClient::Create(c.url());
   client->set_token(c.admin_token());
   auto deleted = client->Delete("/api/v1/checkpoints/" + uuid);
   ASSERT_TRUE(deleted.ok());

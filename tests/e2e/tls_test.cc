@@ -94,7 +94,7 @@ TEST(TlsEndToEnd, EveryChannelIsTlsAndClientsVerifyTheMaster) {
 
   // Plaintext HTTP to the HTTPS port gets no answer, and the error says why it may be.
   const std::string plain_url = "http" + cluster.url().substr(5);
-  auto plain = cli::HttpClient::Create(plain_url)->Get("/health");
+  auto plain = api::MasterClient::Create(plain_url)->Get("/health");
   ASSERT_FALSE(plain.ok()) << "a plaintext request to the HTTPS port got an answer";
   EXPECT_TRUE(Contains(plain.status().message(), "use an https:// URL"))
       << plain.status().message();

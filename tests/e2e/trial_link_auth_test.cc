@@ -200,7 +200,7 @@ TEST(Audit, EveryMutationIsRecordedWithWhoWhatWhenAndWhere) {
   std::map<std::string, std::string> tokens = {{"alice", cluster.Login("alice", "alice-password")},
                                                {"bob", cluster.Login("bob", "bob-password")},
                                                {"admin", cluster.admin_token()}};
-  auto client = cli::HttpClient::Create(cluster.url());
+  auto client = api::MasterClient::Create(cluster.url());
   ASSERT_TRUE(client.ok());
   auto call = [&](const std::string& method, const std::string& path, const std::string& body, const std::string& who) {
     client->set_token(tokens[who]);
@@ -313,7 +313,7 @@ TEST(AgentJoin, ARevokedAgentIsDisconnectedAndRefusedUntilRestored) {
   EXPECT_TRUE(cluster.WaitForAgents(1, std::chrono::seconds(60))) << "the restored agent did not join again";
   // A user who is not an admin may not revoke.
   ASSERT_EQ(cluster.Post("/api/v1/users", R"({"username":"u1","password":"u1-password"})").first, 200);
-  auto client = cli::HttpClient::Create(cluster.url());
+  auto client = api::MasterClient::Create(cluster.url());
   client->set_token(cluster.Login("u1", "u1-password"));
   EXPECT_EQ(client->Post("/api/v1/agents/e2e-agent-0/revoke", "")->status, 403);
 }

@@ -184,7 +184,7 @@ TEST_F(WebhookEndToEnd, WhoMayCreateListAndDeleteWebhooks) {
   const std::string bob = cluster_->Login("bob", "bob-password-1");
   ASSERT_FALSE(bob.empty());
   auto as_bob = [&](const std::string& method, const std::string& path, const std::string& body) {
-    auto client = cli::HttpClient::Create(cluster_->url());
+    auto client = api::MasterClient::Create(cluster_->url());
     client->set_token(bob);
     auto r = method == "GET" ? client->Get(path) : method == "DELETE" ? client->Delete(path) : client->Post(path, body);
     EXPECT_TRUE(r.ok());
@@ -204,7 +204,7 @@ TEST_F(WebhookEndToEnd, WhoMayCreateListAndDeleteWebhooks) {
   EXPECT_EQ(code, 403) << text;
   EXPECT_NE(text.find("admins only"), std::string::npos) << text;
   // bob's own experiment: allowed.
-  auto client = cli::HttpClient::Create(cluster_->url());
+  auto client = api::MasterClient::Create(cluster_->url());
   client->set_token(bob);
   auto made = client->Post("/api/v1/experiments",
                            Value(Value::Map{{"configYaml", TinyExperiment(1, 20, 10, "bobs")}, {"activate", false}})

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "cli/cluster_certificates.h"
-#include "cli/http_client.h"
+#include "common/api/master_client.h"
 #include "tests/master/migrated_database_test.h"
 #include "tests/support/testing.h"
 
@@ -348,7 +348,7 @@ TEST_F(HttpServerTest, SlowClientsDoNotBlockOthersEvenWithOneWorker) {
 // `sf trial logs -f` as a thread: follows a trial's logs with `client`, keeping what arrives.
 class Follower {
  public:
-  Follower(cli::HttpClient client, int64_t trial) {
+  Follower(api::MasterClient client, int64_t trial) {
     thread_ = std::thread([this, client, trial]() mutable {
       Status st = client.Stream("/api/v1/trials/" + std::to_string(trial) + "/logs?follow=true",
                                 [this](const std::string& event, const std::string& data) {
@@ -405,7 +405,7 @@ TEST_F(HttpServerTest, LogFollowStreamsLinesAsTheyArriveAndEndsWithTheTrialOrThe
   const int64_t trial = AddRunningTrial();
   AddLogLine(trial, "first line");
   {
-    Follower follower(*cli::HttpClient::Create("http://127.0.0.1:" + std::to_string(port())), trial);
+    Follower follower(*api::MasterClient::Create("http://127.0.0.1:" + std::to_string(port())), trial);
     ASSERT_EQ(follower.WaitForData(1).size(), 1u);
     AddLogLine(trial, "second line");
     std::vector<std::string> data = follower.WaitForData(2);
@@ -422,7 +422,7 @@ TEST_F(HttpServerTest, LogFollowStreamsLinesAsTheyArriveAndEndsWithTheTrialOrThe
   // A follow of a running trial ends when the server stops, and Stop() does not wait long.
   const int64_t running = AddRunningTrial();
   AddLogLine(running, "still running");
-  Follower follower(*cli::HttpClient::Create("http://127.0.0.1:" + std::to_string(port())), running);
+  Follower follower(*api::MasterClient::Create("http://127.0.0.1:" + std::to_string(port())), running);
   ASSERT_EQ(follower.WaitForData(1).size(), 1u);
   auto start = Clock::now();
   server_->Stop();
@@ -443,21 +443,21 @@ TEST_F(HttpServerTest, WithTlsOnlyHttpsIsServedAndClientsCheckTheCertificate) {
   StartServer(o);
   const std::string url = "https://localhost:" + std::to_string(port());
 
-  auto client = cli::HttpClient::Create(url, files->ca_cert);
+  auto client = api::MasterClient::Create(url, files->ca_cert);
   ASSERT_TRUE(client.ok());
   auto health = client->Get("/health");
   ASSERT_TRUE(health.ok()) << health.status().ToString();
   EXPECT_EQ(health->status, 200) << health->body;
 
   // The certificate does not name 127.0.0.1; another CA is not this one.
-  auto by_address = cli::HttpClient::Create("https://127.0.0.1:" + std::to_string(port()), files->ca_cert)->Get("/health");
+  auto by_address = api::MasterClient::Create("https://127.0.0.1:" + std::to_string(port()), files->ca_cert)->Get("/health");
   ASSERT_FALSE(by_address.ok());
   EXPECT_TRUE(Contains(by_address.status().message(), "certificate verify failed: the master's certificate is not for "
                                                       "127.0.0.1"))
       << by_address.status().message();
   auto other = cli::EnsureClusterCertificates(dir.path() + "/other", {"localhost"});
   ASSERT_TRUE(other.ok());
-  auto wrong_ca = cli::HttpClient::Create(url, other->ca_cert)->Get("/health");
+  auto wrong_ca = api::MasterClient::Create(url, other->ca_cert)->Get("/health");
   ASSERT_FALSE(wrong_ca.ok());
   EXPECT_TRUE(Contains(wrong_ca.status().message(), "certificate verify failed")) << wrong_ca.status().message();
 

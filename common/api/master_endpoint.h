@@ -1,4 +1,4 @@
-// Where `sf` finds the master when no flag says: the CLI defaults file,
+// Where `sf` and sf-serve find the master when no flag says: the CLI defaults file,
 // $XDG_CONFIG_HOME/steadfast/cli.json (default ~/.config/steadfast/cli.json), which
 // `sf deploy local up` writes so that the plain `sf` commands that follow reach its HTTPS master
 // without flags:
@@ -9,7 +9,8 @@
 // Precedence for cluster commands: --master, then $SF_MASTER, then the file's "master", then
 // http://127.0.0.1:8080; the CA to verify an https:// master by: --ca-file, then $SF_CA_FILE,
 // then the file's "ca_file" when its "master" was taken, else the system's CAs. Keys other than
-// these three are ignored. Thread-safe (no state; the file is written by rename).
+// these three are ignored. Thread-safe (no state; the file is written by rename). The file is
+// read and written with common/value.h's JSON.
 #pragma once
 
 #include <optional>
@@ -17,7 +18,7 @@
 
 #include "common/status.h"
 
-namespace sf::cli {
+namespace sf::api {
 
 struct CliDefaults {
   std::string master;      // the master's URL
@@ -48,4 +49,4 @@ struct MasterEndpoint {
 Result<MasterEndpoint> ResolveMasterEndpoint(const std::string& master_flag,
                                              const std::string& ca_file_flag);
 
-}  // namespace sf::cli
+}  // namespace sf::api

@@ -1,4 +1,4 @@
-#include "cli/cli_defaults.h"
+#include "common/api/master_endpoint.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -9,9 +9,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
+#include <sstream>
 
-namespace sf::cli {
+#include "common/value.h"
+
+namespace sf::api {
 namespace fs = std::filesystem;
 
 namespace {
@@ -39,8 +41,10 @@ Result<std::optional<CliDefaults>> ReadCliDefaults(const std::string& path) {
     return InvalidArgument("sf defaults file " + path +
                            ": cannot read it: " + std::strerror(errno));
   }
-  nlohmann::json json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded() || !json.is_object()) {
+  std::stringstream text;
+  text << in.rdbuf();
+  Result<Value> json = Value::FromJson(text.str());
+  if (!json.ok() || !json->is_map()) {
     return InvalidArgument(
         "sf defaults file " + path +
         ": not a JSON object like {\"master\": \"https://127.0.0.1:8080\", \"ca_file\": \"...\"}");
@@ -49,19 +53,19 @@ Result<std::optional<CliDefaults>> ReadCliDefaults(const std::string& path) {
   for (auto [key, field] : {std::pair{"master", &out.master},
                             {"ca_file", &out.ca_file},
                             {"deployment", &out.deployment}}) {
-    auto it = json.find(key);
-    if (it == json.end() || it->is_null()) continue;
-    if (!it->is_string())
+    const Value* v = json->Find(key);
+    if (!v || v->is_null()) continue;
+    if (!v->is_string())
       return InvalidArgument("sf defaults file " + path + ": \"" + key + "\" must be a string");
-    *field = it->get<std::string>();
+    *field = v->as_string();
   }
   return std::optional<CliDefaults>(std::move(out));
 }
 
 Status WriteCliDefaults(const std::string& path, const CliDefaults& defaults) {
-  nlohmann::json json = {{"master", defaults.master}, {"ca_file", defaults.ca_file}};
+  Value::Map json{{"master", defaults.master}, {"ca_file", defaults.ca_file}};
   if (!defaults.deployment.empty()) json["deployment"] = defaults.deployment;
-  const std::string text = json.dump(2) + "\n";
+  const std::string text = Value(std::move(json)).ToJson() + "\n";
   const fs::path dir = fs::path(path).parent_path();
   std::error_code ec;
   if (!fs::exists(dir, ec)) {
@@ -105,4 +109,4 @@ Result<MasterEndpoint> ResolveMasterEndpoint(const std::string& master_flag,
   return out;
 }
 
-}  // namespace sf::cli
+}  // namespace sf::api

@@ -11,7 +11,7 @@
 
 #include "common/status.h"
 
-namespace sf::cli {
+namespace sf::api {
 
 struct Session {
   std::string username, token;
@@ -24,4 +24,4 @@ Status SaveSession(const std::string& master_url, const Session& session);
 Status RemoveSession(const std::string& master_url);
 std::string TokenFor(const std::string& master_url);
 
-}  // namespace sf::cli
+}  // namespace sf::api

@@ -1,0 +1,362 @@
+#include "common/http/server.h"
+
+#include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/ssl.hpp>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <future>
+#include <optional>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "common/http/tls_context.h"
+#include "common/log.h"
+
+namespace sf::http {
+namespace beast = boost::beast;
+namespace bhttp = beast::http;
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+
+struct Server::Impl {
+  Impl(Handler* h, ServerOptions o) : handler(h), options(std::move(o)) {}
+
+  Handler* handler;
+  ServerOptions options;
+  // Declared before io: connections destroyed with io's pending handlers still use them.
+  std::unique_ptr<asio::ssl::context> tls_context;
+  std::atomic<bool> stopping{false};
+  std::atomic<int> connections{0};
+  asio::io_context io;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  std::unique_ptr<tcp::acceptor> acceptor;
+  std::vector<std::thread> workers;
+
+  void Accept();
+  void OnAccept(tcp::socket socket);
+};
+
+namespace {
+
+// One of the server's `max_connections`, given back when destroyed.
+class ConnectionSlot {
+ public:
+  explicit ConnectionSlot(std::atomic<int>* open) : open_(open) {}
+  ~ConnectionSlot() { open_->fetch_sub(1); }
+  ConnectionSlot(const ConnectionSlot&) = delete;
+  ConnectionSlot& operator=(const ConnectionSlot&) = delete;
+
+ private:
+  std::atomic<int>* open_;
+};
+
+// One connection on the worker pool: (over TLS, the handshake first), then request after request
+// while kept alive. Every member is touched on the connection's strand only, except where a
+// function says otherwise. kTls: a TLS stream over the TCP one.
+template <bool kTls>
+class Connection : public std::enable_shared_from_this<Connection<kTls>> {
+ public:
+  using Stream = std::conditional_t<kTls, beast::ssl_stream<beast::tcp_stream>, beast::tcp_stream>;
+
+  // `slot` null: the connection is over the cap and only gets a refusal.
+  template <typename... TlsContext>
+  Connection(Server::Impl* server, tcp::socket socket, std::unique_ptr<ConnectionSlot> slot, TlsContext&... tls)
+      : server_(server), stream_(std::move(socket), tls...), slot_(std::move(slot)) {
+    beast::error_code ec;
+    auto endpoint = Tcp().socket().remote_endpoint(ec);
+    peer_ = ec ? "unknown" : endpoint.address().to_string();
+  }
+
+  void Begin() {
+    asio::dispatch(stream_.get_executor(), [self = this->shared_from_this()] {
+      if constexpr (kTls) {
+        self->Tcp().expires_after(self->options().read_timeout);
+        self->stream_.async_handshake(asio::ssl::stream_base::server, [self](beast::error_code ec) {
+          // Plaintext HTTP, a client that refuses the certificate, or too slow: closed unanswered.
+          if (ec) {
+            log::Debug(self->options().name, {{"event", "tls_handshake_failed"}, {"error", ec.message()}});
+            return self->Close(/*graceful=*/false);
+          }
+          self->Admit();
+        });
+      } else {
+        self->Admit();
+      }
+    });
+  }
+
+  const std::string& peer() const { return peer_; }
+
+  // Exchange::Reply, from any thread.
+  void Reply(Response res, bool refusal) {
+    asio::dispatch(stream_.get_executor(), [self = this->shared_from_this(), res = std::move(res), refusal]() mutable {
+      self->Send(std::move(res), refusal);
+    });
+  }
+
+  void OpenStream() {
+    asio::dispatch(stream_.get_executor(), [self = this->shared_from_this()] { self->Tcp().expires_never(); });
+  }
+
+  // Exchange::Write, on the handler's own thread: writes on the strand and waits for it.
+  bool Write(const std::string& data) {
+    auto done = std::make_shared<std::promise<beast::error_code>>();
+    std::future<beast::error_code> written = done->get_future();
+    auto bytes = std::make_shared<std::string>(data);
+    asio::post(stream_.get_executor(), [self = this->shared_from_this(), bytes, done] {
+      self->Tcp().expires_after(self->options().read_timeout);
+      asio::async_write(self->stream_, asio::buffer(*bytes),
+                        [bytes, done](beast::error_code ec, size_t) { done->set_value(ec); });
+    });
+    // The io that would finish the write no longer runs once the server stops.
+    while (written.wait_for(std::chrono::milliseconds(200)) != std::future_status::ready) {
+      if (server_->stopping) return false;
+    }
+    return !written.get();
+  }
+
+  void CloseStream() {
+    if (server_->stopping) return;  // io no longer runs; the socket ends with it
+    asio::post(stream_.get_executor(), [self = this->shared_from_this()] { self->Close(/*graceful=*/true); });
+  }
+
+ private:
+  beast::tcp_stream& Tcp() { return beast::get_lowest_layer(stream_); }
+  const ServerOptions& options() const { return server_->options; }
+
+  void Admit() {
+    if (slot_) return Read();
+    Refuse(Handler::Refusal::kOverCapacity,
+           "too many connections (" + std::to_string(options().max_connections) + " open); retry later");
+  }
+
+  void Refuse(Handler::Refusal why, const std::string& detail) {
+    Send(server_->handler->Refuse(why, detail), /*refusal=*/true);
+  }
+
+  void Read() {
+    if (server_->stopping) return Close(/*graceful=*/false);
+    parser_.emplace();
+    // Beast checks Content-Length against the limit while it reads the header, before the
+    // handler knows the route: the server's largest until then, the route's from OnHeader on.
+    body_limit_ = options().max_body_bytes;
+    parser_->body_limit(body_limit_);
+    parser_->header_limit(static_cast<std::uint32_t>(options().max_header_bytes));
+    Tcp().expires_after(options().read_timeout);
+    bhttp::async_read_header(stream_, buffer_, *parser_,
+                             [self = this->shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
+  }
+
+  void OnHeader(beast::error_code ec) {
+    if (ec) return OnRead(ec);
+    body_limit_ = std::min(options().max_body_bytes, server_->handler->BodyLimit(parser_->get().base()));
+    if (auto length = parser_->content_length(); length && *length > body_limit_) {
+      return OnRead(bhttp::error::body_limit);
+    }
+    parser_->body_limit(body_limit_);  // also bounds a chunked body as it arrives
+    if (parser_->is_done()) return OnRead({});
+    bhttp::async_read(stream_, buffer_, *parser_,
+                      [self = this->shared_from_this()](beast::error_code ec2, size_t) { self->OnRead(ec2); });
+  }
+
+  void OnRead(beast::error_code ec) {
+    // Closed by the client (over TLS, with or without close_notify), idle or too slow (timeout:
+    // tcp_stream has closed the socket).
+    if (ec == bhttp::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset ||
+        ec == beast::error::timeout || ec == asio::error::operation_aborted ||
+        ec == asio::ssl::error::stream_truncated) {
+      return Close(/*graceful=*/false);
+    }
+    if (ec == bhttp::error::body_limit) {
+      return Refuse(Handler::Refusal::kBodyTooLarge,
+                    "request body larger than " + std::to_string(body_limit_) + " bytes");
+    }
+    if (ec) return Refuse(Handler::Refusal::kMalformed, "malformed HTTP request: " + ec.message());
+    Request req = parser_->release();
+    version_ = req.version();
+    keep_alive_ = req.keep_alive();
+    auto exchange = std::make_shared<ExchangeOf>(this->shared_from_this());
+    try {
+      server_->handler->Handle(std::move(req), exchange);
+    } catch (const std::exception& e) {
+      if (!exchange->answered.exchange(true)) {
+        Refuse(Handler::Refusal::kInternal, std::string("internal error: ") + e.what());
+      }
+    }
+  }
+
+  void Send(Response res, bool refusal) {
+    const bool keep = !refusal && keep_alive_ && res.keep_alive() && !server_->stopping;
+    res.version(version_);
+    res.keep_alive(keep);
+    auto shared = std::make_shared<Response>(std::move(res));
+    Tcp().expires_after(options().read_timeout);
+    bhttp::async_write(stream_, *shared,
+                       [self = this->shared_from_this(), shared, refusal, keep](beast::error_code ec, size_t) {
+                         if (ec) return self->Close(/*graceful=*/false);
+                         if (refusal) return self->Drain(0);
+                         if (!keep) return self->Close(/*graceful=*/true);
+                         self->Read();
+                       });
+  }
+
+  // After a refusal: stop sending, then read (and drop) what the client is still sending, so it
+  // sees the answer instead of a reset. Over TLS the bytes dropped are TLS records, read from the
+  // TCP layer undecrypted.
+  void Drain(size_t drained) {
+    if (drained == 0) {
+      beast::error_code ec;
+      Tcp().socket().shutdown(tcp::socket::shutdown_send, ec);
+      Tcp().expires_after(std::chrono::seconds(5));
+      sink_ = std::make_unique<std::array<char, 16384>>();
+    }
+    Tcp().async_read_some(asio::buffer(*sink_),
+                          [self = this->shared_from_this(), drained](beast::error_code ec, size_t n) {
+                            if (ec || drained + n >= (64u << 20)) return;
+                            self->Drain(drained + n);
+                          });
+  }
+
+  // Ends the connection. `graceful` over TLS: close_notify first (bounded by 5 s).
+  void Close(bool graceful) {
+    if constexpr (kTls) {
+      if (graceful) {
+        Tcp().expires_after(std::chrono::seconds(5));
+        stream_.async_shutdown([self = this->shared_from_this()](beast::error_code) {
+          beast::error_code ec;
+          self->Tcp().socket().shutdown(tcp::socket::shutdown_send, ec);
+        });
+        return;
+      }
+    }
+    beast::error_code ec;
+    Tcp().socket().shutdown(tcp::socket::shutdown_send, ec);
+  }
+
+  // What the handler holds for one request.
+  struct ExchangeOf : Exchange {
+    explicit ExchangeOf(std::shared_ptr<Connection> c) : connection(std::move(c)) {}
+    void Reply(Response res, bool refusal) override {
+      if (!answered.exchange(true)) connection->Reply(std::move(res), refusal);
+    }
+    void OpenStream() override {
+      if (!answered.exchange(true)) connection->OpenStream();
+    }
+    bool Write(const std::string& bytes) override { return connection->Write(bytes); }
+    void CloseStream() override { connection->CloseStream(); }
+    const std::string& peer() const override { return connection->peer(); }
+
+    std::shared_ptr<Connection> connection;
+    std::atomic<bool> answered{false};
+  };
+
+  Server::Impl* server_;
+  Stream stream_;
+  std::unique_ptr<ConnectionSlot> slot_;
+  std::string peer_;
+  beast::flat_buffer buffer_;
+  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  size_t body_limit_ = 0;  // of the request being read
+  unsigned version_ = 11;
+  bool keep_alive_ = false;
+  std::unique_ptr<std::array<char, 16384>> sink_;
+};
+
+}  // namespace
+
+void Server::Impl::Accept() {
+  acceptor->async_accept(asio::make_strand(io), [this](beast::error_code ec, tcp::socket socket) {
+    if (stopping || !acceptor->is_open()) return;
+    if (!ec) {
+      OnAccept(std::move(socket));
+      return Accept();
+    }
+    // Out of descriptors and the like: try again shortly rather than spin.
+    auto timer = std::make_shared<asio::steady_timer>(io, std::chrono::milliseconds(50));
+    timer->async_wait([this, timer](beast::error_code) {
+      if (!stopping) Accept();
+    });
+  });
+}
+
+void Server::Impl::OnAccept(tcp::socket socket) {
+  std::unique_ptr<ConnectionSlot> slot;
+  if (connections.fetch_add(1) < options.max_connections) {
+    slot = std::make_unique<ConnectionSlot>(&connections);
+  } else {
+    connections.fetch_sub(1);
+  }
+  if (tls_context) {
+    std::make_shared<Connection<true>>(this, std::move(socket), std::move(slot), *tls_context)->Begin();
+  } else {
+    std::make_shared<Connection<false>>(this, std::move(socket), std::move(slot))->Begin();
+  }
+}
+
+Server::Server(Handler* handler, ServerOptions options)
+    : impl_(std::make_unique<Impl>(handler, std::move(options))) {}
+
+Server::~Server() { Stop(); }
+
+const ServerOptions& Server::options() const { return impl_->options; }
+
+bool Server::stopping() const { return impl_->stopping; }
+
+Status Server::Start() {
+  Impl& impl = *impl_;
+  if (!impl.options.tls.cert_chain_pem.empty()) {
+    SF_ASSIGN_OR_RETURN(impl.tls_context, ServerTlsContext(impl.options.tls));
+  }
+  try {
+    tcp::endpoint endpoint(asio::ip::make_address(impl.options.bind_address),
+                           static_cast<uint16_t>(impl.options.port));
+    impl.acceptor = std::make_unique<tcp::acceptor>(impl.io);
+    impl.acceptor->open(endpoint.protocol());
+    impl.acceptor->set_option(asio::socket_base::reuse_address(true));
+    impl.acceptor->bind(endpoint);
+    impl.acceptor->listen(asio::socket_base::max_listen_connections);
+    port_ = impl.acceptor->local_endpoint().port();
+  } catch (const std::exception& e) {
+    return Unavailable("cannot listen on " + impl.options.bind_address + ":" + std::to_string(impl.options.port) +
+                       ": " + e.what());
+  }
+  impl.work.emplace(impl.io.get_executor());
+  impl.Accept();
+  for (int i = 0; i < std::max(1, impl.options.threads); ++i) {
+    impl.workers.emplace_back([&impl] {
+      for (;;) {
+        try {
+          impl.io.run();
+          return;
+        } catch (const std::exception& e) {
+          log::Error(impl.options.name, {{"event", "handler_exception"}, {"error", e.what()}});
+        }
+      }
+    });
+  }
+  return Status::Ok();
+}
+
+void Server::Quiesce() { impl_->stopping = true; }
+
+void Server::Stop() {
+  if (!impl_ || (impl_->workers.empty() && !impl_->acceptor)) return;
+  Impl& impl = *impl_;
+  impl.stopping = true;
+  impl.work.reset();
+  impl.io.stop();
+  for (std::thread& t : impl.workers) t.join();
+  impl.workers.clear();
+  if (impl.acceptor) {
+    beast::error_code ec;
+    impl.acceptor->close(ec);
+    impl.acceptor.reset();
+  }
+}
+
+}  // namespace sf::http

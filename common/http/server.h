@@ -1,0 +1,127 @@
+// The one HTTP/1.1 server transport (Boost.Beast) of every daemon that serves HTTP: the master's
+// REST gateway (master/api/http_server.h) and sf-serve (serve/translation_server.h). It owns the
+// bytes — sockets, TLS, limits, timeouts, threads — and hands each parsed request to a Handler,
+// which owns what the request means.
+//
+// Threads: a fixed pool of `threads` workers runs one io_context (asynchronous reads and
+// writes). A connection holds no thread while it waits for or sends bytes; a worker is busy only
+// while Handler::Handle runs. A handler may answer later, from any thread (sf-serve answers when
+// its batch is done), or keep the connection for a stream written from a thread of its own (the
+// master's log follows).
+//
+// Limits: at most `max_connections` connections are open at a time; one beyond the cap is
+// answered with Handler::Refuse(kOverCapacity) and closed. Each request (headers and body,
+// including the wait for it on a kept-alive connection) must arrive within `read_timeout`, and
+// each response must be taken by the client within it; otherwise the connection is closed.
+// Headers over `max_header_bytes` are malformed (400); a body over Handler::BodyLimit for its
+// header gets Refuse(kBodyTooLarge) (413), checked against Content-Length before the body is read
+// and as a chunked body arrives. After a refusal the server stops sending and reads (and drops)
+// what the client still sends — at most 64 MiB, 5 s — so the client sees the answer, not a reset.
+//
+// TLS: with `tls` set (a certificate chain and key, common/tls_files.h) the server speaks HTTPS
+// only, TLS 1.2 or newer: each connection must finish its handshake within `read_timeout`, and
+// one that does not (plaintext HTTP, a client that does not trust the certificate) is closed
+// without an answer. A connection the server ends after a complete answer gets close_notify
+// first (bounded by 5 s), so a client reading to the end sees a clean end.
+//
+// Nothing a client sends stops the server; an exception from a handler becomes
+// Refuse(kInternal). Thread-safe.
+#pragma once
+
+#include <boost/beast/http.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "common/tls_files.h"
+
+namespace sf::http {
+
+using Request = boost::beast::http::request<boost::beast::http::string_body>;
+using RequestHeader = boost::beast::http::request_header<>;
+using Response = boost::beast::http::response<boost::beast::http::string_body>;
+
+struct ServerOptions {
+  std::string name = "http";  // the log component
+  std::string bind_address = "127.0.0.1";
+  int port = 0;  // 0: pick a free one (Server::port())
+  int threads = 4;
+  int max_connections = 512;
+  // The largest body any request may have; Handler::BodyLimit narrows it per route.
+  size_t max_body_bytes = 8u << 20;
+  size_t max_header_bytes = 64u << 10;
+  std::chrono::milliseconds read_timeout{30000};
+  ServerCertificate tls;  // empty: plain HTTP
+};
+
+// One request in flight on a connection, as the handler sees it. Held by shared_ptr: the
+// connection lives while the handler holds it.
+class Exchange {
+ public:
+  virtual ~Exchange() = default;
+  // Sends `res` as given (the handler calls prepare_payload; a HEAD answer keeps the GET's
+  // Content-Length), from any thread, once. The connection then reads the next request when
+  // both sides keep it alive, or ends. `refusal`: an error answer after which the server drains
+  // what the client still sends, as for its own refusals.
+  virtual void Reply(Response res, bool refusal = false) = 0;
+  // For a stream the handler writes from a thread of its own (server-sent events): call
+  // OpenStream() instead of Reply (the connection no longer times out while the handler has
+  // nothing to send), then Write() the bytes — the status line and headers first — one call at
+  // a time; each blocks until the client took the bytes. Write is false when the write failed,
+  // was not taken within read_timeout, or the server is stopping. CloseStream() ends the
+  // connection (with close_notify over TLS).
+  virtual void OpenStream() = 0;
+  virtual bool Write(const std::string& bytes) = 0;
+  virtual void CloseStream() = 0;
+  // The client's address ("unknown" when the socket no longer has one).
+  virtual const std::string& peer() const = 0;
+};
+
+class Handler {
+ public:
+  enum class Refusal { kOverCapacity, kBodyTooLarge, kMalformed, kInternal };
+
+  virtual ~Handler() = default;
+  // The largest body a request with this header may carry; at most ServerOptions::max_body_bytes.
+  virtual size_t BodyLimit(const RequestHeader& header) = 0;
+  // A whole request: answer it through `exchange`, now or later. Runs on a worker; must not
+  // block on the network.
+  virtual void Handle(Request req, std::shared_ptr<Exchange> exchange) = 0;
+  // The answer to a connection the server refuses (`detail` says why, in one line: "too many
+  // connections (512 open); retry later", "request body larger than 1048576 bytes", "malformed
+  // HTTP request: ...", "internal error: ..."). The server closes the connection after it.
+  virtual Response Refuse(Refusal why, const std::string& detail) = 0;
+};
+
+class Server {
+ public:
+  // `handler` must outlive the server.
+  Server(Handler* handler, ServerOptions options);
+  ~Server();  // Stop()
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds, starts the workers and accepts. Fails (naming the cause) when the address is taken or
+  // the TLS certificate or key cannot be used.
+  Status Start();
+  // From now on a connection reads no further request and every answer closes its connection;
+  // the workers still run (answers still pending go out). Stop() does it first.
+  void Quiesce();
+  // Stops accepting, ends every connection (handlers already running finish first) and joins
+  // the workers. Streams see Write fail. Idempotent.
+  void Stop();
+  bool stopping() const;
+  int port() const { return port_; }
+  const ServerOptions& options() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+  int port_ = 0;
+};
+
+}  // namespace sf::http
