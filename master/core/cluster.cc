@@ -17,7 +17,7 @@
 #include "common/context/context_archive.h"
 #include "common/log.h"
 #include "common/sha256.h"
-#include "master/core/task_ids.h"
+#include "master/allocation/task_ids.h"
 #include "master/housekeeping/experiment_deletion.h"
 #include "master/util/proto_value.h"
 
@@ -232,6 +232,7 @@ void Cluster::ApplyOpsLocked(Experiment& e, std::vector<SearcherOp> ops) {
         }
         Trial& t = trials_[*id];
         t.id = *id;
+        registry_.Track(t.id, 0);
         t.experiment_id = e.id;
         t.request_id = op.request_id;
         t.hparams = op.hparams;
@@ -269,7 +270,7 @@ void Cluster::ApplyOpsLocked(Experiment& e, std::vector<SearcherOp> ops) {
           // Not running: it is done now.
           if (!t.allocation_id.empty()) {
             WithdrawLocked(t);
-            t.allocation_id.clear();
+            SetAllocationLocked(t, "");
           }
           if (!IsTerminal(t.state)) {
             SetTrialStateLocked(t, v1::TRIAL_STATE_COMPLETED);
@@ -375,7 +376,7 @@ Status Cluster::PauseExperiment(int64_t id) {
       (void)store_->UpdateTrial(t.id, u);
     } else {
       WithdrawLocked(t);
-      t.allocation_id.clear();
+      SetAllocationLocked(t, "");
       SetTrialStateLocked(t, v1::TRIAL_STATE_PAUSED);
     }
   }
@@ -433,7 +434,7 @@ Status Cluster::KillExperiment(int64_t id) {
       KillTrialTasksLocked(t);
     } else {
       WithdrawLocked(t);
-      t.allocation_id.clear();
+      SetAllocationLocked(t, "");
       SetTrialStateLocked(t, v1::TRIAL_STATE_CANCELED);
     }
   }
@@ -475,7 +476,11 @@ Status Cluster::DeleteExperiment(int64_t id) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     experiments_.erase(id);
-    std::erase_if(trials_, [id](const auto& entry) { return entry.second.experiment_id == id; });
+    std::erase_if(trials_, [this, id](const auto& entry) {
+      if (entry.second.experiment_id != id) return false;
+      registry_.Forget(entry.first);
+      return true;
+    });
   }
   log::Info("experiment", {{"event", "deleted"}, {"id", std::to_string(id)},
                            {"checkpoints", std::to_string(deleted.checkpoint_paths.size())}});

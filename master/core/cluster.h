@@ -20,6 +20,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -31,6 +32,7 @@
 
 #include "common/config/experiment_config.h"
 #include "master/agentlink/delivery_ledger.h"
+#include "master/allocation/allocation_registry.h"
 #include "master/auth/task_tokens.h"
 #include "master/db/store.h"
 #include "master/rendezvous/rendezvous_board.h"
@@ -71,6 +73,9 @@ struct ClusterOptions {
   std::map<std::string, rm::ResourceManager*> external_pools;
   // What ranks of an external pool dial for TrialLink, by pool (default: trial_link_address).
   std::map<std::string, std::string> external_trial_link_address;
+  // Called at the start of every scheduling pass, under the coordinator's lock: fault injection
+  // for tests that hold a pass artificially long. None in production.
+  std::function<void()> scheduling_pass_hook;
 };
 
 // Counts for /metrics and GetMaster.
@@ -214,7 +219,6 @@ class Cluster {
     steadfast::v1::TrialState state = steadfast::v1::TRIAL_STATE_QUEUED;
     Value hparams;
     int restarts = 0;
-    int64_t total_batches = 0;
     int64_t target_length = 0;     // operation in flight (0: none)
     int64_t completed_length = 0;  // last operation completed
     bool closing = false;          // the searcher closed it: finish after the current op
@@ -234,6 +238,8 @@ class Cluster {
     std::string allocation_id;
     int allocations = 0;
     bool allocated = false;        // its manager runs it (Running), until it exits
+    // allocation_id and allocated change only through SetAllocationLocked/SetAllocatedLocked,
+    // which keep the allocation registry (registry_) in step. Its total batches live there.
     int world_size = 0;
     std::map<int, std::string> rank_agent;  // where each rank runs (an agent, "slurm:node1")
     std::map<int, int> exit_codes;           // as the manager's Exited event gave them
@@ -295,6 +301,8 @@ class Cluster {
   void AdoptExternalLocked(Trial& t, const std::string& allocation_id, const std::string& external_id,
                            const std::string& allocation_state);
   void ReleaseLocked(Trial& t);
+  void SetAllocationLocked(Trial& t, const std::string& allocation_id);
+  void SetAllocatedLocked(Trial& t, bool allocated);
   void AllocationExitedLocked(Trial& t);
   void TrialFailedLocked(Trial& t, const std::string& why);
   void SetTrialStateLocked(Trial& t, steadfast::v1::TrialState s, const std::string& error = "");
@@ -303,8 +311,9 @@ class Cluster {
   void MaybeFinishExperimentLocked(Experiment& e);
   Trial* FindTrialLocked(int64_t trial_id);
   Result<Trial*> CheckIdentityLocked(const steadfast::v1::TrialIdentity& who);
-  // Checks a metric report (kinds, caller's identity) and raises the trial's in-memory total;
-  // takes mu_ briefly. The rows, ready for the MetricWriter.
+  // Checks a metric report (kinds, caller's identity) and raises the trial's in-memory total
+  // against the allocation registry, without mu_ (only a rank whose allocation its manager has
+  // not yet reported running takes it). The rows, ready for the MetricWriter.
   Result<MetricBatch> MetricBatchFor(const steadfast::v1::ReportMetricsRequest& request);
   std::string CheckpointDirLocked(const Experiment& e, const Trial& t) const;
   // Queues a checkpoint retention pass over the experiment (its checkpoint_storage policy).
@@ -316,6 +325,9 @@ class Cluster {
   ClusterOptions options_;
   std::mutex mu_;
   std::condition_variable changed_;  // wakes long-polls (next operation)
+  // Each trial's current allocation and total, for ingestion to check reports against outside
+  // mu_ (written under mu_, read by anyone).
+  AllocationRegistry registry_;
   RendezvousBoard rendezvous_;       // distributed ranks meet here, outside mu_
   rm::AgentManager agents_;          // the agents' pools (guarded by mu_)
   std::mutex reasons_mu_;                            // guards pending_reasons_ only

@@ -17,7 +17,7 @@
 
 #include "common/log.h"
 #include "master/core/cluster.h"
-#include "master/core/task_ids.h"
+#include "master/allocation/task_ids.h"
 #include "master/housekeeping/experiment_deletion.h"
 #include "master/util/proto_value.h"
 
@@ -42,7 +42,7 @@ std::string Cluster::CheckpointDirLocked(const Experiment& e, const Trial& t) co
 
 void Cluster::SubmitLocked(Trial& t, bool keep_place) {
   Experiment& e = experiments_[t.experiment_id];
-  t.allocation_id = AllocationId(t.id, t.restarts, ++t.allocations);
+  SetAllocationLocked(t, AllocationId(t.id, t.restarts, ++t.allocations));
   static int64_t submit_order = 0;
   if (!keep_place || t.submit_order == 0) t.submit_order = ++submit_order;
   (void)store_->CreateAllocation(t.allocation_id, t.id, t.restarts);
@@ -110,6 +110,7 @@ void Cluster::WithdrawLocked(Trial& t) {
 }
 
 void Cluster::ScheduleLocked() {
+  if (options_.scheduling_pass_hook) options_.scheduling_pass_hook();
   agents_.Schedule(SchedulerNow());
   // Publish why each queued trial waits, for PendingReason().
   std::map<int64_t, std::string> reasons;
@@ -181,7 +182,7 @@ void Cluster::AllocationEventLocked(rm::ResourceManager& from, const rm::Allocat
         MaybeFinishExperimentLocked(e);
         break;
       }
-      t.allocated = true;  // so AllocationExitedLocked releases it and decides
+      SetAllocatedLocked(t, true);  // so AllocationExitedLocked releases it and decides
       t.exit_codes = event.exit_codes;
       if (event.preempted && t.stop.empty()) {
         // The resource manager took the nodes back: it resumes from its checkpoint, not a restart.
@@ -215,7 +216,7 @@ void Cluster::AllocationRunningLocked(Trial& t, const std::vector<rm::RankPlace>
     for (int rank = 0; rank < t.world_size; ++rank) t.rank_agent[rank] = where;
   }
   if (t.allocated) return;  // seen before (a rank of an external job called in first)
-  t.allocated = true;
+  SetAllocatedLocked(t, true);
   t.exit_codes.clear();
   t.first_failure.clear();
   t.told_to_stop = false;
@@ -278,13 +279,23 @@ void Cluster::KillTrialTasksLocked(Trial& t) {
   if (!t.allocation_id.empty()) ManagerLocked(experiments_[t.experiment_id]).Kill(t.allocation_id);
 }
 
+void Cluster::SetAllocationLocked(Trial& t, const std::string& allocation_id) {
+  t.allocation_id = allocation_id;
+  registry_.SetAllocation(t.id, allocation_id);
+}
+
+void Cluster::SetAllocatedLocked(Trial& t, bool allocated) {
+  t.allocated = allocated;
+  registry_.SetRunning(t.id, allocated);
+}
+
 void Cluster::ReleaseLocked(Trial& t) {
   if (!t.allocation_id.empty()) {
     rendezvous_.Close(t.allocation_id);
     (void)store_->UpdateAllocation(t.allocation_id, "TERMINATED", Value(Value::List{}), true);
   }
-  t.allocated = false;
-  t.allocation_id.clear();
+  SetAllocatedLocked(t, false);
+  SetAllocationLocked(t, "");
   t.external_id.clear();
   t.pending_reason.clear();
 }

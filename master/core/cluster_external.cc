@@ -13,7 +13,7 @@
 #include "common/log.h"
 #include "common/utf8.h"
 #include "master/core/cluster.h"
-#include "master/core/task_ids.h"
+#include "master/allocation/task_ids.h"
 
 namespace sf::master {
 namespace v1 = steadfast::v1;
@@ -28,12 +28,12 @@ void Cluster::AdoptExternalLocked(Trial& t, const std::string& allocation_id, co
   Experiment& e = experiments_[t.experiment_id];
   rm::ResourceManager* manager = ExternalManagerLocked(e);
   if (!manager) return;
-  t.allocation_id = allocation_id;
+  SetAllocationLocked(t, allocation_id);
   t.external_id = external_id;
   t.world_size = static_cast<int>(e.config.resources.slots_per_trial);
   manager->Adopt(GangLocked(e, t, /*with_ranks=*/false), external_id);
   rendezvous_.Open(allocation_id, std::vector<std::string>(t.world_size, manager->Kind() + " job " + external_id));
-  if (t.state == v1::TRIAL_STATE_RUNNING) t.allocated = true;
+  if (t.state == v1::TRIAL_STATE_RUNNING) SetAllocatedLocked(t, true);
   log::Info("trial", {{"event", "adopt_external"}, {"id", std::to_string(t.id)}, {"allocation", allocation_id},
                       {"job", external_id}, {"allocation_state", allocation_state}});
 }

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "common/log.h"
-#include "master/core/task_ids.h"
+#include "master/allocation/task_ids.h"
 #include "master/util/proto_value.h"
 
 namespace sf::master {
@@ -56,7 +56,7 @@ Status Cluster::Recover() {
       t.state = TrialStateFromName(tr.state);
       t.hparams = tr.hparams;
       t.restarts = tr.restarts;
-      t.total_batches = tr.total_batches;
+      registry_.Track(t.id, tr.total_batches);
       t.target_length = tr.target_length;
       t.completed_length = tr.completed_length;
       t.stop = tr.stop_requested;
@@ -86,7 +86,7 @@ Status Cluster::Recover() {
       if (t.state == v1::TRIAL_STATE_RUNNING) {
         // The agents report its ranks when they re-register; ranks none reports in time are
         // lost, and the trial restarts (master/rm/agents/agent_manager.h).
-        t.allocation_id = tr.latest_allocation_id;
+        SetAllocationLocked(t, tr.latest_allocation_id);
         t.world_size = static_cast<int>(e.config.resources.slots_per_trial);
         agents_.Adopt(GangLocked(e, t, /*with_ranks=*/false), "");
         // Preempted before the restart: the trainer is asked again; the grace period restarts.

@@ -12,7 +12,7 @@
 
 #include "common/log.h"
 #include "common/utf8.h"
-#include "master/core/task_ids.h"
+#include "master/allocation/task_ids.h"
 #include "master/serving/serving.h"
 #include "master/util/proto_value.h"
 
@@ -32,20 +32,14 @@ Cluster::Trial* Cluster::FindTrialLocked(int64_t trial_id) {
 }
 
 Result<Cluster::Trial*> Cluster::CheckIdentityLocked(const v1::TrialIdentity& who) {
+  // A trainer of an earlier allocation (orphaned while its agent was cut off, then replaced)
+  // must not report for the trial's current run (the registry's check, the same for every call).
+  SF_ASSIGN_OR_RETURN(AllocationRegistry::Admission admission, registry_.Admit(who));
   Trial* t = FindTrialLocked(who.trial_id());
   if (!t) return NotFound("trial " + std::to_string(who.trial_id()) + " is not active on this master");
-  // A trainer of an earlier allocation (orphaned while its agent was cut off, then replaced)
-  // must not report for the trial's current run. Trainers started without a task id (tests
-  // driving TrialLink directly) are not checked.
-  std::string allocation;
-  int rank = 0;
-  if (!who.task_id().empty() && ParseTaskId(who.task_id(), allocation, rank) && allocation != t->allocation_id) {
-    return FailedPrecondition("task " + who.task_id() + " no longer runs trial " + std::to_string(t->id) +
-                              (t->allocation_id.empty() ? "" : " (its current allocation is " + t->allocation_id + ")"));
-  }
   // A rank of an external manager's job called before the manager saw the job run (its poll
   // lags): the job runs, so the trial does.
-  if (!who.task_id().empty() && !t->allocated && !t->allocation_id.empty() && allocation == t->allocation_id) {
+  if (admission == AllocationRegistry::Admission::kAskCoordinator) {
     auto e = experiments_.find(t->experiment_id);
     if (e != experiments_.end() && ExternalManagerLocked(e->second)) AllocationRunningLocked(*t, {}, "");
   }
@@ -109,19 +103,23 @@ Result<MetricBatch> Cluster::MetricBatchFor(const v1::ReportMetricsRequest& requ
       return InvalidArgument("metric kind \"" + m.kind() + "\" must be training or validation");
     }
   }
-  {
-    // Only the identity check and the in-memory total here: the database write happens below,
-    // outside mu_, together with other trainers' reports (master/ingest/metric_writer.h).
+  // Only the identity check and the in-memory total here, against the allocation registry and
+  // not under mu_: the database write happens later, together with other trainers' reports
+  // (master/ingest/metric_writer.h).
+  SF_ASSIGN_OR_RETURN(AllocationRegistry::Admission admission, registry_.Admit(request.who()));
+  if (admission == AllocationRegistry::Admission::kAskCoordinator) {
     std::lock_guard<std::mutex> lock(mu_);
-    SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(request.who()));
-    for (auto& m : batch.rows) {
-      m.set_trial_id(t->id);
-      m.set_restart(request.who().restart());
-      if (m.kind() == "training" && m.batches() > t->total_batches) t->total_batches = m.batches();
-    }
-    batch.trial_id = t->id;
-    batch.total_batches = t->total_batches;
+    SF_RETURN_IF_ERROR(CheckIdentityLocked(request.who()).status());
   }
+  const int64_t trial_id = request.who().trial_id();
+  int64_t trained = 0;
+  for (auto& m : batch.rows) {
+    m.set_trial_id(trial_id);
+    m.set_restart(request.who().restart());
+    if (m.kind() == "training") trained = std::max(trained, m.batches());
+  }
+  batch.trial_id = trial_id;
+  batch.total_batches = registry_.RaiseTotal(trial_id, trained);
   return batch;
 }
 
@@ -228,10 +226,9 @@ Status Cluster::ReportProgress(const v1::ReportProgressRequest& request) {
   if (request.batches() < 0) return InvalidArgument("report_progress: batches " + std::to_string(request.batches()) + " < 0");
   std::lock_guard<std::mutex> lock(mu_);
   SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(request.who()));
-  if (request.who().rank() != 0 || request.batches() <= t->total_batches) return Status::Ok();
-  t->total_batches = request.batches();
+  if (request.who().rank() != 0 || request.batches() <= registry_.Total(t->id)) return Status::Ok();
   TrialUpdate u;
-  u.total_batches = t->total_batches;
+  u.total_batches = registry_.RaiseTotal(t->id, request.batches());
   return store_->UpdateTrial(t->id, u);
 }
 
@@ -386,6 +383,7 @@ Cluster::UnmanagedTrial Cluster::CreateUnmanagedTrial(const std::string& config_
   }
   Trial& t = trials_[*trial_id];
   t.id = *trial_id;
+  registry_.Track(t.id, 0);
   t.experiment_id = e.id;
   t.request_id = 1;
   t.state = v1::TRIAL_STATE_RUNNING;

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "common/log.h"
-#include "master/core/task_ids.h"
+#include "master/allocation/task_ids.h"
 #include "master/util/proto_value.h"
 
 namespace sf::master::rm {

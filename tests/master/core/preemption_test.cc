@@ -10,42 +10,13 @@
 #include <thread>
 
 #include "master/core/cluster.h"
+#include "tests/master/core/recording_connection.h"
 #include "tests/master/migrated_database_test.h"
 
 namespace sf::master {
 namespace {
 namespace v1 = steadfast::v1;
 using std::chrono::seconds;
-
-class RecordingConnection : public AgentConnection {
- public:
-  void Send(const v1::MasterMessage& m) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    sent_.push_back(m);
-  }
-  std::vector<v1::MasterMessage> Sent() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return sent_;
-  }
-  // The StartTask messages sent so far for `trial_id` (all when 0).
-  std::vector<v1::StartTask> Starts(int64_t trial_id = 0) {
-    std::vector<v1::StartTask> out;
-    for (const auto& m : Sent()) {
-      if (m.has_start_task() && (trial_id == 0 || m.start_task().trial_id() == trial_id)) out.push_back(m.start_task());
-    }
-    return out;
-  }
-  bool Killed(const std::string& task_id) {
-    for (const auto& m : Sent()) {
-      if (m.has_kill_task() && m.kill_task().task_id() == task_id) return true;
-    }
-    return false;
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<v1::MasterMessage> sent_;
-};
 
 std::string Experiment(const std::string& name, int priority) {
   return "name: " + name +

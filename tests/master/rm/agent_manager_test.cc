@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "master/core/task_ids.h"
+#include "master/allocation/task_ids.h"
 #include "master/rm/agents/agent_manager.h"
 
 namespace sf::master::rm {
