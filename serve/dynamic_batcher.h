@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "trainer/models/beam_search.h"
+#include "trainer/decoding/beam_search.h"
 
 namespace sf::serve {
 

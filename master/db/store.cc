@@ -1,9 +1,12 @@
+// Store: experiments, trials, allocations and agents. What trials produce (metrics,
+// checkpoints, logs) is in store_outputs.cc.
 #include "master/db/store.h"
 
 #include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
 
+#include "master/db/jsonb.h"
 #include "master/util/proto_value.h"
 
 namespace sf::master {
@@ -13,12 +16,6 @@ namespace {
 
 std::string StripPrefix(const std::string& full, const std::string& prefix) {
   return full.rfind(prefix, 0) == 0 ? full.substr(prefix.size()) : full;
-}
-
-Value JsonbToValue(const pqxx::field& f) {
-  if (f.is_null()) return Value();
-  auto v = Value::FromJson(f.c_str());
-  return v.ok() ? *v : Value();
 }
 
 // Every column of an experiment but its config: what a list row carries. The config YAML (often
@@ -90,36 +87,6 @@ v1::Trial TrialFromRow(const pqxx::row& r) {
   t.set_job_id(r[13].as<std::string>());
   return t;
 }
-
-v1::Checkpoint CheckpointFromRow(const pqxx::row& r) {
-  v1::Checkpoint c;
-  c.set_uuid(r[0].as<std::string>());
-  c.set_trial_id(r[1].as<int64_t>());
-  c.set_batches(r[2].as<int64_t>());
-  c.set_path(r[3].as<std::string>());
-  c.set_size(r[4].as<int64_t>());
-  Value files = JsonbToValue(r[5]);
-  if (files.is_list()) {
-    for (const Value& f : files.as_list()) {
-      auto* out = c.add_files();
-      if (const Value* p = f.Find("path"); p && p->is_string()) out->set_path(p->as_string());
-      if (const Value* s = f.Find("size"); s && s->is_number()) out->set_size(static_cast<int64_t>(s->as_double()));
-      if (const Value* h = f.Find("sha256"); h && h->is_string()) out->set_sha256(h->as_string());
-    }
-  }
-  *c.mutable_metadata() = ValueToStruct(JsonbToValue(r[6]));
-  if (!r[7].is_null()) c.set_validation_metric(r[7].as<double>());
-  c.set_state(r[8].as<std::string>());
-  *c.mutable_time() = SecondsToTimestamp(r[9].as<double>());
-  c.set_experiment_id(r[10].as<int64_t>());
-  return c;
-}
-
-const char* kCheckpointColumns =
-    "c.uuid, c.trial_id, c.batches, c.path, c.size, c.files, c.metadata, c.validation_metric, "
-    "c.state, EXTRACT(EPOCH FROM c.reported_at), t.experiment_id";
-
-std::string StructJson(const google::protobuf::Struct& s) { return StructToValue(s).ToJson(); }
 
 }  // namespace
 
@@ -435,187 +402,6 @@ Status Store::UpdateAllocation(const std::string& id, const std::string& state, 
         id, state, slots.ToJson(), ended);
     return Status::Ok();
   });
-}
-
-Result<int> Store::InsertMetrics(const std::vector<v1::MetricReport>& reports) {
-  if (reports.empty()) return 0;
-  // One statement for the whole report: the rows travel as one JSON array parameter.
-  Value::List rows;
-  rows.reserve(reports.size());
-  for (const auto& m : reports) {
-    rows.push_back(Value(Value::Map{{"trial_id", m.trial_id()},
-                                    {"kind", m.kind()},
-                                    {"batches", m.batches()},
-                                    {"restart", static_cast<int64_t>(m.restart())},
-                                    {"vals", StructToValue(m.values())}}));
-  }
-  int inserted = 0;
-  Status st = db_->Transact("insert metrics", [&](pqxx::work& tx) {
-    pqxx::result r = tx.exec_params(
-        "INSERT INTO metrics (trial_id, kind, batches, restart, vals) "
-        "SELECT x.trial_id, x.kind, x.batches, x.restart, x.vals FROM jsonb_to_recordset($1::jsonb) "
-        "AS x(trial_id BIGINT, kind TEXT, batches BIGINT, restart INT, vals JSONB) "
-        "ON CONFLICT (trial_id, kind, batches) DO NOTHING RETURNING id",
-        Value(std::move(rows)).ToJson());
-    inserted = static_cast<int>(r.size());
-    return Status::Ok();
-  });
-  if (!st.ok()) return st;
-  return inserted;
-}
-
-Result<std::vector<v1::MetricReport>> Store::GetMetrics(int64_t trial_id, const std::string& kind,
-                                                        int64_t start, int64_t end, int max_points) {
-  std::vector<v1::MetricReport> out;
-  Status st = db_->Transact("get metrics", [&](pqxx::work& tx) {
-    // Downsampling keeps every k-th row (and always the last) so curves keep their shape.
-    int64_t count = tx.exec_params1(
-                          "SELECT count(*) FROM metrics WHERE trial_id = $1 AND kind = $2 "
-                          "AND batches >= $3 AND ($4::bigint = 0 OR batches < $4::bigint)",
-                          trial_id, kind, start, end)[0]
-                        .as<int64_t>();
-    int64_t stride = (max_points > 0 && count > max_points) ? (count + max_points - 1) / max_points : 1;
-    pqxx::result r = tx.exec_params(
-        "SELECT trial_id, batches, kind, vals, EXTRACT(EPOCH FROM reported_at), restart FROM ("
-        "  SELECT *, row_number() OVER (ORDER BY batches) - 1 AS rn FROM metrics "
-        "  WHERE trial_id = $1 AND kind = $2 AND batches >= $3 AND ($4::bigint = 0 OR batches < $4::bigint)) m "
-        "WHERE rn % $5 = 0 OR rn = $6 - 1 ORDER BY batches",
-        trial_id, kind, start, end, stride, count);
-    for (const auto& row : r) {
-      v1::MetricReport m;
-      m.set_trial_id(row[0].as<int64_t>());
-      m.set_batches(row[1].as<int64_t>());
-      m.set_kind(row[2].as<std::string>());
-      *m.mutable_values() = ValueToStruct(JsonbToValue(row[3]));
-      *m.mutable_time() = SecondsToTimestamp(row[4].as<double>());
-      m.set_restart(row[5].as<int>());
-      out.push_back(std::move(m));
-    }
-    return Status::Ok();
-  });
-  if (!st.ok()) return st;
-  return out;
-}
-
-Result<int64_t> Store::CountMetrics(int64_t trial_id, const std::string& kind) {
-  int64_t n = 0;
-  Status st = db_->Transact("count metrics", [&](pqxx::work& tx) {
-    n = tx.exec_params1("SELECT count(*) FROM metrics WHERE trial_id = $1 AND kind = $2", trial_id, kind)[0].as<int64_t>();
-    return Status::Ok();
-  });
-  if (!st.ok()) return st;
-  return n;
-}
-
-Status Store::InsertCheckpoint(const v1::Checkpoint& c) {
-  Value::List files;
-  for (const auto& f : c.files()) {
-    files.push_back(Value(Value::Map{{"path", f.path()}, {"size", f.size()}, {"sha256", f.sha256()}}));
-  }
-  std::optional<double> metric;
-  if (c.has_validation_metric()) metric = c.validation_metric();
-  return db_->Transact("insert checkpoint", [&](pqxx::work& tx) {
-    tx.exec_params(
-        "INSERT INTO checkpoints (uuid, trial_id, batches, path, size, files, metadata, validation_metric) "
-        "VALUES ($1,$2,$3,$4,$5,$6::jsonb,$7::jsonb,$8) ON CONFLICT (uuid) DO NOTHING",
-        c.uuid(), c.trial_id(), c.batches(), c.path(), c.size(), Value(files).ToJson(),
-        StructJson(c.metadata()), metric);
-    // The latest checkpoint is the one with the most batches.
-    tx.exec_params(
-        "UPDATE trials SET latest_checkpoint_uuid = $2 WHERE id = $1 AND COALESCE("
-        "(SELECT c.batches FROM checkpoints c WHERE c.uuid = trials.latest_checkpoint_uuid), -1) <= $3",
-        c.trial_id(), c.uuid(), c.batches());
-    return Status::Ok();
-  });
-}
-
-Result<int> Store::SetCheckpointMetric(int64_t trial_id, int64_t batches, double metric) {
-  int changed = 0;
-  Status st = db_->Transact("set checkpoint metric", [&](pqxx::work& tx) {
-    changed = static_cast<int>(
-        tx.exec_params("UPDATE checkpoints SET validation_metric = $3 WHERE trial_id = $1 AND batches = $2 "
-                       "AND validation_metric IS NULL AND state = 'ACTIVE'",
-                       trial_id, batches, metric)
-            .affected_rows());
-    return Status::Ok();
-  });
-  if (!st.ok()) return st;
-  return changed;
-}
-
-Result<std::vector<v1::Checkpoint>> Store::ListCheckpoints(int64_t experiment_id) {
-  std::vector<v1::Checkpoint> out;
-  Status st = db_->Transact("list checkpoints", [&](pqxx::work& tx) {
-    pqxx::result r = tx.exec_params(std::string("SELECT ") + kCheckpointColumns +
-                                        " FROM checkpoints c JOIN trials t ON t.id = c.trial_id "
-                                        "WHERE t.experiment_id = $1 ORDER BY c.trial_id, c.batches",
-                                    experiment_id);
-    for (const auto& row : r) out.push_back(CheckpointFromRow(row));
-    return Status::Ok();
-  });
-  if (!st.ok()) return st;
-  return out;
-}
-
-Result<std::optional<v1::Checkpoint>> Store::GetCheckpoint(const std::string& uuid) {
-  std::optional<v1::Checkpoint> out;
-  Status st = db_->Transact("get checkpoint", [&](pqxx::work& tx) {
-    pqxx::result r = tx.exec_params(std::string("SELECT ") + kCheckpointColumns +
-                                        " FROM checkpoints c JOIN trials t ON t.id = c.trial_id WHERE c.uuid = $1",
-                                    uuid);
-    if (!r.empty()) out = CheckpointFromRow(r[0]);
-    return Status::Ok();
-  });
-  if (!st.ok()) return st;
-  return out;
-}
-
-Status Store::InsertLogs(const std::vector<v1::LogLine>& lines) {
-  if (lines.empty()) return Status::Ok();
-  // One statement per batch (agents send up to 500 lines at a time), order kept by ordinality.
-  Value::List rows;
-  rows.reserve(lines.size());
-  for (const auto& l : lines) {
-    rows.push_back(Value(Value::Map{{"trial_id", l.trial_id()},
-                                    {"rank", static_cast<int64_t>(l.rank())},
-                                    {"stream", l.stream()},
-                                    {"message", l.message()},
-                                    {"agent_id", l.agent_id()}}));
-  }
-  return db_->Transact("insert logs", [&](pqxx::work& tx) {
-    tx.exec_params(
-        "INSERT INTO task_logs (trial_id, rank, stream, message, agent_id) "
-        "SELECT (e->>'trial_id')::bigint, (e->>'rank')::int, e->>'stream', e->>'message', e->>'agent_id' "
-        "FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS t(e, n) ORDER BY n",
-        Value(std::move(rows)).ToJson());
-    return Status::Ok();
-  });
-}
-
-Result<std::vector<v1::LogLine>> Store::GetLogs(int64_t trial_id, int64_t after_id, int limit,
-                                                const std::string& search) {
-  std::vector<v1::LogLine> out;
-  Status st = db_->Transact("get logs", [&](pqxx::work& tx) {
-    pqxx::result r = tx.exec_params(
-        "SELECT id, trial_id, rank, stream, message, EXTRACT(EPOCH FROM logged_at), agent_id "
-        "FROM task_logs WHERE trial_id = $1 AND id > $2 AND ($4 = '' OR strpos(message, $4) > 0) "
-        "ORDER BY id LIMIT $3",
-        trial_id, after_id, limit, search);
-    for (const auto& row : r) {
-      v1::LogLine l;
-      l.set_id(row[0].as<int64_t>());
-      l.set_trial_id(row[1].as<int64_t>());
-      l.set_rank(row[2].as<int>());
-      l.set_stream(row[3].as<std::string>());
-      l.set_message(row[4].as<std::string>());
-      *l.mutable_time() = SecondsToTimestamp(row[5].as<double>());
-      l.set_agent_id(row[6].as<std::string>());
-      out.push_back(std::move(l));
-    }
-    return Status::Ok();
-  });
-  if (!st.ok()) return st;
-  return out;
 }
 
 Status Store::UpsertAgent(const v1::Agent& a) {

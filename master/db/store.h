@@ -131,9 +131,7 @@ class Store {
   Status UpdateAllocation(const std::string& id, const std::string& state, const Value& slots,
                           bool ended);
 
-  // Metrics: duplicates of (trial, kind, batches) are ignored, so retries are harmless.
-  // Returns the number of rows actually inserted.
-  Result<int> InsertMetrics(const std::vector<steadfast::v1::MetricReport>& reports);
+  // Metrics (written by master/ingest/metric_writer.h, read here).
   Result<std::vector<steadfast::v1::MetricReport>> GetMetrics(int64_t trial_id,
                                                               const std::string& kind,
                                                               int64_t start_batches,

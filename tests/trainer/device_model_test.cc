@@ -17,7 +17,7 @@
 #include "tests/trainer/seq2seq_batches.h"
 #include "tests/trainer/train_tail.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
-#include "trainer/models/translator.h"
+#include "trainer/decoding/translator.h"
 #include "trainer/optim/loss_scaler.h"
 #include "trainer/optim/optimizer.h"
 #include "trainer/run/model_setup.h"

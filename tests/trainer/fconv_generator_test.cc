@@ -1,4 +1,4 @@
-// The fconv family's beam search (trainer/models/fconv_generator.h): its incremental decoding
+// The fconv family's beam search (trainer/decoding/fconv_generator.h): its incremental decoding
 // (one position per step from each layer's buffered convolution inputs) must score every
 // hypothesis exactly as the teacher-forced model scores it from the whole prefix; results must
 // not depend on how the sentences are batched (finished sentences leave the working rows
@@ -16,8 +16,8 @@
 #include "tests/trainer/test_backends.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
 #include "trainer/models/fconv.h"
-#include "trainer/models/fconv_generator.h"
-#include "trainer/models/generator.h"
+#include "trainer/decoding/fconv_generator.h"
+#include "trainer/decoding/generator.h"
 
 namespace sf {
 namespace {

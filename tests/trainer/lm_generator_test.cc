@@ -1,4 +1,4 @@
-// The language model's generation (trainer/models/lm_generator.h): incremental decoding (one
+// The language model's generation (trainer/decoding/lm_generator.h): incremental decoding (one
 // position per step from cached keys and values) must give exactly what recomputing each whole
 // sequence gives; every beam hypothesis must score what the teacher-forced model (the training
 // forward) gives it; sampling must be reproducible, independent of batching, restricted to the
@@ -15,7 +15,7 @@
 
 #include "tests/trainer/test_backends.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
-#include "trainer/models/lm_generator.h"
+#include "trainer/decoding/lm_generator.h"
 #include "trainer/models/transformer_lm.h"
 
 namespace sf {

@@ -1,4 +1,4 @@
-// The LSTM family's beam search (trainer/models/lstm_generator.h): its incremental decoding
+// The LSTM family's beam search (trainer/decoding/lstm_generator.h): its incremental decoding
 // (one step per token from cached h, c and input feed) must score every hypothesis exactly as
 // the teacher-forced model scores it from the whole prefix; results must not depend on how the
 // sentences are batched (finished sentences leave the working rows mid-search); and every
@@ -15,8 +15,8 @@
 
 #include "tests/trainer/test_backends.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
-#include "trainer/models/generator.h"
-#include "trainer/models/lstm_generator.h"
+#include "trainer/decoding/generator.h"
+#include "trainer/decoding/lstm_generator.h"
 #include "trainer/models/lstm_model.h"
 
 namespace sf {

@@ -1,4 +1,4 @@
-// Joint CTC/attention decoding (trainer/models/speech_joint_search.h, trainer/speech/
+// Joint CTC/attention decoding (trainer/decoding/speech_joint_search.h, trainer/speech/
 // ctc_prefix_score.h):
 //  - the CTC prefix score of every prefix, and the exact-labeling score, against enumeration of
 //    every alignment;
@@ -18,7 +18,7 @@
 
 #include "tests/trainer/speech/ctc_enumeration.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
-#include "trainer/models/speech_joint_search.h"
+#include "trainer/decoding/speech_joint_search.h"
 #include "trainer/speech/ctc_decoder.h"
 #include "trainer/speech/ctc_prefix_score.h"
 

@@ -9,7 +9,7 @@
 
 #include "common/command_line.h"
 #include "trainer/data/sentencepiece_model.h"
-#include "trainer/models/lm_generator.h"
+#include "trainer/decoding/lm_generator.h"
 #include "trainer/run/checkpoint.h"
 #include "trainer/run/device_select.h"
 #include "trainer/run/model_setup.h"

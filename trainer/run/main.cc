@@ -24,7 +24,7 @@
 #include "trainer/run/cluster_mode.h"
 #include "trainer/run/generate_command.h"
 #include "trainer/run/speech_commands.h"
-#include "trainer/run/text_trainer.h"
+#include "trainer/run/standalone_commands.h"
 
 int main(int argc, char** argv) {
   CLI::App app("Steadfast's training engine: train and translate on one machine, benchmark, "

@@ -8,7 +8,7 @@
 
 #include "common/log.h"
 #include "trainer/run/model_setup.h"
-#include "trainer/models/speech_joint_search.h"
+#include "trainer/decoding/speech_joint_search.h"
 #include "trainer/speech/ctc_decoder.h"
 
 namespace sf {

@@ -20,7 +20,7 @@
 #include "trainer/data/translation_data.h"
 #include "trainer/distributed/grad_reducer.h"
 #include "trainer/eval/bleu.h"
-#include "trainer/models/generator.h"
+#include "trainer/decoding/generator.h"
 #include "trainer/models/model_spec.h"
 #include "trainer/optim/lr_schedule.h"
 #include "trainer/run/checkpoint.h"

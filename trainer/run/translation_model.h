@@ -2,7 +2,7 @@
 // `sf-trainer translate --checkpoint DIR` and `sf-serve --checkpoint DIR` both use, so that the
 // same checkpoint and beam options give the same text byte for byte in either.
 //
-// Loading reads the checkpoint (text_trainer.h), rebuilds the model from the weights'
+// Loading reads the checkpoint (standalone_commands.h), rebuilds the model from the weights'
 // __metadata__ (or trainer_state.json's "model" in older checkpoints), starts the source (and,
 // when the vocabularies differ, the target) SentencePiece helper, makes the backend of
 // `device` and copies the fp32 weights in. The default beam options are the checkpoint's
@@ -20,7 +20,7 @@
 #include "common/status.h"
 #include "trainer/data/sentencepiece_model.h"
 #include "trainer/kernels/backend.h"
-#include "trainer/models/generator.h"
+#include "trainer/decoding/generator.h"
 #include "trainer/models/model_spec.h"
 
 namespace sf {

@@ -13,6 +13,7 @@
 
 #include "master/housekeeping/checkpoint_retention.h"
 #include "master/housekeeping/experiment_deletion.h"
+#include "master/ingest/metric_writer.h"
 #include "tests/master/migrated_database_test.h"
 
 namespace sf::master {
@@ -261,7 +262,7 @@ TEST_F(ModelStoreTest, AVersionCarriesItsTrialsValidationResults) {
   report.set_batches(50);
   report.set_kind("validation");
   (*report.mutable_values()->mutable_fields())["validation_loss"].set_number_value(0.25);
-  ASSERT_TRUE(Store(db_.get()).InsertMetrics({report}).ok());
+  ASSERT_TRUE(MetricWriter(db_.get()).Write({trials_[0], 50, {report}}).ok());
   TrialUpdate u;
   u.best_validation_metric = 0.25;
   u.latest_validation_metric = 0.25;

@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "trainer/kernels/cpu/cpu_backend.h"
-#include "trainer/models/translator.h"
+#include "trainer/decoding/translator.h"
 
 namespace sf {
 namespace {

@@ -1,4 +1,4 @@
-#include "trainer/models/device_decoder.h"
+#include "trainer/decoding/device_decoder.h"
 
 #include <algorithm>
 #include <cmath>

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "trainer/core/tensor.h"
-#include "trainer/models/generator.h"
+#include "trainer/decoding/generator.h"
 #include "trainer/models/lstm_model.h"
 
 namespace sf {

@@ -1,11 +1,11 @@
-#include "trainer/models/speech_joint_search.h"
+#include "trainer/decoding/speech_joint_search.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
 
-#include "trainer/models/host_decoding.h"
+#include "trainer/decoding/host_decoding.h"
 #include "trainer/nn/embedding.h"
 #include "trainer/speech/ctc_decoder.h"
 #include "trainer/speech/ctc_prefix_score.h"

@@ -1,12 +1,12 @@
-#include "trainer/models/translator.h"
+#include "trainer/decoding/translator.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numeric>
 
-#include "trainer/models/device_decoder.h"
-#include "trainer/models/host_decoding.h"
+#include "trainer/decoding/device_decoder.h"
+#include "trainer/decoding/host_decoding.h"
 
 namespace sf {
 using host::AddInPlace;

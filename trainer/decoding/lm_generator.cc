@@ -1,4 +1,4 @@
-#include "trainer/models/lm_generator.h"
+#include "trainer/decoding/lm_generator.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,8 +6,8 @@
 #include <numeric>
 #include <random>
 
-#include "trainer/models/generator.h"
-#include "trainer/models/host_decoding.h"
+#include "trainer/decoding/generator.h"
+#include "trainer/decoding/host_decoding.h"
 
 namespace sf {
 

@@ -26,8 +26,8 @@
 #include <memory>
 #include <vector>
 
-#include "trainer/models/beam_search.h"
-#include "trainer/models/generator.h"
+#include "trainer/decoding/beam_search.h"
+#include "trainer/decoding/generator.h"
 #include "trainer/models/transformer.h"
 
 namespace sf {

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "trainer/models/beam_search.h"
+#include "trainer/decoding/beam_search.h"
 #include "trainer/models/transformer_lm.h"
 
 namespace sf {

@@ -1,10 +1,10 @@
-#include "trainer/models/fconv_generator.h"
+#include "trainer/decoding/fconv_generator.h"
 
 #include <algorithm>
 #include <cmath>
 #include <string>
 
-#include "trainer/models/host_decoding.h"
+#include "trainer/decoding/host_decoding.h"
 
 namespace sf {
 namespace {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "trainer/models/beam_search.h"
+#include "trainer/decoding/beam_search.h"
 #include "trainer/models/seq2seq_model.h"
 
 namespace sf {

@@ -1,4 +1,4 @@
-#include "trainer/models/host_decoding.h"
+#include "trainer/decoding/host_decoding.h"
 
 #include <omp.h>
 

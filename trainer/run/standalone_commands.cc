@@ -1,4 +1,4 @@
-#include "trainer/run/text_trainer.h"
+#include "trainer/run/standalone_commands.h"
 
 #include <omp.h>
 #include <signal.h>
@@ -24,7 +24,7 @@
 #include "trainer/data/batching.h"
 #include "trainer/data/translation_data.h"
 #include "trainer/eval/bleu.h"
-#include "trainer/models/translator.h"
+#include "trainer/decoding/translator.h"
 #include "trainer/optim/from_config.h"
 #include "trainer/run/checkpoint.h"
 #include "trainer/run/device_select.h"

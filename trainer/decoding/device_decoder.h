@@ -26,7 +26,7 @@
 
 #include "common/status.h"
 #include "trainer/core/tensor.h"
-#include "trainer/models/beam_search.h"
+#include "trainer/decoding/beam_search.h"
 #include "trainer/models/transformer.h"
 
 namespace sf {

@@ -1,4 +1,4 @@
-#include "trainer/models/beam_search.h"
+#include "trainer/decoding/beam_search.h"
 
 #include <algorithm>
 #include <cmath>

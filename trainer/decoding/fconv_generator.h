@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "trainer/models/fconv.h"
-#include "trainer/models/generator.h"
+#include "trainer/decoding/generator.h"
 
 namespace sf {
 

@@ -1,13 +1,13 @@
-#include "trainer/models/generator.h"
+#include "trainer/decoding/generator.h"
 
 #include <algorithm>
 #include <numeric>
 #include <string>
 
-#include "trainer/models/fconv_generator.h"
-#include "trainer/models/lstm_generator.h"
+#include "trainer/decoding/fconv_generator.h"
+#include "trainer/decoding/lstm_generator.h"
 #include "trainer/models/lstm_model.h"
-#include "trainer/models/translator.h"
+#include "trainer/decoding/translator.h"
 
 namespace sf {
 

@@ -1,4 +1,4 @@
-#include "trainer/models/lstm_generator.h"
+#include "trainer/decoding/lstm_generator.h"
 
 #include <algorithm>
 #include <utility>

@@ -1,4 +1,4 @@
-// Training and using a translation model on real text, with no master:
+// Standalone mode: training any family and translating, with no master:
 //
 //   sf-trainer train EXPERIMENT.yaml [--output DIR] [--resume CHECKPOINT] [--threads N]
 //                    [--stop-after-steps N] [--no-test] [--quiet]
