@@ -15,6 +15,7 @@
 #include "agent/logger.h"
 #include "agent/slot_detector.h"
 #include "agent/task_files.h"
+#include "task/task_environment.h"
 #include "common/read_file.h"
 
 #ifndef SF_VERSION
@@ -54,70 +55,6 @@ std::string HostnameOrEmpty() {
 
 }  // namespace
 
-std::map<std::string, std::string> TaskEnvironment(const StartTask& task,
-                                                   const std::string& config_file,
-                                                   const std::string& task_dir,
-                                                   const std::string& agent_id,
-                                                   const std::string& default_master,
-                                                   int cpu_threads_per_slot,
-                                                   const std::vector<steadfast::v1::Slot>& agent_slots) {
-  std::map<std::string, std::string> env(task.env().begin(), task.env().end());
-  std::string hparams_json = "{}";
-  if (task.has_hparams()) {
-    google::protobuf::util::JsonPrintOptions json_options;
-    json_options.preserve_proto_field_names = true;
-    std::string json;
-    if (google::protobuf::util::MessageToJsonString(task.hparams(), &json, json_options).ok()) {
-      hparams_json = json;
-    }
-  }
-  env["SF_MASTER_ADDRESS"] = task.master_address().empty() ? default_master : task.master_address();
-  env["SF_TASK_ID"] = task.task_id();
-  env["SF_TRIAL_ID"] = std::to_string(task.trial_id());
-  env["SF_EXPERIMENT_ID"] = std::to_string(task.experiment_id());
-  env["SF_RANK"] = std::to_string(task.rank());
-  env["SF_WORLD_SIZE"] = std::to_string(task.world_size());
-  env["SF_RESTART"] = std::to_string(task.restart());
-  env["SF_CHECKPOINT_DIR"] = task.checkpoint_dir();
-  env["SF_RESTORE_CHECKPOINT"] = task.restore_checkpoint();
-  env["SF_CONFIG_FILE"] = config_file;
-  env["SF_HPARAMS"] = hparams_json;
-  env["SF_SLOT_IDS"] = Join(task.slot_ids());
-  env["SF_AGENT_ID"] = agent_id;
-  env["SF_TASK_DIR"] = task_dir;
-  // The task's TrialLink credential: in the environment only (never argv, never a log line).
-  if (!task.task_token().empty()) env["SF_TASK_TOKEN"] = task.task_token();
-  std::map<std::string, std::string> uuid_of_slot;
-  for (const auto& slot : agent_slots) {
-    if (!slot.uuid().empty()) uuid_of_slot[slot.id()] = slot.uuid();
-  }
-  std::string ordinals, uuids;
-  bool every_uuid = true;
-  int cpu_slots = 0;
-  for (const auto& slot : task.slot_ids()) {
-    int ordinal = CudaOrdinalOfSlot(slot);
-    if (ordinal < 0) {
-      ++cpu_slots;
-      continue;
-    }
-    const std::string separator = ordinals.empty() ? "" : ",";
-    ordinals += separator + std::to_string(ordinal);
-    auto uuid = uuid_of_slot.find(slot);
-    every_uuid = every_uuid && uuid != uuid_of_slot.end();
-    if (every_uuid) uuids += separator + uuid->second;
-  }
-  if (!ordinals.empty() && every_uuid) {
-    env["CUDA_VISIBLE_DEVICES"] = uuids;
-  } else if (!ordinals.empty()) {
-    env["CUDA_VISIBLE_DEVICES"] = ordinals;
-    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
-  }
-  if (cpu_threads_per_slot > 0 && cpu_slots > 0 && env.count("OMP_NUM_THREADS") == 0) {
-    env["OMP_NUM_THREADS"] = std::to_string(cpu_threads_per_slot * cpu_slots);
-  }
-  return env;
-}
-
 Agent::Agent(Options options) : options_(std::move(options)), outbox_(options_.outbox) {
   if (options_.link.target.empty()) {
     options_.link.target = options_.config.master;
@@ -128,7 +65,7 @@ Agent::Agent(Options options) : options_(std::move(options)), outbox_(options_.o
   callbacks.on_line = [this](const OutputLine& line) { OnLine(line); };
   callbacks.on_exit = [this](const ProcessExit& exit) { OnExit(exit); };
   supervisor_ = std::make_unique<ProcessSupervisor>(std::move(callbacks), options_.supervisor);
-  contexts_ = std::make_unique<ContextCache>(options_.config.work_dir, options_.config.master_ca_pem);
+  contexts_ = std::make_unique<task::ContextCache>(options_.config.work_dir, options_.config.master_ca_pem);
   link_ = std::make_unique<MasterLink>(options_.link, this, &outbox_);
 }
 
@@ -369,7 +306,7 @@ void Agent::HandleStart(const StartTask& start) {
     if (!start.context_sha256().empty()) {
       const std::string master = start.master_address().empty() ? options_.config.master : start.master_address();
       Result<std::string> archive = contexts_->Get(start, master);
-      Status unpacked = archive.ok() ? UnpackTaskContext(*archive, code.string()) : archive.status();
+      Status unpacked = archive.ok() ? task::UnpackTaskContext(*archive, code.string()) : archive.status();
       if (!unpacked.ok()) {
         unreserve();
         fail("context: " + unpacked.message());
@@ -378,7 +315,7 @@ void Agent::HandleStart(const StartTask& start) {
     } else {
       fs::create_directories(code, ec);
     }
-    spec.argv = EntrypointArgv(start, {{"sf-trainer", options_.config.trainer}, {"sf-serve", options_.config.serve}});
+    spec.argv = task::EntrypointArgv(start, {{"sf-trainer", options_.config.trainer}, {"sf-serve", options_.config.serve}});
     spec.working_dir = code.string();
   }
   int cpu_slot_count = 0;
@@ -386,13 +323,13 @@ void Agent::HandleStart(const StartTask& start) {
     cpu_slot_count += slot.type() == steadfast::v1::SLOT_TYPE_CPU ? 1 : 0;
   }
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  spec.env = TaskEnvironment(start, config_file.string(), task_dir.string(), options_.config.agent_id,
+  spec.env = task::TaskEnvironment(start, config_file.string(), task_dir.string(), options_.config.agent_id,
                              options_.config.master,
                              CpuThreadsPerSlot(options_.config.cpu_threads_per_slot, cores, cpu_slot_count),
                              options_.slots);
   // A TLS master: the trainer verifies it with the agent's CA (a path; the trainer reads it).
   if (!options_.config.master_ca_file.empty()) spec.env["SF_MASTER_CA_FILE"] = options_.config.master_ca_file;
-  if (!start.entrypoint().empty()) AddUserTaskEnvironment(start, options_.config.python_path, spec.env);
+  if (!start.entrypoint().empty()) task::AddUserTaskEnvironment(start, options_.config.python_path, spec.env);
   spec.stdout_path = (task_dir / "stdout.log").string();
   spec.stderr_path = (task_dir / "stderr.log").string();
   Result<pid_t> pid = supervisor_->Start(spec);
@@ -495,7 +432,7 @@ void Agent::OnExit(const ProcessExit& exit) {
   if (exit.kill_requested) {
     message += " (kill requested)";
   } else if (code != 0 && code <= 128) {  // not for a signal: it says why
-    message = FailureReason(code, (fs::path(TaskDir(exit.task_id)) / "stderr.log").string());
+    message = task::FailureReason(code, (fs::path(TaskDir(exit.task_id)) / "stderr.log").string());
   }
   LogEvent(LogLevel::kInfo, "agent", "task_exited",
            {{"task", exit.task_id},

@@ -4,7 +4,7 @@
 // A StartTask gets a task directory <work_dir>/tasks/<task_id>/ holding experiment.yaml
 // (StartTask.config_yaml), stdout.log and stderr.log, and a trainer process
 //   argv: [trainer, "cluster"], cwd: the task directory, its own session/process group,
-//   env:  the agent's environment + StartTask.env + the SF_* trial spec (see TaskEnvironment)
+//   env:  the agent's environment + StartTask.env + the SF_* trial spec (see task::TaskEnvironment)
 // A user trial's StartTask (with an entrypoint, docs/core-api.md) runs the entrypoint instead,
 // in <task dir>/code, where the experiment's context is unpacked, with the environment of
 // user_task.h added; a context that can't be fetched or unpacked fails the start.
@@ -39,37 +39,11 @@
 #include "agent/master_link.h"
 #include "agent/outbox.h"
 #include "agent/process_supervisor.h"
-#include "agent/user_task.h"
+#include "task/user_task.h"
 #include "common/status.h"
 #include "steadfast/v1/agent_link.pb.h"
 
 namespace sf::agent {
-
-// The trainer's environment for a StartTask, on top of StartTask.env (SF_* win):
-//   SF_MASTER_ADDRESS  StartTask.master_address (the agent's --master when empty)
-//   SF_TASK_ID, SF_TRIAL_ID, SF_EXPERIMENT_ID, SF_RANK, SF_WORLD_SIZE, SF_RESTART
-//   SF_CHECKPOINT_DIR, SF_RESTORE_CHECKPOINT (may be empty)
-//   SF_CONFIG_FILE     <task dir>/experiment.yaml
-//   SF_HPARAMS         StartTask.hparams as JSON (protobuf JSON mapping)
-//   SF_SLOT_IDS        comma-separated slot ids ("cpu0,cpu1")
-//   SF_AGENT_ID, SF_TASK_DIR
-//   (SF_MASTER_CA_FILE  the agent's --master-ca-file, so the trainer dials TrialLink over TLS
-//                      too; added by the Agent, not by TaskEnvironment)
-//   CUDA_VISIBLE_DEVICES  the task's cuda slots (only when it has any): their GPU UUIDs, as
-//                      `agent_slots` has them ("GPU-5a8f...,GPU-0c1d..."), so NVML's numbering
-//                      and CUDA's cannot disagree; when one of them has no UUID, their CUDA
-//                      ordinals ("0,1"), and then also CUDA_DEVICE_ORDER=PCI_BUS_ID (the order
-//                      NVML's indices and the agent's detection use)
-//   OMP_NUM_THREADS    cpu_threads_per_slot x the task's CPU slots, when that is > 0 and the
-//                      task has CPU slots, unless StartTask.env sets it (so trainers sharing a
-//                      machine don't oversubscribe its cores)
-std::map<std::string, std::string> TaskEnvironment(const steadfast::v1::StartTask& task,
-                                                   const std::string& config_file,
-                                                   const std::string& task_dir,
-                                                   const std::string& agent_id,
-                                                   const std::string& default_master,
-                                                   int cpu_threads_per_slot = 0,
-                                                   const std::vector<steadfast::v1::Slot>& agent_slots = {});
 
 class Agent : public MasterLink::Handler {
  public:
@@ -143,7 +117,7 @@ class Agent : public MasterLink::Handler {
   std::unique_ptr<ProcessSupervisor> supervisor_;
   std::unique_ptr<MasterLink> link_;
   std::unique_ptr<GpuSampler> gpu_sampler_;  // from Start() until Shutdown() stopped the link
-  std::unique_ptr<ContextCache> contexts_;    // user trials' code, by digest (user_task.h)
+  std::unique_ptr<task::ContextCache> contexts_;    // user trials' code, by digest (user_task.h)
 };
 
 }  // namespace sf::agent

@@ -11,7 +11,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "agent/line_splitter.h"
+#include "task/line_splitter.h"
 #include "agent/logger.h"
 
 extern char** environ;
@@ -39,8 +39,8 @@ struct ProcessSupervisor::Child {
   pid_t pid = 0;
   int out_fd = -1;  // read ends of the output files
   int err_fd = -1;
-  LineSplitter out_lines;
-  LineSplitter err_lines;
+  task::LineSplitter out_lines;
+  task::LineSplitter err_lines;
   bool adopted = false;  // not our child: pidfd tells its exit, the status is unknown
   int pidfd = -1;
   bool kill_requested = false;
@@ -295,7 +295,7 @@ void ProcessSupervisor::ReadOutput(Child& child, bool final, std::vector<Event>*
   auto now = std::chrono::system_clock::now();
   for (OutputStream stream : {OutputStream::kStdout, OutputStream::kStderr}) {
     int fd = stream == OutputStream::kStdout ? child.out_fd : child.err_fd;
-    LineSplitter& splitter = stream == OutputStream::kStdout ? child.out_lines : child.err_lines;
+    task::LineSplitter& splitter = stream == OutputStream::kStdout ? child.out_lines : child.err_lines;
     std::vector<std::string> lines;
     // A regular file reads until its current end (0); each tick reads at most 1 MiB per stream
     // so one chatty process can't starve the others.

@@ -7,7 +7,7 @@
 // reader is gone dies of SIGPIPE. The supervisor tails those files without blocking.
 //
 // One supervisor thread does all the work, every `poll_interval` (default 20 ms) or sooner
-// when woken: it reads new output of every child and splits it into lines (LineSplitter:
+// when woken: it reads new output of every child and splits it into lines (task::LineSplitter:
 // 16 KiB pieces, valid UTF-8), checks for exits with waitid(WNOHANG) (no SIGCHLD handler, so
 // it is safe beside any other code), and escalates kills whose grace period has run out. When
 // a process exits, its remaining output is read, a partial last line is flushed, every other

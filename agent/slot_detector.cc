@@ -26,7 +26,7 @@ std::vector<CudaDevice> FindCudaDevices(std::string* why_none) {
     }
     return std::vector<CudaDevice>{};
   };
-  // Ordinals in PCI bus order, as NVML numbers GPUs and as tasks see them (TaskEnvironment).
+  // Ordinals in PCI bus order, as NVML numbers GPUs and as tasks see them (task::TaskEnvironment).
   setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1);
   void* lib = nullptr;
   for (const char* name :
@@ -137,18 +137,6 @@ std::vector<steadfast::v1::Slot> DetectSlots(const SlotSpec& spec, const GpuSour
            {{"reason", nvml_why}, {"fallback", "CUDA runtime (no GPU UUIDs, memory or utilisation)"}});
   for (const CudaDevice& d : devices) add_cuda(d.ordinal, d.name, "", 0, "cuda_runtime");
   return slots;
-}
-
-int CudaOrdinalOfSlot(const std::string& slot_id) {
-  if (slot_id.rfind("cuda", 0) != 0 || slot_id.size() == 4) {
-    return -1;
-  }
-  char* end = nullptr;
-  int64_t n = std::strtoll(slot_id.c_str() + 4, &end, 10);
-  if (*end != '\0' || n < 0) {
-    return -1;
-  }
-  return static_cast<int>(n);
 }
 
 }  // namespace sf::agent

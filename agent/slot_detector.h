@@ -45,7 +45,4 @@ struct GpuSources {
 // The slots for `spec` (enabled, free).
 std::vector<steadfast::v1::Slot> DetectSlots(const SlotSpec& spec, const GpuSources& gpus = {});
 
-// The CUDA ordinal of a slot id "cudaK", or -1 for any other id.
-int CudaOrdinalOfSlot(const std::string& slot_id);
-
 }  // namespace sf::agent

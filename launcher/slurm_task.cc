@@ -10,8 +10,8 @@
 #include <map>
 #include <sstream>
 
-#include "agent/agent.h"
-#include "agent/user_task.h"
+#include "task/task_environment.h"
+#include "task/user_task.h"
 #include "common/read_file.h"
 #include "launcher/task_launcher.h"
 #include "steadfast/v1/agent_link.pb.h"
@@ -114,14 +114,14 @@ int RunSlurmTask(const SlurmTaskOptions& options) {
   if (!start.entrypoint().empty()) {
     const fs::path code = task_dir / "code";
     if (!start.context_sha256().empty()) {
-      agent::ContextCache contexts(task_dir.string(), ca_pem);
+      task::ContextCache contexts(task_dir.string(), ca_pem);
       Result<std::string> archive = contexts.Get(start, start.master_address());
-      Status unpacked = archive.ok() ? agent::UnpackTaskContext(*archive, code.string()) : archive.status();
+      Status unpacked = archive.ok() ? task::UnpackTaskContext(*archive, code.string()) : archive.status();
       if (!unpacked.ok()) return Refuse("context: " + unpacked.message());
     } else {
       fs::create_directories(code, ec);
     }
-    argv = agent::EntrypointArgv(start, {{"sf-trainer", options.trainer}, {"sf-serve", options.serve}});
+    argv = task::EntrypointArgv(start, {{"sf-trainer", options.trainer}, {"sf-serve", options.serve}});
     working_dir = code;
   }
   int cpus = 0;
@@ -131,7 +131,7 @@ int RunSlurmTask(const SlurmTaskOptions& options) {
   slot.set_id("slurm-cpu");
   slot.set_type(steadfast::v1::SLOT_TYPE_CPU);
   std::map<std::string, std::string> env =
-      agent::TaskEnvironment(start, config_file.string(), task_dir.string(), "slurm:" + node_name,
+      task::TaskEnvironment(start, config_file.string(), task_dir.string(), "slurm:" + node_name,
                              start.master_address(), cpus, {slot});
   if (!options.master_ca_file.empty()) env["SF_MASTER_CA_FILE"] = options.master_ca_file;
   if (!start.entrypoint().empty()) {
@@ -143,7 +143,7 @@ int RunSlurmTask(const SlurmTaskOptions& options) {
       if (!python_path.empty()) break;
       if (fs::exists(candidate / "steadfast" / "__init__.py", ec)) python_path = candidate.lexically_normal().string();
     }
-    agent::AddUserTaskEnvironment(start, python_path, env);
+    task::AddUserTaskEnvironment(start, python_path, env);
   }
   // The program must not think srun launched it as an MPI rank: Open MPI sees SLURM_* (and
   // PMI*) and tries Slurm's PMI, which it is not built with, instead of the master's rendezvous.

@@ -8,7 +8,7 @@
 //   or malformed piece is exit 2 with a message naming it.
 // - What the agent does for a StartTask, on this node: the task directory DIR/rank-<rank>
 //   (experiment.yaml in it), a user trial's context fetched from the master and unpacked into
-//   <task dir>/code, the environment of agent/agent.h TaskEnvironment (SF_AGENT_ID is
+//   <task dir>/code, the environment of task/task_environment.h (SF_AGENT_ID is
 //   "slurm:<node>", one CPU slot whose OMP_NUM_THREADS is SLURM_CPUS_PER_TASK; the GPUs Slurm
 //   gave stay in CUDA_VISIBLE_DEVICES) plus user_task.h's (the `steadfast` package from
 //   --python-path, else beside sf-task as the agent finds it), SF_LOCAL_RANK/SF_LOCAL_SIZE from
@@ -19,7 +19,7 @@
 //   SF_SLURM_NODE say where it runs.
 // - The exit status is the program's: srun's --kill-on-bad-exit stops the other ranks when one
 //   fails, and the job's state tells the master. A rank whose program failed (exit status
-//   1-128) first tells the master why (TrialLink ReportExit with the agent's FailureReason over
+//   1-128) first tells the master why (TrialLink ReportExit with task::FailureReason (task/user_task.h) over
 //   its stderr, kept in <task dir>/stderr.log): "rank 1 on slurm:node2: ValueError: bad shape".
 #pragma once
 

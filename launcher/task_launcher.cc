@@ -16,8 +16,8 @@
 #include <random>
 #include <thread>
 
-#include "agent/line_splitter.h"
-#include "agent/user_task.h"
+#include "task/line_splitter.h"
+#include "task/user_task.h"
 #include "core_api/steadfast_core.h"
 
 namespace sf::launcher {
@@ -88,7 +88,7 @@ std::string RandomIncarnation() {
 
 // Reads `fd` to its end: each line is copied to `echo` and queued under `stream`.
 void Pump(int fd, const char* stream, FILE* echo, LogQueue* queue, FILE* copy = nullptr) {
-  agent::LineSplitter splitter;
+  task::LineSplitter splitter;
   std::vector<std::string> lines;
   char buf[65536];
   auto emit = [&] {
@@ -226,7 +226,7 @@ int RunTask(const TaskOptions& options) {
   waiter.join();
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   if (options.report_exit && WIFEXITED(status) && code != 0) {
-    Status st = ctx->ReportExit(code, agent::FailureReason(code, options.stderr_copy));
+    Status st = ctx->ReportExit(code, task::FailureReason(code, options.stderr_copy));
     if (!st.ok()) std::fprintf(stderr, "sf-task: the exit was not reported: %s\n", st.message().c_str());
   }
   return code;

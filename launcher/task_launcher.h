@@ -35,7 +35,7 @@ struct TaskOptions {
   // Also written to this file, line by line (empty: nowhere): the program's stderr.
   std::string stderr_copy;
   // After the program ends with a failure of its own (an exit status 1-128, not a signal), tell
-  // the master why (TrialLink ReportExit: agent/user_task.h FailureReason over stderr_copy).
+  // the master why (TrialLink ReportExit: task/user_task.h task::FailureReason over stderr_copy).
   bool report_exit = false;
 };
 

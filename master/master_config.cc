@@ -6,8 +6,7 @@
 #include <functional>
 #include <map>
 
-#include "common/command_line.h"
-#include "common/config/yaml_reader.h"
+#include "common/config/daemon_config.h"
 
 namespace sf::master {
 
@@ -280,117 +279,54 @@ const std::map<std::string, Setting>& Settings() {
   return *settings;
 }
 
-std::vector<std::string> Keys() {
-  std::vector<std::string> keys;
-  for (const auto& [k, s] : Settings()) keys.push_back(k);
-  return keys;
-}
-
-Status Set(MasterConfig& c, const std::string& key, const std::string& value, const std::string& where) {
-  auto it = Settings().find(key);
-  if (it == Settings().end()) {
-    std::string msg = where + ": unknown setting \"" + key + "\"";
-    std::string s = config::ClosestMatch(key, Keys());
-    if (!s.empty()) msg += " (did you mean \"" + s + "\"?)";
-    return InvalidArgument(msg);
-  }
-  return it->second.set(c, value).WithContext(where);
-}
-
-// The command line: every setting as text (so the file < environment < flags precedence and the
-// checks stay in Settings()), plus --config and --version. `values` must outlive the parse.
-struct Flags {
-  std::string config_file;
-  std::map<std::string, std::string> values;
-  std::map<std::string, CLI::Option*> options;
-  bool version = false;
-};
-
-void BuildApp(CLI::App& app, Flags* flags) {
-  cmdline::UseDefaults(app);
-  app.add_option("--config", flags->config_file, "YAML file of settings (keys: the flag names with underscores)");
-  for (const std::string& key : Keys()) {
-    std::string flag = "--" + key;
-    for (char& ch : flag) ch = ch == '_' ? '-' : ch;
-    const Setting& setting = Settings().at(key);
-    // A BOOL setting is a flag: bare means true; --flag=false also works.
-    CLI::Option* opt = std::string(setting.type) == "BOOL" ? app.add_flag(flag, flags->values[key], setting.help)
-                                                           : app.add_option(flag, flags->values[key], setting.help);
-    opt->type_name(setting.type);
-    if (setting.default_text) opt->default_str(setting.default_text(MasterConfig()));
-    flags->options[key] = opt;
-  }
-  app.add_flag("--version", flags->version, "print the version and exit");
-  app.footer("Precedence: flags > environment > config file > defaults. See docs/cluster.md.");
+// The settings as the shared daemon loader takes them (common/config/daemon_config.h): the table
+// above, the environment variables, `scheduler`/`pool_schedulers` also as mappings in the file,
+// and `resource_pools` (file only: a list of pools, master/rm/pool_config.h).
+const config::DaemonConfigLoader<MasterConfig>& Loader() {
+  static const auto* loader = [] {
+    const std::map<std::string, std::string> env = {
+        {"db", "SF_DB"}, {"grpc_port", "SF_GRPC_PORT"}, {"http_port", "SF_HTTP_PORT"},
+        {"checkpoint_root", "SF_CHECKPOINT_ROOT"}, {"webui_dir", "SF_WEBUI_DIR"}, {"log_level", "SF_LOG_LEVEL"}};
+    std::vector<config::DaemonSetting<MasterConfig>> settings;
+    for (const auto& [key, s] : Settings()) {
+      config::DaemonSetting<MasterConfig> d{key, s.type, s.help, s.set, s.default_text};
+      if (auto it = env.find(key); it != env.end()) d.env = {it->second};
+      if (key == "scheduler" || key == "pool_schedulers") {
+        d.from_node = [key, set = s.set](MasterConfig& c, const YAML::Node& node, const std::string& where) -> Status {
+          Result<std::string> text = SchedulerSettingText(key, node);
+          if (!text.ok()) return text.status().WithContext(where);
+          return set(c, *text).WithContext(where);
+        };
+      }
+      settings.push_back(std::move(d));
+    }
+    config::DaemonSetting<MasterConfig> pools{"resource_pools", "", "", nullptr};
+    pools.file_only = true;
+    pools.from_node = [](MasterConfig& c, const YAML::Node& node, const std::string& where) -> Status {
+      SF_ASSIGN_OR_RETURN(c.resource_pools, rm::ParsePoolConfigs(node, where));
+      return Status::Ok();
+    };
+    settings.push_back(std::move(pools));
+    return new config::DaemonConfigLoader<MasterConfig>(
+        "sf-master",
+        "The Steadfast master: schedules experiments onto agents, stores everything in PostgreSQL, serves the "
+        "REST API, the gRPC API and the dashboard.",
+        "Precedence: flags > environment > config file > defaults. See docs/cluster.md.", std::move(settings));
+  }();
+  return *loader;
 }
 
 }  // namespace
 
-std::string MasterUsage() {
-  CLI::App app("The Steadfast master: schedules experiments onto agents, stores everything in PostgreSQL, "
-               "serves the REST API, the gRPC API and the dashboard.",
-               "sf-master");
-  Flags flags;
-  BuildApp(app, &flags);
-  return app.help();
-}
+std::string MasterUsage() { return Loader().Usage(); }
 
 Result<MasterConfig> LoadMasterConfig(const std::vector<std::string>& args) {
-  CLI::App app("The Steadfast master", "sf-master");
-  Flags flags;
-  BuildApp(app, &flags);
-  std::vector<std::string> reversed(args.rbegin(), args.rend());
-  try {
-    app.parse(reversed);
-  } catch (const CLI::CallForHelp&) {
-    return Status(StatusCode::kCancelled, MasterUsage());
-  } catch (const CLI::ParseError& e) {
-    return InvalidArgument(std::string(e.what()) + " (see --help)");
+  SF_ASSIGN_OR_RETURN(auto loaded, Loader().Load(args, config::ProcessEnvironment()));
+  if (loaded.action == config::DaemonAction::kHelp) return Status(StatusCode::kCancelled, MasterUsage());
+  if (loaded.action == config::DaemonAction::kVersion) {
+    return Status(StatusCode::kCancelled, std::string("sf-master ") + SF_VERSION + "\n");
   }
-  if (flags.version) return Status(StatusCode::kCancelled, std::string("sf-master ") + SF_VERSION + "\n");
-  MasterConfig c;
-  // 1. The config file.
-  if (!flags.config_file.empty()) {
-    const std::string& file = flags.config_file;
-    try {
-      YAML::Node root = YAML::LoadFile(file);
-      if (!root.IsMap()) return InvalidArgument(file + ": expected a mapping");
-      for (const auto& kv : root) {
-        const std::string key = kv.first.Scalar();
-        std::string value;
-        if (kv.second.IsScalar()) {
-          value = kv.second.Scalar();
-        } else if (key == "resource_pools") {
-          Result<std::vector<rm::PoolConfig>> pools = rm::ParsePoolConfigs(kv.second, file);
-          if (!pools.ok()) return pools.status();
-          c.resource_pools = std::move(pools).value();
-          continue;
-        } else if (key == "scheduler" || key == "pool_schedulers") {
-          Result<std::string> text = SchedulerSettingText(key, kv.second);
-          if (!text.ok()) return text.status().WithContext(file);
-          value = *text;
-        } else {
-          return InvalidArgument(file + ": " + key + ": expected a value");
-        }
-        SF_RETURN_IF_ERROR(Set(c, key, value, file));
-      }
-    } catch (const YAML::BadFile&) {
-      return NotFound(file + ": cannot read the config file");
-    } catch (const YAML::Exception& e) {
-      return InvalidArgument(file + ": " + e.what());
-    }
-  }
-  // 2. The environment.
-  const std::map<std::string, std::string> env = {
-      {"SF_DB", "db"}, {"SF_GRPC_PORT", "grpc_port"}, {"SF_HTTP_PORT", "http_port"},
-      {"SF_CHECKPOINT_ROOT", "checkpoint_root"}, {"SF_WEBUI_DIR", "webui_dir"}, {"SF_LOG_LEVEL", "log_level"}};
-  for (const auto& [var, key] : env) {
-    if (const char* v = std::getenv(var.c_str())) SF_RETURN_IF_ERROR(Set(c, key, v, var));
-  }
-  // 3. Flags.
-  for (const auto& [key, option] : flags.options) {
-    if (option->count() > 0) SF_RETURN_IF_ERROR(Set(c, key, flags.values[key], option->get_name()));
-  }
+  MasterConfig c = std::move(loaded.config);
   // TLS: both files or neither, each readable, the key the certificate's.
   if (c.tls_cert_file.empty() != c.tls_key_file.empty()) {
     return InvalidArgument(c.tls_cert_file.empty()

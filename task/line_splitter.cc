@@ -1,6 +1,6 @@
-#include "agent/line_splitter.h"
+#include "task/line_splitter.h"
 
-namespace sf::agent {
+namespace sf::task {
 namespace {
 
 // Length of the valid UTF-8 sequence starting at text[i], or 0 when it is invalid.
@@ -133,4 +133,4 @@ void LineSplitter::Flush(std::vector<std::string>* lines) {
   pending_.clear();
 }
 
-}  // namespace sf::agent
+}  // namespace sf::task

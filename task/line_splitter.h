@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-namespace sf::agent {
+namespace sf::task {
 
 inline constexpr size_t kMaxLogLineBytes = 16 * 1024;
 
@@ -43,4 +43,4 @@ std::string SanitizeUtf8(std::string_view text);
 // (counting from a character start); at least 1 when limit >= 1 and text is not empty.
 size_t Utf8CutPoint(std::string_view text, size_t limit);
 
-}  // namespace sf::agent
+}  // namespace sf::task

@@ -1,4 +1,4 @@
-#include "agent/user_task.h"
+#include "task/user_task.h"
 
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
@@ -16,7 +16,7 @@
 #include "common/sha256.h"
 #include "steadfast/v1/trial_link.grpc.pb.h"
 
-namespace sf::agent {
+namespace sf::task {
 namespace fs = std::filesystem;
 namespace v1 = steadfast::v1;
 
@@ -217,4 +217,4 @@ std::string FailureReason(int code, const std::string& stderr_path) {
   return first.empty() ? status : status + ": " + first;
 }
 
-}  // namespace sf::agent
+}  // namespace sf::task

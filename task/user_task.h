@@ -27,7 +27,7 @@
 #include "common/status.h"
 #include "steadfast/v1/agent_link.pb.h"
 
-namespace sf::agent {
+namespace sf::task {
 
 class ContextCache {
  public:
@@ -71,4 +71,4 @@ std::string FirstErrorLine(const std::string& stderr_path);
 // else "exit status N". Used by the agent and by sf-task under Slurm.
 std::string FailureReason(int code, const std::string& stderr_path);
 
-}  // namespace sf::agent
+}  // namespace sf::task

@@ -109,7 +109,8 @@ TEST(AgentConfigTest, ErrorsNameTheFlagOrKey) {
   std::string file = dir.WriteFile("agent.yaml", "mastr: x:1\n");
   auto unknown = Parse({"--config", file});
   ASSERT_FALSE(unknown.ok());
-  EXPECT_NE(unknown.status().message().find("unknown key 'mastr'"), std::string::npos)
+  EXPECT_NE(unknown.status().message().find(file + ": unknown setting \"mastr\" (did you mean \"master\"?)"),
+            std::string::npos)
       << unknown.status().message();
   auto missing = Parse({"--config", dir.path() + "/nope.yaml"});
   ASSERT_FALSE(missing.ok());

@@ -3,6 +3,7 @@
 #include <initializer_list>
 
 #include "agent/agent.h"
+#include "task/task_environment.h"
 #include "agent/slot_detector.h"
 
 namespace sf::agent {
@@ -23,7 +24,7 @@ TEST(TaskEnvironmentTest, CarriesTheTrialSpecAndWinsOverStartTaskEnv) {
   (*task.mutable_env())["NCCL_DEBUG"] = "INFO";
   (*task.mutable_env())["SF_RANK"] = "99";  // the spec wins
   (*task.mutable_hparams()->mutable_fields())["heads"].set_number_value(4);
-  auto env = TaskEnvironment(task, "/w/tasks/t-1/experiment.yaml", "/w/tasks/t-1", "a1", "m:8090");
+  auto env = task::TaskEnvironment(task, "/w/tasks/t-1/experiment.yaml", "/w/tasks/t-1", "a1", "m:8090");
   EXPECT_EQ(env["SF_MASTER_ADDRESS"], "m:8090");  // StartTask.master_address was empty
   EXPECT_EQ(env["SF_TASK_ID"], "t-1");
   EXPECT_EQ(env["SF_TRIAL_ID"], "12");
@@ -67,7 +68,7 @@ std::vector<steadfast::v1::Slot> GpuSlots(int n) {
 
 TEST(TaskEnvironmentTest, CudaSlotsAreNamedByGpuUuid) {
   steadfast::v1::StartTask task = TaskOn({"cuda3", "cuda1"});
-  auto env = TaskEnvironment(task, "/c", "/d", "a", "m:8090", 0, GpuSlots(4));
+  auto env = task::TaskEnvironment(task, "/c", "/d", "a", "m:8090", 0, GpuSlots(4));
   // In the task's slot order; UUIDs cannot be renumbered, so no device order is needed.
   EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], "GPU-uuid-3,GPU-uuid-1");
   EXPECT_EQ(env.count("CUDA_DEVICE_ORDER"), 0u);
@@ -78,7 +79,7 @@ TEST(TaskEnvironmentTest, ACudaSlotWithoutUuidMakesEveryOneAnOrdinal) {
   steadfast::v1::StartTask task = TaskOn({"cuda0", "cuda2"});
   auto slots = GpuSlots(3);
   slots[2].clear_uuid();  // found by the CUDA runtime alone
-  auto env = TaskEnvironment(task, "/c", "/d", "a", "m:8090", 0, slots);
+  auto env = task::TaskEnvironment(task, "/c", "/d", "a", "m:8090", 0, slots);
   EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], "0,2");
   EXPECT_EQ(env["CUDA_DEVICE_ORDER"], "PCI_BUS_ID");
 }
@@ -86,7 +87,7 @@ TEST(TaskEnvironmentTest, ACudaSlotWithoutUuidMakesEveryOneAnOrdinal) {
 TEST(TaskEnvironmentTest, CpuSlotsLeaveCudaVisibleDevicesAlone) {
   steadfast::v1::StartTask task = TaskOn({"cpu0"});
   task.set_master_address("master:1");
-  auto env = TaskEnvironment(task, "/c", "/d", "a", "m:8090", 0, GpuSlots(2));
+  auto env = task::TaskEnvironment(task, "/c", "/d", "a", "m:8090", 0, GpuSlots(2));
   EXPECT_EQ(env.count("CUDA_VISIBLE_DEVICES"), 0u);
   EXPECT_EQ(env.count("CUDA_DEVICE_ORDER"), 0u);
   EXPECT_EQ(env["SF_MASTER_ADDRESS"], "master:1");
@@ -97,17 +98,17 @@ TEST(TaskEnvironmentTest, CpuSlotsLeaveCudaVisibleDevicesAlone) {
 TEST(TaskEnvironmentTest, CpuSlotsGetTheirShareOfThreads) {
   steadfast::v1::StartTask task = TaskOn({"cpu0", "cpu1"});
   // Two CPU slots at 3 threads each.
-  EXPECT_EQ(TaskEnvironment(task, "/c", "/d", "a", "m:8090", 3)["OMP_NUM_THREADS"], "6");
+  EXPECT_EQ(task::TaskEnvironment(task, "/c", "/d", "a", "m:8090", 3)["OMP_NUM_THREADS"], "6");
   // Unset when no budget is given.
-  EXPECT_EQ(TaskEnvironment(task, "/c", "/d", "a", "m:8090", 0).count("OMP_NUM_THREADS"), 0u);
+  EXPECT_EQ(task::TaskEnvironment(task, "/c", "/d", "a", "m:8090", 0).count("OMP_NUM_THREADS"), 0u);
   // The experiment's own setting wins.
   (*task.mutable_env())["OMP_NUM_THREADS"] = "1";
-  EXPECT_EQ(TaskEnvironment(task, "/c", "/d", "a", "m:8090", 3)["OMP_NUM_THREADS"], "1");
+  EXPECT_EQ(task::TaskEnvironment(task, "/c", "/d", "a", "m:8090", 3)["OMP_NUM_THREADS"], "1");
   // A task on CUDA slots only is left alone.
   steadfast::v1::StartTask gpu;
   gpu.set_task_id("g");
   gpu.add_slot_ids("cuda0");
-  EXPECT_EQ(TaskEnvironment(gpu, "/c", "/d", "a", "m:8090", 3).count("OMP_NUM_THREADS"), 0u);
+  EXPECT_EQ(task::TaskEnvironment(gpu, "/c", "/d", "a", "m:8090", 3).count("OMP_NUM_THREADS"), 0u);
 }
 
 TEST(TaskEnvironmentTest, ThreadsPerSlotDefaultsToCoresOverSlots) {
@@ -149,12 +150,12 @@ TEST(SlotDetectorTest, AutoFindsCudaDevicesOrFallsBackToOneCpuSlot) {
   }
 }
 
-TEST(SlotDetectorTest, CudaOrdinalOfSlot) {
-  EXPECT_EQ(CudaOrdinalOfSlot("cuda0"), 0);
-  EXPECT_EQ(CudaOrdinalOfSlot("cuda12"), 12);
-  EXPECT_EQ(CudaOrdinalOfSlot("cpu0"), -1);
-  EXPECT_EQ(CudaOrdinalOfSlot("cuda"), -1);
-  EXPECT_EQ(CudaOrdinalOfSlot("cudax"), -1);
+TEST(SlotIdTest, CudaOrdinalOfSlot) {
+  EXPECT_EQ(task::CudaOrdinalOfSlot("cuda0"), 0);
+  EXPECT_EQ(task::CudaOrdinalOfSlot("cuda12"), 12);
+  EXPECT_EQ(task::CudaOrdinalOfSlot("cpu0"), -1);
+  EXPECT_EQ(task::CudaOrdinalOfSlot("cuda"), -1);
+  EXPECT_EQ(task::CudaOrdinalOfSlot("cudax"), -1);
 }
 
 }  // namespace

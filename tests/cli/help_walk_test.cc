@@ -136,7 +136,7 @@ TEST(HelpWalk, BadUsageExitsTwoAndNamesTheProblem) {
       {{b + "/cli/sf", "--bogus"}, "unknown flag '--bogus'"},
       {{b + "/master/sf-master", "--grpc-port", "http"}, "--grpc-port"},
       {{b + "/master/sf-master", "--bogus"}, "--bogus"},
-      {{b + "/agent/sf-agent", "--slots", "gpu:2"}, "--slots: 'gpu:2'"},
+      {{b + "/agent/sf-agent", "--slots", "gpu:2"}, "--slots: slots: 'gpu:2'"},
       {{b + "/agent/sf-agent", "stray"}, "stray"},
       {{b + "/trainer/data/sf-spm", "train"}, "--output is required"},
   };

@@ -1,8 +1,8 @@
-#include "agent/line_splitter.h"
+#include "task/line_splitter.h"
 
 #include <gtest/gtest.h>
 
-namespace sf::agent {
+namespace sf::task {
 namespace {
 
 TEST(LineSplitterTest, SplitsAcrossChunksAndKeepsPartialLineUntilFlush) {
@@ -61,4 +61,4 @@ TEST(LineSplitterTest, InvalidUtf8BecomesReplacementCharacter) {
 }
 
 }  // namespace
-}  // namespace sf::agent
+}  // namespace sf::task

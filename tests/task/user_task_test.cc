@@ -1,6 +1,6 @@
 // User trials on the agent (agent/user_task.h): the failure line of real Python tracebacks,
 // the entrypoint's argv, and the environment a task gets.
-#include "agent/user_task.h"
+#include "task/user_task.h"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +13,7 @@
 #include "common/subprocess.h"
 #include "tests/support/testing.h"
 
-namespace sf::agent {
+namespace sf::task {
 namespace {
 namespace fs = std::filesystem;
 
@@ -100,4 +100,4 @@ TEST(UnpackTaskContext, GivesEachRunAFreshCopy) {
 }
 
 }  // namespace
-}  // namespace sf::agent
+}  // namespace sf::task
