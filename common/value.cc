@@ -10,7 +10,7 @@
 namespace sf {
 namespace {
 
-void AppendJsonString(const std::string& s, std::string& out) {
+void AppendJsonString(std::string_view s, std::string& out) {
   out.push_back('"');
   for (unsigned char c : s) {
     switch (c) {
@@ -307,6 +307,12 @@ const char* Value::TypeName(Type type) {
     case Type::kMap: return "map";
   }
   return "?";
+}
+
+std::string JsonQuoted(std::string_view s) {
+  std::string out;
+  AppendJsonString(s, out);
+  return out;
 }
 
 }  // namespace sf

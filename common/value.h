@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -77,5 +78,10 @@ class Value {
  private:
   std::variant<std::monostate, bool, int64_t, double, std::string, List, Map> data_;
 };
+
+// `s` as a JSON string literal: quoted, with '"', '\\' and control characters escaped, as ToJson
+// writes strings. For documents whose layout is fixed elsewhere (a safetensors header, sacreBLEU's
+// JSON), built around Value's own string escaping rather than a second copy of it.
+std::string JsonQuoted(std::string_view s);
 
 }  // namespace sf

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "common/utf8.h"
+#include "common/value.h"
 #include "trainer/core/header_json.h"
 
 namespace sf::safetensors {
@@ -36,24 +37,6 @@ constexpr DTypeEntry kDTypes[] = {
     {DType::kF64, "F64", 8}, {DType::kI64, "I64", 8},   {DType::kF32, "F32", 4},
     {DType::kI32, "I32", 4}, {DType::kBF16, "BF16", 2}, {DType::kF16, "F16", 2},
 };
-
-void AppendJsonString(std::string* out, std::string_view s) {
-  out->push_back('"');
-  for (char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out->push_back('\\');
-      out->push_back(c);
-    } else if (u < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", u);
-      out->append(buf);
-    } else {
-      out->push_back(c);
-    }
-  }
-  out->push_back('"');
-}
 
 // numel of a shape, or nullopt on a negative dimension or overflow.
 std::optional<size_t> Numel(const std::vector<int64_t>& shape) {
@@ -131,9 +114,9 @@ Status WriteFile(const std::string& path, std::span<const TensorView> tensors,
     for (const auto& [k, v] : metadata) {
       if (!first) header += ',';
       first = false;
-      AppendJsonString(&header, k);
+      header += JsonQuoted(k);
       header += ':';
-      AppendJsonString(&header, v);
+      header += JsonQuoted(v);
     }
     header += '}';
   }
@@ -153,7 +136,7 @@ Status WriteFile(const std::string& path, std::span<const TensorView> tensors,
                              DTypeName(t.dtype) + " shape");
     }
     if (i > 0 || !metadata.empty()) header += ',';
-    AppendJsonString(&header, t.name);
+    header += JsonQuoted(t.name);
     header += ":{\"dtype\":\"";
     header += DTypeName(t.dtype);
     header += "\",\"shape\":[";

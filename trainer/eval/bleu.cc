@@ -14,6 +14,7 @@
 
 #include "common/command_line.h"
 #include "common/utf8.h"
+#include "common/value.h"
 
 namespace sf::eval {
 namespace {
@@ -383,15 +384,6 @@ std::string BleuSignature(const BleuOptions& o, int num_refs) {
 
 namespace {
 
-std::string JsonEscape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out;
-}
-
 // Strict UTF-8 (no overlong forms, surrogates or code points above U+10FFFF).
 bool ValidUtf8(std::string_view s) {
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
@@ -440,8 +432,8 @@ std::string BleuJson(const BleuScore& score, const BleuOptions& options, int num
   char num[32];
   std::snprintf(num, sizeof num, "%.2f", score.score);
   std::string out = "{\n \"name\": \"BLEU\",\n \"score\": " + std::string(num) +
-                    ",\n \"signature\": \"" + JsonEscape(sig) + "\",\n \"verbose_score\": \"" +
-                    JsonEscape(verbose) + "\"";
+                    ",\n \"signature\": " + JsonQuoted(sig) + ",\n \"verbose_score\": " +
+                    JsonQuoted(verbose);
   size_t start = 0;
   while (start < sig.size()) {
     size_t end = sig.find('|', start);
@@ -449,7 +441,7 @@ std::string BleuJson(const BleuScore& score, const BleuOptions& options, int num
     std::string field = sig.substr(start, end - start);
     size_t colon = field.find(':');
     out +=
-        ",\n \"" + field.substr(0, colon) + "\": \"" + JsonEscape(field.substr(colon + 1)) + "\"";
+        ",\n " + JsonQuoted(field.substr(0, colon)) + ": " + JsonQuoted(field.substr(colon + 1));
     start = end + 1;
   }
   return out + "\n}";
