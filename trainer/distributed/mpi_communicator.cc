@@ -430,9 +430,17 @@ Status ConnectRanks(MpiComm& c, const MpiConnectOptions& o) {
   // helper daemon inherits them).
   setenv("OMPI_MCA_pmix_server_uri", ("file:" + my_uri_file).c_str(), 1);
   if (o.across_machines) setenv("OMPI_MCA_btl", "self,tcp", 1);
-  if (!o.tcp_interfaces.empty()) {
-    setenv("OMPI_MCA_btl_tcp_if_include", o.tcp_interfaces.c_str(), 1);
-    setenv("OMPI_MCA_oob_tcp_if_include", o.tcp_interfaces.c_str(), 1);
+  // Which network carries the data (host_network.h): the named interfaces, else loopback for
+  // ranks on one host, never "every interface there is" (one that vanishes mid-run would hang
+  // the collective it carried half of). A user's own OMPI_MCA_* settings still win.
+  const std::string net = !o.tcp_interfaces.empty() ? o.tcp_interfaces : o.across_machines ? "" : "127.0.0.1/8";
+  if (!net.empty()) {
+    const bool user_excludes = std::getenv("OMPI_MCA_btl_tcp_if_exclude") || std::getenv("OMPI_MCA_oob_tcp_if_exclude");
+    const int overwrite = o.tcp_interfaces.empty() ? 0 : 1;
+    if (!user_excludes || overwrite) {
+      setenv("OMPI_MCA_btl_tcp_if_include", net.c_str(), overwrite);
+      setenv("OMPI_MCA_oob_tcp_if_include", net.c_str(), overwrite);
+    }
   }
   SF_RETURN_IF_ERROR(c.InitMpi());
 
@@ -522,7 +530,10 @@ Result<std::unique_ptr<Communicator>> MpiConnect(const MpiConnectOptions& option
   Status st = c->Start([o](MpiComm& m) { return ConnectRanks(m, o); });
   if (!st.ok()) return st.WithContext("rank " + std::to_string(options.rank) + " of " + std::to_string(options.world_size));
   log::Info("dist", {{"event", "connected"}, {"backend", "mpi"}, {"rank", std::to_string(c->rank())},
-                     {"world_size", std::to_string(c->world_size())}});
+                     {"world_size", std::to_string(c->world_size())},
+                     {"network", !options.tcp_interfaces.empty() ? options.tcp_interfaces
+                                 : options.across_machines    ? "any"
+                                                              : "loopback"}});
   return std::unique_ptr<Communicator>(std::move(c));
 }
 

@@ -36,10 +36,13 @@ namespace sf::dist {
 struct MpiConnectOptions : RankOptions {
   // Where rank 0 keeps ompi-server's URI file and every rank its copy (created if missing).
   std::string work_dir = "/tmp";
-  // True when the ranks run on different machines (agents): MPI then uses TCP only, never
-  // shared memory, and the interfaces it may use can be narrowed with `tcp_interfaces`.
+  // True when the ranks run on different hosts (different HostKey(), host_network.h): MPI then
+  // uses TCP only, never shared memory. False: every rank is on this host and MPI's TCP
+  // connections use loopback only.
   bool across_machines = false;
-  std::string tcp_interfaces;  // e.g. "10.0.0.0/24" (OMPI btl_tcp_if_include); empty: all
+  // The interfaces MPI's TCP connections may use, e.g. "10.0.0.0/24" or "eth1" (Open MPI's
+  // btl_tcp_if_include); empty: loopback on one host, Open MPI's choice across hosts.
+  std::string tcp_interfaces;
 };
 
 // Under mpirun (or as a lone process): MPI_COMM_WORLD.

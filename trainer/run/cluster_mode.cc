@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "core_api/steadfast_core.h"
 #include "trainer/core/dtype.h"
+#include "trainer/distributed/host_network.h"
 #include "trainer/distributed/mpi_communicator.h"
 #if defined(SF_HAVE_CUDA)
 #include "trainer/distributed/nccl_communicator.h"
@@ -80,8 +81,9 @@ int RunTrial(core::Context& ctx, std::unique_ptr<dist::Communicator>& comm) {
                           std::vector<std::string>* addresses) -> Result<std::vector<std::string>> {
       return ctx.distributed().Gather(round, payload, std::chrono::seconds(timeout_s), addresses);
     };
-    std::vector<std::string> agents;
-    auto members = rendezvous("members", info.agent_id, &agents);
+    // Each rank says which host (kernel and network namespace) it runs on: ranks that share one
+    // talk over loopback (host_network.h).
+    auto members = rendezvous("members", dist::HostKey(), nullptr);
     if (!members.ok()) return fail("", members.status());
     const auto collective_timeout = std::chrono::seconds(std::atoi(Env("SF_COLLECTIVE_TIMEOUT_S", "300").c_str()));
     auto meet = [&](const std::string& round, const std::string& payload) {
@@ -106,9 +108,11 @@ int RunTrial(core::Context& ctx, std::unique_ptr<dist::Communicator>& comm) {
       mo.world_size = world_size;
       mo.rendezvous = meet;
       mo.work_dir = info.task_dir.empty() ? "/tmp" : info.task_dir;
+      const std::vector<std::string>& hosts = *members;
       mo.across_machines =
-          std::any_of(agents.begin(), agents.end(), [&](const std::string& a) { return a != agents[0]; });
+          std::any_of(hosts.begin(), hosts.end(), [&](const std::string& h) { return h != hosts[0]; });
       mo.tcp_interfaces = Env("SF_DIST_TCP_INTERFACES");
+      if (mo.across_machines && mo.tcp_interfaces.empty()) mo.tcp_interfaces = dist::RouteInterface(info.master_address);
       mo.timeout = collective_timeout;
       connected = dist::MpiConnect(mo);
     }

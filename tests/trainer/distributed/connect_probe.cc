@@ -2,11 +2,12 @@
 // them) meet through a file-based rendezvous in DIR, connect with MpiConnect, and check their
 // collectives against the known answer. Prints "ok rank=R world=W" and exits 0 when all hold.
 //
-//   dist_connect_probe RANK WORLD DIR [die|hang]
+//   dist_connect_probe RANK WORLD DIR [die|hang|soakN]
 //
 // `die`: rank 1 exits right after connecting; the other ranks' next allreduce must fail
 // within the communicator timeout (2 s here) instead of hanging. `hang`: rank 1 stops
-// taking part (sleeps) after connecting; same expectation.
+// taking part (sleeps) after connecting; same expectation. `soakN`: N steps of training-like
+// traffic (see below), for tests that change the network under the ranks.
 #include <unistd.h>
 
 #include <chrono>
@@ -18,6 +19,8 @@
 #include <iostream>
 #include <sstream>
 #include <thread>
+#include <vector>
+#include <algorithm>
 
 #include "trainer/distributed/mpi_communicator.h"
 
@@ -69,7 +72,7 @@ int main(int argc, char** argv) {
   o.rank = rank;
   o.world_size = world;
   o.work_dir = dir;
-  o.timeout = std::chrono::seconds(mode.empty() ? 60 : 2);
+  o.timeout = std::chrono::seconds(mode.empty() || mode.rfind("soak", 0) == 0 ? 60 : 2);
   o.rendezvous = [&](const std::string& round, const std::string& payload) {
     return FileRendezvous(dir, rank, world, round, payload);
   };
@@ -82,6 +85,38 @@ int main(int argc, char** argv) {
   int bad = 0;
   bad += Check(comm.rank() == rank && comm.world_size() == world, "rank and world size");
   if (mode == "die" && rank == 1) std::_Exit(3);
+  if (mode.rfind("soak", 0) == 0) {
+    // soakN: N training-like steps (gradient buckets in flight together, then the scalar
+    // rounds and, every 10 steps, a broadcast), printing "rank R step S" every 100.
+    const int steps = std::atoi(mode.c_str() + 4);
+    std::vector<std::vector<float>> buckets = {std::vector<float>(533376), std::vector<float>(700000),
+                                               std::vector<float>(300000), std::vector<float>(90000)};
+    for (int s = 0; s < steps; ++s) {
+      std::vector<std::unique_ptr<dist::Work>> w;
+      for (auto& b : buckets) {
+        std::fill(b.begin(), b.end(), 1.0f);
+        w.push_back(comm.AllreduceAsync(b.data(), static_cast<int64_t>(b.size()), DType::kF32,
+                                        dist::ReduceOp::kSum, DType::kF32));
+      }
+      for (auto& x : w) {
+        Status st = x->Wait();
+        if (!st.ok()) { std::cerr << "probe: step " << s << ": " << st.message() << "\n"; std::_Exit(1); }
+      }
+      for (auto& b : buckets) if (b[0] != world || b.back() != world) { std::cerr << "bad sum\n"; std::_Exit(1); }
+      double sc[3] = {1, 2, 3};
+      int32_t flag = 0;
+      if (!comm.Allreduce(sc, 3, DType::kF64).ok() || !comm.Allreduce(&flag, 1, DType::kI32, dist::ReduceOp::kMax).ok()) {
+        std::cerr << "probe: scalars failed at " << s << "\n"; std::_Exit(1);
+      }
+      if (s % 10 == 0) {
+        int64_t op[3] = {s, 0, 0};
+        if (!comm.Broadcast(op, sizeof(op), 0).ok()) { std::cerr << "bcast failed\n"; std::_Exit(1); }
+      }
+      if (s % 100 == 0) std::cerr << "rank " << rank << " step " << s << std::endl;
+    }
+    std::cout << "ok rank=" << rank << " world=" << world << std::endl;
+    return 0;
+  }
   if (mode == "hang" && rank == 1) {
     std::this_thread::sleep_for(std::chrono::seconds(8));
     std::_Exit(3);
