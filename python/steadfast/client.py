@@ -11,7 +11,8 @@ $SF_MASTER, then "master" in the CLI defaults file ($XDG_CONFIG_HOME/steadfast/c
 ~/.config/steadfast/cli.json, which `sf deploy local up` writes), then http://127.0.0.1:8080.
 The CA that verifies an https:// master: the `ca_file` argument, then $SF_CA_FILE, then the
 file's "ca_file" when its "master" was taken, else the system's CAs. The API token (sent as
-``Authorization: Bearer``): the `token` argument, then $SF_TOKEN.
+``Authorization: Bearer``): the `token` argument, then $SF_TOKEN, then the session `sf login`
+saved for that master URL (sessions.json beside cli.json, common/api/session_store.h).
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from typing import Any, Iterable, Optional, Union
 
 from ._context_archive import pack_context
 
-__all__ = ["ApiError", "Client", "cli_defaults_path", "resolve_master"]
+__all__ = ["ApiError", "Client", "cli_defaults_path", "resolve_master", "session_token",
+           "sessions_path"]
 
 DEFAULT_MASTER = "http://127.0.0.1:8080"
 TERMINAL_STATES = frozenset({"EXPERIMENT_STATE_COMPLETED", "EXPERIMENT_STATE_CANCELED",
@@ -58,6 +60,26 @@ def cli_defaults_path() -> str:
         home = os.environ.get("HOME", "")
         base = f"{home}/.config" if home else "/tmp/.config"
     return f"{base}/steadfast/cli.json"
+
+
+def sessions_path() -> str:
+    """Where `sf login` keeps its sessions: sessions.json beside cli.json."""
+    return os.path.join(os.path.dirname(cli_defaults_path()), "sessions.json")
+
+
+def session_token(url: str) -> str:
+    """The token of the session `sf login` saved for the master at `url` (as resolve_master
+    gives it), or "" when there is none. A missing or unreadable file is no session, as for
+    the CLI."""
+    try:
+        with open(sessions_path(), encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return ""
+    sessions = data.get("sessions") if isinstance(data, dict) else None
+    entry = sessions.get(url) if isinstance(sessions, dict) else None
+    token = entry.get("token") if isinstance(entry, dict) else None
+    return token if isinstance(token, str) else ""
 
 
 def _read_cli_defaults(path: str) -> dict[str, str]:
@@ -132,7 +154,8 @@ class Client:
     def __init__(self, url: Optional[str] = None, token: Optional[str] = None,
                  ca_file: Optional[str] = None, timeout: float = 60.0) -> None:
         self.url, self.ca_file = resolve_master(url, ca_file)
-        self.token = token if token is not None else os.environ.get("SF_TOKEN", "")
+        self.token = token if token is not None else (os.environ.get("SF_TOKEN", "")
+                                                       or session_token(self.url))
         self.timeout = timeout
         handlers: list[urllib.request.BaseHandler] = [urllib.request.ProxyHandler({})]
         if self.url.startswith("https://"):

@@ -73,6 +73,22 @@ class ResolutionTest(unittest.TestCase):
         self.assertEqual((c.url, c.token), ("http://env:2", "tok"))
         self.assertEqual(steadfast.Client(token="t2").token, "t2")
 
+    def test_the_sf_login_session_for_that_master_is_the_token_without_sf_token(self) -> None:
+        path = os.path.join(self.home, ".config", "steadfast", "sessions.json")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            json.dump({"sessions": {"http://m:1": {"username": "alice", "token": "sfs_alice"},
+                                    "http://other:2": {"username": "bob", "token": "sfs_bob"}}}, f)
+        self.assertEqual(steadfast.Client("http://m:1/").token, "sfs_alice")
+        self.assertEqual(steadfast.Client("m:1").token, "sfs_alice")
+        self.assertEqual(steadfast.Client("http://none:3").token, "")
+        os.environ["SF_TOKEN"] = "tok"  # as for sf: the environment first
+        self.assertEqual(steadfast.Client("http://m:1").token, "tok")
+        del os.environ["SF_TOKEN"]
+        with open(path, "w") as f:
+            f.write("not json")  # no session, as for sf
+        self.assertEqual(steadfast.Client("http://m:1").token, "")
+
     def test_a_bad_defaults_file_is_an_error_naming_it(self) -> None:
         path = self.write_defaults("[1, 2]")
         with self.assertRaisesRegex(ValueError, f"sf defaults file {path}: not a JSON object"):

@@ -240,12 +240,11 @@ class ManagedTrialTest(unittest.TestCase):
                                 f.write("x")
                     except RuntimeError as e:
                         out["conflict"] = str(e)
-                    try:
-                        with ctx.checkpoint.store_path({"steps_completed": op.length}) as (p, u):
-                            pass
-                        out["plain"] = "stored"
-                    except RuntimeError as e:
-                        out["plain"] = str(e)
+                    with ctx.checkpoint.store_path({"steps_completed": op.length}) as (p, u):
+                        with open(os.path.join(p, "plain-%d.bin" % d.rank), "w") as f:
+                            f.write("x")
+                        out["plain"] = [p.startswith(ctx.checkpoint.directory), u]
+                    out["plain_left"] = os.path.exists(p)
                     out["preempt"] = ctx.preempt.should_preempt()
                     op.report_completed(0.25)
                 out["ops"] = ops
@@ -278,8 +277,11 @@ class ManagedTrialTest(unittest.TestCase):
         self.assertEqual(r0["env"][0:2], r1["env"][0:2])  # one MASTER_ADDR:MASTER_PORT
         self.assertEqual([r0["env"][2], r1["env"][2]], ["0", "1"])
         self.assertEqual(r0["env"][3], "2")
-        self.assertEqual(r0["plain"], "stored")
-        self.assertIn("called on rank 1", r1["plain"])
+        # A plain store_path stores on the chief; on rank 1 it is a scratch directory, dropped.
+        self.assertEqual(r0["plain"][0], True)
+        self.assertNotEqual(r0["plain"][1], "")
+        self.assertEqual(r1["plain"], [False, ""])
+        self.assertFalse(r1["plain_left"])
         self.assertEqual(r0["uuid"], r1["uuid"])
         # One sharded checkpoint holding both ranks' files; the conflicting one left nothing.
         stored = [r.checkpoint for r in server.requests("ReportCheckpoint")]

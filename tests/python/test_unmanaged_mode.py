@@ -52,8 +52,25 @@ class UnmanagedTrialTest(unittest.TestCase):
                     with ctx.checkpoint.store_path({"steps_completed": op.length}) as (path, uuid):
                         open(os.path.join(path, "w"), "w").write("w")
                     op.report_completed(0.3)
+                import sys
+                print("to stderr", file=sys.stderr)
+                sys.stdout.write("no newline at the end")
             """)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        # The script's output also went to the trial's logs (no agent captures it), in order,
+        # each batch numbered in one incarnation, all before the trial ended.
+        batches = self.link.requests("ReportLogs")
+        self.assertGreaterEqual(len(batches), 1)
+        self.assertEqual({b.incarnation for b in batches}, {batches[0].incarnation})
+        self.assertEqual([b.sequence for b in batches], list(range(1, len(batches) + 1)))
+        logged = [(l.stream, l.message) for b in batches for l in b.lines]
+        self.assertEqual(logged[1:], [("stdout", "OP 8 batches"), ("stderr", "to stderr"),
+                                      ("stdout", "no newline at the end")])
+        self.assertTrue(logged[0][1].startswith("INFO "), logged)
+        self.assertIn("no newline at the end", p.stdout)  # and the terminal still has it
+        methods = [m for m, _, _ in self.link.calls]
+        self.assertLess(max(i for i, m in enumerate(methods) if m == "ReportLogs"),
+                        methods.index("EndTrial"))
         self.assertIn('INFO ["unmanaged", 21, 11, {"lr": 0.1, "sizes": [1, 2]}]', p.stdout)
         self.assertIn("OP 8 batches", p.stdout)
         self.assertIn(f"steadfast: unmanaged trial 21 of experiment 11 on {self.rest.url}",
@@ -107,6 +124,11 @@ class UnmanagedTrialTest(unittest.TestCase):
             self.assertEqual(self.rest.requests[0]["body"]["config_yaml"], f.read())
         end = self.link.requests("EndTrial")
         self.assertEqual([(e.failed, e.error) for e in end], [(True, "ValueError: bad shape")])
+        # The traceback is in the trial's logs too.
+        logged = [(l.stream, l.message) for b in self.link.requests("ReportLogs") for l in b.lines]
+        self.assertIn(("stdout", "OP 3 epochs"), logged)
+        self.assertIn(("stderr", "ValueError: bad shape"), logged)
+        self.assertIn(("stderr", "Traceback (most recent call last):"), logged)
 
     def test_unmanaged_true_needs_a_reachable_master(self) -> None:
         p = self.run_trial("""

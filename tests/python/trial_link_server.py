@@ -120,6 +120,10 @@ class TrialLinkServer(trial_link_pb2_grpc.TrialLinkServicer):
         self._enter("ReportProgress", request, context)
         return trial_link_pb2.ReportProgressResponse()
 
+    def ReportLogs(self, request, context):
+        self._enter("ReportLogs", request, context)
+        return trial_link_pb2.ReportLogsResponse()
+
     def EndTrial(self, request, context):
         self._enter("EndTrial", request, context)
         return trial_link_pb2.EndTrialResponse()

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shutil
+import tempfile
 import uuid as uuidlib
 from typing import Any, Iterator, Optional
 
@@ -57,8 +58,10 @@ class Checkpoint:
     `store_path(metadata)` gives a fresh directory ``<SF_CHECKPOINT_DIR>/<uuid>`` to write
     into; when the block ends normally, it writes ``metadata.json`` (the user's metadata) there,
     lists every file with its size and sha256, and reports the checkpoint to the master.
-    Without `shard`, only the chief (rank 0) may store; with ``shard=True`` every rank calls it
-    and writes its own part, and the parts are merged into one checkpoint.
+    Without `shard`, only the chief (rank 0) stores: on the other ranks the same call yields a
+    scratch directory and an empty uuid, and what they write there is discarded, so every rank
+    can run the same code. With ``shard=True`` every rank calls it and writes its own part, and
+    the parts are merged into one checkpoint.
 
     On failure: bad metadata (not a JSON-able dict with an int "steps_completed") raises
     ValueError before anything is created; an exception
@@ -127,9 +130,15 @@ class Checkpoint:
                 yield out
             return
         if self._dist.rank != 0:
-            raise RuntimeError(
-                f"{where}: called on rank {self._dist.rank}: only the chief (rank 0) stores a "
-                f"checkpoint, unless every rank calls store_path(..., shard=True)")
+            # Only the chief stores a plain checkpoint; the other ranks, running the same code,
+            # write into a scratch directory that is discarded (the uuid is empty: nothing is
+            # stored for them).
+            scratch = tempfile.mkdtemp(prefix=f"sf-store-path-rank{self._dist.rank}-")
+            try:
+                yield scratch, ""
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+            return
         uuid = str(uuidlib.uuid4())
         path = os.path.join(self._dir, uuid)
         os.makedirs(path)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
+import traceback
 from typing import Any, Optional, Union
 
 from ._checkpoint import Checkpoint
@@ -12,6 +14,7 @@ from ._distributed import Distributed
 from ._info import Info
 from ._link import Link, Operation, TrialLinkError
 from ._local_link import LocalTrialLink
+from ._log_capture import LogShipper
 from ._preempt import Preempt
 from ._searcher import Searcher
 from ._torch_env import set_torch_env
@@ -42,6 +45,7 @@ class Context:
         self.preempt = preempt
         self._link = link
         self._closed = False
+        self._logs: Optional[Any] = None  # unmanaged: the LogShipper of the script's output
 
     def __enter__(self) -> "Context":
         return self
@@ -62,6 +66,11 @@ class Context:
             error = e
         self.preempt.close()
         try:
+            if self._logs is not None:
+                if exc is not None and not (isinstance(exc, SystemExit) and exc.code in (0, None)):
+                    self._logs.add_text("stderr", "".join(traceback.format_exception(
+                        type(exc), exc, exc.__traceback__)))
+                self._logs.close()  # every line in before the trial ends
             if self.info.mode == UNMANAGED:
                 ending = exc if exc is not None else error
                 failed = ending is not None and not (
@@ -255,8 +264,14 @@ def _init_unmanaged(hparams: Optional[dict[str, Any]], max_length: Optional[int]
     except BaseException:
         link.close()
         raise
-    return _assemble(info, link, dist, label=label, synchronous=False,
-                     only_operation=op, checkpoint_dir=checkpoint_dir, restore_dir="", poll=True)
+    ctx = _assemble(info, link, dist, label=label, synchronous=False,
+                    only_operation=op, checkpoint_dir=checkpoint_dir, restore_dir="", poll=True)
+    # No agent captures an unmanaged script's output: it goes to the trial's logs from here.
+    host = socket.gethostname()
+    ctx._logs = LogShipper(lambda incarnation, sequence, lines:
+                           link.report_logs(incarnation, sequence, lines, host))
+    ctx._logs.start()
+    return ctx
 
 
 def _init_local(hparams: Optional[dict[str, Any]], max_length: Optional[int],

@@ -168,6 +168,17 @@ class RemoteTrialLink:
     def end_trial(self, failed: bool, error: str) -> None:
         self._call("EndTrial", trial_link_pb2.EndTrialRequest(failed=failed, error=error))
 
+    def report_logs(self, incarnation: str, sequence: int, lines: list[tuple[str, str, float]],
+                    host: str = "") -> None:
+        """One batch of output lines, (stream, message, unix time) each; the master stores a
+        (incarnation, sequence) once, so a retried batch is not doubled."""
+        request = trial_link_pb2.ReportLogsRequest(incarnation=incarnation, sequence=sequence,
+                                                   host=host)
+        for stream, message, at in lines:
+            line = request.lines.add(stream=stream, message=message)
+            line.time.FromNanoseconds(int(at * 1e9))
+        self._call("ReportLogs", request)
+
     def close(self) -> None:
         """Ends retries in progress and closes the channel; later calls fail."""
         self._closed.set()
