@@ -74,15 +74,23 @@ int FollowExperiment(Api& api, int64_t id) {
       std::cout << "experiment " << id << ": " << state << "\n" << std::flush;
       last = state;
     }
-    if (exp.state() == v1::EXPERIMENT_STATE_COMPLETED) return kExitOk;
+    // Each failed trial's own reason (rank, agent, the trainer's first error line), also when
+    // the search as a whole completed: a user reads why a trial of it failed.
+    auto trial_reasons = [&] {
+      for (const v1::Trial& t : trial_list) {
+        if (t.state() != v1::TRIAL_STATE_ERROR || t.error().empty()) continue;
+        const std::string self = "trial " + std::to_string(t.id()) + ": ";
+        const bool named = t.error().rfind(self, 0) == 0;  // some reasons name their trial already
+        std::cerr << "sf: " << (named ? "" : self) << t.error() << "\n";
+      }
+    };
+    if (exp.state() == v1::EXPERIMENT_STATE_COMPLETED) {
+      trial_reasons();
+      return kExitOk;
+    }
     if (exp.state() == v1::EXPERIMENT_STATE_CANCELED || exp.state() == v1::EXPERIMENT_STATE_ERROR) {
       if (!exp.error().empty()) std::cerr << "sf: experiment " << id << ": " << exp.error() << "\n";
-      // Each failed trial's own reason (rank, agent, the trainer's first error line).
-      for (const v1::Trial& t : trial_list) {
-        if (t.state() == v1::TRIAL_STATE_ERROR && !t.error().empty()) {
-          std::cerr << "sf: trial " << t.id() << ": " << t.error() << "\n";
-        }
-      }
+      trial_reasons();
       return kExitFailed;
     }
     std::this_thread::sleep_for(std::chrono::seconds(1));

@@ -58,7 +58,7 @@ int DescribeTrial(const Flags& f, Api& api) {
   const std::vector<std::pair<const char*, std::string>> lines = {
       {"id", std::to_string(t.id())},
       {"experimentId", std::to_string(t.experiment_id())},
-      {"state", v1::TrialState_Name(t.state())},
+      {"state", EnumText(t.state())},
       {"pendingReason", t.pending_reason()},
       {"jobId", t.job_id()},
       {"restarts", std::to_string(t.restarts())},
@@ -71,7 +71,9 @@ int DescribeTrial(const Flags& f, Api& api) {
       {"latestCheckpointUuid", t.latest_checkpoint_uuid()},
       {"startTime", TimeText(t.has_start_time(), t.start_time())},
       {"endTime", TimeText(t.has_end_time(), t.end_time())},
-      {"error", t.error()},
+      // A trial that failed, restarted and then completed keeps the reason of its last
+      // restart: shown as such, not as the error of a trial that did not fail.
+      {t.state() == v1::TRIAL_STATE_ERROR || t.error().empty() ? "error" : "lastRestartReason", t.error()},
       {"hparams", t.has_hparams() ? StructJson(t.hparams()) : "{}"}};
   for (const auto& [label, text] : lines) std::cout << label << ": " << text << "\n";
   return kExitOk;

@@ -300,8 +300,36 @@ void Cluster::MaybeFinishExperimentLocked(Experiment& e) {
   if (e.state == v1::EXPERIMENT_STATE_STOPPING_CANCELED) {
     SetExperimentStateLocked(e, v1::EXPERIMENT_STATE_CANCELED);
   } else if (e.searcher_done) {
-    SetExperimentStateLocked(e, e.search_failed ? v1::EXPERIMENT_STATE_ERROR : v1::EXPERIMENT_STATE_COMPLETED,
-                             e.search_failed ? "every trial failed" : "");
+    // The searcher judges by the metrics it got; the trials' ends count too. A trial whose
+    // rank 0 reported its validation and completed the operation can still fail afterwards
+    // (another rank raises, a checkpoint cannot be written): with no trial COMPLETED and one
+    // in ERROR, the experiment failed, and says which trial and why.
+    bool any_completed = false;
+    const Trial* failed = nullptr;
+    int errored = 0;
+    for (const auto& [req, tid] : e.trial_by_request) {
+      const Trial& t = trials_[tid];
+      if (t.state == v1::TRIAL_STATE_COMPLETED) any_completed = true;
+      if (t.state == v1::TRIAL_STATE_ERROR) {
+        ++errored;
+        if (!failed) failed = &t;
+      }
+    }
+    if (e.search_failed || (!any_completed && failed)) {
+      std::string why = "every trial failed";
+      if (failed) {
+        std::string reason = failed->error;
+        const std::string self = "trial " + std::to_string(failed->id) + ": ";
+        if (reason.rfind(self, 0) == 0) reason = reason.substr(self.size());
+        if (!reason.empty()) reason = ": " + reason;
+        why = errored == 1 ? "trial " + std::to_string(failed->id) + " failed" + reason
+                           : why + " (" + std::to_string(errored) + " in ERROR; trial " +
+                                 std::to_string(failed->id) + reason + ")";
+      }
+      SetExperimentStateLocked(e, v1::EXPERIMENT_STATE_ERROR, why);
+    } else {
+      SetExperimentStateLocked(e, v1::EXPERIMENT_STATE_COMPLETED);
+    }
   }
 }
 
@@ -316,6 +344,7 @@ void Cluster::SetExperimentStateLocked(Experiment& e, v1::ExperimentState s, con
 
 void Cluster::SetTrialStateLocked(Trial& t, v1::TrialState s, const std::string& error) {
   t.state = s;
+  if (s == v1::TRIAL_STATE_ERROR) t.error = error;
   TrialUpdate u;
   u.state = TrialStateName(s);
   if (!error.empty()) u.error = error;

@@ -245,6 +245,7 @@ class Cluster {
     std::map<int, int> exit_codes;           // as the manager's Exited event gave them
     // The first rank that failed on its own (not killed by us): "rank 1 on agent-2: <why>".
     std::string first_failure;
+    std::string error;           // why it ended in ERROR (set with that state)
     std::string restore;         // the checkpoint path its ranks restore ("" from scratch)
     std::string external_id;     // its job id at an external manager (Slurm)
     std::string pending_reason;  // why it waits, as its manager last said

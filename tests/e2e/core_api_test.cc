@@ -435,6 +435,37 @@ TEST_F(CoreApi, DdpRanksEndIdenticalAndAKilledRankRestartsTheGangFromItsCheckpoi
   EXPECT_EQ(same->output, "identical 40\n");
 }
 
+// A rank that fails after rank 0 completed the searcher's operation (and its validation
+// reached the searcher) still fails the trial, and a single-trial experiment with it:
+// `--follow` exits 1 naming the trial, the rank and the reason.
+TEST_F(CoreApi, ARankThatFailsAfterTheChiefCompletedFailsTheExperiment) {
+  const std::string yaml = Experiment(
+      "name: core-api-late-rank-failure\n"
+      "entrypoint: [/usr/bin/python3, ddp.py]\n"
+      "hyperparameters: {lr: 0.05, fail_rank: 1}\n"
+      "resources: {slots_per_trial: 2}\n"
+      "max_restarts: 0\n"
+      "searcher: {name: single, metric: validation_loss, max_length: {batches: 10}}\n");
+  SfRun run = Sf({"experiment", "create", yaml, "--follow"});
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  const std::string prefix = "created experiment ";
+  ASSERT_EQ(run.out.rfind(prefix, 0), 0u) << run.out << run.err;
+  const int64_t id = std::stoll(run.out.substr(prefix.size()));
+  EXPECT_EQ(cluster_->ExperimentState(id), "EXPERIMENT_STATE_ERROR");
+  const int64_t trial = Id(OnlyTrial(id));
+  EXPECT_EQ(OnlyTrial(id).Find("state")->as_string(), "TRIAL_STATE_ERROR");
+  // The searcher did get the validation: the failure is not "no trial validated".
+  EXPECT_EQ(Sql("SELECT count(*) FROM metrics WHERE kind = 'validation' AND trial_id = " + std::to_string(trial)), 1);
+  const std::string why = "rank 1 on e2e-agent-";
+  EXPECT_NE(TrialError(id).find(why), std::string::npos) << TrialError(id);
+  EXPECT_NE(TrialError(id).find("RuntimeError: rank 1 failed after the last operation"), std::string::npos)
+      << TrialError(id);
+  EXPECT_NE(run.err.find("sf: experiment " + std::to_string(id) + ": trial " + std::to_string(trial) + " failed: " + why),
+            std::string::npos)
+      << run.err;
+  EXPECT_NE(run.err.find("sf: trial " + std::to_string(trial) + ": " + why), std::string::npos) << run.err;
+}
+
 // A master killed mid-trial and started again: the library waits it out (retries with
 // backoff), the agent keeps the trial running, and no report is lost.
 TEST_F(CoreApi, AMasterRestartLosesNoReport) {
@@ -508,6 +539,10 @@ TEST_F(CoreApi, UnmanagedScriptReportsIntoAnExperimentOfItsOwn) {
   EXPECT_EQ(Sql("SELECT count(*) FROM metrics WHERE trial_id = " + t + " AND kind = 'validation'"), 1);
   EXPECT_EQ(Sql("SELECT count(*) FROM checkpoints WHERE trial_id = " + t + " AND batches = 20"), 1);
   EXPECT_EQ(Sql("SELECT count(*) FROM experiments WHERE unmanaged AND id = " + std::to_string(id)), 1);
+  // Its output is in the trial's logs, as a scheduled trial's is (no agent captured it).
+  const std::string logs = Logs(Id(trial));
+  EXPECT_NE(logs.find("[rank 0] starting at step 0\n"), std::string::npos) << logs;
+  EXPECT_NE(logs.find("[rank 0] done at step 20\n"), std::string::npos) << logs;
 
   CommandResult failed = run(R"({"fail_at": 4})");
   EXPECT_NE(failed.exit_code, 0) << failed.output;
@@ -515,6 +550,8 @@ TEST_F(CoreApi, UnmanagedScriptReportsIntoAnExperimentOfItsOwn) {
   ASSERT_GT(bad, 0);
   EXPECT_EQ(cluster_->ExperimentState(bad), "EXPERIMENT_STATE_ERROR");
   EXPECT_NE(TrialError(bad).find("ValueError: bad shape"), std::string::npos) << TrialError(bad);
+  const std::string bad_logs = Logs(Id(OnlyTrial(bad)));
+  EXPECT_NE(bad_logs.find("[rank 0] ValueError: bad shape\n"), std::string::npos) << bad_logs;
 }
 
 // The REST client CI pipelines use (steadfast.Client): create (packing the context), wait,

@@ -108,7 +108,7 @@ TEST(SchedulingEndToEnd, HigherPriorityPreemptsByCheckpointAndTheLowerResumesWhe
   // commands say why. It stays queued until the high experiment is done, so queued in the second
   // answer means queued in the first: checked whenever that answer shows it queued, with no
   // assumption about timing.
-  if (describe->output.find("state: TRIAL_STATE_QUEUED") != std::string::npos) {
+  if (describe->output.find("state: QUEUED\n") != std::string::npos) {
     EXPECT_NE(describe->output.find("pendingReason: preempted by trial "), std::string::npos)
         << describe->output;
     EXPECT_NE(experiment->output.find("trial " + std::to_string(waiting) + " waits: preempted by trial "),

@@ -4,7 +4,8 @@ steadfast.core.init() sets (no launcher), each rank trains on its own shard of e
 batch, and every checkpoint is sharded: each rank writes its own weights (rank<N>.pt), so a test
 can check the ranks ended with identical weights.
 
-Hyperparameters: lr, sleep (seconds after each step), checkpoint_every (steps).
+Hyperparameters: lr, sleep (seconds after each step), checkpoint_every (steps), fail_rank (this
+rank raises after every operation is done and rank 0 has reported it completed).
 """
 import os
 import sys
@@ -69,6 +70,9 @@ def main():
             save()
             op.report_completed(validation)
         dist.destroy_process_group()
+        if "fail_rank" in hp and rank == int(hp["fail_rank"]):
+            time.sleep(1)  # after rank 0 has told the master the operation is complete
+            raise RuntimeError(f"rank {rank} failed after the last operation")
 
 
 if __name__ == "__main__":
