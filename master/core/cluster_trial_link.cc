@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <string>
 
 #include "common/log.h"
@@ -135,12 +136,15 @@ Status Cluster::CompleteOperation(const v1::CompleteOperationRequest& request) {
   TrialUpdate u;
   u.completed_length = length;
   u.latest_validation_metric = metric;
-  if (!t->best_metric || Better(metric, *t->best_metric, e.config.searcher.smaller_is_better)) {
+  // A metric that is not finite (a diverged run's NaN loss) is stored as the latest, shown as
+  // it is, and never becomes a best: searchers rank it below every real value (docs/config.md).
+  const bool finite = std::isfinite(metric);
+  if (finite && (!t->best_metric || Better(metric, *t->best_metric, e.config.searcher.smaller_is_better))) {
     t->best_metric = metric;
     u.best_validation_metric = metric;
   }
   (void)store_->UpdateTrial(t->id, u);
-  if (!e.best || Better(metric, *e.best, e.config.searcher.smaller_is_better)) e.best = metric;
+  if (finite && (!e.best || Better(metric, *e.best, e.config.searcher.smaller_is_better))) e.best = metric;
   // The checkpoint taken at the end of this operation, registered before the operation's metric
   // was known (Core API scripts store, then complete), carries it from now on: retention's
   // save_trial_best and save_experiment_best rank it like a native one.

@@ -82,7 +82,8 @@ class AdaptiveAshaSearch final : public SearchMethod {
     Trial& t = it->second;
     Bracket& b = brackets_[t.bracket];
     if (length < b.plan.lengths[t.rung]) return {};  // not at the rung yet
-    double internal = std::isnan(metric) ? kWorst : (smaller_is_better_ ? metric : -metric);
+    // A metric that is not finite (a diverged loss) ranks below every real one, never first.
+    double internal = !std::isfinite(metric) ? kWorst : (smaller_is_better_ ? metric : -metric);
     t.validated = true;
     Insert(b.rungs[t.rung], Entry{id, internal, false, false});
     std::vector<SearcherOp> ops;

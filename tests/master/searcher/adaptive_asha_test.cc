@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <set>
 
 #include "master/searcher/search_method.h"
@@ -92,6 +93,22 @@ TEST(AdaptiveAshaTest, RespectsSmallerIsBetter) {
   std::set<int64_t> expected;
   for (int64_t id = 4; id <= 16; ++id) expected.insert(id);
   EXPECT_EQ(Promoted(lower), expected);
+}
+
+TEST(AdaptiveAshaTest, MetricsThatAreNotFiniteRankBelowEveryRealOne) {
+  // Trial 1 reports -inf, trial 2 NaN (a diverged loss): with smaller-is-better, -inf would
+  // otherwise be the best of the rung. Both rank worst, so trials 3..6 are the top quarter.
+  SearchDriver d = RunTwoRungs("validation_loss", true, [](int64_t id, const Value&, int64_t) {
+    if (id == 1) return -std::numeric_limits<double>::infinity();
+    if (id == 2) return std::numeric_limits<double>::quiet_NaN();
+    return static_cast<double>(id);
+  });
+  EXPECT_EQ(Promoted(d), (std::set<int64_t>{3, 4, 5, 6}));
+  // Higher is better: +inf likewise ranks worst.
+  SearchDriver h = RunTwoRungs("bleu", false, [](int64_t id, const Value&, int64_t) {
+    return id == 1 ? std::numeric_limits<double>::infinity() : 100.0 - static_cast<double>(id);
+  });
+  EXPECT_EQ(Promoted(h), (std::set<int64_t>{2, 3, 4, 5}));
 }
 
 TEST(AdaptiveAshaTest, FinishesWithTheExpectedNumberOfTrials) {
