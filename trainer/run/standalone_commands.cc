@@ -293,7 +293,10 @@ int Trainer::Run() {
     }
     const bool stop_now = g_interrupted || (o_.stop_after >= 0 && steps >= o_.stop_after);
     std::optional<double> metric;
-    if (val_period_ > 0 && steps - last_val >= val_period_ && steps < total_steps_ && !stop_now) {
+    // A validation due at this step runs before the checkpoint, also when --stop-after-steps
+    // stops here (the checkpoint then carries its metric, and the resumed run does not repeat
+    // it); only an interruption (Ctrl-C) skips it, to stop at once.
+    if (val_period_ > 0 && steps - last_val >= val_period_ && steps < total_steps_ && !g_interrupted) {
       st = Validate(steps);
       if (!st.ok()) return fail(st);
       metric = last_metric_;

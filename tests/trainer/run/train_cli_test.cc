@@ -145,6 +145,33 @@ TEST_F(TrainCli, ResumeIsBitExact) {
   EXPECT_LT(straight.at(12), straight.at(1));
 }
 
+// --stop-after-steps at a step where a validation is due: the validation runs before the
+// checkpoint, and stopping there then resuming validates at exactly the straight run's steps,
+// with the same values.
+TEST_F(TrainCli, StoppingWhereAValidationIsDueStillValidates) {
+  auto first = Run({"train", "tiny.yaml", "--output", "stop8", "--no-test", "--stop-after-steps", "8"});
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_EQ(sf::testing::RunMetrics(Path("stop8"), "validation", "validation_loss").size(), 2u) << first.output;
+  auto state = Value::FromJson(ReadFile(Path("stop8/latest/trainer_state.json")));
+  ASSERT_TRUE(state.ok());
+  EXPECT_EQ(state->Find("steps")->as_int(), 8);
+  auto second = Run({"train", "tiny.yaml", "--output", "stop8", "--no-test", "--resume",
+                     fs::canonical(Path("stop8/latest")).string()});
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  const auto straight = sf::testing::RunMetrics(Path("straight"), "validation", "validation_loss");
+  const auto resumed = sf::testing::RunMetrics(Path("stop8"), "validation", "validation_loss");
+  ASSERT_EQ(straight.size(), 3u);  // steps 4, 8 and the end, 12
+  EXPECT_EQ(resumed, straight);
+  // ... and each once: the resumed run does not validate step 8 again.
+  int records = 0;
+  std::istringstream lines(ReadFile(Path("stop8/metrics.jsonl")));
+  for (std::string line; std::getline(lines, line);) {
+    auto v = Value::FromJson(line);
+    if (v.ok() && v->Find("kind") && v->Find("kind")->as_string() == "validation") ++records;
+  }
+  EXPECT_EQ(records, 3);
+}
+
 TEST_F(TrainCli, InterruptWritesACheckpointAndExitsCleanly) {
   // A long run, interrupted (SIGINT, as Ctrl-C) once it has reported its first step.
   dir_->WriteFile("long.yaml", Config(1000000));
