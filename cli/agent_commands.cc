@@ -95,12 +95,14 @@ int ListResourcePools(const Flags& f, Api& api) {
   }
   std::vector<std::vector<std::string>> rows;
   for (const v1::ResourcePool& p : r->message.resource_pools()) {
-    rows.push_back({p.name(), p.scheduler(), std::to_string(p.agents()),
-                    std::to_string(p.total_slots()), std::to_string(p.used_slots()),
-                    std::to_string(p.running_trials()), std::to_string(p.queued_trials()),
-                    std::to_string(p.queued_slots())});
+    // A pool of agents counts agents; one another manager places (Slurm) counts its nodes.
+    const bool agents = p.scheduler() == "priority" || p.scheduler() == "fair_share";
+    rows.push_back({p.name(), p.scheduler(), agents ? std::to_string(p.agents()) : "-",
+                    agents ? "-" : std::to_string(p.nodes()), std::to_string(p.total_slots()),
+                    std::to_string(p.used_slots()), std::to_string(p.running_trials()),
+                    std::to_string(p.queued_trials()), std::to_string(p.queued_slots())});
   }
-  PrintTable({"POOL", "SCHEDULER", "AGENTS", "SLOTS", "USED", "RUNNING", "QUEUED", "QUEUED SLOTS"}, rows);
+  PrintTable({"POOL", "SCHEDULER", "AGENTS", "NODES", "SLOTS", "USED", "RUNNING", "QUEUED", "QUEUED SLOTS"}, rows);
   return kExitOk;
 }
 

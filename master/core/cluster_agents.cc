@@ -74,14 +74,22 @@ std::vector<v1::ResourcePool> Cluster::ResourcePools() {
     }
     return p;
   };
-  // Pools another resource manager places: its name as the scheduler, their queued trials.
-  for (const auto& [name, manager] : options_.external_pools) pool(name).set_scheduler(manager->Kind());
+  // Pools another resource manager places: its name as the scheduler, its size as it last
+  // saw it (Slurm: the partition's nodes from sinfo), their running and queued trials.
+  for (const auto& [name, manager] : options_.external_pools) {
+    v1::ResourcePool& p = pool(name);
+    p.set_scheduler(manager->Kind());
+    const rm::PoolSize size = manager->Size();
+    p.set_nodes(size.nodes);
+    p.set_total_slots(size.slots);
+  }
   for (const auto& [id, t] : trials_) {
     auto e = experiments_.find(t.experiment_id);
     if (e == experiments_.end()) continue;
     if (t.allocated) {
       v1::ResourcePool& p = pool(e->second.config.resources.resource_pool);
       p.set_running_trials(p.running_trials() + 1);
+      if (ExternalManagerLocked(e->second)) p.set_used_slots(p.used_slots() + t.world_size);
     } else if (t.state == v1::TRIAL_STATE_QUEUED && !t.allocation_id.empty() && ExternalManagerLocked(e->second)) {
       v1::ResourcePool& p = pool(e->second.config.resources.resource_pool);
       p.set_queued_trials(p.queued_trials() + 1);

@@ -98,6 +98,15 @@ struct AllocationEvent {
 
 using EventSink = std::function<void(const AllocationEvent&)>;
 
+// What a manager places on, as it last looked (Size()): Slurm's responding nodes of the
+// partition and their slots; the agent manager's connected agents and their slots. `known` is
+// false until the manager has looked.
+struct PoolSize {
+  bool known = false;
+  int nodes = 0;
+  int slots = 0;
+};
+
 class ResourceManager {
  public:
   virtual ~ResourceManager() = default;
@@ -111,6 +120,9 @@ class ResourceManager {
   virtual void Submit(GangLaunch launch) = 0;
   virtual void Adopt(const GangLaunch& gang, const std::string& external_id) = 0;
   virtual void Kill(const std::string& allocation_id) = 0;
+  // How much it places on, as the manager last saw it; answered from what the manager keeps
+  // (no call to the outside), so the coordinator may ask under its own lock.
+  virtual PoolSize Size() const = 0;
 };
 
 }  // namespace sf::master::rm

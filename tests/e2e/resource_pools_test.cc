@@ -87,13 +87,14 @@ TEST_F(ResourcePools, UnknownPoolIsRefusedAndPoolsShowSlotsUsageAndQueue) {
     if (line.rfind("default ", 0) == 0) row = line;
     at = end == std::string::npos ? sf->output.size() : end + 1;
   }
-  // default, priority, 1 agent, 1 slot, 1 used, 1 running, 1 queued, 1 queued slot.
+  // default, priority, 1 agent, no nodes (a pool of agents), 1 slot, 1 used, 1 running, 1 queued,
+  // 1 queued slot.
   std::string squeezed;
   for (char ch : row) {
     if (ch != ' ' || (!squeezed.empty() && squeezed.back() != ' ')) squeezed += ch;
   }
   while (!squeezed.empty() && squeezed.back() == ' ') squeezed.pop_back();
-  EXPECT_EQ(squeezed, "default priority 1 1 1 1 1 1") << sf->output;
+  EXPECT_EQ(squeezed, "default priority 1 - 1 1 1 1 1") << sf->output;
 
   // Once both are killed the pool is idle again.
   ASSERT_EQ(c.Post("/api/v1/experiments/kill", "{\"ids\": [\"" + std::to_string(first) + "\", \"" +

@@ -244,6 +244,19 @@ TEST(Slurm, GangLargerThanThePartitionWaitsWithSlurmsReasonUntilKilled) {
   // And which Slurm job it is, for squeue and scontrol.
   EXPECT_NE(describe->output.find("jobId: " + JobIds(c, Id(TrialOf(c, id))).at(0) + "\n"), std::string::npos)
       << describe->output;
+  // The pool shows the partition's size from sinfo (two nodes, one slot each) and its queue.
+  auto pools = RunCommand({Cluster::Binary("sf"), "resource-pool", "list", "--master", c.url()}, o);
+  ASSERT_TRUE(pools.ok());
+  std::string row;
+  for (std::istringstream lines(pools->output); std::getline(lines, row);) {
+    if (row.rfind("default ", 0) == 0) break;
+  }
+  std::string squeezed;
+  for (char ch : row) {
+    if (ch != ' ' || (!squeezed.empty() && squeezed.back() != ' ')) squeezed += ch;
+  }
+  while (!squeezed.empty() && squeezed.back() == ' ') squeezed.pop_back();
+  EXPECT_EQ(squeezed, "default slurm - 2 2 0 0 1 3") << pools->output;
   EXPECT_EQ(c.Post("/api/v1/experiments/" + std::to_string(id) + "/kill", "{}").first, 200);
   ASSERT_TRUE(c.WaitForState(id, "EXPERIMENT_STATE_CANCELED", 60s)) << c.ExperimentState(id);
   // The pending job is gone from Slurm's queue.

@@ -94,6 +94,7 @@ describe('ClusterPage resource pools', () => {
             { name: 'default', scheduler: 'priority', agents: 2, totalSlots: 4, usedSlots: 3, runningTrials: 2, queuedTrials: 0, queuedSlots: 0 },
             { name: 'gpu', scheduler: 'fair_share', agents: 1, totalSlots: 8, usedSlots: 8, runningTrials: 2, queuedTrials: 3, queuedSlots: 12 },
             { name: 'tiny', agents: 1, totalSlots: 1, queuedTrials: 1, queuedSlots: 1 },
+            { name: 'hpc', scheduler: 'slurm', nodes: 2, totalSlots: 2, usedSlots: 1, runningTrials: 1 },
           ],
         });
       }
@@ -103,9 +104,11 @@ describe('ClusterPage resource pools', () => {
     render(<ClusterPage />);
     const table = await screen.findByTestId('pools-table');
     const rows = [...table.querySelectorAll('[data-testid="pool-row"]')];
-    expect(rows.map((r) => r.querySelector('td')!.textContent)).toEqual(['default', 'gpu', 'tiny']);
-    expect(rows.map((r) => r.querySelector('[data-testid="pool-slots"]')!.textContent)).toEqual(['3/4', '8/8', '0/1']);
-    expect(rows.map((r) => r.querySelector('[data-testid="pool-queue"]')!.textContent)).toEqual(['empty', '3 trials (12 slots)', '1 trial (1 slot)']);
+    expect(rows.map((r) => r.querySelector('td')!.textContent)).toEqual(['default', 'gpu', 'tiny', 'hpc']);
+    expect(rows.map((r) => r.querySelector('[data-testid="pool-slots"]')!.textContent)).toEqual(['3/4', '8/8', '0/1', '1/2']);
+    expect(rows.map((r) => r.querySelector('[data-testid="pool-queue"]')!.textContent)).toEqual(['empty', '3 trials (12 slots)', '1 trial (1 slot)', 'empty']);
+    // A pool of agents counts its agents; a Slurm partition its nodes (from sinfo).
+    expect(rows.map((r) => r.querySelector('[data-testid="pool-hosts"]')!.textContent)).toEqual(['2', '1', '1', '2 nodes']);
     expect(rows[1].textContent).toContain('fair share');
     // Fields the master left out (proto3 defaults) read as 0 and the default scheduler.
     expect(rows[2].textContent).toContain('priority');

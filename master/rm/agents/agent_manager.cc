@@ -486,6 +486,11 @@ std::vector<std::string> AgentManager::KnownPools() const {
   return {pools.begin(), pools.end()};
 }
 
+PoolSize AgentManager::Size() const {
+  const Usage u = Stats();
+  return PoolSize{true, u.agents, u.total_slots};
+}
+
 AgentManager::Usage AgentManager::Stats() const {
   Usage u;
   for (const auto& [id, agent] : agents_) {

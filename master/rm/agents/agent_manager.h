@@ -77,6 +77,8 @@ class AgentManager final : public ResourceManager {
   void Submit(GangLaunch launch) override;
   void Adopt(const GangLaunch& gang, const std::string& external_id) override;
   void Kill(const std::string& allocation_id) override;
+  // Every connected agent of every pool (Stats(), as nodes and slots).
+  PoolSize Size() const override;
 
   // A scheduling pass at `now` (seconds on a monotonic clock, for min_run).
   void Schedule(double now);

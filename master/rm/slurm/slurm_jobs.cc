@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <set>
 #include <sstream>
 
 namespace sf::master::rm::slurm {
@@ -192,6 +193,30 @@ AllocationEvent ExitedEvent(const std::string& allocation_id, const JobStatus& j
   }
   for (int rank = 0; rank < std::max(1, world_size); ++rank) e.exit_codes[rank] = rank_code;
   return e;
+}
+
+PoolSize ParseSinfoNodes(const std::string& output, int slots_per_node) {
+  static const std::set<std::string> kUsable = {"idle", "alloc", "allocated", "mix", "mixed", "comp",
+                                                "completing", "resv", "reserved", "plnd", "planned"};
+  std::set<std::string> up;
+  std::istringstream in(output);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::vector<std::string> f = Split(line, '|');
+    if (f.size() < 2 || f[0].empty()) continue;
+    std::string state = f[1];
+    while (!state.empty() && (state.back() == ' ' || state.back() == '\r')) state.pop_back();
+    // The flags sinfo appends: * not responding, ~ # ! % powered off, powering up or down,
+    // $ @ ^ - + reservation and reboot marks (still usable).
+    const size_t at = state.find_first_of("*~#!%$@^-+");
+    if (at != std::string::npos && state.find_first_of("*~#!%", at) != std::string::npos) continue;
+    if (kUsable.count(state.substr(0, at))) up.insert(f[0]);
+  }
+  PoolSize size;
+  size.known = true;
+  size.nodes = static_cast<int>(up.size());
+  size.slots = size.nodes * std::max(1, slots_per_node);
+  return size;
 }
 
 std::string PendingReason(const JobStatus& job) {

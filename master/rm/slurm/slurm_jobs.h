@@ -61,4 +61,10 @@ AllocationEvent ExitedEvent(const std::string& allocation_id, const JobStatus& j
 // "Slurm: Resources (job 12)" for a pending job.
 std::string PendingReason(const JobStatus& job);
 
+// The size of a partition from `sinfo -h -N -p PARTITION -o '%N|%t'` (a node per line, its
+// compact state): nodes that are up and take jobs (idle, allocated, mixed, completing,
+// reserved, planned; not down, drained or draining, failing, unknown, powered down, or not
+// responding: a trailing '*'), each with `slots_per_node` slots. A node listed twice counts once.
+PoolSize ParseSinfoNodes(const std::string& output, int slots_per_node);
+
 }  // namespace sf::master::rm::slurm

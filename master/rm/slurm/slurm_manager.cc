@@ -201,6 +201,22 @@ void SlurmManager::Loop() {
   }
 }
 
+void SlurmManager::PollSize() {
+  Result<std::string> out = Tool({"sinfo", "-h", "-N", "-p", config_.partition, "-o", "%N|%t"});
+  if (!out.ok()) {
+    log::Warn("slurm", {{"event", "sinfo_failed"}, {"pool", pool_}, {"error", out.status().message()}});
+    return;  // keep the last answer
+  }
+  const PoolSize size = ParseSinfoNodes(*out, config_.slots_per_node);
+  std::lock_guard<std::mutex> lock(size_mu_);
+  size_ = size;
+}
+
+PoolSize SlurmManager::Size() const {
+  std::lock_guard<std::mutex> lock(size_mu_);
+  return size_;
+}
+
 AllocationEvent SlurmManager::SubmitNow(const GangLaunch& launch, std::string* job_id) {
   AllocationEvent refused;
   refused.kind = AllocationEvent::Kind::kExited;
@@ -359,6 +375,10 @@ std::vector<AllocationEvent> SlurmManager::Pass(bool sweep) {
   if (sweep || Clock::now() - last_prune_ >= prune_every) {
     last_prune_ = Clock::now();
     PruneJobDirs();
+  }
+  if (sweep || Clock::now() - last_sinfo_ >= std::chrono::seconds(30)) {
+    last_sinfo_ = Clock::now();
+    PollSize();
   }
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -51,6 +51,9 @@ class SlurmManager : public ResourceManager {
   void Submit(GangLaunch launch) override;
   void Adopt(const GangLaunch& gang, const std::string& external_id) override;
   void Kill(const std::string& allocation_id) override;
+  // The partition's responding nodes and their slots (slots_per_node each), from sinfo, polled
+  // with the jobs (at most every 30 s).
+  PoolSize Size() const override;
 
  private:
   struct Job {
@@ -86,6 +89,11 @@ class SlurmManager : public ResourceManager {
   // sacct: plain (slurmdbd) until it says accounting is disabled, then -c (job completion log).
   bool sacct_completion_ = false;
   std::chrono::steady_clock::time_point last_prune_{};
+  // Size(): the last sinfo answer, and when it was asked for.
+  mutable std::mutex size_mu_;
+  PoolSize size_;
+  std::chrono::steady_clock::time_point last_sinfo_{};
+  void PollSize();
 };
 
 }  // namespace sf::master::rm::slurm

@@ -183,3 +183,31 @@ TEST(SlurmTask, TasksPerNodeExpandsSlurmsCompressedForm) {
 
 }  // namespace
 }  // namespace sf::launcher
+
+namespace sf::master::rm::slurm {
+namespace {
+
+// `sinfo -h -N -p PART -o '%N|%t'`: the nodes that take jobs count, with slots_per_node each.
+TEST(SlurmJobs, SinfoNodesThatTakeJobsAreThePoolsSize) {
+  const std::string out =
+      "node1|idle\n"
+      "node2|mix\n"
+      "node3|alloc\n"
+      "node4|down*\n"     // not responding
+      "node5|drain\n"
+      "node6|idle*\n"     // not responding
+      "node7|idle~\n"     // powered off
+      "node8|comp\n"
+      "node9|resv$\n"     // in a maintenance reservation: still takes reserved jobs
+      "node2|mix\n"       // listed again (another partition line): counted once
+      "garbage line\n";
+  const PoolSize s = ParseSinfoNodes(out, 4);
+  EXPECT_TRUE(s.known);
+  EXPECT_EQ(s.nodes, 5);  // node1, 2, 3, 8, 9
+  EXPECT_EQ(s.slots, 20);
+  EXPECT_EQ(ParseSinfoNodes("", 2).nodes, 0);
+  EXPECT_TRUE(ParseSinfoNodes("", 2).known);
+}
+
+}  // namespace
+}  // namespace sf::master::rm::slurm

@@ -159,6 +159,7 @@ export function normResourcePool(j: wire.ResourcePool | undefined): ResourcePool
     runningTrials: num(o.runningTrials),
     queuedTrials: num(o.queuedTrials),
     queuedSlots: num(o.queuedSlots),
+    nodes: num(o.nodes),
   };
 }
 

@@ -157,6 +157,7 @@ export interface ResourcePool {
   runningTrials: number;
   queuedTrials: number; // trials waiting for slots in the pool
   queuedSlots: number; // slots those trials ask for together
+  nodes: number; // a pool another resource manager places (Slurm): its nodes that take jobs; 0 for agents
 }
 
 /** One minute of one resource pool in the master's utilisation history

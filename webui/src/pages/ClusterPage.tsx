@@ -222,7 +222,7 @@ function PoolsTable({ rows }: { rows: ResourcePool[] }) {
           <tr>
             <th scope="col">Pool</th>
             <th scope="col">Scheduler</th>
-            <th scope="col">Agents</th>
+            <th scope="col">Agents / nodes</th>
             <th scope="col">Slots busy</th>
             <th scope="col">Running trials</th>
             <th scope="col">Queue</th>
@@ -233,7 +233,11 @@ function PoolsTable({ rows }: { rows: ResourcePool[] }) {
             <tr key={p.name} data-testid="pool-row">
               <td className="strong">{p.name}</td>
               <td data-label="Scheduler">{p.scheduler === 'fair_share' ? 'fair share' : p.scheduler}</td>
-              <td className="num" data-label="Agents">{p.agents}</td>
+              <td className="num" data-label="Agents / nodes" data-testid="pool-hosts">
+                {p.scheduler === 'priority' || p.scheduler === 'fair_share'
+                  ? p.agents
+                  : `${p.nodes} node${p.nodes === 1 ? '' : 's'}`}
+              </td>
               <td className="num" data-label="Slots busy" data-testid="pool-slots">{p.usedSlots}/{p.totalSlots}</td>
               <td className="num" data-label="Running trials">{p.runningTrials}</td>
               <td className="num" data-label="Queue" data-testid="pool-queue">

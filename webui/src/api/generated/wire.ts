@@ -419,6 +419,7 @@ export interface RegisterModelVersionRequest {
 export interface ResourcePool {
   agents?: number;
   name?: string;
+  nodes?: number;
   queuedSlots?: number;
   queuedTrials?: number;
   runningTrials?: number;
