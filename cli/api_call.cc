@@ -88,7 +88,17 @@ Result<Api> ConnectToMaster(const std::string& master_flag, const std::string& c
 }
 
 bool Api::Fail(ApiError e) {
-  std::cerr << "sf: " << e.message << "\n";
+  // The master's message names the first field error ("invalid experiment config: path: why"),
+  // which the list below prints again: say it once.
+  std::string message = e.message;
+  if (!e.errors.empty()) {
+    const std::string first = e.errors[0].path() + ": " + e.errors[0].message();
+    if (message.size() > first.size() && message.compare(message.size() - first.size(), first.size(), first) == 0) {
+      message.erase(message.size() - first.size());
+      while (!message.empty() && message.back() == ' ') message.pop_back();
+    }
+  }
+  std::cerr << "sf: " << message << "\n";
   if (e.http_status == 401) {
     std::cerr << "  log in with `sf login` (or set $SF_TOKEN to a token from `sf token create`)\n";
   }

@@ -49,6 +49,18 @@ TEST_F(ResourcePools, UnknownPoolIsRefusedAndPoolsShowSlotsUsageAndQueue) {
   EXPECT_EQ(error.Find("message")->as_string(),
             "\"gpu\" is not a resource pool of this cluster; its pools: default");
   EXPECT_EQ(Count(c.db(), "SELECT count(*) FROM experiments"), 0);
+  // sf says it once: the message's head, then each field's error.
+  {
+    TempDir tmp;
+    const std::string file = tmp.WriteFile("gpu.yaml", gpu);
+    auto create = RunCommand({"/bin/sh", "-c", "exec \"$0\" experiment create \"$1\" -m \"$2\" 2>&1",
+                              Cluster::Binary("sf"), file, c.url()});
+    ASSERT_TRUE(create.ok());
+    EXPECT_EQ(create->exit_code, 2) << create->output;
+    EXPECT_EQ(create->output,
+              "sf: invalid experiment config:\n"
+              "  resources.resource_pool: \"gpu\" is not a resource pool of this cluster; its pools: default\n");
+  }
 
   // One slot, two single-trial experiments: one trial runs, the other waits in the pool's queue.
   const int64_t first = c.Submit(TinyExperiment(1, 100000, 10, "runs"));
