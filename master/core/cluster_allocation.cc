@@ -115,6 +115,10 @@ void Cluster::ScheduleLocked() {
   // Publish why each queued trial waits, for PendingReason().
   std::map<int64_t, std::string> reasons;
   for (const auto& [id, t] : trials_) {
+    if (t.state == v1::TRIAL_STATE_RUNNING && t.allocated && !t.pending_reason.empty()) {
+      reasons[id] = t.pending_reason;  // held by its manager (Slurm: SUSPENDED)
+      continue;
+    }
     if (t.state != v1::TRIAL_STATE_QUEUED) continue;
     if (t.allocation_id.empty()) {
       reasons[id] = "waiting for the searcher's next operation";
@@ -147,9 +151,15 @@ void Cluster::AllocationEventLocked(rm::ResourceManager& from, const rm::Allocat
       (void)store_->SetAllocationExternalId(t.allocation_id, event.external_id);
       break;
     case Kind::kPending: {
+      // Queued: why it waits. Running: why its manager holds it (Slurm: SUSPENDED), until an
+      // empty reason says it runs again.
       t.pending_reason = event.reason;
       std::lock_guard<std::mutex> reasons(reasons_mu_);
-      if (t.state == v1::TRIAL_STATE_QUEUED) pending_reasons_[t.id] = event.reason;
+      if (t.state == v1::TRIAL_STATE_QUEUED || (t.state == v1::TRIAL_STATE_RUNNING && !event.reason.empty())) {
+        pending_reasons_[t.id] = event.reason;
+      } else if (t.state == v1::TRIAL_STATE_RUNNING) {
+        pending_reasons_.erase(t.id);
+      }
       break;
     }
     case Kind::kRunning: {
@@ -217,6 +227,7 @@ void Cluster::AllocationRunningLocked(Trial& t, const std::vector<rm::RankPlace>
   }
   if (t.allocated) return;  // seen before (a rank of an external job called in first)
   SetAllocatedLocked(t, true);
+  t.pending_reason.clear();  // it runs: why it waited is over
   t.exit_codes.clear();
   t.first_failure.clear();
   t.told_to_stop = false;

@@ -265,6 +265,34 @@ TEST(Slurm, GangLargerThanThePartitionWaitsWithSlurmsReasonUntilKilled) {
   EXPECT_TRUE(c.WaitFor([&] { return slurm.Tool({"squeue", "-h", "-j", jobs[0], "-o", "%T"}).find("PENDING") == std::string::npos; }, 30s));
 }
 
+// A job Slurm suspends (scontrol suspend) is still the trial's allocation, but it does not run:
+// the running trial says so in its reason until Slurm resumes it, then completes.
+TEST(Slurm, ASuspendedJobSaysSoAndTheTrialContinuesWhenResumed) {
+  SLURM_OR_SKIP(slurm);
+  Cluster c(0, 0, slurm.Layout(slurm.MasterConfig()));
+  const int64_t id = c.Submit(TinyExperiment(1, 60, 10, "slurm-suspend"));
+  ASSERT_GT(id, 0);
+  ASSERT_TRUE(c.WaitFor([&] { return TotalBatches(c, id) >= 10; }, 180s)) << "it never reported";
+  const int64_t tid = Id(TrialOf(c, id));
+  const std::string job = JobIds(c, tid).at(0);
+  slurm.Tool({"scontrol", "suspend", job});
+  std::string reason;
+  EXPECT_TRUE(c.WaitFor(
+      [&] {
+        reason = Field(TrialOf(c, id), "pendingReason");
+        return reason.find("SUSPENDED") != std::string::npos;
+      },
+      30s))
+      << reason;
+  EXPECT_NE(reason.find("Slurm: SUSPENDED (job " + job + ")"), std::string::npos) << reason;
+  EXPECT_EQ(Field(TrialOf(c, id), "state"), "TRIAL_STATE_RUNNING");
+  slurm.Tool({"scontrol", "resume", job});
+  EXPECT_TRUE(c.WaitFor([&] { return Field(TrialOf(c, id), "pendingReason").empty(); }, 30s))
+      << Field(TrialOf(c, id), "pendingReason");
+  ASSERT_TRUE(c.WaitForState(id, kCompleted, 300s)) << c.ExperimentState(id);
+  EXPECT_EQ(TrialOf(c, id).Find("restarts")->as_int(), 0);
+}
+
 TEST(Slurm, PauseCheckpointsAndActivateResumesThenKillCancelsTheJob) {
   SLURM_OR_SKIP(slurm);
   Cluster c(0, 0, slurm.Layout(slurm.MasterConfig()));

@@ -195,6 +195,18 @@ AllocationEvent ExitedEvent(const std::string& allocation_id, const JobStatus& j
   return e;
 }
 
+std::string HeldReason(const JobStatus& job) {
+  if (job.state == "SUSPENDED") {
+    return "Slurm: SUSPENDED (job " + job.id + "): Slurm suspended it (scontrol suspend or gang scheduling); "
+           "it holds its nodes and continues when Slurm resumes it";
+  }
+  if (job.state == "STOPPED") {
+    return "Slurm: STOPPED (job " + job.id + "): its processes were stopped (SIGSTOP, e.g. scancel "
+           "--signal=STOP); it continues when they get SIGCONT";
+  }
+  return "";
+}
+
 PoolSize ParseSinfoNodes(const std::string& output, int slots_per_node) {
   static const std::set<std::string> kUsable = {"idle", "alloc", "allocated", "mix", "mixed", "comp",
                                                 "completing", "resv", "reserved", "plnd", "planned"};

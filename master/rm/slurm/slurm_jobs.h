@@ -61,6 +61,10 @@ AllocationEvent ExitedEvent(const std::string& allocation_id, const JobStatus& j
 // "Slurm: Resources (job 12)" for a pending job.
 std::string PendingReason(const JobStatus& job);
 
+// Why a job Slurm counts as running does not run: "Slurm: SUSPENDED (job 12): ..." for a
+// suspended or stopped job; "" for one that runs.
+std::string HeldReason(const JobStatus& job);
+
 // The size of a partition from `sinfo -h -N -p PARTITION -o '%N|%t'` (a node per line, its
 // compact state): nodes that are up and take jobs (idle, allocated, mixed, completing,
 // reserved, planned; not down, drained or draining, failing, unknown, powered down, or not

@@ -428,13 +428,28 @@ std::vector<AllocationEvent> SlurmManager::Pass(bool sweep) {
         e.reason = reason;
         events.push_back(std::move(e));
       }
-    } else if (IsRunningState(s.state) && !j.running) {
-      j.running = true;
-      AllocationEvent e;
-      e.kind = AllocationEvent::Kind::kRunning;
-      e.allocation_id = allocation;
-      e.hosts = {s.nodes};
-      events.push_back(std::move(e));
+    } else if (IsRunningState(s.state)) {
+      if (!j.running) {
+        j.running = true;
+        AllocationEvent e;
+        e.kind = AllocationEvent::Kind::kRunning;
+        e.allocation_id = allocation;
+        e.hosts = {s.nodes};
+        events.push_back(std::move(e));
+      }
+      // Suspended by Slurm (scontrol suspend, gang scheduling): still allocated, not running.
+      // Said as the running trial's reason until Slurm resumes it (an empty reason).
+      const std::string held = HeldReason(s);
+      if (held != j.held_reason) {
+        j.held_reason = held;
+        AllocationEvent e;
+        e.kind = AllocationEvent::Kind::kPending;
+        e.allocation_id = allocation;
+        e.reason = held;
+        events.push_back(std::move(e));
+        log::Info("slurm", {{"event", held.empty() ? "resumed" : "held"}, {"pool", pool_}, {"allocation", allocation},
+                            {"job", j.job_id}, {"state", s.state}});
+      }
     }
   }
   std::map<std::string, JobStatus> accounted;
@@ -478,6 +493,7 @@ std::vector<AllocationEvent> SlurmManager::Pass(bool sweep) {
       }
       it->second.last_seen = j.last_seen;
       it->second.last_reason = j.last_reason;
+      it->second.held_reason = j.held_reason;
       it->second.running = j.running;
     }
   }

@@ -60,6 +60,7 @@ class SlurmManager : public ResourceManager {
     std::string allocation_id, job_id;
     int world_size = 1;
     std::string last_reason;
+    std::string held_reason;  // while running: why Slurm holds it (SUSPENDED), "" otherwise
     bool running = false;
     bool killed = false;        // Kill asked for it: its CANCELLED is ours
     bool cancel_sent = false;

@@ -209,5 +209,18 @@ TEST(SlurmJobs, SinfoNodesThatTakeJobsAreThePoolsSize) {
   EXPECT_TRUE(ParseSinfoNodes("", 2).known);
 }
 
+TEST(SlurmJobs, ASuspendedOrStoppedJobIsHeldWithAReason) {
+  JobStatus j;
+  j.id = "12";
+  j.state = "SUSPENDED";
+  EXPECT_EQ(HeldReason(j).rfind("Slurm: SUSPENDED (job 12): ", 0), 0u) << HeldReason(j);
+  j.state = "STOPPED";
+  EXPECT_EQ(HeldReason(j).rfind("Slurm: STOPPED (job 12): ", 0), 0u) << HeldReason(j);
+  for (const char* running : {"RUNNING", "COMPLETING", "CONFIGURING"}) {
+    j.state = running;
+    EXPECT_EQ(HeldReason(j), "") << running;
+  }
+}
+
 }  // namespace
 }  // namespace sf::master::rm::slurm
