@@ -52,10 +52,16 @@ export function TrialPage({ id, route }: { id: number; route: Route }) {
         <StateBadge state={t.state} />
       </div>
       <ErrorBanner error={trial.error ?? training.error ?? validation.error} onRetry={() => { trial.reload(); training.reload(); validation.reload(); }} />
-      {t.error && <div className="error-banner" role="status">{t.error}</div>}
-      {t.state === 'TRIAL_STATE_QUEUED' && t.pendingReason && (
+      {t.error && t.state === 'TRIAL_STATE_ERROR' && <div className="error-banner" role="status">{t.error}</div>}
+      {/* A trial that restarted keeps the reason of its last restart: not an error of a trial that did not fail. */}
+      {t.error && t.state !== 'TRIAL_STATE_ERROR' && (
+        <p className="muted" role="status" data-testid="restart-reason">
+          Last restart: {t.error}
+        </p>
+      )}
+      {(t.state === 'TRIAL_STATE_QUEUED' || t.state === 'TRIAL_STATE_RUNNING') && t.pendingReason && (
         <p className="muted" role="status" data-testid="pending-reason">
-          Waiting: {t.pendingReason}
+          {t.state === 'TRIAL_STATE_QUEUED' ? 'Waiting' : 'Held'}: {t.pendingReason}
         </p>
       )}
       <div className="cards">
