@@ -357,7 +357,7 @@ TEST(Slurm, ALostNodeFailsTheJobAndTheTrialRestartsOnTheOtherNode) {
   ASSERT_TRUE(c.WaitForState(id, kCompleted, 300s)) << c.ExperimentState(id);
   EXPECT_EQ(TrialOf(c, id).Find("restarts")->as_int(), 1);
   const std::string why = Text(c.db(), "SELECT error FROM trials WHERE id=" + std::to_string(tid));
-  EXPECT_NE(why.find("NODE_FAIL"), std::string::npos) << why;
+  EXPECT_NE(why.find("NODE_FAIL: " + node + " ("), std::string::npos) << "names the node that failed: " << why;
   const std::string other = node == "node1" ? "node2" : "node1";
   const std::string second = JobIds(c, tid).back();
   EXPECT_NE(slurm.Tool({"sacct", "-c", "-n", "-X", "-P", "-j", second, "-o", "nodelist"}).find(other), std::string::npos);

@@ -153,7 +153,28 @@ bool IsRunningState(const std::string& s) {
          s == "SIGNALING" || s == "STOPPED" || s == "RESIZING";
 }
 
-AllocationEvent ExitedEvent(const std::string& allocation_id, const JobStatus& job, bool killed, int world_size) {
+std::string FailedNodes(const std::string& sinfo_output) {
+  std::set<std::string> seen;
+  std::string out;
+  std::istringstream in(sinfo_output);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::vector<std::string> f = Split(line, '|');
+    if (f.size() < 2 || f[0].empty() || seen.count(f[0])) continue;
+    const std::string& state = f[1];
+    const bool failed = state.find('*') != std::string::npos || state.rfind("down", 0) == 0 ||
+                        state.rfind("fail", 0) == 0 || state.rfind("unk", 0) == 0;
+    if (!failed) continue;
+    seen.insert(f[0]);
+    std::string reason = f.size() > 2 ? f[2] : "";
+    while (!reason.empty() && (reason.back() == ' ' || reason.back() == '\r')) reason.pop_back();
+    out += (out.empty() ? "" : ", ") + f[0] + (reason.empty() || reason == "none" ? "" : " (" + reason + ")");
+  }
+  return out;
+}
+
+AllocationEvent ExitedEvent(const std::string& allocation_id, const JobStatus& job, bool killed, int world_size,
+                            const std::string& failed_nodes) {
   AllocationEvent e;
   e.kind = AllocationEvent::Kind::kExited;
   e.allocation_id = allocation_id;
@@ -176,7 +197,9 @@ AllocationEvent ExitedEvent(const std::string& allocation_id, const JobStatus& j
     e.reason = killed ? job_name + " cancelled by Steadfast"
                       : job_name + " was cancelled outside Steadfast (scancel or an administrator)";
   } else if (job.state == "NODE_FAIL") {
-    e.reason = job_name + " NODE_FAIL: a node it ran on" + (on.empty() ? "" : " (" + job.nodes + ")") + " failed";
+    e.reason = failed_nodes.empty()
+                   ? job_name + " NODE_FAIL: a node it ran on" + (on.empty() ? "" : " (" + job.nodes + ")") + " failed"
+                   : job_name + " NODE_FAIL: " + failed_nodes + " failed (the job ran on " + job.nodes + ")";
   } else if (job.state == "TIMEOUT") {
     e.reason = job_name + " reached its time limit (TIMEOUT; the experiment's slurm.time)";
   } else if (job.state == "OUT_OF_MEMORY") {

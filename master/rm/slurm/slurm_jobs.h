@@ -56,7 +56,14 @@ bool IsRunningState(const std::string& state);  // RUNNING, CONFIGURING, COMPLET
 
 // The Exited event for a job that ended in `job.state` (with sacct's exit code when known).
 // `killed`: the master cancelled it (Kill). `world_size`: ranks the codes are given for.
-AllocationEvent ExitedEvent(const std::string& allocation_id, const JobStatus& job, bool killed, int world_size);
+// `failed_nodes` (NODE_FAIL only; FailedNodes' answer): which of the job's nodes failed, named
+// in the reason instead of the job's whole node list.
+AllocationEvent ExitedEvent(const std::string& allocation_id, const JobStatus& job, bool killed, int world_size,
+                            const std::string& failed_nodes = "");
+
+// From `sinfo -h -N -n NODELIST -o '%N|%t|%E'`: the nodes that are down, failing or not
+// responding, with Slurm's reason, "node2 (Not responding)" (comma-separated); "" when none is.
+std::string FailedNodes(const std::string& sinfo_output);
 
 // "Slurm: Resources (job 12)" for a pending job.
 std::string PendingReason(const JobStatus& job);

@@ -465,7 +465,14 @@ std::vector<AllocationEvent> SlurmManager::Pass(bool sweep) {
       final_state = q->second;  // ended, but not in the accounting yet: squeue's word
     }
     if (final_state) {
-      AllocationEvent e = ExitedEvent(allocation, *final_state, j.killed, j.world_size);
+      std::string failed_nodes;
+      if (final_state->state == "NODE_FAIL" && !final_state->nodes.empty() && final_state->nodes != "None assigned") {
+        // Which of its nodes failed: the job's node list names them all.
+        if (Result<std::string> nodes = Tool({"sinfo", "-h", "-N", "-n", final_state->nodes, "-o", "%N|%t|%E"}); nodes.ok()) {
+          failed_nodes = FailedNodes(*nodes);
+        }
+      }
+      AllocationEvent e = ExitedEvent(allocation, *final_state, j.killed, j.world_size, failed_nodes);
       log::Info("slurm", {{"event", "ended"}, {"pool", pool_}, {"allocation", allocation}, {"job", j.job_id},
                           {"state", final_state->state}, {"exit", final_state->exit_code}});
       events.push_back(std::move(e));

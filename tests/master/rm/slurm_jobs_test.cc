@@ -209,6 +209,22 @@ TEST(SlurmJobs, SinfoNodesThatTakeJobsAreThePoolsSize) {
   EXPECT_TRUE(ParseSinfoNodes("", 2).known);
 }
 
+// NODE_FAIL of a job on node[1-2]: the reason names the node that failed, with Slurm's reason.
+TEST(SlurmJobs, ANodeFailNamesTheNodeThatFailed) {
+  EXPECT_EQ(FailedNodes("node1|alloc|none\nnode2|down*|Not responding\nnode2|down*|Not responding\n"),
+            "node2 (Not responding)");
+  EXPECT_EQ(FailedNodes("node1|idle|none\nnode2|mix|none\n"), "");
+  EXPECT_EQ(FailedNodes("node3|idle*|none\nnode4|fail|bad disk\n"), "node3, node4 (bad disk)");
+  JobStatus j;
+  j.id = "9";
+  j.state = "NODE_FAIL";
+  j.nodes = "node[1-2]";
+  EXPECT_EQ(ExitedEvent("t1-r0-a1", j, false, 2, "node2 (Not responding)").reason,
+            "Slurm job 9 NODE_FAIL: node2 (Not responding) failed (the job ran on node[1-2])");
+  // Without sinfo's answer: the job's node list, as before.
+  EXPECT_EQ(ExitedEvent("t1-r0-a1", j, false, 2).reason, "Slurm job 9 NODE_FAIL: a node it ran on (node[1-2]) failed");
+}
+
 TEST(SlurmJobs, ASuspendedOrStoppedJobIsHeldWithAReason) {
   JobStatus j;
   j.id = "12";
