@@ -108,5 +108,10 @@ grpc::Status TrialLinkGrpcService::ReportExit(grpc::ServerContext* context, cons
   if (Status auth = Authenticate(*context, r->who()); !auth.ok()) return ToGrpc(auth);
   return ToGrpc(cluster_->ReportExit(*r));
 }
+grpc::Status TrialLinkGrpcService::ReportEarlyExit(grpc::ServerContext* context, const v1::ReportEarlyExitRequest* r,
+                                                   v1::ReportEarlyExitResponse*) {
+  if (Status auth = Authenticate(*context, r->who()); !auth.ok()) return ToGrpc(auth);
+  return ToGrpc(cluster_->ReportEarlyExit(*r));
+}
 
 }  // namespace sf::master

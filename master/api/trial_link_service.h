@@ -47,6 +47,8 @@ class TrialLinkGrpcService final
                           steadfast::v1::ReportLogsResponse*) override;
   grpc::Status ReportExit(grpc::ServerContext*, const steadfast::v1::ReportExitRequest*,
                           steadfast::v1::ReportExitResponse*) override;
+  grpc::Status ReportEarlyExit(grpc::ServerContext*, const steadfast::v1::ReportEarlyExitRequest*,
+                               steadfast::v1::ReportEarlyExitResponse*) override;
 
  private:
   // OK when the call carries the task token issued for `who`; kUnauthenticated otherwise.

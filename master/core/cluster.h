@@ -212,6 +212,9 @@ class Cluster {
   // as the run's first failure ("rank 1 on slurm:node2: ValueError: bad shape"), used when the
   // manager reports the job's end. kFailedPrecondition for a trial on agents.
   Status ReportExit(const steadfast::v1::ReportExitRequest& request);
+  // The chief ends its operation early for a reason (TrialLink ReportEarlyExit): kept for the
+  // run, acted on when the run's processes exit (AllocationExitedLocked).
+  Status ReportEarlyExit(const steadfast::v1::ReportEarlyExitRequest& request);
 
  private:
   struct Trial {
@@ -246,6 +249,8 @@ class Cluster {
     // The first rank that failed on its own (not killed by us): "rank 1 on agent-2: <why>".
     std::string first_failure;
     std::string error;           // why it ended in ERROR (set with that state)
+    // The current run's chief reported an early exit (ReportEarlyExitRequest::Reason; 0: none).
+    int early_exit = 0;
     std::string restore;         // the checkpoint path its ranks restore ("" from scratch)
     std::string external_id;     // its job id at an external manager (Slurm)
     std::string pending_reason;  // why it waits, as its manager last said

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/log.h"
@@ -231,6 +232,7 @@ void Cluster::AllocationRunningLocked(Trial& t, const std::vector<rm::RankPlace>
   t.exit_codes.clear();
   t.first_failure.clear();
   t.told_to_stop = false;
+  t.early_exit = 0;
   Value::List slots;
   for (int rank = 0; rank < t.world_size; ++rank) {
     if (rank < static_cast<int>(ranks.size())) {
@@ -327,10 +329,26 @@ void Cluster::AllocationExitedLocked(Trial& t) {
   }
   t.preempt_deadline.reset();
   t.preempt_killed = false;
+  const int early_exit = std::exchange(t.early_exit, 0);
   if (t.stop == "kill") {
     SetTrialStateLocked(t, v1::TRIAL_STATE_CANCELED);
     auto ops = e.searcher->TrialExitedEarly(t.request_id, ExitReason::kUserCanceled);
     ApplyOpsLocked(e, ops);
+  } else if (success && early_exit != 0 && t.stop.empty() && t.completed_length < t.target_length) {
+    // The script ended its operation early and said why (report_early_exit): the searcher acts
+    // on the reason; no restart.
+    const std::string who = "trial " + std::to_string(t.id) + ": ";
+    if (early_exit == v1::ReportEarlyExitRequest::REASON_USER_REQUESTED_STOP) {
+      SetTrialStateLocked(t, v1::TRIAL_STATE_COMPLETED);
+      ApplyOpsLocked(e, e.searcher->TrialExitedEarly(t.request_id, ExitReason::kUserCanceled));
+    } else if (early_exit == v1::ReportEarlyExitRequest::REASON_INVALID_HYPERPARAMETERS) {
+      SetTrialStateLocked(t, v1::TRIAL_STATE_ERROR,
+                          who + "the script reported its hyperparameters invalid (report_early_exit INVALID_HP)");
+      ApplyOpsLocked(e, e.searcher->TrialExitedEarly(t.request_id, ExitReason::kInvalidHyperparameters));
+    } else {
+      SetTrialStateLocked(t, v1::TRIAL_STATE_ERROR, who + "the script reported an error (report_early_exit ERRORED)");
+      ApplyOpsLocked(e, e.searcher->TrialExitedEarly(t.request_id, ExitReason::kErrored));
+    }
   } else if (t.stop == "pause" && success) {
     SetTrialStateLocked(t, v1::TRIAL_STATE_PAUSED);
   } else if (success && t.closing && t.completed_length >= t.target_length) {

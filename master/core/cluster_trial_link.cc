@@ -236,6 +236,25 @@ Status Cluster::ReportProgress(const v1::ReportProgressRequest& request) {
   return store_->UpdateTrial(t->id, u);
 }
 
+Status Cluster::ReportEarlyExit(const v1::ReportEarlyExitRequest& request) {
+  if (request.reason() == v1::ReportEarlyExitRequest::REASON_UNSPECIFIED ||
+      !v1::ReportEarlyExitRequest::Reason_IsValid(request.reason())) {
+    return InvalidArgument("report_early_exit: a reason is required (ERRORED, USER_REQUESTED_STOP or "
+                           "INVALID_HYPERPARAMETERS)");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(request.who()));
+  if (experiments_[t->experiment_id].unmanaged) {
+    return FailedPrecondition("report_early_exit: trial " + std::to_string(t->id) +
+                              " is unmanaged: its script ends it (EndTrial)");
+  }
+  if (request.who().rank() != 0) return Status::Ok();  // the chief speaks for the trial
+  t->early_exit = request.reason();
+  log::Info("trial", {{"event", "early_exit"}, {"id", std::to_string(t->id)},
+                      {"reason", v1::ReportEarlyExitRequest::Reason_Name(request.reason())}});
+  return Status::Ok();
+}
+
 Status Cluster::ReportEndpoint(const v1::ReportEndpointRequest& request) {
   SF_RETURN_IF_ERROR(CheckEndpointUrl(request.url()));
   int64_t experiment_id = 0;

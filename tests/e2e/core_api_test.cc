@@ -466,6 +466,42 @@ TEST_F(CoreApi, ARankThatFailsAfterTheChiefCompletedFailsTheExperiment) {
   EXPECT_NE(run.err.find("sf: trial " + std::to_string(trial) + ": " + why), std::string::npos) << run.err;
 }
 
+// report_early_exit(INVALID_HP), as Determined's: the trial ends in ERROR with that reason, no
+// restart, and the random search samples a replacement until it has its max_trials of valid ones.
+TEST_F(CoreApi, InvalidHyperparametersReportedEarlyAreReplacedBySearch) {
+  const int64_t id = Create(Experiment(
+      "name: core-api-invalid-hp\n"
+      "entrypoint: /usr/bin/python3 regress.py\n"
+      "hyperparameters:\n"
+      "  lr: {type: categorical, vals: [0.05, 5.0]}\n"
+      "  invalid_above: 1.0\n"
+      "max_restarts: 2\n"
+      "searcher: {name: random, metric: validation_loss, max_trials: 2, max_length: {batches: 5}}\n"));
+  ASSERT_GT(id, 0);
+  ASSERT_TRUE(WaitState(id, "COMPLETED", seconds(300)));
+  int completed = 0, invalid = 0;
+  const Value trials = cluster_->Trials(id);
+  for (const Value& t : trials.as_list()) {
+    const double lr = t.Find("hparams")->Find("lr")->as_double();
+    const std::string state = t.Find("state")->as_string();
+    const Value* error = t.Find("error");
+    if (lr > 1.0) {
+      ++invalid;
+      EXPECT_EQ(state, "TRIAL_STATE_ERROR");
+      EXPECT_EQ(t.Find("restarts")->as_int(), 0) << "reported, not retried";
+      ASSERT_TRUE(error && error->is_string());
+      EXPECT_NE(error->as_string().find("reported its hyperparameters invalid (report_early_exit INVALID_HP)"),
+                std::string::npos)
+          << error->as_string();
+    } else {
+      ++completed;
+      EXPECT_EQ(state, "TRIAL_STATE_COMPLETED");
+    }
+  }
+  EXPECT_EQ(completed, 2) << trials.ToJson();
+  std::printf("%d trial(s) reported invalid hyperparameters and were replaced\n", invalid);
+}
+
 // A master killed mid-trial and started again: the library waits it out (retries with
 // backoff), the agent keeps the trial running, and no report is lost.
 TEST_F(CoreApi, AMasterRestartLosesNoReport) {

@@ -56,6 +56,31 @@ class ManagedTrialTest(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         return p.stdout
 
+    def test_report_early_exit_reaches_the_master_after_the_reports_before_it(self) -> None:
+        server = self.serve([(20, "batches")])
+        path = self.script("""
+            import steadfast
+            from steadfast.core import EarlyExitReason
+            with steadfast.core.init() as ctx:
+                for op in ctx.searcher.operations():
+                    ctx.train.report_training_metrics(steps_completed=1, metrics={"loss": 1.0})
+                    try:
+                        ctx.train.report_early_exit("BOGUS")
+                    except TypeError as e:
+                        print("BAD", e)
+                    ctx.train.report_early_exit(EarlyExitReason.INVALID_HP)
+                    break
+            """)
+        out = self.run_ok(path, self.task_env(server))
+        self.assertIn("BAD steadfast: trial 7: report_early_exit: reason is 'BOGUS', not one of "
+                      "ERRORED, USER_REQUESTED_STOP, INVALID_HP", out)
+        exits = server.requests("ReportEarlyExit")
+        self.assertEqual([e.reason for e in exits],
+                         [trial_link_pb2.ReportEarlyExitRequest.REASON_INVALID_HYPERPARAMETERS])
+        methods = [m for m, _, _ in server.calls]
+        self.assertLess(methods.index("ReportMetrics"), methods.index("ReportEarlyExit"))
+        self.assertEqual(server.requests("CompleteOperation"), [])
+
     def test_a_trial_trains_reports_checkpoints_and_completes_its_operations(self) -> None:
         server = self.serve([(20, "batches"), (40, "batches")])
         path = self.script("""

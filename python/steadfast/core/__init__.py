@@ -15,10 +15,10 @@ from ._checkpoint import Checkpoint
 from ._context import Context, init
 from ._distributed import Distributed
 from ._info import Info
-from ._link import TrialLinkError
+from ._link import EarlyExitReason, TrialLinkError
 from ._preempt import Preempt
 from ._searcher import Searcher, SearcherOperation
 from ._train import Train
 
 __all__ = ["init", "Context", "Info", "Searcher", "SearcherOperation", "Train", "Checkpoint",
-           "Preempt", "Distributed", "TrialLinkError"]
+           "Preempt", "Distributed", "TrialLinkError", "EarlyExitReason"]

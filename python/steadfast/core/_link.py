@@ -7,11 +7,13 @@ classes of steadfast.core talk only to this interface, so they behave the same i
 
 from __future__ import annotations
 
+import enum
 import threading
 from dataclasses import dataclass
 from typing import Any, Optional, Protocol
 
-__all__ = ["Operation", "MetricRecord", "CheckpointFile", "TrialLinkError", "Link", "Action"]
+__all__ = ["Operation", "MetricRecord", "CheckpointFile", "TrialLinkError", "Link", "Action",
+           "EarlyExitReason"]
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,16 @@ class TrialLinkError(RuntimeError):
         self.details = details
 
 
+class EarlyExitReason(enum.Enum):
+    """Why a trial ends its searcher operation early (Train.report_early_exit); Determined's
+    names. INVALID_HP: a search samples a replacement for these hyperparameters; ERRORED: the
+    trial fails, without a restart; USER_REQUESTED_STOP: the trial ends as completed."""
+
+    ERRORED = "ERRORED"
+    USER_REQUESTED_STOP = "USER_REQUESTED_STOP"
+    INVALID_HP = "INVALID_HP"
+
+
 class Link(Protocol):
     """The calls; each raises TrialLinkError when it fails for good. `stop`: an event that ends
     retries early (the call then raises TrialLinkError with code "CANCELLED")."""
@@ -86,5 +98,7 @@ class Link(Protocol):
     def report_progress(self, batches: int) -> None: ...
 
     def end_trial(self, failed: bool, error: str) -> None: ...
+
+    def report_early_exit(self, reason: EarlyExitReason) -> None: ...
 
     def close(self) -> None: ...

@@ -88,5 +88,8 @@ class LocalTrialLink:
     def end_trial(self, failed: bool, error: str) -> None:
         pass
 
+    def report_early_exit(self, reason: Any) -> None:
+        print(f"steadfast: early exit: {reason.value}", file=sys.stdout, flush=True)
+
     def close(self) -> None:
         pass

@@ -15,7 +15,7 @@ import threading
 import time
 from typing import Any, Mapping, Optional
 
-from ._link import Link, MetricRecord, TrialLinkError
+from ._link import EarlyExitReason, Link, MetricRecord, TrialLinkError
 
 __all__ = ["Train", "check_steps", "to_number"]
 
@@ -281,6 +281,24 @@ class Train:
             self._shipper.submit(record)
         else:
             self._link.report_metrics([record])
+
+    def report_early_exit(self, reason: EarlyExitReason) -> None:
+        """Ends the searcher operation early for `reason` (EarlyExitReason, or its name): the
+        master acts on it when the script then exits with status 0 (return from the operations
+        loop): INVALID_HP makes a search sample a replacement and ends this trial in ERROR,
+        ERRORED fails it without a restart, USER_REQUESTED_STOP ends it COMPLETED where it is.
+        Reports made before are sent first. The chief's call counts; others are checked and
+        dropped. An unmanaged trial refuses it (TrialLinkError): its script ends it itself."""
+        where = f"{self._label}: report_early_exit"
+        if isinstance(reason, str) and reason in EarlyExitReason.__members__:
+            reason = EarlyExitReason[reason]
+        if not isinstance(reason, EarlyExitReason):
+            raise TypeError(f"{where}: reason is {_shown(reason)}, not one of "
+                            f"{', '.join(EarlyExitReason.__members__)} (steadfast.core.EarlyExitReason)")
+        if not self._chief:
+            return
+        self.flush()
+        self._link.report_early_exit(reason)
 
     def report_progress(self, batches: int) -> None:
         """Progress in the current operation, for display; sent at most once a second."""

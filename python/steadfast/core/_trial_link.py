@@ -22,7 +22,7 @@ from google.protobuf import struct_pb2
 
 from steadfast.v1 import common_pb2, trial_link_pb2, trial_link_pb2_grpc
 
-from ._link import Action, CheckpointFile, MetricRecord, Operation, TrialLinkError
+from ._link import Action, CheckpointFile, EarlyExitReason, MetricRecord, Operation, TrialLinkError
 
 __all__ = ["RemoteTrialLink", "TRANSIENT_CODES", "channel_options"]
 
@@ -167,6 +167,13 @@ class RemoteTrialLink:
 
     def end_trial(self, failed: bool, error: str) -> None:
         self._call("EndTrial", trial_link_pb2.EndTrialRequest(failed=failed, error=error))
+
+    def report_early_exit(self, reason: EarlyExitReason) -> None:
+        r = trial_link_pb2.ReportEarlyExitRequest
+        code = {EarlyExitReason.ERRORED: r.REASON_ERRORED,
+                EarlyExitReason.USER_REQUESTED_STOP: r.REASON_USER_REQUESTED_STOP,
+                EarlyExitReason.INVALID_HP: r.REASON_INVALID_HYPERPARAMETERS}[reason]
+        self._call("ReportEarlyExit", r(reason=code))
 
     def report_logs(self, incarnation: str, sequence: int, lines: list[tuple[str, str, float]],
                     host: str = "") -> None:

@@ -12,6 +12,7 @@ Hyperparameters (all optional): lr, batch, seed; and, to drive the tests,
   exit_early        return without completing the first operation
   bad_metric_at     report a metric that is not a number at this step
   backwards_at      report steps_completed going backwards at this step
+  invalid_above     report_early_exit(INVALID_HP) and return when lr is above this
 """
 import json
 import os
@@ -62,6 +63,9 @@ def main():
         for op in ctx.searcher.operations():
             if hp.get("exit_early"):
                 print("returning without completing the operation", flush=True)
+                return
+            if "invalid_above" in hp and float(hp.get("lr", 0.05)) > float(hp["invalid_above"]):
+                ctx.train.report_early_exit(steadfast.core.EarlyExitReason.INVALID_HP)
                 return
             while steps < op.length:
                 x, y = batch(steps, size, w_true)
