@@ -56,6 +56,35 @@ class ManagedTrialTest(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         return p.stdout
 
+    def test_local_collectives_and_cross_rank_follow_the_ranks_hosts(self) -> None:
+        # Three ranks: 0 and 2 on agent "a", 1 on agent "b".
+        server = self.serve([(4, "batches")])
+        path = self.script("""
+            import json, steadfast
+            with steadfast.core.init() as ctx:
+                d = ctx.distributed
+                out = {"cross": [d.cross_rank, d.cross_size],
+                       "allgather_local": d.allgather_local(d.rank * 10),
+                       "gather_local": d.gather_local(d.rank),
+                       "broadcast_local": d.broadcast_local("from %d" % d.rank)}
+                print("OUT", json.dumps(out))
+            """)
+        agents = ["a", "b", "a"]
+        procs = [subprocess.Popen([sys.executable, path],
+                                  env=self.task_env(server, r, 3, SF_AGENT_ID=agents[r]),
+                                  cwd=self.dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True) for r in range(3)]
+        outs = []
+        for p in procs:
+            stdout, stderr = p.communicate(timeout=180)
+            self.assertEqual(p.returncode, 0, stdout + stderr)
+            outs.append(json.loads(stdout.split("OUT ", 1)[1].splitlines()[0]))
+        self.assertEqual([o["cross"] for o in outs], [[0, 2], [1, 2], [0, 2]])
+        self.assertEqual([o["allgather_local"] for o in outs], [[0, 20], [10], [0, 20]])
+        self.assertEqual([o["gather_local"] for o in outs], [[0, 2], [1], None])
+        self.assertEqual([o["broadcast_local"] for o in outs], ["from 0", "from 1", "from 0"])
+        self.assertIn("hosts", {req.round for req in server.requests("Rendezvous")})
+
     def test_report_early_exit_reaches_the_master_after_the_reports_before_it(self) -> None:
         server = self.serve([(20, "batches")])
         path = self.script("""

@@ -206,7 +206,9 @@ def _init_managed() -> Context:
                            local_rank=_env_int("SF_LOCAL_RANK", rank),
                            local_size=_env_int("SF_LOCAL_SIZE", size),
                            slot_ids=env.get("SF_SLOT_IDS", ""),
-                           timeout_s=_env_int("SF_RENDEZVOUS_TIMEOUT_S", 300))
+                           timeout_s=_env_int("SF_RENDEZVOUS_TIMEOUT_S", 300),
+                           host=env.get("SF_AGENT_ID", ""))
+        dist.learn_hosts()
         checkpoint_dir = env.get("SF_CHECKPOINT_DIR", "")
         info = Info(mode=MANAGED, hparams=_hparams_from_env(), trial_id=trial_id,
                     experiment_id=_env_int("SF_EXPERIMENT_ID", 0) or None,

@@ -10,6 +10,7 @@ use torch.distributed for those.
 from __future__ import annotations
 
 import pickle
+import socket
 import threading
 from typing import Any, Optional
 
@@ -29,7 +30,8 @@ class Distributed:
     """
 
     def __init__(self, link: Link, *, rank: int = 0, size: int = 1, local_rank: int = 0,
-                 local_size: int = 1, slot_ids: str = "", timeout_s: int = 300) -> None:
+                 local_size: int = 1, slot_ids: str = "", timeout_s: int = 300,
+                 host: str = "") -> None:
         if size < 1 or not 0 <= rank < size:
             raise ValueError(f"steadfast: rank {rank} is not in [0, {size})")
         self._link = link
@@ -44,6 +46,41 @@ class Distributed:
         #: "nccl" when this task's slots are CUDA slots, else "gloo": the backend for
         #: torch.distributed.init_process_group.
         self.torch_backend = "nccl" if any(s.startswith("cuda") for s in slots) else "gloo"
+        #: Where this rank runs (its agent; the host name outside a cluster).
+        self.host = host or socket.gethostname()
+        # Each rank's host, by rank (learn_hosts()); until then only this rank's is known.
+        self._hosts: list[str] = [self.host] if size == 1 else []
+
+    def learn_hosts(self) -> None:
+        """Learns every rank's host in one rendezvous round (init() calls it for a multi-rank
+        trial, on every rank), for cross_rank, cross_size and the *_local collectives."""
+        if not self._hosts:
+            self._hosts = [p.decode() for p in self.named_round("hosts", self.host.encode())]
+
+    def _host_list(self) -> list[str]:
+        if not self._hosts:
+            raise RuntimeError("steadfast: the ranks' hosts are not known yet (Distributed.learn_hosts)")
+        return self._hosts
+
+    def _local_ranks(self) -> list[int]:
+        hosts = self._host_list()
+        return [r for r, h in enumerate(hosts) if h == hosts[self.rank]]
+
+    @property
+    def cross_size(self) -> int:
+        """How many hosts (agents) the trial's ranks run on."""
+        return len(dict.fromkeys(self._host_list()))
+
+    @property
+    def cross_rank(self) -> int:
+        """This rank's host among them, numbered by the lowest rank on each (0 for rank 0's)."""
+        return list(dict.fromkeys(self._host_list())).index(self.host)
+
+    def get_cross_rank(self) -> int:
+        return self.cross_rank
+
+    def get_cross_size(self) -> int:
+        return self.cross_size
 
     def get_rank(self) -> int:
         return self.rank
@@ -89,3 +126,22 @@ class Distributed:
     def barrier(self) -> None:
         """Returns when every rank has arrived."""
         self._exchange(b"")
+
+    # The *_local collectives (Determined's): every rank of the trial calls them, as the others;
+    # each gets what the ranks on its own host sent, in rank order.
+    def allgather_local(self, obj: Any) -> list[Any]:
+        """The `obj` of every rank on this rank's host, in rank order."""
+        every = self.allgather(obj)
+        return [every[r] for r in self._local_ranks()]
+
+    def gather_local(self, obj: Any) -> Optional[list[Any]]:
+        """As allgather_local, on the host's first rank (its local chief); None on the others."""
+        mine = self._local_ranks()
+        every = self.allgather(obj)
+        return [every[r] for r in mine] if mine[0] == self.rank else None
+
+    def broadcast_local(self, obj: Any) -> Any:
+        """The `obj` of this host's first rank (its local chief), on every rank of the host."""
+        mine = self._local_ranks()
+        every = self.allgather(obj if mine[0] == self.rank else None)
+        return every[mine[0]]
