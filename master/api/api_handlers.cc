@@ -184,7 +184,7 @@ Result<v1::GetExperimentTrialsResponse> ApiHandlers::GetExperimentTrials(const v
     v1::Trial* row = out.add_trials();
     *row = std::move(t);
     // Queued: why it waits; running: why its manager holds it (Slurm: SUSPENDED), if it does.
-    if (row->state() == v1::TRIAL_STATE_QUEUED || row->state() == v1::TRIAL_STATE_RUNNING) {
+    if (cluster_ && (row->state() == v1::TRIAL_STATE_QUEUED || row->state() == v1::TRIAL_STATE_RUNNING)) {
       row->set_pending_reason(cluster_->PendingReason(row->id()));
     }
   }
@@ -215,7 +215,7 @@ Result<v1::GetTrialResponse> ApiHandlers::GetTrial(const v1::GetTrialRequest& r)
   if (!t->has_value()) return NotFound("trial " + std::to_string(r.trial_id()) + " does not exist");
   v1::GetTrialResponse out;
   *out.mutable_trial() = **t;
-  if (out.trial().state() == v1::TRIAL_STATE_QUEUED || out.trial().state() == v1::TRIAL_STATE_RUNNING) {
+  if (cluster_ && (out.trial().state() == v1::TRIAL_STATE_QUEUED || out.trial().state() == v1::TRIAL_STATE_RUNNING)) {
     out.mutable_trial()->set_pending_reason(cluster_->PendingReason(out.trial().id()));
   }
   return out;

@@ -27,7 +27,8 @@ struct MasterInfo {
 class ApiHandlers {
  public:
   // `store` serves the handlers' reads; the master gives it a pool of its own (database.h), so
-  // reads never wait behind the coordinator's or ingestion's transactions.
+  // reads never wait behind the coordinator's or ingestion's transactions. `cluster` may be null
+  // (tests of the transport and the reads alone): what only the coordinator knows is then absent.
   ApiHandlers(Store* store, Cluster* cluster, MasterInfo info)
       : store_(store), cluster_(cluster), info_(std::move(info)) {}
 
