@@ -51,6 +51,19 @@ class ManagedTrialTest(unittest.TestCase):
             f.write(textwrap.dedent(body))
         return path
 
+    def run_ranks(self, path: str, envs: list[dict[str, str]]) -> list:
+        """Runs the script once per rank at the same time (envs[r] for rank r); each must exit 0
+        and print one "OUT <json>" line, returned by rank."""
+        procs = [subprocess.Popen([sys.executable, path], env=env, cwd=self.dir,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for env in envs]
+        outs = []
+        for p in procs:
+            stdout, stderr = p.communicate(timeout=180)
+            self.assertEqual(p.returncode, 0, stdout + stderr)
+            outs.append(json.loads(stdout.split("OUT ", 1)[1].splitlines()[0]))
+        return outs
+
     def run_ok(self, path: str, env: dict[str, str]) -> str:
         p = run_script(path, env, self.dir)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
@@ -70,15 +83,8 @@ class ManagedTrialTest(unittest.TestCase):
                 print("OUT", json.dumps(out))
             """)
         agents = ["a", "b", "a"]
-        procs = [subprocess.Popen([sys.executable, path],
-                                  env=self.task_env(server, r, 3, SF_AGENT_ID=agents[r]),
-                                  cwd=self.dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  text=True) for r in range(3)]
-        outs = []
-        for p in procs:
-            stdout, stderr = p.communicate(timeout=180)
-            self.assertEqual(p.returncode, 0, stdout + stderr)
-            outs.append(json.loads(stdout.split("OUT ", 1)[1].splitlines()[0]))
+        outs = self.run_ranks(path, [self.task_env(server, r, 3, SF_AGENT_ID=agents[r])
+                                     for r in range(3)])
         self.assertEqual([o["cross"] for o in outs], [[0, 2], [1, 2], [0, 2]])
         self.assertEqual([o["allgather_local"] for o in outs], [[0, 20], [10], [0, 20]])
         self.assertEqual([o["gather_local"] for o in outs], [[0, 2], [1], None])
@@ -310,14 +316,7 @@ class ManagedTrialTest(unittest.TestCase):
                 tdist.destroy_process_group()
                 print("OUT", json.dumps(out))
             """)
-        procs = [subprocess.Popen([sys.executable, path], env=self.task_env(server, r, 2),
-                                  cwd=self.dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  text=True) for r in range(2)]
-        outs = []
-        for p in procs:
-            stdout, stderr = p.communicate(timeout=180)
-            self.assertEqual(p.returncode, 0, stdout + stderr)
-            outs.append(json.loads(stdout.split("OUT ", 1)[1].splitlines()[0]))
+        outs = self.run_ranks(path, [self.task_env(server, r, 2) for r in range(2)])
         r0, r1 = outs
         for o in outs:
             self.assertEqual(o["allgather"], [{"r": 0}, {"r": 1}])

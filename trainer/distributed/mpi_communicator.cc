@@ -432,15 +432,14 @@ Status ConnectRanks(MpiComm& c, const MpiConnectOptions& o) {
   if (o.across_machines) setenv("OMPI_MCA_btl", "self,tcp", 1);
   // Which network carries the data (host_network.h): the named interfaces, else loopback for
   // ranks on one host, never "every interface there is" (one that vanishes mid-run would hang
-  // the collective it carried half of). A user's own OMPI_MCA_* settings still win.
-  const std::string net = !o.tcp_interfaces.empty() ? o.tcp_interfaces : o.across_machines ? "" : "127.0.0.1/8";
-  if (!net.empty()) {
-    const bool user_excludes = std::getenv("OMPI_MCA_btl_tcp_if_exclude") || std::getenv("OMPI_MCA_oob_tcp_if_exclude");
-    const int overwrite = o.tcp_interfaces.empty() ? 0 : 1;
-    if (!user_excludes || overwrite) {
-      setenv("OMPI_MCA_btl_tcp_if_include", net.c_str(), overwrite);
-      setenv("OMPI_MCA_oob_tcp_if_include", net.c_str(), overwrite);
-    }
+  // the collective it carried half of). Loopback gives way to the user's own OMPI_MCA_* settings.
+  if (!o.tcp_interfaces.empty()) {
+    setenv("OMPI_MCA_btl_tcp_if_include", o.tcp_interfaces.c_str(), 1);
+    setenv("OMPI_MCA_oob_tcp_if_include", o.tcp_interfaces.c_str(), 1);
+  } else if (!o.across_machines && !std::getenv("OMPI_MCA_btl_tcp_if_exclude") &&
+             !std::getenv("OMPI_MCA_oob_tcp_if_exclude")) {
+    setenv("OMPI_MCA_btl_tcp_if_include", "127.0.0.1/8", 0);
+    setenv("OMPI_MCA_oob_tcp_if_include", "127.0.0.1/8", 0);
   }
   SF_RETURN_IF_ERROR(c.InitMpi());
 

@@ -33,6 +33,26 @@ std::string Quote(const std::string& s) {
   return out + "'";
 }
 
+// One line of `sinfo -N -o '%N|%t[|%E]'`: the node, its compact state and Slurm's reason,
+// trimmed. Lines that are not one are skipped.
+struct SinfoNode {
+  std::string name, state, reason;
+};
+std::vector<SinfoNode> SinfoNodes(const std::string& output) {
+  std::vector<SinfoNode> out;
+  std::istringstream in(output);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::vector<std::string> f = Split(line, '|');
+    if (f.size() < 2 || f[0].empty()) continue;
+    for (std::string& field : f) {
+      while (!field.empty() && (field.back() == ' ' || field.back() == '\r')) field.pop_back();
+    }
+    out.push_back({f[0], f[1], f.size() > 2 ? f[2] : ""});
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<JobStatus> ParseSqueue(const std::string& output) {
@@ -156,19 +176,11 @@ bool IsRunningState(const std::string& s) {
 std::string FailedNodes(const std::string& sinfo_output) {
   std::set<std::string> seen;
   std::string out;
-  std::istringstream in(sinfo_output);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::vector<std::string> f = Split(line, '|');
-    if (f.size() < 2 || f[0].empty() || seen.count(f[0])) continue;
-    const std::string& state = f[1];
-    const bool failed = state.find('*') != std::string::npos || state.rfind("down", 0) == 0 ||
-                        state.rfind("fail", 0) == 0 || state.rfind("unk", 0) == 0;
-    if (!failed) continue;
-    seen.insert(f[0]);
-    std::string reason = f.size() > 2 ? f[2] : "";
-    while (!reason.empty() && (reason.back() == ' ' || reason.back() == '\r')) reason.pop_back();
-    out += (out.empty() ? "" : ", ") + f[0] + (reason.empty() || reason == "none" ? "" : " (" + reason + ")");
+  for (const SinfoNode& n : SinfoNodes(sinfo_output)) {
+    const bool failed = n.state.find('*') != std::string::npos || n.state.rfind("down", 0) == 0 ||
+                        n.state.rfind("fail", 0) == 0 || n.state.rfind("unk", 0) == 0;
+    if (!failed || !seen.insert(n.name).second) continue;
+    out += (out.empty() ? "" : ", ") + n.name + (n.reason.empty() || n.reason == "none" ? "" : " (" + n.reason + ")");
   }
   return out;
 }
@@ -234,18 +246,12 @@ PoolSize ParseSinfoNodes(const std::string& output, int slots_per_node) {
   static const std::set<std::string> kUsable = {"idle", "alloc", "allocated", "mix", "mixed", "comp",
                                                 "completing", "resv", "reserved", "plnd", "planned"};
   std::set<std::string> up;
-  std::istringstream in(output);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::vector<std::string> f = Split(line, '|');
-    if (f.size() < 2 || f[0].empty()) continue;
-    std::string state = f[1];
-    while (!state.empty() && (state.back() == ' ' || state.back() == '\r')) state.pop_back();
+  for (const SinfoNode& n : SinfoNodes(output)) {
     // The flags sinfo appends: * not responding, ~ # ! % powered off, powering up or down,
     // $ @ ^ - + reservation and reboot marks (still usable).
-    const size_t at = state.find_first_of("*~#!%$@^-+");
-    if (at != std::string::npos && state.find_first_of("*~#!%", at) != std::string::npos) continue;
-    if (kUsable.count(state.substr(0, at))) up.insert(f[0]);
+    const size_t at = n.state.find_first_of("*~#!%$@^-+");
+    if (at != std::string::npos && n.state.find_first_of("*~#!%", at) != std::string::npos) continue;
+    if (kUsable.count(n.state.substr(0, at))) up.insert(n.name);
   }
   PoolSize size;
   size.known = true;

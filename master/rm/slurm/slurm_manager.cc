@@ -410,6 +410,13 @@ std::vector<AllocationEvent> SlurmManager::Pass(bool sweep) {
   }
   std::vector<std::string> ask_sacct;  // jobs that ended or vanished from squeue
   const auto now = Clock::now();
+  auto pending = [&events](const std::string& allocation, const std::string& reason) {
+    AllocationEvent e;
+    e.kind = AllocationEvent::Kind::kPending;
+    e.allocation_id = allocation;
+    e.reason = reason;
+    events.push_back(std::move(e));
+  };
   for (auto& [allocation, j] : tracked) {
     auto it = by_id.find(j.job_id);
     if (it == by_id.end() || IsTerminalState(it->second.state)) {
@@ -422,11 +429,7 @@ std::vector<AllocationEvent> SlurmManager::Pass(bool sweep) {
       const std::string reason = PendingReason(s);
       if (reason != j.last_reason) {
         j.last_reason = reason;
-        AllocationEvent e;
-        e.kind = AllocationEvent::Kind::kPending;
-        e.allocation_id = allocation;
-        e.reason = reason;
-        events.push_back(std::move(e));
+        pending(allocation, reason);
       }
     } else if (IsRunningState(s.state)) {
       if (!j.running) {
@@ -442,11 +445,7 @@ std::vector<AllocationEvent> SlurmManager::Pass(bool sweep) {
       const std::string held = HeldReason(s);
       if (held != j.held_reason) {
         j.held_reason = held;
-        AllocationEvent e;
-        e.kind = AllocationEvent::Kind::kPending;
-        e.allocation_id = allocation;
-        e.reason = held;
-        events.push_back(std::move(e));
+        pending(allocation, held);
         log::Info("slurm", {{"event", held.empty() ? "resumed" : "held"}, {"pool", pool_}, {"allocation", allocation},
                             {"job", j.job_id}, {"state", s.state}});
       }

@@ -38,6 +38,8 @@ Line = tuple[str, str, float]
 def _clean(text: str) -> str:
     """A line as the master takes it: UTF-8 without NUL, at most 16 KiB."""
     text = text.replace("\0", "\\0")
+    if len(text) <= _MAX_LINE_BYTES // 4:  # at most 4 bytes a character: short enough as it is
+        return text
     data = text.encode("utf-8", errors="replace")
     if len(data) <= _MAX_LINE_BYTES:
         return text
