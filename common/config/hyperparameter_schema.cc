@@ -531,6 +531,11 @@ Value WithDefaults(const Value& hparams) {
     const Value dropout = out.at("dropout");  // completed above: given, preset or default
     for (const char* rate : kLstmDropoutRates) out.try_emplace(rate, dropout);
   }
+  if (IsSpeechFamily(family)) {
+    // Joint CTC/attention (ESPnet's mtlalpha): 0.3 with an attention decoder, 1 without one.
+    auto decoder = out.find("decoder_layers");
+    out.try_emplace("ctc_weight", decoder != out.end() && !decoder->second.is_null() ? 0.3 : 1.0);
+  }
   return Value(std::move(out));
 }
 

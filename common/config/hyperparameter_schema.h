@@ -86,7 +86,8 @@ const std::map<std::string, Value::Map>& ArchPresets();
 // share_embeddings, max_len_a/b nor any lstm one, an fconv trial no d_model, heads...,
 // encoder_hidden_size... nor any of the lstm's dropout rates. For the lstm family,
 // encoder_dropout_in, encoder_dropout_out, decoder_dropout_in and decoder_dropout_out default to
-// the completed `dropout` (fairseq's lstm). Given values are kept as they are. `hparams` must be a
+// the completed `dropout` (fairseq's lstm); for the speech family, ctc_weight defaults to 0.3 with
+// decoder_layers and 1 without. Given values are kept as they are. `hparams` must be a
 // map (validated beforehand, ValidateTrialHyperparameters); an arch of no family gets only the
 // hyperparameters that apply to every family.
 Value WithDefaults(const Value& hparams);

@@ -21,6 +21,8 @@
 #include "tests/trainer/single_thread.h"
 #include "trainer/core/safetensors.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
+#include "trainer/models/fconv.h"
+#include "trainer/models/transformer_lm.h"
 #include "trainer/models/weights_io.h"
 #include "trainer/optim/loss_scaler.h"
 #include "trainer/optim/optimizer.h"
@@ -282,65 +284,64 @@ TEST(UntiedOutputProjection, CheckpointsCarryTheProjectionAndTheOptions) {
 
   // trainer_state.json's model: both options round-trip; a state written before they existed
   // reads as tied with no activation dropout.
-  ModelSpec spec;
-  spec.transformer = c;
-  auto back = ModelSpecFromValue(ModelSpecToValue(spec));
+  ModelSpec spec = ModelSpec::Of("transformer", c);
+  auto back = ModelSpecFromValue(spec.ToValue());
   ASSERT_TRUE(back.ok()) << back.status().ToString();
-  EXPECT_EQ(back->family, "transformer");
-  EXPECT_FALSE(back->transformer.share_decoder_input_output_embed);
-  EXPECT_FLOAT_EQ(back->transformer.activation_dropout, 0.2f);
-  spec.transformer = SmallConfig();
-  Value::Map m = ModelSpecToValue(spec).as_map();
+  EXPECT_EQ(back->family(), "transformer");
+  EXPECT_FALSE(back->config<TransformerConfig>().share_decoder_input_output_embed);
+  EXPECT_FLOAT_EQ(back->config<TransformerConfig>().activation_dropout, 0.2f);
+  spec = ModelSpec::Of("transformer", SmallConfig());
+  Value::Map m = spec.ToValue().as_map();
   m.erase("arch");  // written before there were other families
   m.erase("share_decoder_input_output_embed");
   m.erase("activation_dropout");
   auto from_old = ModelSpecFromValue(Value(m));
   ASSERT_TRUE(from_old.ok()) << from_old.status().ToString();
-  EXPECT_EQ(from_old->family, "transformer");
-  EXPECT_TRUE(from_old->transformer.share_decoder_input_output_embed);
-  EXPECT_EQ(from_old->transformer.activation_dropout, 0.0f);
+  EXPECT_EQ(from_old->family(), "transformer");
+  EXPECT_TRUE(from_old->config<TransformerConfig>().share_decoder_input_output_embed);
+  EXPECT_EQ(from_old->config<TransformerConfig>().activation_dropout, 0.0f);
 }
 
 // The language model and fconv through trainer_state.json's "model" and the weights'
 // __metadata__: every architecture field comes back, a model built from either describes itself
 // the same way, and a malformed layer list is refused by name.
 TEST(ModelSpecRoundTrip, TransformerLmAndFConvComeBackFromTheStateAndTheMetadata) {
-  ModelSpec lm;
-  lm.family = "transformer_lm";
-  lm.lm.d_model = 24;
-  lm.lm.heads = 3;
-  lm.lm.layers = 2;
-  lm.lm.ffn_dim = 40;
-  lm.lm.activation = Activation::kGelu;
-  lm.lm.normalize_before = true;
-  lm.lm.share_input_output_embed = true;
-  lm.lm.vocab = 57;
-  lm.lm.max_positions = 66;
-  lm.lm.label_smoothing = 0.05f;
-  ModelSpec fc;
-  fc.family = "fconv";
-  fc.fconv.encoder_embed = 20;
-  fc.fconv.decoder_embed = 18;
-  fc.fconv.decoder_out_embed = 14;
-  fc.fconv.encoder_convs = {{32, 3}, {48, 2}};
-  fc.fconv.decoder_convs = {{32, 5}};
-  fc.fconv.src_vocab = 61;
-  fc.fconv.tgt_vocab = 59;
-  fc.fconv.max_positions = 70;
-  fc.fconv.label_smoothing = 0.1f;
+  TransformerLmConfig lm_config;
+  lm_config.d_model = 24;
+  lm_config.heads = 3;
+  lm_config.layers = 2;
+  lm_config.ffn_dim = 40;
+  lm_config.activation = Activation::kGelu;
+  lm_config.normalize_before = true;
+  lm_config.share_input_output_embed = true;
+  lm_config.vocab = 57;
+  lm_config.max_positions = 66;
+  lm_config.label_smoothing = 0.05f;
+  FConvConfig fc_config;
+  fc_config.encoder_embed = 20;
+  fc_config.decoder_embed = 18;
+  fc_config.decoder_out_embed = 14;
+  fc_config.encoder_convs = {{32, 3}, {48, 2}};
+  fc_config.decoder_convs = {{32, 5}};
+  fc_config.src_vocab = 61;
+  fc_config.tgt_vocab = 59;
+  fc_config.max_positions = 70;
+  fc_config.label_smoothing = 0.1f;
+  const ModelSpec lm = ModelSpec::Of("transformer_lm", lm_config);
+  const ModelSpec fc = ModelSpec::Of("fconv", fc_config);
   for (const ModelSpec& spec : {lm, fc}) {
-    SCOPED_TRACE(spec.family);
+    SCOPED_TRACE(spec.family());
     ASSERT_TRUE(spec.Validate().ok()) << spec.Validate().message();
-    auto from_value = ModelSpecFromValue(ModelSpecToValue(spec));
+    auto from_value = ModelSpecFromValue(spec.ToValue());
     ASSERT_TRUE(from_value.ok()) << from_value.status().ToString();
     auto from_meta = ModelSpecFromMetadata(spec.metadata());
     ASSERT_TRUE(from_meta.ok()) << from_meta.status().ToString();
-    EXPECT_EQ(from_value->family, spec.family);
+    EXPECT_EQ(from_value->family(), spec.family());
     EXPECT_EQ(from_value->metadata(), spec.metadata());
     EXPECT_EQ(from_meta->metadata(), spec.metadata());
     CpuBackend backend;
     auto model = MakeModel(*from_meta, &backend, DType::kF32);
-    EXPECT_EQ(model->family(), spec.family);
+    EXPECT_EQ(model->family(), spec.family());
     EXPECT_EQ(model->Metadata(), spec.metadata());
     EXPECT_TRUE(CheckMetadataFits(spec.metadata(), *model).ok());
   }

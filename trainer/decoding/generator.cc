@@ -4,18 +4,14 @@
 #include <numeric>
 #include <string>
 
-#include "trainer/decoding/fconv_generator.h"
-#include "trainer/decoding/lstm_generator.h"
-#include "trainer/models/lstm_model.h"
-#include "trainer/decoding/translator.h"
+#include "trainer/families/model_family.h"
 
 namespace sf {
 
 std::unique_ptr<Generator> MakeGenerator(Seq2SeqModel<float>* model) {
-  if (auto* lstm = dynamic_cast<LstmModel<float>*>(model)) return std::make_unique<LstmGenerator>(lstm);
-  if (auto* transformer = dynamic_cast<Transformer<float>*>(model)) return std::make_unique<Translator>(transformer);
-  if (auto* fconv = dynamic_cast<FConvModel<float>*>(model)) return std::make_unique<FConvGenerator>(fconv);
-  return nullptr;  // a language model translates nothing (lm_generator.h continues text)
+  // The model's family's search; none for a language model (lm_generator.h continues text).
+  const ModelFamily* family = model ? FindModelFamily(model->family()) : nullptr;
+  return family ? family->make_generator(model) : nullptr;
 }
 
 Result<std::vector<Hypothesis>> SearchInBatches(const std::vector<std::vector<int32_t>>& sources,

@@ -1,55 +1,65 @@
 #include "trainer/models/model_spec.h"
 
-#include "trainer/models/lstm_model.h"
-#include "trainer/models/weights_io.h"
+#include <cstdio>
+#include <cstdlib>
+#include <typeindex>
+
+#include "trainer/models/transformer.h"
 
 namespace sf {
 
-const std::vector<std::string>& ModelFamilies() {
-  static const std::vector<std::string> families = {"transformer", "lstm", "transformer_lm", "fconv"};
-  return families;
+ModelSpec::ModelSpec() : ModelSpec("transformer", std::make_unique<FamilyConfigOf<TransformerConfig>>(TransformerConfig{})) {}
+
+ModelSpec::ModelSpec(const std::string& family, std::unique_ptr<FamilyConfig> config)
+    : entry_(FindModelFamily(family)), config_(std::move(config)) {
+  if (entry_ == nullptr || config_ == nullptr || config_->type() != entry_->config_type) {
+    std::fprintf(stderr, "ModelSpec: '%s' is not a registered family with this config type\n", family.c_str());
+    std::abort();
+  }
 }
 
-ModelShape ModelSpec::shape() const {
-  if (family == "lstm") return ModelShape{lstm.src_vocab, lstm.tgt_vocab, lstm.pad_id, lstm.max_positions};
-  if (family == "transformer_lm") return ModelShape{lm.vocab, lm.vocab, lm.pad_id, lm.max_positions};
-  if (family == "fconv") return ModelShape{fconv.src_vocab, fconv.tgt_vocab, fconv.pad_id, fconv.max_positions};
-  return ModelShape{transformer.src_vocab, transformer.tgt_vocab, transformer.pad_id, transformer.max_positions};
+ModelSpec::ModelSpec(const ModelSpec& other) : entry_(other.entry_), config_(other.config_->Clone()) {}
+
+ModelSpec& ModelSpec::operator=(const ModelSpec& other) {
+  if (this != &other) {
+    entry_ = other.entry_;
+    config_ = other.config_->Clone();
+  }
+  return *this;
 }
 
-std::map<std::string, std::string> ModelSpec::metadata() const {
-  if (family == "lstm") return LstmMetadata(lstm);
-  if (family == "transformer_lm") return TransformerLmMetadata(lm);
-  if (family == "fconv") return FConvMetadata(fconv);
-  return ConfigMetadata(transformer);
-}
-
-Status ModelSpec::Validate() const {
-  if (family == "lstm") return lstm.Validate();
-  if (family == "transformer") return transformer.Validate();
-  if (family == "transformer_lm") return lm.Validate();
-  if (family == "fconv") return fconv.Validate();
-  return InvalidArgument("model family '" + family + "' is not one of transformer, lstm, transformer_lm, fconv");
+void ModelSpec::CheckType(const std::type_info& type) const {
+  if (std::type_index(type) != config_->type()) {
+    std::fprintf(stderr, "ModelSpec: a %s model's config asked for as another family's\n", entry_->name.c_str());
+    std::abort();
+  }
 }
 
 Result<ModelSpec> ModelSpecFromMetadata(const std::map<std::string, std::string>& m) {
   auto arch = m.find("arch");
   if (arch == m.end()) return InvalidArgument("__metadata__ has no 'arch' (weights written without their configuration)");
-  ModelSpec spec;
-  spec.family = arch->second;
-  if (spec.family == "transformer") {
-    SF_ASSIGN_OR_RETURN(spec.transformer, ConfigFromMetadata(m));
-  } else if (spec.family == "lstm") {
-    SF_ASSIGN_OR_RETURN(spec.lstm, LstmConfigFromMetadata(m));
-  } else if (spec.family == "transformer_lm") {
-    SF_ASSIGN_OR_RETURN(spec.lm, TransformerLmConfigFromMetadata(m));
-  } else if (spec.family == "fconv") {
-    SF_ASSIGN_OR_RETURN(spec.fconv, FConvConfigFromMetadata(m));
-  } else {
-    std::string known;
-    for (const auto& f : ModelFamilies()) known += (known.empty() ? "" : ", ") + f;
-    return InvalidArgument("__metadata__ arch: '" + arch->second + "' is not a known architecture (" + known + ")");
+  const ModelFamily* family = FindModelFamily(arch->second);
+  if (family == nullptr) {
+    return InvalidArgument("__metadata__ arch: '" + arch->second + "' is not a known architecture (" +
+                           ModelFamilyList() + ")");
   }
+  SF_ASSIGN_OR_RETURN(std::unique_ptr<FamilyConfig> config, family->from_metadata(m));
+  return ModelSpec(family->name, std::move(config));
+}
+
+Result<ModelSpec> ModelSpecFromValue(const Value& v) {
+  if (!v.is_map()) return InvalidArgument("trainer_state.json: 'model' is missing");
+  const Value* arch = v.Find("arch");
+  const std::string name = arch && arch->is_string() ? arch->as_string() : "transformer";
+  const ModelFamily* family = FindModelFamily(name);
+  if (family == nullptr) {
+    return InvalidArgument("trainer_state.json model: arch: '" + name + "' is not a known architecture (" +
+                           ModelFamilyList() + ")");
+  }
+  auto config = family->from_value(v);
+  if (!config.ok()) return config.status().WithContext("trainer_state.json model");
+  ModelSpec spec(family->name, std::move(*config));
+  if (Status st = spec.Validate(); !st.ok()) return st.WithContext("trainer_state.json model");
   return spec;
 }
 
@@ -65,8 +75,8 @@ Status CheckMetadataFits(const std::map<std::string, std::string>& metadata, con
   std::map<std::string, std::string> stored = metadata;
   if (dynamic_cast<const Seq2SeqModel<float>*>(&model)) {
     SF_ASSIGN_OR_RETURN(ModelSpec spec, ModelSpecFromMetadata(metadata));
-    if (spec.family != model.family()) {
-      return InvalidArgument("the weights are for another model: arch is " + spec.family + " in the weights, " +
+    if (spec.family() != model.family()) {
+      return InvalidArgument("the weights are for another model: arch is " + spec.family() + " in the weights, " +
                              model.family() + " in this model");
     }
     stored = spec.metadata();
@@ -84,10 +94,7 @@ Status CheckMetadataFits(const std::map<std::string, std::string>& metadata, con
 }
 
 std::unique_ptr<Seq2SeqModel<float>> MakeModel(const ModelSpec& spec, Backend<float>* backend, DType compute) {
-  if (spec.family == "lstm") return std::make_unique<LstmModel<float>>(spec.lstm, backend, compute);
-  if (spec.family == "transformer_lm") return std::make_unique<TransformerLm<float>>(spec.lm, backend, compute);
-  if (spec.family == "fconv") return std::make_unique<FConvModel<float>>(spec.fconv, backend, compute);
-  return std::make_unique<Transformer<float>>(spec.transformer, backend, compute);
+  return spec.entry().make_model(spec.erased(), backend, compute);
 }
 
 }  // namespace sf

@@ -1,13 +1,14 @@
 // Options for the optimizer, the LR schedule and the loss scaler from the experiment config.
 //
-// `hparams` is a trial's concrete hyperparameter map, normally after config::WithDefaults
-// (members that are absent keep the defaults of the option structs). Errors name the field path
-// ("hyperparameters.optimizer.betas: ..."). Pure functions, thread-safe.
+// From a trial's typed hyperparameters (config::DecodeTrialHyperparameters), so every value is
+// the schema's (common/config/hyperparameter_schema.cc) or the user's: nothing here has a default
+// of its own. Pure functions, thread-safe.
 #pragma once
 
 #include <cstdint>
 
 #include "common/config/experiment_config.h"
+#include "common/config/trial_hyperparameters.h"
 #include "common/status.h"
 #include "common/value.h"
 #include "trainer/optim/loss_scaler.h"
@@ -18,13 +19,13 @@ namespace sf {
 
 // hyperparameters.optimizer: {type, betas: [β1, β2], eps, weight_decay, momentum, nesterov,
 // rho_threshold, decoupled_weight_decay}.
-Result<OptimizerOptions> OptimizerOptionsFromHyperparameters(const Value& hparams);
+OptimizerOptions OptimizerOptionsFromHyperparameters(const config::OptimizerHp& optimizer);
 
 // hyperparameters.lr (the peak rate) and hyperparameters.lr_schedule: {type, warmup,
-// warmup_init_lr, total_steps, min_lr, gamma}. total_steps defaults to `default_total_steps`
-// (the trainer passes searcher.max_length in batches).
-Result<LrScheduleOptions> LrScheduleOptionsFromHyperparameters(const Value& hparams,
-                                                               int64_t default_total_steps);
+// warmup_init_lr, total_steps, min_lr, gamma}. total_steps, when the schedule gives none, is
+// `default_total_steps` (the trainer passes searcher.max_length in batches).
+LrScheduleOptions LrScheduleOptionsFromHyperparameters(double lr, const config::LrScheduleHp& schedule,
+                                                       int64_t default_total_steps);
 
 // loss_scaling, with the run's world size and aggregation frequency for the default
 // growth_interval.

@@ -138,10 +138,10 @@ Result<BenchReport> RunBench(const BenchOptions& o) {
     return InvalidArgument("--arch: unknown model '" + o.arch + "' (known: " + known + ")");
   }
   Value::Map hp{{"arch", o.arch}, {"dropout", o.dropout}};
-  if (family == "transformer" || family == "transformer_lm" || config::IsSpeechFamily(family)) {
+  if (config::AppliesTo(*config::FindHyperparameterSpec("attention_dropout"), family)) {
     hp["attention_dropout"] = o.attention_dropout;
   }
-  const Value hparams = config::WithDefaults(Value(std::move(hp)));
+  SF_ASSIGN_OR_RETURN(const config::TrialHyperparameters hparams, config::DecodeTrialHyperparameters(Value(std::move(hp))));
   const bool speech = config::IsSpeechFamily(family);
   const int64_t vocab = o.vocab > 0 ? o.vocab : speech ? 32 : 8000;
   // "fp32" | "bf16" | "fp16" (validated by ParseBenchArgs) as the engine's dtype.

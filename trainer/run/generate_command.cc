@@ -34,7 +34,7 @@ Result<LoadedLm> LoadLm(const std::string& dir) {
                            (spec.ok() ? "no tokenizer" : spec.status().message()) + ")");
   }
   if (!spec->language_model()) {
-    return InvalidArgument("checkpoint " + dir + " holds a " + spec->family +
+    return InvalidArgument("checkpoint " + dir + " holds a " + spec->family() +
                            " translation model, not a language model (use `sf-trainer translate`)");
   }
   LoadedLm lm;
@@ -49,7 +49,9 @@ Result<LoadedLm> LoadLm(const std::string& dir) {
   lm.model = MakeModel(*spec, lm.backend.get(), DType::kF32);
   SF_RETURN_IF_ERROR(LoadModelWeights(ck, dir, *lm.model));
   const Value* hp = ck.state.Find("hparams");
-  const BeamOptions beam = BeamFromHyperparameters(hp ? *hp : Value(Value::Map{}));
+  auto hparams = config::DecodeTrialHyperparameters(hp ? *hp : Value(Value::Map{}));
+  if (!hparams.ok()) return hparams.status().WithContext("checkpoint " + dir + " trainer_state.json");
+  const BeamOptions beam = BeamFromHyperparameters(*hparams);
   lm.defaults.beam = beam.beam;
   lm.defaults.lenpen = beam.lenpen;
   return lm;

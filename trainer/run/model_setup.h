@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common/config/experiment_config.h"
+#include "common/config/trial_hyperparameters.h"
 #include "common/status.h"
 #include "common/value.h"
 #include "trainer/core/dtype.h"
@@ -16,23 +17,12 @@
 
 namespace sf {
 
-// A number from a hyperparameter map (or a nested member such as `optimizer`), `def` when the
-// key is absent or not a number. Integers given as doubles are truncated.
-int64_t HpInt(const Value& v, const std::string& key, int64_t def);
-double HpNum(const Value& v, const std::string& key, double def);
-
-// The feed-forward activation of a hyperparameter map (`activation`: relu, the default, or gelu);
-// errors name the hyperparameter.
-Result<Activation> ActivationFromHyperparameters(const Value& hparams);
-
-// The model of a trial's hyperparameters (after config::WithDefaults: `arch` picks the family,
-// ArchFamily) for the given vocabularies. Errors name the hyperparameter.
-Result<ModelSpec> ModelSpecFromHyperparameters(const Value& hparams, int64_t src_vocab, int64_t tgt_vocab,
-                                               int64_t max_positions);
-// The model as stored in trainer_state.json ("model") and back; a value without "arch" (older
-// checkpoints) is a Transformer.
-Value ModelSpecToValue(const ModelSpec& spec);
-Result<ModelSpec> ModelSpecFromValue(const Value& value);
+// The model of a trial's typed hyperparameters (config::DecodeTrialHyperparameters: `arch` picks
+// the family, whose registry entry builds the config) for the given vocabularies;
+// kInvalidArgument for a family that is no sequence-to-sequence model (speech:
+// SpeechCtcConfigFromHyperparameters). Errors name the hyperparameter.
+Result<ModelSpec> ModelSpecFromHyperparameters(const config::TrialHyperparameters& hparams, int64_t src_vocab,
+                                               int64_t tgt_vocab, int64_t max_positions);
 
 // The model a checkpoint holds: its weights' __metadata__, or (checkpoints written before the
 // weights carried it) trainer_state.json's "model". Errors name the key.

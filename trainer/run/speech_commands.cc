@@ -60,7 +60,17 @@ Status Transcribe(const TranscribeCommandOptions& o) {
                            " holds a CTC model without a decoder (decoder_layers)");
   }
   to.utterance_cmvn = sd.utterance_cmvn;
-  to.max_frames = o.max_frames > 0 ? o.max_frames : HpInt(hp ? *hp : Value(), "max_frames", 10000);
+  if (o.max_frames > 0) {
+    to.max_frames = o.max_frames;
+  } else {
+    auto hparams = config::DecodeTrialHyperparameters(hp ? *hp : Value(Value::Map{{"arch", "speech_transformer_ctc"}}));
+    if (!hparams.ok()) return hparams.status().WithContext("checkpoint " + o.checkpoint + " trainer_state.json");
+    if (!hparams->speech) {
+      return InvalidArgument("checkpoint " + o.checkpoint + ": its hyperparameters are a " + hparams->family +
+                             " model's, not a speech recogniser's");
+    }
+    to.max_frames = hparams->speech->max_frames;
+  }
 
   data::DataOptions dopt;
   dopt.cache_dir = o.cache_dir;

@@ -53,23 +53,28 @@ Status CheckUtterancesFit(const speech::SpeechFeatures& f, const SpeechCtcConfig
   return Status::Ok();
 }
 
-Result<SpeechCtcConfig> SpeechCtcConfigFromHyperparameters(const Value& hp, int64_t mels, int64_t vocab) {
+Result<SpeechCtcConfig> SpeechCtcConfigFromHyperparameters(const config::TrialHyperparameters& hp, int64_t mels,
+                                                           int64_t vocab) {
+  if (!hp.speech) {
+    return InvalidArgument("hyperparameters.arch: " + hp.arch + " (a " + hp.family + " model) does not recognise speech");
+  }
+  const config::AttentionHp& a = *hp.attention;
+  const config::SpeechCtcHp& s = *hp.speech;
   SpeechCtcConfig c;
   c.mels = mels;
   c.vocab = vocab;
-  c.conv_channels = HpInt(hp, "conv_channels", c.conv_channels);
-  c.d_model = HpInt(hp, "d_model", c.d_model);
-  c.heads = HpInt(hp, "heads", c.heads);
-  c.layers = HpInt(hp, "encoder_layers", c.layers);
-  c.ffn_dim = HpInt(hp, "ffn_dim", c.ffn_dim);
-  c.dropout = static_cast<float>(HpNum(hp, "dropout", c.dropout));
-  c.attention_dropout = static_cast<float>(HpNum(hp, "attention_dropout", c.attention_dropout));
-  c.activation_dropout = static_cast<float>(HpNum(hp, "activation_dropout", c.activation_dropout));
-  SF_ASSIGN_OR_RETURN(c.activation, ActivationFromHyperparameters(hp));
-  const Value* nb = hp.Find("normalize_before");
-  c.normalize_before = nb && nb->is_bool() ? nb->as_bool() : true;
-  c.decoder_layers = HpInt(hp, "decoder_layers", 0);
-  c.ctc_weight = static_cast<float>(HpNum(hp, "ctc_weight", c.has_decoder() ? 0.3 : 1.0));
+  c.conv_channels = s.conv_channels;
+  c.d_model = a.d_model;
+  c.heads = a.heads;
+  c.layers = s.encoder_layers;
+  c.ffn_dim = a.ffn_dim;
+  c.dropout = static_cast<float>(hp.dropout);
+  c.attention_dropout = static_cast<float>(a.attention_dropout);
+  c.activation_dropout = static_cast<float>(a.activation_dropout);
+  SF_ASSIGN_OR_RETURN(c.activation, ActivationNamed(a.activation));
+  c.normalize_before = a.normalize_before;
+  c.decoder_layers = s.decoder_layers;
+  c.ctc_weight = static_cast<float>(s.ctc_weight);
   SF_RETURN_IF_ERROR(c.Validate().WithContext("hyperparameters"));
   return c;
 }
@@ -159,7 +164,8 @@ Result<std::unique_ptr<SpeechRun>> SpeechRun::Create(const config::ExperimentCon
   r->config_yaml_ = std::move(config_yaml);
   r->hparams_ = std::move(hparams);
   r->options_ = options;
-  r->seed_ = static_cast<uint64_t>(HpInt(r->hparams_, "seed", 1));
+  SF_ASSIGN_OR_RETURN(r->hp_, config::DecodeTrialHyperparameters(r->hparams_));
+  r->seed_ = r->hp_.optimization.seed;
 
   const config::SpeechDataConfig& sd = cfg.data.speech;
   const speech::FrontEndOptions front_end = FrontEndFromConfig(sd);
@@ -180,7 +186,7 @@ Result<std::unique_ptr<SpeechRun>> SpeechRun::Create(const config::ExperimentCon
   log::Info("trainer", {{"event", "vocabulary"}, {"symbols", std::to_string(r->vocab_->size())}});
 
   SF_ASSIGN_OR_RETURN(SpeechCtcConfig mc,
-                      SpeechCtcConfigFromHyperparameters(r->hparams_, r->train_->mels(), r->vocab_->size()));
+                      SpeechCtcConfigFromHyperparameters(r->hp_, r->train_->mels(), r->vocab_->size()));
   SF_ASSIGN_OR_RETURN(r->backend_, MakeTrainingBackend(options.device));
   log::Info("trainer", {{"event", "device"}, {"device", options.device.description},
                         {"backend", r->backend_->description()}});
@@ -206,7 +212,7 @@ Result<std::unique_ptr<SpeechRun>> SpeechRun::Create(const config::ExperimentCon
     r->batch_options_.spec.time_ratio = s.time_ratio;
   }
   speech::SpeechBatchingOptions bo;
-  bo.max_frames = HpInt(r->hparams_, "max_frames", 10000);
+  bo.max_frames = r->hp_.speech->max_frames;
   bo.seed = r->seed_;
   bo.rank = options.rank;
   bo.world_size = options.world_size;
@@ -224,7 +230,7 @@ Result<std::unique_ptr<SpeechRun>> SpeechRun::Create(const config::ExperimentCon
   r->steps_per_epoch_ = std::max<int64_t>(1, r->iter_->batches_per_epoch() / r->aggregation_);
   r->micro_.resize(static_cast<size_t>(r->aggregation_));
 
-  SF_ASSIGN_OR_RETURN(RunStepParts parts, MakeRunStepParts(*r->model_, cfg, r->hparams_, options,
+  SF_ASSIGN_OR_RETURN(RunStepParts parts, MakeRunStepParts(*r->model_, cfg, r->hp_.optimization, options,
                                                            r->StepsFor(cfg.searcher.max_length), r->aggregation_));
   r->step_ = std::move(parts.step);
   r->schedule_ = std::move(parts.schedule);
@@ -300,7 +306,7 @@ Result<RunStep> SpeechRun::Step() {
 
 TranscribeOptions SpeechRun::EvalOptions(bool keep_hypotheses, bool sharded) const {
   TranscribeOptions o;
-  o.max_frames = HpInt(hparams_, "max_frames", 10000);
+  o.max_frames = hp_.speech->max_frames;
   o.utterance_cmvn = cfg_.data.speech.utterance_cmvn;
   o.keep_hypotheses = keep_hypotheses;
   if (sharded && options_.comm) {
@@ -364,7 +370,7 @@ Result<RunTest> SpeechRun::TestSplit() {
   if (!test_) return NotFound("the experiment's data has no test split");
   TranscribeOptions o = EvalOptions(true, false);
   const bool joint = model_->config().has_decoder();
-  if (joint) o.beam = static_cast<int>(HpInt(hparams_, "beam_size", 4));
+  if (joint) o.beam = static_cast<int>(hp_.beam_size);
   SF_ASSIGN_OR_RETURN(SplitTranscripts t, TranscribeSplit(*model_, *test_, test_targets_, *vocab_, o));
   RunTest out;
   out.values = {{"wer", 100.0 * t.words.rate()},

@@ -41,9 +41,10 @@
 
 namespace sf {
 
-// The model of a trial's hyperparameters (after config::WithDefaults) for `mels` features and
-// `vocab` symbols (blank included). Errors name the hyperparameter.
-Result<SpeechCtcConfig> SpeechCtcConfigFromHyperparameters(const Value& hparams, int64_t mels, int64_t vocab);
+// The model of a trial's typed hyperparameters (config::DecodeTrialHyperparameters, a speech
+// arch) for `mels` features and `vocab` symbols (blank included). Errors name the hyperparameter.
+Result<SpeechCtcConfig> SpeechCtcConfigFromHyperparameters(const config::TrialHyperparameters& hparams, int64_t mels,
+                                                           int64_t vocab);
 
 // kInvalidArgument naming MANIFEST:LINE and the utterance when one is too short for the
 // model's subsampling (< 7 frames: 85 ms with 25 ms windows every 10 ms) or too long for its max_positions.
@@ -108,7 +109,8 @@ class SpeechRun final : public TrainingRun {
 
   config::ExperimentConfig cfg_;
   std::string config_yaml_;
-  Value hparams_ = Value(Value::Map{});
+  Value hparams_ = Value(Value::Map{});  // as given (stored in checkpoints)
+  config::TrialHyperparameters hp_;      // decoded (config::DecodeTrialHyperparameters)
   TrainingRunOptions options_;
   std::unique_ptr<speech::SpeechFeatures> train_, valid_, test_;
   std::unique_ptr<speech::CharVocabulary> vocab_;

@@ -18,12 +18,14 @@ Result<std::vector<std::string>> ReadLines(const std::string& path) {
 
 }  // namespace
 
-BeamOptions BeamFromHyperparameters(const Value& hp) {
+BeamOptions BeamFromHyperparameters(const config::TrialHyperparameters& hp) {
   BeamOptions b;
-  b.beam = static_cast<int>(HpInt(hp, "beam_size", 4));
-  b.lenpen = static_cast<float>(HpNum(hp, "lenpen", 1.0));
-  b.max_len_a = static_cast<float>(HpNum(hp, "max_len_a", 1.2));
-  b.max_len_b = HpInt(hp, "max_len_b", 10);
+  b.beam = static_cast<int>(hp.beam_size);
+  if (hp.text) b.lenpen = static_cast<float>(hp.text->lenpen);
+  if (hp.output_length) {
+    b.max_len_a = static_cast<float>(hp.output_length->max_len_a);
+    b.max_len_b = hp.output_length->max_len_b;
+  }
   b.max_tokens = 2048;
   return b;
 }
@@ -53,7 +55,11 @@ Result<std::unique_ptr<TextRun>> TextRun::Create(const config::ExperimentConfig&
   r->config_yaml_ = std::move(config_yaml);
   r->hparams_ = std::move(hparams);
   r->options_ = options;
-  r->seed_ = static_cast<uint64_t>(HpInt(r->hparams_, "seed", 1));
+  SF_ASSIGN_OR_RETURN(r->hp_, config::DecodeTrialHyperparameters(r->hparams_));
+  if (!r->hp_.text) {
+    return InvalidArgument("hyperparameters.arch: " + r->hp_.arch + " (a " + r->hp_.family + " model) does not train on text");
+  }
+  r->seed_ = r->hp_.optimization.seed;
 
   SF_ASSIGN_OR_RETURN(r->data_, data::TranslationData::Open(cfg.data, options.data));
   const auto& train = r->data_->train();
@@ -67,15 +73,15 @@ Result<std::unique_ptr<TextRun>> TextRun::Create(const config::ExperimentConfig&
 
   const int64_t max_pos = std::max(cfg.data.max_source_positions, cfg.data.max_target_positions) + 2;
   SF_ASSIGN_OR_RETURN(r->spec_,
-                      ModelSpecFromHyperparameters(r->hparams_, r->data_->source_tokenizer().vocab_size(),
+                      ModelSpecFromHyperparameters(r->hp_, r->data_->source_tokenizer().vocab_size(),
                                                    r->data_->target_tokenizer().vocab_size(), max_pos));
   // The config reader refuses these too (common/config); a run checks what its model needs.
   if (r->spec_.language_model() && r->bleu_metric()) {
-    return InvalidArgument("searcher.metric: bleu scores translations; a " + r->spec_.family +
+    return InvalidArgument("searcher.metric: bleu scores translations; a " + r->spec_.family() +
                            " model is a language model (use validation_perplexity or validation_loss)");
   }
   if (!r->spec_.language_model() && r->data_->monolingual()) {
-    return InvalidArgument("data.train: one-sided text (text:) trains a language model; a " + r->spec_.family +
+    return InvalidArgument("data.train: one-sided text (text:) trains a language model; a " + r->spec_.family() +
                            " model translates and needs src and tgt");
   }
   SF_ASSIGN_OR_RETURN(r->backend_, MakeTrainingBackend(options.device));
@@ -87,7 +93,7 @@ Result<std::unique_ptr<TextRun>> TextRun::Create(const config::ExperimentConfig&
   r->model_->context().seed = RankDropoutSeed(r->seed_, options.rank);
 
   data::BatchingOptions bo;
-  bo.max_tokens = HpInt(r->hparams_, "max_tokens", 4096);
+  bo.max_tokens = r->hp_.text->max_tokens;
   bo.seed = r->seed_;
   bo.rank = options.rank;
   bo.world_size = options.world_size;
@@ -98,7 +104,7 @@ Result<std::unique_ptr<TextRun>> TextRun::Create(const config::ExperimentConfig&
   r->micro_.resize(static_cast<size_t>(r->aggregation_));
   r->views_.resize(static_cast<size_t>(r->aggregation_));
 
-  SF_ASSIGN_OR_RETURN(RunStepParts parts, MakeRunStepParts(*r->model_, cfg, r->hparams_, options,
+  SF_ASSIGN_OR_RETURN(RunStepParts parts, MakeRunStepParts(*r->model_, cfg, r->hp_.optimization, options,
                                                            r->StepsFor(cfg.searcher.max_length), r->aggregation_));
   r->step_ = std::move(parts.step);
   r->schedule_ = std::move(parts.schedule);
@@ -162,7 +168,7 @@ Result<TextStep> TextRun::Step() {
 Result<SplitScore> TextRun::Score(const data::ParallelDataset& split, const char* what) {
   EvalScope<float> eval(model_->context());
   data::BatchingOptions bo;
-  bo.max_tokens = HpInt(hparams_, "max_tokens", 4096);
+  bo.max_tokens = hp_.text->max_tokens;
   bo.shuffle = false;
   SF_ASSIGN_OR_RETURN(data::BatchIterator it, data::BatchIterator::Create(&split, bo));
   const int world = options_.comm ? options_.world_size : 1, rank = options_.comm ? options_.rank : 0;
@@ -216,7 +222,7 @@ Result<TextValidation> TextRun::Validate(double fallback_loss) {
     std::unique_ptr<Generator> generator = MakeGenerator(model_.get());
     SF_ASSIGN_OR_RETURN(std::vector<std::string> hyps,
                         TranslateLines(*generator, data_->source_tokenizer(), data_->target_tokenizer(), src,
-                                       BeamFromHyperparameters(hparams_), cfg_.data.max_source_positions - 1));
+                                       BeamFromHyperparameters(hp_), cfg_.data.max_source_positions - 1));
     SF_ASSIGN_OR_RETURN(eval::BleuStats stats, eval::CorpusStats(hyps, refs));
     if (world > 1) {
       // [sys_len, ref_len, correct..., total...], exact in double.
@@ -246,7 +252,7 @@ CheckpointContents TextRun::Snapshot(const Value::Map& extra) const {
   Value::Map state = RunCountersState({steps_, skipped_, dropout_seed_}, *model_, iter_->position());
   state["data_hash"] = data_->content_hash();
   state["precision"] = config::PrecisionName(cfg_.precision);
-  state["model"] = ModelSpecToValue(spec_);
+  state["model"] = spec_.ToValue();
   state["hparams"] = hparams_;
   for (const auto& [k, v] : extra) state[k] = v;
   c.state = Value(state);
@@ -265,7 +271,7 @@ Result<TextTest> TextRun::Test() {
   }
   SF_ASSIGN_OR_RETURN(std::vector<std::string> src, ReadLines(cfg_.data.test->src));
   SF_ASSIGN_OR_RETURN(auto refs, eval::ReadReferenceFiles({cfg_.data.test->tgt}));
-  t.beam = BeamFromHyperparameters(hparams_);
+  t.beam = BeamFromHyperparameters(hp_);
   std::unique_ptr<Generator> generator = MakeGenerator(model_.get());
   SF_ASSIGN_OR_RETURN(t.hypotheses, TranslateLines(*generator, data_->source_tokenizer(), data_->target_tokenizer(),
                                                    src, t.beam, cfg_.data.max_source_positions - 1));

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/config/experiment_config.h"
+#include "common/config/trial_hyperparameters.h"
 #include "common/status.h"
 #include "common/value.h"
 #include "trainer/data/batching.h"
@@ -51,8 +52,9 @@ struct TextTest {
   std::optional<SplitScore> score;  // language models
 };
 
-// Beam settings from hyperparameters (beam_size, lenpen, max_len_a, max_len_b).
-BeamOptions BeamFromHyperparameters(const Value& hparams);
+// Beam settings from a trial's hyperparameters (beam_size; a text family's lenpen; a family with
+// a source: max_len_a, max_len_b).
+BeamOptions BeamFromHyperparameters(const config::TrialHyperparameters& hparams);
 
 // Tokenizes, translates and detokenizes lines (sources longer than max_source_tokens are cut).
 Result<std::vector<std::string>> TranslateLines(Generator& generator, const data::SentencePieceModel& src,
@@ -112,7 +114,8 @@ class TextRun final : public TrainingRun {
 
   config::ExperimentConfig cfg_;
   std::string config_yaml_;
-  Value hparams_ = Value(Value::Map{});
+  Value hparams_ = Value(Value::Map{});  // as given (stored in checkpoints)
+  config::TrialHyperparameters hp_;      // decoded (config::DecodeTrialHyperparameters)
   TextRunOptions options_;
   std::unique_ptr<data::TranslationData> data_;
   std::unique_ptr<Backend<float>> backend_;

@@ -17,17 +17,17 @@ uint64_t RankDropoutSeed(uint64_t seed, int rank) {
 }
 
 Result<RunStepParts> MakeRunStepParts(TrainableModel<float>& model, const config::ExperimentConfig& cfg,
-                                      const Value& hparams, const TrainingRunOptions& options, int64_t total_steps,
+                                      const config::OptimizationHp& hparams, const TrainingRunOptions& options, int64_t total_steps,
                                       int64_t aggregation) {
   RunStepParts parts;
-  SF_ASSIGN_OR_RETURN(OptimizerOptions oo, OptimizerOptionsFromHyperparameters(hparams));
+  const OptimizerOptions oo = OptimizerOptionsFromHyperparameters(hparams.optimizer);
   SF_ASSIGN_OR_RETURN(auto optimizer, MakeOptimizer(oo));
-  SF_ASSIGN_OR_RETURN(LrScheduleOptions so, LrScheduleOptionsFromHyperparameters(hparams, total_steps));
+  const LrScheduleOptions so = LrScheduleOptionsFromHyperparameters(hparams.lr, hparams.lr_schedule, total_steps);
   SF_ASSIGN_OR_RETURN(parts.schedule, MakeLrSchedule(so));
   SF_ASSIGN_OR_RETURN(LossScaler scaler, LossScaler::Make(LossScalerOptionsFromConfig(
                                              cfg.loss_scaling, options.world_size, aggregation)));
   parts.step = std::make_unique<TrainStep>(&model, std::move(optimizer), std::move(scaler),
-                                           HpNum(hparams, "clip_norm", 0.0));
+                                           hparams.clip_norm);
   std::vector<ParamRef> params = model.Parameters();
   SF_RETURN_IF_ERROR(parts.step->optimizer().Prepare(params));
   if (options.comm && options.world_size > 1) {
@@ -46,6 +46,17 @@ Result<RunStepParts> MakeRunStepParts(TrainableModel<float>& model, const config
   return parts;
 }
 
+namespace {
+
+// A counter of trainer_state.json; `def` when a checkpoint written before it existed lacks it.
+int64_t StateInt(const Value& state, const std::string& key, int64_t def) {
+  const Value* x = state.Find(key);
+  if (!x || !x->is_number()) return def;
+  return x->is_int() ? x->as_int() : static_cast<int64_t>(x->as_double());
+}
+
+}  // namespace
+
 Value::Map RunCountersState(const RunCounters& c, TrainableModel<float>& model, data::DataPosition pos) {
   return {{"steps", c.steps},
           {"skipped_steps", c.skipped},
@@ -57,16 +68,16 @@ Value::Map RunCountersState(const RunCounters& c, TrainableModel<float>& model, 
 
 RunCounters RestoreRunCounters(const Value& state, uint64_t seed, int rank, TrainableModel<float>& model) {
   RunCounters c;
-  c.steps = HpInt(state, "steps", 0);
-  c.skipped = HpInt(state, "skipped_steps", 0);
-  c.dropout_seed = static_cast<uint64_t>(HpInt(state, "dropout_seed", static_cast<int64_t>(seed)));
+  c.steps = StateInt(state, "steps", 0);
+  c.skipped = StateInt(state, "skipped_steps", 0);
+  c.dropout_seed = static_cast<uint64_t>(StateInt(state, "dropout_seed", static_cast<int64_t>(seed)));
   model.context().seed = RankDropoutSeed(c.dropout_seed, rank);
-  model.context().micro_batch = static_cast<uint64_t>(HpInt(state, "micro_batch", 0));
+  model.context().micro_batch = static_cast<uint64_t>(StateInt(state, "micro_batch", 0));
   return c;
 }
 
 data::DataPosition CheckpointDataPosition(const Value& state) {
-  return {HpInt(state, "data_epoch", 1), HpInt(state, "data_batch", 0)};
+  return {StateInt(state, "data_epoch", 1), StateInt(state, "data_batch", 0)};
 }
 
 Result<std::unique_ptr<TrainingRun>> MakeTrainingRun(const config::ExperimentConfig& cfg, std::string config_yaml,

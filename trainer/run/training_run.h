@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/config/experiment_config.h"
+#include "common/config/trial_hyperparameters.h"
 #include "common/status.h"
 #include "common/value.h"
 #include "trainer/data/batch_plan.h"
@@ -119,7 +120,7 @@ struct RunStepParts {
   std::unique_ptr<dist::GradReducer> reducer;
 };
 Result<RunStepParts> MakeRunStepParts(TrainableModel<float>& model, const config::ExperimentConfig& cfg,
-                                      const Value& hparams, const TrainingRunOptions& options, int64_t total_steps,
+                                      const config::OptimizationHp& hparams, const TrainingRunOptions& options, int64_t total_steps,
                                       int64_t aggregation);
 
 // The counters a run checkpoints besides the model and optimizer: steps, skipped steps and the

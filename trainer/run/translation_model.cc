@@ -21,7 +21,7 @@ Result<std::unique_ptr<TranslationModel>> TranslationModel::Load(const Translati
                            (mc.ok() ? "no tokenizer" : mc.status().message()) + ")");
   }
   if (mc->language_model()) {
-    return InvalidArgument("checkpoint " + checkpoint + " holds a " + mc->family +
+    return InvalidArgument("checkpoint " + checkpoint + " holds a " + mc->family() +
                            " language model: it continues text and translates nothing (use `sf-trainer generate`)");
   }
   std::unique_ptr<TranslationModel> m(new TranslationModel());
@@ -42,15 +42,17 @@ Result<std::unique_ptr<TranslationModel>> TranslationModel::Load(const Translati
   auto backend = MakeTrainingBackend(*device);
   if (!backend.ok()) return InvalidArgument("--device " + options.device + ": " + backend.status().message());
   m->backend_ = std::move(*backend);
-  if (mc->family != "transformer" && !options.cache) {
-    return InvalidArgument("--no-cache is the Transformer's reference mode; an " + mc->family +
+  if (!mc->entry().uncached_reference && !options.cache) {
+    return InvalidArgument("--no-cache is the Transformer's reference mode; an " + mc->family() +
                            " model always decodes step by step from its cached state");
   }
   m->spec_ = *mc;
   m->model_ = MakeModel(m->spec_, m->backend_.get(), DType::kF32);
   SF_RETURN_IF_ERROR(LoadModelWeights(ck, checkpoint, *m->model_));
   const Value* hp = ck.state.Find("hparams");
-  m->default_beam_ = BeamFromHyperparameters(hp ? *hp : Value(Value::Map{}));
+  auto hparams = config::DecodeTrialHyperparameters(hp ? *hp : Value(Value::Map{}));
+  if (!hparams.ok()) return hparams.status().WithContext("checkpoint " + checkpoint + " trainer_state.json");
+  m->default_beam_ = BeamFromHyperparameters(*hparams);
   m->default_beam_.cache = options.cache;
   m->translator_ = MakeGenerator(m->model_.get());
   return m;

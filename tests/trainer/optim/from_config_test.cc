@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "common/config/hyperparameter_schema.h"
+#include "common/config/trial_hyperparameters.h"
 
 namespace sf {
 namespace {
@@ -14,8 +14,10 @@ TEST(FromConfig, OptimizerFromTheDesignExample) {
                                                      {"betas", Value(Value::List{0.9, 0.98})},
                                                      {"eps", 1e-8},
                                                      {"weight_decay", 0.0001}})}});
-  auto o = OptimizerOptionsFromHyperparameters(config::WithDefaults(hp));
-  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  auto hps = config::DecodeTrialHyperparameters(hp);
+  ASSERT_TRUE(hps.ok()) << hps.status().ToString();
+  const OptimizerOptions o_value = OptimizerOptionsFromHyperparameters(hps->optimization.optimizer);
+  const OptimizerOptions* o = &o_value;
   EXPECT_EQ(o->type, "radam");
   EXPECT_EQ(o->beta1, 0.9);
   EXPECT_EQ(o->beta2, 0.98);
@@ -31,8 +33,11 @@ TEST(FromConfig, ScheduleFromTheDesignExample) {
   Value hp(Value::Map{
       {"lr", 1e-3},
       {"lr_schedule", Value(Value::Map{{"type", "inverse_sqrt"}, {"warmup", int64_t{4000}}})}});
-  auto o = LrScheduleOptionsFromHyperparameters(config::WithDefaults(hp), 20000);
-  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  auto hps = config::DecodeTrialHyperparameters(hp);
+  ASSERT_TRUE(hps.ok()) << hps.status().ToString();
+  const LrScheduleOptions o_value =
+      LrScheduleOptionsFromHyperparameters(hps->optimization.lr, hps->optimization.lr_schedule, 20000);
+  const LrScheduleOptions* o = &o_value;
   EXPECT_EQ(o->type, "inverse_sqrt");
   EXPECT_EQ(o->lr, 1e-3);
   EXPECT_EQ(o->warmup_steps, 4000);
@@ -44,9 +49,19 @@ TEST(FromConfig, ScheduleFromTheDesignExample) {
 
 TEST(FromConfig, WrongTypesNameTheField) {
   Value hp(Value::Map{{"optimizer", Value(Value::Map{{"type", "adamw"}, {"betas", 0.9}})}});
-  auto o = OptimizerOptionsFromHyperparameters(hp);
+  auto o = config::DecodeTrialHyperparameters(hp);
   ASSERT_FALSE(o.ok());
   EXPECT_NE(o.status().message().find("hyperparameters.optimizer.betas"), std::string::npos);
+}
+
+// A schedule without total_steps decays over the trainer's length; one with it over its own.
+TEST(FromConfig, TotalStepsFromTheScheduleOrTheSearcher) {
+  Value hp(Value::Map{{"lr_schedule", Value(Value::Map{{"type", "cosine"}, {"total_steps", int64_t{700}}})}});
+  auto hps = config::DecodeTrialHyperparameters(hp);
+  ASSERT_TRUE(hps.ok()) << hps.status().ToString();
+  EXPECT_EQ(LrScheduleOptionsFromHyperparameters(1e-3, hps->optimization.lr_schedule, 20000).total_steps, 700);
+  hps->optimization.lr_schedule.total_steps.reset();
+  EXPECT_EQ(LrScheduleOptionsFromHyperparameters(1e-3, hps->optimization.lr_schedule, 20000).total_steps, 20000);
 }
 
 TEST(FromConfig, LossScaling) {

@@ -86,9 +86,9 @@ TEST_F(FConvCli, TheCheckpointIsFairseqsFConvByName) {
   ASSERT_TRUE(ck.ok()) << ck.status().ToString();
   auto spec = ModelSpecFromMetadata(ck->model_metadata);
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
-  ASSERT_EQ(spec->family, "fconv");
-  EXPECT_EQ(ConvSpecsText(spec->fconv.encoder_convs), "32x3,32x3");
-  EXPECT_FALSE(spec->fconv.share_input_output_embed);
+  ASSERT_EQ(spec->family(), "fconv");
+  EXPECT_EQ(ConvSpecsText(spec->config<FConvConfig>().encoder_convs), "32x3,32x3");
+  EXPECT_FALSE(spec->config<FConvConfig>().share_input_output_embed);
   std::set<std::string> names;
   for (const NamedBuffer& b : ck->model) names.insert(b.name);
   for (const char* n : {"encoder.embed_tokens.weight", "encoder.embed_positions.weight", "encoder.fc1.weight_v",

@@ -105,10 +105,10 @@ TEST_F(LmCli, TheCheckpointIsFairseqsTransformerLmByName) {
   ASSERT_TRUE(ck.ok()) << ck.status().ToString();
   auto spec = ModelSpecFromMetadata(ck->model_metadata);
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
-  ASSERT_EQ(spec->family, "transformer_lm");
-  EXPECT_EQ(spec->lm.d_model, 32);
-  EXPECT_EQ(spec->lm.layers, 2);
-  EXPECT_TRUE(spec->lm.share_input_output_embed) << "transformer_lm_small ties its output projection";
+  ASSERT_EQ(spec->family(), "transformer_lm");
+  EXPECT_EQ(spec->config<TransformerLmConfig>().d_model, 32);
+  EXPECT_EQ(spec->config<TransformerLmConfig>().layers, 2);
+  EXPECT_TRUE(spec->config<TransformerLmConfig>().share_input_output_embed) << "transformer_lm_small ties its output projection";
   std::set<std::string> names;
   for (const NamedBuffer& b : ck->model) names.insert(b.name);
   for (const char* n : {"decoder.embed_tokens.weight", "decoder.layers.0.self_attn.in_proj_weight",

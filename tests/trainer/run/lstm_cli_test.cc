@@ -101,11 +101,11 @@ TEST_F(LstmCli, TheCheckpointIsFairseqsLstmByName) {
   ASSERT_TRUE(ck.ok()) << ck.status().ToString();
   auto spec = ModelSpecFromMetadata(ck->model_metadata);
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
-  EXPECT_EQ(spec->family, "lstm");
-  EXPECT_EQ(spec->lstm.encoder_hidden, 16);
-  EXPECT_TRUE(spec->lstm.encoder_bidirectional);
-  EXPECT_EQ(spec->lstm.decoder_layers, 2);
-  EXPECT_TRUE(spec->lstm.share_decoder_input_output_embed);
+  EXPECT_EQ(spec->family(), "lstm");
+  EXPECT_EQ(spec->config<LstmConfig>().encoder_hidden, 16);
+  EXPECT_TRUE(spec->config<LstmConfig>().encoder_bidirectional);
+  EXPECT_EQ(spec->config<LstmConfig>().decoder_layers, 2);
+  EXPECT_TRUE(spec->config<LstmConfig>().share_decoder_input_output_embed);
   std::set<std::string> names;
   for (const NamedBuffer& b : ck->model) names.insert(b.name);
   for (const char* n : {"encoder.embed_tokens.weight", "encoder.lstm.weight_ih_l0", "encoder.lstm.weight_hh_l1_reverse",
@@ -120,7 +120,7 @@ TEST_F(LstmCli, TheCheckpointIsFairseqsLstmByName) {
   std::unique_ptr<Seq2SeqModel<float>> model = MakeModel(*spec, &backend, DType::kF32);
   ASSERT_TRUE(LoadModelWeights(*ck, "straight/latest", *model).ok());
   model->context().training = false;
-  const int64_t V = spec->lstm.tgt_vocab;
+  const int64_t V = spec->config<LstmConfig>().tgt_vocab;
   HostBatch hb = RandomBatch(3, 7, 6, V, 9);
   auto stats = model->Forward(hb.view());
   ASSERT_TRUE(stats.ok()) << stats.status().ToString();
@@ -128,8 +128,8 @@ TEST_F(LstmCli, TheCheckpointIsFairseqsLstmByName) {
   auto* lstm = dynamic_cast<LstmModel<float>*>(model.get());
   ASSERT_NE(lstm, nullptr);
   std::vector<float> logits(lstm->logits(), lstm->logits() + nt * V);
-  const std::vector<float> loss = {static_cast<float>(stats->loss)}, eps = {spec->lstm.label_smoothing};
-  const std::vector<int32_t> pad = {spec->lstm.pad_id};
+  const std::vector<float> loss = {static_cast<float>(stats->loss)}, eps = {spec->config<LstmConfig>().label_smoothing};
+  const std::vector<int32_t> pad = {spec->config<LstmConfig>().pad_id};
   auto i32 = [](const std::string& name, std::vector<int64_t> shape, const std::vector<int32_t>& v) {
     return safetensors::TensorView{name, safetensors::DType::kI32, std::move(shape),
                                    std::as_bytes(std::span<const int32_t>(v))};
