@@ -15,6 +15,7 @@
 #include "master/api/http_server.h"
 #include "master/core/utilization_recorder.h"
 #include "master/master_config.h"
+#include "master/rm/agents/agent_manager.h"
 #include "master/rm/slurm/slurm_manager.h"
 
 namespace {
@@ -166,14 +167,19 @@ int main(int argc, char** argv) {
   }
   Store store(db->get());
   Store read_store(read_db->get());
+  // The agents' resource manager: every pool not configured to another manager. AgentLink's
+  // connections end in it; the coordinator starts and stops it.
+  rm::AgentManagerOptions agent_options;
+  agent_options.reconnect_grace = std::chrono::seconds(config->agent_reconnect_grace_seconds);
+  agent_options.default_scheduler = config->scheduler;
+  agent_options.pool_schedulers = config->pool_schedulers;
+  agent_options.min_run = std::chrono::seconds(config->min_run_seconds);
+  rm::AgentManager agents(agent_options);
   ClusterOptions options;
   options.checkpoint_root = config->checkpoint_root;
   options.trial_link_address = config->advertised_address;
-  options.agent_reconnect_grace = std::chrono::seconds(config->agent_reconnect_grace_seconds);
-  options.default_scheduler = config->scheduler;
-  options.pool_schedulers = config->pool_schedulers;
   options.preemption_grace = std::chrono::seconds(config->preemption_grace_seconds);
-  options.min_run = std::chrono::seconds(config->min_run_seconds);
+  options.default_manager = &agents;
   options.task_tokens = &*task_tokens;
   options.ingest_db = ingest_db->get();
   options.external_pools = external_pools;
@@ -267,7 +273,7 @@ int main(int argc, char** argv) {
   api.SetAuditLog(&audit);
   api.SetAuth(config->disable_auth ? nullptr : &accounts, &authorizer, &login_limiter);
   DeliveryLedger delivery_ledger(db->get());
-  AgentLinkGrpcService agent_link(&cluster, &delivery_ledger, join_token);
+  AgentLinkGrpcService agent_link(&agents, &cluster, &store, &delivery_ledger, join_token);
   agent_link.SetRevocations(&revocations);
   api.SetRevocations(&revocations);
   api.SetWebhooks(&hooks);

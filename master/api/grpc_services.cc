@@ -375,7 +375,7 @@ grpc::Status AgentLinkGrpcService::Connect(
     log::Warn("agent", {{"event", "refused"}, {"id", agent_id}, {"peer", context->peer()}, {"reason", "revoked"}});
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, revoked_why);
   }
-  if (Status claim = cluster_->CheckAgentClaim(agent_id, incarnation); !claim.ok()) {
+  if (Status claim = agents_->CheckClaim(agent_id, incarnation); !claim.ok()) {
     log::Warn("agent", {{"event", "refused"}, {"id", agent_id}, {"peer", context->peer()}, {"reason", claim.message()}});
     return ToGrpc(claim);
   }
@@ -392,11 +392,27 @@ grpc::Status AgentLinkGrpcService::Connect(
   ack.mutable_register_ack()->set_heartbeat_interval_ms(1000);
   ack.mutable_register_ack()->set_applied_through(applied_through);
   conn->Send(ack);
-  cluster_->AgentConnected(first.register_(), conn);
-  // Applies one event (a task state change or a log batch).
+  // Registers the agent: its row, then the manager (which re-adopts what it runs).
+  auto registered = [&](const v1::RegisterAgent& reg) {
+    v1::Agent row;
+    row.set_id(reg.agent_id());
+    row.set_hostname(reg.hostname());
+    row.set_resource_pool(reg.resource_pool().empty() ? "default" : reg.resource_pool());
+    row.set_version(reg.version());
+    for (const auto& s : reg.slots()) {
+      v1::Slot* slot = row.add_slots();
+      *slot = s;
+      slot->clear_usage();
+    }
+    if (store_) (void)store_->UpsertAgent(row);
+    agents_->Connected(reg, conn);
+  };
+  registered(first.register_());
+  // Applies one event (a task state change or a log batch). A task's exit has been acted on by
+  // the coordinator when TaskStateChanged returns (the manager delivers what it caused).
   auto apply = [&](const v1::AgentMessage& m, std::optional<DeliveryStamp> stamp) -> Status {
     if (m.has_logs()) return cluster_->TaskLogs(m.logs(), std::move(stamp));
-    cluster_->TaskStateChanged(agent_id, m.task_state());
+    agents_->TaskStateChanged(agent_id, m.task_state());
     return Status::Ok();
   };
   grpc::Status end = grpc::Status::OK;
@@ -409,7 +425,7 @@ grpc::Status AgentLinkGrpcService::Connect(
           end = grpc::Status(grpc::StatusCode::UNAUTHENTICATED, revoked_why);
           break;
         }
-        cluster_->AgentHeartbeat(agent_id, msg.heartbeat());
+        agents_->Heartbeat(agent_id, msg.heartbeat());
         break;
       case v1::AgentMessage::kTaskState:
       case v1::AgentMessage::kLogs: {
@@ -441,12 +457,12 @@ grpc::Status AgentLinkGrpcService::Connect(
         conn->Send(event_ack);
         break;
       }
-      case v1::AgentMessage::kRegister: cluster_->AgentConnected(msg.register_(), conn); break;
+      case v1::AgentMessage::kRegister: registered(msg.register_()); break;
       default: break;
     }
     if (!end.ok()) break;
   }
-  cluster_->AgentDisconnected(agent_id, conn.get());
+  agents_->Disconnected(agent_id, conn.get());
   conn->Close();
   return end;
 }

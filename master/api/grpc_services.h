@@ -14,6 +14,7 @@
 #include "master/auth/agent_revocations.h"
 #include "master/auth/accounts.h"
 #include "master/auth/audit_log.h"
+#include "master/rm/agents/agent_manager.h"
 #include "steadfast/v1/agent_link.grpc.pb.h"
 #include "steadfast/v1/api.grpc.pb.h"
 #include "steadfast/v1/trial_link.grpc.pb.h"
@@ -205,7 +206,9 @@ class ApiGrpcService final : public steadfast::v1::Api::Service {
   std::unique_ptr<ApiMethods> methods_;
 };
 
-// AgentLink.Connect. Events (task state changes, log batches) are delivered at least once by
+// AgentLink.Connect: an agent's connection, which ends in the agents' resource manager
+// (master/rm/agents/agent_manager.h: registration, heartbeats, its tasks' exits); its task logs
+// go to the coordinator's log ingestion, and its row to the store. Events (task state changes, log batches) are delivered at least once by
 // the agent and applied once here through `ledger` (master/agentlink/delivery_ledger.h): each is
 // acknowledged (MasterMessage.ack) after it was applied; one that failed ends the stream
 // without an ack, so that the agent reconnects and re-sends it. One that fails the same way
@@ -219,8 +222,9 @@ class ApiGrpcService final : public steadfast::v1::Api::Service {
 class AgentLinkGrpcService final : public steadfast::v1::AgentLink::Service {
  public:
   // `join_token` empty: agents are not authenticated.
-  AgentLinkGrpcService(Cluster* cluster, DeliveryLedger* ledger, std::string join_token = "")
-      : cluster_(cluster), ledger_(ledger), join_token_(std::move(join_token)) {}
+  AgentLinkGrpcService(rm::AgentManager* agents, Cluster* cluster, Store* store, DeliveryLedger* ledger,
+                       std::string join_token = "")
+      : agents_(agents), cluster_(cluster), store_(store), ledger_(ledger), join_token_(std::move(join_token)) {}
   grpc::Status Connect(grpc::ServerContext* context,
                        grpc::ServerReaderWriter<steadfast::v1::MasterMessage, steadfast::v1::AgentMessage>* stream)
       override;
@@ -228,7 +232,9 @@ class AgentLinkGrpcService final : public steadfast::v1::AgentLink::Service {
   void SetRevocations(const AgentRevocations* revocations) { revocations_ = revocations; }
 
  private:
+  rm::AgentManager* agents_;
   Cluster* cluster_;
+  Store* store_;
   DeliveryLedger* ledger_;
   std::string join_token_;
   const AgentRevocations* revocations_ = nullptr;

@@ -4,7 +4,7 @@
 //
 // Lock discipline: the public entry points here take mu_ (the one lock of the coordinator's
 // in-memory state) for their whole, short run; every *Locked member runs with mu_ held by its
-// caller. Allocations (cluster_allocation.cc), AgentLink (cluster_agents.cc), external managers
+// caller. Allocations (cluster_allocation.cc), the inventory (cluster_inventory.cc), external managers
 // (cluster_external.cc), trainers (cluster_trial_link.cc) and recovery (cluster_recovery.cc)
 // follow the same rule.
 #include "master/core/cluster.h"
@@ -50,26 +50,25 @@ std::vector<config::ConfigError> CheckDataFiles(const config::ExperimentConfig& 
   return errors;
 }
 
-rm::AgentManagerOptions AgentOptions(const ClusterOptions& o) {
-  rm::AgentManagerOptions a;
-  a.reconnect_grace = o.agent_reconnect_grace;
-  a.kill_grace = o.kill_grace;
-  a.default_scheduler = o.default_scheduler;
-  a.pool_schedulers = o.pool_schedulers;
-  a.min_run = o.min_run;
-  return a;
-}
-
 }  // namespace
 
 Cluster::Cluster(Store* store, ClusterOptions options)
     : store_(store),
       options_(std::move(options)),
-      agents_(AgentOptions(options_)),
       metric_writer_(options_.ingest_db ? options_.ingest_db : store->db()),
       log_writer_(options_.ingest_db ? options_.ingest_db : store->db()) {
-  // The agents' events come back under mu_, synchronously (master/rm/agents/agent_manager.h).
-  agents_.SetEventSink([this](const rm::AllocationEvent& event) { AllocationEventLocked(agents_, event); });
+  // Every manager's events come on its own thread and take mu_ (resource_manager.h). Set now:
+  // gangs Recover() submits are placed once the managers start.
+  for (rm::ResourceManager* manager : Managers()) {
+    manager->SetEventSink([this, manager](const rm::AllocationEvent& event) { ManagerEvent(*manager, event); });
+  }
+}
+
+std::vector<rm::ResourceManager*> Cluster::Managers() const {
+  std::vector<rm::ResourceManager*> out;
+  if (options_.default_manager) out.push_back(options_.default_manager);
+  for (const auto& [pool, manager] : options_.external_pools) out.push_back(manager);
+  return out;
 }
 
 Cluster::~Cluster() { Stop(); }
@@ -78,10 +77,7 @@ void Cluster::Start() {
   housekeeping_ = std::thread([this] { HousekeepingLoop(); });
   retention_.Start();
   // After Recover: a manager's first pass may cancel the jobs nobody adopted.
-  for (const auto& [pool, manager] : options_.external_pools) {
-    manager->SetEventSink([this, manager](const rm::AllocationEvent& event) { ExternalEvent(*manager, event); });
-    manager->Start();
-  }
+  for (rm::ResourceManager* manager : Managers()) manager->Start();
 }
 
 void Cluster::Stop() {
@@ -91,7 +87,7 @@ void Cluster::Stop() {
   }
   rendezvous_.Shutdown();
   changed_.notify_all();
-  for (const auto& [pool, manager] : options_.external_pools) manager->Stop();
+  for (rm::ResourceManager* manager : Managers()) manager->Stop();  // outside mu_: their threads take it
   if (housekeeping_.joinable()) housekeeping_.join();
   retention_.Stop();
 }
@@ -140,11 +136,13 @@ Cluster::CreateResult Cluster::CreateExperiment(const std::string& config_yaml, 
   {
     const std::string& pool = c.resources.resource_pool;
     const bool external = options_.external_pools.count(pool) > 0;  // its manager says why it waits
-    const rm::AgentManager::Capacity capacity = agents_.PoolCapacity(pool);
-    const int pool_slots = capacity.slots, pool_agents = capacity.agents;
-    if (!external && pool_agents == 0 && (agents_.HasAgents() || !options_.external_pools.empty())) {
+    rm::ResourceManager& manager = *options_.default_manager;
+    const rm::PoolSize capacity = manager.Capacity(pool);
+    const int pool_slots = capacity.slots, pool_agents = capacity.nodes;
+    const std::vector<std::string> known_pools = manager.PoolNames();
+    if (!external && pool_agents == 0 && (!known_pools.empty() || !options_.external_pools.empty())) {
       std::string pools;
-      for (const std::string& known : agents_.KnownPools()) pools += (pools.empty() ? "" : ", ") + known;
+      for (const std::string& known : known_pools) pools += (pools.empty() ? "" : ", ") + known;
       for (const auto& [name, manager] : options_.external_pools) {
         pools += (pools.empty() ? "" : ", ") + name + " (" + manager->Kind() + ")";
       }
@@ -189,7 +187,7 @@ Cluster::CreateResult Cluster::CreateExperiment(const std::string& config_yaml, 
                            {"context_bytes", std::to_string(e.context_bytes)}});
   ApplyOpsLocked(e, e.searcher->InitialOperations());
   SaveSearcherLocked(e);
-  ScheduleLocked();
+  PublishReasonsLocked();
   result.id = *id;
   return result;
 }
@@ -437,7 +435,7 @@ Status Cluster::ActivateExperiment(int64_t id) {
       SubmitLocked(t);
     }
   }
-  ScheduleLocked();
+  PublishReasonsLocked();
   return Status::Ok();
 }
 

@@ -1,18 +1,20 @@
 // The master's coordinator: experiments and their searchers, trials and their allocations. The
-// API, AgentLink and TrialLink services call into it. Where a trial's gang runs is each pool's
-// resource manager's business (master/rm/resource_manager.h): the agents' (the master's own
-// scheduler and agents, master/rm/agents/agent_manager.h, which the coordinator owns and feeds
-// AgentLink's calls) or an external one (Slurm); the coordinator submits, adopts and kills
-// gangs through that interface and acts on the events it gets back.
+// API and TrialLink services call into it (and AgentLink for task logs). Where a trial's gang
+// runs is each pool's resource manager's business (master/rm/resource_manager.h): the default
+// one (the agents', master/rm/agents/agent_manager.h, where AgentLink's connections end) or
+// another configured for the pool (Slurm). The coordinator names no concrete manager: it
+// submits, adopts and kills gangs through that interface, asks it for pools, agents and sizes,
+// and acts on the events it gets back (on the manager's thread, taking mu_).
 //
 // State transitions are written to PostgreSQL before they are acted upon, so a restarted
 // master rebuilds everything from the database (Recover) and re-adopts trials whose agents
 // reconnect still running them.
 //
 // The class is one, its definition six files along its seams: experiments (cluster.cc),
-// allocations and their managers' events (cluster_allocation.cc), AgentLink and the cluster's
-// agents and pools (cluster_agents.cc), what only external managers need (cluster_external.cc:
-// Slurm), trainers (cluster_trial_link.cc), restart and housekeeping (cluster_recovery.cc).
+// allocations and their managers' events (cluster_allocation.cc), task logs and the cluster's
+// agents and pools as the managers report them (cluster_inventory.cc), what only managers
+// other than the default need (cluster_external.cc: Slurm), trainers (cluster_trial_link.cc),
+// restart and housekeeping (cluster_recovery.cc).
 //
 // Thread-safe: one mutex guards all in-memory state; calls are short (a few statements).
 // Messages to agents are queued on their connection and written by its own thread, so no call
@@ -36,7 +38,6 @@
 #include "master/auth/task_tokens.h"
 #include "master/db/store.h"
 #include "master/rendezvous/rendezvous_board.h"
-#include "master/rm/agents/agent_manager.h"
 #include "master/rm/resource_manager.h"
 #include "master/housekeeping/checkpoint_retention.h"
 #include "master/ingest/log_writer.h"
@@ -52,8 +53,6 @@ namespace sf::master {
 struct ClusterOptions {
   std::string checkpoint_root = "/var/lib/steadfast/checkpoints";
   std::string trial_link_address = "127.0.0.1:8090";  // what trainers dial
-  std::chrono::seconds agent_reconnect_grace{30};     // before a lost agent's trials fail
-  std::chrono::milliseconds kill_grace{10000};        // SIGTERM -> SIGKILL on agents
   bool check_data_files = true;                       // refuse configs naming unreadable files
   // Issues each task's TrialLink token in StartTask (master/auth/task_tokens.h); none when null.
   const TaskTokens* task_tokens = nullptr;
@@ -61,20 +60,20 @@ struct ClusterOptions {
   // saturated ingestion path takes no connection from the coordinator or the API's reads, and
   // its commits do not invalidate cached reads (master/db/snapshot_cache.h). Null: the Store's.
   Database* ingest_db = nullptr;
-  // Scheduling policy (master/scheduler/scheduler.h, docs/scheduling.md): each pool's mode
-  // (pools not named get default_scheduler), how long a preempted trial may take to checkpoint
-  // and stop before it is killed, and how long a trial runs before it may be preempted.
-  SchedulingMode default_scheduler = SchedulingMode::kPriority;
-  std::map<std::string, SchedulingMode> pool_schedulers;
+  // How long a preempted trial may take to checkpoint and stop before it is killed
+  // (docs/scheduling.md; when a manager asks for preemption is its own business).
   std::chrono::seconds preemption_grace{300};
-  std::chrono::seconds min_run{60};
+  // The manager of every pool not in external_pools (the agents', master main). Required. Not
+  // owned; it outlives the Cluster. The Cluster sets its event sink, starts and stops it.
+  rm::ResourceManager* default_manager = nullptr;
   // Pools whose gangs another resource manager places (master/rm/resource_manager.h: Slurm),
-  // by pool name; every other pool is the agents'. Not owned; they outlive the Cluster's Stop.
+  // by pool name. Not owned; they outlive the Cluster's Stop, which stops them.
   std::map<std::string, rm::ResourceManager*> external_pools;
   // What ranks of an external pool dial for TrialLink, by pool (default: trial_link_address).
   std::map<std::string, std::string> external_trial_link_address;
-  // Called at the start of every scheduling pass, under the coordinator's lock: fault injection
-  // for tests that hold a pass artificially long. None in production.
+  // Called at the start of every pass of the coordinator's over its queue (PublishReasonsLocked),
+  // under the coordinator's lock: fault injection for tests that hold a pass artificially long.
+  // None in production.
   std::function<void()> scheduling_pass_hook;
 };
 
@@ -145,9 +144,10 @@ class Cluster {
   // Deletes one checkpoint now (housekeeping/checkpoint_retention.h, DeleteCheckpoint); takes no
   // lock of the coordinator.
   Status DeleteCheckpoint(const std::string& uuid);
+  // Every manager's machines (the agents registered since the start).
   std::vector<steadfast::v1::Agent> Agents();
-  // Every pool an agent of the scheduler is in or a queued trial asks for, by name, with its
-  // slots, usage and queue, as the scheduler sees them now.
+  // Every pool its manager knows, by name, with its slots, usage and queue as the manager sees
+  // them now, and its running trials.
   std::vector<steadfast::v1::ResourcePool> ResourcePools();
   ClusterStats Stats();
   // Searcher summary for the UI (empty map when unknown).
@@ -157,20 +157,7 @@ class Cluster {
   // a small lock of its own, never the coordinator's.
   std::string PendingReason(int64_t trial_id);
 
-  // ---- AgentLink
-  // Registers (or re-registers) an agent; re-adopts tasks it reports running.
-  void AgentConnected(const steadfast::v1::RegisterAgent& reg, std::shared_ptr<AgentConnection> conn);
-  void AgentDisconnected(const std::string& agent_id, const AgentConnection* conn);
-  // Whether a new connection may register as `agent_id`: not while another agent process (a
-  // different incarnation) is connected under that id (kAlreadyExists). The same incarnation
-  // may reconnect (it supersedes its half-open old stream).
-  Status CheckAgentClaim(const std::string& agent_id, const std::string& incarnation);
-  // Notes the heartbeat's time and keeps the GPU usage it carries as the latest sample of each
-  // of the agent's cuda slots (shown by Agents()); a cuda slot it carries none for, or an
-  // implausible one for (utilisation outside 0..100, negative memory, more memory used than
-  // the slot has), has none from then on. In memory only: cleared when the agent disconnects.
-  void AgentHeartbeat(const std::string& agent_id, const steadfast::v1::Heartbeat& heartbeat = {});
-  void TaskStateChanged(const std::string& agent_id, const steadfast::v1::TaskStateChange& change);
+  // ---- AgentLink's task logs (agents themselves are the agents' manager's)
   // Stores the lines; returns once they are durable. With `delivery` (the AgentLink event that
   // carried them), a batch stored before is not stored again (LogWriter).
   Status TaskLogs(const steadfast::v1::LogBatch& batch,
@@ -281,9 +268,9 @@ class Cluster {
   // Hands the trial's next allocation to its pool's manager; keep_place: with the submit order
   // it had (a preempted trial keeps its place among its peers).
   void SubmitLocked(Trial& t, bool keep_place = false);
-  // The agents' scheduling pass (their Running, Preempt and Pending events come back through
-  // AllocationEventLocked), then publishes why each queued trial waits.
-  void ScheduleLocked();
+  // The coordinator's pass over its queue: publishes why each queued trial waits (the managers'
+  // Pending events, or the searcher), for PendingReason().
+  void PublishReasonsLocked();
   // The trial's gang as its manager gets it; with `with_ranks`, each rank's StartTask.
   rm::GangLaunch GangLocked(const Experiment& e, const Trial& t, bool with_ranks);
   // Rank `rank`'s StartTask of the trial's current allocation (no slot), its token included.
@@ -292,17 +279,18 @@ class Cluster {
   void KillTrialTasksLocked(Trial& t);
   // Takes back a queued (not running) allocation from its manager.
   void WithdrawLocked(Trial& t);
-  // The pool's manager: its external one, or the agents'.
+  // The pool's manager: its external one, or the default.
   rm::ResourceManager& ManagerLocked(const Experiment& e);
-  // What a manager says about an allocation (agents': synchronously; others' through
-  // ExternalEvent, which takes mu_).
+  // Every manager: the default, then the external ones.
+  std::vector<rm::ResourceManager*> Managers() const;
+  // What a manager says about an allocation (ManagerEvent takes mu_ and calls it).
   void AllocationEventLocked(rm::ResourceManager& from, const rm::AllocationEvent& event);
+  void ManagerEvent(rm::ResourceManager& from, const rm::AllocationEvent& event);
   // The manager says it runs (each rank's place, or the nodes `where`), or one of an external
   // manager's ranks called in first: RUNNING.
   void AllocationRunningLocked(Trial& t, const std::vector<rm::RankPlace>& ranks, const std::string& where);
   // ---- cluster_external.cc: what only another resource manager's allocations need.
   rm::ResourceManager* ExternalManagerLocked(const Experiment& e) const;
-  void ExternalEvent(rm::ResourceManager& from, const rm::AllocationEvent& event);
   // Recover(): the trial's latest allocation, submitted before the restart, is watched again.
   void AdoptExternalLocked(Trial& t, const std::string& allocation_id, const std::string& external_id,
                            const std::string& allocation_state);
@@ -335,9 +323,8 @@ class Cluster {
   // mu_ (written under mu_, read by anyone).
   AllocationRegistry registry_;
   RendezvousBoard rendezvous_;       // distributed ranks meet here, outside mu_
-  rm::AgentManager agents_;          // the agents' pools (guarded by mu_)
   std::mutex reasons_mu_;                            // guards pending_reasons_ only
-  std::map<int64_t, std::string> pending_reasons_;   // queued trial -> why, set by ScheduleLocked
+  std::map<int64_t, std::string> pending_reasons_;   // queued trial -> why, set by PublishReasonsLocked
   std::map<int64_t, Experiment> experiments_;
   std::map<int64_t, Trial> trials_;
   bool stopping_ = false;

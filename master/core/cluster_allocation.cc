@@ -6,9 +6,8 @@
 //
 // Lock discipline: every *Locked member here runs with mu_ held by its caller (the API,
 // AgentLink and TrialLink entry points in the other cluster_*.cc files take it); nothing here
-// blocks on the network or the database beyond the statements a transition writes. The agents'
-// manager's events arrive here synchronously, under mu_; an external manager's through
-// ExternalEvent (cluster_external.cc), which takes it.
+// blocks on the network or the database beyond the statements a transition writes. Every
+// manager's events arrive on its own thread through ManagerEvent, which takes mu_.
 #include <unistd.h>
 
 #include <chrono>
@@ -25,14 +24,6 @@
 namespace sf::master {
 namespace v1 = steadfast::v1;
 using std::chrono::steady_clock;
-
-namespace {
-
-double SchedulerNow() {
-  return std::chrono::duration<double>(steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
 
 // ------------------------------------------------------------------------------------------
 // Scheduling and tasks
@@ -69,7 +60,7 @@ void Cluster::SubmitLocked(Trial& t, bool keep_place) {
 
 rm::ResourceManager& Cluster::ManagerLocked(const Experiment& e) {
   rm::ResourceManager* external = ExternalManagerLocked(e);
-  return external ? *external : agents_;
+  return external ? *external : *options_.default_manager;
 }
 
 rm::GangLaunch Cluster::GangLocked(const Experiment& e, const Trial& t, bool with_ranks) {
@@ -110,9 +101,14 @@ void Cluster::WithdrawLocked(Trial& t) {
   rendezvous_.Close(t.allocation_id);
 }
 
-void Cluster::ScheduleLocked() {
+void Cluster::ManagerEvent(rm::ResourceManager& from, const rm::AllocationEvent& event) {
+  std::lock_guard<std::mutex> lock(mu_);
+  AllocationEventLocked(from, event);
+  PublishReasonsLocked();
+}
+
+void Cluster::PublishReasonsLocked() {
   if (options_.scheduling_pass_hook) options_.scheduling_pass_hook();
-  agents_.Schedule(SchedulerNow());
   // Publish why each queued trial waits, for PendingReason().
   std::map<int64_t, std::string> reasons;
   for (const auto& [id, t] : trials_) {
@@ -401,7 +397,7 @@ void Cluster::AllocationExitedLocked(Trial& t) {
   }
   SaveSearcherLocked(e);
   MaybeFinishExperimentLocked(e);
-  ScheduleLocked();
+  PublishReasonsLocked();
 }
 
 void Cluster::TrialFailedLocked(Trial& t, const std::string& why) {

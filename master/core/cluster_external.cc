@@ -3,7 +3,7 @@
 //
 // Every pool's gangs go through the same seam (cluster_allocation.cc: SubmitLocked,
 // AllocationEventLocked). An external manager differs in three ways, handled here: its events
-// come on its own thread (ExternalEvent takes mu_ like any entry point); after a restart its
+// come on its own thread (as every manager's do); after a restart its
 // jobs are adopted by the job ids stored with their allocations (AdoptExternalLocked); and with
 // no agent watching its ranks, a rank says itself how its program ended (ReportExit), which
 // becomes the run's failure when the manager reports the job's end.
@@ -63,11 +63,6 @@ Status Cluster::ReportExit(const v1::ReportExitRequest& request) {
                        (request.reason().empty() ? "exit status " + std::to_string(request.exit_code()) : request.reason());
   }
   return Status::Ok();
-}
-
-void Cluster::ExternalEvent(rm::ResourceManager& from, const rm::AllocationEvent& event) {
-  std::lock_guard<std::mutex> lock(mu_);
-  AllocationEventLocked(from, event);
 }
 
 }  // namespace sf::master

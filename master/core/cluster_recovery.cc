@@ -88,7 +88,7 @@ Status Cluster::Recover() {
         // lost, and the trial restarts (master/rm/agents/agent_manager.h).
         SetAllocationLocked(t, tr.latest_allocation_id);
         t.world_size = static_cast<int>(e.config.resources.slots_per_trial);
-        agents_.Adopt(GangLocked(e, t, /*with_ranks=*/false), "");
+        options_.default_manager->Adopt(GangLocked(e, t, /*with_ranks=*/false), "");
         // Preempted before the restart: the trainer is asked again; the grace period restarts.
         if (t.stop == "preempt") t.preempt_deadline = steady_clock::now() + options_.preemption_grace;
       } else if (t.state == v1::TRIAL_STATE_QUEUED && e.state == v1::EXPERIMENT_STATE_ACTIVE &&
@@ -110,9 +110,6 @@ void Cluster::HousekeepingLoop() {
     changed_.wait_for(lock, std::chrono::milliseconds(500), [&] { return stopping_; });  // a timer, not per change
     if (stopping_) break;
     auto now = steady_clock::now();
-    // Lost agents, ranks that never came back, trials no agent re-adopted: their events
-    // come back through AllocationEventLocked.
-    agents_.Tick(now);
     // Preempted trials that ignored the request past the grace period: killed; they resume
     // from their latest checkpoint.
     for (auto& [tid, t] : trials_) {
@@ -123,8 +120,7 @@ void Cluster::HousekeepingLoop() {
                           {"grace_seconds", std::to_string(options_.preemption_grace.count())}});
       KillTrialTasksLocked(t);
     }
-    // Trials that were too young to preempt may not be any more.
-    ScheduleLocked();
+    PublishReasonsLocked();
   }
 }
 

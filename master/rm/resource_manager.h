@@ -1,14 +1,14 @@
 // The resource-manager seam (docs/slurm.md "How it maps"): who places a trial's gang, starts
 // its ranks, stops them and says why it waits. Everything above it — experiments, searchers,
 // metrics, checkpoints, logs, auth — is the same whoever places the gang. The coordinator
-// (master/core/cluster.h) talks to every pool's manager through this interface only, and hears
-// from it only through AllocationEvents (master/core/cluster_allocation.cc,
-// AllocationEventLocked).
+// (master/core/cluster.h) talks to every pool's manager through this interface only (it names
+// no concrete manager), and hears from it only through AllocationEvents
+// (master/core/cluster_allocation.cc, AllocationEventLocked).
 //
 // Two managers:
 // - agents (master/rm/agents/agent_manager.h; every pool not configured otherwise): the
 //   master's own scheduler (master/scheduler) places the gang on agents' slots and each rank
-//   gets a StartTask over AgentLink.
+//   gets a StartTask over AgentLink, whose connections end in that manager.
 // - slurm (master/rm/slurm/slurm_manager.h): the gang is one Slurm job; Slurm schedules it,
 //   `srun` starts one `sf-task` per rank, and the manager reports what the job does.
 //
@@ -28,11 +28,13 @@
 //   (whenever the reason it waits changes), Running (once, where it runs), Preempt (the
 //   manager wants its resources back: the trainer checkpoints and stops; the coordinator kills
 //   it after its grace period), Exited (once, last). An allocation that exits is forgotten.
-// - Delivery: a manager with a thread of its own (Slurm) delivers on that thread, never with
-//   its own lock held; the coordinator takes its lock. The agents' manager has no thread and
-//   no lock: the coordinator calls it with its own lock held, and it delivers synchronously to
-//   a sink that runs under that lock, after the call that caused the events has finished its
-//   own bookkeeping (events caused while events are delivered follow them, in order).
+// - Threads and delivery, the same for every manager: a manager keeps its own lock and has a
+//   thread of its own (started by Start, joined by Stop). Events are delivered in the order they
+//   were made, one at a time, never with the manager's lock held; the sink takes the
+//   coordinator's lock. The coordinator's calls (Submit, Adopt, Kill and the queries) never
+//   deliver and never wait for a delivery, so it may make them with its own lock held.
+// - Queries (Agents, Pools, Size, Capacity, PoolNames) answer from what the manager keeps (no call
+//   to the outside), under its own lock only.
 // - Start() is called after Recover() has adopted every allocation still live: the manager may
 //   then cancel the jobs it finds of its own that nobody adopted (their trials are gone).
 #pragma once
@@ -44,6 +46,7 @@
 
 #include "common/status.h"
 #include "steadfast/v1/agent_link.pb.h"
+#include "steadfast/v1/api.pb.h"
 
 namespace sf::master::rm {
 
@@ -99,12 +102,13 @@ struct AllocationEvent {
 using EventSink = std::function<void(const AllocationEvent&)>;
 
 // What a manager places on, as it last looked (Size()): Slurm's responding nodes of the
-// partition and their slots; the agent manager's connected agents and their slots. `known` is
-// false until the manager has looked.
+// partition and their slots; the agent manager's connected agents, their slots, and the slots
+// its placed ranks use. `known` is false until the manager has looked.
 struct PoolSize {
   bool known = false;
   int nodes = 0;
   int slots = 0;
+  int used_slots = 0;
 };
 
 class ResourceManager {
@@ -120,9 +124,20 @@ class ResourceManager {
   virtual void Submit(GangLaunch launch) = 0;
   virtual void Adopt(const GangLaunch& gang, const std::string& external_id) = 0;
   virtual void Kill(const std::string& allocation_id) = 0;
-  // How much it places on, as the manager last saw it; answered from what the manager keeps
-  // (no call to the outside), so the coordinator may ask under its own lock.
+  // How much it places on, as the manager last saw it.
   virtual PoolSize Size() const = 0;
+  // The most a gang in `pool` could ever get here: the machines the manager knows in it
+  // (registered, connected or not) and their slots; `known` false for a pool it has never seen.
+  virtual PoolSize Capacity(const std::string& pool) const = 0;
+  // The pools it knows, sorted.
+  virtual std::vector<std::string> PoolNames() const = 0;
+  // Its pools as it sees them now: name, scheduler, machines, slots and used slots, and the
+  // gangs queued with it (running_trials, and the queue of a manager that keeps none of its
+  // own, are the coordinator's to add).
+  virtual std::vector<steadfast::v1::ResourcePool> Pools() const = 0;
+  // The machines of its own it places on, each busy slot with its trial (the agents'); none
+  // for a manager whose nodes are not Steadfast's (Slurm).
+  virtual std::vector<steadfast::v1::Agent> Agents() const = 0;
 };
 
 }  // namespace sf::master::rm

@@ -12,10 +12,68 @@
 namespace sf::master::rm {
 namespace v1 = steadfast::v1;
 
+namespace {
+
+// The scheduler's clock: seconds on the monotonic clock.
+double SchedulerSeconds(AgentManager::Clock::time_point t) {
+  return std::chrono::duration<double>(t.time_since_epoch()).count();
+}
+
+}  // namespace
+
 AgentManager::AgentManager(AgentManagerOptions options) : options_(std::move(options)) {
   scheduler_.SetDefaultPoolMode(options_.default_scheduler);
   for (const auto& [pool, mode] : options_.pool_schedulers) scheduler_.SetPoolMode(pool, mode);
   scheduler_.SetMinRunSeconds(static_cast<double>(options_.min_run.count()));
+}
+
+AgentManager::~AgentManager() { Stop(); }
+
+void AgentManager::SetEventSink(EventSink sink) {
+  std::lock_guard<std::mutex> lock(mu_);
+  sink_ = std::move(sink);
+}
+
+void AgentManager::Start() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (thread_.joinable() || stopping_) return;
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void AgentManager::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void AgentManager::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto next_pass = Clock::now();
+  while (!stopping_) {
+    wake_.wait_until(lock, next_pass, [&] { return stopping_ || changed_ || !events_.empty(); });
+    if (stopping_) break;
+    const auto now = Clock::now();
+    const bool due = now >= next_pass;
+    if (changed_ || due) {
+      changed_ = false;
+      if (due) {
+        TickLocked(now);
+        next_pass = now + options_.pass_interval;
+      }
+      ScheduleLocked(SchedulerSeconds(now));
+    }
+    lock.unlock();
+    Deliver();
+    lock.lock();
+  }
+}
+
+void AgentManager::ChangedLocked() {
+  changed_ = true;
+  wake_.notify_all();
 }
 
 AllocationRequest AgentManager::RequestOf(const GangLaunch& gang) const {
@@ -36,6 +94,7 @@ AllocationRequest AgentManager::RequestOf(const GangLaunch& gang) const {
 // The seam
 
 void AgentManager::Submit(GangLaunch launch) {
+  std::lock_guard<std::mutex> lock(mu_);
   const std::string id = launch.allocation_id;
   if (allocations_.count(id)) return;  // submitted twice: the first stands
   Allocation& a = allocations_[id];
@@ -52,10 +111,11 @@ void AgentManager::Submit(GangLaunch launch) {
   } else {
     a.in_scheduler = true;
   }
-  Deliver();
+  ChangedLocked();
 }
 
 void AgentManager::Adopt(const GangLaunch& gang, const std::string& /*external_id*/) {
+  std::lock_guard<std::mutex> lock(mu_);
   Allocation& a = allocations_[gang.allocation_id];
   a.gang = gang;
   a.gang.ranks.clear();
@@ -63,6 +123,7 @@ void AgentManager::Adopt(const GangLaunch& gang, const std::string& /*external_i
 }
 
 void AgentManager::Kill(const std::string& allocation_id) {
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = allocations_.find(allocation_id);
   if (it == allocations_.end()) return;
   Allocation& a = it->second;
@@ -71,6 +132,7 @@ void AgentManager::Kill(const std::string& allocation_id) {
     // reports later belongs to nothing and is killed then.
     scheduler_.Release(allocation_id);
     allocations_.erase(it);
+    ChangedLocked();
     return;
   }
   a.killed = true;
@@ -81,6 +143,14 @@ void AgentManager::Kill(const std::string& allocation_id) {
 // Scheduling
 
 void AgentManager::Schedule(double now) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ScheduleLocked(now);
+  }
+  Deliver();
+}
+
+void AgentManager::ScheduleLocked(double now) {
   for (const Assignment& assignment : scheduler_.Schedule(now)) {
     auto it = allocations_.find(assignment.allocation_id);
     if (it == allocations_.end()) {
@@ -109,7 +179,6 @@ void AgentManager::Schedule(double now) {
     e.reason = std::move(reason);
     Emit(std::move(e));
   }
-  Deliver();
 }
 
 void AgentManager::Place(Allocation& a, const Assignment& assignment) {
@@ -197,15 +266,23 @@ void AgentManager::Finish(const std::string& allocation_id) {
 }
 
 void AgentManager::TaskStateChanged(const std::string& agent_id, const v1::TaskStateChange& change) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (RankExitedLocked(agent_id, change)) ScheduleLocked(SchedulerSeconds(Clock::now()));  // its slots are free
+  }
+  Deliver();
+}
+
+bool AgentManager::RankExitedLocked(const std::string& agent_id, const v1::TaskStateChange& change) {
   std::string allocation;
   int rank = 0;
-  if (!ParseTaskId(change.task_id(), allocation, rank)) return;
+  if (!ParseTaskId(change.task_id(), allocation, rank)) return false;
   auto it = allocations_.find(allocation);
-  if (it == allocations_.end() || it->second.gang.trial_id != change.trial_id()) return;  // a late event
+  if (it == allocations_.end() || it->second.gang.trial_id != change.trial_id()) return false;  // a late event
   Allocation& a = it->second;
   if (change.state() != v1::TaskStateChange::STATE_EXITED &&
       change.state() != v1::TaskStateChange::STATE_FAILED_TO_START) {
-    return;
+    return false;
   }
   const int code = change.state() == v1::TaskStateChange::STATE_EXITED ? change.exit_code() : -1;
   a.exit_codes[rank] = code;
@@ -219,14 +296,24 @@ void AgentManager::TaskStateChanged(const std::string& agent_id, const v1::TaskS
                       (change.message().empty() ? "exit status " + std::to_string(code) : change.message());
   }
   if (code != 0 && !a.live_ranks.empty()) KillRanks(a);  // one rank failed: stop the rest
-  if (a.live_ranks.empty()) Finish(allocation);
-  Deliver();
+  if (!a.live_ranks.empty()) return false;
+  Finish(allocation);
+  return true;
 }
 
 // ------------------------------------------------------------------------------------------
 // Agents
 
 void AgentManager::Connected(const v1::RegisterAgent& reg, std::shared_ptr<AgentConnection> conn) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ConnectedLocked(reg, std::move(conn));
+    ScheduleLocked(SchedulerSeconds(Clock::now()));  // its slots may take what waits
+  }
+  Deliver();
+}
+
+void AgentManager::ConnectedLocked(const v1::RegisterAgent& reg, std::shared_ptr<AgentConnection> conn) {
   Agent& agent = agents_[reg.agent_id()];
   agent.id = reg.agent_id();
   agent.hostname = reg.hostname();
@@ -303,10 +390,10 @@ void AgentManager::Connected(const v1::RegisterAgent& reg, std::shared_ptr<Agent
       }
     }
   }
-  Deliver();
 }
 
 Status AgentManager::CheckClaim(const std::string& agent_id, const std::string& incarnation) const {
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = agents_.find(agent_id);
   if (it == agents_.end() || !it->second.connected || !it->second.conn) return Status::Ok();
   if (it->second.incarnation.empty() || it->second.incarnation == incarnation) return Status::Ok();
@@ -316,6 +403,7 @@ Status AgentManager::CheckClaim(const std::string& agent_id, const std::string& 
 }
 
 void AgentManager::Disconnected(const std::string& agent_id, const AgentConnection* conn) {
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = agents_.find(agent_id);
   if (it == agents_.end() || it->second.conn.get() != conn) return;  // superseded by a reconnect
   it->second.conn.reset();
@@ -326,6 +414,7 @@ void AgentManager::Disconnected(const std::string& agent_id, const AgentConnecti
 }
 
 void AgentManager::Heartbeat(const std::string& agent_id, const v1::Heartbeat& heartbeat) {
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = agents_.find(agent_id);
   if (it == agents_.end()) return;
   Agent& agent = it->second;
@@ -349,6 +438,14 @@ void AgentManager::Heartbeat(const std::string& agent_id, const v1::Heartbeat& h
 }
 
 void AgentManager::Tick(Clock::time_point now) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    TickLocked(now);
+  }
+  Deliver();
+}
+
+void AgentManager::TickLocked(Clock::time_point now) {
   // Agents gone longer than the grace period: their ranks are lost, their gangs stopped.
   for (auto& [agent_id, agent] : agents_) {
     if (agent.connected || !agent.lost_since || now - *agent.lost_since < options_.reconnect_grace) continue;
@@ -400,26 +497,48 @@ void AgentManager::Tick(Clock::time_point now) {
     if (changed && a.live_ranks.empty()) finished.push_back(id);
   }
   for (const std::string& id : finished) Finish(id);
-  Deliver();
+  if (!finished.empty()) ChangedLocked();
 }
 
 // ------------------------------------------------------------------------------------------
 // Events and queries
 
-void AgentManager::Emit(AllocationEvent event) { events_.push_back(std::move(event)); }
+void AgentManager::Emit(AllocationEvent event) {
+  events_.push_back(std::move(event));
+  wake_.notify_all();
+}
 
 void AgentManager::Deliver() {
-  if (delivering_) return;  // the outer call delivers these after the ones before them
-  delivering_ = true;
-  while (!events_.empty()) {
-    AllocationEvent event = std::move(events_.front());
-    events_.pop_front();
-    if (sink_) sink_(event);
+  {
+    // Called from inside the sink (the events it causes): the outer loop delivers them, after
+    // the one being delivered.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (deliverer_ == std::this_thread::get_id()) return;
   }
-  delivering_ = false;
+  std::lock_guard<std::mutex> one(deliver_mu_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    deliverer_ = std::this_thread::get_id();
+  }
+  for (;;) {
+    AllocationEvent event;
+    EventSink sink;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (events_.empty()) {
+        deliverer_ = std::thread::id();
+        return;
+      }
+      event = std::move(events_.front());
+      events_.pop_front();
+      sink = sink_;
+    }
+    if (sink) sink(event);
+  }
 }
 
 std::vector<v1::Agent> AgentManager::Agents() const {
+  std::lock_guard<std::mutex> lock(mu_);
   std::map<std::pair<std::string, std::string>, int64_t> busy;
   for (const auto& [id, a] : allocations_) {
     if (!a.placed) continue;
@@ -446,7 +565,8 @@ std::vector<v1::Agent> AgentManager::Agents() const {
   return out;
 }
 
-std::map<std::string, v1::ResourcePool> AgentManager::Pools() const {
+std::vector<v1::ResourcePool> AgentManager::Pools() const {
+  std::lock_guard<std::mutex> lock(mu_);
   std::map<std::string, v1::ResourcePool> pools;
   auto pool = [&](const std::string& name) -> v1::ResourcePool& {
     v1::ResourcePool& p = pools[name];
@@ -467,36 +587,38 @@ std::map<std::string, v1::ResourcePool> AgentManager::Pools() const {
     p.set_queued_trials(p.queued_trials() + 1);
     p.set_queued_slots(p.queued_slots() + r.slots);
   }
-  return pools;
+  std::vector<v1::ResourcePool> out;
+  for (auto& [name, p] : pools) out.push_back(std::move(p));
+  return out;
 }
 
-AgentManager::Capacity AgentManager::PoolCapacity(const std::string& pool) const {
-  Capacity c;
+PoolSize AgentManager::Capacity(const std::string& pool) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  PoolSize c;
   for (const auto& [id, agent] : agents_) {
     if (agent.pool != pool) continue;
+    c.known = true;
     c.slots += static_cast<int>(agent.slots.size());
-    c.agents++;
+    c.nodes++;
   }
   return c;
 }
 
-std::vector<std::string> AgentManager::KnownPools() const {
+std::vector<std::string> AgentManager::PoolNames() const {
+  std::lock_guard<std::mutex> lock(mu_);
   std::set<std::string> pools;
   for (const auto& [id, agent] : agents_) pools.insert(agent.pool);
   return {pools.begin(), pools.end()};
 }
 
 PoolSize AgentManager::Size() const {
-  const Usage u = Stats();
-  return PoolSize{true, u.agents, u.total_slots};
-}
-
-AgentManager::Usage AgentManager::Stats() const {
-  Usage u;
+  std::lock_guard<std::mutex> lock(mu_);
+  PoolSize u;
+  u.known = true;
   for (const auto& [id, agent] : agents_) {
     if (!agent.connected) continue;
-    u.agents++;
-    u.total_slots += static_cast<int>(agent.slots.size());
+    u.nodes++;
+    u.slots += static_cast<int>(agent.slots.size());
   }
   for (const auto& [id, a] : allocations_) {
     if (a.placed) u.used_slots += static_cast<int>(a.slots.size());

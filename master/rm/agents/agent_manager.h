@@ -19,19 +19,30 @@
 //   re-registers whose exit never arrives. Tasks an agent reports that belong to no allocation
 //   here (their trial ended or moved on) are killed.
 //
-// Threads: none of its own, and no lock: the coordinator calls every method with its own lock
-// held (the AgentLink service's calls come through the coordinator), and events go to the sink
-// synchronously, under that lock, once the call that caused them has done its bookkeeping.
-// Messages to agents are queued on their connections, written by the connections' threads.
+// AgentLink's connections end here: the AgentLink service (master/api/grpc_services.cc) calls
+// Connected, Heartbeat, TaskStateChanged and Disconnected directly; the coordinator never sees
+// an agent, only allocations.
+//
+// Threads (the contract's, resource_manager.h): one lock of its own; a thread of its own that
+// runs a scheduling pass when something changed (a gang submitted or killed, an agent came or
+// went, a rank exited) and every pass_interval (gangs too young to preempt may be by now; Tick);
+// events delivered in order, one at a time, never under the lock. AgentLink's calls deliver the
+// events they caused before they return (so an agent's event the delivery ledger acknowledges
+// has been acted on by the coordinator: docs/cluster.md, delivery); the coordinator's calls
+// (Submit, Adopt, Kill, the queries) never deliver: its thread does. Messages to agents are
+// queued on their connections, written by the connections' threads.
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/status.h"
@@ -55,6 +66,7 @@ class AgentConnection {
 namespace sf::master::rm {
 
 struct AgentManagerOptions {
+  std::chrono::milliseconds pass_interval{500};  // scheduling pass and Tick at least this often
   std::chrono::seconds reconnect_grace{30};     // before a lost agent's (or unadopted) ranks are lost
   std::chrono::milliseconds kill_grace{10000};  // SIGTERM -> SIGKILL on agents
   std::chrono::seconds missing_rank_grace{10};  // for the exit of a rank an agent no longer lists
@@ -67,52 +79,48 @@ class AgentManager final : public ResourceManager {
  public:
   using Clock = std::chrono::steady_clock;
   explicit AgentManager(AgentManagerOptions options = {});
+  ~AgentManager() override;
 
   // ---- ResourceManager
   std::string Kind() const override { return "agents"; }
   Status Check() override { return Status::Ok(); }
-  void SetEventSink(EventSink sink) override { sink_ = std::move(sink); }
-  void Start() override {}
-  void Stop() override {}
+  void SetEventSink(EventSink sink) override;
+  // Its thread: scheduling passes, Tick, and the delivery of what the coordinator's calls caused.
+  void Start() override;
+  void Stop() override;
   void Submit(GangLaunch launch) override;
   void Adopt(const GangLaunch& gang, const std::string& external_id) override;
   void Kill(const std::string& allocation_id) override;
-  // Every connected agent of every pool (Stats(), as nodes and slots).
+  // Every connected agent of every pool (as nodes and slots) and the slots placed ranks use.
   PoolSize Size() const override;
+  // The pool's registered agents (connected or not) and their slots.
+  PoolSize Capacity(const std::string& pool) const override;
+  std::vector<std::string> PoolNames() const override;  // of every registered agent
+  // Every pool an agent is in or a queued gang asks for: its scheduler, agents, slots, usage
+  // and queue.
+  std::vector<steadfast::v1::ResourcePool> Pools() const override;
+  // Every agent registered since the master started, each busy slot with its trial.
+  std::vector<steadfast::v1::Agent> Agents() const override;
 
-  // A scheduling pass at `now` (seconds on a monotonic clock, for min_run).
+  // A scheduling pass at `now` (seconds on a monotonic clock, for min_run), and Tick (lost
+  // agents, ranks missing after a re-registration, adoptions past their deadline) at `now`:
+  // what the thread runs; tests run them at times of their choosing. Both deliver what they
+  // caused before returning (never call them with the sink's lock held).
   void Schedule(double now);
-  // Lost agents, ranks missing after a re-registration, adoptions past their deadline.
   void Tick(Clock::time_point now);
 
-  // ---- AgentLink (through the coordinator)
+  // ---- AgentLink (the AgentLink service's calls; each delivers what it caused)
   // Registers (or re-registers) an agent; re-adopts the tasks it reports running.
   void Connected(const steadfast::v1::RegisterAgent& reg, std::shared_ptr<AgentConnection> conn);
   void Disconnected(const std::string& agent_id, const AgentConnection* conn);
   // kAlreadyExists while another incarnation is connected under the id.
   Status CheckClaim(const std::string& agent_id, const std::string& incarnation) const;
-  // The heartbeat's time and its GPU usage samples (Cluster::AgentHeartbeat says which count).
+  // Notes the heartbeat's time and keeps the GPU usage it carries as the latest sample of each
+  // of the agent's cuda slots (shown by Agents()); a cuda slot it carries none for, or an
+  // implausible one for (utilisation outside 0..100, negative memory, more memory used than
+  // the slot has), has none from then on. In memory only: cleared when the agent disconnects.
   void Heartbeat(const std::string& agent_id, const steadfast::v1::Heartbeat& heartbeat);
   void TaskStateChanged(const std::string& agent_id, const steadfast::v1::TaskStateChange& change);
-
-  // ---- What it has
-  // Every agent registered since the master started, each busy slot with its trial.
-  std::vector<steadfast::v1::Agent> Agents() const;
-  // Every pool an agent is in or a queued gang asks for: its scheduler, agents, slots, usage and
-  // queue (running_trials left to the caller).
-  std::map<std::string, steadfast::v1::ResourcePool> Pools() const;
-  struct Capacity {
-    int agents = 0, slots = 0;
-  };
-  Capacity PoolCapacity(const std::string& pool) const;
-  // The scheduling mode of a pool of agents ("priority", "fair_share").
-  std::string SchedulerOf(const std::string& pool) const { return SchedulingModeName(scheduler_.PoolMode(pool)); }  // registered agents, connected or not
-  bool HasAgents() const { return !agents_.empty(); }
-  std::vector<std::string> KnownPools() const;  // sorted
-  struct Usage {
-    int agents = 0, total_slots = 0, used_slots = 0;  // connected agents' slots; placed ranks
-  };
-  Usage Stats() const;
 
  private:
   struct Agent {
@@ -140,22 +148,39 @@ class AgentManager final : public ResourceManager {
     std::map<int, Clock::time_point> missing_ranks;
   };
 
+  // *Locked: mu_ held.
   AllocationRequest RequestOf(const GangLaunch& gang) const;
+  void ConnectedLocked(const steadfast::v1::RegisterAgent& reg, std::shared_ptr<AgentConnection> conn);
+  // Records a rank's exit; true when its allocation has no rank left (Exited queued, slots free).
+  bool RankExitedLocked(const std::string& agent_id, const steadfast::v1::TaskStateChange& change);
+  void ScheduleLocked(double now);
+  void TickLocked(Clock::time_point now);
   void Place(Allocation& a, const Assignment& assignment);
   void KillRanks(const Allocation& a);
   void SendKill(const std::string& agent_id, const std::string& task_id);
   // No rank runs any more: frees its slots, says Exited, forgets it.
   void Finish(const std::string& allocation_id);
   void Emit(AllocationEvent event);
+  // Something the next pass should see: wakes the thread.
+  void ChangedLocked();
+  // Delivers every queued event, in order (one deliverer at a time; never under mu_). Returns
+  // once the queue was empty with this caller delivering, so everything queued before the call
+  // has been delivered.
   void Deliver();
+  void Loop();
 
   AgentManagerOptions options_;
-  EventSink sink_;
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  bool changed_ = false, stopping_ = false;
+  std::thread thread_;
+  std::mutex deliver_mu_;  // held by the one delivering (not with mu_)
+  std::thread::id deliverer_;  // who holds deliver_mu_ (guarded by mu_)
+  EventSink sink_;         // set before Start
   Scheduler scheduler_;
   std::map<std::string, Agent> agents_;
   std::map<std::string, Allocation> allocations_;
   std::deque<AllocationEvent> events_;
-  bool delivering_ = false;
 };
 
 }  // namespace sf::master::rm

@@ -217,6 +217,34 @@ PoolSize SlurmManager::Size() const {
   return size_;
 }
 
+PoolSize SlurmManager::Capacity(const std::string& pool) const {
+  if (pool != pool_) return {};
+  return Size();
+}
+
+std::vector<steadfast::v1::ResourcePool> SlurmManager::Pools() const {
+  const PoolSize size = Size();
+  steadfast::v1::ResourcePool p;
+  p.set_name(pool_);
+  p.set_scheduler(Kind());
+  p.set_nodes(size.nodes);
+  p.set_total_slots(size.slots);
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [id, job] : jobs_) {
+    if (job.running) {
+      p.set_used_slots(p.used_slots() + job.world_size);
+    } else {
+      p.set_queued_trials(p.queued_trials() + 1);
+      p.set_queued_slots(p.queued_slots() + job.world_size);
+    }
+  }
+  for (const GangLaunch& g : to_submit_) {
+    p.set_queued_trials(p.queued_trials() + 1);
+    p.set_queued_slots(p.queued_slots() + g.world_size);
+  }
+  return {p};
+}
+
 AllocationEvent SlurmManager::SubmitNow(const GangLaunch& launch, std::string* job_id) {
   AllocationEvent refused;
   refused.kind = AllocationEvent::Kind::kExited;

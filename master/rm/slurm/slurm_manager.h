@@ -54,6 +54,14 @@ class SlurmManager : public ResourceManager {
   // The partition's responding nodes and their slots (slots_per_node each), from sinfo, polled
   // with the jobs (at most every 30 s).
   PoolSize Size() const override;
+  // Its one pool's size, as Size() (known once sinfo answered); unknown for any other pool.
+  PoolSize Capacity(const std::string& pool) const override;
+  std::vector<std::string> PoolNames() const override { return {pool_}; }
+  // Its pool: "slurm" as the scheduler, the partition's nodes and slots, the slots of the jobs
+  // Slurm runs, and the jobs it queues (or has yet to submit).
+  std::vector<steadfast::v1::ResourcePool> Pools() const override;
+  // Slurm's nodes are not Steadfast agents: none.
+  std::vector<steadfast::v1::Agent> Agents() const override { return {}; }
 
  private:
   struct Job {
@@ -79,7 +87,7 @@ class SlurmManager : public ResourceManager {
   const std::string pool_;
   const SlurmPoolConfig config_;
   EventSink sink_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable wake_;
   bool stopping_ = false, started_ = false;
   std::thread thread_;

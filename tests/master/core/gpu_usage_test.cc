@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "master/core/cluster.h"
+#include "master/rm/agents/agent_manager.h"
 #include "tests/master/migrated_database_test.h"
 
 namespace sf::master {
@@ -22,14 +23,17 @@ class GpuUsageTest : public testing::MigratedDatabaseTest {
     MigratedDatabaseTest::SetUp();
     if (HasFatalFailure()) return;
     store_ = std::make_unique<Store>(db_.get());
+    agents_ = std::make_unique<rm::AgentManager>();
     ClusterOptions o;
     o.check_data_files = false;
+    o.default_manager = agents_.get();
     cluster_ = std::make_unique<Cluster>(store_.get(), o);
     ASSERT_TRUE(cluster_->Recover().ok());
     Connect();
   }
   void TearDown() override {
     cluster_.reset();
+    agents_.reset();
     MigratedDatabaseTest::TearDown();
   }
   // Registers "gpu-agent": two GPUs of 80 GiB and a CPU slot.
@@ -50,7 +54,7 @@ class GpuUsageTest : public testing::MigratedDatabaseTest {
     cpu->set_type(v1::SLOT_TYPE_CPU);
     cpu->set_enabled(true);
     conn_ = std::make_shared<NullConnection>();
-    cluster_->AgentConnected(reg, conn_);
+    agents_->Connected(reg, conn_);
   }
   static v1::GpuUsage Usage(int percent, int64_t used) {
     v1::GpuUsage u;
@@ -70,6 +74,7 @@ class GpuUsageTest : public testing::MigratedDatabaseTest {
   }
 
   std::unique_ptr<Store> store_;
+  std::unique_ptr<rm::AgentManager> agents_;
   std::unique_ptr<Cluster> cluster_;
   std::shared_ptr<NullConnection> conn_;
 };
@@ -79,9 +84,9 @@ TEST_F(GpuUsageTest, TheListingShowsEachGpusLatestSample) {
   v1::Heartbeat beat;
   (*beat.mutable_gpu_usage())["cuda0"] = Usage(40, 1 * kGiB);
   (*beat.mutable_gpu_usage())["cuda1"] = Usage(50, 2 * kGiB);
-  cluster_->AgentHeartbeat("gpu-agent", beat);
+  agents_->Heartbeat("gpu-agent", beat);
   (*beat.mutable_gpu_usage())["cuda1"] = Usage(97, 70 * kGiB);  // the latest wins
-  cluster_->AgentHeartbeat("gpu-agent", beat);
+  agents_->Heartbeat("gpu-agent", beat);
   v1::Slot cuda0 = Listed("cuda0"), cuda1 = Listed("cuda1");
   ASSERT_TRUE(cuda0.has_usage());
   EXPECT_EQ(cuda0.usage().utilization_percent(), 40);
@@ -98,38 +103,38 @@ TEST_F(GpuUsageTest, MissingOrImplausibleSamplesShowNone) {
   v1::Heartbeat good;
   (*good.mutable_gpu_usage())["cuda0"] = Usage(40, 1 * kGiB);
   (*good.mutable_gpu_usage())["cuda1"] = Usage(50, 2 * kGiB);
-  cluster_->AgentHeartbeat("gpu-agent", good);
+  agents_->Heartbeat("gpu-agent", good);
   // cuda0 not sampled this time (an NVML error on the agent); cuda1 beyond its memory; a sample
   // for a CPU slot and for a slot the agent does not have.
   v1::Heartbeat bad;
   (*bad.mutable_gpu_usage())["cuda1"] = Usage(50, 81 * kGiB);
   (*bad.mutable_gpu_usage())["cpu0"] = Usage(10, 0);
   (*bad.mutable_gpu_usage())["cuda7"] = Usage(10, 0);
-  cluster_->AgentHeartbeat("gpu-agent", bad);
+  agents_->Heartbeat("gpu-agent", bad);
   EXPECT_FALSE(Listed("cuda0").has_usage());
   EXPECT_FALSE(Listed("cuda1").has_usage());
   EXPECT_FALSE(Listed("cpu0").has_usage());
   for (const v1::GpuUsage& u : {Usage(101, 0), Usage(-1, 0), Usage(10, -5)}) {
     v1::Heartbeat beat;
     (*beat.mutable_gpu_usage())["cuda0"] = u;
-    cluster_->AgentHeartbeat("gpu-agent", beat);
+    agents_->Heartbeat("gpu-agent", beat);
     EXPECT_FALSE(Listed("cuda0").has_usage()) << u.DebugString();
   }
-  cluster_->AgentHeartbeat("no-such-agent", good);  // ignored
+  agents_->Heartbeat("no-such-agent", good);  // ignored
   EXPECT_EQ(cluster_->Agents().size(), 1u);
 }
 
 TEST_F(GpuUsageTest, ADisconnectedOrReregisteredAgentShowsNoUsage) {
   v1::Heartbeat beat;
   (*beat.mutable_gpu_usage())["cuda0"] = Usage(40, 1 * kGiB);
-  cluster_->AgentHeartbeat("gpu-agent", beat);
+  agents_->Heartbeat("gpu-agent", beat);
   ASSERT_TRUE(Listed("cuda0").has_usage());
-  cluster_->AgentDisconnected("gpu-agent", conn_.get());
+  agents_->Disconnected("gpu-agent", conn_.get());
   EXPECT_FALSE(Listed("cuda0").has_usage());
   EXPECT_EQ(Listed("cuda0").uuid(), "GPU-0");  // what the GPU is stays listed
 
   Connect();
-  cluster_->AgentHeartbeat("gpu-agent", beat);
+  agents_->Heartbeat("gpu-agent", beat);
   ASSERT_TRUE(Listed("cuda0").has_usage());
   Connect();  // a re-registration starts without samples, until the next heartbeat
   EXPECT_FALSE(Listed("cuda0").has_usage());

@@ -28,7 +28,9 @@ class IngestionLockTest : public testing::MigratedDatabaseTest {
     MigratedDatabaseTest::SetUp();
     if (HasFatalFailure()) return;
     store_ = std::make_unique<Store>(db_.get());
+    agents_ = std::make_unique<rm::AgentManager>();
     ClusterOptions o;
+    o.default_manager = agents_.get();
     o.check_data_files = false;
     o.checkpoint_root = dir_.path();
     o.scheduling_pass_hook = [this] {
@@ -44,6 +46,7 @@ class IngestionLockTest : public testing::MigratedDatabaseTest {
   void TearDown() override {
     if (cluster_) cluster_->Stop();
     cluster_.reset();
+    agents_.reset();
     MigratedDatabaseTest::TearDown();
   }
 
@@ -51,7 +54,7 @@ class IngestionLockTest : public testing::MigratedDatabaseTest {
     v1::RegisterAgent reg;
     reg.set_agent_id(id);
     reg.add_slots()->set_id("cpu0");
-    cluster_->AgentConnected(reg, std::move(connection));
+    agents_->Connected(reg, std::move(connection));
   }
 
   // A running trial's rank 0, as its StartTask names it.
@@ -62,6 +65,7 @@ class IngestionLockTest : public testing::MigratedDatabaseTest {
         "resources: {slots_per_trial: 1}\n",
         true, false, "test");
     EXPECT_TRUE(r.id.has_value());
+    EXPECT_TRUE(WaitFor([&] { return !agent_->Starts().empty(); }));  // placed on the manager's thread
     std::vector<v1::StartTask> starts = agent_->Starts();
     EXPECT_EQ(starts.size(), 1u);
     v1::TrialIdentity who;
@@ -85,6 +89,7 @@ class IngestionLockTest : public testing::MigratedDatabaseTest {
   sf::testing::TempDir dir_;
   std::shared_ptr<RecordingConnection> agent_ = std::make_shared<RecordingConnection>();
   std::unique_ptr<Store> store_;
+  std::unique_ptr<rm::AgentManager> agents_;
   std::unique_ptr<Cluster> cluster_;
   std::atomic<bool> hold_{false}, held_{false};
 };
@@ -93,7 +98,8 @@ TEST_F(IngestionLockTest, ReportsFlowWhileASchedulingPassHoldsTheCoordinator) {
   const v1::TrialIdentity who = StartTrial();
   ASSERT_TRUE(cluster_->ReportMetrics(Report(who, 10)).ok());
 
-  // A second agent registers: its scheduling pass holds the coordinator's lock for 3 s.
+  // The coordinator's next pass over its queue (the housekeeping loop's, every 0.5 s, or one a
+  // manager's event causes; a second agent registering here) holds its lock for 3 s.
   hold_ = true;
   auto pass = std::async(std::launch::async, [this] { Register("agent-2", std::make_shared<RecordingConnection>()); });
   for (auto until = Clock::now() + std::chrono::seconds(10); !held_ && Clock::now() < until;) {

@@ -1,6 +1,6 @@
-// The coordinator's side of preemption, against real PostgreSQL and no processes: a fake agent
-// connection records what the master sends, and the test plays the agent and the trainer
-// (TaskStateChanged, ShouldStop, ReportCheckpoint). Checks that a preempted trial is asked to
+// The coordinator's side of preemption, against real PostgreSQL and no processes: the agents'
+// manager with a fake agent connection that records what the master sends, and the test plays
+// the agent and the trainer (TaskStateChanged, ShouldStop, ReportCheckpoint). Checks that a preempted trial is asked to
 // checkpoint and stop, goes back to QUEUED (not PAUSED, no restart) saying why, resumes from
 // its checkpoint, is killed only after the grace period, and is left alone before min_run.
 #include <gtest/gtest.h>
@@ -29,23 +29,31 @@ class PreemptionTest : public testing::MigratedDatabaseTest {
  protected:
   void StartCluster(seconds min_run, seconds grace) {
     store_ = std::make_unique<Store>(db_.get());
+    rm::AgentManagerOptions a;
+    a.min_run = min_run;
+    agents_ = std::make_unique<rm::AgentManager>(a);
     ClusterOptions o;
     o.check_data_files = false;
     o.checkpoint_root = dir_.path();
-    o.min_run = min_run;
     o.preemption_grace = grace;
+    o.default_manager = agents_.get();
     cluster_ = std::make_unique<Cluster>(store_.get(), o);
     ASSERT_TRUE(cluster_->Recover().ok());
     cluster_->Start();
     v1::RegisterAgent reg;
     reg.set_agent_id("agent-1");
     reg.add_slots()->set_id("cpu0");
-    cluster_->AgentConnected(reg, agent_);
+    agents_->Connected(reg, agent_);
   }
   void TearDown() override {
     if (cluster_) cluster_->Stop();
     cluster_.reset();
+    agents_.reset();
     MigratedDatabaseTest::TearDown();
+  }
+  // Waits for the agent to have been sent `n` StartTasks (the manager places on its thread).
+  bool Starts(size_t n) {
+    return WaitFor([&] { return agent_->Starts().size() == n; });
   }
 
   int64_t Create(const std::string& name, int priority) {
@@ -73,7 +81,7 @@ class PreemptionTest : public testing::MigratedDatabaseTest {
     c.set_trial_id(s.trial_id());
     c.set_state(v1::TaskStateChange::STATE_EXITED);
     c.set_exit_code(code);
-    cluster_->TaskStateChanged("agent-1", c);
+    agents_->TaskStateChanged("agent-1", c);  // returns once the coordinator has acted on it
   }
   v1::Trial TrialRow(int64_t id) {
     auto t = store_->GetTrial(id);
@@ -84,24 +92,27 @@ class PreemptionTest : public testing::MigratedDatabaseTest {
   sf::testing::TempDir dir_;
   std::shared_ptr<RecordingConnection> agent_ = std::make_shared<RecordingConnection>();
   std::unique_ptr<Store> store_;
+  std::unique_ptr<rm::AgentManager> agents_;
   std::unique_ptr<Cluster> cluster_;
 };
 
 TEST_F(PreemptionTest, PreemptedTrialCheckpointsQueuesSayingWhyAndResumesFromTheCheckpoint) {
   StartCluster(seconds(0), seconds(3600));
   ASSERT_GT(Create("low", 80), 0);
-  ASSERT_EQ(agent_->Starts().size(), 1u);
+  ASSERT_TRUE(Starts(1));
   const v1::StartTask low = agent_->Starts()[0];
   EXPECT_EQ(ShouldStop(low), v1::ShouldStopResponse::ACTION_CONTINUE);
 
   const int64_t high_experiment = Create("high", 10);
   ASSERT_GT(high_experiment, 0);
   // The low trial is asked to checkpoint and stop; the high one waits for it.
-  EXPECT_EQ(ShouldStop(low), v1::ShouldStopResponse::ACTION_CHECKPOINT_AND_STOP);
+  EXPECT_TRUE(WaitFor([&] { return ShouldStop(low) == v1::ShouldStopResponse::ACTION_CHECKPOINT_AND_STOP; }));
   ASSERT_EQ(agent_->Starts().size(), 1u);
   EXPECT_FALSE(agent_->Killed(low.task_id()));
   const int64_t high_trial = low.trial_id() + 1;
-  EXPECT_EQ(cluster_->PendingReason(high_trial), "waiting for 1 allocation it preempted to checkpoint and stop");
+  EXPECT_TRUE(WaitFor([&] {
+    return cluster_->PendingReason(high_trial) == "waiting for 1 allocation it preempted to checkpoint and stop";
+  })) << cluster_->PendingReason(high_trial);
 
   // It checkpoints at batch 30 and exits 0: back to QUEUED, not a restart, saying why.
   v1::ReportCheckpointRequest ck;
@@ -113,10 +124,12 @@ TEST_F(PreemptionTest, PreemptedTrialCheckpointsQueuesSayingWhyAndResumesFromThe
   Exited(low, 0);
   EXPECT_EQ(TrialRow(low.trial_id()).state(), v1::TRIAL_STATE_QUEUED);
   EXPECT_EQ(TrialRow(low.trial_id()).restarts(), 0);
-  EXPECT_EQ(cluster_->PendingReason(low.trial_id()),
-            "preempted by trial " + std::to_string(high_trial) + "; resumes when slots free");
+  EXPECT_TRUE(WaitFor([&] {
+    return cluster_->PendingReason(low.trial_id()) ==
+           "preempted by trial " + std::to_string(high_trial) + "; resumes when slots free";
+  })) << cluster_->PendingReason(low.trial_id());
   // The freed slot went to the high trial, not back to the low one.
-  ASSERT_EQ(agent_->Starts().size(), 2u);
+  ASSERT_TRUE(Starts(2));
   const v1::StartTask high = agent_->Starts()[1];
   EXPECT_EQ(high.trial_id(), high_trial);
   EXPECT_EQ(cluster_->PendingReason(high_trial), "");
@@ -124,19 +137,19 @@ TEST_F(PreemptionTest, PreemptedTrialCheckpointsQueuesSayingWhyAndResumesFromThe
   // When the high trial is gone, the low one resumes from its checkpoint, in a new allocation.
   ASSERT_TRUE(cluster_->KillExperiment(high_experiment).ok());
   Exited(high, 143);
-  ASSERT_EQ(agent_->Starts(low.trial_id()).size(), 2u);
+  ASSERT_TRUE(WaitFor([&] { return agent_->Starts(low.trial_id()).size() == 2u; }));
   const v1::StartTask resumed = agent_->Starts(low.trial_id())[1];
   EXPECT_EQ(resumed.restore_checkpoint(), dir_.path() + "/ck-30");
   EXPECT_EQ(resumed.restart(), 0);
   EXPECT_NE(resumed.task_id(), low.task_id());
-  EXPECT_EQ(TrialRow(low.trial_id()).state(), v1::TRIAL_STATE_RUNNING);
+  EXPECT_TRUE(WaitFor([&] { return TrialRow(low.trial_id()).state() == v1::TRIAL_STATE_RUNNING; }));
   EXPECT_EQ(ShouldStop(resumed), v1::ShouldStopResponse::ACTION_CONTINUE);
 }
 
 TEST_F(PreemptionTest, TrialIgnoringThePreemptionIsKilledAfterTheGracePeriodAndQueuedAgain) {
   StartCluster(seconds(0), seconds(1));
   ASSERT_GT(Create("low", 80), 0);
-  ASSERT_EQ(agent_->Starts().size(), 1u);
+  ASSERT_TRUE(Starts(1));
   const v1::StartTask low = agent_->Starts()[0];
   ASSERT_GT(Create("high", 10), 0);
   // The trainer never asks ShouldStop: after the grace period the master kills its task.
@@ -152,13 +165,14 @@ TEST_F(PreemptionTest, TrialIgnoringThePreemptionIsKilledAfterTheGracePeriodAndQ
   EXPECT_EQ(row.state(), v1::TRIAL_STATE_QUEUED);
   EXPECT_EQ(row.restarts(), 0);
   EXPECT_EQ(row.error(), "");
-  ASSERT_EQ(agent_->Starts().size(), 2u);
+  ASSERT_TRUE(Starts(2));
   EXPECT_EQ(agent_->Starts()[1].trial_id(), low.trial_id() + 1);
 }
 
 TEST_F(PreemptionTest, TrialYoungerThanMinRunIsNotPreempted) {
   StartCluster(seconds(3600), seconds(1));
   ASSERT_GT(Create("low", 80), 0);
+  ASSERT_TRUE(Starts(1));
   const v1::StartTask low = agent_->Starts()[0];
   ASSERT_GT(Create("high", 10), 0);
   // Past a few housekeeping passes (every 0.5 s): still not asked.

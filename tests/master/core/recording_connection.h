@@ -1,9 +1,13 @@
-// An agent's connection as the coordinator sees it, recording what the master sends: the
-// coordinator's tests play the agent (and the trainer) against it.
+// An agent's connection as the agents' manager sees it, recording what the master sends: the
+// coordinator's tests play the agent (and the trainer) against it. And WaitFor: the manager
+// places gangs on its own thread, so what follows a coordinator's call is waited for.
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "master/rm/agents/agent_manager.h"
@@ -39,5 +43,15 @@ class RecordingConnection : public AgentConnection {
   std::mutex mu_;
   std::vector<steadfast::v1::MasterMessage> sent_;
 };
+
+// Polls `done` every 5 ms for up to `limit`: whether it became true.
+inline bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds limit = std::chrono::seconds(30)) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
 
 }  // namespace sf::master

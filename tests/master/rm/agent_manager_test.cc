@@ -6,8 +6,11 @@
 // what they are sent; the e2e suites run the same manager with real agents.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "master/allocation/task_ids.h"
@@ -132,7 +135,7 @@ TEST(AgentManager, PlacesAGangAndStartsEachRankWithItsSlotLocalRankAndToken) {
   EXPECT_EQ(on_a2[0].task_token(), "token-2");
   ASSERT_EQ(on_a1[1].slot_ids_size(), 1);
   EXPECT_EQ(on_a1[1].slot_ids(0), running.ranks[1].slot);
-  EXPECT_EQ(h.manager.Stats().used_slots, 3);
+  EXPECT_EQ(h.manager.Size().used_slots, 3);
   // Busy slots name their trial.
   int busy = 0;
   for (const auto& agent : h.manager.Agents()) {
@@ -161,7 +164,7 @@ TEST(AgentManager, AFailingRankStopsItsGangAndTheExitNamesIt) {
   EXPECT_EQ(exited.first_failure, "rank 1 on " + failing_agent + ": ValueError: bad shape");
   EXPECT_EQ(exited.exit_codes, (std::map<int, int>{{0, 143}, {1, 1}}));
   EXPECT_EQ(exited.reason, "trainer exited with rank 0=143 rank 1=1");
-  EXPECT_EQ(h.manager.Stats().used_slots, 0);
+  EXPECT_EQ(h.manager.Size().used_slots, 0);
   // A late event of the ended allocation changes nothing.
   h.Exit(other_agent, r0, 7, 0);
   EXPECT_EQ(h.events.size(), 2u);
@@ -231,7 +234,7 @@ TEST(AgentManager, AfterARestartAgentsReportingTheirRanksReadoptTheGangAndStaleT
   EXPECT_EQ(h.events.size(), 1u) << "Running is said once";
   EXPECT_TRUE(a2->Killed().empty());
   // The scheduler holds both slots again: a new gang waits.
-  EXPECT_EQ(h.manager.Stats().used_slots, 2);
+  EXPECT_EQ(h.manager.Size().used_slots, 2);
   h.manager.Submit(Gang(10, 1));
   h.manager.Schedule(0);
   EXPECT_EQ(h.events.back().kind, Kind::kPending);
@@ -271,6 +274,8 @@ TEST(AgentManager, ARefusedGangEndsAtOnceAndEventsCausedWhileDeliveringFollowInO
   auto a1 = h.Agent("a1", 1);
   GangLaunch bad = Gang(1, 1, /*priority=*/0);
   h.manager.Submit(bad);
+  EXPECT_TRUE(h.events.empty()) << "the coordinator's calls never deliver (it may hold its lock)";
+  h.manager.Schedule(0);  // the manager's next pass (its thread's, or a test's) delivers it
   ASSERT_EQ(h.Kinds(), std::vector<Kind>{Kind::kExited});
   EXPECT_TRUE(h.events[0].refused);
   EXPECT_NE(h.events[0].reason.find("priority"), std::string::npos) << h.events[0].reason;
@@ -299,6 +304,64 @@ TEST(AgentManager, ARefusedGangEndsAtOnceAndEventsCausedWhileDeliveringFollowInO
   EXPECT_EQ(order, (std::vector<std::string>{"t2-r0-a1 running", "t2-r0-a1 exited", "after resubmit",
                                              "t2-r1-a2 running"}));
   EXPECT_EQ(a1->Started().back().task_id(), "t2-r1-a2.0");
+}
+
+// The threading contract (resource_manager.h): a caller holding the lock the sink takes (the
+// coordinator) may Submit and Kill without deadlock, and what those calls cause is delivered on
+// the manager's own thread, in order; an AgentLink call returns only once the events it caused
+// were delivered.
+TEST(AgentManager, ItsThreadDeliversWhatACallerHoldingTheSinksLockCausedAndAgentLinkCallsWaitForTheirs) {
+  AgentManagerOptions options;
+  options.pass_interval = std::chrono::milliseconds(50);
+  AgentManager manager(options);
+  std::mutex coordinator;  // what the coordinator's mu_ is to the real sink
+  std::vector<AllocationEvent> events;
+  std::vector<std::thread::id> delivered_on;
+  manager.SetEventSink([&](const AllocationEvent& e) {
+    std::lock_guard<std::mutex> lock(coordinator);
+    events.push_back(e);
+    delivered_on.push_back(std::this_thread::get_id());
+  });
+  manager.Start();
+  auto conn = std::make_shared<Connection>();
+  v1::RegisterAgent reg;
+  reg.set_agent_id("a1");
+  reg.add_slots()->set_id("cpu0");
+  manager.Connected(reg, conn);
+  {
+    std::lock_guard<std::mutex> lock(coordinator);  // as the coordinator submits: under its lock
+    manager.Submit(Gang(1, 1));
+    manager.Kill("t9-r0-a1");  // unknown: ignored
+    EXPECT_TRUE(events.empty()) << "nothing is delivered inside the caller's call";
+  }
+  auto count = [&] {
+    std::lock_guard<std::mutex> lock(coordinator);
+    return events.size();
+  };
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+       count() == 0 && std::chrono::steady_clock::now() < until;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  {
+    std::lock_guard<std::mutex> lock(coordinator);
+    ASSERT_EQ(events.size(), 1u);
+    EXPECT_EQ(events[0].kind, Kind::kRunning);
+    EXPECT_EQ(events[0].allocation_id, "t1-r0-a1");
+    EXPECT_NE(delivered_on[0], std::this_thread::get_id()) << "delivered on the manager's thread";
+  }
+  EXPECT_EQ(conn->Started().size(), 1u);
+  // The rank's exit: delivered before TaskStateChanged returns, on the caller's thread.
+  v1::TaskStateChange change;
+  change.set_task_id("t1-r0-a1.0");
+  change.set_trial_id(1);
+  change.set_state(v1::TaskStateChange::STATE_EXITED);
+  manager.TaskStateChanged("a1", change);
+  {
+    std::lock_guard<std::mutex> lock(coordinator);
+    ASSERT_EQ(events.size(), 2u);
+    EXPECT_EQ(events[1].kind, Kind::kExited);
+  }
+  manager.Stop();
 }
 
 }  // namespace
