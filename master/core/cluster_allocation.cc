@@ -104,7 +104,9 @@ void Cluster::WithdrawLocked(Trial& t) {
 void Cluster::ManagerEvent(rm::ResourceManager& from, const rm::AllocationEvent& event) {
   std::lock_guard<std::mutex> lock(mu_);
   AllocationEventLocked(from, event);
-  PublishReasonsLocked();
+  // A Pending event updates its own trial's reason; the others change which trials wait (a pass
+  // over every trial, not one per queued gang's reason).
+  if (event.kind != rm::AllocationEvent::Kind::kPending) PublishReasonsLocked();
 }
 
 void Cluster::PublishReasonsLocked() {

@@ -148,6 +148,10 @@ class AgentManager final : public ResourceManager {
     std::map<int, Clock::time_point> missing_ranks;
   };
 
+  // The scheduler's clock: seconds on the monotonic clock.
+  static double SchedulerSeconds(Clock::time_point t) {
+    return std::chrono::duration<double>(t.time_since_epoch()).count();
+  }
   // *Locked: mu_ held.
   AllocationRequest RequestOf(const GangLaunch& gang) const;
   void ConnectedLocked(const steadfast::v1::RegisterAgent& reg, std::shared_ptr<AgentConnection> conn);
