@@ -1,5 +1,7 @@
 #include "common/api/route_table.h"
 
+#include <algorithm>
+
 #include "steadfast/v1/api.pb.h"
 
 namespace sf::api {
@@ -21,9 +23,42 @@ bool Read(const pb::MethodDescriptor* m, ApiRoute& r, std::vector<std::string>& 
   if (!o.HasExtension(v1::access) || o.GetExtension(v1::access).need() == v1::ACCESS_NEED_UNSPECIFIED) {
     problems.push_back(who + "no (steadfast.v1.access) option with a need");
   } else {
-    r.need = o.GetExtension(v1::access).need();
-    r.action = o.GetExtension(v1::access).action();
+    const v1::AccessRule& rule = o.GetExtension(v1::access);
+    r.need = rule.need();
+    r.action = rule.action();
     if (r.action.empty()) problems.push_back(who + "the access option names no action");
+    r.audit = rule.audit();
+    for (const std::string& target : rule.audit_target()) {
+      ApiRoute::FieldPath path;
+      std::string rest = target;
+      const pb::Descriptor* type = m->input_type();
+      if (rest.rfind("reply.", 0) == 0) {
+        path.reply = true;
+        rest = rest.substr(6);
+        type = m->output_type();
+      }
+      size_t parts = 0;
+      for (size_t start = 0; start <= rest.size(); ++parts) {
+        const size_t dot = std::min(rest.find('.', start), rest.size());
+        const pb::FieldDescriptor* f = type ? type->FindFieldByName(rest.substr(start, dot - start)) : nullptr;
+        if (f && !f->is_repeated()) path.fields.push_back(f);
+        type = f && f->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE ? f->message_type() : nullptr;
+        start = dot + 1;
+      }
+      if (path.fields.empty() || path.fields.size() != parts ||
+          path.fields.back()->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE) {
+        problems.push_back(who + "audit_target \"" + target + "\" names no scalar field");
+      } else {
+        r.audit_target.push_back(std::move(path));
+      }
+    }
+    if (!rule.audit_actor().empty()) {
+      r.audit_actor = m->input_type()->FindFieldByName(rule.audit_actor());
+      if (!r.audit_actor || r.audit_actor->cpp_type() != pb::FieldDescriptor::CPPTYPE_STRING) {
+        problems.push_back(who + "audit_actor \"" + rule.audit_actor() + "\" names no string field of " +
+                           m->input_type()->name());
+      }
+    }
   }
   if (!o.HasExtension(v1::http)) {
     problems.push_back(who + "no (steadfast.v1.http) option (a REST binding, or grpc_only with the reason)");
@@ -45,6 +80,10 @@ bool Read(const pb::MethodDescriptor* m, ApiRoute& r, std::vector<std::string>& 
     return problems.size() == before;
   }
   if (verbs != 1) problems.push_back(who + "the http option needs exactly one of get, post, put, delete");
+  // What REST changes is on record, what it reads is not.
+  if (verbs == 1 && r.audit != (r.http_method != "GET")) {
+    problems.push_back(who + (r.audit ? "a GET is audited" : "a " + r.http_method + " is not audited (audit: true)"));
+  }
   if (m->server_streaming()) problems.push_back(who + "a server stream on REST: mark it grpc_only");
   if (h.body() != "" && h.body() != "*") problems.push_back(who + "body must be \"*\" or empty");
   r.body = h.body() == "*";

@@ -9,7 +9,8 @@
 // - ApiRoutes() lists every Api method in declaration order, read once from the generated
 //   descriptors; immutable afterwards, so thread-safe.
 // - A method whose options are missing or malformed (no access rule, no binding and no
-//   grpc_only reason, two verbs, a {param} that names no field, a body on GET) is listed by
+//   grpc_only reason, two verbs, a {param} that names no field, a body on GET; a REST mutation
+//   not audited or a GET audited; an audit field that does not exist) is listed by
 //   RouteTableProblems() and served by neither server; tests/master/api/route_table_test.cc
 //   fails on any problem, so such a method cannot land.
 #pragma once
@@ -36,6 +37,16 @@ struct ApiRoute {
   std::string grpc_only;
   steadfast::v1::AccessNeed need = steadfast::v1::ACCESS_NEED_UNSPECIFIED;
   std::string action;
+  // The audit log (AccessRule.audit, audit_target, audit_actor): whether calls are recorded,
+  // the fields (each a path of fields from the request, or the reply when `reply`) whose values
+  // name what a call acts on, and the request field naming an actor who is not signed in.
+  bool audit = false;
+  struct FieldPath {
+    bool reply = false;
+    std::vector<const google::protobuf::FieldDescriptor*> fields;
+  };
+  std::vector<FieldPath> audit_target;
+  const google::protobuf::FieldDescriptor* audit_actor = nullptr;
   bool ok = false;  // false: see RouteTableProblems()
 };
 

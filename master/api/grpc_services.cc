@@ -8,6 +8,7 @@
 
 #include "common/log.h"
 #include "common/secret_file.h"
+#include "master/api/api_audit.h"
 
 namespace sf::master {
 namespace v1 = steadfast::v1;
@@ -114,19 +115,13 @@ grpc::Status ApiGrpcService::Call(grpc::ServerContext* ctx, const std::string& r
   return status;
 }
 
-void ApiGrpcService::Audit(const grpc::ServerContext& ctx, const std::string& method, const std::string& target,
+void ApiGrpcService::Audit(const grpc::ServerContext& ctx, const std::string& method,
+                           const google::protobuf::Message& request, const google::protobuf::Message& reply,
                            const grpc::Status& status, const Principal& who) const {
-  if (!audit_) return;
-  AuditEntry e;
-  e.actor = who.username;  // as Guard authenticated it (x-sf-user without authentication)
-  if (e.actor.empty() || e.actor.size() > 200 || e.actor.find('\0') != std::string::npos) e.actor = "anonymous";
-  e.peer = PeerAddress(ctx);
-  e.method = "GRPC";
-  e.path = "/steadfast.v1.Api/" + method + (target.empty() ? "" : "/" + target);
-  e.status = static_cast<int>(status.error_code());
-  if (Status st = audit_->Record(e); !st.ok()) {
-    log::Error("audit", {{"event", "record_failed"}, {"method", e.path}, {"error", st.message()}});
-  }
+  const api::ApiRoute* route = api::FindApiRoute(method);
+  if (!route) return;
+  RecordApiCall(audit_, *route, &request, &reply, who,
+                {"GRPC", "", PeerAddress(ctx), static_cast<int>(status.error_code())});
 }
 
 template <typename Req, typename Resp>
@@ -157,93 +152,93 @@ grpc::Status ApiGrpcService::CreateExperiment(grpc::ServerContext* ctx, const v1
                                               v1::CreateExperimentResponse* out) {
   Principal who;
   grpc::Status st = RefuseConfigErrors(Serve(ctx, "CreateExperiment", *r, out, &who), *out, /*details=*/true);
-  Audit(*ctx, "CreateExperiment", st.ok() && out->has_experiment() ? std::to_string(out->experiment().id()) : "", st, who);
+  Audit(*ctx, "CreateExperiment", *r, *out, st, who);
   return st;
 }
 grpc::Status ApiGrpcService::CreateUnmanagedTrial(grpc::ServerContext* ctx, const v1::CreateUnmanagedTrialRequest* r,
                                                   v1::CreateUnmanagedTrialResponse* out) {
   Principal who;
   grpc::Status st = RefuseConfigErrors(Serve(ctx, "CreateUnmanagedTrial", *r, out, &who), *out, /*details=*/false);
-  Audit(*ctx, "CreateUnmanagedTrial", st.ok() && out->has_experiment() ? std::to_string(out->experiment().id()) : "", st,
-        who);
+  Audit(*ctx, "CreateUnmanagedTrial", *r, *out, st, who);
   return st;
 }
 
-#define SF_UNARY_RPC(Method, Req, Resp, audited, target)                                                   \
+// Whether a call is audited, and what its record names, is the proto's (AccessRule.audit).
+#define SF_UNARY_RPC(Method, Req, Resp)                                                                    \
   grpc::Status ApiGrpcService::Method(grpc::ServerContext* ctx, const v1::Req* r, v1::Resp* out) {        \
     Principal who;                                                                                         \
     grpc::Status st = Serve(ctx, #Method, *r, out, &who);                                                  \
-    if (audited) Audit(*ctx, #Method, target, st, who);                                                    \
+    Audit(*ctx, #Method, *r, *out, st, who);                                                               \
     return st;                                                                                             \
   }
-SF_UNARY_RPC(GetExperiments, GetExperimentsRequest, GetExperimentsResponse, false, "")
-SF_UNARY_RPC(GetExperiment, GetExperimentRequest, GetExperimentResponse, false, "")
-SF_UNARY_RPC(KillExperiment, ExperimentActionRequest, ExperimentActionResponse, true, std::to_string(r->id()))
-SF_UNARY_RPC(PauseExperiment, ExperimentActionRequest, ExperimentActionResponse, true, std::to_string(r->id()))
-SF_UNARY_RPC(ActivateExperiment, ExperimentActionRequest, ExperimentActionResponse, true, std::to_string(r->id()))
-SF_UNARY_RPC(ArchiveExperiment, ExperimentActionRequest, ExperimentActionResponse, true, std::to_string(r->id()))
-SF_UNARY_RPC(UnarchiveExperiment, ExperimentActionRequest, ExperimentActionResponse, true, std::to_string(r->id()))
-SF_UNARY_RPC(DeleteExperiment, ExperimentActionRequest, DeleteExperimentResponse, true, std::to_string(r->id()))
-SF_UNARY_RPC(KillExperiments, BulkExperimentActionRequest, BulkExperimentActionResponse, true, "")
-SF_UNARY_RPC(PauseExperiments, BulkExperimentActionRequest, BulkExperimentActionResponse, true, "")
-SF_UNARY_RPC(ActivateExperiments, BulkExperimentActionRequest, BulkExperimentActionResponse, true, "")
-SF_UNARY_RPC(ArchiveExperiments, BulkExperimentActionRequest, BulkExperimentActionResponse, true, "")
-SF_UNARY_RPC(UnarchiveExperiments, BulkExperimentActionRequest, BulkExperimentActionResponse, true, "")
-SF_UNARY_RPC(DeleteExperiments, BulkExperimentActionRequest, BulkExperimentActionResponse, true, "")
-SF_UNARY_RPC(DeleteCheckpoints, DeleteCheckpointsRequest, DeleteCheckpointsResponse, true, "")
-SF_UNARY_RPC(DeleteCheckpoint, DeleteCheckpointRequest, DeleteCheckpointResponse, true, r->uuid())
-SF_UNARY_RPC(ContinueExperiment, ContinueExperimentRequest, CreateExperimentResponse, true, std::to_string(r->id()))
-SF_UNARY_RPC(GetResourcePools, GetResourcePoolsRequest, GetResourcePoolsResponse, false, "")
-SF_UNARY_RPC(GetExperimentTrials, GetExperimentTrialsRequest, GetExperimentTrialsResponse, false, "")
-SF_UNARY_RPC(GetExperimentCheckpoints, GetExperimentCheckpointsRequest, GetExperimentCheckpointsResponse, false, "")
-SF_UNARY_RPC(GetExperimentSearcher, GetExperimentSearcherRequest, GetExperimentSearcherResponse, false, "")
-SF_UNARY_RPC(GetTrial, GetTrialRequest, GetTrialResponse, false, "")
-SF_UNARY_RPC(GetTrialMetrics, GetTrialMetricsRequest, GetTrialMetricsResponse, false, "")
-SF_UNARY_RPC(GetTrialLogs, GetTrialLogsRequest, GetTrialLogsResponse, false, "")
-SF_UNARY_RPC(GetAgents, GetAgentsRequest, GetAgentsResponse, false, "")
-SF_UNARY_RPC(GetMaster, GetMasterRequest, GetMasterResponse, false, "")
-SF_UNARY_RPC(GetClusterUtilization, GetClusterUtilizationRequest, GetClusterUtilizationResponse, false, "")
-SF_UNARY_RPC(RevokeAgent, AgentRevocationRequest, AgentRevocationResponse, true, r->agent_id())
-SF_UNARY_RPC(RestoreAgent, AgentRevocationRequest, AgentRevocationResponse, true, r->agent_id())
-SF_UNARY_RPC(GetAuditLog, GetAuditLogRequest, GetAuditLogResponse, false, "")
-SF_UNARY_RPC(Login, LoginRequest, LoginResponse, false, "")
-SF_UNARY_RPC(Logout, LogoutRequest, LogoutResponse, true, "")
-SF_UNARY_RPC(GetMe, GetMeRequest, GetMeResponse, false, "")
-SF_UNARY_RPC(ListUsers, ListUsersRequest, ListUsersResponse, false, "")
-SF_UNARY_RPC(CreateUser, CreateUserRequest, UserResponse, true, r->username())
-SF_UNARY_RPC(SetUserRole, SetUserRoleRequest, UserResponse, true, r->username())
-SF_UNARY_RPC(ActivateUser, UserNameRequest, UserResponse, true, r->username())
-SF_UNARY_RPC(DeactivateUser, UserNameRequest, UserResponse, true, r->username())
-SF_UNARY_RPC(SetUserPassword, SetUserPasswordRequest, UserResponse, true, r->username())
-SF_UNARY_RPC(ListTokens, ListTokensRequest, ListTokensResponse, false, "")
-SF_UNARY_RPC(CreateToken, CreateTokenRequest, Token, true, "")
-SF_UNARY_RPC(RevokeToken, RevokeTokenRequest, RevokeTokenResponse, true, std::to_string(r->id()))
-SF_UNARY_RPC(ListWorkspaces, ListWorkspacesRequest, ListWorkspacesResponse, false, "")
-SF_UNARY_RPC(CreateWorkspace, CreateWorkspaceRequest, Workspace, true, r->name())
-SF_UNARY_RPC(SetWorkspaceMember, SetWorkspaceMemberRequest, WorkspaceMemberResponse, true, r->workspace() + "/" + r->username())
-SF_UNARY_RPC(RemoveWorkspaceMember, RemoveWorkspaceMemberRequest, WorkspaceMemberResponse, true, r->workspace() + "/" + r->username())
+SF_UNARY_RPC(GetExperiments, GetExperimentsRequest, GetExperimentsResponse)
+SF_UNARY_RPC(GetExperiment, GetExperimentRequest, GetExperimentResponse)
+SF_UNARY_RPC(KillExperiment, ExperimentActionRequest, ExperimentActionResponse)
+SF_UNARY_RPC(PauseExperiment, ExperimentActionRequest, ExperimentActionResponse)
+SF_UNARY_RPC(ActivateExperiment, ExperimentActionRequest, ExperimentActionResponse)
+SF_UNARY_RPC(ArchiveExperiment, ExperimentActionRequest, ExperimentActionResponse)
+SF_UNARY_RPC(UnarchiveExperiment, ExperimentActionRequest, ExperimentActionResponse)
+SF_UNARY_RPC(DeleteExperiment, ExperimentActionRequest, DeleteExperimentResponse)
+SF_UNARY_RPC(KillExperiments, BulkExperimentActionRequest, BulkExperimentActionResponse)
+SF_UNARY_RPC(PauseExperiments, BulkExperimentActionRequest, BulkExperimentActionResponse)
+SF_UNARY_RPC(ActivateExperiments, BulkExperimentActionRequest, BulkExperimentActionResponse)
+SF_UNARY_RPC(ArchiveExperiments, BulkExperimentActionRequest, BulkExperimentActionResponse)
+SF_UNARY_RPC(UnarchiveExperiments, BulkExperimentActionRequest, BulkExperimentActionResponse)
+SF_UNARY_RPC(DeleteExperiments, BulkExperimentActionRequest, BulkExperimentActionResponse)
+SF_UNARY_RPC(DeleteCheckpoints, DeleteCheckpointsRequest, DeleteCheckpointsResponse)
+SF_UNARY_RPC(DeleteCheckpoint, DeleteCheckpointRequest, DeleteCheckpointResponse)
+SF_UNARY_RPC(ContinueExperiment, ContinueExperimentRequest, CreateExperimentResponse)
+SF_UNARY_RPC(GetResourcePools, GetResourcePoolsRequest, GetResourcePoolsResponse)
+SF_UNARY_RPC(GetExperimentTrials, GetExperimentTrialsRequest, GetExperimentTrialsResponse)
+SF_UNARY_RPC(GetExperimentCheckpoints, GetExperimentCheckpointsRequest, GetExperimentCheckpointsResponse)
+SF_UNARY_RPC(GetExperimentSearcher, GetExperimentSearcherRequest, GetExperimentSearcherResponse)
+SF_UNARY_RPC(GetTrial, GetTrialRequest, GetTrialResponse)
+SF_UNARY_RPC(GetTrialMetrics, GetTrialMetricsRequest, GetTrialMetricsResponse)
+SF_UNARY_RPC(GetTrialLogs, GetTrialLogsRequest, GetTrialLogsResponse)
+SF_UNARY_RPC(GetAgents, GetAgentsRequest, GetAgentsResponse)
+SF_UNARY_RPC(GetMaster, GetMasterRequest, GetMasterResponse)
+SF_UNARY_RPC(GetClusterUtilization, GetClusterUtilizationRequest, GetClusterUtilizationResponse)
+SF_UNARY_RPC(RevokeAgent, AgentRevocationRequest, AgentRevocationResponse)
+SF_UNARY_RPC(RestoreAgent, AgentRevocationRequest, AgentRevocationResponse)
+SF_UNARY_RPC(GetAuditLog, GetAuditLogRequest, GetAuditLogResponse)
+SF_UNARY_RPC(Login, LoginRequest, LoginResponse)
+SF_UNARY_RPC(Logout, LogoutRequest, LogoutResponse)
+SF_UNARY_RPC(GetMe, GetMeRequest, GetMeResponse)
+SF_UNARY_RPC(ListUsers, ListUsersRequest, ListUsersResponse)
+SF_UNARY_RPC(CreateUser, CreateUserRequest, UserResponse)
+SF_UNARY_RPC(SetUserRole, SetUserRoleRequest, UserResponse)
+SF_UNARY_RPC(ActivateUser, UserNameRequest, UserResponse)
+SF_UNARY_RPC(DeactivateUser, UserNameRequest, UserResponse)
+SF_UNARY_RPC(SetUserPassword, SetUserPasswordRequest, UserResponse)
+SF_UNARY_RPC(ListTokens, ListTokensRequest, ListTokensResponse)
+SF_UNARY_RPC(CreateToken, CreateTokenRequest, Token)
+SF_UNARY_RPC(RevokeToken, RevokeTokenRequest, RevokeTokenResponse)
+SF_UNARY_RPC(ListWorkspaces, ListWorkspacesRequest, ListWorkspacesResponse)
+SF_UNARY_RPC(CreateWorkspace, CreateWorkspaceRequest, Workspace)
+SF_UNARY_RPC(SetWorkspaceMember, SetWorkspaceMemberRequest, WorkspaceMemberResponse)
+SF_UNARY_RPC(RemoveWorkspaceMember, RemoveWorkspaceMemberRequest, WorkspaceMemberResponse)
 // Model registry (docs/registry.md).
-SF_UNARY_RPC(CreateModel, CreateModelRequest, ModelResponse, true, r->name())
-SF_UNARY_RPC(ListModels, ListModelsRequest, ListModelsResponse, false, "")
-SF_UNARY_RPC(GetModel, GetModelRequest, GetModelResponse, false, "")
-SF_UNARY_RPC(UpdateModel, UpdateModelRequest, ModelResponse, true, r->name())
-SF_UNARY_RPC(ArchiveModel, ModelActionRequest, ModelResponse, true, r->name())
-SF_UNARY_RPC(UnarchiveModel, ModelActionRequest, ModelResponse, true, r->name())
-SF_UNARY_RPC(DeleteModel, DeleteModelRequest, DeleteModelResponse, true, r->name())
-SF_UNARY_RPC(RegisterModelVersion, RegisterModelVersionRequest, ModelVersionResponse, true, r->name())
-SF_UNARY_RPC(GetModelVersion, ModelVersionRequest, GetModelVersionResponse, false, "")
-SF_UNARY_RPC(DeleteModelVersion, ModelVersionRequest, DeleteModelVersionResponse, true, r->name() + "/" + std::to_string(r->version()))
+SF_UNARY_RPC(CreateModel, CreateModelRequest, ModelResponse)
+SF_UNARY_RPC(ListModels, ListModelsRequest, ListModelsResponse)
+SF_UNARY_RPC(GetModel, GetModelRequest, GetModelResponse)
+SF_UNARY_RPC(UpdateModel, UpdateModelRequest, ModelResponse)
+SF_UNARY_RPC(ArchiveModel, ModelActionRequest, ModelResponse)
+SF_UNARY_RPC(UnarchiveModel, ModelActionRequest, ModelResponse)
+SF_UNARY_RPC(DeleteModel, DeleteModelRequest, DeleteModelResponse)
+SF_UNARY_RPC(RegisterModelVersion, RegisterModelVersionRequest, ModelVersionResponse)
+SF_UNARY_RPC(GetModelVersion, ModelVersionRequest, GetModelVersionResponse)
+SF_UNARY_RPC(DeleteModelVersion, ModelVersionRequest, DeleteModelVersionResponse)
 // Webhooks (docs/webhooks.md).
-SF_UNARY_RPC(CreateWebhook, CreateWebhookRequest, Webhook, true, std::to_string(r->experiment_id()))
-SF_UNARY_RPC(ListWebhooks, ListWebhooksRequest, ListWebhooksResponse, false, "")
-SF_UNARY_RPC(DeleteWebhook, DeleteWebhookRequest, DeleteWebhookResponse, true, std::to_string(r->id()))
-SF_UNARY_RPC(ListWebhookDeliveries, ListWebhookDeliveriesRequest, ListWebhookDeliveriesResponse, false, "")
-SF_UNARY_RPC(TestWebhook, TestWebhookRequest, TestWebhookResponse, true, std::to_string(r->id()))
+SF_UNARY_RPC(CreateWebhook, CreateWebhookRequest, Webhook)
+SF_UNARY_RPC(ListWebhooks, ListWebhooksRequest, ListWebhooksResponse)
+SF_UNARY_RPC(DeleteWebhook, DeleteWebhookRequest, DeleteWebhookResponse)
+SF_UNARY_RPC(ListWebhookDeliveries, ListWebhookDeliveriesRequest, ListWebhookDeliveriesResponse)
+SF_UNARY_RPC(TestWebhook, TestWebhookRequest, TestWebhookResponse)
 // Serving on the cluster (docs/serving.md).
-SF_UNARY_RPC(StartServing, StartServingRequest, ServingResponse, true, r->model())
-SF_UNARY_RPC(ListServings, ListServingsRequest, ListServingsResponse, false, "")
-SF_UNARY_RPC(GetServing, ServingRequest, ServingResponse, false, "")
-SF_UNARY_RPC(StopServing, ServingRequest, ServingResponse, true, std::to_string(r->id()))
+SF_UNARY_RPC(StartServing, StartServingRequest, ServingResponse)
+SF_UNARY_RPC(ListServings, ListServingsRequest, ListServingsResponse)
+SF_UNARY_RPC(GetServing, ServingRequest, ServingResponse)
+SF_UNARY_RPC(StopServing, ServingRequest, ServingResponse)
 #undef SF_UNARY_RPC
 
 namespace {

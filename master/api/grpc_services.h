@@ -190,10 +190,11 @@ class ApiGrpcService final : public steadfast::v1::Api::Service {
   // refusal (UNAUTHENTICATED, PERMISSION_DENIED) with a one-line reason.
   grpc::Status Guard(grpc::ServerContext* ctx, const std::string& method, const google::protobuf::Message& request,
                      Principal* p);
-  // Puts a mutation on record (docs/security.md, "Audit log"): actor `who` (as Guard found the
-  // caller), path "/steadfast.v1.Api/<method>[/<target>]", status the gRPC code.
-  void Audit(const grpc::ServerContext& ctx, const std::string& method, const std::string& target,
-             const grpc::Status& status, const Principal& who) const;
+  // Puts the call on record when its method is audited (master/api/api_audit.h; docs/security.md,
+  // "Audit log"): actor `who` (as Guard found the caller), path
+  // "/steadfast.v1.Api/<method>[/<target>]", status the gRPC code.
+  void Audit(const grpc::ServerContext& ctx, const std::string& method, const google::protobuf::Message& request,
+             const google::protobuf::Message& reply, const grpc::Status& status, const Principal& who) const;
 
   ApiHandlers* handlers_;
   CallObserver observer_;

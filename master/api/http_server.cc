@@ -10,6 +10,7 @@
 #include "common/http/server.h"
 #include "common/log.h"
 #include "common/utf8.h"
+#include "master/api/api_audit.h"
 #include "master/api/rest_router.h"
 
 namespace sf::master {
@@ -73,50 +74,29 @@ struct HttpServer::Impl : http::Handler {
     std::string route;
     std::optional<v1::GetTrialLogsRequest> follow;
     Principal principal;
+    std::optional<RestMatch> match;
+    std::unique_ptr<google::protobuf::Message> decoded;
     try {
-      std::optional<RestMatch> match;
       if (router.Gate(req, exchange->peer(), res, route, principal, match)) {
-        router.Route(req, res, route, follow, principal, match, exchange->peer());
+        router.Route(req, res, route, follow, principal, match, exchange->peer(), decoded);
       }
     } catch (const std::exception& e) {
       res = router.Error(Internal(std::string("internal error: ") + e.what()), req);
       follow.reset();
     }
     if (follow) return Follow(req, std::move(*follow), std::move(exchange));
-    Audit(req, res, principal, exchange->peer());
+    // An audited Api method's call goes on record before its answer goes out, whatever the
+    // answer (master/api/api_audit.h; refused by the access policy too).
+    if (match && match->rule && match->rule->api) {
+      std::string path(req.target());
+      RecordApiCall(options.audit, *match->rule->api, decoded.get(), nullptr, principal,
+                    {std::string(bhttp::to_string(req.method())), path.substr(0, path.find('?')), exchange->peer(),
+                     static_cast<int>(res.result_int())});
+    }
     if (req.method() == bhttp::verb::head) res.body().clear();
     metrics->ObserveRequest(route, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
                             res.result_int());
     exchange->Reply(std::move(res));
-  }
-
-  // A mutation of the API goes on record before its answer goes out (master/auth/audit_log.h).
-  void Audit(const http::Request& req, const http::Response& res, const Principal& principal,
-             const std::string& peer) {
-    if (!options.audit) return;
-    const auto m = req.method();
-    if (m != bhttp::verb::post && m != bhttp::verb::put && m != bhttp::verb::patch && m != bhttp::verb::delete_) {
-      return;
-    }
-    std::string path(req.target());
-    path = path.substr(0, path.find('?'));
-    if (path.rfind("/api/v1/", 0) != 0) return;
-    AuditEntry e;
-    e.actor = principal.username;
-    if (e.actor.empty() && path == "/api/v1/auth/login") {
-      // A login is on record under the name it tried (never with its password).
-      auto body = Value::FromJson(req.body());
-      const Value* name = body.ok() && body->is_map() ? body->Find("username") : nullptr;
-      if (name && name->is_string() && Accounts::CheckUsername(name->as_string()).ok()) e.actor = name->as_string();
-    }
-    if (e.actor.empty() || !IsText(e.actor) || e.actor.size() > 200) e.actor = "anonymous";
-    e.peer = peer;
-    e.method = std::string(bhttp::to_string(m));
-    e.path = IsText(path) && path.size() <= 2000 ? path : "(unprintable path)";
-    e.status = res.result_int();
-    if (Status st = options.audit->Record(e); !st.ok()) {
-      log::Error("audit", {{"event", "record_failed"}, {"method", e.method}, {"path", e.path}, {"error", st.message()}});
-    }
   }
 
   // A log follow gets a thread of its own (at most max_streams), writing the server-sent events

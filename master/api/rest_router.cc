@@ -274,7 +274,8 @@ std::string RestRouter::SessionCookie(const std::string& token, int64_t max_age)
 // (api_methods.h), the reply in protobuf's JSON mapping. A config rejected with field errors is
 // 400 with those errors; GetTrialLogs with ?follow=true becomes a log follow (`follow_out`).
 void RestRouter::ServeApi(const ApiRoute& api, const RestMatch& match, const Query& q, const Request& req, Response& res,
-              std::string& route, std::optional<v1::GetTrialLogsRequest>& follow_out, const Principal& p) {
+              std::string& route, std::optional<v1::GetTrialLogsRequest>& follow_out, const Principal& p,
+              std::unique_ptr<google::protobuf::Message>& decoded) {
   route = api.path;
   for (const auto& [param, value] : match.params) {
     if (!IsText(value)) {
@@ -283,8 +284,9 @@ void RestRouter::ServeApi(const ApiRoute& api, const RestMatch& match, const Que
   }
   auto request = DecodeRestRequest(api, match.params, q, req.body());
   if (!request.ok()) return void(res = Error(request.status(), req));
+  decoded = std::move(*request);  // the caller's, for the audit record
   if (!api.follow_query.empty()) {
-    const auto* logs = dynamic_cast<const v1::GetTrialLogsRequest*>(request->get());
+    const auto* logs = dynamic_cast<const v1::GetTrialLogsRequest*>(decoded.get());
     if (logs && logs->follow()) {
       v1::GetTrialRequest tr;
       tr.set_trial_id(logs->trial_id());
@@ -294,7 +296,7 @@ void RestRouter::ServeApi(const ApiRoute& api, const RestMatch& match, const Que
       return;
     }
   }
-  auto out = methods_->Invoke(api.method->name(), **request, p);
+  auto out = methods_->Invoke(api.method->name(), *decoded, p);
   if (!out.ok()) {
     res = Error(out.status(), req);
     if (out.status().code() == sf::StatusCode::kResourceExhausted) {
@@ -345,7 +347,8 @@ void RestRouter::ServeApi(const ApiRoute& api, const RestMatch& match, const Que
 // Fills `res`, or `follow_out` for a log follow (the caller streams it). `p` and `match`: the
 // caller and the policy rule, as Gate let it through.
 void RestRouter::Route(const Request& req, Response& res, std::string& route, std::optional<v1::GetTrialLogsRequest>& follow_out,
-           const Principal& p, const std::optional<RestMatch>& match, const std::string& peer) {
+           const Principal& p, const std::optional<RestMatch>& match, const std::string& peer,
+           std::unique_ptr<google::protobuf::Message>& decoded) {
   std::string target(req.target());
   size_t qpos = target.find('?');
   std::string path = UrlDecode(target.substr(0, qpos));
@@ -394,7 +397,7 @@ void RestRouter::Route(const Request& req, Response& res, std::string& route, st
     res = Json(200, OpenApiDocument(), req);
     return;
   }
-  if (match && match->rule->api) return ServeApi(*match->rule->api, *match, q, req, res, route, follow_out, p);
+  if (match && match->rule->api) return ServeApi(*match->rule->api, *match, q, req, res, route, follow_out, p, decoded);
   if (path.rfind("/api/", 0) == 0 && !match) {
     // Gate let it through because the path is known with other methods: 405.
     route = "unknown";

@@ -51,9 +51,11 @@ class RestRouter {
             std::optional<RestMatch>& match);
   // Fills `res`, or `follow_out` for a log follow (the caller streams it with FollowLogs). `p`
   // and `match`: the caller and the policy rule, as Gate let it through.
+  // An Api method's request, once decoded, goes to `decoded` (for the audit record).
   void Route(const HttpRequest& req, HttpResponse& res, std::string& route,
              std::optional<steadfast::v1::GetTrialLogsRequest>& follow_out, const Principal& p,
-             const std::optional<RestMatch>& match, const std::string& peer);
+             const std::optional<RestMatch>& match, const std::string& peer,
+             std::unique_ptr<google::protobuf::Message>& decoded);
   // Server-sent events: a trial's log lines as they arrive, until the trial ends, `send` fails
   // (the client went away or stopped reading) or `stopping` is set.
   void FollowLogs(const std::function<bool(const std::string&)>& send, unsigned version,
@@ -63,7 +65,7 @@ class RestRouter {
   HttpResponse Static(const HttpRequest& req, const std::string& target_path);
   void ServeApi(const ApiRoute& api, const RestMatch& match, const Query& q, const HttpRequest& req,
                 HttpResponse& res, std::string& route, std::optional<steadfast::v1::GetTrialLogsRequest>& follow_out,
-                const Principal& p);
+                const Principal& p, std::unique_ptr<google::protobuf::Message>& decoded);
   std::string SessionCookie(const std::string& token, int64_t max_age) const;
 
   ApiHandlers* handlers_;

@@ -263,11 +263,26 @@ TEST(Audit, EveryMutationIsRecordedWithWhoWhatWhenAndWhere) {
     EXPECT_EQ(entry.Find("path")->as_string(), "/steadfast.v1.Api/KillExperiment/987655");
     EXPECT_EQ(entry.Find("status")->as_int(), static_cast<int64_t>(grpc::StatusCode::NOT_FOUND));
     EXPECT_EQ(entry.Find("peer")->as_string(), "127.0.0.1");
+    // A login over gRPC is on record as over REST (the proto declares it audited): under the
+    // name it gave, never its password.
+    v1::LoginRequest login;
+    login.set_username("bob");
+    login.set_password("not-bobs-password");
+    v1::LoginResponse session;
+    grpc::ClientContext login_ctx;
+    EXPECT_EQ(api->Login(&login_ctx, login, &session).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+    auto [code4, after_login] = cluster.Get("/api/v1/audit?limit=1");
+    ASSERT_EQ(code4, 200);
+    const Value& logged = after_login.Find("entries")->as_list().at(0);
+    EXPECT_EQ(logged.Find("actor")->as_string(), "bob");
+    EXPECT_EQ(logged.Find("path")->as_string(), "/steadfast.v1.Api/Login");
+    EXPECT_EQ(logged.Find("status")->as_int(), static_cast<int64_t>(grpc::StatusCode::UNAUTHENTICATED));
+    EXPECT_EQ(after_login.ToJson().find("not-bobs-password"), std::string::npos);
   }
   // Filtered by actor; admins only; a bad limit refused with a clear error.
   auto [code2, bobs] = cluster.Get("/api/v1/audit?actor=bob");
   ASSERT_EQ(code2, 200);
-  EXPECT_EQ(bobs.Find("entries")->as_list().size(), 4u) << bobs.ToJson();
+  EXPECT_EQ(bobs.Find("entries")->as_list().size(), 5u) << bobs.ToJson();  // with the gRPC login
   client->set_token(tokens["alice"]);
   EXPECT_EQ(client->Get("/api/v1/audit")->status, 403);
   EXPECT_EQ(cluster.Get("/api/v1/audit?limit=0").first, 400);

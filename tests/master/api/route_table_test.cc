@@ -10,6 +10,7 @@
 #include <set>
 
 #include "common/value.h"
+#include "master/api/api_audit.h"
 #include "master/api/api_methods.h"
 #include "master/api/http_server.h"
 #include "master/api/routes/rest_transcoder.h"
@@ -32,6 +33,48 @@ TEST(RouteTableTest, EveryApiMethodIsDeclaredProperly) {
     EXPECT_NE(r.need, v1::ACCESS_NEED_UNSPECIFIED) << r.method->name();
     EXPECT_NE(r.http_method.empty(), r.grpc_only.empty()) << r.method->name() << ": REST path or grpc_only, one";
   }
+}
+
+// The audit log's rules come from the proto (AccessRule.audit, audit_target, audit_actor): what
+// REST changes is audited and what it reads is not (checked with the other declarations above),
+// and a record's target is read from the request or the reply by the declared field paths.
+TEST(RouteTableTest, AuditTargetsAndActorsAreReadAsTheProtoDeclares) {
+  size_t audited = 0;
+  for (const ApiRoute& r : ApiRoutes()) {
+    audited += r.audit;
+    if (!r.http_method.empty()) {
+      EXPECT_EQ(r.audit, r.http_method != "GET") << r.method->name();
+    }
+  }
+  EXPECT_GE(audited, 40u);
+  const ApiRoute* member = FindApiRoute("SetWorkspaceMember");
+  ASSERT_NE(member, nullptr);
+  v1::SetWorkspaceMemberRequest m;
+  m.set_workspace("vision");
+  m.set_username("bob");
+  EXPECT_EQ(AuditTarget(*member, &m, nullptr), "vision/bob");
+  const ApiRoute* version = FindApiRoute("DeleteModelVersion");
+  ASSERT_NE(version, nullptr);
+  v1::ModelVersionRequest mv;
+  mv.set_name("de-en");
+  mv.set_version(3);
+  EXPECT_EQ(AuditTarget(*version, &mv, nullptr), "de-en/3");
+  // CreateExperiment names the experiment it made, from the reply; none when it made none.
+  const ApiRoute* create = FindApiRoute("CreateExperiment");
+  ASSERT_NE(create, nullptr);
+  v1::CreateExperimentRequest cr;
+  v1::CreateExperimentResponse made;
+  EXPECT_EQ(AuditTarget(*create, &cr, &made), "");
+  made.mutable_experiment()->set_id(42);
+  EXPECT_EQ(AuditTarget(*create, &cr, &made), "42");
+  EXPECT_EQ(AuditTarget(*create, &cr, nullptr), "");
+  // Reads are not audited; a login is, under the name it gave when no one is signed in.
+  EXPECT_FALSE(FindApiRoute("GetExperiments")->audit);
+  const ApiRoute* login = FindApiRoute("Login");
+  ASSERT_NE(login, nullptr);
+  EXPECT_TRUE(login->audit);
+  ASSERT_NE(login->audit_actor, nullptr);
+  EXPECT_EQ(login->audit_actor->name(), "username");
 }
 
 TEST(RouteTableTest, EveryMethodIsServedAndHeldToItsPolicy) {
