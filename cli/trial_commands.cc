@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <iostream>
+#include <regex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -196,9 +197,19 @@ void AddTrialCommands(CLI::App& sf, CommandAction& action) {
   ClusterCommand metrics = AddCommand(
       trial, "metrics", "print a trial's metrics, one row per report", action, TrialMetrics);
   metrics.Id("TRIAL_ID", "the trial's id");
-  metrics.app->add_option("--kind", metrics.flags->kind, "which metrics: training or validation")
-      ->type_name("KIND")
-      ->check(CLI::IsMember({"training", "validation"}))
+  metrics.app
+      ->add_option("--kind,--group", metrics.flags->kind,
+                   "which metrics: training, validation, or a group the trial reported (report_metrics)")
+      ->type_name("GROUP")
+      ->check(
+          [](const std::string& group) -> std::string {
+            // The master's rule (master/ingest/metric_groups.h), said before asking it.
+            static const std::regex kGroup("[a-z][a-z0-9_]{0,63}");
+            return std::regex_match(group, kGroup)
+                       ? ""
+                       : "\"" + group + "\" is no metric group: lowercase letters, digits and _, starting with a letter";
+          },
+          "GROUP")
       ->capture_default_str();
 }
 

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "common/utf8.h"
 #include "master/db/utilization_store.h"
+#include "master/ingest/metric_groups.h"
 #include "master/util/proto_value.h"
 
 namespace sf::master {
@@ -223,8 +225,9 @@ Result<v1::GetTrialResponse> ApiHandlers::GetTrial(const v1::GetTrialRequest& r)
 
 Result<v1::GetTrialMetricsResponse> ApiHandlers::GetTrialMetrics(const v1::GetTrialMetricsRequest& r) {
   std::string kind = r.kind().empty() ? "training" : r.kind();
-  if (kind != "training" && kind != "validation") {
-    return InvalidArgument("kind: \"" + kind + "\" must be training or validation");
+  if (std::string problem = MetricGroupProblem(kind); !problem.empty()) {
+    return InvalidArgument("kind: \"" + (IsText(kind) ? kind : "?") + "\" " + problem +
+                           " (training, validation, or a metric group the trial reported)");
   }
   if (r.max_points() < 0) return InvalidArgument("max_points: must be >= 0");
   auto t = store_->GetTrial(r.trial_id());

@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/utf8.h"
 #include "master/allocation/task_ids.h"
+#include "master/ingest/metric_groups.h"
 #include "master/serving/serving.h"
 #include "master/util/proto_value.h"
 
@@ -100,8 +101,9 @@ void Cluster::ReportMetricsAsync(const v1::ReportMetricsRequest& request, std::f
 Result<MetricBatch> Cluster::MetricBatchFor(const v1::ReportMetricsRequest& request) {
   MetricBatch batch{0, 0, {request.reports().begin(), request.reports().end()}};
   for (const auto& m : batch.rows) {
-    if (m.kind() != "training" && m.kind() != "validation") {
-      return InvalidArgument("metric kind \"" + m.kind() + "\" must be training or validation");
+    if (std::string problem = MetricGroupProblem(m.kind()); !problem.empty()) {
+      return InvalidArgument("metric group \"" + (IsText(m.kind()) ? m.kind() : "?") + "\" " + problem +
+                             " (training, validation, or a group of the trial's own)");
     }
   }
   // Only the identity check and the in-memory total here, against the allocation registry and

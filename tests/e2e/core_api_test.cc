@@ -150,6 +150,18 @@ TEST_F(CoreApi, TrialCompletesWithItsMetricsAndCheckpointsInPostgresAndMatchesLo
   EXPECT_EQ(Sql("SELECT min(batches) FROM metrics WHERE trial_id = " + t + " AND kind = 'training'"), 1);
   EXPECT_EQ(Sql("SELECT max(batches) FROM metrics WHERE trial_id = " + t + " AND kind = 'training'"), 20);
   EXPECT_EQ(Sql("SELECT count(*) FROM metrics WHERE trial_id = " + t + " AND kind = 'validation' AND batches = 20"), 1);
+  // A group of its own (report_metrics("inference", ...)), read back by its name; a name that
+  // is no group is refused, naming it.
+  auto [icode, inference] = cluster_->Get("/api/v1/trials/" + t + "/metrics?kind=inference");
+  ASSERT_EQ(icode, 200) << inference.ToJson();
+  ASSERT_EQ(inference.Find("metrics")->as_list().size(), 1u) << inference.ToJson();
+  const Value* at = inference.Find("metrics")->as_list()[0].Find("batches");  // int64: a JSON string
+  ASSERT_NE(at, nullptr);
+  EXPECT_EQ(at->is_string() ? std::stoll(at->as_string()) : at->as_int(), 20);
+  EXPECT_GT(inference.Find("metrics")->as_list()[0].Find("values")->Find("examples")->as_double(), 0);
+  auto [bad_code, bad] = cluster_->Get("/api/v1/trials/" + t + "/metrics?kind=Eval-1");
+  EXPECT_EQ(bad_code, 400);
+  EXPECT_NE(bad.ToJson().find("must start with a lowercase letter"), std::string::npos) << bad.ToJson();
   // Its checkpoint: registered with its files, on disk where the row says.
   pqxx::connection conn(cluster_->db());
   pqxx::work tx(conn);

@@ -149,6 +149,44 @@ class LocalModeTest(unittest.TestCase):
         self.assertEqual(os.listdir(os.path.join(self.dir, "out", "checkpoints"))
                          if os.path.isdir(os.path.join(self.dir, "out", "checkpoints")) else [], [])
 
+    def test_report_metrics_takes_the_two_groups_and_groups_of_the_trials_own(self) -> None:
+        p = self.run_script("""
+            import steadfast
+            def attempt(f):
+                try:
+                    f()
+                    print("ACCEPTED")
+                except (TypeError, ValueError) as e:
+                    print("ERROR", type(e).__name__, e)
+            with steadfast.core.init(local_dir="out") as ctx:
+                t = ctx.train
+                attempt(lambda: t.report_metrics("training", 10, {"loss": 1.0}))
+                attempt(lambda: t.report_metrics("inference", 10, {"latency_ms": 3.5}))
+                attempt(lambda: t.report_metrics("inference", 5, {"latency_ms": 3.0}))  # backwards
+                attempt(lambda: t.report_metrics("validation", 5, {"validation_loss": 0.5}))
+                attempt(lambda: t.report_metrics("Eval", 10, {"x": 1.0}))
+                attempt(lambda: t.report_metrics("eval-bleu", 10, {"x": 1.0}))
+                attempt(lambda: t.report_metrics(3, 10, {"x": 1.0}))
+            """)
+        errors = [line for line in p.stdout.splitlines() if line.startswith(("ERROR", "ACCEPTED"))]
+        where = "steadfast: local trial: report_metrics:"
+        self.assertEqual(errors, [
+            "ACCEPTED",
+            "ACCEPTED",
+            f"ERROR ValueError {where} steps_completed 5 is less than 10, the step of the previous "
+            "inference report",
+            "ACCEPTED",  # each group keeps its own order
+            f"ERROR ValueError {where} group 'Eval' must be lowercase letters, digits and _, starting "
+            "with a letter, at most 64 characters",
+            f"ERROR ValueError {where} group 'eval-bleu' must be lowercase letters, digits and _, "
+            "starting with a letter, at most 64 characters",
+            f"ERROR TypeError {where} group is 3 (int), not a string",
+        ])
+        with open(os.path.join(self.dir, "out", "metrics.jsonl")) as f:
+            rows = [json.loads(line) for line in f]
+        self.assertEqual([(r["kind"], r["steps_completed"]) for r in rows],
+                         [("training", 10), ("inference", 10), ("validation", 5)])
+
     def test_numpy_and_torch_scalars_are_numbers(self) -> None:
         p = self.run_script("""
             import numpy as np, torch, steadfast

@@ -10,12 +10,16 @@ metrics.jsonl, _local_link.py).
 from __future__ import annotations
 
 import operator
+import re
 import sys
 import threading
 import time
 from typing import Any, Mapping, Optional
 
 from ._link import EarlyExitReason, Link, MetricRecord, TrialLinkError
+
+# A metric group's name, as the master checks it (master/ingest/metric_groups.h).
+_GROUP = re.compile(r"[a-z][a-z0-9_]{0,63}")
 
 __all__ = ["Train", "check_steps", "to_number"]
 
@@ -253,6 +257,23 @@ class Train:
     def report_validation_metrics(self, steps_completed: int, metrics: Mapping[str, Any]) -> None:
         """Reports `metrics` measured in validation at `steps_completed`."""
         self._report("validation", "report_validation_metrics", steps_completed, metrics)
+
+    def report_metrics(self, group: str, steps_completed: int, metrics: Mapping[str, Any]) -> None:
+        """Reports `metrics` of `group` at `steps_completed` (Determined's report_metrics).
+
+        `group` "training" and "validation" are report_training_metrics and
+        report_validation_metrics; any other group is the trial's own ("inference",
+        "eval_bleu": lowercase letters, digits and _, starting with a letter, at most 64
+        characters), stored and shown like them (`sf trial metrics ID --group NAME`,
+        GET /api/v1/trials/ID/metrics?kind=NAME) and never read by the searcher. Per group,
+        steps_completed never goes backwards."""
+        where = f"{self._label}: report_metrics"
+        if not isinstance(group, str):
+            raise TypeError(f"{where}: group is {_shown(group)} ({type(group).__name__}), not a string")
+        if not _GROUP.fullmatch(group):
+            raise ValueError(f"{where}: group {_shown(group)} must be lowercase letters, digits and _, "
+                             f"starting with a letter, at most 64 characters")
+        self._report(group, "report_metrics", steps_completed, metrics)
 
     def _report(self, kind: str, call: str, steps_completed: Any, metrics: Any) -> None:
         where = f"{self._label}: {call}"
