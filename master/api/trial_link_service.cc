@@ -113,5 +113,14 @@ grpc::Status TrialLinkGrpcService::ReportEarlyExit(grpc::ServerContext* context,
   if (Status auth = Authenticate(*context, r->who()); !auth.ok()) return ToGrpc(auth);
   return ToGrpc(cluster_->ReportEarlyExit(*r));
 }
+grpc::Status TrialLinkGrpcService::GetExperimentBestValidation(grpc::ServerContext* context,
+                                                               const v1::GetExperimentBestValidationRequest* r,
+                                                               v1::GetExperimentBestValidationResponse* out) {
+  if (Status auth = Authenticate(*context, r->who()); !auth.ok()) return ToGrpc(auth);
+  auto best = cluster_->ExperimentBestValidation(r->who());
+  if (!best.ok()) return ToGrpc(best.status());
+  if (*best) out->set_best(**best);
+  return grpc::Status::OK;
+}
 
 }  // namespace sf::master

@@ -49,6 +49,9 @@ class TrialLinkGrpcService final
                           steadfast::v1::ReportExitResponse*) override;
   grpc::Status ReportEarlyExit(grpc::ServerContext*, const steadfast::v1::ReportEarlyExitRequest*,
                                steadfast::v1::ReportEarlyExitResponse*) override;
+  grpc::Status GetExperimentBestValidation(grpc::ServerContext*,
+                                           const steadfast::v1::GetExperimentBestValidationRequest*,
+                                           steadfast::v1::GetExperimentBestValidationResponse*) override;
 
  private:
   // OK when the call carries the task token issued for `who`; kUnauthenticated otherwise.

@@ -202,6 +202,8 @@ class Cluster {
   // The chief ends its operation early for a reason (TrialLink ReportEarlyExit): kept for the
   // run, acted on when the run's processes exit (AllocationExitedLocked).
   Status ReportEarlyExit(const steadfast::v1::ReportEarlyExitRequest& request);
+  // The best searcher metric the caller's experiment has seen (none before the first finite one).
+  Result<std::optional<double>> ExperimentBestValidation(const steadfast::v1::TrialIdentity& who);
 
  private:
   struct Trial {

@@ -39,6 +39,7 @@ Status Cluster::Recover() {
     e.context_bytes = row.context_bytes;
     e.unmanaged = row.unmanaged;
     e.serving = row.serving;
+    e.best = row.best;  // a restart forgets no best (searchers and get_experiment_best_validation)
     auto snap = store_->LoadSearcherSnapshot(row.id);
     if (snap.ok() && snap->has_value()) {
       const Value& s = **snap;

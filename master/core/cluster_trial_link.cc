@@ -126,6 +126,14 @@ Result<MetricBatch> Cluster::MetricBatchFor(const v1::ReportMetricsRequest& requ
   return batch;
 }
 
+Result<std::optional<double>> Cluster::ExperimentBestValidation(const v1::TrialIdentity& who) {
+  std::lock_guard<std::mutex> lock(mu_);
+  SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(who));
+  auto e = experiments_.find(t->experiment_id);
+  if (e == experiments_.end()) return std::optional<double>();
+  return e->second.best;
+}
+
 Status Cluster::CompleteOperation(const v1::CompleteOperationRequest& request) {
   std::lock_guard<std::mutex> lock(mu_);
   SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(request.who()));

@@ -222,12 +222,13 @@ Result<std::vector<Store::LiveExperiment>> Store::LiveExperiments() {
   Status st = db_->Transact("live experiments", [&](pqxx::work& tx) {
     pqxx::result r = tx.exec(
         "SELECT e.id, e.state, e.config_yaml, coalesce(c.sha256, ''), coalesce(octet_length(c.archive), 0), "
-        "e.unmanaged, EXISTS (SELECT 1 FROM servings s WHERE s.experiment_id = e.id) "
+        "e.unmanaged, EXISTS (SELECT 1 FROM servings s WHERE s.experiment_id = e.id), e.best_validation_metric "
         "FROM experiments e LEFT JOIN experiment_contexts c ON c.experiment_id = e.id "
         "WHERE e.state NOT IN ('COMPLETED','CANCELED','ERROR') ORDER BY e.id");
     for (const auto& row : r) {
       out.push_back({row[0].as<int64_t>(), row[1].as<std::string>(), row[2].as<std::string>(),
-                     row[3].as<std::string>(), row[4].as<int64_t>(), row[5].as<bool>(), row[6].as<bool>()});
+                     row[3].as<std::string>(), row[4].as<int64_t>(), row[5].as<bool>(), row[6].as<bool>(),
+                     row[7].is_null() ? std::nullopt : std::optional<double>(row[7].as<double>())});
     }
     return Status::Ok();
   });

@@ -105,6 +105,7 @@ class Store {
     int64_t context_bytes = 0;
     bool unmanaged = false;
     bool serving = false;  // it carries a server (a servings row)
+    std::optional<double> best;  // best_validation_metric: the best searcher metric so far
   };
   Result<std::vector<LiveExperiment>> LiveExperiments();
   // The experiment's context archive; kNotFound when it has none.

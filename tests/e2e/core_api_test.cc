@@ -183,6 +183,14 @@ TEST_F(CoreApi, TrialCompletesWithItsMetricsAndCheckpointsInPostgresAndMatchesLo
   EXPECT_NE(rows[0][3].as<std::string>().find("state.pt"), std::string::npos);
   EXPECT_NE(rows[0][4].as<std::string>().find("steps_completed"), std::string::npos);
   EXPECT_EQ(OnlyTrial(id).Find("latestCheckpointUuid")->as_string(), rows[0][0].as<std::string>());
+  // get_experiment_best_validation: after its only operation, its own searcher metric.
+  const std::string logs = Logs(trial_id);
+  EXPECT_NE(logs.find("experiment best validation: "), std::string::npos) << logs;
+  const size_t said_at = logs.find("experiment best validation: ");
+  if (said_at != std::string::npos) {
+    const double said = std::stod(logs.substr(said_at + std::string("experiment best validation: ").size()));
+    EXPECT_DOUBLE_EQ(said, rows[0][5].as<double>()) << logs;
+  }
   // Its output, shipped by the agent, tagged rank 0.
   EXPECT_NE(Logs(trial_id).find("[rank 0] starting at step 0"), std::string::npos) << Logs(trial_id);
 

@@ -167,6 +167,7 @@ class LocalModeTest(unittest.TestCase):
                 attempt(lambda: t.report_metrics("Eval", 10, {"x": 1.0}))
                 attempt(lambda: t.report_metrics("eval-bleu", 10, {"x": 1.0}))
                 attempt(lambda: t.report_metrics(3, 10, {"x": 1.0}))
+                print("BEST", t.get_experiment_best_validation())  # no experiment in local mode
             """)
         errors = [line for line in p.stdout.splitlines() if line.startswith(("ERROR", "ACCEPTED"))]
         where = "steadfast: local trial: report_metrics:"
@@ -182,6 +183,7 @@ class LocalModeTest(unittest.TestCase):
             "starting with a letter, at most 64 characters",
             f"ERROR TypeError {where} group is 3 (int), not a string",
         ])
+        self.assertIn("BEST None", p.stdout)
         with open(os.path.join(self.dir, "out", "metrics.jsonl")) as f:
             rows = [json.loads(line) for line in f]
         self.assertEqual([(r["kind"], r["steps_completed"]) for r in rows],

@@ -116,6 +116,19 @@ class ManagedTrialTest(unittest.TestCase):
         self.assertLess(methods.index("ReportMetrics"), methods.index("ReportEarlyExit"))
         self.assertEqual(server.requests("CompleteOperation"), [])
 
+    def test_get_experiment_best_validation_asks_the_master_with_the_trials_identity(self) -> None:
+        server = self.serve([(20, "batches")])
+        path = self.script("""
+            import steadfast
+            with steadfast.core.init() as ctx:
+                print("BEST", ctx.train.get_experiment_best_validation())
+            """)
+        out = self.run_ok(path, self.task_env(server))
+        self.assertIn("BEST 0.25", out)  # the test server's answer
+        asked = server.requests("GetExperimentBestValidation")
+        self.assertEqual(len(asked), 1)
+        self.assertEqual(asked[0].who.trial_id, 7)
+
     def test_a_trial_trains_reports_checkpoints_and_completes_its_operations(self) -> None:
         server = self.serve([(20, "batches"), (40, "batches")])
         path = self.script("""

@@ -128,6 +128,10 @@ class TrialLinkServer(trial_link_pb2_grpc.TrialLinkServicer):
         self._enter("ReportEarlyExit", request, context)
         return trial_link_pb2.ReportEarlyExitResponse()
 
+    def GetExperimentBestValidation(self, request, context):
+        self._enter("GetExperimentBestValidation", request, context)
+        return trial_link_pb2.GetExperimentBestValidationResponse(best=0.25)
+
     def EndTrial(self, request, context):
         self._enter("EndTrial", request, context)
         return trial_link_pb2.EndTrialResponse()

@@ -101,4 +101,7 @@ class Link(Protocol):
 
     def report_early_exit(self, reason: EarlyExitReason) -> None: ...
 
+    def get_experiment_best_validation(self) -> Optional[float]:
+        """The best searcher metric of the trial's experiment so far; None before the first."""
+
     def close(self) -> None: ...

@@ -91,5 +91,8 @@ class LocalTrialLink:
     def report_early_exit(self, reason: Any) -> None:
         print(f"steadfast: early exit: {reason.value}", file=sys.stdout, flush=True)
 
+    def get_experiment_best_validation(self) -> Optional[float]:
+        return None  # no experiment (Determined's local context answers None too)
+
     def close(self) -> None:
         pass

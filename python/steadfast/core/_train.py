@@ -303,6 +303,14 @@ class Train:
         else:
             self._link.report_metrics([record])
 
+    def get_experiment_best_validation(self) -> Optional[float]:
+        """The best searcher metric any trial of this experiment has reported so far (by the
+        experiment's searcher.smaller_is_better; op.report_completed's values), or None before
+        the first (Determined's call). Any rank may ask; local mode has no experiment: None."""
+        if self._closed:
+            raise RuntimeError(f"{self._label}: get_experiment_best_validation: the context is closed")
+        return self._link.get_experiment_best_validation()
+
     def report_early_exit(self, reason: EarlyExitReason) -> None:
         """Ends the searcher operation early for `reason` (EarlyExitReason, or its name): the
         master acts on it when the script then exits with status 0 (return from the operations

@@ -175,6 +175,10 @@ class RemoteTrialLink:
                 EarlyExitReason.INVALID_HP: r.REASON_INVALID_HYPERPARAMETERS}[reason]
         self._call("ReportEarlyExit", r(reason=code))
 
+    def get_experiment_best_validation(self) -> Optional[float]:
+        resp = self._call("GetExperimentBestValidation", trial_link_pb2.GetExperimentBestValidationRequest())
+        return resp.best if resp.HasField("best") else None
+
     def report_logs(self, incarnation: str, sequence: int, lines: list[tuple[str, str, float]],
                     host: str = "") -> None:
         """One batch of output lines, (stream, message, unix time) each; the master stores a

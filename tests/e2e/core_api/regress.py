@@ -96,6 +96,7 @@ def main():
             ctx.train.report_metrics("inference", steps, {"examples": len(x_valid)})
             save()
             op.report_completed(validation)
+            print(f"experiment best validation: {ctx.train.get_experiment_best_validation()!r}", flush=True)
         print(f"done at step {steps}", flush=True)
 
 
