@@ -145,10 +145,14 @@ const Table& TheTable() {
 const std::vector<ApiRoute>& ApiRoutes() { return TheTable().routes; }
 
 const ApiRoute* FindApiRoute(const std::string& name) {
-  for (const ApiRoute& r : ApiRoutes()) {
-    if (r.method->name() == name) return r.ok ? &r : nullptr;
-  }
-  return nullptr;
+  // Asked per call (the audit record of every gRPC call): a map built once.
+  static const auto* by_name = [] {
+    auto* m = new std::map<std::string, const ApiRoute*>;
+    for (const ApiRoute& r : ApiRoutes()) (*m)[r.method->name()] = r.ok ? &r : nullptr;
+    return m;
+  }();
+  auto it = by_name->find(name);
+  return it == by_name->end() ? nullptr : it->second;
 }
 
 const std::vector<std::string>& RouteTableProblems() { return TheTable().problems; }

@@ -64,6 +64,19 @@ Status ReadAttention(const Value& v, Config& c) {
   return Status::Ok();
 }
 
+// ... and into a stored value.
+template <class Config>
+void WriteAttention(const Config& c, Value::Map& v) {
+  v["d_model"] = c.d_model;
+  v["heads"] = c.heads;
+  v["ffn_dim"] = c.ffn_dim;
+  v["dropout"] = static_cast<double>(c.dropout);
+  v["attention_dropout"] = static_cast<double>(c.attention_dropout);
+  v["activation_dropout"] = static_cast<double>(c.activation_dropout);
+  v["activation"] = ActivationName(c.activation);
+  v["normalize_before"] = c.normalize_before;
+}
+
 // A translating family's codec parts, for a config with src_vocab, tgt_vocab, pad_id and
 // max_positions, a model Model<float>(config, backend, dtype) and a search Search(Model<float>*).
 template <class Config, template <class> class Model, class Search>
@@ -83,13 +96,20 @@ void TranslationParts(FamilyCodec<Config>& c) {
   };
 }
 
-// The stored value's sizes of such a config.
+// The stored value's sizes of such a config, both ways.
 template <class Config>
 void ReadSizes(const Value& v, Config& c) {
   c.src_vocab = Int(v, "src_vocab", 0);
   c.tgt_vocab = Int(v, "tgt_vocab", 0);
   c.pad_id = static_cast<int32_t>(Int(v, "pad_id", c.pad_id));
   c.max_positions = Int(v, "max_positions", c.max_positions);
+}
+template <class Config>
+void WriteSizes(const Config& c, Value::Map& v) {
+  v["src_vocab"] = c.src_vocab;
+  v["tgt_vocab"] = c.tgt_vocab;
+  v["pad_id"] = static_cast<int64_t>(c.pad_id);
+  v["max_positions"] = c.max_positions;
 }
 
 }  // namespace sf::family_codec

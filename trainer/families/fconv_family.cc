@@ -53,19 +53,17 @@ Result<FConvConfig> FromValue(const Value& v) {
 }
 
 Value ToValue(const FConvConfig& c) {
-  return Value(Value::Map{{"arch", "fconv"},
-                          {"encoder_embed_dim", c.encoder_embed},
-                          {"decoder_embed_dim", c.decoder_embed},
-                          {"decoder_out_embed_dim", c.decoder_out_embed},
-                          {"encoder_layers", ConvSpecsText(c.encoder_convs)},
-                          {"decoder_layers", ConvSpecsText(c.decoder_convs)},
-                          {"dropout", static_cast<double>(c.dropout)},
-                          {"share_decoder_input_output_embed", c.share_input_output_embed},
-                          {"label_smoothing", static_cast<double>(c.label_smoothing)},
-                          {"src_vocab", c.src_vocab},
-                          {"tgt_vocab", c.tgt_vocab},
-                          {"pad_id", static_cast<int64_t>(c.pad_id)},
-                          {"max_positions", c.max_positions}});
+  Value::Map v{{"arch", "fconv"},
+               {"encoder_embed_dim", c.encoder_embed},
+               {"decoder_embed_dim", c.decoder_embed},
+               {"decoder_out_embed_dim", c.decoder_out_embed},
+               {"encoder_layers", ConvSpecsText(c.encoder_convs)},
+               {"decoder_layers", ConvSpecsText(c.decoder_convs)},
+               {"dropout", static_cast<double>(c.dropout)},
+               {"share_decoder_input_output_embed", c.share_input_output_embed},
+               {"label_smoothing", static_cast<double>(c.label_smoothing)}};
+  fc::WriteSizes(c, v);
+  return Value(std::move(v));
 }
 
 }  // namespace

@@ -58,27 +58,25 @@ Result<LstmConfig> FromValue(const Value& v) {
 }
 
 Value ToValue(const LstmConfig& c) {
-  return Value(Value::Map{{"arch", "lstm"},
-                          {"encoder_embed_dim", c.encoder_embed},
-                          {"encoder_hidden_size", c.encoder_hidden},
-                          {"encoder_layers", static_cast<int64_t>(c.encoder_layers)},
-                          {"encoder_bidirectional", c.encoder_bidirectional},
-                          {"encoder_bidirectional_layers", static_cast<int64_t>(c.encoder_bidirectional_layers)},
-                          {"encoder_dropout_in", static_cast<double>(c.encoder_dropout_in)},
-                          {"encoder_dropout_out", static_cast<double>(c.encoder_dropout_out)},
-                          {"decoder_embed_dim", c.decoder_embed},
-                          {"decoder_hidden_size", c.decoder_hidden},
-                          {"decoder_out_embed_dim", c.decoder_out_embed},
-                          {"decoder_layers", static_cast<int64_t>(c.decoder_layers)},
-                          {"decoder_dropout_in", static_cast<double>(c.decoder_dropout_in)},
-                          {"decoder_dropout_out", static_cast<double>(c.decoder_dropout_out)},
-                          {"share_decoder_input_output_embed", c.share_decoder_input_output_embed},
-                          {"residual_from_layer", static_cast<int64_t>(c.residual_from)},
-                          {"label_smoothing", static_cast<double>(c.label_smoothing)},
-                          {"src_vocab", c.src_vocab},
-                          {"tgt_vocab", c.tgt_vocab},
-                          {"pad_id", static_cast<int64_t>(c.pad_id)},
-                          {"max_positions", c.max_positions}});
+  Value::Map v{{"arch", "lstm"},
+               {"encoder_embed_dim", c.encoder_embed},
+               {"encoder_hidden_size", c.encoder_hidden},
+               {"encoder_layers", static_cast<int64_t>(c.encoder_layers)},
+               {"encoder_bidirectional", c.encoder_bidirectional},
+               {"encoder_bidirectional_layers", static_cast<int64_t>(c.encoder_bidirectional_layers)},
+               {"encoder_dropout_in", static_cast<double>(c.encoder_dropout_in)},
+               {"encoder_dropout_out", static_cast<double>(c.encoder_dropout_out)},
+               {"decoder_embed_dim", c.decoder_embed},
+               {"decoder_hidden_size", c.decoder_hidden},
+               {"decoder_out_embed_dim", c.decoder_out_embed},
+               {"decoder_layers", static_cast<int64_t>(c.decoder_layers)},
+               {"decoder_dropout_in", static_cast<double>(c.decoder_dropout_in)},
+               {"decoder_dropout_out", static_cast<double>(c.decoder_dropout_out)},
+               {"share_decoder_input_output_embed", c.share_decoder_input_output_embed},
+               {"residual_from_layer", static_cast<int64_t>(c.residual_from)},
+               {"label_smoothing", static_cast<double>(c.label_smoothing)}};
+  fc::WriteSizes(c, v);
+  return Value(std::move(v));
 }
 
 }  // namespace

@@ -36,24 +36,15 @@ Result<TransformerConfig> FromValue(const Value& v) {
 }
 
 Value ToValue(const TransformerConfig& c) {
-  return Value(Value::Map{{"arch", "transformer"},
-                          {"d_model", c.d_model},
-                          {"heads", c.heads},
-                          {"encoder_layers", c.encoder_layers},
-                          {"decoder_layers", c.decoder_layers},
-                          {"ffn_dim", c.ffn_dim},
-                          {"dropout", static_cast<double>(c.dropout)},
-                          {"attention_dropout", static_cast<double>(c.attention_dropout)},
-                          {"activation_dropout", static_cast<double>(c.activation_dropout)},
-                          {"activation", ActivationName(c.activation)},
-                          {"normalize_before", c.normalize_before},
-                          {"share_embeddings", c.share_embeddings},
-                          {"share_decoder_input_output_embed", c.share_decoder_input_output_embed},
-                          {"label_smoothing", static_cast<double>(c.label_smoothing)},
-                          {"src_vocab", c.src_vocab},
-                          {"tgt_vocab", c.tgt_vocab},
-                          {"pad_id", static_cast<int64_t>(c.pad_id)},
-                          {"max_positions", c.max_positions}});
+  Value::Map v{{"arch", "transformer"},
+               {"encoder_layers", c.encoder_layers},
+               {"decoder_layers", c.decoder_layers},
+               {"share_embeddings", c.share_embeddings},
+               {"share_decoder_input_output_embed", c.share_decoder_input_output_embed},
+               {"label_smoothing", static_cast<double>(c.label_smoothing)}};
+  fc::WriteAttention(c, v);
+  fc::WriteSizes(c, v);
+  return Value(std::move(v));
 }
 
 }  // namespace

@@ -32,22 +32,16 @@ Result<TransformerLmConfig> FromValue(const Value& v) {
 }
 
 Value ToValue(const TransformerLmConfig& c) {
-  return Value(Value::Map{{"arch", "transformer_lm"},
-                          {"d_model", c.d_model},
-                          {"heads", c.heads},
-                          {"decoder_layers", c.layers},
-                          {"ffn_dim", c.ffn_dim},
-                          {"dropout", static_cast<double>(c.dropout)},
-                          {"attention_dropout", static_cast<double>(c.attention_dropout)},
-                          {"activation_dropout", static_cast<double>(c.activation_dropout)},
-                          {"activation", ActivationName(c.activation)},
-                          {"normalize_before", c.normalize_before},
-                          {"share_decoder_input_output_embed", c.share_input_output_embed},
-                          {"label_smoothing", static_cast<double>(c.label_smoothing)},
-                          {"src_vocab", c.vocab},
-                          {"tgt_vocab", c.vocab},
-                          {"pad_id", static_cast<int64_t>(c.pad_id)},
-                          {"max_positions", c.max_positions}});
+  Value::Map v{{"arch", "transformer_lm"},
+               {"decoder_layers", c.layers},
+               {"share_decoder_input_output_embed", c.share_input_output_embed},
+               {"label_smoothing", static_cast<double>(c.label_smoothing)},
+               {"src_vocab", c.vocab},  // one vocabulary, both sides
+               {"tgt_vocab", c.vocab},
+               {"pad_id", static_cast<int64_t>(c.pad_id)},
+               {"max_positions", c.max_positions}};
+  fc::WriteAttention(c, v);
+  return Value(std::move(v));
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "common/log.h"
+#include "trainer/families/family_codec.h"
 #include "trainer/run/model_setup.h"
 #include "trainer/decoding/speech_joint_search.h"
 #include "trainer/speech/ctc_decoder.h"
@@ -58,21 +59,13 @@ Result<SpeechCtcConfig> SpeechCtcConfigFromHyperparameters(const config::TrialHy
   if (!hp.speech) {
     return InvalidArgument("hyperparameters.arch: " + hp.arch + " (a " + hp.family + " model) does not recognise speech");
   }
-  const config::AttentionHp& a = *hp.attention;
   const config::SpeechCtcHp& s = *hp.speech;
   SpeechCtcConfig c;
   c.mels = mels;
   c.vocab = vocab;
   c.conv_channels = s.conv_channels;
-  c.d_model = a.d_model;
-  c.heads = a.heads;
+  SF_RETURN_IF_ERROR(family_codec::SetAttention(hp, c));  // its encoder's Transformer layers
   c.layers = s.encoder_layers;
-  c.ffn_dim = a.ffn_dim;
-  c.dropout = static_cast<float>(hp.dropout);
-  c.attention_dropout = static_cast<float>(a.attention_dropout);
-  c.activation_dropout = static_cast<float>(a.activation_dropout);
-  SF_ASSIGN_OR_RETURN(c.activation, ActivationNamed(a.activation));
-  c.normalize_before = a.normalize_before;
   c.decoder_layers = s.decoder_layers;
   c.ctc_weight = static_cast<float>(s.ctc_weight);
   SF_RETURN_IF_ERROR(c.Validate().WithContext("hyperparameters"));
