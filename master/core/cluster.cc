@@ -55,20 +55,12 @@ std::vector<config::ConfigError> CheckDataFiles(const config::ExperimentConfig& 
 Cluster::Cluster(Store* store, ClusterOptions options)
     : store_(store),
       options_(std::move(options)),
+      allocations_(store, options_.default_manager, options_.external_pools),
       metric_writer_(options_.ingest_db ? options_.ingest_db : store->db()),
       log_writer_(options_.ingest_db ? options_.ingest_db : store->db()) {
-  // Every manager's events come on its own thread and take mu_ (resource_manager.h). Set now:
-  // gangs Recover() submits are placed once the managers start.
-  for (rm::ResourceManager* manager : Managers()) {
-    manager->SetEventSink([this, manager](const rm::AllocationEvent& event) { ManagerEvent(*manager, event); });
-  }
-}
-
-std::vector<rm::ResourceManager*> Cluster::Managers() const {
-  std::vector<rm::ResourceManager*> out;
-  if (options_.default_manager) out.push_back(options_.default_manager);
-  for (const auto& [pool, manager] : options_.external_pools) out.push_back(manager);
-  return out;
+  // What happens to trials' allocations comes on each manager's delivery thread and takes mu_
+  // (allocation_service.h). Set now: gangs Recover() submits are placed once the managers start.
+  allocations_.SetOwner(TaskKind::kTrial, [this](const AllocationUpdate& update) { OnAllocationUpdate(update); });
 }
 
 Cluster::~Cluster() { Stop(); }
@@ -77,7 +69,7 @@ void Cluster::Start() {
   housekeeping_ = std::thread([this] { HousekeepingLoop(); });
   retention_.Start();
   // After Recover: a manager's first pass may cancel the jobs nobody adopted.
-  for (rm::ResourceManager* manager : Managers()) manager->Start();
+  allocations_.Start();
 }
 
 void Cluster::Stop() {
@@ -85,9 +77,8 @@ void Cluster::Stop() {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
   }
-  rendezvous_.Shutdown();
   changed_.notify_all();
-  for (rm::ResourceManager* manager : Managers()) manager->Stop();  // outside mu_: their threads take it
+  allocations_.Stop();  // outside mu_: the managers' threads take it
   if (housekeeping_.joinable()) housekeeping_.join();
   retention_.Stop();
 }

@@ -1,20 +1,22 @@
-// The master's coordinator: experiments and their searchers, trials and their allocations. The
-// API and TrialLink services call into it (and AgentLink for task logs). Where a trial's gang
-// runs is each pool's resource manager's business (master/rm/resource_manager.h): the default
-// one (the agents', master/rm/agents/agent_manager.h, where AgentLink's connections end) or
-// another configured for the pool (Slurm). The coordinator names no concrete manager: it
-// submits, adopts and kills gangs through that interface, asks it for pools, agents and sizes,
-// and acts on the events it gets back (on the manager's thread, taking mu_).
+// The master's coordinator: experiments and their searchers, trials and what their allocations'
+// ends decide. The API and TrialLink services call into it (and AgentLink for task logs). Where a
+// trial's gang runs is each pool's resource manager's business (master/rm/resource_manager.h):
+// the default one (the agents', master/rm/agents/agent_manager.h, where AgentLink's connections
+// end) or another configured for the pool (Slurm). The coordinator names no manager: it hands
+// gangs to the allocation service (master/allocation/allocation_service.h), which holds each
+// allocation and its managers, answers for pools, agents and sizes, and tells the coordinator
+// what happened to a trial's allocation once it has recorded it (on the manager's thread; the
+// coordinator takes mu_).
 //
 // State transitions are written to PostgreSQL before they are acted upon, so a restarted
 // master rebuilds everything from the database (Recover) and re-adopts trials whose agents
 // reconnect still running them.
 //
 // The class is one, its definition six files along its seams: experiments (cluster.cc),
-// allocations and their managers' events (cluster_allocation.cc), task logs and the cluster's
-// agents and pools as the managers report them (cluster_inventory.cc), what only managers
-// other than the default need (cluster_external.cc: Slurm), trainers (cluster_trial_link.cc),
-// restart and housekeeping (cluster_recovery.cc).
+// trials' gangs and the allocation service's updates (cluster_allocation.cc), task logs and the
+// cluster's agents and pools as the service reports them (cluster_inventory.cc), what only
+// managers other than the default need (cluster_external.cc: Slurm), trainers
+// (cluster_trial_link.cc), restart and housekeeping (cluster_recovery.cc).
 //
 // Thread-safe: one mutex guards all in-memory state; calls are short (a few statements).
 // Messages to agents are queued on their connection and written by its own thread, so no call
@@ -35,9 +37,9 @@
 #include "common/config/experiment_config.h"
 #include "master/agentlink/delivery_ledger.h"
 #include "master/allocation/allocation_registry.h"
+#include "master/allocation/allocation_service.h"
 #include "master/auth/task_tokens.h"
 #include "master/db/store.h"
-#include "master/rendezvous/rendezvous_board.h"
 #include "master/rm/resource_manager.h"
 #include "master/housekeeping/checkpoint_retention.h"
 #include "master/ingest/log_writer.h"
@@ -232,17 +234,16 @@ class Cluster {
     bool allocated = false;        // its manager runs it (Running), until it exits
     // allocation_id and allocated change only through SetAllocationLocked/SetAllocatedLocked,
     // which keep the allocation registry (registry_) in step. Its total batches live there.
+    // Where it runs, why it waits and how its ranks ended are the allocation service's
+    // (allocations_); the trial keeps what its exit is decided on.
     int world_size = 0;
-    std::map<int, std::string> rank_agent;  // where each rank runs (an agent, "slurm:node1")
-    std::map<int, int> exit_codes;           // as the manager's Exited event gave them
+    std::map<int, int> exit_codes;  // as the manager's Exited event gave them
     // The first rank that failed on its own (not killed by us): "rank 1 on agent-2: <why>".
     std::string first_failure;
     std::string error;           // why it ended in ERROR (set with that state)
     // The current run's chief reported an early exit (ReportEarlyExitRequest::Reason; 0: none).
     int early_exit = 0;
     std::string restore;         // the checkpoint path its ranks restore ("" from scratch)
-    std::string external_id;     // its job id at an external manager (Slurm)
-    std::string pending_reason;  // why it waits, as its manager last said
   };
   struct Experiment {
     int64_t id = 0;
@@ -281,25 +282,22 @@ class Cluster {
   void KillTrialTasksLocked(Trial& t);
   // Takes back a queued (not running) allocation from its manager.
   void WithdrawLocked(Trial& t);
-  // The pool's manager: its external one, or the default.
-  rm::ResourceManager& ManagerLocked(const Experiment& e);
-  // Every manager: the default, then the external ones.
-  std::vector<rm::ResourceManager*> Managers() const;
-  // What a manager says about an allocation (ManagerEvent takes mu_ and calls it).
-  void AllocationEventLocked(rm::ResourceManager& from, const rm::AllocationEvent& event);
-  void ManagerEvent(rm::ResourceManager& from, const rm::AllocationEvent& event);
-  // The manager says it runs (each rank's place, or the nodes `where`), or one of an external
-  // manager's ranks called in first: RUNNING.
-  void AllocationRunningLocked(Trial& t, const std::vector<rm::RankPlace>& ranks, const std::string& where);
+  // What the allocation service says about the trial's allocation (OnAllocationUpdate takes
+  // mu_ and calls it, on the manager's delivery thread).
+  void OnAllocationUpdate(const AllocationUpdate& update);
+  void AllocationUpdateLocked(const AllocationUpdate& update);
+  // The manager says it runs, or one of an external manager's ranks called in first: RUNNING.
+  void AllocationRunningLocked(Trial& t, const std::string& where);
   // ---- cluster_external.cc: what only another resource manager's allocations need.
-  rm::ResourceManager* ExternalManagerLocked(const Experiment& e) const;
+  bool ExternalLocked(const Experiment& e) const;
   // Recover(): the trial's latest allocation, submitted before the restart, is watched again.
   void AdoptExternalLocked(Trial& t, const std::string& allocation_id, const std::string& external_id,
                            const std::string& allocation_state);
   void ReleaseLocked(Trial& t);
   void SetAllocationLocked(Trial& t, const std::string& allocation_id);
   void SetAllocatedLocked(Trial& t, bool allocated);
-  void AllocationExitedLocked(Trial& t);
+  // Every rank has exited (rank_hosts: where each ran, for the failure's words).
+  void AllocationExitedLocked(Trial& t, const std::map<int, std::string>& rank_hosts = {});
   void TrialFailedLocked(Trial& t, const std::string& why);
   void SetTrialStateLocked(Trial& t, steadfast::v1::TrialState s, const std::string& error = "");
   void SetExperimentStateLocked(Experiment& e, steadfast::v1::ExperimentState s,
@@ -324,7 +322,9 @@ class Cluster {
   // Each trial's current allocation and total, for ingestion to check reports against outside
   // mu_ (written under mu_, read by anyone).
   AllocationRegistry registry_;
-  RendezvousBoard rendezvous_;       // distributed ranks meet here, outside mu_
+  // Every allocation between its submission and its end, with the managers behind it and the
+  // rendezvous of its ranks (outside mu_).
+  AllocationService allocations_;
   std::mutex reasons_mu_;                            // guards pending_reasons_ only
   std::map<int64_t, std::string> pending_reasons_;   // queued trial -> why, set by PublishReasonsLocked
   std::map<int64_t, Experiment> experiments_;

@@ -1,13 +1,14 @@
 // The coordinator's allocation side (class Cluster, master/core/cluster.h): trials handed to
-// their pool's resource manager (master/rm/resource_manager.h) as gangs (each rank's StartTask
-// with its token, context and restore point), what the manager says back (pending, running,
-// preempt, exited), and what happens when an allocation ends or fails (restart from the latest
-// checkpoint, or the trial's end).
+// the allocation service (master/allocation/allocation_service.h) as gangs (each rank's
+// StartTask with its token, context and restore point), what it says back once it has recorded
+// a manager's event (pending, running, preempt, exited), and what happens when an allocation
+// ends or fails (restart from the latest checkpoint, or the trial's end).
 //
 // Lock discipline: every *Locked member here runs with mu_ held by its caller (the API,
 // AgentLink and TrialLink entry points in the other cluster_*.cc files take it); nothing here
-// blocks on the network or the database beyond the statements a transition writes. Every
-// manager's events arrive on its own thread through ManagerEvent, which takes mu_.
+// blocks on the network or the database beyond the statements a transition writes. Updates
+// arrive on each manager's delivery thread through OnAllocationUpdate, which takes mu_; the
+// service's own lock is only ever taken after mu_.
 #include <unistd.h>
 
 #include <chrono>
@@ -37,30 +38,16 @@ void Cluster::SubmitLocked(Trial& t, bool keep_place) {
   SetAllocationLocked(t, AllocationId(t.id, t.restarts, ++t.allocations));
   static int64_t submit_order = 0;
   if (!keep_place || t.submit_order == 0) t.submit_order = ++submit_order;
-  (void)store_->CreateAllocation(t.allocation_id, t.id, t.restarts);
   if (t.state != v1::TRIAL_STATE_QUEUED) SetTrialStateLocked(t, v1::TRIAL_STATE_QUEUED);
   t.world_size = static_cast<int>(e.config.resources.slots_per_trial);
-  t.external_id.clear();
-  t.pending_reason.clear();
   t.first_failure.clear();
   t.exit_codes.clear();
-  rm::ResourceManager& manager = ManagerLocked(e);
-  rm::GangLaunch gang = GangLocked(e, t, /*with_ranks=*/true);
-  t.restore = gang.ranks.empty() ? "" : gang.ranks[0].restore_checkpoint();
-  // An external manager's ranks may call Rendezvous before it has seen the job run; the
-  // agents' are opened with their places when they start.
-  if (ExternalManagerLocked(e)) {
-    rendezvous_.Open(t.allocation_id, std::vector<std::string>(t.world_size, manager.Kind() + " job"));
-  }
+  TaskLaunch request{TaskKind::kTrial, t.id, t.restarts, GangLocked(e, t, /*with_ranks=*/true)};
+  t.restore = request.gang.ranks.empty() ? "" : request.gang.ranks[0].restore_checkpoint();
   log::Info("trial", {{"event", "submitted"}, {"id", std::to_string(t.id)}, {"allocation", t.allocation_id},
-                      {"manager", manager.Kind()}, {"pool", gang.pool}, {"world_size", std::to_string(t.world_size)},
-                      {"restore", t.restore}});
-  manager.Submit(std::move(gang));
-}
-
-rm::ResourceManager& Cluster::ManagerLocked(const Experiment& e) {
-  rm::ResourceManager* external = ExternalManagerLocked(e);
-  return external ? *external : *options_.default_manager;
+                      {"manager", allocations_.ManagerKind(request.gang.pool)}, {"pool", request.gang.pool},
+                      {"world_size", std::to_string(t.world_size)}, {"restore", t.restore}});
+  allocations_.Submit(std::move(request));
 }
 
 rm::GangLaunch Cluster::GangLocked(const Experiment& e, const Trial& t, bool with_ranks) {
@@ -96,63 +83,61 @@ rm::GangLaunch Cluster::GangLocked(const Experiment& e, const Trial& t, bool wit
 }
 
 void Cluster::WithdrawLocked(Trial& t) {
-  if (t.allocation_id.empty()) return;
-  ManagerLocked(experiments_[t.experiment_id]).Kill(t.allocation_id);
-  rendezvous_.Close(t.allocation_id);
+  if (!t.allocation_id.empty()) allocations_.Withdraw(t.allocation_id);
 }
 
-void Cluster::ManagerEvent(rm::ResourceManager& from, const rm::AllocationEvent& event) {
+void Cluster::OnAllocationUpdate(const AllocationUpdate& update) {
   std::lock_guard<std::mutex> lock(mu_);
-  AllocationEventLocked(from, event);
+  AllocationUpdateLocked(update);
   // A Pending event updates its own trial's reason; the others change which trials wait (a pass
   // over every trial, not one per queued gang's reason).
-  if (event.kind != rm::AllocationEvent::Kind::kPending) PublishReasonsLocked();
+  if (update.event.kind != rm::AllocationEvent::Kind::kPending) PublishReasonsLocked();
 }
 
 void Cluster::PublishReasonsLocked() {
   if (options_.scheduling_pass_hook) options_.scheduling_pass_hook();
   // Publish why each queued trial waits, for PendingReason().
   std::map<int64_t, std::string> reasons;
+  const std::map<std::string, std::string> waiting = allocations_.PendingReasons();
   for (const auto& [id, t] : trials_) {
-    if (t.state == v1::TRIAL_STATE_RUNNING && t.allocated && !t.pending_reason.empty()) {
-      reasons[id] = t.pending_reason;  // held by its manager (Slurm: SUSPENDED)
+    auto reason = t.allocation_id.empty() ? waiting.end() : waiting.find(t.allocation_id);
+    if (t.state == v1::TRIAL_STATE_RUNNING && t.allocated && reason != waiting.end()) {
+      reasons[id] = reason->second;  // held by its manager (Slurm: SUSPENDED)
       continue;
     }
     if (t.state != v1::TRIAL_STATE_QUEUED) continue;
     if (t.allocation_id.empty()) {
       reasons[id] = "waiting for the searcher's next operation";
-    } else if (!t.pending_reason.empty()) {
-      reasons[id] = t.pending_reason;
+    } else if (reason != waiting.end()) {
+      reasons[id] = reason->second;
     } else if (auto e = experiments_.find(t.experiment_id); e != experiments_.end()) {
-      reasons[id] = "submitting to " + ManagerLocked(e->second).Kind();
+      reasons[id] = "submitting to " + allocations_.ManagerKind(e->second.config.resources.resource_pool);
     }
   }
   std::lock_guard<std::mutex> lock(reasons_mu_);
   pending_reasons_ = std::move(reasons);
 }
 
-void Cluster::AllocationEventLocked(rm::ResourceManager& from, const rm::AllocationEvent& event) {
+void Cluster::AllocationUpdateLocked(const AllocationUpdate& update) {
+  const rm::AllocationEvent& event = update.event;
   // The allocation id names its trial; a trial that has moved on to another allocation (or ended)
   // does not take the event.
-  Trial* found = FindTrialLocked(AllocationTrialId(event.allocation_id));
-  if (found && (event.allocation_id.empty() || found->allocation_id != event.allocation_id)) found = nullptr;
+  Trial* found = FindTrialLocked(update.owner);
+  if (found && found->allocation_id != event.allocation_id) found = nullptr;
   using Kind = rm::AllocationEvent::Kind;
   if (!found) {
-    // Withdrawn or ended meanwhile (a paused queued trial, a killed one): nothing may run it.
-    if (event.kind == Kind::kRunning) from.Kill(event.allocation_id);
+    // Ended meanwhile (a killed one): nothing may run it.
+    if (event.kind == Kind::kRunning) allocations_.Kill(event.allocation_id);
     return;
   }
   Trial& t = *found;
   Experiment& e = experiments_[t.experiment_id];
   switch (event.kind) {
     case Kind::kSubmitted:
-      t.external_id = event.external_id;
-      (void)store_->SetAllocationExternalId(t.allocation_id, event.external_id);
-      break;
+      break;  // its job id is the allocation's (the service stored it)
     case Kind::kPending: {
       // Queued: why it waits. Running: why its manager holds it (Slurm: SUSPENDED), until an
       // empty reason says it runs again.
-      t.pending_reason = event.reason;
       std::lock_guard<std::mutex> reasons(reasons_mu_);
       if (t.state == v1::TRIAL_STATE_QUEUED || (t.state == v1::TRIAL_STATE_RUNNING && !event.reason.empty())) {
         pending_reasons_[t.id] = event.reason;
@@ -161,12 +146,9 @@ void Cluster::AllocationEventLocked(rm::ResourceManager& from, const rm::Allocat
       }
       break;
     }
-    case Kind::kRunning: {
-      std::string where;
-      for (const std::string& h : event.hosts) where += (where.empty() ? "" : ",") + h;
-      AllocationRunningLocked(t, event.ranks, where.empty() ? "" : from.Kind() + ":" + where);
+    case Kind::kRunning:
+      AllocationRunningLocked(t, update.where);
       break;
-    }
     case Kind::kPreempt: {
       if (!t.stop.empty()) break;  // stopping anyway
       t.stop = "preempt";  // the trainer checkpoints and exits at its next stop check
@@ -180,7 +162,7 @@ void Cluster::AllocationEventLocked(rm::ResourceManager& from, const rm::Allocat
     }
     case Kind::kExited: {
       log::Info("trial", {{"event", "allocation_exited"}, {"id", std::to_string(t.id)}, {"allocation", t.allocation_id},
-                          {"manager", from.Kind()}, {"job", t.external_id}, {"reason", event.reason}});
+                          {"manager", update.manager}, {"job", update.external_id}, {"reason", event.reason}});
       if (event.refused) {
         // The manager will never run this request: as an invalid experiment, no restart.
         const std::string why = "trial " + std::to_string(t.id) + ": " + event.reason;
@@ -201,58 +183,37 @@ void Cluster::AllocationEventLocked(rm::ResourceManager& from, const rm::Allocat
       bool success = !t.exit_codes.empty();
       for (auto [rank, code] : t.exit_codes) success = success && code == 0;
       if (!success) {
+        // A rank that said why (ReportExit) is kept only while no stop was asked for.
+        t.first_failure = update.reported_failure;
         if (t.first_failure.empty() && t.stop.empty()) t.first_failure = event.first_failure;
         if (t.first_failure.empty()) {
           t.first_failure = event.reason;
-        } else if (!t.external_id.empty()) {
-          // A rank said why (ReportExit); the job is named as its manager calls it.
-          const std::string kind = from.Kind();
-          t.first_failure += " (" + std::string(kind == "slurm" ? "Slurm" : kind) + " job " + t.external_id + ")";
+        } else if (!update.external_id.empty()) {
+          // A rank said why; the job is named as its manager calls it.
+          t.first_failure += " (" + std::string(update.manager == "slurm" ? "Slurm" : update.manager) + " job " +
+                             update.external_id + ")";
         }
       }
-      AllocationExitedLocked(t);
+      AllocationExitedLocked(t, update.rank_hosts);
       break;
     }
   }
 }
 
-void Cluster::AllocationRunningLocked(Trial& t, const std::vector<rm::RankPlace>& ranks, const std::string& where) {
-  if (!ranks.empty()) {
-    for (size_t rank = 0; rank < ranks.size(); ++rank) {
-      if (!ranks[rank].host.empty()) t.rank_agent[static_cast<int>(rank)] = ranks[rank].host;
-    }
-  } else if (!where.empty()) {
-    for (int rank = 0; rank < t.world_size; ++rank) t.rank_agent[rank] = where;
-  }
+void Cluster::AllocationRunningLocked(Trial& t, const std::string& where) {
   if (t.allocated) return;  // seen before (a rank of an external job called in first)
   SetAllocatedLocked(t, true);
-  t.pending_reason.clear();  // it runs: why it waited is over
   t.exit_codes.clear();
   t.first_failure.clear();
   t.told_to_stop = false;
   t.early_exit = 0;
-  Value::List slots;
-  for (int rank = 0; rank < t.world_size; ++rank) {
-    if (rank < static_cast<int>(ranks.size())) {
-      slots.push_back(Value(Value::Map{{"agent_id", ranks[rank].host}, {"slot_id", ranks[rank].slot}}));
-    } else if (!where.empty()) {
-      slots.push_back(Value(Value::Map{{"agent_id", where}, {"slot_id", "rank " + std::to_string(rank)}}));
-    }
-  }
-  (void)store_->UpdateAllocation(t.allocation_id, "RUNNING", Value(slots), false);
   SetTrialStateLocked(t, v1::TRIAL_STATE_RUNNING);
   {
     std::lock_guard<std::mutex> reasons(reasons_mu_);
     pending_reasons_.erase(t.id);
   }
-  if (!ranks.empty()) {
-    std::vector<std::string> rank_hosts;
-    for (const rm::RankPlace& place : ranks) rank_hosts.push_back(place.host);
-    rendezvous_.Open(t.allocation_id, std::move(rank_hosts));
-  }
   log::Info("trial", {{"event", "started"}, {"id", std::to_string(t.id)}, {"allocation", t.allocation_id},
-                      {"world_size", std::to_string(t.world_size)}, {"job", t.external_id}, {"where", where},
-                      {"restore", t.restore}});
+                      {"world_size", std::to_string(t.world_size)}, {"where", where}, {"restore", t.restore}});
 }
 
 v1::StartTask Cluster::TaskSpecLocked(const Experiment& e, const Trial& t, int rank, int world_size,
@@ -287,7 +248,7 @@ v1::StartTask Cluster::TaskSpecLocked(const Experiment& e, const Trial& t, int r
 }
 
 void Cluster::KillTrialTasksLocked(Trial& t) {
-  if (!t.allocation_id.empty()) ManagerLocked(experiments_[t.experiment_id]).Kill(t.allocation_id);
+  if (!t.allocation_id.empty()) allocations_.Kill(t.allocation_id);
 }
 
 void Cluster::SetAllocationLocked(Trial& t, const std::string& allocation_id) {
@@ -301,18 +262,13 @@ void Cluster::SetAllocatedLocked(Trial& t, bool allocated) {
 }
 
 void Cluster::ReleaseLocked(Trial& t) {
-  if (!t.allocation_id.empty()) {
-    rendezvous_.Close(t.allocation_id);
-    (void)store_->UpdateAllocation(t.allocation_id, "TERMINATED", Value(Value::List{}), true);
-  }
+  if (!t.allocation_id.empty()) allocations_.Release(t.allocation_id);
   SetAllocatedLocked(t, false);
   SetAllocationLocked(t, "");
-  t.external_id.clear();
-  t.pending_reason.clear();
 }
 
 // Every rank of the trial's allocation has exited: decide what happens to the trial.
-void Cluster::AllocationExitedLocked(Trial& t) {
+void Cluster::AllocationExitedLocked(Trial& t, const std::map<int, std::string>& rank_hosts) {
   Experiment& e = experiments_[t.experiment_id];
   bool success = true;
   for (auto [rank, code] : t.exit_codes) success = success && code == 0;
@@ -392,7 +348,9 @@ void Cluster::AllocationExitedLocked(Trial& t) {
       why = "trainer exited with";
       for (auto [rank, code] : t.exit_codes) {
         why += " rank " + std::to_string(rank) + "=" + std::to_string(code);
-        if (code == -1 && t.rank_agent.count(rank)) why += " (agent " + t.rank_agent[rank] + " lost)";
+        if (auto host = rank_hosts.find(rank); code == -1 && host != rank_hosts.end()) {
+          why += " (agent " + host->second + " lost)";
+        }
       }
     }
     TrialFailedLocked(t, why);

@@ -1,12 +1,12 @@
 // What only allocations another resource manager places need (class Cluster,
 // master/core/cluster.h; the seam: master/rm/resource_manager.h; Slurm: docs/slurm.md).
 //
-// Every pool's gangs go through the same seam (cluster_allocation.cc: SubmitLocked,
-// AllocationEventLocked). An external manager differs in three ways, handled here: its events
-// come on its own thread (as every manager's do); after a restart its
-// jobs are adopted by the job ids stored with their allocations (AdoptExternalLocked); and with
-// no agent watching its ranks, a rank says itself how its program ended (ReportExit), which
-// becomes the run's failure when the manager reports the job's end.
+// Every pool's gangs go through the same seam, the allocation service (cluster_allocation.cc:
+// SubmitLocked, AllocationUpdateLocked). An external manager differs in two ways, handled here:
+// after a restart its jobs are adopted by the job ids stored with their allocations
+// (AdoptExternalLocked); and with no agent watching its ranks, a rank says itself how its
+// program ended (ReportExit), which the allocation keeps as the run's failure until the manager
+// reports the job's end.
 #include <string>
 #include <vector>
 
@@ -18,22 +18,20 @@
 namespace sf::master {
 namespace v1 = steadfast::v1;
 
-rm::ResourceManager* Cluster::ExternalManagerLocked(const Experiment& e) const {
-  auto it = options_.external_pools.find(e.config.resources.resource_pool);
-  return it == options_.external_pools.end() ? nullptr : it->second;
+bool Cluster::ExternalLocked(const Experiment& e) const {
+  return allocations_.IsExternal(e.config.resources.resource_pool);
 }
 
 void Cluster::AdoptExternalLocked(Trial& t, const std::string& allocation_id, const std::string& external_id,
                                   const std::string& allocation_state) {
   Experiment& e = experiments_[t.experiment_id];
-  rm::ResourceManager* manager = ExternalManagerLocked(e);
-  if (!manager) return;
+  if (!ExternalLocked(e)) return;
   SetAllocationLocked(t, allocation_id);
-  t.external_id = external_id;
   t.world_size = static_cast<int>(e.config.resources.slots_per_trial);
-  manager->Adopt(GangLocked(e, t, /*with_ranks=*/false), external_id);
-  rendezvous_.Open(allocation_id, std::vector<std::string>(t.world_size, manager->Kind() + " job " + external_id));
-  if (t.state == v1::TRIAL_STATE_RUNNING) SetAllocatedLocked(t, true);
+  const bool running = t.state == v1::TRIAL_STATE_RUNNING;
+  allocations_.Adopt({TaskKind::kTrial, t.id, t.restarts, GangLocked(e, t, /*with_ranks=*/false)}, external_id,
+                     running);
+  if (running) SetAllocatedLocked(t, true);
   log::Info("trial", {{"event", "adopt_external"}, {"id", std::to_string(t.id)}, {"allocation", allocation_id},
                       {"job", external_id}, {"allocation_state", allocation_state}});
 }
@@ -48,19 +46,16 @@ Status Cluster::ReportExit(const v1::ReportExitRequest& request) {
   std::lock_guard<std::mutex> lock(mu_);
   SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(request.who()));
   Experiment& e = experiments_[t->experiment_id];
-  if (!ExternalManagerLocked(e)) {
+  if (!ExternalLocked(e)) {
     return FailedPrecondition("trial " + std::to_string(t->id) + " runs on agents, which report its tasks' exits");
   }
   const int rank = request.who().rank();
   log::Info("trial", {{"event", "rank_exit"}, {"id", std::to_string(t->id)}, {"task", request.who().task_id()},
                       {"code", std::to_string(request.exit_code())}, {"reason", request.reason()}});
-  if (request.exit_code() != 0 && t->first_failure.empty() && t->stop.empty()) {
-    auto host = t->rank_agent.find(rank);
-    const std::string where = !request.host().empty()         ? " on " + request.host()
-                              : host == t->rank_agent.end() ? ""
-                                                            : " on " + host->second;
-    t->first_failure = "rank " + std::to_string(rank) + where + ": " +
-                       (request.reason().empty() ? "exit status " + std::to_string(request.exit_code()) : request.reason());
+  if (request.exit_code() != 0 && t->stop.empty()) {
+    allocations_.RecordRankFailure(
+        t->allocation_id, rank, request.host(),
+        request.reason().empty() ? "exit status " + std::to_string(request.exit_code()) : request.reason());
   }
   return Status::Ok();
 }

@@ -66,7 +66,7 @@ Status Cluster::Recover() {
       e.trial_by_request[tr.request_id] = tr.id;
       if (IsTerminal(t.state)) continue;
       if (e.unmanaged) continue;  // its script reports on; no agent runs it
-      if (ExternalManagerLocked(e)) {
+      if (ExternalLocked(e)) {
         // Its job, if the manager took it before the restart, is watched again; else (a job id
         // never stored) it is submitted anew, and the manager's first pass cancels any job of
         // the old allocation that did start.
@@ -89,7 +89,8 @@ Status Cluster::Recover() {
         // lost, and the trial restarts (master/rm/agents/agent_manager.h).
         SetAllocationLocked(t, tr.latest_allocation_id);
         t.world_size = static_cast<int>(e.config.resources.slots_per_trial);
-        options_.default_manager->Adopt(GangLocked(e, t, /*with_ranks=*/false), "");
+        allocations_.Adopt({TaskKind::kTrial, t.id, t.restarts, GangLocked(e, t, /*with_ranks=*/false)}, "",
+                           /*running=*/false);
         // Preempted before the restart: the trainer is asked again; the grace period restarts.
         if (t.stop == "preempt") t.preempt_deadline = steady_clock::now() + options_.preemption_grace;
       } else if (t.state == v1::TRIAL_STATE_QUEUED && e.state == v1::EXPERIMENT_STATE_ACTIVE &&

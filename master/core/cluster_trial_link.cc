@@ -43,7 +43,10 @@ Result<Cluster::Trial*> Cluster::CheckIdentityLocked(const v1::TrialIdentity& wh
   // lags): the job runs, so the trial does.
   if (admission == AllocationRegistry::Admission::kAskCoordinator) {
     auto e = experiments_.find(t->experiment_id);
-    if (e != experiments_.end() && ExternalManagerLocked(e->second)) AllocationRunningLocked(*t, {}, "");
+    if (e != experiments_.end() && ExternalLocked(e->second)) {
+      allocations_.MarkRunning(t->allocation_id);
+      AllocationRunningLocked(*t, "");
+    }
   }
   return t;
 }
@@ -216,7 +219,7 @@ Result<v1::RendezvousResponse> Cluster::Rendezvous(const v1::RendezvousRequest& 
   }
   // The wait happens on the board, without the coordinator's lock.
   SF_ASSIGN_OR_RETURN(RendezvousBoard::Result met,
-                      rendezvous_.Arrive(allocation, request.round(), request.who().rank(), request.payload(), wait));
+                      allocations_.rendezvous().Arrive(allocation, request.round(), request.who().rank(), request.payload(), wait));
   v1::RendezvousResponse r;
   for (size_t rank = 0; rank < met.payloads.size(); ++rank) {
     r.add_payloads(met.payloads[rank]);

@@ -1,9 +1,9 @@
 // The resource-manager seam (docs/slurm.md "How it maps"): who places a trial's gang, starts
 // its ranks, stops them and says why it waits. Everything above it — experiments, searchers,
-// metrics, checkpoints, logs, auth — is the same whoever places the gang. The coordinator
-// (master/core/cluster.h) talks to every pool's manager through this interface only (it names
-// no concrete manager), and hears from it only through AllocationEvents
-// (master/core/cluster_allocation.cc, AllocationEventLocked).
+// metrics, checkpoints, logs, auth — is the same whoever places the gang. The allocation service
+// (master/allocation/allocation_service.h) talks to every pool's manager through this interface
+// only, and hears from it only through AllocationEvents, which it records before the owner of
+// the allocation (the coordinator, master/core/cluster.h) hears of them.
 //
 // Two managers:
 // - agents (master/rm/agents/agent_manager.h; every pool not configured otherwise): the
@@ -30,9 +30,10 @@
 //   it after its grace period), Exited (once, last). An allocation that exits is forgotten.
 // - Threads and delivery, the same for every manager: a manager keeps its own lock and has a
 //   thread of its own (started by Start, joined by Stop). Events are delivered in the order they
-//   were made, one at a time, never with the manager's lock held; the sink takes the
-//   coordinator's lock. The coordinator's calls (Submit, Adopt, Kill and the queries) never
-//   deliver and never wait for a delivery, so it may make them with its own lock held.
+//   were made, one at a time, never with the manager's lock held; the sink (the allocation
+//   service, then the coordinator) takes the coordinator's lock. Calls to a manager (Submit,
+//   Adopt, Kill and the queries) never deliver and never wait for a delivery, so the coordinator
+//   may make them, through the service, with its own lock held.
 // - Queries (Agents, Pools, Size, Capacity, PoolNames) answer from what the manager keeps (no call
 //   to the outside), under its own lock only.
 // - Start() is called after Recover() has adopted every allocation still live: the manager may
