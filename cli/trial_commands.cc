@@ -56,6 +56,8 @@ int DescribeTrial(const Flags& f, Api& api) {
     return kExitOk;
   }
   const v1::Trial& t = r->message.trial();
+  std::string groups;  // read each with `sf trial metrics --group NAME`
+  for (const std::string& g : r->message.metric_groups()) groups += (groups.empty() ? "" : ", ") + g;
   const std::vector<std::pair<const char*, std::string>> lines = {
       {"id", std::to_string(t.id())},
       {"experimentId", std::to_string(t.experiment_id())},
@@ -69,6 +71,7 @@ int DescribeTrial(const Flags& f, Api& api) {
        NumberText(t.has_latest_validation_metric(), t.latest_validation_metric())},
       {"bestValidationMetric",
        NumberText(t.has_best_validation_metric(), t.best_validation_metric())},
+      {"metricGroups", groups},
       {"latestCheckpointUuid", t.latest_checkpoint_uuid()},
       {"startTime", TimeText(t.has_start_time(), t.start_time())},
       {"endTime", TimeText(t.has_end_time(), t.end_time())},

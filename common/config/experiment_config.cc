@@ -252,10 +252,11 @@ ParseResult ParseExperimentConfig(std::string_view text) {
   }
   if (auto v = m.Take("max_restarts")) ReadInt(sink, *v, "max_restarts", c.max_restarts, 0, 1000);
   if (auto v = m.Take("scheduling_unit")) ReadInt(sink, *v, "scheduling_unit", c.scheduling_unit, 1, 1000000);
+  if (auto v = m.Take("reproducibility")) ReadReproducibility(sink, *v, "reproducibility", c.experiment_seed);
   m.Finish({"name", "description", "entrypoint", "context_directory", "data", "hyperparameters",
             "precision", "loss_scaling", "optimizations", "resources", "slurm", "searcher",
             "min_validation_period", "min_checkpoint_period", "checkpoint_storage",
-            "max_restarts", "scheduling_unit"});
+            "max_restarts", "scheduling_unit", "reproducibility"});
 
   // Defaults that depend on other fields.
   if (!loss_scaling_given && c.precision == Precision::kFp16) {

@@ -220,6 +220,9 @@ struct ExperimentConfig {
   std::optional<CheckpointStorageConfig> checkpoint_storage;  // the master's default when absent
   int64_t max_restarts = 5;
   int64_t scheduling_unit = 100;  // batches between training-metric reports
+  // `reproducibility: {experiment_seed: N}` (Determined's key): what each trial's seed is
+  // derived from (TrialSeed). Absent: the experiment's id.
+  std::optional<int64_t> experiment_seed;
 
   // Whether trials run user code (an entrypoint) rather than the native trainer.
   bool has_entrypoint() const { return !entrypoint.empty(); }

@@ -167,6 +167,17 @@ bool SlurmTimeFormat(const std::string& t) {
 
 }  // namespace
 
+void ReadReproducibility(ErrorSink& sink, const YAML::Node& node, const std::string& path,
+                         std::optional<int64_t>& experiment_seed) {
+  if (!RequireMap(sink, node, path)) return;
+  MapReader m(sink, node, path);
+  if (auto v = m.Take("experiment_seed")) {
+    int64_t seed = 0;
+    if (ReadInt(sink, *v, m.Child("experiment_seed"), seed, 0, 2147483647)) experiment_seed = seed;
+  }
+  m.Finish({"experiment_seed"});
+}
+
 void ReadSlurm(ErrorSink& sink, const YAML::Node& node, const std::string& path, SlurmConfig& out) {
   if (!RequireMap(sink, node, path)) return;
   MapReader m(sink, node, path);

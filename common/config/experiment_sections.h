@@ -21,6 +21,9 @@ void ReadOptimizations(ErrorSink& sink, const YAML::Node& node, const std::strin
 void ReadResources(ErrorSink& sink, const YAML::Node& node, const std::string& path,
                    ResourcesConfig& out);
 void ReadSlurm(ErrorSink& sink, const YAML::Node& node, const std::string& path, SlurmConfig& out);
+// `reproducibility: {experiment_seed: 0..2^31-1}`.
+void ReadReproducibility(ErrorSink& sink, const YAML::Node& node, const std::string& path,
+                         std::optional<int64_t>& experiment_seed);
 // smaller_is_better given explicitly (nullopt: derived from the metric). `any_metric`: user
 // code reports the metrics, so any name is allowed (with an entrypoint).
 void ReadSearcher(ErrorSink& sink, const YAML::Node& node, const std::string& path,

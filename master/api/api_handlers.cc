@@ -78,6 +78,7 @@ Result<v1::CreateUnmanagedTrialResponse> ApiHandlers::CreateUnmanagedTrial(const
   out.set_task_token(made.task_token);
   out.set_trial_link_address(made.trial_link_address);
   out.set_checkpoint_dir(made.checkpoint_dir);
+  out.set_trial_seed(made.trial_seed);
   return out;
 }
 
@@ -217,6 +218,8 @@ Result<v1::GetTrialResponse> ApiHandlers::GetTrial(const v1::GetTrialRequest& r)
   if (!t->has_value()) return NotFound("trial " + std::to_string(r.trial_id()) + " does not exist");
   v1::GetTrialResponse out;
   *out.mutable_trial() = **t;
+  SF_ASSIGN_OR_RETURN(std::vector<std::string> groups, store_->MetricGroups(r.trial_id()));
+  for (std::string& g : groups) out.add_metric_groups(std::move(g));
   if (cluster_ && (out.trial().state() == v1::TRIAL_STATE_QUEUED || out.trial().state() == v1::TRIAL_STATE_RUNNING)) {
     out.mutable_trial()->set_pending_reason(cluster_->PendingReason(out.trial().id()));
   }

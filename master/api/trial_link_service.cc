@@ -122,5 +122,17 @@ grpc::Status TrialLinkGrpcService::GetExperimentBestValidation(grpc::ServerConte
   if (*best) out->set_best(**best);
   return grpc::Status::OK;
 }
+grpc::Status TrialLinkGrpcService::DeleteCheckpoint(grpc::ServerContext* context,
+                                                    const v1::TrialDeleteCheckpointRequest* r,
+                                                    v1::TrialDeleteCheckpointResponse*) {
+  if (Status auth = Authenticate(*context, r->who()); !auth.ok()) return ToGrpc(auth);
+  return ToGrpc(cluster_->DeleteTrialCheckpoint(r->who(), r->uuid()));
+}
+grpc::Status TrialLinkGrpcService::AcknowledgePreemption(grpc::ServerContext* context,
+                                                         const v1::AcknowledgePreemptionRequest* r,
+                                                         v1::AcknowledgePreemptionResponse*) {
+  if (Status auth = Authenticate(*context, r->who()); !auth.ok()) return ToGrpc(auth);
+  return ToGrpc(cluster_->AcknowledgePreemption(r->who()));
+}
 
 }  // namespace sf::master

@@ -52,6 +52,10 @@ class TrialLinkGrpcService final
   grpc::Status GetExperimentBestValidation(grpc::ServerContext*,
                                            const steadfast::v1::GetExperimentBestValidationRequest*,
                                            steadfast::v1::GetExperimentBestValidationResponse*) override;
+  grpc::Status DeleteCheckpoint(grpc::ServerContext*, const steadfast::v1::TrialDeleteCheckpointRequest*,
+                                steadfast::v1::TrialDeleteCheckpointResponse*) override;
+  grpc::Status AcknowledgePreemption(grpc::ServerContext*, const steadfast::v1::AcknowledgePreemptionRequest*,
+                                     steadfast::v1::AcknowledgePreemptionResponse*) override;
 
  private:
   // OK when the call carries the task token issued for `who`; kUnauthenticated otherwise.

@@ -129,6 +129,7 @@ class Cluster {
     CreateResult created;
     int64_t trial_id = 0;
     std::string task_id, task_token, checkpoint_dir, trial_link_address;
+    int64_t trial_seed = 0;
   };
   UnmanagedTrial CreateUnmanagedTrial(const std::string& config_yaml, const std::string& owner,
                                       int64_t workspace_id = 1);
@@ -206,6 +207,12 @@ class Cluster {
   Status ReportEarlyExit(const steadfast::v1::ReportEarlyExitRequest& request);
   // The best searcher metric the caller's experiment has seen (none before the first finite one).
   Result<std::optional<double>> ExperimentBestValidation(const steadfast::v1::TrialIdentity& who);
+  // Deletes a checkpoint of the caller's experiment (DeleteCheckpoint's rules); kPermissionDenied
+  // for another experiment's, kNotFound for an unknown uuid.
+  Status DeleteTrialCheckpoint(const steadfast::v1::TrialIdentity& who, const std::string& uuid);
+  // The chief will exit with its operation unfinished, to be resumed (TrialLink
+  // AcknowledgePreemption): the run counts as told to stop. Other ranks: ignored.
+  Status AcknowledgePreemption(const steadfast::v1::TrialIdentity& who);
 
  private:
   struct Trial {
@@ -220,8 +227,9 @@ class Cluster {
     // A preempted trial still running past this is killed (and resumes from its last checkpoint).
     std::optional<std::chrono::steady_clock::time_point> preempt_deadline;
     bool preempt_killed = false;
-    // ShouldStop told the current allocation to checkpoint and stop (its clean exit then
-    // resumes it, even when the stop was withdrawn meanwhile).
+    // The current allocation was told to checkpoint and stop, and took it (its clean exit then
+    // resumes it, even when the stop was withdrawn meanwhile): ShouldStop's answer for the
+    // native trainer; user code's acknowledgement (AcknowledgePreemption).
     bool told_to_stop = false;
     int64_t submit_order = 0;      // kept when a preempted trial is queued again
     std::string latest_checkpoint_uuid;
@@ -310,6 +318,10 @@ class Cluster {
   // not yet reported running takes it). The rows, ready for the MetricWriter.
   Result<MetricBatch> MetricBatchFor(const steadfast::v1::ReportMetricsRequest& request);
   std::string CheckpointDirLocked(const Experiment& e, const Trial& t) const;
+  // The trial's seed (Determined's trial_seed, docs/core-api.md): a hash of the experiment's
+  // seed (reproducibility.experiment_seed, else its id) and the trial's request id, in
+  // [0, 2^31): the same for every rank and restart of the trial, different for its siblings.
+  static int64_t TrialSeed(const Experiment& e, const Trial& t);
   // Queues a checkpoint retention pass over the experiment (its checkpoint_storage policy).
   void RequestRetentionLocked(const Experiment& e);
   void HousekeepingLoop();

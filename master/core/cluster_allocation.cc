@@ -33,6 +33,16 @@ std::string Cluster::CheckpointDirLocked(const Experiment& e, const Trial& t) co
   return ExperimentCheckpointDir(e.config, options_.checkpoint_root, e.id) + "/trial-" + std::to_string(t.id);
 }
 
+int64_t Cluster::TrialSeed(const Experiment& e, const Trial& t) {
+  // splitmix64's finaliser over (experiment seed, request id): neighbouring ids give unrelated seeds.
+  uint64_t z = static_cast<uint64_t>(e.config.experiment_seed.value_or(e.id)) * 0x9E3779B97F4A7C15ULL +
+               static_cast<uint64_t>(t.request_id);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  z ^= z >> 31;
+  return static_cast<int64_t>(z & 0x7FFFFFFFULL);
+}
+
 void Cluster::SubmitLocked(Trial& t, bool keep_place) {
   Experiment& e = experiments_[t.experiment_id];
   SetAllocationLocked(t, AllocationId(t.id, t.restarts, ++t.allocations));
@@ -230,6 +240,7 @@ v1::StartTask Cluster::TaskSpecLocked(const Experiment& e, const Trial& t, int r
   s.set_restore_checkpoint(restore);
   s.set_checkpoint_dir(CheckpointDirLocked(e, t));
   s.set_restart(t.restarts);
+  (*s.mutable_env())["SF_TRIAL_SEED"] = std::to_string(TrialSeed(e, t));
   if (!restore.empty()) s.set_restore_checkpoint_uuid(t.latest_checkpoint_uuid);
   if (e.config.has_entrypoint()) {
     // Where the code came from, for data beside it on a shared filesystem (docs/core-api.md).

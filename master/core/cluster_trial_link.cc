@@ -137,6 +137,37 @@ Result<std::optional<double>> Cluster::ExperimentBestValidation(const v1::TrialI
   return e->second.best;
 }
 
+Status Cluster::AcknowledgePreemption(const v1::TrialIdentity& who) {
+  std::lock_guard<std::mutex> lock(mu_);
+  SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(who));
+  if (who.rank() != 0) return Status::Ok();  // the chief speaks for the trial
+  t->told_to_stop = true;
+  log::Info("trial", {{"event", "preemption_acknowledged"}, {"id", std::to_string(t->id)},
+                      {"allocation", t->allocation_id}, {"stop", t->stop}});
+  return Status::Ok();
+}
+
+Status Cluster::DeleteTrialCheckpoint(const v1::TrialIdentity& who, const std::string& uuid) {
+  int64_t experiment_id = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(who));
+    experiment_id = t->experiment_id;
+  }
+  // Off mu_: a read, then the deletion's own transaction and the files (DeleteCheckpoint).
+  if (uuid.empty() || uuid.find('\0') != std::string::npos) {
+    return InvalidArgument("delete_checkpoint: a checkpoint uuid is required (text without NUL)");
+  }
+  SF_ASSIGN_OR_RETURN(std::optional<v1::Checkpoint> checkpoint, store_->GetCheckpoint(uuid));
+  if (!checkpoint) return NotFound("checkpoint " + uuid + " does not exist");
+  if (checkpoint->experiment_id() != experiment_id) {
+    return PermissionDenied("checkpoint " + uuid + " belongs to experiment " +
+                            std::to_string(checkpoint->experiment_id()) + ", not to trial " +
+                            std::to_string(who.trial_id()) + "'s experiment " + std::to_string(experiment_id));
+  }
+  return DeleteCheckpoint(uuid);
+}
+
 Status Cluster::CompleteOperation(const v1::CompleteOperationRequest& request) {
   std::lock_guard<std::mutex> lock(mu_);
   SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(request.who()));
@@ -194,7 +225,9 @@ Result<v1::ShouldStopResponse> Cluster::ShouldStop(const v1::ShouldStopRequest& 
   if (t->stop == "kill") r.set_action(v1::ShouldStopResponse::ACTION_STOP_NOW);
   else if (t->stop == "pause" || t->stop == "preempt") {
     r.set_action(v1::ShouldStopResponse::ACTION_CHECKPOINT_AND_STOP);
-    t->told_to_stop = true;
+    // User code takes the stop by acknowledging it (AcknowledgePreemption); the native trainer
+    // always does.
+    if (!experiments_[t->experiment_id].config.has_entrypoint()) t->told_to_stop = true;
   }
   else r.set_action(v1::ShouldStopResponse::ACTION_CONTINUE);
   return r;
@@ -437,6 +470,7 @@ Cluster::UnmanagedTrial Cluster::CreateUnmanagedTrial(const std::string& config_
   if (options_.task_tokens) out.task_token = options_.task_tokens->Issue({t.id, 0, 0, out.task_id});
   out.checkpoint_dir = CheckpointDirLocked(e, t);
   out.trial_link_address = options_.trial_link_address;
+  out.trial_seed = TrialSeed(e, t);
   log::Info("experiment", {{"event", "created_unmanaged"}, {"id", std::to_string(e.id)},
                            {"trial", std::to_string(t.id)}, {"name", e.config.name}});
   return out;

@@ -138,6 +138,8 @@ class Store {
                                                               int64_t start_batches,
                                                               int64_t end_batches, int max_points);
   Result<int64_t> CountMetrics(int64_t trial_id, const std::string& kind);
+  // The kinds (groups) of metrics the trial has rows of, sorted; one index probe per group.
+  Result<std::vector<std::string>> MetricGroups(int64_t trial_id);
 
   // Checkpoints
   Status InsertCheckpoint(const steadfast::v1::Checkpoint& c);

@@ -87,6 +87,26 @@ Result<int64_t> Store::CountMetrics(int64_t trial_id, const std::string& kind) {
   return n;
 }
 
+Result<std::vector<std::string>> Store::MetricGroups(int64_t trial_id) {
+  std::vector<std::string> out;
+  Status st = db_->Transact("metric groups", [&](pqxx::work& tx) {
+    // A skip scan over metrics_range_idx (trial_id, kind, batches): one probe per kind, however
+    // many rows each has.
+    pqxx::result r = tx.exec_params(
+        "WITH RECURSIVE k(kind) AS ("
+        " (SELECT kind FROM metrics WHERE trial_id = $1 ORDER BY kind LIMIT 1)"
+        " UNION ALL"
+        " SELECT (SELECT m.kind FROM metrics m WHERE m.trial_id = $1 AND m.kind > k.kind ORDER BY m.kind LIMIT 1)"
+        " FROM k WHERE k.kind IS NOT NULL)"
+        " SELECT kind FROM k WHERE kind IS NOT NULL",
+        trial_id);
+    for (const auto& row : r) out.push_back(row[0].as<std::string>());
+    return Status::Ok();
+  });
+  if (!st.ok()) return st;
+  return out;
+}
+
 Status Store::InsertCheckpoint(const v1::Checkpoint& c) {
   Value::List files;
   for (const auto& f : c.files()) {

@@ -159,6 +159,13 @@ TEST_F(CoreApi, TrialCompletesWithItsMetricsAndCheckpointsInPostgresAndMatchesLo
   ASSERT_NE(at, nullptr);
   EXPECT_EQ(at->is_string() ? std::stoll(at->as_string()) : at->as_int(), 20);
   EXPECT_GT(inference.Find("metrics")->as_list()[0].Find("values")->Find("examples")->as_double(), 0);
+  // The trial lists its groups, its own among them.
+  auto [gcode, described] = cluster_->Get("/api/v1/trials/" + t);
+  ASSERT_EQ(gcode, 200) << described.ToJson();
+  ASSERT_NE(described.Find("metricGroups"), nullptr) << described.ToJson();
+  std::vector<std::string> groups;
+  for (const Value& g : described.Find("metricGroups")->as_list()) groups.push_back(g.as_string());
+  EXPECT_EQ(groups, (std::vector<std::string>{"inference", "training", "validation"}));
   auto [bad_code, bad] = cluster_->Get("/api/v1/trials/" + t + "/metrics?kind=Eval-1");
   EXPECT_EQ(bad_code, 400);
   EXPECT_NE(bad.ToJson().find("must start with a lowercase letter"), std::string::npos) << bad.ToJson();

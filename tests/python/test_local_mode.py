@@ -231,6 +231,46 @@ class LocalModeTest(unittest.TestCase):
         self.assertIn("LEFT []", p.stdout)
         self.assertIn("MISSING steadfast: local trial: restore_path: checkpoint ", p.stdout)
 
+    def test_upload_download_and_delete_a_checkpoint(self) -> None:
+        source = os.path.join(self.dir, "weights")
+        os.makedirs(os.path.join(source, "sub"))
+        for rel, data in (("a.bin", b"alpha"), ("sub/b.txt", b"beta"), ("skip.tmp", b"no")):
+            with open(os.path.join(source, rel), "wb") as f:
+                f.write(data)
+        p = self.run_script("""
+            import json, os, steadfast
+            with steadfast.core.init() as ctx:
+                print("SEED", ctx.info.trial_seed)
+                uuid = ctx.checkpoint.upload(%r, {"steps_completed": 3, "note": "up"},
+                                             selector=lambda rel: not rel.endswith(".tmp"))
+                stored = os.path.join(ctx.checkpoint.directory, uuid)
+                print("STORED", sorted(os.listdir(stored)), sorted(os.listdir(stored + "/sub")))
+                print("META", json.dumps(ctx.checkpoint.get_metadata(uuid), sort_keys=True))
+                out = os.path.join(os.getcwd(), "restored")
+                ctx.checkpoint.download(uuid, out, selector=lambda rel: rel.startswith("sub/"))
+                print("GOT", sorted(os.listdir(out)), open(out + "/sub/b.txt").read())
+                ctx.checkpoint.delete(uuid)
+                print("GONE", os.path.exists(stored))
+                for bad in ("../x", uuid):
+                    try:
+                        ctx.checkpoint.delete(bad)
+                    except (ValueError, FileNotFoundError) as e:
+                        print("REFUSED", type(e).__name__)
+                try:
+                    ctx.checkpoint.upload(os.path.join(os.getcwd(), "nowhere"), {"steps_completed": 1})
+                except FileNotFoundError as e:
+                    print("NO_DIR", e)
+            """ % source, SF_TRIAL_SEED="77")
+        self.assertIn("SEED 77", p.stdout)
+        self.assertIn("STORED ['a.bin', 'metadata.json', 'sub'] ['b.txt']", p.stdout)
+        self.assertIn('META {"note": "up", "steps_completed": 3}', p.stdout)
+        self.assertIn("GOT ['sub'] beta", p.stdout)
+        self.assertIn("GONE False", p.stdout)
+        self.assertEqual(p.stdout.count("REFUSED"), 2, p.stdout)
+        self.assertIn("REFUSED ValueError", p.stdout)
+        self.assertIn("REFUSED FileNotFoundError", p.stdout)
+        self.assertIn("NO_DIR steadfast: local trial: upload: ", p.stdout)
+
     def test_local_mode_is_chosen_by_the_environment_and_by_init(self) -> None:
         body = """
             import steadfast

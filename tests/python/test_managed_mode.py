@@ -285,6 +285,48 @@ class ManagedTrialTest(unittest.TestCase):
         out = self.run_ok(path, self.task_env(server))
         self.assertIn("PREEMPTED checkpoint_and_stop", out)
         self.assertIn(12, [r.batches for r in server.requests("ShouldStop")])
+        # The first True is acknowledged, once, by default (Determined's auto_ack).
+        self.assertEqual(len(server.requests("AcknowledgePreemption")), 1)
+
+    def test_auto_ack_false_leaves_the_acknowledgement_to_the_script(self) -> None:
+        path = self.script("""
+            import os, time, steadfast
+            with steadfast.core.init() as ctx:
+                deadline = time.time() + 30
+                while not ctx.preempt.should_preempt(auto_ack=False):
+                    assert time.time() < deadline, "never preempted"
+                    time.sleep(0.05)
+                assert ctx.preempt.should_preempt(auto_ack=False)
+                if os.environ.get("DO_ACK"):
+                    ctx.preempt.acknowledge_preemption_signal()
+                    ctx.preempt.acknowledge_preemption_signal()  # once is enough
+                print("STOPPING")
+            """)
+        for do_ack, expected in (("", 0), ("1", 1)):
+            server = self.serve([(1000, "batches")])
+            server.stop_action = trial_link_pb2.ShouldStopResponse.ACTION_CHECKPOINT_AND_STOP
+            env = self.task_env(server)
+            env["DO_ACK"] = do_ack
+            self.assertIn("STOPPING", self.run_ok(path, env))
+            self.assertEqual(len(server.requests("AcknowledgePreemption")), expected, do_ack)
+
+    def test_trial_seed_and_checkpoint_delete_go_through_the_master(self) -> None:
+        server = self.serve([(2, "batches")])
+        path = self.script("""
+            import os, steadfast
+            with steadfast.core.init() as ctx:
+                print("SEED", ctx.info.trial_seed)
+                with ctx.checkpoint.store_path({"steps_completed": 1}) as (p, uuid):
+                    open(os.path.join(p, "w.bin"), "wb").write(b"x")
+                ctx.checkpoint.delete(uuid)
+                print("DELETED", uuid)
+            """)
+        env = self.task_env(server)
+        env["SF_TRIAL_SEED"] = "123456789"
+        out = self.run_ok(path, env)
+        self.assertIn("SEED 123456789", out)
+        uuid = out.split("DELETED ")[1].split()[0]
+        self.assertEqual([r.uuid for r in server.requests("DeleteCheckpoint")], [uuid])
 
     def test_two_ranks_meet_share_operations_and_shard_a_checkpoint(self) -> None:
         server = self.serve([(4, "batches")])

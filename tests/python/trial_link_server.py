@@ -132,6 +132,14 @@ class TrialLinkServer(trial_link_pb2_grpc.TrialLinkServicer):
         self._enter("GetExperimentBestValidation", request, context)
         return trial_link_pb2.GetExperimentBestValidationResponse(best=0.25)
 
+    def AcknowledgePreemption(self, request, context):
+        self._enter("AcknowledgePreemption", request, context)
+        return trial_link_pb2.AcknowledgePreemptionResponse()
+
+    def DeleteCheckpoint(self, request, context):
+        self._enter("DeleteCheckpoint", request, context)
+        return trial_link_pb2.TrialDeleteCheckpointResponse()
+
     def EndTrial(self, request, context):
         self._enter("EndTrial", request, context)
         return trial_link_pb2.EndTrialResponse()

@@ -13,7 +13,7 @@ import re
 import shutil
 import tempfile
 import uuid as uuidlib
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from ._distributed import Distributed
 from ._link import CheckpointFile, Link
@@ -256,3 +256,54 @@ class Checkpoint:
         path = self._resolve(uuid, f"{self._label}: get_metadata")
         with open(os.path.join(path, "metadata.json"), encoding="utf-8") as f:
             return json.load(f)
+
+    def upload(self, ckpt_dir: Optional[str], metadata: dict[str, Any], *, shard: bool = False,
+               selector: Optional[Callable[[str], bool]] = None) -> str:
+        """Stores the files of an existing directory as a new checkpoint and returns its uuid
+        (Determined's upload): store_path() with the directory's files copied in, so the same
+        rules hold — `metadata` must include "steps_completed"; without `shard` only the
+        chief's call stores (other ranks get "" and may pass None); with ``shard=True`` every
+        rank calls it with its own directory (or None) and all ranks get the uuid.
+        `selector(relative path)` picks the files (default: all). A metadata.json among them
+        is replaced by `metadata`. FileNotFoundError when `ckpt_dir` is not a directory."""
+        where = f"{self._label}: upload"
+        if ckpt_dir is not None and not os.path.isdir(ckpt_dir):
+            raise FileNotFoundError(f"{where}: {ckpt_dir!r} is not a directory")
+        with self.store_path(metadata, shard=shard) as (path, uuid):
+            if ckpt_dir is not None and (uuid or shard):
+                _copy_files(ckpt_dir, path, selector)
+        return uuid
+
+    def download(self, uuid: str, ckpt_dir: str, *,
+                 selector: Optional[Callable[[str], bool]] = None) -> None:
+        """Copies checkpoint `uuid`'s files into `ckpt_dir` (made if missing; files already
+        there with the same names are replaced): Determined's download. `selector(relative
+        path)` picks the files (default: all). FileNotFoundError naming a uuid it cannot find.
+        """
+        source = self._resolve(uuid, f"{self._label}: download")
+        os.makedirs(ckpt_dir, exist_ok=True)
+        _copy_files(source, ckpt_dir, selector)
+
+    def delete(self, uuid: str) -> None:
+        """Deletes checkpoint `uuid` of this trial's experiment: its files and, on a cluster,
+        its record (Determined's delete). Only the chief deletes; on other ranks the call is
+        checked and ignored, so every rank can run the same code. On a cluster the master
+        refuses (TrialLinkError) another experiment's checkpoint, one a trial would resume
+        from, and one a model version names; in local mode the directory is removed.
+        ValueError for what is not a uuid; FileNotFoundError for one that is not there."""
+        where = f"{self._label}: delete"
+        if not isinstance(uuid, str) or not _UUID_CHARS.fullmatch(uuid) or uuid in (".", ".."):
+            raise ValueError(f"{where}: {uuid!r} is not a checkpoint uuid")
+        if self._dist.rank != 0:
+            return
+        if not self._link.delete_checkpoint(uuid):
+            shutil.rmtree(self._resolve(uuid, where))
+
+
+def _copy_files(source: str, target: str, selector: Optional[Callable[[str], bool]]) -> None:
+    for rel in _relative_files(source):
+        if selector is not None and not selector(rel):
+            continue
+        destination = os.path.join(target, rel)
+        os.makedirs(os.path.dirname(destination), exist_ok=True)
+        shutil.copy2(os.path.join(source, rel), destination)

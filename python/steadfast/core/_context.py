@@ -215,7 +215,8 @@ def _init_managed() -> Context:
                     task_id=env.get("SF_TASK_ID", ""), restart=_env_int("SF_RESTART", 0),
                     latest_checkpoint=env.get("SF_LATEST_CHECKPOINT") or None,
                     checkpoint_dir=checkpoint_dir, config_file=env.get("SF_CONFIG_FILE", ""),
-                    context_directory=env.get("SF_CONTEXT_DIRECTORY") or _script_directory())
+                    context_directory=env.get("SF_CONTEXT_DIRECTORY") or _script_directory(),
+                    trial_seed=_env_int("SF_TRIAL_SEED", 0))
         set_torch_env(dist, master_address=address, overwrite=True)
     except BaseException:
         link.close()
@@ -261,7 +262,8 @@ def _init_unmanaged(hparams: Optional[dict[str, Any]], max_length: Optional[int]
                     hparams=dict(hparams) if hparams is not None else dict(trial.get("hparams") or {}),
                     trial_id=trial_id, experiment_id=experiment_id, task_id=task_id, restart=0,
                     latest_checkpoint=latest_checkpoint or None, checkpoint_dir=checkpoint_dir,
-                    context_directory=_script_directory())
+                    context_directory=_script_directory(),
+                    trial_seed=int(answer.get("trialSeed", 0)))
         set_torch_env(dist, master_address="", overwrite=False)
     except BaseException:
         link.close()
@@ -286,7 +288,8 @@ def _init_local(hparams: Optional[dict[str, Any]], max_length: Optional[int],
     info = Info(mode=LOCAL,
                 hparams=dict(hparams) if hparams is not None else _hparams_from_env(),
                 latest_checkpoint=latest_checkpoint or os.environ.get("SF_LATEST_CHECKPOINT") or None,
-                checkpoint_dir=checkpoint_dir, context_directory=_script_directory())
+                checkpoint_dir=checkpoint_dir, context_directory=_script_directory(),
+                trial_seed=_env_int("SF_TRIAL_SEED", 0))
     set_torch_env(dist, master_address="", overwrite=False)
     return _assemble(info, link, dist, label="steadfast: local trial", synchronous=True,
                      only_operation=Operation(_check_length(max_length), "batches"),

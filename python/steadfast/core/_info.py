@@ -33,3 +33,8 @@ class Info:
     #: (``os.path.join(ctx.info.context_directory, "../data")``); in local and unmanaged mode
     #: the running script's directory. In a task the code runs from a copy in its directory.
     context_directory: str = ""
+    #: The trial's seed (Determined's ``trial_seed``), in [0, 2**31): derived by the master from
+    #: the experiment's ``reproducibility.experiment_seed`` (else its id) and the trial, the
+    #: same on every rank and restart, different for each trial of a search. Seed your RNGs
+    #: with it (``torch.manual_seed(ctx.info.trial_seed)``). Local mode: SF_TRIAL_SEED, else 0.
+    trial_seed: int = 0

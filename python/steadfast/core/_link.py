@@ -104,4 +104,11 @@ class Link(Protocol):
     def get_experiment_best_validation(self) -> Optional[float]:
         """The best searcher metric of the trial's experiment so far; None before the first."""
 
+    def acknowledge_preemption(self) -> None:
+        """Tells the master this trial will exit with work left, to be resumed."""
+
+    def delete_checkpoint(self, uuid: str) -> bool:
+        """The master deletes checkpoint `uuid` (files and record): True. False where there is
+        no master (local mode): the caller removes the files itself."""
+
     def close(self) -> None: ...

@@ -94,5 +94,12 @@ class LocalTrialLink:
     def get_experiment_best_validation(self) -> Optional[float]:
         return None  # no experiment (Determined's local context answers None too)
 
+    def acknowledge_preemption(self) -> None:
+        pass  # nothing ever asks a local trial to stop
+
+    def delete_checkpoint(self, uuid: str) -> bool:
+        print(f"steadfast: checkpoint {uuid} deleted", file=sys.stdout, flush=True)
+        return False  # no master: the files are the caller's to remove
+
     def close(self) -> None:
         pass

@@ -20,6 +20,13 @@ class Preempt:
     chief sends its answer to the others (a collective, one round trip through the master), so
     all ranks stop together. When it says True: save a checkpoint and return (exit 0).
 
+    The first True is acknowledged to the master (``auto_ack``, as Determined's): the script
+    will exit with work left and is to be resumed. With ``should_preempt(auto_ack=False)`` the
+    script calls acknowledge_preemption_signal() itself before it exits; a script that exits 0
+    with its operation unfinished and never acknowledged ends its trial in ERROR when the stop
+    was withdrawn meanwhile (a pause undone before the exit). Acknowledging is the chief's; on
+    other ranks it is a no-op.
+
     No SIGTERM handler is installed: a kill still ends the process within the agent's grace
     period even when the script never asks.
 
@@ -37,6 +44,7 @@ class Preempt:
         self._steps = steps
         self._interval_s = interval_s
         self._action = Action.CONTINUE
+        self._acknowledged = False
         self._error: Optional[TrialLinkError] = None
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
@@ -63,12 +71,19 @@ class Preempt:
         """The chief's latest answer: "continue", "checkpoint_and_stop" or "stop_now"."""
         return self._action
 
-    def should_preempt(self) -> bool:
-        """True once the master asked this trial to stop (pause, preemption or kill)."""
+    def should_preempt(self, auto_ack: bool = True) -> bool:
+        """True once the master asked this trial to stop (pause, preemption or kill). With
+        `auto_ack`, the first True is acknowledged (acknowledge_preemption_signal)."""
         answer: bool | str = False  # or, from a chief whose poller failed, the error's text
         if self._dist.rank == 0:
             answer = str(self._error) if self._error is not None else (
                 self._action != Action.CONTINUE)
+            if answer is True and auto_ack and not self._acknowledged:
+                try:
+                    self.acknowledge_preemption_signal()
+                except TrialLinkError as e:
+                    answer = str(e)
+                    self._error = e
         if self._dist.size > 1:
             answer = self._dist.broadcast(answer)
         if isinstance(answer, str):
@@ -77,6 +92,15 @@ class Preempt:
                                      self._error.details)
             raise RuntimeError(f"{self._label}: should_preempt: the chief failed: {answer}")
         return bool(answer)
+
+    def acknowledge_preemption_signal(self) -> None:
+        """Tells the master this trial is stopping with work left and expects to be resumed
+        (Determined's call of the same name). The chief's; a no-op on other ranks. Raises
+        TrialLinkError when the master refuses it."""
+        if self._dist.rank != 0 or self._acknowledged:
+            return
+        self._link.acknowledge_preemption()
+        self._acknowledged = True
 
     def close(self) -> None:
         """Ends the background thread (an RPC in flight is abandoned, not waited for)."""

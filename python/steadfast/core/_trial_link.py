@@ -179,6 +179,13 @@ class RemoteTrialLink:
         resp = self._call("GetExperimentBestValidation", trial_link_pb2.GetExperimentBestValidationRequest())
         return resp.best if resp.HasField("best") else None
 
+    def acknowledge_preemption(self) -> None:
+        self._call("AcknowledgePreemption", trial_link_pb2.AcknowledgePreemptionRequest())
+
+    def delete_checkpoint(self, uuid: str) -> bool:
+        self._call("DeleteCheckpoint", trial_link_pb2.TrialDeleteCheckpointRequest(uuid=uuid))
+        return True
+
     def report_logs(self, incarnation: str, sequence: int, lines: list[tuple[str, str, float]],
                     host: str = "") -> None:
         """One batch of output lines, (stream, message, unix time) each; the master stores a

@@ -9,9 +9,7 @@
 #include <mutex>
 #include <thread>
 
-#include "master/core/cluster.h"
-#include "tests/master/core/recording_connection.h"
-#include "tests/master/migrated_database_test.h"
+#include "tests/master/core/coordinator_test.h"
 
 namespace sf::master {
 namespace {
@@ -25,31 +23,14 @@ std::string Experiment(const std::string& name, int priority) {
          "resources: {slots_per_trial: 1, priority: " + std::to_string(priority) + "}\n";
 }
 
-class PreemptionTest : public testing::MigratedDatabaseTest {
+class PreemptionTest : public testing::CoordinatorTest {
  protected:
   void StartCluster(seconds min_run, seconds grace) {
-    store_ = std::make_unique<Store>(db_.get());
     rm::AgentManagerOptions a;
     a.min_run = min_run;
-    agents_ = std::make_unique<rm::AgentManager>(a);
     ClusterOptions o;
-    o.check_data_files = false;
-    o.checkpoint_root = dir_.path();
     o.preemption_grace = grace;
-    o.default_manager = agents_.get();
-    cluster_ = std::make_unique<Cluster>(store_.get(), o);
-    ASSERT_TRUE(cluster_->Recover().ok());
-    cluster_->Start();
-    v1::RegisterAgent reg;
-    reg.set_agent_id("agent-1");
-    reg.add_slots()->set_id("cpu0");
-    agents_->Connected(reg, agent_);
-  }
-  void TearDown() override {
-    if (cluster_) cluster_->Stop();
-    cluster_.reset();
-    agents_.reset();
-    MigratedDatabaseTest::TearDown();
+    CoordinatorTest::StartCluster(1, a, o);
   }
   // Waits for the agent to have been sent `n` StartTasks (the manager places on its thread).
   bool Starts(size_t n) {
@@ -61,13 +42,6 @@ class PreemptionTest : public testing::MigratedDatabaseTest {
     EXPECT_TRUE(r.id.has_value()) << (r.errors.empty() ? "" : r.errors[0].message);
     return r.id.value_or(0);
   }
-  v1::TrialIdentity Who(const v1::StartTask& s) {
-    v1::TrialIdentity who;
-    who.set_trial_id(s.trial_id());
-    who.set_task_id(s.task_id());
-    who.set_restart(s.restart());
-    return who;
-  }
   v1::ShouldStopResponse::Action ShouldStop(const v1::StartTask& s) {
     v1::ShouldStopRequest r;
     *r.mutable_who() = Who(s);
@@ -75,25 +49,6 @@ class PreemptionTest : public testing::MigratedDatabaseTest {
     EXPECT_TRUE(answer.ok()) << answer.status().ToString();
     return answer.ok() ? answer->action() : v1::ShouldStopResponse::ACTION_UNSPECIFIED;
   }
-  void Exited(const v1::StartTask& s, int code) {
-    v1::TaskStateChange c;
-    c.set_task_id(s.task_id());
-    c.set_trial_id(s.trial_id());
-    c.set_state(v1::TaskStateChange::STATE_EXITED);
-    c.set_exit_code(code);
-    agents_->TaskStateChanged("agent-1", c);  // returns once the coordinator has acted on it
-  }
-  v1::Trial TrialRow(int64_t id) {
-    auto t = store_->GetTrial(id);
-    EXPECT_TRUE(t.ok() && t->has_value());
-    return t.ok() && t->has_value() ? **t : v1::Trial();
-  }
-
-  sf::testing::TempDir dir_;
-  std::shared_ptr<RecordingConnection> agent_ = std::make_shared<RecordingConnection>();
-  std::unique_ptr<Store> store_;
-  std::unique_ptr<rm::AgentManager> agents_;
-  std::unique_ptr<Cluster> cluster_;
 };
 
 TEST_F(PreemptionTest, PreemptedTrialCheckpointsQueuesSayingWhyAndResumesFromTheCheckpoint) {

@@ -131,6 +131,7 @@ export interface CreateUnmanagedTrialResponse {
   taskToken?: string;
   trial?: Trial;
   trialLinkAddress?: string;
+  trialSeed?: string; // int64
 }
 
 export interface CreateUserRequest {
@@ -287,6 +288,7 @@ export interface GetTrialMetricsResponse {
 }
 
 export interface GetTrialResponse {
+  metricGroups?: string[];
   trial?: Trial;
 }
 
