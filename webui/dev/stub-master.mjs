@@ -85,6 +85,8 @@ function step(t, e) {
   if (b % 50 === 0) {
     const bleu = 30 * (1 - Math.exp(-b * lr * 5)) - dr * 10;
     metrics.get(tid).push({ trialId: t.id, batches: String(b), kind: 'validation', values: { validation_loss: loss + 0.2, bleu }, time: now() });
+    // a group of the trial's own, as Core API code reports one (ctx.train.report_metrics("inference", ...))
+    metrics.get(tid).push({ trialId: t.id, batches: String(b), kind: 'inference', values: { examples: 64, latency_ms: 20 + 30 * dr + Math.random() * 5 }, time: now() });
     t.latestValidationMetric = bleu;
     t.bestValidationMetric = Math.max(t.bestValidationMetric ?? -Infinity, bleu);
     e.bestValidationMetric = Math.max(e.bestValidationMetric ?? -Infinity, bleu);
@@ -256,7 +258,7 @@ const handlers = {
   'POST /api/v1/experiments/{id}/activate': experimentAction('activate'),
   'POST /api/v1/experiments/{id}/kill': experimentAction('kill'),
   'POST /api/v1/experiments/{id}/archive': experimentAction('archive'),
-  'GET /api/v1/trials/{id}': withTrial((req, res, url, tid, t) => send(res, 200, { trial: t })),
+  'GET /api/v1/trials/{id}': withTrial((req, res, url, tid, t) => send(res, 200, { trial: t, metricGroups: [...new Set(metrics.get(tid).map((r) => r.kind))].sort() })),
   'GET /api/v1/trials/{id}/metrics': withTrial((req, res, url, tid) => {
     const q = url.searchParams;
     let rows = metrics.get(tid).filter((r) => r.kind === (q.get('kind') || 'training'));

@@ -285,11 +285,28 @@ async function main() {
     await page.waitForFunction(() => document.querySelector('[data-testid="chart-training"] canvas') || document.querySelector('[data-testid="chart-training"][data-points="0"]'));
     const tKey = (await page.locator('[data-testid="chart-training-metric"]').count()) ? await page.inputValue('[data-testid="chart-training-metric"]') : 'loss';
     const vKey = (await page.locator('[data-testid="chart-validation-metric"]').count()) ? await page.inputValue('[data-testid="chart-validation-metric"]') : metric;
-    for (const [id, rows, key] of [['chart-training', train, tKey], ['chart-validation', valid, vKey], ['chart-throughput', train, 'tokens_per_second'], ['chart-loss-scale', train, 'loss_scale']]) {
+    // throughput and loss scale are the native trainer's: no panel for a trial that never reports them
+    for (const [id, rows, key, optional] of [['chart-training', train, tKey], ['chart-validation', valid, vKey], ['chart-throughput', train, 'tokens_per_second', true], ['chart-loss-scale', train, 'loss_scale', true]]) {
       const want = distinctSteps(rows, key);
+      if (optional && want === 0) {
+        check((await page.locator(`[data-testid="${id}"]`).count()) === 0, `${id}: no panel, ${key} never reported`);
+        continue;
+      }
       const got = Number(await attr(page, id, 'data-points'));
       check(got === want, `${id} (${key}) drew ${want} points`, `data-points=${got}`);
       if (want > 0) check((await seriesPixels(page, id)) > 0, `${id} canvas shows the line`);
+    }
+    // the groups the trial's code named (Core API): a section each, one chart per numeric metric
+    const ownGroups = ((await api('GET', `/trials/${trial.id}`)).metricGroups ?? []).filter((g) => g !== 'training' && g !== 'validation');
+    for (const g of ownGroups) {
+      const rows = (await api('GET', `/trials/${trial.id}/metrics?kind=${g}&maxPoints=5000`)).metrics ?? [];
+      const keys = [...new Set(rows.flatMap((m) => Object.keys(m.values ?? {}).filter((k) => typeof m.values[k] === 'number')))];
+      const shown = await page.locator(`[data-testid="group-${g}"]`).waitFor({ timeout: 15000 }).then(() => true, () => false);
+      check(shown, `metric group ${g} has its section`);
+      for (const k of shown ? keys : []) {
+        const got = Number(await attr(page, `chart-group-${g}-${k}`, 'data-points'));
+        check(got === distinctSteps(rows, k), `group ${g} chart ${k} drew ${distinctSteps(rows, k)} points`, `data-points=${got}`);
+      }
     }
     const apiLogs = (await api('GET', `/trials/${trial.id}/logs?limit=1000`)).logs ?? [];
     await page.waitForFunction((n) => Number(document.querySelector('[data-testid="logs"]')?.getAttribute('data-lines')) === n, apiLogs.length, { timeout: 15000 }).catch(() => {});

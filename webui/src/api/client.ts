@@ -24,7 +24,7 @@ import type {
   ExperimentsQuery,
   LogLine,
   MasterInfo,
-  MetricKind,
+  MetricGroup,
   MetricReport,
   Model,
   ModelsQuery,
@@ -34,6 +34,7 @@ import type {
   ResourcePool,
   Serving,
   Trial,
+  TrialDetail,
   User,
   UtilizationPoint,
   Whoami,
@@ -55,6 +56,7 @@ import {
   normServing,
   normToken,
   normTrial,
+  normTrialDetail,
   normUser,
   normUtilizationPoint,
   normWhoami,
@@ -164,12 +166,14 @@ export class ApiClient extends ApiTransport {
     return list(j.checkpoints).map(normCheckpoint);
   }
 
-  async getTrial(id: number, signal?: AbortSignal): Promise<Trial> {
-    const j = await this.call('GetTrial', { path: { id }, signal });
-    return normTrial(j.trial);
+  /** A trial with the metric groups it has reported. */
+  async getTrial(id: number, signal?: AbortSignal): Promise<TrialDetail> {
+    return normTrialDetail(await this.call('GetTrial', { path: { id }, signal }));
   }
 
-  async getTrialMetrics(id: number, kind: MetricKind, maxPoints?: number, signal?: AbortSignal): Promise<MetricReport[]> {
+  /** A trial's rows of one metric group (`training`, `validation` or one its code named), at most
+   *  about `maxPoints` of them (the master downsamples evenly above that). */
+  async getTrialMetrics(id: number, kind: MetricGroup, maxPoints?: number, signal?: AbortSignal): Promise<MetricReport[]> {
     const j = await this.call('GetTrialMetrics', { path: { id }, query: { kind, maxPoints }, signal });
     return list(j.metrics).map(normMetric);
   }

@@ -21,6 +21,7 @@ import type {
   Serving,
   Slot,
   Trial,
+  TrialDetail,
   User,
   UserRole,
   UtilizationPoint,
@@ -70,6 +71,12 @@ export function normTrial(j: wire.Trial | undefined): Trial {
     error: str(o.error),
     pendingReason: str(o.pendingReason),
   };
+}
+
+/** GET /trials/{id}'s answer; `metricGroups` is left out (empty) for a trial that reported nothing. */
+export function normTrialDetail(j: ResponseOf<'GetTrial'> | undefined): TrialDetail {
+  const o = msg(j);
+  return { ...normTrial(o.trial), metricGroups: list(o.metricGroups).map(str).filter((g) => g !== '') };
 }
 
 export function normMetric(j: wire.MetricReport | undefined): MetricReport {

@@ -74,7 +74,20 @@ export interface Trial {
   pendingReason: string;
 }
 
+/** One trial as GET /trials/{id} answers it: the trial and the metric groups it has reported. */
+export interface TrialDetail extends Trial {
+  /** The groups the trial has reported metrics in, as the master sorts them: the built-in
+   *  `training` and `validation` and any its code named through the Core API
+   *  (`report_metrics("inference", ...)`); empty when it has reported nothing. */
+  metricGroups: string[];
+}
+
+/** The two built-in metric groups, which every trainer reports. */
 export type MetricKind = 'training' | 'validation';
+export const BUILTIN_METRIC_GROUPS: readonly MetricKind[] = ['training', 'validation'];
+/** A metric group: a MetricKind, or a name user code chose (`^[a-z][a-z0-9_]{0,63}$`). Its rows
+ *  are read like the built-in ones (GET /trials/{id}/metrics?kind=NAME). */
+export type MetricGroup = MetricKind | (string & {});
 
 export interface MetricReport {
   trialId: number;

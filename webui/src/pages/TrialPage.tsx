@@ -1,20 +1,17 @@
-// One trial: metric charts (training, validation, throughput, loss scale), checkpoints and logs.
-import { useMemo } from 'react';
+// One trial: metric charts (training and validation; throughput and loss scale when the trial
+// reports them, as the native trainer does; one section per metric group its code named),
+// checkpoints and logs.
 import { api } from '../api/client';
-import type { MetricReport, Trial } from '../api/types';
+import type { Trial } from '../api/types';
 import { Empty, ErrorBanner, Skeleton, StateBadge } from '../components/common';
-import { UPlotChart } from '../components/UPlotChart';
-import { forLogScale, lttb, metricKeys, seriesFromReports } from '../lib/chartData';
+import { MetricChart } from '../components/MetricChart';
+import { metricKeys } from '../lib/chartData';
 import { durationBetween, formatBytes, formatDateTime, formatDuration, formatHParam, formatInt, formatMetric } from '../lib/format';
 import { usePolling } from '../lib/hooks';
 import { useQueryState, type Route } from '../lib/router';
 import { flattenHParams } from '../lib/chartData';
 import { LogsView } from './LogsView';
-
-/** Points asked from the master per metric kind (it downsamples evenly above this). */
-export const TRIAL_MAX_POINTS = 5000;
-/** Points drawn per series; more are reduced with LTTB in the browser. */
-export const DISPLAY_MAX_POINTS = 5000;
+import { TrialMetricGroups, useTrialMetrics } from './TrialMetricGroups';
 
 const running = (t?: Trial) => !t || t.state === 'TRIAL_STATE_RUNNING' || t.state === 'TRIAL_STATE_QUEUED';
 
@@ -24,8 +21,8 @@ export function TrialPage({ id, route }: { id: number; route: Route }) {
   const live = running(trial.data);
   const expId = trial.data?.experimentId;
   const exp = usePolling((s) => (expId ? api.getExperiment(expId, s) : Promise.resolve(undefined)), [expId], 0);
-  const training = usePolling((s) => api.getTrialMetrics(id, 'training', TRIAL_MAX_POINTS, s), [id], live ? 5000 : 0);
-  const validation = usePolling((s) => api.getTrialMetrics(id, 'validation', TRIAL_MAX_POINTS, s), [id], live ? 5000 : 0);
+  const training = useTrialMetrics(id, 'training', live);
+  const validation = useTrialMetrics(id, 'validation', live);
   const ckpts = usePolling((s) => (expId ? api.getExperimentCheckpoints(expId, s) : Promise.resolve([])), [expId], live ? 10000 : 0);
 
   const xMode = q.get('x') === 'time' ? 'time' : 'batches';
@@ -104,10 +101,12 @@ export function TrialPage({ id, route }: { id: number; route: Route }) {
           <div className="grid-2">
             <MetricChart testId="chart-training" title="Training" reports={training.data ?? []} metric={tMetric} keys={trainKeys} onPick={(k) => setQ({ tm: k })} xMode={xMode} logY={logY} />
             <MetricChart testId="chart-validation" title="Validation" reports={validation.data ?? []} metric={vMetric} keys={valKeys} onPick={(k) => setQ({ vm: k })} xMode={xMode} logY={logY} />
-            <MetricChart testId="chart-throughput" title="Throughput (tokens/s)" reports={training.data ?? []} metric="tokens_per_second" xMode={xMode} logY={false} />
-            <MetricChart testId="chart-loss-scale" title="Loss scale" reports={training.data ?? []} metric="loss_scale" xMode={xMode} logY={logY} stepped />
+            {/* The native trainer's own metrics: no empty panel for a trial (a Core API one) that never reports them. */}
+            {trainKeys.includes('tokens_per_second') && <MetricChart testId="chart-throughput" title="Throughput (tokens/s)" reports={training.data ?? []} metric="tokens_per_second" xMode={xMode} logY={false} />}
+            {trainKeys.includes('loss_scale') && <MetricChart testId="chart-loss-scale" title="Loss scale" reports={training.data ?? []} metric="loss_scale" xMode={xMode} logY={logY} stepped />}
           </div>
         )}
+        <TrialMetricGroups trialId={t.id} groups={t.metricGroups} live={live} xMode={xMode} logY={logY} />
       </div>
       <div className="card">
         <h2>Checkpoints</h2>
@@ -157,37 +156,5 @@ function HP({ k, v }: { k: string; v: string }) {
       <dt>{k}</dt>
       <dd className="mono">{v}</dd>
     </>
-  );
-}
-
-function MetricChart(p: { testId: string; title: string; reports: MetricReport[]; metric: string; keys?: string[]; onPick?: (k: string) => void; xMode: 'batches' | 'time'; logY: boolean; stepped?: boolean }) {
-  const shaped = useMemo(() => {
-    const s = seriesFromReports(p.reports, p.metric, p.xMode);
-    const d = s.x.length > DISPLAY_MAX_POINTS ? lttb(s, DISPLAY_MAX_POINTS) : s;
-    return { rows: s.x.length, data: [d.x, p.logY ? forLogScale(d.y) : d.y] as [number[], (number | null)[]] };
-  }, [p.reports, p.metric, p.xMode, p.logY]);
-  return (
-    <div className="metric-chart">
-      {p.keys && p.onPick && p.keys.length > 0 && (
-        <label className="small">
-          {p.title} metric{' '}
-          <select value={p.metric} onChange={(e) => p.onPick!(e.target.value)} data-testid={`${p.testId}-metric`}>
-            {p.keys.map((k) => (
-              <option key={k} value={k}>
-                {k}
-              </option>
-            ))}
-          </select>
-        </label>
-      )}
-      {shaped.rows === 0 ? (
-        <div className="chart" data-testid={p.testId} data-points={0}>
-          <div className="chart-title">{p.title}</div>
-          <Empty>No {p.metric || 'metric'} reported yet.</Empty>
-        </div>
-      ) : (
-        <UPlotChart testId={p.testId} title={`${p.title}: ${p.metric}`} data={shaped.data} seriesLabels={[p.metric]} xMode={p.xMode} logY={p.logY} height={220} stepped={p.stepped} />
-      )}
-    </div>
   );
 }
