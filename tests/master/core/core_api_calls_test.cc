@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <string>
+#include <tuple>
 
 #include "tests/master/core/coordinator_test.h"
 
@@ -151,6 +152,48 @@ TEST_F(CoreApiCallsTest, UserCodeThatAcknowledgedAWithdrawnStopResumesAndOneThat
       if (s.task_id() != task.task_id()) Exited(s, 143);
     }
   }
+}
+
+// report_early_exit (docs/core-api.md): the chief's reason decides how a clean exit with the
+// operation unfinished ends the trial, with no restart whatever max_restarts allows.
+TEST_F(CoreApiCallsTest, AnEarlyExitsReasonDecidesTheTrialsEndWithoutARestart) {
+  const std::string yaml =
+      "name: early\nentrypoint: [python3, train.py]\n"
+      "searcher: {name: single, metric: loss, max_length: {batches: 100}}\nmax_restarts: 5\n";
+  using Reason = v1::ReportEarlyExitRequest;
+  for (auto [reason, state, words] :
+       {std::tuple{Reason::REASON_ERRORED, v1::TRIAL_STATE_ERROR, "report_early_exit ERRORED"},
+        std::tuple{Reason::REASON_USER_REQUESTED_STOP, v1::TRIAL_STATE_COMPLETED, ""}}) {
+    SCOPED_TRACE(Reason::Reason_Name(reason));
+    const int64_t experiment = Create(yaml);
+    ASSERT_GT(experiment, 0);
+    v1::StartTask task;
+    ASSERT_TRUE(WaitFor([&] {
+      for (const v1::StartTask& s : agent_->Starts()) {
+        if (s.experiment_id() == experiment) task = s;
+      }
+      return task.trial_id() != 0 && TrialRow(task.trial_id()).state() == v1::TRIAL_STATE_RUNNING;
+    }));
+    v1::ReportEarlyExitRequest early;
+    *early.mutable_who() = Who(task);
+    early.set_reason(reason);
+    ASSERT_TRUE(cluster_->ReportEarlyExit(early).ok());
+    Exited(task, 0);
+    const v1::Trial row = TrialRow(task.trial_id());
+    EXPECT_EQ(row.state(), state);
+    EXPECT_NE(row.error().find(words), std::string::npos) << row.error();
+    EXPECT_EQ(row.restarts(), 0);
+    EXPECT_EQ(agent_->Starts(task.trial_id()).size(), 1u) << "no restart";
+    // The experiment ends with its only trial; its outcome is the searcher's (a search in which
+    // no trial validated, as here, ends in ERROR either way).
+    auto e = store_->GetExperiment(experiment);
+    ASSERT_TRUE(e.ok() && e->has_value());
+    EXPECT_EQ((*e)->state(), v1::EXPERIMENT_STATE_ERROR);
+  }
+  // A reason is required.
+  v1::ReportEarlyExitRequest none;
+  none.mutable_who()->set_trial_id(1);
+  EXPECT_EQ(cluster_->ReportEarlyExit(none).code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace
