@@ -179,6 +179,7 @@ int main(int argc, char** argv) {
   options.checkpoint_root = config->checkpoint_root;
   options.trial_link_address = config->advertised_address;
   options.preemption_grace = std::chrono::seconds(config->preemption_grace_seconds);
+  options.unmanaged_timeout = std::chrono::seconds(config->unmanaged_timeout_seconds);
   options.default_manager = &agents;
   options.task_tokens = &*task_tokens;
   options.ingest_db = ingest_db->get();

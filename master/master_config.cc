@@ -223,6 +223,12 @@ const std::map<std::string, Setting>& Settings() {
         },
         "N", "a preempted trial that has not checkpointed and stopped after this is killed",
         [](const C& c) { return Text(c.preemption_grace_seconds); }}},
+      {"unmanaged_timeout_seconds",
+       {[](C& c, V v) {
+          return WholeNumberIn("unmanaged_timeout_seconds", v, 5, 604800, "seconds", c.unmanaged_timeout_seconds);
+        },
+        "N", "an unmanaged trial whose script has made no TrialLink call for this long ends in ERROR",
+        [](const C& c) { return Text(c.unmanaged_timeout_seconds); }}},
       {"min_run_seconds",
        {[](C& c, V v) { return WholeNumberIn("min_run_seconds", v, 0, 86400, "seconds", c.min_run_seconds); }, "N",
         "a trial that has run less than this is not preempted", [](const C& c) { return Text(c.min_run_seconds); }}},

@@ -67,6 +67,9 @@ struct MasterConfig {
   std::map<std::string, SchedulingMode> pool_schedulers;
   int preemption_grace_seconds = 300;
   int min_run_seconds = 60;
+  // An unmanaged trial (docs/core-api.md) whose script has made no TrialLink call for this long
+  // ends in ERROR: its process died without ending it.
+  int unmanaged_timeout_seconds = 300;
   // Webhooks (docs/webhooks.md, master/webhooks/webhooks.h): attempts per delivery before it is
   // given up, the first retry's delay (doubling up to webhook_retry_max_seconds), one attempt's
   // timeout, the CA certificates https:// receivers are verified by (empty: the system's), and

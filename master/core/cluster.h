@@ -65,6 +65,10 @@ struct ClusterOptions {
   // How long a preempted trial may take to checkpoint and stop before it is killed
   // (docs/scheduling.md; when a manager asks for preemption is its own business).
   std::chrono::seconds preemption_grace{300};
+  // An unmanaged trial whose script makes no TrialLink call for this long (the library's stop
+  // poll calls every second) ends in ERROR, and its experiment with it: the script died without
+  // EndTrial. Counted from the master's start for trials recovered after a restart.
+  std::chrono::milliseconds unmanaged_timeout{std::chrono::seconds(300)};
   // The manager of every pool not in external_pools (the agents', master main). Required. Not
   // owned; it outlives the Cluster. The Cluster sets its event sink, starts and stops it.
   rm::ResourceManager* default_manager = nullptr;
@@ -231,6 +235,8 @@ class Cluster {
     // resumes it, even when the stop was withdrawn meanwhile): ShouldStop's answer for the
     // native trainer; user code's acknowledgement (AcknowledgePreemption).
     bool told_to_stop = false;
+    // Unmanaged trials: the last TrialLink call of its script (its liveness).
+    std::chrono::steady_clock::time_point last_call{};
     int64_t submit_order = 0;      // kept when a preempted trial is queued again
     std::string latest_checkpoint_uuid;
     std::string latest_checkpoint_path;
@@ -325,6 +331,8 @@ class Cluster {
   // Queues a checkpoint retention pass over the experiment (its checkpoint_storage policy).
   void RequestRetentionLocked(const Experiment& e);
   void HousekeepingLoop();
+  // Unmanaged trials whose scripts went quiet past options_.unmanaged_timeout: ERROR.
+  void EndSilentUnmanagedLocked(std::chrono::steady_clock::time_point now);
   Status NotLive(int64_t id, const std::string& verb);
 
   Store* store_;

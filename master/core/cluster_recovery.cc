@@ -65,7 +65,10 @@ Status Cluster::Recover() {
       t.allocations = tr.allocations;
       e.trial_by_request[tr.request_id] = tr.id;
       if (IsTerminal(t.state)) continue;
-      if (e.unmanaged) continue;  // its script reports on; no agent runs it
+      if (e.unmanaged) {  // its script reports on; no agent runs it
+        t.last_call = steady_clock::now();  // the timeout counts from the restart
+        continue;
+      }
       if (ExternalLocked(e)) {
         // Its job, if the manager took it before the restart, is watched again; else (a job id
         // never stored) it is submitted anew, and the manager's first pass cancels any job of
@@ -122,7 +125,25 @@ void Cluster::HousekeepingLoop() {
                           {"grace_seconds", std::to_string(options_.preemption_grace.count())}});
       KillTrialTasksLocked(t);
     }
+    EndSilentUnmanagedLocked(now);
     PublishReasonsLocked();
+  }
+}
+
+void Cluster::EndSilentUnmanagedLocked(steady_clock::time_point now) {
+  for (auto& [tid, t] : trials_) {
+    if (t.state != v1::TRIAL_STATE_RUNNING || now - t.last_call < options_.unmanaged_timeout) continue;
+    auto e = experiments_.find(t.experiment_id);
+    if (e == experiments_.end() || !e->second.unmanaged) continue;
+    const auto quiet = std::chrono::duration_cast<std::chrono::seconds>(now - t.last_call).count();
+    const std::string why = "trial " + std::to_string(t.id) + ": its unmanaged script made no call for " +
+                            std::to_string(quiet) + " s (unmanaged_timeout_seconds): it ended without end_trial";
+    log::Warn("trial", {{"event", "unmanaged_silent"}, {"id", std::to_string(t.id)}, {"reason", why}});
+    // As EndTrial(failed) would have ended it.
+    SetTrialStateLocked(t, v1::TRIAL_STATE_ERROR, why);
+    e->second.searcher_done = true;
+    e->second.search_failed = true;
+    if (!IsTerminal(e->second.state)) SetExperimentStateLocked(e->second, v1::EXPERIMENT_STATE_ERROR, why);
   }
 }
 

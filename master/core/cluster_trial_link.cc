@@ -39,6 +39,7 @@ Result<Cluster::Trial*> Cluster::CheckIdentityLocked(const v1::TrialIdentity& wh
   SF_ASSIGN_OR_RETURN(AllocationRegistry::Admission admission, registry_.Admit(who));
   Trial* t = FindTrialLocked(who.trial_id());
   if (!t) return NotFound("trial " + std::to_string(who.trial_id()) + " is not active on this master");
+  t->last_call = steady_clock::now();  // an unmanaged script's liveness
   // A rank of an external manager's job called before the manager saw the job run (its poll
   // lags): the job runs, so the trial does.
   if (admission == AllocationRegistry::Admission::kAskCoordinator) {
@@ -458,6 +459,7 @@ Cluster::UnmanagedTrial Cluster::CreateUnmanagedTrial(const std::string& config_
   t.state = v1::TRIAL_STATE_RUNNING;
   t.hparams = hparams;
   t.target_length = e.config.searcher.max_length.value;
+  t.last_call = steady_clock::now();
   TrialUpdate u;
   u.target_length = t.target_length;
   (void)store_->UpdateTrial(t.id, u);

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <tuple>
 
 #include "tests/master/core/coordinator_test.h"
@@ -194,6 +195,51 @@ TEST_F(CoreApiCallsTest, AnEarlyExitsReasonDecidesTheTrialsEndWithoutARestart) {
   v1::ReportEarlyExitRequest none;
   none.mutable_who()->set_trial_id(1);
   EXPECT_EQ(cluster_->ReportEarlyExit(none).code(), StatusCode::kInvalidArgument);
+}
+
+// An unmanaged trial is alive while its script calls (the library's stop poll calls every
+// second); one whose script went quiet past unmanaged_timeout ends in ERROR with its experiment.
+class UnmanagedLivenessTest : public testing::CoordinatorTest {
+ protected:
+  void SetUp() override {
+    CoordinatorTest::SetUp();
+    if (HasFatalFailure()) return;
+    ClusterOptions o;
+    o.unmanaged_timeout = std::chrono::milliseconds(1500);
+    StartCluster(1, {}, o);
+  }
+  v1::TrialIdentity Unmanaged(const std::string& name) {
+    Cluster::UnmanagedTrial made = cluster_->CreateUnmanagedTrial(
+        "name: " + name + "\nentrypoint: python3 train.py\nsearcher: {name: single, metric: loss, max_length: {batches: 10}}\n",
+        "test");
+    EXPECT_TRUE(made.created.id.has_value())
+        << (made.created.errors.empty() ? "" : made.created.errors[0].path + ": " + made.created.errors[0].message);
+    v1::TrialIdentity who;
+    who.set_trial_id(made.trial_id);
+    who.set_task_id(made.task_id);
+    return who;
+  }
+};
+
+TEST_F(UnmanagedLivenessTest, AScriptThatStopsCallingEndsInErrorAndOneThatCallsStays) {
+  const v1::TrialIdentity quiet = Unmanaged("quiet");
+  const v1::TrialIdentity busy = Unmanaged("busy");
+  v1::ShouldStopRequest poll;
+  *poll.mutable_who() = busy;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(3500);
+  while (std::chrono::steady_clock::now() < until) {
+    ASSERT_TRUE(cluster_->ShouldStop(poll).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  const v1::Trial ended = TrialRow(quiet.trial_id());
+  EXPECT_EQ(ended.state(), v1::TRIAL_STATE_ERROR);
+  EXPECT_NE(ended.error().find("unmanaged script made no call for"), std::string::npos) << ended.error();
+  auto experiment = store_->GetExperiment(ExperimentOf(quiet.trial_id()));
+  ASSERT_TRUE(experiment.ok() && experiment->has_value());
+  EXPECT_EQ((*experiment)->state(), v1::EXPERIMENT_STATE_ERROR);
+  EXPECT_EQ(TrialRow(busy.trial_id()).state(), v1::TRIAL_STATE_RUNNING) << "it kept calling";
+  // Once it too goes quiet, it ends the same way.
+  EXPECT_TRUE(WaitFor([&] { return TrialRow(busy.trial_id()).state() == v1::TRIAL_STATE_ERROR; }));
 }
 
 }  // namespace
