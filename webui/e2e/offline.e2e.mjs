@@ -8,7 +8,8 @@
 // in web storage, actions gated by ownership and role, the tokens page (shown once, revoke), a
 // session that expires mid-way, logout and a second login; and the cluster page's Servers card
 // (dev/serving-fixtures.mjs: the table, Stop behind a confirmation, Show stopped, an older master)
-// with Serve on a model version. Screenshots go to $SF_ARTIFACTS_DIR
+// with Serve on a model version; and the experiment page's hyperparameter charts for a sweep with
+// string, categorical and log hyperparameters (label boxes measured, none overlapping). Screenshots go to $SF_ARTIFACTS_DIR
 // (default e2e-artifacts/offline). Run after `npm run build`: `npm run test:browser`.
 import { existsSync, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -91,12 +92,91 @@ try {
     check(errors.length === 0, `${w}px no uncaught page errors`, errors.join(' | '));
     await page.close();
   }
+  await hparamsFlow(browser);
   await modelsFlow(browser);
   await serversFlow(browser);
   await loginFlow(browser);
 } finally {
   await browser.close();
   server.close();
+}
+
+/** The experiment page's hyperparameter charts for a sweep with a long string hyperparameter (a
+ *  data path), a categorical one with many values, a log-scaled learning rate and a constant: the
+ *  axis labels are elements whose boxes never intersect, long ones are cut with their full text as
+ *  the title, and the constant is hidden until "show constant hyperparameters" is ticked. */
+async function hparamsFlow(browser) {
+  const paths = ['/data/multi30k/train.de', '/data/wmt14/train.tokenized.bpe32k.de', '/data/iwslt17/train.de'];
+  const trials = Array.from({ length: 24 }, (_, i) => ({
+    id: String(i + 1),
+    experimentId: '3',
+    state: 'TRIAL_STATE_COMPLETED',
+    hparams: { data_path: paths[i % 3], activation: `activation_function_${i % 20}`, lr: 10 ** (-5 + (i % 4)), d_model: 256 },
+    bestValidationMetric: 20 + i,
+    totalBatches: '200',
+    targetBatches: '200',
+  }));
+  const experiment = { id: '3', name: 'hparam-labels', state: 'EXPERIMENT_STATE_COMPLETED', owner: 'ada', workspace: 'Uncategorized', searcher: 'random', metric: 'validation_bleu_newstest2014', smallerIsBetter: false, numTrials: 24, numCompletedTrials: 24, configYaml: 'name: hparam-labels\n' };
+  const send = (res, status, body) => {
+    res.writeHead(status, { 'Content-Type': 'application/json' });
+    res.end(JSON.stringify(body));
+  };
+  const api = async (req, res, url) => {
+    const p = url.pathname.replace(/^\/api\/v1/, '');
+    if (p === '/experiments/3') return send(res, 200, { experiment });
+    if (p === '/experiments/3/trials') return send(res, 200, { trials, pagination: { total: trials.length } });
+    if (/^\/trials\/\d+\/metrics$/.test(p)) return send(res, 200, { metrics: [] });
+    if (p === '/experiments/3/checkpoints') return send(res, 200, { checkpoints: [] });
+    return send(res, 404, { code: 5, message: `no route ${req.method} ${url.pathname}`, details: [] });
+  };
+  const { server: hpServer, url: base } = await serveDist(dist, 0, api);
+  const labelBoxes = (page, sel) => page.locator(sel).evaluateAll((els) => els.map((e) => { const r = e.getBoundingClientRect(); return { axis: e.getAttribute('data-axis'), role: e.getAttribute('data-role'), text: e.textContent, title: e.getAttribute('title'), x: r.left, y: r.top, w: r.width, h: r.height }; }));
+  const overlaps = (bs) => {
+    const out = [];
+    for (let i = 0; i < bs.length; i++) for (let j = i + 1; j < bs.length; j++) {
+      const [a, b] = [bs[i], bs[j]];
+      if (a.x + a.w - 0.5 > b.x && b.x + b.w - 0.5 > a.x && a.y + a.h - 0.5 > b.y && b.y + b.h - 0.5 > a.y) out.push(`${a.axis}:${a.text} × ${b.axis}:${b.text}`);
+    }
+    return out;
+  };
+  try {
+    for (const [w, h] of [[1280, 900], [375, 800]]) {
+      const page = await browser.newPage({ viewport: { width: w, height: h } });
+      const errors = [];
+      page.on('pageerror', (e) => errors.push(e.message));
+      const what = (s) => `hparams ${w}px: ${s}`;
+      try {
+        await page.goto(`${base}/#/experiments/3`);
+        await page.waitForSelector('[data-testid="chart-parallel-coordinates"] [data-testid="pc-label"]', { timeout: 15000 });
+        await page.locator('[data-testid="chart-parallel-coordinates"]').scrollIntoViewIfNeeded();
+        await page.waitForTimeout(300); // the measured relayout after the first paint
+        check((await page.getAttribute('[data-testid="chart-parallel-coordinates"]', 'data-points')) === '24', what('parallel coordinates drew 24 trials'));
+        let boxes = await labelBoxes(page, '[data-testid="pc-label"]');
+        const axes = [...new Set(boxes.map((b) => b.axis))];
+        check(['data_path', 'activation', 'lr'].every((a) => axes.includes(a)) && !axes.includes('d_model'), what('string, categorical and log axes are labelled, the constant is hidden'), axes.join(','));
+        check(boxes.length > 8 && overlaps(boxes).length === 0, what(`no two of the ${boxes.length} pc-label boxes overlap`), overlaps(boxes).slice(0, 5).join('; '));
+        const cut = boxes.find((b) => b.title === '/data/wmt14/train.tokenized.bpe32k.de');
+        check(!!cut && cut.text.includes('…'), what('a long path is cut with an ellipsis, the full path in its title'), JSON.stringify(cut));
+        const ticks = boxes.filter((b) => b.axis === 'activation' && b.role === 'tick');
+        check(ticks.length > 2 && ticks.length < 20, what('the 20 categories are thinned to fit the axis'), String(ticks.length));
+        await page.screenshot({ path: join(ART, `hparams-${w}.png`), fullPage: true });
+        await page.check('[data-testid="pc-show-constant"]');
+        boxes = await labelBoxes(page, '[data-testid="pc-label"]');
+        check(boxes.some((b) => b.axis === 'd_model') && overlaps(boxes).length === 0, what('"show constant hyperparameters" brings d_model back, still without overlaps'), overlaps(boxes).slice(0, 5).join('; '));
+        await page.selectOption('[data-testid="chart-hparam-scatter"] select', 'activation');
+        const sb = await labelBoxes(page, '[data-testid="scatter-label"]');
+        check(sb.length > 2 && overlaps(sb).length === 0, what(`no two of the ${sb.length} scatter labels overlap (categorical x axis)`), overlaps(sb).slice(0, 5).join('; '));
+        await page.screenshot({ path: join(ART, `hparams-constant-${w}.png`), fullPage: true });
+      } catch (e) {
+        check(false, what('the hyperparameter flow ran to the end'), e.message);
+        await page.screenshot({ path: join(ART, `hparams-failure-${w}.png`), fullPage: true }).catch(() => {});
+      }
+      check(errors.length === 0, what('no uncaught page errors'), errors.join(' | '));
+      await page.close();
+    }
+  } finally {
+    hpServer.close();
+  }
 }
 
 /** The model registry pages against the description's routes with dev/model-fixtures.mjs: with

@@ -1,6 +1,7 @@
 // Shaping of API data into chart series: metric extraction, alignment of many trials onto one x
 // axis (uPlot's AlignedData), downsampling (LTTB), and the axes of the hyperparameter charts.
 import type { MetricReport, Trial, UtilizationPoint } from '../api/types';
+import { formatMetric } from './format';
 
 export interface XY {
   x: number[];
@@ -201,9 +202,9 @@ export function flattenHParams(h: Record<string, unknown>, prefix = ''): Record<
   return out;
 }
 
-/** Hyperparameter names that vary between trials (constants are not worth an axis). When every
- *  one is constant, all are returned. */
-export function varyingHParams(trials: readonly Trial[]): string[] {
+/** Every hyperparameter name of a set of trials, sorted, and which of them are constant (the same
+ *  value in every trial; one that some trials lack varies). */
+export function hparamSummary(trials: readonly Trial[]): { names: string[]; constant: Set<string> } {
   const vals = new Map<string, Set<string>>();
   for (const t of trials) {
     for (const [k, v] of Object.entries(flattenHParams(t.hparams))) {
@@ -211,10 +212,44 @@ export function varyingHParams(trials: readonly Trial[]): string[] {
       vals.get(k)!.add(JSON.stringify(v));
     }
   }
-  const all = [...vals.keys()].sort();
-  const varying = all.filter((k) => vals.get(k)!.size > 1);
-  return varying.length ? varying : all;
+  const names = [...vals.keys()].sort();
+  for (const t of trials) {
+    const flat = flattenHParams(t.hparams);
+    for (const k of names) if (!(k in flat)) vals.get(k)!.add('absent');
+  }
+  return { names, constant: new Set(names.filter((k) => vals.get(k)!.size <= 1)) };
 }
+
+/** Hyperparameter names that vary between trials (constants are not worth an axis). When every
+ *  one is constant, all are returned. */
+export function varyingHParams(trials: readonly Trial[]): string[] {
+  const { names, constant } = hparamSummary(trials);
+  const varying = names.filter((k) => !constant.has(k));
+  return varying.length ? varying : names;
+}
+
+/** How an axis maps values: linear, log (positive numbers over ≥ 2 decades) or categorical (strings,
+ *  booleans, mixtures: the distinct values evenly spaced). */
+export function axisScale(axis: HParamAxis): 'linear' | 'log' | 'categorical' {
+  return axis.kind === 'categorical' ? 'categorical' : axis.log ? 'log' : 'linear';
+}
+
+/** Display order of categorical values, stable whatever order the trials come in: numbers by value,
+ *  then booleans (false, true), then everything else as text in natural order ("layer2" before
+ *  "layer10"). */
+function categoryOrder(a: unknown, b: unknown): number {
+  const rank = (v: unknown) => (typeof v === 'number' ? 0 : typeof v === 'boolean' ? 1 : 2);
+  const ra = rank(a);
+  const rb = rank(b);
+  if (ra !== rb) return ra - rb;
+  if (ra === 0) return (a as number) - (b as number);
+  if (ra === 1) return Number(a) - Number(b);
+  const sa = categoryKey(a);
+  const sb = categoryKey(b);
+  return sa.localeCompare(sb, 'en', { numeric: true }) || (sa < sb ? -1 : sa > sb ? 1 : 0);
+}
+
+const categoryKey = (v: unknown): string => (typeof v === 'string' ? v : JSON.stringify(v));
 
 /** Builds an axis description from the values of one column. */
 export function buildAxis(name: string, values: readonly unknown[]): HParamAxis {
@@ -231,7 +266,9 @@ export function buildAxis(name: string, values: readonly unknown[]): HParamAxis 
     }
     return { name, kind: 'numeric', min, max, categories: [], log };
   }
-  const cats = [...new Set(present.map((v) => (typeof v === 'string' ? v : JSON.stringify(v))))].sort();
+  const distinct = new Map<string, unknown>();
+  for (const v of present) if (!distinct.has(categoryKey(v))) distinct.set(categoryKey(v), v);
+  const cats = [...distinct.values()].sort(categoryOrder).map(categoryKey);
   return { name, kind: 'categorical', min: 0, max: Math.max(1, cats.length - 1), categories: cats, log: false };
 }
 
@@ -239,13 +276,29 @@ export function buildAxis(name: string, values: readonly unknown[]): HParamAxis 
 export function axisPosition(axis: HParamAxis, v: unknown): number {
   if (v === undefined || v === null) return NaN;
   if (axis.kind === 'categorical') {
-    const i = axis.categories.indexOf(typeof v === 'string' ? v : JSON.stringify(v));
+    const i = axis.categories.indexOf(categoryKey(v));
     if (i < 0) return NaN;
     return axis.categories.length === 1 ? 0.5 : i / (axis.categories.length - 1);
   }
   if (typeof v !== 'number') return NaN;
   if (axis.log) return (Math.log10(v) - Math.log10(axis.min)) / (Math.log10(axis.max) - Math.log10(axis.min));
   return (v - axis.min) / (axis.max - axis.min);
+}
+
+/** The ticks of an axis as [0, 1] positions and text: every category; each decade on a log axis
+ *  (the ends when it spans less than two); the ends and the middle on a linear one. Labels are
+ *  thinned later, by the layout (chartLabels.ts). */
+export function axisTicks(axis: HParamAxis): { t: number; text: string }[] {
+  if (axis.kind === 'categorical') return axis.categories.map((c, k) => ({ t: axis.categories.length === 1 ? 0.5 : k / (axis.categories.length - 1), text: c }));
+  if (axis.log) {
+    const lo = Math.log10(axis.min);
+    const hi = Math.log10(axis.max);
+    const out: { t: number; text: string }[] = [];
+    for (let e = Math.ceil(lo - 1e-9); e <= Math.floor(hi + 1e-9); e++) out.push({ t: (e - lo) / (hi - lo), text: formatMetric(10 ** e) });
+    if (out.length >= 2) return out;
+    return [0, 1].map((t) => ({ t, text: formatMetric(10 ** (lo + t * (hi - lo))) }));
+  }
+  return [0, 0.5, 1].map((t) => ({ t, text: formatMetric(axis.min + t * (axis.max - axis.min)) }));
 }
 
 /** The metric a trial is judged by in the hyperparameter views (best, else latest validation). */

@@ -7,7 +7,7 @@ import { ExperimentActions } from '../components/actions';
 import { Empty, ErrorBanner, ProgressBar, Skeleton, SortHeader, StateBadge } from '../components/common';
 import { HParamScatter, ParallelCoordinates } from '../components/HParamCharts';
 import { UPlotChart } from '../components/UPlotChart';
-import { alignSeries, flattenHParams, forLogScale, metricKeys, seriesFromReports, varyingHParams } from '../lib/chartData';
+import { alignSeries, flattenHParams, forLogScale, hparamSummary, metricKeys, seriesFromReports, varyingHParams } from '../lib/chartData';
 import { durationBetween, formatDateTime, formatDuration, formatHParam, formatInt, formatMetric } from '../lib/format';
 import { usePolling } from '../lib/hooks';
 import { useQueryState, type Route } from '../lib/router';
@@ -181,6 +181,7 @@ function LearningCurves(p: {
 
 function HParamSection(p: { trials: Trial[]; metric: string; smallerIsBetter: boolean; hover?: number; setHover: (id: number | undefined) => void }) {
   const hps = useMemo(() => varyingHParams(p.trials), [p.trials]);
+  const all = useMemo(() => hparamSummary(p.trials).names, [p.trials]);
   if (!p.trials.length) return null;
   return (
     <div className="card">
@@ -189,7 +190,7 @@ function HParamSection(p: { trials: Trial[]; metric: string; smallerIsBetter: bo
         <Empty>These trials have no hyperparameters.</Empty>
       ) : (
         <div className="grid-2">
-          <ParallelCoordinates trials={p.trials} hparams={hps.slice(0, 10)} metric={p.metric} smallerIsBetter={p.smallerIsBetter} highlight={p.hover} onHover={p.setHover} />
+          <ParallelCoordinates trials={p.trials} hparams={all} metric={p.metric} smallerIsBetter={p.smallerIsBetter} highlight={p.hover} onHover={p.setHover} />
           <HParamScatter trials={p.trials} hparams={hps} metric={p.metric} />
         </div>
       )}
