@@ -51,12 +51,7 @@ void AllocationService::Submit(TaskLaunch request) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     (void)store_->CreateAllocation(gang.allocation_id, request.owner, request.restart);
-    Allocation& a = held_[gang.allocation_id];
-    a.kind = request.kind;
-    a.owner = request.owner;
-    a.manager = &manager;
-    a.pool = gang.pool;
-    a.world_size = gang.world_size;
+    HoldLocked(request, manager);
   }
   // An external manager's ranks may call Rendezvous before it has seen the job run; the
   // agents' are opened with their places when they start.
@@ -71,12 +66,7 @@ void AllocationService::Adopt(TaskLaunch request, const std::string& external_id
   rm::ResourceManager& manager = ManagerFor(gang.pool);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    Allocation& a = held_[gang.allocation_id];
-    a.kind = request.kind;
-    a.owner = request.owner;
-    a.manager = &manager;
-    a.pool = gang.pool;
-    a.world_size = gang.world_size;
+    Allocation& a = HoldLocked(request, manager);
     a.external_id = external_id;
     a.running = running;
   }
@@ -94,6 +84,17 @@ rm::ResourceManager* AllocationService::HeldBy(const std::string& allocation_id,
   rm::ResourceManager* manager = it->second.manager;
   if (forget) ForgetLocked(allocation_id);
   return manager;
+}
+
+AllocationService::Allocation& AllocationService::HoldLocked(const TaskLaunch& request,
+                                                             rm::ResourceManager& manager) {
+  Allocation& a = held_[request.gang.allocation_id];
+  a.kind = request.kind;
+  a.owner = request.owner;
+  a.manager = &manager;
+  a.pool = request.gang.pool;
+  a.world_size = request.gang.world_size;
+  return a;
 }
 
 void AllocationService::Kill(const std::string& allocation_id) {
@@ -209,7 +210,7 @@ bool AllocationService::RecordLocked(rm::ResourceManager& from, const rm::Alloca
   update.manager = from.Kind();
   update.external = &from != default_;
   update.external_id = a.external_id;
-  update.rank_hosts = a.rank_hosts;
+  if (event.kind == Kind::kRunning || event.kind == Kind::kExited) update.rank_hosts = a.rank_hosts;
   if (event.kind == Kind::kExited) ForgetLocked(event.allocation_id);
   return true;
 }

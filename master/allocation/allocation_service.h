@@ -132,6 +132,8 @@ class AllocationService {
     std::map<int, std::string> rank_hosts;
   };
   rm::ResourceManager& ManagerFor(const std::string& pool) const;
+  // The record of a newly held allocation (Submit, Adopt). Requires mu_.
+  Allocation& HoldLocked(const TaskLaunch& request, rm::ResourceManager& manager);
   std::vector<rm::ResourceManager*> Managers() const;
   // Records a manager's event; false when it goes nowhere. Fills `update`. Requires mu_.
   bool RecordLocked(rm::ResourceManager& from, const rm::AllocationEvent& event, AllocationUpdate& update);

@@ -132,7 +132,8 @@ void Cluster::HousekeepingLoop() {
 
 void Cluster::EndSilentUnmanagedLocked(steady_clock::time_point now) {
   for (auto& [tid, t] : trials_) {
-    if (t.state != v1::TRIAL_STATE_RUNNING || now - t.last_call < options_.unmanaged_timeout) continue;
+    // A managed trial runs in an allocation (its liveness is its manager's); an unmanaged one never does.
+    if (t.state != v1::TRIAL_STATE_RUNNING || t.allocated || now - t.last_call < options_.unmanaged_timeout) continue;
     auto e = experiments_.find(t.experiment_id);
     if (e == experiments_.end() || !e->second.unmanaged) continue;
     const auto quiet = std::chrono::duration_cast<std::chrono::seconds>(now - t.last_call).count();
