@@ -246,7 +246,9 @@ const handlers = {
     list.sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
     if (q.get('descending') === 'true') list.reverse();
     const r = page(list, q);
-    return send(res, 200, { experiments: r.items, pagination: r.pagination });
+    // As the master: rows carry their config only when asked (fields=config).
+    const withConfig = q.getAll('fields').includes('config');
+    return send(res, 200, { experiments: r.items.map((e) => (withConfig ? e : { ...e, configYaml: undefined })), pagination: r.pagination });
   },
   'GET /api/v1/experiments/{id}': withExperiment((req, res, url, e) => send(res, 200, { experiment: e })),
   'GET /api/v1/experiments/{id}/trials': withExperiment((req, res, url, e) => {

@@ -9,7 +9,8 @@
 // session that expires mid-way, logout and a second login; and the cluster page's Servers card
 // (dev/serving-fixtures.mjs: the table, Stop behind a confirmation, Show stopped, an older master)
 // with Serve on a model version; and the experiment page's hyperparameter charts for a sweep with
-// string, categorical and log hyperparameters (label boxes measured, none overlapping). Screenshots go to $SF_ARTIFACTS_DIR
+// string, categorical and log hyperparameters (label boxes measured, none overlapping); and the Slurm
+// and arch views (slurm-arch.flow.mjs). Screenshots go to $SF_ARTIFACTS_DIR
 // (default e2e-artifacts/offline). Run after `npm run build`: `npm run test:browser`.
 import { existsSync, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -17,6 +18,7 @@ import { createRouter, loadOperations } from '../dev/api-routes.mjs';
 import { fixedModelStore, modelHandlers } from '../dev/model-fixtures.mjs';
 import { fixedServingStore, servingHandlers } from '../dev/serving-fixtures.mjs';
 import { createAuthStub } from './auth-stub.mjs';
+import { slurmArchFlow } from './slurm-arch.flow.mjs';
 import { launch } from './browser.mjs';
 import { serveDist } from './static-server.mjs';
 
@@ -93,6 +95,7 @@ try {
     await page.close();
   }
   await hparamsFlow(browser);
+  await slurmArchFlow(browser, { dist, check, ART });
   await modelsFlow(browser);
   await serversFlow(browser);
   await loginFlow(browser);

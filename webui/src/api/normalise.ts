@@ -70,6 +70,7 @@ export function normTrial(j: wire.Trial | undefined): Trial {
     endTime: optStr(o.endTime),
     error: str(o.error),
     pendingReason: str(o.pendingReason),
+    jobId: str(o.jobId),
   };
 }
 

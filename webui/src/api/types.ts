@@ -72,6 +72,9 @@ export interface Trial {
   error: string;
   // Why a QUEUED trial waits, in the scheduler's words; empty otherwise.
   pendingReason: string;
+  /** Its latest run's job id at a resource manager other than the agents (a Slurm job id, for
+   *  squeue/sacct); '' on agents. */
+  jobId: string;
 }
 
 /** One trial as GET /trials/{id} answers it: the trial and the metric groups it has reported. */
@@ -219,6 +222,8 @@ export interface ExperimentsQuery {
   offset?: number;
   limit?: number;
   includeArchived?: boolean;
+  /** Large fields to include in each row: ['config'] fills `configYaml`. */
+  fields?: string[];
 }
 
 export type UserRole = 'admin' | 'user' | 'viewer';

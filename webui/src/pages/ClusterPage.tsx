@@ -4,7 +4,8 @@
 // (GET /api/v1/cluster/utilization, so the chart is full right after a reload), and the queue of
 // waiting (QUEUED) trials of active experiments; and the servers the master schedules
 // (`sf serve start`, GET /api/v1/servings; Servers.tsx), with Stop. `servers=all` in the URL also
-// lists the stopped and failed ones.
+// lists the stopped and failed ones. A pool Slurm places (docs/slurm.md) shows its nodes and
+// slots per node from sinfo, and its queued trials their Slurm job ids.
 import { useMemo } from 'react';
 import type uPlot from 'uplot';
 import { api } from '../api/client';
@@ -15,6 +16,7 @@ import { utilizationSeries } from '../lib/chartData';
 import { formatBytes, formatDateTime, formatRelative, stateLabel } from '../lib/format';
 import { usePolling } from '../lib/hooks';
 import { parseHash, useQueryState, type Route } from '../lib/router';
+import { isAgentPool, isSlurmPool, managerLabel, nodeCapacity, slotsPerNode } from '../lib/slurm';
 import { ServersSection, servingsUnsupported } from './Servers';
 
 const POLL_MS = 3000;
@@ -62,6 +64,7 @@ export function ClusterPage({ route }: { route?: Route }) {
   const chartData = useMemo<uPlot.AlignedData>(() => [series.t, series.busy, series.busyMax], [series]);
 
   const u = utilization(agents.data ?? []);
+  const slurmPools = (pools.data ?? []).filter(isSlurmPool);
   const slotsShown = series.total.reduce((m, v) => Math.max(m, v), u.total);
   return (
     <section aria-labelledby="cluster-h">
@@ -70,6 +73,11 @@ export function ClusterPage({ route }: { route?: Route }) {
         {agents.data && (
           <span className="muted" data-testid="cluster-summary">
             {agents.data.filter((a) => a.connected).length} agent(s) connected · {u.used}/{u.total} slots busy
+          </span>
+        )}
+        {slurmPools.length > 0 && (
+          <span className="muted" data-testid="cluster-slurm-summary">
+            · Slurm: {slurmPools.reduce((n, p) => n + p.nodes, 0)} node(s), {slurmPools.reduce((n, p) => n + p.usedSlots, 0)}/{slurmPools.reduce((n, p) => n + p.totalSlots, 0)} slots busy
           </span>
         )}
       </div>
@@ -89,7 +97,11 @@ export function ClusterPage({ route }: { route?: Route }) {
         <h2>Agents and slots</h2>
         {agents.loading && !agents.data ? (
           <Skeleton rows={4} />
-        ) : !agents.data ? null : agents.data.length === 0 ? (
+        ) : !agents.data ? null : agents.data.length === 0 && slurmPools.length > 0 ? (
+          <Empty>
+            No agents: {slurmPools.map((p) => p.name).join(', ')} run{slurmPools.length === 1 ? 's' : ''} trials as Slurm jobs on Slurm's nodes (Resource pools above).
+          </Empty>
+        ) : agents.data.length === 0 ? (
           <Empty>No agents have registered. Start one with <code>sf-agent --master …</code> or <code>sf deploy local up</code>.</Empty>
         ) : (
           <div className="table-wrap">
@@ -232,11 +244,12 @@ function PoolsTable({ rows }: { rows: ResourcePool[] }) {
           {rows.map((p) => (
             <tr key={p.name} data-testid="pool-row">
               <td className="strong">{p.name}</td>
-              <td data-label="Scheduler">{p.scheduler === 'fair_share' ? 'fair share' : p.scheduler}</td>
+              <td data-label="Scheduler" data-testid="pool-manager">
+                {managerLabel(p)}
+                {slotsPerNode(p) !== undefined && <div className="muted small" data-testid="pool-capacity" title="from sinfo: the nodes that take jobs, each with the pool's slots_per_node">{nodeCapacity(p)}</div>}
+              </td>
               <td className="num" data-label="Agents / nodes" data-testid="pool-hosts">
-                {p.scheduler === 'priority' || p.scheduler === 'fair_share'
-                  ? p.agents
-                  : `${p.nodes} node${p.nodes === 1 ? '' : 's'}`}
+                {isAgentPool(p) ? p.agents : `${p.nodes} node${p.nodes === 1 ? '' : 's'}`}
               </td>
               <td className="num" data-label="Slots busy" data-testid="pool-slots">{p.usedSlots}/{p.totalSlots}</td>
               <td className="num" data-label="Running trials">{p.runningTrials}</td>
@@ -260,6 +273,7 @@ function QueueTable({ rows }: { rows: { t: Trial; name: string; priority: number
             <th scope="col">Trial</th>
             <th scope="col">Experiment</th>
             <th scope="col">Priority</th>
+            <th scope="col">Job</th>
             <th scope="col">Why it waits</th>
           </tr>
         </thead>
@@ -269,6 +283,7 @@ function QueueTable({ rows }: { rows: { t: Trial; name: string; priority: number
               <td><a href={`#/trials/${t.id}`}>trial {t.id}</a></td>
               <td><a href={`#/experiments/${t.experimentId}`}>{name || `experiment ${t.experimentId}`}</a></td>
               <td className="num">{priority}</td>
+              <td className="mono" data-testid="queue-job-id" title={t.jobId ? 'its Slurm job: squeue -j, sacct -j' : 'not submitted to another manager'}>{t.jobId || '–'}</td>
               <td data-testid="pending-reason">{t.pendingReason || '–'}</td>
             </tr>
           ))}

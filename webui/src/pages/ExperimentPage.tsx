@@ -1,5 +1,6 @@
 // One experiment: header and actions, searcher summary, learning curves of all trials, hyperparameter
-// views, trials table with hyperparameters as columns, and the config.
+// views, the archs of a sweep over them side by side (ArchComparison.tsx), trials table with
+// hyperparameters as columns (and a Slurm trial's job id), and the config.
 import { useMemo, useState } from 'react';
 import { api } from '../api/client';
 import type { MetricKind, MetricReport, Trial } from '../api/types';
@@ -13,6 +14,7 @@ import { usePolling } from '../lib/hooks';
 import { useQueryState, type Route } from '../lib/router';
 import { nextSort, sortRows, type SortDir } from '../lib/sort';
 import { topLevelBlock } from '../lib/yamlBlock';
+import { ArchComparison } from './ArchComparison';
 
 const MAX_CURVE_TRIALS = 50;
 const ACTIVE = (s: string) => s === 'EXPERIMENT_STATE_ACTIVE' || s.startsWith('EXPERIMENT_STATE_STOPPING');
@@ -87,6 +89,7 @@ export function ExperimentPage({ id, route }: { id: number; route: Route }) {
       </div>
       <LearningCurves trials={trials.data ?? []} curves={curves.data} loading={curves.loading} kind={kind} metricParam={q.get('metric') ?? ''} defaultMetric={e.metric} logY={q.get('log') === '1'} setQ={setQ} hover={hover} setHover={setHover} error={curves.error} />
       <HParamSection trials={trials.data ?? []} metric={e.metric} smallerIsBetter={e.smallerIsBetter} hover={hover} setHover={setHover} />
+      <ArchComparison trials={trials.data ?? []} configYaml={e.configYaml} metric={e.metric} smallerIsBetter={e.smallerIsBetter} active={active} />
       <TrialsTable trials={trials.data} loading={trials.loading} hover={hover} setHover={setHover} sortParam={q.get('tsort') ?? 'id'} dirParam={(q.get('tdir') as SortDir) ?? 'asc'} setQ={setQ} metric={e.metric} />
       <ConfigView yaml={e.configYaml} />
     </section>
@@ -258,6 +261,11 @@ function TrialsTable(p: { trials?: Trial[]; loading: boolean; hover?: number; se
                     {t.pendingReason && (
                       <div className="muted" data-testid="pending-reason">
                         {t.pendingReason}
+                      </div>
+                    )}
+                    {t.jobId && (
+                      <div className="muted small" data-testid="trial-job-id" title="its latest run's job at the pool's resource manager (Slurm: squeue -j, sacct -j)">
+                        job {t.jobId}
                       </div>
                     )}
                   </td>

@@ -1,10 +1,13 @@
-// Experiments list: filter by state and name, sort by any column, pagination, polling.
-import { useEffect, useState } from 'react';
+// Experiments list: filter by state, name and arch, sort by any column, pagination, polling. The
+// rows are asked with their configs (fields=config), which say what each one trains (lib/arch.ts);
+// the master has no arch filter, so the arch filter narrows the page it answered.
+import { useEffect, useMemo, useState } from 'react';
 import { api } from '../api/client';
 import { EXPERIMENT_STATES } from '../api/types';
 import { Empty, ErrorBanner, Skeleton } from '../components/common';
 import { stateLabel, formatRelative } from '../lib/format';
 import { useDebounced, usePolling } from '../lib/hooks';
+import { archFilterOptions, archKeys, DEFAULT_ARCH, experimentArch, USER_CODE } from '../lib/arch';
 import { canCreate } from '../lib/permissions';
 import { useQueryState, type Route } from '../lib/router';
 import { useSession } from '../lib/session';
@@ -12,6 +15,12 @@ import { nextSort, type SortDir } from '../lib/sort';
 import { EXPERIMENT_COLUMNS, ExperimentsTable, orderPage } from './ExperimentsTable';
 
 const POLL_MS = 3000;
+
+/** "trains lstm_small", "runs user code", "trains the default arch" (`plural`: "train ..."). */
+function trains(arch: string, plural = false): string {
+  const verb = arch === USER_CODE ? (plural ? 'run' : 'runs') : plural ? 'train' : 'trains';
+  return `${verb} ${arch === DEFAULT_ARCH ? 'the default arch' : arch}`;
+}
 
 export function ExperimentsList({ route }: { route: Route }) {
   const [q, setQ] = useQueryState(route);
@@ -23,6 +32,7 @@ export function ExperimentsList({ route }: { route: Route }) {
   const limit = Number(q.get('limit') ?? 25) || 25;
   const page = Math.max(1, Number(q.get('page') ?? 1) || 1);
   const archived = q.get('archived') === '1';
+  const arch = q.get('arch') ?? '';
   const [nameInput, setNameInput] = useState(nameParam);
   const name = useDebounced(nameInput, 300);
   useEffect(() => {
@@ -42,6 +52,7 @@ export function ExperimentsList({ route }: { route: Route }) {
           offset: (page - 1) * limit,
           limit,
           includeArchived: archived || undefined,
+          fields: ['config'],
         },
         signal,
       ),
@@ -49,7 +60,11 @@ export function ExperimentsList({ route }: { route: Route }) {
     POLL_MS,
   );
   const now = res.updatedAt || Date.now();
-  const rows = res.data ? (serverSort ? res.data.experiments : orderPage(res.data.experiments, sortKey, dir, now)) : [];
+  const page0 = res.data?.experiments;
+  const archs = useMemo(() => (page0 ?? []).map((e) => experimentArch(e.configYaml)), [page0]);
+  const archOptions = useMemo(() => archFilterOptions(archs, arch), [archs, arch]);
+  const matching = useMemo(() => (page0 ?? []).filter((_, i) => !arch || archKeys(archs[i]).includes(arch)), [page0, archs, arch]);
+  const rows = res.data ? (serverSort ? matching : orderPage(matching, sortKey, dir, now)) : [];
   const total = res.data?.pagination.total ?? 0;
   const pages = Math.max(1, Math.ceil(total / limit));
 
@@ -77,6 +92,17 @@ export function ExperimentsList({ route }: { route: Route }) {
           Name
           <input type="search" value={nameInput} placeholder="filter by name" onChange={(e) => setNameInput(e.target.value)} data-testid="filter-name" />
         </label>
+        <label>
+          Arch
+          <select value={arch} onChange={(e) => setQ({ arch: e.target.value || undefined })} data-testid="filter-arch">
+            <option value="">All archs</option>
+            {archOptions.map((a) => (
+              <option key={a} value={a}>
+                {a}
+              </option>
+            ))}
+          </select>
+        </label>
         <label className="check">
           <input type="checkbox" checked={archived} onChange={(e) => setQ({ archived: e.target.checked ? '1' : undefined, page: undefined })} />
           Show archived
@@ -97,7 +123,9 @@ export function ExperimentsList({ route }: { route: Route }) {
         <Skeleton rows={8} />
       ) : res.data && rows.length === 0 ? (
         <Empty>
-          {state || nameParam ? (
+          {arch && res.data.experiments.length > 0 ? (
+            <>No experiment on this page {trains(arch)}: the arch filter narrows the page the master answered.</>
+          ) : state || nameParam ? (
             <>No experiment matches these filters.</>
           ) : !canCreate(me).ok ? (
             <>No experiments yet. Your role is viewer: they will show here once someone submits one.</>
@@ -130,6 +158,11 @@ export function ExperimentsList({ route }: { route: Route }) {
               Next ›
             </button>
           </nav>
+          {arch && (
+            <p className="muted small" data-testid="arch-filter-note">
+              {rows.length} of the {res.data.experiments.length} experiments on this page {trains(arch, true)} (the arch filter narrows each page).
+            </p>
+          )}
           {!serverSort && <p className="muted small">Sorted within this page ({EXPERIMENT_COLUMNS.find((c) => c.key === sortKey)?.label} is not a server-side sort key).</p>}
         </>
       ) : null}

@@ -1,16 +1,18 @@
 // The experiments table (also rendered by the render bench with 1,000 rows). Above
 // VIRTUAL_MIN_ROWS it renders only the rows near the viewport (fixed row height, spacer rows above
 // and below), so a long list costs the same as a short one.
-import { useLayoutEffect, useRef, useState } from 'react';
+import { useLayoutEffect, useMemo, useRef, useState } from 'react';
 import type { Experiment } from '../api/types';
 import { ExperimentActions } from '../components/actions';
 import { ProgressBar, SortHeader, StateBadge } from '../components/common';
+import { archLabel, experimentArch } from '../lib/arch';
 import { durationBetween, formatDateTime, formatDuration, formatMetric } from '../lib/format';
 import { sortRows, type SortDir } from '../lib/sort';
 
 export const EXPERIMENT_COLUMNS: { key: string; label: string; server?: string }[] = [
   { key: 'id', label: 'ID', server: 'id' },
   { key: 'name', label: 'Name', server: 'name' },
+  { key: 'arch', label: 'Arch' },
   { key: 'state', label: 'State', server: 'state' },
   { key: 'progress', label: 'Progress' },
   { key: 'best', label: 'Best metric', server: 'best_metric' },
@@ -25,6 +27,8 @@ export function experimentSortKey(col: string, now: number): (e: Experiment) => 
       return (e) => e.name;
     case 'state':
       return (e) => e.state;
+    case 'arch':
+      return (e) => archLabel(experimentArch(e.configYaml));
     case 'progress':
       return (e) => (e.numTrials > 0 ? e.numCompletedTrials / e.numTrials : undefined);
     case 'best':
@@ -90,6 +94,8 @@ export function ExperimentsTable(props: {
   }, [virtual, props.rows.length]);
   const [start, end] = virtual ? range : [0, props.rows.length];
   const shown = virtual ? props.rows.slice(start, end) : props.rows;
+  // The rows' configs are read once per list answer, not on every scroll.
+  const archs = useMemo(() => new Map(props.rows.map((e) => [e.id, experimentArch(e.configYaml)])), [props.rows]);
   return (
     <div className="table-wrap">
       <table className={`table ${virtual ? 'table-virtual' : ''}`} data-testid="experiments-table" data-rows={props.rows.length} aria-rowcount={props.rows.length + 1}>
@@ -118,6 +124,7 @@ export function ExperimentsTable(props: {
                 {e.archived && <span className="tag">archived</span>}
                 <div className="muted small">{e.searcher}</div>
               </td>
+              <ArchCell arch={archs.get(e.id)!} />
               <td className="col-state">
                 <StateBadge state={e.state} />
               </td>
@@ -143,5 +150,15 @@ export function ExperimentsTable(props: {
         </tbody>
       </table>
     </div>
+  );
+}
+
+function ArchCell({ arch }: { arch: ReturnType<typeof experimentArch> }) {
+  const label = archLabel(arch);
+  const title = arch.kind === 'user-code' ? `user code: ${arch.entrypoint}` : arch.kind === 'native' && !arch.archs.length ? "no hyperparameters.arch: the native trainer's default" : label;
+  return (
+    <td className="col-arch" data-testid="experiment-arch" title={title}>
+      {arch.kind === 'user-code' ? <span className="tag">{label}</span> : label}
+    </td>
   );
 }

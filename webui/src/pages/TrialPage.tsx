@@ -1,6 +1,7 @@
 // One trial: metric charts (training and validation; throughput and loss scale when the trial
 // reports them, as the native trainer does; one section per metric group its code named),
-// checkpoints and logs.
+// checkpoints and logs; for a trial Slurm places, its job id, pool and Slurm's reason
+// (TrialSlurm.tsx).
 import { api } from '../api/client';
 import type { Trial } from '../api/types';
 import { Empty, ErrorBanner, Skeleton, StateBadge } from '../components/common';
@@ -12,6 +13,7 @@ import { useQueryState, type Route } from '../lib/router';
 import { flattenHParams } from '../lib/chartData';
 import { LogsView } from './LogsView';
 import { TrialMetricGroups, useTrialMetrics } from './TrialMetricGroups';
+import { TrialSlurmCard } from './TrialSlurm';
 
 const running = (t?: Trial) => !t || t.state === 'TRIAL_STATE_RUNNING' || t.state === 'TRIAL_STATE_QUEUED';
 
@@ -23,6 +25,8 @@ export function TrialPage({ id, route }: { id: number; route: Route }) {
   const exp = usePolling((s) => (expId ? api.getExperiment(expId, s) : Promise.resolve(undefined)), [expId], 0);
   const training = useTrialMetrics(id, 'training', live);
   const validation = useTrialMetrics(id, 'validation', live);
+  // Which manager places the trial's pool, and its capacity; a failure only hides the Slurm card.
+  const pools = usePolling((s) => api.getResourcePools(s), [], live ? 10000 : 0);
   const ckpts = usePolling((s) => (expId ? api.getExperimentCheckpoints(expId, s) : Promise.resolve([])), [expId], live ? 10000 : 0);
 
   const xMode = q.get('x') === 'time' ? 'time' : 'batches';
@@ -81,6 +85,7 @@ export function TrialPage({ id, route }: { id: number; route: Route }) {
             ))}
           </dl>
         </div>
+        <TrialSlurmCard trial={t} configYaml={e?.configYaml} pools={pools.data} />
       </div>
       <div className="card">
         <div className="card-head">

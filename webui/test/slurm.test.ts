@@ -1,0 +1,49 @@
+// Reading Slurm pools and Slurm trials out of the API's fields (lib/slurm.ts).
+import { describe, expect, it } from 'vitest';
+import { normResourcePool } from '../src/api/client';
+import { configPool, configSlotsPerTrial, isAgentPool, isSlurmPool, managerLabel, nodeCapacity, parseSlurmReason, slotsPerNode } from '../src/lib/slurm';
+
+const hpc = normResourcePool({ name: 'hpc', scheduler: 'slurm', nodes: 2, totalSlots: 8, usedSlots: 4 });
+const agents = normResourcePool({ name: 'default', scheduler: 'priority', agents: 2, totalSlots: 4 });
+
+describe('Slurm pools', () => {
+  it('are told by their scheduler, with slots per node from sinfo', () => {
+    expect([isSlurmPool(hpc), isAgentPool(hpc), isSlurmPool(agents), isAgentPool(agents)]).toEqual([true, false, false, true]);
+    expect(isAgentPool(normResourcePool({ name: 'x', scheduler: 'fair_share' }))).toBe(true);
+    expect(managerLabel(hpc)).toBe('Slurm');
+    expect(managerLabel(normResourcePool({ scheduler: 'fair_share' }))).toBe('fair share');
+    expect(slotsPerNode(hpc)).toBe(4);
+    expect(nodeCapacity(hpc)).toBe('2 nodes × 4 slots');
+    expect(nodeCapacity(normResourcePool({ scheduler: 'slurm', nodes: 1, totalSlots: 1 }))).toBe('1 node × 1 slot');
+    // sinfo found no node that takes jobs, or slots that do not divide: the nodes only
+    expect(slotsPerNode(normResourcePool({ scheduler: 'slurm' }))).toBeUndefined();
+    expect(nodeCapacity(normResourcePool({ scheduler: 'slurm', nodes: 3, totalSlots: 4 }))).toBe('3 nodes');
+    expect(slotsPerNode(agents)).toBeUndefined();
+  });
+});
+
+describe('parseSlurmReason', () => {
+  it('reads the reason and job id of a pending job and the detail of a held one', () => {
+    expect(parseSlurmReason('Slurm: Priority (job 812)')).toEqual({ reason: 'Priority', jobId: '812', detail: '' });
+    expect(parseSlurmReason('Slurm: submitted, not yet scheduled (job 13)')).toEqual({ reason: 'submitted, not yet scheduled', jobId: '13', detail: '' });
+    expect(parseSlurmReason('Slurm: SUSPENDED (job 812): Slurm suspended it (scontrol suspend or gang scheduling); it holds its nodes')).toEqual({
+      reason: 'SUSPENDED',
+      jobId: '812',
+      detail: 'Slurm suspended it (scontrol suspend or gang scheduling); it holds its nodes',
+    });
+    expect(parseSlurmReason('Slurm: ReqNodeNotAvail, UnavailableNodes:node3 (job 9)')).toEqual({ reason: 'ReqNodeNotAvail, UnavailableNodes:node3', jobId: '9', detail: '' });
+    expect(parseSlurmReason('Slurm: something new')).toEqual({ reason: 'something new', jobId: '', detail: '' });
+    expect(parseSlurmReason('needs 4 slots in pool gpu; largest free gang is 3 across 2 agents')).toBeUndefined();
+    expect(parseSlurmReason('')).toBeUndefined();
+  });
+});
+
+describe('the config\'s resources', () => {
+  it('name the pool (default when absent) and the slots per trial', () => {
+    expect(configPool('resources:\n  resource_pool: hpc\n  slots_per_trial: 2\n')).toBe('hpc');
+    expect(configPool('resources: {slots_per_trial: 1}\n')).toBe('default');
+    expect(configPool('name: x\n')).toBe('default');
+    expect(configSlotsPerTrial('resources: {resource_pool: hpc, slots_per_trial: 4}\n')).toBe(4);
+    expect(configSlotsPerTrial('name: x\n')).toBeUndefined();
+  });
+});
