@@ -64,6 +64,18 @@ Result<Info> InfoFromEnvironment() {
   info.checkpoint_dir = Env("SF_CHECKPOINT_DIR");
   info.restore_checkpoint = Env("SF_RESTORE_CHECKPOINT");
   info.latest_checkpoint = Env("SF_LATEST_CHECKPOINT");
+  if (const std::string fallbacks = Env("SF_RESTORE_FALLBACKS"); !fallbacks.empty()) {
+    auto list = Value::FromJson(fallbacks);
+    if (!list.ok() || !list->is_list()) return InvalidArgument("SF_RESTORE_FALLBACKS is not a JSON list");
+    for (const Value& f : list->as_list()) {
+      const Value* uuid = f.is_map() ? f.Find("uuid") : nullptr;
+      const Value* dir = f.is_map() ? f.Find("path") : nullptr;
+      if (!uuid || !dir || !uuid->is_string() || !dir->is_string()) {
+        return InvalidArgument("SF_RESTORE_FALLBACKS: every entry needs a string uuid and path");
+      }
+      info.restore_fallbacks.push_back({uuid->as_string(), dir->as_string()});
+    }
+  }
   info.config_file = Env("SF_CONFIG_FILE");
   info.agent_id = Env("SF_AGENT_ID");
   info.slot_ids = Env("SF_SLOT_IDS");
@@ -250,6 +262,16 @@ Status Train::Report(const char* kind, int64_t steps, const Values& values) {
 Status Train::Flush(std::chrono::steady_clock::duration timeout) {
   if (!ctx_->reporter_) return Status::Ok();  // not the chief: nothing is queued
   return ctx_->reporter_->Flush(std::chrono::steady_clock::now() + timeout);
+}
+
+Result<std::string> CheckpointStore::ReportUnusable(const std::string& uuid, const std::string& reason) {
+  v1::ReportCheckpointUnusableRequest req;
+  req.set_uuid(uuid);
+  req.set_reason(reason);
+  v1::ReportCheckpointUnusableResponse resp;
+  SF_RETURN_IF_ERROR(ctx_->link_->Call("ReportCheckpointUnusable",
+                                       &v1::TrialLink::Stub::ReportCheckpointUnusable, req, &resp));
+  return resp.latest_uuid();
 }
 
 Status CheckpointStore::Report(const v1::Checkpoint& checkpoint) {

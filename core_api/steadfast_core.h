@@ -70,6 +70,12 @@ struct Info {
   std::string checkpoint_dir;      // where this trial's checkpoints go
   std::string restore_checkpoint;  // the directory to resume from; empty on a fresh start
   std::string latest_checkpoint;   // its uuid
+  // SF_RESTORE_FALLBACKS: the trial's other intact checkpoints, newest first, to resume from
+  // when restore_checkpoint fails verification (CheckpointStore::ReportUnusable).
+  struct Fallback {
+    std::string uuid, dir;
+  };
+  std::vector<Fallback> restore_fallbacks;
   std::string config_file;         // the experiment's YAML
   std::string agent_id, slot_ids, task_dir;
   bool chief() const { return rank == 0; }
@@ -136,6 +142,11 @@ class CheckpointStore {
   // directory, steps, files with size and sha256, metadata): retention and `sf checkpoint`
   // then know it. Chief only (others: no-op).
   Status Report(const steadfast::v1::Checkpoint& checkpoint);
+  // The checkpoint `uuid`, which this trial was to resume from, failed verification (`reason`):
+  // the master marks it CORRUPTED and records the event in the trial's logs. Answers the uuid
+  // of the trial's latest intact checkpoint now (empty: none). Any rank may call it (the first
+  // call marks it; later ones find it marked).
+  Result<std::string> ReportUnusable(const std::string& uuid, const std::string& reason);
 
  private:
   friend class Context;

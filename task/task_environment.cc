@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include "common/value.h"
+
 namespace sf::task {
 namespace v1 = steadfast::v1;
 
@@ -56,6 +58,14 @@ std::map<std::string, std::string> TaskEnvironment(const v1::StartTask& task,
   env["SF_RESTART"] = std::to_string(task.restart());
   env["SF_CHECKPOINT_DIR"] = task.checkpoint_dir();
   env["SF_RESTORE_CHECKPOINT"] = task.restore_checkpoint();
+  env["SF_LATEST_CHECKPOINT"] = task.restore_checkpoint_uuid();
+  if (task.restore_fallbacks_size() > 0) {
+    Value::List fallbacks;
+    for (const auto& f : task.restore_fallbacks()) {
+      fallbacks.push_back(Value(Value::Map{{"uuid", f.uuid()}, {"path", f.path()}}));
+    }
+    env["SF_RESTORE_FALLBACKS"] = Value(std::move(fallbacks)).ToJson();
+  }
   env["SF_CONFIG_FILE"] = config_file;
   env["SF_HPARAMS"] = hparams_json;
   env["SF_SLOT_IDS"] = JoinIds(task.slot_ids());

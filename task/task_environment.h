@@ -15,7 +15,10 @@ namespace sf::task {
 // The trainer's environment for a StartTask, on top of StartTask.env (SF_* win):
 //   SF_MASTER_ADDRESS  StartTask.master_address (the agent's --master when empty)
 //   SF_TASK_ID, SF_TRIAL_ID, SF_EXPERIMENT_ID, SF_RANK, SF_WORLD_SIZE, SF_RESTART
-//   SF_CHECKPOINT_DIR, SF_RESTORE_CHECKPOINT (may be empty)
+//   SF_CHECKPOINT_DIR, SF_RESTORE_CHECKPOINT (may be empty), SF_LATEST_CHECKPOINT (its uuid)
+//   SF_RESTORE_FALLBACKS  when the restore checkpoint fails verification: the trial's other
+//                      intact checkpoints, newest first, as a JSON list of {"uuid", "path"}
+//                      (only set when there are some)
 //   SF_CONFIG_FILE     <task dir>/experiment.yaml
 //   SF_HPARAMS         StartTask.hparams as JSON (protobuf JSON mapping)
 //   SF_SLOT_IDS        comma-separated slot ids ("cpu0,cpu1")

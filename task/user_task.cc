@@ -152,7 +152,6 @@ void AddUserTaskEnvironment(const v1::StartTask& start, const std::string& pytho
                             std::map<std::string, std::string>& env) {
   env["SF_LOCAL_RANK"] = std::to_string(start.local_rank());
   env["SF_LOCAL_SIZE"] = std::to_string(std::max(1, start.local_size()));
-  env["SF_LATEST_CHECKPOINT"] = start.restore_checkpoint_uuid();
   env["PYTHONUNBUFFERED"] = "1";
   if (!python_path.empty()) {
     // The user's own PYTHONPATH (from StartTask.env or the agent's environment) follows ours.

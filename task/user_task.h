@@ -10,7 +10,7 @@
 //   list whose program is one of the agent's own (`sf-trainer`, `sf-serve`: the servers
 //   `sf serve start` schedules) runs the agent's copy of it (`programs`), not PATH's.
 // - The environment, on top of TaskEnvironment's: SF_LOCAL_RANK, SF_LOCAL_SIZE,
-//   SF_LATEST_CHECKPOINT, PYTHONUNBUFFERED=1 and the agent's `steadfast` package first on
+//   PYTHONUNBUFFERED=1 and the agent's `steadfast` package first on
 //   PYTHONPATH (UserTaskEnvironment).
 // - The failure reason: PythonExceptionLine finds the last exception of a Python traceback in
 //   a task's stderr ("ValueError: bad shape").

@@ -134,5 +134,14 @@ grpc::Status TrialLinkGrpcService::AcknowledgePreemption(grpc::ServerContext* co
   if (Status auth = Authenticate(*context, r->who()); !auth.ok()) return ToGrpc(auth);
   return ToGrpc(cluster_->AcknowledgePreemption(r->who()));
 }
+grpc::Status TrialLinkGrpcService::ReportCheckpointUnusable(grpc::ServerContext* context,
+                                                            const v1::ReportCheckpointUnusableRequest* r,
+                                                            v1::ReportCheckpointUnusableResponse* out) {
+  if (Status auth = Authenticate(*context, r->who()); !auth.ok()) return ToGrpc(auth);
+  auto latest = cluster_->ReportCheckpointUnusable(r->who(), r->uuid(), r->reason());
+  if (!latest.ok()) return ToGrpc(latest.status());
+  out->set_latest_uuid(*latest);
+  return grpc::Status::OK;
+}
 
 }  // namespace sf::master

@@ -56,6 +56,8 @@ class TrialLinkGrpcService final
                                 steadfast::v1::TrialDeleteCheckpointResponse*) override;
   grpc::Status AcknowledgePreemption(grpc::ServerContext*, const steadfast::v1::AcknowledgePreemptionRequest*,
                                      steadfast::v1::AcknowledgePreemptionResponse*) override;
+  grpc::Status ReportCheckpointUnusable(grpc::ServerContext*, const steadfast::v1::ReportCheckpointUnusableRequest*,
+                                        steadfast::v1::ReportCheckpointUnusableResponse*) override;
 
  private:
   // OK when the call carries the task token issued for `who`; kUnauthenticated otherwise.

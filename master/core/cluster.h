@@ -217,6 +217,12 @@ class Cluster {
   // The chief will exit with its operation unfinished, to be resumed (TrialLink
   // AcknowledgePreemption): the run counts as told to stop. Other ranks: ignored.
   Status AcknowledgePreemption(const steadfast::v1::TrialIdentity& who);
+  // A checkpoint the caller's trial was to resume from failed verification (TrialLink
+  // ReportCheckpointUnusable): marked CORRUPTED, the event in the trial's logs, the trial's
+  // latest now its newest intact one, whose uuid is returned (empty: none). kPermissionDenied
+  // for a checkpoint the trial does not resume from; kNotFound for an unknown uuid.
+  Result<std::string> ReportCheckpointUnusable(const steadfast::v1::TrialIdentity& who, const std::string& uuid,
+                                               const std::string& reason);
 
  private:
   struct Trial {

@@ -77,9 +77,13 @@ rm::GangLaunch Cluster::GangLocked(const Experiment& e, const Trial& t, bool wit
   gang.requests.sbatch_args = e.config.slurm.sbatch_args;
   if (!with_ranks) return gang;
   std::string restore;
+  std::vector<Store::CheckpointPlace> fallbacks;  // when `restore` fails verification
   if (!t.latest_checkpoint_uuid.empty()) {
     auto ck = store_->GetCheckpoint(t.latest_checkpoint_uuid);
     if (ck.ok() && ck->has_value()) restore = (*ck)->path();
+    constexpr int kRestoreFallbacks = 8;
+    auto older = store_->RestoreFallbacks(t.id, t.latest_checkpoint_uuid, kRestoreFallbacks);
+    if (!restore.empty() && older.ok()) fallbacks = std::move(older).value();
   }
   // What the ranks dial: an external pool's nodes may need another address than the agents'.
   auto address = options_.external_trial_link_address.find(gang.pool);
@@ -88,6 +92,11 @@ rm::GangLaunch Cluster::GangLocked(const Experiment& e, const Trial& t, bool wit
                                  : address->second;
   for (int rank = 0; rank < gang.world_size; ++rank) {
     gang.ranks.push_back(TaskSpecLocked(e, t, rank, gang.world_size, restore, master));
+    for (const Store::CheckpointPlace& f : fallbacks) {
+      v1::RestoreFallback* out = gang.ranks.back().add_restore_fallbacks();
+      out->set_uuid(f.uuid);
+      out->set_path(f.path);
+    }
   }
   return gang;
 }

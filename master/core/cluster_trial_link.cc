@@ -169,6 +169,46 @@ Status Cluster::DeleteTrialCheckpoint(const v1::TrialIdentity& who, const std::s
   return DeleteCheckpoint(uuid);
 }
 
+Result<std::string> Cluster::ReportCheckpointUnusable(const v1::TrialIdentity& who, const std::string& uuid,
+                                                      const std::string& reason) {
+  int64_t trial_id = 0;
+  std::string latest;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(who));
+    trial_id = t->id;
+    latest = t->latest_checkpoint_uuid;
+  }
+  // Off mu_: reads, then the marking's own transaction.
+  if (uuid.empty() || uuid.find('\0') != std::string::npos) {
+    return InvalidArgument("report_checkpoint_unusable: a checkpoint uuid is required (text without NUL)");
+  }
+  SF_ASSIGN_OR_RETURN(std::optional<v1::Checkpoint> checkpoint, store_->GetCheckpoint(uuid));
+  if (!checkpoint) return NotFound("checkpoint " + uuid + " does not exist");
+  // Its own, or the one it was continued from (sf experiment continue), which it resumes from.
+  if (checkpoint->trial_id() != trial_id && uuid != latest) {
+    return PermissionDenied("checkpoint " + uuid + " belongs to trial " + std::to_string(checkpoint->trial_id()) +
+                            ", and trial " + std::to_string(trial_id) + " does not resume from it");
+  }
+  SF_ASSIGN_OR_RETURN(std::vector<Store::CheckpointPlace> next, store_->RestoreFallbacks(trial_id, uuid, 1));
+  std::string line = "checkpoint " + uuid + " (batch " + std::to_string(checkpoint->batches()) +
+                     ") failed verification and is marked CORRUPTED: " +
+                     ReplaceInvalidUtf8(reason.substr(0, 1000)) + "; ";
+  line += next.empty() ? "no intact checkpoint of this trial is left"
+                       : "resuming from checkpoint " + next.front().uuid + " instead";
+  SF_ASSIGN_OR_RETURN(Store::CheckpointPlace now, store_->MarkCheckpointCorrupted(trial_id, uuid, line));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (Trial* t = FindTrialLocked(trial_id); t && t->latest_checkpoint_uuid == uuid) {
+      t->latest_checkpoint_uuid = now.uuid;
+      t->latest_checkpoint_path = now.path;
+    }
+  }
+  log::Warn("checkpoint", {{"event", "corrupted"}, {"uuid", uuid}, {"trial", std::to_string(trial_id)},
+                           {"rank", std::to_string(who.rank())}, {"latest", now.uuid}});
+  return now.uuid;
+}
+
 Status Cluster::CompleteOperation(const v1::CompleteOperationRequest& request) {
   std::lock_guard<std::mutex> lock(mu_);
   SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(request.who()));

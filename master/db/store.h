@@ -149,6 +149,20 @@ class Store {
   Result<int> SetCheckpointMetric(int64_t trial_id, int64_t batches, double metric);
   Result<std::vector<steadfast::v1::Checkpoint>> ListCheckpoints(int64_t experiment_id);
   Result<std::optional<steadfast::v1::Checkpoint>> GetCheckpoint(const std::string& uuid);
+  // A checkpoint's uuid and directory.
+  struct CheckpointPlace {
+    std::string uuid, path;
+  };
+  // The trial's ACTIVE checkpoints other than `except`, newest (most batches) first, at most
+  // `limit`: what it resumes from when the one it was told fails verification.
+  Result<std::vector<CheckpointPlace>> RestoreFallbacks(int64_t trial_id, const std::string& except, int limit);
+  // `uuid` failed verification when trial `trial_id` resumed from it: in one transaction it
+  // becomes CORRUPTED (once: a second report changes nothing and logs nothing), `log_line` goes
+  // to the trial's logs (stream "master"), and the trial's latest checkpoint becomes its newest
+  // ACTIVE one when it was this one. Returns the trial's latest then (empty uuid: none left).
+  // kNotFound for an unknown uuid.
+  Result<CheckpointPlace> MarkCheckpointCorrupted(int64_t trial_id, const std::string& uuid,
+                                                  const std::string& log_line);
 
   // Logs
   Status InsertLogs(const std::vector<steadfast::v1::LogLine>& lines);

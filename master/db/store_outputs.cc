@@ -170,6 +170,50 @@ Result<std::optional<v1::Checkpoint>> Store::GetCheckpoint(const std::string& uu
   return out;
 }
 
+Result<std::vector<Store::CheckpointPlace>> Store::RestoreFallbacks(int64_t trial_id, const std::string& except,
+                                                                   int limit) {
+  std::vector<CheckpointPlace> out;
+  Status st = db_->Transact("restore fallbacks", [&](pqxx::work& tx) {
+    out.clear();
+    for (const auto& row : tx.exec_params("SELECT uuid, path FROM checkpoints WHERE trial_id = $1 AND state = 'ACTIVE' "
+                                          "AND uuid <> $2 ORDER BY batches DESC, uuid LIMIT $3",
+                                          trial_id, except, limit)) {
+      out.push_back({row[0].as<std::string>(), row[1].as<std::string>()});
+    }
+    return Status::Ok();
+  });
+  if (!st.ok()) return st;
+  return out;
+}
+
+Result<Store::CheckpointPlace> Store::MarkCheckpointCorrupted(int64_t trial_id, const std::string& uuid,
+                                                              const std::string& log_line) {
+  CheckpointPlace latest;
+  Status st = db_->Transact("mark checkpoint corrupted", [&](pqxx::work& tx) -> Status {
+    latest = {};
+    pqxx::result r = tx.exec_params("SELECT state FROM checkpoints WHERE uuid = $1 FOR UPDATE", uuid);
+    if (r.empty()) return NotFound("checkpoint " + uuid + " does not exist");
+    if (r[0][0].as<std::string>() == "ACTIVE") {
+      tx.exec_params("UPDATE checkpoints SET state = 'CORRUPTED' WHERE uuid = $1", uuid);
+      tx.exec_params("INSERT INTO task_logs (trial_id, rank, stream, message) VALUES ($1, 0, 'master', $2)",
+                     trial_id, log_line);
+    }
+    tx.exec_params(
+        "UPDATE trials SET latest_checkpoint_uuid = COALESCE((SELECT c.uuid FROM checkpoints c WHERE c.trial_id = $1 "
+        "AND c.state = 'ACTIVE' ORDER BY c.batches DESC, c.uuid LIMIT 1), '') "
+        "WHERE id = $1 AND latest_checkpoint_uuid = $2",
+        trial_id, uuid);
+    pqxx::result now = tx.exec_params(
+        "SELECT c.uuid, c.path FROM trials t JOIN checkpoints c ON c.uuid = t.latest_checkpoint_uuid "
+        "WHERE t.id = $1 AND c.state = 'ACTIVE'",
+        trial_id);
+    if (!now.empty()) latest = {now[0][0].as<std::string>(), now[0][1].as<std::string>()};
+    return Status::Ok();
+  });
+  if (!st.ok()) return st;
+  return latest;
+}
+
 Status Store::InsertLogs(const std::vector<v1::LogLine>& lines) {
   if (lines.empty()) return Status::Ok();
   // One statement per batch (agents send up to 500 lines at a time), order kept by ordinality.

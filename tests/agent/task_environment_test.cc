@@ -19,6 +19,12 @@ TEST(TaskEnvironmentTest, CarriesTheTrialSpecAndWinsOverStartTaskEnv) {
   task.set_restart(3);
   task.set_checkpoint_dir("/ckpt/12");
   task.set_restore_checkpoint("/ckpt/12/abc");
+  task.set_restore_checkpoint_uuid("abc");
+  for (const char* uuid : {"9f", "7e"}) {
+    steadfast::v1::RestoreFallback* f = task.add_restore_fallbacks();
+    f->set_uuid(uuid);
+    f->set_path(std::string("/ckpt/12/") + uuid + " \"x\"");
+  }
   task.add_slot_ids("cuda1");
   task.add_slot_ids("cuda3");
   (*task.mutable_env())["NCCL_DEBUG"] = "INFO";
@@ -34,6 +40,11 @@ TEST(TaskEnvironmentTest, CarriesTheTrialSpecAndWinsOverStartTaskEnv) {
   EXPECT_EQ(env["SF_RESTART"], "3");
   EXPECT_EQ(env["SF_CHECKPOINT_DIR"], "/ckpt/12");
   EXPECT_EQ(env["SF_RESTORE_CHECKPOINT"], "/ckpt/12/abc");
+  // Every trainer gets its uuid and the older intact ones, newest first (paths quoted as JSON).
+  EXPECT_EQ(env["SF_LATEST_CHECKPOINT"], "abc");
+  EXPECT_EQ(env["SF_RESTORE_FALLBACKS"],
+            "[{\"path\":\"/ckpt/12/9f \\\"x\\\"\",\"uuid\":\"9f\"},"
+            "{\"path\":\"/ckpt/12/7e \\\"x\\\"\",\"uuid\":\"7e\"}]");
   EXPECT_EQ(env["SF_CONFIG_FILE"], "/w/tasks/t-1/experiment.yaml");
   EXPECT_EQ(env["SF_HPARAMS"], "{\"heads\":4}");
   EXPECT_EQ(env["SF_SLOT_IDS"], "cuda1,cuda3");
@@ -93,6 +104,7 @@ TEST(TaskEnvironmentTest, CpuSlotsLeaveCudaVisibleDevicesAlone) {
   EXPECT_EQ(env["SF_MASTER_ADDRESS"], "master:1");
   EXPECT_EQ(env["SF_HPARAMS"], "{}");
   EXPECT_EQ(env["SF_RESTORE_CHECKPOINT"], "");
+  EXPECT_EQ(env.count("SF_RESTORE_FALLBACKS"), 0u);
 }
 
 TEST(TaskEnvironmentTest, CpuSlotsGetTheirShareOfThreads) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <pqxx/pqxx>
 #include <set>
@@ -103,6 +104,22 @@ class CheckpointRetentionEndToEnd : public ::testing::Test {
   void TearDown() override {
     if (HasFailure() && cluster_) cluster_->DumpLogs();
   }
+  // A one-agent cluster running the one-trial experiment `yaml(cluster)` until it has
+  // `checkpoints` checkpoints, then paused: its id and its trial's.
+  void RunUntilPaused(const std::function<std::string(const Cluster&)>& yaml, size_t checkpoints, int64_t* id,
+                      int64_t* trial) {
+    cluster_ = std::make_unique<Cluster>(1, 1);
+    Cluster& c = *cluster_;
+    ASSERT_FALSE(c.db().empty()) << "no PostgreSQL";
+    ASSERT_TRUE(c.WaitForAgents(1));
+    *id = c.Submit(yaml(c));
+    ASSERT_GT(*id, 0);
+    ASSERT_TRUE(c.WaitFor([&] { return Checkpoints(c, *id).size() >= checkpoints; }, 300s)) << "no checkpoints";
+    ASSERT_EQ(c.Post("/api/v1/experiments/" + std::to_string(*id) + "/pause", "").first, 200);
+    *trial = Id(c.Trials(*id).as_list()[0]);
+    ASSERT_TRUE(c.WaitFor(
+        [&] { return c.Trials(*id).as_list()[0].Find("state")->as_string() == "TRIAL_STATE_PAUSED"; }, 120s));
+  }
   std::unique_ptr<Cluster> cluster_;
 };
 
@@ -163,18 +180,11 @@ TEST_F(CheckpointRetentionEndToEnd, LeavesExactlyTheConfiguredCheckpointsOnDiskA
 }
 
 TEST_F(CheckpointRetentionEndToEnd, APausedTrialKeepsTheCheckpointItResumesFrom) {
-  cluster_ = std::make_unique<Cluster>(1, 1);
-  Cluster& c = *cluster_;
-  ASSERT_FALSE(c.db().empty()) << "no PostgreSQL";
-  ASSERT_TRUE(c.WaitForAgents(1));
   // Keep nothing: only what an unfinished trial resumes from may stay.
-  const int64_t id = c.Submit(RetentionExperiment(c, 1, 400, 10, 1000, 0, 0, 0));
-  ASSERT_GT(id, 0);
-  ASSERT_TRUE(c.WaitFor([&] { return Checkpoints(c, id).size() >= 3; }, 300s)) << "no checkpoints";
-  ASSERT_EQ(c.Post("/api/v1/experiments/" + std::to_string(id) + "/pause", "").first, 200);
-  const int64_t trial = Id(c.Trials(id).as_list()[0]);
-  ASSERT_TRUE(c.WaitFor([&] { return c.Trials(id).as_list()[0].Find("state")->as_string() == "TRIAL_STATE_PAUSED"; },
-                        120s));
+  int64_t id = 0, trial = 0;
+  RunUntilPaused([](const Cluster& c) { return RetentionExperiment(c, 1, 400, 10, 1000, 0, 0, 0); }, 3, &id, &trial);
+  if (HasFatalFailure()) return;
+  Cluster& c = *cluster_;
   // Everything but the newest checkpoint goes; the newest stays, with its files, and is the
   // trial's latest.
   EXPECT_TRUE(c.WaitFor([&] { return Active(Checkpoints(c, id)).size() == 1; }, 120s));
@@ -215,6 +225,71 @@ TEST_F(CheckpointRetentionEndToEnd, APausedTrialKeepsTheCheckpointItResumesFrom)
   EXPECT_TRUE(c.WaitFor([&] { return Active(Checkpoints(c, id)).empty(); }, 120s))
       << "active:" << Show(Active(Checkpoints(c, id)));
   for (const Row& r : Checkpoints(c, id)) EXPECT_FALSE(fs::exists(r.path)) << r.path;
+}
+
+// A trial whose latest checkpoint fails verification when it resumes (a file changed on disk)
+// resumes from the newest intact one instead, without a restart: that checkpoint is marked
+// CORRUPTED, the trial's logs say so, and the step count goes on from the older checkpoint.
+TEST_F(CheckpointRetentionEndToEnd, ACorruptLatestCheckpointFallsBackToTheNewestIntactOne) {
+  // Keep the three newest, so an older one exists to fall back to.
+  int64_t id = 0, trial = 0;
+  RunUntilPaused([](const Cluster& c) { return RetentionExperiment(c, 1, 300, 20, 1000, 3, 0, 0); }, 2, &id, &trial);
+  if (HasFatalFailure()) return;
+  Cluster& c = *cluster_;
+  std::vector<Row> rows = Checkpoints(c, id);
+  ASSERT_GE(rows.size(), 2u);
+  const Row bad = rows.back(), good = rows[rows.size() - 2];
+  ASSERT_EQ(bad.state, "ACTIVE");
+  ASSERT_EQ(good.state, "ACTIVE");
+  ASSERT_LT(good.batches, bad.batches);
+  // One byte of the weights changes; the size stays, so only the SHA-256 check can tell.
+  const std::string weights = bad.path + "/model.safetensors";
+  ASSERT_TRUE(fs::exists(weights)) << weights;
+  {
+    std::fstream f(weights, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(fs::file_size(weights) / 2));
+    char byte = 0;
+    f.read(&byte, 1);
+    f.seekp(static_cast<std::streamoff>(fs::file_size(weights) / 2));
+    byte = static_cast<char>(byte ^ 0x5a);
+    f.write(&byte, 1);
+  }
+
+  ASSERT_EQ(c.Post("/api/v1/experiments/" + std::to_string(id) + "/activate", "").first, 200);
+  ASSERT_TRUE(c.WaitForState(id, "EXPERIMENT_STATE_COMPLETED", 600s));
+  EXPECT_EQ(Count(c.db(), "SELECT restarts FROM trials WHERE id = " + std::to_string(trial)), 0);
+  EXPECT_EQ(Count(c.db(), "SELECT max(batches) FROM metrics WHERE kind = 'training' AND trial_id = " +
+                              std::to_string(trial)),
+            300);
+  EXPECT_EQ(Count(c.db(), "SELECT count(DISTINCT batches) FROM metrics WHERE kind = 'training' AND trial_id = " +
+                              std::to_string(trial)),
+            30);
+  for (const Row& r : Checkpoints(c, id)) {
+    if (r.uuid == bad.uuid) {
+      EXPECT_EQ(r.state, "CORRUPTED");
+    }
+  }
+  // The event, once, in the trial's logs (from the master), naming both checkpoints and why.
+  pqxx::connection conn(c.db());
+  pqxx::work tx(conn);
+  pqxx::result events = tx.exec_params(
+      "SELECT message FROM task_logs WHERE trial_id = $1 AND stream = 'master' AND message LIKE '%CORRUPTED%'", trial);
+  ASSERT_EQ(events.size(), 1u);
+  const std::string event = events[0][0].as<std::string>();
+  EXPECT_NE(event.find("checkpoint " + bad.uuid + " (batch " + std::to_string(bad.batches) + ")"), std::string::npos)
+      << event;
+  EXPECT_NE(event.find("SHA-256"), std::string::npos) << event;
+  EXPECT_NE(event.find("resuming from checkpoint " + good.uuid), std::string::npos) << event;
+  // The trainer resumed from the older one: its fallback line is in the trial's logs.
+  EXPECT_EQ(tx.exec_params("SELECT 1 FROM task_logs WHERE trial_id = $1 AND message LIKE '%restore_fallback%' "
+                           "AND message LIKE $2",
+                           trial, "%" + good.uuid + "%")
+                .size(),
+            1u);
+  // Neither the API nor retention offers it again: the trial's latest is a newer, intact one.
+  const std::string latest = c.Get("/api/v1/trials/" + std::to_string(trial)).second.Find("trial")
+                                 ->Find("latestCheckpointUuid")->as_string();
+  EXPECT_NE(latest, bad.uuid);
 }
 
 }  // namespace

@@ -58,7 +58,7 @@ class MigratedDatabaseTest : public sf::testing::PostgresTest {
     return experiment;
   }
 
-  // The state of checkpoint `uuid`: ACTIVE or DELETED.
+  // The state of checkpoint `uuid`: ACTIVE, DELETED or CORRUPTED.
   std::string CheckpointState(const std::string& uuid) {
     std::string state;
     EXPECT_TRUE(db_->Transact("read", [&](pqxx::work& tx) {

@@ -63,16 +63,14 @@ TEST(EntrypointArgv, ShellLineRunsUnderShListRunsAsIs) {
   EXPECT_EQ(EntrypointArgv(start), (std::vector<std::string>{"python3", "train.py"}));
 }
 
-TEST(AddUserTaskEnvironment, AddsLocalRankCheckpointUnbufferedAndPutsThePackageFirst) {
+TEST(AddUserTaskEnvironment, AddsLocalRankUnbufferedAndPutsThePackageFirst) {
   steadfast::v1::StartTask start;
   start.set_local_rank(1);
   start.set_local_size(2);
-  start.set_restore_checkpoint_uuid("3f2c");
   std::map<std::string, std::string> env{{"PYTHONPATH", "/home/me/lib"}};
   AddUserTaskEnvironment(start, "/opt/sf/python", env);
   EXPECT_EQ(env["SF_LOCAL_RANK"], "1");
   EXPECT_EQ(env["SF_LOCAL_SIZE"], "2");
-  EXPECT_EQ(env["SF_LATEST_CHECKPOINT"], "3f2c");
   EXPECT_EQ(env["PYTHONUNBUFFERED"], "1");
   EXPECT_EQ(env["PYTHONPATH"], "/opt/sf/python:/home/me/lib");
   std::map<std::string, std::string> bare;

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include "common/config/experiment_config.h"
@@ -46,6 +47,39 @@ std::string Env(const char* name, const std::string& def = "") {
 // talks to the searcher and reports for the trial, and every decision that changes what the
 // ranks do next (the operation, stop, pause) is made collectively, so no rank is left waiting in
 // a collective the others never enter.
+// Resumes from the checkpoint the master named, or, when that one fails verification (a file
+// missing, truncated or changed: ReadCheckpoint), from the newest of the trial's other intact
+// checkpoints (SF_RESTORE_FALLBACKS), reporting each unusable one to the master, which marks it
+// CORRUPTED and says so in the trial's logs. A checkpoint that verifies but does not fit this
+// model (Restore) is an error as before: an older one would not fit either.
+Status RestoreNewestIntact(core::Context& ctx, TrainingRun& run) {
+  const core::Info& info = ctx.info();
+  std::vector<core::Info::Fallback> candidates = {{info.latest_checkpoint, info.restore_checkpoint}};
+  candidates.insert(candidates.end(), info.restore_fallbacks.begin(), info.restore_fallbacks.end());
+  std::optional<Status> first_failure;
+  for (const core::Info::Fallback& c : candidates) {
+    auto ck = ReadCheckpoint(c.dir);
+    if (ck.ok()) {
+      if (first_failure) {
+        log::Warn("trainer", {{"event", "restore_fallback"}, {"uuid", c.uuid}, {"checkpoint", c.dir}});
+      }
+      return run.Restore(c.dir, *ck);
+    }
+    log::Warn("trainer", {{"event", "checkpoint_unusable"}, {"uuid", c.uuid}, {"error", ck.status().message()}});
+    if (!first_failure) first_failure = ck.status();
+    if (c.uuid.empty()) continue;  // a directory the master did not name by uuid (an old master)
+    auto reported = ctx.checkpoint().ReportUnusable(c.uuid, ck.status().message());
+    if (!reported.ok()) {
+      log::Warn("trainer", {{"event", "report_unusable_failed"}, {"uuid", c.uuid},
+                            {"error", reported.status().message()}});
+    }
+  }
+  const size_t older = candidates.size() - 1;
+  if (older == 0) return *first_failure;
+  return Status(first_failure->code(), first_failure->message() + " (and the trial's " + std::to_string(older) +
+                                           " older checkpoint" + (older == 1 ? "" : "s") + " failed verification too)");
+}
+
 int RunTrial(core::Context& ctx, std::unique_ptr<dist::Communicator>& comm) {
   const core::Info& info = ctx.info();
   const int world_size = info.world_size;
@@ -143,8 +177,7 @@ int RunTrial(core::Context& ctx, std::unique_ptr<dist::Communicator>& comm) {
                         {"threads", std::to_string(omp_get_max_threads())}});
 
   if (!info.restore_checkpoint.empty()) {
-    auto ck = ReadCheckpoint(info.restore_checkpoint);
-    Status st = ck.ok() ? run.Restore(info.restore_checkpoint, *ck) : ck.status();
+    Status st = RestoreNewestIntact(ctx, run);
     if (!st.ok()) {
       fail("cannot restore", st);
       return 2;

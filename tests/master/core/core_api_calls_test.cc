@@ -107,6 +107,32 @@ TEST_F(CoreApiCallsTest, ATrialDeletesCheckpointsOfItsOwnExperimentOnly) {
   EXPECT_EQ(cluster_->DeleteTrialCheckpoint(stranger, older).code(), StatusCode::kNotFound);
 }
 
+// ReportCheckpointUnusable: a trial marks only a checkpoint it resumes from (its own); the
+// coordinator's idea of its latest follows, so the next start restores the older one and
+// offers no corrupted one as a fallback.
+TEST_F(CoreApiCallsTest, ATrialReportsOnlyItsOwnCheckpointsUnusable) {
+  // Retention keeps both (the default would drop the older one at once).
+  ASSERT_GT(Create(Grid("a", "checkpoint_storage: {type: shared_fs, host_path: /tmp, save_trial_latest: 2}\n")), 0);
+  ASSERT_TRUE(WaitFor([&] { return agent_->Starts().size() == 2u; }));
+  const std::vector<v1::StartTask> s = agent_->Starts();
+  const std::string older = "0d5e3f8e-5f1c-4c1e-9a55-000000000110";
+  const std::string newest = "0d5e3f8e-5f1c-4c1e-9a55-000000000120";
+  ASSERT_TRUE(Checkpoint(s[0], older, 10).ok());
+  ASSERT_TRUE(Checkpoint(s[0], newest, 20).ok());
+  // Its sibling does not resume from trial 1's checkpoint.
+  auto sibling = cluster_->ReportCheckpointUnusable(Who(s[1]), newest, "x");
+  EXPECT_EQ(sibling.status().code(), StatusCode::kPermissionDenied) << sibling.status().ToString();
+  EXPECT_EQ(cluster_->ReportCheckpointUnusable(Who(s[0]), "no-such-uuid", "x").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(cluster_->ReportCheckpointUnusable(Who(s[0]), "", "x").status().code(), StatusCode::kInvalidArgument);
+  auto latest = cluster_->ReportCheckpointUnusable(Who(s[0]), newest, "model.safetensors fails its SHA-256 check");
+  ASSERT_TRUE(latest.ok()) << latest.status().ToString();
+  EXPECT_EQ(*latest, older);
+  auto row = store_->GetCheckpoint(newest);
+  ASSERT_TRUE(row.ok() && row->has_value());
+  EXPECT_EQ((*row)->state(), "CORRUPTED");
+  EXPECT_EQ(TrialRow(s[0].trial_id()).latest_checkpoint_uuid(), older);
+}
+
 TEST_F(CoreApiCallsTest, UserCodeThatAcknowledgedAWithdrawnStopResumesAndOneThatDidNotFails) {
   const std::string yaml =
       "name: user\nentrypoint: [python3, train.py]\n"

@@ -164,6 +164,75 @@ TEST_F(CheckpointRetentionDb, APassMarksWhatThePolicyDropsAndPinsUnfinishedTrial
   EXPECT_FALSE(fs::exists(experiment_dir_ + "/trial-" + std::to_string(t1) + "/a3"));
 }
 
+// A checkpoint that failed verification on resume (TrialLink ReportCheckpointUnusable): marked
+// once, logged once, the trial's latest falls back to its newest ACTIVE one, it is never offered
+// again, and retention leaves it alone.
+TEST_F(CheckpointRetentionDb, ACorruptedCheckpointIsMarkedOnceAndTheTrialsLatestFallsBack) {
+  const int64_t t1 = trials_[0], t2 = trials_[1];
+  AddCheckpoint("a1", t1, 10, std::nullopt);
+  AddCheckpoint("a2", t1, 20, std::nullopt);
+  AddCheckpoint("a3", t1, 30, std::nullopt);
+  AddCheckpoint("b1", t2, 40, std::nullopt);
+  if (HasFatalFailure()) return;
+  Store store(db_.get());
+  auto uuids = [](const std::vector<Store::CheckpointPlace>& places) {
+    std::vector<std::string> out;
+    for (const auto& p : places) out.push_back(p.uuid);
+    return out;
+  };
+  auto fallbacks = store.RestoreFallbacks(t1, "a3", 8);
+  ASSERT_TRUE(fallbacks.ok());
+  EXPECT_EQ(uuids(*fallbacks), (std::vector<std::string>{"a2", "a1"}));
+  auto master_lines = [&] {
+    int64_t n = -1;
+    EXPECT_TRUE(db_->Transact("read", [&](pqxx::work& tx) {
+                     n = tx.exec_params1("SELECT count(*) FROM task_logs WHERE stream = 'master' AND trial_id = $1",
+                                         t1)[0].as<int64_t>();
+                     return Status::Ok();
+                   }).ok());
+    return n;
+  };
+  auto latest = [&](int64_t trial) {
+    std::string uuid;
+    EXPECT_TRUE(db_->Transact("read", [&](pqxx::work& tx) {
+                     uuid = tx.exec_params1("SELECT latest_checkpoint_uuid FROM trials WHERE id = $1", trial)[0]
+                                .as<std::string>();
+                     return Status::Ok();
+                   }).ok());
+    return uuid;
+  };
+  ASSERT_EQ(latest(t1), "a3");
+
+  for (int report = 0; report < 2; ++report) {  // a second rank's report changes nothing
+    auto now = store.MarkCheckpointCorrupted(t1, "a3", "a3 failed");
+    ASSERT_TRUE(now.ok()) << now.status().ToString();
+    EXPECT_EQ(now->uuid, "a2");
+    EXPECT_EQ(now->path, experiment_dir_ + "/trial-" + std::to_string(t1) + "/a2");
+    EXPECT_EQ(State("a3"), "CORRUPTED");
+    EXPECT_EQ(latest(t1), "a2");
+    EXPECT_EQ(master_lines(), 1) << "report " << report;
+  }
+  fallbacks = store.RestoreFallbacks(t1, "a2", 8);
+  ASSERT_TRUE(fallbacks.ok());
+  EXPECT_EQ(uuids(*fallbacks), (std::vector<std::string>{"a1"}));
+  // An older one marked leaves the latest where it is; an unknown uuid is NotFound.
+  auto older = store.MarkCheckpointCorrupted(t1, "a1", "a1 failed");
+  ASSERT_TRUE(older.ok());
+  EXPECT_EQ(older->uuid, "a2");
+  EXPECT_EQ(store.MarkCheckpointCorrupted(t1, "nope", "x").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(latest(t2), "b1");
+
+  // Retention (keep nothing) deletes neither the latest (pinned) nor a corrupted one: those
+  // stay on disk for a look until the experiment is deleted.
+  CheckpointRetention retention(db_.get());
+  retention.Start();
+  retention.Request(experiment_, Policy(0, 0, 0), experiment_dir_);
+  retention.Drain();
+  EXPECT_EQ(State("a2"), "ACTIVE");
+  EXPECT_EQ(State("a3"), "CORRUPTED");
+  EXPECT_TRUE(fs::exists(experiment_dir_ + "/trial-" + std::to_string(t1) + "/a3/model.safetensors"));
+}
+
 TEST_F(CheckpointRetentionDb, APassKeepsTheConfiguredCheckpointsAndLeavesFilesOutsideTheExperimentAlone) {
   const int64_t t1 = trials_[0], t2 = trials_[1];
   const std::string outside = dir_.path() + "/elsewhere/a1";
