@@ -58,12 +58,15 @@ int DescribeTrial(const Flags& f, Api& api) {
   const v1::Trial& t = r->message.trial();
   std::string groups;  // read each with `sf trial metrics --group NAME`
   for (const std::string& g : r->message.metric_groups()) groups += (groups.empty() ? "" : ", ") + g;
+  std::string hosts;  // agents, or a Slurm job's node list
+  for (const std::string& h : t.hosts()) hosts += (hosts.empty() ? "" : ", ") + h;
   const std::vector<std::pair<const char*, std::string>> lines = {
       {"id", std::to_string(t.id())},
       {"experimentId", std::to_string(t.experiment_id())},
       {"state", EnumText(t.state())},
       {"pendingReason", t.pending_reason()},
       {"jobId", t.job_id()},
+      {"hosts", hosts},
       {"restarts", std::to_string(t.restarts())},
       {"totalBatches", std::to_string(t.total_batches())},
       {"targetBatches", std::to_string(t.target_batches())},

@@ -112,7 +112,7 @@ void AllocationService::Release(const std::string& allocation_id) {
 
 void AllocationService::ForgetLocked(const std::string& allocation_id) {
   rendezvous_.Close(allocation_id);
-  (void)store_->UpdateAllocation(allocation_id, "TERMINATED", Value(Value::List{}), true);
+  (void)store_->EndAllocation(allocation_id);
   held_.erase(allocation_id);
 }
 
@@ -122,7 +122,7 @@ bool AllocationService::MarkRunning(const std::string& allocation_id) {
   if (it == held_.end() || it->second.running) return false;
   it->second.running = true;
   it->second.pending_reason.clear();
-  (void)store_->UpdateAllocation(allocation_id, "RUNNING", Value(Value::List{}), false);
+  (void)store_->SetAllocationState(allocation_id, "RUNNING");
   return true;
 }
 
@@ -177,10 +177,6 @@ bool AllocationService::RecordLocked(rm::ResourceManager& from, const rm::Alloca
       } else if (!update.where.empty()) {
         for (int rank = 0; rank < a.world_size; ++rank) a.rank_hosts[rank] = update.where;
       }
-      if (a.running) break;  // seen before (a rank of an external job called in first)
-      a.running = true;
-      a.pending_reason.clear();  // it runs: why it waited is over
-      a.reported_failure.clear();
       Value::List slots;
       for (int rank = 0; rank < a.world_size; ++rank) {
         if (rank < static_cast<int>(event.ranks.size())) {
@@ -190,7 +186,14 @@ bool AllocationService::RecordLocked(rm::ResourceManager& from, const rm::Alloca
           slots.push_back(Value(Value::Map{{"agent_id", update.where}, {"slot_id", "rank " + std::to_string(rank)}}));
         }
       }
-      (void)store_->UpdateAllocation(event.allocation_id, "RUNNING", Value(slots), false);
+      // Where it runs is recorded even when a rank of an external job called in first.
+      if (!slots.empty() || !a.running) {
+        (void)store_->UpdateAllocation(event.allocation_id, "RUNNING", Value(slots), false);
+      }
+      if (a.running) break;  // seen before (that rank's call marked it running)
+      a.running = true;
+      a.pending_reason.clear();  // it runs: why it waited is over
+      a.reported_failure.clear();
       if (!event.ranks.empty()) {
         std::vector<std::string> rank_hosts;
         for (const rm::RankPlace& place : event.ranks) rank_hosts.push_back(place.host);

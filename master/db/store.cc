@@ -66,8 +66,8 @@ const char* kTrialColumns =
     "id, experiment_id, state, hparams, restarts, total_batches, target_length, "
     "best_validation_metric, latest_validation_metric, latest_checkpoint_uuid, "
     "EXTRACT(EPOCH FROM start_time), EXTRACT(EPOCH FROM end_time), error, "
-    "COALESCE((SELECT a.external_id FROM allocations a WHERE a.trial_id = trials.id "
-    "          " SF_LATEST_ALLOCATION_ORDER "), '')";
+    "COALESCE((SELECT jsonb_build_array(a.external_id, a.slots) FROM allocations a WHERE a.trial_id = trials.id "
+    "          " SF_LATEST_ALLOCATION_ORDER "), '[\"\", []]'::jsonb)";
 
 v1::Trial TrialFromRow(const pqxx::row& r) {
   v1::Trial t;
@@ -84,7 +84,21 @@ v1::Trial TrialFromRow(const pqxx::row& r) {
   *t.mutable_start_time() = SecondsToTimestamp(r[10].as<double>());
   if (!r[11].is_null()) *t.mutable_end_time() = SecondsToTimestamp(r[11].as<double>());
   t.set_error(r[12].as<std::string>());
-  t.set_job_id(r[13].as<std::string>());
+  // The latest allocation: [its external (job) id, its slots in rank order].
+  const Value latest = JsonbToValue(r[13]);
+  if (latest.is_list() && latest.as_list().size() == 2) {
+    const Value::List& parts = latest.as_list();
+    if (parts[0].is_string()) t.set_job_id(parts[0].as_string());
+    if (parts[1].is_list()) {
+      for (const Value& slot : parts[1].as_list()) {
+        // An agent's id, or a job's node list as its manager writes it ("slurm:node[1-2]").
+        const Value* where = slot.is_map() ? slot.Find("agent_id") : nullptr;
+        if (!where || !where->is_string() || where->as_string().empty()) continue;
+        const auto& seen = t.hosts();
+        if (std::find(seen.begin(), seen.end(), where->as_string()) == seen.end()) t.add_hosts(where->as_string());
+      }
+    }
+  }
   return t;
 }
 
@@ -383,6 +397,13 @@ Status Store::CreateAllocation(const std::string& id, int64_t trial_id, int rest
 Status Store::SetAllocationState(const std::string& id, const std::string& state) {
   return db_->Transact("set allocation state", [&](pqxx::work& tx) {
     tx.exec_params("UPDATE allocations SET state = $2 WHERE id = $1", id, state);
+    return Status::Ok();
+  });
+}
+
+Status Store::EndAllocation(const std::string& id) {
+  return db_->Transact("end allocation", [&](pqxx::work& tx) {
+    tx.exec_params("UPDATE allocations SET state = 'TERMINATED', end_time = now() WHERE id = $1", id);
     return Status::Ok();
   });
 }

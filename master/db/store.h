@@ -131,6 +131,8 @@ class Store {
   Status SetAllocationExternalId(const std::string& id, const std::string& external_id);
   Status UpdateAllocation(const std::string& id, const std::string& state, const Value& slots,
                           bool ended);
+  // TERMINATED with its end time; the slots stay, so a trial still says where it last ran.
+  Status EndAllocation(const std::string& id);
 
   // Metrics (written by master/ingest/metric_writer.h, read here).
   Result<std::vector<steadfast::v1::MetricReport>> GetMetrics(int64_t trial_id,

@@ -140,6 +140,13 @@ TEST(ClusterEndToEnd, PauseThenActivateResumesFromTheCheckpoint) {
                                     std::to_string(tid)),
             30);
   EXPECT_EQ(cluster.Trials(id).as_list()[0].Find("restarts")->as_int(), 0);
+  // Where it ran stays on the trial after it ended: the one agent (REST `hosts`).
+  const Value trial = cluster.Trials(id).as_list()[0];
+  const Value* hosts = trial.Find("hosts");
+  ASSERT_NE(hosts, nullptr);
+  ASSERT_EQ(hosts->as_list().size(), 1u) << trial.ToJson();
+  EXPECT_EQ(hosts->as_list()[0].as_string(),
+            Text(cluster.db(), "SELECT DISTINCT agent_id FROM task_logs WHERE trial_id = " + std::to_string(tid)));
 }
 
 TEST(ClusterEndToEnd, KilledTrainerRestartsFromItsLatestCheckpoint) {

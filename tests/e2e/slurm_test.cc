@@ -214,6 +214,17 @@ TEST(Slurm, TwoRankTrialOverTlsSpansBothNodesAndTheRanksMeet) {
   ASSERT_EQ(jobs.size(), 1u);
   const std::string nodes = slurm.Tool({"sacct", "-c", "-n", "-X", "-P", "-j", jobs[0], "-o", "nodelist"});
   EXPECT_NE(nodes.find("node[1-2]"), std::string::npos) << nodes;
+  // The trial says so itself (REST `hosts`, kept after it ended): the job's node list.
+  const Value* hosts = t.Find("hosts");
+  ASSERT_NE(hosts, nullptr) << t.ToJson();
+  ASSERT_EQ(hosts->as_list().size(), 1u) << t.ToJson();
+  EXPECT_EQ(hosts->as_list()[0].as_string(), "slurm:node[1-2]") << t.ToJson();
+  CommandOptions o;
+  o.timeout = 60s;
+  auto describe = RunCommand(
+      {Cluster::Binary("sf"), "trial", "describe", tid, "--master", c.url(), "--ca-file", c.ca_file()}, o);
+  ASSERT_TRUE(describe.ok());
+  EXPECT_NE(describe->output.find("hosts: slurm:node[1-2]\n"), std::string::npos) << describe->output;
   EXPECT_NE(Text(c.db(), "SELECT string_agg(DISTINCT agent_id, ',' ORDER BY agent_id) FROM task_logs WHERE trial_id=" + tid)
                 .find("slurm:node1,slurm:node2"),
             std::string::npos);

@@ -519,6 +519,7 @@ export interface Trial {
   endTime?: string; // date-time
   error?: string;
   experimentId?: string; // int64
+  hosts?: string[];
   hparams?: {
     [key: string]: unknown;
   };
