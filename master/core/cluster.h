@@ -244,6 +244,9 @@ class Cluster {
     // Unmanaged trials: the last TrialLink call of its script (its liveness).
     std::chrono::steady_clock::time_point last_call{};
     int64_t submit_order = 0;      // kept when a preempted trial is queued again
+    // The trial its last run was preempted for, until it runs again (0: none); persisted, so
+    // its queued reason says so after a master restart too.
+    int64_t preempted_by = 0;
     std::string latest_checkpoint_uuid;
     std::string latest_checkpoint_path;
     std::optional<double> best_metric;

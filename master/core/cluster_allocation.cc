@@ -71,6 +71,7 @@ rm::GangLaunch Cluster::GangLocked(const Experiment& e, const Trial& t, bool wit
   gang.weight = e.config.resources.weight;
   gang.max_slots = static_cast<int>(e.config.resources.max_slots.value_or(0));
   gang.submit_order = t.submit_order;
+  gang.preempted_by = t.preempted_by;
   gang.requests.time = e.config.slurm.time;
   gang.requests.account = e.config.slurm.account;
   gang.requests.qos = e.config.slurm.qos;
@@ -174,6 +175,7 @@ void Cluster::AllocationUpdateLocked(const AllocationUpdate& update) {
       t.preempt_deadline = steady_clock::now() + options_.preemption_grace;
       TrialUpdate u;
       u.stop_requested = t.stop;
+      if (event.for_trial_id > 0) u.preempted_by = t.preempted_by = event.for_trial_id;
       (void)store_->UpdateTrial(t.id, u);
       log::Info("trial", {{"event", "preempt"}, {"id", std::to_string(t.id)}, {"allocation", t.allocation_id},
                           {"for", event.reason}});
@@ -227,6 +229,12 @@ void Cluster::AllocationRunningLocked(Trial& t, const std::string& where) {
   t.told_to_stop = false;
   t.early_exit = 0;
   SetTrialStateLocked(t, v1::TRIAL_STATE_RUNNING);
+  if (t.preempted_by != 0) {  // it runs again: the preemption is over
+    t.preempted_by = 0;
+    TrialUpdate u;
+    u.preempted_by = 0;
+    (void)store_->UpdateTrial(t.id, u);
+  }
   {
     std::lock_guard<std::mutex> reasons(reasons_mu_);
     pending_reasons_.erase(t.id);
@@ -295,10 +303,11 @@ void Cluster::AllocationExitedLocked(Trial& t, const std::map<int, std::string>&
   ReleaseLocked(t);
   // A preemption ends with the run: the trial's next run starts with no stop request.
   const bool preempted = t.stop == "preempt" && (success || t.preempt_killed);
-  if (t.stop == "preempt") {
+  if (t.stop == "preempt" || (!preempted && t.preempted_by != 0)) {
     t.stop.clear();
     TrialUpdate u;
     u.stop_requested = "";
+    if (!preempted) u.preempted_by = t.preempted_by = 0;  // it ended otherwise: no one to wait for
     (void)store_->UpdateTrial(t.id, u);
   }
   t.preempt_deadline.reset();

@@ -62,6 +62,7 @@ Status Cluster::Recover() {
       t.completed_length = tr.completed_length;
       t.stop = tr.stop_requested;
       t.latest_checkpoint_uuid = tr.latest_checkpoint_uuid;
+      t.preempted_by = tr.preempted_by;
       t.allocations = tr.allocations;
       e.trial_by_request[tr.request_id] = tr.id;
       if (IsTerminal(t.state)) continue;

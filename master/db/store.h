@@ -64,6 +64,7 @@ struct TrialUpdate {
   std::optional<std::string> latest_checkpoint_uuid;
   std::optional<std::string> stop_requested;
   std::optional<std::string> error;
+  std::optional<int64_t> preempted_by;  // 0 clears it
   bool set_end_time = false;
 };
 
@@ -75,6 +76,7 @@ struct TrialRow {
   int restarts = 0;
   int64_t total_batches = 0, target_length = 0, completed_length = 0;
   std::string latest_checkpoint_uuid, stop_requested;
+  int64_t preempted_by = 0;          // the trial it waits for after a preemption (0: none)
   int allocations = 0;               // allocations made for the trial so far
   std::string latest_allocation_id;  // the newest of them ("" when none)
   std::string latest_allocation_state, latest_allocation_external_id;  // its state and external id

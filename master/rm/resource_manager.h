@@ -69,6 +69,7 @@ struct GangLaunch {
   double weight = 1.0;
   int max_slots = 0;
   int64_t submit_order = 0;  // among the pool's requests; a preempted trial keeps its own
+  int64_t preempted_by = 0;  // the trial that preempted its last run (0: none), for its reason
   // One per rank, rank order: everything an agent would get (no slot ids), the task token
   // included (a manager keeps tokens out of argv and files). Empty for Adopt.
   std::vector<steadfast::v1::StartTask> ranks;
@@ -85,9 +86,11 @@ struct AllocationEvent {
   Kind kind = Kind::kPending;
   std::string allocation_id;
   std::string external_id;  // kSubmitted: the job id
-  // kPending: why it waits ("Slurm: Resources"); kPreempt: for whom ("trial 12");
+  // kPending: why it waits ("Slurm: Resources"); kPreempt: for whom ("trial 12", and
+  // for_trial_id when it is a trial of this master);
   // kExited: what ended it, in one line ("trainer exited with rank 0=1", "NODE_FAIL").
   std::string reason;
+  int64_t for_trial_id = 0;        // kPreempt: the trial it makes room for (0: not one of ours)
   std::vector<std::string> hosts;  // kRunning: the nodes it runs on (Slurm's node list)
   std::vector<RankPlace> ranks;    // kRunning: where each rank runs, when the manager knows
   // kExited: each rank's exit status (-1: lost or killed without one).

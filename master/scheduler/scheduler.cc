@@ -94,6 +94,7 @@ Status Scheduler::Submit(const AllocationRequest& r) {
   }
   queue_[KeyOf(r)] = r;
   queued_ids_[r.allocation_id] = KeyOf(r);
+  if (r.preempted_by > 0) preempted_by_[r.trial_id] = r.preempted_by;
   return Status::Ok();
 }
 

@@ -71,6 +71,9 @@ struct AllocationRequest {
   // allocations may hold together (0: no limit), and its weight for fair share (> 0).
   int max_slots = 0;
   double weight = 1.0;
+  // The trial whose request preempted this one's last run (0: none), so it waits saying so
+  // ("preempted by trial N") even when the preemption happened before a master restart.
+  int64_t preempted_by = 0;
 };
 
 enum class SchedulingMode { kPriority, kFairShare };

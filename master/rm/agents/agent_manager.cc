@@ -80,6 +80,7 @@ AllocationRequest AgentManager::RequestOf(const GangLaunch& gang) const {
   req.max_slots = gang.max_slots;
   req.weight = gang.weight;
   req.submit_order = gang.submit_order;
+  req.preempted_by = gang.preempted_by;
   return req;
 }
 
@@ -159,6 +160,7 @@ void AgentManager::ScheduleLocked(double now) {
     e.kind = AllocationEvent::Kind::kPreempt;
     e.allocation_id = p.allocation_id;
     e.reason = "trial " + std::to_string(p.for_trial_id);
+    e.for_trial_id = p.for_trial_id;
     Emit(std::move(e));
   }
   for (auto& [id, a] : allocations_) {

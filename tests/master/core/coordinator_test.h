@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "master/core/cluster.h"
 #include "tests/master/core/recording_connection.h"
@@ -16,9 +17,11 @@ namespace sf::master::testing {
 class CoordinatorTest : public MigratedDatabaseTest {
  protected:
   // Starts the coordinator over the agents' manager (`manager`'s options) and registers
-  // "agent-1" with `slots` CPU slots (cpu0, cpu1, ...). `options` may set anything but the
-  // store, the manager and the checkpoint root.
-  void StartCluster(int slots = 1, rm::AgentManagerOptions manager = {}, ClusterOptions options = {}) {
+  // "agent-1" with `slots` CPU slots (cpu0, cpu1, ...), running `running` (a master restart:
+  // the agent comes back with these tasks). `options` may set anything but the store, the
+  // manager and the checkpoint root.
+  void StartCluster(int slots = 1, rm::AgentManagerOptions manager = {}, ClusterOptions options = {},
+                    const std::vector<steadfast::v1::StartTask>& running = {}) {
     store_ = std::make_unique<Store>(db_.get());
     agents_ = std::make_unique<rm::AgentManager>(manager);
     options.check_data_files = false;
@@ -30,6 +33,13 @@ class CoordinatorTest : public MigratedDatabaseTest {
     steadfast::v1::RegisterAgent reg;
     reg.set_agent_id("agent-1");
     for (int slot = 0; slot < slots; ++slot) reg.add_slots()->set_id("cpu" + std::to_string(slot));
+    for (const steadfast::v1::StartTask& s : running) {
+      steadfast::v1::RunningTask* r = reg.add_running_tasks();
+      r->set_task_id(s.task_id());
+      r->set_trial_id(s.trial_id());
+      r->set_rank(s.rank());
+      *r->mutable_slot_ids() = s.slot_ids();
+    }
     agents_->Connected(reg, agent_);
   }
   void TearDown() override {

@@ -101,6 +101,55 @@ TEST_F(PreemptionTest, PreemptedTrialCheckpointsQueuesSayingWhyAndResumesFromThe
   EXPECT_EQ(ShouldStop(resumed), v1::ShouldStopResponse::ACTION_CONTINUE);
 }
 
+// After a master restart the preempted trial still waits saying for whom (the reason is
+// persisted with the trial), and the preemption ends, in the database too, when it runs again.
+TEST_F(PreemptionTest, APreemptedTrialsReasonSurvivesAMasterRestart) {
+  StartCluster(seconds(0), seconds(3600));
+  ASSERT_GT(Create("low", 80), 0);
+  ASSERT_TRUE(Starts(1));
+  const v1::StartTask low = agent_->Starts()[0];
+  const int64_t high_experiment = Create("high", 10);
+  ASSERT_GT(high_experiment, 0);
+  ASSERT_TRUE(WaitFor([&] { return ShouldStop(low) == v1::ShouldStopResponse::ACTION_CHECKPOINT_AND_STOP; }));
+  v1::ReportCheckpointRequest ck;
+  *ck.mutable_who() = Who(low);
+  ck.mutable_checkpoint()->set_uuid("0d5e3f8e-5f1c-4c1e-9a55-000000000040");
+  ck.mutable_checkpoint()->set_path(dir_.path() + "/ck-40");
+  ck.mutable_checkpoint()->set_batches(40);
+  ASSERT_TRUE(cluster_->ReportCheckpoint(ck).ok());
+  Exited(low, 0);
+  ASSERT_TRUE(Starts(2));
+  const v1::StartTask high = agent_->Starts()[1];
+  const std::string waiting = "preempted by trial " + std::to_string(high.trial_id()) + "; resumes when slots free";
+  ASSERT_TRUE(WaitFor([&] { return cluster_->PendingReason(low.trial_id()) == waiting; }))
+      << cluster_->PendingReason(low.trial_id());
+
+  // The master restarts; the agent comes back with the high trial still running.
+  cluster_->Stop();
+  cluster_.reset();
+  agents_.reset();
+  agent_ = std::make_shared<RecordingConnection>();
+  CoordinatorTest::StartCluster(1, rm::AgentManagerOptions{}, ClusterOptions{}, {high});
+  if (HasFatalFailure()) return;
+  EXPECT_TRUE(WaitFor([&] { return cluster_->PendingReason(low.trial_id()) == waiting; }))
+      << cluster_->PendingReason(low.trial_id());
+  EXPECT_EQ(TrialRow(low.trial_id()).state(), v1::TRIAL_STATE_QUEUED);
+
+  // When the high trial ends, the low one runs again: no longer waiting for anyone.
+  ASSERT_TRUE(cluster_->KillExperiment(high_experiment).ok());
+  Exited(high, 143);
+  ASSERT_TRUE(WaitFor([&] { return agent_->Starts(low.trial_id()).size() == 1u; }));
+  EXPECT_EQ(agent_->Starts(low.trial_id())[0].restore_checkpoint(), dir_.path() + "/ck-40");
+  EXPECT_TRUE(WaitFor([&] { return TrialRow(low.trial_id()).state() == v1::TRIAL_STATE_RUNNING; }));
+  int64_t preempted_by = -1;
+  ASSERT_TRUE(db_->Transact("read", [&](pqxx::work& tx) {
+                   preempted_by = tx.exec_params1("SELECT preempted_by FROM trials WHERE id = $1", low.trial_id())[0]
+                                      .as<int64_t>();
+                   return Status::Ok();
+                 }).ok());
+  EXPECT_EQ(preempted_by, 0);
+}
+
 TEST_F(PreemptionTest, TrialIgnoringThePreemptionIsKilledAfterTheGracePeriodAndQueuedAgain) {
   StartCluster(seconds(0), seconds(1));
   ASSERT_GT(Create("low", 80), 0);
