@@ -100,7 +100,7 @@ function step(t, e) {
 }
 
 function tick() {
-  const free = agents.flatMap((a) => a.slots.filter((s) => !s.trialId));
+  const free = agents.flatMap((a) => a.slots.filter((s) => !s.trialId).map((s) => ({ agent: a, s })));
   for (const e of exps.values()) {
     const id = Number(e.id);
     const ts = [...trials.values()].filter((t) => t.experimentId === e.id);
@@ -108,8 +108,9 @@ function tick() {
       for (const t of ts) {
         if (t.state === 'TRIAL_STATE_PAUSED') t.state = 'TRIAL_STATE_QUEUED';
         if (t.state === 'TRIAL_STATE_QUEUED' && free.length) {
-          const s = free.shift();
+          const { agent, s } = free.shift();
           s.trialId = t.id;
+          t.hosts = [agent.id]; // where its latest run runs, kept after it ends (Trial.hosts)
           t.state = 'TRIAL_STATE_RUNNING';
           t.startTime ??= now();
         }
@@ -144,7 +145,7 @@ const utilization = new Map(); // minute (RFC 3339) -> point
 // seed: some history for the list, and one finished sweep with curves
 for (let i = 0; i < 5; i++) {
   const e = createExperiment(`name: seed-sweep-${i}\nsearcher:\n  name: grid\n  metric: bleu\n  smaller_is_better: false\n  max_length: {batches: 200}\n  max_concurrent_trials: 2\nhyperparameters:\n  lr: {type: categorical, vals: [0.001, 0.0003]}\n`, true, { owner: ['ada', 'grace', 'alan'][i % 3], start: new Date(Date.now() - (10 - i) * 3600e3).toISOString() });
-  for (const t of [...trials.values()].filter((t) => t.experimentId === e.id)) { t.state = 'TRIAL_STATE_RUNNING'; t.startTime = e.startTime; while (t.state === 'TRIAL_STATE_RUNNING') step(t, e); }
+  for (const t of [...trials.values()].filter((t) => t.experimentId === e.id)) { t.state = 'TRIAL_STATE_RUNNING'; t.startTime = e.startTime; t.hosts = [agents[Number(t.id) % agents.length].id]; while (t.state === 'TRIAL_STATE_RUNNING') step(t, e); }
   e.numCompletedTrials = e.numTrials;
   e.state = ['EXPERIMENT_STATE_COMPLETED', 'EXPERIMENT_STATE_CANCELED', 'EXPERIMENT_STATE_COMPLETED', 'EXPERIMENT_STATE_ERROR', 'EXPERIMENT_STATE_COMPLETED'][i];
   e.endTime = new Date(Date.parse(e.startTime) + 1800e3 * (i + 1)).toISOString();

@@ -1,9 +1,11 @@
 // Part of the offline browser test (offline.e2e.mjs runs it): issue 49's Slurm and arch views
 // against fixture answers of the master's routes, at 1280 px and 375 px. The experiment list asks
 // for the configs (fields=config), shows each experiment's arch and filters the page by it; an arch
-// sweep's page compares its archs (best trial, time, tokens/s); a queued Slurm trial's page shows
-// its pool's capacity, job id, Slurm's reason and the sacct command for its nodes; the cluster page
-// shows the Slurm pool's nodes × slots per node and the queued trial's job id.
+// sweep's page compares its archs (best trial, time, tokens/s) and its trials table says where each
+// ran; a queued Slurm trial's page shows its pool's capacity, job id and Slurm's reason, a finished
+// one the nodes its job ran on (Trial.hosts), or the sacct command for them when the master did not
+// say; a trial on agents says in its Summary which agent it ran on; the cluster page shows the Slurm
+// pool's nodes × slots per node and the queued trial's job id.
 import { join } from 'node:path';
 import { serveDist } from './static-server.mjs';
 
@@ -14,9 +16,12 @@ const EXPERIMENTS = [
   { id: '3', name: 'pytorch-transformer', state: 'EXPERIMENT_STATE_COMPLETED', owner: 'ada', searcher: 'single', metric: 'bleu', numTrials: 1, configYaml: 'name: pt\nentrypoint: /usr/bin/python3 train.py\nhyperparameters:\n  d_model: 128\n' },
 ];
 const at = (min) => new Date(Date.parse('2026-11-02T10:00:00Z') + min * 60000).toISOString();
-const sweepTrial = (id, arch, best, minutes, tps) => ({ trial: { id: String(id), experimentId: '5', state: 'TRIAL_STATE_COMPLETED', hparams: { arch, lr: 0.001 }, bestValidationMetric: best, startTime: at(0), endTime: at(minutes), totalBatches: '200', jobId: String(800 + id) }, tps });
-const SWEEP = [sweepTrial(11, 'lstm_small', 21.5, 5, 2000), sweepTrial(12, 'transformer_tiny', 27.25, 12.5, 5000), sweepTrial(13, 'lstm_small', 23, 7, 4000), sweepTrial(14, 'transformer_tiny', 26, 10, 5000)];
+const sweepTrial = (id, arch, best, minutes, tps, hosts) => ({ trial: { id: String(id), experimentId: '5', state: 'TRIAL_STATE_COMPLETED', hparams: { arch, lr: 0.001 }, bestValidationMetric: best, startTime: at(0), endTime: at(minutes), totalBatches: '200', jobId: String(800 + id), hosts }, tps });
+// Trial 14's job ran before the master reported nodes (no hosts): its page falls back to sacct.
+const SWEEP = [sweepTrial(11, 'lstm_small', 21.5, 5, 2000, ['slurm:node1']), sweepTrial(12, 'transformer_tiny', 27.25, 12.5, 5000, ['slurm:node[1-2]']), sweepTrial(13, 'lstm_small', 23, 7, 4000, ['slurm:node2']), sweepTrial(14, 'transformer_tiny', 26, 10, 5000)];
 const QUEUED = { id: '21', experimentId: '4', state: 'TRIAL_STATE_QUEUED', hparams: { arch: 'lstm_small' }, jobId: '813', pendingReason: 'Slurm: Resources (job 813)' };
+const ON_AGENT = { id: '31', experimentId: '3', state: 'TRIAL_STATE_COMPLETED', hparams: { d_model: 128 }, startTime: at(0), endTime: at(3), totalBatches: '100', hosts: ['e2e-agent-0'] };
+const TRIALS = [...SWEEP.map((t) => t.trial), QUEUED, ON_AGENT];
 const POOLS = [
   { name: 'default', scheduler: 'priority', agents: 1, totalSlots: 2 },
   { name: 'hpc', scheduler: 'slurm', nodes: 2, totalSlots: 4, usedSlots: 2, runningTrials: 1, queuedTrials: 1, queuedSlots: 2 },
@@ -41,11 +46,12 @@ function fixtureApi(requests) {
     if (m && byId(m[1])) return send(res, 200, { experiment: byId(m[1]) });
     m = p.match(/^\/experiments\/(\d+)\/trials$/);
     if (m) {
-      const trials = m[1] === '5' ? SWEEP.map((t) => t.trial) : m[1] === '4' ? [QUEUED] : [];
+      const trials = TRIALS.filter((t) => t.experimentId === m[1]);
       return send(res, 200, { trials, pagination: { total: trials.length } });
     }
     if (/^\/experiments\/\d+\/checkpoints$/.test(p)) return send(res, 200, { checkpoints: [] });
-    if (p === '/trials/21') return send(res, 200, { trial: QUEUED });
+    m = p.match(/^\/trials\/(\d+)$/);
+    if (m && TRIALS.some((t) => t.id === m[1])) return send(res, 200, { trial: TRIALS.find((t) => t.id === m[1]) });
     m = p.match(/^\/trials\/(\d+)\/metrics$/);
     if (m) {
       const tps = SWEEP.find((t) => t.trial.id === m[1])?.tps;
@@ -95,14 +101,37 @@ export async function slurmArchFlow(browser, { dist, check, ART }) {
         const tableBox = await page.locator('[data-testid="arch-comparison"]').boundingBox();
         check(!!tableBox && tableBox.x >= 0 && tableBox.x + tableBox.width <= w + 1, what('the comparison card fits the viewport'), JSON.stringify(tableBox));
         await page.locator('[data-testid="arch-comparison"]').screenshot({ path: join(ART, `arch-compare-${w}.png`) });
+        const hostCells = await page.locator('[data-testid="trial-row"]').evaluateAll((rs) => rs.map((r) => `${r.getAttribute('data-id')}=${r.querySelector('[data-testid="trial-hosts"]').textContent}`));
+        check(hostCells.join(' ') === '11=node1 (Slurm) 12=node[1-2] (Slurm) 13=node2 (Slurm) 14=–', what("the trials table says where each Slurm trial ran"), hostCells.join(' '));
 
         await page.goto(`${base}/#/trials/21`);
         await page.waitForSelector('[data-testid="trial-pool-capacity"]', { timeout: 15000 });
         check((await text('[data-testid="trial-slurm"] [data-testid="trial-job-id"]')) === '813', what("a Slurm trial shows its job id"));
         check((await text('[data-testid="trial-pool-capacity"]')) === '2 nodes × 2 slots, 2/4 slots busy', what("and its pool's nodes and slots"), await text('[data-testid="trial-pool-capacity"]'));
         check((await text('[data-testid="slurm-reason"]')) === 'Resources', what("and Slurm's reason it waits"));
-        check((await text('[data-testid="trial-nodes"] code')) === 'sacct -j 813 -X -o NodeList', what('and the sacct command that lists its nodes'));
+        check((await text('[data-testid="trial-nodes"]')) === 'none yet', what('and no nodes while its job is pending'), await text('[data-testid="trial-nodes"]'));
         await page.screenshot({ path: join(ART, `slurm-trial-${w}.png`), fullPage: true });
+
+        // where trials ran (Trial.hosts): a Slurm job's nodes in the Slurm card, an agent in the Summary
+        await page.goto(`${base}/#/trials/12`);
+        await page.waitForSelector('[data-testid="trial-pool-capacity"]', { timeout: 15000 });
+        check((await text('[data-testid="trial-slurm"] [data-testid="trial-nodes"]')) === 'node[1-2]', what("a finished Slurm trial's card names its job's nodes"), await text('[data-testid="trial-nodes"]'));
+        check((await page.locator('[data-testid="trial-nodes"] code').count()) === 0 && (await page.locator('[data-testid="trial-hosts"]').count()) === 0, what('no sacct command and no Summary line for it'));
+        check(await page.locator('[data-testid="trial-nodes"]').isVisible(), what('the nodes are on screen'));
+        await page.screenshot({ path: join(ART, `slurm-trial-nodes-${w}.png`), fullPage: true });
+        await page.goto(`${base}/#/trials/14`);
+        await page.waitForSelector('[data-testid="trial-pool-capacity"]', { timeout: 15000 });
+        check((await text('[data-testid="trial-nodes"] code')) === 'sacct -j 814 -X -o NodeList', what('a Slurm job that ran without its nodes reported falls back to the sacct command'));
+        await page.goto(`${base}/#/trials/31`);
+        await page.waitForSelector('[data-testid="trial-hosts"]', { timeout: 15000 });
+        const ranOn = await page.locator('[data-testid="trial-hosts"]').evaluate((dd) => `${dd.previousElementSibling.textContent}: ${dd.textContent}`);
+        check(ranOn === 'Ran on: e2e-agent-0', what("a trial on agents says which agent it ran on in its Summary"), ranOn);
+        await page.waitForTimeout(300); // the pools and the config were read: still no Slurm card
+        check((await page.locator('[data-testid="trial-slurm"]').count()) === 0, what('and has no Slurm card'));
+        await page.screenshot({ path: join(ART, `agent-trial-hosts-${w}.png`), fullPage: true });
+        await page.goto(`${base}/#/experiments/3`);
+        await page.waitForSelector('[data-testid="trials-table"] [data-testid="trial-hosts"]', { timeout: 15000 });
+        check((await text('[data-testid="trials-table"] [data-testid="trial-hosts"]')) === 'e2e-agent-0', what("the agent trial's row in its experiment's trials table says where it ran"));
 
         await page.goto(`${base}/#/cluster`);
         await page.waitForSelector('[data-testid="pool-capacity"]', { timeout: 15000 });

@@ -1,10 +1,10 @@
-// What an experiment trains, read from its config (lib/yamlValue.ts, lib/arch.ts), and the
+// What an experiment trains, read from its config (lib/experimentConfig.ts, lib/arch.ts), and the
 // comparison of a sweep's archs (lib/archCompare.ts).
 import { describe, expect, it } from 'vitest';
 import { normMetric, normTrial } from '../src/api/client';
 import { archFilterOptions, archKeys, archLabel, archValues, experimentArch, trialArch } from '../src/lib/arch';
 import { archsOfTrials, compareArchs, meanTokensPerSecond } from '../src/lib/archCompare';
-import { parseFlow, yamlValueAt } from '../src/lib/yamlValue';
+import { experimentConfig, parseExperimentConfig } from '../src/lib/experimentConfig';
 
 const CATEGORICAL_FLOW = `name: arch-sweep
 data:
@@ -30,26 +30,66 @@ resources:
   slots_per_trial: 2
 `;
 
-describe('yamlValueAt', () => {
-  it('reads block and flow mappings, sequences, quotes and comments by path', () => {
-    expect(yamlValueAt(CATEGORICAL_FLOW, ['hyperparameters', 'arch'])).toEqual({ type: 'categorical', vals: ['lstm_small', 'transformer_tiny', 'fconv_small'] });
-    expect(yamlValueAt(CATEGORICAL_FLOW, ['data', 'train'])).toEqual({ src: '/data/train.de', tgt: '/data/train.en' });
-    expect(yamlValueAt(CATEGORICAL_FLOW, ['searcher', 'metric'])).toBe('bleu');
-    expect(yamlValueAt(CATEGORICAL_BLOCK, ['name'])).toBe('block sweep');
-    expect(yamlValueAt(CATEGORICAL_BLOCK, ['hyperparameters', 'arch', 'vals'])).toEqual(['transformer_lm_small', 'speech_transformer_ctc_small', 'transformer_lm_small']);
-    expect(yamlValueAt(CATEGORICAL_BLOCK, ['hyperparameters', 'dropout'])).toBe('0.1');
-    expect(yamlValueAt(CATEGORICAL_BLOCK, ['resources', 'resource_pool'])).toBe('hpc');
-    expect(yamlValueAt(CATEGORICAL_BLOCK, ['hyperparameters', 'heads'])).toBeUndefined();
-    expect(yamlValueAt(CATEGORICAL_BLOCK, ['name', 'x'])).toBeUndefined();
-    expect(yamlValueAt('', ['name'])).toBeUndefined();
+describe('experimentConfig', () => {
+  it('reads the arch, entrypoint and resources out of block and flow mappings, lists, quotes and comments', () => {
+    expect(parseExperimentConfig(CATEGORICAL_FLOW)).toEqual({
+      arch: { type: 'categorical', vals: ['lstm_small', 'transformer_tiny', 'fconv_small'] },
+      entrypoint: '',
+      resourcePool: 'default',
+      slotsPerTrial: undefined,
+    });
+    expect(parseExperimentConfig(CATEGORICAL_BLOCK)).toEqual({
+      arch: { type: 'categorical', vals: ['transformer_lm_small', 'speech_transformer_ctc_small', 'transformer_lm_small'] },
+      entrypoint: '',
+      resourcePool: 'hpc',
+      slotsPerTrial: 2,
+    });
+    expect(parseExperimentConfig('hyperparameters: {arch: {type: const, val: "lstm"}}  # flow\nresources: {resource_pool: \'it\'\'s\', slots_per_trial: "4"}\n')).toEqual({
+      arch: { type: 'const', val: 'lstm' },
+      entrypoint: '',
+      resourcePool: "it's",
+      slotsPerTrial: 4,
+    });
   });
 
-  it('reads sequences of mappings, a sequence at its key\'s indent, and URLs and paths as scalars', () => {
-    const y = 'entrypoint:\n- python3\n- "train.py"\nwebhooks:\n  - url: http://hooks.example/x#frag\n    events: [COMPLETED]\n  - url: https://b\ndata: {train: {text: /data/a:b.txt}}\n';
-    expect(yamlValueAt(y, ['entrypoint'])).toEqual(['python3', 'train.py']);
-    expect(yamlValueAt(y, ['webhooks'])).toEqual([{ url: 'http://hooks.example/x#frag', events: ['COMPLETED'] }, { url: 'https://b' }]);
-    expect(yamlValueAt(y, ['data', 'train', 'text'])).toBe('/data/a:b.txt');
-    expect(parseFlow("{a: 'it''s', b: \"x\\ty\", c: [1, [2, 3]], d: }")).toEqual({ a: "it's", b: 'x\ty', c: ['1', ['2', '3']], d: '' });
+  it('keeps URLs and paths with colons and # whole, reads a list entrypoint, and skips what it does not need', () => {
+    const y = [
+      'entrypoint:',
+      '- python3',
+      '- "train.py"',
+      '- --data=http://data.example/wmt#de-en   # a comment',
+      'webhooks:',
+      '  - url: http://hooks.example/x#frag',
+      '    events: [COMPLETED]',
+      '  - url: https://b',
+      'data: {train: {text: /data/a:b.txt}}',
+      'resources:',
+      '  resource_pool: gpu:a100',
+      '  slots_per_trial: 8',
+      'hyperparameters:',
+      '  arch: &small lstm_small',
+      '  fallback: *small',
+    ].join('\n');
+    expect(parseExperimentConfig(y)).toEqual({ arch: 'lstm_small', entrypoint: 'python3 train.py --data=http://data.example/wmt#de-en', resourcePool: 'gpu:a100', slotsPerTrial: 8 });
+    expect(parseExperimentConfig('entrypoint: /usr/bin/python3 /src/a:b/train.py\n')?.entrypoint).toBe('/usr/bin/python3 /src/a:b/train.py');
+    // absent, empty and not-a-positive-integer fields take the declared defaults
+    expect(parseExperimentConfig('name: x\nhyperparameters:\n  arch:\nresources:\n  slots_per_trial: 1.5\n')).toEqual({ arch: undefined, entrypoint: '', resourcePool: 'default', slotsPerTrial: undefined });
+  });
+
+  it('yields nothing (unknown) for a config that is empty, does not parse or is not a mapping', () => {
+    for (const bad of ['', '  \n', 'hyperparameters: {arch: [lstm\n', 'name: a\nname: b\n', 'a:\n\t- tab\n', '- just\n- a list\n', 'plain text', 'a: 1\n---\nb: 2\n']) {
+      expect(parseExperimentConfig(bad), JSON.stringify(bad)).toBeUndefined();
+      expect(experimentArch(bad), JSON.stringify(bad)).toEqual({ kind: 'unknown' });
+    }
+  });
+
+  it('parses each config text once', () => {
+    const y = `${CATEGORICAL_BLOCK}# once\n`;
+    expect(parseExperimentConfig(y)).not.toBe(parseExperimentConfig(y)); // a fresh parse each call
+    const first = experimentConfig(y);
+    expect(first?.resourcePool).toBe('hpc');
+    expect(experimentConfig(y)).toBe(first); // remembered
+    expect(Object.isFrozen(first)).toBe(true);
   });
 });
 
@@ -61,7 +101,9 @@ describe('experimentArch', () => {
     // repeats dropped, the config's order kept
     expect(experimentArch(CATEGORICAL_BLOCK)).toEqual({ kind: 'native', archs: ['transformer_lm_small', 'speech_transformer_ctc_small'] });
     // a space that is not over names (a typo the master refused anyway) gives none
-    expect(archValues({ type: 'int', minval: '1', maxval: '2' })).toEqual([]);
+    expect(archValues({ type: 'int', minval: 1, maxval: 2 })).toEqual([]);
+    expect(archValues(['lstm', 'fconv'])).toEqual([]);
+    expect(archValues(null)).toEqual([]);
   });
 
   it('tells user code by its entrypoint, and a config without arch or without config at all', () => {

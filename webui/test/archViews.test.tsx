@@ -127,13 +127,26 @@ describe('experiment page: archs side by side', () => {
     expect(urls.filter((u) => u.includes('kind=training'))).toEqual([]);
   });
 
-  it('shows a Slurm trial\'s job id under its state in the trials table', async () => {
-    stubExperiment(SWEEP_YAML, [T(11, 'lstm_small', 21.5, 5, { jobId: '812' }), T(12, 'transformer_tiny', undefined, 0, { state: 'TRIAL_STATE_QUEUED', endTime: undefined, pendingReason: 'Slurm: Priority (job 813)', jobId: '813' })], {});
-    render(<ExperimentPage id={5} route={parseHash('#/experiments/5')} />);
+  it('shows a Slurm trial\'s job id under its state, and where each trial ran, in the trials table', async () => {
+    stubExperiment(SWEEP_YAML, [
+      T(11, 'lstm_small', 21.5, 5, { jobId: '812', hosts: ['slurm:node[1-2]'] }),
+      T(12, 'transformer_tiny', undefined, 0, { state: 'TRIAL_STATE_QUEUED', endTime: undefined, pendingReason: 'Slurm: Priority (job 813)', jobId: '813' }),
+      T(13, 'lstm_small', 20, 3, { hosts: ['e2e-agent-1', 'e2e-agent-0'] }),
+    ], {});
+    window.location.hash = '#/experiments/5';
+    const Page = () => <ExperimentPage id={5} route={useRoute()} />; // follows the sort in the URL
+    render(<Page />);
     const table = await screen.findByTestId('trials-table');
     const row = (id: string) => table.querySelector(`[data-testid="trial-row"][data-id="${id}"]`) as HTMLElement;
     expect(within(row('11')).getByTestId('trial-job-id').textContent).toBe('job 812');
     expect(within(row('12')).getByTestId('trial-job-id').textContent).toBe('job 813');
     expect(within(row('12')).getByTestId('pending-reason').textContent).toBe('Slurm: Priority (job 813)');
+    expect(within(row('11')).getByTestId('trial-hosts').textContent).toBe('node[1-2] (Slurm)');
+    expect(within(row('12')).getByTestId('trial-hosts').textContent).toBe('–'); // not started yet
+    expect(within(row('13')).getByTestId('trial-hosts').textContent).toBe('e2e-agent-1, e2e-agent-0'); // rank order kept
+    // sorted by where they ran: agents before Slurm nodes by name, the trial that has not run last
+    fireEvent.click(within(table).getByRole('button', { name: /Ran on/ }));
+    await waitFor(() => expect(window.location.hash).toContain('tsort=hosts'));
+    await waitFor(() => expect([...screen.getByTestId('trials-table').querySelectorAll('[data-testid="trial-row"]')].map((r) => r.getAttribute('data-id'))).toEqual(['13', '11', '12']));
   });
 });

@@ -1,6 +1,8 @@
-// Reading Slurm pools and Slurm trials out of the API's fields (lib/slurm.ts).
+// Reading Slurm pools and Slurm trials out of the API's fields (lib/slurm.ts), and where a trial ran
+// (Trial.hosts, lib/hosts.ts).
 import { describe, expect, it } from 'vitest';
-import { normResourcePool } from '../src/api/client';
+import { normResourcePool, normTrial } from '../src/api/client';
+import { hostsLabel, isSlurmHost, placeName } from '../src/lib/hosts';
 import { configPool, configSlotsPerTrial, isAgentPool, isSlurmPool, managerLabel, nodeCapacity, parseSlurmReason, slotsPerNode } from '../src/lib/slurm';
 
 const hpc = normResourcePool({ name: 'hpc', scheduler: 'slurm', nodes: 2, totalSlots: 8, usedSlots: 4 });
@@ -45,5 +47,29 @@ describe('the config\'s resources', () => {
     expect(configPool('name: x\n')).toBe('default');
     expect(configSlotsPerTrial('resources: {resource_pool: hpc, slots_per_trial: 4}\n')).toBe(4);
     expect(configSlotsPerTrial('name: x\n')).toBeUndefined();
+    expect(configSlotsPerTrial('resources: {slots_per_trial: 0}\n')).toBeUndefined();
+  });
+
+  it('are unknown for a config that does not parse', () => {
+    expect(configPool('resources: {resource_pool: hpc\n')).toBeUndefined();
+    expect(configSlotsPerTrial('resources: {resource_pool: hpc\n')).toBeUndefined();
+  });
+});
+
+describe('trial hosts', () => {
+  it('are read from the wire in rank order, empty when the master leaves them out', () => {
+    expect(normTrial({ id: '1', hosts: ['e2e-agent-1', 'e2e-agent-0'] }).hosts).toEqual(['e2e-agent-1', 'e2e-agent-0']);
+    expect(normTrial({ id: '1', hosts: ['slurm:node[1-2]'] }).hosts).toEqual(['slurm:node[1-2]']);
+    expect(normTrial({ id: '1' }).hosts).toEqual([]);
+  });
+
+  it('tell a Slurm node list from an agent id and label both', () => {
+    expect([isSlurmHost('slurm:node[1-2]'), isSlurmHost('e2e-agent-0'), isSlurmHost('slurm:')]).toEqual([true, false, false]);
+    expect(placeName('slurm:node[1-2]')).toBe('node[1-2]');
+    expect(placeName('e2e-agent-0')).toBe('e2e-agent-0');
+    expect(hostsLabel(['e2e-agent-0', 'e2e-agent-1'])).toBe('e2e-agent-0, e2e-agent-1');
+    expect(hostsLabel(['slurm:node[1-2]'])).toBe('node[1-2] (Slurm)');
+    expect(hostsLabel(['slurm:node1,node3'])).toBe('node1,node3 (Slurm)');
+    expect(hostsLabel([])).toBe('');
   });
 });

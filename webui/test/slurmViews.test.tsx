@@ -1,5 +1,6 @@
 // Slurm on the pages: a Slurm trial's card on the trial page (pool and capacity, job id, Slurm's
-// reason, the sacct command for its nodes), none for a trial on agents; and on the cluster page a
+// reason, the nodes it ran on, or the sacct command for them when the master did not say), none
+// for a trial on agents, whose Summary says which agents it ran on; and on the cluster page a
 // Slurm pool's capacity, the Slurm summary, the queue's job ids and no "start an agent" advice.
 import { act, cleanup, render, screen, waitFor, within } from '@testing-library/react';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -46,7 +47,7 @@ function stubTrial(trial: Record<string, unknown>, yaml: string, pools: unknown 
 const trialPage = () => render(<TrialPage id={7} route={parseHash('#/trials/7')} />);
 
 describe('trial page: Slurm', () => {
-  it('shows a queued Slurm trial\'s pool with its capacity, job id, slots, Slurm\'s reason and where to find its nodes', async () => {
+  it('shows a queued Slurm trial\'s pool with its capacity, job id, slots and Slurm\'s reason, and no nodes yet', async () => {
     stubTrial({ state: 'TRIAL_STATE_QUEUED', jobId: '812', pendingReason: 'Slurm: Priority (job 812)' }, SLURM_YAML);
     trialPage();
     const card = await screen.findByTestId('trial-slurm');
@@ -56,7 +57,8 @@ describe('trial page: Slurm', () => {
     expect(within(card).getByTestId('trial-slots').textContent).toBe('2 (2 ranks, one per slot)');
     expect(within(card).getByText('Pending')).toBeTruthy();
     expect(within(card).getByTestId('slurm-reason').textContent).toBe('Priority');
-    expect(within(card).getByTestId('trial-nodes').querySelector('code')!.textContent).toBe('sacct -j 812 -X -o NodeList');
+    expect(within(card).getByTestId('trial-nodes').textContent).toBe('none yet'); // a pending job has none
+    expect(screen.queryByTestId('trial-hosts')).toBeNull(); // the Slurm card says where, not the Summary
     // the page's own "Waiting" line stays
     expect(screen.getByTestId('pending-reason').textContent).toBe('Waiting: Slurm: Priority (job 812)');
   });
@@ -89,6 +91,47 @@ describe('trial page: Slurm', () => {
     const queued = await screen.findByTestId('trial-slurm'); // once the config and pools are read
     expect(within(queued).getByTestId('trial-job-id').textContent).toBe('not submitted yet');
     expect(within(queued).getByTestId('trial-nodes').textContent).toBe('none yet');
+  });
+
+  it('names the nodes its job ran on, kept after it ends, and the sacct command only when the master did not say', async () => {
+    stubTrial({ state: 'TRIAL_STATE_RUNNING', jobId: '812', hosts: ['slurm:node[1-2]'] }, SLURM_YAML);
+    const { unmount } = trialPage();
+    const nodes = await screen.findByTestId('trial-nodes');
+    expect(nodes.textContent).toBe('node[1-2]');
+    expect(nodes.querySelector('code')).toBeNull();
+    expect(screen.queryByTestId('trial-hosts')).toBeNull();
+    unmount();
+    // completed, and Slurm's pool unknown to the page (the pools cannot be read): Slurm's by its hosts
+    stubTrial({ state: 'TRIAL_STATE_COMPLETED', hosts: ['slurm:node3'] }, 'name: x\n', null);
+    const second = trialPage();
+    await waitFor(() => expect(screen.getByTestId('trial-nodes').textContent).toBe('node3'));
+    second.unmount();
+    // an older master, which reports no hosts: sacct lists the nodes of a job that ran
+    stubTrial({ state: 'TRIAL_STATE_COMPLETED', jobId: '812' }, SLURM_YAML);
+    trialPage();
+    const fallback = await screen.findByTestId('trial-nodes');
+    expect(fallback.querySelector('code')!.textContent).toBe('sacct -j 812 -X -o NodeList');
+    expect(fallback.textContent).toBe("sacct -j 812 -X -o NodeList (the master did not report its nodes)");
+  });
+
+  it('says which agents a trial on agents ran on, in rank order, in its Summary', async () => {
+    stubTrial({ state: 'TRIAL_STATE_COMPLETED', hosts: ['e2e-agent-1', 'e2e-agent-0'] }, 'name: agents\nresources: {slots_per_trial: 2}\n');
+    const { unmount } = trialPage();
+    await screen.findByRole('link', { name: 'on-slurm #3' });
+    await act(() => new Promise((r) => setTimeout(r, 50))); // and the pools
+    const hosts = screen.getByTestId('trial-hosts');
+    expect(hosts.previousElementSibling!.textContent).toBe('Ran on');
+    expect(hosts.textContent).toBe('e2e-agent-1, e2e-agent-0');
+    expect(screen.queryByTestId('trial-slurm')).toBeNull();
+    unmount();
+    stubTrial({ state: 'TRIAL_STATE_RUNNING', hosts: ['e2e-agent-0'] }, 'name: agents\n');
+    const running = trialPage();
+    await waitFor(() => expect(screen.getByTestId('trial-hosts').textContent).toBe('e2e-agent-0'));
+    expect(screen.getByTestId('trial-hosts').previousElementSibling!.textContent).toBe('Runs on');
+    running.unmount();
+    stubTrial({ state: 'TRIAL_STATE_QUEUED' }, 'name: agents\n');
+    trialPage();
+    await waitFor(() => expect(screen.getByTestId('trial-hosts').textContent).toBe('not yet'));
   });
 
   it('has no Slurm card for a trial on agents', async () => {

@@ -71,6 +71,7 @@ export function normTrial(j: wire.Trial | undefined): Trial {
     error: str(o.error),
     pendingReason: str(o.pendingReason),
     jobId: str(o.jobId),
+    hosts: list(o.hosts).map(str).filter((h) => h !== ''),
   };
 }
 

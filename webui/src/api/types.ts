@@ -75,6 +75,10 @@ export interface Trial {
   /** Its latest run's job id at a resource manager other than the agents (a Slurm job id, for
    *  squeue/sacct); '' on agents. */
   jobId: string;
+  /** Where its latest run ran, each place once: agent ids in rank order, or another manager's
+   *  node list prefixed by it ("slurm:node[1-2]"; lib/hosts.ts). Empty before its first run
+   *  starts; kept after it ends. */
+  hosts: string[];
 }
 
 /** One trial as GET /trials/{id} answers it: the trial and the metric groups it has reported. */

@@ -1,13 +1,15 @@
 // What model an experiment trains, as its config says: the native trainer's `hyperparameters.arch`
 // (a constant, or every value of a search space over it), or the user's own code (`entrypoint`).
 // Read from the config YAML (GET /experiments?fields=config in the list, GET /experiments/{id}),
-// since the API has no arch field of its own. No arch in a native config means the trainer's
-// default arch: shown as "default", since the dashboard is not told which arch that is.
+// since the API has no arch field of its own; lib/experimentConfig.ts parses it. No arch in a
+// native config means the trainer's default arch: shown as "default", since the dashboard is not
+// told which arch that is.
 import type { Trial } from '../api/types';
-import { scalar, yamlValueAt, type YamlValue } from './yamlValue';
+import { experimentConfig, isMapping, scalarText } from './experimentConfig';
 
 export type ExperimentArch =
-  /** The answer carried no config (a list asked without fields=config, or an older master). */
+  /** The answer carried no config (a list asked without fields=config, or an older master), or
+   *  one that does not parse. */
   | { kind: 'unknown' }
   /** The native trainer; `archs` empty when the config names none (the trainer's default). */
   | { kind: 'native'; archs: string[] }
@@ -20,26 +22,22 @@ export const USER_CODE = 'user code';
 export const DEFAULT_ARCH = 'default';
 
 export function experimentArch(configYaml: string): ExperimentArch {
-  if (!configYaml.trim()) return { kind: 'unknown' };
-  const archs = archValues(yamlValueAt(configYaml, ['hyperparameters', 'arch']));
-  const entrypoint = yamlValueAt(configYaml, ['entrypoint']);
-  if (entrypoint !== undefined && entrypoint !== '') {
-    const text = Array.isArray(entrypoint) ? entrypoint.map((a) => scalar(a) ?? '').join(' ') : scalar(entrypoint) ?? '';
-    return { kind: 'user-code', entrypoint: text, archs };
-  }
-  return { kind: 'native', archs };
+  const config = experimentConfig(configYaml);
+  if (!config) return { kind: 'unknown' };
+  const archs = archValues(config.arch);
+  return config.entrypoint ? { kind: 'user-code', entrypoint: config.entrypoint, archs } : { kind: 'native', archs };
 }
 
 /** The archs a hyperparameter spec can take: a constant (`lstm`, `{type: const, val: lstm}`) or
  *  the values of a categorical space, in the config's order without repeats. */
-export function archValues(spec: YamlValue | undefined): string[] {
-  if (spec === undefined || spec === '') return [];
-  if (typeof spec === 'string') return [spec];
-  if (Array.isArray(spec)) return [];
-  const type = scalar(spec.type);
-  if (type === 'const') return archValues(scalar(spec.val));
+export function archValues(spec: unknown): string[] {
+  const text = scalarText(spec);
+  if (text !== undefined) return text ? [text] : [];
+  if (!isMapping(spec)) return [];
+  const type = scalarText(spec.type);
+  if (type === 'const') return archValues(scalarText(spec.val));
   if (type === 'categorical' && Array.isArray(spec.vals)) {
-    return [...new Set(spec.vals.map(scalar).filter((v): v is string => !!v))];
+    return [...new Set(spec.vals.map(scalarText).filter((v): v is string => !!v))];
   }
   return [];
 }

@@ -4,7 +4,7 @@
 // latest run's Slurm job, and its `pendingReason` reads "Slurm: <squeue reason> (job N)" while
 // queued, or "Slurm: SUSPENDED (job N): <detail>" while Slurm holds it.
 import type { ResourcePool } from '../api/types';
-import { scalar, yamlValueAt } from './yamlValue';
+import { experimentConfig } from './experimentConfig';
 
 /** A pool of the master's own agents (scheduled by its priority or fair-share scheduler). */
 export const isAgentPool = (p: ResourcePool): boolean => p.scheduler === 'priority' || p.scheduler === 'fair_share';
@@ -47,13 +47,13 @@ export function parseSlurmReason(pendingReason: string): SlurmReason | undefined
 }
 
 /** The pool an experiment's config asks for (`resources.resource_pool`; absent: the default
- *  pool, which the API names "default"). */
-export function configPool(configYaml: string): string {
-  return scalar(yamlValueAt(configYaml, ['resources', 'resource_pool'])) || 'default';
+ *  pool, which the API names "default"); undefined when the config does not parse. */
+export function configPool(configYaml: string): string | undefined {
+  return experimentConfig(configYaml)?.resourcePool;
 }
 
-/** `resources.slots_per_trial` as the config gives it; undefined when absent or not a number. */
+/** `resources.slots_per_trial` as the config gives it; undefined when absent, not a positive
+ *  integer, or the config does not parse. */
 export function configSlotsPerTrial(configYaml: string): number | undefined {
-  const n = Number(scalar(yamlValueAt(configYaml, ['resources', 'slots_per_trial'])));
-  return Number.isInteger(n) && n > 0 ? n : undefined;
+  return experimentConfig(configYaml)?.slotsPerTrial;
 }

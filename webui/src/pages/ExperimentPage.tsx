@@ -1,6 +1,6 @@
 // One experiment: header and actions, searcher summary, learning curves of all trials, hyperparameter
 // views, the archs of a sweep over them side by side (ArchComparison.tsx), trials table with
-// hyperparameters as columns (and a Slurm trial's job id), and the config.
+// hyperparameters as columns (where each ran, and a Slurm trial's job id), and the config.
 import { useMemo, useState } from 'react';
 import { api } from '../api/client';
 import type { MetricKind, MetricReport, Trial } from '../api/types';
@@ -11,6 +11,7 @@ import { UPlotChart } from '../components/UPlotChart';
 import { alignSeries, flattenHParams, forLogScale, hparamSummary, metricKeys, seriesFromReports, varyingHParams } from '../lib/chartData';
 import { durationBetween, formatDateTime, formatDuration, formatHParam, formatInt, formatMetric } from '../lib/format';
 import { usePolling } from '../lib/hooks';
+import { hostsLabel } from '../lib/hosts';
 import { useQueryState, type Route } from '../lib/router';
 import { nextSort, sortRows, type SortDir } from '../lib/sort';
 import { topLevelBlock } from '../lib/yamlBlock';
@@ -210,6 +211,7 @@ function TrialsTable(p: { trials?: Trial[]; loading: boolean; hover?: number; se
       if (sort.key.startsWith('hp:')) return flat.get(t.id)?.[sort.key.slice(3)];
       switch (sort.key) {
         case 'state': return t.state;
+        case 'hosts': return hostsLabel(t.hosts);
         case 'restarts': return t.restarts;
         case 'batches': return t.totalBatches;
         case 'latest': return t.latestValidationMetric;
@@ -238,6 +240,7 @@ function TrialsTable(p: { trials?: Trial[]; loading: boolean; hover?: number; se
               <tr>
                 <SortHeader label="Trial" col="id" sort={sort} onSort={onSort} />
                 <SortHeader label="State" col="state" sort={sort} onSort={onSort} />
+                <SortHeader label="Ran on" col="hosts" sort={sort} onSort={onSort} />
                 {hcols.map((h) => (
                   <SortHeader key={h} label={h} col={`hp:${h}`} sort={sort} onSort={onSort} />
                 ))}
@@ -268,6 +271,9 @@ function TrialsTable(p: { trials?: Trial[]; loading: boolean; hover?: number; se
                         job {t.jobId}
                       </div>
                     )}
+                  </td>
+                  <td className="mono small" data-testid="trial-hosts" title="where its latest run ran: agents in rank order, or its Slurm job's nodes">
+                    {hostsLabel(t.hosts) || '–'}
                   </td>
                   {hcols.map((h) => (
                     <td key={h} className="num">

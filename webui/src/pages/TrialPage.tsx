@@ -1,7 +1,7 @@
 // One trial: metric charts (training and validation; throughput and loss scale when the trial
 // reports them, as the native trainer does; one section per metric group its code named),
-// checkpoints and logs; for a trial Slurm places, its job id, pool and Slurm's reason
-// (TrialSlurm.tsx).
+// checkpoints and logs; where its latest run ran (the agents in its Summary; for a trial Slurm
+// places, its nodes with its job id, pool and Slurm's reason in TrialSlurm.tsx).
 import { api } from '../api/client';
 import type { Trial } from '../api/types';
 import { Empty, ErrorBanner, Skeleton, StateBadge } from '../components/common';
@@ -13,7 +13,7 @@ import { useQueryState, type Route } from '../lib/router';
 import { flattenHParams } from '../lib/chartData';
 import { LogsView } from './LogsView';
 import { TrialMetricGroups, useTrialMetrics } from './TrialMetricGroups';
-import { TrialSlurmCard } from './TrialSlurm';
+import { isSlurmTrial, TrialSlurmCard, trialPool } from './TrialSlurm';
 
 const running = (t?: Trial) => !t || t.state === 'TRIAL_STATE_RUNNING' || t.state === 'TRIAL_STATE_QUEUED';
 
@@ -41,6 +41,8 @@ export function TrialPage({ id, route }: { id: number; route: Route }) {
   const valKeys = metricKeys(validation.data ?? []);
   const tMetric = q.get('tm') && trainKeys.includes(q.get('tm')!) ? q.get('tm')! : trainKeys.includes('loss') ? 'loss' : trainKeys.find((k) => k !== 'tokens_per_second' && k !== 'loss_scale') ?? trainKeys[0] ?? 'loss';
   const vMetric = q.get('vm') && valKeys.includes(q.get('vm')!) ? q.get('vm')! : e?.metric && valKeys.includes(e.metric) ? e.metric : valKeys[0] ?? '';
+  // A Slurm trial's nodes are in its Slurm card; any other trial's places in the Summary.
+  const slurm = isSlurmTrial(t, trialPool(e?.configYaml, pools.data));
   const myCkpts = (ckpts.data ?? []).filter((c) => c.trialId === t.id).sort((a, b) => b.batches - a.batches);
 
   return (
@@ -73,6 +75,7 @@ export function TrialPage({ id, route }: { id: number; route: Route }) {
             <dt>Best {e?.metric ?? 'metric'}</dt><dd>{formatMetric(t.bestValidationMetric)}</dd>
             <dt>Latest {e?.metric ?? 'metric'}</dt><dd>{formatMetric(t.latestValidationMetric)}</dd>
             <dt>Restarts</dt><dd>{t.restarts}</dd>
+            {!slurm && <HostsRow t={t} />}
             <dt>Started</dt><dd>{formatDateTime(t.startTime)}</dd>
             <dt>Duration</dt><dd>{formatDuration(durationBetween(t.startTime, t.endTime))}</dd>
           </dl>
@@ -152,6 +155,18 @@ export function TrialPage({ id, route }: { id: number; route: Route }) {
       </div>
       <LogsView trialId={t.id} live={live} route={route} />
     </section>
+  );
+}
+
+/** "Ran on: agent-0, agent-1" (agents in rank order); "Runs on" while it runs. */
+function HostsRow({ t }: { t: Trial }) {
+  return (
+    <>
+      <dt>{t.state === 'TRIAL_STATE_RUNNING' ? 'Runs on' : 'Ran on'}</dt>
+      <dd data-testid="trial-hosts" title="its latest run's agents, in rank order">
+        {t.hosts.length ? <span className="mono">{t.hosts.join(', ')}</span> : <span className="muted">{t.state === 'TRIAL_STATE_QUEUED' ? 'not yet' : '–'}</span>}
+      </dd>
+    </>
   );
 }
 

@@ -1,20 +1,24 @@
 // The trial page's Slurm card, for a trial of a pool Slurm places (docs/slurm.md): its pool and the
-// pool's capacity from sinfo, its job id, the slots it asks for, and while it waits or is held,
-// Slurm's reason. The API does not say which nodes a job ran on, so the card gives the sacct
-// command that does. A trial on agents has no such card.
+// pool's capacity from sinfo, its job id, the slots it asks for, while it waits or is held Slurm's
+// reason, and the nodes its latest job ran on (Trial.hosts; for a job that started without them
+// reported, as with an older master, the sacct command that lists them). A trial on agents has
+// no such card: the page's Summary says which agents it ran on.
 import type { ResourcePool, Trial } from '../api/types';
+import { isSlurmHost, placeName } from '../lib/hosts';
 import { configPool, configSlotsPerTrial, isSlurmPool, nodeCapacity, parseSlurmReason } from '../lib/slurm';
 
-/** Whether the trial is Slurm's: its pool is a Slurm pool, or it has a job id or a Slurm reason. */
+/** Whether the trial is Slurm's: its pool is a Slurm pool, or it has a job id, a Slurm reason or
+ *  a Slurm node list among its hosts. */
 export function isSlurmTrial(t: Trial, pool: ResourcePool | undefined): boolean {
-  return (pool !== undefined && isSlurmPool(pool)) || t.jobId !== '' || parseSlurmReason(t.pendingReason) !== undefined;
+  return (pool !== undefined && isSlurmPool(pool)) || t.jobId !== '' || parseSlurmReason(t.pendingReason) !== undefined || t.hosts.some(isSlurmHost);
 }
 
-/** The pool a trial's experiment asks for, as GET /resource-pools lists it (undefined: not listed). */
+/** The pool a trial's experiment asks for, as GET /resource-pools lists it (undefined: not listed,
+ *  or a config that does not parse). */
 export function trialPool(configYaml: string | undefined, pools: readonly ResourcePool[] | undefined): ResourcePool | undefined {
   if (configYaml === undefined) return undefined;
   const name = configPool(configYaml);
-  return pools?.find((p) => p.name === name);
+  return name === undefined ? undefined : pools?.find((p) => p.name === name);
 }
 
 export function TrialSlurmCard({ trial, configYaml, pools }: { trial: Trial; configYaml?: string; pools?: ResourcePool[] }) {
@@ -38,7 +42,7 @@ export function TrialSlurmCard({ trial, configYaml, pools }: { trial: Trial; con
               </span>
             </>
           ) : configYaml !== undefined ? (
-            configPool(configYaml)
+            configPool(configYaml) ?? 'unknown'
           ) : (
             '–'
           )}
@@ -66,9 +70,12 @@ export function TrialSlurmCard({ trial, configYaml, pools }: { trial: Trial; con
         )}
         <dt>Nodes</dt>
         <dd data-testid="trial-nodes">
-          {jobId ? (
+          {trial.hosts.length ? (
+            <span className="mono">{trial.hosts.map(placeName).join(', ')}</span>
+          ) : jobId && trial.state !== 'TRIAL_STATE_QUEUED' ? (
+            // A job that started without its nodes reported (an older master): sacct knows them.
             <>
-              <code>sacct -j {jobId} -X -o NodeList</code> <span className="muted small">(the master does not report a job's nodes)</span>
+              <code>sacct -j {jobId} -X -o NodeList</code> <span className="muted small">(the master did not report its nodes)</span>
             </>
           ) : (
             <span className="muted">none yet</span>
