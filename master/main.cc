@@ -14,6 +14,7 @@
 #include "master/api/trial_link_service.h"
 #include "master/api/http_server.h"
 #include "master/core/utilization_recorder.h"
+#include "master/housekeeping/bookkeeping_retention.h"
 #include "master/master_config.h"
 #include "master/rm/agents/agent_manager.h"
 #include "master/rm/slurm/slurm_manager.h"
@@ -197,6 +198,8 @@ int main(int argc, char** argv) {
                                   {std::chrono::seconds(config->utilization_sample_seconds),
                                    std::chrono::hours(config->utilization_retention_hours)});
   utilization.Start();
+  BookkeepingPruner bookkeeping(db->get(), std::chrono::hours(config->bookkeeping_retention_hours));
+  bookkeeping.Start();
   ApiHandlers handlers(&read_store, &cluster,
                        MasterInfo{SF_VERSION, "master-" + std::to_string(getpid()), config->cluster_name});
   handlers.SetWriteDatabase(db->get());
@@ -345,6 +348,7 @@ int main(int argc, char** argv) {
   http.Stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   utilization.Stop();
+  bookkeeping.Stop();
   hooks.Stop();
   cluster.Stop();
   return 0;

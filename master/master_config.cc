@@ -198,6 +198,12 @@ const std::map<std::string, Setting>& Settings() {
           return WholeNumberIn("utilization_retention_hours", v, 1, 43800, "hours", c.utilization_retention_hours);
         },
         "N", "how long the utilisation history is kept", [](const C& c) { return Text(c.utilization_retention_hours); }}},
+      {"bookkeeping_retention_hours",
+       {[](C& c, V v) {
+          return WholeNumberIn("bookkeeping_retention_hours", v, 1, 43800, "hours", c.bookkeeping_retention_hours);
+        },
+        "N", "how long ended tasks' delivery records and finished trials' older allocation rows are kept",
+        [](const C& c) { return Text(c.bookkeeping_retention_hours); }}},
       {"http_threads", {[](C& c, V v) { return WholeNumberIn("http_threads", v, 0, 1024, "threads", c.http_threads); },
                         "N", "HTTP worker threads (0: max(4, 2 x hardware threads))",
                         [](const C& c) { return Text(c.http_threads); }}},

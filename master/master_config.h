@@ -55,6 +55,9 @@ struct MasterConfig {
   bool metrics_require_auth = false;  // /metrics with a token too (Prometheus bearer_token_file)
   int utilization_sample_seconds = 10;    // how often the utilisation history is sampled
   int utilization_retention_hours = 168;  // rows older than this are deleted
+  // Ended tasks' delivery records and finished trials' older allocation rows older than this are
+  // deleted (master/housekeeping/bookkeeping_retention.h).
+  int bookkeeping_retention_hours = 168;
   // The HTTP server (master/api/http_server.h).
   int http_threads = 0;                // worker threads; 0: max(4, 2 x hardware threads)
   int http_max_connections = 512;      // open connections; beyond: 503 with Retry-After
