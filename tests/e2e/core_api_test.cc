@@ -312,6 +312,57 @@ TEST_F(CoreApi, BadReportsAndAnEarlyExitNameTheTrialAndTheProblem) {
   }
 }
 
+// Determined's report_early_exit, as a script on the cluster calls it and exits 0: ERRORED fails
+// the trial with the reason and no restart (although max_restarts allows 5); USER_REQUESTED_STOP
+// ends it as completed; a sibling that does neither completes as usual.
+TEST_F(CoreApi, AnEarlyExitsReasonDecidesTheTrialsEndWithoutARestart) {
+  const int64_t id = Create(Experiment(
+      "name: core-api-early-exit\n"
+      "entrypoint: /usr/bin/python3 regress.py\n"
+      "hyperparameters:\n"
+      "  lr: 0.05\n"
+      "  early_exit_at: 5\n"
+      "  early_exit: {type: categorical, vals: ['', USER_REQUESTED_STOP, ERRORED]}\n"
+      "max_restarts: 5\n"
+      "searcher: {name: grid, metric: validation_loss, max_length: {batches: 20}}\n"));
+  ASSERT_GT(id, 0);
+  std::map<std::string, Value> by_reason;
+  ASSERT_TRUE(cluster_->WaitFor(
+      [&] {
+        by_reason.clear();
+        for (const Value& t : cluster_->Trials(id).as_list()) {
+          const std::string state = t.Find("state")->as_string();
+          if (state != "TRIAL_STATE_COMPLETED" && state != "TRIAL_STATE_ERROR") return false;
+          by_reason[t.Find("hparams")->Find("early_exit")->as_string()] = t;
+        }
+        return by_reason.size() == 3;
+      },
+      seconds(300)))
+      << cluster_->Trials(id).ToJson();
+  auto field = [](const Value& t, const char* name) {
+    const Value* v = t.Find(name);
+    return v && v->is_string() ? v->as_string() : std::string();
+  };
+  const Value& errored = by_reason.at("ERRORED");
+  EXPECT_EQ(field(errored, "state"), "TRIAL_STATE_ERROR");
+  EXPECT_EQ(errored.Find("restarts")->as_int(), 0) << "reported, not retried";
+  EXPECT_NE(field(errored, "error").find("the script reported an error (report_early_exit ERRORED)"), std::string::npos)
+      << errored.ToJson();
+  const Value& stopped = by_reason.at("USER_REQUESTED_STOP");
+  EXPECT_EQ(field(stopped, "state"), "TRIAL_STATE_COMPLETED");
+  EXPECT_EQ(stopped.Find("restarts")->as_int(), 0);
+  EXPECT_EQ(field(stopped, "error"), "") << stopped.ToJson();
+  EXPECT_EQ(field(by_reason.at(""), "state"), "TRIAL_STATE_COMPLETED");
+  // The early-exiting ones stopped at step 5, with their reports up to it kept.
+  for (const std::string reason : {"USER_REQUESTED_STOP", "ERRORED"}) {
+    const std::string t = std::to_string(Id(by_reason.at(reason)));
+    EXPECT_EQ(Sql("SELECT max(batches) FROM metrics WHERE kind = 'training' AND trial_id = " + t), 5) << reason;
+  }
+  EXPECT_EQ(Sql("SELECT max(batches) FROM metrics WHERE kind = 'training' AND trial_id = " +
+                std::to_string(Id(by_reason.at("")))),
+            20);
+}
+
 // What sf refuses before anything is stored: an entrypoint script that is not in the context,
 // and a context over the 96 MiB limit.
 TEST_F(CoreApi, MissingScriptAndOversizedContextAreRefusedBeforeAnythingIsStored) {

@@ -13,6 +13,9 @@ Hyperparameters (all optional): lr, batch, seed; and, to drive the tests,
   bad_metric_at     report a metric that is not a number at this step
   backwards_at      report steps_completed going backwards at this step
   invalid_above     report_early_exit(INVALID_HP) and return when lr is above this
+  early_exit, early_exit_at
+                    report_early_exit(<early_exit>: ERRORED or USER_REQUESTED_STOP) and return
+                    once early_exit_at steps are trained (and reported); "" does nothing
 """
 import json
 import os
@@ -76,6 +79,10 @@ def main():
                 steps += 1
                 if steps == hp.get("fail_at"):
                     raise ValueError("bad shape")
+                if hp.get("early_exit") and steps == hp.get("early_exit_at"):
+                    ctx.train.report_training_metrics(steps_completed=steps, metrics={"loss": loss.item()})
+                    ctx.train.report_early_exit(steadfast.core.EarlyExitReason[hp["early_exit"]])
+                    return
                 metrics = {"loss": loss.item()}
                 if steps == hp.get("bad_metric_at"):
                     metrics = {"loss": "abc"}
