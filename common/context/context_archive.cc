@@ -238,8 +238,10 @@ Result<PackedContext> PackContext(const std::string& directory, int64_t max_file
 
 namespace {
 
-// Reads every entry of `archive`, checking each; with a destination, writes them there too.
-Status WalkArchive(std::string_view archive, const std::string& destination, int64_t max_file_bytes) {
+// Reads every entry of `archive`, checking each; with a destination, writes them there too;
+// with `listing`, appends each file and link to it.
+Status WalkArchive(std::string_view archive, const std::string& destination, int64_t max_file_bytes,
+                   std::vector<ContextEntry>* listing = nullptr) {
   const bool write = !destination.empty();
   std::unique_ptr<struct archive, ReaderDeleter> a(archive_read_new());
   archive_read_support_filter_gzip(a.get());
@@ -283,6 +285,7 @@ Status WalkArchive(std::string_view archive, const std::string& destination, int
           return InvalidArgument("context archive entry \"" + path + "\" links to \"" + (target ? target : "") +
                                  "\", outside the task's directory");
         }
+        if (listing) listing->push_back({path, 0, target});
         if (!write) break;
         fs::create_directories(out.parent_path(), ec);
         if (symlink(target, out.c_str()) != 0) {
@@ -298,6 +301,7 @@ Status WalkArchive(std::string_view archive, const std::string& destination, int
           return InvalidArgument("the context archive unpacks to more than " + MiB(max_file_bytes) + " (at \"" +
                                  path + "\")");
         }
+        if (listing) listing->push_back({path, size, ""});
         if (!write) {
           // Read the data through, so a damaged stream is found here too.
           const void* block = nullptr;
@@ -367,6 +371,14 @@ Status UnpackContext(std::string_view archive, const std::string& destination, i
 
 Status ValidateContext(std::string_view archive, int64_t max_file_bytes) {
   return WalkArchive(archive, "", max_file_bytes);
+}
+
+Result<std::vector<ContextEntry>> ListContext(std::string_view archive, int64_t max_file_bytes) {
+  std::vector<ContextEntry> entries;
+  SF_RETURN_IF_ERROR(WalkArchive(archive, "", max_file_bytes, &entries));
+  std::sort(entries.begin(), entries.end(),
+            [](const ContextEntry& a, const ContextEntry& b) { return a.path < b.path; });
+  return entries;
 }
 
 }  // namespace sf::context

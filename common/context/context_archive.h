@@ -49,4 +49,14 @@ Status UnpackContext(std::string_view archive, const std::string& destination,
 // client sent before storing it.
 Status ValidateContext(std::string_view archive, int64_t max_file_bytes = kMaxContextBytes);
 
+// One file or symbolic link of an archive (directories are implied by the paths).
+struct ContextEntry {
+  std::string path;         // relative
+  int64_t size = 0;         // a file's bytes; 0 for a link
+  std::string link_target;  // a link's target; empty for a file
+};
+// The files and links of `archive`, sorted by path, after the checks of ValidateContext (its
+// errors, unchanged).
+Result<std::vector<ContextEntry>> ListContext(std::string_view archive, int64_t max_file_bytes = kMaxContextBytes);
+
 }  // namespace sf::context

@@ -3,7 +3,9 @@
 #include <google/protobuf/util/json_util.h>
 #include <google/protobuf/util/time_util.h>
 
+#include "common/context/context_archive.h"
 #include "common/log.h"
+#include "common/sha256.h"
 #include "common/utf8.h"
 
 namespace sf::master {
@@ -104,6 +106,30 @@ ApiMethods::ApiMethods(ApiDependencies deps) : deps_(deps) {
   Add<v1::GetExperimentCheckpointsRequest>(
       "GetExperimentCheckpoints",
       [h](const v1::GetExperimentCheckpointsRequest& r, const Principal&) { return h->GetExperimentCheckpoints(r); });
+  Add<v1::GetExperimentContextRequest>(
+      "GetExperimentContext",
+      [h](const v1::GetExperimentContextRequest& r, const Principal&) -> Result<v1::GetExperimentContextResponse> {
+        v1::GetExperimentRequest get;
+        get.set_experiment_id(r.id());
+        SF_RETURN_IF_ERROR(h->GetExperiment(get).status());  // 404 for an unknown experiment
+        SF_ASSIGN_OR_RETURN(std::string archive, h->store()->ExperimentContext(r.id()));
+        // Checked when it was stored; listed with the same checks (a damaged row says so).
+        SF_ASSIGN_OR_RETURN(std::vector<context::ContextEntry> entries, context::ListContext(archive));
+        v1::GetExperimentContextResponse out;
+        out.set_sha256(Sha256Hex(archive));
+        out.set_archive_bytes(static_cast<int64_t>(archive.size()));
+        int64_t file_bytes = 0;
+        for (const context::ContextEntry& e : entries) {
+          v1::ContextFile* f = out.add_files();
+          f->set_path(ReplaceInvalidUtf8(e.path));
+          f->set_size(e.size);
+          f->set_link_target(ReplaceInvalidUtf8(e.link_target));
+          file_bytes += e.size;
+        }
+        out.set_file_bytes(file_bytes);
+        if (r.include_archive()) out.set_archive(std::move(archive));
+        return out;
+      });
   Add<v1::GetExperimentSearcherRequest>(
       "GetExperimentSearcher",
       [h](const v1::GetExperimentSearcherRequest& r, const Principal&) -> Result<v1::GetExperimentSearcherResponse> {

@@ -191,6 +191,7 @@ SF_UNARY_RPC(ContinueExperiment, ContinueExperimentRequest, CreateExperimentResp
 SF_UNARY_RPC(GetResourcePools, GetResourcePoolsRequest, GetResourcePoolsResponse)
 SF_UNARY_RPC(GetExperimentTrials, GetExperimentTrialsRequest, GetExperimentTrialsResponse)
 SF_UNARY_RPC(GetExperimentCheckpoints, GetExperimentCheckpointsRequest, GetExperimentCheckpointsResponse)
+SF_UNARY_RPC(GetExperimentContext, GetExperimentContextRequest, GetExperimentContextResponse)
 SF_UNARY_RPC(GetExperimentSearcher, GetExperimentSearcherRequest, GetExperimentSearcherResponse)
 SF_UNARY_RPC(GetTrial, GetTrialRequest, GetTrialResponse)
 SF_UNARY_RPC(GetTrialMetrics, GetTrialMetricsRequest, GetTrialMetricsResponse)

@@ -118,6 +118,8 @@ class ApiGrpcService final : public steadfast::v1::Api::Service {
                          steadfast::v1::GetMasterResponse*) override;
   grpc::Status GetClusterUtilization(grpc::ServerContext*, const steadfast::v1::GetClusterUtilizationRequest*,
                                      steadfast::v1::GetClusterUtilizationResponse*) override;
+  grpc::Status GetExperimentContext(grpc::ServerContext*, const steadfast::v1::GetExperimentContextRequest*,
+                                    steadfast::v1::GetExperimentContextResponse*) override;
   grpc::Status GetExperimentSearcher(grpc::ServerContext*, const steadfast::v1::GetExperimentSearcherRequest*,
                                      steadfast::v1::GetExperimentSearcherResponse*) override;
   grpc::Status DeleteCheckpoint(grpc::ServerContext*, const steadfast::v1::DeleteCheckpointRequest*,

@@ -27,8 +27,8 @@ const char* kExperimentSummaryColumns =
     "(SELECT count(*) FROM trials t WHERE t.experiment_id = e.id), "
     "(SELECT count(*) FROM trials t WHERE t.experiment_id = e.id AND t.state IN "
     "('COMPLETED','CANCELED','ERROR')), "
-    "(SELECT w.name FROM workspaces w WHERE w.id = e.workspace_id)";
-constexpr int kExperimentConfigColumn = 17;  // index of e.config_yaml when appended
+    "(SELECT w.name FROM workspaces w WHERE w.id = e.workspace_id), e.unmanaged";
+constexpr int kExperimentConfigColumn = 18;  // index of e.config_yaml when appended
 
 std::string ExperimentColumns(bool with_config) {
   return std::string(kExperimentSummaryColumns) + (with_config ? ", e.config_yaml" : "");
@@ -55,6 +55,7 @@ v1::Experiment ExperimentFromRow(const pqxx::row& r, bool with_config) {
   e.set_num_trials(r[14].as<int>());
   e.set_num_completed_trials(r[15].as<int>());
   if (!r[16].is_null()) e.set_workspace(r[16].as<std::string>());
+  e.set_unmanaged(r[17].as<bool>());
   if (with_config) e.set_config_yaml(r[kExperimentConfigColumn].as<std::string>());
   return e;
 }

@@ -117,6 +117,29 @@ TEST(ContextArchive, PacksAndUnpacksFilesModesLinksAndHonoursSfignore) {
   EXPECT_EQ(Read(dst.path() / "pkg-link/model.py"), "X = 1\n");
 }
 
+// What the API shows of a stored context (GET /api/v1/experiments/{id}/context): every file
+// with its size and every link with its target, sorted, without unpacking; a damaged archive
+// is an error, as for ValidateContext.
+TEST(ContextArchive, ListsFilesWithSizesAndLinksWithTargets) {
+  TempDir src;
+  Write(src.path() / "train.py", "print('hi')\n");
+  Write(src.path() / "pkg/model.py", "X = 1\n");
+  Write(src.path() / "data/big.bin", std::string(1000, 'x'));
+  fs::create_directory_symlink("pkg", src.path() / "pkg-link");
+  auto packed = PackContext(src.path().string());
+  ASSERT_TRUE(packed.ok()) << packed.status().message();
+  auto listed = ListContext(packed->archive);
+  ASSERT_TRUE(listed.ok()) << listed.status().message();
+  std::vector<std::string> rows;
+  for (const ContextEntry& e : *listed) rows.push_back(e.path + " " + std::to_string(e.size) + " " + e.link_target);
+  EXPECT_EQ(rows, (std::vector<std::string>{"data/big.bin 1000 ", "pkg-link 0 pkg", "pkg/model.py 6 ",
+                                            "train.py 12 "}));
+  std::string damaged = packed->archive;
+  damaged.resize(30);  // inside the first compressed block: no header can be read
+  EXPECT_EQ(ListContext(damaged).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ListContext("not a tar").status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(ContextArchive, RefusesAContextOverTheLimitNamingItsLargestFiles) {
   TempDir src;
   Write(src.path() / "small.txt", "x");

@@ -321,6 +321,7 @@ TEST(AccessPolicyTable, IsTheDocumentedOne) {
       {"GET /api/v1/experiments/{id}/trials", "signed-in"},
       {"GET /api/v1/experiments/{id}/checkpoints", "signed-in"},
       {"GET /api/v1/experiments/{id}/searcher", "signed-in"},
+      {"GET /api/v1/experiments/{id}/context", "signed-in"},
       {"POST /api/v1/checkpoints/delete", "experiments"},
       {"DELETE /api/v1/checkpoints/{uuid}", "checkpoint"},
       {"GET /api/v1/trials/{id}", "signed-in"},
@@ -606,6 +607,12 @@ grpc::Status CallGrpc(v1::Api::Stub& stub, const std::string& method, const std:
     r.set_id(experiment);
     v1::GetExperimentSearcherResponse out;
     return stub.GetExperimentSearcher(&ctx, r, &out);
+  }
+  if (method == "GetExperimentContext") {  // a native experiment: NOT_FOUND to whoever passes
+    v1::GetExperimentContextRequest r;
+    r.set_id(experiment);
+    v1::GetExperimentContextResponse out;
+    return stub.GetExperimentContext(&ctx, r, &out);
   }
   if (method == "DeleteCheckpoint") {
     v1::DeleteCheckpointRequest r;

@@ -140,6 +140,11 @@ TEST(ClusterEndToEnd, PauseThenActivateResumesFromTheCheckpoint) {
                                     std::to_string(tid)),
             30);
   EXPECT_EQ(cluster.Trials(id).as_list()[0].Find("restarts")->as_int(), 0);
+  // A native experiment has no context to show.
+  auto [context_code, context] = cluster.Get("/api/v1/experiments/" + std::to_string(id) + "/context");
+  EXPECT_EQ(context_code, 404);
+  EXPECT_NE(context.ToJson().find("experiment " + std::to_string(id) + " has no context"), std::string::npos)
+      << context.ToJson();
   // Where it ran stays on the trial after it ended: the one agent (REST `hosts`).
   const Value trial = cluster.Trials(id).as_list()[0];
   const Value* hosts = trial.Find("hosts");

@@ -169,6 +169,35 @@ TEST_F(CoreApi, TrialCompletesWithItsMetricsAndCheckpointsInPostgresAndMatchesLo
   auto [bad_code, bad] = cluster_->Get("/api/v1/trials/" + t + "/metrics?kind=Eval-1");
   EXPECT_EQ(bad_code, 400);
   EXPECT_NE(bad.ToJson().find("must start with a lowercase letter"), std::string::npos) << bad.ToJson();
+  // What it ran from (GET .../context): the context's files with their sizes on disk, and the
+  // archive itself on request.
+  const std::string e = std::to_string(id);
+  auto [ccode, context] = cluster_->Get("/api/v1/experiments/" + e + "/context");
+  ASSERT_EQ(ccode, 200) << context.ToJson();
+  std::map<std::string, int64_t> files;
+  for (const Value& f : context.Find("files")->as_list()) {
+    const Value* size = f.Find("size");  // int64: a JSON string
+    files[f.Find("path")->as_string()] = size ? std::stoll(size->as_string()) : 0;
+  }
+  const fs::path context_dir = fs::path(yaml).parent_path();
+  EXPECT_EQ(files, (std::map<std::string, int64_t>{
+                       {"ddp.py", static_cast<int64_t>(fs::file_size(context_dir / "ddp.py"))},
+                       {"exp.yaml", static_cast<int64_t>(fs::file_size(context_dir / "exp.yaml"))},
+                       {"regress.py", static_cast<int64_t>(fs::file_size(context_dir / "regress.py"))}}))
+      << context.ToJson();
+  EXPECT_EQ(context.Find("sha256")->as_string().size(), 64u);
+  ASSERT_NE(context.Find("archive"), nullptr) << context.ToJson();
+  EXPECT_EQ(context.Find("archive")->as_string(), "") << "the archive only on request";
+  const int64_t archive_bytes = std::stoll(context.Find("archiveBytes")->as_string());
+  auto [acode, with_archive] = cluster_->Get("/api/v1/experiments/" + e + "/context?includeArchive=true");
+  ASSERT_EQ(acode, 200);
+  ASSERT_NE(with_archive.Find("archive"), nullptr);
+  EXPECT_EQ(static_cast<int64_t>(with_archive.Find("archive")->as_string().size()), (archive_bytes + 2) / 3 * 4)
+      << "base64 of the archive's bytes";
+  auto [ecode, experiment] = cluster_->Get("/api/v1/experiments/" + e);
+  ASSERT_EQ(ecode, 200);
+  ASSERT_NE(experiment.Find("experiment")->Find("unmanaged"), nullptr) << experiment.ToJson();
+  EXPECT_FALSE(experiment.Find("experiment")->Find("unmanaged")->as_bool());
   // Its checkpoint: registered with its files, on disk where the row says.
   pqxx::connection conn(cluster_->db());
   pqxx::work tx(conn);
@@ -653,6 +682,12 @@ TEST_F(CoreApi, UnmanagedScriptReportsIntoAnExperimentOfItsOwn) {
   EXPECT_EQ(Sql("SELECT count(*) FROM metrics WHERE trial_id = " + t + " AND kind = 'validation'"), 1);
   EXPECT_EQ(Sql("SELECT count(*) FROM checkpoints WHERE trial_id = " + t + " AND batches = 20"), 1);
   EXPECT_EQ(Sql("SELECT count(*) FROM experiments WHERE unmanaged AND id = " + std::to_string(id)), 1);
+  {  // ... and says so over REST (the dashboard's badge).
+    auto [code, got] = cluster_->Get("/api/v1/experiments/" + std::to_string(id));
+    ASSERT_EQ(code, 200);
+    ASSERT_NE(got.Find("experiment")->Find("unmanaged"), nullptr) << got.ToJson();
+    EXPECT_TRUE(got.Find("experiment")->Find("unmanaged")->as_bool());
+  }
   // Its output is in the trial's logs, as a scheduled trial's is (no agent captured it).
   const std::string logs = Logs(Id(trial));
   EXPECT_NE(logs.find("[rank 0] starting at step 0\n"), std::string::npos) << logs;

@@ -87,6 +87,12 @@ export interface ConfigError {
   path?: string;
 }
 
+export interface ContextFile {
+  linkTarget?: string;
+  path?: string;
+  size?: string; // int64
+}
+
 export interface ContinueExperimentRequest {
   id?: string; // int64
   maxLength?: string; // int64
@@ -201,6 +207,7 @@ export interface Experiment {
   smallerIsBetter?: boolean;
   startTime?: string; // date-time
   state?: "EXPERIMENT_STATE_UNSPECIFIED" | "EXPERIMENT_STATE_ACTIVE" | "EXPERIMENT_STATE_PAUSED" | "EXPERIMENT_STATE_STOPPING_COMPLETED" | "EXPERIMENT_STATE_STOPPING_CANCELED" | "EXPERIMENT_STATE_STOPPING_ERROR" | "EXPERIMENT_STATE_COMPLETED" | "EXPERIMENT_STATE_CANCELED" | "EXPERIMENT_STATE_ERROR";
+  unmanaged?: boolean;
   workspace?: string;
 }
 
@@ -222,6 +229,14 @@ export interface GetClusterUtilizationResponse {
 
 export interface GetExperimentCheckpointsResponse {
   checkpoints?: Checkpoint[];
+}
+
+export interface GetExperimentContextResponse {
+  archive?: string; // byte
+  archiveBytes?: string; // int64
+  fileBytes?: string; // int64
+  files?: ContextFile[];
+  sha256?: string;
 }
 
 export interface GetExperimentResponse {
@@ -643,6 +658,7 @@ export const operations = {
   "GetClusterUtilization": {"method":"GET","path":"/api/v1/cluster/utilization","pathParams":[],"queryParams":["since","pool"]},
   "GetExperiment": {"method":"GET","path":"/api/v1/experiments/{id}","pathParams":["id"],"queryParams":[]},
   "GetExperimentCheckpoints": {"method":"GET","path":"/api/v1/experiments/{id}/checkpoints","pathParams":["id"],"queryParams":[]},
+  "GetExperimentContext": {"method":"GET","path":"/api/v1/experiments/{id}/context","pathParams":["id"],"queryParams":["include_archive"]},
   "GetExperimentSearcher": {"method":"GET","path":"/api/v1/experiments/{id}/searcher","pathParams":["id"],"queryParams":[]},
   "GetExperimentTrials": {"method":"GET","path":"/api/v1/experiments/{id}/trials","pathParams":["id"],"queryParams":["offset","limit"]},
   "GetExperiments": {"method":"GET","path":"/api/v1/experiments","pathParams":[],"queryParams":["states","name","sort_by","descending","offset","limit","include_archived","fields"]},
@@ -835,6 +851,13 @@ export interface OperationTypes {
     query: {};
     request: undefined;
     response: GetExperimentCheckpointsResponse;
+  };
+  GetExperimentContext: {
+    query: {
+      include_archive?: boolean;
+    };
+    request: undefined;
+    response: GetExperimentContextResponse;
   };
   GetExperimentSearcher: {
     query: {};
