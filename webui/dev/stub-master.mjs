@@ -17,6 +17,7 @@ import { readFile, stat } from 'node:fs/promises';
 import { extname, join, normalize } from 'node:path';
 import { createAuthStub } from '../e2e/auth-stub.mjs';
 import { createRouter, loadOperations } from './api-routes.mjs';
+import { contextHandlers, fixedContext } from './context-fixtures.mjs';
 import { modelHandlers } from './model-fixtures.mjs';
 import { fixedServingStore, servingHandlers, settleServings } from './serving-fixtures.mjs';
 
@@ -80,7 +81,9 @@ function step(t, e) {
   t.totalBatches = String(b);
   const lr = t.hparams.lr, dr = t.hparams.dropout;
   const loss = 2 + 7 * Math.exp(-b * lr * 10) + dr + Math.random() * 0.1;
-  metrics.get(tid).push({ trialId: t.id, batches: String(b), kind: 'training', values: { loss, tokens_per_second: 5000 + Math.random() * 500, loss_scale: 128 * 2 ** Math.floor(b / 100) }, time: now() });
+  // the native trainer reports throughput and loss scale; user code (an entrypoint) its loss only
+  const native = !/^entrypoint:/m.test(e.configYaml);
+  metrics.get(tid).push({ trialId: t.id, batches: String(b), kind: 'training', values: native ? { loss, tokens_per_second: 5000 + Math.random() * 500, loss_scale: 128 * 2 ** Math.floor(b / 100) } : { loss }, time: now() });
   addLog(tid, `step ${b} loss=${loss.toFixed(4)}`);
   if (b % 50 === 0) {
     const bleu = 30 * (1 - Math.exp(-b * lr * 5)) - dr * 10;
@@ -149,6 +152,16 @@ for (let i = 0; i < 5; i++) {
   e.numCompletedTrials = e.numTrials;
   e.state = ['EXPERIMENT_STATE_COMPLETED', 'EXPERIMENT_STATE_CANCELED', 'EXPERIMENT_STATE_COMPLETED', 'EXPERIMENT_STATE_ERROR', 'EXPERIMENT_STATE_COMPLETED'][i];
   e.endTime = new Date(Date.parse(e.startTime) + 1800e3 * (i + 1)).toISOString();
+}
+// seed: user code (the Core API): one with its context uploaded, and one a script started by hand
+// reports into (unmanaged, no context: its context route answers 404)
+const contexts = new Map();
+{
+  const yaml = (name, entry) => `name: ${name}\nentrypoint: ${entry}\nsearcher: {name: grid, metric: bleu, smaller_is_better: false, max_length: {batches: 100}}\nhyperparameters:\n  lr: {type: categorical, vals: [0.001]}\n`;
+  const core = createExperiment(yaml('core-api-demo', '[python3, train.py, --epochs, "3"]'), true, { owner: 'ada', grid: [[0.001, 0.1]] });
+  contexts.set(core.id, fixedContext());
+  const byHand = createExperiment(yaml('by-hand', 'python3 run.py'), true, { owner: 'grace', grid: [[0.001, 0.2]] });
+  byHand.unmanaged = true;
 }
 // seed: a model registry over the seeded sweeps' last checkpoints (read-only in the dashboard)
 const models = {
@@ -297,6 +310,7 @@ const handlers = {
     return send(res, 200, { points: [...utilization.values()].filter((u) => Date.parse(u.time) >= since) });
   },
   ...modelHandlers(models, { send, err }),
+  ...contextHandlers(contexts, { send, err, exists: (id) => exps.has(Number(id)) }),
   ...servingHandlers(servings, {
     send,
     err,

@@ -10,7 +10,8 @@
 // (dev/serving-fixtures.mjs: the table, Stop behind a confirmation, Show stopped, an older master)
 // with Serve on a model version; and the experiment page's hyperparameter charts for a sweep with
 // string, categorical and log hyperparameters (label boxes measured, none overlapping); and the Slurm
-// and arch views (slurm-arch.flow.mjs). Screenshots go to $SF_ARTIFACTS_DIR
+// and arch views (slurm-arch.flow.mjs); and what ran, native or user code with its context, and the
+// unmanaged badge (what-ran.flow.mjs). Screenshots go to $SF_ARTIFACTS_DIR
 // (default e2e-artifacts/offline). Run after `npm run build`: `npm run test:browser`.
 import { existsSync, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -19,6 +20,7 @@ import { fixedModelStore, modelHandlers } from '../dev/model-fixtures.mjs';
 import { fixedServingStore, servingHandlers } from '../dev/serving-fixtures.mjs';
 import { createAuthStub } from './auth-stub.mjs';
 import { slurmArchFlow } from './slurm-arch.flow.mjs';
+import { whatRanFlow } from './what-ran.flow.mjs';
 import { launch } from './browser.mjs';
 import { serveDist } from './static-server.mjs';
 
@@ -96,6 +98,7 @@ try {
   }
   await hparamsFlow(browser);
   await slurmArchFlow(browser, { dist, check, ART });
+  await whatRanFlow(browser, { dist, check, ART });
   await modelsFlow(browser);
   await serversFlow(browser);
   await loginFlow(browser);

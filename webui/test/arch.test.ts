@@ -35,18 +35,27 @@ describe('experimentConfig', () => {
     expect(parseExperimentConfig(CATEGORICAL_FLOW)).toEqual({
       arch: { type: 'categorical', vals: ['lstm_small', 'transformer_tiny', 'fconv_small'] },
       entrypoint: '',
+      precision: 'fp32',
+      precisionSet: false,
+      data: [{ split: 'train', files: [{ role: 'src', path: '/data/train.de' }, { role: 'tgt', path: '/data/train.en' }] }],
       resourcePool: 'default',
       slotsPerTrial: undefined,
     });
     expect(parseExperimentConfig(CATEGORICAL_BLOCK)).toEqual({
       arch: { type: 'categorical', vals: ['transformer_lm_small', 'speech_transformer_ctc_small', 'transformer_lm_small'] },
       entrypoint: '',
+      precision: 'fp32',
+      precisionSet: false,
+      data: [],
       resourcePool: 'hpc',
       slotsPerTrial: 2,
     });
     expect(parseExperimentConfig('hyperparameters: {arch: {type: const, val: "lstm"}}  # flow\nresources: {resource_pool: \'it\'\'s\', slots_per_trial: "4"}\n')).toEqual({
       arch: { type: 'const', val: 'lstm' },
       entrypoint: '',
+      precision: 'fp32',
+      precisionSet: false,
+      data: [],
       resourcePool: "it's",
       slotsPerTrial: 4,
     });
@@ -70,10 +79,10 @@ describe('experimentConfig', () => {
       '  arch: &small lstm_small',
       '  fallback: *small',
     ].join('\n');
-    expect(parseExperimentConfig(y)).toEqual({ arch: 'lstm_small', entrypoint: 'python3 train.py --data=http://data.example/wmt#de-en', resourcePool: 'gpu:a100', slotsPerTrial: 8 });
+    expect(parseExperimentConfig(y)).toEqual({ arch: 'lstm_small', entrypoint: 'python3 train.py --data=http://data.example/wmt#de-en', precision: 'fp32', precisionSet: false, data: [{ split: 'train', files: [{ role: 'text', path: '/data/a:b.txt' }] }], resourcePool: 'gpu:a100', slotsPerTrial: 8 });
     expect(parseExperimentConfig('entrypoint: /usr/bin/python3 /src/a:b/train.py\n')?.entrypoint).toBe('/usr/bin/python3 /src/a:b/train.py');
     // absent, empty and not-a-positive-integer fields take the declared defaults
-    expect(parseExperimentConfig('name: x\nhyperparameters:\n  arch:\nresources:\n  slots_per_trial: 1.5\n')).toEqual({ arch: undefined, entrypoint: '', resourcePool: 'default', slotsPerTrial: undefined });
+    expect(parseExperimentConfig('name: x\nhyperparameters:\n  arch:\nresources:\n  slots_per_trial: 1.5\n')).toEqual({ arch: undefined, entrypoint: '', precision: 'fp32', precisionSet: false, data: [], resourcePool: 'default', slotsPerTrial: undefined });
   });
 
   it('yields nothing (unknown) for a config that is empty, does not parse or is not a mapping', () => {

@@ -21,6 +21,7 @@ import type {
   CreatedToken,
   Experiment,
   ExperimentAction,
+  ExperimentContext,
   ExperimentsQuery,
   LogLine,
   MasterInfo,
@@ -45,6 +46,7 @@ import {
   normAgent,
   normCheckpoint,
   normExperiment,
+  normExperimentContext,
   normLog,
   normMaster,
   normMetric,
@@ -164,6 +166,13 @@ export class ApiClient extends ApiTransport {
   async getExperimentCheckpoints(id: number, signal?: AbortSignal): Promise<Checkpoint[]> {
     const j = await this.call('GetExperimentCheckpoints', { path: { id }, signal });
     return list(j.checkpoints).map(normCheckpoint);
+  }
+
+  /** What a user-code experiment runs from: its context's files, their total size, and the
+   *  archive's size and SHA-256; with `includeArchive` the archive itself (base64). A native
+   *  experiment, or one without a context, is an ApiError with status 404. */
+  async getExperimentContext(id: number, includeArchive = false, signal?: AbortSignal): Promise<ExperimentContext> {
+    return normExperimentContext(await this.call('GetExperimentContext', { path: { id }, query: { includeArchive: includeArchive || undefined }, signal }));
   }
 
   /** A trial with the metric groups it has reported. */

@@ -8,7 +8,9 @@ import type {
   Agent,
   Checkpoint,
   ApiToken,
+  ContextFile,
   Experiment,
+  ExperimentContext,
   GpuUsage,
   LogLine,
   MasterInfo,
@@ -40,6 +42,7 @@ export function normExperiment(j: wire.Experiment | undefined): Experiment {
     owner: str(o.owner),
     workspace: str(o.workspace),
     archived: bool(o.archived),
+    unmanaged: bool(o.unmanaged),
     searcher: str(o.searcher),
     metric: str(o.metric),
     smallerIsBetter: bool(o.smallerIsBetter),
@@ -91,6 +94,17 @@ export function normMetric(j: wire.MetricReport | undefined): MetricReport {
     time: optStr(o.time),
     restart: num(o.restart),
   };
+}
+
+export function normContextFile(j: wire.ContextFile | undefined): ContextFile {
+  const o = msg(j);
+  return { path: str(o.path), size: num(o.size), linkTarget: str(o.linkTarget) };
+}
+
+/** GET /experiments/{id}/context's answer; `archive` is base64 (protobuf JSON's bytes). */
+export function normExperimentContext(j: ResponseOf<'GetExperimentContext'> | undefined): ExperimentContext {
+  const o = msg(j);
+  return { files: list(o.files).map(normContextFile), fileBytes: num(o.fileBytes), archiveBytes: num(o.archiveBytes), sha256: str(o.sha256), archiveBase64: str(o.archive) };
 }
 
 export function normCheckpoint(j: wire.Checkpoint | undefined): Checkpoint {

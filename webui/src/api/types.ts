@@ -42,6 +42,8 @@ export interface Experiment {
   owner: string; // username
   workspace: string; // '' when the experiment is in no workspace
   archived: boolean;
+  /** A script started by hand (not by the master) reports into it (the Core API's unmanaged mode). */
+  unmanaged: boolean;
   searcher: string;
   metric: string;
   smallerIsBetter: boolean;
@@ -52,6 +54,25 @@ export interface Experiment {
   endTime?: string;
   priority: number;
   error: string;
+}
+
+/** One entry of a user-code experiment's context (GET /experiments/{id}/context). */
+export interface ContextFile {
+  path: string;
+  /** Bytes on disk; 0 for a link. */
+  size: number;
+  /** A symbolic link's target; '' for a regular file. */
+  linkTarget: string;
+}
+
+/** The context a user-code experiment runs from: its files and the archive's size and digest;
+ *  `archiveBase64` only when asked for (includeArchive), '' otherwise. */
+export interface ExperimentContext {
+  files: ContextFile[];
+  fileBytes: number;
+  archiveBytes: number;
+  sha256: string;
+  archiveBase64: string;
 }
 
 export type HParamValue = number | string | boolean | null | HParamValue[] | { [k: string]: HParamValue };

@@ -33,6 +33,7 @@ function experiments(count: number): Experiment[] {
     owner: ['ada', 'grace', 'alan'][i % 3],
     workspace: '',
     archived: false,
+    unmanaged: false,
     searcher: i % 2 ? 'grid' : 'random',
     metric: 'bleu',
     smallerIsBetter: false,

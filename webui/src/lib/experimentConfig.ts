@@ -1,6 +1,7 @@
 // The few fields the dashboard reads out of an experiment's config (the YAML as submitted, which
-// the master has already validated): what it trains (`hyperparameters.arch`, `entrypoint`) and
-// where (`resources.resource_pool`, `resources.slots_per_trial`). Parsed once per config text with
+// the master has already validated): what it trains (`hyperparameters.arch`, `entrypoint`), how
+// and on what (`precision`, the `data` splits' files) and where (`resources.resource_pool`,
+// `resources.slots_per_trial`). Parsed once per config text with
 // the `yaml` package (YAML 1.2, core schema) into one typed record, declared here with its
 // defaults so no page reads the config by path with a default of its own.
 //
@@ -11,6 +12,20 @@ import { parse } from 'yaml';
 /** A value as YAML's core schema gives it (no tags, anchors resolved). */
 export type ConfigValue = string | number | boolean | null | ConfigValue[] | { [key: string]: ConfigValue };
 
+/** `precision` when the config leaves it out (docs/config.md, "Top level"). */
+export const DEFAULT_PRECISION = 'fp32';
+
+/** A data split's files as docs/config.md's `data` section names them: `src` and `tgt` (parallel
+ *  text), `text` (one side's text) or `manifest` (speech). */
+export const DATA_FILE_ROLES = ['src', 'tgt', 'text', 'manifest'] as const;
+export type DataFileRole = (typeof DATA_FILE_ROLES)[number];
+export const DATA_SPLITS = ['train', 'valid', 'test'] as const;
+export interface DataSplit {
+  split: (typeof DATA_SPLITS)[number];
+  /** The split's files in DATA_FILE_ROLES order; a role the config leaves out is absent. */
+  files: { role: DataFileRole; path: string }[];
+}
+
 export interface ExperimentConfig {
   /** `hyperparameters.arch` as written: a scalar, or a search space (`{type: categorical, vals:
    *  [...]}`); undefined when absent or empty. */
@@ -18,6 +33,11 @@ export interface ExperimentConfig {
   /** User code's command: `entrypoint` as one string (a list's arguments joined by spaces); ''
    *  for the native trainer (no or an empty entrypoint). */
   entrypoint: string;
+  /** `precision` as written, DEFAULT_PRECISION when absent; `precisionSet` says which. */
+  precision: string;
+  precisionSet: boolean;
+  /** The `data` splits that name at least one file, in DATA_SPLITS order. */
+  data: DataSplit[];
   /** `resources.resource_pool`; "default" when absent, as the API names the default pool. */
   resourcePool: string;
   /** `resources.slots_per_trial` when it is a positive integer (or one quoted); undefined
@@ -50,10 +70,22 @@ function fromParsed(root: unknown): ExperimentConfig | undefined {
   const arch = at(root, ['hyperparameters', 'arch']);
   const entry = at(root, ['entrypoint']);
   const entrypoint = Array.isArray(entry) ? entry.map((a) => scalarText(a) ?? '').join(' ') : scalarText(entry) ?? '';
+  const precision = scalarText(at(root, ['precision']));
+  const data: DataSplit[] = [];
+  for (const split of DATA_SPLITS) {
+    const files = DATA_FILE_ROLES.flatMap((role) => {
+      const path = scalarText(at(root, ['data', split, role]));
+      return path ? [{ role, path }] : [];
+    });
+    if (files.length) data.push({ split, files });
+  }
   const slots = Number(scalarText(at(root, ['resources', 'slots_per_trial'])) || NaN); // "4" as 4 too
   return Object.freeze({
     arch: arch === null || arch === '' ? undefined : arch,
     entrypoint,
+    precision: precision || DEFAULT_PRECISION,
+    precisionSet: !!precision,
+    data,
     resourcePool: scalarText(at(root, ['resources', 'resource_pool'])) || 'default',
     slotsPerTrial: Number.isInteger(slots) && slots > 0 ? slots : undefined,
   });

@@ -1,5 +1,6 @@
-// One experiment: header and actions, searcher summary, learning curves of all trials, hyperparameter
-// views, the archs of a sweep over them side by side (ArchComparison.tsx), trials table with
+// One experiment: header and actions (an "unmanaged" badge when a hand-started script reports into
+// it), searcher summary, what ran (WhatRan.tsx: arch, precision and data, or entrypoint and
+// context), learning curves of all trials, hyperparameter views, the archs of a sweep over them side by side (ArchComparison.tsx), trials table with
 // hyperparameters as columns (where each ran, and a Slurm trial's job id), and the config.
 import { useMemo, useState } from 'react';
 import { api } from '../api/client';
@@ -16,6 +17,7 @@ import { useQueryState, type Route } from '../lib/router';
 import { nextSort, sortRows, type SortDir } from '../lib/sort';
 import { topLevelBlock } from '../lib/yamlBlock';
 import { ArchComparison } from './ArchComparison';
+import { UnmanagedBadge, WhatRanCard } from './WhatRan';
 
 const MAX_CURVE_TRIALS = 50;
 const ACTIVE = (s: string) => s === 'EXPERIMENT_STATE_ACTIVE' || s.startsWith('EXPERIMENT_STATE_STOPPING');
@@ -58,6 +60,7 @@ export function ExperimentPage({ id, route }: { id: number; route: Route }) {
           {e.name || `Experiment ${e.id}`} <span className="muted">#{e.id}</span>
         </h1>
         <StateBadge state={e.state} />
+        {e.unmanaged && <UnmanagedBadge />}
         <div className="grow" />
         <ExperimentActions exp={e} onDone={() => exp.reload()} />
       </div>
@@ -87,6 +90,7 @@ export function ExperimentPage({ id, route }: { id: number; route: Route }) {
             <dt>Trials by state</dt><dd>{trialStateSummary(trials.data ?? [])}</dd>
           </dl>
         </div>
+        <WhatRanCard experiment={e} />
       </div>
       <LearningCurves trials={trials.data ?? []} curves={curves.data} loading={curves.loading} kind={kind} metricParam={q.get('metric') ?? ''} defaultMetric={e.metric} logY={q.get('log') === '1'} setQ={setQ} hover={hover} setHover={setHover} error={curves.error} />
       <HParamSection trials={trials.data ?? []} metric={e.metric} smallerIsBetter={e.smallerIsBetter} hover={hover} setHover={setHover} />

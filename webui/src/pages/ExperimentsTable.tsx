@@ -122,6 +122,11 @@ export function ExperimentsTable(props: {
                   {e.name || `experiment ${e.id}`}
                 </a>
                 {e.archived && <span className="tag">archived</span>}
+                {e.unmanaged && (
+                  <span className="tag tag-unmanaged" data-testid="unmanaged-badge" title="a script started by hand reports into it">
+                    unmanaged
+                  </span>
+                )}
                 <div className="muted small">{e.searcher}</div>
               </td>
               <ArchCell arch={archs.get(e.id)!} />

@@ -1,4 +1,5 @@
-// One trial: metric charts (training and validation; throughput and loss scale when the trial
+// One trial: what it ran (its arch and precision, or its experiment's entrypoint: WhatRan.tsx),
+// metric charts (training and validation; throughput and loss scale when the trial
 // reports them, as the native trainer does; one section per metric group its code named),
 // checkpoints and logs; where its latest run ran (the agents in its Summary; for a trial Slurm
 // places, its nodes with its job id, pool and Slurm's reason in TrialSlurm.tsx).
@@ -14,6 +15,7 @@ import { flattenHParams } from '../lib/chartData';
 import { LogsView } from './LogsView';
 import { TrialMetricGroups, useTrialMetrics } from './TrialMetricGroups';
 import { isSlurmTrial, TrialSlurmCard, trialPool } from './TrialSlurm';
+import { TrialWhatRanRows } from './WhatRan';
 
 const running = (t?: Trial) => !t || t.state === 'TRIAL_STATE_RUNNING' || t.state === 'TRIAL_STATE_QUEUED';
 
@@ -71,6 +73,7 @@ export function TrialPage({ id, route }: { id: number; route: Route }) {
         <div className="card">
           <h2>Summary</h2>
           <dl className="kv">
+            <TrialWhatRanRows trial={t} configYaml={e?.configYaml} />
             <dt>Steps</dt><dd>{formatInt(t.totalBatches)}{t.targetBatches ? ` / ${formatInt(t.targetBatches)}` : ''}</dd>
             <dt>Best {e?.metric ?? 'metric'}</dt><dd>{formatMetric(t.bestValidationMetric)}</dd>
             <dt>Latest {e?.metric ?? 'metric'}</dt><dd>{formatMetric(t.latestValidationMetric)}</dd>
@@ -82,11 +85,15 @@ export function TrialPage({ id, route }: { id: number; route: Route }) {
         </div>
         <div className="card">
           <h2>Hyperparameters</h2>
-          <dl className="kv">
-            {Object.entries(hp).map(([k, v]) => (
-              <HP key={k} k={k} v={formatHParam(v)} />
-            ))}
-          </dl>
+          {Object.keys(hp).length === 0 ? (
+            <p className="muted" data-testid="no-hparams">None: this trial was given no hyperparameters.</p>
+          ) : (
+            <dl className="kv">
+              {Object.entries(hp).map(([k, v]) => (
+                <HP key={k} k={k} v={formatHParam(v)} />
+              ))}
+            </dl>
+          )}
         </div>
         <TrialSlurmCard trial={t} configYaml={e?.configYaml} pools={pools.data} />
       </div>
