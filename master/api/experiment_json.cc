@@ -108,6 +108,8 @@ void AppendExperimentJson(const v1::Experiment& e, std::string* out) {
   AppendString(e.error(), out);
   AppendKey("workspace", out);
   AppendString(e.workspace(), out);
+  AppendKey("unmanaged", out);
+  out->append(e.unmanaged() ? "true" : "false");
   out->push_back('}');
 }
 

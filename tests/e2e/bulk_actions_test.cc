@@ -310,7 +310,8 @@ TEST_F(BulkActions, DeleteRemovesCheckpointFilesAndRows) {
   ASSERT_GT(Count(c.db(), "SELECT count(*) FROM task_logs WHERE trial_id IN " + trials_of), 0);
   ASSERT_TRUE(fs::exists(kept_dir));
   std::vector<int64_t> doomed_trials;
-  for (const Value& t : c.Trials(doomed).as_list()) doomed_trials.push_back(Id(t));
+  const Value doomed_list = c.Trials(doomed);  // the loop reads into it: keep it alive
+  for (const Value& t : doomed_list.as_list()) doomed_trials.push_back(Id(t));
   ASSERT_EQ(doomed_trials.size(), 1u);
 
   std::vector<BulkResult> deleted = Results(c.Post("/api/v1/experiments/delete", IdsBody({doomed})));

@@ -359,7 +359,8 @@ TEST_F(CoreApi, AnEarlyExitsReasonDecidesTheTrialsEndWithoutARestart) {
   ASSERT_TRUE(cluster_->WaitFor(
       [&] {
         by_reason.clear();
-        for (const Value& t : cluster_->Trials(id).as_list()) {
+        const Value trials = cluster_->Trials(id);  // kept: the loop reads into it
+        for (const Value& t : trials.as_list()) {
           const std::string state = t.Find("state")->as_string();
           if (state != "TRIAL_STATE_COMPLETED" && state != "TRIAL_STATE_ERROR") return false;
           by_reason[t.Find("hparams")->Find("early_exit")->as_string()] = t;

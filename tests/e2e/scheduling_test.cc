@@ -58,7 +58,8 @@ TEST(SchedulingEndToEnd, HigherPriorityPreemptsByCheckpointAndTheLowerResumesWhe
   // Read after the submission returned: the preemption was asked before these were read, so
   // each low trial stops at its next report, at most one scheduling unit later.
   std::map<int64_t, int64_t> reported;
-  for (const Value& t : cluster.Trials(low).as_list()) reported[Id(t)] = Batches(t);
+  const Value low_trials = cluster.Trials(low);  // the loop reads into it: keep it alive
+  for (const Value& t : low_trials.as_list()) reported[Id(t)] = Batches(t);
 
   // Both low trials wait, saying why, while the high ones run.
   std::map<int64_t, std::string> reasons;
@@ -75,7 +76,8 @@ TEST(SchedulingEndToEnd, HigherPriorityPreemptsByCheckpointAndTheLowerResumesWhe
       std::chrono::seconds(120)))
       << "the low trials as last seen: " << last.ToJson();
   std::set<int64_t> high_trials;
-  for (const Value& t : cluster.Trials(high).as_list()) high_trials.insert(Id(t));
+  const Value high_list = cluster.Trials(high);
+  for (const Value& t : high_list.as_list()) high_trials.insert(Id(t));
   ASSERT_EQ(high_trials.size(), 2u);
   std::map<int64_t, int64_t> stopped_at;
   for (const auto& [tid, reason] : reasons) {
@@ -152,7 +154,8 @@ TEST(SchedulingEndToEnd, HigherPriorityPreemptsByCheckpointAndTheLowerResumesWhe
                                        rest.substr(rest.find("restore=") + 8) + "'";
     EXPECT_EQ(Count(cluster.db(), checkpoint_dir), 1) << rest;
   }
-  for (const Value& t : cluster.Trials(low).as_list()) EXPECT_EQ(Reason(t), "");
+  const Value low_now = cluster.Trials(low);
+  for (const Value& t : low_now.as_list()) EXPECT_EQ(Reason(t), "");
 }
 
 }  // namespace

@@ -53,6 +53,7 @@ v1::Experiment Full() {
   e.mutable_end_time()->set_seconds(1795539660);
   e.set_priority(-3);
   e.set_error("trainer exited with rank 0=1");
+  e.set_unmanaged(true);
   return e;
 }
 
