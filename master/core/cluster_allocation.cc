@@ -82,9 +82,11 @@ rm::GangLaunch Cluster::GangLocked(const Experiment& e, const Trial& t, bool wit
   if (!t.latest_checkpoint_uuid.empty()) {
     auto ck = store_->GetCheckpoint(t.latest_checkpoint_uuid);
     if (ck.ok() && ck->has_value()) restore = (*ck)->path();
+  }
+  if (!restore.empty()) {  // fallbacks only for a checkpoint it resumes from
     constexpr int kRestoreFallbacks = 8;
     auto older = store_->RestoreFallbacks(t.id, t.latest_checkpoint_uuid, kRestoreFallbacks);
-    if (!restore.empty() && older.ok()) fallbacks = std::move(older).value();
+    if (older.ok()) fallbacks = std::move(older).value();
   }
   // What the ranks dial: an external pool's nodes may need another address than the agents'.
   auto address = options_.external_trial_link_address.find(gang.pool);
