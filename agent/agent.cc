@@ -382,6 +382,7 @@ void Agent::OnLine(const OutputLine& line) {
     }
     out.set_trial_id(it->second.info.trial_id());
     out.set_rank(it->second.info.rank());
+    out.set_task_id(line.task_id);
   }
   out.set_stream(OutputStreamName(line.stream));
   out.set_message(line.text);

@@ -25,12 +25,13 @@ void Outbox::DropOldestLineLocked() {
     if (it->is_state) {
       continue;
     }
-    auto key = std::make_pair(it->line.trial_id(), it->line.rank());
+    TaskKey key{it->line.trial_id(), it->line.rank(), it->line.task_id()};
     if (dropped_[key]++ == 0) {
       dropped_agent_id_[key] = it->line.agent_id();
       LogEvent(LogLevel::kWarn, "outbox", "log_buffer_full_dropping_oldest",
-               {{"trial", std::to_string(key.first)},
-                {"rank", std::to_string(key.second)},
+               {{"trial", std::to_string(std::get<0>(key))},
+                {"rank", std::to_string(std::get<1>(key))},
+                {"task", std::get<2>(key)},
                 {"max_lines", std::to_string(options_.max_log_lines)}});
     }
     ++dropped_total_;
@@ -135,8 +136,9 @@ std::optional<AgentMessage> Outbox::TakeReadyLocked(
   // Announce drops first, so the reader sees the gap where it is.
   for (const auto& [key, count] : dropped_) {
     auto* line = batch->add_lines();
-    line->set_trial_id(key.first);
-    line->set_rank(key.second);
+    line->set_trial_id(std::get<0>(key));
+    line->set_rank(std::get<1>(key));
+    line->set_task_id(std::get<2>(key));
     line->set_stream("stderr");
     line->set_agent_id(dropped_agent_id_[key]);
     line->set_message("[sf-agent] " + std::to_string(count) +
@@ -144,8 +146,9 @@ std::optional<AgentMessage> Outbox::TakeReadyLocked(
                       "full while the master was unreachable");
     *line->mutable_time() = google::protobuf::util::TimeUtil::GetCurrentTime();
     LogEvent(LogLevel::kWarn, "outbox", "dropped_log_lines",
-             {{"trial", std::to_string(key.first)},
-              {"rank", std::to_string(key.second)},
+             {{"trial", std::to_string(std::get<0>(key))},
+              {"rank", std::to_string(std::get<1>(key))},
+              {"task", std::get<2>(key)},
               {"count", std::to_string(count)}});
   }
   dropped_.clear();

@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <tuple>
 #include <mutex>
 #include <optional>
 #include <utility>
@@ -111,8 +112,10 @@ class Outbox {
   uint64_t dropped_total_ = 0;
   uint64_t wake_generation_ = 0;
   // Lines dropped and not yet announced, per (trial, rank).
-  std::map<std::pair<int64_t, int32_t>, uint64_t> dropped_;
-  std::map<std::pair<int64_t, int32_t>, std::string> dropped_agent_id_;
+  // Per task (trial, rank, task id: a task that is not a trial's has trial 0 and is named by its id).
+  using TaskKey = std::tuple<int64_t, int32_t, std::string>;
+  std::map<TaskKey, uint64_t> dropped_;
+  std::map<TaskKey, std::string> dropped_agent_id_;
 };
 
 }  // namespace sf::agent

@@ -117,5 +117,9 @@ void AddWebhookCommands(CLI::App& sf, CommandAction& action);
 void AddModelCommands(CLI::App& sf, CommandAction& action);
 // `sf serve start|list|describe|stop`, servers on the cluster (cli/serve_commands.cc).
 void AddServeCommands(CLI::App& sf, CommandAction& action);
+// `sf cmd run|list|logs|kill`, `sf task list|describe|logs|kill` (cli/task_commands.cc).
+// TaskLogs prints the output of the task the command's ID names (a command's, a server's).
+int TaskLogs(const Flags& f, Api& api);
+void AddTaskCommands(CLI::App& sf, CommandAction& action);
 
 }  // namespace sf::cli

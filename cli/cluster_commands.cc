@@ -64,6 +64,7 @@ void AddClusterCommands(CLI::App& sf, CommandAction& action) {
   AddWebhookCommands(sf, action);
   AddModelCommands(sf, action);
   AddServeCommands(sf, action);
+  AddTaskCommands(sf, action);
 
   CLI::App* audit = sf.add_subcommand("audit", "the master's record of every change made through its API");
   audit->require_subcommand(1);

@@ -14,6 +14,7 @@
 #include "cli/output.h"
 #include "cli/reply_text.h"
 #include "common/command_line.h"
+#include "steadfast/v1/api.pb.h"
 #include "steadfast/v1/serving.pb.h"
 
 namespace sf::cli {
@@ -39,7 +40,6 @@ void PrintServing(const v1::Serving& s) {
            {"slots", std::to_string(s.slots())},
            {"resourcePool", s.resource_pool()},
            {"agent", s.agent_id()},
-           {"trialId", std::to_string(s.trial_id())},
            {"restarts", std::to_string(s.restarts())},
            {"owner", s.owner()},
            {"workspace", s.workspace()},
@@ -166,7 +166,7 @@ void AddServeCommands(CLI::App& sf, CommandAction& action) {
   int_option("--max-restarts", "times a crashed server is started again (default 5)",
              &v1::StartServingRequest::set_max_restarts, 1);
   start.app->add_option("-w,--workspace", start.flags->workspace,
-                        "the workspace its experiment goes to (default: the model's; editor there needed)");
+                        "the workspace the server goes to (default: the model's; editor there needed)");
   start.app->add_flag("--wait", flags->wait, "wait until it answers and print its URL (exit 1 if it fails)");
   start.app->add_option("--wait-seconds", flags->wait_seconds, "how long --wait waits (default 600)")
       ->check(cmdline::AtLeast(1));
@@ -176,11 +176,14 @@ void AddServeCommands(CLI::App& sf, CommandAction& action) {
                                    [all](const Flags& f, Api& api) { return ListServings(f, api, *all); });
   list.app->add_flag("--all", *all, "also the newest 100 stopped or failed servers");
 
-  AddCommand(serve, "describe", "show a server: its model, state, URL, agent and trial", action,
+  AddCommand(serve, "describe", "show a server: its model, state, URL, agent and restarts", action,
              [](const Flags& f, Api& api) { return OneServing(f, api, "GetServing"); })
       .Id("ID", "the server's id");
   AddCommand(serve, "stop", "stop a server (its slots are freed)", action,
              [](const Flags& f, Api& api) { return OneServing(f, api, "StopServing"); })
+      .Id("ID", "the server's id");
+  AddCommand(serve, "logs", "print a server's output (its processes' stdout and stderr)", action,
+             [](const Flags& f, Api& api) { return TaskLogs(f, api); })
       .Id("ID", "the server's id");
 }
 

@@ -80,7 +80,10 @@ Result<Info> InfoFromEnvironment() {
   info.agent_id = Env("SF_AGENT_ID");
   info.slot_ids = Env("SF_SLOT_IDS");
   info.task_dir = Env("SF_TASK_DIR");
-  if (info.master_address.empty() || info.trial_id == 0 || info.checkpoint_dir.empty()) {
+  // A task that is not a trial's (a server: master/tasks/task_coordinator.h) has no trial and no
+  // checkpoints; its task id names it.
+  const bool task_of_its_own = info.trial_id == 0 && !info.task_id.empty();
+  if (info.master_address.empty() || (!task_of_its_own && (info.trial_id == 0 || info.checkpoint_dir.empty()))) {
     return InvalidArgument("SF_MASTER_ADDRESS, SF_TRIAL_ID and SF_CHECKPOINT_DIR must be set (the agent sets them)");
   }
   if (info.world_size < 1 || info.rank < 0 || info.rank >= info.world_size) {

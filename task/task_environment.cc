@@ -51,8 +51,12 @@ std::map<std::string, std::string> TaskEnvironment(const v1::StartTask& task,
   }
   env["SF_MASTER_ADDRESS"] = task.master_address().empty() ? default_master : task.master_address();
   env["SF_TASK_ID"] = task.task_id();
-  env["SF_TRIAL_ID"] = std::to_string(task.trial_id());
-  env["SF_EXPERIMENT_ID"] = std::to_string(task.experiment_id());
+  // A task that is not a trial's (a command, a server: master/tasks) has no trial: its program,
+  // if it uses the Core API, runs it unmanaged or local, not as a trial (SF_TASK_KIND says which).
+  if (task.trial_id() != 0) {
+    env["SF_TRIAL_ID"] = std::to_string(task.trial_id());
+    env["SF_EXPERIMENT_ID"] = std::to_string(task.experiment_id());
+  }
   env["SF_RANK"] = std::to_string(task.rank());
   env["SF_WORLD_SIZE"] = std::to_string(task.world_size());
   env["SF_RESTART"] = std::to_string(task.restart());

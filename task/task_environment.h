@@ -14,7 +14,8 @@ namespace sf::task {
 
 // The trainer's environment for a StartTask, on top of StartTask.env (SF_* win):
 //   SF_MASTER_ADDRESS  StartTask.master_address (the agent's --master when empty)
-//   SF_TASK_ID, SF_TRIAL_ID, SF_EXPERIMENT_ID, SF_RANK, SF_WORLD_SIZE, SF_RESTART
+//   SF_TASK_ID, SF_TRIAL_ID, SF_EXPERIMENT_ID (these two only for a trial's rank: not for a
+//   task of its own, a command or server), SF_RANK, SF_WORLD_SIZE, SF_RESTART
 //   SF_CHECKPOINT_DIR, SF_RESTORE_CHECKPOINT (may be empty), SF_LATEST_CHECKPOINT (its uuid)
 //   SF_RESTORE_FALLBACKS  when the restore checkpoint fails verification: the trial's other
 //                      intact checkpoints, newest first, as a JSON list of {"uuid", "path"}

@@ -50,7 +50,8 @@ void AllocationService::Submit(TaskLaunch request) {
   rm::ResourceManager& manager = ManagerFor(gang.pool);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    (void)store_->CreateAllocation(gang.allocation_id, request.owner, request.restart);
+    (void)store_->CreateAllocation(gang.allocation_id, request.kind == TaskKind::kTrial ? request.owner : 0,
+                                   request.restart, request.kind == TaskKind::kTrial ? 0 : request.owner);
     HoldLocked(request, manager);
   }
   // An external manager's ranks may call Rendezvous before it has seen the job run; the
@@ -256,6 +257,25 @@ std::vector<v1::ResourcePool> AllocationService::Pools() const {
   std::vector<v1::ResourcePool> out;
   for (auto& [name, p] : pools) out.push_back(std::move(p));
   return out;
+}
+
+std::optional<AllocationService::Unplaceable> AllocationService::CheckPlaceable(const std::string& pool,
+                                                                              int world_size) const {
+  if (IsExternal(pool)) return std::nullopt;  // its manager says why it waits
+  const rm::PoolSize capacity = default_->Capacity(pool);
+  const std::vector<std::string> known_pools = default_->PoolNames();
+  if (capacity.nodes == 0 && (!known_pools.empty() || !external_.empty())) {
+    std::string pools;
+    for (const std::string& known : known_pools) pools += (pools.empty() ? "" : ", ") + known;
+    for (const auto& [name, manager] : external_) pools += (pools.empty() ? "" : ", ") + name + " (" + manager->Kind() + ")";
+    return Unplaceable{"resource_pool", "\"" + pool + "\" is not a resource pool of this cluster; its pools: " + pools};
+  }
+  if (capacity.nodes > 0 && world_size > capacity.slots) {
+    return Unplaceable{"slots", std::to_string(world_size) + " is more than the largest gang this cluster can place: " +
+                                    std::to_string(capacity.slots) + " slots in resource pool \"" + pool + "\" across " +
+                                    std::to_string(capacity.nodes) + " agent(s)"};
+  }
+  return std::nullopt;
 }
 
 rm::PoolSize AllocationService::DefaultSize() const { return default_->Size(); }

@@ -38,10 +38,12 @@
 //   lock is taken before the service's, never after, and updates are delivered without it.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,13 +54,13 @@
 
 namespace sf::master {
 
-// What an allocation runs. Trials' ranks today; servers, commands and notebooks are kinds of
-// their own as they leave the experiment model (issues 43 and 44).
-enum class TaskKind { kTrial };
+// What an allocation runs: a trial's ranks (master/core/cluster.h), or a task of its own (a
+// server: master/tasks/task_coordinator.h; commands and notebooks next).
+enum class TaskKind { kTrial, kServer };
 
 struct TaskLaunch {
   TaskKind kind = TaskKind::kTrial;
-  int64_t owner = 0;  // the task's id within its kind (a trial id)
+  int64_t owner = 0;  // the task's id within its kind (a trial id, a task id)
   int restart = 0;    // the owner's restart count, stored with the row
   rm::GangLaunch gang;  // gang.allocation_id names it; gang.pool picks its manager
 };
@@ -95,6 +97,10 @@ class AllocationService {
   void Start();
   void Stop();
 
+  // The next submit order (rm::GangLaunch::submit_order): one sequence for every owner, so a
+  // pool's requests of equal priority are served in the order they were made, whatever their kind.
+  int64_t NextSubmitOrder() { return ++submit_order_; }
+
   void Submit(TaskLaunch request);
   void Adopt(TaskLaunch request, const std::string& external_id, bool running);
   void Kill(const std::string& allocation_id);
@@ -109,6 +115,13 @@ class AllocationService {
   RendezvousBoard& rendezvous() { return rendezvous_; }
 
   // ---- Queries
+  // Why a gang of `world_size` ranks could never be placed in `pool`: a pool no manager has, or
+  // more ranks than the pool has slots. `field` is "resource_pool" or "slots". Nullopt when it
+  // could be placed, or while the agents' manager knows no agent yet (a cluster starting).
+  struct Unplaceable {
+    std::string field, message;
+  };
+  std::optional<Unplaceable> CheckPlaceable(const std::string& pool, int world_size) const;
   // Whether `pool`'s gangs go to a manager other than the default, and that manager's Kind().
   bool IsExternal(const std::string& pool) const;
   std::string ManagerKind(const std::string& pool) const;
@@ -149,6 +162,7 @@ class AllocationService {
   RendezvousBoard rendezvous_;
   mutable std::mutex mu_;
   std::map<std::string, Allocation> held_;
+  std::atomic<int64_t> submit_order_{0};
 };
 
 }  // namespace sf::master

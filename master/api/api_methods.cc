@@ -170,6 +170,7 @@ ApiMethods::ApiMethods(ApiDependencies deps) : deps_(deps) {
   AddModelMethods();
   AddWebhookMethods();
   AddServingMethods();
+  AddTaskMethods();
   AuditLog* audit = deps_.audit;
   Add<v1::GetAuditLogRequest>("GetAuditLog", [audit](const v1::GetAuditLogRequest& r,
                                                      const Principal&) -> Result<v1::GetAuditLogResponse> {

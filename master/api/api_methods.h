@@ -78,6 +78,8 @@ class ApiMethods {
   void AddWebhookMethods();
   // Servers scheduled on the cluster (serving_methods.cc; master/serving/serving.h).
   void AddServingMethods();
+  // Tasks that are not trials: commands, and every task's list, logs and kill (task_methods.cc).
+  void AddTaskMethods();
 
   ApiDependencies deps_;
   std::map<std::string, Method> methods_;

@@ -75,11 +75,11 @@ grpc::Status ApiGrpcService::Guard(grpc::ServerContext* ctx, const std::string& 
   *p = *who;
   p->peer = peer;
   Resource r;
-  if (need == Need::kExperiment) {
-    // Every method that acts on one experiment names it in an int64 field `id`.
+  if (need == Need::kExperiment || need == Need::kTask) {
+    // Every method that acts on one experiment (or task) names it in an int64 field `id`.
     const auto* field = request.GetDescriptor()->FindFieldByName("id");
     if (field && field->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_INT64) {
-      r.experiment_id = request.GetReflection()->GetInt64(request, field);
+      (need == Need::kTask ? r.task_id : r.experiment_id) = request.GetReflection()->GetInt64(request, field);
     }
   }
   // ... and the checkpoint, user, workspace or model one acts on in a string field of that name.
@@ -240,6 +240,11 @@ SF_UNARY_RPC(StartServing, StartServingRequest, ServingResponse)
 SF_UNARY_RPC(ListServings, ListServingsRequest, ListServingsResponse)
 SF_UNARY_RPC(GetServing, ServingRequest, ServingResponse)
 SF_UNARY_RPC(StopServing, ServingRequest, ServingResponse)
+SF_UNARY_RPC(CreateCommand, CreateCommandRequest, TaskResponse)
+SF_UNARY_RPC(ListTasks, ListTasksRequest, ListTasksResponse)
+SF_UNARY_RPC(GetTask, TaskRequest, TaskResponse)
+SF_UNARY_RPC(KillTask, TaskRequest, TaskResponse)
+SF_UNARY_RPC(GetTaskLogs, GetTaskLogsRequest, GetTrialLogsResponse)
 #undef SF_UNARY_RPC
 
 namespace {

@@ -168,6 +168,14 @@ class ApiGrpcService final : public steadfast::v1::Api::Service {
   grpc::Status ListServings(grpc::ServerContext*, const steadfast::v1::ListServingsRequest*, steadfast::v1::ListServingsResponse*) override;
   grpc::Status GetServing(grpc::ServerContext*, const steadfast::v1::ServingRequest*, steadfast::v1::ServingResponse*) override;
   grpc::Status StopServing(grpc::ServerContext*, const steadfast::v1::ServingRequest*, steadfast::v1::ServingResponse*) override;
+  grpc::Status CreateCommand(grpc::ServerContext*, const steadfast::v1::CreateCommandRequest*,
+                             steadfast::v1::TaskResponse*) override;
+  grpc::Status ListTasks(grpc::ServerContext*, const steadfast::v1::ListTasksRequest*,
+                         steadfast::v1::ListTasksResponse*) override;
+  grpc::Status GetTask(grpc::ServerContext*, const steadfast::v1::TaskRequest*, steadfast::v1::TaskResponse*) override;
+  grpc::Status KillTask(grpc::ServerContext*, const steadfast::v1::TaskRequest*, steadfast::v1::TaskResponse*) override;
+  grpc::Status GetTaskLogs(grpc::ServerContext*, const steadfast::v1::GetTaskLogsRequest*,
+                           steadfast::v1::GetTrialLogsResponse*) override;
 
  private:
   void Rebuild() {

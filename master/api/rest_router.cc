@@ -248,11 +248,12 @@ bool RestRouter::Gate(const Request& req, const std::string& peer, Response& res
       auto it = match->params.find(k);
       return it == match->params.end() ? std::string() : it->second;
     };
-    if (need == Need::kExperiment) {
+    if (need == Need::kExperiment || need == Need::kTask) {
       try {
-        r.experiment_id = std::stoll(param("id"));
+        (need == Need::kTask ? r.task_id : r.experiment_id) = std::stoll(param("id"));
       } catch (...) {
-        return refuse(InvalidArgument("experiment id \"" + ReplaceInvalidUtf8(param("id")) + "\" is not a number"));
+        return refuse(InvalidArgument(std::string(need == Need::kTask ? "task" : "experiment") + " id \"" +
+                                      ReplaceInvalidUtf8(param("id")) + "\" is not a number"));
       }
     }
     r.checkpoint_uuid = param("uuid");

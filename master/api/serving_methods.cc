@@ -1,8 +1,9 @@
-// Servers scheduled on the cluster: their half of the method table (api_methods.h;
+// Servers scheduled on the cluster: their part of the method table (api_methods.h;
 // master/serving/serving.h; docs/serving.md "On the cluster"). StartServing resolves the model
-// version and its checkpoint, writes the server's experiment config and creates that experiment
-// with its servings row; StopServing kills it. What each method needs is checked by the access
-// policy from its proto option (StopServing: acting on the server's experiment).
+// version and its checkpoint and creates the server's task (master/tasks/task_coordinator.h)
+// with its servings row; StopServing stops that task (its output is its task's: GetTaskLogs). What each
+// method needs is checked by the access policy from its proto option (StopServing: acting on
+// the server's task).
 #include "common/utf8.h"
 #include "master/api/api_methods.h"
 #include "master/db/model_store.h"
@@ -62,28 +63,21 @@ void ApiMethods::AddServingMethods() {
     launch.model_version = version;
     launch.checkpoint_uuid = checkpoint->uuid();
     launch.checkpoint_dir = checkpoint->path();
-    SF_ASSIGN_OR_RETURN(std::string yaml, ServingConfigYaml(r, launch));
+    SF_ASSIGN_OR_RETURN(TaskSpec spec, ServingTaskSpec(r, launch));
+    spec.owner = p.username;
+    spec.workspace_id = workspace_id;
     NewServing row;
     row.model_id = model.model().id();
     row.model_name = launch.model_name;
     row.model_version = version;
     row.checkpoint_uuid = launch.checkpoint_uuid;
-    row.slots = r.slots() > 0 ? r.slots() : 1;
-    row.resource_pool = r.resource_pool().empty() ? "default" : r.resource_pool();
-    Cluster::CreateResult created =
-        h->cluster()->CreateExperiment(yaml, true, false, p.username, "", workspace_id, "", std::move(row));
-    if (!created.id) {
-      std::string why;
-      for (const auto& e : created.errors) {
-        why += (why.empty() ? "" : "; ") + (e.path == "resources.slots_per_trial" ? std::string("slots")
-                                            : e.path == "resources.resource_pool" ? std::string("resource_pool")
-                                                                                  : e.path) +
-               ": " + e.message;
-      }
-      return InvalidArgument(why.empty() ? "the server's experiment could not be created" : why);
-    }
-    SF_ASSIGN_OR_RETURN(v1::Serving serving, servings().Get(*created.id));
-    serving.set_token(h->cluster()->ServingToken(serving.id()));
+    row.slots = spec.slots;
+    row.resource_pool = spec.resource_pool;
+    SF_ASSIGN_OR_RETURN(int64_t id, h->cluster()->tasks().Create(spec, [&row](pqxx::work& tx, int64_t task) {
+      ServingStore::InsertRow(tx, task, row);
+    }));
+    SF_ASSIGN_OR_RETURN(v1::Serving serving, servings().Get(id));
+    serving.set_token(h->cluster()->tasks().ServingToken(serving.id()));
     return ServingReply(std::move(serving));
   });
   Add<v1::ListServingsRequest>("ListServings", [servings](const v1::ListServingsRequest& r,
@@ -97,18 +91,18 @@ void ApiMethods::AddServingMethods() {
                                                             const Principal& p) -> Result<v1::ServingResponse> {
     SF_ASSIGN_OR_RETURN(v1::Serving s, servings().Get(r.id()));
     // The token, to those who may stop it (as the access policy decides for StopServing).
-    if (!authz || authz->MayActOnExperiment(p, r.id(), "read the token of").ok()) {
-      s.set_token(h->cluster()->ServingToken(s.id()));
+    if (!authz || authz->MayActOnTask(p, r.id(), "read the token of").ok()) {
+      s.set_token(h->cluster()->tasks().ServingToken(s.id()));
     }
     return ServingReply(std::move(s));
   });
   Add<v1::ServingRequest>("StopServing", [h, servings](const v1::ServingRequest& r,
                                                        const Principal&) -> Result<v1::ServingResponse> {
-    SF_ASSIGN_OR_RETURN(v1::Serving s, servings().Get(r.id()));  // only a server's experiment
+    SF_ASSIGN_OR_RETURN(v1::Serving s, servings().Get(r.id()));  // only a server's task
     if (s.state() != "STOPPED" && s.state() != "FAILED") {
-      Status killed = h->cluster()->KillExperiment(r.id());
-      // Killed meanwhile (or already stopping): the reply shows where it is.
-      if (!killed.ok() && killed.code() != StatusCode::kFailedPrecondition) return killed;
+      Status stopped = h->cluster()->tasks().Stop(r.id());
+      // Ended meanwhile: the reply shows where it is.
+      if (!stopped.ok() && stopped.code() != StatusCode::kNotFound) return stopped;
     }
     SF_ASSIGN_OR_RETURN(v1::Serving now, servings().Get(r.id()));
     return ServingReply(std::move(now));

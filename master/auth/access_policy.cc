@@ -33,6 +33,8 @@ const char* NeedName(Need need) {
       return "admin";
     case Need::kModel:
       return "model";
+    case Need::kTask:
+      return "task";
   }
   return "?";
 }
@@ -50,6 +52,7 @@ std::optional<Need> NeedFromProto(steadfast::v1::AccessNeed need) {
     case v1::ACCESS_NEED_WORKSPACE: return Need::kWorkspace;
     case v1::ACCESS_NEED_ADMIN: return Need::kAdmin;
     case v1::ACCESS_NEED_MODEL: return Need::kModel;
+    case v1::ACCESS_NEED_TASK: return Need::kTask;
     default: return std::nullopt;
   }
 }
@@ -194,6 +197,8 @@ Status Authorizer::Check(const Principal& p, Need need, const std::string& actio
       return PermissionDenied("user " + p.username + " may not " + action + ": admins only");
     case Need::kModel:
       return MayActOnModel(p, r.model, action);
+    case Need::kTask:
+      return MayActOnTask(p, r.task_id, action);
   }
   return PermissionDenied("no access rule");
 }
@@ -263,6 +268,27 @@ Status Authorizer::MayActOnExperiment(const Principal& p, int64_t experiment_id,
                                       const std::string& action) {
   SF_ASSIGN_OR_RETURN(auto refused, RefusedExperiments(p, {experiment_id}, action));
   return refused.empty() ? Status::Ok() : refused.begin()->second;
+}
+
+Status Authorizer::MayActOnTask(const Principal& p, int64_t task_id, const std::string& action) {
+  if (!p.authenticated()) return NoCredentials();
+  if (p.role == Role::kAdmin) return Status::Ok();
+  const std::string who = "user " + p.username + " may not " + action + " task " + std::to_string(task_id);
+  if (p.role < Role::kUser) return PermissionDenied(who + ": role viewer only reads");
+  Status refused = Status::Ok();
+  SF_RETURN_IF_ERROR(db_->Transact("task access", [&](pqxx::work& tx) {
+    pqxx::result r = tx.exec_params(
+        "SELECT t.owner, w.name, COALESCE(m.role, '') FROM tasks t JOIN workspaces w ON w.id = t.workspace_id "
+        "LEFT JOIN workspace_members m ON m.workspace_id = t.workspace_id AND m.user_id = $2 WHERE t.id = $1",
+        task_id, p.user_id);
+    if (r.empty()) return Status::Ok();  // the handler answers its NOT_FOUND
+    const std::string owner = r[0][0].as<std::string>(), ws_role = r[0][2].as<std::string>();
+    if (owner == p.username || ws_role == "editor" || ws_role == "admin") return Status::Ok();
+    refused = PermissionDenied(who + ": it belongs to " + (owner.empty() ? "nobody" : owner) + " and " + p.username +
+                               " is not an editor of workspace " + r[0][1].as<std::string>());
+    return Status::Ok();
+  }));
+  return refused;
 }
 
 Result<std::map<std::string, Status>> Authorizer::RefusedCheckpoints(

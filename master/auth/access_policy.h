@@ -27,6 +27,8 @@
 //     kAdmin       role admin
 //     kModel       act on the model the request names (`name`: its name or id): its owner (role
 //                  user), an editor or admin of its workspace, or an admin (docs/registry.md)
+//     kTask        act on the task the request names (`id`: a server, master/tasks): its owner
+//                  (role user), an editor or admin of its workspace, or an admin
 // - Authorizer::Check answers OK or kPermissionDenied with one line that names the user, the
 //   action and the reason ("user bob may not kill experiment 12: it belongs to alice and bob is
 //   not an editor of workspace Uncategorized"). A resource that does not exist passes, so the
@@ -58,7 +60,7 @@ using api::RouteTableProblems;
 // The refusal for a request without credentials (401), the same on REST and gRPC.
 Status NoCredentials();
 
-enum class Need { kPublic, kSignedIn, kCreator, kExperiment, kExperiments, kCheckpoint, kSelf, kWorkspace, kAdmin, kModel };
+enum class Need { kPublic, kSignedIn, kCreator, kExperiment, kExperiments, kCheckpoint, kSelf, kWorkspace, kAdmin, kModel, kTask };
 const char* NeedName(Need need);
 // The proto's AccessNeed as a Need (ACCESS_NEED_UNSPECIFIED: nullopt).
 std::optional<Need> NeedFromProto(steadfast::v1::AccessNeed need);
@@ -93,6 +95,7 @@ struct Resource {
   std::string username;
   std::string workspace;
   std::string model;  // a model's name or id (kModel)
+  int64_t task_id = 0;  // kTask
 };
 
 class Authorizer {
@@ -107,6 +110,7 @@ class Authorizer {
   // kModel: "user bob may not archive model \"m\": it belongs to alice and bob is not an editor of
   // workspace W". A model that does not exist passes (the handler answers its 404).
   Status MayActOnModel(const Principal& p, const std::string& model, const std::string& action);
+  Status MayActOnTask(const Principal& p, int64_t task_id, const std::string& action);
   // The same for many at once, in one query (bulk actions): the refused ones, each with its
   // refusal; the others (and ids or uuids that do not exist) are absent.
   Result<std::map<int64_t, Status>> RefusedExperiments(const Principal& p, const std::vector<int64_t>& ids,

@@ -56,6 +56,9 @@ Cluster::Cluster(Store* store, ClusterOptions options)
     : store_(store),
       options_(std::move(options)),
       allocations_(store, options_.default_manager, options_.external_pools),
+      tasks_(store->db(), &allocations_,
+             TaskCoordinatorOptions{options_.trial_link_address, options_.external_trial_link_address,
+                                    options_.task_tokens}),
       metric_writer_(options_.ingest_db ? options_.ingest_db : store->db()),
       log_writer_(options_.ingest_db ? options_.ingest_db : store->db()) {
   // What happens to trials' allocations comes on each manager's delivery thread and takes mu_
@@ -89,7 +92,7 @@ void Cluster::Stop() {
 Cluster::CreateResult Cluster::CreateExperiment(const std::string& config_yaml, bool activate,
                                                 bool validate_only, const std::string& owner,
                                                 const std::string& initial_checkpoint, int64_t workspace_id,
-                                                const std::string& context, std::optional<NewServing> serving) {
+                                                const std::string& context) {
   CreateResult result;
   config::ParseResult parsed = config::ParseExperimentConfig(config_yaml);
   if (!parsed.ok()) {
@@ -124,32 +127,11 @@ Cluster::CreateResult Cluster::CreateExperiment(const std::string& config_yaml, 
   // A gang larger than every slot the pool has could never be placed: refuse it now rather
   // than queue it forever; likewise a pool no agent is in. (With no agent known yet, e.g.
   // while a cluster starts, accept.)
-  {
-    const std::string& pool = c.resources.resource_pool;
-    const bool external = options_.external_pools.count(pool) > 0;  // its manager says why it waits
-    rm::ResourceManager& manager = *options_.default_manager;
-    const rm::PoolSize capacity = manager.Capacity(pool);
-    const int pool_slots = capacity.slots, pool_agents = capacity.nodes;
-    const std::vector<std::string> known_pools = manager.PoolNames();
-    if (!external && pool_agents == 0 && (!known_pools.empty() || !options_.external_pools.empty())) {
-      std::string pools;
-      for (const std::string& known : known_pools) pools += (pools.empty() ? "" : ", ") + known;
-      for (const auto& [name, manager] : options_.external_pools) {
-        pools += (pools.empty() ? "" : ", ") + name + " (" + manager->Kind() + ")";
-      }
-      result.errors.push_back({"resources.resource_pool",
-                               "\"" + pool + "\" is not a resource pool of this cluster; its pools: " + pools, 0, 0});
-      return result;
-    }
-    if (pool_agents > 0 && c.resources.slots_per_trial > pool_slots) {
-      result.errors.push_back(
-          {"resources.slots_per_trial",
-           std::to_string(c.resources.slots_per_trial) + " is more than the largest gang this cluster can place: " +
-               std::to_string(pool_slots) + " slots in resource pool \"" + pool + "\" across " +
-               std::to_string(pool_agents) + " agent(s)",
-           0, 0});
-      return result;
-    }
+  if (auto refused = allocations_.CheckPlaceable(c.resources.resource_pool,
+                                                 static_cast<int>(c.resources.slots_per_trial))) {
+    result.errors.push_back(
+        {refused->field == "slots" ? "resources.slots_per_trial" : "resources.resource_pool", refused->message, 0, 0});
+    return result;
   }
   if (validate_only) return result;
 
@@ -157,8 +139,6 @@ Cluster::CreateResult Cluster::CreateExperiment(const std::string& config_yaml, 
   row.state = activate ? "ACTIVE" : "PAUSED";
   row.context = context;
   if (!context.empty()) row.context_sha256 = Sha256Hex(context);
-  const bool carries_server = serving.has_value();
-  row.serving = std::move(serving);
   auto id = store_->CreateExperiment(row);
   if (!id.ok()) {
     result.errors.push_back({"<server>", id.status().message(), 0, 0});
@@ -172,7 +152,6 @@ Cluster::CreateResult Cluster::CreateExperiment(const std::string& config_yaml, 
   e.searcher = std::move(searcher).value();
   e.initial_checkpoint = initial_checkpoint;
   e.context_sha256 = row.context_sha256;
-  e.serving = carries_server;
   e.context_bytes = static_cast<int64_t>(context.size());
   log::Info("experiment", {{"event", "created"}, {"id", std::to_string(e.id)}, {"name", e.config.name},
                            {"context_bytes", std::to_string(e.context_bytes)}});

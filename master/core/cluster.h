@@ -45,6 +45,7 @@
 #include "master/ingest/log_writer.h"
 #include "master/ingest/metric_writer.h"
 #include "master/scheduler/scheduler.h"
+#include "master/tasks/task_coordinator.h"
 #include "master/searcher/search_method.h"
 #include "steadfast/v1/agent_link.pb.h"
 #include "steadfast/v1/api.pb.h"
@@ -104,6 +105,8 @@ class Cluster {
   // Starts the background housekeeping thread (lost agents, adoption deadlines).
   void Start();
   void Stop();
+  // Tasks that are not an experiment's trials (servers): created, stopped and recovered there.
+  TaskCoordinator& tasks() { return tasks_; }
 
   // ---- API
   // Validates and stores an experiment; on invalid config returns errors and stores nothing.
@@ -118,13 +121,9 @@ class Cluster {
   // `context`: the experiment's context archive (a user trial's code, docs/core-api.md), stored
   // with it; allowed only with an `entrypoint`, and checked (common/context/context_archive.h)
   // before anything is stored: a bad one is an error at "context_directory".
-  //
-  // `serving`: the experiment carries a server (master/serving/serving.h); its row is stored
-  // with the experiment's.
   CreateResult CreateExperiment(const std::string& config_yaml, bool activate, bool validate_only,
                                 const std::string& owner, const std::string& initial_checkpoint = "",
-                                int64_t workspace_id = 1, const std::string& context = "",
-                                std::optional<NewServing> serving = std::nullopt);
+                                int64_t workspace_id = 1, const std::string& context = "");
   // Unmanaged mode (docs/core-api.md): an ACTIVE experiment with one RUNNING trial that no
   // scheduler places; a script started by hand speaks TrialLink for it as rank 0 of restart 0
   // with the returned task id and token, and ends it with EndTrial. The config's
@@ -191,13 +190,8 @@ class Cluster {
   // Ends an unmanaged trial (and its experiment): COMPLETED, or ERROR with `error`.
   // kFailedPrecondition for a managed trial.
   Status EndTrial(const steadfast::v1::EndTrialRequest& request);
-  // The bearer token of the server `experiment_id` carries (TaskTokens::IssueServing); empty
-  // without task tokens.
-  std::string ServingToken(int64_t experiment_id) const {
-    return options_.task_tokens ? options_.task_tokens->IssueServing(experiment_id) : "";
-  }
-  // A server's task publishes its URL (master/serving/serving.h): stored with the allocation
-  // that reported it. kFailedPrecondition when the trial carries no server.
+  // A task publishes its URL (a server, master/serving/serving.h): stored with the allocation
+  // that reported it (TaskCoordinator::ReportEndpoint). kFailedPrecondition for a trial.
   Status ReportEndpoint(const steadfast::v1::ReportEndpointRequest& request);
   // A task's own output (TrialLink ReportLogs): checked, then stored once per (task,
   // incarnation, sequence) through the LogWriter, as the agents' batches are.
@@ -282,7 +276,6 @@ class Cluster {
     std::string context_sha256;      // its context archive's digest ("" without one)
     int64_t context_bytes = 0;
     bool unmanaged = false;          // CreateUnmanagedTrial: no searcher runs, nothing is scheduled
-    bool serving = false;            // it carries a server: its tasks get SF_SERVE_TOKEN
   };
 
   // The experiments row of a parsed config (state, context and `unmanaged` left to the caller).
@@ -354,6 +347,9 @@ class Cluster {
   // Every allocation between its submission and its end, with the managers behind it and the
   // rendezvous of its ranks (outside mu_).
   AllocationService allocations_;
+  // Tasks that are not trials (servers): the allocation service's other owner. The TrialLink
+  // calls a task's ranks make (ShouldStop, ReportEndpoint, ReportExit, ReportLogs) go there.
+  TaskCoordinator tasks_;
   std::mutex reasons_mu_;                            // guards pending_reasons_ only
   std::map<int64_t, std::string> pending_reasons_;   // queued trial -> why, set by PublishReasonsLocked
   std::map<int64_t, Experiment> experiments_;

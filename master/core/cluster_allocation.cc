@@ -46,8 +46,7 @@ int64_t Cluster::TrialSeed(const Experiment& e, const Trial& t) {
 void Cluster::SubmitLocked(Trial& t, bool keep_place) {
   Experiment& e = experiments_[t.experiment_id];
   SetAllocationLocked(t, AllocationId(t.id, t.restarts, ++t.allocations));
-  static int64_t submit_order = 0;
-  if (!keep_place || t.submit_order == 0) t.submit_order = ++submit_order;
+  if (!keep_place || t.submit_order == 0) t.submit_order = allocations_.NextSubmitOrder();
   if (t.state != v1::TRIAL_STATE_QUEUED) SetTrialStateLocked(t, v1::TRIAL_STATE_QUEUED);
   t.world_size = static_cast<int>(e.config.resources.slots_per_trial);
   t.first_failure.clear();
@@ -271,8 +270,6 @@ v1::StartTask Cluster::TaskSpecLocked(const Experiment& e, const Trial& t, int r
   }
   if (options_.task_tokens) {
     s.set_task_token(options_.task_tokens->Issue({t.id, rank, t.restarts, s.task_id()}));
-    // The bearer token its clients send (master/serving/serving.h), in the environment only.
-    if (e.serving) (*s.mutable_env())["SF_SERVE_TOKEN"] = options_.task_tokens->IssueServing(e.id);
   }
   return s;
 }

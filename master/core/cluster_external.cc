@@ -43,6 +43,7 @@ Status Cluster::ReportExit(const v1::ReportExitRequest& request) {
   if (request.host().size() > 256 || !IsText(request.host())) {
     return InvalidArgument("report_exit: host must be UTF-8 text of at most 256 bytes");
   }
+  if (TaskCoordinator::Names(request.who())) return tasks_.ReportExit(request);
   std::lock_guard<std::mutex> lock(mu_);
   SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(request.who()));
   Experiment& e = experiments_[t->experiment_id];

@@ -38,7 +38,6 @@ Status Cluster::Recover() {
     e.context_sha256 = row.context_sha256;
     e.context_bytes = row.context_bytes;
     e.unmanaged = row.unmanaged;
-    e.serving = row.serving;
     e.best = row.best;  // a restart forgets no best (searchers and get_experiment_best_validation)
     auto snap = store_->LoadSearcherSnapshot(row.id);
     if (snap.ok() && snap->has_value()) {
@@ -107,7 +106,8 @@ Status Cluster::Recover() {
                              {"trials", std::to_string(e.trial_by_request.size())}});
     MaybeFinishExperimentLocked(e);
   }
-  return Status::Ok();
+  // Tasks of their own (servers) have their own lock and rows.
+  return tasks_.Recover();
 }
 
 void Cluster::HousekeepingLoop() {

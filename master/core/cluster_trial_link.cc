@@ -260,6 +260,7 @@ Status Cluster::ReportCheckpoint(const v1::ReportCheckpointRequest& request) {
 }
 
 Result<v1::ShouldStopResponse> Cluster::ShouldStop(const v1::ShouldStopRequest& request) {
+  if (TaskCoordinator::Names(request.who())) return tasks_.ShouldStop(request.who());
   std::lock_guard<std::mutex> lock(mu_);
   SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(request.who()));
   v1::ShouldStopResponse r;
@@ -303,6 +304,7 @@ Result<v1::RendezvousResponse> Cluster::Rendezvous(const v1::RendezvousRequest& 
 }
 
 Result<std::string> Cluster::Context(const v1::TrialIdentity& who) {
+  if (TaskCoordinator::Names(who)) return tasks_.Context(who);
   int64_t experiment_id = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -344,19 +346,11 @@ Status Cluster::ReportEarlyExit(const v1::ReportEarlyExitRequest& request) {
 
 Status Cluster::ReportEndpoint(const v1::ReportEndpointRequest& request) {
   SF_RETURN_IF_ERROR(CheckEndpointUrl(request.url()));
-  int64_t experiment_id = 0;
-  std::string allocation;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(request.who()));
-    experiment_id = t->experiment_id;
-    allocation = t->allocation_id;
-  }
-  // Outside mu_: one UPDATE of a row nothing else in the coordinator reads.
-  SF_RETURN_IF_ERROR(ServingStore(store_->db()).SetEndpoint(experiment_id, request.url(), allocation));
-  log::Info("serving", {{"event", "ready"}, {"id", std::to_string(experiment_id)}, {"url", request.url()},
-                        {"allocation", allocation}});
-  return Status::Ok();
+  if (TaskCoordinator::Names(request.who())) return tasks_.ReportEndpoint(request);
+  std::lock_guard<std::mutex> lock(mu_);
+  SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(request.who()));
+  return FailedPrecondition("trial " + std::to_string(t->id) +
+                            " is no server (sf serve start): it has no endpoint to report");
 }
 
 Status Cluster::ReportLogs(const v1::ReportLogsRequest& request) {
@@ -382,7 +376,9 @@ Status Cluster::ReportLogs(const v1::ReportLogsRequest& request) {
     return InvalidArgument("report_logs: host must be UTF-8 text of at most 256 bytes");
   }
   int64_t trial_id = 0;
-  {
+  if (TaskCoordinator::Names(request.who())) {
+    SF_RETURN_IF_ERROR(tasks_.Admit(request.who()).status());  // its lines are named by the task id
+  } else {
     std::lock_guard<std::mutex> lock(mu_);
     SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(request.who()));
     trial_id = t->id;
@@ -408,6 +404,7 @@ Status Cluster::ReportLogs(const v1::ReportLogsRequest& request) {
   for (const v1::LogLine& l : request.lines()) {
     v1::LogLine line;
     line.set_trial_id(trial_id);
+    line.set_task_id(request.who().task_id());
     line.set_rank(request.who().rank());
     line.set_agent_id(request.host());
     line.set_stream(l.stream());

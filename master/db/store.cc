@@ -130,13 +130,6 @@ Result<int64_t> Store::CreateExperiment(const NewExperiment& e) {
                e.smaller_is_better, e.priority, e.workspace_id)[0]
              .as<int64_t>();
     if (e.unmanaged) tx.exec_params("UPDATE experiments SET unmanaged = true WHERE id = $1", id);
-    if (e.serving) {
-      tx.exec_params(
-          "INSERT INTO servings (experiment_id, model_id, model_name, model_version, checkpoint_uuid, slots, "
-          "resource_pool) VALUES ($1,$2,$3,$4,$5,$6,$7)",
-          id, e.serving->model_id, e.serving->model_name, e.serving->model_version, e.serving->checkpoint_uuid,
-          e.serving->slots, e.serving->resource_pool);
-    }
     if (!e.context.empty()) {
       tx.exec_params("INSERT INTO experiment_contexts (experiment_id, sha256, archive) VALUES ($1, $2, $3)", id,
                      e.context_sha256, pqxx::binarystring(e.context.data(), e.context.size()));
@@ -218,8 +211,9 @@ Result<std::pair<std::vector<v1::Experiment>, int>> Store::ListExperiments(const
   std::string where =
       " FROM experiments e WHERE ($1 = '{}' OR e.state = ANY($1::text[])) "
       "AND ($2 = '' OR strpos(lower(e.name), lower($2)) > 0) AND ($3 OR NOT e.archived) "
-      // A server's experiment (sf serve list shows it) is not an experiment the user made.
-      "AND NOT EXISTS (SELECT 1 FROM servings s WHERE s.experiment_id = e.id)";
+      // The experiment that carried a server before servers were tasks (migration 016) is not
+      // an experiment the user made.
+      "AND NOT EXISTS (SELECT 1 FROM servings s WHERE s.legacy_experiment_id = e.id)";
   Status st = db_->Transact("list experiments", [&](pqxx::work& tx) {
     total = tx.exec_params1("SELECT count(*)" + where, states, f.name_contains, f.include_archived)[0].as<int>();
     pqxx::result r = tx.exec_params("SELECT " + ExperimentColumns(f.include_config) + where + " ORDER BY " + order +
@@ -237,13 +231,13 @@ Result<std::vector<Store::LiveExperiment>> Store::LiveExperiments() {
   Status st = db_->Transact("live experiments", [&](pqxx::work& tx) {
     pqxx::result r = tx.exec(
         "SELECT e.id, e.state, e.config_yaml, coalesce(c.sha256, ''), coalesce(octet_length(c.archive), 0), "
-        "e.unmanaged, EXISTS (SELECT 1 FROM servings s WHERE s.experiment_id = e.id), e.best_validation_metric "
+        "e.unmanaged, e.best_validation_metric "
         "FROM experiments e LEFT JOIN experiment_contexts c ON c.experiment_id = e.id "
         "WHERE e.state NOT IN ('COMPLETED','CANCELED','ERROR') ORDER BY e.id");
     for (const auto& row : r) {
       out.push_back({row[0].as<int64_t>(), row[1].as<std::string>(), row[2].as<std::string>(),
-                     row[3].as<std::string>(), row[4].as<int64_t>(), row[5].as<bool>(), row[6].as<bool>(),
-                     row[7].is_null() ? std::nullopt : std::optional<double>(row[7].as<double>())});
+                     row[3].as<std::string>(), row[4].as<int64_t>(), row[5].as<bool>(),
+                     row[6].is_null() ? std::nullopt : std::optional<double>(row[6].as<double>())});
     }
     return Status::Ok();
   });
@@ -390,10 +384,12 @@ Result<std::vector<TrialRow>> Store::TrialRows(int64_t experiment_id) {
   return out;
 }
 
-Status Store::CreateAllocation(const std::string& id, int64_t trial_id, int restart) {
+Status Store::CreateAllocation(const std::string& id, int64_t trial_id, int restart, int64_t task_id) {
   return db_->Transact("create allocation", [&](pqxx::work& tx) {
-    tx.exec_params("INSERT INTO allocations (id, trial_id, restart, state) VALUES ($1, $2, $3, 'QUEUED')",
-                   id, trial_id, restart);
+    tx.exec_params(
+        "INSERT INTO allocations (id, trial_id, task_id, restart, state) "
+        "VALUES ($1, NULLIF($2, 0), NULLIF($4, 0), $3, 'QUEUED')",
+        id, trial_id, restart, task_id);
     return Status::Ok();
   });
 }

@@ -27,16 +27,6 @@ struct ExperimentFilter {
   bool include_config = false;       // also read config_yaml (otherwise left unset)
 };
 
-// The model version a server experiment serves (master/serving/serving.h), stored with it.
-struct NewServing {
-  int64_t model_id = 0;
-  std::string model_name;
-  int32_t model_version = 0;
-  std::string checkpoint_uuid;
-  int32_t slots = 1;
-  std::string resource_pool;
-};
-
 struct NewExperiment {
   std::string name, description, config_yaml, owner, searcher, metric;
   bool smaller_is_better = true;
@@ -48,9 +38,6 @@ struct NewExperiment {
   std::string context;
   std::string context_sha256;
   bool unmanaged = false;  // an unmanaged experiment (CreateUnmanagedTrial)
-  // Set for the experiment that carries a server (sf serve start): its servings row goes in the
-  // same transaction, so the experiment list never sees a server's experiment without it.
-  std::optional<NewServing> serving;
 };
 
 struct TrialUpdate {
@@ -106,7 +93,6 @@ class Store {
     std::string context_sha256;  // "" without a context
     int64_t context_bytes = 0;
     bool unmanaged = false;
-    bool serving = false;  // it carries a server (a servings row)
     std::optional<double> best;  // best_validation_metric: the best searcher metric so far
   };
   Result<std::vector<LiveExperiment>> LiveExperiments();
@@ -126,7 +112,8 @@ class Store {
   Result<std::vector<TrialRow>> TrialRows(int64_t experiment_id);
 
   // Allocations (one per scheduled run of a trial)
-  Status CreateAllocation(const std::string& id, int64_t trial_id, int restart);
+  // An allocation of a trial, or (trial_id 0) of a task of its own (master/tasks).
+  Status CreateAllocation(const std::string& id, int64_t trial_id, int restart, int64_t task_id = 0);
   // The state alone; the slots it was given stay (RUNNING once its tasks started).
   Status SetAllocationState(const std::string& id, const std::string& state);
   // The id its resource manager gave it (a Slurm job id).
@@ -181,6 +168,12 @@ class Store {
  private:
   Database* db_;
 };
+
+// Output lines of one trial (kTrial) or one task of its own (kTask, master/tasks) with id >
+// `after_id`, in order, at most `limit`, those containing `search` when it is not empty.
+enum class LogOwner { kTrial, kTask };
+Result<std::vector<steadfast::v1::LogLine>> ReadLogs(Database* db, LogOwner owner, int64_t id, int64_t after_id,
+                                                     int limit, const std::string& search);
 
 // "EXPERIMENT_STATE_ACTIVE" <-> "ACTIVE" and the like.
 steadfast::v1::ExperimentState ExperimentStateFromName(const std::string& name);

@@ -236,15 +236,16 @@ Status Store::InsertLogs(const std::vector<v1::LogLine>& lines) {
   });
 }
 
-Result<std::vector<v1::LogLine>> Store::GetLogs(int64_t trial_id, int64_t after_id, int limit,
-                                                const std::string& search) {
+Result<std::vector<v1::LogLine>> ReadLogs(Database* db, LogOwner owner, int64_t id, int64_t after_id, int limit,
+                                          const std::string& search) {
   std::vector<v1::LogLine> out;
-  Status st = db_->Transact("get logs", [&](pqxx::work& tx) {
+  const std::string column = owner == LogOwner::kTrial ? "trial_id" : "task_id";
+  Status st = db->Transact("get logs", [&](pqxx::work& tx) {
     pqxx::result r = tx.exec_params(
-        "SELECT id, trial_id, rank, stream, message, EXTRACT(EPOCH FROM logged_at), agent_id "
-        "FROM task_logs WHERE trial_id = $1 AND id > $2 AND ($4 = '' OR strpos(message, $4) > 0) "
+        "SELECT id, COALESCE(trial_id, 0), rank, stream, message, EXTRACT(EPOCH FROM logged_at), agent_id "
+        "FROM task_logs WHERE " + column + " = $1 AND id > $2 AND ($4 = '' OR strpos(message, $4) > 0) "
         "ORDER BY id LIMIT $3",
-        trial_id, after_id, limit, search);
+        id, after_id, limit, search);
     for (const auto& row : r) {
       v1::LogLine l;
       l.set_id(row[0].as<int64_t>());
@@ -260,6 +261,11 @@ Result<std::vector<v1::LogLine>> Store::GetLogs(int64_t trial_id, int64_t after_
   });
   if (!st.ok()) return st;
   return out;
+}
+
+Result<std::vector<v1::LogLine>> Store::GetLogs(int64_t trial_id, int64_t after_id, int limit,
+                                                const std::string& search) {
+  return ReadLogs(db_, LogOwner::kTrial, trial_id, after_id, limit, search);
 }
 
 }  // namespace sf::master

@@ -97,6 +97,17 @@ const std::set<std::string> kCommands = {
     "sf serve list",
     "sf serve describe",
     "sf serve stop",
+    "sf serve logs",
+    "sf cmd",
+    "sf cmd run",
+    "sf cmd list",
+    "sf cmd logs",
+    "sf cmd kill",
+    "sf task",
+    "sf task list",
+    "sf task describe",
+    "sf task logs",
+    "sf task kill",
     "sf master",
     "sf master info",
     "sf deploy",
@@ -289,6 +300,8 @@ TEST(SfUsageTest, MissingPositionalIsNamed) {
   ExpectUsageError({"serve", "start", "--version", "2"}, "sf serve start", "--model");
   ExpectUsageError({"serve", "start", "--model", "m", "--slots", "0"}, "sf serve start", "--slots");
   ExpectUsageError({"serve", "stop"}, "sf serve stop", "ID");
+  ExpectUsageError({"cmd", "run", "--slots", "2"}, "sf cmd run", "command");
+  ExpectUsageError({"cmd", "kill"}, "sf cmd kill", "ID");
 }
 
 TEST(SfUsageTest, UnknownOrMissingCommand) {

@@ -57,6 +57,7 @@ Want Expected(Need need, const std::string& caller) {
     case Need::kExperiments:
     case Need::kCheckpoint:
     case Need::kModel:  // the model's owner, or an editor of its workspace ("team")
+    case Need::kTask:   // the server's owner, or an editor of its workspace ("team")
       return caller == "owner" || caller == "member" ? Want::kAllowed : Want::k403;
     case Need::kSelf:
       return caller == "owner" ? Want::kAllowed : Want::k403;  // path user: owner
@@ -174,6 +175,24 @@ class AccessMatrix : public ::testing::Test {
     return {id, uuid};
   }
 
+  // A fresh server of owner's in workspace "team": its task and servings rows, written straight
+  // to the database STOPPED (nothing runs; stopping it again is harmless).
+  static int64_t FreshServer() {
+    pqxx::connection conn(cluster_->db());
+    pqxx::work tx(conn);
+    const int64_t id = tx.exec1(
+                             "INSERT INTO tasks (kind, state, owner, workspace_id, end_time) "
+                             "SELECT 'SERVER', 'STOPPED', 'owner', id, now() FROM workspaces WHERE name = 'team' "
+                             "RETURNING id")[0]
+                           .as<int64_t>();
+    tx.exec_params(
+        "INSERT INTO servings (task_id, model_id, model_name, model_version, checkpoint_uuid, slots, resource_pool) "
+        "VALUES ($1, 0, 'matrix-served', 1, 'none', 1, 'default')",
+        id);
+    tx.commit();
+    return id;
+  }
+
   // A fresh model of owner's in workspace "team" whose version 1 is a fresh experiment's
   // checkpoint (docs/registry.md).
   static std::string FreshModel() {
@@ -230,9 +249,12 @@ TEST_F(AccessMatrix, EveryRestRouteAnswersEveryCallerAsThePolicySays) {
       // {username}: "owner" for a password (kSelf), else the spare user "target".
       fill("{username}", rule.route.find("/password") != std::string::npos ? "owner" : "target");
       // Tokens and webhooks: one that does not exist (the handler answers 404 to whoever passes).
+      // Servers: a fresh one of owner's.
       fill("{id}", rule.route.rfind("/api/v1/tokens/", 0) == 0 || rule.route.rfind("/api/v1/webhooks/", 0) == 0
                        ? "999999"
-                       : std::to_string(experiment));
+                   : rule.route.rfind("/api/v1/servings/", 0) == 0 || rule.route.rfind("/api/v1/tasks/", 0) == 0
+                       ? std::to_string(FreshServer())
+                                                                    : std::to_string(experiment));
       // Models: a fresh one of owner's in "team", with version 1.
       if (rule.route.find("{name}") != std::string::npos) fill("{name}", FreshModel());
       fill("{version}", "1");
@@ -250,6 +272,8 @@ TEST_F(AccessMatrix, EveryRestRouteAnswersEveryCallerAsThePolicySays) {
         body = Value(Value::Map{{"checkpointUuid", uuid}}).ToJson();
       } else if (rule.route == "/api/v1/servings") {
         body = R"({"model":"matrix-no-such-model"})";  // 404 to whoever passes: nothing is scheduled
+      } else if (rule.route == "/api/v1/commands") {
+        body = R"({"entrypoint":[]})";  // 400 to whoever passes: nothing is scheduled
       } else if (rule.route == "/api/v1/models/{name}") {
         body = R"({"description":"edited in the matrix"})";
       } else if (rule.route == "/api/v1/unmanaged-trials") {
@@ -365,11 +389,17 @@ TEST(AccessPolicyTable, IsTheDocumentedOne) {
       {"DELETE /api/v1/webhooks/{id}", "signed-in"},
       {"GET /api/v1/webhooks/{id}/deliveries", "signed-in"},
       {"POST /api/v1/webhooks/{id}/test", "signed-in"},
-      // Servers on the cluster (docs/serving.md): {id} is the server's experiment.
+      // Servers on the cluster (docs/serving.md): {id} is the server's task.
       {"POST /api/v1/servings", "creator"},
       {"GET /api/v1/servings", "signed-in"},
       {"GET /api/v1/servings/{id}", "signed-in"},
-      {"POST /api/v1/servings/{id}/stop", "experiment"},
+      {"POST /api/v1/servings/{id}/stop", "task"},
+      // Tasks (docs/tasks.md): {id} is the task's.
+      {"POST /api/v1/commands", "creator"},
+      {"GET /api/v1/tasks", "signed-in"},
+      {"GET /api/v1/tasks/{id}", "signed-in"},
+      {"POST /api/v1/tasks/{id}/kill", "task"},
+      {"GET /api/v1/tasks/{id}/logs", "signed-in"},
   };
   for (const char* a : {"pause", "activate", "kill", "archive", "unarchive"}) {
     documented[std::string("POST /api/v1/experiments/{id}/") + a] = "experiment";
@@ -412,7 +442,9 @@ TEST(AccessPolicyTable, IsTheDocumentedOne) {
     // Servers: as their REST twins above.
     static const std::map<std::string, std::string> kServing = {
         {"StartServing", "creator"}, {"ListServings", "signed-in"}, {"GetServing", "signed-in"},
-        {"StopServing", "experiment"}};
+        {"StopServing", "task"},
+        {"CreateCommand", "creator"}, {"ListTasks", "signed-in"}, {"GetTask", "signed-in"},
+        {"KillTask", "task"}, {"GetTaskLogs", "signed-in"}};
     if (auto s = kServing.find(method); s != kServing.end()) {
       EXPECT_EQ(master::NeedName(rule.first), s->second) << method;
       continue;
@@ -461,10 +493,11 @@ TEST_F(AccessMatrix, EveryRouteTheApiDescribesHasAPolicyEntry) {
 }
 
 // Calls one Api method by name with a request naming `experiment` (and its checkpoint).
-// `model` is a fresh model of owner's with version 1 (for the model registry's methods).
+// `model` is a fresh model of owner's with version 1 (for the model registry's methods);
+// `server` a fresh stopped server of owner's (for the servers' methods).
 grpc::Status CallGrpc(v1::Api::Stub& stub, const std::string& method, const std::string& token,
                       int64_t experiment, const std::string& uuid, const std::string& admin_password,
-                      const std::string& model = "") {
+                      const std::string& model = "", int64_t server = 0) {
   static int made = 0;  // names for what a call creates, unique per call
   const std::string unique = "grpc-" + std::to_string(++made);
   grpc::ClientContext ctx;
@@ -675,12 +708,18 @@ grpc::Status CallGrpc(v1::Api::Stub& stub, const std::string& method, const std:
           (r.set_name(model), r.set_checkpoint_uuid(uuid)))
   SF_CALL(GetModelVersion, ModelVersionRequest, GetModelVersionResponse, (r.set_name(model), r.set_version(1)))
   SF_CALL(DeleteModelVersion, ModelVersionRequest, DeleteModelVersionResponse, (r.set_name(model), r.set_version(1)))
-  // Servers: a model that does not exist (nothing is scheduled), and a training experiment,
-  // which carries no server (the handler answers 404 to whoever passes).
+  // Servers: a model that does not exist (nothing is scheduled), and a fresh stopped server of
+  // owner's.
   SF_CALL(StartServing, StartServingRequest, ServingResponse, r.set_model("matrix-no-such-model"))
   SF_CALL(ListServings, ListServingsRequest, ListServingsResponse, (void)0)
-  SF_CALL(GetServing, ServingRequest, ServingResponse, r.set_id(experiment))
-  SF_CALL(StopServing, ServingRequest, ServingResponse, r.set_id(experiment))
+  SF_CALL(GetServing, ServingRequest, ServingResponse, r.set_id(server))
+  SF_CALL(StopServing, ServingRequest, ServingResponse, r.set_id(server))
+  // Tasks: a command without a program (refused as bad input), and the fresh server's task.
+  SF_CALL(CreateCommand, CreateCommandRequest, TaskResponse, (void)0)
+  SF_CALL(ListTasks, ListTasksRequest, ListTasksResponse, (void)0)
+  SF_CALL(GetTask, TaskRequest, TaskResponse, r.set_id(server))
+  SF_CALL(KillTask, TaskRequest, TaskResponse, r.set_id(server))
+  SF_CALL(GetTaskLogs, GetTaskLogsRequest, GetTrialLogsResponse, r.set_id(server))
 #undef SF_CALL
   ADD_FAILURE() << "Api." << method << " is not called by this test: add it to CallGrpc";
   return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, method);
@@ -701,7 +740,10 @@ TEST_F(AccessMatrix, EveryGrpcMethodAnswersEveryCallerAsThePolicySays) {
     for (const Caller& caller : callers_) {
       auto [experiment, uuid] = FreshExperiment();
       const std::string model = method.find("Model") != std::string::npos ? FreshModel() : "";
-      grpc::Status st = CallGrpc(*stub, method, caller.token, experiment, uuid, cluster_->admin_password(), model);
+      const int64_t server =
+          method.find("Serving") != std::string::npos || method.find("Task") != std::string::npos ? FreshServer() : 0;
+      grpc::Status st =
+          CallGrpc(*stub, method, caller.token, experiment, uuid, cluster_->admin_password(), model, server);
       if (method == "DeactivateUser" && st.ok()) Call(callers_.back().token, "POST", "/api/v1/users/target/activate", "");
       const Want got = st.error_code() == grpc::StatusCode::UNAUTHENTICATED     ? Want::k401
                        : st.error_code() == grpc::StatusCode::PERMISSION_DENIED ? Want::k403

@@ -1,9 +1,9 @@
 // `sf serve start` on a real local cluster (tests/e2e/cluster_fixture.h; master/serving/serving.h):
 // a trained trial's checkpoint, registered as a model version, is served by sf-serve on an agent
 // slot the master scheduled; once READY its published URL answers 200 requests from 8 concurrent
-// clients exactly as `sf-trainer translate` does; the server's experiment stays out of the
-// experiment list; `sf serve stop` ends the process and frees the slot; bad requests name what is
-// wrong.
+// clients exactly as `sf-trainer translate` does; a server is a task of its own (no experiment
+// is made for it), its output is `sf serve logs`, and a master restart finds it still READY;
+// `sf serve stop` ends the process and frees the slot; bad requests name what is wrong.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -114,18 +114,39 @@ TEST(ServeCluster, ScheduledServerAnswersAsTheCommandLineTranslatesAndStops) {
   EXPECT_EQ(serving.Find("agentId")->as_string(), "e2e-agent-0") << serving.ToJson();
   EXPECT_EQ(serving.Find("checkpointUuid")->as_string(), uuid);
 
-  // The server's experiment is not in the experiment list (it is the server's), but its trial's
-  // logs are there to read.
+  // No experiment was made for it (the list has the trained one only), and its output is there
+  // to read.
   {
     auto [code, experiments] = c.Get("/api/v1/experiments");
     ASSERT_EQ(code, 200);
-    for (const Value& e : experiments.Find("experiments")->as_list()) {
-      EXPECT_NE(sf::testing::Id(e), id) << experiments.ToJson();
-    }
+    ASSERT_EQ(experiments.Find("experiments")->as_list().size(), 1u) << experiments.ToJson();
+    EXPECT_EQ(sf::testing::Id(experiments.Find("experiments")->as_list()[0]), trained);
+    std::string output;
+    EXPECT_TRUE(c.WaitFor(
+        [&] {
+          auto logs = RunCommand({sf::testing::Cluster::Binary("sf"), "serve", "logs", std::to_string(id), "--master", c.url()}, cli);
+          output = logs.ok() ? logs->output : logs.status().message();
+          return logs.ok() && logs->exit_code == 0 && output.find("ready") != std::string::npos;
+        },
+        30s))
+        << "sf serve logs: " << output;
     auto table = RunCommand({sf::testing::Cluster::Binary("sf"), "serve", "list", "--master", c.url()}, cli);
     ASSERT_TRUE(table.ok());
     EXPECT_EQ(table->exit_code, 0) << table->output;
     EXPECT_TRUE(std::regex_search(table->output, std::regex("cluster-de-en +1 +READY +" + url))) << table->output;
+  }
+
+  // A master restart finds it running: its allocation is adopted when the agent re-registers,
+  // so it stays READY at the same URL, not restarted.
+  c.StopMaster(9);
+  c.StartMaster();
+  ASSERT_TRUE(c.WaitFor([&] { return State(c, id) == "READY"; }, 60s)) << State(c, id);
+  {
+    Value after_restart;
+    ASSERT_EQ(State(c, id, &after_restart), "READY");
+    EXPECT_EQ(after_restart.Find("url")->as_string(), url) << after_restart.ToJson();
+    EXPECT_EQ(after_restart.Find("restarts") ? after_restart.Find("restarts")->as_double() : 0, 0)
+        << after_restart.ToJson();
   }
 
   // 200 requests from 8 concurrent clients, one sentence each: exactly the command line's.
@@ -163,7 +184,7 @@ TEST(ServeCluster, ScheduledServerAnswersAsTheCommandLineTranslatesAndStops) {
   EXPECT_EQ(Call(port, http::verb::post, "/v1/translate", "{not json", token).status, 400);
   EXPECT_EQ(Call(port, http::verb::post, "/v1/translate", one, token).status, 200);
 
-  // Stopped: the experiment is CANCELED, the process gone, the slot free for a trial again.
+  // Stopped: the task is STOPPED, the process gone, the slot free for a trial again.
   auto stopped = RunCommand({sf::testing::Cluster::Binary("sf"), "serve", "stop", std::to_string(id), "--master", c.url()}, cli);
   ASSERT_TRUE(stopped.ok());
   EXPECT_EQ(stopped->exit_code, 0) << stopped->output;
@@ -181,10 +202,10 @@ TEST(ServeCluster, ScheduledServerAnswersAsTheCommandLineTranslatesAndStops) {
   }
   const int64_t after = c.Submit(sf::testing::TinyExperiment(1, 10, 10, "after-serving"));
   EXPECT_TRUE(c.WaitForState(after, "EXPERIMENT_STATE_COMPLETED", 60s)) << "the slot was not freed";
-  // Stopping a stopped server is harmless; an unknown one is 404; a training experiment is no server.
+  // Stopping a stopped server is harmless; an unknown one is 404.
   EXPECT_EQ(c.Post("/api/v1/servings/" + std::to_string(id) + "/stop", "").first, 200);
   EXPECT_EQ(c.Post("/api/v1/servings/999999/stop", "").first, 404);
-  EXPECT_EQ(c.Get("/api/v1/servings/" + std::to_string(trained)).first, 404);
+  EXPECT_EQ(c.Get("/api/v1/tasks/999999/logs").first, 404);
 }
 
 }  // namespace

@@ -20,6 +20,7 @@ import { createRouter, loadOperations } from './api-routes.mjs';
 import { contextHandlers, fixedContext } from './context-fixtures.mjs';
 import { modelHandlers } from './model-fixtures.mjs';
 import { fixedServingStore, servingHandlers, settleServings } from './serving-fixtures.mjs';
+import { allTasks, fixedCommandStore, placeTasks, settleCommands, taskHandlers } from './task-fixtures.mjs';
 
 /** A stub that cannot start says why in one line and exits 1. */
 function startOrExit(what, fn) {
@@ -48,7 +49,12 @@ const now = () => new Date().toISOString();
 let nextExp = 1, nextTrial = 1, nextLog = 1;
 const exps = new Map(), trials = new Map(), metrics = new Map(), logs = new Map(), ckpts = [];
 const followers = new Map(); // trialId -> Set(res)
-const agents = [0, 1].map((i) => ({ id: `agent-${i}`, hostname: `node${i}`, resourcePool: 'default', connected: true, registeredTime: now(), version: '0.1.0', address: `127.0.0.1:${9000 + i}`, slots: [{ id: 'cpu0', type: 'SLOT_TYPE_CPU', device: 'CPU', enabled: true }] }));
+// agent-1 has three slots: the seeded READY server 52 and RUNNING command 54 hold two (placeTasks)
+const agents = [0, 1].map((i) => ({ id: `agent-${i}`, hostname: `node${i}`, resourcePool: 'default', connected: true, registeredTime: now(), version: '0.1.0', address: `127.0.0.1:${9000 + i}`, slots: Array.from({ length: 1 + 2 * i }, (_, k) => ({ id: `cpu${k}`, type: 'SLOT_TYPE_CPU', device: 'CPU', enabled: true })) }));
+/** A slot is busy when an allocation holds it: a trial's rank (trialId and allocationId
+ *  "t12-r0-a1") or a task of its own, a command or a server (allocationId "task7-r0-a1", no
+ *  trialId). */
+const busySlot = (s) => !!(s.trialId || s.allocationId);
 
 function addLog(tid, message, stream = 'stdout') {
   const l = { id: String(nextLog++), trialId: String(tid), rank: 0, stream, message, time: now(), agentId: 'agent-0' };
@@ -103,7 +109,8 @@ function step(t, e) {
 }
 
 function tick() {
-  const free = agents.flatMap((a) => a.slots.filter((s) => !s.trialId).map((s) => ({ agent: a, s })));
+  placeTasks(agents, allTasks({ servings, commands }));
+  const free = agents.flatMap((a) => a.slots.filter((s) => !busySlot(s)).map((s) => ({ agent: a, s })));
   for (const e of exps.values()) {
     const id = Number(e.id);
     const ts = [...trials.values()].filter((t) => t.experimentId === e.id);
@@ -113,6 +120,7 @@ function tick() {
         if (t.state === 'TRIAL_STATE_QUEUED' && free.length) {
           const { agent, s } = free.shift();
           s.trialId = t.id;
+          s.allocationId = `t${t.id}-r0-a1`;
           t.hosts = [agent.id]; // where its latest run runs, kept after it ends (Trial.hosts)
           t.state = 'TRIAL_STATE_RUNNING';
           t.startTime ??= now();
@@ -131,12 +139,15 @@ function tick() {
   }
   for (const a of agents) for (const s of a.slots) {
     const t = s.trialId && trials.get(Number(s.trialId));
-    if (t && t.state !== 'TRIAL_STATE_RUNNING') delete s.trialId;
+    if (t && t.state !== 'TRIAL_STATE_RUNNING') {
+      delete s.trialId;
+      delete s.allocationId;
+    }
   }
   for (const a of agents) a.lastHeartbeat = now();
   // one utilisation point per minute: mean and peak of the busy slots sampled each tick
   const minute = new Date(Math.floor(Date.now() / 60000) * 60000).toISOString();
-  const busy = agents.flatMap((a) => a.slots).filter((s) => s.trialId).length;
+  const busy = agents.flatMap((a) => a.slots).filter(busySlot).length;
   const u = utilization.get(minute) ?? { pool: 'default', time: minute, slotsTotal: agents.flatMap((a) => a.slots).length, slotsBusy: 0, slotsBusyMax: 0, samples: 0 };
   u.slotsBusy = (u.slotsBusy * u.samples + busy) / (u.samples + 1);
   u.slotsBusyMax = Math.max(u.slotsBusyMax, busy);
@@ -189,10 +200,17 @@ for (const m of models.models) {
   m.latestVersion = vs.at(-1)?.version ?? 0;
 }
 // seed: servers (`sf serve start`): one READY, one QUEUED, one FAILED; new ones start over a few
-// seconds (QUEUED → STARTING → READY), stopped ones end (STOPPING → STOPPED)
+// seconds (QUEUED → STARTING → READY), stopped ones end (STOPPING → STOPPED); and commands
+// (`sf cmd run`): one RUNNING (printing now and then), one QUEUED, one COMPLETED, one FAILED;
+// killed ones end (STOPPING → STOPPED). Both are tasks (GET /api/v1/tasks).
 const servings = fixedServingStore();
+const commands = fixedCommandStore();
+placeTasks(agents, allTasks({ servings, commands }));
 setInterval(tick, 500);
-setInterval(() => settleServings(servings), 4000);
+setInterval(() => {
+  settleServings(servings);
+  settleCommands(commands);
+}, 4000);
 
 const send = (res, status, body) => {
   res.writeHead(status, { 'Content-Type': 'application/json', 'Cache-Control': 'no-store' });
@@ -303,7 +321,7 @@ const handlers = {
   'GET /api/v1/resource-pools': (req, res) => {
     const slots = agents.flatMap((a) => a.slots);
     const queued = [...trials.values()].filter((t) => t.state === 'TRIAL_STATE_QUEUED').length;
-    return send(res, 200, { resourcePools: [{ name: 'default', scheduler: 'priority', agents: agents.length, totalSlots: slots.length, usedSlots: slots.filter((s) => s.trialId).length, runningTrials: slots.filter((s) => s.trialId).length, queuedTrials: queued, queuedSlots: queued }] });
+    return send(res, 200, { resourcePools: [{ name: 'default', scheduler: 'priority', agents: agents.length, totalSlots: slots.length, usedSlots: slots.filter(busySlot).length, runningTrials: slots.filter((s) => s.trialId).length, queuedTrials: queued, queuedSlots: queued }] });
   },
   'GET /api/v1/cluster/utilization': (req, res, url) => {
     const since = Number(url.searchParams.get('since') ?? 0) * 1000;
@@ -324,9 +342,14 @@ const handlers = {
       return { modelName: m.name, modelVersion: v.version, checkpointUuid: v.checkpointUuid, workspace: m.workspace };
     },
   }),
+  ...taskHandlers({ servings, commands }, {
+    send,
+    err,
+    mayKill: (who, t) => !auth || auth.mayAct(who.user, { owner: t.owner, workspace: t.workspace ?? '' }),
+  }),
   'GET /api/v1/master': (req, res) => {
     const slots = agents.flatMap((a) => a.slots);
-    return send(res, 200, { version: '0.1.0-stub', masterId: 'stub', clusterName: 'dev', connectedAgents: agents.length, totalSlots: slots.length, usedSlots: slots.filter((s) => s.trialId).length });
+    return send(res, 200, { version: '0.1.0-stub', masterId: 'stub', clusterName: 'dev', connectedAgents: agents.length, totalSlots: slots.length, usedSlots: slots.filter(busySlot).length });
   },
 };
 // Fails loudly (and the stub does not start) when a handler's route is not in the description.

@@ -7,8 +7,9 @@
 // wrong password and a 429, back to the same route after login, the HttpOnly cookie and nothing
 // in web storage, actions gated by ownership and role, the tokens page (shown once, revoke), a
 // session that expires mid-way, logout and a second login; and the cluster page's Servers card
-// (dev/serving-fixtures.mjs: the table, Stop behind a confirmation, Show stopped, an older master)
-// with Serve on a model version; and the experiment page's hyperparameter charts for a sweep with
+// (dev/serving-fixtures.mjs: the table, a server's logs, a server's slot shown busy, Stop behind a confirmation, Show stopped, an older master)
+// with Serve on a model version, and its Tasks card (dev/task-fixtures.mjs: commands and servers,
+// a queued one's pending reason, exit codes, a command's logs, its slot, Kill behind a confirmation); and the experiment page's hyperparameter charts for a sweep with
 // string, categorical and log hyperparameters (label boxes measured, none overlapping); and the Slurm
 // and arch views (slurm-arch.flow.mjs); and what ran, native or user code with its context, and the
 // unmanaged badge (what-ran.flow.mjs). Screenshots go to $SF_ARTIFACTS_DIR
@@ -18,6 +19,7 @@ import { join, resolve } from 'node:path';
 import { createRouter, loadOperations } from '../dev/api-routes.mjs';
 import { fixedModelStore, modelHandlers } from '../dev/model-fixtures.mjs';
 import { fixedServingStore, servingHandlers } from '../dev/serving-fixtures.mjs';
+import { fixedCommandStore, fixedTaskAgents, taskHandlers } from '../dev/task-fixtures.mjs';
 import { createAuthStub } from './auth-stub.mjs';
 import { slurmArchFlow } from './slurm-arch.flow.mjs';
 import { whatRanFlow } from './what-ran.flow.mjs';
@@ -284,10 +286,15 @@ async function modelsFlow(browser) {
   }
 }
 
-/** The cluster page's Servers card against the description's routes with
- *  dev/serving-fixtures.mjs (the other cluster routes answer empty lists): the table, the URL link
- *  of a READY server, Stop behind its confirmation (one POST, with X-Requested-With), Show stopped,
- *  an empty list, a master without the servings routes; and Serve on a model version. */
+/** The cluster page's Servers and Tasks cards against the description's routes with
+ *  dev/serving-fixtures.mjs and dev/task-fixtures.mjs (their agents, the other cluster routes answer empty lists): the table, the URL link
+ *  of a READY server, its logs under its row (its task's route, polled after the last id seen), the slot it runs on
+ *  shown busy as "server 52" and counted as used, linking to its row, Stop behind its confirmation (one POST, with X-Requested-With), Show stopped,
+ *  an empty list, a master without the servings and task routes; Serve on a model version; and the
+ *  Tasks card: every command and server, live first, a queued one's pending reason, exit codes, the
+ *  program cut to one line, a command's logs (GET /tasks/54/logs, polled), the slot it runs on as
+ *  "command 54" linking to its row, Kill behind its confirmation (one POST /tasks/54/kill), the
+ *  card stacked within a phone's width. */
 async function serversFlow(browser) {
   let mode = 'data'; // data | empty | no-route
   let store;
@@ -298,24 +305,25 @@ async function serversFlow(browser) {
   };
   const err = (res, status, code, message) => send(res, status, { code, message, details: [] });
   const empty = {
-    'GET /api/v1/agents': (req, res) => send(res, 200, { agents: [] }),
+    'GET /api/v1/agents': (req, res) => send(res, 200, { agents: mode === 'data' ? fixedTaskAgents() : [] }),
     'GET /api/v1/resource-pools': (req, res) => send(res, 200, { resourcePools: [] }),
     'GET /api/v1/experiments': (req, res) => send(res, 200, { experiments: [], pagination: { total: 0 } }),
     'GET /api/v1/cluster/utilization': (req, res) => send(res, 200, { points: [] }),
   };
   const models = fixedModelStore();
   const operations = loadOperations();
-  const routerOf = (st) =>
-    createRouter(operations, { ...empty, ...modelHandlers(models, { send, err }), ...servingHandlers(st, { send, err }) }, 'e2e/offline.e2e.mjs');
+  const routerOf = (st, commands) =>
+    createRouter(operations, { ...empty, ...modelHandlers(models, { send, err }), ...servingHandlers(st, { send, err }), ...taskHandlers({ servings: st, commands }, { send, err }) }, 'e2e/offline.e2e.mjs');
   let router;
   const reset = (m) => {
     mode = m;
     store = m === 'empty' ? { servings: [], nextId: 60 } : fixedServingStore();
-    router = routerOf(store);
+    router = routerOf(store, m === 'empty' ? { commands: [] } : fixedCommandStore());
   };
   const api = async (req, res, url) => {
     requests.push({ method: req.method, path: url.pathname + url.search, xrw: req.headers['x-requested-with'] });
-    if (mode === 'no-route' && url.pathname.startsWith('/api/v1/servings')) return err(res, 404, 5, `no route ${req.method} ${url.pathname}`);
+    // an older master: neither the servings nor the task routes
+    if (mode === 'no-route' && /^\/api\/v1\/(servings|tasks)(\/|$)/.test(url.pathname)) return err(res, 404, 5, `no route ${req.method} ${url.pathname}`);
     const route = router.match(req.method, url.pathname);
     if (route.status !== 200 || !route.handler) return err(res, 404, 5, `no route ${req.method} ${url.pathname}`); // /auth/me too: no login
     return route.handler(req, res, url, route.params, undefined);
@@ -340,8 +348,35 @@ async function serversFlow(browser) {
         const link = ready.locator('[data-testid="server-url"] a');
         check((await link.getAttribute('href')) === 'http://node1:8500' && (await link.getAttribute('target')) === '_blank', what("a READY server's URL is a link"));
         check((await row(53).locator('[data-testid="server-url"] a').count()) === 0, what('a QUEUED server has no URL link'));
-        check((await ready.locator('a[href="#/models/wmt-de-en"]').count()) === 1 && (await ready.locator('a[href="#/trials/101"]').count()) === 1, what('a server links to its model and its trial'));
+        check((await ready.locator('a[href="#/models/wmt-de-en"]').count()) === 1 && (await ready.locator('a[href^="#/trials/"]').count()) === 0, what('a server links to its model, and to no trial'));
+        // Logs opens the server's logs under its row (its task's: GET /tasks/52/logs), polled while it runs
+        await ready.locator('[data-testid="server-logs-toggle"]').click();
+        const panel = page.locator('[data-testid="server-logs-row"][data-id="52"] [data-testid="task-log-lines"]');
+        const shown = await panel.getByText('listening on http://node1:8500').waitFor({ timeout: 10000 }).then(() => true, () => false);
+        check(shown, what("Logs shows the server's log lines"));
+        const logReads = () => requests.filter((r) => r.path.startsWith('/api/v1/tasks/52/logs'));
+        const pollSeen = () => logReads().some((r) => /[?&]afterId=4(&|$)/.test(r.path));
+        for (let i = 0; i < 30 && !pollSeen(); i++) await page.waitForTimeout(200);
+        const polled = pollSeen();
+        check(polled, what('a live server\'s logs are polled after the last id seen'), logReads().map((r) => r.path).join(' '));
+        await ready.locator('[data-testid="server-logs-toggle"]').click();
+        check((await page.locator('[data-testid="server-logs-row"]').count()) === 0, what('Hide logs closes the panel'));
         check((await ready.locator('[data-testid="server-agent"]').innerText()).includes('agent-1') && /Ready/.test(await ready.locator('[data-testid="server-state"]').innerText()), what('a server shows its agent and state'));
+        // the slot server 52 runs on (allocationId task52-r0-a1, no trialId) is busy, as "server 52",
+        // and counted as used; its link stays on the page and brings the server's row into view
+        const slots = page.locator('[aria-label="Slots of agent-1"] [data-testid="slot"]');
+        const busy = await slots.evaluateAll((ls) => ls.map((l) => `${l.getAttribute('data-busy')}:${l.textContent.replace(/\s+/g, ' ').trim()}`));
+        check(busy.length === 4 && busy[0].startsWith('true:') && /server 52/.test(busy[0]) && busy[1].startsWith('true:') && /trial 7/.test(busy[1]) && busy[2].startsWith('false:') && busy[3].startsWith('true:') && /command 54/.test(busy[3]), what("a server's slot shows busy as \"server 52\", a command's as \"command 54\""), busy.join(' | '));
+        const summary = await page.innerText('[data-testid="cluster-summary"]');
+        check(/3\/4 slots busy/.test(summary), what("a server's and a command's slots are counted as used"), summary);
+        check((await page.innerText('[data-testid="gpu-row"][data-slot="cuda0"] [data-testid="gpu-holder"]')) === 'server 52', what('the GPU table says server 52 too'));
+        await page.evaluate(() => window.scrollTo(0, document.body.scrollHeight));
+        await slots.first().getByRole('link', { name: 'server 52' }).click();
+        await page.waitForTimeout(300);
+        const inView = await ready.evaluate((r) => { const b = r.getBoundingClientRect(); return b.bottom > 0 && b.top < window.innerHeight && r.contains(document.activeElement); });
+        check(inView && page.url().endsWith('#/cluster'), what("the slot's server link shows the server's row and keeps the route"), page.url());
+        await tasksChecks(page, w, requests);
+
         const stop = ready.locator('[data-testid="server-stop"]');
         const box = await stop.boundingBox();
         check(!!box && box.x >= 0 && box.x + box.width <= w, what('Stop is within the viewport'), JSON.stringify(box));
@@ -372,12 +407,16 @@ async function serversFlow(browser) {
         await page.goto(`${base}/#/cluster`);
         const none = await page.locator('[data-testid="servers-card"] [data-testid="empty-state"]').waitFor({ timeout: 10000 }).then(() => page.innerText('[data-testid="servers-card"] [data-testid="empty-state"]'), () => '');
         check(/No server is running.*sf serve start/s.test(none), what('no server: says how to start one'), none);
+        const noTask = await page.locator('[data-testid="tasks-card"] [data-testid="empty-state"]').waitFor({ timeout: 10000 }).then(() => page.innerText('[data-testid="tasks-card"] [data-testid="empty-state"]'), () => '');
+        check(/No task has run on this cluster yet.*sf cmd run/s.test(noTask), what('no task: says how to run one'), noTask);
 
         reset('no-route');
         await page.goto('about:blank');
         await page.goto(`${base}/#/cluster`);
         const old = await page.locator('[data-testid="servers-card"] [data-testid="empty-state"]').waitFor({ timeout: 10000 }).then(() => page.innerText('[data-testid="servers-card"] [data-testid="empty-state"]'), () => '');
         check(/does not schedule servers/.test(old) && (await page.locator('[data-testid="error-banner"]').count()) === 0, what('a master without the servings routes: said in the card, no banner'), old);
+        const oldTasks = await page.locator('[data-testid="tasks-card"] [data-testid="empty-state"]').waitFor({ timeout: 10000 }).then(() => page.innerText('[data-testid="tasks-card"] [data-testid="empty-state"]'), () => '');
+        check(/runs no tasks of their own/.test(oldTasks), what('a master without the task routes: said in the Tasks card'), oldTasks);
 
         if (w === 1280) {
           // Serve on a model version starts one; the cluster page lists it
@@ -403,6 +442,67 @@ async function serversFlow(browser) {
   } finally {
     servingServer.close();
   }
+}
+
+/** The Tasks card of serversFlow's cluster page (fixedServingStore() and fixedCommandStore(), no
+ *  login: every action allowed), at width `w`: the rows, live first and newest first; a queued
+ *  command's pending reason; exit codes 3 and 0; the program cut with all of it in its title; a
+ *  running command's logs from GET /tasks/54/logs, polled after the last id; the "command 54" slot
+ *  link; the card within the viewport; Kill behind a confirmation, one POST /tasks/54/kill. */
+async function tasksChecks(page, w, requests) {
+  const what = (s) => `tasks ${w}px: ${s}`;
+  const row = (id) => page.locator(`[data-testid="task-row"][data-id="${id}"]`);
+  await page.waitForSelector('[data-testid="task-row"]', { timeout: 10000 });
+  const ids = await page.locator('[data-testid="task-row"]').evaluateAll((rs) => rs.map((r) => `${r.getAttribute('data-id')}:${r.getAttribute('data-kind')}:${r.getAttribute('data-state')}`));
+  check(ids.join(' ') === '55:COMMAND:QUEUED 54:COMMAND:RUNNING 53:SERVER:QUEUED 52:SERVER:RUNNING 47:COMMAND:FAILED 44:COMMAND:COMPLETED 41:SERVER:FAILED', what('Tasks lists commands and servers, live first, newest first'), ids.join(' '));
+  check(requests.some((r) => r.path === '/api/v1/tasks?includeEnded=true'), what('Tasks asks with includeEnded=true'));
+  const pending = await row(55).locator('[data-testid="task-pending"]').innerText();
+  const pendingTitle = await row(55).locator('[data-testid="task-state"]').getAttribute('title');
+  check(/needs 4 slots of pool gpu/.test(pending) && pendingTitle === pending, what("a queued command shows why it waits, also as its state's tooltip"), `${pending} | ${pendingTitle}`);
+  const exits = await page.locator('[data-testid="task-row"] [data-testid="task-exit"]').allInnerTexts();
+  check(exits.map((x) => x.trim()).join(',') === '–,–,–,–,3,0,–', what('exit codes: 3 for the failed command, 0 for the completed one, none for the rest'), exits.join(','));
+  const program = row(54).locator('[data-testid="task-entrypoint"]');
+  const [text, title] = [await program.innerText(), await program.getAttribute('title')];
+  check(text.trim().length === 60 && text.trim().endsWith('…') && title.startsWith('python3 -m sacrebleu') && title.endsWith("'bleu chrf'"), what('the program is cut to one line, all of it in its title'), `${text} | ${title}`);
+  // the card's table fits its card at every width (stacked as cards on a phone)
+  const fits = await page.locator('[data-testid="tasks-card"] .table-wrap').evaluate((el) => el.scrollWidth <= el.clientWidth + 1);
+  if (w < 700) check(fits, what('the Tasks table fits a phone without scrolling sideways'));
+  const kill = row(54).locator('[data-testid="task-kill"]');
+  const box = await kill.boundingBox();
+  check(!!box && box.x >= 0 && box.x + box.width <= w, what('Kill is within the viewport'), JSON.stringify(box));
+
+  // the command's logs: its task's route, polled while it runs
+  await row(54).locator('[data-testid="task-logs-toggle"]').click();
+  const lines = page.locator('[data-testid="task-logs-row"][data-id="54"] [data-testid="task-log-lines"]');
+  const shown = await lines.getByText('hypothesis 812 is empty').waitFor({ timeout: 10000 }).then(() => true, () => false);
+  check(shown, what("Logs shows the command's log lines"));
+  const reads = () => requests.filter((r) => r.path.startsWith('/api/v1/tasks/54/logs'));
+  for (let i = 0; i < 30 && !reads().some((r) => /[?&]afterId=7(&|$)/.test(r.path)); i++) await page.waitForTimeout(200);
+  check(reads().some((r) => /[?&]afterId=7(&|$)/.test(r.path)), what("a running command's logs are polled after the last id seen"), reads().map((r) => r.path).join(' '));
+  await page.screenshot({ path: join(ART, `tasks-${w}.png`), fullPage: true });
+  await row(54).locator('[data-testid="task-logs-toggle"]').click();
+  check((await page.locator('[data-testid="task-logs-row"]').count()) === 0, what('Hide logs closes the command\'s panel'));
+
+  // the slot command 54 runs on links to its row
+  await page.evaluate(() => window.scrollTo(0, document.body.scrollHeight));
+  await page.locator('[aria-label="Slots of agent-1"]').getByRole('link', { name: 'command 54' }).click();
+  await page.waitForTimeout(300);
+  const inView = await row(54).evaluate((r) => { const b = r.getBoundingClientRect(); return b.bottom > 0 && b.top < window.innerHeight && r.contains(document.activeElement); });
+  check(inView && page.url().endsWith('#/cluster'), what("the slot's command link shows the command's row and keeps the route"), page.url());
+
+  // Kill, behind its confirmation
+  const kills = () => requests.filter((r) => r.method === 'POST' && r.path.startsWith('/api/v1/tasks/'));
+  await kill.click();
+  await page.waitForSelector('[data-testid="confirm-dialog"]', { timeout: 5000 });
+  check(/Kill command 54\?/.test(await page.innerText('[data-testid="confirm-dialog"]')), what('Kill asks first'));
+  await page.getByRole('button', { name: 'Cancel' }).click();
+  check((await page.locator('[data-testid="confirm-dialog"]').count()) === 0 && kills().length === 0, what('Cancel closes the dialog and kills nothing'));
+  await kill.click();
+  await page.click('[data-testid="confirm-button"]');
+  const stopping = await page.waitForSelector('[data-testid="task-row"][data-id="54"][data-state="STOPPING"]', { timeout: 10000 }).then(() => true, () => false);
+  check(stopping, what('after the confirmation the command shows STOPPING'));
+  check(kills().length === 1 && kills()[0].path === '/api/v1/tasks/54/kill' && kills()[0].xrw === 'steadfast', what('one POST /tasks/54/kill, with X-Requested-With: steadfast'), JSON.stringify(kills()));
+  check((await row(54).locator('[data-testid="task-kill"]').count()) === 0, what('a STOPPING command offers no Kill'));
 }
 
 /** The login flow against auth-stub.mjs plus a two-experiment list. */

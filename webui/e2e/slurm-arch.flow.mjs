@@ -62,6 +62,7 @@ function fixtureApi(requests) {
     if (p === '/resource-pools') return send(res, 200, { resourcePools: POOLS });
     if (p === '/agents') return send(res, 200, { agents: [] });
     if (p === '/servings') return send(res, 200, { servings: [] });
+    if (p === '/tasks') return send(res, 200, { tasks: [] });
     if (p === '/cluster/utilization') return send(res, 200, { points: [] });
     return send(res, 404, { code: 5, message: `no route ${req.method} ${url.pathname}`, details: [] }); // /auth/me too: no login
   };

@@ -1,9 +1,12 @@
 // The cluster page's "Busy slots" chart comes from the master's recorded history, so it is full as
 // soon as the page loads (no sampling in the browser), and it asks for the last 24 hours.
-// The queue shows why each trial waits (the scheduler's pendingReason).
+// The queue shows why each trial waits (the scheduler's pendingReason). A slot is busy when an
+// allocation holds it: a trial's rank, or a task of its own such as a server (trialId 0).
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { cleanup, render, screen, waitFor } from '@testing-library/react';
-import { ClusterPage } from '../src/pages/ClusterPage';
+import { cleanup, fireEvent, render, screen, waitFor, within } from '@testing-library/react';
+import type { Agent as WireAgent } from '../src/api/generated/wire';
+import { normAgent } from '../src/api/normalise';
+import { ClusterPage, slotHolder, utilization } from '../src/pages/ClusterPage';
 
 afterEach(() => {
   cleanup();
@@ -22,6 +25,7 @@ function stubMaster(points: unknown[]) {
     }
     if (url.startsWith('/api/v1/resource-pools')) return json({ resourcePools: [] });
     if (url.startsWith('/api/v1/servings')) return json({ servings: [] });
+    if (url.startsWith('/api/v1/tasks')) return json({ tasks: [] });
     if (url.startsWith('/api/v1/experiments')) return json({ experiments: [], pagination: { total: 0 } });
     return new Response('{}', { status: 404 });
   });
@@ -57,6 +61,7 @@ describe('ClusterPage queue', () => {
       if (url.startsWith('/api/v1/agents')) return json({ agents: [] });
       if (url.startsWith('/api/v1/resource-pools')) return json({ resourcePools: [] });
       if (url.startsWith('/api/v1/servings')) return json({ servings: [] });
+      if (url.startsWith('/api/v1/tasks')) return json({ tasks: [] });
       if (url.startsWith('/api/v1/experiments/4/trials')) {
         return json({
           trials: [
@@ -88,6 +93,7 @@ describe('ClusterPage resource pools', () => {
       if (url.startsWith('/api/v1/cluster/utilization')) return json({ points: [] });
       if (url.startsWith('/api/v1/agents')) return json({ agents: [] });
       if (url.startsWith('/api/v1/servings')) return json({ servings: [] });
+      if (url.startsWith('/api/v1/tasks')) return json({ tasks: [] });
       if (url.startsWith('/api/v1/resource-pools')) {
         return json({
           resourcePools: [
@@ -141,6 +147,7 @@ describe('ClusterPage GPUs', () => {
       if (url.startsWith('/api/v1/agents')) return json({ agents });
       if (url.startsWith('/api/v1/resource-pools')) return json({ resourcePools: [] });
       if (url.startsWith('/api/v1/servings')) return json({ servings: [] });
+      if (url.startsWith('/api/v1/tasks')) return json({ tasks: [] });
       if (url.startsWith('/api/v1/experiments')) return json({ experiments: [], pagination: { total: 0 } });
       return new Response('{}', { status: 404 });
     });
@@ -170,5 +177,77 @@ describe('ClusterPage GPUs', () => {
     render(<ClusterPage />);
     await screen.findByTestId('agents-table');
     expect(screen.queryByTestId('gpus-table')).toBeNull();
+  });
+});
+
+describe('ClusterPage slots held by tasks', () => {
+  // As the master lists them: a trial's rank has trialId and allocationId "t<trial>-r0-a1"; a task
+  // of its own (a server, a command) only allocationId "task<id>-r0-a1", its trialId 0 left out.
+  const agents: WireAgent[] = [
+    {
+      id: 'agent-1', resourcePool: 'default', connected: true,
+      slots: [
+        { id: 'cuda0', type: 'SLOT_TYPE_CUDA', device: 'GPU', enabled: true, allocationId: 'task52-r0-a1' },
+        { id: 'cuda1', type: 'SLOT_TYPE_CUDA', device: 'GPU', enabled: true, trialId: '7', allocationId: 't7-r0-a1' },
+        { id: 'cuda2', type: 'SLOT_TYPE_CUDA', device: 'GPU', enabled: true },
+        { id: 'cuda3', type: 'SLOT_TYPE_CUDA', device: 'GPU', enabled: true, allocationId: 'task54-r0-a1' },
+        { id: 'cuda4', type: 'SLOT_TYPE_CUDA', device: 'GPU', enabled: true, allocationId: 'task99-r0-a1' },
+      ],
+    },
+  ];
+  const server52 = { id: '52', modelName: 'wmt-de-en', modelVersion: 3, state: 'READY', url: 'http://node1:8500', slots: 1, owner: 'alice', agentId: 'agent-1', createdAt: '2026-11-26T10:00:00Z' };
+  const command54 = { id: '54', kind: 'COMMAND', state: 'RUNNING', owner: 'alice', entrypoint: ['python3', 'score.py'], slots: 1, agentId: 'agent-1', createdAt: '2026-11-26T11:00:00Z', allocationId: 'task54-r0-a1' };
+
+  function stub() {
+    vi.stubGlobal('fetch', async (url: string) => {
+      if (url.startsWith('/api/v1/cluster/utilization')) return json({ points: [] });
+      if (url.startsWith('/api/v1/agents')) return json({ agents });
+      if (url.startsWith('/api/v1/resource-pools')) return json({ resourcePools: [] });
+      if (url.startsWith('/api/v1/servings')) return json({ servings: [server52] });
+      // task 99 is not listed (it ended and dropped out of the newest 100, say): a "task"
+      if (url.startsWith('/api/v1/tasks')) return json({ tasks: [{ ...server52, kind: 'SERVER', state: 'RUNNING' }, command54] });
+      if (url.startsWith('/api/v1/experiments')) return json({ experiments: [], pagination: { total: 0 } });
+      return new Response('{}', { status: 404 });
+    });
+  }
+
+  it('reads allocationId from the listing, and tells a trial from a task', () => {
+    const slots = normAgent(agents[0]).slots;
+    expect(slots.map((s) => [s.trialId, s.allocationId])).toEqual([[0, 'task52-r0-a1'], [7, 't7-r0-a1'], [0, ''], [0, 'task54-r0-a1'], [0, 'task99-r0-a1']]);
+    expect(slots.map(slotHolder)).toEqual([{ kind: 'task', id: 52 }, { kind: 'trial', id: 7 }, undefined, { kind: 'task', id: 54 }, { kind: 'task', id: 99 }]);
+    // an allocation of a kind the dashboard does not know is still busy, shown by its id
+    expect(slotHolder({ trialId: 0, allocationId: 'job3-r0-a1' })).toEqual({ kind: 'other', allocationId: 'job3-r0-a1' });
+    expect(utilization([normAgent(agents[0])])).toEqual({ used: 4, total: 5 });
+  });
+
+  it("shows a server's slot busy as \"server N\", a command's as \"command N\", counted as used, each linking to its row", async () => {
+    stub();
+    render(<ClusterPage />);
+    const list = await screen.findByRole('list', { name: 'Slots of agent-1' });
+    await waitFor(() => expect(within(list).getAllByTestId('slot')[3].textContent).toContain('command 54'));
+    const slots = within(list).getAllByTestId('slot');
+    expect(slots.map((s) => s.getAttribute('data-busy'))).toEqual(['true', 'true', 'false', 'true', 'true']);
+    expect(slots[0].className).toContain('slot-busy');
+    expect(slots[0].textContent).toContain('server 52');
+    expect(slots[0].querySelector('a[href^="#/trials/"]')).toBeNull();
+    expect(slots[1].querySelector('a')!.getAttribute('href')).toBe('#/trials/7');
+    expect(slots[2].textContent).toContain('free');
+    expect(slots[4].textContent).toContain('task 99'); // a task the page does not list: by its id
+    expect(screen.getByTestId('cluster-summary').textContent).toContain('4/5 slots busy');
+    // the GPU table says the same
+    const holders = [...screen.getByTestId('gpus-table').querySelectorAll('[data-testid="gpu-holder"]')].map((c) => c.textContent);
+    expect(holders).toEqual(['server 52', 'trial 7', 'free', 'command 54', 'task 99']);
+    // the links stay on the cluster page and bring the server's row in Servers, the command's in
+    // Tasks, into focus
+    const row = await screen.findByTestId('server-row');
+    expect(row.getAttribute('data-id')).toBe('52');
+    window.location.hash = '#/cluster';
+    fireEvent.click(within(slots[0]).getByRole('link', { name: 'server 52' }));
+    expect(window.location.hash).toBe('#/cluster');
+    expect(row.contains(document.activeElement)).toBe(true);
+    const taskRow = document.querySelector('[data-testid="task-row"][data-id="54"]') as HTMLElement;
+    fireEvent.click(within(slots[3]).getByRole('link', { name: 'command 54' }));
+    expect(window.location.hash).toBe('#/cluster');
+    expect(taskRow.contains(document.activeElement)).toBe(true);
   });
 });

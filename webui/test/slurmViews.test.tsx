@@ -151,6 +151,7 @@ describe('cluster page: Slurm', () => {
       if (url.startsWith('/api/v1/agents')) return json({ agents });
       if (url.startsWith('/api/v1/resource-pools')) return json({ resourcePools: POOLS });
       if (url.startsWith('/api/v1/servings')) return json({ servings: [] });
+      if (url.startsWith('/api/v1/tasks')) return json({ tasks: [] });
       if (url.startsWith('/api/v1/experiments/4/trials')) {
         return json({
           trials: [

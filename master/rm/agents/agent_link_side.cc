@@ -251,10 +251,10 @@ void AgentManager::TickLocked(Clock::time_point now) {
 
 std::vector<v1::Agent> AgentManager::Agents() const {
   std::lock_guard<std::mutex> lock(mu_);
-  std::map<std::pair<std::string, std::string>, int64_t> busy;
+  std::map<std::pair<std::string, std::string>, const Allocation*> busy;
   for (const auto& [id, a] : allocations_) {
     if (!a.placed) continue;
-    for (const auto& s : a.slots) busy[{s.agent_id, s.slot_id}] = a.gang.trial_id;
+    for (const auto& s : a.slots) busy[{s.agent_id, s.slot_id}] = &a;
   }
   std::vector<v1::Agent> out;
   for (const auto& [id, agent] : agents_) {
@@ -270,7 +270,8 @@ std::vector<v1::Agent> AgentManager::Agents() const {
       v1::Slot* slot = row.add_slots();
       *slot = s;
       auto b = busy.find({agent.id, s.id()});
-      slot->set_trial_id(b == busy.end() ? 0 : b->second);
+      slot->set_trial_id(b == busy.end() ? 0 : b->second->gang.trial_id);
+      slot->set_allocation_id(b == busy.end() ? "" : b->second->gang.allocation_id);
     }
     out.push_back(std::move(row));
   }

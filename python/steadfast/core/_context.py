@@ -128,7 +128,7 @@ def _choose_mode(local: bool, unmanaged: bool) -> str:
     if unmanaged:
         return UNMANAGED
     env = os.environ
-    if env.get("SF_TRIAL_ID") and env.get("SF_MASTER_ADDRESS"):
+    if env.get("SF_TRIAL_ID", "0") not in ("", "0") and env.get("SF_MASTER_ADDRESS"):
         return MANAGED
     if env.get("SF_MASTER") and env.get("SF_TOKEN"):
         return UNMANAGED

@@ -15,50 +15,13 @@
 #include <string>
 #include <vector>
 
+#include "tests/master/allocation/scripted_manager.h"
 #include "tests/master/migrated_database_test.h"
 
 namespace sf::master {
 namespace {
 namespace v1 = steadfast::v1;
 using Kind = rm::AllocationEvent::Kind;
-
-// A manager whose events the test makes: it records what it was asked and delivers what the
-// test scripts, on the test's thread (as a manager's delivery thread would).
-class ScriptedManager : public rm::ResourceManager {
- public:
-  explicit ScriptedManager(std::string kind) : kind_(std::move(kind)) {}
-  std::string Kind() const override { return kind_; }
-  Status Check() override { return Status::Ok(); }
-  void SetEventSink(rm::EventSink sink) override { sink_ = std::move(sink); }
-  void Start() override { started = true; }
-  void Stop() override { stopped = true; }
-  void Submit(rm::GangLaunch launch) override { submitted.push_back(launch.allocation_id); }
-  void Adopt(const rm::GangLaunch& gang, const std::string& external_id) override {
-    adopted.push_back(gang.allocation_id + "@" + external_id);
-  }
-  void Kill(const std::string& allocation_id) override { killed.push_back(allocation_id); }
-  rm::PoolSize Size() const override { return {}; }
-  rm::PoolSize Capacity(const std::string&) const override { return {}; }
-  std::vector<std::string> PoolNames() const override { return {}; }
-  std::vector<v1::ResourcePool> Pools() const override { return {}; }
-  std::vector<v1::Agent> Agents() const override { return {}; }
-
-  void Emit(rm::AllocationEvent event) { sink_(event); }
-
-  bool started = false, stopped = false;
-  std::vector<std::string> submitted, adopted, killed;
-
- private:
-  std::string kind_;
-  rm::EventSink sink_;
-};
-
-rm::AllocationEvent Event(Kind kind, const std::string& id) {
-  rm::AllocationEvent e;
-  e.kind = kind;
-  e.allocation_id = id;
-  return e;
-}
 
 class AllocationServiceTest : public testing::MigratedDatabaseTest {
  protected:

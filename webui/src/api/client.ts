@@ -34,6 +34,8 @@ import type {
   Pagination,
   ResourcePool,
   Serving,
+  Task,
+  TasksQuery,
   Trial,
   TrialDetail,
   User,
@@ -56,6 +58,7 @@ import {
   normPagination,
   normResourcePool,
   normServing,
+  normTask,
   normToken,
   normTrial,
   normTrialDetail,
@@ -300,7 +303,8 @@ export class ApiClient extends ApiTransport {
   }
 
   /** Stops a server (its sf-serve process ends, its slots are freed); answers it as it is now,
-   *  usually STOPPING. Needs what acting on its experiment needs (403 otherwise). */
+   *  usually STOPPING. Needs what acting on the server's task needs (403 otherwise): its owner,
+   *  an editor or admin of its workspace, or an admin. */
   async stopServing(id: number): Promise<Serving> {
     const j = await this.call('StopServing', { path: { id }, body: {} });
     return normServing(j.serving);
@@ -311,6 +315,40 @@ export class ApiClient extends ApiTransport {
   async startServing(model: string, version: number): Promise<Serving> {
     const j = await this.call('StartServing', { body: { model, version } });
     return normServing(j.serving);
+  }
+
+  // ---------- tasks of their own: commands (`sf cmd run`) and servers (docs/tasks.md) ----------
+
+  /** The live tasks (QUEUED to STOPPING), by id; with `includeEnded` also the newest 100 ended
+   *  ones; with `kind` only commands or only servers. Any signed-in user may list them. */
+  async getTasks(q: TasksQuery = {}, signal?: AbortSignal): Promise<Task[]> {
+    const j = await this.call('ListTasks', { query: { kind: q.kind, includeEnded: q.includeEnded || undefined }, signal });
+    return list(j.tasks).map(normTask);
+  }
+
+  /** One task; while QUEUED with why it waits (`pendingReason`). 404 when there is none. */
+  async getTask(id: number, signal?: AbortSignal): Promise<Task> {
+    const j = await this.call('GetTask', { path: { id }, signal });
+    return normTask(j.task);
+  }
+
+  /** Kills a task (a command's processes end, a server stops; its slots are freed) and answers it
+   *  as it is now: STOPPING, or STOPPED when it was still queued, or as it was when it had already
+   *  ended. Needs acting on the task (403 otherwise): its owner, an editor or admin of its
+   *  workspace, or an admin. */
+  async killTask(id: number): Promise<Task> {
+    const j = await this.call('KillTask', { path: { id }, body: {} });
+    return normTask(j.task);
+  }
+
+  /** A task's log lines (a command's or a server's; a server's id is its task's) with ids above
+   *  `afterId`, oldest first: what its processes wrote (stdout, stderr) and what the master said
+   *  about it; at most `limit` (the master's default 10,000), with `search` only those containing
+   *  it. There is no follow mode: to watch a live task, ask again with `afterId` = the last id
+   *  seen. */
+  async getTaskLogs(id: number, opts: { afterId?: number; limit?: number; search?: string } = {}, signal?: AbortSignal): Promise<LogLine[]> {
+    const j = await this.call('GetTaskLogs', { path: { id }, query: { afterId: opts.afterId || undefined, limit: opts.limit, search: opts.search }, signal });
+    return list(j.logs).map(normLog);
   }
 
   async getAgents(signal?: AbortSignal): Promise<Agent[]> {

@@ -22,6 +22,7 @@ import type {
   ResourcePool,
   Serving,
   Slot,
+  Task,
   Trial,
   TrialDetail,
   User,
@@ -134,6 +135,7 @@ export function normLog(j: wire.LogLine | undefined): LogLine {
     message: str(o.message),
     time: optStr(o.time),
     agentId: str(o.agentId),
+    taskId: str(o.taskId),
   };
 }
 
@@ -145,6 +147,7 @@ function normSlot(j: wire.Slot | undefined): Slot {
     device: str(o.device),
     enabled: o.enabled === undefined ? false : bool(o.enabled),
     trialId: num(o.trialId),
+    allocationId: str(o.allocationId),
     uuid: str(o.uuid),
     memoryTotalBytes: num(o.memoryTotalBytes),
     usage: o.usage && typeof o.usage === 'object' ? normGpuUsage(o.usage) : undefined,
@@ -329,11 +332,34 @@ export function normServing(j: wire.Serving | undefined): Serving {
     resourcePool: str(o.resourcePool),
     owner: str(o.owner),
     workspace: str(o.workspace),
-    trialId: num(o.trialId),
     agentId: str(o.agentId),
     createdAt: optStr(o.createdAt),
     endedAt: optStr(o.endedAt),
     error: str(o.error),
     restarts: num(o.restarts),
+  };
+}
+
+export function normTask(j: wire.Task | undefined): Task {
+  const o = msg(j);
+  const exit = optNum(o.exitCode); // proto3 `optional`: present (0 too) once a command exited
+  return {
+    id: num(o.id),
+    kind: str(o.kind) || 'UNKNOWN',
+    state: str(o.state) || 'UNKNOWN',
+    owner: str(o.owner),
+    workspace: str(o.workspace),
+    entrypoint: list(o.entrypoint).map(str),
+    slots: num(o.slots),
+    resourcePool: str(o.resourcePool),
+    priority: num(o.priority),
+    agentId: str(o.agentId),
+    createdAt: optStr(o.createdAt),
+    endedAt: optStr(o.endedAt),
+    error: str(o.error),
+    restarts: num(o.restarts),
+    exitCode: exit !== undefined && Number.isFinite(exit) ? exit : undefined,
+    pendingReason: str(o.pendingReason),
+    allocationId: str(o.allocationId),
   };
 }

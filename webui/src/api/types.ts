@@ -146,14 +146,19 @@ export interface Checkpoint {
   state: string;
 }
 
+/** One line of a trial's or a task's logs (GET /trials/{id}/logs; GET /tasks/{id}/logs for a
+ *  command or a server). */
 export interface LogLine {
   id: number;
-  trialId: number;
+  trialId: number; // 0 for a line of a task that is not a trial's (a command's, a server's)
   rank: number;
   stream: string;
   message: string;
   time?: string;
   agentId: string;
+  /** The rank's task ("t12-r0-a1.0" for a trial's, "task7-r0-a1.0" for a command's or a
+   *  server's). Agents set it: '' on a line the master wrote itself or an older agent sent. */
+  taskId: string;
 }
 
 export type SlotType = NonNullable<wire.Slot['type']>; // SLOT_TYPE_UNSPECIFIED | _CPU | _CUDA
@@ -163,7 +168,11 @@ export interface Slot {
   type: SlotType;
   device: string;
   enabled: boolean;
-  trialId: number; // 0 when free
+  trialId: number; // the trial whose rank holds the slot; 0 when free or held by a task of its own
+  /** The allocation placed on the slot: "t12-r0-a1" for a trial's rank, "task7-r0-a1" for a task
+   *  of its own (command or server 7; trialId is then 0); '' when free (or from a master older
+   *  than the field). */
+  allocationId: string;
   uuid: string; // a GPU found through NVML: "GPU-…"; '' otherwise
   memoryTotalBytes: number; // a GPU's memory; 0 when unknown
   usage?: GpuUsage; // a GPU's latest sample (agent heartbeat); absent when there is none
@@ -354,15 +363,15 @@ export interface ModelsQuery {
 }
 
 /** A translation server the master schedules on agent slots (`sf serve start`, GET
- *  /api/v1/servings). It is carried by an experiment of its own: `id` is that experiment's id,
- *  `trialId` the sf-serve process's trial (its logs). */
+ *  /api/v1/servings). It is a task of its own, not an experiment: `id` is its task's id, and its
+ *  logs are read by that id (GET /api/v1/tasks/{id}/logs; ApiClient.getTaskLogs). */
 export interface Serving {
   id: number;
   modelName: string;
   modelVersion: number;
   checkpointUuid: string;
   /** QUEUED (waiting for slots), STARTING (placed, loading the weights), READY (answering at
-   *  `url`), PAUSED, STOPPING, STOPPED, FAILED (see `error`); 'UNKNOWN' when the master sent none.
+   *  `url`), STOPPING, STOPPED, FAILED (see `error`); 'UNKNOWN' when the master sent none.
    *  A string in the proto, not an enum: a state added later is shown as the master names it. */
   state: string;
   url: string; // set while READY: http://HOST:PORT
@@ -370,10 +379,46 @@ export interface Serving {
   resourcePool: string; // '' = the default pool
   owner: string;
   workspace: string;
-  trialId: number; // 0 when none yet
   agentId: string; // '' when not placed
   createdAt?: string;
   endedAt?: string; // once STOPPED or FAILED
   error: string;
   restarts: number; // times it was started again after a failure
+}
+
+/** The kinds of task the master runs besides trials (docs/tasks.md). A string in the proto: a
+ *  kind added later is shown as the master names it. */
+export type TaskKind = 'COMMAND' | 'SERVER' | (string & {});
+
+/** A task of its own, not an experiment's trial (GET /api/v1/tasks): a command (`sf cmd run`) or
+ *  a server (`sf serve start`; its task view: RUNNING where the server is STARTING or READY). */
+export interface Task {
+  id: number;
+  kind: TaskKind; // 'UNKNOWN' when the master sent none
+  /** QUEUED (waiting for slots: `pendingReason` says why), RUNNING, STOPPING (being killed),
+   *  STOPPED (killed; a server stopped), COMPLETED (a command that exited 0), FAILED (`error`);
+   *  'UNKNOWN' when the master sent none. */
+  state: string;
+  owner: string;
+  workspace: string;
+  entrypoint: string[]; // what its ranks run: the program and its arguments
+  slots: number;
+  resourcePool: string; // '' = the default pool
+  priority: number;
+  agentId: string; // where rank 0 runs now; '' when not placed
+  createdAt?: string;
+  endedAt?: string; // once STOPPED, COMPLETED or FAILED
+  error: string;
+  restarts: number;
+  /** Rank 0's exit status once a command ended (128 + N for a signal N); undefined before, and
+   *  when it ended without one (killed while queued, its agent lost). */
+  exitCode?: number;
+  pendingReason: string; // QUEUED: why it waits, as its resource manager says; '' otherwise
+  allocationId: string; // its newest allocation ("task7-r0-a1"); '' before the first
+}
+
+/** GET /api/v1/tasks's filters: one kind (all when absent), and the newest 100 ended ones too. */
+export interface TasksQuery {
+  kind?: 'COMMAND' | 'SERVER';
+  includeEnded?: boolean;
 }

@@ -6,7 +6,7 @@
 //   user:   creates experiments; acts on their own, and on those of workspaces where they are an
 //           editor or admin.
 //   admin:  acts on everything; sees users and the audit log.
-import type { Experiment, Serving, Whoami } from '../api/types';
+import type { Experiment, Serving, Task, Whoami } from '../api/types';
 
 /** Who is asking. `undefined` means the master does not authenticate (no /auth routes) or could
  *  not say who we are: then nothing is hidden and the master's answers decide. */
@@ -41,13 +41,25 @@ export function canActOn(me: Viewer, e: Pick<Experiment, 'id' | 'owner' | 'works
   return { ok: false, reason: `Experiment ${e.id} ${why}: you can act only on your own experiments and on those of workspaces where you are an editor or admin.` };
 }
 
-/** May `me` stop server `s`? The master asks what acting on the server's experiment asks. */
-export function canStopServing(me: Viewer, s: Pick<Serving, 'id' | 'owner' | 'workspace'>): Permission {
+/** What a task is called in a reason: by its kind (a kind added later is a "task"). */
+const TASK_NOUNS: Record<string, [string, string]> = { SERVER: ['server', 'servers'], COMMAND: ['command', 'commands'] };
+
+/** May `me` kill task `t` (a command, a server, a kind added later)? The master asks what acting
+ *  on the task asks: its owner, an editor or admin of its workspace, or an admin (the same rule as
+ *  for experiments). `verb` names the action in the reason ("kill"; "stop" for a server's Stop). */
+export function canActOnTask(me: Viewer, t: Pick<Task, 'id' | 'owner' | 'workspace'> & { kind?: string }, verb = 'kill'): Permission {
   if (!me || me.role === 'admin') return ALLOWED;
-  if (me.role === 'viewer') return { ok: false, reason: 'Your role is viewer: you can look at servers but not stop them.' };
-  const why = notYours(me, s.owner, s.workspace);
+  const [noun, nouns] = TASK_NOUNS[t.kind ?? ''] ?? ['task', 'tasks'];
+  if (me.role === 'viewer') return { ok: false, reason: `Your role is viewer: you can look at ${nouns} but not ${verb} them.` };
+  const why = notYours(me, t.owner, t.workspace);
   if (!why) return ALLOWED;
-  return { ok: false, reason: `Server ${s.id} ${why}: you can stop only your own servers and those of workspaces where you are an editor or admin.` };
+  const Noun = noun.charAt(0).toUpperCase() + noun.slice(1);
+  return { ok: false, reason: `${Noun} ${t.id} ${why}: you can ${verb} only your own ${nouns} and those of workspaces where you are an editor or admin.` };
+}
+
+/** May `me` stop server `s`? A server is a task: the rule of canActOnTask. */
+export function canStopServing(me: Viewer, s: Pick<Serving, 'id' | 'owner' | 'workspace'>): Permission {
+  return canActOnTask(me, { ...s, kind: 'SERVER' }, 'stop');
 }
 
 /** May `me` create (submit, fork, continue) experiments, or start servers? */

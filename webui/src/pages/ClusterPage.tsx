@@ -1,15 +1,18 @@
 // Cluster: resource pools (slots, usage and queue length, GET /api/v1/resource-pools), agents and
-// their slots (busy/free, which trial), each GPU slot with its memory in use and utilisation (the
+// their slots (busy or free; held by a trial, or by a server, a task of its own whose slots have
+// trialId 0 and allocationId "task7-r0-a1"), each GPU slot with its memory in use and utilisation (the
 // NVML sample of the agent's last heartbeat, in the same listing), utilization over time as the master records it
 // (GET /api/v1/cluster/utilization, so the chart is full right after a reload), and the queue of
-// waiting (QUEUED) trials of active experiments; and the servers the master schedules
-// (`sf serve start`, GET /api/v1/servings; Servers.tsx), with Stop. `servers=all` in the URL also
-// lists the stopped and failed ones. A pool Slurm places (docs/slurm.md) shows its nodes and
-// slots per node from sinfo, and its queued trials their Slurm job ids.
+// waiting (QUEUED) trials of active experiments; the servers the master schedules
+// (`sf serve start`, GET /api/v1/servings; Servers.tsx), with their logs and Stop. `servers=all` in the URL also
+// lists the stopped and failed ones; and every task of its own, commands (`sf cmd run`) and servers
+// alike, live and the latest ended (GET /api/v1/tasks; Tasks.tsx), with their logs and Kill. A
+// pool Slurm places (docs/slurm.md) shows its nodes and slots per node from sinfo, and its queued
+// trials their Slurm job ids.
 import { useMemo } from 'react';
 import type uPlot from 'uplot';
 import { api } from '../api/client';
-import type { Agent, ResourcePool, Slot, Trial } from '../api/types';
+import type { Agent, ResourcePool, Slot, TaskKind, Trial } from '../api/types';
 import { Empty, ErrorBanner, ProgressBar, Skeleton } from '../components/common';
 import { UPlotChart } from '../components/UPlotChart';
 import { utilizationSeries } from '../lib/chartData';
@@ -17,11 +20,59 @@ import { formatBytes, formatDateTime, formatRelative, stateLabel } from '../lib/
 import { usePolling } from '../lib/hooks';
 import { parseHash, useQueryState, type Route } from '../lib/router';
 import { isAgentPool, isSlurmPool, managerLabel, nodeCapacity, slotsPerNode } from '../lib/slurm';
-import { ServersSection, servingsUnsupported } from './Servers';
+import { revealServer, ServersSection, servingsUnsupported } from './Servers';
+import { revealTask, TasksSection, tasksUnsupported } from './Tasks';
 
 const POLL_MS = 3000;
 const HISTORY_WINDOW_S = 24 * 3600; // what the chart shows
 const HISTORY_POLL_MS = 15000; // the master writes one row per pool and minute
+
+/** What holds a slot, from the master's listing: a trial's rank (trialId, with allocationId
+ *  "t12-r0-a1"), a task of its own such as command or server 7 (allocationId "task7-r0-a1",
+ *  trialId 0), an allocation of a kind this dashboard does not know (shown by its id), or nothing. */
+export type SlotHolder = { kind: 'trial'; id: number } | { kind: 'task'; id: number } | { kind: 'other'; allocationId: string } | undefined;
+
+export function slotHolder(s: Pick<Slot, 'trialId' | 'allocationId'>): SlotHolder {
+  if (s.trialId) return { kind: 'trial', id: s.trialId };
+  const task = /^task(\d+)-/.exec(s.allocationId);
+  if (task) return { kind: 'task', id: Number(task[1]) };
+  return s.allocationId ? { kind: 'other', allocationId: s.allocationId } : undefined;
+}
+
+/** The kind of each task the page knows of, by id: from the task list, and (for a master that
+ *  lists servers but not tasks) from the server list. */
+export type TaskKinds = ReadonlyMap<number, TaskKind>;
+
+/** The slot's holder as the slots and GPU tables show it: a trial links to its page; a server to
+ *  its row in the Servers card above, a command (or a task of unknown kind) to its row in Tasks. */
+function SlotHolderLabel({ holder, kinds }: { holder: NonNullable<SlotHolder>; kinds: TaskKinds }) {
+  switch (holder.kind) {
+    case 'trial':
+      return <a href={`#/trials/${holder.id}`}>trial {holder.id}</a>;
+    case 'task': {
+      const kind = kinds.get(holder.id);
+      const server = kind === 'SERVER';
+      const noun = server ? 'server' : kind === 'COMMAND' ? 'command' : 'task';
+      return (
+        <a
+          href="#/cluster"
+          data-testid="slot-task"
+          data-kind={kind ?? ''}
+          title={`${noun.charAt(0).toUpperCase()}${noun.slice(1)} ${holder.id}, in ${server ? 'Servers' : 'Tasks'} above`}
+          onClick={(e) => {
+            // the hash holds the route (already the cluster page): scroll instead of navigating
+            e.preventDefault();
+            (server ? revealServer : revealTask)(holder.id);
+          }}
+        >
+          {noun} {holder.id}
+        </a>
+      );
+    }
+    case 'other':
+      return <span className="mono">{holder.allocationId}</span>;
+  }
+}
 
 export function utilization(agents: Agent[]): { used: number; total: number } {
   let used = 0;
@@ -31,7 +82,7 @@ export function utilization(agents: Agent[]): { used: number; total: number } {
     for (const s of a.slots) {
       if (!s.enabled) continue;
       total++;
-      if (s.trialId) used++;
+      if (slotHolder(s)) used++;
     }
   }
   return { used, total };
@@ -47,8 +98,20 @@ export function ClusterPage({ route }: { route?: Route }) {
   const showStopped = q.get('servers') === 'all';
   const agents = usePolling((s) => api.getAgents(s), [], POLL_MS);
   const servers = usePolling((s) => api.getServings(showStopped, s), [showStopped], POLL_MS);
-  // A master without the servings routes says so in the card, not in the page's banner.
+  const tasks = usePolling((s) => api.getTasks({ includeEnded: true }, s), [], POLL_MS);
+  // A master without the servings (or task) routes says so in the card, not in the page's banner.
   const serversError = servingsUnsupported(servers.error) ? undefined : servers.error;
+  const tasksError = tasksUnsupported(tasks.error) ? undefined : tasks.error;
+  const taskKinds = useMemo<TaskKinds>(() => {
+    const kinds = new Map<number, TaskKind>((servers.data ?? []).map((s) => [s.id, 'SERVER']));
+    for (const t of tasks.data ?? []) kinds.set(t.id, t.kind);
+    return kinds;
+  }, [servers.data, tasks.data]);
+  // a server stopped in one card is a task killed in the other: both lists are asked again
+  const reloadTasks = () => {
+    servers.reload();
+    tasks.reload();
+  };
   const pools = usePolling((s) => api.getResourcePools(s), [], POLL_MS);
   const queue = usePolling(
     async (s) => {
@@ -81,7 +144,7 @@ export function ClusterPage({ route }: { route?: Route }) {
           </span>
         )}
       </div>
-      <ErrorBanner error={agents.error ?? pools.error ?? serversError ?? queue.error ?? history.error} onRetry={() => { agents.reload(); pools.reload(); servers.reload(); queue.reload(); history.reload(); }} />
+      <ErrorBanner error={agents.error ?? pools.error ?? serversError ?? tasksError ?? queue.error ?? history.error} onRetry={() => { agents.reload(); pools.reload(); servers.reload(); tasks.reload(); queue.reload(); history.reload(); }} />
       <div className="card">
         <h2>Resource pools</h2>
         {pools.loading && !pools.data ? (
@@ -92,7 +155,8 @@ export function ClusterPage({ route }: { route?: Route }) {
           <PoolsTable rows={pools.data} />
         )}
       </div>
-      <ServersSection servers={servers} showStopped={showStopped} onShowStopped={(show) => setQ({ servers: show ? 'all' : undefined })} />
+      <ServersSection servers={servers} showStopped={showStopped} onShowStopped={(show) => setQ({ servers: show ? 'all' : undefined })} onChanged={reloadTasks} />
+      <TasksSection tasks={tasks} onChanged={reloadTasks} />
       <div className="card">
         <h2>Agents and slots</h2>
         {agents.loading && !agents.data ? (
@@ -128,12 +192,15 @@ export function ClusterPage({ route }: { route?: Route }) {
                     </td>
                     <td>
                       <ul className="slots" aria-label={`Slots of ${a.id}`}>
-                        {a.slots.map((s) => (
-                          <li key={s.id} className={`slot ${!s.enabled ? 'slot-off' : s.trialId ? 'slot-busy' : 'slot-free'}`} data-testid="slot" data-busy={s.trialId ? 'true' : 'false'} title={s.device}>
-                            <span className="slot-id">{s.id}</span> <span className="muted small">{stateLabel(s.type)}</span>{' '}
-                            {!s.enabled ? 'disabled' : s.trialId ? <a href={`#/trials/${s.trialId}`}>trial {s.trialId}</a> : 'free'}
-                          </li>
-                        ))}
+                        {a.slots.map((s) => {
+                          const holder = slotHolder(s);
+                          return (
+                            <li key={s.id} className={`slot ${!s.enabled ? 'slot-off' : holder ? 'slot-busy' : 'slot-free'}`} data-testid="slot" data-busy={holder ? 'true' : 'false'} title={s.device}>
+                              <span className="slot-id">{s.id}</span> <span className="muted small">{stateLabel(s.type)}</span>{' '}
+                              {!s.enabled ? 'disabled' : holder ? <SlotHolderLabel holder={holder} kinds={taskKinds} /> : 'free'}
+                            </li>
+                          );
+                        })}
                         {a.slots.length === 0 && <li className="muted">no slots</li>}
                       </ul>
                     </td>
@@ -149,7 +216,7 @@ export function ClusterPage({ route }: { route?: Route }) {
         <div className="card">
           <h2>GPUs</h2>
           <p className="muted small">Memory in use and utilisation of each GPU slot, as NVML reported them in the agent's last heartbeat (every second).</p>
-          <GpuTable rows={gpuSlots(agents.data)} />
+          <GpuTable rows={gpuSlots(agents.data)} kinds={taskKinds} />
         </div>
       )}
       <div className="card">
@@ -179,7 +246,7 @@ export function ClusterPage({ route }: { route?: Route }) {
   );
 }
 
-function GpuTable({ rows }: { rows: { agent: Agent; slot: Slot }[] }) {
+function GpuTable({ rows, kinds }: { rows: { agent: Agent; slot: Slot }[]; kinds: TaskKinds }) {
   return (
     <div className="table-wrap">
       <table className="table" data-testid="gpus-table">
@@ -190,12 +257,13 @@ function GpuTable({ rows }: { rows: { agent: Agent; slot: Slot }[] }) {
             <th scope="col">GPU</th>
             <th scope="col">Memory used</th>
             <th scope="col">Utilization</th>
-            <th scope="col">Trial</th>
+            <th scope="col">Running</th>
           </tr>
         </thead>
         <tbody>
           {rows.map(({ agent, slot }) => {
             const u = slot.usage;
+            const holder = slotHolder(slot);
             const why = !agent.connected ? 'agent disconnected' : 'no sample: NVML gave no reading for this GPU';
             const total = slot.memoryTotalBytes > 0 ? formatBytes(slot.memoryTotalBytes) : '?';
             return (
@@ -216,7 +284,7 @@ function GpuTable({ rows }: { rows: { agent: Agent; slot: Slot }[] }) {
                 <td data-label="Utilization" data-testid="gpu-util" title={u?.sampleTime ? `sampled ${formatDateTime(u.sampleTime)}` : why}>
                   {u ? <ProgressBar done={u.utilizationPercent} total={100} label={`Utilization of ${slot.id}`} text={`${u.utilizationPercent}%`} /> : <span className="muted">–</span>}
                 </td>
-                <td data-label="Trial">{slot.trialId ? <a href={`#/trials/${slot.trialId}`}>trial {slot.trialId}</a> : 'free'}</td>
+                <td data-label="Running" data-testid="gpu-holder">{holder ? <SlotHolderLabel holder={holder} kinds={kinds} /> : 'free'}</td>
               </tr>
             );
           })}

@@ -1,18 +1,21 @@
 // Servers the master schedules (`sf serve start`; docs/serving.md): the cluster page's "Servers"
-// card, one row per server with its model version, state, URL once READY, slots, agent, the trial
-// that carries its sf-serve process (its logs), owner and creation time, and Stop behind a
-// confirmation (POST /api/v1/servings/{id}/stop); and the model page's Serve button, which starts
+// card, one row per server with its model version, state, URL once READY, slots, agent, a Logs
+// button that opens its logs under the row (TaskLogs.tsx: GET /api/v1/tasks/{id}/logs, a server's id
+// being its task's; polled while the server runs), owner and creation time, and Stop behind a confirmation
+// (POST /api/v1/servings/{id}/stop); and the model page's Serve button, which starts
 // one for a version with the master's defaults (POST /api/v1/servings). The cluster page polls the
 // list (GET /api/v1/servings) with the rest of the page; this file only shows it and acts on it.
 // Who may stop or start mirrors the master's policy (lib/permissions.ts); the master decides.
-import { useId, useState, type ReactNode } from 'react';
+import { useId, useState } from 'react';
 import { api, type ApiError } from '../api/client';
 import type { Serving } from '../api/types';
 import { ConfirmDialog, Empty, Skeleton, StateBadge } from '../components/common';
+import { GatedButton, useConfirmed } from '../components/gated';
 import { formatDateTime } from '../lib/format';
-import { toApiError, type Loaded } from '../lib/hooks';
-import { canCreate, canStopServing, type Permission } from '../lib/permissions';
+import type { Loaded } from '../lib/hooks';
+import { canCreate, canStopServing } from '../lib/permissions';
 import { useSession } from '../lib/session';
+import { TaskLogs } from './TaskLogs';
 
 /** States in which a server has ended or is ending: there is nothing left to stop. Any other
  *  state (a newer one too) offers Stop; the master answers 409 when it cannot. */
@@ -36,9 +39,19 @@ export function servingsUnsupported(e: ApiError | undefined): boolean {
 
 const modelHref = (name: string) => `#/models/${encodeURIComponent(name)}`;
 
+/** Brings server `id`'s row of the Servers card into view and focuses its first control (the
+ *  cluster page's slots link here: the hash holds the route, so there is no anchor to jump to).
+ *  Falls back to the card when the row is not listed (a master without the servings routes). */
+export function revealServer(id: number): void {
+  const row = document.querySelector<HTMLElement>(`[data-testid="server-row"][data-id="${Math.trunc(id)}"]`);
+  const target = row ?? document.querySelector<HTMLElement>('[data-testid="servers-card"]');
+  target?.scrollIntoView?.({ block: 'center' });
+  target?.querySelector<HTMLElement>('a, button, input')?.focus({ preventScroll: true });
+}
+
 /** The cluster page's card: the list the page polls, a "Show stopped" switch (in the URL), the
- *  empty state, and the table. */
-export function ServersSection({ servers, showStopped, onShowStopped }: { servers: Loaded<Serving[]>; showStopped: boolean; onShowStopped: (show: boolean) => void }) {
+ *  empty state, and the table. `onChanged` after a Stop (default: the list is asked again). */
+export function ServersSection({ servers, showStopped, onShowStopped, onChanged = servers.reload }: { servers: Loaded<Serving[]>; showStopped: boolean; onShowStopped: (show: boolean) => void; onChanged?: () => void }) {
   const unsupported = servingsUnsupported(servers.error);
   return (
     <div className="card" data-testid="servers-card">
@@ -59,7 +72,7 @@ export function ServersSection({ servers, showStopped, onShowStopped }: { server
           <code>sf serve start --model NAME [--version N]</code>, or Serve on a model's page.
         </Empty>
       ) : (
-        <ServersTable rows={servers.data} onChanged={servers.reload} />
+        <ServersTable rows={servers.data} onChanged={onChanged} />
       )}
     </div>
   );
@@ -77,7 +90,7 @@ export function ServersTable({ rows, onChanged }: { rows: Serving[]; onChanged: 
             <th scope="col">URL</th>
             <th scope="col" className="num">Slots</th>
             <th scope="col">Agent</th>
-            <th scope="col">Trial</th>
+            <th scope="col">Logs</th>
             <th scope="col">Owner</th>
             <th scope="col">Created</th>
             <th scope="col">Actions</th>
@@ -93,133 +106,87 @@ export function ServersTable({ rows, onChanged }: { rows: Serving[]; onChanged: 
   );
 }
 
+/** The table's columns: the logs panel's row spans them all. */
+const COLUMNS = 10;
+
 function ServerRow({ s, onChanged }: { s: Serving; onChanged: () => void }) {
   const link = serverLink(s);
-  return (
-    <tr data-testid="server-row" data-id={s.id} data-state={s.state}>
-      <td data-testid="server-model">
-        {s.modelName ? (
-          <a href={modelHref(s.modelName)} className="strong">
-            {s.modelName}
-          </a>
-        ) : (
-          <span className="muted">–</span>
-        )}
-        <div className="muted small">server {s.id}</div>
-      </td>
-      <td data-label="Version" data-testid="server-version" title={s.checkpointUuid ? `checkpoint ${s.checkpointUuid}` : undefined}>
-        {s.modelVersion ? `v${s.modelVersion}` : '–'}
-      </td>
-      <td data-label="State" data-testid="server-state">
-        <StateBadge state={s.state} />
-        {s.state === 'QUEUED' && <div className="muted small">waiting for slots</div>}
-        {s.restarts > 0 && <div className="muted small">restarted {s.restarts}×</div>}
-        {s.error && (
-          <div className="error-inline small" data-testid="server-error">
-            {s.error}
-          </div>
-        )}
-      </td>
-      <td data-label="URL" data-testid="server-url">
-        {link ? (
-          <a href={link} target="_blank" rel="noreferrer" className="mono">
-            {link}
-          </a>
-        ) : (
-          <span className="muted">–</span>
-        )}
-      </td>
-      <td className="num" data-label="Slots" data-testid="server-slots">
-        {s.slots}
-        {s.resourcePool && <div className="muted small">pool {s.resourcePool}</div>}
-      </td>
-      <td data-label="Agent" data-testid="server-agent">
-        {s.agentId || <span className="muted">–</span>}
-      </td>
-      <td data-label="Trial" data-testid="server-trial">
-        {s.trialId ? (
-          <>
-            <a href={`#/trials/${s.trialId}`}>trial {s.trialId}</a>
-            {' · '}
-            <a href={`#/trials/${s.trialId}?follow=1`} aria-label={`Logs of server ${s.id}`}>
-              logs
-            </a>
-          </>
-        ) : (
-          <span className="muted">–</span>
-        )}
-      </td>
-      <td data-label="Owner">
-        {s.owner || '–'}
-        {s.workspace && <div className="muted small">{s.workspace}</div>}
-      </td>
-      <td data-label="Created">
-        {formatDateTime(s.createdAt)}
-        {s.endedAt && <div className="muted small">ended {formatDateTime(s.endedAt)}</div>}
-      </td>
-      <td>{canBeStopped(s) ? <StopServerButton s={s} onDone={onChanged} /> : <span className="muted">–</span>}</td>
-    </tr>
-  );
-}
-
-/** A button that asks first; where `may` says no it stays focusable but aria-disabled, with the
- *  reason as its tooltip and accessible description (as the experiment actions do). */
-function GatedButton(props: { may: Permission; label: string; ariaLabel: string; testId: string; danger?: boolean; onClick: () => void }) {
-  const whyId = useId();
-  const { may } = props;
+  const [logsOpen, setLogsOpen] = useState(false);
+  const panelId = useId();
   return (
     <>
-      <button
-        type="button"
-        className={`btn btn-small ${props.danger ? 'btn-danger-outline' : ''} ${may.ok ? '' : 'btn-denied'}`}
-        onClick={() => may.ok && props.onClick()}
-        aria-disabled={may.ok ? undefined : true}
-        aria-describedby={may.ok ? undefined : whyId}
-        title={may.ok ? undefined : may.reason}
-        aria-label={props.ariaLabel}
-        data-testid={props.testId}
-        data-denied={may.ok ? undefined : 'true'}
-      >
-        {props.label}
-      </button>
-      {!may.ok && (
-        <span id={whyId} className="sr-only">
-          {may.reason}
-        </span>
+      <tr data-testid="server-row" data-id={s.id} data-state={s.state}>
+        <td data-testid="server-model">
+          {s.modelName ? (
+            <a href={modelHref(s.modelName)} className="strong">
+              {s.modelName}
+            </a>
+          ) : (
+            <span className="muted">–</span>
+          )}
+          <div className="muted small">server {s.id}</div>
+        </td>
+        <td data-label="Version" data-testid="server-version" title={s.checkpointUuid ? `checkpoint ${s.checkpointUuid}` : undefined}>
+          {s.modelVersion ? `v${s.modelVersion}` : '–'}
+        </td>
+        <td data-label="State" data-testid="server-state">
+          <StateBadge state={s.state} />
+          {s.state === 'QUEUED' && <div className="muted small">waiting for slots</div>}
+          {s.restarts > 0 && <div className="muted small">restarted {s.restarts}×</div>}
+          {s.error && (
+            <div className="error-inline small" data-testid="server-error">
+              {s.error}
+            </div>
+          )}
+        </td>
+        <td data-label="URL" data-testid="server-url">
+          {link ? (
+            <a href={link} target="_blank" rel="noreferrer" className="mono">
+              {link}
+            </a>
+          ) : (
+            <span className="muted">–</span>
+          )}
+        </td>
+        <td className="num" data-label="Slots" data-testid="server-slots">
+          {s.slots}
+          {s.resourcePool && <div className="muted small">pool {s.resourcePool}</div>}
+        </td>
+        <td data-label="Agent" data-testid="server-agent">
+          {s.agentId || <span className="muted">–</span>}
+        </td>
+        <td data-label="Logs" data-testid="server-logs">
+          <button
+            type="button"
+            className="btn btn-small"
+            aria-expanded={logsOpen}
+            aria-controls={logsOpen ? panelId : undefined}
+            aria-label={`${logsOpen ? 'Hide logs' : 'Logs'} of server ${s.id}`}
+            onClick={() => setLogsOpen((o) => !o)}
+            data-testid="server-logs-toggle"
+          >
+            {logsOpen ? 'Hide logs' : 'Logs'}
+          </button>
+        </td>
+        <td data-label="Owner">
+          {s.owner || '–'}
+          {s.workspace && <div className="muted small">{s.workspace}</div>}
+        </td>
+        <td data-label="Created">
+          {formatDateTime(s.createdAt)}
+          {s.endedAt && <div className="muted small">ended {formatDateTime(s.endedAt)}</div>}
+        </td>
+        <td>{canBeStopped(s) ? <StopServerButton s={s} onDone={onChanged} /> : <span className="muted">–</span>}</td>
+      </tr>
+      {logsOpen && (
+        <tr data-testid="server-logs-row" data-id={s.id}>
+          <td colSpan={COLUMNS} className="task-logs-cell">
+            <TaskLogs id={s.id} kind="SERVER" state={s.state} panelId={panelId} />
+          </td>
+        </tr>
       )}
     </>
   );
-}
-
-/** One request behind a confirmation: the dialog stays open with the master's message when the
- *  request fails, and closes when it succeeds. */
-function useConfirmed<T>(request: () => Promise<T>, onDone: (result: T) => void) {
-  const [open, setOpen] = useState(false);
-  const [busy, setBusy] = useState(false);
-  const [err, setErr] = useState<string>();
-  const run = async () => {
-    setBusy(true);
-    setErr(undefined);
-    try {
-      const result = await request();
-      setOpen(false);
-      onDone(result);
-    } catch (e) {
-      setErr(toApiError(e).message);
-    } finally {
-      setBusy(false);
-    }
-  };
-  const ask = () => {
-    setErr(undefined);
-    setOpen(true);
-  };
-  const errorLine: ReactNode = err ? (
-    <p className="error-inline" role="alert">
-      {err}
-    </p>
-  ) : null;
-  return { open, busy, run, ask, cancel: () => setOpen(false), errorLine };
 }
 
 /** Stop, behind a confirmation; `onDone` after the master took it (the list then shows STOPPING). */

@@ -98,6 +98,15 @@ export interface ContinueExperimentRequest {
   maxLength?: string; // int64
 }
 
+export interface CreateCommandRequest {
+  context?: string; // byte
+  entrypoint?: string[];
+  priority?: number;
+  resourcePool?: string;
+  slots?: number;
+  workspace?: string;
+}
+
 export interface CreateExperimentRequest {
   activate?: boolean;
   configYaml?: string;
@@ -327,6 +336,10 @@ export interface ListServingsResponse {
   servings?: Serving[];
 }
 
+export interface ListTasksResponse {
+  tasks?: Task[];
+}
+
 export interface ListTokensResponse {
   tokens?: Token[];
 }
@@ -353,6 +366,7 @@ export interface LogLine {
   message?: string;
   rank?: number;
   stream?: string;
+  taskId?: string;
   time?: string; // date-time
   trialId?: string; // int64
 }
@@ -462,7 +476,6 @@ export interface Serving {
   slots?: number;
   state?: string;
   token?: string;
-  trialId?: string; // int64
   url?: string;
   workspace?: string;
 }
@@ -488,6 +501,7 @@ export interface SetWorkspaceMemberRequest {
 }
 
 export interface Slot {
+  allocationId?: string;
   device?: string;
   enabled?: boolean;
   id?: string;
@@ -511,6 +525,30 @@ export interface StartServingRequest {
   threads?: number;
   version?: number;
   workspace?: string;
+}
+
+export interface Task {
+  agentId?: string;
+  allocationId?: string;
+  createdAt?: string; // date-time
+  endedAt?: string; // date-time
+  entrypoint?: string[];
+  error?: string;
+  exitCode?: number;
+  id?: string; // int64
+  kind?: string;
+  owner?: string;
+  pendingReason?: string;
+  priority?: number;
+  resourcePool?: string;
+  restarts?: number;
+  slots?: number;
+  state?: string;
+  workspace?: string;
+}
+
+export interface TaskResponse {
+  task?: Task;
 }
 
 export interface TestWebhookResponse {
@@ -638,6 +676,7 @@ export const operations = {
   "ArchiveExperiments": {"method":"POST","path":"/api/v1/experiments/archive","pathParams":[],"queryParams":[]},
   "ArchiveModel": {"method":"POST","path":"/api/v1/models/{name}/archive","pathParams":["name"],"queryParams":[]},
   "ContinueExperiment": {"method":"POST","path":"/api/v1/experiments/{id}/continue","pathParams":["id"],"queryParams":[]},
+  "CreateCommand": {"method":"POST","path":"/api/v1/commands","pathParams":[],"queryParams":[]},
   "CreateExperiment": {"method":"POST","path":"/api/v1/experiments","pathParams":[],"queryParams":[]},
   "CreateModel": {"method":"POST","path":"/api/v1/models","pathParams":[],"queryParams":[]},
   "CreateToken": {"method":"POST","path":"/api/v1/tokens","pathParams":[],"queryParams":[]},
@@ -668,14 +707,18 @@ export const operations = {
   "GetModelVersion": {"method":"GET","path":"/api/v1/models/{name}/versions/{version}","pathParams":["name","version"],"queryParams":[]},
   "GetResourcePools": {"method":"GET","path":"/api/v1/resource-pools","pathParams":[],"queryParams":[]},
   "GetServing": {"method":"GET","path":"/api/v1/servings/{id}","pathParams":["id"],"queryParams":[]},
+  "GetTask": {"method":"GET","path":"/api/v1/tasks/{id}","pathParams":["id"],"queryParams":[]},
+  "GetTaskLogs": {"method":"GET","path":"/api/v1/tasks/{id}/logs","pathParams":["id"],"queryParams":["after_id","limit","search"]},
   "GetTrial": {"method":"GET","path":"/api/v1/trials/{id}","pathParams":["id"],"queryParams":[]},
   "GetTrialLogs": {"method":"GET","path":"/api/v1/trials/{id}/logs","pathParams":["id"],"queryParams":["after_id","limit","follow","search"]},
   "GetTrialMetrics": {"method":"GET","path":"/api/v1/trials/{id}/metrics","pathParams":["id"],"queryParams":["kind","start_batches","end_batches","max_points"]},
   "Health": {"method":"GET","path":"/health","pathParams":[],"queryParams":[]},
   "KillExperiment": {"method":"POST","path":"/api/v1/experiments/{id}/kill","pathParams":["id"],"queryParams":[]},
   "KillExperiments": {"method":"POST","path":"/api/v1/experiments/kill","pathParams":[],"queryParams":[]},
+  "KillTask": {"method":"POST","path":"/api/v1/tasks/{id}/kill","pathParams":["id"],"queryParams":[]},
   "ListModels": {"method":"GET","path":"/api/v1/models","pathParams":[],"queryParams":["name","label","include_archived","workspace","sort_by","descending","offset","limit"]},
   "ListServings": {"method":"GET","path":"/api/v1/servings","pathParams":[],"queryParams":["include_stopped"]},
+  "ListTasks": {"method":"GET","path":"/api/v1/tasks","pathParams":[],"queryParams":["kind","include_ended"]},
   "ListTokens": {"method":"GET","path":"/api/v1/tokens","pathParams":[],"queryParams":["all"]},
   "ListUsers": {"method":"GET","path":"/api/v1/users","pathParams":[],"queryParams":[]},
   "ListWebhookDeliveries": {"method":"GET","path":"/api/v1/webhooks/{id}/deliveries","pathParams":["id"],"queryParams":["limit"]},
@@ -742,6 +785,11 @@ export interface OperationTypes {
     query: {};
     request: ContinueExperimentRequest;
     response: CreateExperimentResponse;
+  };
+  CreateCommand: {
+    query: {};
+    request: CreateCommandRequest;
+    response: TaskResponse;
   };
   CreateExperiment: {
     query: {};
@@ -916,6 +964,20 @@ export interface OperationTypes {
     request: undefined;
     response: ServingResponse;
   };
+  GetTask: {
+    query: {};
+    request: undefined;
+    response: TaskResponse;
+  };
+  GetTaskLogs: {
+    query: {
+      after_id?: string;
+      limit?: number;
+      search?: string;
+    };
+    request: undefined;
+    response: GetTrialLogsResponse;
+  };
   GetTrial: {
     query: {};
     request: undefined;
@@ -957,6 +1019,11 @@ export interface OperationTypes {
     request: BulkExperimentActionRequest;
     response: BulkExperimentActionResponse;
   };
+  KillTask: {
+    query: {};
+    request: undefined;
+    response: TaskResponse;
+  };
   ListModels: {
     query: {
       name?: string;
@@ -977,6 +1044,14 @@ export interface OperationTypes {
     };
     request: undefined;
     response: ListServingsResponse;
+  };
+  ListTasks: {
+    query: {
+      kind?: string;
+      include_ended?: boolean;
+    };
+    request: undefined;
+    response: ListTasksResponse;
   };
   ListTokens: {
     query: {

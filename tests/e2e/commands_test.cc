@@ -1,0 +1,124 @@
+// `sf cmd run` on a real local cluster (docs/tasks.md; master/tasks/task_coordinator.h): a
+// command runs once on an agent's slot with its context directory as its working directory,
+// its output comes back to the terminal in order and it exits with the program's status; torch
+// imports in it; a command waiting for a busy slot says why; `sf cmd kill` ends one; `sf task
+// list` shows them; bad requests name what is wrong.
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <string>
+
+#include "common/subprocess.h"
+#include "tests/e2e/cluster_fixture.h"
+
+namespace sf::testing {
+namespace {
+using namespace std::chrono_literals;
+
+Result<sf::CommandResult> Sf(Cluster& c, std::vector<std::string> args, std::chrono::seconds timeout = 180s) {
+  // "sf cmd run --master URL ...": the flag before `--` and the program's own arguments.
+  args.insert(args.begin() + 2, {"--master", c.url()});
+  args.insert(args.begin(), Cluster::Binary("sf"));
+  sf::CommandOptions o;
+  o.timeout = timeout;
+  return sf::RunCommand(args, o);
+}
+
+// The id in "command N is ..." of sf's output; 0 when there is none.
+int64_t CommandId(const std::string& output) {
+  std::smatch m;
+  return std::regex_search(output, m, std::regex(R"(command (\d+) is)")) ? std::stoll(m[1]) : 0;
+}
+
+std::string TaskState(Cluster& c, int64_t id, Value* task = nullptr) {
+  auto [status, body] = c.Get("/api/v1/tasks/" + std::to_string(id));
+  if (status != 200 || !body.Find("task")) return "HTTP " + std::to_string(status) + " " + body.ToJson();
+  if (task) *task = *body.Find("task");
+  const Value* state = body.Find("task")->Find("state");
+  return state ? state->as_string() : "";
+}
+
+TEST(Commands, RunOnceWithTheirContextPrintTheirOutputAndExitWithTheirStatus) {
+  Cluster c(1, 1);
+  // Refusals, before anything is scheduled.
+  for (const auto& [body, message] : std::vector<std::pair<std::string, std::string>>{
+           {R"({})", "entrypoint: required"},
+           {R"({"entrypoint": ["sh"], "slots": 5})", "slots: 5 is more than"},
+           {R"({"entrypoint": ["sh"], "priority": 100})", "priority: 100 must be 1..99"},
+           {R"({"entrypoint": ["sh"], "context": "bm90IGEgdGFy"})", "context:"},
+       }) {
+    auto [code, reply] = c.Post("/api/v1/commands", body);
+    EXPECT_EQ(code, 400) << body << " -> " << reply.ToJson();
+    const Value* m = reply.Find("message");
+    EXPECT_TRUE(m && m->as_string().find(message) != std::string::npos) << body << " -> " << reply.ToJson();
+  }
+
+  // Its context is its working directory; stdout and stderr come back; its status is sf's.
+  TempDir context;
+  context.WriteFile("greeting.txt", "hello from the context\n");
+  auto failing = Sf(c, {"cmd", "run", "--context", context.path(), "--", "/bin/sh", "-c",
+                        "cat greeting.txt; echo to-stderr >&2; exit 3"});
+  ASSERT_TRUE(failing.ok()) << failing.status().ToString();
+  EXPECT_EQ(failing->exit_code, 3) << failing->output;
+  EXPECT_NE(failing->output.find("hello from the context\n"), std::string::npos) << failing->output;
+  EXPECT_NE(failing->output.find("to-stderr\n"), std::string::npos) << failing->output;
+  const int64_t failed_id = CommandId(failing->output);
+  ASSERT_GT(failed_id, 0) << failing->output;
+  Value failed;
+  EXPECT_EQ(TaskState(c, failed_id, &failed), "FAILED");
+  EXPECT_EQ(failed.Find("exitCode") ? failed.Find("exitCode")->as_double() : -1, 3) << failed.ToJson();
+  EXPECT_EQ(failed.Find("kind")->as_string(), "COMMAND");
+  EXPECT_EQ(failed.Find("restarts") ? failed.Find("restarts")->as_double() : 0, 0) << "a command is not restarted";
+
+  // torch imports on the cluster, and a command that succeeds exits 0.
+  // /usr/bin/python3 has python3-torch (a python3 earlier on PATH may not).
+  auto torch = Sf(c, {"cmd", "run", "--", "/usr/bin/python3", "-c", "import torch; print('torch', torch.__version__)"}, 300s);
+  ASSERT_TRUE(torch.ok()) << torch.status().ToString();
+  EXPECT_EQ(torch->exit_code, 0) << torch->output;
+  EXPECT_TRUE(std::regex_search(torch->output, std::regex(R"(torch \d+\.\d+)"))) << torch->output;
+
+  // A command holding the one slot; another waits and says why; kill ends both.
+  auto holder = Sf(c, {"cmd", "run", "--detach", "--", "sleep", "600"});
+  ASSERT_TRUE(holder.ok() && holder->exit_code == 0) << (holder.ok() ? holder->output : holder.status().ToString());
+  const int64_t holding = CommandId(holder->output);
+  ASSERT_GT(holding, 0) << holder->output;
+  ASSERT_TRUE(c.WaitFor([&] { return TaskState(c, holding) == "RUNNING"; }, 60s)) << TaskState(c, holding);
+  auto waiter = Sf(c, {"cmd", "run", "--detach", "--", "true"});
+  ASSERT_TRUE(waiter.ok() && waiter->exit_code == 0);
+  const int64_t waiting = CommandId(waiter->output);
+  ASSERT_GT(waiting, 0) << waiter->output;
+  Value queued;
+  ASSERT_TRUE(c.WaitFor(
+      [&] {
+        return TaskState(c, waiting, &queued) == "QUEUED" && queued.Find("pendingReason") &&
+               !queued.Find("pendingReason")->as_string().empty();
+      },
+      30s))
+      << queued.ToJson();
+  auto listed = Sf(c, {"task", "list"});
+  ASSERT_TRUE(listed.ok());
+  EXPECT_TRUE(std::regex_search(listed->output, std::regex(std::to_string(holding) + " +COMMAND +RUNNING")))
+      << listed->output;
+  EXPECT_TRUE(std::regex_search(listed->output, std::regex(std::to_string(waiting) + " +COMMAND +QUEUED")))
+      << listed->output;
+  auto killed = Sf(c, {"cmd", "kill", std::to_string(holding)});
+  ASSERT_TRUE(killed.ok());
+  EXPECT_EQ(killed->exit_code, 0) << killed->output;
+  EXPECT_TRUE(c.WaitFor([&] { return TaskState(c, holding) == "STOPPED"; }, 60s)) << TaskState(c, holding);
+  // The slot is free: the waiting one runs and completes.
+  EXPECT_TRUE(c.WaitFor([&] { return TaskState(c, waiting) == "COMPLETED"; }, 60s)) << TaskState(c, waiting);
+
+  // Its output stays readable; ended ones are listed with --all.
+  auto logs = Sf(c, {"cmd", "logs", std::to_string(failed_id)});
+  ASSERT_TRUE(logs.ok());
+  EXPECT_NE(logs->output.find("hello from the context"), std::string::npos) << logs->output;
+  auto all = Sf(c, {"cmd", "list", "--all"});
+  ASSERT_TRUE(all.ok());
+  EXPECT_TRUE(std::regex_search(all->output, std::regex(std::to_string(failed_id) + " +COMMAND +FAILED +3")))
+      << all->output;
+  EXPECT_EQ(c.Get("/api/v1/tasks/999999").first, 404);
+  EXPECT_EQ(c.Post("/api/v1/tasks/999999/kill", "").first, 404);
+}
+
+}  // namespace
+}  // namespace sf::testing
