@@ -284,6 +284,21 @@ class LocalModeTest(unittest.TestCase):
         self.assertFalse(os.path.exists(os.path.join(self.dir, "steadfast-local")))
         self.assertTrue(os.path.isdir(os.path.join(self.dir, "d")))
 
+    def test_a_command_or_server_task_is_no_trial_so_init_runs_locally(self) -> None:
+        # A task of its own (sf cmd run: docs/tasks.md) has a master and a task id but no
+        # trial; an older agent may still set SF_TRIAL_ID=0.
+        for trial in (None, "0"):
+            env = {"SF_MASTER_ADDRESS": "127.0.0.1:1", "SF_TASK_ID": "task7-r0-a1.0",
+                   "SF_TASK_KIND": "COMMAND", "SF_LOCAL_DIR": os.path.join(self.dir, "cmd")}
+            if trial is not None:
+                env["SF_TRIAL_ID"] = trial
+            p = self.run_script("""
+                import steadfast
+                with steadfast.core.init(hparams={"b": 2}, max_length=1) as ctx:
+                    print("MODE", ctx.info.mode, ctx.info.hparams)
+                """, **env)
+            self.assertIn("MODE local {'b': 2}", p.stdout, trial)
+
     def test_an_operation_must_be_completed_before_the_next(self) -> None:
         p = self.run_script("""
             import steadfast
