@@ -22,7 +22,10 @@ constexpr int kMaxArguments = 1024;
 Result<v1::TaskResponse> TaskReply(ApiHandlers* h, int64_t id) {
   SF_ASSIGN_OR_RETURN(std::optional<v1::Task> task, TaskStore(h->writes()).Get(id));
   if (!task) return NotFound("no task " + std::to_string(id) + " (sf task list shows them)");
-  if (task->state() == "QUEUED") task->set_pending_reason(h->cluster()->tasks().PendingReason(id));
+  if (task->state() == "QUEUED") {
+    const std::map<int64_t, std::string> reasons = h->cluster()->tasks().PendingReasons();
+    if (auto reason = reasons.find(id); reason != reasons.end()) task->set_pending_reason(reason->second);
+  }
   v1::TaskResponse out;
   *out.mutable_task() = std::move(*task);
   return out;
@@ -83,9 +86,12 @@ void ApiMethods::AddTaskMethods() {
       return InvalidArgument("kind: \"" + ReplaceInvalidUtf8(r.kind().substr(0, 32)) + "\" must be SERVER or COMMAND");
     }
     SF_ASSIGN_OR_RETURN(std::vector<v1::Task> tasks, TaskStore(h->writes()).List(r.kind(), r.include_ended()));
+    const std::map<int64_t, std::string> reasons = h->cluster()->tasks().PendingReasons();
     v1::ListTasksResponse out;
     for (v1::Task& t : tasks) {
-      if (t.state() == "QUEUED") t.set_pending_reason(h->cluster()->tasks().PendingReason(t.id()));
+      if (auto reason = reasons.find(t.id()); t.state() == "QUEUED" && reason != reasons.end()) {
+        t.set_pending_reason(reason->second);
+      }
       *out.add_tasks() = std::move(t);
     }
     return out;

@@ -192,8 +192,7 @@ void TaskCoordinator::ExitedLocked(Task& t, const AllocationUpdate& update) {
   log::Info("task", {{"event", "allocation_exited"}, {"id", std::to_string(t.id)}, {"allocation", t.allocation_id},
                      {"manager", update.manager}, {"reason", event.reason}});
   t.running = false;
-  const std::string allocation = std::exchange(t.allocation_id, "");
-  (void)allocation;
+  t.allocation_id.clear();
   if (t.state == "STOPPING") {
     SetStateLocked(t, "STOPPED");
     return;
@@ -304,23 +303,22 @@ Result<std::string> TaskCoordinator::Context(const v1::TrialIdentity& who) {
   return store_.Context(id);  // up to 96 MiB from PostgreSQL: outside mu_
 }
 
-std::string TaskCoordinator::PendingReason(int64_t id) {
-  std::string allocation;
+std::map<int64_t, std::string> TaskCoordinator::PendingReasons() {
+  std::map<int64_t, std::pair<std::string, std::string>> queued;  // id -> (allocation, pool)
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = tasks_.find(id);
-    if (it == tasks_.end() || it->second.state != "QUEUED") return "";
-    allocation = it->second.allocation_id;
+    for (const auto& [id, t] : tasks_) {
+      if (t.state == "QUEUED") queued[id] = {t.allocation_id, t.spec.resource_pool};
+    }
   }
+  // The service's own lock, after mu_ is released: one pass for every queued task.
   const std::map<std::string, std::string> waiting = allocations_->PendingReasons();
-  auto reason = waiting.find(allocation);
-  return reason == waiting.end() ? "submitted to " + allocations_->ManagerKind(PoolOf(id)) : reason->second;
-}
-
-std::string TaskCoordinator::PoolOf(int64_t id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = tasks_.find(id);
-  return it == tasks_.end() ? "default" : it->second.spec.resource_pool;
+  std::map<int64_t, std::string> out;
+  for (const auto& [id, where] : queued) {
+    auto reason = waiting.find(where.first);
+    out[id] = reason == waiting.end() ? "submitted to " + allocations_->ManagerKind(where.second) : reason->second;
+  }
+  return out;
 }
 
 Status TaskCoordinator::ReportExit(const v1::ReportExitRequest& request) {

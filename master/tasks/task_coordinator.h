@@ -79,8 +79,9 @@ class TaskCoordinator {
   // it has none.
   Result<std::string> Context(const steadfast::v1::TrialIdentity& who);
 
-  // Why a queued task waits, as its manager last said; empty for one that is not queued here.
-  std::string PendingReason(int64_t id);
+  // Why each queued task waits, as its manager last said, by task id (one pass over the
+  // allocation service's reasons, however many tasks are asked about).
+  std::map<int64_t, std::string> PendingReasons();
 
   // The bearer token a server's clients send (TaskTokens::IssueServing); empty without tokens.
   std::string ServingToken(int64_t id) const;
@@ -104,7 +105,6 @@ class TaskCoordinator {
   // Records the state (row first); a terminal one forgets the task.
   void SetStateLocked(Task& t, const std::string& state, const std::string& error = "");
   Result<Task*> FindLocked(const steadfast::v1::TrialIdentity& who);
-  std::string PoolOf(int64_t id);
 
   TaskStore store_;
   AllocationService* allocations_;
