@@ -144,7 +144,7 @@ Result<std::vector<v1::Task>> SelectTasks(Database* db, const std::string& where
         "FROM tasks t JOIN workspaces w ON w.id = t.workspace_id "
         "LEFT JOIN LATERAL (SELECT id, state, slots FROM allocations WHERE task_id = t.id "
         "  ORDER BY start_time DESC, id DESC LIMIT 1) a ON true "
-        "WHERE ($1 = '' OR t.kind = $1) AND ($2 = 0 OR t.id = $2) AND " +
+        "WHERE ($1 = '' OR t.kind = $1) AND ($2::bigint = 0 OR t.id = $2::bigint) AND " +
         where;
     for (const auto& row : tx.exec_params(query, kind, id.value_or(0))) {
       v1::Task t;

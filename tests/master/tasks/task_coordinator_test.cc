@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -325,6 +326,10 @@ TEST_F(TaskCoordinatorTest, ACommandRunsOnceWithItsContextAndKeepsItsExitStatus)
   auto listed = TaskStore(db_.get()).List("COMMAND", /*include_ended=*/true);
   ASSERT_TRUE(listed.ok());
   EXPECT_EQ(listed->size(), 2u);
+  // Any int64 id is looked up (the API's path parameter is one): none there, no error.
+  auto none = TaskStore(db_.get()).Get(std::numeric_limits<int64_t>::max());
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_FALSE(none->has_value());
   auto live = TaskStore(db_.get()).List("", /*include_ended=*/false);
   ASSERT_TRUE(live.ok());
   EXPECT_TRUE(live->empty());
