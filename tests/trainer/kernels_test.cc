@@ -204,20 +204,23 @@ class KernelTest : public ::testing::TestWithParam<std::string> {
 };
 
 TEST_P(KernelTest, CastsRoundToNearestEven) {
-  std::vector<float> x = Random(1037, 1, -100, 100);
-  x[0] = 1.0f + 1.0f / 256;  // exactly halfway between two bf16 values: rounds to even (1.0)
-  const size_t n = x.size();
-  float* dx = st().In(x);
-  uint16_t* dy = st().Out<uint16_t>(n);
-  uint16_t* dh = st().Out<uint16_t>(n);
-  be().Cast(dx, dy, DType::kBF16, static_cast<int64_t>(n));
-  be().Cast(dx, dh, DType::kF16, static_cast<int64_t>(n));
-  auto y = st().Get(dy, n), h = st().Get(dh, n);
-  EXPECT_EQ(Bf16ToFloat(y[0]), 1.0f);
-  for (size_t i = 0; i < n; ++i) {
-    ASSERT_EQ(y[i], FloatToBf16(x[i])) << i;
-    ASSERT_EQ(h[i], FloatToF16(x[i])) << i;
-    ASSERT_LE(std::fabs(Bf16ToFloat(y[i]) - x[i]), std::fabs(x[i]) / 256);
+  for (const int64_t len : {1037, 1040}) {
+    std::vector<float> x = Random(static_cast<size_t>(len), 1, -100, 100);
+    SCOPED_TRACE("len=" + std::to_string(len));
+    x[0] = 1.0f + 1.0f / 256;  // exactly halfway between two bf16 values: rounds to even (1.0)
+    const size_t n = x.size();
+    float* dx = st().In(x);
+    uint16_t* dy = st().Out<uint16_t>(n);
+    uint16_t* dh = st().Out<uint16_t>(n);
+    be().Cast(dx, dy, DType::kBF16, static_cast<int64_t>(n));
+    be().Cast(dx, dh, DType::kF16, static_cast<int64_t>(n));
+    auto y = st().Get(dy, n), h = st().Get(dh, n);
+    EXPECT_EQ(Bf16ToFloat(y[0]), 1.0f);
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(y[i], FloatToBf16(x[i])) << i;
+      ASSERT_EQ(h[i], FloatToF16(x[i])) << i;
+      ASSERT_LE(std::fabs(Bf16ToFloat(y[i]) - x[i]), std::fabs(x[i]) / 256);
+    }
   }
 }
 
@@ -354,115 +357,124 @@ TEST(CpuGemm, ConstantWeightsArePackedOnceForEveryBatchSize) {
 }
 
 TEST_P(KernelTest, BiasDropoutResidualMatchesReferenceAndKeepsRate) {
-  const int64_t rows = 37, cols = 129, n = rows * cols;
-  for (float p : {0.0f, 0.1f, 0.5f}) {
-    DropoutKey key{1234, 77};
-    auto x = Random(n, 5), bias = Random(cols, 6), res = Random(n, 7);
-    std::vector<double> oref(n);
-    auto xd = ToDouble(x), bd = ToDouble(bias), rd = ToDouble(res);
-    float* dout_ = st().Out<float>(n);
-    be().BiasDropoutResidualForward(st().In(x), st().In(bias), st().In(res), dout_, rows, cols, p, key);
-    ref_.BiasDropoutResidualForward(xd.data(), bd.data(), rd.data(), oref.data(), rows, cols, p, key);
-    auto out = st().Get(dout_, n);
-    EXPECT_LT(RelErr(out, oref), 1e-6);
-    int64_t dropped = 0;
-    for (int64_t i = 0; i < n; ++i) dropped += out[i] == res[i];
-    EXPECT_NEAR(static_cast<double>(dropped) / n, p, 0.03) << p;
-    auto dout = Random(n, 8);
-    std::vector<float> db(cols, 0.5f);
-    std::vector<double> dxr(n), dbr(cols, 0.5);
-    auto doutd = ToDouble(dout);
-    float* ddx = st().Out<float>(n);
-    float* ddb = st().In(db);
-    be().BiasDropoutResidualBackward(st().In(dout), ddx, ddb, rows, cols, p, key);
-    ref_.BiasDropoutResidualBackward(doutd.data(), dxr.data(), dbr.data(), rows, cols, p, key);
-    EXPECT_LT(RelErr(st().Get(ddx, n), dxr), 1e-6);
-    EXPECT_LT(RelErr(st().Get(ddb, cols), dbr), 1e-5);
+  for (const int64_t cols : {129, 136}) {
+    const int64_t rows = 37, n = rows * cols;
+    SCOPED_TRACE("cols=" + std::to_string(cols));
+    for (float p : {0.0f, 0.1f, 0.5f}) {
+      DropoutKey key{1234, 77};
+      auto x = Random(n, 5), bias = Random(cols, 6), res = Random(n, 7);
+      std::vector<double> oref(n);
+      auto xd = ToDouble(x), bd = ToDouble(bias), rd = ToDouble(res);
+      float* dout_ = st().Out<float>(n);
+      be().BiasDropoutResidualForward(st().In(x), st().In(bias), st().In(res), dout_, rows, cols, p, key);
+      ref_.BiasDropoutResidualForward(xd.data(), bd.data(), rd.data(), oref.data(), rows, cols, p, key);
+      auto out = st().Get(dout_, n);
+      EXPECT_LT(RelErr(out, oref), 1e-6);
+      int64_t dropped = 0;
+      for (int64_t i = 0; i < n; ++i) dropped += out[i] == res[i];
+      EXPECT_NEAR(static_cast<double>(dropped) / n, p, 0.03) << p;
+      auto dout = Random(n, 8);
+      std::vector<float> db(cols, 0.5f);
+      std::vector<double> dxr(n), dbr(cols, 0.5);
+      auto doutd = ToDouble(dout);
+      float* ddx = st().Out<float>(n);
+      float* ddb = st().In(db);
+      be().BiasDropoutResidualBackward(st().In(dout), ddx, ddb, rows, cols, p, key);
+      ref_.BiasDropoutResidualBackward(doutd.data(), dxr.data(), dbr.data(), rows, cols, p, key);
+      EXPECT_LT(RelErr(st().Get(ddx, n), dxr), 1e-6);
+      EXPECT_LT(RelErr(st().Get(ddb, cols), dbr), 1e-5);
+    }
   }
 }
 
 TEST_P(KernelTest, BiasActivationMatchesReference) {
-  const int64_t rows = 13, cols = 67, n = rows * cols;
-  for (Activation act : {Activation::kRelu, Activation::kGelu, Activation::kTanh}) {
-    auto x = Random(n, 9, -4, 4), bias = Random(cols, 10);
-    auto xd = ToDouble(x), bd = ToDouble(bias);
-    std::vector<double> prer(n), outr(n);
-    float* dpre = st().Out<float>(n);
-    float* dout_ = st().Out<float>(n);
-    be().BiasActivationForward(st().In(x), st().In(bias), dpre, dout_, DType::kF32, rows, cols,
-                               act);
-    ref_.BiasActivationForward(xd.data(), bd.data(), prer.data(), outr.data(), DType::kF64, rows,
-                               cols, act);
-    EXPECT_LT(RelErr(st().Get(dout_, n), outr), 1e-6);
-    for (DType dt : kLowDTypes) {  // the output written directly as the next GEMM's operand
-      float* pre2 = st().Out<float>(n);
-      uint16_t* low = st().Out<uint16_t>(n);
-      be().BiasActivationForward(st().In(x), st().In(bias), pre2, low, dt, rows, cols, act);
-      EXPECT_EQ(st().Get(pre2, n), st().Get(dpre, n));
-      ExpectRoundingOf(st().Get(low, n), dt, st().Get(dout_, n), "activation");
-    }
-    auto dout = Random(n, 11);
-    auto doutd = ToDouble(dout);
-    std::vector<double> dprer(n), dbr(cols, 0);
-    float* ddpre = st().Out<float>(n);
-    float* ddb = st().In(std::vector<float>(cols, 0.0f));
-    be().BiasActivationBackward(st().In(dout), dpre, DType::kF32, ddpre, ddb, rows, cols, act);
-    ref_.BiasActivationBackward(doutd.data(), prer.data(), DType::kF64, dprer.data(), dbr.data(),
-                                rows, cols, act);
-    // GELU's erf is a 1.5e-7 (absolute) approximation on the CPU.
-    EXPECT_LT(RelErr(st().Get(ddpre, n), dprer), 5e-6);
-    EXPECT_LT(RelErr(st().Get(ddb, cols), dbr), 5e-6);
+  for (const int64_t cols : {67, 72}) {
+    const int64_t rows = 13, n = rows * cols;
+    SCOPED_TRACE("cols=" + std::to_string(cols));
+    for (Activation act : {Activation::kRelu, Activation::kGelu, Activation::kTanh}) {
+      auto x = Random(n, 9, -4, 4), bias = Random(cols, 10);
+      auto xd = ToDouble(x), bd = ToDouble(bias);
+      std::vector<double> prer(n), outr(n);
+      float* dpre = st().Out<float>(n);
+      float* dout_ = st().Out<float>(n);
+      be().BiasActivationForward(st().In(x), st().In(bias), dpre, dout_, DType::kF32, rows, cols,
+                                 act);
+      ref_.BiasActivationForward(xd.data(), bd.data(), prer.data(), outr.data(), DType::kF64, rows,
+                                 cols, act);
+      EXPECT_LT(RelErr(st().Get(dout_, n), outr), 1e-6);
+      for (DType dt : kLowDTypes) {  // the output written directly as the next GEMM's operand
+        float* pre2 = st().Out<float>(n);
+        uint16_t* low = st().Out<uint16_t>(n);
+        be().BiasActivationForward(st().In(x), st().In(bias), pre2, low, dt, rows, cols, act);
+        EXPECT_EQ(st().Get(pre2, n), st().Get(dpre, n));
+        ExpectRoundingOf(st().Get(low, n), dt, st().Get(dout_, n), "activation");
+      }
+      auto dout = Random(n, 11);
+      auto doutd = ToDouble(dout);
+      std::vector<double> dprer(n), dbr(cols, 0);
+      float* ddpre = st().Out<float>(n);
+      float* ddb = st().In(std::vector<float>(cols, 0.0f));
+      be().BiasActivationBackward(st().In(dout), dpre, DType::kF32, ddpre, ddb, rows, cols, act);
+      ref_.BiasActivationBackward(doutd.data(), prer.data(), DType::kF64, dprer.data(), dbr.data(),
+                                  rows, cols, act);
+      // GELU's erf is a 1.5e-7 (absolute) approximation on the CPU.
+      EXPECT_LT(RelErr(st().Get(ddpre, n), dprer), 5e-6);
+      EXPECT_LT(RelErr(st().Get(ddb, cols), dbr), 5e-6);
 
-    // What mixed precision saves instead: pre (or ReLU's output) in bf16 / f16. The result is
-    // the reference on the rounded values; for ReLU, the output gives the same as pre.
-    const auto pre_host = st().Get(dpre, n), out_host = st().Get(dout_, n);
-    for (DType dt : {DType::kBF16, DType::kF16}) {
-      for (bool from_out : {false, true}) {
-        if (from_out && act != Activation::kRelu) continue;
-        const std::vector<float>& saved = from_out ? out_host : pre_host;
-        uint16_t* dsaved = st().Out<uint16_t>(n);
-        be().Cast(st().In(saved), dsaved, dt, n);
-        std::vector<double> rounded(n);
-        for (int64_t i = 0; i < n; ++i)
-          rounded[i] = dt == DType::kBF16 ? Bf16ToFloat(FloatToBf16(pre_host[i]))
-                                          : F16ToFloat(FloatToF16(pre_host[i]));
-        std::vector<double> want(n), wantb(cols, 0);
-        ref_.BiasActivationBackward(doutd.data(), rounded.data(), DType::kF64, want.data(),
-                                    wantb.data(), rows, cols, act);
-        float* got = st().Out<float>(n);
-        float* gotb = st().In(std::vector<float>(cols, 0.0f));
-        be().BiasActivationBackward(st().In(dout), dsaved, dt, got, gotb, rows, cols, act);
-        EXPECT_LT(RelErr(st().Get(got, n), want), 5e-6) << DTypeName(dt) << " from_out=" << from_out;
-        EXPECT_LT(RelErr(st().Get(gotb, cols), wantb), 5e-6) << DTypeName(dt);
+      // What mixed precision saves instead: pre (or ReLU's output) in bf16 / f16. The result is
+      // the reference on the rounded values; for ReLU, the output gives the same as pre.
+      const auto pre_host = st().Get(dpre, n), out_host = st().Get(dout_, n);
+      for (DType dt : {DType::kBF16, DType::kF16}) {
+        for (bool from_out : {false, true}) {
+          if (from_out && act != Activation::kRelu) continue;
+          const std::vector<float>& saved = from_out ? out_host : pre_host;
+          uint16_t* dsaved = st().Out<uint16_t>(n);
+          be().Cast(st().In(saved), dsaved, dt, n);
+          std::vector<double> rounded(n);
+          for (int64_t i = 0; i < n; ++i)
+            rounded[i] = dt == DType::kBF16 ? Bf16ToFloat(FloatToBf16(pre_host[i]))
+                                            : F16ToFloat(FloatToF16(pre_host[i]));
+          std::vector<double> want(n), wantb(cols, 0);
+          ref_.BiasActivationBackward(doutd.data(), rounded.data(), DType::kF64, want.data(),
+                                      wantb.data(), rows, cols, act);
+          float* got = st().Out<float>(n);
+          float* gotb = st().In(std::vector<float>(cols, 0.0f));
+          be().BiasActivationBackward(st().In(dout), dsaved, dt, got, gotb, rows, cols, act);
+          EXPECT_LT(RelErr(st().Get(got, n), want), 5e-6) << DTypeName(dt) << " from_out=" << from_out;
+          EXPECT_LT(RelErr(st().Get(gotb, cols), wantb), 5e-6) << DTypeName(dt);
+        }
       }
     }
   }
 }
 
 TEST_P(KernelTest, LayerNormMatchesReference) {
-  const int64_t rows = 19, cols = 257, n = rows * cols;
-  auto x = Random(n, 12, -3, 5), g = Random(cols, 13), b = Random(cols, 14);
-  auto xd = ToDouble(x), gd = ToDouble(g), bd = ToDouble(b);
-  std::vector<double> yr(n), meanr(rows), rstdr(rows);
-  float *dxin = st().In(x), *dg = st().In(g), *dbeta = st().In(b);
-  float *dy_out = st().Out<float>(n), *dmean = st().Out<float>(rows), *drstd = st().Out<float>(rows);
-  be().LayerNormForward(dxin, dg, dbeta, dy_out, dmean, drstd, rows, cols, 1e-5f);
-  ref_.LayerNormForward(xd.data(), gd.data(), bd.data(), yr.data(), meanr.data(), rstdr.data(), rows, cols, 1e-5f);
-  EXPECT_LT(RelErr(st().Get(dy_out, n), yr), 2e-6);
-  auto dy = Random(n, 15);
-  auto dyd = ToDouble(dy);
-  float* ddy = st().In(dy);
-  for (bool acc : {false, true}) {
-    std::vector<double> dxr(n, 0.25), dgr(cols, 0), dbr(cols, 0);
-    float* ddx = st().In(std::vector<float>(n, 0.25f));
-    float* ddg = st().In(std::vector<float>(cols, 0.0f));
-    float* ddb = st().In(std::vector<float>(cols, 0.0f));
-    be().LayerNormBackward(ddy, dxin, dg, dmean, drstd, ddx, ddg, ddb, rows, cols, acc);
-    ref_.LayerNormBackward(dyd.data(), xd.data(), gd.data(), meanr.data(), rstdr.data(),
-                           dxr.data(), dgr.data(), dbr.data(), rows, cols, acc);
-    EXPECT_LT(RelErr(st().Get(ddx, n), dxr), 1e-5);
-    EXPECT_LT(RelErr(st().Get(ddg, cols), dgr), 1e-5);
-    EXPECT_LT(RelErr(st().Get(ddb, cols), dbr), 1e-5);
+  for (const int64_t cols : {257, 256, 1024, 1100}) {
+    const int64_t rows = 19, n = rows * cols;
+    SCOPED_TRACE("cols=" + std::to_string(cols));
+    auto x = Random(n, 12, -3, 5), g = Random(cols, 13), b = Random(cols, 14);
+    auto xd = ToDouble(x), gd = ToDouble(g), bd = ToDouble(b);
+    std::vector<double> yr(n), meanr(rows), rstdr(rows);
+    float *dxin = st().In(x), *dg = st().In(g), *dbeta = st().In(b);
+    float *dy_out = st().Out<float>(n), *dmean = st().Out<float>(rows), *drstd = st().Out<float>(rows);
+    be().LayerNormForward(dxin, dg, dbeta, dy_out, dmean, drstd, rows, cols, 1e-5f);
+    ref_.LayerNormForward(xd.data(), gd.data(), bd.data(), yr.data(), meanr.data(), rstdr.data(), rows, cols, 1e-5f);
+    EXPECT_LT(RelErr(st().Get(dy_out, n), yr), 2e-6);
+    auto dy = Random(n, 15);
+    auto dyd = ToDouble(dy);
+    float* ddy = st().In(dy);
+    for (bool acc : {false, true}) {
+      std::vector<double> dxr(n, 0.25), dgr(cols, 0), dbr(cols, 0);
+      float* ddx = st().In(std::vector<float>(n, 0.25f));
+      float* ddg = st().In(std::vector<float>(cols, 0.0f));
+      float* ddb = st().In(std::vector<float>(cols, 0.0f));
+      be().LayerNormBackward(ddy, dxin, dg, dmean, drstd, ddx, ddg, ddb, rows, cols, acc);
+      ref_.LayerNormBackward(dyd.data(), xd.data(), gd.data(), meanr.data(), rstdr.data(),
+                             dxr.data(), dgr.data(), dbr.data(), rows, cols, acc);
+      EXPECT_LT(RelErr(st().Get(ddx, n), dxr), 1e-5);
+      EXPECT_LT(RelErr(st().Get(ddg, cols), dgr), 1e-5);
+      EXPECT_LT(RelErr(st().Get(ddb, cols), dbr), 1e-5);
+    }
   }
 }
 
@@ -472,105 +484,111 @@ TEST_P(KernelTest, LayerNormMatchesReference) {
 // accumulated), against the reference composed of the separate ops in double. Odd row length,
 // with and without dropout, bias and residual; x null is a plain layer norm of h.
 TEST_P(KernelTest, ResidualLayerNormMatchesReference) {
-  const int64_t rows = 37, cols = 203, n = rows * cols;
-  auto x = Random(n, 61, -2, 2), res = Random(n, 62, -3, 3), bias = Random(cols, 63);
-  auto g = Random(cols, 64, 0.5f, 1.5f), b = Random(cols, 65), dy = Random(n, 66);
-  const auto xd = ToDouble(x), rd = ToDouble(res), biasd = ToDouble(bias), gd = ToDouble(g),
-             bd = ToDouble(b), dyd = ToDouble(dy);
-  const DropoutKey key{11, 3};
-  struct Case {
-    bool with_x, with_bias, with_residual;
-    float p;
-  };
-  for (const Case c : {Case{true, true, true, 0.2f}, Case{true, false, true, 0.0f},
-                       Case{true, true, false, 0.1f}, Case{false, false, false, 0.0f}}) {
-    SCOPED_TRACE("x=" + std::to_string(c.with_x) + " bias=" + std::to_string(c.with_bias) +
-                 " residual=" + std::to_string(c.with_residual) + " p=" + std::to_string(c.p));
-    // h is the input when x is null: start it from `res` then.
-    std::vector<double> hr = c.with_x ? std::vector<double>(n) : rd;
-    std::vector<double> yr(n), meanr(rows), rstdr(rows);
-    ref_.ResidualLayerNormForward(c.with_x ? xd.data() : nullptr, c.with_bias ? biasd.data() : nullptr,
-                                  c.with_residual ? rd.data() : nullptr, c.p, key, hr.data(),
-                                  gd.data(), bd.data(), yr.data(), nullptr, DType::kF64,
-                                  meanr.data(), rstdr.data(), rows, cols, 1e-5f);
-    float* dh = c.with_x ? st().Out<float>(n) : st().In(res);
-    float *dyo = st().Out<float>(n), *dmean = st().Out<float>(rows), *drstd = st().Out<float>(rows);
-    uint16_t* dlow = st().Out<uint16_t>(n);
-    float* dg = st().In(g);
-    be().ResidualLayerNormForward(c.with_x ? st().In(x) : nullptr, c.with_bias ? st().In(bias) : nullptr,
-                                  c.with_residual ? st().In(res) : nullptr, c.p, key, dh, dg,
-                                  st().In(b), dyo, dlow, DType::kBF16, dmean, drstd, rows, cols, 1e-5f);
-    const auto h = st().Get(dh, n), y = st().Get(dyo, n);
-    EXPECT_LT(RelErr(h, hr), 1e-6) << "h";
-    EXPECT_LT(RelErr(y, yr), 2e-6) << "y";
-    ExpectRoundingOf(st().Get(dlow, n), DType::kBF16, y, "y in bf16");
-    // Backward, the branch's gradient in fp32 and in bf16 / f16 (same values, rounded once).
-    std::vector<double> dhr(n), dbranchr(n), dbiasr(cols, 0.5), dgr(cols, 0.25), dbr(cols, -0.5);
-    ref_.ResidualLayerNormBackward(dyd.data(), hr.data(), gd.data(), meanr.data(), rstdr.data(),
-                                   dhr.data(), dbranchr.data(), DType::kF64, dbiasr.data(),
-                                   dgr.data(), dbr.data(), c.p, key, rows, cols);
-    float* ddh = st().Out<float>(n);
-    float* dbranch = st().Out<float>(n);
-    float* ddbias = st().In(std::vector<float>(cols, 0.5f));
-    float* ddg = st().In(std::vector<float>(cols, 0.25f));
-    float* ddb = st().In(std::vector<float>(cols, -0.5f));
-    float* ddy = st().In(dy);
-    be().ResidualLayerNormBackward(ddy, dh, dg, dmean, drstd, ddh, dbranch, DType::kF32, ddbias,
-                                   ddg, ddb, c.p, key, rows, cols);
-    EXPECT_LT(RelErr(st().Get(ddh, n), dhr), 1e-5) << "dh";
-    const auto branch = st().Get(dbranch, n);
-    EXPECT_LT(RelErr(branch, dbranchr), 1e-5) << "branch gradient";
-    EXPECT_LT(RelErr(st().Get(ddbias, cols), dbiasr), 1e-5) << "dbias";
-    EXPECT_LT(RelErr(st().Get(ddg, cols), dgr), 1e-5) << "dgamma";
-    EXPECT_LT(RelErr(st().Get(ddb, cols), dbr), 1e-5) << "dbeta";
-    for (DType low : kLowDTypes) {
-      uint16_t* lb = st().Out<uint16_t>(n);
-      float* dh2 = st().Out<float>(n);
-      float* sink = st().In(std::vector<float>(cols, 0.0f));
-      be().ResidualLayerNormBackward(ddy, dh, dg, dmean, drstd, dh2, lb, low, nullptr, sink, sink,
-                                     c.p, key, rows, cols);
-      ExpectRoundingOf(st().Get(lb, n), low, branch, "branch gradient, low precision");
+  for (const int64_t cols : {203, 512}) {
+    const int64_t rows = 37, n = rows * cols;
+    SCOPED_TRACE("cols=" + std::to_string(cols));
+    auto x = Random(n, 61, -2, 2), res = Random(n, 62, -3, 3), bias = Random(cols, 63);
+    auto g = Random(cols, 64, 0.5f, 1.5f), b = Random(cols, 65), dy = Random(n, 66);
+    const auto xd = ToDouble(x), rd = ToDouble(res), biasd = ToDouble(bias), gd = ToDouble(g),
+               bd = ToDouble(b), dyd = ToDouble(dy);
+    const DropoutKey key{11, 3};
+    struct Case {
+      bool with_x, with_bias, with_residual;
+      float p;
+    };
+    for (const Case c : {Case{true, true, true, 0.2f}, Case{true, false, true, 0.0f},
+                         Case{true, true, false, 0.1f}, Case{false, false, false, 0.0f}}) {
+      SCOPED_TRACE("x=" + std::to_string(c.with_x) + " bias=" + std::to_string(c.with_bias) +
+                   " residual=" + std::to_string(c.with_residual) + " p=" + std::to_string(c.p));
+      // h is the input when x is null: start it from `res` then.
+      std::vector<double> hr = c.with_x ? std::vector<double>(n) : rd;
+      std::vector<double> yr(n), meanr(rows), rstdr(rows);
+      ref_.ResidualLayerNormForward(c.with_x ? xd.data() : nullptr, c.with_bias ? biasd.data() : nullptr,
+                                    c.with_residual ? rd.data() : nullptr, c.p, key, hr.data(),
+                                    gd.data(), bd.data(), yr.data(), nullptr, DType::kF64,
+                                    meanr.data(), rstdr.data(), rows, cols, 1e-5f);
+      float* dh = c.with_x ? st().Out<float>(n) : st().In(res);
+      float *dyo = st().Out<float>(n), *dmean = st().Out<float>(rows), *drstd = st().Out<float>(rows);
+      uint16_t* dlow = st().Out<uint16_t>(n);
+      float* dg = st().In(g);
+      be().ResidualLayerNormForward(c.with_x ? st().In(x) : nullptr, c.with_bias ? st().In(bias) : nullptr,
+                                    c.with_residual ? st().In(res) : nullptr, c.p, key, dh, dg,
+                                    st().In(b), dyo, dlow, DType::kBF16, dmean, drstd, rows, cols, 1e-5f);
+      const auto h = st().Get(dh, n), y = st().Get(dyo, n);
+      EXPECT_LT(RelErr(h, hr), 1e-6) << "h";
+      EXPECT_LT(RelErr(y, yr), 2e-6) << "y";
+      ExpectRoundingOf(st().Get(dlow, n), DType::kBF16, y, "y in bf16");
+      // Backward, the branch's gradient in fp32 and in bf16 / f16 (same values, rounded once).
+      std::vector<double> dhr(n), dbranchr(n), dbiasr(cols, 0.5), dgr(cols, 0.25), dbr(cols, -0.5);
+      ref_.ResidualLayerNormBackward(dyd.data(), hr.data(), gd.data(), meanr.data(), rstdr.data(),
+                                     dhr.data(), dbranchr.data(), DType::kF64, dbiasr.data(),
+                                     dgr.data(), dbr.data(), c.p, key, rows, cols);
+      float* ddh = st().Out<float>(n);
+      float* dbranch = st().Out<float>(n);
+      float* ddbias = st().In(std::vector<float>(cols, 0.5f));
+      float* ddg = st().In(std::vector<float>(cols, 0.25f));
+      float* ddb = st().In(std::vector<float>(cols, -0.5f));
+      float* ddy = st().In(dy);
+      be().ResidualLayerNormBackward(ddy, dh, dg, dmean, drstd, ddh, dbranch, DType::kF32, ddbias,
+                                     ddg, ddb, c.p, key, rows, cols);
+      EXPECT_LT(RelErr(st().Get(ddh, n), dhr), 1e-5) << "dh";
+      const auto branch = st().Get(dbranch, n);
+      EXPECT_LT(RelErr(branch, dbranchr), 1e-5) << "branch gradient";
+      EXPECT_LT(RelErr(st().Get(ddbias, cols), dbiasr), 1e-5) << "dbias";
+      EXPECT_LT(RelErr(st().Get(ddg, cols), dgr), 1e-5) << "dgamma";
+      EXPECT_LT(RelErr(st().Get(ddb, cols), dbr), 1e-5) << "dbeta";
+      for (DType low : kLowDTypes) {
+        uint16_t* lb = st().Out<uint16_t>(n);
+        float* dh2 = st().Out<float>(n);
+        float* sink = st().In(std::vector<float>(cols, 0.0f));
+        be().ResidualLayerNormBackward(ddy, dh, dg, dmean, drstd, dh2, lb, low, nullptr, sink, sink,
+                                       c.p, key, rows, cols);
+        ExpectRoundingOf(st().Get(lb, n), low, branch, "branch gradient, low precision");
+      }
     }
   }
 }
 
 // BiasActivationBackward with its result stored as the next GEMM's operand.
 TEST_P(KernelTest, BiasActivationBackwardToLowPrecisionRoundsOnce) {
-  const int64_t rows = 23, cols = 77, n = rows * cols;
-  auto pre = Random(n, 71, -3, 3), dout = Random(n, 72);
-  float* dpre_in = st().In(pre);
-  float* ddout = st().In(dout);
-  for (Activation act : {Activation::kRelu, Activation::kGelu, Activation::kTanh}) {
-    float* want = st().Out<float>(n);
-    float* wantb = st().In(std::vector<float>(cols, 0.0f));
-    be().BiasActivationBackward(ddout, dpre_in, DType::kF32, want, wantb, rows, cols, act);
-    const auto w = st().Get(want, n);
-    for (DType low : kLowDTypes) {
-      uint16_t* got = st().Out<uint16_t>(n);
-      float* gotb = st().In(std::vector<float>(cols, 0.0f));
-      be().BiasActivationBackwardTo(ddout, DType::kF32, dpre_in, DType::kF32, got, low, gotb, rows,
-                                    cols, act);
-      ExpectRoundingOf(st().Get(got, n), low, w, "activation gradient");
-      EXPECT_EQ(st().Get(gotb, cols), st().Get(wantb, cols)) << "bias gradient from unrounded values";
-      // From a low-precision dout (the GEMM wrote it so), in place: the reference's products of
-      // the rounded inputs, rounded once.
-      std::vector<uint16_t> dl(n), sl(n);
-      for (int64_t i = 0; i < n; ++i) {
-        dl[i] = low == DType::kBF16 ? FloatToBf16(dout[i]) : FloatToF16(dout[i]);
-        sl[i] = low == DType::kBF16 ? FloatToBf16(pre[i]) : FloatToF16(pre[i]);
+  for (const int64_t cols : {77, 80}) {
+    const int64_t rows = 23, n = rows * cols;
+    SCOPED_TRACE("cols=" + std::to_string(cols));
+    auto pre = Random(n, 71, -3, 3), dout = Random(n, 72);
+    float* dpre_in = st().In(pre);
+    float* ddout = st().In(dout);
+    for (Activation act : {Activation::kRelu, Activation::kGelu, Activation::kTanh}) {
+      float* want = st().Out<float>(n);
+      float* wantb = st().In(std::vector<float>(cols, 0.0f));
+      be().BiasActivationBackward(ddout, dpre_in, DType::kF32, want, wantb, rows, cols, act);
+      const auto w = st().Get(want, n);
+      for (DType low : kLowDTypes) {
+        uint16_t* got = st().Out<uint16_t>(n);
+        float* gotb = st().In(std::vector<float>(cols, 0.0f));
+        be().BiasActivationBackwardTo(ddout, DType::kF32, dpre_in, DType::kF32, got, low, gotb, rows,
+                                      cols, act);
+        ExpectRoundingOf(st().Get(got, n), low, w, "activation gradient");
+        EXPECT_EQ(st().Get(gotb, cols), st().Get(wantb, cols)) << "bias gradient from unrounded values";
+        // From a low-precision dout (the GEMM wrote it so), in place: the reference's products of
+        // the rounded inputs, rounded once.
+        std::vector<uint16_t> dl(n), sl(n);
+        for (int64_t i = 0; i < n; ++i) {
+          dl[i] = low == DType::kBF16 ? FloatToBf16(dout[i]) : FloatToF16(dout[i]);
+          sl[i] = low == DType::kBF16 ? FloatToBf16(pre[i]) : FloatToF16(pre[i]);
+        }
+        std::vector<double> wantl(n), wantlb(cols, 0.0);
+        std::vector<uint16_t> wantl16(n);
+        ReferenceBackend<double> ref;
+        ref.BiasActivationBackwardTo(dl.data(), low, sl.data(), low, wantl.data(), DType::kF64,
+                                     wantlb.data(), rows, cols, act);
+        uint16_t* inplace = st().In(dl);
+        float* gotlb = st().In(std::vector<float>(cols, 0.0f));
+        be().BiasActivationBackwardTo(inplace, low, st().In(sl), low, inplace, low, gotlb, rows, cols,
+                                      act);
+        std::vector<float> wantf(wantl.begin(), wantl.end());
+        ExpectRoundingOf(st().Get(inplace, n), low, wantf, "activation gradient from low dout");
+        EXPECT_LT(RelErr(st().Get(gotlb, cols), wantlb), 2e-6);
       }
-      std::vector<double> wantl(n), wantlb(cols, 0.0);
-      std::vector<uint16_t> wantl16(n);
-      ReferenceBackend<double> ref;
-      ref.BiasActivationBackwardTo(dl.data(), low, sl.data(), low, wantl.data(), DType::kF64,
-                                   wantlb.data(), rows, cols, act);
-      uint16_t* inplace = st().In(dl);
-      float* gotlb = st().In(std::vector<float>(cols, 0.0f));
-      be().BiasActivationBackwardTo(inplace, low, st().In(sl), low, inplace, low, gotlb, rows, cols,
-                                    act);
-      std::vector<float> wantf(wantl.begin(), wantl.end());
-      ExpectRoundingOf(st().Get(inplace, n), low, wantf, "activation gradient from low dout");
-      EXPECT_LT(RelErr(st().Get(gotlb, cols), wantlb), 2e-6);
     }
   }
 }
@@ -640,7 +658,9 @@ TEST_P(KernelTest, FusedAttentionMatchesReference) {
                                  {2, 2, 5, 11, 8, false, false, 0.1f},  {1, 2, 40, 40, 12, true, true, 0.0f},
                                  {2, 1, 6, 300, 16, false, false, 0.1f}, {1, 1, 300, 300, 8, true, true, 0.1f},
                                  // Enough entries that each thread takes whole entries (staged rows).
-                                 {8, 2, 6, 6, 16, true, true, 0.1f},    {9, 2, 5, 7, 8, false, false, 0.0f}};
+                                 {8, 2, 6, 6, 16, true, true, 0.1f},    {9, 2, 5, 7, 8, false, false, 0.0f},
+                                 // The models' head size, over two of the GPU kernels' 64-row tiles.
+                                 {3, 2, 70, 70, 64, true, true, 0.1f},  {2, 2, 33, 80, 64, false, false, 0.1f}};
   for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
     for (const AttentionCase& c : cases) {
       const int64_t H = c.heads, D = c.dim, C = H * D;
@@ -872,53 +892,56 @@ TEST_P(KernelTest, EmbeddingAndHeadPermutationsMatchReference) {
 }
 
 TEST_P(KernelTest, LabelSmoothedCrossEntropyMatchesReference) {
-  const int64_t rows = 29, V = 1003, n = rows * V;
-  auto z = Random(n, 23, -8, 8);
-  auto zd = ToDouble(z);
-  std::vector<int32_t> t(rows);
-  for (int64_t r = 0; r < rows; ++r) t[r] = static_cast<int32_t>((r * 37) % V);
-  t[4] = t[17] = 1;  // padding targets
-  std::vector<double> lser(rows);
-  float *dz = st().In(z), *dlse = st().Out<float>(rows);
-  int32_t* dt = st().In(t);
-  CrossEntropyStats s = be().CrossEntropyForward(dz, dt, dlse, rows, V, 0.1f, 1);
-  CrossEntropyStats sr = ref_.CrossEntropyForward(zd.data(), t.data(), lser.data(), rows, V, 0.1f, 1);
-  EXPECT_EQ(s.tokens, rows - 2);
-  EXPECT_EQ(s.tokens, sr.tokens);
-  EXPECT_NEAR(s.loss, sr.loss, 1e-5 * sr.loss);
-  EXPECT_NEAR(s.nll, sr.nll, 1e-5 * sr.nll);
-  std::vector<double> dzr(n);
-  float* dgrad = st().Out<float>(n);
-  be().CrossEntropyBackward(dz, dlse, dt, dgrad, DType::kF32, rows, V, 0.1f, 1, 2.0f);
-  ref_.CrossEntropyBackward(zd.data(), lser.data(), t.data(), dzr.data(), DType::kF64, rows, V, 0.1f, 1, 2.0f);
-  auto grad = st().Get(dgrad, n);
-  EXPECT_LT(RelErr(grad, dzr), 2e-6);
-  for (int64_t v = 0; v < V; ++v) EXPECT_EQ(grad[4 * V + v], 0.0f);
-  // In place, and straight to bf16.
-  float* dzi = st().In(z);
-  be().CrossEntropyBackward(dzi, dlse, dt, dzi, DType::kF32, rows, V, 0.1f, 1, 2.0f);
-  EXPECT_EQ(st().Get(dzi, n), grad);
-  uint16_t* dzb = st().Out<uint16_t>(n);
-  be().CrossEntropyBackward(dz, dlse, dt, dzb, DType::kBF16, rows, V, 0.1f, 1, 2.0f);
-  auto zb = st().Get(dzb, n);
-  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(zb[i], FloatToBf16(grad[i])) << i;
-  // Loss and gradient in one call: the same as the two calls, in fp32 (in place too) and bf16.
-  for (bool in_place : {false, true}) {
-    float* zin = st().In(z);
-    float* g32 = in_place ? zin : st().Out<float>(n);
-    float* lse2 = st().Out<float>(rows);
-    const CrossEntropyStats f =
-        be().CrossEntropyForwardBackward(zin, dt, lse2, g32, DType::kF32, rows, V, 0.1f, 1, 2.0f);
-    EXPECT_EQ(f.tokens, s.tokens);
-    EXPECT_EQ(f.loss, s.loss);
-    EXPECT_EQ(f.nll, s.nll);
-    EXPECT_EQ(st().Get(lse2, rows), st().Get(dlse, rows));
-    EXPECT_EQ(st().Get(g32, n), grad) << "in_place=" << in_place;
+  for (const int64_t V : {1003, 1004}) {
+    const int64_t rows = 29, n = rows * V;
+    SCOPED_TRACE("V=" + std::to_string(V));
+    auto z = Random(n, 23, -8, 8);
+    auto zd = ToDouble(z);
+    std::vector<int32_t> t(rows);
+    for (int64_t r = 0; r < rows; ++r) t[r] = static_cast<int32_t>((r * 37) % V);
+    t[4] = t[17] = 1;  // padding targets
+    std::vector<double> lser(rows);
+    float *dz = st().In(z), *dlse = st().Out<float>(rows);
+    int32_t* dt = st().In(t);
+    CrossEntropyStats s = be().CrossEntropyForward(dz, dt, dlse, rows, V, 0.1f, 1);
+    CrossEntropyStats sr = ref_.CrossEntropyForward(zd.data(), t.data(), lser.data(), rows, V, 0.1f, 1);
+    EXPECT_EQ(s.tokens, rows - 2);
+    EXPECT_EQ(s.tokens, sr.tokens);
+    EXPECT_NEAR(s.loss, sr.loss, 1e-5 * sr.loss);
+    EXPECT_NEAR(s.nll, sr.nll, 1e-5 * sr.nll);
+    std::vector<double> dzr(n);
+    float* dgrad = st().Out<float>(n);
+    be().CrossEntropyBackward(dz, dlse, dt, dgrad, DType::kF32, rows, V, 0.1f, 1, 2.0f);
+    ref_.CrossEntropyBackward(zd.data(), lser.data(), t.data(), dzr.data(), DType::kF64, rows, V, 0.1f, 1, 2.0f);
+    auto grad = st().Get(dgrad, n);
+    EXPECT_LT(RelErr(grad, dzr), 2e-6);
+    for (int64_t v = 0; v < V; ++v) EXPECT_EQ(grad[4 * V + v], 0.0f);
+    // In place, and straight to bf16.
+    float* dzi = st().In(z);
+    be().CrossEntropyBackward(dzi, dlse, dt, dzi, DType::kF32, rows, V, 0.1f, 1, 2.0f);
+    EXPECT_EQ(st().Get(dzi, n), grad);
+    uint16_t* dzb = st().Out<uint16_t>(n);
+    be().CrossEntropyBackward(dz, dlse, dt, dzb, DType::kBF16, rows, V, 0.1f, 1, 2.0f);
+    auto zb = st().Get(dzb, n);
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(zb[i], FloatToBf16(grad[i])) << i;
+    // Loss and gradient in one call: the same as the two calls, in fp32 (in place too) and bf16.
+    for (bool in_place : {false, true}) {
+      float* zin = st().In(z);
+      float* g32 = in_place ? zin : st().Out<float>(n);
+      float* lse2 = st().Out<float>(rows);
+      const CrossEntropyStats f =
+          be().CrossEntropyForwardBackward(zin, dt, lse2, g32, DType::kF32, rows, V, 0.1f, 1, 2.0f);
+      EXPECT_EQ(f.tokens, s.tokens);
+      EXPECT_EQ(f.loss, s.loss);
+      EXPECT_EQ(f.nll, s.nll);
+      EXPECT_EQ(st().Get(lse2, rows), st().Get(dlse, rows));
+      EXPECT_EQ(st().Get(g32, n), grad) << "in_place=" << in_place;
+    }
+    uint16_t* gb = st().Out<uint16_t>(n);
+    float* lse3 = st().Out<float>(rows);
+    be().CrossEntropyForwardBackward(dz, dt, lse3, gb, DType::kBF16, rows, V, 0.1f, 1, 2.0f);
+    EXPECT_EQ(st().Get(gb, n), zb);
   }
-  uint16_t* gb = st().Out<uint16_t>(n);
-  float* lse3 = st().Out<float>(rows);
-  be().CrossEntropyForwardBackward(dz, dt, lse3, gb, DType::kBF16, rows, V, 0.1f, 1, 2.0f);
-  EXPECT_EQ(st().Get(gb, n), zb);
 }
 
 TEST_P(KernelTest, SumSquaresAndScaleMatchTheirDefinitions) {

@@ -4,9 +4,10 @@
 // masks as the CPU backend, element for element).
 //
 // All pointers passed to the ops are device pointers (AllocateDevice / CopyToDevice). Ops are
-// issued on the backend's own stream; CopyToHost synchronises it. Parameter-gradient
-// accumulations use atomicAdd, so their summation order (not their value beyond rounding) may
-// differ from run to run.
+// issued on the backend's own stream; CopyToHost synchronises it. Bias gradients (column sums)
+// and fused attention's gradients are summed in a fixed order; the layer norm's, the embedding's
+// and the convolution's parameter gradients use atomicAdd, so their summation order (not their
+// value beyond rounding) may differ from run to run.
 //
 // Thread safety: one instance per training loop, whose ops are issued from the thread that
 // constructed it (the constructor makes the device current there; ops do not switch devices).

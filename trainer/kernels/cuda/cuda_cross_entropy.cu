@@ -70,12 +70,28 @@ __global__ void CrossEntropyKernel(const float* logits, const int32_t* targets, 
   // Read before the block reductions' barriers: with dlogits == logits the gradient loop below
   // overwrites the row.
   const float zt = t == pad ? 0.0f : z[t];
-  MaxSum ms{-FLT_MAX, 0.0f};
-  float zsum = 0;
-  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) {
-    ms = Merge(ms, MaxSum{z[v], 1.0f});
-    zsum += z[v];
+  // One exp per logit: a thread rescales its running sum only when its maximum grows.
+  float m = -FLT_MAX, sum = 0.0f, zsum = 0.0f;
+  auto add = [&](float x) {
+    if (x > m) {
+      sum = (m == -FLT_MAX ? 0.0f : sum * expf(m - x)) + 1.0f;
+      m = x;
+    } else {
+      sum += expf(x - m);
+    }
+    zsum += x;
+  };
+  const bool vec = vocab % 4 == 0 && (reinterpret_cast<uintptr_t>(z) & 15) == 0;
+  if (vec) {
+    const float4* z4 = reinterpret_cast<const float4*>(z);
+    for (int64_t i = threadIdx.x; i < vocab / 4; i += blockDim.x) {
+      const float4 x = z4[i];
+      add(x.x), add(x.y), add(x.z), add(x.w);
+    }
+  } else {
+    for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) add(z[v]);
   }
+  MaxSum ms{m, sum};
   ms = BlockMaxSum(ms);
   zsum = BlockSum(zsum);
   const double l = static_cast<double>(ms.m) + log(static_cast<double>(ms.s));
@@ -94,9 +110,22 @@ __global__ void CrossEntropyKernel(const float* logits, const int32_t* targets, 
   const float lf = static_cast<float>(l);
   const float eps_f = eps / static_cast<float>(vocab - 1);
   const float on_target = 1.0f - eps - eps_f;
-  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x)
-    StoreAs(dlogits, dtype, r * vocab + v,
-            LossGradient(z[v], lf, v, t, pad, eps_f, on_target, grad_scale));
+  if (vec && (reinterpret_cast<uintptr_t>(dlogits) & 15) == 0) {
+    const float4* z4 = reinterpret_cast<const float4*>(z);
+    for (int64_t i = threadIdx.x; i < vocab / 4; i += blockDim.x) {
+      const float4 x = z4[i];
+      const int64_t v = 4 * i;
+      StoreAs4(dlogits, dtype, r * vocab + v,
+               LossGradient(x.x, lf, v, t, pad, eps_f, on_target, grad_scale),
+               LossGradient(x.y, lf, v + 1, t, pad, eps_f, on_target, grad_scale),
+               LossGradient(x.z, lf, v + 2, t, pad, eps_f, on_target, grad_scale),
+               LossGradient(x.w, lf, v + 3, t, pad, eps_f, on_target, grad_scale));
+    }
+  } else {
+    for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x)
+      StoreAs(dlogits, dtype, r * vocab + v,
+              LossGradient(z[v], lf, v, t, pad, eps_f, on_target, grad_scale));
+  }
 }
 
 constexpr int kTotalsThreads = 256;

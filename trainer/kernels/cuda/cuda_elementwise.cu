@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 
 #include "trainer/kernels/cuda/cuda_internal.cuh"
 
@@ -59,15 +60,160 @@ __global__ void DropoutBackwardKernel(const float* dout, float* dx, int64_t n, f
   if (i < n) dx[i] = dout[i] * f;
 }
 
-// sum[c] += sum_r x[r, c]: one thread per column, rows split over blockIdx.y.
-__global__ void ColumnSumKernel(const float* x, float* sum, int64_t rows, int64_t cols) {
+// The vectorised forms of the kernels above and below: one thread per 8 consecutive elements
+// (one Philox group: the mask drawn once for them), 16-byte loads and stores. The launches use
+// them when the element count (and the row length, where a bias is added) is a multiple of 8
+// and every pointer is 16-byte aligned (Vectorisable).
+__device__ inline void Load8(const void* p, int dtype, int64_t i, float v[8]) {
+  if (dtype == 0) {
+    const float4 a = *reinterpret_cast<const float4*>(static_cast<const float*>(p) + i);
+    const float4 b = *reinterpret_cast<const float4*>(static_cast<const float*>(p) + i + 4);
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+    return;
+  }
+  const uint4 u = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p) + i);
+  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+  for (int j = 0; j < 4; ++j) {
+    if (dtype == 1) {
+      const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w[j]));
+      v[2 * j] = f.x, v[2 * j + 1] = f.y;
+    } else {
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w[j]));
+      v[2 * j] = f.x, v[2 * j + 1] = f.y;
+    }
+  }
+}
+
+__device__ inline void Store8(void* p, int dtype, int64_t i, const float v[8]) {
+  StoreAs4(p, dtype, i, v[0], v[1], v[2], v[3]);
+  StoreAs4(p, dtype, i + 4, v[4], v[5], v[6], v[7]);
+}
+
+// The kept bits of Philox group `group` (bit j: element 8*group + j).
+__device__ inline uint32_t KeepBits8(DropoutKey key, int64_t group, float p, uint32_t threshold) {
+  if (p <= 0.0f) return 0xffu;
+  uint8_t keep[8];
+  DropoutKeep8(key, static_cast<uint64_t>(group), threshold, keep);
+  uint32_t bits = 0;
+  for (int j = 0; j < 8; ++j) bits |= keep[j] ? (1u << j) : 0u;
+  return bits;
+}
+
+__global__ void Cast8Kernel(const float* x, void* y, int to, int64_t groups) {
+  const int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (g >= groups) return;
+  float v[8];
+  Load8(x, 0, 8 * g, v);
+  Store8(y, to, 8 * g, v);
+}
+
+__global__ void BdrForward8Kernel(const float* x, const float* bias, const float* residual,
+                                  float* out, int64_t groups, int64_t cols, float p,
+                                  uint32_t threshold, float keep_scale, DropoutKey key) {
+  const int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (g >= groups) return;
+  const int64_t i = 8 * g;
+  const uint32_t bits = KeepBits8(key, g, p, threshold);
+  const float scale = p > 0.0f ? keep_scale : 1.0f;
+  float v[8], b[8], r[8];
+  Load8(x, 0, i, v);
+  if (bias) Load8(bias, 0, i % cols, b);
+  if (residual) Load8(residual, 0, i, r);
+  for (int j = 0; j < 8; ++j) {
+    const float f = (bits >> j) & 1u ? scale : 0.0f;
+    v[j] = (v[j] + (bias ? b[j] : 0.0f)) * f + (residual ? r[j] : 0.0f);
+  }
+  Store8(out, 0, i, v);
+}
+
+__global__ void DropoutBackward8Kernel(const float* dout, float* dx, int64_t groups, float p,
+                                       uint32_t threshold, float keep_scale, DropoutKey key) {
+  const int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (g >= groups) return;
+  const uint32_t bits = KeepBits8(key, g, p, threshold);
+  const float scale = p > 0.0f ? keep_scale : 1.0f;
+  float v[8];
+  Load8(dout, 0, 8 * g, v);
+  for (int j = 0; j < 8; ++j) v[j] *= (bits >> j) & 1u ? scale : 0.0f;
+  Store8(dx, 0, 8 * g, v);
+}
+
+// act: Activation's value (0 ReLU, 1 GELU, 2 tanh).
+__device__ inline float Activate(float h, int act) {
+  return act == 1   ? 0.5f * h * (1.0f + erff(h * 0.70710678118654752f))
+         : act == 2 ? tanhf(h)
+                    : fmaxf(h, 0.0f);
+}
+
+__device__ inline float ActivationGrad(float d, float h, int act) {
+  if (act == 1) {
+    const float cdf = 0.5f * (1.0f + erff(h * 0.70710678118654752f));
+    const float pdf = 0.3989422804014327f * expf(-0.5f * h * h);
+    return d * (cdf + h * pdf);
+  }
+  if (act == 2) {
+    const float t = tanhf(h);
+    return d * (1.0f - t * t);
+  }
+  return h > 0 ? d : 0.0f;
+}
+
+__global__ void BiasActForward8Kernel(const float* x, const float* bias, float* pre, void* out,
+                                      int out_dtype, int64_t groups, int64_t cols, int act) {
+  const int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (g >= groups) return;
+  const int64_t i = 8 * g;
+  float v[8], b[8];
+  Load8(x, 0, i, v);
+  if (bias) {
+    Load8(bias, 0, i % cols, b);
+    for (int j = 0; j < 8; ++j) v[j] += b[j];
+  }
+  Store8(pre, 0, i, v);
+  for (int j = 0; j < 8; ++j) v[j] = Activate(v[j], act);
+  Store8(out, out_dtype, i, v);
+}
+
+__global__ void BiasActBackward8Kernel(const void* dout, int dout_dtype, const void* saved,
+                                       int saved_dtype, void* dpre, int dpre_dtype, float* dpre32,
+                                       int64_t groups, int act) {
+  const int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (g >= groups) return;
+  const int64_t i = 8 * g;
+  float d[8], h[8];
+  Load8(dout, dout_dtype, i, d);
+  Load8(saved, saved_dtype, i, h);
+  for (int j = 0; j < 8; ++j) d[j] = ActivationGrad(d[j], h[j], act);
+  if (dpre32) Store8(dpre32, 0, i, d);
+  Store8(dpre, dpre_dtype, i, d);
+}
+
+bool Vectorisable(int64_t n, int64_t cols, std::initializer_list<const void*> pointers) {
+  if (n % 8 != 0 || cols % 8 != 0) return false;
+  for (const void* p : pointers)
+    if (reinterpret_cast<uintptr_t>(p) & 15) return false;
+  return true;
+}
+
+// sum[c] += sum_r x[r, c] in a fixed order (the same bits on every run): one thread per
+// column and row split (blockIdx.y) writes the split's sum, then one thread per column adds the
+// splits in order.
+__global__ void ColumnPartialKernel(const float* x, float* partial, int64_t rows, int64_t cols) {
   const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (c >= cols) return;
   const int64_t per = (rows + gridDim.y - 1) / gridDim.y;
   const int64_t r0 = blockIdx.y * per, r1 = min(rows, r0 + per);
   float s = 0;
   for (int64_t r = r0; r < r1; ++r) s += x[r * cols + c];
-  atomicAdd(sum + c, s);
+  partial[blockIdx.y * cols + c] = s;
+}
+
+__global__ void ColumnTotalKernel(const float* partial, float* sum, int64_t splits, int64_t cols) {
+  const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (c >= cols) return;
+  float s = 0;
+  for (int64_t k = 0; k < splits; ++k) s += partial[k * cols + c];
+  sum[c] += s;
 }
 
 __device__ float Erf(float x) { return erff(x); }
@@ -292,7 +438,9 @@ void CudaBackend::WeightNormBackward(const float* dw, const float* v, const floa
 }
 
 void CudaBackend::Cast(const float* x, void* y, DType to, int64_t n) {
-  if (n > 0) CastKernel<<<Blocks(n), kThreads, 0, stream_>>>(x, y, DTypeCode(to), n);
+  if (n <= 0) return;
+  if (Vectorisable(n, 8, {x, y})) Cast8Kernel<<<Blocks(n / 8), kThreads, 0, stream_>>>(x, y, DTypeCode(to), n / 8);
+  else CastKernel<<<Blocks(n), kThreads, 0, stream_>>>(x, y, DTypeCode(to), n);
 }
 
 void CudaBackend::Add(const float* x, float* y, int64_t n) {
@@ -303,7 +451,11 @@ void CudaBackend::BiasDropoutResidualForward(const float* x, const float* bias,
                                              const float* residual, float* out, int64_t rows,
                                              int64_t cols, float p, DropoutKey key) {
   const int64_t n = rows * cols;
-  if (n > 0)
+  if (n <= 0) return;
+  if (Vectorisable(n, cols, {x, bias, residual, out}))
+    BdrForward8Kernel<<<Blocks(n / 8), kThreads, 0, stream_>>>(x, bias, residual, out, n / 8, cols, p,
+                                                               DropoutThreshold(p), KeepScale(p), key);
+  else
     BdrForwardKernel<<<Blocks(n), kThreads, 0, stream_>>>(x, bias, residual, out, n, cols, p,
                                                           DropoutThreshold(p), KeepScale(p), key);
 }
@@ -311,7 +463,10 @@ void CudaBackend::BiasDropoutResidualForward(const float* x, const float* bias,
 void CudaBackend::BiasDropoutResidualBackward(const float* dout, float* dx, float* dbias,
                                               int64_t rows, int64_t cols, float p, DropoutKey key) {
   const int64_t n = rows * cols;
-  if (n > 0)
+  if (n > 0 && Vectorisable(n, 8, {dout, dx}))
+    DropoutBackward8Kernel<<<Blocks(n / 8), kThreads, 0, stream_>>>(dout, dx, n / 8, p,
+                                                                    DropoutThreshold(p), KeepScale(p), key);
+  else if (n > 0)
     DropoutBackwardKernel<<<Blocks(n), kThreads, 0, stream_>>>(dout, dx, n, p,
                                                                DropoutThreshold(p), KeepScale(p), key);
   if (dbias) ColumnSum(dx, dbias, rows, cols);
@@ -321,7 +476,10 @@ void CudaBackend::BiasActivationForward(const float* x, const float* bias, float
                                         DType out_dtype, int64_t rows, int64_t cols,
                                         Activation act) {
   const int64_t n = rows * cols;
-  if (n > 0)
+  if (n > 0 && Vectorisable(n, cols, {x, bias, pre, out}))
+    BiasActForward8Kernel<<<Blocks(n / 8), kThreads, 0, stream_>>>(
+        x, bias, pre, out, DTypeCode(out_dtype), n / 8, cols, static_cast<int>(act));
+  else if (n > 0)
     BiasActForwardKernel<<<Blocks(n), kThreads, 0, stream_>>>(
         x, bias, pre, out, DTypeCode(out_dtype), n, cols, static_cast<int>(act));
 }
@@ -331,7 +489,10 @@ void CudaBackend::BiasActivationBackward(const float* dout, const void* saved, D
                                          Activation act) {
   const int64_t n = rows * cols;
   const int dtype = DTypeCode(saved_dtype);
-  if (n > 0)
+  if (n > 0 && Vectorisable(n, 8, {dout, saved, dpre}))
+    BiasActBackward8Kernel<<<Blocks(n / 8), kThreads, 0, stream_>>>(
+        dout, 0, saved, dtype, dpre, 0, nullptr, n / 8, static_cast<int>(act));
+  else if (n > 0)
     BiasActBackwardKernel<<<Blocks(n), kThreads, 0, stream_>>>(dout, saved, dtype, dpre, n,
                                                                static_cast<int>(act));
   if (dbias) ColumnSum(dpre, dbias, rows, cols);
@@ -350,9 +511,15 @@ void CudaBackend::BiasActivationBackwardTo(const void* dout, DType dout_dtype, c
                  ? static_cast<float*>(dpre)
                  : static_cast<float*>(allocator().Allocate(static_cast<size_t>(n) * sizeof(float)));
   }
-  BiasActBackwardAnyKernel<<<Blocks(n), kThreads, 0, stream_>>>(
-      dout, DTypeCode(dout_dtype), saved, DTypeCode(saved_dtype), dpre, DTypeCode(dpre_dtype),
-      dpre_dtype == DType::kF32 ? nullptr : dpre32, n, static_cast<int>(act));
+  float* extra32 = dpre_dtype == DType::kF32 ? nullptr : dpre32;
+  if (Vectorisable(n, 8, {dout, saved, dpre, extra32}))
+    BiasActBackward8Kernel<<<Blocks(n / 8), kThreads, 0, stream_>>>(
+        dout, DTypeCode(dout_dtype), saved, DTypeCode(saved_dtype), dpre, DTypeCode(dpre_dtype),
+        extra32, n / 8, static_cast<int>(act));
+  else
+    BiasActBackwardAnyKernel<<<Blocks(n), kThreads, 0, stream_>>>(
+        dout, DTypeCode(dout_dtype), saved, DTypeCode(saved_dtype), dpre, DTypeCode(dpre_dtype),
+        extra32, n, static_cast<int>(act));
   if (dbias) {
     ColumnSum(dpre32, dbias, rows, cols);
     if (dpre32 != dpre) allocator().Free(dpre32);
@@ -378,9 +545,12 @@ void CudaBackend::EmbeddingBackward(const int32_t* tokens, const float* dout, fl
 
 void CudaBackend::ColumnSum(const float* x, float* sum, int64_t rows, int64_t cols) {
   if (rows <= 0 || cols <= 0) return;
-  const unsigned splits = static_cast<unsigned>(std::min<int64_t>(rows, 64));
-  dim3 grid(static_cast<unsigned>(Blocks(cols)), splits);
-  ColumnSumKernel<<<grid, kThreads, 0, stream_>>>(x, sum, rows, cols);
+  const int64_t splits = std::min<int64_t>(rows, 64);
+  float* partial = static_cast<float*>(allocator().Allocate(static_cast<size_t>(splits * cols) * sizeof(float)));
+  dim3 grid(static_cast<unsigned>(Blocks(cols)), static_cast<unsigned>(splits));
+  ColumnPartialKernel<<<grid, kThreads, 0, stream_>>>(x, partial, rows, cols);
+  ColumnTotalKernel<<<Blocks(cols), kThreads, 0, stream_>>>(partial, sum, splits, cols);
+  allocator().Free(partial);
 }
 
 void CudaBackend::LstmCellForward(float* gates, const float* bias, const float* c_prev, float* c,

@@ -1,5 +1,6 @@
-// CudaBackend::Gemm through cuBLASLt: one plan (operation, layouts and the heuristic's algorithm)
-// per GEMM shape, built on first use and cached (bounded) in gemm_plans_.
+// CudaBackend::Gemm and GemmBiasAct through cuBLASLt: one plan (operation, layouts, epilogue and
+// the heuristic's algorithm) per GEMM shape and form, built on first use and cached (bounded) in
+// gemm_plans_.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
@@ -40,21 +41,75 @@ void CudaBackend::Gemm(int64_t batch, int64_t m, int64_t n, int64_t k, const Gem
                     a.transposed ? 1 : 0, b.transposed ? 1 : 0,
                     Alignment(a.data, in_bytes, a.ld, sa), Alignment(b.data, in_bytes, b.ld, sb),
                     Alignment(c, sizeof(float), ldc, sc)};
-  auto it = gemm_plans_.find(key);
-  if (it == gemm_plans_.end()) {
-    // Beam search meets a new shape at each decoding length and batch size: keep the cache
-    // bounded (a training step uses a few dozen shapes, re-planned after a clear).
-    if (gemm_plans_.size() >= kMaxGemmPlans) DropGemmPlans();
-    it = gemm_plans_.emplace(key, PlanGemm(key, a.dtype)).first;
-  }
-  const GemmPlan& plan = it->second;
+  const GemmPlan& plan = FindPlan(key, a.dtype, false);
   SF_CUBLAS_CHECK(cublasLtMatmul(lt_, plan.op, &alpha, b.data, plan.la, a.data, plan.lb, &beta,
                                  c, plan.lc, c, plan.lc, &plan.algo, workspace_, kWorkspace,
                                  stream_));
 }
 
+const GemmPlan& CudaBackend::FindPlan(const GemmKey& key, DType dtype, bool optional,
+                                      const void* bias) {
+  auto it = gemm_plans_.find(key);
+  if (it == gemm_plans_.end()) {
+    // Beam search meets a new shape at each decoding length and batch size: keep the cache
+    // bounded (a training step uses a few dozen shapes, re-planned after a clear).
+    if (gemm_plans_.size() >= kMaxGemmPlans) DropGemmPlans();
+    it = gemm_plans_.emplace(key, PlanGemm(key, dtype, optional, bias)).first;
+  }
+  return it->second;
+}
+
+// The bias and the activation in cuBLASLt's epilogue, the result written once in c's dtype: for
+// a bf16 / f16 output of same-dtype operands with no bias (the backward's input gradients, ReLU
+// without bias), and for every fp32 output (cuBLASLt's bias vector has the output's dtype, so a
+// low-precision output with an fp32 bias goes through an fp32 result and one cast). GELU (the
+// epilogue's is the tanh approximation, ours the exact erf) and what cuBLASLt has no algorithm
+// for take Backend's composition.
+void CudaBackend::GemmBiasAct(int64_t m, int64_t n, int64_t k, const GemmOperand& a,
+                              const GemmOperand& b, const float* bias, GemmActivation act, void* c,
+                              DType c_dtype) {
+  const bool low_out = c_dtype != DType::kF32;
+  if (act == GemmActivation::kGelu || (low_out && c_dtype != a.dtype) || a.dtype != b.dtype) {
+    Backend<float>::GemmBiasAct(m, n, k, a, b, bias, act, c, c_dtype);
+    return;
+  }
+  // A low-precision output with a bias: the fp32 result with the bias (and ReLU), then a cast.
+  float* result = static_cast<float*>(c);
+  if (low_out && bias) result = static_cast<float*>(allocator().Allocate(static_cast<size_t>(m * n) * sizeof(float)));
+  const DType out_dtype = result == c ? c_dtype : DType::kF32;
+  const int64_t in_bytes = DTypeSize(a.dtype);
+  const cublasLtEpilogue_t epilogue =
+      act == GemmActivation::kRelu ? (bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU)
+                                   : (bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
+  GemmKey key{1, m, n, k, a.ld, b.ld, n, 0, 0, 0, static_cast<int>(a.dtype), a.transposed ? 1 : 0,
+              b.transposed ? 1 : 0, Alignment(a.data, in_bytes, a.ld, 0),
+              Alignment(b.data, in_bytes, b.ld, 0),
+              Alignment(result, DTypeSize(out_dtype), n, 0)};
+  key.out_dtype = DTypeCode(out_dtype);
+  key.epilogue = static_cast<int>(epilogue);
+  key.align_bias = bias ? Alignment(bias, sizeof(float), 0, 0) : 0;
+  const GemmPlan& plan = FindPlan(key, a.dtype, true, bias);
+  if (plan.op == nullptr) {
+    if (result != c) allocator().Free(result);
+    Backend<float>::GemmBiasAct(m, n, k, a, b, bias, act, c, c_dtype);
+    return;
+  }
+  if (bias)
+    SF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                                   sizeof(bias)));
+  const float alpha = 1.0f, beta = 0.0f;
+  SF_CUBLAS_CHECK(cublasLtMatmul(lt_, plan.op, &alpha, b.data, plan.la, a.data, plan.lb, &beta,
+                                 result, plan.lc, result, plan.lc, &plan.algo, workspace_,
+                                 kWorkspace, stream_));
+  if (result != c) {
+    Cast(result, c, c_dtype, m * n);
+    allocator().Free(result);
+  }
+}
+
 void CudaBackend::DropGemmPlans() {
   for (auto& [key, plan] : gemm_plans_) {
+    if (plan.op == nullptr) continue;  // a form cuBLASLt has no algorithm for
     cublasLtMatrixLayoutDestroy(plan.la);
     cublasLtMatrixLayoutDestroy(plan.lb);
     cublasLtMatrixLayoutDestroy(plan.lc);
@@ -67,7 +122,7 @@ void CudaBackend::DropGemmPlans() {
 // our B, its second our A, and a row-major stored matrix is the column-major transpose.
 // bf16/f16 operands run on tensor cores with fp32 accumulation (CUBLAS_COMPUTE_32F); fp32
 // operands are computed in full fp32 (no TF32), so fp32 runs match the CPU closely.
-GemmPlan CudaBackend::PlanGemm(const GemmKey& key, DType dtype) {
+GemmPlan CudaBackend::PlanGemm(const GemmKey& key, DType dtype, bool optional, const void* bias) {
   GemmPlan plan;
   const cudaDataType_t dt = CudaType(dtype);
   const bool ta = key.ta != 0, tb = key.tb != 0;
@@ -80,7 +135,14 @@ GemmPlan CudaBackend::PlanGemm(const GemmKey& key, DType dtype) {
   // unless transposed (m x k); C^T is n x m.
   SF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.la, dt, tb ? key.k : key.n, tb ? key.n : key.k, key.ldb));
   SF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.lb, dt, ta ? key.m : key.k, ta ? key.k : key.m, key.lda));
-  SF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.lc, CUDA_R_32F, key.n, key.m, key.ldc));
+  const DType out = key.out_dtype == 1 ? DType::kBF16 : key.out_dtype == 2 ? DType::kF16 : DType::kF32;
+  SF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.lc, CudaType(out), key.n, key.m, key.ldc));
+  if (key.epilogue != 0) {
+    const auto epilogue = static_cast<cublasLtEpilogue_t>(key.epilogue);
+    SF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+  }
+  if (bias)
+    SF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   if (key.batch > 1) {
     const int32_t count = static_cast<int32_t>(key.batch);
     for (auto [layout, stride] : {std::pair{plan.la, key.sb}, std::pair{plan.lb, key.sa},
@@ -106,6 +168,13 @@ GemmPlan CudaBackend::PlanGemm(const GemmKey& key, DType dtype) {
   const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(lt_, plan.op, plan.la, plan.lb, plan.lc, plan.lc,
                                                            pref, 1, &heuristic, &found);
   cublasLtMatmulPreferenceDestroy(pref);
+  if ((hs != CUBLAS_STATUS_SUCCESS || found == 0) && optional) {
+    cublasLtMatrixLayoutDestroy(plan.la);
+    cublasLtMatrixLayoutDestroy(plan.lb);
+    cublasLtMatrixLayoutDestroy(plan.lc);
+    cublasLtMatmulDescDestroy(plan.op);
+    return GemmPlan{};
+  }
   if (hs != CUBLAS_STATUS_SUCCESS || found == 0) {
     // What the caller asked for, so the bad call can be found (a kernel cannot fail otherwise).
     std::fprintf(stderr,

@@ -5,11 +5,13 @@
 //   cuda_backend.cu        construction and teardown, device memory (CachingAllocator over
 //                          cudaMalloc, host copies through pinned staging), the multi-tensor
 //                          passes of multi_tensor.cu, MakeCudaBackend / CudaDeviceCount
-//   cuda_gemm.cu           Gemm through cuBLASLt, with its cache of plans per shape
+//   cuda_gemm.cu           Gemm and GemmBiasAct (cuBLASLt epilogues) through cuBLASLt, with its
+//                          cache of plans per shape
 //   cuda_elementwise.cu    cast, add, bias + dropout + residual, bias + activation, column sums,
 //                          embedding lookup and its gradient
-//   cuda_layernorm.cu      layer normalisation, forward and backward
+//   cuda_layernorm.cu      layer normalisation and the residual tail fused with it, both ways
 //   cuda_attention.cu      head split / merge and the masked softmax with dropout
+//   cuda_fused_attention.cu  fused attention (flash-attention tiling, WMMA), forward and backward
 //   cuda_cross_entropy.cu  label-smoothed cross-entropy: per-row loss, totals and gradient
 //   cuda_beam_scores.cu    beam search's top-k log-probabilities of each row
 //   cuda_ctc.cu            the CTC loss: log-softmax, forward-backward per utterance, gradient
@@ -18,7 +20,8 @@
 // The helpers here: SF_CUDA_CHECK / SF_CUBLAS_CHECK abort with the call site on any error (a
 // kernel op has no way to report one); kThreads and Blocks(n) are the 1-D launch geometry of one
 // thread per element; BlockSum is a block-wide sum that every thread of the block must reach;
-// StoreAs writes element i of an output whose dtype code DTypeCode gives (0 f32, 1 bf16, 2 f16);
+// StoreAs writes element i of an output whose dtype code DTypeCode gives (0 f32, 1 bf16, 2 f16),
+// StoreAs4 four of them at once;
 // KeepScale is inverted dropout's 1 / (1 - p).
 #pragma once
 
@@ -90,6 +93,26 @@ __device__ inline void StoreAs(void* out, int dtype, int64_t i, float v) {
   else static_cast<float*>(out)[i] = v;
 }
 
+// Elements i .. i+3 of such an output in one store: i a multiple of 4 and `out` 16-byte aligned.
+__device__ inline void StoreAs4(void* out, int dtype, int64_t i, float a, float b, float c,
+                                float d) {
+  if (dtype == 1 || dtype == 2) {
+    uint2 u;
+    if (dtype == 1) {
+      const __nv_bfloat162 lo = __floats2bfloat162_rn(a, b), hi = __floats2bfloat162_rn(c, d);
+      u.x = *reinterpret_cast<const uint32_t*>(&lo);
+      u.y = *reinterpret_cast<const uint32_t*>(&hi);
+    } else {
+      const __half2 lo = __floats2half2_rn(a, b), hi = __floats2half2_rn(c, d);
+      u.x = *reinterpret_cast<const uint32_t*>(&lo);
+      u.y = *reinterpret_cast<const uint32_t*>(&hi);
+    }
+    *reinterpret_cast<uint2*>(static_cast<uint16_t*>(out) + i) = u;
+  } else {
+    *reinterpret_cast<float4*>(static_cast<float*>(out) + i) = make_float4(a, b, c, d);
+  }
+}
+
 inline int DTypeCode(DType t) { return t == DType::kBF16 ? 1 : t == DType::kF16 ? 2 : 0; }
 
 // The cuBLASLt objects of one GEMM shape, built (with its heuristic algorithm) on first use.
@@ -100,14 +123,19 @@ struct GemmKey {
   // have: cuBLASLt's heuristic assumes 256 unless told, and an algorithm chosen for aligned
   // pointers may refuse or fault on less aligned ones (per-head attention slices, odd strides).
   uint32_t align_a, align_b, align_c;
+  // GemmBiasAct's: the output's dtype code (DTypeCode) and cuBLASLt's epilogue (0: none).
+  int out_dtype = 0;
+  int epilogue = 0;
+  uint32_t align_bias = 0;  // the bias vector's alignment (the heuristic depends on it)
   bool operator<(const GemmKey& o) const {
     return std::tie(batch, m, n, k, lda, ldb, ldc, sa, sb, sc, dtype, ta, tb, align_a, align_b,
-                    align_c) <
+                    align_c, out_dtype, epilogue, align_bias) <
            std::tie(o.batch, o.m, o.n, o.k, o.lda, o.ldb, o.ldc, o.sa, o.sb, o.sc, o.dtype, o.ta,
-                    o.tb, o.align_a, o.align_b, o.align_c);
+                    o.tb, o.align_a, o.align_b, o.align_c, o.out_dtype, o.epilogue, o.align_bias);
   }
 };
 
+// op is null when cuBLASLt has no algorithm for a GemmBiasAct form (the caller falls back).
 struct GemmPlan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
@@ -140,8 +168,15 @@ class CudaBackend final : public Backend<float> {
   void Gemm(int64_t batch, int64_t m, int64_t n, int64_t k, const GemmOperand& a,
             const GemmOperand& b, float* c, int64_t ldc, int64_t stride_c, float alpha,
             float beta) override;
+  void GemmBiasAct(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const GemmOperand& b,
+                   const float* bias, GemmActivation act, void* c, DType c_dtype) override;
   void DropGemmPlans();
-  GemmPlan PlanGemm(const GemmKey& key, DType dtype);
+  // `optional`: a missing algorithm gives a plan with a null op instead of aborting.
+  // `bias`: the epilogue's bias vector, set before the heuristic looks (its alignment matters).
+  GemmPlan PlanGemm(const GemmKey& key, DType dtype, bool optional = false,
+                    const void* bias = nullptr);
+  const GemmPlan& FindPlan(const GemmKey& key, DType dtype, bool optional,
+                           const void* bias = nullptr);
 
   // cuda_elementwise.cu
   void Cast(const float* x, void* y, DType to, int64_t n) override;
@@ -184,6 +219,14 @@ class CudaBackend final : public Backend<float> {
   void LayerNormBackward(const float* dy, const float* x, const float* gamma, const float* mean,
                          const float* rstd, float* dx, float* dgamma, float* dbeta, int64_t rows,
                          int64_t cols, bool accumulate_dx) override;
+  void ResidualLayerNormForward(const float* x, const float* bias, const float* residual, float p,
+                                DropoutKey key, float* h, const float* gamma, const float* beta,
+                                float* y, void* y_low, DType low_dtype, float* mean, float* rstd,
+                                int64_t rows, int64_t cols, float eps) override;
+  void ResidualLayerNormBackward(const float* dy, const float* h, const float* gamma,
+                                 const float* mean, const float* rstd, float* dh, void* d_branch,
+                                 DType branch_dtype, float* dbias, float* dgamma, float* dbeta,
+                                 float p, DropoutKey key, int64_t rows, int64_t cols) override;
 
   // cuda_attention.cu
   void SoftmaxForward(const float* scores, float* probs, void* dropped, DType dropped_dtype,
@@ -196,6 +239,14 @@ class CudaBackend final : public Backend<float> {
                   int64_t time, int64_t parts, int64_t heads, int64_t head_dim) override;
   void MergeHeads(const float* in, void* x, DType x_dtype, int64_t batch, int64_t time,
                   int64_t parts, int64_t heads, int64_t head_dim) override;
+
+  // cuda_fused_attention.cu
+  bool has_fused_attention() const override { return true; }
+  void AttentionForward(const AttentionArgs& a, const void* q, const void* k, const void* v,
+                        void* out, float* lse) override;
+  void AttentionBackward(const AttentionArgs& a, const void* q, const void* k, const void* v,
+                         const void* out, const void* dout, const float* lse,
+                         const AttentionGrads<float>& g) override;
 
   // cuda_cross_entropy.cu
   CrossEntropyStats CrossEntropyForward(const float* logits, const int32_t* targets, float* lse,
