@@ -17,6 +17,7 @@
 // by assertions in debug builds); kernels do not fail.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -24,6 +25,7 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "trainer/core/allocator.h"
 #include "trainer/core/dtype.h"
@@ -161,6 +163,18 @@ class Backend {
   virtual std::string description() const { return name(); }
   // Waits until every op issued so far has finished (a no-op where ops finish as they return).
   virtual void Synchronize() {}
+
+  // Device time, for per-phase profiles: Mark() notes how far the op stream has got (a CUDA
+  // event on a GPU; the host clock on backends whose ops finish as they return) and returns the
+  // mark's number; SecondsBetween(a, b) waits for mark b and returns the device time from mark a
+  // to mark b; ClearMarks() forgets every mark (numbers start again at 0).
+  virtual int Mark() {
+    host_marks_.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count());
+    return static_cast<int>(host_marks_.size()) - 1;
+  }
+  virtual double SecondsBetween(int a, int b) { return host_marks_.at(b) - host_marks_.at(a); }
+  virtual void ClearMarks() { host_marks_.clear(); }
 
   // The caching allocator of the backend's device: every buffer an op reads or writes (the
   // model's parameters, activations and scratch; the optimizer's state) is a block of it.
@@ -437,6 +451,8 @@ class Backend {
                          grad_scale);
     return s;
   }
+ private:
+  std::vector<double> host_marks_;  // Mark()'s host clock readings
 };
 
 template <typename T>

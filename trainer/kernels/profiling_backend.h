@@ -66,6 +66,9 @@ class ProfilingBackend final : public Backend<float> {
   Device device() const override { return inner_->device(); }
   std::string description() const override { return inner_->description(); }
   void Synchronize() override { inner_->Synchronize(); }
+  int Mark() override { return inner_->Mark(); }
+  double SecondsBetween(int a, int b) override { return inner_->SecondsBetween(a, b); }
+  void ClearMarks() override { inner_->ClearMarks(); }
   CachingAllocator& allocator() const override { return inner_->allocator(); }
   void* AllocateDevice(size_t bytes) override { return inner_->AllocateDevice(bytes); }
   void FreeDevice(void* p) override { inner_->FreeDevice(p); }

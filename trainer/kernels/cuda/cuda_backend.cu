@@ -71,6 +71,7 @@ CudaBackend::~CudaBackend() {
     cudaFreeHost(st.host);
     cudaEventDestroy(st.done);
   }
+  for (cudaEvent_t e : marks_) cudaEventDestroy(e);
   allocator_.reset();  // frees every block before the stream goes
   cudaFree(workspace_);
   cudaFree(row_stats_);
@@ -90,6 +91,23 @@ std::string CudaBackend::description() const {
 }
 
 void CudaBackend::Synchronize() { SF_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+int CudaBackend::Mark() {
+  if (marks_used_ == marks_.size()) {
+    cudaEvent_t e;
+    SF_CUDA_CHECK(cudaEventCreate(&e));
+    marks_.push_back(e);
+  }
+  SF_CUDA_CHECK(cudaEventRecord(marks_[marks_used_], stream_));
+  return static_cast<int>(marks_used_++);
+}
+
+double CudaBackend::SecondsBetween(int a, int b) {
+  SF_CUDA_CHECK(cudaEventSynchronize(marks_.at(static_cast<size_t>(b))));
+  float ms = 0;
+  SF_CUDA_CHECK(cudaEventElapsedTime(&ms, marks_.at(static_cast<size_t>(a)), marks_.at(static_cast<size_t>(b))));
+  return ms / 1e3;
+}
 
 void* CudaBackend::AllocateDevice(size_t bytes) {
   void* p = allocator_->Allocate(bytes ? bytes : 1);

@@ -37,6 +37,7 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "trainer/kernels/backend.h"
 
@@ -155,6 +156,9 @@ class CudaBackend final : public Backend<float> {
   Device device() const override { return Device::kCuda; }
   std::string description() const override;
   void Synchronize() override;
+  int Mark() override;
+  double SecondsBetween(int a, int b) override;
+  void ClearMarks() override { marks_used_ = 0; }
   CachingAllocator& allocator() const override { return *allocator_; }
   void* AllocateDevice(size_t bytes) override;
   void FreeDevice(void* p) override { allocator_->Free(p); }
@@ -303,6 +307,8 @@ class CudaBackend final : public Backend<float> {
   int64_t row_stats_rows_ = 0;
   double* ce_totals_ = nullptr;
   double* sum_scratch_ = nullptr;
+  std::vector<cudaEvent_t> marks_;  // Mark()'s events, reused after ClearMarks()
+  size_t marks_used_ = 0;
 };
 
 }  // namespace sf::cuda
