@@ -12,7 +12,8 @@
 # same sizes, vocabulary (VOCAB) and dropout, medians of STEPS timed steps after WARMUP. Prints
 # each run's JSON and a table: tokens/s of each, our speed-up over eager PyTorch, our model FLOP
 # rate as a fraction of the bf16 cuBLASLt GEMM rate measured in the same run, and peak device
-# memory (our device allocator's peak; torch.cuda.max_memory_allocated).
+# memory (our device allocator's peak; torch.cuda.max_memory_allocated); then our step's phases
+# on the device's clock (sf-trainer bench's device_*_s).
 # Targets (issue 13): >= 1.3x eager PyTorch, >= 0.5 of the GEMM rate, memory <= PyTorch's.
 #
 # Needs a GPU, an sf-trainer built with SF_CUDA=ON, and a python with torch (PYTHON, default
@@ -38,6 +39,7 @@ field() { "$PYTHON" -c "import json,sys; print(json.loads(sys.argv[1]).get(sys.a
 echo "gpu: $("$PYTHON" -c 'import torch; print(torch.cuda.get_device_name(0))'), torch $("$PYTHON" -c 'import torch; print(torch.__version__)')"
 echo "config: src_len=$SRC_LEN tgt_len=$TGT_LEN vocab=$VOCAB steps=$STEPS warmup=$WARMUP compile=$COMPILE"
 rows=()
+phases=()
 for arch in $ARCHS; do
   for tokens in $TOKENS; do
     batch=$((tokens / TGT_LEN))
@@ -54,6 +56,7 @@ for arch in $ARCHS; do
     fi
     ot=$(field "$ours" tokens_per_s); et=$(field "$eager" tokens_per_s); ct=$(field "$compiled" tokens_per_s)
     speedup=$("$PYTHON" -c "print('%.2f' % ($ot / $et))")
+    phases+=("$arch $tokens: forward $(field "$ours" device_forward_s) s, backward $(field "$ours" device_backward_s) s, optimizer $(field "$ours" device_optimizer_s) s")
     rows+=("| $arch | $tokens | $ot | $et | $ct | **${speedup}x** | $(field "$ours" achieved_gflops) | $(field "$ours" fraction_of_gemm_rate) of $(field "$ours" gemm_gflops) | $(field "$ours" engine_peak_buffer_mb) | $(field "$eager" device_peak_mb) | $(field "$compiled" device_peak_mb) |")
   done
 done
@@ -61,3 +64,6 @@ echo
 echo "| model | target tokens/step | steadfast tokens/s | pytorch eager | pytorch compiled | speed-up vs eager | steadfast GFLOP/s | of bf16 GEMM GFLOP/s | steadfast peak MB | eager peak MB | compiled peak MB |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
+echo
+echo "steadfast's step on the device's clock (CUDA events, medians):"
+printf '  %s\n' "${phases[@]}"
