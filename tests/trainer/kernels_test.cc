@@ -1089,17 +1089,29 @@ TEST_P(KernelTest, FusedOptimizerUpdateEqualsTheHostOptimizerBitForBit) {
       dp.push_back({name, dv + offsets[i], dg + offsets[i], static_cast<size_t>(sizes[i]), decays[i]});
     }
     ASSERT_TRUE(dev_opt->Prepare(dp).ok());
+    // The last steps fold a gradient factor (unscale / clip) and write the bf16 mirror of the
+    // weights, as a mixed-precision training step does; the stored gradients stay unscaled.
+    uint16_t* mirror = st().In(std::vector<uint16_t>(total, 0));
     for (int step = 0; step < 7; ++step) {
       std::vector<float> g = Random(total, 60 + step, -0.1f, 0.1f);
       std::copy(g.begin(), g.end(), hg.begin());
       be().CopyToDevice(dg, g.data(), g.size() * sizeof(float));
-      host_opt->Step(hp, 1e-2f);
-      dev_opt->Step(dp, 1e-2f);
+      StepFusion host_fusion, dev_fusion;
+      if (step >= 5) {
+        host_fusion.grad_factor = dev_fusion.grad_factor = 0.37f;
+        dev_fusion.mirror = mirror;
+      }
+      host_opt->Step(hp, 1e-2f, host_fusion);
+      dev_opt->Step(dp, 1e-2f, dev_fusion);
     }
     const std::vector<float> got = st().Get(dv, total);
+    const std::vector<uint16_t> got_mirror = st().Get(mirror, total);
     for (int i = 0; i < 3; ++i)
-      for (int64_t j = 0; j < sizes[i]; ++j)
+      for (int64_t j = 0; j < sizes[i]; ++j) {
         ASSERT_EQ(got[offsets[i] + j], hv[offsets[i] + j]) << "p" << i << "[" << j << "]";
+        ASSERT_EQ(got_mirror[offsets[i] + j], FloatToBf16(hv[offsets[i] + j])) << "mirror p" << i << "[" << j << "]";
+      }
+    EXPECT_EQ(st().Get(dg, total), hg) << "the stored gradients are left unscaled";
     const std::vector<NamedBuffer> a = host_opt->State(), b = dev_opt->State();
     ASSERT_EQ(a.size(), b.size());
     for (size_t i = 0; i < a.size(); ++i) {

@@ -115,28 +115,38 @@ void ApplyOptimizerUpdateOnHost(const OptimizerUpdate& u) {
   const float* __restrict g = u.grads;
   float* __restrict m = u.state[0];
   float* __restrict v = u.state[1];
+  const float gf = u.grad_factor;  // x * 1.0f is x: no separate unscaled loop needed
+  // The chunk's mirror, while its values are in cache.
+  auto mirror = [&](int64_t b, int64_t e) {
+    if (u.mirror)
+      StoreFloats(p + b, static_cast<char*>(u.mirror) + b * DTypeSize(u.mirror_dtype),
+                  u.mirror_dtype, e - b);
+  };
   switch (u.rule) {
     case UpdateRule::kAdamW:
       ForEachChunk(u, [&](int64_t b, int64_t e, bool decay) {
 #pragma omp simd
-        for (int64_t i = b; i < e; ++i) AdamWElement(s, decay, p[i], g[i], m[i], v[i]);
+        for (int64_t i = b; i < e; ++i) AdamWElement(s, decay, p[i], g[i] * gf, m[i], v[i]);
+        mirror(b, e);
       });
       break;
     case UpdateRule::kRAdam:
       ForEachChunk(u, [&](int64_t b, int64_t e, bool decay) {
         if (s.flag) {
 #pragma omp simd
-          for (int64_t i = b; i < e; ++i) RAdamStep<true>(s, decay, p[i], g[i], m[i], v[i]);
+          for (int64_t i = b; i < e; ++i) RAdamStep<true>(s, decay, p[i], g[i] * gf, m[i], v[i]);
         } else {
 #pragma omp simd
-          for (int64_t i = b; i < e; ++i) RAdamStep<false>(s, decay, p[i], g[i], m[i], v[i]);
+          for (int64_t i = b; i < e; ++i) RAdamStep<false>(s, decay, p[i], g[i] * gf, m[i], v[i]);
         }
+        mirror(b, e);
       });
       break;
     case UpdateRule::kSgd:
       ForEachChunk(u, [&](int64_t b, int64_t e, bool decay) {
         float unused = 0;
-        for (int64_t i = b; i < e; ++i) SgdElement(s, decay, p[i], g[i], m ? m[i] : unused);
+        for (int64_t i = b; i < e; ++i) SgdElement(s, decay, p[i], g[i] * gf, m ? m[i] : unused);
+        mirror(b, e);
       });
       break;
   }

@@ -123,15 +123,21 @@ struct ParamChunk {
 inline constexpr int64_t kParamChunkElements = 1 << 16;
 
 // One fused optimizer step over every parameter: for each chunk and each element i in it,
-// the rule's element function (optim/update_rules.h) updates values[i] from grads[i] and the
-// state buffers state[k][i] (exp_avg / exp_avg_sq, or momentum_buffer; null when the rule has
-// none). All pointers, the chunk table included, are on the backend's device.
+// the rule's element function (optim/update_rules.h) updates values[i] from grads[i] *
+// grad_factor (the product rounded to fp32, as a separate Scale pass would have stored it; grads
+// are left as they are) and the state buffers state[k][i] (exp_avg / exp_avg_sq, or
+// momentum_buffer; null when the rule has none); then, when mirror is not null, mirror[i] =
+// the updated values[i] as mirror_dtype (kBF16 / kF16, round to nearest even: the GEMMs' weight
+// copy, ParamStore's mirror). All pointers, the chunk table included, are on the backend's device.
 struct OptimizerUpdate {
   UpdateRule rule = UpdateRule::kAdamW;
   UpdateScalars scalars;
   float* values = nullptr;
   const float* grads = nullptr;
+  float grad_factor = 1.0f;
   float* state[2] = {nullptr, nullptr};
+  void* mirror = nullptr;
+  DType mirror_dtype = DType::kBF16;
   const ParamChunk* chunks = nullptr;
   int64_t num_chunks = 0;
 };

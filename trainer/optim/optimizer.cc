@@ -181,6 +181,9 @@ void Optimizer::Step(std::span<const ParamRef> params, float lr, const StepFusio
     u.scalars = scalars;
     u.values = const_cast<float*>(device_->base_value);
     u.grads = device_->base_grad;
+    u.grad_factor = fusion.grad_factor;
+    u.mirror = fusion.mirror;
+    u.mirror_dtype = fusion.mirror_dtype;
     for (size_t k = 0; k < device_->buffers.size() && k < 2; ++k) {
       u.state[k] = device_->buffers[k].data<float>();
     }

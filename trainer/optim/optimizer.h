@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "trainer/core/dtype.h"
 #include "trainer/optim/param.h"
 #include "trainer/optim/update_rules.h"
 
@@ -57,14 +58,18 @@ struct OptimizerOptions {
   bool decoupled_weight_decay = false;
 };
 
-// What the host update pass does besides the update itself (Optimizer::Step): it updates from
-// the gradients times grad_factor (each product rounded to fp32, exactly what ScaleGrads would
-// have stored; the stored gradients are left as they are), and after updating a chunk of values
-// calls on_updated(values, n) from the thread that updated them, while the chunk is in cache
-// (e.g. to refresh a bf16 copy of the weights).
+// What the update pass does besides the update itself (Optimizer::Step): it updates from the
+// gradients times grad_factor (each product rounded to fp32, exactly what ScaleGrads would have
+// stored; the stored gradients are left as they are). The host pass, after updating a chunk of
+// values, calls on_updated(values, n) from the thread that updated them, while the chunk is in
+// cache (e.g. to refresh a bf16 copy of the weights). The device pass (PlaceOn) writes
+// mirror[i] = the updated value i of the flat value buffer as mirror_dtype (OptimizerUpdate),
+// when mirror is not null.
 struct StepFusion {
   float grad_factor = 1.0f;
   std::function<void(const float* values, size_t n)> on_updated;
+  void* mirror = nullptr;
+  DType mirror_dtype = DType::kBF16;
 };
 
 class Optimizer {

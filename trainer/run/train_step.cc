@@ -116,8 +116,18 @@ Result<StepReport> TrainStep::Run(size_t micro_batches, const MicroBatchForward&
   const UnscaleClip c = UnscaleAndClipFactor(unscale, clip_norm_, gs);
   r.grad_norm = c.norm;
   if (on_device_) {
-    if (c.scale) be.Scale(store.grads(), store.total_numel(), c.factor);
-    optimizer_->Step(params_, lr);
+    // One launch: the gradients' unscale/clip factor, the update, and the compute-dtype mirror
+    // of the weights the GEMMs read (element i of the flat values: the store's layout).
+    StepFusion fusion;
+    if (c.scale) fusion.grad_factor = c.factor;
+    const DType mirror = store.mirror_dtype();
+    if ((mirror == DType::kBF16 || mirror == DType::kF16) && !params_.empty() &&
+        store.values() == params_.front().value) {
+      fusion.mirror = store.mirror_at(0);
+      fusion.mirror_dtype = mirror;
+    }
+    optimizer_->Step(params_, lr, fusion);
+    if (fusion.mirror) store.MirrorRefreshed();
   } else {
     // One pass over the parameters: the gradients scaled, the update, and the compute-dtype
     // mirror of the weights the GEMMs read, chunk by chunk while each is in cache.

@@ -1,11 +1,15 @@
 // The CUDA multi-tensor passes of CudaBackend: the fused optimizer update (one launch over
-// every parameter, one block per ParamChunk), the gradient sum of squares and scaling.
+// every parameter, one block per ParamChunk, the gradient's scale and the weights' bf16/f16
+// mirror folded in), the gradient sum of squares and scaling.
 //
 // This file is compiled with --fmad=false (trainer/CMakeLists.txt): the optimizer's element
 // functions (optim/update_rules.h) place their own fused multiply-adds, exactly where the CPU
 // loops (bit-exact against torch.optim) have them, and sqrtf / division are IEEE-rounded
 // (nvcc's defaults -prec-sqrt=true -prec-div=true), so a GPU step equals the CPU step bit for bit.
 #include "trainer/kernels/cuda/multi_tensor.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <cmath>
 
@@ -20,9 +24,10 @@ template <UpdateRule R>
 __global__ void OptimizerUpdateKernel(OptimizerUpdate u) {
   const ParamChunk c = u.chunks[blockIdx.x];
   const bool decay = c.decay != 0;
+  const bool half_mirror = u.mirror_dtype == DType::kF16;
   for (int64_t i = c.begin + threadIdx.x; i < c.end; i += blockDim.x) {
     float p = u.values[i];
-    const float g = u.grads[i];
+    const float g = u.grads[i] * u.grad_factor;  // x * 1.0f is x
     if constexpr (R == UpdateRule::kAdamW) {
       float m = u.state[0][i], v = u.state[1][i];
       AdamWElement(u.scalars, decay, p, g, m, v);
@@ -39,6 +44,10 @@ __global__ void OptimizerUpdateKernel(OptimizerUpdate u) {
       if (u.state[0]) u.state[0][i] = b;
     }
     u.values[i] = p;
+    if (u.mirror) {
+      if (half_mirror) static_cast<__half*>(u.mirror)[i] = __float2half_rn(p);
+      else static_cast<__nv_bfloat16*>(u.mirror)[i] = __float2bfloat16_rn(p);
+    }
   }
 }
 
