@@ -7,7 +7,7 @@
 // dropout mask (Philox, element ((b*H + h)*Tq + q)*Tk + k, shared with the CPU and the reference)
 // and accept fp32 and odd head sizes, which cuDNN's fused graphs do not.
 //
-// Tiling (flash-attention's scheme): one block of kThreads threads per (query tile, head, batch
+// Tiling (flash-attention's scheme): one block of kAttnThreads threads per (query tile, head, batch
 // entry) in the forward pass; the tiles of q, k, v live in shared memory, zero-padded to a head
 // size Dp that is a multiple of 16. For each key tile: S = Q K^T, then an online softmax update
 // per row (running max m, running sum l, the output rows rescaled by exp(m_old - m_new)), then
@@ -20,8 +20,9 @@
 // column sums of dq | dk | dv, taken in fp32 per tile and summed tile by tile in a last kernel.
 //
 // The products run on tensor cores (WMMA, bf16 / f16 operands, fp32 accumulation) when the
-// compute dtype is bf16 or f16, and as fp32 FMAs when it is fp32. Tiles are 64 x 64 when the
-// shared memory allows, else 32 or 16 (large head sizes, fp32).
+// compute dtype is bf16 or f16, and as fp32 FMAs when it is fp32. Tiles are 16, 32 or 64 rows,
+// the smallest that covers sequences up to 40 tokens, else 64 (ChooseTile); smaller where the
+// shared memory would not hold them (large head sizes, fp32).
 #include <cuda_runtime.h>
 #include <mma.h>
 
