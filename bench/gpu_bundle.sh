@@ -13,6 +13,7 @@
 # On the machine (the device tool's `run`, carry [".gpu-bundle"]):
 #   bash .gpu-bundle/run.sh          # all checks; logs and the table under $OUT (or ./gpu-out)
 #   STEPS=10 ARCHS=transformer_base bash .gpu-bundle/run.sh bench
+#   PACK=1 bash .gpu-bundle/run.sh tests    # logs in one archive (the tool returns few files)
 # run.sh runs: nvidia-smi; the CUDA kernel, device-model and device-residency tests (the cuda
 # cases must not skip there); the NCCL communicator test; sf-agent's slot detection through the
 # real NVML; `sf-trainer train --device cuda` on the full Multi30k (validation BLEU by the
@@ -193,6 +194,12 @@ print("|---|---|---|---|")
 for k, ms in total.most_common(40):
     print(f"| {k} | {count[k] / steps:.1f} | {ms / steps:.3f} | {100 * ms / all_ms:.1f}% |")
 PY
+fi
+# The device tool brings back only a few files of $OUT: PACK=1 folds this part's logs into one
+# archive (logs-PART.tar.gz) and removes the loose files.
+if [[ "${PACK:-0}" == 1 ]]; then
+  (cd "$out" && find . -maxdepth 1 -type f ! -name '*.tar.gz' -printf '%P\n' | tar -czf "logs-$what.tar.gz" -T - &&
+     find . -maxdepth 1 -type f ! -name '*.tar.gz' -delete)
 fi
 exit $status
 RUN
