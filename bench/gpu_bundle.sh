@@ -102,7 +102,8 @@ if [[ "$what" == all || "$what" == tests ]]; then
     (cd "$dir" && timeout "${TEST_TIMEOUT:-240}" "$dir/bin/$t" --gtest_color=no) > "$out/$t.log" 2>&1 || rc=$?
     if [[ $rc != 0 ]]; then
       status=1
-      echo "$t: exit $rc (124: over ${TEST_TIMEOUT:-240} s); its last lines:"
+      if [[ $rc == 124 ]]; then echo "$t: timed out after ${TEST_TIMEOUT:-240} s; its last lines:"
+      else echo "$t: exit $rc; its last lines:"; fi
       tail -5 "$out/$t.log"
     fi
     echo "$t: $(grep -E '^\[  (PASSED  |FAILED  |SKIPPED )\] [0-9]+ test' "$out/$t.log" | tr '\n' ' ')"
