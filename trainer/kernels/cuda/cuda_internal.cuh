@@ -11,7 +11,9 @@
 //                          embedding lookup and its gradient
 //   cuda_layernorm.cu      layer normalisation and the residual tail fused with it, both ways
 //   cuda_attention.cu      head split / merge and the masked softmax with dropout
-//   cuda_fused_attention.cu  fused attention (flash-attention tiling, WMMA), forward and backward
+//   cuda_fused_attention.cu  fused attention (flash-attention tiling, WMMA): forward; its
+//                          backward in cuda_fused_attention_backward.cu, the tiles' building
+//                          blocks in cuda_attention_tiles.cuh
 //   cuda_cross_entropy.cu  label-smoothed cross-entropy: per-row loss, totals and gradient
 //   cuda_beam_scores.cu    beam search's top-k log-probabilities of each row
 //   cuda_ctc.cu            the CTC loss: log-softmax, forward-backward per utterance, gradient
@@ -244,7 +246,7 @@ class CudaBackend final : public Backend<float> {
   void MergeHeads(const float* in, void* x, DType x_dtype, int64_t batch, int64_t time,
                   int64_t parts, int64_t heads, int64_t head_dim) override;
 
-  // cuda_fused_attention.cu
+  // cuda_fused_attention.cu (AttentionBackward: cuda_fused_attention_backward.cu)
   bool has_fused_attention() const override { return true; }
   void AttentionForward(const AttentionArgs& a, const void* q, const void* k, const void* v,
                         void* out, float* lse) override;
