@@ -10,6 +10,7 @@
 
 #include "common/log.h"
 #include "common/secret_file.h"
+#include "master/api/grpc_api_service.h"
 #include "master/api/grpc_services.h"
 #include "master/api/trial_link_service.h"
 #include "master/api/http_server.h"

@@ -1,5 +1,5 @@
 // The Api methods by name, as one table that both servers call: the REST transcoder
-// (http_server.cc, through routes/rest_transcoder.h) and the gRPC service (grpc_services.h).
+// (http_server.cc, through routes/rest_transcoder.h) and the gRPC service (grpc_api_service.h).
 // What a method does beyond ApiHandlers — the workspace a new experiment goes to, which
 // experiments or checkpoints a bulk action may touch, the defaults of a request — lives here,
 // once, not in a transport.
