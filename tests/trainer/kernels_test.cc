@@ -806,7 +806,9 @@ TEST_P(KernelTest, FusedAttentionMatchesReference) {
             {"AVX2", portable::FusedAttentionForward, portable::FusedAttentionBackward, true},
             {"AVX-512", avx512::FusedAttentionForward, avx512::FusedAttentionBackward, cpu::HasAvx512()},
             {"AMX", amx::FusedAttentionForward, amx::FusedAttentionBackward,
-             dt == DType::kBF16 && cpu::HasAmxBf16() && cpu::EnableAmx()}};
+             dt == DType::kBF16 && cpu::HasAmxBf16() && cpu::EnableAmx()},
+            {"AVX512-BF16", avx512_bf16::FusedAttentionForward, avx512_bf16::FusedAttentionBackward,
+             dt == DType::kBF16 && cpu::HasAvx512() && cpu::HasAvx512Bf16()}};
         for (const Variant& var : variants) {
           if (!var.runs) continue;
           SCOPED_TRACE(var.name);

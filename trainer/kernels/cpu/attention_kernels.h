@@ -1,8 +1,9 @@
 // The CPU's fused attention (Backend::AttentionForward / AttentionBackward, semantics in
 // backend.h at AttentionArgs), written once in attention_impl.h and compiled twice:
 // sf::portable (x86-64-v3: AVX2 + FMA) and sf::avx512 (AVX-512; call only when
-// cpu::HasAvx512()) with fp32 tile products, and sf::amx with AMX tile products for bf16.
-// CpuBackend picks one.
+// cpu::HasAvx512()) with fp32 tile products, and for bf16 sf::amx (AMX tiles) and
+// sf::avx512_bf16 (vdpbf16ps) with bf16 products (attention_word_products.h). CpuBackend picks
+// one.
 //
 // How it runs. Work is split by (batch entry, head); each thread packs that head's keys and
 // values once into fp32 tiles in its own scratch (k transposed, v by rows; bf16 / f16 widened
@@ -47,6 +48,11 @@ SF_DECLARE_ATTENTION_KERNELS
 // AMX tile products (attention_amx.cc): bf16 inputs only, on a CPU with AMX-BF16 after
 // cpu::EnableAmx() succeeded.
 namespace amx {
+SF_DECLARE_ATTENTION_KERNELS
+}
+// vdpbf16ps products on bf16 operands (attention_avx512_bf16.cc): bf16 inputs only, on a CPU
+// with AVX512_BF16.
+namespace avx512_bf16 {
 SF_DECLARE_ATTENTION_KERNELS
 }
 #undef SF_DECLARE_ATTENTION_KERNELS

@@ -59,18 +59,24 @@ void CpuBackend::GemmBiasAct(int64_t m, int64_t n, int64_t k, const GemmOperand&
 
 void CpuBackend::WeightsChanged() { gemm_->WeightsChanged(); }
 
-// AMX tile products for bf16 where the CPU has them (and granted the tile state), else fp32 tile
-// products at the CPU's vector width.
+// For bf16: AMX tile products where the CPU has them (and granted the tile state), else
+// vdpbf16ps products where it has AVX512_BF16; otherwise fp32 tile products at the CPU's vector
+// width.
 namespace {
 bool UseAmxAttention(DType dt) {
   static const bool amx = cpu::HasAmxBf16() && cpu::EnableAmx();
   return amx && dt == DType::kBF16;
+}
+bool UseBf16DotAttention(DType dt) {
+  static const bool dot = kUseAvx512 && cpu::HasAvx512Bf16();
+  return dot && dt == DType::kBF16;
 }
 }  // namespace
 
 void CpuBackend::AttentionForward(const AttentionArgs& a, const void* q, const void* k,
                                   const void* v, void* out, float* lse) {
   if (UseAmxAttention(a.dtype)) amx::FusedAttentionForward(a, q, k, v, out, lse);
+  else if (UseBf16DotAttention(a.dtype)) avx512_bf16::FusedAttentionForward(a, q, k, v, out, lse);
   else if (kUseAvx512) avx512::FusedAttentionForward(a, q, k, v, out, lse);
   else portable::FusedAttentionForward(a, q, k, v, out, lse);
 }
@@ -79,6 +85,7 @@ void CpuBackend::AttentionBackward(const AttentionArgs& a, const void* q, const 
                                    const void* v, const void* out, const void* dout,
                                    const float* lse, const AttentionGrads<float>& g) {
   if (UseAmxAttention(a.dtype)) amx::FusedAttentionBackward(a, q, k, v, out, dout, lse, g);
+  else if (UseBf16DotAttention(a.dtype)) avx512_bf16::FusedAttentionBackward(a, q, k, v, out, dout, lse, g);
   else if (kUseAvx512) avx512::FusedAttentionBackward(a, q, k, v, out, dout, lse, g);
   else portable::FusedAttentionBackward(a, q, k, v, out, dout, lse, g);
 }
