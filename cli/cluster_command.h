@@ -118,8 +118,9 @@ void AddModelCommands(CLI::App& sf, CommandAction& action);
 // `sf serve start|list|describe|stop`, servers on the cluster (cli/serve_commands.cc).
 void AddServeCommands(CLI::App& sf, CommandAction& action);
 // `sf cmd run|list|logs|kill`, `sf task list|describe|logs|kill` (cli/task_commands.cc).
-// TaskLogs prints the output of the task the command's ID names (a command's, a server's).
-int TaskLogs(const Flags& f, Api& api);
+// TaskLogs prints the output of the task the command's ID names (a command's, a server's); with
+// `follow`, also what it prints after, until it ended.
+int TaskLogs(const Flags& f, Api& api, bool follow = false);
 void AddTaskCommands(CLI::App& sf, CommandAction& action);
 
 }  // namespace sf::cli

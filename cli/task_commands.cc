@@ -1,7 +1,10 @@
 // `sf cmd run|list|logs|kill` and `sf task list|describe|logs|kill`: tasks that are not an
 // experiment's trials (docs/tasks.md; master/tasks/task_coordinator.h).
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -13,6 +16,7 @@
 #include "cli/output.h"
 #include "cli/reply_text.h"
 #include "common/command_line.h"
+#include "common/config/command_config.h"
 #include "common/context/context_archive.h"
 #include "steadfast/v1/api.pb.h"
 #include "steadfast/v1/tasks.pb.h"
@@ -27,6 +31,7 @@ struct RunFlags {
   v1::CreateCommandRequest request;
   std::vector<std::string> argv;  // after --
   std::string context;            // --context DIR
+  std::string config_file;        // --config FILE
   bool detach = false;
 };
 
@@ -70,18 +75,82 @@ int ExitStatus(const v1::Task& t) {
   return t.state() == "STOPPED" ? 130 : 1;
 }
 
-int RunCommand(const Flags& f, const RunFlags& flags, Api& api) {
-  v1::CreateCommandRequest request = flags.request;
-  for (const std::string& a : flags.argv) request.add_entrypoint(a);
-  request.set_workspace(f.workspace);
-  if (!flags.context.empty()) {
-    auto packed = context::PackContext(flags.context);
+// The request of `sf cmd run`: its --config FILE (config/command_config.h) with the command
+// line over it. False (after saying why on stderr) when the file or the command is bad.
+bool BuildRequest(const Flags& f, const RunFlags& flags, v1::CreateCommandRequest& request) {
+  request = flags.request;
+  std::vector<std::string> argv = flags.argv;
+  std::string workspace = f.workspace, context_dir = flags.context, context_flag = "--context";
+  if (!flags.config_file.empty()) {
+    std::ifstream in(flags.config_file, std::ios::binary);
+    std::stringstream text;
+    if (!in || !(text << in.rdbuf())) {
+      std::cerr << "sf: --config " << flags.config_file << ": cannot read the file\n";
+      return false;
+    }
+    config::CommandConfigResult parsed = config::ParseCommandConfig(text.str());
+    if (!parsed.errors.empty()) {
+      for (const auto& e : parsed.errors) std::cerr << "sf: " << e.ToStringWithLocation(flags.config_file) << "\n";
+      return false;
+    }
+    const config::CommandConfig& c = parsed.config;
+    if (argv.empty()) argv = c.entrypoint;
+    if (request.slots() == 0 && c.slots) request.set_slots(static_cast<int32_t>(*c.slots));
+    if (request.resource_pool().empty() && c.resource_pool) request.set_resource_pool(*c.resource_pool);
+    if (request.priority() == 0 && c.priority) request.set_priority(static_cast<int32_t>(*c.priority));
+    if (workspace.empty() && c.workspace) workspace = *c.workspace;
+    if (context_dir.empty() && c.context) {
+      // Relative to the file's directory, as an experiment's context_directory.
+      const std::filesystem::path dir = std::filesystem::path(flags.config_file).parent_path();
+      context_dir = std::filesystem::path(*c.context).is_absolute() || dir.empty() ? *c.context
+                                                                                   : (dir / *c.context).string();
+      context_flag = flags.config_file + ": context";
+    }
+  }
+  if (argv.empty()) {
+    // As CLI11 names a missing positional (the usage errors' form).
+    std::cerr << "sf cmd run: command is required: the program after -- (sf cmd run -- PROGRAM ARGS...), or "
+                 "entrypoint in --config FILE\nrun 'sf cmd run --help' for usage\n";
+    return false;
+  }
+  for (const std::string& a : argv) request.add_entrypoint(a);
+  request.set_workspace(workspace);
+  if (!context_dir.empty()) {
+    auto packed = context::PackContext(context_dir);
     if (!packed.ok()) {
-      std::cerr << "sf: --context " << flags.context << ": " << packed.status().message() << "\n";
-      return kExitUsage;
+      std::cerr << "sf: " << context_flag << " " << context_dir << ": " << packed.status().message() << "\n";
+      return false;
     }
     request.set_context(packed->archive);
   }
+  return true;
+}
+
+// Prints the task's output as it comes until the task ended and every line is printed, saying on
+// stderr (without --json) why it waits while it is queued; the task as it ended in `t`. False
+// when a call failed (api.exit_code says how).
+bool FollowTask(const Flags& f, Api& api, v1::Task& t, const char* kind) {
+  int64_t after_id = 0;
+  std::string told;  // the last pending reason said
+  v1::TaskRequest get;
+  get.set_id(t.id());
+  while (true) {
+    if (!PrintLogsAfter(f, api, t.id(), after_id)) return false;
+    if (Ended(t)) return true;
+    if (!f.json && t.state() == "QUEUED" && !t.pending_reason().empty() && t.pending_reason() != told) {
+      told = t.pending_reason();
+      std::cerr << "sf: " << kind << " " << t.id() << " waits: " << told << "\n";
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    auto now = api.Call<v1::TaskResponse>("GetTask", get);
+    if (!now) return false;
+    t = now->message.task();
+  }
+}
+
+int RunCommand(const Flags& f, const RunFlags& flags, Api& api) {
+  v1::CreateCommandRequest request;
+  if (!BuildRequest(f, flags, request)) return kExitUsage;
   auto created = api.Call<v1::TaskResponse>("CreateCommand", request);
   if (!created) return api.exit_code;
   v1::Task t = created->message.task();
@@ -95,23 +164,7 @@ int RunCommand(const Flags& f, const RunFlags& flags, Api& api) {
     return kExitOk;
   }
   if (!f.json) std::cerr << "sf: command " << t.id() << " is " << t.state() << "\n";
-  // Its output as it comes, until it ended and every line is printed.
-  int64_t after_id = 0;
-  std::string told;  // the last pending reason said
-  v1::TaskRequest get;
-  get.set_id(t.id());
-  while (true) {
-    if (!PrintLogsAfter(f, api, t.id(), after_id)) return api.exit_code;
-    if (Ended(t)) break;
-    if (!f.json && t.state() == "QUEUED" && !t.pending_reason().empty() && t.pending_reason() != told) {
-      told = t.pending_reason();
-      std::cerr << "sf: command " << t.id() << " waits: " << told << "\n";
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    auto now = api.Call<v1::TaskResponse>("GetTask", get);
-    if (!now) return api.exit_code;
-    t = now->message.task();
-  }
+  if (!FollowTask(f, api, t, "command")) return api.exit_code;
   if (!f.json && t.state() != "COMPLETED") {
     std::cerr << "sf: command " << t.id() << " " << t.state() << (t.error().empty() ? "" : ": " + t.error()) << "\n";
   }
@@ -175,11 +228,20 @@ int OneTask(const Flags& f, Api& api, const std::string& method) {
 
 }  // namespace
 
-int TaskLogs(const Flags& f, Api& api) {
+// `logs ID [-f]`: the task's output so far; with -f, also what follows until the task ended.
+int TaskLogs(const Flags& f, Api& api, bool follow) {
   const auto id = IntegerId(f.id);
   if (!id) return kExitUsage;
-  int64_t after_id = 0;
-  return PrintLogsAfter(f, api, *id, after_id) ? kExitOk : api.exit_code;
+  if (!follow) {
+    int64_t after_id = 0;
+    return PrintLogsAfter(f, api, *id, after_id) ? kExitOk : api.exit_code;
+  }
+  v1::TaskRequest get;
+  get.set_id(*id);
+  auto now = api.Call<v1::TaskResponse>("GetTask", get);
+  if (!now) return api.exit_code;
+  v1::Task t = now->message.task();
+  return FollowTask(f, api, t, "task") ? kExitOk : api.exit_code;
 }
 
 void AddTaskCommands(CLI::App& sf, CommandAction& action) {
@@ -202,14 +264,23 @@ void AddTaskCommands(CLI::App& sf, CommandAction& action) {
                       "a directory whose files are the command's working directory (.sfignore applies)")
       ->type_name("DIR");
   run.app->add_option("-w,--workspace", run.flags->workspace, "the workspace it goes to (editor there needed)");
+  run.app->add_option("--config", flags->config_file,
+                      "a YAML file with its entrypoint, resources, workspace and context (docs/tasks.md); "
+                      "flags and a program after -- override it")
+      ->type_name("FILE");
   run.app->add_flag("--detach", flags->detach, "print its id and exit; do not wait for it");
-  run.app->add_option("command", flags->argv, "-- PROGRAM ARGS...: what it runs")->required()->expected(-1);
+  run.app->add_option("command", flags->argv, "-- PROGRAM ARGS...: what it runs (or entrypoint in --config)")
+      ->expected(-1);
 
   auto all = std::make_shared<bool>(false);
   AddCommand(cmd, "list", "list the commands (live ones; --all: also ended ones)", action,
              [all](const Flags& f, Api& api) { return ListTasks(f, api, "COMMAND", *all); })
       .app->add_flag("--all", *all, "also the newest 100 ended commands");
-  AddCommand(cmd, "logs", "print a command's output", action, TaskLogs).Id("ID", "the command's id");
+  auto follow_cmd = std::make_shared<bool>(false);
+  AddCommand(cmd, "logs", "print a command's output (-f: and follow it until the command ends)", action,
+             [follow_cmd](const Flags& f, Api& api) { return TaskLogs(f, api, *follow_cmd); })
+      .Id("ID", "the command's id")
+      .app->add_flag("-f,--follow", *follow_cmd, "keep printing its output until it ends");
   AddCommand(cmd, "kill", "kill a command", action,
              [](const Flags& f, Api& api) { return OneTask(f, api, "KillTask"); })
       .Id("ID", "the command's id");
@@ -223,7 +294,11 @@ void AddTaskCommands(CLI::App& sf, CommandAction& action) {
   AddCommand(task, "describe", "show a task: what it runs, its state, why it waits, where it runs", action,
              [](const Flags& f, Api& api) { return OneTask(f, api, "GetTask"); })
       .Id("ID", "the task's id");
-  AddCommand(task, "logs", "print a task's output", action, TaskLogs).Id("ID", "the task's id");
+  auto follow_task = std::make_shared<bool>(false);
+  AddCommand(task, "logs", "print a task's output (-f: and follow it until the task ends)", action,
+             [follow_task](const Flags& f, Api& api) { return TaskLogs(f, api, *follow_task); })
+      .Id("ID", "the task's id")
+      .app->add_flag("-f,--follow", *follow_task, "keep printing its output until it ends");
   AddCommand(task, "kill", "kill a task (a server: as sf serve stop)", action,
              [](const Flags& f, Api& api) { return OneTask(f, api, "KillTask"); })
       .Id("ID", "the task's id");

@@ -120,5 +120,65 @@ TEST(Commands, RunOnceWithTheirContextPrintTheirOutputAndExitWithTheirStatus) {
   EXPECT_EQ(c.Post("/api/v1/tasks/999999/kill", "").first, 404);
 }
 
+// `sf cmd run --config FILE` (common/config/command_config.h): the file gives the program, the
+// resources and the context (relative to the file); flags and a program after -- win over it;
+// a bad file is refused naming the field and the line. `sf cmd logs ID -f` prints the output as
+// it comes and returns when the command ended.
+TEST(Commands, AConfigFileDescribesOneAndLogsFollowItToTheEnd) {
+  Cluster c(1, 1);
+  TempDir dir;
+  dir.WriteFile("src/data.txt", "from the config's context\n");
+  const std::string config = dir.WriteFile(
+      "cmd.yaml",
+      "entrypoint: 'cat data.txt; for i in 1 2 3; do echo line-$i; sleep 1; done; exit 4'\n"
+      "resources:\n  slots: 1\n  priority: 30\n"
+      "context: src\n");
+  auto detached = Sf(c, {"cmd", "run", "--config", config, "--detach"});
+  ASSERT_TRUE(detached.ok()) << detached.status().ToString();
+  ASSERT_EQ(detached->exit_code, 0) << detached->output;
+  const int64_t id = CommandId(detached->output);
+  ASSERT_GT(id, 0) << detached->output;
+  // Follows it from the start to its end: every line, in order, then returns.
+  auto followed = Sf(c, {"cmd", "logs", std::to_string(id), "-f"});
+  ASSERT_TRUE(followed.ok()) << followed.status().ToString();
+  EXPECT_EQ(followed->exit_code, 0) << followed->output;
+  EXPECT_TRUE(std::regex_search(followed->output,
+                                std::regex("from the config's context\n(.|\n)*line-1\n(.|\n)*line-2\n(.|\n)*line-3\n")))
+      << followed->output;
+  Value task;
+  EXPECT_EQ(TaskState(c, id, &task), "FAILED") << "-f returned before the command ended";
+  EXPECT_EQ(task.Find("exitCode") ? task.Find("exitCode")->as_double() : -1, 4) << task.ToJson();
+  EXPECT_EQ(task.Find("priority") ? task.Find("priority")->as_double() : -1, 30) << task.ToJson();
+
+  // The command line over the file: another priority, another program.
+  auto overridden = Sf(c, {"cmd", "run", "--config", config, "--priority", "20", "--", "/bin/echo", "overridden"});
+  ASSERT_TRUE(overridden.ok()) << overridden.status().ToString();
+  EXPECT_EQ(overridden->exit_code, 0) << overridden->output;
+  EXPECT_NE(overridden->output.find("overridden\n"), std::string::npos) << overridden->output;
+  EXPECT_EQ(overridden->output.find("line-1"), std::string::npos) << overridden->output;
+  Value second;
+  TaskState(c, CommandId(overridden->output), &second);
+  EXPECT_EQ(second.Find("priority") ? second.Find("priority")->as_double() : -1, 20) << second.ToJson();
+
+  // Refused before anything is created: a bad file names the field and its line; no program.
+  const std::string bad = dir.WriteFile("bad.yaml", "entrypoint: [true]\nresources:\n  slots: 0\n  pool: gpu\n");
+  auto refused = Sf(c, {"cmd", "run", "--config", bad});
+  ASSERT_TRUE(refused.ok());
+  EXPECT_EQ(refused->exit_code, 2) << refused->output;
+  EXPECT_NE(refused->output.find(bad + ":3:"), std::string::npos) << refused->output;
+  EXPECT_NE(refused->output.find("resources.slots"), std::string::npos) << refused->output;
+  EXPECT_NE(refused->output.find("resource_pool"), std::string::npos) << "did you mean: " << refused->output;
+  const std::string empty = dir.WriteFile("empty-entrypoint.yaml", "resources:\n  slots: 1\n");
+  auto nothing = Sf(c, {"cmd", "run", "--config", empty});
+  ASSERT_TRUE(nothing.ok());
+  EXPECT_EQ(nothing->exit_code, 2) << nothing->output;
+  EXPECT_NE(nothing->output.find("command is required"), std::string::npos) << nothing->output;
+  auto [status, list] = c.Get("/api/v1/tasks?kind=COMMAND&include_ended=true");
+  ASSERT_EQ(status, 200) << list.ToJson();
+  const Value* tasks = list.Find("tasks");
+  EXPECT_EQ(tasks && tasks->is_list() ? tasks->as_list().size() : 0u, 2u) << "a refused config created a command: "
+                                                                          << list.ToJson();
+}
+
 }  // namespace
 }  // namespace sf::testing
