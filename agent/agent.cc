@@ -77,6 +77,8 @@ Status Agent::Start() {
   if (ec) {
     return Internal("cannot create work dir " + options_.config.work_dir + ": " + ec.message());
   }
+  // What a previous agent process had not delivered is sent first (agent/outbox.h).
+  SF_RETURN_IF_ERROR(outbox_.OpenJournal((fs::path(options_.config.work_dir) / "outbox.journal").string()));
   std::string slot_ids;
   for (const auto& slot : options_.slots) {
     slot_ids += (slot_ids.empty() ? "" : ",") + slot.id();

@@ -12,26 +12,9 @@ namespace sf::agent {
 using steadfast::v1::AgentMessage;
 using steadfast::v1::MasterMessage;
 
-namespace {
-
-// 128 random bits in hex, with the start time first so a log reader can order incarnations.
-std::string NewIncarnation() {
-  std::random_device device;
-  std::mt19937_64 rng((static_cast<uint64_t>(device()) << 32) ^ device());
-  char buf[64];
-  auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                 std::chrono::system_clock::now().time_since_epoch())
-                 .count();
-  std::snprintf(buf, sizeof(buf), "%llx-%016llx%016llx", static_cast<unsigned long long>(now),
-                static_cast<unsigned long long>(rng()), static_cast<unsigned long long>(rng()));
-  return buf;
-}
-
-}  // namespace
 
 MasterLink::MasterLink(Options options, Handler* handler, Outbox* outbox)
     : options_(std::move(options)),
-      incarnation_(NewIncarnation()),
       handler_(handler),
       outbox_(outbox) {}
 
@@ -145,7 +128,9 @@ void MasterLink::RunConnection() {
 
   AgentMessage hello;
   *hello.mutable_register_() = handler_->MakeRegistration();
-  hello.mutable_register_()->set_incarnation(incarnation_);
+  // The outbox's: a restarted agent that took its journal back re-sends under the old name.
+  const std::string incarnation = outbox_->incarnation();
+  hello.mutable_register_()->set_incarnation(incarnation);
   if (!options_.join_token.empty()) hello.mutable_register_()->set_join_token(options_.join_token);
   // Everything the master has not acknowledged goes again on this connection, in order.
   outbox_->Rewind();
@@ -186,7 +171,7 @@ void MasterLink::RunConnection() {
         continue;
       }
       if (message.has_ack()) {
-        if (message.ack().incarnation() == incarnation_) {
+        if (message.ack().incarnation() == incarnation) {
           outbox_->Ack(message.ack().applied_through());
           outbox_->Wake();  // a draining writer rechecks whether everything is acknowledged
         }

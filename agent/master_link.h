@@ -10,7 +10,8 @@
 // gets its RegisterAck. Messages queued meanwhile stay in the Outbox.
 //
 // Delivery is at least once (docs/cluster.md, "Message delivery"): the registration names this
-// link's incarnation (random, chosen when the MasterLink is made, so once per agent process);
+// outbox's incarnation (random per outbox; a restarted agent that took its outbox journal back
+// keeps the previous process's, agent/outbox.h);
 // every event the Outbox hands out carries its sequence; the master's Ack and RegisterAck say
 // how far it has applied them, and the link passes that to Outbox::Ack. Each new connection
 // Rewind()s the Outbox, so every event the master has not acknowledged is sent again, in order,
@@ -77,7 +78,7 @@ class MasterLink {
   // Connections that got their RegisterAck so far.
   int connections() const { return connections_.load(); }
   // This link's incarnation (RegisterAgent.incarnation).
-  const std::string& incarnation() const { return incarnation_; }
+  std::string incarnation() const { return outbox_->incarnation(); }
 
  private:
   void Run();
@@ -86,7 +87,6 @@ class MasterLink {
   bool SleepUnlessStopped(std::chrono::milliseconds duration);
 
   Options options_;
-  std::string incarnation_;
   Handler* handler_;
   Outbox* outbox_;
   std::thread thread_;

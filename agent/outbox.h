@@ -19,8 +19,19 @@
 // connection) makes Take() return every unacknowledged message again, in order, with its
 // original sequence and content, before anything new. At most `max_unacked` messages are out
 // unacknowledged; past that Take() waits for an Ack (the log-line bound above then applies to
-// what waits behind them). Nothing survives the agent process: a restarted agent reports the
-// exits of tasks it could not adopt from their state files (agent.cc), not their lost lines.
+// what waits behind them).
+//
+// On disk (OpenJournal): with a journal, what the outbox holds survives the agent process. Every
+// push, take (the message as sent, with its sequence), ack and drop is appended to the journal
+// file as it happens (one write(2) each, so a killed process loses nothing the kernel has; a
+// state change is also fdatasync'ed, for a machine that loses power). A new agent process
+// opening the same journal gets back the incarnation, the sequence, every unacknowledged message
+// as it was sent and every line not yet sent: it re-sends them under the old incarnation, and
+// the master's delivery ledger applies each once. The file is rewritten from memory (written
+// aside, then renamed) when the outbox drained and the file passed 1 MiB, or when it passed
+// twice max_log_bytes. A torn last record (a crash mid-write) is ignored. Not kept: the
+// "N lines were dropped" notices not yet sent. The journal is locked (flock): a second agent on
+// the same work directory is refused.
 //
 // Thread-safe: any thread may push; one consumer (the link's writer) takes.
 #pragma once
@@ -29,12 +40,14 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <string>
 #include <map>
 #include <tuple>
 #include <mutex>
 #include <optional>
 #include <utility>
 
+#include "common/status.h"
 #include "steadfast/v1/agent_link.pb.h"
 
 namespace sf::agent {
@@ -52,8 +65,18 @@ class Outbox {
 
   explicit Outbox(Options options);
   Outbox() : Outbox(Options{}) {}
+  ~Outbox();
   Outbox(const Outbox&) = delete;
   Outbox& operator=(const Outbox&) = delete;
+
+  // Keeps the outbox in the journal at `path` (created when missing), first taking back what a
+  // previous process left there. Call once, before anything is pushed or taken. Errors: the file
+  // cannot be created, read or locked (another agent holds it).
+  Status OpenJournal(const std::string& path);
+
+  // The agent process's name toward the master (RegisterAgent.incarnation): new for a new outbox,
+  // the previous process's when OpenJournal took its messages back.
+  std::string incarnation() const;
 
   void PushLog(steadfast::v1::LogLine line);
   void PushState(steadfast::v1::TaskStateChange change);
@@ -89,14 +112,21 @@ class Outbox {
  private:
   struct Entry {
     std::chrono::steady_clock::time_point queued;
+    int64_t index = 0;  // its push's number in the journal (0, 1, ...)
     bool is_state = false;
     steadfast::v1::LogLine line;
     steadfast::v1::TaskStateChange state;
   };
+  // `through`: the index of the last entry the message consumed (-1: none).
   std::optional<steadfast::v1::AgentMessage> TakeReadyLocked(
       std::chrono::steady_clock::time_point now, bool flush,
-      std::chrono::steady_clock::time_point* ready_at);
+      std::chrono::steady_clock::time_point* ready_at, int64_t* through);
   void DropOldestLineLocked();
+  // The journal (no-ops without one): appends one record; rewrites it from memory.
+  void JournalLocked(char type, const std::string& payload, bool sync = false);
+  void JournalInt(char type, int64_t value);
+  void RewriteJournalLocked();
+  void MaybeCompactLocked();
 
   Options options_;
   mutable std::mutex mu_;
@@ -111,6 +141,12 @@ class Outbox {
   size_t log_bytes_ = 0;
   uint64_t dropped_total_ = 0;
   uint64_t wake_generation_ = 0;
+  std::string incarnation_;
+  std::string journal_path_;
+  int journal_fd_ = -1;
+  int lock_fd_ = -1;  // path.lock, flock'ed for the process's life
+  uint64_t journal_bytes_ = 0;  // written to the file since it was last rewritten
+  int64_t next_index_ = 0;      // the next push's index
   // Lines dropped and not yet announced, per (trial, rank).
   // Per task (trial, rank, task id: a task that is not a trial's has trial 0 and is named by its id).
   using TaskKey = std::tuple<int64_t, int32_t, std::string>;

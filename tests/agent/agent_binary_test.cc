@@ -163,6 +163,35 @@ TEST_F(AgentBinaryTest, RegistersRunsATaskAndExitsCleanlyOnSigtermLeavingTheTrai
   EXPECT_NE(ReadFile(log).find("event=registered"), std::string::npos);
 }
 
+// An agent killed (SIGKILL) before the master had applied any of its events: the next agent
+// process on the same work directory takes its outbox journal back (agent/outbox.h) and delivers
+// them, each once and in order, under the old incarnation. Without the journal the task's lines
+// and exit would be gone.
+TEST_F(AgentBinaryTest, AKilledAgentsUndeliveredLinesAndExitComeFromTheNextProcess) {
+  const std::string log = dir_.path() + "/agent.log", log2 = dir_.path() + "/agent2.log";
+  const auto args = Args("for i in 1 2 3 4 5; do echo \"line-$i\"; done\nexit 7\n");
+  master_.SetMode(TestMaster::Mode::kLose);  // reads every event, applies and acknowledges none
+  {
+    AgentProcess agent(args, log);
+    ASSERT_TRUE(master_.WaitForRegistrations(1, 15s)) << ReadFile(log);
+    ASSERT_TRUE(master_.Send(StartTask("lost-task", 88)));
+    // STARTED, the lines, EXITED: read by the master and lost.
+    ASSERT_TRUE(master_.WaitFor([&] { return master_.lost() >= 3; }, 15s)) << ReadFile(log);
+    EXPECT_TRUE(master_.Lines(88).empty());
+  }  // SIGKILL: no drain, no goodbye
+  master_.SetMode(TestMaster::Mode::kApply);
+  AgentProcess again(args, log2);
+  auto exited = master_.WaitForState("lost-task", TaskStateChange::STATE_EXITED, 20s);
+  ASSERT_TRUE(exited.has_value()) << ReadFile(log2);
+  EXPECT_EQ(exited->exit_code(), 7);
+  EXPECT_EQ(master_.Lines(88), (std::vector<std::string>{"line-1", "line-2", "line-3", "line-4", "line-5"}));
+  EXPECT_EQ(master_.duplicates(), 0);
+  auto registrations = master_.Registrations();
+  ASSERT_GE(registrations.size(), 2u);
+  EXPECT_EQ(registrations.back().incarnation(), registrations.front().incarnation());
+  EXPECT_NE(ReadFile(log2).find("event=journal_recovered"), std::string::npos) << ReadFile(log2);
+}
+
 TEST_F(AgentBinaryTest, KillTasksOnExitKillsTrainersBeforeExiting) {
   std::string log = dir_.path() + "/agent.log";
   auto args = Args("echo $$ > \"$SF_TASK_DIR/pid\"\necho up\nexec sleep 60\n");

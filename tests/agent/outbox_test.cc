@@ -2,7 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <thread>
+
+#include "tests/support/testing.h"
 
 namespace sf::agent {
 namespace {
@@ -202,6 +206,131 @@ TEST(OutboxTest, WakeEndsAWaitingTake) {
   EXPECT_FALSE(outbox.Take(start + 5s).has_value());
   EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
   waker.join();
+}
+
+// The journal (Outbox::OpenJournal): a second outbox on the same file, as a restarted agent
+// process makes, gets back the incarnation, the unacknowledged messages as they were sent and
+// the lines not yet sent; nothing acknowledged comes back.
+TEST(OutboxJournalTest, ARestartedOutboxSendsWhatThePreviousOneHadNotDelivered) {
+  sf::testing::TempDir dir;
+  const std::string path = dir.path() + "/outbox.journal";
+  Outbox::Options options;
+  options.max_batch_delay = std::chrono::hours(1);
+  std::string incarnation;
+  steadfast::v1::AgentMessage sent_state;
+  {
+    Outbox first(options);
+    ASSERT_TRUE(first.OpenJournal(path).ok());
+    incarnation = first.incarnation();
+    for (int i = 1; i <= 5; ++i) first.PushLog(Line("line-" + std::to_string(i)));
+    first.PushState(State("t1", TaskStateChange::STATE_EXITED));
+    auto lines = first.Take(Soon());  // the lines go ahead of the state change
+    ASSERT_TRUE(lines && lines->logs().lines_size() == 5);
+    auto state = first.Take(Soon());
+    ASSERT_TRUE(state && state->has_task_state());
+    sent_state = *state;
+    first.PushLog(Line("line-6"));
+    first.PushLog(Line("line-7"));
+    first.Ack(lines->sequence());  // the lines were applied, the state change not yet
+  }  // the process ends without a word
+  Outbox second(options);
+  ASSERT_TRUE(second.OpenJournal(path).ok());
+  EXPECT_EQ(second.incarnation(), incarnation);
+  EXPECT_EQ(second.last_sequence(), 2);
+  auto again = second.Take(Soon());
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->SerializeAsString(), sent_state.SerializeAsString());  // as it was sent
+  auto rest = second.Take(Soon(), /*flush=*/true);
+  ASSERT_TRUE(rest && rest->has_logs());
+  EXPECT_EQ(rest->sequence(), 3);
+  ASSERT_EQ(rest->logs().lines_size(), 2);
+  EXPECT_EQ(rest->logs().lines(0).message(), "line-6");
+  EXPECT_EQ(rest->logs().lines(1).message(), "line-7");
+  EXPECT_FALSE(second.Take(Soon(), true).has_value());
+  second.Ack(3);
+  EXPECT_TRUE(second.empty());
+}
+
+TEST(OutboxJournalTest, NothingComesBackOnceAcknowledgedAndNewOutboxesGetNewNames) {
+  sf::testing::TempDir dir;
+  const std::string path = dir.path() + "/outbox.journal";
+  std::string incarnation;
+  {
+    Outbox first;
+    ASSERT_TRUE(first.OpenJournal(path).ok());
+    incarnation = first.incarnation();
+    first.PushState(State("t1", TaskStateChange::STATE_STARTED));
+    auto m = first.Take(Soon());
+    ASSERT_TRUE(m.has_value());
+    first.Ack(m->sequence());
+  }
+  {
+    Outbox second;
+    ASSERT_TRUE(second.OpenJournal(path).ok());
+    EXPECT_EQ(second.incarnation(), incarnation);
+    EXPECT_TRUE(second.empty());
+    EXPECT_EQ(second.last_sequence(), 1);  // numbering goes on
+    EXPECT_FALSE(second.Take(Soon(), true).has_value());
+  }
+  Outbox fresh;
+  sf::testing::TempDir other;
+  ASSERT_TRUE(fresh.OpenJournal(other.path() + "/outbox.journal").ok());
+  EXPECT_NE(fresh.incarnation(), incarnation);
+}
+
+TEST(OutboxJournalTest, ASecondProcessOnTheSameJournalIsRefused) {
+  sf::testing::TempDir dir;
+  const std::string path = dir.path() + "/outbox.journal";
+  Outbox first;
+  ASSERT_TRUE(first.OpenJournal(path).ok());
+  Outbox second;
+  Status st = second.OpenJournal(path);
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition) << st.ToString();
+  EXPECT_NE(st.message().find("another sf-agent"), std::string::npos) << st.ToString();
+}
+
+TEST(OutboxJournalTest, ATornLastRecordIsIgnoredAndDroppedLinesStayDropped) {
+  sf::testing::TempDir dir;
+  const std::string path = dir.path() + "/outbox.journal";
+  Outbox::Options options;
+  options.max_log_lines = 3;
+  options.max_batch_delay = std::chrono::hours(1);
+  {
+    Outbox first(options);
+    ASSERT_TRUE(first.OpenJournal(path).ok());
+    for (int i = 1; i <= 5; ++i) first.PushLog(Line("line-" + std::to_string(i)));  // 1 and 2 dropped
+    EXPECT_EQ(first.dropped_lines(), 2u);
+  }
+  {
+    std::ofstream torn(path, std::ios::binary | std::ios::app);
+    torn.write("\x40\x00\x00\x00L\x0a\x03", 7);  // a record cut short by a crash
+  }
+  Outbox second(options);
+  ASSERT_TRUE(second.OpenJournal(path).ok());
+  EXPECT_EQ(second.log_lines(), 3u);
+  auto m = second.Take(Soon(), /*flush=*/true);
+  ASSERT_TRUE(m && m->has_logs());
+  ASSERT_EQ(m->logs().lines_size(), 3);
+  EXPECT_EQ(m->logs().lines(0).message(), "line-3");
+  EXPECT_EQ(m->logs().lines(2).message(), "line-5");
+}
+
+TEST(OutboxJournalTest, TheFileIsRewrittenSmallOnceTheOutboxDrained) {
+  sf::testing::TempDir dir;
+  const std::string path = dir.path() + "/outbox.journal";
+  Outbox::Options options;
+  options.max_batch_delay = 0ms;
+  Outbox outbox(options);
+  ASSERT_TRUE(outbox.OpenJournal(path).ok());
+  const std::string text(1000, 'x');
+  for (int round = 0; round < 30; ++round) {
+    for (int i = 0; i < 100; ++i) outbox.PushLog(Line(text));
+    while (auto m = outbox.Take(Soon(), true)) outbox.Ack(m->sequence());
+  }
+  EXPECT_TRUE(outbox.empty());
+  // 3,000 lines of 1 kB went through (twice each: pushed and sent), the file holds a header.
+  EXPECT_LT(std::filesystem::file_size(path), 1u << 20);
+  EXPECT_EQ(outbox.last_sequence(), 30);  // one batch per round
 }
 
 }  // namespace
