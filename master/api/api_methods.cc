@@ -20,6 +20,17 @@ Status OwnerIsText(const Principal& p) {
 
 }  // namespace
 
+std::vector<const v1::ConfigError*> ReplyConfigErrors(const pb::Message& reply) {
+  std::vector<const v1::ConfigError*> out;
+  const pb::FieldDescriptor* field = reply.GetDescriptor()->FindFieldByName("errors");
+  if (!field || !field->is_repeated() || field->message_type() != v1::ConfigError::descriptor()) return out;
+  const pb::Reflection* reflection = reply.GetReflection();
+  for (int i = 0; i < reflection->FieldSize(reply, field); ++i) {
+    out.push_back(static_cast<const v1::ConfigError*>(&reflection->GetRepeatedMessage(reply, field, i)));
+  }
+  return out;
+}
+
 ApiMethods::ApiMethods(ApiDependencies deps) : deps_(deps) {
   ApiHandlers* h = deps_.handlers;
   Authorizer* authz = deps_.authorizer;

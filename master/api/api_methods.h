@@ -30,6 +30,7 @@
 #include "master/auth/audit_log.h"
 #include "master/auth/login_limiter.h"
 #include "master/auth/principal.h"
+#include "steadfast/v1/common.pb.h"
 
 namespace sf::master {
 
@@ -46,6 +47,11 @@ struct ApiDependencies {
   AuditLog* audit = nullptr;                // null: GetAuditLog answers kNotFound
   webhooks::Webhooks* webhooks = nullptr;   // null: the webhook methods answer kNotFound
 };
+
+// The field-path config errors a method's reply carries (its `repeated ConfigError errors`, as
+// CreateExperiment's); empty when it has none. Both transports refuse such a reply: REST with 400
+// and the errors, gRPC with INVALID_ARGUMENT.
+std::vector<const steadfast::v1::ConfigError*> ReplyConfigErrors(const google::protobuf::Message& reply);
 
 class ApiMethods {
  public:

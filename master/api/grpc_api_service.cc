@@ -53,19 +53,10 @@ grpc::ByteBuffer Serialize(const pb::Message& m) {
 // A reply that carries field-path config errors is INVALID_ARGUMENT: the errors, one per line,
 // in the message, and the serialized reply as the details.
 grpc::Status RefuseConfigErrors(const pb::Message& reply) {
-  const pb::FieldDescriptor* field = reply.GetDescriptor()->FindFieldByName("errors");
-  if (!field || !field->is_repeated() || field->message_type() != v1::ConfigError::descriptor()) {
-    return grpc::Status::OK;
-  }
-  const pb::Reflection* reflection = reply.GetReflection();
-  const int n = reflection->FieldSize(reply, field);
-  if (n == 0) return grpc::Status::OK;
+  const auto errors = ReplyConfigErrors(reply);
+  if (errors.empty()) return grpc::Status::OK;
   std::string message;
-  for (int i = 0; i < n; ++i) {
-    const auto& e =
-        static_cast<const v1::ConfigError&>(reflection->GetRepeatedMessage(reply, field, i));
-    message += e.path() + ": " + e.message() + "\n";
-  }
+  for (const v1::ConfigError* e : errors) message += e->path() + ": " + e->message() + "\n";
   return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, message, reply.SerializeAsString());
 }
 
@@ -105,45 +96,33 @@ ApiGrpcService::ApiGrpcService(ApiHandlers* handlers, CallObserver observer)
     } else if (!m->server_streaming() && !table.count(m->name())) {
       why = "not in the method table (api_methods.cc)";
     }
+    // A method that cannot be served answers why, as UNIMPLEMENTED.
+    grpc::Status refusal;
     if (!why.empty()) {
       unserved_.push_back(m->name() + ": " + why);
       if (m->client_streaming()) continue;  // gRPC answers UNIMPLEMENTED itself
-      grpc::Status refusal(grpc::StatusCode::UNIMPLEMENTED, m->name() + " is not served: " + why);
-      if (m->server_streaming()) {
-        AddMethod(new grpc::internal::RpcServiceMethod(
-            path, grpc::internal::RpcMethod::SERVER_STREAMING,
-            new StreamHandler(
-                [refusal](ApiGrpcService*, grpc::ServerContext*, const grpc::ByteBuffer*,
-                          grpc::ServerWriter<grpc::ByteBuffer>*) { return refusal; },
-                this)));
-      } else {
-        AddMethod(new grpc::internal::RpcServiceMethod(
-            path, grpc::internal::RpcMethod::NORMAL_RPC,
-            new UnaryHandler(
-                [refusal](ApiGrpcService*, grpc::ServerContext*, const grpc::ByteBuffer*,
-                          grpc::ByteBuffer*) { return refusal; },
-                this)));
-      }
-      continue;
+      refusal = grpc::Status(grpc::StatusCode::UNIMPLEMENTED, m->name() + " is not served: " + why);
     }
     if (m->server_streaming()) {
-      const Follower follow = followers.at(m->name());
+      const auto found = followers.find(m->name());
+      const Follower follow = found == followers.end() ? nullptr : found->second;
       AddMethod(new grpc::internal::RpcServiceMethod(
           path, grpc::internal::RpcMethod::SERVER_STREAMING,
           new StreamHandler(
-              [m, follow](ApiGrpcService* service, grpc::ServerContext* ctx,
-                          const grpc::ByteBuffer* request,
-                          grpc::ServerWriter<grpc::ByteBuffer>* writer) {
-                return service->Stream(m, follow, ctx, *request, writer);
+              [m, follow, refusal](ApiGrpcService* service, grpc::ServerContext* ctx,
+                                   const grpc::ByteBuffer* request,
+                                   grpc::ServerWriter<grpc::ByteBuffer>* writer) {
+                return refusal.ok() ? service->Stream(m, follow, ctx, *request, writer) : refusal;
               },
               this)));
     } else {
       AddMethod(new grpc::internal::RpcServiceMethod(
           path, grpc::internal::RpcMethod::NORMAL_RPC,
           new UnaryHandler(
-              [m](ApiGrpcService* service, grpc::ServerContext* ctx,
-                  const grpc::ByteBuffer* request,
-                  grpc::ByteBuffer* reply) { return service->Unary(m, ctx, *request, reply); },
+              [m, refusal](ApiGrpcService* service, grpc::ServerContext* ctx,
+                           const grpc::ByteBuffer* request, grpc::ByteBuffer* reply) {
+                return refusal.ok() ? service->Unary(m, ctx, *request, reply) : refusal;
+              },
               this)));
     }
   }

@@ -327,18 +327,13 @@ void RestRouter::ServeApi(const ApiRoute& api, const RestMatch& match, const Que
   if (const auto* list = dynamic_cast<const v1::GetExperimentsResponse*>(&reply)) {
     return void(res = Json(200, ExperimentsResponseJson(*list), req));  // the same JSON as MessageJson, faster
   }
-  const auto* errors_field = reply.GetDescriptor()->FindFieldByName("errors");
-  if (errors_field && errors_field->is_repeated() &&
-      errors_field->message_type() == v1::ConfigError::descriptor() &&
-      reply.GetReflection()->FieldSize(reply, errors_field) > 0) {
+  if (const auto config_errors = ReplyConfigErrors(reply); !config_errors.empty()) {
     Value errors(Value::List{});
-    std::string first;
-    for (int i = 0; i < reply.GetReflection()->FieldSize(reply, errors_field); ++i) {
-      const auto& e = static_cast<const v1::ConfigError&>(reply.GetReflection()->GetRepeatedMessage(reply, errors_field, i));
-      if (i == 0) first = e.path() + ": " + e.message();
-      errors.as_list().push_back(Value(Value::Map{{"path", e.path()}, {"message", e.message()},
-                                                  {"line", static_cast<int64_t>(e.line())},
-                                                  {"column", static_cast<int64_t>(e.column())}}));
+    const std::string first = config_errors.front()->path() + ": " + config_errors.front()->message();
+    for (const v1::ConfigError* e : config_errors) {
+      errors.as_list().push_back(Value(Value::Map{{"path", e->path()}, {"message", e->message()},
+                                                  {"line", static_cast<int64_t>(e->line())},
+                                                  {"column", static_cast<int64_t>(e->column())}}));
     }
     return void(res = Json(400, ErrorJson(InvalidArgument("invalid experiment config: " + first), errors), req));
   }
