@@ -379,9 +379,14 @@ Status Cluster::ReportLogs(const v1::ReportLogsRequest& request) {
   if (TaskCoordinator::Names(request.who())) {
     SF_RETURN_IF_ERROR(tasks_.Admit(request.who()).status());  // its lines are named by the task id
   } else {
-    std::lock_guard<std::mutex> lock(mu_);
-    SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(request.who()));
-    trial_id = t->id;
+    // Checked against the allocation registry, not under mu_, as metric reports are: a long
+    // scheduling pass does not hold up a trainer's output (master/allocation/allocation_registry.h).
+    SF_ASSIGN_OR_RETURN(AllocationRegistry::Admission admission, registry_.Admit(request.who()));
+    if (admission == AllocationRegistry::Admission::kAskCoordinator) {
+      std::lock_guard<std::mutex> lock(mu_);
+      SF_RETURN_IF_ERROR(CheckIdentityLocked(request.who()).status());
+    }
+    trial_id = request.who().trial_id();
   }
   const DeliveryStamp stamp{"task:" + request.who().task_id(), incarnation, request.sequence()};
   // The sender's record, once per (task, incarnation): a new incarnation starts it at 0. The

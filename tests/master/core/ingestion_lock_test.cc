@@ -1,6 +1,6 @@
-// Metric ingestion does not wait for the coordinator: a scheduling pass held artificially long
+// Ingestion does not wait for the coordinator: a scheduling pass held artificially long
 // (ClusterOptions::scheduling_pass_hook, under the coordinator's lock) does not delay a
-// trainer's metric reports, which are checked against the allocation registry
+// trainer's metric reports or its logs, which are checked against the allocation registry
 // (master/allocation/allocation_registry.h) — while a call that does need the coordinator's
 // lock waits for the pass, as it must. Against real PostgreSQL; the test plays agent and trainer.
 #include <gtest/gtest.h>
@@ -86,6 +86,18 @@ class IngestionLockTest : public testing::MigratedDatabaseTest {
     return r;
   }
 
+  // The trainer's own output (TrialLink ReportLogs, as the Core API's log capture sends it).
+  static v1::ReportLogsRequest Logs(const v1::TrialIdentity& who, int64_t sequence) {
+    v1::ReportLogsRequest r;
+    *r.mutable_who() = who;
+    r.set_incarnation("inc-1");
+    r.set_sequence(sequence);
+    v1::LogLine* l = r.add_lines();
+    l->set_stream("stdout");
+    l->set_message("line " + std::to_string(sequence));
+    return r;
+  }
+
   sf::testing::TempDir dir_;
   std::shared_ptr<RecordingConnection> agent_ = std::make_shared<RecordingConnection>();
   std::unique_ptr<Store> store_;
@@ -108,9 +120,12 @@ TEST_F(IngestionLockTest, ReportsFlowWhileASchedulingPassHoldsTheCoordinator) {
   ASSERT_TRUE(held_);
   const auto held_since = Clock::now();
 
-  // Twenty reports, each committed to PostgreSQL, all while the pass still holds the lock.
+  // Twenty reports and twenty log batches, each committed to PostgreSQL, all while the pass
+  // still holds the lock.
   for (int i = 1; i <= 20; ++i) {
     Status st = cluster_->ReportMetrics(Report(who, 10 + i));
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    st = cluster_->ReportLogs(Logs(who, i));
     ASSERT_TRUE(st.ok()) << st.ToString();
   }
   const auto reported = Clock::now() - held_since;
@@ -129,6 +144,10 @@ TEST_F(IngestionLockTest, ReportsFlowWhileASchedulingPassHoldsTheCoordinator) {
   auto row = store_->GetTrial(who.trial_id());
   ASSERT_TRUE(row.ok() && row->has_value());
   EXPECT_EQ((*row)->total_batches(), 30);
+  auto lines = store_->GetLogs(who.trial_id(), 0, 100, "");
+  ASSERT_TRUE(lines.ok()) << lines.status().ToString();
+  ASSERT_EQ(lines->size(), 20u);
+  EXPECT_EQ(lines->back().message(), "line 20");
 }
 
 TEST_F(IngestionLockTest, TheRegistryRefusesWhatTheCoordinatorWould) {
@@ -146,6 +165,14 @@ TEST_F(IngestionLockTest, TheRegistryRefusesWhatTheCoordinatorWould) {
   stranger.set_trial_id(who.trial_id() + 1000);
   st = cluster_->ReportMetrics(Report(stranger, 5));
   EXPECT_EQ(st.code(), StatusCode::kNotFound) << st.ToString();
+  // Logs are checked the same way.
+  st = cluster_->ReportLogs(Logs(orphan, 1));
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition) << st.ToString();
+  st = cluster_->ReportLogs(Logs(stranger, 1));
+  EXPECT_EQ(st.code(), StatusCode::kNotFound) << st.ToString();
+  auto none = store_->GetLogs(who.trial_id(), 0, 100, "");
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
   // The total only rises; a report of fewer batches keeps it.
   ASSERT_TRUE(cluster_->ReportMetrics(Report(who, 40)).ok());
   ASSERT_TRUE(cluster_->ReportMetrics(Report(who, 20)).ok());
