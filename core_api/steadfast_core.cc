@@ -1,5 +1,6 @@
 #include "core_api/steadfast_core.h"
 
+#include <google/protobuf/util/json_util.h>
 #include <google/protobuf/util/time_util.h>
 #include <grpcpp/grpcpp.h>
 
@@ -10,8 +11,10 @@
 
 #include "common/log.h"
 #include "common/tls_files.h"
+#include "common/utf8.h"
 #include "core_api/metric_reporter.h"
 #include "core_api/trial_link_call.h"
+#include "master/ingest/metric_groups.h"  // the master's rule for a group's name (header only)
 #include "steadfast/v1/trial_link.grpc.pb.h"
 
 namespace sf::core {
@@ -248,6 +251,30 @@ Status Context::ReportLogs(const std::string& incarnation, int64_t sequence, con
 
 Status Train::ReportTraining(int64_t steps, const Values& values) { return Report("training", steps, values); }
 Status Train::ReportValidation(int64_t steps, const Values& values) { return Report("validation", steps, values); }
+
+Status Train::ReportMetrics(const std::string& group, int64_t steps, const Value& values) {
+  const std::string what = "metrics of group \"" + (IsText(group) ? group : "?") + "\"";
+  if (steps < 0) return InvalidArgument(what + ": steps " + std::to_string(steps) + " < 0");
+  if (std::string problem = master::MetricGroupProblem(group); !problem.empty()) {
+    return InvalidArgument(what + ": the group " + problem);
+  }
+  if (group == "training" || group == "validation") {
+    return InvalidArgument(what +
+                           ": report it with ReportTraining or ReportValidation (numbers only)");
+  }
+  if (!values.is_map())
+    return InvalidArgument(what + ": the values must be a map of names to values");
+  if (!ctx_->info().chief()) return Status::Ok();
+  v1::MetricReport row;
+  row.set_kind(group);
+  row.set_batches(steps);
+  // Value's JSON is the Struct's JSON mapping: any nesting, text and numbers alike.
+  if (auto st = google::protobuf::util::JsonStringToMessage(values.ToJson(), row.mutable_values());
+      !st.ok()) {
+    return InvalidArgument(what + ": " + std::string(st.message()));
+  }
+  return ctx_->reporter_->Add(std::move(row));
+}
 
 Status Train::Report(const char* kind, int64_t steps, const Values& values) {
   if (steps < 0) return InvalidArgument(std::string(kind) + " metrics: steps " + std::to_string(steps) + " < 0");

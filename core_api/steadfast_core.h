@@ -8,6 +8,7 @@
 //   ctx->info()                                              // trial, rank, hparams, checkpoint
 //   ctx->searcher().Next() / Complete(op, metric)            // what length to train to
 //   ctx->train().ReportTraining(steps, {{"loss", 0.5}})      // metrics into PostgreSQL
+//   ctx->train().ReportMetrics("inference", steps, values)   // a group of the trial's own
 //   ctx->checkpoint().Report(...)                            // a checkpoint written to disk
 //   ctx->preempt().ShouldStop(steps)                         // pause, preemption, kill
 //   ctx->distributed().Gather(round, payload)                // ranks meeting through the master
@@ -124,6 +125,14 @@ class Train {
   // error of an earlier report the master refused for good.
   Status ReportTraining(int64_t steps, const Values& values);
   Status ReportValidation(int64_t steps, const Values& values);
+  // A group of the trial's own (Determined's report_metrics(group, ...)), queued like the two
+  // above: `group` is lowercase letters, digits and '_', starting with a letter, at most 64
+  // characters, and not "training" or "validation" (master/ingest/metric_groups.h); `values` is
+  // a map of any JSON values — numbers, text, lists, maps — stored as given and read back by
+  // GET /api/v1/trials/ID/metrics?kind=GROUP (the dashboard charts only the numbers). The native
+  // trainer reports a speech trial's "validation_transcripts" this way. kInvalidArgument for a
+  // negative step, a bad group or a `values` that is not a map.
+  Status ReportMetrics(const std::string& group, int64_t steps, const Value& values);
   // Waits until every report so far is stored: OK; the error of a report the master refused
   // for good; kUnavailable if `timeout` passes first. (The calls named in the contract above
   // do this themselves.)

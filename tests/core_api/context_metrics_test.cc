@@ -1,6 +1,7 @@
 // sf::core::Context's metric reports against an in-process fake TrialLink server: reports are
 // queued and batched, carry the task's identity and token, reach the master before the searcher
-// metric and checkpoint that follow them, and a refusal surfaces from the next flushing call.
+// metric and checkpoint that follow them, a group of the trial's own carries text and lists as
+// given, and a refusal surfaces from the next flushing call.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
@@ -45,8 +46,10 @@ class FakeTrialLink final : public v1::TrialLink::Service {
     grpc::Status st = metrics_status(call);
     if (!st.ok()) return st;
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& r : req->reports())
+    for (const auto& r : req->reports()) {
       events_.push_back("metrics:" + r.kind() + ":" + std::to_string(r.batches()));
+      reports_.push_back(r);
+    }
     largest_call_ = std::max(largest_call_, req->reports_size());
     return grpc::Status::OK;
   }
@@ -75,6 +78,10 @@ class FakeTrialLink final : public v1::TrialLink::Service {
     std::lock_guard<std::mutex> lock(mu_);
     return metric_calls_;
   }
+  std::vector<v1::MetricReport> reports() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return reports_;
+  }
 
  private:
   grpc::Status Record(const grpc::ServerContext& ctx, const v1::TrialIdentity& who,
@@ -96,6 +103,7 @@ class FakeTrialLink final : public v1::TrialLink::Service {
 
   std::mutex mu_;
   std::vector<std::string> events_;
+  std::vector<v1::MetricReport> reports_;
   int metric_calls_ = 0;
   int largest_call_ = 0;
 };
@@ -187,6 +195,51 @@ TEST_F(ContextMetrics, ArgumentsAreCheckedAtTheCall) {
   ASSERT_TRUE(ctx);
   EXPECT_EQ(ctx->train().ReportTraining(-1, {{"loss", 1.0}}).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(ctx->train().ReportValidation(3, {{"", 1.0}}).code(), StatusCode::kInvalidArgument);
+  ctx.reset();
+  EXPECT_EQ(service_.metric_calls(), 0);
+}
+
+TEST_F(ContextMetrics, AGroupOfTheTrialsOwnCarriesTextAndListsAsGiven) {
+  auto ctx = Connect();
+  ASSERT_TRUE(ctx);
+  const Value transcripts(Value::Map{
+      {"utterances", Value(Value::List{Value(Value::Map{{"id", "utt-1"},
+                                                        {"reference", "Zwei H\xc3\xbcnde."},
+                                                        {"hypothesis", "zwei hunde"},
+                                                        {"word_errors", 1}})})}});
+  ASSERT_TRUE(ctx->train().ReportValidation(8, {{"wer", 50.0}}).ok());
+  ASSERT_TRUE(ctx->train().ReportMetrics("validation_transcripts", 8, transcripts).ok());
+  ASSERT_TRUE(ctx->searcher().Complete({8, "batches"}, 50.0).ok());
+  EXPECT_EQ(service_.events(),
+            (std::vector<std::string>{"metrics:validation:8", "metrics:validation_transcripts:8",
+                                      "complete"}));
+  const std::vector<v1::MetricReport> rows = service_.reports();
+  ASSERT_EQ(rows.size(), 2u);
+  const auto& fields = rows[1].values().fields();
+  ASSERT_EQ(fields.count("utterances"), 1u);
+  const auto& list = fields.at("utterances").list_value();
+  ASSERT_EQ(list.values_size(), 1);
+  const auto& u = list.values(0).struct_value().fields();
+  EXPECT_EQ(u.at("id").string_value(), "utt-1");
+  EXPECT_EQ(u.at("reference").string_value(), "Zwei H\xc3\xbcnde.");
+  EXPECT_EQ(u.at("hypothesis").string_value(), "zwei hunde");
+  EXPECT_EQ(u.at("word_errors").number_value(), 1.0);
+}
+
+TEST_F(ContextMetrics, AGroupsNameAndValuesAreCheckedAtTheCall) {
+  auto ctx = Connect();
+  ASSERT_TRUE(ctx);
+  const Value values(Value::Map{{"n", 1}});
+  for (const char* group : {"", "Inference", "9lives", "has-dash", "training", "validation"}) {
+    EXPECT_EQ(ctx->train().ReportMetrics(group, 1, values).code(), StatusCode::kInvalidArgument)
+        << group;
+  }
+  EXPECT_EQ(ctx->train().ReportMetrics(std::string(65, 'a'), 1, values).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(ctx->train().ReportMetrics("inference", -1, values).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(ctx->train().ReportMetrics("inference", 1, Value("text")).code(),
+            StatusCode::kInvalidArgument);
   ctx.reset();
   EXPECT_EQ(service_.metric_calls(), 0);
 }
