@@ -29,6 +29,7 @@
 #include "trainer/run/checkpoint.h"
 #include "trainer/run/training_run.h"
 #include "trainer/run/train_step.h"
+#include "trainer/run/validation_transcripts.h"
 #include "steadfast/v1/common.pb.h"
 
 namespace sf {
@@ -226,7 +227,8 @@ int RunTrial(core::Context& ctx, std::unique_ptr<dist::Communicator>& comm) {
   int64_t last_checkpoint = run.steps(), last_validation = run.steps();
   double last_window_loss = 0;
 
-  // Validation (every rank, sharded): rank 0 reports it; returns the searcher metric.
+  // Validation (every rank, sharded): rank 0 reports it, and a speech run's sample transcripts
+  // as their own group; returns the searcher metric.
   auto validate = [&]() -> Result<double> {
     auto t0 = std::chrono::steady_clock::now();
     SF_ASSIGN_OR_RETURN(RunValidation v, run.Validate(last_window_loss));
@@ -236,6 +238,10 @@ int RunTrial(core::Context& ctx, std::unique_ptr<dist::Communicator>& comm) {
     for (const auto& [k, x] : v.values) values.emplace_back(k, x.as_double());
     values.emplace_back("validation_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     SF_RETURN_IF_ERROR(ctx.train().ReportValidation(run.steps(), values));
+    if (!v.transcripts.empty()) {
+      SF_RETURN_IF_ERROR(ctx.train().ReportMetrics(kValidationTranscriptsGroup, run.steps(),
+                                                   ValidationTranscriptsValue(v.transcripts)));
+    }
     std::cout << "validation at step " << run.steps();
     for (const auto& [k, x] : values) std::cout << " " << k << " " << x;
     std::cout << std::endl;

@@ -7,9 +7,10 @@
 #include <filesystem>
 
 #include "common/log.h"
+#include "trainer/decoding/speech_joint_search.h"
 #include "trainer/families/family_codec.h"
 #include "trainer/run/model_setup.h"
-#include "trainer/decoding/speech_joint_search.h"
+#include "trainer/run/validation_transcripts.h"
 #include "trainer/speech/ctc_decoder.h"
 
 namespace sf {
@@ -97,6 +98,9 @@ Result<SplitTranscripts> TranscribeSplit(SpeechCtcModel<float>& model, const spe
   batch_options.utterance_cmvn = o.utterance_cmvn;
   SplitTranscripts out;
   if (o.keep_hypotheses) out.hypotheses.resize(static_cast<size_t>(features.size()));
+  const int64_t sample = std::clamp<int64_t>(o.sample, 0, features.size());
+  out.sample.resize(static_cast<size_t>(sample));
+  out.sample_decoded.assign(static_cast<size_t>(sample), false);
   const SpeechCtcConfig& mc = model.config();
   const int64_t V = mc.vocab;
   // A model with a decoder: joint CTC/attention search, unless its CTC head alone is asked for.
@@ -144,6 +148,10 @@ Result<SplitTranscripts> TranscribeSplit(SpeechCtcModel<float>& model, const spe
       const std::string& ref = features.utterances()[static_cast<size_t>(u)].text;
       out.words += eval::WordErrors(hyps[static_cast<size_t>(b)], ref);
       out.chars += eval::CharErrors(hyps[static_cast<size_t>(b)], ref);
+      if (u < sample) {
+        out.sample[static_cast<size_t>(u)] = hyps[static_cast<size_t>(b)];
+        out.sample_decoded[static_cast<size_t>(u)] = true;
+      }
       if (o.keep_hypotheses) out.hypotheses[static_cast<size_t>(u)] = std::move(hyps[static_cast<size_t>(b)]);
     }
   }
@@ -316,32 +324,64 @@ Result<RunValidation> SpeechRun::Validate(double fallback_loss) {
     v.metric = fallback_loss;
     return v;
   }
+  TranscribeOptions o = EvalOptions(false, true);
+  o.sample = kTranscriptSampleSize;
   SF_ASSIGN_OR_RETURN(SplitTranscripts t,
-                      TranscribeSplit(*model_, *valid_, valid_targets_, *vocab_, EvalOptions(false, true)));
+                      TranscribeSplit(*model_, *valid_, valid_targets_, *vocab_, o));
+  // The sample's word errors, each counted by the rank that decoded it (before the cut).
+  const size_t sample = t.sample.size();
+  std::vector<int64_t> sample_edits(sample, 0), sample_words(sample, 0);
+  for (size_t i = 0; i < sample; ++i) {
+    if (t.sample_decoded[i]) {
+      const eval::ErrorCounts e = eval::WordErrors(t.sample[i], valid_->utterances()[i].text);
+      sample_edits[i] = e.edits();
+      sample_words[i] = e.reference_length;
+    }
+    t.sample[i] = TranscriptText(t.sample[i]);
+  }
   if (options_.comm && options_.world_size > 1) {
-    double sums[10] = {t.loss,
-                       static_cast<double>(t.labels),
-                       static_cast<double>(t.words.substitutions),
-                       static_cast<double>(t.words.deletions),
-                       static_cast<double>(t.words.insertions),
-                       static_cast<double>(t.words.reference_length),
-                       static_cast<double>(t.chars.substitutions),
-                       static_cast<double>(t.chars.deletions),
-                       static_cast<double>(t.chars.insertions),
-                       static_cast<double>(t.chars.reference_length)};
-    SF_RETURN_IF_ERROR(options_.comm->Allreduce(sums, 10, DType::kF64).WithContext("validation"));
+    SF_RETURN_IF_ERROR(GatherSampleHypotheses(*options_.comm, t.sample_decoded, &t.sample));
+    std::vector<double> sums = {t.loss,
+                                static_cast<double>(t.labels),
+                                static_cast<double>(t.words.substitutions),
+                                static_cast<double>(t.words.deletions),
+                                static_cast<double>(t.words.insertions),
+                                static_cast<double>(t.words.reference_length),
+                                static_cast<double>(t.chars.substitutions),
+                                static_cast<double>(t.chars.deletions),
+                                static_cast<double>(t.chars.insertions),
+                                static_cast<double>(t.chars.reference_length)};
+    for (size_t i = 0; i < sample; ++i) {
+      sums.push_back(static_cast<double>(sample_edits[i]));
+      sums.push_back(static_cast<double>(sample_words[i]));
+    }
+    SF_RETURN_IF_ERROR(
+        options_.comm->Allreduce(sums.data(), static_cast<int64_t>(sums.size()), DType::kF64)
+            .WithContext("validation"));
     t.loss = sums[0];
     t.labels = static_cast<int64_t>(sums[1]);
     t.words = {static_cast<int64_t>(sums[2]), static_cast<int64_t>(sums[3]), static_cast<int64_t>(sums[4]),
                static_cast<int64_t>(sums[5])};
     t.chars = {static_cast<int64_t>(sums[6]), static_cast<int64_t>(sums[7]), static_cast<int64_t>(sums[8]),
                static_cast<int64_t>(sums[9])};
+    // Only the decoding rank counted each utterance: the sums are its counts.
+    for (size_t i = 0; i < sample; ++i) {
+      sample_edits[i] = static_cast<int64_t>(sums[10 + 2 * i]);
+      sample_words[i] = static_cast<int64_t>(sums[11 + 2 * i]);
+    }
   }
   const double loss = t.loss / static_cast<double>(std::max<int64_t>(1, t.labels));
   const double wer = 100.0 * t.words.rate(), cer = 100.0 * t.chars.rate();
   v.values = {{"validation_loss", loss}, {"wer", wer}, {"cer", cer}};
   const std::string& metric = cfg_.searcher.metric;
   v.metric = metric == "wer" ? wer : metric == "cer" ? cer : loss;
+  if (options_.rank == 0) {
+    for (size_t i = 0; i < sample; ++i) {
+      const speech::Utterance& u = valid_->utterances()[i];
+      v.transcripts.push_back(
+          {u.id, TranscriptText(u.text), t.sample[i], sample_edits[i], sample_words[i]});
+    }
+  }
   return v;
 }
 

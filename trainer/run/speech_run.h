@@ -17,7 +17,9 @@
 // Validate: the loss per label (validation_loss: CTC, or with a decoder the joint loss) and
 //   greedy decoding's corpus WER and CER in percent (wer, cer; error_rate.h's normalisation;
 //   with a decoder greedy joint CTC/attention decoding); data parallel: batches sharded by rank
-//   and the sums reduced. The searcher's metric is one of them.
+//   and the sums reduced. The searcher's metric is one of them. Rank 0's validation also carries
+//   the first utterances' references and hypotheses (validation_transcripts.h; data parallel,
+//   gathered from the ranks that decoded them).
 // TestSplit: transcripts of the test manifest in manifest order, wer and cer: greedy for a CTC
 //   model, joint CTC/attention beam search of width beam_size with a decoder.
 // Snapshot/Restore: as a text run, plus the vocabulary (trainer_state.json "char_vocabulary";
@@ -56,6 +58,10 @@ speech::FrontEndOptions FrontEndFromConfig(const config::SpeechDataConfig& c);
 // A split decoded by a model: its hypotheses and scores.
 struct SplitTranscripts {
   std::vector<std::string> hypotheses;  // manifest order (empty when not kept)
+  // The first TranscribeOptions::sample utterances' hypotheses (manifest order), kept even when
+  // the others are not; sharded, only those this rank decoded (sample_decoded[i]).
+  std::vector<std::string> sample;
+  std::vector<bool> sample_decoded;
   eval::ErrorCounts words, chars;       // against the manifest's transcripts
   double loss = 0;                      // CTC loss summed over the utterances (infinite ones as 0)
   int64_t labels = 0;                   // target labels
@@ -71,6 +77,8 @@ struct TranscribeOptions {
   bool ctc_only = false;   // decode a model with a decoder by its CTC head alone
   bool utterance_cmvn = true;
   bool keep_hypotheses = true;
+  // How many of the first utterances' hypotheses to keep in SplitTranscripts::sample.
+  int64_t sample = 0;
   // Data parallel scoring: this rank decodes batches rank, rank + world, ... (hypotheses are
   // then this rank's only).
   int rank = 0, world_size = 1;

@@ -34,6 +34,7 @@
 #include "trainer/run/training_run.h"
 #include "trainer/run/train_step.h"
 #include "trainer/run/translation_model.h"
+#include "trainer/run/validation_transcripts.h"
 
 namespace sf {
 namespace fs = std::filesystem;
@@ -184,6 +185,12 @@ Status Trainer::Validate(int64_t step) {
   report["validation_s"] = Seconds(t0);
   last_metric_ = v.metric;
   Report(Value(report));
+  if (!v.transcripts.empty()) {
+    Value transcripts = ValidationTranscriptsValue(v.transcripts);
+    transcripts.as_map()["kind"] = kValidationTranscriptsGroup;
+    transcripts.as_map()["step"] = step;
+    Report(transcripts);
+  }
   if (!o_.quiet) {
     std::string line = "validation at step " + std::to_string(step);
     char buf[64];

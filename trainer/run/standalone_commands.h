@@ -12,7 +12,8 @@
 // validates every min_validation_period (loss, perplexity, and BLEU on the valid set with beam
 // search when searcher.metric is bleu), checkpoints every min_checkpoint_period and at the end
 // under DIR/checkpoints/<uuid> (DIR/latest and DIR/best are symlinks; older ones are removed),
-// appends every report to DIR/metrics.jsonl, and when the data has a test set scores it at the
+// appends every report to DIR/metrics.jsonl (a speech run's validations each followed by a
+// "validation_transcripts" record: validation_transcripts.h), and when the data has a test set scores it at the
 // end: a translation model's beam-search translations by sacreBLEU-compatible BLEU, a language
 // model's perplexity, a speech model's greedy transcripts by WER and CER (translations and
 // transcripts in DIR/test.hyp). SIGINT/SIGTERM finish the current step, write a checkpoint and exit 0.

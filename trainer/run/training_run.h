@@ -32,6 +32,7 @@
 #include "trainer/run/checkpoint.h"
 #include "trainer/run/device_select.h"
 #include "trainer/run/train_step.h"
+#include "trainer/run/validation_transcripts.h"
 
 namespace sf {
 
@@ -57,6 +58,10 @@ struct RunStep {
 struct RunValidation {
   Value::Map values;  // validation_loss, and the task's: validation_perplexity, bleu, wer, cer
   double metric = 0;  // the searcher's metric among them
+  // Speech, rank 0: the first validation utterances' references and hypotheses, which the
+  // callers report as the metric group kValidationTranscriptsGroup (validation_transcripts.h)
+  // at the same step; empty for other runs and ranks.
+  std::vector<TranscriptSample> transcripts;
 };
 
 // The test split, scored.

@@ -3,7 +3,8 @@
 // experiment with `data: {train: {manifest: ...}}` and arch speech_transformer_ctc_small made
 // tiny, real processes.
 //
-//  - `train` validates by loss, WER and CER, checkpoints, and scores the test manifest at the
+//  - `train` validates by loss, WER and CER (each validation followed by its sample of
+//    transcripts beside their references), checkpoints, and scores the test manifest at the
 //    end (test.hyp: one transcript per utterance, in manifest order).
 //  - Bit-exact resume with dropout, SpecAugment, bf16 and two micro-batches per step: a stop at
 //    step 4 and --resume give the straight run's weights, optimizer state and every step's loss.
@@ -14,16 +15,16 @@
 //    skipped); text data with a speech arch, and a speech metric for a text arch, are refused
 //    by path.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
-#include <sys/wait.h>
-
 #include "common/subprocess.h"
 #include "tests/support/testing.h"
 #include "tests/trainer/run/trainer_cli.h"
+#include "trainer/eval/error_rate.h"
 #include "trainer/run/checkpoint.h"
 
 namespace sf {
@@ -99,6 +100,30 @@ TEST_F(SpeechCli, TrainsValidatesByErrorRatesAndTranscribesTheTestSet) {
     EXPECT_GT(cer.at(step), 0.0) << "a tiny model after " << step << " steps makes errors";
   }
   EXPECT_EQ(Metric("straight", "validation", "validation_loss").size(), 2u);
+  // Each validation is followed by its transcripts record: the valid split's utterances (3, fewer
+  // than the sample of 5) in manifest order, reference beside hypothesis, scored as WER scores.
+  std::vector<int64_t> transcript_steps;
+  for (const std::string& line : Lines(testing::ReadWholeFile(Path("straight/metrics.jsonl")))) {
+    auto v = Value::FromJson(line);
+    ASSERT_TRUE(v.ok()) << line;
+    if (v->Find("kind")->as_string() != "validation_transcripts") continue;
+    transcript_steps.push_back(v->Find("step")->as_int());
+    const Value* list = v->Find("utterances");
+    ASSERT_TRUE(list && list->is_list()) << line;
+    ASSERT_EQ(list->as_list().size(), 3u) << line;
+    for (size_t i = 0; i < 3; ++i) {
+      const Value& u = list->as_list()[i];
+      char id[32];
+      std::snprintf(id, sizeof id, "valid-%06zu", i + 1);
+      EXPECT_EQ(u.Find("id")->as_string(), id) << line;
+      EXPECT_FALSE(u.Find("reference")->as_string().empty()) << line;
+      const eval::ErrorCounts e =
+          eval::WordErrors(u.Find("hypothesis")->as_string(), u.Find("reference")->as_string());
+      EXPECT_EQ(u.Find("word_errors")->as_int(), e.edits()) << line;
+      EXPECT_EQ(u.Find("words")->as_int(), e.reference_length) << line;
+    }
+  }
+  EXPECT_EQ(transcript_steps, (std::vector<int64_t>{4, 8}));
   // The test record and the transcripts, one per test utterance.
   EXPECT_EQ(Metric("straight", "test", "wer").size(), 1u);
   EXPECT_EQ(Metric("straight", "test", "cer").size(), 1u);
