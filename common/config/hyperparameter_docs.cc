@@ -7,16 +7,11 @@
 #include <sstream>
 #include <vector>
 
+#include "common/config/families/model_families.h"
 #include "common/config/hyperparameter_schema.h"
 
 namespace sf::config {
 namespace {
-
-const std::vector<std::string>& AllFamilies() {
-  static const auto* families = new std::vector<std::string>{"transformer", "lstm", "transformer_lm", "fconv",
-                                                             "speech_transformer_ctc"};
-  return *families;
-}
 
 std::string TypeName(const HpSpec& s) {
   switch (s.type) {
@@ -104,12 +99,10 @@ std::string HyperparameterReferenceMarkdown() {
        << Families(spec) << " | " << Cell(spec.doc) << " |\n";
   }
   // What each arch's trials are completed with: the preset, then the schema's defaults.
-  const std::vector<std::string>& archs = FindHyperparameterSpec("arch")->options;
-  for (const std::string& family : AllFamilies()) {
+  for (const FamilySchema& f : FamilySchemas()) {
+    const std::string& family = f.name;
     std::vector<std::string> members;
-    for (const std::string& a : archs) {
-      if (ArchFamily(a) == family) members.push_back(a);
-    }
+    for (const auto& [a, preset] : f.archs) members.push_back(a);
     std::vector<Value::Map> completed;
     std::set<std::string> keys;
     for (const std::string& a : members) {

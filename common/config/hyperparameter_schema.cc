@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/config/families/model_families.h"
+
 namespace sf::config {
 namespace {
 
@@ -52,9 +54,6 @@ HpSpec Families(HpSpec s, std::vector<std::string> families) {
 }
 
 // fairseq's lstm: these four default to `dropout`.
-constexpr const char* kLstmDropoutRates[] = {"encoder_dropout_in", "encoder_dropout_out",
-                                             "decoder_dropout_in", "decoder_dropout_out"};
-
 std::vector<std::pair<std::string, HpSpec>> BuildSchema() {
   constexpr double kInf = std::numeric_limits<double>::infinity();
   // The families by what their models have: Transformer layers (d_model, heads, ffn_dim...),
@@ -79,14 +78,13 @@ std::vector<std::pair<std::string, HpSpec>> BuildSchema() {
   const std::vector<std::string> kLstm = {"lstm"};
   const std::vector<std::string> kFConv = {"fconv"};
   std::vector<std::pair<std::string, HpSpec>> s;
-  s.emplace_back("arch",
-                 Enum({"transformer", "transformer_tiny", "transformer_base", "transformer_big",
-                       "lstm", "lstm_small", "lstm_gnmt4", "transformer_lm", "transformer_lm_small",
-                       "fconv", "fconv_iwslt_de_en", "fconv_small", "speech_transformer_ctc",
-                       "speech_transformer_ctc_small", "speech_transformer_ctc_base"},
-                      "transformer",
-                      "model architecture; its preset sets the model sizes, which "
-                      "explicit values override"));
+  std::vector<std::string> archs;  // every family's, in the families' order
+  for (const FamilySchema& f : FamilySchemas()) {
+    for (const auto& [arch, preset] : f.archs) archs.push_back(arch);
+  }
+  s.emplace_back("arch", Enum(std::move(archs), "transformer",
+                              "model architecture; its preset sets the model sizes, which "
+                              "explicit values override"));
   s.emplace_back("d_model",
                  Families(Int(8, 8192, Value(),
                               "model width (preset: tiny 256, base 512, big 1024, lm 512, "
@@ -324,30 +322,19 @@ std::vector<std::string> HyperparameterNames() {
 }
 
 std::string ArchFamily(const std::string& arch) {
-  static const auto* families = new std::map<std::string, std::string>{
-      {"transformer", "transformer"},
-      {"transformer_tiny", "transformer"},
-      {"transformer_base", "transformer"},
-      {"transformer_big", "transformer"},
-      {"lstm", "lstm"},
-      {"lstm_small", "lstm"},
-      {"lstm_gnmt4", "lstm"},
-      {"transformer_lm", "transformer_lm"},
-      {"transformer_lm_small", "transformer_lm"},
-      {"fconv", "fconv"},
-      {"fconv_iwslt_de_en", "fconv"},
-      {"fconv_small", "fconv"},
-      {"speech_transformer_ctc", "speech_transformer_ctc"},
-      {"speech_transformer_ctc_small", "speech_transformer_ctc"},
-      {"speech_transformer_ctc_base", "speech_transformer_ctc"},
-  };
-  auto it = families->find(arch);
-  return it == families->end() ? "" : it->second;
+  const FamilySchema* f = FamilySchemaOfArch(arch);
+  return f ? f->name : "";
 }
 
-bool IsLanguageModelFamily(const std::string& family) { return family == "transformer_lm"; }
+bool IsLanguageModelFamily(const std::string& family) {
+  const FamilySchema* f = FindFamilySchema(family);
+  return f && f->task == FamilyTask::kLanguageModel;
+}
 
-bool IsSpeechFamily(const std::string& family) { return family == "speech_transformer_ctc"; }
+bool IsSpeechFamily(const std::string& family) {
+  const FamilySchema* f = FindFamilySchema(family);
+  return f && f->task == FamilyTask::kSpeechRecognition;
+}
 
 bool AppliesTo(const HpSpec& spec, const std::string& family) {
   if (spec.families.empty()) return true;
@@ -356,139 +343,10 @@ bool AppliesTo(const HpSpec& spec, const std::string& family) {
 
 const std::map<std::string, Value::Map>& ArchPresets() {
   static const auto* presets = [] {
-    auto* m = new std::map<std::string, Value::Map>{
-        {"transformer_tiny",
-         {{"d_model", 256},
-          {"heads", 4},
-          {"encoder_layers", 3},
-          {"decoder_layers", 3},
-          {"ffn_dim", 1024}}},
-        // "transformer" is fairseq's transformer (= base sizes).
-        {"transformer",
-         {{"d_model", 512},
-          {"heads", 8},
-          {"encoder_layers", 6},
-          {"decoder_layers", 6},
-          {"ffn_dim", 2048}}},
-        {"transformer_base",
-         {{"d_model", 512},
-          {"heads", 8},
-          {"encoder_layers", 6},
-          {"decoder_layers", 6},
-          {"ffn_dim", 2048}}},
-        // fairseq's transformer_vaswani_wmt_en_de_big.
-        {"transformer_big",
-         {{"d_model", 1024},
-          {"heads", 16},
-          {"encoder_layers", 6},
-          {"decoder_layers", 6},
-          {"ffn_dim", 4096},
-          {"dropout", 0.3}}},
-        // fairseq's lstm base_architecture.
-        {"lstm",
-         {{"encoder_embed_dim", 512},
-          {"encoder_hidden_size", 512},
-          {"encoder_layers", 1},
-          {"encoder_bidirectional", false},
-          {"decoder_embed_dim", 512},
-          {"decoder_hidden_size", 512},
-          {"decoder_out_embed_dim", 512},
-          {"decoder_layers", 1},
-          {"share_decoder_input_output_embed", false}}},
-        // Ours, sized for Multi30k on a CPU.
-        {"lstm_small",
-         {{"encoder_embed_dim", 256},
-          {"encoder_hidden_size", 256},
-          {"encoder_layers", 1},
-          {"encoder_bidirectional", true},
-          {"decoder_embed_dim", 256},
-          {"decoder_hidden_size", 512},
-          {"decoder_out_embed_dim", 256},
-          {"decoder_layers", 1},
-          {"share_decoder_input_output_embed", true},
-          {"dropout", 0.2}}},
-        // GNMT (Wu et al. 2016) at 4 + 4 layers: the encoder's first layer bidirectional, the
-        // three above it one way; residual connections from layer 3 in the encoder and the
-        // decoder; with fairseq's attention and input feeding.
-        {"lstm_gnmt4",
-         {{"encoder_embed_dim", 512},
-          {"encoder_hidden_size", 512},
-          {"encoder_layers", 4},
-          {"encoder_bidirectional", true},
-          {"encoder_bidirectional_layers", 1},
-          {"decoder_embed_dim", 512},
-          {"decoder_hidden_size", 512},
-          {"decoder_out_embed_dim", 512},
-          {"decoder_layers", 4},
-          {"share_decoder_input_output_embed", true},
-          {"residual_from_layer", 3},
-          {"dropout", 0.2}}},
-        // fairseq's transformer_lm base_architecture (TransformerLanguageModelConfig: an untied
-        // output projection).
-        {"transformer_lm",
-         {{"d_model", 512},
-          {"heads", 8},
-          {"decoder_layers", 6},
-          {"ffn_dim", 2048},
-          {"share_decoder_input_output_embed", false}}},
-        // Ours, sized for Multi30k's English side on a CPU.
-        {"transformer_lm_small",
-         {{"d_model", 256},
-          {"heads", 4},
-          {"decoder_layers", 3},
-          {"ffn_dim", 1024},
-          {"share_decoder_input_output_embed", true}}},
-        // fairseq's fconv base_architecture: 20 + 20 convolutions of 512 channels, width 3.
-        {"fconv",
-         {{"encoder_embed_dim", 512},
-          {"decoder_embed_dim", 512},
-          {"decoder_out_embed_dim", 256},
-          {"encoder_layers", 20},
-          {"decoder_layers", 20},
-          {"conv_channels", 512},
-          {"kernel_size", 3},
-          {"share_decoder_input_output_embed", false}}},
-        // fairseq's fconv_iwslt_de_en: 4 + 3 convolutions of 256 channels.
-        {"fconv_iwslt_de_en",
-         {{"encoder_embed_dim", 256},
-          {"decoder_embed_dim", 256},
-          {"decoder_out_embed_dim", 256},
-          {"encoder_layers", 4},
-          {"decoder_layers", 3},
-          {"conv_channels", 256},
-          {"kernel_size", 3},
-          {"share_decoder_input_output_embed", false}}},
-        // Ours, sized for Multi30k on a 2-core CPU: fconv_iwslt_de_en's sizes, tied output.
-        {"fconv_small",
-         {{"encoder_embed_dim", 256},
-          {"decoder_embed_dim", 256},
-          {"decoder_out_embed_dim", 256},
-          {"encoder_layers", 4},
-          {"decoder_layers", 3},
-          {"conv_channels", 256},
-          {"kernel_size", 3},
-          {"share_decoder_input_output_embed", true},
-          {"dropout", 0.2}}},
-        // The speech recogniser (docs/speech.md): "speech_transformer_ctc" is the base, fairseq's
-        // s2t_transformer_s encoder (12 pre-norm layers of 256, 4 heads, 2048 inner) behind ESPnet's
-        // Conv2dSubsampling at 256 channels; speech_transformer_ctc_base is added below as its alias.
-        {"speech_transformer_ctc",
-         {{"conv_channels", 256},
-          {"d_model", 256},
-          {"heads", 4},
-          {"encoder_layers", 12},
-          {"ffn_dim", 2048},
-          {"normalize_before", true}}},
-        // Ours, sized for a 2-core CPU: 64 subsampling channels, 6 layers, 1024 inner.
-        {"speech_transformer_ctc_small",
-         {{"conv_channels", 64},
-          {"d_model", 256},
-          {"heads", 4},
-          {"encoder_layers", 6},
-          {"ffn_dim", 1024},
-          {"normalize_before", true}}},
-    };
-    (*m)["speech_transformer_ctc_base"] = m->at("speech_transformer_ctc");
+    auto* m = new std::map<std::string, Value::Map>;
+    for (const FamilySchema& f : FamilySchemas()) {
+      for (const auto& [arch, preset] : f.archs) (*m)[arch] = preset;
+    }
     return m;
   }();
   return *presets;
@@ -527,15 +385,7 @@ Value WithDefaults(const Value& hparams) {
       out.try_emplace(name, spec.default_value);
     }
   }
-  if (family == "lstm") {
-    const Value dropout = out.at("dropout");  // completed above: given, preset or default
-    for (const char* rate : kLstmDropoutRates) out.try_emplace(rate, dropout);
-  }
-  if (IsSpeechFamily(family)) {
-    // Joint CTC/attention (ESPnet's mtlalpha): 0.3 with an attention decoder, 1 without one.
-    auto decoder = out.find("decoder_layers");
-    out.try_emplace("ctc_weight", decoder != out.end() && !decoder->second.is_null() ? 0.3 : 1.0);
-  }
+  if (const FamilySchema* f = FindFamilySchema(family); f && f->derive_defaults) f->derive_defaults(out);
   return Value(std::move(out));
 }
 

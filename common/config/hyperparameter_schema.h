@@ -50,28 +50,28 @@ const std::vector<std::pair<std::string, HpSpec>>& HyperparameterSchema();
 const HpSpec* FindHyperparameterSpec(const std::string& name);
 std::vector<std::string> HyperparameterNames();
 
-// The architecture family of an `arch` value: "transformer" for transformer, transformer_tiny,
+// The architecture family of an `arch` value, as the families registered it
+// (families/model_families.h): "transformer" for transformer, transformer_tiny,
 // transformer_base and transformer_big; "lstm" for lstm, lstm_small and lstm_gnmt4;
-// "transformer_lm" (fairseq's decoder-only transformer_lm) for transformer_lm and
-// transformer_lm_small; "fconv" (fairseq's convolutional seq2seq, ConvS2S) for fconv,
-// fconv_iwslt_de_en and fconv_small; "speech_transformer_ctc" (a Transformer encoder over
-// subsampled log-mel frames with a CTC head, docs/speech.md) for speech_transformer_ctc,
+// "transformer_lm" for transformer_lm and transformer_lm_small; "fconv" for fconv,
+// fconv_iwslt_de_en and fconv_small; "speech_transformer_ctc" for speech_transformer_ctc,
 // speech_transformer_ctc_small and speech_transformer_ctc_base; "" for anything else.
 std::string ArchFamily(const std::string& arch);
 
-// Whether `family` is a language model's (trains on one side's text, has no source and scores
-// no translation): "transformer_lm". The other known families translate.
+// Whether `family` is a language model's (its task, FamilyTask::kLanguageModel: trains on one
+// side's text, has no source and scores no translation): "transformer_lm".
 bool IsLanguageModelFamily(const std::string& family);
 
-// Whether `family` recognises speech (reads audio manifests, data_config.h; its metrics are
-// wer and cer): "speech_transformer_ctc".
+// Whether `family` recognises speech (FamilyTask::kSpeechRecognition: reads audio manifests,
+// data_config.h; its metrics are wer and cer): "speech_transformer_ctc".
 bool IsSpeechFamily(const std::string& family);
 
 // Whether `spec` applies to models of `family` (always, when spec.families is empty; never
 // for a spec limited to some families when `family` is "").
 bool AppliesTo(const HpSpec& spec, const std::string& family);
 
-// Architecture presets: arch name -> model-size defaults (transformer: d_model, heads, layers,
+// Architecture presets, as each family registered them (families/model_families.h): arch name
+// -> model-size defaults (transformer: d_model, heads, layers,
 // ffn_dim; lstm: the embedding and hidden sizes, layers, encoder_bidirectional, tying;
 // transformer_lm: d_model, heads, decoder_layers, ffn_dim, tying; fconv: the embedding widths,
 // layers, conv_channels, kernel_size, tying; speech_transformer_ctc: conv_channels, d_model,
@@ -89,7 +89,8 @@ const std::map<std::string, Value::Map>& ArchPresets();
 // the completed `dropout` (fairseq's lstm); for the speech family, ctc_weight defaults to 0.3 with
 // decoder_layers and 1 without. Given values are kept as they are. `hparams` must be a
 // map (validated beforehand, ValidateTrialHyperparameters); an arch of no family gets only the
-// hyperparameters that apply to every family.
+// hyperparameters that apply to every family. The derived defaults are each family's
+// (FamilySchema::derive_defaults).
 Value WithDefaults(const Value& hparams);
 
 }  // namespace sf::config

@@ -4,6 +4,8 @@
 #include <optional>
 #include <vector>
 
+#include "common/config/families/model_families.h"
+
 namespace sf::config {
 namespace {
 
@@ -48,9 +50,10 @@ std::vector<Value> Candidates(const Hyperparameters& hps, const std::string& nam
 }
 
 // "a transformer model", "an lstm model", "a transformer_lm model", "an fconv model": the
-// article as the name is read (lstm and fconv begin with a letter's name, "el", "ef").
+// article the family registered (families/model_families.h).
 std::string FamilyModel(const std::string& family) {
-  return (family == "lstm" || family == "fconv" ? "an " : "a ") + family + " model";
+  const FamilySchema* f = FindFamilySchema(family);
+  return (f ? f->article : std::string("a")) + " " + family + " model";
 }
 
 // The cross-field rules on one set of effective values (the trainer's LstmConfig and
@@ -147,6 +150,19 @@ bool HasOutEmbedDim(const std::string& family) {
   return AppliesTo(*FindHyperparameterSpec("decoder_out_embed_dim"), family);
 }
 
+// Whether models of `family` embed a source and may share it with the target (the
+// transformer): where `share_embeddings` applies, it needs a shared vocabulary and a tied output.
+bool SharesEmbeddings(const std::string& family) {
+  return AppliesTo(*FindHyperparameterSpec("share_embeddings"), family);
+}
+
+// Whether models of `family` have a recurrent encoder whose final states start the decoder's
+// layers (the lstm): where `encoder_hidden_size` applies, decoder_layers <= encoder_layers, and
+// residual_from_layer and encoder_bidirectional_layers must fit the stack.
+bool HasRecurrentEncoder(const std::string& family) {
+  return AppliesTo(*FindHyperparameterSpec("encoder_hidden_size"), family);
+}
+
 }  // namespace
 
 std::vector<std::string> ArchCandidates(const Hyperparameters& hps,
@@ -207,12 +223,12 @@ void CheckNativeModelHyperparameters(ErrorSink& sink, const ExperimentConfig& c,
       }
     }
   }();
-  std::vector<std::string> with_heads, with_out_embed_dim, transformers, lstms;
+  std::vector<std::string> with_heads, with_out_embed_dim, sharing, recurrent;
   for (const std::string& arch : archs) {
     if (HasHeads(ArchFamily(arch))) with_heads.push_back(arch);
     if (HasOutEmbedDim(ArchFamily(arch))) with_out_embed_dim.push_back(arch);
-    if (ArchFamily(arch) == "transformer") transformers.push_back(arch);
-    if (ArchFamily(arch) == "lstm") lstms.push_back(arch);
+    if (SharesEmbeddings(ArchFamily(arch))) sharing.push_back(arch);
+    if (HasRecurrentEncoder(ArchFamily(arch))) recurrent.push_back(arch);
   }
   // Transformer and transformer_lm: heads must divide d_model.
   [&] {
@@ -233,7 +249,7 @@ void CheckNativeModelHyperparameters(ErrorSink& sink, const ExperimentConfig& c,
     }
   }();
   bool shared = false, untied = false;
-  for (const std::string& arch : transformers) {
+  for (const std::string& arch : sharing) {
     for (const Value& s : Candidates(hps, "share_embeddings", arch)) {
       shared |= s.is_bool() && s.as_bool();
     }
@@ -255,7 +271,7 @@ void CheckNativeModelHyperparameters(ErrorSink& sink, const ExperimentConfig& c,
   }
   // LSTM: decoder_layers must not exceed encoder_layers.
   [&] {
-    for (const std::string& arch : lstms) {
+    for (const std::string& arch : recurrent) {
       for (const Value& e : Candidates(hps, "encoder_layers", arch)) {
         for (const Value& d : Candidates(hps, "decoder_layers", arch)) {
           if (!e.is_int() || !d.is_int()) continue;
@@ -270,7 +286,7 @@ void CheckNativeModelHyperparameters(ErrorSink& sink, const ExperimentConfig& c,
   }();
   // LSTM: residual connections from a layer that exists, above the first.
   [&] {
-    for (const std::string& arch : lstms) {
+    for (const std::string& arch : recurrent) {
       for (const Value& r : Candidates(hps, "residual_from_layer", arch)) {
         for (const Value& e : Candidates(hps, "encoder_layers", arch)) {
           for (const Value& d : Candidates(hps, "decoder_layers", arch)) {
@@ -287,7 +303,7 @@ void CheckNativeModelHyperparameters(ErrorSink& sink, const ExperimentConfig& c,
   }();
   // LSTM: a GNMT encoder's bidirectional bottom layers.
   [&] {
-    for (const std::string& arch : lstms) {
+    for (const std::string& arch : recurrent) {
       for (const Value& k : Candidates(hps, "encoder_bidirectional_layers", arch)) {
         for (const Value& b : Candidates(hps, "encoder_bidirectional", arch)) {
           for (const Value& e : Candidates(hps, "encoder_layers", arch)) {
@@ -339,13 +355,13 @@ void CheckTrialModelHyperparameters(ErrorSink& sink, const Value& hparams, const
                          std::to_string(*h) + " heads do not divide d_model " + std::to_string(*d));
     }
   }
-  if (family == "speech_transformer_ctc" && !int_of("decoder_layers")) {
+  if (IsSpeechFamily(family) && !int_of("decoder_layers")) {
     const Value* w = full.Find("ctc_weight");
     if (w && w->is_number() && w->as_double() < 1.0) {
       sink.AddNoLocation("hyperparameters.ctc_weight", kCtcWeightWithoutDecoder);
     }
   }
-  if (family == "lstm") {
+  if (HasRecurrentEncoder(family)) {
     auto e = int_of("encoder_layers"), d = int_of("decoder_layers");
     if (e && d) {
       if (auto problem = DecoderLayersProblem(*e, *d)) {

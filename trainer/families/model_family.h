@@ -12,8 +12,8 @@
 // ModelSpec (trainer/models/model_spec.h) holds a family's name and its config, and does
 // everything through the family's entry; nothing else compares family names. A new family is its
 // model, its generator, one <name>_family.cc here, and one line in model_family.cc's list (plus
-// its hyperparameters and presets in common/config/hyperparameter_schema.cc, which the master
-// validates with).
+// its schema side in common/config/families/ (archs, presets, task, typed decoder; its new knobs in
+// common/config/hyperparameter_schema.cc), which the master validates with).
 //
 // The speech recogniser (SpeechCtcModel) is not a sequence-to-sequence family: it trains through
 // SpeechRun (trainer/run/speech_run.h) and is not registered here.
