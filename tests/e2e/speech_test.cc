@@ -3,13 +3,19 @@
 // audio manifests of a corpus this test synthesises (deploy/make-speech-corpus.sh).
 //  - A grid of two trials validates by WER and CER (the searcher's metric is wer); the REST API
 //    gives each trial's error rates, and each checkpoint's weights say speech_transformer_ctc.
+//    Each validation also carries the validation split's first utterances, reference beside
+//    hypothesis (the metric group validation_transcripts, trainer/run/validation_transcripts.h),
+//    which the trial lists among its groups and the REST API returns as stored.
 //  - A two-rank trial (slots_per_trial: 2, two agents of one slot: Open MPI between separate
-//    processes) pauses by checkpoint and, activated, continues the step count to the end.
+//    processes) pauses by checkpoint and, activated, continues the step count to the end; its
+//    transcripts are gathered from both ranks (each hypothesis scores as its row says).
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
 
 #include "tests/e2e/cluster_fixture.h"
+#include "trainer/eval/error_rate.h"
 
 namespace sf::testing {
 namespace {
@@ -29,6 +35,77 @@ const std::string& Corpus() {
     return dir->path() + "/corpus";
   }();
   return path;
+}
+
+// The validation manifest's utterances (id, transcript), in order.
+std::vector<std::pair<std::string, std::string>> ValidationUtterances() {
+  std::ifstream in(Corpus() + "/valid.tsv");
+  std::string line;
+  std::getline(in, line);  // the header: id, audio, duration, text, ...
+  std::vector<std::string> header;
+  for (size_t a = 0, b; a <= line.size(); a = b + 1) {
+    b = std::min(line.find('\t', a), line.size());
+    header.push_back(line.substr(a, b - a));
+  }
+  const auto column = [&](const std::string& name) {
+    return static_cast<size_t>(std::find(header.begin(), header.end(), name) - header.begin());
+  };
+  std::vector<std::pair<std::string, std::string>> out;
+  while (std::getline(in, line)) {
+    std::vector<std::string> cells;
+    for (size_t a = 0, b; a <= line.size(); a = b + 1) {
+      b = std::min(line.find('\t', a), line.size());
+      cells.push_back(line.substr(a, b - a));
+    }
+    out.emplace_back(cells.at(column("id")), cells.at(column("text")));
+  }
+  return out;
+}
+
+// The trial's validation transcripts as the master returns them: one row per validation, each
+// the validation split's utterances (4 of them: fewer than the sample of 5) in manifest order,
+// reference as written and a hypothesis whose word errors are the row's. Returns the rows' steps.
+std::vector<int64_t> ExpectValidationTranscripts(Cluster& cluster, int64_t trial_id) {
+  const std::string trial = "/api/v1/trials/" + std::to_string(trial_id);
+  auto [dcode, described] = cluster.Get(trial);
+  EXPECT_EQ(dcode, 200);
+  std::vector<std::string> groups;
+  if (const Value* g = described.Find("metricGroups"); g && g->is_list()) {
+    for (const Value& x : g->as_list()) groups.push_back(x.as_string());
+  }
+  EXPECT_NE(std::find(groups.begin(), groups.end(), "validation_transcripts"), groups.end())
+      << described.ToJson();
+  auto [code, m] = cluster.Get(trial + "/metrics?kind=validation_transcripts");
+  EXPECT_EQ(code, 200);
+  const auto utterances = ValidationUtterances();
+  EXPECT_EQ(utterances.size(), 4u);
+  std::vector<int64_t> steps;
+  if (!m.Find("metrics")) return steps;
+  for (const Value& r : m.Find("metrics")->as_list()) {
+    steps.push_back(static_cast<int64_t>(std::stoll(r.Find("batches")->as_string())));
+    const Value* list = r.Find("values") ? r.Find("values")->Find("utterances") : nullptr;
+    if (!list || !list->is_list()) {
+      ADD_FAILURE() << "no utterances: " << r.ToJson();
+      continue;
+    }
+    EXPECT_EQ(list->as_list().size(), utterances.size()) << r.ToJson();
+    for (size_t i = 0; i < std::min(list->as_list().size(), utterances.size()); ++i) {
+      const Value& u = list->as_list()[i];
+      EXPECT_EQ(u.Find("id")->as_string(), utterances[i].first) << r.ToJson();
+      EXPECT_EQ(u.Find("reference")->as_string(), utterances[i].second);
+      if (!u.Find("hypothesis") || !u.Find("hypothesis")->is_string()) {
+        ADD_FAILURE() << "no hypothesis: " << u.ToJson();
+        continue;
+      }
+      const eval::ErrorCounts e =
+          eval::WordErrors(u.Find("hypothesis")->as_string(), utterances[i].second);
+      EXPECT_EQ(u.Find("word_errors")->as_double(), static_cast<double>(e.edits())) << u.ToJson();
+      EXPECT_EQ(u.Find("words")->as_double(), static_cast<double>(e.reference_length))
+          << u.ToJson();
+      EXPECT_GT(e.reference_length, 0);
+    }
+  }
+  return steps;
 }
 
 std::string SpeechExperiment(const std::string& name, const std::string& lrs, int64_t batches,
@@ -81,6 +158,7 @@ TEST(SpeechEndToEnd, AGridOfSpeechTrialsIsSearchedByWordErrorRate) {
       EXPECT_GT(values->Find("cer")->as_double(), 0.0) << "a tiny model makes errors";
       EXPECT_EQ(values->Find("bleu"), nullptr);
     }
+    EXPECT_EQ(ExpectValidationTranscripts(cluster, Id(t)), (std::vector<int64_t>{8, 16}));
     // The training reports count labels.
     auto [tcode, tm] = cluster.Get("/api/v1/trials/" + std::to_string(Id(t)) + "/metrics?kind=training");
     ASSERT_EQ(tcode, 200);
@@ -137,6 +215,11 @@ TEST(SpeechEndToEnd, TwoRankSpeechTrialPausesAndContinuesToTheEnd) {
                                     " AND vals ? 'wer'"),
             1);
   EXPECT_EQ(Count(cluster.db(), "SELECT count(DISTINCT rank) FROM task_logs WHERE trial_id=" + t), 2);
+  // A validation every 8 steps from each start and one at the end: each row's hypotheses come
+  // from both ranks' shares of the split.
+  const std::vector<int64_t> steps = ExpectValidationTranscripts(cluster, tid);
+  EXPECT_GE(steps.size(), 5u);
+  EXPECT_EQ(steps.empty() ? 0 : steps.back(), 80);
   EXPECT_EQ(cluster.Trials(id).as_list()[0].Find("restarts")->as_int(), 0);
   EXPECT_TRUE(cluster.TrainerPids().empty());
 }
