@@ -12,7 +12,8 @@
 // a queued one's pending reason, exit codes, a command's logs, its slot, Kill behind a confirmation); and the experiment page's hyperparameter charts for a sweep with
 // string, categorical and log hyperparameters (label boxes measured, none overlapping); and the Slurm
 // and arch views (slurm-arch.flow.mjs); and what ran, native or user code with its context, and the
-// unmanaged badge (what-ran.flow.mjs). Screenshots go to $SF_ARTIFACTS_DIR
+// unmanaged badge (what-ran.flow.mjs); and a speech trial's validation transcripts beside their
+// references (speech.flow.mjs). Screenshots go to $SF_ARTIFACTS_DIR
 // (default e2e-artifacts/offline). Run after `npm run build`: `npm run test:browser`.
 import { existsSync, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -22,6 +23,7 @@ import { fixedServingStore, servingHandlers } from '../dev/serving-fixtures.mjs'
 import { fixedCommandStore, fixedTaskAgents, taskHandlers } from '../dev/task-fixtures.mjs';
 import { createAuthStub } from './auth-stub.mjs';
 import { slurmArchFlow } from './slurm-arch.flow.mjs';
+import { speechFlow } from './speech.flow.mjs';
 import { whatRanFlow } from './what-ran.flow.mjs';
 import { launch } from './browser.mjs';
 import { serveDist } from './static-server.mjs';
@@ -101,6 +103,7 @@ try {
   await hparamsFlow(browser);
   await slurmArchFlow(browser, { dist, check, ART });
   await whatRanFlow(browser, { dist, check, ART });
+  await speechFlow(browser, { dist, check, ART });
   await modelsFlow(browser);
   await serversFlow(browser);
   await loginFlow(browser);

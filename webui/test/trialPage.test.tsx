@@ -1,7 +1,8 @@
 // The trial page's metric panels: the metric groups a trial's code named through the Core API
 // (GET /trials/{id} lists them in metricGroups) get a section each with one chart per metric, read
-// with GET /trials/{id}/metrics?kind=NAME; the built-in groups get none of their own; and the
-// native trainer's throughput and loss-scale panels are shown only for a trial that reports them.
+// with GET /trials/{id}/metrics?kind=NAME; the built-in groups get none of their own; the
+// native trainer's throughput and loss-scale panels are shown only for a trial that reports them;
+// and a speech trial's validation_transcripts are a card of their own, never charts.
 import { act, cleanup, render, screen, waitFor, within } from '@testing-library/react';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ApiClient, normTrialDetail } from '../src/api/client';
@@ -33,7 +34,12 @@ function stubMaster(master: { state?: string; groups?: string[]; rows: Rows }) {
         return json({ trial: { id: '7', experimentId: '3', state: master.state ?? 'TRIAL_STATE_COMPLETED', totalBatches: '20' }, metricGroups: master.groups });
       case '/api/v1/trials/7/metrics': {
         const kind = u.searchParams.get('kind') ?? '';
-        return json({ metrics: (master.rows[kind] ?? []).map((r) => ({ trialId: '7', kind, batches: String(r.batches), values: r.values })) });
+        // the master's downsampling above maxPoints: every k-th row, and always the last
+        const rows = master.rows[kind] ?? [];
+        const max = Number(u.searchParams.get('maxPoints') ?? 0);
+        const stride = max > 0 && rows.length > max ? Math.ceil(rows.length / max) : 1;
+        const kept = rows.filter((_, i) => i % stride === 0 || i === rows.length - 1);
+        return json({ metrics: kept.map((r) => ({ trialId: '7', kind, batches: String(r.batches), values: r.values })) });
       }
       case '/api/v1/trials/7/logs':
         return json({ logs: [] });
@@ -152,5 +158,64 @@ describe('native-trainer panels', () => {
     const lossScale = await screen.findByTestId('chart-loss-scale');
     expect(lossScale.getAttribute('data-points')).toBe('2');
     expect(screen.getByTestId('chart-throughput').getAttribute('data-points')).toBe('2');
+  });
+});
+
+// A speech trial's validation transcripts at steps 8 and 16: the same two utterances, improving.
+const TRANSCRIPT_ROWS = [8, 16].map((batches) => ({
+  batches,
+  values: {
+    utterances: [
+      { id: 'valid-000001', reference: 'A man rides a horse.', hypothesis: batches === 8 ? 'a men rise horse' : 'a man rides a horse', word_errors: batches === 8 ? 3 : 0, words: 5 },
+      { id: 'valid-000002', reference: 'Two dogs play.', hypothesis: batches === 8 ? '' : 'two dog play in', word_errors: batches === 8 ? 3 : 2, words: 3 },
+    ],
+  },
+}));
+
+describe('validation transcripts', () => {
+  it("show the latest validation's utterances, reference beside hypothesis, differing words marked, and no chart", async () => {
+    const urls = stubMaster({
+      groups: ['training', 'validation', 'validation_transcripts'],
+      rows: { training: NATIVE_TRAINING, validation: [{ batches: 16, values: { wer: 40, cer: 12 } }], validation_transcripts: TRANSCRIPT_ROWS },
+    });
+    trialPage();
+    const card = await screen.findByTestId('transcripts');
+    expect(within(card).getByRole('heading', { name: 'Validation transcripts' })).toBeTruthy();
+    await waitFor(() => expect(within(card).getAllByTestId('transcript')).toHaveLength(2));
+    // only the latest row's texts are asked for (the master keeps the first and the last)
+    expect(urls).toContain('/api/v1/trials/7/metrics?kind=validation_transcripts&maxPoints=1');
+    expect(within(card).getByTestId('transcripts-step').textContent).toMatch(/^step 16 · the first 2 utterances/);
+    const [first, second] = within(card).getAllByTestId('transcript');
+    expect(first.getAttribute('data-id')).toBe('valid-000001');
+    expect(within(first).getByTestId('transcript-reference').textContent).toBe('a man rides a horse');
+    expect(within(first).getByTestId('transcript-hypothesis').textContent).toBe('a man rides a horse');
+    expect(first.querySelectorAll('mark')).toHaveLength(0);
+    expect(within(first).getByTestId('transcript-errors').textContent).toBe('no word errors');
+    // "two dogs play" against "two dog play in": dogs/dog substituted, "in" inserted
+    const marks = [...second.querySelectorAll('mark')].map((m) => `${m.getAttribute('data-mark')}:${m.textContent}`);
+    expect(marks).toEqual(['substituted:dogs', 'substituted:dog', 'inserted:in']);
+    expect(within(second).getByTestId('transcript-errors').textContent).toBe('2 of 3 words wrong');
+    expect(within(second).getByTestId('transcript-reference').getAttribute('title')).toBe('Two dogs play.');
+    // the group is text: no section of charts for it, and WER/CER stay in the validation chart
+    expect(screen.queryByTestId('group-validation_transcripts')).toBeNull();
+    expect(document.querySelector('[data-testid^="chart-group-validation_transcripts"]')).toBeNull();
+    expect(screen.getByTestId('chart-validation')).toBeTruthy();
+  });
+
+  it('are not shown, nor asked for, for a trial that did not report them', async () => {
+    const urls = stubMaster({ groups: ['training', 'validation'], rows: { training: NATIVE_TRAINING } });
+    trialPage();
+    await screen.findByTestId('chart-training');
+    await waitFor(() => expect(kindsAsked(urls)).toEqual(new Set(['training', 'validation'])));
+    expect(screen.queryByTestId('transcripts')).toBeNull();
+  });
+});
+
+describe('a group of its own without numbers', () => {
+  it('says its reports have nothing to chart instead of that none were reported', async () => {
+    stubMaster({ groups: ['notes', 'training'], rows: { training: CORE_TRAINING, notes: [{ batches: 10, values: { text: 'warmup done' } }] } });
+    trialPage();
+    const section = await screen.findByTestId('group-notes');
+    await waitFor(() => expect(within(section).getByTestId('empty-state').textContent).toBe('1 notes report, none with a number to chart (read them with sf trial metrics 7 --group notes).'));
   });
 });

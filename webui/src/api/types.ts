@@ -117,11 +117,15 @@ export const BUILTIN_METRIC_GROUPS: readonly MetricKind[] = ['training', 'valida
  *  are read like the built-in ones (GET /trials/{id}/metrics?kind=NAME). */
 export type MetricGroup = MetricKind | (string & {});
 
+/** A metric's value as stored: a number (what charts draw), or, in a group of the trial's own,
+ *  any JSON value the trial reported (text, a list: a speech trial's validation_transcripts). */
+export type MetricValue = number | string | boolean | null | readonly unknown[] | { readonly [key: string]: unknown };
+
 export interface MetricReport {
   trialId: number;
   batches: number;
   kind: string;
-  values: Record<string, number | string | boolean | null>;
+  values: Record<string, MetricValue>;
   time?: string;
   restart: number;
 }

@@ -1,7 +1,8 @@
 // One trial: what it ran (its arch and precision, or its experiment's entrypoint: WhatRan.tsx),
 // metric charts (training and validation; throughput and loss scale when the trial
-// reports them, as the native trainer does; one section per metric group its code named),
-// checkpoints and logs; where its latest run ran (the agents in its Summary; for a trial Slurm
+// reports them, as the native trainer does; one section per metric group its code named), a
+// speech trial's latest validation transcripts beside their references (TrialTranscripts.tsx,
+// when it reported them), checkpoints and logs; where its latest run ran (the agents in its Summary; for a trial Slurm
 // places, its nodes with its job id, pool and Slurm's reason in TrialSlurm.tsx).
 import { api } from '../api/client';
 import type { Trial } from '../api/types';
@@ -10,11 +11,13 @@ import { MetricChart } from '../components/MetricChart';
 import { metricKeys } from '../lib/chartData';
 import { durationBetween, formatBytes, formatDateTime, formatDuration, formatHParam, formatInt, formatMetric } from '../lib/format';
 import { usePolling } from '../lib/hooks';
+import { TRANSCRIPTS_GROUP } from '../lib/transcripts';
 import { useQueryState, type Route } from '../lib/router';
 import { flattenHParams } from '../lib/chartData';
 import { LogsView } from './LogsView';
 import { TrialMetricGroups, useTrialMetrics } from './TrialMetricGroups';
 import { isSlurmTrial, TrialSlurmCard, trialPool } from './TrialSlurm';
+import { TrialTranscripts } from './TrialTranscripts';
 import { TrialWhatRanRows } from './WhatRan';
 
 const running = (t?: Trial) => !t || t.state === 'TRIAL_STATE_RUNNING' || t.state === 'TRIAL_STATE_QUEUED';
@@ -123,6 +126,7 @@ export function TrialPage({ id, route }: { id: number; route: Route }) {
         )}
         <TrialMetricGroups trialId={t.id} groups={t.metricGroups} live={live} xMode={xMode} logY={logY} />
       </div>
+      {t.metricGroups.includes(TRANSCRIPTS_GROUP) && <TrialTranscripts trialId={t.id} live={live} />}
       <div className="card">
         <h2>Checkpoints</h2>
         {ckpts.loading && !ckpts.data ? (
