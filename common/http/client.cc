@@ -56,6 +56,13 @@ std::string Url::HostHeader() const {
 
 namespace {
 
+// What a call reads after the answer's header (Client::Fetch, Stream, Relay).
+struct Reading {
+  bool header_only = false;
+  const std::function<bool(const std::string&)>* on_bytes = nullptr;
+  const std::function<bool(const ResponseHeader&)>* on_header = nullptr;
+};
+
 using Request = bhttp::request<bhttp::string_body>;
 
 // One connection's life, every step an asynchronous operation run to its end on the call's own
@@ -122,12 +129,12 @@ class Call {
     return Status::Ok();
   }
 
-  // Sends `req`, reads the answer's header and then: the whole body (`whole`), nothing
-  // (`header_only`), or, for a 200, the body as it arrives into on_bytes.
-  Result<ClientResponse> Exchange(const Request& req, bool header_only,
-                                  const std::function<bool(const std::string&)>* on_bytes) {
-    if (tls_) return Talk(*tls_, req, header_only, on_bytes);
-    return Talk(socket_, req, header_only, on_bytes);
+  // Sends `req`, reads the answer's header and then: the whole body, nothing (`header_only`),
+  // for a 200 the body as it arrives into on_bytes, or, with on_header, the header to it and
+  // then the body of any status as it arrives.
+  Result<ClientResponse> Exchange(const Request& req, const Reading& how) {
+    if (tls_) return Talk(*tls_, req, how);
+    return Talk(socket_, req, how);
   }
 
   void Close() {
@@ -138,20 +145,22 @@ class Call {
 
  private:
   template <class Stream>
-  Result<ClientResponse> Talk(Stream& stream, const Request& req, bool header_only,
-                              const std::function<bool(const std::string&)>* on_bytes) {
+  Result<ClientResponse> Talk(Stream& stream, const Request& req, const Reading& how) {
     beast::error_code ec = Await([&](auto handler) { bhttp::async_write(stream, req, handler); });
     if (ec) return Failed("send", ec);
     beast::flat_buffer buffer;
     bhttp::response_parser<bhttp::string_body> parser;
     parser.header_limit(64 * 1024);
     parser.body_limit(options_.max_body_bytes);
+    if (req.method() == bhttp::verb::head) parser.skip(true);  // its Content-Length has no body
     ec = Await([&](auto handler) { bhttp::async_read_header(stream, buffer, parser, handler); });
     if (ec) return Failed("read the answer", ec);
     ClientResponse out;
     out.status = static_cast<int>(parser.get().result_int());
-    if (header_only) return out;
-    if (on_bytes && out.status == 200) {
+    if (how.header_only) return out;
+    if (how.on_header && !(*how.on_header)(parser.get().base())) return out;
+    const std::function<bool(const std::string&)>* on_bytes = how.on_bytes;
+    if (on_bytes && (out.status == 200 || how.on_header)) {
       deadline_.cancel();  // a stream lasts as long as the server sends, and as long as it likes
       parser.body_limit((std::numeric_limits<std::uint64_t>::max)());
       while (!parser.is_done()) {
@@ -238,8 +247,8 @@ class Call {
   Failure failure_ = Failure::kNone;
 };
 
-Result<ClientResponse> Run(const Url& url, const ClientOptions& options, Request req, bool header_only,
-                           const std::function<bool(const std::string&)>* on_bytes, Failure* failure) {
+Result<ClientResponse> Run(const Url& url, const ClientOptions& options, Request req, const Reading& how,
+                           Failure* failure) {
   *failure = Failure::kNone;
   try {
     req.set(bhttp::field::host, url.HostHeader());
@@ -247,7 +256,7 @@ Result<ClientResponse> Run(const Url& url, const ClientOptions& options, Request
     req.prepare_payload();
     Call call(url, options);
     Status opened = call.Open();
-    Result<ClientResponse> out = opened.ok() ? call.Exchange(req, header_only, on_bytes) : Result<ClientResponse>(opened);
+    Result<ClientResponse> out = opened.ok() ? call.Exchange(req, how) : Result<ClientResponse>(opened);
     *failure = call.failure();
     call.Close();
     return out;
@@ -260,11 +269,16 @@ Result<ClientResponse> Run(const Url& url, const ClientOptions& options, Request
 }  // namespace
 
 Result<ClientResponse> Client::Fetch(Request req, bool header_only) {
-  return Run(url_, options_, std::move(req), header_only, nullptr, &failure_);
+  return Run(url_, options_, std::move(req), Reading{header_only, nullptr, nullptr}, &failure_);
 }
 
 Result<ClientResponse> Client::Stream(Request req, const std::function<bool(const std::string&)>& on_bytes) {
-  return Run(url_, options_, std::move(req), false, &on_bytes, &failure_);
+  return Run(url_, options_, std::move(req), Reading{false, &on_bytes, nullptr}, &failure_);
+}
+
+Result<ClientResponse> Client::Relay(Request req, const std::function<bool(const ResponseHeader&)>& on_header,
+                                     const std::function<bool(const std::string&)>& on_bytes) {
+  return Run(url_, options_, std::move(req), Reading{false, &on_bytes, &on_header}, &failure_);
 }
 
 }  // namespace sf::http

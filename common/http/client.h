@@ -56,6 +56,8 @@ struct ClientOptions {
   size_t max_body_bytes = size_t{512} << 20;
 };
 
+using ResponseHeader = boost::beast::http::response_header<>;
+
 struct ClientResponse {
   int status = 0;
   std::string body;
@@ -87,6 +89,14 @@ class Client {
   // read whole) without calling on_bytes.
   Result<ClientResponse> Stream(boost::beast::http::request<boost::beast::http::string_body> req,
                                 const std::function<bool(const std::string& bytes)>& on_bytes);
+
+  // For a proxy: sends `req`, gives the answer's status line and headers, whatever the status,
+  // to on_header, then its body as it arrives to on_bytes (none for HEAD, 204, 304), until the
+  // server ends it or a callback returns false. The returned status is the answer's; its body
+  // is empty (everything went to on_bytes).
+  Result<ClientResponse> Relay(boost::beast::http::request<boost::beast::http::string_body> req,
+                               const std::function<bool(const ResponseHeader&)>& on_header,
+                               const std::function<bool(const std::string& bytes)>& on_bytes);
 
   Failure failure() const { return failure_; }
   const Url& url() const { return url_; }
