@@ -91,6 +91,8 @@ int StartServing(const Flags& f, const ServeFlags& flags, Api& api) {
   if (f.json) {
     std::cout << json << "\n";
   } else if (s.state() == "READY") {
+    std::cerr << "through the master: " << api.client.base_url() << "/proxy/" << s.id()
+              << "/ (with your sf credentials; the master adds the server's token)\n";
     std::cout << s.url() << "\n";  // alone on stdout, for scripts: URL=$(sf serve start --wait ...)
   } else {
     std::cout << s.id() << "\n";

@@ -14,6 +14,7 @@
 #include "master/api/grpc_services.h"
 #include "master/api/trial_link_service.h"
 #include "master/api/http_server.h"
+#include "master/api/rest_router.h"
 #include "master/core/utilization_recorder.h"
 #include "master/housekeeping/bookkeeping_retention.h"
 #include "master/master_config.h"
@@ -317,7 +318,14 @@ int main(int argc, char** argv) {
     log::Error("master", {{"event", "grpc_listen_failed"}, {"port", std::to_string(config->grpc_port)}});
     return 1;
   }
+  // Tasks' services through the master (/proxy/TASK_ID/...); destroyed after the HTTP server.
+  TaskProxyOptions proxy_options;
+  proxy_options.max_streams = config->http_max_streams;
+  proxy_options.tls = config->tls_enabled();
+  proxy_options.error_response = JsonError;
+  TaskProxy proxy(read_db->get(), &*task_tokens, proxy_options);
   HttpOptions http_options;
+  http_options.proxy = &proxy;
   http_options.bind_address = config->bind_address;
   http_options.audit = &audit;
   http_options.accounts = config->disable_auth ? nullptr : &accounts;

@@ -69,6 +69,9 @@ struct HttpServer::Impl : http::Handler {
   }
 
   void Handle(http::Request req, std::shared_ptr<http::Exchange> exchange) override {
+    if (options.proxy && TaskProxy::Matches(std::string_view(req.target().data(), req.target().size()))) {
+      return Proxy(std::move(req), std::move(exchange));
+    }
     auto start = std::chrono::steady_clock::now();
     http::Response res;
     std::string route;
@@ -97,6 +100,23 @@ struct HttpServer::Impl : http::Handler {
     metrics->ObserveRequest(route, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
                             res.result_int());
     exchange->Reply(std::move(res));
+  }
+
+  // A request to a task's service: its target parsed, the caller held to the task's access
+  // rule, then the proxy's (which answers from a thread of its own).
+  void Proxy(http::Request req, std::shared_ptr<http::Exchange> exchange) {
+    constexpr const char* kRoute = "/proxy/{id}";
+    Result<ProxyTarget> target = TaskProxy::Parse(std::string_view(req.target().data(), req.target().size()));
+    http::Response refused;
+    Principal principal;
+    if (!target.ok()) {
+      refused = router.Error(target.status(), req);
+    } else if (router.GateProxy(req, exchange->peer(), target->task_id, refused, principal)) {
+      metrics->ObserveRequest(kRoute, 0, 200);
+      return options.proxy->Forward(std::move(req), std::move(*target), std::move(exchange));
+    }
+    metrics->ObserveRequest(kRoute, 0, refused.result_int());
+    exchange->Reply(std::move(refused));
   }
 
   // A log follow gets a thread of its own (at most max_streams), writing the server-sent events

@@ -15,6 +15,10 @@
 // connection is closed. Request bodies over `max_body_bytes` (`max_experiment_body_bytes` for
 // POST /api/v1/experiments) get 413.
 //
+// Requests to a task's service (/proxy/TASK_ID/..., master/proxy/task_proxy.h) are held to the
+// access policy here, then forwarded by the proxy on a thread of its own (bounded there), so a
+// slow service never holds a worker.
+//
 // Log follows (GET /api/v1/trials/{id}/logs?follow=true, server-sent events) live for as long as
 // the trial runs, so they do not run on the pool: each gets a thread of its own, at most
 // `max_streams` at a time (one more gets 503), and still counts as one of `max_connections`.
@@ -44,6 +48,7 @@
 #include "master/auth/agent_revocations.h"
 #include "master/auth/audit_log.h"
 #include "master/auth/login_limiter.h"
+#include "master/proxy/task_proxy.h"
 #include "master/webhooks/webhooks.h"
 
 namespace sf::master {
@@ -77,6 +82,9 @@ struct HttpOptions {
   bool secure_cookies = false;          // the session cookie only over TLS
   // HTTPS with this certificate and key (PEM; common/tls_files.h); empty: plain HTTP.
   ServerCertificate tls;
+  // /proxy/TASK_ID/... goes to the task's service through it (master/proxy/task_proxy.h), after
+  // the access policy (RestRouter::GateProxy); null: /proxy/ is 404.
+  TaskProxy* proxy = nullptr;
 };
 
 class HttpServer {

@@ -18,6 +18,7 @@
 #include "master/api/experiment_json.h"
 #include "master/api/grpc_services.h"
 #include "master/api/routes/rest_transcoder.h"
+#include "master/auth/session_cookie.h"
 
 namespace sf::master {
 namespace v1 = steadfast::v1;
@@ -28,9 +29,6 @@ namespace {
 
 using Request = HttpRequest;
 using Response = HttpResponse;
-
-// The dashboard's session cookie (HttpOnly; docs/security.md).
-constexpr char kSessionCookie[] = "sf_session";
 
 int HttpStatusFor(const Status& s) {
   switch (s.code()) {
@@ -82,6 +80,10 @@ RestRouter::RestRouter(ApiHandlers* handlers, MasterMetrics* metrics, const Http
 // Takes `body` by value: every caller passes a fresh string (the experiment list's can be
 // large), which is moved into the response rather than copied.
 Response RestRouter::Json(int status, std::string body, const Request& req) const {
+  return JsonResponse(status, std::move(body), req);
+}
+
+Response JsonResponse(int status, std::string body, const Request& req) {
   Response res{static_cast<http::status>(status), req.version()};
   res.set(http::field::content_type, "application/json");
   res.set(http::field::cache_control, "no-store");
@@ -188,60 +190,15 @@ bool RestRouter::Gate(const Request& req, const std::string& peer, Response& res
   } else if (path == "/metrics") {
     need = options_.metrics_public ? Need::kPublic : Need::kSignedIn;
   }
+  if (!options_.accounts) return Unchecked(req, peer, p);
   p.peer = peer;
-  if (!options_.accounts) {
-    // No authentication: the caller is whoever X-SF-User says, with every right.
-    p.user_id = -1;
-    p.role = Role::kAdmin;
-    p.username = std::string(req["X-SF-User"]);
-    return true;
-  }
   if (need == Need::kPublic) return true;
   auto refuse = [&](const Status& st) {
     route = match ? match->rule->route : path;
-    res = Error(st, req);
-    if (st.code() == sf::StatusCode::kUnauthenticated) {
-      res.set(http::field::www_authenticate, "Bearer realm=\"steadfast\"");
-    }
+    res = Refusal(st, req);
     return false;
   };
-  // Credentials: the Authorization header, else the dashboard's cookie.
-  std::string token;
-  bool via_cookie = false;
-  if (auto h = req.find(http::field::authorization); h != req.end()) {
-    std::string_view v(h->value().data(), h->value().size());
-    if (v.size() < 8 || !beast::iequals(beast::string_view(v.data(), 7), "Bearer ") || v.size() > 7 + Accounts::kMaxTokenBytes) {
-      return refuse(Unauthenticated("Authorization header: expected \"Bearer TOKEN\" (a token from sf login or "
-                                    "sf token create)"));
-    }
-    token = std::string(v.substr(7));
-  } else if (auto c = req.find(http::field::cookie); c != req.end()) {
-    std::string_view cookies(c->value().data(), c->value().size());
-    const std::string key = std::string(kSessionCookie) + "=";
-    for (size_t i = 0; i < cookies.size();) {
-      size_t end = cookies.find(';', i);
-      if (end == std::string_view::npos) end = cookies.size();
-      std::string_view part = cookies.substr(i, end - i);
-      while (!part.empty() && part.front() == ' ') part.remove_prefix(1);
-      if (part.rfind(key, 0) == 0) token = std::string(part.substr(key.size()));
-      i = end + 1;
-    }
-    via_cookie = !token.empty();
-  }
-  if (token.empty()) return refuse(NoCredentials());
-  auto who = options_.accounts->Authenticate(token);
-  if (!who.ok()) return refuse(who.status());
-  p = *who;
-  p.via_cookie = via_cookie;
-  p.peer = peer;
-  // A cookie rides along with any request the browser makes, a cross-site one too: a
-  // mutation by cookie must carry the dashboard's own header, which a cross-site form cannot
-  // set without CORS (that the master never grants).
-  if (via_cookie && req.method() != http::verb::get && req.method() != http::verb::head &&
-      req["X-Requested-With"] != "steadfast") {
-    return refuse(PermissionDenied("cross-site request refused: a request authenticated by the session cookie "
-                                   "must send X-Requested-With: steadfast"));
-  }
+  if (Status st = Authenticate(req, peer, /*cookie_mutations_need_header=*/true, p); !st.ok()) return refuse(st);
   Resource r;
   if (match) {
     auto param = [&](const char* k) {
@@ -263,6 +220,72 @@ bool RestRouter::Gate(const Request& req, const std::string& peer, Response& res
   }
   if (Status st = options_.authorizer->Check(p, need, action, r); !st.ok()) return refuse(st);
   return true;
+}
+
+HttpResponse RestRouter::Refusal(const Status& st, const HttpRequest& req) const {
+  HttpResponse res = Error(st, req);
+  if (st.code() == sf::StatusCode::kUnauthenticated) res.set(http::field::www_authenticate, "Bearer realm=\"steadfast\"");
+  return res;
+}
+
+Status RestRouter::Authenticate(const HttpRequest& req, const std::string& peer, bool cookie_mutations_need_header,
+                                Principal& p) const {
+  // Credentials: the Authorization header, else the dashboard's cookie.
+  std::string token;
+  bool via_cookie = false;
+  if (auto h = req.find(http::field::authorization); h != req.end()) {
+    std::string_view v(h->value().data(), h->value().size());
+    if (v.size() < 8 || !beast::iequals(beast::string_view(v.data(), 7), "Bearer ") || v.size() > 7 + Accounts::kMaxTokenBytes) {
+      return Unauthenticated("Authorization header: expected \"Bearer TOKEN\" (a token from sf login or "
+                             "sf token create)");
+    }
+    token = std::string(v.substr(7));
+  } else if (auto c = req.find(http::field::cookie); c != req.end()) {
+    token = SessionCookieValue(std::string_view(c->value().data(), c->value().size()));
+    via_cookie = !token.empty();
+  }
+  if (token.empty()) return NoCredentials();
+  auto who = options_.accounts->Authenticate(token);
+  if (!who.ok()) return who.status();
+  p = *who;
+  p.via_cookie = via_cookie;
+  p.peer = peer;
+  // A cookie rides along with any request the browser makes, a cross-site one too: a
+  // mutation by cookie must carry the dashboard's own header, which a cross-site form cannot
+  // set without CORS (that the master never grants).
+  if (cookie_mutations_need_header && via_cookie && req.method() != http::verb::get &&
+      req.method() != http::verb::head && req["X-Requested-With"] != "steadfast") {
+    return PermissionDenied("cross-site request refused: a request authenticated by the session cookie "
+                            "must send X-Requested-With: steadfast");
+  }
+  return Status::Ok();
+}
+
+bool RestRouter::Unchecked(const HttpRequest& req, const std::string& peer, Principal& p) {
+  // No authentication: the caller is whoever X-SF-User says, with every right.
+  p.peer = peer;
+  p.user_id = -1;
+  p.role = Role::kAdmin;
+  p.username = std::string(req["X-SF-User"]);
+  return true;
+}
+
+bool RestRouter::GateProxy(const HttpRequest& req, const std::string& peer, int64_t task_id, HttpResponse& res,
+                           Principal& p) {
+  if (!options_.accounts) return Unchecked(req, peer, p);
+  p.peer = peer;
+  // A task's service is not the dashboard: it cannot send the dashboard's header (a notebook's
+  // own requests), so a cookie's mutations are held by the cookie's SameSite=Strict (a
+  // cross-site request carries no cookie) and by the service's own defences.
+  Status st = Authenticate(req, peer, /*cookie_mutations_need_header=*/false, p);
+  if (st.ok()) {
+    Resource r;
+    r.task_id = task_id;
+    st = options_.authorizer->Check(p, Need::kTask, "open", r);
+  }
+  if (st.ok()) return true;
+  res = Refusal(st, req);
+  return false;
 }
 
 std::string RestRouter::SessionCookie(const std::string& token, int64_t max_age) const {
@@ -416,5 +439,9 @@ void RestRouter::Route(const Request& req, Response& res, std::string& route, st
 }
 
 std::string ErrorBody(const Status& s) { return ErrorJson(s); }
+
+HttpResponse JsonError(int http_status, const Status& s, const HttpRequest& req) {
+  return JsonResponse(http_status, ErrorJson(s), req);
+}
 
 }  // namespace sf::master

@@ -32,6 +32,10 @@ using HttpResponse = boost::beast::http::response<boost::beast::http::string_bod
 
 // The API's error body: {"code": <grpc code>, "message": "...", "errors": []}.
 std::string ErrorBody(const Status& s);
+// A JSON answer (no-store), and the error body as one with an explicit HTTP status (the proxy's
+// 502 and 504, master/proxy/task_proxy.h).
+HttpResponse JsonResponse(int status, std::string body, const HttpRequest& req);
+HttpResponse JsonError(int http_status, const Status& s, const HttpRequest& req);
 
 class RestRouter {
  public:
@@ -49,6 +53,12 @@ class RestRouter {
   // label) filled otherwise.
   bool Gate(const HttpRequest& req, const std::string& peer, HttpResponse& res, std::string& route, Principal& p,
             std::optional<RestMatch>& match);
+  // The same for a request to a task's service through the proxy (master/proxy/task_proxy.h):
+  // the caller must be authenticated and may "open" task `task_id` (Need::kTask). A session
+  // cookie's mutations need no X-Requested-With here (a notebook's own requests cannot send it);
+  // the cookie's SameSite=Strict keeps cross-site requests out.
+  bool GateProxy(const HttpRequest& req, const std::string& peer, int64_t task_id, HttpResponse& res,
+                 Principal& p);
   // Fills `res`, or `follow_out` for a log follow (the caller streams it with FollowLogs). `p`
   // and `match`: the caller and the policy rule, as Gate let it through.
   // An Api method's request, once decoded, goes to `decoded` (for the audit record).
@@ -67,6 +77,15 @@ class RestRouter {
                 HttpResponse& res, std::string& route, std::optional<steadfast::v1::GetTrialLogsRequest>& follow_out,
                 const Principal& p, std::unique_ptr<google::protobuf::Message>& decoded);
   std::string SessionCookie(const std::string& token, int64_t max_age) const;
+  // The caller by the Authorization header or the session cookie (docs/security.md), with the
+  // cross-site rule for a cookie's mutations when `cookie_mutations_need_header`.
+  Status Authenticate(const HttpRequest& req, const std::string& peer, bool cookie_mutations_need_header,
+                      Principal& p) const;
+  // The caller of a master without accounts (--disable-auth): whoever X-SF-User names, as an
+  // admin. True.
+  static bool Unchecked(const HttpRequest& req, const std::string& peer, Principal& p);
+  // An access refusal (401 with WWW-Authenticate, 403).
+  HttpResponse Refusal(const Status& st, const HttpRequest& req) const;
 
   ApiHandlers* handlers_;
   MasterMetrics* metrics_;

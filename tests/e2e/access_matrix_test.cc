@@ -462,6 +462,26 @@ TEST(AccessPolicyTable, IsTheDocumentedOne) {
   }
 }
 
+// The proxy to a task's service (/proxy/TASK_ID/..., master/proxy/task_proxy.h) holds every
+// caller to the task rule: its owner, an editor of its workspace and admins reach the task (a
+// stopped server: 503, no service to reach), everyone else is refused before it, reading or
+// writing alike.
+TEST_F(AccessMatrix, TheProxyAnswersEveryCallerAsTheTaskRuleSays) {
+  ASSERT_NE(cluster_, nullptr);
+  const std::string server = std::to_string(FreshServer());
+  for (const Caller& caller : callers_) {
+    for (const char* method : {"GET", "POST"}) {
+      auto [code, answer] = Call(caller.token, method, "/proxy/" + server + "/v1/translate", "{}");
+      const Want want = Expected(Need::kTask, caller.name);
+      EXPECT_EQ(WantName(Outcome(code, answer)), std::string(WantName(want)))
+          << method << " /proxy/" << server << " as " << caller.name << ": HTTP " << code << " " << answer.ToJson();
+      if (want == Want::kAllowed) {
+        EXPECT_EQ(code, 503) << caller.name << ": " << answer.ToJson();
+      }
+    }
+  }
+}
+
 TEST_F(AccessMatrix, EveryRouteTheApiDescribesHasAPolicyEntry) {
   auto [code, doc] = Call("", "GET", "/api/v1/openapi.json", "");
   ASSERT_EQ(code, 200);

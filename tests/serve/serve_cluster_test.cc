@@ -3,6 +3,8 @@
 // slot the master scheduled; once READY its published URL answers 200 requests from 8 concurrent
 // clients exactly as `sf-trainer translate` does; a server is a task of its own (no experiment
 // is made for it), its output is `sf serve logs`, and a master restart finds it still READY;
+// the master's proxy (/proxy/ID/...) answers with the same bytes to whom the task's access rule
+// lets in;
 // `sf serve stop` ends the process and frees the slot; bad requests name what is wrong.
 #include <gtest/gtest.h>
 
@@ -102,6 +104,8 @@ TEST(ServeCluster, ScheduledServerAnswersAsTheCommandLineTranslatesAndStops) {
   EXPECT_EQ(serving.Find("modelVersion")->as_double(), 1) << serving.ToJson();
   const std::string url = serving.Find("url")->as_string();
   EXPECT_NE(started->output.find(url + "\n"), std::string::npos) << started->output;
+  EXPECT_NE(started->output.find("through the master: " + c.url() + "/proxy/"), std::string::npos)
+      << started->output;
   // The list leaves the bearer token out; the server's own page gives it to who may stop it.
   EXPECT_TRUE(!serving.Find("token") || serving.Find("token")->as_string().empty()) << serving.ToJson();
   Value described;
@@ -184,6 +188,44 @@ TEST(ServeCluster, ScheduledServerAnswersAsTheCommandLineTranslatesAndStops) {
   EXPECT_EQ(Call(port, http::verb::post, "/v1/translate", "{not json", token).status, 400);
   EXPECT_EQ(Call(port, http::verb::post, "/v1/translate", one, token).status, 200);
 
+  // Through the master's proxy (master/proxy/task_proxy.h): the same bytes with the master's
+  // credentials alone (the server's token is the proxy's to add); the task's access rule holds.
+  std::smatch master_port_match;
+  const std::string master_url = c.url();
+  ASSERT_TRUE(std::regex_search(master_url, master_port_match, std::regex(R"(:(\d+)$)"))) << master_url;
+  const int master_port = std::stoi(master_port_match[1]);
+  const std::string proxied = "/proxy/" + std::to_string(id);
+  {
+    const HttpReply direct = Call(port, http::verb::post, "/v1/translate", one, token);
+    const HttpReply through = Call(master_port, http::verb::post, proxied + "/v1/translate", one, c.admin_token());
+    EXPECT_EQ(through.status, 200) << through.body << through.error;
+    EXPECT_EQ(through.body, direct.body);
+    EXPECT_EQ(Call(master_port, http::verb::get, proxied + "/health", "", c.admin_token()).status, 200);
+    // The server's own refusal of a bad request comes back as it answered it.
+    const HttpReply bad = Call(master_port, http::verb::post, proxied + "/v1/translate", "{not json", c.admin_token());
+    EXPECT_EQ(bad.status, 400) << bad.body;
+    EXPECT_EQ(bad.body, Call(port, http::verb::post, "/v1/translate", "{not json", token).body);
+    // No master credentials: the master's 401; another user and a viewer: 403.
+    EXPECT_EQ(Call(master_port, http::verb::post, proxied + "/v1/translate", one).status, 401);
+    for (const auto& [user, role] : std::vector<std::pair<std::string, std::string>>{{"stranger", "user"},
+                                                                                     {"watcher", "viewer"}}) {
+      auto [code, created] = c.Post("/api/v1/users", Value(Value::Map{{"username", user},
+                                                                      {"password", user + "-password"},
+                                                                      {"role", role}})
+                                                         .ToJson());
+      ASSERT_EQ(code, 200) << created.ToJson();
+      const std::string session = c.Login(user, user + "-password");
+      ASSERT_FALSE(session.empty()) << user;
+      const HttpReply refused = Call(master_port, http::verb::post, proxied + "/v1/translate", one, session);
+      EXPECT_EQ(refused.status, 403) << user << ": " << refused.body;
+    }
+    // Forged task ids and paths that climb out of the task's service.
+    EXPECT_EQ(Call(master_port, http::verb::get, "/proxy/999999/health", "", c.admin_token()).status, 404);
+    EXPECT_EQ(Call(master_port, http::verb::get, "/proxy/abc/health", "", c.admin_token()).status, 404);
+    EXPECT_EQ(Call(master_port, http::verb::get, proxied + "/../../api/v1/users", "", c.admin_token()).status, 400);
+    EXPECT_EQ(Call(master_port, http::verb::get, proxied + "/%2E%2e/health", "", c.admin_token()).status, 400);
+  }
+
   // Stopped: the task is STOPPED, the process gone, the slot free for a trial again.
   auto stopped = RunCommand({sf::testing::Cluster::Binary("sf"), "serve", "stop", std::to_string(id), "--master", c.url()}, cli);
   ASSERT_TRUE(stopped.ok());
@@ -192,6 +234,13 @@ TEST(ServeCluster, ScheduledServerAnswersAsTheCommandLineTranslatesAndStops) {
   ASSERT_TRUE(c.WaitFor([&] { return State(c, id) == "STOPPED"; }, 60s)) << State(c, id);
   EXPECT_TRUE(c.WaitFor([&] { return !Call(port, http::verb::get, "/health").error.empty(); }, 30s))
       << "sf-serve still answers after the stop";
+  {
+    const HttpReply gone = Call(master_port, http::verb::get, proxied + "/health", "", c.admin_token());
+    EXPECT_EQ(gone.status, 503) << gone.body;
+    EXPECT_NE(gone.body.find("task " + std::to_string(id) + " has no service to reach: it is STOPPED"),
+              std::string::npos)
+        << gone.body;
+  }
   {
     auto [code, listed] = c.Get("/api/v1/servings");
     ASSERT_EQ(code, 200);

@@ -1,0 +1,116 @@
+// The master's proxy to the services tasks run (docs/tasks.md, "The proxy"): a request to
+// /proxy/TASK_ID/REST on the master's HTTP port goes to the URL the task reported
+// (TrialLink ReportEndpoint: a scheduled sf-serve today, notebooks next), and the answer comes
+// back through the master. The client needs nothing but its master credentials, and a task's
+// service is reachable wherever the master is.
+//
+// Contract:
+// - Parse(target): "/proxy/<id>" or "/proxy/<id>/<rest>[?query]" with <id> a task id (1-18
+//   digits); anything else under /proxy/ is kNotFound. The path after the id is forwarded as
+//   written (percent-encoding kept); a "." or ".." segment, a backslash, or an encoded "/", "\"
+//   or "." anywhere in it is kInvalidArgument: a forwarded path never climbs above the task's
+//   own URL.
+// - Access is the HTTP layer's (master/api/rest_router.h, GateProxy): the master's own
+//   authentication, then the task access rule of the policy (owner, the editors and admins of
+//   its workspace, cluster admins; a viewer may not open a task's service). Forward() is called
+//   only for requests that passed it.
+// - Endpoint: the task's reported URL while the allocation that reported it is the task's
+//   newest and still runs; otherwise the client gets 503 naming the task and its state (404 for
+//   an id that names no task).
+// - Forwarding: one upstream connection per request (common/http/client.h, Relay), the request
+//   line's target = the endpoint's path + <rest> + query; the client's headers are kept except
+//   the hop-by-hop ones (Connection, Keep-Alive, Proxy-*, TE, Trailer, Transfer-Encoding,
+//   Upgrade), Host, and the client's master credentials (Authorization and the session
+//   cookie), which never reach a task. X-Forwarded-For/-Proto/-Host and X-Forwarded-Prefix
+//   (/proxy/<id>) are added. A server's requests carry the server's own bearer token
+//   (TaskTokens::IssueServing), so the proxy is a client the server accepts.
+// - The answer streams back as it arrives (status line and headers first, the body in pieces;
+//   no whole-body buffering), with the upstream's hop-by-hop headers dropped and
+//   `Connection: close`: the client's connection ends with the answer. Upgrades (WebSocket) are
+//   not forwarded yet: 501.
+// - Limits: at most `max_streams` requests in flight (one thread each; one more gets 503 with
+//   Retry-After); the upstream must connect and answer with its header within
+//   `upstream_timeout` (else 504); each piece written to the client must be taken within the
+//   server's read_timeout (else the upstream connection is dropped). A slow or dead task holds
+//   only its own request's thread, never an API worker.
+// - Errors the proxy makes are JSON ({"code", "message"}) like every other error of the master,
+//   and name the task: "task 7's service at http://10.0.0.5:41234 did not answer: connect:
+//   Connection refused" (502).
+// Thread-safe.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "common/http/server.h"
+#include "common/status.h"
+#include "master/auth/task_tokens.h"
+#include "master/db/database.h"
+
+namespace sf::master {
+
+struct TaskProxyOptions {
+  int max_streams = 64;
+  std::chrono::milliseconds upstream_timeout{30000};
+  bool tls = false;  // the master's own HTTP side speaks TLS (X-Forwarded-Proto)
+  std::string
+      ca_file;  // an https:// service's certificate is verified by it; empty: the system's CAs
+  // The master's error answer (its JSON error body) with this HTTP status; required.
+  std::function<http::Response(int http_status, const Status& st, const http::Request& req)>
+      error_response;
+};
+
+// A request's target under /proxy/, parsed.
+struct ProxyTarget {
+  int64_t task_id = 0;
+  std::string rest;   // the path after /proxy/<id>, "" or starting with "/"
+  std::string query;  // without "?"; "" when none
+};
+
+class TaskProxy {
+ public:
+  static constexpr const char* kPrefix = "/proxy/";
+
+  // `db` and `tokens` outlive the proxy; `tokens` may be null (no server token is added).
+  TaskProxy(Database* db, const TaskTokens* tokens, TaskProxyOptions options);
+  ~TaskProxy();  // waits for requests in flight
+  TaskProxy(const TaskProxy&) = delete;
+  TaskProxy& operator=(const TaskProxy&) = delete;
+
+  static bool Matches(std::string_view target);
+  static Result<ProxyTarget> Parse(std::string_view target);
+
+  // Forwards `req` (allowed already) and answers through `exchange`, from a thread of its own.
+  void Forward(http::Request req, ProxyTarget target, std::shared_ptr<http::Exchange> exchange);
+
+  // Requests in flight now.
+  int in_flight() const;
+
+ private:
+  struct Endpoint {
+    std::string url;   // as reported
+    std::string kind;  // SERVER, COMMAND, ...
+  };
+  Result<Endpoint> EndpointOf(int64_t task_id);
+  void Relay(const http::Request& req, const ProxyTarget& target, const Endpoint& endpoint,
+             const std::shared_ptr<http::Exchange>& exchange);
+  void ReplyError(const std::shared_ptr<http::Exchange>& exchange, const http::Request& req,
+                  const Status& st, int http_status);
+
+  Database* db_;
+  const TaskTokens* tokens_;
+  TaskProxyOptions options_;
+  std::atomic<bool> stopping_{false};
+  mutable std::mutex mu_;
+  std::condition_variable idle_;
+  int in_flight_ = 0;
+};
+
+}  // namespace sf::master

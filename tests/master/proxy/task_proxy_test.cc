@@ -1,0 +1,338 @@
+// The proxy to tasks' services (master/proxy/task_proxy.h) between two real HTTP servers on
+// loopback (common/http/server.h): the master's side, whose handler hands /proxy/ requests to the
+// proxy as the master's HTTP server does, and a task's service that answers what it was asked
+// (or streams slowly), with the task's rows in a real PostgreSQL. What is forwarded (the path
+// under the task's URL, the query, the client's headers without its master credentials, the
+// server token for a server), that answers stream through without being held back, the
+// endpoint's states, the target checks and the in-flight bound.
+#include "master/proxy/task_proxy.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <chrono>
+#include <future>
+#include <thread>
+
+#include "common/value.h"
+#include "tests/master/migrated_database_test.h"
+
+namespace sf::master {
+namespace {
+namespace beast = boost::beast;
+namespace bhttp = beast::http;
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using namespace std::chrono_literals;
+
+http::Response ErrorAnswer(int status, const Status& st, const http::Request& req) {
+  http::Response res{static_cast<bhttp::status>(status), req.version()};
+  res.set(bhttp::field::content_type, "application/json");
+  res.body() = Value(Value::Map{{"message", st.message()}}).ToJson();
+  res.prepare_payload();
+  return res;
+}
+
+// A handler's limits and refusals, for both servers of the test.
+class TestHandler : public http::Handler {
+ public:
+  size_t BodyLimit(const http::RequestHeader&) override { return 1 << 20; }
+  http::Response Refuse(Refusal, const std::string& detail) override {
+    http::Response r{bhttp::status::bad_request, 11};
+    r.body() = detail;
+    r.prepare_payload();
+    return r;
+  }
+};
+
+// A task's service: /echo answers with what it received, /slow sends "first" at once and
+// "second" once `release` is set, /teapot answers 418 with a header of its own.
+class Service : public TestHandler {
+ public:
+  void Handle(http::Request req, std::shared_ptr<http::Exchange> exchange) override {
+    const std::string target(req.target());
+    if (target.rfind("/base/slow", 0) == 0) {
+      exchange->OpenStream();
+      std::thread([release = release, exchange] {
+        exchange->Write(
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\nfirst\n");
+        for (int i = 0; i < 1000 && !*release; ++i) std::this_thread::sleep_for(10ms);
+        exchange->Write("second\n");
+        exchange->CloseStream();
+      }).detach();
+      return;
+    }
+    http::Response res{
+        target.rfind("/base/teapot", 0) == 0 ? bhttp::status{418} : bhttp::status::ok, 11};
+    Value::Map headers;
+    for (const auto& f : req) headers[std::string(f.name_string())] = std::string(f.value());
+    res.set(bhttp::field::content_type, "application/json");
+    res.set("X-Service", "yes");
+    res.body() = Value(Value::Map{{"method", std::string(req.method_string())},
+                                  {"target", target},
+                                  {"body", req.body()},
+                                  {"headers", Value(std::move(headers))}})
+                     .ToJson();
+    res.prepare_payload();
+    exchange->Reply(std::move(res));
+  }
+  // Held by the streaming threads too: they may outlive a test by a few milliseconds.
+  std::shared_ptr<std::atomic<bool>> release = std::make_shared<std::atomic<bool>>(false);
+};
+
+// The master's side: every request goes to the proxy (access is the HTTP layer's, not tested
+// here).
+class Front : public TestHandler {
+ public:
+  explicit Front(TaskProxy* proxy) : proxy_(proxy) {}
+  void Handle(http::Request req, std::shared_ptr<http::Exchange> exchange) override {
+    auto target = TaskProxy::Parse(std::string_view(req.target().data(), req.target().size()));
+    if (!target.ok()) {
+      const int status = target.status().code() == StatusCode::kNotFound ? 404 : 400;
+      return exchange->Reply(ErrorAnswer(status, target.status(), req));
+    }
+    proxy_->Forward(std::move(req), std::move(*target), std::move(exchange));
+  }
+
+ private:
+  TaskProxy* proxy_;
+};
+
+struct Reply {
+  int status = 0;
+  std::string body;
+  bhttp::fields headers;
+};
+
+class TaskProxyTest : public testing::MigratedDatabaseTest {
+ protected:
+  void SetUp() override {
+    MigratedDatabaseTest::SetUp();
+    if (HasFatalFailure()) return;
+    auto tokens = TaskTokens::Load(db_.get());
+    ASSERT_TRUE(tokens.ok()) << tokens.status().ToString();
+    tokens_ = std::make_unique<TaskTokens>(std::move(*tokens));
+    service_server_ = std::make_unique<http::Server>(&service_, http::ServerOptions{});
+    ASSERT_TRUE(service_server_->Start().ok());
+    StartProxy(8);
+  }
+  void TearDown() override {
+    *service_.release = true;
+    front_server_.reset();
+    proxy_.reset();
+    service_server_.reset();
+    MigratedDatabaseTest::TearDown();
+  }
+
+  void StartProxy(int max_streams) {
+    front_server_.reset();
+    proxy_.reset();
+    TaskProxyOptions o;
+    o.max_streams = max_streams;
+    o.upstream_timeout = 5s;
+    o.error_response = ErrorAnswer;
+    proxy_ = std::make_unique<TaskProxy>(db_.get(), tokens_.get(), o);
+    front_ = std::make_unique<Front>(proxy_.get());
+    front_server_ = std::make_unique<http::Server>(front_.get(), http::ServerOptions{});
+    ASSERT_TRUE(front_server_->Start().ok());
+  }
+
+  // A task of `kind` in `state`; with `url`, reported by its newest allocation, which is
+  // `allocation_state`.
+  int64_t Task(const std::string& kind, const std::string& state, const std::string& url,
+               const std::string& allocation_state = "RUNNING") {
+    int64_t id = 0;
+    EXPECT_TRUE(
+        db_->Transact(
+               "task",
+               [&](pqxx::work& tx) {
+                 id = tx.exec_params1(
+                            "INSERT INTO tasks (kind, state, owner, workspace_id) VALUES ($1, $2, "
+                            "'owner', 1) RETURNING id",
+                            kind, state)[0]
+                          .as<int64_t>();
+                 const std::string allocation = "task" + std::to_string(id) + "-r0-a1";
+                 tx.exec_params(
+                     "INSERT INTO allocations (id, task_id, restart, state) VALUES ($1, $2, 0, $3)",
+                     allocation, id, allocation_state);
+                 tx.exec_params("UPDATE tasks SET url = $2, url_allocation = $3 WHERE id = $1", id,
+                                url, url.empty() ? std::string() : allocation);
+                 return Status::Ok();
+               })
+            .ok());
+    return id;
+  }
+  std::string ServiceUrl() const {
+    return "http://127.0.0.1:" + std::to_string(service_server_->port()) + "/base/";
+  }
+
+  // One request to the master's side; `on_first_bytes` is called with the first piece of the
+  // body as it arrives.
+  Reply Call(bhttp::verb verb, const std::string& target, const std::string& body = "",
+             const std::vector<std::pair<std::string, std::string>>& headers = {},
+             const std::function<void(const std::string&)>& on_first_bytes = {}) {
+    Reply out;
+    asio::io_context io;
+    beast::tcp_stream stream(io);
+    stream.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), front_server_->port()));
+    stream.expires_after(30s);
+    bhttp::request<bhttp::string_body> req{verb, target, 11};
+    req.set(bhttp::field::host, "master.example");
+    for (const auto& [k, v] : headers) req.set(k, v);
+    req.body() = body;
+    req.prepare_payload();
+    bhttp::write(stream, req);
+    beast::flat_buffer buffer;
+    bhttp::response_parser<bhttp::string_body> parser;
+    bhttp::read_header(stream, buffer, parser);
+    bool first = true;
+    beast::error_code ec;
+    while (!parser.is_done()) {
+      bhttp::read_some(stream, buffer, parser, ec);
+      if (first && on_first_bytes && !parser.get().body().empty()) {
+        on_first_bytes(parser.get().body());
+        first = false;
+      }
+      if (ec) break;
+    }
+    out.status = parser.get().result_int();
+    out.body = parser.get().body();
+    out.headers = parser.get().base();
+    return out;
+  }
+
+  Service service_;
+  std::unique_ptr<TaskTokens> tokens_;
+  std::unique_ptr<http::Server> service_server_;
+  std::unique_ptr<TaskProxy> proxy_;
+  std::unique_ptr<Front> front_;
+  std::unique_ptr<http::Server> front_server_;
+};
+
+TEST(TaskProxyParse, TakesTheTaskIdAndRefusesPathsThatClimbOut) {
+  auto t = TaskProxy::Parse("/proxy/12/v1/translate?beam=2&x=%2F");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->task_id, 12);
+  EXPECT_EQ(t->rest, "/v1/translate");
+  EXPECT_EQ(t->query, "beam=2&x=%2F");  // the query is the service's to read
+  t = TaskProxy::Parse("/proxy/7");
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->rest, "");
+  for (const char* bad :
+       {"/proxy/", "/proxy//x", "/proxy/abc/x", "/proxy/-1/x", "/proxy/1234567890123456789/x"}) {
+    EXPECT_EQ(TaskProxy::Parse(bad).status().code(), StatusCode::kNotFound) << bad;
+  }
+  for (const char* bad :
+       {"/proxy/7/../api/v1/users", "/proxy/7/a/./b", "/proxy/7/..", "/proxy/7/%2e%2E/x",
+        "/proxy/7/a%2Fb", "/proxy/7/a\\b", "/proxy/7/a%5cb"}) {
+    EXPECT_EQ(TaskProxy::Parse(bad).status().code(), StatusCode::kInvalidArgument) << bad;
+  }
+  EXPECT_TRUE(TaskProxy::Parse("/proxy/7/a..b/.x/x.").ok()) << "dots inside a segment are names";
+}
+
+TEST_F(TaskProxyTest, ForwardsUnderTheTasksUrlWithoutTheClientsMasterCredentials) {
+  const int64_t id = Task("SERVER", "RUNNING", ServiceUrl());
+  Reply r = Call(bhttp::verb::post, "/proxy/" + std::to_string(id) + "/v1/echo?q=1", "payload",
+                 {{"Authorization", "Bearer user-master-token"},
+                  {"Cookie", "sf_session=user-session; _xsrf=abc"},
+                  {"X-Custom", "kept"},
+                  {"Connection", "keep-alive, X-Custom"},
+                  {"Proxy-Authorization", "Basic x"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.headers["X-Service"], "yes");
+  EXPECT_EQ(r.headers[bhttp::field::connection], "close");
+  auto v = Value::FromJson(r.body);
+  ASSERT_TRUE(v.ok()) << r.body;
+  EXPECT_EQ(v->Find("method")->as_string(), "POST");
+  EXPECT_EQ(v->Find("target")->as_string(), "/base/v1/echo?q=1");
+  EXPECT_EQ(v->Find("body")->as_string(), "payload");
+  const Value& h = *v->Find("headers");
+  // The server's own token replaces the user's credentials; other cookies stay.
+  EXPECT_EQ(h.Find("Authorization")->as_string(), "Bearer " + tokens_->IssueServing(id));
+  EXPECT_EQ(h.Find("Cookie")->as_string(), "_xsrf=abc");
+  EXPECT_EQ(h.Find("X-Custom")->as_string(), "kept");
+  EXPECT_EQ(h.Find("Proxy-Authorization"), nullptr);
+  EXPECT_EQ(h.Find("X-Forwarded-Prefix")->as_string(), "/proxy/" + std::to_string(id));
+  EXPECT_EQ(h.Find("X-Forwarded-Host")->as_string(), "master.example");
+  EXPECT_EQ(h.Find("X-Forwarded-For")->as_string(), "127.0.0.1");
+  EXPECT_EQ(h.Find("Host")->as_string(), "127.0.0.1:" + std::to_string(service_server_->port()));
+
+  // Another kind of task gets no server token, and no Authorization at all.
+  const int64_t command = Task("COMMAND", "RUNNING", ServiceUrl());
+  r = Call(bhttp::verb::get, "/proxy/" + std::to_string(command), "",
+           {{"Authorization", "Bearer user-master-token"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  v = Value::FromJson(r.body);
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->Find("target")->as_string(), "/base/");
+  EXPECT_EQ(v->Find("headers")->Find("Authorization"), nullptr);
+  // A status of the service's own comes back as it is, with its body.
+  r = Call(bhttp::verb::get, "/proxy/" + std::to_string(id) + "/teapot");
+  EXPECT_EQ(r.status, 418);
+  EXPECT_NE(r.body.find("/base/teapot"), std::string::npos);
+}
+
+TEST_F(TaskProxyTest, AnAnswerStreamsThroughAsTheServiceSendsIt) {
+  const int64_t id = Task("SERVER", "RUNNING", ServiceUrl());
+  std::string first;
+  Reply r = Call(bhttp::verb::get, "/proxy/" + std::to_string(id) + "/slow", "", {},
+                 [&](const std::string& bytes) {
+                   first = bytes;
+                   *service_.release = true;  // the service sends the rest only now
+                 });
+  EXPECT_EQ(first, "first\n") << "the first piece was held back until the service finished";
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "first\nsecond\n");
+}
+
+TEST_F(TaskProxyTest, ATaskWithoutAServiceToReachIsNamed) {
+  auto expect = [&](int64_t id, int status, const std::string& says) {
+    Reply r = Call(bhttp::verb::get, "/proxy/" + std::to_string(id) + "/x");
+    EXPECT_EQ(r.status, status) << r.body;
+    EXPECT_NE(r.body.find(says), std::string::npos) << r.body;
+  };
+  expect(987654, 404, "task 987654 does not exist");
+  const int64_t stopped = Task("SERVER", "STOPPED", ServiceUrl(), "TERMINATED");
+  expect(stopped, 503,
+         "task " + std::to_string(stopped) + " has no service to reach: it is STOPPED");
+  const int64_t quiet = Task("SERVER", "RUNNING", "");
+  expect(quiet, 503, "has not reported its URL");
+  // The service is gone (nothing listens at its port): 502 naming the task and its URL.
+  asio::io_context io;
+  tcp::acceptor taken(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  const int port = taken.local_endpoint().port();
+  taken.close();
+  const int64_t dead = Task("SERVER", "RUNNING", "http://127.0.0.1:" + std::to_string(port));
+  expect(dead, 502,
+         "task " + std::to_string(dead) + "'s service at http://127.0.0.1:" + std::to_string(port) +
+             " did not answer: connect:");
+  // Protocol upgrades are not forwarded yet.
+  const int64_t live = Task("SERVER", "RUNNING", ServiceUrl());
+  Reply r = Call(bhttp::verb::get, "/proxy/" + std::to_string(live) + "/ws", "",
+                 {{"Upgrade", "websocket"}, {"Connection", "Upgrade"}});
+  EXPECT_EQ(r.status, 501) << r.body;
+}
+
+TEST_F(TaskProxyTest, RequestsInFlightAreBounded) {
+  StartProxy(1);
+  const int64_t id = Task("SERVER", "RUNNING", ServiceUrl());
+  std::promise<void> started;
+  auto slow = std::async(std::launch::async, [&] {
+    return Call(bhttp::verb::get, "/proxy/" + std::to_string(id) + "/slow", "", {},
+                [&](const std::string&) { started.set_value(); });
+  });
+  ASSERT_EQ(started.get_future().wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(proxy_->in_flight(), 1);
+  Reply refused = Call(bhttp::verb::get, "/proxy/" + std::to_string(id) + "/echo");
+  EXPECT_EQ(refused.status, 503) << refused.body;
+  EXPECT_EQ(refused.headers[bhttp::field::retry_after], "1");
+  *service_.release = true;
+  EXPECT_EQ(slow.get().body, "first\nsecond\n");
+  for (int i = 0; i < 200 && proxy_->in_flight() > 0; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(Call(bhttp::verb::get, "/proxy/" + std::to_string(id) + "/echo").status, 200);
+}
+
+}  // namespace
+}  // namespace sf::master
