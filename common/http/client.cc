@@ -4,11 +4,13 @@
 #include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 
+#include <array>
 #include <cstdint>
 #include <limits>
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <type_traits>
 #include <vector>
 
 #include "common/http/tls_context.h"
@@ -61,6 +63,40 @@ struct Reading {
   bool header_only = false;
   const std::function<bool(const std::string&)>* on_bytes = nullptr;
   const std::function<bool(const ResponseHeader&)>* on_header = nullptr;
+  const std::function<void(Pipe&)>* on_tunnel = nullptr;
+};
+
+// An upgraded plain connection as a Pipe: blocking reads and writes on the socket, which may
+// run at the same time on two threads (one reading, one writing).
+class SocketPipe : public Pipe {
+ public:
+  SocketPipe(tcp::socket& socket, std::string early) : socket_(socket), early_(std::move(early)) {}
+  bool ReadSome(std::string* bytes) override {
+    if (!early_.empty()) {
+      *bytes = std::move(early_);
+      early_.clear();
+      return true;
+    }
+    std::array<char, 16384> chunk;
+    beast::error_code ec;
+    const size_t n = socket_.read_some(asio::buffer(chunk), ec);
+    if (n == 0) return false;
+    bytes->assign(chunk.data(), n);
+    return true;
+  }
+  bool Write(const std::string& bytes) override {
+    beast::error_code ec;
+    asio::write(socket_, asio::buffer(bytes), ec);
+    return !ec;
+  }
+  void Close() override {
+    beast::error_code ec;
+    socket_.shutdown(tcp::socket::shutdown_both, ec);
+  }
+
+ private:
+  tcp::socket& socket_;
+  std::string early_;
 };
 
 using Request = bhttp::request<bhttp::string_body>;
@@ -133,7 +169,10 @@ class Call {
   // for a 200 the body as it arrives into on_bytes, or, with on_header, the header to it and
   // then the body of any status as it arrives.
   Result<ClientResponse> Exchange(const Request& req, const Reading& how) {
-    if (tls_) return Talk(*tls_, req, how);
+    if (tls_) {
+      if (how.on_tunnel) return Setup(InvalidArgument("a protocol upgrade over https:// is not supported"));
+      return Talk(*tls_, req, how);
+    }
     return Talk(socket_, req, how);
   }
 
@@ -159,6 +198,14 @@ class Call {
     out.status = static_cast<int>(parser.get().result_int());
     if (how.header_only) return out;
     if (how.on_header && !(*how.on_header)(parser.get().base())) return out;
+    if constexpr (std::is_same_v<Stream, tcp::socket>) {
+      if (how.on_tunnel && out.status == 101) {
+        deadline_.cancel();  // a tunnel lasts as long as both sides like
+        SocketPipe pipe(stream, beast::buffers_to_string(buffer.data()));
+        (*how.on_tunnel)(pipe);
+        return out;
+      }
+    }
     const std::function<bool(const std::string&)>* on_bytes = how.on_bytes;
     if (on_bytes && (out.status == 200 || how.on_header)) {
       deadline_.cancel();  // a stream lasts as long as the server sends, and as long as it likes
@@ -252,7 +299,7 @@ Result<ClientResponse> Run(const Url& url, const ClientOptions& options, Request
   *failure = Failure::kNone;
   try {
     req.set(bhttp::field::host, url.HostHeader());
-    req.set(bhttp::field::connection, "close");
+    req.set(bhttp::field::connection, req.count(bhttp::field::upgrade) ? "Upgrade" : "close");
     req.prepare_payload();
     Call call(url, options);
     Status opened = call.Open();
@@ -274,6 +321,12 @@ Result<ClientResponse> Client::Fetch(Request req, bool header_only) {
 
 Result<ClientResponse> Client::Stream(Request req, const std::function<bool(const std::string&)>& on_bytes) {
   return Run(url_, options_, std::move(req), Reading{false, &on_bytes, nullptr}, &failure_);
+}
+
+Result<ClientResponse> Client::Upgrade(Request req, const std::function<bool(const ResponseHeader&)>& on_header,
+                                       const std::function<bool(const std::string&)>& on_bytes,
+                                       const std::function<void(Pipe&)>& on_tunnel) {
+  return Run(url_, options_, std::move(req), Reading{false, &on_bytes, &on_header, &on_tunnel}, &failure_);
 }
 
 Result<ClientResponse> Client::Relay(Request req, const std::function<bool(const ResponseHeader&)>& on_header,

@@ -76,6 +76,17 @@ enum class Failure {
   kCanceled,
 };
 
+// A raw byte pipe over a connection that switched protocols (Client::Upgrade). ReadSome blocks
+// until the server sends (false once it closed); Write sends; one ReadSome and one Write may run
+// at the same time on two threads; Close ends both directions (a blocked ReadSome returns).
+class Pipe {
+ public:
+  virtual ~Pipe() = default;
+  virtual bool ReadSome(std::string* bytes) = 0;
+  virtual bool Write(const std::string& bytes) = 0;
+  virtual void Close() = 0;
+};
+
 class Client {
  public:
   Client(Url url, ClientOptions options) : url_(std::move(url)), options_(std::move(options)) {}
@@ -97,6 +108,15 @@ class Client {
   Result<ClientResponse> Relay(boost::beast::http::request<boost::beast::http::string_body> req,
                                const std::function<bool(const ResponseHeader&)>& on_header,
                                const std::function<bool(const std::string& bytes)>& on_bytes);
+
+  // For a protocol switch through a proxy (a WebSocket; http:// only): sends `req` with its
+  // Upgrade header (Connection: Upgrade), gives the answer's header to on_header; when the answer
+  // is 101, on_tunnel gets the connection as a Pipe (bytes the server sent early first), and
+  // Upgrade returns once on_tunnel does. Another answer's body goes to on_bytes, as Relay's.
+  Result<ClientResponse> Upgrade(boost::beast::http::request<boost::beast::http::string_body> req,
+                                 const std::function<bool(const ResponseHeader&)>& on_header,
+                                 const std::function<bool(const std::string& bytes)>& on_bytes,
+                                 const std::function<void(Pipe&)>& on_tunnel);
 
   Failure failure() const { return failure_; }
   const Url& url() const { return url_; }

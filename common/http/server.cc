@@ -103,13 +103,44 @@ class Connection : public std::enable_shared_from_this<Connection<kTls>> {
     asio::dispatch(stream_.get_executor(), [self = this->shared_from_this()] { self->Tcp().expires_never(); });
   }
 
+  void OpenTunnel() {
+    tunnel_ = true;  // before any Write: writes set no deadline (it would cut a quiet read short)
+    OpenStream();
+  }
+
+  // Exchange::ReadSome, on the handler's own thread: what is buffered, else one read.
+  bool ReadSome(std::string* bytes) {
+    using Got = std::pair<beast::error_code, std::string>;
+    auto done = std::make_shared<std::promise<Got>>();
+    std::future<Got> got = done->get_future();
+    asio::post(stream_.get_executor(), [self = this->shared_from_this(), done] {
+      if (self->stream_closed_) return done->set_value({{}, std::string()});  // CloseStream ran first
+      if (self->buffer_.size() > 0) {
+        std::string early = beast::buffers_to_string(self->buffer_.data());
+        self->buffer_.consume(self->buffer_.size());
+        return done->set_value({{}, std::move(early)});
+      }
+      auto chunk = std::make_shared<std::array<char, 16384>>();
+      self->stream_.async_read_some(asio::buffer(*chunk), [chunk, done](beast::error_code ec, size_t n) {
+        done->set_value({ec, std::string(chunk->data(), n)});
+      });
+    });
+    while (got.wait_for(std::chrono::milliseconds(200)) != std::future_status::ready) {
+      if (server_->stopping) return false;
+    }
+    Got result = got.get();
+    if (result.second.empty()) return false;  // closed, or failed
+    *bytes = std::move(result.second);
+    return true;
+  }
+
   // Exchange::Write, on the handler's own thread: writes on the strand and waits for it.
   bool Write(const std::string& data) {
     auto done = std::make_shared<std::promise<beast::error_code>>();
     std::future<beast::error_code> written = done->get_future();
     auto bytes = std::make_shared<std::string>(data);
     asio::post(stream_.get_executor(), [self = this->shared_from_this(), bytes, done] {
-      self->Tcp().expires_after(self->options().read_timeout);
+      if (!self->tunnel_) self->Tcp().expires_after(self->options().read_timeout);
       asio::async_write(self->stream_, asio::buffer(*bytes),
                         [bytes, done](beast::error_code ec, size_t) { done->set_value(ec); });
     });
@@ -122,7 +153,11 @@ class Connection : public std::enable_shared_from_this<Connection<kTls>> {
 
   void CloseStream() {
     if (server_->stopping) return;  // io no longer runs; the socket ends with it
-    asio::post(stream_.get_executor(), [self = this->shared_from_this()] { self->Close(/*graceful=*/true); });
+    asio::post(stream_.get_executor(), [self = this->shared_from_this()] {
+      self->stream_closed_ = true;               // a later ReadSome returns at once,
+      if (self->tunnel_) self->Tcp().cancel();  // and one waiting on the client returns
+      self->Close(/*graceful=*/true);
+    });
   }
 
  private:
@@ -248,6 +283,10 @@ class Connection : public std::enable_shared_from_this<Connection<kTls>> {
       if (!answered.exchange(true)) connection->OpenStream();
     }
     bool Write(const std::string& bytes) override { return connection->Write(bytes); }
+    void OpenTunnel() override {
+      if (!answered.exchange(true)) connection->OpenTunnel();
+    }
+    bool ReadSome(std::string* bytes) override { return connection->ReadSome(bytes); }
     void CloseStream() override { connection->CloseStream(); }
     const std::string& peer() const override { return connection->peer(); }
 
@@ -265,6 +304,8 @@ class Connection : public std::enable_shared_from_this<Connection<kTls>> {
   unsigned version_ = 11;
   bool keep_alive_ = false;
   std::unique_ptr<std::array<char, 16384>> sink_;
+  std::atomic<bool> tunnel_{false};
+  bool stream_closed_ = false;  // on the strand: CloseStream ran
 };
 
 }  // namespace

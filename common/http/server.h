@@ -76,6 +76,15 @@ class Exchange {
   virtual void OpenStream() = 0;
   virtual bool Write(const std::string& bytes) = 0;
   virtual void CloseStream() = 0;
+  // For a protocol switch (a WebSocket through the master's proxy): OpenTunnel() instead of
+  // OpenStream, then the connection carries raw bytes both ways and never times out (either side
+  // may stay quiet for as long as it likes): Write() sends (the 101 answer's head first),
+  // ReadSome() returns what the client sent since its request (bytes it sent early first),
+  // blocking until some arrive; false once the client closed, the read failed or the server is
+  // stopping. One ReadSome at a time; it may run while a Write does, from another thread.
+  // CloseStream() ends the tunnel.
+  virtual void OpenTunnel() = 0;
+  virtual bool ReadSome(std::string* bytes) = 0;
   // The client's address ("unknown" when the socket no longer has one).
   virtual const std::string& peer() const = 0;
 };

@@ -185,13 +185,7 @@ void TaskProxy::Forward(http::Request req, ProxyTarget target,
 void TaskProxy::Relay(const http::Request& req, const ProxyTarget& target, const Endpoint& endpoint,
                       const std::shared_ptr<http::Exchange>& exchange) {
   const std::string task = "task " + std::to_string(target.task_id);
-  if (req.find(bhttp::field::upgrade) != req.end()) {
-    return exchange->Reply(
-        options_.error_response(
-            501, FailedPrecondition("the proxy does not forward protocol upgrades (WebSocket) yet"),
-            req),
-        true);
-  }
+  const bool upgrade = req.find(bhttp::field::upgrade) != req.end();
   const auto [base_url, base_path] = SplitUrl(endpoint.url);
   Result<http::Url> url = http::Url::Parse(base_url, task + "'s URL");
   if (!url.ok()) return exchange->Reply(options_.error_response(502, url.status(), req), true);
@@ -216,6 +210,8 @@ void TaskProxy::Relay(const http::Request& req, const ProxyTarget& target, const
   if (auto host = req.find(bhttp::field::host); host != req.end())
     up.set("X-Forwarded-Host", host->value());
   up.set("X-Forwarded-Prefix", std::string(kPrefix) + std::to_string(target.task_id));
+  if (upgrade)
+    up.set(bhttp::field::upgrade, req[bhttp::field::upgrade]);  // the client sets Connection
   if (endpoint.kind == "SERVER" && tokens_) {
     up.set(bhttp::field::authorization, "Bearer " + tokens_->IssueServing(target.task_id));
   }
@@ -230,6 +226,7 @@ void TaskProxy::Relay(const http::Request& req, const ProxyTarget& target, const
   http::Client client(*url, o);
   bool answered = false;
   auto on_header = [&](const http::ResponseHeader& h) {
+    const bool switching = upgrade && h.result_int() == 101;
     std::string head =
         "HTTP/1.1 " + std::to_string(h.result_int()) + " " + std::string(h.reason()) + "\r\n";
     for (const auto& field : h) {
@@ -237,13 +234,22 @@ void TaskProxy::Relay(const http::Request& req, const ProxyTarget& target, const
       if (HopByHop(field.name(), name)) continue;
       head += std::string(name) + ": " + std::string(field.value()) + "\r\n";
     }
-    head += "Connection: close\r\n\r\n";
-    exchange->OpenStream();
+    if (switching) {
+      head +=
+          "Upgrade: " + std::string(h[bhttp::field::upgrade]) + "\r\nConnection: Upgrade\r\n\r\n";
+      exchange->OpenTunnel();
+    } else {
+      head += "Connection: close\r\n\r\n";
+      exchange->OpenStream();
+    }
     answered = true;
     return exchange->Write(head);
   };
   auto on_bytes = [&](const std::string& bytes) { return !stopping_ && exchange->Write(bytes); };
-  Result<http::ClientResponse> r = client.Relay(std::move(up), on_header, on_bytes);
+  Result<http::ClientResponse> r =
+      upgrade ? client.Upgrade(std::move(up), on_header, on_bytes,
+                               [&](http::Pipe& pipe) { Tunnel(pipe, exchange); })
+              : client.Relay(std::move(up), on_header, on_bytes);
   if (answered) return exchange->CloseStream();
   const Status why = r.ok() ? Unavailable("no answer") : r.status();
   log::Warn("proxy", {{"event", "upstream_failed"},
@@ -255,6 +261,23 @@ void TaskProxy::Relay(const http::Request& req, const ProxyTarget& target, const
                                                       " did not answer: " + why.message()),
                                           req),
                   true);
+}
+
+void TaskProxy::Tunnel(http::Pipe& pipe, const std::shared_ptr<http::Exchange>& exchange) {
+  // The client's bytes to the service on a thread of their own, the service's to the client
+  // here. Whichever side ends first ends the other: the service's close ends the client's
+  // connection (CloseStream, which also ends a ReadSome waiting on the client), the client's
+  // close ends the service's (Close, which also ends a ReadSome waiting on the service).
+  std::thread upstream([&pipe, exchange] {
+    for (std::string bytes; exchange->ReadSome(&bytes) && pipe.Write(bytes);) {
+    }
+    pipe.Close();
+  });
+  for (std::string bytes; !stopping_ && pipe.ReadSome(&bytes) && exchange->Write(bytes);) {
+  }
+  exchange->CloseStream();
+  pipe.Close();
+  upstream.join();
 }
 
 }  // namespace sf::master

@@ -26,8 +26,11 @@
 //   (TaskTokens::IssueServing), so the proxy is a client the server accepts.
 // - The answer streams back as it arrives (status line and headers first, the body in pieces;
 //   no whole-body buffering), with the upstream's hop-by-hop headers dropped and
-//   `Connection: close`: the client's connection ends with the answer. Upgrades (WebSocket) are
-//   not forwarded yet: 501.
+//   `Connection: close`: the client's connection ends with the answer.
+// - A protocol switch (a WebSocket: a notebook's kernels, a shell's terminal) is forwarded with
+//   its Upgrade header; when the service answers 101, the client's connection and the service's
+//   become one tunnel of raw bytes both ways (common/http: Exchange::OpenTunnel,
+//   Client::Upgrade) until either side closes, with no idle timeout. Only to http:// services.
 // - Limits: at most `max_streams` requests in flight (one thread each; one more gets 503 with
 //   Retry-After); the upstream must connect and answer with its header within
 //   `upstream_timeout` (else 504); each piece written to the client must be taken within the
@@ -49,6 +52,7 @@
 #include <optional>
 #include <string>
 
+#include "common/http/client.h"
 #include "common/http/server.h"
 #include "common/status.h"
 #include "master/auth/task_tokens.h"
@@ -101,8 +105,7 @@ class TaskProxy {
   Result<Endpoint> EndpointOf(int64_t task_id);
   void Relay(const http::Request& req, const ProxyTarget& target, const Endpoint& endpoint,
              const std::shared_ptr<http::Exchange>& exchange);
-  void ReplyError(const std::shared_ptr<http::Exchange>& exchange, const http::Request& req,
-                  const Status& st, int http_status);
+  void Tunnel(http::Pipe& pipe, const std::shared_ptr<http::Exchange>& exchange);
 
   Database* db_;
   const TaskTokens* tokens_;

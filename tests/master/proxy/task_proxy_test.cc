@@ -9,9 +9,11 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <cctype>
 #include <chrono>
 #include <future>
 #include <thread>
@@ -53,6 +55,21 @@ class Service : public TestHandler {
  public:
   void Handle(http::Request req, std::shared_ptr<http::Exchange> exchange) override {
     const std::string target(req.target());
+    if (target.rfind("/base/ws", 0) == 0 && req.find(bhttp::field::upgrade) != req.end()) {
+      // A tunnel that answers every piece in capitals, and ends on "bye".
+      exchange->OpenTunnel();
+      std::thread([exchange, upgrade = std::string(req[bhttp::field::upgrade])] {
+        exchange->Write("HTTP/1.1 101 Switching Protocols\r\nUpgrade: " + upgrade +
+                        "\r\nConnection: Upgrade\r\n\r\n");
+        for (std::string bytes; exchange->ReadSome(&bytes);) {
+          for (char& ch : bytes)
+            ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+          if (!exchange->Write(bytes) || bytes.find("BYE") != std::string::npos) break;
+        }
+        exchange->CloseStream();
+      }).detach();
+      return;
+    }
     if (target.rfind("/base/slow", 0) == 0) {
       exchange->OpenStream();
       std::thread([release = release, exchange] {
@@ -126,7 +143,7 @@ class TaskProxyTest : public testing::MigratedDatabaseTest {
     MigratedDatabaseTest::TearDown();
   }
 
-  void StartProxy(int max_streams) {
+  void StartProxy(int max_streams, std::chrono::milliseconds read_timeout = 30s) {
     front_server_.reset();
     proxy_.reset();
     TaskProxyOptions o;
@@ -135,7 +152,9 @@ class TaskProxyTest : public testing::MigratedDatabaseTest {
     o.error_response = ErrorAnswer;
     proxy_ = std::make_unique<TaskProxy>(db_.get(), tokens_.get(), o);
     front_ = std::make_unique<Front>(proxy_.get());
-    front_server_ = std::make_unique<http::Server>(front_.get(), http::ServerOptions{});
+    http::ServerOptions front;
+    front.read_timeout = read_timeout;
+    front_server_ = std::make_unique<http::Server>(front_.get(), front);
     ASSERT_TRUE(front_server_->Start().ok());
   }
 
@@ -308,11 +327,67 @@ TEST_F(TaskProxyTest, ATaskWithoutAServiceToReachIsNamed) {
   expect(dead, 502,
          "task " + std::to_string(dead) + "'s service at http://127.0.0.1:" + std::to_string(port) +
              " did not answer: connect:");
-  // Protocol upgrades are not forwarded yet.
-  const int64_t live = Task("SERVER", "RUNNING", ServiceUrl());
-  Reply r = Call(bhttp::verb::get, "/proxy/" + std::to_string(live) + "/ws", "",
-                 {{"Upgrade", "websocket"}, {"Connection", "Upgrade"}});
-  EXPECT_EQ(r.status, 501) << r.body;
+}
+
+TEST_F(TaskProxyTest, AProtocolSwitchBecomesATunnelBothWaysUntilEitherSideCloses) {
+  StartProxy(8, 300ms);  // a tunnel outlives the master's read timeout: quiet sides are normal
+  const int64_t id = Task("SERVER", "RUNNING", ServiceUrl());
+  asio::io_context io;
+  tcp::socket socket(io);
+  socket.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), front_server_->port()));
+  asio::write(socket, asio::buffer("GET /proxy/" + std::to_string(id) +
+                                   "/ws HTTP/1.1\r\nHost: master.example\r\nUpgrade: echo-caps\r\n"
+                                   "Connection: Upgrade\r\n\r\n"));
+  beast::flat_buffer buffer;
+  bhttp::response_parser<bhttp::empty_body> head;
+  bhttp::read_header(socket, buffer, head);
+  ASSERT_EQ(head.get().result_int(), 101);
+  EXPECT_EQ(head.get()[bhttp::field::upgrade], "echo-caps");
+  EXPECT_EQ(head.get()[bhttp::field::connection], "Upgrade");
+  auto read_some = [&] {
+    if (buffer.size() > 0) {
+      std::string early = beast::buffers_to_string(buffer.data());
+      buffer.consume(buffer.size());
+      return early;
+    }
+    std::array<char, 256> chunk;
+    beast::error_code ec;
+    const size_t n = socket.read_some(asio::buffer(chunk), ec);
+    return std::string(chunk.data(), n);
+  };
+  // Pieces go both ways, in turn, over the one connection.
+  for (const std::string piece : {"hello", "quiet for a while, then", "again"}) {
+    asio::write(socket, asio::buffer(piece));
+    std::string back;
+    while (back.size() < piece.size()) back += read_some();
+    std::string want = piece;
+    for (char& ch : want) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    EXPECT_EQ(back, want);
+    std::this_thread::sleep_for(700ms);
+  }
+  // The service ends the tunnel: the client's connection ends too, and the proxy lets go.
+  asio::write(socket, asio::buffer(std::string("bye")));
+  std::string rest;
+  for (std::string got; !(got = read_some()).empty();) rest += got;
+  EXPECT_EQ(rest, "BYE");
+  for (int i = 0; i < 300 && proxy_->in_flight() > 0; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(proxy_->in_flight(), 0);
+
+  // The client ends one: the proxy lets go of the service's side as well.
+  tcp::socket second(io);
+  second.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), front_server_->port()));
+  asio::write(
+      second,
+      asio::buffer("GET /proxy/" + std::to_string(id) +
+                   "/ws HTTP/1.1\r\nHost: m\r\nUpgrade: echo-caps\r\nConnection: Upgrade\r\n\r\n"));
+  beast::flat_buffer buffer2;
+  bhttp::response_parser<bhttp::empty_body> head2;
+  bhttp::read_header(second, buffer2, head2);
+  ASSERT_EQ(head2.get().result_int(), 101);
+  EXPECT_EQ(proxy_->in_flight(), 1);
+  second.close();
+  for (int i = 0; i < 300 && proxy_->in_flight() > 0; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(proxy_->in_flight(), 0) << "the tunnel outlived its client";
 }
 
 TEST_F(TaskProxyTest, RequestsInFlightAreBounded) {
