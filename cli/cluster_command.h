@@ -121,6 +121,12 @@ void AddServeCommands(CLI::App& sf, CommandAction& action);
 // TaskLogs prints the output of the task the command's ID names (a command's, a server's); with
 // `follow`, also what it prints after, until it ended.
 int TaskLogs(const Flags& f, Api& api, bool follow = false);
+// ListTasks prints the live tasks of `kind` ("": every kind; `all`: also ended ones); OneTask
+// calls GetTask (prints it) or KillTask (prints its state) for the task the command's ID names.
+int ListTasks(const Flags& f, Api& api, const std::string& kind, bool all);
+int OneTask(const Flags& f, Api& api, const std::string& method);
 void AddTaskCommands(CLI::App& sf, CommandAction& action);
+// `sf notebook start|list|kill`, Jupyter notebooks on the cluster (cli/notebook_commands.cc).
+void AddNotebookCommands(CLI::App& sf, CommandAction& action);
 
 }  // namespace sf::cli

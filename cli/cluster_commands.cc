@@ -65,6 +65,7 @@ void AddClusterCommands(CLI::App& sf, CommandAction& action) {
   AddModelCommands(sf, action);
   AddServeCommands(sf, action);
   AddTaskCommands(sf, action);
+  AddNotebookCommands(sf, action);
 
   CLI::App* audit = sf.add_subcommand("audit", "the master's record of every change made through its API");
   audit->require_subcommand(1);

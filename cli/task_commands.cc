@@ -1,5 +1,6 @@
 // `sf cmd run|list|logs|kill` and `sf task list|describe|logs|kill`: tasks that are not an
-// experiment's trials (docs/tasks.md; master/tasks/task_coordinator.h).
+// experiment's trials (docs/tasks.md; master/tasks/task_coordinator.h). Notebooks' own commands
+// are cli/notebook_commands.cc.
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -171,21 +172,6 @@ int RunCommand(const Flags& f, const RunFlags& flags, Api& api) {
   return ExitStatus(t);
 }
 
-int ListTasks(const Flags& f, Api& api, const std::string& kind, bool all) {
-  v1::ListTasksRequest request;
-  request.set_kind(kind);
-  request.set_include_ended(all);
-  return CallAndPrint<v1::ListTasksResponse>(f, api, "ListTasks", request, [&](const v1::ListTasksResponse& r) {
-    std::vector<std::vector<std::string>> rows;
-    for (const v1::Task& t : r.tasks()) {
-      rows.push_back({std::to_string(t.id()), t.kind(), t.state(), t.has_exit_code() ? std::to_string(t.exit_code()) : "",
-                      std::to_string(t.slots()), t.agent_id(), t.owner(), TimeText(t.has_created_at(), t.created_at()),
-                      Joined(t)});
-    }
-    PrintTable({"ID", "KIND", "STATE", "EXIT", "SLOTS", "AGENT", "OWNER", "CREATED", "ENTRYPOINT"}, rows);
-  });
-}
-
 void PrintTask(const v1::Task& t) {
   std::string argv;
   for (const std::string& a : t.entrypoint()) argv += (argv.empty() ? "" : " ") + a;
@@ -211,6 +197,23 @@ void PrintTask(const v1::Task& t) {
   }
 }
 
+}  // namespace
+
+int ListTasks(const Flags& f, Api& api, const std::string& kind, bool all) {
+  v1::ListTasksRequest request;
+  request.set_kind(kind);
+  request.set_include_ended(all);
+  return CallAndPrint<v1::ListTasksResponse>(f, api, "ListTasks", request, [&](const v1::ListTasksResponse& r) {
+    std::vector<std::vector<std::string>> rows;
+    for (const v1::Task& t : r.tasks()) {
+      rows.push_back({std::to_string(t.id()), t.kind(), t.state(), t.has_exit_code() ? std::to_string(t.exit_code()) : "",
+                      std::to_string(t.slots()), t.agent_id(), t.owner(), TimeText(t.has_created_at(), t.created_at()),
+                      Joined(t)});
+    }
+    PrintTable({"ID", "KIND", "STATE", "EXIT", "SLOTS", "AGENT", "OWNER", "CREATED", "ENTRYPOINT"}, rows);
+  });
+}
+
 // GetTask or KillTask for the task the command's ID names.
 int OneTask(const Flags& f, Api& api, const std::string& method) {
   const auto id = IntegerId(f.id);
@@ -225,8 +228,6 @@ int OneTask(const Flags& f, Api& api, const std::string& method) {
     }
   });
 }
-
-}  // namespace
 
 // `logs ID [-f]`: the task's output so far; with -f, also what follows until the task ended.
 int TaskLogs(const Flags& f, Api& api, bool follow) {
@@ -285,7 +286,8 @@ void AddTaskCommands(CLI::App& sf, CommandAction& action) {
              [](const Flags& f, Api& api) { return OneTask(f, api, "KillTask"); })
       .Id("ID", "the command's id");
 
-  CLI::App* task = sf.add_subcommand("task", "every task that is not an experiment's trial: commands and servers");
+  CLI::App* task =
+      sf.add_subcommand("task", "every task that is not an experiment's trial: commands, servers and notebooks");
   task->require_subcommand(1);
   auto every = std::make_shared<bool>(false);
   AddCommand(task, "list", "list the tasks (live ones; --all: also ended ones)", action,

@@ -38,6 +38,8 @@ packages=(
   # the steadfast Python package (Core API for user trials): TrialLink stubs and their runtime,
   # and pip to install it from the tree offline (tests/python/test_pip_install.py)
   python3-grpcio python3-protobuf python3-pip python3-setuptools
+  # notebooks on the cluster (sf notebook start, docs/tasks.md): the Jupyter Notebook server
+  python3-notebook
   # the CI path a pipeline takes (e2e_tls_test: sf token create, then curl with a Bearer token)
   curl
   # Slurm as a resource manager (docs/slurm.md): slurmctld, slurmd and the client tools (sbatch,

@@ -17,6 +17,7 @@ namespace {
 namespace v1 = steadfast::v1;
 
 constexpr int kMaxArguments = 1024;
+constexpr int32_t kDefaultNotebookIdleSeconds = 3600;
 
 // The task as the API shows it: its row and, while queued, why it waits.
 Result<v1::TaskResponse> TaskReply(ApiHandlers* h, int64_t id) {
@@ -31,6 +32,44 @@ Result<v1::TaskResponse> TaskReply(ApiHandlers* h, int64_t id) {
   return out;
 }
 
+// Where and how a task of a user's is scheduled, as a request gives it.
+struct Placement {
+  int32_t slots = 0;
+  std::string resource_pool;
+  int32_t priority = 0;
+  std::string workspace;
+  std::string context;
+};
+
+// Checks `where` and fills the spec's owner, slots, pool, priority, workspace and context.
+// Errors name the field; `what` names the kind for the workspace rule ("commands").
+Status Place(const Placement& where, Authorizer* authz, const Principal& p, const std::string& what, TaskSpec& spec) {
+  if (!IsText(p.username)) return InvalidArgument("X-SF-User is not UTF-8 text");
+  if (where.slots < 0) return InvalidArgument("slots: " + std::to_string(where.slots) + " must be >= 1 (0: 1)");
+  if (where.priority != 0 && (where.priority < 1 || where.priority > 99)) {
+    return InvalidArgument("priority: " + std::to_string(where.priority) + " must be 1..99");
+  }
+  if (!IsText(where.workspace) || !IsText(where.resource_pool)) {
+    return InvalidArgument("workspace and resource_pool must be UTF-8 text without NUL");
+  }
+  spec.owner = p.username;
+  spec.slots = where.slots > 0 ? where.slots : 1;
+  spec.resource_pool = where.resource_pool.empty() ? "default" : where.resource_pool;
+  spec.priority = where.priority > 0 ? where.priority : 42;
+  if (!where.context.empty()) {
+    if (Status checked = context::ValidateContext(where.context); !checked.ok()) {
+      return InvalidArgument("context: " + checked.message());
+    }
+    spec.context = where.context;
+    spec.context_sha256 = Sha256Hex(where.context);
+    spec.context_bytes = static_cast<int64_t>(where.context.size());
+  }
+  if (authz) {
+    SF_ASSIGN_OR_RETURN(spec.workspace_id, authz->WorkspaceForNewExperiment(p, where.workspace, what));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 void ApiMethods::AddTaskMethods() {
@@ -39,7 +78,6 @@ void ApiMethods::AddTaskMethods() {
 
   Add<v1::CreateCommandRequest>("CreateCommand", [h, authz](const v1::CreateCommandRequest& r,
                                                             const Principal& p) -> Result<v1::TaskResponse> {
-    if (!IsText(p.username)) return InvalidArgument("X-SF-User is not UTF-8 text");
     if (r.entrypoint().empty()) return InvalidArgument("entrypoint: required (the program and its arguments)");
     if (r.entrypoint_size() > kMaxArguments) {
       return InvalidArgument("entrypoint: " + std::to_string(r.entrypoint_size()) + " arguments; at most " +
@@ -51,39 +89,38 @@ void ApiMethods::AddTaskMethods() {
       }
     }
     if (r.entrypoint(0).empty()) return InvalidArgument("entrypoint[0]: the program is empty");
-    if (r.slots() < 0) return InvalidArgument("slots: " + std::to_string(r.slots()) + " must be >= 1 (0: 1)");
-    if (r.priority() != 0 && (r.priority() < 1 || r.priority() > 99)) {
-      return InvalidArgument("priority: " + std::to_string(r.priority()) + " must be 1..99");
-    }
-    if (!IsText(r.workspace()) || !IsText(r.resource_pool())) {
-      return InvalidArgument("workspace and resource_pool must be UTF-8 text without NUL");
-    }
     TaskSpec spec;
     spec.kind = "COMMAND";
-    spec.owner = p.username;
     spec.entrypoint.assign(r.entrypoint().begin(), r.entrypoint().end());
-    spec.slots = r.slots() > 0 ? r.slots() : 1;
-    spec.resource_pool = r.resource_pool().empty() ? "default" : r.resource_pool();
-    spec.priority = r.priority() > 0 ? r.priority() : 42;
     spec.max_restarts = 0;  // a command runs once
-    if (!r.context().empty()) {
-      if (Status checked = context::ValidateContext(r.context()); !checked.ok()) {
-        return InvalidArgument("context: " + checked.message());
-      }
-      spec.context = r.context();
-      spec.context_sha256 = Sha256Hex(r.context());
-      spec.context_bytes = static_cast<int64_t>(r.context().size());
+    SF_RETURN_IF_ERROR(Place({r.slots(), r.resource_pool(), r.priority(), r.workspace(), r.context()}, authz, p,
+                             "commands", spec));
+    SF_ASSIGN_OR_RETURN(int64_t id, h->cluster()->tasks().Create(spec));
+    return TaskReply(h, id);
+  });
+  Add<v1::CreateNotebookRequest>("CreateNotebook", [h, authz](const v1::CreateNotebookRequest& r,
+                                                              const Principal& p) -> Result<v1::TaskResponse> {
+    const int32_t idle = r.idle_timeout_seconds() == 0 ? kDefaultNotebookIdleSeconds : r.idle_timeout_seconds();
+    if (idle < 10 || idle > 604800) {
+      return InvalidArgument("idle_timeout_seconds: " + std::to_string(r.idle_timeout_seconds()) +
+                             " must be 10..604800 (0: " + std::to_string(kDefaultNotebookIdleSeconds) + ")");
     }
-    if (authz) {
-      SF_ASSIGN_OR_RETURN(spec.workspace_id, authz->WorkspaceForNewExperiment(p, r.workspace(), "commands"));
-    }
+    TaskSpec spec;
+    spec.kind = "NOTEBOOK";
+    // The agent's steadfast package runs Jupyter and reports its URL (python/steadfast/notebook.py).
+    // Debian's interpreter: python3-notebook and python3-torch are installed for it (install-deps.sh).
+    spec.entrypoint = {"/usr/bin/python3", "-m", "steadfast.notebook", "--idle-timeout", std::to_string(idle)};
+    spec.max_restarts = 0;  // what a notebook's kernels held is gone with it: not run again unasked
+    SF_RETURN_IF_ERROR(Place({r.slots(), r.resource_pool(), r.priority(), r.workspace(), r.context()}, authz, p,
+                             "notebooks", spec));
     SF_ASSIGN_OR_RETURN(int64_t id, h->cluster()->tasks().Create(spec));
     return TaskReply(h, id);
   });
   Add<v1::ListTasksRequest>("ListTasks", [h](const v1::ListTasksRequest& r,
                                              const Principal&) -> Result<v1::ListTasksResponse> {
-    if (!r.kind().empty() && r.kind() != "SERVER" && r.kind() != "COMMAND") {
-      return InvalidArgument("kind: \"" + ReplaceInvalidUtf8(r.kind().substr(0, 32)) + "\" must be SERVER or COMMAND");
+    if (!r.kind().empty() && r.kind() != "SERVER" && r.kind() != "COMMAND" && r.kind() != "NOTEBOOK") {
+      return InvalidArgument("kind: \"" + ReplaceInvalidUtf8(r.kind().substr(0, 32)) +
+                             "\" must be SERVER, COMMAND or NOTEBOOK");
     }
     SF_ASSIGN_OR_RETURN(std::vector<v1::Task> tasks, TaskStore(h->writes()).List(r.kind(), r.include_ended()));
     const std::map<int64_t, std::string> reasons = h->cluster()->tasks().PendingReasons();

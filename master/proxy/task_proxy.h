@@ -23,7 +23,9 @@
 //   Upgrade), Host, and the client's master credentials (Authorization and the session
 //   cookie), which never reach a task. X-Forwarded-For/-Proto/-Host and X-Forwarded-Prefix
 //   (/proxy/<id>) are added. A server's requests carry the server's own bearer token
-//   (TaskTokens::IssueServing), so the proxy is a client the server accepts.
+//   (TaskTokens::IssueServing), a notebook's the same secret as its Jupyter token
+//   (`Authorization: token ...`), so the proxy is a client the service accepts and the user
+//   never sees or types that secret.
 // - The answer streams back as it arrives (status line and headers first, the body in pieces;
 //   no whole-body buffering), with the upstream's hop-by-hop headers dropped and
 //   `Connection: close`: the client's connection ends with the answer.

@@ -274,6 +274,8 @@ TEST_F(AccessMatrix, EveryRestRouteAnswersEveryCallerAsThePolicySays) {
         body = R"({"model":"matrix-no-such-model"})";  // 404 to whoever passes: nothing is scheduled
       } else if (rule.route == "/api/v1/commands") {
         body = R"({"entrypoint":[]})";  // 400 to whoever passes: nothing is scheduled
+      } else if (rule.route == "/api/v1/notebooks") {
+        body = R"({"idleTimeoutSeconds":1})";  // 400 to whoever passes: nothing is scheduled
       } else if (rule.route == "/api/v1/models/{name}") {
         body = R"({"description":"edited in the matrix"})";
       } else if (rule.route == "/api/v1/unmanaged-trials") {
@@ -396,6 +398,7 @@ TEST(AccessPolicyTable, IsTheDocumentedOne) {
       {"POST /api/v1/servings/{id}/stop", "task"},
       // Tasks (docs/tasks.md): {id} is the task's.
       {"POST /api/v1/commands", "creator"},
+      {"POST /api/v1/notebooks", "creator"},
       {"GET /api/v1/tasks", "signed-in"},
       {"GET /api/v1/tasks/{id}", "signed-in"},
       {"POST /api/v1/tasks/{id}/kill", "task"},
@@ -443,7 +446,7 @@ TEST(AccessPolicyTable, IsTheDocumentedOne) {
     static const std::map<std::string, std::string> kServing = {
         {"StartServing", "creator"}, {"ListServings", "signed-in"}, {"GetServing", "signed-in"},
         {"StopServing", "task"},
-        {"CreateCommand", "creator"}, {"ListTasks", "signed-in"}, {"GetTask", "signed-in"},
+        {"CreateCommand", "creator"}, {"CreateNotebook", "creator"}, {"ListTasks", "signed-in"}, {"GetTask", "signed-in"},
         {"KillTask", "task"}, {"GetTaskLogs", "signed-in"}};
     if (auto s = kServing.find(method); s != kServing.end()) {
       EXPECT_EQ(master::NeedName(rule.first), s->second) << method;
@@ -736,6 +739,7 @@ grpc::Status CallGrpc(v1::Api::Stub& stub, const std::string& method, const std:
   SF_CALL(StopServing, ServingRequest, ServingResponse, r.set_id(server))
   // Tasks: a command without a program (refused as bad input), and the fresh server's task.
   SF_CALL(CreateCommand, CreateCommandRequest, TaskResponse, (void)0)
+  SF_CALL(CreateNotebook, CreateNotebookRequest, TaskResponse, r.set_idle_timeout_seconds(1))
   SF_CALL(ListTasks, ListTasksRequest, ListTasksResponse, (void)0)
   SF_CALL(GetTask, TaskRequest, TaskResponse, r.set_id(server))
   SF_CALL(KillTask, TaskRequest, TaskResponse, r.set_id(server))

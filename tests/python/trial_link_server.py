@@ -124,6 +124,10 @@ class TrialLinkServer(trial_link_pb2_grpc.TrialLinkServicer):
         self._enter("ReportLogs", request, context)
         return trial_link_pb2.ReportLogsResponse()
 
+    def ReportEndpoint(self, request, context):
+        self._enter("ReportEndpoint", request, context)
+        return trial_link_pb2.ReportEndpointResponse()
+
     def ReportEarlyExit(self, request, context):
         self._enter("ReportEarlyExit", request, context)
         return trial_link_pb2.ReportEarlyExitResponse()

@@ -186,6 +186,11 @@ class RemoteTrialLink:
         self._call("DeleteCheckpoint", trial_link_pb2.TrialDeleteCheckpointRequest(uuid=uuid))
         return True
 
+    def report_endpoint(self, url: str) -> None:
+        """Where this task's service answers (a notebook's Jupyter): the master's proxy forwards
+        /proxy/TASK_ID/... there while this run lasts."""
+        self._call("ReportEndpoint", trial_link_pb2.ReportEndpointRequest(url=url))
+
     def report_logs(self, incarnation: str, sequence: int, lines: list[tuple[str, str, float]],
                     host: str = "") -> None:
         """One batch of output lines, (stream, message, unix time) each; the master stores a

@@ -128,6 +128,15 @@ export interface CreateModelRequest {
   workspace?: string;
 }
 
+export interface CreateNotebookRequest {
+  context?: string; // byte
+  idleTimeoutSeconds?: number;
+  priority?: number;
+  resourcePool?: string;
+  slots?: number;
+  workspace?: string;
+}
+
 export interface CreateTokenRequest {
   expiresInSeconds?: string; // int64
   name?: string;
@@ -679,6 +688,7 @@ export const operations = {
   "CreateCommand": {"method":"POST","path":"/api/v1/commands","pathParams":[],"queryParams":[]},
   "CreateExperiment": {"method":"POST","path":"/api/v1/experiments","pathParams":[],"queryParams":[]},
   "CreateModel": {"method":"POST","path":"/api/v1/models","pathParams":[],"queryParams":[]},
+  "CreateNotebook": {"method":"POST","path":"/api/v1/notebooks","pathParams":[],"queryParams":[]},
   "CreateToken": {"method":"POST","path":"/api/v1/tokens","pathParams":[],"queryParams":[]},
   "CreateUnmanagedTrial": {"method":"POST","path":"/api/v1/unmanaged-trials","pathParams":[],"queryParams":[]},
   "CreateUser": {"method":"POST","path":"/api/v1/users","pathParams":[],"queryParams":[]},
@@ -800,6 +810,11 @@ export interface OperationTypes {
     query: {};
     request: CreateModelRequest;
     response: ModelResponse;
+  };
+  CreateNotebook: {
+    query: {};
+    request: CreateNotebookRequest;
+    response: TaskResponse;
   };
   CreateToken: {
     query: {};
