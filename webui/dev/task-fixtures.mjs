@@ -1,5 +1,5 @@
 // Tasks of their own, not an experiment's trials (docs/tasks.md; proto/steadfast/v1/tasks.proto):
-// commands (`sf cmd run`) as fixtures, and the task routes over them and over the servers of
+// commands (`sf cmd run`) and a notebook (`sf notebook start`) as fixtures, and the task routes over them and over the servers of
 // serving-fixtures.mjs (a server is a task: the same id, its own states mapped to the task's), for
 // the in-memory stand-ins of the master: the dev stub (dev/stub-master.mjs) and the offline
 // browser test (e2e/offline.e2e.mjs). The routes are spelled as the API description spells them,
@@ -24,10 +24,12 @@ export function addTaskLog(store, id, stream, message, time = new Date().toISOSt
   if (store.logs.length > KEEP_LOGS) store.logs.splice(0, store.logs.length - KEEP_LOGS);
 }
 
-/** A store: { commands: [wire Task], logs: [wire LogLine], nextLogId }. Four commands beside the
- *  servers of fixedServingStore() (ids 41, 52, 53; new ones from 60): 44 COMPLETED (exit 0,
- *  alice's), 47 FAILED (exit 3, bob's), 54 RUNNING on agent-1 with log lines (alice's, in workspace
- *  nlp, a long program line), and 55 QUEUED with why it waits (bob's, 4 slots of pool gpu). */
+/** A store: { commands: [wire Task], logs: [wire LogLine], nextLogId }. Four commands and a
+ *  notebook (tasks of kinds other than SERVER) beside the servers of fixedServingStore() (ids 41,
+ *  52, 53; new ones from 60): 44 COMPLETED (exit 0, alice's), 47 FAILED (exit 3, bob's), 54
+ *  RUNNING on agent-1 with log lines (alice's, in workspace nlp, a long program line), 55 QUEUED
+ *  with why it waits (bob's, 4 slots of pool gpu), and notebook 56 RUNNING on agent-1 (alice's, its
+ *  Jupyter at /proxy/56/; it holds no slot of fixedTaskAgents()). */
 export function fixedCommandStore() {
   const t = (h, m = 0) => new Date(Date.UTC(2026, 10, 26, h, m)).toISOString();
   const store = {
@@ -36,6 +38,7 @@ export function fixedCommandStore() {
       { id: '47', kind: 'COMMAND', state: 'FAILED', owner: 'bob', workspace: 'Uncategorized', entrypoint: ['./preprocess.sh', '--shards', '64'], slots: 2, resourcePool: 'default', priority: 42, agentId: 'agent-1', createdAt: t(9, 30), endedAt: t(9, 31), error: 'rank 0 exited with status 3', exitCode: 3, allocationId: taskAllocationId(47) },
       { id: '54', kind: 'COMMAND', state: 'RUNNING', owner: 'alice', workspace: 'nlp', entrypoint: ['python3', '-m', 'sacrebleu', '/data/wmt14/newstest2014.en', '--input', '/data/out/wmt-de-en-v3.newstest2014.hyp', '--tokenize', '13a', '--metrics', 'bleu chrf'], slots: 1, resourcePool: 'default', priority: 42, agentId: 'agent-1', createdAt: t(11, 30), allocationId: taskAllocationId(54) },
       { id: '55', kind: 'COMMAND', state: 'QUEUED', owner: 'bob', workspace: 'Uncategorized', entrypoint: ['./train_tokenizer.sh'], slots: 4, resourcePool: 'gpu', priority: 42, createdAt: t(12), pendingReason: 'needs 4 slots of pool gpu; no agent of the pool has that many free' },
+      { id: '56', kind: 'NOTEBOOK', state: 'RUNNING', owner: 'alice', workspace: 'nlp', entrypoint: ['/usr/bin/python3', '-m', 'steadfast.notebook'], slots: 1, resourcePool: 'default', priority: 42, agentId: 'agent-1', createdAt: t(12, 30), allocationId: taskAllocationId(56) },
     ],
     nextLogId: 1,
     logs: [],
@@ -47,6 +50,7 @@ export function fixedCommandStore() {
   addTaskLog(store, '54', 'stdout', 'sacrebleu: reading /data/wmt14/newstest2014.en', t(11, 31), 'agent-1');
   addTaskLog(store, '54', 'stdout', 'sacrebleu: scored 1000/3003 sentences', t(11, 32), 'agent-1');
   addTaskLog(store, '54', 'stderr', 'sacrebleu: warning: hypothesis 812 is empty', t(11, 33), 'agent-1');
+  addTaskLog(store, '56', 'stdout', 'steadfast.notebook: Jupyter answers at http://10.0.0.11:8888/proxy/56/', t(12, 31), 'agent-1');
   return store;
 }
 
@@ -131,7 +135,7 @@ export function taskHandlers(stores, { send, err, mayKill = () => true }) {
     'GET /api/v1/tasks': (req, res, url) => {
       const q = url.searchParams;
       const kind = q.get('kind') ?? '';
-      if (kind && kind !== 'SERVER' && kind !== 'COMMAND') return err(res, 400, 3, `kind: "${kind.slice(0, 32)}" must be SERVER or COMMAND`);
+      if (kind && !['SERVER', 'COMMAND', 'NOTEBOOK'].includes(kind)) return err(res, 400, 3, `kind: "${kind.slice(0, 32)}" must be SERVER, COMMAND or NOTEBOOK`);
       const ended = (q.get('includeEnded') ?? q.get('include_ended')) === 'true';
       return send(res, 200, { tasks: allTasks(stores).filter((t) => (!kind || t.kind === kind) && (ended || !ENDED.includes(t.state))) });
     },
@@ -171,15 +175,15 @@ export function taskHandlers(stores, { send, err, mayKill = () => true }) {
   };
 }
 
-/** One step of the commands' lives, for the dev stub's timer: STOPPING → STOPPED (killed: exit
- *  143, SIGTERM), each with a log line; a RUNNING command reports progress now and then. A queued
- *  command stays queued (its pool has no agent). */
+/** One step of the commands' (and the notebook's) lives, for the dev stub's timer: STOPPING →
+ *  STOPPED (killed: exit 143, SIGTERM), each with a log line; a RUNNING command reports progress
+ *  now and then. A queued command stays queued (its pool has no agent). */
 export function settleCommands(store, now = new Date().toISOString()) {
   for (const c of store.commands) {
     if (c.state === 'STOPPING') {
       Object.assign(c, { state: 'STOPPED', endedAt: now, exitCode: 143 });
       addTaskLog(store, c.id, 'stderr', 'killed (SIGTERM)', now, c.agentId ?? '');
-    } else if (c.state === 'RUNNING') {
+    } else if (c.state === 'RUNNING' && c.kind === 'COMMAND') {
       addTaskLog(store, c.id, 'stdout', `sacrebleu: scored ${Math.min(3003, 1000 + 100 * (store.nextLogId % 20))}/3003 sentences`, now, c.agentId ?? '');
     }
   }

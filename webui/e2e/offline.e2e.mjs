@@ -8,8 +8,9 @@
 // in web storage, actions gated by ownership and role, the tokens page (shown once, revoke), a
 // session that expires mid-way, logout and a second login; and the cluster page's Servers card
 // (dev/serving-fixtures.mjs: the table, a server's logs, a server's slot shown busy, Stop behind a confirmation, Show stopped, an older master)
-// with Serve on a model version, and its Tasks card (dev/task-fixtures.mjs: commands and servers,
-// a queued one's pending reason, exit codes, a command's logs, its slot, Kill behind a confirmation); and the experiment page's hyperparameter charts for a sweep with
+// with Serve on a model version, and its Tasks card (dev/task-fixtures.mjs: commands, servers and a notebook,
+// a queued one's pending reason, exit codes, a running notebook's Open link to /proxy/ID/ and none for a command,
+// a command's logs, its slot, Kill behind a confirmation); and the experiment page's hyperparameter charts for a sweep with
 // string, categorical and log hyperparameters (label boxes measured, none overlapping); and the Slurm
 // and arch views (slurm-arch.flow.mjs); and what ran, native or user code with its context, and the
 // unmanaged badge (what-ran.flow.mjs); and a speech trial's validation transcripts beside their
@@ -351,6 +352,8 @@ async function serversFlow(browser) {
         const link = ready.locator('[data-testid="server-url"] a');
         check((await link.getAttribute('href')) === 'http://node1:8500' && (await link.getAttribute('target')) === '_blank', what("a READY server's URL is a link"));
         check((await row(53).locator('[data-testid="server-url"] a').count()) === 0, what('a QUEUED server has no URL link'));
+        const proxied = await ready.locator('[data-testid="server-proxy"]').innerText().catch(() => '');
+        check(proxied.trim() === 'through the master: POST /proxy/52/v1/translate' && (await row(53).locator('[data-testid="server-proxy"]').count()) === 0, what("a READY server shows its API through the master's proxy, a QUEUED one none"), proxied);
         check((await ready.locator('a[href="#/models/wmt-de-en"]').count()) === 1 && (await ready.locator('a[href^="#/trials/"]').count()) === 0, what('a server links to its model, and to no trial'));
         // Logs opens the server's logs under its row (its task's: GET /tasks/52/logs), polled while it runs
         await ready.locator('[data-testid="server-logs-toggle"]').click();
@@ -449,7 +452,9 @@ async function serversFlow(browser) {
 
 /** The Tasks card of serversFlow's cluster page (fixedServingStore() and fixedCommandStore(), no
  *  login: every action allowed), at width `w`: the rows, live first and newest first; a queued
- *  command's pending reason; exit codes 3 and 0; the program cut with all of it in its title; a
+ *  command's pending reason; exit codes 3 and 0; notebook 56's Open link to /proxy/56/ in a new
+ *  tab, server 52's request line through the proxy, no link for a command (running, queued or
+ *  COMPLETED); the program cut with all of it in its title; a
  *  running command's logs from GET /tasks/54/logs, polled after the last id; the "command 54" slot
  *  link; the card within the viewport; Kill behind a confirmation, one POST /tasks/54/kill. */
 async function tasksChecks(page, w, requests) {
@@ -457,13 +462,26 @@ async function tasksChecks(page, w, requests) {
   const row = (id) => page.locator(`[data-testid="task-row"][data-id="${id}"]`);
   await page.waitForSelector('[data-testid="task-row"]', { timeout: 10000 });
   const ids = await page.locator('[data-testid="task-row"]').evaluateAll((rs) => rs.map((r) => `${r.getAttribute('data-id')}:${r.getAttribute('data-kind')}:${r.getAttribute('data-state')}`));
-  check(ids.join(' ') === '55:COMMAND:QUEUED 54:COMMAND:RUNNING 53:SERVER:QUEUED 52:SERVER:RUNNING 47:COMMAND:FAILED 44:COMMAND:COMPLETED 41:SERVER:FAILED', what('Tasks lists commands and servers, live first, newest first'), ids.join(' '));
+  check(ids.join(' ') === '56:NOTEBOOK:RUNNING 55:COMMAND:QUEUED 54:COMMAND:RUNNING 53:SERVER:QUEUED 52:SERVER:RUNNING 47:COMMAND:FAILED 44:COMMAND:COMPLETED 41:SERVER:FAILED', what('Tasks lists commands, servers and notebooks, live first, newest first'), ids.join(' '));
   check(requests.some((r) => r.path === '/api/v1/tasks?includeEnded=true'), what('Tasks asks with includeEnded=true'));
   const pending = await row(55).locator('[data-testid="task-pending"]').innerText();
   const pendingTitle = await row(55).locator('[data-testid="task-state"]').getAttribute('title');
   check(/needs 4 slots of pool gpu/.test(pending) && pendingTitle === pending, what("a queued command shows why it waits, also as its state's tooltip"), `${pending} | ${pendingTitle}`);
   const exits = await page.locator('[data-testid="task-row"] [data-testid="task-exit"]').allInnerTexts();
-  check(exits.map((x) => x.trim()).join(',') === '–,–,–,–,3,0,–', what('exit codes: 3 for the failed command, 0 for the completed one, none for the rest'), exits.join(','));
+  check(exits.map((x) => x.trim()).join(',') === '–,–,–,–,–,3,0,–', what('exit codes: 3 for the failed command, 0 for the completed one, none for the rest'), exits.join(','));
+  // a running notebook's page through the master's proxy, in a new tab; a running server's API as
+  // its request line; nothing for a command, running or ended
+  check((await row(56).locator('[data-testid="task-kind"]').innerText()).trim() === 'Notebook', what('the kind column says Notebook'));
+  const open = row(56).getByRole('link', { name: 'Open notebook 56 in a new tab' });
+  const [openHref, openTarget, openRel] = [await open.getAttribute('href'), await open.getAttribute('target'), await open.getAttribute('rel')];
+  const resolved = await open.evaluate((a) => a.href);
+  check(openHref.endsWith('/proxy/56/') && resolved === `${new URL(page.url()).origin}/proxy/56/` && openTarget === '_blank' && openRel === 'noopener', what("a RUNNING notebook's Open links to /proxy/56/ on the dashboard's origin, in a new tab"), `${openHref} ${resolved} ${openTarget} ${openRel}`);
+  const openBox = await open.boundingBox();
+  const wrapBox = await page.locator('[data-testid="tasks-card"] .table-wrap').boundingBox();
+  check(!!openBox && !!wrapBox && openBox.x >= wrapBox.x && openBox.x + openBox.width <= Math.min(w, wrapBox.x + wrapBox.width), what('Open is in view, not scrolled out of the table'), JSON.stringify({ openBox, wrapBox }));
+  const endpoint = await row(52).locator('[data-testid="task-endpoint"]').innerText().catch(() => '');
+  check(endpoint.trim() === 'POST /proxy/52/v1/translate' && (await row(52).locator('a[href*="/proxy/"]').count()) === 0, what("a RUNNING server shows its API's request line, no link"), endpoint);
+  for (const id of [55, 54, 44]) check((await row(id).locator('a[href*="/proxy/"], [data-testid="task-open"], [data-testid="task-endpoint"]').count()) === 0, what(`command ${id} (${id === 44 ? 'COMPLETED' : id === 54 ? 'RUNNING' : 'QUEUED'}) has no Open link`));
   const program = row(54).locator('[data-testid="task-entrypoint"]');
   const [text, title] = [await program.innerText(), await program.getAttribute('title')];
   check(text.trim().length === 60 && text.trim().endsWith('…') && title.startsWith('python3 -m sacrebleu') && title.endsWith("'bleu chrf'"), what('the program is cut to one line, all of it in its title'), `${text} | ${title}`);

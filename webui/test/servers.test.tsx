@@ -214,6 +214,7 @@ describe('ClusterPage Servers', () => {
     expect(url.getAttribute('href')).toBe('http://node1:8500');
     expect(url.getAttribute('target')).toBe('_blank');
     expect(url.getAttribute('rel')).toBe('noreferrer');
+    expect(ready.getByTestId('server-proxy').textContent).toBe('through the master: POST /proxy/12/v1/translate'); // its API through the proxy
     expect(ready.getByTestId('server-slots').textContent).toBe('1');
     expect(ready.getByTestId('server-agent').textContent).toBe('agent-1');
     expect(rowOf('12').querySelector('a[href^="#/trials/"]')).toBeNull(); // a server is no trial's
@@ -227,6 +228,7 @@ describe('ClusterPage Servers', () => {
     expect(queued.getByRole('link', { name: 'tiny lm' }).getAttribute('href')).toBe('#/models/tiny%20lm');
     expect(queued.getByTestId('server-state').textContent).toBe('Queuedwaiting for slots');
     expect(queued.getByTestId('server-url').textContent).toBe('–'); // no URL before READY
+    expect(queued.queryByTestId('server-proxy')).toBeNull();
     expect(queued.getByTestId('server-slots').textContent).toBe('2pool gpu');
     expect(queued.getByTestId('server-agent').textContent).toBe('–');
     expect(queued.getByRole('button', { name: 'Stop server 13' })).toBeTruthy();

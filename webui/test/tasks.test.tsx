@@ -165,7 +165,8 @@ describe('Tasks rules', () => {
       'Command 54 belongs to alice in workspace nlp, where you are a viewer: you can kill only your own commands and those of workspaces where you are an editor or admin.',
     );
     expect(canActOnTask(who('bob', 'user'), normTask(SERVER)).reason).toMatch(/^Server 52 belongs to alice in workspace nlp, of which you are not a member: you can kill only your own servers/);
-    expect(canActOnTask(who('bob', 'user'), { ...cmd, kind: 'NOTEBOOK' }).reason).toMatch(/^Task 54 .* your own tasks/);
+    expect(canActOnTask(who('bob', 'user'), { ...cmd, kind: 'NOTEBOOK' }).reason).toMatch(/^Notebook 54 .* your own notebooks/);
+    expect(canActOnTask(who('bob', 'user'), { ...cmd, kind: 'SHELL' }).reason).toMatch(/^Task 54 .* your own tasks/); // a kind added later
   });
 });
 
@@ -209,6 +210,29 @@ describe('ClusterPage Tasks', () => {
     expect(rows.map((r) => !!within(r).queryByRole('button', { name: /^Kill / }))).toEqual([true, true, true, false, false]);
     expect(within(rowOf('52')).getByRole('button', { name: 'Kill server 52' })).toBeTruthy();
     expect(calls.some((c) => c.url.includes('/logs'))).toBe(false);
+  });
+
+  it("offers a running notebook's page through the proxy in a new tab, a running server's request line, and nothing for the rest", async () => {
+    const NOTEBOOK = { ...RUNNING, id: '56', kind: 'NOTEBOOK', entrypoint: ['/usr/bin/python3', '-m', 'steadfast.notebook'], allocationId: 'task56-r0-a1' };
+    const SHELL = { ...RUNNING, id: '57', kind: 'SHELL', entrypoint: ['/bin/bash'], allocationId: 'task57-r0-a1' };
+    stubMaster([...ALL(), NOTEBOOK, SHELL, { ...NOTEBOOK, id: '50', state: 'STOPPED', endedAt: '2026-11-26T10:30:00Z' }]);
+    cluster();
+    await screen.findByTestId('tasks-table');
+    expect(cell('56', 'task-kind').textContent).toBe('Notebook');
+    expect(cell('57', 'task-kind').textContent).toBe('Shell'); // a kind added later, as the master names it
+    const open = within(rowOf('56')).getByRole('link', { name: 'Open notebook 56 in a new tab' });
+    expect(open.getAttribute('href')).toBe('/proxy/56/');
+    expect(open.getAttribute('target')).toBe('_blank');
+    expect(open.getAttribute('rel')).toBe('noopener');
+    expect(cell('52', 'task-endpoint').textContent).toBe('POST /proxy/52/v1/translate'); // under its program
+    expect(cell('52', 'task-entrypoint').getAttribute('title')).toBe('sf-serve --cluster-task');
+    expect(within(rowOf('52')).queryByRole('link')).toBeNull(); // an API is no page to open
+    for (const id of ['57', '55', '54', '50', '47', '44']) {
+      expect(within(rowOf(id)).queryByRole('link'), id).toBeNull();
+      expect(rowOf(id).querySelector('[data-testid="task-endpoint"]'), id).toBeNull();
+    }
+    expect(cell('50', 'task-actions').textContent).toBe('–'); // ended: neither Open nor Kill
+    expect(within(rowOf('56')).getByRole('button', { name: 'Kill notebook 56' })).toBeTruthy();
   });
 
   it('kills a task only after the confirmation, with one POST, then shows it STOPPING without Kill', async () => {

@@ -1,5 +1,6 @@
 // Servers the master schedules (`sf serve start`; docs/serving.md): the cluster page's "Servers"
-// card, one row per server with its model version, state, URL once READY, slots, agent, a Logs
+// card, one row per server with its model version, state, URL once READY (and its API through the
+// master's proxy, lib/taskService.ts), slots, agent, a Logs
 // button that opens its logs under the row (TaskLogs.tsx: GET /api/v1/tasks/{id}/logs, a server's id
 // being its task's; polled while the server runs), owner and creation time, and Stop behind a confirmation
 // (POST /api/v1/servings/{id}/stop); and the model page's Serve button, which starts
@@ -15,6 +16,7 @@ import { formatDateTime } from '../lib/format';
 import type { Loaded } from '../lib/hooks';
 import { canCreate, canStopServing } from '../lib/permissions';
 import { useSession } from '../lib/session';
+import { servingService } from '../lib/taskService';
 import { TaskLogs } from './TaskLogs';
 
 /** States in which a server has ended or is ending: there is nothing left to stop. Any other
@@ -111,6 +113,7 @@ const COLUMNS = 10;
 
 function ServerRow({ s, onChanged }: { s: Serving; onChanged: () => void }) {
   const link = serverLink(s);
+  const proxied = servingService(s);
   const [logsOpen, setLogsOpen] = useState(false);
   const panelId = useId();
   return (
@@ -145,7 +148,15 @@ function ServerRow({ s, onChanged }: { s: Serving; onChanged: () => void }) {
               {link}
             </a>
           ) : (
-            <span className="muted">–</span>
+            !proxied && <span className="muted">–</span>
+          )}
+          {proxied?.kind === 'api' && (
+            <div className="muted small" data-testid="server-proxy">
+              through the master:{' '}
+              <code className="mono select-all" title={`With your sf token as Authorization: Bearer; the master adds the server's own (${proxied.href})`}>
+                {proxied.usage}
+              </code>
+            </div>
           )}
         </td>
         <td className="num" data-label="Slots" data-testid="server-slots">

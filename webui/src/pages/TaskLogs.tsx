@@ -25,9 +25,10 @@ export function taskLogsLive(state: string): boolean {
   return !ENDED.includes(state);
 }
 
-/** What the panel calls the task: "server", "command", or "task" for a kind it does not know. */
+/** What the panel calls the task: "server", "command", "notebook", or "task" for a kind it does
+ *  not know. */
 export function taskNoun(kind: string | undefined): string {
-  return kind === 'SERVER' ? 'server' : kind === 'COMMAND' ? 'command' : 'task';
+  return kind === 'SERVER' ? 'server' : kind === 'COMMAND' ? 'command' : kind === 'NOTEBOOK' ? 'notebook' : 'task';
 }
 
 /** The lines of `next` after the last of `prev`, appended; the newest KEEP kept. */

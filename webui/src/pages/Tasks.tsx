@@ -1,11 +1,14 @@
 // Tasks of their own, not an experiment's trials (docs/tasks.md): the cluster page's "Tasks" card,
-// one row per command (`sf cmd run`) or server (`sf serve start`) as the master lists them
-// (GET /api/v1/tasks?include_ended=true; the cluster page polls it with the rest of the page): id,
-// kind, state (while QUEUED with why it waits, the scheduler's pending reason), exit code, the
-// program it runs (cut to one line, in full as its title), slots, agent, a Logs button that opens
-// its logs under the row (TaskLogs.tsx: GET /api/v1/tasks/{id}/logs, polled while it runs), owner
-// and age, and Kill behind a confirmation (POST /api/v1/tasks/{id}/kill). Who may kill mirrors the
-// master's policy (canActOnTask in lib/permissions.ts); the master decides.
+// one row per command (`sf cmd run`), server (`sf serve start`) or notebook (`sf notebook start`),
+// or a kind newer than this file, as the master lists them (GET /api/v1/tasks?include_ended=true;
+// the cluster page polls it with the rest of the page): id, kind, state (while QUEUED with why it
+// waits, the scheduler's pending reason), exit code, the program it runs (cut to one line, in full
+// as its title; under a running server's, the request its clients send through the master's proxy),
+// slots, agent, a Logs button that opens its logs under the row (TaskLogs.tsx: GET
+// /api/v1/tasks/{id}/logs, polled while it runs), owner and age; a running notebook's Open (its
+// page through the proxy, in a new tab; lib/taskService.ts decides which task has a service), and
+// Kill behind a confirmation (POST /api/v1/tasks/{id}/kill). Who may kill mirrors the master's
+// policy (canActOnTask in lib/permissions.ts); the master decides.
 import { useId, useState } from 'react';
 import { api, type ApiError } from '../api/client';
 import type { Task } from '../api/types';
@@ -15,6 +18,7 @@ import { formatDateTime, formatRelative, stateLabel } from '../lib/format';
 import type { Loaded } from '../lib/hooks';
 import { canActOnTask } from '../lib/permissions';
 import { useSession } from '../lib/session';
+import { taskService, type TaskService } from '../lib/taskService';
 import { TaskLogs, taskLogsLive, taskNoun } from './TaskLogs';
 
 /** States in which a task has ended or is ending: there is nothing left to kill. Any other state
@@ -63,7 +67,7 @@ export function TasksSection({ tasks, onChanged }: { tasks: Loaded<Task[]>; onCh
     <div className="card" data-testid="tasks-card">
       <div className="card-head">
         <h2 id="tasks-h">Tasks</h2>
-        <span className="muted small">Commands and servers, live and the latest ended</span>
+        <span className="muted small">Commands, servers and notebooks, live and the latest ended</span>
       </div>
       {tasksUnsupported(tasks.error) ? (
         <Empty>This master runs no tasks of their own: it has no <code>/api/v1/tasks</code> (it is older than this dashboard).</Empty>
@@ -118,6 +122,7 @@ function TaskRow({ t, onChanged }: { t: Task; onChanged: () => void }) {
   const noun = taskNoun(t.kind);
   const program = entrypointText(t.entrypoint);
   const pending = t.state === 'QUEUED' ? t.pendingReason || 'waiting for slots' : '';
+  const service = taskService(t);
   return (
     <>
       <tr data-testid="task-row" data-id={t.id} data-kind={t.kind} data-state={t.state}>
@@ -146,6 +151,7 @@ function TaskRow({ t, onChanged }: { t: Task; onChanged: () => void }) {
         </td>
         <td className="mono task-entrypoint" data-label="Program" data-testid="task-entrypoint" title={program || undefined}>
           {program ? truncate(program) : <span className="muted">–</span>}
+          {service?.kind === 'api' && <ServiceEndpoint service={service} />}
         </td>
         <td className="num" data-label="Slots" data-testid="task-slots">
           {t.slots}
@@ -179,7 +185,12 @@ function TaskRow({ t, onChanged }: { t: Task; onChanged: () => void }) {
             </div>
           )}
         </td>
-        <td>{canBeKilled(t) ? <KillTaskButton t={t} onDone={onChanged} /> : <span className="muted">–</span>}</td>
+        <td data-testid="task-actions">
+          <div className="actions">
+            {service?.kind === 'page' && <OpenService service={service} name={`${noun} ${t.id}`} />}
+            {canBeKilled(t) ? <KillTaskButton t={t} onDone={onChanged} /> : !service && <span className="muted">–</span>}
+          </div>
+        </td>
       </tr>
       {logsOpen && (
         <tr data-testid="task-logs-row" data-id={t.id}>
@@ -189,6 +200,26 @@ function TaskRow({ t, onChanged }: { t: Task; onChanged: () => void }) {
         </tr>
       )}
     </>
+  );
+}
+
+/** Open, beside Kill: a task's page (a notebook's Jupyter) through the master's proxy, on the
+ *  dashboard's origin, whose session cookie authorises it; in a new tab. `name`: "notebook 56". */
+export function OpenService({ service, name }: { service: TaskService & { kind: 'page' }; name: string }) {
+  return (
+    <a className="btn btn-small" href={service.href} target="_blank" rel="noopener" aria-label={`Open ${name} in a new tab`} data-testid="task-open">
+      Open
+    </a>
+  );
+}
+
+/** Under a server's program: the request its clients send through the master's proxy, selected
+ *  whole by one click, to copy. */
+function ServiceEndpoint({ service }: { service: TaskService & { kind: 'api' } }) {
+  return (
+    <div className="small select-all" title={`Its API through the master at ${service.href}: a program sends its sf token as Authorization: Bearer`} data-testid="task-endpoint">
+      {service.usage}
+    </div>
   );
 }
 
@@ -204,7 +235,9 @@ export function KillTaskButton({ t, onDone }: { t: Task; onDone: () => void }) {
       ? 'It leaves the queue and never runs.'
       : t.kind === 'SERVER'
         ? `Its sf-serve process ends and ${(t.slots || 1) === 1 ? 'its slot is' : `its ${t.slots} slots are`} freed; requests to it fail from then on.`
-        : `Its processes are stopped and ${(t.slots || 1) === 1 ? 'its slot is' : `its ${t.slots} slots are`} freed; it is not run again.`;
+        : t.kind === 'NOTEBOOK'
+          ? `Jupyter stops, what its kernels held is lost, and ${(t.slots || 1) === 1 ? 'its slot is' : `its ${t.slots} slots are`} freed.`
+          : `Its processes are stopped and ${(t.slots || 1) === 1 ? 'its slot is' : `its ${t.slots} slots are`} freed; it is not run again.`;
   return (
     <div className="actions">
       <GatedButton may={canActOnTask(me, t)} label="Kill" ariaLabel={`Kill ${noun} ${t.id}`} testId="task-kill" danger onClick={c.ask} />
