@@ -126,7 +126,8 @@ int TaskLogs(const Flags& f, Api& api, bool follow = false);
 int ListTasks(const Flags& f, Api& api, const std::string& kind, bool all);
 int OneTask(const Flags& f, Api& api, const std::string& method);
 void AddTaskCommands(CLI::App& sf, CommandAction& action);
-// `sf notebook start|list|kill`, Jupyter notebooks on the cluster (cli/notebook_commands.cc).
+// `sf notebook start|list|kill`, Jupyter notebooks on the cluster, and `sf shell
+// start|open|list|kill`, terminals (cli/interactive_commands.cc).
 void AddNotebookCommands(CLI::App& sf, CommandAction& action);
 
 }  // namespace sf::cli

@@ -43,6 +43,10 @@ class MasterClient {
   // The bearer token every request carries (Authorization: Bearer); Create sets it from
   // $SF_TOKEN or the saved `sf login` session (common/api/session_store.h). Empty: none.
   void set_token(std::string token) { token_ = std::move(token); }
+  const std::string& token() const { return token_; }
+  // The master's address, and the CA an https:// master is verified by ("": the system's).
+  const http::Url& url() const { return client_.url(); }
+  const std::string& ca_file() const { return client_.options().ca_file; }
 
  private:
   explicit MasterClient(http::Client client) : client_(std::move(client)) {}

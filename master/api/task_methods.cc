@@ -17,7 +17,7 @@ namespace {
 namespace v1 = steadfast::v1;
 
 constexpr int kMaxArguments = 1024;
-constexpr int32_t kDefaultNotebookIdleSeconds = 3600;
+constexpr int32_t kDefaultIdleSeconds = 3600;  // a notebook's, a shell's
 
 // The task as the API shows it: its row and, while queued, why it waits.
 Result<v1::TaskResponse> TaskReply(ApiHandlers* h, int64_t id) {
@@ -70,6 +70,28 @@ Status Place(const Placement& where, Authorizer* authz, const Principal& p, cons
   return Status::Ok();
 }
 
+// A task whose process serves something through the master's proxy (a notebook, a shell): the
+// agent's steadfast package runs `module` (python/steadfast/notebook.py, shell.py), which stops
+// after `idle_seconds` without use (0: kDefaultIdleSeconds).
+Result<v1::TaskResponse> CreateServiceTask(ApiHandlers* h, Authorizer* authz, const Principal& p, const std::string& kind,
+                                           const std::string& module, const std::string& what,
+                                           const Placement& where, int32_t idle_seconds) {
+  const int32_t idle = idle_seconds == 0 ? kDefaultIdleSeconds : idle_seconds;
+  if (idle < 10 || idle > 604800) {
+    return InvalidArgument("idle_timeout_seconds: " + std::to_string(idle_seconds) + " must be 10..604800 (0: " +
+                           std::to_string(kDefaultIdleSeconds) + ")");
+  }
+  TaskSpec spec;
+  spec.kind = kind;
+  // Debian's interpreter: python3-notebook (Jupyter, Tornado) and python3-torch are installed
+  // for it (deploy/install-deps.sh).
+  spec.entrypoint = {"/usr/bin/python3", "-m", module, "--idle-timeout", std::to_string(idle)};
+  spec.max_restarts = 0;  // what its sessions held is gone with it: not run again unasked
+  SF_RETURN_IF_ERROR(Place(where, authz, p, what, spec));
+  SF_ASSIGN_OR_RETURN(int64_t id, h->cluster()->tasks().Create(spec));
+  return TaskReply(h, id);
+}
+
 }  // namespace
 
 void ApiMethods::AddTaskMethods() {
@@ -100,27 +122,22 @@ void ApiMethods::AddTaskMethods() {
   });
   Add<v1::CreateNotebookRequest>("CreateNotebook", [h, authz](const v1::CreateNotebookRequest& r,
                                                               const Principal& p) -> Result<v1::TaskResponse> {
-    const int32_t idle = r.idle_timeout_seconds() == 0 ? kDefaultNotebookIdleSeconds : r.idle_timeout_seconds();
-    if (idle < 10 || idle > 604800) {
-      return InvalidArgument("idle_timeout_seconds: " + std::to_string(r.idle_timeout_seconds()) +
-                             " must be 10..604800 (0: " + std::to_string(kDefaultNotebookIdleSeconds) + ")");
-    }
-    TaskSpec spec;
-    spec.kind = "NOTEBOOK";
-    // The agent's steadfast package runs Jupyter and reports its URL (python/steadfast/notebook.py).
-    // Debian's interpreter: python3-notebook and python3-torch are installed for it (install-deps.sh).
-    spec.entrypoint = {"/usr/bin/python3", "-m", "steadfast.notebook", "--idle-timeout", std::to_string(idle)};
-    spec.max_restarts = 0;  // what a notebook's kernels held is gone with it: not run again unasked
-    SF_RETURN_IF_ERROR(Place({r.slots(), r.resource_pool(), r.priority(), r.workspace(), r.context()}, authz, p,
-                             "notebooks", spec));
-    SF_ASSIGN_OR_RETURN(int64_t id, h->cluster()->tasks().Create(spec));
-    return TaskReply(h, id);
+    return CreateServiceTask(h, authz, p, "NOTEBOOK", "steadfast.notebook", "notebooks",
+                             {r.slots(), r.resource_pool(), r.priority(), r.workspace(), r.context()},
+                             r.idle_timeout_seconds());
+  });
+  Add<v1::CreateShellRequest>("CreateShell", [h, authz](const v1::CreateShellRequest& r,
+                                                        const Principal& p) -> Result<v1::TaskResponse> {
+    return CreateServiceTask(h, authz, p, "SHELL", "steadfast.shell", "shells",
+                             {r.slots(), r.resource_pool(), r.priority(), r.workspace(), r.context()},
+                             r.idle_timeout_seconds());
   });
   Add<v1::ListTasksRequest>("ListTasks", [h](const v1::ListTasksRequest& r,
                                              const Principal&) -> Result<v1::ListTasksResponse> {
-    if (!r.kind().empty() && r.kind() != "SERVER" && r.kind() != "COMMAND" && r.kind() != "NOTEBOOK") {
+    if (!r.kind().empty() && r.kind() != "SERVER" && r.kind() != "COMMAND" && r.kind() != "NOTEBOOK" &&
+        r.kind() != "SHELL") {
       return InvalidArgument("kind: \"" + ReplaceInvalidUtf8(r.kind().substr(0, 32)) +
-                             "\" must be SERVER, COMMAND or NOTEBOOK");
+                             "\" must be SERVER, COMMAND, NOTEBOOK or SHELL");
     }
     SF_ASSIGN_OR_RETURN(std::vector<v1::Task> tasks, TaskStore(h->writes()).List(r.kind(), r.include_ended()));
     const std::map<int64_t, std::string> reasons = h->cluster()->tasks().PendingReasons();

@@ -212,7 +212,7 @@ void TaskProxy::Relay(const http::Request& req, const ProxyTarget& target, const
   up.set("X-Forwarded-Prefix", std::string(kPrefix) + std::to_string(target.task_id));
   if (upgrade)
     up.set(bhttp::field::upgrade, req[bhttp::field::upgrade]);  // the client sets Connection
-  if (tokens_ && endpoint.kind == "SERVER") {
+  if (tokens_ && (endpoint.kind == "SERVER" || endpoint.kind == "SHELL")) {
     up.set(bhttp::field::authorization, "Bearer " + tokens_->IssueServing(target.task_id));
   } else if (tokens_ && endpoint.kind == "NOTEBOOK") {  // Jupyter's own token header
     up.set(bhttp::field::authorization, "token " + tokens_->IssueServing(target.task_id));

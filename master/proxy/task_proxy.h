@@ -23,7 +23,7 @@
 //   Upgrade), Host, and the client's master credentials (Authorization and the session
 //   cookie), which never reach a task. X-Forwarded-For/-Proto/-Host and X-Forwarded-Prefix
 //   (/proxy/<id>) are added. A server's requests carry the server's own bearer token
-//   (TaskTokens::IssueServing), a notebook's the same secret as its Jupyter token
+//   (TaskTokens::IssueServing), a shell's too, a notebook's the same secret as its Jupyter token
 //   (`Authorization: token ...`), so the proxy is a client the service accepts and the user
 //   never sees or types that secret.
 // - The answer streams back as it arrives (status line and headers first, the body in pieces;

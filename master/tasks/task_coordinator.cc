@@ -66,8 +66,8 @@ rm::GangLaunch TaskCoordinator::GangLocked(const Task& t, bool with_ranks) const
     if (options_.task_tokens) {
       s.set_task_token(options_.task_tokens->Issue({0, rank, t.restarts, s.task_id()}));
       // The bearer token its clients send (master/serving/serving.h), in the environment only.
-      // A notebook's is its Jupyter token, which the master's proxy sends (master/proxy/task_proxy.h).
-      if (t.spec.kind == "SERVER" || t.spec.kind == "NOTEBOOK") {
+      // A notebook's and a shell's is what the master's proxy sends them (master/proxy/task_proxy.h).
+      if (t.spec.kind == "SERVER" || t.spec.kind == "NOTEBOOK" || t.spec.kind == "SHELL") {
         (*s.mutable_env())["SF_SERVE_TOKEN"] = options_.task_tokens->IssueServing(t.id);
       }
     }
@@ -173,9 +173,9 @@ void TaskCoordinator::OnUpdate(const AllocationUpdate& update) {
                          {"where", update.where}});
       break;
     case Kind::kPreempt:
-      if (t.spec.kind == "COMMAND" || t.spec.kind == "NOTEBOOK") {
-        // A command runs once, and a notebook's kernels would lose what they hold: neither is
-        // killed to be run again; each holds its slots until it ends.
+      if (t.spec.kind != "SERVER") {
+        // A command runs once, and a notebook's kernels or a shell's sessions would lose what
+        // they hold: none is killed to be run again; each holds its slots until it ends.
         log::Info("task", {{"event", "preempt_declined"}, {"id", std::to_string(t.id)}, {"for", event.reason}});
         break;
       }

@@ -1,6 +1,6 @@
 // Tasks that are not an experiment's trials (docs/cluster.md, "Allocations and tasks"): a
 // server (sf serve start, master/serving/serving.h), a command (sf cmd run), a notebook
-// (sf notebook start). The coordinator of trials (master/core/cluster.h) and this one are the two owners of allocations:
+// (sf notebook start), a shell (sf shell start). The coordinator of trials (master/core/cluster.h) and this one are the two owners of allocations:
 // both hand gangs to the allocation service (master/allocation/allocation_service.h), which
 // places them through the resource managers and tells each owner what happened to its own.
 //
@@ -10,7 +10,7 @@
 //   the same transaction) are stored QUEUED; its first allocation, "task<id>-r0-a1", goes to its
 //   pool's manager with the spec's slots (one rank per slot), priority and pool. Its ranks run
 //   the spec's entrypoint; each gets a TrialLink token bound to its task id (trial id 0), and a
-//   server's or notebook's ranks the token its clients (the master's proxy) send as
+//   server's, notebook's or shell's ranks the token its clients (the master's proxy) send as
 //   SF_SERVE_TOKEN.
 // - States: QUEUED -> RUNNING (its manager runs it) -> STOPPING (Stop) -> STOPPED. A run whose
 //   ranks fail (a non-zero exit, a lost agent) starts again while restarts < max_restarts (each
@@ -19,8 +19,8 @@
 //   command). A preempted server (its manager needs the slots) is killed and queued again at
 //   its place, not counted as a restart: it keeps no state a checkpoint would save. A command
 //   runs once: it is not preempted (it holds its slots until it ends), and rank 0's exit status
-//   is stored on its row. A notebook is not preempted either, and ends STOPPED when its idle
-//   timeout stops it (status 0).
+//   is stored on its row. Notebooks and shells are not preempted either, and end STOPPED when
+//   their idle timeout stops them (status 0).
 // - A task with a context (a command's working directory) gets it as an experiment's trials do:
 //   its ranks' StartTask names the archive's digest and the agent fetches it (Context).
 // - Stop(id): a queued task is taken back and STOPPED at once; a running one is killed and

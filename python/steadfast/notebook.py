@@ -22,9 +22,7 @@ import argparse
 import datetime
 import json
 import os
-import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -32,37 +30,7 @@ import urllib.error
 import urllib.request
 from typing import Optional
 
-
-def _task_number(task_id: str) -> int:
-    """The task's id in "task7-r0-a1.0" (its allocation's rank): 7."""
-    m = re.match(r"task(\d+)-", task_id)
-    if not m:
-        raise SystemExit(f"steadfast.notebook: $SF_TASK_ID {task_id!r} names no task (not run by a master?)")
-    return int(m.group(1))
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("", 0))
-        return int(s.getsockname()[1])
-
-
-def _host() -> str:
-    """How the master reaches this host: $SF_NOTEBOOK_HOST, else this host's address on the
-    route to the master (no name resolution needed), else the host's name."""
-    explicit = os.environ.get("SF_NOTEBOOK_HOST")
-    if explicit:
-        return explicit
-    master = os.environ.get("SF_MASTER_ADDRESS", "")
-    host, _, port = master.rpartition(":")
-    try:
-        family, _, _, _, address = socket.getaddrinfo(host.strip("[]"), int(port), type=socket.SOCK_DGRAM)[0]
-        with socket.socket(family, socket.SOCK_DGRAM) as s:
-            s.connect(address)  # UDP: no packet is sent, only the route is chosen
-            own = s.getsockname()[0]
-        return f"[{own}]" if family == socket.AF_INET6 else own
-    except (OSError, ValueError, IndexError):
-        return socket.gethostname()
+from ._task_service import free_port, host, master_link, task_number
 
 
 def _status(base: str, token: str) -> Optional[dict]:
@@ -90,9 +58,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         print("steadfast.notebook: no $SF_SERVE_TOKEN: run by `sf notebook start`, not by hand",
               file=sys.stderr)
         return 2
-    task = _task_number(env.get("SF_TASK_ID", ""))
+    task = task_number(env.get("SF_TASK_ID", ""), "steadfast.notebook")
     base_url = f"/proxy/{task}/"
-    port = _free_port()
+    port = free_port()
     jupyter = subprocess.Popen([
         sys.executable, "-m", "notebook", "--no-browser", "--allow-root",
         f"--NotebookApp.ip=0.0.0.0", f"--NotebookApp.port={port}", "--NotebookApp.port_retries=0",
@@ -122,15 +90,8 @@ def main(argv: Optional[list[str]] = None) -> int:
             return 1
         time.sleep(0.2)
 
-    from .core._context import _read_ca, _remote_link_class  # grpc only where a master is
-    ca_file = env.get("SF_MASTER_CA_FILE", "")
-    root = _read_ca(ca_file, "SF_MASTER_CA_FILE") if ca_file else None
-    link = _remote_link_class()(
-        address=env["SF_MASTER_ADDRESS"], trial_id=0, rank=int(env.get("SF_RANK", "0")),
-        task_id=env["SF_TASK_ID"], restart=int(env.get("SF_RESTART", "0")),
-        token=env.get("SF_TASK_TOKEN", ""), label=f"steadfast: notebook {task}", tls=root is not None,
-        root_certificates=root)
-    url = f"http://{_host()}:{port}{base_url}"
+    link = master_link(f"steadfast: notebook {task}")
+    url = f"http://{host()}:{port}{base_url}"
     link.report_endpoint(url)
     print(f"steadfast.notebook: Jupyter answers at {url}, reached through the master at {base_url}; "
           f"stops after {args.idle_timeout} s without activity", flush=True)

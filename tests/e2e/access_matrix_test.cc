@@ -274,7 +274,7 @@ TEST_F(AccessMatrix, EveryRestRouteAnswersEveryCallerAsThePolicySays) {
         body = R"({"model":"matrix-no-such-model"})";  // 404 to whoever passes: nothing is scheduled
       } else if (rule.route == "/api/v1/commands") {
         body = R"({"entrypoint":[]})";  // 400 to whoever passes: nothing is scheduled
-      } else if (rule.route == "/api/v1/notebooks") {
+      } else if (rule.route == "/api/v1/notebooks" || rule.route == "/api/v1/shells") {
         body = R"({"idleTimeoutSeconds":1})";  // 400 to whoever passes: nothing is scheduled
       } else if (rule.route == "/api/v1/models/{name}") {
         body = R"({"description":"edited in the matrix"})";
@@ -399,6 +399,7 @@ TEST(AccessPolicyTable, IsTheDocumentedOne) {
       // Tasks (docs/tasks.md): {id} is the task's.
       {"POST /api/v1/commands", "creator"},
       {"POST /api/v1/notebooks", "creator"},
+      {"POST /api/v1/shells", "creator"},
       {"GET /api/v1/tasks", "signed-in"},
       {"GET /api/v1/tasks/{id}", "signed-in"},
       {"POST /api/v1/tasks/{id}/kill", "task"},
@@ -446,7 +447,7 @@ TEST(AccessPolicyTable, IsTheDocumentedOne) {
     static const std::map<std::string, std::string> kServing = {
         {"StartServing", "creator"}, {"ListServings", "signed-in"}, {"GetServing", "signed-in"},
         {"StopServing", "task"},
-        {"CreateCommand", "creator"}, {"CreateNotebook", "creator"}, {"ListTasks", "signed-in"}, {"GetTask", "signed-in"},
+        {"CreateCommand", "creator"}, {"CreateNotebook", "creator"}, {"CreateShell", "creator"}, {"ListTasks", "signed-in"}, {"GetTask", "signed-in"},
         {"KillTask", "task"}, {"GetTaskLogs", "signed-in"}};
     if (auto s = kServing.find(method); s != kServing.end()) {
       EXPECT_EQ(master::NeedName(rule.first), s->second) << method;
@@ -740,6 +741,7 @@ grpc::Status CallGrpc(v1::Api::Stub& stub, const std::string& method, const std:
   // Tasks: a command without a program (refused as bad input), and the fresh server's task.
   SF_CALL(CreateCommand, CreateCommandRequest, TaskResponse, (void)0)
   SF_CALL(CreateNotebook, CreateNotebookRequest, TaskResponse, r.set_idle_timeout_seconds(1))
+  SF_CALL(CreateShell, CreateShellRequest, TaskResponse, r.set_idle_timeout_seconds(1))
   SF_CALL(ListTasks, ListTasksRequest, ListTasksResponse, (void)0)
   SF_CALL(GetTask, TaskRequest, TaskResponse, r.set_id(server))
   SF_CALL(KillTask, TaskRequest, TaskResponse, r.set_id(server))

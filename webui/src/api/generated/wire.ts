@@ -137,6 +137,15 @@ export interface CreateNotebookRequest {
   workspace?: string;
 }
 
+export interface CreateShellRequest {
+  context?: string; // byte
+  idleTimeoutSeconds?: number;
+  priority?: number;
+  resourcePool?: string;
+  slots?: number;
+  workspace?: string;
+}
+
 export interface CreateTokenRequest {
   expiresInSeconds?: string; // int64
   name?: string;
@@ -689,6 +698,7 @@ export const operations = {
   "CreateExperiment": {"method":"POST","path":"/api/v1/experiments","pathParams":[],"queryParams":[]},
   "CreateModel": {"method":"POST","path":"/api/v1/models","pathParams":[],"queryParams":[]},
   "CreateNotebook": {"method":"POST","path":"/api/v1/notebooks","pathParams":[],"queryParams":[]},
+  "CreateShell": {"method":"POST","path":"/api/v1/shells","pathParams":[],"queryParams":[]},
   "CreateToken": {"method":"POST","path":"/api/v1/tokens","pathParams":[],"queryParams":[]},
   "CreateUnmanagedTrial": {"method":"POST","path":"/api/v1/unmanaged-trials","pathParams":[],"queryParams":[]},
   "CreateUser": {"method":"POST","path":"/api/v1/users","pathParams":[],"queryParams":[]},
@@ -814,6 +824,11 @@ export interface OperationTypes {
   CreateNotebook: {
     query: {};
     request: CreateNotebookRequest;
+    response: TaskResponse;
+  };
+  CreateShell: {
+    query: {};
+    request: CreateShellRequest;
     response: TaskResponse;
   };
   CreateToken: {

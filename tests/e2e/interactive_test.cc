@@ -1,11 +1,16 @@
-// Notebooks on a real local cluster (docs/tasks.md, "Notebooks"; master/api/task_methods.cc,
-// python/steadfast/notebook.py, master/proxy/task_proxy.h): `POST /api/v1/notebooks` schedules
+// Interactive tasks on a real local cluster, reached through the master's proxy
+// (master/proxy/task_proxy.h; master/api/task_methods.cc). Shells (docs/tasks.md, "Shells";
+// python/steadfast/shell.py, cli/shell_session.h): `sf shell start` then `sf shell open ID` runs
+// what stdin says in a terminal on the agent and exits with the shell's status; another user is
+// refused; the idle timeout stops it. Notebooks (docs/tasks.md, "Notebooks";
+// python/steadfast/notebook.py): `POST /api/v1/notebooks` schedules
 // Debian's Jupyter Notebook server on the agent's slot; through the master's proxy, with the
 // master's credentials alone, a client asks Jupyter for a kernel, runs a cell over the kernel's
 // WebSocket that imports torch and steadfast, and reads its output; the idle timeout then stops
 // the notebook (STOPPED, slot free, the proxy answers 503). `sf notebook start` prints the URL
 // on the master once Jupyter answers, `sf notebook list` shows it, `sf notebook kill` stops it.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
@@ -179,6 +184,64 @@ TEST(Notebooks, RunACellThroughTheMastersProxyAndStopWhenIdle) {
   EXPECT_EQ(killed->exit_code, 0) << killed->output;
   EXPECT_TRUE(c.WaitFor([&] { return TaskState(c, second) == "STOPPED"; }, 60s))
       << TaskState(c, second);
+}
+
+TEST(Shells, ATerminalThroughTheMastersProxyRunsAndExitsWithTheShellsStatus) {
+  Cluster c(1, 1);
+  EXPECT_EQ(c.Post("/api/v1/shells", R"({"idleTimeoutSeconds": 5})").first, 400);
+  CommandOptions o;
+  o.timeout = 180s;
+  auto started = RunCommand({Cluster::Binary("sf"), "shell", "start", "--idle-timeout", "15",
+                             "--wait-seconds", "120", "--master", c.url()},
+                            o);
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  ASSERT_EQ(started->exit_code, 0) << started->output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(started->output, m, std::regex(R"(sf shell open (\d+))")))
+      << started->output;
+  const std::string id = m[1];
+  EXPECT_EQ(TaskState(c, std::stoll(id)), "RUNNING");
+
+  // What stdin says runs in a terminal on the agent, in the task's directory; sf exits with the
+  // shell's status.
+  CommandOptions session = o;
+  session.stdin_data = "echo on-$(hostname)-in-$SF_TASK_KIND; exit 3\n";
+  auto opened =
+      RunCommand({Cluster::Binary("sf"), "shell", "open", id, "--master", c.url()}, session);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  EXPECT_EQ(opened->exit_code, 3) << opened->output;
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  EXPECT_NE(opened->output.find("on-" + std::string(host) + "-in-SHELL"), std::string::npos)
+      << opened->output;
+  // A script that just ends: its stdin's end ends the shell, with status 0.
+  session.stdin_data = "true\n";
+  auto ended =
+      RunCommand({Cluster::Binary("sf"), "shell", "open", id, "--master", c.url()}, session);
+  ASSERT_TRUE(ended.ok());
+  EXPECT_EQ(ended->exit_code, 0) << ended->output;
+
+  // Another user may not open it: the master refuses before anything reaches the shell.
+  auto [code, created] = c.Post(
+      "/api/v1/users", R"({"username": "other", "password": "other-password", "role": "user"})");
+  ASSERT_EQ(code, 200) << created.ToJson();
+  const std::string other = c.Login("other", "other-password");
+  ASSERT_FALSE(other.empty());
+  CommandOptions as_other = session;
+  as_other.env["SF_TOKEN"] = other;
+  auto refused =
+      RunCommand({Cluster::Binary("sf"), "shell", "open", id, "--master", c.url()}, as_other);
+  ASSERT_TRUE(refused.ok());
+  EXPECT_EQ(refused->exit_code, 1) << refused->output;
+  EXPECT_NE(refused->output.find("HTTP 403"), std::string::npos) << refused->output;
+
+  auto listed = RunCommand({Cluster::Binary("sf"), "shell", "list", "--master", c.url()}, o);
+  ASSERT_TRUE(listed.ok());
+  EXPECT_TRUE(std::regex_search(listed->output, std::regex(id + R"( +SHELL +RUNNING)")))
+      << listed->output;
+  // No session for 15 s: it stops.
+  EXPECT_TRUE(c.WaitFor([&] { return TaskState(c, std::stoll(id)) == "STOPPED"; }, 90s))
+      << TaskState(c, std::stoll(id));
 }
 
 }  // namespace

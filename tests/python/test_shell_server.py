@@ -1,0 +1,104 @@
+"""The shell server (python/steadfast/shell.py) as the agent runs it, against a real TrialLink
+server on loopback: it reports its URL, lets in only the task's token, runs a login shell in a
+pseudo-terminal per WebSocket with the size the client asks for, and ends each with its exit
+status; with no session for the idle timeout it exits 0."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import urllib.error
+import urllib.request
+
+from trial_link_server import TrialLinkServer, clean_env
+
+HAS_TORNADO = importlib.util.find_spec("tornado") is not None
+
+
+@unittest.skipUnless(HAS_TORNADO, "Tornado is not installed (apt-get install python3-tornado)")
+class ShellServerTest(unittest.TestCase):
+    def test_a_terminal_per_websocket_with_its_exit_status_and_only_with_the_token(self) -> None:
+        import tornado.httpclient
+        import tornado.ioloop
+        import tornado.websocket
+
+        server = TrialLinkServer()
+        self.addCleanup(server.close)
+        work = tempfile.mkdtemp(prefix="sf-shell-")
+        self.addCleanup(shutil.rmtree, work, ignore_errors=True)
+        token = "sfs1_" + "cd" * 32
+        env = clean_env(SF_MASTER_ADDRESS=server.address, SF_TASK_ID="task9-r0-a1.0", SF_RANK="0",
+                        SF_RESTART="0", SF_TASK_TOKEN="sft1_task", SF_SERVE_TOKEN=token, SF_TASK_KIND="SHELL")
+        shell = subprocess.Popen([sys.executable, "-m", "steadfast.shell", "--idle-timeout", "10"], env=env,
+                                 cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.addCleanup(lambda: shell.poll() is None and shell.kill())
+        deadline = time.monotonic() + 60
+        while not server.requests("ReportEndpoint"):
+            self.assertIsNone(shell.poll(), "the shell server exited before it reported its URL")
+            self.assertLess(time.monotonic(), deadline)
+            time.sleep(0.1)
+        url = server.requests("ReportEndpoint")[0].url
+        self.assertRegex(url, r"^http://[^/]+:\d+/proxy/9/$")
+
+        def status(with_token: str) -> int:
+            headers = {"Authorization": "Bearer " + with_token} if with_token else {}
+            try:
+                with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=5) as r:
+                    return r.status
+            except urllib.error.HTTPError as e:
+                return e.code
+        self.assertEqual(status(token), 200)
+        self.assertEqual(status(""), 403)
+        self.assertEqual(status("sfs1_" + "00" * 32), 403)
+
+        async def session(script: bytes, with_token: str = token, query: str = "rows=33&cols=101",
+                          eof: bool = False) -> tuple[bytes, dict]:
+            request = tornado.httpclient.HTTPRequest(
+                url.replace("http://", "ws://") + "terminal?" + query,
+                headers={"Authorization": "Bearer " + with_token})
+            ws = await tornado.websocket.websocket_connect(request)
+            await ws.write_message(script, binary=True)
+            if eof:
+                await ws.write_message(json.dumps({"eof": True}))
+            output, control = b"", {}
+            while True:
+                message = await ws.read_message()
+                if message is None:
+                    return output, control
+                if isinstance(message, bytes):
+                    output += message
+                else:
+                    control = json.loads(message)
+
+        loop = tornado.ioloop.IOLoop.current()
+        output, control = loop.run_sync(
+            lambda: session(b"stty size; pwd; echo kind-$SF_TASK_KIND; exit 4\n"), timeout=30)
+        self.assertEqual(control, {"exit": 4}, output)
+        self.assertIn(b"33 101", output)
+        self.assertIn(work.encode(), output)
+        self.assertIn(b"kind-SHELL", output)
+        # No terminal: the shell reads the script from a pipe and ends at its end, with the
+        # status of its last command.
+        output, control = loop.run_sync(
+            lambda: session(b"echo piped-$SF_TASK_KIND\nfalse\n", query="tty=0", eof=True), timeout=30)
+        self.assertEqual(control, {"exit": 1}, output)
+        self.assertEqual(output, b"piped-SHELL\n")
+        with self.assertRaises(tornado.httpclient.HTTPClientError) as refused:
+            loop.run_sync(lambda: session(b"exit\n", "sfs1_" + "00" * 32), timeout=30)
+        self.assertEqual(refused.exception.code, 403)
+
+        # No session for 10 s: it exits 0.
+        out, _ = shell.communicate(timeout=60)
+        self.assertEqual(shell.returncode, 0, out)
+        self.assertIn("no session for 10 s: stopping", out)
+
+
+if __name__ == "__main__":
+    unittest.main()
