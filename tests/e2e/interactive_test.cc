@@ -221,6 +221,19 @@ TEST(Shells, ATerminalThroughTheMastersProxyRunsAndExitsWithTheShellsStatus) {
   ASSERT_TRUE(ended.ok());
   EXPECT_EQ(ended->exit_code, 0) << ended->output;
 
+  // Under a terminal (script(1) gives sf one; its size is unknown there, so 24x80 is sent): the
+  // shell gets a terminal of that size, and sf still exits with its status.
+  CommandOptions in_terminal = session;
+  in_terminal.stdin_data = "stty size; tty >/dev/null && echo has-a-tty; exit 5\n";
+  auto terminal = RunCommand(
+      {"script", "-qec",
+       "'" + Cluster::Binary("sf") + "' shell open " + id + " --master " + c.url(), "/dev/null"},
+      in_terminal);
+  ASSERT_TRUE(terminal.ok()) << terminal.status().ToString();
+  EXPECT_EQ(terminal->exit_code, 5) << terminal->output;
+  EXPECT_NE(terminal->output.find("24 80"), std::string::npos) << terminal->output;
+  EXPECT_NE(terminal->output.find("has-a-tty"), std::string::npos) << terminal->output;
+
   // Another user may not open it: the master refuses before anything reaches the shell.
   auto [code, created] = c.Post(
       "/api/v1/users", R"({"username": "other", "password": "other-password", "role": "user"})");
