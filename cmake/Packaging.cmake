@@ -98,6 +98,9 @@ list(TRANSFORM SF_CONTROL_FILES PREPEND ${SF_PACKAGING_DIR}/master/
 set(CPACK_DEBIAN_AGENT_PACKAGE_NAME steadfast-agent)
 # openmpi-bin: ompi-server and orted, which distributed trials start (docs/distributed.md).
 set(CPACK_DEBIAN_AGENT_PACKAGE_DEPENDS "adduser, openmpi-bin, python3, python3-grpcio, python3-protobuf")
+# python3-notebook: the Jupyter server notebooks run, and Tornado for shells (docs/tasks.md); an
+# agent that never runs either trains without them.
+set(CPACK_DEBIAN_AGENT_PACKAGE_RECOMMENDS "python3-notebook")
 set(CPACK_COMPONENT_AGENT_DESCRIPTION
     "Steadfast cluster training service: the agent (sf-agent) and trainer\n\
 One agent runs on each training machine: it offers the machine's GPU or CPU slots to the\n\

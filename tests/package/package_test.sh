@@ -144,6 +144,13 @@ if ! out=$(PYTHONPATH="$root/usr/lib/steadfast/python" /usr/bin/python3 -c \
 fi
 dpkg-deb -f "$scratch/out/steadfast-agent_${version}_$(dpkg --print-architecture).deb" Depends |
   grep -q python3-grpcio || fail "steadfast-agent: does not depend on python3-grpcio"
+# Notebooks and shells run with Debian's Jupyter and Tornado (docs/tasks.md): recommended.
+dpkg-deb -f "$scratch/out/steadfast-agent_${version}_$(dpkg --print-architecture).deb" Recommends |
+  grep -q python3-notebook || fail "steadfast-agent: does not recommend python3-notebook"
+if ! out=$(PYTHONPATH="$root/usr/lib/steadfast/python" /usr/bin/python3 -c \
+             'import steadfast.notebook, steadfast.shell' 2>&1); then
+  fail "the packaged notebook and shell launchers do not import: $out"
+fi
 
 # 5. The example configuration is what the programs accept.
 # master.yaml: every key it sets is a flag of this sf-master, and sf-master parses the file
