@@ -28,18 +28,15 @@ namespace v1 = steadfast::v1;
 
 // `notebook start`'s and `shell start`'s flags.
 struct StartFlags {
-  int32_t slots = 0;
-  std::string resource_pool;
-  int32_t priority = 0;
-  int32_t idle_timeout_seconds = 0;
-  std::string context;  // --context DIR
-  bool detach = false;  // do not wait for it to answer
+  v1::InteractiveTaskRequest request;  // slots, pool, priority, idle timeout
+  std::string context;                 // --context DIR
+  bool detach = false;                 // do not wait for it to answer
   int wait_seconds = 300;
   bool open = false;
 };
 
-// What differs between the kinds: the API method, how the request is filled, the path that
-// answers once it is up, and the words.
+// What differs between the kinds: the API method, the path that answers once it is up, and the
+// words.
 struct Kind {
   const char* noun;    // "notebook"
   const char* method;  // "CreateNotebook"
@@ -60,20 +57,9 @@ bool OpenInBrowser(const std::string& url) {
   return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
-template <class Request>
-Request Fill(const StartFlags& flags, const std::string& workspace) {
-  Request r;
-  r.set_slots(flags.slots);
-  r.set_resource_pool(flags.resource_pool);
-  r.set_priority(flags.priority);
-  r.set_idle_timeout_seconds(flags.idle_timeout_seconds);
-  r.set_workspace(workspace);
-  return r;
-}
-
-template <class Request>
 int Start(const Flags& f, const StartFlags& flags, const Kind& kind, Api& api) {
-  Request request = Fill<Request>(flags, f.workspace);
+  v1::InteractiveTaskRequest request = flags.request;
+  request.set_workspace(f.workspace);
   if (!flags.context.empty()) {
     auto packed = context::PackContext(flags.context);
     if (!packed.ok()) {
@@ -170,16 +156,22 @@ int OpenShell(const Flags& f, Api& api) {
 // `start`'s flags on `app`.
 void AddStartFlags(CLI::App* app, StartFlags* flags, std::string* workspace,
                    bool opens_in_browser) {
-  app->add_option("--slots", flags->slots, "slots it holds (default 1)")
+  v1::InteractiveTaskRequest* r = &flags->request;
+  app->add_option_function<int>(
+         "--slots", [r](int v) { r->set_slots(v); }, "slots it holds (default 1)")
       ->check(cmdline::AtLeast(1))
       ->type_name("N");
-  app->add_option("--pool", flags->resource_pool, "the resource pool (default: default)");
-  app->add_option("--priority", flags->priority,
-                  "scheduling priority, 1-99, lower first (default 42)")
+  app->add_option_function<std::string>(
+      "--pool", [r](const std::string& v) { r->set_resource_pool(v); },
+      "the resource pool (default: default)");
+  app->add_option_function<int>(
+         "--priority", [r](int v) { r->set_priority(v); },
+         "scheduling priority, 1-99, lower first (default 42)")
       ->check(cmdline::AtLeast(1))
       ->type_name("N");
-  app->add_option("--idle-timeout", flags->idle_timeout_seconds,
-                  "seconds without use after which it stops (default 3600)")
+  app->add_option_function<int>(
+         "--idle-timeout", [r](int v) { r->set_idle_timeout_seconds(v); },
+         "seconds without use after which it stops (default 3600)")
       ->check(cmdline::AtLeast(10))
       ->type_name("S");
   app->add_option("--context", flags->context,
@@ -207,16 +199,15 @@ void AddListAndKill(CLI::App* parent, CommandAction& action, const std::string& 
 }
 
 // `sf <noun> start|list|kill` for one kind; the command group, for more.
-template <class Request>
 CLI::App* AddKind(CLI::App& sf, CommandAction& action, const Kind& kind,
                   const std::string& task_kind, const std::string& description,
                   const std::string& start_description, bool opens_in_browser) {
   CLI::App* group = sf.add_subcommand(kind.noun, description);
   group->require_subcommand(1);
   auto flags = std::make_shared<StartFlags>();
-  ClusterCommand start = AddCommand(
-      group, "start", start_description, action,
-      [flags, &kind](const Flags& f, Api& api) { return Start<Request>(f, *flags, kind, api); });
+  ClusterCommand start =
+      AddCommand(group, "start", start_description, action,
+                 [flags, &kind](const Flags& f, Api& api) { return Start(f, *flags, kind, api); });
   AddStartFlags(start.app, flags.get(), &start.flags->workspace, opens_in_browser);
   AddListAndKill(group, action, task_kind, kind.noun);
   return group;
@@ -226,15 +217,15 @@ CLI::App* AddKind(CLI::App& sf, CommandAction& action, const Kind& kind,
 
 void AddNotebookCommands(CLI::App& sf, CommandAction& action) {
   static const Kind kNotebook{"notebook", "CreateNotebook", "api/status"};
-  AddKind<v1::CreateNotebookRequest>(sf, action, kNotebook, "NOTEBOOK",
-                                     "Jupyter notebooks on the cluster's slots, through the master",
-                                     "start a notebook on a slot and print its URL on the master",
-                                     /*opens_in_browser=*/true);
+  AddKind(sf, action, kNotebook, "NOTEBOOK",
+          "Jupyter notebooks on the cluster's slots, through the master",
+          "start a notebook on a slot and print its URL on the master",
+          /*opens_in_browser=*/true);
   static const Kind kShell{"shell", "CreateShell", ""};
-  CLI::App* shell = AddKind<v1::CreateShellRequest>(
-      sf, action, kShell, "SHELL", "terminals on the cluster's slots, through the master (no sshd)",
-      "start a shell task on a slot and print its id (sf shell open ID)",
-      /*opens_in_browser=*/false);
+  CLI::App* shell = AddKind(sf, action, kShell, "SHELL",
+                            "terminals on the cluster's slots, through the master (no sshd)",
+                            "start a shell task on a slot and print its id (sf shell open ID)",
+                            /*opens_in_browser=*/false);
   AddCommand(shell, "open", "a terminal on a shell task (exits with the shell's status)", action,
              [](const Flags& f, Api& api) { return OpenShell(f, api); })
       .Id("ID", "the shell's id");

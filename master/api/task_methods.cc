@@ -70,16 +70,16 @@ Status Place(const Placement& where, Authorizer* authz, const Principal& p, cons
   return Status::Ok();
 }
 
-// A task whose process serves something through the master's proxy (a notebook, a shell): the
-// agent's steadfast package runs `module` (python/steadfast/notebook.py, shell.py), which stops
-// after `idle_seconds` without use (0: kDefaultIdleSeconds).
-Result<v1::TaskResponse> CreateServiceTask(ApiHandlers* h, Authorizer* authz, const Principal& p, const std::string& kind,
-                                           const std::string& module, const std::string& what,
-                                           const Placement& where, int32_t idle_seconds) {
-  const int32_t idle = idle_seconds == 0 ? kDefaultIdleSeconds : idle_seconds;
+// An interactive task (a notebook, a shell): the agent's steadfast package runs `module`
+// (python/steadfast/notebook.py, shell.py), which serves through the master's proxy and stops
+// after the request's idle timeout (0: kDefaultIdleSeconds).
+Result<v1::TaskResponse> CreateInteractiveTask(ApiHandlers* h, Authorizer* authz, const Principal& p,
+                                               const std::string& kind, const std::string& module,
+                                               const std::string& what, const v1::InteractiveTaskRequest& r) {
+  const int32_t idle = r.idle_timeout_seconds() == 0 ? kDefaultIdleSeconds : r.idle_timeout_seconds();
   if (idle < 10 || idle > 604800) {
-    return InvalidArgument("idle_timeout_seconds: " + std::to_string(idle_seconds) + " must be 10..604800 (0: " +
-                           std::to_string(kDefaultIdleSeconds) + ")");
+    return InvalidArgument("idle_timeout_seconds: " + std::to_string(r.idle_timeout_seconds()) +
+                           " must be 10..604800 (0: " + std::to_string(kDefaultIdleSeconds) + ")");
   }
   TaskSpec spec;
   spec.kind = kind;
@@ -87,7 +87,8 @@ Result<v1::TaskResponse> CreateServiceTask(ApiHandlers* h, Authorizer* authz, co
   // for it (deploy/install-deps.sh).
   spec.entrypoint = {"/usr/bin/python3", "-m", module, "--idle-timeout", std::to_string(idle)};
   spec.max_restarts = 0;  // what its sessions held is gone with it: not run again unasked
-  SF_RETURN_IF_ERROR(Place(where, authz, p, what, spec));
+  SF_RETURN_IF_ERROR(
+      Place({r.slots(), r.resource_pool(), r.priority(), r.workspace(), r.context()}, authz, p, what, spec));
   SF_ASSIGN_OR_RETURN(int64_t id, h->cluster()->tasks().Create(spec));
   return TaskReply(h, id);
 }
@@ -120,17 +121,13 @@ void ApiMethods::AddTaskMethods() {
     SF_ASSIGN_OR_RETURN(int64_t id, h->cluster()->tasks().Create(spec));
     return TaskReply(h, id);
   });
-  Add<v1::CreateNotebookRequest>("CreateNotebook", [h, authz](const v1::CreateNotebookRequest& r,
-                                                              const Principal& p) -> Result<v1::TaskResponse> {
-    return CreateServiceTask(h, authz, p, "NOTEBOOK", "steadfast.notebook", "notebooks",
-                             {r.slots(), r.resource_pool(), r.priority(), r.workspace(), r.context()},
-                             r.idle_timeout_seconds());
+  Add<v1::InteractiveTaskRequest>("CreateNotebook", [h, authz](const v1::InteractiveTaskRequest& r,
+                                                               const Principal& p) {
+    return CreateInteractiveTask(h, authz, p, "NOTEBOOK", "steadfast.notebook", "notebooks", r);
   });
-  Add<v1::CreateShellRequest>("CreateShell", [h, authz](const v1::CreateShellRequest& r,
-                                                        const Principal& p) -> Result<v1::TaskResponse> {
-    return CreateServiceTask(h, authz, p, "SHELL", "steadfast.shell", "shells",
-                             {r.slots(), r.resource_pool(), r.priority(), r.workspace(), r.context()},
-                             r.idle_timeout_seconds());
+  Add<v1::InteractiveTaskRequest>("CreateShell", [h, authz](const v1::InteractiveTaskRequest& r,
+                                                            const Principal& p) {
+    return CreateInteractiveTask(h, authz, p, "SHELL", "steadfast.shell", "shells", r);
   });
   Add<v1::ListTasksRequest>("ListTasks", [h](const v1::ListTasksRequest& r,
                                              const Principal&) -> Result<v1::ListTasksResponse> {

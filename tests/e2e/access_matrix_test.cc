@@ -740,8 +740,8 @@ grpc::Status CallGrpc(v1::Api::Stub& stub, const std::string& method, const std:
   SF_CALL(StopServing, ServingRequest, ServingResponse, r.set_id(server))
   // Tasks: a command without a program (refused as bad input), and the fresh server's task.
   SF_CALL(CreateCommand, CreateCommandRequest, TaskResponse, (void)0)
-  SF_CALL(CreateNotebook, CreateNotebookRequest, TaskResponse, r.set_idle_timeout_seconds(1))
-  SF_CALL(CreateShell, CreateShellRequest, TaskResponse, r.set_idle_timeout_seconds(1))
+  SF_CALL(CreateNotebook, InteractiveTaskRequest, TaskResponse, r.set_idle_timeout_seconds(1))
+  SF_CALL(CreateShell, InteractiveTaskRequest, TaskResponse, r.set_idle_timeout_seconds(1))
   SF_CALL(ListTasks, ListTasksRequest, ListTasksResponse, (void)0)
   SF_CALL(GetTask, TaskRequest, TaskResponse, r.set_id(server))
   SF_CALL(KillTask, TaskRequest, TaskResponse, r.set_id(server))

@@ -128,24 +128,6 @@ export interface CreateModelRequest {
   workspace?: string;
 }
 
-export interface CreateNotebookRequest {
-  context?: string; // byte
-  idleTimeoutSeconds?: number;
-  priority?: number;
-  resourcePool?: string;
-  slots?: number;
-  workspace?: string;
-}
-
-export interface CreateShellRequest {
-  context?: string; // byte
-  idleTimeoutSeconds?: number;
-  priority?: number;
-  resourcePool?: string;
-  slots?: number;
-  workspace?: string;
-}
-
 export interface CreateTokenRequest {
   expiresInSeconds?: string; // int64
   name?: string;
@@ -343,6 +325,15 @@ export interface GpuUsage {
 export interface Health {
   database?: string;
   status?: string;
+}
+
+export interface InteractiveTaskRequest {
+  context?: string; // byte
+  idleTimeoutSeconds?: number;
+  priority?: number;
+  resourcePool?: string;
+  slots?: number;
+  workspace?: string;
 }
 
 export interface ListModelsResponse {
@@ -823,12 +814,12 @@ export interface OperationTypes {
   };
   CreateNotebook: {
     query: {};
-    request: CreateNotebookRequest;
+    request: InteractiveTaskRequest;
     response: TaskResponse;
   };
   CreateShell: {
     query: {};
-    request: CreateShellRequest;
+    request: InteractiveTaskRequest;
     response: TaskResponse;
   };
   CreateToken: {
