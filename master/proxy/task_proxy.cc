@@ -182,7 +182,7 @@ void TaskProxy::Forward(http::Request req, ProxyTarget target,
   }).detach();
 }
 
-void TaskProxy::Relay(const http::Request& req, const ProxyTarget& target, const Endpoint& endpoint,
+void TaskProxy::Relay(http::Request& req, const ProxyTarget& target, const Endpoint& endpoint,
                       const std::shared_ptr<http::Exchange>& exchange) {
   const std::string task = "task " + std::to_string(target.task_id);
   const bool upgrade = req.find(bhttp::field::upgrade) != req.end();
@@ -217,7 +217,7 @@ void TaskProxy::Relay(const http::Request& req, const ProxyTarget& target, const
   } else if (tokens_ && endpoint.kind == "NOTEBOOK") {  // Jupyter's own token header
     up.set(bhttp::field::authorization, "token " + tokens_->IssueServing(target.task_id));
   }
-  up.body() = req.body();
+  up.body() = std::move(req.body());  // not needed again: an error answer reads only the version
 
   http::ClientOptions o;
   o.timeout = options_.upstream_timeout;

@@ -105,7 +105,8 @@ class TaskProxy {
     std::string kind;  // SERVER, COMMAND, ...
   };
   Result<Endpoint> EndpointOf(int64_t task_id);
-  void Relay(const http::Request& req, const ProxyTarget& target, const Endpoint& endpoint,
+  // Moves `req`'s body into the upstream request.
+  void Relay(http::Request& req, const ProxyTarget& target, const Endpoint& endpoint,
              const std::shared_ptr<http::Exchange>& exchange);
   void Tunnel(http::Pipe& pipe, const std::shared_ptr<http::Exchange>& exchange);
 
