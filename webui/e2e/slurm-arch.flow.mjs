@@ -7,7 +7,7 @@
 // say; a trial on agents says in its Summary which agent it ran on; the cluster page shows the Slurm
 // pool's nodes × slots per node and the queued trial's job id.
 import { join } from 'node:path';
-import { serveDist } from './static-server.mjs';
+import { atEveryWidth } from './flow.mjs';
 
 const SWEEP_YAML = 'name: arch-sweep\nhyperparameters:\n  arch: {type: categorical, vals: [lstm_small, transformer_tiny]}\n  lr: 0.001\nsearcher: {name: grid, metric: bleu, smaller_is_better: false}\nresources:\n  resource_pool: hpc\n  slots_per_trial: 2\n';
 const EXPERIMENTS = [
@@ -70,85 +70,69 @@ function fixtureApi(requests) {
 
 export async function slurmArchFlow(browser, { dist, check, ART }) {
   const requests = [];
-  const { server, url: base } = await serveDist(dist, 0, fixtureApi(requests));
-  try {
-    for (const [w, h] of [[1280, 900], [375, 800]]) {
-      const page = await browser.newPage({ viewport: { width: w, height: h } });
-      const errors = [];
-      page.on('pageerror', (e) => errors.push(e.message));
-      const what = (s) => `slurm/arch ${w}px: ${s}`;
-      const text = (sel) => page.locator(sel).first().innerText();
-      try {
-        requests.length = 0;
-        await page.goto(`${base}/#/experiments`);
-        await page.waitForSelector('[data-testid="experiment-arch"]', { timeout: 15000 });
-        const listAsk = requests.find((r) => r.startsWith('/api/v1/experiments?'));
-        check(!!listAsk && new URLSearchParams(listAsk.split('?')[1]).getAll('fields').join() === 'config', what('the list asks for the configs (fields=config)'), listAsk);
-        const archs = await page.locator('[data-testid="experiment-arch"]').allInnerTexts();
-        check(archs.join('|') === 'lstm_small, transformer_tiny|lstm_small|user code', what('the Arch column shows a sweep, one arch and user code'), archs.join('|'));
-        check(await page.locator('[data-testid="experiment-arch"]').nth(0).isVisible(), what('the Arch column is on screen'));
-        await page.selectOption('[data-testid="filter-arch"]', 'lstm_small');
-        await page.waitForFunction(() => document.querySelectorAll('[data-testid="experiment-row"]').length === 2, null, { timeout: 5000 }).catch(() => {});
-        const ids = await page.locator('[data-testid="experiment-row"]').evaluateAll((rs) => rs.map((r) => r.getAttribute('data-id')));
-        check(ids.join(',') === '5,4' && page.url().includes('arch=lstm_small'), what('the arch filter keeps the sweep and the lstm run, in the URL'), `${ids.join(',')} ${page.url()}`);
-        check((await text('[data-testid="arch-filter-note"]')).startsWith('2 of the 3 experiments on this page train lstm_small'), what('the filter says it narrows the page'));
-        await page.screenshot({ path: join(ART, `arch-list-${w}.png`), fullPage: true });
+  await atEveryWidth(browser, { dist, check, ART }, { label: 'slurm/arch', flow: 'the Slurm and arch flow', shot: 'slurm-arch', api: fixtureApi(requests) }, async ({ page, base, w, what }) => {
+    const text = (sel) => page.locator(sel).first().innerText();
+    requests.length = 0;
+    await page.goto(`${base}/#/experiments`);
+    await page.waitForSelector('[data-testid="experiment-arch"]', { timeout: 15000 });
+    const listAsk = requests.find((r) => r.startsWith('/api/v1/experiments?'));
+    check(!!listAsk && new URLSearchParams(listAsk.split('?')[1]).getAll('fields').join() === 'config', what('the list asks for the configs (fields=config)'), listAsk);
+    const archs = await page.locator('[data-testid="experiment-arch"]').allInnerTexts();
+    check(archs.join('|') === 'lstm_small, transformer_tiny|lstm_small|user code', what('the Arch column shows a sweep, one arch and user code'), archs.join('|'));
+    check(await page.locator('[data-testid="experiment-arch"]').nth(0).isVisible(), what('the Arch column is on screen'));
+    await page.selectOption('[data-testid="filter-arch"]', 'lstm_small');
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid="experiment-row"]').length === 2, null, { timeout: 5000 }).catch(() => {});
+    const ids = await page.locator('[data-testid="experiment-row"]').evaluateAll((rs) => rs.map((r) => r.getAttribute('data-id')));
+    check(ids.join(',') === '5,4' && page.url().includes('arch=lstm_small'), what('the arch filter keeps the sweep and the lstm run, in the URL'), `${ids.join(',')} ${page.url()}`);
+    check((await text('[data-testid="arch-filter-note"]')).startsWith('2 of the 3 experiments on this page train lstm_small'), what('the filter says it narrows the page'));
+    await page.screenshot({ path: join(ART, `arch-list-${w}.png`), fullPage: true });
 
-        await page.goto(`${base}/#/experiments/5`);
-        await page.waitForSelector('[data-testid="arch-row"]', { timeout: 15000 });
-        await page.waitForFunction(() => document.querySelector('[data-testid="arch-row"] [data-testid="arch-tps"]')?.textContent === '5,000', null, { timeout: 10000 }).catch(() => {});
-        const rows = await page.locator('[data-testid="arch-row"]').evaluateAll((rs) => rs.map((r) => [r.getAttribute('data-arch'), ...['arch-best', 'arch-best-trial', 'arch-time', 'arch-tps'].map((id) => r.querySelector(`[data-testid="${id}"]`).textContent)].join(' ')));
-        check(rows.join(' | ') === 'transformer_tiny 27.25 trial 12 12m 30s 5,000 | lstm_small 23 trial 13 7m 00s 3,000', what('the archs side by side: best, its trial, time, mean tokens/s'), rows.join(' | '));
-        const tableBox = await page.locator('[data-testid="arch-comparison"]').boundingBox();
-        check(!!tableBox && tableBox.x >= 0 && tableBox.x + tableBox.width <= w + 1, what('the comparison card fits the viewport'), JSON.stringify(tableBox));
-        await page.locator('[data-testid="arch-comparison"]').screenshot({ path: join(ART, `arch-compare-${w}.png`) });
-        const hostCells = await page.locator('[data-testid="trial-row"]').evaluateAll((rs) => rs.map((r) => `${r.getAttribute('data-id')}=${r.querySelector('[data-testid="trial-hosts"]').textContent}`));
-        check(hostCells.join(' ') === '11=node1 (Slurm) 12=node[1-2] (Slurm) 13=node2 (Slurm) 14=–', what("the trials table says where each Slurm trial ran"), hostCells.join(' '));
+    await page.goto(`${base}/#/experiments/5`);
+    await page.waitForSelector('[data-testid="arch-row"]', { timeout: 15000 });
+    await page.waitForFunction(() => document.querySelector('[data-testid="arch-row"] [data-testid="arch-tps"]')?.textContent === '5,000', null, { timeout: 10000 }).catch(() => {});
+    const rows = await page.locator('[data-testid="arch-row"]').evaluateAll((rs) => rs.map((r) => [r.getAttribute('data-arch'), ...['arch-best', 'arch-best-trial', 'arch-time', 'arch-tps'].map((id) => r.querySelector(`[data-testid="${id}"]`).textContent)].join(' ')));
+    check(rows.join(' | ') === 'transformer_tiny 27.25 trial 12 12m 30s 5,000 | lstm_small 23 trial 13 7m 00s 3,000', what('the archs side by side: best, its trial, time, mean tokens/s'), rows.join(' | '));
+    const tableBox = await page.locator('[data-testid="arch-comparison"]').boundingBox();
+    check(!!tableBox && tableBox.x >= 0 && tableBox.x + tableBox.width <= w + 1, what('the comparison card fits the viewport'), JSON.stringify(tableBox));
+    await page.locator('[data-testid="arch-comparison"]').screenshot({ path: join(ART, `arch-compare-${w}.png`) });
+    const hostCells = await page.locator('[data-testid="trial-row"]').evaluateAll((rs) => rs.map((r) => `${r.getAttribute('data-id')}=${r.querySelector('[data-testid="trial-hosts"]').textContent}`));
+    check(hostCells.join(' ') === '11=node1 (Slurm) 12=node[1-2] (Slurm) 13=node2 (Slurm) 14=–', what("the trials table says where each Slurm trial ran"), hostCells.join(' '));
 
-        await page.goto(`${base}/#/trials/21`);
-        await page.waitForSelector('[data-testid="trial-pool-capacity"]', { timeout: 15000 });
-        check((await text('[data-testid="trial-slurm"] [data-testid="trial-job-id"]')) === '813', what("a Slurm trial shows its job id"));
-        check((await text('[data-testid="trial-pool-capacity"]')) === '2 nodes × 2 slots, 2/4 slots busy', what("and its pool's nodes and slots"), await text('[data-testid="trial-pool-capacity"]'));
-        check((await text('[data-testid="slurm-reason"]')) === 'Resources', what("and Slurm's reason it waits"));
-        check((await text('[data-testid="trial-nodes"]')) === 'none yet', what('and no nodes while its job is pending'), await text('[data-testid="trial-nodes"]'));
-        await page.screenshot({ path: join(ART, `slurm-trial-${w}.png`), fullPage: true });
+    await page.goto(`${base}/#/trials/21`);
+    await page.waitForSelector('[data-testid="trial-pool-capacity"]', { timeout: 15000 });
+    check((await text('[data-testid="trial-slurm"] [data-testid="trial-job-id"]')) === '813', what("a Slurm trial shows its job id"));
+    check((await text('[data-testid="trial-pool-capacity"]')) === '2 nodes × 2 slots, 2/4 slots busy', what("and its pool's nodes and slots"), await text('[data-testid="trial-pool-capacity"]'));
+    check((await text('[data-testid="slurm-reason"]')) === 'Resources', what("and Slurm's reason it waits"));
+    check((await text('[data-testid="trial-nodes"]')) === 'none yet', what('and no nodes while its job is pending'), await text('[data-testid="trial-nodes"]'));
+    await page.screenshot({ path: join(ART, `slurm-trial-${w}.png`), fullPage: true });
 
-        // where trials ran (Trial.hosts): a Slurm job's nodes in the Slurm card, an agent in the Summary
-        await page.goto(`${base}/#/trials/12`);
-        await page.waitForSelector('[data-testid="trial-pool-capacity"]', { timeout: 15000 });
-        check((await text('[data-testid="trial-slurm"] [data-testid="trial-nodes"]')) === 'node[1-2]', what("a finished Slurm trial's card names its job's nodes"), await text('[data-testid="trial-nodes"]'));
-        check((await page.locator('[data-testid="trial-nodes"] code').count()) === 0 && (await page.locator('[data-testid="trial-hosts"]').count()) === 0, what('no sacct command and no Summary line for it'));
-        check(await page.locator('[data-testid="trial-nodes"]').isVisible(), what('the nodes are on screen'));
-        await page.screenshot({ path: join(ART, `slurm-trial-nodes-${w}.png`), fullPage: true });
-        await page.goto(`${base}/#/trials/14`);
-        await page.waitForSelector('[data-testid="trial-pool-capacity"]', { timeout: 15000 });
-        check((await text('[data-testid="trial-nodes"] code')) === 'sacct -j 814 -X -o NodeList', what('a Slurm job that ran without its nodes reported falls back to the sacct command'));
-        await page.goto(`${base}/#/trials/31`);
-        await page.waitForSelector('[data-testid="trial-hosts"]', { timeout: 15000 });
-        const ranOn = await page.locator('[data-testid="trial-hosts"]').evaluate((dd) => `${dd.previousElementSibling.textContent}: ${dd.textContent}`);
-        check(ranOn === 'Ran on: e2e-agent-0', what("a trial on agents says which agent it ran on in its Summary"), ranOn);
-        await page.waitForTimeout(300); // the pools and the config were read: still no Slurm card
-        check((await page.locator('[data-testid="trial-slurm"]').count()) === 0, what('and has no Slurm card'));
-        await page.screenshot({ path: join(ART, `agent-trial-hosts-${w}.png`), fullPage: true });
-        await page.goto(`${base}/#/experiments/3`);
-        await page.waitForSelector('[data-testid="trials-table"] [data-testid="trial-hosts"]', { timeout: 15000 });
-        check((await text('[data-testid="trials-table"] [data-testid="trial-hosts"]')) === 'e2e-agent-0', what("the agent trial's row in its experiment's trials table says where it ran"));
+    // where trials ran (Trial.hosts): a Slurm job's nodes in the Slurm card, an agent in the Summary
+    await page.goto(`${base}/#/trials/12`);
+    await page.waitForSelector('[data-testid="trial-pool-capacity"]', { timeout: 15000 });
+    check((await text('[data-testid="trial-slurm"] [data-testid="trial-nodes"]')) === 'node[1-2]', what("a finished Slurm trial's card names its job's nodes"), await text('[data-testid="trial-nodes"]'));
+    check((await page.locator('[data-testid="trial-nodes"] code').count()) === 0 && (await page.locator('[data-testid="trial-hosts"]').count()) === 0, what('no sacct command and no Summary line for it'));
+    check(await page.locator('[data-testid="trial-nodes"]').isVisible(), what('the nodes are on screen'));
+    await page.screenshot({ path: join(ART, `slurm-trial-nodes-${w}.png`), fullPage: true });
+    await page.goto(`${base}/#/trials/14`);
+    await page.waitForSelector('[data-testid="trial-pool-capacity"]', { timeout: 15000 });
+    check((await text('[data-testid="trial-nodes"] code')) === 'sacct -j 814 -X -o NodeList', what('a Slurm job that ran without its nodes reported falls back to the sacct command'));
+    await page.goto(`${base}/#/trials/31`);
+    await page.waitForSelector('[data-testid="trial-hosts"]', { timeout: 15000 });
+    const ranOn = await page.locator('[data-testid="trial-hosts"]').evaluate((dd) => `${dd.previousElementSibling.textContent}: ${dd.textContent}`);
+    check(ranOn === 'Ran on: e2e-agent-0', what("a trial on agents says which agent it ran on in its Summary"), ranOn);
+    await page.waitForTimeout(300); // the pools and the config were read: still no Slurm card
+    check((await page.locator('[data-testid="trial-slurm"]').count()) === 0, what('and has no Slurm card'));
+    await page.screenshot({ path: join(ART, `agent-trial-hosts-${w}.png`), fullPage: true });
+    await page.goto(`${base}/#/experiments/3`);
+    await page.waitForSelector('[data-testid="trials-table"] [data-testid="trial-hosts"]', { timeout: 15000 });
+    check((await text('[data-testid="trials-table"] [data-testid="trial-hosts"]')) === 'e2e-agent-0', what("the agent trial's row in its experiment's trials table says where it ran"));
 
-        await page.goto(`${base}/#/cluster`);
-        await page.waitForSelector('[data-testid="pool-capacity"]', { timeout: 15000 });
-        check((await text('[data-testid="pool-capacity"]')) === '2 nodes × 2 slots', what("the Slurm pool's capacity on the cluster page"));
-        check((await text('[data-testid="cluster-slurm-summary"]')) === '· Slurm: 2 node(s), 2/4 slots busy', what('the Slurm summary in the heading'));
-        await page.waitForSelector('[data-testid="queue-job-id"]', { timeout: 15000 });
-        check((await text('[data-testid="queue-job-id"]')) === '813', what("the queued Slurm trial's job id in the queue"));
-        await page.screenshot({ path: join(ART, `slurm-cluster-${w}.png`), fullPage: true });
-      } catch (e) {
-        check(false, what('the Slurm and arch flow ran to the end'), e.message);
-        await page.screenshot({ path: join(ART, `slurm-arch-failure-${w}.png`), fullPage: true }).catch(() => {});
-      }
-      check(errors.length === 0, what('no uncaught page errors'), errors.join(' | '));
-      await page.close();
-    }
-  } finally {
-    server.close();
-  }
+    await page.goto(`${base}/#/cluster`);
+    await page.waitForSelector('[data-testid="pool-capacity"]', { timeout: 15000 });
+    check((await text('[data-testid="pool-capacity"]')) === '2 nodes × 2 slots', what("the Slurm pool's capacity on the cluster page"));
+    check((await text('[data-testid="cluster-slurm-summary"]')) === '· Slurm: 2 node(s), 2/4 slots busy', what('the Slurm summary in the heading'));
+    await page.waitForSelector('[data-testid="queue-job-id"]', { timeout: 15000 });
+    check((await text('[data-testid="queue-job-id"]')) === '813', what("the queued Slurm trial's job id in the queue"));
+    await page.screenshot({ path: join(ART, `slurm-cluster-${w}.png`), fullPage: true });
+  });
 }

@@ -11,7 +11,7 @@ import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { contextHandlers, fixedContext } from '../dev/context-fixtures.mjs';
-import { serveDist } from './static-server.mjs';
+import { atEveryWidth } from './flow.mjs';
 
 const NATIVE_YAML = 'name: lstm-vs-tiny\nprecision: bf16\ndata:\n  train: {src: /data/wmt/train.de, tgt: /data/wmt/train.en}\n  valid: {src: /data/wmt/valid.de, tgt: /data/wmt/valid.en}\nhyperparameters:\n  arch: {type: categorical, vals: [lstm_small, transformer_tiny]}\nsearcher: {name: grid, metric: bleu, smaller_is_better: false}\n';
 const userCode = (name, entry) => `name: ${name}\nentrypoint: ${entry}\nsearcher: {name: single, metric: accuracy}\n`;
@@ -65,93 +65,77 @@ function fixtureApi(requests) {
 
 export async function whatRanFlow(browser, { dist, check, ART }) {
   const requests = [];
-  const { server, url: base } = await serveDist(dist, 0, fixtureApi(requests));
   const archive = CONTEXTS.get('8');
-  try {
-    for (const [w, h] of [[1280, 900], [375, 800]]) {
-      const page = await browser.newPage({ viewport: { width: w, height: h }, acceptDownloads: true });
-      const errors = [];
-      page.on('pageerror', (e) => errors.push(e.message));
-      const what = (s) => `what ran ${w}px: ${s}`;
-      const text = (sel) => page.locator(sel).first().innerText();
-      const fits = async (sel) => {
-        const box = await page.locator(sel).first().boundingBox();
-        return !!box && box.x >= 0 && box.x + box.width <= w + 1;
-      };
-      try {
-        await page.goto(`${base}/#/experiments`);
-        await page.waitForSelector('[data-testid="experiment-row"]', { timeout: 15000 });
-        const badged = await page.locator('[data-testid="unmanaged-badge"]').evaluateAll((bs) => bs.map((b) => `${b.closest('tr').getAttribute('data-id')}:${b.closest('td').className}:${b.textContent}`));
-        check(badged.join() === '9:col-name:unmanaged', what("the list badges the unmanaged experiment in its name cell"), badged.join());
-        check(await page.locator('[data-testid="unmanaged-badge"]').isVisible(), what('the badge is on screen'));
-        await page.screenshot({ path: join(ART, `what-ran-list-${w}.png`), fullPage: true });
+  await atEveryWidth(browser, { dist, check, ART }, { label: 'what ran', flow: 'the what-ran flow', shot: 'what-ran', api: fixtureApi(requests), pageOptions: { acceptDownloads: true } }, async ({ page, base, w, what }) => {
+    const text = (sel) => page.locator(sel).first().innerText();
+    const fits = async (sel) => {
+      const box = await page.locator(sel).first().boundingBox();
+      return !!box && box.x >= 0 && box.x + box.width <= w + 1;
+    };
+    await page.goto(`${base}/#/experiments`);
+    await page.waitForSelector('[data-testid="experiment-row"]', { timeout: 15000 });
+    const badged = await page.locator('[data-testid="unmanaged-badge"]').evaluateAll((bs) => bs.map((b) => `${b.closest('tr').getAttribute('data-id')}:${b.closest('td').className}:${b.textContent}`));
+    check(badged.join() === '9:col-name:unmanaged', what("the list badges the unmanaged experiment in its name cell"), badged.join());
+    check(await page.locator('[data-testid="unmanaged-badge"]').isVisible(), what('the badge is on screen'));
+    await page.screenshot({ path: join(ART, `what-ran-list-${w}.png`), fullPage: true });
 
-        requests.length = 0;
-        await page.goto(`${base}/#/experiments/7`);
-        await page.waitForSelector('[data-testid="what-ran"][data-kind="native"]', { timeout: 15000 });
-        check((await text('[data-testid="what-ran-arch"]')) === 'lstm_small, transformer_tiny', what("a native sweep's archs"), await text('[data-testid="what-ran-arch"]'));
-        check((await text('[data-testid="what-ran-precision"]')) === 'bf16', what('its precision'));
-        const splits = await page.locator('[data-testid="data-split"]').allInnerTexts();
-        check(splits.join(' | ') === 'train: src /data/wmt/train.de, tgt /data/wmt/train.en | valid: src /data/wmt/valid.de, tgt /data/wmt/valid.en', what('its data files'), splits.join(' | '));
-        check(await fits('[data-testid="what-ran"]'), what('the native card fits the viewport'));
-        await page.waitForSelector('[data-testid="config-yaml"]');
-        check(!requests.some((r) => r.includes('/context')) && (await page.locator('[data-testid="unmanaged-badge"]').count()) === 0, what('no context asked for a native experiment, no badge'), requests.join(' '));
-        await page.locator('[data-testid="what-ran"]').screenshot({ path: join(ART, `what-ran-native-${w}.png`) });
+    requests.length = 0;
+    await page.goto(`${base}/#/experiments/7`);
+    await page.waitForSelector('[data-testid="what-ran"][data-kind="native"]', { timeout: 15000 });
+    check((await text('[data-testid="what-ran-arch"]')) === 'lstm_small, transformer_tiny', what("a native sweep's archs"), await text('[data-testid="what-ran-arch"]'));
+    check((await text('[data-testid="what-ran-precision"]')) === 'bf16', what('its precision'));
+    const splits = await page.locator('[data-testid="data-split"]').allInnerTexts();
+    check(splits.join(' | ') === 'train: src /data/wmt/train.de, tgt /data/wmt/train.en | valid: src /data/wmt/valid.de, tgt /data/wmt/valid.en', what('its data files'), splits.join(' | '));
+    check(await fits('[data-testid="what-ran"]'), what('the native card fits the viewport'));
+    await page.waitForSelector('[data-testid="config-yaml"]');
+    check(!requests.some((r) => r.includes('/context')) && (await page.locator('[data-testid="unmanaged-badge"]').count()) === 0, what('no context asked for a native experiment, no badge'), requests.join(' '));
+    await page.locator('[data-testid="what-ran"]').screenshot({ path: join(ART, `what-ran-native-${w}.png`) });
 
-        await page.goto(`${base}/#/experiments/8`);
-        await page.waitForSelector('[data-testid="context-file"]', { timeout: 15000 });
-        check((await text('[data-testid="what-ran-entrypoint"]')) === 'python3 train.py --epochs 3', what("user code's entrypoint as a command line"));
-        const files = await page.locator('[data-testid="context-file"]').evaluateAll((rs) => rs.map((r) => [...r.querySelectorAll('td')].map((td) => td.textContent).join(' ')));
-        check(files.join(' | ') === 'train.py 1.2 KiB | model/net.py 20 KiB | data → /mnt/shared/data link', what('the context files with sizes and the link'), files.join(' | '));
-        check((await text('[data-testid="context-file-bytes"]')) === '3 files, 21 KiB', what('the total file bytes'), await text('[data-testid="context-file-bytes"]'));
-        check((await text('[data-testid="context-archive-bytes"]')) === `${archive.archiveBytes} B (.tar.gz)`, what('the archive size'), await text('[data-testid="context-archive-bytes"]'));
-        const sha = page.locator('[data-testid="context-sha256"]');
-        check((await sha.innerText()) === `${archive.sha256.slice(0, 12)}…` && (await sha.getAttribute('title')) === archive.sha256, what('the SHA-256, shortened, the full value as its tooltip'));
-        check((await fits('[data-testid="what-ran"]')) && (await page.locator('[data-testid="context-file"]').last().isVisible()), what('the context card fits the viewport, the file list shown'));
-        const [download] = await Promise.all([page.waitForEvent('download', { timeout: 10000 }), page.click('[data-testid="context-download"]')]);
-        const saved = join(ART, `what-ran-download-${w}.tar.gz`);
-        await download.saveAs(saved);
-        const bytes = await readFile(saved);
-        check(download.suggestedFilename() === 'experiment-8-context.tar.gz', what('Download context saves experiment-8-context.tar.gz'), download.suggestedFilename());
-        check(bytes.length === Number(archive.archiveBytes) && createHash('sha256').update(bytes).digest('hex') === archive.sha256, what("the saved file is the archive's bytes (size and SHA-256)"), `${bytes.length} bytes`);
-        check(requests.includes('/api/v1/experiments/8/context?includeArchive=true'), what('the download asked includeArchive=true'));
-        await page.screenshot({ path: join(ART, `what-ran-user-code-${w}.png`), fullPage: true });
+    await page.goto(`${base}/#/experiments/8`);
+    await page.waitForSelector('[data-testid="context-file"]', { timeout: 15000 });
+    check((await text('[data-testid="what-ran-entrypoint"]')) === 'python3 train.py --epochs 3', what("user code's entrypoint as a command line"));
+    const files = await page.locator('[data-testid="context-file"]').evaluateAll((rs) => rs.map((r) => [...r.querySelectorAll('td')].map((td) => td.textContent).join(' ')));
+    check(files.join(' | ') === 'train.py 1.2 KiB | model/net.py 20 KiB | data → /mnt/shared/data link', what('the context files with sizes and the link'), files.join(' | '));
+    check((await text('[data-testid="context-file-bytes"]')) === '3 files, 21 KiB', what('the total file bytes'), await text('[data-testid="context-file-bytes"]'));
+    check((await text('[data-testid="context-archive-bytes"]')) === `${archive.archiveBytes} B (.tar.gz)`, what('the archive size'), await text('[data-testid="context-archive-bytes"]'));
+    const sha = page.locator('[data-testid="context-sha256"]');
+    check((await sha.innerText()) === `${archive.sha256.slice(0, 12)}…` && (await sha.getAttribute('title')) === archive.sha256, what('the SHA-256, shortened, the full value as its tooltip'));
+    check((await fits('[data-testid="what-ran"]')) && (await page.locator('[data-testid="context-file"]').last().isVisible()), what('the context card fits the viewport, the file list shown'));
+    const [download] = await Promise.all([page.waitForEvent('download', { timeout: 10000 }), page.click('[data-testid="context-download"]')]);
+    const saved = join(ART, `what-ran-download-${w}.tar.gz`);
+    await download.saveAs(saved);
+    const bytes = await readFile(saved);
+    check(download.suggestedFilename() === 'experiment-8-context.tar.gz', what('Download context saves experiment-8-context.tar.gz'), download.suggestedFilename());
+    check(bytes.length === Number(archive.archiveBytes) && createHash('sha256').update(bytes).digest('hex') === archive.sha256, what("the saved file is the archive's bytes (size and SHA-256)"), `${bytes.length} bytes`);
+    check(requests.includes('/api/v1/experiments/8/context?includeArchive=true'), what('the download asked includeArchive=true'));
+    await page.screenshot({ path: join(ART, `what-ran-user-code-${w}.png`), fullPage: true });
 
-        await page.goto(`${base}/#/experiments/9`);
-        await page.waitForSelector('[data-testid="context-none"]', { timeout: 15000 });
-        check((await text('[data-testid="context-none"]')) === 'No context uploaded.', what('a user-code experiment whose context answers 404 says so'));
-        check((await page.locator('[data-testid="error-banner"]').count()) === 0, what('and shows no error banner for it'));
-        const badge = page.locator('.page-head [data-testid="unmanaged-badge"]');
-        check((await badge.count()) === 1 && (await badge.innerText()) === 'unmanaged' && (await badge.isVisible()), what('the unmanaged badge in the page header'));
-        await page.screenshot({ path: join(ART, `what-ran-unmanaged-${w}.png`), fullPage: true });
+    await page.goto(`${base}/#/experiments/9`);
+    await page.waitForSelector('[data-testid="context-none"]', { timeout: 15000 });
+    check((await text('[data-testid="context-none"]')) === 'No context uploaded.', what('a user-code experiment whose context answers 404 says so'));
+    check((await page.locator('[data-testid="error-banner"]').count()) === 0, what('and shows no error banner for it'));
+    const badge = page.locator('.page-head [data-testid="unmanaged-badge"]');
+    check((await badge.count()) === 1 && (await badge.innerText()) === 'unmanaged' && (await badge.isVisible()), what('the unmanaged badge in the page header'));
+    await page.screenshot({ path: join(ART, `what-ran-unmanaged-${w}.png`), fullPage: true });
 
-        await page.goto(`${base}/#/experiments/10`);
-        await page.waitForSelector('[data-testid="context-show-all"]', { timeout: 15000 });
-        const count = () => page.locator('[data-testid="context-file"]').count();
-        check((await count()) === 200 && (await text('[data-testid="context-show-all"]')) === 'Show all 250', what('a long context lists 200 files and offers all 250'));
-        await page.click('[data-testid="context-show-all"]');
-        check((await count()) === 250, what('Show all lists 250'));
+    await page.goto(`${base}/#/experiments/10`);
+    await page.waitForSelector('[data-testid="context-show-all"]', { timeout: 15000 });
+    const count = () => page.locator('[data-testid="context-file"]').count();
+    check((await count()) === 200 && (await text('[data-testid="context-show-all"]')) === 'Show all 250', what('a long context lists 200 files and offers all 250'));
+    await page.click('[data-testid="context-show-all"]');
+    check((await count()) === 250, what('Show all lists 250'));
 
-        await page.goto(`${base}/#/trials/71`);
-        await page.waitForSelector('[data-testid="trial-arch"]', { timeout: 15000 });
-        check((await text('[data-testid="trial-arch"]')) === 'lstm_small' && (await text('[data-testid="trial-precision"]')) === 'bf16', what("a native trial's own arch and precision"));
-        await page.waitForSelector('[data-testid="chart-throughput"]', { timeout: 10000 });
-        check(true, what('the native trial has its throughput panel'));
-        await page.goto(`${base}/#/trials/81`);
-        await page.waitForSelector('[data-testid="trial-entrypoint"]', { timeout: 15000 });
-        check((await text('[data-testid="trial-entrypoint"]')) === 'python3 train.py --epochs 3', what("a Core API trial's entrypoint"));
-        await page.waitForSelector('[data-testid="chart-training"][data-points="2"]', { timeout: 10000 });
-        const native = await page.locator('[data-testid="chart-throughput"], [data-testid="chart-loss-scale"], [data-testid="trial-arch"], [data-testid="trial-precision"]').count();
-        check(native === 0 && !(await page.locator('main').innerText()).includes('loss_scale'), what('and no native-only panel'), `${native} native element(s)`);
-        await page.screenshot({ path: join(ART, `what-ran-core-trial-${w}.png`), fullPage: true });
-      } catch (e) {
-        check(false, what('the what-ran flow ran to the end'), e.message);
-        await page.screenshot({ path: join(ART, `what-ran-failure-${w}.png`), fullPage: true }).catch(() => {});
-      }
-      check(errors.length === 0, what('no uncaught page errors'), errors.join(' | '));
-      await page.close();
-    }
-  } finally {
-    server.close();
-  }
+    await page.goto(`${base}/#/trials/71`);
+    await page.waitForSelector('[data-testid="trial-arch"]', { timeout: 15000 });
+    check((await text('[data-testid="trial-arch"]')) === 'lstm_small' && (await text('[data-testid="trial-precision"]')) === 'bf16', what("a native trial's own arch and precision"));
+    await page.waitForSelector('[data-testid="chart-throughput"]', { timeout: 10000 });
+    check(true, what('the native trial has its throughput panel'));
+    await page.goto(`${base}/#/trials/81`);
+    await page.waitForSelector('[data-testid="trial-entrypoint"]', { timeout: 15000 });
+    check((await text('[data-testid="trial-entrypoint"]')) === 'python3 train.py --epochs 3', what("a Core API trial's entrypoint"));
+    await page.waitForSelector('[data-testid="chart-training"][data-points="2"]', { timeout: 10000 });
+    const native = await page.locator('[data-testid="chart-throughput"], [data-testid="chart-loss-scale"], [data-testid="trial-arch"], [data-testid="trial-precision"]').count();
+    check(native === 0 && !(await page.locator('main').innerText()).includes('loss_scale'), what('and no native-only panel'), `${native} native element(s)`);
+    await page.screenshot({ path: join(ART, `what-ran-core-trial-${w}.png`), fullPage: true });
+  });
 }
