@@ -105,8 +105,12 @@ ClusterCommand AddCommand(CLI::App* parent, const std::string& name, const std::
 // `sf experiment create|fork|continue|list|describe|kill|pause|activate|archive|unarchive|delete`
 // (cli/experiment_commands.cc).
 void AddExperimentCommands(CLI::App& sf, CommandAction& action);
-// `sf trial list|describe|logs|metrics` (cli/trial_commands.cc).
+// `sf trial list|describe|logs|metrics` (cli/trial_commands.cc). DescribeTrial and TrialLogs
+// (`f.follow`: until it ended) serve the trial the command's ID names; `sf task` uses them for a
+// trial in the one task list ("t12").
 void AddTrialCommands(CLI::App& sf, CommandAction& action);
+int DescribeTrial(const Flags& f, Api& api);
+int TrialLogs(const Flags& f, Api& api);
 // `sf agent ...`, `sf slot list`, `sf resource-pool list` (cli/agent_commands.cc).
 void AddAgentCommands(CLI::App& sf, CommandAction& action);
 // `sf checkpoint list|delete` (cli/checkpoint_commands.cc).

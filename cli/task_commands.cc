@@ -1,12 +1,14 @@
-// `sf cmd run|list|logs|kill` and `sf task list|describe|logs|kill`: tasks that are not an
-// experiment's trials (docs/tasks.md; master/tasks/task_coordinator.h). Notebooks' own commands
-// are cli/notebook_commands.cc.
+// `sf cmd run|list|logs|kill` and `sf task list|describe|logs|kill` (docs/tasks.md;
+// master/tasks/task_coordinator.h). The task list also shows experiments' trials, by "t<id>" (their
+// ids are numbered apart from tasks'), which describe and logs take too. Notebooks' and shells'
+// own commands are cli/interactive_commands.cc.
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -206,16 +208,43 @@ int ListTasks(const Flags& f, Api& api, const std::string& kind, bool all) {
   return CallAndPrint<v1::ListTasksResponse>(f, api, "ListTasks", request, [&](const v1::ListTasksResponse& r) {
     std::vector<std::vector<std::string>> rows;
     for (const v1::Task& t : r.tasks()) {
-      rows.push_back({std::to_string(t.id()), t.kind(), t.state(), t.has_exit_code() ? std::to_string(t.exit_code()) : "",
-                      std::to_string(t.slots()), t.agent_id(), t.owner(), TimeText(t.has_created_at(), t.created_at()),
-                      Joined(t)});
+      const bool trial = t.kind() == "TRIAL";
+      rows.push_back({(trial ? "t" : "") + std::to_string(t.id()), t.kind(), t.state(),
+                      t.has_exit_code() ? std::to_string(t.exit_code()) : "", std::to_string(t.slots()), t.agent_id(),
+                      t.owner(), TimeText(t.has_created_at(), t.created_at()),
+                      trial ? "experiment " + std::to_string(t.experiment_id()) + ": " + Joined(t) : Joined(t)});
     }
     PrintTable({"ID", "KIND", "STATE", "EXIT", "SLOTS", "AGENT", "OWNER", "CREATED", "ENTRYPOINT"}, rows);
   });
 }
 
-// GetTask or KillTask for the task the command's ID names.
+// The trial a task command's ID names ("t12", as `sf task list` prints a trial), else nullopt.
+std::optional<int64_t> TrialRef(const std::string& id) {
+  if (id.size() < 2 || id.size() > 19 || id[0] != 't' || id[1] == '0') return std::nullopt;
+  for (size_t i = 1; i < id.size(); ++i) {
+    if (id[i] < '0' || id[i] > '9') return std::nullopt;
+  }
+  return std::stoll(id.substr(1));
+}
+
+// The command's flags with ID the trial's number, for the trial commands.
+Flags ForTrial(const Flags& f, int64_t trial, bool follow) {
+  Flags g = f;
+  g.id = std::to_string(trial);
+  g.follow = follow;
+  return g;
+}
+
+// GetTask or KillTask for the task the command's ID names (a trial's "t12": its description;
+// kill is refused, a trial ends with its experiment).
 int OneTask(const Flags& f, Api& api, const std::string& method) {
+  if (auto trial = TrialRef(f.id)) {
+    if (method == "GetTask") return DescribeTrial(ForTrial(f, *trial, false), api);
+    std::cerr << "sf: " << f.id << " is trial " << *trial
+              << ": a trial is stopped with its experiment (sf experiment kill, or pause; sf trial describe " << *trial
+              << " names it)\n";
+    return kExitUsage;
+  }
   const auto id = IntegerId(f.id);
   if (!id) return kExitUsage;
   v1::TaskRequest request;
@@ -231,6 +260,7 @@ int OneTask(const Flags& f, Api& api, const std::string& method) {
 
 // `logs ID [-f]`: the task's output so far; with -f, also what follows until the task ended.
 int TaskLogs(const Flags& f, Api& api, bool follow) {
+  if (auto trial = TrialRef(f.id)) return TrialLogs(ForTrial(f, *trial, follow), api);
   const auto id = IntegerId(f.id);
   if (!id) return kExitUsage;
   if (!follow) {
@@ -287,19 +317,19 @@ void AddTaskCommands(CLI::App& sf, CommandAction& action) {
       .Id("ID", "the command's id");
 
   CLI::App* task =
-      sf.add_subcommand("task", "every task that is not an experiment's trial: commands, servers and notebooks");
+      sf.add_subcommand("task", "every task: trials, servers, commands, notebooks and shells");
   task->require_subcommand(1);
   auto every = std::make_shared<bool>(false);
   AddCommand(task, "list", "list the tasks (live ones; --all: also ended ones)", action,
              [every](const Flags& f, Api& api) { return ListTasks(f, api, "", *every); })
-      .app->add_flag("--all", *every, "also the newest 100 ended tasks");
+      .app->add_flag("--all", *every, "also the newest 100 ended tasks and 100 ended trials");
   AddCommand(task, "describe", "show a task: what it runs, its state, why it waits, where it runs", action,
              [](const Flags& f, Api& api) { return OneTask(f, api, "GetTask"); })
-      .Id("ID", "the task's id");
+      .Id("ID", "the task's id (a trial's: t<id>, as the list prints it)");
   auto follow_task = std::make_shared<bool>(false);
   AddCommand(task, "logs", "print a task's output (-f: and follow it until the task ends)", action,
              [follow_task](const Flags& f, Api& api) { return TaskLogs(f, api, *follow_task); })
-      .Id("ID", "the task's id")
+      .Id("ID", "the task's id (a trial's: t<id>)")
       .app->add_flag("-f,--follow", *follow_task, "keep printing its output until it ends");
   AddCommand(task, "kill", "kill a task (a server: as sf serve stop)", action,
              [](const Flags& f, Api& api) { return OneTask(f, api, "KillTask"); })

@@ -44,6 +44,8 @@ int ListTrials(const Flags& f, Api& api) {
   return kExitOk;
 }
 
+}  // namespace
+
 int DescribeTrial(const Flags& f, Api& api) {
   v1::GetTrialRequest request;
   const auto id = IntegerId(f.id);
@@ -87,7 +89,7 @@ int DescribeTrial(const Flags& f, Api& api) {
 }
 
 // `sf trial logs -f`: GetTrialLogs with follow, which the master answers as server-sent events.
-int FollowTrialLogs(const Flags& f, Api& api, int64_t trial_id) {
+static int FollowTrialLogs(const Flags& f, Api& api, int64_t trial_id) {
   // The same answer for an unknown trial as without -f (exit 2, the master's message).
   v1::GetTrialRequest trial;
   trial.set_trial_id(trial_id);
@@ -147,6 +149,8 @@ int TrialLogs(const Flags& f, Api& api) {
     if (r->message.logs_size() < kPage) return kExitOk;
   }
 }
+
+namespace {
 
 int TrialMetrics(const Flags& f, Api& api) {
   v1::GetTrialMetricsRequest request;

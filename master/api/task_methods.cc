@@ -1,7 +1,7 @@
-// Tasks that are not an experiment's trials: their part of the method table (api_methods.h;
-// master/tasks/task_coordinator.h; docs/tasks.md). CreateCommand checks the request and its
-// context and creates a COMMAND task; the list, a task, its logs and KillTask serve every kind
-// (servers too). What each method needs is checked by the access policy from its proto option
+// Tasks: their part of the method table (api_methods.h; master/tasks/task_coordinator.h;
+// docs/tasks.md). CreateCommand checks the request and its context and creates a COMMAND task;
+// a task, its logs and KillTask serve every kind (servers too); the list also shows trials
+// (master/tasks/trial_tasks.h). What each method needs is checked by the access policy from its proto option
 // (KillTask: acting on the task).
 #include <algorithm>
 
@@ -10,6 +10,7 @@
 #include "common/utf8.h"
 #include "master/api/api_methods.h"
 #include "master/tasks/task_store.h"
+#include "master/tasks/trial_tasks.h"
 
 namespace sf::master {
 namespace {
@@ -131,20 +132,35 @@ void ApiMethods::AddTaskMethods() {
   });
   Add<v1::ListTasksRequest>("ListTasks", [h](const v1::ListTasksRequest& r,
                                              const Principal&) -> Result<v1::ListTasksResponse> {
-    if (!r.kind().empty() && r.kind() != "SERVER" && r.kind() != "COMMAND" && r.kind() != "NOTEBOOK" &&
-        r.kind() != "SHELL") {
+    const bool trials = r.kind().empty() || r.kind() == kTrialTaskKind;
+    if (!trials && r.kind() != "SERVER" && r.kind() != "COMMAND" && r.kind() != "NOTEBOOK" && r.kind() != "SHELL") {
       return InvalidArgument("kind: \"" + ReplaceInvalidUtf8(r.kind().substr(0, 32)) +
-                             "\" must be SERVER, COMMAND, NOTEBOOK or SHELL");
+                             "\" must be SERVER, COMMAND, NOTEBOOK, SHELL or TRIAL");
     }
-    SF_ASSIGN_OR_RETURN(std::vector<v1::Task> tasks, TaskStore(h->writes()).List(r.kind(), r.include_ended()));
-    const std::map<int64_t, std::string> reasons = h->cluster()->tasks().PendingReasons();
-    v1::ListTasksResponse out;
-    for (v1::Task& t : tasks) {
-      if (auto reason = reasons.find(t.id()); t.state() == "QUEUED" && reason != reasons.end()) {
-        t.set_pending_reason(reason->second);
+    std::vector<v1::Task> tasks;
+    if (r.kind() != kTrialTaskKind) {
+      SF_ASSIGN_OR_RETURN(tasks, TaskStore(h->writes()).List(r.kind(), r.include_ended()));
+      const std::map<int64_t, std::string> reasons = h->cluster()->tasks().PendingReasons();
+      for (v1::Task& t : tasks) {
+        if (auto reason = reasons.find(t.id()); t.state() == "QUEUED" && reason != reasons.end()) {
+          t.set_pending_reason(reason->second);
+        }
       }
-      *out.add_tasks() = std::move(t);
     }
+    if (trials) {
+      SF_ASSIGN_OR_RETURN(std::vector<v1::Task> rows, TrialTasks(h->writes(), r.include_ended()));
+      for (v1::Task& t : rows) {
+        if (t.state() == "QUEUED") t.set_pending_reason(h->cluster()->PendingReason(t.id()));
+        tasks.push_back(std::move(t));
+      }
+    }
+    // One list, oldest first (tasks and trials are numbered apart).
+    std::stable_sort(tasks.begin(), tasks.end(), [](const v1::Task& a, const v1::Task& b) {
+      return std::pair(a.created_at().seconds(), a.created_at().nanos()) <
+             std::pair(b.created_at().seconds(), b.created_at().nanos());
+    });
+    v1::ListTasksResponse out;
+    for (v1::Task& t : tasks) *out.add_tasks() = std::move(t);
     return out;
   });
   Add<v1::TaskRequest>("GetTask", [h](const v1::TaskRequest& r, const Principal&) { return TaskReply(h, r.id()); });

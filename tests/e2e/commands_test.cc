@@ -2,7 +2,7 @@
 // command runs once on an agent's slot with its context directory as its working directory,
 // its output comes back to the terminal in order and it exits with the program's status; torch
 // imports in it; a command waiting for a busy slot says why; `sf cmd kill` ends one; `sf task
-// list` shows them; bad requests name what is wrong.
+// list` shows them, beside the trials of experiments; bad requests name what is wrong.
 #include <gtest/gtest.h>
 
 #include <regex>
@@ -178,6 +178,98 @@ TEST(Commands, AConfigFileDescribesOneAndLogsFollowItToTheEnd) {
   const Value* tasks = list.Find("tasks");
   EXPECT_EQ(tasks && tasks->is_list() ? tasks->as_list().size() : 0u, 2u) << "a refused config created a command: "
                                                                           << list.ToJson();
+}
+
+}  // namespace
+}  // namespace sf::testing
+
+namespace sf::testing {
+namespace {
+
+// The one task list (master/tasks/trial_tasks.h): an experiment's trials are listed beside
+// commands as tasks of kind TRIAL ("t<id>" in `sf task list`), with their experiment, slots,
+// pool, agent and why a queued one waits; `sf task logs|describe t<id>` serve a trial; kill is
+// refused (a trial ends with its experiment); an ended trial leaves the live list.
+TEST(TaskList, ShowsTrialsBesideCommandsAndServesTheirLogs) {
+  Cluster c(1, 1);
+  const int64_t experiment = c.Submit(TinyExperiment(2, 1000000, 10, "task-list-e2e"));
+  ASSERT_GT(experiment, 0);
+  ASSERT_TRUE(c.WaitFor([&] { return !c.TrainerPids().empty(); }, 120s));
+  auto command = Sf(c, {"cmd", "run", "--detach", "--", "/bin/true"});
+  ASSERT_TRUE(command.ok()) << command.status().ToString();
+  const int64_t command_id = CommandId(command->output);
+  ASSERT_GT(command_id, 0) << command->output;
+
+  Value running, queued;
+  ASSERT_TRUE(c.WaitFor(
+      [&] {
+        auto [status, list] = c.Get("/api/v1/tasks?kind=TRIAL");
+        if (status != 200 || !list.Find("tasks") || list.Find("tasks")->as_list().size() != 2) return false;
+        for (const Value& t : list.Find("tasks")->as_list()) {
+          const std::string state = t.Find("state") ? t.Find("state")->as_string() : "";
+          if (state == "RUNNING") running = t;
+          if (state == "QUEUED") queued = t;
+        }
+        return running.Find("id") && queued.Find("id") && queued.Find("pendingReason");
+      },
+      120s))
+      << c.Get("/api/v1/tasks?kind=TRIAL").second.ToJson();
+  const std::string trial = "t" + std::to_string(Id(running));
+  EXPECT_EQ(running.Find("kind")->as_string(), "TRIAL");
+  EXPECT_EQ(running.Find("experimentId") ? running.Find("experimentId")->as_string() : "", std::to_string(experiment))
+      << running.ToJson();
+  EXPECT_EQ(running.Find("slots") ? running.Find("slots")->as_double() : 0, 1) << running.ToJson();
+  EXPECT_EQ(running.Find("resourcePool") ? running.Find("resourcePool")->as_string() : "", "default");
+  EXPECT_FALSE(running.Find("agentId") ? running.Find("agentId")->as_string().empty() : true) << running.ToJson();
+  EXPECT_EQ(running.Find("owner") ? running.Find("owner")->as_string() : "", "admin") << running.ToJson();
+  EXPECT_NE(queued.Find("pendingReason")->as_string(), "") << queued.ToJson();
+
+  // One list in the terminal: the trials by "t<id>", the command by its id.
+  auto listed = Sf(c, {"task", "list", "--all"});
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(listed->exit_code, 0) << listed->output;
+  EXPECT_TRUE(std::regex_search(listed->output, std::regex(trial + R"( +TRIAL +RUNNING .*experiment )" +
+                                                           std::to_string(experiment) + ": sf-trainer")))
+      << listed->output;
+  EXPECT_TRUE(std::regex_search(listed->output, std::regex("\nt" + std::to_string(Id(queued)) + " +TRIAL +QUEUED")))
+      << listed->output;
+  EXPECT_TRUE(std::regex_search(listed->output, std::regex("\n" + std::to_string(command_id) + " +COMMAND ")))
+      << listed->output;
+  auto commands = Sf(c, {"cmd", "list", "--all"});
+  ASSERT_TRUE(commands.ok());
+  EXPECT_EQ(commands->output.find("TRIAL"), std::string::npos) << commands->output;
+
+  // A trial's logs and description through the task commands, as through the trial's.
+  ASSERT_TRUE(c.WaitFor(
+      [&] {
+        auto l = Sf(c, {"trial", "logs", std::to_string(Id(running))});
+        return l.ok() && !l->output.empty();
+      },
+      60s));
+  auto logs = Sf(c, {"task", "logs", trial});
+  ASSERT_TRUE(logs.ok());
+  EXPECT_EQ(logs->exit_code, 0) << logs->output;
+  EXPECT_FALSE(logs->output.empty());
+  auto described = Sf(c, {"task", "describe", trial});
+  ASSERT_TRUE(described.ok());
+  EXPECT_NE(described->output.find("experimentId: " + std::to_string(experiment)), std::string::npos)
+      << described->output;
+  auto kill = Sf(c, {"task", "kill", trial});
+  ASSERT_TRUE(kill.ok());
+  EXPECT_EQ(kill->exit_code, 2) << kill->output;
+  EXPECT_NE(kill->output.find("sf experiment kill"), std::string::npos) << kill->output;
+  EXPECT_EQ(c.Get("/api/v1/tasks?kind=EXPERIMENT").first, 400);
+
+  // Ended trials leave the live list and stay in the full one, in the tasks' words.
+  ASSERT_EQ(c.Post("/api/v1/experiments/" + std::to_string(experiment) + "/kill", "").first, 200);
+  ASSERT_TRUE(c.WaitForState(experiment, "EXPERIMENT_STATE_CANCELED", 60s));
+  auto [status, live] = c.Get("/api/v1/tasks?kind=TRIAL");
+  ASSERT_EQ(status, 200);
+  EXPECT_TRUE(!live.Find("tasks") || live.Find("tasks")->as_list().empty()) << live.ToJson();
+  auto [all_status, all] = c.Get("/api/v1/tasks?kind=TRIAL&include_ended=true");
+  ASSERT_EQ(all_status, 200);
+  ASSERT_TRUE(all.Find("tasks") && all.Find("tasks")->as_list().size() == 2) << all.ToJson();
+  for (const Value& t : all.Find("tasks")->as_list()) EXPECT_EQ(t.Find("state")->as_string(), "STOPPED") << t.ToJson();
 }
 
 }  // namespace

@@ -544,6 +544,7 @@ export interface Task {
   entrypoint?: string[];
   error?: string;
   exitCode?: number;
+  experimentId?: string; // int64
   id?: string; // int64
   kind?: string;
   owner?: string;
