@@ -20,7 +20,7 @@ import { createRouter, loadOperations } from './api-routes.mjs';
 import { contextHandlers, fixedContext } from './context-fixtures.mjs';
 import { modelHandlers } from './model-fixtures.mjs';
 import { fixedServingStore, servingHandlers, settleServings } from './serving-fixtures.mjs';
-import { allTasks, fixedCommandStore, placeTasks, settleCommands, taskHandlers } from './task-fixtures.mjs';
+import { allTasks, fixedCommandStore, placeTasks, settleCommands, taskHandlers, trialAsTask } from './task-fixtures.mjs';
 
 /** A stub that cannot start says why in one line and exits 1. */
 function startOrExit(what, fn) {
@@ -342,7 +342,7 @@ const handlers = {
       return { modelName: m.name, modelVersion: v.version, checkpointUuid: v.checkpointUuid, workspace: m.workspace };
     },
   }),
-  ...taskHandlers({ servings, commands }, {
+  ...taskHandlers({ servings, commands, trials: () => [...trials.values()].map((t) => trialAsTask(t, exps.get(Number(t.experimentId)))) }, {
     send,
     err,
     mayKill: (who, t) => !auth || auth.mayAct(who.user, { owner: t.owner, workspace: t.workspace ?? '' }),

@@ -1,6 +1,7 @@
-// Tasks of their own, not an experiment's trials (docs/tasks.md; proto/steadfast/v1/tasks.proto):
-// commands (`sf cmd run`) and a notebook (`sf notebook start`) as fixtures, and the task routes over them and over the servers of
-// serving-fixtures.mjs (a server is a task: the same id, its own states mapped to the task's), for
+// Tasks (docs/tasks.md; proto/steadfast/v1/tasks.proto): commands (`sf cmd run`) and a notebook
+// (`sf notebook start`) as fixtures, experiments' trials as ListTasks lists them (kind TRIAL, the
+// trial's own id), and the task routes over them and over the servers of serving-fixtures.mjs (a
+// server is a task: the same id, its own states mapped to the task's), for
 // the in-memory stand-ins of the master: the dev stub (dev/stub-master.mjs) and the offline
 // browser test (e2e/offline.e2e.mjs). The routes are spelled as the API description spells them,
 // so createRouter (dev/api-routes.mjs) refuses them if the description drops one. The wire JSON
@@ -80,9 +81,82 @@ export function servingAsTask(s) {
   return task;
 }
 
-/** Every task of both stores, as GET /api/v1/tasks lists them (by id). */
+/** Every task of both stores, as GET /api/v1/tasks lists them (by id). Tasks of their own only:
+ *  the trials a store's `trials` adds to the list are no tasks of the task routes. */
 export function allTasks({ servings, commands }) {
   return [...(servings?.servings ?? []).map(servingAsTask), ...(commands?.commands ?? [])].sort((a, b) => Number(a.id) - Number(b.id));
+}
+
+/** A trial's state in the tasks' words, as ListTasks says it (docs/tasks.md, "Every task"). */
+const TRIAL_TASK_STATES = {
+  TRIAL_STATE_QUEUED: 'QUEUED',
+  TRIAL_STATE_RUNNING: 'RUNNING',
+  TRIAL_STATE_PAUSED: 'PAUSED',
+  TRIAL_STATE_STOPPING_COMPLETED: 'STOPPING',
+  TRIAL_STATE_STOPPING_CANCELED: 'STOPPING',
+  TRIAL_STATE_STOPPING_ERROR: 'STOPPING',
+  TRIAL_STATE_COMPLETED: 'COMPLETED',
+  TRIAL_STATE_CANCELED: 'STOPPED',
+  TRIAL_STATE_ERROR: 'FAILED',
+};
+
+/** Trial `t` (a wire Trial) of experiment `e` (a wire Experiment) as GET /api/v1/tasks lists it:
+ *  kind TRIAL, `id` the trial's, `experimentId`, the experiment's owner and entrypoint (the
+ *  native trainer's, sf-trainer, when its config names none), where it runs (`hosts`). */
+export function trialAsTask(t, e) {
+  const live = t.state === 'TRIAL_STATE_RUNNING' || String(t.state).startsWith('TRIAL_STATE_STOPPING');
+  // the config's `entrypoint:` as a shell line or a YAML flow list ([python3, train.py])
+  const raw = /^entrypoint:\s*(.+)$/m.exec(e?.configYaml ?? '')?.[1].trim();
+  const entrypoint = !raw ? ['sf-trainer'] : raw.startsWith('[') ? raw.slice(1, -1).split(',').map((a) => a.trim().replace(/^["']|["']$/g, '')) : raw.split(/\s+/);
+  const task = {
+    id: t.id,
+    kind: 'TRIAL',
+    state: TRIAL_TASK_STATES[t.state] ?? t.state,
+    owner: e?.owner,
+    workspace: e?.workspace,
+    entrypoint,
+    slots: 1,
+    resourcePool: 'default',
+    priority: e?.priority,
+    agentId: live ? t.hosts?.[0] : undefined,
+    createdAt: t.startTime ?? e?.startTime,
+    endedAt: t.endTime,
+    allocationId: t.hosts?.length ? `t${t.id}-r0-a1` : undefined,
+    pendingReason: t.state === 'TRIAL_STATE_QUEUED' ? 'waiting for a free slot of pool default' : undefined,
+    experimentId: t.experimentId,
+  };
+  for (const k of Object.keys(task)) if (task[k] === undefined || task[k] === '' || task[k] === 0) delete task[k]; // proto3
+  return task;
+}
+
+/** A store of experiment 17's trials as ListTasks lists them beside fixedCommandStore()'s tasks:
+ *  { trials: [wire Task of kind TRIAL], logs: [wire LogLine with `ofTrial`] }. Trial 54 RUNNING on
+ *  agent-1 (carol's, 2 slots; it shares its id with command 54: trials are numbered apart from
+ *  tasks) with log lines, and trial 53 PAUSED (sharing its id with server 53). Served by
+ *  taskHandlers (the list, with `trials`) and trialLogHandlers (their logs). */
+export function fixedTrialStore() {
+  const t = (h, m = 0) => new Date(Date.UTC(2026, 10, 26, h, m)).toISOString();
+  const trial = (id, state, more) => ({ id, kind: 'TRIAL', state, owner: 'carol', workspace: 'nlp', entrypoint: ['sf-trainer'], slots: 2, resourcePool: 'default', priority: 42, createdAt: t(11, 45), experimentId: '17', ...more });
+  const line = (id, trialId, message, time) => ({ id: String(id), trialId, rank: 0, stream: 'stdout', message, time, agentId: 'agent-1', ofTrial: trialId });
+  return {
+    trials: [trial('54', 'RUNNING', { agentId: 'agent-1', allocationId: 't54-r0-a1' }), trial('53', 'PAUSED', { allocationId: 't53-r0-a1' })],
+    logs: [line(1, '54', 'sf-trainer: step 100 loss=3.2104', t(11, 50)), line(2, '54', 'sf-trainer: step 200 loss=2.9871', t(11, 55)), line(3, '53', 'sf-trainer: paused at step 300', t(11, 58))],
+  };
+}
+
+/** GET /api/v1/trials/{id}/logs over a fixedTrialStore(), for stubs that serve no trials of their
+ *  own (the dev stub has its own): a trial's lines after `afterId`, 404 for another id. */
+export function trialLogHandlers(store, { send, err }) {
+  return {
+    'GET /api/v1/trials/{id}/logs': (req, res, url, params) => {
+      if (!store.trials.some((t) => t.id === String(params.id))) return err(res, 404, 5, `trial ${params.id} not found`);
+      const q = url.searchParams;
+      const after = Number(q.get('afterId') ?? q.get('after_id') ?? 0);
+      const limit = Math.min(Number(q.get('limit') ?? 0) || 1000, 100000);
+      const lines = store.logs.filter((l) => l.ofTrial === String(params.id) && Number(l.id) > after);
+      return send(res, 200, { logs: lines.slice(0, limit).map(({ ofTrial, ...l }) => l) });
+    },
+  };
 }
 
 /** Agents as GET /api/v1/agents lists them beside fixedServingStore() and fixedCommandStore():
@@ -121,8 +195,10 @@ export function placeTasks(agents, tasks) {
 
 /**
  * The task routes over `stores` ({ servings: a fixedServingStore(), commands: a
- * fixedCommandStore() }); `send(res, status, body)` and `err(res, status, code, msg)` as the stub
- * writes answers. Options:
+ * fixedCommandStore(), and optionally trials: a function answering the trials to list, as wire
+ * Tasks of kind TRIAL }); `send(res, status, body)` and `err(res, status, code, msg)` as the stub
+ * writes answers. The list has the trials too (`kind=TRIAL` only them); one task, its kill and its
+ * logs take no trial's id, as the master's routes do not. Options:
  *   mayKill(who, task)  false → 403, as the master's policy says (default: anyone may).
  * Kill moves a running command to STOPPING (settleCommands ends it), a queued one to STOPPED at
  * once, a server to STOPPING (as its Stop does); an ended task is answered as it is, as the
@@ -135,9 +211,10 @@ export function taskHandlers(stores, { send, err, mayKill = () => true }) {
     'GET /api/v1/tasks': (req, res, url) => {
       const q = url.searchParams;
       const kind = q.get('kind') ?? '';
-      if (kind && !['SERVER', 'COMMAND', 'NOTEBOOK'].includes(kind)) return err(res, 400, 3, `kind: "${kind.slice(0, 32)}" must be SERVER, COMMAND or NOTEBOOK`);
+      if (kind && !['SERVER', 'COMMAND', 'NOTEBOOK', 'SHELL', 'TRIAL'].includes(kind)) return err(res, 400, 3, `kind: "${kind.slice(0, 32)}" must be SERVER, COMMAND, NOTEBOOK, SHELL or TRIAL`);
       const ended = (q.get('includeEnded') ?? q.get('include_ended')) === 'true';
-      return send(res, 200, { tasks: allTasks(stores).filter((t) => (!kind || t.kind === kind) && (ended || !ENDED.includes(t.state))) });
+      const listed = [...allTasks(stores), ...(stores.trials?.() ?? [])];
+      return send(res, 200, { tasks: listed.filter((t) => (!kind || t.kind === kind) && (ended || !ENDED.includes(t.state))) });
     },
     'GET /api/v1/tasks/{id}': (req, res, url, params) => {
       const t = find(params.id);

@@ -8,9 +8,10 @@
 // in web storage, actions gated by ownership and role, the tokens page (shown once, revoke), a
 // session that expires mid-way, logout and a second login; and the cluster page's Servers card
 // (dev/serving-fixtures.mjs: the table, a server's logs, a server's slot shown busy, Stop behind a confirmation, Show stopped, an older master)
-// with Serve on a model version, and its Tasks card (dev/task-fixtures.mjs: commands, servers and a notebook,
-// a queued one's pending reason, exit codes, a running notebook's Open link to /proxy/ID/ and none for a command,
-// a command's logs, its slot, Kill behind a confirmation); and the experiment page's hyperparameter charts for a sweep with
+// with Serve on a model version, and its Tasks card (dev/task-fixtures.mjs: commands, servers, a notebook and
+// experiment 17's trials, a queued one's pending reason, exit codes, a running notebook's Open link to /proxy/ID/
+// and none for a command, a command's logs, its slot, Kill behind a confirmation; a trial sharing its id with a
+// command in a row of its own, t54, linking to its trial page, without Kill, its logs from the trial's route); and the experiment page's hyperparameter charts for a sweep with
 // string, categorical and log hyperparameters (label boxes measured, none overlapping); and the Slurm
 // and arch views (slurm-arch.flow.mjs); and what ran, native or user code with its context, and the
 // unmanaged badge (what-ran.flow.mjs); and a speech trial's validation transcripts beside their
@@ -21,7 +22,7 @@ import { join, resolve } from 'node:path';
 import { createRouter, loadOperations } from '../dev/api-routes.mjs';
 import { fixedModelStore, modelHandlers } from '../dev/model-fixtures.mjs';
 import { fixedServingStore, servingHandlers } from '../dev/serving-fixtures.mjs';
-import { fixedCommandStore, fixedTaskAgents, taskHandlers } from '../dev/task-fixtures.mjs';
+import { fixedCommandStore, fixedTaskAgents, fixedTrialStore, taskHandlers, trialLogHandlers } from '../dev/task-fixtures.mjs';
 import { createAuthStub } from './auth-stub.mjs';
 import { slurmArchFlow } from './slurm-arch.flow.mjs';
 import { speechFlow } from './speech.flow.mjs';
@@ -295,7 +296,8 @@ async function modelsFlow(browser) {
  *  of a READY server, its logs under its row (its task's route, polled after the last id seen), the slot it runs on
  *  shown busy as "server 52" and counted as used, linking to its row, Stop behind its confirmation (one POST, with X-Requested-With), Show stopped,
  *  an empty list, a master without the servings and task routes; Serve on a model version; and the
- *  Tasks card: every command and server, live first, a queued one's pending reason, exit codes, the
+ *  Tasks card: every command, server, notebook and trial (t54 apart from command 54, with its trial
+ *  page, its experiment, no Kill, its logs from the trial's route), live first, a queued one's pending reason, exit codes, the
  *  program cut to one line, a command's logs (GET /tasks/54/logs, polled), the slot it runs on as
  *  "command 54" linking to its row, Kill behind its confirmation (one POST /tasks/54/kill), the
  *  card stacked within a phone's width. */
@@ -316,13 +318,17 @@ async function serversFlow(browser) {
   };
   const models = fixedModelStore();
   const operations = loadOperations();
-  const routerOf = (st, commands) =>
-    createRouter(operations, { ...empty, ...modelHandlers(models, { send, err }), ...servingHandlers(st, { send, err }), ...taskHandlers({ servings: st, commands }, { send, err }) }, 'e2e/offline.e2e.mjs');
+  const routerOf = (st, commands, trialStore) =>
+    createRouter(
+      operations,
+      { ...empty, ...modelHandlers(models, { send, err }), ...servingHandlers(st, { send, err }), ...taskHandlers({ servings: st, commands, trials: () => trialStore.trials }, { send, err }), ...trialLogHandlers(trialStore, { send, err }) },
+      'e2e/offline.e2e.mjs',
+    );
   let router;
   const reset = (m) => {
     mode = m;
     store = m === 'empty' ? { servings: [], nextId: 60 } : fixedServingStore();
-    router = routerOf(store, m === 'empty' ? { commands: [] } : fixedCommandStore());
+    router = routerOf(store, m === 'empty' ? { commands: [] } : fixedCommandStore(), m === 'empty' ? { trials: [], logs: [] } : fixedTrialStore());
   };
   const api = async (req, res, url) => {
     requests.push({ method: req.method, path: url.pathname + url.search, xrw: req.headers['x-requested-with'] });
@@ -450,8 +456,10 @@ async function serversFlow(browser) {
   }
 }
 
-/** The Tasks card of serversFlow's cluster page (fixedServingStore() and fixedCommandStore(), no
- *  login: every action allowed), at width `w`: the rows, live first and newest first; a queued
+/** The Tasks card of serversFlow's cluster page (fixedServingStore(), fixedCommandStore() and
+ *  fixedTrialStore(), no login: every action allowed), at width `w`: the rows, live first and
+ *  newest first, trial 54 apart from command 54 (t54, its trial page link, its experiment, no
+ *  Kill, its logs from GET /trials/54/logs and never /tasks/54/logs, its page on a click); a queued
  *  command's pending reason; exit codes 3 and 0; notebook 56's Open link to /proxy/56/ in a new
  *  tab, server 52's request line through the proxy, no link for a command (running, queued or
  *  COMPLETED); the program cut with all of it in its title; a
@@ -462,13 +470,17 @@ async function tasksChecks(page, w, requests) {
   const row = (id) => page.locator(`[data-testid="task-row"][data-id="${id}"]`);
   await page.waitForSelector('[data-testid="task-row"]', { timeout: 10000 });
   const ids = await page.locator('[data-testid="task-row"]').evaluateAll((rs) => rs.map((r) => `${r.getAttribute('data-id')}:${r.getAttribute('data-kind')}:${r.getAttribute('data-state')}`));
-  check(ids.join(' ') === '56:NOTEBOOK:RUNNING 55:COMMAND:QUEUED 54:COMMAND:RUNNING 53:SERVER:QUEUED 52:SERVER:RUNNING 47:COMMAND:FAILED 44:COMMAND:COMPLETED 41:SERVER:FAILED', what('Tasks lists commands, servers and notebooks, live first, newest first'), ids.join(' '));
+  check(
+    ids.join(' ') === '56:NOTEBOOK:RUNNING 55:COMMAND:QUEUED t54:TRIAL:RUNNING t53:TRIAL:PAUSED 54:COMMAND:RUNNING 53:SERVER:QUEUED 52:SERVER:RUNNING 47:COMMAND:FAILED 44:COMMAND:COMPLETED 41:SERVER:FAILED',
+    what('Tasks lists commands, servers, notebooks and trials (t54 apart from command 54), live first, newest first'),
+    ids.join(' '),
+  );
   check(requests.some((r) => r.path === '/api/v1/tasks?includeEnded=true'), what('Tasks asks with includeEnded=true'));
   const pending = await row(55).locator('[data-testid="task-pending"]').innerText();
   const pendingTitle = await row(55).locator('[data-testid="task-state"]').getAttribute('title');
   check(/needs 4 slots of pool gpu/.test(pending) && pendingTitle === pending, what("a queued command shows why it waits, also as its state's tooltip"), `${pending} | ${pendingTitle}`);
   const exits = await page.locator('[data-testid="task-row"] [data-testid="task-exit"]').allInnerTexts();
-  check(exits.map((x) => x.trim()).join(',') === '–,–,–,–,–,3,0,–', what('exit codes: 3 for the failed command, 0 for the completed one, none for the rest'), exits.join(','));
+  check(exits.map((x) => x.trim()).join(',') === '–,–,–,–,–,–,–,3,0,–', what('exit codes: 3 for the failed command, 0 for the completed one, none for the rest'), exits.join(','));
   // a running notebook's page through the master's proxy, in a new tab; a running server's API as
   // its request line; nothing for a command, running or ended
   check((await row(56).locator('[data-testid="task-kind"]').innerText()).trim() === 'Notebook', what('the kind column says Notebook'));
@@ -504,6 +516,33 @@ async function tasksChecks(page, w, requests) {
   await row(54).locator('[data-testid="task-logs-toggle"]').click();
   check((await page.locator('[data-testid="task-logs-row"]').count()) === 0, what('Hide logs closes the command\'s panel'));
 
+  // trial 54 beside command 54: a row of its own, t54 linking to its trial page, its experiment
+  // linked, no Kill (its experiment's page instead), its logs from the trial's route
+  const trial = row('t54');
+  const trialId = await trial.locator('[data-testid="task-id"]').innerText();
+  const trialLink = trial.locator('[data-testid="task-id"] a');
+  check(trialId.trim() === 't54' && (await trialLink.getAttribute('href')) === '#/trials/54', what('trial 54 shows as t54, linking to its trial page'), trialId);
+  check((await row(54).locator('[data-testid="task-id"]').innerText()).trim() === '54' && (await row(54).locator('[data-testid="task-id"] a').count()) === 0, what('command 54 keeps its plain id, no trial link'));
+  check((await trial.locator('[data-testid="task-kind"]').innerText()).trim() === 'Trial' && (await row('t53').locator('[data-testid="state-badge"]').innerText()).trim() === 'Paused', what('the kind column says Trial; a paused trial says Paused'));
+  const program54 = (await trial.locator('[data-testid="task-entrypoint"]').innerText()).trim();
+  check(program54 === 'experiment 17: sf-trainer' && (await trial.locator('[data-testid="task-experiment"]').getAttribute('href')) === '#/experiments/17', what("a trial's program names its experiment, linked"), program54);
+  const trialKills = (await trial.locator('[data-testid="task-kill"]').count()) + (await row('t53').locator('[data-testid="task-kill"]').count());
+  const manage = trial.locator('[data-testid="task-experiment-action"]');
+  check(trialKills === 0 && (await manage.getAttribute('href')) === '#/experiments/17', what('no Kill on a trial: its Actions link to its experiment'), `${trialKills} kill(s)`);
+  const manageBox = await manage.boundingBox();
+  check(!!manageBox && manageBox.x >= 0 && manageBox.x + manageBox.width <= w, what("the trial's Experiment link is within the viewport"), JSON.stringify(manageBox));
+  const taskReads54 = reads().length;
+  await trial.locator('[data-testid="task-logs-toggle"]').click();
+  const trialLines = page.locator('[data-testid="task-logs-row"][data-id="t54"] [data-testid="task-log-lines"]');
+  const trialShown = await trialLines.getByText('step 200 loss=2.9871').waitFor({ timeout: 10000 }).then(() => true, () => false);
+  check(trialShown && (await trialLines.getByText('hypothesis 812').count()) === 0, what("Logs of trial 54 shows the trial's lines, not command 54's"));
+  const trialReads = () => requests.filter((r) => r.path.startsWith('/api/v1/trials/54/logs'));
+  for (let i = 0; i < 30 && !trialReads().some((r) => /[?&]afterId=2(&|$)/.test(r.path)); i++) await page.waitForTimeout(200);
+  check(trialReads()[0]?.path === '/api/v1/trials/54/logs?limit=1000' && trialReads().some((r) => /[?&]afterId=2(&|$)/.test(r.path)), what("a running trial's logs come from GET /trials/54/logs, polled after the last id"), trialReads().map((r) => r.path).join(' '));
+  check(reads().length === taskReads54, what("a trial's logs never ask the task route of its id"), reads().slice(taskReads54).map((r) => r.path).join(' '));
+  await page.screenshot({ path: join(ART, `tasks-trial-${w}.png`), fullPage: true });
+  await trial.locator('[data-testid="task-logs-toggle"]').click();
+
   // the slot command 54 runs on links to its row
   await page.evaluate(() => window.scrollTo(0, document.body.scrollHeight));
   await page.locator('[aria-label="Slots of agent-1"]').getByRole('link', { name: 'command 54' }).click();
@@ -524,6 +563,15 @@ async function tasksChecks(page, w, requests) {
   check(stopping, what('after the confirmation the command shows STOPPING'));
   check(kills().length === 1 && kills()[0].path === '/api/v1/tasks/54/kill' && kills()[0].xrw === 'steadfast', what('one POST /tasks/54/kill, with X-Requested-With: steadfast'), JSON.stringify(kills()));
   check((await row(54).locator('[data-testid="task-kill"]').count()) === 0, what('a STOPPING command offers no Kill'));
+  check((await trial.getAttribute('data-state')) === 'RUNNING', what('killing command 54 leaves trial 54 running'));
+
+  // the trial's id opens its trial page (GET /trials/54), then back to the cluster page
+  await trialLink.click();
+  const trialPage = await page.waitForURL(/#\/trials\/54$/, { timeout: 5000 }).then(() => true, () => false);
+  for (let i = 0; i < 25 && !requests.some((r) => r.path === '/api/v1/trials/54'); i++) await page.waitForTimeout(200);
+  check(trialPage && requests.some((r) => r.path === '/api/v1/trials/54'), what("t54's link opens trial 54's page"), page.url());
+  await page.goBack();
+  await page.waitForSelector('[data-testid="task-row"][data-id="t54"]', { timeout: 10000 });
 }
 
 /** The login flow against auth-stub.mjs plus a two-experiment list. */

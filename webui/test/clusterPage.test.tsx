@@ -196,6 +196,7 @@ describe('ClusterPage slots held by tasks', () => {
     },
   ];
   const server52 = { id: '52', modelName: 'wmt-de-en', modelVersion: 3, state: 'READY', url: 'http://node1:8500', slots: 1, owner: 'alice', agentId: 'agent-1', createdAt: '2026-11-26T10:00:00Z' };
+  const trial54 = { id: '54', kind: 'TRIAL', state: 'RUNNING', owner: 'carol', entrypoint: ['sf-trainer'], slots: 1, agentId: 'agent-2', createdAt: '2026-11-26T12:00:00Z', allocationId: 't54-r0-a1', experimentId: '3' };
   const command54 = { id: '54', kind: 'COMMAND', state: 'RUNNING', owner: 'alice', entrypoint: ['python3', 'score.py'], slots: 1, agentId: 'agent-1', createdAt: '2026-11-26T11:00:00Z', allocationId: 'task54-r0-a1' };
 
   function stub() {
@@ -204,8 +205,9 @@ describe('ClusterPage slots held by tasks', () => {
       if (url.startsWith('/api/v1/agents')) return json({ agents });
       if (url.startsWith('/api/v1/resource-pools')) return json({ resourcePools: [] });
       if (url.startsWith('/api/v1/servings')) return json({ servings: [server52] });
-      // task 99 is not listed (it ended and dropped out of the newest 100, say): a "task"
-      if (url.startsWith('/api/v1/tasks')) return json({ tasks: [{ ...server52, kind: 'SERVER', state: 'RUNNING' }, command54] });
+      // task 99 is not listed (it ended and dropped out of the newest 100, say): a "task"; trials 52
+      // and 54 share ids with the server and the command (numbered apart): they are none of them
+      if (url.startsWith('/api/v1/tasks')) return json({ tasks: [{ ...server52, kind: 'SERVER', state: 'RUNNING' }, command54, trial54, { ...trial54, id: '52' }] });
       if (url.startsWith('/api/v1/experiments')) return json({ experiments: [], pagination: { total: 0 } });
       return new Response('{}', { status: 404 });
     });
@@ -220,7 +222,7 @@ describe('ClusterPage slots held by tasks', () => {
     expect(utilization([normAgent(agents[0])])).toEqual({ used: 4, total: 5 });
   });
 
-  it("shows a server's slot busy as \"server N\", a command's as \"command N\", counted as used, each linking to its row", async () => {
+  it("shows a server's slot busy as \"server N\", a command's as \"command N\" (not a trial of the same id), counted as used, each linking to its row", async () => {
     stub();
     render(<ClusterPage />);
     const list = await screen.findByRole('list', { name: 'Slots of agent-1' });

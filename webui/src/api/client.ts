@@ -319,8 +319,9 @@ export class ApiClient extends ApiTransport {
 
   // ---------- tasks of their own: commands (`sf cmd run`) and servers (docs/tasks.md) ----------
 
-  /** The live tasks (QUEUED to STOPPING), by id; with `includeEnded` also the newest 100 ended
-   *  ones; with `kind` only commands or only servers. Any signed-in user may list them. */
+  /** The live tasks (QUEUED to STOPPING) and experiments' trials (kind TRIAL, `id` the trial's:
+   *  not for the task routes below); with `includeEnded` also the newest 100 ended ones of each;
+   *  with `kind` only that kind. Any signed-in user may list them. */
   async getTasks(q: TasksQuery = {}, signal?: AbortSignal): Promise<Task[]> {
     const j = await this.call('ListTasks', { query: { kind: q.kind, includeEnded: q.includeEnded || undefined }, signal });
     return list(j.tasks).map(normTask);

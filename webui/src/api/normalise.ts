@@ -361,5 +361,6 @@ export function normTask(j: wire.Task | undefined): Task {
     exitCode: exit !== undefined && Number.isFinite(exit) ? exit : undefined,
     pendingReason: str(o.pendingReason),
     allocationId: str(o.allocationId),
+    experimentId: num(o.experimentId),
   };
 }

@@ -390,18 +390,22 @@ export interface Serving {
   restarts: number; // times it was started again after a failure
 }
 
-/** The kinds of task the master runs besides trials (docs/tasks.md). A string in the proto: a
- *  kind added later is shown as the master names it. */
-export type TaskKind = 'COMMAND' | 'SERVER' | (string & {});
+/** The kinds of task the master lists (docs/tasks.md, "Every task"): its own tasks, and TRIAL,
+ *  an experiment's trial shown in the same list. A string in the proto: a kind added later is
+ *  shown as the master names it. */
+export type TaskKind = 'COMMAND' | 'SERVER' | 'NOTEBOOK' | 'SHELL' | 'TRIAL' | (string & {});
 
-/** A task of its own, not an experiment's trial (GET /api/v1/tasks): a command (`sf cmd run`) or
- *  a server (`sf serve start`; its task view: RUNNING where the server is STARTING or READY). */
+/** A row of GET /api/v1/tasks: a task of its own (a command, `sf cmd run`; a server, `sf serve
+ *  start`, whose task view is RUNNING where the server is STARTING or READY; a notebook; a shell),
+ *  or an experiment's trial (kind TRIAL). A TRIAL's `id` is the trial's, numbered apart from the
+ *  tasks' (a trial and a command may share an id), and the task routes (GetTask, KillTask,
+ *  GetTaskLogs) do not take it: its page, logs and stop are the trial's and its experiment's. */
 export interface Task {
   id: number;
   kind: TaskKind; // 'UNKNOWN' when the master sent none
   /** QUEUED (waiting for slots: `pendingReason` says why), RUNNING, STOPPING (being killed),
    *  STOPPED (killed; a server stopped), COMPLETED (a command that exited 0), FAILED (`error`);
-   *  'UNKNOWN' when the master sent none. */
+   *  a TRIAL may also be PAUSED (its experiment paused); 'UNKNOWN' when the master sent none. */
   state: string;
   owner: string;
   workspace: string;
@@ -418,11 +422,13 @@ export interface Task {
    *  when it ended without one (killed while queued, its agent lost). */
   exitCode?: number;
   pendingReason: string; // QUEUED: why it waits, as its resource manager says; '' otherwise
-  allocationId: string; // its newest allocation ("task7-r0-a1"); '' before the first
+  allocationId: string; // its newest allocation ("task7-r0-a1", a trial's "t12-r0-a1"); '' before the first
+  experimentId: number; // a TRIAL's experiment; 0 for every other kind
 }
 
-/** GET /api/v1/tasks's filters: one kind (all when absent), and the newest 100 ended ones too. */
+/** GET /api/v1/tasks's filters: one kind (all when absent), and the newest 100 ended ones (and
+ *  100 ended trials) too. */
 export interface TasksQuery {
-  kind?: 'COMMAND' | 'SERVER';
+  kind?: 'COMMAND' | 'SERVER' | 'NOTEBOOK' | 'SHELL' | 'TRIAL';
   includeEnded?: boolean;
 }

@@ -42,7 +42,7 @@ export function canActOn(me: Viewer, e: Pick<Experiment, 'id' | 'owner' | 'works
 }
 
 /** What a task is called in a reason: by its kind (a kind added later is a "task"). */
-const TASK_NOUNS: Record<string, [string, string]> = { SERVER: ['server', 'servers'], COMMAND: ['command', 'commands'], NOTEBOOK: ['notebook', 'notebooks'] };
+const TASK_NOUNS: Record<string, [string, string]> = { SERVER: ['server', 'servers'], COMMAND: ['command', 'commands'], NOTEBOOK: ['notebook', 'notebooks'], SHELL: ['shell', 'shells'] };
 
 /** May `me` kill task `t` (a command, a server, a kind added later)? The master asks what acting
  *  on the task asks: its owner, an editor or admin of its workspace, or an admin (the same rule as

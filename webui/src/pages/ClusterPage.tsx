@@ -5,8 +5,9 @@
 // (GET /api/v1/cluster/utilization, so the chart is full right after a reload), and the queue of
 // waiting (QUEUED) trials of active experiments; the servers the master schedules
 // (`sf serve start`, GET /api/v1/servings; Servers.tsx), with their logs and Stop. `servers=all` in the URL also
-// lists the stopped and failed ones; and every task of its own, commands (`sf cmd run`) and servers
-// alike, live and the latest ended (GET /api/v1/tasks; Tasks.tsx), with their logs and Kill. A
+// lists the stopped and failed ones; and every task, commands (`sf cmd run`), servers, notebooks,
+// shells and experiments' trials alike, live and the latest ended (GET /api/v1/tasks; Tasks.tsx),
+// with their logs and Kill (a trial's pause and kill are its experiment's page's). A
 // pool Slurm places (docs/slurm.md) shows its nodes and slots per node from sinfo, and its queued
 // trials their Slurm job ids.
 import { useMemo } from 'react';
@@ -21,6 +22,7 @@ import { usePolling } from '../lib/hooks';
 import { parseHash, useQueryState, type Route } from '../lib/router';
 import { isAgentPool, isSlurmPool, managerLabel, nodeCapacity, slotsPerNode } from '../lib/slurm';
 import { revealServer, ServersSection, servingsUnsupported } from './Servers';
+import { taskNoun } from './TaskLogs';
 import { revealTask, TasksSection, tasksUnsupported } from './Tasks';
 
 const POLL_MS = 3000;
@@ -40,7 +42,8 @@ export function slotHolder(s: Pick<Slot, 'trialId' | 'allocationId'>): SlotHolde
 }
 
 /** The kind of each task the page knows of, by id: from the task list, and (for a master that
- *  lists servers but not tasks) from the server list. */
+ *  lists servers but not tasks) from the server list. Not the list's trials: a trial's id is no
+ *  task's (trial 7 and command 7 are different things). */
 export type TaskKinds = ReadonlyMap<number, TaskKind>;
 
 /** The slot's holder as the slots and GPU tables show it: a trial links to its page; a server to
@@ -52,7 +55,7 @@ function SlotHolderLabel({ holder, kinds }: { holder: NonNullable<SlotHolder>; k
     case 'task': {
       const kind = kinds.get(holder.id);
       const server = kind === 'SERVER';
-      const noun = server ? 'server' : kind === 'COMMAND' ? 'command' : 'task';
+      const noun = taskNoun(kind);
       return (
         <a
           href="#/cluster"
@@ -104,7 +107,7 @@ export function ClusterPage({ route }: { route?: Route }) {
   const tasksError = tasksUnsupported(tasks.error) ? undefined : tasks.error;
   const taskKinds = useMemo<TaskKinds>(() => {
     const kinds = new Map<number, TaskKind>((servers.data ?? []).map((s) => [s.id, 'SERVER']));
-    for (const t of tasks.data ?? []) kinds.set(t.id, t.kind);
+    for (const t of tasks.data ?? []) if (t.kind !== 'TRIAL') kinds.set(t.id, t.kind);
     return kinds;
   }, [servers.data, tasks.data]);
   // a server stopped in one card is a task killed in the other: both lists are asked again

@@ -1,6 +1,7 @@
-// A task's logs (GET /api/v1/tasks/{id}/logs: a command's, or a server's, whose id is its task's),
-// in a panel that the Servers and Tasks tables open under a row. The route has no follow mode, so
-// the panel polls: it reads the first page, then, while the task can still write (any state but
+// A task's logs (GET /api/v1/tasks/{id}/logs: a command's, a notebook's, or a server's, whose id
+// is its task's; for a row of kind TRIAL the trial's own, GET /api/v1/trials/{id}/logs, since a
+// trial's id is no task's), in a panel that the Servers and Tasks tables open under a row. The
+// panel polls (the task route has no follow mode; the trial route's is the trial page's): it reads the first page, then, while the task can still write (any state but
 // STOPPED, COMPLETED and FAILED), asks every `pollMs` for the lines after the last id it has. When
 // the task ends it asks once more (its last lines) and stops; an ended task's older lines come a
 // page at a time with "Load more".
@@ -25,10 +26,18 @@ export function taskLogsLive(state: string): boolean {
   return !ENDED.includes(state);
 }
 
-/** What the panel calls the task: "server", "command", "notebook", or "task" for a kind it does
- *  not know. */
+const NOUNS: Record<string, string> = { SERVER: 'server', COMMAND: 'command', NOTEBOOK: 'notebook', SHELL: 'shell', TRIAL: 'trial' };
+
+/** What the panel calls the task: "server", "command", "notebook", "shell", "trial", or "task"
+ *  for a kind it does not know. */
 export function taskNoun(kind: string | undefined): string {
-  return kind === 'SERVER' ? 'server' : kind === 'COMMAND' ? 'command' : kind === 'NOTEBOOK' ? 'notebook' : 'task';
+  return (kind && Object.hasOwn(NOUNS, kind) && NOUNS[kind]) || 'task';
+}
+
+/** The route a row's lines come from: a trial's own for kind TRIAL (its id is a trial's, which
+ *  the task route would take for another task's), the task route for every other kind. */
+export function taskLogsSource(kind: string | undefined): 'trial' | 'task' {
+  return kind === 'TRIAL' ? 'trial' : 'task';
 }
 
 /** The lines of `next` after the last of `prev`, appended; the newest KEEP kept. */
@@ -40,10 +49,12 @@ function appendLines(prev: LogLine[], next: LogLine[]): LogLine[] {
   return all.length > KEEP ? all.slice(all.length - KEEP) : all;
 }
 
-/** The panel of task `id` (`kind` names it: SERVER, COMMAND), polled while `state` is live. */
+/** The panel of task `id` (`kind` names it, SERVER, COMMAND, ..., and says where its lines come
+ *  from: TRIAL, the trial's route), polled while `state` is live. */
 export function TaskLogs({ id, kind, state, pollMs = TASK_LOGS_POLL_MS, panelId }: { id: number; kind?: string; state: string; pollMs?: number; panelId?: string }) {
   const live = taskLogsLive(state);
   const noun = taskNoun(kind);
+  const source = taskLogsSource(kind);
   const [lines, setLines] = useState<LogLine[]>([]);
   const [error, setError] = useState<ApiError>();
   const [loading, setLoading] = useState(true);
@@ -64,7 +75,8 @@ export function TaskLogs({ id, kind, state, pollMs = TASK_LOGS_POLL_MS, panelId 
       }
       let full = false;
       try {
-        const page = await api.getTaskLogs(id, { afterId: lastIdRef.current, limit: PAGE }, ctl.signal);
+        const ask = { afterId: lastIdRef.current, limit: PAGE };
+        const page = await (source === 'trial' ? api.getTrialLogs(id, ask, ctl.signal) : api.getTaskLogs(id, ask, ctl.signal));
         if (!alive) return;
         if (page.length) lastIdRef.current = Math.max(lastIdRef.current, page[page.length - 1].id);
         setLines((prev) => appendLines(prev, page));
@@ -86,7 +98,7 @@ export function TaskLogs({ id, kind, state, pollMs = TASK_LOGS_POLL_MS, panelId 
       ctl.abort();
       clearTimeout(timer);
     };
-  }, [id, live, pollMs, tick]);
+  }, [id, source, live, pollMs, tick]);
 
   // keep the newest line in view unless the reader scrolled up
   useEffect(() => {
@@ -94,7 +106,7 @@ export function TaskLogs({ id, kind, state, pollMs = TASK_LOGS_POLL_MS, panelId 
   }, [lines]);
 
   return (
-    <div className="task-logs" id={panelId} data-testid="task-logs-panel" data-id={id}>
+    <div className="task-logs" id={panelId} data-testid="task-logs-panel" data-id={source === 'trial' ? `t${id}` : id} data-source={source}>
       <div className="task-logs-head">
         <strong>
           Logs of {noun} {id}

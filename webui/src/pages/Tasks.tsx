@@ -1,14 +1,19 @@
-// Tasks of their own, not an experiment's trials (docs/tasks.md): the cluster page's "Tasks" card,
-// one row per command (`sf cmd run`), server (`sf serve start`) or notebook (`sf notebook start`),
-// or a kind newer than this file, as the master lists them (GET /api/v1/tasks?include_ended=true;
-// the cluster page polls it with the rest of the page): id, kind, state (while QUEUED with why it
-// waits, the scheduler's pending reason), exit code, the program it runs (cut to one line, in full
-// as its title; under a running server's, the request its clients send through the master's proxy),
-// slots, agent, a Logs button that opens its logs under the row (TaskLogs.tsx: GET
-// /api/v1/tasks/{id}/logs, polled while it runs), owner and age; a running notebook's Open (its
-// page through the proxy, in a new tab; lib/taskService.ts decides which task has a service), and
-// Kill behind a confirmation (POST /api/v1/tasks/{id}/kill). Who may kill mirrors the master's
-// policy (canActOnTask in lib/permissions.ts); the master decides.
+// Every task (docs/tasks.md, "Every task"): the cluster page's "Tasks" card, one row per command
+// (`sf cmd run`), server (`sf serve start`), notebook (`sf notebook start`), shell, experiment's
+// trial (kind TRIAL), or a kind newer than this file, as the master lists them (GET
+// /api/v1/tasks?include_ended=true; the cluster page polls it with the rest of the page): id, kind,
+// state (while QUEUED with why it waits, the scheduler's pending reason), exit code, the program it
+// runs (cut to one line, in full as its title; under a running server's, the request its clients
+// send through the master's proxy), slots, agent, a Logs button that opens its logs under the row
+// (TaskLogs.tsx, polled while it runs), owner and age; a running notebook's Open (its page through
+// the proxy, in a new tab; lib/taskService.ts decides which task has a service), and Kill behind a
+// confirmation (POST /api/v1/tasks/{id}/kill). Who may kill mirrors the master's policy
+// (canActOnTask in lib/permissions.ts); the master decides.
+// A trial is numbered apart from the tasks, so a TRIAL row and a command may share an id, and the
+// task routes do not take a trial's id (KillTask would kill the other task): a TRIAL row shows its
+// id as `t12` (as `sf task list` does) linking to the trial's page, its experiment linked, its logs
+// from the trial's route, and no Kill: a trial is paused or killed with its experiment, on its
+// page, which its Actions cell links to.
 import { useId, useState } from 'react';
 import { api, type ApiError } from '../api/client';
 import type { Task } from '../api/types';
@@ -25,8 +30,36 @@ import { TaskLogs, taskLogsLive, taskNoun } from './TaskLogs';
  *  (a newer one too) offers Kill; the master answers with the task as it is when it cannot. */
 const ENDING = ['STOPPING', 'STOPPED', 'COMPLETED', 'FAILED'];
 
-export function canBeKilled(t: Pick<Task, 'state'>): boolean {
-  return !ENDING.includes(t.state);
+/** Whether the row is an experiment's trial (kind TRIAL): its id is a trial's, not a task's. */
+export function isTrialRow(t: Pick<Task, 'kind'>): boolean {
+  return t.kind === 'TRIAL';
+}
+
+/** Whether the row offers Kill: a task that has not ended or begun to end. Never a trial: the
+ *  task route would take its id for another task's (a trial stops with its experiment). */
+export function canBeKilled(t: Pick<Task, 'state'> & { kind?: string }): boolean {
+  return t.kind !== 'TRIAL' && !ENDING.includes(t.state);
+}
+
+/** The row's id as `sf task list` prints it, and its `data-id`: `t12` for trial 12, `12` for task
+ *  12, so that a trial and a task with the same id stay apart. */
+export function taskIdText(t: Pick<Task, 'kind' | 'id'>): string {
+  return isTrialRow(t) ? `t${t.id}` : String(t.id);
+}
+
+/** The row's React key: its kind and id (a trial and a command may share an id). */
+export function taskKey(t: Pick<Task, 'kind' | 'id'>): string {
+  return `${t.kind}:${t.id}`;
+}
+
+/** The dashboard's page of a row: a trial's page; a task of its own has none (undefined). */
+export function taskHref(t: Pick<Task, 'kind' | 'id'>): string | undefined {
+  return isTrialRow(t) ? `#/trials/${Math.trunc(t.id)}` : undefined;
+}
+
+/** The page of a trial's experiment, where it is paused or killed; undefined for other kinds. */
+export function experimentHref(t: Pick<Task, 'kind' | 'experimentId'>): string | undefined {
+  return isTrialRow(t) && t.experimentId > 0 ? `#/experiments/${Math.trunc(t.experimentId)}` : undefined;
 }
 
 /** True when the master has no task routes (one older than the dashboard): its own 404 for the
@@ -46,13 +79,24 @@ export function truncate(text: string, max = 60): string {
   return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
 }
 
-/** The card's order: live tasks first, then ended ones; newest first within each. */
+/** When a row was created, in ms since the epoch; 0 (the oldest) when the master sent no time. */
+function createdMs(t: Pick<Task, 'createdAt'>): number {
+  const ms = t.createdAt ? Date.parse(t.createdAt) : NaN;
+  return Number.isFinite(ms) ? ms : 0;
+}
+
+/** The card's order: live tasks first, then ended ones; newest (by creation) first within each,
+ *  then the higher id, then by kind. Ids alone cannot order the list: trials are numbered apart
+ *  from tasks. */
 export function sortTasks(rows: Task[]): Task[] {
-  return [...rows].sort((a, b) => Number(!taskLogsLive(a.state)) - Number(!taskLogsLive(b.state)) || b.id - a.id);
+  return [...rows].sort(
+    (a, b) => Number(!taskLogsLive(a.state)) - Number(!taskLogsLive(b.state)) || createdMs(b) - createdMs(a) || b.id - a.id || (a.kind < b.kind ? -1 : a.kind > b.kind ? 1 : 0),
+  );
 }
 
 /** Brings task `id`'s row of the Tasks card into view and focuses its first control (the cluster
- *  page's slots link here); falls back to the card when the row is not listed. */
+ *  page's slots link here: a slot held by task 7, allocation "task7-…"); a trial's row, `data-id`
+ *  "t7", is never taken for it. Falls back to the card when the row is not listed. */
 export function revealTask(id: number): void {
   const row = document.querySelector<HTMLElement>(`[data-testid="task-row"][data-id="${Math.trunc(id)}"]`);
   const target = row ?? document.querySelector<HTMLElement>('[data-testid="tasks-card"]');
@@ -67,7 +111,7 @@ export function TasksSection({ tasks, onChanged }: { tasks: Loaded<Task[]>; onCh
     <div className="card" data-testid="tasks-card">
       <div className="card-head">
         <h2 id="tasks-h">Tasks</h2>
-        <span className="muted small">Commands, servers and notebooks, live and the latest ended</span>
+        <span className="muted small">Trials, commands, servers, notebooks and shells, live and the latest ended</span>
       </div>
       {tasksUnsupported(tasks.error) ? (
         <Empty>This master runs no tasks of their own: it has no <code>/api/v1/tasks</code> (it is older than this dashboard).</Empty>
@@ -108,7 +152,7 @@ export function TasksTable({ rows, onChanged }: { rows: Task[]; onChanged: () =>
         </thead>
         <tbody>
           {sortTasks(rows).map((t) => (
-            <TaskRow key={t.id} t={t} onChanged={onChanged} />
+            <TaskRow key={taskKey(t)} t={t} onChanged={onChanged} />
           ))}
         </tbody>
       </table>
@@ -123,11 +167,20 @@ function TaskRow({ t, onChanged }: { t: Task; onChanged: () => void }) {
   const program = entrypointText(t.entrypoint);
   const pending = t.state === 'QUEUED' ? t.pendingReason || 'waiting for slots' : '';
   const service = taskService(t);
+  const idText = taskIdText(t);
+  const page = taskHref(t);
+  const experiment = experimentHref(t);
   return (
     <>
-      <tr data-testid="task-row" data-id={t.id} data-kind={t.kind} data-state={t.state}>
+      <tr data-testid="task-row" data-id={idText} data-kind={t.kind} data-state={t.state}>
         <td className="strong" data-testid="task-id">
-          {t.id}
+          {page ? (
+            <a href={page} aria-label={`${idText}: ${noun} ${t.id}`} title={`The page of ${noun} ${t.id}`} data-testid="task-link">
+              {idText}
+            </a>
+          ) : (
+            idText
+          )}
         </td>
         <td data-label="Kind" data-testid="task-kind">
           {stateLabel(t.kind)}
@@ -150,7 +203,15 @@ function TaskRow({ t, onChanged }: { t: Task; onChanged: () => void }) {
           {t.exitCode ?? <span className="muted">–</span>}
         </td>
         <td className="mono task-entrypoint" data-label="Program" data-testid="task-entrypoint" title={program || undefined}>
-          {program ? truncate(program) : <span className="muted">–</span>}
+          {experiment && (
+            <>
+              <a href={experiment} data-testid="task-experiment">
+                experiment {t.experimentId}
+              </a>
+              {program && ': '}
+            </>
+          )}
+          {program ? truncate(program) : !experiment && <span className="muted">–</span>}
           {service?.kind === 'api' && <ServiceEndpoint service={service} />}
         </td>
         <td className="num" data-label="Slots" data-testid="task-slots">
@@ -188,18 +249,34 @@ function TaskRow({ t, onChanged }: { t: Task; onChanged: () => void }) {
         <td data-testid="task-actions">
           <div className="actions">
             {service?.kind === 'page' && <OpenService service={service} name={`${noun} ${t.id}`} />}
-            {canBeKilled(t) ? <KillTaskButton t={t} onDone={onChanged} /> : !service && <span className="muted">–</span>}
+            {canBeKilled(t) ? (
+              <KillTaskButton t={t} onDone={onChanged} />
+            ) : isTrialRow(t) && experiment && !ENDING.includes(t.state) ? (
+              <ExperimentLink href={experiment} trialId={t.id} experimentId={t.experimentId} />
+            ) : (
+              !service && <span className="muted">–</span>
+            )}
           </div>
         </td>
       </tr>
       {logsOpen && (
-        <tr data-testid="task-logs-row" data-id={t.id}>
+        <tr data-testid="task-logs-row" data-id={idText}>
           <td colSpan={COLUMNS} className="task-logs-cell">
             <TaskLogs id={t.id} kind={t.kind} state={t.state} panelId={panelId} />
           </td>
         </tr>
       )}
     </>
+  );
+}
+
+/** In a live trial's Actions, where a task has Kill: its experiment's page, where the trial is
+ *  paused or killed with its experiment (the task route cannot kill a trial). */
+function ExperimentLink({ href, trialId, experimentId }: { href: string; trialId: number; experimentId: number }) {
+  return (
+    <a className="btn btn-small" href={href} aria-label={`Experiment ${experimentId}: pause or kill trial ${trialId} there`} title="A trial is paused or killed with its experiment, on its page" data-testid="task-experiment-action">
+      Experiment
+    </a>
   );
 }
 
