@@ -147,7 +147,15 @@ int OpenShell(const Flags& f, Api& api) {
   Result<int> status =
       OpenTerminal(api.client.url(), api.client.ca_file(), api.client.token(), *id);
   if (!status.ok()) {
-    std::cerr << "sf: " << status.status().message() << "\n";
+    // Why, when the master knows: a shell whose host was lost, or that was killed, ended there.
+    std::string now;
+    v1::TaskRequest get;
+    get.set_id(*id);
+    if (auto task = api.Call<v1::TaskResponse>("GetTask", get)) {
+      const v1::Task& t = task->message.task();
+      now = "; shell " + std::to_string(*id) + " is " + t.state() + (t.error().empty() ? "" : ": " + t.error());
+    }
+    std::cerr << "sf: " << status.status().message() << now << "\n";
     return kExitFailed;
   }
   return *status > 255 ? 255 : *status;

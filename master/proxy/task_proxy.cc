@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <boost/beast/http.hpp>
 #include <cctype>
+#include <set>
 #include <thread>
 #include <utility>
 
@@ -61,12 +62,44 @@ std::pair<std::string, std::string> SplitUrl(const std::string& url) {
 }  // namespace
 
 TaskProxy::TaskProxy(Database* db, const TaskTokens* tokens, TaskProxyOptions options)
-    : db_(db), tokens_(tokens), options_(std::move(options)) {}
+    : db_(db), tokens_(tokens), options_(std::move(options)) {
+  watchdog_ = std::thread([this] { CheckTunnels(); });
+}
 
 TaskProxy::~TaskProxy() {
-  stopping_ = true;  // upstream calls end within about 100 ms (ClientOptions::cancel)
   std::unique_lock<std::mutex> lock(mu_);
+  stopping_ = true;  // upstream calls end within about 100 ms (ClientOptions::cancel)
+  wake_.notify_all();
+  for (const auto& [pipe, task] : tunnels_) pipe->Close();  // a tunnel waits on neither
+  lock.unlock();
+  watchdog_.join();
+  lock.lock();
   idle_.wait(lock, [&] { return in_flight_ == 0; });
+}
+
+void TaskProxy::CheckTunnels() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!wake_.wait_for(lock, options_.tunnel_check_interval, [&] { return stopping_.load(); })) {
+    std::set<int64_t> tasks;
+    for (const auto& [pipe, task] : tunnels_) tasks.insert(task);
+    lock.unlock();
+    std::map<int64_t, Status> ended;
+    for (int64_t task : tasks) {
+      Result<Endpoint> endpoint = EndpointOf(task);
+      const StatusCode code = endpoint.status().code();
+      if (code == StatusCode::kNotFound || code == StatusCode::kUnavailable)
+        ended.emplace(task, endpoint.status());
+    }
+    lock.lock();
+    for (const auto& [pipe, task] : tunnels_) {
+      auto why = ended.find(task);
+      if (why == ended.end()) continue;
+      log::Info("proxy", {{"event", "tunnel_closed"},
+                          {"task", std::to_string(task)},
+                          {"reason", why->second.message()}});
+      pipe->Close();
+    }
+  }
 }
 
 bool TaskProxy::Matches(std::string_view target) { return target.rfind(kPrefix, 0) == 0; }
@@ -250,7 +283,7 @@ void TaskProxy::Relay(http::Request& req, const ProxyTarget& target, const Endpo
   auto on_bytes = [&](const std::string& bytes) { return !stopping_ && exchange->Write(bytes); };
   Result<http::ClientResponse> r =
       upgrade ? client.Upgrade(std::move(up), on_header, on_bytes,
-                               [&](http::Pipe& pipe) { Tunnel(pipe, exchange); })
+                               [&](http::Pipe& pipe) { Tunnel(target.task_id, pipe, exchange); })
               : client.Relay(std::move(up), on_header, on_bytes);
   if (answered) return exchange->CloseStream();
   const Status why = r.ok() ? Unavailable("no answer") : r.status();
@@ -265,11 +298,26 @@ void TaskProxy::Relay(http::Request& req, const ProxyTarget& target, const Endpo
                   true);
 }
 
-void TaskProxy::Tunnel(http::Pipe& pipe, const std::shared_ptr<http::Exchange>& exchange) {
+void TaskProxy::Tunnel(int64_t task_id, http::Pipe& pipe,
+                       const std::shared_ptr<http::Exchange>& exchange) {
   // The client's bytes to the service on a thread of their own, the service's to the client
   // here. Whichever side ends first ends the other: the service's close ends the client's
   // connection (CloseStream, which also ends a ReadSome waiting on the client), the client's
-  // close ends the service's (Close, which also ends a ReadSome waiting on the service).
+  // close ends the service's (Close, which also ends a ReadSome waiting on the service); so
+  // does the watchdog's Close when the task stopped serving, and the proxy's stop.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    tunnels_.emplace(&pipe, task_id);
+  }
+  struct Registered {
+    TaskProxy* proxy;
+    http::Pipe* pipe;
+    ~Registered() {
+      std::lock_guard<std::mutex> lock(proxy->mu_);
+      proxy->tunnels_.erase(pipe);
+    }
+  } registered{this, &pipe};
   std::thread upstream([&pipe, exchange] {
     for (std::string bytes; exchange->ReadSome(&bytes) && pipe.Write(bytes);) {
     }

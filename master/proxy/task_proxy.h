@@ -33,6 +33,13 @@
 //   its Upgrade header; when the service answers 101, the client's connection and the service's
 //   become one tunnel of raw bytes both ways (common/http: Exchange::OpenTunnel,
 //   Client::Upgrade) until either side closes, with no idle timeout. Only to http:// services.
+// - A tunnel lives no longer than its task's service: every `tunnel_check_interval` the proxy
+//   reads the endpoint of each task with an open tunnel, and closes the tunnels of a task that
+//   no longer serves (stopped, failed, queued again after its agent was lost, or restarted
+//   elsewhere), so a host that died without closing its connections holds no thread and no
+//   client for longer than the master takes to notice (its agent's reconnect grace). A failed
+//   read (the database) closes nothing. The client's connection ends; it may ask GetTask why.
+//   Stopping the proxy closes every tunnel.
 // - Limits: at most `max_streams` requests in flight (one thread each; one more gets 503 with
 //   Retry-After); the upstream must connect and answer with its header within
 //   `upstream_timeout` (else 504); each piece written to the client must be taken within the
@@ -49,10 +56,12 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "common/http/client.h"
 #include "common/http/server.h"
@@ -65,6 +74,7 @@ namespace sf::master {
 struct TaskProxyOptions {
   int max_streams = 64;
   std::chrono::milliseconds upstream_timeout{30000};
+  std::chrono::milliseconds tunnel_check_interval{5000};
   bool tls = false;  // the master's own HTTP side speaks TLS (X-Forwarded-Proto)
   std::string
       ca_file;  // an https:// service's certificate is verified by it; empty: the system's CAs
@@ -108,7 +118,9 @@ class TaskProxy {
   // Moves `req`'s body into the upstream request.
   void Relay(http::Request& req, const ProxyTarget& target, const Endpoint& endpoint,
              const std::shared_ptr<http::Exchange>& exchange);
-  void Tunnel(http::Pipe& pipe, const std::shared_ptr<http::Exchange>& exchange);
+  void Tunnel(int64_t task_id, http::Pipe& pipe, const std::shared_ptr<http::Exchange>& exchange);
+  // The watchdog's loop: closes the tunnels of tasks that no longer serve (above).
+  void CheckTunnels();
 
   Database* db_;
   const TaskTokens* tokens_;
@@ -117,6 +129,9 @@ class TaskProxy {
   mutable std::mutex mu_;
   std::condition_variable idle_;
   int in_flight_ = 0;
+  std::map<http::Pipe*, int64_t> tunnels_;  // open tunnels, by their upstream side; task ids
+  std::condition_variable wake_;            // the watchdog's: stopping
+  std::thread watchdog_;
 };
 
 }  // namespace sf::master

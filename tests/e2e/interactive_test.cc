@@ -9,6 +9,8 @@
 // WebSocket that imports torch and steadfast, and reads its output; the idle timeout then stops
 // the notebook (STOPPED, slot free, the proxy answers 503). `sf notebook start` prints the URL
 // on the master once Jupyter answers, `sf notebook list` shows it, `sf notebook kill` stops it.
+// A shell's host that dies under an open session ends it with the reason, the API answering
+// meanwhile.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -16,8 +18,13 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
 #include <regex>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "common/subprocess.h"
 #include "common/value.h"
@@ -186,20 +193,29 @@ TEST(Notebooks, RunACellThroughTheMastersProxyAndStopWhenIdle) {
       << TaskState(c, second);
 }
 
-TEST(Shells, ATerminalThroughTheMastersProxyRunsAndExitsWithTheShellsStatus) {
-  Cluster c(1, 1);
-  EXPECT_EQ(c.Post("/api/v1/shells", R"({"idleTimeoutSeconds": 5})").first, 400);
+// `sf shell start` (it waits until the shell answers): its id in `id`.
+void StartShell(Cluster& c, int idle_timeout, std::string& id) {
   CommandOptions o;
   o.timeout = 180s;
-  auto started = RunCommand({Cluster::Binary("sf"), "shell", "start", "--idle-timeout", "15",
-                             "--wait-seconds", "120", "--master", c.url()},
-                            o);
+  auto started =
+      RunCommand({Cluster::Binary("sf"), "shell", "start", "--idle-timeout",
+                  std::to_string(idle_timeout), "--wait-seconds", "120", "--master", c.url()},
+                 o);
   ASSERT_TRUE(started.ok()) << started.status().ToString();
   ASSERT_EQ(started->exit_code, 0) << started->output;
   std::smatch m;
   ASSERT_TRUE(std::regex_search(started->output, m, std::regex(R"(sf shell open (\d+))")))
       << started->output;
-  const std::string id = m[1];
+  id = m[1];
+}
+
+TEST(Shells, ATerminalThroughTheMastersProxyRunsAndExitsWithTheShellsStatus) {
+  Cluster c(1, 1);
+  EXPECT_EQ(c.Post("/api/v1/shells", R"({"idleTimeoutSeconds": 5})").first, 400);
+  CommandOptions o;
+  o.timeout = 180s;
+  std::string id;
+  ASSERT_NO_FATAL_FAILURE(StartShell(c, 15, id));
   EXPECT_EQ(TaskState(c, std::stoll(id)), "RUNNING");
 
   // What stdin says runs in a terminal on the agent, in the task's directory; sf exits with the
@@ -255,6 +271,72 @@ TEST(Shells, ATerminalThroughTheMastersProxyRunsAndExitsWithTheShellsStatus) {
   // No session for 15 s: it stops.
   EXPECT_TRUE(c.WaitFor([&] { return TaskState(c, std::stoll(id)) == "STOPPED"; }, 90s))
       << TaskState(c, std::stoll(id));
+}
+
+// The pids of processes whose command line holds `needle`.
+std::vector<pid_t> PidsRunning(const std::string& needle) {
+  std::vector<pid_t> out;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
+    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (cmdline.find(needle) != std::string::npos) out.push_back(std::stoi(name));
+  }
+  return out;
+}
+
+// The host of a shell dies under an open session: its agent is killed and the shell's server
+// frozen, so no FIN ever comes from it. The master's API keeps answering while the session
+// hangs; once the master has given the agent up (its reconnect grace, 5 s here), the proxy
+// closes the tunnel (master/proxy/task_proxy.h) and `sf shell open` exits 1 saying what became
+// of the shell.
+TEST(Shells, ALostHostEndsTheSessionWithTheReasonWhileTheApiAnswers) {
+  ClusterLayout layout;
+  layout.master_flags = {"--agent-reconnect-grace-seconds", "5"};
+  Cluster c(1, 1, layout);
+  CommandOptions o;
+  o.timeout = 180s;
+  std::string id;
+  ASSERT_NO_FATAL_FAILURE(StartShell(c, 600, id));
+  ASSERT_EQ(PidsRunning("steadfast.shell").size(), 1u);
+  const pid_t server = PidsRunning("steadfast.shell").front();
+
+  // A session that stays busy: a loop the test sees tick in a file.
+  const std::string ticks = c.dir() + "/ticks";
+  CommandOptions session = o;
+  session.stdin_data = "while true; do echo tick >> " + ticks + "; sleep 0.2; done\n";
+  Result<CommandResult> opened = Unavailable("not run");
+  std::thread user([&] {
+    opened = RunCommand({Cluster::Binary("sf"), "shell", "open", id, "--master", c.url()}, session);
+  });
+  ASSERT_TRUE(c.WaitFor(
+      [&] { return std::filesystem::exists(ticks) && std::filesystem::file_size(ticks) > 20; },
+      60s));
+
+  // The host goes: no process of the agent's answers, and nothing closes the connections.
+  ASSERT_EQ(kill(server, SIGSTOP), 0);
+  c.StopAgent(0, SIGKILL);
+  const auto lost = std::chrono::steady_clock::now();
+  int answered = 0;
+  while (std::chrono::steady_clock::now() - lost < 3s) {
+    if (c.Get("/api/v1/tasks").first == 200 && c.Get("/api/v1/experiments").first == 200)
+      ++answered;
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_GE(answered, 5) << "the master's API did not answer while a session hung";
+  user.join();
+  kill(server, SIGKILL);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  EXPECT_EQ(opened->exit_code, 1) << opened->output;
+  EXPECT_NE(opened->output.find("the shell's connection ended without an exit status"),
+            std::string::npos)
+      << opened->output;
+  EXPECT_TRUE(std::regex_search(opened->output, std::regex("shell " + id + " is [A-Z]+")))
+      << opened->output;
+  // Ended within the grace and a check of the proxy's (5 s each), not at the command's timeout.
+  EXPECT_LT(std::chrono::steady_clock::now() - lost, 60s);
+  EXPECT_NE(TaskState(c, std::stoll(id)), "RUNNING");
 }
 
 }  // namespace
