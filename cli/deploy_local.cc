@@ -216,7 +216,9 @@ int Up(const LocalFlags& f) {
       if (f.no_tls || f.no_auth) argv.push_back("--insecure");  // asked for: plaintext or open APIs
     }
     if (!f.no_tls) {
-      argv.insert(argv.end(), {"--tls-cert-file", certificates.server_cert, "--tls-key-file", certificates.server_key});
+      argv.insert(argv.end(), {"--tls-cert-file", certificates.server_cert, "--tls-key-file", certificates.server_key,
+                               // The same CA issues each serving task its certificate (the hop to tasks).
+                               "--task-ca-cert-file", certificates.ca_cert, "--task-ca-key-file", certificates.ca_key});
     }
     if (f.no_auth) {
       argv.push_back("--disable-auth");

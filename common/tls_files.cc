@@ -14,21 +14,15 @@
 #include <sstream>
 #include <vector>
 
+#include "common/openssl_handles.h"
+
 namespace sf {
 namespace {
 
-struct BioFree {
-  void operator()(BIO* b) const { BIO_free(b); }
-};
-struct X509Free {
-  void operator()(X509* x) const { X509_free(x); }
-};
-struct KeyFree {
-  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
-};
-using Bio = std::unique_ptr<BIO, BioFree>;
-using Certificate = std::unique_ptr<X509, X509Free>;
-using PrivateKey = std::unique_ptr<EVP_PKEY, KeyFree>;
+using openssl::Bio;
+using openssl::Certificate;
+using openssl::MemoryBio;
+using openssl::PrivateKey;
 
 // The bytes of `path`; `label` names the file in errors ("TLS key file").
 Result<std::string> ReadFile(const std::string& path, const std::string& label) {
@@ -39,10 +33,6 @@ Result<std::string> ReadFile(const std::string& path, const std::string& label) 
   text << in.rdbuf();
   if (in.bad()) return NotFound(label + " " + path + ": cannot read it");
   return text.str();
-}
-
-Bio MemoryBio(const std::string& text) {
-  return Bio(BIO_new_mem_buf(text.data(), static_cast<int>(text.size())));
 }
 
 // The certificates in `pem`, in order (none when it holds no PEM certificate).

@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/secret_file.h"
 #include "master/api/grpc_api_service.h"
+#include "master/auth/task_certificates.h"
 #include "master/api/grpc_services.h"
 #include "master/api/trial_link_service.h"
 #include "master/api/http_server.h"
@@ -129,6 +130,16 @@ int main(int argc, char** argv) {
     log::Error("master", {{"event", "task_token_secret_failed"}, {"error", task_tokens.status().message()}});
     return 1;
   }
+  // The cluster CA for the hop to tasks' services (master/auth/task_certificates.h).
+  std::unique_ptr<TaskCertificates> task_certificates;
+  if (!config->task_ca_cert_file.empty()) {
+    auto loaded = TaskCertificates::Load(config->task_ca_cert_file, config->task_ca_key_file);
+    if (!loaded.ok()) {
+      log::Error("master", {{"event", "task_ca_failed"}, {"error", loaded.status().message()}});
+      return 2;
+    }
+    task_certificates = std::move(loaded).value();
+  }
   if (config->insecure) {
     // Loudly: the operator accepted plaintext APIs on the network (or asked to).
     const bool exposed = !IsLoopback(config->bind_address) && (!config->tls_enabled() || config->disable_auth);
@@ -185,6 +196,7 @@ int main(int argc, char** argv) {
   options.unmanaged_timeout = std::chrono::seconds(config->unmanaged_timeout_seconds);
   options.default_manager = &agents;
   options.task_tokens = &*task_tokens;
+  options.task_certificates = task_certificates.get();
   options.ingest_db = ingest_db->get();
   options.external_pools = external_pools;
   options.external_trial_link_address = external_addresses;
@@ -323,6 +335,7 @@ int main(int argc, char** argv) {
   proxy_options.max_streams = config->http_max_streams;
   proxy_options.tls = config->tls_enabled();
   proxy_options.error_response = JsonError;
+  proxy_options.certificates = task_certificates.get();
   TaskProxy proxy(read_db->get(), &*task_tokens, proxy_options);
   HttpOptions http_options;
   http_options.proxy = &proxy;

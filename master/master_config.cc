@@ -156,6 +156,13 @@ const std::map<std::string, Setting>& Settings() {
                          nullptr}},
       {"tls_key_file", {[](C& c, V v) { c.tls_key_file = v; return Status::Ok(); }, "PATH",
                         "PEM private key of --tls-cert-file's certificate (unencrypted; keep it mode 600)", nullptr}},
+      {"task_ca_cert_file", {[](C& c, V v) { c.task_ca_cert_file = v; return Status::Ok(); }, "PATH",
+                             "the cluster CA's PEM certificate: tasks that serve something get a certificate from it "
+                             "and the proxy reaches them over mutually authenticated TLS; needs --task-ca-key-file "
+                             "(docs/security.md)",
+                             nullptr}},
+      {"task_ca_key_file", {[](C& c, V v) { c.task_ca_key_file = v; return Status::Ok(); }, "PATH",
+                            "the cluster CA's PEM private key (unencrypted; keep it mode 600)", nullptr}},
       {"grpc_port", {[](C& c, V v) { return ParsePort("grpc_port", v, c.grpc_port); }, "PORT",
                      "gRPC port: the Api, agents (AgentLink) and trainers (TrialLink) (env SF_GRPC_PORT)",
                      [](const C& c) { return Text(c.grpc_port); }}},
@@ -332,6 +339,19 @@ const config::DaemonConfigLoader<MasterConfig>& Loader() {
 
 std::string MasterUsage() { return Loader().Usage(); }
 
+// A file key that needs its partner (a certificate and its key): kInvalidArgument naming the one
+// given, when only one is.
+static Status BothOrNeither(const std::string& a, const std::string& a_value, const std::string& b, const std::string& b_value) {
+  if (a_value.empty() == b_value.empty()) return Status::Ok();
+  auto flag = [](std::string key) {
+    for (char& ch : key) ch = ch == '_' ? '-' : ch;
+    return "--" + key;
+  };
+  const bool has_a = !a_value.empty();
+  return InvalidArgument((has_a ? a : b) + ": " + (has_a ? a_value : b_value) + " is given without " + (has_a ? b : a) +
+                         "; give both (" + flag(a) + " and " + flag(b) + ") or neither");
+}
+
 Result<MasterConfig> LoadMasterConfig(const std::vector<std::string>& args) {
   SF_ASSIGN_OR_RETURN(auto loaded, Loader().Load(args, config::ProcessEnvironment()));
   if (loaded.action == config::DaemonAction::kHelp) return Status(StatusCode::kCancelled, MasterUsage());
@@ -339,14 +359,9 @@ Result<MasterConfig> LoadMasterConfig(const std::vector<std::string>& args) {
     return Status(StatusCode::kCancelled, std::string("sf-master ") + SF_VERSION + "\n");
   }
   MasterConfig c = std::move(loaded.config);
-  // TLS: both files or neither, each readable, the key the certificate's.
-  if (c.tls_cert_file.empty() != c.tls_key_file.empty()) {
-    return InvalidArgument(c.tls_cert_file.empty()
-                               ? "tls_key_file: " + c.tls_key_file + " is given without tls_cert_file; give both "
-                                 "(--tls-cert-file and --tls-key-file) or neither"
-                               : "tls_cert_file: " + c.tls_cert_file + " is given without tls_key_file; give both "
-                                 "(--tls-cert-file and --tls-key-file) or neither");
-  }
+  // TLS: both files or neither, each readable, the key the certificate's; the task CA likewise.
+  SF_RETURN_IF_ERROR(BothOrNeither("tls_cert_file", c.tls_cert_file, "tls_key_file", c.tls_key_file));
+  SF_RETURN_IF_ERROR(BothOrNeither("task_ca_cert_file", c.task_ca_cert_file, "task_ca_key_file", c.task_ca_key_file));
   if (c.tls_enabled()) {
     Result<ServerCertificate> tls = LoadServerCertificate(c.tls_cert_file, c.tls_key_file);
     if (!tls.ok()) return tls.status();

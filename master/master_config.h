@@ -36,6 +36,12 @@ struct MasterConfig {
   // matches the certificate; empty when TLS is off. Never logged.
   ServerCertificate tls;
   bool tls_enabled() const { return !tls_cert_file.empty(); }
+  // The cluster's CA (its PEM certificate and unencrypted key), from which the master issues each
+  // task that serves something a certificate, and itself the client certificate its proxy shows
+  // them (master/auth/task_certificates.h; docs/security.md, "The hop to tasks"). Both or
+  // neither; without them tasks serve plain HTTP to the proxy.
+  std::string task_ca_cert_file;
+  std::string task_ca_key_file;
   int grpc_port = 8090;
   int http_port = 8080;
   std::string advertised_address;  // what trainers dial for TrialLink; default 127.0.0.1:<grpc_port>

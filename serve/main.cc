@@ -146,6 +146,15 @@ int main(int argc, char** argv) {
     task = std::move(connected).value();
     // The bearer token the master gave this server (its clients get it from GetServing).
     if (const char* token = std::getenv("SF_SERVE_TOKEN"); token && *token) o.token = token;
+    // The certificate the master issued this task (master/auth/task_certificates.h): HTTPS, and
+    // only the master's proxy, proving its identity, may connect.
+    const char* cert = std::getenv("SF_TASK_TLS_CERT");
+    const char* key = std::getenv("SF_TASK_TLS_KEY");
+    const char* ca = std::getenv("SF_TASK_TLS_CA");
+    if (cert && *cert && key && *key && ca && *ca) {
+      o.tls = {cert, key};
+      o.clients = sf::http::PeerIdentity{ca, "urn:steadfast:master"};
+    }
   }
 
   // SIGINT/SIGTERM are taken by sigwait below: blocked here, before any thread starts.

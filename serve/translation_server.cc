@@ -77,6 +77,7 @@ struct TranslationServer::Impl : http::Handler {
     t.max_body_bytes = o.max_body_bytes;
     t.read_timeout = o.read_timeout;
     t.tls = o.tls;
+    t.clients = o.clients;
     return t;
   }
 

@@ -37,9 +37,11 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/status.h"
+#include "common/http/tls_context.h"
 #include "common/tls_files.h"
 #include "serve/dynamic_batcher.h"
 #include "serve/translate_request.h"
@@ -55,6 +57,8 @@ struct ServeOptions {
   size_t max_body_bytes = 1u << 20;
   std::chrono::milliseconds read_timeout{30000};
   ServerCertificate tls;      // empty: plain HTTP
+  // With tls: only clients proving this identity connect (the master's proxy; cluster tasks).
+  std::optional<http::PeerIdentity> clients;
   std::string token;          // empty: no authentication
   BatchingOptions batching;
   RequestLimits limits;

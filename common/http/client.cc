@@ -5,6 +5,8 @@
 #include <boost/beast/core.hpp>
 
 #include <array>
+#include <future>
+#include <thread>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -99,6 +101,61 @@ class SocketPipe : public Pipe {
   std::string early_;
 };
 
+// An upgraded TLS connection as a Pipe. OpenSSL allows one operation at a time on a connection,
+// so reads and writes (from the two threads of a tunnel) and Close are all run on one thread of
+// the pipe's own, which runs the call's I/O context for as long as the pipe lives; the callers
+// wait for their operation's end.
+class TlsPipe : public Pipe {
+ public:
+  TlsPipe(ssl::stream<tcp::socket&>& tls, tcp::socket& socket, asio::io_context& io, std::string early)
+      : tls_(tls), socket_(socket), io_(io), work_(asio::make_work_guard(io)), early_(std::move(early)) {
+    io_.restart();
+    runner_ = std::thread([this] { io_.run(); });
+  }
+  ~TlsPipe() override {
+    work_.reset();
+    io_.stop();
+    runner_.join();
+  }
+  bool ReadSome(std::string* bytes) override {
+    if (!early_.empty()) {
+      *bytes = std::move(early_);
+      early_.clear();
+      return true;
+    }
+    std::array<char, 16384> chunk;
+    std::promise<size_t> read;
+    asio::post(io_, [&] {
+      tls_.async_read_some(asio::buffer(chunk), [&](beast::error_code ec, size_t n) { read.set_value(ec ? 0 : n); });
+    });
+    const size_t n = read.get_future().get();
+    if (n == 0) return false;
+    bytes->assign(chunk.data(), n);
+    return true;
+  }
+  bool Write(const std::string& bytes) override {
+    std::promise<bool> wrote;
+    asio::post(io_, [&] {
+      asio::async_write(tls_, asio::buffer(bytes), [&](beast::error_code ec, size_t) { wrote.set_value(!ec); });
+    });
+    return wrote.get_future().get();
+  }
+  void Close() override {
+    asio::post(io_, [this] {
+      beast::error_code ec;
+      socket_.shutdown(tcp::socket::shutdown_both, ec);
+    });
+  }
+
+ private:
+  ssl::stream<tcp::socket&>& tls_;
+  tcp::socket& socket_;
+  asio::io_context& io_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_;
+  std::string early_;
+  std::thread runner_;
+};
+
 using Request = bhttp::request<bhttp::string_body>;
 
 // One connection's life, every step an asynchronous operation run to its end on the call's own
@@ -120,7 +177,9 @@ class Call {
   // Resolve, connect and (https) the handshake.
   Status Open() {
     if (url_.https) {  // a CA file that cannot be used is named before anything goes on the network
-      Result<std::unique_ptr<ssl::context>> context = ClientTlsContext(options_.ca_file, options_.ca_what);
+      Result<std::unique_ptr<ssl::context>> context =
+          options_.peer ? ClientTlsContextFor(*options_.peer, options_.client_certificate)
+                        : ClientTlsContext(options_.ca_file, options_.ca_what);
       if (!context.ok()) return Setup(context.status());
       tls_context_ = std::move(context).value();
     }
@@ -148,13 +207,16 @@ class Call {
 
     tls_.emplace(socket_, *tls_context_);
     bool host_mismatch = false;
-    if (!VerifyHost(*tls_, url_.host, &host_mismatch)) {
+    if (options_.peer) {
+      VerifyIdentity(*tls_, options_.peer->uri, &host_mismatch);
+    } else if (!VerifyHost(*tls_, url_.host, &host_mismatch)) {
       return Setup(InvalidArgument("cannot set the TLS server name " + url_.host));
     }
     ec = Await([&](auto handler) { tls_->async_handshake(ssl::stream_base::client, handler); });
     if (ec) {
       if (timed_out_ || canceled_) return Failed("TLS handshake", ec);
-      std::string why = ClientTlsFailure(tls_->native_handle(), host_mismatch, url_.host, options_.whose_certificate);
+      std::string why = ClientTlsFailure(tls_->native_handle(), host_mismatch,
+                                         options_.peer ? options_.peer->uri : url_.host, options_.whose_certificate);
       if (!why.empty()) {
         failure_ = host_mismatch ? Failure::kHostName : Failure::kCertificate;
         return Unavailable(why);
@@ -169,10 +231,7 @@ class Call {
   // for a 200 the body as it arrives into on_bytes, or, with on_header, the header to it and
   // then the body of any status as it arrives.
   Result<ClientResponse> Exchange(const Request& req, const Reading& how) {
-    if (tls_) {
-      if (how.on_tunnel) return Setup(InvalidArgument("a protocol upgrade over https:// is not supported"));
-      return Talk(*tls_, req, how);
-    }
+    if (tls_) return Talk(*tls_, req, how);
     return Talk(socket_, req, how);
   }
 
@@ -198,13 +257,16 @@ class Call {
     out.status = static_cast<int>(parser.get().result_int());
     if (how.header_only) return out;
     if (how.on_header && !(*how.on_header)(parser.get().base())) return out;
-    if constexpr (std::is_same_v<Stream, tcp::socket>) {
-      if (how.on_tunnel && out.status == 101) {
-        deadline_.cancel();  // a tunnel lasts as long as both sides like
+    if (how.on_tunnel && out.status == 101) {
+      deadline_.cancel();  // a tunnel lasts as long as both sides like
+      if constexpr (std::is_same_v<Stream, tcp::socket>) {
         SocketPipe pipe(stream, beast::buffers_to_string(buffer.data()));
         (*how.on_tunnel)(pipe);
-        return out;
+      } else {
+        TlsPipe pipe(stream, socket_, io_, beast::buffers_to_string(buffer.data()));
+        (*how.on_tunnel)(pipe);
       }
+      return out;
     }
     const std::function<bool(const std::string&)>* on_bytes = how.on_bytes;
     if (on_bytes && (out.status == 200 || how.on_header)) {

@@ -11,7 +11,9 @@
 // - `cancel` (optional), once true, ends the call within about 100 ms with kCancelled
 //   ("<cancel_reason> (<step>)").
 // - https:// verifies the server's certificate chain against the CA certificates in `ca_file`
-//   (PEM; the system's trusted CAs when empty) and its host name (common/http/tls_context.h).
+//   (PEM; the system's trusted CAs when empty) and its host name (common/http/tls_context.h);
+//   with `peer`, against that CA and identity instead, presenting `client_certificate` (the
+//   master's proxy to a task's service, master/auth/task_certificates.h).
 // - With `plain_http_loopback_only`, an http:// URL connects only to loopback addresses, whatever
 //   its host resolves to (the webhook rule: secrets never travel in clear beyond the machine).
 // - Errors are one line naming the step: "resolve example.org: Host not found",
@@ -26,9 +28,12 @@
 #include <chrono>
 #include <cstddef>
 #include <functional>
+#include <optional>
 #include <string>
 
+#include "common/http/tls_context.h"
 #include "common/status.h"
+#include "common/tls_files.h"
 
 namespace sf::http {
 
@@ -54,6 +59,8 @@ struct ClientOptions {
   std::string whose_certificate = "the certificate";  // in host-name mismatch errors
   bool plain_http_loopback_only = false;
   size_t max_body_bytes = size_t{512} << 20;
+  std::optional<PeerIdentity> peer;    // https: the identity the server must prove
+  ServerCertificate client_certificate;  // https: presented when not empty
 };
 
 using ResponseHeader = boost::beast::http::response_header<>;
@@ -109,7 +116,7 @@ class Client {
                                const std::function<bool(const ResponseHeader&)>& on_header,
                                const std::function<bool(const std::string& bytes)>& on_bytes);
 
-  // For a protocol switch through a proxy (a WebSocket; http:// only): sends `req` with its
+  // For a protocol switch through a proxy (a WebSocket, over http:// or https://): sends `req` with its
   // Upgrade header (Connection: Upgrade), gives the answer's header to on_header; when the answer
   // is 101, on_tunnel gets the connection as a Pipe (bytes the server sent early first), and
   // Upgrade returns once on_tunnel does. Another answer's body goes to on_bytes, as Relay's.

@@ -351,7 +351,8 @@ bool Server::stopping() const { return impl_->stopping; }
 Status Server::Start() {
   Impl& impl = *impl_;
   if (!impl.options.tls.cert_chain_pem.empty()) {
-    SF_ASSIGN_OR_RETURN(impl.tls_context, ServerTlsContext(impl.options.tls));
+    SF_ASSIGN_OR_RETURN(impl.tls_context,
+                        ServerTlsContext(impl.options.tls, impl.options.clients ? &*impl.options.clients : nullptr));
   }
   try {
     tcp::endpoint endpoint(asio::ip::make_address(impl.options.bind_address),

@@ -22,7 +22,9 @@
 // only, TLS 1.2 or newer: each connection must finish its handshake within `read_timeout`, and
 // one that does not (plaintext HTTP, a client that does not trust the certificate) is closed
 // without an answer. A connection the server ends after a complete answer gets close_notify
-// first (bounded by 5 s), so a client reading to the end sees a clean end.
+// first (bounded by 5 s), so a client reading to the end sees a clean end. With `clients` too, a
+// client must present a certificate proving that identity (a task's service, which only the
+// master's proxy may reach), else its handshake fails.
 //
 // Nothing a client sends stops the server; an exception from a handler becomes
 // Refuse(kInternal). Thread-safe.
@@ -33,8 +35,10 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "common/http/tls_context.h"
 #include "common/status.h"
 #include "common/tls_files.h"
 
@@ -55,6 +59,8 @@ struct ServerOptions {
   size_t max_header_bytes = 64u << 10;
   std::chrono::milliseconds read_timeout{30000};
   ServerCertificate tls;  // empty: plain HTTP
+  // With tls: only clients proving this identity connect (common/http/tls_context.h); none: any.
+  std::optional<PeerIdentity> clients;
 };
 
 // One request in flight on a connection, as the handler sees it. Held by shared_ptr: the

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <openssl/ssl.h>
 #include <openssl/x509_vfy.h>
+#include <openssl/x509v3.h>
 
 namespace sf::http {
 namespace asio = boost::asio;
@@ -23,16 +24,58 @@ bool IsIpAddress(const std::string& host) {
   return inet_pton(AF_INET, host.c_str(), buf) == 1 || inet_pton(AF_INET6, host.c_str(), buf) == 1;
 }
 
-Result<std::unique_ptr<ssl::context>> ServerTlsContext(const ServerCertificate& cert) {
+Result<std::unique_ptr<ssl::context>> ServerTlsContext(const ServerCertificate& cert, const PeerIdentity* clients) {
   try {
     auto context = std::make_unique<ssl::context>(ssl::context::tls_server);
     TlsTwelveOrNewer(*context);
     context->use_certificate_chain(asio::buffer(cert.cert_chain_pem));
     context->use_private_key(asio::buffer(cert.private_key_pem), ssl::context::pem);
+    if (clients) {
+      context->add_certificate_authority(asio::buffer(clients->ca_pem));
+      context->set_verify_mode(ssl::verify_peer | ssl::verify_fail_if_no_peer_cert);
+      const std::string uri = clients->uri;
+      context->set_verify_callback([uri](bool preverified, ssl::verify_context& verify) {
+        if (!preverified) return false;
+        if (X509_STORE_CTX_get_error_depth(verify.native_handle()) > 0) return true;
+        return CertificateHasUri(X509_STORE_CTX_get_current_cert(verify.native_handle()), uri);
+      });
+    }
     return context;
   } catch (const std::exception& e) {
     return InvalidArgument(std::string("TLS: cannot use the certificate and key: ") + e.what());
   }
+}
+
+Result<std::unique_ptr<ssl::context>> ClientTlsContextFor(const PeerIdentity& server, const ServerCertificate& own) {
+  try {
+    auto context = std::make_unique<ssl::context>(ssl::context::tls_client);
+    TlsTwelveOrNewer(*context);
+    context->add_certificate_authority(asio::buffer(server.ca_pem));
+    if (!own.cert_chain_pem.empty()) {
+      context->use_certificate_chain(asio::buffer(own.cert_chain_pem));
+      context->use_private_key(asio::buffer(own.private_key_pem), ssl::context::pem);
+    }
+    context->set_verify_mode(ssl::verify_peer);
+    return context;
+  } catch (const std::exception& e) {
+    return InvalidArgument(std::string("TLS: cannot use the CA or the client certificate: ") + e.what());
+  }
+}
+
+bool CertificateHasUri(X509* cert, const std::string& uri) {
+  if (!cert) return false;
+  auto* names = static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(cert, NID_subject_alt_name, nullptr, nullptr));
+  if (!names) return false;
+  bool found = false;
+  for (int i = 0; i < sk_GENERAL_NAME_num(names) && !found; ++i) {
+    const GENERAL_NAME* name = sk_GENERAL_NAME_value(names, i);
+    if (name->type != GEN_URI) continue;
+    const ASN1_IA5STRING* value = name->d.uniformResourceIdentifier;
+    found = static_cast<size_t>(ASN1_STRING_length(value)) == uri.size() &&
+            uri.compare(0, uri.size(), reinterpret_cast<const char*>(ASN1_STRING_get0_data(value)), uri.size()) == 0;
+  }
+  GENERAL_NAMES_free(names);
+  return found;
 }
 
 Result<std::unique_ptr<ssl::context>> ClientTlsContext(const std::string& ca_file, const std::string& what) {

@@ -5,6 +5,13 @@
 // (PEM; the system's trusted CAs when empty) and the host name of its URL (subject alternative
 // names; SNI is sent for names, not addresses). ClientTlsFailure says, for a person, why a
 // handshake failed: the certificate problem OpenSSL found, or the handshake's own error.
+//
+// Between the master's proxy and a task's service (master/auth/task_certificates.h) both ends
+// prove an identity instead: a PeerIdentity is a CA (PEM text) and the URI the peer's leaf
+// certificate must carry as a subject alternative name. A server given one requires a client
+// certificate chained to that CA, fit for client use (OpenSSL's purpose check: extended key
+// usage clientAuth), and naming that URI; a client given one verifies the server's chain
+// against that CA and that its leaf names the URI, instead of the host name.
 #pragma once
 
 #include <boost/asio/ssl.hpp>
@@ -17,8 +24,36 @@
 
 namespace sf::http {
 
-// The server side with `cert`'s chain and key. InvalidArgument when they cannot be used.
-Result<std::unique_ptr<boost::asio::ssl::context>> ServerTlsContext(const ServerCertificate& cert);
+struct PeerIdentity {
+  std::string ca_pem;
+  std::string uri;  // e.g. "urn:steadfast:master"
+};
+
+// The server side with `cert`'s chain and key; with `clients`, only clients that prove that
+// identity complete a handshake. InvalidArgument when they cannot be used.
+Result<std::unique_ptr<boost::asio::ssl::context>> ServerTlsContext(const ServerCertificate& cert,
+                                                                    const PeerIdentity* clients = nullptr);
+
+// The client side for a server that must prove `server`, presenting `own` (a chain and key) when
+// it is not empty.
+Result<std::unique_ptr<boost::asio::ssl::context>> ClientTlsContextFor(const PeerIdentity& server,
+                                                                       const ServerCertificate& own);
+
+// Whether `cert` carries `uri` as a URI subject alternative name.
+bool CertificateHasUri(X509* cert, const std::string& uri);
+
+// Sets up a client stream, before its handshake, to accept only a leaf naming `uri`; a chain
+// that verifies but names another sets *mismatch.
+template <class SslStream>
+void VerifyIdentity(SslStream& stream, const std::string& uri, bool* mismatch) {
+  stream.set_verify_callback([uri, mismatch](bool preverified, boost::asio::ssl::verify_context& verify) {
+    if (!preverified) return false;
+    if (X509_STORE_CTX_get_error_depth(verify.native_handle()) > 0) return true;
+    const bool ok = CertificateHasUri(X509_STORE_CTX_get_current_cert(verify.native_handle()), uri);
+    if (!ok) *mismatch = true;
+    return ok;
+  });
+}
 
 // The client side, verifying peers against `ca_file` (empty: the system's CAs). `what` names the
 // file in errors ("CA file", "webhook CA file").

@@ -58,7 +58,7 @@ Cluster::Cluster(Store* store, ClusterOptions options)
       allocations_(store, options_.default_manager, options_.external_pools),
       tasks_(store->db(), &allocations_,
              TaskCoordinatorOptions{options_.trial_link_address, options_.external_trial_link_address,
-                                    options_.task_tokens}),
+                                    options_.task_tokens, options_.task_certificates}),
       metric_writer_(options_.ingest_db ? options_.ingest_db : store->db()),
       log_writer_(options_.ingest_db ? options_.ingest_db : store->db()) {
   // What happens to trials' allocations comes on each manager's delivery thread and takes mu_

@@ -38,6 +38,7 @@
 #include "master/agentlink/delivery_ledger.h"
 #include "master/allocation/allocation_registry.h"
 #include "master/allocation/allocation_service.h"
+#include "master/auth/task_certificates.h"
 #include "master/auth/task_tokens.h"
 #include "master/db/store.h"
 #include "master/rm/resource_manager.h"
@@ -59,6 +60,9 @@ struct ClusterOptions {
   bool check_data_files = true;                       // refuse configs naming unreadable files
   // Issues each task's TrialLink token in StartTask (master/auth/task_tokens.h); none when null.
   const TaskTokens* task_tokens = nullptr;
+  // Issues the TLS certificates of tasks that serve something (TaskCoordinatorOptions); none
+  // when null.
+  const TaskCertificates* task_certificates = nullptr;
   // Where metric and log ingestion write (MetricWriter, LogWriter): a pool of their own, so a
   // saturated ingestion path takes no connection from the coordinator or the API's reads, and
   // its commits do not invalidate cached reads (master/db/snapshot_cache.h). Null: the Store's.

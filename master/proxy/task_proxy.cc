@@ -253,6 +253,19 @@ void TaskProxy::Relay(http::Request& req, const ProxyTarget& target, const Endpo
   up.body() = std::move(req.body());  // not needed again: an error answer reads only the version
 
   http::ClientOptions o;
+  if (options_.certificates) {
+    if (!url->https) {
+      return exchange->Reply(
+          options_.error_response(502,
+                                  Unavailable(task + "'s service at " + base_url +
+                                              " is plain HTTP, and this master reaches tasks over TLS only "
+                                              "(task_ca_cert_file): it did not get its certificate"),
+                                  req),
+          true);
+    }
+    o.peer = http::PeerIdentity{options_.certificates->ca_pem(), TaskIdentityUri(target.task_id)};
+    o.client_certificate = options_.certificates->master_client();
+  }
   o.timeout = options_.upstream_timeout;
   o.cancel = &stopping_;
   o.cancel_reason = "the master is stopping";

@@ -32,7 +32,10 @@
 // - A protocol switch (a WebSocket: a notebook's kernels, a shell's terminal) is forwarded with
 //   its Upgrade header; when the service answers 101, the client's connection and the service's
 //   become one tunnel of raw bytes both ways (common/http: Exchange::OpenTunnel,
-//   Client::Upgrade) until either side closes, with no idle timeout. Only to http:// services.
+//   Client::Upgrade) until either side closes, with no idle timeout; over http:// or https://.
+// - The hop: with `certificates` (the cluster CA), only to https:// services that prove the
+//   task's identity, the master presenting its own client certificate (mutual TLS); a plain
+//   service or one proving another identity gets 502 naming why.
 // - A tunnel lives no longer than its task's service: every `tunnel_check_interval` the proxy
 //   reads the endpoint of each task with an open tunnel, and closes the tunnels of a task that
 //   no longer serves (stopped, failed, queued again after its agent was lost, or restarted
@@ -66,6 +69,7 @@
 #include "common/http/client.h"
 #include "common/http/server.h"
 #include "common/status.h"
+#include "master/auth/task_certificates.h"
 #include "master/auth/task_tokens.h"
 #include "master/db/database.h"
 
@@ -78,6 +82,11 @@ struct TaskProxyOptions {
   bool tls = false;  // the master's own HTTP side speaks TLS (X-Forwarded-Proto)
   std::string
       ca_file;  // an https:// service's certificate is verified by it; empty: the system's CAs
+  // The cluster CA (master/auth/task_certificates.h): with it, a task's service is reached over
+  // TLS only, the master showing its client certificate and the service proving it is that
+  // task (its certificate names the task's id); a service on plain http:// gets nothing (502).
+  // None: as the task reported it, an https:// one verified by ca_file and its host name.
+  const TaskCertificates* certificates = nullptr;
   // The master's error answer (its JSON error body) with this HTTP status; required.
   std::function<http::Response(int http_status, const Status& st, const http::Request& req)>
       error_response;

@@ -71,6 +71,18 @@ rm::GangLaunch TaskCoordinator::GangLocked(const Task& t, bool with_ranks) const
         (*s.mutable_env())["SF_SERVE_TOKEN"] = options_.task_tokens->IssueServing(t.id);
       }
     }
+    if (options_.task_certificates && rank == 0 &&
+        (t.spec.kind == "SERVER" || t.spec.kind == "NOTEBOOK" || t.spec.kind == "SHELL")) {
+      Result<ServerCertificate> cert = options_.task_certificates->IssueTask(t.id);
+      if (cert.ok()) {
+        (*s.mutable_env())["SF_TASK_TLS_CERT"] = cert->cert_chain_pem;
+        (*s.mutable_env())["SF_TASK_TLS_KEY"] = cert->private_key_pem;
+        (*s.mutable_env())["SF_TASK_TLS_CA"] = options_.task_certificates->ca_pem();
+      } else {  // it then serves plain HTTP, which the proxy refuses to reach (task_proxy.h)
+        log::Error("tasks", {{"event", "certificate_failed"}, {"task", std::to_string(t.id)},
+                             {"error", cert.status().message()}});
+      }
+    }
     gang.ranks.push_back(std::move(s));
   }
   return gang;

@@ -48,6 +48,7 @@
 #include <string>
 
 #include "master/allocation/allocation_service.h"
+#include "master/auth/task_certificates.h"
 #include "master/auth/task_tokens.h"
 #include "master/tasks/task_store.h"
 #include "steadfast/v1/trial_link.pb.h"
@@ -58,6 +59,10 @@ struct TaskCoordinatorOptions {
   std::string trial_link_address = "127.0.0.1:8090";  // what a task's ranks dial
   std::map<std::string, std::string> external_trial_link_address;  // by pool (ClusterOptions')
   const TaskTokens* task_tokens = nullptr;  // none: no tokens issued
+  // Issues rank 0 of each task that serves something (SERVER, NOTEBOOK, SHELL) its TLS
+  // certificate, key and the CA its clients prove themselves by (SF_TASK_TLS_CERT, _KEY, _CA in
+  // its environment; master/auth/task_certificates.h). None: tasks serve plain HTTP.
+  const TaskCertificates* task_certificates = nullptr;
 };
 
 class TaskCoordinator {

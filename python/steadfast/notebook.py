@@ -8,6 +8,9 @@ kind NOTEBOOK. This runs Debian's Jupyter Notebook server for it:
 - with its token set to the task's service token ($SF_SERVE_TOKEN), which only the master's
   proxy sends (`Authorization: token ...`): the user's master session is the only credential a
   user has, and a request that reaches the port without the proxy gets nothing;
+- when the master gave the task a certificate (a master with the cluster CA), Jupyter listens on
+  loopback only, behind a TLS front that takes only the master (steadfast._task_service), and
+  the URL reported is https://;
 - in the task's working directory (its context, if one was given), with the `steadfast` package
   importable (the agent puts it on PYTHONPATH), so a cell can use the Core API unmanaged;
 - then it reports the URL to the master (TrialLink ReportEndpoint) once Jupyter answers, and
@@ -30,7 +33,7 @@ import urllib.error
 import urllib.request
 from typing import Optional
 
-from ._task_service import free_port, host, master_link, task_number
+from ._task_service import free_port, host, master_link, task_number, tls_context, tls_front
 
 
 def _status(base: str, token: str) -> Optional[dict]:
@@ -61,14 +64,19 @@ def main(argv: Optional[list[str]] = None) -> int:
     task = task_number(env.get("SF_TASK_ID", ""), "steadfast.notebook")
     base_url = f"/proxy/{task}/"
     port = free_port()
+    tls = tls_context()
     jupyter = subprocess.Popen([
         sys.executable, "-m", "notebook", "--no-browser", "--allow-root",
-        f"--NotebookApp.ip=0.0.0.0", f"--NotebookApp.port={port}", "--NotebookApp.port_retries=0",
+        f"--NotebookApp.ip={'127.0.0.1' if tls else '0.0.0.0'}", f"--NotebookApp.port={port}",
+        "--NotebookApp.port_retries=0",
         f"--NotebookApp.base_url={base_url}", f"--NotebookApp.token={token}",
         "--NotebookApp.password=",
         # The master's proxy is the only way in, and it sends the token: the browser's Origin is
         # the master's, which Jupyter would otherwise refuse for its API and kernels' WebSockets.
         "--NotebookApp.allow_origin=*",
+        # Behind the TLS front Jupyter listens on loopback, and would then refuse requests whose
+        # Host is the agent's address (the one the master dials): the front admits the master only.
+        "--NotebookApp.allow_remote_access=True",
         f"--NotebookApp.notebook_dir={os.getcwd()}",
     ])
 
@@ -91,7 +99,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         time.sleep(0.2)
 
     link = master_link(f"steadfast: notebook {task}")
-    url = f"http://{host()}:{port}{base_url}"
+    url = (f"https://{host()}:{tls_front(tls, port, 'steadfast.notebook')}{base_url}" if tls
+           else f"http://{host()}:{port}{base_url}")
     link.report_endpoint(url)
     print(f"steadfast.notebook: Jupyter answers at {url}, reached through the master at {base_url}; "
           f"stops after {args.idle_timeout} s without activity", flush=True)

@@ -7,7 +7,8 @@ sshd on the agent:
 - on a free port of the agent's host, under /proxy/TASK_ID/, answering only requests that carry
   the task's service token ($SF_SERVE_TOKEN) as `Authorization: Bearer ...`, which only the
   master's proxy sends (master/proxy/task_proxy.h): a user reaches it with their master
-  credentials, through the master;
+  credentials, through the master; when the master gave the task a certificate, it listens on
+  loopback only, behind a TLS front that takes only the master (steadfast._task_service);
 - GET /proxy/ID/ answers {"sessions": N, "idle_seconds": S} (readiness);
 - each WebSocket to /proxy/ID/terminal?rows=R&cols=C starts a login shell (bash, else sh) in a
   new pseudo-terminal, in the task's working directory (its context) with the task's
@@ -36,7 +37,7 @@ import termios
 import time
 from typing import Optional
 
-from ._task_service import free_port, host, master_link, task_number
+from ._task_service import free_port, host, master_link, task_number, tls_context, tls_front
 
 
 def _shell() -> list[str]:
@@ -182,8 +183,10 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     port = free_port()
     app = tornado.web.Application([(base, Status), (base + "terminal", Terminal)])
-    app.listen(port, address="0.0.0.0")
-    url = f"http://{host()}:{port}{base}"
+    tls = tls_context()  # with the master's certificate: loopback behind a TLS front (docs/security.md)
+    app.listen(port, address="127.0.0.1" if tls else "0.0.0.0")
+    url = (f"https://{host()}:{tls_front(tls, port, 'steadfast.shell')}{base}" if tls
+           else f"http://{host()}:{port}{base}")
     link = master_link(f"steadfast: shell {task}")
     link.report_endpoint(url)
     print(f"steadfast.shell: terminals at {url}, reached through the master at {base}terminal; "

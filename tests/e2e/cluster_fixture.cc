@@ -162,7 +162,8 @@ void Cluster::StartMaster() {
   }
   if (network_.tls) {
     argv.insert(argv.end(), {"--tls-cert-file", dir_.path() + "/tls/server.pem", "--tls-key-file",
-                             dir_.path() + "/tls/server-key.pem"});
+                             dir_.path() + "/tls/server-key.pem", "--task-ca-cert-file", dir_.path() + "/tls/ca.pem",
+                             "--task-ca-key-file", dir_.path() + "/tls/ca-key.pem"});
   } else if (!IsLoopbackHost(network_.master_host)) {
     // A plaintext master on a test network's bridge address (not loopback) must be told it may
     // listen there.

@@ -273,15 +273,19 @@ TEST(Shells, ATerminalThroughTheMastersProxyRunsAndExitsWithTheShellsStatus) {
       << TaskState(c, std::stoll(id));
 }
 
-// The pids of processes whose command line holds `needle`.
-std::vector<pid_t> PidsRunning(const std::string& needle) {
+// The pids of processes whose command line holds `needle` and whose working directory is under
+// `dir` (this test's cluster: an earlier test's tasks may still be winding down).
+std::vector<pid_t> PidsRunning(const std::string& needle, const std::string& dir) {
   std::vector<pid_t> out;
   for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
     const std::string name = entry.path().filename();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
     std::ifstream in(entry.path() / "cmdline", std::ios::binary);
     std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (cmdline.find(needle) != std::string::npos) out.push_back(std::stoi(name));
+    std::error_code ec;
+    const std::string cwd = std::filesystem::read_symlink(entry.path() / "cwd", ec).string();
+    if (cmdline.find(needle) != std::string::npos && !ec && cwd.rfind(dir, 0) == 0)
+      out.push_back(std::stoi(name));
   }
   return out;
 }
@@ -299,8 +303,9 @@ TEST(Shells, ALostHostEndsTheSessionWithTheReasonWhileTheApiAnswers) {
   o.timeout = 180s;
   std::string id;
   ASSERT_NO_FATAL_FAILURE(StartShell(c, 600, id));
-  ASSERT_EQ(PidsRunning("steadfast.shell").size(), 1u);
-  const pid_t server = PidsRunning("steadfast.shell").front();
+  const std::vector<pid_t> servers = PidsRunning("steadfast.shell", c.dir());
+  ASSERT_EQ(servers.size(), 1u);
+  const pid_t server = servers.front();
 
   // A session that stays busy: a loop the test sees tick in a file.
   const std::string ticks = c.dir() + "/ticks";

@@ -13,6 +13,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <regex>
 
 #include "cli/cluster_certificates.h"
 #include "common/subprocess.h"
@@ -202,14 +203,20 @@ TEST(TlsEndToEnd, EveryChannelIsTlsAndClientsVerifyTheMaster) {
   }
 }
 
-TEST(TlsEndToEnd, AMasterOnTheNetworkNeedsNoInsecureWithTls) {
-  if (geteuid() != 0) GTEST_SKIP() << "network namespaces need root";
-  TestNetwork net(1);
-  ASSERT_TRUE(net.ok()) << net.why();
+// A TLS master on `net`'s bridge address and each agent in a network namespace of its own.
+ClusterLayout TlsAcrossNamespaces(const TestNetwork& net) {
   ClusterLayout layout;
   layout.tls = true;
   layout.master_host = net.bridge_address();
   layout.agent_netns = net.namespaces();
+  return layout;
+}
+
+TEST(TlsEndToEnd, AMasterOnTheNetworkNeedsNoInsecureWithTls) {
+  if (geteuid() != 0) GTEST_SKIP() << "network namespaces need root";
+  TestNetwork net(1);
+  ASSERT_TRUE(net.ok()) << net.why();
+  const ClusterLayout layout = TlsAcrossNamespaces(net);
   Cluster cluster(1, 1, layout);
   // The master listens on the bridge address with TLS and without --insecure.
   std::ifstream cmdline("/proc/" + std::to_string(cluster.master_pid()) + "/cmdline");
@@ -221,6 +228,69 @@ TEST(TlsEndToEnd, AMasterOnTheNetworkNeedsNoInsecureWithTls) {
   ASSERT_GT(id, 0);
   EXPECT_TRUE(cluster.WaitForState(id, "EXPERIMENT_STATE_COMPLETED", seconds(300)))
       << cluster.ExperimentState(id);
+}
+
+TEST(TlsEndToEnd, TheHopToATaskOnAnotherHostIsMutualTls) {
+  if (geteuid() != 0) GTEST_SKIP() << "network namespaces need root";
+  TestNetwork net(1);
+  ASSERT_TRUE(net.ok()) << net.why();
+  const ClusterLayout layout = TlsAcrossNamespaces(net);
+  Cluster cluster(1, 2, layout);
+  TempDir scratch;
+  const std::map<std::string, std::string> as_admin = {{"SF_TOKEN", cluster.admin_token()}};
+  SfRun started = RunSf({"shell", "start", "--idle-timeout", "600", "--wait-seconds", "120",
+                         "--master", cluster.url(), "--ca-file", cluster.ca_file()},
+                        scratch, as_admin);
+  ASSERT_EQ(started.exit_code, 0) << started.out << started.err;
+  std::smatch m;
+  const std::string said = started.out + started.err;
+  ASSERT_TRUE(std::regex_search(said, m, std::regex(R"(sf shell open (\d+))"))) << said;
+  const std::string id = m[1];
+
+  // It serves TLS on its host's address (the namespace's, not the master's loopback).
+  const std::string url = Text(cluster.db(), "SELECT url FROM tasks WHERE id = " + id);
+  ASSERT_TRUE(std::regex_match(url, m, std::regex(R"(https://([0-9.]+):(\d+)/proxy/\d+/)"))) << url;
+  const std::string host = m[1], port = m[2];
+  EXPECT_NE(host, "127.0.0.1");
+
+  // Through the proxy: a terminal runs and exits with its status, both hops TLS.
+  CommandOptions session;
+  session.env = as_admin;
+  session.env["XDG_CONFIG_HOME"] = scratch.path();
+  session.stdin_data = "echo via-$SF_TASK_KIND; exit 4\n";
+  session.timeout = seconds(120);
+  auto opened = RunCommand({Cluster::Binary("sf"), "shell", "open", id, "--master", cluster.url(),
+                            "--ca-file", cluster.ca_file()},
+                           session);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  EXPECT_EQ(opened->exit_code, 4) << opened->output;
+  EXPECT_TRUE(Contains(opened->output, "via-SHELL")) << opened->output;
+
+  // Straight to the task: plain HTTP gets nothing, nor TLS without the master's certificate.
+  CommandOptions curl;
+  curl.timeout = seconds(30);
+  auto plain = RunCommand(
+      {"curl", "-sS", "-m", "10", "http://" + host + ":" + port + "/proxy/" + id + "/"}, curl);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_NE(plain->exit_code, 0) << plain->output;
+  auto anonymous =
+      RunCommand({"curl", "-sS", "-m", "10", "--cacert", cluster.ca_file(), "-H",
+                  "Authorization: Bearer x", "https://" + host + ":" + port + "/proxy/" + id + "/"},
+                 curl);
+  ASSERT_TRUE(anonymous.ok());
+  EXPECT_NE(anonymous->exit_code, 0) << anonymous->output;
+  EXPECT_FALSE(Contains(anonymous->output, "sessions")) << anonymous->output;
+
+  // A notebook likewise: https:// on its host, and Jupyter answers through the proxy.
+  auto [code, created] = cluster.Post("/api/v1/notebooks", R"({"idleTimeoutSeconds": 600})");
+  ASSERT_EQ(code, 200) << created.ToJson();
+  const std::string notebook = std::to_string(Id(*created.Find("task")));
+  ASSERT_TRUE(cluster.WaitFor(
+      [&] { return cluster.Get("/proxy/" + notebook + "/api/status").first == 200; }, seconds(180)))
+      << cluster.Get("/proxy/" + notebook + "/api/status").second.ToJson();
+  EXPECT_EQ(Text(cluster.db(), "SELECT url FROM tasks WHERE id = " + notebook)
+                .rfind("https://" + host + ":", 0),
+            0u);
 }
 
 }  // namespace

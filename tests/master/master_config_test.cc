@@ -164,6 +164,15 @@ TEST_F(MasterConfigTest, ACertificateWithoutItsKeyIsRefusedNamingBoth) {
   EXPECT_NE(key_only.status().message().find("tls_key_file: " + files.server_key + " is given without tls_cert_file"),
             std::string::npos)
       << key_only.status().message();
+  // The cluster CA for the hop to tasks likewise: both files or neither (read by the master).
+  auto ca_only = Load("cluster_name: x\n", {"--task-ca-cert-file", files.ca_cert});
+  ASSERT_FALSE(ca_only.ok());
+  EXPECT_NE(ca_only.status().message().find("task_ca_cert_file: " + files.ca_cert + " is given without task_ca_key_file"),
+            std::string::npos)
+      << ca_only.status().message();
+  auto both = Load("cluster_name: x\n", {"--task-ca-cert-file", files.ca_cert, "--task-ca-key-file", files.ca_key});
+  ASSERT_TRUE(both.ok()) << both.status().ToString();
+  EXPECT_EQ(both->task_ca_key_file, files.ca_key);
   // A non-loopback bind without TLS still needs --insecure, and the message offers TLS.
   auto plain = Load("cluster_name: x\n", {"--bind", "0.0.0.0"});
   ASSERT_FALSE(plain.ok());

@@ -4,7 +4,8 @@
 // (or streams slowly), with the task's rows in a real PostgreSQL. What is forwarded (the path
 // under the task's URL, the query, the client's headers without its master credentials, the
 // server token for a server), that answers stream through without being held back, the
-// endpoint's states, the target checks and the in-flight bound.
+// endpoint's states, the target checks and the in-flight bound; and, with the cluster CA, the
+// hop over mutual TLS: the service proves the task it is, the master proves itself.
 #include "master/proxy/task_proxy.h"
 
 #include <gtest/gtest.h>
@@ -18,8 +19,10 @@
 #include <future>
 #include <thread>
 
+#include "cli/cluster_certificates.h"
 #include "common/value.h"
 #include "tests/master/migrated_database_test.h"
+#include "tests/support/testing.h"
 
 namespace sf::master {
 namespace {
@@ -143,13 +146,15 @@ class TaskProxyTest : public testing::MigratedDatabaseTest {
     MigratedDatabaseTest::TearDown();
   }
 
-  void StartProxy(int max_streams, std::chrono::milliseconds read_timeout = 30s) {
+  void StartProxy(int max_streams, std::chrono::milliseconds read_timeout = 30s,
+                  const TaskCertificates* certificates = nullptr) {
     front_server_.reset();
     proxy_.reset();
     TaskProxyOptions o;
     o.max_streams = max_streams;
     o.upstream_timeout = 5s;
     o.error_response = ErrorAnswer;
+    o.certificates = certificates;
     proxy_ = std::make_unique<TaskProxy>(db_.get(), tokens_.get(), o);
     front_ = std::make_unique<Front>(proxy_.get());
     http::ServerOptions front;
@@ -407,6 +412,126 @@ TEST_F(TaskProxyTest, RequestsInFlightAreBounded) {
   EXPECT_EQ(slow.get().body, "first\nsecond\n");
   for (int i = 0; i < 200 && proxy_->in_flight() > 0; ++i) std::this_thread::sleep_for(10ms);
   EXPECT_EQ(Call(bhttp::verb::get, "/proxy/" + std::to_string(id) + "/echo").status, 200);
+}
+
+// The hop over mutual TLS (master/auth/task_certificates.h): with the cluster CA the proxy
+// reaches a task's service only over TLS, showing the master's certificate, and only when the
+// service proves it is that task; requests and a tunnel go through as over plain HTTP.
+TEST_F(TaskProxyTest, WithTheClusterCaTheHopIsMutualTlsToTheTaskItNames) {
+  sf::testing::TempDir dir;
+  auto files = cli::EnsureClusterCertificates(dir.path() + "/tls", {"127.0.0.1"});
+  ASSERT_TRUE(files.ok()) << files.status().ToString();
+  auto loaded = TaskCertificates::Load(files->ca_cert, files->ca_key);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  const std::unique_ptr<TaskCertificates> ca = std::move(*loaded);
+  StartProxy(8, 300ms, ca.get());
+
+  // A task's service with the certificate the master issues it, taking only the master.
+  auto serve_as = [&](int64_t task, Service* handler) {
+    http::ServerOptions o;
+    auto cert = ca->IssueTask(task);
+    EXPECT_TRUE(cert.ok());
+    o.tls = *cert;
+    o.clients = http::PeerIdentity{ca->ca_pem(), kMasterIdentityUri};
+    auto server = std::make_unique<http::Server>(handler, o);
+    EXPECT_TRUE(server->Start().ok());
+    return server;
+  };
+  auto point = [&](int64_t task, const std::string& url) {
+    ASSERT_TRUE(db_->Transact("url",
+                              [&](pqxx::work& tx) {
+                                tx.exec_params("UPDATE tasks SET url = $2 WHERE id = $1", task,
+                                               url);
+                                return Status::Ok();
+                              })
+                    .ok());
+  };
+  Service tls_service;
+  const int64_t id = Task("NOTEBOOK", "RUNNING", ServiceUrl());
+  auto server = serve_as(id, &tls_service);
+  const std::string https = "https://127.0.0.1:" + std::to_string(server->port()) + "/base/";
+  point(id, https);
+
+  Reply r = Call(bhttp::verb::post, "/proxy/" + std::to_string(id) + "/echo?x=1", "over tls");
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto echoed = Value::FromJson(r.body);
+  ASSERT_TRUE(echoed.ok());
+  EXPECT_EQ(echoed->Find("target")->as_string(), "/base/echo?x=1");
+  EXPECT_EQ(echoed->Find("body")->as_string(), "over tls");
+
+  // A tunnel over TLS: both ways, in turn, then the client's close ends it.
+  {
+    asio::io_context io;
+    tcp::socket socket(io);
+    socket.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), front_server_->port()));
+    asio::write(
+        socket,
+        asio::buffer(
+            "GET /proxy/" + std::to_string(id) +
+            "/ws HTTP/1.1\r\nHost: m\r\nUpgrade: echo-caps\r\nConnection: Upgrade\r\n\r\n"));
+    beast::flat_buffer buffer;
+    bhttp::response_parser<bhttp::empty_body> head;
+    bhttp::read_header(socket, buffer, head);
+    ASSERT_EQ(head.get().result_int(), 101);
+    for (const std::string piece : {"one", "and two"}) {
+      asio::write(socket, asio::buffer(piece));
+      std::string back = beast::buffers_to_string(buffer.data());
+      buffer.consume(buffer.size());
+      while (back.size() < piece.size()) {
+        std::array<char, 256> chunk;
+        beast::error_code ec;
+        const size_t n = socket.read_some(asio::buffer(chunk), ec);
+        ASSERT_FALSE(ec) << ec.message();
+        back.append(chunk.data(), n);
+      }
+      std::string want = piece;
+      for (char& ch : want) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+      EXPECT_EQ(back, want);
+    }
+    socket.close();
+    for (int i = 0; i < 300 && proxy_->in_flight() > 0; ++i) std::this_thread::sleep_for(10ms);
+    EXPECT_EQ(proxy_->in_flight(), 0) << "the TLS tunnel outlived its client";
+  }
+
+  // A service proving another task's identity is not reached; nor a plain one.
+  Service impostor_service;
+  const int64_t other = Task("SHELL", "RUNNING", ServiceUrl());
+  auto impostor = serve_as(other + 1000, &impostor_service);
+  point(other, "https://127.0.0.1:" + std::to_string(impostor->port()) + "/base/");
+  Reply refused = Call(bhttp::verb::get, "/proxy/" + std::to_string(other) + "/echo");
+  EXPECT_EQ(refused.status, 502) << refused.body;
+  EXPECT_NE(refused.body.find("is not for urn:steadfast:task:" + std::to_string(other)),
+            std::string::npos)
+      << refused.body;
+  const int64_t plain = Task("SERVER", "RUNNING", ServiceUrl());
+  Reply in_clear = Call(bhttp::verb::get, "/proxy/" + std::to_string(plain) + "/echo");
+  EXPECT_EQ(in_clear.status, 502) << in_clear.body;
+  EXPECT_NE(in_clear.body.find("plain HTTP"), std::string::npos) << in_clear.body;
+
+  // The service itself takes nobody but the master: no client certificate, or a task's.
+  auto direct = [&](const ServerCertificate& own) {
+    http::ClientOptions o;
+    o.timeout = 5s;
+    o.peer = http::PeerIdentity{ca->ca_pem(), TaskIdentityUri(id)};
+    o.client_certificate = own;
+    auto url = http::Url::Parse("https://127.0.0.1:" + std::to_string(server->port()), "url");
+    http::Client client(*url, o);
+    bhttp::request<bhttp::string_body> req{bhttp::verb::get, "/base/echo", 11};
+    return client.Fetch(std::move(req));
+  };
+  auto anonymous = direct({});
+  ASSERT_FALSE(anonymous.ok()) << "a client without a certificate got in";
+  EXPECT_EQ(anonymous.status().message().find("resolve"), std::string::npos)
+      << anonymous.status().message();
+  auto as_task = ca->IssueTask(other);
+  ASSERT_TRUE(as_task.ok());
+  auto posing = direct(*as_task);
+  ASSERT_FALSE(posing.ok()) << "a task's certificate passed as the master's";
+  EXPECT_EQ(posing.status().message().find("resolve"), std::string::npos)
+      << posing.status().message();
+  auto as_master = direct(ca->master_client());
+  ASSERT_TRUE(as_master.ok()) << as_master.status().ToString();
+  EXPECT_EQ(as_master->status, 200);
 }
 
 }  // namespace
