@@ -21,6 +21,7 @@ Result<sf::CommandResult> Sf(Cluster& c, std::vector<std::string> args, std::chr
   args.insert(args.begin(), Cluster::Binary("sf"));
   sf::CommandOptions o;
   o.timeout = timeout;
+  o.env["SF_CA_FILE"] = c.ca_file();  // a TLS cluster's CA ("" otherwise: none)
   return sf::RunCommand(args, o);
 }
 
@@ -38,8 +39,15 @@ std::string TaskState(Cluster& c, int64_t id, Value* task = nullptr) {
   return state ? state->as_string() : "";
 }
 
+// TLS and users on, as a deployment runs (sf over HTTPS, with the admin's token).
+ClusterLayout Deployed() {
+  ClusterLayout layout;
+  layout.tls = true;
+  return layout;
+}
+
 TEST(Commands, RunOnceWithTheirContextPrintTheirOutputAndExitWithTheirStatus) {
-  Cluster c(1, 1);
+  Cluster c(1, 1, Deployed());
   // Refusals, before anything is scheduled.
   for (const auto& [body, message] : std::vector<std::pair<std::string, std::string>>{
            {R"({})", "entrypoint: required"},
@@ -191,7 +199,7 @@ namespace {
 // pool, agent and why a queued one waits; `sf task logs|describe t<id>` serve a trial; kill is
 // refused (a trial ends with its experiment); an ended trial leaves the live list.
 TEST(TaskList, ShowsTrialsBesideCommandsAndServesTheirLogs) {
-  Cluster c(1, 1);
+  Cluster c(1, 1, Deployed());
   const int64_t experiment = c.Submit(TinyExperiment(2, 1000000, 10, "task-list-e2e"));
   ASSERT_GT(experiment, 0);
   ASSERT_TRUE(c.WaitFor([&] { return !c.TrainerPids().empty(); }, 120s));

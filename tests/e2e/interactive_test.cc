@@ -197,6 +197,7 @@ TEST(Notebooks, RunACellThroughTheMastersProxyAndStopWhenIdle) {
 void StartShell(Cluster& c, int idle_timeout, std::string& id) {
   CommandOptions o;
   o.timeout = 180s;
+  o.env["SF_CA_FILE"] = c.ca_file();
   auto started =
       RunCommand({Cluster::Binary("sf"), "shell", "start", "--idle-timeout",
                   std::to_string(idle_timeout), "--wait-seconds", "120", "--master", c.url()},
@@ -210,10 +211,15 @@ void StartShell(Cluster& c, int idle_timeout, std::string& id) {
 }
 
 TEST(Shells, ATerminalThroughTheMastersProxyRunsAndExitsWithTheShellsStatus) {
-  Cluster c(1, 1);
+  // TLS and users on: sf reaches the master over HTTPS, the master the shell over the mutually
+  // authenticated hop (docs/security.md, "The hop to tasks").
+  ClusterLayout layout;
+  layout.tls = true;
+  Cluster c(1, 1, layout);
   EXPECT_EQ(c.Post("/api/v1/shells", R"({"idleTimeoutSeconds": 5})").first, 400);
   CommandOptions o;
   o.timeout = 180s;
+  o.env["SF_CA_FILE"] = c.ca_file();
   std::string id;
   ASSERT_NO_FATAL_FAILURE(StartShell(c, 15, id));
   EXPECT_EQ(TaskState(c, std::stoll(id)), "RUNNING");
@@ -298,9 +304,11 @@ std::vector<pid_t> PidsRunning(const std::string& needle, const std::string& dir
 TEST(Shells, ALostHostEndsTheSessionWithTheReasonWhileTheApiAnswers) {
   ClusterLayout layout;
   layout.master_flags = {"--agent-reconnect-grace-seconds", "5"};
+  layout.tls = true;
   Cluster c(1, 1, layout);
   CommandOptions o;
   o.timeout = 180s;
+  o.env["SF_CA_FILE"] = c.ca_file();
   std::string id;
   ASSERT_NO_FATAL_FAILURE(StartShell(c, 600, id));
   const std::vector<pid_t> servers = PidsRunning("steadfast.shell", c.dir());

@@ -30,7 +30,11 @@ TEST(Notebooks, InChromiumThroughTheMastersProxy) {
       << "the web UI is not built: run tests/webui/run.sh (deploy/test.sh does)";
   ASSERT_TRUE(fs::exists(SourceDir() + "/webui/node_modules/playwright-core"))
       << "run npm ci in webui/";
-  Cluster c(1, 1);
+  // TLS and users on, as a deployment runs: the browser reaches the master over HTTPS, and the
+  // master the notebook over the mutually authenticated hop (docs/security.md).
+  ClusterLayout layout;
+  layout.tls = true;
+  Cluster c(1, 1, layout);
   // Jupyter's clock starts when it does (its /api/status does not count as activity), so the
   // browser has 30 s to make its first request; it makes it within seconds.
   auto [code, created] = c.Post("/api/v1/notebooks", R"({"idleTimeoutSeconds": 30})");
@@ -48,6 +52,8 @@ TEST(Notebooks, InChromiumThroughTheMastersProxy) {
   CommandOptions o;
   o.working_dir = SourceDir() + "/webui";
   o.env["SF_MASTER_URL"] = c.url();
+  o.env["NODE_EXTRA_CA_CERTS"] = c.ca_file();  // the script's own /health check (the browser's
+                                               // context accepts the test CA's certificate)
   o.env["SF_E2E_USERNAME"] = "admin";
   o.env["SF_E2E_PASSWORD"] = c.admin_password();
   o.env["SF_NOTEBOOK_ID"] = std::to_string(id);

@@ -5,7 +5,8 @@
 // is made for it), its output is `sf serve logs`, and a master restart finds it still READY;
 // the master's proxy (/proxy/ID/...) answers with the same bytes to whom the task's access rule
 // lets in;
-// `sf serve stop` ends the process and frees the slot; bad requests name what is wrong.
+// `sf serve stop` ends the process and frees the slot; bad requests name what is wrong. With TLS
+// on, the server answers HTTPS to the master alone, and through the proxy as the CLI translates.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -255,6 +256,62 @@ TEST(ServeCluster, ScheduledServerAnswersAsTheCommandLineTranslatesAndStops) {
   EXPECT_EQ(c.Post("/api/v1/servings/" + std::to_string(id) + "/stop", "").first, 200);
   EXPECT_EQ(c.Post("/api/v1/servings/999999/stop", "").first, 404);
   EXPECT_EQ(c.Get("/api/v1/tasks/999999/logs").first, 404);
+}
+
+// A TLS cluster holds the cluster CA, so the server gets its own certificate and serves HTTPS to
+// the master alone (master/auth/task_certificates.h; docs/security.md, "The hop to tasks"):
+// through the proxy it translates as the command line does; straight to it, neither plain HTTP
+// nor TLS without the master's certificate gets an answer.
+TEST(ServeCluster, OverTheTlsHopTheServerAnswersTheMasterAlone) {
+  sf::testing::ClusterLayout layout;
+  layout.tls = true;
+  sf::testing::Cluster c(1, 1, layout);
+  TrainedModel model;
+  ASSERT_NO_FATAL_FAILURE(TrainAndRegister(c, "tls-de-en", &model));
+  const std::string sentence = Lines(ReadFile(sf::testing::DataCopy("multi30k-de-en-tiny") + "/test.de")).front();
+  sf::testing::TempDir dir;
+  CommandOptions o;
+  o.working_dir = dir.path();
+  o.stdin_data = sentence + "\n";
+  o.timeout = 2min;
+  auto translated = RunCommand({Binary("trainer/sf-trainer"), "translate", "--checkpoint", model.checkpoint_path,
+                                "--threads", "1"},
+                               o);
+  ASSERT_TRUE(translated.ok() && translated->exit_code == 0) << (translated.ok() ? translated->output : "");
+  const std::string reference = Lines(translated->output).back();
+
+  CommandOptions cli;
+  cli.timeout = 2min;
+  auto started = RunCommand({sf::testing::Cluster::Binary("sf"), "serve", "start", "--model", "tls-de-en", "--threads",
+                             "1", "--wait", "--wait-seconds", "90", "--master", c.url(), "--ca-file", c.ca_file()},
+                            cli);
+  ASSERT_TRUE(started.ok());
+  ASSERT_EQ(started->exit_code, 0) << started->output;
+  auto [listed_code, listed] = c.Get("/api/v1/servings");
+  ASSERT_EQ(listed_code, 200);
+  ASSERT_EQ(listed.Find("servings")->as_list().size(), 1u) << listed.ToJson();
+  const Value serving = listed.Find("servings")->as_list()[0];
+  const std::string url = serving.Find("url")->as_string();
+  std::smatch m;
+  ASSERT_TRUE(std::regex_match(url, m, std::regex(R"(https://127\.0\.0\.1:(\d+))"))) << url;
+  const std::string port = m[1];
+
+  auto [code, through] = c.Post("/proxy/" + std::to_string(sf::testing::Id(serving)) + "/v1/translate",
+                                "{\"text\": " + Value(Value::List{Value(sentence)}).ToJson() + "}");
+  ASSERT_EQ(code, 200) << through.ToJson();
+  const Value* translations = through.Find("translations");
+  ASSERT_TRUE(translations && translations->as_list().size() == 1) << through.ToJson();
+  EXPECT_EQ(translations->as_list()[0].Find("text")->as_string(), reference) << through.ToJson();
+
+  for (const std::vector<std::string>& direct :
+       {std::vector<std::string>{"curl", "-sS", "-m", "10", "http://127.0.0.1:" + port + "/health"},
+        std::vector<std::string>{"curl", "-sS", "-m", "10", "--cacert", c.ca_file(), "https://127.0.0.1:" + port + "/health"}}) {
+    CommandOptions curl;
+    curl.timeout = 30s;
+    auto r = RunCommand(direct, curl);
+    ASSERT_TRUE(r.ok());
+    EXPECT_NE(r->exit_code, 0) << direct.back() << " answered without the master's certificate: " << r->output;
+  }
 }
 
 }  // namespace
