@@ -119,7 +119,8 @@ class LocalModeTest(unittest.TestCase):
         errors = [line for line in p.stdout.splitlines() if line.startswith(("ERROR", "ACCEPTED"))]
         prefix = "steadfast: local trial: report_training_metrics:"
         self.assertEqual(errors, [
-            f"ERROR TypeError {prefix} metric \"loss\" is 'abc' (str), not a number",
+            f"ERROR TypeError {prefix} metric \"loss\" is 'abc' (str), not a number: text goes in a "
+            "group of the trial's own (report_metrics(\"samples\", ...)); training takes numbers",
             f"ERROR TypeError {prefix} metric \"ok\" is True (bool), not a number",
             f"ERROR TypeError {prefix} metric name 3 (int) is not a string",
             f"ERROR ValueError {prefix} steps_completed -1 is negative",
@@ -188,6 +189,47 @@ class LocalModeTest(unittest.TestCase):
             rows = [json.loads(line) for line in f]
         self.assertEqual([(r["kind"], r["steps_completed"]) for r in rows],
                          [("training", 10), ("inference", 10), ("validation", 5)])
+
+    def test_a_group_of_the_trials_own_takes_text_and_the_two_groups_take_numbers(self) -> None:
+        p = self.run_script("""
+            import steadfast
+            def attempt(f):
+                try:
+                    f()
+                    print("ACCEPTED")
+                except (TypeError, ValueError) as e:
+                    print("ERROR", type(e).__name__, e)
+            with steadfast.core.init(local_dir="out") as ctx:
+                t = ctx.train
+                attempt(lambda: t.report_metrics("samples", 10, {"hypothesis": "Ein Hund läuft.",
+                                                                 "reference": "A dog runs.", "wer": 0.5}))
+                attempt(lambda: t.report_training_metrics(10, {"loss": 1.0, "note": "warm"}))
+                attempt(lambda: t.report_metrics("validation", 10, {"validation_loss": "0.5"}))
+                attempt(lambda: t.report_metrics("samples", 20, {"hypothesis": "x" * (64 * 1024 + 1)}))
+                attempt(lambda: t.report_metrics("samples", 20, {"hypothesis": "bad \\ud800 text"}))
+            """)
+        errors = [line for line in p.stdout.splitlines() if line.startswith(("ERROR", "ACCEPTED"))]
+        self.assertEqual(errors, [
+            "ACCEPTED",
+            "ERROR TypeError steadfast: local trial: report_training_metrics: metric \"note\" is 'warm' (str), "
+            "not a number: text goes in a group of the trial's own (report_metrics(\"samples\", ...)); "
+            "training takes numbers",
+            "ERROR TypeError steadfast: local trial: report_metrics: metric \"validation_loss\" is '0.5' (str), "
+            "not a number: text goes in a group of the trial's own (report_metrics(\"samples\", ...)); "
+            "validation takes numbers",
+            "ERROR ValueError steadfast: local trial: report_metrics: metric \"hypothesis\" is text of 65537 "
+            "bytes, more than 65536",
+            "ERROR ValueError steadfast: local trial: report_metrics: metric \"hypothesis\" is not valid "
+            "Unicode text (surrogates not allowed at 4)",
+        ])
+        self.assertIn("steadfast: samples steps_completed=10 hypothesis='Ein Hund läuft.' "
+                      "reference='A dog runs.' wer=0.5", p.stdout)
+        with open(os.path.join(self.dir, "out", "metrics.jsonl"), encoding="utf-8") as f:
+            rows = [json.loads(line) for line in f]
+        self.assertEqual(rows[0]["kind"], "samples")
+        self.assertEqual(rows[0]["metrics"], {"hypothesis": "Ein Hund läuft.", "reference": "A dog runs.",
+                                              "wer": 0.5})
+        self.assertEqual(len(rows), 1, "a refused report was written")
 
     def test_numpy_and_torch_scalars_are_numbers(self) -> None:
         p = self.run_script("""

@@ -29,9 +29,9 @@ class Operation:
 class MetricRecord:
     """One report: the metrics of one kind at one step."""
 
-    kind: str  # training | validation
+    kind: str  # training | validation | a group of the trial's own
     steps_completed: int
-    values: dict[str, float | int]
+    values: dict[str, float | int | str]  # text only in a group of the trial's own
 
 
 @dataclass(frozen=True)

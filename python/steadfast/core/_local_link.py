@@ -21,14 +21,17 @@ from ._link import Action, CheckpointFile, MetricRecord, Operation
 __all__ = ["LocalTrialLink", "format_value"]
 
 
-def format_value(v: float | int) -> str:
-    """A metric value for the one-line display: ints as they are, floats to 4 digits."""
+def format_value(v: float | int | str) -> str:
+    """A metric value for the one-line display: ints as they are, floats to 4 digits, text
+    quoted (its first 40 characters)."""
+    if isinstance(v, str):
+        return repr(v if len(v) <= 40 else v[:40] + "...")
     if isinstance(v, int):
         return str(v)
     return f"{v:.4g}"
 
 
-def _json_value(v: float | int) -> Any:
+def _json_value(v: float | int | str) -> Any:
     # JSON has no NaN/Infinity: written as strings, as the master writes them.
     if isinstance(v, float) and not math.isfinite(v):
         return "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")

@@ -33,6 +33,28 @@ def _not_a_number(where: str, v: Any, why: str = "") -> TypeError:
     return TypeError(f"{where} is {_shown(v)} ({type(v).__name__}), not a number{why}")
 
 
+# The longest text a metric may carry (UTF-8 bytes): a sample translation or transcript, not a file.
+MAX_TEXT_BYTES = 64 * 1024
+
+
+def _metric_value(where: str, kind: str, v: Any) -> float | int | str:
+    """A metric's value: a number (to_number), or in a group of the trial's own also text (a
+    sample transcript, a translation beside its reference; at most MAX_TEXT_BYTES). training and
+    validation take numbers only: the searcher and the curves read them."""
+    if isinstance(v, str):
+        if kind in ("training", "validation"):
+            raise TypeError(f"{where} is {_shown(v)} (str), not a number: text goes in a group of the "
+                            f"trial's own (report_metrics(\"samples\", ...)); {kind} takes numbers")
+        try:
+            size = len(v.encode("utf-8"))
+        except UnicodeEncodeError as e:  # a lone surrogate: no UTF-8 for it, nor for the master
+            raise ValueError(f"{where} is not valid Unicode text ({e.reason} at {e.start})") from None
+        if size > MAX_TEXT_BYTES:
+            raise ValueError(f"{where} is text of {size} bytes, more than {MAX_TEXT_BYTES}")
+        return v
+    return to_number(where, v)
+
+
 def to_number(where: str, v: Any) -> float | int:
     """`v` as a Python int or float: ints, floats, and scalars with `.item()` (numpy, torch)
     or `__float__`; bool and str are refused. Raises TypeError starting with `where`."""
@@ -265,8 +287,10 @@ class Train:
         report_validation_metrics; any other group is the trial's own ("inference",
         "eval_bleu": lowercase letters, digits and _, starting with a letter, at most 64
         characters), stored and shown like them (`sf trial metrics ID --group NAME`,
-        GET /api/v1/trials/ID/metrics?kind=NAME) and never read by the searcher. Per group,
-        steps_completed never goes backwards."""
+        GET /api/v1/trials/ID/metrics?kind=NAME) and never read by the searcher. Such a group's
+        values may also be text (at most 64 KiB each: a sample output beside its reference);
+        training and validation take numbers only. Per group, steps_completed never goes
+        backwards."""
         where = f"{self._label}: report_metrics"
         if not isinstance(group, str):
             raise TypeError(f"{where}: group is {_shown(group)} ({type(group).__name__}), not a string")
@@ -283,12 +307,12 @@ class Train:
         if not isinstance(metrics, Mapping):
             raise TypeError(f"{where}: metrics is {_shown(metrics)} ({type(metrics).__name__}), "
                             f"not a dict of names to numbers")
-        values: dict[str, float | int] = {}
+        values: dict[str, float | int | str] = {}
         for name, v in metrics.items():
             if not isinstance(name, str):
                 raise TypeError(f"{where}: metric name {_shown(name)} ({type(name).__name__}) "
                                 f"is not a string")
-            values[name] = to_number(f'{where}: metric "{name}"', v)
+            values[name] = _metric_value(f'{where}: metric "{name}"', kind, v)
         with self._lock:
             previous = self._last_steps.get(kind)
             if previous is not None and steps < previous:
