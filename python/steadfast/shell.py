@@ -17,7 +17,8 @@ sshd on the agent:
   the shell's input, ours its output. Text messages carry JSON: the client sends
   {"resize": [rows, cols]} (a terminal) or {"eof": true} (no terminal: the input ended); we send
   {"exit": STATUS} when the shell ended (128 + N for a signal N), then close. Closing the
-  WebSocket hangs the shell up (SIGHUP).
+  WebSocket hangs the shell up (SIGHUP). The shell's output is read only as fast as the client
+  takes it (the shell blocks on a full pipe meanwhile), so a flood costs no memory here.
 - It reports its URL to the master (TrialLink ReportEndpoint) once it listens, and exits 0 after
   the idle timeout with no session open: the task ends STOPPED.
 """
@@ -132,9 +133,23 @@ def main(argv: Optional[list[str]] = None) -> int:
             except OSError:
                 data = b""
             if data:
-                self.write_message(data, binary=True)
+                try:
+                    flushed = self.write_message(data, binary=True)
+                except tornado.websocket.WebSocketClosedError:
+                    return  # the client went: drop its output until the hung-up shell ends
+                if not flushed.done():
+                    # Backpressure: the shell waits (its output pipe fills) while the client has
+                    # not taken what was sent, so a flood never piles up here in memory.
+                    loop = tornado.ioloop.IOLoop.current()
+                    loop.remove_handler(fd)
+                    flushed.add_done_callback(lambda f: self._resume(fd, f))
                 return
             self._ended()
+
+        def _resume(self, fd: int, flushed) -> None:
+            flushed.exception()  # taken (a closed connection's), so it is not reported unread
+            if self in sessions:
+                tornado.ioloop.IOLoop.current().add_handler(fd, self._output, tornado.ioloop.IOLoop.READ)
 
         def _ended(self) -> None:
             loop = tornado.ioloop.IOLoop.current()

@@ -99,6 +99,55 @@ class ShellServerTest(unittest.TestCase):
         self.assertEqual(shell.returncode, 0, out)
         self.assertIn("no session for 10 s: stopping", out)
 
+    def test_a_flood_waits_for_the_client_instead_of_piling_up(self) -> None:
+        import tornado.httpclient
+        import tornado.ioloop
+        import tornado.websocket
+
+        server = TrialLinkServer()
+        self.addCleanup(server.close)
+        work = tempfile.mkdtemp(prefix="sf-shell-")
+        self.addCleanup(shutil.rmtree, work, ignore_errors=True)
+        token = "sfs1_" + "ef" * 32
+        env = clean_env(SF_MASTER_ADDRESS=server.address, SF_TASK_ID="task8-r0-a1.0", SF_RANK="0",
+                        SF_RESTART="0", SF_TASK_TOKEN="sft1_task", SF_SERVE_TOKEN=token, SF_TASK_KIND="SHELL")
+        shell = subprocess.Popen([sys.executable, "-m", "steadfast.shell", "--idle-timeout", "60"], env=env,
+                                 cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(lambda: shell.poll() is None and shell.kill())
+        deadline = time.monotonic() + 60
+        while not server.requests("ReportEndpoint"):
+            self.assertIsNone(shell.poll())
+            self.assertLess(time.monotonic(), deadline)
+            time.sleep(0.1)
+        url = server.requests("ReportEndpoint")[0].url
+
+        def rss_mib() -> float:
+            with open(f"/proc/{shell.pid}/status") as f:
+                kib = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+            return kib / 1024
+
+        async def flood() -> tuple[float, int]:
+            request = tornado.httpclient.HTTPRequest(url.replace("http://", "ws://") + "terminal?tty=0",
+                                                     headers={"Authorization": "Bearer " + token})
+            ws = await tornado.websocket.websocket_connect(request)
+            # About 1 GB/s of output, and a client that reads nothing for 4 s: without
+            # backpressure the server holds gigabytes by then.
+            await ws.write_message(b"yes 0123456789abcdef0123456789abcdef\n", binary=True)
+            await tornado.gen.sleep(4)
+            held = rss_mib()
+            taken = 0
+            while taken < 50_000_000:  # then it flows again, as fast as the client reads
+                message = await ws.read_message()
+                self.assertIsNotNone(message, "the session ended under the flood")
+                taken += len(message) if isinstance(message, bytes) else 0
+            ws.close()
+            return held, taken
+
+        import tornado.gen
+        held, taken = tornado.ioloop.IOLoop.current().run_sync(flood, timeout=60)
+        self.assertLess(held, 300, f"the shell server held {held:.0f} MiB while its client read nothing")
+        self.assertGreaterEqual(taken, 50_000_000)
+
 
 if __name__ == "__main__":
     unittest.main()
