@@ -77,6 +77,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         # Behind the TLS front Jupyter listens on loopback, and would then refuse requests whose
         # Host is the agent's address (the one the master dials): the front admits the master only.
         "--NotebookApp.allow_remote_access=True",
+        # Kernels talk to Jupyter over Unix sockets named after each kernel, not TCP ports: many
+        # notebooks on one host picked the same free port now and then, and the kernel never
+        # started (ZMQError: Address already in use; bench/proxy_load.sh found it).
+        "--KernelManager.transport=ipc",
         f"--NotebookApp.notebook_dir={os.getcwd()}",
     ])
 
