@@ -333,6 +333,7 @@ int main(int argc, char** argv) {
   // Tasks' services through the master (/proxy/TASK_ID/...); destroyed after the HTTP server.
   TaskProxyOptions proxy_options;
   proxy_options.max_streams = config->http_max_streams;
+  proxy_options.max_tunnels = config->proxy_max_tunnels;
   proxy_options.tls = config->tls_enabled();
   proxy_options.error_response = JsonError;
   proxy_options.certificates = task_certificates.get();

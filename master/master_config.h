@@ -69,6 +69,7 @@ struct MasterConfig {
   int http_max_connections = 512;      // open connections; beyond: 503 with Retry-After
   int http_read_timeout_seconds = 30;  // a request must arrive, a response be taken, within this
   int http_max_streams = 64;           // concurrent log follows (SSE), one thread each
+  int proxy_max_tunnels = 256;         // WebSocket sessions through /proxy/ at once (master/proxy)
   // Scheduling (docs/scheduling.md): the mode of every pool not named in pool_schedulers, the
   // per-pool modes, how long a preempted trial may take to checkpoint and stop before it is
   // killed, and how long a trial runs before it may be preempted.

@@ -180,20 +180,22 @@ Result<TaskProxy::Endpoint> TaskProxy::EndpointOf(int64_t task_id) {
 
 void TaskProxy::Forward(http::Request req, ProxyTarget target,
                         std::shared_ptr<http::Exchange> exchange) {
+  const bool upgrade = req.find(bhttp::field::upgrade) != req.end();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (in_flight_ >= options_.max_streams) {
-      http::Response res =
-          options_.error_response(503,
-                                  Unavailable("too many proxied requests in flight (" +
-                                              std::to_string(options_.max_streams) + ")"),
-                                  req);
+    const bool full = upgrade ? tunnels_in_flight_ >= options_.max_tunnels
+                              : in_flight_ - tunnels_in_flight_ >= options_.max_streams;
+    if (full) {
+      const std::string what = upgrade ? "proxied WebSocket sessions open (" + std::to_string(options_.max_tunnels)
+                                       : "proxied requests in flight (" + std::to_string(options_.max_streams);
+      http::Response res = options_.error_response(503, Unavailable("too many " + what + ")"), req);
       res.set(bhttp::field::retry_after, "1");
       return exchange->Reply(std::move(res), true);
     }
     ++in_flight_;
+    if (upgrade) ++tunnels_in_flight_;
   }
-  std::thread([this, req = std::move(req), target = std::move(target),
+  std::thread([this, upgrade, req = std::move(req), target = std::move(target),
                exchange = std::move(exchange)]() mutable {
     try {
       Result<Endpoint> endpoint = EndpointOf(target.task_id);
@@ -211,6 +213,7 @@ void TaskProxy::Forward(http::Request req, ProxyTarget target,
     exchange.reset();
     std::lock_guard<std::mutex> lock(mu_);  // last: the destructor may run right after
     --in_flight_;
+    if (upgrade) --tunnels_in_flight_;
     idle_.notify_all();
   }).detach();
 }

@@ -43,8 +43,9 @@
 //   client for longer than the master takes to notice (its agent's reconnect grace). A failed
 //   read (the database) closes nothing. The client's connection ends; it may ask GetTask why.
 //   Stopping the proxy closes every tunnel.
-// - Limits: at most `max_streams` requests in flight (one thread each; one more gets 503 with
-//   Retry-After); the upstream must connect and answer with its header within
+// - Limits: at most `max_streams` requests in flight and `max_tunnels` protocol switches open (a
+//   tunnel lasts as long as its session: a notebook's kernel, a terminal), each counted apart,
+//   one thread each (a tunnel two, three over TLS); one more gets 503 with Retry-After; the upstream must connect and answer with its header within
 //   `upstream_timeout` (else 504); each piece written to the client must be taken within the
 //   server's read_timeout (else the upstream connection is dropped). A slow or dead task holds
 //   only its own request's thread, never an API worker.
@@ -76,7 +77,8 @@
 namespace sf::master {
 
 struct TaskProxyOptions {
-  int max_streams = 64;
+  int max_streams = 64;    // requests in flight, protocol switches apart
+  int max_tunnels = 256;   // protocol switches (WebSockets) open at once
   std::chrono::milliseconds upstream_timeout{30000};
   std::chrono::milliseconds tunnel_check_interval{5000};
   bool tls = false;  // the master's own HTTP side speaks TLS (X-Forwarded-Proto)
@@ -137,7 +139,8 @@ class TaskProxy {
   std::atomic<bool> stopping_{false};
   mutable std::mutex mu_;
   std::condition_variable idle_;
-  int in_flight_ = 0;
+  int in_flight_ = 0;  // every request, tunnels included
+  int tunnels_in_flight_ = 0;
   std::map<http::Pipe*, int64_t> tunnels_;  // open tunnels, by their upstream side; task ids
   std::condition_variable wake_;            // the watchdog's: stopping
   std::thread watchdog_;

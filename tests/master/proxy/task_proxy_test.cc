@@ -147,7 +147,7 @@ class TaskProxyTest : public testing::MigratedDatabaseTest {
   }
 
   void StartProxy(int max_streams, std::chrono::milliseconds read_timeout = 30s,
-                  const TaskCertificates* certificates = nullptr) {
+                  const TaskCertificates* certificates = nullptr, int max_tunnels = 256) {
     front_server_.reset();
     proxy_.reset();
     TaskProxyOptions o;
@@ -155,6 +155,7 @@ class TaskProxyTest : public testing::MigratedDatabaseTest {
     o.upstream_timeout = 5s;
     o.error_response = ErrorAnswer;
     o.certificates = certificates;
+    o.max_tunnels = max_tunnels;
     proxy_ = std::make_unique<TaskProxy>(db_.get(), tokens_.get(), o);
     front_ = std::make_unique<Front>(proxy_.get());
     http::ServerOptions front;
@@ -412,6 +413,28 @@ TEST_F(TaskProxyTest, RequestsInFlightAreBounded) {
   EXPECT_EQ(slow.get().body, "first\nsecond\n");
   for (int i = 0; i < 200 && proxy_->in_flight() > 0; ++i) std::this_thread::sleep_for(10ms);
   EXPECT_EQ(Call(bhttp::verb::get, "/proxy/" + std::to_string(id) + "/echo").status, 200);
+
+  // WebSocket sessions are counted apart: an open one leaves the requests' bound free, and
+  // one more than max_tunnels gets 503.
+  StartProxy(1, 30s, nullptr, /*max_tunnels=*/1);
+  auto open_tunnel = [&](tcp::socket& socket) {
+    socket.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), front_server_->port()));
+    asio::write(socket, asio::buffer("GET /proxy/" + std::to_string(id) +
+                                     "/ws HTTP/1.1\r\nHost: m\r\nUpgrade: echo-caps\r\nConnection: Upgrade\r\n\r\n"));
+    beast::flat_buffer buffer;
+    bhttp::response_parser<bhttp::string_body> head;
+    bhttp::read_header(socket, buffer, head);
+    return head.get().result_int();
+  };
+  asio::io_context io;
+  tcp::socket first(io), second(io);
+  ASSERT_EQ(open_tunnel(first), 101);
+  EXPECT_EQ(Call(bhttp::verb::get, "/proxy/" + std::to_string(id) + "/echo").status, 200);
+  EXPECT_EQ(open_tunnel(second), 503);
+  first.close();
+  for (int i = 0; i < 300 && proxy_->in_flight() > 0; ++i) std::this_thread::sleep_for(10ms);
+  tcp::socket third(io);
+  EXPECT_EQ(open_tunnel(third), 101);
 }
 
 // The hop over mutual TLS (master/auth/task_certificates.h): with the cluster CA the proxy
