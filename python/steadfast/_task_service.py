@@ -67,9 +67,11 @@ def tls_context() -> Optional[ssl.SSLContext]:
     """The server side of the hop from the master's proxy, from the certificate the master issued
     this task ($SF_TASK_TLS_CERT, its key $SF_TASK_TLS_KEY and the cluster CA $SF_TASK_TLS_CA, PEM
     text): TLS 1.2 or newer, and a client must present a certificate from that CA fit for client
-    use (which only the master's is). None when the master gave none (no CA configured)."""
+    use (which only the master's is). None when the master gave none (no CA configured). The key
+    leaves the environment here, so the programs the task starts (Jupyter's kernels, the
+    terminals' shells) never see it."""
     env = os.environ
-    cert, key, ca = env.get("SF_TASK_TLS_CERT"), env.get("SF_TASK_TLS_KEY"), env.get("SF_TASK_TLS_CA")
+    cert, key, ca = env.get("SF_TASK_TLS_CERT"), env.pop("SF_TASK_TLS_KEY", None), env.get("SF_TASK_TLS_CA")
     if not (cert and key and ca):
         return None
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cadata=ca)

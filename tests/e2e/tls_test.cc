@@ -257,14 +257,15 @@ TEST(TlsEndToEnd, TheHopToATaskOnAnotherHostIsMutualTls) {
   CommandOptions session;
   session.env = as_admin;
   session.env["XDG_CONFIG_HOME"] = scratch.path();
-  session.stdin_data = "echo via-$SF_TASK_KIND; exit 4\n";
+  // The task's key is its service's alone: the terminal's shell does not get it.
+  session.stdin_data = "echo via-$SF_TASK_KIND key=${SF_TASK_TLS_KEY:-none}; exit 4\n";
   session.timeout = seconds(120);
   auto opened = RunCommand({Cluster::Binary("sf"), "shell", "open", id, "--master", cluster.url(),
                             "--ca-file", cluster.ca_file()},
                            session);
   ASSERT_TRUE(opened.ok()) << opened.status().ToString();
   EXPECT_EQ(opened->exit_code, 4) << opened->output;
-  EXPECT_TRUE(Contains(opened->output, "via-SHELL")) << opened->output;
+  EXPECT_TRUE(Contains(opened->output, "via-SHELL key=none")) << opened->output;
 
   // Straight to the task: plain HTTP gets nothing, nor TLS without the master's certificate.
   CommandOptions curl;
