@@ -32,15 +32,8 @@ PG="host=127.0.0.1 port=$(cat "$DIR/postgres/port") user=postgres dbname=steadfa
 # master does for real trainers); it goes to them in the environment, not on a command line.
 SF_TASK_TOKEN_SECRET_HEX=$(psql "$PG" -tAc "SELECT secret_hex FROM cluster_secrets WHERE name = 'task_tokens'")
 export SF_TASK_TOKEN_SECRET_HEX
-DATA="$(cd ..; pwd)/shared/data/multi30k-de-en-tiny"
-for i in $(seq 1 200); do
-  YAML="name: load-$i
-data: {train: {src: $DATA/train.de, tgt: $DATA/train.en}}
-hyperparameters: {dropout: {type: categorical, vals: [0.0, 0.1, 0.2]}}
-searcher: {name: grid, metric: validation_loss, max_length: {batches: 1000000}}"
-  /usr/bin/python3 -c 'import json,sys; print(json.dumps({"configYaml": sys.argv[1], "activate": False}))' "$YAML" \
-    | curl -sf -o /dev/null -X POST -H 'Content-Type: application/json' --data-binary @- "$URL/api/v1/experiments"
-done
+. bench/lib/load_experiments.sh
+store_load_experiments "$URL" 200
 echo "== GET /api/v1/experiments (200 stored, page of 100), wrk -t2 -c32 -d10s"
 wrk -t2 -c32 -d10s --latency "$URL/api/v1/experiments" | grep -E "Requests/sec|Latency  |  50%|  99%"
 echo "== GET /api/v1/experiments/1, wrk -t2 -c32 -d10s"

@@ -47,15 +47,8 @@ export XDG_CONFIG_HOME="$DIR/config"
   --grpc-port "$GRPC" --no-tls --no-auth >/dev/null
 URL="http://127.0.0.1:$HTTP"
 MASTER_PID=$(cat "$DIR/master.pid")
-DATA="$(cd ..; pwd)/shared/data/multi30k-de-en-tiny"
-for i in $(seq 1 200); do
-  YAML="name: load-$i
-data: {train: {src: $DATA/train.de, tgt: $DATA/train.en}}
-hyperparameters: {dropout: {type: categorical, vals: [0.0, 0.1, 0.2]}}
-searcher: {name: grid, metric: validation_loss, max_length: {batches: 1000000}}"
-  /usr/bin/python3 -c 'import json,sys; print(json.dumps({"configYaml": sys.argv[1], "activate": False}))' "$YAML" \
-    | curl -sf -o /dev/null -X POST -H 'Content-Type: application/json' --data-binary @- "$URL/api/v1/experiments"
-done
+. bench/lib/load_experiments.sh
+store_load_experiments "$URL" 200
 
 # CPU time (utime + stime, clock ticks) of processes, and of the whole host (/proc/stat).
 TICK=$(getconf CLK_TCK)

@@ -24,27 +24,37 @@ HAS_TORNADO = importlib.util.find_spec("tornado") is not None
 
 @unittest.skipUnless(HAS_TORNADO, "Tornado is not installed (apt-get install python3-tornado)")
 class ShellServerTest(unittest.TestCase):
-    def test_a_terminal_per_websocket_with_its_exit_status_and_only_with_the_token(self) -> None:
-        import tornado.httpclient
-        import tornado.ioloop
-        import tornado.websocket
-
+    def start_shell(self, task: int, token: str, idle_timeout: int, work: str = "",
+                    **popen: object) -> tuple[subprocess.Popen, str]:
+        """`python3 -m steadfast.shell` as the agent starts it for task `task` with service token
+        `token`, in `work` (a fresh directory when empty); returns it once it reported its URL,
+        and the URL. Both end with the test."""
         server = TrialLinkServer()
         self.addCleanup(server.close)
-        work = tempfile.mkdtemp(prefix="sf-shell-")
-        self.addCleanup(shutil.rmtree, work, ignore_errors=True)
-        token = "sfs1_" + "cd" * 32
-        env = clean_env(SF_MASTER_ADDRESS=server.address, SF_TASK_ID="task9-r0-a1.0", SF_RANK="0",
+        if not work:
+            work = tempfile.mkdtemp(prefix="sf-shell-")
+            self.addCleanup(shutil.rmtree, work, ignore_errors=True)
+        env = clean_env(SF_MASTER_ADDRESS=server.address, SF_TASK_ID=f"task{task}-r0-a1.0", SF_RANK="0",
                         SF_RESTART="0", SF_TASK_TOKEN="sft1_task", SF_SERVE_TOKEN=token, SF_TASK_KIND="SHELL")
-        shell = subprocess.Popen([sys.executable, "-m", "steadfast.shell", "--idle-timeout", "10"], env=env,
-                                 cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        shell = subprocess.Popen([sys.executable, "-m", "steadfast.shell", "--idle-timeout", str(idle_timeout)],
+                                 env=env, cwd=work, **popen)
         self.addCleanup(lambda: shell.poll() is None and shell.kill())
         deadline = time.monotonic() + 60
         while not server.requests("ReportEndpoint"):
             self.assertIsNone(shell.poll(), "the shell server exited before it reported its URL")
             self.assertLess(time.monotonic(), deadline)
             time.sleep(0.1)
-        url = server.requests("ReportEndpoint")[0].url
+        return shell, server.requests("ReportEndpoint")[0].url
+    def test_a_terminal_per_websocket_with_its_exit_status_and_only_with_the_token(self) -> None:
+        import tornado.httpclient
+        import tornado.ioloop
+        import tornado.websocket
+
+        token = "sfs1_" + "cd" * 32
+        work = tempfile.mkdtemp(prefix="sf-shell-")
+        self.addCleanup(shutil.rmtree, work, ignore_errors=True)
+        shell, url = self.start_shell(9, token, idle_timeout=10, work=work,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.assertRegex(url, r"^http://[^/]+:\d+/proxy/9/$")
 
         def status(with_token: str) -> int:
@@ -104,22 +114,9 @@ class ShellServerTest(unittest.TestCase):
         import tornado.ioloop
         import tornado.websocket
 
-        server = TrialLinkServer()
-        self.addCleanup(server.close)
-        work = tempfile.mkdtemp(prefix="sf-shell-")
-        self.addCleanup(shutil.rmtree, work, ignore_errors=True)
         token = "sfs1_" + "ef" * 32
-        env = clean_env(SF_MASTER_ADDRESS=server.address, SF_TASK_ID="task8-r0-a1.0", SF_RANK="0",
-                        SF_RESTART="0", SF_TASK_TOKEN="sft1_task", SF_SERVE_TOKEN=token, SF_TASK_KIND="SHELL")
-        shell = subprocess.Popen([sys.executable, "-m", "steadfast.shell", "--idle-timeout", "60"], env=env,
-                                 cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.addCleanup(lambda: shell.poll() is None and shell.kill())
-        deadline = time.monotonic() + 60
-        while not server.requests("ReportEndpoint"):
-            self.assertIsNone(shell.poll())
-            self.assertLess(time.monotonic(), deadline)
-            time.sleep(0.1)
-        url = server.requests("ReportEndpoint")[0].url
+        shell, url = self.start_shell(8, token, idle_timeout=60, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL)
 
         def rss_mib() -> float:
             with open(f"/proc/{shell.pid}/status") as f:

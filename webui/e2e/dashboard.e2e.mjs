@@ -26,6 +26,7 @@
 import { mkdirSync, readFileSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { launch } from './browser.mjs';
+import { checks, pageLogin } from './live.mjs';
 
 const MASTER = (process.env.SF_MASTER_URL ?? 'http://127.0.0.1:8080').replace(/\/+$/, '');
 const ART = resolve(process.env.SF_ARTIFACTS_DIR ?? 'e2e-artifacts');
@@ -38,20 +39,7 @@ const EXPECT_GPUS = Number(process.env.SF_E2E_EXPECT_GPUS ?? 0);
 const LOGIN = USERNAME !== '' && PASSWORD !== '';
 let bearer = ''; // the script's own session (REST calls from Node); the browser has its own cookie
 
-let passed = 0;
-let failed = 0;
-const t0 = Date.now();
-const log = (...a) => console.log(`[${((Date.now() - t0) / 1000).toFixed(1).padStart(6)}s]`, ...a);
-function check(ok, what, detail = '') {
-  if (ok) {
-    passed++;
-    log(`ok   ${what}`);
-  } else {
-    failed++;
-    log(`FAIL ${what}${detail ? `: ${detail}` : ''}`);
-  }
-  return ok;
-}
+const { log, check, tally } = checks();
 
 async function api(method, path, body) {
   const headers = { 'X-Requested-With': 'steadfast' };
@@ -92,29 +80,6 @@ async function scriptLogin() {
       }
       throw e;
     }
-  }
-}
-
-/** Logs in through the dashboard's login page (which must be showing) and waits for it to go. A
- *  429 from an earlier wrong password is waited out once. */
-async function pageLogin(page) {
-  await page.waitForSelector('[data-testid="login-page"]', { timeout: 30000 });
-  for (let attempt = 0; ; attempt++) {
-    await page.fill('[data-testid="login-username"]', USERNAME);
-    await page.fill('[data-testid="login-password"]', PASSWORD);
-    await page.click('[data-testid="login-submit"]');
-    const outcome = await Promise.race([
-      page.waitForSelector('[data-testid="login-page"]', { state: 'detached', timeout: 30000 }).then(() => 'in'),
-      page.waitForFunction(() => document.querySelector('[data-testid="login-error"]')?.getAttribute('data-status') === '429', null, { timeout: 30000 }).then(() => '429'),
-    ]).catch(() => 'timeout');
-    if (outcome === 'in') return;
-    if (outcome === '429' && attempt === 0) {
-      const wait = Number(((await page.innerText('[data-testid="login-error"]')).match(/in (\d+) s/) ?? [])[1] ?? 30);
-      log(`login page rate limited; waiting ${wait}s`);
-      await page.waitForTimeout(Math.min(120, wait + 1) * 1000);
-      continue;
-    }
-    throw new Error(`login through the page failed: ${await page.innerText('[data-testid="login-error"]').catch(() => outcome)}`);
   }
 }
 
@@ -198,7 +163,7 @@ async function main() {
   } catch (e) {
     if (e.status === 401 || e.status === 429) {
       console.error(`\nThe master at ${MASTER} refused ${LOGIN ? `the login of ${USERNAME}` : 'an unauthenticated request'}: ${e.message}\n${LOGIN ? 'Check SF_E2E_USERNAME and SF_E2E_PASSWORD.' : 'It requires a login: set SF_E2E_USERNAME and SF_E2E_PASSWORD.'}`);
-      console.log(`\n${passed} passed, ${failed + 1} failed`);
+      console.log(`\n${tally.passed} passed, ${tally.failed + 1} failed`);
       process.exit(1);
     }
     console.error(`\nCannot reach the Steadfast master at ${MASTER}: ${e.message}${e.cause ? ` (${e.cause.code ?? e.cause.message ?? e.cause})` : ""}\nStart a cluster (sf deploy local up) and set SF_MASTER_URL.`);
@@ -233,7 +198,7 @@ async function main() {
       await page.waitForSelector('[data-testid="login-error"]', { timeout: 15000 });
       const wrong = await page.innerText('[data-testid="login-error"]');
       check(wrong.length > 0 && !wrong.includes(PASSWORD), "a wrong password shows the master's message (and not the password)", wrong);
-      await pageLogin(page);
+      await pageLogin(page, USERNAME, PASSWORD, log);
       await page.waitForSelector('[data-testid="user-menu"]', { timeout: 15000 });
       check((await attr(page, 'user-menu', 'data-username')) === USERNAME, `the user menu shows ${USERNAME}`, await attr(page, 'user-menu', 'data-username'));
       check(page.url().endsWith('/#/experiments'), 'after login the page asked for is shown', page.url());
@@ -444,7 +409,7 @@ async function main() {
       const meStatus = await page.evaluate(() => fetch('/api/v1/auth/me', { credentials: 'same-origin', headers: { 'X-Requested-With': 'steadfast' } }).then((r) => r.status));
       check(meStatus === 401, 'after logout the master no longer knows the browser session (GET /auth/me → 401)', `status ${meStatus}`);
       check((await api('GET', '/auth/me')).username === USERNAME, "the browser's logout left the script's own session alone");
-      await pageLogin(page);
+      await pageLogin(page, USERNAME, PASSWORD, log);
       await page.waitForSelector('[data-testid="trials-table"]', { timeout: 30000 });
       check(page.url().endsWith(`/#/experiments/${expA}`), 'a second login works and comes back to the same page', page.url());
       check((await attr(page, 'user-menu', 'data-username')) === USERNAME, `the user menu shows ${USERNAME} again`);
@@ -464,12 +429,12 @@ async function main() {
   } finally {
     await browser.close();
   }
-  console.log(`\n${passed} passed, ${failed} failed`);
-  process.exit(failed ? 1 : 0);
+  console.log(`\n${tally.passed} passed, ${tally.failed} failed`);
+  process.exit(tally.failed ? 1 : 0);
 }
 
 main().catch((e) => {
   console.error(e);
-  console.log(`\n${passed} passed, ${failed + 1} failed`);
+  console.log(`\n${tally.passed} passed, ${tally.failed + 1} failed`);
   process.exit(1);
 });

@@ -22,6 +22,7 @@
 import { mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { launch } from './browser.mjs';
+import { checks, pageLogin } from './live.mjs';
 
 const MASTER = (process.env.SF_MASTER_URL ?? 'http://127.0.0.1:8080').replace(/\/+$/, '');
 const ART = resolve(process.env.SF_ARTIFACTS_DIR ?? 'e2e-artifacts');
@@ -34,48 +35,12 @@ const PRINTED = /torch \d+\.\d+\S* steadfast steadfast/;
 // The first import of torch on a busy machine takes a while.
 const CELL_TIMEOUT_MS = 180000;
 
-let passed = 0;
-let failed = 0;
-const t0 = Date.now();
-const log = (...a) => console.log(`[${((Date.now() - t0) / 1000).toFixed(1).padStart(6)}s]`, ...a);
-function check(ok, what, detail = '') {
-  if (ok) {
-    passed++;
-    log(`ok   ${what}`);
-  } else {
-    failed++;
-    log(`FAIL ${what}${detail ? `: ${detail}` : ''}`);
-  }
-  return ok;
-}
+const { log, check, tally } = checks();
 
 async function shot(page, name) {
   const file = join(ART, `${name}.png`);
   await page.screenshot({ path: file, fullPage: true });
   log(`screenshot ${file}`);
-}
-
-/** Logs in through the dashboard's login page (which must be showing) and waits for it to go. A
- *  429 (another test's wrong passwords) is waited out once. */
-async function pageLogin(page) {
-  await page.waitForSelector('[data-testid="login-page"]', { timeout: 30000 });
-  for (let attempt = 0; ; attempt++) {
-    await page.fill('[data-testid="login-username"]', USERNAME);
-    await page.fill('[data-testid="login-password"]', PASSWORD);
-    await page.click('[data-testid="login-submit"]');
-    const outcome = await Promise.race([
-      page.waitForSelector('[data-testid="login-page"]', { state: 'detached', timeout: 30000 }).then(() => 'in'),
-      page.waitForFunction(() => document.querySelector('[data-testid="login-error"]')?.getAttribute('data-status') === '429', null, { timeout: 30000 }).then(() => '429'),
-    ]).catch(() => 'timeout');
-    if (outcome === 'in') return;
-    if (outcome === '429' && attempt === 0) {
-      const wait = Number(((await page.innerText('[data-testid="login-error"]')).match(/in (\d+) s/) ?? [])[1] ?? 30);
-      log(`login page rate limited; waiting ${wait}s`);
-      await page.waitForTimeout(Math.min(120, wait + 1) * 1000);
-      continue;
-    }
-    throw new Error(`login through the page failed: ${await page.innerText('[data-testid="login-error"]').catch(() => outcome)}`);
-  }
 }
 
 /** Records the page's requests through the proxy that were refused or failed. Not the widgets
@@ -129,7 +94,7 @@ async function main() {
     page.on('pageerror', (e) => pageErrors.push(`${page.url()}: ${e.message}`));
     watchProxied(page, refused);
     await page.goto(`${MASTER}/`);
-    await pageLogin(page);
+    await pageLogin(page, USERNAME, PASSWORD, log);
     await page.waitForSelector('[data-testid="user-menu"]', { timeout: 15000 });
     check((await page.getAttribute('[data-testid="user-menu"]', 'data-username')) === USERNAME, `signed in to the dashboard as ${USERNAME}`);
     const cookie = (await ctx.cookies(MASTER)).find((c) => c.name === 'sf_session');
@@ -209,12 +174,12 @@ async function main() {
   } finally {
     await browser.close();
   }
-  console.log(`\n${passed} passed, ${failed} failed`);
-  process.exit(failed ? 1 : 0);
+  console.log(`\n${tally.passed} passed, ${tally.failed} failed`);
+  process.exit(tally.failed ? 1 : 0);
 }
 
 main().catch((e) => {
   console.error(e);
-  console.log(`\n${passed} passed, ${failed + 1} failed`);
+  console.log(`\n${tally.passed} passed, ${tally.failed + 1} failed`);
   process.exit(1);
 });
