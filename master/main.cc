@@ -334,6 +334,7 @@ int main(int argc, char** argv) {
   TaskProxyOptions proxy_options;
   proxy_options.max_streams = config->http_max_streams;
   proxy_options.max_tunnels = config->proxy_max_tunnels;
+  proxy_options.max_body_bytes = static_cast<size_t>(config->proxy_max_body_mib) << 20;
   proxy_options.tls = config->tls_enabled();
   proxy_options.error_response = JsonError;
   proxy_options.certificates = task_certificates.get();

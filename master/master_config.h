@@ -70,6 +70,7 @@ struct MasterConfig {
   int http_read_timeout_seconds = 30;  // a request must arrive, a response be taken, within this
   int http_max_streams = 64;           // concurrent log follows (SSE), one thread each
   int proxy_max_tunnels = 256;         // WebSocket sessions through /proxy/ at once (master/proxy)
+  int proxy_max_body_mib = 1024;       // a request body through /proxy/ (streamed, not held)
   // Scheduling (docs/scheduling.md): the mode of every pool not named in pool_schedulers, the
   // per-pool modes, how long a preempted trial may take to checkpoint and stop before it is
   // killed, and how long a trial runs before it may be preempted.

@@ -66,6 +66,7 @@ struct Reading {
   const std::function<bool(const std::string&)>* on_bytes = nullptr;
   const std::function<bool(const ResponseHeader&)>* on_header = nullptr;
   const std::function<void(Pipe&)>* on_tunnel = nullptr;
+  const BodySource* body = nullptr;  // the request's body in pieces
 };
 
 // An upgraded plain connection as a Pipe: blocking reads and writes on the socket, which may
@@ -164,12 +165,8 @@ using Request = bhttp::request<bhttp::string_body>;
 class Call {
  public:
   Call(const Url& url, const ClientOptions& options)
-      : url_(url), options_(options), resolver_(io_), socket_(io_), deadline_(io_, options.timeout) {
-    deadline_.async_wait([this](beast::error_code ec) {
-      if (ec) return;
-      timed_out_ = true;
-      Abort();
-    });
+      : url_(url), options_(options), resolver_(io_), socket_(io_), deadline_(io_) {
+    Arm();
   }
 
   Failure failure() const { return failure_; }
@@ -242,10 +239,55 @@ class Call {
   }
 
  private:
+  // (Re)starts the deadline: `timeout` from now. A wait that fired before it was restarted finds
+  // the expiry in the future and does nothing.
+  void Arm() {
+    deadline_.expires_after(options_.timeout);
+    deadline_.async_wait([this](beast::error_code ec) {
+      if (ec || deadline_.expiry() > asio::steady_timer::clock_type::now()) return;
+      timed_out_ = true;
+      Abort();
+    });
+  }
+
+  // The request's header, then its body piece by piece from the source (chunked unless the
+  // header names a Content-Length), each write within its own deadline.
+  template <class Stream>
+  Status SendPieces(Stream& stream, const Request& req, const BodySource& source) {
+    bhttp::request_serializer<bhttp::string_body> header(req);
+    beast::error_code ec = Await([&](auto handler) { bhttp::async_write_header(stream, header, handler); });
+    if (ec) return Failed("send", ec);
+    const bool chunked = req.chunked();
+    for (std::string piece;;) {
+      piece.clear();
+      Result<bool> more = source(&piece);
+      if (!more.ok()) {
+        failure_ = Failure::kRequestBody;
+        return more.status();
+      }
+      Arm();
+      if (!*more) {
+        if (chunked) ec = Await([&](auto handler) { asio::async_write(stream, bhttp::make_chunk_last(), handler); });
+        return ec ? Failed("send", ec) : Status::Ok();
+      }
+      if (piece.empty()) continue;
+      ec = chunked ? Await([&](auto handler) {
+        asio::async_write(stream, bhttp::make_chunk(asio::buffer(piece)), handler);
+      })
+                   : Await([&](auto handler) { asio::async_write(stream, asio::buffer(piece), handler); });
+      if (ec) return Failed("send", ec);
+    }
+  }
+
   template <class Stream>
   Result<ClientResponse> Talk(Stream& stream, const Request& req, const Reading& how) {
-    beast::error_code ec = Await([&](auto handler) { bhttp::async_write(stream, req, handler); });
-    if (ec) return Failed("send", ec);
+    if (how.body) {
+      SF_RETURN_IF_ERROR(SendPieces(stream, req, *how.body));
+    } else {
+      beast::error_code ec = Await([&](auto handler) { bhttp::async_write(stream, req, handler); });
+      if (ec) return Failed("send", ec);
+    }
+    beast::error_code ec;
     beast::flat_buffer buffer;
     bhttp::response_parser<bhttp::string_body> parser;
     parser.header_limit(64 * 1024);
@@ -362,7 +404,11 @@ Result<ClientResponse> Run(const Url& url, const ClientOptions& options, Request
   try {
     req.set(bhttp::field::host, url.HostHeader());
     req.set(bhttp::field::connection, req.count(bhttp::field::upgrade) ? "Upgrade" : "close");
-    req.prepare_payload();
+    if (!how.body) {
+      req.prepare_payload();
+    } else if (!req.has_content_length()) {
+      req.chunked(true);
+    }
     Call call(url, options);
     Status opened = call.Open();
     Result<ClientResponse> out = opened.ok() ? call.Exchange(req, how) : Result<ClientResponse>(opened);
@@ -394,6 +440,12 @@ Result<ClientResponse> Client::Upgrade(Request req, const std::function<bool(con
 Result<ClientResponse> Client::Relay(Request req, const std::function<bool(const ResponseHeader&)>& on_header,
                                      const std::function<bool(const std::string&)>& on_bytes) {
   return Run(url_, options_, std::move(req), Reading{false, &on_bytes, &on_header}, &failure_);
+}
+
+Result<ClientResponse> Client::Relay(Request req, const BodySource& body,
+                                     const std::function<bool(const ResponseHeader&)>& on_header,
+                                     const std::function<bool(const std::string&)>& on_bytes) {
+  return Run(url_, options_, std::move(req), Reading{false, &on_bytes, &on_header, nullptr, &body}, &failure_);
 }
 
 }  // namespace sf::http

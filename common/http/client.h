@@ -7,7 +7,9 @@
 // - Everything up to the end of the answer's header (resolve, connect, TLS handshake, the
 //   request, the status line and headers) — and for Fetch the body too — must finish within
 //   `timeout`; past it the connection is closed and the call fails with "timed out after N s
-//   (<step>)". A stream's body has no deadline (it lasts as long as the server sends).
+//   (<step>)". A stream's body has no deadline (it lasts as long as the server sends). A request
+//   body sent in pieces (Relay with a BodySource) restarts the deadline for each piece and again
+//   for the answer: waiting on the source counts against none.
 // - `cancel` (optional), once true, ends the call within about 100 ms with kCancelled
 //   ("<cancel_reason> (<step>)").
 // - https:// verifies the server's certificate chain against the CA certificates in `ca_file`
@@ -70,6 +72,11 @@ struct ClientResponse {
   std::string body;
 };
 
+// A request body handed over in pieces (a proxy's client still sending it): each call gives the
+// next piece (true), says the body ended (false), or fails, which ends the call with its error
+// and leaves the body unfinished where the server sees it (the connection closes).
+using BodySource = std::function<Result<bool>(std::string* piece)>;
+
 // Why the last call of a Client failed, for callers that explain it to a person.
 enum class Failure {
   kNone,
@@ -81,6 +88,7 @@ enum class Failure {
   kHostName,          // ... because it is not for the URL's host
   kTimedOut,
   kCanceled,
+  kRequestBody,  // the BodySource failed
 };
 
 // A raw byte pipe over a connection that switched protocols (Client::Upgrade). ReadSome blocks
@@ -113,6 +121,12 @@ class Client {
   // server ends it or a callback returns false. The returned status is the answer's; its body
   // is empty (everything went to on_bytes).
   Result<ClientResponse> Relay(boost::beast::http::request<boost::beast::http::string_body> req,
+                               const std::function<bool(const ResponseHeader&)>& on_header,
+                               const std::function<bool(const std::string& bytes)>& on_bytes);
+  // The same with the request's body from `body` as it comes (req's own body is not sent): with
+  // the Content-Length req names (the pieces must add up to it), else chunked.
+  Result<ClientResponse> Relay(boost::beast::http::request<boost::beast::http::string_body> req,
+                               const BodySource& body,
                                const std::function<bool(const ResponseHeader&)>& on_header,
                                const std::function<bool(const std::string& bytes)>& on_bytes);
 

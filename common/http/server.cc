@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstdint>
 #include <future>
+#include <limits>
 #include <optional>
 #include <thread>
 #include <type_traits>
@@ -177,10 +179,14 @@ class Connection : public std::enable_shared_from_this<Connection<kTls>> {
   void Read() {
     if (server_->stopping) return Close(/*graceful=*/false);
     parser_.emplace();
-    // Beast checks Content-Length against the limit while it reads the header, before the
-    // handler knows the route: the server's largest until then, the route's from OnHeader on.
+    // Beast would check Content-Length against its limit while it reads the header, before the
+    // handler knows the route (and whether it streams the body): none until then, the route's
+    // from OnHeader on, which checks Content-Length itself.
     body_limit_ = options().max_body_bytes;
-    parser_->body_limit(body_limit_);
+    parser_->body_limit((std::numeric_limits<std::uint64_t>::max)());
+    streaming_ = false;
+    body_done_ = true;
+    body_failed_ = false;
     parser_->header_limit(static_cast<std::uint32_t>(options().max_header_bytes));
     Tcp().expires_after(options().read_timeout);
     bhttp::async_read_header(stream_, buffer_, *parser_,
@@ -189,12 +195,21 @@ class Connection : public std::enable_shared_from_this<Connection<kTls>> {
 
   void OnHeader(beast::error_code ec) {
     if (ec) return OnRead(ec);
-    body_limit_ = std::min(options().max_body_bytes, server_->handler->BodyLimit(parser_->get().base()));
+    const RequestHeader& header = parser_->get().base();
+    streaming_ = server_->handler->StreamsBody(header);
+    body_limit_ = server_->handler->BodyLimit(header);
+    if (!streaming_) body_limit_ = std::min(options().max_body_bytes, body_limit_);
     if (auto length = parser_->content_length(); length && *length > body_limit_) {
       return OnRead(bhttp::error::body_limit);
     }
     parser_->body_limit(body_limit_);  // also bounds a chunked body as it arrives
     if (parser_->is_done()) return OnRead({});
+    if (streaming_) {  // the handler reads the body (ReadBody)
+      body_done_ = false;
+      auto expect = header.find(bhttp::field::expect);
+      continue_ = expect != header.end() && beast::iequals(expect->value(), "100-continue");
+      return Dispatch(Request(header));
+    }
     bhttp::async_read(stream_, buffer_, *parser_,
                       [self = this->shared_from_this()](beast::error_code ec2, size_t) { self->OnRead(ec2); });
   }
@@ -212,20 +227,84 @@ class Connection : public std::enable_shared_from_this<Connection<kTls>> {
                     "request body larger than " + std::to_string(body_limit_) + " bytes");
     }
     if (ec) return Refuse(Handler::Refusal::kMalformed, "malformed HTTP request: " + ec.message());
-    Request req = parser_->release();
+    Dispatch(parser_->release());
+  }
+
+  void Dispatch(Request req) {
     version_ = req.version();
     keep_alive_ = req.keep_alive();
-    auto exchange = std::make_shared<ExchangeOf>(this->shared_from_this());
+    answered_ = std::make_shared<std::atomic<bool>>(false);
+    auto exchange = std::make_shared<ExchangeOf>(this->shared_from_this(), answered_);
     try {
       server_->handler->Handle(std::move(req), exchange);
     } catch (const std::exception& e) {
-      if (!exchange->answered.exchange(true)) {
+      if (!exchange->answered->exchange(true)) {
         Refuse(Handler::Refusal::kInternal, std::string("internal error: ") + e.what());
       }
     }
   }
 
+ public:
+  // Exchange::ReadBody, on the handler's own thread: the next piece of a streamed body, read on
+  // the strand (after "100 Continue" when the client waits for it).
+  Exchange::BodyRead ReadBody(std::string* piece) {
+    using Got = std::pair<Exchange::BodyRead, std::string>;
+    auto done = std::make_shared<std::promise<Got>>();
+    std::future<Got> got = done->get_future();
+    asio::post(stream_.get_executor(), [self = this->shared_from_this(), done] { self->NextPiece(done); });
+    while (got.wait_for(std::chrono::milliseconds(200)) != std::future_status::ready) {
+      if (server_->stopping) return Exchange::BodyRead::kFailed;
+    }
+    Got result = got.get();
+    *piece = std::move(result.second);
+    return result.first;
+  }
+
+ private:
+  using PieceDone = std::shared_ptr<std::promise<std::pair<Exchange::BodyRead, std::string>>>;
+
+  void NextPiece(PieceDone done) {
+    if (!streaming_ || body_done_) return done->set_value({Exchange::BodyRead::kEnd, {}});
+    if (stream_closed_ || server_->stopping || body_failed_) return done->set_value({Exchange::BodyRead::kFailed, {}});
+    Tcp().expires_after(options().read_timeout);
+    if (continue_) {
+      continue_ = false;
+      static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      asio::async_write(stream_, asio::buffer(kContinue),
+                        [self = this->shared_from_this(), done](beast::error_code ec, size_t) {
+                          if (ec) return self->BodyFailed(ec, done);
+                          self->NextPiece(done);
+                        });
+      return;
+    }
+    bhttp::async_read_some(stream_, buffer_, *parser_,
+                           [self = this->shared_from_this(), done](beast::error_code ec, size_t) {
+                             if (ec) return self->BodyFailed(ec, done);
+                             std::string& body = self->parser_->get().body();
+                             std::string piece = std::move(body);
+                             body.clear();  // the parser appends after what it holds
+                             self->body_done_ = self->parser_->is_done();
+                             if (!piece.empty()) return done->set_value({Exchange::BodyRead::kPiece, std::move(piece)});
+                             if (self->body_done_) return done->set_value({Exchange::BodyRead::kEnd, {}});
+                             self->NextPiece(done);  // only framing (a chunk's size line) so far
+                           });
+  }
+
+  // A streamed body that will not arrive whole: refused when it is the client's fault (and the
+  // handler has not answered), the connection closed when the client is gone.
+  void BodyFailed(beast::error_code ec, const PieceDone& done) {
+    body_failed_ = true;
+    const bool clients_fault = ec.category() == beast::error_code(bhttp::error::body_limit).category() &&
+                               ec != bhttp::error::end_of_stream && ec != bhttp::error::partial_message;
+    const bool refuse = clients_fault && !answered_->exchange(true);  // before the handler hears of it
+    done->set_value({Exchange::BodyRead::kFailed, {}});
+    if (refuse) return OnRead(ec);  // 413 or 400
+    Close(/*graceful=*/false);
+  }
+
   void Send(Response res, bool refusal) {
+    // A body still (partly) unread: dropped as after a refusal, so the client sees the answer.
+    if (streaming_ && !body_done_) refusal = true;
     const bool keep = !refusal && keep_alive_ && res.keep_alive() && !server_->stopping;
     res.version(version_);
     res.keep_alive(keep);
@@ -275,23 +354,26 @@ class Connection : public std::enable_shared_from_this<Connection<kTls>> {
 
   // What the handler holds for one request.
   struct ExchangeOf : Exchange {
-    explicit ExchangeOf(std::shared_ptr<Connection> c) : connection(std::move(c)) {}
+    ExchangeOf(std::shared_ptr<Connection> c, std::shared_ptr<std::atomic<bool>> a)
+        : connection(std::move(c)), answered(std::move(a)) {}
     void Reply(Response res, bool refusal) override {
-      if (!answered.exchange(true)) connection->Reply(std::move(res), refusal);
+      if (!answered->exchange(true)) connection->Reply(std::move(res), refusal);
     }
     void OpenStream() override {
-      if (!answered.exchange(true)) connection->OpenStream();
+      if (!answered->exchange(true)) connection->OpenStream();
     }
     bool Write(const std::string& bytes) override { return connection->Write(bytes); }
     void OpenTunnel() override {
-      if (!answered.exchange(true)) connection->OpenTunnel();
+      if (!answered->exchange(true)) connection->OpenTunnel();
     }
     bool ReadSome(std::string* bytes) override { return connection->ReadSome(bytes); }
+    BodyRead ReadBody(std::string* piece) override { return connection->ReadBody(piece); }
     void CloseStream() override { connection->CloseStream(); }
     const std::string& peer() const override { return connection->peer(); }
 
     std::shared_ptr<Connection> connection;
-    std::atomic<bool> answered{false};
+    // The request's, shared with the connection (which answers a body it refuses).
+    std::shared_ptr<std::atomic<bool>> answered;
   };
 
   Server::Impl* server_;
@@ -306,6 +388,13 @@ class Connection : public std::enable_shared_from_this<Connection<kTls>> {
   std::unique_ptr<std::array<char, 16384>> sink_;
   std::atomic<bool> tunnel_{false};
   bool stream_closed_ = false;  // on the strand: CloseStream ran
+  // The request's body (on the strand): read by the handler in pieces; all of it read; the read
+  // failed; the client waits for "100 Continue".
+  bool streaming_ = false;
+  bool body_done_ = true;
+  bool body_failed_ = false;
+  bool continue_ = false;
+  std::shared_ptr<std::atomic<bool>> answered_ = std::make_shared<std::atomic<bool>>(false);
 };
 
 }  // namespace

@@ -15,7 +15,16 @@
 // each response must be taken by the client within it; otherwise the connection is closed.
 // Headers over `max_header_bytes` are malformed (400); a body over Handler::BodyLimit for its
 // header gets Refuse(kBodyTooLarge) (413), checked against Content-Length before the body is read
-// and as a chunked body arrives. After a refusal the server stops sending and reads (and drops)
+// and as a chunked body arrives.
+//
+// Bodies: the server reads a request's body whole before Handle, up to `max_body_bytes` — unless
+// Handler::StreamsBody says the handler takes it in pieces (the master's proxy to tasks): then
+// Handle gets the request as soon as its header is in (the body empty) and pulls the body with
+// Exchange::ReadBody, piece by piece, at its own pace; nothing is held but the piece, and the
+// route's BodyLimit may exceed `max_body_bytes`. A client that sent `Expect: 100-continue` gets
+// its "100 Continue" when the handler first asks for the body (never, when it answers at once).
+// A streamed body the handler did not read to its end is dropped as after a refusal, and the
+// connection ends with the answer. After a refusal the server stops sending and reads (and drops)
 // what the client still sends — at most 64 MiB, 5 s — so the client sees the answer, not a reset.
 //
 // TLS: with `tls` set (a certificate chain and key, common/tls_files.h) the server speaks HTTPS
@@ -91,6 +100,15 @@ class Exchange {
   // CloseStream() ends the tunnel.
   virtual void OpenTunnel() = 0;
   virtual bool ReadSome(std::string* bytes) = 0;
+  // A streamed request's body (Handler::StreamsBody), from the handler's own thread, before it
+  // answers: kPiece with the next piece (not empty), kEnd once the whole body was read (at once
+  // for a request without one, and for one that was not streamed), kFailed when it never will
+  // be — too large for the route or malformed (the server has answered the client: 413, 400),
+  // the client closed or sent nothing for `read_timeout`, or the server is stopping. After
+  // kFailed the body must be treated as incomplete and the request abandoned (a later answer is
+  // dropped). One call at a time.
+  enum class BodyRead { kPiece, kEnd, kFailed };
+  virtual BodyRead ReadBody(std::string* piece) = 0;
   // The client's address ("unknown" when the socket no longer has one).
   virtual const std::string& peer() const = 0;
 };
@@ -100,10 +118,14 @@ class Handler {
   enum class Refusal { kOverCapacity, kBodyTooLarge, kMalformed, kInternal };
 
   virtual ~Handler() = default;
-  // The largest body a request with this header may carry; at most ServerOptions::max_body_bytes.
+  // The largest body a request with this header may carry; at most ServerOptions::max_body_bytes
+  // unless the body is streamed.
   virtual size_t BodyLimit(const RequestHeader& header) = 0;
-  // A whole request: answer it through `exchange`, now or later. Runs on a worker; must not
-  // block on the network.
+  // Whether the handler reads this request's body itself, in pieces (Exchange::ReadBody), instead
+  // of getting it whole.
+  virtual bool StreamsBody(const RequestHeader& /*header*/) { return false; }
+  // A whole request (a streamed one: its header): answer it through `exchange`, now or later.
+  // Runs on a worker; must not block on the network.
   virtual void Handle(Request req, std::shared_ptr<Exchange> exchange) = 0;
   // The answer to a connection the server refuses (`detail` says why, in one line: "too many
   // connections (512 open); retry later", "request body larger than 1048576 bytes", "malformed

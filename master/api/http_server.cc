@@ -37,12 +37,18 @@ struct HttpServer::Impl : http::Handler {
     return t;
   }
 
-  // An experiment may carry a user trial's context: the larger limit for its POST alone.
+  // An experiment may carry a user trial's context: the larger limit for its POST alone. A
+  // request to a task's service streams its body through the proxy, under the proxy's limit.
   size_t BodyLimit(const http::RequestHeader& header) override {
     std::string_view target(header.target().data(), header.target().size());
+    if (StreamsBody(header)) return options.proxy->max_body_bytes();
     target = target.substr(0, target.find('?'));
     const bool experiment = header.method() == bhttp::verb::post && target == "/api/v1/experiments";
     return experiment ? options.max_experiment_body_bytes : options.max_body_bytes;
+  }
+
+  bool StreamsBody(const http::RequestHeader& header) override {
+    return options.proxy && TaskProxy::Matches(std::string_view(header.target().data(), header.target().size()));
   }
 
   http::Response Refuse(Refusal why, const std::string& detail) override {

@@ -59,6 +59,15 @@ std::pair<std::string, std::string> SplitUrl(const std::string& url) {
   return {url.substr(0, slash), base};
 }
 
+// Whether the client's header announces a body (chunked, or a Content-Length above 0).
+bool HasBody(const http::Request& req) {
+  if (req.chunked()) return true;
+  auto length = req.find(bhttp::field::content_length);
+  if (length == req.end()) return false;
+  const std::string_view digits(length->value().data(), length->value().size());
+  return digits.find_first_not_of('0') != std::string_view::npos;
+}
+
 }  // namespace
 
 TaskProxy::TaskProxy(Database* db, const TaskTokens* tokens, TaskProxyOptions options)
@@ -232,7 +241,10 @@ void TaskProxy::Relay(http::Request& req, const ProxyTarget& target, const Endpo
   if (!target.query.empty()) up.target(std::string(up.target()) + "?" + target.query);
   for (const auto& field : req) {
     const std::string_view name(field.name_string().data(), field.name_string().size());
-    if (HopByHop(field.name(), name) || field.name() == bhttp::field::authorization) continue;
+    // Expect: the master's side answers "100 Continue" itself, when the body is first asked for.
+    if (HopByHop(field.name(), name) || field.name() == bhttp::field::authorization ||
+        field.name() == bhttp::field::expect)
+      continue;
     if (field.name() == bhttp::field::cookie) {
       const std::string rest =
           WithoutSessionCookie(std::string_view(field.value().data(), field.value().size()));
@@ -253,7 +265,20 @@ void TaskProxy::Relay(http::Request& req, const ProxyTarget& target, const Endpo
   } else if (tokens_ && endpoint.kind == "NOTEBOOK") {  // Jupyter's own token header
     up.set(bhttp::field::authorization, "token " + tokens_->IssueServing(target.task_id));
   }
+  // The body: streamed from the client as the service takes it (the master's HTTP layer hands
+  // /proxy/ requests over at their header), or as it came when the handler read it whole.
+  const bool streamed_body = req.body().empty() && HasBody(req);
   up.body() = std::move(req.body());  // not needed again: an error answer reads only the version
+  bool body_failed = false;
+  const http::BodySource body = [&](std::string* piece) -> Result<bool> {
+    switch (exchange->ReadBody(piece)) {
+      case http::Exchange::BodyRead::kPiece: return true;
+      case http::Exchange::BodyRead::kEnd: return false;
+      case http::Exchange::BodyRead::kFailed: break;
+    }
+    body_failed = true;
+    return Unavailable("the client's request body did not arrive whole");
+  };
 
   http::ClientOptions o;
   if (options_.certificates) {
@@ -300,8 +325,13 @@ void TaskProxy::Relay(http::Request& req, const ProxyTarget& target, const Endpo
   Result<http::ClientResponse> r =
       upgrade ? client.Upgrade(std::move(up), on_header, on_bytes,
                                [&](http::Pipe& pipe) { Tunnel(target.task_id, pipe, exchange); })
-              : client.Relay(std::move(up), on_header, on_bytes);
+              : streamed_body ? client.Relay(std::move(up), body, on_header, on_bytes)
+                              : client.Relay(std::move(up), on_header, on_bytes);
   if (answered) return exchange->CloseStream();
+  if (body_failed) {  // the client's fault or its leaving: the server answered it, or no one is left to
+    log::Info("proxy", {{"event", "request_body_incomplete"}, {"task", std::to_string(target.task_id)}});
+    return;
+  }
   const Status why = r.ok() ? Unavailable("no answer") : r.status();
   log::Warn("proxy", {{"event", "upstream_failed"},
                       {"task", std::to_string(target.task_id)},

@@ -26,6 +26,13 @@
 //   (TaskTokens::IssueServing), a shell's too, a notebook's the same secret as its Jupyter token
 //   (`Authorization: token ...`), so the proxy is a client the service accepts and the user
 //   never sees or types that secret.
+// - The request's body streams to the service as the client sends it, when the HTTP layer hands
+//   the request over at its header (http::Handler::StreamsBody, as the master's does): it is
+//   pulled piece by piece (Exchange::ReadBody) only as fast as the service takes it, with the
+//   client's Content-Length, else chunked; no more than `max_body_bytes` (413). A body that does
+//   not arrive whole (the client left, stalled past the read timeout, or sent too much) never
+//   reaches the service as complete: the upstream connection closes mid-body. A client's
+//   `Expect: 100-continue` is answered by the master's side.
 // - The answer streams back as it arrives (status line and headers first, the body in pieces;
 //   no whole-body buffering), with the upstream's hop-by-hop headers dropped and
 //   `Connection: close`: the client's connection ends with the answer.
@@ -79,6 +86,8 @@ namespace sf::master {
 struct TaskProxyOptions {
   int max_streams = 64;    // requests in flight, protocol switches apart
   int max_tunnels = 256;   // protocol switches (WebSockets) open at once
+  // A request body's limit (413 beyond it); streamed, so nothing near it is held in memory.
+  size_t max_body_bytes = size_t{1} << 30;
   std::chrono::milliseconds upstream_timeout{30000};
   std::chrono::milliseconds tunnel_check_interval{5000};
   bool tls = false;  // the master's own HTTP side speaks TLS (X-Forwarded-Proto)
@@ -119,6 +128,7 @@ class TaskProxy {
 
   // Requests in flight now.
   int in_flight() const;
+  size_t max_body_bytes() const { return options_.max_body_bytes; }
 
  private:
   struct Endpoint {

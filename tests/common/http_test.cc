@@ -2,10 +2,14 @@
 // loopback (the master's and sf-serve's own tests cover their routes, TLS and log follows).
 #include <gtest/gtest.h>
 
+#include <boost/asio.hpp>
 #include <boost/beast/http.hpp>
 
+#include <array>
 #include <atomic>
 #include <chrono>
+#include <functional>
+#include <sstream>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -22,7 +26,8 @@ using Clock = std::chrono::steady_clock;
 
 // Answers /now at once, /later from a thread of its own 200 ms later, /stream with three
 // pieces written from a thread, /slow after 3 s; bodies over 16 bytes are refused except on
-// /upload.
+// /upload. /pieces takes its body in pieces (streamed, up to 1 MiB: beyond the server's 1024)
+// from a thread and answers "got N bytes"; /pieces/deny answers 403 without reading it.
 class TestHandler : public Handler {
  public:
   ~TestHandler() override {
@@ -30,13 +35,39 @@ class TestHandler : public Handler {
   }
 
   size_t BodyLimit(const RequestHeader& header) override {
+    if (StreamsBody(header)) return 1 << 20;
     return header.target() == "/upload" ? 1024 : 16;
   }
+  bool StreamsBody(const RequestHeader& header) override { return header.target().starts_with("/pieces"); }
 
   void Handle(Request req, std::shared_ptr<Exchange> exchange) override {
     const std::string target(req.target());
     if (target == "/now") return exchange->Reply(Text(200, "now:" + req.body()));
+    if (target == "/pieces/deny") return exchange->Reply(Text(403, "denied"));
     std::lock_guard<std::mutex> lock(mu_);
+    if (target == "/pieces") {
+      threads_.emplace_back([this, exchange] {
+        std::string all;
+        for (std::string piece;;) {
+          const Exchange::BodyRead got = exchange->ReadBody(&piece);
+          if (got == Exchange::BodyRead::kFailed) {
+            ++bodies_failed;
+            return exchange->Reply(Text(500, "unreachable: the server answered or the client left"));
+          }
+          if (got == Exchange::BodyRead::kEnd) break;
+          EXPECT_FALSE(piece.empty());
+          all += piece;
+          bytes_seen = all.size();
+          ++pieces_seen;
+        }
+        {
+          std::lock_guard<std::mutex> body_lock(body_mu);
+          last_body = all;
+        }
+        exchange->Reply(Text(200, "got " + std::to_string(all.size()) + " bytes"));
+      });
+      return;
+    }
     if (target == "/later" || target == "/slow") {
       const auto wait = target == "/later" ? std::chrono::milliseconds(200) : std::chrono::milliseconds(3000);
       threads_.emplace_back([exchange, wait] {
@@ -79,6 +110,11 @@ class TestHandler : public Handler {
   }
 
   std::atomic<int> refusals{0};
+  std::atomic<size_t> bytes_seen{0};  // of the /pieces body being read
+  std::atomic<int> pieces_seen{0};
+  std::atomic<int> bodies_failed{0};
+  std::mutex body_mu;
+  std::string last_body;  // the last /pieces body read whole
 
  private:
   std::mutex mu_;
@@ -107,6 +143,38 @@ class HttpTest : public ::testing::Test {
     return req;
   }
 
+  // A connection of our own, to send a request's bytes as we like.
+  boost::asio::ip::tcp::socket Connect() {
+    boost::asio::ip::tcp::socket socket(io_);
+    socket.connect({boost::asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(server_->port())});
+    return socket;
+  }
+  static void Send(boost::asio::ip::tcp::socket& socket, const std::string& bytes) {
+    boost::asio::write(socket, boost::asio::buffer(bytes));
+  }
+  // The answer on `socket` (read to the server's close), or "" when it closed without one.
+  static std::string Answer(boost::asio::ip::tcp::socket& socket) {
+    std::string all;
+    std::array<char, 4096> chunk;
+    boost::system::error_code ec;
+    for (size_t n; (n = socket.read_some(boost::asio::buffer(chunk), ec)) > 0 && !ec;) all.append(chunk.data(), n);
+    return all;
+  }
+  static std::string Chunk(const std::string& data) {
+    std::ostringstream size;
+    size << std::hex << data.size();
+    return size.str() + "\r\n" + data + "\r\n";
+  }
+  // Until `done` holds, for at most 5 s.
+  static bool Eventually(const std::function<bool()>& done) {
+    for (auto end = Clock::now() + std::chrono::seconds(5); Clock::now() < end;) {
+      if (done()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return done();
+  }
+
+  boost::asio::io_context io_;
   TestHandler handler_;
   std::unique_ptr<Server> server_;
 };
@@ -239,6 +307,131 @@ TEST_F(HttpTest, ConnectionsOverTheCapAreRefusedAndTheRestServed) {
   auto after = extra.Fetch(Req(bhttp::verb::get, "/now"));
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(after->status, 200);
+}
+
+TEST_F(HttpTest, AStreamedBodyReachesTheHandlerInPiecesAsItArrives) {
+  // Chunked, from a connection of our own: the first half is with the handler before the
+  // second is sent, and the whole (8000 bytes, over the server's 1024 for a whole body) arrives.
+  auto socket = Connect();
+  Send(socket, "POST /pieces HTTP/1.1\r\nHost: x\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n" + Chunk(std::string(4000, 'a')));
+  ASSERT_TRUE(Eventually([&] { return handler_.bytes_seen == 4000; })) << handler_.bytes_seen;
+  Send(socket, Chunk(std::string(4000, 'b')) + "0\r\n\r\n");
+  const std::string answer = Answer(socket);
+  EXPECT_EQ(answer.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << answer;
+  EXPECT_NE(answer.find("got 8000 bytes"), std::string::npos) << answer;
+  EXPECT_GE(handler_.pieces_seen, 2);
+  {
+    std::lock_guard<std::mutex> lock(handler_.body_mu);
+    EXPECT_EQ(handler_.last_body, std::string(4000, 'a') + std::string(4000, 'b'));
+  }
+
+  // The client's side of the same: Relay with a body from a source, by Content-Length and
+  // chunked; the source is asked for a piece only when the last one went out.
+  for (const bool chunked : {false, true}) {
+    SCOPED_TRACE(chunked ? "chunked" : "content-length");
+    std::vector<std::string> pieces = {std::string(3000, 'x'), "", std::string(5000, 'y'), "z"};
+    size_t next = 0;
+    BodySource source = [&](std::string* piece) -> Result<bool> {
+      if (next == pieces.size()) return false;
+      *piece = pieces[next++];
+      return true;
+    };
+    auto req = Req(bhttp::verb::put, "/pieces");
+    if (!chunked) req.content_length(8001);
+    int status = 0;
+    std::string body;
+    Client client = MakeClient();
+    auto relayed = client.Relay(
+        req, source,
+        [&](const ResponseHeader& h) {
+          status = h.result_int();
+          return true;
+        },
+        [&](const std::string& bytes) {
+          body += bytes;
+          return true;
+        });
+    ASSERT_TRUE(relayed.ok()) << relayed.status().ToString();
+    EXPECT_EQ(status, 200);
+    EXPECT_EQ(body, "got 8001 bytes");
+    std::lock_guard<std::mutex> lock(handler_.body_mu);
+    EXPECT_EQ(handler_.last_body, pieces[0] + pieces[2] + pieces[3]);
+  }
+
+  // A source that fails ends the call with its error; the server never sees the body whole.
+  const int failed_before = handler_.bodies_failed;
+  bool first = true;
+  BodySource broken = [&](std::string* piece) -> Result<bool> {
+    if (!first) return Unavailable("the source broke");
+    first = false;
+    *piece = std::string(100, 'q');
+    return true;
+  };
+  Client client = MakeClient();
+  auto cut = client.Relay(Req(bhttp::verb::put, "/pieces"), broken, [](const ResponseHeader&) { return true; },
+                          [](const std::string&) { return true; });
+  ASSERT_FALSE(cut.ok());
+  EXPECT_EQ(client.failure(), Failure::kRequestBody);
+  EXPECT_EQ(cut.status().message(), "the source broke");
+  EXPECT_TRUE(Eventually([&] { return handler_.bodies_failed == failed_before + 1; }));
+}
+
+TEST_F(HttpTest, AStreamedBodyOverItsLimitOrCutShortIsNeverTakenAsWhole) {
+  // A Content-Length over the route's limit: 413 before the handler hears of it.
+  auto declared = Connect();
+  Send(declared, "POST /pieces HTTP/1.1\r\nHost: x\r\nContent-Length: 2000000\r\n\r\n");
+  std::string answer = Answer(declared);
+  EXPECT_EQ(answer.rfind("HTTP/1.1 413", 0), 0u) << answer;
+  EXPECT_NE(answer.find("request body larger than 1048576 bytes"), std::string::npos) << answer;
+  EXPECT_EQ(handler_.refusals, 1);
+
+  // Chunked past the limit: the handler's read fails and the server answers 413.
+  auto chunked = Connect();
+  Send(chunked, "POST /pieces HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
+  std::thread sender([&] {
+    boost::system::error_code ec;
+    const std::string piece = Chunk(std::string(64 << 10, 'c'));
+    for (int i = 0; i < 20 && !ec; ++i) boost::asio::write(chunked, boost::asio::buffer(piece), ec);
+  });
+  answer = Answer(chunked);
+  sender.join();
+  EXPECT_EQ(answer.rfind("HTTP/1.1 413", 0), 0u) << answer;
+  EXPECT_TRUE(Eventually([&] { return handler_.bodies_failed == 1; }));
+  EXPECT_EQ(handler_.refusals, 2);
+
+  // A client that leaves mid-body: the handler's read fails, nobody is answered.
+  auto leaving = Connect();
+  Send(leaving, "POST /pieces HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n" + std::string(1000, 'l'));
+  ASSERT_TRUE(Eventually([&] { return handler_.bytes_seen == 1000; }));
+  leaving.close();
+  EXPECT_TRUE(Eventually([&] { return handler_.bodies_failed == 2; }));
+
+  // A handler that answers without reading the body: the answer arrives, the body is dropped.
+  auto denied = Connect();
+  Send(denied, "POST /pieces/deny HTTP/1.1\r\nHost: x\r\nContent-Length: 3000\r\n\r\n" + std::string(3000, 'd'));
+  answer = Answer(denied);
+  EXPECT_EQ(answer.rfind("HTTP/1.1 403", 0), 0u) << answer;
+  EXPECT_NE(answer.find("Connection: close"), std::string::npos) << answer;
+}
+
+TEST_F(HttpTest, ExpectContinueIsAnsweredWhenTheHandlerFirstAsksForTheBody) {
+  auto socket = Connect();
+  Send(socket, "POST /pieces HTTP/1.1\r\nHost: x\r\nConnection: close\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n");
+  std::array<char, 64> interim{};
+  size_t got = 0;
+  const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+  while (got < kContinue.size()) got += socket.read_some(boost::asio::buffer(interim.data() + got, kContinue.size() - got));
+  EXPECT_EQ(std::string(interim.data(), got), kContinue);
+  Send(socket, "hello");
+  const std::string answer = Answer(socket);
+  EXPECT_EQ(answer.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << answer;
+  EXPECT_NE(answer.find("got 5 bytes"), std::string::npos) << answer;
+
+  // One answered at once gets no "100 Continue", only the answer.
+  auto denied = Connect();
+  Send(denied, "POST /pieces/deny HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n");
+  const std::string refused = Answer(denied);
+  EXPECT_EQ(refused.rfind("HTTP/1.1 403", 0), 0u) << refused;
 }
 
 }  // namespace

@@ -16,7 +16,10 @@
 #include <boost/beast/http.hpp>
 #include <cctype>
 #include <chrono>
+#include <functional>
 #include <future>
+#include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "cli/cluster_certificates.h"
@@ -44,20 +47,63 @@ http::Response ErrorAnswer(int status, const Status& st, const http::Request& re
 class TestHandler : public http::Handler {
  public:
   size_t BodyLimit(const http::RequestHeader&) override { return 1 << 20; }
-  http::Response Refuse(Refusal, const std::string& detail) override {
-    http::Response r{bhttp::status::bad_request, 11};
+  http::Response Refuse(Refusal why, const std::string& detail) override {
+    http::Response r{why == Refusal::kBodyTooLarge ? bhttp::status::payload_too_large : bhttp::status::bad_request, 11};
     r.body() = detail;
     r.prepare_payload();
     return r;
   }
 };
 
+// What the service's /count route saw of the bodies it read in pieces.
+struct Counted {
+  std::atomic<size_t> bytes{0};  // of the body being read
+  std::atomic<int> complete{0};  // bodies read to their end
+  std::atomic<int> failed{0};    // bodies whose read failed
+  std::mutex mu;
+  std::string body;  // the last complete one
+  std::string framing;  // its header's Content-Length, or "chunked"
+  bool saw_expect = false;
+};
+
 // A task's service: /echo answers with what it received, /slow sends "first" at once and
-// "second" once `release` is set, /teapot answers 418 with a header of its own.
+// "second" once `release` is set, /teapot answers 418 with a header of its own, /count reads
+// its body in pieces (up to 64 MiB) and answers how many bytes it got.
 class Service : public TestHandler {
  public:
+  bool StreamsBody(const http::RequestHeader& h) override { return h.target().starts_with("/base/count"); }
+  size_t BodyLimit(const http::RequestHeader& h) override {
+    return StreamsBody(h) ? size_t{64} << 20 : TestHandler::BodyLimit(h);
+  }
   void Handle(http::Request req, std::shared_ptr<http::Exchange> exchange) override {
     const std::string target(req.target());
+    if (StreamsBody(req.base())) {
+      std::thread([counted = counted, exchange, chunked = req.chunked(),
+                   length = std::string(req[bhttp::field::content_length]),
+                   expect = req.find(bhttp::field::expect) != req.end()] {
+        std::string all;
+        counted->bytes = 0;
+        for (std::string piece;;) {
+          const auto got = exchange->ReadBody(&piece);
+          if (got == http::Exchange::BodyRead::kFailed) return void(++counted->failed);
+          if (got == http::Exchange::BodyRead::kEnd) break;
+          all += piece;
+          counted->bytes = all.size();
+        }
+        {
+          std::lock_guard<std::mutex> lock(counted->mu);
+          counted->body = all;
+          counted->framing = chunked ? "chunked" : length;
+          counted->saw_expect = expect;
+        }
+        ++counted->complete;
+        http::Response res{bhttp::status::ok, 11};
+        res.body() = "received " + std::to_string(all.size()) + " bytes";
+        res.prepare_payload();
+        exchange->Reply(std::move(res));
+      }).detach();
+      return;
+    }
     if (target.rfind("/base/ws", 0) == 0 && req.find(bhttp::field::upgrade) != req.end()) {
       // A tunnel that answers every piece in capitals, and ends on "bye".
       exchange->OpenTunnel();
@@ -100,13 +146,16 @@ class Service : public TestHandler {
   }
   // Held by the streaming threads too: they may outlive a test by a few milliseconds.
   std::shared_ptr<std::atomic<bool>> release = std::make_shared<std::atomic<bool>>(false);
+  std::shared_ptr<Counted> counted = std::make_shared<Counted>();
 };
 
 // The master's side: every request goes to the proxy (access is the HTTP layer's, not tested
-// here).
+// here), at its header, with the proxy's body limit, as the master's HTTP server hands it over.
 class Front : public TestHandler {
  public:
   explicit Front(TaskProxy* proxy) : proxy_(proxy) {}
+  bool StreamsBody(const http::RequestHeader&) override { return true; }
+  size_t BodyLimit(const http::RequestHeader&) override { return proxy_->max_body_bytes(); }
   void Handle(http::Request req, std::shared_ptr<http::Exchange> exchange) override {
     auto target = TaskProxy::Parse(std::string_view(req.target().data(), req.target().size()));
     if (!target.ok()) {
@@ -156,6 +205,7 @@ class TaskProxyTest : public testing::MigratedDatabaseTest {
     o.error_response = ErrorAnswer;
     o.certificates = certificates;
     o.max_tunnels = max_tunnels;
+    o.max_body_bytes = size_t{16} << 20;
     proxy_ = std::make_unique<TaskProxy>(db_.get(), tokens_.get(), o);
     front_ = std::make_unique<Front>(proxy_.get());
     http::ServerOptions front;
@@ -226,6 +276,32 @@ class TaskProxyTest : public testing::MigratedDatabaseTest {
     out.body = parser.get().body();
     out.headers = parser.get().base();
     return out;
+  }
+
+  // A connection to the master's side, to send a request's bytes as we like.
+  tcp::socket Connect(asio::io_context& io) {
+    tcp::socket socket(io);
+    socket.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), front_server_->port()));
+    return socket;
+  }
+  static Reply ReadReply(tcp::socket& socket) {
+    beast::flat_buffer buffer;
+    bhttp::response<bhttp::string_body> res;
+    beast::error_code ec;
+    bhttp::read(socket, buffer, res, ec);
+    return Reply{static_cast<int>(res.result_int()), res.body(), res.base()};
+  }
+  static std::string Chunk(size_t size, char c) {
+    std::ostringstream head;
+    head << std::hex << size << "\r\n";
+    return head.str() + std::string(size, c) + "\r\n";
+  }
+  static bool Eventually(const std::function<bool()>& done) {
+    for (auto end = std::chrono::steady_clock::now() + 10s; std::chrono::steady_clock::now() < end;) {
+      if (done()) return true;
+      std::this_thread::sleep_for(10ms);
+    }
+    return done();
   }
 
   Service service_;
@@ -435,6 +511,75 @@ TEST_F(TaskProxyTest, RequestsInFlightAreBounded) {
   for (int i = 0; i < 300 && proxy_->in_flight() > 0; ++i) std::this_thread::sleep_for(10ms);
   tcp::socket third(io);
   EXPECT_EQ(open_tunnel(third), 101);
+}
+
+// A request's body goes to the service as the client sends it, never held whole in the master:
+// 10 MiB (over the 8 MiB a whole body may have) arrive, the first part before the client sent
+// the rest; a Content-Length stays, "Expect: 100-continue" is answered by the master's side;
+// past the proxy's limit 413; a client that leaves mid-body never gives the service a whole one.
+TEST_F(TaskProxyTest, ARequestBodyStreamsToTheServiceAsTheClientSendsIt) {
+  const int64_t id = Task("SERVER", "RUNNING", ServiceUrl());
+  const std::string head = "POST /proxy/" + std::to_string(id) + "/count HTTP/1.1\r\nHost: m\r\n";
+  const std::shared_ptr<Counted> counted = service_.counted;
+  asio::io_context io;
+
+  tcp::socket chunked = Connect(io);
+  asio::write(chunked, asio::buffer(head + "Transfer-Encoding: chunked\r\n\r\n" + Chunk(3 << 20, 'a')));
+  ASSERT_TRUE(Eventually([&] { return counted->bytes == (3u << 20); }))
+      << "the service had " << counted->bytes << " bytes while the client waited";
+  asio::write(chunked, asio::buffer(Chunk(7 << 20, 'b') + "0\r\n\r\n"));
+  Reply r = ReadReply(chunked);
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body, "received 10485760 bytes");
+  {
+    std::lock_guard<std::mutex> lock(counted->mu);
+    EXPECT_TRUE(counted->body == std::string(3 << 20, 'a') + std::string(7 << 20, 'b'));
+    EXPECT_EQ(counted->framing, "chunked");
+  }
+
+  tcp::socket waiting = Connect(io);
+  asio::write(waiting, asio::buffer(head + "Content-Length: 1048576\r\nExpect: 100-continue\r\n\r\n"));
+  const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+  std::string interim(kContinue.size(), '\0');
+  asio::read(waiting, asio::buffer(interim));
+  EXPECT_EQ(interim, kContinue);
+  asio::write(waiting, asio::buffer(std::string(1 << 20, 'c')));
+  r = ReadReply(waiting);
+  EXPECT_EQ(r.body, "received 1048576 bytes");
+  {
+    std::lock_guard<std::mutex> lock(counted->mu);
+    EXPECT_EQ(counted->framing, "1048576");
+    EXPECT_FALSE(counted->saw_expect) << "the master answered Expect; the service must not too";
+  }
+  EXPECT_EQ(counted->complete, 2);
+
+  // Over the proxy's limit (16 MiB here): declared, refused before a byte is forwarded; chunked,
+  // refused on the way, and the service's read fails.
+  tcp::socket declared = Connect(io);
+  asio::write(declared, asio::buffer(head + "Content-Length: 17000000\r\n\r\n"));
+  r = ReadReply(declared);
+  EXPECT_EQ(r.status, 413) << r.body;
+  tcp::socket endless = Connect(io);
+  asio::write(endless, asio::buffer(head + "Transfer-Encoding: chunked\r\n\r\n"));
+  std::thread sender([&] {
+    beast::error_code ec;
+    const std::string piece = Chunk(1 << 20, 'e');
+    for (int i = 0; i < 24 && !ec; ++i) asio::write(endless, asio::buffer(piece), ec);
+  });
+  r = ReadReply(endless);
+  sender.join();
+  EXPECT_EQ(r.status, 413) << r.body;
+  EXPECT_NE(r.body.find("request body larger than 16777216 bytes"), std::string::npos) << r.body;
+  EXPECT_TRUE(Eventually([&] { return counted->failed == 1; }));
+
+  // A client that leaves mid-body: the service's read fails too; it never got a whole body.
+  tcp::socket leaving = Connect(io);
+  asio::write(leaving, asio::buffer(head + "Content-Length: 5000000\r\n\r\n" + std::string(1 << 20, 'l')));
+  ASSERT_TRUE(Eventually([&] { return counted->bytes == (1u << 20); }));
+  leaving.close();
+  EXPECT_TRUE(Eventually([&] { return counted->failed == 2; }));
+  EXPECT_EQ(counted->complete, 2);
+  EXPECT_TRUE(Eventually([&] { return proxy_->in_flight() == 0; }));
 }
 
 // The hop over mutual TLS (master/auth/task_certificates.h): with the cluster CA the proxy
