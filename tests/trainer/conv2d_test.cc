@@ -15,6 +15,7 @@
 #include "tests/support/testing.h"
 #include "tests/trainer/test_backends.h"
 #include "trainer/core/safetensors.h"
+#include "trainer/core/cpu_features.h"
 #include "trainer/core/tensor.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
 #include "trainer/kernels/cpu/reference.h"
@@ -22,14 +23,17 @@
 namespace sf {
 namespace {
 
-// Strided with padding (the speech front end's subsampling: 3x3, stride 2, padding 1), and an
-// uneven one: a 3x2 kernel, strides 1 and 2, padding only in width, one input channel.
+// Strided with padding (3x3, stride 2, padding 1), an uneven one (a 3x2 kernel, strides 1 and 2,
+// padding only in width, one input channel), and the speech front end's second subsampling
+// convolution made small (32 channels in and out: oneDNN's blocked kernels, not its fallbacks).
 std::vector<Conv2dShape> Shapes() {
   Conv2dShape a;
   a.n = 2, a.cin = 3, a.h = 9, a.w = 7, a.cout = 4, a.kh = 3, a.kw = 3, a.sh = 2, a.sw = 2, a.ph = 1, a.pw = 1;
   Conv2dShape b;
   b.n = 3, b.cin = 1, b.h = 10, b.w = 8, b.cout = 5, b.kh = 3, b.kw = 2, b.sh = 1, b.sw = 2, b.ph = 0, b.pw = 1;
-  return {a, b};
+  Conv2dShape c;
+  c.n = 2, c.cin = 32, c.h = 21, c.w = 17, c.cout = 32, c.kh = 3, c.kw = 3, c.sh = 2, c.sw = 2;
+  return {a, b, c};
 }
 
 template <typename T>
@@ -83,7 +87,7 @@ double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 TEST(Conv2d, ReferenceGradientsMatchFiniteDifferences) {
-  for (const Conv2dShape& s : Shapes()) {
+  for (const Conv2dShape& s : {Shapes()[0], Shapes()[1]}) {  // the third: 22k inputs, two passes each
     ReferenceBackend<double> ref;
     std::vector<double> x = Random<double>(Numel(s, 'x'), 1), w = Random<double>(Numel(s, 'w'), 2);
     std::vector<double> b = Random<double>(Numel(s, 'b'), 3), dy = Random<double>(Numel(s, 'y'), 4);
@@ -157,6 +161,34 @@ TEST(Conv2d, CpuEqualsTheReferenceAndAccumulatesItsParameterGradients) {
     for (size_t i = 0; i < a.dw.size(); ++i) EXPECT_NEAR(a.dw[i], c.dw[i] + 0.5f, 1e-5);
     for (size_t i = 0; i < a.db.size(); ++i) EXPECT_NEAR(a.db[i], c.db[i] + 0.5f, 1e-5);
     EXPECT_EQ(a.dx, c.dx);
+  }
+}
+
+// With bf16 products (Conv2dShape::compute = kBF16) on a CPU that has them, x, w and dy are
+// rounded to bf16 and summed in fp32: the result equals the reference given the same rounding
+// (up to fp32 summation) and differs from the fp32 convolution by what the rounding makes. On a
+// CPU without them the convolution runs in fp32 and equals the fp32 reference.
+TEST(Conv2d, Bf16ProductsEqualTheReferenceWithRoundedOperands) {
+  for (Conv2dShape s : Shapes()) {
+    s.compute = DType::kBF16;
+    CpuBackend cpu;
+    const bool bf16 = cpu.conv_runs_in_bf16(s);
+    if (cpu::HasAvx512Bf16()) {
+      EXPECT_TRUE(bf16) << "oneDNN chose " << cpu.conv_implementation(s);
+    }
+    Conv2dShape f32 = s;
+    f32.compute = DType::kF32;
+    ReferenceBackend<float> ref;
+    const ConvResult c = RunConv(cpu, s), r = RunConv(ref, bf16 ? s : f32);
+    EXPECT_LT(MaxAbsDiff(c.y, r.y), 1e-5) << cpu.conv_implementation(s);
+    EXPECT_LT(MaxAbsDiff(c.dx, r.dx), 1e-5);
+    EXPECT_LT(MaxAbsDiff(c.dw, r.dw), 1e-4);
+    EXPECT_LT(MaxAbsDiff(c.db, r.db), 1e-4);
+    if (bf16) {
+      const ConvResult full = RunConv(ref, f32);
+      EXPECT_GT(MaxAbsDiff(c.y, full.y), 1e-3) << "the operands were not rounded to bf16";
+      EXPECT_GT(MaxAbsDiff(c.dw, full.dw), 1e-3);
+    }
   }
 }
 

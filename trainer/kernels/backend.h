@@ -56,9 +56,14 @@ struct GemmOperand {
 };
 
 // The shape of a 2-D convolution (Backend::Conv2dForward): n images of cin channels, h x w;
-// cout filters of kh x kw; strides sh, sw; zero padding ph, pw on each side.
+// cout filters of kh x kw; strides sh, sw; zero padding ph, pw on each side. `compute`: the
+// products' operands — kF32, or kBF16 (mixed precision: x, w and dy rounded to bf16 for the
+// products, sums and every result in fp32, as the GEMMs' bf16 mode); a backend whose hardware
+// has no bf16 products may compute a kBF16 convolution in fp32 (the CPU without AVX512_BF16,
+// the CUDA backend today).
 struct Conv2dShape {
   int64_t n = 0, cin = 0, h = 0, w = 0, cout = 0, kh = 0, kw = 0, sh = 1, sw = 1, ph = 0, pw = 0;
+  DType compute = DType::kF32;
   int64_t oh() const { return (h + 2 * ph - kh) / sh + 1; }
   int64_t ow() const { return (w + 2 * pw - kw) / sw + 1; }
 };
@@ -406,7 +411,8 @@ class Backend {
 
   // 2-D convolution over NCHW images, PyTorch's F.conv2d(x, w, bias, stride, padding) (no
   // dilation, one group; cross-correlation): x [n, cin, h, w], w [cout, cin, kh, kw], bias [cout]
-  // (may be null), y [n, cout, oh, ow] (Conv2dShape). fp32 throughout.
+  // (may be null), y [n, cout, oh, ow] (Conv2dShape). T throughout; the products' operands in
+  // Conv2dShape::compute.
   virtual void Conv2dForward(const T* x, const T* w, const T* bias, T* y, const Conv2dShape& s) = 0;
   // From dy [n, cout, oh, ow]: dx (may be null: not wanted) is overwritten; dw and dbias (may be
   // null) accumulate.

@@ -192,6 +192,7 @@ Conv2dShape SpeechCtcModel<T>::Conv1Shape() const {
   Conv2dShape s;
   s.n = batch_, s.cin = 1, s.h = t_, s.w = config_.mels, s.cout = config_.conv_channels, s.kh = 3, s.kw = 3;
   s.sh = 2, s.sw = 2;
+  s.compute = ctx_.compute() == DType::kBF16 ? DType::kBF16 : DType::kF32;
   return s;
 }
 
@@ -200,6 +201,7 @@ Conv2dShape SpeechCtcModel<T>::Conv2Shape() const {
   Conv2dShape s;
   s.n = batch_, s.cin = config_.conv_channels, s.h = t1_, s.w = m1_, s.cout = config_.conv_channels, s.kh = 3;
   s.kw = 3, s.sh = 2, s.sw = 2;
+  s.compute = ctx_.compute() == DType::kBF16 ? DType::kBF16 : DType::kF32;
   return s;
 }
 

@@ -337,6 +337,10 @@ void CpuBackend::Conv2dBackward(const float* x, const float* w, const float* dy,
   conv_->Backward(x, w, dy, dx, dw, dbias, s);
 }
 
+std::string CpuBackend::conv_implementation(const Conv2dShape& s) { return conv_->ForwardImplementation(s); }
+
+bool CpuBackend::conv_runs_in_bf16(const Conv2dShape& s) { return conv_->RunsInBf16(s); }
+
 void CpuBackend::CtcLoss(const float* logits, const int32_t* input_lengths, const int32_t* targets,
                          const int32_t* target_lengths, int64_t frames, int64_t batch, int64_t classes,
                          int64_t max_target, int32_t blank, bool zero_infinity, float grad_scale,

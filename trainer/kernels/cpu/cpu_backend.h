@@ -12,6 +12,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "trainer/kernels/backend.h"
 
@@ -123,6 +124,10 @@ class CpuBackend final : public Backend<float> {
   // Number of distinct GEMM primitives created so far (tests check the cache is used).
   int64_t gemm_primitives_created() const;
   int64_t gemm_packed_copies() const;  // pre-packed weight copies held (see gemm_onednn.h)
+  // oneDNN's implementation of this convolution's forward, and whether its products run on bf16
+  // (conv_onednn.h): for tests and benches.
+  std::string conv_implementation(const Conv2dShape& s);
+  bool conv_runs_in_bf16(const Conv2dShape& s);
 
  private:
   std::unique_ptr<OneDnnGemm> gemm_;

@@ -362,6 +362,11 @@ class ReferenceBackend final : public Backend<T> {
       }
     }
   }
+  // An operand of a convolution's products as Conv2dShape::compute has it (bf16: rounded).
+  static double ConvOperand(T v, const Conv2dShape& s) {
+    if (s.compute != DType::kBF16) return static_cast<double>(v);
+    return static_cast<double>(Bf16ToFloat(FloatToBf16(static_cast<float>(v))));
+  }
   void Conv2dForward(const T* x, const T* w, const T* bias, T* y, const Conv2dShape& s) override {
     const int64_t OH = s.oh(), OW = s.ow();
     for (int64_t n = 0; n < s.n; ++n) {
@@ -370,8 +375,8 @@ class ReferenceBackend final : public Backend<T> {
           for (int64_t j = 0; j < OW; ++j) {
             double acc = bias ? static_cast<double>(bias[o]) : 0.0;
             ConvTaps(s, i, j, [&](int64_t c, int64_t a, int64_t b, int64_t hi, int64_t wj) {
-              acc += static_cast<double>(x[((n * s.cin + c) * s.h + hi) * s.w + wj]) *
-                     static_cast<double>(w[((o * s.cin + c) * s.kh + a) * s.kw + b]);
+              acc += ConvOperand(x[((n * s.cin + c) * s.h + hi) * s.w + wj], s) *
+                     ConvOperand(w[((o * s.cin + c) * s.kh + a) * s.kw + b], s);
             });
             y[((n * s.cout + o) * OH + i) * OW + j] = static_cast<T>(acc);
           }
@@ -389,10 +394,11 @@ class ReferenceBackend final : public Backend<T> {
           for (int64_t j = 0; j < OW; ++j) {
             const T g = dy[((n * s.cout + o) * OH + i) * OW + j];
             if (dbias) dbias[o] += g;
+            const double gc = ConvOperand(g, s);
             ConvTaps(s, i, j, [&](int64_t c, int64_t a, int64_t b, int64_t hi, int64_t wj) {
               const int64_t xi = ((n * s.cin + c) * s.h + hi) * s.w + wj, wi = ((o * s.cin + c) * s.kh + a) * s.kw + b;
-              dw[wi] += g * x[xi];
-              if (dx) dx[xi] += g * w[wi];
+              dw[wi] += static_cast<T>(gc * ConvOperand(x[xi], s));
+              if (dx) dx[xi] += static_cast<T>(gc * ConvOperand(w[wi], s));
             });
           }
         }
