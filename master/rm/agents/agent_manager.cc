@@ -145,6 +145,16 @@ void AgentManager::Schedule(double now) {
 }
 
 void AgentManager::ScheduleLocked(double now) {
+  const Clock::time_point start = Clock::now();
+  struct Observe {
+    const AgentManagerOptions& options;
+    Clock::time_point start;
+    ~Observe() {
+      if (options.pass_observer) {
+        options.pass_observer(std::chrono::duration<double>(Clock::now() - start).count());
+      }
+    }
+  } observe{options_, start};
   for (const Assignment& assignment : scheduler_.Schedule(now)) {
     auto it = allocations_.find(assignment.allocation_id);
     if (it == allocations_.end()) {
@@ -207,7 +217,7 @@ void AgentManager::Place(Allocation& a, const Assignment& assignment) {
     s->add_slot_ids(slot.slot_id);
     s->set_local_rank(local_rank[rank]);
     s->set_local_size(ranks_on_agent[slot.agent_id]);
-    agent->second.conn->Send(m);
+    a.unsent.emplace_back(slot.agent_id, std::move(m));  // after the Running event (SendStarts)
   }
   a.gang.ranks.clear();  // sent: the tokens and configs are not kept
   a.running_told = true;
@@ -294,7 +304,21 @@ void AgentManager::Deliver() {
       sink = sink_;
     }
     if (sink) sink(event);
+    if (event.kind == AllocationEvent::Kind::kRunning) SendStarts(event.allocation_id);
   }
+}
+
+void AgentManager::SendStarts(const std::string& allocation_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = allocations_.find(allocation_id);
+  if (it == allocations_.end()) return;
+  Allocation& a = it->second;
+  for (auto& [agent_id, message] : a.unsent) {
+    auto agent = agents_.find(agent_id);
+    if (agent != agents_.end() && agent->second.conn) agent->second.conn->Send(message);
+  }
+  a.unsent.clear();
+  if (a.killed) KillRanks(a);  // a kill sent before the starts found nothing to stop
 }
 
 }  // namespace sf::master::rm

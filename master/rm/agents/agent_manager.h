@@ -5,10 +5,11 @@
 // What it keeps: the connected agents and their slots, the scheduler, and every allocation it
 // was given until it exits — which agent and slot runs each rank, which ranks still run, their
 // exit statuses, and the first rank that failed on its own. What it does with them:
-// - Submit queues the gang with the scheduler; Schedule() places what fits (StartTask to each
-//   rank's agent, with its slot, LOCAL_RANK and LOCAL_SIZE: a Running event with every rank's
-//   place), asks for preemptions (Preempt events) and publishes each queued gang's reason
-//   (Pending events, when it changes).
+// - Submit queues the gang with the scheduler; Schedule() places what fits (a Running event with
+//   every rank's place, then, once the coordinator took that event, a StartTask to each rank's
+//   agent with its slot, LOCAL_RANK and LOCAL_SIZE: a rank that starts at once and calls in
+//   finds its trial running and its rendezvous open), asks for preemptions (Preempt events) and
+//   publishes each queued gang's reason (Pending events, when it changes).
 // - A rank that exits is recorded; one that fails gets the rest of its gang killed; when no
 //   rank runs any more, the allocation's slots are freed and an Exited event carries the exit
 //   statuses and the first failure ("rank 1 on agent-2: <the agent's message>").
@@ -34,6 +35,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -73,6 +75,9 @@ struct AgentManagerOptions {
   SchedulingMode default_scheduler = SchedulingMode::kPriority;
   std::map<std::string, SchedulingMode> pool_schedulers;
   std::chrono::seconds min_run{60};  // before an allocation may be preempted
+  // Called after each scheduling pass (Schedule and Preempt) with its duration in seconds, on
+  // the manager's thread under its lock: must be quick (the master's metrics).
+  std::function<void(double seconds)> pass_observer;
 };
 
 class AgentManager final : public ResourceManager {
@@ -146,6 +151,9 @@ class AgentManager final : public ResourceManager {
     std::string pending_reason;  // as last published
     std::optional<Clock::time_point> adopt_deadline;
     std::map<int, Clock::time_point> missing_ranks;
+    // Its ranks' StartTasks (agent, message), sent once the Running event was delivered: a rank
+    // that starts at once and calls the master finds its allocation running, never before.
+    std::vector<std::pair<std::string, steadfast::v1::MasterMessage>> unsent;
   };
 
   // The scheduler's clock: seconds on the monotonic clock.
@@ -161,6 +169,9 @@ class AgentManager final : public ResourceManager {
   void TickLocked(Clock::time_point now);
   void Place(Allocation& a, const Assignment& assignment);
   void KillRanks(const Allocation& a);
+  // After the Running event of `allocation_id` was delivered: its ranks' StartTasks go out (and
+  // kills after them when it was killed meanwhile).
+  void SendStarts(const std::string& allocation_id);
   void SendKill(const std::string& agent_id, const std::string& task_id);
   // No rank runs any more: frees its slots, says Exited, forgets it.
   void Finish(const std::string& allocation_id);

@@ -144,6 +144,53 @@ TEST(AgentManager, PlacesAGangAndStartsEachRankWithItsSlotLocalRankAndToken) {
   EXPECT_EQ(busy, 3);
 }
 
+// A rank may start and call the master at once (a fast trainer, the cluster simulator's): its
+// StartTask goes out only after the coordinator took the Running event, so the trial is running
+// and its rendezvous open by then. A gang killed while that event was delivered is started and
+// killed, in that order.
+TEST(AgentManager, RanksStartOnlyAfterTheCoordinatorTookTheRunningEvent) {
+  AgentManager manager;
+  std::shared_ptr<Connection> a1;
+  std::vector<size_t> starts_seen_by_sink;
+  bool kill_in_sink = false;
+  manager.SetEventSink([&](const AllocationEvent& e) {
+    if (e.kind != Kind::kRunning) return;
+    starts_seen_by_sink.push_back(a1->Started().size());
+    if (kill_in_sink) manager.Kill(e.allocation_id);
+  });
+  v1::RegisterAgent reg;
+  reg.set_agent_id("a1");
+  reg.set_incarnation("i-a1");
+  for (int s = 0; s < 4; ++s) {
+    v1::Slot* slot = reg.add_slots();
+    slot->set_id("cpu" + std::to_string(s));
+    slot->set_type(v1::SLOT_TYPE_CPU);
+  }
+  a1 = std::make_shared<Connection>();
+  manager.Connected(reg, a1);
+  manager.Submit(Gang(5, 2));
+  manager.Schedule(0);
+  ASSERT_EQ(starts_seen_by_sink, std::vector<size_t>{0}) << "a rank was started before its trial ran";
+  EXPECT_EQ(a1->Started().size(), 2u);
+
+  kill_in_sink = true;
+  manager.Submit(Gang(6, 2));
+  manager.Schedule(1);
+  ASSERT_EQ(starts_seen_by_sink.size(), 2u);
+  EXPECT_EQ(starts_seen_by_sink[1], 2u);  // only trial 5's
+  // Trial 6's ranks: started, then killed (a kill before the start would find nothing).
+  std::vector<std::string> order;
+  for (const auto& m : a1->sent) {
+    if (m.has_start_task() && m.start_task().trial_id() == 6) order.push_back("start " + m.start_task().task_id());
+    if (m.has_kill_task() && m.kill_task().task_id().rfind("t6-", 0) == 0) order.push_back("kill " + m.kill_task().task_id());
+  }
+  ASSERT_GE(order.size(), 4u);
+  EXPECT_EQ(order[order.size() - 4].rfind("start ", 0), 0u);
+  EXPECT_EQ(order[order.size() - 3].rfind("start ", 0), 0u);
+  EXPECT_EQ(order[order.size() - 2].rfind("kill ", 0), 0u);
+  EXPECT_EQ(order[order.size() - 1].rfind("kill ", 0), 0u);
+}
+
 TEST(AgentManager, AFailingRankStopsItsGangAndTheExitNamesIt) {
   Harness h;
   auto a1 = h.Agent("a1", 1);
