@@ -282,7 +282,7 @@ int Up(const LocalFlags& f) {
   // The agents share this machine: split its cores between all their slots so trainers
   // running side by side don't oversubscribe it.
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int threads_per_slot = std::max(1, cores / (f.agents * f.cpu_slots));
+  const int threads_per_slot = std::max(1, cores / (std::max(1, f.agents) * f.cpu_slots));
   const int agents = slurm ? 0 : f.agents;  // with --slurm, Slurm's nodes run the trials
   for (int i = 0; i < agents; ++i) {
     std::string id = "local-agent-" + std::to_string(i);
@@ -445,9 +445,10 @@ void AddDeployCommands(CLI::App& sf, CommandAction& action) {
   auto up_flags = std::make_shared<LocalFlags>();
   CLI::App* up =
       local->add_subcommand("up", "start the local cluster and wait until every agent registered");
-  up->add_option("--agents", up_flags->agents, "how many agents (1 to 64)")
+  up->add_option("--agents", up_flags->agents,
+                 "how many agents (0 to 64; 0: the master alone, for agents of your own or bench/sim/)")
       ->type_name("N")
-      ->check(CLI::Range(1, 64).description(""))
+      ->check(CLI::Range(0, 64).description(""))
       ->capture_default_str();
   up->add_option("--cpu-slots", up_flags->cpu_slots, "CPU slots per agent (1 to 256)")
       ->type_name("K")

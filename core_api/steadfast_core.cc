@@ -83,6 +83,7 @@ Result<Info> InfoFromEnvironment() {
   info.agent_id = Env("SF_AGENT_ID");
   info.slot_ids = Env("SF_SLOT_IDS");
   info.task_dir = Env("SF_TASK_DIR");
+  info.token = Env("SF_TASK_TOKEN");
   // A task that is not a trial's (a server: master/tasks/task_coordinator.h) has no trial and no
   // checkpoints; its task id names it.
   const bool task_of_its_own = info.trial_id == 0 && !info.task_id.empty();
@@ -156,13 +157,18 @@ Result<std::unique_ptr<Context>> Context::Connect(Info info) {
     ssl.pem_root_certs = ca_pem;
     credentials = grpc::SslCredentials(ssl);
   }
+  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(info.master_address, credentials, args);
+  return Connect(std::move(info), std::move(channel));
+}
+
+std::unique_ptr<Context> Context::Connect(Info info, std::shared_ptr<grpc::Channel> channel) {
   auto link = std::make_unique<Link>();
-  link->stub = v1::TrialLink::NewStub(grpc::CreateCustomChannel(info.master_address, credentials, args));
+  link->stub = v1::TrialLink::NewStub(std::move(channel));
   link->who.set_trial_id(info.trial_id);
   link->who.set_rank(info.rank);
   link->who.set_task_id(info.task_id);
   link->who.set_restart(info.restart);
-  link->token = Env("SF_TASK_TOKEN");
+  link->token = info.token;
   return std::unique_ptr<Context>(new Context(std::move(info), std::move(link)));
 }
 

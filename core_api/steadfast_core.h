@@ -53,6 +53,9 @@
 namespace steadfast::v1 {
 class Checkpoint;
 }
+namespace grpc {
+class Channel;
+}
 
 namespace sf::core {
 
@@ -79,6 +82,7 @@ struct Info {
   std::vector<Fallback> restore_fallbacks;
   std::string config_file;         // the experiment's YAML
   std::string agent_id, slot_ids, task_dir;
+  std::string token;               // SF_TASK_TOKEN: the task's TrialLink token; never logged
   bool chief() const { return rank == 0; }
 };
 
@@ -198,6 +202,9 @@ class Context {
   // file when there is one (errors name it).
   static Result<std::unique_ptr<Context>> FromEnvironment();
   static Result<std::unique_ptr<Context>> Connect(Info info);
+  // The same over `channel` to info.master_address, which the caller made and may share between
+  // contexts (many simulated trainers in one process, bench/sim/).
+  static std::unique_ptr<Context> Connect(Info info, std::shared_ptr<grpc::Channel> channel);
   ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;

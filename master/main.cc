@@ -188,6 +188,7 @@ int main(int argc, char** argv) {
   agent_options.default_scheduler = config->scheduler;
   agent_options.pool_schedulers = config->pool_schedulers;
   agent_options.min_run = std::chrono::seconds(config->min_run_seconds);
+  agent_options.pass_observer = [&metrics](double seconds) { metrics.ObserveSchedulingPass(seconds); };
   rm::AgentManager agents(agent_options);
   ClusterOptions options;
   options.checkpoint_root = config->checkpoint_root;

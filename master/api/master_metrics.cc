@@ -37,7 +37,27 @@ MasterMetrics::MasterMetrics()
       agents_(prometheus::BuildGauge()
                   .Name("steadfast_agents_connected")
                   .Help("Agents with a live AgentLink stream")
-                  .Register(*registry_)) {}
+                  .Register(*registry_)),
+      scheduling_pass_(prometheus::BuildSummary()
+                           .Name("steadfast_scheduling_pass_seconds")
+                           .Help("Scheduling passes of the agents' resource manager (p50, p99 over the last 60 s)")
+                           .Register(*registry_)
+                           .Add({}, prometheus::Summary::Quantiles{{0.5, 0.01}, {0.99, 0.001}},
+                                std::chrono::seconds(60), 6)),
+      scheduling_pass_max_(prometheus::BuildGauge()
+                               .Name("steadfast_scheduling_pass_max_seconds")
+                               .Help("The longest scheduling pass since the master started")
+                               .Register(*registry_)
+                               .Add({})) {}
+
+void MasterMetrics::ObserveSchedulingPass(double seconds) {
+  scheduling_pass_.Observe(seconds);
+  std::lock_guard<std::mutex> lock(pass_mu_);
+  if (seconds > pass_max_) {
+    pass_max_ = seconds;
+    scheduling_pass_max_.Set(seconds);
+  }
+}
 
 void MasterMetrics::AddCountSource(const std::string& name, const std::string& help, std::function<Counts()> source) {
   std::lock_guard<std::mutex> lock(render_mu_);

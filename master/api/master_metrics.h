@@ -10,6 +10,7 @@
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
+#include <prometheus/summary.h>
 
 #include <cstdint>
 #include <functional>
@@ -29,6 +30,9 @@ class MasterMetrics {
   MasterMetrics();
   void ObserveRequest(const std::string& route, double seconds, int code);
   void ObserveQuery(const std::string& what, double seconds);
+  // One scheduling pass of a resource manager (the agents' Schedule and Preempt): its duration
+  // goes to a summary (p50, p99 over the last minute) and the largest since the start.
+  void ObserveSchedulingPass(double seconds);
   // A counter family `name` whose values, by the label `outcome`, are counts kept elsewhere since
   // the start (the read path's, docs/cluster.md "Reads under load"; the webhook senders'): read
   // at scrape time, each counter advanced by what is new. Call before the first Render.
@@ -46,6 +50,10 @@ class MasterMetrics {
   prometheus::Family<prometheus::Gauge>& trials_;
   prometheus::Family<prometheus::Gauge>& slots_;
   prometheus::Family<prometheus::Gauge>& agents_;
+  prometheus::Summary& scheduling_pass_;
+  prometheus::Gauge& scheduling_pass_max_;
+  std::mutex pass_mu_;
+  double pass_max_ = 0;  // under pass_mu_
   struct CountSource {
     prometheus::Family<prometheus::Counter>* family;
     std::function<Counts()> read;

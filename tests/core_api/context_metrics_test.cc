@@ -118,7 +118,6 @@ class ContextMetrics : public ::testing::Test {
     server_ = builder.BuildAndStart();
     ASSERT_TRUE(server_);
     address_ = "127.0.0.1:" + std::to_string(port);
-    setenv("SF_TASK_TOKEN", "tok", 1);
   }
   void TearDown() override { server_->Shutdown(); }
 
@@ -130,6 +129,7 @@ class ContextMetrics : public ::testing::Test {
     info.rank = rank;
     info.world_size = world_size;
     info.checkpoint_dir = "/nonexistent";
+    info.token = "tok";  // InfoFromEnvironment's, from SF_TASK_TOKEN
     auto ctx = Context::Connect(info);
     EXPECT_TRUE(ctx.ok()) << ctx.status().ToString();
     return ctx.ok() ? std::move(ctx).value() : nullptr;

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The cluster at scale, simulated (issue 45): a real master and PostgreSQL from `sf deploy local up
+# --agents 0`, and bench/sim/cluster_sim.cc's simulated agents and trainers speaking the real
+# AgentLink and TrialLink (no training). While it runs, the experiment list is read at a fixed 200
+# requests/s (bench/http_paced_load.cc). Prints, per scenario: the simulator's figures (trial
+# starts/s, metric rows/s, the slot-freed-to-next-report gap), the master's scheduling passes
+# (p50/p99 over the last minute, the longest), its CPU seconds and peak RSS, the database's size
+# per 1,000 trials, the trials by state, and the list's latency during the run. Everything runs on
+# loopback and stops by itself.
+#
+#   bench/sim/run.sh [SCENARIO.yaml ...]     (default: every bench/sim/scenarios/*.yaml)
+#   BUILD=build (env) names the build directory.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD:-build}
+SF="$BUILD/cli/sf"
+SIM="$BUILD/bench/cluster_sim"
+PACED="$BUILD/bench/http_paced_load_bench"
+for bin in "$SF" "$SIM" "$PACED"; do
+  [ -x "$bin" ] || { echo "no $bin (build the sf, cluster_sim and http_paced_load_bench targets)" >&2; exit 2; }
+done
+DATA="$(cd ..; pwd)/shared/data/multi30k-de-en-tiny"
+HTTP=${SF_BENCH_HTTP_PORT:-18580}
+GRPC=${SF_BENCH_GRPC_PORT:-18590}
+scenarios=("$@")
+[ ${#scenarios[@]} -gt 0 ] || scenarios=(bench/sim/scenarios/*.yaml)
+
+DIR=
+PACED_PID=
+cleanup() {
+  [ -n "$PACED_PID" ] && kill "$PACED_PID" 2>/dev/null
+  [ -n "$DIR" ] && "$SF" deploy local down --dir "$DIR" --delete-data >/dev/null 2>&1
+  [ -n "$DIR" ] && rm -rf "$DIR"
+  return 0
+}
+trap cleanup EXIT
+
+# CPU seconds (user + system) of a process, from /proc/PID/stat.
+cpu_seconds() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$1/stat"; }
+# A sample of the master's /metrics.
+metric() { curl -sf "http://127.0.0.1:$HTTP/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
+
+echo "cluster simulator on $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores"
+for scenario in "${scenarios[@]}"; do
+  DIR=$(mktemp -d /tmp/sf-sim-XXXXXX)
+  chmod 755 "$DIR"
+  export XDG_CONFIG_HOME="$DIR/config"
+  "$SF" deploy local up --dir "$DIR" --agents 0 --port "$HTTP" --grpc-port "$GRPC" --no-tls --no-auth >/dev/null
+  PG="host=127.0.0.1 port=$(cat "$DIR/postgres/port") user=postgres dbname=steadfast"
+  MASTER_PID=$(cat "$DIR/master.pid")
+  cpu0=$(cpu_seconds "$MASTER_PID")
+  db0=$(psql "$PG" -tAc "SELECT pg_database_size('steadfast')")
+  # The list at a fixed 200 requests/s for as long as the simulation runs (in 5 s windows; the
+  # worst window is printed).
+  ( while :; do "$PACED" 127.0.0.1 "$HTTP" /api/v1/experiments 200 5 8 2>/dev/null || true; done ) \
+    > "$DIR/paced.log" &
+  PACED_PID=$!
+  echo "== $(basename "$scenario")"
+  set +e
+  "$SIM" --scenario "$scenario" --master-url "http://127.0.0.1:$HTTP" --master-grpc "127.0.0.1:$GRPC" \
+    --join-token-file "$DIR/join-token" --data-dir "$DATA" > "$DIR/sim.out" 2> "$DIR/sim.err"
+  sim_status=$?
+  set -e
+  kill "$PACED_PID" 2>/dev/null || true
+  wait "$PACED_PID" 2>/dev/null || true
+  PACED_PID=
+  cat "$DIR/sim.out"
+  [ "$sim_status" -eq 0 ] || { echo "cluster_sim exited $sim_status; its last lines:"; tail -5 "$DIR/sim.err"; }
+  echo "master_cpu_seconds=$(awk -v a="$cpu0" -v b="$(cpu_seconds "$MASTER_PID")" 'BEGIN { printf "%.1f", b - a }')"
+  echo "master_peak_rss_mb=$(awk '/VmHWM/ { printf "%.0f", $2 / 1024 }' "/proc/$MASTER_PID/status")"
+  echo "master_threads=$(awk '/Threads/ { print $2 }' "/proc/$MASTER_PID/status")"
+  echo "scheduling_pass_p50_ms=$(metric 'steadfast_scheduling_pass_seconds{quantile="0.5"}' | awk '{ printf "%.3f", $1 * 1000 }')"
+  echo "scheduling_pass_p99_ms=$(metric 'steadfast_scheduling_pass_seconds{quantile="0.99"}' | awk '{ printf "%.3f", $1 * 1000 }')"
+  echo "scheduling_pass_max_ms=$(metric steadfast_scheduling_pass_max_seconds | awk '{ printf "%.3f", $1 * 1000 }')"
+  echo "scheduling_passes=$(metric steadfast_scheduling_pass_seconds_count)"
+  trials=$(psql "$PG" -tAc "SELECT count(*) FROM trials")
+  db1=$(psql "$PG" -tAc "SELECT pg_database_size('steadfast')")
+  echo "trials=$trials"
+  echo "trials_by_state=$(psql "$PG" -tAc "SELECT string_agg(state || ':' || n, ' ' ORDER BY state) FROM (SELECT state, count(*) n FROM trials GROUP BY state) s")"
+  echo "experiments_by_state=$(psql "$PG" -tAc "SELECT string_agg(state || ':' || n, ' ' ORDER BY state) FROM (SELECT state, count(*) n FROM experiments GROUP BY state) s")"
+  echo "metric_rows_stored=$(psql "$PG" -tAc "SELECT count(*) FROM metrics")"
+  echo "db_mb_per_1000_trials=$(awk -v a="$db0" -v b="$db1" -v t="$trials" 'BEGIN { if (t > 0) printf "%.1f", (b - a) / 1048576 / t * 1000; else print "n/a" }')"
+  # The worst 5 s window of the list's latency while the simulation ran.
+  awk '$1 == "latency_p99_ms:" { if ($2 + 0 > w) w = $2 + 0; n++ } END { printf "api_list_windows=%d\napi_list_worst_p99_ms=%.2f\n", n, w }' "$DIR/paced.log"
+  awk '$1 == "latency_max_ms:" { if ($2 + 0 > w) w = $2 + 0 } $1 == "non_200:" { e += $2 } END { printf "api_list_worst_max_ms=%.2f\napi_list_non_200=%d\n", w, e }' "$DIR/paced.log"
+  "$SF" deploy local down --dir "$DIR" --delete-data >/dev/null 2>&1 || true
+  rm -rf "$DIR"
+  DIR=
+done

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# bench/sim/run.sh on its smoke scenario (8 simulated agents x 2 slots; grid, ASHA and two-slot
+# experiments, 5% of operations failing) against a real local cluster: every experiment and
+# every trial ends COMPLETED (failed ones restarted from their checkpoints), the simulator saw no
+# error, the master stored every metric row the trainers reported (less those a restart re-sent,
+# which it stores once), and the list answered 200 throughout.
+#
+#   tests/sim/cluster_sim_test.sh BUILD_DIR
+set -euo pipefail
+build=$(cd "$1" && pwd)
+cd "$(dirname "$0")/../.."
+out=$(BUILD="$build" SF_BENCH_HTTP_PORT=18680 SF_BENCH_GRPC_PORT=18690 bash bench/sim/run.sh bench/sim/scenarios/smoke.yaml)
+echo "$out"
+value() { sed -n "s/^$1=//p" <<<"$out"; }
+fail() { echo "FAILED: $*" >&2; exit 1; }
+[ "$(value experiments_submitted)" = 9 ] || fail "9 experiments submitted, not $(value experiments_submitted)"
+[ "$(value experiments_by_state)" = "COMPLETED:9" ] || fail "experiments: $(value experiments_by_state)"
+[[ "$(value trials_by_state)" =~ ^COMPLETED:[0-9]+$ ]] || fail "trials: $(value trials_by_state)"
+[ "$(value errors)" = 0 ] || fail "simulator errors: $(value first_error)"
+[ -z "$(value still_running)" ] || fail "trainers still running at the end"
+reported=$(value metric_rows); stored=$(value metric_rows_stored)
+[ "$stored" -le "$reported" ] && [ "$stored" -gt 0 ] || fail "stored $stored metric rows of $reported reported"
+[ "$(value failures_injected)" = 0 ] && [ "$stored" != "$reported" ] && fail "no failure, yet $stored of $reported rows stored"
+[ "$(value api_list_non_200)" = 0 ] || fail "the list answered non-200 during the run"
+echo "PASSED"
