@@ -329,6 +329,14 @@ std::vector<Assignment> Scheduler::Schedule(double now) {
   std::set<std::string> fair_pools;
   std::vector<AllocationRequest> order;
   for (const auto& [key, r] : queue_) order.push_back(r);
+  // Each pool's free slots, counted once per pass and kept current as requests start (a pass
+  // over thousands of queued requests must not count every agent's slots for each).
+  std::map<std::string, int> free_in_pool;
+  auto free_of = [&](const std::string& pool) -> int& {
+    auto it = free_in_pool.find(pool);
+    if (it == free_in_pool.end()) it = free_in_pool.emplace(pool, FreeInPool(pool)).first;
+    return it->second;
+  };
   for (const AllocationRequest& r : order) {
     const std::string& pool = r.resource_pool;
     if (PoolMode(pool) == SchedulingMode::kFairShare) {
@@ -336,8 +344,9 @@ std::vector<Assignment> Scheduler::Schedule(double now) {
       continue;
     }
     if (AtMaxSlots(r)) continue;
-    const int free = FreeInPool(pool) - held_[pool];
+    const int free = free_of(pool) - held_[pool];
     if (r.slots <= free) {
+      free_of(pool) -= r.slots;
       Start(r, Place(pool, r.slots), now, out);
     } else if (awaited.count(r.allocation_id)) {
       held_[pool] += std::max(0, free);  // the slots it waits for are not backfilled
@@ -418,17 +427,30 @@ void Scheduler::ExplainQueue() {
     if (run.stopping) stopping_for[run.stopping_for]++;
   }
   std::map<std::string, std::map<int64_t, double>> shares;
+  // Per pool, once: its agents (and those with a free slot), its slots and free slots, and the
+  // priorities of its queued requests in order (how many are ahead of one: a binary search).
+  struct PoolCounts {
+    int agents = 0, agents_with_free = 0, total = 0, free = 0;
+    std::vector<int> priorities;
+  };
+  std::map<std::string, PoolCounts> pools;
+  for (const auto& [id, a] : agents_) {
+    PoolCounts& c = pools[a.pool];
+    const int free = a.FreeSlots();
+    c.agents++;
+    c.agents_with_free += free > 0;
+    c.free += free;
+    for (const Slot& slot : a.slots) c.total += slot.enabled;
+  }
+  for (const auto& [key, r] : queue_) pools[r.resource_pool].priorities.push_back(r.priority);
+  for (auto& [pool, c] : pools) std::sort(c.priorities.begin(), c.priorities.end());
   for (const auto& [key, r] : queue_) {
     const std::string& pool = r.resource_pool;
     std::string why;
-    int agents = 0, agents_with_free = 0;
-    for (const auto& [id, a] : agents_) {
-      if (a.pool != pool) continue;
-      agents++;
-      agents_with_free += a.FreeSlots() > 0;
-    }
-    const int total = TotalInPool(pool);
-    const int free = FreeInPool(pool);
+    const PoolCounts& counts = pools[pool];
+    const int agents = counts.agents, agents_with_free = counts.agents_with_free;
+    const int total = counts.total;
+    const int free = counts.free;
     auto needs = [&] {
       std::string s = "needs " + Plural(r.slots, "slot") + " in pool " + pool + "; ";
       if (free == 0) return s + (total == 1 ? "its only slot is busy" : "all " + Plural(total, "slot") + " are busy");
@@ -457,10 +479,8 @@ void Scheduler::ExplainQueue() {
               " of " + std::to_string(total) + "; " + why;
       }
     } else {
-      int ahead = 0;
-      for (const auto& [other_key, other] : queue_) {
-        if (other.resource_pool == pool && other.priority < r.priority) ahead++;
-      }
+      const int ahead = static_cast<int>(
+          std::lower_bound(counts.priorities.begin(), counts.priorities.end(), r.priority) - counts.priorities.begin());
       why = needs();
       if (r.slots <= free) why = "free slots are held for a trial of higher priority";
       if (ahead > 0) why = "behind " + Plural(ahead, "trial") + " of higher priority; " + why;

@@ -41,6 +41,20 @@ std::vector<Preemption> Scheduler::PreemptForPriority(const std::string& pool, d
   std::set<std::string> chosen;
   int avail = FreeInPool(pool) + Incoming()[pool];  // counting slots already asked back
   const int total = TotalInPool(pool);
+  // The allocations that may be asked to stop, once per pass: lowest priority first, then newest
+  // first. A waiting request may take those of lower priority than its own — a prefix of this
+  // list — so one that outranks none of them costs nothing (thousands of equal-priority trials
+  // queued behind a full pool).
+  std::vector<const Running*> candidates;
+  for (const auto& [id, run] : running_) {
+    if (run.request.resource_pool == pool && !run.stopping && now - run.started >= min_run_seconds_) {
+      candidates.push_back(&run);
+    }
+  }
+  std::sort(candidates.begin(), candidates.end(), [](const Running* a, const Running* b) {
+    return std::tie(b->request.priority, b->request.submit_order) <
+           std::tie(a->request.priority, a->request.submit_order);
+  });
   for (const auto& [key, r] : queue_) {
     if (r.resource_pool != pool || AtMaxSlots(r)) continue;
     if (r.slots <= avail) {
@@ -48,29 +62,19 @@ std::vector<Preemption> Scheduler::PreemptForPriority(const std::string& pool, d
       continue;
     }
     if (r.slots > total) continue;  // can never fit
-    // Lower-priority allocations: lowest priority first, then newest first.
-    std::vector<const Running*> lower;
-    for (const auto& [id, run] : running_) {
-      if (run.request.resource_pool == pool && run.request.priority > r.priority &&
-          !run.stopping && !chosen.count(id) && now - run.started >= min_run_seconds_) {
-        lower.push_back(&run);
-      }
-    }
-    std::sort(lower.begin(), lower.end(), [](const Running* a, const Running* b) {
-      return std::tie(b->request.priority, b->request.submit_order) <
-             std::tie(a->request.priority, a->request.submit_order);
-    });
+    if (candidates.empty() || candidates.front()->request.priority <= r.priority) continue;  // outranks none
+    std::vector<const Running*> take;
     int gained = 0;
-    size_t take = 0;
-    while (take < lower.size() && avail + gained < r.slots) {
-      gained += static_cast<int>(lower[take]->slots.size());
-      ++take;
+    for (const Running* run : candidates) {
+      if (avail + gained >= r.slots || run->request.priority <= r.priority) break;
+      if (chosen.count(run->request.allocation_id)) continue;
+      take.push_back(run);
+      gained += static_cast<int>(run->slots.size());
     }
     if (avail + gained < r.slots) continue;  // stopping everything below it is not enough
-    for (size_t i = 0; i < take; ++i) {
-      chosen.insert(lower[i]->request.allocation_id);
-      out.push_back(Preemption{lower[i]->request.allocation_id, lower[i]->request.trial_id,
-                               r.allocation_id, r.trial_id});
+    for (const Running* run : take) {
+      chosen.insert(run->request.allocation_id);
+      out.push_back(Preemption{run->request.allocation_id, run->request.trial_id, r.allocation_id, r.trial_id});
     }
     avail = avail + gained - r.slots;
   }
