@@ -154,6 +154,7 @@ sf::Result<Scenario> LoadScenario(const std::string& path) {
 struct Stats {
   std::atomic<int64_t> starts{0}, rows{0}, operations{0}, failures{0}, kills{0}, stops{0}, errors{0};
   std::atomic<int64_t> gang_ends{0};  // ranks whose rendezvous ended because their gang did
+  std::atomic<int64_t> double_booked{0};  // StartTasks for a slot whose task had not exited
   // Trainers now waiting on the searcher or on a rendezvous (for a run that does not end).
   std::atomic<int> in_next{0}, in_gather{0};
   std::atomic<int> running{0};
@@ -334,8 +335,15 @@ class SimTrainer {
   // the trial was killed): the master ends the others' part then, as it does real ranks'.
   sf::Result<std::vector<std::string>> Gather(sf::core::Context& ctx, const std::string& round,
                                               const std::string& payload) {
+    // In short waits, so a KillTask (a real rank's SIGTERM) ends it: a rank waiting here for a
+    // rank that failed holds its allocation open until it exits. The board keeps a round's
+    // arrivals, so arriving again is the same wait.
     ++stats_->in_gather;
-    auto got = ctx.distributed().Gather(round, payload, std::chrono::seconds(120));
+    sf::Result<std::vector<std::string>> got = std::vector<std::string>{};
+    for (int waited = 0;; waited += 2) {
+      got = ctx.distributed().Gather(round, payload, std::chrono::seconds(2));
+      if (got.ok() || *killed_ || waited >= 120 || got.status().message().find("timed out") == std::string::npos) break;
+    }
     --stats_->in_gather;
     if (!got.ok()) {
       std::lock_guard<std::mutex> lock(stats_->mu);
@@ -418,6 +426,7 @@ class SimAgent : public sf::agent::MasterLink::Handler {
  private:
   struct SlotState {
     std::optional<Clock::time_point> freed;  // when its last task exited
+    std::string task;                        // the task on it now; empty: free
   };
 
   void StartTrainer(const v1::StartTask& start) {
@@ -443,8 +452,15 @@ class SimAgent : public sf::agent::MasterLink::Handler {
       running.set_pid(0);
       *running.mutable_slot_ids() = start.slot_ids();
       for (const std::string& slot : start.slot_ids()) {
-        freed.push_back(slots_[slot].freed);
-        slots_[slot].freed.reset();
+        SlotState& state = slots_[slot];
+        // The master must never give a slot that still runs a task to another.
+        if (!state.task.empty()) {
+          ++stats_->double_booked;
+          stats_->Error(id_ + "/" + slot + " given to " + start.task_id() + " while " + state.task + " runs on it");
+        }
+        state.task = start.task_id();
+        freed.push_back(state.freed);
+        state.freed.reset();
       }
     }
     State(start, v1::TaskStateChange::STATE_STARTED, 0, "simulated");
@@ -466,7 +482,11 @@ class SimAgent : public sf::agent::MasterLink::Handler {
         std::lock_guard<std::mutex> agent_lock(mu_);
         running_.erase(start.task_id());
         killed_.erase(start.task_id());
-        for (const std::string& slot : start.slot_ids()) slots_[slot].freed = Clock::now();
+        for (const std::string& slot : start.slot_ids()) {
+          SlotState& state = slots_[slot];
+          state.freed = Clock::now();
+          if (state.task == start.task_id()) state.task.clear();
+        }
       }
       State(start, v1::TaskStateChange::STATE_EXITED, code, code == 0 ? "" : "simulated exit " + std::to_string(code));
       stats_->last_running_ns = NowNs();
@@ -594,6 +614,44 @@ int main(int argc, char** argv) {
   const auto deadline = start + std::chrono::duration<double>(scenario.max_seconds);
   int submitted = 0, refused = 0;
   stats.last_running_ns = NowNs();
+  // The experiments submitted so far, and a sampler that reads the trials of the newest few
+  // every second: every QUEUED trial should say why it waits (its pending reason).
+  std::mutex ids_mu;
+  std::vector<std::string> experiment_ids;
+  std::atomic<bool> sampling{true};
+  std::atomic<int64_t> queued_seen{0}, queued_without_reason{0};
+  std::thread sampler([&] {
+    while (sampling) {
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      std::vector<std::string> newest;
+      {
+        std::lock_guard<std::mutex> lock(ids_mu);
+        for (size_t i = experiment_ids.size() > 5 ? experiment_ids.size() - 5 : 0; i < experiment_ids.size(); ++i) {
+          newest.push_back(experiment_ids[i]);
+        }
+      }
+      for (const std::string& id : newest) {
+        sf::http::ClientOptions o;
+        o.timeout = std::chrono::seconds(10);
+        sf::http::Client client(*url, o);
+        boost::beast::http::request<boost::beast::http::string_body> req{
+            boost::beast::http::verb::get, "/api/v1/experiments/" + id + "/trials?limit=1000", 11};
+        if (!token.empty()) req.set(boost::beast::http::field::authorization, "Bearer " + token);
+        auto r = client.Fetch(std::move(req));
+        if (!r.ok() || r->status != 200) continue;
+        auto body = sf::Value::FromJson(r->body);
+        const sf::Value* trials = body.ok() ? body->Find("trials") : nullptr;
+        if (!trials || !trials->is_list()) continue;
+        for (const sf::Value& t : trials->as_list()) {
+          const sf::Value* state = t.Find("state");
+          if (!state || !state->is_string() || state->as_string().find("QUEUED") == std::string::npos) continue;
+          ++queued_seen;
+          const sf::Value* reason = t.Find("pendingReason");
+          if (!reason || !reason->is_string() || reason->as_string().empty()) ++queued_without_reason;
+        }
+      }
+    }
+  });
   for (const Due& d : due) {
     std::this_thread::sleep_until(start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(d.at)));
     if (Clock::now() > deadline) break;
@@ -610,6 +668,13 @@ int main(int argc, char** argv) {
     auto r = client.Fetch(std::move(req));
     if (r.ok() && r->status == 200) {
       ++submitted;
+      auto body = sf::Value::FromJson(r->body);
+      const sf::Value* e = body.ok() ? body->Find("experiment") : nullptr;
+      const sf::Value* id = e ? e->Find("id") : nullptr;
+      if (id) {
+        std::lock_guard<std::mutex> lock(ids_mu);
+        experiment_ids.push_back(id->is_string() ? id->as_string() : std::to_string(static_cast<int64_t>(id->as_double())));
+      }
     } else {
       ++refused;
       stats.Error("submit: " + (r.ok() ? std::to_string(r->status) + " " + r->body : r.status().message()));
@@ -627,6 +692,8 @@ int main(int argc, char** argv) {
       std::chrono::duration<double>(Clock::now() - start).count() -
       (stats.running == 0 ? std::max(0.0, (NowNs() - stats.last_running_ns.load()) / 1e9) : 0.0);
   const int still_running = stats.running;
+  sampling = false;
+  sampler.join();
   if (still_running == 0) {
     for (auto& a : agents) a->Stop();
   }
@@ -650,7 +717,10 @@ int main(int argc, char** argv) {
   std::printf("slot_gaps=%zu\nslot_gap_p50_ms=%.1f\nslot_gap_p99_ms=%.1f\nslot_gap_max_ms=%.1f\n", gaps.size(),
               1000 * Percentile(gaps, 0.5), 1000 * Percentile(gaps, 0.99),
               gaps.empty() ? 0.0 : 1000 * *std::max_element(gaps.begin(), gaps.end()));
-  std::printf("gang_ends=%lld\n", static_cast<long long>(stats.gang_ends.load()));
+  std::printf("queued_trials_sampled=%lld\nqueued_without_reason=%lld\n", static_cast<long long>(queued_seen.load()),
+              static_cast<long long>(queued_without_reason.load()));
+  std::printf("gang_ends=%lld\ndouble_booked=%lld\n", static_cast<long long>(stats.gang_ends.load()),
+              static_cast<long long>(stats.double_booked.load()));
   if (stats.gang_ends > 0) std::printf("first_gang_end=%s\n", stats.first_gang_end.c_str());
   if (stats.errors > 0) std::printf("first_error=%s\n", stats.first_error.c_str());
   if (still_running > 0) {

@@ -188,7 +188,7 @@ Result<v1::GetExperimentTrialsResponse> ApiHandlers::GetExperimentTrials(const v
     *row = std::move(t);
     // Queued: why it waits; running: why its manager holds it (Slurm: SUSPENDED), if it does.
     if (cluster_ && (row->state() == v1::TRIAL_STATE_QUEUED || row->state() == v1::TRIAL_STATE_RUNNING)) {
-      row->set_pending_reason(cluster_->PendingReason(row->id()));
+      row->set_pending_reason(cluster_->PendingReason(row->id(), row->state() == v1::TRIAL_STATE_QUEUED));
     }
   }
   auto* p = out.mutable_pagination();
@@ -221,7 +221,8 @@ Result<v1::GetTrialResponse> ApiHandlers::GetTrial(const v1::GetTrialRequest& r)
   SF_ASSIGN_OR_RETURN(std::vector<std::string> groups, store_->MetricGroups(r.trial_id()));
   for (std::string& g : groups) out.add_metric_groups(std::move(g));
   if (cluster_ && (out.trial().state() == v1::TRIAL_STATE_QUEUED || out.trial().state() == v1::TRIAL_STATE_RUNNING)) {
-    out.mutable_trial()->set_pending_reason(cluster_->PendingReason(out.trial().id()));
+    out.mutable_trial()->set_pending_reason(
+        cluster_->PendingReason(out.trial().id(), out.trial().state() == v1::TRIAL_STATE_QUEUED));
   }
   return out;
 }

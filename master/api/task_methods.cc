@@ -150,7 +150,7 @@ void ApiMethods::AddTaskMethods() {
     if (trials) {
       SF_ASSIGN_OR_RETURN(std::vector<v1::Task> rows, TrialTasks(h->writes(), r.include_ended()));
       for (v1::Task& t : rows) {
-        if (t.state() == "QUEUED") t.set_pending_reason(h->cluster()->PendingReason(t.id()));
+        if (t.state() == "QUEUED") t.set_pending_reason(h->cluster()->PendingReason(t.id(), /*queued=*/true));
         tasks.push_back(std::move(t));
       }
     }

@@ -500,10 +500,11 @@ Value Cluster::SearcherSummary(int64_t experiment_id) {
   return it->second.searcher->Summary();
 }
 
-std::string Cluster::PendingReason(int64_t trial_id) {
+std::string Cluster::PendingReason(int64_t trial_id, bool queued) {
   std::lock_guard<std::mutex> lock(reasons_mu_);  // not mu_: list reads never wait on scheduling
   auto it = pending_reasons_.find(trial_id);
-  return it == pending_reasons_.end() ? "" : it->second;
+  if (it != pending_reasons_.end() && !it->second.empty()) return it->second;
+  return queued ? "waiting for the scheduler's next pass" : "";
 }
 
 }  // namespace sf::master

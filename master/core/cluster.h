@@ -164,8 +164,10 @@ class Cluster {
   Value SearcherSummary(int64_t experiment_id);
   // Why a queued trial waits, as the last scheduling pass computed it (Scheduler::PendingReason),
   // or that it waits for its searcher; empty for a trial that was not queued then. Takes only
-  // a small lock of its own, never the coordinator's.
-  std::string PendingReason(int64_t trial_id);
+  // a small lock of its own, never the coordinator's. With `queued` (the caller read the trial
+  // as QUEUED): never empty — a trial queued since the last pass (a restart), or started since
+  // its row was read, waits for the scheduler's next pass.
+  std::string PendingReason(int64_t trial_id, bool queued = false);
 
   // ---- AgentLink's task logs (agents themselves are the agents' manager's)
   // Stores the lines; returns once they are durable. With `delivery` (the AgentLink event that

@@ -336,7 +336,7 @@ TEST(SfUsageTest, BulkExperimentActionsNeedIdsOrAFilterNotBoth) {
 
 TEST(SfUsageTest, BadValueIsNamed) {
   ExpectUsageError({"trial", "metrics", "5", "--kind", "Test-1"}, "sf trial metrics", "--kind");
-  ExpectUsageError({"deploy", "local", "up", "--agents", "0"}, "sf deploy local up", "--agents");
+  ExpectUsageError({"deploy", "local", "up", "--agents", "65"}, "sf deploy local up", "--agents");
   ExpectUsageError({"deploy", "local", "up", "--cpu-slots", "many"}, "sf deploy local up",
                    "--cpu-slots");
   ExpectUsageError({"deploy", "local", "status", "--port", "70000"}, "sf deploy local status",

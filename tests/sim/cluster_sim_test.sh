@@ -1,21 +1,26 @@
 #!/usr/bin/env bash
-# bench/sim/run.sh on its smoke scenario (8 simulated agents x 2 slots; grid, ASHA and two-slot
-# experiments, 5% of operations failing) against a real local cluster: every experiment and
-# every trial ends COMPLETED (failed ones restarted from their checkpoints), the simulator saw no
-# error, the master stored every metric row the trainers reported (less those a restart re-sent,
-# which it stores once), and the list answered 200 throughout.
+# bench/sim/run.sh on its CI scenario (bench/sim/scenarios/ci.yaml: 20 simulated agents x 4
+# slots, 500 trials from grid, ASHA and two-slot experiments, 3% of operations failing) against a
+# real local cluster: every experiment and every trial ends COMPLETED (failed ones restarted
+# from their checkpoints), no slot was given to a second task while its first ran, every QUEUED
+# trial sampled during the run said why it waits, the simulator saw no error, the master stored
+# the metric rows the trainers reported (less those a restart re-sent, which it stores once),
+# and the experiment list answered 200 throughout.
 #
 #   tests/sim/cluster_sim_test.sh BUILD_DIR
 set -euo pipefail
 build=$(cd "$1" && pwd)
 cd "$(dirname "$0")/../.."
-out=$(BUILD="$build" SF_BENCH_HTTP_PORT=18680 SF_BENCH_GRPC_PORT=18690 bash bench/sim/run.sh bench/sim/scenarios/smoke.yaml)
+out=$(BUILD="$build" SF_BENCH_HTTP_PORT=18680 SF_BENCH_GRPC_PORT=18690 bash bench/sim/run.sh bench/sim/scenarios/ci.yaml)
 echo "$out"
 value() { sed -n "s/^$1=//p" <<<"$out"; }
 fail() { echo "FAILED: $*" >&2; exit 1; }
-[ "$(value experiments_submitted)" = 9 ] || fail "9 experiments submitted, not $(value experiments_submitted)"
-[ "$(value experiments_by_state)" = "COMPLETED:9" ] || fail "experiments: $(value experiments_by_state)"
-[[ "$(value trials_by_state)" =~ ^COMPLETED:[0-9]+$ ]] || fail "trials: $(value trials_by_state)"
+[ "$(value experiments_submitted)" = 24 ] || fail "24 experiments submitted, not $(value experiments_submitted)"
+[ "$(value experiments_by_state)" = "COMPLETED:24" ] || fail "experiments: $(value experiments_by_state)"
+[ "$(value trials_by_state)" = "COMPLETED:500" ] || fail "trials: $(value trials_by_state)"
+[ "$(value double_booked)" = 0 ] || fail "a slot was given to a second task while its first ran"
+[ "$(value queued_trials_sampled)" -gt 0 ] || fail "no QUEUED trial was sampled: the scenario no longer queues"
+[ "$(value queued_without_reason)" = 0 ] || fail "$(value queued_without_reason) QUEUED trials had no pending reason"
 [ "$(value errors)" = 0 ] || fail "simulator errors: $(value first_error)"
 [ -z "$(value still_running)" ] || fail "trainers still running at the end"
 reported=$(value metric_rows); stored=$(value metric_rows_stored)
