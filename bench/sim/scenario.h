@@ -1,0 +1,44 @@
+// A cluster simulator scenario (bench/sim/cluster_sim.cc has the format): the simulated agents,
+// the trainers' pace and failure rate, and the kinds of experiment submitted and when.
+// LoadScenario reads one from YAML (errors name the file and the field); ExperimentYaml writes
+// the experiment config the simulator submits for a kind.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace sf::sim {
+
+struct ExperimentKind {
+  int count = 1;
+  double every_seconds = 0;
+  std::string searcher = "grid";
+  int trials = 4;
+  int64_t batches = 100;
+  int slots_per_trial = 1;
+  int priority = 42;
+  double weight = 1;
+};
+
+struct Scenario {
+  std::string name;
+  int agents = 4, slots_per_agent = 4;
+  double max_seconds = 600, idle_seconds = 5;
+  int step_ms = 20, report_every = 10;
+  double failure_rate = 0;
+  std::vector<ExperimentKind> experiments;
+};
+
+// The scenario in `path`; errors name the field.
+
+// The scenario in `path`; errors name the field.
+Result<Scenario> LoadScenario(const std::string& path);
+
+// The `n`th experiment of `kind` as YAML: a native config over the data in `data_dir`, a
+// `dropout` hyperparameter (grid values or a range) that shapes the simulated loss.
+std::string ExperimentYaml(const ExperimentKind& kind, const std::string& data_dir, int n);
+
+}  // namespace sf::sim
