@@ -30,6 +30,23 @@ void AllocationRegistry::SetRunning(int64_t trial_id, bool running) {
   if (it != trials_.end()) it->second.running = running;
 }
 
+void AllocationRegistry::SetStop(int64_t trial_id, const std::string& stop) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = trials_.find(trial_id);
+  if (it != trials_.end()) it->second.stop_asked = !stop.empty();
+}
+
+bool AllocationRegistry::Undisturbed(const steadfast::v1::TrialIdentity& who) const {
+  std::string allocation;
+  int rank = 0;
+  if (who.task_id().empty() || !ParseTaskId(who.task_id(), allocation, rank)) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = trials_.find(who.trial_id());
+  if (it == trials_.end()) return false;
+  const Entry& e = it->second;
+  return !e.allocation_id.empty() && allocation == e.allocation_id && e.running && !e.stop_asked;
+}
+
 Result<AllocationRegistry::Admission> AllocationRegistry::Admit(const steadfast::v1::TrialIdentity& who) const {
   std::string allocation;
   int rank = 0;

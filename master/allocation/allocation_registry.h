@@ -16,6 +16,11 @@
 //   hand) are not checked against the allocation. kAskCoordinator when the caller is a rank of
 //   the current allocation before its manager reported it running (an external manager's poll
 //   lags): only the coordinator may act on that, under its own lock.
+// - SetStop(trial, stop) whenever the stop asked of the trial's run changes ("" for none,
+//   "pause", "kill", "preempt"). Undisturbed(who): true when the caller is a rank of the
+//   trial's current allocation, which its manager said runs, and no stop is asked: ShouldStop
+//   answers "continue" from that alone, without the coordinator's lock (hundreds of ranks ask
+//   several times a second). Anything else is the coordinator's to answer.
 // - RaiseTotal(trial, batches): the trial's total batches becomes max(total, batches); returns
 //   it. Total(trial): the current total (0 for an unknown trial).
 // Thread-safe: one mutex of its own, held for a map lookup; never calls out while held.
@@ -40,7 +45,10 @@ class AllocationRegistry {
   void SetAllocation(int64_t trial_id, const std::string& allocation_id);
   void SetRunning(int64_t trial_id, bool running);
 
+  void SetStop(int64_t trial_id, const std::string& stop);
+
   Result<Admission> Admit(const steadfast::v1::TrialIdentity& who) const;
+  bool Undisturbed(const steadfast::v1::TrialIdentity& who) const;
   int64_t RaiseTotal(int64_t trial_id, int64_t batches);
   int64_t Total(int64_t trial_id) const;
 
@@ -48,6 +56,7 @@ class AllocationRegistry {
   struct Entry {
     std::string allocation_id;  // current; "" when none
     bool running = false;       // its manager said it runs
+    bool stop_asked = false;    // a stop ("pause", "kill", "preempt") is asked of its run
     int64_t total_batches = 0;
   };
   mutable std::mutex mu_;

@@ -157,7 +157,7 @@ Cluster::CreateResult Cluster::CreateExperiment(const std::string& config_yaml, 
                            {"context_bytes", std::to_string(e.context_bytes)}});
   ApplyOpsLocked(e, e.searcher->InitialOperations());
   SaveSearcherLocked(e);
-  PublishReasonsLocked();
+  PublishReasonsSoonLocked();
   result.id = *id;
   return result;
 }
@@ -313,6 +313,10 @@ void Cluster::SetExperimentStateLocked(Experiment& e, v1::ExperimentState s, con
 void Cluster::SetTrialStateLocked(Trial& t, v1::TrialState s, const std::string& error) {
   t.state = s;
   if (s == v1::TRIAL_STATE_ERROR) t.error = error;
+  if (s != v1::TRIAL_STATE_QUEUED) {  // out of the queue: no reason of a pass before stays with it
+    std::lock_guard<std::mutex> reasons(reasons_mu_);
+    pending_reasons_.erase(t.id);
+  }
   TrialUpdate u;
   u.state = TrialStateName(s);
   if (!error.empty()) u.error = error;
@@ -367,7 +371,7 @@ Status Cluster::PauseExperiment(int64_t id) {
     Trial& t = trials_[tid];
     if (IsTerminal(t.state)) continue;
     if (t.allocated) {
-      t.stop = "pause";  // the trainer checkpoints and exits at its next stop check
+      SetStopLocked(t, "pause");  // the trainer checkpoints and exits at its next stop check
       TrialUpdate u;
       u.stop_requested = t.stop;
       (void)store_->UpdateTrial(t.id, u);
@@ -395,7 +399,7 @@ Status Cluster::ActivateExperiment(int64_t id) {
     Trial& t = trials_[tid];
     if (IsTerminal(t.state)) continue;
     if (t.stop == "pause") {
-      t.stop.clear();
+      SetStopLocked(t, "");
       TrialUpdate u;
       u.stop_requested = "";
       (void)store_->UpdateTrial(t.id, u);
@@ -405,7 +409,7 @@ Status Cluster::ActivateExperiment(int64_t id) {
       SubmitLocked(t);
     }
   }
-  PublishReasonsLocked();
+  PublishReasonsSoonLocked();
   return Status::Ok();
 }
 
@@ -423,7 +427,7 @@ Status Cluster::KillExperiment(int64_t id) {
   for (auto& [req, tid] : e.trial_by_request) {
     Trial& t = trials_[tid];
     if (IsTerminal(t.state)) continue;
-    t.stop = "kill";
+    SetStopLocked(t, "kill");
     TrialUpdate u;
     u.stop_requested = t.stop;
     (void)store_->UpdateTrial(t.id, u);

@@ -255,8 +255,9 @@ class Cluster {
     std::string allocation_id;
     int allocations = 0;
     bool allocated = false;        // its manager runs it (Running), until it exits
-    // allocation_id and allocated change only through SetAllocationLocked/SetAllocatedLocked,
-    // which keep the allocation registry (registry_) in step. Its total batches live there.
+    // allocation_id, allocated and stop change only through SetAllocationLocked,
+    // SetAllocatedLocked and SetStopLocked, which keep the allocation registry (registry_) in
+    // step. Its total batches live there.
     // Where it runs, why it waits and how its ranks ended are the allocation service's
     // (allocations_); the trial keeps what its exit is decided on.
     int world_size = 0;
@@ -294,8 +295,13 @@ class Cluster {
   // it had (a preempted trial keeps its place among its peers).
   void SubmitLocked(Trial& t, bool keep_place = false);
   // The coordinator's pass over its queue: publishes why each queued trial waits (the managers'
-  // Pending events, or the searcher), for PendingReason().
+  // Pending events, or the searcher), for PendingReason(). A pass walks every trial, so what
+  // changes which trials wait (a start, an exit, a new experiment) asks for one through
+  // PublishReasonsSoonLocked: at once when none ran for kReasonsEvery, else the housekeeping
+  // thread's next pass runs it. A burst of thousands of starts costs a few passes, not one each;
+  // a trial's own reason is still set (a Pending event) or dropped (it leaves the queue) at once.
   void PublishReasonsLocked();
+  void PublishReasonsSoonLocked();
   // The trial's gang as its manager gets it; with `with_ranks`, each rank's StartTask.
   rm::GangLaunch GangLocked(const Experiment& e, const Trial& t, bool with_ranks);
   // Rank `rank`'s StartTask of the trial's current allocation (no slot), its token included.
@@ -317,6 +323,8 @@ class Cluster {
                            const std::string& allocation_state);
   void ReleaseLocked(Trial& t);
   void SetAllocationLocked(Trial& t, const std::string& allocation_id);
+  // The stop asked of the trial's run, kept in the registry too (ShouldStop's lock-free answer).
+  void SetStopLocked(Trial& t, const std::string& stop);
   void SetAllocatedLocked(Trial& t, bool allocated);
   // Every rank has exited (rank_hosts: where each ran, for the failure's words).
   void AllocationExitedLocked(Trial& t, const std::map<int, std::string>& rank_hosts = {});
@@ -358,6 +366,8 @@ class Cluster {
   TaskCoordinator tasks_;
   std::mutex reasons_mu_;                            // guards pending_reasons_ only
   std::map<int64_t, std::string> pending_reasons_;   // queued trial -> why, set by PublishReasonsLocked
+  std::chrono::steady_clock::time_point reasons_published_{};  // the last PublishReasonsLocked
+  bool reasons_stale_ = false;  // a pass was asked for since (PublishReasonsSoonLocked)
   std::map<int64_t, Experiment> experiments_;
   std::map<int64_t, Trial> trials_;
   bool stopping_ = false;

@@ -112,11 +112,24 @@ void Cluster::OnAllocationUpdate(const AllocationUpdate& update) {
   AllocationUpdateLocked(update);
   // A Pending event updates its own trial's reason; the others change which trials wait (a pass
   // over every trial, not one per queued gang's reason).
-  if (update.event.kind != rm::AllocationEvent::Kind::kPending) PublishReasonsLocked();
+  if (update.event.kind != rm::AllocationEvent::Kind::kPending) PublishReasonsSoonLocked();
+}
+
+namespace {
+constexpr std::chrono::milliseconds kReasonsEvery{200};
+}  // namespace
+
+void Cluster::PublishReasonsSoonLocked() {
+  if (steady_clock::now() - reasons_published_ >= kReasonsEvery) {
+    PublishReasonsLocked();
+  } else {
+    reasons_stale_ = true;  // HousekeepingLoop runs it
+  }
 }
 
 void Cluster::PublishReasonsLocked() {
   if (options_.scheduling_pass_hook) options_.scheduling_pass_hook();
+  reasons_stale_ = false;
   // Publish why each queued trial waits, for PendingReason().
   std::map<int64_t, std::string> reasons;
   const std::map<std::string, std::string> waiting = allocations_.PendingReasons();
@@ -137,6 +150,7 @@ void Cluster::PublishReasonsLocked() {
   }
   std::lock_guard<std::mutex> lock(reasons_mu_);
   pending_reasons_ = std::move(reasons);
+  reasons_published_ = steady_clock::now();  // after the walk: a long pass is not followed by another at once
 }
 
 void Cluster::AllocationUpdateLocked(const AllocationUpdate& update) {
@@ -172,7 +186,7 @@ void Cluster::AllocationUpdateLocked(const AllocationUpdate& update) {
       break;
     case Kind::kPreempt: {
       if (!t.stop.empty()) break;  // stopping anyway
-      t.stop = "preempt";  // the trainer checkpoints and exits at its next stop check
+      SetStopLocked(t, "preempt");  // the trainer checkpoints and exits at its next stop check
       t.preempt_deadline = steady_clock::now() + options_.preemption_grace;
       TrialUpdate u;
       u.stop_requested = t.stop;
@@ -199,7 +213,7 @@ void Cluster::AllocationUpdateLocked(const AllocationUpdate& update) {
       t.exit_codes = event.exit_codes;
       if (event.preempted && t.stop.empty()) {
         // The resource manager took the nodes back: it resumes from its checkpoint, not a restart.
-        t.stop = "preempt";
+        SetStopLocked(t, "preempt");
         t.preempt_killed = true;
       }
       bool success = !t.exit_codes.empty();
@@ -283,6 +297,11 @@ void Cluster::SetAllocationLocked(Trial& t, const std::string& allocation_id) {
   registry_.SetAllocation(t.id, allocation_id);
 }
 
+void Cluster::SetStopLocked(Trial& t, const std::string& stop) {
+  t.stop = stop;
+  registry_.SetStop(t.id, stop);
+}
+
 void Cluster::SetAllocatedLocked(Trial& t, bool allocated) {
   t.allocated = allocated;
   registry_.SetRunning(t.id, allocated);
@@ -303,7 +322,7 @@ void Cluster::AllocationExitedLocked(Trial& t, const std::map<int, std::string>&
   // A preemption ends with the run: the trial's next run starts with no stop request.
   const bool preempted = t.stop == "preempt" && (success || t.preempt_killed);
   if (t.stop == "preempt" || (!preempted && t.preempted_by != 0)) {
-    t.stop.clear();
+    SetStopLocked(t, "");
     TrialUpdate u;
     u.stop_requested = "";
     if (!preempted) u.preempted_by = t.preempted_by = 0;  // it ended otherwise: no one to wait for
@@ -385,7 +404,7 @@ void Cluster::AllocationExitedLocked(Trial& t, const std::map<int, std::string>&
   }
   SaveSearcherLocked(e);
   MaybeFinishExperimentLocked(e);
-  PublishReasonsLocked();
+  PublishReasonsSoonLocked();
 }
 
 void Cluster::TrialFailedLocked(Trial& t, const std::string& why) {

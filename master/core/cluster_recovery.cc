@@ -59,7 +59,7 @@ Status Cluster::Recover() {
       registry_.Track(t.id, tr.total_batches);
       t.target_length = tr.target_length;
       t.completed_length = tr.completed_length;
-      t.stop = tr.stop_requested;
+      SetStopLocked(t, tr.stop_requested);
       t.latest_checkpoint_uuid = tr.latest_checkpoint_uuid;
       t.preempted_by = tr.preempted_by;
       t.allocations = tr.allocations;

@@ -261,6 +261,13 @@ Status Cluster::ReportCheckpoint(const v1::ReportCheckpointRequest& request) {
 
 Result<v1::ShouldStopResponse> Cluster::ShouldStop(const v1::ShouldStopRequest& request) {
   if (TaskCoordinator::Names(request.who())) return tasks_.ShouldStop(request.who());
+  // The common answer, without the coordinator's lock: a rank of the trial's running allocation
+  // with no stop asked continues (the registry is written under that lock with every change).
+  if (registry_.Undisturbed(request.who())) {
+    v1::ShouldStopResponse r;
+    r.set_action(v1::ShouldStopResponse::ACTION_CONTINUE);
+    return r;
+  }
   std::lock_guard<std::mutex> lock(mu_);
   SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(request.who()));
   v1::ShouldStopResponse r;

@@ -327,8 +327,6 @@ std::vector<Assignment> Scheduler::Schedule(double now) {
   held_.clear();
   const std::set<std::string> awaited = Awaited();
   std::set<std::string> fair_pools;
-  std::vector<AllocationRequest> order;
-  for (const auto& [key, r] : queue_) order.push_back(r);
   // Each pool's free slots, counted once per pass and kept current as requests start (a pass
   // over thousands of queued requests must not count every agent's slots for each).
   std::map<std::string, int> free_in_pool;
@@ -337,26 +335,34 @@ std::vector<Assignment> Scheduler::Schedule(double now) {
     if (it == free_in_pool.end()) it = free_in_pool.emplace(pool, FreeInPool(pool)).first;
     return it->second;
   };
-  for (const AllocationRequest& r : order) {
+  // In queue order, without a copy of the queue: Start() erases only the request it starts.
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    const AllocationRequest& r = it->second;
+    const auto next = std::next(it);
     const std::string& pool = r.resource_pool;
     if (PoolMode(pool) == SchedulingMode::kFairShare) {
       fair_pools.insert(pool);
+      it = next;
       continue;
     }
-    if (AtMaxSlots(r)) continue;
+    if (AtMaxSlots(r)) {
+      it = next;
+      continue;
+    }
     const int free = free_of(pool) - held_[pool];
     if (r.slots <= free) {
       free_of(pool) -= r.slots;
-      Start(r, Place(pool, r.slots), now, out);
+      Start(r, Place(pool, r.slots), now, out);  // invalidates r
     } else if (awaited.count(r.allocation_id)) {
       held_[pool] += std::max(0, free);  // the slots it waits for are not backfilled
     }
     // Otherwise it doesn't fit now and stays queued; later requests may still fit (backfilling).
+    it = next;
   }
   for (const std::string& pool : fair_pools) {
     for (Assignment& a : ScheduleFairShare(pool, now)) out.push_back(std::move(a));
   }
-  ExplainQueue();
+  explained_ = false;
   return out;
 }
 
@@ -420,7 +426,9 @@ std::string Slots(double n) {
 }
 }  // namespace
 
-void Scheduler::ExplainQueue() {
+void Scheduler::ExplainQueue() const {
+  if (explained_) return;
+  explained_ = true;
   pending_.clear();
   std::map<std::string, int> stopping_for;  // waiting request -> allocations asked to stop
   for (const auto& [id, run] : running_) {
@@ -490,6 +498,7 @@ void Scheduler::ExplainQueue() {
 }
 
 std::string Scheduler::PendingReason(const std::string& allocation_id) const {
+  ExplainQueue();
   auto it = pending_.find(allocation_id);
   return it == pending_.end() ? "" : it->second;
 }

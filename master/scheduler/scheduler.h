@@ -32,8 +32,10 @@
 //   * A request larger than its pool's total stays queued (a bigger agent may join later).
 //   * Preemption (Preempt()) never picks an allocation that has run less than min_run_seconds,
 //     and asks each allocation to stop at most once per run.
-//   * Every queued request has a pending reason (PendingReason()), recomputed by each
-//     Schedule() and Preempt(), in words a user can act on.
+//   * Every queued request has a pending reason (PendingReason()), as of the last Schedule() or
+//     Preempt(), in words a user can act on. The reasons are worked out when first asked for
+//     after a pass, not by every pass: a pass after each of thousands of starts costs no string
+//     per queued request.
 #pragma once
 
 #include <cstdint>
@@ -234,8 +236,8 @@ class Scheduler {
   std::vector<Assignment> ScheduleFairShare(const std::string& pool, double now);
   void Start(const AllocationRequest& r, std::vector<SlotRef> slots, double now,
              std::vector<Assignment>& out);
-  // Recomputes pending_ for every queued request.
-  void ExplainQueue();
+  // Recomputes pending_ for every queued request when a pass ran since it last did.
+  void ExplainQueue() const;
   std::vector<Preemption> PreemptForPriority(const std::string& pool, double now);
   std::vector<Preemption> PreemptForFairShare(const std::string& pool, double now);
 
@@ -250,7 +252,8 @@ class Scheduler {
   std::map<int64_t, int64_t> preempted_by_;
   // Pool -> queued request held free slots for (priority pools; set by Schedule()).
   std::map<std::string, int> held_;
-  std::map<std::string, std::string> pending_;  // allocation id -> reason
+  mutable std::map<std::string, std::string> pending_;  // allocation id -> reason
+  mutable bool explained_ = true;  // pending_ is as of the last pass (ExplainQueue)
 };
 
 }  // namespace sf::master

@@ -14,7 +14,12 @@ namespace sf::master {
 
 std::vector<Preemption> Scheduler::Preempt(double now) {
   std::set<std::string> pools;
-  for (const auto& [key, r] : queue_) pools.insert(r.resource_pool);
+  const std::string* last = nullptr;  // runs of one pool are common: one set insert per run
+  for (const auto& [key, r] : queue_) {
+    if (last && *last == r.resource_pool) continue;
+    pools.insert(r.resource_pool);
+    last = &r.resource_pool;
+  }
   std::vector<Preemption> out;
   for (const std::string& pool : pools) {
     auto more = PoolMode(pool) == SchedulingMode::kFairShare ? PreemptForFairShare(pool, now)
@@ -27,7 +32,7 @@ std::vector<Preemption> Scheduler::Preempt(double now) {
     run.stopping_for = p.for_allocation_id;
     preempted_by_[p.trial_id] = p.for_trial_id;
   }
-  if (!out.empty()) ExplainQueue();
+  if (!out.empty()) explained_ = false;
   return out;
 }
 

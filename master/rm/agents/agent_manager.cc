@@ -3,6 +3,7 @@
 // side and the queries are in agent_link_side.cc.
 #include "master/rm/agents/agent_manager.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -46,8 +47,10 @@ void AgentManager::Loop() {
   std::unique_lock<std::mutex> lock(mu_);
   auto next_pass = Clock::now();
   while (!stopping_) {
-    wake_.wait_until(lock, next_pass, [&] { return stopping_ || changed_ || !events_.empty(); });
+    const auto wake_at = reasons_due_ ? std::min(next_pass, reasons_at_ + options_.reasons_interval) : next_pass;
+    wake_.wait_until(lock, wake_at, [&] { return stopping_ || changed_ || !events_.empty() || reasons_wake_; });
     if (stopping_) break;
+    reasons_wake_ = false;
     const auto now = Clock::now();
     const bool due = now >= next_pass;
     if (changed_ || due) {
@@ -57,6 +60,8 @@ void AgentManager::Loop() {
         next_pass = now + options_.pass_interval;
       }
       ScheduleLocked(SchedulerSeconds(now));
+    } else if (reasons_due_ && now >= reasons_at_ + options_.reasons_interval) {
+      PublishReasonsLocked();
     }
     lock.unlock();
     Deliver();
@@ -140,6 +145,7 @@ void AgentManager::Schedule(double now) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     ScheduleLocked(now);
+    PublishReasonsLocked();  // a test's pass: its reasons at once
   }
   Deliver();
 }
@@ -173,6 +179,24 @@ void AgentManager::ScheduleLocked(double now) {
     e.for_trial_id = p.for_trial_id;
     Emit(std::move(e));
   }
+  PublishReasonsSoonLocked();
+}
+
+void AgentManager::PublishReasonsSoonLocked() {
+  if (Clock::now() - reasons_at_ >= options_.reasons_interval) {
+    PublishReasonsLocked();
+  } else {
+    reasons_due_ = true;  // Loop publishes them when the interval is up
+    if (!reasons_wake_) {
+      reasons_wake_ = true;  // so it waits until then, not until its next pass
+      wake_.notify_all();
+    }
+  }
+}
+
+void AgentManager::PublishReasonsLocked() {
+  reasons_due_ = false;
+  reasons_at_ = Clock::now();
   for (auto& [id, a] : allocations_) {
     if (a.placed || !a.in_scheduler) continue;
     std::string reason = scheduler_.PendingReason(id);

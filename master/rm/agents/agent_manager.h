@@ -69,6 +69,10 @@ namespace sf::master::rm {
 
 struct AgentManagerOptions {
   std::chrono::milliseconds pass_interval{500};  // scheduling pass and Tick at least this often
+  // Pending events (why each queued gang waits) go out after a pass, but at most once per this
+  // interval: a burst of passes (one per rank exit) does not explain thousands of queued gangs
+  // each time. The thread publishes what a pass within the interval left unsaid when it is due.
+  std::chrono::milliseconds reasons_interval{200};
   std::chrono::seconds reconnect_grace{30};     // before a lost agent's (or unadopted) ranks are lost
   std::chrono::milliseconds kill_grace{10000};  // SIGTERM -> SIGKILL on agents
   std::chrono::seconds missing_rank_grace{10};  // for the exit of a rank an agent no longer lists
@@ -166,6 +170,10 @@ class AgentManager final : public ResourceManager {
   // Records a rank's exit; true when its allocation has no rank left (Exited queued, slots free).
   bool RankExitedLocked(const std::string& agent_id, const steadfast::v1::TaskStateChange& change);
   void ScheduleLocked(double now);
+  // Pending events for the gangs whose reason changed since last published (after a pass);
+  // the Soon form defers to the thread within reasons_interval of the last one.
+  void PublishReasonsLocked();
+  void PublishReasonsSoonLocked();
   void TickLocked(Clock::time_point now);
   void Place(Allocation& a, const Assignment& assignment);
   void KillRanks(const Allocation& a);
@@ -188,6 +196,9 @@ class AgentManager final : public ResourceManager {
   mutable std::mutex mu_;
   std::condition_variable wake_;
   bool changed_ = false, stopping_ = false;
+  bool reasons_due_ = false;           // a pass ran since the last PublishReasonsLocked
+  bool reasons_wake_ = false;          // Loop should recompute when it wakes (reasons_due_ set)
+  Clock::time_point reasons_at_{};     // the last PublishReasonsLocked
   std::thread thread_;
   std::mutex deliver_mu_;  // held by the one delivering (not with mu_)
   std::thread::id deliverer_;  // who holds deliver_mu_ (guarded by mu_)
