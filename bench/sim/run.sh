@@ -37,6 +37,20 @@ trap cleanup EXIT
 
 # CPU seconds (user + system) of a process, from /proc/PID/stat.
 cpu_seconds() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$1/stat"; }
+# CPU seconds of the whole machine (every core's busy time), from /proc/stat.
+machine_cpu_seconds() { awk -v hz="$(getconf CLK_TCK)" '$1 == "cpu" { printf "%.2f", ($2 + $3 + $4 + $7 + $8) / hz }' /proc/stat; }
+# CPU seconds of the local cluster's PostgreSQL (its postmaster and every backend alive now: the
+# master's pooled connections live as long as it does).
+postgres_cpu_seconds() {
+  local total=0 pid
+  for pid in $(pgrep -f "postgres.*$DIR/postgres" || true); do
+    total=$(awk -v t="$total" -v c="$(cpu_seconds "$pid" 2>/dev/null || echo 0)" 'BEGIN { print t + c }')
+  done
+  for pid in $(pgrep -P "$(pgrep -f -o "postgres.*$DIR/postgres" || echo 1)" || true); do
+    total=$(awk -v t="$total" -v c="$(cpu_seconds "$pid" 2>/dev/null || echo 0)" 'BEGIN { print t + c }')
+  done
+  echo "$total"
+}
 # A sample of the master's /metrics.
 metric() { curl -sf "http://127.0.0.1:$HTTP/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
 
@@ -49,6 +63,8 @@ for scenario in "${scenarios[@]}"; do
   PG="host=127.0.0.1 port=$(cat "$DIR/postgres/port") user=postgres dbname=steadfast"
   MASTER_PID=$(cat "$DIR/master.pid")
   cpu0=$(cpu_seconds "$MASTER_PID")
+  machine0=$(machine_cpu_seconds)
+  pg0=$(postgres_cpu_seconds)
   db0=$(psql "$PG" -tAc "SELECT pg_database_size('steadfast')")
   # The list at a fixed 200 requests/s for as long as the simulation runs (in 5 s windows; the
   # worst window is printed).
@@ -67,6 +83,11 @@ for scenario in "${scenarios[@]}"; do
   cat "$DIR/sim.out"
   [ "$sim_status" -eq 0 ] || { echo "cluster_sim exited $sim_status; its last lines:"; tail -5 "$DIR/sim.err"; }
   echo "master_cpu_seconds=$(awk -v a="$cpu0" -v b="$(cpu_seconds "$MASTER_PID")" 'BEGIN { printf "%.1f", b - a }')"
+  # Where the machine's CPU went while the scenario ran: the master, PostgreSQL, and the rest
+  # (the simulator's agents and trainers, the paced list, the system).
+  machine=$(awk -v a="$machine0" -v b="$(machine_cpu_seconds)" 'BEGIN { printf "%.1f", b - a }')
+  echo "machine_cpu_seconds=$machine"
+  echo "postgres_cpu_seconds=$(awk -v a="$pg0" -v b="$(postgres_cpu_seconds)" 'BEGIN { printf "%.1f", b - a }')"
   echo "master_peak_rss_mb=$(awk '/VmHWM/ { printf "%.0f", $2 / 1024 }' "/proc/$MASTER_PID/status")"
   echo "master_threads=$(awk '/Threads/ { print $2 }' "/proc/$MASTER_PID/status")"
   echo "scheduling_pass_p50_ms=$(metric 'steadfast_scheduling_pass_seconds{quantile="0.5"}' | awk '{ printf "%.3f", $1 * 1000 }')"
