@@ -6,6 +6,7 @@
 
 #include "master/api/api_handlers.h"
 #include "master/api/grpc_services.h"
+#include "master/db/pg_array.h"
 
 namespace sf::master {
 namespace v1 = steadfast::v1;
@@ -44,14 +45,14 @@ void SetOutcome(R* result, const Status& st) {
 
 Result<std::vector<int64_t>> ApiHandlers::SelectExperiments(const v1::BulkExperimentFilter& filter,
                                                             bool include_archived) {
-  std::string states = "{";
+  std::vector<std::string> state_names;
   for (int s : filter.states()) {
     if (s == v1::EXPERIMENT_STATE_UNSPECIFIED || !v1::ExperimentState_IsValid(s)) {
       return InvalidArgument("filter.states: " + std::to_string(s) + " is not an experiment state");
     }
-    states += (states.size() > 1 ? "," : "") + ExperimentStateName(static_cast<v1::ExperimentState>(s));
+    state_names.push_back(ExperimentStateName(static_cast<v1::ExperimentState>(s)));
   }
-  states += "}";
+  const std::string states = TextArray(state_names);
   SF_RETURN_IF_ERROR(CheckText("filter.name", filter.name()));
   SF_RETURN_IF_ERROR(CheckText("filter.owner", filter.owner()));
   if (filter.states().empty() && filter.name().empty() && filter.owner().empty()) {

@@ -4,6 +4,7 @@
 
 #include "common/utf8.h"
 #include "master/db/model_store.h"
+#include "master/db/pg_array.h"
 
 namespace sf::master {
 
@@ -205,20 +206,6 @@ Status Authorizer::Check(const Principal& p, Need need, const std::string& actio
 
 namespace {
 
-// A PostgreSQL array literal of texts ("{\"a\",\"b\"}"), each quoted and escaped.
-std::string TextArray(const std::vector<std::string>& texts) {
-  std::string out = "{";
-  for (const std::string& t : texts) {
-    if (out.size() > 1) out += ',';
-    out += '"';
-    for (char c : t) {
-      if (c == '"' || c == '\\') out += '\\';
-      out += c;
-    }
-    out += '"';
-  }
-  return out + "}";
-}
 
 }  // namespace
 

@@ -181,10 +181,8 @@ void Cluster::SaveSearcherLocked(Experiment& e) {
   Value snapshot(Value::Map{{"searcher", e.searcher->Snapshot()},
                             {"done", e.searcher_done},
                             {"failed", e.search_failed}});
-  Status st = store_->SaveSearcherSnapshot(e.id, snapshot);
+  Status st = store_->SaveSearcherSnapshot(e.id, snapshot, e.searcher->Progress(), e.best);
   if (!st.ok()) log::Error("experiment", {{"event", "snapshot_failed"}, {"error", st.message()}});
-  std::optional<double> best = e.best;
-  (void)store_->SetExperimentProgress(e.id, e.searcher->Progress(), best);
 }
 
 void Cluster::ApplyOpsLocked(Experiment& e, std::vector<SearcherOp> ops) {
@@ -324,10 +322,11 @@ void Cluster::SetTrialStateLocked(Trial& t, v1::TrialState s, const std::string&
   Status st = store_->UpdateTrial(t.id, u);
   if (!st.ok()) log::Error("trial", {{"event", "state_write_failed"}, {"error", st.message()}});
   log::Info("trial", {{"event", "state"}, {"id", std::to_string(t.id)}, {"state", TrialStateName(s)}});
-  // A trial that ends no longer pins its newest checkpoint; one that pauses or is queued again
-  // keeps pinning it.
-  auto e = experiments_.find(t.experiment_id);
-  if (e != experiments_.end()) RequestRetentionLocked(e->second);
+  // A trial that ends no longer pins its newest checkpoint; one that pauses, is queued again or
+  // runs keeps pinning it (nothing for retention to do: its checkpoints ask for their own pass).
+  if (auto e = experiments_.find(t.experiment_id); e != experiments_.end() && IsTerminal(s)) {
+    RequestRetentionLocked(e->second);
+  }
   changed_.notify_all();
 }
 

@@ -376,7 +376,7 @@ class Cluster {
   MetricWriter metric_writer_;
   LogWriter log_writer_;
   // Checkpoint retention passes run on its own thread, outside mu_.
-  CheckpointRetention retention_{store_->db()};
+  CheckpointRetention retention_{store_->db(), std::chrono::seconds(1)};
   // ReportLogs senders ("task:<task id>", incarnation) registered since the start: each one's
   // record in agent_deliveries is made by its first batch (task_log_ledger_.Register).
   DeliveryLedger task_log_ledger_{store_->db()};

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "master/db/jsonb.h"
+#include "master/db/pg_array.h"
 #include "master/util/proto_value.h"
 
 namespace sf::master {
@@ -205,9 +206,7 @@ Result<std::pair<std::vector<v1::Experiment>, int>> Store::ListExperiments(const
   std::vector<v1::Experiment> rows;
   int total = 0;
   // The state list travels as one text parameter ("{ACTIVE,PAUSED}") cast to an array.
-  std::string states = "{";
-  for (size_t i = 0; i < f.states.size(); ++i) states += (i ? "," : "") + f.states[i];
-  states += "}";
+  const std::string states = TextArray(f.states);
   std::string where =
       " FROM experiments e WHERE ($1 = '{}' OR e.state = ANY($1::text[])) "
       "AND ($2 = '' OR strpos(lower(e.name), lower($2)) > 0) AND ($3 OR NOT e.archived) "
@@ -261,12 +260,16 @@ Result<std::string> Store::ExperimentContext(int64_t experiment_id) {
   return archive;
 }
 
-Status Store::SaveSearcherSnapshot(int64_t experiment_id, const Value& snapshot) {
+Status Store::SaveSearcherSnapshot(int64_t experiment_id, const Value& snapshot, double progress,
+                                   std::optional<double> best) {
+  const std::string json = snapshot.ToJson();
   return db_->Transact("save searcher snapshot", [&](pqxx::work& tx) {
     tx.exec_params(
         "INSERT INTO searcher_snapshots (experiment_id, snapshot) VALUES ($1, $2::jsonb) "
         "ON CONFLICT (experiment_id) DO UPDATE SET snapshot = EXCLUDED.snapshot, updated_at = now()",
-        experiment_id, snapshot.ToJson());
+        experiment_id, json);
+    tx.exec_params("UPDATE experiments SET progress = $2, best_validation_metric = $3 WHERE id = $1",
+                   experiment_id, progress, best);
     return Status::Ok();
   });
 }

@@ -99,7 +99,10 @@ class Store {
   // The experiment's context archive; kNotFound when it has none.
   Result<std::string> ExperimentContext(int64_t experiment_id);
 
-  Status SaveSearcherSnapshot(int64_t experiment_id, const Value& snapshot);
+  // The searcher's snapshot and the experiment's progress and best metric, in one transaction
+  // (every trial's end writes both).
+  Status SaveSearcherSnapshot(int64_t experiment_id, const Value& snapshot, double progress,
+                              std::optional<double> best);
   Result<std::optional<Value>> LoadSearcherSnapshot(int64_t experiment_id);
 
   // Trials

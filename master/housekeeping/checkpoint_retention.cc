@@ -6,6 +6,7 @@
 
 #include "common/log.h"
 #include "master/db/model_store.h"
+#include "master/db/pg_array.h"
 #include "master/housekeeping/experiment_deletion.h"
 
 namespace sf::master {
@@ -94,13 +95,17 @@ Result<std::vector<DeletedCheckpoint>> MarkCheckpointsForRetention(Database* db,
       }
     }
     // A trial of another experiment continued from one of these (sf experiment continue) and
-    // not finished yet resumes from it too.
-    for (const auto& row : tx.exec_params(
-             "SELECT u.latest_checkpoint_uuid FROM trials u JOIN checkpoints c ON c.uuid = u.latest_checkpoint_uuid "
-             "JOIN trials t ON t.id = c.trial_id WHERE t.experiment_id = $1 AND u.experiment_id <> $1 "
-             "AND u.state NOT IN ('COMPLETED', 'CANCELED', 'ERROR')",
-             experiment_id)) {
-      pinned.insert(row[0].as<std::string>());
+    // not finished yet resumes from it too (asked by uuid: trials_latest_checkpoint_idx).
+    if (!active.empty()) {
+      std::vector<std::string> uuids;
+      for (const RetainedCheckpoint& c : active) uuids.push_back(c.uuid);
+      for (const auto& row : tx.exec_params(
+               "SELECT u.latest_checkpoint_uuid FROM trials u WHERE u.latest_checkpoint_uuid = ANY($2::text[]) "
+               "AND u.latest_checkpoint_uuid <> '' AND u.experiment_id <> $1 "
+               "AND u.state NOT IN ('COMPLETED', 'CANCELED', 'ERROR')",
+               experiment_id, TextArray(uuids))) {
+        pinned.insert(row[0].as<std::string>());
+      }
     }
     // A model version's checkpoint is never removed (docs/registry.md).
     pinned.merge(RegisteredCheckpointsOf(tx, experiment_id));
@@ -179,7 +184,7 @@ Status DeleteCheckpoint(Database* db, const std::string& uuid, const std::string
   return Status::Ok();
 }
 
-CheckpointRetention::CheckpointRetention(Database* db) : db_(db) {}
+CheckpointRetention::CheckpointRetention(Database* db, std::chrono::milliseconds settle) : db_(db), settle_(settle) {}
 
 CheckpointRetention::~CheckpointRetention() { Stop(); }
 
@@ -206,16 +211,24 @@ void CheckpointRetention::Request(int64_t experiment_id, const RetentionPolicy& 
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return;
-    auto [it, inserted] = pending_.insert_or_assign(experiment_id, Pending{policy, experiment_dir});
-    (void)it;
-    if (inserted) queue_.push_back(experiment_id);
+    auto it = pending_.find(experiment_id);
+    if (it == pending_.end()) {
+      pending_.emplace(experiment_id, Pending{policy, experiment_dir, std::chrono::steady_clock::now() + settle_});
+      queue_.push_back(experiment_id);  // in order of first request, so of `due`
+    } else {
+      it->second.policy = policy;  // the latest request's, at the queued one's time
+      it->second.experiment_dir = experiment_dir;
+    }
   }
   wake_.notify_one();
 }
 
 void CheckpointRetention::Drain() {
   std::unique_lock<std::mutex> lock(mu_);
+  ++drainers_;
+  wake_.notify_all();
   idle_.wait(lock, [&] { return stopping_ || (queue_.empty() && !running_pass_); });
+  --drainers_;
 }
 
 int64_t CheckpointRetention::passes() const {
@@ -228,6 +241,11 @@ void CheckpointRetention::Loop() {
   while (true) {
     wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
     if (stopping_) return;
+    const auto due = pending_.at(queue_.front()).due;
+    if (drainers_ == 0 && std::chrono::steady_clock::now() < due) {
+      wake_.wait_until(lock, due, [&] { return stopping_ || drainers_ > 0; });
+      continue;
+    }
     const int64_t experiment_id = queue_.front();
     queue_.pop_front();
     Pending pending = pending_.at(experiment_id);

@@ -16,8 +16,8 @@
 // function of its input.
 //
 // When it runs: Cluster requests a pass (CheckpointRetention::Request) after each reported
-// checkpoint and whenever a trial changes state (it ends, pauses or is queued again). Requests
-// only queue; a thread of the worker's own does the work, holding no lock of the coordinator:
+// checkpoint and whenever a trial ends. Requests only queue, and a queued pass settles a moment
+// (the Cluster's: one second) so a burst of requests makes one pass; a thread of the worker's own does the work, holding no lock of the coordinator:
 // one transaction reads the experiment's ACTIVE checkpoints and its unfinished trials' newest
 // checkpoints and marks the ones to delete DELETED (persisted before acted upon; a concurrent
 // explicit delete or a second pass marks each row once), then the worker removes their
@@ -28,6 +28,7 @@
 // Thread-safe.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -86,7 +87,10 @@ Status DeleteCheckpoint(Database* db, const std::string& uuid, const std::string
 
 class CheckpointRetention {
  public:
-  explicit CheckpointRetention(Database* db);
+  // `settle`: a queued pass waits this long after its first request before it runs, so the
+  // requests of a burst (a trial's last checkpoint and its end; the many trials of a sweep
+  // ending together) make one pass. Zero: as soon as the worker is free.
+  explicit CheckpointRetention(Database* db, std::chrono::milliseconds settle = std::chrono::milliseconds(0));
   ~CheckpointRetention();  // Stop()
   CheckpointRetention(const CheckpointRetention&) = delete;
   CheckpointRetention& operator=(const CheckpointRetention&) = delete;
@@ -101,7 +105,8 @@ class CheckpointRetention {
   // is already queued replaces the queued one.
   void Request(int64_t experiment_id, const RetentionPolicy& policy, const std::string& experiment_dir);
 
-  // Waits until no pass is queued or running (for tests and orderly shutdown).
+  // Waits until no pass is queued or running (for tests and orderly shutdown); queued passes
+  // run without waiting for their settle time.
   void Drain();
 
   // Passes run so far (for tests).
@@ -111,16 +116,19 @@ class CheckpointRetention {
   struct Pending {
     RetentionPolicy policy;
     std::string experiment_dir;
+    std::chrono::steady_clock::time_point due;  // first request + settle
   };
   void Loop();
 
   Database* db_;
+  const std::chrono::milliseconds settle_;
   mutable std::mutex mu_;
   std::condition_variable wake_, idle_;
   std::deque<int64_t> queue_;
   std::map<int64_t, Pending> pending_;  // by experiment, what the queue's entry runs with
   bool running_pass_ = false;
   bool stopping_ = false;
+  int drainers_ = 0;  // callers in Drain(): queued passes run without settling
   int64_t passes_ = 0;
   std::thread worker_;
 };

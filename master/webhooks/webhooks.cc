@@ -7,6 +7,8 @@
 #include <map>
 #include <sstream>
 
+#include "master/db/pg_array.h"
+
 namespace sf::master::webhooks {
 namespace {
 
@@ -116,9 +118,7 @@ Result<v1::Webhook> Webhooks::Create(const v1::CreateWebhookRequest& request, co
   SF_ASSIGN_OR_RETURN(std::vector<std::string> events,
                       ParseWebhookEvents({request.events().begin(), request.events().end()}));
   SF_ASSIGN_OR_RETURN(std::string secret, NewWebhookSecret());
-  std::string events_array = "{";
-  for (const std::string& e : events) events_array += (events_array.size() > 1 ? "," : "") + e;  // A-Z and _ only
-  events_array += "}";
+  const std::string events_array = TextArray(events);
   v1::Webhook out;
   Status st = db_->Transact("create webhook", [&](pqxx::work& tx) {
     if (request.experiment_id() > 0 &&
