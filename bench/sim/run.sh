@@ -10,6 +10,8 @@
 #
 #   bench/sim/run.sh [SCENARIO.yaml ...]     (default: every bench/sim/scenarios/*.yaml)
 #   BUILD=build (env) names the build directory.
+#   PG_STATEMENTS=1 (env): PostgreSQL runs with pg_stat_statements, and the statements that took
+#   the most of its time are printed after each scenario (where the database's CPU goes).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
@@ -60,6 +62,11 @@ for scenario in "${scenarios[@]}"; do
   chmod 755 "$DIR"
   export XDG_CONFIG_HOME="$DIR/config"
   "$SF" deploy local up --dir "$DIR" --agents 0 --port "$HTTP" --grpc-port "$GRPC" --no-tls --no-auth >/dev/null
+  if [ "${PG_STATEMENTS:-0}" = 1 ]; then  # restarted once with the extension loaded
+    "$SF" deploy local down --dir "$DIR" >/dev/null
+    echo "shared_preload_libraries = 'pg_stat_statements'" >> "$DIR/postgres/data/postgresql.conf"
+    "$SF" deploy local up --dir "$DIR" --agents 0 --port "$HTTP" --grpc-port "$GRPC" --no-tls --no-auth >/dev/null
+  fi
   PG="host=127.0.0.1 port=$(cat "$DIR/postgres/port") user=postgres dbname=steadfast"
   MASTER_PID=$(cat "$DIR/master.pid")
   cpu0=$(cpu_seconds "$MASTER_PID")
@@ -104,6 +111,12 @@ for scenario in "${scenarios[@]}"; do
   # The worst 5 s window of the list's latency while the simulation ran.
   awk '$1 == "latency_p99_ms:" { if ($2 + 0 > w) w = $2 + 0; n++ } END { printf "api_list_windows=%d\napi_list_worst_p99_ms=%.2f\n", n, w }' "$DIR/paced.log"
   awk '$1 == "latency_max_ms:" { if ($2 + 0 > w) w = $2 + 0 } $1 == "non_200:" { e += $2 } END { printf "api_list_worst_max_ms=%.2f\napi_list_non_200=%d\n", w, e }' "$DIR/paced.log"
+  if [ "${PG_STATEMENTS:-0}" = 1 ]; then
+    echo "postgres_top_statements (calls, total ms, mean ms, statement):"
+    psql "$PG" -tA -F ' | ' -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" \
+      -c "SELECT calls, round(total_exec_time), round(mean_exec_time::numeric, 3), left(regexp_replace(query, '\s+', ' ', 'g'), 110)
+          FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 20" | sed 's/^/  /'
+  fi
   "$SF" deploy local down --dir "$DIR" --delete-data >/dev/null 2>&1 || true
   rm -rf "$DIR"
   DIR=
