@@ -39,27 +39,14 @@ readonly NET_PREFIX="10.252"
 readonly SLURMD_PORT=6818  # each slurmd has its own network namespace, so one port serves all
 readonly MUNGE_SOCKET_SUFFIX="/munge/munge.socket"
 
-die() {
-  echo "$PROG: $*" >&2
-  exit 1
-}
-say() { echo "$PROG: $*" >&2; }
+# shellcheck source=deploy/lib/script.sh
+. "$(dirname "$0")/lib/script.sh"
 
-usage() {
-  sed -n '4,8p' "$0" | sed 's/^# \{0,1\}//' >&2
-  exit 2
-}
-
-need_root() {
-  [ "$(id -u)" -eq 0 ] || die "must run as root (network namespaces, slurmd as root)"
-}
+usage() { usage_lines 4 8; }
 
 need_tools() {
-  local t
-  for t in slurmctld slurmd munged mungekey munge unmunge sinfo scontrol ip nsenter unshare ss; do
-    command -v "$t" >/dev/null 2>&1 ||
-      die "'$t' is not installed (run deploy/install-deps.sh: slurm-wlm, munge, iproute2, util-linux)"
-  done
+  need_tools_from "slurm-wlm, munge, iproute2, util-linux" \
+    slurmctld slurmd munged mungekey munge unmunge sinfo scontrol ip nsenter unshare ss
 }
 
 # Loads DIR/cluster.env (written by `up`) into the shell: TAG, NODES, CPUS, CTLD_PORT, ...
@@ -343,7 +330,7 @@ cmd_up() {
   done
   [[ "$NODES" =~ ^[0-9]+$ ]] && ((NODES >= 1 && NODES <= 250)) || die "up: --nodes must be 1..250"
   [[ "$CPUS" =~ ^[0-9]+$ ]] && ((CPUS >= 1)) || die "up: --cpus-per-node must be at least 1"
-  need_root
+  need_root "network namespaces, slurmd as root"
   need_tools
   [[ "$DIR" != *[[:space:]]* ]] || die "up: DIR must not contain whitespace (slurm.conf paths): '$DIR'"
   # munged's socket path must fit in a sockaddr_un (108 bytes).
@@ -458,7 +445,7 @@ valid_node() {
 }
 
 cmd_kill_node() {
-  need_root
+  need_root "network namespaces, slurmd as root"
   valid_node "${1:-}"
   kill -KILL "$(read_pid "$DIR/run/slurmd-$1.pid")" 2>/dev/null || true
   kill_ns_pids "$(node_ns "$1")" KILL
@@ -466,7 +453,7 @@ cmd_kill_node() {
 }
 
 cmd_start_node() {
-  need_root
+  need_root "network namespaces, slurmd as root"
   valid_node "${1:-}"
   export SLURM_CONF="$DIR/slurm.conf"
   if pid_alive "$(read_pid "$DIR/run/slurmd-$1.pid")"; then die "start-node: slurmd on $1 already runs"; fi
@@ -480,7 +467,7 @@ DIR=$(realpath -m "$2")
 shift 2
 case "$CMD" in
   up) cmd_up "$@" ;;
-  down) need_root; cmd_down ;;
+  down) need_root "network namespaces, slurmd as root"; cmd_down ;;
   status) cmd_status ;;
   kill-node) cmd_kill_node "$@" ;;
   start-node) cmd_start_node "$@" ;;
