@@ -11,6 +11,8 @@ find_package(OpenMP REQUIRED)
 find_package(MPI REQUIRED COMPONENTS CXX)
 find_package(Boost 1.74 REQUIRED)
 find_package(OpenSSL REQUIRED)  # HMAC and random bytes for task tokens; TLS on every channel
+find_package(CURL REQUIRED)  # S3 object storage: HTTP and AWS SigV4 (common/storage/s3_client.h)
+find_package(LibXml2 REQUIRED)  # S3 answers are XML
 pkg_check_modules(PQXX REQUIRED IMPORTED_TARGET libpqxx)
 pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
 pkg_check_modules(LIBARCHIVE REQUIRED IMPORTED_TARGET libarchive)  # context archives of user trials

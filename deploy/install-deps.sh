@@ -46,11 +46,12 @@ packages=(
   # squeue, sacct, scancel) from slurm-wlm, munge to authenticate them; deploy/local-slurm.sh runs
   # a local cluster with them, its nodes in network namespaces made with iproute2 and unshare
   slurm-wlm munge iproute2 util-linux
-  # object storage (docs/object-storage.md): libcurl for S3 requests; deploy/local-s3.sh runs a
-  # single-node Ceph 16.2 (mon, mgr, one OSD) with a RADOS Gateway as a local S3 server for tests,
-  # with the ceph, ceph-authtool and radosgw-admin tools (ceph-common) and uuidgen (uuid-runtime).
+  # object storage (docs/object-storage.md): libcurl for S3 requests and libxml2 for their
+  # answers; deploy/local-s3.sh runs a single-node Ceph 16.2 (mon, mgr, one OSD) with a RADOS
+  # Gateway as a local S3 server for tests, with the ceph, ceph-authtool and radosgw-admin tools
+  # (ceph-common) and uuidgen (uuid-runtime).
   # Their systemd units are installed but not started: the script starts the daemons itself.
-  libcurl4-openssl-dev ceph-mon ceph-mgr ceph-osd radosgw ceph-common uuid-runtime
+  libcurl4-openssl-dev libxml2-dev ceph-mon ceph-mgr ceph-osd radosgw ceph-common uuid-runtime
   # an optimized BLAS for the PyTorch peer in bench/ (its fp32 GEMMs go through BLAS)
   libopenblas0-pthread
   # web UI build and browser tests
