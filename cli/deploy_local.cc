@@ -28,6 +28,7 @@
 #include "cli/command.h"
 #include "common/api/master_client.h"
 #include "common/api/session_store.h"
+#include "common/subprocess.h"
 #include "common/local_postgres.h"
 #include "common/secret_file.h"
 #include "common/tls_files.h"
@@ -99,7 +100,7 @@ Result<pid_t> SpawnDaemon(const std::vector<std::string>& argv, const std::strin
   return pid;
 }
 
-bool Alive(pid_t pid) { return pid > 0 && kill(pid, 0) == 0; }
+bool Alive(pid_t pid) { return ProcessRuns(pid); }
 
 pid_t ReadPid(const std::string& file) {
   std::ifstream in(file);

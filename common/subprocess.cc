@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 
 namespace sf {
 
@@ -150,6 +151,15 @@ Result<CommandResult> RunCommand(const std::vector<std::string>& argv,
   if (!exec_error.empty()) return Unavailable(JoinCommand(argv) + ": " + exec_error);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return result;
+}
+
+bool ProcessRuns(int pid) {
+  if (pid <= 0 || kill(pid, 0) != 0) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;  // no /proc: trust kill()
+  const size_t paren = line.rfind(')');  // the state follows the command's closing parenthesis
+  return paren == std::string::npos || paren + 2 >= line.size() || line[paren + 2] != 'Z';
 }
 
 }  // namespace sf

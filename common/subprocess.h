@@ -42,4 +42,8 @@ Result<CommandResult> RunCommand(const std::vector<std::string>& argv,
 // "initdb -D /x" style rendering for logs and error messages.
 std::string JoinCommand(const std::vector<std::string>& argv);
 
+// Whether the process runs: it exists and is not a zombie. A killed daemon whose parent (a
+// container's init that never reaps) leaves it a zombie still answers kill(pid, 0).
+bool ProcessRuns(int pid);
+
 }  // namespace sf

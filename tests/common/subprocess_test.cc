@@ -65,5 +65,20 @@ TEST(RunCommand, CommandDiesWithTheProcessWaitingForIt) {
   if (!Gone(command)) kill(command, SIGKILL);
 }
 
+TEST(ProcessRuns, AZombieDoesNotRunThoughKillStillFindsIt) {
+  EXPECT_TRUE(ProcessRuns(getpid()));
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(0);
+  // Not reaped yet: a zombie once it has exited.
+  for (int i = 0; i < 200 && ProcessRuns(child); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(kill(child, 0), 0) << "a zombie still answers kill(pid, 0)";
+  EXPECT_FALSE(ProcessRuns(child));
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_FALSE(ProcessRuns(child));
+  EXPECT_FALSE(ProcessRuns(0));
+}
+
 }  // namespace
 }  // namespace sf
