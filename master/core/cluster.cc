@@ -232,7 +232,11 @@ void Cluster::ApplyOpsLocked(Experiment& e, std::vector<SearcherOp> ops) {
         if (it == e.trial_by_request.end()) break;
         Trial& t = trials_[it->second];
         t.closing = true;
-        if (!t.allocated) {
+        if (t.allocated) {  // its exit completes it, after a master restart too
+          TrialUpdate u;
+          u.closing = true;
+          (void)store_->UpdateTrial(t.id, u);
+        } else {
           // Not running: it is done now.
           if (!t.allocation_id.empty()) {
             WithdrawLocked(t);

@@ -63,6 +63,7 @@ Status Cluster::Recover() {
       t.latest_checkpoint_uuid = tr.latest_checkpoint_uuid;
       t.preempted_by = tr.preempted_by;
       t.allocations = tr.allocations;
+      t.closing = tr.closing;
       e.trial_by_request[tr.request_id] = tr.id;
       if (IsTerminal(t.state)) continue;
       if (e.unmanaged) {  // its script reports on; no agent runs it

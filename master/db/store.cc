@@ -312,11 +312,12 @@ Status Store::UpdateTrial(int64_t trial_id, const TrialUpdate& u) {
         "latest_checkpoint_uuid = COALESCE($8, latest_checkpoint_uuid), "
         "stop_requested = COALESCE($9, stop_requested), error = COALESCE($10, error), "
         "end_time = CASE WHEN $11 THEN now() ELSE end_time END, "
-        "completed_length = COALESCE($12, completed_length), preempted_by = COALESCE($13, preempted_by) "
+        "completed_length = COALESCE($12, completed_length), preempted_by = COALESCE($13, preempted_by), "
+        "closing = COALESCE($14, closing) "
         "WHERE id = $1",
         trial_id, u.state, u.restarts, u.total_batches, u.target_length, u.latest_validation_metric,
         u.best_validation_metric, u.latest_checkpoint_uuid, u.stop_requested, u.error, u.set_end_time,
-        u.completed_length, u.preempted_by);
+        u.completed_length, u.preempted_by, u.closing);
     return Status::Ok();
   });
 }
@@ -354,7 +355,7 @@ Result<std::vector<TrialRow>> Store::TrialRows(int64_t experiment_id) {
         "trials.stop_requested, trials.completed_length, "
         "(SELECT count(*) FROM allocations a WHERE a.trial_id = trials.id), "
         "COALESCE(latest.id, ''), COALESCE(latest.state, ''), COALESCE(latest.external_id, ''), "
-        "trials.preempted_by "
+        "trials.preempted_by, trials.closing "
         "FROM trials LEFT JOIN LATERAL (SELECT a.id, a.state, a.external_id FROM allocations a "
         "  WHERE a.trial_id = trials.id "
         "  " SF_LATEST_ALLOCATION_ORDER ") latest ON true "
@@ -379,6 +380,7 @@ Result<std::vector<TrialRow>> Store::TrialRows(int64_t experiment_id) {
       t.latest_allocation_state = row[13].as<std::string>();
       t.latest_allocation_external_id = row[14].as<std::string>();
       t.preempted_by = row[15].as<int64_t>();
+      t.closing = row[16].as<bool>();
       out.push_back(std::move(t));
     }
     return Status::Ok();

@@ -52,6 +52,7 @@ struct TrialUpdate {
   std::optional<std::string> stop_requested;
   std::optional<std::string> error;
   std::optional<int64_t> preempted_by;  // 0 clears it
+  std::optional<bool> closing;          // the searcher closed it (migration 019)
   bool set_end_time = false;
 };
 
@@ -64,6 +65,7 @@ struct TrialRow {
   int64_t total_batches = 0, target_length = 0, completed_length = 0;
   std::string latest_checkpoint_uuid, stop_requested;
   int64_t preempted_by = 0;          // the trial it waits for after a preemption (0: none)
+  bool closing = false;              // the searcher closed it; its exit completes it
   int allocations = 0;               // allocations made for the trial so far
   std::string latest_allocation_id;  // the newest of them ("" when none)
   std::string latest_allocation_state, latest_allocation_external_id;  // its state and external id
