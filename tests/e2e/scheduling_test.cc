@@ -61,14 +61,18 @@ TEST(SchedulingEndToEnd, HigherPriorityPreemptsByCheckpointAndTheLowerResumesWhe
   const Value low_trials = cluster.Trials(low);  // the loop reads into it: keep it alive
   for (const Value& t : low_trials.as_list()) reported[Id(t)] = Batches(t);
 
-  // Both low trials wait, saying why, while the high ones run.
+  // Both low trials wait, saying why, while the high ones run. (Published reasons lag a pass by
+  // up to half a second: until then a queued trial says it waits for the scheduler's next pass.)
   std::map<int64_t, std::string> reasons;
   Value last;
   ASSERT_TRUE(cluster.WaitFor(
       [&] {
         last = cluster.Trials(low);
         for (const Value& t : last.as_list()) {
-          if (State(t) != "TRIAL_STATE_QUEUED" || Reason(t).empty()) return false;
+          if (State(t) != "TRIAL_STATE_QUEUED" || Reason(t).empty() ||
+              Reason(t) == "waiting for the scheduler's next pass") {
+            return false;
+          }
           reasons[Id(t)] = Reason(t);
         }
         return true;
