@@ -12,6 +12,9 @@
 #   BUILD=build (env) names the build directory.
 #   PG_STATEMENTS=1 (env): PostgreSQL runs with pg_stat_statements, and the statements that took
 #   the most of its time are printed after each scenario (where the database's CPU goes).
+#   KILL_MASTER_EVERY=S (env): chaos — every S seconds the master is killed (SIGKILL) and started
+#   again on the same database (`sf deploy local up`); master_kills counts them. The master's
+#   CPU, RSS and threads are then the last master's.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
@@ -29,8 +32,10 @@ scenarios=("$@")
 
 DIR=
 PACED_PID=
+CHAOS_PID=
 cleanup() {
   [ -n "$PACED_PID" ] && kill "$PACED_PID" 2>/dev/null
+  [ -n "$CHAOS_PID" ] && kill "$CHAOS_PID" 2>/dev/null
   [ -n "$DIR" ] && "$SF" deploy local down --dir "$DIR" --delete-data >/dev/null 2>&1
   [ -n "$DIR" ] && rm -rf "$DIR"
   return 0
@@ -78,12 +83,33 @@ for scenario in "${scenarios[@]}"; do
   ( while :; do "$PACED" 127.0.0.1 "$HTTP" /api/v1/experiments 200 5 8 2>/dev/null || true; done ) \
     > "$DIR/paced.log" &
   PACED_PID=$!
+  CHAOS_PID=
+  if [ -n "${KILL_MASTER_EVERY:-}" ]; then
+    ( while sleep "$KILL_MASTER_EVERY"; do
+        kill -9 "$(cat "$DIR/master.pid")" 2>/dev/null || true
+        echo kill >> "$DIR/chaos.log"
+        "$SF" deploy local up --dir "$DIR" --agents 0 --port "$HTTP" --grpc-port "$GRPC" --no-tls --no-auth \
+          >> "$DIR/chaos.log" 2>&1 || echo "restart failed" >> "$DIR/chaos.log"
+      done ) &
+    CHAOS_PID=$!
+  fi
   echo "== $(basename "$scenario")"
   set +e
   "$SIM" --scenario "$scenario" --master-url "http://127.0.0.1:$HTTP" --master-grpc "127.0.0.1:$GRPC" \
     --join-token-file "$DIR/join-token" --data-dir "$DATA" > "$DIR/sim.out" 2> "$DIR/sim.err"
   sim_status=$?
   set -e
+  if [ -n "$CHAOS_PID" ]; then
+    kill "$CHAOS_PID" 2>/dev/null || true
+    wait "$CHAOS_PID" 2>/dev/null || true
+    # A restart the loop had begun finishes; the master then runs for the figures below.
+    "$SF" deploy local up --dir "$DIR" --agents 0 --port "$HTTP" --grpc-port "$GRPC" --no-tls --no-auth >/dev/null 2>&1 || true
+    echo "master_kills=$(grep -c '^kill' "$DIR/chaos.log" 2>/dev/null || echo 0)"
+    echo "master_restarts_failed=$(grep -c '^restart failed' "$DIR/chaos.log" 2>/dev/null || echo 0)"
+    grep -B3 '^restart failed' "$DIR/chaos.log" 2>/dev/null | sed 's/^/  chaos: /' | tail -8
+    MASTER_PID=$(cat "$DIR/master.pid")
+    cpu0=0
+  fi
   kill "$PACED_PID" 2>/dev/null || true
   wait "$PACED_PID" 2>/dev/null || true
   PACED_PID=
