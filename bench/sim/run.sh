@@ -34,8 +34,8 @@ DIR=
 PACED_PID=
 CHAOS_PID=
 cleanup() {
-  [ -n "$PACED_PID" ] && kill "$PACED_PID" 2>/dev/null
-  [ -n "$CHAOS_PID" ] && kill "$CHAOS_PID" 2>/dev/null
+  [ -z "$PACED_PID" ] || kill "$PACED_PID" 2>/dev/null || true
+  [ -z "$CHAOS_PID" ] || kill "$CHAOS_PID" 2>/dev/null || true
   [ -n "$DIR" ] && "$SF" deploy local down --dir "$DIR" --delete-data >/dev/null 2>&1
   [ -n "$DIR" ] && rm -rf "$DIR"
   return 0
@@ -102,11 +102,12 @@ for scenario in "${scenarios[@]}"; do
   if [ -n "$CHAOS_PID" ]; then
     kill "$CHAOS_PID" 2>/dev/null || true
     wait "$CHAOS_PID" 2>/dev/null || true
+    CHAOS_PID=
     # A restart the loop had begun finishes; the master then runs for the figures below.
     "$SF" deploy local up --dir "$DIR" --agents 0 --port "$HTTP" --grpc-port "$GRPC" --no-tls --no-auth >/dev/null 2>&1 || true
-    echo "master_kills=$(grep -c '^kill' "$DIR/chaos.log" 2>/dev/null || echo 0)"
-    echo "master_restarts_failed=$(grep -c '^restart failed' "$DIR/chaos.log" 2>/dev/null || echo 0)"
-    grep -B3 '^restart failed' "$DIR/chaos.log" 2>/dev/null | sed 's/^/  chaos: /' | tail -8
+    echo "master_kills=$(grep -c '^kill' "$DIR/chaos.log" 2>/dev/null || true)"
+    echo "master_restarts_failed=$(grep -c '^restart failed' "$DIR/chaos.log" 2>/dev/null || true)"
+    { grep -B3 '^restart failed' "$DIR/chaos.log" 2>/dev/null || true; } | sed 's/^/  chaos: /' | tail -8
     MASTER_PID=$(cat "$DIR/master.pid")
     cpu0=0
   fi
