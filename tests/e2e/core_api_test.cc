@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <pqxx/pqxx>
 #include <sstream>
 #include <regex>
@@ -521,24 +522,40 @@ TEST_F(CoreApi, DdpRanksEndIdenticalAndAKilledRankRestartsTheGangFromItsCheckpoi
   const std::string logs = Logs(trial);
   std::smatch m;
   ASSERT_TRUE(std::regex_search(logs, m, std::regex("rank 1 of 2 starting at step ([1-9][0-9]*)"))) << logs;
-  // The last checkpoint: one file per rank, the same weights.
-  pqxx::connection conn(cluster_->db());
-  pqxx::work tx(conn);
-  const fs::path dir =
-      tx.exec_params1("SELECT path FROM checkpoints WHERE trial_id = $1 AND state = 'ACTIVE' "
-                      "ORDER BY batches DESC, reported_at DESC LIMIT 1",
-                      trial)[0]
-          .as<std::string>();
-  CommandOptions options;
-  auto same = RunCommand({"/usr/bin/python3", "-c",
-                          "import sys, torch\n"
-                          "a = torch.load(sys.argv[1])['model']; b = torch.load(sys.argv[2])['model']\n"
-                          "assert a.keys() == b.keys()\n"
-                          "assert all(torch.equal(a[k], b[k]) for k in a), 'the ranks differ'\n"
-                          "print('identical', torch.load(sys.argv[1])['steps'])\n",
-                          (dir / "rank0.pt").string(), (dir / "rank1.pt").string()},
-                         options);
-  ASSERT_TRUE(same.ok()) << same.status().ToString();
+  // The last checkpoint: one file per rank, the same weights. Retention runs a moment after the
+  // trial ends (it settles a second) and may take the checkpoint read here (two are at step 40:
+  // the periodic one and the final one); it marks the row DELETED before it removes the files,
+  // so a checkpoint gone meanwhile is one the database no longer offers, and the next is read.
+  std::optional<CommandResult> same;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    std::string uuid, path;
+    {
+      pqxx::connection conn(cluster_->db());
+      pqxx::work tx(conn);
+      const pqxx::row row = tx.exec_params1(
+          "SELECT uuid, path FROM checkpoints WHERE trial_id = $1 AND state = 'ACTIVE' "
+          "ORDER BY batches DESC, reported_at DESC LIMIT 1",
+          trial);
+      uuid = row[0].as<std::string>();
+      path = row[1].as<std::string>();
+    }
+    const fs::path dir = path;
+    auto run = RunCommand({"/usr/bin/python3", "-c",
+                           "import sys, torch\n"
+                           "a = torch.load(sys.argv[1])['model']; b = torch.load(sys.argv[2])['model']\n"
+                           "assert a.keys() == b.keys()\n"
+                           "assert all(torch.equal(a[k], b[k]) for k in a), 'the ranks differ'\n"
+                           "print('identical', torch.load(sys.argv[1])['steps'])\n",
+                           (dir / "rank0.pt").string(), (dir / "rank1.pt").string()},
+                          CommandOptions{});
+    ASSERT_TRUE(run.ok()) << run.status().ToString();
+    same = *run;
+    const bool deleted_meanwhile =
+        run->exit_code != 0 && run->output.find("No such file") != std::string::npos &&
+        Sql("SELECT count(*) FROM checkpoints WHERE uuid = '" + uuid + "' AND state = 'DELETED'") == 1;
+    if (!deleted_meanwhile) break;
+  }
+  ASSERT_TRUE(same.has_value());
   EXPECT_EQ(same->exit_code, 0) << same->output;
   EXPECT_EQ(same->output, "identical 40\n");
 }
