@@ -100,7 +100,6 @@ Result<pid_t> SpawnDaemon(const std::vector<std::string>& argv, const std::strin
   return pid;
 }
 
-bool Alive(pid_t pid) { return ProcessRuns(pid); }
 
 pid_t ReadPid(const std::string& file) {
   std::ifstream in(file);
@@ -111,16 +110,16 @@ pid_t ReadPid(const std::string& file) {
 
 void StopPid(const std::string& pid_file, const std::string& what) {
   pid_t pid = ReadPid(pid_file);
-  if (!Alive(pid)) {
+  if (!ProcessRuns(pid)) {
     fs::remove(pid_file);
     return;
   }
   kill(pid, SIGTERM);
-  for (int i = 0; i < 100 && Alive(pid); ++i) {
+  for (int i = 0; i < 100 && ProcessRuns(pid); ++i) {
     waitpid(pid, nullptr, WNOHANG);
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  if (Alive(pid)) kill(pid, SIGKILL);
+  if (ProcessRuns(pid)) kill(pid, SIGKILL);
   fs::remove(pid_file);
   std::cout << "stopped " << what << " (pid " << pid << ")\n";
 }
@@ -198,7 +197,7 @@ int Up(const LocalFlags& f) {
     return kExitFailed;
   }
   std::string admin_password;  // set when this `up` starts the master (users on)
-  if (!Alive(ReadPid(f.dir + "/master.pid"))) {
+  if (!ProcessRuns(ReadPid(f.dir + "/master.pid"))) {
     std::vector<std::string> argv = {master_bin, "--db", pg.ConnectionString(), "--bind", "127.0.0.1",
                                      "--http-port", std::to_string(f.http_port), "--grpc-port",
                                      std::to_string(f.grpc_port), "--checkpoint-root", f.dir + "/checkpoints",
@@ -254,7 +253,7 @@ int Up(const LocalFlags& f) {
     auto r = client->Get("/health");
     healthy = r.ok() && r->status == 200;
     if (!healthy) {
-      if (!Alive(ReadPid(f.dir + "/master.pid"))) break;
+      if (!ProcessRuns(ReadPid(f.dir + "/master.pid"))) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
   }
@@ -288,7 +287,7 @@ int Up(const LocalFlags& f) {
   for (int i = 0; i < agents; ++i) {
     std::string id = "local-agent-" + std::to_string(i);
     std::string pid_file = f.dir + "/" + id + ".pid";
-    if (Alive(ReadPid(pid_file))) continue;
+    if (ProcessRuns(ReadPid(pid_file))) continue;
     fs::create_directories(f.dir + "/" + id, ec);
     std::vector<std::string> argv = {agent_bin, "--master", "127.0.0.1:" + std::to_string(f.grpc_port),
                                      "--agent-id", id, "--slots", "cpu:" + std::to_string(f.cpu_slots),
@@ -367,7 +366,7 @@ int StatusCmd(const LocalFlags& f) {
   for (const auto& entry : fs::directory_iterator(f.dir, ec)) {
     if (entry.path().extension() != ".pid") continue;
     pid_t pid = ReadPid(entry.path().string());
-    bool alive = Alive(pid);
+    bool alive = ProcessRuns(pid);
     any |= alive;
     std::cout << entry.path().stem().string() << ": " << (alive ? "running" : "stopped") << " (pid " << pid << ")\n";
   }

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "common/env.h"
 #include "common/log.h"
 #include "common/tls_files.h"
 #include "common/utf8.h"
@@ -21,11 +22,6 @@ namespace sf::core {
 namespace v1 = steadfast::v1;
 
 namespace {
-
-std::string Env(const char* name, const std::string& def = "") {
-  const char* v = std::getenv(name);
-  return v ? v : def;
-}
 
 Result<int64_t> EnvInt(const char* name, int64_t def) {
   const std::string v = Env(name);

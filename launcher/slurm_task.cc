@@ -10,6 +10,7 @@
 #include <map>
 #include <sstream>
 
+#include "common/env.h"
 #include "task/task_environment.h"
 #include "task/user_task.h"
 #include "common/read_file.h"
@@ -24,11 +25,6 @@ namespace {
 int Refuse(const std::string& why) {
   std::cerr << "sf-task: " << why << "\n";
   return 2;
-}
-
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
 }
 
 bool WholeNumber(const std::string& s, int& out) {

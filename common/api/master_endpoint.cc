@@ -11,17 +11,13 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/env.h"
 #include "common/value.h"
 
 namespace sf::api {
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
 
 }  // namespace
 

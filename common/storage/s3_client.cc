@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -16,6 +17,7 @@
 #include <thread>
 #include <utility>
 
+#include "common/env.h"
 #include "common/sha256.h"
 
 namespace sf::storage {
@@ -27,11 +29,6 @@ void InitLibraries() {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     xmlInitParser();
   });
-}
-
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
 }
 
 // SigV4's encoding: everything but the unreserved characters; '/' kept in keys.
@@ -138,7 +135,7 @@ struct SlistDeleter {
   void operator()(curl_slist* l) const { curl_slist_free_all(l); }
 };
 
-Response PerformOnce(const S3Config& c, const Request& r) {
+Response PerformOnce(const S3Config& c, const Request& r, const std::string& payload_sha256) {
   Response out;
   std::unique_ptr<CURL, CurlDeleter> h(curl_easy_init());
   if (!h) {
@@ -154,7 +151,7 @@ Response PerformOnce(const S3Config& c, const Request& r) {
   auto add = [&](const std::string& line) {
     headers.reset(curl_slist_append(headers.release(), line.c_str()));
   };
-  add("x-amz-content-sha256: " + Sha256Hex(r.body));  // signed with the rest
+  add("x-amz-content-sha256: " + payload_sha256);  // signed with the rest
   CURL* e = h.get();
   curl_easy_setopt(e, CURLOPT_URL, url.c_str());
   curl_easy_setopt(e, CURLOPT_AWS_SIGV4, sigv4.c_str());
@@ -196,12 +193,13 @@ Response PerformOnce(const S3Config& c, const Request& r) {
 // Retries what a retry may cure: no answer, or a 5xx. A download to a file starts over.
 Response Perform(const S3Config& c, const Request& r) {
   Response out;
+  const std::string payload_sha256 = Sha256Hex(r.body);  // once: a part may be 16 MiB
   for (int attempt = 1; attempt <= std::max(1, c.attempts); ++attempt) {
     if (r.sink) {
       std::fflush(r.sink);
       if (std::fseek(r.sink, 0, SEEK_SET) != 0) break;
     }
-    out = PerformOnce(c, r);
+    out = PerformOnce(c, r, payload_sha256);
     if (out.transport_error.empty() && out.status < 500) return out;
     if (attempt < c.attempts) std::this_thread::sleep_for(std::chrono::milliseconds(200 * attempt));
   }
@@ -339,9 +337,9 @@ Status S3Client::Put(const std::string& key, std::string_view data) const {
 
 Status S3Client::Upload(const std::string& key, const std::string& path) const {
   std::error_code ec;
-  std::ifstream probe(path, std::ios::binary | std::ios::ate);
-  if (!probe) return NotFound("uploading " + Url(key) + ": cannot open " + path);
-  const int64_t size = static_cast<int64_t>(probe.tellg());
+  const auto file_size = std::filesystem::file_size(path, ec);
+  if (ec) return NotFound("uploading " + Url(key) + ": cannot open " + path + " (" + ec.message() + ")");
+  const int64_t size = static_cast<int64_t>(file_size);
   if (size <= config_.part_bytes) {
     SF_ASSIGN_OR_RETURN(std::string data, ReadRange(path, 0, size));
     return Put(key, data);

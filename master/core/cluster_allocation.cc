@@ -250,10 +250,6 @@ void Cluster::AllocationRunningLocked(Trial& t, const std::string& where) {
     u.preempted_by = 0;
     (void)store_->UpdateTrial(t.id, u);
   }
-  {
-    std::lock_guard<std::mutex> reasons(reasons_mu_);
-    pending_reasons_.erase(t.id);
-  }
   log::Info("trial", {{"event", "started"}, {"id", std::to_string(t.id)}, {"allocation", t.allocation_id},
                       {"world_size", std::to_string(t.world_size)}, {"where", where}, {"restore", t.restore}});
 }

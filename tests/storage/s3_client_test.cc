@@ -14,16 +14,12 @@
 #include <random>
 #include <set>
 
+#include "common/env.h"
 #include "common/sha256.h"
 #include "tests/support/testing.h"
 
 namespace sf::storage {
 namespace {
-
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
 
 // The server's config, from s3_test.sh's environment.
 S3Config ServerConfig() {

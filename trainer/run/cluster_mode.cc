@@ -16,6 +16,7 @@
 
 #include "common/config/experiment_config.h"
 #include "common/config/hyperparameter_schema.h"
+#include "common/env.h"
 #include "common/log.h"
 #include "core_api/steadfast_core.h"
 #include "trainer/core/dtype.h"
@@ -38,11 +39,6 @@ namespace {
 
 std::atomic<bool> g_terminate{false};
 void OnTerminate(int) { g_terminate = true; }
-
-std::string Env(const char* name, const std::string& def = "") {
-  const char* v = std::getenv(name);
-  return v ? v : def;
-}
 
 // One trial's training loop under the master. With world_size > 1 every rank runs it: rank 0
 // talks to the searcher and reports for the trial, and every decision that changes what the

@@ -145,7 +145,7 @@ void AgentManager::Schedule(double now) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     ScheduleLocked(now);
-    PublishReasonsLocked();  // a test's pass: its reasons at once
+    if (reasons_due_) PublishReasonsLocked();  // a test's pass: its reasons at once
   }
   Deliver();
 }
