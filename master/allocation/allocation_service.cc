@@ -181,6 +181,7 @@ bool AllocationService::RecordLocked(rm::ResourceManager& from, const rm::Alloca
       Value::List slots;
       for (int rank = 0; rank < a.world_size; ++rank) {
         if (rank < static_cast<int>(event.ranks.size())) {
+          if (event.ranks[rank].host.empty()) continue;  // its agent has not re-registered yet
           slots.push_back(
               Value(Value::Map{{"agent_id", event.ranks[rank].host}, {"slot_id", event.ranks[rank].slot}}));
         } else if (!update.where.empty()) {
@@ -198,6 +199,8 @@ bool AllocationService::RecordLocked(rm::ResourceManager& from, const rm::Alloca
       if (!event.ranks.empty()) {
         std::vector<std::string> rank_hosts;
         for (const rm::RankPlace& place : event.ranks) rank_hosts.push_back(place.host);
+        // Every rank of the gang meets, whichever of them the manager has placed so far.
+        if (static_cast<int>(rank_hosts.size()) < a.world_size) rank_hosts.resize(static_cast<size_t>(a.world_size));
         rendezvous_.Open(event.allocation_id, std::move(rank_hosts));
       }
       break;

@@ -76,7 +76,8 @@ sf::Result<RendezvousBoard::Result> RendezvousBoard::Arrive(const std::string& a
       for (int r = 0; r < world; ++r) {
         if (now.count(r)) continue;
         missing += (missing.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r) + " on " +
-                   it->second.agents[static_cast<size_t>(r)];
+                   (it->second.agents[static_cast<size_t>(r)].empty() ? std::string("an agent not yet re-registered")
+                                                                     : it->second.agents[static_cast<size_t>(r)]);
       }
       return FailedPrecondition("rendezvous \"" + round + "\" timed out after " +
                                 std::to_string(std::chrono::duration_cast<std::chrono::seconds>(wait).count()) +

@@ -1,6 +1,7 @@
 // The agents' resource manager, AgentLink's side (the contract is in agent_manager.h): a rank's
 // exit, agents registering (re-adopting what they run), disconnecting and sending heartbeats,
 // lost agents and ranks (Tick); and what the manager answers the coordinator's queries with.
+#include <algorithm>
 #include <set>
 #include <string>
 #include <utility>
@@ -110,6 +111,9 @@ void AgentManager::ConnectedLocked(const v1::RegisterAgent& reg, std::shared_ptr
       AllocationEvent e;
       e.kind = AllocationEvent::Kind::kRunning;
       e.allocation_id = allocation;
+      // The whole gang, though only some ranks' agents are back yet: the rendezvous opens for
+      // world_size ranks (the others' hosts stay empty until their agents re-register).
+      e.ranks.resize(static_cast<size_t>(std::max(1, a.gang.world_size)));
       for (const auto& [r, host] : a.rank_agent) {
         if (static_cast<int>(e.ranks.size()) <= r) e.ranks.resize(r + 1);
         e.ranks[r] = {host, r < static_cast<int>(a.slots.size()) ? a.slots[r].slot_id : ""};

@@ -169,6 +169,24 @@ TEST_F(AllocationServiceTest, AgentsRanksMeetOnceTheyRunWithEachRanksAgent) {
   EXPECT_NE(rows_when_heard_[0].slots.find("cpu0"), std::string::npos);
 }
 
+TEST_F(AllocationServiceTest, AGangPlacedInPartMeetsWithAllItsRanks) {
+  // After a master restart the agents' manager may report a gang running when only rank 0's
+  // agent re-registered; rank 1 must still take part in the rendezvous.
+  service_->Adopt(Launch(trials_[0], "t1-r0-a4", "default", 2), "", /*running=*/false);
+  rm::AllocationEvent running = Event(Kind::kRunning, "t1-r0-a4");
+  running.ranks = {{"agent-1", "cpu0"}};
+  agents_.Emit(running);
+  auto first = std::async(std::launch::async, [&] {
+    return service_->rendezvous().Arrive("t1-r0-a4", "r", 0, "a", std::chrono::milliseconds(5000));
+  });
+  auto second = service_->rendezvous().Arrive("t1-r0-a4", "r", 1, "b", std::chrono::milliseconds(5000));
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  ASSERT_TRUE(first.get().ok());
+  EXPECT_EQ(second->payloads, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(ReadRow("t1-r0-a4").slots.find("\"agent_id\": \"\""), std::string::npos)
+      << "no slot recorded for the rank not yet placed: " << ReadRow("t1-r0-a4").slots;
+}
+
 TEST_F(AllocationServiceTest, EventsForAllocationsNobodyHoldsGoNowhereAndARunningOneIsKilled) {
   service_->Submit(Launch(trials_[0], "t1-r0-a1", "default"));
   service_->Withdraw("t1-r0-a1");

@@ -275,6 +275,10 @@ TEST(AgentManager, AfterARestartAgentsReportingTheirRanksReadoptTheGangAndStaleT
   auto a1 = h.Agent("a1", 1, "default", {{"t9-r0-a1.0", 0}, {"t4-r0-a1.0", 0}}, 9);
   ASSERT_EQ(h.Kinds(), std::vector<Kind>{Kind::kRunning}) << "running from the first rank reported";
   EXPECT_EQ(h.events[0].ranks[0].host, "a1");
+  // The event names the whole gang, so its rendezvous opens for both ranks (a 1-rank board
+  // refused rank 1 once it re-registered: "rank 1 is not in [0, 1)").
+  ASSERT_EQ(h.events[0].ranks.size(), 2u);
+  EXPECT_EQ(h.events[0].ranks[1].host, "") << "rank 1's agent is not back yet";
   // A task of an allocation the master no longer has is stopped.
   EXPECT_EQ(a1->Killed(), std::vector<std::string>{"t4-r0-a1.0"});
   auto a2 = h.Agent("a2", 1, "default", {{"t9-r0-a1.1", 0}}, 9);
