@@ -86,7 +86,7 @@ Result<PreparedConfig> PrepareConfig(const std::string& file,
     SF_RETURN_IF_ERROR(
         set("data.tokenizer.model", *c.data.tokenizer.model, *resolved.data.tokenizer.model));
   }
-  if (c.checkpoint_storage) {
+  if (c.checkpoint_storage && !c.checkpoint_storage->is_s3()) {
     SF_RETURN_IF_ERROR(set("checkpoint_storage.host_path", c.checkpoint_storage->host_path,
                            resolved.checkpoint_storage->host_path));
   }

@@ -320,7 +320,7 @@ void ResolvePaths(ExperimentConfig& c, const std::string& base) {
   if (c.data.valid) files(*c.data.valid);
   if (c.data.test) files(*c.data.test);
   if (c.data.tokenizer.model) c.data.tokenizer.model = Resolve(base, *c.data.tokenizer.model);
-  if (c.checkpoint_storage) c.checkpoint_storage->host_path = Resolve(base, c.checkpoint_storage->host_path);
+  if (c.checkpoint_storage && !c.checkpoint_storage->is_s3()) c.checkpoint_storage->host_path = Resolve(base, c.checkpoint_storage->host_path);
   if (c.context_directory) {
     c.context_directory = ResolveDirectory(base, *c.context_directory);
   } else if (c.has_entrypoint()) {

@@ -183,9 +183,14 @@ struct SearcherConfig {
 const char* SearcherName(SearcherConfig::Name n);
 
 struct CheckpointStorageConfig {
-  std::string type = "shared_fs";
+  std::string type = "shared_fs";  // or "s3" (docs/object-storage.md)
+  // shared_fs: a directory every agent and the master reach at the same path.
   std::string host_path = "/var/lib/steadfast/checkpoints";
   std::optional<std::string> storage_path;  // sub-directory under host_path
+  // s3: checkpoints as objects under s3://<bucket>/<prefix>/. Keys left empty come from the
+  // environment of whoever reads or writes (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY).
+  std::string bucket, prefix, endpoint_url, region, access_key, secret_key;
+  bool is_s3() const { return type == "s3"; }
   int64_t save_experiment_best = 0;
   int64_t save_trial_best = 1;
   int64_t save_trial_latest = 1;

@@ -331,12 +331,51 @@ void ReadCheckpointStorage(ErrorSink& sink, const YAML::Node& node, const std::s
                            CheckpointStorageConfig& out) {
   if (!RequireMap(sink, node, path)) return;
   MapReader m(sink, node, path);
-  if (auto v = m.Take("type")) ReadEnum(sink, *v, m.Child("type"), {"shared_fs"}, out.type);
-  if (auto v = m.Take("host_path")) ReadString(sink, *v, m.Child("host_path"), out.host_path);
-  else m.Missing("host_path");
-  if (auto v = m.Take("storage_path")) {
-    std::string s;
-    if (ReadString(sink, *v, m.Child("storage_path"), s)) out.storage_path = s;
+  if (auto v = m.Take("type")) ReadEnum(sink, *v, m.Child("type"), {"shared_fs", "s3"}, out.type);
+  std::vector<std::string> known = {"type", "save_experiment_best", "save_trial_best", "save_trial_latest",
+                                    "host_path", "storage_path", "bucket", "prefix", "endpoint_url",
+                                    "region", "access_key", "secret_key"};
+  std::vector<std::string> other_type;  // fields of the other storage type: named as not applicable
+  const std::vector<std::string> fs_fields = {"host_path", "storage_path"};
+  const std::vector<std::string> s3_fields = {"bucket",     "prefix",     "endpoint_url",
+                                              "region",     "access_key", "secret_key"};
+  if (out.is_s3()) {
+    other_type = fs_fields;
+    if (auto v = m.Take("bucket")) ReadString(sink, *v, m.Child("bucket"), out.bucket);
+    else m.Missing("bucket");
+    if (auto v = m.Take("prefix")) ReadString(sink, *v, m.Child("prefix"), out.prefix, /*allow_empty=*/true);
+    if (auto v = m.Take("endpoint_url")) {
+      if (ReadString(sink, *v, m.Child("endpoint_url"), out.endpoint_url) &&
+          out.endpoint_url.rfind("http://", 0) != 0 && out.endpoint_url.rfind("https://", 0) != 0) {
+        sink.Add(m.Child("endpoint_url"), *v, "must start with http:// or https:// (got \"" + out.endpoint_url + "\")");
+      }
+    }
+    if (auto v = m.Take("region")) ReadString(sink, *v, m.Child("region"), out.region);
+    auto access = m.Take("access_key"), secret = m.Take("secret_key");
+    if (access) ReadString(sink, *access, m.Child("access_key"), out.access_key);
+    if (secret) ReadString(sink, *secret, m.Child("secret_key"), out.secret_key);
+    if (access.has_value() != secret.has_value()) {
+      const YAML::Node& at = access ? *access : *secret;
+      sink.Add(m.Child(access ? "secret_key" : "access_key"), at,
+               "give access_key and secret_key together, or neither (then AWS_ACCESS_KEY_ID and "
+               "AWS_SECRET_ACCESS_KEY come from the environment)");
+    }
+    // Object keys: no leading or trailing '/', no empty or relative segments.
+    while (!out.prefix.empty() && out.prefix.back() == '/') out.prefix.pop_back();
+    if (!out.prefix.empty() && (out.prefix.front() == '/' || out.prefix.find("//") != std::string::npos ||
+                                ("/" + out.prefix + "/").find("/../") != std::string::npos ||
+                                ("/" + out.prefix + "/").find("/./") != std::string::npos)) {
+      sink.Add(m.Child("prefix"), node["prefix"], "\"" + out.prefix + "\" is not a key prefix (no leading '/', "
+               "empty, '.' or '..' parts)");
+    }
+  } else {
+    other_type = s3_fields;
+    if (auto v = m.Take("host_path")) ReadString(sink, *v, m.Child("host_path"), out.host_path);
+    else m.Missing("host_path");
+    if (auto v = m.Take("storage_path")) {
+      std::string s;
+      if (ReadString(sink, *v, m.Child("storage_path"), s)) out.storage_path = s;
+    }
   }
   if (auto v = m.Take("save_experiment_best")) {
     ReadInt(sink, *v, m.Child("save_experiment_best"), out.save_experiment_best, 0, 1000000);
@@ -345,8 +384,12 @@ void ReadCheckpointStorage(ErrorSink& sink, const YAML::Node& node, const std::s
   if (auto v = m.Take("save_trial_latest")) {
     ReadInt(sink, *v, m.Child("save_trial_latest"), out.save_trial_latest, 0, 1000000);
   }
-  m.Finish({"type", "host_path", "storage_path", "save_experiment_best", "save_trial_best",
-            "save_trial_latest"});
+  std::vector<std::pair<std::string, std::string>> not_applicable;
+  for (const std::string& f : other_type) {
+    not_applicable.emplace_back(f, std::string("is not used by type ") + out.type + " storage" +
+                                       (out.is_s3() ? "" : " (set type: s3 for object storage)"));
+  }
+  m.Finish(known, not_applicable);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@
 
 #include "common/context/context_archive.h"
 #include "common/log.h"
+#include "common/storage/checkpoint_storage.h"
 #include "common/sha256.h"
 #include "master/allocation/task_ids.h"
 #include "master/housekeeping/experiment_deletion.h"
@@ -122,6 +123,18 @@ Cluster::CreateResult Cluster::CreateExperiment(const std::string& config_yaml, 
   if (!searcher.ok()) {
     result.errors.push_back({"searcher", searcher.status().message(), 0, 0});
     return result;
+  }
+  // Object storage is asked once now (one HEAD on the bucket, off the coordinator's lock): a
+  // wrong key, a missing bucket or an endpoint that does not answer is refused at submission
+  // rather than at the first checkpoint. The master deletes by retention, so it needs the
+  // keys too (from the config or its own environment).
+  if (c.checkpoint_storage && c.checkpoint_storage->is_s3()) {
+    auto store = storage::CheckpointStorage::Open(c.checkpoint_storage, options_.checkpoint_root);
+    Status checked = store.ok() ? (*store)->Check() : store.status();
+    if (!checked.ok()) {
+      result.errors.push_back({"checkpoint_storage", checked.message(), 0, 0});
+      return result;
+    }
   }
   std::lock_guard<std::mutex> lock(mu_);
   // A gang larger than every slot the pool has could never be placed: refuse it now rather
@@ -342,7 +355,8 @@ void Cluster::RequestRetentionLocked(const Experiment& e) {
     policy.save_experiment_best = e.config.checkpoint_storage->save_experiment_best;
   }
   policy.smaller_is_better = e.config.searcher.smaller_is_better;
-  retention_.Request(e.id, policy, ExperimentCheckpointDir(e.config, options_.checkpoint_root, e.id));
+  retention_.Request(e.id, policy, ExperimentCheckpointDir(e.config, options_.checkpoint_root, e.id),
+                     e.config.checkpoint_storage);
 }
 
 // An experiment that is not live (finished, or never existed) can't change state.

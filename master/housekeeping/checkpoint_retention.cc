@@ -5,6 +5,7 @@
 #include <system_error>
 
 #include "common/log.h"
+#include "common/storage/checkpoint_storage.h"
 #include "master/db/model_store.h"
 #include "master/db/pg_array.h"
 #include "master/housekeeping/experiment_deletion.h"
@@ -121,7 +122,8 @@ Result<std::vector<DeletedCheckpoint>> MarkCheckpointsForRetention(Database* db,
   return out;
 }
 
-int RemoveCheckpointDirectories(const std::vector<DeletedCheckpoint>& deleted, const std::string& experiment_dir) {
+int RemoveCheckpointDirectories(const std::vector<DeletedCheckpoint>& deleted, const std::string& experiment_dir,
+                                const std::optional<config::CheckpointStorageConfig>& storage) {
   int removed = 0;
   for (const DeletedCheckpoint& c : deleted) {
     if (!IsInside(c.path, experiment_dir)) {
@@ -129,10 +131,10 @@ int RemoveCheckpointDirectories(const std::vector<DeletedCheckpoint>& deleted, c
                                {"why", "outside " + experiment_dir}});
       continue;
     }
-    std::error_code ec;
-    std::filesystem::remove_all(c.path, ec);
-    if (ec) {
-      log::Warn("checkpoint", {{"event", "remove_failed"}, {"uuid", c.uuid}, {"path", c.path}, {"error", ec.message()}});
+    auto store = storage::CheckpointStorage::ForPath(c.path, storage);
+    Status st = store.ok() ? (*store)->Remove(c.path) : store.status();
+    if (!st.ok()) {
+      log::Warn("checkpoint", {{"event", "remove_failed"}, {"uuid", c.uuid}, {"path", c.path}, {"error", st.message()}});
       continue;
     }
     ++removed;
@@ -147,6 +149,7 @@ Status DeleteCheckpoint(Database* db, const std::string& uuid, const std::string
   }
   DeletedCheckpoint deleted{uuid, ""};
   std::string experiment_dir;
+  std::optional<config::CheckpointStorageConfig> storage;
   bool already_deleted = false;
   Status st = db->Transact("delete checkpoint", [&](pqxx::work& tx) -> Status {
     pqxx::result r = tx.exec_params(
@@ -176,11 +179,12 @@ Status DeleteCheckpoint(Database* db, const std::string& uuid, const std::string
     config::ParseResult parsed = config::ParseExperimentConfig(r[0][5].as<std::string>());
     experiment_dir = ExperimentCheckpointDir(parsed.ok() ? *parsed.config : config::ExperimentConfig{},
                                              default_root, r[0][4].as<int64_t>());
+    if (parsed.ok()) storage = parsed.config->checkpoint_storage;
     tx.exec_params("UPDATE checkpoints SET state = 'DELETED' WHERE uuid = $1", uuid);
     return Status::Ok();
   });
   if (!st.ok() || already_deleted) return st;
-  RemoveCheckpointDirectories({deleted}, experiment_dir);
+  RemoveCheckpointDirectories({deleted}, experiment_dir, storage);
   return Status::Ok();
 }
 
@@ -207,17 +211,20 @@ void CheckpointRetention::Stop() {
 }
 
 void CheckpointRetention::Request(int64_t experiment_id, const RetentionPolicy& policy,
-                                  const std::string& experiment_dir) {
+                                  const std::string& experiment_dir,
+                                  const std::optional<config::CheckpointStorageConfig>& storage) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return;
     auto it = pending_.find(experiment_id);
     if (it == pending_.end()) {
-      pending_.emplace(experiment_id, Pending{policy, experiment_dir, std::chrono::steady_clock::now() + settle_});
+      pending_.emplace(experiment_id,
+                       Pending{policy, experiment_dir, storage, std::chrono::steady_clock::now() + settle_});
       queue_.push_back(experiment_id);  // in order of first request, so of `due`
     } else {
       it->second.policy = policy;  // the latest request's, at the queued one's time
       it->second.experiment_dir = experiment_dir;
+      it->second.storage = storage;
     }
   }
   wake_.notify_one();
@@ -257,7 +264,7 @@ void CheckpointRetention::Loop() {
       log::Warn("checkpoint", {{"event", "retention_failed"}, {"experiment", std::to_string(experiment_id)},
                                {"error", marked.status().message()}});
     } else if (!marked->empty()) {
-      RemoveCheckpointDirectories(*marked, pending.experiment_dir);
+      RemoveCheckpointDirectories(*marked, pending.experiment_dir, pending.storage);
     }
     lock.lock();
     running_pass_ = false;

@@ -40,6 +40,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/config/experiment_config.h"
 #include "common/status.h"
 #include "master/db/database.h"
 
@@ -76,7 +77,10 @@ Result<std::vector<DeletedCheckpoint>> MarkCheckpointsForRetention(Database* db,
 
 // Removes the directories of `deleted` that lie inside `experiment_dir`; returns how many were
 // removed. Failures and paths outside are logged, not returned.
-int RemoveCheckpointDirectories(const std::vector<DeletedCheckpoint>& deleted, const std::string& experiment_dir);
+// `experiment_dir` may be an s3:// URL (checkpoint_storage type s3, whose config `storage` gives
+// the endpoint and keys; common/storage/checkpoint_storage.h): then the objects are deleted.
+int RemoveCheckpointDirectories(const std::vector<DeletedCheckpoint>& deleted, const std::string& experiment_dir,
+                                const std::optional<config::CheckpointStorageConfig>& storage = std::nullopt);
 
 // Explicit deletion of one checkpoint (`sf checkpoint delete`): marks it DELETED and removes its
 // directory (inside its experiment's checkpoint directory, as above). OK if it was already
@@ -103,7 +107,8 @@ class CheckpointRetention {
   // Queues a pass over the experiment's checkpoints with `policy`; `experiment_dir` is where its
   // checkpoints live (ExperimentCheckpointDir). Never blocks; a request for an experiment that
   // is already queued replaces the queued one.
-  void Request(int64_t experiment_id, const RetentionPolicy& policy, const std::string& experiment_dir);
+  void Request(int64_t experiment_id, const RetentionPolicy& policy, const std::string& experiment_dir,
+               const std::optional<config::CheckpointStorageConfig>& storage = std::nullopt);
 
   // Waits until no pass is queued or running (for tests and orderly shutdown); queued passes
   // run without waiting for their settle time.
@@ -116,6 +121,7 @@ class CheckpointRetention {
   struct Pending {
     RetentionPolicy policy;
     std::string experiment_dir;
+    std::optional<config::CheckpointStorageConfig> storage;
     std::chrono::steady_clock::time_point due;  // first request + settle
   };
   void Loop();

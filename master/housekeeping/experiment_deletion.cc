@@ -4,6 +4,7 @@
 #include <system_error>
 
 #include "common/log.h"
+#include "common/storage/checkpoint_storage.h"
 #include "master/db/model_store.h"
 
 namespace sf::master {
@@ -11,6 +12,11 @@ namespace fs = std::filesystem;
 
 std::string ExperimentCheckpointDir(const config::ExperimentConfig& config,
                                     const std::string& default_root, int64_t experiment_id) {
+  if (config.checkpoint_storage && config.checkpoint_storage->is_s3()) {
+    const auto& s3 = *config.checkpoint_storage;
+    return "s3://" + s3.bucket + (s3.prefix.empty() ? "" : "/" + s3.prefix) + "/experiment-" +
+           std::to_string(experiment_id);
+  }
   std::string root = default_root;
   if (config.checkpoint_storage) {
     root = config.checkpoint_storage->host_path;
@@ -61,6 +67,7 @@ Result<DeletedExperiment> DeleteExperimentRows(Database* db, int64_t id, const s
     config::ParseResult parsed = config::ParseExperimentConfig(row[0][1].as<std::string>());
     out.checkpoint_dir =
         ExperimentCheckpointDir(parsed.ok() ? *parsed.config : config::ExperimentConfig{}, default_root, id);
+    if (parsed.ok()) out.storage = parsed.config->checkpoint_storage;
     for (const auto& r : tx.exec_params(
              "SELECT c.path FROM checkpoints c JOIN trials t ON t.id = c.trial_id WHERE t.experiment_id = $1", id)) {
       out.checkpoint_paths.push_back(r[0].as<std::string>());
@@ -81,9 +88,8 @@ Result<int> RemoveExperimentFiles(const DeletedExperiment& deleted) {
                                {"why", "outside " + deleted.checkpoint_dir}});
     }
   }
-  std::error_code ec;
-  fs::remove_all(deleted.checkpoint_dir, ec);
-  if (ec) return Internal("cannot remove " + deleted.checkpoint_dir + ": " + ec.message());
+  SF_ASSIGN_OR_RETURN(auto store, storage::CheckpointStorage::ForPath(deleted.checkpoint_dir, deleted.storage));
+  SF_RETURN_IF_ERROR(store->RemoveAll(deleted.checkpoint_dir));
   return left;
 }
 

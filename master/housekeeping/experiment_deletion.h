@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,7 @@ std::string ExperimentCheckpointDir(const config::ExperimentConfig& config,
 struct DeletedExperiment {
   std::string checkpoint_dir;                 // ExperimentCheckpointDir of its config
   std::vector<std::string> checkpoint_paths;  // every checkpoint it had on record
+  std::optional<config::CheckpointStorageConfig> storage;  // its config's, for s3 endpoint and keys
 };
 
 // Deletes the rows of terminal experiment `id`. kNotFound when there is no such experiment,

@@ -99,6 +99,25 @@ std::vector<ConfigCase> ConfigCases() {
                      {"max_restarts", "max_restarts: 3"},
                      {"scheduling_unit", "scheduling_unit: 50"}}),
                {}});
+  c.push_back({"checkpoint_storage_s3",
+               With({{"checkpoint_storage", "checkpoint_storage: {type: s3, bucket: ckpts, prefix: team/a/, "
+                                            "endpoint_url: 'http://127.0.0.1:7480', region: eu-west-1}"}}),
+               {}});
+  c.push_back({"checkpoint_storage_s3_without_bucket",
+               With({{"checkpoint_storage", "checkpoint_storage: {type: s3, endpoint_url: 'http://h:1'}"}}),
+               {"checkpoint_storage.bucket"}, "checkpoint_storage.bucket: required field is missing"});
+  c.push_back({"checkpoint_storage_s3_key_without_secret",
+               With({{"checkpoint_storage", "checkpoint_storage: {type: s3, bucket: b12, access_key: AK}"}}),
+               {"checkpoint_storage.secret_key"},
+               "checkpoint_storage.secret_key: give access_key and secret_key together, or neither (then "
+               "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY come from the environment)"});
+  c.push_back({"checkpoint_storage_s3_with_host_path",
+               With({{"checkpoint_storage", "checkpoint_storage: {type: s3, bucket: b12, host_path: /x}"}}),
+               {"checkpoint_storage.host_path"}, "checkpoint_storage.host_path: is not used by type s3 storage"});
+  c.push_back({"checkpoint_storage_s3_endpoint_scheme",
+               With({{"checkpoint_storage", "checkpoint_storage: {type: s3, bucket: b12, endpoint_url: 'h:1'}"}}),
+               {"checkpoint_storage.endpoint_url"},
+               "checkpoint_storage.endpoint_url: must start with http:// or https:// (got \"h:1\")"});
   c.push_back({"anchors_and_aliases",
                With({{"data", "data:\n  train: &files {src: a, tgt: b}\n  valid: *files"}}), {}});
   c.push_back({"const_space",

@@ -14,10 +14,13 @@
 #include <optional>
 #include <thread>
 
+#include <unistd.h>
+
 #include "common/config/experiment_config.h"
 #include "common/config/hyperparameter_schema.h"
 #include "common/env.h"
 #include "common/log.h"
+#include "common/storage/checkpoint_storage.h"
 #include "core_api/steadfast_core.h"
 #include "trainer/core/dtype.h"
 #include "trainer/distributed/host_network.h"
@@ -40,6 +43,19 @@ namespace {
 std::atomic<bool> g_terminate{false};
 void OnTerminate(int) { g_terminate = true; }
 
+// Where this trial's checkpoints go: written in place on a shared filesystem, or staged in a
+// local directory and stored (uploaded) by common/storage/checkpoint_storage.h.
+struct CheckpointPlace {
+  std::optional<config::CheckpointStorageConfig> config;
+  std::unique_ptr<storage::CheckpointStorage> store;  // set when staged (s3)
+  std::string staging;                                // a local directory of this process's own
+  ~CheckpointPlace() {
+    if (staging.empty()) return;
+    std::error_code ec;
+    std::filesystem::remove_all(staging, ec);
+  }
+};
+
 // One trial's training loop under the master. With world_size > 1 every rank runs it: rank 0
 // talks to the searcher and reports for the trial, and every decision that changes what the
 // ranks do next (the operation, stop, pause) is made collectively, so no rank is left waiting in
@@ -49,18 +65,40 @@ void OnTerminate(int) { g_terminate = true; }
 // checkpoints (SF_RESTORE_FALLBACKS), reporting each unusable one to the master, which marks it
 // CORRUPTED and says so in the trial's logs. A checkpoint that verifies but does not fit this
 // model (Restore) is an error as before: an older one would not fit either.
-Status RestoreNewestIntact(core::Context& ctx, TrainingRun& run) {
+// On object storage (checkpoint_storage type s3) a checkpoint is fetched into `staging` first
+// and verified there; one whose upload never completed (no manifest) or whose files do not
+// match counts as unusable like a damaged directory, while storage that does not answer fails
+// the restore (the checkpoint may be fine: the trial restarts rather than give it up).
+Status RestoreNewestIntact(core::Context& ctx, TrainingRun& run, const CheckpointPlace& place) {
   const core::Info& info = ctx.info();
   std::vector<core::Info::Fallback> candidates = {{info.latest_checkpoint, info.restore_checkpoint}};
   candidates.insert(candidates.end(), info.restore_fallbacks.begin(), info.restore_fallbacks.end());
   std::optional<Status> first_failure;
   for (const core::Info::Fallback& c : candidates) {
-    auto ck = ReadCheckpoint(c.dir);
+    std::string dir = c.dir;
+    Status fetched = Status::Ok();
+    if (storage::IsS3Url(c.dir)) {
+      SF_ASSIGN_OR_RETURN(auto store, storage::CheckpointStorage::ForPath(c.dir, place.config));
+      dir = place.staging + "/restore-" + (c.uuid.empty() ? std::string("checkpoint") : c.uuid);
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+      fetched = store->Fetch(c.dir, dir).status();
+      const StatusCode code = fetched.code();
+      if (!fetched.ok() && code != StatusCode::kDataLoss && code != StatusCode::kNotFound) {
+        return fetched.WithContext("fetching checkpoint " + c.dir);
+      }
+    }
+    auto ck = fetched.ok() ? ReadCheckpoint(dir) : Result<CheckpointContents>(fetched);
     if (ck.ok()) {
       if (first_failure) {
         log::Warn("trainer", {{"event", "restore_fallback"}, {"uuid", c.uuid}, {"checkpoint", c.dir}});
       }
-      return run.Restore(c.dir, *ck);
+      Status restored = run.Restore(dir, *ck);
+      if (dir != c.dir) {
+        std::error_code ec;
+        std::filesystem::remove_all(dir, ec);
+      }
+      return restored;
     }
     log::Warn("trainer", {{"event", "checkpoint_unusable"}, {"uuid", c.uuid}, {"error", ck.status().message()}});
     if (!first_failure) first_failure = ck.status();
@@ -173,8 +211,23 @@ int RunTrial(core::Context& ctx, std::unique_ptr<dist::Communicator>& comm) {
                         {"steps_per_epoch", std::to_string(run.steps_per_epoch())},
                         {"threads", std::to_string(omp_get_max_threads())}});
 
+  CheckpointPlace place;
+  place.config = cfg.checkpoint_storage;
+  if (storage::IsS3Url(info.checkpoint_dir) || storage::IsS3Url(info.restore_checkpoint)) {
+    std::error_code ec;
+    place.staging = (std::filesystem::temp_directory_path(ec) /
+                     ("sf-checkpoints-" + std::to_string(info.trial_id) + "-" + std::to_string(getpid())))
+                        .string();
+    std::filesystem::create_directories(place.staging, ec);
+    if (ec) return fail("checkpoint staging directory " + place.staging, Internal(ec.message()));
+  }
+  if (storage::IsS3Url(info.checkpoint_dir)) {
+    auto store = storage::CheckpointStorage::ForPath(info.checkpoint_dir, place.config);
+    if (!store.ok()) return fail("checkpoint storage", store.status());
+    place.store = std::move(store).value();
+  }
   if (!info.restore_checkpoint.empty()) {
-    Status st = RestoreNewestIntact(ctx, run);
+    Status st = RestoreNewestIntact(ctx, run, place);
     if (!st.ok()) {
       fail("cannot restore", st);
       return 2;
@@ -188,11 +241,25 @@ int RunTrial(core::Context& ctx, std::unique_ptr<dist::Communicator>& comm) {
                      {"world_size", static_cast<int64_t>(world_size)}};
     if (metric) extra["validation_metric"] = *metric;
     CheckpointContents c = run.Snapshot(extra);
-    auto written = WriteCheckpoint(info.checkpoint_dir, c);
+    auto written = WriteCheckpoint(place.store ? place.staging : info.checkpoint_dir, c);
     if (!written.ok()) return written.status();
+    std::string path = written->dir;
+    if (place.store) {  // staged: stored (manifest last) before the master hears of it
+      path = info.checkpoint_dir + "/" + written->uuid;
+      const auto t0 = std::chrono::steady_clock::now();
+      Status stored = place.store->Store(written->dir, path);
+      std::error_code ec;
+      std::filesystem::remove_all(written->dir, ec);
+      if (!stored.ok()) return stored.WithContext("storing checkpoint " + written->uuid);
+      log::Info("trainer", {{"event", "checkpoint_stored"}, {"uuid", written->uuid}, {"path", path},
+                            {"bytes", std::to_string(written->size)},
+                            {"seconds", std::to_string(std::chrono::duration<double>(
+                                                           std::chrono::steady_clock::now() - t0)
+                                                           .count())}});
+    }
     steadfast::v1::Checkpoint ck;
     ck.set_uuid(written->uuid);
-    ck.set_path(written->dir);
+    ck.set_path(path);
     ck.set_batches(run.steps());
     ck.set_size(written->size);
     if (metric) ck.set_validation_metric(*metric);

@@ -1,0 +1,196 @@
+// Checkpoints on object storage end to end: a native trial whose experiment says
+// `checkpoint_storage: {type: s3, ...}` stores every checkpoint in the real S3 server that
+// tests/storage/s3_test.sh brings up (Ceph's RADOS Gateway; its endpoint and keys are in this
+// process's environment, so in the master's and the agent's too), none on the local disk;
+// retention deletes the objects of the checkpoints it drops; paused, the trial resumes from its
+// checkpoint in S3 with no restart; deleting the experiment removes its objects; and storage that
+// cannot be used is refused at submission, naming why, storing nothing.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <pqxx/pqxx>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/env.h"
+#include "common/storage/checkpoint_storage.h"
+#include "common/storage/s3_client.h"
+#include "common/subprocess.h"
+#include "tests/e2e/cluster_fixture.h"
+
+namespace sf::testing {
+namespace {
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+struct Row {
+  std::string uuid, path, state;
+  int64_t batches = 0;
+};
+
+std::vector<Row> Checkpoints(const Cluster& c, int64_t experiment) {
+  std::vector<Row> out;
+  pqxx::connection conn(c.db());
+  pqxx::work tx(conn);
+  for (const auto& r :
+       tx.exec("SELECT c.uuid, c.path, c.state, c.batches FROM checkpoints c JOIN trials t ON "
+               "t.id = c.trial_id WHERE t.experiment_id = " +
+               std::to_string(experiment) + " ORDER BY c.batches")) {
+    out.push_back({r[0].as<std::string>(), r[1].as<std::string>(), r[2].as<std::string>(),
+                   r[3].as<int64_t>()});
+  }
+  return out;
+}
+
+class CheckpointsOnS3 : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (Env("SF_S3_ENDPOINT").empty())
+      GTEST_SKIP() << "no S3 server: run through tests/storage/s3_test.sh";
+    storage::S3Config raw;
+    raw.endpoint_url = Env("SF_S3_ENDPOINT");
+    raw.bucket = Env("SF_S3_BUCKET");
+    auto client = storage::S3Client::Create(raw);
+    ASSERT_TRUE(client.ok()) << client.status().message();
+    client_ = std::make_unique<storage::S3Client>(*client);
+    prefix_ = "e2e-" + std::to_string(getpid()) + "-" +
+              ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  }
+  void TearDown() override {
+    if (HasFailure() && cluster_) cluster_->DumpLogs();
+  }
+  std::string Storage(const std::string& extra = "") const {
+    return "checkpoint_storage: {type: s3, bucket: " + Env("SF_S3_BUCKET") +
+           ", prefix: " + prefix_ + ", endpoint_url: '" + Env("SF_S3_ENDPOINT") + "'" + extra +
+           "}\n";
+  }
+  // Objects under an s3:// URL of the test bucket.
+  size_t Objects(const std::string& url) {
+    const std::string key = url.substr(("s3://" + Env("SF_S3_BUCKET") + "/").size());
+    auto listed = client_->List(key + "/");
+    EXPECT_TRUE(listed.ok()) << listed.status().message();
+    return listed.ok() ? listed->size() : 0;
+  }
+  bool HasManifest(const std::string& url) {
+    const std::string key = url.substr(("s3://" + Env("SF_S3_BUCKET") + "/").size());
+    return client_->Get(key + "/" + storage::kObjectManifest).ok();
+  }
+  std::unique_ptr<storage::S3Client> client_;
+  std::string prefix_;
+  std::unique_ptr<Cluster> cluster_;
+};
+
+TEST_F(CheckpointsOnS3,
+       ANativeTrialStoresInS3ResumesFromThereAndRetentionAndDeletionRemoveObjects) {
+  cluster_ = std::make_unique<Cluster>(1, 1);
+  Cluster& c = *cluster_;
+  ASSERT_FALSE(c.db().empty()) << "no PostgreSQL";
+  ASSERT_TRUE(c.WaitForAgents(1));
+  std::string yaml = TinyExperiment(1, 1500, 10, "s3");  // long enough to pause mid-way
+  const std::string period = "min_checkpoint_period: {batches: 20}";
+  yaml.replace(yaml.find(period), period.size(), "min_checkpoint_period: {batches: 50}");
+  yaml += Storage(", save_trial_latest: 1, save_trial_best: 0, save_experiment_best: 0");
+  const int64_t id = c.Submit(yaml);
+  ASSERT_GT(id, 0);
+  ASSERT_TRUE(c.WaitFor([&] { return Checkpoints(c, id).size() >= 3; }, 300s)) << "no checkpoints";
+  ASSERT_EQ(c.Post("/api/v1/experiments/" + std::to_string(id) + "/pause", "").first, 200);
+  const int64_t trial = Id(c.Trials(id).as_list()[0]);
+  ASSERT_TRUE(c.WaitFor(
+      [&] { return c.Trials(id).as_list()[0].Find("state")->as_string() == "TRIAL_STATE_PAUSED"; },
+      120s));
+
+  // Every checkpoint went to S3 under the experiment's prefix, and none to the local disk.
+  const std::string root = "s3://" + Env("SF_S3_BUCKET") + "/" + prefix_ + "/experiment-" +
+                           std::to_string(id) + "/trial-" + std::to_string(trial) + "/";
+  std::vector<Row> rows = Checkpoints(c, id);
+  for (const Row& r : rows) EXPECT_EQ(r.path, root + r.uuid);
+  EXPECT_FALSE(fs::exists(c.checkpoint_root() + "/experiment-" + std::to_string(id)));
+  // Retention keeps only the newest (the paused trial resumes from it); the others' objects go.
+  ASSERT_TRUE(c.WaitFor(
+      [&] {
+        rows = Checkpoints(c, id);
+        return rows.size() >= 3 && rows.back().state == "ACTIVE" && Objects(rows[0].path) == 0;
+      },
+      120s));
+  const Row newest = rows.back();
+  for (const Row& r : rows) {
+    if (r.uuid == newest.uuid) continue;
+    EXPECT_EQ(r.state, "DELETED") << r.uuid;
+    EXPECT_EQ(Objects(r.path), 0u) << r.path;
+  }
+  EXPECT_TRUE(HasManifest(newest.path)) << newest.path;
+  EXPECT_GE(Objects(newest.path), 5u) << "weights, optimizer, state, config, tokenizer, manifests";
+
+  // Activated, it resumes from that checkpoint in S3 (no restart, the step count goes on).
+  ASSERT_EQ(c.Post("/api/v1/experiments/" + std::to_string(id) + "/activate", "").first, 200);
+  ASSERT_TRUE(c.WaitForState(id, "EXPERIMENT_STATE_COMPLETED", 600s));
+  EXPECT_EQ(Count(c.db(), "SELECT restarts FROM trials WHERE id = " + std::to_string(trial)), 0);
+  EXPECT_EQ(
+      Count(c.db(), "SELECT max(batches) FROM metrics WHERE kind = 'training' AND trial_id = " +
+                        std::to_string(trial)),
+      1500);
+  std::ifstream log(c.dir() + "/master-0.log");
+  const std::string master_log((std::istreambuf_iterator<char>(log)),
+                               std::istreambuf_iterator<char>());
+  const std::string started = "allocation=t" + std::to_string(trial) + "-r0-a2 ";
+  const size_t at = master_log.find(started);
+  ASSERT_NE(at, std::string::npos) << "trial " << trial << " did not start a second allocation";
+  const std::string line = master_log.substr(at, master_log.find('\n', at) - at);
+  EXPECT_NE(line.find("restore=" + newest.path), std::string::npos) << line;
+  // The checkpoints of the second run are in S3 too, each with its manifest.
+  rows = Checkpoints(c, id);
+  ASSERT_GT(rows.back().batches, newest.batches);
+  ASSERT_TRUE(c.WaitFor(
+      [&] { return Checkpoints(c, id).back().state == "ACTIVE" && HasManifest(rows.back().path); },
+      60s));
+
+  // Deleting the experiment removes every object under its prefix.
+  auto deleted = sf::RunCommand(
+      {Cluster::Binary("sf"), "experiment", "delete", std::to_string(id), "--master", c.url()});
+  ASSERT_TRUE(deleted.ok());
+  ASSERT_EQ(deleted->exit_code, 0) << deleted->output;
+  EXPECT_TRUE(
+      c.WaitFor([&] { return Objects("s3://" + Env("SF_S3_BUCKET") + "/" + prefix_) == 0; }, 60s))
+      << Objects("s3://" + Env("SF_S3_BUCKET") + "/" + prefix_) << " objects left";
+}
+
+TEST_F(CheckpointsOnS3, StorageThatCannotBeUsedIsRefusedAtSubmissionNamingWhy) {
+  cluster_ = std::make_unique<Cluster>(1, 1);
+  Cluster& c = *cluster_;
+  ASSERT_FALSE(c.db().empty()) << "no PostgreSQL";
+  const std::string bucket = Env("SF_S3_BUCKET"), endpoint = Env("SF_S3_ENDPOINT");
+  struct Case {
+    std::string storage, says;
+  };
+  const std::vector<Case> cases = {
+      {"checkpoint_storage: {type: s3, bucket: no-such-bucket-e2e, endpoint_url: '" + endpoint +
+           "'}\n",
+       "NoSuchBucket"},
+      {"checkpoint_storage: {type: s3, bucket: " + bucket + ", endpoint_url: '" + endpoint +
+           "', access_key: " + Env("AWS_ACCESS_KEY_ID") + ", secret_key: wrong}\n",
+       "AccessDenied"},
+      {"checkpoint_storage: {type: s3, bucket: " + bucket +
+           ", endpoint_url: 'http://127.0.0.1:1'}\n",
+       "did not answer"},
+  };
+  for (const Case& k : cases) {
+    const int64_t before = Count(c.db(), "SELECT count(*) FROM experiments");
+    auto [code, v] =
+        c.Post("/api/v1/experiments",
+               Value(Value::Map{{"configYaml", TinyExperiment(1, 10, 10) + k.storage}}).ToJson());
+    ASSERT_EQ(code, 400) << k.storage << v.ToJson();
+    const Value::List& errors = v.Find("errors")->as_list();
+    ASSERT_EQ(errors.size(), 1u) << v.ToJson();
+    EXPECT_EQ(errors[0].Find("path")->as_string(), "checkpoint_storage");
+    const std::string message = errors[0].Find("message")->as_string();
+    EXPECT_NE(message.find(k.says), std::string::npos) << message;
+    EXPECT_EQ(message.rfind("checkpoint storage: ", 0), 0u) << message;
+    EXPECT_NE(message.find(" s3://"), std::string::npos) << message;
+    EXPECT_EQ(Count(c.db(), "SELECT count(*) FROM experiments"), before);
+  }
+}
+
+}  // namespace
+}  // namespace sf::testing
