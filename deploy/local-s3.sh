@@ -5,6 +5,7 @@
 #   local-s3.sh up DIR [--port P] [--bucket NAME] [--size GIB] [--access-key K --secret-key S]
 #   local-s3.sh down DIR [--delete-data]     stop it; safe to run twice; --delete-data removes DIR
 #   local-s3.sh status DIR                   print its state; exit 0 only if every daemon runs
+#   local-s3.sh gateway DIR                  start the gateway again if it is not running
 #
 # Contract:
 # - Runs as root, on Debian 12's Ceph 16.2 (ceph-mon, ceph-mgr, ceph-osd, radosgw, ceph-common;
@@ -27,6 +28,9 @@
 #   after `down` starts the same cluster again, with its data, user and keys.
 # - `down` stops every daemon `up` started (pid files under DIR): SIGTERM, then SIGKILL after 30 s.
 #   Running it on a DIR that is down, or never was up, does nothing and succeeds.
+# - `gateway` starts only the RADOS Gateway, on the port it had, when its process is gone (for
+#   tests that kill it mid-request); the rest of the cluster must be running. A running gateway
+#   is left alone.
 # - Every failure exits non-zero with a line naming what failed and the tail of the log to read;
 #   a failed `up` stops the daemons it started.
 set -euo pipefail
@@ -43,7 +47,7 @@ readonly DAEMONS=(mon.a mgr.x osd.0 client.rgw.local)
 # shellcheck source=deploy/lib/script.sh
 . "$(dirname "$0")/lib/script.sh"
 
-usage() { usage_lines 5 7; }
+usage() { usage_lines 5 8; }
 
 need_tools() {
   need_tools_from "ceph-mon ceph-mgr ceph-osd radosgw ceph-common uuid-runtime curl openssl" \
@@ -525,6 +529,17 @@ cmd_status() {
   return "$rc"
 }
 
+cmd_gateway() {
+  need_root "daemons write under DIR as root"
+  load_env || die "gateway: no cluster in $DIR (cluster.env is missing)"
+  if daemon_alive client.rgw.local; then
+    say "gateway: already running on 127.0.0.1:$RGW_PORT"
+    return 0
+  fi
+  for name in mon.a mgr.x osd.0; do daemon_alive "$name" || die "gateway: $name is not running; use up"; done
+  start_rgw
+}
+
 [ $# -ge 2 ] || usage
 CMD="$1"
 DIR=$(realpath -m "$2")
@@ -533,5 +548,6 @@ case "$CMD" in
   up) cmd_up "$@" ;;
   down) need_root "daemons write under DIR as root"; cmd_down "$@" ;;
   status) cmd_status ;;
+  gateway) cmd_gateway ;;
   *) usage ;;
 esac

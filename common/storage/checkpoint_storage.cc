@@ -162,9 +162,13 @@ class S3Storage final : public CheckpointStorage {
     SF_ASSIGN_OR_RETURN(auto place, Place(path));
     auto& [client, key] = place;
     SF_ASSIGN_OR_RETURN(std::vector<StoredFile> files, ListLocalFiles(local_dir));
-    SF_RETURN_IF_ERROR(ForEachParallel(files.size(), kParallelFiles, [&](size_t i) {
+    Status uploaded = ForEachParallel(files.size(), kParallelFiles, [&](size_t i) {
       return client.Upload(key + "/" + files[i].path, local_dir + "/" + files[i].path);
-    }));
+    });
+    if (!uploaded.ok()) {
+      (void)DeleteUnder(client, key);  // best effort: what did arrive is never offered (no manifest)
+      return uploaded;
+    }
     Value::List listed;
     int64_t total = 0;
     for (const StoredFile& f : files) {

@@ -200,6 +200,27 @@ Result<v1::GetExperimentTrialsResponse> ApiHandlers::GetExperimentTrials(const v
   return out;
 }
 
+Result<v1::GetCheckpointResponse> ApiHandlers::GetCheckpoint(const v1::GetCheckpointRequest& r) {
+  if (r.uuid().empty()) return InvalidArgument("uuid: required");
+  auto ck = store_->GetCheckpoint(r.uuid());
+  if (!ck.ok()) return ck.status();
+  if (!ck->has_value()) return NotFound("checkpoint " + r.uuid() + " does not exist");
+  v1::GetCheckpointResponse out;
+  *out.mutable_checkpoint() = std::move(**ck);
+  out.mutable_location()->set_type("shared_fs");
+  auto exp = store_->GetExperiment(out.checkpoint().experiment_id());
+  if (exp.ok() && exp->has_value()) {
+    config::ParseResult parsed = config::ParseExperimentConfig((*exp)->config_yaml());
+    if (parsed.ok() && parsed.config->checkpoint_storage && parsed.config->checkpoint_storage->is_s3()) {
+      const auto& s3 = *parsed.config->checkpoint_storage;
+      out.mutable_location()->set_type("s3");
+      out.mutable_location()->set_endpoint_url(s3.endpoint_url);
+      out.mutable_location()->set_region(s3.region);
+    }
+  }
+  return out;
+}
+
 Result<v1::GetExperimentCheckpointsResponse> ApiHandlers::GetExperimentCheckpoints(
     const v1::GetExperimentCheckpointsRequest& r) {
   auto exp = store_->GetExperiment(r.id());

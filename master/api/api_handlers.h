@@ -82,6 +82,7 @@ class ApiHandlers {
                                                                      const RefusedCheckpoints& refused = nullptr);
   Result<steadfast::v1::GetExperimentTrialsResponse> GetExperimentTrials(
       const steadfast::v1::GetExperimentTrialsRequest& r);
+  Result<steadfast::v1::GetCheckpointResponse> GetCheckpoint(const steadfast::v1::GetCheckpointRequest& r);
   Result<steadfast::v1::GetExperimentCheckpointsResponse> GetExperimentCheckpoints(
       const steadfast::v1::GetExperimentCheckpointsRequest& r);
   Result<steadfast::v1::GetTrialResponse> GetTrial(const steadfast::v1::GetTrialRequest& r);

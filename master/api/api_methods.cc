@@ -114,6 +114,9 @@ ApiMethods::ApiMethods(ApiDependencies deps) : deps_(deps) {
   });
   Add<v1::GetExperimentTrialsRequest>("GetExperimentTrials", [h](const v1::GetExperimentTrialsRequest& r,
                                                                  const Principal&) { return h->GetExperimentTrials(r); });
+  Add<v1::GetCheckpointRequest>("GetCheckpoint", [h](const v1::GetCheckpointRequest& r, const Principal&) {
+    return h->GetCheckpoint(r);
+  });
   Add<v1::GetExperimentCheckpointsRequest>(
       "GetExperimentCheckpoints",
       [h](const v1::GetExperimentCheckpointsRequest& r, const Principal&) { return h->GetExperimentCheckpoints(r); });

@@ -74,6 +74,7 @@ const std::set<std::string> kCommands = {
     "sf checkpoint",
     "sf checkpoint list",
     "sf checkpoint delete",
+    "sf checkpoint download",
     "sf model",
     "sf model create",
     "sf model list",

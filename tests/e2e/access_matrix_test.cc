@@ -235,7 +235,8 @@ TEST_F(AccessMatrix, EveryRestRouteAnswersEveryCallerAsThePolicySays) {
   for (const master::RestRule& rule : master::RestPolicy()) {
     for (const Caller& caller : callers_) {
       const bool mutates = rule.method != "GET";
-      auto [experiment, uuid] = mutates || rule.route.find("{id}") != std::string::npos
+      auto [experiment, uuid] = mutates || rule.route.find("{id}") != std::string::npos ||
+                                        rule.route.find("{uuid}") != std::string::npos
                                     ? FreshExperiment()
                                     : std::make_pair(int64_t{0}, std::string());
       std::string path = rule.route;
@@ -349,6 +350,7 @@ TEST(AccessPolicyTable, IsTheDocumentedOne) {
       {"GET /api/v1/experiments/{id}/searcher", "signed-in"},
       {"GET /api/v1/experiments/{id}/context", "signed-in"},
       {"POST /api/v1/checkpoints/delete", "experiments"},
+      {"GET /api/v1/checkpoints/{uuid}", "signed-in"},
       {"DELETE /api/v1/checkpoints/{uuid}", "checkpoint"},
       {"GET /api/v1/trials/{id}", "signed-in"},
       {"GET /api/v1/trials/{id}/metrics", "signed-in"},
@@ -608,6 +610,12 @@ grpc::Status CallGrpc(v1::Api::Stub& stub, const std::string& method, const std:
     r.set_experiment_id(experiment);
     v1::GetExperimentTrialsResponse out;
     return stub.GetExperimentTrials(&ctx, r, &out);
+  }
+  if (method == "GetCheckpoint") {
+    v1::GetCheckpointRequest r;
+    r.set_uuid("no-such-checkpoint");
+    v1::GetCheckpointResponse out;
+    return stub.GetCheckpoint(&ctx, r, &out);
   }
   if (method == "GetExperimentCheckpoints") {
     v1::GetExperimentCheckpointsRequest r;

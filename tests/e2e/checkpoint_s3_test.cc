@@ -9,6 +9,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iostream>
+
+#include <signal.h>
 #include <pqxx/pqxx>
 #include <set>
 #include <string>
@@ -146,6 +149,28 @@ TEST_F(CheckpointsOnS3,
       [&] { return Checkpoints(c, id).back().state == "ACTIVE" && HasManifest(rows.back().path); },
       60s));
 
+  // `sf checkpoint download`: the newest checkpoint's files, verified against the master's
+  // record; a deleted one and an unknown uuid are refused.
+  const Row last = Checkpoints(c, id).back();
+  const std::string into = c.dir() + "/downloaded";
+  auto got = sf::RunCommand({Cluster::Binary("sf"), "checkpoint", "download", last.uuid, into, "--master", c.url()});
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->exit_code, 0) << got->output;
+  EXPECT_NE(got->output.find("(verified)"), std::string::npos) << got->output;
+  EXPECT_TRUE(fs::exists(into + "/manifest.json"));
+  EXPECT_TRUE(fs::exists(into + "/model.safetensors"));
+  EXPECT_FALSE(fs::exists(into + "/" + storage::kObjectManifest));
+  auto gone = sf::RunCommand(
+      {Cluster::Binary("sf"), "checkpoint", "download", rows[0].uuid, c.dir() + "/gone", "--master", c.url()});
+  ASSERT_TRUE(gone.ok());
+  EXPECT_EQ(gone->exit_code, 1) << gone->output;
+  EXPECT_NE(gone->output.find("DELETED"), std::string::npos) << gone->output;
+  EXPECT_FALSE(fs::exists(c.dir() + "/gone"));
+  auto unknown = sf::RunCommand(
+      {Cluster::Binary("sf"), "checkpoint", "download", "no-such-uuid", c.dir() + "/x", "--master", c.url()});
+  ASSERT_TRUE(unknown.ok());
+  EXPECT_EQ(unknown->exit_code, 2) << unknown->output;
+
   // Deleting the experiment removes every object under its prefix.
   auto deleted = sf::RunCommand(
       {Cluster::Binary("sf"), "experiment", "delete", std::to_string(id), "--master", c.url()});
@@ -154,6 +179,91 @@ TEST_F(CheckpointsOnS3,
   EXPECT_TRUE(
       c.WaitFor([&] { return Objects("s3://" + Env("SF_S3_BUCKET") + "/" + prefix_) == 0; }, 60s))
       << Objects("s3://" + Env("SF_S3_BUCKET") + "/" + prefix_) << " objects left";
+}
+
+// The gateway frozen while a checkpoint uploads, then killed and started again: that upload
+// fails (the trial restarts from its last stored checkpoint, or the retried upload succeeds);
+// either way no checkpoint is ever recorded without all its objects and manifest, and the
+// checkpoints after the kill are stored and verify.
+TEST_F(CheckpointsOnS3, KillingTheGatewayMidUploadLosesNoStoredCheckpointAndTheNextOnesSucceed) {
+  const std::string s3_dir = Env("SF_S3_DIR");
+  if (s3_dir.empty()) GTEST_SKIP() << "SF_S3_DIR is not set (s3_test.sh sets it)";
+  cluster_ = std::make_unique<Cluster>(1, 1);
+  Cluster& c = *cluster_;
+  ASSERT_FALSE(c.db().empty()) << "no PostgreSQL";
+  ASSERT_TRUE(c.WaitForAgents(1));
+  std::string yaml = TinyExperiment(1, 1500, 10, "s3kill");
+  const std::string period = "min_checkpoint_period: {batches: 20}";
+  yaml.replace(yaml.find(period), period.size(), "min_checkpoint_period: {batches: 50}");
+  yaml.replace(yaml.find("max_restarts: 2"), 15, "max_restarts: 20");
+  yaml += Storage(", save_trial_latest: 1000");
+  const int64_t id = c.Submit(yaml);
+  ASSERT_GT(id, 0);
+  ASSERT_TRUE(c.WaitFor([&] { return Checkpoints(c, id).size() >= 2; }, 300s)) << "no checkpoints";
+  const int64_t trial = Id(c.Trials(id).as_list()[0]);
+
+  // Freeze the gateway; wait for the trainer to stage a checkpoint (its upload now hangs).
+  std::ifstream pid_in(s3_dir + "/run/client.rgw.local.pid");
+  pid_t gateway = 0;
+  pid_in >> gateway;
+  ASSERT_GT(gateway, 0);
+  ASSERT_EQ(kill(gateway, SIGSTOP), 0);
+  std::string stuck;
+  const std::string staging_prefix = "sf-checkpoints-" + std::to_string(trial) + "-";
+  const bool staged = c.WaitFor(
+      [&] {
+        std::error_code ec;
+        for (const auto& d : fs::directory_iterator(fs::temp_directory_path(), ec)) {
+          if (d.path().filename().string().rfind(staging_prefix, 0) != 0) continue;
+          for (const auto& ck : fs::directory_iterator(d.path(), ec)) {
+            const std::string name = ck.path().filename().string();
+            if (name.rfind(".tmp-", 0) != 0 && name.rfind("restore-", 0) != 0) stuck = name;
+          }
+        }
+        return !stuck.empty();
+      },
+      120s);
+  const int64_t batches_before = Checkpoints(c, id).back().batches;
+  kill(gateway, SIGKILL);
+  kill(gateway, SIGCONT);
+  ASSERT_TRUE(staged) << "no checkpoint was staged while the gateway was frozen";
+  ASSERT_TRUE(c.WaitFor([&] { return kill(gateway, 0) != 0; }, 30s));
+  auto restarted = sf::RunCommand({"bash", SourceDir() + "/deploy/local-s3.sh", "gateway", s3_dir});
+  ASSERT_TRUE(restarted.ok());
+  ASSERT_EQ(restarted->exit_code, 0) << restarted->output;
+
+  ASSERT_TRUE(c.WaitForState(id, "EXPERIMENT_STATE_COMPLETED", 600s));
+  EXPECT_EQ(Count(c.db(), "SELECT max(batches) FROM metrics WHERE kind = 'training' AND trial_id = " +
+                              std::to_string(trial)),
+            1500);
+  // Every recorded checkpoint is whole and verifies; the ones after the kill exist.
+  const std::vector<Row> rows = Checkpoints(c, id);
+  ASSERT_GT(rows.back().batches, batches_before);
+  auto store = storage::CheckpointStorage::ForPath(rows.back().path, std::nullopt);
+  ASSERT_TRUE(store.ok());
+  int verified = 0;
+  for (const Row& r : rows) {
+    if (r.state != "ACTIVE") continue;
+    auto fetched = (*store)->Fetch(r.path, c.dir() + "/verify-" + r.uuid);
+    EXPECT_TRUE(fetched.ok()) << r.path << ": " << fetched.status().message();
+    ++verified;
+  }
+  EXPECT_GE(verified, 2);
+  // The interrupted one was recorded only if its (retried) upload completed whole.
+  const int64_t recorded = Count(c.db(), "SELECT count(*) FROM checkpoints WHERE uuid = '" + stuck + "'");
+  const std::string url = "s3://" + Env("SF_S3_BUCKET") + "/" + prefix_ + "/experiment-" + std::to_string(id) +
+                          "/trial-" + std::to_string(trial) + "/" + stuck;
+  EXPECT_EQ(recorded == 1, HasManifest(url)) << stuck << " recorded " << recorded;
+  std::cout << "interrupted checkpoint " << stuck << ": " << (recorded ? "stored by a retry" : "failed")
+            << "; trial restarts " << Count(c.db(), "SELECT restarts FROM trials WHERE id = " + std::to_string(trial))
+            << std::endl;
+  if (recorded == 0) {
+    EXPECT_GE(Count(c.db(), "SELECT restarts FROM trials WHERE id = " + std::to_string(trial)), 1);
+    EXPECT_GE(Count(c.db(), "SELECT count(*) FROM task_logs WHERE trial_id = " + std::to_string(trial) +
+                                " AND message LIKE '%storing checkpoint " + stuck + "%'"),
+              1)
+        << "the trial's logs name the failed upload";
+  }
 }
 
 TEST_F(CheckpointsOnS3, StorageThatCannotBeUsedIsRefusedAtSubmissionNamingWhy) {

@@ -31,4 +31,5 @@ set -a
 . "$dir/s3.env"
 set +a
 export SF_S3_BUCKET=sf-test
+export SF_S3_DIR="$dir"  # for tests that stop and start the gateway (local-s3.sh gateway)
 "$binary" "$@"

@@ -80,6 +80,12 @@ export interface CheckpointFile {
   size?: string; // int64
 }
 
+export interface CheckpointLocation {
+  endpointUrl?: string;
+  region?: string;
+  type?: string;
+}
+
 export interface ConfigError {
   column?: number;
   line?: number;
@@ -230,6 +236,11 @@ export interface GetAgentsResponse {
 
 export interface GetAuditLogResponse {
   entries?: AuditLogEntry[];
+}
+
+export interface GetCheckpointResponse {
+  checkpoint?: Checkpoint;
+  location?: CheckpointLocation;
 }
 
 export interface GetClusterUtilizationResponse {
@@ -706,6 +717,7 @@ export const operations = {
   "DeleteWebhook": {"method":"DELETE","path":"/api/v1/webhooks/{id}","pathParams":["id"],"queryParams":[]},
   "GetAgents": {"method":"GET","path":"/api/v1/agents","pathParams":[],"queryParams":[]},
   "GetAuditLog": {"method":"GET","path":"/api/v1/audit","pathParams":[],"queryParams":["since","limit","actor"]},
+  "GetCheckpoint": {"method":"GET","path":"/api/v1/checkpoints/{uuid}","pathParams":["uuid"],"queryParams":[]},
   "GetClusterUtilization": {"method":"GET","path":"/api/v1/cluster/utilization","pathParams":[],"queryParams":["since","pool"]},
   "GetExperiment": {"method":"GET","path":"/api/v1/experiments/{id}","pathParams":["id"],"queryParams":[]},
   "GetExperimentCheckpoints": {"method":"GET","path":"/api/v1/experiments/{id}/checkpoints","pathParams":["id"],"queryParams":[]},
@@ -903,6 +915,11 @@ export interface OperationTypes {
     };
     request: undefined;
     response: GetAuditLogResponse;
+  };
+  GetCheckpoint: {
+    query: {};
+    request: undefined;
+    response: GetCheckpointResponse;
   };
   GetClusterUtilization: {
     query: {
