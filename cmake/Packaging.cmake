@@ -100,7 +100,9 @@ set(CPACK_DEBIAN_AGENT_PACKAGE_NAME steadfast-agent)
 set(CPACK_DEBIAN_AGENT_PACKAGE_DEPENDS "adduser, openmpi-bin, python3, python3-grpcio, python3-protobuf")
 # python3-notebook: the Jupyter server notebooks run, and Tornado for shells (docs/tasks.md); an
 # agent that never runs either trains without them.
-set(CPACK_DEBIAN_AGENT_PACKAGE_RECOMMENDS "python3-notebook")
+# python3-boto3 and python3-yaml: Core API trials whose checkpoints go to S3
+# (checkpoint_storage type s3; docs/object-storage.md).
+set(CPACK_DEBIAN_AGENT_PACKAGE_RECOMMENDS "python3-notebook, python3-boto3, python3-yaml")
 set(CPACK_COMPONENT_AGENT_DESCRIPTION
     "Steadfast cluster training service: the agent (sf-agent) and trainer\n\
 One agent runs on each training machine: it offers the machine's GPU or CPU slots to the\n\

@@ -36,8 +36,9 @@ packages=(
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev python3 python3-torch python3-numpy wrk
   # the steadfast Python package (Core API for user trials): TrialLink stubs and their runtime,
-  # and pip to install it from the tree offline (tests/python/test_pip_install.py)
-  python3-grpcio python3-protobuf python3-pip python3-setuptools
+  # boto3 and PyYAML for checkpoints on S3 (the experiment's checkpoint_storage), and pip to
+  # install it from the tree offline (tests/python/test_pip_install.py)
+  python3-grpcio python3-protobuf python3-boto3 python3-yaml python3-pip python3-setuptools
   # notebooks on the cluster (sf notebook start, docs/tasks.md): the Jupyter Notebook server
   python3-notebook
   # the CI path a pipeline takes (e2e_tls_test: sf token create, then curl with a Bearer token)

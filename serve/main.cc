@@ -14,6 +14,9 @@
 // publishes its URL to the master over TrialLink, and stops (exit 0) when the master asks; every
 // route but /health then needs the bearer token in $SF_SERVE_TOKEN (set by the master).
 // --model-label/--version-label name what it serves in /health and the metrics.
+// A checkpoint on object storage (an s3:// --checkpoint, or a registry version stored there) is
+// fetched and verified into a temporary directory first (common/storage/checkpoint_storage.h;
+// --s3-endpoint/--s3-region, keys from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY).
 // SIGINT/SIGTERM stop it (exit 0). Exit status: 1 a run-time error (cannot listen, the master
 // unreachable), 2 bad usage or a checkpoint, model version, TLS file or token file that cannot be
 // used.
@@ -22,19 +25,58 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include <CLI/CLI.hpp>
 
 #include "common/command_line.h"
 #include "common/log.h"
 #include "common/secret_file.h"
+#include "common/storage/checkpoint_storage.h"
 #include "common/tls_files.h"
 #include "serve/cluster_task.h"
 #include "serve/registry_checkpoint.h"
 #include "serve/translation_server.h"
 #include "trainer/run/translation_model.h"
+
+namespace {
+
+// A checkpoint fetched from object storage into a temporary directory, removed with it.
+struct FetchedCheckpoint {
+  std::string root, dir;
+  FetchedCheckpoint() = default;
+  FetchedCheckpoint(FetchedCheckpoint&& o) noexcept : root(std::move(o.root)), dir(std::move(o.dir)) {
+    o.root.clear();
+  }
+  FetchedCheckpoint& operator=(FetchedCheckpoint&&) = delete;
+  ~FetchedCheckpoint() {
+    if (root.empty()) return;
+    std::error_code ec;
+    std::filesystem::remove_all(root, ec);
+  }
+};
+
+sf::Result<FetchedCheckpoint> FetchCheckpoint(const std::string& url, const std::string& endpoint,
+                                              const std::string& region) {
+  sf::config::CheckpointStorageConfig config;
+  config.type = "s3";
+  config.endpoint_url = endpoint;
+  config.region = region;
+  SF_ASSIGN_OR_RETURN(auto store, sf::storage::CheckpointStorage::ForPath(url, config));
+  std::error_code ec;
+  std::string pattern = (std::filesystem::temp_directory_path(ec) / "sf-serve-XXXXXX").string();
+  if (!mkdtemp(pattern.data())) return sf::Internal("cannot make a directory like " + pattern);
+  FetchedCheckpoint out;
+  out.root = pattern;
+  out.dir = pattern + "/checkpoint";
+  SF_RETURN_IF_ERROR(store->Fetch(url, out.dir).status());
+  return out;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app("Serve translations from a trained checkpoint over HTTP, batching concurrent requests.", "sf-serve");
@@ -71,6 +113,11 @@ int main(int argc, char** argv) {
       ->needs(checkpoint_flag);
   app.add_option("--version-label", version_label, "the model's version, shown in /health and the metrics")
       ->needs(checkpoint_flag);
+  std::string s3_endpoint, s3_region;
+  app.add_option("--s3-endpoint", s3_endpoint,
+                 "for a checkpoint on S3 (s3://...): the server's URL (default: $SF_S3_ENDPOINT); keys from "
+                 "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY");
+  app.add_option("--s3-region", s3_region, "for a checkpoint on S3: the region (default: $AWS_DEFAULT_REGION)");
   app.add_option("--bind", o.bind_address, "address to listen on");
   app.add_option("--port", o.port, "port (0: pick a free one; the first stdout line names it)")
       ->check(CLI::Range(0, 65535));
@@ -130,12 +177,27 @@ int main(int argc, char** argv) {
                    resolved->model.c_str(), resolved->version);
     }
     model_options.checkpoint = resolved->directory;
+    if (s3_endpoint.empty()) s3_endpoint = resolved->s3_endpoint;
+    if (s3_region.empty()) s3_region = resolved->s3_region;
     o.model_name = resolved->model;
     o.model_version = std::to_string(resolved->version);
   }
   if (!model_label.empty()) o.model_name = model_label;
   if (!version_label.empty()) o.model_version = version_label;
   o.checkpoint = model_options.checkpoint;
+  // A checkpoint on object storage is fetched (and verified) into a directory of this process's
+  // own, removed at exit; /health and the metrics keep naming the s3:// URL.
+  std::optional<FetchedCheckpoint> fetched;
+  if (sf::storage::IsS3Url(model_options.checkpoint)) {
+    auto got = FetchCheckpoint(model_options.checkpoint, s3_endpoint, s3_region);
+    if (!got.ok()) {
+      std::fprintf(stderr, "sf-serve: checkpoint %s: %s\n", model_options.checkpoint.c_str(),
+                   got.status().message().c_str());
+      return got.status().code() == sf::StatusCode::kUnavailable ? 1 : 2;
+    }
+    fetched.emplace(std::move(*got));
+    model_options.checkpoint = fetched->dir;
+  }
   std::unique_ptr<sf::serve::ClusterTask> task;
   if (cluster_task) {
     auto connected = sf::serve::ClusterTask::FromEnvironment();

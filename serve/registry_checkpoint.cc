@@ -7,7 +7,9 @@
 #include "common/api/master_endpoint.h"
 #include "common/api/master_client.h"
 #include "common/api/rest_request.h"
+#include "common/storage/checkpoint_storage.h"
 #include "common/value.h"
+#include "steadfast/v1/api.pb.h"
 #include "steadfast/v1/model_registry.pb.h"
 
 namespace sf::serve {
@@ -88,6 +90,18 @@ Result<RegistryCheckpoint> ResolveRegistryCheckpoint(const RegistryQuery& query)
   const v1::Checkpoint& checkpoint = version.checkpoint();
   if (!version.has_checkpoint() || checkpoint.state() == "DELETED") {
     return FailedPrecondition(what + ": its checkpoint " + out.checkpoint_uuid + " is deleted");
+  }
+  if (storage::IsS3Url(checkpoint.path()) && query.checkpoint_root.empty()) {
+    // On object storage: where it is (endpoint, region) comes with the checkpoint; the files are
+    // fetched by the caller (common/storage/checkpoint_storage.h).
+    v1::GetCheckpointRequest where;
+    where.set_uuid(out.checkpoint_uuid);
+    v1::GetCheckpointResponse located;
+    SF_RETURN_IF_ERROR(CallMaster(client, "GetCheckpoint", where, &located));
+    out.directory = checkpoint.path();
+    out.s3_endpoint = located.location().endpoint_url();
+    out.s3_region = located.location().region();
+    return out;
   }
   out.directory = query.checkpoint_root.empty() ? checkpoint.path()
                                                 : query.checkpoint_root + "/" + out.checkpoint_uuid;

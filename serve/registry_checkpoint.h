@@ -3,7 +3,8 @@
 //
 // GetModelVersion (GetModel for the latest version when none is given) over the master's REST
 // API, with the typed messages of proto/steadfast/v1/model_registry.proto. The directory is the
-// checkpoint's `path` as the master recorded it; when `checkpoint_root` is given, it is
+// checkpoint's `path` as the master recorded it (an s3:// URL for a checkpoint on object
+// storage, with the storage's endpoint and region from GetCheckpoint: the caller fetches it); when `checkpoint_root` is given, it is
 // `checkpoint_root/<uuid>` instead (the path rule of trainer/run/checkpoint.cc), for a host that
 // mounts the shared checkpoint storage somewhere else. An archived model is served (archiving
 // only hides a model from listings and stops new versions); `archived` says so.
@@ -29,7 +30,8 @@ struct RegistryCheckpoint {
   std::string model;  // the model's name
   int32_t version = 0;
   std::string checkpoint_uuid;
-  std::string directory;  // holds manifest.json
+  std::string directory;  // holds manifest.json; or the s3:// URL of a checkpoint on object storage
+  std::string s3_endpoint, s3_region;  // for an s3:// directory: its experiment's storage, if configured
   bool archived = false;
 };
 

@@ -187,7 +187,9 @@ class S3Storage final : public CheckpointStorage {
     auto& [client, key] = place;
     auto text = client.Get(key + "/" + kObjectManifest);
     if (!text.ok()) {
-      if (text.status().code() == StatusCode::kNotFound) {
+      // The manifest's key missing means an unfinished upload; a missing bucket is not that.
+      if (text.status().code() == StatusCode::kNotFound && text.status().message().find("NoSuchBucket") ==
+                                                                  std::string::npos) {
         return DataLoss("checkpoint " + path + " has no " + kObjectManifest +
                         ": its upload never completed");
       }

@@ -15,7 +15,9 @@
 //   object manifest `steadfast-manifest.json` listing each file with its size and SHA-256. A
 //   checkpoint whose manifest is missing was never completed: Fetch refuses it (kDataLoss,
 //   "... has no steadfast-manifest.json: its upload never completed"), so a half-written
-//   checkpoint is never restored. The checkpoint is reported to the master only after Store.
+//   checkpoint is never restored. kDataLoss is the one code that says the checkpoint itself is
+//   unusable (a missing bucket is kNotFound, an endpoint that does not answer kUnavailable).
+//   The checkpoint is reported to the master only after Store.
 // - Fetch copies a checkpoint into a local directory and verifies each file's size and SHA-256
 //   (for s3 against the object manifest; for shared_fs it copies and hashes what is there and
 //   the caller compares with what the master recorded). It writes into `<dir>.partial` and

@@ -207,16 +207,21 @@ Result<v1::GetCheckpointResponse> ApiHandlers::GetCheckpoint(const v1::GetCheckp
   if (!ck->has_value()) return NotFound("checkpoint " + r.uuid() + " does not exist");
   v1::GetCheckpointResponse out;
   *out.mutable_checkpoint() = std::move(**ck);
-  out.mutable_location()->set_type("shared_fs");
-  auto exp = store_->GetExperiment(out.checkpoint().experiment_id());
-  if (exp.ok() && exp->has_value()) {
-    config::ParseResult parsed = config::ParseExperimentConfig((*exp)->config_yaml());
-    if (parsed.ok() && parsed.config->checkpoint_storage && parsed.config->checkpoint_storage->is_s3()) {
-      const auto& s3 = *parsed.config->checkpoint_storage;
-      out.mutable_location()->set_type("s3");
-      out.mutable_location()->set_endpoint_url(s3.endpoint_url);
-      out.mutable_location()->set_region(s3.region);
-    }
+  *out.mutable_location() = CheckpointLocationOf(out.checkpoint().experiment_id());
+  return out;
+}
+
+v1::CheckpointLocation ApiHandlers::CheckpointLocationOf(int64_t experiment_id) {
+  v1::CheckpointLocation out;
+  out.set_type("shared_fs");
+  auto exp = store_->GetExperiment(experiment_id);
+  if (!exp.ok() || !exp->has_value()) return out;
+  config::ParseResult parsed = config::ParseExperimentConfig((*exp)->config_yaml());
+  if (parsed.ok() && parsed.config->checkpoint_storage && parsed.config->checkpoint_storage->is_s3()) {
+    const auto& s3 = *parsed.config->checkpoint_storage;
+    out.set_type("s3");
+    out.set_endpoint_url(s3.endpoint_url);
+    out.set_region(s3.region);
   }
   return out;
 }

@@ -83,6 +83,8 @@ class ApiHandlers {
   Result<steadfast::v1::GetExperimentTrialsResponse> GetExperimentTrials(
       const steadfast::v1::GetExperimentTrialsRequest& r);
   Result<steadfast::v1::GetCheckpointResponse> GetCheckpoint(const steadfast::v1::GetCheckpointRequest& r);
+  // Where an experiment's checkpoints are stored, without keys (shared_fs when it is unknown).
+  steadfast::v1::CheckpointLocation CheckpointLocationOf(int64_t experiment_id);
   Result<steadfast::v1::GetExperimentCheckpointsResponse> GetExperimentCheckpoints(
       const steadfast::v1::GetExperimentCheckpointsRequest& r);
   Result<steadfast::v1::GetTrialResponse> GetTrial(const steadfast::v1::GetTrialRequest& r);

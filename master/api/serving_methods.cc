@@ -63,6 +63,7 @@ void ApiMethods::AddServingMethods() {
     launch.model_version = version;
     launch.checkpoint_uuid = checkpoint->uuid();
     launch.checkpoint_dir = checkpoint->path();
+    launch.location = h->CheckpointLocationOf(checkpoint->experiment_id());
     SF_ASSIGN_OR_RETURN(TaskSpec spec, ServingTaskSpec(r, launch));
     spec.owner = p.username;
     spec.workspace_id = workspace_id;

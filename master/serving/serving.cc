@@ -54,6 +54,12 @@ Result<TaskSpec> ServingTaskSpec(const v1::StartServingRequest& r, const Serving
     spec.entrypoint.push_back(name);
     spec.entrypoint.push_back(std::to_string(value));
   };
+  if (!launch.location.endpoint_url().empty()) {
+    spec.entrypoint.insert(spec.entrypoint.end(), {"--s3-endpoint", launch.location.endpoint_url()});
+  }
+  if (!launch.location.region().empty()) {
+    spec.entrypoint.insert(spec.entrypoint.end(), {"--s3-region", launch.location.region()});
+  }
   if (r.max_batch_tokens() > 0) flag("--max-batch-tokens", r.max_batch_tokens());
   if (r.max_batch_sentences() > 0) flag("--max-batch-sentences", r.max_batch_sentences());
   if (r.max_wait_ms() != 0) flag("--max-wait-ms", r.max_wait_ms() < 0 ? 0 : r.max_wait_ms());

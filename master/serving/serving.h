@@ -32,6 +32,7 @@
 
 #include "master/db/database.h"
 #include "master/tasks/task_store.h"
+#include "steadfast/v1/api.pb.h"
 #include "steadfast/v1/serving.pb.h"
 
 namespace sf::master {
@@ -47,6 +48,8 @@ struct ServingLaunch {
   int32_t model_version = 0;
   std::string checkpoint_uuid;
   std::string checkpoint_dir;
+  // Its storage; for s3 the server fetches the checkpoint with its agent's keys from here.
+  steadfast::v1::CheckpointLocation location;
 };
 // The task (owner and workspace left to the caller).
 Result<TaskSpec> ServingTaskSpec(const steadfast::v1::StartServingRequest& request, const ServingLaunch& launch);

@@ -22,6 +22,7 @@
 #include "common/storage/s3_client.h"
 #include "common/subprocess.h"
 #include "tests/e2e/cluster_fixture.h"
+#include "tests/serve/serve_process.h"
 
 namespace sf::testing {
 namespace {
@@ -264,6 +265,101 @@ TEST_F(CheckpointsOnS3, KillingTheGatewayMidUploadLosesNoStoredCheckpointAndTheN
               1)
         << "the trial's logs name the failed upload";
   }
+}
+
+// A model version whose checkpoint is in S3 is served by name, by sf-serve started by hand and
+// by the cluster (`sf serve start`), with the translations `sf-trainer translate` gives from the
+// same checkpoint downloaded by `sf checkpoint download`.
+TEST_F(CheckpointsOnS3, ARegisteredVersionStoredInS3IsServedByNameAsTheCommandLineTranslates) {
+  cluster_ = std::make_unique<Cluster>(1, 1);
+  Cluster& c = *cluster_;
+  ASSERT_FALSE(c.db().empty()) << "no PostgreSQL";
+  ASSERT_TRUE(c.WaitForAgents(1));
+  const int64_t id = c.Submit(TinyExperiment(1, 60, 30, "s3serve") + Storage());
+  ASSERT_GT(id, 0);
+  ASSERT_TRUE(c.WaitForState(id, "EXPERIMENT_STATE_COMPLETED", 300s));
+  std::string uuid;
+  for (const Row& r : Checkpoints(c, id)) {
+    if (r.state == "ACTIVE") uuid = r.uuid;
+  }
+  ASSERT_FALSE(uuid.empty());
+  ASSERT_EQ(c.Post("/api/v1/models", "{\"name\": \"s3-de-en\"}").first, 200);
+  ASSERT_EQ(c.Post("/api/v1/models/s3-de-en/versions", "{\"checkpoint_uuid\": \"" + uuid + "\"}").first, 200);
+
+  // The reference: the command line's translations from the downloaded checkpoint.
+  const std::string local = c.dir() + "/s3serve-checkpoint";
+  auto got = sf::RunCommand({Cluster::Binary("sf"), "checkpoint", "download", uuid, local, "--master", c.url()});
+  ASSERT_TRUE(got.ok() && got->exit_code == 0) << (got.ok() ? got->output : got.status().message());
+  std::ifstream test_in(DataCopy("multi30k-de-en-tiny") + "/test.de");
+  std::vector<std::string> sentences;
+  for (std::string line; sentences.size() < 4 && std::getline(test_in, line);) sentences.push_back(line);
+  std::string input;
+  Value::List texts;
+  for (const std::string& line : sentences) {
+    input += line + "\n";
+    texts.emplace_back(line);
+  }
+  sf::CommandOptions o;
+  o.working_dir = c.dir();
+  o.stdin_data = input;
+  o.timeout = 2min;
+  auto translated = sf::RunCommand({"/bin/sh", "-c",
+                                    "'" + BinaryDir() + "/trainer/sf-trainer' translate --checkpoint '" + local +
+                                        "' --threads 1 > s3serve-ref.txt"},
+                                   o);
+  ASSERT_TRUE(translated.ok() && translated->exit_code == 0) << (translated.ok() ? translated->output : "");
+  std::vector<std::string> reference;
+  std::ifstream ref_in(c.dir() + "/s3serve-ref.txt");
+  for (std::string line; std::getline(ref_in, line);) reference.push_back(line);
+  ASSERT_EQ(reference.size(), sentences.size());
+  auto expect_reference = [&](const serve::serve_testing::HttpReply& reply, const std::string& who) {
+    ASSERT_EQ(reply.status, 200) << who << ": " << reply.error << reply.body;
+    auto parsed = Value::FromJson(reply.body);
+    ASSERT_TRUE(parsed.ok() && parsed->Find("translations")) << reply.body;
+    const Value::List& out = parsed->Find("translations")->as_list();
+    ASSERT_EQ(out.size(), reference.size());
+    for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out[i].Find("text")->as_string(), reference[i]) << who;
+  };
+
+  // sf-serve --model by hand: the registry names an s3:// checkpoint, fetched and verified.
+  ASSERT_EQ(setenv("SF_SERVE_TEST_TOKEN", c.admin_token().c_str(), 1), 0);
+  {
+    serve::serve_testing::ServeProcess server(
+        c.dir(), "s3serve",
+        {"--model", "s3-de-en", "--port", "0", "--threads", "1", "--master", c.url(), "--token-env",
+         "SF_SERVE_TEST_TOKEN"});
+    ASSERT_TRUE(server.WaitReady()) << server.log();
+    expect_reference(serve::serve_testing::Call(server.port(), boost::beast::http::verb::post, "/v1/translate",
+                                                "{\"text\": " + Value(texts).ToJson() + "}"),
+                     "sf-serve --model");
+    const std::string metrics =
+        serve::serve_testing::Call(server.port(), boost::beast::http::verb::get, "/metrics").body;
+    EXPECT_NE(metrics.find("sf_serve_model_info{checkpoint=\"s3://"), std::string::npos)
+        << "the metrics name where the checkpoint is: " << metrics;
+    EXPECT_EQ(server.Stop(), 0) << server.log();
+  }
+
+  // Scheduled by the cluster: the agent's sf-serve fetches it the same way.
+  sf::CommandOptions cli;
+  cli.timeout = 2min;
+  auto started = sf::RunCommand({Cluster::Binary("sf"), "serve", "start", "--model", "s3-de-en", "--threads", "1",
+                                 "--wait", "--wait-seconds", "90", "--master", c.url()},
+                                cli);
+  ASSERT_TRUE(started.ok());
+  ASSERT_EQ(started->exit_code, 0) << started->output;
+  auto [listed_code, listed] = c.Get("/api/v1/servings");
+  ASSERT_EQ(listed_code, 200);
+  ASSERT_EQ(listed.Find("servings")->as_list().size(), 1u) << listed.ToJson();
+  const int64_t serving = Id(listed.Find("servings")->as_list()[0]);
+  auto [described_code, described] = c.Get("/api/v1/servings/" + std::to_string(serving));
+  ASSERT_EQ(described_code, 200);
+  const std::string url = described.Find("serving")->Find("url")->as_string();
+  const std::string token = described.Find("serving")->Find("token")->as_string();
+  const int port = std::stoi(url.substr(url.rfind(':') + 1));
+  expect_reference(serve::serve_testing::Call(port, boost::beast::http::verb::post, "/v1/translate",
+                                              "{\"text\": " + Value(texts).ToJson() + "}", token),
+                   "sf serve start");
+  EXPECT_EQ(c.Post("/api/v1/servings/" + std::to_string(serving) + "/stop", "").first, 200);
 }
 
 TEST_F(CheckpointsOnS3, StorageThatCannotBeUsedIsRefusedAtSubmissionNamingWhy) {

@@ -83,8 +83,7 @@ Status RestoreNewestIntact(core::Context& ctx, TrainingRun& run, const Checkpoin
       std::error_code ec;
       std::filesystem::remove_all(dir, ec);
       fetched = store->Fetch(c.dir, dir).status();
-      const StatusCode code = fetched.code();
-      if (!fetched.ok() && code != StatusCode::kDataLoss && code != StatusCode::kNotFound) {
+      if (!fetched.ok() && fetched.code() != StatusCode::kDataLoss) {  // not the checkpoint's fault
         return fetched.WithContext("fetching checkpoint " + c.dir);
       }
     }

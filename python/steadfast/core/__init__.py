@@ -17,8 +17,10 @@ from ._distributed import Distributed
 from ._info import Info
 from ._link import EarlyExitReason, TrialLinkError
 from ._preempt import Preempt
+from ._s3_storage import DamagedCheckpointError, StorageError
 from ._searcher import Searcher, SearcherOperation
 from ._train import Train
 
 __all__ = ["init", "Context", "Info", "Searcher", "SearcherOperation", "Train", "Checkpoint",
-           "Preempt", "Distributed", "TrialLinkError", "EarlyExitReason"]
+           "Preempt", "Distributed", "TrialLinkError", "EarlyExitReason", "StorageError",
+           "DamagedCheckpointError"]

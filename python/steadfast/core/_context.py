@@ -16,6 +16,7 @@ from ._link import Link, Operation, TrialLinkError
 from ._local_link import LocalTrialLink
 from ._log_capture import LogShipper
 from ._preempt import Preempt
+from ._s3_storage import S3Storage, open_storage
 from ._searcher import Searcher
 from ._torch_env import set_torch_env
 from ._train import Train
@@ -177,11 +178,12 @@ def _remote_link_class() -> Any:
 
 def _assemble(info: Info, link: Link, dist: Distributed, *, label: str,
               synchronous: bool, only_operation: Optional[Operation], checkpoint_dir: str,
-              restore_dir: str, poll: bool) -> Context:
+              restore_dir: str, poll: bool, storage: Optional[S3Storage]) -> Context:
     train = Train(link, label=label, chief=dist.rank == 0, synchronous=synchronous)
     searcher = Searcher(link, dist, train, label=label, only_operation=only_operation)
     checkpoint = Checkpoint(link, dist, label=label, checkpoint_dir=checkpoint_dir,
-                            restore_dir=restore_dir, latest_uuid=info.latest_checkpoint)
+                            restore_dir=restore_dir, latest_uuid=info.latest_checkpoint,
+                            storage=storage)
     preempt = Preempt(link, dist, label=label, steps=lambda: train.last_steps_completed, poll=poll)
     return Context(info=info, link=link, distributed=dist, train=train, searcher=searcher,
                    checkpoint=checkpoint, preempt=preempt)
@@ -202,6 +204,12 @@ def _init_managed() -> Context:
                            token=env.get("SF_TASK_TOKEN", ""), label=label, tls=root is not None,
                            root_certificates=root)
     try:
+        checkpoint_dir = env.get("SF_CHECKPOINT_DIR", "")
+        restore_dir = env.get("SF_RESTORE_CHECKPOINT", "")
+        # Object storage (checkpoint_storage type s3), configured from the experiment's YAML;
+        # before the first collective, so that every rank fails alike on a bad config.
+        storage = open_storage((checkpoint_dir, restore_dir),
+                               config_file=env.get("SF_CONFIG_FILE", ""))
         dist = Distributed(link, rank=rank, size=size,
                            local_rank=_env_int("SF_LOCAL_RANK", rank),
                            local_size=_env_int("SF_LOCAL_SIZE", size),
@@ -209,7 +217,6 @@ def _init_managed() -> Context:
                            timeout_s=_env_int("SF_RENDEZVOUS_TIMEOUT_S", 300),
                            host=env.get("SF_AGENT_ID", ""))
         dist.learn_hosts()
-        checkpoint_dir = env.get("SF_CHECKPOINT_DIR", "")
         info = Info(mode=MANAGED, hparams=_hparams_from_env(), trial_id=trial_id,
                     experiment_id=_env_int("SF_EXPERIMENT_ID", 0) or None,
                     task_id=env.get("SF_TASK_ID", ""), restart=_env_int("SF_RESTART", 0),
@@ -223,7 +230,7 @@ def _init_managed() -> Context:
         raise
     return _assemble(info, link, dist, label=label, synchronous=False,
                      only_operation=None, checkpoint_dir=checkpoint_dir,
-                     restore_dir=env.get("SF_RESTORE_CHECKPOINT", ""), poll=True)
+                     restore_dir=restore_dir, poll=True, storage=storage)
 
 
 def _init_unmanaged(hparams: Optional[dict[str, Any]], max_length: Optional[int],
@@ -258,6 +265,7 @@ def _init_unmanaged(hparams: Optional[dict[str, Any]], max_length: Optional[int]
     try:
         dist = Distributed(link)
         checkpoint_dir = answer.get("checkpointDir", "")
+        storage = open_storage((checkpoint_dir,), config_text=text, config_source=where)
         info = Info(mode=UNMANAGED,
                     hparams=dict(hparams) if hparams is not None else dict(trial.get("hparams") or {}),
                     trial_id=trial_id, experiment_id=experiment_id, task_id=task_id, restart=0,
@@ -269,7 +277,8 @@ def _init_unmanaged(hparams: Optional[dict[str, Any]], max_length: Optional[int]
         link.close()
         raise
     ctx = _assemble(info, link, dist, label=label, synchronous=False,
-                    only_operation=op, checkpoint_dir=checkpoint_dir, restore_dir="", poll=True)
+                    only_operation=op, checkpoint_dir=checkpoint_dir, restore_dir="", poll=True,
+                    storage=storage)
     # No agent captures an unmanaged script's output: it goes to the trial's logs from here.
     host = socket.gethostname()
     ctx._logs = LogShipper(lambda incarnation, sequence, lines:
@@ -291,10 +300,13 @@ def _init_local(hparams: Optional[dict[str, Any]], max_length: Optional[int],
                 checkpoint_dir=checkpoint_dir, context_directory=_script_directory(),
                 trial_seed=_env_int("SF_TRIAL_SEED", 0))
     set_torch_env(dist, master_address="", overwrite=False)
+    # A checkpoint to resume from may be on object storage (an s3:// SF_RESTORE_CHECKPOINT).
+    restore_dir = os.environ.get("SF_RESTORE_CHECKPOINT", "")
+    storage = open_storage((restore_dir,), config_file=os.environ.get("SF_CONFIG_FILE", ""))
     return _assemble(info, link, dist, label="steadfast: local trial", synchronous=True,
                      only_operation=Operation(_check_length(max_length), "batches"),
-                     checkpoint_dir=checkpoint_dir,
-                     restore_dir=os.environ.get("SF_RESTORE_CHECKPOINT", ""), poll=False)
+                     checkpoint_dir=checkpoint_dir, restore_dir=restore_dir, poll=False,
+                     storage=storage)
 
 
 def init(*, hparams: Optional[dict[str, Any]] = None, max_length: Optional[int] = None,
