@@ -328,4 +328,20 @@ void ResolvePaths(ExperimentConfig& c, const std::string& base) {
   }
 }
 
+std::string RedactConfigSecrets(const std::string& config_yaml) {
+  if (config_yaml.find("secret_key") == std::string::npos) return config_yaml;  // the common case, no parse
+  try {
+    YAML::Node root = YAML::Load(config_yaml);
+    if (!root.IsMap() || !root["checkpoint_storage"].IsMap()) return config_yaml;
+    YAML::Node storage = root["checkpoint_storage"];
+    if (!storage["secret_key"]) return config_yaml;
+    storage["secret_key"] = kRedacted;
+    YAML::Emitter out;
+    out << root;
+    return std::string(out.c_str()) + "\n";
+  } catch (const YAML::Exception&) {
+    return config_yaml;  // stored configs parsed when submitted; nothing to hide in one that does not
+  }
+}
+
 }  // namespace sf::config

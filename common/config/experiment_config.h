@@ -256,6 +256,12 @@ ParseResult ParseExperimentConfig(std::string_view yaml_text);
 // file's directory (ResolvePaths).
 ParseResult LoadExperimentConfigFile(const std::string& path);
 
+// The config as API readers see it: checkpoint_storage.secret_key replaced by "********" (the
+// document re-emitted, so comments go, only when it has one); every other document unchanged.
+// The master keeps and uses the real text (trials need the key).
+inline constexpr char kRedacted[] = "********";
+std::string RedactConfigSecrets(const std::string& config_yaml);
+
 // Makes every relative path in the config (data files, tokenizer model, checkpoint host_path,
 // context_directory) absolute against `base_dir`; with an entrypoint and no context_directory,
 // sets context_directory to `base_dir`. Directories come out normalised, without a trailing '/'.

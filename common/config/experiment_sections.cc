@@ -353,7 +353,11 @@ void ReadCheckpointStorage(ErrorSink& sink, const YAML::Node& node, const std::s
     if (auto v = m.Take("region")) ReadString(sink, *v, m.Child("region"), out.region);
     auto access = m.Take("access_key"), secret = m.Take("secret_key");
     if (access) ReadString(sink, *access, m.Child("access_key"), out.access_key);
-    if (secret) ReadString(sink, *secret, m.Child("secret_key"), out.secret_key);
+    if (secret && ReadString(sink, *secret, m.Child("secret_key"), out.secret_key) && out.secret_key == kRedacted) {
+      sink.Add(m.Child("secret_key"), *secret,
+               "is the placeholder the API shows instead of the key (a config read back from the master); give "
+               "the key, or leave both keys out to use the environment's");
+    }
     if (access.has_value() != secret.has_value()) {
       const YAML::Node& at = access ? *access : *secret;
       sink.Add(m.Child(access ? "secret_key" : "access_key"), at,

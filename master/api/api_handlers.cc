@@ -108,7 +108,10 @@ Result<v1::GetExperimentsResponse> ApiHandlers::GetExperiments(const v1::GetExpe
     auto rows = store_->ListExperiments(f);
     if (!rows.ok()) return rows.status();
     v1::GetExperimentsResponse out;
-    for (auto& e : rows->first) *out.add_experiments() = std::move(e);
+    for (auto& e : rows->first) {
+      if (e.has_config_yaml()) e.set_config_yaml(config::RedactConfigSecrets(e.config_yaml()));
+      *out.add_experiments() = std::move(e);
+    }
     auto* p = out.mutable_pagination();
     p->set_offset(f.offset);
     p->set_limit(f.limit);
@@ -141,6 +144,7 @@ Result<v1::GetExperimentResponse> ApiHandlers::GetExperiment(const v1::GetExperi
   if (!row->has_value()) return NotFound("experiment " + std::to_string(r.experiment_id()) + " does not exist");
   v1::GetExperimentResponse out;
   *out.mutable_experiment() = **row;
+  out.mutable_experiment()->set_config_yaml(config::RedactConfigSecrets(out.experiment().config_yaml()));
   return out;
 }
 
@@ -151,6 +155,7 @@ Result<v1::ExperimentActionResponse> ApiHandlers::AfterAction(int64_t id, Status
   if (!row->has_value()) return NotFound("experiment " + std::to_string(id) + " does not exist");
   v1::ExperimentActionResponse out;
   *out.mutable_experiment() = **row;
+  out.mutable_experiment()->set_config_yaml(config::RedactConfigSecrets(out.experiment().config_yaml()));
   return out;
 }
 

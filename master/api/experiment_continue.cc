@@ -63,7 +63,10 @@ Result<v1::CreateExperimentResponse> ApiHandlers::ContinueExperiment(const v1::C
   v1::CreateExperimentResponse out;
   if (created.id) {
     SF_ASSIGN_OR_RETURN(std::optional<v1::Experiment> row, store_->GetExperiment(*created.id));
-    if (row) *out.mutable_experiment() = *row;
+    if (row) {
+      *out.mutable_experiment() = *row;
+      out.mutable_experiment()->set_config_yaml(config::RedactConfigSecrets(row->config_yaml()));
+    }
   }
   return out;
 }

@@ -3,6 +3,7 @@
 #include "common/config/experiment_config.h"
 
 #include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -600,6 +601,28 @@ TEST(ExperimentConfigTest, ExampleExperimentsAreValid) {
     EXPECT_TRUE(r.ok()) << entry.path() << ":\n" << r.ErrorText();
   }
   EXPECT_GE(seen, 2);
+}
+
+TEST(ExperimentConfigTest, TheApiSeesNoStorageSecretAndThePlaceholderIsRefusedBack) {
+  const std::string plain = "name: x\n# a comment\nsearcher: {name: single}\n";
+  EXPECT_EQ(RedactConfigSecrets(plain), plain) << "no secret: the text as written";
+  const std::string with_secret =
+      "name: x\ncheckpoint_storage: {type: s3, bucket: b12, access_key: AKID, secret_key: hunter2}\n";
+  const std::string shown = RedactConfigSecrets(with_secret);
+  EXPECT_EQ(shown.find("hunter2"), std::string::npos) << shown;
+  EXPECT_NE(shown.find(kRedacted), std::string::npos) << shown;
+  EXPECT_NE(shown.find("AKID"), std::string::npos) << "the key id is not a secret: " << shown;
+  const YAML::Node back = YAML::Load(shown);
+  EXPECT_EQ(back["checkpoint_storage"]["bucket"].as<std::string>(), "b12");
+  EXPECT_EQ(RedactConfigSecrets("secret_key: [unclosed"), "secret_key: [unclosed");
+  // Submitting the shown config back names the placeholder.
+  ParseResult r = ParseExperimentConfig(
+      "name: x\ndata: {train: {src: a, tgt: b}}\nsearcher: {name: single, metric: validation_loss, max_length: "
+      "{batches: 5}}\n" +
+      std::string("checkpoint_storage: {type: s3, bucket: b12, access_key: AKID, secret_key: '") + kRedacted + "'}\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.errors[0].path, "checkpoint_storage.secret_key");
+  EXPECT_NE(r.errors[0].message.find("placeholder"), std::string::npos) << r.errors[0].message;
 }
 
 }  // namespace

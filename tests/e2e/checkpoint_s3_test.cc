@@ -396,6 +396,23 @@ TEST_F(CheckpointsOnS3, StorageThatCannotBeUsedIsRefusedAtSubmissionNamingWhy) {
     EXPECT_NE(message.find(" s3://"), std::string::npos) << message;
     EXPECT_EQ(Count(c.db(), "SELECT count(*) FROM experiments"), before);
   }
+  // Keys given in the config work, and no API reader sees the secret.
+  const std::string secret = Env("AWS_SECRET_ACCESS_KEY");
+  const int64_t id = c.Submit(TinyExperiment(1, 10, 10) + "checkpoint_storage: {type: s3, bucket: " + bucket +
+                              ", endpoint_url: '" + endpoint + "', access_key: " + Env("AWS_ACCESS_KEY_ID") +
+                              ", secret_key: " + secret + "}\n");
+  ASSERT_GT(id, 0);
+  auto [code, shown] = c.Get("/api/v1/experiments/" + std::to_string(id));
+  ASSERT_EQ(code, 200);
+  const std::string config = shown.Find("experiment")->Find("configYaml")->as_string();
+  EXPECT_EQ(config.find(secret), std::string::npos) << config;
+  EXPECT_NE(config.find(config::kRedacted), std::string::npos) << config;
+  auto [list_code, listed] = c.Get("/api/v1/experiments?fields=config");
+  ASSERT_EQ(list_code, 200);
+  EXPECT_EQ(listed.ToJson().find(secret), std::string::npos);
+  EXPECT_NE(Text(c.db(), "SELECT config_yaml FROM experiments WHERE id = " + std::to_string(id)).find(secret),
+            std::string::npos)
+      << "the master keeps the key its trials need";
 }
 
 }  // namespace
