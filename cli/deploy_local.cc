@@ -24,6 +24,7 @@
 
 #include "common/api/master_endpoint.h"
 #include "cli/cluster_certificates.h"
+#include "cli/deploy_local_s3.h"
 #include "cli/deploy_local_slurm.h"
 #include "cli/command.h"
 #include "common/api/master_client.h"
@@ -56,6 +57,7 @@ struct LocalFlags {
   bool no_tls = false;
   bool no_auth = false;
   bool slurm = false;  // trials run as Slurm jobs on a local Slurm cluster, no agents
+  bool s3 = false;     // checkpoints go to a local S3 server (Ceph RADOS Gateway)
 };
 
 // Where this deployment's master is and how to verify it: DIR/cli.json, written by `up`.
@@ -156,6 +158,17 @@ int Up(const LocalFlags& f) {
     std::cout << "Slurm: partition " << slurm->partition << ", nodes " << slurm->nodes << ", the master at "
               << slurm->host_addr << " for them\n";
   }
+  // --s3: the S3 server, whose endpoint and keys the master and agents inherit.
+  std::optional<LocalS3> s3;
+  if (f.s3) {
+    Result<LocalS3> started = StartLocalS3(f.dir);
+    if (!started.ok()) {
+      std::cerr << "sf deploy local: " << started.status().message() << "\n";
+      return kExitFailed;
+    }
+    s3 = *started;
+    std::cout << "S3: " << s3->endpoint << ", bucket " << kLocalS3Bucket << " (keys in " << s3->env_file << ")\n";
+  }
   LocalPostgresOptions pg_options;
   pg_options.dir = f.dir + "/postgres";
   pg_options.database = "steadfast";
@@ -215,6 +228,7 @@ int Up(const LocalFlags& f) {
                                slurm->host_addr + ":" + std::to_string(f.grpc_port)});
       if (f.no_tls || f.no_auth) argv.push_back("--insecure");  // asked for: plaintext or open APIs
     }
+    if (s3) argv.insert(argv.end(), {"--checkpoint-storage", CheckpointStorageYaml(*s3)});
     if (!f.no_tls) {
       argv.insert(argv.end(), {"--tls-cert-file", certificates.server_cert, "--tls-key-file", certificates.server_key,
                                // The same CA issues each serving task its certificate (the hop to tasks).
@@ -342,6 +356,10 @@ int Up(const LocalFlags& f) {
                 << "\n"
                 << "sf commands now use it by default (" << defaults_file << "); elsewhere: sf --master " << url
                 << (master.ca_file.empty() ? "" : " --ca-file " + master.ca_file) << " ...\n";
+      if (s3) {
+        std::cout << "checkpoints go to s3://" << kLocalS3Bucket << " at " << s3->endpoint
+                  << " (for sf checkpoint download: set -a; . " << s3->env_file << "; set +a)\n";
+      }
       if (!first_password.empty()) {
         std::cout << "user admin, password " << first_password
                   << "  (shown once; sf is logged in as admin: sf whoami; change it with sf user set-password admin)\n";
@@ -390,6 +408,7 @@ int Down(const LocalFlags& f) {
     }
     StopPid(f.dir + "/master.pid", "sf-master");
     StopLocalSlurm(f.dir);
+    StopLocalS3(f.dir);
     LocalPostgresOptions o;
     o.dir = f.dir + "/postgres";
     LocalPostgres pg(o);
@@ -465,6 +484,9 @@ void AddDeployCommands(CLI::App& sf, CommandAction& action) {
   up->add_flag("--slurm", up_flags->slurm,
                "run trials as Slurm jobs on a local Slurm cluster (munge, slurmctld, two slurmd nodes in "
                "namespaces of their own; root) instead of on agents (docs/slurm.md)");
+  up->add_flag("--s3", up_flags->s3,
+               "checkpoints go to a local S3 server (a single-node Ceph with a RADOS Gateway in DIR/s3; root) "
+               "instead of DIR/checkpoints (docs/object-storage.md)");
   up->add_flag("--no-tls", up_flags->no_tls,
                "plain HTTP and gRPC on loopback, without the private CA and certificates (e.g. for benchmarks)");
   OnSelected(up, action, WithFlags(up_flags, Up));

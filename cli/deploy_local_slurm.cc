@@ -12,11 +12,10 @@
 namespace sf::cli {
 namespace fs = std::filesystem;
 
-std::string LocalSlurmScript() {
+std::string DeployScript(const std::string& name) {
   std::error_code ec;
   const fs::path self = fs::read_symlink("/proc/self/exe", ec).parent_path();
-  for (fs::path p : {self / ".." / "share" / "steadfast" / "local-slurm.sh",
-                     fs::path(SF_SOURCE_DIR) / "deploy" / "local-slurm.sh"}) {
+  for (fs::path p : {self / ".." / "share" / "steadfast" / name, fs::path(SF_SOURCE_DIR) / "deploy" / name}) {
     if (fs::exists(p, ec)) return fs::weakly_canonical(p).string();
   }
   return "";

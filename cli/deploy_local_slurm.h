@@ -18,8 +18,10 @@ struct LocalSlurm {
   std::string nodes;       // "node1,node2"
 };
 
-// local-slurm.sh: beside sf (installed: ../share/steadfast/) or in the source tree.
-std::string LocalSlurmScript();
+// A deploy/ script (local-slurm.sh, local-s3.sh): beside sf (installed: ../share/steadfast/) or
+// in the source tree; "" when neither has it.
+std::string DeployScript(const std::string& name);
+inline std::string LocalSlurmScript() { return DeployScript("local-slurm.sh"); }
 
 // Starts the Slurm cluster in DIR/slurm, or finds it running; its address and partition.
 Result<LocalSlurm> StartLocalSlurm(const std::string& deploy_dir);

@@ -37,8 +37,11 @@ if(TARGET sf-task)
 endif()
 if(TARGET sf)
   install(TARGETS sf RUNTIME COMPONENT cli)
-  # `sf deploy local up --slurm` runs it (cli/deploy_local_slurm.h).
-  install(PROGRAMS ${PROJECT_SOURCE_DIR}/deploy/local-slurm.sh DESTINATION share/steadfast COMPONENT cli)
+  # `sf deploy local up --slurm` and `--s3` run them (cli/deploy_local_slurm.h, deploy_local_s3.h);
+  # both source lib/script.sh beside them.
+  install(PROGRAMS ${PROJECT_SOURCE_DIR}/deploy/local-slurm.sh ${PROJECT_SOURCE_DIR}/deploy/local-s3.sh
+          DESTINATION share/steadfast COMPONENT cli)
+  install(FILES ${PROJECT_SOURCE_DIR}/deploy/lib/script.sh DESTINATION share/steadfast/lib COMPONENT cli)
 endif()
 # The Core API's Python package as the build made it (sources and generated stubs), where
 # sf-agent finds it: <prefix>/lib/steadfast/python (docs/core-api.md).

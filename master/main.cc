@@ -192,6 +192,7 @@ int main(int argc, char** argv) {
   rm::AgentManager agents(agent_options);
   ClusterOptions options;
   options.checkpoint_root = config->checkpoint_root;
+  options.default_checkpoint_storage = config->checkpoint_storage;
   options.trial_link_address = config->advertised_address;
   options.preemption_grace = std::chrono::seconds(config->preemption_grace_seconds);
   options.unmanaged_timeout = std::chrono::seconds(config->unmanaged_timeout_seconds);

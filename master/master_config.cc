@@ -7,6 +7,8 @@
 #include <map>
 
 #include "common/config/daemon_config.h"
+#include "common/config/experiment_sections.h"
+#include "common/config/yaml_reader.h"
 
 namespace sf::master {
 
@@ -114,6 +116,34 @@ struct Setting {
   std::function<std::string(const MasterConfig&)> default_text;  // null: no default to show
 };
 
+
+// A checkpoint_storage mapping as the master's default: checked as an experiment's section is
+// (common/config/experiment_sections.h), kept as flow YAML for the submissions it is added to.
+Status ParseDefaultCheckpointStorage(const std::string& text, std::string& out) {
+  if (text.empty()) {
+    out.clear();
+    return Status::Ok();
+  }
+  YAML::Node node;
+  try {
+    node = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument("checkpoint_storage: not YAML: " + std::string(e.what()));
+  }
+  config::ErrorSink sink;
+  config::CheckpointStorageConfig parsed;
+  config::ReadCheckpointStorage(sink, node, "checkpoint_storage", parsed);
+  if (!sink.empty()) {
+    return InvalidArgument(sink.errors()[0].path + ": " + sink.errors()[0].message);
+  }
+  YAML::Emitter flow;
+  flow.SetMapFormat(YAML::Flow);
+  flow.SetSeqFormat(YAML::Flow);
+  flow << node;
+  out = flow.c_str();
+  return Status::Ok();
+}
+
 const std::map<std::string, Setting>& Settings() {
   using C = MasterConfig;
   using V = const std::string&;
@@ -174,6 +204,11 @@ const std::map<std::string, Setting>& Settings() {
       {"checkpoint_root", {[](C& c, V v) { c.checkpoint_root = v; return Status::Ok(); }, "DIR",
                            "where shared_fs checkpoints live (env SF_CHECKPOINT_ROOT)",
                            [](const C& c) { return Text(c.checkpoint_root); }}},
+      {"checkpoint_storage",
+       {[](C& c, V v) { return ParseDefaultCheckpointStorage(v, c.checkpoint_storage); }, "YAML",
+        "the checkpoint_storage of experiments that give none, e.g. \"{type: s3, bucket: ckpts, endpoint_url: "
+        "'http://host:7480'}\" (a mapping in the config file; default: shared_fs under checkpoint_root)",
+        [](const C& c) { return Text(c.checkpoint_storage); }}},
       {"webui_dir", {[](C& c, V v) { c.webui_dir = v; return Status::Ok(); }, "DIR",
                      "the built dashboard to serve (env SF_WEBUI_DIR; default: found next to the binary)", nullptr}},
       {"log_level", {[](C& c, V v) {
@@ -318,6 +353,14 @@ const config::DaemonConfigLoader<MasterConfig>& Loader() {
     for (const auto& [key, s] : Settings()) {
       config::DaemonSetting<MasterConfig> d{key, s.type, s.help, s.set, s.default_text};
       if (auto it = env.find(key); it != env.end()) d.env = {it->second};
+      if (key == "checkpoint_storage") {  // a mapping in the file
+        d.from_node = [set = s.set](MasterConfig& c, const YAML::Node& node, const std::string& where) -> Status {
+          YAML::Emitter flow;
+          flow.SetMapFormat(YAML::Flow);
+          flow << node;
+          return set(c, flow.c_str()).WithContext(where);
+        };
+      }
       if (key == "scheduler" || key == "pool_schedulers") {
         d.from_node = [key, set = s.set](MasterConfig& c, const YAML::Node& node, const std::string& where) -> Status {
           Result<std::string> text = SchedulerSettingText(key, node);

@@ -46,6 +46,9 @@ struct MasterConfig {
   int http_port = 8080;
   std::string advertised_address;  // what trainers dial for TrialLink; default 127.0.0.1:<grpc_port>
   std::string checkpoint_root = "/var/lib/steadfast/checkpoints";
+  // The checkpoint_storage section given to experiments whose config has none, as flow YAML
+  // (`{type: s3, bucket: b, endpoint_url: 'http://...'}`); empty: shared_fs under checkpoint_root.
+  std::string checkpoint_storage;
   std::string webui_dir;           // built dashboard assets; default: <prefix>/share/steadfast/webui or webui/dist
   std::string log_level = "info";
   std::string cluster_name = "steadfast";

@@ -100,6 +100,22 @@ Cluster::CreateResult Cluster::CreateExperiment(const std::string& config_yaml, 
     result.errors = parsed.errors;
     return result;
   }
+  // The master's default storage goes into the stored text itself, so the trials, retention and
+  // every later reader see where the checkpoints are.
+  std::string with_storage;
+  if (!parsed.config->checkpoint_storage && !options_.default_checkpoint_storage.empty()) {
+    auto added = config::ApplyOverride(config_yaml, "checkpoint_storage=" + options_.default_checkpoint_storage);
+    if (added.ok()) parsed = config::ParseExperimentConfig(*added);
+    if (!added.ok() || !parsed.ok()) {
+      result.errors.push_back({"checkpoint_storage",
+                               "the master's default checkpoint_storage does not apply: " +
+                                   (added.ok() ? parsed.ErrorText() : added.status().message()),
+                               0, 0});
+      return result;
+    }
+    with_storage = std::move(*added);
+  }
+  const std::string& stored_yaml = with_storage.empty() ? config_yaml : with_storage;
   config::ExperimentConfig& c = *parsed.config;
   // A user trial's code reads what it likes; the native trainer's data files must be readable.
   if (options_.check_data_files && !c.has_entrypoint()) {
@@ -148,7 +164,7 @@ Cluster::CreateResult Cluster::CreateExperiment(const std::string& config_yaml, 
   }
   if (validate_only) return result;
 
-  NewExperiment row = ExperimentRow(c, config_yaml, owner, workspace_id);
+  NewExperiment row = ExperimentRow(c, stored_yaml, owner, workspace_id);
   row.state = activate ? "ACTIVE" : "PAUSED";
   row.context = context;
   if (!context.empty()) row.context_sha256 = Sha256Hex(context);
@@ -160,7 +176,7 @@ Cluster::CreateResult Cluster::CreateExperiment(const std::string& config_yaml, 
   Experiment& e = experiments_[*id];
   e.id = *id;
   e.config = std::move(c);
-  e.config_yaml = config_yaml;
+  e.config_yaml = stored_yaml;
   e.state = activate ? v1::EXPERIMENT_STATE_ACTIVE : v1::EXPERIMENT_STATE_PAUSED;
   e.searcher = std::move(searcher).value();
   e.initial_checkpoint = initial_checkpoint;

@@ -56,6 +56,8 @@ namespace sf::master {
 
 struct ClusterOptions {
   std::string checkpoint_root = "/var/lib/steadfast/checkpoints";
+  // Flow YAML of the checkpoint_storage added to configs without one (MasterConfig's); empty: none.
+  std::string default_checkpoint_storage;
   std::string trial_link_address = "127.0.0.1:8090";  // what trainers dial
   bool check_data_files = true;                       // refuse configs naming unreadable files
   // Issues each task's TrialLink token in StartTask (master/auth/task_tokens.h); none when null.

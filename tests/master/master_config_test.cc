@@ -4,6 +4,7 @@
 #include "master/master_config.h"
 
 #include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
 
 #include "cli/cluster_certificates.h"
 
@@ -87,6 +88,24 @@ TEST_F(MasterConfigTest, BadSchedulingSettingsNameTheKey) {
   ASSERT_FALSE(map_port.ok());
   EXPECT_NE(map_port.status().message().find("http_port: expected a value"), std::string::npos)
       << map_port.status().message();
+}
+
+TEST_F(MasterConfigTest, TheDefaultCheckpointStorageIsAMappingCheckedLikeAnExperimentsSection) {
+  auto none = Load("cluster_name: x\n");
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->checkpoint_storage, "") << "shared_fs under checkpoint_root";
+  auto file = Load("checkpoint_storage: {type: s3, bucket: ckpts, endpoint_url: 'http://h:7480'}\n");
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  const YAML::Node back = YAML::Load(file->checkpoint_storage);  // flow YAML, for submissions
+  EXPECT_EQ(back["type"].as<std::string>(), "s3") << file->checkpoint_storage;
+  EXPECT_EQ(back["endpoint_url"].as<std::string>(), "http://h:7480") << file->checkpoint_storage;
+  auto flag = Load("cluster_name: x\n", {"--checkpoint-storage", "{type: s3, bucket: other}"});
+  ASSERT_TRUE(flag.ok()) << flag.status().ToString();
+  EXPECT_EQ(flag->checkpoint_storage, "{type: s3, bucket: other}");
+  auto bad = Load("checkpoint_storage: {type: s3}\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("checkpoint_storage.bucket: required field is missing"), std::string::npos)
+      << bad.status().message();
 }
 
 // Safe default (docs/security.md): loopback unless told otherwise, and a non-loopback address only
