@@ -418,4 +418,20 @@ int64_t TotalBatches(Cluster& cluster, int64_t id) {
   return std::stoll(t.as_list()[0].Find("totalBatches")->as_string());
 }
 
+LocalDeployment::LocalDeployment(const TempDir& scratch, std::chrono::seconds timeout)
+    : dir_(scratch.path() + "/local") {
+  options_.env = {{"XDG_CONFIG_HOME", scratch.path() + "/config"}, {"SF_MASTER", ""}, {"SF_CA_FILE", ""},
+                  {"SF_TOKEN", ""}};
+  options_.timeout = timeout;
+}
+
+LocalDeployment::~LocalDeployment() { Sf({"deploy", "local", "down", "--dir", dir_, "--delete-data"}); }
+
+CommandResult LocalDeployment::Sf(std::vector<std::string> args) {
+  args.insert(args.begin(), Cluster::Binary("sf"));
+  auto run = RunCommand(args, options_);
+  EXPECT_TRUE(run.ok()) << run.status().ToString();
+  return run.ok() ? *run : CommandResult{};
+}
+
 }  // namespace sf::testing

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "common/api/master_client.h"
+#include "common/subprocess.h"
 #include "common/value.h"
 #include "tests/support/testing.h"
 
@@ -173,5 +174,25 @@ std::string TinyExperiment(int trials, int64_t batches, int64_t unit, const std:
 // The batches the one trial of experiment `id` has trained (its totalBatches); -1 unless the
 // experiment has exactly one trial.
 int64_t TotalBatches(Cluster& cluster, int64_t id);
+
+// A cluster that `sf deploy local up` makes in `<scratch>/local`, driven the way a new user
+// drives it: Sf() runs the real sf with its own XDG_CONFIG_HOME and no SF_MASTER, SF_CA_FILE or
+// SF_TOKEN from the test's environment (options() adds to that); a run that cannot start fails
+// the test. Whatever happens, the deployment goes down with its data when this goes out of scope.
+class LocalDeployment {
+ public:
+  explicit LocalDeployment(const TempDir& scratch, std::chrono::seconds timeout = std::chrono::seconds(300));
+  ~LocalDeployment();
+  LocalDeployment(const LocalDeployment&) = delete;
+  LocalDeployment& operator=(const LocalDeployment&) = delete;
+
+  CommandResult Sf(std::vector<std::string> args);
+  const std::string& dir() const { return dir_; }
+  CommandOptions& options() { return options_; }
+
+ private:
+  std::string dir_;
+  CommandOptions options_;
+};
 
 }  // namespace sf::testing

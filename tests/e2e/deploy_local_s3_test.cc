@@ -31,28 +31,13 @@ TEST(DeployLocalS3, CheckpointsOfAnExperimentWithoutStorageGoToTheLocalS3Server)
   if (geteuid() != 0) GTEST_SKIP() << "needs root (the Ceph daemons of deploy/local-s3.sh)";
   TempDir scratch;
   scratch.RemoveEvenIfProcessDies();
-  const std::string dir = scratch.path() + "/local";
+  LocalDeployment local(scratch);
+  // No keys of the test's own: sf must get them from DIR/s3/s3.env.
+  for (const char* key : {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "SF_S3_ENDPOINT"}) local.options().env[key] = "";
+  auto sf = [&](std::vector<std::string> args) { return local.Sf(std::move(args)); };
+  const std::string& dir = local.dir();
   const std::string http_port = std::to_string(*PickFreePort());
   const std::string grpc_port = std::to_string(*PickFreePort());
-  CommandOptions options;
-  options.env = {{"XDG_CONFIG_HOME", scratch.path() + "/config"},
-                 {"SF_MASTER", ""},
-                 {"SF_CA_FILE", ""},
-                 {"AWS_ACCESS_KEY_ID", ""},
-                 {"AWS_SECRET_ACCESS_KEY", ""},
-                 {"SF_S3_ENDPOINT", ""}};
-  options.timeout = std::chrono::seconds(300);
-  auto sf = [&](std::vector<std::string> args) {
-    args.insert(args.begin(), Cluster::Binary("sf"));
-    auto run = RunCommand(args, options);
-    EXPECT_TRUE(run.ok()) << run.status().ToString();
-    return run.ok() ? *run : CommandResult{};
-  };
-  struct Down {
-    std::function<void()> run;
-    ~Down() { run(); }
-  } down{[&] { sf({"deploy", "local", "down", "--dir", dir, "--delete-data"}); }};
-
   CommandResult up = sf({"deploy", "local", "up", "--s3", "--no-tls", "--no-auth", "--dir", dir,
                          "--agents", "1", "--port", http_port, "--grpc-port", grpc_port});
   ASSERT_EQ(up.exit_code, 0) << up.output;
@@ -87,7 +72,7 @@ TEST(DeployLocalS3, CheckpointsOfAnExperimentWithoutStorageGoToTheLocalS3Server)
   // Without keys sf cannot read it; with DIR/s3/s3.env it can.
   CommandResult refused = sf({"checkpoint", "download", uuid, scratch.path() + "/no-keys"});
   EXPECT_EQ(refused.exit_code, 1) << refused.output;
-  for (const auto& [key, value] : EnvFile(dir + "/s3/s3.env")) options.env[key] = value;
+  for (const auto& [key, value] : EnvFile(dir + "/s3/s3.env")) local.options().env[key] = value;
   CommandResult got = sf({"checkpoint", "download", uuid, scratch.path() + "/ck"});
   EXPECT_EQ(got.exit_code, 0) << got.output;
   EXPECT_TRUE(fs::exists(scratch.path() + "/ck/model.safetensors"));

@@ -32,24 +32,11 @@ bool Contains(const std::string& text, const std::string& part) {
 TEST(DeployLocal, UpTurnsTlsOnAndPlainSfCommandsReachTheMaster) {
   TempDir scratch;
   scratch.RemoveEvenIfProcessDies();
-  const std::string dir = scratch.path() + "/local";
+  LocalDeployment local(scratch, std::chrono::seconds(180));
+  auto sf = [&](std::vector<std::string> args) { return local.Sf(std::move(args)); };
+  const std::string& dir = local.dir();
   const std::string http_port = std::to_string(*PickFreePort());
   const std::string grpc_port = std::to_string(*PickFreePort());
-  CommandOptions options;
-  options.env = {{"XDG_CONFIG_HOME", scratch.path() + "/config"}, {"SF_MASTER", ""}, {"SF_CA_FILE", ""}};
-  options.timeout = std::chrono::seconds(180);
-  auto sf = [&](std::vector<std::string> args) {
-    args.insert(args.begin(), Cluster::Binary("sf"));
-    auto run = RunCommand(args, options);
-    EXPECT_TRUE(run.ok()) << run.status().ToString();
-    return run.ok() ? *run : CommandResult{};
-  };
-  // Whatever happens below, the cluster goes down.
-  struct Down {
-    std::function<void()> run;
-    ~Down() { run(); }
-  } down{[&] { sf({"deploy", "local", "down", "--dir", dir, "--delete-data"}); }};
-
   CommandResult up = sf({"deploy", "local", "up", "--dir", dir, "--agents", "1", "--port", http_port,
                          "--grpc-port", grpc_port});
   ASSERT_EQ(up.exit_code, 0) << up.output << ReadAll(dir + "/logs/master.log");

@@ -534,21 +534,9 @@ TEST(Slurm, DeployLocalUpSlurmRunsTheQuickstartAsSlurmJobs) {
   if (!fs::exists("/usr/sbin/slurmctld")) GTEST_SKIP() << "slurm-wlm is not installed";
   TempDir scratch;
   scratch.RemoveEvenIfProcessDies();
-  const std::string dir = scratch.path() + "/local";
-  CommandOptions options;
-  // sf as a new user has it: no master, CA or token from an earlier test in this process.
-  options.env = {{"XDG_CONFIG_HOME", scratch.path() + "/config"}, {"SF_MASTER", ""}, {"SF_CA_FILE", ""}, {"SF_TOKEN", ""}};
-  options.timeout = std::chrono::seconds(300);
-  auto sf = [&](std::vector<std::string> args) {
-    args.insert(args.begin(), Cluster::Binary("sf"));
-    auto run = RunCommand(args, options);
-    EXPECT_TRUE(run.ok()) << run.status().ToString();
-    return run.ok() ? *run : CommandResult{};
-  };
-  struct Down {
-    std::function<void()> run;
-    ~Down() { run(); }
-  } down{[&] { sf({"deploy", "local", "down", "--dir", dir, "--delete-data"}); }};
+  LocalDeployment local(scratch);  // sf as a new user has it: no master, CA or token of this process
+  auto sf = [&](std::vector<std::string> args) { return local.Sf(std::move(args)); };
+  const std::string& dir = local.dir();
   CommandResult up = sf({"deploy", "local", "up", "--slurm", "--dir", dir, "--port", std::to_string(*PickFreePort()),
                          "--grpc-port", std::to_string(*PickFreePort())});
   ASSERT_EQ(up.exit_code, 0) << up.output;
