@@ -13,7 +13,7 @@ The names and behaviour follow Determined's Core API (`det.core.init()`).
 
 from ._checkpoint import Checkpoint
 from ._context import Context, init
-from ._distributed import Distributed
+from ._distributed import Distributed, DistributedContext
 from ._info import Info
 from ._link import EarlyExitReason, TrialLinkError
 from ._preempt import Preempt
@@ -22,5 +22,5 @@ from ._searcher import Searcher, SearcherOperation
 from ._train import Train
 
 __all__ = ["init", "Context", "Info", "Searcher", "SearcherOperation", "Train", "Checkpoint",
-           "Preempt", "Distributed", "TrialLinkError", "EarlyExitReason", "StorageError",
-           "DamagedCheckpointError"]
+           "Preempt", "Distributed", "DistributedContext", "TrialLinkError", "EarlyExitReason",
+           "StorageError", "DamagedCheckpointError"]

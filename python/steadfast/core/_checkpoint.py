@@ -16,7 +16,7 @@ import tempfile
 import uuid as uuidlib
 from typing import Any, Callable, Iterator, Optional
 
-from ._distributed import Distributed
+from ._distributed import DistributedContext
 from ._link import CheckpointFile, Link
 from ._s3_storage import S3Storage, is_s3_url
 from ._train import check_steps
@@ -93,7 +93,7 @@ class Checkpoint:
     cannot find.
     """
 
-    def __init__(self, link: Link, dist: Distributed, *, label: str, checkpoint_dir: str,
+    def __init__(self, link: Link, dist: DistributedContext, *, label: str, checkpoint_dir: str,
                  restore_dir: str = "", latest_uuid: Optional[str] = None,
                  storage: Optional[S3Storage] = None) -> None:
         """`storage`: the object storage, required when `checkpoint_dir` or `restore_dir` is an

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Callable, Optional
 
-from ._distributed import Distributed
+from ._distributed import DistributedContext
 from ._link import Action, Link, TrialLinkError
 
 __all__ = ["Preempt"]
@@ -17,8 +17,9 @@ class Preempt:
     The chief runs a background thread that asks the master (ShouldStop, with the last reported
     steps) once a second; should_preempt() returns its latest answer, without waiting on the
     network. With several ranks, every rank must call should_preempt() at the same points: the
-    chief sends its answer to the others (a collective, one round trip through the master), so
-    all ranks stop together. When it says True: save a checkpoint and return (exit 0).
+    chief sends its answer to the others (a collective: one round trip through the master, or
+    through the context given to init(distributed=...)), so all ranks stop together. When it
+    says True: save a checkpoint and return (exit 0).
 
     The first True is acknowledged to the master (``auto_ack``, as Determined's): the script
     will exit with work left and is to be resumed. With ``should_preempt(auto_ack=False)`` the
@@ -36,8 +37,8 @@ class Preempt:
     naming it on the other ranks.
     """
 
-    def __init__(self, link: Link, dist: Distributed, *, label: str, steps: Callable[[], int],
-                 poll: bool, interval_s: float = 1.0) -> None:
+    def __init__(self, link: Link, dist: DistributedContext, *, label: str,
+                 steps: Callable[[], int], poll: bool, interval_s: float = 1.0) -> None:
         self._link = link
         self._label = label
         self._dist = dist

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterator, Optional
 
-from ._distributed import Distributed
+from ._distributed import DistributedContext
 from ._link import Link, Operation
 from ._train import Train, check_steps, to_number
 
@@ -78,7 +78,7 @@ class Searcher:
     the chief) makes it raise RuntimeError when the next one is asked for.
     """
 
-    def __init__(self, link: Link, dist: Distributed, train: Train, *, label: str,
+    def __init__(self, link: Link, dist: DistributedContext, train: Train, *, label: str,
                  only_operation: Optional[Operation] = None) -> None:
         self._link = link
         self._dist = dist
