@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 
 #include <signal.h>
 #include <pqxx/pqxx>
@@ -44,6 +45,19 @@ std::vector<Row> Checkpoints(const Cluster& c, int64_t experiment) {
                std::to_string(experiment) + " ORDER BY c.batches")) {
     out.push_back({r[0].as<std::string>(), r[1].as<std::string>(), r[2].as<std::string>(),
                    r[3].as<int64_t>()});
+  }
+  return out;
+}
+
+// A trial's training losses by step (its `loss` metric).
+std::map<int64_t, double> Losses(const Cluster& c, int64_t trial) {
+  std::map<int64_t, double> out;
+  pqxx::connection conn(c.db());
+  pqxx::work tx(conn);
+  for (const auto& row : tx.exec("SELECT batches, (vals->>'loss')::float8 FROM metrics WHERE kind = 'training' AND "
+                                 "trial_id = " +
+                                 std::to_string(trial) + " ORDER BY batches")) {
+    out[row[0].as<int64_t>()] = row[1].as<double>();
   }
   return out;
 }
@@ -95,6 +109,7 @@ TEST_F(CheckpointsOnS3,
   std::string yaml = TinyExperiment(1, 1500, 10, "s3");  // long enough to pause mid-way
   const std::string period = "min_checkpoint_period: {batches: 20}";
   yaml.replace(yaml.find(period), period.size(), "min_checkpoint_period: {batches: 50}");
+  yaml += "reproducibility: {experiment_seed: 11}\n";
   yaml += Storage(", save_trial_latest: 1, save_trial_best: 0, save_experiment_best: 0");
   const int64_t id = c.Submit(yaml);
   ASSERT_GT(id, 0);
@@ -150,6 +165,15 @@ TEST_F(CheckpointsOnS3,
       [&] { return Checkpoints(c, id).back().state == "ACTIVE" && HasManifest(rows.back().path); },
       60s));
 
+  // Bit-exact: the same experiment run without a pause has the same loss at every step.
+  const int64_t again = c.Submit(yaml);
+  ASSERT_GT(again, 0);
+  ASSERT_TRUE(c.WaitForState(again, "EXPERIMENT_STATE_COMPLETED", 600s));
+  const std::map<int64_t, double> paused_losses = Losses(c, trial),
+                                   straight_losses = Losses(c, Id(c.Trials(again).as_list()[0]));
+  EXPECT_EQ(paused_losses.size(), 150u);
+  EXPECT_EQ(paused_losses, straight_losses) << "resumed from S3, the trial trains as if never paused";
+
   // `sf checkpoint download`: the newest checkpoint's files, verified against the master's
   // record; a deleted one and an unknown uuid are refused.
   const Row last = Checkpoints(c, id).back();
@@ -177,9 +201,79 @@ TEST_F(CheckpointsOnS3,
       {Cluster::Binary("sf"), "experiment", "delete", std::to_string(id), "--master", c.url()});
   ASSERT_TRUE(deleted.ok());
   ASSERT_EQ(deleted->exit_code, 0) << deleted->output;
-  EXPECT_TRUE(
-      c.WaitFor([&] { return Objects("s3://" + Env("SF_S3_BUCKET") + "/" + prefix_) == 0; }, 60s))
-      << Objects("s3://" + Env("SF_S3_BUCKET") + "/" + prefix_) << " objects left";
+  const std::string experiment_root =
+      "s3://" + Env("SF_S3_BUCKET") + "/" + prefix_ + "/experiment-" + std::to_string(id);
+  EXPECT_TRUE(c.WaitFor([&] { return Objects(experiment_root) == 0; }, 60s))
+      << Objects(experiment_root) << " objects left";
+  EXPECT_GT(Objects("s3://" + Env("SF_S3_BUCKET") + "/" + prefix_ + "/experiment-" + std::to_string(again)), 0u)
+      << "the other experiment's checkpoints stay";
+}
+
+// A Core API trial (tests/e2e/core_api/regress.py, the user's PyTorch script) stores its
+// checkpoints in S3 through the Python library, is paused and resumed from there with no
+// restart, and trains exactly as a run that was never paused.
+TEST_F(CheckpointsOnS3, ACoreApiTrialStoresInS3AndResumesFromThereAsIfNeverPaused) {
+  cluster_ = std::make_unique<Cluster>(1, 1);
+  Cluster& c = *cluster_;
+  ASSERT_FALSE(c.db().empty()) << "no PostgreSQL";
+  ASSERT_TRUE(c.WaitForAgents(1));
+  const fs::path context = fs::path(c.dir()) / "core-api-s3";
+  fs::create_directories(context);
+  fs::copy_file(fs::path(SourceDir()) / "tests/e2e/core_api/regress.py", context / "regress.py");
+  std::ofstream(context / "exp.yaml")
+      << "name: core-api-s3\n"
+         "entrypoint: /usr/bin/python3 regress.py\n"
+         "hyperparameters: {lr: 0.05, sleep: 0.15, checkpoint_every: 5}\n"
+         "searcher: {name: single, metric: validation_loss, max_length: {batches: 60}}\n"
+      << Storage();
+  sf::CommandOptions o;
+  o.env = {{"SF_MASTER", c.url()}, {"SF_TOKEN", c.admin_token()}};
+  o.timeout = 2min;
+  auto create = [&]() -> int64_t {
+    auto run = sf::RunCommand({Cluster::Binary("sf"), "experiment", "create", (context / "exp.yaml").string()}, o);
+    EXPECT_TRUE(run.ok() && run->exit_code == 0) << (run.ok() ? run->output : run.status().message());
+    const std::string prefix = "created experiment ";
+    const size_t at = run.ok() ? run->output.find(prefix) : std::string::npos;
+    return at == std::string::npos ? 0 : std::stoll(run->output.substr(at + prefix.size()));
+  };
+  const int64_t id = create();
+  ASSERT_GT(id, 0);
+  const int64_t trial = Id(c.Trials(id).as_list()[0]);
+  const std::string t = std::to_string(trial);
+  ASSERT_TRUE(c.WaitFor(
+      [&] { return Count(c.db(), "SELECT count(*) FROM checkpoints WHERE trial_id = " + t) >= 2; }, 120s));
+  ASSERT_EQ(c.Post("/api/v1/experiments/" + std::to_string(id) + "/pause", "").first, 200);
+  ASSERT_TRUE(c.WaitFor(
+      [&] { return c.Trials(id).as_list()[0].Find("state")->as_string() == "TRIAL_STATE_PAUSED"; }, 60s));
+  const std::vector<Row> stored = Checkpoints(c, id);
+  ASSERT_FALSE(stored.empty());
+  for (const Row& r : stored) {
+    EXPECT_EQ(r.path.rfind("s3://" + Env("SF_S3_BUCKET") + "/" + prefix_ + "/experiment-" + std::to_string(id) +
+                               "/trial-" + t + "/",
+                           0),
+              0u)
+        << r.path;
+    if (r.state == "ACTIVE") {
+      EXPECT_TRUE(HasManifest(r.path)) << r.path;
+    }
+  }
+  const int64_t paused_at = stored.back().batches;
+  ASSERT_LT(paused_at, 60);
+  ASSERT_EQ(c.Post("/api/v1/experiments/" + std::to_string(id) + "/activate", "").first, 200);
+  ASSERT_TRUE(c.WaitForState(id, "EXPERIMENT_STATE_COMPLETED", 300s));
+  EXPECT_EQ(Count(c.db(), "SELECT restarts FROM trials WHERE id = " + t), 0) << "a pause is not a restart";
+  EXPECT_GE(Count(c.db(), "SELECT count(*) FROM task_logs WHERE trial_id = " + t + " AND message LIKE " +
+                              "'%starting at step " + std::to_string(paused_at) + "%'"),
+            1)
+      << "it resumed from the checkpoint it stored in S3";
+
+  // The same script, never paused: the same loss at every one of the 60 steps.
+  const int64_t again = create();
+  ASSERT_GT(again, 0);
+  ASSERT_TRUE(c.WaitForState(again, "EXPERIMENT_STATE_COMPLETED", 300s));
+  const std::map<int64_t, double> resumed = Losses(c, trial), straight = Losses(c, Id(c.Trials(again).as_list()[0]));
+  EXPECT_EQ(resumed.size(), 60u);
+  EXPECT_EQ(resumed, straight);
 }
 
 // The gateway frozen while a checkpoint uploads, then killed and started again: that upload
