@@ -127,12 +127,19 @@ TEST_F(CheckpointsOnS3,
   for (const Row& r : rows) EXPECT_EQ(r.path, root + r.uuid);
   EXPECT_FALSE(fs::exists(c.checkpoint_root() + "/experiment-" + std::to_string(id)));
   // Retention keeps only the newest (the paused trial resumes from it); the others' objects go.
+  // The pass after the last checkpoint settles a second and may queue behind earlier ones: wait
+  // for every older one to be marked, then check their objects.
   ASSERT_TRUE(c.WaitFor(
       [&] {
         rows = Checkpoints(c, id);
-        return rows.size() >= 3 && rows.back().state == "ACTIVE" && Objects(rows[0].path) == 0;
+        if (rows.size() < 3 || rows.back().state != "ACTIVE") return false;
+        for (size_t i = 0; i + 1 < rows.size(); ++i) {
+          if (rows[i].state != "DELETED") return false;
+        }
+        return Objects(rows[rows.size() - 2].path) == 0;
       },
-      120s));
+      120s))
+      << "retention did not leave only the newest checkpoint";
   const Row newest = rows.back();
   for (const Row& r : rows) {
     if (r.uuid == newest.uuid) continue;
