@@ -9,7 +9,7 @@ find_package(GTest REQUIRED)
 include(GoogleTest)
 
 function(sf_add_test)
-  cmake_parse_arguments(T "" "NAME;TIMEOUT;RESOURCE_LOCK" "SOURCES;LIBS;LABELS" ${ARGN})
+  cmake_parse_arguments(T "RUN_SERIAL" "NAME;TIMEOUT;RESOURCE_LOCK" "SOURCES;LIBS;LABELS" ${ARGN})
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 300)
   endif()
@@ -23,6 +23,9 @@ function(sf_add_test)
   set(lock)
   if(T_RESOURCE_LOCK)
     set(lock RESOURCE_LOCK ${T_RESOURCE_LOCK})
+  endif()
+  if(T_RUN_SERIAL)  # no other test runs beside it (a load-sensitive browser test)
+    list(APPEND lock RUN_SERIAL TRUE)
   endif()
   gtest_discover_tests(${T_NAME}
     WORKING_DIRECTORY ${PROJECT_BINARY_DIR}
