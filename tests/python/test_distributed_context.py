@@ -8,8 +8,6 @@ import json
 import os
 import shutil
 import socket
-import subprocess
-import sys
 import tempfile
 import textwrap
 import threading
@@ -18,7 +16,7 @@ import unittest
 from steadfast.core import DistributedContext, init
 from steadfast.v1 import trial_link_pb2
 from rest_server import RestServer
-from trial_link_server import TrialLinkServer, clean_env
+from trial_link_server import TrialLinkServer, clean_env, out_line, run_ranks
 
 # Every script starts the same way: the launcher's process group, as torchrun leaves it (with a
 # timeout, so that a worker left waiting fails the test instead of hanging it), destroyed at
@@ -127,24 +125,7 @@ class WorkersTest(unittest.TestCase):
     def run_workers(self, path: str, envs: list[dict[str, str]]) -> list:
         """Runs the script once per worker at the same time; each must exit 0 and print one
         "OUT <json>" line, returned by worker."""
-        procs = [subprocess.Popen([sys.executable, path], env=env, cwd=self.dir,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for env in envs]
-        results = []
-        try:
-            for p in procs:
-                stdout, stderr = p.communicate(timeout=180)
-                results.append((p.returncode, stdout, stderr))
-        finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
-        outs = []
-        for worker, (code, stdout, stderr) in enumerate(results):
-            self.assertEqual(code, 0, f"worker {worker}:\n{stdout}{stderr}")
-            outs.append(json.loads(stdout.split("OUT ", 1)[1].splitlines()[0]))
-        return outs
+        return [out_line(self, r, f"worker {w}:") for w, r in enumerate(run_ranks(path, envs, self.dir))]
 
     def assert_one_identity(self, server: TrialLinkServer, rank: int = 0) -> None:
         for method, request, metadata in server.calls:

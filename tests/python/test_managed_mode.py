@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import textwrap
 import threading
@@ -18,7 +17,7 @@ import unittest
 import grpc
 
 from steadfast.v1 import trial_link_pb2
-from trial_link_server import TrialLinkServer, clean_env, run_script
+from trial_link_server import TrialLinkServer, clean_env, out_line, run_ranks, run_script
 
 CODE = grpc.StatusCode
 
@@ -52,17 +51,8 @@ class ManagedTrialTest(unittest.TestCase):
         return path
 
     def run_ranks(self, path: str, envs: list[dict[str, str]]) -> list:
-        """Runs the script once per rank at the same time (envs[r] for rank r); each must exit 0
-        and print one "OUT <json>" line, returned by rank."""
-        procs = [subprocess.Popen([sys.executable, path], env=env, cwd=self.dir,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for env in envs]
-        outs = []
-        for p in procs:
-            stdout, stderr = p.communicate(timeout=180)
-            self.assertEqual(p.returncode, 0, stdout + stderr)
-            outs.append(json.loads(stdout.split("OUT ", 1)[1].splitlines()[0]))
-        return outs
+        """Every rank at once; each must exit 0 and print one "OUT <json>" line: by rank."""
+        return [out_line(self, r) for r in run_ranks(path, envs, self.dir)]
 
     def run_ok(self, path: str, env: dict[str, str]) -> str:
         p = run_script(path, env, self.dir)

@@ -11,15 +11,13 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import textwrap
 import unittest
 import uuid as uuidlib
 from typing import Any, Optional
 
-from trial_link_server import TrialLinkServer, clean_env, run_script
+from trial_link_server import TrialLinkServer, clean_env, out_line, run_ranks, run_script
 
 ENDPOINT = os.environ.get("SF_S3_ENDPOINT", "")
 BUCKET = os.environ.get("SF_S3_BUCKET", "sf-test")
@@ -117,16 +115,9 @@ class S3CheckpointTest(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         return json.loads(p.stdout.split("OUT ", 1)[1].splitlines()[0])
 
-    def run_ranks(self, path: str, envs: list[dict[str, str]]) -> list[dict[str, Any]]:
-        procs = [subprocess.Popen([sys.executable, path], env=env, cwd=self.dir,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for env in envs]
-        outs = []
-        for p in procs:
-            stdout, stderr = p.communicate(timeout=180)
-            self.assertEqual(p.returncode, 0, stdout + stderr)
-            outs.append(json.loads(stdout.split("OUT ", 1)[1].splitlines()[0]))
-        return outs
+    def run_ranks(self, path: str, envs: list[dict[str, str]]) -> list:
+        """Every rank at once; each must exit 0 and print one "OUT <json>" line: by rank."""
+        return [out_line(self, r) for r in run_ranks(path, envs, self.dir)]
 
     STORE = """
         import json, os, steadfast

@@ -5,12 +5,13 @@ that records what it is sent, answers from a script of operations, and fails cal
 from __future__ import annotations
 
 import collections
+import json
 import os
 import subprocess
 import sys
 import threading
 from concurrent import futures
-from typing import Optional
+from typing import Any, Optional
 
 import grpc
 
@@ -33,6 +34,32 @@ def run_script(path: str, env: dict[str, str], cwd: str,
                timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, path], env=env, cwd=cwd, capture_output=True,
                           text=True, timeout=timeout)
+
+
+def run_ranks(path: str, envs: list[dict[str, str]], cwd: str,
+              timeout: float = 180) -> list[tuple[int, str, str]]:
+    """Runs the script once per rank at the same time (envs[r] for rank r); (returncode,
+    stdout, stderr) of each, by rank. A rank still running when another's wait fails is killed."""
+    procs = [subprocess.Popen([sys.executable, path], env=env, cwd=cwd, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for env in envs]
+    out = []
+    try:
+        for p in procs:
+            stdout, stderr = p.communicate(timeout=timeout)
+            out.append((p.returncode, stdout, stderr))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    return out
+
+
+def out_line(test: Any, result: tuple[int, str, str], who: str = "") -> Any:
+    """A rank's result that must have exited 0 and printed one "OUT <json>" line: the JSON."""
+    code, stdout, stderr = result
+    test.assertEqual(code, 0, f"{who}\n{stdout}{stderr}" if who else stdout + stderr)
+    return json.loads(stdout.split("OUT ", 1)[1].splitlines()[0])
 
 
 class TrialLinkServer(trial_link_pb2_grpc.TrialLinkServicer):
