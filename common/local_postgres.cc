@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -38,6 +39,17 @@ LocalPostgres::LocalPostgres(LocalPostgresOptions options) : options_(std::move(
 
 Result<std::string> LocalPostgres::FindBinDir() {
   std::error_code ec;
+  // A server outside Debian's layout (a relocated copy, e.g. the one bench/gpu_bundle.sh carries
+  // to a machine without PostgreSQL): used as it is, or refused with the reason.
+  if (const char* dir = std::getenv("SF_POSTGRES_BIN_DIR"); dir != nullptr && *dir != '\0') {
+    for (const char* tool : {"initdb", "pg_ctl", "postgres", "psql"}) {
+      const std::string path = std::string(dir) + "/" + tool;
+      if (access(path.c_str(), X_OK) != 0) {
+        return NotFound("SF_POSTGRES_BIN_DIR=" + std::string(dir) + " has no executable " + tool);
+      }
+    }
+    return std::string(dir);
+  }
   std::string best;
   int best_version = -1;
   if (fs::is_directory("/usr/lib/postgresql", ec)) {

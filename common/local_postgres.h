@@ -30,7 +30,12 @@ class LocalPostgres {
   LocalPostgres(const LocalPostgres&) = delete;
   LocalPostgres& operator=(const LocalPostgres&) = delete;
 
-  // Finds the PostgreSQL server binaries (initdb, pg_ctl) of the newest installed version.
+  // Finds the PostgreSQL server binaries (initdb, pg_ctl, postgres, psql): the directory
+  // $SF_POSTGRES_BIN_DIR names when set (refused, naming what is missing, unless it holds all
+  // four), else those of the newest version under /usr/lib/postgresql. A copy outside Debian's
+  // layout runs as long as it keeps the layout's shape: PREFIX/lib/postgresql/V/{bin,lib} and
+  // PREFIX/share/postgresql/V (the server finds its share and library directories relative to
+  // its own binary).
   static Result<std::string> FindBinDir();
 
   // initdb when the data directory is new, then start the server and wait until it accepts

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <pqxx/pqxx>
 
 #include "tests/support/testing.h"
@@ -66,6 +68,68 @@ TEST(LocalPostgresLifecycleTest, StartStopAndRestartKeepData) {
     EXPECT_EQ(tx.exec1("SELECT x FROM kept")[0].as<int>(), 42);
   }
   ASSERT_TRUE(again.Stop().ok());
+}
+
+// A server copied out of Debian's layout (as bench/gpu_bundle.sh carries one to a machine
+// without PostgreSQL) runs from SF_POSTGRES_BIN_DIR: the binaries, the libraries initdb loads
+// (plpgsql, the snowball dictionaries) and the share directory, nothing else.
+TEST(LocalPostgresLifecycleTest, ARelocatedCopyRunsFromSfPostgresBinDir) {
+  namespace fs = std::filesystem;
+  unsetenv("SF_POSTGRES_BIN_DIR");
+  auto installed = LocalPostgres::FindBinDir();
+  ASSERT_TRUE(installed.ok()) << installed.status().ToString();
+  const fs::path bin(*installed);                        // /usr/lib/postgresql/V/bin
+  const std::string version = bin.parent_path().filename();
+  const fs::path share = bin.parent_path().parent_path().parent_path().parent_path() / "share" /
+                         "postgresql" / version;          // /usr/share/postgresql/V
+  sf::testing::TempDir dir;
+  // Reachable by the unprivileged user the server runs as when the test runs as root.
+  fs::permissions(dir.path(), fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                  fs::perms::others_read | fs::perms::others_exec);
+  const fs::path prefix = fs::path(dir.path()) / "pg";
+  const fs::path copy_bin = prefix / "lib" / "postgresql" / version / "bin";
+  fs::create_directories(copy_bin);
+  for (const char* tool : {"initdb", "pg_ctl", "postgres", "psql"}) fs::copy_file(bin / tool, copy_bin / tool);
+  fs::create_directories(prefix / "lib" / "postgresql" / version / "lib");
+  for (const char* lib : {"plpgsql.so", "dict_snowball.so"}) {
+    fs::copy_file(bin.parent_path() / "lib" / lib, prefix / "lib" / "postgresql" / version / "lib" / lib);
+  }
+  fs::create_directories(prefix / "share" / "postgresql");
+  fs::copy(share, prefix / "share" / "postgresql" / version, fs::copy_options::recursive);
+
+  // A directory without the server is refused, naming the variable and what it lacks.
+  setenv("SF_POSTGRES_BIN_DIR", dir.path().c_str(), 1);
+  auto missing = LocalPostgres::FindBinDir();
+  EXPECT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("SF_POSTGRES_BIN_DIR=" + dir.path() + " has no executable initdb"),
+            std::string::npos)
+      << missing.status().ToString();
+
+  setenv("SF_POSTGRES_BIN_DIR", copy_bin.c_str(), 1);
+  auto found = LocalPostgres::FindBinDir();
+  ASSERT_TRUE(found.ok()) << found.status().ToString();
+  EXPECT_EQ(*found, copy_bin.string());
+  LocalPostgresOptions o;
+  o.dir = dir.path() + "/cluster";
+  LocalPostgres pg(o);
+  Status started = pg.Start();
+  unsetenv("SF_POSTGRES_BIN_DIR");
+  ASSERT_TRUE(started.ok()) << started.ToString();
+  {
+    pqxx::connection conn(pg.ConnectionString());
+    pqxx::work tx(conn);
+    // The copy is what runs, and a PL/pgSQL function works (plpgsql.so came from the copy).
+    EXPECT_NE(tx.exec1("SELECT setting FROM pg_settings WHERE name = 'data_directory'")[0].as<std::string>().find(dir.path()),
+              std::string::npos);
+    tx.exec("CREATE FUNCTION twice(x INT) RETURNS INT AS $$ BEGIN RETURN 2 * x; END $$ LANGUAGE plpgsql");
+    EXPECT_EQ(tx.exec1("SELECT twice(21)")[0].as<int>(), 42);
+  }
+  std::ifstream pid_file(pg.DataDir() + "/postmaster.pid");
+  std::string pid;
+  std::getline(pid_file, pid);
+  std::error_code ec;
+  EXPECT_EQ(fs::read_symlink("/proc/" + pid + "/exe", ec), copy_bin / "postgres");
+  ASSERT_TRUE(pg.Stop().ok());
 }
 
 }  // namespace
