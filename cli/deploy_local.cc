@@ -58,6 +58,7 @@ struct LocalFlags {
   bool no_auth = false;
   bool slurm = false;  // trials run as Slurm jobs on a local Slurm cluster, no agents
   bool s3 = false;     // checkpoints go to a local S3 server (Ceph RADOS Gateway)
+  bool gpus = false;   // the agent offers this machine's GPUs (sf-agent --slots auto)
 };
 
 // Where this deployment's master is and how to verify it: DIR/cli.json, written by `up`.
@@ -137,6 +138,12 @@ int Up(const LocalFlags& f) {
       std::cerr << "sf deploy local: cannot find " << name << " next to sf (build everything first)\n";
       return kExitFailed;
     }
+  }
+  if (f.gpus && (f.agents != 1 || f.slurm)) {
+    // Every agent would offer the same GPUs: two trials would share one.
+    std::cerr << "sf deploy local: --gpus needs exactly one agent (--agents 1) and no --slurm: the agent "
+                 "offers each of this machine's GPUs as a slot\n";
+    return kExitUsage;
   }
   if (f.slurm && task_bin.empty()) {
     std::cerr << "sf deploy local: cannot find sf-task next to sf (build everything first)\n";
@@ -304,7 +311,7 @@ int Up(const LocalFlags& f) {
     if (ProcessRuns(ReadPid(pid_file))) continue;
     fs::create_directories(f.dir + "/" + id, ec);
     std::vector<std::string> argv = {agent_bin, "--master", "127.0.0.1:" + std::to_string(f.grpc_port),
-                                     "--agent-id", id, "--slots", "cpu:" + std::to_string(f.cpu_slots),
+                                     "--agent-id", id, "--slots", f.gpus ? "auto" : "cpu:" + std::to_string(f.cpu_slots),
                                      "--trainer", trainer_bin, "--work-dir", f.dir + "/" + id,
                                      "--cpu-threads-per-slot", std::to_string(threads_per_slot),
                                      "--join-token-file", join_token_file, "--kill-tasks-on-exit"};
@@ -322,6 +329,7 @@ int Up(const LocalFlags& f) {
   for (int i = 0; i < 300; ++i) {
     auto r = client->Get("/api/v1/agents");
     int connected = 0;
+    std::vector<std::string> slot_ids;  // of the connected agents
     if (r.ok() && r->status == 401) {
       std::cout << "(not logged in to " << url << ": `sf login --username admin` to use it; agents not checked)\n";
       connected = agents;
@@ -331,7 +339,13 @@ int Up(const LocalFlags& f) {
       if (v.ok() && v->Find("agents")) {
         for (const Value& a : v->Find("agents")->as_list()) {
           const Value* c = a.Find("connected");
-          connected += c && c->is_bool() && c->as_bool();
+          if (!(c && c->is_bool() && c->as_bool())) continue;
+          ++connected;
+          if (const Value* slots = a.Find("slots"); slots && slots->is_list()) {
+            for (const Value& slot : slots->as_list()) {
+              if (const Value* id = slot.Find("id"); id && id->is_string()) slot_ids.push_back(id->as_string());
+            }
+          }
         }
       }
     }
@@ -348,6 +362,12 @@ int Up(const LocalFlags& f) {
       if (slurm) {
         std::cout << "local cluster is up: trials run as Slurm jobs in partition " << slurm->partition << " (nodes "
                   << slurm->nodes << "); squeue and sacct -c with SLURM_CONF=" << slurm->slurm_conf << "\n";
+      } else if (f.gpus) {
+        std::string listed;
+        for (const std::string& id : slot_ids) listed += (listed.empty() ? "" : ", ") + id;
+        std::cout << "local cluster is up: 1 agent with slots " << (listed.empty() ? "(not listed)" : listed)
+                  << (listed.find("cuda") == std::string::npos ? " (no GPU found: see " + f.dir + "/logs/local-agent-0.log)" : "")
+                  << "\n";
       } else {
         std::cout << "local cluster is up: " << f.agents << " agent(s) x " << f.cpu_slots << " CPU slot(s)\n";
       }
@@ -487,6 +507,9 @@ void AddDeployCommands(CLI::App& sf, CommandAction& action) {
   up->add_flag("--s3", up_flags->s3,
                "checkpoints go to a local S3 server (a single-node Ceph with a RADOS Gateway in DIR/s3; root) "
                "instead of DIR/checkpoints (docs/object-storage.md)");
+  up->add_flag("--gpus", up_flags->gpus,
+               "the agent offers this machine's GPUs, one CUDA slot each, found through NVML (sf-agent --slots auto; "
+               "without a GPU, one CPU slot); with --agents 1 (docs/agent.md)");
   up->add_flag("--no-tls", up_flags->no_tls,
                "plain HTTP and gRPC on loopback, without the private CA and certificates (e.g. for benchmarks)");
   OnSelected(up, action, WithFlags(up_flags, Up));

@@ -2,7 +2,8 @@
 // it makes a private CA and the master's certificate (keys mode 600), starts the master with
 // TLS and the agent with the CA, and writes sf's defaults file (mode 600) so that a plain
 // `sf master info` reaches the HTTPS master without flags; `status` finds it too; `down`
-// removes the defaults file. The real sf, sf-master, sf-agent and a private PostgreSQL.
+// removes the defaults file. `up --gpus` gives the agent the machine's GPUs as slots. The real
+// sf, sf-master, sf-agent and a private PostgreSQL.
 #include <sys/stat.h>
 
 #include <filesystem>
@@ -85,6 +86,37 @@ TEST(DeployLocal, UpTurnsTlsOnAndPlainSfCommandsReachTheMaster) {
   CommandResult stopped = sf({"deploy", "local", "down", "--dir", dir});
   EXPECT_EQ(stopped.exit_code, 0) << stopped.output;
   EXPECT_FALSE(fs::exists(defaults));
+}
+
+// `up --gpus` on a machine with GPUs (the fake NVML of tests/agent/fake_nvml.cc, through
+// SF_NVML_LIBRARY, which the agent inherits): the one agent offers each GPU as a CUDA slot, and
+// up says which. More than one agent with --gpus is refused: each would offer the same GPUs.
+TEST(DeployLocal, GpusMakesTheMachinesGpusTheAgentsSlots) {
+  TempDir scratch;
+  scratch.RemoveEvenIfProcessDies();
+  LocalDeployment local(scratch, std::chrono::seconds(180));
+  local.options().env["SF_NVML_LIBRARY"] = SF_FAKE_NVML_PATH;
+  local.options().env["SF_FAKE_NVML_GPUS"] = "2";
+  const std::string& dir = local.dir();
+  const std::string http_port = std::to_string(*PickFreePort());
+  const std::string grpc_port = std::to_string(*PickFreePort());
+
+  CommandResult two = local.Sf({"deploy", "local", "up", "--dir", dir, "--agents", "2", "--gpus", "--port",
+                                http_port, "--grpc-port", grpc_port, "--no-tls"});
+  EXPECT_EQ(two.exit_code, 2) << two.output;
+  EXPECT_TRUE(Contains(two.output, "--gpus needs exactly one agent")) << two.output;
+  EXPECT_FALSE(fs::exists(dir + "/master.pid")) << "nothing is started for a refused command";
+
+  CommandResult up = local.Sf({"deploy", "local", "up", "--dir", dir, "--gpus", "--port", http_port,
+                               "--grpc-port", grpc_port, "--no-tls"});
+  ASSERT_EQ(up.exit_code, 0) << up.output << ReadAll(dir + "/logs/local-agent-0.log");
+  EXPECT_TRUE(Contains(up.output, "local cluster is up: 1 agent with slots cuda0, cuda1\n")) << up.output;
+  CommandResult agents = local.Sf({"agent", "list"});
+  EXPECT_EQ(agents.exit_code, 0) << agents.output;
+  EXPECT_TRUE(Contains(agents.output, "Steadfast Fake GPU 1")) << agents.output;
+  EXPECT_FALSE(Contains(agents.output, "cpu0")) << agents.output;
+  CommandResult stopped = local.Sf({"deploy", "local", "down", "--dir", dir});
+  EXPECT_EQ(stopped.exit_code, 0) << stopped.output;
 }
 
 }  // namespace
