@@ -26,7 +26,7 @@
 import { mkdirSync, readFileSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { launch } from './browser.mjs';
-import { checks, pageLogin } from './live.mjs';
+import { checks, pageLogin, restClient } from './live.mjs';
 
 const MASTER = (process.env.SF_MASTER_URL ?? 'http://127.0.0.1:8080').replace(/\/+$/, '');
 const ART = resolve(process.env.SF_ARTIFACTS_DIR ?? 'e2e-artifacts');
@@ -37,50 +37,17 @@ const USERNAME = process.env.SF_E2E_USERNAME ?? '';
 const PASSWORD = process.env.SF_E2E_PASSWORD ?? '';
 const EXPECT_GPUS = Number(process.env.SF_E2E_EXPECT_GPUS ?? 0);
 const LOGIN = USERNAME !== '' && PASSWORD !== '';
-let bearer = ''; // the script's own session (REST calls from Node); the browser has its own cookie
 
 const { log, check, tally } = checks();
 
-async function api(method, path, body) {
-  const headers = { 'X-Requested-With': 'steadfast' };
-  if (body) headers['Content-Type'] = 'application/json';
-  if (bearer) headers.Authorization = `Bearer ${bearer}`;
-  const res = await fetch(`${MASTER}/api/v1${path}`, {
-    method,
-    headers,
-    body: body ? JSON.stringify(body) : undefined,
-    signal: AbortSignal.timeout(30000),
-  });
-  const text = await res.text();
-  let json;
-  try {
-    json = text ? JSON.parse(text) : {};
-  } catch {
-    throw new Error(`${method} ${path}: ${res.status}, body is not JSON: ${text.slice(0, 200)}`);
-  }
-  if (!res.ok) throw Object.assign(new Error(`${method} ${path}: ${res.status} ${json.message ?? text.slice(0, 200)}`), { status: res.status, retryAfter: Number(res.headers.get('Retry-After') ?? 0) });
-  return json;
-}
+// The script's own REST calls (live.mjs), logged in by scriptLogin when LOGIN.
+const { api, login: restLogin } = restClient(MASTER, (...a) => log(...a));
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-/** Logs the script itself in (POST /auth/login) and keeps the token for its REST calls. A 429
- *  is waited out once. */
+/** Logs the script itself in (POST /auth/login) for its REST calls. A 429 is waited out once. */
 async function scriptLogin() {
-  for (let attempt = 0; ; attempt++) {
-    try {
-      bearer = (await api('POST', '/auth/login', { username: USERNAME, password: PASSWORD })).token ?? '';
-      if (!bearer) throw new Error('POST /auth/login answered without a token');
-      return;
-    } catch (e) {
-      if (e.status === 429 && attempt === 0) {
-        log(`login rate limited; waiting ${e.retryAfter || 30}s`);
-        await sleep(Math.min(120, e.retryAfter || 30) * 1000);
-        continue;
-      }
-      throw e;
-    }
-  }
+  await restLogin(USERNAME, PASSWORD);
 }
 
 /** The browser's session: the sf_session cookie is HttpOnly and no token is in web storage. */

@@ -28,6 +28,7 @@ import { slurmArchFlow } from './slurm-arch.flow.mjs';
 import { speechFlow } from './speech.flow.mjs';
 import { whatRanFlow } from './what-ran.flow.mjs';
 import { launch } from './browser.mjs';
+import { labelBoxes, overlaps } from './views.checks.mjs';
 import { serveDist } from './static-server.mjs';
 
 const dist = join(import.meta.dirname, '..', 'dist');
@@ -143,15 +144,6 @@ async function hparamsFlow(browser) {
     return send(res, 404, { code: 5, message: `no route ${req.method} ${url.pathname}`, details: [] });
   };
   const { server: hpServer, url: base } = await serveDist(dist, 0, api);
-  const labelBoxes = (page, sel) => page.locator(sel).evaluateAll((els) => els.map((e) => { const r = e.getBoundingClientRect(); return { axis: e.getAttribute('data-axis'), role: e.getAttribute('data-role'), text: e.textContent, title: e.getAttribute('title'), x: r.left, y: r.top, w: r.width, h: r.height }; }));
-  const overlaps = (bs) => {
-    const out = [];
-    for (let i = 0; i < bs.length; i++) for (let j = i + 1; j < bs.length; j++) {
-      const [a, b] = [bs[i], bs[j]];
-      if (a.x + a.w - 0.5 > b.x && b.x + b.w - 0.5 > a.x && a.y + a.h - 0.5 > b.y && b.y + b.h - 0.5 > a.y) out.push(`${a.axis}:${a.text} × ${b.axis}:${b.text}`);
-    }
-    return out;
-  };
   try {
     for (const [w, h] of [[1280, 900], [375, 800]]) {
       const page = await browser.newPage({ viewport: { width: w, height: h } });

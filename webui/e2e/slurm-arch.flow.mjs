@@ -8,6 +8,7 @@
 // pool's nodes × slots per node and the queued trial's job id.
 import { join } from 'node:path';
 import { atEveryWidth } from './flow.mjs';
+import { archRows } from './views.checks.mjs';
 
 const SWEEP_YAML = 'name: arch-sweep\nhyperparameters:\n  arch: {type: categorical, vals: [lstm_small, transformer_tiny]}\n  lr: 0.001\nsearcher: {name: grid, metric: bleu, smaller_is_better: false}\nresources:\n  resource_pool: hpc\n  slots_per_trial: 2\n';
 const EXPERIMENTS = [
@@ -90,7 +91,7 @@ export async function slurmArchFlow(browser, { dist, check, ART }) {
     await page.goto(`${base}/#/experiments/5`);
     await page.waitForSelector('[data-testid="arch-row"]', { timeout: 15000 });
     await page.waitForFunction(() => document.querySelector('[data-testid="arch-row"] [data-testid="arch-tps"]')?.textContent === '5,000', null, { timeout: 10000 }).catch(() => {});
-    const rows = await page.locator('[data-testid="arch-row"]').evaluateAll((rs) => rs.map((r) => [r.getAttribute('data-arch'), ...['arch-best', 'arch-best-trial', 'arch-time', 'arch-tps'].map((id) => r.querySelector(`[data-testid="${id}"]`).textContent)].join(' ')));
+    const rows = (await archRows(page)).map((r) => [r.arch, r.best, r.bestTrial, r.time, r.tps].join(' '));
     check(rows.join(' | ') === 'transformer_tiny 27.25 trial 12 12m 30s 5,000 | lstm_small 23 trial 13 7m 00s 3,000', what('the archs side by side: best, its trial, time, mean tokens/s'), rows.join(' | '));
     const tableBox = await page.locator('[data-testid="arch-comparison"]').boundingBox();
     check(!!tableBox && tableBox.x >= 0 && tableBox.x + tableBox.width <= w + 1, what('the comparison card fits the viewport'), JSON.stringify(tableBox));

@@ -8,6 +8,7 @@
 // for the group.
 import { join } from 'node:path';
 import { atEveryWidth } from './flow.mjs';
+import { transcriptLayout, transcriptRows } from './views.checks.mjs';
 
 const SPEECH_YAML = 'name: speech-grid\ndata:\n  train: {manifest: /data/speech/train.tsv}\n  valid: {manifest: /data/speech/valid.tsv}\nhyperparameters:\n  arch: speech_transformer_ctc_small\n  lr: 0.001\nsearcher: {name: single, metric: wer, max_length: {batches: 16}}\n';
 const TEXT_YAML = 'name: wmt-tiny\ndata:\n  train: {src: /data/wmt/train.de, tgt: /data/wmt/train.en}\nhyperparameters:\n  arch: transformer_tiny\nsearcher: {name: single, metric: bleu, smaller_is_better: false}\n';
@@ -75,25 +76,15 @@ export async function speechFlow(browser, { dist, check, ART }) {
     check((await card.locator('[data-testid="transcripts-step"]').innerText()).startsWith('step 16 · '), what('from the latest validation, step 16'), await card.locator('[data-testid="transcripts-step"]').innerText());
     const asked = requests.filter((r) => r.includes('kind=validation_transcripts'));
     check(asked.length > 0 && asked.every((r) => new URLSearchParams(r.split('?')[1]).get('maxPoints') === '1'), what('asked with maxPoints=1 (the latest row, not every one)'), asked.join(' '));
-    const rows = await card.locator('[data-testid="transcript"]').evaluateAll((els) =>
-      els.map((el) => ({
-        id: el.getAttribute('data-id'),
-        ref: el.querySelector('[data-testid="transcript-reference"]').textContent,
-        hyp: el.querySelector('[data-testid="transcript-hypothesis"]').textContent,
-        errors: el.querySelector('[data-testid="transcript-errors"]').textContent,
-        marks: [...el.querySelectorAll('mark')].map((m) => `${m.dataset.mark}:${m.textContent}`),
-      })),
-    );
+    const rows = await transcriptRows(card);
     check(rows.map((r) => r.id).join(',') === 'valid-000001,valid-000002,valid-000003', what('the three utterances in manifest order'), JSON.stringify(rows));
     check(rows[0]?.ref === 'a man and a woman are sitting on the floor' && rows[0]?.hyp === 'a man and a woman are siting on the floor', what('reference and hypothesis of the latest validation, as WER scores them'), JSON.stringify(rows[0]));
     check(JSON.stringify(rows[0]?.marks) === JSON.stringify(['substituted:sitting', 'substituted:siting']) && rows[0]?.errors === '1 of 10 words wrong', what('the differing word marked on both sides, and the count'), JSON.stringify(rows[0]));
     check(rows[1]?.marks.length === 0 && rows[1]?.errors === 'no word errors', what('an exact transcript has nothing marked'), JSON.stringify(rows[1]));
     check(JSON.stringify(rows[2]?.marks) === JSON.stringify(['substituted:dogs', 'substituted:dog', 'inserted:the']), what('a substituted and an inserted word'), JSON.stringify(rows[2]));
     // side by side on a wide screen, stacked on a phone; the card fits the viewport either way
-    const [refBox, hypBox] = await Promise.all(['transcript-reference', 'transcript-hypothesis'].map((id) => card.locator(`[data-testid="${id}"]`).first().boundingBox()));
-    const sideBySide = !!refBox && !!hypBox && Math.abs(refBox.y - hypBox.y) < 2 && hypBox.x >= refBox.x + refBox.width;
-    const stacked = !!refBox && !!hypBox && hypBox.y >= refBox.y + refBox.height;
-    check(w === 1280 ? sideBySide : stacked, what(w === 1280 ? 'reference and hypothesis side by side' : 'reference above hypothesis'), JSON.stringify({ refBox, hypBox }));
+    const { sideBySide, stacked, boxes } = await transcriptLayout(card);
+    check(w === 1280 ? sideBySide : stacked, what(w === 1280 ? 'reference and hypothesis side by side' : 'reference above hypothesis'), JSON.stringify(boxes));
     const cardBox = await card.boundingBox();
     check(!!cardBox && cardBox.x >= 0 && cardBox.x + cardBox.width <= w + 1, what('the card fits the viewport'), JSON.stringify(cardBox));
     check((await page.locator('[data-testid="group-validation_transcripts"]').count()) === 0, what('the transcripts group gets no chart section'));

@@ -12,6 +12,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { contextHandlers, fixedContext } from '../dev/context-fixtures.mjs';
 import { atEveryWidth } from './flow.mjs';
+import { contextFiles, fitsWidth, listBadges, nativePanels } from './views.checks.mjs';
 
 const NATIVE_YAML = 'name: lstm-vs-tiny\nprecision: bf16\ndata:\n  train: {src: /data/wmt/train.de, tgt: /data/wmt/train.en}\n  valid: {src: /data/wmt/valid.de, tgt: /data/wmt/valid.en}\nhyperparameters:\n  arch: {type: categorical, vals: [lstm_small, transformer_tiny]}\nsearcher: {name: grid, metric: bleu, smaller_is_better: false}\n';
 const userCode = (name, entry) => `name: ${name}\nentrypoint: ${entry}\nsearcher: {name: single, metric: accuracy}\n`;
@@ -68,13 +69,10 @@ export async function whatRanFlow(browser, { dist, check, ART }) {
   const archive = CONTEXTS.get('8');
   await atEveryWidth(browser, { dist, check, ART }, { label: 'what ran', flow: 'the what-ran flow', shot: 'what-ran', api: fixtureApi(requests), pageOptions: { acceptDownloads: true } }, async ({ page, base, w, what }) => {
     const text = (sel) => page.locator(sel).first().innerText();
-    const fits = async (sel) => {
-      const box = await page.locator(sel).first().boundingBox();
-      return !!box && box.x >= 0 && box.x + box.width <= w + 1;
-    };
+    const fits = (sel) => fitsWidth(page, sel, w);
     await page.goto(`${base}/#/experiments`);
     await page.waitForSelector('[data-testid="experiment-row"]', { timeout: 15000 });
-    const badged = await page.locator('[data-testid="unmanaged-badge"]').evaluateAll((bs) => bs.map((b) => `${b.closest('tr').getAttribute('data-id')}:${b.closest('td').className}:${b.textContent}`));
+    const badged = await listBadges(page);
     check(badged.join() === '9:col-name:unmanaged', what("the list badges the unmanaged experiment in its name cell"), badged.join());
     check(await page.locator('[data-testid="unmanaged-badge"]').isVisible(), what('the badge is on screen'));
     await page.screenshot({ path: join(ART, `what-ran-list-${w}.png`), fullPage: true });
@@ -94,7 +92,7 @@ export async function whatRanFlow(browser, { dist, check, ART }) {
     await page.goto(`${base}/#/experiments/8`);
     await page.waitForSelector('[data-testid="context-file"]', { timeout: 15000 });
     check((await text('[data-testid="what-ran-entrypoint"]')) === 'python3 train.py --epochs 3', what("user code's entrypoint as a command line"));
-    const files = await page.locator('[data-testid="context-file"]').evaluateAll((rs) => rs.map((r) => [...r.querySelectorAll('td')].map((td) => td.textContent).join(' ')));
+    const files = (await contextFiles(page)).map((f) => f.text);
     check(files.join(' | ') === 'train.py 1.2 KiB | model/net.py 20 KiB | data → /mnt/shared/data link', what('the context files with sizes and the link'), files.join(' | '));
     check((await text('[data-testid="context-file-bytes"]')) === '3 files, 21 KiB', what('the total file bytes'), await text('[data-testid="context-file-bytes"]'));
     check((await text('[data-testid="context-archive-bytes"]')) === `${archive.archiveBytes} B (.tar.gz)`, what('the archive size'), await text('[data-testid="context-archive-bytes"]'));
@@ -134,8 +132,8 @@ export async function whatRanFlow(browser, { dist, check, ART }) {
     await page.waitForSelector('[data-testid="trial-entrypoint"]', { timeout: 15000 });
     check((await text('[data-testid="trial-entrypoint"]')) === 'python3 train.py --epochs 3', what("a Core API trial's entrypoint"));
     await page.waitForSelector('[data-testid="chart-training"][data-points="2"]', { timeout: 10000 });
-    const native = await page.locator('[data-testid="chart-throughput"], [data-testid="chart-loss-scale"], [data-testid="trial-arch"], [data-testid="trial-precision"]').count();
-    check(native === 0 && !(await page.locator('main').innerText()).includes('loss_scale'), what('and no native-only panel'), `${native} native element(s)`);
+    const native = await nativePanels(page);
+    check(native.count === 0 && !native.lossScaleText, what('and no native-only panel'), `${native.count} native element(s)`);
     await page.screenshot({ path: join(ART, `what-ran-core-trial-${w}.png`), fullPage: true });
   });
 }
