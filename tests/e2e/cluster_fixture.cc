@@ -418,6 +418,27 @@ int64_t TotalBatches(Cluster& cluster, int64_t id) {
   return std::stoll(t.as_list()[0].Find("totalBatches")->as_string());
 }
 
+void ExpectDashboardViews(Cluster& cluster, const std::vector<std::string>& views, const std::string& artifacts) {
+  ASSERT_TRUE(fs::exists(SourceDir() + "/webui/dist/index.html"))
+      << "the web UI is not built: run tests/webui/run.sh (deploy/test.sh does)";
+  ASSERT_TRUE(fs::exists(SourceDir() + "/webui/node_modules/playwright-core")) << "run npm ci in webui/";
+  CommandOptions o;
+  o.working_dir = SourceDir() + "/webui";
+  o.env["SF_MASTER_URL"] = cluster.url();
+  if (!cluster.ca_file().empty()) o.env["NODE_EXTRA_CA_CERTS"] = cluster.ca_file();
+  o.env["SF_ARTIFACTS_DIR"] = BinaryDir() + "/" + artifacts;
+  o.env["SF_E2E_USERNAME"] = "admin";
+  o.env["SF_E2E_PASSWORD"] = cluster.admin_password();
+  o.timeout = std::chrono::minutes(4);
+  std::vector<std::string> argv = {"node", "e2e/views.e2e.mjs"};
+  argv.insert(argv.end(), views.begin(), views.end());
+  auto r = RunCommand(argv, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  std::cout << r->output;  // each check, passed or not: what the run proved
+  EXPECT_EQ(r->exit_code, 0);
+  EXPECT_NE(r->output.find(" passed, 0 failed"), std::string::npos);
+}
+
 LocalDeployment::LocalDeployment(const TempDir& scratch, std::chrono::seconds timeout)
     : dir_(scratch.path() + "/local") {
   options_.env = {{"XDG_CONFIG_HOME", scratch.path() + "/config"}, {"SF_MASTER", ""}, {"SF_CA_FILE", ""},

@@ -175,6 +175,12 @@ std::string TinyExperiment(int trials, int64_t batches, int64_t unit, const std:
 // experiment has exactly one trial.
 int64_t TotalBatches(Cluster& cluster, int64_t id);
 
+// Runs webui/e2e/views.e2e.mjs (issue 49's dashboard views in Debian's Chromium) against the
+// cluster's master, logged in as its admin, with `views` as its VIEW=EXPERIMENT_ID arguments and
+// its screenshots in <build>/<artifacts>. Fails the test (with the script's output) unless the
+// built dashboard and playwright-core are there, the script ran, and every check passed.
+void ExpectDashboardViews(Cluster& cluster, const std::vector<std::string>& views, const std::string& artifacts);
+
 // A cluster that `sf deploy local up` makes in `<scratch>/local`, driven the way a new user
 // drives it: Sf() runs the real sf with its own XDG_CONFIG_HOME and no SF_MASTER, SF_CA_FILE or
 // SF_TOKEN from the test's environment (options() adds to that); a run that cannot start fails

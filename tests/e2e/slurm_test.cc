@@ -493,6 +493,28 @@ CommandResult RunUserTrial(Cluster& c, const std::string& name, const std::strin
   return run.ok() ? *run : CommandResult{};
 }
 
+// The dashboard in Debian's Chromium (webui/e2e/views.e2e.mjs): a trial that ran as a Slurm job
+// shows its job id and the nodes it ran on, as the master reports them, and those are the job's
+// own in Slurm's job completion log.
+TEST(Slurm, TrialPageShowsItsJobIdAndNodesInChromium) {
+  SLURM_OR_SKIP(slurm);
+  Cluster c(0, 0, slurm.Layout(slurm.MasterConfig()));
+  const int64_t id = c.Submit(TinyExperiment(1, 10, 10, "slurm-dashboard"));
+  ASSERT_GT(id, 0);
+  ASSERT_TRUE(c.WaitForState(id, kCompleted, 240s)) << c.ExperimentState(id);
+  const Value trial = TrialOf(c, id);
+  const auto jobs = JobIds(c, Id(trial));
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(Field(trial, "jobId"), jobs[0]) << trial.ToJson();
+  const Value* hosts = trial.Find("hosts");
+  ASSERT_TRUE(hosts && hosts->is_list() && hosts->as_list().size() == 1) << trial.ToJson();
+  std::string nodes = slurm.Tool({"sacct", "-c", "-j", jobs[0], "-n", "-X", "-P", "-o", "NodeList"});
+  nodes.erase(nodes.find_last_not_of(" \n") + 1);
+  EXPECT_EQ(hosts->as_list()[0].as_string(), "slurm:" + nodes) << trial.ToJson();
+
+  ExpectDashboardViews(c, {"slurm=" + std::to_string(id)}, "webui-views-slurm");
+}
+
 // A user's own script (the Core API, an entrypoint with a context directory) runs through Slurm
 // as it runs on agents: sf-task fetches the context from the master and starts the entrypoint.
 TEST(Slurm, AnEntrypointWithItsContextRunsAsASlurmJob) {
