@@ -48,6 +48,7 @@ DEFAULTS = {
     "label_smoothing": 0.1,
     "clip_norm": 1.0,
     "report_every": 20,     # batches between training metric reports
+    "device": "auto",       # auto: the GPU the slot gives (cuda), else the CPU; or cpu, cuda
 }
 
 
@@ -60,7 +61,19 @@ def hyperparameters(given):
     hp = dict(DEFAULTS)
     for name, value in given.items():
         hp[name] = type(DEFAULTS[name])(value)
+    if hp["device"] not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"hyperparameter device is {hp['device']!r}: auto, cpu or cuda")
     return hp
+
+
+def pick_device(name):
+    """The torch.device for the `device` hyperparameter. On a cluster a trial sees only the GPUs
+    of its slots (CUDA_VISIBLE_DEVICES), so "cuda" is the slot's GPU; a CPU slot shows none."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("hyperparameter device is cuda, but torch sees no GPU (a CPU slot, or no driver)")
+    return torch.device(name)
 
 
 def tokenize(line):
@@ -163,12 +176,15 @@ def batch_indices(step, n, batch_size, seed):
     return order[i * batch_size:(i + 1) * batch_size].tolist()
 
 
-def collate(examples):
-    """Padded (source, target input, target output) tensors, batch first."""
+def collate(examples, device=None):
+    """Padded (source, target input, target output) tensors, batch first, on `device` (the
+    CPU when None)."""
     src = pad_sequence([torch.tensor(s + [EOS]) for s, _ in examples], batch_first=True,
                        padding_value=PAD)
     tgt = pad_sequence([torch.tensor([BOS] + t + [EOS]) for _, t in examples], batch_first=True,
                        padding_value=PAD)
+    if device is not None:
+        src, tgt = src.to(device), tgt.to(device)
     return src, tgt[:, :-1], tgt[:, 1:]
 
 
@@ -221,8 +237,8 @@ def greedy(model, src, extra=10):
     """Greedy decoding of a batch: target ids per sentence, up to `extra` longer than its
     source batch (stops early once every sentence has ended)."""
     memory = model.encode(src)
-    ys = torch.full((src.size(0), 1), BOS, dtype=torch.long)
-    done = torch.zeros(src.size(0), dtype=torch.bool)
+    ys = torch.full((src.size(0), 1), BOS, dtype=torch.long, device=src.device)
+    done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
     for _ in range(src.size(1) + extra):
         step = model.decode(memory, src, ys)[:, -1].argmax(-1).masked_fill(done, PAD)
         ys = torch.cat([ys, step[:, None]], dim=1)
@@ -262,9 +278,10 @@ def evaluate(model, examples, references, tgt_vocab, batch_size=100):
     validation set can be added up across ranks."""
     was_training = model.training
     model.eval()
+    device = next(model.parameters()).device
     loss_sum, tokens, stats = 0.0, 0, [0] * 10
     for start in range(0, len(examples), batch_size):
-        src, tgt_in, tgt_out = collate(examples[start:start + batch_size])
+        src, tgt_in, tgt_out = collate(examples[start:start + batch_size], device)
         logits = model(src, tgt_in)
         loss_sum += nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)),
                                                 tgt_out.reshape(-1), ignore_index=PAD,

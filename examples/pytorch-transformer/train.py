@@ -23,8 +23,8 @@ from torch import nn
 
 import steadfast
 from model import (PAD, Translator, batch_indices, build_vocabs, collate, corpus_bleu, encode_pairs, evaluate,
-                   hyperparameters, inverse_sqrt, read_split, read_vocabs, resolve_data_dir, train_step,
-                   write_vocabs)
+                   hyperparameters, inverse_sqrt, pick_device, read_split, read_vocabs, resolve_data_dir,
+                   train_step, write_vocabs)
 
 
 def main():
@@ -40,13 +40,14 @@ def main():
         train_pairs = read_split(data_dir, "train")
         valid_pairs = read_split(data_dir, "valid")
         torch.manual_seed(hp["seed"])
+        device = pick_device(hp["device"])
 
         # Resume: the trial's latest checkpoint (a restart after a failure, a pause, the next
         # rung of ASHA) or, in local mode, $SF_LATEST_CHECKPOINT.
         state = None
         if ctx.info.latest_checkpoint:
             with ctx.checkpoint.restore_path(ctx.info.latest_checkpoint) as path:
-                state = torch.load(os.path.join(path, "state.pt"))
+                state = torch.load(os.path.join(path, "state.pt"), map_location="cpu")
                 src_vocab, tgt_vocab = read_vocabs(path)
         else:
             src_vocab, tgt_vocab = build_vocabs(train_pairs, hp["min_freq"])
@@ -54,7 +55,7 @@ def main():
         valid = encode_pairs(valid_pairs, src_vocab, tgt_vocab)
         references = [t for _, t in valid_pairs]
 
-        model = Translator(len(src_vocab), len(tgt_vocab), hp)
+        model = Translator(len(src_vocab), len(tgt_vocab), hp).to(device)
         optimizer = torch.optim.Adam(model.parameters(), lr=hp["lr"], betas=(0.9, 0.98), eps=1e-9)
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, inverse_sqrt(hp["warmup"]))
         criterion = nn.CrossEntropyLoss(ignore_index=PAD, label_smoothing=hp["label_smoothing"])
@@ -64,9 +65,11 @@ def main():
             optimizer.load_state_dict(state["optimizer"])
             scheduler.load_state_dict(state["scheduler"])
             torch.set_rng_state(state["rng"])
+            if device.type == "cuda" and "cuda_rng" in state:
+                torch.cuda.set_rng_state(state["cuda_rng"])  # dropout's masks, as the CPU's above
             steps = state["steps"]
         saved_at = steps if state is not None else None
-        print(f"{ctx.info.mode} trial: {sum(p.numel() for p in model.parameters())} parameters, "
+        print(f"{ctx.info.mode} trial on {device}: {sum(p.numel() for p in model.parameters())} parameters, "
               f"vocabularies de {len(src_vocab)} en {len(tgt_vocab)}, data {data_dir}, "
               f"starting at batch {steps}", flush=True)
 
@@ -77,9 +80,10 @@ def main():
             if saved_at == steps:
                 return
             with ctx.checkpoint.store_path({"steps_completed": steps}) as (path, _):
+                extra = {"cuda_rng": torch.cuda.get_rng_state()} if device.type == "cuda" else {}
                 torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                             "scheduler": scheduler.state_dict(), "rng": torch.get_rng_state(),
-                            "steps": steps}, os.path.join(path, "state.pt"))
+                            "steps": steps, **extra}, os.path.join(path, "state.pt"))
                 write_vocabs(path, src_vocab, tgt_vocab)
             saved_at = steps
 
@@ -89,7 +93,8 @@ def main():
             model.train()
             loss_sum, tokens, started = 0.0, 0, time.monotonic()
             while steps < op.length:
-                batch = collate([train[i] for i in batch_indices(steps, len(train), hp["batch_size"], hp["seed"])])
+                batch = collate([train[i] for i in batch_indices(steps, len(train), hp["batch_size"], hp["seed"])],
+                                device)
                 loss, n, lr = train_step(model, batch, criterion, optimizer, scheduler, hp["clip_norm"])
                 steps += 1
                 loss_sum, tokens = loss_sum + loss * n, tokens + n

@@ -59,6 +59,8 @@ def train(ctx):
     rank, world = dist.get_rank(), dist.get_world_size()
     chief = rank == 0
     hp = hyperparameters(ctx.info.hparams)
+    if hp["device"] == "cuda":
+        raise ValueError("train_ddp.py trains on CPUs (the gloo backend): hyperparameter device must be auto or cpu")
     if hp["batch_size"] < world:
         raise ValueError(f"batch_size {hp['batch_size']} is less than the {world} ranks")
     data_dir = resolve_data_dir(ctx.info.context_directory, hp["data_dir"])
