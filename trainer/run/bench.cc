@@ -299,7 +299,7 @@ Result<BenchReport> RunBench(const BenchOptions& o) {
   rep.emplace_back("src_len", std::to_string(o.src_len));
   rep.emplace_back("tgt_len", std::to_string(o.tgt_len));
   rep.emplace_back("vocab", std::to_string(vocab));
-  rep.emplace_back("parameters", std::to_string(model.params().total_numel()));
+  rep.emplace_back("parameters", std::to_string(ParameterCount(model)));
   rep.emplace_back("steps", std::to_string(o.steps));
   rep.emplace_back("step_s", Fmt(step_s, 4));
   rep.emplace_back("tokens_per_s", Fmt(tokens / step_s, 1));

@@ -206,7 +206,8 @@ int RunTrial(core::Context& ctx, std::unique_ptr<dist::Communicator>& comm) {
     return c == StatusCode::kInvalidArgument || c == StatusCode::kNotFound ? 2 : 1;
   }
   TrainingRun& run = **created;
-  log::Info("trainer", {{"event", "model"}, {"parameters", std::to_string(run.parameter_count())},
+  const int64_t parameters = run.parameter_count();
+  log::Info("trainer", {{"event", "model"}, {"parameters", std::to_string(parameters)},
                         {"steps_per_epoch", std::to_string(run.steps_per_epoch())},
                         {"threads", std::to_string(omp_get_max_threads())}});
 
@@ -370,7 +371,10 @@ int RunTrial(core::Context& ctx, std::unique_ptr<dist::Communicator>& comm) {
               {"loss_scale", rep.loss_scale},
               {"grad_norm", rep.grad_norm},
               {"epoch", static_cast<double>(run.epoch())},
-              {"skipped_steps", static_cast<double>(run.skipped_steps())}};
+              {"skipped_steps", static_cast<double>(run.skipped_steps())},
+              // The model's size, in every report so that any window of them (the dashboard
+              // reads a downsampled few) has it; a double holds it exactly below 2^53.
+              {"parameters", static_cast<double>(parameters)}};
           if (comm) {
             values.push_back({"world_size", static_cast<double>(world_size)});
             values.push_back({"allreduce_s", window_sync.busy_seconds});

@@ -36,6 +36,12 @@ DType ComputeDType(config::Precision precision) {
   }
 }
 
+int64_t ParameterCount(TrainableModel<float>& model) {
+  int64_t count = 0;
+  for (const ParamInfo& info : model.params().params()) count += info.numel;
+  return count;
+}
+
 void SnapshotTraining(TrainableModel<float>& model, TrainStep& step, CheckpointContents* c) {
   auto& store = model.params();
   c->model.clear();

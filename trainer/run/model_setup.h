@@ -31,6 +31,11 @@ Result<ModelSpec> CheckpointModelSpec(const CheckpointContents& contents);
 // The GEMM operand dtype of a precision.
 DType ComputeDType(config::Precision precision);
 
+// How many parameters the model has: the sum of its parameters' elements, which is what a
+// checkpoint's model.safetensors holds (ParamStore::total_numel() also counts the padding that
+// aligns each parameter). What `sf-trainer bench` prints and cluster mode reports as `parameters`.
+int64_t ParameterCount(TrainableModel<float>& model);
+
 // fp32 master weights (with shapes) into contents->model; optimizer and loss-scaler state into
 // contents->optimizer (scaler buffers prefixed "loss_scaler.").
 void SnapshotTraining(TrainableModel<float>& model, TrainStep& step, CheckpointContents* contents);

@@ -385,6 +385,8 @@ Result<RunValidation> SpeechRun::Validate(double fallback_loss) {
   return v;
 }
 
+int64_t SpeechRun::parameter_count() { return ParameterCount(*model_); }
+
 CheckpointContents SpeechRun::Snapshot(const Value::Map& extra) const {
   CheckpointContents c;
   SnapshotTraining(*model_, *step_, &c);

@@ -105,7 +105,7 @@ class SpeechRun final : public TrainingRun {
   int64_t skipped_steps() const override { return skipped_; }
   int64_t steps_per_epoch() const override { return steps_per_epoch_; }
   data::DataPosition position() const override { return iter_->position(); }
-  int64_t parameter_count() override { return model_->params().total_numel(); }
+  int64_t parameter_count() override;
   const char* token_unit() const override { return "labels"; }
 
   SpeechCtcModel<float>& model() { return *model_; }

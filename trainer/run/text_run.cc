@@ -246,6 +246,8 @@ Result<TextValidation> TextRun::Validate(double fallback_loss) {
   return v;
 }
 
+int64_t TextRun::parameter_count() { return ParameterCount(*model_); }
+
 CheckpointContents TextRun::Snapshot(const Value::Map& extra) const {
   CheckpointContents c;
   SnapshotTraining(*model_, *step_, &c);

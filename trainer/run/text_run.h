@@ -98,7 +98,7 @@ class TextRun final : public TrainingRun {
   int64_t skipped_steps() const override { return skipped_; }
   int64_t steps_per_epoch() const override { return steps_per_epoch_; }
   data::DataPosition position() const override { return iter_->position(); }
-  int64_t parameter_count() override { return model_->params().total_numel(); }
+  int64_t parameter_count() override;
   const data::TranslationData& data() const { return *data_; }
   Seq2SeqModel<float>& model() { return *model_; }
   const ModelSpec& model_spec() const { return spec_; }

@@ -99,6 +99,7 @@ class TrainingRun {
   virtual int64_t steps_per_epoch() const = 0;
   // Where the next batch comes from.
   virtual data::DataPosition position() const = 0;
+  // The model's parameter count (ParameterCount in model_setup.h): what a checkpoint's weights hold.
   virtual int64_t parameter_count() = 0;
   // What a training window's "tokens" count, for progress lines: "tok" or "labels".
   virtual const char* token_unit() const { return "tok"; }
