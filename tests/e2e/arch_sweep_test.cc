@@ -2,13 +2,15 @@
 // and the Transformer) on a real cluster — PostgreSQL, sf-master, sf-agent, sf-trainer processes on
 // loopback. Each trial trains its family, validates and checkpoints; the checkpoint's weights say
 // which family they hold; the REST API gives every trial its arch beside its metric, which is
-// what the dashboard's trials table and parallel coordinates compare.
+// what the dashboard's trials table and parallel coordinates compare, and its model's size as the
+// trial reported it (`parameters`), which must be what its checkpoint's weights hold.
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
 
 #include "tests/e2e/cluster_fixture.h"
+#include "tests/e2e/reported_parameters.h"
 
 namespace sf::testing {
 namespace {
@@ -91,6 +93,13 @@ TEST(ArchSweepEndToEnd, OneGridTrainsAnLstmAConvS2SAndATransformerSideBySide) {
     }
   }
   EXPECT_EQ(families, (std::set<std::string>{"lstm", "transformer", "fconv"}));
+
+  // Each family reports its own model's size: the values its weights hold, different per family.
+  const std::map<int64_t, int64_t> parameters = ExpectReportedParametersAreTheCheckpointedModels(cluster, id);
+  EXPECT_EQ(parameters.size(), 3u);
+  std::set<int64_t> sizes;
+  for (const auto& [trial, count] : parameters) sizes.insert(count);
+  EXPECT_EQ(sizes.size(), 3u) << "three families of three sizes";
 }
 
 }  // namespace

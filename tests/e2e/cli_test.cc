@@ -14,6 +14,7 @@
 
 #include "common/subprocess.h"
 #include "tests/e2e/cluster_fixture.h"
+#include "tests/e2e/reported_parameters.h"
 
 namespace sf::testing {
 namespace {
@@ -257,7 +258,8 @@ TEST_F(CliEndToEnd, CreateRejectsBadInputWithExitTwoAndSubmitsNothing) {
 // A language model (arch transformer_lm_small) on one-sided text given by paths relative to the
 // experiment file: `sf config validate` checks the files under the keys written, `sf experiment
 // create` sends them absolute under those keys, the master checks them, and the trial trains,
-// validates by perplexity and checkpoints weights that say arch transformer_lm.
+// validates by perplexity and checkpoints weights that say arch transformer_lm, and reports the
+// size of the model they hold.
 TEST_F(CliEndToEnd, CreateFollowTrainsALanguageModelOnOneSidedTextGivenRelatively) {
   const std::string data = DataCopy("multi30k-de-en-tiny");
   fs::create_directories(scratch_->path() + "/lm-data");
@@ -297,6 +299,8 @@ TEST_F(CliEndToEnd, CreateFollowTrainsALanguageModelOnOneSidedTextGivenRelativel
   ASSERT_FALSE(cks.Find("checkpoints")->as_list().empty()) << cks.ToJson();
   const std::string weights = cks.Find("checkpoints")->as_list().back().Find("path")->as_string() + "/model.safetensors";
   EXPECT_TRUE(Contains(ReadAll(weights).substr(0, 4096), "\"arch\":\"transformer_lm\"")) << weights;
+  // Its training reports carry the language model's size: what those weights hold.
+  EXPECT_EQ(ExpectReportedParametersAreTheCheckpointedModels(*cluster_, id).size(), 1u);
 }
 
 TEST_F(CliEndToEnd, ListShowsIdNameAndStateInTheTableAndAsJson) {

@@ -15,6 +15,7 @@
 #include <set>
 
 #include "tests/e2e/cluster_fixture.h"
+#include "tests/e2e/reported_parameters.h"
 #include "trainer/eval/error_rate.h"
 
 namespace sf::testing {
@@ -181,6 +182,10 @@ TEST(SpeechEndToEnd, AGridOfSpeechTrialsIsSearchedByWordErrorRate) {
     EXPECT_NE(head.find("\"arch\":\"speech_transformer_ctc\""), std::string::npos) << path;
   }
   EXPECT_GE(active, 2);
+  // The speech model's size as reported is its weights': the same model (only lr differs) twice.
+  const std::map<int64_t, int64_t> parameters = ExpectReportedParametersAreTheCheckpointedModels(cluster, id);
+  ASSERT_EQ(parameters.size(), 2u);
+  EXPECT_EQ(parameters.begin()->second, parameters.rbegin()->second);
   EXPECT_TRUE(cluster.TrainerPids().empty());
 }
 
