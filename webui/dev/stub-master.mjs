@@ -87,9 +87,9 @@ function step(t, e) {
   t.totalBatches = String(b);
   const lr = t.hparams.lr, dr = t.hparams.dropout;
   const loss = 2 + 7 * Math.exp(-b * lr * 10) + dr + Math.random() * 0.1;
-  // the native trainer reports throughput and loss scale; user code (an entrypoint) its loss only
+  // the native trainer reports throughput, loss scale and its model's size; user code (an entrypoint) its loss only
   const native = !/^entrypoint:/m.test(e.configYaml);
-  metrics.get(tid).push({ trialId: t.id, batches: String(b), kind: 'training', values: native ? { loss, tokens_per_second: 5000 + Math.random() * 500, loss_scale: 128 * 2 ** Math.floor(b / 100) } : { loss }, time: now() });
+  metrics.get(tid).push({ trialId: t.id, batches: String(b), kind: 'training', values: native ? { loss, tokens_per_second: 5000 + Math.random() * 500, loss_scale: 128 * 2 ** Math.floor(b / 100), parameters: 2345678 } : { loss }, time: now() });
   addLog(tid, `step ${b} loss=${loss.toFixed(4)}`);
   if (b % 50 === 0) {
     const bleu = 30 * (1 - Math.exp(-b * lr * 5)) - dr * 10;

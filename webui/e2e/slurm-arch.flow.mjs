@@ -1,14 +1,14 @@
 // Part of the offline browser test (offline.e2e.mjs runs it): issue 49's Slurm and arch views
 // against fixture answers of the master's routes, at 1280 px and 375 px. The experiment list asks
 // for the configs (fields=config), shows each experiment's arch and filters the page by it; an arch
-// sweep's page compares its archs (best trial, time, tokens/s) and its trials table says where each
+// sweep's page compares its archs (best trial, time, tokens/s, parameters) and its trials table says where each
 // ran; a queued Slurm trial's page shows its pool's capacity, job id and Slurm's reason, a finished
 // one the nodes its job ran on (Trial.hosts), or the sacct command for them when the master did not
 // say; a trial on agents says in its Summary which agent it ran on; the cluster page shows the Slurm
 // pool's nodes × slots per node and the queued trial's job id.
 import { join } from 'node:path';
 import { atEveryWidth } from './flow.mjs';
-import { archRows } from './views.checks.mjs';
+import { archRows, trialParametersShown } from './views.checks.mjs';
 
 const SWEEP_YAML = 'name: arch-sweep\nhyperparameters:\n  arch: {type: categorical, vals: [lstm_small, transformer_tiny]}\n  lr: 0.001\nsearcher: {name: grid, metric: bleu, smaller_is_better: false}\nresources:\n  resource_pool: hpc\n  slots_per_trial: 2\n';
 const EXPERIMENTS = [
@@ -17,7 +17,9 @@ const EXPERIMENTS = [
   { id: '3', name: 'pytorch-transformer', state: 'EXPERIMENT_STATE_COMPLETED', owner: 'ada', searcher: 'single', metric: 'bleu', numTrials: 1, configYaml: 'name: pt\nentrypoint: /usr/bin/python3 train.py\nhyperparameters:\n  d_model: 128\n' },
 ];
 const at = (min) => new Date(Date.parse('2026-11-02T10:00:00Z') + min * 60000).toISOString();
-const sweepTrial = (id, arch, best, minutes, tps, hosts) => ({ trial: { id: String(id), experimentId: '5', state: 'TRIAL_STATE_COMPLETED', hparams: { arch, lr: 0.001 }, bestValidationMetric: best, startTime: at(0), endTime: at(minutes), totalBatches: '200', jobId: String(800 + id), hosts }, tps });
+// `parameters`: the model's size, as sf-trainer reports it in every training report.
+const PARAMETERS = { lstm_small: 2345678, transformer_tiny: 803712 };
+const sweepTrial = (id, arch, best, minutes, tps, hosts) => ({ trial: { id: String(id), experimentId: '5', state: 'TRIAL_STATE_COMPLETED', hparams: { arch, lr: 0.001 }, bestValidationMetric: best, startTime: at(0), endTime: at(minutes), totalBatches: '200', jobId: String(800 + id), hosts }, tps, parameters: PARAMETERS[arch] });
 // Trial 14's job ran before the master reported nodes (no hosts): its page falls back to sacct.
 const SWEEP = [sweepTrial(11, 'lstm_small', 21.5, 5, 2000, ['slurm:node1']), sweepTrial(12, 'transformer_tiny', 27.25, 12.5, 5000, ['slurm:node[1-2]']), sweepTrial(13, 'lstm_small', 23, 7, 4000, ['slurm:node2']), sweepTrial(14, 'transformer_tiny', 26, 10, 5000)];
 const QUEUED = { id: '21', experimentId: '4', state: 'TRIAL_STATE_QUEUED', hparams: { arch: 'lstm_small' }, jobId: '813', pendingReason: 'Slurm: Resources (job 813)' };
@@ -55,8 +57,8 @@ function fixtureApi(requests) {
     if (m && TRIALS.some((t) => t.id === m[1])) return send(res, 200, { trial: TRIALS.find((t) => t.id === m[1]) });
     m = p.match(/^\/trials\/(\d+)\/metrics$/);
     if (m) {
-      const tps = SWEEP.find((t) => t.trial.id === m[1])?.tps;
-      const rows = url.searchParams.get('kind') === 'training' && tps ? [1, 2].map((i) => ({ trialId: m[1], kind: 'training', batches: String(100 * i), values: { loss: 3 - i, tokens_per_second: tps } })) : [];
+      const { tps, parameters } = SWEEP.find((t) => t.trial.id === m[1]) ?? {};
+      const rows = url.searchParams.get('kind') === 'training' && tps ? [1, 2].map((i) => ({ trialId: m[1], kind: 'training', batches: String(100 * i), values: { loss: 3 - i, tokens_per_second: tps, parameters } })) : [];
       return send(res, 200, { metrics: rows });
     }
     if (/^\/trials\/\d+\/logs$/.test(p)) return send(res, 200, { logs: [] });
@@ -91,8 +93,11 @@ export async function slurmArchFlow(browser, { dist, check, ART }) {
     await page.goto(`${base}/#/experiments/5`);
     await page.waitForSelector('[data-testid="arch-row"]', { timeout: 15000 });
     await page.waitForFunction(() => document.querySelector('[data-testid="arch-row"] [data-testid="arch-tps"]')?.textContent === '5,000', null, { timeout: 10000 }).catch(() => {});
-    const rows = (await archRows(page)).map((r) => [r.arch, r.best, r.bestTrial, r.time, r.tps].join(' '));
-    check(rows.join(' | ') === 'transformer_tiny 27.25 trial 12 12m 30s 5,000 | lstm_small 23 trial 13 7m 00s 3,000', what('the archs side by side: best, its trial, time, mean tokens/s'), rows.join(' | '));
+    const arch = await archRows(page);
+    const rows = arch.map((r) => [r.arch, r.best, r.bestTrial, r.time, r.tps, r.parameters].join(' '));
+    check(rows.join(' | ') === 'transformer_tiny 27.25 trial 12 12m 30s 5,000 804 K | lstm_small 23 trial 13 7m 00s 3,000 2.3 M', what('the archs side by side: best, its trial, time, mean tokens/s, parameters'), rows.join(' | '));
+    const exact = arch.map((r) => `${r.arch}=${r.parametersExact} (${r.parametersTitle})`).join(' ');
+    check(exact === 'transformer_tiny=803712 (803,712 parameters) lstm_small=2345678 (2,345,678 parameters)', what('each arch\'s exact parameter count as the trials reported it'), exact);
     const tableBox = await page.locator('[data-testid="arch-comparison"]').boundingBox();
     check(!!tableBox && tableBox.x >= 0 && tableBox.x + tableBox.width <= w + 1, what('the comparison card fits the viewport'), JSON.stringify(tableBox));
     await page.locator('[data-testid="arch-comparison"]').screenshot({ path: join(ART, `arch-compare-${w}.png`) });
@@ -113,6 +118,9 @@ export async function slurmArchFlow(browser, { dist, check, ART }) {
     check((await text('[data-testid="trial-slurm"] [data-testid="trial-nodes"]')) === 'node[1-2]', what("a finished Slurm trial's card names its job's nodes"), await text('[data-testid="trial-nodes"]'));
     check((await page.locator('[data-testid="trial-nodes"] code').count()) === 0 && (await page.locator('[data-testid="trial-hosts"]').count()) === 0, what('no sacct command and no Summary line for it'));
     check(await page.locator('[data-testid="trial-nodes"]').isVisible(), what('the nodes are on screen'));
+    await page.waitForSelector('[data-testid="trial-parameters"]', { timeout: 10000 }).catch(() => {});
+    const size = await trialParametersShown(page);
+    check(JSON.stringify(size) === JSON.stringify({ text: '804 K', exact: 803712, title: '803,712 parameters' }), what("the trial's Summary shows its model's parameter count"), JSON.stringify(size));
     await page.screenshot({ path: join(ART, `slurm-trial-nodes-${w}.png`), fullPage: true });
     await page.goto(`${base}/#/trials/14`);
     await page.waitForSelector('[data-testid="trial-pool-capacity"]', { timeout: 15000 });

@@ -33,9 +33,9 @@ export async function fitsWidth(page, sel, w) {
 }
 
 /** The panels only the native trainer's trials have on a trial page (throughput, loss scale, arch,
- *  precision), counted, and whether the page's main text mentions loss_scale at all. */
+ *  precision, parameters), counted, and whether the page's main text mentions loss_scale at all. */
 export async function nativePanels(page) {
-  const count = await page.locator('[data-testid="chart-throughput"], [data-testid="chart-loss-scale"], [data-testid="trial-arch"], [data-testid="trial-precision"]').count();
+  const count = await page.locator('[data-testid="chart-throughput"], [data-testid="chart-loss-scale"], [data-testid="trial-arch"], [data-testid="trial-precision"], [data-testid="trial-parameters"]').count();
   return { count, lossScaleText: (await page.locator('main').innerText()).includes('loss_scale') };
 }
 
@@ -55,14 +55,35 @@ export function contextFiles(page) {
   );
 }
 
-/** The Architectures card's rows, best first: arch and each cell's text. */
+/** The Architectures card's rows, best first: arch and each cell's text, and the parameters
+ *  cell's exact count (`parametersExact`, from data-parameters; null for a range or none) and
+ *  tooltip. */
 export function archRows(page) {
   return page.locator('[data-testid="arch-row"]').evaluateAll((rs) =>
     rs.map((r) => {
       const cell = (id) => r.querySelector(`[data-testid="${id}"]`)?.textContent ?? null;
-      return { arch: r.getAttribute('data-arch'), trials: cell('arch-trials'), best: cell('arch-best'), bestTrial: cell('arch-best-trial'), time: cell('arch-time'), tps: cell('arch-tps') };
+      const size = r.querySelector('[data-testid="arch-parameters"]');
+      const exact = size?.getAttribute('data-parameters');
+      return { arch: r.getAttribute('data-arch'), trials: cell('arch-trials'), best: cell('arch-best'), bestTrial: cell('arch-best-trial'), time: cell('arch-time'), tps: cell('arch-tps'), parameters: cell('arch-parameters'), parametersExact: exact ? Number(exact) : null, parametersTitle: size?.getAttribute('title') ?? null };
     }),
   );
+}
+
+/** Whether `text` ("1.2 M", "804 K", "950") states `count` to its shown precision (within 5 %). */
+export function statesCount(text, count) {
+  const m = /^(\d+(?:\.\d)?)(?: ([KMB]))?$/.exec(text ?? '');
+  if (!m || !(count > 0)) return false;
+  const value = Number(m[1]) * ({ K: 1e3, M: 1e6, B: 1e9 }[m[2]] ?? 1);
+  return Math.abs(value - count) <= 0.05 * count;
+}
+
+/** The trial page's parameter count in its Summary: the text, the exact count (data-parameters)
+ *  and the tooltip; null when the page shows none. */
+export async function trialParametersShown(page) {
+  const el = page.locator('[data-testid="trial-parameters"]');
+  if ((await el.count()) === 0) return null;
+  const exact = await el.getAttribute('data-parameters');
+  return { text: await el.textContent(), exact: exact ? Number(exact) : null, title: await el.getAttribute('title') };
 }
 
 /** The Validation transcripts card's utterances in page order: id, the reference as shown and as

@@ -17,7 +17,8 @@
 //             constants hidden until asked for, no two axis labels' boxes intersecting, at 1280 px
 //             and 375 px; a long string value cut with its full text as the title
 //  arch       a sweep over `arch`: the Architectures card, one row per arch, best first by the
-//             searcher's metric, each with its trials, best trial and tokens/s
+//             searcher's metric, each with its trials, best trial, tokens/s and the parameter
+//             count its trials reported (`parameters`); the best trial's page shows that count
 //  speech     a speech experiment's trial: the Validation transcripts card from the latest
 //             validation, each utterance's reference (as the manifest wrote it) beside its hypothesis
 //  slurm      a trial that ran as a Slurm job: its Slurm card's job id and nodes as the master
@@ -30,7 +31,7 @@ import { join, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { launch } from './browser.mjs';
 import { checks, pageLogin, restClient } from './live.mjs';
-import { archRows, contextFiles, fitsWidth, labelBoxes, listBadges, nativePanels, overlaps, transcriptLayout, transcriptRows } from './views.checks.mjs';
+import { archRows, contextFiles, fitsWidth, labelBoxes, listBadges, nativePanels, overlaps, statesCount, trialParametersShown, transcriptLayout, transcriptRows } from './views.checks.mjs';
 
 const MASTER = (process.env.SF_MASTER_URL ?? 'http://127.0.0.1:8080').replace(/\/+$/, '');
 const ART = resolve(process.env.SF_ARTIFACTS_DIR ?? join('e2e-artifacts', 'views'));
@@ -171,8 +172,13 @@ async function archView(page, id) {
   }
   const want = [...byArch.values()].sort((a, b) => (better(a.best.bestValidationMetric, b.best.bestValidationMetric) ? -1 : 1));
   check(want.length >= 2 && want.every((a) => a.best), `arch: experiment ${id} trained ${want.map((a) => a.arch).join(', ')}, each validated`);
-  const tps = (await Promise.all(trials.map((t) => metrics(t.id, 'training')))).flat().filter((m) => typeof m.values?.tokens_per_second === 'number');
+  const training = await Promise.all(trials.map((t) => metrics(t.id, 'training')));
+  const tps = training.flat().filter((m) => typeof m.values?.tokens_per_second === 'number');
   check(tps.length > 0, "arch: the trials reported the native trainer's tokens_per_second");
+  // The model's size the trainer reported in every training report: one count per trial.
+  const sizeOf = new Map(trials.map((t, i) => [t.id, [...new Set(training[i].map((m) => m.values?.parameters))]]));
+  check([...sizeOf.values()].every((s) => s.length === 1 && Number.isInteger(s[0]) && s[0] > 0), "arch: every training report of each trial carries the same parameter count", JSON.stringify([...sizeOf]));
+  for (const a of want) a.parameters = [...new Set(trials.filter((t) => t.hparams?.arch === a.arch).map((t) => sizeOf.get(t.id)?.[0]))];
   await page.goto(`${MASTER}/#/experiments/${id}`);
   await page.waitForSelector('[data-testid="arch-comparison"] [data-testid="arch-row"]', { timeout: 20000 });
   await page.waitForFunction(() => [...document.querySelectorAll('[data-testid="arch-row"] [data-testid="arch-tps"]')].every((c) => c.textContent !== '…'), null, { timeout: 20000 }).catch(() => {});
@@ -181,7 +187,18 @@ async function archView(page, id) {
   const expected = want.map((a) => `${a.arch} ${a.completed}/${a.trials} completed trial ${a.best.id}`).join(' | ');
   check(got === expected, "arch: one row per arch, best first by the searcher's metric, with its trials and best trial", `page ${got} · master ${expected}`);
   check(rows.every((r) => /^\d[\d,.]*$/.test(r.tps ?? '') && r.best !== '–' && r.time !== '–'), 'arch: each row has its best value, its time and its mean tokens/s', JSON.stringify(rows));
+  const sizes = rows.map((r) => `${r.arch}=${r.parametersExact} (${r.parametersTitle})`).join(' ');
+  const wantSizes = want.map((a) => `${a.arch}=${a.parameters[0]} (${a.parameters[0]?.toLocaleString('en-US')} parameters)`).join(' ');
+  check(want.every((a) => a.parameters.length === 1) && sizes === wantSizes, "arch: each row's parameters are the count its trials reported", `page ${sizes} · master ${wantSizes}`);
+  check(rows.every((r) => statesCount(r.parameters, r.parametersExact)), 'arch: each row shows its count rounded ("1.2 M")', rows.map((r) => `${r.arch}: ${r.parameters}`).join(', '));
   await page.locator('[data-testid="arch-comparison"]').screenshot({ path: join(ART, 'arch-comparison.png') });
+  // The best trial's page shows the same count beside its arch and precision.
+  const best = want[0].best;
+  await page.goto(`${MASTER}/#/trials/${best.id}`);
+  await page.waitForSelector('[data-testid="trial-parameters"]', { timeout: 20000 }).catch(() => {});
+  const shown = await trialParametersShown(page);
+  check(shown?.exact === sizeOf.get(best.id)?.[0] && statesCount(shown?.text, shown?.exact), `arch: trial ${best.id}'s Summary shows the parameter count it reported`, `page ${JSON.stringify(shown)} · master ${sizeOf.get(best.id)}`);
+  await page.screenshot({ path: join(ART, 'arch-trial-parameters.png'), fullPage: true });
 }
 
 /** A speech trial: its latest validation's transcripts, reference beside hypothesis. */

@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { normMetric, normTrial } from '../src/api/client';
 import { archFilterOptions, archKeys, archLabel, archValues, experimentArch, trialArch } from '../src/lib/arch';
-import { archsOfTrials, compareArchs, meanTokensPerSecond } from '../src/lib/archCompare';
+import { archsOfTrials, compareArchs, meanTokensPerSecond, trialParameters } from '../src/lib/archCompare';
 import { experimentConfig, parseExperimentConfig } from '../src/lib/experimentConfig';
 
 const CATEGORICAL_FLOW = `name: arch-sweep
@@ -154,11 +154,21 @@ describe('compareArchs', () => {
     const throughput = new Map<number, number | undefined>([[1, 1000], [3, 3000], [2, 5000], [5, undefined]]);
     const rows = compareArchs(trials, sweep, { smallerIsBetter: false, throughput, now: Date.parse('2026-11-02T10:30:00Z') });
     expect(rows.map((r) => r.arch)).toEqual(['transformer_tiny', 'lstm_small', 'fconv_small']);
-    expect(rows[0]).toEqual({ arch: 'transformer_tiny', trials: 2, completed: 1, bestTrialId: 2, best: 27.25, bestDurationMs: 750000, tokensPerSecond: 5000, throughputTrials: 1 });
+    expect(rows[0]).toEqual({ arch: 'transformer_tiny', trials: 2, completed: 1, bestTrialId: 2, best: 27.25, bestDurationMs: 750000, tokensPerSecond: 5000, throughputTrials: 1, parametersMin: undefined, parametersMax: undefined });
     expect(rows[1]).toMatchObject({ arch: 'lstm_small', trials: 2, completed: 2, bestTrialId: 3, best: 23, bestDurationMs: 420000, tokensPerSecond: 2000, throughputTrials: 2 });
     // no validation yet: after the others, no best, no time, no throughput
     expect(rows[2]).toMatchObject({ arch: 'fconv_small', trials: 1, completed: 0, bestTrialId: undefined, best: undefined, tokensPerSecond: undefined, throughputTrials: 0 });
     expect(Number.isNaN(rows[2].bestDurationMs)).toBe(true);
+  });
+
+  it('gives each arch the smallest and largest parameter count of its trials', () => {
+    const parameters = new Map<number, number | undefined>([[1, 2_000_000], [3, 1_500_000], [2, 800_000], [5, undefined]]);
+    const rows = compareArchs(trials, sweep, { smallerIsBetter: false, throughput: new Map(), parameters });
+    expect(rows.map((r) => [r.arch, r.parametersMin, r.parametersMax])).toEqual([
+      ['transformer_tiny', 800_000, 800_000],
+      ['lstm_small', 1_500_000, 2_000_000],
+      ['fconv_small', undefined, undefined],
+    ]);
   });
 
   it('orders by the metric\'s direction', () => {
@@ -182,5 +192,17 @@ describe('compareArchs', () => {
     ];
     expect(meanTokensPerSecond(reports)).toBe(4500);
     expect(meanTokensPerSecond([normMetric({ batches: '1', values: { loss: 1 } })])).toBeUndefined();
+  });
+
+  it('reads a trial\'s parameter count from its latest training report that has one', () => {
+    const reports = [
+      normMetric({ batches: '10', kind: 'training', values: { loss: 3, parameters: 1000 } }),
+      normMetric({ batches: '20', kind: 'training', values: { loss: 2.5, parameters: 803712 } }),
+      normMetric({ batches: '30', kind: 'training', values: { loss: 2 } }),
+      normMetric({ batches: '40', kind: 'training', values: { parameters: 'NaN' } }),
+    ];
+    expect(trialParameters(reports)).toBe(803712);
+    expect(trialParameters([normMetric({ batches: '1', values: { loss: 1, parameters: 0 } })])).toBeUndefined();
+    expect(trialParameters([])).toBeUndefined();
   });
 });

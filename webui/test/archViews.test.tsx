@@ -75,8 +75,9 @@ describe('experiment list: arch', () => {
 });
 
 /** A master with experiment 5 (`yaml`) and its `trials`; each trial's training rows report
- *  `tps[id]` tokens/s (none for an id left out). Returns the URLs asked. */
-function stubExperiment(yaml: string, trials: Record<string, unknown>[], tps: Record<string, number[]>) {
+ *  `tps[id]` tokens/s (none for an id left out) and `parameters[id]` as the model's size (none
+ *  when left out). Returns the URLs asked. */
+function stubExperiment(yaml: string, trials: Record<string, unknown>[], tps: Record<string, number[]>, parameters: Record<string, number> = {}) {
   const urls: string[] = [];
   vi.stubGlobal('fetch', async (url: string) => {
     urls.push(url);
@@ -84,7 +85,7 @@ function stubExperiment(yaml: string, trials: Record<string, unknown>[], tps: Re
     if (u.pathname === '/api/v1/experiments/5') return json({ experiment: { id: '5', name: 'arch-sweep', state: 'EXPERIMENT_STATE_COMPLETED', metric: 'bleu', smallerIsBetter: false, numTrials: trials.length, configYaml: yaml } });
     if (u.pathname === '/api/v1/experiments/5/trials') return json({ trials, pagination: { total: trials.length } });
     const m = u.pathname.match(/^\/api\/v1\/trials\/(\d+)\/metrics$/);
-    if (m && u.searchParams.get('kind') === 'training') return json({ metrics: (tps[m[1]] ?? []).map((v, i) => ({ trialId: m[1], kind: 'training', batches: String(10 * (i + 1)), values: { loss: 2, tokens_per_second: v } })) });
+    if (m && u.searchParams.get('kind') === 'training') return json({ metrics: (tps[m[1]] ?? []).map((v, i) => ({ trialId: m[1], kind: 'training', batches: String(10 * (i + 1)), values: { loss: 2, tokens_per_second: v, ...(parameters[m[1]] ? { parameters: parameters[m[1]] } : {}) } })) });
     if (m) return json({ metrics: [] });
     return json({ code: 5, message: 'no route' }, 404);
   });
@@ -97,8 +98,8 @@ const T = (id: number, arch: string, best: number | undefined, minutes: number, 
 });
 
 describe('experiment page: archs side by side', () => {
-  it('shows one row per arch, the best first, with its best trial, time and mean tokens/s', async () => {
-    const urls = stubExperiment(SWEEP_YAML, [T(11, 'lstm_small', 21.5, 5), T(12, 'transformer_tiny', 27.25, 12.5), T(13, 'lstm_small', 23, 7), T(14, 'transformer_tiny', 26, 10)], { 11: [1000, 3000], 12: [5200], 13: [4000], 14: [4800] });
+  it('shows one row per arch, the best first, with its best trial, time, mean tokens/s and parameters', async () => {
+    const urls = stubExperiment(SWEEP_YAML, [T(11, 'lstm_small', 21.5, 5), T(12, 'transformer_tiny', 27.25, 12.5), T(13, 'lstm_small', 23, 7), T(14, 'transformer_tiny', 26, 10)], { 11: [1000, 3000], 12: [5200], 13: [4000], 14: [4800] }, { 11: 2345678, 12: 803712, 13: 2345678, 14: 803712 });
     window.location.hash = '#/experiments/5';
     render(<ExperimentPage id={5} route={parseHash('#/experiments/5')} />);
     const card = await screen.findByTestId('arch-comparison');
@@ -111,11 +112,27 @@ describe('experiment page: archs side by side', () => {
     expect(within(tiny).getByRole('link', { name: 'trial 12' }).getAttribute('href')).toBe('#/trials/12');
     // lstm_small: trial 11 averages 2,000 tokens/s, trial 13 4,000: the arch 3,000
     expect([cell(lstm, 'arch-best'), cell(lstm, 'arch-best-trial'), cell(lstm, 'arch-time'), cell(lstm, 'arch-tps')]).toEqual(['23', 'trial 13', '7m 00s', '3,000']);
+    // each arch's model size, the exact count as the tooltip and data-parameters
+    const size = (r: HTMLElement) => within(r).getByTestId('arch-parameters');
+    expect([size(tiny).textContent, size(tiny).getAttribute('title'), size(tiny).getAttribute('data-parameters')]).toEqual(['804 K', '803,712 parameters', '803712']);
+    expect([size(lstm).textContent, size(lstm).getAttribute('title'), size(lstm).getAttribute('data-parameters')]).toEqual(['2.3 M', '2,345,678 parameters', '2345678']);
+    expect(within(card).getByRole('columnheader', { name: 'Parameters' })).toBeTruthy();
     expect(within(card).getByRole('columnheader', { name: 'Best bleu' })).toBeTruthy();
     expect(urls).toContain('/api/v1/trials/11/metrics?kind=training&maxPoints=200');
     // the arch is a varying hyperparameter: a column of the trials table too
     const trialsTable = screen.getByTestId('trials-table');
     expect(within(trialsTable).getByRole('columnheader', { name: /arch/ })).toBeTruthy();
+  });
+
+  it('shows the range of an arch whose trials differ in size, and a dash for one that reported none', async () => {
+    stubExperiment(SWEEP_YAML, [T(11, 'lstm_small', 21.5, 5), T(12, 'transformer_tiny', 27.25, 12.5), T(13, 'lstm_small', 23, 7)], { 11: [1000], 12: [5000], 13: [3000] }, { 11: 1200000, 13: 48213 });
+    render(<ExperimentPage id={5} route={parseHash('#/experiments/5')} />);
+    const card = await screen.findByTestId('arch-comparison');
+    await waitFor(() => expect(within(card).getAllByTestId('arch-parameters')[1].textContent).toBe('48 K – 1.2 M'));
+    const [tiny, lstm] = within(card).getAllByTestId('arch-parameters');
+    expect(lstm.getAttribute('title')).toBe('48,213 to 1,200,000 parameters (its trials differ in size)');
+    expect(lstm.getAttribute('data-parameters')).toBeNull();
+    expect([tiny.textContent, tiny.getAttribute('title')]).toEqual(['–', 'no trial of this arch reported parameters']);
   });
 
   it('is not shown when the trials train one arch, and reads no throughput then', async () => {

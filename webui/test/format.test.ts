@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { durationBetween, formatBytes, formatCompact, formatDateTime, formatDuration, formatHParam, formatInt, formatMetric, formatRelative, stateLabel, stateTone } from '../src/lib/format';
+import { durationBetween, formatBytes, formatCompact, formatDateTime, formatDuration, formatHParam, formatInt, formatMetric, formatParameters, formatRelative, stateLabel, stateTone } from '../src/lib/format';
 
 describe('formatDuration', () => {
   it('formats seconds, minutes, hours and days', () => {
@@ -42,6 +42,10 @@ describe('numbers', () => {
     expect(formatBytes(512)).toBe('512 B');
     expect(formatBytes(1536)).toBe('1.5 KiB');
     expect(formatBytes(3 * 1024 ** 3)).toBe('3.0 GiB');
+  });
+  it('formats parameter counts in K, M and B, rounding up into the next unit', () => {
+    expect([950, 1000, 48_213, 803_712, 999_499, 999_999, 1_234_567, 9_960_000, 123_456_789, 13e9].map(formatParameters)).toEqual(['950', '1.0 K', '48 K', '804 K', '999 K', '1.0 M', '1.2 M', '10 M', '123 M', '13 B']);
+    expect([undefined, NaN, -1].map(formatParameters)).toEqual(['–', '–', '–']);
   });
   it('formats hyperparameter values', () => {
     expect(formatHParam(0.000316)).toBe('3.16e-4');

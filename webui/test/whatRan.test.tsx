@@ -84,7 +84,9 @@ function stubMaster() {
     m = p.match(/^\/trials\/(\d+)$/);
     if (m) return json({ trial: TRIALS[m[1]], metricGroups: ['training'] });
     m = p.match(/^\/trials\/(\d+)\/metrics$/);
-    if (m) return json({ metrics: u.searchParams.get('kind') === 'training' ? [1, 2].map((i) => ({ trialId: m![1], kind: 'training', batches: String(10 * i), values: { loss: 3 - i } })) : [] });
+    // the native trial's reports carry the model's parameter count, as sf-trainer's do
+    const size = m?.[1] === '71' ? { parameters: 1234567 } : {};
+    if (m) return json({ metrics: u.searchParams.get('kind') === 'training' ? [1, 2].map((i) => ({ trialId: m![1], kind: 'training', batches: String(10 * i), values: { loss: 3 - i, ...size } })) : [] });
     if (/^\/trials\/\d+\/logs$/.test(p)) return json({ logs: [] });
     if (p === '/resource-pools') return json({ resourcePools: [] });
     return json({ code: 5, message: `no route ${p}` }, 404);
@@ -248,12 +250,14 @@ describe('experiment list: unmanaged', () => {
 });
 
 describe('trial page: what ran', () => {
-  it('shows a native trial\'s own arch and the precision', async () => {
+  it('shows a native trial\'s own arch, the precision and its model\'s parameter count', async () => {
     stubMaster();
     window.location.hash = '#/trials/71';
     render(<TrialPage id={71} route={parseHash('#/trials/71')} />);
     expect((await screen.findByTestId('trial-arch')).textContent).toBe('lstm_small');
     expect(screen.getByTestId('trial-precision').textContent).toBe('bf16');
+    const size = await screen.findByTestId('trial-parameters');
+    expect([size.textContent, size.getAttribute('title'), size.getAttribute('data-parameters')]).toEqual(['1.2 M', '1,234,567 parameters', '1234567']);
     expect(screen.queryByTestId('trial-entrypoint')).toBeNull();
   });
 
@@ -265,6 +269,7 @@ describe('trial page: what ran', () => {
     await screen.findByTestId('chart-training');
     expect(screen.queryByTestId('trial-arch')).toBeNull();
     expect(screen.queryByTestId('trial-precision')).toBeNull();
+    expect(screen.queryByTestId('trial-parameters')).toBeNull();
     expect(screen.queryByTestId('chart-throughput')).toBeNull();
     expect(screen.queryByTestId('chart-loss-scale')).toBeNull();
     expect(screen.queryByText(/loss_scale|tokens_per_second/)).toBeNull();

@@ -1,7 +1,8 @@
 // The experiment page's side-by-side comparison of the architectures a sweep trained: one row per
 // arch with its trials, its best trial by the searcher's metric, that trial's time, and the arch's
-// throughput. Throughput is the native trainer's `tokens_per_second` training metric; a trial that
-// reports none (user code) leaves it empty.
+// throughput and model size. Throughput is the native trainer's `tokens_per_second` training metric,
+// the size its `parameters` (the model's parameter count, in every training report); a trial that
+// reports neither (user code) leaves them empty.
 import type { MetricReport, Trial } from '../api/types';
 import { trialArch, type ExperimentArch } from './arch';
 import { durationBetween } from './format';
@@ -19,6 +20,23 @@ export interface ArchSummary {
   tokensPerSecond?: number;
   /** How many of its trials reported throughput. */
   throughputTrials: number;
+  /** The smallest and largest parameter count its trials reported (equal unless the sweep also
+   *  sizes the arch); undefined when none did. */
+  parametersMin?: number;
+  parametersMax?: number;
+}
+
+/** The native trainer's training metric that holds the model's parameter count. */
+export const PARAMETERS_METRIC = 'parameters';
+
+/** A trial's parameter count: the latest training report's `parameters` (a positive count);
+ *  undefined when no report has one. */
+export function trialParameters(reports: readonly MetricReport[]): number | undefined {
+  for (let i = reports.length - 1; i >= 0; i--) {
+    const v = reports[i].values[PARAMETERS_METRIC];
+    if (typeof v === 'number' && Number.isFinite(v) && v > 0) return v;
+  }
+  return undefined;
 }
 
 /** A trial's mean `tokens_per_second` over its training reports; undefined when it has none. */
@@ -41,11 +59,12 @@ export function archsOfTrials(trials: readonly Trial[], experiment: ExperimentAr
 }
 
 /** One row per arch, the best first (by the metric's direction); archs without a validation
- *  result after them, by name. `throughput` holds each trial's mean tokens/s. */
+ *  result after them, by name. `throughput` holds each trial's mean tokens/s, `parameters` each
+ *  trial's parameter count. */
 export function compareArchs(
   trials: readonly Trial[],
   experiment: ExperimentArch,
-  opts: { smallerIsBetter: boolean; throughput: ReadonlyMap<number, number | undefined>; now?: number },
+  opts: { smallerIsBetter: boolean; throughput: ReadonlyMap<number, number | undefined>; parameters?: ReadonlyMap<number, number | undefined>; now?: number },
 ): ArchSummary[] {
   const groups = new Map<string, Trial[]>();
   for (const t of trials) {
@@ -62,6 +81,7 @@ export function compareArchs(
       if (!bestTrial || better(v, bestTrial.bestValidationMetric!)) bestTrial = t;
     }
     const tps = ts.map((t) => opts.throughput.get(t.id)).filter((v): v is number => v !== undefined);
+    const sizes = ts.map((t) => opts.parameters?.get(t.id)).filter((v): v is number => v !== undefined);
     return {
       arch,
       trials: ts.length,
@@ -71,6 +91,8 @@ export function compareArchs(
       bestDurationMs: bestTrial ? durationBetween(bestTrial.startTime, bestTrial.endTime, opts.now) : NaN,
       tokensPerSecond: tps.length ? tps.reduce((a, b) => a + b, 0) / tps.length : undefined,
       throughputTrials: tps.length,
+      parametersMin: sizes.length ? Math.min(...sizes) : undefined,
+      parametersMax: sizes.length ? Math.max(...sizes) : undefined,
     };
   });
   return rows.sort((a, b) => {

@@ -48,6 +48,21 @@ export function formatCompact(v: number): string {
   return String(Number(v.toFixed(2)));
 }
 
+/** A model's parameter count in the units model sizes are quoted in: 950 → "950", 48_213 → "48 K",
+ *  1_234_567 → "1.2 M", 999_999 → "1.0 M", 13e9 → "13 B" (one decimal below 10 of a unit). */
+export function formatParameters(n: number | null | undefined): string {
+  if (n === null || n === undefined || !Number.isFinite(n) || n < 0) return '–';
+  const units = ['', ' K', ' M', ' B'];
+  const digits = (x: number, unit: number) => (unit > 0 && x < 9.95 ? x.toFixed(1) : String(Math.round(x)));
+  let unit = 0;
+  let x = n;
+  while (unit < units.length - 1 && Number(digits(x, unit)) >= 1000) {
+    x /= 1000;
+    unit++;
+  }
+  return digits(x, unit) + units[unit];
+}
+
 /** Bytes: 1536 → "1.5 KiB". */
 export function formatBytes(n: number): string {
   if (!Number.isFinite(n) || n < 0) return '–';

@@ -1,17 +1,17 @@
 // The experiment page's comparison of architectures, for a sweep whose trials train more than one
 // arch (a search space over `hyperparameters.arch`): one row per arch with its trials, its best
-// trial by the searcher's metric, that trial's time, and the arch's mean tokens/s (read from its
-// trials' training metrics, the native trainer's `tokens_per_second`). lib/archCompare.ts shapes
-// the rows. Model sizes (parameter counts) are not in the API, so there is no column for them.
+// trial by the searcher's metric, that trial's time, the arch's mean tokens/s and its parameter
+// count (both read from its trials' training metrics, the native trainer's `tokens_per_second` and
+// `parameters`). lib/archCompare.ts shapes the rows.
 import { useMemo } from 'react';
 import { api } from '../api/client';
 import type { Trial } from '../api/types';
 import { experimentArch } from '../lib/arch';
-import { archsOfTrials, compareArchs, meanTokensPerSecond } from '../lib/archCompare';
-import { formatDuration, formatInt, formatMetric } from '../lib/format';
+import { archsOfTrials, compareArchs, meanTokensPerSecond, trialParameters } from '../lib/archCompare';
+import { formatDuration, formatInt, formatMetric, formatParameters } from '../lib/format';
 import { usePolling } from '../lib/hooks';
 
-/** Trials whose training metrics are read for throughput (the first ones, as the curves). */
+/** Trials whose training metrics are read for throughput and size (the first ones, as the curves). */
 export const MAX_THROUGHPUT_TRIALS = 50;
 const THROUGHPUT_POINTS = 200; // the master downsamples evenly; a mean needs few
 
@@ -20,26 +20,33 @@ export function ArchComparison(p: { trials: Trial[]; configYaml: string; metric:
   const archs = useMemo(() => archsOfTrials(p.trials, arch), [p.trials, arch]);
   const shown = archs.length >= 2;
   const ids = shown ? p.trials.slice(0, MAX_THROUGHPUT_TRIALS).map((t) => t.id) : [];
-  const throughput = usePolling(
+  const training = usePolling(
     async (s) => {
-      const out = new Map<number, number | undefined>();
-      await Promise.all(ids.map(async (id) => out.set(id, meanTokensPerSecond(await api.getTrialMetrics(id, 'training', THROUGHPUT_POINTS, s)))));
-      return out;
+      const throughput = new Map<number, number | undefined>();
+      const parameters = new Map<number, number | undefined>();
+      await Promise.all(
+        ids.map(async (id) => {
+          const reports = await api.getTrialMetrics(id, 'training', THROUGHPUT_POINTS, s);
+          throughput.set(id, meanTokensPerSecond(reports));
+          parameters.set(id, trialParameters(reports));
+        }),
+      );
+      return { throughput, parameters };
     },
     [ids.join(',')],
     shown && p.active ? 15000 : 0,
     true,
   );
   const rows = useMemo(
-    () => compareArchs(p.trials, arch, { smallerIsBetter: p.smallerIsBetter, throughput: throughput.data ?? new Map() }),
-    [p.trials, arch, p.smallerIsBetter, throughput.data],
+    () => compareArchs(p.trials, arch, { smallerIsBetter: p.smallerIsBetter, throughput: training.data?.throughput ?? new Map(), parameters: training.data?.parameters }),
+    [p.trials, arch, p.smallerIsBetter, training.data],
   );
   if (!shown) return null;
   return (
     <div className="card" data-testid="arch-comparison">
       <h2>Architectures</h2>
       <p className="muted small">
-        The {archs.length} archs of this sweep side by side, the best first: each one's best trial by {p.metric || 'the searcher metric'} ({p.smallerIsBetter ? 'smaller' : 'larger'} is better), how long that trial ran, and the mean training throughput of its trials
+        The {archs.length} archs of this sweep side by side, the best first: each one's best trial by {p.metric || 'the searcher metric'} ({p.smallerIsBetter ? 'smaller' : 'larger'} is better), how long that trial ran, the mean training throughput of its trials and the size of its model
         {p.trials.length > MAX_THROUGHPUT_TRIALS ? ` (the first ${MAX_THROUGHPUT_TRIALS} trials)` : ''}.
       </p>
       <div className="table-wrap">
@@ -52,6 +59,7 @@ export function ArchComparison(p: { trials: Trial[]; configYaml: string; metric:
               <th scope="col">Best trial</th>
               <th scope="col">Its time</th>
               <th scope="col">Tokens/s (mean)</th>
+              <th scope="col">Parameters</th>
             </tr>
           </thead>
           <tbody>
@@ -69,7 +77,10 @@ export function ArchComparison(p: { trials: Trial[]; configYaml: string; metric:
                   {formatDuration(r.bestDurationMs)}
                 </td>
                 <td className="num" data-testid="arch-tps" title={r.throughputTrials ? `mean of ${r.throughputTrials} trial${r.throughputTrials === 1 ? '' : 's'}` : 'no trial of this arch reported tokens_per_second'}>
-                  {throughput.loading && !throughput.data ? '…' : r.tokensPerSecond === undefined ? '–' : formatInt(r.tokensPerSecond)}
+                  {training.loading && !training.data ? '…' : r.tokensPerSecond === undefined ? '–' : formatInt(r.tokensPerSecond)}
+                </td>
+                <td className="num" data-testid="arch-parameters" data-parameters={r.parametersMin === r.parametersMax ? r.parametersMin : undefined} title={parametersTitle(r.parametersMin, r.parametersMax)}>
+                  {training.loading && !training.data ? '…' : r.parametersMin === r.parametersMax ? formatParameters(r.parametersMin) : `${formatParameters(r.parametersMin)} – ${formatParameters(r.parametersMax)}`}
                 </td>
               </tr>
             ))}
@@ -78,4 +89,10 @@ export function ArchComparison(p: { trials: Trial[]; configYaml: string; metric:
       </div>
     </div>
   );
+}
+
+/** The parameters cell's tooltip: the exact count, or the range its trials' models span. */
+function parametersTitle(min: number | undefined, max: number | undefined): string {
+  if (min === undefined || max === undefined) return 'no trial of this arch reported parameters';
+  return min === max ? `${formatInt(min)} parameters` : `${formatInt(min)} to ${formatInt(max)} parameters (its trials differ in size)`;
 }

@@ -1,4 +1,4 @@
-// One trial: what it ran (its arch and precision, or its experiment's entrypoint: WhatRan.tsx),
+// One trial: what it ran (its arch, precision and parameter count, or its experiment's entrypoint: WhatRan.tsx),
 // metric charts (training and validation; throughput and loss scale when the trial
 // reports them, as the native trainer does; one section per metric group its code named), a
 // speech trial's latest validation transcripts beside their references (TrialTranscripts.tsx,
@@ -8,6 +8,7 @@ import { api } from '../api/client';
 import type { Trial } from '../api/types';
 import { Empty, ErrorBanner, Skeleton, StateBadge } from '../components/common';
 import { MetricChart } from '../components/MetricChart';
+import { trialParameters } from '../lib/archCompare';
 import { metricKeys } from '../lib/chartData';
 import { durationBetween, formatBytes, formatDateTime, formatDuration, formatHParam, formatInt, formatMetric } from '../lib/format';
 import { usePolling } from '../lib/hooks';
@@ -76,7 +77,7 @@ export function TrialPage({ id, route }: { id: number; route: Route }) {
         <div className="card">
           <h2>Summary</h2>
           <dl className="kv">
-            <TrialWhatRanRows trial={t} configYaml={e?.configYaml} />
+            <TrialWhatRanRows trial={t} configYaml={e?.configYaml} parameters={trialParameters(training.data ?? [])} />
             <dt>Steps</dt><dd>{formatInt(t.totalBatches)}{t.targetBatches ? ` / ${formatInt(t.targetBatches)}` : ''}</dd>
             <dt>Best {e?.metric ?? 'metric'}</dt><dd>{formatMetric(t.bestValidationMetric)}</dd>
             <dt>Latest {e?.metric ?? 'metric'}</dt><dd>{formatMetric(t.latestValidationMetric)}</dd>

@@ -14,7 +14,7 @@ import { Empty, ErrorBanner, Skeleton } from '../components/common';
 import { archValues, experimentArch, trialArch } from '../lib/arch';
 import { experimentConfig, type ExperimentConfig } from '../lib/experimentConfig';
 import { CONTEXT_FILES_SHOWN, contextArchiveBlob, contextArchiveName, contextFileLabel, saveBlob, shortDigest, shownFiles } from '../lib/experimentContext';
-import { formatBytes, formatInt } from '../lib/format';
+import { formatBytes, formatInt, formatParameters } from '../lib/format';
 import { usePolling } from '../lib/hooks';
 
 /** The native trainer's arch when the config names none (docs/config.md: "no `arch` is
@@ -181,9 +181,10 @@ function DownloadContext({ experimentId }: { experimentId: number }) {
   );
 }
 
-/** The trial page's Summary rows for what the trial ran: its arch and the experiment's precision
- *  (native), or the entrypoint (user code); nothing until the experiment's config is read. */
-export function TrialWhatRanRows({ trial, configYaml }: { trial: Trial; configYaml: string | undefined }) {
+/** The trial page's Summary rows for what the trial ran: its arch, the experiment's precision and
+ *  the model's parameter count once its training metrics report one (native), or the entrypoint
+ *  (user code); nothing until the experiment's config is read. */
+export function TrialWhatRanRows({ trial, configYaml, parameters }: { trial: Trial; configYaml: string | undefined; parameters?: number }) {
   const config = configYaml ? experimentConfig(configYaml) : undefined;
   if (!config) return null;
   if (config.entrypoint) {
@@ -202,6 +203,14 @@ export function TrialWhatRanRows({ trial, configYaml }: { trial: Trial; configYa
       <dd className="mono" data-testid="trial-arch">{trialArch(trial, experimentArch(configYaml!)) ?? DEFAULT_ARCH_LABEL}</dd>
       <dt>Precision</dt>
       <dd className="mono" data-testid="trial-precision">{config.precision}</dd>
+      {parameters !== undefined && (
+        <>
+          <dt>Parameters</dt>
+          <dd className="mono" data-testid="trial-parameters" data-parameters={parameters} title={`${formatInt(parameters)} parameters`}>
+            {formatParameters(parameters)}
+          </dd>
+        </>
+      )}
     </>
   );
 }
