@@ -20,7 +20,10 @@
 # device beam search) and bench/beam_device.sh on its checkpoint; and
 # bench/trainer_vs_pytorch_gpu.sh. Each part alone: run.sh tests | e2e | bench (one device call
 # is at most 10 minutes); `run.sh profile` times every kernel of one training step with Nsight
-# Compute (PROFILE_ARCH, PROFILE_TOKENS, PROFILE_STEPS). Every step has a time limit, so one hang cannot eat the call:
+# Compute (PROFILE_ARCH, PROFILE_TOKENS, PROFILE_STEPS); `run.sh cluster` (also in all) brings up
+# the local cluster on the machine (the carried PostgreSQL, `sf deploy local up --gpus`) and runs a
+# native trial and the Core API example on the GPU slot to COMPLETED, their metrics read back from
+# PostgreSQL (EXPECT_CUDA=0 rehearses it without a GPU). Every step has a time limit, so one hang cannot eat the call:
 # TEST_TIMEOUT (per test binary, 240 s), E2E_TIMEOUT (420), BEAM_TIMEOUT (300), BENCH_TIMEOUT
 # (540); E2E_EPOCHS (40) and E2E_PERIOD (20, epochs between validations) size the training run
 # (40 epochs: the schedule of issue 47's BLEU goal). On an H200 (2026-11-30): tests 47 s, the
@@ -36,8 +39,9 @@ out="$root/.gpu-bundle"
 grep -q "^SF_CUDA:BOOL=ON" "$build/CMakeCache.txt" ||
   { echo "$build is not an SF_CUDA=ON build" >&2; exit 2; }
 
-bins=(trainer/sf-trainer trainer/data/sf-spm agent/sf-agent tests/trainer/engine_kernels_test
-      tests/trainer/engine_device_model_test tests/trainer/engine_device_residency_test)
+bins=(trainer/sf-trainer trainer/data/sf-spm agent/sf-agent master/sf-master cli/sf
+      tests/trainer/engine_kernels_test tests/trainer/engine_device_model_test
+      tests/trainer/engine_device_residency_test)
 [[ -x "$build/tests/trainer/distributed/dist_nccl_test" ]] && bins+=(tests/trainer/distributed/dist_nccl_test)
 stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT
@@ -46,9 +50,32 @@ for b in "${bins[@]}"; do
   [[ -x "$build/$b" ]] || { echo "missing $build/$b (build it first)" >&2; exit 2; }
   cp "$build/$b" "$stage/bin/"
 done
+# The cluster part (run.sh cluster) needs PostgreSQL, which the GPU machines lack: Debian's
+# server, copied in its own layout (PREFIX/lib/postgresql/V/{bin,lib}, PREFIX/share/postgresql/V)
+# so it finds its share and library directories relative to itself; sf finds it through
+# SF_POSTGRES_BIN_DIR (docs/cluster.md, "Local cluster"). Without LLVM's JIT (llvmjit.so pulls in
+# LLVM; the server runs without it).
+pg_bin="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
+pg_version="$(basename "$(dirname "$pg_bin")")"
+mkdir -p "$stage/pg/lib/postgresql/$pg_version/bin" "$stage/pg/lib/postgresql/$pg_version/lib" "$stage/pg/share/postgresql"
+cp "$pg_bin"/{initdb,pg_ctl,postgres,psql} "$stage/pg/lib/postgresql/$pg_version/bin/"
+find "$(dirname "$pg_bin")/lib" -maxdepth 1 -name '*.so' ! -name llvmjit.so -exec cp {} "$stage/pg/lib/postgresql/$pg_version/lib/" \;
+cp -r "/usr/share/postgresql/$pg_version" "$stage/pg/share/postgresql/"
+# The Core API's Python package (the build's copy, beside bin/ where sf-agent looks for it), the
+# README's Core API example and its data; and Debian's gRPC and protobuf for Python 3.11, for a
+# machine whose python3 lacks them.
+cp -r "$build/python" "$stage/python"
+find "$stage/python" \( -name '__pycache__' -o -name 'CMakeFiles' -o -name '*.cmake' -o -name 'CTestTestfile.cmake' \) -prune -exec rm -rf {} +
+mkdir -p "$stage/pydeps/google" "$stage/examples"
+cp -r /usr/lib/python3/dist-packages/grpc "$stage/pydeps/"
+cp -r /usr/lib/python3/dist-packages/google/protobuf "$stage/pydeps/google/"
+find "$stage/pydeps" -name '__pycache__' -prune -exec rm -rf {} +
+cp -r "$root/examples/pytorch-transformer" "$stage/examples/"
+rm -rf "$stage/examples/pytorch-transformer/steadfast-local"
 # Every shared library they load, minus the C runtime and CUDA's.
 skip='^(libc|libm|libstdc\+\+|libgcc_s|ld-linux-x86-64|libcudart|libcublas|libcublasLt|libnccl|libnvidia-ml|libcuda|libdl|libpthread|librt)\.so'
-for b in "$stage"/bin/*; do
+for b in "$stage"/bin/* "$stage"/pg/lib/postgresql/*/bin/* "$stage"/pg/lib/postgresql/*/lib/*.so \
+         $(find "$stage/pydeps" -name '*.so'); do
   ldd "$b" | awk '/=> \//{print $1, $3}'
 done | sort -u | while read -r name path; do
   [[ "$name" =~ $skip ]] && continue
@@ -59,6 +86,7 @@ data="$root/../shared/data/multi30k-de-en"
 [[ -r "$data/train.de" ]] || { echo "missing $data (../shared beside the checkout)" >&2; exit 2; }
 mkdir -p "$stage/data"
 cp -r "$data" "$stage/data/"
+cp -r "$data-tiny" "$stage/data/"
 mkdir -p "$stage/bench/build/trainer"
 ln -s ../../../bin/sf-trainer "$stage/bench/build/trainer/sf-trainer"
 
@@ -68,7 +96,7 @@ tar -C "$stage" -cJf "$out/bundle.tar.xz" .
 cat > "$out/run.sh" <<'RUN'
 #!/usr/bin/env bash
 # Unpacks the bundle and runs the GPU checks (see bench/gpu_bundle.sh). Argument: "all"
-# (default), "tests", "e2e" or "bench".
+# (default), "tests", "cluster", "e2e", "bench" or "profile".
 set -uo pipefail
 what="${1:-all}"
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -113,6 +141,90 @@ if [[ "$what" == all || "$what" == tests ]]; then
   timeout 20 "$dir/bin/sf-agent" --slots auto --master 127.0.0.1:1 --work-dir "$dir/agent-work" \
     > "$out/agent_slots.log" 2>&1 || true
   echo "sf-agent: $(grep -E 'cuda_device|no_cuda_devices' "$out/agent_slots.log" | head -4 | tr '\n' ' ')"
+fi
+if [[ "$what" == all || "$what" == cluster ]]; then
+  # The cluster on the GPU: the carried PostgreSQL, sf-master and one sf-agent whose slots are
+  # the GPUs NVML finds (`sf deploy local up --gpus`); then a native trial and the README's Core
+  # API example (PyTorch on torch.cuda), each to COMPLETED, with their metrics read back from
+  # PostgreSQL and the device each trained on from its logs. EXPECT_CUDA=0 rehearses it on a
+  # machine without a GPU (CPU slot, CPU training). Logs: cluster_*.log.
+  cluster_status=0
+  fail() { echo "cluster: FAIL $*"; cluster_status=1; }
+  chmod 755 "$dir"  # PostgreSQL runs as an unprivileged user: it must reach its binaries
+  export SF_POSTGRES_BIN_DIR="$(ls -d "$dir"/pg/lib/postgresql/*/bin | head -1)"
+  if ! python3 -c "import grpc, google.protobuf" 2>/dev/null; then
+    if python3 -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
+      cp -r "$dir/pydeps/." "$dir/python/"  # Debian's gRPC and protobuf, built for Python 3.11
+      echo "cluster: python3 lacks grpc/protobuf: using the bundle's (Python 3.11)"
+    else
+      echo "cluster: python3 ($(python3 --version 2>&1)) has no grpc/protobuf and the bundle's are for 3.11: the Core API trial will fail"
+    fi
+  fi
+  export HOME="$dir/home" XDG_CONFIG_HOME="$dir/home/config"  # sf's session and defaults, fresh
+  mkdir -p "$HOME"
+  cl="${CLUSTER_DIR:-/tmp/sf-gpu-cluster}"
+  rm -rf "$cl"
+  tls=()
+  command -v openssl > /dev/null || tls=(--no-tls)  # up makes its certificates with openssl
+  sf="$dir/bin/sf"
+  timeout 180 "$sf" deploy local up --dir "$cl" --gpus --port "${CLUSTER_HTTP_PORT:-18080}" \
+    --grpc-port "${CLUSTER_GRPC_PORT:-18090}" "${tls[@]}" > "$out/cluster_up.log" 2>&1 || fail "sf deploy local up: $(tail -3 "$out/cluster_up.log")"
+  grep -E "local cluster is up" "$out/cluster_up.log"
+  if [[ "${EXPECT_CUDA:-1}" == 1 ]] && ! grep -q "slots cuda0" "$out/cluster_up.log"; then fail "the agent found no GPU"; fi
+  tiny="$dir/data/multi30k-de-en-tiny"
+  cat > "$dir/cluster-native.yaml" <<YAML
+name: gpu-cluster-native
+data:
+  train: {src: $tiny/train.de, tgt: $tiny/train.en}
+  valid: {src: $tiny/valid.de, tgt: $tiny/valid.en}
+  tokenizer: {type: sentencepiece, vocab_size: 1000, model_type: bpe, shared: true}
+hyperparameters:
+  arch: transformer_tiny
+  dropout: 0.1
+  lr: 0.002
+  lr_schedule: {type: inverse_sqrt, warmup: 50}
+  optimizer: {type: adamw, betas: [0.9, 0.98]}
+  max_tokens: 2048
+  share_embeddings: true
+precision: bf16
+resources: {slots_per_trial: 1}
+searcher: {name: single, metric: validation_loss, max_length: {batches: 200}}
+min_validation_period: {batches: 100}
+scheduling_unit: 20
+max_restarts: 0
+YAML
+  psql_q() {
+    "$SF_POSTGRES_BIN_DIR/psql" -h 127.0.0.1 -p "$(cat "$cl/postgres/port")" -U postgres -d steadfast -At -c "$1"
+  }
+  check_experiment() {  # NAME FILE [--config ...]: created and followed to its end, then checked
+    local name="$1" file="$2"; shift 2
+    local log="$out/cluster_$name.log" rc=0
+    timeout "${CLUSTER_WAIT_S:-300}" "$sf" experiment create "$file" "$@" --follow > "$log" 2>&1 || rc=$?
+    local id
+    id="$(sed -n 's/^created experiment \([0-9]*\).*/\1/p' "$log" | head -1)"
+    [[ -n "$id" ]] || { fail "$name: not created: $(tail -3 "$log")"; return; }
+    [[ $rc == 0 ]] || fail "$name: experiment $id did not complete (exit $rc; $(basename "$log"))"
+    local trial
+    trial="$(psql_q "SELECT min(id) FROM trials WHERE experiment_id = $id")"
+    [[ -n "$trial" ]] && "$sf" trial logs "$trial" >> "$log" 2>&1
+    local rows device
+    rows="$(psql_q "SELECT t.state || ' ' || string_agg(m.kind || '=' || m.n, ' ' ORDER BY m.kind)
+                    FROM trials t LEFT JOIN (SELECT trial_id, kind, count(*) AS n FROM metrics GROUP BY 1, 2) m
+                    ON m.trial_id = t.id WHERE t.experiment_id = $id GROUP BY t.state" 2>&1)"
+    # The native trainer logs `event=device device=cuda:0`, the example `managed trial on cuda:0`.
+    device="$(grep -oE 'event=device device=[^ ]+|trial on [a-z]+(:[0-9]+)?' "$log" | head -1)"
+    echo "cluster: $name: experiment $id, trial $trial: ${rows:-no rows}; ${device:-device not logged}"
+    [[ "$rows" == COMPLETED*training=* && "$rows" == *validation=* ]] || fail "$name: its metrics are not in PostgreSQL"
+    if [[ "${EXPECT_CUDA:-1}" == 1 && "$device" != *cuda* ]]; then fail "$name: did not train on the GPU"; fi
+  }
+  check_experiment native "$dir/cluster-native.yaml"
+  check_experiment core_api "$dir/examples/pytorch-transformer/const.yaml" \
+    --config entrypoint="python3 train.py" --config hyperparameters.data_dir="$tiny" \
+    --config searcher.max_length.batches=200 --config hyperparameters.report_every=20
+  cp "$cl"/logs/*.log "$out/" 2>/dev/null
+  for f in "$out"/master.log "$out"/local-agent-0.log; do [[ -f "$f" ]] && mv "$f" "$out/cluster_$(basename "$f")"; done
+  timeout 60 "$sf" deploy local down --dir "$cl" > "$out/cluster_down.log" 2>&1 || fail "sf deploy local down"
+  [[ $cluster_status == 0 ]] && echo "cluster: ok" || status=1
 fi
 if [[ "$what" == all || "$what" == e2e ]]; then
   # Real data on the GPU: a transformer_base, bf16, trained for E2E_EPOCHS epochs of Multi30k
