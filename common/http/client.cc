@@ -327,11 +327,13 @@ class Call {
           break;  // the server went away: the stream ends
         }
       }
+      out.complete = parser.is_done();
       return out;
     }
     ec = Await([&](auto handler) { bhttp::async_read(stream, buffer, parser, handler); });
     if (ec && ec != bhttp::error::end_of_stream) return Failed("read the answer", ec);
     out.body = std::move(parser.get().body());
+    out.complete = parser.is_done();
     return out;
   }
 

@@ -70,6 +70,10 @@ using ResponseHeader = boost::beast::http::response_header<>;
 struct ClientResponse {
   int status = 0;
   std::string body;
+  // The answer arrived to the end its framing names (Content-Length, the last chunk, none for
+  // HEAD, 204 and 304); false when the server closed before it, or a callback stopped the call.
+  // A relay passes an answer's end on only when it is true.
+  bool complete = false;
 };
 
 // A request body handed over in pieces (a proxy's client still sending it): each call gives the
@@ -119,7 +123,7 @@ class Client {
   // For a proxy: sends `req`, gives the answer's status line and headers, whatever the status,
   // to on_header, then its body as it arrives to on_bytes (none for HEAD, 204, 304), until the
   // server ends it or a callback returns false. The returned status is the answer's; its body
-  // is empty (everything went to on_bytes).
+  // is empty (everything went to on_bytes); `complete` says whether the body arrived whole.
   Result<ClientResponse> Relay(boost::beast::http::request<boost::beast::http::string_body> req,
                                const std::function<bool(const ResponseHeader&)>& on_header,
                                const std::function<bool(const std::string& bytes)>& on_bytes);

@@ -153,6 +153,20 @@ class Connection : public std::enable_shared_from_this<Connection<kTls>> {
     return !written.get();
   }
 
+  // Exchange::FinishStream: the next request on this connection when it may be kept, else the
+  // end (CloseStream's).
+  void FinishStream() {
+    if (server_->stopping) return;  // io no longer runs; the socket ends with it
+    asio::post(stream_.get_executor(), [self = this->shared_from_this()] {
+      const bool keep = !self->tunnel_ && !self->stream_closed_ && self->keep_alive_ &&
+                        !(self->streaming_ && !self->body_done_) && !self->body_failed_ &&
+                        !self->server_->stopping;
+      if (keep) return self->Read();
+      self->stream_closed_ = true;
+      self->Close(/*graceful=*/true);
+    });
+  }
+
   void CloseStream() {
     if (server_->stopping) return;  // io no longer runs; the socket ends with it
     asio::post(stream_.get_executor(), [self = this->shared_from_this()] {
@@ -369,6 +383,7 @@ class Connection : public std::enable_shared_from_this<Connection<kTls>> {
     bool ReadSome(std::string* bytes) override { return connection->ReadSome(bytes); }
     BodyRead ReadBody(std::string* piece) override { return connection->ReadBody(piece); }
     void CloseStream() override { connection->CloseStream(); }
+    void FinishStream() override { connection->FinishStream(); }
     const std::string& peer() const override { return connection->peer(); }
 
     std::shared_ptr<Connection> connection;

@@ -91,6 +91,14 @@ class Exchange {
   virtual void OpenStream() = 0;
   virtual bool Write(const std::string& bytes) = 0;
   virtual void CloseStream() = 0;
+  // Instead of CloseStream, for a stream whose bytes were one whole answer that frames its own
+  // end (a Content-Length, a chunked body's last chunk, or none: HEAD, 1xx, 204, 304) and did
+  // not say `Connection: close`: the connection reads the client's next request, as after a
+  // Reply, when both sides keep it alive (HTTP/1.1 or keep-alive, a streamed request body read
+  // to its end, the server not stopping); otherwise it ends, as CloseStream. The master's proxy
+  // ends its answers so, so a browser loading a page through it reuses its connections instead
+  // of opening (and over TLS, handshaking) one per request.
+  virtual void FinishStream() = 0;
   // For a protocol switch (a WebSocket through the master's proxy): OpenTunnel() instead of
   // OpenStream, then the connection carries raw bytes both ways and never times out (either side
   // may stay quiet for as long as it likes): Write() sends (the 101 answer's head first),

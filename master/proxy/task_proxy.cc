@@ -4,6 +4,7 @@
 #include <boost/beast/http.hpp>
 #include <cctype>
 #include <set>
+#include <sstream>
 #include <thread>
 #include <utility>
 
@@ -66,6 +67,15 @@ bool HasBody(const http::Request& req) {
   if (length == req.end()) return false;
   const std::string_view digits(length->value().data(), length->value().size());
   return digits.find_first_not_of('0') != std::string_view::npos;
+}
+
+// Whether the answer's body is chunked (its last transfer coding).
+bool Chunked(const http::ResponseHeader& h) {
+  auto te = h.find(bhttp::field::transfer_encoding);
+  if (te == h.end()) return false;
+  boost::beast::string_view last;
+  for (auto coding : bhttp::token_list{te->value()}) last = coding;
+  return boost::beast::iequals(last, "chunked");
 }
 
 }  // namespace
@@ -301,8 +311,19 @@ void TaskProxy::Relay(http::Request& req, const ProxyTarget& target, const Endpo
   o.whose_certificate = task + "'s certificate";
   http::Client client(*url, o);
   bool answered = false;
+  // Whether the client's connection outlives this answer: when the client keeps it (HTTP/1.1)
+  // and the answer frames its own end — the service's Content-Length, its chunked body (chunked
+  // again here: the client reads the pieces decoded), or no body. A browser loading a page
+  // through the proxy then reuses a few connections instead of opening (over TLS: handshaking)
+  // one per file. An answer delimited by the service's close is passed on with Connection: close.
+  const bool client_keeps = !upgrade && req.version() == 11 && req.keep_alive();
+  bool keep = false, rechunk = false;
   auto on_header = [&](const http::ResponseHeader& h) {
     const bool switching = upgrade && h.result_int() == 101;
+    const int code = h.result_int();
+    const bool no_body = req.method() == bhttp::verb::head || code / 100 == 1 || code == 204 || code == 304;
+    rechunk = client_keeps && !no_body && Chunked(h);
+    keep = client_keeps && (no_body || rechunk || h.find(bhttp::field::content_length) != h.end());
     std::string head =
         "HTTP/1.1 " + std::to_string(h.result_int()) + " " + std::string(h.reason()) + "\r\n";
     for (const auto& field : h) {
@@ -315,19 +336,31 @@ void TaskProxy::Relay(http::Request& req, const ProxyTarget& target, const Endpo
           "Upgrade: " + std::string(h[bhttp::field::upgrade]) + "\r\nConnection: Upgrade\r\n\r\n";
       exchange->OpenTunnel();
     } else {
-      head += "Connection: close\r\n\r\n";
+      head += rechunk ? "Transfer-Encoding: chunked\r\n\r\n" : keep ? "\r\n" : "Connection: close\r\n\r\n";
       exchange->OpenStream();
     }
     answered = true;
     return exchange->Write(head);
   };
-  auto on_bytes = [&](const std::string& bytes) { return !stopping_ && exchange->Write(bytes); };
+  auto on_bytes = [&](const std::string& bytes) {
+    if (stopping_) return false;
+    if (!rechunk) return exchange->Write(bytes);
+    std::ostringstream size;
+    size << std::hex << bytes.size();
+    return exchange->Write(size.str() + "\r\n" + bytes + "\r\n");
+  };
   Result<http::ClientResponse> r =
       upgrade ? client.Upgrade(std::move(up), on_header, on_bytes,
                                [&](http::Pipe& pipe) { Tunnel(target.task_id, pipe, exchange); })
               : streamed_body ? client.Relay(std::move(up), body, on_header, on_bytes)
                               : client.Relay(std::move(up), on_header, on_bytes);
-  if (answered) return exchange->CloseStream();
+  if (answered) {
+    // An answer cut short (the service closed mid-body, the client stopped taking it) ends the
+    // connection, so the client sees it incomplete; a whole one leaves it for the next request.
+    if (keep && r.ok() && r->complete && !stopping_ && (!rechunk || exchange->Write("0\r\n\r\n")))
+      return exchange->FinishStream();
+    return exchange->CloseStream();
+  }
   if (body_failed) {  // the client's fault or its leaving: the server answered it, or no one is left to
     log::Info("proxy", {{"event", "request_body_incomplete"}, {"task", std::to_string(target.task_id)}});
     return;

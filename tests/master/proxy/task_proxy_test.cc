@@ -119,6 +119,19 @@ class Service : public TestHandler {
       }).detach();
       return;
     }
+    if (target.rfind("/base/chunked", 0) == 0 || target.rfind("/base/cut", 0) == 0) {
+      // A chunked answer in three pieces; or one announcing 100 bytes that closes after 10.
+      const bool cut = target.rfind("/base/cut", 0) == 0;
+      exchange->OpenStream();
+      std::thread([exchange, cut] {
+        exchange->Write(cut ? "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789"
+                            : "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+                              "Transfer-Encoding: chunked\r\n\r\n4\r\none \r\n");
+        if (!cut) exchange->Write("4\r\ntwo \r\n5\r\nthree\r\n0\r\n\r\n");
+        exchange->CloseStream();
+      }).detach();
+      return;
+    }
     if (target.rfind("/base/slow", 0) == 0) {
       exchange->OpenStream();
       std::thread([release = release, exchange] {
@@ -343,7 +356,8 @@ TEST_F(TaskProxyTest, ForwardsUnderTheTasksUrlWithoutTheClientsMasterCredentials
                   {"Proxy-Authorization", "Basic x"}});
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.headers["X-Service"], "yes");
-  EXPECT_EQ(r.headers[bhttp::field::connection], "close");
+  // No Connection of the service's: the answer has its length, and the client's connection stays.
+  EXPECT_EQ(r.headers.count(bhttp::field::connection), 0u);
   auto v = Value::FromJson(r.body);
   ASSERT_TRUE(v.ok()) << r.body;
   EXPECT_EQ(v->Find("method")->as_string(), "POST");
@@ -386,6 +400,66 @@ TEST_F(TaskProxyTest, AnAnswerStreamsThroughAsTheServiceSendsIt) {
   EXPECT_EQ(first, "first\n") << "the first piece was held back until the service finished";
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(r.body, "first\nsecond\n");
+}
+
+// A browser loads a notebook's page of many files through the proxy on a few connections: an
+// answer that frames its end (a Content-Length, a chunked body, none) leaves the client's
+// connection open for its next request; an answer the service cuts short ends the connection
+// (the client sees it short), and one the service ends by closing goes out with Connection:
+// close. Before, every proxied answer closed the connection, so Chromium opened (and over TLS
+// handshook) one per file: 140-200 for a notebook's page.
+TEST_F(TaskProxyTest, TheClientsConnectionServesItsNextRequestWhenTheAnswerFramesItsEnd) {
+  const std::string base = "/proxy/" + std::to_string(Task("SERVER", "RUNNING", ServiceUrl()));
+  asio::io_context io;
+  tcp::socket socket = Connect(io);
+  beast::flat_buffer buffer;  // the connection's, across answers
+  auto ask = [&](bhttp::verb verb, const std::string& target, beast::error_code& ec) {
+    bhttp::request<bhttp::string_body> req{verb, target, 11};
+    req.set(bhttp::field::host, "master.example");
+    req.prepare_payload();
+    bhttp::write(socket, req, ec);
+    bhttp::response_parser<bhttp::string_body> parser;
+    if (verb == bhttp::verb::head) parser.skip(true);
+    if (!ec) bhttp::read(socket, buffer, parser, ec);
+    return parser.release();
+  };
+  beast::error_code ec;
+  auto echo = ask(bhttp::verb::get, base + "/echo?n=1", ec);
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_EQ(echo.result_int(), 200);
+  EXPECT_TRUE(echo.keep_alive()) << echo.base();
+  EXPECT_EQ(echo[bhttp::field::content_length], std::to_string(echo.body().size()));
+
+  auto teapot = ask(bhttp::verb::post, base + "/teapot", ec);  // the same connection
+  ASSERT_FALSE(ec) << "the connection ended with the first answer: " << ec.message();
+  EXPECT_EQ(teapot.result_int(), 418);
+  EXPECT_EQ(teapot["X-Service"], "yes");
+
+  auto chunked = ask(bhttp::verb::get, base + "/chunked", ec);
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_EQ(chunked.result_int(), 200);
+  EXPECT_TRUE(chunked.chunked()) << chunked.base();
+  EXPECT_EQ(chunked.body(), "one two three");
+
+  auto head = ask(bhttp::verb::head, base + "/echo", ec);
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_EQ(head.result_int(), 200);
+  EXPECT_TRUE(head.body().empty());
+
+  // Cut short by the service: the client sees 10 of the 100 bytes, then the connection's end.
+  auto cut = ask(bhttp::verb::get, base + "/cut", ec);
+  EXPECT_EQ(ec, bhttp::error::partial_message) << ec.message();
+  EXPECT_EQ(cut.body(), "0123456789");
+
+  // Ended by the service's close: passed on with Connection: close.
+  *service_.release = true;
+  Reply slow = Call(bhttp::verb::get, base + "/slow");
+  EXPECT_EQ(slow.body, "first\nsecond\n");
+  EXPECT_EQ(slow.headers[bhttp::field::connection], "close");
+  // A client that asks for its connection's end gets it.
+  Reply once = Call(bhttp::verb::get, base + "/echo", "", {{"Connection", "close"}});
+  EXPECT_EQ(once.status, 200);
+  EXPECT_EQ(once.headers[bhttp::field::connection], "close");
 }
 
 TEST_F(TaskProxyTest, ATaskWithoutAServiceToReachIsNamed) {
