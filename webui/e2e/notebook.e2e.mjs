@@ -21,7 +21,7 @@
 // reached.
 import { mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { launch } from './browser.mjs';
+import { launch, trustMaster } from './browser.mjs';
 import { checks, pageLogin } from './live.mjs';
 
 const MASTER = (process.env.SF_MASTER_URL ?? 'http://127.0.0.1:8080').replace(/\/+$/, '');
@@ -72,8 +72,10 @@ async function main() {
     process.exit(2);
   }
 
-  const browser = await launch();
-  const options = { viewport: { width: 1280, height: 900 }, ignoreHTTPSErrors: MASTER.startsWith('https:') };
+  // The master's certificate is trusted, as where the cluster's CA was imported (not accepted
+  // request by request: browser.mjs, trustMaster, says why).
+  const browser = await launch(await trustMaster(MASTER));
+  const options = { viewport: { width: 1280, height: 900 } };
   try {
     // ---- no session: the master refuses before anything reaches Jupyter
     const anonymous = await browser.newContext(options);
