@@ -17,7 +17,9 @@
 //     does not apply again what its previous life applied. For a log batch the record is written
 //     in the same transaction as its lines (ClaimInTransaction, called by the LogWriter): a line
 //     is stored exactly once whatever is killed when. For a task state change it is written right
-//     after the change was applied (the coordinator's own writes are separate transactions);
+//     after the change was applied (the coordinator's own writes are separate transactions, which
+//     commit without waiting for the disk — database.h, DeferredFlush — because this record's
+//     commit waits for it, and its flush covers every earlier commit);
 //     a master killed in between applies that one change again when the agent re-sends it.
 //     Harmless for STARTED, and for an EXITED after a failure (the restart gets a new
 //     allocation id, so the repeated change names none and is ignored). Not harmless in one

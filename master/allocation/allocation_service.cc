@@ -6,6 +6,7 @@
 
 #include "common/log.h"
 #include "common/value.h"
+#include "master/db/database.h"
 
 namespace sf::master {
 namespace v1 = steadfast::v1;
@@ -139,6 +140,9 @@ void AllocationService::RecordRankFailure(const std::string& allocation_id, int 
 }
 
 void AllocationService::OnEvent(rm::ResourceManager& from, const rm::AllocationEvent& event) {
+  // Every write this event causes (here and in its owner) commits without waiting for the disk:
+  // the serial delivery path is not bounded by a flush per commit (database.h, DeferredFlush).
+  DeferredFlush deferred;
   AllocationUpdate update;
   bool deliver = false;
   {

@@ -1,12 +1,35 @@
 #include "master/api/trial_link_service.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "common/sha256.h"
 #include "master/api/grpc_services.h"
+#include "master/db/database.h"
 
 namespace sf::master {
 namespace v1 = steadfast::v1;
+
+namespace {
+// A call that may write: its commits do not wait for the disk (the coordinator holds its lock
+// for the statements only, and flushes are not queued behind it), then one wait for the disk
+// outside the lock, before the caller hears OK (master/db/database.h, DeferredFlush). A failed
+// wait is the call's error (kUnavailable: the caller retries, and these calls are idempotent).
+template <class Call>
+auto Durably(Cluster* cluster, Call&& call) -> decltype(call()) {
+  std::optional<decltype(call())> result;
+  bool wrote = false;
+  {
+    DeferredFlush deferred;
+    result.emplace(call());
+    wrote = deferred.committed();
+  }
+  if (wrote) {
+    if (Status durable = cluster->WaitForDurability(); !durable.ok() && result->ok()) return durable;
+  }
+  return std::move(*result);
+}
+}  // namespace
 
 Status TrialLinkGrpcService::Authenticate(const grpc::ServerContextBase& context, const v1::TrialIdentity& who) const {
   if (!tokens_) return Status::Ok();
@@ -21,7 +44,7 @@ Status TrialLinkGrpcService::Authenticate(const grpc::ServerContextBase& context
 grpc::Status TrialLinkGrpcService::GetNextOperation(grpc::ServerContext* context, const v1::GetNextOperationRequest* r,
                                                     v1::GetNextOperationResponse* out) {
   if (Status auth = Authenticate(*context, r->who()); !auth.ok()) return ToGrpc(auth);
-  auto res = cluster_->NextOperation(r->who(), std::chrono::seconds(20));
+  auto res = Durably(cluster_, [&] { return cluster_->NextOperation(r->who(), std::chrono::seconds(20)); });
   if (!res.ok()) return ToGrpc(res.status());
   *out = std::move(res).value();
   return grpc::Status::OK;
@@ -40,12 +63,12 @@ grpc::ServerUnaryReactor* TrialLinkGrpcService::ReportMetrics(grpc::CallbackServ
 grpc::Status TrialLinkGrpcService::CompleteOperation(grpc::ServerContext* context, const v1::CompleteOperationRequest* r,
                                                      v1::CompleteOperationResponse*) {
   if (Status auth = Authenticate(*context, r->who()); !auth.ok()) return ToGrpc(auth);
-  return ToGrpc(cluster_->CompleteOperation(*r));
+  return ToGrpc(Durably(cluster_, [&] { return cluster_->CompleteOperation(*r); }));
 }
 grpc::Status TrialLinkGrpcService::ReportCheckpoint(grpc::ServerContext* context, const v1::ReportCheckpointRequest* r,
                                                     v1::ReportCheckpointResponse*) {
   if (Status auth = Authenticate(*context, r->who()); !auth.ok()) return ToGrpc(auth);
-  return ToGrpc(cluster_->ReportCheckpoint(*r));
+  return ToGrpc(Durably(cluster_, [&] { return cluster_->ReportCheckpoint(*r); }));
 }
 grpc::Status TrialLinkGrpcService::ShouldStop(grpc::ServerContext* context, const v1::ShouldStopRequest* r,
                                               v1::ShouldStopResponse* out) {
@@ -86,17 +109,17 @@ grpc::Status TrialLinkGrpcService::GetContext(grpc::ServerContext* context, cons
 grpc::Status TrialLinkGrpcService::ReportProgress(grpc::ServerContext* context, const v1::ReportProgressRequest* r,
                                                   v1::ReportProgressResponse*) {
   if (Status auth = Authenticate(*context, r->who()); !auth.ok()) return ToGrpc(auth);
-  return ToGrpc(cluster_->ReportProgress(*r));
+  return ToGrpc(Durably(cluster_, [&] { return cluster_->ReportProgress(*r); }));
 }
 grpc::Status TrialLinkGrpcService::EndTrial(grpc::ServerContext* context, const v1::EndTrialRequest* r,
                                             v1::EndTrialResponse*) {
   if (Status auth = Authenticate(*context, r->who()); !auth.ok()) return ToGrpc(auth);
-  return ToGrpc(cluster_->EndTrial(*r));
+  return ToGrpc(Durably(cluster_, [&] { return cluster_->EndTrial(*r); }));
 }
 grpc::Status TrialLinkGrpcService::ReportEndpoint(grpc::ServerContext* context, const v1::ReportEndpointRequest* r,
                                                   v1::ReportEndpointResponse*) {
   if (Status auth = Authenticate(*context, r->who()); !auth.ok()) return ToGrpc(auth);
-  return ToGrpc(cluster_->ReportEndpoint(*r));
+  return ToGrpc(Durably(cluster_, [&] { return cluster_->ReportEndpoint(*r); }));
 }
 grpc::Status TrialLinkGrpcService::ReportLogs(grpc::ServerContext* context, const v1::ReportLogsRequest* r,
                                               v1::ReportLogsResponse*) {
@@ -106,12 +129,12 @@ grpc::Status TrialLinkGrpcService::ReportLogs(grpc::ServerContext* context, cons
 grpc::Status TrialLinkGrpcService::ReportExit(grpc::ServerContext* context, const v1::ReportExitRequest* r,
                                               v1::ReportExitResponse*) {
   if (Status auth = Authenticate(*context, r->who()); !auth.ok()) return ToGrpc(auth);
-  return ToGrpc(cluster_->ReportExit(*r));
+  return ToGrpc(Durably(cluster_, [&] { return cluster_->ReportExit(*r); }));
 }
 grpc::Status TrialLinkGrpcService::ReportEarlyExit(grpc::ServerContext* context, const v1::ReportEarlyExitRequest* r,
                                                    v1::ReportEarlyExitResponse*) {
   if (Status auth = Authenticate(*context, r->who()); !auth.ok()) return ToGrpc(auth);
-  return ToGrpc(cluster_->ReportEarlyExit(*r));
+  return ToGrpc(Durably(cluster_, [&] { return cluster_->ReportEarlyExit(*r); }));
 }
 grpc::Status TrialLinkGrpcService::GetExperimentBestValidation(grpc::ServerContext* context,
                                                                const v1::GetExperimentBestValidationRequest* r,
@@ -126,19 +149,19 @@ grpc::Status TrialLinkGrpcService::DeleteCheckpoint(grpc::ServerContext* context
                                                     const v1::TrialDeleteCheckpointRequest* r,
                                                     v1::TrialDeleteCheckpointResponse*) {
   if (Status auth = Authenticate(*context, r->who()); !auth.ok()) return ToGrpc(auth);
-  return ToGrpc(cluster_->DeleteTrialCheckpoint(r->who(), r->uuid()));
+  return ToGrpc(Durably(cluster_, [&] { return cluster_->DeleteTrialCheckpoint(r->who(), r->uuid()); }));
 }
 grpc::Status TrialLinkGrpcService::AcknowledgePreemption(grpc::ServerContext* context,
                                                          const v1::AcknowledgePreemptionRequest* r,
                                                          v1::AcknowledgePreemptionResponse*) {
   if (Status auth = Authenticate(*context, r->who()); !auth.ok()) return ToGrpc(auth);
-  return ToGrpc(cluster_->AcknowledgePreemption(r->who()));
+  return ToGrpc(Durably(cluster_, [&] { return cluster_->AcknowledgePreemption(r->who()); }));
 }
 grpc::Status TrialLinkGrpcService::ReportCheckpointUnusable(grpc::ServerContext* context,
                                                             const v1::ReportCheckpointUnusableRequest* r,
                                                             v1::ReportCheckpointUnusableResponse* out) {
   if (Status auth = Authenticate(*context, r->who()); !auth.ok()) return ToGrpc(auth);
-  auto latest = cluster_->ReportCheckpointUnusable(r->who(), r->uuid(), r->reason());
+  auto latest = Durably(cluster_, [&] { return cluster_->ReportCheckpointUnusable(r->who(), r->uuid(), r->reason()); });
   if (!latest.ok()) return ToGrpc(latest.status());
   out->set_latest_uuid(*latest);
   return grpc::Status::OK;

@@ -211,6 +211,10 @@ class Cluster {
   // The chief ends its operation early for a reason (TrialLink ReportEarlyExit): kept for the
   // run, acted on when the run's processes exit (AllocationExitedLocked).
   Status ReportEarlyExit(const steadfast::v1::ReportEarlyExitRequest& request);
+  // Returns once every write committed so far is on disk: for a caller that ran the calls above
+  // under a DeferredFlush (master/db/database.h), so their writes did not wait for the disk
+  // under the coordinator's lock, before it answers (TrialLinkGrpcService does).
+  Status WaitForDurability();
   // The best searcher metric the caller's experiment has seen (none before the first finite one).
   Result<std::optional<double>> ExperimentBestValidation(const steadfast::v1::TrialIdentity& who);
   // Deletes a checkpoint of the caller's experiment (DeleteCheckpoint's rules); kPermissionDenied

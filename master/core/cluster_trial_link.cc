@@ -209,6 +209,8 @@ Result<std::string> Cluster::ReportCheckpointUnusable(const v1::TrialIdentity& w
   return now.uuid;
 }
 
+Status Cluster::WaitForDurability() { return store_->db()->WaitForDurability(); }
+
 Status Cluster::CompleteOperation(const v1::CompleteOperationRequest& request) {
   std::lock_guard<std::mutex> lock(mu_);
   SF_ASSIGN_OR_RETURN(Trial * t, CheckIdentityLocked(request.who()));

@@ -69,6 +69,27 @@ bool IsConnectionLoss(const pqxx::sql_error& e) {
 
 }  // namespace
 
+namespace {
+thread_local int deferred_flush_depth = 0;
+thread_local uint64_t thread_commits = 0;  // this thread's commits, through any Database
+}  // namespace
+
+DeferredFlush::DeferredFlush() : commits_at_start_(thread_commits) { ++deferred_flush_depth; }
+DeferredFlush::~DeferredFlush() { --deferred_flush_depth; }
+bool DeferredFlush::Active() { return deferred_flush_depth > 0; }
+bool DeferredFlush::committed() const { return thread_commits != commits_at_start_; }
+
+Status Database::WaitForDurability() {
+  // A commit waits for the flush only if its transaction wrote WAL (PostgreSQL's
+  // RecordTransactionCommit): so a write, to this session's own row (migration 020).
+  return Transact("wait for the disk", [](pqxx::work& tx) {
+    tx.exec(
+        "INSERT INTO durability_marks (backend_pid, waits) VALUES (pg_backend_pid(), 1) "
+        "ON CONFLICT (backend_pid) DO UPDATE SET waits = durability_marks.waits + 1");
+    return Status::Ok();
+  });
+}
+
 Status Database::Transact(const std::string& what,
                           const std::function<Status(pqxx::work&)>& body) {
   auto start = std::chrono::steady_clock::now();
@@ -86,14 +107,17 @@ Status Database::Transact(const std::string& what,
     try {
       if (!conn || !conn->is_open()) conn = std::make_unique<pqxx::connection>(connection_string_);
       pqxx::work tx(*conn);
+      if (DeferredFlush::Active()) tx.exec("SET LOCAL synchronous_commit = off");
       result = body(tx);
       if (result.ok()) {
         tx.commit();
         commits_.fetch_add(1, std::memory_order_acq_rel);
+        ++thread_commits;
       }
       break;
     } catch (const pqxx::in_doubt_error& e) {
       commits_.fetch_add(1, std::memory_order_acq_rel);  // it may have committed
+      ++thread_commits;
       result = Unavailable(what + ": connection lost during commit; the outcome is unknown: " + e.what());
       conn.reset();
       break;

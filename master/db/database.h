@@ -36,6 +36,44 @@ struct Migration {
 // The numbered migrations in master/db/migrations, compiled in.
 const std::vector<Migration>& Migrations();
 
+// While one lives on a thread, the transactions that thread commits through any Database return
+// without waiting for their WAL to be flushed to disk (`SET LOCAL synchronous_commit = off` in
+// each). What that gives up: a crash of PostgreSQL itself (or of its machine) may lose the last
+// such commits (PostgreSQL's WAL writer flushes them within 3 x wal_writer_delay, 0.6 s by
+// default); it never corrupts, reorders or half-applies them, and a master crash loses nothing
+// (the commits are in PostgreSQL's memory). What it gains: the thread no longer waits for a disk
+// flush per commit — on a busy machine the flush is milliseconds, and a serial path of several
+// commits per event is bounded by it.
+//
+// Why: the coordinator writes under its lock, so each flush it waits for there is a wait every
+// other trial's call shares; deferred, the lock is held for the statements only, and the flushes
+// happen outside it, where concurrent ones merge into one (PostgreSQL flushes all WAL up to the
+// latest commit waiting).
+//
+// What still waits for the disk, so no caller is told "done" before it is durable (a flush
+// covers every earlier commit in the WAL):
+//   - an agent's events: the allocation service applies each in a DeferredFlush
+//     (allocation_service.h), and the delivery ledger records the event afterwards in a
+//     transaction that waits for its flush, before the agent hears the acknowledgement
+//     (delivery_ledger.h);
+//   - a trainer's calls that write (Cluster::Durably): their writes defer under the lock, then
+//     WaitForDurability() outside it, before the reply.
+// Nests; not for ingestion or the ledger itself.
+class DeferredFlush {
+ public:
+  DeferredFlush();
+  ~DeferredFlush();
+  DeferredFlush(const DeferredFlush&) = delete;
+  DeferredFlush& operator=(const DeferredFlush&) = delete;
+  // Whether this thread's commits defer their flush now.
+  static bool Active();
+  // Whether this thread committed a transaction (through any Database) while this scope lived.
+  bool committed() const;
+
+ private:
+  uint64_t commits_at_start_;
+};
+
 class Database {
  public:
   // Connects `pool_size` connections (retrying for up to `wait` while the server starts).
@@ -51,7 +89,8 @@ class Database {
   Status Migrate();
   int SchemaVersion();
 
-  // Runs `body` in a transaction on a pooled connection and commits when it returns OK.
+  // Runs `body` in a transaction on a pooled connection and commits when it returns OK (without
+  // waiting for the disk while a DeferredFlush lives on this thread).
   // A pqxx or std exception inside `body` is caught and returned as an Internal/Unavailable
   // status naming `what`; the transaction is rolled back.
   //
@@ -61,6 +100,13 @@ class Database {
   // the master's writes instead of dropping them. A commit whose outcome is unknown (the
   // connection broke during COMMIT) is not retried: it returns Unavailable.
   Status Transact(const std::string& what, const std::function<Status(pqxx::work&)>& body);
+
+  // Returns once every transaction committed before the call (through any connection to this
+  // server) is on disk: one transaction that writes (its session's row of durability_marks:
+  // PostgreSQL waits for the flush only for a commit that wrote WAL) and waits for its flush,
+  // which covers everything before it. For callers whose writes deferred their flush
+  // (DeferredFlush). Call it outside any DeferredFlush.
+  Status WaitForDurability();
 
   // Transactions committed through this pool so far (one more after each COMMIT, or each one
   // whose outcome is unknown); it only grows. Lock-free.

@@ -1,6 +1,7 @@
 // Database::Transact against a real PostgreSQL that goes away: a server restart (immediate
 // stop: like a crash) is waited out and the transaction goes through once the server is back;
-// past the patience the caller gets Unavailable; statement errors are not retried.
+// past the patience the caller gets Unavailable; statement errors are not retried; commits
+// deferred (DeferredFlush) are on disk once WaitForDurability returns.
 #include "master/db/database.h"
 
 #include <atomic>
@@ -77,6 +78,51 @@ TEST_F(DatabaseOutageTest, AStatementErrorIsNotRetried) {
   EXPECT_EQ(st.code(), StatusCode::kInternal) << st.ToString();
   EXPECT_EQ(attempts.load(), 1);
   EXPECT_EQ(Rows(), 1);
+}
+
+// DeferredFlush: inside it a transaction commits with synchronous_commit off (PostgreSQL's own
+// setting, read back in the transaction), outside it on; committed() says whether this thread
+// committed while it lived. WaitForDurability() then puts what it deferred on disk: with the WAL
+// writer slowed to 10 s, the deferred row survives a crash of the server (immediate stop) only
+// because the wait flushed the WAL.
+TEST_F(DatabaseOutageTest, DeferredCommitsAreOnDiskOnceWaitForDurabilityReturns) {
+  auto setting = [&] {
+    std::string value;
+    EXPECT_TRUE(db_->Transact("show", [&](pqxx::work& tx) {
+                      value = tx.exec1("SHOW synchronous_commit")[0].as<std::string>();
+                      return Status::Ok();
+                    }).ok());
+    return value;
+  };
+  auto system = [&](const std::string& sql) {
+    pqxx::connection conn(server()->postgres().ConnectionString());
+    pqxx::nontransaction tx(conn);
+    tx.exec(sql);
+    tx.exec("SELECT pg_reload_conf()");
+  };
+  system("ALTER SYSTEM SET wal_writer_delay = '10s'");
+  EXPECT_EQ(setting(), "on");
+  {
+    DeferredFlush deferred;
+    EXPECT_TRUE(DeferredFlush::Active());
+    EXPECT_FALSE(deferred.committed());
+    EXPECT_EQ(setting(), "off");
+    EXPECT_TRUE(deferred.committed());
+    {
+      DeferredFlush nested;  // nests; counts only its own lifetime's commits
+      EXPECT_FALSE(nested.committed());
+      ASSERT_TRUE(Insert(7).ok());
+      EXPECT_TRUE(nested.committed());
+    }
+    EXPECT_TRUE(DeferredFlush::Active());
+  }
+  EXPECT_FALSE(DeferredFlush::Active());
+  EXPECT_EQ(setting(), "on");
+  ASSERT_TRUE(db_->WaitForDurability().ok());
+  ASSERT_TRUE(server()->postgres().Stop(LocalPostgres::StopMode::kImmediate).ok());
+  ASSERT_TRUE(server()->postgres().Start().ok());
+  EXPECT_EQ(Rows(), 1);
+  system("ALTER SYSTEM RESET wal_writer_delay");
 }
 
 }  // namespace
