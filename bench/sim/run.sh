@@ -12,6 +12,9 @@
 #   BUILD=build (env) names the build directory.
 #   PG_STATEMENTS=1 (env): PostgreSQL runs with pg_stat_statements, and the statements that took
 #   the most of its time are printed after each scenario (where the database's CPU goes).
+#   PG_ASYNC_COMMIT=1 (env): PostgreSQL commits every transaction without waiting for the disk
+#   (synchronous_commit = off for the whole server): an upper bound for what flushes cost, not a
+#   setting the master uses (it defers only the flushes nobody waits for: master/db/database.h).
 #   KILL_MASTER_EVERY=S (env): chaos — every S seconds the master is killed (SIGKILL) and started
 #   again on the same database (`sf deploy local up`); master_kills counts them. The master's
 #   CPU, RSS and threads are then the last master's.
@@ -73,6 +76,7 @@ for scenario in "${scenarios[@]}"; do
     "$SF" deploy local up --dir "$DIR" --agents 0 --port "$HTTP" --grpc-port "$GRPC" --no-tls --no-auth >/dev/null
   fi
   PG="host=127.0.0.1 port=$(cat "$DIR/postgres/port") user=postgres dbname=steadfast"
+  if [ "${PG_ASYNC_COMMIT:-0}" = 1 ]; then psql "$PG" -qc "ALTER SYSTEM SET synchronous_commit = off" -c "SELECT pg_reload_conf()" >/dev/null; fi
   MASTER_PID=$(cat "$DIR/master.pid")
   cpu0=$(cpu_seconds "$MASTER_PID")
   machine0=$(machine_cpu_seconds)
