@@ -42,10 +42,14 @@ double Seconds(const std::function<void()>& fn, int reps) {
 
 int main(int argc, char** argv) {
   int threads = 2, reps = 10;
+  std::string only_build;
+  int64_t only_t = 0;
   CLI::App app("The fused attention builds of this CPU, side by side.", "attention_bench");
   sf::cmdline::UseDefaults(app);
   app.add_option("--threads", threads, "OpenMP threads")->check(sf::cmdline::AtLeast(1));
   app.add_option("--reps", reps, "timed calls per figure")->check(sf::cmdline::AtLeast(1));
+  app.add_option("--build", only_build, "run only this build (e.g. avx512-bf16dot), for profiling");
+  app.add_option("--seq", only_t, "run only the shapes of this sequence length (32, 256, 1024)");
   if (auto rc = sf::cmdline::Parse(app, argc, argv)) return *rc;
   omp_set_num_threads(threads);
   const bool avx512 = sf::cpu::HasAvx512();
@@ -71,6 +75,7 @@ int main(int argc, char** argv) {
   std::mt19937 rng(1);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (const ShapeCase& sc : shapes) {
+    if (only_t != 0 && sc.t != only_t) continue;
     const int64_t rows = sc.batch * sc.t, width = sc.heads * sc.d;
     std::vector<uint16_t> q(rows * width), k(rows * width), v(rows * width), dout(rows * width),
         out(rows * width);
@@ -95,7 +100,7 @@ int main(int argc, char** argv) {
                   static_cast<long>(sc.heads), static_cast<long>(sc.t), static_cast<long>(sc.d),
                   sc.causal ? " causal" : "");
     for (const Build& b : builds) {
-      if (!b.runs) continue;
+      if (!b.runs || (!only_build.empty() && only_build != b.name)) continue;
       const double f = Seconds(
           [&] { b.forward(a, q.data(), k.data(), v.data(), out.data(), lse.data()); }, reps);
       const double w = Seconds(
