@@ -24,6 +24,13 @@ void AgentManager::TaskStateChanged(const std::string& agent_id, const v1::TaskS
 }
 
 bool AgentManager::RankExitedLocked(const std::string& agent_id, const v1::TaskStateChange& change) {
+  // A stale task that ended: its slots are free now.
+  if ((change.state() == v1::TaskStateChange::STATE_EXITED ||
+       change.state() == v1::TaskStateChange::STATE_FAILED_TO_START) &&
+      ReleaseStaleLocked(change.task_id())) {
+    log::Info("agent", {{"event", "stale_task_exited"}, {"id", agent_id}, {"task", change.task_id()}});
+    return true;
+  }
   std::string allocation;
   int rank = 0;
   if (!ParseTaskId(change.task_id(), allocation, rank)) return false;
@@ -79,11 +86,22 @@ void AgentManager::ConnectedLocked(const v1::RegisterAgent& reg, std::shared_ptr
   agent.last_heartbeat = agent.registered;
   std::vector<std::string> slot_ids;
   for (const auto& s : agent.slots) slot_ids.push_back(s.id());
-  scheduler_.AddAgent(agent.id, agent.pool, slot_ids);
+  ForgetStaleLocked(scheduler_.AddAgent(agent.id, agent.pool, slot_ids));
+  // Stale tasks it no longer lists ended while we were apart: their slots are free.
+  {
+    std::set<std::string> listed;
+    for (const auto& task : reg.running_tasks()) listed.insert(task.task_id());
+    std::vector<std::string> ended;
+    for (const auto& [task_id, stale] : stale_) {
+      if (stale.agent_id == agent.id && !listed.count(task_id)) ended.push_back(task_id);
+    }
+    for (const std::string& task_id : ended) ReleaseStaleLocked(task_id);
+  }
   log::Info("agent", {{"event", "registered"}, {"id", agent.id}, {"slots", std::to_string(agent.slots.size())},
                       {"running_tasks", std::to_string(reg.running_tasks_size())}});
   // Re-adopt the tasks it still runs (after a master restart or a reconnect).
   std::set<std::string> reported;
+  std::vector<const v1::RunningTask*> stale;
   for (const auto& task : reg.running_tasks()) {
     reported.insert(task.task_id());
     std::string allocation;
@@ -93,8 +111,8 @@ void AgentManager::ConnectedLocked(const v1::RegisterAgent& reg, std::shared_ptr
     if (it == allocations_.end() || it->second.gang.trial_id != task.trial_id() || it->second.killed) {
       // Its trial ended, or moved on to another allocation while this agent was away (e.g. cut
       // off past the grace period), or it was being stopped: nothing will use what it computes.
-      log::Warn("agent", {{"event", "kill_stale_task"}, {"id", agent.id}, {"task", task.task_id()}});
-      SendKill(agent.id, task.task_id());
+      // Killed after the live ranks are taken back (their slots are theirs).
+      stale.push_back(&task);
       continue;
     }
     Allocation& a = it->second;
@@ -131,6 +149,7 @@ void AgentManager::ConnectedLocked(const v1::RegisterAgent& reg, std::shared_ptr
       log::Info("trial", {{"event", "adopted"}, {"id", std::to_string(a.gang.trial_id)}, {"agent", agent.id}});
     }
   }
+  for (const v1::RunningTask* task : stale) HoldStaleLocked(agent, *task);
   // Ranks we believe run on this agent but it doesn't report: they ended while we were apart.
   // The agent reports those exits right after registering; give them a moment to arrive
   // before calling the ranks lost.
@@ -142,6 +161,46 @@ void AgentManager::ConnectedLocked(const v1::RegisterAgent& reg, std::shared_ptr
         a.missing_ranks[rank] = Clock::now() + options_.missing_rank_grace;
       }
     }
+  }
+}
+
+void AgentManager::HoldStaleLocked(const Agent& agent, const v1::RunningTask& task) {
+  log::Warn("agent", {{"event", "kill_stale_task"}, {"id", agent.id}, {"task", task.task_id()}});
+  SendKill(agent.id, task.task_id());
+  if (stale_.count(task.task_id())) return;  // held since an earlier registration
+  // Its slots run it until its exit arrives: none may be given to another task before.
+  std::set<SlotRef> claimed;  // by allocations here (a gang re-adopted in part holds none yet)
+  for (const auto& [id, a] : allocations_) claimed.insert(a.slots.begin(), a.slots.end());
+  AllocationRequest hold;
+  hold.allocation_id = StaleHoldId(task.task_id());
+  hold.resource_pool = agent.pool;
+  hold.priority = 1;  // never asked to make room: it is stopping anyway
+  std::vector<SlotRef> slots;
+  for (const std::string& slot : task.slot_ids()) {
+    const SlotRef ref{agent.id, slot};
+    if (!claimed.count(ref) && std::find(slots.begin(), slots.end(), ref) == slots.end()) slots.push_back(ref);
+  }
+  if (slots.empty()) return;
+  hold.slots = static_cast<int>(slots.size());
+  if (Status st = scheduler_.Adopt(hold, slots); !st.ok()) {
+    log::Warn("agent", {{"event", "stale_task_unheld"}, {"id", agent.id}, {"task", task.task_id()},
+                        {"error", st.message()}});
+    return;
+  }
+  stale_[task.task_id()] = StaleTask{agent.id};
+}
+
+bool AgentManager::ReleaseStaleLocked(const std::string& task_id) {
+  if (!stale_.erase(task_id)) return false;
+  scheduler_.Release(StaleHoldId(task_id));
+  ChangedLocked();
+  return true;
+}
+
+void AgentManager::ForgetStaleLocked(const std::vector<std::string>& dropped) {
+  const std::string prefix = StaleHoldId("");
+  for (const std::string& id : dropped) {
+    if (id.rfind(prefix, 0) == 0) stale_.erase(id.substr(prefix.size()));
   }
 }
 
@@ -203,7 +262,9 @@ void AgentManager::TickLocked(Clock::time_point now) {
   for (auto& [agent_id, agent] : agents_) {
     if (agent.connected || !agent.lost_since || now - *agent.lost_since < options_.reconnect_grace) continue;
     agent.lost_since.reset();
-    for (const std::string& allocation : scheduler_.RemoveAgent(agent_id)) {
+    const std::vector<std::string> dropped = scheduler_.RemoveAgent(agent_id);
+    ForgetStaleLocked(dropped);
+    for (const std::string& allocation : dropped) {
       auto it = allocations_.find(allocation);
       if (it == allocations_.end() || !it->second.placed) continue;
       Allocation& a = it->second;

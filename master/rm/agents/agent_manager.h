@@ -18,7 +18,9 @@
 //   rank no agent reports within the reconnect grace period is lost (exit -1), like the ranks
 //   of an agent gone longer than that (Tick), and so are ranks an agent no longer lists when it
 //   re-registers whose exit never arrives. Tasks an agent reports that belong to no allocation
-//   here (their trial ended or moved on) are killed.
+//   here (their trial ended or moved on) are killed, and their slots stay taken until the agent
+//   reports their exit, re-registers without them or is lost: a slot is never given to a second
+//   task while its first still runs.
 //
 // AgentLink's connections end here: the AgentLink service (master/api/grpc_services.cc) calls
 // Connected, Heartbeat, TaskStateChanged and Disconnected directly; the coordinator never sees
@@ -141,6 +143,12 @@ class AgentManager final : public ResourceManager {
     std::optional<Clock::time_point> lost_since;
     std::string incarnation;  // of the connected agent process
   };
+  // A task an agent runs that no allocation here owns (its trial ended or moved on, e.g. closed
+  // by a master that was then killed before the task's exit arrived): killed, its slots held in
+  // the scheduler under StaleHoldId(task) until its exit.
+  struct StaleTask {
+    std::string agent_id;
+  };
   struct Allocation {
     GangLaunch gang;           // its ranks' StartTasks until placed
     bool placed = false;       // its ranks were started (or reported by their agents)
@@ -167,6 +175,15 @@ class AgentManager final : public ResourceManager {
   // *Locked: mu_ held.
   AllocationRequest RequestOf(const GangLaunch& gang) const;
   void ConnectedLocked(const steadfast::v1::RegisterAgent& reg, std::shared_ptr<AgentConnection> conn);
+  // The scheduler's id for the slots a stale task holds; a real allocation id never has its form.
+  static std::string StaleHoldId(const std::string& task_id) { return "stale:" + task_id; }
+  // Kills a stale task the agent reports and holds its slots (those no allocation here claims).
+  void HoldStaleLocked(const Agent& agent, const steadfast::v1::RunningTask& task);
+  // Frees a stale task's slots; false when it held none.
+  bool ReleaseStaleLocked(const std::string& task_id);
+  // The scheduler dropped these allocations (an agent lost or re-registered with other slots):
+  // forgets the stale tasks among them.
+  void ForgetStaleLocked(const std::vector<std::string>& dropped);
   // Records a rank's exit; true when its allocation has no rank left (Exited queued, slots free).
   bool RankExitedLocked(const std::string& agent_id, const steadfast::v1::TaskStateChange& change);
   void ScheduleLocked(double now);
@@ -206,6 +223,7 @@ class AgentManager final : public ResourceManager {
   Scheduler scheduler_;
   std::map<std::string, Agent> agents_;
   std::map<std::string, Allocation> allocations_;
+  std::map<std::string, StaleTask> stale_;  // by task id: stale tasks whose slots are held
   std::deque<AllocationEvent> events_;
 };
 

@@ -291,6 +291,48 @@ TEST(AgentManager, AfterARestartAgentsReportingTheirRanksReadoptTheGangAndStaleT
   EXPECT_EQ(h.events.back().kind, Kind::kPending);
 }
 
+// A master closed trial 9 while its agent was away (its adopted allocation withdrawn before any
+// rank was reported), or was killed right after a trial ended and a new master knows nothing of
+// its task: the agent still runs the task when it re-registers. The task is killed, and its slot
+// stays taken until its exit arrives; before this, the pass right after the registration gave
+// the slot to a queued gang while the old task ran (the simulator's double_booked under
+// KILL_MASTER_EVERY=3).
+TEST(AgentManager, AStaleTasksSlotIsGivenToNoOtherTaskUntilItsExitArrives) {
+  Harness h;
+  GangLaunch adopted = Gang(9, 1);
+  adopted.ranks.clear();
+  h.manager.Adopt(adopted, "");
+  h.manager.Kill(adopted.allocation_id);  // closed before its agent came back
+  h.manager.Submit(Gang(10, 1));
+  auto a1 = h.Agent("a1", 1, "default", {{"t9-r0-a1.0", 0}}, 9);
+  EXPECT_EQ(a1->Killed(), std::vector<std::string>{"t9-r0-a1.0"});
+  EXPECT_TRUE(a1->Started().empty()) << "cpu0 still runs t9-r0-a1.0";
+  h.manager.Schedule(0);
+  EXPECT_TRUE(a1->Started().empty());
+  ASSERT_FALSE(h.events.empty());
+  EXPECT_EQ(h.events.back().kind, Kind::kPending);
+  // Re-registering with the task still running holds the slot still (and kills it again).
+  auto again = h.Agent("a1", 1, "default", {{"t9-r0-a1.0", 0}}, 9);
+  EXPECT_EQ(again->Killed(), std::vector<std::string>{"t9-r0-a1.0"});
+  EXPECT_TRUE(again->Started().empty());
+  // Its exit frees the slot, and the queued gang gets it.
+  h.Exit("a1", "t9-r0-a1.0", 9, 143);
+  ASSERT_EQ(again->Started().size(), 1u);
+  EXPECT_EQ(again->Started()[0].task_id(), TaskId(AllocationId(10, 0, 1), 0));
+  EXPECT_EQ(h.events.back().kind, Kind::kRunning);
+
+  // A task of a trial this master never knew (it ended before the restart), on an agent that
+  // then re-registers without it (it ended while the agent was apart): free from then on.
+  auto a2 = h.Agent("a2", 1, "default", {{"t4-r0-a3.0", 0}}, 4);
+  EXPECT_EQ(a2->Killed(), std::vector<std::string>{"t4-r0-a3.0"});
+  h.manager.Submit(Gang(11, 1));
+  h.manager.Schedule(0);
+  EXPECT_TRUE(a2->Started().empty()) << "cpu0 still runs t4-r0-a3.0";
+  auto back = h.Agent("a2", 1);
+  ASSERT_EQ(back->Started().size(), 1u);
+  EXPECT_EQ(back->Started()[0].task_id(), TaskId(AllocationId(11, 0, 1), 0));
+}
+
 TEST(AgentManager, RanksNoAgentReportsInTimeAndRanksOfALostAgentExitAsLost) {
   AgentManagerOptions options;
   options.reconnect_grace = std::chrono::seconds(30);
