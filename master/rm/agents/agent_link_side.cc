@@ -24,23 +24,21 @@ void AgentManager::TaskStateChanged(const std::string& agent_id, const v1::TaskS
 }
 
 bool AgentManager::RankExitedLocked(const std::string& agent_id, const v1::TaskStateChange& change) {
-  // A stale task that ended: its slots are free now.
-  if ((change.state() == v1::TaskStateChange::STATE_EXITED ||
-       change.state() == v1::TaskStateChange::STATE_FAILED_TO_START) &&
-      ReleaseStaleLocked(change.task_id())) {
-    log::Info("agent", {{"event", "stale_task_exited"}, {"id", agent_id}, {"task", change.task_id()}});
-    return true;
-  }
-  std::string allocation;
-  int rank = 0;
-  if (!ParseTaskId(change.task_id(), allocation, rank)) return false;
-  auto it = allocations_.find(allocation);
-  if (it == allocations_.end() || it->second.gang.trial_id != change.trial_id()) return false;  // a late event
-  Allocation& a = it->second;
   if (change.state() != v1::TaskStateChange::STATE_EXITED &&
       change.state() != v1::TaskStateChange::STATE_FAILED_TO_START) {
     return false;
   }
+  // A held task (stale, or a rank of a gang adopted in part) that ended: its slots are free now.
+  const bool freed = ReleaseHeldLocked(change.task_id());
+  std::string allocation;
+  int rank = 0;
+  if (!ParseTaskId(change.task_id(), allocation, rank)) return freed;
+  auto it = allocations_.find(allocation);
+  if (it == allocations_.end() || it->second.gang.trial_id != change.trial_id()) {
+    if (freed) log::Info("agent", {{"event", "stale_task_exited"}, {"id", agent_id}, {"task", change.task_id()}});
+    return freed;  // a late event, or a stale task's
+  }
+  Allocation& a = it->second;
   const int code = change.state() == v1::TaskStateChange::STATE_EXITED ? change.exit_code() : -1;
   a.exit_codes[rank] = code;
   a.live_ranks.erase(rank);
@@ -53,7 +51,7 @@ bool AgentManager::RankExitedLocked(const std::string& agent_id, const v1::TaskS
                       (change.message().empty() ? "exit status " + std::to_string(code) : change.message());
   }
   if (code != 0 && !a.live_ranks.empty()) KillRanks(a);  // one rank failed: stop the rest
-  if (!a.live_ranks.empty()) return false;
+  if (!a.live_ranks.empty()) return freed;
   Finish(allocation);
   return true;
 }
@@ -86,16 +84,16 @@ void AgentManager::ConnectedLocked(const v1::RegisterAgent& reg, std::shared_ptr
   agent.last_heartbeat = agent.registered;
   std::vector<std::string> slot_ids;
   for (const auto& s : agent.slots) slot_ids.push_back(s.id());
-  ForgetStaleLocked(scheduler_.AddAgent(agent.id, agent.pool, slot_ids));
-  // Stale tasks it no longer lists ended while we were apart: their slots are free.
+  ForgetHeldLocked(scheduler_.AddAgent(agent.id, agent.pool, slot_ids));
+  // Held tasks it no longer lists ended while we were apart: their slots are free.
   {
     std::set<std::string> listed;
     for (const auto& task : reg.running_tasks()) listed.insert(task.task_id());
     std::vector<std::string> ended;
-    for (const auto& [task_id, stale] : stale_) {
-      if (stale.agent_id == agent.id && !listed.count(task_id)) ended.push_back(task_id);
+    for (const auto& [task_id, held] : held_) {
+      if (held.agent_id == agent.id && !listed.count(task_id)) ended.push_back(task_id);
     }
-    for (const std::string& task_id : ended) ReleaseStaleLocked(task_id);
+    for (const std::string& task_id : ended) ReleaseHeldLocked(task_id);
   }
   log::Info("agent", {{"event", "registered"}, {"id", agent.id}, {"slots", std::to_string(agent.slots.size())},
                       {"running_tasks", std::to_string(reg.running_tasks_size())}});
@@ -138,8 +136,12 @@ void AgentManager::ConnectedLocked(const v1::RegisterAgent& reg, std::shared_ptr
       }
       Emit(std::move(e));
     }
-    if (static_cast<int>(a.live_ranks.size()) >= a.gang.world_size) {
+    if (static_cast<int>(a.live_ranks.size()) < a.gang.world_size) {
+      // Until the whole gang is back its ranks' slots are held one by one.
+      if (!slot.empty()) HoldTaskLocked(agent, task.task_id(), {slot});
+    } else {
       a.adopt_deadline.reset();
+      for (int r = 0; r < a.gang.world_size; ++r) ReleaseHeldLocked(TaskId(allocation, r));
       scheduler_.Release(allocation);  // drop a queued copy, if any
       if (Status st = scheduler_.Adopt(RequestOf(a.gang), a.slots); !st.ok()) {
         log::Warn("trial", {{"event", "adopt_failed"}, {"allocation", allocation}, {"error", st.message()}});
@@ -164,43 +166,48 @@ void AgentManager::ConnectedLocked(const v1::RegisterAgent& reg, std::shared_ptr
   }
 }
 
-void AgentManager::HoldStaleLocked(const Agent& agent, const v1::RunningTask& task) {
-  log::Warn("agent", {{"event", "kill_stale_task"}, {"id", agent.id}, {"task", task.task_id()}});
-  SendKill(agent.id, task.task_id());
-  if (stale_.count(task.task_id())) return;  // held since an earlier registration
-  // Its slots run it until its exit arrives: none may be given to another task before.
-  std::set<SlotRef> claimed;  // by allocations here (a gang re-adopted in part holds none yet)
-  for (const auto& [id, a] : allocations_) claimed.insert(a.slots.begin(), a.slots.end());
+void AgentManager::HoldTaskLocked(const Agent& agent, const std::string& task_id,
+                                  const std::vector<std::string>& slot_ids, const std::set<SlotRef>& excluded) {
+  if (held_.count(task_id)) return;  // held since an earlier registration
   AllocationRequest hold;
-  hold.allocation_id = StaleHoldId(task.task_id());
+  hold.allocation_id = HoldId(task_id);
   hold.resource_pool = agent.pool;
-  hold.priority = 1;  // never asked to make room: it is stopping anyway
+  hold.priority = 1;  // never asked to make room: it runs until it exits
   std::vector<SlotRef> slots;
-  for (const std::string& slot : task.slot_ids()) {
+  for (const std::string& slot : slot_ids) {
     const SlotRef ref{agent.id, slot};
-    if (!claimed.count(ref) && std::find(slots.begin(), slots.end(), ref) == slots.end()) slots.push_back(ref);
+    if (!excluded.count(ref) && std::find(slots.begin(), slots.end(), ref) == slots.end()) slots.push_back(ref);
   }
   if (slots.empty()) return;
   hold.slots = static_cast<int>(slots.size());
   if (Status st = scheduler_.Adopt(hold, slots); !st.ok()) {
-    log::Warn("agent", {{"event", "stale_task_unheld"}, {"id", agent.id}, {"task", task.task_id()},
-                        {"error", st.message()}});
+    log::Warn("agent", {{"event", "task_slots_unheld"}, {"id", agent.id}, {"task", task_id}, {"error", st.message()}});
     return;
   }
-  stale_[task.task_id()] = StaleTask{agent.id};
+  held_[task_id] = HeldTask{agent.id};
 }
 
-bool AgentManager::ReleaseStaleLocked(const std::string& task_id) {
-  if (!stale_.erase(task_id)) return false;
-  scheduler_.Release(StaleHoldId(task_id));
+void AgentManager::HoldStaleLocked(const Agent& agent, const v1::RunningTask& task) {
+  log::Warn("agent", {{"event", "kill_stale_task"}, {"id", agent.id}, {"task", task.task_id()}});
+  SendKill(agent.id, task.task_id());
+  // Its slots run it until its exit arrives: none may be given to another task before. Those an
+  // allocation here claims are its own (held by it, or by its ranks').
+  std::set<SlotRef> claimed;
+  for (const auto& [id, a] : allocations_) claimed.insert(a.slots.begin(), a.slots.end());
+  HoldTaskLocked(agent, task.task_id(), {task.slot_ids().begin(), task.slot_ids().end()}, claimed);
+}
+
+bool AgentManager::ReleaseHeldLocked(const std::string& task_id) {
+  if (!held_.erase(task_id)) return false;
+  scheduler_.Release(HoldId(task_id));
   ChangedLocked();
   return true;
 }
 
-void AgentManager::ForgetStaleLocked(const std::vector<std::string>& dropped) {
-  const std::string prefix = StaleHoldId("");
+void AgentManager::ForgetHeldLocked(const std::vector<std::string>& dropped) {
+  const std::string prefix = HoldId("");
   for (const std::string& id : dropped) {
-    if (id.rfind(prefix, 0) == 0) stale_.erase(id.substr(prefix.size()));
+    if (id.rfind(prefix, 0) == 0) held_.erase(id.substr(prefix.size()));
   }
 }
 
@@ -263,7 +270,7 @@ void AgentManager::TickLocked(Clock::time_point now) {
     if (agent.connected || !agent.lost_since || now - *agent.lost_since < options_.reconnect_grace) continue;
     agent.lost_since.reset();
     const std::vector<std::string> dropped = scheduler_.RemoveAgent(agent_id);
-    ForgetStaleLocked(dropped);
+    ForgetHeldLocked(dropped);
     for (const std::string& allocation : dropped) {
       auto it = allocations_.find(allocation);
       if (it == allocations_.end() || !it->second.placed) continue;

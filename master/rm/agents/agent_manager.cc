@@ -274,6 +274,9 @@ void AgentManager::Finish(const std::string& allocation_id) {
   if (it == allocations_.end()) return;
   Allocation& a = it->second;
   scheduler_.Release(allocation_id);
+  for (int rank = 0; rank < std::max(a.gang.world_size, static_cast<int>(a.slots.size())); ++rank) {
+    ReleaseHeldLocked(TaskId(allocation_id, rank));  // ranks of a gang never adopted whole
+  }
   AllocationEvent e;
   e.kind = AllocationEvent::Kind::kExited;
   e.allocation_id = allocation_id;

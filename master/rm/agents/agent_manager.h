@@ -18,9 +18,10 @@
 //   rank no agent reports within the reconnect grace period is lost (exit -1), like the ranks
 //   of an agent gone longer than that (Tick), and so are ranks an agent no longer lists when it
 //   re-registers whose exit never arrives. Tasks an agent reports that belong to no allocation
-//   here (their trial ended or moved on) are killed, and their slots stay taken until the agent
-//   reports their exit, re-registers without them or is lost: a slot is never given to a second
-//   task while its first still runs.
+//   here (their trial ended or moved on) are killed. A slot is never given to a second task
+//   while its first still runs: the slots of such a task, and of the ranks of a gang re-adopted
+//   in part, stay taken until the agent reports the task's exit, re-registers without it or is
+//   lost (or, for a rank, until its whole gang is adopted).
 //
 // AgentLink's connections end here: the AgentLink service (master/api/grpc_services.cc) calls
 // Connected, Heartbeat, TaskStateChanged and Disconnected directly; the coordinator never sees
@@ -143,10 +144,11 @@ class AgentManager final : public ResourceManager {
     std::optional<Clock::time_point> lost_since;
     std::string incarnation;  // of the connected agent process
   };
-  // A task an agent runs that no allocation here owns (its trial ended or moved on, e.g. closed
-  // by a master that was then killed before the task's exit arrived): killed, its slots held in
-  // the scheduler under StaleHoldId(task) until its exit.
-  struct StaleTask {
+  // A task an agent runs whose slots the scheduler holds under HoldId(task) because no
+  // allocation it schedules does: one no allocation here owns (its trial ended or moved on, e.g.
+  // closed by a master that was then killed before the task's exit arrived), being killed; or a
+  // rank of a gang re-adopted in part (the scheduler takes a gang's slots all at once).
+  struct HeldTask {
     std::string agent_id;
   };
   struct Allocation {
@@ -175,15 +177,18 @@ class AgentManager final : public ResourceManager {
   // *Locked: mu_ held.
   AllocationRequest RequestOf(const GangLaunch& gang) const;
   void ConnectedLocked(const steadfast::v1::RegisterAgent& reg, std::shared_ptr<AgentConnection> conn);
-  // The scheduler's id for the slots a stale task holds; a real allocation id never has its form.
-  static std::string StaleHoldId(const std::string& task_id) { return "stale:" + task_id; }
+  // The scheduler's id for the slots a held task runs on; a real allocation id never has its form.
+  static std::string HoldId(const std::string& task_id) { return "held:" + task_id; }
+  // Holds the slots a task runs on (those not excluded) until ReleaseHeldLocked.
+  void HoldTaskLocked(const Agent& agent, const std::string& task_id, const std::vector<std::string>& slot_ids,
+                      const std::set<SlotRef>& excluded = {});
   // Kills a stale task the agent reports and holds its slots (those no allocation here claims).
   void HoldStaleLocked(const Agent& agent, const steadfast::v1::RunningTask& task);
-  // Frees a stale task's slots; false when it held none.
-  bool ReleaseStaleLocked(const std::string& task_id);
+  // Frees a held task's slots; false when it held none.
+  bool ReleaseHeldLocked(const std::string& task_id);
   // The scheduler dropped these allocations (an agent lost or re-registered with other slots):
-  // forgets the stale tasks among them.
-  void ForgetStaleLocked(const std::vector<std::string>& dropped);
+  // forgets the held tasks among them.
+  void ForgetHeldLocked(const std::vector<std::string>& dropped);
   // Records a rank's exit; true when its allocation has no rank left (Exited queued, slots free).
   bool RankExitedLocked(const std::string& agent_id, const steadfast::v1::TaskStateChange& change);
   void ScheduleLocked(double now);
@@ -223,7 +228,7 @@ class AgentManager final : public ResourceManager {
   Scheduler scheduler_;
   std::map<std::string, Agent> agents_;
   std::map<std::string, Allocation> allocations_;
-  std::map<std::string, StaleTask> stale_;  // by task id: stale tasks whose slots are held
+  std::map<std::string, HeldTask> held_;  // by task id: tasks whose slots are held (HoldId)
   std::deque<AllocationEvent> events_;
 };
 

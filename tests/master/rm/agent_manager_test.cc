@@ -333,6 +333,30 @@ TEST(AgentManager, AStaleTasksSlotIsGivenToNoOtherTaskUntilItsExitArrives) {
   EXPECT_EQ(back->Started()[0].task_id(), TaskId(AllocationId(11, 0, 1), 0));
 }
 
+// A two-rank gang re-adopted in part (rank 1's agent not back yet): the scheduler takes a gang's
+// slots all at once, so rank 0's slot is held on its own meanwhile, and no queued gang gets it.
+TEST(AgentManager, ARankOfAGangReadoptedInPartKeepsItsSlotUntilTheWholeGangIsBack) {
+  Harness h;
+  GangLaunch adopted = Gang(9, 2);
+  adopted.ranks.clear();
+  h.manager.Adopt(adopted, "");
+  h.manager.Submit(Gang(10, 1));
+  auto a1 = h.Agent("a1", 1, "default", {{"t9-r0-a1.0", 0}}, 9);
+  h.manager.Schedule(0);
+  EXPECT_TRUE(a1->Started().empty()) << "cpu0 runs rank 0 of t9-r0-a1";
+  auto a2 = h.Agent("a2", 2, "default", {{"t9-r0-a1.1", 0}}, 9);
+  // The whole gang is back (held as one); a2's other slot takes the queued gang.
+  ASSERT_EQ(a2->Started().size(), 1u);
+  EXPECT_EQ(a2->Started()[0].slot_ids(0), "cpu1");
+  EXPECT_TRUE(a1->Started().empty());
+  // The gang's end frees both of its slots.
+  h.Exit("a1", "t9-r0-a1.0", 9, 0);
+  h.Exit("a2", "t9-r0-a1.1", 9, 0);
+  h.manager.Submit(Gang(11, 2));
+  h.manager.Schedule(0);
+  EXPECT_EQ(h.events.back().kind, Kind::kRunning);
+}
+
 TEST(AgentManager, RanksNoAgentReportsInTimeAndRanksOfALostAgentExitAsLost) {
   AgentManagerOptions options;
   options.reconnect_grace = std::chrono::seconds(30);
