@@ -18,6 +18,7 @@
 #include "bench/sim/scenario.h"
 #include "bench/sim/sim_stats.h"
 #include "bench/sim/sim_trainer.h"
+#include "common/log.h"
 
 namespace sf::sim {
 
@@ -111,6 +112,9 @@ class SimAgent : public sf::agent::MasterLink::Handler {
         // The master must never give a slot that still runs a task to another.
         if (!state.task.empty()) {
           ++stats_->double_booked;
+          // Every collision, timed as the master's log is, to match the two.
+          sf::log::Warn("sim", {{"event", "double_booked"}, {"agent", id_}, {"slot", slot},
+                                {"task", start.task_id()}, {"running", state.task}});
           stats_->Error(id_ + "/" + slot + " given to " + start.task_id() + " while " + state.task +
                         " runs on it");
         }
