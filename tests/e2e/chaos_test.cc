@@ -18,103 +18,29 @@
 // instructions. Link cuts need root and iproute2 (network namespaces); without them the run
 // says so and injects the other faults.
 #include <signal.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
-#include <filesystem>
-#include <map>
 #include <memory>
 #include <random>
-#include <set>
 #include <thread>
 
-#include <pqxx/pqxx>
-
-#include "tests/e2e/cluster_fixture.h"
-#include "tests/e2e/netns.h"
-#include "trainer/run/checkpoint.h"
+#include "tests/e2e/chaos_parts.h"
 
 namespace sf::testing {
 namespace {
-namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-constexpr char kCompleted[] = "EXPERIMENT_STATE_COMPLETED";
-
-enum class Fault { kKillMaster, kKillAgent, kKillTrainer, kRestartPostgres, kCutAgent };
-
-const char* FaultName(Fault f) {
-  switch (f) {
-    case Fault::kKillMaster: return "kill -9 the master, start it again";
-    case Fault::kKillAgent: return "kill -9 an agent, start it again";
-    case Fault::kKillTrainer: return "kill -9 a trainer";
-    case Fault::kRestartPostgres: return "stop PostgreSQL (immediate), start it again";
-    case Fault::kCutAgent: return "cut an agent off the network, restore it";
-  }
-  return "?";
-}
-
-uint64_t Seed() {
-  if (const char* s = std::getenv("SF_CHAOS_SEED"); s && *s) return std::strtoull(s, nullptr, 10);
-  return (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
-}
-
-// One experiment the run expects to complete: `trials` grid trials of `length` batches,
-// training metrics every `unit` batches.
-struct Planned {
-  int64_t id = 0;
-  int trials = 0;
-  int64_t length = 0, unit = 0;
-};
-
-std::string ChaosExperiment(const std::string& name, int trials, int64_t length, int64_t unit) {
-  std::string yaml = TinyExperiment(trials, length, unit, name);
-  // Faults cost restarts (a killed trainer; an agent killed while its trainer exits); allow
-  // plenty, so the run shows what is lost, not how many restarts a schedule happened to need.
-  return yaml.replace(yaml.find("max_restarts: 2"), 15, "max_restarts: 40");
-}
-
-std::vector<int64_t> Column(const std::string& db, const std::string& sql) {
-  pqxx::connection conn(db);
-  pqxx::work tx(conn);
-  std::vector<int64_t> out;
-  for (const auto& row : tx.exec(sql)) out.push_back(row[0].as<int64_t>());
-  return out;
-}
-
-std::string Show(const std::vector<int64_t>& v) {
-  std::string s = "{";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "}";
-}
-
 TEST(Chaos, ExperimentsCompleteWithEveryMetricOnceWhilePartsDie) {
-  const uint64_t seed = Seed();
+  const uint64_t seed = ChaosSeed();
   std::printf("[chaos] seed %llu (replay: SF_CHAOS_SEED=%llu)\n", static_cast<unsigned long long>(seed),
               static_cast<unsigned long long>(seed));
   std::fflush(stdout);
   std::mt19937_64 rng(seed);
-  auto uniform_ms = [&](int lo, int hi) {
-    return std::chrono::milliseconds(std::uniform_int_distribution<int>(lo, hi)(rng));
-  };
 
-  std::unique_ptr<TestNetwork> net;
-  if (geteuid() == 0 && fs::exists("/usr/sbin/ip")) {
-    net = std::make_unique<TestNetwork>(2);
-    if (!net->ok()) {
-      std::printf("[chaos] no network namespaces (%s): link cuts skipped\n", net->why().c_str());
-      net.reset();
-    }
-  } else {
-    std::printf("[chaos] not root or no iproute2: link cuts skipped\n");
-  }
+  std::unique_ptr<TestNetwork> net = ChaosNetwork("chaos");
   ClusterLayout layout;
-  if (net) {
-    layout.master_host = net->bridge_address();
-    layout.agent_netns = net->namespaces();
-  }
+  Place(layout, net.get());
   pid_t master_pid = 0;
   std::vector<pid_t> agent_pids;
   std::vector<std::string> trainer_env;
@@ -122,7 +48,6 @@ TEST(Chaos, ExperimentsCompleteWithEveryMetricOnceWhilePartsDie) {
     Cluster cluster(2, 2, layout);
     ASSERT_FALSE(::testing::Test::HasFailure());
     trainer_env = {"SF_MASTER_ADDRESS=" + cluster.grpc_address()};
-    LocalPostgres& postgres = PostgresServer::Get()->postgres();
 
     // About three minutes of training on this 2-core machine without faults: longer than the
     // fault schedule below, so every fault lands while trainers run.
@@ -134,12 +59,10 @@ TEST(Chaos, ExperimentsCompleteWithEveryMetricOnceWhilePartsDie) {
     }
 
     // Every fault three times (link cuts only with a network), in a seeded order.
+    FaultInjector faults(cluster, net.get(), rng);
     std::vector<Fault> schedule;
     for (int round = 0; round < 3; ++round) {
-      for (Fault f : {Fault::kKillMaster, Fault::kKillAgent, Fault::kKillTrainer, Fault::kRestartPostgres,
-                      Fault::kCutAgent}) {
-        if (f != Fault::kCutAgent || net) schedule.push_back(f);
-      }
+      for (Fault f : faults.Kinds()) schedule.push_back(f);
     }
     std::shuffle(schedule.begin(), schedule.end(), rng);
 
@@ -156,60 +79,16 @@ TEST(Chaos, ExperimentsCompleteWithEveryMetricOnceWhilePartsDie) {
                                 std::chrono::seconds(180)));
     int injected = 0;
     for (size_t n = 0; n < schedule.size(); ++n) {
-      std::this_thread::sleep_for(uniform_ms(2000, 7000));
+      std::this_thread::sleep_for(faults.UniformMs(2000, 7000));
       if (all_done()) {
         std::printf("[chaos] every experiment finished after %d faults; %zu not injected\n", injected,
                     schedule.size() - n);
         break;
       }
-      const Fault f = schedule[n];
-      const int agent = std::uniform_int_distribution<int>(0, 1)(rng);
-      const auto outage = f == Fault::kCutAgent          ? uniform_ms(3000, 20000)
-                          : f == Fault::kRestartPostgres ? uniform_ms(1000, 6000)
-                                                         : uniform_ms(300, 3000);
-      std::string what = FaultName(f);
-      switch (f) {
-        case Fault::kKillMaster:
-          cluster.StopMaster(SIGKILL);
-          std::this_thread::sleep_for(outage);
-          cluster.StartMaster();
-          break;
-        case Fault::kKillAgent:
-          what += " (agent " + std::to_string(agent) + ")";
-          cluster.StopAgent(agent, SIGKILL);
-          std::this_thread::sleep_for(outage);
-          cluster.StartAgent(agent);
-          break;
-        case Fault::kKillTrainer: {
-          std::vector<pid_t> pids = cluster.TrainerPids();
-          std::sort(pids.begin(), pids.end());
-          if (pids.empty()) {
-            what += ": none running";
-            break;
-          }
-          pid_t victim = pids[std::uniform_int_distribution<size_t>(0, pids.size() - 1)(rng)];
-          what += " (pid " + std::to_string(victim) + ")";
-          kill(victim, SIGKILL);
-          break;
-        }
-        case Fault::kRestartPostgres: {
-          Status down = postgres.Stop(LocalPostgres::StopMode::kImmediate);
-          ASSERT_TRUE(down.ok()) << down.message();
-          std::this_thread::sleep_for(outage);
-          Status up = postgres.Start();
-          ASSERT_TRUE(up.ok()) << up.message();
-          break;
-        }
-        case Fault::kCutAgent:
-          what += " (agent " + std::to_string(agent) + ")";
-          ASSERT_TRUE(net->SetConnected(agent, false)) << net->why();
-          std::this_thread::sleep_for(outage);
-          ASSERT_TRUE(net->SetConnected(agent, true)) << net->why();
-          break;
-      }
+      const std::string what = faults.Inject(schedule[n]);
+      if (::testing::Test::HasFatalFailure()) return;
       ++injected;
-      std::printf("[chaos] %7.1fs fault %d: %s, outage %.1fs\n", elapsed(), injected, what.c_str(),
-                  f == Fault::kKillTrainer ? 0.0 : std::chrono::duration<double>(outage).count());
+      std::printf("[chaos] %7.1fs fault %d: %s\n", elapsed(), injected, what.c_str());
       std::fflush(stdout);
     }
 
@@ -220,41 +99,7 @@ TEST(Chaos, ExperimentsCompleteWithEveryMetricOnceWhilePartsDie) {
     }
 
     // Exactly the expected metric rows, and verified checkpoints, for every trial.
-    for (const Planned& p : plan) {
-      Value trials = cluster.Trials(p.id);
-      ASSERT_EQ(trials.as_list().size(), static_cast<size_t>(p.trials));
-      std::vector<int64_t> training;
-      for (int64_t b = p.unit; b <= p.length; b += p.unit) training.push_back(b);
-      for (const Value& t : trials.as_list()) {
-        const std::string tid = std::to_string(Id(t));
-        EXPECT_EQ(t.Find("state")->as_string(), "TRIAL_STATE_COMPLETED") << "trial " << tid;
-        const Value* error = t.Find("error");
-        std::printf("[chaos] experiment %lld trial %s: %lld restarts%s%s\n", static_cast<long long>(p.id),
-                    tid.c_str(), static_cast<long long>(t.Find("restarts")->as_int()),
-                    error && error->is_string() && !error->as_string().empty() ? "; last failure: " : "",
-                    error && error->is_string() ? error->as_string().c_str() : "");
-        EXPECT_EQ(Show(Column(cluster.db(), "SELECT batches FROM metrics WHERE kind = 'training' AND trial_id = " +
-                                                tid + " ORDER BY batches")),
-                  Show(training))
-            << "training metrics of trial " << tid;
-        EXPECT_EQ(Show(Column(cluster.db(), "SELECT batches FROM metrics WHERE kind = 'validation' AND trial_id = " +
-                                                tid + " ORDER BY batches")),
-                  Show({p.length}))
-            << "validation metrics of trial " << tid;
-        pqxx::connection conn(cluster.db());
-        pqxx::work tx(conn);
-        pqxx::result checkpoints = tx.exec("SELECT path, batches FROM checkpoints WHERE trial_id = " + tid +
-                                           " AND state = 'ACTIVE' ORDER BY batches");
-        ASSERT_FALSE(checkpoints.empty()) << "trial " << tid << " has no checkpoint";
-        for (const auto& row : checkpoints) {
-          const std::string path = row[0].as<std::string>();
-          Result<CheckpointContents> read = ReadCheckpoint(path);
-          EXPECT_TRUE(read.ok()) << "checkpoint " << path << " of trial " << tid << ": "
-                                 << read.status().message();
-        }
-        EXPECT_EQ(checkpoints[checkpoints.size() - 1][1].as<int64_t>(), p.length) << "trial " << tid;
-      }
-    }
+    for (const Planned& p : plan) ExpectExactlyOnce(cluster, p, "chaos");
 
     // Done means done: no trainer of this cluster runs on (an orphan of a cut-off agent, say).
     EXPECT_TRUE(cluster.WaitFor([&] { return cluster.TrainerPids().empty(); }, std::chrono::seconds(60)))

@@ -270,23 +270,18 @@ bool Cluster::WaitFor(const std::function<bool()>& cond, std::chrono::seconds ti
   return cond();
 }
 
-std::pair<int, Value> Cluster::Get(const std::string& path) {
+std::pair<int, Value> Cluster::Call(const std::string& method, const std::string& path, const std::string& body) {
   auto client = api::MasterClient::Create(url(), ca_file());
   if (!admin_token_.empty()) client->set_token(admin_token_);
-  auto r = client->Get(path);
+  auto r = method == "GET" ? client->Get(path) : method == "POST" ? client->Post(path, body) : client->Delete(path);
   if (!r.ok()) return {0, Value()};
   auto v = Value::FromJson(r->body);
   return {r->status, v.ok() ? *v : Value(r->body)};
 }
 
-std::pair<int, Value> Cluster::Post(const std::string& path, const std::string& body) {
-  auto client = api::MasterClient::Create(url(), ca_file());
-  if (!admin_token_.empty()) client->set_token(admin_token_);
-  auto r = client->Post(path, body);
-  if (!r.ok()) return {0, Value()};
-  auto v = Value::FromJson(r->body);
-  return {r->status, v.ok() ? *v : Value(r->body)};
-}
+std::pair<int, Value> Cluster::Get(const std::string& path) { return Call("GET", path, ""); }
+std::pair<int, Value> Cluster::Post(const std::string& path, const std::string& body) { return Call("POST", path, body); }
+std::pair<int, Value> Cluster::Delete(const std::string& path) { return Call("DELETE", path, ""); }
 
 int64_t Cluster::Submit(const std::string& yaml) {
   auto [code, v] = Post("/api/v1/experiments", Value(Value::Map{{"configYaml", yaml}}).ToJson());

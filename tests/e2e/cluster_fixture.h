@@ -118,6 +118,7 @@ class Cluster {
   // REST helpers (as the admin): the parsed JSON body and the HTTP status.
   std::pair<int, Value> Get(const std::string& path);
   std::pair<int, Value> Post(const std::string& path, const std::string& body);
+  std::pair<int, Value> Delete(const std::string& path);
   // Submits an experiment (YAML text); returns its id, or 0 with a test failure.
   int64_t Submit(const std::string& yaml);
   std::string ExperimentState(int64_t id);
@@ -138,6 +139,8 @@ class Cluster {
   std::vector<pid_t> agent_pids() const;
 
  private:
+  // One REST call as the admin (method GET, POST or DELETE).
+  std::pair<int, Value> Call(const std::string& method, const std::string& path, const std::string& body);
   // The environment entry every trainer of this cluster has ("SF_MASTER_ADDRESS=host:port").
   std::string TrainerEnvironment() const;
 

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The soak (issue 45) in one command: short experiments arriving continuously on a real local
+# cluster for MINUTES (default 120) while the chaos suite's faults come on a seeded schedule,
+# then the checks and the growth table of tests/e2e/soak_test.cc (ctest label `soak`; skipped in
+# the plain test run, which does not set SF_SOAK_MINUTES).
+#
+#   bench/soak.sh [MINUTES]        BUILD=build (env) names the build directory;
+#                                  SF_CHAOS_SEED=N replays a schedule;
+#                                  SF_SOAK_SAMPLE_SECONDS=S samples every S s (default 30).
+# As root, link cuts are among the faults (network namespaces). Exit status: the test's.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+bin="$BUILD/tests/e2e/e2e_soak_test"
+[ -x "$bin" ] || { echo "no $bin: build the e2e_soak_test target (and sf, sf-master, sf-agent, sf-trainer)" >&2; exit 2; }
+echo "soak on $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, ${1:-120} minutes"
+SF_SOAK_MINUTES="${1:-120}" exec "$bin" --gtest_color=no
