@@ -81,10 +81,13 @@ bool DeferredFlush::committed() const { return thread_commits != commits_at_star
 
 Status Database::WaitForDurability() {
   // A commit waits for the flush only if its transaction wrote WAL (PostgreSQL's
-  // RecordTransactionCommit): so a write, to this session's own row (migration 020).
+  // RecordTransactionCommit): so a write, to a row of this session's (migration 020), keyed by
+  // its backend pid modulo 256: concurrent sessions rarely share one, and the table never holds
+  // more than 256 rows however often the server's sessions come and go (a soak of restarts
+  // grew it by one row per new session before).
   return Transact("wait for the disk", [](pqxx::work& tx) {
     tx.exec(
-        "INSERT INTO durability_marks (backend_pid, waits) VALUES (pg_backend_pid(), 1) "
+        "INSERT INTO durability_marks (backend_pid, waits) VALUES (pg_backend_pid() % 256, 1) "
         "ON CONFLICT (backend_pid) DO UPDATE SET waits = durability_marks.waits + 1");
     return Status::Ok();
   });

@@ -102,7 +102,7 @@ class Database {
   Status Transact(const std::string& what, const std::function<Status(pqxx::work&)>& body);
 
   // Returns once every transaction committed before the call (through any connection to this
-  // server) is on disk: one transaction that writes (its session's row of durability_marks:
+  // server) is on disk: one transaction that writes (a row of durability_marks, one of 256:
   // PostgreSQL waits for the flush only for a commit that wrote WAL) and waits for its flush,
   // which covers everything before it. For callers whose writes deferred their flush
   // (DeferredFlush). Call it outside any DeferredFlush.
