@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <boost/beast/http.hpp>
 #include <cctype>
+#include <cstdio>
 #include <set>
-#include <sstream>
 #include <thread>
 #include <utility>
 
@@ -345,9 +345,9 @@ void TaskProxy::Relay(http::Request& req, const ProxyTarget& target, const Endpo
   auto on_bytes = [&](const std::string& bytes) {
     if (stopping_) return false;
     if (!rechunk) return exchange->Write(bytes);
-    std::ostringstream size;
-    size << std::hex << bytes.size();
-    return exchange->Write(size.str() + "\r\n" + bytes + "\r\n");
+    char size[24];
+    std::snprintf(size, sizeof size, "%zx\r\n", bytes.size());
+    return exchange->Write(size + bytes + "\r\n");
   };
   Result<http::ClientResponse> r =
       upgrade ? client.Upgrade(std::move(up), on_header, on_bytes,
