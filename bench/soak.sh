@@ -7,11 +7,19 @@
 #   bench/soak.sh [MINUTES]        BUILD=build (env) names the build directory;
 #                                  SF_CHAOS_SEED=N replays a schedule;
 #                                  SF_SOAK_SAMPLE_SECONDS=S samples every S s (default 30).
+# The run uses a snapshot of the build (hard links under $BUILD/soak-snapshot, taken at the start;
+# the linker replaces a program rather than rewriting it), so rebuilding during a two-hour soak
+# does not change the programs its faults restart.
 # As root, link cuts are among the faults (network namespaces). Exit status: the test's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 bin="$BUILD/tests/e2e/e2e_soak_test"
 [ -x "$bin" ] || { echo "no $bin: build the e2e_soak_test target (and sf, sf-master, sf-agent, sf-trainer)" >&2; exit 2; }
-echo "soak on $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, ${1:-120} minutes"
-SF_SOAK_MINUTES="${1:-120}" exec "$bin" --gtest_color=no
+snap="$(cd "$BUILD" && pwd)/soak-snapshot"
+rm -rf "$snap" && mkdir -p "$snap"
+for d in "$BUILD"/*; do
+  [ "$(basename "$d")" = soak-snapshot ] || cp -al "$d" "$snap/"
+done
+echo "soak on $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, ${1:-120} minutes, programs from $snap"
+SF_BINARY_DIR="$snap" SF_SOAK_MINUTES="${1:-120}" exec "$snap/tests/e2e/e2e_soak_test" --gtest_color=no

@@ -15,7 +15,10 @@ namespace sf::testing {
 namespace fs = std::filesystem;
 
 std::string SourceDir() { return SF_SOURCE_DIR; }
-std::string BinaryDir() { return SF_BINARY_DIR; }
+std::string BinaryDir() {
+  if (const char* d = std::getenv("SF_BINARY_DIR"); d != nullptr && *d != '\0') return d;
+  return SF_BINARY_DIR;
+}
 namespace {
 std::string SharedDataRoot() {
   if (const char* d = std::getenv("SF_SHARED_DATA")) return d;

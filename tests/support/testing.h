@@ -17,7 +17,9 @@
 
 namespace sf::testing {
 
-// The repository root and the build directory (compiled in by sf_add_test).
+// The repository root and the build directory (compiled in by sf_add_test). SF_BINARY_DIR in the
+// environment overrides the build directory: bench/soak.sh runs a long test from a snapshot of the
+// build so that rebuilding meanwhile does not change the programs it restarts.
 std::string SourceDir();
 std::string BinaryDir();
 // Runs `command` with /bin/sh, stdout and stderr together; `status` gets pclose's status (-1
