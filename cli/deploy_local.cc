@@ -59,6 +59,7 @@ struct LocalFlags {
   bool slurm = false;  // trials run as Slurm jobs on a local Slurm cluster, no agents
   bool s3 = false;     // checkpoints go to a local S3 server (Ceph RADOS Gateway)
   bool gpus = false;   // the agent offers this machine's GPUs (sf-agent --slots auto)
+  std::string master_config;  // the master's own config file (sf-master --config), when given
 };
 
 // Where this deployment's master is and how to verify it: DIR/cli.json, written by `up`.
@@ -143,6 +144,12 @@ int Up(const LocalFlags& f) {
     // Every agent would offer the same GPUs: two trials would share one.
     std::cerr << "sf deploy local: --gpus needs exactly one agent (--agents 1) and no --slurm: the agent "
                  "offers each of this machine's GPUs as a slot\n";
+    return kExitUsage;
+  }
+  if (!f.master_config.empty() && f.slurm) {
+    // --slurm writes the master's config itself (the Slurm resource manager's settings).
+    std::cerr << "sf deploy local: --master-config cannot be combined with --slurm, which writes the master's "
+                 "config\n";
     return kExitUsage;
   }
   if (f.slurm && task_bin.empty()) {
@@ -235,6 +242,7 @@ int Up(const LocalFlags& f) {
                                slurm->host_addr + ":" + std::to_string(f.grpc_port)});
       if (f.no_tls || f.no_auth) argv.push_back("--insecure");  // asked for: plaintext or open APIs
     }
+    if (!f.master_config.empty()) argv.insert(argv.end(), {"--config", fs::absolute(f.master_config).string()});
     if (s3) argv.insert(argv.end(), {"--checkpoint-storage", CheckpointStorageYaml(*s3)});
     if (!f.no_tls) {
       argv.insert(argv.end(), {"--tls-cert-file", certificates.server_cert, "--tls-key-file", certificates.server_key,
@@ -510,6 +518,11 @@ void AddDeployCommands(CLI::App& sf, CommandAction& action) {
   up->add_flag("--gpus", up_flags->gpus,
                "the agent offers this machine's GPUs, one CUDA slot each, found through NVML (sf-agent --slots auto; "
                "without a GPU, one CPU slot); with --agents 1 (docs/agent.md)");
+  up->add_option("--master-config", up_flags->master_config,
+                 "the master's config file (sf-master --config: scheduler, pool_schedulers, retention, ...); "
+                 "the flags `up` gives the master win over it (docs/cluster.md)")
+      ->type_name("FILE")
+      ->check(CLI::ExistingFile.description(""));
   up->add_flag("--no-tls", up_flags->no_tls,
                "plain HTTP and gRPC on loopback, without the private CA and certificates (e.g. for benchmarks)");
   OnSelected(up, action, WithFlags(up_flags, Up));

@@ -23,16 +23,21 @@
 //   slots_per_agent: 4
 //   max_seconds: 600          # the run ends then at the latest (the master keeps what it has)
 //   trainer: {step_ms: 20, report_every: 10, failure_rate: 0.01}
+//   pools:                    # optional: pools carved out of the agents (the rest are "default")
+//     - {name: fair, agents: 4, scheduler: fair_share}   # or priority
 //   experiments:              # kinds of experiment; each submitted `count` times
 //     - {count: 20, every_seconds: 1, searcher: grid, trials: 8, batches: 200, slots_per_trial: 1,
-//        priority: 42, weight: 1}
+//        priority: 42, weight: 1, pool: default}
+// `cluster_sim --scenario FILE --print-master-config` prints the master config the pools need
+// (their scheduler modes; run.sh gives it to `sf deploy local up --master-config`).
 // The run ends when every experiment was submitted and no trainer has run for `idle_seconds`
 // (5), or at max_seconds. Printed at the end, one `key=value` per line (run.sh adds the
 // master's and PostgreSQL's side): experiments, trials started, trial starts per second, metric
 // rows reported and per second, operations completed, failures injected, kills and stops
 // received, ranks whose gang ended under them, and the time from a slot freeing (its task's
 // EXITED) to the first metric report of the next trial on it, p50/p99/max, over the slots that
-// had one. Exit status: 0; 1 when a simulated part met an error it should not have (first_error
+// had one; and for each fair_share pool (share_meter.h) how long its experiments all contended
+// and each one's share of the slot-seconds against its weight's share. Exit status: 0; 1 when a simulated part met an error it should not have (first_error
 // names it); 3 when max_seconds passed with trainers still running (still_running and where
 // they wait are printed; they are left, not joined); 2 for a bad scenario or flag.
 //
@@ -46,6 +51,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -80,13 +86,15 @@ int main(int argc, char** argv) {
       "cluster_sim");
   sf::cmdline::UseDefaults(app);
   app.add_option("--scenario", scenario_path, "the scenario YAML")->required();
-  app.add_option("--master-url", master_url, "the master's REST URL")->required();
-  app.add_option("--master-grpc", master_grpc, "the master's gRPC address (HOST:PORT)")->required();
+  app.add_option("--master-url", master_url, "the master's REST URL");
+  app.add_option("--master-grpc", master_grpc, "the master's gRPC address (HOST:PORT)");
   app.add_option("--join-token-file", join_token_file, "the cluster's join token, for the agents");
   app.add_option("--data-dir", data_dir,
-                 "a directory with train.de and train.en (the experiments' data)")
-      ->required();
+                 "a directory with train.de and train.en (the experiments' data)");
   app.add_option("--token", token, "an API token (empty: a master without users)");
+  bool print_master_config = false;
+  app.add_flag("--print-master-config", print_master_config,
+               "print the master config the scenario's pools need (their scheduler modes) and exit");
   if (auto exit_code = sf::cmdline::Parse(app, argc, argv)) return *exit_code;
   auto loaded = LoadScenario(scenario_path);
   if (!loaded.ok()) {
@@ -94,6 +102,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   const Scenario scenario = std::move(loaded).value();
+  if (print_master_config) {
+    std::fputs(scenario.MasterConfigYaml().c_str(), stdout);
+    return 0;
+  }
+  if (master_url.empty() || master_grpc.empty() || data_dir.empty()) {
+    std::fprintf(stderr, "cluster_sim: --master-url, --master-grpc and --data-dir are required\n");
+    return 2;
+  }
   std::string join_token;
   if (!join_token_file.empty()) {
     std::ifstream in(join_token_file);
@@ -106,6 +122,26 @@ int main(int argc, char** argv) {
   }
 
   Stats stats;
+  // The fair-share pools' meter: how many experiments the scenario sends each.
+  std::map<std::string, int> fair_pools;
+  for (const PoolSpec& p : scenario.pools) {
+    if (p.scheduler != "fair_share") continue;
+    int n = 0;
+    for (const ExperimentKind& k : scenario.experiments) n += k.pool == p.name ? k.count : 0;
+    if (n > 0) fair_pools[p.name] = n;
+  }
+  ShareMeter shares(fair_pools, 3.0);
+  stats.shares = &shares;
+  std::atomic<bool> metering{true};
+  std::thread meter([&] {
+    auto last = Clock::now();
+    while (metering) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      const auto now = Clock::now();
+      shares.Sample(std::chrono::duration<double>(now - last).count());
+      last = now;
+    }
+  });
   Channels channels(master_grpc, 16);
   std::vector<std::unique_ptr<SimAgent>> agents;
   const Clock::time_point begin = Clock::now();
@@ -206,6 +242,9 @@ int main(int argc, char** argv) {
         experiment_ids.push_back(id->is_string()
                                      ? id->as_string()
                                      : std::to_string(static_cast<int64_t>(id->as_double())));
+        if (fair_pools.count(d.kind->pool)) {
+          shares.Expect(std::stoll(experiment_ids.back()), d.kind->pool, d.kind->weight, d.kind->trials);
+        }
       }
     } else {
       ++refused;
@@ -227,6 +266,8 @@ int main(int argc, char** argv) {
   const int still_running = stats.running;
   sampling = false;
   sampler.join();
+  metering = false;
+  meter.join();
   if (still_running == 0) {
     for (auto& a : agents) a->Stop();
   }
@@ -262,6 +303,17 @@ int main(int argc, char** argv) {
               static_cast<long long>(stats.gang_ends.load()),
               static_cast<long long>(stats.double_booked.load()));
   if (stats.gang_ends > 0) std::printf("first_gang_end=%s\n", stats.first_gang_end.c_str());
+  // Each fair-share pool: how long all its experiments contended, and each one's share of the
+  // slot-seconds against its weight's share.
+  for (const auto& [pool, r] : shares.Results()) {
+    std::printf("fair_share_%s_seconds=%.1f\nfair_share_%s_worst_error=%.3f\nfair_share_%s=", pool.c_str(),
+                r.seconds, pool.c_str(), r.worst_error, pool.c_str());
+    for (const ShareMeter::Line& l : r.lines) {
+      std::printf("%s%lld:%.3f/%.3f", &l == &r.lines.front() ? "" : " ", static_cast<long long>(l.experiment),
+                  l.slot_share, l.weight_share);
+    }
+    std::printf("\n");
+  }
   if (stats.errors > 0) std::printf("first_error=%s\n", stats.first_error.c_str());
   if (still_running > 0) {
     // max_seconds passed with trainers still running: say where they wait, and leave them

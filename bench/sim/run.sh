@@ -69,11 +69,15 @@ for scenario in "${scenarios[@]}"; do
   DIR=$(mktemp -d /tmp/sf-sim-XXXXXX)
   chmod 755 "$DIR"
   export XDG_CONFIG_HOME="$DIR/config"
-  "$SF" deploy local up --dir "$DIR" --agents 0 --port "$HTTP" --grpc-port "$GRPC" --no-tls --no-auth >/dev/null
+  # The master config the scenario's pools need (fair_share pools), given to every `up`.
+  "$SIM" --scenario "$scenario" --print-master-config > "$DIR/master.yaml"
+  UP_FLAGS=(--dir "$DIR" --agents 0 --port "$HTTP" --grpc-port "$GRPC" --no-tls --no-auth)
+  [ -s "$DIR/master.yaml" ] && UP_FLAGS+=(--master-config "$DIR/master.yaml")
+  "$SF" deploy local up "${UP_FLAGS[@]}" >/dev/null
   if [ "${PG_STATEMENTS:-0}" = 1 ]; then  # restarted once with the extension loaded
     "$SF" deploy local down --dir "$DIR" >/dev/null
     echo "shared_preload_libraries = 'pg_stat_statements'" >> "$DIR/postgres/data/postgresql.conf"
-    "$SF" deploy local up --dir "$DIR" --agents 0 --port "$HTTP" --grpc-port "$GRPC" --no-tls --no-auth >/dev/null
+    "$SF" deploy local up "${UP_FLAGS[@]}" >/dev/null
   fi
   PG="host=127.0.0.1 port=$(cat "$DIR/postgres/port") user=postgres dbname=steadfast"
   if [ "${PG_ASYNC_COMMIT:-0}" = 1 ]; then psql "$PG" -qc "ALTER SYSTEM SET synchronous_commit = off" -c "SELECT pg_reload_conf()" >/dev/null; fi
@@ -92,8 +96,7 @@ for scenario in "${scenarios[@]}"; do
     ( while sleep "$KILL_MASTER_EVERY"; do
         kill -9 "$(cat "$DIR/master.pid")" 2>/dev/null || true
         echo kill >> "$DIR/chaos.log"
-        "$SF" deploy local up --dir "$DIR" --agents 0 --port "$HTTP" --grpc-port "$GRPC" --no-tls --no-auth \
-          >> "$DIR/chaos.log" 2>&1 || echo "restart failed" >> "$DIR/chaos.log"
+        "$SF" deploy local up "${UP_FLAGS[@]}" >> "$DIR/chaos.log" 2>&1 || echo "restart failed" >> "$DIR/chaos.log"
       done ) &
     CHAOS_PID=$!
   fi
@@ -108,7 +111,7 @@ for scenario in "${scenarios[@]}"; do
     wait "$CHAOS_PID" 2>/dev/null || true
     CHAOS_PID=
     # A restart the loop had begun finishes; the master then runs for the figures below.
-    "$SF" deploy local up --dir "$DIR" --agents 0 --port "$HTTP" --grpc-port "$GRPC" --no-tls --no-auth >/dev/null 2>&1 || true
+    "$SF" deploy local up "${UP_FLAGS[@]}" >/dev/null 2>&1 || true
     echo "master_kills=$(grep -c '^kill' "$DIR/chaos.log" 2>/dev/null || true)"
     echo "master_restarts_failed=$(grep -c '^restart failed' "$DIR/chaos.log" 2>/dev/null || true)"
     { grep -B3 '^restart failed' "$DIR/chaos.log" 2>/dev/null || true; } | sed 's/^/  chaos: /' | tail -8

@@ -34,6 +34,30 @@ sf::Result<Scenario> LoadScenario(const std::string& path) {
       get(t, "report_every", s.report_every, "trainer.");
       get(t, "failure_rate", s.failure_rate, "trainer.");
     }
+    if (YAML::Node pools = root["pools"]) {
+      if (!pools.IsSequence()) throw std::runtime_error("pools: a list of {name, agents, scheduler}");
+      int carved = 0;
+      for (size_t i = 0; i < pools.size(); ++i) {
+        const std::string where = "pools[" + std::to_string(i) + "].";
+        PoolSpec p;
+        get(pools[i], "name", p.name, where);
+        get(pools[i], "agents", p.agents, where);
+        get(pools[i], "scheduler", p.scheduler, where);
+        if (p.name.empty() || p.name == "default") {
+          throw std::runtime_error(where + "name: a pool other than \"default\" (which has the agents no pool takes)");
+        }
+        if (p.scheduler != "priority" && p.scheduler != "fair_share") {
+          throw std::runtime_error(where + "scheduler: priority or fair_share, not \"" + p.scheduler + "\"");
+        }
+        if (p.agents < 1) throw std::runtime_error(where + "agents: at least 1");
+        carved += p.agents;
+        s.pools.push_back(p);
+      }
+      if (carved > s.agents) {
+        throw std::runtime_error("pools: their agents (" + std::to_string(carved) + ") exceed agents (" +
+                                 std::to_string(s.agents) + ")");
+      }
+    }
     if (!root["experiments"] || !root["experiments"].IsSequence()) {
       return sf::InvalidArgument(path + ": experiments: a list of experiment kinds is required");
     }
@@ -49,6 +73,13 @@ sf::Result<Scenario> LoadScenario(const std::string& path) {
       get(e, "slots_per_trial", k.slots_per_trial, where);
       get(e, "priority", k.priority, where);
       get(e, "weight", k.weight, where);
+      get(e, "pool", k.pool, where);
+      if (k.pool != "default" &&
+          std::none_of(s.pools.begin(), s.pools.end(), [&](const PoolSpec& p) { return p.name == k.pool; })) {
+        return sf::InvalidArgument(path + ": " + where + "pool: \"" + k.pool +
+                                   "\" is not \"default\" or one of pools");
+      }
+      if (!(k.weight > 0)) return sf::InvalidArgument(path + ": " + where + "weight: must be > 0");
       if (k.searcher != "grid" && k.searcher != "random" && k.searcher != "adaptive_asha") {
         return sf::InvalidArgument(path + ": " + where +
                                    "searcher: grid, random or adaptive_asha, not \"" + k.searcher +
@@ -72,6 +103,25 @@ sf::Result<Scenario> LoadScenario(const std::string& path) {
   return s;
 }
 
+std::string Scenario::PoolOfAgent(int index) const {
+  int first = agents;
+  for (const PoolSpec& p : pools) first -= p.agents;
+  if (index < first) return "default";
+  for (const PoolSpec& p : pools) {
+    first += p.agents;
+    if (index < first) return p.name;
+  }
+  return "default";
+}
+
+std::string Scenario::MasterConfigYaml() const {
+  std::string modes;
+  for (const PoolSpec& p : pools) {
+    if (p.scheduler != "priority") modes += (modes.empty() ? "" : ", ") + p.name + ": " + p.scheduler;
+  }
+  return modes.empty() ? "" : "pool_schedulers: {" + modes + "}\n";
+}
+
 // An experiment of `kind` as YAML (a native config: the master schedules it like any other).
 std::string ExperimentYaml(const ExperimentKind& kind, const std::string& data_dir, int n) {
   std::ostringstream y;
@@ -86,7 +136,9 @@ std::string ExperimentYaml(const ExperimentKind& kind, const std::string& data_d
     y << "hyperparameters: {dropout: {type: double, minval: 0.0, maxval: 0.3}}\n";
   }
   y << "resources: {slots_per_trial: " << kind.slots_per_trial << ", priority: " << kind.priority
-    << ", weight: " << kind.weight << "}\n"
+    << ", weight: " << kind.weight;
+  if (kind.pool != "default") y << ", resource_pool: " << kind.pool;
+  y << "}\n"
     << "searcher: {name: " << kind.searcher
     << ", metric: validation_loss, max_length: {batches: " << kind.batches << "}";
   if (kind.searcher != "grid") y << ", max_trials: " << kind.trials << ", seed: " << n;

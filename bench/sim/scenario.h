@@ -21,6 +21,14 @@ struct ExperimentKind {
   int slots_per_trial = 1;
   int priority = 42;
   double weight = 1;
+  std::string pool = "default";  // the resource pool its trials ask for
+};
+
+// A resource pool of some of the agents, with the scheduler mode the master runs it in.
+struct PoolSpec {
+  std::string name;
+  int agents = 1;
+  std::string scheduler = "priority";  // or fair_share
 };
 
 struct Scenario {
@@ -29,10 +37,15 @@ struct Scenario {
   double max_seconds = 600, idle_seconds = 5;
   int step_ms = 20, report_every = 10;
   double failure_rate = 0;
+  // Pools carved out of `agents`, in order after the "default" pool's (agents - their sum).
+  std::vector<PoolSpec> pools;
   std::vector<ExperimentKind> experiments;
+  // The pool of agent `index` (0-based).
+  std::string PoolOfAgent(int index) const;
+  // The master's config for the pools' scheduler modes (`pool_schedulers: {...}`); empty when
+  // every pool is a priority pool (the master's default).
+  std::string MasterConfigYaml() const;
 };
-
-// The scenario in `path`; errors name the field.
 
 // The scenario in `path`; errors name the field.
 Result<Scenario> LoadScenario(const std::string& path);

@@ -28,6 +28,7 @@ class SimAgent : public sf::agent::MasterLink::Handler {
   SimAgent(int index, const Scenario& scenario, Stats* stats, Channels* channels,
            const std::string& master, const std::string& join_token)
       : id_("sim-agent-" + std::to_string(index)),
+        pool_(scenario.PoolOfAgent(index)),
         scenario_(scenario),
         stats_(stats),
         channels_(channels) {
@@ -55,7 +56,7 @@ class SimAgent : public sf::agent::MasterLink::Handler {
     v1::RegisterAgent r;
     r.set_agent_id(id_);
     r.set_hostname(id_);
-    r.set_resource_pool("default");
+    r.set_resource_pool(pool_);
     r.set_version("sim");
     r.set_incarnation(link_->incarnation());
     for (const auto& [id, slot] : slots_) {
@@ -124,6 +125,7 @@ class SimAgent : public sf::agent::MasterLink::Handler {
       }
     }
     State(start, v1::TaskStateChange::STATE_STARTED, 0, "simulated");
+    if (stats_->shares) stats_->shares->TaskStarted(start.experiment_id(), start.trial_id(), start.slot_ids_size());
     std::lock_guard<std::mutex> lock(mu_);
     auto done = std::make_shared<std::atomic<bool>>(false);
     ++stats_->running;
@@ -149,6 +151,7 @@ class SimAgent : public sf::agent::MasterLink::Handler {
           if (state.task == start.task_id()) state.task.clear();
         }
       }
+      if (stats_->shares) stats_->shares->TaskExited(start.experiment_id(), start.slot_ids_size());
       State(start, v1::TaskStateChange::STATE_EXITED, code,
             code == 0 ? "" : "simulated exit " + std::to_string(code));
       stats_->last_running_ns = NowNs();
@@ -171,6 +174,7 @@ class SimAgent : public sf::agent::MasterLink::Handler {
   }
 
   const std::string id_;
+  const std::string pool_;
   const Scenario& scenario_;
   Stats* stats_;
   Channels* channels_;

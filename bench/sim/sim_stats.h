@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "bench/sim/share_meter.h"
+
 namespace sf::sim {
 using Clock = std::chrono::steady_clock;
 
@@ -29,6 +31,7 @@ struct Stats {
   std::vector<double> slot_gaps;  // seconds, under mu
   std::string first_error;        // under mu
   std::string first_gang_end;     // under mu: why the first rendezvous ended
+  ShareMeter* shares = nullptr;   // each task's start and exit, for the fair-share pools
   void Error(const std::string& what) {
     ++errors;
     std::lock_guard<std::mutex> lock(mu);

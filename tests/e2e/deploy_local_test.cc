@@ -2,7 +2,8 @@
 // it makes a private CA and the master's certificate (keys mode 600), starts the master with
 // TLS and the agent with the CA, and writes sf's defaults file (mode 600) so that a plain
 // `sf master info` reaches the HTTPS master without flags; `status` finds it too; `down`
-// removes the defaults file. `up --gpus` gives the agent the machine's GPUs as slots. The real
+// removes the defaults file. `up --gpus` gives the agent the machine's GPUs as slots;
+// `up --master-config` gives the master its config file (and is refused with --slurm). The real
 // sf, sf-master, sf-agent and a private PostgreSQL.
 #include <sys/stat.h>
 
@@ -115,6 +116,34 @@ TEST(DeployLocal, GpusMakesTheMachinesGpusTheAgentsSlots) {
   EXPECT_EQ(agents.exit_code, 0) << agents.output;
   EXPECT_TRUE(Contains(agents.output, "Steadfast Fake GPU 1")) << agents.output;
   EXPECT_FALSE(Contains(agents.output, "cpu0")) << agents.output;
+  CommandResult stopped = local.Sf({"deploy", "local", "down", "--dir", dir});
+  EXPECT_EQ(stopped.exit_code, 0) << stopped.output;
+}
+
+TEST(DeployLocal, MasterConfigGivesTheMasterItsSettings) {
+  TempDir scratch;
+  scratch.RemoveEvenIfProcessDies();
+  LocalDeployment local(scratch, std::chrono::seconds(180));
+  const std::string& dir = local.dir();
+  const std::string http_port = std::to_string(*PickFreePort());
+  const std::string grpc_port = std::to_string(*PickFreePort());
+  const std::string config = scratch.path() + "/master.yaml";
+  std::ofstream(config) << "pool_schedulers: {default: fair_share}\n";
+
+  CommandResult slurm = local.Sf({"deploy", "local", "up", "--dir", dir, "--slurm", "--master-config", config,
+                                  "--port", http_port, "--grpc-port", grpc_port});
+  EXPECT_EQ(slurm.exit_code, 2) << slurm.output;
+  EXPECT_TRUE(Contains(slurm.output, "--master-config cannot be combined with --slurm")) << slurm.output;
+  EXPECT_FALSE(fs::exists(dir + "/master.pid")) << "nothing is started for a refused command";
+
+  CommandResult up = local.Sf({"deploy", "local", "up", "--dir", dir, "--master-config", config, "--port",
+                               http_port, "--grpc-port", grpc_port, "--no-tls"});
+  ASSERT_EQ(up.exit_code, 0) << up.output << ReadAll(dir + "/logs/master.log");
+  CommandResult pools = local.Sf({"resource-pool", "list"});
+  EXPECT_EQ(pools.exit_code, 0) << pools.output;
+  // The file's mode for the pool, where the master's default is priority.
+  EXPECT_TRUE(Contains(pools.output, "fair_share")) << pools.output;
+  EXPECT_FALSE(Contains(pools.output, "priority")) << pools.output;
   CommandResult stopped = local.Sf({"deploy", "local", "down", "--dir", dir});
   EXPECT_EQ(stopped.exit_code, 0) << stopped.output;
 }

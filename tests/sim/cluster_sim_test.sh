@@ -3,7 +3,8 @@
 # slots, 500 trials from grid, ASHA and two-slot experiments, 3% of operations failing) against a
 # real local cluster: every experiment and every trial ends COMPLETED (failed ones restarted
 # from their checkpoints), no slot was given to a second task while its first ran, every QUEUED
-# trial sampled during the run said why it waits, the simulator saw no error, the master stored
+# trial sampled during the run said why it waits, the fair-share pool's two sweeps held slots in
+# proportion to their weights (within 10%, over at least 5 s of contention), the simulator saw no error, the master stored
 # the metric rows the trainers reported (less those a restart re-sent, which it stores once),
 # and the experiment list answered 200 throughout.
 #
@@ -15,9 +16,13 @@ out=$(BUILD="$build" SF_BENCH_HTTP_PORT=18680 SF_BENCH_GRPC_PORT=18690 bash benc
 echo "$out"
 value() { sed -n "s/^$1=//p" <<<"$out"; }
 fail() { echo "FAILED: $*" >&2; exit 1; }
-[ "$(value experiments_submitted)" = 24 ] || fail "24 experiments submitted, not $(value experiments_submitted)"
-[ "$(value experiments_by_state)" = "COMPLETED:24" ] || fail "experiments: $(value experiments_by_state)"
-[ "$(value trials_by_state)" = "COMPLETED:500" ] || fail "trials: $(value trials_by_state)"
+[ "$(value experiments_submitted)" = 26 ] || fail "26 experiments submitted, not $(value experiments_submitted)"
+[ "$(value experiments_by_state)" = "COMPLETED:26" ] || fail "experiments: $(value experiments_by_state)"
+[ "$(value trials_by_state)" = "COMPLETED:740" ] || fail "trials: $(value trials_by_state)"
+awk -v s="$(value fair_share_fair_seconds)" 'BEGIN { exit !(s >= 5) }' ||
+  fail "the fair-share pool's sweeps contended for $(value fair_share_fair_seconds) s (under 5 s: nothing measured)"
+awk -v e="$(value fair_share_fair_worst_error)" 'BEGIN { exit !(e != "" && e <= 0.10) }' ||
+  fail "fair share off its weights by $(value fair_share_fair_worst_error) (experiment:slot share/weight share: $(value fair_share_fair))"
 [ "$(value double_booked)" = 0 ] || fail "a slot was given to a second task while its first ran"
 [ "$(value queued_trials_sampled)" -gt 0 ] || fail "no QUEUED trial was sampled: the scenario no longer queues"
 [ "$(value queued_without_reason)" = 0 ] || fail "$(value queued_without_reason) QUEUED trials had no pending reason"
