@@ -25,9 +25,7 @@ const char* kExperimentSummaryColumns =
     "e.id, e.name, e.description, e.state, e.owner, e.archived, e.searcher, "
     "e.metric, e.smaller_is_better, e.priority, e.best_validation_metric, e.error, "
     "EXTRACT(EPOCH FROM e.start_time), EXTRACT(EPOCH FROM e.end_time), "
-    "(SELECT count(*) FROM trials t WHERE t.experiment_id = e.id), "
-    "(SELECT count(*) FROM trials t WHERE t.experiment_id = e.id AND t.state IN "
-    "('COMPLETED','CANCELED','ERROR')), "
+    "e.num_trials, e.num_ended_trials, "  // kept by a trigger on trials (migration 021)
     "(SELECT w.name FROM workspaces w WHERE w.id = e.workspace_id), e.unmanaged";
 constexpr int kExperimentConfigColumn = 18;  // index of e.config_yaml when appended
 

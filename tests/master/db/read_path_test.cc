@@ -4,7 +4,10 @@
 // - SnapshotCache serves a page of the experiment list from memory while nothing commits on
 //   the writes pool (a change behind the master's back is not seen: the page is not re-read),
 //   shows a write through that pool to the very next read, bounds staleness by max_age, and
-//   does not cache errors.
+//   does not cache errors;
+// - the list's trial counts, kept in the experiment's row by a trigger (migration 021), equal
+//   counting the trials after every insert and every move into or out of an ended state,
+//   whichever path wrote it.
 #include "master/db/snapshot_cache.h"
 
 #include <atomic>
@@ -83,6 +86,67 @@ TEST_F(MigratedDatabaseTest, CommitsCountsCommittedTransactionsOnly) {
   // A body that fails rolls back: nothing committed, nothing counted.
   EXPECT_FALSE(db_->Transact("refused", [](pqxx::work&) { return InvalidArgument("no"); }).ok());
   EXPECT_EQ(db_->commits(), before + 1);
+}
+
+TEST_F(MigratedDatabaseTest, TheListsTrialCountsEqualCountingTheTrialsAfterEveryChange) {
+  std::vector<int64_t> trials;
+  CreateRunningTrials("counted", 3, &trials);
+  CreateRunningTrials("neighbour", 2, &trials);
+  if (HasFatalFailure()) return;
+  const int64_t experiment = ExperimentOf(trials[0]);
+  Store store(db_.get());
+  // The counts the list shows against counting the rows, for `experiment`.
+  auto expect_counts = [&](int total, int ended, const std::string& after) {
+    auto page = store.ListExperiments({});
+    ASSERT_TRUE(page.ok()) << page.status().ToString();
+    int counted = -1, counted_ended = -1;
+    ASSERT_TRUE(db_->Transact("count", [&](pqxx::work& tx) {
+                     auto r = tx.exec_params1(
+                         "SELECT count(*), count(*) FILTER (WHERE state IN ('COMPLETED','CANCELED','ERROR')) "
+                         "FROM trials WHERE experiment_id = $1",
+                         experiment);
+                     counted = r[0].as<int>();
+                     counted_ended = r[1].as<int>();
+                     return Status::Ok();
+                   }).ok());
+    EXPECT_EQ(counted, total) << after;
+    EXPECT_EQ(counted_ended, ended) << after;
+    for (const auto& e : page->first) {
+      if (e.id() != experiment) {
+        EXPECT_EQ(e.num_trials(), 2) << "the neighbour's counts move only with its own trials; " << after;
+        continue;
+      }
+      EXPECT_EQ(e.num_trials(), total) << after;
+      EXPECT_EQ(e.num_completed_trials(), ended) << after;
+    }
+  };
+  expect_counts(3, 0, "three running trials");
+  TrialUpdate done;
+  done.state = "COMPLETED";
+  ASSERT_TRUE(store.UpdateTrial(trials[0], done).ok());
+  expect_counts(3, 1, "one completed");
+  ASSERT_TRUE(store.UpdateTrial(trials[0], done).ok());
+  TrialUpdate batches;
+  batches.total_batches = 100;  // no state in the update: nothing to count
+  ASSERT_TRUE(store.UpdateTrial(trials[1], batches).ok());
+  expect_counts(3, 1, "the same state written twice, and a write without a state");
+  TrialUpdate error;
+  error.state = "ERROR";
+  ASSERT_TRUE(store.UpdateTrial(trials[0], error).ok());
+  expect_counts(3, 1, "from one ended state to another");
+  TrialUpdate again;
+  again.state = "QUEUED";
+  ASSERT_TRUE(store.UpdateTrial(trials[0], again).ok());
+  expect_counts(3, 0, "an ended trial queued again");
+  auto created = store.CreateTrial(experiment, 9, Value(Value::Map{}), "CANCELED");
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  expect_counts(4, 1, "a trial created in an ended state");
+  // A change past the master (an operator's psql) is counted too.
+  ASSERT_TRUE(db_->Transact("psql", [&](pqxx::work& tx) {
+                   tx.exec_params("UPDATE trials SET state = 'CANCELED' WHERE experiment_id = $1", experiment);
+                   return Status::Ok();
+                 }).ok());
+  expect_counts(4, 4, "every trial canceled in one statement");
 }
 
 class ExperimentPageCacheTest : public MigratedDatabaseTest {
