@@ -37,9 +37,10 @@
 // received, ranks whose gang ended under them, and the time from a slot freeing (its task's
 // EXITED) to the first metric report of the next trial on it, p50/p99/max, over the slots that
 // had one; and for each fair_share pool (share_meter.h) how long its experiments all contended
-// and each one's share of the slot-seconds against its weight's share. Exit status: 0; 1 when a simulated part met an error it should not have (first_error
-// names it); 3 when max_seconds passed with trainers still running (still_running and where
-// they wait are printed; they are left, not joined); 2 for a bad scenario or flag.
+// and each one's share of the slot-seconds against its weight's share. Exit status: 0; 1 when a
+// simulated part met an error it should not have (first_error names it); 3 when max_seconds passed
+// with trainers still running (still_running and where they wait are printed; they are left, not
+// joined); 2 for a bad scenario or flag.
 //
 // Its parts: scenario.h (the YAML, the experiments it submits), sim_agent.h (an agent),
 // sim_trainer.h (a trainer), sim_stats.h (the counters and shared channels); this file submits,
@@ -54,6 +55,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -93,8 +95,9 @@ int main(int argc, char** argv) {
                  "a directory with train.de and train.en (the experiments' data)");
   app.add_option("--token", token, "an API token (empty: a master without users)");
   bool print_master_config = false;
-  app.add_flag("--print-master-config", print_master_config,
-               "print the master config the scenario's pools need (their scheduler modes) and exit");
+  app.add_flag(
+      "--print-master-config", print_master_config,
+      "print the master config the scenario's pools need (their scheduler modes) and exit");
   if (auto exit_code = sf::cmdline::Parse(app, argc, argv)) return *exit_code;
   auto loaded = LoadScenario(scenario_path);
   if (!loaded.ok()) {
@@ -215,41 +218,83 @@ int main(int argc, char** argv) {
       }
     }
   });
-  for (const Due& d : due) {
-    std::this_thread::sleep_until(
-        start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(d.at)));
-    if (Clock::now() > deadline) break;
+  // One experiment's submission. A master that died (chaos) before answering is asked again
+  // after a second; before that, the list says whether the dead one created it (found by its
+  // unique name), so a retry never submits an experiment twice. A 4xx is a refusal, not retried.
+  int64_t submit_retries = 0;
+  auto fetch = [&](boost::beast::http::verb verb, const std::string& target,
+                   const std::string& body) {
     sf::http::ClientOptions o;
     o.timeout = std::chrono::seconds(30);
     sf::http::Client client(*url, o);
-    boost::beast::http::request<boost::beast::http::string_body> req{boost::beast::http::verb::post,
-                                                                     "/api/v1/experiments", 11};
-    req.set(boost::beast::http::field::content_type, "application/json");
+    boost::beast::http::request<boost::beast::http::string_body> req{verb, target, 11};
     if (!token.empty()) req.set(boost::beast::http::field::authorization, "Bearer " + token);
-    req.body() =
-        sf::Value(sf::Value::Map{
-                      {"configYaml", ExperimentYaml(*d.kind, data_dir, submitted + refused + 1)},
-                      {"activate", true}})
-            .ToJson();
-    auto r = client.Fetch(std::move(req));
-    if (r.ok() && r->status == 200) {
-      ++submitted;
-      auto body = sf::Value::FromJson(r->body);
-      const sf::Value* e = body.ok() ? body->Find("experiment") : nullptr;
-      const sf::Value* id = e ? e->Find("id") : nullptr;
-      if (id) {
-        std::lock_guard<std::mutex> lock(ids_mu);
-        experiment_ids.push_back(id->is_string()
-                                     ? id->as_string()
-                                     : std::to_string(static_cast<int64_t>(id->as_double())));
-        if (fair_pools.count(d.kind->pool)) {
-          shares.Expect(std::stoll(experiment_ids.back()), d.kind->pool, d.kind->weight, d.kind->trials);
+    if (!body.empty()) {
+      req.set(boost::beast::http::field::content_type, "application/json");
+      req.body() = body;
+    }
+    return client.Fetch(std::move(req));
+  };
+  auto id_text = [](const sf::Value& id) {
+    return id.is_string() ? id.as_string() : std::to_string(static_cast<int64_t>(id.as_double()));
+  };
+  auto submit = [&](const ExperimentKind& kind, int n) -> std::optional<std::string> {
+    const std::string yaml = ExperimentYaml(kind, data_dir, n);
+    const std::string name = ExperimentName(kind, n);
+    const std::string body =
+        sf::Value(sf::Value::Map{{"configYaml", yaml}, {"activate", true}}).ToJson();
+    for (int attempt = 0;; ++attempt) {
+      if (attempt > 0) {
+        ++submit_retries;
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+        auto found = fetch(boost::beast::http::verb::get,
+                           "/api/v1/experiments?name=" + name + "&limit=100", "");
+        if (found.ok() && found->status == 200) {
+          auto list = sf::Value::FromJson(found->body);
+          const sf::Value* rows = list.ok() ? list->Find("experiments") : nullptr;
+          for (const sf::Value& e : rows && rows->is_list() ? rows->as_list() : sf::Value::List{}) {
+            const sf::Value* n = e.Find("name");
+            const sf::Value* id = e.Find("id");
+            if (n && n->is_string() && n->as_string() == name && id) return id_text(*id);
+          }
+        } else {
+          if (Clock::now() > deadline) break;
+          continue;  // the master is still down: ask the list again before submitting
         }
       }
-    } else {
+      if (Clock::now() > deadline) break;
+      auto r = fetch(boost::beast::http::verb::post, "/api/v1/experiments", body);
+      if (r.ok() && r->status == 200) {
+        auto parsed = sf::Value::FromJson(r->body);
+        const sf::Value* e = parsed.ok() ? parsed->Find("experiment") : nullptr;
+        const sf::Value* id = e ? e->Find("id") : nullptr;
+        if (id) return id_text(*id);
+        stats.Error("submit " + name + ": no experiment id in " + r->body);
+        return std::nullopt;
+      }
+      if (r.ok() && r->status >= 400 && r->status < 500) {
+        stats.Error("submit " + name + ": " + std::to_string(r->status) + " " + r->body);
+        return std::nullopt;
+      }
+    }
+    stats.Error("submit " + name + ": no answer from the master before max_seconds");
+    return std::nullopt;
+  };
+  for (size_t i = 0; i < due.size(); ++i) {
+    const Due& d = due[i];
+    std::this_thread::sleep_until(
+        start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(d.at)));
+    if (Clock::now() > deadline) break;
+    std::optional<std::string> id = submit(*d.kind, static_cast<int>(i) + 1);
+    if (!id) {
       ++refused;
-      stats.Error("submit: " +
-                  (r.ok() ? std::to_string(r->status) + " " + r->body : r.status().message()));
+      continue;
+    }
+    ++submitted;
+    std::lock_guard<std::mutex> lock(ids_mu);
+    experiment_ids.push_back(*id);
+    if (fair_pools.count(d.kind->pool)) {
+      shares.Expect(std::stoll(*id), d.kind->pool, d.kind->weight, d.kind->trials);
     }
   }
   const double submit_seconds = std::chrono::duration<double>(Clock::now() - start).count();
@@ -278,9 +323,10 @@ int main(int argc, char** argv) {
     gaps = stats.slot_gaps;
   }
   std::printf(
-      "scenario=%s\nagents=%d\nslots=%d\nexperiments_submitted=%d\nexperiments_refused=%d\n",
+      "scenario=%s\nagents=%d\nslots=%d\nexperiments_submitted=%d\nexperiments_refused=%d\n"
+      "submit_retries=%lld\n",
       scenario.name.c_str(), scenario.agents, scenario.agents * scenario.slots_per_agent, submitted,
-      refused);
+      refused, static_cast<long long>(submit_retries));
   std::printf(
       "submit_seconds=%.1f\nrun_seconds=%.1f\ntrial_starts=%lld\ntrial_starts_per_second=%.2f\n",
       submit_seconds, run_seconds, static_cast<long long>(stats.starts.load()),
@@ -306,11 +352,11 @@ int main(int argc, char** argv) {
   // Each fair-share pool: how long all its experiments contended, and each one's share of the
   // slot-seconds against its weight's share.
   for (const auto& [pool, r] : shares.Results()) {
-    std::printf("fair_share_%s_seconds=%.1f\nfair_share_%s_worst_error=%.3f\nfair_share_%s=", pool.c_str(),
-                r.seconds, pool.c_str(), r.worst_error, pool.c_str());
+    std::printf("fair_share_%s_seconds=%.1f\nfair_share_%s_worst_error=%.3f\nfair_share_%s=",
+                pool.c_str(), r.seconds, pool.c_str(), r.worst_error, pool.c_str());
     for (const ShareMeter::Line& l : r.lines) {
-      std::printf("%s%lld:%.3f/%.3f", &l == &r.lines.front() ? "" : " ", static_cast<long long>(l.experiment),
-                  l.slot_share, l.weight_share);
+      std::printf("%s%lld:%.3f/%.3f", &l == &r.lines.front() ? "" : " ",
+                  static_cast<long long>(l.experiment), l.slot_share, l.weight_share);
     }
     std::printf("\n");
   }

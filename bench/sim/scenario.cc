@@ -35,7 +35,8 @@ sf::Result<Scenario> LoadScenario(const std::string& path) {
       get(t, "failure_rate", s.failure_rate, "trainer.");
     }
     if (YAML::Node pools = root["pools"]) {
-      if (!pools.IsSequence()) throw std::runtime_error("pools: a list of {name, agents, scheduler}");
+      if (!pools.IsSequence())
+        throw std::runtime_error("pools: a list of {name, agents, scheduler}");
       int carved = 0;
       for (size_t i = 0; i < pools.size(); ++i) {
         const std::string where = "pools[" + std::to_string(i) + "].";
@@ -44,18 +45,20 @@ sf::Result<Scenario> LoadScenario(const std::string& path) {
         get(pools[i], "agents", p.agents, where);
         get(pools[i], "scheduler", p.scheduler, where);
         if (p.name.empty() || p.name == "default") {
-          throw std::runtime_error(where + "name: a pool other than \"default\" (which has the agents no pool takes)");
+          throw std::runtime_error(
+              where + "name: a pool other than \"default\" (which has the agents no pool takes)");
         }
         if (p.scheduler != "priority" && p.scheduler != "fair_share") {
-          throw std::runtime_error(where + "scheduler: priority or fair_share, not \"" + p.scheduler + "\"");
+          throw std::runtime_error(where + "scheduler: priority or fair_share, not \"" +
+                                   p.scheduler + "\"");
         }
         if (p.agents < 1) throw std::runtime_error(where + "agents: at least 1");
         carved += p.agents;
         s.pools.push_back(p);
       }
       if (carved > s.agents) {
-        throw std::runtime_error("pools: their agents (" + std::to_string(carved) + ") exceed agents (" +
-                                 std::to_string(s.agents) + ")");
+        throw std::runtime_error("pools: their agents (" + std::to_string(carved) +
+                                 ") exceed agents (" + std::to_string(s.agents) + ")");
       }
     }
     if (!root["experiments"] || !root["experiments"].IsSequence()) {
@@ -75,7 +78,8 @@ sf::Result<Scenario> LoadScenario(const std::string& path) {
       get(e, "weight", k.weight, where);
       get(e, "pool", k.pool, where);
       if (k.pool != "default" &&
-          std::none_of(s.pools.begin(), s.pools.end(), [&](const PoolSpec& p) { return p.name == k.pool; })) {
+          std::none_of(s.pools.begin(), s.pools.end(),
+                       [&](const PoolSpec& p) { return p.name == k.pool; })) {
         return sf::InvalidArgument(path + ": " + where + "pool: \"" + k.pool +
                                    "\" is not \"default\" or one of pools");
       }
@@ -117,15 +121,20 @@ std::string Scenario::PoolOfAgent(int index) const {
 std::string Scenario::MasterConfigYaml() const {
   std::string modes;
   for (const PoolSpec& p : pools) {
-    if (p.scheduler != "priority") modes += (modes.empty() ? "" : ", ") + p.name + ": " + p.scheduler;
+    if (p.scheduler != "priority")
+      modes += (modes.empty() ? "" : ", ") + p.name + ": " + p.scheduler;
   }
   return modes.empty() ? "" : "pool_schedulers: {" + modes + "}\n";
+}
+
+std::string ExperimentName(const ExperimentKind& kind, int n) {
+  return "sim-" + kind.searcher + "-" + std::to_string(n);
 }
 
 // An experiment of `kind` as YAML (a native config: the master schedules it like any other).
 std::string ExperimentYaml(const ExperimentKind& kind, const std::string& data_dir, int n) {
   std::ostringstream y;
-  y << "name: sim-" << kind.searcher << "-" << n << "\n"
+  y << "name: " << ExperimentName(kind, n) << "\n"
     << "data: {train: {src: " << data_dir << "/train.de, tgt: " << data_dir << "/train.en}}\n";
   if (kind.searcher == "grid") {
     y << "hyperparameters: {dropout: {type: categorical, vals: [";

@@ -50,6 +50,9 @@ struct Scenario {
 // The scenario in `path`; errors name the field.
 Result<Scenario> LoadScenario(const std::string& path);
 
+// The name of the `n`th experiment of `kind` ("sim-grid-7"): unique within a run.
+std::string ExperimentName(const ExperimentKind& kind, int n);
+
 // The `n`th experiment of `kind` as YAML: a native config over the data in `data_dir`, a
 // `dropout` hyperparameter (grid values or a range) that shapes the simulated loss.
 std::string ExperimentYaml(const ExperimentKind& kind, const std::string& data_dir, int n);

@@ -114,8 +114,11 @@ class SimAgent : public sf::agent::MasterLink::Handler {
         if (!state.task.empty()) {
           ++stats_->double_booked;
           // Every collision, timed as the master's log is, to match the two.
-          sf::log::Warn("sim", {{"event", "double_booked"}, {"agent", id_}, {"slot", slot},
-                                {"task", start.task_id()}, {"running", state.task}});
+          sf::log::Warn("sim", {{"event", "double_booked"},
+                                {"agent", id_},
+                                {"slot", slot},
+                                {"task", start.task_id()},
+                                {"running", state.task}});
           stats_->Error(id_ + "/" + slot + " given to " + start.task_id() + " while " + state.task +
                         " runs on it");
         }
@@ -125,7 +128,8 @@ class SimAgent : public sf::agent::MasterLink::Handler {
       }
     }
     State(start, v1::TaskStateChange::STATE_STARTED, 0, "simulated");
-    if (stats_->shares) stats_->shares->TaskStarted(start.experiment_id(), start.trial_id(), start.slot_ids_size());
+    if (stats_->shares)
+      stats_->shares->TaskStarted(start.experiment_id(), start.trial_id(), start.slot_ids_size());
     std::lock_guard<std::mutex> lock(mu_);
     auto done = std::make_shared<std::atomic<bool>>(false);
     ++stats_->running;
