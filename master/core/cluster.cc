@@ -206,11 +206,11 @@ NewExperiment Cluster::ExperimentRow(const config::ExperimentConfig& c, const st
   return row;
 }
 
-void Cluster::SaveSearcherLocked(Experiment& e) {
+void Cluster::SaveSearcherLocked(Experiment& e, const std::vector<std::pair<int64_t, TrialUpdate>>& trials) {
   Value snapshot(Value::Map{{"searcher", e.searcher->Snapshot()},
                             {"done", e.searcher_done},
                             {"failed", e.search_failed}});
-  Status st = store_->SaveSearcherSnapshot(e.id, snapshot, e.searcher->Progress(), e.best);
+  Status st = store_->SaveSearcherSnapshot(e.id, snapshot, e.searcher->Progress(), e.best, trials);
   if (!st.ok()) log::Error("experiment", {{"event", "snapshot_failed"}, {"error", st.message()}});
 }
 

@@ -296,7 +296,8 @@ class Cluster {
                                      const std::string& owner, int64_t workspace_id);
   // All *Locked methods require mu_.
   void ApplyOpsLocked(Experiment& e, std::vector<SearcherOp> ops);
-  void SaveSearcherLocked(Experiment& e);
+  // The searcher's snapshot, with `trials`' updates in the same transaction (Store).
+  void SaveSearcherLocked(Experiment& e, const std::vector<std::pair<int64_t, TrialUpdate>>& trials = {});
   // Hands the trial's next allocation to its pool's manager; keep_place: with the submit order
   // it had (a preempted trial keeps its place among its peers).
   void SubmitLocked(Trial& t, bool keep_place = false);

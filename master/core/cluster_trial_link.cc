@@ -230,7 +230,6 @@ Status Cluster::CompleteOperation(const v1::CompleteOperationRequest& request) {
     t->best_metric = metric;
     u.best_validation_metric = metric;
   }
-  (void)store_->UpdateTrial(t->id, u);
   if (finite && (!e.best || Better(metric, *e.best, e.config.searcher.smaller_is_better))) e.best = metric;
   // The checkpoint taken at the end of this operation, registered before the operation's metric
   // was known (Core API scripts store, then complete), carries it from now on: retention's
@@ -239,11 +238,15 @@ Status Cluster::CompleteOperation(const v1::CompleteOperationRequest& request) {
     RequestRetentionLocked(e);
   }
   if (e.unmanaged) {  // no searcher decides: the script ends the trial itself (EndTrial)
+    (void)store_->UpdateTrial(t->id, u);
     (void)store_->SetExperimentProgress(e.id, 1.0, e.best);
     return Status::Ok();
   }
+  // The completion is stored with the searcher's state that took it in, not before: a master
+  // that died between the two would answer the trainer's retry "already have it" (the length
+  // below), and the searcher, restored without it, would wait for ever for this operation.
   ApplyOpsLocked(e, e.searcher->ValidationCompleted(t->request_id, metric, length));
-  SaveSearcherLocked(e);
+  SaveSearcherLocked(e, {{t->id, u}});
   return Status::Ok();
 }
 

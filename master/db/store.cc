@@ -15,6 +15,25 @@ namespace v1 = steadfast::v1;
 
 namespace {
 
+// One trial's update, in the caller's transaction (UpdateTrial, SaveSearcherSnapshot).
+void WriteTrialUpdate(pqxx::work& tx, int64_t trial_id, const TrialUpdate& u) {
+  tx.exec_params(
+      "UPDATE trials SET "
+      "state = COALESCE($2, state), restarts = COALESCE($3, restarts), "
+      "total_batches = COALESCE($4, total_batches), target_length = COALESCE($5, target_length), "
+      "latest_validation_metric = COALESCE($6, latest_validation_metric), "
+      "best_validation_metric = COALESCE($7, best_validation_metric), "
+      "latest_checkpoint_uuid = COALESCE($8, latest_checkpoint_uuid), "
+      "stop_requested = COALESCE($9, stop_requested), error = COALESCE($10, error), "
+      "end_time = CASE WHEN $11 THEN now() ELSE end_time END, "
+      "completed_length = COALESCE($12, completed_length), preempted_by = COALESCE($13, preempted_by), "
+      "closing = COALESCE($14, closing) "
+      "WHERE id = $1",
+      trial_id, u.state, u.restarts, u.total_batches, u.target_length, u.latest_validation_metric,
+      u.best_validation_metric, u.latest_checkpoint_uuid, u.stop_requested, u.error, u.set_end_time,
+      u.completed_length, u.preempted_by, u.closing);
+}
+
 std::string StripPrefix(const std::string& full, const std::string& prefix) {
   return full.rfind(prefix, 0) == 0 ? full.substr(prefix.size()) : full;
 }
@@ -259,7 +278,8 @@ Result<std::string> Store::ExperimentContext(int64_t experiment_id) {
 }
 
 Status Store::SaveSearcherSnapshot(int64_t experiment_id, const Value& snapshot, double progress,
-                                   std::optional<double> best) {
+                                   std::optional<double> best,
+                                   const std::vector<std::pair<int64_t, TrialUpdate>>& trials) {
   const std::string json = snapshot.ToJson();
   return db_->Transact("save searcher snapshot", [&](pqxx::work& tx) {
     tx.exec_params(
@@ -268,6 +288,7 @@ Status Store::SaveSearcherSnapshot(int64_t experiment_id, const Value& snapshot,
         experiment_id, json);
     tx.exec_params("UPDATE experiments SET progress = $2, best_validation_metric = $3 WHERE id = $1",
                    experiment_id, progress, best);
+    for (const auto& [id, u] : trials) WriteTrialUpdate(tx, id, u);
     return Status::Ok();
   });
 }
@@ -301,21 +322,7 @@ Result<int64_t> Store::CreateTrial(int64_t experiment_id, int64_t request_id, co
 
 Status Store::UpdateTrial(int64_t trial_id, const TrialUpdate& u) {
   return db_->Transact("update trial", [&](pqxx::work& tx) {
-    tx.exec_params(
-        "UPDATE trials SET "
-        "state = COALESCE($2, state), restarts = COALESCE($3, restarts), "
-        "total_batches = COALESCE($4, total_batches), target_length = COALESCE($5, target_length), "
-        "latest_validation_metric = COALESCE($6, latest_validation_metric), "
-        "best_validation_metric = COALESCE($7, best_validation_metric), "
-        "latest_checkpoint_uuid = COALESCE($8, latest_checkpoint_uuid), "
-        "stop_requested = COALESCE($9, stop_requested), error = COALESCE($10, error), "
-        "end_time = CASE WHEN $11 THEN now() ELSE end_time END, "
-        "completed_length = COALESCE($12, completed_length), preempted_by = COALESCE($13, preempted_by), "
-        "closing = COALESCE($14, closing) "
-        "WHERE id = $1",
-        trial_id, u.state, u.restarts, u.total_batches, u.target_length, u.latest_validation_metric,
-        u.best_validation_metric, u.latest_checkpoint_uuid, u.stop_requested, u.error, u.set_end_time,
-        u.completed_length, u.preempted_by, u.closing);
+    WriteTrialUpdate(tx, trial_id, u);
     return Status::Ok();
   });
 }

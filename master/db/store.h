@@ -102,9 +102,12 @@ class Store {
   Result<std::string> ExperimentContext(int64_t experiment_id);
 
   // The searcher's snapshot and the experiment's progress and best metric, in one transaction
-  // (every trial's end writes both).
+  // (every trial's end writes both), with `trials`' updates: what the searcher heard (an
+  // operation's completion) is on disk exactly when the searcher's state that took it in is,
+  // so a master that dies between the two neither loses it nor tells the searcher twice.
   Status SaveSearcherSnapshot(int64_t experiment_id, const Value& snapshot, double progress,
-                              std::optional<double> best);
+                              std::optional<double> best,
+                              const std::vector<std::pair<int64_t, TrialUpdate>>& trials = {});
   Result<std::optional<Value>> LoadSearcherSnapshot(int64_t experiment_id);
 
   // Trials

@@ -53,5 +53,63 @@ TEST_F(CoordinatorRestartTest, ATrialTheSearcherClosedCompletesWhenItsRankExitsA
   EXPECT_EQ(agent_->Starts(task.trial_id()).size(), 1u) << "no second run";
 }
 
+// Found by bench/sim/run.sh with KILL_MASTER_EVERY=3: the trial's completed length was stored
+// before the searcher's snapshot, so a master that died between the two answered the trainer's
+// retry "already have it", and the searcher, restored without the completion, never ended the
+// trial (its trainer waited in GetNextOperation until the run's end). The snapshot's write is
+// refused here as the death between the two.
+TEST_F(CoordinatorRestartTest, ACompletionTheSearcherNeverStoredIsHeardWhenTheTrainerRetriesAfterTheRestart) {
+  StartCluster(/*slots=*/1);
+  auto created = cluster_->CreateExperiment(
+      "name: died\ndata: {train: {src: /data/train.de, tgt: /data/train.en}}\n"
+      "searcher: {name: single, metric: validation_loss, max_length: {batches: 100}}\n",
+      true, false, "test");
+  ASSERT_TRUE(created.id.has_value());
+  ASSERT_TRUE(WaitFor([&] { return !agent_->Starts().empty(); }));
+  const v1::StartTask task = agent_->Starts()[0];
+  ASSERT_TRUE(WaitFor([&] { return TrialRow(task.trial_id()).state() == v1::TRIAL_STATE_RUNNING; }));
+  auto sql = [&](const std::string& statement) {
+    ASSERT_TRUE(db_->Transact("test", [&](pqxx::work& tx) {
+                     tx.exec(statement);
+                     return Status::Ok();
+                   }).ok())
+        << statement;
+  };
+  auto completed_length = [&] {
+    int64_t n = -1;
+    EXPECT_TRUE(db_->Transact("read", [&](pqxx::work& tx) {
+                     n = tx.exec_params1("SELECT completed_length FROM trials WHERE id = $1", task.trial_id())[0]
+                             .as<int64_t>();
+                     return Status::Ok();
+                   }).ok());
+    return n;
+  };
+  sql("CREATE FUNCTION died_here() RETURNS trigger LANGUAGE plpgsql AS "
+      "$$ BEGIN RAISE EXCEPTION 'the master died before this commit'; END $$");
+  sql("CREATE TRIGGER died_here BEFORE INSERT OR UPDATE ON searcher_snapshots "
+      "FOR EACH ROW EXECUTE FUNCTION died_here()");
+  v1::CompleteOperationRequest done;
+  *done.mutable_who() = Who(task);
+  done.mutable_op()->set_target_length(100);
+  done.mutable_op()->set_unit("batches");
+  done.set_searcher_metric(0.5);
+  ASSERT_TRUE(cluster_->CompleteOperation(done).ok());
+  cluster_->Stop();  // its last snapshot fails too: nothing past the refused commit is stored
+  cluster_.reset();
+  agents_.reset();
+  sql("DROP TRIGGER died_here ON searcher_snapshots");
+  EXPECT_EQ(completed_length(), 0) << "the completion is stored with the searcher's state, or not at all";
+
+  StartCluster(/*slots=*/1, {}, {}, {task});
+  ASSERT_TRUE(cluster_->CompleteOperation(done).ok());  // the trainer's retry
+  Exited(task, 0);
+  ASSERT_TRUE(WaitFor([&] { return TrialRow(task.trial_id()).state() == v1::TRIAL_STATE_COMPLETED; }))
+      << "state " << v1::TrialState_Name(TrialRow(task.trial_id()).state());
+  auto e = store_->GetExperiment(*created.id);
+  ASSERT_TRUE(e.ok() && e->has_value());
+  EXPECT_EQ((*e)->state(), v1::EXPERIMENT_STATE_COMPLETED);
+  EXPECT_EQ(completed_length(), 100);
+}
+
 }  // namespace
 }  // namespace sf::master
