@@ -14,6 +14,10 @@ namespace v1 = steadfast::v1;
 AllocationService::AllocationService(Store* store, rm::ResourceManager* default_manager,
                                      std::map<std::string, rm::ResourceManager*> external)
     : store_(store), default_(default_manager), external_(std::move(external)) {
+  if (store_ && store_->db()) {
+    journal_ = std::make_unique<PostgresRendezvousJournal>(store_->db());
+    rendezvous_.SetJournal(journal_.get());
+  }
   for (rm::ResourceManager* manager : Managers()) {
     manager->SetEventSink([this, manager](const rm::AllocationEvent& event) { OnEvent(*manager, event); });
   }

@@ -42,6 +42,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -111,7 +112,8 @@ class AllocationService {
                          const std::string& reason);
 
   // Where the ranks of allocations meet (TrialLink Rendezvous); the service opens and closes
-  // each allocation's entry.
+  // each allocation's entry, and keeps its rounds in the store's database so that a restarted
+  // master continues a gang's bootstrap (rendezvous_journal.h).
   RendezvousBoard& rendezvous() { return rendezvous_; }
 
   // ---- Queries
@@ -159,6 +161,7 @@ class AllocationService {
   rm::ResourceManager* default_;
   std::map<std::string, rm::ResourceManager*> external_;
   std::map<TaskKind, AllocationOwner> owners_;
+  std::unique_ptr<RendezvousJournal> journal_;  // the rounds in PostgreSQL, for a restart
   RendezvousBoard rendezvous_;
   mutable std::mutex mu_;
   std::map<std::string, Allocation> held_;
