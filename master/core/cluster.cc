@@ -220,6 +220,17 @@ void Cluster::ApplyOpsLocked(Experiment& e, std::vector<SearcherOp> ops) {
     SearcherOp op = ops[i];
     switch (op.kind) {
       case SearcherOp::Kind::kCreate: {
+        // A request whose trial exists already: a master died after creating its row and before
+        // storing the searcher's snapshot, and the searcher, restored without it, asks again (the
+        // same request id and hyperparameters). The trial it has is the one: created, not twice.
+        if (auto existing = e.trial_by_request.find(op.request_id); existing != e.trial_by_request.end()) {
+          log::Info("experiment", {{"event", "trial_recreated"}, {"id", std::to_string(e.id)},
+                                   {"request", std::to_string(op.request_id)},
+                                   {"trial", std::to_string(existing->second)}});
+          auto more = e.searcher->TrialCreated(op.request_id);
+          ops.insert(ops.end(), more.begin(), more.end());
+          break;
+        }
         auto id = store_->CreateTrial(e.id, op.request_id, op.hparams, "QUEUED");
         if (!id.ok()) {
           log::Error("experiment", {{"event", "create_trial_failed"}, {"error", id.status().message()}});

@@ -48,6 +48,7 @@ Status Cluster::Recover() {
     }
     auto trials = store_->TrialRows(row.id);
     if (!trials.ok()) return trials.status();
+    std::vector<int64_t> completed_requests;
     for (const TrialRow& tr : *trials) {
       Trial& t = trials_[tr.id];
       t.id = tr.id;
@@ -65,6 +66,7 @@ Status Cluster::Recover() {
       t.allocations = tr.allocations;
       t.closing = tr.closing;
       e.trial_by_request[tr.request_id] = tr.id;
+      if (t.state == v1::TRIAL_STATE_COMPLETED) completed_requests.push_back(tr.request_id);
       if (IsTerminal(t.state)) continue;
       if (e.unmanaged) {  // its script reports on; no agent runs it
         t.last_call = steady_clock::now();  // the timeout counts from the restart
@@ -100,6 +102,23 @@ Status Cluster::Recover() {
       } else if (t.state == v1::TRIAL_STATE_QUEUED && e.state == v1::EXPERIMENT_STATE_ACTIVE &&
                  t.target_length > t.completed_length) {
         SubmitLocked(t);
+      }
+    }
+    // A trial that completed after the searcher's last stored snapshot (the master died between
+    // the trial's row and the snapshot): the searcher, restored without its close, hears it
+    // again. Every search method ignores the close of a trial it has already closed, and a
+    // trial the close makes it create again is the one created before (ApplyOpsLocked).
+    if (!e.unmanaged) {
+      std::vector<SearcherOp> ops;
+      for (int64_t request : completed_requests) {
+        auto more = e.searcher->TrialClosed(request);
+        ops.insert(ops.end(), more.begin(), more.end());
+      }
+      if (!ops.empty()) {
+        log::Info("experiment", {{"event", "closes_replayed"}, {"id", std::to_string(e.id)},
+                                 {"ops", std::to_string(ops.size())}});
+        ApplyOpsLocked(e, std::move(ops));
+        SaveSearcherLocked(e);
       }
     }
     // Trials the searcher closed while we were down are marked by its snapshot; recompute.
