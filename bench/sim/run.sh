@@ -17,7 +17,8 @@
 #   setting the master uses (it defers only the flushes nobody waits for: master/db/database.h).
 #   KILL_MASTER_EVERY=S (env): chaos — every S seconds the master is killed (SIGKILL) and started
 #   again on the same database (`sf deploy local up`); master_kills counts them. The master's
-#   CPU, RSS and threads are then the last master's.
+#   CPU, RSS and threads are then the last master's. KILL_MASTER_FOR=T (env): only during the
+#   first T seconds, then the master is left up (does everything end once the chaos stops?).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
@@ -93,7 +94,8 @@ for scenario in "${scenarios[@]}"; do
   PACED_PID=$!
   CHAOS_PID=
   if [ -n "${KILL_MASTER_EVERY:-}" ]; then
-    ( while sleep "$KILL_MASTER_EVERY"; do
+    chaos_end=$(( $(date +%s) + ${KILL_MASTER_FOR:-1000000000} ))
+    ( while sleep "$KILL_MASTER_EVERY" && [ "$(date +%s)" -lt "$chaos_end" ]; do
         kill -9 "$(cat "$DIR/master.pid")" 2>/dev/null || true
         echo kill >> "$DIR/chaos.log"
         "$SF" deploy local up "${UP_FLAGS[@]}" >> "$DIR/chaos.log" 2>&1 || echo "restart failed" >> "$DIR/chaos.log"
@@ -141,6 +143,13 @@ for scenario in "${scenarios[@]}"; do
   echo "trials_by_state=$(psql "$PG" -tAc "SELECT string_agg(state || ':' || n, ' ' ORDER BY state) FROM (SELECT state, count(*) n FROM trials GROUP BY state) s")"
   echo "experiments_by_state=$(psql "$PG" -tAc "SELECT string_agg(state || ':' || n, ' ' ORDER BY state) FROM (SELECT state, count(*) n FROM experiments GROUP BY state) s")"
   echo "metric_rows_stored=$(psql "$PG" -tAc "SELECT count(*) FROM metrics")"
+  # Experiments that did not end, with their trials' states and what the searcher's snapshot
+  # says (a chaos run's leftovers, to tell a stuck searcher from a stuck trial).
+  echo "unfinished_experiments=$(psql "$PG" -tAc "SELECT string_agg(e.id || ':' || e.state || ':done=' ||
+      coalesce(s.snapshot->>'done', '?') || ':' || (SELECT string_agg(t.state || '/' || t.completed_length || '/' ||
+      t.target_length || (CASE WHEN t.closing THEN '/closing' ELSE '' END), ',') FROM trials t WHERE t.experiment_id = e.id
+      AND t.state <> 'COMPLETED'), ' ') FROM experiments e LEFT JOIN searcher_snapshots s ON s.experiment_id = e.id
+      WHERE e.state NOT IN ('COMPLETED', 'CANCELED', 'ERROR')")"
   echo "db_mb_per_1000_trials=$(awk -v a="$db0" -v b="$db1" -v t="$trials" 'BEGIN { if (t > 0) printf "%.1f", (b - a) / 1048576 / t * 1000; else print "n/a" }')"
   # The worst 5 s window of the list's latency while the simulation ran.
   awk '$1 == "latency_p99_ms:" { if ($2 + 0 > w) w = $2 + 0; n++ } END { printf "api_list_windows=%d\napi_list_worst_p99_ms=%.2f\n", n, w }' "$DIR/paced.log"
