@@ -103,11 +103,15 @@ struct Context::Link {
   v1::TrialIdentity who;
   std::string token;
 
+  // One call, retried while the master is unreachable (or restarting) for up to `retry_for`;
+  // `transient`, when given, is set when the last failure was one of those (the master away),
+  // not a refusal.
   template <typename Req, typename Resp, typename Method>
   Status Call(const char* what, Method method, Req req, Resp* resp,
-              std::chrono::seconds timeout = std::chrono::seconds(60)) {
+              std::chrono::seconds timeout = std::chrono::seconds(60),
+              std::chrono::seconds retry_for = std::chrono::minutes(5), bool* transient = nullptr) {
     *req.mutable_who() = who;
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+    auto deadline = std::chrono::steady_clock::now() + retry_for;
     int delay_ms = 200;
     while (true) {
       grpc::Status st = CallTrialLinkOnce(*stub, method, token, req, resp, timeout);
@@ -118,7 +122,8 @@ struct Context::Link {
                          st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
                          st.error_code() == grpc::StatusCode::CANCELLED ||
                          st.error_code() == grpc::StatusCode::ABORTED;
-      if (!retry || std::chrono::steady_clock::now() > deadline) {
+      if (transient) *transient = retry;
+      if (!retry || std::chrono::steady_clock::now() >= deadline) {
         return Unavailable(std::string(what) + ": " + st.error_message() + " (gRPC code " +
                            std::to_string(st.error_code()) + ")");
       }
@@ -318,12 +323,35 @@ Status CheckpointStore::Report(const v1::Checkpoint& checkpoint) {
 Result<Preempt::Action> Preempt::ShouldStop(int64_t steps) {
   // The answer is about the position the master knows: the metrics reported up to `steps` are
   // stored first, so a trial told to stop here has its rows in (and a preemption asked after
-  // the master saw step N stops by N + one report window, as before the reporter).
-  SF_RETURN_IF_ERROR(ctx_->train_.Flush());
+  // the master saw step N stops by N + one report window, as before the reporter). A master that
+  // does not answer within kStopCheckPatience is away (down, restarting, cut off): the trial
+  // trains on to the end of its operation, its reports queue in the reporter (bounded; they
+  // drain in order when the master is back), and a stop decided meanwhile is heard at the first
+  // check the master answers.
+  auto away = [&](const Status& why) -> Result<Action> {
+    if (!ctx_->master_away_) {
+      log::Warn("trial_link", {{"event", "master_away"}, {"steps", std::to_string(steps)},
+                               {"error", why.message()}, {"then", "training on; reports queue"}});
+    }
+    ctx_->master_away_ = true;
+    return Action::kContinue;
+  };
+  Status flushed = ctx_->train_.Flush(kStopCheckPatience);
+  if (flushed.code() == StatusCode::kUnavailable) return away(flushed);
+  SF_RETURN_IF_ERROR(flushed);
   v1::ShouldStopRequest req;
   req.set_batches(steps);
   v1::ShouldStopResponse resp;
-  SF_RETURN_IF_ERROR(ctx_->link_->Call("ShouldStop", &v1::TrialLink::Stub::ShouldStop, req, &resp));
+  bool transient = false;
+  Status asked = ctx_->link_->Call("ShouldStop", &v1::TrialLink::Stub::ShouldStop, req, &resp,
+                                   std::chrono::duration_cast<std::chrono::seconds>(kStopCheckPatience),
+                                   std::chrono::seconds(0), &transient);
+  if (!asked.ok() && transient) return away(asked);
+  SF_RETURN_IF_ERROR(asked);
+  if (ctx_->master_away_) {
+    log::Info("trial_link", {{"event", "master_back"}, {"steps", std::to_string(steps)}});
+    ctx_->master_away_ = false;
+  }
   switch (resp.action()) {
     case v1::ShouldStopResponse::ACTION_STOP_NOW: return Action::kStopNow;
     case v1::ShouldStopResponse::ACTION_CHECKPOINT_AND_STOP: return Action::kCheckpointAndStop;

@@ -172,8 +172,12 @@ class Preempt {
   enum class Action { kContinue, kCheckpointAndStop, kStopNow };
   // What the master wants now: go on, checkpoint and stop (pause, preemption), or stop now
   // (kill). `steps` is how far the trial has trained. Waits first until every metric reported
-  // before it is stored (Train::Flush), so the master decides on a position it has seen.
+  // before it is stored (Train::Flush), so the master decides on a position it has seen. When
+  // the master does not answer within kStopCheckPatience (it is down, restarting or cut off):
+  // kContinue — the trial trains on through the outage, its reports queue (MetricReporter:
+  // bounded, in order) and a stop decided meanwhile is returned by the first check it answers.
   Result<Action> ShouldStop(int64_t steps);
+  static constexpr std::chrono::seconds kStopCheckPatience{10};
 
  private:
   friend class Context;
@@ -246,6 +250,7 @@ class Context {
   Info info_;
   std::unique_ptr<Link> link_;
   std::unique_ptr<MetricReporter> reporter_;  // the chief's; null on other ranks
+  bool master_away_ = false;                 // the last stop check found the master away
   Searcher searcher_{this};
   Train train_{this};
   CheckpointStore checkpoint_{this};

@@ -1,10 +1,13 @@
 // sf::core::Context's metric reports against an in-process fake TrialLink server: reports are
 // queued and batched, carry the task's identity and token, reach the master before the searcher
 // metric and checkpoint that follow them, a group of the trial's own carries text and lists as
-// given, and a refusal surfaces from the next flushing call.
+// given, a refusal surfaces from the next flushing call, and through a master outage the trial
+// trains on (stop checks answer "continue", reports queue and drain in order once it is back, and
+// a stop decided meanwhile is heard at the next check).
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <future>
 #include <memory>
@@ -61,8 +64,10 @@ class FakeTrialLink final : public v1::TrialLink::Service {
                                 v1::ReportCheckpointResponse*) override {
     return Record(*ctx, req->who(), "checkpoint");
   }
+  std::atomic<int> stop_action{v1::ShouldStopResponse::ACTION_CONTINUE};
   grpc::Status ShouldStop(grpc::ServerContext* ctx, const v1::ShouldStopRequest* req,
-                          v1::ShouldStopResponse*) override {
+                          v1::ShouldStopResponse* resp) override {
+    resp->set_action(static_cast<v1::ShouldStopResponse::Action>(stop_action.load()));
     return Record(*ctx, req->who(), "should_stop:" + std::to_string(req->batches()));
   }
 
@@ -110,10 +115,12 @@ class FakeTrialLink final : public v1::TrialLink::Service {
 
 class ContextMetrics : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { Serve("127.0.0.1:0"); }
+  // Starts the fake master on `address` (port 0: any free one); address_ names where it listens.
+  void Serve(const std::string& address) {
     grpc::ServerBuilder builder;
     int port = 0;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
     builder.RegisterService(&service_);
     server_ = builder.BuildAndStart();
     ASSERT_TRUE(server_);
@@ -267,6 +274,39 @@ TEST_F(ContextMetrics, TransientErrorsAreRetriedAndTheDestructorDeliversWhatIsQu
   for (int i = 1; i <= 20; ++i) ASSERT_TRUE(ctx->train().ReportTraining(i, {{"loss", 1.0}}).ok());
   ctx.reset();
   EXPECT_EQ(service_.events(), TrainingEvents(1, 20));
+}
+
+TEST_F(ContextMetrics, TheTrialTrainsOnThroughAMasterOutageAndItsReportsDrainInOrderAfterIt) {
+  auto ctx = Connect();
+  ASSERT_TRUE(ctx);
+  for (int i = 1; i <= 5; ++i) ASSERT_TRUE(ctx->train().ReportTraining(i, {{"loss", 1.0}}).ok());
+  auto action = ctx->preempt().ShouldStop(5);
+  ASSERT_TRUE(action.ok()) << action.status().ToString();
+  EXPECT_EQ(*action, Preempt::Action::kContinue);
+
+  server_->Shutdown();  // the master dies
+  server_->Wait();
+  for (int i = 6; i <= 10; ++i) ASSERT_TRUE(ctx->train().ReportTraining(i, {{"loss", 1.0}}).ok());
+  const auto asked = std::chrono::steady_clock::now();
+  action = ctx->preempt().ShouldStop(10);
+  const auto waited = std::chrono::steady_clock::now() - asked;
+  ASSERT_TRUE(action.ok()) << action.status().ToString();
+  EXPECT_EQ(*action, Preempt::Action::kContinue) << "the trial trains on while the master is away";
+  EXPECT_LT(waited, Preempt::kStopCheckPatience * 2 + std::chrono::seconds(5));
+  for (int i = 11; i <= 15; ++i) ASSERT_TRUE(ctx->train().ReportTraining(i, {{"loss", 1.0}}).ok());
+
+  // The master comes back on its address, having decided meanwhile that the trial stops.
+  service_.stop_action = v1::ShouldStopResponse::ACTION_CHECKPOINT_AND_STOP;
+  const std::string port = address_.substr(address_.rfind(':') + 1);
+  Serve("127.0.0.1:" + port);
+  action = ctx->preempt().ShouldStop(15);
+  ASSERT_TRUE(action.ok()) << action.status().ToString();
+  EXPECT_EQ(*action, Preempt::Action::kCheckpointAndStop) << "the stop is heard once the master answers";
+  std::vector<std::string> expected = TrainingEvents(1, 5);
+  expected.push_back("should_stop:5");
+  for (const std::string& e : TrainingEvents(6, 15)) expected.push_back(e);
+  expected.push_back("should_stop:15");
+  EXPECT_EQ(service_.events(), expected) << "every row once, in order; the outage's check never arrived";
 }
 
 TEST_F(ContextMetrics, OtherRanksReportNothing) {
