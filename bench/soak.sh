@@ -7,6 +7,8 @@
 #   bench/soak.sh [MINUTES]        BUILD=build (env) names the build directory;
 #                                  SF_CHAOS_SEED=N replays a schedule;
 #                                  SF_SOAK_SAMPLE_SECONDS=S samples every S s (default 30).
+# Every sample also goes to $BUILD/soak-series.csv, drawn as $BUILD/soak-series.svg at the end
+# (bench/soak_plot.py; the plots in docs/performance.md).
 # The run uses a snapshot of the build (hard links under $BUILD/soak-snapshot, taken at the start;
 # the linker replaces a program rather than rewriting it), so rebuilding during a two-hour soak
 # does not change the programs its faults restart.
@@ -22,4 +24,10 @@ for d in "$BUILD"/*; do
   [ "$(basename "$d")" = soak-snapshot ] || cp -al "$d" "$snap/"
 done
 echo "soak on $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, ${1:-120} minutes, programs from $snap"
-SF_BINARY_DIR="$snap" SF_SOAK_MINUTES="${1:-120}" exec "$snap/tests/e2e/e2e_soak_test" --gtest_color=no
+series="$(cd "$BUILD" && pwd)/soak-series.csv"
+status=0
+SF_BINARY_DIR="$snap" SF_SOAK_MINUTES="${1:-120}" SF_SOAK_SERIES_FILE="$series" \
+  "$snap/tests/e2e/e2e_soak_test" --gtest_color=no || status=$?
+python3 bench/soak_plot.py "$series" "${series%.csv}.svg" --title "soak, ${1:-120} minutes, $(nproc) cores" &&
+  echo "series: $series, drawn in ${series%.csv}.svg"
+exit "$status"

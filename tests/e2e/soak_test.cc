@@ -10,8 +10,9 @@
 // down, and, for runs of 30 minutes or more, no growth: each figure's second half no higher than
 // its first half allows (memory: median +20% + 16 MB; threads +8; open files +16; a table's rows
 // +30% + 100, except audit_log, the history of every action, which keeps growing by design).
-// The figures are printed either way. Skipped unless SF_SOAK_MINUTES is set. SF_CHAOS_SEED
-// replays a schedule.
+// The figures are printed either way; with SF_SOAK_SERIES_FILE every sample is also written there
+// as CSV (`seconds,series,value`; bench/soak.sh sets it and bench/soak_plot.py draws it).
+// Skipped unless SF_SOAK_MINUTES is set. SF_CHAOS_SEED replays a schedule.
 #include <unistd.h>
 
 #include <algorithm>
@@ -63,12 +64,17 @@ ProcessFigures Figures(pid_t pid) {
 // Every series sampled, by name ("master rss_mb", "agent0 threads", "table metrics").
 using Series = std::map<std::string, std::vector<double>>;
 
-void Sample(Cluster& cluster, Series& series) {
+// One sample of every series at `seconds` into the run; also written to `csv` when it is open.
+void Sample(Cluster& cluster, Series& series, double seconds, std::ofstream& csv) {
+  auto put = [&](const std::string& name, double value) {
+    series[name].push_back(value);
+    if (csv.is_open()) csv << seconds << ',' << name << ',' << value << '\n' << std::flush;
+  };
   auto add = [&](const std::string& who, const ProcessFigures& f) {
     if (f.rss_mb < 0) return;  // restarting just now: not a sample
-    series[who + " rss_mb"].push_back(f.rss_mb);
-    series[who + " threads"].push_back(f.threads);
-    if (f.fds >= 0) series[who + " fds"].push_back(f.fds);
+    put(who + " rss_mb", f.rss_mb);
+    put(who + " threads", f.threads);
+    if (f.fds >= 0) put(who + " fds", f.fds);
   };
   add("master", Figures(cluster.master_pid()));
   const std::vector<pid_t> agents = cluster.agent_pids();
@@ -78,8 +84,7 @@ void Sample(Cluster& cluster, Series& series) {
     pqxx::work tx(conn);
     for (const auto& row : tx.exec("SELECT relname FROM pg_stat_user_tables ORDER BY relname")) {
       const std::string table = row[0].as<std::string>();
-      series["table " + table].push_back(
-          tx.exec1("SELECT count(*) FROM " + tx.quote_name(table))[0].as<double>());
+      put("table " + table, tx.exec1("SELECT count(*) FROM " + tx.quote_name(table))[0].as<double>());
     }
   } catch (const std::exception&) {
     // PostgreSQL restarting (a fault): this sample has no tables
@@ -113,6 +118,12 @@ TEST(Soak, ShortExperimentsUnderChaosLoseNothingLeaveNothingAndGrowNothing) {
   std::vector<pid_t> agent_pids;
   std::vector<std::string> trainer_env;
   Series series;
+  std::ofstream csv;
+  if (const char* path = std::getenv("SF_SOAK_SERIES_FILE"); path && *path) {
+    csv.open(path);
+    EXPECT_TRUE(csv.is_open()) << "SF_SOAK_SERIES_FILE " << path << " cannot be written";
+    csv << "seconds,series,value\n";
+  }
   int submitted = 0, checked = 0, injected = 0;
   {
     Cluster cluster(2, 2, layout);
@@ -162,7 +173,7 @@ TEST(Soak, ShortExperimentsUnderChaosLoseNothingLeaveNothingAndGrowNothing) {
         next_fault = Clock::now() + faults.UniformMs(30000, 90000);
       }
       if (now >= next_sample) {
-        Sample(cluster, series);
+        Sample(cluster, series, elapsed(), csv);
         next_sample = now + sample_every;
       }
       settle();
@@ -172,7 +183,7 @@ TEST(Soak, ShortExperimentsUnderChaosLoseNothingLeaveNothingAndGrowNothing) {
                 elapsed(), running.size());
     EXPECT_TRUE(cluster.WaitFor(settle, std::chrono::seconds(900)))
         << running.size() << " experiments unfinished";
-    Sample(cluster, series);
+    Sample(cluster, series, elapsed(), csv);
     std::printf("[soak] %7.1fs %d experiments submitted, %d checked and deleted, %d faults\n",
                 elapsed(), submitted, checked, injected);
     EXPECT_TRUE(
