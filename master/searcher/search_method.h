@@ -23,7 +23,9 @@
 //                            the user, invalid hyperparameters); the method sends nothing more for
 //                            it, and the master need not call TrialClosed for it.
 //   kShutdown             -> the search is over; every trial has been closed or has exited.
-// Events for unknown request ids, or out of order, are ignored (they return no operations).
+// Events for unknown request ids, or out of order, are ignored (they return no operations); so
+// is a TrialClosed for a trial already closed or gone (a restarted master replays the closes of
+// completed trials the last stored snapshot may not have seen: master/core/cluster_recovery.cc).
 //
 // Not thread-safe: the experiment actor owns its method and calls it from one thread.
 #pragma once
