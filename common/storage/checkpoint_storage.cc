@@ -87,6 +87,27 @@ Status Finish(const std::string& partial, const std::string& local_dir) {
 
 // ---- shared_fs
 
+
+// Removes `path` and everything under it. Another remover may take entries from under this walk
+// (retention deleting a checkpoint while its experiment's directory is deleted): an entry that
+// is gone when it is reached is not a failure, unlike std::filesystem::remove_all's.
+std::error_code RemoveTree(const fs::path& path) {
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(path, ec);
+  if (ec) return ec == std::errc::no_such_file_or_directory ? std::error_code() : ec;
+  if (fs::is_directory(st)) {
+    fs::directory_iterator it(path, ec);
+    if (ec && ec != std::errc::no_such_file_or_directory) return ec;
+    for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+      if (std::error_code inner = RemoveTree(it->path())) return inner;
+    }
+    if (ec && ec != std::errc::no_such_file_or_directory) return ec;
+  }
+  ec.clear();
+  fs::remove(path, ec);
+  return ec == std::errc::no_such_file_or_directory ? std::error_code() : ec;
+}
+
 class SharedFsStorage final : public CheckpointStorage {
  public:
   explicit SharedFsStorage(std::string root) : root_(std::move(root)) {}
@@ -120,8 +141,7 @@ class SharedFsStorage final : public CheckpointStorage {
     return files;
   }
   Status Remove(const std::string& path) const override {
-    std::error_code ec;
-    fs::remove_all(path, ec);
+    std::error_code ec = RemoveTree(path);
     if (ec) return Internal("cannot remove " + path + ": " + ec.message());
     return Status::Ok();
   }

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include "common/env.h"
 #include "common/storage/s3_client.h"
@@ -196,6 +197,28 @@ TEST(CheckpointStorageSharedFs, FetchCopiesAndVerifiesAndRemoveDeletes) {
             StatusCode::kNotFound);
   ASSERT_TRUE((*store)->Remove(ck.string()).ok());
   EXPECT_FALSE(fs::exists(ck));
+  fs::remove_all(tmp);
+}
+
+// Found by the two-hour soak: retention removing a checkpoint while its experiment's directory
+// was being deleted made the experiment's deletion fail ("No such file or directory": an entry
+// taken from under the walk). Two removers on one tree now both succeed.
+TEST(CheckpointStorageSharedFs, TwoRemoversOfOneTreeBothSucceed) {
+  const fs::path tmp = fs::path(::testing::TempDir()) / ("ckstore-race-" + std::to_string(getpid()));
+  auto store = CheckpointStorage::Open(std::nullopt, tmp.string());
+  ASSERT_TRUE(store.ok());
+  for (int round = 0; round < 20; ++round) {
+    fs::remove_all(tmp);
+    const fs::path root = tmp / "experiment-1";
+    for (int t = 0; t < 40; ++t) MakeCheckpoint(root / ("trial-" + std::to_string(t)) / "u");
+    Status whole, parts;
+    std::thread experiment([&] { whole = (*store)->RemoveAll(root.string()); });
+    for (int t = 0; t < 40 && parts.ok(); ++t) parts = (*store)->Remove((root / ("trial-" + std::to_string(t))).string());
+    experiment.join();
+    EXPECT_TRUE(whole.ok()) << "round " << round << ": " << whole.message();
+    EXPECT_TRUE(parts.ok()) << "round " << round << ": " << parts.message();
+    EXPECT_FALSE(fs::exists(root));
+  }
   fs::remove_all(tmp);
 }
 
