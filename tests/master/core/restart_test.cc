@@ -3,6 +3,7 @@
 // for the trials whose ranks outlive it.
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 
 #include "tests/master/core/coordinator_test.h"
@@ -16,10 +17,61 @@ class CoordinatorRestartTest : public testing::CoordinatorTest {
   // A master restart: the coordinator and the agents' manager stop and start again on the same
   // database; the agent comes back reporting `running`.
   void Restart(const std::vector<v1::StartTask>& running) {
+    Die();
+    StartCluster(/*slots=*/1, {}, {}, running);
+  }
+  // Runs `statement` on the test's database (a failure fails the test).
+  void Sql(const std::string& statement) {
+    EXPECT_TRUE(db_->Transact("test", [&](pqxx::work& tx) {
+                     tx.exec(statement);
+                     return Status::Ok();
+                   }).ok())
+        << statement;
+  }
+  // The one number `query` selects (-1 when it cannot be read).
+  int64_t Number(const std::string& query) {
+    int64_t n = -1;
+    EXPECT_TRUE(db_->Transact("read", [&](pqxx::work& tx) {
+                     n = tx.exec1(query)[0].as<int64_t>();
+                     return Status::Ok();
+                   }).ok())
+        << query;
+    return n;
+  }
+  // From now on every write of a searcher snapshot fails, as if the master died just before it
+  // committed; AllowSnapshots() ends that.
+  void RefuseSnapshots() {
+    Sql("CREATE FUNCTION died_here() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$ BEGIN RAISE EXCEPTION 'the master died before this commit'; END $$");
+    Sql("CREATE TRIGGER died_here BEFORE INSERT OR UPDATE ON searcher_snapshots "
+        "FOR EACH ROW EXECUTE FUNCTION died_here()");
+  }
+  void AllowSnapshots() { Sql("DROP TRIGGER died_here ON searcher_snapshots"); }
+  // The master dies: the coordinator and the agents' manager go without a word more.
+  void Die() {
     cluster_->Stop();
     cluster_.reset();
     agents_.reset();
-    StartCluster(/*slots=*/1, {}, {}, running);
+  }
+  // Creates the experiment of `config` and returns its first started task once its trial runs.
+  v1::StartTask FirstRunningTask(const std::string& config, int64_t* experiment) {
+    auto created = cluster_->CreateExperiment(config, true, false, "test");
+    EXPECT_TRUE(created.id.has_value());
+    *experiment = created.id.value_or(0);
+    EXPECT_TRUE(WaitFor([&] { return !agent_->Starts().empty(); }));
+    if (agent_->Starts().empty()) return {};
+    const v1::StartTask task = agent_->Starts()[0];
+    EXPECT_TRUE(WaitFor([&] { return TrialRow(task.trial_id()).state() == v1::TRIAL_STATE_RUNNING; }));
+    return task;
+  }
+  // The trainer of `task` says its 100-batch operation is done, with metric 0.5.
+  static v1::CompleteOperationRequest Completion(const v1::StartTask& task) {
+    v1::CompleteOperationRequest done;
+    *done.mutable_who() = Who(task);
+    done.mutable_op()->set_target_length(100);
+    done.mutable_op()->set_unit("batches");
+    done.set_searcher_metric(0.5);
+    return done;
   }
 };
 
@@ -60,55 +112,30 @@ TEST_F(CoordinatorRestartTest, ATrialTheSearcherClosedCompletesWhenItsRankExitsA
 // refused here as the death between the two.
 TEST_F(CoordinatorRestartTest, ACompletionTheSearcherNeverStoredIsHeardWhenTheTrainerRetriesAfterTheRestart) {
   StartCluster(/*slots=*/1);
-  auto created = cluster_->CreateExperiment(
+  int64_t experiment = 0;
+  const v1::StartTask task = FirstRunningTask(
       "name: died\ndata: {train: {src: /data/train.de, tgt: /data/train.en}}\n"
       "searcher: {name: single, metric: validation_loss, max_length: {batches: 100}}\n",
-      true, false, "test");
-  ASSERT_TRUE(created.id.has_value());
-  ASSERT_TRUE(WaitFor([&] { return !agent_->Starts().empty(); }));
-  const v1::StartTask task = agent_->Starts()[0];
-  ASSERT_TRUE(WaitFor([&] { return TrialRow(task.trial_id()).state() == v1::TRIAL_STATE_RUNNING; }));
-  auto sql = [&](const std::string& statement) {
-    ASSERT_TRUE(db_->Transact("test", [&](pqxx::work& tx) {
-                     tx.exec(statement);
-                     return Status::Ok();
-                   }).ok())
-        << statement;
-  };
-  auto completed_length = [&] {
-    int64_t n = -1;
-    EXPECT_TRUE(db_->Transact("read", [&](pqxx::work& tx) {
-                     n = tx.exec_params1("SELECT completed_length FROM trials WHERE id = $1", task.trial_id())[0]
-                             .as<int64_t>();
-                     return Status::Ok();
-                   }).ok());
-    return n;
-  };
-  sql("CREATE FUNCTION died_here() RETURNS trigger LANGUAGE plpgsql AS "
-      "$$ BEGIN RAISE EXCEPTION 'the master died before this commit'; END $$");
-  sql("CREATE TRIGGER died_here BEFORE INSERT OR UPDATE ON searcher_snapshots "
-      "FOR EACH ROW EXECUTE FUNCTION died_here()");
-  v1::CompleteOperationRequest done;
-  *done.mutable_who() = Who(task);
-  done.mutable_op()->set_target_length(100);
-  done.mutable_op()->set_unit("batches");
-  done.set_searcher_metric(0.5);
+      &experiment);
+  if (HasFailure()) return;
+  const std::string completed_length =
+      "SELECT completed_length FROM trials WHERE id = " + std::to_string(task.trial_id());
+  RefuseSnapshots();
+  const v1::CompleteOperationRequest done = Completion(task);
   ASSERT_TRUE(cluster_->CompleteOperation(done).ok());
-  cluster_->Stop();  // its last snapshot fails too: nothing past the refused commit is stored
-  cluster_.reset();
-  agents_.reset();
-  sql("DROP TRIGGER died_here ON searcher_snapshots");
-  EXPECT_EQ(completed_length(), 0) << "the completion is stored with the searcher's state, or not at all";
+  Die();  // its last snapshot fails too: nothing past the refused commit is stored
+  AllowSnapshots();
+  EXPECT_EQ(Number(completed_length), 0) << "the completion is stored with the searcher's state, or not at all";
 
   StartCluster(/*slots=*/1, {}, {}, {task});
   ASSERT_TRUE(cluster_->CompleteOperation(done).ok());  // the trainer's retry
   Exited(task, 0);
   ASSERT_TRUE(WaitFor([&] { return TrialRow(task.trial_id()).state() == v1::TRIAL_STATE_COMPLETED; }))
       << "state " << v1::TrialState_Name(TrialRow(task.trial_id()).state());
-  auto e = store_->GetExperiment(*created.id);
+  auto e = store_->GetExperiment(experiment);
   ASSERT_TRUE(e.ok() && e->has_value());
   EXPECT_EQ((*e)->state(), v1::EXPERIMENT_STATE_COMPLETED);
-  EXPECT_EQ(completed_length(), 100);
+  EXPECT_EQ(Number(completed_length), 100);
 }
 
 // Found the same way: a trial's close made the searcher create the next trial, the master died
@@ -118,70 +145,40 @@ TEST_F(CoordinatorRestartTest, ACompletionTheSearcherNeverStoredIsHeardWhenTheTr
 // they create again is the trial created before, not a second row.
 TEST_F(CoordinatorRestartTest, ACloseTheSearcherNeverStoredIsReplayedAndTheTrialItCreatedIsTheOneItGets) {
   StartCluster(/*slots=*/1);
-  auto created = cluster_->CreateExperiment(
+  int64_t experiment = 0;
+  const v1::StartTask first = FirstRunningTask(
       "name: next\ndata: {train: {src: /data/train.de, tgt: /data/train.en}}\n"
       "hyperparameters: {dropout: {type: double, minval: 0.0, maxval: 0.3}}\n"
       "searcher: {name: random, metric: validation_loss, max_length: {batches: 100}, max_trials: 2,"
       " max_concurrent_trials: 1, seed: 7}\n",
-      true, false, "test");
-  ASSERT_TRUE(created.id.has_value());
-  ASSERT_TRUE(WaitFor([&] { return !agent_->Starts().empty(); }));
-  const v1::StartTask first = agent_->Starts()[0];
-  ASSERT_TRUE(WaitFor([&] { return TrialRow(first.trial_id()).state() == v1::TRIAL_STATE_RUNNING; }));
-  auto sql = [&](const std::string& statement) {
-    ASSERT_TRUE(db_->Transact("test", [&](pqxx::work& tx) {
-                     tx.exec(statement);
-                     return Status::Ok();
-                   }).ok())
-        << statement;
-  };
-  auto trials = [&] {
-    int n = -1;
-    EXPECT_TRUE(db_->Transact("read", [&](pqxx::work& tx) {
-                     n = tx.exec_params1("SELECT count(*) FROM trials WHERE experiment_id = $1", *created.id)[0].as<int>();
-                     return Status::Ok();
-                   }).ok());
-    return n;
-  };
-  auto complete = [&](const v1::StartTask& task) {
-    v1::CompleteOperationRequest done;
-    *done.mutable_who() = Who(task);
-    done.mutable_op()->set_target_length(100);
-    done.mutable_op()->set_unit("batches");
-    done.set_searcher_metric(0.5);
-    ASSERT_TRUE(cluster_->CompleteOperation(done).ok());
-  };
-  complete(first);  // stored: the searcher closes the trial when its rank exits
-  sql("CREATE FUNCTION died_here() RETURNS trigger LANGUAGE plpgsql AS "
-      "$$ BEGIN RAISE EXCEPTION 'the master died before this commit'; END $$");
-  sql("CREATE TRIGGER died_here BEFORE INSERT OR UPDATE ON searcher_snapshots "
-      "FOR EACH ROW EXECUTE FUNCTION died_here()");
+      &experiment);
+  if (HasFailure()) return;
+  const std::string trials = "SELECT count(*) FROM trials WHERE experiment_id = " + std::to_string(experiment);
+  // Stored: the searcher closes the trial when its rank exits.
+  ASSERT_TRUE(cluster_->CompleteOperation(Completion(first)).ok());
+  RefuseSnapshots();
   Exited(first, 0);  // closed, the next trial created; the snapshot never stored
-  ASSERT_TRUE(WaitFor([&] { return trials() == 2; })) << "the next trial's row";
-  cluster_->Stop();
-  cluster_.reset();
-  agents_.reset();
-  sql("DROP TRIGGER died_here ON searcher_snapshots");
+  ASSERT_TRUE(WaitFor([&] { return Number(trials) == 2; })) << "the next trial's row";
+  Die();
+  AllowSnapshots();
 
   StartCluster(/*slots=*/1);
-  ASSERT_TRUE(WaitFor([&] {
+  auto second_start = [&]() -> std::optional<v1::StartTask> {
     for (const v1::StartTask& s : agent_->Starts()) {
-      if (s.trial_id() != first.trial_id()) return true;
+      if (s.trial_id() != first.trial_id()) return s;
     }
-    return false;
-  })) << "the second trial never started";
-  v1::StartTask second;
-  for (const v1::StartTask& s : agent_->Starts()) {
-    if (s.trial_id() != first.trial_id()) second = s;
-  }
+    return std::nullopt;
+  };
+  ASSERT_TRUE(WaitFor([&] { return second_start().has_value(); })) << "the second trial never started";
+  const v1::StartTask second = *second_start();
   ASSERT_TRUE(WaitFor([&] { return TrialRow(second.trial_id()).state() == v1::TRIAL_STATE_RUNNING; }));
-  complete(second);
+  ASSERT_TRUE(cluster_->CompleteOperation(Completion(second)).ok());
   Exited(second, 0);
   ASSERT_TRUE(WaitFor([&] {
-    auto e = store_->GetExperiment(*created.id);
+    auto e = store_->GetExperiment(experiment);
     return e.ok() && e->has_value() && (*e)->state() == v1::EXPERIMENT_STATE_COMPLETED;
   })) << "the experiment never ended";
-  EXPECT_EQ(trials(), 2) << "no third row";
+  EXPECT_EQ(Number(trials), 2) << "no third row";
 }
 
 }  // namespace
