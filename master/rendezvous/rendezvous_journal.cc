@@ -26,10 +26,8 @@ Result<RendezvousJournal::Rounds> PostgresRendezvousJournal::Load(
     rounds.clear();
     // Rounds in the order of their first payload; ranks within a round in any order.
     pqxx::result r = tx.exec_params(
-        "SELECT round, rank, payload FROM rendezvous_payloads p WHERE allocation_id = $1 "
-        "ORDER BY (SELECT min(seq) FROM rendezvous_payloads q WHERE q.allocation_id = "
-        "p.allocation_id "
-        "AND q.round = p.round), round, rank",
+        "SELECT round, rank, payload FROM rendezvous_payloads WHERE allocation_id = $1 "
+        "ORDER BY min(seq) OVER (PARTITION BY round), round, rank",
         allocation_id);
     for (const auto& row : r) {
       const std::string round = row[0].as<std::string>();
