@@ -127,16 +127,17 @@ TEST_F(CheckpointsOnS3,
   for (const Row& r : rows) EXPECT_EQ(r.path, root + r.uuid);
   EXPECT_FALSE(fs::exists(c.checkpoint_root() + "/experiment-" + std::to_string(id)));
   // Retention keeps only the newest (the paused trial resumes from it); the others' objects go.
-  // The pass after the last checkpoint settles a second and may queue behind earlier ones: wait
-  // for every older one to be marked, then check their objects.
+  // The pass after the last checkpoint settles a second and may queue behind earlier ones, and
+  // retention commits a mark before it removes the objects (its documented order): wait for every
+  // older one to be marked and for its objects to go.
   ASSERT_TRUE(c.WaitFor(
       [&] {
         rows = Checkpoints(c, id);
         if (rows.size() < 3 || rows.back().state != "ACTIVE") return false;
         for (size_t i = 0; i + 1 < rows.size(); ++i) {
-          if (rows[i].state != "DELETED") return false;
+          if (rows[i].state != "DELETED" || Objects(rows[i].path) != 0) return false;
         }
-        return Objects(rows[rows.size() - 2].path) == 0;
+        return true;
       },
       120s))
       << "retention did not leave only the newest checkpoint";
