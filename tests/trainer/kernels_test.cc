@@ -17,6 +17,7 @@
 #include "trainer/core/tensor.h"
 #include "trainer/kernels/cpu/attention_kernels.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
+#include "trainer/kernels/cpu/gemm_avx512_bf16.h"
 #include "trainer/kernels/cpu/gemm_onednn.h"
 #include "trainer/kernels/cpu/hot_kernels.h"
 #include "trainer/kernels/cpu/reference.h"
@@ -233,7 +234,11 @@ struct GemmCase {
 TEST_P(KernelTest, GemmMatchesReferenceForAllLayouts) {
   const GemmCase cases[] = {{1, 7, 5, 3, false, false, 1, 0},  {1, 33, 17, 65, false, true, 1, 0},
                             {1, 19, 31, 9, true, false, 1, 1}, {3, 5, 7, 11, true, true, 0.5f, 1},
-                            {4, 32, 32, 16, false, true, 0.125f, 0}, {2, 9, 64, 13, true, false, 1, 0}};
+                            {4, 32, 32, 16, false, true, 0.125f, 0}, {2, 9, 64, 13, true, false, 1, 0},
+                            // The weight gradients' form (dW (+)= dy^T x): on AVX512_BF16 hosts
+                            // without AMX the bf16 case runs the packed vdpbf16ps kernel; odd k,
+                            // partial register tiles and more than one block of tokens.
+                            {1, 45, 77, 515, true, false, 1, 1}, {1, 57, 100, 1025, true, false, 1, 0}};
   for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
     for (const GemmCase& g : cases) {
       // Stored shapes: A is m x k (or k x m when transposed), B is k x n (or n x k).
@@ -263,6 +268,57 @@ TEST_P(KernelTest, GemmMatchesReferenceForAllLayouts) {
       EXPECT_LT(RelErr(st().Get(dc, c.size()), cref), 2e-6)
           << DTypeName(dt) << " m=" << g.m << " n=" << g.n << " k=" << g.k << " ta=" << g.ta
           << " tb=" << g.tb;
+    }
+  }
+}
+
+// The packed weight-gradient kernel itself (gemm_avx512_bf16.h), on odd shapes with row strides
+// wider than the matrices: C = beta*C + A^T B equals the products of the same bf16 values summed
+// in double, columns beyond n are untouched, and the result is bit-identical for one thread and
+// for the whole team (the order of the sums depends on k only).
+TEST(CpuGemmTn, PackedBf16KernelEqualsTheExactProductsForAnyThreadCount) {
+  if (!cpu::HasAvx512Bf16()) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
+  struct Shape {
+    int64_t m, n, k;
+  };
+  for (const Shape sh : {Shape{19, 31, 9}, Shape{45, 77, 515}, Shape{1, 1, 1}, Shape{100, 3, 2049},
+                         Shape{14, 32, 2}, Shape{57, 513, 1025}, Shape{600, 40, 64}}) {
+    for (const float beta : {0.0f, 1.0f}) {
+      const int64_t lda = sh.m + 3, ldb = sh.n + 5, ldc = sh.n + 1;
+      std::vector<float> af = Random(static_cast<size_t>(sh.k * lda), 7),
+                         bf = Random(static_cast<size_t>(sh.k * ldb), 8),
+                         c0 = Random(static_cast<size_t>(sh.m * ldc), 9);
+      std::vector<uint16_t> a(af.size()), b(bf.size());
+      for (size_t i = 0; i < a.size(); ++i) a[i] = FloatToBf16(af[i]);
+      for (size_t i = 0; i < b.size(); ++i) b[i] = FloatToBf16(bf[i]);
+      std::vector<float> c = c0, c1 = c0;
+      cpu_internal::avx512bf16::GemmTn(sh.m, sh.n, sh.k, a.data(), lda, b.data(), ldb, c.data(), ldc,
+                                       beta);
+      const int team = omp_get_max_threads();
+      omp_set_num_threads(1);
+      cpu_internal::avx512bf16::GemmTn(sh.m, sh.n, sh.k, a.data(), lda, b.data(), ldb, c1.data(),
+                                       ldc, beta);
+      omp_set_num_threads(team);
+      const std::string what = "m=" + std::to_string(sh.m) + " n=" + std::to_string(sh.n) +
+                               " k=" + std::to_string(sh.k) + " beta=" + std::to_string(beta);
+      EXPECT_EQ(c, c1) << what << ": one thread and " << team << " differ";
+      double worst = 0;
+      for (int64_t i = 0; i < sh.m; ++i) {
+        for (int64_t j = 0; j < ldc; ++j) {
+          const size_t at = static_cast<size_t>(i * ldc + j);
+          if (j >= sh.n) {
+            ASSERT_EQ(c[at], c0[at]) << what << ": wrote past n at " << i << "," << j;
+            continue;
+          }
+          double want = beta * c0[at];
+          for (int64_t p = 0; p < sh.k; ++p)
+            want += static_cast<double>(Bf16ToFloat(a[static_cast<size_t>(p * lda + i)])) *
+                    Bf16ToFloat(b[static_cast<size_t>(p * ldb + j)]);
+          // fp32 sums of exact products: error grows with k, bounded well below 1e-6 * k * |terms|.
+          worst = std::max(worst, std::fabs(c[at] - want) / (1.0 + std::fabs(want)));
+        }
+      }
+      EXPECT_LT(worst, 1e-6 * static_cast<double>(sh.k) + 1e-6) << what;
     }
   }
 }

@@ -4,14 +4,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <string>
 
 #include "trainer/core/cpu_features.h"
 #include "trainer/kernels/cpu/attention_kernels.h"
 #include "trainer/kernels/cpu/conv_onednn.h"
 #include "trainer/kernels/cpu/cpu_parallel.h"
 #include "trainer/kernels/cpu/ctc_host.h"
+#include "trainer/kernels/cpu/gemm_avx512_bf16.h"
 #include "trainer/kernels/cpu/gemm_onednn.h"
 #include "trainer/kernels/cpu/hot_kernels.h"
 #include "trainer/kernels/cpu/vector_math.h"
@@ -42,9 +45,30 @@ CpuBackend::~CpuBackend() = default;
 int64_t CpuBackend::gemm_primitives_created() const { return gemm_->primitives_created(); }
 int64_t CpuBackend::gemm_packed_copies() const { return gemm_->packed_copies(); }
 
+namespace {
+// The weight gradients' form, dW (+)= dy^T x in bf16 with the tokens as rows of both operands,
+// runs on the packed vdpbf16ps kernel (gemm_avx512_bf16.h) where the CPU has AVX512_BF16 and no
+// AMX tiles (oneDNN's AMX kernels are faster there). SF_GEMM_TN=onednn keeps oneDNN, for A/B
+// measurements.
+bool UseOwnTnGemm() {
+  static const bool use = [] {
+    const char* v = std::getenv("SF_GEMM_TN");
+    if (v && std::string(v) == "onednn") return false;
+    return cpu::HasAvx512Bf16() && !(cpu::HasAmxBf16() && cpu::EnableAmx());
+  }();
+  return use;
+}
+}  // namespace
+
 void CpuBackend::Gemm(int64_t batch, int64_t m, int64_t n, int64_t k, const GemmOperand& a,
                       const GemmOperand& b, float* c, int64_t ldc, int64_t stride_c, float alpha,
                       float beta) {
+  if (batch == 1 && a.dtype == DType::kBF16 && b.dtype == DType::kBF16 && a.transposed &&
+      !b.transposed && alpha == 1.0f && (beta == 0.0f || beta == 1.0f) && UseOwnTnGemm()) {
+    cpu_internal::avx512bf16::GemmTn(m, n, k, static_cast<const uint16_t*>(a.data), a.ld,
+                                     static_cast<const uint16_t*>(b.data), b.ld, c, ldc, beta);
+    return;
+  }
   gemm_->Run(batch, m, n, k, a, b, c, ldc, stride_c, alpha, beta);
 }
 
