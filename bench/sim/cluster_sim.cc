@@ -313,9 +313,21 @@ int main(int argc, char** argv) {
   sampler.join();
   metering = false;
   meter.join();
+  // The agents' last events (their tasks' exits) may still wait in their outboxes when the
+  // master lags behind a saturated machine: leaving now would leave those trials RUNNING in the
+  // master's books. Wait (up to a minute) until every outbox is acknowledged.
+  const auto drain_start = Clock::now();
+  int undrained = 0;
   if (still_running == 0) {
+    while (true) {
+      undrained = 0;
+      for (auto& a : agents) undrained += a->drained() ? 0 : 1;
+      if (undrained == 0 || Clock::now() - drain_start > std::chrono::seconds(60)) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
     for (auto& a : agents) a->Stop();
   }
+  const double drain_seconds = std::chrono::duration<double>(Clock::now() - drain_start).count();
 
   std::vector<double> gaps;
   {
@@ -345,6 +357,7 @@ int main(int argc, char** argv) {
   std::printf("queued_trials_sampled=%lld\nqueued_without_reason=%lld\n",
               static_cast<long long>(queued_seen.load()),
               static_cast<long long>(queued_without_reason.load()));
+  std::printf("outbox_drain_seconds=%.1f\nagents_undrained=%d\n", drain_seconds, undrained);
   std::printf("gang_ends=%lld\ndouble_booked=%lld\n",
               static_cast<long long>(stats.gang_ends.load()),
               static_cast<long long>(stats.double_booked.load()));

@@ -51,6 +51,8 @@ class SimAgent : public sf::agent::MasterLink::Handler {
     if (link_) link_->Stop();
   }
   bool connected() const { return link_->connected(); }
+  // Every event this agent queued (task exits above all) was acknowledged by the master.
+  bool drained() const { return outbox_.empty(); }
 
   v1::RegisterAgent MakeRegistration() override {
     v1::RegisterAgent r;
