@@ -13,6 +13,7 @@
 
 #include <filesystem>
 #include <iostream>
+#include <limits>
 
 #include "common/context/context_archive.h"
 #include "common/log.h"
@@ -257,6 +258,20 @@ void Cluster::ApplyOpsLocked(Experiment& e, std::vector<SearcherOp> ops) {
         auto it = e.trial_by_request.find(op.request_id);
         if (it == e.trial_by_request.end()) break;
         Trial& t = trials_[it->second];
+        if (t.completed_length > 0 && t.completed_length >= op.target_length && !t.closing && !IsTerminal(t.state)) {
+          // The trial already trained this far, for a searcher that did not know it yet: a
+          // master died after creating the trial's row and before storing the searcher's
+          // snapshot, the trial ran (the restarted master queued it from its row) and its
+          // completion reached a searcher restored without it, which asks for it only now.
+          // The searcher hears the stored completion instead of waiting for ever for an
+          // operation the trial has done.
+          log::Info("experiment", {{"event", "completion_replayed"}, {"id", std::to_string(e.id)},
+                                   {"trial", std::to_string(t.id)}, {"length", std::to_string(t.completed_length)}});
+          auto more = e.searcher->ValidationCompleted(
+              t.request_id, t.latest_metric.value_or(std::numeric_limits<double>::quiet_NaN()), t.completed_length);
+          ops.insert(ops.end(), more.begin(), more.end());
+          break;
+        }
         t.target_length = op.target_length;
         TrialUpdate u;
         u.target_length = t.target_length;

@@ -256,6 +256,7 @@ class Cluster {
     std::string latest_checkpoint_uuid;
     std::string latest_checkpoint_path;
     std::optional<double> best_metric;
+    std::optional<double> latest_metric;  // of its last completed operation
     // The current allocation: "t<trial>-r<restart>-a<n>", n counting the trial's allocations,
     // so an id is never reused (a late event of an earlier run can't be taken for this one's).
     std::string allocation_id;

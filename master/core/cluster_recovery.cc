@@ -40,7 +40,9 @@ Status Cluster::Recover() {
     e.unmanaged = row.unmanaged;
     e.best = row.best;  // a restart forgets no best (searchers and get_experiment_best_validation)
     auto snap = store_->LoadSearcherSnapshot(row.id);
-    if (snap.ok() && snap->has_value()) {
+    if (!snap.ok()) return snap.status();
+    const bool never_stored = !snap->has_value();
+    if (snap->has_value()) {
       const Value& s = **snap;
       if (const Value* inner = s.Find("searcher")) (void)e.searcher->Restore(*inner);
       if (const Value* d = s.Find("done"); d && d->is_bool()) e.searcher_done = d->as_bool();
@@ -65,6 +67,7 @@ Status Cluster::Recover() {
       t.preempted_by = tr.preempted_by;
       t.allocations = tr.allocations;
       t.closing = tr.closing;
+      t.latest_metric = tr.latest_validation_metric;
       e.trial_by_request[tr.request_id] = tr.id;
       if (t.state == v1::TRIAL_STATE_COMPLETED) completed_requests.push_back(tr.request_id);
       if (IsTerminal(t.state)) continue;
@@ -108,6 +111,16 @@ Status Cluster::Recover() {
     // the trial's row and the snapshot): the searcher, restored without its close, hears it
     // again. Every search method ignores the close of a trial it has already closed, and a
     // trial the close makes it create again is the one created before (ApplyOpsLocked).
+    // An experiment whose searcher never stored a snapshot: the master died between the
+    // experiment's row (and perhaps some of its trials' rows) and the first snapshot. Its
+    // searcher starts the search again; a request whose trial exists is that trial, not a
+    // second one, and a trial that already did its operation is heard as done (ApplyOpsLocked).
+    if (!e.unmanaged && never_stored) {
+      log::Info("experiment", {{"event", "search_restarted"}, {"id", std::to_string(e.id)},
+                               {"trials", std::to_string(e.trial_by_request.size())}});
+      ApplyOpsLocked(e, e.searcher->InitialOperations());
+      SaveSearcherLocked(e);
+    }
     if (!e.unmanaged) {
       std::vector<SearcherOp> ops;
       for (int64_t request : completed_requests) {

@@ -220,6 +220,7 @@ Status Cluster::CompleteOperation(const v1::CompleteOperationRequest& request) {
   if (length <= t->completed_length) return Status::Ok();  // a retry of what we already have
   t->completed_length = length;
   double metric = request.searcher_metric();
+  t->latest_metric = metric;
   TrialUpdate u;
   u.completed_length = length;
   u.latest_validation_metric = metric;

@@ -360,7 +360,7 @@ Result<std::vector<TrialRow>> Store::TrialRows(int64_t experiment_id) {
         "trials.stop_requested, trials.completed_length, "
         "(SELECT count(*) FROM allocations a WHERE a.trial_id = trials.id), "
         "COALESCE(latest.id, ''), COALESCE(latest.state, ''), COALESCE(latest.external_id, ''), "
-        "trials.preempted_by, trials.closing "
+        "trials.preempted_by, trials.closing, trials.latest_validation_metric "
         "FROM trials LEFT JOIN LATERAL (SELECT a.id, a.state, a.external_id FROM allocations a "
         "  WHERE a.trial_id = trials.id "
         "  " SF_LATEST_ALLOCATION_ORDER ") latest ON true "
@@ -386,6 +386,7 @@ Result<std::vector<TrialRow>> Store::TrialRows(int64_t experiment_id) {
       t.latest_allocation_external_id = row[14].as<std::string>();
       t.preempted_by = row[15].as<int64_t>();
       t.closing = row[16].as<bool>();
+      if (!row[17].is_null()) t.latest_validation_metric = row[17].as<double>();
       out.push_back(std::move(t));
     }
     return Status::Ok();

@@ -66,6 +66,7 @@ struct TrialRow {
   std::string latest_checkpoint_uuid, stop_requested;
   int64_t preempted_by = 0;          // the trial it waits for after a preemption (0: none)
   bool closing = false;              // the searcher closed it; its exit completes it
+  std::optional<double> latest_validation_metric;  // its last completed operation's metric
   int allocations = 0;               // allocations made for the trial so far
   std::string latest_allocation_id;  // the newest of them ("" when none)
   std::string latest_allocation_state, latest_allocation_external_id;  // its state and external id

@@ -3,8 +3,11 @@
 // for the trials whose ranks outlive it.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <optional>
+#include <set>
 #include <string>
+#include <thread>
 
 #include "tests/master/core/coordinator_test.h"
 
@@ -64,11 +67,39 @@ class CoordinatorRestartTest : public testing::CoordinatorTest {
     EXPECT_TRUE(WaitFor([&] { return TrialRow(task.trial_id()).state() == v1::TRIAL_STATE_RUNNING; }));
     return task;
   }
-  // The trainer of `task` says its 100-batch operation is done, with metric 0.5.
-  static v1::CompleteOperationRequest Completion(const v1::StartTask& task) {
+  // The first task started for a trial other than `trial_id`, once there is one.
+  std::optional<v1::StartTask> OtherStart(int64_t trial_id) {
+    for (const v1::StartTask& s : agent_->Starts()) {
+      if (s.trial_id() != trial_id) return s;
+    }
+    return std::nullopt;
+  }
+  // Plays the trainer of every task the master starts until `experiment` ends (true when it
+  // COMPLETED within 30 s): each asks for its operation, completes it with metric 0.5 and exits.
+  // The tasks in `played` the test played itself.
+  bool TrainToTheEnd(int64_t experiment, std::set<std::string> played = {}) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto e = store_->GetExperiment(experiment);
+      if (e.ok() && e->has_value() && (*e)->state() == v1::EXPERIMENT_STATE_COMPLETED) return true;
+      for (const v1::StartTask& s : agent_->Starts()) {
+        if (played.count(s.task_id()) || TrialRow(s.trial_id()).state() != v1::TRIAL_STATE_RUNNING) continue;
+        played.insert(s.task_id());
+        auto op = cluster_->NextOperation(Who(s), std::chrono::milliseconds(0));
+        if (op.ok() && op->has_train()) {
+          EXPECT_TRUE(cluster_->CompleteOperation(Completion(s, op->train().target_length())).ok());
+        }
+        Exited(s, 0);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+  // The trainer of `task` says its operation to `length` batches is done, with metric 0.5.
+  static v1::CompleteOperationRequest Completion(const v1::StartTask& task, int64_t length = 100) {
     v1::CompleteOperationRequest done;
     *done.mutable_who() = Who(task);
-    done.mutable_op()->set_target_length(100);
+    done.mutable_op()->set_target_length(length);
     done.mutable_op()->set_unit("batches");
     done.set_searcher_metric(0.5);
     return done;
@@ -163,14 +194,8 @@ TEST_F(CoordinatorRestartTest, ACloseTheSearcherNeverStoredIsReplayedAndTheTrial
   AllowSnapshots();
 
   StartCluster(/*slots=*/1);
-  auto second_start = [&]() -> std::optional<v1::StartTask> {
-    for (const v1::StartTask& s : agent_->Starts()) {
-      if (s.trial_id() != first.trial_id()) return s;
-    }
-    return std::nullopt;
-  };
-  ASSERT_TRUE(WaitFor([&] { return second_start().has_value(); })) << "the second trial never started";
-  const v1::StartTask second = *second_start();
+  ASSERT_TRUE(WaitFor([&] { return OtherStart(first.trial_id()).has_value(); })) << "the second trial never started";
+  const v1::StartTask second = *OtherStart(first.trial_id());
   ASSERT_TRUE(WaitFor([&] { return TrialRow(second.trial_id()).state() == v1::TRIAL_STATE_RUNNING; }));
   ASSERT_TRUE(cluster_->CompleteOperation(Completion(second)).ok());
   Exited(second, 0);
@@ -179,6 +204,73 @@ TEST_F(CoordinatorRestartTest, ACloseTheSearcherNeverStoredIsReplayedAndTheTrial
     return e.ok() && e->has_value() && (*e)->state() == v1::EXPERIMENT_STATE_COMPLETED;
   })) << "the experiment never ended";
   EXPECT_EQ(Number(trials), 2) << "no third row";
+}
+
+// Found by cluster_sim_chaos_test (CI): the master died between an experiment's rows (the
+// experiment, its trials, their operations) and the searcher's first snapshot. Restored with no
+// snapshot, the searcher never began its search: the trials the restarted master queued from
+// their rows completed operations it did not know, stayed QUEUED, and the experiment never
+// ended. The restarted master starts the search again over the trials that exist.
+TEST_F(CoordinatorRestartTest, AnExperimentWhoseSearcherNeverStoredASnapshotStartsItsSearchAgain) {
+  StartCluster(/*slots=*/1);
+  RefuseSnapshots();
+  int64_t experiment = 0;
+  const v1::StartTask first = FirstRunningTask(
+      "name: unsaved\ndata: {train: {src: /data/train.de, tgt: /data/train.en}}\n"
+      "hyperparameters: {lr: {type: categorical, vals: [0.1, 0.2]}}\n"
+      "searcher: {name: grid, metric: validation_loss, max_length: {batches: 100}}\n",
+      &experiment);
+  if (HasFailure()) return;
+  Die();
+  AllowSnapshots();
+  const std::string where = " WHERE experiment_id = " + std::to_string(experiment);
+  ASSERT_EQ(Number("SELECT count(*) FROM searcher_snapshots" + where), 0) << "the death is before the first snapshot";
+  ASSERT_EQ(Number("SELECT count(*) FROM trials" + where), 2);
+
+  StartCluster(/*slots=*/1, {}, {}, {first});
+  EXPECT_TRUE(TrainToTheEnd(experiment)) << "the experiment never ended";
+  EXPECT_EQ(Number("SELECT count(*) FROM trials" + where), 2) << "no trial created twice";
+  EXPECT_EQ(Number("SELECT count(*) FROM trials" + where + " AND state = 'COMPLETED' AND completed_length = 100"), 2);
+}
+
+// Found the same way: a completion made ASHA create the next trial, and the master died after
+// that trial's row (and operation) and before the searcher's snapshot. The restarted master
+// queued the new trial from its row; it trained and completed its operation for a searcher,
+// restored without it, that ignored the completion; when the first trial's retried completion
+// made the searcher create that request again, it waited for ever for an operation already done
+// (QUEUED at 10/10 in the chaos run). The searcher hears the stored completion then.
+TEST_F(CoordinatorRestartTest, ACompletionOfATrialTheSearcherDidNotKnowYetIsHeardWhenItAsksForIt) {
+  StartCluster(/*slots=*/2);
+  int64_t experiment = 0;
+  const v1::StartTask first = FirstRunningTask(
+      "name: asha\ndata: {train: {src: /data/train.de, tgt: /data/train.en}}\n"
+      "hyperparameters: {lr: {type: double, minval: 0.01, maxval: 0.1}}\n"
+      "searcher: {name: adaptive_asha, metric: validation_loss, max_length: {batches: 100}, mode: aggressive,"
+      " max_rungs: 2, divisor: 2, max_trials: 4, max_concurrent_trials: 1, seed: 3}\n",
+      &experiment);
+  if (HasFailure()) return;
+  const std::string where = " WHERE experiment_id = " + std::to_string(experiment);
+  RefuseSnapshots();
+  ASSERT_TRUE(cluster_->CompleteOperation(Completion(first, 50)).ok());  // rung 0: the next trial is created
+  ASSERT_EQ(Number("SELECT count(*) FROM trials" + where), 2);
+  Die();
+  AllowSnapshots();
+
+  StartCluster(/*slots=*/2, {}, {}, {first});
+  // The second trial runs from its row and completes its operation first.
+  ASSERT_TRUE(WaitFor([&] { return OtherStart(first.trial_id()).has_value(); })) << "the second trial never started";
+  const v1::StartTask second = *OtherStart(first.trial_id());
+  ASSERT_TRUE(WaitFor([&] { return TrialRow(second.trial_id()).state() == v1::TRIAL_STATE_RUNNING; }));
+  ASSERT_TRUE(cluster_->CompleteOperation(Completion(second, 50)).ok());
+  Exited(second, 0);
+  ASSERT_TRUE(WaitFor([&] { return TrialRow(second.trial_id()).state() == v1::TRIAL_STATE_QUEUED; }));
+  // The first trial's trainer retries its completion; the searcher creates the second request
+  // again, and the rest of the search runs.
+  ASSERT_TRUE(cluster_->CompleteOperation(Completion(first, 50)).ok());
+  Exited(first, 0);
+  EXPECT_TRUE(TrainToTheEnd(experiment, {first.task_id(), second.task_id()})) << "the experiment never ended; the second trial is "
+                                         << v1::TrialState_Name(TrialRow(second.trial_id()).state());
+  EXPECT_EQ(Number("SELECT count(*) FROM trials" + where), 4) << "max_trials, each created once";
 }
 
 }  // namespace
