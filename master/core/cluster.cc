@@ -463,7 +463,9 @@ Status Cluster::ActivateExperiment(int64_t id) {
       u.stop_requested = "";
       (void)store_->UpdateTrial(t.id, u);
     }
-    if (!t.allocated && t.allocation_id.empty() && t.target_length > t.completed_length) {
+    // A closed trial whose last run failed after its operation runs once more to complete (as
+    // after a master restart, Recover()).
+    if (!t.allocated && t.allocation_id.empty() && (t.target_length > t.completed_length || t.closing)) {
       SetTrialStateLocked(t, v1::TRIAL_STATE_QUEUED);
       SubmitLocked(t);
     }

@@ -71,6 +71,11 @@ Status Cluster::Recover() {
       e.trial_by_request[tr.request_id] = tr.id;
       if (t.state == v1::TRIAL_STATE_COMPLETED) completed_requests.push_back(tr.request_id);
       if (IsTerminal(t.state)) continue;
+      // A QUEUED trial runs again when it has an operation to do, or when the searcher closed it
+      // and its run failed after its last operation (restarted, it hears "complete" and exits,
+      // which completes it): a master that died before that run started would otherwise leave
+      // it QUEUED for ever.
+      const bool to_run = t.target_length > t.completed_length || t.closing;
       if (e.unmanaged) {  // its script reports on; no agent runs it
         t.last_call = steady_clock::now();  // the timeout counts from the restart
         continue;
@@ -81,11 +86,10 @@ Status Cluster::Recover() {
         // the old allocation that did start.
         const bool live_job = !tr.latest_allocation_external_id.empty() && tr.latest_allocation_state != "TERMINATED";
         const bool wanted = t.state == v1::TRIAL_STATE_RUNNING ||
-                            (t.state == v1::TRIAL_STATE_QUEUED && e.state == v1::EXPERIMENT_STATE_ACTIVE &&
-                             t.target_length > t.completed_length);
+                            (t.state == v1::TRIAL_STATE_QUEUED && e.state == v1::EXPERIMENT_STATE_ACTIVE && to_run);
         if (live_job && wanted) {
           AdoptExternalLocked(t, tr.latest_allocation_id, tr.latest_allocation_external_id, tr.latest_allocation_state);
-        } else if (wanted && e.state == v1::EXPERIMENT_STATE_ACTIVE && t.target_length > t.completed_length) {
+        } else if (wanted && e.state == v1::EXPERIMENT_STATE_ACTIVE && to_run) {
           SubmitLocked(t);
         } else if (t.state == v1::TRIAL_STATE_RUNNING) {
           SetTrialStateLocked(t, e.state == v1::EXPERIMENT_STATE_PAUSED ? v1::TRIAL_STATE_PAUSED
@@ -102,8 +106,7 @@ Status Cluster::Recover() {
                            /*running=*/false);
         // Preempted before the restart: the trainer is asked again; the grace period restarts.
         if (t.stop == "preempt") t.preempt_deadline = steady_clock::now() + options_.preemption_grace;
-      } else if (t.state == v1::TRIAL_STATE_QUEUED && e.state == v1::EXPERIMENT_STATE_ACTIVE &&
-                 t.target_length > t.completed_length) {
+      } else if (t.state == v1::TRIAL_STATE_QUEUED && e.state == v1::EXPERIMENT_STATE_ACTIVE && to_run) {
         SubmitLocked(t);
       }
     }

@@ -273,5 +273,35 @@ TEST_F(CoordinatorRestartTest, ACompletionOfATrialTheSearcherDidNotKnowYetIsHear
   EXPECT_EQ(Number("SELECT count(*) FROM trials" + where), 4) << "max_trials, each created once";
 }
 
+// Found by cluster_sim_chaos_test (CI, a second run): the searcher closed a trial whose
+// operation was done, and its run then failed (in the chaos run, a gang's other rank), so it was
+// queued to run once more, hear "complete" and end; the master died before that run started, and
+// the restarted master queued only trials with an operation left: the trial stayed QUEUED
+// (60/60, closing) for ever, and its experiment never ended.
+TEST_F(CoordinatorRestartTest, AClosedTrialWhoseLastRunFailedRunsOnceMoreAfterARestartAndCompletes) {
+  StartCluster(/*slots=*/1);
+  const std::string single =
+      "data: {train: {src: /data/train.de, tgt: /data/train.en}}\n"
+      "searcher: {name: single, metric: validation_loss, max_length: {batches: 100}}\n";
+  int64_t experiment = 0;
+  const v1::StartTask closed = FirstRunningTask("name: closed-then-failed\n" + single, &experiment);
+  if (HasFailure()) return;
+  ASSERT_TRUE(cluster_->CompleteOperation(Completion(closed)).ok());  // the single searcher closes it
+  // Another experiment waits for the slot and takes it when the closed trial's run fails.
+  auto waiting = cluster_->CreateExperiment("name: waiting\n" + single, true, false, "test");
+  ASSERT_TRUE(waiting.id.has_value());
+  Exited(closed, 1);
+  ASSERT_TRUE(WaitFor([&] { return OtherStart(closed.trial_id()).has_value(); })) << "the other never started";
+  const v1::StartTask other = *OtherStart(closed.trial_id());
+  ASSERT_TRUE(WaitFor([&] { return TrialRow(other.trial_id()).state() == v1::TRIAL_STATE_RUNNING; }));
+  ASSERT_EQ(TrialRow(closed.trial_id()).state(), v1::TRIAL_STATE_QUEUED) << "queued to run once more";
+  Die();
+
+  StartCluster(/*slots=*/1, {}, {}, {other});
+  EXPECT_TRUE(TrainToTheEnd(experiment, {closed.task_id()}))
+      << "the closed trial is " << v1::TrialState_Name(TrialRow(closed.trial_id()).state());
+  EXPECT_EQ(TrialRow(closed.trial_id()).state(), v1::TRIAL_STATE_COMPLETED);
+}
+
 }  // namespace
 }  // namespace sf::master
