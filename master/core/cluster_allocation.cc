@@ -144,6 +144,10 @@ void Cluster::PublishReasonsLocked() {
       reasons[id] = "waiting for the searcher's next operation";
     } else if (reason != waiting.end()) {
       reasons[id] = reason->second;
+    } else if (t.preempted_by != 0) {
+      // Queued again after its preemption, not yet in its manager's queue: the preemption is
+      // still why it waits (not a passing "submitting to ...").
+      reasons[id] = PreemptedReason(t.preempted_by);
     } else if (auto e = experiments_.find(t.experiment_id); e != experiments_.end()) {
       reasons[id] = "submitting to " + allocations_.ManagerKind(e->second.config.resources.resource_pool);
     }

@@ -466,7 +466,7 @@ void Scheduler::ExplainQueue() const {
              Plural(agents_with_free, "agent");
     };
     if (auto p = preempted_by_.find(r.trial_id); p != preempted_by_.end()) {
-      why = "preempted by trial " + std::to_string(p->second) + "; resumes when slots free";
+      why = PreemptedReason(p->second);
     } else if (agents == 0) {
       why = "needs " + Plural(r.slots, "slot") + " in pool " + pool + ", which has no agents";
     } else if (r.slots > total) {

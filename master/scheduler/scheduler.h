@@ -50,6 +50,12 @@
 
 namespace sf::master {
 
+// Why a trial preempted for trial `by` waits: the scheduler's pending reason for it, and the
+// coordinator's until its request reaches the scheduler again.
+inline std::string PreemptedReason(int64_t by) {
+  return "preempted by trial " + std::to_string(by) + "; resumes when slots free";
+}
+
 struct SlotRef {
   std::string agent_id;
   std::string slot_id;
