@@ -463,9 +463,7 @@ Status Cluster::ActivateExperiment(int64_t id) {
       u.stop_requested = "";
       (void)store_->UpdateTrial(t.id, u);
     }
-    // A closed trial whose last run failed after its operation runs once more to complete (as
-    // after a master restart, Recover()).
-    if (!t.allocated && t.allocation_id.empty() && (t.target_length > t.completed_length || t.closing)) {
+    if (!t.allocated && t.allocation_id.empty() && t.HasRunLeft()) {
       SetTrialStateLocked(t, v1::TRIAL_STATE_QUEUED);
       SubmitLocked(t);
     }

@@ -275,6 +275,10 @@ class Cluster {
     // The current run's chief reported an early exit (ReportEarlyExitRequest::Reason; 0: none).
     int early_exit = 0;
     std::string restore;         // the checkpoint path its ranks restore ("" from scratch)
+    // Whether a run of it is due when it is not running: an operation is left, or the searcher
+    // closed it and its last run failed after the operation (run once more, it hears
+    // "complete" and exits, which completes it).
+    bool HasRunLeft() const { return target_length > completed_length || closing; }
   };
   struct Experiment {
     int64_t id = 0;

@@ -71,11 +71,9 @@ Status Cluster::Recover() {
       e.trial_by_request[tr.request_id] = tr.id;
       if (t.state == v1::TRIAL_STATE_COMPLETED) completed_requests.push_back(tr.request_id);
       if (IsTerminal(t.state)) continue;
-      // A QUEUED trial runs again when it has an operation to do, or when the searcher closed it
-      // and its run failed after its last operation (restarted, it hears "complete" and exits,
-      // which completes it): a master that died before that run started would otherwise leave
-      // it QUEUED for ever.
-      const bool to_run = t.target_length > t.completed_length || t.closing;
+      // A closed trial whose last run failed runs again too (Trial::HasRunLeft): a master that
+      // died before that run started would otherwise leave it QUEUED for ever.
+      const bool to_run = t.HasRunLeft();
       if (e.unmanaged) {  // its script reports on; no agent runs it
         t.last_call = steady_clock::now();  // the timeout counts from the restart
         continue;
@@ -110,10 +108,6 @@ Status Cluster::Recover() {
         SubmitLocked(t);
       }
     }
-    // A trial that completed after the searcher's last stored snapshot (the master died between
-    // the trial's row and the snapshot): the searcher, restored without its close, hears it
-    // again. Every search method ignores the close of a trial it has already closed, and a
-    // trial the close makes it create again is the one created before (ApplyOpsLocked).
     // An experiment whose searcher never stored a snapshot: the master died between the
     // experiment's row (and perhaps some of its trials' rows) and the first snapshot. Its
     // searcher starts the search again; a request whose trial exists is that trial, not a
@@ -124,6 +118,10 @@ Status Cluster::Recover() {
       ApplyOpsLocked(e, e.searcher->InitialOperations());
       SaveSearcherLocked(e);
     }
+    // A trial that completed after the searcher's last stored snapshot (the master died between
+    // the trial's row and the snapshot): the searcher, restored without its close, hears it
+    // again. Every search method ignores the close of a trial it has already closed, and a
+    // trial the close makes it create again is the one created before (ApplyOpsLocked).
     if (!e.unmanaged) {
       std::vector<SearcherOp> ops;
       for (int64_t request : completed_requests) {
