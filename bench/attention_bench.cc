@@ -3,7 +3,7 @@
 // and AMX — on the same inputs, forward and backward, for a few shapes (translation batches of
 // 32 tokens and long sequences). Prints ms per call and the attention GFLOP/s of each.
 //
-//   build/bench/attention_bench [--threads N] [--reps N]
+//   build/bench/attention_bench [--threads N] [--reps N] [--dropout P]
 #include <omp.h>
 
 #include <chrono>
@@ -44,12 +44,14 @@ int main(int argc, char** argv) {
   int threads = 2, reps = 10;
   std::string only_build;
   int64_t only_t = 0;
+  float dropout = 0.1f;
   CLI::App app("The fused attention builds of this CPU, side by side.", "attention_bench");
   sf::cmdline::UseDefaults(app);
   app.add_option("--threads", threads, "OpenMP threads")->check(sf::cmdline::AtLeast(1));
   app.add_option("--reps", reps, "timed calls per figure")->check(sf::cmdline::AtLeast(1));
   app.add_option("--build", only_build, "run only this build (e.g. avx512-bf16dot), for profiling");
   app.add_option("--seq", only_t, "run only the shapes of this sequence length (32, 256, 1024)");
+  app.add_option("--dropout", dropout, "attention dropout (0 for none)")->check(CLI::Range(0.0f, 0.9f));
   if (auto rc = sf::cmdline::Parse(app, argc, argv)) return *rc;
   omp_set_num_threads(threads);
   const bool avx512 = sf::cpu::HasAvx512();
@@ -69,7 +71,7 @@ int main(int argc, char** argv) {
   };
   const ShapeCase shapes[] = {
       {128, 8, 32, 64, false}, {16, 8, 256, 64, false}, {4, 8, 1024, 64, true}};
-  std::printf("threads %d, reps %d, bf16 inputs, dropout 0.1\n", threads, reps);
+  std::printf("threads %d, reps %d, bf16 inputs, dropout %g\n", threads, reps, dropout);
   std::printf("%-26s %-16s %10s %10s %12s\n", "shape (B H T D)", "build", "fwd ms", "bwd ms",
               "fwd+bwd GF/s");
   std::mt19937 rng(1);
@@ -88,7 +90,7 @@ int main(int argc, char** argv) {
     a.ldq = a.ldk = a.ldv = a.ldo = width;
     a.causal = sc.causal;
     a.scale = 1.0f / std::sqrt(static_cast<float>(sc.d));
-    a.dropout = 0.1f;
+    a.dropout = dropout;
     a.dtype = sf::DType::kBF16;
     sf::AttentionGrads<float> g;
     g.dq = dq.data(), g.dk = dk.data(), g.dv = dv.data(), g.dtype = sf::DType::kBF16;

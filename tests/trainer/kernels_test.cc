@@ -17,7 +17,7 @@
 #include "trainer/core/tensor.h"
 #include "trainer/kernels/cpu/attention_kernels.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
-#include "trainer/kernels/cpu/gemm_avx512_bf16.h"
+#include "trainer/kernels/cpu/gemm_tn.h"
 #include "trainer/kernels/cpu/gemm_onednn.h"
 #include "trainer/kernels/cpu/hot_kernels.h"
 #include "trainer/kernels/cpu/reference.h"
@@ -272,17 +272,19 @@ TEST_P(KernelTest, GemmMatchesReferenceForAllLayouts) {
   }
 }
 
-// The packed weight-gradient kernel itself (gemm_avx512_bf16.h), on odd shapes with row strides
-// wider than the matrices: C = beta*C + A^T B equals the products of the same bf16 values summed
-// in double, columns beyond n are untouched, and the result is bit-identical for one thread and
-// for the whole team (the order of the sums depends on k only).
-TEST(CpuGemmTn, PackedBf16KernelEqualsTheExactProductsForAnyThreadCount) {
-  if (!cpu::HasAvx512Bf16()) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
+// The packed weight-gradient kernels themselves (gemm_tn.h: vdpbf16ps and AMX), on odd shapes
+// with row strides wider than the matrices: C = beta*C + A^T B equals the products of the same
+// bf16 values summed in double, columns beyond n are untouched, and the result is bit-identical
+// for one thread and for the whole team (the order of the sums depends on k only).
+using GemmTnKernel = void (*)(int64_t, int64_t, int64_t, const uint16_t*, int64_t, const uint16_t*,
+                              int64_t, float*, int64_t, float);
+void ExpectGemmTnExact(GemmTnKernel kernel) {
   struct Shape {
     int64_t m, n, k;
   };
   for (const Shape sh : {Shape{19, 31, 9}, Shape{45, 77, 515}, Shape{1, 1, 1}, Shape{100, 3, 2049},
-                         Shape{14, 32, 2}, Shape{57, 513, 1025}, Shape{600, 40, 64}}) {
+                         Shape{14, 32, 2}, Shape{57, 513, 1025}, Shape{600, 40, 64},
+                         Shape{200, 333, 1100}}) {
     for (const float beta : {0.0f, 1.0f}) {
       const int64_t lda = sh.m + 3, ldb = sh.n + 5, ldc = sh.n + 1;
       std::vector<float> af = Random(static_cast<size_t>(sh.k * lda), 7),
@@ -292,12 +294,10 @@ TEST(CpuGemmTn, PackedBf16KernelEqualsTheExactProductsForAnyThreadCount) {
       for (size_t i = 0; i < a.size(); ++i) a[i] = FloatToBf16(af[i]);
       for (size_t i = 0; i < b.size(); ++i) b[i] = FloatToBf16(bf[i]);
       std::vector<float> c = c0, c1 = c0;
-      cpu_internal::avx512bf16::GemmTn(sh.m, sh.n, sh.k, a.data(), lda, b.data(), ldb, c.data(), ldc,
-                                       beta);
+      kernel(sh.m, sh.n, sh.k, a.data(), lda, b.data(), ldb, c.data(), ldc, beta);
       const int team = omp_get_max_threads();
       omp_set_num_threads(1);
-      cpu_internal::avx512bf16::GemmTn(sh.m, sh.n, sh.k, a.data(), lda, b.data(), ldb, c1.data(),
-                                       ldc, beta);
+      kernel(sh.m, sh.n, sh.k, a.data(), lda, b.data(), ldb, c1.data(), ldc, beta);
       omp_set_num_threads(team);
       const std::string what = "m=" + std::to_string(sh.m) + " n=" + std::to_string(sh.n) +
                                " k=" + std::to_string(sh.k) + " beta=" + std::to_string(beta);
@@ -321,6 +321,16 @@ TEST(CpuGemmTn, PackedBf16KernelEqualsTheExactProductsForAnyThreadCount) {
       EXPECT_LT(worst, 1e-6 * static_cast<double>(sh.k) + 1e-6) << what;
     }
   }
+}
+
+TEST(CpuGemmTn, PackedBf16KernelEqualsTheExactProductsForAnyThreadCount) {
+  if (!cpu::HasAvx512Bf16()) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
+  ExpectGemmTnExact(&cpu_internal::avx512bf16::GemmTn);
+}
+
+TEST(CpuGemmTn, AmxKernelEqualsTheExactProductsForAnyThreadCount) {
+  if (!cpu::HasAmxBf16() || !cpu::EnableAmx()) GTEST_SKIP() << "no AMX-BF16 tiles on this CPU";
+  ExpectGemmTnExact(&cpu_internal::amx::GemmTn);
 }
 
 // The GEMM with its epilogue: act(op(A) op(B) + bias) stored as fp32, bf16 or f16, for fp32 and

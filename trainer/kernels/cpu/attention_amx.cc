@@ -2,11 +2,10 @@
 // with WordProducts (attention_word_products.h: the operand layouts) over AMX tile registers.
 // Called only for bf16 inputs on a CPU with AMX-BF16 whose tile permission was granted
 // (cpu::EnableAmx()).
-//
-// Every tile register holds 16 rows of 64 bytes: a C tile is 16 x 16 fp32, an A tile 16 rows of
-// 32 bf16 (one K-chunk), a B tile 16 "words" (bf16 pairs along K, VNNI) of 16 columns.
+// (amx_tiles.h: the tile configuration and register names.)
 #include <immintrin.h>
 
+#include "trainer/kernels/cpu/amx_tiles.h"
 #include "trainer/kernels/cpu/hot_kernels.h"
 
 // The AMX build runs on AVX-512 CPUs only: it shares their dropout masks.
@@ -20,25 +19,6 @@ using avx512::DropoutFactors;
 
 namespace sf::amx {
 namespace {
-
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
-// Tile registers: four C tiles (2 x 2), two A, two B. (Macros: GCC's tile intrinsics paste the
-// register number into the instruction text.)
-#define kC00 0
-#define kC10 1
-#define kC01 2
-#define kC11 3
-#define kA0 4
-#define kA1 5
-#define kB0 6
-#define kB1 7
 
 // C[rows][cols] (fp32, ldc floats) (+)= A[rows][k] (bf16, lda elements) . B[k/2][cols] (words,
 // ldb words); k a multiple of 32; rows and cols rounded up to whole 16 x 16 tiles (the buffers have
@@ -92,14 +72,7 @@ void AmxGemm(int64_t rows, int64_t cols, int64_t k, const uint16_t* a, int64_t l
 }
 
 struct AmxTiles {
-  static void Begin() {
-    TileConfig cfg;
-    for (int t = 0; t < 8; ++t) {
-      cfg.colsb[t] = 64;
-      cfg.rows[t] = 16;
-    }
-    _tile_loadconfig(&cfg);
-  }
+  static void Begin() { cpu_internal::ConfigureTiles16x64(); }
   static void Gemm(int64_t rows, int64_t cols, int64_t k, const uint16_t* a, int64_t lda, const uint32_t* b,
                    int64_t ldb, float* c, int64_t ldc, int64_t accumulate_rows) {
     AmxGemm(rows, cols, k, a, lda, b, ldb, c, ldc, accumulate_rows);

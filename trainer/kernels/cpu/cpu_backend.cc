@@ -14,7 +14,7 @@
 #include "trainer/kernels/cpu/conv_onednn.h"
 #include "trainer/kernels/cpu/cpu_parallel.h"
 #include "trainer/kernels/cpu/ctc_host.h"
-#include "trainer/kernels/cpu/gemm_avx512_bf16.h"
+#include "trainer/kernels/cpu/gemm_tn.h"
 #include "trainer/kernels/cpu/gemm_onednn.h"
 #include "trainer/kernels/cpu/hot_kernels.h"
 #include "trainer/kernels/cpu/vector_math.h"
@@ -46,17 +46,23 @@ int64_t CpuBackend::gemm_primitives_created() const { return gemm_->primitives_c
 int64_t CpuBackend::gemm_packed_copies() const { return gemm_->packed_copies(); }
 
 namespace {
-// The weight gradients' form, dW (+)= dy^T x in bf16 with the tokens as rows of both operands,
-// runs on the packed vdpbf16ps kernel (gemm_avx512_bf16.h) where the CPU has AVX512_BF16 and no
-// AMX tiles (oneDNN's AMX kernels are faster there). SF_GEMM_TN=onednn keeps oneDNN, for A/B
-// measurements.
-bool UseOwnTnGemm() {
-  static const bool use = [] {
+// The weight gradients' form, dW (+)= dy^T x in bf16 with the tokens as rows of both operands:
+// on the packed vdpbf16ps kernel (gemm_tn.h) where the CPU has AVX512_BF16 and no AMX tiles; on
+// oneDNN where it has AMX (its AMX kernels ran these shapes as fast as ours on the AMX host of
+// 2026-12-02, docs/performance.md). SF_GEMM_TN=onednn, =avx512bf16 or =amx picks one, for A/B
+// measurements (amx only where the CPU has the tiles).
+enum class TnKernel { kOneDnn, kAvx512Bf16, kAmx };
+TnKernel OwnTnKernel() {
+  static const TnKernel kernel = [] {
     const char* v = std::getenv("SF_GEMM_TN");
-    if (v && std::string(v) == "onednn") return false;
-    return cpu::HasAvx512Bf16() && !(cpu::HasAmxBf16() && cpu::EnableAmx());
+    const std::string choice = v ? v : "";
+    const bool amx = cpu::HasAmxBf16() && cpu::EnableAmx();
+    if (choice == "onednn") return TnKernel::kOneDnn;
+    if (choice == "amx") return amx ? TnKernel::kAmx : TnKernel::kOneDnn;
+    if (choice == "avx512bf16") return cpu::HasAvx512Bf16() ? TnKernel::kAvx512Bf16 : TnKernel::kOneDnn;
+    return cpu::HasAvx512Bf16() && !amx ? TnKernel::kAvx512Bf16 : TnKernel::kOneDnn;
   }();
-  return use;
+  return kernel;
 }
 }  // namespace
 
@@ -64,10 +70,19 @@ void CpuBackend::Gemm(int64_t batch, int64_t m, int64_t n, int64_t k, const Gemm
                       const GemmOperand& b, float* c, int64_t ldc, int64_t stride_c, float alpha,
                       float beta) {
   if (batch == 1 && a.dtype == DType::kBF16 && b.dtype == DType::kBF16 && a.transposed &&
-      !b.transposed && alpha == 1.0f && (beta == 0.0f || beta == 1.0f) && UseOwnTnGemm()) {
-    cpu_internal::avx512bf16::GemmTn(m, n, k, static_cast<const uint16_t*>(a.data), a.ld,
-                                     static_cast<const uint16_t*>(b.data), b.ld, c, ldc, beta);
-    return;
+      !b.transposed && alpha == 1.0f && (beta == 0.0f || beta == 1.0f)) {
+    const auto* ap = static_cast<const uint16_t*>(a.data);
+    const auto* bp = static_cast<const uint16_t*>(b.data);
+    switch (OwnTnKernel()) {
+      case TnKernel::kAmx:
+        cpu_internal::amx::GemmTn(m, n, k, ap, a.ld, bp, b.ld, c, ldc, beta);
+        return;
+      case TnKernel::kAvx512Bf16:
+        cpu_internal::avx512bf16::GemmTn(m, n, k, ap, a.ld, bp, b.ld, c, ldc, beta);
+        return;
+      case TnKernel::kOneDnn:
+        break;
+    }
   }
   gemm_->Run(batch, m, n, k, a, b, c, ldc, stride_c, alpha, beta);
 }

@@ -1,5 +1,5 @@
-// Compiled with AVX-512 and AVX512_BF16 (sf_enable_avx512); see gemm_avx512_bf16.h.
-#include "trainer/kernels/cpu/gemm_avx512_bf16.h"
+// Compiled with AVX-512 and AVX512_BF16 (sf_enable_avx512); the contract is gemm_tn.h.
+#include "trainer/kernels/cpu/gemm_tn.h"
 
 #include <immintrin.h>
 #include <omp.h>
@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstring>
 #include <vector>
+
+#include "trainer/kernels/cpu/gemm_tn_pack.h"
 
 namespace sf::cpu_internal::avx512bf16 {
 namespace {
@@ -21,24 +23,6 @@ constexpr int64_t kBlockK = 1024;
 constexpr int64_t kBlockM = 56;
 constexpr int64_t kBlockN = 512;
 static_assert(kBlockK % 2 == 0 && kBlockM % kMr == 0 && kBlockN % kNr == 0);
-
-// out[j] = (r0[j], r1[j]) as one 32-bit word, low half from r0, for j < w; r1 null reads zeros
-// (the odd last token).
-void InterleaveRows(const uint16_t* r0, const uint16_t* r1, int64_t w, uint32_t* out) {
-  int64_t j = 0;
-  for (; j + 16 <= w; j += 16) {
-    const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r0 + j));
-    const __m256i x1 =
-        r1 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r1 + j)) : _mm256_setzero_si256();
-    // unpack works within 128-bit lanes: lo holds columns 0-3 and 8-11, hi 4-7 and 12-15.
-    const __m256i lo = _mm256_unpacklo_epi16(x0, x1), hi = _mm256_unpackhi_epi16(x0, x1);
-    const __m512i z =
-        _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_permute2x128_si256(lo, hi, 0x20)),
-                           _mm256_permute2x128_si256(lo, hi, 0x31), 1);
-    _mm512_storeu_si512(out + j, z);
-  }
-  for (; j < w; ++j) out[j] = uint32_t{r0[j]} | (r1 ? uint32_t{r1[j]} << 16 : 0u);
-}
 
 // A's columns i0..i0+mc over tokens k0..k0+kc as panels of kMr columns: panel q, pair p holds
 // kMr words at out[(q * pairs + p) * kMr]; columns past mc are zero.
@@ -114,12 +98,7 @@ inline void Tile(int64_t pairs, const uint32_t* ap, const uint32_t* bp, float* c
 
 void GemmTn(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda, const uint16_t* b,
             int64_t ldb, float* c, int64_t ldc, float beta) {
-  if (m <= 0 || n <= 0) return;
-  if (k <= 0) {
-    if (beta == 0.0f)
-      for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
-    return;
-  }
+  if (GemmTnHasNoProducts(m, n, k, c, ldc, beta)) return;
   const int threads = std::max(1, omp_get_max_threads());
   // One thread's share: columns when n >= m (each packs all of A, the smaller), else rows.
   const bool split_n = n >= m;
