@@ -167,6 +167,7 @@ Cluster::CreateResult Cluster::CreateExperiment(const std::string& config_yaml, 
 
   NewExperiment row = ExperimentRow(c, stored_yaml, owner, workspace_id);
   row.state = activate ? "ACTIVE" : "PAUSED";
+  row.initial_checkpoint = initial_checkpoint;
   row.context = context;
   if (!context.empty()) row.context_sha256 = Sha256Hex(context);
   auto id = store_->CreateExperiment(row);
@@ -232,7 +233,8 @@ void Cluster::ApplyOpsLocked(Experiment& e, std::vector<SearcherOp> ops) {
           ops.insert(ops.end(), more.begin(), more.end());
           break;
         }
-        auto id = store_->CreateTrial(e.id, op.request_id, op.hparams, "QUEUED");
+        // A continued experiment's trial starts from its initial checkpoint, stored with the row.
+        auto id = store_->CreateTrial(e.id, op.request_id, op.hparams, "QUEUED", e.initial_checkpoint);
         if (!id.ok()) {
           log::Error("experiment", {{"event", "create_trial_failed"}, {"error", id.status().message()}});
           continue;
@@ -243,12 +245,7 @@ void Cluster::ApplyOpsLocked(Experiment& e, std::vector<SearcherOp> ops) {
         t.experiment_id = e.id;
         t.request_id = op.request_id;
         t.hparams = op.hparams;
-        if (!e.initial_checkpoint.empty()) {  // continued: its first run restores this checkpoint
-          t.latest_checkpoint_uuid = e.initial_checkpoint;
-          TrialUpdate u;
-          u.latest_checkpoint_uuid = t.latest_checkpoint_uuid;
-          (void)store_->UpdateTrial(t.id, u);
-        }
+        t.latest_checkpoint_uuid = e.initial_checkpoint;  // continued: its first run restores it
         e.trial_by_request[op.request_id] = t.id;
         auto more = e.searcher->TrialCreated(op.request_id);
         ops.insert(ops.end(), more.begin(), more.end());

@@ -39,6 +39,7 @@ Status Cluster::Recover() {
     e.context_bytes = row.context_bytes;
     e.unmanaged = row.unmanaged;
     e.best = row.best;  // a restart forgets no best (searchers and get_experiment_best_validation)
+    e.initial_checkpoint = row.initial_checkpoint;  // trials it creates from now on start there too
     auto snap = store_->LoadSearcherSnapshot(row.id);
     if (!snap.ok()) return snap.status();
     const bool never_stored = !snap->has_value();

@@ -143,9 +143,10 @@ Result<int64_t> Store::CreateExperiment(const NewExperiment& e) {
   Status st = db_->Transact("create experiment", [&](pqxx::work& tx) {
     id = tx.exec_params1(
                "INSERT INTO experiments (name, description, state, config_yaml, owner, searcher, "
-               "metric, smaller_is_better, priority, workspace_id) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10) RETURNING id",
+               "metric, smaller_is_better, priority, workspace_id, initial_checkpoint) "
+               "VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11) RETURNING id",
                e.name, e.description, e.state, e.config_yaml, e.owner, e.searcher, e.metric,
-               e.smaller_is_better, e.priority, e.workspace_id)[0]
+               e.smaller_is_better, e.priority, e.workspace_id, e.initial_checkpoint)[0]
              .as<int64_t>();
     if (e.unmanaged) tx.exec_params("UPDATE experiments SET unmanaged = true WHERE id = $1", id);
     if (!e.context.empty()) {
@@ -247,13 +248,14 @@ Result<std::vector<Store::LiveExperiment>> Store::LiveExperiments() {
   Status st = db_->Transact("live experiments", [&](pqxx::work& tx) {
     pqxx::result r = tx.exec(
         "SELECT e.id, e.state, e.config_yaml, coalesce(c.sha256, ''), coalesce(octet_length(c.archive), 0), "
-        "e.unmanaged, e.best_validation_metric "
+        "e.unmanaged, e.best_validation_metric, e.initial_checkpoint "
         "FROM experiments e LEFT JOIN experiment_contexts c ON c.experiment_id = e.id "
         "WHERE e.state NOT IN ('COMPLETED','CANCELED','ERROR') ORDER BY e.id");
     for (const auto& row : r) {
       out.push_back({row[0].as<int64_t>(), row[1].as<std::string>(), row[2].as<std::string>(),
                      row[3].as<std::string>(), row[4].as<int64_t>(), row[5].as<bool>(),
-                     row[6].is_null() ? std::nullopt : std::optional<double>(row[6].as<double>())});
+                     row[6].is_null() ? std::nullopt : std::optional<double>(row[6].as<double>()),
+                     row[7].as<std::string>()});
     }
     return Status::Ok();
   });
@@ -306,13 +308,13 @@ Result<std::optional<Value>> Store::LoadSearcherSnapshot(int64_t experiment_id) 
 }
 
 Result<int64_t> Store::CreateTrial(int64_t experiment_id, int64_t request_id, const Value& hparams,
-                                   const std::string& state) {
+                                   const std::string& state, const std::string& latest_checkpoint_uuid) {
   int64_t id = 0;
   Status st = db_->Transact("create trial", [&](pqxx::work& tx) {
     id = tx.exec_params1(
-               "INSERT INTO trials (experiment_id, request_id, state, hparams) "
-               "VALUES ($1, $2, $3, $4::jsonb) RETURNING id",
-               experiment_id, request_id, state, hparams.ToJson())[0]
+               "INSERT INTO trials (experiment_id, request_id, state, hparams, latest_checkpoint_uuid) "
+               "VALUES ($1, $2, $3, $4::jsonb, $5) RETURNING id",
+               experiment_id, request_id, state, hparams.ToJson(), latest_checkpoint_uuid)[0]
              .as<int64_t>();
     return Status::Ok();
   });

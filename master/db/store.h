@@ -38,6 +38,9 @@ struct NewExperiment {
   std::string context;
   std::string context_sha256;
   bool unmanaged = false;  // an unmanaged experiment (CreateUnmanagedTrial)
+  // The checkpoint every trial of a continued experiment starts from (Cluster::CreateExperiment);
+  // "" for none. Kept in the experiment's row for a restarted master (migration 023).
+  std::string initial_checkpoint;
 };
 
 struct TrialUpdate {
@@ -97,6 +100,7 @@ class Store {
     int64_t context_bytes = 0;
     bool unmanaged = false;
     std::optional<double> best;  // best_validation_metric: the best searcher metric so far
+    std::string initial_checkpoint;  // NewExperiment::initial_checkpoint
   };
   Result<std::vector<LiveExperiment>> LiveExperiments();
   // The experiment's context archive; kNotFound when it has none.
@@ -112,8 +116,10 @@ class Store {
   Result<std::optional<Value>> LoadSearcherSnapshot(int64_t experiment_id);
 
   // Trials
+  // A new trial's row; `latest_checkpoint_uuid` is where its first run starts from ("" for
+  // nothing: a continued experiment's trials start from its initial checkpoint).
   Result<int64_t> CreateTrial(int64_t experiment_id, int64_t request_id, const Value& hparams,
-                              const std::string& state);
+                              const std::string& state, const std::string& latest_checkpoint_uuid = "");
   Status UpdateTrial(int64_t trial_id, const TrialUpdate& u);
   Result<std::optional<steadfast::v1::Trial>> GetTrial(int64_t trial_id);
   Result<std::vector<steadfast::v1::Trial>> ListTrials(int64_t experiment_id, int offset = 0,

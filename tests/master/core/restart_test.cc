@@ -233,6 +233,54 @@ TEST_F(CoordinatorRestartTest, AnExperimentWhoseSearcherNeverStoredASnapshotStar
   EXPECT_EQ(Number("SELECT count(*) FROM trials" + where + " AND state = 'COMPLETED' AND completed_length = 100"), 2);
 }
 
+// A continued experiment (`sf experiment continue`) whose master died after the experiment's row
+// and before its trial's (and the searcher's first snapshot): the search restarts, and the trial
+// it creates must start from the checkpoint the experiment continues, not from scratch. That
+// checkpoint lived only in the dead master's memory before migration 023.
+TEST_F(CoordinatorRestartTest, AContinuedExperimentsTrialCreatedAfterARestartStartsFromItsCheckpoint) {
+  StartCluster(/*slots=*/1);
+  // What is continued: a completed trial of another experiment and its checkpoint (rows only).
+  NewExperiment original;
+  original.name = "original";
+  original.config_yaml = "name: original\n";
+  original.searcher = "single";
+  original.metric = "validation_loss";
+  original.state = "COMPLETED";
+  auto original_id = store_->CreateExperiment(original);
+  ASSERT_TRUE(original_id.ok()) << original_id.status().message();
+  auto original_trial = store_->CreateTrial(*original_id, 1, Value(Value::Map{}), "COMPLETED");
+  ASSERT_TRUE(original_trial.ok()) << original_trial.status().message();
+  v1::Checkpoint checkpoint;
+  checkpoint.set_uuid("7a1d3c52-continued-from");
+  checkpoint.set_trial_id(*original_trial);
+  checkpoint.set_batches(100);
+  checkpoint.set_path("/checkpoints/7a1d3c52-continued-from");
+  ASSERT_TRUE(store_->InsertCheckpoint(checkpoint).ok());
+
+  // The master dies before any trial row or snapshot of the continuation commits.
+  RefuseSnapshots();
+  Sql("CREATE TRIGGER died_here_too BEFORE INSERT ON trials FOR EACH ROW EXECUTE FUNCTION died_here()");
+  auto created = cluster_->CreateExperiment(
+      "name: continued\ndata: {train: {src: /data/train.de, tgt: /data/train.en}}\n"
+      "searcher: {name: single, metric: validation_loss, max_length: {batches: 200}}\n",
+      true, false, "test", checkpoint.uuid());
+  ASSERT_TRUE(created.id.has_value());
+  const int64_t experiment = *created.id;
+  Die();
+  AllowSnapshots();
+  Sql("DROP TRIGGER died_here_too ON trials");
+  const std::string where = " WHERE experiment_id = " + std::to_string(experiment);
+  ASSERT_EQ(Number("SELECT count(*) FROM trials" + where), 0) << "the death is before the trial's row";
+
+  StartCluster(/*slots=*/1);
+  ASSERT_TRUE(WaitFor([&] { return !agent_->Starts().empty(); })) << "the continuation's trial never started";
+  const v1::StartTask start = agent_->Starts()[0];
+  EXPECT_EQ(start.restore_checkpoint_uuid(), checkpoint.uuid()) << "the trial started from scratch";
+  EXPECT_EQ(start.restore_checkpoint(), checkpoint.path());
+  EXPECT_EQ(TrialRow(start.trial_id()).latest_checkpoint_uuid(), checkpoint.uuid());
+  EXPECT_TRUE(TrainToTheEnd(experiment)) << "the experiment never ended";
+}
+
 // Found the same way: a completion made ASHA create the next trial, and the master died after
 // that trial's row (and operation) and before the searcher's snapshot. The restarted master
 // queued the new trial from its row; it trained and completed its operation for a searcher,
