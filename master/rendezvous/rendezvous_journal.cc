@@ -24,7 +24,7 @@ Result<RendezvousJournal::Rounds> PostgresRendezvousJournal::Load(
   Rounds rounds;
   Status st = db_->Transact("load rendezvous rounds", [&](pqxx::work& tx) {
     rounds.clear();
-    // Rounds in the order of their first payload; ranks within a round in any order.
+    // Rounds in the order of their first payload (ties by name), ranks within a round by rank.
     pqxx::result r = tx.exec_params(
         "SELECT round, rank, payload FROM rendezvous_payloads WHERE allocation_id = $1 "
         "ORDER BY min(seq) OVER (PARTITION BY round), round, rank",
