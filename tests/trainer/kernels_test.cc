@@ -1251,9 +1251,11 @@ TEST_P(KernelTest, ScaleRowGroupsScalesEachGroupByItsFactor) {
 }
 
 TEST_P(KernelTest, WeightNormMatchesReferenceByRowsAndByColumns) {
-  const int64_t n = 13, d = 300;  // d spans more than one thread block's stride on a GPU
+  // d = 300 spans more than one thread block's stride on a GPU; n = 300 columns more than one of
+  // the CPU's blocks of 256 (and a partial one).
+  for (const auto& [n, d] : {std::pair<int64_t, int64_t>{13, 300}, {300, 13}})
   for (bool columns : {false, true}) {
-    SCOPED_TRACE(columns ? "columns" : "rows");
+    SCOPED_TRACE(std::string(columns ? "columns" : "rows") + " n=" + std::to_string(n));
     auto v = Random(n * d, 43, -1, 1), g = Random(n, 44, 0.5f, 2), dw = Random(n * d, 45);
     auto dv0 = Random(n * d, 46), dg0 = Random(n, 47);
     std::vector<double> vr = ToDouble(v), gr = ToDouble(g), wr(n * d), nr(n), dwr = ToDouble(dw);
