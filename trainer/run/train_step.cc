@@ -89,6 +89,7 @@ Result<StepReport> TrainStep::Run(size_t micro_batches, const MicroBatchForward&
       grads_hook_(std::span<float>(store.grads(), store.total_numel()));
     }
   }
+  Phase("gradient scan");
   GradStats gs;
   if (on_device_) {
     // One pass on the device; its two results are the step's only other device->host copy.
@@ -112,6 +113,7 @@ Result<StepReport> TrainStep::Run(size_t micro_batches, const MicroBatchForward&
     r.optimizer_s = Now() - t2;
     return r;
   }
+  Phase("optimizer");
   const float unscale = 1.0f / (scaler_.scale_used_for_step() * static_cast<float>(r.tokens));
   const UnscaleClip c = UnscaleAndClipFactor(unscale, clip_norm_, gs);
   r.grad_norm = c.norm;
