@@ -20,6 +20,7 @@
 #include "trainer/models/fconv.h"
 #include "trainer/models/transformer_lm.h"
 #include "trainer/models/weights_io.h"
+#include "trainer/nn/output_loss.h"
 #include "trainer/run/train_step.h"
 #include "tests/support/testing.h"
 
@@ -243,6 +244,94 @@ TEST(MixedPrecision, Bf16AndFp16ForwardBackwardCloseToFp32) {
   c.activation_dropout = 0.1f;
   c.activation = Activation::kGelu;
   ExpectLowPrecisionCloseToFp32(c);
+}
+
+// bf16 training computes the logits and the loss a block of rows at a time
+// (trainer/nn/output_loss.h); the rows are independent, so blocks of 5 rows (the last one short)
+// must give the loss, the NLL, the token count and every gradient of one block of all rows.
+TEST(MixedPrecision, Bf16LossByBlocksOfRowsEqualsOneBlock) {
+  CpuBackend backend;
+  EXPECT_EQ(LogitBlockRows(backend, 4096, 8000, 0), 64);  // 2 MiB of fp32 logits per block
+  EXPECT_EQ(LogitBlockRows(backend, 40, 8000, 0), 40);
+  EXPECT_EQ(LogitBlockRows(backend, 4096, 1 << 20, 0), 16);
+  EXPECT_EQ(LogitBlockRows(backend, 4096, 8000, 5), 5);
+  TransformerConfig post = SmallConfig();
+  TransformerConfig pre = SmallConfig();
+  pre.normalize_before = true;
+  pre.share_decoder_input_output_embed = false;
+  pre.label_smoothing = 0.1f;
+  pre.dropout = 0.1f;
+  for (const TransformerConfig& c : {post, pre}) {
+    const HostBatch hb = RandomBatch(4, 9, 8, c.tgt_vocab, 21);
+    const int64_t nt = 4 * 8, V = c.tgt_vocab;
+    Transformer<float> whole(c, &backend, DType::kBF16), blocked(c, &backend, DType::kBF16);
+    whole.set_logit_block_rows(nt);
+    blocked.set_logit_block_rows(5);
+    for (Transformer<float>* m : {&whole, &blocked}) {
+      m->InitParameters(6);
+      m->context().seed = 8;
+      m->ZeroGrads();
+    }
+    auto a = whole.Forward(hb.view());
+    auto b = blocked.Forward(hb.view());
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(a->tokens, b->tokens);
+    EXPECT_NEAR(b->loss, a->loss, 1e-6 * a->loss);
+    EXPECT_NEAR(b->nll, a->nll, 1e-6 * a->nll);
+    // The blocked model keeps its last block: rows 30 and 31.
+    EXPECT_LT(MaxRel(blocked.logits(), whole.logits() + 30 * V, 2 * V), 1e-6);
+    whole.Backward(1.0f);
+    blocked.Backward(1.0f);
+    for (size_t i = 0; i < whole.params().params().size(); ++i) {
+      const ParamInfo& p = whole.params().params()[i];
+      EXPECT_LT(L2Rel(blocked.params().grad(static_cast<int>(i)),
+                      whole.params().grad(static_cast<int>(i)), p.numel),
+                1e-5)
+          << p.name << (c.normalize_before ? " (pre-norm)" : " (post-norm)");
+    }
+  }
+}
+
+// The language model's bf16 training takes the same path (the loss gradient with the loss, by
+// blocks, grad_scale applied as the output GEMMs' alpha): its loss and every gradient, scaled by
+// 4 and unscaled, against fp32's.
+TEST(MixedPrecision, LmBf16ForwardBackwardCloseToFp32) {
+  TransformerLmConfig c;
+  c.d_model = 32;
+  c.heads = 4;
+  c.layers = 2;
+  c.ffn_dim = 48;
+  c.vocab = 37;
+  c.max_positions = 32;
+  c.normalize_before = true;
+  c.activation = Activation::kGelu;
+  c.share_input_output_embed = false;
+  c.label_smoothing = 0.1f;
+  c.dropout = 0.0f;
+  CpuBackend backend;
+  TransformerLm<float> ref(c, &backend, DType::kF32), low(c, &backend, DType::kBF16);
+  const HostBatch hb = RandomBatch(4, 9, 9, c.vocab, 12);  // the model reads the target side
+  const float scale = 4.0f;
+  CrossEntropyStats stats[2];
+  int k = 0;
+  for (TransformerLm<float>* m : {&ref, &low}) {
+    m->InitParameters(7);
+    m->ZeroGrads();
+    auto s = m->Forward(hb.view());
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    stats[k++] = *s;
+    m->Backward(scale);
+    for (int64_t i = 0; i < m->params().total_numel(); ++i) m->params().grads()[i] /= scale;
+  }
+  EXPECT_EQ(stats[1].tokens, stats[0].tokens);
+  EXPECT_NEAR(stats[1].loss, stats[0].loss, 0.01 * stats[0].loss);
+  for (size_t i = 0; i < ref.params().params().size(); ++i) {
+    const ParamInfo& p = ref.params().params()[i];
+    EXPECT_LT(L2Rel(low.params().grad(static_cast<int>(i)), ref.params().grad(static_cast<int>(i)),
+                    p.numel),
+              0.1)
+        << p.name;
+  }
 }
 
 std::unique_ptr<Optimizer> Adam(double lr_unused = 0) {

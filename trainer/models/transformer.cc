@@ -8,6 +8,7 @@
 
 #include "trainer/models/transformer_init.h"
 #include "trainer/models/weights_io.h"
+#include "trainer/nn/output_loss.h"
 
 namespace sf {
 
@@ -174,7 +175,6 @@ Result<CrossEntropyStats> Transformer<T>::Forward(const Seq2SeqBatch& b) {
   const uint8_t* tgt_pad = src_pad + ns;
   ctx_.Plan(enc_x0_, {ns, C}, dt);
   ctx_.Plan(dec_x0_, {nt, C}, dt);
-  ctx_.Plan(logits_, {nt, V}, dt);
   ctx_.Plan(lse_, {nt}, dt);
 
   // Mixed precision: each layer's output also in the compute dtype (post-norm layers write it;
@@ -213,20 +213,23 @@ Result<CrossEntropyStats> Transformer<T>::Forward(const Seq2SeqBatch& b) {
   dec_out_c_ = yc ? yc : ctx_.AsCompute(y, nt * C, dec_out_cast_);
   // logits[Nt, V] = y[Nt, C] . W_out^T  (W_out [V, C]: the decoder's table or its own matrix)
   const DType cdt = ctx_.compute();
-  ctx_.backend().Gemm(1, nt, V, C, GemmOperand{dec_out_c_, cdt, false, C, 0},
-                      GemmOperand{store_.compute_value(out_proj_, cdt), cdt, true, C, 0, true},
-                      logits_.data<T>(), V, 0, 1.0f, 0.0f);
+  const void* w_out = store_.compute_value(out_proj_, cdt);
   // bf16 training: the loss gradient (unscaled; Backward applies grad_scale as the GEMMs' alpha,
-  // exact for bf16's fp32 range) comes out of the same pass over the logits as the loss. fp32
-  // keeps the logits readable until Backward (its gradient overwrites them), and f16 needs the
-  // loss scale before rounding, so both compute it in Backward.
+  // exact for bf16's fp32 range) comes out of the same pass over the logits as the loss, a block
+  // of rows at a time so the fp32 logits never reach memory whole (output_loss.h). fp32 keeps
+  // the logits readable until Backward (its gradient overwrites them), and f16 needs the loss
+  // scale before rounding, so both compute it in Backward.
   loss_grad_ready_ = ctx_.training && cdt == DType::kBF16;
   if (loss_grad_ready_) {
     ctx_.Plan(dlogits_low_, {nt, V}, cdt);
-    return ctx_.backend().CrossEntropyForwardBackward(logits_.data<T>(), tgt_out_,
-                                                      lse_.data<T>(), dlogits_low_.raw(), cdt, nt,
-                                                      V, c.label_smoothing, c.pad_id, 1.0f);
+    return ProjectWithLossGradient(ctx_, dec_out_c_, w_out, nt, C, V, tgt_out_, c.label_smoothing,
+                                   c.pad_id, logit_block_rows_, logits_, lse_.data<T>(),
+                                   dlogits_low_.raw(), cdt);
   }
+  ctx_.Plan(logits_, {nt, V}, dt);
+  ctx_.backend().Gemm(1, nt, V, C, GemmOperand{dec_out_c_, cdt, false, C, 0},
+                      GemmOperand{w_out, cdt, true, C, 0, true}, logits_.data<T>(), V, 0, 1.0f,
+                      0.0f);
   return ctx_.backend().CrossEntropyForward(logits_.data<T>(), tgt_out_, lse_.data<T>(), nt, V,
                                             c.label_smoothing, c.pad_id);
 }

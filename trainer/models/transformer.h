@@ -107,9 +107,12 @@ class Transformer final : public Seq2SeqModel<T> {
   void set_grads_final_hook(std::function<void(int64_t offset)> hook) override { grads_final_ = std::move(hook); }
 
   // Logits of the last Forward [B*Tt, V] (valid until Backward, which reuses the buffer), in
-  // the backend's memory.
+  // the backend's memory. bf16 training computes them a block of rows at a time
+  // (trainer/nn/output_loss.h) and keeps the last block only, unless every row fitted one.
   const T* logits() const { return logits_.data<T>(); }
   const Tensor& logits_tensor() const { return logits_; }
+  // Rows per block of that computation: 0 (the default) lets the backend's memory decide.
+  void set_logit_block_rows(int64_t rows) { logit_block_rows_ = rows; }
 
  private:
   TransformerConfig config_;
@@ -126,6 +129,7 @@ class Transformer final : public Seq2SeqModel<T> {
   std::vector<int64_t> encoder_start_, decoder_start_;
   bool mirror_stale_ = true;
   bool loss_grad_ready_ = false;  // Forward left the unscaled loss gradient in dlogits_low_
+  int64_t logit_block_rows_ = 0;
 
   Seq2SeqBatch batch_;           // the host micro-batch of the last Forward
   std::vector<uint8_t> staging_;  // host staging of the micro-batch (see Forward)

@@ -7,6 +7,7 @@
 
 #include "trainer/models/model_metadata.h"
 #include "trainer/models/transformer_init.h"
+#include "trainer/nn/output_loss.h"
 
 namespace sf {
 
@@ -152,7 +153,6 @@ Result<CrossEntropyStats> TransformerLm<T>::Forward(const Seq2SeqBatch& b) {
   tgt_out_ = di + n;
   const uint8_t* pad = static_cast<const uint8_t*>(batch_dev_.raw()) + ints * sizeof(int32_t);
   ctx_.Plan(x0_, {n, C}, dt);
-  ctx_.Plan(logits_, {n, V}, dt);
   ctx_.Plan(lse_, {n}, dt);
   embed_->Forward(ctx_, di, di + 2 * n, B, L, x0_.template data<T>());
   const T* x = x0_.template data<T>();
@@ -165,9 +165,21 @@ Result<CrossEntropyStats> TransformerLm<T>::Forward(const Seq2SeqBatch& b) {
   out_ = x;
   const DType cdt = ctx_.compute();
   out_c_ = ctx_.AsCompute(x, n * C, out_cast_);
+  const void* w_out = store_.compute_value(out_proj_, cdt);
+  // bf16 training: the loss gradient comes with the loss, a block of rows at a time
+  // (trainer/nn/output_loss.h; Backward applies grad_scale as the GEMMs' alpha), as in the
+  // encoder-decoder (transformer.cc says why fp32 and f16 wait for Backward).
+  loss_grad_ready_ = ctx_.training && cdt == DType::kBF16;
+  if (loss_grad_ready_) {
+    ctx_.Plan(dlogits_low_, {n, V}, cdt);
+    return ProjectWithLossGradient(ctx_, out_c_, w_out, n, C, V, tgt_out_, c.label_smoothing,
+                                   c.pad_id, 0, logits_, lse_.template data<T>(),
+                                   dlogits_low_.raw(), cdt);
+  }
+  ctx_.Plan(logits_, {n, V}, dt);
   ctx_.backend().Gemm(1, n, V, C, GemmOperand{out_c_, cdt, false, C, 0},
-                      GemmOperand{store_.compute_value(out_proj_, cdt), cdt, true, C, 0, true},
-                      logits_.template data<T>(), V, 0, 1.0f, 0.0f);
+                      GemmOperand{w_out, cdt, true, C, 0, true}, logits_.template data<T>(), V, 0,
+                      1.0f, 0.0f);
   return ctx_.backend().CrossEntropyForward(logits_.template data<T>(), tgt_out_, lse_.template data<T>(), n, V,
                                             c.label_smoothing, c.pad_id);
 }
@@ -179,20 +191,30 @@ void TransformerLm<T>::Backward(float grad_scale) {
   const DType dt = DTypeOf<T>::value, cdt = ctx_.compute();
   auto& be = ctx_.backend();
   for (Tensor* t : {&grad_a_, &grad_b_, &tmp1_, &tmp2_}) ctx_.Plan(*t, {n, C}, dt);
+  // dlogits in the compute dtype: in place over the logits (fp32) or into a bf16/f16 buffer;
+  // already there, unscaled, when Forward computed it with the loss.
   void* dlog = logits_.raw();
-  if (ctx_.low_precision()) {
-    ctx_.Plan(dlogits_low_, {n, V}, cdt);
+  float alpha = 1.0f;
+  if (loss_grad_ready_) {
     dlog = dlogits_low_.raw();
+    alpha = grad_scale;
+    loss_grad_ready_ = false;
+  } else {
+    if (ctx_.low_precision()) {
+      ctx_.Plan(dlogits_low_, {n, V}, cdt);
+      dlog = dlogits_low_.raw();
+    }
+    be.CrossEntropyBackward(logits_.template data<T>(), lse_.template data<T>(), tgt_out_, dlog,
+                            cdt, n, V, c.label_smoothing, c.pad_id, grad_scale);
   }
-  be.CrossEntropyBackward(logits_.template data<T>(), lse_.template data<T>(), tgt_out_, dlog, cdt, n, V,
-                          c.label_smoothing, c.pad_id, grad_scale);
   T* gy = grad_a_.template data<T>();
   T* other = grad_b_.template data<T>();
   // dy = dlogits W_out; dW_out += dlogits^T y.
   be.Gemm(1, n, C, V, GemmOperand{dlog, cdt, false, V, 0},
-          GemmOperand{store_.compute_value(out_proj_, cdt), cdt, false, C, 0, true}, gy, C, 0, 1.0f, 0.0f);
+          GemmOperand{store_.compute_value(out_proj_, cdt), cdt, false, C, 0, true}, gy, C, 0,
+          alpha, 0.0f);
   be.Gemm(1, V, C, n, GemmOperand{dlog, cdt, true, V, 0}, GemmOperand{out_c_, cdt, false, C, 0},
-          store_.grad(out_proj_), C, 0, 1.0f, 1.0f);
+          store_.grad(out_proj_), C, 0, alpha, 1.0f);
   auto final_from = [this](int64_t offset) {
     if (grads_final_) grads_final_(offset);
   };

@@ -87,7 +87,9 @@ class TransformerLm final : public Seq2SeqModel<T> {
   void Backward(float grad_scale) override;
   void set_grads_final_hook(std::function<void(int64_t offset)> hook) override { grads_final_ = std::move(hook); }
 
-  // Logits of the last Forward [B*T, V], batch-major rows (valid until Backward).
+  // Logits of the last Forward [B*T, V], batch-major rows (valid until Backward). bf16 training
+  // computes them a block of rows at a time (trainer/nn/output_loss.h) and keeps the last block
+  // only, unless every row fitted one.
   const T* logits() const { return logits_.template data<T>(); }
 
  private:
@@ -108,6 +110,7 @@ class TransformerLm final : public Seq2SeqModel<T> {
   const T* out_ = nullptr;
   const void* out_c_ = nullptr;
   Tensor x0_, final_, out_cast_, logits_, lse_, dlogits_low_, grad_a_, grad_b_, tmp1_, tmp2_;
+  bool loss_grad_ready_ = false;  // Forward left the unscaled loss gradient in dlogits_low_
 };
 
 extern template class TransformerLm<float>;

@@ -20,6 +20,7 @@
 
 #include "trainer/core/cpu_features.h"
 #include "trainer/kernels/profiling_backend.h"
+#include "trainer/models/transformer.h"
 #include "common/config/hyperparameter_schema.h"
 #include "trainer/run/model_setup.h"
 #include "trainer/run/data_parallel.h"
@@ -121,6 +122,9 @@ void AddBenchFlags(CLI::App& cmd, BenchOptions* o) {
   cmd.add_flag_callback("--no-gemm-peak", [o] { o->gemm_peak = false; }, "skip timing the reference GEMM");
   cmd.add_flag("--profile", o->profile,
                "time every kernel of the timed steps and print the step per op family and per GEMM shape");
+  cmd.add_option("--logit-block-rows", o->logit_block_rows,
+                 "transformer, bf16: rows per block of the output projection and its loss (0: automatic)")
+      ->check(cmdline::AtLeast(0));
   cmd.add_option("--bucket-mb", o->bucket_mb, "data parallel: gradient bucket size in MiB")->check(cmdline::AtLeast(1));
   cmd.add_option("--allreduce-dtype", o->allreduce_dtype, "data parallel: gradient type on the wire")->check(precisions);
 }
@@ -175,6 +179,9 @@ Result<BenchReport> RunBench(const BenchOptions& o) {
     SF_ASSIGN_OR_RETURN(ModelSpec spec, ModelSpecFromHyperparameters(
                                             hparams, vocab, vocab, std::max<int64_t>(1024, std::max(o.src_len, o.tgt_len) + 2)));
     seq2seq = MakeModel(spec, &backend, compute);
+    if (auto* t = dynamic_cast<Transformer<float>*>(seq2seq.get())) {
+      t->set_logit_block_rows(o.logit_block_rows);
+    }
   }
   TrainableModel<float>& model = speech ? static_cast<TrainableModel<float>&>(*recogniser) : *seq2seq;
   model.InitParameters(1);

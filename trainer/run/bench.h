@@ -44,6 +44,10 @@ struct BenchOptions {
   // Time every kernel of the timed steps (kernels/profiling_backend.h) and add the per-op table
   // to the report (text: after the key/value lines; JSON: a "profile" member).
   bool profile = false;
+  // Transformer, bf16: rows per block of the output projection and its loss
+  // (trainer/nn/output_loss.h); 0 lets the backend decide, a number at least the step's target
+  // tokens computes every row in one block, as before blocks existed.
+  int64_t logit_block_rows = 0;
   int64_t bucket_mb = 25;               // data parallel: gradient bucket size
   std::string allreduce_dtype = "fp32";  // data parallel: fp32 | bf16 | fp16 on the wire
   dist::Communicator* comm = nullptr;    // data parallel (world size > 1); not owned

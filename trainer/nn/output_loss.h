@@ -1,0 +1,71 @@
+// The output projection and its cross-entropy in one pass over blocks of rows (issue 48 item 4).
+//
+// ProjectWithLossGradient computes, for the rows of a training micro-batch,
+//   logits[rows, V] = y[rows, C] . W^T        (W [V, C], a weight in the compute dtype)
+//   the label-smoothed loss, the plain NLL, the token count, each row's log-sum-exp (lse), and
+//   the loss gradient dlogits[rows, V] (unscaled, in dlogits_dtype)
+// with exactly the arithmetic of one Backend::Gemm over every row followed by one
+// Backend::CrossEntropyForwardBackward: the rows are independent, so a block of them at a time
+// gives each row the same products and the same loss pass. What changes is where the fp32
+// logits live. Whole, they are rows x V x 4 bytes (131 MB for 4,096 tokens and 8,000 words; four
+// times that for a 32,000-word vocabulary) written by the GEMM and read back by the loss pass
+// from memory. By blocks they fill a buffer of about kLogitBlockBytes that the loss pass reads
+// while it is still in the CPU's caches, and the model's peak memory loses the full logits.
+//
+// Rows per block (LogitBlockRows): `requested` when > 0 (tests, the bench's comparison);
+// otherwise, on a backend whose memory the host reads (the CPU), as many rows as fit
+// kLogitBlockBytes, a multiple of 16 and at least 16; on a device (a GPU) every row in one block,
+// since one large GEMM suits it best and its memory is not a cache the block would stay in.
+//
+// The block's logits are left in `logits` (resized to [block rows, V]): after the call it holds
+// the last block's rows only, unless every row fitted one block. The loss statistics are the sums
+// of the blocks' (double; the per-block order is the kernel's, as for one call).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "trainer/nn/context.h"
+
+namespace sf {
+
+inline constexpr int64_t kLogitBlockBytes = int64_t{2} << 20;
+
+template <typename T>
+int64_t LogitBlockRows(const Backend<T>& backend, int64_t rows, int64_t vocab, int64_t requested) {
+  if (requested > 0) return std::min(rows, requested);
+  if (!backend.host_accessible()) return rows;
+  const int64_t fit = kLogitBlockBytes / (vocab * static_cast<int64_t>(sizeof(T)));
+  return std::min(rows, std::max<int64_t>(16, fit / 16 * 16));
+}
+
+template <typename T>
+CrossEntropyStats ProjectWithLossGradient(Context<T>& ctx, const void* y_compute,
+                                          const void* w_compute, int64_t rows, int64_t C,
+                                          int64_t V, const int32_t* targets, float label_smoothing,
+                                          int32_t pad, int64_t requested_block_rows,
+                                          Tensor& logits, T* lse, void* dlogits,
+                                          DType dlogits_dtype) {
+  Backend<T>& be = ctx.backend();
+  const DType cdt = ctx.compute();
+  const int64_t block = LogitBlockRows(be, rows, V, requested_block_rows);
+  ctx.Plan(logits, {block, V}, DTypeOf<T>::value);
+  const char* y = static_cast<const char*>(y_compute);
+  char* dl = static_cast<char*>(dlogits);
+  const int64_t ysize = DTypeSize(cdt), dsize = DTypeSize(dlogits_dtype);
+  CrossEntropyStats total;
+  for (int64_t r0 = 0; r0 < rows; r0 += block) {
+    const int64_t n = std::min(block, rows - r0);
+    be.Gemm(1, n, V, C, GemmOperand{y + r0 * C * ysize, cdt, false, C, 0},
+            GemmOperand{w_compute, cdt, true, C, 0, true}, logits.data<T>(), V, 0, 1.0f, 0.0f);
+    const CrossEntropyStats s = be.CrossEntropyForwardBackward(
+        logits.data<T>(), targets + r0, lse + r0, dl + r0 * V * dsize, dlogits_dtype, n, V,
+        label_smoothing, pad, 1.0f);
+    total.loss += s.loss;
+    total.nll += s.nll;
+    total.tokens += s.tokens;
+  }
+  return total;
+}
+
+}  // namespace sf
