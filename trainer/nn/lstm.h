@@ -140,6 +140,11 @@ class Lstm {
       dc_.ZeroFill();
     }
     if (n_rows == 0) return;
+    const bool low = ctx.low_precision();
+    const size_t es = DTypeSize(ctx.compute());
+    // Nothing in the loop below borrows the kScratchCastB slot.
+    const char* dg_c =
+        static_cast<const char*>(low ? ctx.Scratch(kScratchCastB, n_rows * G, ctx.compute()) : gates_.raw());
     const void* w_hh = store_.compute_value(w_hh_, ctx.compute());
     for (size_t t = batch_sizes_.size(); t-- > 0;) {
       const int64_t n = batch_sizes_[t];
@@ -148,8 +153,11 @@ class Lstm {
       // Rows past n ended before step t: their carried gradients wait untouched.
       be.LstmCellBackward(g, CPrev(t), c_.data<T>() + offsets_[t] * H, dh_.data<T>(), dc_.data<T>(), g,
                           dc_.data<T>(), nullptr, n, H);
+      // The step's gate gradients in the compute dtype, where the products over every step
+      // below read them too (one cast per element, not two).
+      const void* dg = dg_c + offsets_[t] * G * es;
+      if (low) be.Cast(g, const_cast<void*>(dg), ctx.compute(), n * G);
       if (const void* h_prev = HPrevCompute(ctx, t)) {
-        const void* dg = ctx.AsComputeScratch(g, n * G, kScratchCastA);
         be.Gemm(1, n, H, G, GemmOperand{dg, ctx.compute(), false, G, 0},
                 GemmOperand{w_hh, ctx.compute(), false, H, 0, true}, dh_.data<T>(), H, 0, 1.0f, 0.0f);
         be.Gemm(1, G, H, n, GemmOperand{dg, ctx.compute(), true, G, 0},
@@ -157,9 +165,8 @@ class Lstm {
       }
     }
     // dW_ih[:, block k] += dG^T x_k; dx_k = dG W_ih[:, block k].
-    const void* dg_all = ctx.AsComputeScratch(gates_.data<T>(), n_rows * G, kScratchCastB);
+    const void* dg_all = dg_c;
     const void* w_ih = store_.compute_value(w_ih_, ctx.compute());
-    const size_t es = DTypeSize(ctx.compute());
     for (size_t k = 0, col = 0; k < parts_.size(); col += parts_[k], ++k) {
       be.Gemm(1, G, parts_[k], n_rows, GemmOperand{dg_all, ctx.compute(), true, G, 0},
               GemmOperand{x_c_[k], ctx.compute(), false, parts_[k], 0}, store_.grad(w_ih_) + col, input_, 0, 1.0f,

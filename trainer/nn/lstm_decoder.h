@@ -136,8 +136,9 @@ class LstmDecoder {
       }
       // Attention on the top layer's output.
       const T* h = Output(layers_ - 1, j);
+      const void* h_c = ctx.AsCompute(h, B * H, top_cast_);  // for input_proj and output_proj
       T* a = Row(a_, j, units_);
-      Gemm(ctx, B, units_, H, h, Weight(ctx, w_in_, 0), H, true, a, units_, 0.0f);
+      GemmC(ctx, B, units_, H, h_c, Weight(ctx, w_in_, 0), H, true, a, units_, 0.0f);
       T* scores = ctx.ScratchT(kScratchScores, B * S);
       const void* a_c = ctx.AsComputeScratch(a, B * units_, kScratchCastA);
       be.Gemm(B, 1, S, units_, GemmOperand{a_c, cd, false, units_, units_},
@@ -149,7 +150,7 @@ class LstmDecoder {
               GemmOperand{enc_c_, cd, false, B * units_, units_}, context, units_, units_, 1.0f, 0.0f);
       T* pre = Row(pre_, j);
       Gemm(ctx, B, H, units_, context, Weight(ctx, w_out_, 0), units_ + H, true, pre, H, 0.0f);
-      Gemm(ctx, B, H, H, h, Weight(ctx, w_out_, units_), units_ + H, true, pre, H, 1.0f);
+      GemmC(ctx, B, H, H, h_c, Weight(ctx, w_out_, units_), units_ + H, true, pre, H, 1.0f);
       T* y = Row(y_, j);
       be.BiasActivationForward(pre, nullptr, pre, y, dt, B, H, Activation::kTanh);
       if (p_ > 0) be.BiasDropoutResidualForward(y, nullptr, nullptr, y, B, H, p_, Key(j, layers_));
@@ -192,14 +193,15 @@ class LstmDecoder {
       // output_proj: dWo += dpre^T [ctx | h]; dctx = dpre Wo[:, :D]; dh_top = dpre Wo[:, D:].
       const T* h = Output(layers_ - 1, j);
       const T* context = Row(context_, j, D);
-      WeightGrad(ctx, H, D, B, dout, context, store_.grad(w_out_), D + H);
-      WeightGrad(ctx, H, H, B, dout, h, store_.grad(w_out_) + D, D + H);
+      const void* dout_c = ctx.AsComputeScratch(dout, B * H, kScratchCastA);
+      WeightGradC(ctx, H, D, B, dout_c, context, store_.grad(w_out_), D + H);
+      WeightGradC(ctx, H, H, B, dout_c, h, store_.grad(w_out_) + D, D + H);
       T* dctx = d_enc ? Row(dctx_all_, j, D) : dtmp_.template data<T>();
-      Gemm(ctx, B, D, H, dout, Weight(ctx, w_out_, 0), D + H, false, dctx, D, 0.0f);
+      GemmC(ctx, B, D, H, dout_c, Weight(ctx, w_out_, 0), D + H, false, dctx, D, 0.0f);
       // dout_[i]: the gradient of layer i's output at this step (from above); dh_[i] the
       // recurrent one, from the next step.
       T* dh_top = dout_[layers_ - 1].template data<T>();
-      Gemm(ctx, B, H, H, dout, Weight(ctx, w_out_, D), D + H, false, dh_top, H, 0.0f);
+      GemmC(ctx, B, H, H, dout_c, Weight(ctx, w_out_, D), D + H, false, dh_top, H, 0.0f);
       // Attention: dp_s = dctx · enc[s]; softmax; da = Σ_s dscores_s enc[s]. (d_enc[s] gets
       // p_s dctx + dscores_s a of every step after the loop.)
       const T* p = Row(probs_, j, S);
@@ -214,8 +216,9 @@ class LstmDecoder {
       be.Gemm(B, 1, D, S, GemmOperand{ds_c, cd, false, S, S}, GemmOperand{enc_c_, cd, false, B * D, D}, da, D, D,
               1.0f, 0.0f);
       // input_proj: dWi += da^T h; dh_top += da Wi.
-      WeightGrad(ctx, D, H, B, da, h, store_.grad(w_in_), H);
-      Gemm(ctx, B, H, D, da, Weight(ctx, w_in_, 0), H, false, dh_top, H, 1.0f);
+      const void* da_c = ctx.AsComputeScratch(da, B * D, kScratchCastA);
+      WeightGradC(ctx, D, H, B, da_c, h, store_.grad(w_in_), H);
+      GemmC(ctx, B, H, D, da_c, Weight(ctx, w_in_, 0), H, false, dh_top, H, 1.0f);
       // The cells, top down.
       for (int i = layers_ - 1; i >= 0; --i) {
         T* g = Row(gates_[i], j, G);
@@ -223,22 +226,24 @@ class LstmDecoder {
         const T* c_prev = j > 0 ? Row(cells_[i], j - 1) : c0_[i];
         be.LstmCellBackward(g, c_prev, Row(cells_[i], j), dh_[i].template data<T>(), dc_[i].template data<T>(), g,
                             dc_[i].template data<T>(), nullptr, B, H);
+        const void* g_c = ctx.AsComputeScratch(g, B * G, kScratchCastA);  // the gate gradients' four products
         if (const T* h_prev = j > 0 ? Row(hiddens_[i], j - 1) : h0_[i]) {
-          WeightGrad(ctx, G, H, B, g, h_prev, store_.grad(w_hh_[i]), H);
-          Gemm(ctx, B, H, G, g, Weight(ctx, w_hh_[i], 0), H, false, dh_[i].template data<T>(), H, 0.0f);
+          WeightGradC(ctx, G, H, B, g_c, h_prev, store_.grad(w_hh_[i]), H);
+          GemmC(ctx, B, H, G, g_c, Weight(ctx, w_hh_[i], 0), H, false, dh_[i].template data<T>(), H, 0.0f);
         }
         if (i > 0) {
           // Into the layer below's output, through the dropout between them, and straight
           // through a residual.
-          WeightGrad(ctx, G, H, B, g, LayerInput(i, j), store_.grad(w_ih_[i]), H);
+          WeightGradC(ctx, G, H, B, g_c, LayerInput(i, j), store_.grad(w_ih_[i]), H);
           T* din = dout_[i - 1].template data<T>();
-          Gemm(ctx, B, H, G, g, Weight(ctx, w_ih_[i], 0), H, false, din, H, 0.0f);
+          GemmC(ctx, B, H, G, g_c, Weight(ctx, w_ih_[i], 0), H, false, din, H, 0.0f);
           if (p_ > 0) be.BiasDropoutResidualBackward(din, din, nullptr, B, H, p_, Key(j, i - 1));
           if (Residual(i)) be.Add(dout_[i].template data<T>(), din, B * H);
         } else if (j > 0) {
           // The feed's part: its gradient goes to the previous step's output.
-          WeightGrad(ctx, G, H, B, g, Row(y_, j - 1), store_.grad(w_ih_[0]) + embed_, embed_ + H);
-          Gemm(ctx, B, H, G, g, Weight(ctx, w_ih_[0], embed_), embed_ + H, false, dfeed_.template data<T>(), H, 0.0f);
+          WeightGradC(ctx, G, H, B, g_c, Row(y_, j - 1), store_.grad(w_ih_[0]) + embed_, embed_ + H);
+          GemmC(ctx, B, H, G, g_c, Weight(ctx, w_ih_[0], embed_), embed_ + H, false, dfeed_.template data<T>(), H,
+                0.0f);
         }
       }
     }
@@ -294,17 +299,24 @@ class LstmDecoder {
     return static_cast<const char*>(store_.compute_value(id, ctx.compute())) + col * DTypeSize(ctx.compute());
   }
   // c [m, n] (row stride ldc) = x [m, k] · W^T (W: [n, k] rows of stride ldw; transposed) or
-  // x · W (W: [k, n]; not transposed), + beta c.
+  // x · W (W: [k, n]; not transposed), + beta c. x_c: x already in the compute dtype (an operand
+  // several products share is cast once per step, not once per product).
+  void GemmC(Context<T>& ctx, int64_t m, int64_t n, int64_t k, const void* x_c, const void* w, int64_t ldw,
+             bool transposed, T* c, int64_t ldc, float beta) {
+    const DType cd = ctx.compute();
+    ctx.backend().Gemm(1, m, n, k, GemmOperand{x_c, cd, false, k, 0}, GemmOperand{w, cd, transposed, ldw, 0, true},
+                       c, ldc, 0, 1.0f, beta);
+  }
   void Gemm(Context<T>& ctx, int64_t m, int64_t n, int64_t k, const T* x, const void* w, int64_t ldw,
             bool transposed, T* c, int64_t ldc, float beta) {
-    const DType cd = ctx.compute();
-    ctx.backend().Gemm(1, m, n, k, GemmOperand{ctx.AsComputeScratch(x, m * k, kScratchCastA), cd, false, k, 0},
-                       GemmOperand{w, cd, transposed, ldw, 0, true}, c, ldc, 0, 1.0f, beta);
+    GemmC(ctx, m, n, k, ctx.AsComputeScratch(x, m * k, kScratchCastA), w, ldw, transposed, c, ldc, beta);
   }
-  // dw [m, n] (row stride ldw) += dy^T [m, rows] · x [rows, n].
-  void WeightGrad(Context<T>& ctx, int64_t m, int64_t n, int64_t rows, const T* dy, const T* x, T* dw, int64_t ldw) {
+  // dw [m, n] (row stride ldw) += dy^T [m, rows] · x [rows, n]; dy_c in the compute dtype (x is
+  // cast into the kScratchCastB slot, so dy_c may live in kScratchCastA).
+  void WeightGradC(Context<T>& ctx, int64_t m, int64_t n, int64_t rows, const void* dy_c, const T* x, T* dw,
+                   int64_t ldw) {
     const DType cd = ctx.compute();
-    ctx.backend().Gemm(1, m, n, rows, GemmOperand{ctx.AsComputeScratch(dy, rows * m, kScratchCastA), cd, true, m, 0},
+    ctx.backend().Gemm(1, m, n, rows, GemmOperand{dy_c, cd, true, m, 0},
                        GemmOperand{ctx.AsComputeScratch(x, rows * n, kScratchCastB), cd, false, n, 0}, dw, ldw, 0,
                        1.0f, 1.0f);
   }
@@ -328,6 +340,7 @@ class LstmDecoder {
   std::vector<const T*> h0_, c0_;
   std::vector<Tensor> gates_, cells_, hiddens_, outputs_, dropped_, bias_, dh_, dc_, dout_;
   Tensor a_, probs_, context_, pre_, y_, enc_cast_, dfeed_, dtmp_, dtmp2_, dctx_all_, dscores_all_;
+  Tensor top_cast_;  // a step's top-layer output in the compute dtype (Forward)
 };
 
 }  // namespace sf
