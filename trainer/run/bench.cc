@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <utility>
@@ -60,43 +61,53 @@ std::string ShapeName(GemmShape s) {
   return std::to_string(s.m) + "x" + std::to_string(s.k) + "x" + std::to_string(s.n);
 }
 
-// GFLOP/s of the device's reference GEMM, operands in the backend's memory.
-double GemmPeak(Backend<float>& be, DType dt) {
-  const GemmShape s = PeakShape(be.device());
-  const int64_t m = s.m, k = s.k, n = s.n;
-  CachingAllocator& mem = be.allocator();
-  Tensor a({m * k}, DType::kF32, mem), w({n * k}, DType::kF32, mem), c({m * n}, DType::kF32, mem);
-  {
+// The device's reference GEMM, operands in the backend's memory. Sample() times one call and
+// returns its GFLOP/s. The bench samples it between the timed steps as well as after them, so
+// on a shared host whose speed drifts the reference is measured over the same minutes as the
+// step it is compared with.
+class ReferenceGemm {
+ public:
+  ReferenceGemm(Backend<float>& be, DType dt) : be_(be), dt_(dt), s_(PeakShape(be.device())) {
+    const int64_t m = s_.m, k = s_.k, n = s_.n;
+    CachingAllocator& mem = be.allocator();
+    a_.Resize({m * k}, DType::kF32, mem);
+    w_.Resize({n * k}, DType::kF32, mem);
+    c_.Resize({m * n}, DType::kF32, mem);
     std::vector<float> ha(static_cast<size_t>(m * k), 0.01f), hw(static_cast<size_t>(n * k), 0.02f);
-    a.CopyFromHost(ha.data());
-    w.CopyFromHost(hw.data());
-  }
-  Tensor al, wl;
-  const void* ap = a.raw();
-  const void* wp = w.raw();
-  if (dt != DType::kF32) {
-    al.Resize({m * k}, dt, mem);
-    wl.Resize({n * k}, dt, mem);
-    be.Cast(a.data<float>(), al.raw(), dt, m * k);
-    be.Cast(w.data<float>(), wl.raw(), dt, n * k);
-    ap = al.raw();
-    wp = wl.raw();
-  }
-  auto run = [&] {
-    be.Gemm(1, m, n, k, GemmOperand{ap, dt, false, k, 0}, GemmOperand{wp, dt, true, k, 0},
-            c.data<float>(), n, 0, 1.0f, 0.0f);
-  };
-  run();
-  be.Synchronize();
-  std::vector<double> times;
-  for (int i = 0; i < 5; ++i) {
-    const double t0 = Now();
-    run();
+    a_.CopyFromHost(ha.data());
+    w_.CopyFromHost(hw.data());
+    ap_ = a_.raw();
+    wp_ = w_.raw();
+    if (dt != DType::kF32) {
+      al_.Resize({m * k}, dt, mem);
+      wl_.Resize({n * k}, dt, mem);
+      be.Cast(a_.data<float>(), al_.raw(), dt, m * k);
+      be.Cast(w_.data<float>(), wl_.raw(), dt, n * k);
+      ap_ = al_.raw();
+      wp_ = wl_.raw();
+    }
+    Run();  // the first call creates the kernel
     be.Synchronize();
-    times.push_back(Now() - t0);
   }
-  return 2.0 * m * n * k / Median(times) / 1e9;
-}
+  double Sample() {
+    const double t0 = Now();
+    Run();
+    be_.Synchronize();
+    return 2.0 * s_.m * s_.n * s_.k / (Now() - t0) / 1e9;
+  }
+
+ private:
+  void Run() {
+    be_.Gemm(1, s_.m, s_.n, s_.k, GemmOperand{ap_, dt_, false, s_.k, 0},
+             GemmOperand{wp_, dt_, true, s_.k, 0}, c_.data<float>(), s_.n, 0, 1.0f, 0.0f);
+  }
+  Backend<float>& be_;
+  DType dt_;
+  GemmShape s_;
+  Tensor a_, w_, c_, al_, wl_;
+  const void* ap_ = nullptr;
+  const void* wp_ = nullptr;
+};
 
 }  // namespace
 
@@ -251,6 +262,13 @@ Result<BenchReport> RunBench(const BenchOptions& o) {
   }
   backend.Synchronize();
   if (profiler) profiler->Reset();
+  // The engine's peak memory, read before the reference GEMM's operands exist: the timed steps
+  // allocate nothing (allocations_in_timed_steps says so) and touch what the warm-up touched.
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  std::unique_ptr<ReferenceGemm> reference;
+  std::vector<double> reference_rates;
+  if (o.gemm_peak) reference = std::make_unique<ReferenceGemm>(profiler ? profiler->inner() : backend, compute);
   const int64_t allocs_before = backend.allocator().stats().system_allocations;
   std::vector<double> total, fwd, bwd, opt_t, ar_busy, ar_wait;
   std::map<std::string, std::vector<double>> device_phases;
@@ -278,6 +296,7 @@ Result<BenchReport> RunBench(const BenchOptions& o) {
     ar_wait.push_back(r.sync.wait_seconds);
     ar_bytes = r.sync.bytes;
     last_loss = r.loss / std::max<int64_t>(1, r.tokens);
+    if (reference) reference_rates.push_back(reference->Sample());
   }
   const int64_t allocs_after = backend.allocator().stats().system_allocations;
   const double step_s = Median(total);
@@ -290,8 +309,6 @@ Result<BenchReport> RunBench(const BenchOptions& o) {
   const double tokens = static_cast<double>(B * o.tgt_len * world);
   const double flops = speech ? recogniser->config().TrainingFlops(B * world, o.src_len)
                               : seq2seq->TrainingFlops(B * world, o.src_len, o.tgt_len);
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
   BenchReport report;
   std::vector<std::pair<std::string, std::string>>& rep = report.values;
   rep.reserve(48);  // also keeps GCC 12's -Warray-bounds false positive on emplace_back quiet
@@ -332,10 +349,14 @@ Result<BenchReport> RunBench(const BenchOptions& o) {
   rep.emplace_back("model_gflop_per_step", Fmt(flops / 1e9, 2));
   rep.emplace_back("achieved_gflops", Fmt(flops / step_s / 1e9, 1));
   double peak = 0;
-  if (o.gemm_peak) {
-    peak = GemmPeak(profiler ? profiler->inner() : backend, compute);
+  if (reference) {
+    for (int i = 0; i < 5; ++i) reference_rates.push_back(reference->Sample());
+    peak = Median(reference_rates);
     rep.emplace_back("gemm_" + ShapeName(PeakShape(backend.device())) + "_gflops", Fmt(peak, 1));
     rep.emplace_back("gemm_gflops", Fmt(peak, 1));
+    // The reference's own spread over the run: how much the host's speed moved.
+    rep.emplace_back("gemm_gflops_min", Fmt(*std::min_element(reference_rates.begin(), reference_rates.end()), 1));
+    rep.emplace_back("gemm_gflops_max", Fmt(*std::max_element(reference_rates.begin(), reference_rates.end()), 1));
     rep.emplace_back("fraction_of_gemm_rate", Fmt(flops / step_s / 1e9 / peak, 3));
   }
   rep.emplace_back("peak_rss_mb", Fmt(static_cast<double>(ru.ru_maxrss) / 1024.0, 1));
