@@ -178,11 +178,12 @@ class LstmDecoder {
     ctx.Plan(dfeed_, {B, H}, dt);
     dfeed_.ZeroFill();
     ctx.Plan(dtmp_, {B, std::max(H, D)}, dt);
-    ctx.Plan(dtmp2_, {B, std::max(H, D)}, dt);
+    ctx.Plan(dtmp2_, {B, D}, dt);
     if (d_enc) {  // every step's dctx and dscores, for the encoder's gradient after the loop
       ctx.Plan(dctx_all_, {N, D}, dt);
       ctx.Plan(dscores_all_, {N, S}, dt);
     }
+    ctx.Plan(da_all_c_, {N, D}, cd);  // every step's da, for input_proj's weight gradient
     if (N == 0) return;
     for (int64_t j = steps_ - 1; j >= 0; --j) {
       // The output's gradient: its own and the next step's feed's; back through dropout and tanh.
@@ -190,12 +191,11 @@ class LstmDecoder {
       be.Add(dy + j * B * H, dout, B * H);
       if (p_ > 0) be.BiasDropoutResidualBackward(dout, dout, nullptr, B, H, p_, Key(j, layers_));
       be.BiasActivationBackward(dout, Row(pre_, j), dt, dout, nullptr, B, H, Activation::kTanh);
-      // output_proj: dWo += dpre^T [ctx | h]; dctx = dpre Wo[:, :D]; dh_top = dpre Wo[:, D:].
-      const T* h = Output(layers_ - 1, j);
-      const T* context = Row(context_, j, D);
+      // The step's pre-activation is read: its row keeps dpre for output_proj's weight gradient,
+      // taken over every step after the loop.
+      be.Cast(dout, Row(pre_, j), dt, B * H);
+      // output_proj: dctx = dpre Wo[:, :D]; dh_top = dpre Wo[:, D:].
       const void* dout_c = ctx.AsComputeScratch(dout, B * H, kScratchCastA);
-      WeightGradC(ctx, H, D, B, dout_c, context, store_.grad(w_out_), D + H);
-      WeightGradC(ctx, H, H, B, dout_c, h, store_.grad(w_out_) + D, D + H);
       T* dctx = d_enc ? Row(dctx_all_, j, D) : dtmp_.template data<T>();
       GemmC(ctx, B, D, H, dout_c, Weight(ctx, w_out_, 0), D + H, false, dctx, D, 0.0f);
       // dout_[i]: the gradient of layer i's output at this step (from above); dh_[i] the
@@ -215,9 +215,9 @@ class LstmDecoder {
       const void* ds_c = ctx.AsComputeScratch(dscores, B * S, kScratchCastA);
       be.Gemm(B, 1, D, S, GemmOperand{ds_c, cd, false, S, S}, GemmOperand{enc_c_, cd, false, B * D, D}, da, D, D,
               1.0f, 0.0f);
-      // input_proj: dWi += da^T h; dh_top += da Wi.
-      const void* da_c = ctx.AsComputeScratch(da, B * D, kScratchCastA);
-      WeightGradC(ctx, D, H, B, da_c, h, store_.grad(w_in_), H);
+      // input_proj: dh_top += da Wi (da kept, rounded, for the weight gradient after the loop).
+      void* da_c = static_cast<char*>(da_all_c_.raw()) + j * B * D * DTypeSize(cd);
+      be.Cast(da, da_c, cd, B * D);
       GemmC(ctx, B, H, D, da_c, Weight(ctx, w_in_, 0), H, false, dh_top, H, 1.0f);
       // The cells, top down.
       for (int i = layers_ - 1; i >= 0; --i) {
@@ -226,22 +226,19 @@ class LstmDecoder {
         const T* c_prev = j > 0 ? Row(cells_[i], j - 1) : c0_[i];
         be.LstmCellBackward(g, c_prev, Row(cells_[i], j), dh_[i].template data<T>(), dc_[i].template data<T>(), g,
                             dc_[i].template data<T>(), nullptr, B, H);
-        const void* g_c = ctx.AsComputeScratch(g, B * G, kScratchCastA);  // the gate gradients' four products
-        if (const T* h_prev = j > 0 ? Row(hiddens_[i], j - 1) : h0_[i]) {
-          WeightGradC(ctx, G, H, B, g_c, h_prev, store_.grad(w_hh_[i]), H);
+        const void* g_c = ctx.AsComputeScratch(g, B * G, kScratchCastA);  // for both input gradients
+        if (j > 0 || h0_[i]) {
           GemmC(ctx, B, H, G, g_c, Weight(ctx, w_hh_[i], 0), H, false, dh_[i].template data<T>(), H, 0.0f);
         }
         if (i > 0) {
           // Into the layer below's output, through the dropout between them, and straight
           // through a residual.
-          WeightGradC(ctx, G, H, B, g_c, LayerInput(i, j), store_.grad(w_ih_[i]), H);
           T* din = dout_[i - 1].template data<T>();
           GemmC(ctx, B, H, G, g_c, Weight(ctx, w_ih_[i], 0), H, false, din, H, 0.0f);
           if (p_ > 0) be.BiasDropoutResidualBackward(din, din, nullptr, B, H, p_, Key(j, i - 1));
           if (Residual(i)) be.Add(dout_[i].template data<T>(), din, B * H);
         } else if (j > 0) {
           // The feed's part: its gradient goes to the previous step's output.
-          WeightGradC(ctx, G, H, B, g_c, Row(y_, j - 1), store_.grad(w_ih_[0]) + embed_, embed_ + H);
           GemmC(ctx, B, H, G, g_c, Weight(ctx, w_ih_[0], embed_), embed_ + H, false, dfeed_.template data<T>(), H,
                 0.0f);
         }
@@ -262,14 +259,37 @@ class LstmDecoder {
       be.Gemm(B, S, D, steps_, GemmOperand{step_major(dscores_all_, S, kScratchCastA), cd, true, B * S, S},
               GemmOperand{step_major(a_, D, kScratchCastB), cd, false, B * D, D}, d_enc, B * D, D, 1.0f, 1.0f);
     }
-    // The embedding part of layer 0, every step at once, and the biases.
-    const void* dg0 = ctx.AsComputeScratch(gates_[0].template data<T>(), N * G, kScratchCastB);
-    be.Gemm(1, G, embed_, N, GemmOperand{dg0, cd, true, G, 0},
-            GemmOperand{ctx.AsComputeScratch(x_, N * embed_, kScratchCastA), cd, false, embed_, 0},
-            store_.grad(w_ih_[0]), embed_ + H, 0, 1.0f, 1.0f);
-    if (dx) {
-      be.Gemm(1, N, embed_, G, GemmOperand{dg0, cd, false, G, 0},
-              GemmOperand{Weight(ctx, w_ih_[0], 0), cd, false, embed_ + H, 0, true}, dx, embed_, 0, 1.0f, 0.0f);
+    // The weight gradients, every step at once (one product over N = steps x B rows each instead
+    // of one per step over B rows): the step loop left dpre in pre_, da in da_all_c_ and the gate
+    // gradients in gates_. x is cast into kScratchCastA, dy_c lives in kScratchCastB.
+    auto weight_grad = [&](int64_t m, int64_t n, int64_t rows, const void* dy_c, const T* x, T* dw, int64_t ldw) {
+      be.Gemm(1, m, n, rows, GemmOperand{dy_c, cd, true, m, 0},
+              GemmOperand{ctx.AsComputeScratch(x, rows * n, kScratchCastA), cd, false, n, 0}, dw, ldw, 0, 1.0f, 1.0f);
+    };
+    const size_t es = DTypeSize(cd);
+    // output_proj: dWo += dpre^T [ctx | h]; input_proj: dWi += da^T h.
+    const void* dpre_c = ctx.AsComputeScratch(pre_.template data<T>(), N * H, kScratchCastB);
+    weight_grad(H, D, N, dpre_c, context_.template data<T>(), store_.grad(w_out_), D + H);
+    weight_grad(H, H, N, dpre_c, Output(layers_ - 1, 0), store_.grad(w_out_) + D, D + H);
+    weight_grad(D, H, N, da_all_c_.raw(), Output(layers_ - 1, 0), store_.grad(w_in_), H);
+    // The cells, layer 0 last (its gate gradients also give the embedding's part and dx).
+    for (int i = layers_ - 1; i >= 0; --i) {
+      const void* g_c = ctx.AsComputeScratch(gates_[i].template data<T>(), N * G, kScratchCastB);
+      const void* g_c1 = static_cast<const char*>(g_c) + B * G * es;  // from step 1 on
+      // dW_hh += Σ_j g_j^T h_{j-1}: steps 1.. against hiddens 0..; step 0 against h0.
+      if (N > B) weight_grad(G, H, N - B, g_c1, Row(hiddens_[i], 0), store_.grad(w_hh_[i]), H);
+      if (h0_[i]) weight_grad(G, H, B, g_c, h0_[i], store_.grad(w_hh_[i]), H);
+      if (i > 0) {
+        weight_grad(G, H, N, g_c, LayerInput(i, 0), store_.grad(w_ih_[i]), H);
+        continue;
+      }
+      // Layer 0: the feed's part (steps 1.. against the outputs 0..), then the embedding's.
+      if (N > B) weight_grad(G, H, N - B, g_c1, Row(y_, 0), store_.grad(w_ih_[0]) + embed_, embed_ + H);
+      weight_grad(G, embed_, N, g_c, x_, store_.grad(w_ih_[0]), embed_ + H);
+      if (dx) {
+        be.Gemm(1, N, embed_, G, GemmOperand{g_c, cd, false, G, 0},
+                GemmOperand{Weight(ctx, w_ih_[0], 0), cd, false, embed_ + H, 0, true}, dx, embed_, 0, 1.0f, 0.0f);
+      }
     }
     for (int i = 0; i < layers_; ++i) {
       be.ColumnSum(gates_[i].template data<T>(), store_.grad(b_ih_[i]), N, G);
@@ -311,16 +331,6 @@ class LstmDecoder {
             bool transposed, T* c, int64_t ldc, float beta) {
     GemmC(ctx, m, n, k, ctx.AsComputeScratch(x, m * k, kScratchCastA), w, ldw, transposed, c, ldc, beta);
   }
-  // dw [m, n] (row stride ldw) += dy^T [m, rows] · x [rows, n]; dy_c in the compute dtype (x is
-  // cast into the kScratchCastB slot, so dy_c may live in kScratchCastA).
-  void WeightGradC(Context<T>& ctx, int64_t m, int64_t n, int64_t rows, const void* dy_c, const T* x, T* dw,
-                   int64_t ldw) {
-    const DType cd = ctx.compute();
-    ctx.backend().Gemm(1, m, n, rows, GemmOperand{dy_c, cd, true, m, 0},
-                       GemmOperand{ctx.AsComputeScratch(x, rows * n, kScratchCastB), cd, false, n, 0}, dw, ldw, 0,
-                       1.0f, 1.0f);
-  }
-
   ParamStore<T>& store_;
   int64_t embed_, hidden_;
   int layers_;
@@ -341,6 +351,7 @@ class LstmDecoder {
   std::vector<Tensor> gates_, cells_, hiddens_, outputs_, dropped_, bias_, dh_, dc_, dout_;
   Tensor a_, probs_, context_, pre_, y_, enc_cast_, dfeed_, dtmp_, dtmp2_, dctx_all_, dscores_all_;
   Tensor top_cast_;  // a step's top-layer output in the compute dtype (Forward)
+  Tensor da_all_c_;  // every step's gradient of the attention query, compute dtype (Backward)
 };
 
 }  // namespace sf
