@@ -19,9 +19,9 @@
 // (B = batch_sizes[0]).
 // Backward (from dy [N, H]), per step from the last: dh_t = dy_t + the gradient carried from
 // step t+1, the cell's backward gives dG_t (written over the saved activations) and the carried
-// dc; the carried dh is dG_t W_hh and dW_hh += dG_t^T h_{t-1}. Then, for every step at once and
-// per input part, dx_k = dG W_ih[:, block k] and dW_ih[:, block k] += dG^T x_k, and both biases'
-// gradients += the column sums of dG. The initial state's gradients are left in dh0() / dc0()
+// dc; the carried dh is dG_t W_hh. Then, for every step at once, dW_hh += Σ_t dG_t^T h_{t-1},
+// and per input part dx_k = dG W_ih[:, block k] and dW_ih[:, block k] += dG^T x_k, and both
+// biases' gradients += the column sums of dG. The initial state's gradients are left in dh0() / dc0()
 // when one was given.
 //
 // Mixed precision: GEMM operands in ctx.compute() — x cast once, each h_t cast as it is made
@@ -30,6 +30,7 @@
 // c, h) until the next Forward; the caller keeps x, h0 and c0 alive as long.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -157,12 +158,32 @@ class Lstm {
       // below read them too (one cast per element, not two).
       const void* dg = dg_c + offsets_[t] * G * es;
       if (low) be.Cast(g, const_cast<void*>(dg), ctx.compute(), n * G);
-      if (const void* h_prev = HPrevCompute(ctx, t)) {
+      if (HPrevCompute(ctx, t)) {
         be.Gemm(1, n, H, G, GemmOperand{dg, ctx.compute(), false, G, 0},
                 GemmOperand{w_hh, ctx.compute(), false, H, 0, true}, dh_.data<T>(), H, 0, 1.0f, 0.0f);
-        be.Gemm(1, G, H, n, GemmOperand{dg, ctx.compute(), true, G, 0},
-                GemmOperand{h_prev, ctx.compute(), false, H, 0}, store_.grad(w_hh_), H, 0, 1.0f, 1.0f);
       }
+    }
+    // dW_hh += Σ_t dG_t^T h_{t-1}[:n_t]: every step after the first in one product over its
+    // rows (one per step over n_t rows ran at half the GEMM rate), against the rows of h that
+    // preceded them — h shifted by one step when no sequence ends early, otherwise each step's
+    // first n_t rows of h_{t-1} gathered — and step 0 against h0.
+    const int64_t first = batch_sizes_[0];
+    if (n_rows > first) {
+      const void* h_prev = HPrevCompute(ctx, 1);
+      if (std::any_of(batch_sizes_.begin(), batch_sizes_.end(), [&](int64_t n) { return n != first; })) {
+        char* gathered = static_cast<char*>(ctx.Scratch(kScratchCastA, (n_rows - first) * H, ctx.compute()));
+        for (size_t t = 1; t < batch_sizes_.size(); ++t) {
+          be.Cast(h_.data<T>() + offsets_[t - 1] * H, gathered + (offsets_[t] - first) * H * es, ctx.compute(),
+                  batch_sizes_[t] * H);
+        }
+        h_prev = gathered;
+      }
+      be.Gemm(1, G, H, n_rows - first, GemmOperand{dg_c + first * G * es, ctx.compute(), true, G, 0},
+              GemmOperand{h_prev, ctx.compute(), false, H, 0}, store_.grad(w_hh_), H, 0, 1.0f, 1.0f);
+    }
+    if (h0_c_) {
+      be.Gemm(1, G, H, first, GemmOperand{dg_c, ctx.compute(), true, G, 0},
+              GemmOperand{h0_c_, ctx.compute(), false, H, 0}, store_.grad(w_hh_), H, 0, 1.0f, 1.0f);
     }
     // dW_ih[:, block k] += dG^T x_k; dx_k = dG W_ih[:, block k].
     const void* dg_all = dg_c;
