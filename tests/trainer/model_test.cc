@@ -292,6 +292,51 @@ TEST(MixedPrecision, Bf16LossByBlocksOfRowsEqualsOneBlock) {
   }
 }
 
+// The output layer with a bias (the LSTM's and ConvS2S's untied fc_out): blocks of 5 rows give
+// the loss, the bf16 loss gradient and the bias's gradient (summed before rounding) of the
+// unfused ops — the GEMM with the bias, the loss, its gradient in fp32, its column sums, one cast.
+TEST(OutputLoss, BlocksWithABiasEqualTheUnfusedOps) {
+  CpuBackend be;
+  Context<float> ctx(&be, DType::kBF16);
+  const int64_t rows = 23, C = 16, V = 41;
+  std::mt19937 rng(4);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> y(rows * C), w(V * C), bias(V);
+  for (std::vector<float>* v : {&y, &w, &bias})
+    for (float& x : *v) x = u(rng);
+  std::vector<int32_t> targets(rows);
+  for (int64_t r = 0; r < rows; ++r) targets[r] = r % 7 == 3 ? kPad : static_cast<int32_t>(4 + (r * 5) % (V - 4));
+  std::vector<uint16_t> yc(rows * C), wc(V * C);
+  be.Cast(y.data(), yc.data(), DType::kBF16, rows * C);
+  be.Cast(w.data(), wc.data(), DType::kBF16, V * C);
+  // Unfused.
+  std::vector<float> logits(rows * V), lse_ref(rows), dbias_ref(V, 0.0f);
+  be.GemmBiasAct(rows, V, C, GemmOperand{yc.data(), DType::kBF16, false, C, 0},
+                 GemmOperand{wc.data(), DType::kBF16, true, C, 0, true}, bias.data(), GemmActivation::kNone,
+                 logits.data(), DType::kF32);
+  const CrossEntropyStats ref = be.CrossEntropyForward(logits.data(), targets.data(), lse_ref.data(), rows, V, 0.1f, kPad);
+  be.CrossEntropyBackward(logits.data(), lse_ref.data(), targets.data(), logits.data(), DType::kF32, rows, V, 0.1f,
+                          kPad, 1.0f);
+  be.ColumnSum(logits.data(), dbias_ref.data(), rows, V);
+  std::vector<uint16_t> dref(rows * V), dl(rows * V);
+  be.Cast(logits.data(), dref.data(), DType::kBF16, rows * V);
+  // By blocks of 5 rows.
+  Tensor block, dbias;
+  std::vector<float> lse(rows);
+  const CrossEntropyStats got = ProjectWithLossGradient(ctx, yc.data(), wc.data(), rows, C, V, targets.data(), 0.1f,
+                                                        kPad, 5, block, lse.data(), dl.data(), DType::kBF16,
+                                                        bias.data(), &dbias);
+  EXPECT_EQ(block.numel(), 5 * V);
+  EXPECT_EQ(got.tokens, ref.tokens);
+  EXPECT_NEAR(got.loss, ref.loss, 1e-9 * ref.loss);
+  EXPECT_NEAR(got.nll, ref.nll, 1e-9 * ref.nll);
+  EXPECT_LT(MaxRel(lse.data(), lse_ref.data(), rows), 1e-7);
+  EXPECT_LT(MaxRel(dbias.data<float>(), dbias_ref.data(), V), 1e-6);
+  int64_t differ = 0;
+  for (int64_t i = 0; i < rows * V; ++i) differ += dl[i] != dref[i];
+  EXPECT_EQ(differ, 0) << "bf16 gradient elements that differ from the unfused ops'";
+}
+
 // The language model's bf16 training takes the same path (the loss gradient with the loss, by
 // blocks, grad_scale applied as the output GEMMs' alpha): its loss and every gradient, scaled by
 // 4 and unscaled, against fp32's.

@@ -28,6 +28,7 @@
 #include "trainer/nn/context.h"
 #include "trainer/nn/lstm_decoder.h"
 #include "trainer/nn/lstm_encoder.h"
+#include "trainer/nn/output_loss.h"
 #include "trainer/nn/param_store.h"
 
 namespace sf {
@@ -163,13 +164,25 @@ class LstmModel final : public Seq2SeqModel<T> {
                                     extra_.template data<T>(), N, O, p_out_, ctx_.Key(kExtraSite));
       features_ = extra_.template data<T>();
     }
+    ctx_.Plan(lse_, {N}, dt);
+    // bf16 training: the loss gradient comes with the loss, a block of rows at a time
+    // (trainer/nn/output_loss.h), fc_out's bias gradient summed from it before rounding.
+    const DType cd = ctx_.compute();
+    loss_grad_ready_ = ctx_.training && cd == DType::kBF16;
+    if (loss_grad_ready_) {
+      ctx_.Plan(dlogits_low_, {N, V}, cd);
+      return ProjectWithLossGradient(ctx_, ctx_.AsComputeScratch(features_, N * O, kScratchCastA),
+                                     store_.compute_value(OutWeight(), cd), N, O, V, tout_.data<int32_t>(),
+                                     config_.label_smoothing, config_.pad_id, 0, logits_, lse_.template data<T>(),
+                                     dlogits_low_.raw(), cd, fc_out_b_ >= 0 ? store_.value(fc_out_b_) : nullptr,
+                                     &dbias_);
+    }
     ctx_.Plan(logits_, {N, V}, dt);
     Linear(OutWeight(), features_, logits_.template data<T>(), N, V, O);
     if (fc_out_b_ >= 0) {
       be.BiasDropoutResidualForward(logits_.template data<T>(), store_.value(fc_out_b_), nullptr,
                                     logits_.template data<T>(), N, V, 0.0f, DropoutKey{});
     }
-    ctx_.Plan(lse_, {N}, dt);
     return be.CrossEntropyForward(logits_.template data<T>(), tout_.data<int32_t>(), lse_.template data<T>(), N, V,
                                   config_.label_smoothing, config_.pad_id);
   }
@@ -181,12 +194,22 @@ class LstmModel final : public Seq2SeqModel<T> {
     const int64_t B = batch_, Tt = tgt_len_, S = src_len_, N = B * Tt;
     const int64_t E = config_.decoder_embed, H = config_.decoder_hidden, O = config_.decoder_out_embed;
     const int64_t V = config_.tgt_vocab, units = config_.encoder_units();
-    T* dlogits = logits_.template data<T>();
-    be.CrossEntropyBackward(logits_.template data<T>(), lse_.template data<T>(), tout_.data<int32_t>(), dlogits, dt,
-                            N, V, config_.label_smoothing, config_.pad_id, grad_scale);
-    if (fc_out_b_ >= 0) be.ColumnSum(dlogits, store_.grad(fc_out_b_), N, V);
     ctx_.Plan(dfeatures_, {N, O}, dt);
-    LinearBackward(OutWeight(), features_, dlogits, dfeatures_.template data<T>(), N, V, O);
+    if (loss_grad_ready_) {
+      // Forward left the unscaled gradient (bf16) and the bias's (fp32): scale both here.
+      loss_grad_ready_ = false;
+      if (fc_out_b_ >= 0) {
+        be.Scale(dbias_.template data<T>(), V, grad_scale);
+        be.Add(dbias_.template data<T>(), store_.grad(fc_out_b_), V);
+      }
+      LinearBackwardC(OutWeight(), features_, dlogits_low_.raw(), dfeatures_.template data<T>(), N, V, O, grad_scale);
+    } else {
+      T* dlogits = logits_.template data<T>();
+      be.CrossEntropyBackward(logits_.template data<T>(), lse_.template data<T>(), tout_.data<int32_t>(), dlogits, dt,
+                              N, V, config_.label_smoothing, config_.pad_id, grad_scale);
+      if (fc_out_b_ >= 0) be.ColumnSum(dlogits, store_.grad(fc_out_b_), N, V);
+      LinearBackward(OutWeight(), features_, dlogits, dfeatures_.template data<T>(), N, V, O);
+    }
     const T* dy = dfeatures_.template data<T>();
     if (fc_extra_w_ >= 0) {
       T* dz = dfeatures_.template data<T>();
@@ -234,7 +257,9 @@ class LstmModel final : public Seq2SeqModel<T> {
     if (grads_final_) grads_final_(0);
   }
 
-  const T* logits() const { return logits_.template data<T>(); }  // [T*B, V], time-major rows
+  // [T*B, V], time-major rows; bf16 training computes them a block of rows at a time
+  // (trainer/nn/output_loss.h) and keeps the last block only, unless every row fitted one.
+  const T* logits() const { return logits_.template data<T>(); }
 
   // ---- Incremental decoding (the beam search, lstm_generator.h): call with
   // context().training false; no gradients.
@@ -302,14 +327,19 @@ class LstmModel final : public Seq2SeqModel<T> {
   }
   // dW += dy^T x; dx = dy W (dx may be null).
   void LinearBackward(int w, const T* x, const T* dy, T* dx, int64_t rows, int64_t out, int64_t in) {
+    LinearBackwardC(w, x, ctx_.AsComputeScratch(dy, rows * out, kScratchCastA), dx, rows, out, in, 1.0f);
+  }
+  // The same with dy already in the compute dtype (not in the kScratchCastB slot), both products
+  // scaled by alpha.
+  void LinearBackwardC(int w, const T* x, const void* dy_c, T* dx, int64_t rows, int64_t out, int64_t in,
+                       float alpha) {
     const DType cd = ctx_.compute();
-    const void* dy_c = ctx_.AsComputeScratch(dy, rows * out, kScratchCastA);
     ctx_.backend().Gemm(1, out, in, rows, GemmOperand{dy_c, cd, true, out, 0},
                         GemmOperand{ctx_.AsComputeScratch(x, rows * in, kScratchCastB), cd, false, in, 0},
-                        store_.grad(w), in, 0, 1.0f, 1.0f);
+                        store_.grad(w), in, 0, alpha, 1.0f);
     if (dx) {
       ctx_.backend().Gemm(1, rows, in, out, GemmOperand{dy_c, cd, false, out, 0},
-                          GemmOperand{store_.compute_value(w, cd), cd, false, in, 0, true}, dx, in, 0, 1.0f, 0.0f);
+                          GemmOperand{store_.compute_value(w, cd), cd, false, in, 0, true}, dx, in, 0, alpha, 0.0f);
     }
   }
   // The decoder's initial states from the encoder's final ones (projected when the sizes
@@ -352,6 +382,8 @@ class LstmModel final : public Seq2SeqModel<T> {
   const T* y_ = nullptr;
   const T* features_ = nullptr;
   Tensor tin_, tout_, emb_, extra_, logits_, lse_, dfeatures_, dy_, demb_, denc_;
+  Tensor dlogits_low_, dbias_;    // bf16 training: the loss gradient and fc_out's bias gradient
+  bool loss_grad_ready_ = false;  // Forward left them there
   std::vector<Tensor> states_h_, states_c_, dstates_;
   std::vector<int32_t> host_tin_, host_tout_;
   std::vector<const T*> init_h_, init_c_;

@@ -17,6 +17,12 @@
 // kLogitBlockBytes, a multiple of 16 and at least 16; on a device (a GPU) every row in one block,
 // since one large GEMM suits it best and its memory is not a cache the block would stay in.
 //
+// With a bias [V] (T; the LSTM's and ConvS2S's untied output layers) the logits are y W^T + bias
+// (the GEMM's epilogue), and `dbias` (planned [V] and zeroed here) receives the column sums of
+// the loss gradient while it is still fp32 in the block, before it is rounded: the bias's
+// gradient, unscaled like dlogits (the caller's Backward multiplies by the loss scale). The
+// block then takes the loss gradient in place and one cast into dlogits, all in the caches.
+//
 // The block's logits are left in `logits` (resized to [block rows, V]): after the call it holds
 // the last block's rows only, unless every row fitted one block. The loss statistics are the sums
 // of the blocks' (double; the per-block order is the kernel's, as for one call).
@@ -45,7 +51,8 @@ CrossEntropyStats ProjectWithLossGradient(Context<T>& ctx, const void* y_compute
                                           int64_t V, const int32_t* targets, float label_smoothing,
                                           int32_t pad, int64_t requested_block_rows,
                                           Tensor& logits, T* lse, void* dlogits,
-                                          DType dlogits_dtype) {
+                                          DType dlogits_dtype, const T* bias = nullptr,
+                                          Tensor* dbias = nullptr) {
   Backend<T>& be = ctx.backend();
   const DType cdt = ctx.compute();
   const int64_t block = LogitBlockRows(be, rows, V, requested_block_rows);
@@ -53,14 +60,28 @@ CrossEntropyStats ProjectWithLossGradient(Context<T>& ctx, const void* y_compute
   const char* y = static_cast<const char*>(y_compute);
   char* dl = static_cast<char*>(dlogits);
   const int64_t ysize = DTypeSize(cdt), dsize = DTypeSize(dlogits_dtype);
+  if (bias) {
+    ctx.Plan(*dbias, {V}, DTypeOf<T>::value);
+    dbias->ZeroFill();
+  }
   CrossEntropyStats total;
   for (int64_t r0 = 0; r0 < rows; r0 += block) {
     const int64_t n = std::min(block, rows - r0);
-    be.Gemm(1, n, V, C, GemmOperand{y + r0 * C * ysize, cdt, false, C, 0},
-            GemmOperand{w_compute, cdt, true, C, 0, true}, logits.data<T>(), V, 0, 1.0f, 0.0f);
-    const CrossEntropyStats s = be.CrossEntropyForwardBackward(
-        logits.data<T>(), targets + r0, lse + r0, dl + r0 * V * dsize, dlogits_dtype, n, V,
-        label_smoothing, pad, 1.0f);
+    const GemmOperand a{y + r0 * C * ysize, cdt, false, C, 0};
+    const GemmOperand w{w_compute, cdt, true, C, 0, true};
+    T* z = logits.data<T>();
+    CrossEntropyStats s;
+    if (!bias) {
+      be.Gemm(1, n, V, C, a, w, z, V, 0, 1.0f, 0.0f);
+      s = be.CrossEntropyForwardBackward(z, targets + r0, lse + r0, dl + r0 * V * dsize,
+                                         dlogits_dtype, n, V, label_smoothing, pad, 1.0f);
+    } else {
+      be.GemmBiasAct(n, V, C, a, w, bias, GemmActivation::kNone, z, DTypeOf<T>::value);
+      s = be.CrossEntropyForwardBackward(z, targets + r0, lse + r0, z, DTypeOf<T>::value, n, V,
+                                         label_smoothing, pad, 1.0f);
+      be.ColumnSum(z, dbias->data<T>(), n, V);
+      be.Cast(z, dl + r0 * V * dsize, dlogits_dtype, n * V);
+    }
     total.loss += s.loss;
     total.nll += s.nll;
     total.tokens += s.tokens;
