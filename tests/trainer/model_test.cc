@@ -18,6 +18,7 @@
 #include "trainer/core/safetensors.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
 #include "trainer/models/fconv.h"
+#include "trainer/models/lstm_model.h"
 #include "trainer/models/transformer_lm.h"
 #include "trainer/models/weights_io.h"
 #include "trainer/nn/output_loss.h"
@@ -337,29 +338,20 @@ TEST(OutputLoss, BlocksWithABiasEqualTheUnfusedOps) {
   EXPECT_EQ(differ, 0) << "bf16 gradient elements that differ from the unfused ops'";
 }
 
-// The language model's bf16 training takes the same path (the loss gradient with the loss, by
-// blocks, grad_scale applied as the output GEMMs' alpha): its loss and every gradient, scaled by
-// 4 and unscaled, against fp32's.
-TEST(MixedPrecision, LmBf16ForwardBackwardCloseToFp32) {
-  TransformerLmConfig c;
-  c.d_model = 32;
-  c.heads = 4;
-  c.layers = 2;
-  c.ffn_dim = 48;
-  c.vocab = 37;
-  c.max_positions = 32;
-  c.normalize_before = true;
-  c.activation = Activation::kGelu;
-  c.share_input_output_embed = false;
-  c.label_smoothing = 0.1f;
-  c.dropout = 0.0f;
+// bf16 training of every family with a loss layer of its own takes the fused path (the loss
+// gradient with the loss, by blocks, grad_scale applied as the output GEMMs' alpha, an output
+// bias's gradient summed before rounding): the loss and every gradient, scaled by 4 and unscaled,
+// against fp32's.
+template <typename Model, typename Config>
+void ExpectBf16TrainingCloseToFp32(const Config& c, int64_t vocab, const std::string& what) {
+  SCOPED_TRACE(what);
   CpuBackend backend;
-  TransformerLm<float> ref(c, &backend, DType::kF32), low(c, &backend, DType::kBF16);
-  const HostBatch hb = RandomBatch(4, 9, 9, c.vocab, 12);  // the model reads the target side
+  Model ref(c, &backend, DType::kF32), low(c, &backend, DType::kBF16);
+  const HostBatch hb = RandomBatch(4, 9, 9, vocab, 12);
   const float scale = 4.0f;
   CrossEntropyStats stats[2];
   int k = 0;
-  for (TransformerLm<float>* m : {&ref, &low}) {
+  for (Model* m : {&ref, &low}) {
     m->InitParameters(7);
     m->ZeroGrads();
     auto s = m->Forward(hb.view());
@@ -372,11 +364,46 @@ TEST(MixedPrecision, LmBf16ForwardBackwardCloseToFp32) {
   EXPECT_NEAR(stats[1].loss, stats[0].loss, 0.01 * stats[0].loss);
   for (size_t i = 0; i < ref.params().params().size(); ++i) {
     const ParamInfo& p = ref.params().params()[i];
-    EXPECT_LT(L2Rel(low.params().grad(static_cast<int>(i)), ref.params().grad(static_cast<int>(i)),
-                    p.numel),
-              0.1)
+    EXPECT_LT(L2Rel(low.params().grad(static_cast<int>(i)), ref.params().grad(static_cast<int>(i)), p.numel), 0.1)
         << p.name;
   }
+}
+
+TEST(MixedPrecision, LmFConvAndLstmBf16ForwardBackwardCloseToFp32) {
+  TransformerLmConfig lm;
+  lm.d_model = 32;
+  lm.heads = 4;
+  lm.layers = 2;
+  lm.ffn_dim = 48;
+  lm.vocab = 37;
+  lm.max_positions = 32;
+  lm.normalize_before = true;
+  lm.activation = Activation::kGelu;
+  lm.share_input_output_embed = false;
+  lm.dropout = 0.0f;
+  ExpectBf16TrainingCloseToFp32<TransformerLm<float>>(lm, lm.vocab, "transformer_lm");
+  for (bool tied : {false, true}) {
+    FConvConfig c;
+    c.encoder_embed = 16;
+    c.decoder_embed = 16;
+    c.decoder_out_embed = tied ? 16 : 12;  // untied: fc3 is its own weight-normalised Linear
+    c.encoder_convs = {{16, 3}, {24, 3}};
+    c.decoder_convs = {{16, 3}, {24, 3}};
+    c.share_input_output_embed = tied;
+    c.src_vocab = 37;
+    c.tgt_vocab = 37;
+    c.max_positions = 32;
+    c.dropout = 0.0f;
+    ExpectBf16TrainingCloseToFp32<FConvModel<float>>(c, 37, tied ? "fconv tied" : "fconv untied");
+  }
+  LstmConfig c;
+  c.src_vocab = 37;
+  c.tgt_vocab = 37;
+  c.encoder_embed = c.encoder_hidden = 16;
+  c.decoder_embed = c.decoder_hidden = c.decoder_out_embed = 16;
+  c.encoder_dropout_in = c.encoder_dropout_out = c.decoder_dropout_in = c.decoder_dropout_out = 0.0f;
+  c.max_positions = 32;
+  ExpectBf16TrainingCloseToFp32<LstmModel<float>>(c, 37, "lstm (fc_out with a bias)");
 }
 
 std::unique_ptr<Optimizer> Adam(double lr_unused = 0) {

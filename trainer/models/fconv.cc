@@ -5,6 +5,7 @@
 #include <random>
 
 #include "trainer/models/model_metadata.h"
+#include "trainer/nn/output_loss.h"
 
 namespace sf {
 namespace {
@@ -87,6 +88,8 @@ struct FConvModel<T>::State {
   Tensor enc_a, enc_b, denc_a, denc_b;  // [B·S, E]
   Tensor enc_bs, denc_bs;       // √s · b (what the attention reads) and its gradient
   Tensor h, logits, lse, dh, zeros;
+  Tensor dlogits_low, dbias;     // bf16 training: the loss gradient and fc3's bias gradient
+  bool loss_grad_ready = false;  // Forward left them there (output_loss.h)
   std::vector<uint8_t> staging;
 };
 
@@ -348,6 +351,18 @@ Result<CrossEntropyStats> FConvModel<T>::Forward(const Seq2SeqBatch& b) {
   dec_fc2_->Forward(store_, ctx_, dec.x.back().template data<T>(), Nt, s.h.template data<T>());
   be.BiasDropoutResidualForward(s.h.template data<T>(), nullptr, nullptr, s.h.template data<T>(), Nt, O, p,
                                 ctx_.Key(kOutputSite));
+  ctx_.Plan(s.lse, {Nt}, dt);
+  // bf16 training: the loss gradient comes with the loss, a block of rows at a time
+  // (trainer/nn/output_loss.h), fc3's bias gradient summed from it before rounding.
+  s.loss_grad_ready = ctx_.training && cd == DType::kBF16;
+  if (s.loss_grad_ready) {
+    ctx_.Plan(s.dlogits_low, {Nt, V}, cd);
+    const void* w = fc3_ ? fc3_->compute_weight(ctx_) : store_.compute_value(dec.table, cd);
+    const T* bias = store_.value(fc3_ ? fc3_->bias_id() : fc3_bias_);
+    return ProjectWithLossGradient(ctx_, ctx_.AsComputeScratch(s.h.template data<T>(), Nt * O, kScratchCastA), w, Nt,
+                                   O, V, s.tgt_out.template data<int32_t>(), c.label_smoothing, c.pad_id, 0, s.logits,
+                                   s.lse.template data<T>(), s.dlogits_low.raw(), cd, bias, &s.dbias);
+  }
   ctx_.Plan(s.logits, {Nt, V}, dt);
   if (fc3_) {
     fc3_->Forward(store_, ctx_, s.h.template data<T>(), Nt, s.logits.template data<T>());
@@ -358,7 +373,6 @@ Result<CrossEntropyStats> FConvModel<T>::Forward(const Seq2SeqBatch& b) {
     be.BiasDropoutResidualForward(s.logits.template data<T>(), store_.value(fc3_bias_), nullptr,
                                   s.logits.template data<T>(), Nt, V, 0.0f, DropoutKey{});
   }
-  ctx_.Plan(s.lse, {Nt}, dt);
   return be.CrossEntropyForward(s.logits.template data<T>(), s.tgt_out.template data<int32_t>(), s.lse.template data<T>(),
                                 Nt, V, c.label_smoothing, c.pad_id);
 }
@@ -376,21 +390,33 @@ void FConvModel<T>::Backward(float grad_scale) {
   Side& dec = *decoder_;
 
   // ---- output layers
-  T* dlogits = s.logits.template data<T>();
-  be.CrossEntropyBackward(s.logits.template data<T>(), s.lse.template data<T>(), s.tgt_out.template data<int32_t>(),
-                          dlogits, dt, Nt, V, c.label_smoothing, c.pad_id, grad_scale);
   ctx_.Plan(s.dh, {Nt, O}, dt);
-  if (fc3_) {
-    fc3_->Backward(store_, ctx_, s.h.template data<T>(), dlogits, Nt, s.dh.template data<T>(), 0.0f);
+  const int bias_id = fc3_ ? fc3_->bias_id() : fc3_bias_;
+  const void* dl_c = nullptr;  // the loss gradient in the compute dtype, times alpha
+  float alpha = 1.0f;
+  if (s.loss_grad_ready) {
+    // Forward left the unscaled gradient (bf16) and the bias's (fp32): scale them here.
+    s.loss_grad_ready = false;
+    be.Scale(s.dbias.template data<T>(), V, grad_scale);
+    be.Add(s.dbias.template data<T>(), store_.grad(bias_id), V);
+    dl_c = s.dlogits_low.raw();
+    alpha = grad_scale;
   } else {
-    be.ColumnSum(dlogits, store_.grad(fc3_bias_), Nt, V);
-    const void* dl_c = ctx_.AsComputeScratch(dlogits, Nt * V, kScratchCastA);
+    T* dlogits = s.logits.template data<T>();
+    be.CrossEntropyBackward(s.logits.template data<T>(), s.lse.template data<T>(), s.tgt_out.template data<int32_t>(),
+                            dlogits, dt, Nt, V, c.label_smoothing, c.pad_id, grad_scale);
+    be.ColumnSum(dlogits, store_.grad(bias_id), Nt, V);
+    dl_c = ctx_.AsComputeScratch(dlogits, Nt * V, kScratchCastA);
+  }
+  if (fc3_) {
+    fc3_->BackwardWeightAndInput(store_, ctx_, s.h.template data<T>(), dl_c, alpha, Nt, s.dh.template data<T>(), 0.0f);
+  } else {
     be.Gemm(1, V, O, Nt, GemmOperand{dl_c, cd, true, V, 0},
             GemmOperand{ctx_.AsComputeScratch(s.h.template data<T>(), Nt * O, kScratchCastB), cd, false, O, 0},
-            store_.grad(dec.table), O, 0, 1.0f, 1.0f);
+            store_.grad(dec.table), O, 0, alpha, 1.0f);
     be.Gemm(1, Nt, O, V, GemmOperand{dl_c, cd, false, V, 0},
-            GemmOperand{store_.compute_value(dec.table, cd), cd, false, O, 0, true}, s.dh.template data<T>(), O, 0, 1.0f,
-            0.0f);
+            GemmOperand{store_.compute_value(dec.table, cd), cd, false, O, 0, true}, s.dh.template data<T>(), O, 0,
+            alpha, 0.0f);
   }
   be.BiasDropoutResidualBackward(s.dh.template data<T>(), s.dh.template data<T>(), nullptr, Nt, O, p,
                                  ctx_.Key(kOutputSite));

@@ -101,7 +101,9 @@ class FConvModel final : public Seq2SeqModel<T> {
   // Reports 0 only, at the end of Backward (the contract allows it).
   void set_grads_final_hook(std::function<void(int64_t offset)> hook) override { grads_final_ = std::move(hook); }
 
-  // Logits of the last Forward [B·T, V], batch-major rows (valid until Backward).
+  // Logits of the last Forward [B·T, V], batch-major rows (valid until Backward). bf16 training
+  // computes them a block of rows at a time (trainer/nn/output_loss.h) and keeps the last block
+  // only, unless every row fitted one.
   const T* logits() const;
 
  private:

@@ -113,6 +113,7 @@ class WnLinear {
   }
   void Refresh(ParamStore<T>& store, Context<T>& ctx) { weight_.Refresh(store, ctx); }
   const T* weight() const { return weight_.w(); }  // [out, in]
+  const void* compute_weight(const Context<T>& ctx) const { return weight_.compute(ctx); }  // [out, in]
   int bias_id() const { return bias_; }
 
   // y [rows, out] = x [rows, in] w^T + bias.
@@ -126,17 +127,23 @@ class WnLinear {
   // dx_beta 1, added.
   void Backward(ParamStore<T>& store, Context<T>& ctx, const T* x, const T* dy, int64_t rows, T* dx,
                 float dx_beta) {
+    ctx.backend().ColumnSum(dy, store.grad(bias_), rows, out_);
+    BackwardWeightAndInput(store, ctx, x, ctx.AsComputeScratch(dy, rows * out_, kScratchCastA), 1.0f, rows, dx,
+                           dx_beta);
+  }
+  // The same without the bias's gradient, from alpha · dy with dy_c already in the compute dtype
+  // (not in the kScratchCastB slot): the output layer whose loss gradient came with the loss.
+  void BackwardWeightAndInput(ParamStore<T>& store, Context<T>& ctx, const T* x, const void* dy_c, float alpha,
+                              int64_t rows, T* dx, float dx_beta) {
     const DType cd = ctx.compute();
     Backend<T>& be = ctx.backend();
-    be.ColumnSum(dy, store.grad(bias_), rows, out_);
-    const void* dy_c = ctx.AsComputeScratch(dy, rows * out_, kScratchCastA);
     be.Gemm(1, out_, in_, rows, GemmOperand{dy_c, cd, true, out_, 0},
             GemmOperand{ctx.AsComputeScratch(x, rows * in_, kScratchCastB), cd, false, in_, 0}, weight_.dw(ctx), in_,
-            0, 1.0f, 0.0f);
+            0, alpha, 0.0f);
     weight_.Backward(store, ctx);
     if (dx) {
       be.Gemm(1, rows, in_, out_, GemmOperand{dy_c, cd, false, out_, 0},
-              GemmOperand{weight_.compute(ctx), cd, false, in_, 0, true}, dx, in_, 0, 1.0f, dx_beta);
+              GemmOperand{weight_.compute(ctx), cd, false, in_, 0, true}, dx, in_, 0, alpha, dx_beta);
     }
   }
 
