@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -60,6 +61,10 @@ TnKernel OwnTnKernel() {
     if (choice == "onednn") return TnKernel::kOneDnn;
     if (choice == "amx") return amx ? TnKernel::kAmx : TnKernel::kOneDnn;
     if (choice == "avx512bf16") return cpu::HasAvx512Bf16() ? TnKernel::kAvx512Bf16 : TnKernel::kOneDnn;
+    if (!choice.empty()) {
+      std::fprintf(stderr, "warning: SF_GEMM_TN=%s is none of onednn, avx512bf16, amx: using this CPU's default\n",
+                   choice.c_str());
+    }
     return cpu::HasAvx512Bf16() && !amx ? TnKernel::kAvx512Bf16 : TnKernel::kOneDnn;
   }();
   return kernel;
