@@ -8,7 +8,7 @@
 #                                  SF_CHAOS_SEED=N replays a schedule;
 #                                  SF_SOAK_SAMPLE_SECONDS=S samples every S s (default 30).
 # Every sample also goes to $BUILD/soak-series.csv, drawn as $BUILD/soak-series.svg at the end
-# (bench/soak_plot.py; the plots in docs/performance.md).
+# (bench/soak_plot.py; the plots in docs/performance-scale.md).
 # The run uses a snapshot of the build (hard links under $BUILD/soak-snapshot, taken at the start;
 # the linker replaces a program rather than rewriting it), so rebuilding during a two-hour soak
 # does not change the programs its faults restart.

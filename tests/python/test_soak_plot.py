@@ -1,4 +1,4 @@
-"""bench/soak_plot.py (the soak's curves in docs/performance.md): a series CSV becomes one SVG
+"""bench/soak_plot.py (the soak's curves in docs/performance-scale.md): a series CSV becomes one SVG
 panel per kind of figure with a line per series, audit_log left out of the table rows, Unix
 times shown from the first sample plus an offset; a file without samples is refused by name."""
 

@@ -248,7 +248,7 @@ class LstmDecoder {
     //   d_enc[:, b] += P_b^T dCtx_b + dScores_b^T A_b   (P_b, dScores_b [steps, S]; dCtx_b, A_b
     //   [steps, D]; rows of stride B*S and B*D in the step-major buffers),
     // two batched products over the steps instead of two rank-1 updates per step, each of which
-    // read and wrote all of d_enc (10.8% of an lstm_small bf16 step, docs/performance.md).
+    // read and wrote all of d_enc (10.8% of an lstm_small bf16 step, docs/performance-cpu.md).
     if (d_enc) {
       auto step_major = [&](Tensor& t, int64_t width, ScratchSlot slot) {
         return ctx.AsComputeScratch(t.template data<T>(), N * width, slot);

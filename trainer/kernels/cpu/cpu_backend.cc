@@ -50,7 +50,7 @@ namespace {
 // The weight gradients' form, dW (+)= dy^T x in bf16 with the tokens as rows of both operands:
 // on the packed vdpbf16ps kernel (gemm_tn.h) where the CPU has AVX512_BF16 and no AMX tiles; on
 // oneDNN where it has AMX (its AMX kernels ran these shapes as fast as ours on the AMX host of
-// 2026-12-02, docs/performance.md). SF_GEMM_TN=onednn, =avx512bf16 or =amx picks one, for A/B
+// 2026-12-02, docs/performance-cpu.md). SF_GEMM_TN=onednn, =avx512bf16 or =amx picks one, for A/B
 // measurements (amx only where the CPU has the tiles).
 enum class TnKernel { kOneDnn, kAvx512Bf16, kAmx };
 TnKernel OwnTnKernel() {

@@ -17,7 +17,7 @@ namespace {
 // a broadcast of A in the 32 registers.
 constexpr int kMr = 14;
 constexpr int kNr = 32;
-// Cache blocks (measured on a Zen 5, docs/performance.md): kBlockK tokens per pass over C, a
+// Cache blocks (measured on a Zen 5, docs/performance-cpu.md): kBlockK tokens per pass over C, a
 // B block of kBlockK/2 pairs x kBlockN columns (1 MB, L2), A blocks of kBlockM columns.
 constexpr int64_t kBlockK = 1024;
 constexpr int64_t kBlockM = 56;

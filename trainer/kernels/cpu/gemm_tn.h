@@ -5,7 +5,7 @@
 //
 // That is dW[out, in] (+)= dy^T x with the tokens as the reduction: both operands arrive with the
 // tokens as rows. oneDNN 2.6 takes this form (A as a transposed view) at 0.8-0.87 of its rate on
-// plain operands on a Zen 5 and 0.6-0.87 on AMX hosts (docs/performance.md): it re-lays the
+// plain operands on a Zen 5 and 0.6-0.87 on AMX hosts (docs/performance-cpu.md): it re-lays the
 // transposed A inside every call. Here both operands are packed once per block of tokens into
 // token pairs ("words": two bf16 of consecutive tokens, the layout both bf16 dot-product units
 // multiply), in blocks that stay in L2:
