@@ -252,7 +252,7 @@ TEST(MixedPrecision, Bf16AndFp16ForwardBackwardCloseToFp32) {
 // must give the loss, the NLL, the token count and every gradient of one block of all rows.
 TEST(MixedPrecision, Bf16LossByBlocksOfRowsEqualsOneBlock) {
   CpuBackend backend;
-  EXPECT_EQ(LogitBlockRows(backend, 4096, 8000, 0), 64);  // 2 MiB of fp32 logits per block
+  EXPECT_EQ(LogitBlockRows(backend, 4096, 8000, 0), 256);  // 8 MiB of fp32 logits per block
   EXPECT_EQ(LogitBlockRows(backend, 40, 8000, 0), 40);
   EXPECT_EQ(LogitBlockRows(backend, 4096, 1 << 20, 0), 16);
   EXPECT_EQ(LogitBlockRows(backend, 4096, 8000, 5), 5);

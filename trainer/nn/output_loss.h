@@ -8,9 +8,12 @@
 // Backend::CrossEntropyForwardBackward: the rows are independent, so a block of them at a time
 // gives each row the same products and the same loss pass. What changes is where the fp32
 // logits live. Whole, they are rows x V x 4 bytes (131 MB for 4,096 tokens and 8,000 words; four
-// times that for a 32,000-word vocabulary) written by the GEMM and read back by the loss pass
-// from memory. By blocks they fill a buffer of about kLogitBlockBytes that the loss pass reads
-// while it is still in the CPU's caches, and the model's peak memory loses the full logits.
+// times that for a 32,000-word vocabulary), held until the loss pass has read them. By blocks
+// they fill a buffer of about kLogitBlockBytes, and the model's peak memory loses the rest. The
+// block is sized for the GEMM, not for a cache: on a Zen 5 (docs/performance-cpu.md) the loss
+// pass was no faster reading a 2 MiB block from the caches (it is bound by its exp), and the
+// logits GEMM ran at 0.97 of the reference rate over 64-row blocks, 1.09 over 256-row blocks and
+// 1.12 over all 4,096 rows; 8 MiB (256 rows at 8,000 words) keeps nearly all of the memory saving.
 //
 // Rows per block (LogitBlockRows): `requested` when > 0 (tests, the bench's comparison);
 // otherwise, on a backend whose memory the host reads (the CPU), as many rows as fit
@@ -35,7 +38,7 @@
 
 namespace sf {
 
-inline constexpr int64_t kLogitBlockBytes = int64_t{2} << 20;
+inline constexpr int64_t kLogitBlockBytes = int64_t{8} << 20;
 
 template <typename T>
 int64_t LogitBlockRows(const Backend<T>& backend, int64_t rows, int64_t vocab, int64_t requested) {
